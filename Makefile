@@ -1,0 +1,36 @@
+# warm: set-up, demo, tests, lint, benchmarks. Everything installs into ./.venv.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench stress clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,nvcc]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/warm run examples/matmul_host.py --bundle .warm-demo/host.warm
+	$(BIN)/warm stats .warm-demo/host.warm
+
+test: install
+	$(BIN)/ruff check warmcli tests examples bench scripts
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check warmcli tests examples bench scripts
+	$(BIN)/ruff format --check warmcli tests examples bench scripts
+
+bench: install
+	$(BIN)/python -m bench
+
+stress: install
+	$(BIN)/python -m pytest -q -m slow --run-slow tests
+
+clean:
+	rm -rf $(VENV) .warm-demo .pytest_cache .ruff_cache *.egg-info

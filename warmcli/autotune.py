@@ -1,0 +1,201 @@
+"""Tunable operations, their tune keys, and the tune cache of one device.
+
+A `Tunable` declares its candidates (one kernel variant each) and how to launch
+a candidate on its inputs; its tune key is the operation's name, a key derived
+from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
+device fingerprint and a checksum of the candidate set, so adding or renaming a
+candidate invalidates old picks. On a miss a tune measures every candidate
+(warm-up, then repeats, median) on the stream it measures on, switched to
+`Execute` by a `StreamModeOverride`; a candidate that fails to compile or run is
+excluded and recorded; the fastest wins and every measurement is kept. The
+`TuneCache` owns the records of one device and reads the bundle on demand; it
+never writes the bundle itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from warmcli.bundle import Bundle
+from warmcli.device import Buffer, DeviceError, LaunchError
+from warmcli.kernel import Kernel
+from warmcli.kernel_cache import KernelCompileError
+from warmcli.process_mode import active_collector
+from warmcli.records import CandidateMeasurement, TuneRecord
+from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
+
+if TYPE_CHECKING:
+    from warmcli.runtime import Runtime
+
+LaunchCandidate = Callable[..., None]
+
+
+class TuneFailure(RuntimeError):
+    """Every candidate of a tune failed; the message holds each one's reason."""
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def describe_input(value: Any, bucket: str | None = None) -> str:
+    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value."""
+    if isinstance(value, Buffer):
+        shape = tuple(_pow2(s) for s in value.shape) if bucket == "pow2" else value.shape
+        return f"{value.dtype}[{'x'.join(str(s) for s in shape)}]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(_pow2(value) if bucket == "pow2" else value)
+    if isinstance(value, float | str):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "(" + ",".join(describe_input(v, bucket) for v in value) + ")"
+    raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """An operation with several candidate kernels, one of which is picked per shape."""
+
+    name: str
+    candidates: Mapping[str, Kernel]
+    launch: LaunchCandidate
+    key: Callable[..., Hashable] | None = None
+    bucket: str | None = None
+    warmup: int = 1
+    repeats: int = 5
+    checksum: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        if not self.candidates:
+            raise ValueError(f"tunable {self.name} has no candidates")
+        if self.bucket not in (None, "pow2"):
+            raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
+        payload = sorted((name, k.content_hash) for name, k in self.candidates.items())
+        digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+        object.__setattr__(self, "checksum", digest)
+
+    def shape_key(self, inputs: tuple[Any, ...]) -> str:
+        """The inputs' part of the tune key, as stable text."""
+        if self.key is None:
+            return " ".join(describe_input(v, self.bucket) for v in inputs)
+        derived = self.key(*inputs)
+        return derived if isinstance(derived, str) else json.dumps(derived, default=str)
+
+    def tune_key(self, shape_key: str, device_identity: str) -> str:
+        payload = [self.name, shape_key, device_identity, self.checksum]
+        return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+class TuneCache:
+    """The tune records of one device: measured here, or read from the bundle on demand."""
+
+    def __init__(self, device_id: str, bundle: Bundle | None = None) -> None:
+        self.device_id = device_id
+        self.bundle = bundle
+        self._lock = threading.Lock()
+        self._records: dict[str, TuneRecord] = {}
+        self._new: dict[str, TuneRecord] = {}
+
+    def get(self, key: str) -> TuneRecord | None:
+        with self._lock:
+            record = self._records.get(key)
+        if record is None and self.bundle is not None:
+            record = self.bundle.tune(key)
+            if record is not None:
+                with self._lock:
+                    self._records[key] = record
+        return record
+
+    def put(self, record: TuneRecord) -> None:
+        with self._lock:
+            self._records[record.key] = record
+            self._new[record.key] = record
+
+    def unpersisted(self) -> list[TuneRecord]:
+        with self._lock:
+            return list(self._new.values())
+
+    def mark_persisted(self, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._new.pop(key, None)
+
+
+def _count(device: str, name: str, amount: float = 1) -> None:
+    active_collector().count(device, "autotune", name, amount)
+
+
+def measure(
+    rt: Runtime, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+) -> TuneRecord:
+    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest."""
+    device = rt.device
+    started = time.perf_counter()
+    rt.kernels.flush()
+    results: list[CandidateMeasurement] = []
+    for name, kernel in tunable.candidates.items():
+        kernel_key = rt.kernels.key(kernel)
+        try:
+            rt.kernels.get(kernel)
+        except KernelCompileError as exc:
+            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip()))
+            continue
+        if not device.can_execute:
+            results.append(CandidateMeasurement(name, kernel_key, "pending"))
+            continue
+
+        def run(kernel: Kernel = kernel) -> None:
+            tunable.launch(rt, kernel, *inputs, stream=stream)
+
+        try:
+            with StreamModeOverride(stream, StreamMode.EXECUTE):
+                for _ in range(tunable.warmup):
+                    run()
+                stream.synchronize()
+                samples = tuple(device.time(stream, run) for _ in range(max(1, tunable.repeats)))
+        except (LaunchError, DeviceError) as exc:
+            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=str(exc)))
+            continue
+        results.append(
+            CandidateMeasurement(name, kernel_key, "ok", statistics.median(samples), samples)
+        )
+    seconds = time.perf_counter() - started
+    ok = [c for c in results if c.status == "ok"]
+    failed = [c for c in results if c.status == "failed"]
+    _count(device.id, "candidates_failed", len(failed))
+    if not device.can_execute:
+        status, pick = "pending", None
+        _count(device.id, "pending")
+    elif not ok:
+        _count(device.id, "failed")
+        reasons = "\n".join(
+            f"- {c.name}: {c.reason.splitlines()[0] if c.reason else '?'}" for c in failed
+        )
+        raise TuneFailure(f"tune {tunable.name} {shape_key}: every candidate failed\n{reasons}")
+    else:
+        status = "measured"
+        pick = min(ok, key=lambda c: c.seconds or 0.0).name
+        _count(device.id, "measured")
+        _count(device.id, "candidates_measured", len(ok))
+    _count(device.id, "seconds", seconds)
+    return TuneRecord(
+        key=key,
+        operation=tunable.name,
+        shape_key=shape_key,
+        device=device.fingerprint.identity,
+        checksum=tunable.checksum,
+        status=status,
+        pick=pick,
+        candidates=tuple(results),
+        seconds=seconds,
+        measured_at=time.time(),
+    )

@@ -1,0 +1,102 @@
+"""The compiler protocol every backend's compiler implements.
+
+A compiler turns a *group* of `CompileUnit`s (kernels that may share one
+translation unit: same language, architecture and options) into one binary in
+one compiler process, and says under which symbol each kernel can be found in it.
+It raises `CompileFailure` with the compiler's log when the group fails; finding
+which kernel broke it is the batch scheduler's job (`warmcli.batch`), not the
+compiler's. Compilers own no cache and never load what they build.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from warmcli.kernel import Kernel
+from warmcli.toolchain import Toolchain
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    """One kernel to compile, with its key for the target it is compiled for."""
+
+    key: str
+    kernel: Kernel
+    arch: str
+
+    @property
+    def symbol(self) -> str:
+        """The unique name the kernel's entry gets inside a shared translation unit."""
+        return f"warm_{self.key[:16]}_{self.kernel.entry}"
+
+
+@dataclass(frozen=True)
+class CompiledGroup:
+    """One compiler process's output: a binary holding every unit of the group."""
+
+    binary: bytes
+    symbols: dict[str, str]
+    log: str
+    seconds: float
+    command: tuple[str, ...] = ()
+
+
+@dataclass
+class CompileFailure(Exception):
+    """A group (or a single kernel) failed to compile; `log` is the compiler's output."""
+
+    log: str
+    units: Sequence[CompileUnit] = field(default_factory=tuple)
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        names = ", ".join(u.kernel.label for u in self.units) or "?"
+        what = "timed out" if self.timed_out else "failed"
+        return f"compile of {names} {what}:\n{self.log.strip()}"
+
+
+@runtime_checkable
+class Compiler(Protocol):
+    """Builds binaries for one language; one `compile_group` call is one process."""
+
+    language: str
+
+    @property
+    def toolchain(self) -> Toolchain: ...
+
+    def compile_group(
+        self, units: Sequence[CompileUnit], timeout: float | None = None
+    ) -> CompiledGroup: ...
+
+
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.MULTILINE)
+
+
+def split_includes(source: str) -> tuple[list[str], str]:
+    """Pull `#include` lines out of a source, so they can be hoisted to the top of a TU."""
+    includes = [m.group(0).strip() for m in _INCLUDE.finditer(source)]
+    return includes, _INCLUDE.sub("", source)
+
+
+def isolated_section(unit: CompileUnit, body: str, *, entry_macro: bool = True) -> str:
+    """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
+
+    Its defines are set before and undefined after, as are the macros its own source
+    defines; its entry is renamed to the unit's unique symbol.
+    """
+    k = unit.kernel
+    lines = [f"/* ---- warm kernel {k.label} key {unit.key[:16]} ---- */"]
+    names = [name for name, _ in k.defines]
+    lines += [f"#define {name} {value}" for name, value in k.defines]
+    if entry_macro:
+        lines.append(f"#define {k.entry} {unit.symbol}")
+        names.append(k.entry)
+    lines.append(f'#line 1 "{k.name}.{"cu" if k.language == "cuda" else "c"}"')
+    lines.append(body)
+    names += _DEFINE.findall(body)
+    lines += [f"#undef {name}" for name in dict.fromkeys(names)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,119 @@
+"""The GPU-less CUDA device: compile-only for one named architecture (`--arch sm_90`).
+
+An `ArchDevice` is what a CI machine without a GPU or a driver runs a workload
+on: it compiles with nvcc for its architecture and checks what it loads is a
+cubin for it, but its buffers are shape-only (no memory behind them) and it
+refuses to launch, read back or time: there is nothing to run on. It owns only
+its compiler (made on first use); it never imports `pycuda`. The two checks any
+CUDA device makes before touching a binary or a buffer, and the compiler slot
+both kinds share, live here too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.cuda.cubin import CubinError, check_cubin
+from warmcli.cuda.nvcc import NvccCompiler, parse_arch
+from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
+from warmcli.kernel import Kernel
+from warmcli.stream_mode import Stream
+
+
+def require_cubin(device_id: str, binary: bytes, arch: str) -> bytes:
+    """`binary` if it is a cubin for `arch`, else a DeviceError saying what it is."""
+    try:
+        check_cubin(binary, arch)
+    except CubinError as exc:
+        raise DeviceError(f"{device_id} cannot load this binary: {exc}") from exc
+    return binary
+
+
+def require_upload(buffer: Buffer, array: np.ndarray) -> np.ndarray:
+    """`array` as the buffer's dtype, contiguous; its element count must match."""
+    if array.size != buffer.size:
+        raise DeviceError(
+            f"upload of {array.size} elements {array.shape} into {buffer}: sizes differ"
+        )
+    return np.ascontiguousarray(array, dtype=buffer.dtype)
+
+
+class CompilerSlot:
+    """A CUDA device's one nvcc compiler, made (and its arch checked) on first use."""
+
+    def __init__(self, device_id: str, arch: str, nvcc: str | None) -> None:
+        self.device_id = device_id
+        self.arch = arch
+        self.nvcc = nvcc
+        self._compiler: NvccCompiler | None = None
+        self._lock = threading.Lock()
+
+    def get(self, language: str) -> NvccCompiler:
+        if language != "cuda":
+            raise DeviceError(f"{self.device_id} compiles CUDA kernels only, not {language!r}")
+        with self._lock:
+            if self._compiler is None:
+                compiler = NvccCompiler(self.nvcc)
+                compiler.check_arch(self.arch)
+                self._compiler = compiler
+            return self._compiler
+
+
+class ArchDevice:
+    """A compile-only CUDA device for one architecture; see the module doc."""
+
+    backend = "cuda"
+    can_execute = False
+
+    def __init__(self, arch: str, nvcc: str | None = None) -> None:
+        parse_arch(arch)
+        self.arch = arch
+        self.id = arch
+        self._compilers = CompilerSlot(self.id, arch, nvcc)
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return DeviceFingerprint("cuda", "compile-only", self.arch, "none")
+
+    def compiler(self, language: str) -> NvccCompiler:
+        return self._compilers.get(language)
+
+    def _no_gpu(self, what: str) -> DeviceError:
+        return DeviceError(f"cannot {what}: {self.id} has no GPU: compile-only for {self.arch}")
+
+    def load_module(self, binary: bytes) -> bytes:
+        return require_cubin(self.id, binary, self.arch)
+
+    def get_function(self, module: Any, symbol: str, kernel: Kernel) -> None:
+        return None
+
+    def launch(
+        self, function: Any, kernel: Kernel, args: Sequence[Any], config: LaunchConfig,
+        stream: Stream,
+    ) -> None:
+        raise self._no_gpu(f"launch {kernel.label}")
+
+    def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
+        return Buffer(self.id, shape, dtype)
+
+    def upload(self, buffer: Buffer, array: np.ndarray) -> None:
+        require_upload(buffer, array)
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        raise self._no_gpu(f"read back {buffer}")
+
+    def new_stream(self) -> Stream:
+        return Stream(self.id)
+
+    def time(self, stream: Stream, run: Callable[[], None]) -> float:
+        raise self._no_gpu("time a measurement")
+
+    def close(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"ArchDevice({self.arch}, compile-only)"

@@ -1,0 +1,119 @@
+"""Reading a cubin: the ELF nvcc writes, checked before anything loads it.
+
+A cubin is a little-endian 64-bit ELF with e_machine 190 (EM_CUDA). Its SM number
+sits in e_flags: bits 8-15 for ELF ABI version 8 (e_ident[8], what nvcc 13.5
+writes here: sm_80 → 0x50, sm_90 and sm_90a → 0x5a, sm_100 → 0x64), bits 0-7
+for older ABI versions (older toolchains' layout, not checked here). The `a`
+suffix is not in e_flags, so sm_90a and sm_90 cubins read alike. Kernel entries are the
+symbols of type STT_FUNC marked STO_CUDA_ENTRY (0x10 in st_other); `__device__`
+helpers are local functions without that mark. A cubin can come from an
+untrusted bundle, so every offset is bounds-checked and any malformed input is a
+`CubinError`. Pure Python, no state, nothing is executed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+EM_CUDA = 190
+SHT_SYMTAB = 2
+STT_FUNC = 2
+STO_CUDA_ENTRY = 0x10
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_SECTION = struct.Struct("<IIQQQQIIQQ")
+_SYMBOL = struct.Struct("<IBBHQQ")
+
+
+class CubinError(ValueError):
+    """Bytes that are not a cubin, or a cubin for another architecture."""
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: int
+    type: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+def _unpack(fmt: struct.Struct, data: bytes, offset: int) -> tuple[int, ...]:
+    if offset < 0 or offset + fmt.size > len(data):
+        raise CubinError(f"cubin truncated: need {fmt.size} bytes at offset {offset}")
+    return fmt.unpack_from(data, offset)
+
+
+def _header(data: bytes) -> tuple[int, ...]:
+    if data[:4] != b"\x7fELF":
+        raise CubinError("not a cubin: no ELF magic (is it PTX or a fatbin?)")
+    if len(data) < _ELF_HEADER.size or data[4] != 2 or data[5] != 1:
+        raise CubinError("not a cubin: expected a little-endian 64-bit ELF")
+    header = _unpack(_ELF_HEADER, data, 0)
+    if header[2] != EM_CUDA:
+        raise CubinError(f"not a cubin: ELF e_machine is {header[2]}, not {EM_CUDA} (EM_CUDA)")
+    return header
+
+
+def cubin_sm(data: bytes) -> int:
+    """The SM number a cubin was built for (90 for sm_90 and sm_90a)."""
+    ident, *_, flags = _header(data)[:8]
+    abi_version = ident[8]
+    return (flags >> 8) & 0xFF if abi_version >= 8 else flags & 0xFF
+
+
+def cubin_arch(data: bytes) -> str:
+    """The architecture a cubin was built for, as `sm_XX`."""
+    return f"sm_{cubin_sm(data)}"
+
+
+def check_cubin(data: bytes, arch: str) -> None:
+    """Raise CubinError unless `data` is a cubin for `arch` (`sm_90a` matches an sm_90 cubin)."""
+    want = arch.removeprefix("sm_").rstrip("af")
+    if not want.isdigit():
+        raise CubinError(f"{arch!r} is not an sm_XX architecture")
+    got = cubin_sm(data)
+    if got != int(want):
+        raise CubinError(f"cubin is for sm_{got}, not {arch}")
+
+
+def _sections(data: bytes) -> list[_Section]:
+    header = _header(data)
+    shoff, shentsize, shnum = header[6], header[11], header[12]
+    if shentsize != _SECTION.size:
+        raise CubinError(f"cubin section headers are {shentsize} bytes, not {_SECTION.size}")
+    out = []
+    for i in range(shnum):
+        name, typ, _f, _a, offset, size, link, _i, _al, entsize = _unpack(
+            _SECTION, data, shoff + i * _SECTION.size
+        )
+        if offset + size > len(data) and typ != 8:  # SHT_NOBITS occupies no bytes
+            raise CubinError(f"cubin section {i} runs past the end of the file")
+        out.append(_Section(name, typ, offset, size, link, entsize))
+    return out
+
+
+def _string(data: bytes, table: _Section, index: int) -> str:
+    if index >= table.size:
+        raise CubinError("cubin string index out of range")
+    start = table.offset + index
+    end = data.find(b"\0", start, table.offset + table.size)
+    if end < 0:
+        raise CubinError("cubin string not terminated")
+    return data[start:end].decode("utf-8", "replace")
+
+
+def cubin_functions(data: bytes) -> set[str]:
+    """The kernel entry symbols in a cubin (what `module.get_function` can find)."""
+    sections = _sections(data)
+    entries: set[str] = set()
+    for symtab in (s for s in sections if s.type == SHT_SYMTAB):
+        if symtab.entsize != _SYMBOL.size or symtab.link >= len(sections):
+            raise CubinError("cubin symbol table is malformed")
+        strtab = sections[symtab.link]
+        for off in range(symtab.offset, symtab.offset + symtab.size, _SYMBOL.size):
+            name, info, other, *_ = _unpack(_SYMBOL, data, off)
+            if info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY:
+                entries.add(_string(data, strtab, name))
+    return entries

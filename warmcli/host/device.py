@@ -1,0 +1,143 @@
+"""The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
+
+Buffers are numpy arrays in host memory; a launch passes their data pointers and
+the scalars converted by the kernel's parameter letters. A loaded binary is
+written once, under its sha256, into a private directory of this process before
+`dlopen` (the loader needs a file); the file is removed when the device closes.
+Timing is `time.perf_counter` around the measured run: host launches are
+synchronous, so the stream has nothing to wait for. This module never decides
+whether a launch runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.compiler import Compiler
+from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
+from warmcli.host.compiler import HostCompiler
+from warmcli.kernel import Kernel
+from warmcli.stream_mode import Stream
+
+CTYPES = {
+    "P": ctypes.c_void_p,
+    "b": ctypes.c_int8,
+    "h": ctypes.c_int16,
+    "i": ctypes.c_int32,
+    "l": ctypes.c_long,
+    "q": ctypes.c_int64,
+    "f": ctypes.c_float,
+    "d": ctypes.c_double,
+}
+
+
+def cpu_name() -> str:
+    """The CPU model as the kernel reports it, else the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class HostDevice:
+    """The machine's CPU as a warm device."""
+
+    backend = "host"
+    can_execute = True
+
+    def __init__(self, cc: str | None = None) -> None:
+        self.id = "host"
+        self.arch = platform.machine() or "unknown"
+        self._compiler = HostCompiler(cc)
+        self._dir: str | None = None
+        self._libraries: list[ctypes.CDLL] = []
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return DeviceFingerprint("host", cpu_name(), self.arch, platform.system().lower())
+
+    def compiler(self, language: str) -> Compiler:
+        if language != "c":
+            raise DeviceError(f"the host device compiles C kernels, not {language!r} ones")
+        return self._compiler
+
+    def load_module(self, binary: bytes) -> ctypes.CDLL:
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="warm-host-")
+        path = os.path.join(self._dir, hashlib.sha256(binary).hexdigest() + ".so")
+        if not os.path.exists(path):
+            with open(path, "wb") as fh:
+                fh.write(binary)
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as exc:
+            raise DeviceError(f"cannot load host kernel binary: {exc}") from exc
+        self._libraries.append(library)
+        return library
+
+    def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
+        try:
+            function = getattr(module, symbol)
+        except AttributeError as exc:
+            raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
+        function.argtypes = [CTYPES[p] for p in kernel.params]
+        function.restype = None
+        return function
+
+    def launch(
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
+        stream: Stream,
+    ) -> None:
+        if len(args) != len(kernel.params):
+            raise LaunchError(
+                f"kernel {kernel.label} takes {len(kernel.params)} arguments "
+                f"({kernel.params!r}), got {len(args)}"
+            )
+        converted = [a.handle.ctypes.data if isinstance(a, Buffer) else a for a in args]
+        try:
+            function(*converted)
+        except ctypes.ArgumentError as exc:
+            raise LaunchError(f"kernel {kernel.label}: bad argument: {exc}") from exc
+
+    def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
+        return Buffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
+
+    def upload(self, buffer: Buffer, array: np.ndarray) -> None:
+        if tuple(array.shape) != buffer.shape:
+            raise DeviceError(f"upload of shape {array.shape} into {buffer}")
+        np.copyto(buffer.handle, array, casting="same_kind")
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        return np.array(buffer.handle, copy=True)
+
+    def new_stream(self) -> Stream:
+        return Stream(self.id)
+
+    def time(self, stream: Stream, run: Callable[[], None]) -> float:
+        started = time.perf_counter()
+        run()
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self._libraries.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

@@ -1,0 +1,117 @@
+"""Kernel definitions and the content-addressed kernel key.
+
+A `Kernel` is what a workload declares: source text, entry name, compile options,
+defines, the language the backend compiles (`c` for the host, `cuda` for nvcc) and
+its parameter signature in `struct` letters (`P` pointer, `i` int32, `q` int64,
+`f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
+`kernel_key` over source, entry, options, defines, target architecture and
+toolchain identity decides a cache hit: any change is a different kernel, never a
+stale hit. This module holds no state and runs no compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PARAM_LETTERS = frozenset("Pbhilqfd")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel as the workload declares it."""
+
+    source: str
+    entry: str
+    params: str = ""
+    language: str = "c"
+    options: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+    name: str = ""
+
+    def __init__(
+        self,
+        source: str,
+        entry: str,
+        params: str = "",
+        *,
+        language: str = "c",
+        options: tuple[str, ...] | list[str] = (),
+        defines: Mapping[str, object] | None = None,
+        name: str = "",
+    ) -> None:
+        if not _ENTRY.match(entry):
+            raise ValueError(f"kernel entry {entry!r} is not a C identifier")
+        bad = set(params) - PARAM_LETTERS
+        if bad:
+            raise ValueError(f"kernel {entry}: unknown parameter letters {sorted(bad)}")
+        if language not in ("c", "cuda"):
+            raise ValueError(f"kernel {entry}: language must be 'c' or 'cuda', not {language!r}")
+        norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
+        for k, _ in norm:
+            if not _ENTRY.match(k):
+                raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "entry", entry)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "language", language)
+        object.__setattr__(self, "options", tuple(options))
+        object.__setattr__(self, "defines", norm)
+        object.__setattr__(self, "name", name or entry)
+
+    def define(self, name: str, default: str | None = None) -> str | None:
+        """The value of one define, as text."""
+        return dict(self.defines).get(name, default)
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of what the workload wrote: independent of target and toolchain."""
+        return _digest(
+            {
+                "source": self.source,
+                "entry": self.entry,
+                "params": self.params,
+                "language": self.language,
+                "options": list(self.options),
+                "defines": [list(d) for d in self.defines],
+            }
+        )
+
+    @property
+    def label(self) -> str:
+        """Short human name: entry plus its defines."""
+        if not self.defines:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.defines)}]"
+
+
+def _define_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _digest(payload: object) -> str:
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
+    """The content-addressed key of `kernel` compiled for `arch` by one toolchain."""
+    return _digest({"kernel": kernel.content_hash, "arch": arch, "toolchain": toolchain_identity})
+
+
+def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
+    """The parts a key is made of, kept beside it so a miss can be explained."""
+    return {
+        "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
+        "entry": kernel.entry,
+        "options": json.dumps(list(kernel.options)),
+        "defines": json.dumps([list(d) for d in kernel.defines]),
+        "arch": arch,
+        "toolchain": toolchain_identity,
+    }

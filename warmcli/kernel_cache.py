@@ -1,0 +1,234 @@
+"""The kernel cache of one device: its compile queue, its loaded kernels, what it built.
+
+A kernel is obtained in this order: already loaded in this process; built by
+this process earlier; held by the bundle (its blob read on demand, served only if
+its sha256 matches, counted `loaded`); else compiled. Under `Queue` a kernel is
+only put on the compile queue; the first `get` that needs a compile takes *the
+whole queue* into one batch (`warmcli.batch`), so a pass that queued everything
+first compiles it in a few parallel compiler processes. Everything obtained is
+counted into the active collector, by device. The cache owns the queue, the
+loaded handles and the binaries built here (which `records` hands to the
+bundle); it never writes the bundle itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from warmcli.batch import compile_batch
+from warmcli.bundle import Bundle, BundleError
+from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
+from warmcli.device import Device
+from warmcli.kernel import Kernel, kernel_key, key_components
+from warmcli.process_mode import active_collector
+from warmcli.records import KernelRecord
+
+
+class KernelCompileError(RuntimeError):
+    """A kernel failed to compile; carries the compiler's log."""
+
+    def __init__(self, kernel: Kernel, failure: CompileFailure) -> None:
+        self.kernel = kernel
+        self.log = failure.log
+        self.timed_out = failure.timed_out
+        what = "timed out compiling" if failure.timed_out else "failed to compile"
+        super().__init__(f"kernel {kernel.label} {what}:\n{failure.log.strip()}")
+
+
+@dataclass
+class _Built:
+    record: KernelRecord
+    binary: bytes
+
+
+class KernelCache:
+    """See the module doc; one per device and runtime."""
+
+    def __init__(
+        self,
+        device: Device,
+        bundle: Bundle | None = None,
+        *,
+        jobs: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.device = device
+        self.bundle = bundle
+        self.jobs = jobs
+        self.timeout = timeout
+        self._lock = threading.RLock()
+        self._keys: dict[str, str] = {}
+        self._queue: dict[str, CompileUnit] = {}
+        self._loaded: dict[str, Any] = {}
+        self._modules: dict[str, Any] = {}
+        self._built: dict[str, _Built] = {}
+        self._failed: dict[str, CompileFailure] = {}
+        self._persisted: set[str] = set()
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def key(self, kernel: Kernel) -> str:
+        """The kernel's key on this device (its arch and its compiler's identity)."""
+        content = kernel.content_hash
+        key = self._keys.get(content)
+        if key is None:
+            identity = self.device.compiler(kernel.language).toolchain.identity
+            key = kernel_key(kernel, self.device.arch, identity)
+            self._keys[content] = key
+        return key
+
+    def _count(self, name: str, amount: float = 1) -> None:
+        active_collector().count(self.device.id, "compilation", name, amount)
+
+    def _register(self, kernel: Kernel) -> str:
+        key = self.key(kernel)
+        active_collector().count_once(self.device.id, "compilation", "registered", key)
+        return key
+
+    # -- queue and compile -----------------------------------------------------------------
+
+    def _bundle_record(self, key: str) -> KernelRecord | None:
+        if self.bundle is None:
+            return None
+        record = self.bundle.kernel(key)
+        if record is None or record.arch != self.device.arch:
+            return None
+        return record
+
+    def available(self, kernel: Kernel) -> bool:
+        """Whether `get` would need no compile."""
+        key = self.key(kernel)
+        with self._lock:
+            if key in self._loaded or key in self._built:
+                return True
+        return self._bundle_record(key) is not None
+
+    def queue(self, kernel: Kernel) -> bool:
+        """Put the kernel on the compile queue unless it is already obtainable; True if queued."""
+        key = self._register(kernel)
+        with self._lock:
+            if key in self._queue or key in self._failed:
+                return False
+        if self.available(kernel):
+            return False
+        with self._lock:
+            if key in self._queue:
+                return False
+            self._queue[key] = CompileUnit(key, kernel, self.device.arch)
+        self._count("queued")
+        return True
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def flush(self) -> None:
+        """Compile the whole queue in one batch."""
+        with self._lock:
+            units = list(self._queue.values())
+            self._queue.clear()
+            if not units:
+                return
+            by_language: dict[str, list[CompileUnit]] = {}
+            for unit in units:
+                by_language.setdefault(unit.kernel.language, []).append(unit)
+            for language, group in by_language.items():
+                compiler = self.device.compiler(language)
+                result = compile_batch(
+                    compiler,
+                    group,
+                    jobs=self.jobs,
+                    timeout=self.timeout,
+                    on_built=lambda n: self._count("compiled", n),
+                )
+                self._count("batches")
+                self._count("compiler_processes", result.processes)
+                self._count("seconds", result.seconds)
+                for unit in group:
+                    built = result.built.get(unit.key)
+                    if built is not None:
+                        self._keep(unit, built, compiler.toolchain.identity, len(group))
+                for key, failure in result.failures.items():
+                    self._failed[key] = failure
+                    self._count("failed")
+                    active_collector().note(str(failure).splitlines()[0])
+
+    def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str, n: int) -> None:
+        kernel = unit.kernel
+        record = KernelRecord(
+            key=unit.key,
+            device=self.device.id,
+            backend=self.device.backend,
+            arch=unit.arch,
+            entry=kernel.entry,
+            label=kernel.label,
+            symbol=built.symbols[unit.key],
+            sha256=hashlib.sha256(built.binary).hexdigest(),
+            toolchain=identity,
+            components=key_components(kernel, unit.arch, identity),
+            compile_log=built.log,
+            seconds=built.seconds / max(1, len(built.symbols)),
+            size=len(built.binary),
+        )
+        self._built[unit.key] = _Built(record, built.binary)
+
+    # -- obtaining -------------------------------------------------------------------------
+
+    def get(self, kernel: Kernel) -> Any:
+        """The loaded kernel, compiling the whole queue first if it must be compiled."""
+        key = self._register(kernel)
+        with self._lock:
+            if key in self._loaded:
+                return self._loaded[key]
+            if key not in self._built and key not in self._failed:
+                record = self._bundle_record(key)
+                if record is not None:
+                    function = self._load_from_bundle(kernel, record)
+                    if function is not None:
+                        return function
+                self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
+                self.flush()
+            if key in self._failed:
+                raise KernelCompileError(kernel, self._failed[key])
+            built = self._built[key]
+            return self._load(key, kernel, built.record, built.binary)
+
+    def _load_from_bundle(self, kernel: Kernel, record: KernelRecord) -> Any | None:
+        assert self.bundle is not None
+        try:
+            binary = self.bundle.blob(record.sha256)
+        except BundleError as exc:
+            active_collector().note(f"{exc}; kernel {kernel.label} is rebuilt")
+            return None
+        function = self._load(record.key, kernel, record, binary)
+        self._count("loaded")
+        return function
+
+    def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
+        module = self._modules.get(record.sha256)
+        if module is None:
+            module = self.device.load_module(binary)
+            self._modules[record.sha256] = module
+        function = self.device.get_function(module, record.symbol, kernel)
+        self._loaded[key] = function
+        return function
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def unpersisted(self) -> list[tuple[KernelRecord, bytes]]:
+        """Kernels built here that the bundle does not hold yet."""
+        with self._lock:
+            return [
+                (b.record, b.binary) for k, b in self._built.items() if k not in self._persisted
+            ]
+
+    def mark_persisted(self, keys: list[str]) -> None:
+        with self._lock:
+            self._persisted.update(keys)
+
+    def failures(self) -> dict[str, CompileFailure]:
+        with self._lock:
+            return dict(self._failed)

@@ -1,0 +1,207 @@
+"""The warming passes: `CompileOnly`, then `CompileAndAutotune`, then an optional verify.
+
+`warm_bundle` runs a workload on every device under `CompileOnly` (everything it
+and its tunes reach is queued), then under `CompileAndAutotune` (the first load
+compiles the whole queue in one batch, every tune measures), writes what was
+built and measured into the bundle, and finally runs a verify pass with fresh
+runtimes over the freshly opened bundle: under `Execute` on devices that can
+execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
+compile-only devices (it must queue 0 kernels). Each pass counts into its own
+`StatisticsCollector`; an observer may read it while the pass runs. The module
+returns reports and never prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warmcli.bundle import Bundle
+from warmcli.device import Device
+from warmcli.process_mode import ProcessMode, ProcessModeOverride
+from warmcli.runtime import Runtime
+from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.workload import Workload
+
+Observer = Callable[[str, StatisticsReader], None]
+
+
+@dataclass
+class PassReport:
+    mode: str
+    seconds: float
+    total: DeviceStatistics
+    per_device: dict[str, DeviceStatistics]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunReport:
+    bundle: Path
+    devices: list[str]
+    passes: list[PassReport] = field(default_factory=list)
+    stored_kernels: int = 0
+    stored_tunes: int = 0
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool | None:
+        has_verify = any(p.mode.startswith("Verify") for p in self.passes)
+        return None if not has_verify else not self.missing
+
+
+def run_pass(
+    mode: ProcessMode,
+    label: str,
+    workload: Workload,
+    runtimes: Sequence[Runtime],
+    observer: Observer | None = None,
+    finish: Callable[[], None] | None = None,
+) -> PassReport:
+    """Run the workload once on every runtime under `mode`; `finish` runs inside the
+    override even when the workload fails (persisting what was obtained so far)."""
+    collector = StatisticsCollector()
+    if observer is not None:
+        observer(label, collector.reader())
+    started = time.perf_counter()
+    with ProcessModeOverride(mode, collector):
+        try:
+            for runtime in runtimes:
+                workload.run(runtime, label)
+                runtime.synchronize()
+        finally:
+            if finish is not None:
+                finish()
+    seconds = time.perf_counter() - started
+    reader = collector.reader()
+    return PassReport(label, seconds, reader.total(), reader.per_device(), reader.notes())
+
+
+def verify_pass(
+    workload: Workload,
+    devices: Sequence[Device],
+    bundle_path: Path,
+    *,
+    jobs: int | None = None,
+    compile_timeout: float | None = None,
+    observer: Observer | None = None,
+) -> tuple[PassReport, list[str]]:
+    """Run the workload over a freshly opened bundle; return the report and what was missed."""
+    reports, missing = [], []
+    with Bundle.open(bundle_path) as bundle:
+        for executing in (True, False):
+            group = [d for d in devices if d.can_execute is executing]
+            if not group:
+                continue
+            runtimes = [
+                Runtime(d, bundle, jobs=jobs, compile_timeout=compile_timeout) for d in group
+            ]
+            mode = ProcessMode.EXECUTE if executing else ProcessMode.COMPILE_ONLY
+            label = f"Verify ({mode.value})"
+            report = run_pass(mode, label, workload, runtimes, observer)
+            reports.append(report)
+            for runtime in runtimes:
+                stats = report.per_device.get(runtime.device.id, DeviceStatistics())
+                missing += _missed(runtime.device.id, stats, executing)
+    report = reports[0] if len(reports) == 1 else _merge(reports)
+    return report, missing
+
+
+def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
+    c, a = stats.compilation, stats.autotune
+    out = []
+    if executing and c.compiled:
+        out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
+    if not executing and c.queued:
+        out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
+    if a.measured:
+        out.append(f"{device}: {a.measured} tune(s) measured, not in the bundle")
+    return out
+
+
+def _merge(reports: list[PassReport]) -> PassReport:
+    total = DeviceStatistics()
+    per_device: dict[str, DeviceStatistics] = {}
+    for r in reports:
+        total = total + r.total
+        per_device.update(r.per_device)
+    return PassReport(
+        " + ".join(r.mode for r in reports),
+        sum(r.seconds for r in reports),
+        total,
+        per_device,
+        [n for r in reports for n in r.notes],
+    )
+
+
+def warm_bundle(
+    workload: Workload,
+    open_devices: Callable[[], list[Device]],
+    bundle_path: Path,
+    *,
+    verify: bool = True,
+    jobs: int | None = None,
+    compile_timeout: float | None = None,
+    allow_discarded_reads: bool = False,
+    observer: Observer | None = None,
+) -> RunReport:
+    """Both warming passes, the bundle written, then the verify pass."""
+    devices = open_devices()
+    report = RunReport(bundle_path, [d.id for d in devices])
+    bundle = Bundle.open(bundle_path, write=True)
+    try:
+        runtimes = [
+            Runtime(
+                d,
+                bundle,
+                jobs=jobs,
+                compile_timeout=compile_timeout,
+                allow_discarded_reads=allow_discarded_reads,
+            )
+            for d in devices
+        ]
+        try:
+            report.passes.append(
+                run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
+            )
+
+            def persist() -> None:
+                # Whatever was built or measured before a failure stays stored.
+                for runtime in runtimes:
+                    k, t = runtime.persist(bundle)
+                    report.stored_kernels += k
+                    report.stored_tunes += t
+
+            report.passes.append(
+                run_pass(
+                    ProcessMode.COMPILE_AND_AUTOTUNE,
+                    "CompileAndAutotune",
+                    workload,
+                    runtimes,
+                    observer,
+                    finish=persist,
+                )
+            )
+        finally:
+            for d in devices:
+                d.close()
+    finally:
+        bundle.close()
+    if verify:
+        fresh = open_devices()
+        try:
+            verify_report, report.missing = verify_pass(
+                workload,
+                fresh,
+                bundle_path,
+                jobs=jobs,
+                compile_timeout=compile_timeout,
+                observer=observer,
+            )
+            report.passes.append(verify_report)
+        finally:
+            for d in fresh:
+                d.close()
+    return report

@@ -1,0 +1,85 @@
+"""What the caches hand the bundle, and what the bundle hands back: plain records.
+
+A `KernelRecord` is one compiled kernel (its key, where and by what it was
+built, the symbol it has in its binary, the binary's sha256, the compile log and
+time); the binary itself travels beside it, never inside it, so a bundle can be
+opened without reading a single blob. A `TuneRecord` is one tune decision with
+the evidence: every candidate's measurement, failed ones with their reason. These
+are data only: JSON in and out, no behaviour, nothing executable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    key: str
+    device: str
+    backend: str
+    arch: str
+    entry: str
+    label: str
+    symbol: str
+    sha256: str
+    toolchain: str
+    components: dict[str, str] = field(default_factory=dict)
+    compile_log: str = ""
+    seconds: float = 0.0
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class CandidateMeasurement:
+    """One candidate of a tune: its median time, every sample, or why it failed."""
+
+    name: str
+    kernel_key: str
+    status: str  # "ok", "failed" or "pending"
+    seconds: float | None = None
+    samples: tuple[float, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TuneRecord:
+    """One tune decision: key parts, the pick and all candidates' measurements."""
+
+    key: str
+    operation: str
+    shape_key: str
+    device: str
+    checksum: str
+    status: str  # "measured" or "pending"
+    pick: str | None
+    candidates: tuple[CandidateMeasurement, ...]
+    seconds: float = 0.0
+    measured_at: float = 0.0
+
+    def candidates_json(self) -> str:
+        return json.dumps([asdict(c) for c in self.candidates], separators=(",", ":"))
+
+    @staticmethod
+    def parse_candidates(text: str) -> tuple[CandidateMeasurement, ...]:
+        items: list[dict[str, Any]] = json.loads(text)
+        if not isinstance(items, list):
+            raise ValueError("candidates is not a list")
+        out = []
+        for item in items:
+            if not isinstance(item, dict):
+                raise ValueError("candidate is not an object")
+            seconds = item.get("seconds")
+            out.append(
+                CandidateMeasurement(
+                    name=str(item["name"]),
+                    kernel_key=str(item.get("kernel_key", "")),
+                    status=str(item["status"]),
+                    seconds=None if seconds is None else float(seconds),
+                    samples=tuple(float(s) for s in item.get("samples", ())),
+                    reason=str(item.get("reason", "")),
+                )
+            )
+        return tuple(out)

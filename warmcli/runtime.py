@@ -1,0 +1,188 @@
+"""The runtime a workload talks to: buffers, launches and tunes on one device.
+
+A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both
+reading the bundle, if one is loaded). Every launch resolves its `LaunchMode`
+here, where it is issued, from the process mode and the mode of the stream it
+goes out on, and hands that verdict to the cache and the device. A read of a
+buffer under a discarding process mode is refused (`DiscardedReadError`), or
+warned about when the runtime allows it, because buffers are left as they were.
+The runtime never prints; it counts into the active `StatisticsCollector`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.autotune import Tunable, TuneCache, measure
+from warmcli.bundle import Bundle
+from warmcli.device import Buffer, Device, LaunchConfig
+from warmcli.kernel import Kernel
+from warmcli.kernel_cache import KernelCache
+from warmcli.launch_mode import LaunchMode, resolve_launch_mode
+from warmcli.process_mode import ProcessMode, active_collector, current_process_mode
+from warmcli.records import KernelRecord, TuneRecord
+from warmcli.stream_mode import Stream
+
+
+class DiscardedReadError(RuntimeError):
+    """A workload read a buffer back under a process mode that discards launches."""
+
+
+class DiscardedReadWarning(UserWarning):
+    """Like `DiscardedReadError`, when the runtime was told to allow such reads."""
+
+
+def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise ValueError(f"grid and block take 1 to 3 positive sizes, not {value!r}")
+    return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+
+
+class Runtime:
+    """One device, its caches and its default stream; see the module doc."""
+
+    def __init__(
+        self,
+        device: Device,
+        bundle: Bundle | None = None,
+        *,
+        jobs: int | None = None,
+        compile_timeout: float | None = None,
+        allow_discarded_reads: bool = False,
+    ) -> None:
+        self.device = device
+        self.bundle = bundle
+        self.kernels = KernelCache(device, bundle, jobs=jobs, timeout=compile_timeout)
+        self.tunes = TuneCache(device.id, bundle)
+        self.allow_discarded_reads = allow_discarded_reads
+        self.default_stream = device.new_stream()
+
+    @property
+    def arch(self) -> str:
+        return self.device.arch
+
+    # -- buffers ---------------------------------------------------------------------------
+
+    def buffer(self, shape: int | Sequence[int], dtype: str = "float32") -> Buffer:
+        """A new device buffer (zeroed on the host; shape-only on a compile-only device)."""
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self.device.allocate(dims, dtype)
+
+    def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
+        """A new buffer holding a copy of `array`."""
+        data = np.asarray(array, dtype=dtype)
+        buffer = self.device.allocate(data.shape, data.dtype.name)
+        self.device.upload(buffer, data)
+        return buffer
+
+    def read(self, buffer: Buffer) -> np.ndarray:
+        """The buffer's contents; refused under a discarding process mode."""
+        mode = current_process_mode()
+        if mode.discards:
+            message = (
+                f"read of {buffer} under {mode.value}: launches are discarded in this pass, so "
+                "buffers are left as they were and what is read back is meaningless"
+            )
+            if not self.allow_discarded_reads:
+                raise DiscardedReadError(message)
+            warnings.warn(message, DiscardedReadWarning, stacklevel=2)
+            active_collector().count(self.device.id, "execution", "discarded_reads")
+            active_collector().note(message)
+            if not self.device.can_execute:
+                return np.zeros(buffer.shape, dtype=buffer.dtype)
+        self.default_stream.synchronize()
+        return self.device.download(buffer)
+
+    # -- launches --------------------------------------------------------------------------
+
+    def stream(self) -> Stream:
+        """A new stream on this device."""
+        return self.device.new_stream()
+
+    def synchronize(self) -> None:
+        self.default_stream.synchronize()
+
+    def launch(
+        self,
+        kernel: Kernel,
+        *args: Any,
+        grid: int | Sequence[int] = 1,
+        block: int | Sequence[int] = 1,
+        shared: int = 0,
+        stream: Stream | None = None,
+    ) -> LaunchMode:
+        """Issue one launch; returns the verdict it was given."""
+        stream = stream or self.default_stream
+        verdict = resolve_launch_mode(current_process_mode(), stream.mode)
+        collector = active_collector()
+        if verdict is LaunchMode.QUEUE:
+            self.kernels.queue(kernel)
+            collector.count(self.device.id, "execution", "queued")
+        elif verdict is LaunchMode.COMPILE:
+            self.kernels.get(kernel)
+            collector.count(self.device.id, "execution", "discarded")
+        else:
+            function = self.kernels.get(kernel)
+            config = LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+            self.device.launch(function, kernel, args, config, stream)
+            collector.count(self.device.id, "execution", "executed")
+        return verdict
+
+    # -- tunes -----------------------------------------------------------------------------
+
+    def tune(self, tunable: Tunable, *inputs: Any, stream: Stream | None = None) -> str | None:
+        """Run the picked candidate on `inputs`, measuring first on a miss; returns the pick.
+
+        Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
+        """
+        stream = stream or self.default_stream
+        device_id = self.device.id
+        collector = active_collector()
+        shape_key = tunable.shape_key(inputs)
+        key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
+        if collector.count_once(device_id, "autotune", "registered", key):
+            collector.count(device_id, "autotune", "candidates_registered", len(tunable.candidates))
+        record = self.tunes.get(key)
+        if record is not None and record.status == "measured" and record.pick in tunable.candidates:
+            collector.count(device_id, "autotune", "hits")
+            pick = record.pick
+        elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            for kernel in tunable.candidates.values():
+                self.kernels.queue(kernel)
+            return None
+        elif record is not None and record.status == "pending" and not self.device.can_execute:
+            return None
+        else:
+            record = measure(self, tunable, inputs, stream, key, shape_key)
+            self.tunes.put(record)
+            if record.pick is None:
+                return None
+            pick = record.pick
+        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
+        return pick
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def persist(self, bundle: Bundle) -> tuple[int, int]:
+        """Write what this runtime built and measured into `bundle`; counts `persisted`."""
+        kernels: list[tuple[KernelRecord, bytes]] = self.kernels.unpersisted()
+        tunes: list[TuneRecord] = self.tunes.unpersisted()
+        fp = self.device.fingerprint
+        toolchains = {record.toolchain for record, _ in kernels}
+        fingerprints = [("device:" + fp.identity, "device", fp.as_dict())] + [
+            ("toolchain:" + t, "toolchain", {"identity": t}) for t in sorted(toolchains)
+        ]
+        n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
+        self.kernels.mark_persisted([r.key for r, _ in kernels])
+        self.tunes.mark_persisted([t.key for t in tunes])
+        collector = active_collector()
+        collector.count(self.device.id, "autotune", "persisted", n_tunes)
+        return n_kernels, n_tunes
+
+    def close(self) -> None:
+        self.device.close()
