@@ -32,13 +32,10 @@ class Toolchain:
         return f"{self.name}:{self.path}:{self.version}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(name: str, path: str) -> Toolchain:
     """Resolve `path` (a name on PATH or a file) and read its version line."""
-    if os.sep in path:
-        found = path if os.access(path, os.X_OK) else None
-    else:
-        found = shutil.which(path)
+    found = (path if os.access(path, os.X_OK) else None) if os.sep in path else shutil.which(path)
     if not found:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     real = os.path.realpath(found)
