@@ -167,15 +167,17 @@ def test_batch_uses_fewer_processes_than_kernels(compiler: NvccCompiler):
 
 
 def test_entry_without_extern_c_is_a_clear_failure(compiler: NvccCompiler):
-    mangled = Kernel(SAXPY.replace('extern "C" ', ""), "saxpy", "fPPi", language="cuda",
-                     defines={"SCALE": 1})
+    mangled = Kernel(
+        SAXPY.replace('extern "C" ', ""), "saxpy", "fPPi", language="cuda", defines={"SCALE": 1}
+    )
     with pytest.raises(CompileFailure, match='extern "C"'):
         compiler.compile_group(units_for(compiler, [mangled]))
 
 
 def test_reserved_option_is_refused(compiler: NvccCompiler):
-    k = Kernel(SAXPY, "saxpy", "fPPi", language="cuda", options=("-arch=sm_80",),
-               defines={"SCALE": 1})
+    k = Kernel(
+        SAXPY, "saxpy", "fPPi", language="cuda", options=("-arch=sm_80",), defines={"SCALE": 1}
+    )
     with pytest.raises(CompileFailure, match="reserved"):
         compiler.compile_group(units_for(compiler, [k]))
 
@@ -205,8 +207,14 @@ def test_key_follows_toolchain_options_and_arch(compiler: NvccCompiler):
     other_version = ident.replace(compiler.toolchain.version, "release 99.9, V99.9.0")
     assert kernel_key(k, "sm_90", other_version) != base
     assert kernel_key(k, "sm_80", ident) != base
-    fast = Kernel(k.source, k.entry, k.params, language="cuda", options=("--use_fast_math",),
-                  defines=dict(k.defines))
+    fast = Kernel(
+        k.source,
+        k.entry,
+        k.params,
+        language="cuda",
+        options=("--use_fast_math",),
+        defines=dict(k.defines),
+    )
     assert kernel_key(fast, "sm_90", ident) != base
     # Two real nvccs of different releases, where this machine has both.
     others = {probe("nvcc", p).version for p in _all_nvccs()}
@@ -292,6 +300,12 @@ def test_cuda_modules_import_without_pycuda():
         "from warmcli.cuda.device import list_cuda_devices;"
         "print(type(list_cuda_devices()).__name__)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=os.environ, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        check=True,
+        timeout=60,
+    )
     assert out.stdout.strip() == "list"

@@ -74,6 +74,20 @@ class Compiler(Protocol):
 
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.MULTILINE)
+# Names a kernel's source declares at file scope: functions (its helpers), static variables.
+_FUNCTION = re.compile(
+    r'^(?:extern\s+"C"\s+)?(?:[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(', re.MULTILINE
+)
+_STATIC_VARIABLE = re.compile(
+    r"^static\s+[^;(={]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.MULTILINE
+)
+_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else"})
+
+
+def file_scope_names(source: str) -> list[str]:
+    """Functions and static variables a source declares at file scope (column 0)."""
+    names = _FUNCTION.findall(source) + _STATIC_VARIABLE.findall(source)
+    return [n for n in dict.fromkeys(names) if n not in _KEYWORDS and not n.startswith("__")]
 
 
 def split_includes(source: str) -> tuple[list[str], str]:
@@ -86,7 +100,9 @@ def isolated_section(unit: CompileUnit, body: str, *, entry_macro: bool = True) 
     """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
 
     Its defines are set before and undefined after, as are the macros its own source
-    defines; its entry is renamed to the unit's unique symbol.
+    defines; its entry is renamed to the unit's unique symbol and every other name it
+    declares at file scope (helpers, static tables) gets the unit's prefix, so two
+    kernels with a helper of the same name share a translation unit.
     """
     k = unit.kernel
     lines = [f"/* ---- warm kernel {k.label} key {unit.key[:16]} ---- */"]
@@ -95,6 +111,11 @@ def isolated_section(unit: CompileUnit, body: str, *, entry_macro: bool = True) 
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
+    prefix = unit.symbol[: -len(k.entry)]
+    for helper in file_scope_names(body):
+        if helper != k.entry and helper not in names:
+            lines.append(f"#define {helper} {prefix}{helper}")
+            names.append(helper)
     lines.append(f'#line 1 "{k.name}.{"cu" if k.language == "cuda" else "c"}"')
     lines.append(body)
     names += _DEFINE.findall(body)

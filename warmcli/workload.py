@@ -46,7 +46,7 @@ class Workload:
         except Exception as exc:
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
-                f"{type(exc).__name__}: {first_line(exc)}"
+                f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
 
 

@@ -1,0 +1,86 @@
+"""Shared fixtures: the real CLI in a subprocess, temporary bundles, and the marks.
+
+`gpu` tests skip cleanly when no CUDA device is visible; `slow` tests (full-size
+stress trials) run only with `--run-slow` (`make stress`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="run full-size stress tests")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--run-slow"):
+        skip = pytest.mark.skip(reason="full-size stress trial: make stress")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+    if any("gpu" in item.keywords for item in items):
+        from warmcli.devices import cuda_available
+
+        if not cuda_available():
+            skip = pytest.mark.skip(reason="no CUDA device (pycuda or a GPU is missing)")
+            for item in items:
+                if "gpu" in item.keywords:
+                    item.add_marker(skip)
+
+
+class Warm:
+    """Runs `python -m warmcli` in a subprocess, as a user would."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def __call__(self, *args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "warmcli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            cwd=ROOT,
+        )
+
+    def json(self, *args: str | Path) -> Any:
+        proc = self(*args, "--json")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Warm:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(tmp_path / "home")
+    env["COLUMNS"] = "200"
+    return Warm(env)
+
+
+@pytest.fixture
+def bundle_path(tmp_path: Path) -> Path:
+    return tmp_path / "bundle.warm"
+
+
+@pytest.fixture
+def workload_file(tmp_path: Path):
+    """Write a workload file from source text and return its path."""
+
+    def write(source: str, name: str = "workload.py") -> Path:
+        path = tmp_path / name
+        path.write_text(source)
+        return path
+
+    return write
