@@ -70,7 +70,7 @@ def test_hit_measures_nothing_and_runs_the_pick() -> None:
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
         rt.tune(op, x, 1000)
     with ProcessModeOverride(ProcessMode.EXECUTE) as collector:
-        assert rt.tune(op, x, 1000) == "r1"
+        assert rt.tune(op, x, 1000) == rt.tunes.unpersisted()[0].pick
     a, e = collector.reader().autotune, collector.reader().execution
     assert (a.measured, a.hits, e.executed) == (0, 1, 1)
     rt.close()
@@ -125,8 +125,10 @@ def test_failing_candidate_is_excluded_and_recorded() -> None:
     bad = Kernel("void work(float *x, int n) { x[0] = nonsense; }", "work", "Pi")
     op = Tunable("work", {**candidates(1, 2), "bad": bad}, launch)
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
-        assert rt.tune(op, rt.buffer(50), 50) == "r1"
+        pick = rt.tune(op, rt.buffer(50), 50)
     [record] = rt.tunes.unpersisted()
+    ok = [c for c in record.candidates if c.status == "ok"]
+    assert pick == min(ok, key=lambda c: c.seconds).name
     failed = [c for c in record.candidates if c.status == "failed"]
     assert [c.name for c in failed] == ["bad"]
     assert "nonsense" in failed[0].reason
