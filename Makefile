@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SOURCES := $(wildcard warmcli tests examples bench)
 
 .PHONY: install demo test lint bench stress clean
 
@@ -19,12 +20,12 @@ demo: install
 	$(BIN)/warm stats .warm-demo/host.warm
 
 test: install
-	$(BIN)/ruff check warmcli tests examples bench scripts
+	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check warmcli tests examples bench scripts
-	$(BIN)/ruff format --check warmcli tests examples bench scripts
+	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/ruff format --check $(SOURCES)
 
 bench: install
 	$(BIN)/python -m bench
