@@ -92,7 +92,11 @@ class ArchDevice:
         return None
 
     def launch(
-        self, function: Any, kernel: Kernel, args: Sequence[Any], config: LaunchConfig,
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
         stream: Stream,
     ) -> None:
         raise self._no_gpu(f"launch {kernel.label}")

@@ -28,8 +28,13 @@ from warmcli.stream_mode import Stream
 
 # Parameter letters (warmcli.kernel) → the numpy scalar PyCUDA's struct packing gets.
 _SCALARS: dict[str, type[np.generic]] = {
-    "b": np.int8, "h": np.int16, "i": np.int32, "l": np.int64, "q": np.int64,
-    "f": np.float32, "d": np.float64,
+    "b": np.int8,
+    "h": np.int16,
+    "i": np.int32,
+    "l": np.int64,
+    "q": np.int64,
+    "f": np.float32,
+    "d": np.float64,
 }
 
 
@@ -65,15 +70,17 @@ def list_cuda_devices() -> list[dict[str, Any]]:
         for index in range(cuda.Device.count()):
             dev = cuda.Device(index)
             major, minor = dev.compute_capability()
-            found.append({
-                "index": index,
-                "id": f"cuda:{index}",
-                "name": dev.name(),
-                "compute_capability": f"{major}.{minor}",
-                "arch": f"sm_{major}{minor}",
-                "total_memory": int(dev.total_memory()),
-                "driver_version": driver,
-            })
+            found.append(
+                {
+                    "index": index,
+                    "id": f"cuda:{index}",
+                    "name": dev.name(),
+                    "compute_capability": f"{major}.{minor}",
+                    "arch": f"sm_{major}{minor}",
+                    "total_memory": int(dev.total_memory()),
+                    "driver_version": driver,
+                }
+            )
         return found
     except cuda.Error:
         return []
@@ -206,7 +213,11 @@ class CudaDevice:
         return values
 
     def launch(
-        self, function: Any, kernel: Kernel, args: Sequence[Any], config: LaunchConfig,
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
         stream: Stream,
     ) -> None:
         values = self._arguments(kernel, args)

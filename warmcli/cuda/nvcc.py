@@ -42,9 +42,28 @@ _ARCH = re.compile(r"^sm_(\d{2,3})([af]?)$")
 _VIRTUAL = re.compile(r"^compute_(\d{2,3})[af]?$")
 # Options that would change what nvcc builds or where it writes it: warm sets them.
 _RESERVED = (
-    "-arch", "--gpu-architecture", "-code", "--gpu-code", "-gencode", "--generate-code",
-    "-o", "--output-file", "-cubin", "--cubin", "-ptx", "--ptx", "-fatbin", "--fatbin",
-    "-c", "--compile", "-E", "--preprocess", "-M", "-lib", "--lib", "-odir",
+    "-arch",
+    "--gpu-architecture",
+    "-code",
+    "--gpu-code",
+    "-gencode",
+    "--generate-code",
+    "-o",
+    "--output-file",
+    "-cubin",
+    "--cubin",
+    "-ptx",
+    "--ptx",
+    "-fatbin",
+    "--fatbin",
+    "-c",
+    "--compile",
+    "-E",
+    "--preprocess",
+    "-M",
+    "-lib",
+    "--lib",
+    "-odir",
 )
 
 
@@ -160,7 +179,11 @@ def _run(
 ) -> str:
     """Run nvcc; its whole process group is killed on timeout. Returns its log."""
     proc = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -203,8 +226,15 @@ class NvccCompiler:
 
     def command(self, arch: str, options: Sequence[str]) -> tuple[str, ...]:
         """The nvcc command line of one group, run in its temporary folder."""
-        return (self.toolchain.path, "--cubin", f"-arch={arch}", *options,
-                "-o", "out.cubin", "tu.cu")
+        return (
+            self.toolchain.path,
+            "--cubin",
+            f"-arch={arch}",
+            *options,
+            "-o",
+            "out.cubin",
+            "tu.cu",
+        )
 
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None
