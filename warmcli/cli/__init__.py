@@ -1,0 +1,51 @@
+"""The `warm` command line: parses arguments, calls the library, prints with Rich.
+
+Each command lives in its own module and registers itself on `app`; what they share
+(consoles, errors, options) is in `common`. The CLI only parses and prints: all work
+is in `warmcli.passes` and the modules below it.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from warmcli._version import __version__
+from warmcli.cli.common import out
+
+ENV_HELP = """Environment: WARM_BUNDLE (bundle path), WARM_HOME (default directory for the
+bundle), WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend).
+
+Exit codes: 0 ok, 1 verify found something missing, 2 bad input or environment."""
+
+app = typer.Typer(
+    name="warm",
+    help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
+    + ENV_HELP,
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        out.print(f"warm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """warm: make GPU processes start hot."""
+
+
+from warmcli.cli import inspect, run, verify  # noqa: E402  (commands register on app)
+
+__all__ = ["app", "inspect", "main", "run", "verify"]
+
+
+def main() -> None:
+    app(prog_name="warm")

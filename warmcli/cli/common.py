@@ -1,0 +1,93 @@
+"""What every `warm` command shares: the consoles, one-line errors, JSON output, the default bundle.
+
+Exit codes: 0 ok; 1 verify found something missing; 2 bad input or environment
+(a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
+that fails to compile). Every such error is one line on stderr (a compiler's log
+follows it, indented), never a traceback. This module parses and prints nothing
+of its own; the commands use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from platformdirs import user_cache_dir
+from rich.console import Console
+
+from warmcli.autotune import TuneFailure
+from warmcli.bundle import Bundle, BundleError
+from warmcli.device import DeviceError
+from warmcli.kernel_cache import KernelCompileError
+from warmcli.render import stats_document
+from warmcli.toolchain import ToolchainError
+from warmcli.workload import WorkloadError
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+EXPECTED = (
+    WorkloadError,
+    BundleError,
+    ToolchainError,
+    DeviceError,
+    KernelCompileError,
+    TuneFailure,
+    OSError,
+)
+
+BundleOpt = typer.Option(
+    None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else cache]."
+)
+BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE or cache].")
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
+ArchOpt = typer.Option(
+    [], "--arch", help="Compile-only for a GPU architecture (sm_90...), no GPU needed."
+)
+EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
+NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
+
+
+def default_bundle() -> Path:
+    """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
+    if os.environ.get("WARM_BUNDLE"):
+        return Path(os.environ["WARM_BUNDLE"])
+    home = os.environ.get("WARM_HOME") or user_cache_dir("warm")
+    return Path(home) / "bundle.warm"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr (any further lines, such as a compiler log, indented), then exit."""
+    first, *rest = str(message).strip().splitlines() or ["error"]
+    err.print(f"warm: error: {first}", markup=False, highlight=False)
+    for line in rest:
+        err.print(f"    {line}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def guarded(action: Callable[[], Any]) -> Any:
+    """Run `action`; an expected failure becomes one line and exit 2."""
+    try:
+        return action()
+    except EXPECTED as exc:
+        fail(str(exc))
+
+
+def emit_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def read_bundle(path: Path) -> dict[str, Any]:
+    """Everything a bundle holds, as the `warm stats --json` document."""
+
+    def action() -> dict[str, Any]:
+        with Bundle.open(path) as b:
+            return stats_document(b.manifest(), b.fingerprints(), b.kernels(), b.tunes())
+
+    return guarded(action)

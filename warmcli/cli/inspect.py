@@ -1,0 +1,59 @@
+"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from warmcli.cli import app
+from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, out, read_bundle
+from warmcli.render import stats_renderable
+
+
+@app.command()
+def stats(
+    bundle: Path | None = BundleArg,
+    operation: str | None = typer.Option(None, "--explain", help="Only this tunable operation."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """What a bundle holds: kernels per device and arch, every tune with all candidates."""
+    path = bundle or default_bundle()
+    doc = read_bundle(path)
+    if operation is not None:
+        doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
+        if not doc["tunes"]:
+            fail(f"{path}: no tunes for operation {operation!r}")
+    if as_json:
+        emit_json(doc)
+    else:
+        out.print(stats_renderable(str(path), doc))
+
+
+@app.command()
+def devices(as_json: bool = JsonOpt) -> None:
+    """The devices warm can use here: the host, and every CUDA device PyCUDA sees."""
+    from warmcli.host.device import HostDevice
+
+    found: list[dict[str, Any]] = []
+    host = HostDevice()
+    found.append({"id": "host", "backend": "host", **host.fingerprint.as_dict()})
+    try:
+        from warmcli.cuda.device import list_cuda_devices
+
+        found += [{"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()]
+    except ImportError:
+        pass
+    if as_json:
+        emit_json(found)
+        return
+    table = Table(title="Devices", title_justify="left")
+    for col in ("id", "name", "arch", "memory", "driver"):
+        table.add_column(col)
+    for d in found:
+        memory = f"{int(d['memory']) / 2**30:.1f} GiB" if d.get("memory") else "-"
+        arch = d.get("arch") or d.get("compute_capability", "")
+        table.add_row(d["id"], str(d["name"]), str(arch), memory, str(d.get("driver", "")))
+    out.print(table)
