@@ -25,6 +25,7 @@ from warmcli.device import Device
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
+from warmcli.toolchain import Toolchain, ToolchainError
 
 
 class KernelCompileError(RuntimeError):
@@ -67,6 +68,7 @@ class KernelCache:
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
         self._persisted: set[str] = set()
+        self._toolchains: dict[str, Toolchain] = {}
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -75,10 +77,28 @@ class KernelCache:
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
-            identity = self.device.compiler(kernel.language).toolchain.identity
-            key = kernel_key(kernel, self.device.arch, identity)
+            try:
+                identity = self.device.compiler(kernel.language).toolchain.identity
+            except ToolchainError:
+                # A serving machine may have no compiler at all: serve what the bundle holds.
+                key = self._bundle_key_without_compiler(kernel)
+                if key is None:
+                    raise
+            else:
+                key = kernel_key(kernel, self.device.arch, identity)
             self._keys[content] = key
         return key
+
+    def _bundle_key_without_compiler(self, kernel: Kernel) -> str | None:
+        """The key of the bundle's build of this very kernel for this arch, if it has one."""
+        if self.bundle is None:
+            return None
+        for record in self.bundle.kernels_for_entry(kernel.entry):
+            if record.arch == self.device.arch and record.key == kernel_key(
+                kernel, self.device.arch, record.toolchain
+            ):
+                return record.key
+        return None
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)
@@ -137,6 +157,7 @@ class KernelCache:
                 by_language.setdefault(unit.kernel.language, []).append(unit)
             for language, group in by_language.items():
                 compiler = self.device.compiler(language)
+                self._toolchains[compiler.toolchain.identity] = compiler.toolchain
                 result = compile_batch(
                     compiler,
                     group,
@@ -185,10 +206,8 @@ class KernelCache:
                 return self._loaded[key]
             if key not in self._built and key not in self._failed:
                 record = self._bundle_record(key)
-                if record is not None:
-                    function = self._load_from_bundle(kernel, record)
-                    if function is not None:
-                        return function
+                if record is not None and self._load_from_bundle(kernel, record):
+                    return self._loaded[key]
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
                 self.flush()
             if key in self._failed:
@@ -196,16 +215,17 @@ class KernelCache:
             built = self._built[key]
             return self._load(key, kernel, built.record, built.binary)
 
-    def _load_from_bundle(self, kernel: Kernel, record: KernelRecord) -> Any | None:
+    def _load_from_bundle(self, kernel: Kernel, record: KernelRecord) -> bool:
+        """Load the bundle's build; False (and a note) when its blob cannot be served."""
         assert self.bundle is not None
         try:
             binary = self.bundle.blob(record.sha256)
         except BundleError as exc:
             active_collector().note(f"{exc}; kernel {kernel.label} is rebuilt")
-            return None
-        function = self._load(record.key, kernel, record, binary)
+            return False
+        self._load(record.key, kernel, record, binary)
         self._count("loaded")
-        return function
+        return True
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)
@@ -228,6 +248,11 @@ class KernelCache:
     def mark_persisted(self, keys: list[str]) -> None:
         with self._lock:
             self._persisted.update(keys)
+
+    def toolchains(self) -> list[Toolchain]:
+        """The toolchains that built what this cache holds."""
+        with self._lock:
+            return list(self._toolchains.values())
 
     def failures(self) -> dict[str, CompileFailure]:
         with self._lock:

@@ -173,10 +173,13 @@ class Runtime:
         kernels: list[tuple[KernelRecord, bytes]] = self.kernels.unpersisted()
         tunes: list[TuneRecord] = self.tunes.unpersisted()
         fp = self.device.fingerprint
-        toolchains = {record.toolchain for record, _ in kernels}
-        fingerprints = [("device:" + fp.identity, "device", fp.as_dict())] + [
-            ("toolchain:" + t, "toolchain", {"identity": t}) for t in sorted(toolchains)
+        fingerprints: list[tuple[str, str, dict[str, object]]] = [
+            ("device:" + fp.identity, "device", fp.as_dict())
         ]
+        for toolchain in self.kernels.toolchains():
+            fingerprints.append(
+                ("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict())
+            )
         n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
         self.kernels.mark_persisted([r.key for r, _ in kernels])
         self.tunes.mark_persisted([t.key for t in tunes])

@@ -29,7 +29,16 @@ class Toolchain:
 
     @property
     def identity(self) -> str:
-        return f"{self.name}:{self.path}:{self.version}"
+        """What keys a kernel: the compiler and its version, not where it is installed.
+
+        The path differs between a CI checkout's venv and a GPU machine's toolkit while
+        the output is the same; keying on it would make every bundle miss everywhere
+        but where it was built. The path is kept beside the bundle's fingerprints.
+        """
+        return f"{self.name}:{self.version}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "path": self.path, "version": self.version}
 
 
 @functools.cache
