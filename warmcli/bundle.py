@@ -19,7 +19,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -207,6 +207,16 @@ class Bundle:
             ).fetchall()
         return [_kernel_record(r) for r in rows]
 
+    def kernels_for_entry(self, entry: str) -> list[KernelRecord]:
+        """Every build of kernels with this entry name (for serving without a compiler)."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT {KERNEL_COLUMNS}, b.size FROM kernels LEFT JOIN blobs b USING (sha256) "
+                "WHERE entry = ?",
+                (entry,),
+            ).fetchall()
+        return [_kernel_record(r) for r in rows]
+
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
         with self._reading() as conn:
@@ -316,6 +326,59 @@ class Bundle:
                 )
                 n_tunes += 1
         return n_kernels, n_tunes
+
+    # -- maintenance: usage times, removal, integrity (warm clean, merge, verify) -----------
+
+    def usage(self) -> dict[str, tuple[float, float]]:
+        """Every kernel's (created, last_used) times, by key."""
+        with self._reading() as conn:
+            rows = conn.execute("SELECT key, created, last_used FROM kernels")
+            return {str(k): (float(c), float(u)) for k, c, u in rows}
+
+    def touch(self, last_used: Mapping[str, float]) -> int:
+        """Set kernels' `last_used` times (a load by a writing process, a merge); returns rows."""
+        if not last_used:
+            return 0
+        with self.transaction() as conn:
+            cursor = conn.executemany(
+                "UPDATE kernels SET last_used = ? WHERE key = ?",
+                [(when, key) for key, when in last_used.items()],
+            )
+            return cursor.rowcount
+
+    def delete(self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = ()) -> int:
+        """Remove kernels and tunes, then every blob no kernel refers to; returns blobs removed."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
+            conn.executemany("DELETE FROM tunes WHERE key = ?", [(k,) for k in tune_keys])
+            cursor = conn.execute(
+                "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)"
+            )
+            return cursor.rowcount
+
+    def vacuum(self) -> None:
+        """Give freed pages back to the file system, under the bundle's lock."""
+        if not self.writable:
+            raise BundleError(f"{self.path}: bundle is open read-only")
+        with FileLock(str(self.path) + ".lock"), self._reading() as conn:
+            conn.execute("VACUUM")
+
+    def tune_keys(self) -> list[str]:
+        with self._reading() as conn:
+            return [str(r[0]) for r in conn.execute("SELECT key FROM tunes ORDER BY key")]
+
+    def blob_digests(self) -> Iterator[tuple[str, int, str]]:
+        """(stored sha256, stored size, sha256 of the data) of every blob, read one at a time."""
+        with self._reading() as conn:
+            for sha, size, data in conn.execute("SELECT sha256, size, data FROM blobs"):
+                actual = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
+                yield str(sha), int(size), actual
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's own page-level check: [] when the file is sound."""
+        with self._reading() as conn:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows
 
 
 def _json_object(text: str) -> dict[str, object]:

@@ -14,6 +14,7 @@ bundle); it never writes the bundle itself.
 from __future__ import annotations
 
 import hashlib
+import shlex
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,9 @@ from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
 from warmcli.toolchain import Toolchain, ToolchainError
+
+# A note that records one compiler process's command line (`warm run --verbose` shows them).
+COMMAND_NOTE = "compiler command: "
 
 
 class KernelCompileError(RuntimeError):
@@ -68,6 +72,7 @@ class KernelCache:
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
         self._persisted: set[str] = set()
+        self._from_bundle: set[str] = set()
         self._toolchains: dict[str, Toolchain] = {}
 
     # -- keys ------------------------------------------------------------------------------
@@ -168,6 +173,8 @@ class KernelCache:
                 self._count("batches")
                 self._count("compiler_processes", result.processes)
                 self._count("seconds", result.seconds)
+                for built_group in result.groups:
+                    active_collector().note(COMMAND_NOTE + shlex.join(built_group.command))
                 for unit in group:
                     built = result.built.get(unit.key)
                     if built is not None:
@@ -224,6 +231,7 @@ class KernelCache:
             active_collector().note(f"{exc}; kernel {kernel.label} is rebuilt")
             return False
         self._load(record.key, kernel, record, binary)
+        self._from_bundle.add(record.key)
         self._count("loaded")
         return True
 
@@ -248,6 +256,11 @@ class KernelCache:
     def mark_persisted(self, keys: list[str]) -> None:
         with self._lock:
             self._persisted.update(keys)
+
+    def loaded_from_bundle(self) -> list[str]:
+        """Keys of the kernels this cache served from the bundle."""
+        with self._lock:
+            return sorted(self._from_bundle)
 
     def toolchains(self) -> list[Toolchain]:
         """The toolchains that built what this cache holds."""

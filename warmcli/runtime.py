@@ -11,6 +11,7 @@ The runtime never prints; it counts into the active `StatisticsCollector`.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -181,6 +182,8 @@ class Runtime:
                 ("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict())
             )
         n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
+        # What was served from the bundle was used: its LRU time moves (writers only).
+        bundle.touch(dict.fromkeys(self.kernels.loaded_from_bundle(), time.time()))
         self.kernels.mark_persisted([r.key for r, _ in kernels])
         self.tunes.mark_persisted([t.key for t in tunes])
         collector = active_collector()
