@@ -1,0 +1,83 @@
+"""The warming passes on a real GPU, through the CLI: measured tunes, pre-built cubins reused.
+
+Marked `gpu`: skipped cleanly without a CUDA device (every CI machine). Run by
+`scripts/gpu-check` on a GPU machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, Warm
+
+pytestmark = pytest.mark.gpu
+
+
+def gpu_arch() -> str:
+    from warmcli.cuda.device import list_cuda_devices
+
+    devices = list_cuda_devices()
+    if not devices:
+        pytest.skip("no CUDA GPU")
+    return str(devices[0]["arch"])
+
+
+def test_warm_run_measures_every_tune_and_verifies(warm: Warm, bundle_path: Path) -> None:
+    doc = warm.json(
+        "run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path
+    )
+    first, second, verify = doc["passes"]
+    assert first["compilation"]["queued"] > 0 and first["compilation"]["compiled"] == 0
+    assert second["compilation"]["compiler_processes"] < second["compilation"]["compiled"]
+    assert second["autotune"]["measured"] == second["autotune"]["registered"] == 6
+    assert verify["compilation"]["compiled"] == 0 and verify["autotune"]["measured"] == 0
+    assert doc["verified"] is True
+    stats = warm.json("stats", bundle_path)
+    for tune in stats["tunes"]:
+        assert tune["status"] == "measured"
+        ok = [c for c in tune["candidates"] if c["status"] == "ok"]
+        assert tune["pick"] == min(ok, key=lambda c: c["seconds"])["name"]
+        assert all(c["seconds"] > 0 and len(c["samples"]) >= 1 for c in ok)
+
+
+def test_prebuilt_bundle_is_used_without_recompiling(warm: Warm, bundle_path: Path) -> None:
+    arch = gpu_arch()
+    warm.json("run", EXAMPLES / "matmul_cuda.py", "--arch", arch, "--bundle", bundle_path)
+    doc = warm.json(
+        "run", EXAMPLES / "matmul_cuda.py", "--device", "cuda:0", "--bundle", bundle_path
+    )
+    first, second, verify = doc["passes"]
+    assert first["compilation"]["queued"] == 0, "every cubin came from the pre-build"
+    assert second["compilation"]["compiled"] == 0
+    assert second["compilation"]["loaded"] > 0
+    assert second["autotune"]["measured"] == 3, "the pending tunes are measured on the GPU"
+    assert verify["compilation"]["compiled"] == 0 and verify["autotune"]["measured"] == 0
+
+
+def test_matmul_candidates_agree_with_numpy() -> None:
+    gpu_arch()
+    import importlib.util
+
+    from warmcli import Runtime
+    from warmcli.cuda.device import CudaDevice
+
+    spec = importlib.util.spec_from_file_location("matmul_cuda", EXAMPLES / "matmul_cuda.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rt = Runtime(CudaDevice(0))
+    try:
+        rng = np.random.default_rng(0)
+        m, n, k = 100, 70, 90
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        for name, kernel in mod.MATMUL.candidates.items():
+            c = rt.buffer((m, n))
+            mod.launch_matmul(rt, kernel, rt.upload(a), rt.upload(b), c, m, n, k)
+            np.testing.assert_allclose(rt.read(c), a @ b, rtol=1e-3, atol=1e-3, err_msg=name)
+        pick = rt.tune(mod.MATMUL, rt.upload(a), rt.upload(b), rt.buffer((m, n)), m, n, k)
+        assert pick in mod.MATMUL.candidates
+    finally:
+        rt.close()
