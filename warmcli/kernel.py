@@ -17,8 +17,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 _ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PARAM_LETTERS = frozenset("Pbhilqfd")
+# Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
+PARAM_SCALARS: dict[str, type[np.generic]] = {
+    "b": np.int8,
+    "h": np.int16,
+    "i": np.int32,
+    "l": np.int64,
+    "q": np.int64,
+    "f": np.float32,
+    "d": np.float64,
+}
+PARAM_LETTERS = frozenset({"P", *PARAM_SCALARS})
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,8 @@ from warmcli.cuda.arch import CompilerSlot, require_upload
 from warmcli.cuda.cubin import CubinError, cubin_sm
 from warmcli.cuda.nvcc import NvccCompiler
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
-from warmcli.kernel import Kernel
+from warmcli.kernel import PARAM_SCALARS, Kernel
 from warmcli.stream_mode import Stream
-
-# Parameter letters (warmcli.kernel) → the numpy scalar PyCUDA's struct packing gets.
-_SCALARS: dict[str, type[np.generic]] = {
-    "b": np.int8,
-    "h": np.int16,
-    "i": np.int32,
-    "l": np.int64,
-    "q": np.int64,
-    "f": np.float32,
-    "d": np.float64,
-}
 
 
 def _driver() -> Any:
@@ -209,7 +198,7 @@ class CudaDevice:
                     raise LaunchError(f"{kernel.label} argument {position}: expected a buffer")
                 values.append(arg)
             else:
-                values.append(_SCALARS[letter](arg))
+                values.append(PARAM_SCALARS[letter](arg))
         return values
 
     def launch(

@@ -26,18 +26,12 @@ import numpy as np
 from warmcli.compiler import Compiler
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
 from warmcli.host.compiler import HostCompiler
-from warmcli.kernel import Kernel
+from warmcli.kernel import PARAM_SCALARS, Kernel
 from warmcli.stream_mode import Stream
 
-CTYPES = {
+CTYPES: dict[str, type] = {
     "P": ctypes.c_void_p,
-    "b": ctypes.c_int8,
-    "h": ctypes.c_int16,
-    "i": ctypes.c_int32,
-    "l": ctypes.c_long,
-    "q": ctypes.c_int64,
-    "f": ctypes.c_float,
-    "d": ctypes.c_double,
+    **{letter: np.ctypeslib.as_ctypes_type(t) for letter, t in PARAM_SCALARS.items()},
 }
 
 
