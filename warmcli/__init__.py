@@ -16,7 +16,7 @@ from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
 from warmcli.process_mode import OverrideError, ProcessMode, ProcessModeOverride
-from warmcli.production import runtime, use_bundle
+from warmcli.production import ProductionReport, report, runtime, use_bundle
 from warmcli.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
 from warmcli.statistics import (
     AutotuneStatistics,
@@ -44,6 +44,7 @@ __all__ = [
     "OverrideError",
     "ProcessMode",
     "ProcessModeOverride",
+    "ProductionReport",
     "Runtime",
     "StatisticsCollector",
     "StatisticsReader",
@@ -53,6 +54,7 @@ __all__ = [
     "Tunable",
     "TuneFailure",
     "__version__",
+    "report",
     "resolve_launch_mode",
     "runtime",
     "use_bundle",

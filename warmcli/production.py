@@ -4,16 +4,23 @@
 this process serves kernels and picks from; `runtime()` hands out one `Runtime`
 per device over it, opened read-only and read lazily. A miss still compiles or
 tunes, as it would without warm, and is counted into the process's default
-collector (`default_collector()`); with `write=True` (or `WARM_BUNDLE_WRITE=1`)
-what was missed is written back at exit, under the bundle's lock. The module
-owns the process's bundle and runtimes; it never prints.
+collector (`default_collector()`); `report()` names every kernel this process
+had to compile and every tune it had to measure because the bundle lacked them
+(`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a
+user knows to re-warm). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was
+missed is written back at exit, in one transaction under the bundle's lock, so
+several processes may do it at once. A read-only process never writes the file.
+The module owns the process's bundle, runtimes and the misses of closed ones; it
+prints nothing except that report, and only when asked.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.bundle import Bundle
@@ -25,6 +32,51 @@ _path: Path | None = None
 _write = False
 _bundle: Bundle | None = None
 _runtimes: dict[str, Runtime] = {}
+_closed_misses: list[Miss] = []
+_report_at_exit = False
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One thing production had to do itself: a kernel compiled or a tune measured."""
+
+    kind: str  # "kernel" or "tune"
+    device: str
+    name: str
+    key: str
+
+
+@dataclass
+class ProductionReport:
+    """Everything this process compiled or tuned because its bundle lacked it."""
+
+    bundle: str | None
+    write: bool
+    misses: list[Miss] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == "kernel"]
+
+    @property
+    def tunes(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == "tune"]
+
+    def __str__(self) -> str:
+        source = f"bundle {self.bundle}" if self.bundle else "no bundle"
+        if not self.misses:
+            return f"warm: {source} served everything: compiled 0 kernels, tuned 0 operations"
+        then = "written back into it" if self.write else "re-warm it with `warm run`"
+        lines = [
+            f"warm: {source} lacked {len(self.kernels)} kernel(s) and {len(self.tunes)} tune(s); "
+            f"this process compiled and tuned them itself ({then}):"
+        ]
+        lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
+        return "\n".join(lines)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
 
 
 def use_bundle(path: str | os.PathLike[str], *, write: bool = False) -> None:
@@ -43,7 +95,7 @@ def bundle() -> Bundle | None:
     with _lock:
         if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
             _path = Path(os.environ["WARM_BUNDLE"])
-            _write = os.environ.get("WARM_BUNDLE_WRITE", "") not in ("", "0")
+            _write = _env_flag("WARM_BUNDLE_WRITE")
             _bundle = Bundle.open(_path, write=_write)
         return _bundle
 
@@ -59,9 +111,34 @@ def runtime(device: str = "auto") -> Runtime:
         return rt
 
 
+def _misses(rt: Runtime) -> list[Miss]:
+    device = rt.device.id
+    kernels = [Miss("kernel", device, r.label, r.key) for r, _ in rt.kernels.unpersisted()]
+    tunes = [
+        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
+    ]
+    return kernels + tunes
+
+
+def report(*, at_exit: bool = False) -> ProductionReport:
+    """What this process compiled or tuned that the bundle lacked; `at_exit`: print it then."""
+    global _report_at_exit
+    with _lock:
+        _report_at_exit = _report_at_exit or at_exit
+        return _report_locked()
+
+
+def _report_locked() -> ProductionReport:
+    misses = list(_closed_misses)
+    for rt in _runtimes.values():
+        misses += _misses(rt)
+    return ProductionReport(str(_path) if _path else None, _write, misses)
+
+
 def _close_locked() -> None:
     global _bundle
     for rt in _runtimes.values():
+        _closed_misses.extend(_misses(rt))
         if _write and _bundle is not None:
             rt.persist(_bundle)
         rt.close()
@@ -79,4 +156,14 @@ def close() -> None:
         _path = None
 
 
-atexit.register(close)
+def _at_exit() -> None:
+    with _lock:
+        wanted = _report_at_exit or _env_flag("WARM_REPORT")
+        final = _report_locked() if wanted else None
+    close()
+    if final is not None:
+        sys.stderr.write(f"{final}\n")
+        sys.stderr.flush()
+
+
+atexit.register(_at_exit)
