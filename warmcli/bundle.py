@@ -6,22 +6,29 @@ application_id`): `manifest` (format and warm versions, created/updated times),
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds) and `tunes` (tune key,
 pick, every candidate's measurement). A bundle is untrusted input: it is read
-with plain SQL, never unpickled or evaluated, and a blob whose sha256 does not
-match is never served. Opening reads the manifest only; kernels, tunes and blobs
-are read on demand. Writers take a file lock and write each batch in one
-transaction; the file stays in rollback-journal mode, so a read-only copy opens.
+with plain SQL, never unpickled or evaluated; every field of every row is checked
+(type, size, format) before it becomes a record, a blob whose size or sha256 does
+not match is never served, and every SQLite failure becomes a `BundleError`.
+Opening reads the manifest only; kernels, tunes and blobs are read on demand.
+Writers take a file lock and write each batch in one transaction; the file stays
+in rollback-journal mode, so a read-only copy opens, and a write interrupted by a
+crash is rolled back by the next open. "Database is locked" is waited out by the
+busy timeout and then retried, never shown.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from filelock import FileLock
 
@@ -32,6 +39,10 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
+LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
+MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
+MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
+MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
 
 SCHEMA = """
 CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,13 +68,25 @@ KERNEL_COLUMNS = (
     "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
     "compile_log, seconds"
 )
+KERNEL_SELECT = (
+    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256) FROM kernels"
+)
 TUNE_COLUMNS = (
     "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
 )
+TUNE_SELECT = f"SELECT {TUNE_COLUMNS} FROM tunes"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
+_T = TypeVar("_T")
 
 
 class BundleError(Exception):
     """A bundle is missing, corrupt, foreign, or of another format version."""
+
+
+class _Malformed(ValueError):
+    """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
 def _check_header(path: Path) -> None:
@@ -74,6 +97,68 @@ def _check_header(path: Path) -> None:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
     if head != SQLITE_MAGIC:
         raise BundleError(f"{path}: not a warm bundle (not an SQLite file)")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, uri=uri, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _recover(path: Path) -> None:
+    """Roll back a write a crash interrupted, so a read-only open sees the state before it.
+
+    SQLite rolls a hot journal back on the first read, but only through a connection
+    that may write; a read-only one fails instead. The rollback takes SQLite's own
+    locks, never warm's file lock, so readers never wait for warm's writers.
+    """
+    journal = path.with_name(path.name + "-journal")
+    try:
+        if journal.stat().st_size == 0:
+            return
+    except FileNotFoundError:
+        return
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise BundleError(
+            f"{path}: a write was interrupted ({journal.name} is left); open the bundle "
+            "once where it is writable to roll the write back"
+        )
+    conn = _connect(path)
+    try:
+        _retrying(path, lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
+    finally:
+        conn.close()
+
+
+def _retrying(path: Path, op: Callable[[], _T]) -> _T:
+    """Run one SQLite operation; retry "database is locked" past the busy timeout."""
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            return op()
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise
+            if attempt == LOCK_RETRIES:
+                raise BundleError(
+                    f"{path}: bundle stayed locked by another process ({exc})"
+                ) from None
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Every SQLite failure, as a one-line `BundleError`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        raise BundleError(f"{path}: {what} ({exc})") from None
 
 
 class Bundle:
@@ -95,21 +180,18 @@ class Bundle:
                 return cls.create(path)
             raise BundleError(f"{path}: no such bundle")
         _check_header(path)
-        try:
+        with _sqlite_errors(path):
             if write:
-                conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                conn = _connect(path)
             else:
-                conn = sqlite3.connect(
-                    f"{path.resolve().as_uri()}?mode=ro",
-                    uri=True,
-                    timeout=BUSY_TIMEOUT_MS / 1000,
-                    isolation_level=None,
-                )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                _recover(path)
+                conn = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             bundle = cls(path, conn, write)
-            bundle._validate()
-        except sqlite3.DatabaseError as exc:
-            raise BundleError(f"{path}: corrupt bundle ({exc})") from None
+            try:
+                bundle._validate()
+            except BaseException:
+                conn.close()
+                raise
         return bundle
 
     @classmethod
@@ -121,31 +203,33 @@ class Bundle:
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            conn = sqlite3.connect(tmp, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode = DELETE")
-                conn.executescript(
-                    f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-                    f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
-                )
-                now = repr(time.time())
-                conn.executemany(
-                    "INSERT INTO manifest VALUES (?, ?)",
-                    [
-                        ("format_version", str(FORMAT_VERSION)),
-                        ("warm_version", __version__),
-                        ("created", now),
-                        ("updated", now),
-                    ],
-                )
-            finally:
-                conn.close()
-            os.replace(tmp, path)
+            tmp.unlink(missing_ok=True)
+            with _sqlite_errors(path):
+                conn = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    conn.execute("PRAGMA journal_mode = DELETE")
+                    conn.executescript(
+                        f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+                        f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
+                    )
+                    now = repr(time.time())
+                    conn.executemany(
+                        "INSERT INTO manifest VALUES (?, ?)",
+                        [
+                            ("format_version", str(FORMAT_VERSION)),
+                            ("warm_version", __version__),
+                            ("created", now),
+                            ("updated", now),
+                        ],
+                    )
+                finally:
+                    conn.close()
+            os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
         return cls.open(path, write=True)
 
     def _validate(self) -> None:
-        app = self._conn.execute("PRAGMA application_id").fetchone()[0]
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        app = self._one("PRAGMA application_id")[0]
+        version = self._one("PRAGMA user_version")[0]
         if app != APPLICATION_ID:
             raise BundleError(
                 f"{self.path}: not a warm bundle (an SQLite file of another application)"
@@ -154,9 +238,7 @@ class Bundle:
             raise BundleError(
                 f"{self.path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
             )
-        names = {
-            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
+        names = {r[0] for r in self._all("SELECT name FROM sqlite_master WHERE type='table'")}
         missing = TABLES - names
         if missing:
             raise BundleError(f"{self.path}: corrupt bundle (missing tables {sorted(missing)})")
@@ -172,80 +254,77 @@ class Bundle:
 
     # -- reading ---------------------------------------------------------------------------
 
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        try:
-            yield self._conn
-        except sqlite3.DatabaseError as exc:
-            raise BundleError(f"{self.path}: corrupt bundle ({exc})") from None
+    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        with _sqlite_errors(self.path):
+            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
+
+    def _one(self, sql: str, params: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
+        with _sqlite_errors(self.path):
+            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
 
     def manifest(self) -> dict[str, str]:
-        with self._reading() as conn:
-            return {k: v for k, v in conn.execute("SELECT key, value FROM manifest")}
+        rows = self._all("SELECT key, value FROM manifest")
+        return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity"
-            )
-            return [{"identity": i, "kind": k, **_json_object(d)} for i, k, d in rows]
+        rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
+        return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
     def kernel(self, key: str) -> KernelRecord | None:
-        with self._reading() as conn:
-            row = conn.execute(
-                f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256) "
-                "FROM kernels WHERE key = ?",
-                (key,),
-            ).fetchone()
-        return None if row is None else _kernel_record(row)
+        row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
+        return None if row is None else self._parse("kernel", row[0], lambda: _kernel_record(row))
 
-    def kernels(self) -> list[KernelRecord]:
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {KERNEL_COLUMNS}, b.size FROM kernels LEFT JOIN blobs b USING (sha256) "
-                "ORDER BY device, arch, label"
-            ).fetchall()
-        return [_kernel_record(r) for r in rows]
+    def kernels(self, entry: str | None = None) -> list[KernelRecord]:
+        """Every kernel (or those of one entry name), by device, arch and label."""
+        where, params = ("WHERE entry = ?", (entry,)) if entry is not None else ("", ())
+        rows = self._all(f"{KERNEL_SELECT} {where} ORDER BY device, arch, label", params)
+        return [self._parse("kernel", r[0], lambda r=r: _kernel_record(r)) for r in rows]
 
     def kernels_for_entry(self, entry: str) -> list[KernelRecord]:
         """Every build of kernels with this entry name (for serving without a compiler)."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {KERNEL_COLUMNS}, b.size FROM kernels LEFT JOIN blobs b USING (sha256) "
-                "WHERE entry = ?",
-                (entry,),
-            ).fetchall()
-        return [_kernel_record(r) for r in rows]
+        return self.kernels(entry)
 
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
-        with self._reading() as conn:
-            row = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
-        if row is None or not isinstance(row[0], bytes):
-            raise BundleError(f"{self.path}: blob {sha256[:16]} is missing")
-        data = row[0]
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise BundleError(f"{self.path}: blob {sha256[:16]} does not match its sha256")
+        short = str(sha256)[:16]
+        head = self._one(
+            "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 = ?", (sha256,)
+        )
+        if head is None or head[2] != "blob":
+            raise BundleError(f"{self.path}: blob {short} is missing")
+        size, length, _ = head
+        if length > MAX_BLOB_BYTES:
+            raise BundleError(f"{self.path}: blob {short} is {length} bytes, over the limit")
+        row = self._one("SELECT data FROM blobs WHERE sha256 = ?", (sha256,))
+        data = row[0] if row is not None else None
+        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
+            raise BundleError(f"{self.path}: blob {short} does not match its sha256")
+        if size != length:
+            raise BundleError(f"{self.path}: blob {short} is {length} bytes, its entry says {size}")
         return data
 
     def tune(self, key: str) -> TuneRecord | None:
-        with self._reading() as conn:
-            row = conn.execute(f"SELECT {TUNE_COLUMNS} FROM tunes WHERE key = ?", (key,)).fetchone()
-        return None if row is None else _tune_record(row, self.path)
+        row = self._one(f"{TUNE_SELECT} WHERE key = ?", (key,))
+        return None if row is None else self._parse("tune", row[0], lambda: _tune_record(row))
 
-    def tunes(self) -> list[TuneRecord]:
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {TUNE_COLUMNS} FROM tunes ORDER BY operation, shape_key"
-            ).fetchall()
-        return [_tune_record(r, self.path) for r in rows]
+    def tunes(self, operation: str | None = None) -> list[TuneRecord]:
+        """Every tune (or those of one operation), by operation and shape."""
+        where, params = ("WHERE operation = ?", (operation,)) if operation is not None else ("", ())
+        rows = self._all(f"{TUNE_SELECT} {where} ORDER BY operation, shape_key", params)
+        return [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in rows]
 
     def counts(self) -> dict[str, int]:
-        with self._reading() as conn:
-            return {
-                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("kernels", "blobs", "tunes")
-            }
+        return {
+            t: int(self._one(f"SELECT count(*) FROM {t}")[0]) for t in ("kernels", "blobs", "tunes")
+        }  # type: ignore[index]
+
+    def _parse(self, what: str, key: object, parse: Callable[[], _T]) -> _T:
+        """Run a row parser; a malformed field becomes a `BundleError` naming the entry."""
+        try:
+            return parse()
+        except _Malformed as exc:
+            name = key[:16] if isinstance(key, str) else "?"
+            raise BundleError(f"{self.path}: corrupt {what} entry {name!r} ({exc})") from None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -254,17 +333,18 @@ class Bundle:
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"):
+        with FileLock(str(self.path) + ".lock"), _sqlite_errors(self.path):
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
+            _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
                 conn.execute(
                     "INSERT OR REPLACE INTO manifest VALUES ('updated', ?)", (repr(time.time()),)
                 )
-                conn.execute("COMMIT")
+                _retrying(self.path, lambda: conn.execute("COMMIT"))
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
 
     def put(
@@ -300,7 +380,7 @@ class Bundle:
                         record.sha256,
                         record.toolchain,
                         json.dumps(record.components, sort_keys=True),
-                        record.compile_log,
+                        _clip(record.compile_log),
                         record.seconds,
                         now,
                         now,
@@ -331,9 +411,8 @@ class Bundle:
 
     def usage(self) -> dict[str, tuple[float, float]]:
         """Every kernel's (created, last_used) times, by key."""
-        with self._reading() as conn:
-            rows = conn.execute("SELECT key, created, last_used FROM kernels")
-            return {str(k): (float(c), float(u)) for k, c, u in rows}
+        rows = self._all("SELECT key, created, last_used FROM kernels")
+        return dict(self._parse("kernel", r[0], lambda r=r: _usage_row(r)) for r in rows)
 
     def touch(self, last_used: Mapping[str, float]) -> int:
         """Set kernels' `last_used` times (a load by a writing process, a merge); returns rows."""
@@ -360,69 +439,194 @@ class Bundle:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"), self._reading() as conn:
-            conn.execute("VACUUM")
+        with FileLock(str(self.path) + ".lock"), _sqlite_errors(self.path):
+            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     def tune_keys(self) -> list[str]:
-        with self._reading() as conn:
-            return [str(r[0]) for r in conn.execute("SELECT key FROM tunes ORDER BY key")]
+        rows = self._all("SELECT key FROM tunes ORDER BY key")
+        return [self._parse("tune", r[0], lambda r=r: _named("key", _hex64, r[0])) for r in rows]
 
     def blob_digests(self) -> Iterator[tuple[str, int, str]]:
-        """(stored sha256, stored size, sha256 of the data) of every blob, read one at a time."""
-        with self._reading() as conn:
-            for sha, size, data in conn.execute("SELECT sha256, size, data FROM blobs"):
-                actual = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
-                yield str(sha), int(size), actual
+        """(stored sha256, stored size, sha256 of the data) of every blob, read one at a time.
+
+        A blob that is not binary, or over the size limit, has the digest "" (never read).
+        """
+        for (sha,) in self._all("SELECT sha256 FROM blobs ORDER BY sha256"):
+            row = self._one(
+                "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
+            )
+            if row is None:
+                continue
+            size, length, kind = row
+            actual = ""
+            if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
+                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,))
+                if data is not None and isinstance(data[0], bytes):
+                    actual = hashlib.sha256(data[0]).hexdigest()
+            stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
+            yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
-        with self._reading() as conn:
-            rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
         return [] if rows == ["ok"] else rows
 
 
-def _json_object(text: str) -> dict[str, object]:
+# -- field checks: what warm writes, and nothing else, becomes a record -----------------------
+
+
+def _clip(log: str) -> str:
+    """A compile log cut to what a bundle may hold (its head and its tail)."""
+    if len(log) <= MAX_TEXT_CHARS:
+        return log
+    half = MAX_TEXT_CHARS // 2 - 64
+    return f"{log[:half]}\n[... {len(log) - 2 * half} characters cut ...]\n{log[-half:]}"
+
+
+def _text(value: object, limit: int = MAX_TEXT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise _Malformed(f"a {type(value).__name__}, not text")
+    if len(value) > limit:
+        raise _Malformed(f"{len(value)} characters, over the limit of {limit}")
+    return value
+
+
+def _name(value: object) -> str:
+    return _text(value, MAX_NAME_CHARS)
+
+
+def _hex64(value: object) -> str:
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise _Malformed("not a sha256 in hex")
+    return value
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if (
+            not isinstance(value, str)
+            or len(value) > MAX_NAME_CHARS
+            or not pattern.fullmatch(value)
+        ):
+            raise _Malformed(f"not {what}")
+        return value
+
+    return check
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Malformed(f"a {type(value).__name__}, not a number")
+    if not math.isfinite(value) or value < 0:
+        raise _Malformed(f"{value!r} is not a duration")
+    return float(value)
+
+
+def _size(value: object) -> int:
+    if value is None:
+        return 0  # the blob is missing: the kernel is listed, never served
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BLOB_BYTES:
+        raise _Malformed(f"{value!r} is not a blob size")
+    return value
+
+
+def _json_value(text: str) -> object:
     try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Malformed(f"not JSON ({type(exc).__name__})") from None
+
+
+def _json_object(text: str) -> dict[str, object]:
+    value = _json_value(text)
+    if not isinstance(value, dict):
+        raise _Malformed("not a JSON object")
+    return value
+
+
+def _named(field: str, check: Callable[[object], _T], value: object) -> _T:
+    try:
+        return check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{field}: {exc}") from None
+
+
+_entry = _matching(_IDENTIFIER, "a C identifier")
+_symbol = _matching(_SYMBOL, "a warm kernel symbol")
+_KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
+    ("key", _hex64),
+    ("device", _name),
+    ("backend", _name),
+    ("arch", _name),
+    ("entry", _entry),
+    ("label", _text),
+    ("symbol", _symbol),
+    ("sha256", _hex64),
+    ("toolchain", _name),
+    ("components", lambda v: _json_object(_text(v))),
+    ("compile_log", _text),
+    ("seconds", _seconds),
+    ("size", _size),
+)
+_STATUSES = {"ok", "failed", "pending"}
+
+
+def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
+    key, created, last_used = row
+    times = _named("created", _seconds, created), _named("last_used", _seconds, last_used)
+    return _named("key", _hex64, key), times
+
+
+def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
+    key, value = row
+    return _named("key", _name, key), _named("value", _text, value)
+
+
+def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
+    identity, kind, data = row
+    parsed = _json_object(_named("data", _text, data))
+    return {
+        "identity": _named("identity", _name, identity),
+        "kind": _named("kind", _name, kind),
+        **parsed,
+    }
 
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    (key, device, backend, arch, entry, label, symbol, sha, toolchain, comps, log, secs, size) = row
-    return KernelRecord(
-        key=str(key),
-        device=str(device),
-        backend=str(backend),
-        arch=str(arch),
-        entry=str(entry),
-        label=str(label),
-        symbol=str(symbol),
-        sha256=str(sha),
-        toolchain=str(toolchain),
-        components={str(k): str(v) for k, v in _json_object(str(comps)).items()},
-        compile_log=str(log),
-        seconds=float(secs),
-        size=int(size or 0),  # type: ignore[arg-type]
-    )
+    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, row, strict=True)]
+    fields = dict(zip((f for f, _ in _KERNEL_FIELDS), values, strict=True))
+    comps = fields["components"]
+    assert isinstance(comps, dict)
+    fields["components"] = {str(k): str(v) for k, v in comps.items()}
+    return KernelRecord(**fields)  # type: ignore[arg-type]
 
 
-def _tune_record(row: tuple[object, ...], path: Path) -> TuneRecord:
+def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = row
+    text = _named("candidates", _text, cands)
+    if not isinstance(_json_value(text), list):
+        raise _Malformed("candidates: not a JSON list")
     try:
-        candidates = TuneRecord.parse_candidates(str(cands))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BundleError(f"{path}: corrupt tune entry {str(key)[:16]} ({exc})") from None
+        candidates = TuneRecord.parse_candidates(text)
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
+    for c in candidates:
+        if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
+            raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
+        if any(not math.isfinite(s) for s in (c.seconds or 0.0, *c.samples)):
+            raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+    record_status = _named("status", _name, status)
+    if record_status not in ("measured", "pending"):
+        raise _Malformed(f"status: {record_status[:20]!r} is not a tune status")
     return TuneRecord(
-        key=str(key),
-        operation=str(operation),
-        shape_key=str(shape_key),
-        device=str(device),
-        checksum=str(checksum),
-        status=str(status),
-        pick=None if pick is None else str(pick),
+        key=_named("key", _hex64, key),
+        operation=_named("operation", _name, operation),
+        shape_key=_named("shape_key", _text, shape_key),
+        device=_named("device", _name, device),
+        checksum=_named("checksum", _hex64, checksum),
+        status=record_status,
+        pick=None if pick is None else _named("pick", _name, pick),
         candidates=candidates,
-        seconds=float(secs),
-        measured_at=float(measured_at),  # type: ignore[arg-type]
+        seconds=_named("seconds", _seconds, secs),
+        measured_at=_named("measured_at", _seconds, measured_at),
     )
