@@ -12,6 +12,7 @@ from warmcli._version import __version__
 from warmcli.autotune import Tunable, TuneFailure
 from warmcli.bundle import Bundle, BundleError
 from warmcli.device import Buffer, DeviceError, LaunchError
+from warmcli.explain import MissExplanation, StrictMissError
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
@@ -41,6 +42,7 @@ __all__ = [
     "KernelCompileError",
     "LaunchError",
     "LaunchMode",
+    "MissExplanation",
     "OverrideError",
     "ProcessMode",
     "ProcessModeOverride",
@@ -51,6 +53,7 @@ __all__ = [
     "Stream",
     "StreamMode",
     "StreamModeOverride",
+    "StrictMissError",
     "Tunable",
     "TuneFailure",
     "__version__",

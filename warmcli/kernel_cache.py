@@ -6,7 +6,9 @@ its sha256 matches, counted `loaded`); else compiled. Under `Queue` a kernel is
 only put on the compile queue; the first `get` that needs a compile takes *the
 whole queue* into one batch (`warmcli.batch`), so a pass that queued everything
 first compiles it in a few parallel compiler processes. Everything obtained is
-counted into the active collector, by device. The cache owns the queue, the
+counted into the active collector, by device. A kernel the loaded bundle lacks is
+explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which may
+refuse the compile (strict mode) before it starts. The cache owns the queue, the
 loaded handles and the binaries built here (which `records` hands to the
 bundle); it never writes the bundle itself.
 """
@@ -23,6 +25,7 @@ from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.device import Device
+from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusable_binary
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
@@ -59,11 +62,14 @@ class KernelCache:
         *,
         jobs: int | None = None,
         timeout: float | None = None,
+        misses: MissPolicy | None = None,
     ) -> None:
         self.device = device
         self.bundle = bundle
         self.jobs = jobs
         self.timeout = timeout
+        self.misses = misses
+        self._explained: set[str] = set()
         self._lock = threading.RLock()
         self._keys: dict[str, str] = {}
         self._queue: dict[str, CompileUnit] = {}
@@ -139,6 +145,7 @@ class KernelCache:
                 return False
         if self.available(kernel):
             return False
+        self._miss(kernel, key)
         with self._lock:
             if key in self._queue:
                 return False
@@ -215,6 +222,8 @@ class KernelCache:
                 record = self._bundle_record(key)
                 if record is not None and self._load_from_bundle(kernel, record):
                     return self._loaded[key]
+                if record is None:
+                    self._miss(kernel, key)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
                 self.flush()
             if key in self._failed:
@@ -229,11 +238,26 @@ class KernelCache:
             binary = self.bundle.blob(record.sha256)
         except BundleError as exc:
             active_collector().note(f"{exc}; kernel {kernel.label} is rebuilt")
+            self._miss(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
         self._load(record.key, kernel, record, binary)
         self._from_bundle.add(record.key)
         self._count("loaded")
         return True
+
+    def _miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
+        """A kernel the loaded bundle cannot serve: explain it once, then apply the policy."""
+        if self.bundle is None or self.misses is None or key in self._explained:
+            return
+        self._explained.add(key)
+        if why is None:
+            try:
+                identity = self.device.compiler(kernel.language).toolchain.identity
+            except ToolchainError:
+                identity = "none"
+            wanted = key_components(kernel, self.device.arch, identity)
+            why = explain_kernel(self.bundle, kernel, key, wanted)
+        self.misses.report(self.device.id, why)
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)

@@ -6,7 +6,8 @@ compiles the whole queue in one batch, every tune measures), writes what was
 built and measured into the bundle, and finally runs a verify pass with fresh
 runtimes over the freshly opened bundle: under `Execute` on devices that can
 execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
-compile-only devices (it must queue 0 kernels). Each pass counts into its own
+compile-only devices (it must queue 0 kernels); each miss there is explained
+(`PassReport.misses`). Each pass counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from warmcli.bundle import Bundle
 from warmcli.device import Device
+from warmcli.explain import MissExplanation
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
 from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
@@ -35,6 +37,7 @@ class PassReport:
     total: DeviceStatistics
     per_device: dict[str, DeviceStatistics]
     notes: list[str] = field(default_factory=list)
+    misses: list[MissExplanation] = field(default_factory=list)
 
 
 @dataclass
@@ -76,7 +79,9 @@ def run_pass(
                 finish()
     seconds = time.perf_counter() - started
     reader = collector.reader()
-    return PassReport(label, seconds, reader.total(), reader.per_device(), reader.notes())
+    return PassReport(
+        label, seconds, reader.total(), reader.per_device(), reader.notes(), reader.misses()
+    )
 
 
 def verify_pass(
@@ -133,6 +138,7 @@ def _merge(reports: list[PassReport]) -> PassReport:
         total,
         per_device,
         [n for r in reports for n in r.notes],
+        [m for r in reports for m in r.misses],
     )
 
 
@@ -159,6 +165,7 @@ def warm_bundle(
                 jobs=jobs,
                 compile_timeout=compile_timeout,
                 allow_discarded_reads=allow_discarded_reads,
+                misses=None,  # warming: every miss is expected, none is explained
             )
             for d in devices
         ]

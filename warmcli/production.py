@@ -10,6 +10,9 @@ had to compile and every tune it had to measure because the bundle lacked them
 user knows to re-warm). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was
 missed is written back at exit, in one transaction under the bundle's lock, so
 several processes may do it at once. A read-only process never writes the file.
+Every miss is explained (`warmcli.explain`), logged on logger `warmcli` with
+`WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
+`WARM_STRICT=1` (`warn`: logged instead).
 The module owns the process's bundle, runtimes and the misses of closed ones; it
 prints nothing except that report, and only when asked.
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from warmcli.bundle import Bundle
 from warmcli.devices import open_devices
+from warmcli.explain import EXPLAIN, MissPolicy
 from warmcli.runtime import Runtime
 
 _lock = threading.Lock()
@@ -34,6 +38,7 @@ _bundle: Bundle | None = None
 _runtimes: dict[str, Runtime] = {}
 _closed_misses: list[Miss] = []
 _report_at_exit = False
+_policy: MissPolicy = EXPLAIN
 
 
 @dataclass(frozen=True)
@@ -79,21 +84,30 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
 
-def use_bundle(path: str | os.PathLike[str], *, write: bool = False) -> None:
-    """Serve kernels and tune picks from the bundle at `path` from now on."""
-    global _path, _write, _bundle
+def use_bundle(
+    path: str | os.PathLike[str], *, write: bool = False, strict: bool | str | None = None
+) -> None:
+    """Serve kernels and tune picks from the bundle at `path` from now on.
+
+    `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
+    `"warn"` logs it instead; `None` reads `WARM_STRICT`.
+    """
+    global _path, _write, _bundle, _policy
+    policy = MissPolicy.from_env(strict)
     with _lock:
         _close_locked()
         _path = Path(path)
         _write = write
+        _policy = policy
         _bundle = Bundle.open(_path, write=write)
 
 
 def bundle() -> Bundle | None:
     """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s, else none."""
-    global _path, _write, _bundle
+    global _path, _write, _bundle, _policy
     with _lock:
         if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
+            _policy = MissPolicy.from_env()
             _path = Path(os.environ["WARM_BUNDLE"])
             _write = _env_flag("WARM_BUNDLE_WRITE")
             _bundle = Bundle.open(_path, write=_write)
@@ -106,7 +120,7 @@ def runtime(device: str = "auto") -> Runtime:
     with _lock:
         rt = _runtimes.get(device)
         if rt is None:
-            rt = Runtime(open_devices(device)[0], loaded)
+            rt = Runtime(open_devices(device)[0], loaded, misses=_policy)
             _runtimes[device] = rt
         return rt
 

@@ -6,6 +6,9 @@ here, where it is issued, from the process mode and the mode of the stream it
 goes out on, and hands that verdict to the cache and the device. A read of a
 buffer under a discarding process mode is refused (`DiscardedReadError`), or
 warned about when the runtime allows it, because buffers are left as they were.
+What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
+and handed to the runtime's `MissPolicy` (`warmcli.explain`; `None` for the warming
+passes, where everything is a miss by design), which in strict mode refuses it.
 The runtime never prints; it counts into the active `StatisticsCollector`.
 """
 
@@ -21,6 +24,7 @@ import numpy as np
 from warmcli.autotune import Tunable, TuneCache, measure
 from warmcli.bundle import Bundle
 from warmcli.device import Buffer, Device, LaunchConfig
+from warmcli.explain import EXPLAIN, MissPolicy, explain_tune
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCache
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
@@ -55,10 +59,14 @@ class Runtime:
         jobs: int | None = None,
         compile_timeout: float | None = None,
         allow_discarded_reads: bool = False,
+        misses: MissPolicy | None = EXPLAIN,
     ) -> None:
         self.device = device
         self.bundle = bundle
-        self.kernels = KernelCache(device, bundle, jobs=jobs, timeout=compile_timeout)
+        self.misses = misses
+        self.kernels = KernelCache(
+            device, bundle, jobs=jobs, timeout=compile_timeout, misses=misses
+        )
         self.tunes = TuneCache(device.id, bundle)
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -159,6 +167,10 @@ class Runtime:
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             return None
         else:
+            if self.bundle is not None and self.misses is not None:
+                identity = self.device.fingerprint.identity
+                why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+                self.misses.report(device_id, why)
             record = measure(self, tunable, inputs, stream, key, shape_key)
             self.tunes.put(record)
             if record.pick is None:

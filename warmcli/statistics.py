@@ -4,8 +4,10 @@ The code doing the work (compile queue, tune cache, launch path) counts into a
 `StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from
 any thread while a pass runs (progress bars poll one). Snapshots are frozen
 dataclasses: `CompilationStatistics`, `AutotuneStatistics`, `ExecutionStatistics`
-per device. The collector owns the counters and a lock; it never decides what is
-counted, and never prints.
+per device. A miss a bundle could not serve is counted by the reason
+`warmcli.explain` gives (the `misses` mapping, reason to count) and kept whole.
+The collector owns the counters and a lock; it never decides what is counted,
+and never prints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ import dataclasses
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from warmcli.explain import MissExplanation
+
+MISS = "misses."  # counter-name prefix of a miss's reason
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class CompilationStatistics:
     batches: int = 0
     compiler_processes: int = 0
     seconds: float = 0.0
+    misses: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class AutotuneStatistics:
     candidates_measured: int = 0
     candidates_failed: int = 0
     seconds: float = 0.0
+    misses: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,8 +83,14 @@ _VIEWS = ("compilation", "autotune", "execution")
 
 def _add(a: object, b: object) -> object:
     return type(a)(
-        **{f.name: getattr(a, f.name) + getattr(b, f.name) for f in dataclasses.fields(a)}
+        **{f.name: _sum(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)}
     )
+
+
+def _sum(x: object, y: object) -> object:
+    if isinstance(x, dict) and isinstance(y, dict):
+        return dict(sorted((Counter(x) + Counter(y)).items()))
+    return x + y  # type: ignore[operator]
 
 
 class StatisticsCollector:
@@ -84,6 +100,7 @@ class StatisticsCollector:
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, Counter[str]]] = {}
         self._notes: list[str] = []
+        self._misses: list[MissExplanation] = []
         self._seen: set[tuple[str, str, str, str]] = set()
 
     def count(self, device: str, view: str, name: str, amount: float = 1) -> None:
@@ -109,10 +126,18 @@ class StatisticsCollector:
         with self._lock:
             self._notes.append(message)
 
+    def miss(self, device: str, view: str, explanation: MissExplanation) -> None:
+        """Count one explained miss under its reason (`misses`) and keep the explanation."""
+        with self._lock:
+            self._misses.append(explanation)
+        self.count(device, view, MISS + explanation.reason)
+
     def reader(self) -> StatisticsReader:
         return StatisticsReader(self)
 
-    def _snapshot(self) -> tuple[dict[str, DeviceStatistics], list[str]]:
+    def _snapshot(
+        self,
+    ) -> tuple[dict[str, DeviceStatistics], list[str], list[MissExplanation]]:
         with self._lock:
             out = {
                 device: DeviceStatistics(
@@ -122,18 +147,22 @@ class StatisticsCollector:
                 )
                 for device, views in self._counts.items()
             }
-            return out, list(self._notes)
+            return out, list(self._notes), list(self._misses)
 
 
-def _fields(cls: type, counter: Counter[str]) -> dict[str, float]:
-    names = {f.name: f.type for f in dataclasses.fields(cls)}
-    unknown = set(counter) - set(names)
+def _fields(cls: type, counter: Counter[str]) -> dict[str, object]:
+    names = {f.name: f.type for f in dataclasses.fields(cls) if f.name != "misses"}
+    misses = {k[len(MISS) :]: int(v) for k, v in sorted(counter.items()) if k.startswith(MISS)}
+    unknown = set(counter) - set(names) - {MISS + k for k in misses}
     if unknown:
         raise KeyError(f"{cls.__name__} has no counter {sorted(unknown)}")
-    return {
+    out: dict[str, object] = {
         name: (float(counter.get(name, 0)) if kind == "float" else int(counter.get(name, 0)))
         for name, kind in names.items()
     }
+    if misses:
+        out["misses"] = misses
+    return out
 
 
 class StatisticsReader:
@@ -153,6 +182,10 @@ class StatisticsReader:
 
     def notes(self) -> list[str]:
         return self._collector._snapshot()[1]
+
+    def misses(self) -> list[MissExplanation]:
+        """Every explained miss so far, in the order they happened."""
+        return self._collector._snapshot()[2]
 
     @property
     def compilation(self) -> CompilationStatistics:

@@ -1,0 +1,288 @@
+"""Why a bundle missed: the nearest entry it does hold, and which part of the key differs.
+
+A miss (a kernel or tune the loaded bundle lacks) is explained by reading the
+bundle's entries for the same kernel entry or tunable operation (an indexed
+query, run only on a miss), taking the nearest one (fewest differing key
+components) and naming the component that differs: `toolchain`, `arch`,
+`options`, `defines`, `source` for a kernel; `device` (fingerprint), `checksum`
+(candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
+holds nothing of that entry or operation, `pending` for a tune only recorded
+without a GPU, `binary` for a build whose blob cannot be served, `signature` when
+only the parameter letters or language differ. A `MissPolicy` says what a runtime
+does with an explanation: it always counts it (per reason) into the active
+collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
+strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
+the cold cost. This module owns no state and never prints; logging is the
+caller's to route.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from warmcli.process_mode import active_collector
+
+if TYPE_CHECKING:
+    from warmcli.autotune import Tunable
+    from warmcli.bundle import Bundle
+    from warmcli.kernel import Kernel
+    from warmcli.records import TuneRecord
+
+logger = logging.getLogger("warmcli")
+
+KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
+TUNE_COMPONENTS = ("device", "checksum", "shape")
+DEVICE_FIELDS = ("backend", "name", "arch", "driver")
+REASONS = {
+    "toolchain": "toolchain (compiler and version)",
+    "arch": "architecture",
+    "options": "compile options",
+    "defines": "defines",
+    "source": "source",
+    "signature": "parameter letters or language",
+    "device": "device fingerprint",
+    "checksum": "candidate set",
+    "shape": "shape/dtype key",
+    "absent": "not in the bundle",
+    "pending": "tune pending",
+    "binary": "binary unusable",
+}
+PROCESS = "this process wants"
+_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class MissExplanation:
+    """One miss: what was missed, the key component that differs, and the two values."""
+
+    kind: str  # "kernel" or "tune"
+    key: str
+    label: str
+    reason: str  # one of REASONS
+    detail: str  # "<component>: bundle has X, this process wants Y"
+    differs: tuple[str, ...] = ()  # every component the nearest entry differs in
+
+    def line(self) -> str:
+        return f"{self.kind} {self.label}: {self.reason}: {self.detail}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "differs": list(self.differs)}
+
+
+class StrictMissError(RuntimeError):
+    """Strict mode: a production process was about to compile or tune what the bundle lacks."""
+
+    def __init__(self, explanation: MissExplanation) -> None:
+        self.explanation = explanation
+        verb = "compile kernel" if explanation.kind == "kernel" else "tune"
+        super().__init__(
+            f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
+            f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+        )
+
+
+class Strictness(enum.Enum):
+    OFF = "off"
+    WARN = "warn"
+    RAISE = "raise"
+
+    @classmethod
+    def parse(cls, value: bool | str | None) -> Strictness:
+        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither."""
+        if isinstance(value, bool) or value is None:
+            return cls.RAISE if value else cls.OFF
+        text = value.strip().lower()
+        if text in ("", "0", "off", "false", "no"):
+            return cls.OFF
+        if text == "warn":
+            return cls.WARN
+        if text in ("1", "raise", "true", "on", "yes"):
+            return cls.RAISE
+        raise ValueError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class MissPolicy:
+    """What a runtime does with an explained miss: count it always; log, warn or raise if told."""
+
+    log: bool = False
+    strict: Strictness = Strictness.OFF
+
+    @classmethod
+    def from_env(
+        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
+    ) -> MissPolicy:
+        """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
+        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
+        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
+        return cls(log=explain, strict=chosen)
+
+    def report(self, device_id: str, explanation: MissExplanation) -> None:
+        """Count the miss by reason, then log it, warn or raise as this policy says."""
+        view = "compilation" if explanation.kind == "kernel" else "autotune"
+        active_collector().miss(device_id, view, explanation)
+        if self.strict is Strictness.RAISE:
+            raise StrictMissError(explanation)
+        if self.strict is Strictness.WARN:
+            logger.warning("warm: strict: %s", explanation.line())
+        elif self.log:
+            logger.warning("warm: miss: %s", explanation.line())
+
+
+EXPLAIN = MissPolicy()  # the default: explain and count, never log or raise
+
+
+# -- finding the nearest entry -----------------------------------------------------------------
+
+
+def nearest(
+    wanted: Mapping[str, str], held: Sequence[Mapping[str, str]], order: Sequence[str]
+) -> tuple[tuple[str, ...], list[Mapping[str, str]]]:
+    """The components the closest held entries differ in (in `order`), and those entries."""
+    scored = [(tuple(c for c in order if h.get(c) != wanted.get(c)), h) for h in held]
+    best = min((d for d, _ in scored), key=lambda d: (len(d), [order.index(c) for c in d]))
+    return best, [h for d, h in scored if d == best]
+
+
+def _show(component: str, value: str) -> str:
+    if component == "defines":
+        pairs = json.loads(value) if value else []
+        return " ".join(f"{k}={v}" for k, v in pairs) or "no defines"
+    if component == "options":
+        return " ".join(json.loads(value) if value else []) or "no options"
+    if component in ("source", "checksum"):
+        return f"sha256 {value[:12]}"
+    return value or "none"
+
+
+def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
+    shown = list(dict.fromkeys(_show(component, h.get(component, "")) for h in held))
+    more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
+    return " | ".join(shown[:_SHOWN]) + more
+
+
+def describe(
+    component: str,
+    held: Sequence[Mapping[str, str]],
+    wanted: Mapping[str, str],
+    who: str = PROCESS,
+) -> str:
+    """'<component>: bundle has X, <who> Y' for one differing component."""
+    if component == "device":
+        ours = wanted["device"].split("|")
+        theirs = [h["device"].split("|") for h in held]
+        for i, name in enumerate(DEVICE_FIELDS):
+            if any(t[i : i + 1] != ours[i : i + 1] for t in theirs):
+                values = " | ".join(dict.fromkeys("|".join(t[i : i + 1]) for t in theirs))
+                return (
+                    f"device fingerprint ({name}): bundle has {values}, "
+                    f"{who} {'|'.join(ours[i : i + 1])}"
+                )
+    if component == "checksum" and "candidates" in wanted:
+        names = {h.get("candidates", "") for h in held}
+        if names != {wanted["candidates"]}:
+            return (
+                f"candidate set: bundle has {' | '.join(sorted(names))}, "
+                f"{who} {wanted['candidates']}"
+            )
+        return (
+            f"candidate set: same names, a candidate's kernel differs: bundle has "
+            f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
+        )
+    return (
+        f"{REASONS[component]}: bundle has {_values(component, held)}, "
+        f"{who} {_show(component, wanted.get(component, ''))}"
+    )
+
+
+def explained(
+    kind: str,
+    key: str,
+    label: str,
+    wanted: Mapping[str, str],
+    held: Sequence[Mapping[str, str]],
+    order: Sequence[str],
+    who: str = PROCESS,
+) -> MissExplanation | None:
+    """The explanation against the nearest of `held`; None when one matches in every component."""
+    differs, near = nearest(wanted, held, order)
+    if not differs:
+        return None
+    detail = describe(differs[0], near, wanted, who)
+    return MissExplanation(kind, key, label, differs[0], detail, differs)
+
+
+# -- the two kinds of miss ---------------------------------------------------------------------
+
+
+def explain_kernel(
+    bundle: Bundle, kernel: Kernel, key: str, wanted: Mapping[str, str]
+) -> MissExplanation:
+    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
+    held = [r.components for r in bundle.kernels(kernel.entry) if r.components]
+    if not held:
+        return MissExplanation(
+            "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
+        )
+    found = explained("kernel", key, kernel.label, wanted, held, KERNEL_COMPONENTS)
+    if found is not None:
+        return found
+    return MissExplanation(
+        "kernel",
+        key,
+        kernel.label,
+        "signature",
+        "bundle has a build with the same source, options, defines, arch and toolchain; "
+        "its parameter letters or language differ",
+    )
+
+
+def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
+    """The bundle holds the build but its blob cannot be served (missing or corrupt)."""
+    return MissExplanation("kernel", key, kernel.label, "binary", f"bundle's build: {error}")
+
+
+def tune_components(record: TuneRecord) -> dict[str, str]:
+    return {
+        "device": record.device,
+        "checksum": record.checksum,
+        "shape": record.shape_key,
+        "candidates": ", ".join(sorted(c.name for c in record.candidates)),
+    }
+
+
+def explain_tune(
+    bundle: Bundle,
+    tunable: Tunable,
+    key: str,
+    shape_key: str,
+    device_identity: str,
+    record: TuneRecord | None,
+) -> MissExplanation:
+    """Why the bundle has no measured pick under `key` for `tunable` on these inputs."""
+    label = f"{tunable.name} {shape_key}"
+    if record is not None and record.status == "pending":
+        return MissExplanation(
+            "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"
+        )
+    if record is not None:
+        detail = f"candidate set: bundle's pick {record.pick!r} is not a candidate here"
+        return MissExplanation("tune", key, label, "checksum", detail, ("checksum",))
+    wanted = {
+        "device": device_identity,
+        "checksum": tunable.checksum,
+        "shape": shape_key,
+        "candidates": ", ".join(sorted(tunable.candidates)),
+    }
+    held = [tune_components(r) for r in bundle.tunes(tunable.name)]
+    if not held:
+        return MissExplanation("tune", key, label, "absent", f"bundle holds no {tunable.name!r}")
+    found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
+    assert found is not None  # equal components would be an equal key
+    return found

@@ -1,0 +1,128 @@
+"""Preflight: can this machine serve a bundle's entries, without running a workload?
+
+A kernel entry is servable on a device here of its backend that has its
+architecture and its toolchain identity (the compiler and version that key it; a
+device with no compiler at all is served the bundle's build by architecture
+alone, but cannot compile a miss). A tune entry is servable on a device whose
+fingerprint is the one it was measured on. `check_bundle` compares every entry
+with the devices it is handed and returns those that are not servable, each as a
+`MissExplanation` (the differing component, and what the bundle has against what
+this machine has). It reads the bundle and probes compilers; it never compiles,
+launches or prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warmcli.bundle import Bundle
+from warmcli.device import Device, DeviceError
+from warmcli.devices import cuda_available, open_devices
+from warmcli.explain import MissExplanation, explained
+from warmcli.host import HostDevice
+from warmcli.toolchain import ToolchainError
+
+MACHINE = "this machine has"
+LANGUAGE = {"host": "c", "cuda": "cuda"}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What one device here offers a bundle: its arch, fingerprint and compiler identity."""
+
+    id: str
+    backend: str
+    arch: str
+    fingerprint: str
+    toolchain: str | None  # None: no compiler here (the bundle's builds are served by arch)
+    problem: str = ""  # why there is no compiler
+
+    @classmethod
+    def of(cls, device: Device) -> Offer:
+        try:
+            compiler = device.compiler(LANGUAGE.get(device.backend, "c"))
+            identity: str | None = compiler.toolchain.identity
+            problem = ""
+        except (ToolchainError, DeviceError, ValueError) as exc:
+            identity, problem = None, str(exc).splitlines()[0]
+        fp = device.fingerprint.identity
+        return cls(device.id, device.backend, device.arch, fp, identity, problem)
+
+
+@dataclass
+class CheckReport:
+    bundle: Path
+    offers: list[Offer]
+    kernels: int = 0
+    tunes: int = 0
+    unservable: list[MissExplanation] = field(default_factory=list)
+
+    @property
+    def servable(self) -> bool:
+        return not self.unservable
+
+
+def machine_devices(
+    spec: str = "auto", archs: Sequence[str] = (), nvcc: str | None = None
+) -> list[Device]:
+    """The devices to check against: the host and every GPU here (`auto`), or those named.
+
+    `--arch sm_90` checks for a GPU of that architecture without one, beside the host.
+    """
+    if archs:
+        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc)]
+    if spec == "auto":
+        return [HostDevice(), *(open_devices("cuda", nvcc=nvcc) if cuda_available() else [])]
+    return open_devices(spec, nvcc=nvcc)
+
+
+def _closest(
+    kind: str,
+    key: str,
+    label: str,
+    held: dict[str, str],
+    wants: list[dict[str, str]],
+    order: tuple[str, ...],
+) -> MissExplanation | None:
+    """None when one device here matches `held`, else the explanation against the nearest."""
+    found = [explained(kind, key, label, want, [held], order, MACHINE) for want in wants]
+    if any(f is None for f in found):
+        return None
+    return min((f for f in found if f is not None), key=lambda f: len(f.differs))
+
+
+def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExplanation:
+    detail = f"bundle has a {backend} {kind} for {what}, {MACHINE} no {backend} device"
+    return MissExplanation(kind, key, label, "device", detail, ("device",))
+
+
+def check_bundle(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
+    """Every entry of `bundle` that none of `devices` can serve, and why."""
+    offers = [Offer.of(d) for d in devices]
+    report = CheckReport(bundle.path, offers)
+    for k in bundle.kernels():
+        report.kernels += 1
+        here = [o for o in offers if o.backend == k.backend]
+        if not here:
+            report.unservable.append(_absent("kernel", k.key, k.label, k.backend, k.arch))
+            continue
+        held = {"arch": k.arch, "toolchain": k.toolchain}
+        wants = [{"arch": o.arch, "toolchain": o.toolchain or k.toolchain} for o in here]
+        why = _closest("kernel", k.key, k.label, held, wants, ("toolchain", "arch"))
+        if why is not None:
+            report.unservable.append(why)
+    for t in bundle.tunes():
+        report.tunes += 1
+        label = f"{t.operation} {t.shape_key}"
+        backend = t.device.split("|", 1)[0]
+        here = [o for o in offers if o.backend == backend]
+        if not here:
+            report.unservable.append(_absent("tune", t.key, label, backend, t.device))
+            continue
+        wants = [{"device": o.fingerprint} for o in here]
+        why = _closest("tune", t.key, label, {"device": t.device}, wants, ("device",))
+        if why is not None:
+            report.unservable.append(why)
+    return report
