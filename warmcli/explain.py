@@ -65,7 +65,7 @@ class MissExplanation:
     key: str
     label: str
     reason: str  # one of REASONS
-    detail: str  # "<component>: bundle has X, this process wants Y"
+    detail: str  # "bundle has X, this process wants Y"
     differs: tuple[str, ...] = ()  # every component the nearest entry differs in
 
     def line(self) -> str:
@@ -173,32 +173,23 @@ def describe(
     wanted: Mapping[str, str],
     who: str = PROCESS,
 ) -> str:
-    """'<component>: bundle has X, <who> Y' for one differing component."""
+    """'bundle has X, <who> Y' for one differing component (a device's: which field)."""
     if component == "device":
         ours = wanted["device"].split("|")
         theirs = [h["device"].split("|") for h in held]
         for i, name in enumerate(DEVICE_FIELDS):
             if any(t[i : i + 1] != ours[i : i + 1] for t in theirs):
                 values = " | ".join(dict.fromkeys("|".join(t[i : i + 1]) for t in theirs))
-                return (
-                    f"device fingerprint ({name}): bundle has {values}, "
-                    f"{who} {'|'.join(ours[i : i + 1])}"
-                )
+                return f"{name}: bundle has {values}, {who} {'|'.join(ours[i : i + 1])}"
     if component == "checksum" and "candidates" in wanted:
         names = {h.get("candidates", "") for h in held}
         if names != {wanted["candidates"]}:
-            return (
-                f"candidate set: bundle has {' | '.join(sorted(names))}, "
-                f"{who} {wanted['candidates']}"
-            )
+            return f"bundle has {' | '.join(sorted(names))}, {who} {wanted['candidates']}"
         return (
-            f"candidate set: same names, a candidate's kernel differs: bundle has "
+            f"same candidate names, a candidate's kernel differs: bundle has "
             f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
         )
-    return (
-        f"{REASONS[component]}: bundle has {_values(component, held)}, "
-        f"{who} {_show(component, wanted.get(component, ''))}"
-    )
+    return f"bundle has {_values(component, held)}, {who} {_show(component, wanted[component])}"
 
 
 def explained(
@@ -272,7 +263,7 @@ def explain_tune(
             "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"
         )
     if record is not None:
-        detail = f"candidate set: bundle's pick {record.pick!r} is not a candidate here"
+        detail = f"bundle's pick {record.pick!r} is not a candidate here"
         return MissExplanation("tune", key, label, "checksum", detail, ("checksum",))
     wanted = {
         "device": device_identity,

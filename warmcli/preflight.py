@@ -4,7 +4,7 @@ A kernel entry is servable on a device here of its backend that has its
 architecture and its toolchain identity (the compiler and version that key it; a
 device with no compiler at all is served the bundle's build by architecture
 alone, but cannot compile a miss). A tune entry is servable on a device whose
-fingerprint is the one it was measured on. `check_bundle` compares every entry
+fingerprint is the one it was measured on. `check_servable` compares every entry
 with the devices it is handed and returns those that are not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
 this machine has). It reads the bundle and probes compilers; it never compiles,
@@ -98,7 +98,7 @@ def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExp
     return MissExplanation(kind, key, label, "device", detail, ("device",))
 
 
-def check_bundle(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
+def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     """Every entry of `bundle` that none of `devices` can serve, and why."""
     offers = [Offer.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)

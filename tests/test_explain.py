@@ -1,0 +1,201 @@
+"""Explained misses, for real: a bundle built one way, replayed with one key component changed.
+
+Every bundle here is compiled by the real C compiler and its tunes measured for real.
+To change the toolchain, a `WARM_CC`-style wrapper script answers `--version` with
+another version and compiles with `cc`; to change the architecture or the device
+fingerprint, `ForeignArch` and `OtherCpu` are test doubles of the *label* only
+(they compile, load and time exactly like the host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
+from warmcli.bundle import Bundle
+from warmcli.device import DeviceFingerprint
+from warmcli.explain import MissExplanation
+from warmcli.host import HostDevice
+from warmcli.statistics import StatisticsReader
+
+SOURCE = "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a * FACTOR; }"
+ADD = "void add(float *x, int n) { for (int j = 0; j < n; j++) x[j] += STEP; }"
+
+
+def scale(source: str = SOURCE, options: tuple[str, ...] = (), factor: int = 2) -> Kernel:
+    return Kernel(source, "scale", "Pfi", options=options, defines={"FACTOR": factor})
+
+
+def launch_add(rt: Runtime, kernel: Kernel, x: object, n: int, *, stream: object = None) -> None:
+    rt.launch(kernel, x, n, stream=stream)
+
+
+def adder(steps: tuple[int, ...] = (1, 2)) -> Tunable:
+    candidates = {f"step{s}": Kernel(ADD, "add", "Pi", defines={"STEP": s}) for s in steps}
+    return Tunable("add", candidates, launch_add, repeats=2)
+
+
+def workload(rt: Runtime, kernel: Kernel | None = None, tunable: Tunable | None = None, n=64):
+    x = rt.upload(np.ones(n, dtype=np.float32))
+    rt.launch(kernel or scale(), x, 2.0, n)
+    rt.tune(tunable or adder(), x, n)
+
+
+class OtherCpu(HostDevice):
+    """Test double of the fingerprint only: another CPU name; compiles and times as the host."""
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return dataclasses.replace(super().fingerprint, name="Other CPU (test double)")
+
+
+class ForeignArch(HostDevice):
+    """Test double of the architecture label only: says aarch64, builds with this host's cc."""
+
+    def __init__(self, cc: str | None = None) -> None:
+        super().__init__(cc)
+        self.arch = "aarch64" if platform.machine() != "aarch64" else "x86_64"
+
+
+def fake_cc(directory: Path) -> Path:
+    """A C compiler that reports another version: `cc` behind a wrapper script."""
+    path = directory / "cc-wrapper"
+    path.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "cc (warm test wrapper) 99.1"; exit 0; fi\n'
+        'exec cc "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def warm_into(path: Path, device: HostDevice) -> Path:
+    """Both warming passes of `workload` on `device`, stored in the bundle at `path`."""
+    with Bundle.open(path, write=True) as bundle:
+        rt = Runtime(device, bundle, misses=None)
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode):
+                workload(rt)
+        rt.persist(bundle)
+        rt.close()
+    return path
+
+
+def replay(path: Path, device: HostDevice | None = None, **changes: object) -> StatisticsReader:
+    """The workload (with `changes`) under Execute over the bundle; what it counted."""
+    collector = StatisticsCollector()
+    with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.EXECUTE, collector):
+        rt = Runtime(device or HostDevice(), bundle)
+        workload(rt, **changes)  # type: ignore[arg-type]
+        rt.close()
+    return collector.reader()
+
+
+def only(reader: StatisticsReader, kind: str) -> MissExplanation:
+    (miss,) = [m for m in reader.misses() if m.kind == kind]
+    return miss
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return warm_into(tmp_path_factory.mktemp("explain") / "base.warm", HostDevice())
+
+
+def test_a_complete_bundle_explains_nothing(base: Path) -> None:
+    reader = replay(base)
+    assert reader.misses() == []
+    assert reader.compilation.compiled == 0 and reader.compilation.misses == {}
+    assert reader.autotune.measured == 0 and reader.autotune.hits == 1
+
+
+def test_toolchain(tmp_path: Path) -> None:
+    path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
+    reader = replay(path)
+    miss = next(m for m in reader.misses() if m.label == "scale[FACTOR=2]")
+    assert (miss.reason, miss.differs) == ("toolchain", ("toolchain",))
+    ours = HostDevice().compiler("c").toolchain.identity
+    assert "bundle has cc:cc (warm test wrapper) 99.1" in miss.detail
+    assert miss.detail.endswith(f"this process wants {ours}")
+    assert reader.compilation.misses == {"toolchain": reader.compilation.compiled}
+    assert reader.autotune.hits == 1, "the tune key holds no toolchain: the pick is served"
+
+
+def test_architecture(tmp_path: Path) -> None:
+    device = ForeignArch()
+    path = warm_into(tmp_path / "arch.warm", device)
+    reader = replay(path)
+    kernel = next(m for m in reader.misses() if m.label == "scale[FACTOR=2]")
+    assert (kernel.reason, kernel.differs) == ("arch", ("arch",))
+    assert kernel.detail == (f"bundle has {device.arch}, this process wants {platform.machine()}")
+    tune = only(reader, "tune")
+    assert tune.reason == "device" and tune.detail.startswith("arch: bundle has")
+
+
+def test_compile_options(base: Path) -> None:
+    miss = only(replay(base, kernel=scale(options=("-ffast-math",))), "kernel")
+    assert (miss.reason, miss.differs) == ("options", ("options",))
+    assert miss.detail == "bundle has no options, this process wants -ffast-math"
+
+
+def test_defines(base: Path) -> None:
+    reader = replay(base, kernel=scale(factor=3))
+    miss = only(reader, "kernel")
+    assert (miss.reason, miss.differs) == ("defines", ("defines",))
+    assert miss.detail == "bundle has FACTOR=2, this process wants FACTOR=3"
+    assert reader.compilation.misses == {"defines": 1} and reader.compilation.compiled == 1
+
+
+def test_source(base: Path) -> None:
+    miss = only(replay(base, kernel=scale(source=SOURCE + "\n/* edited */")), "kernel")
+    assert (miss.reason, miss.differs) == ("source", ("source",))
+    assert miss.detail.startswith("bundle has sha256 ")
+
+
+def test_device_fingerprint(tmp_path: Path) -> None:
+    path = warm_into(tmp_path / "fp.warm", OtherCpu())
+    reader = replay(path)
+    assert reader.compilation.compiled == 0, "same arch and toolchain: every kernel is served"
+    miss = only(reader, "tune")
+    assert (miss.reason, miss.differs) == ("device", ("device",))
+    name = HostDevice().fingerprint.name
+    assert miss.detail == (f"name: bundle has Other CPU (test double), this process wants {name}")
+    assert reader.autotune.misses == {"device": 1} and reader.autotune.measured == 1
+
+
+def test_candidate_set_checksum(base: Path) -> None:
+    reader = replay(base, tunable=adder((1, 2, 3)))
+    miss = only(reader, "tune")
+    assert (miss.reason, miss.differs) == ("checksum", ("checksum",))
+    assert miss.detail == "bundle has step1, step2, this process wants step1, step2, step3"
+    new = next(m for m in reader.misses() if m.label == "add[STEP=3]")
+    assert new.reason == "defines" and "bundle has STEP=1 | STEP=2" in new.detail
+
+
+def test_shape_key(base: Path) -> None:
+    reader = replay(base, n=128)
+    miss = only(reader, "tune")
+    assert (miss.reason, miss.differs) == ("shape", ("shape",))
+    assert miss.label == "add float32[128] 128"
+    assert miss.detail == "bundle has float32[64] 64, this process wants float32[128] 128"
+
+
+def test_an_entry_the_bundle_never_saw_is_absent(base: Path) -> None:
+    other = Kernel("void twice(float *x, float a, int n) { x[0] *= 2; }", "twice", "Pfi")
+    miss = only(replay(base, kernel=other), "kernel")
+    assert miss.reason == "absent" and "'twice'" in miss.detail
+
+
+def test_warming_passes_explain_nothing(tmp_path: Path) -> None:
+    collector = StatisticsCollector()
+    with Bundle.open(tmp_path / "new.warm", write=True) as bundle:
+        rt = Runtime(HostDevice(), bundle, misses=None)
+        with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE, collector):
+            workload(rt)
+        rt.close()
+    assert collector.reader().misses() == []
+    assert collector.reader().compilation.compiled > 0

@@ -1,0 +1,145 @@
+"""Strict mode and WARM_EXPLAIN in production: real bundles, the real `use_bundle`/`runtime()`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, Warm
+from test_explain import adder, fake_cc, scale, warm_into, workload
+
+import warmcli
+from warmcli import ProcessMode, ProcessModeOverride, StatisticsCollector, StrictMissError
+from warmcli.explain import MissPolicy, Strictness
+from warmcli.host import HostDevice
+
+
+@pytest.fixture(scope="module")
+def complete(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return warm_into(tmp_path_factory.mktemp("strict") / "complete.warm", HostDevice())
+
+
+@pytest.fixture(autouse=True)
+def production(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("WARM_BUNDLE", "WARM_STRICT", "WARM_EXPLAIN", "WARM_BUNDLE_WRITE"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    warmcli.production.close()
+
+
+def serve(**changes: object) -> StatisticsCollector:
+    collector = StatisticsCollector()
+    with ProcessModeOverride(ProcessMode.EXECUTE, collector):
+        workload(warmcli.runtime("host"), **changes)  # type: ignore[arg-type]
+    return collector
+
+
+def test_strict_does_not_raise_on_a_complete_bundle(complete: Path) -> None:
+    warmcli.use_bundle(complete, strict=True)
+    reader = serve().reader()
+    assert reader.compilation.loaded == 2 and reader.compilation.compiled == 0
+    assert reader.autotune.hits == 1 and reader.misses() == []
+
+
+def test_strict_raises_on_a_missing_kernel_before_compiling(complete: Path) -> None:
+    warmcli.use_bundle(complete, strict=True)
+    collector = StatisticsCollector()
+    with (
+        pytest.raises(StrictMissError) as caught,
+        ProcessModeOverride(ProcessMode.EXECUTE, collector),
+    ):
+        workload(warmcli.runtime("host"), kernel=scale(factor=5))
+    miss = caught.value.explanation
+    assert (miss.kind, miss.label, miss.reason) == ("kernel", "scale[FACTOR=5]", "defines")
+    assert miss.key[:16] in str(caught.value)
+    assert ": defines: bundle has FACTOR=2, this process wants FACTOR=5" in str(caught.value)
+    stats = collector.reader().compilation
+    assert stats.compiled == 0 and stats.misses == {"defines": 1}
+
+
+def test_strict_raises_on_a_missing_tune_before_measuring(complete: Path) -> None:
+    warmcli.use_bundle(complete, strict=True)
+    collector = StatisticsCollector()
+    with pytest.raises(StrictMissError, match="would tune add float32") as caught:
+        with ProcessModeOverride(ProcessMode.EXECUTE, collector):
+            workload(warmcli.runtime("host"), n=256)
+    assert caught.value.explanation.reason == "shape"
+    assert collector.reader().autotune.measured == 0
+
+
+def test_strict_warn_logs_and_still_tunes(
+    complete: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("WARM_STRICT", "warn")
+    warmcli.use_bundle(complete)
+    with caplog.at_level(logging.WARNING, logger="warmcli"):
+        reader = serve(tunable=adder((1, 2, 4))).reader()
+    assert reader.autotune.measured == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "warmcli"]
+    assert any(line.startswith("warm: strict: tune add") and "step4" in line for line in lines)
+
+
+def test_warm_explain_logs_one_line_per_miss(
+    complete: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("WARM_EXPLAIN", "1")
+    monkeypatch.setenv("WARM_BUNDLE", str(complete))
+    with caplog.at_level(logging.WARNING, logger="warmcli"):
+        reader = serve(kernel=scale(options=("-O3",)), n=32).reader()
+    lines = [r.getMessage() for r in caplog.records if r.name == "warmcli"]
+    assert lines == [f"warm: miss: {m.line()}" for m in reader.misses()]
+    assert {m.reason for m in reader.misses()} == {"options", "shape"}
+
+
+def test_strict_setting_is_parsed_strictly() -> None:
+    assert MissPolicy.from_env(environ={"WARM_STRICT": "1"}).strict is Strictness.RAISE
+    assert MissPolicy.from_env(environ={"WARM_STRICT": "warn"}).strict is Strictness.WARN
+    assert MissPolicy.from_env(environ={"WARM_STRICT": "0"}).strict is Strictness.OFF
+    assert MissPolicy.from_env(False, environ={"WARM_STRICT": "1"}).strict is Strictness.OFF
+    with pytest.raises(ValueError, match="WARM_STRICT must be 1, warn or 0"):
+        MissPolicy.from_env(environ={"WARM_STRICT": "always"})
+
+
+PRODUCTION = """
+import runpy, warmcli
+example = runpy.run_path({example!r})
+example["workload"](warmcli.runtime("host"))
+"""
+
+
+def test_a_production_process_under_warm_strict_refuses_a_foreign_toolchain(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The real thing: `warm run`, then a serving process whose compiler reports another
+    version, with WARM_EXPLAIN=1 (lines on stderr) and then WARM_STRICT=1 (a typed error)."""
+    bundle = tmp_path / "served.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "--bundle", bundle).returncode == 0
+    script = PRODUCTION.format(example=str(EXAMPLES / "matmul_host.py"))
+    env = {**warm.env, "WARM_BUNDLE": str(bundle), "WARM_CC": str(fake_cc(tmp_path))}
+
+    def serve_with(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", script],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+
+    explained = serve_with(WARM_EXPLAIN="1")
+    assert explained.returncode == 0, explained.stderr
+    lines = [ln for ln in explained.stderr.splitlines() if ln.startswith("warm: miss:")]
+    # The picks are served (a tune key holds no toolchain): the picked tile, bias_relu, row_sum.
+    assert len(lines) == 3, explained.stderr
+    assert all(": toolchain: " in ln and "(warm test wrapper) 99.1" in ln for ln in lines)
+
+    strict = serve_with(WARM_STRICT="1")
+    assert strict.returncode == 1
+    assert "warmcli.explain.StrictMissError: strict mode: would compile kernel" in strict.stderr
+    assert os.path.getsize(bundle) > 0
