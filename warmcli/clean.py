@@ -68,6 +68,7 @@ class CleanReport:
     path: Path
     plan: CleanPlan
     applied: bool
+    dry_run: bool
     file_bytes_before: int
     file_bytes_after: int
 
@@ -222,4 +223,4 @@ def clean_bundle(
                 [r.key for r in plan.removals if r.kind == "tune"],
             )
             bundle.vacuum()
-    return CleanReport(path, plan, applied, before, path.stat().st_size)
+    return CleanReport(path, plan, applied, dry_run, before, path.stat().st_size)

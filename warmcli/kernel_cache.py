@@ -24,7 +24,7 @@ from typing import Any
 from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
-from warmcli.device import Device
+from warmcli.device import Device, DeviceError
 from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusable_binary
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
@@ -80,6 +80,7 @@ class KernelCache:
         self._persisted: set[str] = set()
         self._from_bundle: set[str] = set()
         self._toolchains: dict[str, Toolchain] = {}
+        self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -97,6 +98,7 @@ class KernelCache:
                     raise
             else:
                 key = kernel_key(kernel, self.device.arch, identity)
+                self._identities[key] = identity
             self._keys[content] = key
         return key
 
@@ -121,11 +123,28 @@ class KernelCache:
 
     # -- queue and compile -----------------------------------------------------------------
 
-    def _bundle_record(self, key: str) -> KernelRecord | None:
+    def _bundle_record(self, kernel: Kernel, key: str) -> KernelRecord | None:
+        """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
         record = self.bundle.kernel(key)
-        if record is None or record.arch != self.device.arch:
+        if record is None:
+            return None
+        ours = {
+            "backend": self.device.backend,
+            "arch": self.device.arch,
+            "toolchain": self._identities.get(key, record.toolchain),
+        }
+        theirs = {"backend": record.backend, "arch": record.arch, "toolchain": record.toolchain}
+        differs = tuple(c for c in ours if ours[c] != theirs[c])
+        if differs:
+            first = differs[0]
+            detail = (
+                f"bundle's build is for {first} {theirs[first]!r}, this device's is {ours[first]!r}"
+            )
+            self._not_served(
+                kernel, key, MissExplanation("kernel", key, kernel.label, first, detail, differs)
+            )
             return None
         return record
 
@@ -135,7 +154,7 @@ class KernelCache:
         with self._lock:
             if key in self._loaded or key in self._built:
                 return True
-        return self._bundle_record(key) is not None
+        return self._bundle_record(kernel, key) is not None
 
     def queue(self, kernel: Kernel) -> bool:
         """Put the kernel on the compile queue unless it is already obtainable; True if queued."""
@@ -189,7 +208,7 @@ class KernelCache:
                 for key, failure in result.failures.items():
                     self._failed[key] = failure
                     self._count("failed")
-                    active_collector().note(str(failure).splitlines()[0])
+                    active_collector().note(" ".join(str(failure).splitlines()[:2]))
 
     def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str, n: int) -> None:
         kernel = unit.kernel
@@ -219,7 +238,7 @@ class KernelCache:
             if key in self._loaded:
                 return self._loaded[key]
             if key not in self._built and key not in self._failed:
-                record = self._bundle_record(key)
+                record = self._bundle_record(kernel, key)
                 if record is not None and self._load_from_bundle(kernel, record):
                     return self._loaded[key]
                 if record is None:
@@ -236,14 +255,22 @@ class KernelCache:
         assert self.bundle is not None
         try:
             binary = self.bundle.blob(record.sha256)
-        except BundleError as exc:
-            active_collector().note(f"{exc}; kernel {kernel.label} is rebuilt")
-            self._miss(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
+            self._load(record.key, kernel, record, binary)
+        except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
+            self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
-        self._load(record.key, kernel, record, binary)
         self._from_bundle.add(record.key)
         self._count("loaded")
         return True
+
+    def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
+        """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""
+        active_collector().note(f"{why.detail}; kernel {kernel.label} is rebuilt")
+        if self.misses is not None:
+            self._miss(kernel, key, why)
+        elif self.bundle is not None and key not in self._explained:
+            self._explained.add(key)  # warming explains no plain miss, but counts these
+            active_collector().miss(self.device.id, "compilation", why)
 
     def _miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
         """A kernel the loaded bundle cannot serve: explain it once, then apply the policy."""

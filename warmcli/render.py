@@ -16,6 +16,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from warmcli.clean import CleanReport
+from warmcli.diff import BundleDiff
+from warmcli.integrity import IntegrityReport
+from warmcli.kernel_cache import COMMAND_NOTE
+from warmcli.merge import MergeReport
 from warmcli.passes import PassReport, RunReport
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.statistics import DeviceStatistics
@@ -46,7 +51,8 @@ def run_json(report: RunReport) -> dict[str, Any]:
                 "seconds": round(p.seconds, 6),
                 **stats_json(p.total),
                 "devices": {d: stats_json(s) for d, s in p.per_device.items()},
-                "notes": p.notes,
+                "notes": [n for n in p.notes if not n.startswith(COMMAND_NOTE)],
+                "commands": commands(p),
             }
             for p in report.passes
         ],
@@ -56,6 +62,11 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "verified": report.verified,
         "missing": report.missing,
     }
+
+
+def commands(report: PassReport) -> list[str]:
+    """The compiler command lines a pass ran (one per compiler process)."""
+    return [n[len(COMMAND_NOTE) :] for n in report.notes if n.startswith(COMMAND_NOTE)]
 
 
 def _fmt(value: float) -> str:
@@ -89,12 +100,18 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
     return table
 
 
-def run_renderable(report: RunReport) -> Group:
+def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
+    """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
     parts: list[Any] = []
     for i, p in enumerate(report.passes, start=1):
-        for device, stats in sorted(p.per_device.items()) or [("-", p.total)]:
-            parts.append(pass_table(i, p, device, stats))
-        parts += [Text(f"  note: {n}", style="yellow") for n in p.notes]
+        if tables:
+            for device, stats in sorted(p.per_device.items()) or [("-", p.total)]:
+                parts.append(pass_table(i, p, device, stats))
+        if verbose:
+            parts += [Text(f"  $ {c}", style="dim") for c in commands(p)]
+        parts += [
+            Text(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
+        ]
     parts.append(
         Text(
             f"bundle {report.bundle}: stored {report.stored_kernels} kernel(s) "
@@ -120,7 +137,8 @@ def _when(stamp: str | None) -> str:
         return str(stamp)
 
 
-def kernel_json(k: KernelRecord) -> dict[str, Any]:
+def kernel_json(k: KernelRecord, usage: tuple[float, float] | None = None) -> dict[str, Any]:
+    created, last_used = usage or (None, None)
     return {
         "key": k.key,
         "device": k.device,
@@ -132,6 +150,8 @@ def kernel_json(k: KernelRecord) -> dict[str, Any]:
         "sha256": k.sha256,
         "toolchain": k.toolchain,
         "seconds": k.seconds,
+        "created": created,
+        "last_used": last_used,
     }
 
 
@@ -166,11 +186,13 @@ def stats_document(
     fingerprints: list[dict[str, Any]],
     kernels: list[KernelRecord],
     tunes: list[TuneRecord],
+    usage: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
+    usage = usage or {}
     return {
         "manifest": manifest,
         "fingerprints": fingerprints,
-        "kernels": [kernel_json(k) for k in kernels],
+        "kernels": [kernel_json(k, usage.get(k.key)) for k in kernels],
         "tunes": [tune_json(t) for t in tunes],
     }
 
@@ -188,7 +210,7 @@ def stats_renderable(path: str, doc: dict[str, Any]) -> Group:
     kernels = Table(
         title=f"Kernels ({len(doc['kernels'])})", title_justify="left", box=box.SIMPLE_HEAD
     )
-    for col in ("device", "arch", "kernel", "bytes", "compile s", "sha256"):
+    for col in ("device", "arch", "kernel", "bytes", "compile s", "sha256", "last used"):
         kernels.add_column(col, justify="right" if col in ("bytes", "compile s") else "left")
     for k in doc["kernels"]:
         kernels.add_row(
@@ -198,9 +220,10 @@ def stats_renderable(path: str, doc: dict[str, Any]) -> Group:
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",
             k["sha256"][:12],
+            _when(k.get("last_used")) if k.get("last_used") else "-",
         )
 
-    parts: list[Any] = [head, kernels]
+    parts: list[Any] = [head, summary_table(doc), kernels]
     for t in doc["tunes"]:
         parts.append(
             Text.assemble(
@@ -223,4 +246,203 @@ def stats_renderable(path: str, doc: dict[str, Any]) -> Group:
             style = "bold green" if c["name"] == t["pick"] else None
             table.add_row(c["name"], median, ratio, status, style=style)
         parts.append(table)
+    return Group(*parts)
+
+
+def summary_table(doc: dict[str, Any]) -> Table:
+    """One row per device and arch (kernels, binary bytes), one per tunable and device."""
+    table = Table(title="Contents", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("device / tunable", "arch", "kernels", "binary bytes", "tunes", "pending"):
+        table.add_column(col, justify="left" if col in ("device / tunable", "arch") else "right")
+    places: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for k in doc["kernels"]:
+        places.setdefault((k["device"], k["arch"]), []).append(k)
+    for (device, arch), ks in sorted(places.items()):
+        size = sum({k["sha256"]: k["bytes"] for k in ks}.values())
+        table.add_row(device, arch, str(len(ks)), f"{size:,}", "", "")
+    tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in doc["tunes"]:
+        tunables.setdefault((t["operation"], t["device"]), []).append(t)
+    for (operation, device), ts in sorted(tunables.items()):
+        pending = sum(1 for t in ts if t["status"] == "pending")
+        arch = device.split("|")[2] if device.count("|") >= 3 else device
+        table.add_row(f"{operation} on {device}", arch, "", "", str(len(ts)), str(pending))
+    return table
+
+
+def _status_line(ok: bool, good: str, bad: str) -> Text:
+    return Text(good, style="green") if ok else Text(bad, style="red")
+
+
+def integrity_json(report: IntegrityReport) -> dict[str, Any]:
+    return {**dataclasses.asdict(report), "ok": report.ok}
+
+
+def integrity_renderable(report: IntegrityReport) -> Group:
+    counts = f"{report.kernels} kernel(s), {report.blobs} blob(s), {report.tunes} tune(s)"
+    parts: list[Any] = [
+        _status_line(
+            report.ok,
+            f"integrity: {report.path}: format {report.format_version}, {counts}: sound",
+            f"integrity: {report.path}: {len(report.problems)} problem(s) in {counts}",
+        )
+    ]
+    parts += [Text(f"  {p}", style="red") for p in report.problems]
+    return Group(*parts)
+
+
+def merge_json(report: MergeReport) -> dict[str, Any]:
+    doc = dataclasses.asdict(report)
+    doc["out"] = str(report.out)
+    doc["contributed"] = {s: {"kernels": k, "tunes": t} for s, (k, t) in report.contributed.items()}
+    return doc
+
+
+def merge_renderable(report: MergeReport) -> Group:
+    parts: list[Any] = [
+        Text(
+            f"merged {len(report.sources)} bundle(s) into {report.out}: {report.kernels} "
+            f"kernel(s), {report.tunes} tune(s), {report.fingerprints} fingerprint(s)"
+        )
+    ]
+    for source, (k, t) in report.contributed.items():
+        parts.append(Text(f"  from {source}: {k} kernel(s), {t} tune(s)"))
+    for c in report.choices:
+        parts.append(
+            Text(
+                f"  tune {c.operation} {c.shape} on {c.device}: kept {c.kept_pick or 'pending'} "
+                f"measured {_when(str(c.kept_measured_at))} in {c.kept} (newer); dropped "
+                f"{c.dropped_pick or 'pending'} measured {_when(str(c.dropped_measured_at))} "
+                f"in {c.dropped}",
+                style="yellow",
+            )
+        )
+    return Group(*parts)
+
+
+def _tune_brief(t: TuneRecord) -> dict[str, Any]:
+    return {
+        "key": t.key,
+        "operation": t.operation,
+        "shape": t.shape_key,
+        "device": t.device,
+        "status": t.status,
+        "pick": t.pick,
+    }
+
+
+def diff_json(diff: BundleDiff) -> dict[str, Any]:
+    return {
+        "a": diff.a,
+        "b": diff.b,
+        "same": diff.same,
+        "kernels": {
+            "only_a": [kernel_json(k) for k in diff.kernels_only_a],
+            "only_b": [kernel_json(k) for k in diff.kernels_only_b],
+            "shared": diff.kernels_shared,
+        },
+        "tunes": {
+            "only_a": [_tune_brief(t) for t in diff.tunes_only_a],
+            "only_b": [_tune_brief(t) for t in diff.tunes_only_b],
+            "shared": diff.tunes_shared,
+            "picks_changed": [dataclasses.asdict(c) for c in diff.picks_changed],
+        },
+    }
+
+
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"
+
+
+def diff_renderable(diff: BundleDiff) -> Group:
+    parts: list[Any] = [
+        Text(
+            f"A {diff.a}\nB {diff.b}\n{diff.kernels_shared} kernel(s) and "
+            f"{diff.tunes_shared} tune(s) in both"
+        )
+    ]
+    for side, kernels in (("A", diff.kernels_only_a), ("B", diff.kernels_only_b)):
+        if kernels:
+            table = Table(
+                title=f"Kernels only in {side} ({len(kernels)})",
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+            )
+            for col in ("device", "arch", "kernel", "bytes", "toolchain"):
+                table.add_column(col, justify="right" if col == "bytes" else "left")
+            for k in kernels:
+                table.add_row(k.device, k.arch, k.label, f"{k.size:,}", k.toolchain)
+            parts.append(table)
+    for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
+        if tunes:
+            table = Table(
+                title=f"Tunes only in {side} ({len(tunes)})",
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+            )
+            for col in ("operation", "shape", "pick", "device"):
+                table.add_column(col)
+            for t in tunes:
+                table.add_row(t.operation, t.shape_key, t.pick or t.status, t.device)
+            parts.append(table)
+    if diff.picks_changed:
+        table = Table(
+            title=f"Picks that differ ({len(diff.picks_changed)})",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for col in ("operation", "shape", "A pick", "A median", "B pick", "B median"):
+            table.add_column(col, justify="right" if "median" in col else "left")
+        for c in diff.picks_changed:
+            table.add_row(
+                c.operation,
+                c.shape,
+                c.a_pick or "pending",
+                _us(c.a_seconds),
+                c.b_pick or "pending",
+                _us(c.b_seconds),
+            )
+        parts.append(table)
+    if diff.same:
+        parts.append(Text("the bundles hold the same kernels and tunes, with the same picks"))
+    return Group(*parts)
+
+
+def clean_json(report: CleanReport) -> dict[str, Any]:
+    plan = report.plan
+    return {
+        "bundle": str(report.path),
+        "applied": report.applied,
+        "dry_run": report.dry_run,
+        "removed": [dataclasses.asdict(r) for r in plan.removals],
+        "kept_unjudged": plan.kept_unjudged,
+        "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
+        "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
+    }
+
+
+def clean_renderable(report: CleanReport) -> Group:
+    plan = report.plan
+    verb = "would remove" if report.dry_run else "removed"
+    parts: list[Any] = []
+    if plan.removals:
+        table = Table(
+            title=f"{verb.capitalize()} from {report.path} ({len(plan.removals)})",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for col in ("kind", "name", "where", "bytes", "why"):
+            table.add_column(col, justify="right" if col == "bytes" else "left")
+        for r in plan.removals:
+            table.add_row(r.kind, r.name, r.where, f"{r.size:,}" if r.size else "", r.reason)
+        parts.append(table)
+    kernels = sum(1 for r in plan.removals if r.kind == "kernel")
+    parts.append(
+        Text(
+            f"clean: {verb} {kernels} kernel(s) and {len(plan.removals) - kernels} tune(s); "
+            f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
+            f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
+        )
+    )
+    parts += [Text(f"  {n}", style="dim") for n in plan.kept_unjudged]
     return Group(*parts)

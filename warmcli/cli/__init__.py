@@ -13,7 +13,9 @@ from warmcli._version import __version__
 from warmcli.cli.common import out
 
 ENV_HELP = """Environment: WARM_BUNDLE (bundle path), WARM_HOME (default directory for the
-bundle), WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend).
+bundle), WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend), WARM_REPORT=1
+(production prints at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (production writes
+its misses back).
 
 Exit codes: 0 ok, 1 verify found something missing, 2 bad input or environment."""
 
@@ -42,9 +44,9 @@ def root(
     """warm: make GPU processes start hot."""
 
 
-from warmcli.cli import inspect, run, verify  # noqa: E402  (commands register on app)
+from warmcli.cli import clean, diff, inspect, merge, run, verify  # noqa: E402  (register on app)
 
-__all__ = ["app", "inspect", "main", "run", "verify"]
+__all__ = ["app", "clean", "diff", "inspect", "main", "merge", "run", "verify"]
 
 
 def main() -> None:

@@ -52,6 +52,8 @@ ArchOpt = typer.Option(
 )
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
 NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No tables or progress: the summary only.")
+VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler command.")
 
 
 def default_bundle() -> Path:
@@ -88,6 +90,6 @@ def read_bundle(path: Path) -> dict[str, Any]:
 
     def action() -> dict[str, Any]:
         with Bundle.open(path) as b:
-            return stats_document(b.manifest(), b.fingerprints(), b.kernels(), b.tunes())
+            return stats_document(b.manifest(), b.fingerprints(), b.kernels(), b.tunes(), b.usage())
 
     return guarded(action)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,14 @@ from warmcli.cli.common import (
     EntryOpt,
     JsonOpt,
     NvccOpt,
+    QuietOpt,
+    VerboseOpt,
     default_bundle,
     emit_json,
     guarded,
     out,
 )
+from warmcli.cli.progress import RunProgress
 from warmcli.devices import open_devices
 from warmcli.passes import warm_bundle
 from warmcli.render import run_json, run_renderable
@@ -43,9 +47,13 @@ def run(
     ),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify pass."),
     as_json: bool = JsonOpt,
+    quiet: bool = QuietOpt,
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify."""
     path = bundle or default_bundle()
+    show_progress = not (as_json or quiet) and out.is_terminal
+    progress = RunProgress(out) if show_progress else None
 
     def action() -> Any:
         loaded = load_workload(workload, entry)
@@ -57,12 +65,14 @@ def run(
             jobs=jobs,
             compile_timeout=compile_timeout,
             allow_discarded_reads=allow_discarded_reads,
+            observer=progress,
         )
 
-    report = guarded(action)
+    with progress or contextlib.nullcontext():
+        report = guarded(action)
     if as_json:
         emit_json(run_json(report))
     else:
-        out.print(run_renderable(report))
+        out.print(run_renderable(report, verbose=verbose, tables=not quiet))
     if report.verified is False:
         raise typer.Exit(1)

@@ -1,4 +1,10 @@
-"""`warm verify`: replay a workload over a bundle; it must compile and measure nothing."""
+"""`warm verify`: a bundle's integrity, then (with --workload) a replay that must compile nothing.
+
+Integrity: SQLite's own check, the manifest, every blob against its sha256, every
+kernel's blob present, every tune readable. With `--workload` the workload is
+replayed over the bundle: it must compile 0 kernels and measure 0 tunes. Exit 0
+when both hold, 1 naming what is corrupt or missing, 2 on bad input.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,6 @@ from typing import Any
 
 import typer
 
-from warmcli.bundle import Bundle
 from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -22,48 +27,59 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.devices import open_devices
-from warmcli.passes import RunReport, verify_pass
-from warmcli.render import run_renderable, stats_json
+from warmcli.integrity import check_bundle
+from warmcli.passes import PassReport, RunReport, verify_pass
+from warmcli.render import integrity_json, integrity_renderable, run_renderable, stats_json
 from warmcli.workload import load_workload
+
+
+def replay(
+    path: Path, workload: Path, entry: str, device: str, arch: list[str], nvcc: str | None
+) -> tuple[PassReport, list[str]]:
+    loaded = load_workload(workload, entry)
+    devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc)
+    try:
+        return verify_pass(loaded, devices, path)
+    finally:
+        for d in devices:
+            d.close()
 
 
 @app.command()
 def verify(
     bundle: Path | None = BundleArg,
-    workload: Path = typer.Option(..., "--workload", "-w", help="The workload to replay."),
+    workload: Path | None = typer.Option(
+        None, "--workload", "-w", help="Also replay this workload: it must compile nothing."
+    ),
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay WORKLOAD over the bundle: it must compile 0 kernels and measure 0 tunes."""
+    """Check the bundle's integrity; with --workload, replay it over the bundle too."""
     path = bundle or default_bundle()
-
-    def action() -> Any:
-        Bundle.open(path).close()
-        loaded = load_workload(workload, entry)
-        devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc)
-        try:
-            return verify_pass(loaded, devices, path)
-        finally:
-            for d in devices:
-                d.close()
-
-    report, missing = guarded(action)
+    integrity = guarded(lambda: check_bundle(path))
+    replayed: tuple[PassReport, list[str]] | None = None
+    if workload is not None and integrity.ok:
+        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc))
+    missing = replayed[1] if replayed else []
+    doc: dict[str, Any] = {
+        "bundle": str(path),
+        "integrity": integrity_json(integrity),
+        "verified": integrity.ok and not missing,
+        "missing": missing,
+    }
     if as_json:
-        emit_json(
-            {
-                "bundle": str(path),
-                "verified": not missing,
-                "missing": missing,
-                "mode": report.mode,
-                "seconds": report.seconds,
-                **stats_json(report.total),
-            }
-        )
+        if replayed:
+            report = replayed[0]
+            doc.update(mode=report.mode, seconds=report.seconds, **stats_json(report.total))
+        emit_json(doc)
     else:
-        shown = RunReport(path, list(report.per_device), [report], missing=missing)
-        out.print(run_renderable(shown))
-    if missing:
+        out.print(integrity_renderable(integrity))
+        if replayed:
+            report = replayed[0]
+            shown = RunReport(path, list(report.per_device), [report], missing=missing)
+            out.print(run_renderable(shown))
+    if not doc["verified"]:
         raise typer.Exit(1)

@@ -9,7 +9,9 @@ and nothing else: it never loads what it builds and keeps no cache.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -46,20 +48,35 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
 def run_compiler(
     command: list[str], units: Sequence[CompileUnit], timeout: float | None, cwd: str
 ) -> tuple[str, float]:
-    """Run one compiler process; raise `CompileFailure` with its log on error or timeout."""
+    """Run one compiler process; raise `CompileFailure` with its log on error or timeout.
+
+    The compiler runs in its own process group, and a timeout kills the whole group:
+    a compiler driver's children (cc1, as, ld, or a wrapper's) never outlive it.
+    """
     started = time.perf_counter()
     try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        log = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise CompileFailure(
-            f"{command[0]} did not finish within {timeout:g} s\n{log}", tuple(units), True
-        ) from None
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
-    log = (proc.stderr + proc.stdout).strip()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise CompileFailure(
+            f"{command[0]} did not finish within {timeout:g} s and was stopped\n{err}{out}",
+            tuple(units),
+            True,
+        ) from None
+    log = (err + out).strip()
     if proc.returncode != 0:
         raise CompileFailure(log or f"{command[0]} exited with {proc.returncode}", tuple(units))
     return log, time.perf_counter() - started

@@ -1,0 +1,273 @@
+"""The deeper commands through the real CLI on real bundles made by `warm run`.
+
+merge, diff, clean, verify's integrity check, stats' summary, progress and
+--verbose. A foreign toolchain is made for real: a `WARM_CC` wrapper around the
+system cc whose `--version` prints another version line.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from rich.console import Console
+
+from warmcli.clean import Machine, parse_size, plan_clean
+from warmcli.cli.progress import RunProgress, bar_counts
+from warmcli.records import KernelRecord, TuneRecord
+from warmcli.statistics import StatisticsCollector
+
+MATMUL = EXAMPLES / "matmul_host.py"
+MATMUL_CUDA = EXAMPLES / "matmul_cuda.py"
+
+# Two candidates of one tunable; SLOW names the one made slow for this run (a real
+# C busy loop), so two runs of the same workload measure the same key, different picks.
+PICKY = r'''
+import os
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SPIN = r"""
+void spin(float *x, int n) {
+    volatile float acc = 0;
+    for (int i = 0; i < n; i++) acc += (float)i * 0.5f;
+    x[0] = acc + ID;
+}"""
+
+def launch(rt, kernel, x, *, stream=None):
+    slow = os.environ.get("SLOW") == kernel.define("NAME")
+    rt.launch(kernel, x, 3_000_000 if slow else 10, stream=stream)
+
+PICK = Tunable("pick", {n: Kernel(SPIN, "spin", "Pi", defines={"ID": i, "NAME": n})
+                        for i, n in enumerate(("one", "two"))}, launch, repeats=3)
+
+def workload(rt):
+    rt.tune(PICK, rt.buffer(4))
+'''
+
+
+@pytest.fixture
+def foreign_cc(tmp_path: Path) -> Path:
+    cc = shutil.which("cc")
+    assert cc, "the host backend needs cc"
+    wrapper = tmp_path / "othercc"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "othercc 99.1"; exit 0; fi\n'
+        f'exec {cc} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def run_picky(warm: Warm, workload: Path, bundle: Path, slow: str) -> None:
+    env = dict(warm.env, SLOW=slow)
+    Warm(env).json("run", workload, "--bundle", bundle)
+
+
+def test_diff_reports_a_changed_pick_and_merge_keeps_the_newer(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    picky = workload_file(PICKY, "picky.py")
+    a, b = tmp_path / "a.warm", tmp_path / "b.warm"
+    run_picky(warm, picky, a, slow="one")
+    run_picky(warm, picky, b, slow="two")
+    assert warm.json("stats", a)["tunes"][0]["pick"] == "two"
+    assert warm.json("stats", b)["tunes"][0]["pick"] == "one"
+
+    doc = warm.json("diff", a, b)
+    assert doc["kernels"]["shared"] == 2 and doc["tunes"]["shared"] == 1
+    (change,) = doc["tunes"]["picks_changed"]
+    assert (change["a_pick"], change["b_pick"]) == ("two", "one")
+    assert change["a_seconds"] > 0 and change["b_seconds"] > 0
+    shown = warm("diff", a, b)
+    assert shown.returncode == 0 and "Picks that differ (1)" in shown.stdout
+
+    merged = tmp_path / "m.warm"
+    report = warm.json("merge", a, b, "-o", merged)
+    (choice,) = report["choices"]
+    assert choice["kept"] == str(b) and choice["kept_pick"] == "one"
+    assert choice["dropped"] == str(a) and choice["dropped_pick"] == "two"
+    assert warm.json("stats", merged)["tunes"][0]["pick"] == "one"
+    assert "(newer)" in warm("merge", a, b, "-o", merged, "--force").stdout
+
+    exists = warm("merge", a, b, "-o", merged)
+    assert exists.returncode == 2 and "exists" in exists.stderr
+    conn = sqlite3.connect(b)
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    mixed = warm("merge", a, b, "-o", tmp_path / "x.warm")
+    assert mixed.returncode == 2 and "different format versions" in mixed.stderr
+    assert "Traceback" not in mixed.stderr and not (tmp_path / "x.warm").exists()
+
+
+def test_merge_holds_both_and_clean_removes_the_foreign_toolchain(
+    warm: Warm, tmp_path: Path, foreign_cc: Path
+) -> None:
+    here, there, merged = tmp_path / "here.warm", tmp_path / "there.warm", tmp_path / "m.warm"
+    warm.json("run", MATMUL, "--bundle", here)
+    Warm(dict(warm.env, WARM_CC=str(foreign_cc))).json("run", MATMUL, "--bundle", there)
+    warm.json("merge", here, there, "-o", merged)
+    kernels = warm.json("stats", merged)["kernels"]
+    assert len(kernels) == 12
+    assert {k["toolchain"].split(":", 1)[1] for k in kernels} >= {"othercc 99.1"}
+
+    kept = warm.json("clean", merged, "--keep-foreign")
+    assert kept["removed"] == [] and len(warm.json("stats", merged)["kernels"]) == 12
+    doc = warm.json("clean", merged)
+    assert len(doc["removed"]) == 6
+    assert all("othercc 99.1" in r["reason"] for r in doc["removed"])
+    assert doc["file_bytes"]["after"] < doc["file_bytes"]["before"]
+    left = warm.json("stats", merged)["kernels"]
+    assert len(left) == 6 and not any("othercc" in k["toolchain"] for k in left)
+    assert warm("verify", merged, "--workload", MATMUL).returncode == 0
+    again = warm("clean", merged)
+    assert again.returncode == 0 and "removed 0 kernel(s) and 0 tune(s)" in again.stdout
+
+
+def test_clean_max_size_evicts_least_recently_used_and_warm_run_touches(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    bundle = tmp_path / "lru.warm"
+    picky = workload_file(PICKY, "picky.py")
+    warm.json("run", picky, "--bundle", bundle)  # the spin kernels
+    warm.json("run", MATMUL, "--bundle", bundle)  # newer: the matmul kernels
+    warm.json("run", picky, "--bundle", bundle)  # loads the picked spin kernel: it moves up
+    kernels = warm.json("stats", bundle)["kernels"]
+    used = max((k for k in kernels if k["entry"] == "spin"), key=lambda k: k["last_used"])
+    others = [k for k in kernels if k["entry"] != "spin"]
+    assert used["last_used"] > max(k["last_used"] for k in others)
+    doc = warm.json("clean", bundle, "--max-size", str(used["bytes"]))
+    removed = {r["name"].split("[")[0] for r in doc["removed"]}
+    assert removed >= {"matmul", "bias_relu", "row_sum"}
+    assert all("least recently used" in r["reason"] for r in doc["removed"])
+    assert doc["binary_bytes"]["after"] <= used["bytes"]
+    assert [k["key"] for k in warm.json("stats", bundle)["kernels"]] == [used["key"]]
+    bad = warm("clean", bundle, "--max-size", "lots")
+    assert bad.returncode == 2 and "--max-size" in bad.stderr
+
+
+@pytest.mark.skipif(not MATMUL_CUDA.exists(), reason="the CUDA example is not there yet")
+@pytest.mark.nvcc
+def test_merge_of_two_single_arch_bundles_holds_both(warm: Warm, tmp_path: Path) -> None:
+    a, b, merged = tmp_path / "sm80.warm", tmp_path / "sm90.warm", tmp_path / "both.warm"
+    for arch, path in (("sm_80", a), ("sm_90", b)):
+        proc = warm("run", MATMUL_CUDA, "--arch", arch, "--bundle", path, "--json")
+        if proc.returncode == 2 and "nvcc" in proc.stderr:
+            pytest.skip(proc.stderr.strip())
+        assert proc.returncode == 0, proc.stderr
+    warm.json("merge", a, b, "-o", merged)
+    stats = warm.json("stats", merged)
+    count = {
+        arch: sum(1 for k in stats["kernels"] if k["arch"] == arch) for arch in ("sm_80", "sm_90")
+    }
+    assert count["sm_80"] == len(warm.json("stats", a)["kernels"]) > 0
+    assert count["sm_90"] == len(warm.json("stats", b)["kernels"]) > 0
+    replay = warm("verify", merged, "-w", MATMUL_CUDA, "--arch", "sm_80", "--arch", "sm_90")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_verify_checks_integrity_without_a_workload(warm: Warm, bundle_path: Path) -> None:
+    warm.json("run", MATMUL, "--bundle", bundle_path)
+    doc = warm.json("verify", bundle_path)
+    assert doc["verified"] is True and doc["integrity"]["blobs"] >= 1
+    conn = sqlite3.connect(bundle_path)
+    sha = conn.execute("SELECT sha256 FROM blobs LIMIT 1").fetchone()[0]
+    conn.execute("UPDATE blobs SET data = CAST('tampered' AS BLOB) WHERE sha256 = ?", (sha,))
+    conn.execute("UPDATE tunes SET candidates = 'not json' WHERE rowid = 1")
+    conn.commit()
+    conn.close()
+    proc = warm("verify", bundle_path)
+    assert proc.returncode == 1
+    assert f"blob {sha[:16]} does not match its sha256" in proc.stdout
+    assert "corrupt tune entry" in proc.stdout
+    missing = warm("verify", bundle_path.parent / "none.warm")
+    assert missing.returncode == 2 and "no such bundle" in missing.stderr
+
+
+def test_stats_summary_devices_help_and_verbose(warm: Warm, bundle_path: Path) -> None:
+    proc = warm("run", MATMUL, "--bundle", bundle_path, "--verbose")
+    assert proc.returncode == 0 and "-fPIC -shared" in proc.stdout
+    quiet = warm("run", MATMUL, "--bundle", bundle_path, "--quiet")
+    assert "Compilation" not in quiet.stdout and "bundle" in quiet.stdout
+    commands = warm.json("run", MATMUL, "--bundle", bundle_path)["passes"]
+    assert all(not p["commands"] for p in commands), "everything is in the bundle now"
+    table = warm("stats", bundle_path).stdout
+    assert "Contents" in table and "last used" in table and "toolchain" in table
+    kernels = warm.json("stats", bundle_path)["kernels"]
+    assert all(k["last_used"] >= k["created"] > 0 for k in kernels)
+    devices = warm.json("devices")
+    assert devices[0]["id"] == "host"
+    helptext = warm("--help").stdout
+    for name in ("WARM_BUNDLE", "WARM_HOME", "WARM_NVCC", "WARM_CC", "WARM_REPORT"):
+        assert name in helptext
+
+
+def test_progress_bars_follow_the_passes_on_a_terminal() -> None:
+    """In-process: a forced-terminal console, a real collector counted into by hand."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    first, second = StatisticsCollector(), StatisticsCollector()
+    for _ in range(6):
+        first.count("host", "compilation", "queued")
+    first.count("host", "autotune", "candidates_registered", 4)
+    with RunProgress(console, interval=0.01) as progress:
+        progress("CompileOnly", first.reader())
+        progress("CompileAndAutotune", second.reader())
+        second.count("host", "compilation", "compiled", 6)
+        second.count("host", "autotune", "candidates_measured", 4)
+        progress.refresh()
+        tasks = {t.description: (t.completed, t.total) for t in progress._progress.tasks}
+    assert tasks["CompileAndAutotune: kernels compiled / queued"] == (6, 6)
+    assert tasks["CompileAndAutotune: candidates measured"] == (4, 4)
+    assert "kernels compiled" in console.file.getvalue()
+
+
+def test_bar_counts_and_parse_size() -> None:
+    first = StatisticsCollector()
+    first.count("host", "compilation", "queued", 3)
+    now = StatisticsCollector()
+    now.count("host", "compilation", "compiled", 1)
+    assert bar_counts(first.reader().total(), now.reader().total()) == (1, 3, 0, 0)
+    assert parse_size("10M") == 10 * 2**20 and parse_size("1.5K") == 1536
+    assert parse_size("2048") == 2048 and parse_size("1GiB") == 2**30
+    with pytest.raises(ValueError):
+        parse_size("ten")
+
+
+def _kernel(key: str, toolchain: str, sha: str, size: int = 100) -> KernelRecord:
+    return KernelRecord(key, "host", "host", "x86_64", "k", key, "s", sha, toolchain, size=size)
+
+
+def _tune(key: str, device: str) -> TuneRecord:
+    return TuneRecord(key, "op", "f32[4]", device, "c", "measured", "a", ())
+
+
+def test_plan_clean_judges_only_what_it_can() -> None:
+    """Pure logic on hand-made records and a named machine (no bundle, no compiler)."""
+    machine = Machine(
+        {"cc": "cc:gcc 12"}, "x86_64", frozenset({"host|cpu|x86_64|linux"}), frozenset({"host"})
+    )
+    kernels = [
+        _kernel("mine-old", "cc:gcc 12", "s1"),
+        _kernel("mine-new", "cc:gcc 12", "s2"),
+        _kernel("foreign", "cc:gcc 13", "s3"),
+        _kernel("cubin", "nvcc:release 13.0", "s4"),
+    ]
+    tunes = [
+        _tune("t-here", "host|cpu|x86_64|linux"),
+        _tune("t-there", "host|other cpu|x86_64|linux"),
+        _tune("t-gpu", "cuda|H100|sm_90|580.1"),
+        _tune("t-pending", "cuda|compile-only|sm_90|none"),
+    ]
+    plan = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine)
+    assert {r.key for r in plan.removals} == {"foreign", "t-there"}
+    assert any("nvcc" in n for n in plan.kept_unjudged)
+    assert any("cuda" in n for n in plan.kept_unjudged)
+    lru = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine, max_size=100)
+    assert [r.key for r in lru.removals if "least recently" in r.reason] == ["cubin", "mine-old"]
+    assert lru.binary_bytes_after == 100
+    kept = plan_clean(kernels, tunes, {}, machine, keep_foreign=True)
+    assert kept.removals == []

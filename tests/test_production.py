@@ -1,0 +1,83 @@
+"""The production side in real subprocesses: a partial bundle, the report of what it lacked,
+read-only serving that never writes, and write-back from two processes at once."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import EXAMPLES, ROOT, Warm
+
+MATMUL = EXAMPLES / "matmul_host.py"
+SERVE = (
+    "import sys; sys.path.insert(0, {examples!r})\n"
+    "import warmcli, matmul_host\n"
+    "matmul_host.workload(warmcli.runtime('host'))\n"
+    "r = warmcli.report()\n"
+    "print(len(r.kernels), len(r.tunes))\n"
+)
+
+
+def serve(warm: Warm, bundle: Path, **env: str) -> subprocess.Popen[str]:
+    code = SERVE.format(examples=str(EXAMPLES))
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=dict(warm.env, WARM_BUNDLE=str(bundle), **env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def partial_bundle(warm: Warm, path: Path) -> str:
+    """A bundle made by `warm run`, then missing row_sum and the 64x64 tune; its shape key."""
+    warm.json("run", MATMUL, "--bundle", path)
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM kernels WHERE entry = 'row_sum'")
+    shape = conn.execute(
+        "SELECT shape_key FROM tunes WHERE shape_key LIKE 'float32[64x64]%'"
+    ).fetchone()[0]
+    conn.execute("DELETE FROM tunes WHERE shape_key = ?", (shape,))
+    conn.commit()
+    conn.close()
+    return shape
+
+
+def test_partial_bundle_reports_exactly_what_was_missing(warm: Warm, bundle_path: Path) -> None:
+    shape = partial_bundle(warm, bundle_path)
+    before = hashlib.sha256(bundle_path.read_bytes()).hexdigest()
+    out, err = finish(serve(warm, bundle_path, WARM_REPORT="1"))
+    assert out.split() == ["1", "1"]
+    lines = err.strip().splitlines()
+    assert "lacked 1 kernel(s) and 1 tune(s)" in lines[0]
+    assert "re-warm" in lines[0]
+    assert sorted(line.split(" on ")[0].strip() for line in lines[1:]) == [
+        "kernel row_sum",
+        f"tune matmul {shape}",
+    ]
+    assert hashlib.sha256(bundle_path.read_bytes()).hexdigest() == before, "read-only"
+    assert warm("verify", bundle_path, "--workload", MATMUL).returncode == 1
+
+    quiet_out, quiet_err = finish(serve(warm, bundle_path))
+    assert quiet_out.split() == ["1", "1"] and "lacked" not in quiet_err
+
+
+def test_write_back_from_two_processes_completes_the_bundle(warm: Warm, bundle_path: Path) -> None:
+    partial_bundle(warm, bundle_path)
+    procs = [serve(warm, bundle_path, WARM_BUNDLE_WRITE="1", WARM_REPORT="1") for _ in range(2)]
+    for proc in procs:
+        _, err = finish(proc)
+        assert "written back" in err
+    assert warm("verify", bundle_path, "--workload", MATMUL).returncode == 0
+    _, err = finish(serve(warm, bundle_path, WARM_REPORT="1"))
+    assert "served everything" in err

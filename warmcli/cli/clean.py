@@ -1,0 +1,39 @@
+"""`warm clean [PATH]`: drop entries foreign to this machine; evict to a size, LRU first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from warmcli.clean import clean_bundle, parse_size
+from warmcli.cli import app
+from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, guarded, out
+from warmcli.render import clean_json, clean_renderable
+
+
+@app.command()
+def clean(
+    bundle: Path | None = BundleArg,
+    keep_foreign: bool = typer.Option(
+        False, "--keep-foreign", help="Keep entries of other toolchains and devices."
+    ),
+    max_size: str | None = typer.Option(
+        None, "--max-size", help="Evict least recently used kernels until binaries fit (10M, 1G)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; change nothing."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Remove kernels and tunes this machine cannot use, and evict to --max-size."""
+    path = bundle or default_bundle()
+    try:
+        limit = None if max_size is None else parse_size(max_size)
+    except ValueError as exc:
+        fail(f"--max-size: {exc}")
+    report = guarded(
+        lambda: clean_bundle(path, keep_foreign=keep_foreign, max_size=limit, dry_run=dry_run)
+    )
+    if as_json:
+        emit_json(clean_json(report))
+    else:
+        out.print(clean_renderable(report))

@@ -1,0 +1,30 @@
+"""`warm merge A B ... -o OUT`: the union of several bundles' kernels and tunes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from warmcli.cli import app
+from warmcli.cli.common import JsonOpt, emit_json, guarded, out
+from warmcli.merge import merge_bundles
+from warmcli.render import merge_json, merge_renderable
+
+
+@app.command()
+def merge(
+    bundles: list[Path] = typer.Argument(..., help="The bundles to merge."),
+    output: Path = typer.Option(..., "--output", "-o", help="The merged bundle to write."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Merge bundles (several architectures, several machines) into OUT.
+
+    A tune measured in two bundles keeps the newer measurement, and says so.
+    """
+    report = guarded(lambda: merge_bundles(bundles, output, overwrite=force))
+    if as_json:
+        emit_json(merge_json(report))
+    else:
+        out.print(merge_renderable(report))

@@ -1,0 +1,108 @@
+"""Progress bars for `warm run`: kernels compiled of those queued, candidates measured.
+
+`RunProgress` is the `Observer` a run hands to the passes: each pass announces
+its `StatisticsReader`, and a thread of the CLI polls it a few times a second to
+move two Rich bars (the compile batch: kernels compiled / queued; tuning:
+candidates measured / registered). The bars are transient and drawn only on a
+terminal; the command hides them under `--json` and `--quiet`. It reads counts
+and draws; it never changes what a pass does.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from warmcli.statistics import DeviceStatistics, StatisticsReader
+
+
+def bar_counts(
+    first: DeviceStatistics | None, current: DeviceStatistics
+) -> tuple[int, int, int, int]:
+    """(kernels compiled, to compile, candidates measured, to measure) for the bars.
+
+    `first` is the CompileOnly pass's totals when `current` is a later pass: what it
+    queued is what the CompileAndAutotune pass's batch compiles.
+    """
+    queued = current.compilation.queued + (first.compilation.queued if first else 0)
+    compiled = current.compilation.compiled
+    registered = max(
+        current.autotune.candidates_registered,
+        first.autotune.candidates_registered if first else 0,
+    )
+    measured = current.autotune.candidates_measured + current.autotune.candidates_failed
+    return compiled, max(queued, compiled), measured, max(registered, measured)
+
+
+class RunProgress:
+    """Two transient bars fed by polling the running pass's reader; see the module doc."""
+
+    def __init__(self, console: Console, interval: float = 0.1) -> None:
+        self.interval = interval
+        self._progress = Progress(
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._compile = self._progress.add_task("kernels compiled / queued", total=None)
+        self._tune = self._progress.add_task("candidates measured / registered", total=None)
+        self._lock = threading.Lock()
+        self._label = ""
+        self._first: StatisticsReader | None = None
+        self._reader: StatisticsReader | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="warm-progress", daemon=True)
+
+    def __call__(self, label: str, reader: StatisticsReader) -> None:
+        """The passes' observer: a new pass started, counting into `reader`."""
+        with self._lock:
+            if self._first is None:
+                self._first = reader
+            self._label, self._reader = label, reader
+        self.refresh()
+
+    def refresh(self) -> None:
+        with self._lock:
+            label, first, reader = self._label, self._first, self._reader
+        if reader is None or label.startswith("Verify"):
+            return
+        compiled, to_compile, measured, to_measure = bar_counts(
+            first.total() if first is not None and first is not reader else None, reader.total()
+        )
+        self._progress.update(
+            self._compile,
+            completed=compiled,
+            total=to_compile or None,
+            description=f"{label}: kernels compiled / queued",
+        )
+        self._progress.update(
+            self._tune,
+            completed=measured,
+            total=to_measure or None,
+            description=f"{label}: candidates measured",
+        )
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.refresh()
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._progress.stop()
