@@ -10,11 +10,13 @@ fingerprint, `ForeignArch` and `OtherCpu` are test doubles of the *label* only
 from __future__ import annotations
 
 import dataclasses
+import json
 import platform
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
 from warmcli.bundle import Bundle
@@ -199,3 +201,25 @@ def test_warming_passes_explain_nothing(tmp_path: Path) -> None:
         rt.close()
     assert collector.reader().misses() == []
     assert collector.reader().compilation.compiled > 0
+
+
+def test_warm_verify_explains_each_miss(warm: Warm, workload_file, bundle_path: Path) -> None:
+    """The real CLI: warm the example, edit one kernel and add a shape, verify."""
+    source = (EXAMPLES / "matmul_host.py").read_text()
+    assert warm("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path).returncode == 0
+    edited = workload_file(
+        source.replace("double acc = 0.0;", "double acc = 0.0; /* edited */").replace(
+            "(160, 160, 160)]", "(160, 160, 160), (32, 48, 40)]"
+        )
+    )
+    proc = warm("verify", bundle_path, "--workload", edited, "--explain-misses")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("miss: ")]
+    assert len(lines) == 2, proc.stdout
+    assert any(ln.startswith("miss: tune matmul float32[32x40] float32[40x48] ") for ln in lines)
+    assert any(ln.startswith("miss: kernel row_sum: source: bundle has sha256 ") for ln in lines)
+    doc = warm("verify", bundle_path, "--workload", edited, "--json")
+    report = json.loads(doc.stdout)
+    assert report["compilation"]["misses"] == {"source": 1}
+    assert report["autotune"]["misses"] == {"shape": 1}
+    assert {m["reason"] for m in report["explanations"]} == {"source", "shape"}

@@ -44,9 +44,9 @@ def root(
     """warm: make GPU processes start hot."""
 
 
-from warmcli.cli import clean, diff, inspect, merge, run, verify  # noqa: E402  (register on app)
+from warmcli.cli import check, clean, diff, inspect, merge, run, verify  # noqa: E402  (register)
 
-__all__ = ["app", "clean", "diff", "inspect", "main", "merge", "run", "verify"]
+__all__ = ["app", "check", "clean", "diff", "inspect", "main", "merge", "run", "verify"]
 
 
 def main() -> None:

@@ -55,6 +55,9 @@ def verify(
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
+    explain_misses: bool = typer.Option(
+        False, "--explain-misses", help="One line per miss: which part of its key differs."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
@@ -74,6 +77,7 @@ def verify(
         if replayed:
             report = replayed[0]
             doc.update(mode=report.mode, seconds=report.seconds, **stats_json(report.total))
+            doc["explanations"] = [m.as_dict() for m in report.misses]
         emit_json(doc)
     else:
         out.print(integrity_renderable(integrity))
@@ -81,5 +85,7 @@ def verify(
             report = replayed[0]
             shown = RunReport(path, list(report.per_device), [report], missing=missing)
             out.print(run_renderable(shown))
+            for miss in report.misses if explain_misses else []:
+                out.print(f"miss: {miss.line()}", markup=False, highlight=False, soft_wrap=True)
     if not doc["verified"]:
         raise typer.Exit(1)
