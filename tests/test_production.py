@@ -75,9 +75,10 @@ def test_partial_bundle_reports_exactly_what_was_missing(warm: Warm, bundle_path
 def test_write_back_from_two_processes_completes_the_bundle(warm: Warm, bundle_path: Path) -> None:
     partial_bundle(warm, bundle_path)
     procs = [serve(warm, bundle_path, WARM_BUNDLE_WRITE="1", WARM_REPORT="1") for _ in range(2)]
-    for proc in procs:
-        _, err = finish(proc)
-        assert "written back" in err
+    errs = [finish(proc)[1] for proc in procs]
+    # One may start reading after the other wrote back at exit: then it missed nothing.
+    assert any("written back" in e for e in errs)
+    assert all("written back" in e or "served everything" in e for e in errs)
     assert warm("verify", bundle_path, "--workload", MATMUL).returncode == 0
     _, err = finish(serve(warm, bundle_path, WARM_REPORT="1"))
     assert "served everything" in err
