@@ -155,9 +155,8 @@ def kernel_json(k: KernelRecord, usage: tuple[float, float] | None = None) -> di
     }
 
 
-def tune_json(t: TuneRecord) -> dict[str, Any]:
-    picked = next((c for c in t.candidates if c.name == t.pick), None)
-    best = picked.seconds if picked is not None else None
+def _tune_brief(t: TuneRecord) -> dict[str, Any]:
+    """What names a tune and its decision, without the evidence."""
     return {
         "key": t.key,
         "operation": t.operation,
@@ -165,6 +164,14 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
         "device": t.device,
         "status": t.status,
         "pick": t.pick,
+    }
+
+
+def tune_json(t: TuneRecord) -> dict[str, Any]:
+    picked = next((c for c in t.candidates if c.name == t.pick), None)
+    best = picked.seconds if picked is not None else None
+    return {
+        **_tune_brief(t),
         "checksum": t.checksum,
         "measured_at": t.measured_at,
         "candidates": [
@@ -318,17 +325,6 @@ def merge_renderable(report: MergeReport) -> Group:
             )
         )
     return Group(*parts)
-
-
-def _tune_brief(t: TuneRecord) -> dict[str, Any]:
-    return {
-        "key": t.key,
-        "operation": t.operation,
-        "shape": t.shape_key,
-        "device": t.device,
-        "status": t.status,
-        "pick": t.pick,
-    }
 
 
 def diff_json(diff: BundleDiff) -> dict[str, Any]:
