@@ -28,7 +28,7 @@ from warmcli.device import Buffer, DeviceError, LaunchError
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.process_mode import active_collector
-from warmcli.records import CandidateMeasurement, TuneRecord
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
 
 if TYPE_CHECKING:
@@ -91,8 +91,7 @@ class Tunable:
         return derived if isinstance(derived, str) else json.dumps(derived, default=str)
 
     def tune_key(self, shape_key: str, device_identity: str) -> str:
-        payload = [self.name, shape_key, device_identity, self.checksum]
-        return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+        return tune_key(self.name, shape_key, device_identity, self.checksum)
 
 
 class TuneCache:
@@ -139,8 +138,8 @@ def measure(
 ) -> TuneRecord:
     """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest."""
     device = rt.device
+    rt.kernels.flush()  # compile time is counted as compilation, not as measurement
     started = time.perf_counter()
-    rt.kernels.flush()
     results: list[CandidateMeasurement] = []
     for name, kernel in tunable.candidates.items():
         kernel_key = rt.kernels.key(kernel)

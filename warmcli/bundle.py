@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from filelock import FileLock
 
 from warmcli._version import __version__
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import KernelRecord, TuneRecord, tune_key
 
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
@@ -313,6 +313,27 @@ class Bundle:
         rows = self._all(f"{TUNE_SELECT} {where} ORDER BY operation, shape_key", params)
         return [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in rows]
 
+    def foreign(self, backend: str, arch: str, toolchains: Iterable[str], device: str) -> list[str]:
+        """What the bundle holds for this backend that another toolchain built (for `arch`)
+        or another device measured: one line per toolchain or device, never served here."""
+        ours = set(toolchains)
+        lines = []
+        for toolchain, n in self._all(
+            "SELECT toolchain, count(*) FROM kernels WHERE backend = ? AND arch = ? "
+            "GROUP BY toolchain",
+            (backend, arch),
+        ):
+            if toolchain not in ours:
+                theirs = self._parse(
+                    "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
+                )
+                lines.append(f"{n} kernel(s) for {arch} built by {theirs[:120]!r}")
+        for identity, n in self._all("SELECT device, count(*) FROM tunes GROUP BY device"):
+            if identity != device and str(identity).startswith(backend + "|"):
+                theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
+                lines.append(f"{n} tune(s) measured on {theirs[:120]!r}")
+        return lines
+
     def counts(self) -> dict[str, int]:
         return {
             t: int(self._one(f"SELECT count(*) FROM {t}")[0]) for t in ("kernels", "blobs", "tunes")
@@ -471,6 +492,37 @@ class Bundle:
         rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
         return [] if rows == ["ok"] else rows
 
+    # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
+
+    def aggregate(
+        self, sample: int = 0
+    ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
+        """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
+        distinct blobs) and (operation, device, tunes, pending), plus the first `sample` tunes
+        by operation and shape, read whole."""
+        kernel_rows = self._all(
+            "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
+            "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
+            "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
+            "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
+            "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
+        )
+        tune_rows = self._all(
+            "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
+            "GROUP BY operation, device ORDER BY operation, device"
+        )
+        first = self._all(f"{TUNE_SELECT} ORDER BY operation, shape_key LIMIT ?", (sample,))
+
+        def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
+            a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
+            return a, b, int(row[2] or 0), int(row[3] or 0)
+
+        return (
+            [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
+            [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
+            [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in first],
+        )
+
 
 # -- field checks: what warm writes, and nothing else, becomes a record -----------------------
 
@@ -618,7 +670,7 @@ def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     record_status = _named("status", _name, status)
     if record_status not in ("measured", "pending"):
         raise _Malformed(f"status: {record_status[:20]!r} is not a tune status")
-    return TuneRecord(
+    record = TuneRecord(
         key=_named("key", _hex64, key),
         operation=_named("operation", _name, operation),
         shape_key=_named("shape_key", _text, shape_key),
@@ -630,3 +682,6 @@ def _tune_record(row: tuple[object, ...]) -> TuneRecord:
         seconds=_named("seconds", _seconds, secs),
         measured_at=_named("measured_at", _seconds, measured_at),
     )
+    if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
+        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    return record

@@ -29,6 +29,7 @@ from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusabl
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
+from warmcli.statistics import StatisticsCollector
 from warmcli.toolchain import Toolchain, ToolchainError
 
 # A note that records one compiler process's command line (`warm run --verbose` shows them).
@@ -74,6 +75,9 @@ class KernelCache:
         self._keys: dict[str, str] = {}
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
+        # The hit path of a launch: kernel object id -> (kernel, function, collector it
+        # was registered in). Read without the lock; the kernel is kept, so its id stays its own.
+        self._hits: dict[int, tuple[Kernel, Any, StatisticsCollector]] = {}
         self._modules: dict[str, Any] = {}
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
@@ -81,6 +85,7 @@ class KernelCache:
         self._from_bundle: set[str] = set()
         self._toolchains: dict[str, Toolchain] = {}
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
+        self._foreign_noted = False
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -233,10 +238,19 @@ class KernelCache:
 
     def get(self, kernel: Kernel) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled."""
+        hit = self._hits.get(id(kernel))
+        if hit is not None and hit[0] is kernel:
+            collector = active_collector()
+            if hit[2] is not collector:  # a new pass: registered once in its collector too
+                self._register(kernel)
+                self._hits[id(kernel)] = (kernel, hit[1], collector)
+            return hit[1]
         key = self._register(kernel)
         with self._lock:
             if key in self._loaded:
-                return self._loaded[key]
+                function = self._loaded[key]
+                self._hits[id(kernel)] = (kernel, function, active_collector())
+                return function
             if key not in self._built and key not in self._failed:
                 record = self._bundle_record(kernel, key)
                 if record is not None and self._load_from_bundle(kernel, record):
@@ -263,6 +277,18 @@ class KernelCache:
         self._count("loaded")
         return True
 
+    def _note_foreign(self) -> None:
+        """On the first miss: note once what the bundle holds from other toolchains or devices."""
+        if self.bundle is None or self._foreign_noted:
+            return
+        self._foreign_noted = True
+        toolchains = set(self._identities.values())
+        fingerprint = self.device.fingerprint.identity
+        for line in self.bundle.foreign(
+            self.device.backend, self.device.arch, toolchains, fingerprint
+        ):
+            active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
+
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
         """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""
         active_collector().note(f"{why.detail}; kernel {kernel.label} is rebuilt")
@@ -274,6 +300,7 @@ class KernelCache:
 
     def _miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
         """A kernel the loaded bundle cannot serve: explain it once, then apply the policy."""
+        self._note_foreign()
         if self.bundle is None or self.misses is None or key in self._explained:
             return
         self._explained.add(key)

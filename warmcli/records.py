@@ -5,11 +5,13 @@ built, the symbol it has in its binary, the binary's sha256, the compile log and
 time); the binary itself travels beside it, never inside it, so a bundle can be
 opened without reading a single blob. A `TuneRecord` is one tune decision with
 the evidence: every candidate's measurement, failed ones with their reason. These
-are data only: JSON in and out, no behaviour, nothing executable.
+are data only: JSON in and out, no behaviour, nothing executable; `tune_key` is
+the one function, so the bundle can check a tune row's key against its fields.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -83,3 +85,9 @@ class TuneRecord:
                 )
             )
         return tuple(out)
+
+
+def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str) -> str:
+    """The key of one tune: operation, shape key, device fingerprint, candidate set."""
+    payload = [operation, shape_key, device_identity, checksum]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
