@@ -11,6 +11,7 @@ stale hit. This module holds no state and runs no compiler.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -79,9 +80,12 @@ class Kernel:
         """The value of one define, as text."""
         return dict(self.defines).get(name, default)
 
-    @property
+    @functools.cached_property
     def content_hash(self) -> str:
-        """Hash of what the workload wrote: independent of target and toolchain."""
+        """Hash of what the workload wrote: independent of target and toolchain.
+
+        Computed once per kernel (a kernel is immutable): every launch keys on it.
+        """
         return _digest(
             {
                 "source": self.source,

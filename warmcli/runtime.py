@@ -48,6 +48,25 @@ def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
     return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))  # type: ignore[return-value]
 
 
+_CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
+_MAX_CONFIGS = 4096
+
+
+def _launch_config(
+    grid: int | Sequence[int], block: int | Sequence[int], shared: int
+) -> LaunchConfig:
+    """The launch's configuration, made once per distinct (grid, block, shared) given."""
+    try:
+        return _CONFIGS[(grid, block, shared)]
+    except KeyError:
+        config = LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+        if len(_CONFIGS) < _MAX_CONFIGS:
+            _CONFIGS[(grid, block, shared)] = config
+        return config
+    except TypeError:  # a list is not hashable: nothing to remember it by
+        return LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+
+
 class Runtime:
     """One device, its caches and its default stream; see the module doc."""
 
@@ -137,7 +156,7 @@ class Runtime:
             collector.count(self.device.id, "execution", "discarded")
         else:
             function = self.kernels.get(kernel)
-            config = LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+            config = _launch_config(grid, block, shared)
             self.device.launch(function, kernel, args, config, stream)
             collector.count(self.device.id, "execution", "executed")
         return verdict

@@ -108,7 +108,9 @@ class StatisticsCollector:
         if view not in _VIEWS:
             raise ValueError(f"unknown statistics view {view!r}")
         with self._lock:
-            views = self._counts.setdefault(device, {v: Counter() for v in _VIEWS})
+            views = self._counts.get(device)
+            if views is None:  # built once per device, not on every count (a launch counts)
+                views = self._counts[device] = {v: Counter() for v in _VIEWS}
             views[view][name] += amount
 
     def count_once(self, device: str, view: str, name: str, token: str) -> bool:

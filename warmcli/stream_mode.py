@@ -44,10 +44,17 @@ class Stream:
 
     @property
     def mode(self) -> StreamMode:
-        """The override in force, else the default from the process mode."""
-        with self._lock:
-            if self._overrides:
-                return self._overrides[-1]
+        """The override in force, else the default from the process mode.
+
+        Read on every launch, so it takes no lock: pushes and pops hold the lock, and
+        a read that races a pop of the last override sees the default it falls back to.
+        """
+        overrides = self._overrides
+        if overrides:
+            try:
+                return overrides[-1]
+            except IndexError:
+                pass
         return StreamMode.default_for(current_process_mode())
 
     def _push(self, mode: StreamMode) -> None:

@@ -4,14 +4,16 @@ Buffers are numpy arrays in host memory; a launch passes their data pointers and
 the scalars converted by the kernel's parameter letters. A loaded binary is
 written once, under its sha256, into a private directory of this process before
 `dlopen` (the loader needs a file); the file is removed when the device closes.
-Timing is `time.perf_counter` around the measured run: host launches are
-synchronous, so the stream has nothing to wait for. This module never decides
+A buffer's address is read once, when it is allocated (its array never
+moves). Timing is `time.perf_counter` around the measured run: host launches
+are synchronous, so the stream has nothing to wait for. This module never decides
 whether a launch runs.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -47,6 +49,14 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+class HostBuffer(Buffer):
+    """A host buffer: a numpy array that never moves, so its address is read once."""
+
+    def __init__(self, device_id: str, shape: Sequence[int], dtype: str, array: np.ndarray) -> None:
+        super().__init__(device_id, shape, dtype, array)
+        self.address: int = array.ctypes.data
+
+
 class HostDevice:
     """The machine's CPU as a warm device."""
 
@@ -60,8 +70,9 @@ class HostDevice:
         self._dir: str | None = None
         self._libraries: list[ctypes.CDLL] = []
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> DeviceFingerprint:
+        """Read once: every tune keys on it, and the CPU does not change under a process."""
         return DeviceFingerprint("host", cpu_name(), self.arch, platform.system().lower())
 
     def compiler(self, language: str) -> Compiler:
@@ -105,14 +116,19 @@ class HostDevice:
                 f"kernel {kernel.label} takes {len(kernel.params)} arguments "
                 f"({kernel.params!r}), got {len(args)}"
             )
-        converted = [a.handle.ctypes.data if isinstance(a, Buffer) else a for a in args]
+        converted = [
+            (a.address if type(a) is HostBuffer else a.handle.ctypes.data)
+            if isinstance(a, Buffer)
+            else a
+            for a in args
+        ]
         try:
             function(*converted)
         except ctypes.ArgumentError as exc:
             raise LaunchError(f"kernel {kernel.label}: bad argument: {exc}") from exc
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
-        return Buffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
+        return HostBuffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
 
     def upload(self, buffer: Buffer, array: np.ndarray) -> None:
         if tuple(array.shape) != buffer.shape:
