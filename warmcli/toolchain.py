@@ -3,16 +3,26 @@
 A `Toolchain` is a compiler's resolved path and the first line of its
 `--version`; its `identity` is part of every kernel key, so upgrading the
 compiler makes every kernel a different kernel. Probing runs the compiler once
-per path per process (memoised). Nothing here compiles.
+per path per process (memoised), and once per compiler binary across processes:
+the version line is remembered in `toolchains.json` (under `WARM_HOME`, else the
+user cache directory) by the binary's path, size, inode, mtime and ctime, so a
+hot start keys its kernels without starting a compiler. Nothing here compiles.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 
 
 class ToolchainError(RuntimeError):
@@ -48,6 +58,10 @@ def probe(name: str, path: str) -> Toolchain:
     if not found:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     real = os.path.realpath(found)
+    stamp = _stamp(name, real)
+    known = _read_versions().get(stamp) if stamp else None
+    if known is not None:
+        return Toolchain(name=name, path=real, version=known)
     try:
         out = subprocess.run(
             [real, "--version"], capture_output=True, text=True, timeout=60, check=False
@@ -58,7 +72,54 @@ def probe(name: str, path: str) -> Toolchain:
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {real} --version failed: {out.stderr.strip()[:200]}")
     version = _nvcc_version(lines) if name == "nvcc" else lines[0]
+    if stamp:
+        _remember(stamp, version)
     return Toolchain(name=name, path=real, version=version)
+
+
+def versions_file() -> Path:
+    """Where version lines are remembered: `WARM_HOME`, else the user cache directory."""
+    return Path(os.environ.get("WARM_HOME") or user_cache_dir("warm")) / "toolchains.json"
+
+
+def _stamp(name: str, real: str) -> str | None:
+    """The compiler binary's identity on disk: path, size, inode, mtime and ctime.
+
+    Any rewrite, replacement or `touch` of the binary changes it (ctime cannot be set
+    back), so a remembered version line is only reused for the very same file.
+    """
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return f"{name}|{real}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+
+
+def _read_versions() -> dict[str, str]:
+    try:
+        data = json.loads(versions_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _remember(stamp: str, version: str) -> None:
+    """Keep a version line for the next process; a cache directory that cannot be
+    written only costs that process one `--version` run."""
+    path = versions_file()
+    versions = {**_read_versions(), stamp: version}
+    if len(versions) > MAX_REMEMBERED:
+        versions = dict(list(versions.items())[-MAX_REMEMBERED:])
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(versions, indent=0, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _nvcc_version(lines: list[str]) -> str:
