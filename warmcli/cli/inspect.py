@@ -9,8 +9,18 @@ import typer
 from rich.table import Table
 
 from warmcli.cli import app
-from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, out, read_bundle
+from warmcli.cli.common import (
+    BundleArg,
+    JsonOpt,
+    default_bundle,
+    emit_json,
+    fail,
+    guarded,
+    out,
+    read_bundle,
+)
 from warmcli.render import stats_renderable
+from warmcli.summary import large_summary, summary_renderable
 
 
 @app.command()
@@ -21,6 +31,11 @@ def stats(
 ) -> None:
     """What a bundle holds: kernels per device and arch, every tune with all candidates."""
     path = bundle or default_bundle()
+    if operation is None and not as_json:
+        summary = guarded(lambda: large_summary(path))
+        if summary is not None:  # too large to list: counts by SQL, a few tunes shown
+            out.print(summary_renderable(str(path), summary))
+            return
     doc = read_bundle(path)
     if operation is not None:
         doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
