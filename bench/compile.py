@@ -1,0 +1,201 @@
+"""Batch compile against one compiler process per kernel (rows `compile_cuda`, `compile_host`).
+
+The variants are a tiled matmul over tile × unroll × element type: kernels that
+truly differ (different defines), never duplicates. warm's side is a fresh
+`KernelCache` with no bundle: every variant queued, then one `flush` (the batch
+compiler: about as many compiler processes as cores), with the toolchain probes
+forgotten first so their cost is counted. The baseline is what a cold
+`pycuda.compiler.SourceModule` loop does: one `nvcc --cubin` (or one `cc`) per
+kernel in a fresh temporary folder, one after another, with the very command line
+warm's compiler builds (same compiler, same flags, same arch). The same loop two
+at a time is reported beside it, and so is the floor: one compiler process on an
+empty kernel.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.rows import Row, Size, at_least, median, skipped
+from warmcli.batch import default_jobs
+from warmcli.compiler import Compiler
+from warmcli.device import Device
+from warmcli.kernel import Kernel
+from warmcli.kernel_cache import KernelCache
+from warmcli.process_mode import ProcessMode, ProcessModeOverride
+from warmcli.toolchain import ToolchainError, probe
+
+TARGET = 15.0
+ARCH = "sm_90"
+TILES = (8, 16, 24, 32)
+UNROLLS = (1, 2, 4, 8)
+
+CUDA_TYPES = ("float", "double", "int", "long long")
+CUDA_SOURCE = r"""
+extern "C" __global__ void matmul(const T *A, const T *B, T *C, int M, int N, int K) {
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
+    T acc = 0;
+    for (int t = 0; t < (K + TILE - 1) / TILE; t++) {
+        As[ty][tx] = (row < M && t * TILE + tx < K) ? A[row * K + t * TILE + tx] : (T)0;
+        Bs[ty][tx] = (col < N && t * TILE + ty < K) ? B[(t * TILE + ty) * N + col] : (T)0;
+        __syncthreads();
+        for (int k = 0; k < TILE; k += UNROLL)
+            for (int u = 0; u < UNROLL; u++) acc += As[ty][k + u] * Bs[k + u][tx];
+        __syncthreads();
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+"""
+CUDA_EMPTY = 'extern "C" __global__ void empty() {}\n'
+
+C_TYPES = ("float", "double", "int", "long")
+C_SOURCE = r"""
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+void matmul(const T *A, const T *B, T *C, int M, int N, int K) {
+    for (int i = 0; i < M * N; i++) C[i] = 0;
+    for (int i0 = 0; i0 < M; i0 += TILE)
+        for (int k0 = 0; k0 < K; k0 += TILE)
+            for (int j0 = 0; j0 < N; j0 += TILE)
+                for (int i = i0; i < MIN(i0 + TILE, M); i++)
+                    for (int k = k0; k < MIN(k0 + TILE, K); k++) {
+                        const T a = A[i * K + k];
+                        int j = j0;
+                        for (; j + UNROLL <= MIN(j0 + TILE, N); j += UNROLL)
+                            for (int u = 0; u < UNROLL; u++)
+                                C[i * N + j + u] += a * B[k * N + j + u];
+                        for (; j < MIN(j0 + TILE, N); j++) C[i * N + j] += a * B[k * N + j];
+                    }
+}
+"""
+C_EMPTY = "void empty(void) {}\n"
+
+
+def variants(language: str, count: int) -> list[Kernel]:
+    """`count` distinct matmul kernels (tile × unroll × element type)."""
+    source, types = (CUDA_SOURCE, CUDA_TYPES) if language == "cuda" else (C_SOURCE, C_TYPES)
+    grid = itertools.product(TILES, UNROLLS, types)
+    return [
+        Kernel(source, "matmul", "PPPiii", language=language, defines=dict(T=t, TILE=s, UNROLL=u))
+        for s, u, t in itertools.islice(grid, count)
+    ]
+
+
+def standalone_source(kernel: Kernel) -> str:
+    """The kernel as a user hands it to SourceModule: its defines written above its source."""
+    return "".join(f"#define {k} {v}\n" for k, v in kernel.defines) + kernel.source
+
+
+def _forget_probes() -> None:
+    """A cold process has probed no compiler yet: make this one pay for it too."""
+    probe.cache_clear()
+    from warmcli.cuda.nvcc import supported_sms
+
+    supported_sms.cache_clear()
+
+
+def warm_batch(device: Device, kernels: Sequence[Kernel]) -> tuple[float, int, int]:
+    """Seconds to queue and batch-compile every kernel; (seconds, compiled, processes)."""
+    _forget_probes()
+    started = time.perf_counter()
+    with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+        cache = KernelCache(device)
+        for kernel in kernels:
+            cache.queue(kernel)
+        cache.flush()
+    seconds = time.perf_counter() - started
+    stats = collector.reader().compilation
+    if stats.failed or stats.compiled != len(kernels):
+        raise RuntimeError(f"batch compiled {stats.compiled}/{len(kernels)}, {stats.failed} failed")
+    return seconds, stats.compiled, stats.compiler_processes
+
+
+Command = Callable[[Path], list[str]]
+
+
+def _one_process(command: Command, source: str, suffix: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="warm-bench-") as tmp:
+        path = Path(tmp, "k" + suffix)
+        path.write_text(source)
+        proc = subprocess.run(command(path), cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"baseline compile failed:\n{proc.stderr[-2000:]}")
+
+
+def per_kernel_loop(command: Command, sources: Sequence[str], suffix: str, jobs: int = 1) -> float:
+    """Seconds for one compiler process per source, `jobs` at a time."""
+    started = time.perf_counter()
+    if jobs == 1:
+        for source in sources:
+            _one_process(command, source, suffix)
+    else:
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(lambda s: _one_process(command, s, suffix), sources))
+    return time.perf_counter() - started
+
+
+def _compare(
+    name: str,
+    device: Device,
+    compiler: Compiler,
+    command: Command,
+    suffix: str,
+    empty: str,
+    size: Size,
+) -> Row:
+    kernels = variants(compiler.language, size.kernels)
+    sources = [standalone_source(k) for k in kernels]
+    cores = default_jobs()
+    batch, compiled, processes = warm_batch(device, kernels)
+    loop = per_kernel_loop(command, sources, suffix)
+    loop2 = per_kernel_loop(command, sources, suffix, jobs=2)
+    floor = median([per_kernel_loop(command, [empty], suffix) for _ in range(min(3, size.repeats))])
+    n = len(kernels)
+    detail = (
+        f"{n} variants on {cores} core(s), {compiler.toolchain.path}: "
+        f"warm batch {batch:.2f} s in {processes} process(es) ({n / batch:.1f} kernels/s); "
+        f"one process per kernel {loop:.2f} s ({n / loop:.1f} kernels/s), "
+        f"2 at a time {loop2:.2f} s ({loop2 / batch:.1f}× warm); "
+        f"per-kernel floor (empty kernel) {floor:.2f} s"
+    )
+    assert compiled == n
+    return at_least(name, loop / batch, TARGET, detail)
+
+
+def compile_cuda(size: Size) -> Row:
+    from warmcli.cuda.arch import ArchDevice
+
+    try:
+        device = ArchDevice(ARCH)
+        compiler = device.compiler("cuda")
+    except (ToolchainError, ValueError) as exc:
+        return skipped("compile_cuda", f"≥ {TARGET:g}×", f"skipped: {exc}")
+
+    def command(path: Path) -> list[str]:
+        cmd = list(compiler.command(ARCH, ()))
+        return [*cmd[:-3], "-o", "k.cubin", path.name]
+
+    return _compare("compile_cuda", device, compiler, command, ".cu", CUDA_EMPTY, size)
+
+
+def compile_host(size: Size) -> Row:
+    from warmcli.host import HostDevice
+
+    device = HostDevice()
+    compiler = device.compiler("c")
+
+    def command(path: Path) -> list[str]:
+        return compiler.command([], str(path), str(path.with_suffix(".so")))  # type: ignore[attr-defined]
+
+    try:
+        return _compare("compile_host", device, compiler, command, ".c", C_EMPTY, size)
+    finally:
+        device.close()

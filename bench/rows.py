@@ -1,0 +1,102 @@
+"""What one benchmark reports, and the timing helpers every family shares.
+
+A `Row` is one figure: a ratio measured side by side in this run, the target it
+is held to, whether it met it (`None` when it could not run here, with the reason
+in `detail`), and the figures behind it. Absolute times only ever appear in
+`detail`; pass or fail is decided on ratios and counts. `Size` says how big each
+family runs: `FULL` for `make bench`, `TINY` for the smoke test. Nothing here
+runs a benchmark.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark figure, as `bench/results.json` holds it."""
+
+    name: str
+    ratio: float | None
+    target: str
+    met: bool | None
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def at_least(name: str, ratio: float, target: float, detail: str) -> Row:
+    """A row whose ratio must reach `target` (a speed-up)."""
+    return Row(name, round(ratio, 3), f"≥ {target:g}×", ratio >= target, detail)
+
+
+def at_most(name: str, ratio: float, target: float, detail: str, what: str = "") -> Row:
+    """A row whose ratio must stay within `target` (a cost relative to a reference)."""
+    label = f"≤ {target:g}×" + (f" ({what})" if what else "")
+    return Row(name, round(ratio, 3), label, ratio <= target, detail)
+
+
+def skipped(name: str, target: str, why: str) -> Row:
+    return Row(name, None, target, None, why)
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big each family runs."""
+
+    kernels: int  # compile variants per language
+    cold_starts: int
+    hot_starts: int
+    launches: int  # per timed dispatch loop
+    scale_kernels: int
+    scale_tunes: int
+    repeats: int  # repeats of the short in-process timings (best or median taken)
+
+
+FULL = Size(64, 3, 9, 20_000, 10_000, 100_000, 5)
+TINY = Size(2, 1, 1, 200, 40, 400, 1)
+
+
+def best_of(repeats: int, run: Callable[[], object]) -> float:
+    """The fastest of `repeats` timed calls of `run`, in seconds."""
+    times = []
+    for _ in range(max(1, repeats)):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def python(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[str, float]:
+    """Run this interpreter on `args`; (stdout, wall seconds). A failure raises with its log."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, check=False
+    )
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return proc.stdout, seconds
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs"

@@ -1,0 +1,150 @@
+"""A synthetic bundle of 10,000 kernels and 100,000 tunes (rows `scale_open`, `scale_stats`).
+
+The bundle is written with warm's own schema (`Bundle.create`, then one
+transaction of plain inserts, much faster to build than 10,000 `put`s): kernels
+over two architectures with distinct random blobs, tunes over fifty operations
+with four candidates each. `scale_open` is the time to open it and serve one
+lookup (a kernel record, its blob checked against its sha256, a tune) against
+its 50 ms budget, with the same lookup on a one-kernel bundle beside it.
+`scale_stats` is the wall time of the real `warm stats` command on it, less that
+of `warm --version` (the CLI's own start-up, not the bundle's doing), against
+1 s. The file's size is reported against the sum of its blobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python
+from warmcli.bundle import Bundle
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
+
+OPEN_BUDGET = 0.050
+STATS_BUDGET = 1.0
+ARCHS = ("sm_80", "sm_90")
+OPERATIONS = 50
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def build(path: Path, kernels: int, tunes: int, seed: int = 0) -> tuple[list[str], list[str], int]:
+    """Write the synthetic bundle; (kernel keys, tune keys, sum of blob sizes)."""
+    rng = random.Random(seed)
+    kernel_rows, blob_rows = [], []
+    for i in range(kernels):
+        arch = ARCHS[i % len(ARCHS)]
+        blob = rng.randbytes(1024 + rng.randrange(2048))
+        sha = hashlib.sha256(blob).hexdigest()
+        blob_rows.append((sha, len(blob), blob))
+        key, entry = _key("k", i), f"k{i % 97}"
+        components = json.dumps({"arch": arch, "entry": entry})
+        symbol = f"warm_{key[:16]}_{entry}"
+        label = f"{entry}[V={i}]"
+        kernel_rows.append(
+            (
+                key,
+                arch,
+                "cuda",
+                arch,
+                entry,
+                label,
+                symbol,
+                sha,
+                "nvcc:13",
+                components,
+                "",
+                0.01,
+                0,
+                0,
+            )
+        )
+    tune_rows = []
+    for i in range(tunes):
+        op = f"op{i % OPERATIONS}"
+        seconds = [1e-4 * (1 + rng.random()) for _ in range(4)]
+        candidates = tuple(
+            CandidateMeasurement(f"c{j}", _key("k", j), "ok", s, (s,) * 5)
+            for j, s in enumerate(seconds)
+        )
+        pick = f"c{seconds.index(min(seconds))}"
+        checksum = _key("checksum", op)
+        shape, device = f"float32[{i}]", ARCHS[i % 2]
+        key = tune_key(op, shape, device, checksum)  # the bundle checks a tune's key
+        record = TuneRecord(key, op, shape, device, checksum, "measured", pick, candidates)
+        tune_rows.append(
+            (
+                key,
+                op,
+                shape,
+                device,
+                checksum,
+                "measured",
+                pick,
+                record.candidates_json(),
+                0.01,
+                0,
+                0,
+            )
+        )
+    bundle = Bundle.create(path)
+    try:
+        with bundle.transaction() as conn:
+            conn.executemany("INSERT INTO blobs VALUES (?, ?, ?)", blob_rows)
+            conn.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * 14)})", kernel_rows)
+            conn.executemany(f"INSERT INTO tunes VALUES ({','.join('?' * 11)})", tune_rows)
+    finally:
+        bundle.close()
+    return [r[0] for r in kernel_rows], [r[0] for r in tune_rows], sum(r[1] for r in blob_rows)
+
+
+def open_and_lookup(path: Path, kernel_key: str, tune_key: str) -> None:
+    """What a production process does first: open the bundle, serve one kernel and one pick."""
+    with Bundle.open(path) as bundle:
+        record = bundle.kernel(kernel_key)
+        assert record is not None
+        bundle.blob(record.sha256)
+        assert bundle.tune(tune_key) is not None
+
+
+def scale(size: Size) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="warm-bench-scale-") as tmp:
+        big, small = Path(tmp, "big.warm"), Path(tmp, "small.warm")
+        started = time.perf_counter()
+        kernels, tunes, blob_bytes = build(big, size.scale_kernels, size.scale_tunes)
+        built = time.perf_counter() - started
+        small_k, small_t, _ = build(small, 1, 1, seed=1)
+        mid_k, mid_t = kernels[len(kernels) // 2], tunes[len(tunes) // 2]
+        repeats = max(3, size.repeats)
+        opened = best_of(repeats, lambda: open_and_lookup(big, mid_k, mid_t))
+        opened_small = best_of(repeats, lambda: open_and_lookup(small, small_k[0], small_t[0]))
+        on_disk = big.stat().st_size
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+        env["COLUMNS"] = "200"
+        env["PYTHONPATH"] = str(ROOT)
+        runs = [python("-m", "warmcli", "stats", str(big), env=env) for _ in range(3)]
+        out, stats_s = min(runs, key=lambda r: r[1])
+        version_s = min(python("-m", "warmcli", "--version", env=env)[1] for _ in range(3))
+    what = f"{len(kernels):,} kernels, {len(tunes):,} tunes (built in {built:.1f} s)"
+    open_detail = (
+        f"{what}: open + one kernel, its blob and one tune {ms(opened)} "
+        f"(one-kernel bundle {ms(opened_small)}); {on_disk / 2**20:.1f} MiB on disk for "
+        f"{blob_bytes / 2**20:.1f} MiB of blobs ({on_disk / blob_bytes:.2f}×)"
+    )
+    own = max(stats_s - version_s, 0.0)
+    stats_detail = (
+        f"{what}: `warm stats` {own:.2f} s beyond the CLI's own start-up "
+        f"({stats_s:.2f} s wall, `warm --version` {version_s:.2f} s; best of 3 each), "
+        f"{len(out.splitlines()):,} lines printed"
+    )
+    return [
+        at_most("scale_open", opened / OPEN_BUDGET, 1.0, open_detail, "of 50 ms"),
+        at_most("scale_stats", own / STATS_BUDGET, 1.0, stats_detail, "of 1 s"),
+    ]
