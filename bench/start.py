@@ -23,6 +23,7 @@ from bench.rows import ROOT, Row, Size, at_least, at_most, median, ms, python
 
 WORKLOAD = ROOT / "examples" / "matmul_host.py"
 CHILD = ROOT / "bench" / "first_result.py"
+CUDA_NOTE = "the CUDA example is not timed: executing it needs a GPU"
 HOT_TARGET = 50.0
 DISK_TARGET = 2.0
 
@@ -62,7 +63,7 @@ def starts(size: Size) -> list[Row]:
         f"cold {ms(cold_s)} (compiled {c0['compiled']}, measured {c0['measured']} tunes), "
         f"hot {ms(hot_s)} (loaded {hot[0]['loaded']}, {hot[0]['hits']} tune hits, compiled 0); "
         f"not counted on either side: interpreter start {ms(interpreter)}, "
-        f"warm's imports {ms(imports)}"
+        f"warm's imports {ms(imports)}; {CUDA_NOTE}"
     )
     disk_detail = (
         f"hot start's loading part {ms(loading)} (first run {ms(hot_s)} minus a second run "

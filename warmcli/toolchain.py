@@ -17,12 +17,14 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
+RACY_SECONDS = 2.0
 
 
 class ToolchainError(RuntimeError):
@@ -86,11 +88,15 @@ def _stamp(name: str, real: str) -> str | None:
     """The compiler binary's identity on disk: path, size, inode, mtime and ctime.
 
     Any rewrite, replacement or `touch` of the binary changes it (ctime cannot be set
-    back), so a remembered version line is only reused for the very same file.
+    back), so a remembered version line is only reused for the very same file. A file
+    changed in the last `RACY_SECONDS` has none: the clock's coarse ticks could hide a
+    second rewrite (git's "racily clean" entries).
     """
     try:
         st = os.stat(real)
     except OSError:
+        return None
+    if time.time() - max(st.st_mtime, st.st_ctime) < RACY_SECONDS:
         return None
     return f"{name}|{real}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
 

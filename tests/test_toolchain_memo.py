@@ -1,0 +1,63 @@
+"""The compiler version line remembered across processes, keyed by the binary's stamp.
+
+A real executable script stands in for a compiler (it answers `--version`); the
+remembered file is the real one under a temporary `WARM_HOME`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from warmcli import toolchain
+from warmcli.toolchain import probe, versions_file
+
+
+def _compiler(path: Path, version: str) -> Path:
+    path.write_text(f"#!/bin/sh\necho '{version}'\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(toolchain, "RACY_SECONDS", 0.0)
+    probe.cache_clear()
+    yield tmp_path
+    probe.cache_clear()
+
+
+def test_a_remembered_version_is_served_without_running(home: Path) -> None:
+    cc = _compiler(home / "mycc", "mycc 1.0")
+    assert probe("cc", str(cc)).version == "mycc 1.0"
+    remembered = json.loads(versions_file().read_text())
+    (stamp,) = remembered
+    versions_file().write_text(json.dumps({stamp: "remembered 1.0"}))
+    probe.cache_clear()
+    assert probe("cc", str(cc)).version == "remembered 1.0"  # no --version run
+
+
+def test_a_rewritten_compiler_is_probed_again(home: Path) -> None:
+    cc = _compiler(home / "mycc", "mycc 1.0")
+    assert probe("cc", str(cc)).version == "mycc 1.0"
+    _compiler(cc, "mycc 10.0")
+    probe.cache_clear()
+    assert probe("cc", str(cc)).version == "mycc 10.0"
+
+
+def test_a_just_written_compiler_is_not_remembered(home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(toolchain, "RACY_SECONDS", 60.0)
+    cc = _compiler(home / "mycc", "mycc 1.0")
+    assert probe("cc", str(cc)).version == "mycc 1.0"
+    assert not versions_file().exists()
+
+
+def test_a_corrupt_memory_costs_only_a_run(home: Path) -> None:
+    versions_file().parent.mkdir(parents=True)
+    versions_file().write_text("{not json")
+    cc = _compiler(home / "mycc", "mycc 1.0")
+    assert probe("cc", str(cc)).version == "mycc 1.0"
+    assert list(json.loads(versions_file().read_text()).values()) == ["mycc 1.0"]
