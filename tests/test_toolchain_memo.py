@@ -7,6 +7,7 @@ remembered file is the real one under a temporary `WARM_HOME`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def _compiler(path: Path, version: str) -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(toolchain, "RACY_SECONDS", 0.0)
     probe.cache_clear()
@@ -48,7 +49,9 @@ def test_a_rewritten_compiler_is_probed_again(home: Path) -> None:
     assert probe("cc", str(cc)).version == "mycc 10.0"
 
 
-def test_a_just_written_compiler_is_not_remembered(home: Path, monkeypatch) -> None:
+def test_a_just_written_compiler_is_not_remembered(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(toolchain, "RACY_SECONDS", 60.0)
     cc = _compiler(home / "mycc", "mycc 1.0")
     assert probe("cc", str(cc)).version == "mycc 1.0"
