@@ -31,7 +31,7 @@ bench: install
 	$(BIN)/python -m bench
 
 stress: install
-	$(BIN)/python -m pytest -q -m slow --run-slow tests
+	$(BIN)/python -m pytest -q -s -m slow --run-slow tests  # -s: the trials print their figures
 
 clean:
 	rm -rf $(VENV) .warm-demo .pytest_cache .ruff_cache *.egg-info
