@@ -12,18 +12,13 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
-
-from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.bundle import Bundle
-from warmcli.host import HostDevice
-
-SEED = Kernel("void seed(float *x) { x[0] = 7.0f; }", "seed", "P")
+from test_bundle import make_bundle
 
 FAILING = """\
 from warmcli import Kernel, Tunable
 from warmcli.process_mode import current_process_mode
 
-K = Kernel("void inc(float *x) {{ x[0] += 1.0f; }}", "inc", "P")
+K = Kernel("void bump(float *x) {{ x[0] += 2.0f; }}", "bump", "P")
 SRC = "void op(float *x, int n) {{ for (int i = 0; i < n * R; i++) x[i % n] += 1.0f; }}"
 OP = Tunable("op", {{f"r{{r}}": Kernel(SRC, "op", "Pi", defines={{"R": r}}) for r in (1, 2)}},
              lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream))
@@ -36,16 +31,6 @@ def workload(rt):
         raise RuntimeError("boom in " + {mode!r})
 """
 RAISE_LINE = 14
-
-
-def seed_bundle(path: Path) -> None:
-    """A bundle that already holds one kernel before the failing run."""
-    rt = Runtime(HostDevice())
-    with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
-        rt.launch(SEED, rt.buffer(1))
-    with Bundle.open(path, write=True) as bundle:
-        rt.persist(bundle)
-    rt.close()
 
 
 def one_error_line(proc, *needles: str) -> str:
@@ -68,18 +53,18 @@ def one_error_line(proc, *needles: str) -> str:
 def test_exception_in_each_pass_exits_2_at_its_line_and_keeps_what_was_stored(
     warm: Warm, bundle_path: Path, workload_file, mode: str, label: str, stored: bool
 ) -> None:
-    seed_bundle(bundle_path)
+    make_bundle(bundle_path)  # it already holds the kernel inc
     path = workload_file(FAILING.format(mode=mode), f"fails_{mode}.py")
     proc = warm("run", path, "--bundle", bundle_path)
     one_error_line(proc, f"during {label}", f"{path}:{RAISE_LINE}", f"RuntimeError: boom in {mode}")
     doc = warm.json("stats", bundle_path)
     entries = sorted(k["entry"] for k in doc["kernels"])
     if stored:  # what the second pass built and measured before the failure stays stored
-        assert entries == ["inc", "op", "op", "seed"]
+        assert entries == ["bump", "inc", "op", "op"]
         [tune] = doc["tunes"]
         assert tune["operation"] == "op" and tune["pick"] in {"r1", "r2"}
     else:
-        assert entries == ["seed"] and doc["tunes"] == []
+        assert entries == ["inc"] and doc["tunes"] == []
 
 
 def test_workload_failing_at_import_names_its_line(warm: Warm, workload_file) -> None:

@@ -276,9 +276,8 @@ class Bundle:
 
     def kernels(self, entry: str | None = None) -> list[KernelRecord]:
         """Every kernel (or those of one entry name), by device, arch and label."""
-        where, params = ("WHERE entry = ?", (entry,)) if entry is not None else ("", ())
-        rows = self._all(f"{KERNEL_SELECT} {where} ORDER BY device, arch, label", params)
-        return [self._parse("kernel", r[0], lambda r=r: _kernel_record(r)) for r in rows]
+        order = "device, arch, label"
+        return self._records("kernel", _kernel_record, KERNEL_SELECT, order, "entry", entry)
 
     def kernels_for_entry(self, entry: str) -> list[KernelRecord]:
         """Every build of kernels with this entry name (for serving without a compiler)."""
@@ -309,9 +308,22 @@ class Bundle:
 
     def tunes(self, operation: str | None = None) -> list[TuneRecord]:
         """Every tune (or those of one operation), by operation and shape."""
-        where, params = ("WHERE operation = ?", (operation,)) if operation is not None else ("", ())
-        rows = self._all(f"{TUNE_SELECT} {where} ORDER BY operation, shape_key", params)
-        return [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in rows]
+        order = "operation, shape_key"
+        return self._records("tune", _tune_record, TUNE_SELECT, order, "operation", operation)
+
+    def _records(
+        self,
+        what: str,
+        parse: Callable[[tuple[Any, ...]], _T],
+        select: str,
+        order: str,
+        column: str,
+        value: str | None,
+    ) -> list[_T]:
+        """Every row of `select` (those whose `column` is `value`, if given), parsed."""
+        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
+        rows = self._all(f"{select} {where} ORDER BY {order}", params)
+        return [self._parse(what, r[0], lambda r=r: parse(r)) for r in rows]
 
     def foreign(self, backend: str, arch: str, toolchains: Iterable[str], device: str) -> list[str]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)

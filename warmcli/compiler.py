@@ -5,12 +5,19 @@ translation unit: same language, architecture and options) into one binary in
 one compiler process, and says under which symbol each kernel can be found in it.
 It raises `CompileFailure` with the compiler's log when the group fails; finding
 which kernel broke it is the batch scheduler's job (`warmcli.batch`), not the
-compiler's. Compilers own no cache and never load what they build.
+compiler's. `run_compiler` runs one compiler process for any backend, stopping
+its whole process group on a timeout. Compilers own no cache and never load
+what they build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -56,6 +63,43 @@ class CompileFailure(Exception):
         names = ", ".join(u.kernel.label for u in self.units) or "?"
         what = "timed out" if self.timed_out else "failed"
         return f"compile of {names} {what}:\n{self.log.strip()}"
+
+
+def run_compiler(
+    command: Sequence[str], units: Sequence[CompileUnit], timeout: float | None, cwd: str
+) -> tuple[str, float]:
+    """Run one compiler process; raise `CompileFailure` with its log on error or timeout.
+
+    The compiler runs in its own process group, and a timeout kills the whole group:
+    a compiler driver's children (cc1, as, ld, or a wrapper's) never outlive it.
+    """
+    started = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise CompileFailure(
+            f"{command[0]} did not finish within {timeout:g} s and was stopped\n{err}{out}",
+            tuple(units),
+            True,
+        ) from None
+    log = (err + out).strip()
+    if proc.returncode != 0:
+        raise CompileFailure(log or f"{command[0]} exited with {proc.returncode}", tuple(units))
+    return log, time.perf_counter() - started
 
 
 @runtime_checkable

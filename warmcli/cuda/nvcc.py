@@ -13,13 +13,11 @@ supplies the include path, so no `-I` is passed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -31,6 +29,7 @@ from warmcli.compiler import (
     CompileFailure,
     CompileUnit,
     isolated_section,
+    run_compiler,
     split_includes,
 )
 from warmcli.cuda.cubin import check_cubin, cubin_functions
@@ -174,33 +173,6 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return "\n".join([*dict.fromkeys(includes), *sections])
 
 
-def _run(
-    command: Sequence[str], cwd: str, timeout: float | None, units: Sequence[CompileUnit]
-) -> str:
-    """Run nvcc; its whole process group is killed on timeout. Returns its log."""
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise CompileFailure(
-            f"nvcc timed out after {timeout:g} s and was killed\n{err}{out}", tuple(units), True
-        ) from None
-    log = (err or "") + (out or "")
-    if proc.returncode != 0:
-        raise CompileFailure(log or f"nvcc exited with {proc.returncode}", tuple(units))
-    return log
-
-
 class NvccCompiler:
     """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out."""
 
@@ -252,7 +224,7 @@ class NvccCompiler:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
             Path(tmp, "tu.cu").write_text(translation_unit(units))
-            log = _run(command, tmp, timeout, units)
+            log, _ = run_compiler(command, units, timeout, tmp)
             binary = Path(tmp, "out.cubin").read_bytes()
         seconds = time.perf_counter() - started
         check_cubin(binary, arch)

@@ -9,19 +9,15 @@ and nothing else: it never loads what it builds and keeps no cache.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 
 from warmcli.compiler import (
     CompiledGroup,
-    CompileFailure,
     CompileUnit,
     isolated_section,
+    run_compiler,
     split_includes,
 )
 from warmcli.toolchain import Toolchain, probe
@@ -43,43 +39,6 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
         includes.update(dict.fromkeys(found))
         sections.append(isolated_section(unit, body))
     return "\n".join([*includes, "", *sections])
-
-
-def run_compiler(
-    command: list[str], units: Sequence[CompileUnit], timeout: float | None, cwd: str
-) -> tuple[str, float]:
-    """Run one compiler process; raise `CompileFailure` with its log on error or timeout.
-
-    The compiler runs in its own process group, and a timeout kills the whole group:
-    a compiler driver's children (cc1, as, ld, or a wrapper's) never outlive it.
-    """
-    started = time.perf_counter()
-    try:
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise CompileFailure(
-            f"{command[0]} did not finish within {timeout:g} s and was stopped\n{err}{out}",
-            tuple(units),
-            True,
-        ) from None
-    log = (err + out).strip()
-    if proc.returncode != 0:
-        raise CompileFailure(log or f"{command[0]} exited with {proc.returncode}", tuple(units))
-    return log, time.perf_counter() - started
 
 
 class HostCompiler:
