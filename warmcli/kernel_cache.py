@@ -2,9 +2,10 @@
 
 A kernel is obtained in this order: already loaded in this process; built by
 this process earlier; held by the bundle (its blob read on demand, served only if
-its sha256 matches, counted `loaded`); else compiled. Under `Queue` a kernel is
-only put on the compile queue; the first `get` that needs a compile takes *the
-whole queue* into one batch (`warmcli.batch`), so a pass that queued everything
+its sha256 matches, it was built for this backend, arch and toolchain, and it
+loads here, counted `loaded`; else noted, counted by reason and rebuilt); else
+compiled. Under `Queue` a kernel is only put on the compile queue; the first
+`get` that needs a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that queued everything
 first compiles it in a few parallel compiler processes. Everything obtained is
 counted into the active collector, by device. A kernel the loaded bundle lacks is
 explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which may
