@@ -64,7 +64,7 @@ class Size:
     repeats: int  # repeats of the short in-process timings (best or median taken)
 
 
-FULL = Size(64, 3, 9, 20_000, 10_000, 100_000, 5)
+FULL = Size(64, 5, 9, 20_000, 10_000, 100_000, 5)
 TINY = Size(2, 1, 1, 200, 40, 400, 1)
 
 
