@@ -4,21 +4,24 @@ The variants are a tiled matmul over tile × unroll × element type: kernels tha
 truly differ (different defines), never duplicates. warm's side is a fresh
 `KernelCache` with no bundle: every variant queued, then one `flush` (the batch
 compiler: about as many compiler processes as cores), with the toolchain probes
-forgotten first so their cost is counted. The baseline is what a cold
-`pycuda.compiler.SourceModule` loop does: one `nvcc --cubin` (or one `cc`) per
-kernel in a fresh temporary folder, one after another, with the very command line
-warm's compiler builds (same compiler, same flags, same arch). The same loop two
-at a time is reported beside it, and so is the floor: one compiler process on an
-empty kernel.
+forgotten first (and no remembered version line) so their cost is counted. The
+baseline is what a cold `pycuda.compiler.SourceModule` loop does: one `nvcc
+--cubin` (or one `cc`) per kernel in a fresh temporary folder, one after another,
+with the very command line warm's compiler builds (same compiler, same flags,
+same arch). The best of a few runs is taken on each side, every run cold. The
+same loop two at a time is reported beside it, and so is the floor: one compiler
+process on an empty kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,6 +35,8 @@ from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.toolchain import ToolchainError, probe
 
 TARGET = 15.0
+BATCH_RUNS = 3  # each from a cold start: a fresh cache, fresh temporary folders
+LOOP_RUNS = 2
 ARCH = "sm_90"
 TILES = (8, 16, 24, 32)
 UNROLLS = (1, 2, 4, 8)
@@ -94,24 +99,36 @@ def standalone_source(kernel: Kernel) -> str:
     return "".join(f"#define {k} {v}\n" for k, v in kernel.defines) + kernel.source
 
 
-def _forget_probes() -> None:
-    """A cold process has probed no compiler yet: make this one pay for it too."""
-    probe.cache_clear()
+@contextlib.contextmanager
+def cold_probes() -> Iterator[None]:
+    """A cold process has probed no compiler yet and remembers no version line: make this
+    one pay for that too (an empty `WARM_HOME` for the block)."""
     from warmcli.cuda.nvcc import supported_sms
 
+    probe.cache_clear()
     supported_sms.cache_clear()
+    saved = os.environ.get("WARM_HOME")
+    with tempfile.TemporaryDirectory(prefix="warm-bench-home-") as home:
+        os.environ["WARM_HOME"] = home
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("WARM_HOME", None)
+            else:
+                os.environ["WARM_HOME"] = saved
 
 
 def warm_batch(device: Device, kernels: Sequence[Kernel]) -> tuple[float, int, int]:
     """Seconds to queue and batch-compile every kernel; (seconds, compiled, processes)."""
-    _forget_probes()
-    started = time.perf_counter()
-    with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
-        cache = KernelCache(device)
-        for kernel in kernels:
-            cache.queue(kernel)
-        cache.flush()
-    seconds = time.perf_counter() - started
+    with cold_probes():
+        started = time.perf_counter()
+        with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+            cache = KernelCache(device)
+            for kernel in kernels:
+                cache.queue(kernel)
+            cache.flush()
+        seconds = time.perf_counter() - started
     stats = collector.reader().compilation
     if stats.failed or stats.compiled != len(kernels):
         raise RuntimeError(f"batch compiled {stats.compiled}/{len(kernels)}, {stats.failed} failed")
@@ -154,15 +171,18 @@ def _compare(
     kernels = variants(compiler.language, size.kernels)
     sources = [standalone_source(k) for k in kernels]
     cores = default_jobs()
-    batch, compiled, processes = warm_batch(device, kernels)
-    loop = per_kernel_loop(command, sources, suffix)
+    # Best of a few on each side: noise on a shared machine only ever adds time.
+    runs, loops = min(BATCH_RUNS, size.repeats), min(LOOP_RUNS, size.repeats)
+    batch, compiled, processes = min(warm_batch(device, kernels) for _ in range(runs))
+    loop = min(per_kernel_loop(command, sources, suffix) for _ in range(loops))
     loop2 = per_kernel_loop(command, sources, suffix, jobs=2)
     floor = median([per_kernel_loop(command, [empty], suffix) for _ in range(min(3, size.repeats))])
     n = len(kernels)
     detail = (
         f"{n} variants on {cores} core(s), {compiler.toolchain.path}: "
-        f"warm batch {batch:.2f} s in {processes} process(es) ({n / batch:.1f} kernels/s); "
-        f"one process per kernel {loop:.2f} s ({n / loop:.1f} kernels/s), "
+        f"warm batch {batch:.2f} s in {processes} process(es) ({n / batch:.1f} kernels/s, "
+        f"best of {runs}); one process per kernel {loop:.2f} s ({n / loop:.1f} "
+        f"kernels/s, best of {loops}), "
         f"2 at a time {loop2:.2f} s ({loop2 / batch:.1f}× warm); "
         f"per-kernel floor (empty kernel) {floor:.2f} s"
     )
