@@ -1,17 +1,17 @@
 """The kernel cache of one device: its compile queue, its loaded kernels, what it built.
 
-A kernel is obtained in this order: already loaded in this process; built by
-this process earlier; held by the bundle (its blob read on demand, served only if
-its sha256 matches, it was built for this backend, arch and toolchain, and it
-loads here, counted `loaded`; else noted, counted by reason and rebuilt); else
-compiled. Under `Queue` a kernel is only put on the compile queue; the first
-`get` that needs a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that queued everything
-first compiles it in a few parallel compiler processes. Everything obtained is
-counted into the active collector, by device. A kernel the loaded bundle lacks is
-explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which may
-refuse the compile (strict mode) before it starts. The cache owns the queue, the
-loaded handles and the binaries built here (which `records` hands to the
-bundle); it never writes the bundle itself.
+A kernel is obtained in this order: already loaded in this process; built by this
+process earlier; held by the bundle (its blob read on demand, served only if its
+sha256 matches, it was built for this backend, arch and toolchain, and it loads
+here, counted `loaded`; else noted, counted by reason and rebuilt); else compiled.
+Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
+a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
+queued everything first compiles it in a few parallel compiler processes. Everything
+obtained is counted into the active collector, by device. A kernel the loaded bundle
+lacks is explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which
+may refuse the compile (strict mode) before it starts. The cache owns the queue, the
+loaded handles and the binaries built here (which `records` hands to the bundle); it
+never writes the bundle itself.
 """
 
 from __future__ import annotations
