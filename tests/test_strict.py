@@ -62,6 +62,20 @@ def test_strict_raises_on_a_missing_kernel_before_compiling(complete: Path) -> N
     assert stats.compiled == 0 and stats.misses == {"defines": 1}
 
 
+def test_strict_refuses_a_missing_kernel_on_every_attempt(complete: Path) -> None:
+    """A caller that catches the first StrictMissError and launches again is refused again:
+    the miss is explained and counted once, but never compiled."""
+    warmcli.use_bundle(complete, strict=True)
+    collector = StatisticsCollector()
+    with ProcessModeOverride(ProcessMode.EXECUTE, collector):
+        rt = warmcli.runtime("host")
+        for _ in range(3):
+            with pytest.raises(StrictMissError, match="defines"):
+                workload(rt, kernel=scale(factor=5))
+    stats = collector.reader().compilation
+    assert stats.compiled == 0 and stats.batches == 0 and stats.misses == {"defines": 1}
+
+
 def test_strict_raises_on_a_missing_tune_before_measuring(complete: Path) -> None:
     warmcli.use_bundle(complete, strict=True)
     collector = StatisticsCollector()

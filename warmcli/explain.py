@@ -127,12 +127,17 @@ class MissPolicy:
         """Count the miss by reason, then log it, warn or raise as this policy says."""
         view = "compilation" if explanation.kind == "kernel" else "autotune"
         active_collector().miss(device_id, view, explanation)
-        if self.strict is Strictness.RAISE:
-            raise StrictMissError(explanation)
+        self.refuse(explanation)
         if self.strict is Strictness.WARN:
             logger.warning("warm: strict: %s", explanation.line())
         elif self.log:
             logger.warning("warm: miss: %s", explanation.line())
+
+    def refuse(self, explanation: MissExplanation) -> None:
+        """Raise `StrictMissError` under strict mode: also for a miss reported before, so
+        a caller that caught the first error and tries again is refused again."""
+        if self.strict is Strictness.RAISE:
+            raise StrictMissError(explanation)
 
 
 EXPLAIN = MissPolicy()  # the default: explain and count, never log or raise

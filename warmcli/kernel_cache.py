@@ -71,7 +71,7 @@ class KernelCache:
         self.jobs = jobs
         self.timeout = timeout
         self.misses = misses
-        self._explained: set[str] = set()
+        self._explained: dict[str, MissExplanation] = {}  # key -> its miss, explained once
         self._lock = threading.RLock()
         self._keys: dict[str, str] = {}
         self._queue: dict[str, CompileUnit] = {}
@@ -296,15 +296,19 @@ class KernelCache:
         if self.misses is not None:
             self._miss(kernel, key, why)
         elif self.bundle is not None and key not in self._explained:
-            self._explained.add(key)  # warming explains no plain miss, but counts these
+            self._explained[key] = why  # warming explains no plain miss, but counts these
             active_collector().miss(self.device.id, "compilation", why)
 
     def _miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
-        """A kernel the loaded bundle cannot serve: explain it once, then apply the policy."""
+        """A kernel the loaded bundle cannot serve: explain and count it once, then apply the
+        policy (strict mode refuses every attempt, not only the first)."""
         self._note_foreign()
-        if self.bundle is None or self.misses is None or key in self._explained:
+        if self.bundle is None or self.misses is None:
             return
-        self._explained.add(key)
+        known = self._explained.get(key)
+        if known is not None:
+            self.misses.refuse(known)
+            return
         if why is None:
             try:
                 identity = self.device.compiler(kernel.language).toolchain.identity
@@ -312,6 +316,7 @@ class KernelCache:
                 identity = "none"
             wanted = key_components(kernel, self.device.arch, identity)
             why = explain_kernel(self.bundle, kernel, key, wanted)
+        self._explained[key] = why
         self.misses.report(self.device.id, why)
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
