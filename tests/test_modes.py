@@ -85,3 +85,26 @@ def test_override_restores_after_exception() -> None:
         with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
             1 / 0  # noqa: B018
     assert current_process_mode() is ProcessMode.EXECUTE
+
+
+def test_nested_overrides_restore_execute_only_when_the_last_one_exits() -> None:
+    """Two same-mode overrides that close out of order (two threads of one pass), and one
+    override object re-entered: the mode holds until the last exit, then is Execute again."""
+    collector = StatisticsCollector()
+    first = ProcessModeOverride(ProcessMode.COMPILE_ONLY, collector)
+    second = ProcessModeOverride(ProcessMode.COMPILE_ONLY, collector)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert current_process_mode() is ProcessMode.COMPILE_ONLY, "second is still open"
+    assert active_collector() is collector
+    second.__exit__(None, None, None)
+    assert current_process_mode() is ProcessMode.EXECUTE
+    assert active_collector() is default_collector()
+
+    same = ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE, collector)
+    with same:
+        with same:
+            pass
+        assert current_process_mode() is ProcessMode.COMPILE_AND_AUTOTUNE
+    assert current_process_mode() is ProcessMode.EXECUTE

@@ -66,14 +66,15 @@ def default_collector() -> StatisticsCollector:
 class ProcessModeOverride:
     """Set the process mode for a block and count what it triggers into `collector`.
 
-    Re-entering with the same mode and the same collector nests; anything else
-    while an override is open raises `OverrideError`.
+    Re-entering with the same mode and the same collector nests (the same object,
+    or another one, on any thread, closed in any order): the mode holds until the
+    last of them exits. Anything else while an override is open raises `OverrideError`.
     """
 
     def __init__(self, mode: ProcessMode, collector: StatisticsCollector | None = None) -> None:
         self.mode = mode
         self.collector = collector if collector is not None else StatisticsCollector()
-        self._previous: tuple[ProcessMode, StatisticsCollector | None] | None = None
+        self._entered = 0
 
     def __enter__(self) -> StatisticsCollector:
         global _mode, _collector, _depth
@@ -84,9 +85,9 @@ class ProcessModeOverride:
                     f"cannot open ProcessModeOverride({self.mode.value}) with "
                     f"{'the same' if _collector is self.collector else 'another'} collector"
                 )
-            self._previous = (_mode, _collector)
             _mode, _collector = self.mode, self.collector
             _depth += 1
+            self._entered += 1
         return self.collector
 
     def __exit__(
@@ -97,7 +98,8 @@ class ProcessModeOverride:
     ) -> None:
         global _mode, _collector, _depth
         with _lock:
-            assert self._previous is not None, "override exited without being entered"
-            _mode, _collector = self._previous
+            assert self._entered > 0, "override exited without being entered"
+            self._entered -= 1
             _depth -= 1
-            self._previous = None
+            if _depth == 0:  # outside every override the process executes
+                _mode, _collector = ProcessMode.EXECUTE, None
