@@ -143,3 +143,37 @@ def test_host_serving_without_a_c_compiler(tmp_path: Path) -> None:
         with pytest.raises(ToolchainError, match="not found"):
             serving.launch(other, buf)
         serving.close()
+
+
+def test_allowed_discarded_reads_are_allowed_in_the_compile_only_verify_pass(
+    tmp_path: Path, workload_file
+) -> None:
+    """`--allow-discarded-reads` holds for every pass: on a GPU-less device the verify pass
+    runs under CompileOnly, where a read is discarded too, and must not fail the run."""
+    import warnings
+
+    from warmcli.cuda.arch import ArchDevice
+    from warmcli.passes import warm_bundle
+    from warmcli.runtime import DiscardedReadWarning
+    from warmcli.workload import load_workload
+
+    path = workload_file(
+        "from warmcli import Kernel\n"
+        'FILL = Kernel(\'extern "C" __global__ void fill(float *x) { x[threadIdx.x] = 1; }\', '
+        '"fill", "P", language="cuda")\n'
+        "def workload(rt):\n"
+        "    x = rt.buffer(32)\n"
+        "    rt.launch(FILL, x, block=32)\n"
+        "    rt.read(x)\n"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiscardedReadWarning)
+        report = warm_bundle(
+            load_workload(path),
+            lambda: [ArchDevice("sm_90")],
+            tmp_path / "reads.warm",
+            allow_discarded_reads=True,
+        )
+    verify = report.passes[-1]
+    assert verify.mode == "Verify (CompileOnly)" and report.verified is True
+    assert verify.total.execution.discarded_reads == 1

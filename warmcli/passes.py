@@ -91,6 +91,7 @@ def verify_pass(
     *,
     jobs: int | None = None,
     compile_timeout: float | None = None,
+    allow_discarded_reads: bool = False,
     observer: Observer | None = None,
 ) -> tuple[PassReport, list[str]]:
     """Run the workload over a freshly opened bundle; return the report and what was missed."""
@@ -101,7 +102,14 @@ def verify_pass(
             if not group:
                 continue
             runtimes = [
-                Runtime(d, bundle, jobs=jobs, compile_timeout=compile_timeout) for d in group
+                Runtime(
+                    d,
+                    bundle,
+                    jobs=jobs,
+                    compile_timeout=compile_timeout,
+                    allow_discarded_reads=allow_discarded_reads,  # compile-only: reads discard
+                )
+                for d in group
             ]
             mode = ProcessMode.EXECUTE if executing else ProcessMode.COMPILE_ONLY
             label = f"Verify ({mode.value})"
@@ -205,6 +213,7 @@ def warm_bundle(
                 bundle_path,
                 jobs=jobs,
                 compile_timeout=compile_timeout,
+                allow_discarded_reads=allow_discarded_reads,
                 observer=observer,
             )
             report.passes.append(verify_report)
