@@ -82,3 +82,26 @@ def test_write_back_from_two_processes_completes_the_bundle(warm: Warm, bundle_p
     assert warm("verify", bundle_path, "--workload", MATMUL).returncode == 0
     _, err = finish(serve(warm, bundle_path, WARM_REPORT="1"))
     assert "served everything" in err
+
+
+def test_one_runtime_per_device_however_it_is_named(monkeypatch) -> None:
+    """`runtime("auto")` and `runtime(<its device id>)` are the same runtime: one kernel cache,
+    one default stream, each miss reported once."""
+    import warmcli
+    from warmcli import Kernel
+
+    for name in ("WARM_BUNDLE", "WARM_STRICT", "WARM_EXPLAIN", "WARM_BUNDLE_WRITE"):
+        monkeypatch.delenv(name, raising=False)
+    warmcli.production.close()
+    try:
+        rt = warmcli.runtime("auto")
+        assert warmcli.runtime(rt.device.id) is rt
+        assert warmcli.runtime("auto") is rt
+        if rt.device.id == "host":
+            kernel = Kernel("void once_per_device(float *x) { x[0] = 1; }", "once_per_device", "P")
+            for named in ("auto", "host"):
+                warmcli.runtime(named).launch(kernel, warmcli.runtime(named).buffer(1))
+            misses = [m for m in warmcli.report().misses if m.name == "once_per_device"]
+            assert len(misses) == 1
+    finally:
+        warmcli.production.close()

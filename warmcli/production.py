@@ -35,7 +35,8 @@ _lock = threading.Lock()
 _path: Path | None = None
 _write = False
 _bundle: Bundle | None = None
-_runtimes: dict[str, Runtime] = {}
+_runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
+_asked: dict[str, str] = {}  # what `runtime()` was asked for ("auto", "cuda") -> device id
 _closed_misses: list[Miss] = []
 _report_at_exit = False
 _policy: MissPolicy = EXPLAIN
@@ -104,24 +105,37 @@ def use_bundle(
 
 def bundle() -> Bundle | None:
     """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s, else none."""
-    global _path, _write, _bundle, _policy
     with _lock:
-        if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
-            _policy = MissPolicy.from_env()
-            _path = Path(os.environ["WARM_BUNDLE"])
-            _write = _env_flag("WARM_BUNDLE_WRITE")
-            _bundle = Bundle.open(_path, write=_write)
-        return _bundle
+        return _bundle_locked()
+
+
+def _bundle_locked() -> Bundle | None:
+    global _path, _write, _bundle, _policy
+    if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
+        _policy = MissPolicy.from_env()
+        _path = Path(os.environ["WARM_BUNDLE"])
+        _write = _env_flag("WARM_BUNDLE_WRITE")
+        _bundle = Bundle.open(_path, write=_write)
+    return _bundle
 
 
 def runtime(device: str = "auto") -> Runtime:
-    """The process's runtime for `device` (`host`, `cuda:N`, `auto`), over the bundle in use."""
-    loaded = bundle()
-    with _lock:
-        rt = _runtimes.get(device)
+    """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
+    over the bundle in use; one per device, however it is named."""
+    with _lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
+        loaded = _bundle_locked()
+        known = _asked.get(device)
+        if known is not None:
+            return _runtimes[known]
+        first, *others = open_devices(device)
+        for extra in others:  # `cuda` opens every GPU; this runtime uses the first
+            extra.close()
+        rt = _runtimes.get(first.id)
         if rt is None:
-            rt = Runtime(open_devices(device)[0], loaded, misses=_policy)
-            _runtimes[device] = rt
+            rt = _runtimes[first.id] = Runtime(first, loaded, misses=_policy)
+        else:
+            first.close()  # already served under another name
+        _asked[device] = first.id
         return rt
 
 
@@ -157,6 +171,7 @@ def _close_locked() -> None:
             rt.persist(_bundle)
         rt.close()
     _runtimes.clear()
+    _asked.clear()
     if _bundle is not None:
         _bundle.close()
         _bundle = None
