@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from warmcli import toolchain
-from warmcli.toolchain import probe, versions_file
+from warmcli.toolchain import ToolchainError, probe, versions_file
 
 
 def _compiler(path: Path, version: str) -> Path:
@@ -64,3 +64,20 @@ def test_a_corrupt_memory_costs_only_a_run(home: Path) -> None:
     cc = _compiler(home / "mycc", "mycc 1.0")
     assert probe("cc", str(cc)).version == "mycc 1.0"
     assert list(json.loads(versions_file().read_text()).values()) == ["mycc 1.0"]
+
+
+def test_a_compiler_that_hangs_or_answers_in_bytes_is_a_toolchain_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--version` that never finishes is stopped and named; a version line that is not
+    UTF-8 (a localised compiler) is read, not a UnicodeDecodeError."""
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT", 0.5)
+    hangs = home / "hangs"
+    hangs.write_text("#!/bin/sh\nexec sleep 30\n")
+    hangs.chmod(0o755)
+    with pytest.raises(ToolchainError, match="did not answer --version within 0.5 s"):
+        probe("cc", str(hangs))
+    latin = home / "latin"
+    latin.write_bytes(b"#!/bin/sh\nprintf 'cc versi\\363n 1.0\\n'\n")
+    latin.chmod(0o755)
+    assert probe("cc", str(latin)).version == "cc versi\ufffdn 1.0"

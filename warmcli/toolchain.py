@@ -25,6 +25,7 @@ from platformdirs import user_cache_dir
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 RACY_SECONDS = 2.0
+VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 
 
 class ToolchainError(RuntimeError):
@@ -66,10 +67,19 @@ def probe(name: str, path: str) -> Toolchain:
         return Toolchain(name=name, path=real, version=known)
     try:
         out = subprocess.run(
-            [real, "--version"], capture_output=True, text=True, timeout=60, check=False
+            [real, "--version"],
+            capture_output=True,
+            text=True,
+            errors="replace",  # a localised compiler's banner need not be UTF-8
+            timeout=VERSION_TIMEOUT,
+            check=False,
         )
     except OSError as exc:
         raise ToolchainError(f"{name}: cannot run {real}: {exc}") from exc
+    except subprocess.TimeoutExpired:
+        raise ToolchainError(
+            f"{name}: {real} did not answer --version within {VERSION_TIMEOUT:g} s"
+        ) from None
     lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {real} --version failed: {out.stderr.strip()[:200]}")
