@@ -195,3 +195,20 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ctypes.ArgumentError.__mro__[1]):
         rt.launch(SCALE, rt.buffer(3), "x", 3)
     rt.close()
+
+
+def test_a_compiler_log_that_is_not_utf8_is_still_a_compile_error(tmp_path: Path) -> None:
+    """A compiler in a Latin-1 locale: its log is read with replacement, and the launch gets
+    the KernelCompileError with that log (not a UnicodeDecodeError)."""
+    latin = tmp_path / "latin-cc"
+    latin.write_bytes(
+        b"#!/bin/sh\n"
+        b'if [ "$1" = "--version" ]; then echo "latin-cc 1.0"; exit 0; fi\n'
+        b"printf 'erreur: identificateur \\351trange\\n' >&2; exit 1\n"
+    )
+    latin.chmod(0o755)
+    rt = Runtime(HostDevice(str(latin)))
+    with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
+        with pytest.raises(KernelCompileError, match="identificateur \ufffdtrange"):
+            rt.launch(SCALE, rt.buffer(4), 2.0, 4)
+    rt.close()

@@ -81,6 +81,7 @@ def run_compiler(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",  # a compiler's log need not be UTF-8 (a localised compiler)
             start_new_session=True,
         )
     except OSError as exc:
