@@ -178,10 +178,6 @@ class KernelCache:
         self._count("queued")
         return True
 
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
         with self._lock:
@@ -210,13 +206,13 @@ class KernelCache:
                 for unit in group:
                     built = result.built.get(unit.key)
                     if built is not None:
-                        self._keep(unit, built, compiler.toolchain.identity, len(group))
+                        self._keep(unit, built, compiler.toolchain.identity)
                 for key, failure in result.failures.items():
                     self._failed[key] = failure
                     self._count("failed")
                     active_collector().note(" ".join(str(failure).splitlines()[:2]))
 
-    def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str, n: int) -> None:
+    def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str) -> None:
         kernel = unit.kernel
         record = KernelRecord(
             key=unit.key,
@@ -350,7 +346,3 @@ class KernelCache:
         """The toolchains that built what this cache holds."""
         with self._lock:
             return list(self._toolchains.values())
-
-    def failures(self) -> dict[str, CompileFailure]:
-        with self._lock:
-            return dict(self._failed)
