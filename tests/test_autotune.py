@@ -151,3 +151,15 @@ def test_every_candidate_failing_fails_the_tune_with_all_logs() -> None:
             rt.tune(op, rt.buffer(5), 5)
     assert "bad0" in str(info.value) and "bad1" in str(info.value)
     rt.close()
+
+
+def test_numpy_scalars_key_like_the_python_numbers_they_hold() -> None:
+    import numpy as np
+
+    rt = Runtime(HostDevice())
+    op = tunable(1, 2)
+    x = rt.buffer(10)
+    assert op.shape_key((x, np.int64(10))) == op.shape_key((x, 10))
+    assert op.shape_key((x, np.float64(1.5))) == op.shape_key((x, 1.5))
+    assert op.shape_key((x, np.int32(12))) != op.shape_key((x, 10))
+    rt.close()

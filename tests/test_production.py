@@ -105,3 +105,25 @@ def test_one_runtime_per_device_however_it_is_named(monkeypatch) -> None:
             assert len(misses) == 1
     finally:
         warmcli.production.close()
+
+
+def test_the_report_is_about_the_bundle_in_use(tmp_path: Path, monkeypatch) -> None:
+    import warmcli
+    from warmcli import Bundle, Kernel
+
+    for name in ("WARM_BUNDLE", "WARM_STRICT", "WARM_EXPLAIN", "WARM_BUNDLE_WRITE"):
+        monkeypatch.delenv(name, raising=False)
+    first, second = tmp_path / "first.warm", tmp_path / "second.warm"
+    for path in (first, second):
+        Bundle.create(path).close()
+    try:
+        warmcli.use_bundle(first)
+        kernel = Kernel("void only_first(float *x) { x[0] = 1; }", "only_first", "P")
+        rt = warmcli.runtime("host")
+        rt.launch(kernel, rt.buffer(1))
+        assert [m.name for m in warmcli.report().misses] == ["only_first"]
+        warmcli.use_bundle(second)
+        assert warmcli.report().misses == []
+        assert warmcli.report().bundle == str(second)
+    finally:
+        warmcli.production.close()

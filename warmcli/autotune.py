@@ -23,6 +23,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from warmcli.bundle import Bundle
 from warmcli.device import Buffer, DeviceError, LaunchError
 from warmcli.kernel import Kernel
@@ -46,7 +48,12 @@ def _pow2(n: int) -> int:
 
 
 def describe_input(value: Any, bucket: str | None = None) -> str:
-    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value."""
+    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
+
+    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`).
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, Buffer):
         shape = tuple(_pow2(s) for s in value.shape) if bucket == "pow2" else value.shape
         return f"{value.dtype}[{'x'.join(str(s) for s in shape)}]"

@@ -97,6 +97,7 @@ def use_bundle(
     policy = MissPolicy.from_env(strict)
     with _lock:
         _close_locked()
+        _closed_misses.clear()  # the report is about the bundle in use, not the last one
         _path = Path(path)
         _write = write
         _policy = policy

@@ -212,7 +212,9 @@ class Runtime:
             fingerprints.append(
                 ("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict())
             )
-        n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
+        n_kernels = n_tunes = 0
+        if kernels or tunes:
+            n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
         # What was served from the bundle was used: its LRU time moves (writers only).
         bundle.touch(dict.fromkeys(self.kernels.loaded_from_bundle(), time.time()))
         self.kernels.mark_persisted([r.key for r, _ in kernels])
