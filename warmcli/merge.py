@@ -82,7 +82,7 @@ def merge_bundles(
     overwrite: bool = False,
 ) -> MergeReport:
     """Write the union of `sources` to `out`; see the module doc."""
-    paths = [Path(s) for s in sources]
+    paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
         raise MergeError("merge needs at least one bundle")
@@ -134,6 +134,15 @@ def merge_bundles(
             sum(1 for _, i in tunes.values() if i == index),
         )
     return report
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """The inputs, each file once (a bundle named twice is merged once, in its first place)."""
+    seen: list[Path] = []
+    for p in paths:
+        if not any(p == q or (p.exists() and q.exists() and p.samefile(q)) for q in seen):
+            seen.append(p)
+    return seen
 
 
 def _choose(

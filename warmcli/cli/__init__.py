@@ -12,12 +12,15 @@ import typer
 from warmcli._version import __version__
 from warmcli.cli.common import out
 
-ENV_HELP = """Environment: WARM_BUNDLE (bundle path), WARM_HOME (default directory for the
-bundle), WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend), WARM_REPORT=1
-(production prints at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (production writes
-its misses back).
-
-Exit codes: 0 ok, 1 verify found something missing, 2 bad input or environment."""
+ENV_HELP = (
+    "Environment: WARM_BUNDLE (bundle path), WARM_HOME (directory of the default bundle), "
+    "WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend); in production, "
+    "WARM_REPORT=1 (print at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (write the "
+    "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "
+    "log a miss).\n\n"
+    "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
+    "this machine cannot serve; 2 bad input or environment."
+)
 
 app = typer.Typer(
     name="warm",

@@ -42,13 +42,15 @@ EXPECTED = (
 )
 
 BundleOpt = typer.Option(
-    None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else cache]."
+    None, "--bundle", "-b", help="Bundle path \\[default: WARM_BUNDLE, else in WARM_HOME]."
 )
-BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE or cache].")
+BundleArg = typer.Argument(None, help="Bundle \\[default: WARM_BUNDLE, else in WARM_HOME].")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
 ArchOpt = typer.Option(
-    [], "--arch", help="Compile-only for a GPU architecture (sm_90...), no GPU needed."
+    [],
+    "--arch",
+    help="Compile-only for a GPU architecture (sm_90...), no GPU needed; repeat for several.",
 )
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
 NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
@@ -73,12 +75,20 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _bad_arch(exc: Exception) -> bool:
+    """An `--arch` that is no CUDA architecture (the CUDA layer is imported only if used)."""
+    nvcc = sys.modules.get("warmcli.cuda.nvcc")
+    return nvcc is not None and isinstance(exc, nvcc.ArchError)
+
+
 def guarded(action: Callable[[], Any]) -> Any:
     """Run `action`; an expected failure becomes one line and exit 2."""
     try:
         return action()
-    except EXPECTED as exc:
-        fail(str(exc))
+    except Exception as exc:
+        if isinstance(exc, EXPECTED) or _bad_arch(exc):
+            fail(str(exc))
+        raise
 
 
 def emit_json(doc: Any) -> None:
