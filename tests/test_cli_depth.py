@@ -141,7 +141,7 @@ def test_clean_max_size_evicts_least_recently_used_and_warm_run_touches(
     others = [k for k in kernels if k["entry"] != "spin"]
     assert used["last_used"] > max(k["last_used"] for k in others)
     doc = warm.json("clean", bundle, "--max-size", str(used["bytes"]))
-    removed = {r["name"].split("[")[0] for r in doc["removed"]}
+    removed = {r["label"].split("[")[0] for r in doc["removed"]}
     assert removed >= {"matmul", "bias_relu", "row_sum"}
     assert all("least recently used" in r["reason"] for r in doc["removed"])
     assert doc["binary_bytes"]["after"] <= used["bytes"]

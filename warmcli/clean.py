@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.bundle import Bundle
+from warmcli.bundle import Bundle, BundleError
 from warmcli.device import DeviceFingerprint
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.toolchain import ToolchainError, probe
@@ -49,10 +49,10 @@ class Removal:
 
     kind: str  # "kernel" or "tune"
     key: str
-    name: str
+    label: str  # as `warm stats` names it
     where: str
     reason: str
-    size: int = 0
+    bytes: int = 0  # a kernel's binary size
 
 
 @dataclass
@@ -71,6 +71,11 @@ class CleanReport:
     dry_run: bool
     file_bytes_before: int
     file_bytes_after: int
+
+
+def where(device: str, arch: str) -> str:
+    """A kernel's device and arch in one phrase (a compile-only device is named by its arch)."""
+    return device if device == arch else f"{device} {arch}"
 
 
 def parse_size(text: str) -> int:
@@ -157,7 +162,7 @@ def plan_clean(
             unjudged[cannot] += 1
         if foreign and not keep_foreign:
             plan.removals.append(
-                Removal("kernel", k.key, k.label, f"{k.device} {k.arch}", foreign, k.size)
+                Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size)
             )
         else:
             kept.append(k)
@@ -186,7 +191,7 @@ def plan_clean(
                     "kernel",
                     k.key,
                     k.label,
-                    f"{k.device} {k.arch}",
+                    where(k.device, k.arch),
                     f"least recently used (over {max_size:,} bytes)",
                     k.size,
                 )
@@ -206,7 +211,9 @@ def clean_bundle(
 ) -> CleanReport:
     """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it."""
     path = Path(path)
-    before = path.stat().st_size if path.exists() else 0
+    if not path.exists():  # never create one: there is nothing to clean
+        raise BundleError(f"{path}: no such bundle")
+    before = path.stat().st_size
     with Bundle.open(path, write=not dry_run) as bundle:
         plan = plan_clean(
             bundle.kernels(),

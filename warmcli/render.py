@@ -16,7 +16,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from warmcli.clean import CleanReport
+from warmcli.clean import CleanReport, Removal, where
 from warmcli.diff import BundleDiff
 from warmcli.integrity import IntegrityReport
 from warmcli.kernel_cache import COMMAND_NOTE
@@ -33,6 +33,11 @@ LABELS = {
     "candidates_measured": "candidates",
     "discarded_reads": "reads discarded",
 }
+
+
+def listing(title: str | None = None) -> Table:
+    """The table every listing uses: a title on the left, a rule under the header."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
@@ -75,11 +80,7 @@ def _fmt(value: float) -> str:
 
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
     """One pass on one device: compilation, autotune and execution side by side."""
-    table = Table(
-        title=f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
+    table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
     columns = []
     for view, keys in (
         ("compilation", (*COMPILATION_KEYS, "compiler_processes", "seconds")),
@@ -112,12 +113,13 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts += [
             Text(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
         ]
-    parts.append(
-        Text(
-            f"bundle {report.bundle}: stored {report.stored_kernels} kernel(s) "
-            f"and {report.stored_tunes} tune(s)"
+    if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
+        parts.append(
+            Text(
+                f"bundle {report.bundle}: stored {report.stored_kernels} new kernel(s) "
+                f"and {report.stored_tunes} new tune(s)"
+            )
         )
-    )
     if report.verified is True:
         parts.append(
             Text(
@@ -130,9 +132,9 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
     return Group(*parts)
 
 
-def _when(stamp: str | None) -> str:
+def _when(stamp: str | float | None, timespec: str = "seconds") -> str:
     try:
-        return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec="seconds")
+        return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec=timespec)
     except ValueError:
         return str(stamp)
 
@@ -204,63 +206,129 @@ def stats_document(
     }
 
 
-def stats_renderable(path: str, doc: dict[str, Any]) -> Group:
-    m = doc["manifest"]
+TUNE_TABLES = 10  # more tunes than this are listed one line each (--explain: every candidate)
+
+
+def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
+    """One row per kernel (its `kernel_json`): where, what, size, compile time, blob, use."""
+    table = listing(title)
+    table.add_column("device", no_wrap=True)
+    table.add_column("kernel", overflow="fold")
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("compile", justify="right", no_wrap=True)
+    table.add_column("sha256", no_wrap=True)
+    table.add_column("last used", no_wrap=True)
+    for k in kernels:
+        used = _when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
+        table.add_row(
+            where(k["device"], k["arch"]),
+            k["label"],
+            f"{k['bytes']:,}",
+            f"{k['seconds']:.3f}",
+            k["sha256"][:8],
+            used,
+        )
+    return table
+
+
+def pick_figures(t: dict[str, Any]) -> tuple[str, str]:
+    """A tune's (`tune_json`) pick median, and how much slower its runner-up is."""
+    ok = [c for c in t["candidates"] if c["status"] == "ok" and c["seconds"] is not None]
+    times = sorted(c["seconds"] for c in ok)
+    picked = next((c["seconds"] for c in ok if c["name"] == t["pick"]), None)
+    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
+    return _us(picked), runner
+
+
+def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
+    """One line per tune (its `tune_json`): the pick, its median, the runner-up's ratio."""
+    table = listing(title)
+    table.add_column("operation", overflow="fold")
+    table.add_column("shape", overflow="fold")
+    table.add_column("pick", overflow="fold")
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("runner-up", justify="right", no_wrap=True)
+    table.add_column("candidates", justify="right", no_wrap=True)
+    for t in tunes:
+        median, runner = pick_figures(t)
+        pick = t["pick"] or t["status"]
+        table.add_row(t["operation"], t["shape"], pick, median, runner, str(len(t["candidates"])))
+    return table
+
+
+def candidates_table(t: dict[str, Any]) -> list[Any]:
+    """A tune's heading line and every candidate's median, ratio to the pick and status."""
+    heading = Text.assemble(
+        (f"{t['operation']} ", "bold"),
+        t["shape"],
+        " → ",
+        (t["pick"] or t["status"], "bold green"),
+        (f"   on {t['device']}", "dim"),
+    )
+    table = listing()
+    for col in ("candidate", "median", "vs pick", "status"):
+        table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
+    for c in sorted(t["candidates"], key=lambda c: (c["seconds"] is None, c["seconds"] or 0)):
+        ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
+        status = c["status"] if not c["reason"] else f"{c['status']}: {c['reason'].splitlines()[0]}"
+        style = "bold green" if c["name"] == t["pick"] else None
+        table.add_row(c["name"], _us(c["seconds"]), ratio, status, style=style)
+    return [heading, table]
+
+
+def manifest_grid(path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]]) -> Table:
+    """The bundle's path, format and times, and every toolchain and device that wrote it."""
     head = Table.grid(padding=(0, 2))
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")
     head.add_row("bundle", path)
     head.add_row("format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
     head.add_row("created", _when(m.get("created")))
     head.add_row("updated", _when(m.get("updated")))
-    for fp in doc["fingerprints"]:
+    for fp in fingerprints:
         head.add_row(str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
+    return head
 
-    kernels = Table(
-        title=f"Kernels ({len(doc['kernels'])})", title_justify="left", box=box.SIMPLE_HEAD
-    )
-    for col in ("device", "arch", "kernel", "bytes", "compile s", "sha256", "last used"):
-        kernels.add_column(col, justify="right" if col in ("bytes", "compile s") else "left")
-    for k in doc["kernels"]:
-        kernels.add_row(
-            k["device"],
-            k["arch"],
-            k["label"],
-            f"{k['bytes']:,}",
-            f"{k['seconds']:.3f}",
-            k["sha256"][:12],
-            _when(k.get("last_used")) if k.get("last_used") else "-",
-        )
 
-    parts: list[Any] = [head, summary_table(doc), kernels]
-    for t in doc["tunes"]:
-        parts.append(
-            Text.assemble(
-                (f"{t['operation']} ", "bold"),
-                t["shape"],
-                " → ",
-                (t["pick"] or t["status"], "bold green"),
-                (f"   on {t['device']}", "dim"),
-            )
-        )
-        table = Table(box=box.SIMPLE_HEAD)
-        for col in ("candidate", "median", "vs pick", "status"):
-            table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
-        for c in sorted(t["candidates"], key=lambda c: (c["seconds"] is None, c["seconds"] or 0)):
-            median = f"{c['seconds'] * 1e6:,.1f} µs" if c["seconds"] is not None else "-"
-            ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
-            status = (
-                c["status"] if not c["reason"] else f"{c['status']}: {c['reason'].splitlines()[0]}"
-            )
-            style = "bold green" if c["name"] == t["pick"] else None
-            table.add_row(c["name"], median, ratio, status, style=style)
-        parts.append(table)
+def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = False) -> Group:
+    """The manifest, the contents, every kernel, and the tunes: each with its candidates
+    when there are few (or `every_candidate`), else one line each."""
+    parts: list[Any] = [
+        manifest_grid(path, doc["manifest"], doc["fingerprints"]),
+        summary_table(doc),
+        kernels_table(f"Kernels ({len(doc['kernels'])})", doc["kernels"]),
+    ]
+    tunes = doc["tunes"]
+    if every_candidate or len(tunes) <= TUNE_TABLES:
+        for t in tunes:
+            parts += candidates_table(t)
+    else:
+        parts.append(tunes_table(f"Tunes ({len(tunes)})", tunes))
+        parts.append(Text(EXPLAIN_HINT, style="dim"))
     return Group(*parts)
+
+
+EXPLAIN_HINT = "every candidate of one operation: warm stats --explain OPERATION; all: --json"
+
+
+def contents_table() -> Table:
+    """The empty Contents table: a row per device and arch, then per tunable and device."""
+    table = listing("Contents")
+    table.add_column("device / tunable", overflow="fold")
+    table.add_column("arch", no_wrap=True)
+    for col in ("kernels", "binary bytes", "tunes", "pending"):
+        table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def tunable_arch(device: str) -> str:
+    """The arch field of a device fingerprint (`backend|name|arch|driver`)."""
+    return device.split("|")[2] if device.count("|") >= 3 else device
 
 
 def summary_table(doc: dict[str, Any]) -> Table:
     """One row per device and arch (kernels, binary bytes), one per tunable and device."""
-    table = Table(title="Contents", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("device / tunable", "arch", "kernels", "binary bytes", "tunes", "pending"):
-        table.add_column(col, justify="left" if col in ("device / tunable", "arch") else "right")
+    table = contents_table()
     places: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for k in doc["kernels"]:
         places.setdefault((k["device"], k["arch"]), []).append(k)
@@ -272,8 +340,9 @@ def summary_table(doc: dict[str, Any]) -> Table:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
     for (operation, device), ts in sorted(tunables.items()):
         pending = sum(1 for t in ts if t["status"] == "pending")
-        arch = device.split("|")[2] if device.count("|") >= 3 else device
-        table.add_row(f"{operation} on {device}", arch, "", "", str(len(ts)), str(pending))
+        table.add_row(
+            f"{operation} on {device}", tunable_arch(device), "", "", str(len(ts)), str(pending)
+        )
     return table
 
 
@@ -358,35 +427,29 @@ def diff_renderable(diff: BundleDiff) -> Group:
         )
     ]
     for side, kernels in (("A", diff.kernels_only_a), ("B", diff.kernels_only_b)):
-        if kernels:
-            table = Table(
-                title=f"Kernels only in {side} ({len(kernels)})",
-                title_justify="left",
-                box=box.SIMPLE_HEAD,
-            )
-            for col in ("device", "arch", "kernel", "bytes", "toolchain"):
-                table.add_column(col, justify="right" if col == "bytes" else "left")
-            for k in kernels:
-                table.add_row(k.device, k.arch, k.label, f"{k.size:,}", k.toolchain)
+        by_toolchain: dict[str, list[KernelRecord]] = {}
+        for k in kernels:  # one table per toolchain, not its long identity on every row
+            by_toolchain.setdefault(k.toolchain, []).append(k)
+        for toolchain, built in by_toolchain.items():
+            parts.append(Text(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
+            table = listing()
+            for col in ("device", "kernel", "bytes"):
+                table.add_column(
+                    col, justify="right" if col == "bytes" else "left", overflow="fold"
+                )
+            for k in built:
+                table.add_row(where(k.device, k.arch), k.label, f"{k.size:,}")
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:
-            table = Table(
-                title=f"Tunes only in {side} ({len(tunes)})",
-                title_justify="left",
-                box=box.SIMPLE_HEAD,
-            )
+            table = listing(f"Tunes only in {side} ({len(tunes)})")
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
             for t in tunes:
                 table.add_row(t.operation, t.shape_key, t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:
-        table = Table(
-            title=f"Picks that differ ({len(diff.picks_changed)})",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-        )
+        table = listing(f"Picks that differ ({len(diff.picks_changed)})")
         for col in ("operation", "shape", "A pick", "A median", "B pick", "B median"):
             table.add_column(col, justify="right" if "median" in col else "left")
         for c in diff.picks_changed:
@@ -421,16 +484,16 @@ def clean_renderable(report: CleanReport) -> Group:
     plan = report.plan
     verb = "would remove" if report.dry_run else "removed"
     parts: list[Any] = []
-    if plan.removals:
-        table = Table(
-            title=f"{verb.capitalize()} from {report.path} ({len(plan.removals)})",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-        )
-        for col in ("kind", "name", "where", "bytes", "why"):
-            table.add_column(col, justify="right" if col == "bytes" else "left")
-        for r in plan.removals:
-            table.add_row(r.kind, r.name, r.where, f"{r.size:,}" if r.size else "", r.reason)
+    by_reason: dict[str, list[Removal]] = {}
+    for r in plan.removals:  # one table per reason, not the reason on every row
+        by_reason.setdefault(r.reason, []).append(r)
+    for reason, removals in by_reason.items():
+        parts.append(Text(f"{verb.capitalize()} from {report.path} ({len(removals)}): {reason}"))
+        table = listing()
+        for col in ("kind", "entry", "where", "bytes"):
+            table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+        for r in removals:
+            table.add_row(r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
         parts.append(table)
     kernels = sum(1 for r in plan.removals if r.kind == "kernel")
     parts.append(

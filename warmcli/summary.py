@@ -15,13 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from warmcli.bundle import Bundle
 from warmcli.records import TuneRecord
+from warmcli.render import (
+    EXPLAIN_HINT,
+    contents_table,
+    manifest_grid,
+    tunable_arch,
+    tune_json,
+    tunes_table,
+)
 
 LARGE_KERNELS = 1_000
 LARGE_TUNES = 200
@@ -60,47 +66,16 @@ def large_summary(path: Path, sample: int = SAMPLE_TUNES) -> BundleSummary | Non
         return BundleSummary(bundle.manifest(), bundle.fingerprints(), kernels, tunes, first)
 
 
-def _pick_line(t: TuneRecord) -> tuple[str, str]:
-    """The pick's median and how much slower the runner-up is."""
-    times = sorted(c.seconds for c in t.candidates if c.status == "ok" and c.seconds is not None)
-    picked = next((c.seconds for c in t.candidates if c.name == t.pick), None)
-    median = f"{picked * 1e6:,.1f} µs" if picked is not None else "-"
-    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
-    return median, runner
-
-
 def summary_renderable(path: str, summary: BundleSummary) -> Group:
-    m = summary.manifest
-    head = Table.grid(padding=(0, 2))
-    head.add_row("bundle", path)
-    head.add_row("format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
+    head = manifest_grid(path, summary.manifest, summary.fingerprints)
     head.add_row("holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
-    for fp in summary.fingerprints:
-        head.add_row(str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
-
-    contents = Table(title="Contents", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("device / tunable", "arch", "kernels", "binary bytes", "tunes", "pending"):
-        contents.add_column(col, justify="left" if col in ("device / tunable", "arch") else "right")
+    contents = contents_table()
     for device, arch, n, size in summary.kernels:
         contents.add_row(device, arch, f"{n:,}", f"{size:,}", "", "")
     for operation, device, n, pending in summary.tunes:
-        arch = device.split("|")[2] if device.count("|") >= 3 else device
-        contents.add_row(f"{operation} on {device}", arch, "", "", f"{n:,}", f"{pending:,}")
-
-    shown = Table(
-        title=f"First {len(summary.sample)} of {summary.tune_count:,} tunes",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    for col in ("operation", "shape", "pick", "median", "runner-up", "candidates"):
-        shown.add_column(col, justify="right" if col in ("median", "runner-up") else "left")
-    for t in summary.sample:
-        median, runner = _pick_line(t)
-        shown.add_row(
-            t.operation, t.shape_key, t.pick or t.status, median, runner, str(len(t.candidates))
+        contents.add_row(
+            f"{operation} on {device}", tunable_arch(device), "", "", f"{n:,}", f"{pending:,}"
         )
-    hint = Text(
-        "every candidate of one operation: warm stats --explain OPERATION; every entry: --json",
-        style="dim",
-    )
-    return Group(head, contents, shown, hint)
+    title = f"First {len(summary.sample)} of {summary.tune_count:,} tunes"
+    shown = tunes_table(title, [tune_json(t) for t in summary.sample])
+    return Group(head, contents, shown, Text(EXPLAIN_HINT, style="dim"))

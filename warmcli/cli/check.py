@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from warmcli.bundle import Bundle
@@ -24,6 +22,7 @@ from warmcli.cli.common import (
 )
 from warmcli.explain import REASONS
 from warmcli.preflight import CheckReport, check_servable, machine_devices
+from warmcli.render import listing
 
 
 @app.command()
@@ -34,8 +33,12 @@ def check(
     nvcc: str | None = NvccOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Without running a workload: do this machine's toolchain, architecture and devices
-    match what BUNDLE holds? Exit 0 when every entry is servable here, 1 when not."""
+    """Can this machine serve every entry of BUNDLE, without running a workload?
+
+    Compares this machine's toolchains, architectures and devices with what BUNDLE holds.
+
+    Exit 0 when every entry is servable here, 1 when not.
+    """
     path = bundle or default_bundle()
 
     def action() -> CheckReport:
@@ -86,10 +89,23 @@ def _print(report: CheckReport) -> None:
         markup=False,
         soft_wrap=True,
     )
-    table = Table(box=box.SIMPLE_HEAD)
-    for col in ("kind", "entry", "reason", "why"):
-        table.add_column(col)
-    for m in report.unservable:
-        reason = REASONS.get(m.reason, m.reason)
-        table.add_row(*(Text(v) for v in (m.kind, m.label, reason, m.detail)))
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for m in report.unservable:  # one row per reason: a whole arch missing is one row
+        groups.setdefault((m.kind, REASONS.get(m.reason, m.reason), m.detail), []).append(m.label)
+    table = listing()
+    for col in ("kind", "entries", "reason", "why"):
+        table.add_column(col, overflow="fold")
+    for (kind, reason, detail), labels in groups.items():
+        table.add_row(*(Text(v) for v in (kind, _entries(labels), reason, detail)))
     out.print(table)
+    if len(groups) < len(report.unservable):
+        out.print("every entry: warm check --json", style="dim", markup=False)
+
+
+def _entries(labels: list[str]) -> str:
+    """One label whole; several as their count and names (a kernel's entry, a tune's
+    operation), without the defines and shapes."""
+    if len(labels) == 1:
+        return labels[0]
+    names = dict.fromkeys(label.split("[", 1)[0].split(" ", 1)[0] for label in labels)
+    return f"{len(labels)}: {', '.join(names)}"

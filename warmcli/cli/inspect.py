@@ -36,15 +36,16 @@ def stats(
         if summary is not None:  # too large to list: counts by SQL, a few tunes shown
             out.print(summary_renderable(str(path), summary))
             return
-    doc = read_bundle(path)
+    doc = {"bundle": str(path), **read_bundle(path)}
     if operation is not None:
+        held = ", ".join(sorted({t["operation"] for t in doc["tunes"]})) or "none"
         doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
         if not doc["tunes"]:
-            fail(f"{path}: no tunes for operation {operation!r}")
+            fail(f"{path}: no tunes for operation {operation!r} (it holds: {held})")
     if as_json:
         emit_json(doc)
     else:
-        out.print(stats_renderable(str(path), doc))
+        out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
 
 
 @app.command()
