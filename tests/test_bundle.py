@@ -124,3 +124,34 @@ def test_read_only_bundle_refuses_writes(tmp_path: Path) -> None:
     make_bundle(path)
     with Bundle.open(path) as bundle, pytest.raises(BundleError, match="read-only"):
         bundle.put()
+
+
+def test_a_bundle_opened_on_one_thread_serves_every_thread(tmp_path: Path) -> None:
+    """Production opens the bundle once (`use_bundle`) and may launch from worker threads."""
+    import threading
+
+    path = tmp_path / "b.warm"
+    make_bundle(path)
+    errors: list[BaseException] = []
+    with Bundle.open(path) as bundle:
+        rt = Runtime(HostDevice(), bundle)
+
+        def serve() -> None:
+            try:
+                for _ in range(20):
+                    assert len(bundle.kernels()) == 1
+                worker = Runtime(HostDevice(), bundle)
+                buf = worker.upload(np.zeros(1, dtype=np.float32))
+                worker.launch(K, buf)
+                assert worker.read(buf).tolist() == [1.0]
+                worker.close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=serve) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rt.close()
+    assert errors == []

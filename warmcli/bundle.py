@@ -24,6 +24,7 @@ import math
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -105,7 +106,15 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, uri=uri, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    # One connection per open bundle, shared by every thread of the process (the runtime may
+    # launch from worker threads); `Bundle` serialises its use with a lock.
+    conn = sqlite3.connect(
+        target,
+        uri=uri,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn
 
@@ -168,6 +177,7 @@ class Bundle:
         self.path = path
         self._conn = conn
         self.writable = writable
+        self._lock = threading.RLock()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -244,7 +254,8 @@ class Bundle:
             raise BundleError(f"{self.path}: corrupt bundle (missing tables {sorted(missing)})")
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            self._conn.close()
 
     def __enter__(self) -> Bundle:
         return self
@@ -255,11 +266,11 @@ class Bundle:
     # -- reading ---------------------------------------------------------------------------
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        with _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.path):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
 
     def _one(self, sql: str, params: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
-        with _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.path):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
 
     def manifest(self) -> dict[str, str]:
@@ -278,10 +289,6 @@ class Bundle:
         """Every kernel (or those of one entry name), by device, arch and label."""
         order = "device, arch, label"
         return self._records("kernel", _kernel_record, KERNEL_SELECT, order, "entry", entry)
-
-    def kernels_for_entry(self, entry: str) -> list[KernelRecord]:
-        """Every build of kernels with this entry name (for serving without a compiler)."""
-        return self.kernels(entry)
 
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
@@ -366,7 +373,7 @@ class Bundle:
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"), _sqlite_errors(self.path):
+        with FileLock(str(self.path) + ".lock"), self._lock, _sqlite_errors(self.path):
             conn = self._conn
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -472,7 +479,7 @@ class Bundle:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"), _sqlite_errors(self.path):
+        with FileLock(str(self.path) + ".lock"), self._lock, _sqlite_errors(self.path):
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     def tune_keys(self) -> list[str]:

@@ -112,7 +112,7 @@ class KernelCache:
         """The key of the bundle's build of this very kernel for this arch, if it has one."""
         if self.bundle is None:
             return None
-        for record in self.bundle.kernels_for_entry(kernel.entry):
+        for record in self.bundle.kernels(kernel.entry):
             if record.arch == self.device.arch and record.key == kernel_key(
                 kernel, self.device.arch, record.toolchain
             ):
