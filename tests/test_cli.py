@@ -89,12 +89,14 @@ def test_bad_input_is_one_line_and_exit_2(warm: Warm, bundle_path: Path, workloa
             "raises.py:2: ValueError: boom",
         ),
         "not python": (workload_file("x", "w.txt"), "a workload is a Python file"),
+        "directory": (bundle_path.parent, "is a directory, not a workload file"),
     }
     for name, (path, message) in cases.items():
         proc = warm("run", path, "--bundle", bundle_path)
         assert proc.returncode == 2, name
         assert "Traceback" not in proc.stderr, name
         assert message in proc.stderr.splitlines()[0], (name, proc.stderr)
+        assert not bundle_path.exists(), f"{name}: a failed first run leaves no empty bundle"
     garbage = bundle_path.parent / "garbage.warm"
     garbage.write_bytes(b"\x00" * 4096)
     proc = warm("stats", garbage)

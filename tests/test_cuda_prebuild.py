@@ -159,7 +159,7 @@ def test_allowed_discarded_reads_are_allowed_in_the_compile_only_verify_pass(
 
     path = workload_file(
         "from warmcli import Kernel\n"
-        'FILL = Kernel(\'extern "C" __global__ void fill(float *x) { x[threadIdx.x] = 1; }\', '
+        "FILL = Kernel('extern \"C\" __global__ void fill(float *x) { x[threadIdx.x] = 1; }', "
         '"fill", "P", language="cuda")\n'
         "def workload(rt):\n"
         "    x = rt.buffer(32)\n"
@@ -177,3 +177,19 @@ def test_allowed_discarded_reads_are_allowed_in_the_compile_only_verify_pass(
     verify = report.passes[-1]
     assert verify.mode == "Verify (CompileOnly)" and report.verified is True
     assert verify.total.execution.discarded_reads == 1
+
+
+def test_compile_only_verify_names_a_missing_tune(prebuilt, warm: Warm, tmp_path: Path) -> None:
+    import sqlite3
+
+    path, _ = prebuilt
+    copy = tmp_path / "copy.warm"
+    copy.write_bytes(path.read_bytes())
+    assert warm("verify", copy, "--workload", MATMUL, "--arch", "sm_90").returncode == 0
+    conn = sqlite3.connect(copy)
+    conn.execute("DELETE FROM tunes WHERE rowid = (SELECT min(rowid) FROM tunes)")
+    conn.commit()
+    conn.close()
+    proc = warm("verify", copy, "--workload", MATMUL, "--arch", "sm_80", "--arch", "sm_90")
+    assert proc.returncode == 1
+    assert "1 tune(s) reached, not recorded in the bundle" in proc.stdout

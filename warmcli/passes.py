@@ -129,6 +129,8 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
         out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
     if not executing and c.queued:
         out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
+    if not executing and a.unrecorded:
+        out.append(f"{device}: {a.unrecorded} tune(s) reached, not recorded in the bundle")
     if a.measured:
         out.append(f"{device}: {a.measured} tune(s) measured, not in the bundle")
     return out
@@ -164,7 +166,9 @@ def warm_bundle(
     """Both warming passes, the bundle written, then the verify pass."""
     devices = open_devices()
     report = RunReport(bundle_path, [d.id for d in devices])
+    created = not bundle_path.exists()
     bundle = Bundle.open(bundle_path, write=True)
+    finished = False
     try:
         runtimes = [
             Runtime(
@@ -199,11 +203,15 @@ def warm_bundle(
                     finish=persist,
                 )
             )
+            finished = True
         finally:
             for d in devices:
                 d.close()
     finally:
         bundle.close()
+        if created and not finished and not (report.stored_kernels or report.stored_tunes):
+            # A run that failed before storing anything leaves no empty bundle behind.
+            bundle_path.unlink(missing_ok=True)
     if verify:
         fresh = open_devices()
         try:

@@ -180,6 +180,8 @@ class Runtime:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            if record is None:
+                collector.count(device_id, "autotune", "unrecorded")
             for kernel in tunable.candidates.values():
                 self.kernels.queue(kernel)
             return None

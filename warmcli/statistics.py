@@ -41,7 +41,11 @@ class CompilationStatistics:
 
 @dataclass(frozen=True)
 class AutotuneStatistics:
-    """Tunes: first seen, measured, failed, served from the cache, persisted; candidates."""
+    """Tunes: first seen, measured, failed, served from the cache, persisted; candidates.
+
+    `unrecorded` counts tunes a `CompileOnly` pass reached that had no record at all
+    (neither measured nor pending) here or in the bundle.
+    """
 
     registered: int = 0
     measured: int = 0
@@ -49,6 +53,7 @@ class AutotuneStatistics:
     hits: int = 0
     persisted: int = 0
     pending: int = 0
+    unrecorded: int = 0
     candidates_registered: int = 0
     candidates_measured: int = 0
     candidates_failed: int = 0

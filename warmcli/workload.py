@@ -67,6 +67,8 @@ def where(exc: BaseException, path: Path) -> str:
 def load_workload(path: str | Path, entry: str = "workload") -> Workload:
     """Import the workload file and find its entry point."""
     path = Path(path)
+    if path.is_dir():
+        raise WorkloadError(f"{path}: is a directory, not a workload file")
     if not path.is_file():
         raise WorkloadError(f"{path}: no such workload file")
     if path.suffix != ".py":
