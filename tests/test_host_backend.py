@@ -212,3 +212,25 @@ def test_a_compiler_log_that_is_not_utf8_is_still_a_compile_error(tmp_path: Path
         with pytest.raises(KernelCompileError, match="identificateur \ufffdtrange"):
             rt.launch(SCALE, rt.buffer(4), 2.0, 4)
     rt.close()
+
+
+def test_compile_only_asks_the_bundle_once_per_kernel(tmp_path: Path) -> None:
+    """A CompileOnly launch loop over a kernel the bundle holds reads the bundle once."""
+    path = tmp_path / "b.warm"
+    rt = Runtime(HostDevice())
+    with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
+        rt.launch(SCALE, rt.buffer(2), 1.0, 2)
+    with Bundle.open(path, write=True) as bundle:
+        rt.persist(bundle)
+    rt.close()
+    bundle = Bundle.open(path)
+    fresh = Runtime(HostDevice(), bundle)
+    buf = fresh.buffer(2)
+    with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+        fresh.launch(SCALE, buf, 1.0, 2)
+        bundle.close()  # any further lookup would now fail
+        for _ in range(100):
+            fresh.launch(SCALE, buf, 1.0, 2)
+    r = collector.reader()
+    assert (r.compilation.queued, r.execution.queued) == (0, 101)
+    fresh.close()

@@ -84,6 +84,7 @@ class KernelCache:
         self._failed: dict[str, CompileFailure] = {}
         self._persisted: set[str] = set()
         self._from_bundle: set[str] = set()
+        self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
         self._toolchains: dict[str, Toolchain] = {}
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._foreign_noted = False
@@ -158,9 +159,13 @@ class KernelCache:
         """Whether `get` would need no compile."""
         key = self.key(kernel)
         with self._lock:
-            if key in self._loaded or key in self._built:
+            if key in self._loaded or key in self._built or key in self._in_bundle:
                 return True
-        return self._bundle_record(kernel, key) is not None
+        if self._bundle_record(kernel, key) is None:
+            return False
+        with self._lock:
+            self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
+        return True
 
     def queue(self, kernel: Kernel) -> bool:
         """Put the kernel on the compile queue unless it is already obtainable; True if queued."""
