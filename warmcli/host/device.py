@@ -1,9 +1,9 @@
 """The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
-the scalars converted by the kernel's parameter letters. A loaded binary is
-written once, under its sha256, into a private directory of this process before
-`dlopen` (the loader needs a file); the file is removed when the device closes.
+the scalars converted by the kernel's parameter letters. A binary is loaded from
+the host library cache (`warmcli.host.libraries`: the loader needs a file, and a
+hot start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
 moves). Timing is `time.perf_counter` around the measured run: host launches
 are synchronous, so the stream has nothing to wait for. This module never decides
@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import platform
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +25,7 @@ import numpy as np
 from warmcli.compiler import Compiler
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
 from warmcli.host.compiler import HostCompiler
+from warmcli.host.libraries import LibraryCache
 from warmcli.kernel import PARAM_SCALARS, Kernel
 from warmcli.stream_mode import Stream
 
@@ -38,14 +36,22 @@ CTYPES: dict[str, type] = {
 
 
 def cpu_name() -> str:
-    """The CPU model as the kernel reports it, else the platform's processor string."""
+    """The CPU model as the kernel reports it, else the platform's processor string.
+
+    The first CPU's block of `/proc/cpuinfo` names it, so one short read does: the
+    kernel builds the file as it is read, and every further CPU's block costs time.
+    """
     try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
+        try:
+            head = os.read(fd, 4096).decode(errors="replace")
+        finally:
+            os.close(fd)
     except OSError:
-        pass
+        head = ""
+    for line in head.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -67,7 +73,7 @@ class HostDevice:
         self.id = "host"
         self.arch = platform.machine() or "unknown"
         self._compiler = HostCompiler(cc)
-        self._dir: str | None = None
+        self._files = LibraryCache()
         self._libraries: list[ctypes.CDLL] = []
 
     @functools.cached_property
@@ -81,14 +87,8 @@ class HostDevice:
         return self._compiler
 
     def load_module(self, binary: bytes) -> ctypes.CDLL:
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="warm-host-")
-        path = os.path.join(self._dir, hashlib.sha256(binary).hexdigest() + ".so")
-        if not os.path.exists(path):
-            with open(path, "wb") as fh:
-                fh.write(binary)
         try:
-            library = ctypes.CDLL(path)
+            library = self._files.load(binary)
         except OSError as exc:
             raise DeviceError(f"cannot load host kernel binary: {exc}") from exc
         self._libraries.append(library)
@@ -148,6 +148,4 @@ class HostDevice:
 
     def close(self) -> None:
         self._libraries.clear()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        self._files.close()
