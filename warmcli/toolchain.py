@@ -1,12 +1,13 @@
 """Toolchain identity: which compiler, at which version, built a binary.
 
-A `Toolchain` is a compiler's resolved path and the first line of its
+A `Toolchain` is a compiler's path (as found on PATH) and the first line of its
 `--version`; its `identity` is part of every kernel key, so upgrading the
 compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
-the version line is remembered in `toolchains.json` (under `WARM_HOME`, else the
-user cache directory) by the binary's path, size, inode, mtime and ctime, so a
-hot start keys its kernels without starting a compiler. Nothing here compiles.
+the version line is remembered in `toolchains.json` (in warm's home) by the
+binary's path, size, inode, mtime and ctime, so a hot start keys its kernels
+without starting a compiler: finding the compiler costs a `stat` per PATH entry.
+Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import contextlib
 import functools
 import json
 import os
-import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from platformdirs import user_cache_dir
+from warmcli.home import warm_home
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 RACY_SECONDS = 2.0
@@ -56,18 +57,18 @@ class Toolchain:
 
 @functools.cache
 def probe(name: str, path: str) -> Toolchain:
-    """Resolve `path` (a name on PATH or a file) and read its version line."""
-    found = (path if os.access(path, os.X_OK) else None) if os.sep in path else shutil.which(path)
-    if not found:
+    """Find `path` (a name on PATH, or a file) and read its version line."""
+    found = _find(path)
+    if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
-    real = os.path.realpath(found)
-    stamp = _stamp(name, real)
+    where, st = found
+    stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:
-        return Toolchain(name=name, path=real, version=known)
+        return Toolchain(name=name, path=where, version=known)
     try:
         out = subprocess.run(
-            [real, "--version"],
+            [where, "--version"],
             capture_output=True,
             text=True,
             errors="replace",  # a localised compiler's banner need not be UTF-8
@@ -75,45 +76,64 @@ def probe(name: str, path: str) -> Toolchain:
             check=False,
         )
     except OSError as exc:
-        raise ToolchainError(f"{name}: cannot run {real}: {exc}") from exc
+        raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
     except subprocess.TimeoutExpired:
         raise ToolchainError(
-            f"{name}: {real} did not answer --version within {VERSION_TIMEOUT:g} s"
+            f"{name}: {where} did not answer --version within {VERSION_TIMEOUT:g} s"
         ) from None
     lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
-        raise ToolchainError(f"{name}: {real} --version failed: {out.stderr.strip()[:200]}")
+        raise ToolchainError(f"{name}: {where} --version failed: {out.stderr.strip()[:200]}")
     version = _nvcc_version(lines) if name == "nvcc" else lines[0]
     if stamp:
         _remember(stamp, version)
-    return Toolchain(name=name, path=real, version=version)
+    return Toolchain(name=name, path=where, version=version)
 
 
 def versions_file() -> Path:
     """Where version lines are remembered: `WARM_HOME`, else the user cache directory."""
-    return Path(os.environ.get("WARM_HOME") or user_cache_dir("warm")) / "toolchains.json"
+    return warm_home() / "toolchains.json"
 
 
-def _stamp(name: str, real: str) -> str | None:
-    """The compiler binary's identity on disk: path, size, inode, mtime and ctime.
+def _find(path: str) -> tuple[str, os.stat_result] | None:
+    """The executable file `path` names (searched on PATH if it has no separator) and its
+    stat, following symbolic links: one `access` per PATH entry, as `shutil.which` does."""
+    if os.sep in path:
+        places = [path]
+    else:
+        search = dict.fromkeys(os.environ.get("PATH", os.defpath).split(os.pathsep))
+        places = [os.path.join(d or os.curdir, path) for d in search]
+    for place in places:
+        if not os.access(place, os.X_OK):  # no exception raised per PATH entry that lacks it
+            continue
+        try:
+            st = os.stat(place)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            return os.path.abspath(place), st  # compilers run in scratch directories
+    return None
+
+
+def _stamp(name: str, path: str, st: os.stat_result) -> str | None:
+    """The compiler binary's identity on disk: path, size, device, inode, mtime and ctime
+    of the file it resolves to.
 
     Any rewrite, replacement or `touch` of the binary changes it (ctime cannot be set
-    back), so a remembered version line is only reused for the very same file. A file
-    changed in the last `RACY_SECONDS` has none: the clock's coarse ticks could hide a
-    second rewrite (git's "racily clean" entries).
+    back), and so does a symbolic link repointed at another compiler. A file changed in
+    the last `RACY_SECONDS` has none: the clock's coarse ticks could hide a second
+    rewrite (git's "racily clean" entries).
     """
-    try:
-        st = os.stat(real)
-    except OSError:
-        return None
     if time.time() - max(st.st_mtime, st.st_ctime) < RACY_SECONDS:
         return None
-    return f"{name}|{real}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+    ident = f"{st.st_size}|{st.st_dev}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+    return f"{name}|{path}|{ident}"
 
 
 def _read_versions() -> dict[str, str]:
     try:
-        data = json.loads(versions_file().read_text())
+        with open(versions_file(), "rb") as fh:
+            data = json.loads(fh.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-from platformdirs import user_cache_dir
 from rich.console import Console
 
 from warmcli.autotune import TuneFailure
 from warmcli.bundle import Bundle, BundleError
 from warmcli.device import DeviceError
+from warmcli.home import warm_home
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.render import stats_document
 from warmcli.toolchain import ToolchainError
@@ -62,8 +62,7 @@ def default_bundle() -> Path:
     """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
     if os.environ.get("WARM_BUNDLE"):
         return Path(os.environ["WARM_BUNDLE"])
-    home = os.environ.get("WARM_HOME") or user_cache_dir("warm")
-    return Path(home) / "bundle.warm"
+    return warm_home() / "bundle.warm"
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
