@@ -18,6 +18,7 @@ busy timeout and then retried, never shown.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from filelock import FileLock
 
@@ -39,6 +41,7 @@ from warmcli.records import KernelRecord, TuneRecord, tune_key
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_BYTES = 100
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
@@ -90,14 +93,26 @@ class _Malformed(ValueError):
     """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
-def _check_header(path: Path) -> None:
+def _check_header(path: Path) -> tuple[int, int]:
+    """The file's SQLite header, checked: its `(application_id, user_version)`;
+    `FileNotFoundError` if there is no file.
+
+    Both are header fields (at offsets 68 and 60, big-endian), read here without SQL;
+    warm never changes them after a bundle is created.
+    """
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
+        with open(path, "rb", buffering=0) as fh:
+            head = fh.read(SQLITE_HEADER_BYTES)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
-    if head != SQLITE_MAGIC:
+    if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         raise BundleError(f"{path}: not a warm bundle (not an SQLite file)")
+    if len(head) < SQLITE_HEADER_BYTES:
+        raise BundleError(f"{path}: corrupt bundle (its SQLite header is cut short)")
+    field = functools.partial(int.from_bytes, byteorder="big", signed=True)
+    return field(head[68:72]), field(head[60:64])
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -115,8 +130,7 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
         isolation_level=None,
         check_same_thread=False,
     )
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return conn
+    return conn  # `timeout` is SQLite's busy timeout: no PRAGMA needed
 
 
 def _recover(path: Path) -> None:
@@ -126,9 +140,9 @@ def _recover(path: Path) -> None:
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers.
     """
-    journal = path.with_name(path.name + "-journal")
+    journal = Path(f"{path}-journal")
     try:
-        if journal.stat().st_size == 0:
+        if os.stat(journal).st_size == 0:
             return
     except FileNotFoundError:
         return
@@ -185,20 +199,21 @@ class Bundle:
     def open(cls, path: str | os.PathLike[str], *, write: bool = False) -> Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one."""
         path = Path(path)
-        if not path.exists():
+        try:
+            header = _check_header(path)
+        except FileNotFoundError:
             if write:
                 return cls.create(path)
-            raise BundleError(f"{path}: no such bundle")
-        _check_header(path)
+            raise BundleError(f"{path}: no such bundle") from None
         with _sqlite_errors(path):
             if write:
                 conn = _connect(path)
             else:
                 _recover(path)
-                conn = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+                conn = _connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
             bundle = cls(path, conn, write)
             try:
-                bundle._validate()
+                bundle._validate(*header)
             except BaseException:
                 conn.close()
                 raise
@@ -237,9 +252,7 @@ class Bundle:
             os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
         return cls.open(path, write=True)
 
-    def _validate(self) -> None:
-        app = self._one("PRAGMA application_id")[0]
-        version = self._one("PRAGMA user_version")[0]
+    def _validate(self, app: int, version: int) -> None:
         if app != APPLICATION_ID:
             raise BundleError(
                 f"{self.path}: not a warm bundle (an SQLite file of another application)"
@@ -293,16 +306,16 @@ class Bundle:
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
         short = str(sha256)[:16]
-        head = self._one(
-            "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 = ?", (sha256,)
+        row = self._one(  # one query; an oversized blob's data is never read into memory
+            "SELECT size, length(data), typeof(data), "
+            "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
+            (MAX_BLOB_BYTES, sha256),
         )
-        if head is None or head[2] != "blob":
+        if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
-        size, length, _ = head
+        size, length, _, data = row
         if length > MAX_BLOB_BYTES:
             raise BundleError(f"{self.path}: blob {short} is {length} bytes, over the limit")
-        row = self._one("SELECT data FROM blobs WHERE sha256 = ?", (sha256,))
-        data = row[0] if row is not None else None
         if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
             raise BundleError(f"{self.path}: blob {short} does not match its sha256")
         if size != length:
@@ -674,17 +687,18 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
 
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = row
-    text = _named("candidates", _text, cands)
-    if not isinstance(_json_value(text), list):
+    items = _named("candidates", lambda v: _json_value(_text(v)), cands)
+    if not isinstance(items, list):
         raise _Malformed("candidates: not a JSON list")
     try:
-        candidates = TuneRecord.parse_candidates(text)
+        candidates = TuneRecord.candidates_from(items)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
     for c in candidates:
         if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
             raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
-        if any(not math.isfinite(s) for s in (c.seconds or 0.0, *c.samples)):
+        # A sum of finite times is finite unless one is not (or it overflows: refused too).
+        if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
             raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
     record_status = _named("status", _name, status)
     if record_status not in ("measured", "pending"):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,8 @@ class TuneRecord:
         return json.dumps([asdict(c) for c in self.candidates], separators=(",", ":"))
 
     @staticmethod
-    def parse_candidates(text: str) -> tuple[CandidateMeasurement, ...]:
-        items: list[dict[str, Any]] = json.loads(text)
+    def candidates_from(items: object) -> tuple[CandidateMeasurement, ...]:
+        """The candidates of `candidates_json`'s output once parsed back from JSON."""
         if not isinstance(items, list):
             raise ValueError("candidates is not a list")
         out = []
@@ -76,12 +75,12 @@ class TuneRecord:
             seconds = item.get("seconds")
             out.append(
                 CandidateMeasurement(
-                    name=str(item["name"]),
-                    kernel_key=str(item.get("kernel_key", "")),
-                    status=str(item["status"]),
-                    seconds=None if seconds is None else float(seconds),
-                    samples=tuple(float(s) for s in item.get("samples", ())),
-                    reason=str(item.get("reason", "")),
+                    str(item["name"]),
+                    str(item.get("kernel_key", "")),
+                    str(item["status"]),
+                    None if seconds is None else float(seconds),
+                    tuple(map(float, item.get("samples", ()))),
+                    str(item.get("reason", "")),
                 )
             )
         return tuple(out)
