@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In-process tests get warm's home in a temporary directory, never the user's cache
+    (the remembered compiler versions and the host library cache live there)."""
+    if "WARM_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="warm-test-home-")
+        os.environ["WARM_HOME"] = home
+        config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -81,3 +81,28 @@ def test_a_compiler_that_hangs_or_answers_in_bytes_is_a_toolchain_error(
     latin.write_bytes(b"#!/bin/sh\nprintf 'cc versi\\363n 1.0\\n'\n")
     latin.chmod(0o755)
     assert probe("cc", str(latin)).version == "cc versi\ufffdn 1.0"
+
+
+def test_a_link_repointed_at_another_compiler_is_probed_again(home: Path) -> None:
+    """The memo keys on the file the name resolves to, so `update-alternatives` counts."""
+    old = _compiler(home / "cc-1", "cc 1.0")
+    new = _compiler(home / "cc-2", "cc 2.0")
+    link = home / "cc"
+    link.symlink_to(old)
+    assert probe("cc", str(link)).version == "cc 1.0"
+    link.unlink()
+    link.symlink_to(new)
+    probe.cache_clear()
+    assert probe("cc", str(link)).version == "cc 2.0"
+
+
+def test_a_compiler_found_on_path_is_named_absolutely(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (home / "bin").mkdir()
+    _compiler(home / "bin" / "mycc", "mycc 3.0")
+    monkeypatch.setenv("PATH", f"{home / 'empty'}:{home / 'bin'}")
+    found = probe("cc", "mycc")
+    assert found.path == str(home / "bin" / "mycc") and found.version == "mycc 3.0"
+    with pytest.raises(ToolchainError, match="not found"):
+        probe("cc", "no-such-cc")
