@@ -5,9 +5,13 @@
 loads the bundle (if given) with `use_bundle`, takes the production runtime for
 the host and runs the workload once under `Execute` (its first result), then
 runs it once more on the same runtime (everything already loaded: what is left
-is the workload's own compute and dispatch), then reads the very blobs the bundle
-served with plain `sqlite3` (the disk floor). It prints one JSON object of
-seconds and counts; it never writes the bundle.
+is the workload's own compute and dispatch). It prints one JSON object of seconds
+and counts, with the sha256 of every blob the bundle served; it never writes the
+bundle.
+
+`python bench/first_result.py --read BUNDLE SHA256...` is the disk floor, in a
+fresh process of its own with the same imports: open the SQLite file read-only and
+read those blobs with plain `sqlite3`, nothing else; it prints the seconds.
 """
 
 from __future__ import annotations
@@ -52,18 +56,17 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
     rt.synchronize()
     again = time.perf_counter()
     stats = default_collector().reader().total()
-    disk = None
+    digests: list[str] = []
     if bundle_path:
         bundle = production.bundle()
         assert bundle is not None
         records = [bundle.kernel(k) for k in rt.kernels.loaded_from_bundle()]
         digests = sorted({r.sha256 for r in records if r is not None})
-        disk = read_blobs(Path(bundle_path), digests)
     return {
         "import": imported - STARTED,
         "first": first - begin,
         "again": again - first,
-        "disk": disk,
+        "digests": digests,
         "compiled": stats.compilation.compiled,
         "loaded": stats.compilation.loaded,
         "measured": stats.autotune.measured,
@@ -72,4 +75,7 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)))
+    if sys.argv[1] == "--read":
+        print(json.dumps({"disk": read_blobs(Path(sys.argv[2]), sys.argv[3:])}))
+    else:
+        print(json.dumps(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)))

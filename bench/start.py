@@ -5,11 +5,16 @@ is a fresh process (`bench/first_result.py`) timed from after its imports to the
 workload's first result: cold has no bundle and an empty `WARM_HOME` (it compiles
 kernel by kernel and tunes, as the workload would without warm), hot loads the
 bundle with `use_bundle` on the machine that warmed it (its `WARM_HOME` remembers
-the compiler's version line). Interpreter start-up and `import warmcli` are the same on both sides
-and are reported apart, not counted. The hot start's bundle-loading part is its
-first run minus a second run on the same runtime (the workload's own compute);
-it is held against just reading the same blobs from the SQLite file. The CUDA
-example needs a GPU to execute, so only the host one runs here.
+the compiler's version line and holds the host library cache). Interpreter
+start-up and `import warmcli` are the same on both sides and are reported apart,
+not counted.
+
+`hot_vs_disk` holds the hot start against a start that just reads the bundle's
+blobs from disk: the blobs the hot start served, read with plain `sqlite3` in a
+fresh process of its own (the disk floor), plus the workload's own run with
+nothing left to load (its second run on the hot runtime). Its detail also gives
+the hot start's loading part alone (first run minus second run) against the disk
+floor. The CUDA example needs a GPU to execute, so only the host one runs here.
 """
 
 from __future__ import annotations
@@ -50,14 +55,15 @@ def starts(size: Size) -> list[Row]:
         # Cold: nothing of warm's on disk, not even a remembered compiler version.
         cold = [_start(_env(Path(tmp, f"cold{i}")), None) for i in range(size.cold_starts)]
         hot = [_start(env, bundle) for _ in range(size.hot_starts)]
-    if any(h["compiled"] or h["measured"] for h in hot):
-        raise RuntimeError(f"a hot start compiled or measured: {hot}")
+        if any(h["compiled"] or h["measured"] for h in hot):
+            raise RuntimeError(f"a hot start compiled or measured: {hot}")
+        digests = hot[0]["digests"]
+        disk = min(_read(env, bundle, digests) for _ in range(size.hot_starts))
     # Best of each side: noise on a shared machine only ever adds time.
     cold_s = min(c["first"] for c in cold)
     hot_s = min(h["first"] for h in hot)
     again = min(h["again"] for h in hot)
     loading = max(hot_s - again, 0.0)
-    disk = min(h["disk"] or 0.0 for h in hot)
     imports = median([h["import"] for h in hot + cold])
     c0 = cold[0]
     start_detail = (
@@ -67,12 +73,19 @@ def starts(size: Size) -> list[Row]:
         f"not counted on either side: interpreter start {ms(interpreter)}, "
         f"warm's imports {ms(imports)}; {CUDA_NOTE}"
     )
+    floor = disk + again
     disk_detail = (
-        f"hot start's loading part {ms(loading)} (first run {ms(hot_s)} minus a second run "
-        f"on the same runtime {ms(again)}, best of each) against reading the "
-        f"{hot[0]['loaded']} served kernels' blobs with sqlite3 {ms(disk)}"
+        f"hot start {ms(hot_s)} against just reading the {len(digests)} served blobs "
+        f"(sqlite3, fresh process) {ms(disk)} plus the workload's run with nothing to load "
+        f"{ms(again)} = {ms(floor)}; the hot start's loading part alone {ms(loading)} "
+        f"(first run minus second run) is {loading / max(disk, 1e-9):.1f}× the blob read"
     )
     return [
         at_least("hot_start", cold_s / hot_s, HOT_TARGET, start_detail),
-        at_most("hot_vs_disk", loading / max(disk, 1e-9), DISK_TARGET, disk_detail),
+        at_most("hot_vs_disk", hot_s / max(floor, 1e-9), DISK_TARGET, disk_detail),
     ]
+
+
+def _read(env: dict[str, str], bundle: Path, digests: list[str]) -> float:
+    out, _ = python(str(CHILD), "--read", str(bundle), *digests, env=env)
+    return float(json.loads(out)["disk"])
