@@ -155,3 +155,20 @@ def test_a_bundle_opened_on_one_thread_serves_every_thread(tmp_path: Path) -> No
             t.join()
         rt.close()
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sp ace?#%;&=.warm", "ünïcode.warm", b"bad\xff.warm".decode(errors="surrogateescape")],
+)
+def test_any_file_name_opens_read_only(tmp_path: Path, name: str) -> None:
+    """The read-only open goes through a `file:` URI: odd characters, names that are not
+    UTF-8 and a path that starts with `//` must all still name the file."""
+    path = tmp_path / "b.warm"
+    make_bundle(path)
+    odd = tmp_path / name
+    odd.write_bytes(path.read_bytes())
+    with Bundle.open(odd) as bundle:
+        assert bundle.counts()["kernels"] == 1
+    with Bundle.open("/" + str(odd)) as bundle:  # `//tmp/...`: still a path, no authority
+        assert bundle.counts()["kernels"] == 1

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -234,3 +237,28 @@ def test_compile_only_asks_the_bundle_once_per_kernel(tmp_path: Path) -> None:
     r = collector.reader()
     assert (r.compilation.queued, r.execution.queued) == (0, 101)
     fresh.close()
+
+
+def test_objects_load_fast_but_a_debug_build_keeps_its_symbols(tmp_path: Path) -> None:
+    """On Linux the object has no RELRO segment and no static symbol table, unless the
+    kernel asks for -g; either way it is launched through its dynamic symbol."""
+    if not sys.platform.startswith("linux") or shutil.which("readelf") is None:
+        pytest.skip("link flags for fast loading are Linux-only (and readelf shows them)")
+    compiler = HostCompiler()
+    debug = Kernel(SCALE.source, "scale", "Pfi", options=("-g",))
+    for kernel, stripped in ((SCALE, True), (debug, False)):
+        (unit,) = units([kernel])
+        group = compiler.compile_group([unit])
+        lib = tmp_path / f"{kernel.content_hash}.so"
+        lib.write_bytes(group.binary)
+        readelf = ["readelf", "-lS", str(lib)]
+        headers = subprocess.run(readelf, capture_output=True, text=True, check=True).stdout
+        assert "GNU_RELRO" not in headers
+        assert (".symtab" not in headers) is stripped
+        device = HostDevice()
+        module = device.load_module(group.binary)
+        function = device.get_function(module, group.symbols[unit.key], kernel)
+        data = np.ones(4, dtype=np.float32)
+        function(data.ctypes.data, 2.0, 4)
+        np.testing.assert_allclose(data, 2.0)
+        device.close()

@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,7 @@ def test_a_damaged_file_is_written_again(home: Path, tmp_path: Path) -> None:
     """Damaged between processes (a file mapped by a live process is never cut short
     under it: the cache replaces files, it never rewrites one in place)."""
     binary = _binary(tmp_path, 11)
-    LibraryCache()._write(str(_place(home, binary)), binary)
+    libraries._write(str(home / DIRECTORY), str(_place(home, binary)), binary)
     written = _place(home, binary)
     written.write_bytes(binary[: len(binary) // 2])  # cut short: the size says so
     assert _answer(LibraryCache().load(binary)) == 11
@@ -124,3 +125,37 @@ def test_a_runtime_serves_kernels_through_the_cache(home: Path) -> None:
     np.testing.assert_allclose(rt.read(buf), data * 3)
     assert len(list((home / DIRECTORY).iterdir())) == 1
     rt.close()
+
+
+def test_a_file_others_may_write_is_replaced_not_loaded(home: Path, tmp_path: Path) -> None:
+    binary = _binary(tmp_path, 21)
+    planted = _place(home, binary)
+    planted.write_bytes(_binary(tmp_path, 666).ljust(len(binary), b"\0")[: len(binary)])
+    planted.chmod(0o666)  # same size, but anyone could have written it
+    assert _answer(LibraryCache().load(binary)) == 21
+    assert planted.read_bytes() == binary and planted.stat().st_mode & 0o777 == 0o600
+
+
+def test_writers_of_one_binary_in_threads_never_publish_a_partial_file(
+    home: Path, tmp_path: Path
+) -> None:
+    """Each thread has its own cache (as two runtimes would) and writes the same file."""
+    source = tmp_path / "big.c"
+    source.write_text(
+        "static const char pad[4 << 20] = {1};\nint answer(void) { return pad[0]; }\n"
+    )
+    out = tmp_path / "big.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
+    binary = out.read_bytes()
+    caches = [LibraryCache() for _ in range(4)]
+
+    def write_and_check(cache: LibraryCache) -> None:
+        for _ in range(5):
+            libraries._write(str(home / DIRECTORY), str(_place(home, binary)), binary)
+            assert _place(home, binary).read_bytes() == binary
+        assert _answer(cache.load(binary)) == 1
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write_and_check, caches))
+    assert all(c._private is None for c in caches)  # nobody had to fall back
+    assert sorted(p.name for p in (home / DIRECTORY).iterdir()) == [_place(home, binary).name]

@@ -106,3 +106,8 @@ def test_a_compiler_found_on_path_is_named_absolutely(
     assert found.path == str(home / "bin" / "mycc") and found.version == "mycc 3.0"
     with pytest.raises(ToolchainError, match="not found"):
         probe("cc", "no-such-cc")
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.chdir(home / "bin")
+    probe.cache_clear()
+    with pytest.raises(ToolchainError, match="not found"):
+        probe("cc", "mycc")  # an empty PATH is not the working directory

@@ -133,6 +133,12 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     return conn  # `timeout` is SQLite's busy timeout: no PRAGMA needed
 
 
+def _read_only_uri(path: Path) -> str:
+    """`file:` URI of `path`, opened read-only: its bytes percent-encoded as they are on
+    disk (a name need not be UTF-8), with an empty authority (a path may start `//`)."""
+    return f"file://{quote(os.fsencode(os.path.abspath(path)))}?mode=ro"
+
+
 def _recover(path: Path) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
@@ -210,7 +216,7 @@ class Bundle:
                 conn = _connect(path)
             else:
                 _recover(path)
-                conn = _connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+                conn = _connect(_read_only_uri(path), uri=True)
             bundle = cls(path, conn, write)
             try:
                 bundle._validate(*header)

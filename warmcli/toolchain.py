@@ -101,7 +101,10 @@ def _find(path: str) -> tuple[str, os.stat_result] | None:
     if os.sep in path:
         places = [path]
     else:
-        search = dict.fromkeys(os.environ.get("PATH", os.defpath).split(os.pathsep))
+        value = os.environ.get("PATH", os.defpath)
+        if not value:
+            return None  # an empty PATH searches nowhere (not the working directory)
+        search = dict.fromkeys(value.split(os.pathsep))
         places = [os.path.join(d or os.curdir, path) for d in search]
     for place in places:
         if not os.access(place, os.X_OK):  # no exception raised per PATH entry that lacks it
