@@ -121,8 +121,12 @@ def test_merge_holds_both_and_clean_removes_the_foreign_toolchain(
     assert len(doc["removed"]) == 6
     assert all("othercc 99.1" in r["reason"] for r in doc["removed"])
     assert doc["file_bytes"]["after"] < doc["file_bytes"]["before"]
-    left = warm.json("stats", merged)["kernels"]
+    stats = warm.json("stats", merged)
+    left = stats["kernels"]
     assert len(left) == 6 and not any("othercc" in k["toolchain"] for k in left)
+    toolchains = [f for f in stats["fingerprints"] if f["kind"] == "toolchain"]
+    assert toolchains and not any("othercc" in str(f) for f in toolchains)  # none left behind
+    assert any(f["kind"] == "device" for f in stats["fingerprints"])  # this machine's stays
     assert warm("verify", merged, "--workload", MATMUL).returncode == 0
     again = warm("clean", merged)
     assert again.returncode == 0 and "removed 0 kernel(s) and 0 tune(s)" in again.stdout

@@ -79,6 +79,14 @@ TUNE_COLUMNS = (
     "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
 )
 TUNE_SELECT = f"SELECT {TUNE_COLUMNS} FROM tunes"
+_DELETE_UNUSED_FINGERPRINTS = """
+DELETE FROM fingerprints WHERE
+    (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
+ OR (kind = 'device' AND substr(identity, 8) NOT IN (SELECT device FROM tunes)
+     AND NOT EXISTS (SELECT 1 FROM kernels
+         WHERE backend = json_extract(fingerprints.data, '$.backend')
+           AND arch = json_extract(fingerprints.data, '$.arch')))
+"""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
@@ -485,14 +493,18 @@ class Bundle:
             return cursor.rowcount
 
     def delete(self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = ()) -> int:
-        """Remove kernels and tunes, then every blob no kernel refers to; returns blobs removed."""
+        """Remove kernels and tunes, then every blob no kernel refers to and every fingerprint
+        no entry is left from (a toolchain no kernel was built by, a device no tune was
+        measured on and no kernel was built for); returns blobs removed."""
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
             conn.executemany("DELETE FROM tunes WHERE key = ?", [(k,) for k in tune_keys])
             cursor = conn.execute(
                 "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)"
             )
-            return cursor.rowcount
+            removed = cursor.rowcount
+            conn.execute(_DELETE_UNUSED_FINGERPRINTS)
+            return removed
 
     def vacuum(self) -> None:
         """Give freed pages back to the file system, under the bundle's lock."""
