@@ -127,3 +127,22 @@ def test_the_report_is_about_the_bundle_in_use(tmp_path: Path, monkeypatch) -> N
         assert warmcli.report().bundle == str(second)
     finally:
         warmcli.production.close()
+
+
+def test_a_write_back_that_fails_at_exit_is_one_line_and_loses_nothing(
+    warm: Warm, bundle_path: Path
+) -> None:
+    """The bundle's write lock cannot be taken when the process exits: one line on stderr,
+    no traceback, and the bundle still serves what it held."""
+    partial_bundle(warm, bundle_path)
+    lock = Path(f"{bundle_path}.lock")
+    lock.unlink(missing_ok=True)
+    lock.mkdir()  # a lock file that cannot be made
+    out, err = finish(serve(warm, bundle_path, WARM_BUNDLE_WRITE="1"))
+    assert out.split() == ["1", "1"]
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]
+    assert line.startswith("warm: could not write back into the bundle: ")
+    assert "cannot take the write lock" in line
+    lock.rmdir()
+    assert len(warm.json("stats", bundle_path)["kernels"]) == 5

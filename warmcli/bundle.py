@@ -198,6 +198,21 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise BundleError(f"{path}: {what} ({exc})") from None
 
 
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
+    take); a lock file that cannot be made is a one-line `BundleError`."""
+    lock = FileLock(f"{path}.lock")
+    try:
+        lock.acquire()
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot take the write lock {lock.lock_file}: {exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class Bundle:
     """An open bundle file; see the module doc."""
 
@@ -238,7 +253,7 @@ class Bundle:
         """Create a new bundle file (or open it if another process just did)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock"):
+        with _file_lock(path):
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -400,7 +415,7 @@ class Bundle:
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"), self._lock, _sqlite_errors(self.path):
+        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
             conn = self._conn
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -510,7 +525,7 @@ class Bundle:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with FileLock(str(self.path) + ".lock"), self._lock, _sqlite_errors(self.path):
+        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     def tune_keys(self) -> list[str]:

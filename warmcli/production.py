@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.bundle import Bundle
+from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
 from warmcli.explain import EXPLAIN, MissPolicy
 from warmcli.runtime import Runtime
@@ -165,17 +165,26 @@ def _report_locked() -> ProductionReport:
 
 
 def _close_locked() -> None:
+    """Write back (when writing), then release everything, even when a write-back fails:
+    the first failure is raised once all is released."""
     global _bundle
+    failure: BundleError | None = None
     for rt in _runtimes.values():
         _closed_misses.extend(_misses(rt))
-        if _write and _bundle is not None:
-            rt.persist(_bundle)
-        rt.close()
+        try:
+            if _write and _bundle is not None and failure is None:
+                rt.persist(_bundle)
+        except BundleError as exc:
+            failure = exc
+        finally:
+            rt.close()
     _runtimes.clear()
     _asked.clear()
     if _bundle is not None:
         _bundle.close()
         _bundle = None
+    if failure is not None:
+        raise failure
 
 
 def close() -> None:
@@ -190,10 +199,13 @@ def _at_exit() -> None:
     with _lock:
         wanted = _report_at_exit or _env_flag("WARM_REPORT")
         final = _report_locked() if wanted else None
-    close()
+    try:
+        close()
+    except BundleError as exc:  # at exit there is no caller to raise to: one line instead
+        sys.stderr.write(f"warm: could not write back into the bundle: {exc}\n")
     if final is not None:
         sys.stderr.write(f"{final}\n")
-        sys.stderr.flush()
+    sys.stderr.flush()
 
 
 atexit.register(_at_exit)
