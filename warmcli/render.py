@@ -190,6 +190,21 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
     }
 
 
+MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "updated": float}
+
+
+def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
+    """The manifest with its numbers as numbers (the bundle keeps text; a value that is
+    not the number it should be is shown as it is)."""
+    out: dict[str, Any] = {}
+    for key, value in manifest.items():
+        try:
+            out[key] = MANIFEST_TYPES.get(key, str)(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
 def stats_document(
     manifest: dict[str, str],
     fingerprints: list[dict[str, Any]],
@@ -199,7 +214,7 @@ def stats_document(
 ) -> dict[str, Any]:
     usage = usage or {}
     return {
-        "manifest": manifest,
+        "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
         "kernels": [kernel_json(k, usage.get(k.key)) for k in kernels],
         "tunes": [tune_json(t) for t in tunes],
