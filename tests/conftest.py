@@ -19,6 +19,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+# A production process serving the host example (append what it should print).
+SERVE_MATMUL = (
+    "import sys; sys.path.insert(0, {examples!r})\n"
+    "import warmcli, matmul_host\n"
+    "matmul_host.workload(warmcli.runtime('host'))\n"
+    "r = warmcli.report()\n"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

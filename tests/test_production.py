@@ -9,16 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import EXAMPLES, ROOT, Warm
+from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 MATMUL = EXAMPLES / "matmul_host.py"
-SERVE = (
-    "import sys; sys.path.insert(0, {examples!r})\n"
-    "import warmcli, matmul_host\n"
-    "matmul_host.workload(warmcli.runtime('host'))\n"
-    "r = warmcli.report()\n"
-    "print(len(r.kernels), len(r.tunes))\n"
-)
+SERVE = SERVE_MATMUL + "print(len(r.kernels), len(r.tunes))\n"
 
 
 def serve(warm: Warm, bundle: Path, **env: str) -> subprocess.Popen[str]:

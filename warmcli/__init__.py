@@ -19,6 +19,7 @@ from warmcli.launch_mode import LaunchMode, resolve_launch_mode
 from warmcli.process_mode import OverrideError, ProcessMode, ProcessModeOverride
 from warmcli.production import ProductionReport, report, runtime, use_bundle
 from warmcli.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
+from warmcli.signing import SignatureError
 from warmcli.statistics import (
     AutotuneStatistics,
     CompilationStatistics,
@@ -48,6 +49,7 @@ __all__ = [
     "ProcessModeOverride",
     "ProductionReport",
     "Runtime",
+    "SignatureError",
     "StatisticsCollector",
     "StatisticsReader",
     "Stream",

@@ -4,9 +4,13 @@ Schema (versioned by `PRAGMA user_version`, marked as warm's by `PRAGMA
 application_id`): `manifest` (format and warm versions, created/updated times),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
-arch, entry, symbol, blob sha256, compile log, seconds) and `tunes` (tune key,
-pick, every candidate's measurement). A bundle is untrusted input: it is read
-with plain SQL, never unpickled or evaluated; every field of every row is checked
+arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
+pick, every candidate's measurement) and `signatures` (Ed25519 signatures of the
+rows their signers vouch for, see `warmcli.signing`; a bundle made before it
+existed has no such table and opens as unsigned). Opened with trusted keys, a
+kernel or tune row no trusted signature covers is not served. A bundle is
+untrusted input: it is read with plain SQL, never unpickled or evaluated (and its
+binaries are native code: see `warmcli.signing`); every field of every row is checked
 (type, size, format) before it becomes a record, a blob whose size or sha256 does
 not match is never served, and every SQLite failure becomes a `BundleError`.
 Opening reads the manifest only; kernels, tunes and blobs are read on demand.
@@ -27,16 +31,19 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from filelock import FileLock
 
 from warmcli._version import __version__
 from warmcli.records import KernelRecord, TuneRecord, tune_key
+
+if TYPE_CHECKING:
+    from warmcli.signing import RowSet, StoredSignature
 
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
@@ -67,7 +74,13 @@ CREATE TABLE tunes (
     updated REAL NOT NULL);
 CREATE INDEX tunes_operation ON tunes(operation);
 """
-TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}
+SIGNATURES_SCHEMA = """
+CREATE TABLE signatures (
+    key_id TEXT PRIMARY KEY, public_key BLOB NOT NULL, signature BLOB NOT NULL,
+    rows BLOB NOT NULL, signed_at REAL NOT NULL);
+"""
+SCHEMA += SIGNATURES_SCHEMA  # part of warm's schema; optional in a bundle made before it
+TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}  # required
 KERNEL_COLUMNS = (
     "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
     "compile_log, seconds"
@@ -79,6 +92,14 @@ TUNE_COLUMNS = (
     "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
 )
 TUNE_SELECT = f"SELECT {TUNE_COLUMNS} FROM tunes"
+# What a signature covers: every row, each table's columns but its times of use.
+SIGNED_ROWS = (
+    ("manifest", "SELECT key, value FROM manifest WHERE key IS NOT 'updated'"),
+    ("fingerprints", "SELECT identity, kind, data FROM fingerprints"),
+    ("blobs", "SELECT sha256, size FROM blobs"),
+    ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
+    ("tunes", TUNE_SELECT),
+)
 _DELETE_UNUSED_FINGERPRINTS = """
 DELETE FROM fingerprints WHERE
     (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
@@ -221,18 +242,31 @@ class Bundle:
         self._conn = conn
         self.writable = writable
         self._lock = threading.RLock()
+        self.covered: RowSet | None = None  # under trusted keys: the row hashes served
+        self._refused: set[str] = set()  # keys of rows held but not covered
+        self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, write: bool = False) -> Bundle:
-        """Open an existing bundle (read-only unless `write`); `create` makes a new one."""
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        write: bool = False,
+        trusted_keys: Sequence[bytes] | None = None,
+    ) -> Bundle:
+        """Open an existing bundle (read-only unless `write`); `create` makes a new one.
+
+        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries that no
+        trusted key signed is refused, and only rows they signed are served.
+        """
         path = Path(path)
         try:
             header = _check_header(path)
         except FileNotFoundError:
             if write:
-                return cls.create(path)
+                return cls.create(path)._trusting(trusted_keys)
             raise BundleError(f"{path}: no such bundle") from None
         with _sqlite_errors(path):
             if write:
@@ -246,7 +280,19 @@ class Bundle:
             except BaseException:
                 conn.close()
                 raise
-        return bundle
+        return bundle._trusting(trusted_keys)
+
+    def _trusting(self, trusted_keys: Sequence[bytes] | None) -> Bundle:
+        if trusted_keys is None:
+            return self
+        from warmcli.signing import covered  # the signing layer sits above this module
+
+        try:
+            self.covered = covered(self, trusted_keys)
+        except BaseException:
+            self.close()
+            raise
+        return self
 
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
@@ -279,7 +325,9 @@ class Bundle:
                 finally:
                     conn.close()
             os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
-        return cls.open(path, write=True)
+        bundle = cls.open(path, write=True)
+        bundle.written.update(("manifest", k) for k in bundle.manifest())
+        return bundle
 
     def _validate(self, app: int, version: int) -> None:
         if app != APPLICATION_ID:
@@ -324,8 +372,11 @@ class Bundle:
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
     def kernel(self, key: str) -> KernelRecord | None:
+        """The kernel under `key` (None if absent, or not covered under trusted keys)."""
         row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
-        return None if row is None else self._parse("kernel", row[0], lambda: _kernel_record(row))
+        if row is None or not self._serves("kernels", key, row[:-1]):
+            return None
+        return self._parse("kernel", row[0], lambda: _kernel_record(row))
 
     def kernels(self, entry: str | None = None) -> list[KernelRecord]:
         """Every kernel (or those of one entry name), by device, arch and label."""
@@ -352,8 +403,93 @@ class Bundle:
         return data
 
     def tune(self, key: str) -> TuneRecord | None:
+        """The tune under `key` (None if absent, or not covered under trusted keys)."""
         row = self._one(f"{TUNE_SELECT} WHERE key = ?", (key,))
-        return None if row is None else self._parse("tune", row[0], lambda: _tune_record(row))
+        if row is None or not self._serves("tunes", key, row):
+            return None
+        return self._parse("tune", row[0], lambda: _tune_record(row))
+
+    def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
+        """Whether a row may be served: always, unless trusted keys did not sign it."""
+        if self.covered is None:
+            return True
+        from warmcli.signing import row_hash
+
+        if row_hash(table, signed) in self.covered:
+            return True
+        with self._lock:
+            self._refused.add(key)
+        return False
+
+    def refused(self, key: str) -> bool:
+        """Whether the bundle holds `key` but no trusted key signed that row."""
+        with self._lock:
+            return key in self._refused
+
+    # -- signatures (see `warmcli.signing`) -----------------------------------------------
+
+    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
+        """(table, the row's key, its `row_hash`) of every signed row, read one at a time."""
+        from warmcli.signing import row_hash
+
+        for table, select in SIGNED_ROWS:
+            with self._lock, _sqlite_errors(self.path):
+                cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                for row in cursor:
+                    yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
+
+    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:
+        """The signatures the bundle stores (those of `keys`, raw public keys, if given),
+        read and type-checked but not verified."""
+        from warmcli.signing import StoredSignature
+
+        if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
+            return []  # a bundle made before signatures existed
+        wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
+        rows = self._all(  # a list over the size limit is never read (the signature is invalid)
+            "SELECT key_id, public_key, signature, signed_at, CASE WHEN length(rows) <= ? "
+            f"THEN rows END FROM signatures {wanted} ORDER BY key_id",
+            (MAX_BLOB_BYTES, *(keys or ())),
+        )
+
+        def parse(row: tuple[Any, ...]) -> StoredSignature:
+            key_id, public, signature, signed_at, hashes = row
+            for name, value in (("public_key", public), ("signature", signature), ("rows", hashes)):
+                if not isinstance(value, bytes):
+                    raise _Malformed(f"{name}: not a blob within the limit")
+            return StoredSignature(
+                _named("key_id", _key_id, key_id),
+                public,
+                signature,
+                hashes,
+                _named("signed_at", _seconds, signed_at),
+            )
+
+        return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+
+    def sign(
+        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+    ) -> StoredSignature:
+        """Store `make(row_hashes)`, made and stored in one write transaction (replacing
+        the same key's earlier signature)."""
+        with self.transaction() as conn:
+            signature = make(self.row_hashes())
+            conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+            conn.execute(
+                "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
+                (
+                    signature.key_id,
+                    signature.public_key,
+                    signature.signature,
+                    signature.rows,
+                    signature.signed_at,
+                ),
+            )
+        return signature
+
+    def holds_entries(self) -> bool:
+        row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
+        return bool(row and row[0])
 
     def tunes(self, operation: str | None = None) -> list[TuneRecord]:
         """Every tune (or those of one operation), by operation and shape."""
@@ -444,6 +580,7 @@ class Bundle:
                     "INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)",
                     (identity, kind, json.dumps(data, sort_keys=True)),
                 )
+                self.written.add(("fingerprints", identity))
             for record, binary in kernels:
                 conn.execute(
                     "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)",
@@ -468,6 +605,7 @@ class Bundle:
                         now,
                     ),
                 )
+                self.written.update((("blobs", record.sha256), ("kernels", record.key)))
                 n_kernels += 1
             for tune in tunes:
                 conn.execute(
@@ -486,6 +624,7 @@ class Bundle:
                         now,
                     ),
                 )
+                self.written.add(("tunes", tune.key))
                 n_tunes += 1
         return n_kernels, n_tunes
 
@@ -670,6 +809,7 @@ def _named(field: str, check: Callable[[object], _T], value: object) -> _T:
 
 _entry = _matching(_IDENTIFIER, "a C identifier")
 _symbol = _matching(_SYMBOL, "a warm kernel symbol")
+_key_id = _matching(re.compile(r"[0-9a-f]{16}"), "a key id")
 _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("key", _hex64),
     ("device", _name),

@@ -8,7 +8,8 @@ components) and naming the component that differs: `toolchain`, `arch`,
 (candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `signature` when
-only the parameter letters or language differ. A `MissPolicy` says what a runtime
+only the parameter letters or language differ, `unsigned` when the bundle holds the
+entry but no trusted key signed it (`warmcli.signing`). A `MissPolicy` says what a runtime
 does with an explanation: it always counts it (per reason) into the active
 collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
 strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from warmcli.printable import printable
 from warmcli.process_mode import active_collector
 
 if TYPE_CHECKING:
@@ -52,7 +54,9 @@ REASONS = {
     "absent": "not in the bundle",
     "pending": "tune pending",
     "binary": "binary unusable",
+    "unsigned": "not signed by a trusted key",
 }
+UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
 PROCESS = "this process wants"
 _SHOWN = 3
 
@@ -69,7 +73,9 @@ class MissExplanation:
     differs: tuple[str, ...] = ()  # every component the nearest entry differs in
 
     def line(self) -> str:
-        return f"{self.kind} {self.label}: {self.reason}: {self.detail}"
+        """One line to print or log: the bundle's text in it has its control characters
+        escaped, so it cannot forge a line or drive a terminal."""
+        return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "differs": list(self.differs)}
@@ -82,8 +88,10 @@ class StrictMissError(RuntimeError):
         self.explanation = explanation
         verb = "compile kernel" if explanation.kind == "kernel" else "tune"
         super().__init__(
-            f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
-            f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+            printable(
+                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
+                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+            )
         )
 
 
@@ -221,6 +229,8 @@ def explain_kernel(
     bundle: Bundle, kernel: Kernel, key: str, wanted: Mapping[str, str]
 ) -> MissExplanation:
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
+    if bundle.refused(key):
+        return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
     held = [r.components for r in bundle.kernels(kernel.entry) if r.components]
     if not held:
         return MissExplanation(
@@ -263,6 +273,8 @@ def explain_tune(
 ) -> MissExplanation:
     """Why the bundle has no measured pick under `key` for `tunable` on these inputs."""
     label = f"{tunable.name} {shape_key}"
+    if bundle.refused(key):
+        return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
     if record is not None and record.status == "pending":
         return MissExplanation(
             "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"

@@ -3,7 +3,9 @@
 `check_bundle` opens a bundle read-only (which already refuses a file that is not
 a warm bundle or is of another format version) and then checks SQLite's own
 page-level consistency, the manifest's fields, every blob against its sha256 and
-size, that every kernel's blob is there, and that every tune's candidates parse.
+size, that every kernel's blob is there, that every tune's candidates parse, and
+every signature (`warmcli.signing`): by which key, valid or not, what it covers;
+an invalid one is a problem, and so, under trusted keys, is a row none of them signed.
 It returns an `IntegrityReport` naming each problem; it never repairs, deletes or
 writes anything.
 """
@@ -11,9 +13,11 @@ writes anything.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from warmcli.bundle import FORMAT_VERSION, Bundle, BundleError
+from warmcli.signing import SignatureReport, signature_report
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 
@@ -28,6 +32,7 @@ class IntegrityReport:
     blobs: int = 0
     tunes: int = 0
     problems: list[str] = field(default_factory=list)
+    signatures: SignatureReport = field(default_factory=SignatureReport)
 
     @property
     def ok(self) -> bool:
@@ -48,7 +53,9 @@ def _manifest_problems(manifest: dict[str, str]) -> list[str]:
     return problems
 
 
-def check_bundle(path: str | os.PathLike[str]) -> IntegrityReport:
+def check_bundle(
+    path: str | os.PathLike[str], trusted_keys: Sequence[bytes] | None = None
+) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
     report = IntegrityReport(str(path))
     with Bundle.open(path) as bundle:
@@ -74,4 +81,6 @@ def check_bundle(path: str | os.PathLike[str]) -> IntegrityReport:
                 bundle.tune(key)
             except BundleError as exc:
                 report.problems.append(str(exc).split(": ", 1)[-1])
+        report.signatures = signature_report(bundle, trusted_keys)
+        report.problems += report.signatures.problems
     return report

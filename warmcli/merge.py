@@ -7,7 +7,9 @@ merge is not a use). A tune key measured in two bundles keeps the newer
 measurement, and the report says which one won and which was dropped. Bundles of
 different format versions are refused before anything is read. The result is
 written to a temporary file beside the output and moved into place only when
-complete, so a failed merge leaves the output as it was. Nothing here prints.
+complete, so a failed merge leaves the output as it was. The inputs' signatures
+do not carry over: given a key, the output is signed with it (every entry),
+else the report says the output is unsigned. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.signing import sign
 
 
 class MergeError(BundleError):
@@ -51,6 +55,7 @@ class MergeReport:
     fingerprints: int = 0
     contributed: dict[str, tuple[int, int]] = field(default_factory=dict)
     choices: list[TuneChoice] = field(default_factory=list)
+    signature: str = ""  # signed by which key, or that the output is unsigned
 
 
 def read_format_version(path: str | os.PathLike[str]) -> int | None:
@@ -80,6 +85,7 @@ def merge_bundles(
     out: str | os.PathLike[str],
     *,
     overwrite: bool = False,
+    signing_key: Any = None,
 ) -> MergeReport:
     """Write the union of `sources` to `out`; see the module doc."""
     paths = _distinct([Path(s) for s in sources])
@@ -122,6 +128,7 @@ def merge_bundles(
                     fingerprints=[(i, kind, data) for i, (kind, data) in fingerprints.items()],
                 )
                 dest.touch(last_used)
+                report.signature = _sign(dest, signing_key, bundles)
             os.replace(tmp, out)
         finally:
             for leftover in (tmp, Path(f"{tmp}.lock")):
@@ -134,6 +141,15 @@ def merge_bundles(
             sum(1 for _, i in tunes.values() if i == index),
         )
     return report
+
+
+def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:
+    if signing_key is not None:
+        signature = sign(dest, signing_key)
+        return f"signed by key {signature.key_id}: {signature.count} row(s)"
+    if any(b.signatures() for b in sources):
+        return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
+    return ""
 
 
 def _distinct(paths: list[Path]) -> list[Path]:

@@ -7,7 +7,10 @@ built and measured into the bundle, and finally runs a verify pass with fresh
 runtimes over the freshly opened bundle: under `Execute` on devices that can
 execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
 compile-only devices (it must queue 0 kernels); each miss there is explained
-(`PassReport.misses`). Each pass counts into its own
+(`PassReport.misses`). Under trusted keys the bundle is opened trusting only
+them (`warmcli.signing`); with a signing key, what the run stored is signed
+before the verify pass (with what trusted keys had signed, or everything when
+no keys are trusted). Each pass counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -18,12 +21,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from warmcli.bundle import Bundle
 from warmcli.device import Device
 from warmcli.explain import MissExplanation
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
+from warmcli.signing import sign
 from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.workload import Workload
 
@@ -48,6 +53,7 @@ class RunReport:
     stored_kernels: int = 0
     stored_tunes: int = 0
     missing: list[str] = field(default_factory=list)
+    signature: str = ""  # signed by which key, or why what was stored is unsigned
 
     @property
     def verified(self) -> bool | None:
@@ -93,10 +99,11 @@ def verify_pass(
     compile_timeout: float | None = None,
     allow_discarded_reads: bool = False,
     observer: Observer | None = None,
+    trusted_keys: Sequence[bytes] | None = None,
 ) -> tuple[PassReport, list[str]]:
     """Run the workload over a freshly opened bundle; return the report and what was missed."""
     reports, missing = [], []
-    with Bundle.open(bundle_path) as bundle:
+    with Bundle.open(bundle_path, trusted_keys=trusted_keys) as bundle:
         for executing in (True, False):
             group = [d for d in devices if d.can_execute is executing]
             if not group:
@@ -162,12 +169,15 @@ def warm_bundle(
     compile_timeout: float | None = None,
     allow_discarded_reads: bool = False,
     observer: Observer | None = None,
+    trusted_keys: Sequence[bytes] | None = None,
+    signing_key: Any = None,
 ) -> RunReport:
-    """Both warming passes, the bundle written, then the verify pass."""
+    """Both warming passes, the bundle written (and signed, given `signing_key`), then the
+    verify pass."""
     devices = open_devices()
     report = RunReport(bundle_path, [d.id for d in devices])
     created = not bundle_path.exists()
-    bundle = Bundle.open(bundle_path, write=True)
+    bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
     finished = False
     try:
         runtimes = [
@@ -204,6 +214,7 @@ def warm_bundle(
                 )
             )
             finished = True
+            report.signature = _sign_stored(bundle, signing_key, report)
         finally:
             for d in devices:
                 d.close()
@@ -223,9 +234,24 @@ def warm_bundle(
                 compile_timeout=compile_timeout,
                 allow_discarded_reads=allow_discarded_reads,
                 observer=observer,
+                trusted_keys=trusted_keys,
             )
             report.passes.append(verify_report)
         finally:
             for d in fresh:
                 d.close()
     return report
+
+
+def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:
+    """Sign what the run may vouch for: under trusted keys, what they signed and what this
+    run stored; else every entry. Without a key: say whether what was stored is unsigned."""
+    if signing_key is None:
+        stored = report.stored_kernels + report.stored_tunes
+        if stored and bundle.signatures():
+            return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
+        return ""
+    covered, written = bundle.covered, bundle.written
+    keep = None if covered is None else (lambda t, n, h: h in covered or (t, n) in written)
+    signature = sign(bundle, signing_key, keep)
+    return f"signed by key {signature.key_id}: {signature.count} row(s)"

@@ -12,7 +12,9 @@ missed is written back at exit, in one transaction under the bundle's lock, so
 several processes may do it at once. A read-only process never writes the file.
 Every miss is explained (`warmcli.explain`), logged on logger `warmcli` with
 `WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
-`WARM_STRICT=1` (`warn`: logged instead).
+`WARM_STRICT=1` (`warn`: logged instead). Under trusted keys (`trusted_keys=`,
+`WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries
+they signed are served (`warmcli.signing`); a write-back is not signed.
 The module owns the process's bundle, runtimes and the misses of closed ones; it
 prints nothing except that report, and only when asked.
 """
@@ -23,13 +25,16 @@ import atexit
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
 from warmcli.explain import EXPLAIN, MissPolicy
+from warmcli.printable import printable, printable_lines
 from warmcli.runtime import Runtime
+from warmcli.signing import trusted_keys as read_trusted_keys
 
 _lock = threading.Lock()
 _path: Path | None = None
@@ -59,6 +64,7 @@ class ProductionReport:
     bundle: str | None
     write: bool
     misses: list[Miss] = field(default_factory=list)
+    signed: bool = False  # the bundle holds signatures, which do not cover a write-back
 
     @property
     def kernels(self) -> list[Miss]:
@@ -73,6 +79,8 @@ class ProductionReport:
         if not self.misses:
             return f"warm: {source} served everything: compiled 0 kernels, tuned 0 operations"
         then = "written back into it" if self.write else "re-warm it with `warm run`"
+        if self.write and self.signed:
+            then += ", unsigned: sign the bundle again with `warm sign`"
         lines = [
             f"warm: {source} lacked {len(self.kernels)} kernel(s) and {len(self.tunes)} tune(s); "
             f"this process compiled and tuned them itself ({then}):"
@@ -86,22 +94,29 @@ def _env_flag(name: str) -> bool:
 
 
 def use_bundle(
-    path: str | os.PathLike[str], *, write: bool = False, strict: bool | str | None = None
+    path: str | os.PathLike[str],
+    *,
+    write: bool = False,
+    strict: bool | str | None = None,
+    trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
 ) -> None:
     """Serve kernels and tune picks from the bundle at `path` from now on.
 
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
-    `"warn"` logs it instead; `None` reads `WARM_STRICT`.
+    `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
+    public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
+    is refused (`SignatureError`), and an entry none signed is not served.
     """
     global _path, _write, _bundle, _policy
     policy = MissPolicy.from_env(strict)
+    keys = read_trusted_keys(trusted_keys)
     with _lock:
         _close_locked()
         _closed_misses.clear()  # the report is about the bundle in use, not the last one
         _path = Path(path)
         _write = write
         _policy = policy
-        _bundle = Bundle.open(_path, write=write)
+        _bundle = Bundle.open(_path, write=write, trusted_keys=keys)
 
 
 def bundle() -> Bundle | None:
@@ -116,7 +131,7 @@ def _bundle_locked() -> Bundle | None:
         _policy = MissPolicy.from_env()
         _path = Path(os.environ["WARM_BUNDLE"])
         _write = _env_flag("WARM_BUNDLE_WRITE")
-        _bundle = Bundle.open(_path, write=_write)
+        _bundle = Bundle.open(_path, write=_write, trusted_keys=read_trusted_keys())
     return _bundle
 
 
@@ -161,7 +176,8 @@ def _report_locked() -> ProductionReport:
     misses = list(_closed_misses)
     for rt in _runtimes.values():
         misses += _misses(rt)
-    return ProductionReport(str(_path) if _path else None, _write, misses)
+    signed = _write and bool(misses) and _bundle is not None and bool(_bundle.signatures())
+    return ProductionReport(str(_path) if _path else None, _write, misses, signed)
 
 
 def _close_locked() -> None:
@@ -202,9 +218,9 @@ def _at_exit() -> None:
     try:
         close()
     except BundleError as exc:  # at exit there is no caller to raise to: one line instead
-        sys.stderr.write(f"warm: could not write back into the bundle: {exc}\n")
+        sys.stderr.write(f"warm: could not write back into the bundle: {printable(exc)}\n")
     if final is not None:
-        sys.stderr.write(f"{final}\n")
+        sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
 
 

@@ -1,7 +1,9 @@
 """How reports look: Rich tables and JSON documents built from the library's reports.
 
 Pure presentation: every function takes a report or a bundle's records and
-returns a Rich renderable or a JSON-ready dict. Nothing here runs a pass, opens a
+returns a Rich renderable or a JSON-ready dict. Every string shown goes through
+`line` (or `add_row`): a Rich `Text`, never markup, with control characters escaped
+(`warmcli.printable`), since a bundle's text is untrusted. Nothing here runs a pass, opens a
 device or writes a file; the CLI decides where the output goes.
 """
 
@@ -22,7 +24,9 @@ from warmcli.integrity import IntegrityReport
 from warmcli.kernel_cache import COMMAND_NOTE
 from warmcli.merge import MergeReport
 from warmcli.passes import PassReport, RunReport
+from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.signing import SignatureReport
 from warmcli.statistics import DeviceStatistics
 
 COMPILATION_KEYS = ("registered", "queued", "compiled", "loaded", "failed", "batches")
@@ -37,7 +41,18 @@ LABELS = {
 
 def listing(title: str | None = None) -> Table:
     """The table every listing uses: a title on the left, a rule under the header."""
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    shown = None if title is None else line(title)
+    return Table(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def line(text: object, style: str = "") -> Text:
+    """`text` shown as it is: no markup, every control character visibly escaped."""
+    return Text(printable(text), style=style)
+
+
+def add_row(table: Table, *cells: object, style: str | None = None) -> None:
+    """A table row of `line`s."""
+    table.add_row(*(line(c) for c in cells), style=style)
 
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
@@ -66,6 +81,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "stored": {"kernels": report.stored_kernels, "tunes": report.stored_tunes},
         "verified": report.verified,
         "missing": report.missing,
+        "signature": report.signature,
     }
 
 
@@ -97,7 +113,7 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
         row: list[str] = []
         for column in columns:
             row += list(column[i]) if i < len(column) else ["", ""]
-        table.add_row(*row)
+        add_row(table, *row)
     return table
 
 
@@ -109,26 +125,28 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
             for device, stats in sorted(p.per_device.items()) or [("-", p.total)]:
                 parts.append(pass_table(i, p, device, stats))
         if verbose:
-            parts += [Text(f"  $ {c}", style="dim") for c in commands(p)]
+            parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
         parts += [
-            Text(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
+            line(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
         ]
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(
-            Text(
+            line(
                 f"bundle {report.bundle}: stored {report.stored_kernels} new kernel(s) "
                 f"and {report.stored_tunes} new tune(s)"
             )
         )
+    if report.signature:
+        parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
     if report.verified is True:
         parts.append(
-            Text(
+            line(
                 "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete",
                 style="green",
             )
         )
     elif report.verified is False:
-        parts += [Text(f"verify: {m}", style="red") for m in report.missing]
+        parts += [line(f"verify: {m}", style="red") for m in report.missing]
     return Group(*parts)
 
 
@@ -235,7 +253,8 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
     table.add_column("last used", no_wrap=True)
     for k in kernels:
         used = _when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
-        table.add_row(
+        add_row(
+            table,
             where(k["device"], k["arch"]),
             k["label"],
             f"{k['bytes']:,}",
@@ -267,18 +286,18 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
     for t in tunes:
         median, runner = pick_figures(t)
         pick = t["pick"] or t["status"]
-        table.add_row(t["operation"], t["shape"], pick, median, runner, str(len(t["candidates"])))
+        add_row(table, t["operation"], t["shape"], pick, median, runner, str(len(t["candidates"])))
     return table
 
 
 def candidates_table(t: dict[str, Any]) -> list[Any]:
     """A tune's heading line and every candidate's median, ratio to the pick and status."""
     heading = Text.assemble(
-        (f"{t['operation']} ", "bold"),
-        t["shape"],
+        (f"{printable(t['operation'])} ", "bold"),
+        printable(t["shape"]),
         " → ",
-        (t["pick"] or t["status"], "bold green"),
-        (f"   on {t['device']}", "dim"),
+        (printable(t["pick"] or t["status"]), "bold green"),
+        (f"   on {printable(t['device'])}", "dim"),
     )
     table = listing()
     for col in ("candidate", "median", "vs pick", "status"):
@@ -287,7 +306,7 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
         ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
         status = c["status"] if not c["reason"] else f"{c['status']}: {c['reason'].splitlines()[0]}"
         style = "bold green" if c["name"] == t["pick"] else None
-        table.add_row(c["name"], _us(c["seconds"]), ratio, status, style=style)
+        add_row(table, c["name"], _us(c["seconds"]), ratio, status, style=style)
     return [heading, table]
 
 
@@ -296,12 +315,12 @@ def manifest_grid(path: str, m: dict[str, Any], fingerprints: list[dict[str, Any
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")
-    head.add_row("bundle", path)
-    head.add_row("format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
-    head.add_row("created", _when(m.get("created")))
-    head.add_row("updated", _when(m.get("updated")))
+    add_row(head, "bundle", path)
+    add_row(head, "format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
+    add_row(head, "created", _when(m.get("created")))
+    add_row(head, "updated", _when(m.get("updated")))
     for fp in fingerprints:
-        head.add_row(str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
+        add_row(head, str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
     return head
 
 
@@ -319,7 +338,7 @@ def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = 
             parts += candidates_table(t)
     else:
         parts.append(tunes_table(f"Tunes ({len(tunes)})", tunes))
-        parts.append(Text(EXPLAIN_HINT, style="dim"))
+        parts.append(line(EXPLAIN_HINT, style="dim"))
     return Group(*parts)
 
 
@@ -349,20 +368,26 @@ def summary_table(doc: dict[str, Any]) -> Table:
         places.setdefault((k["device"], k["arch"]), []).append(k)
     for (device, arch), ks in sorted(places.items()):
         size = sum({k["sha256"]: k["bytes"] for k in ks}.values())
-        table.add_row(device, arch, str(len(ks)), f"{size:,}", "", "")
+        add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
     tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in doc["tunes"]:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
     for (operation, device), ts in sorted(tunables.items()):
         pending = sum(1 for t in ts if t["status"] == "pending")
-        table.add_row(
-            f"{operation} on {device}", tunable_arch(device), "", "", str(len(ts)), str(pending)
+        add_row(
+            table,
+            f"{operation} on {device}",
+            tunable_arch(device),
+            "",
+            "",
+            str(len(ts)),
+            str(pending),
         )
     return table
 
 
 def _status_line(ok: bool, good: str, bad: str) -> Text:
-    return Text(good, style="green") if ok else Text(bad, style="red")
+    return line(good, style="green") if ok else line(bad, style="red")
 
 
 def integrity_json(report: IntegrityReport) -> dict[str, Any]:
@@ -378,8 +403,29 @@ def integrity_renderable(report: IntegrityReport) -> Group:
             f"integrity: {report.path}: {len(report.problems)} problem(s) in {counts}",
         )
     ]
-    parts += [Text(f"  {p}", style="red") for p in report.problems]
-    return Group(*parts)
+    parts += [line(f"  {p}", style="red") for p in report.problems]
+    return Group(*parts, *signature_lines(report.signatures))
+
+
+def signature_lines(report: SignatureReport) -> list[Text]:
+    """One line per signature (which key, valid, trusted, what it covers), or "unsigned"."""
+    if not report.signatures:
+        return [line("signature: unsigned", style="yellow")]
+    lines = []
+    for s in report.signatures:
+        state = "valid" if s.valid else "INVALID"
+        if s.trusted is not None:
+            state += ", trusted" if s.trusted else ", not trusted"
+        lines.append(
+            line(
+                f"signature: key {s.key_id}, signed {_when(s.signed_at)}: {state}, "
+                f"covers {s.covers} of {report.rows} row(s)",
+                style="green" if s.valid and s.trusted is not False else "red",
+            )
+        )
+    if report.uncovered and not report.trust_required:
+        lines.append(line(f"  {report.uncovered} row(s) no valid signature covers", style="yellow"))
+    return lines
 
 
 def merge_json(report: MergeReport) -> dict[str, Any]:
@@ -391,16 +437,18 @@ def merge_json(report: MergeReport) -> dict[str, Any]:
 
 def merge_renderable(report: MergeReport) -> Group:
     parts: list[Any] = [
-        Text(
+        line(
             f"merged {len(report.sources)} bundle(s) into {report.out}: {report.kernels} "
             f"kernel(s), {report.tunes} tune(s), {report.fingerprints} fingerprint(s)"
         )
     ]
     for source, (k, t) in report.contributed.items():
-        parts.append(Text(f"  from {source}: {k} kernel(s), {t} tune(s)"))
+        parts.append(line(f"  from {source}: {k} kernel(s), {t} tune(s)"))
+    if report.signature:
+        parts.append(line(f"  {report.out}: {report.signature}", style="yellow"))
     for c in report.choices:
         parts.append(
-            Text(
+            line(
                 f"  tune {c.operation} {c.shape} on {c.device}: kept {c.kept_pick or 'pending'} "
                 f"measured {_when(str(c.kept_measured_at))} in {c.kept} (newer); dropped "
                 f"{c.dropped_pick or 'pending'} measured {_when(str(c.dropped_measured_at))} "
@@ -436,24 +484,23 @@ def _us(seconds: float | None) -> str:
 
 def diff_renderable(diff: BundleDiff) -> Group:
     parts: list[Any] = [
-        Text(
-            f"A {diff.a}\nB {diff.b}\n{diff.kernels_shared} kernel(s) and "
-            f"{diff.tunes_shared} tune(s) in both"
-        )
+        line(f"A {diff.a}"),
+        line(f"B {diff.b}"),
+        line(f"{diff.kernels_shared} kernel(s) and {diff.tunes_shared} tune(s) in both"),
     ]
     for side, kernels in (("A", diff.kernels_only_a), ("B", diff.kernels_only_b)):
         by_toolchain: dict[str, list[KernelRecord]] = {}
         for k in kernels:  # one table per toolchain, not its long identity on every row
             by_toolchain.setdefault(k.toolchain, []).append(k)
         for toolchain, built in by_toolchain.items():
-            parts.append(Text(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
+            parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
             table = listing()
             for col in ("device", "kernel", "bytes"):
                 table.add_column(
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
                 )
             for k in built:
-                table.add_row(where(k.device, k.arch), k.label, f"{k.size:,}")
+                add_row(table, where(k.device, k.arch), k.label, f"{k.size:,}")
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:
@@ -461,14 +508,15 @@ def diff_renderable(diff: BundleDiff) -> Group:
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
             for t in tunes:
-                table.add_row(t.operation, t.shape_key, t.pick or t.status, t.device)
+                add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:
         table = listing(f"Picks that differ ({len(diff.picks_changed)})")
         for col in ("operation", "shape", "A pick", "A median", "B pick", "B median"):
             table.add_column(col, justify="right" if "median" in col else "left")
         for c in diff.picks_changed:
-            table.add_row(
+            add_row(
+                table,
                 c.operation,
                 c.shape,
                 c.a_pick or "pending",
@@ -478,7 +526,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
             )
         parts.append(table)
     if diff.same:
-        parts.append(Text("the bundles hold the same kernels and tunes, with the same picks"))
+        parts.append(line("the bundles hold the same kernels and tunes, with the same picks"))
     return Group(*parts)
 
 
@@ -503,20 +551,20 @@ def clean_renderable(report: CleanReport) -> Group:
     for r in plan.removals:  # one table per reason, not the reason on every row
         by_reason.setdefault(r.reason, []).append(r)
     for reason, removals in by_reason.items():
-        parts.append(Text(f"{verb.capitalize()} from {report.path} ({len(removals)}): {reason}"))
+        parts.append(line(f"{verb.capitalize()} from {report.path} ({len(removals)}): {reason}"))
         table = listing()
         for col in ("kind", "entry", "where", "bytes"):
             table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
         for r in removals:
-            table.add_row(r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
+            add_row(table, r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
         parts.append(table)
     kernels = sum(1 for r in plan.removals if r.kind == "kernel")
     parts.append(
-        Text(
+        line(
             f"clean: {verb} {kernels} kernel(s) and {len(plan.removals) - kernels} tune(s); "
             f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
             f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
         )
     )
-    parts += [Text(f"  {n}", style="dim") for n in plan.kept_unjudged]
+    parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
     return Group(*parts)

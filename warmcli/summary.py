@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Group
-from rich.text import Text
 
 from warmcli.bundle import Bundle
 from warmcli.records import TuneRecord
 from warmcli.render import (
     EXPLAIN_HINT,
+    add_row,
     contents_table,
+    line,
     manifest_grid,
     tunable_arch,
     tune_json,
@@ -68,14 +69,20 @@ def large_summary(path: Path, sample: int = SAMPLE_TUNES) -> BundleSummary | Non
 
 def summary_renderable(path: str, summary: BundleSummary) -> Group:
     head = manifest_grid(path, summary.manifest, summary.fingerprints)
-    head.add_row("holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
+    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
     for device, arch, n, size in summary.kernels:
-        contents.add_row(device, arch, f"{n:,}", f"{size:,}", "", "")
+        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
     for operation, device, n, pending in summary.tunes:
-        contents.add_row(
-            f"{operation} on {device}", tunable_arch(device), "", "", f"{n:,}", f"{pending:,}"
+        add_row(
+            contents,
+            f"{operation} on {device}",
+            tunable_arch(device),
+            "",
+            "",
+            f"{n:,}",
+            f"{pending:,}",
         )
     title = f"First {len(summary.sample)} of {summary.tune_count:,} tunes"
     shown = tunes_table(title, [tune_json(t) for t in summary.sample])
-    return Group(head, contents, shown, Text(EXPLAIN_HINT, style="dim"))
+    return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))

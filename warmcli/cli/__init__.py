@@ -18,7 +18,8 @@ ENV_HELP = (
     "WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend); in production, "
     "WARM_REPORT=1 (print at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (write the "
     "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "
-    "log a miss).\n\n"
+    "log a miss), WARM_TRUSTED_KEYS (Ed25519 public key files: serve only entries they signed)."
+    "\n\n"
     "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
     "this machine cannot serve; 2 bad input or environment."
 )
@@ -48,9 +49,9 @@ def root(
     """warm: make GPU processes start hot."""
 
 
-from warmcli.cli import check, clean, diff, inspect, merge, run, verify  # noqa: E402  (register)
+from warmcli.cli import check, clean, diff, inspect, merge, run, sign, verify  # noqa: E402
 
-__all__ = ["app", "check", "clean", "diff", "inspect", "main", "merge", "run", "verify"]
+__all__ = ["app", "check", "clean", "diff", "inspect", "main", "merge", "run", "sign", "verify"]
 
 
 def main() -> None:

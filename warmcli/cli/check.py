@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.text import Text
 
 from warmcli.bundle import Bundle
 from warmcli.cli import app
@@ -22,7 +21,8 @@ from warmcli.cli.common import (
 )
 from warmcli.explain import REASONS
 from warmcli.preflight import CheckReport, check_servable, machine_devices
-from warmcli.render import listing
+from warmcli.printable import printable
+from warmcli.render import add_row, listing
 
 
 @app.command()
@@ -72,12 +72,12 @@ def _print(report: CheckReport) -> None:
     for o in report.offers:
         compiler = o.toolchain or f"no compiler ({o.problem})"
         out.print(
-            f"here: {o.id}  {o.fingerprint}  {compiler}",
+            printable(f"here: {o.id}  {o.fingerprint}  {compiler}"),
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-    held = f"bundle {report.bundle}: {report.kernels} kernel(s), {report.tunes} tune(s)"
+    held = printable(f"bundle {report.bundle}: {report.kernels} kernel(s), {report.tunes} tune(s)")
     if report.servable:
         out.print(
             f"{held}: every entry is servable here", style="green", markup=False, soft_wrap=True
@@ -96,7 +96,7 @@ def _print(report: CheckReport) -> None:
     for col in ("kind", "entries", "reason", "why"):
         table.add_column(col, overflow="fold")
     for (kind, reason, detail), labels in groups.items():
-        table.add_row(*(Text(v) for v in (kind, _entries(labels), reason, detail)))
+        add_row(table, kind, _entries(labels), reason, detail)
     out.print(table)
     if len(groups) < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)

@@ -24,12 +24,14 @@ from warmcli.bundle import Bundle, BundleError
 from warmcli.device import DeviceError
 from warmcli.home import warm_home
 from warmcli.kernel_cache import KernelCompileError
+from warmcli.printable import printable_lines
 from warmcli.render import stats_document
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+# No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
 
 EXPECTED = (
     WorkloadError,
@@ -55,6 +57,9 @@ ArchOpt = typer.Option(
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
 NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No tables or progress: the summary only.")
+SignKeyOpt = typer.Option(
+    None, "--key", "-k", help="Ed25519 private key (PEM): sign the bundle written."
+)
 VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler command.")
 
 
@@ -67,7 +72,7 @@ def default_bundle() -> Path:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit."""
-    first, *rest = str(message).strip().splitlines() or ["error"]
+    first, *rest = printable_lines(str(message).strip()) or ["error"]
     err.print(f"warm: error: {first}", markup=False, highlight=False)
     for line in rest:
         err.print(f"    {line}", markup=False, highlight=False)

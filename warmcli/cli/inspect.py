@@ -19,7 +19,8 @@ from warmcli.cli.common import (
     out,
     read_bundle,
 )
-from warmcli.render import stats_renderable
+from warmcli.printable import printable
+from warmcli.render import add_row, stats_renderable
 from warmcli.summary import large_summary, summary_renderable
 
 
@@ -38,7 +39,7 @@ def stats(
             return
     doc = {"bundle": str(path), **read_bundle(path)}
     if operation is not None:
-        held = ", ".join(sorted({t["operation"] for t in doc["tunes"]})) or "none"
+        held = ", ".join(sorted({printable(t["operation"]) for t in doc["tunes"]})) or "none"
         doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
         if not doc["tunes"]:
             fail(f"{path}: no tunes for operation {operation!r} (it holds: {held})")
@@ -71,5 +72,5 @@ def devices(as_json: bool = JsonOpt) -> None:
     for d in found:
         memory = f"{int(d['memory']) / 2**30:.1f} GiB" if d.get("memory") else "-"
         arch = d.get("arch") or d.get("compute_capability", "")
-        table.add_row(d["id"], str(d["name"]), str(arch), memory, str(d.get("driver", "")))
+        add_row(table, d["id"], d["name"], arch, memory, d.get("driver", ""))
     out.print(table)

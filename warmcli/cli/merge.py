@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from warmcli.cli import app
-from warmcli.cli.common import JsonOpt, emit_json, guarded, out
+from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out
 from warmcli.merge import merge_bundles
 from warmcli.render import merge_json, merge_renderable
+from warmcli.signing import load_private_key
 
 
 @app.command()
@@ -17,13 +18,18 @@ def merge(
     bundles: list[Path] = typer.Argument(..., help="The bundles to merge."),
     output: Path = typer.Option(..., "--output", "-o", help="The merged bundle to write."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+    key: Path | None = SignKeyOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Merge bundles (several architectures, several machines) into OUT.
 
-    A tune measured in two bundles keeps the newer measurement, and says so.
+    A tune measured in two bundles keeps the newer measurement, and says so. The
+    inputs' signatures do not carry over: --key signs OUT.
     """
-    report = guarded(lambda: merge_bundles(bundles, output, overwrite=force))
+    signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    report = guarded(
+        lambda: merge_bundles(bundles, output, overwrite=force, signing_key=signing_key)
+    )
     if as_json:
         emit_json(merge_json(report))
     else:

@@ -17,6 +17,7 @@ from warmcli.cli.common import (
     JsonOpt,
     NvccOpt,
     QuietOpt,
+    SignKeyOpt,
     VerboseOpt,
     default_bundle,
     emit_json,
@@ -27,6 +28,7 @@ from warmcli.cli.progress import RunProgress
 from warmcli.devices import open_devices
 from warmcli.passes import warm_bundle
 from warmcli.render import run_json, run_renderable
+from warmcli.signing import load_private_key, trusted_keys
 from warmcli.workload import load_workload
 
 
@@ -49,9 +51,16 @@ def run(
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
+    key: Path | None = SignKeyOpt,
 ) -> None:
-    """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify."""
+    """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify.
+
+    Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
+    the entries such keys signed are used, and --key signs what was stored.
+    """
     path = bundle or default_bundle()
+    trusted = guarded(trusted_keys)
+    signing_key = None if key is None else guarded(lambda: load_private_key(key))
     show_progress = not (as_json or quiet) and out.is_terminal
     progress = RunProgress(out) if show_progress else None
 
@@ -66,6 +75,8 @@ def run(
             compile_timeout=compile_timeout,
             allow_discarded_reads=allow_discarded_reads,
             observer=progress,
+            trusted_keys=trusted,
+            signing_key=signing_key,
         )
 
     with progress or contextlib.nullcontext():

@@ -1,9 +1,11 @@
 """`warm verify`: a bundle's integrity, then (with --workload) a replay that must compile nothing.
 
 Integrity: SQLite's own check, the manifest, every blob against its sha256, every
-kernel's blob present, every tune readable. With `--workload` the workload is
-replayed over the bundle: it must compile 0 kernels and measure 0 tunes. Exit 0
-when both hold, 1 naming what is corrupt or missing, 2 on bad input.
+kernel's blob present, every tune readable, and the signatures (by which key, valid
+or not; under WARM_TRUSTED_KEYS every row must be signed by a trusted key). With
+`--workload` the workload is replayed over the bundle: it must compile 0 kernels
+and measure 0 tunes. Exit 0 when both hold, 1 naming what is corrupt or missing,
+2 on bad input.
 """
 
 from __future__ import annotations
@@ -30,16 +32,23 @@ from warmcli.devices import open_devices
 from warmcli.integrity import check_bundle
 from warmcli.passes import PassReport, RunReport, verify_pass
 from warmcli.render import integrity_json, integrity_renderable, run_renderable, stats_json
+from warmcli.signing import trusted_keys
 from warmcli.workload import load_workload
 
 
 def replay(
-    path: Path, workload: Path, entry: str, device: str, arch: list[str], nvcc: str | None
+    path: Path,
+    workload: Path,
+    entry: str,
+    device: str,
+    arch: list[str],
+    nvcc: str | None,
+    trusted: list[bytes] | None,
 ) -> tuple[PassReport, list[str]]:
     loaded = load_workload(workload, entry)
     devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc)
     try:
-        return verify_pass(loaded, devices, path)
+        return verify_pass(loaded, devices, path, trusted_keys=trusted)
     finally:
         for d in devices:
             d.close()
@@ -62,10 +71,11 @@ def verify(
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
     path = bundle or default_bundle()
-    integrity = guarded(lambda: check_bundle(path))
+    trusted = guarded(trusted_keys)
+    integrity = guarded(lambda: check_bundle(path, trusted))
     replayed: tuple[PassReport, list[str]] | None = None
     if workload is not None and integrity.ok:
-        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc))
+        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc, trusted))
     missing = replayed[1] if replayed else []
     doc: dict[str, Any] = {
         "bundle": str(path),

@@ -1,0 +1,64 @@
+"""`warm sign BUNDLE --key KEY` and `warm keygen KEY`: vouch for a bundle's entries with Ed25519.
+
+A bundle's binaries are native code that production loads; `sign` records which
+rows the key's owner vouches for (see `warmcli.signing`), and processes given
+`WARM_TRUSTED_KEYS` serve only those. `keygen` makes a key pair (openssl's
+`genpkey -algorithm ed25519` makes the same). `verify` reports signatures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from warmcli.bundle import Bundle, BundleError
+from warmcli.cli import app
+from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, guarded, out
+from warmcli.printable import printable
+from warmcli.signing import generate_key_pair, load_private_key, sign
+
+
+def sign_path(path: Path, key: Path) -> tuple[str, int]:
+    """Sign every row of the bundle at `path`; returns (key id, rows signed)."""
+    private = load_private_key(key)
+    if not path.exists():
+        raise BundleError(f"{path}: no such bundle")
+    with Bundle.open(path, write=True) as bundle:
+        signature = sign(bundle, private)
+    return signature.key_id, signature.count
+
+
+@app.command("sign")
+def sign_command(
+    bundle: Path | None = BundleArg,
+    key: Path = typer.Option(..., "--key", "-k", help="Ed25519 private key (PEM)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Sign every entry of BUNDLE with KEY: processes that trust the key serve them.
+
+    Trust is by content: a VACUUM or a copy stays signed; an entry changed or added
+    later is not covered until the bundle is signed again.
+    """
+    path = bundle or default_bundle()
+    key_id, rows = guarded(lambda: sign_path(path, key))
+    if as_json:
+        emit_json({"bundle": str(path), "key_id": key_id, "rows": rows})
+    else:
+        out.print(printable(f"signed {path}: {rows} row(s) by key {key_id}"))
+
+
+@app.command()
+def keygen(
+    key: Path = typer.Argument(..., help="Where to write the private key (KEY.pub: public)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Make an Ed25519 key pair: KEY (private, mode 0600) and KEY.pub (public).
+
+    Sign with KEY; list KEY.pub in WARM_TRUSTED_KEYS where bundles are served.
+    """
+    private, public = guarded(lambda: generate_key_pair(key))
+    if as_json:
+        emit_json({"private": str(private), "public": str(public)})
+    else:
+        out.print(printable(f"private key {private}, public key {public}"))
