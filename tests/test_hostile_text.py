@@ -99,6 +99,7 @@ def assert_inert(proc: subprocess.CompletedProcess[str], codes: tuple[int, ...] 
         (("check", "{hostile}", "--device", "host"), (1,)),
         (("clean", "{hostile}", "--dry-run"), (0,)),
         (("verify", "{hostile}"), (0,)),
+        (("merge", "{clean}", "{hostile}", "-o", "{hostile}.merged"), (0,)),
         (("verify", "{hostile}", "--workload", str(MATMUL), "--explain-misses"), (1,)),
     ],
 )

@@ -237,3 +237,19 @@ def test_row_hashes_are_unambiguous_and_found_in_sorted_lists() -> None:
     found = RowSet([b"".join(listed)])
     assert all(h in found for h in hashes)
     assert row_hash("kernels", ("x",)) not in found and b"" not in found
+
+
+def test_a_write_back_keeps_what_was_signed_and_says_the_rest_is_unsigned(setup: Setup) -> None:
+    path = setup.copy(setup.signed, "write-back.warm")
+    conn = sqlite3.connect(path)
+    with conn:
+        _edit_pick(conn)
+    conn.close()
+    wrote = setup.serve(path, WARM_BUNDLE_WRITE="1")
+    assert wrote.returncode == 0 and wrote.stdout.split()[:2] == ["0", "1"], wrote.stderr
+    assert "they are unsigned: sign it again" in wrote.stderr
+    again = setup.serve(path)  # the signed rows are still served; the new one is not
+    assert again.returncode == 0 and again.stdout.split()[:2] == ["0", "1"], again.stderr
+    setup.ok(setup.warm("sign", path, "--key", setup.key))
+    signed = setup.serve(path)
+    assert signed.returncode == 0 and signed.stdout.split()[:2] == ["0", "0"], signed.stderr

@@ -14,7 +14,8 @@ Every miss is explained (`warmcli.explain`), logged on logger `warmcli` with
 `WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
 `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys (`trusted_keys=`,
 `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries
-they signed are served (`warmcli.signing`); a write-back is not signed.
+they signed are served (`warmcli.signing`); a write-back is not signed, and into a
+signed bundle it logs so (logger `warmcli`).
 The module owns the process's bundle, runtimes and the misses of closed ones; it
 prints nothing except that report, and only when asked.
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy
+from warmcli.explain import EXPLAIN, MissPolicy, logger
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime import Runtime
 from warmcli.signing import trusted_keys as read_trusted_keys
@@ -185,17 +186,24 @@ def _close_locked() -> None:
     the first failure is raised once all is released."""
     global _bundle
     failure: BundleError | None = None
+    written = 0
     for rt in _runtimes.values():
         _closed_misses.extend(_misses(rt))
         try:
             if _write and _bundle is not None and failure is None:
-                rt.persist(_bundle)
+                written += sum(rt.persist(_bundle))
         except BundleError as exc:
             failure = exc
         finally:
             rt.close()
     _runtimes.clear()
     _asked.clear()
+    if written and _bundle is not None and _bundle.signatures():
+        logger.warning(
+            "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
+            written,
+            printable(_bundle.path),
+        )
     if _bundle is not None:
         _bundle.close()
         _bundle = None
