@@ -64,10 +64,8 @@ def _value(value: object) -> bytes:
     if isinstance(value, int):
         text = str(value).encode()
         return b"i" + struct.pack(">I", len(text)) + text
-    if isinstance(value, float):
-        if math.isnan(value):
-            return b"f" + b"nan"
-        return b"f" + struct.pack(">d", value)
+    if isinstance(value, float):  # every NaN as one 8-byte value: all are the same value
+        return b"f" + struct.pack(">d", math.nan if math.isnan(value) else value)
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
     tag = b"s" if isinstance(value, str) else b"b"
     return tag + struct.pack(">Q", len(raw)) + raw
