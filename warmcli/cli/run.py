@@ -20,6 +20,7 @@ from warmcli.cli.common import (
     VerboseOpt,
     default_bundle,
     emit_json,
+    fail,
     guarded,
     out,
 )
@@ -27,12 +28,20 @@ from warmcli.cli.progress import RunProgress
 from warmcli.devices import open_devices
 from warmcli.passes import warm_bundle
 from warmcli.render import run_json, run_renderable
-from warmcli.workload import load_workload
+from warmcli.workload import load_module, load_workload
 
 
 @app.command()
 def run(
-    workload: Path = typer.Argument(..., help="The workload file, defining workload(runtime)."),
+    workload: Path | None = typer.Argument(
+        None, help="The workload file, defining workload(runtime)."
+    ),
+    module: str | None = typer.Option(
+        None,
+        "--module",
+        "-m",
+        help="Run a workload module instead (pkg.module), as python -m would.",
+    ),
     bundle: Path | None = BundleOpt,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
@@ -55,8 +64,11 @@ def run(
     show_progress = not (as_json or quiet) and out.is_terminal
     progress = RunProgress(out) if show_progress else None
 
+    if (workload is None) == (module is None):
+        fail("give a workload file or -m MODULE (one of them)")
+
     def action() -> Any:
-        loaded = load_workload(workload, entry)
+        loaded = load_module(module, entry) if module else load_workload(workload or "", entry)
         return warm_bundle(
             loaded,
             lambda: open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc),
