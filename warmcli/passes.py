@@ -7,7 +7,10 @@ built and measured into the bundle, and finally runs a verify pass with fresh
 runtimes over the freshly opened bundle: under `Execute` on devices that can
 execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
 compile-only devices (it must queue 0 kernels); each miss there is explained
-(`PassReport.misses`). Each pass counts into its own
+(`PassReport.misses`). Interrupted (`KeyboardInterrupt`, which a SIGINT or
+SIGTERM handler raises), what was built and measured so far is stored and
+`RunInterrupted` says how much. Each pass announces itself to the crash journal
+(`warmcli.isolation`) and counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -22,12 +25,22 @@ from pathlib import Path
 from warmcli.bundle import Bundle
 from warmcli.device import Device
 from warmcli.explain import MissExplanation
+from warmcli.isolation import note_pass
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
 from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted; what it had stored by then is kept."""
+
+    def __init__(self, stored_kernels: int, stored_tunes: int) -> None:
+        super().__init__(stored_kernels, stored_tunes)
+        self.stored_kernels = stored_kernels
+        self.stored_tunes = stored_tunes
 
 
 @dataclass
@@ -65,6 +78,7 @@ def run_pass(
 ) -> PassReport:
     """Run the workload once on every runtime under `mode`; `finish` runs inside the
     override even when the workload fails (persisting what was obtained so far)."""
+    note_pass(label)
     collector = StatisticsCollector()
     if observer is not None:
         observer(label, collector.reader())
@@ -164,8 +178,37 @@ def warm_bundle(
     observer: Observer | None = None,
 ) -> RunReport:
     """Both warming passes, the bundle written, then the verify pass."""
+    report = RunReport(bundle_path, [])
+    try:
+        _warm(
+            report,
+            workload,
+            open_devices,
+            verify=verify,
+            jobs=jobs,
+            compile_timeout=compile_timeout,
+            allow_discarded_reads=allow_discarded_reads,
+            observer=observer,
+        )
+    except KeyboardInterrupt:
+        raise RunInterrupted(report.stored_kernels, report.stored_tunes) from None
+    return report
+
+
+def _warm(
+    report: RunReport,
+    workload: Workload,
+    open_devices: Callable[[], list[Device]],
+    *,
+    verify: bool,
+    jobs: int | None,
+    compile_timeout: float | None,
+    allow_discarded_reads: bool,
+    observer: Observer | None,
+) -> None:
+    bundle_path = report.bundle
     devices = open_devices()
-    report = RunReport(bundle_path, [d.id for d in devices])
+    report.devices = [d.id for d in devices]
     created = not bundle_path.exists()
     bundle = Bundle.open(bundle_path, write=True)
     finished = False
@@ -228,4 +271,3 @@ def warm_bundle(
         finally:
             for d in fresh:
                 d.close()
-    return report

@@ -23,7 +23,8 @@ ENV_HELP = (
     "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "
     "log a miss).\n\n"
     "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
-    "this machine cannot serve; 2 bad input or environment."
+    "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "
+    'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
 
 app = typer.Typer(

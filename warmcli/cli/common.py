@@ -80,11 +80,11 @@ def json_requested() -> bool:
     return "--json" in sys.argv[1:]
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit;
     under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = str(message).strip().splitlines() or ["error"]
-    err.print(f"warm: error: {first}", markup=False, highlight=False)
+    err.print(f"warm: {label}{first}", markup=False, highlight=False)
     for line in rest:
         err.print(f"    {line}", markup=False, highlight=False)
     if json_requested() and not _Emitted.json:
@@ -93,6 +93,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
             doc["detail"] = "\n".join(rest)
         emit_json(doc)
     raise typer.Exit(code)
+
+
+def exit_code(action: Callable[[], int]) -> int:
+    """Run a command's `action`, turning `typer.Exit` into the exit code it carries."""
+    try:
+        return action()
+    except typer.Exit as exc:
+        return exc.exit_code
+
+
+def interrupted(kernels: int, tunes: int) -> NoReturn:
+    """Stopped by SIGINT or SIGTERM: say what this run stored (it is kept), exit 130."""
+    fail(
+        f"interrupted: {kernels} kernel(s) and {tunes} tune(s) stored are kept",
+        EXIT_INTERRUPTED,
+        label="",
+    )
 
 
 def _bad_arch(exc: Exception) -> bool:

@@ -1,0 +1,270 @@
+"""Crash isolation for `warm run`: the passes in a worker process that journals its work.
+
+A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
+take `warm run` down. `run_isolated` forks a worker that does the whole run and
+waits for it. The worker appends to a journal (an unlinked temporary file both
+share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
+compiler process group it starts. When the worker dies of a crash signal while a
+candidate is being measured, that candidate is excluded (`excluded`, read by the
+tuner, which records it as failed with the reason `crashed (SIGSEGV)`) and the
+run starts again in a fresh worker; a crash anywhere else is returned as a
+`WorkerCrash` naming the pass. Either way the compiler groups the worker left are
+killed. SIGINT and SIGTERM sent to the supervisor are forwarded to the worker, and
+the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
+warm. `interrupt_on_signals` makes SIGINT and SIGTERM stop every compiler and
+raise `KeyboardInterrupt` once.
+
+State: the excluded candidates and the worker's journal, one of each per process.
+The module never prints (the caller's `on_crash` and its exit code do) and never
+touches a bundle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from warmcli.compiler import on_compiler, stop_compilers
+
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
+)
+KILL_GRACE = 5.0  # seconds an interrupted worker has to stop before it is killed
+_PR_SET_PDEATHSIG = 1
+
+
+class _State:
+    journal: int | None = None  # the worker's journal file descriptor
+    excluded: dict[tuple[str, str], str] = {}  # noqa: RUF012  ((tune key, candidate) -> reason)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _write(kind: str, **fields: Any) -> None:
+    if _State.journal is not None:
+        line = json.dumps({"kind": kind, **fields}, default=str) + "\n"
+        os.write(_State.journal, line.encode())
+
+
+def note_pass(label: str) -> None:
+    """The worker starts a pass (a crash outside tuning is reported with it)."""
+    _write("pass", label=label)
+
+
+@contextlib.contextmanager
+def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> Iterator[None]:
+    """The worker measures this candidate now: a crash inside excludes it."""
+    _write("begin", key=tune_key, operation=operation, shape=shape_key, candidate=candidate)
+    try:
+        yield
+    finally:
+        _write("end")
+
+
+def excluded(tune_key: str, candidate: str) -> str | None:
+    """Why this candidate is excluded from its tune (it crashed an earlier worker), or None."""
+    return _State.excluded.get((tune_key, candidate))
+
+
+@dataclass
+class WorkerCrash:
+    """The worker died of a signal outside any candidate's measurement, or was killed
+    after an interrupt it did not stop for (`interrupted`)."""
+
+    signal: int
+    during: str | None = None
+    interrupted: bool = False
+
+    @property
+    def reason(self) -> str:
+        return signal_name(self.signal)
+
+
+@dataclass
+class CrashedCandidate:
+    """A candidate that crashed a worker, now excluded; the run starts again."""
+
+    signal: int
+    operation: str
+    shape: str
+    candidate: str
+    key: str
+
+    @property
+    def reason(self) -> str:
+        return f"crashed ({signal_name(self.signal)})"
+
+
+@dataclass
+class _Journal:
+    during: str | None = None
+    candidate: dict[str, Any] | None = None
+    groups: set[int] = field(default_factory=set)
+
+
+def _read_journal(fd: int) -> _Journal:
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(os.dup(fd), "rb") as fh:
+        data = fh.read()
+    journal = _Journal()
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:  # a line cut short by the crash
+            continue
+        kind = entry.get("kind")
+        if kind == "pass":
+            journal.during, journal.candidate = entry["label"], None
+        elif kind == "begin":
+            journal.candidate = entry
+        elif kind == "end":
+            journal.candidate = None
+        elif kind == "compiler":
+            (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
+    return journal
+
+
+def _arm_parent_death(parent: int) -> None:
+    """The worker gets SIGTERM (an interrupt) if the supervisor dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
+    """In the forked worker: run `work` with the journal armed, then exit with its code."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _State.journal = journal
+        on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
+        _arm_parent_death(parent)
+        code = work()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+class _Forwarded(Exception):
+    """The supervisor got SIGINT or SIGTERM and passed it on to the worker."""
+
+
+def _wait(pid: int) -> tuple[int, bool]:
+    """Wait for the worker, forwarding SIGINT and SIGTERM; kill it if it will not stop.
+    Returns its wait status and whether it was interrupted."""
+    deadline: float | None = None
+    interrupted = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+        raise _Forwarded
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                if deadline is None:
+                    return os.waitpid(pid, 0)[1], interrupted
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return status, interrupted
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    deadline = None
+                else:
+                    time.sleep(0.01)
+            except _Forwarded:
+                interrupted = True
+                deadline = time.monotonic() + KILL_GRACE
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _kill_groups(groups: set[int]) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def run_isolated(
+    work: Callable[[], int],
+    on_crash: Callable[[CrashedCandidate], None] | None = None,
+    max_restarts: int = 64,
+) -> int | WorkerCrash:
+    """Run `work` (returning an exit code) in a worker process; see the module doc.
+
+    Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
+    a candidate's measurement (or of an interrupt it did not stop for in time).
+    """
+    for _ in range(max_restarts + 1):
+        with tempfile.TemporaryFile() as fh:
+            journal = fh.fileno()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
+                _worker(work, journal, parent)
+            status, interrupted = _wait(pid)
+            seen = _read_journal(journal)
+        _kill_groups(seen.groups)
+        if os.WIFEXITED(status):
+            return os.WEXITSTATUS(status)
+        number = os.WTERMSIG(status)
+        if interrupted or number in (signal.SIGINT, signal.SIGTERM):
+            return WorkerCrash(number, seen.during, interrupted=True)
+        began = seen.candidate
+        if number not in CRASH_SIGNALS or began is None:
+            return WorkerCrash(number, seen.during)
+        crashed = CrashedCandidate(
+            number, began["operation"], began["shape"], began["candidate"], began["key"]
+        )
+        if (crashed.key, crashed.candidate) in _State.excluded:
+            return WorkerCrash(number, seen.during)
+        _State.excluded[(crashed.key, crashed.candidate)] = crashed.reason
+        if on_crash is not None:
+            on_crash(crashed)
+    return WorkerCrash(signal.SIGSEGV, "tuning: too many candidates crashed")
+
+
+def interrupt_on_signals() -> None:
+    """SIGINT and SIGTERM stop every compiler at once and raise `KeyboardInterrupt` (once:
+    a second signal only stops compilers again, so the cleanup finishes)."""
+    raised = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal raised
+        stop_compilers()
+        if not raised:
+            raised = True
+            raise KeyboardInterrupt
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, handler)
