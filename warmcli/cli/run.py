@@ -115,7 +115,7 @@ def run(
         if as_json:
             emit_json(run_json(report))
         else:
-            out.print(run_renderable(report, verbose=verbose, tables=not quiet))
+            out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
         return 1 if report.verified is False else 0
 
     existed = path.exists()
