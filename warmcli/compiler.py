@@ -111,13 +111,23 @@ def resume_compilers() -> None:
     _Live.refusing = False
 
 
+def _prctl() -> Callable[..., int]:
+    if _Live.prctl is None:
+        _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return _Live.prctl
+
+
+def parent_death_signal(signum: int) -> None:
+    """Have this process get `signum` when the thread that started it dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        _prctl()(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
 def _tie_to_parent() -> Callable[[], None] | None:
     """A `preexec_fn` that kills the compiler when the thread that started it dies (Linux)."""
     if not sys.platform.startswith("linux"):
         return None
-    if _Live.prctl is None:
-        _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
-    prctl, parent = _Live.prctl, os.getpid()
+    prctl, parent = _prctl(), os.getpid()  # libc looked up here, in the parent
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -22,7 +22,6 @@ touches a bundle.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -34,13 +33,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from warmcli.compiler import on_compiler, stop_compilers
+from warmcli.compiler import on_compiler, parent_death_signal, stop_compilers
 
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 )
 KILL_GRACE = 5.0  # seconds an interrupted worker has to stop before it is killed
-_PR_SET_PDEATHSIG = 1
 
 
 class _State:
@@ -66,6 +64,11 @@ def note_pass(label: str) -> None:
     _write("pass", label=label)
 
 
+def note_stored(kernels: int, tunes: int) -> None:
+    """The worker committed this many kernels and tunes to the bundle (they are kept)."""
+    _write("stored", kernels=kernels, tunes=tunes)
+
+
 @contextlib.contextmanager
 def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> Iterator[None]:
     """The worker measures this candidate now: a crash inside excludes it."""
@@ -89,6 +92,7 @@ class WorkerCrash:
     signal: int
     during: str | None = None
     interrupted: bool = False
+    stored: tuple[int, int] = (0, 0)  # kernels and tunes the worker had committed
 
     @property
     def reason(self) -> str:
@@ -115,6 +119,7 @@ class _Journal:
     during: str | None = None
     candidate: dict[str, Any] | None = None
     groups: set[int] = field(default_factory=set)
+    stored: tuple[int, int] = (0, 0)
 
 
 def _read_journal(fd: int) -> _Journal:
@@ -134,6 +139,9 @@ def _read_journal(fd: int) -> _Journal:
             journal.candidate = entry
         elif kind == "end":
             journal.candidate = None
+        elif kind == "stored":
+            kernels, tunes = journal.stored
+            journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
@@ -141,8 +149,7 @@ def _read_journal(fd: int) -> _Journal:
 
 def _arm_parent_death(parent: int) -> None:
     """The worker gets SIGTERM (an interrupt) if the supervisor dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -239,15 +246,15 @@ def run_isolated(
             return os.WEXITSTATUS(status)
         number = os.WTERMSIG(status)
         if interrupted or number in (signal.SIGINT, signal.SIGTERM):
-            return WorkerCrash(number, seen.during, interrupted=True)
+            return WorkerCrash(number, seen.during, True, seen.stored)
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
-            return WorkerCrash(number, seen.during)
+            return WorkerCrash(number, seen.during, False, seen.stored)
         crashed = CrashedCandidate(
             number, began["operation"], began["shape"], began["candidate"], began["key"]
         )
         if (crashed.key, crashed.candidate) in _State.excluded:
-            return WorkerCrash(number, seen.during)
+            return WorkerCrash(number, seen.during, False, seen.stored)
         _State.excluded[(crashed.key, crashed.candidate)] = crashed.reason
         if on_crash is not None:
             on_crash(crashed)

@@ -25,7 +25,7 @@ from pathlib import Path
 from warmcli.bundle import Bundle
 from warmcli.device import Device
 from warmcli.explain import MissExplanation
-from warmcli.isolation import note_pass
+from warmcli.isolation import note_pass, note_stored
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
 from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
@@ -233,6 +233,7 @@ def _warm(
                 # Whatever was built or measured before a failure stays stored.
                 for runtime in runtimes:
                     k, t = runtime.persist(bundle)
+                    note_stored(k, t)
                     report.stored_kernels += k
                     report.stored_tunes += t
 

@@ -17,7 +17,6 @@ import typer
 from warmcli.batch import JOBS_PER_CPU
 from warmcli.cli import app
 from warmcli.cli.common import (
-    EXIT_INTERRUPTED,
     ArchOpt,
     BundleOpt,
     DeviceOpt,
@@ -38,7 +37,13 @@ from warmcli.cli.common import (
 from warmcli.cli.progress import RunProgress
 from warmcli.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.devices import open_devices
-from warmcli.isolation import CrashedCandidate, WorkerCrash, interrupt_on_signals, run_isolated
+from warmcli.isolation import (
+    CRASH_SIGNALS,
+    CrashedCandidate,
+    WorkerCrash,
+    interrupt_on_signals,
+    run_isolated,
+)
 from warmcli.passes import RunInterrupted, warm_bundle
 from warmcli.render import run_json, run_renderable
 from warmcli.workload import load_module, load_workload
@@ -136,18 +141,19 @@ def _excluded(crash: CrashedCandidate) -> None:
 
 def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
     """The worker died outside any candidate: one line, exit 130 (interrupted) or 2."""
+    kernels, tunes = crash.stored
     if crash.interrupted:
-        fail(
-            f"interrupted: the run did not stop in time and was killed ({crash.reason}); "
-            "what it had stored is kept",
-            EXIT_INTERRUPTED,
-            label="",
-        )
+        interrupted(kernels, tunes)
     during = crash.during or "loading the workload"
-    if crash.during is not None and crash.during.startswith("Verify"):
-        kept = f"the bundle {path} was written before it"
+    if kernels or tunes:
+        kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
         if not existed:  # a bundle the crashed run only created leaves nothing behind
             path.unlink(missing_ok=True)
         kept = f"nothing was stored in {path}"
-    fail(f"the workload crashed ({crash.reason}) during {during}: {kept}")
+    what = (
+        f"the workload crashed ({crash.reason})"
+        if crash.signal in CRASH_SIGNALS
+        else f"the run was killed ({crash.reason}; out of memory?)"
+    )
+    fail(f"{what} during {during}: {kept}")
