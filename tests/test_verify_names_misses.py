@@ -75,6 +75,7 @@ def test_run_and_verify_name_each_miss_and_its_reason(
     assert reasons == [("add[STEP=7]", "defines"), ("add float32[32] 32", "shape")]
 
 
+@pytest.mark.nvcc
 def test_a_compile_only_verify_explains_its_tune_misses(
     warm: Warm, workload_file, bundle_path: Path
 ) -> None:
