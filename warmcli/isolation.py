@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -38,7 +39,7 @@ from warmcli.compiler import on_compiler, parent_death_signal, stop_compilers
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 )
-KILL_GRACE = 5.0  # seconds an interrupted worker has to stop before it is killed
+KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
 
 
 class _State:
@@ -166,6 +167,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         code = work()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # `work` said nothing of it: the exit code says it
+        code = 130
     except BaseException:
         import traceback
 
@@ -177,39 +180,38 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         os._exit(code)
 
 
-class _Forwarded(Exception):
-    """The supervisor got SIGINT or SIGTERM and passed it on to the worker."""
-
-
 def _wait(pid: int) -> tuple[int, bool]:
-    """Wait for the worker, forwarding SIGINT and SIGTERM; kill it if it will not stop.
-    Returns its wait status and whether it was interrupted."""
-    deadline: float | None = None
-    interrupted = False
+    """Wait for the worker, forwarding SIGINT and SIGTERM; kill it if it will not stop
+    within `KILL_GRACE` of the first. Returns its wait status and whether it was
+    interrupted. The handler never raises, so no status is ever lost to it."""
+    deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        raise _Forwarded
+        if not deadline:
+            deadline.append(time.monotonic() + KILL_GRACE)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    except OSError:
+        pidfd = None
+    try:
         while True:
-            try:
-                if deadline is None:
-                    return os.waitpid(pid, 0)[1], interrupted
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return status, interrupted
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    deadline = None
-                else:
-                    time.sleep(0.01)
-            except _Forwarded:
-                interrupted = True
-                deadline = time.monotonic() + KILL_GRACE
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status, bool(deadline)
+            if deadline and time.monotonic() > deadline[0]:
+                os.kill(pid, signal.SIGKILL)
+                return os.waitpid(pid, 0)[1], True
+            if pidfd is not None:  # readable when the worker exits
+                select.select([pidfd], [], [], 0.25)
+            else:
+                time.sleep(0.02)
     finally:
+        if pidfd is not None:
+            os.close(pidfd)
         for s, handler in previous.items():
             signal.signal(s, handler)
 
