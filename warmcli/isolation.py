@@ -159,8 +159,9 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
     """In the forked worker: run `work` with the journal armed, then exit with its code."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for s, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, None)):
+            if s in _heeded():  # the supervisor's handler must not run here
+                signal.signal(s, handler or signal.SIG_DFL)
         _State.journal = journal
         on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
         _arm_parent_death(parent)
@@ -192,7 +193,7 @@ def _wait(pid: int) -> tuple[int, bool]:
         if not deadline:
             deadline.append(time.monotonic() + KILL_GRACE)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, forward) for s in _heeded()}
     try:
         pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
     except OSError:
@@ -275,5 +276,11 @@ def interrupt_on_signals() -> None:
             raised = True
             raise KeyboardInterrupt
 
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in _heeded():
         signal.signal(s, handler)
+
+
+def _heeded() -> list[int]:
+    """SIGINT and SIGTERM, less any this process was started ignoring (`nohup`, a
+    background job of a non-interactive shell): those stay ignored, as Python leaves them."""
+    return [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) != signal.SIG_IGN]
