@@ -63,14 +63,16 @@ class Warm:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
 
-    def __call__(self, *args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str | Path, timeout: float = 300, cwd: Path = ROOT
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "warmcli", *map(str, args)],
             capture_output=True,
             text=True,
             env=self.env,
             timeout=timeout,
-            cwd=ROOT,
+            cwd=cwd,
         )
 
     def json(self, *args: str | Path) -> Any:

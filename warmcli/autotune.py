@@ -6,8 +6,9 @@ from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
 device fingerprint and a checksum of the candidate set, so adding or renaming a
 candidate invalidates old picks. On a miss a tune measures every candidate
 (warm-up, then repeats, median) on the stream it measures on, switched to
-`Execute` by a `StreamModeOverride`; a candidate that fails to compile or run is
-excluded and recorded; the fastest wins and every measurement is kept. The
+`Execute` by a `StreamModeOverride`; a candidate that fails to compile or run, or
+that crashed an earlier `warm run` worker (`warmcli.isolation`), is excluded and
+recorded; the fastest wins and every measurement is kept. The
 `TuneCache` owns the records of one device and reads the bundle on demand; it
 never writes the bundle itself.
 """
@@ -27,6 +28,7 @@ import numpy as np
 
 from warmcli.bundle import Bundle
 from warmcli.device import Buffer, DeviceError, LaunchError
+from warmcli.isolation import excluded, measuring
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.process_mode import active_collector
@@ -158,12 +160,20 @@ def measure(
         if not device.can_execute:
             results.append(CandidateMeasurement(name, kernel_key, "pending"))
             continue
+        crashed = excluded(key, name)
+        if crashed is not None:
+            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=crashed))
+            active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
+            continue
 
         def run(kernel: Kernel = kernel) -> None:
             tunable.launch(rt, kernel, *inputs, stream=stream)
 
         try:
-            with StreamModeOverride(stream, StreamMode.EXECUTE):
+            with (
+                measuring(key, tunable.name, shape_key, name),
+                StreamModeOverride(stream, StreamMode.EXECUTE),
+            ):
                 for _ in range(tunable.warmup):
                     run()
                 stream.synchronize()

@@ -10,7 +10,10 @@ compile-only devices (it must queue 0 kernels); each miss there is explained
 (`PassReport.misses`). Under trusted keys the bundle is opened trusting only
 them (`warmcli.signing`); with a signing key, what the run stored is signed
 before the verify pass (with what trusted keys had signed, or everything when
-no keys are trusted). Each pass counts into its own
+no keys are trusted). Interrupted (`KeyboardInterrupt`, which a SIGINT or
+SIGTERM handler raises), what was built and measured so far is stored and
+`RunInterrupted` says how much. Each pass announces itself to the crash journal
+(`warmcli.isolation`) and counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -26,6 +29,7 @@ from typing import Any
 from warmcli.bundle import Bundle
 from warmcli.device import Device
 from warmcli.explain import MissExplanation
+from warmcli.isolation import note_pass, note_stored
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
 from warmcli.signing import sign
@@ -33,6 +37,15 @@ from warmcli.statistics import DeviceStatistics, StatisticsCollector, Statistics
 from warmcli.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted; what it had stored by then is kept."""
+
+    def __init__(self, stored_kernels: int, stored_tunes: int) -> None:
+        super().__init__(stored_kernels, stored_tunes)
+        self.stored_kernels = stored_kernels
+        self.stored_tunes = stored_tunes
 
 
 @dataclass
@@ -71,6 +84,7 @@ def run_pass(
 ) -> PassReport:
     """Run the workload once on every runtime under `mode`; `finish` runs inside the
     override even when the workload fails (persisting what was obtained so far)."""
+    note_pass(label)
     collector = StatisticsCollector()
     if observer is not None:
         observer(label, collector.reader())
@@ -174,8 +188,41 @@ def warm_bundle(
 ) -> RunReport:
     """Both warming passes, the bundle written (and signed, given `signing_key`), then the
     verify pass."""
+    report = RunReport(bundle_path, [])
+    try:
+        _warm(
+            report,
+            workload,
+            open_devices,
+            verify=verify,
+            jobs=jobs,
+            compile_timeout=compile_timeout,
+            allow_discarded_reads=allow_discarded_reads,
+            observer=observer,
+            trusted_keys=trusted_keys,
+            signing_key=signing_key,
+        )
+    except KeyboardInterrupt:
+        raise RunInterrupted(report.stored_kernels, report.stored_tunes) from None
+    return report
+
+
+def _warm(
+    report: RunReport,
+    workload: Workload,
+    open_devices: Callable[[], list[Device]],
+    *,
+    verify: bool,
+    jobs: int | None,
+    compile_timeout: float | None,
+    allow_discarded_reads: bool,
+    observer: Observer | None,
+    trusted_keys: Sequence[bytes] | None,
+    signing_key: Any,
+) -> None:
+    bundle_path = report.bundle
     devices = open_devices()
-    report = RunReport(bundle_path, [d.id for d in devices])
+    report.devices = [d.id for d in devices]
     created = not bundle_path.exists()
     bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
     finished = False
@@ -200,6 +247,7 @@ def warm_bundle(
                 # Whatever was built or measured before a failure stays stored.
                 for runtime in runtimes:
                     k, t = runtime.persist(bundle)
+                    note_stored(k, t)
                     report.stored_kernels += k
                     report.stored_tunes += t
 
@@ -240,7 +288,6 @@ def warm_bundle(
         finally:
             for d in fresh:
                 d.close()
-    return report
 
 
 def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:

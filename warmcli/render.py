@@ -20,6 +20,7 @@ from rich.text import Text
 
 from warmcli.clean import CleanReport, Removal, where
 from warmcli.diff import BundleDiff
+from warmcli.explain import MissExplanation
 from warmcli.integrity import IntegrityReport
 from warmcli.kernel_cache import COMMAND_NOTE
 from warmcli.merge import MergeReport
@@ -82,7 +83,18 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "verified": report.verified,
         "missing": report.missing,
         "signature": report.signature,
+        "explanations": [m.as_dict() for m in verify_misses(report)],
     }
+
+
+def verify_misses(report: RunReport) -> list[MissExplanation]:
+    """Every kernel and tune the verify pass(es) missed, each with its reason."""
+    return [m for p in report.passes if p.mode.startswith("Verify") for m in p.misses]
+
+
+def miss_lines(misses: list[MissExplanation]) -> list[Text]:
+    """One line per miss: what was missed, the part of its key that differs, both values."""
+    return [Text(f"miss: {m.line()}", style="red") for m in misses]
 
 
 def commands(report: PassReport) -> list[str]:
@@ -147,6 +159,7 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         )
     elif report.verified is False:
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
+        parts += miss_lines(verify_misses(report))
     return Group(*parts)
 
 

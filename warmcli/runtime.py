@@ -87,6 +87,7 @@ class Runtime:
             device, bundle, jobs=jobs, timeout=compile_timeout, misses=misses
         )
         self.tunes = TuneCache(device.id, bundle)
+        self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
 
@@ -182,16 +183,16 @@ class Runtime:
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
             if record is None:
                 collector.count(device_id, "autotune", "unrecorded")
+                if key not in self._explained_tunes:  # a compile-only verify names it once
+                    self._explained_tunes.add(key)
+                    self._explain_tune_miss(tunable, key, shape_key, record)
             for kernel in tunable.candidates.values():
                 self.kernels.queue(kernel)
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             return None
         else:
-            if self.bundle is not None and self.misses is not None:
-                identity = self.device.fingerprint.identity
-                why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
-                self.misses.report(device_id, why)
+            self._explain_tune_miss(tunable, key, shape_key, record)
             record = measure(self, tunable, inputs, stream, key, shape_key)
             self.tunes.put(record)
             if record.pick is None:
@@ -199,6 +200,15 @@ class Runtime:
             pick = record.pick
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
+
+    def _explain_tune_miss(
+        self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
+    ) -> None:
+        """A tune the loaded bundle lacks: explained and handed to the miss policy."""
+        if self.bundle is not None and self.misses is not None:
+            identity = self.device.fingerprint.identity
+            why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+            self.misses.report(self.device.id, why)
 
     # -- persistence -----------------------------------------------------------------------
 

@@ -1,17 +1,24 @@
-"""Loading a workload: a Python file that defines `workload(runtime)`.
+"""Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
-The file is imported as a fresh module under a private name, so two workloads
-never share state and nothing of it is imported twice by accident. Every way
-this can go wrong (a missing file, a file that is not Python, a syntax error, an
-import that raises, no entry point, an exception inside the entry point) becomes
-one `WorkloadError` whose message names the workload's own file and line. The
-module owns nothing once loaded; it never runs the passes itself.
+A workload behaves as under `python workload.py`: its folder goes first on
+`sys.path`, so it imports the modules beside it. The file is imported as a fresh
+module under a private name, so two workloads never share state and nothing of it
+is imported twice by accident. `load_module` imports a module by its dotted name
+as `python -m` does (the current folder first on `sys.path`), so a workload inside
+a package may use relative imports. Every way this can go wrong (a missing file, a
+file that is not Python, a syntax error, an import that raises, no entry point, an
+entry point that takes no runtime argument, an exception or a `sys.exit` inside
+the entry point) becomes one `WorkloadError` whose message names the workload's own
+file and line. The module owns nothing once loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
+import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -43,6 +50,11 @@ class Workload:
             self.function(runtime)
         except WorkloadError:
             raise
+        except SystemExit as exc:
+            raise WorkloadError(
+                f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
+                f"{pass_name}: a workload returns, it does not exit the process"
+            ) from None
         except Exception as exc:
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
@@ -64,8 +76,45 @@ def where(exc: BaseException, path: Path) -> str:
     return f"{frame.filename}:{frame.lineno}: " if frame else ""
 
 
+def _first_on_path(folder: str) -> None:
+    """Put `folder` first on `sys.path`, as Python does for the script or `-m` it runs."""
+    if not sys.path or sys.path[0] != folder:
+        sys.path.insert(0, folder)
+
+
+def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
+    if isinstance(exc, SyntaxError):
+        return WorkloadError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}")
+    if isinstance(exc, UnicodeDecodeError | ValueError):
+        return WorkloadError(f"{path}: not a Python source file ({first_line(exc)})")
+    if isinstance(exc, SystemExit):
+        failure = f"it called sys.exit({exc.code!r})"
+    else:
+        failure = f"{type(exc).__name__}: {first_line(exc)}"
+    return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
+
+
+def _entry(module: ModuleType, path: Path, entry: str) -> Workload:
+    """The module's entry point, which must take the runtime as its one argument."""
+    function = getattr(module, entry, None)
+    if not callable(function):
+        raise WorkloadError(f"{path}: defines no function {entry}(runtime)")
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        code = getattr(function, "__code__", None)
+        at = f"{code.co_filename}:{code.co_firstlineno}" if code else str(path)
+        raise WorkloadError(
+            f"{at}: {entry}{inspect.signature(function)} must take the runtime as its one "
+            f"argument: def {entry}(runtime):"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): called as it is
+        pass
+    return Workload(path, entry, module, function)
+
+
 def load_workload(path: str | Path, entry: str = "workload") -> Workload:
-    """Import the workload file and find its entry point."""
+    """Import the workload file (its folder first on `sys.path`) and find its entry point."""
     path = Path(path)
     if path.is_dir():
         raise WorkloadError(f"{path}: is a directory, not a workload file")
@@ -79,20 +128,31 @@ def load_workload(path: str | Path, entry: str = "workload") -> Workload:
     if spec is None or spec.loader is None:
         raise WorkloadError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
+    _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as exc:
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        raise WorkloadError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        sys.modules.pop(name, None)
-        raise WorkloadError(f"{path}: not a Python source file ({first_line(exc)})") from None
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        failure = f"{type(exc).__name__}: {first_line(exc)}"
-        raise WorkloadError(f"{where(exc, resolved)}workload failed to import: {failure}") from None
-    function = getattr(module, entry, None)
-    if not callable(function):
-        raise WorkloadError(f"{path}: defines no function {entry}(runtime)")
-    return Workload(resolved, entry, module, function)
+        raise _import_failure(exc, resolved) from None
+    return _entry(module, resolved, entry)
+
+
+def load_module(name: str, entry: str = "workload") -> Workload:
+    """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
+    the current folder first on `sys.path`, relative imports inside its package working."""
+    _first_on_path(os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)  # imports the packages above it
+    except ModuleNotFoundError as exc:
+        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)})") from None
+    except (Exception, SystemExit) as exc:
+        raise _import_failure(exc, name) from None
+    if spec is None or spec.origin in (None, "built-in", "frozen"):
+        raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
+    origin = Path(spec.origin)
+    try:
+        module = importlib.import_module(name)
+    except (Exception, SystemExit) as exc:
+        raise _import_failure(exc, origin) from None
+    return _entry(module, origin, entry)

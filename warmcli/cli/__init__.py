@@ -7,10 +7,13 @@ is in `warmcli.passes` and the modules below it.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import typer
 
 from warmcli._version import __version__
-from warmcli.cli.common import out
+from warmcli.cli.common import fail, json_requested, out
 
 ENV_HELP = (
     "Environment: WARM_BUNDLE (bundle path), WARM_HOME (warm's home: the default bundle, the "
@@ -21,7 +24,8 @@ ENV_HELP = (
     "log a miss), WARM_TRUSTED_KEYS (Ed25519 public key files: serve only entries they signed)."
     "\n\n"
     "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
-    "this machine cannot serve; 2 bad input or environment."
+    "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "
+    'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
 
 app = typer.Typer(
@@ -55,4 +59,18 @@ __all__ = ["app", "check", "clean", "diff", "inspect", "main", "merge", "run", "
 
 
 def main() -> None:
-    app(prog_name="warm")
+    """`warm`: under `--json` a usage error is a JSON object on stdout too, not only text."""
+    if not json_requested():
+        app(prog_name="warm")
+        return
+    try:
+        code = app(prog_name="warm", standalone_mode=False)
+    except Exception as exc:  # the parser's own errors (unknown option, bad value)
+        message = getattr(exc, "format_message", None)
+        if message is None:
+            raise
+        fail_code = getattr(exc, "exit_code", 2) or 2
+        with contextlib.suppress(typer.Exit):
+            fail(f"{message()} (see warm --help)", fail_code)
+        sys.exit(fail_code)
+    sys.exit(code if isinstance(code, int) else 0)

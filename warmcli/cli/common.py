@@ -2,9 +2,10 @@
 
 Exit codes: 0 ok; 1 verify found something missing; 2 bad input or environment
 (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
-that fails to compile). Every such error is one line on stderr (a compiler's log
-follows it, indented), never a traceback. This module parses and prints nothing
-of its own; the commands use it.
+that fails to compile); 130 interrupted (SIGINT or SIGTERM). Every such error is
+one line on stderr (a compiler's log follows it, indented), never a traceback;
+under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`.
+This module parses and prints nothing of its own; the commands use it.
 """
 
 from __future__ import annotations
@@ -70,13 +71,50 @@ def default_bundle() -> Path:
     return warm_home() / "bundle.warm"
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr (any further lines, such as a compiler log, indented), then exit."""
+EXIT_INTERRUPTED = 130
+
+
+class _Emitted:
+    """Whether this process already printed its JSON document (one object per command)."""
+
+    json = False
+
+
+def json_requested() -> bool:
+    """The command line asked for `--json` (also known before a usage error is parsed)."""
+    return "--json" in sys.argv[1:]
+
+
+def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
+    """One line on stderr (any further lines, such as a compiler log, indented), then exit;
+    under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]
-    err.print(f"warm: error: {first}", markup=False, highlight=False)
+    err.print(f"warm: {label}{first}", markup=False, highlight=False)
     for line in rest:
         err.print(f"    {line}", markup=False, highlight=False)
+    if json_requested() and not _Emitted.json:
+        doc: dict[str, Any] = {"error": first, "exit": code}
+        if rest:
+            doc["detail"] = "\n".join(rest)
+        emit_json(doc)
     raise typer.Exit(code)
+
+
+def exit_code(action: Callable[[], int]) -> int:
+    """Run a command's `action`, turning `typer.Exit` into the exit code it carries."""
+    try:
+        return action()
+    except typer.Exit as exc:
+        return exc.exit_code
+
+
+def interrupted(kernels: int, tunes: int) -> NoReturn:
+    """Stopped by SIGINT or SIGTERM: say what this run stored (it is kept), exit 130."""
+    fail(
+        f"interrupted: {kernels} kernel(s) and {tunes} tune(s) stored are kept",
+        EXIT_INTERRUPTED,
+        label="",
+    )
 
 
 def _bad_arch(exc: Exception) -> bool:
@@ -96,7 +134,9 @@ def guarded(action: Callable[[], Any]) -> Any:
 
 
 def emit_json(doc: Any) -> None:
+    _Emitted.json = True
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def read_bundle(path: Path) -> dict[str, Any]:

@@ -1,4 +1,10 @@
-"""`warm run`: the two warming passes, the bundle written, then the verify pass."""
+"""`warm run`: the two warming passes, the bundle written, then the verify pass.
+
+The run happens in a worker process (`warmcli.isolation`): a tune candidate that
+crashes it is excluded and the run starts again; a workload that crashes outside
+tuning is one line and exit 2. SIGINT or SIGTERM stops every compiler at once,
+keeps what was stored, says how much and exits 130.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 
 import typer
 
+from warmcli.batch import JOBS_PER_CPU
 from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -21,27 +28,58 @@ from warmcli.cli.common import (
     VerboseOpt,
     default_bundle,
     emit_json,
+    err,
+    exit_code,
+    fail,
     guarded,
+    interrupted,
     out,
 )
 from warmcli.cli.progress import RunProgress
+from warmcli.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.devices import open_devices
-from warmcli.passes import warm_bundle
+from warmcli.isolation import (
+    CRASH_SIGNALS,
+    CrashedCandidate,
+    WorkerCrash,
+    interrupt_on_signals,
+    run_isolated,
+)
+from warmcli.passes import RunInterrupted, warm_bundle
 from warmcli.render import run_json, run_renderable
 from warmcli.signing import load_private_key, trusted_keys
-from warmcli.workload import load_workload
+from warmcli.workload import load_module, load_workload
 
 
 @app.command()
 def run(
-    workload: Path = typer.Argument(..., help="The workload file, defining workload(runtime)."),
+    workload: Path | None = typer.Argument(
+        None, help="The workload file, defining workload(runtime)."
+    ),
+    module: str | None = typer.Option(
+        None,
+        "--module",
+        "-m",
+        help="Run a workload module instead (pkg.module), as python -m would.",
+    ),
     bundle: Path | None = BundleOpt,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
-    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Compiler processes."),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help=f"Compiler processes at once \\[default: the usable CPUs; at most {JOBS_PER_CPU} "
+        "per usable CPU].",
+    ),
     compile_timeout: float | None = typer.Option(
-        None, "--compile-timeout", min=0.1, help="Seconds before a compiler process is stopped."
+        None,
+        "--compile-timeout",
+        min=0.1,
+        help="Seconds before a compiler process is stopped "
+        f"\\[default: {DEFAULT_COMPILE_TIMEOUT:g}].",
     ),
     nvcc: str | None = NvccOpt,
     allow_discarded_reads: bool = typer.Option(
@@ -59,13 +97,13 @@ def run(
     the entries such keys signed are used, and --key signs what was stored.
     """
     path = bundle or default_bundle()
+    if (workload is None) == (module is None):
+        fail("give a workload file or -m MODULE (one of them)")
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
-    show_progress = not (as_json or quiet) and out.is_terminal
-    progress = RunProgress(out) if show_progress else None
 
-    def action() -> Any:
-        loaded = load_workload(workload, entry)
+    def action(progress: RunProgress | None) -> Any:
+        loaded = load_module(module, entry) if module else load_workload(workload or "", entry)
         return warm_bundle(
             loaded,
             lambda: open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc),
@@ -79,11 +117,54 @@ def run(
             signing_key=signing_key,
         )
 
-    with progress or contextlib.nullcontext():
-        report = guarded(action)
-    if as_json:
-        emit_json(run_json(report))
+    def worker() -> int:
+        """The run itself, in the worker process `run_isolated` forks."""
+        interrupt_on_signals()
+        progress = RunProgress(out) if not (as_json or quiet) and out.is_terminal else None
+        try:
+            with progress or contextlib.nullcontext():
+                report = guarded(lambda: action(progress))
+        except RunInterrupted as exc:
+            interrupted(exc.stored_kernels, exc.stored_tunes)
+        except KeyboardInterrupt:  # before the passes began
+            interrupted(0, 0)
+        if as_json:
+            emit_json(run_json(report))
+        else:
+            out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
+        return 1 if report.verified is False else 0
+
+    existed = path.exists()
+    outcome = run_isolated(lambda: exit_code(worker), on_crash=_excluded)
+    if isinstance(outcome, WorkerCrash):
+        _crashed(outcome, path, existed)
+    raise typer.Exit(outcome)
+
+
+def _excluded(crash: CrashedCandidate) -> None:
+    err.print(
+        f"warm: tune {crash.operation} {crash.shape}: candidate {crash.candidate} "
+        f"{crash.reason}; it is excluded and the passes run again",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
+    """The worker died outside any candidate: one line, exit 130 (interrupted) or 2."""
+    kernels, tunes = crash.stored
+    if crash.interrupted:
+        interrupted(kernels, tunes)
+    during = crash.during or "loading the workload"
+    if kernels or tunes:
+        kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
-        out.print(run_renderable(report, verbose=verbose, tables=not quiet))
-    if report.verified is False:
-        raise typer.Exit(1)
+        if not existed:  # a bundle the crashed run only created leaves nothing behind
+            path.unlink(missing_ok=True)
+        kept = f"nothing was stored in {path}"
+    what = (
+        f"the workload crashed ({crash.reason})"
+        if crash.signal in CRASH_SIGNALS
+        else f"the run was killed ({crash.reason}; out of memory?)"
+    )
+    fail(f"{what} during {during}: {kept}")
