@@ -246,6 +246,28 @@ class CudaDevice:
                 cuda.memcpy_dtoh(out, memory)
         return out
 
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        """Device-to-device copy queued on `stream` (`cuMemcpyDtoDAsync`)."""
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        target, source = int(self._memory(dst)), int(self._memory(src))
+        if not dst.nbytes:
+            return
+        handle = stream.handle if isinstance(stream, CudaStream) else None
+        with self.active() as cuda:
+            try:
+                cuda.memcpy_dtod_async(target, source, dst.nbytes, handle)
+            except cuda.Error as exc:
+                raise DeviceError(f"copy of {src} into {dst} on {self.id}: {exc}") from exc
+
+    def free(self, buffer: Buffer) -> None:
+        """Free one buffer's memory now (it must not be in use by a pending operation)."""
+        memory = self._memory(buffer)
+        with self.active():
+            memory.free()
+        buffer.handle = None
+        self._buffers = [b for b in self._buffers if b is not buffer]
+
     def new_stream(self) -> CudaStream:
         with self.active() as cuda:
             handle = cuda.Stream()

@@ -138,6 +138,14 @@ class HostDevice:
     def download(self, buffer: Buffer) -> np.ndarray:
         return np.array(buffer.handle, copy=True)
 
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        np.copyto(dst.handle, src.handle.reshape(dst.shape), casting="no")
+
+    def free(self, buffer: Buffer) -> None:
+        buffer.handle = None  # the array goes with its last reference
+
     def new_stream(self) -> Stream:
         return Stream(self.id)
 
