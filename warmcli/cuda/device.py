@@ -23,8 +23,14 @@ from warmcli.cuda.arch import CompilerSlot, require_upload
 from warmcli.cuda.cubin import CubinError, cubin_sm
 from warmcli.cuda.nvcc import NvccCompiler
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
-from warmcli.kernel import PARAM_SCALARS, Kernel
+from warmcli.kernel import Kernel
+from warmcli.launch_args import converter
 from warmcli.stream_mode import Stream
+
+# PyCUDA packs arguments with its own copy of `struct`, which lacks `e` (and, in some
+# versions, `?`): a bool goes as one byte, a half as its two bytes' bits.
+PREPARE_LETTERS = str.maketrans({"?": "B", "e": "H"})
+FINISH = {"?": int, "e": lambda v: int(np.float16(v).view(np.uint16))}
 
 
 def _driver() -> Any:
@@ -175,31 +181,15 @@ class CudaDevice:
                 function = module.get_function(symbol)
             except cuda.Error as exc:
                 raise DeviceError(f"{kernel.label}: no {symbol} in its module: {exc}") from exc
-            function.prepare(kernel.params)
+            function.prepare(kernel.params.translate(PREPARE_LETTERS))
+        function.warm_convert = converter(kernel, self.id, self._address, FINISH)
         return function
 
-    def _arguments(self, kernel: Kernel, args: Sequence[Any]) -> list[Any]:
-        if len(args) != len(kernel.params):
-            raise LaunchError(
-                f"{kernel.label} takes {len(kernel.params)} arguments "
-                f"({kernel.params!r}), got {len(args)}"
-            )
-        values: list[Any] = []
-        for position, (letter, arg) in enumerate(zip(kernel.params, args, strict=True), start=1):
-            if isinstance(arg, Buffer):
-                if letter != "P" or arg.handle is None or arg.device_id != self.id:
-                    raise LaunchError(
-                        f"{kernel.label} argument {position}: {arg} is not memory on {self.id} "
-                        f"for a {letter!r} parameter"
-                    )
-                values.append(int(arg.handle))
-            elif letter == "P":
-                if not isinstance(arg, int):
-                    raise LaunchError(f"{kernel.label} argument {position}: expected a buffer")
-                values.append(arg)
-            else:
-                values.append(PARAM_SCALARS[letter](arg))
-        return values
+    def _address(self, value: Any) -> int | None:
+        """A `P` argument's device address: live memory of this device, else None."""
+        if isinstance(value, Buffer) and value.device_id == self.id and value.handle is not None:
+            return int(value.handle)
+        return None
 
     def launch(
         self,
@@ -209,7 +199,7 @@ class CudaDevice:
         config: LaunchConfig,
         stream: Stream,
     ) -> None:
-        values = self._arguments(kernel, args)
+        values = function.warm_convert(args)
         handle = stream.handle if isinstance(stream, CudaStream) else None
         with self.active() as cuda:
             try:
