@@ -107,34 +107,14 @@ print(json.dumps({
 """
 
 
-def _serve_saxpy(warm: Warm, bundle: Path | None) -> dict:
-    import json
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    env = dict(warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle else {}))
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVE_SAXPY, str(EXAMPLES)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
 def test_in_place_cuda_tunes_agree_with_numpy_cold_and_hot(warm: Warm, bundle_path: Path) -> None:
     """Device-side snapshots: a cold start (every tune measured on the caller's buffers)
     and a hot one (picks from the bundle) both apply saxpy and the sum exactly once."""
     gpu_arch()
-    cold = _serve_saxpy(warm, None)
+    cold = warm.production(SERVE_SAXPY, EXAMPLES)
     assert cold["tunes"] == 2
     warm.json("run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path)
-    hot = _serve_saxpy(warm, bundle_path)
+    hot = warm.production(SERVE_SAXPY, EXAMPLES, bundle=bundle_path)
     assert hot["tunes"] == 0
     for run in (cold, hot):
         assert run["y_error"] < 1e-5

@@ -41,32 +41,50 @@ def run_host(warm: Warm, workload_file, bundle: Path, entry: str, letters: str, 
     return proc.stderr
 
 
-def test_letters_that_do_not_match_the_declaration_stop_warm_run(
-    warm: Warm, workload_file, bundle_path: Path
+@pytest.mark.parametrize(
+    ("entry", "letters", "args", "expected"),
+    [
+        (  # compiled (before any launch ran) and refused with both sides shown
+            "scale",
+            "Pii",
+            "(x, 4, 2)",
+            [
+                "during CompileAndAutotune",
+                "kernel scale: parameter letters 'Pii' do not match "
+                "scale(float *x, int n, float s):",
+                "argument 3: letter 'i' (int32), declared 'float s'",
+            ],
+        ),
+        (  # a compile error naming the entry, not a missing symbol at load
+            "scal",
+            "Pif",
+            "(x, 4, 2.0)",
+            [
+                "kernel scal: its source defines no function named 'scal' (the entry name)",
+                "functions it defines: scale",
+            ],
+        ),
+        (  # the wrong count, caught in the first pass
+            "scale",
+            "Pif",
+            "(x, 4)",
+            ["during CompileOnly", "LaunchError: kernel scale takes 3 argument(s) ('Pif'), got 2"],
+        ),
+    ],
+)
+def test_letters_entry_and_count_mistakes_stop_warm_run(
+    warm: Warm,
+    workload_file,
+    bundle_path: Path,
+    entry: str,
+    letters: str,
+    args: str,
+    expected: list[str],
 ) -> None:
-    err = run_host(warm, workload_file, bundle_path, "scale", "Pii", "(x, 4, 2)")
-    assert "during CompileAndAutotune" in err  # compiled before any launch ran
-    assert (
-        "kernel scale: parameter letters 'Pii' do not match scale(float *x, int n, float s):" in err
-    )
-    assert "argument 3: letter 'i' (int32), declared 'float s'" in err
-
-
-def test_an_entry_the_source_lacks_is_a_compile_error_naming_it(
-    warm: Warm, workload_file, bundle_path: Path
-) -> None:
-    err = run_host(warm, workload_file, bundle_path, "scal", "Pif", "(x, 4, 2.0)")
-    assert "kernel scal: its source defines no function named 'scal' (the entry name)" in err
-    assert "functions it defines: scale" in err
+    err = run_host(warm, workload_file, bundle_path, entry, letters, args)
+    for line in expected:
+        assert line in err
     assert "symbol" not in err
-
-
-def test_a_wrong_argument_count_stops_the_compile_only_pass(
-    warm: Warm, workload_file, bundle_path: Path
-) -> None:
-    err = run_host(warm, workload_file, bundle_path, "scale", "Pif", "(x, 4)")
-    assert "during CompileOnly" in err
-    assert "LaunchError: kernel scale takes 3 argument(s) ('Pif'), got 2" in err
 
 
 @pytest.mark.parametrize(

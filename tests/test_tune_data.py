@@ -6,14 +6,11 @@ tune measured cold, served hot from a bundle, and numpy must agree.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, Warm
+from conftest import Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.host import HostDevice
@@ -80,22 +77,6 @@ print(json.dumps({"y": out, "tunes_measured": len(warmcli.report().tunes)}))
 """
 
 
-def serve(warm: Warm, workload: Path, bundle: Path | None) -> dict:
-    env = dict(warm.env)
-    if bundle is not None:
-        env["WARM_BUNDLE"] = str(bundle)
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
 def test_in_place_tune_agrees_cold_hot_and_with_numpy_and_bad_candidates_are_excluded(
     warm: Warm, workload_file, bundle_path: Path
 ) -> None:
@@ -103,12 +84,12 @@ def test_in_place_tune_agrees_cold_hot_and_with_numpy_and_bad_candidates_are_exc
     expected = (
         np.ones(16, np.float32) + np.float32(0.5) * np.arange(16, dtype=np.float32)
     ).tolist()
-    cold = serve(warm, path, None)
+    cold = warm.production(SERVE, path)
     assert cold["tunes_measured"] == 4
     assert cold["y"]["axpy"] == expected, "a cold start applied the in-place kernel more than once"
     proc = warm("run", path, "--bundle", bundle_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    hot = serve(warm, bundle_path.parent / path.name, bundle_path)
+    hot = warm.production(SERVE, path, bundle=bundle_path)
     assert hot["tunes_measured"] == 0
     assert hot["y"] == cold["y"]
     for name in ("axpy", "axpy_raising", "axpy_checked", "axpy_user"):

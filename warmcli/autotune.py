@@ -6,8 +6,10 @@ from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
 device fingerprint and a checksum of the candidate set, so adding or renaming a
 candidate invalidates old picks. On a miss a tune measures every candidate
 (warm-up, then repeats, median) on the stream it measures on, switched to
-`Execute` by a `StreamModeOverride`; a candidate that fails to compile or run is
-excluded and recorded; the fastest wins and every measurement is kept. The
+`Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
+back after every run (`warmcli.tune_guard`), so the caller's data is as it was; a
+candidate that fails to compile, raises any exception, or fails the tunable's output
+check is excluded with its reason; the fastest wins and every measurement is kept. The
 `TuneCache` owns the records of one device and reads the bundle on demand; it
 never writes the bundle itself.
 """

@@ -17,32 +17,21 @@ from typing import Any
 import numpy as np
 
 from warmcli.device import Buffer, LaunchError
-from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
+from warmcli.kernel import PARAM_DESCRIPTIONS, PARAM_SCALARS, Kernel
 
 Converter = Callable[[Sequence[Any]], tuple[Any, ...]]
 Step = Callable[[Any], Any]
 
-# Integer letters and their inclusive ranges.
+# Integer letters and their inclusive ranges; float letters and their largest finite value.
 INT_RANGES: dict[str, tuple[int, int]] = {
     letter: (int(np.iinfo(t).min), int(np.iinfo(t).max))
-    for letter, t in {
-        "b": np.int8,
-        "B": np.uint8,
-        "h": np.int16,
-        "H": np.uint16,
-        "i": np.int32,
-        "I": np.uint32,
-        "l": np.int64,
-        "L": np.uint64,
-        "q": np.int64,
-        "Q": np.uint64,
-    }.items()
+    for letter, t in PARAM_SCALARS.items()
+    if np.issubdtype(t, np.integer)
 }
-# Float letters and the largest finite value each holds.
 FLOAT_LIMITS: dict[str, float] = {
-    "e": float(np.finfo(np.float16).max),
-    "f": float(np.finfo(np.float32).max),
-    "d": float(np.finfo(np.float64).max),
+    letter: float(np.finfo(t).max)
+    for letter, t in PARAM_SCALARS.items()
+    if np.issubdtype(t, np.floating)
 }
 
 
