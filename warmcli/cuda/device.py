@@ -31,6 +31,7 @@ from warmcli.stream_mode import Stream
 # versions, `?`): a bool goes as one byte, a half as its two bytes' bits.
 PREPARE_LETTERS = str.maketrans({"?": "B", "e": "H"})
 FINISH = {"?": int, "e": lambda v: int(np.float16(v).view(np.uint16))}
+COPY_PIECE = 1 << 30  # bytes per device-to-device copy call
 
 
 def _driver() -> Any:
@@ -245,8 +246,10 @@ class CudaDevice:
             return
         handle = stream.handle if isinstance(stream, CudaStream) else None
         with self.active() as cuda:
-            try:
-                cuda.memcpy_dtod_async(target, source, dst.nbytes, handle)
+            try:  # PyCUDA takes the size as a C unsigned int: big buffers go in pieces
+                for offset in range(0, dst.nbytes, COPY_PIECE):
+                    size = min(COPY_PIECE, dst.nbytes - offset)
+                    cuda.memcpy_dtod_async(target + offset, source + offset, size, handle)
             except cuda.Error as exc:
                 raise DeviceError(f"copy of {src} into {dst} on {self.id}: {exc}") from exc
 
