@@ -154,3 +154,22 @@ def test_restore_and_check_are_checked_when_the_tunable_is_made() -> None:
     with pytest.raises(ValueError, match="check names 'v9', which is no candidate"):
         scale_tunable(check="v9")
     assert scale_tunable(restore=(1,)).restore_positions == (1,)
+
+
+def test_restore_by_position_or_callable_and_a_non_buffer_is_refused() -> None:
+    rt = Runtime(HostDevice())
+    try:
+        y = rt.upload(np.ones(4, np.float32))
+        x = rt.upload(np.zeros(4, np.float32))
+        with ProcessModeOverride(ProcessMode.EXECUTE):
+            rt.tune(scale_tunable("by_position", restore=(0, 1)), y, x, 4)
+            assert (rt.read(y).tolist(), rt.read(x).tolist()) == ([2.0] * 4, [1.0] * 4)
+            rt.tune(scale_tunable("by_callable", restore=lambda y, x, n: [x]), y, x, 4)
+            assert rt.read(x).tolist() == [2.0] * 4  # kept: only the pick's run shows
+            assert rt.read(y).tolist() == [2.0 * 2**7] * 4  # not kept: 6 runs + the pick
+            with pytest.raises(
+                ValueError, match=r"restore names input 3, which is not a buffer \(int 4\)"
+            ):
+                rt.tune(scale_tunable("not_a_buffer", restore=(2,)), y, x, 4)
+    finally:
+        rt.close()

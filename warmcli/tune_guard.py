@@ -63,8 +63,8 @@ def written_buffers(tunable: Tunable, inputs: tuple[Any, ...]) -> list[Buffer]:
             found = _buffers_in(inputs[position])
             if not found:
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position + 1}, which is a "
-                    f"{type(inputs[position]).__name__}, not a buffer"
+                    f"tunable {tunable.name}: restore names input {position + 1}, which is "
+                    f"not a buffer ({type(inputs[position]).__name__} {inputs[position]!r})"
                 )
             chosen += found
     for b in chosen:
