@@ -168,7 +168,8 @@ def test_restore_by_position_or_callable_and_a_non_buffer_is_refused() -> None:
             assert rt.read(x).tolist() == [2.0] * 4  # kept: only the pick's run shows
             assert rt.read(y).tolist() == [2.0 * 2**7] * 4  # not kept: 6 runs + the pick
             with pytest.raises(
-                ValueError, match=r"restore names input 3, which is not a buffer \(int 4\)"
+                ValueError,
+                match=r"restore names input 2 \(from 0\), which is not a buffer \(int 4\)",
             ):
                 rt.tune(scale_tunable("not_a_buffer", restore=(2,)), y, x, 4)
     finally:

@@ -57,13 +57,13 @@ def written_buffers(tunable: Tunable, inputs: tuple[Any, ...]) -> list[Buffer]:
         for position in tunable.restore_positions:
             if position >= len(inputs):
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position + 1}, but the tune "
+                    f"tunable {tunable.name}: restore names input {position} (from 0), but the tune "
                     f"was given {len(inputs)} input(s)"
                 )
             found = _buffers_in(inputs[position])
             if not found:
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position + 1}, which is "
+                    f"tunable {tunable.name}: restore names input {position} (from 0), which is "
                     f"not a buffer ({type(inputs[position]).__name__} {inputs[position]!r})"
                 )
             chosen += found
