@@ -57,8 +57,8 @@ def written_buffers(tunable: Tunable, inputs: tuple[Any, ...]) -> list[Buffer]:
         for position in tunable.restore_positions:
             if position >= len(inputs):
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position} (from 0), but the tune "
-                    f"was given {len(inputs)} input(s)"
+                    f"tunable {tunable.name}: restore names input {position} (from 0), but "
+                    f"the tune was given {len(inputs)} input(s)"
                 )
             found = _buffers_in(inputs[position])
             if not found:
@@ -178,7 +178,7 @@ def compare(
             where = at if len(at) != 1 else at[0]
             return (
                 f"check: output {index} ({got.dtype}{list(got.shape)}) differs from candidate "
-                f"{reference!r}: {got[at]!r} != {want[at]!r} at [{where}] "
+                f"{reference!r}: {got[at].item()!r} != {want[at].item()!r} at [{where}] "
                 f"({int(bad.sum())} element(s), rtol {rtol:g}, atol {atol:g})"
             )
     return None
@@ -190,8 +190,9 @@ def judge(
     """A user check's verdict on one candidate's outputs: None to accept, else the reason."""
     try:
         verdict = check(outputs, inputs)
-    except Exception as exc:  # the user's check said why
-        return f"check: {last_line(exc)}"
+    except Exception as exc:  # the user's check said why: its summary, the first lines
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:2]
+        return f"check: {type(exc).__name__}: {'; '.join(lines)}".rstrip(": ")
     if verdict is False:
         return "check: the check callable rejected its outputs"
     return None
