@@ -94,7 +94,7 @@ n = 1 << 16
 rng = np.random.default_rng(0)
 x0 = rng.standard_normal(n, dtype=np.float32)
 y0 = rng.standard_normal(n, dtype=np.float32)
-x, y, total = rt.upload(x0), rt.upload(y0), rt.buffer(1, "float32")
+x, y, total = rt.upload(x0), rt.upload(y0), rt.upload(np.zeros(1, np.float32))
 rt.tune(w.SAXPY, 2.0, x, y, n)   # in place: y = 2x + y
 rt.tune(w.SUM, y, total, n)      # accumulates into total
 want = 2.0 * x0 + y0

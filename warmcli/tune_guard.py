@@ -90,19 +90,10 @@ class TuneGuard:
             self.release()
             raise
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.nbytes for b in self.buffers)
-
     def restore(self) -> None:
         """Put every kept buffer back as it was (queued on the measured stream)."""
         for buffer, copy in zip(self.buffers, self._copies, strict=True):
             self.device.copy(buffer, copy, self.stream)
-
-    def originals(self) -> list[np.ndarray]:
-        """The kept buffers' original contents, on the host."""
-        self.stream.synchronize()
-        return [self.device.download(c) for c in self._copies]
 
     def outputs(self, run: Callable[[], None]) -> list[np.ndarray]:
         """Run once on the original contents, read what it wrote, then restore."""
