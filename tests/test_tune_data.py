@@ -129,23 +129,28 @@ def scale_tunable(name: str = "scale", **kw) -> Tunable:
     return Tunable(name, kernels, scale_launch, warmup=1, repeats=2, **kw)
 
 
-def test_restore_narrows_what_is_kept_and_discard_modes_change_nothing() -> None:
+@pytest.fixture
+def host_yx():
+    """A host runtime with y = ones(4) and x = zeros(4)."""
     rt = Runtime(HostDevice())
     try:
-        y = rt.upload(np.ones(4, np.float32))
-        x = rt.upload(np.zeros(4, np.float32))
-        with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
-            rt.tune(scale_tunable(), y, x, 4)  # every buffer kept; the pick is discarded
-        assert rt.device.download(y).tolist() == [1.0] * 4
-        assert rt.device.download(x).tolist() == [0.0] * 4
-        with ProcessModeOverride(ProcessMode.EXECUTE):
-            rt.tune(scale_tunable("scale_y", restore=("y",)), y, x, 4)
-        # y was kept and put back, then the pick ran once; x (not kept) saw every run:
-        # 2 candidates x (1 warm-up + 2 repeats) + the pick
-        assert rt.read(y).tolist() == [2.0] * 4
-        assert rt.read(x).tolist() == [7.0] * 4
+        yield rt, rt.upload(np.ones(4, np.float32)), rt.upload(np.zeros(4, np.float32))
     finally:
         rt.close()
+
+
+def test_restore_narrows_what_is_kept_and_discard_modes_change_nothing(host_yx) -> None:
+    rt, y, x = host_yx
+    with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE):
+        rt.tune(scale_tunable(), y, x, 4)  # every buffer kept; the pick is discarded
+    assert rt.device.download(y).tolist() == [1.0] * 4
+    assert rt.device.download(x).tolist() == [0.0] * 4
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        rt.tune(scale_tunable("scale_y", restore=("y",)), y, x, 4)
+    # y was kept and put back, then the pick ran once; x (not kept) saw every run:
+    # 2 candidates x (1 warm-up + 2 repeats) + the pick
+    assert rt.read(y).tolist() == [2.0] * 4
+    assert rt.read(x).tolist() == [7.0] * 4
 
 
 def test_restore_and_check_are_checked_when_the_tunable_is_made() -> None:
@@ -156,21 +161,16 @@ def test_restore_and_check_are_checked_when_the_tunable_is_made() -> None:
     assert scale_tunable(restore=(1,)).restore_positions == (1,)
 
 
-def test_restore_by_position_or_callable_and_a_non_buffer_is_refused() -> None:
-    rt = Runtime(HostDevice())
-    try:
-        y = rt.upload(np.ones(4, np.float32))
-        x = rt.upload(np.zeros(4, np.float32))
-        with ProcessModeOverride(ProcessMode.EXECUTE):
-            rt.tune(scale_tunable("by_position", restore=(0, 1)), y, x, 4)
-            assert (rt.read(y).tolist(), rt.read(x).tolist()) == ([2.0] * 4, [1.0] * 4)
-            rt.tune(scale_tunable("by_callable", restore=lambda y, x, n: [x]), y, x, 4)
-            assert rt.read(x).tolist() == [2.0] * 4  # kept: only the pick's run shows
-            assert rt.read(y).tolist() == [2.0 * 2**7] * 4  # not kept: 6 runs + the pick
-            with pytest.raises(
-                ValueError,
-                match=r"restore names input 2 \(from 0\), which is not a buffer \(int 4\)",
-            ):
-                rt.tune(scale_tunable("not_a_buffer", restore=(2,)), y, x, 4)
-    finally:
-        rt.close()
+def test_restore_by_position_or_callable_and_a_non_buffer_is_refused(host_yx) -> None:
+    rt, y, x = host_yx
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        rt.tune(scale_tunable("by_position", restore=(0, 1)), y, x, 4)
+        assert (rt.read(y).tolist(), rt.read(x).tolist()) == ([2.0] * 4, [1.0] * 4)
+        rt.tune(scale_tunable("by_callable", restore=lambda y, x, n: [x]), y, x, 4)
+        assert rt.read(x).tolist() == [2.0] * 4  # kept: only the pick's run shows
+        assert rt.read(y).tolist() == [2.0 * 2**7] * 4  # not kept: 6 runs + the pick
+        with pytest.raises(
+            ValueError,
+            match=r"restore names input 2 \(from 0\), which is not a buffer \(int 4\)",
+        ):
+            rt.tune(scale_tunable("not_a_buffer", restore=(2,)), y, x, 4)
