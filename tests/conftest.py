@@ -75,6 +75,21 @@ class Warm:
             cwd=cwd,
         )
 
+    def production(self, code: str, *args: str | Path, bundle: Path | None = None) -> Any:
+        """Run `code` in a fresh Python process, as a production process would (over
+        `bundle` through WARM_BUNDLE, if given); returns the JSON it prints."""
+        env = dict(self.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
     def json(self, *args: str | Path) -> Any:
         proc = self(*args, "--json")
         assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -98,3 +98,35 @@ def test_cubin_for_another_sm_is_refused_before_loading(device: CudaDevice):
     binary, _ = _build(device, SAXPY, other)
     with pytest.raises(DeviceError, match=f"build it with --arch {device.arch}"):
         device.load_module(binary)
+
+
+LETTERS = Kernel(
+    """\
+#include <cuda_fp16.h>
+extern "C" __global__ void letters(double *out, unsigned char B, bool t, __half e,
+                                   unsigned int I, unsigned long long Q, signed char b) {
+    out[0] = B; out[1] = t; out[2] = __half2float(e); out[3] = I; out[4] = (double)Q;
+    out[5] = b;
+}
+""",
+    "letters",
+    "PB?eIQb",
+    language="cuda",
+)
+
+
+def test_unsigned_bool_and_half_letters_reach_the_kernel(device: CudaDevice):
+    from warmcli.device import LaunchError
+
+    binary, symbol = _build(device, LETTERS)
+    function = device.get_function(device.load_module(binary), symbol, LETTERS)
+    out = device.allocate((6,), "float64")
+    stream = device.new_stream()
+    args = [out, 255, True, -2.5, 2**32 - 1, 2**40, -128]
+    device.launch(function, LETTERS, args, LaunchConfig(), stream)
+    stream.synchronize()
+    assert device.download(out).tolist() == [255.0, 1.0, -2.5, 2**32 - 1, 2**40, -128.0]
+    with pytest.raises(LaunchError, match=r"argument 2 \('B', uint8\).*got 256"):
+        device.launch(function, LETTERS, [out, 256, True, 0.0, 0, 0, 0], LaunchConfig(), stream)
+    with pytest.raises(LaunchError, match=r"argument 1 \('P', pointer.*got 7 \(int\)"):
+        device.launch(function, LETTERS, [7, 1, True, 0.0, 0, 0, 0], LaunchConfig(), stream)

@@ -81,3 +81,62 @@ def test_matmul_candidates_agree_with_numpy() -> None:
         assert pick in mod.MATMUL.candidates
     finally:
         rt.close()
+
+
+SERVE_SAXPY = """
+import json, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+import saxpy_cuda as w
+rt = warmcli.runtime("cuda:0")
+n = 1 << 16
+rng = np.random.default_rng(0)
+x0 = rng.standard_normal(n, dtype=np.float32)
+y0 = rng.standard_normal(n, dtype=np.float32)
+x, y, total = rt.upload(x0), rt.upload(y0), rt.upload(np.zeros(1, np.float32))
+rt.tune(w.SAXPY, 2.0, x, y, n)   # in place: y = 2x + y
+rt.tune(w.SUM, y, total, n)      # accumulates into total
+want = 2.0 * x0 + y0
+print(json.dumps({
+    "y_error": float(np.abs(rt.read(y) - want).max()),
+    "total": float(rt.read(total)[0]),
+    "expected_total": float(want.sum(dtype=np.float64)),
+    "tunes": len(warmcli.report().tunes),
+}))
+"""
+
+
+def test_in_place_cuda_tunes_agree_with_numpy_cold_and_hot(warm: Warm, bundle_path: Path) -> None:
+    """Device-side snapshots: a cold start (every tune measured on the caller's buffers)
+    and a hot one (picks from the bundle) both apply saxpy and the sum exactly once."""
+    gpu_arch()
+    cold = warm.production(SERVE_SAXPY, EXAMPLES)
+    assert cold["tunes"] == 2
+    warm.json("run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path)
+    hot = warm.production(SERVE_SAXPY, EXAMPLES, bundle=bundle_path)
+    assert hot["tunes"] == 0
+    for run in (cold, hot):
+        assert run["y_error"] < 1e-5
+        assert abs(run["total"] - run["expected_total"]) < 1.0
+
+
+def test_cuda_copy_and_free() -> None:
+    gpu_arch()
+    from warmcli.cuda.device import CudaDevice
+
+    device = CudaDevice(0)
+    try:
+        src = device.allocate((1000,), "float32")
+        dst = device.allocate((1000,), "float32")
+        device.upload(src, np.arange(1000, dtype=np.float32))
+        stream = device.new_stream()
+        device.copy(dst, src, stream)
+        stream.synchronize()
+        assert device.download(dst).tolist() == list(range(1000))
+        device.free(src)
+        assert src.handle is None
+        with pytest.raises(Exception, match="not live memory"):
+            device.download(src)
+    finally:
+        device.close()

@@ -6,9 +6,11 @@ from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
 device fingerprint and a checksum of the candidate set, so adding or renaming a
 candidate invalidates old picks. On a miss a tune measures every candidate
 (warm-up, then repeats, median) on the stream it measures on, switched to
-`Execute` by a `StreamModeOverride`; a candidate that fails to compile or run, or
-that crashed an earlier `warm run` worker (`warmcli.isolation`), is excluded and
-recorded; the fastest wins and every measurement is kept. The
+`Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
+back after every run (`warmcli.tune_guard`), so the caller's data is as it was; a
+candidate that fails to compile, raises any exception, fails the tunable's output
+check, or crashed an earlier `warm run` worker (`warmcli.isolation`) is excluded with
+its reason; the fastest wins and every measurement is kept. The
 `TuneCache` owns the records of one device and reads the bundle on demand; it
 never writes the bundle itself.
 """
@@ -16,29 +18,32 @@ never writes the bundle itself.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import statistics
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from warmcli.bundle import Bundle
-from warmcli.device import Buffer, DeviceError, LaunchError
+from warmcli.device import Buffer, Device
 from warmcli.isolation import excluded, measuring
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.process_mode import active_collector
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
+from warmcli.tune_guard import OutputCheck, TuneGuard, last_line, written_buffers
 
 if TYPE_CHECKING:
     from warmcli.runtime import Runtime
 
 LaunchCandidate = Callable[..., None]
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 class TuneFailure(RuntimeError):
@@ -81,16 +86,51 @@ class Tunable:
     bucket: str | None = None
     warmup: int = 1
     repeats: int = 5
+    restore: Sequence[int | str] | Callable[..., Iterable[Buffer]] | None = None
+    check: str | Callable[..., Any] | None = None
+    check_tolerance: tuple[float, float] = (1e-5, 1e-6)
     checksum: str = field(init=False, default="")
+    restore_positions: tuple[int, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError(f"tunable {self.name} has no candidates")
         if self.bucket not in (None, "pow2"):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
+        if isinstance(self.check, str) and self.check not in self.candidates:
+            raise ValueError(
+                f"tunable {self.name}: check names {self.check!r}, which is no candidate "
+                f"(candidates: {', '.join(self.candidates)})"
+            )
+        if self.check is not None and not isinstance(self.check, str) and not callable(self.check):
+            raise ValueError(f"tunable {self.name}: check is a candidate's name or a callable")
+        if self.restore is not None and not callable(self.restore):
+            positions = tuple(self._input_position(r) for r in self.restore)
+            object.__setattr__(self, "restore_positions", positions)
         payload = sorted((name, k.content_hash) for name, k in self.candidates.items())
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
         object.__setattr__(self, "checksum", digest)
+
+    def _input_position(self, which: int | str) -> int:
+        """`restore`'s entry as a position among the inputs (0-based): an input's
+        position (from 0) or the name of the launch function's parameter that takes it."""
+        if isinstance(which, bool) or not isinstance(which, int | str):
+            raise ValueError(f"tunable {self.name}: restore takes input positions or names")
+        if isinstance(which, int):
+            if which < 0:
+                raise ValueError(f"tunable {self.name}: restore position {which} is negative")
+            return which
+        try:
+            params = list(inspect.signature(self.launch).parameters.values())[2:]
+        except (TypeError, ValueError):
+            params = []
+        names = [p.name for p in params if p.kind in _POSITIONAL]
+        if which not in names:
+            raise ValueError(
+                f"tunable {self.name}: restore names {which!r}, which is not a positional "
+                f"input of its launch function (inputs: {', '.join(names) or 'none named'})"
+            )
+        return names.index(which)
 
     def shape_key(self, inputs: tuple[Any, ...]) -> str:
         """The inputs' part of the tune key, as stable text."""
@@ -142,27 +182,35 @@ def _count(device: str, name: str, amount: float = 1) -> None:
     active_collector().count(device, "autotune", name, amount)
 
 
-def measure(
-    rt: Runtime, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
-) -> TuneRecord:
-    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest."""
+def _measure_candidates(
+    rt: Runtime,
+    tunable: Tunable,
+    inputs: tuple[Any, ...],
+    stream: Stream,
+    guard: TuneGuard | None,
+    key: str,
+    shape_key: str,
+) -> list[CandidateMeasurement]:
+    """Every candidate's measurement, in the tunable's order; a candidate that fails to
+    compile, raises, or fails the output check is excluded with its reason."""
     device = rt.device
-    rt.kernels.flush()  # compile time is counted as compilation, not as measurement
-    started = time.perf_counter()
-    results: list[CandidateMeasurement] = []
-    for name, kernel in tunable.candidates.items():
+    check = OutputCheck(tunable, inputs, guard) if guard and tunable.check is not None else None
+    order = sorted(tunable.candidates, key=lambda n: n != tunable.check)  # reference first
+    results: dict[str, CandidateMeasurement] = {}
+    for name in order:
+        kernel = tunable.candidates[name]
         kernel_key = rt.kernels.key(kernel)
         try:
             rt.kernels.get(kernel)
         except KernelCompileError as exc:
-            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip()))
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
             continue
-        if not device.can_execute:
-            results.append(CandidateMeasurement(name, kernel_key, "pending"))
+        if guard is None:
+            results[name] = CandidateMeasurement(name, kernel_key, "pending")
             continue
         crashed = excluded(key, name)
         if crashed is not None:
-            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=crashed))
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=crashed)
             active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
             continue
 
@@ -174,16 +222,55 @@ def measure(
                 measuring(key, tunable.name, shape_key, name),
                 StreamModeOverride(stream, StreamMode.EXECUTE),
             ):
-                for _ in range(tunable.warmup):
-                    run()
-                stream.synchronize()
-                samples = tuple(device.time(stream, run) for _ in range(max(1, tunable.repeats)))
-        except (LaunchError, DeviceError) as exc:
-            results.append(CandidateMeasurement(name, kernel_key, "failed", reason=str(exc)))
-            continue
-        results.append(
-            CandidateMeasurement(name, kernel_key, "ok", statistics.median(samples), samples)
-        )
+                problem = check.verdict(name, run) if check is not None else None
+                if problem is None:
+                    samples = _samples(device, stream, guard, tunable, run)
+        except Exception as exc:  # any exception of a candidate excludes it, with its reason
+            guard.restore()
+            problem = last_line(exc)
+        if problem is not None:
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
+        else:
+            median = statistics.median(samples)
+            results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
+    return [results[name] for name in tunable.candidates]
+
+
+def _samples(
+    device: Device, stream: Stream, guard: TuneGuard, tunable: Tunable, run: Callable[[], None]
+) -> tuple[float, ...]:
+    """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
+    for _ in range(tunable.warmup):
+        run()
+        guard.restore()
+    stream.synchronize()
+    samples = []
+    for _ in range(max(1, tunable.repeats)):
+        samples.append(device.time(stream, run))
+        guard.restore()
+    return tuple(samples)
+
+
+def measure(
+    rt: Runtime, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+) -> TuneRecord:
+    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest.
+
+    The buffers a candidate may write are kept and put back after every run, so the
+    inputs are as they were when this returns (see `warmcli.tune_guard`).
+    """
+    device = rt.device
+    rt.kernels.flush()  # compile time is counted as compilation, not as measurement
+    started = time.perf_counter()
+    guard = None
+    if device.can_execute:
+        guard = TuneGuard(device, stream, written_buffers(tunable, inputs))
+    try:
+        results = _measure_candidates(rt, tunable, inputs, stream, guard, key, shape_key)
+    finally:
+        if guard is not None:
+            guard.restore()
+            guard.release()
     seconds = time.perf_counter() - started
     ok = [c for c in results if c.status == "ok"]
     failed = [c for c in results if c.status == "failed"]

@@ -3,7 +3,7 @@
 A `Device` is one execution target (`host`, `cuda:0`, or a GPU-less `sm_90` that
 only compiles). It knows its architecture, its fingerprint (what a tune key and a
 bundle manifest record of it), its compiler per kernel language, and how to load
-a binary, launch a kernel on a stream, allocate and read buffers, and time a
+a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
 measurement on one stream. It owns the backend's handles; it never decides what a
 launch does (that is the `LaunchMode` it is handed) and keeps no cache of its own.
 """
@@ -116,6 +116,14 @@ class Device(Protocol):
     def upload(self, buffer: Buffer, array: np.ndarray) -> None: ...
 
     def download(self, buffer: Buffer) -> np.ndarray: ...
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        """Copy `src` into `dst` (same size) on the device, queued on `stream`."""
+        ...
+
+    def free(self, buffer: Buffer) -> None:
+        """Release a buffer's memory now, not at `close`; the buffer is unusable after."""
+        ...
 
     def new_stream(self) -> Stream: ...
 

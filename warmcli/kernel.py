@@ -2,7 +2,8 @@
 
 A `Kernel` is what a workload declares: source text, entry name, compile options,
 defines, the language the backend compiles (`c` for the host, `cuda` for nvcc) and
-its parameter signature in `struct` letters (`P` pointer, `i` int32, `q` int64,
+its parameter signature in `struct` letters (`P` pointer, `b B h H i I l L q Q`
+signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only,
 `f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
 `kernel_key` over source, entry, options, defines, target architecture and
 toolchain identity decides a cache hit: any change is a different kernel, never a
@@ -24,14 +25,34 @@ _ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
     "b": np.int8,
+    "B": np.uint8,
     "h": np.int16,
+    "H": np.uint16,
     "i": np.int32,
+    "I": np.uint32,
     "l": np.int64,
+    "L": np.uint64,
     "q": np.int64,
+    "Q": np.uint64,
+    "?": np.bool_,
+    "e": np.float16,
     "f": np.float32,
     "d": np.float64,
 }
 PARAM_LETTERS = frozenset({"P", *PARAM_SCALARS})
+# What each letter stands for, as errors and the README say it.
+PARAM_DESCRIPTIONS: dict[str, str] = {
+    "P": "pointer: a buffer",
+    **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
+    "e": "float16, CUDA only",
+}
+# Letters the host backend cannot pass (ctypes has no half type).
+CUDA_ONLY_LETTERS = frozenset("e")
+
+
+def accepted_letters() -> str:
+    """Every accepted parameter letter with its meaning, for an error message."""
+    return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
 
 
 @dataclass(frozen=True)
@@ -59,11 +80,21 @@ class Kernel:
     ) -> None:
         if not _ENTRY.match(entry):
             raise ValueError(f"kernel entry {entry!r} is not a C identifier")
-        bad = set(params) - PARAM_LETTERS
+        if not isinstance(params, str):
+            raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
+        bad = sorted(set(params) - PARAM_LETTERS)
         if bad:
-            raise ValueError(f"kernel {entry}: unknown parameter letters {sorted(bad)}")
+            raise ValueError(
+                f"kernel {entry}: unknown parameter letter(s) {', '.join(map(repr, bad))} in "
+                f"{params!r}; accepted: {accepted_letters()}"
+            )
         if language not in ("c", "cuda"):
             raise ValueError(f"kernel {entry}: language must be 'c' or 'cuda', not {language!r}")
+        if language == "c" and CUDA_ONLY_LETTERS & set(params):
+            raise ValueError(
+                f"kernel {entry}: 'e' (float16) is for CUDA kernels only: the host backend "
+                "calls C through ctypes, which has no half type (pass a float, 'f')"
+            )
         norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
         for k, _ in norm:
             if not _ENTRY.match(k):

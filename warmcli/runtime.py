@@ -3,7 +3,9 @@
 A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both
 reading the bundle, if one is loaded). Every launch resolves its `LaunchMode`
 here, where it is issued, from the process mode and the mode of the stream it
-goes out on, and hands that verdict to the cache and the device. A read of a
+goes out on, and hands that verdict to the cache and the device; the arguments of a launch that is
+only queued or compiled are checked against the kernel's letters as an executed
+launch's are (by the device), so a mistake shows in the first pass. A read of a
 buffer under a discarding process mode is refused (`DiscardedReadError`), or
 warned about when the runtime allows it, because buffers are left as they were.
 What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
@@ -27,6 +29,7 @@ from warmcli.device import Buffer, Device, LaunchConfig
 from warmcli.explain import EXPLAIN, MissPolicy, explain_tune
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCache
+from warmcli.launch_args import Converter, any_buffer_of, converter
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
 from warmcli.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.records import KernelRecord, TuneRecord
@@ -90,6 +93,7 @@ class Runtime:
         self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
+        self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
 
     @property
     def arch(self) -> str:
@@ -150,9 +154,11 @@ class Runtime:
         verdict = resolve_launch_mode(current_process_mode(), stream.mode)
         collector = active_collector()
         if verdict is LaunchMode.QUEUE:
+            self._check_arguments(kernel, args)
             self.kernels.queue(kernel)
             collector.count(self.device.id, "execution", "queued")
         elif verdict is LaunchMode.COMPILE:
+            self._check_arguments(kernel, args)
             self.kernels.get(kernel)
             collector.count(self.device.id, "execution", "discarded")
         else:
@@ -161,6 +167,15 @@ class Runtime:
             self.device.launch(function, kernel, args, config, stream)
             collector.count(self.device.id, "execution", "executed")
         return verdict
+
+    def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
+        """A discarded or queued launch's arguments are checked as an executed one's are
+        (the device checks those), so a mistake shows in the first pass that makes it."""
+        known = self._checks.get(id(kernel))
+        if known is None or known[0] is not kernel:
+            known = (kernel, converter(kernel, self.device.id, any_buffer_of(self.device.id)))
+            self._checks[id(kernel)] = known
+        known[1](args)
 
     # -- tunes -----------------------------------------------------------------------------
 

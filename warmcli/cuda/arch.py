@@ -110,6 +110,12 @@ class ArchDevice:
     def download(self, buffer: Buffer) -> np.ndarray:
         raise self._no_gpu(f"read back {buffer}")
 
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        return None  # shape-only buffers: nothing to copy
+
+    def free(self, buffer: Buffer) -> None:
+        return None
+
     def new_stream(self) -> Stream:
         return Stream(self.id)
 

@@ -23,8 +23,15 @@ from warmcli.cuda.arch import CompilerSlot, require_upload
 from warmcli.cuda.cubin import CubinError, cubin_sm
 from warmcli.cuda.nvcc import NvccCompiler
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
-from warmcli.kernel import PARAM_SCALARS, Kernel
+from warmcli.kernel import Kernel
+from warmcli.launch_args import converter
 from warmcli.stream_mode import Stream
+
+# PyCUDA packs arguments with its own copy of `struct`, which lacks `e` (and, in some
+# versions, `?`): a bool goes as one byte, a half as its two bytes' bits.
+PREPARE_LETTERS = str.maketrans({"?": "B", "e": "H"})
+FINISH = {"?": int, "e": lambda v: int(np.float16(v).view(np.uint16))}
+COPY_PIECE = 1 << 30  # bytes per device-to-device copy call
 
 
 def _driver() -> Any:
@@ -175,31 +182,15 @@ class CudaDevice:
                 function = module.get_function(symbol)
             except cuda.Error as exc:
                 raise DeviceError(f"{kernel.label}: no {symbol} in its module: {exc}") from exc
-            function.prepare(kernel.params)
+            function.prepare(kernel.params.translate(PREPARE_LETTERS))
+        function.warm_convert = converter(kernel, self.id, self._address, FINISH)
         return function
 
-    def _arguments(self, kernel: Kernel, args: Sequence[Any]) -> list[Any]:
-        if len(args) != len(kernel.params):
-            raise LaunchError(
-                f"{kernel.label} takes {len(kernel.params)} arguments "
-                f"({kernel.params!r}), got {len(args)}"
-            )
-        values: list[Any] = []
-        for position, (letter, arg) in enumerate(zip(kernel.params, args, strict=True), start=1):
-            if isinstance(arg, Buffer):
-                if letter != "P" or arg.handle is None or arg.device_id != self.id:
-                    raise LaunchError(
-                        f"{kernel.label} argument {position}: {arg} is not memory on {self.id} "
-                        f"for a {letter!r} parameter"
-                    )
-                values.append(int(arg.handle))
-            elif letter == "P":
-                if not isinstance(arg, int):
-                    raise LaunchError(f"{kernel.label} argument {position}: expected a buffer")
-                values.append(arg)
-            else:
-                values.append(PARAM_SCALARS[letter](arg))
-        return values
+    def _address(self, value: Any) -> int | None:
+        """A `P` argument's device address: live memory of this device, else None."""
+        if isinstance(value, Buffer) and value.device_id == self.id and value.handle is not None:
+            return int(value.handle)
+        return None
 
     def launch(
         self,
@@ -209,7 +200,7 @@ class CudaDevice:
         config: LaunchConfig,
         stream: Stream,
     ) -> None:
-        values = self._arguments(kernel, args)
+        values = function.warm_convert(args)
         handle = stream.handle if isinstance(stream, CudaStream) else None
         with self.active() as cuda:
             try:
@@ -245,6 +236,30 @@ class CudaDevice:
             with self.active() as cuda:
                 cuda.memcpy_dtoh(out, memory)
         return out
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        """Device-to-device copy queued on `stream` (`cuMemcpyDtoDAsync`)."""
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        target, source = int(self._memory(dst)), int(self._memory(src))
+        if not dst.nbytes:
+            return
+        handle = stream.handle if isinstance(stream, CudaStream) else None
+        with self.active() as cuda:
+            try:  # PyCUDA takes the size as a C unsigned int: big buffers go in pieces
+                for offset in range(0, dst.nbytes, COPY_PIECE):
+                    size = min(COPY_PIECE, dst.nbytes - offset)
+                    cuda.memcpy_dtod_async(target + offset, source + offset, size, handle)
+            except cuda.Error as exc:
+                raise DeviceError(f"copy of {src} into {dst} on {self.id}: {exc}") from exc
+
+    def free(self, buffer: Buffer) -> None:
+        """Free one buffer's memory now (it must not be in use by a pending operation)."""
+        memory = self._memory(buffer)
+        with self.active():
+            memory.free()
+        buffer.handle = None
+        self._buffers = [b for b in self._buffers if b is not buffer]
 
     def new_stream(self) -> CudaStream:
         with self.active() as cuda:

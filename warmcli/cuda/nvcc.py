@@ -5,7 +5,8 @@
 site-packages) and fails with one line saying what to install. `NvccCompiler`
 implements the `Compiler` protocol: a group of units becomes ONE translation unit
 (includes hoisted, each kernel in its own namespace with its defines set and
-undone and its entry renamed to the unit's symbol), compiled by one
+undone, its entry renamed to the unit's symbol and its signature probe after it,
+`warmcli.signature`), compiled by one
 `nvcc --cubin` in a temporary folder and killed with its children on timeout.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from warmcli import signature
 from warmcli.compiler import (
     CompiledGroup,
     CompileFailure,
@@ -167,10 +169,9 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
         found, body = split_includes(unit.kernel.source)
         includes += found
         ns = f"warm_{unit.key[:16]}"
-        sections.append(
-            f"namespace {ns} {{\n{isolated_section(unit, body)}}} /* namespace {ns} */\n"
-        )
-    return "\n".join([*dict.fromkeys(includes), *sections])
+        section = isolated_section(unit, body + signature.probe(unit))
+        sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
+    return "\n".join([*dict.fromkeys(includes), signature.CUDA_HELPERS, *sections])
 
 
 class NvccCompiler:
@@ -224,7 +225,10 @@ class NvccCompiler:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
             Path(tmp, "tu.cu").write_text(translation_unit(units))
-            log, _ = run_compiler(command, units, timeout, tmp)
+            try:
+                log, _ = run_compiler(command, units, timeout, tmp)
+            except CompileFailure as failure:
+                raise signature.explain(failure) from None
             binary = Path(tmp, "out.cubin").read_bytes()
         seconds = time.perf_counter() - started
         check_cubin(binary, arch)

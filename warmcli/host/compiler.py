@@ -2,7 +2,9 @@
 
 Each kernel's `#include`s are hoisted to the top, its defines and the macros it
 defines itself are undefined after it, and its entry is renamed to a unique
-symbol, so a group of kernels shares one `cc -O2 -fPIC -shared` process. On
+symbol, so a group of kernels shares one `cc -O2 -fPIC -shared` process; each is
+followed by its signature probe (`warmcli.signature`), so letters that do not match
+the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
 `dlopen`: no RELRO (no `mprotect` after relocation) and stripped of its static
 symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
@@ -18,8 +20,10 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from warmcli import signature
 from warmcli.compiler import (
     CompiledGroup,
+    CompileFailure,
     CompileUnit,
     isolated_section,
     run_compiler,
@@ -51,7 +55,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     for unit in units:
         found, body = split_includes(unit.kernel.source)
         includes.update(dict.fromkeys(found))
-        sections.append(isolated_section(unit, body))
+        sections.append(isolated_section(unit, body + signature.probe(unit)))
     return "\n".join([*includes, "", *sections])
 
 
@@ -81,7 +85,10 @@ class HostCompiler:
             with open(source, "w") as fh:
                 fh.write(translation_unit(units))
             command = self.command(units, source, output)
-            log, seconds = run_compiler(command, units, timeout, scratch)
+            try:
+                log, seconds = run_compiler(command, units, timeout, scratch)
+            except CompileFailure as failure:
+                raise signature.explain(failure) from None
             with open(output, "rb") as fh:
                 binary = fh.read()
         return CompiledGroup(

@@ -1,7 +1,8 @@
 """The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
-the scalars converted by the kernel's parameter letters. A binary is loaded from
+the scalars, each checked against the kernel's parameter letters by a converter made
+once per kernel (`warmcli.launch_args`). A binary is loaded from
 the host library cache (`warmcli.host.libraries`: the loader needs a file, and a
 hot start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
@@ -23,15 +24,20 @@ from typing import Any
 import numpy as np
 
 from warmcli.compiler import Compiler
-from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
+from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
 from warmcli.host.compiler import HostCompiler
 from warmcli.host.libraries import LibraryCache
-from warmcli.kernel import PARAM_SCALARS, Kernel
+from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
+from warmcli.launch_args import converter
 from warmcli.stream_mode import Stream
 
 CTYPES: dict[str, type] = {
     "P": ctypes.c_void_p,
-    **{letter: np.ctypeslib.as_ctypes_type(t) for letter, t in PARAM_SCALARS.items()},
+    **{
+        letter: np.ctypeslib.as_ctypes_type(t)
+        for letter, t in PARAM_SCALARS.items()
+        if letter not in CUDA_ONLY_LETTERS
+    },
 }
 
 
@@ -61,6 +67,11 @@ class HostBuffer(Buffer):
     def __init__(self, device_id: str, shape: Sequence[int], dtype: str, array: np.ndarray) -> None:
         super().__init__(device_id, shape, dtype, array)
         self.address: int = array.ctypes.data
+
+
+def _address(value: Any) -> int | None:
+    """A `P` argument's address: a host buffer's data pointer, else None (refused)."""
+    return value.address if type(value) is HostBuffer else None
 
 
 class HostDevice:
@@ -101,6 +112,9 @@ class HostDevice:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
         function.argtypes = [CTYPES[p] for p in kernel.params]
         function.restype = None
+        function.warm_convert = converter(  # checked, made once per kernel
+            kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
+        )
         return function
 
     def launch(
@@ -111,21 +125,7 @@ class HostDevice:
         config: LaunchConfig,
         stream: Stream,
     ) -> None:
-        if len(args) != len(kernel.params):
-            raise LaunchError(
-                f"kernel {kernel.label} takes {len(kernel.params)} arguments "
-                f"({kernel.params!r}), got {len(args)}"
-            )
-        converted = [
-            (a.address if type(a) is HostBuffer else a.handle.ctypes.data)
-            if isinstance(a, Buffer)
-            else a
-            for a in args
-        ]
-        try:
-            function(*converted)
-        except ctypes.ArgumentError as exc:
-            raise LaunchError(f"kernel {kernel.label}: bad argument: {exc}") from exc
+        function(*function.warm_convert(args))
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
         return HostBuffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
@@ -137,6 +137,14 @@ class HostDevice:
 
     def download(self, buffer: Buffer) -> np.ndarray:
         return np.array(buffer.handle, copy=True)
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        np.copyto(dst.handle, src.handle.reshape(dst.shape), casting="no")
+
+    def free(self, buffer: Buffer) -> None:
+        buffer.handle = None  # the array goes with its last reference
 
     def new_stream(self) -> Stream:
         return Stream(self.id)
