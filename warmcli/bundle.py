@@ -6,13 +6,16 @@ application_id`): `manifest` (format and warm versions, created/updated times),
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds) and `tunes` (tune key,
 pick, every candidate's measurement). A bundle is untrusted input: it is read
-with plain SQL, never unpickled or evaluated; every field of every row is checked
+with plain SQL, never unpickled or evaluated; its schema must be exactly warm's
+(`sqlite_master` compared row by row, so no trigger, view, extra index or generated
+column of a bundle ever runs), with `trusted_schema` off; every field of every row is checked
 (type, size, format) before it becomes a record, a blob whose size or sha256 does
 not match is never served, and every SQLite failure becomes a `BundleError`.
 Opening reads the manifest only; kernels, tunes and blobs are read on demand.
 Writers take a file lock and write each batch in one transaction; the file stays
-in rollback-journal mode, so a read-only copy opens, and a write interrupted by a
-crash is rolled back by the next open. "Database is locked" is waited out by the
+in rollback-journal mode (a file switched to WAL is switched back on open, or
+refused where it cannot be written), so a read-only copy opens, and a write
+interrupted by a crash is rolled back by the next open. "Database is locked" is waited out by the
 busy timeout and then retried, never shown.
 """
 
@@ -42,6 +45,7 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
+WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
@@ -67,7 +71,6 @@ CREATE TABLE tunes (
     updated REAL NOT NULL);
 CREATE INDEX tunes_operation ON tunes(operation);
 """
-TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}
 KERNEL_COLUMNS = (
     "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
     "compile_log, seconds"
@@ -87,6 +90,9 @@ DELETE FROM fingerprints WHERE
          WHERE backend = json_extract(fingerprints.data, '$.backend')
            AND arch = json_extract(fingerprints.data, '$.arch')))
 """
+_SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
+    f"SELECT type, name, tbl_name, substr(sql, 1, {MAX_NAME_CHARS}) FROM sqlite_master"
+)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
@@ -101,12 +107,13 @@ class _Malformed(ValueError):
     """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
-def _check_header(path: Path) -> tuple[int, int]:
-    """The file's SQLite header, checked: its `(application_id, user_version)`;
+def _check_header(path: Path) -> tuple[int, int, bool]:
+    """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file.
 
-    Both are header fields (at offsets 68 and 60, big-endian), read here without SQL;
-    warm never changes them after a bundle is created.
+    The first two are header fields (at offsets 68 and 60, big-endian), read here without
+    SQL; warm never changes them after a bundle is created. `wal` is whether the file
+    format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
     """
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -120,7 +127,7 @@ def _check_header(path: Path) -> tuple[int, int]:
     if len(head) < SQLITE_HEADER_BYTES:
         raise BundleError(f"{path}: corrupt bundle (its SQLite header is cut short)")
     field = functools.partial(int.from_bytes, byteorder="big", signed=True)
-    return field(head[68:72]), field(head[60:64])
+    return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -138,7 +145,14 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
         isolation_level=None,
         check_same_thread=False,
     )
-    return conn  # `timeout` is SQLite's busy timeout: no PRAGMA needed
+    # A bundle's schema is untrusted: SQL functions with side effects never run from it,
+    # and (where this Python exposes it) SQLite's defensive mode forbids writing the
+    # schema or the file's pages directly. `timeout` is SQLite's busy timeout.
+    conn.execute("PRAGMA trusted_schema = OFF")
+    defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
+    if defensive is not None and hasattr(conn, "setconfig"):
+        conn.setconfig(defensive, True)
+    return conn
 
 
 def _read_only_uri(path: Path) -> str:
@@ -170,6 +184,57 @@ def _recover(path: Path) -> None:
         _retrying(path, lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
     finally:
         conn.close()
+
+
+def _leave_wal(path: Path) -> None:
+    """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
+    (what warm writes, so a read-only copy opens); refused where the file cannot be written.
+
+    The switch checkpoints any `-wal` file into the bundle; what it holds is checked with
+    the rest when the bundle is opened.
+    """
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise BundleError(
+            f"{path}: the bundle is in WAL mode, which warm does not read; open it once "
+            "where it is writable to switch it back to a rollback journal"
+        )
+    conn = _connect(path)
+    try:
+        row = _retrying(path, lambda: conn.execute("PRAGMA journal_mode = DELETE").fetchone())
+    finally:
+        conn.close()
+    if row is None or str(row[0]).lower() != "delete":
+        raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
+
+
+@functools.cache
+def _warm_schema() -> frozenset[tuple[object, ...]]:
+    """The `sqlite_master` rows of the schema warm creates: a bundle holds these, no other."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return frozenset(conn.execute(_SCHEMA_SELECT).fetchall())
+    finally:
+        conn.close()
+
+
+def _schema_problems(rows: Iterable[tuple[object, ...]]) -> list[str]:
+    """What a bundle's `sqlite_master` holds that warm's schema does not, or lacks."""
+    expected, actual = _warm_schema(), frozenset(rows)
+    names = {(row[0], row[1]) for row in actual}
+    ours = {(row[0], row[1]) for row in expected}
+    problems = [
+        f"{kind} {str(name)[:60]!r} is not as warm creates it"
+        if (kind, name) in ours
+        else f"{kind} {str(name)[:60]!r} on {str(table)[:60]!r} is not warm's"
+        for kind, name, table, _ in sorted(actual - expected, key=repr)
+    ]
+    problems += [
+        f"no {kind} {name!r}"
+        for kind, name, _, _ in sorted(expected, key=repr)
+        if (kind, name) not in names
+    ]
+    return problems
 
 
 def _retrying(path: Path, op: Callable[[], _T]) -> _T:
@@ -229,12 +294,14 @@ class Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one."""
         path = Path(path)
         try:
-            header = _check_header(path)
+            app, version, wal = _check_header(path)
         except FileNotFoundError:
             if write:
                 return cls.create(path)
             raise BundleError(f"{path}: no such bundle") from None
         with _sqlite_errors(path):
+            if wal:
+                _leave_wal(path)
             if write:
                 conn = _connect(path)
             else:
@@ -242,7 +309,7 @@ class Bundle:
                 conn = _connect(_read_only_uri(path), uri=True)
             bundle = cls(path, conn, write)
             try:
-                bundle._validate(*header)
+                bundle._validate(app, version)
             except BaseException:
                 conn.close()
                 raise
@@ -290,10 +357,13 @@ class Bundle:
             raise BundleError(
                 f"{self.path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
             )
-        names = {r[0] for r in self._all("SELECT name FROM sqlite_master WHERE type='table'")}
-        missing = TABLES - names
-        if missing:
-            raise BundleError(f"{self.path}: corrupt bundle (missing tables {sorted(missing)})")
+        rows = self._all(f"{_SCHEMA_SELECT} LIMIT {len(_warm_schema()) + 8}")
+        problems = _schema_problems(rows)
+        if problems:  # a trigger, a view, a generated column... could run or change anything
+            more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+            raise BundleError(
+                f"{self.path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
+            )
 
     def close(self) -> None:
         with self._lock:
