@@ -21,6 +21,7 @@ busy timeout and then retried, never shown.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -48,6 +49,7 @@ SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
+DISK_FULL = "the disk is full"
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
 MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
@@ -93,6 +95,7 @@ DELETE FROM fingerprints WHERE
 _SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     f"SELECT type, name, tbl_name, substr(sql, 1, {MAX_NAME_CHARS}) FROM sqlite_master"
 )
+_LEFTOVER = re.compile(r"([0-9]{1,9})\.(?:tmp|merge|merge\.[0-9]{1,9}\.tmp)(?:-journal|\.lock)?")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
@@ -107,7 +110,7 @@ class _Malformed(ValueError):
     """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
-def _check_header(path: Path) -> tuple[int, int, bool]:
+def read_header(path: Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file.
 
@@ -263,8 +266,45 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise BundleError(f"{path}: {what} ({exc})") from None
 
 
+def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+    """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
+    and the (device, inode) of the file it opened."""
+    app, version, wal = read_header(path)
+    with _sqlite_errors(path):
+        if wal:
+            _leave_wal(path)
+        st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write
+        if write:
+            conn = _connect(path)
+        else:
+            _recover(path)
+            conn = _connect(_read_only_uri(path), uri=True)
+        try:
+            _validate(path, conn, app, version)
+        except BaseException:
+            conn.close()
+            raise
+    return conn, (st.st_dev, st.st_ino)
+
+
+def _validate(path: Path, conn: sqlite3.Connection, app: int, version: int) -> None:
+    if app != APPLICATION_ID:
+        raise BundleError(f"{path}: not a warm bundle (an SQLite file of another application)")
+    if version != FORMAT_VERSION:
+        raise BundleError(
+            f"{path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
+        )
+    select = f"{_SCHEMA_SELECT} LIMIT {len(_warm_schema()) + 8}"
+    problems = _schema_problems(_retrying(path, lambda: conn.execute(select).fetchall()))
+    if problems:  # a trigger, a view, a generated column... could run or change anything
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise BundleError(
+            f"{path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
+        )
+
+
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def write_lock(path: Path) -> Iterator[None]:
     """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
     take); a lock file that cannot be made is a one-line `BundleError`."""
     lock = FileLock(f"{path}.lock")
@@ -278,13 +318,77 @@ def _file_lock(path: Path) -> Iterator[None]:
         lock.release()
 
 
+def _write_empty(tmp: Path) -> None:
+    """A new, empty bundle at `tmp`: warm's schema, ids and manifest."""
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.executescript(
+            f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+            f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
+        )
+        now = repr(time.time())
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [
+                ("format_version", str(FORMAT_VERSION)),
+                ("warm_version", __version__),
+                ("created", now),
+                ("updated", now),
+            ],
+        )
+    finally:
+        conn.close()
+
+
+def _unlink_all(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def remove_leftovers(path: Path) -> None:
+    """Under `path`'s write lock: remove what a killed or failed writer of it left beside
+    it, when its process is gone: a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge`
+    with its journal and lock (and that file's own create temporary)."""
+    lead = f".{path.name}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        stripped = name[1:] if name.startswith("..") else name
+        if not stripped.startswith(lead):
+            continue
+        found = _LEFTOVER.fullmatch(stripped[len(lead) :])
+        if found and not _alive(int(found[1])):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
 class Bundle:
     """An open bundle file; see the module doc."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
+    ) -> None:
         self.path = path
         self._conn = conn
         self.writable = writable
+        self._ident = ident  # the (device, inode) of the file `_conn` opened
+        self._swept = False  # leftovers of dead writers removed (at the first write)
         self._lock = threading.RLock()
 
     # -- opening ---------------------------------------------------------------------------
@@ -294,76 +398,32 @@ class Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one."""
         path = Path(path)
         try:
-            app, version, wal = _check_header(path)
+            conn, ident = _open_connection(path, write)
         except FileNotFoundError:
             if write:
                 return cls.create(path)
             raise BundleError(f"{path}: no such bundle") from None
-        with _sqlite_errors(path):
-            if wal:
-                _leave_wal(path)
-            if write:
-                conn = _connect(path)
-            else:
-                _recover(path)
-                conn = _connect(_read_only_uri(path), uri=True)
-            bundle = cls(path, conn, write)
-            try:
-                bundle._validate(app, version)
-            except BaseException:
-                conn.close()
-                raise
-        return bundle
+        return cls(path, conn, write, ident)
 
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
         """Create a new bundle file (or open it if another process just did)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(path):
+        with write_lock(path):
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)
+            remove_leftovers(path)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.unlink(missing_ok=True)
-            with _sqlite_errors(path):
-                conn = sqlite3.connect(tmp, isolation_level=None)
-                try:
-                    conn.execute("PRAGMA journal_mode = DELETE")
-                    conn.executescript(
-                        f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-                        f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
-                    )
-                    now = repr(time.time())
-                    conn.executemany(
-                        "INSERT INTO manifest VALUES (?, ?)",
-                        [
-                            ("format_version", str(FORMAT_VERSION)),
-                            ("warm_version", __version__),
-                            ("created", now),
-                            ("updated", now),
-                        ],
-                    )
-                finally:
-                    conn.close()
-            os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
+            try:
+                tmp.unlink(missing_ok=True)
+                with _sqlite_errors(path):
+                    _write_empty(tmp)
+                os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
+            except BaseException:
+                _unlink_all(tmp, Path(f"{tmp}-journal"))
+                raise
         return cls.open(path, write=True)
-
-    def _validate(self, app: int, version: int) -> None:
-        if app != APPLICATION_ID:
-            raise BundleError(
-                f"{self.path}: not a warm bundle (an SQLite file of another application)"
-            )
-        if version != FORMAT_VERSION:
-            raise BundleError(
-                f"{self.path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
-            )
-        rows = self._all(f"{_SCHEMA_SELECT} LIMIT {len(_warm_schema()) + 8}")
-        problems = _schema_problems(rows)
-        if problems:  # a trigger, a view, a generated column... could run or change anything
-            more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-            raise BundleError(
-                f"{self.path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
-            )
 
     def close(self) -> None:
         with self._lock:
@@ -485,7 +545,11 @@ class Bundle:
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
+            if not self._swept:
+                remove_leftovers(self.path)
+                self._swept = True
             conn = self._conn
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -595,8 +659,23 @@ class Bundle:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
+
+    def _follow_replacement(self) -> None:
+        """Under the write lock: when the path names another file than the one open (a
+        merge published over it, holding this lock), write to that one, never to a file
+        nobody can see any more."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise BundleError(f"{self.path}: the bundle was removed while open") from None
+        if (st.st_dev, st.st_ino) == self._ident:
+            return
+        conn, self._ident = _open_connection(self.path, write=True)
+        self._conn.close()
+        self._conn = conn
 
     def tune_keys(self) -> list[str]:
         rows = self._all("SELECT key FROM tunes ORDER BY key")
