@@ -445,6 +445,18 @@ class Bundle:
         with self._lock, _sqlite_errors(self.path):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees one state of the file (one read transaction): a writer's
+        commit waits until it ends, so what is read together agrees."""
+        with self._lock, _sqlite_errors(self.path):
+            self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
+            try:
+                yield
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")  # nothing was written: the read ends
+
     def manifest(self) -> dict[str, str]:
         rows = self._all("SELECT key, value FROM manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)

@@ -4,8 +4,9 @@
 a warm bundle or is of another format version) and then checks SQLite's own
 page-level consistency, the manifest's fields, every blob against its sha256 and
 size, that every kernel's blob is there, and that every tune's candidates parse.
-It returns an `IntegrityReport` naming each problem; it never repairs, deletes or
-writes anything.
+Everything is read in one snapshot (one read transaction), so a writer committing
+meanwhile never makes a sound bundle look corrupt. It returns an `IntegrityReport`
+naming each problem; it never repairs, deletes or writes anything.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _manifest_problems(manifest: dict[str, str]) -> list[str]:
 def check_bundle(path: str | os.PathLike[str]) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
     report = IntegrityReport(str(path))
-    with Bundle.open(path) as bundle:
+    with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
         report.problems += [f"sqlite: {line}" for line in bundle.integrity_check()]
         report.problems += _manifest_problems(bundle.manifest())
         blobs: set[str] = set()

@@ -1,9 +1,11 @@
-"""`warm merge ... -o OUT` onto a bundle in use: no concurrent write is lost.
+"""A bundle in use: `warm merge ... -o OUT` loses no concurrent write, and `warm verify`
+never calls a sound bundle corrupt while writers commit.
 
-The merge is the real CLI in a subprocess, stopped after its reads (its publish step
-waits for a gate file, as the reproduction did) while a real production write-back or
-a second real merge commits to the same bundle; then it is let go, and every entry of
-every writer must be in the result. `make stress` runs the race unpaused, 20 trials.
+The merge (or verify) is the real CLI in a subprocess, stopped at a point (a function
+of warm's waits for a gate file before it runs, as the reproduction did) while a real
+production write-back, a second real merge or a writer commits to the same bundle;
+then it is let go, and every entry of every writer must be in the result. `make
+stress` runs the merge race unpaused, 20 trials.
 """
 
 from __future__ import annotations
@@ -19,36 +21,43 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from test_concurrency import WORKLOAD, expected
+from test_crash import WRITER as CRASH_WRITER
 from test_production import MATMUL, partial_bundle, serve
 
 PAUSED = """\
-import sys, time
+import importlib, sys, time
 from pathlib import Path
-import warmcli.merge
 from warmcli.cli import main
 
 gate = Path(sys.argv.pop(1))
-publish = warmcli.merge._publish
+module, _, name = sys.argv.pop(1).partition(":")
+owner = importlib.import_module(module)
+*path, attr = name.split(".")
+for part in path:
+    owner = getattr(owner, part)
+real = getattr(owner, attr)
 
 def paused(*args, **kwargs):
     Path(f"{gate}.reached").touch()
     while not gate.exists():
         time.sleep(0.01)
-    return publish(*args, **kwargs)
+    return real(*args, **kwargs)
 
-warmcli.merge._publish = paused
+setattr(owner, attr, paused)
 sys.argv[0] = "warm"
 main()
 """
+MERGE_PUBLISH = "warmcli.merge:_publish"  # a merge, after its reads
+VERIFY_KERNELS = "warmcli.bundle:Bundle.kernels"  # verify, after the blobs, before the kernels
 
 
-class PausedMerge:
-    """`warm merge ARGS` in a subprocess, stopped after its reads until `go()`."""
+class Paused:
+    """`warm ARGS` in a subprocess, stopped when it calls `target` until `go()`."""
 
-    def __init__(self, warm: Warm, gate: Path, *args: str | Path) -> None:
+    def __init__(self, warm: Warm, gate: Path, target: str, *args: str | Path) -> None:
         self.gate = gate
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", PAUSED, str(gate), "merge", *map(str, args)],
+            [sys.executable, "-c", PAUSED, str(gate), target, *map(str, args)],
             env=warm.env,
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -59,7 +68,7 @@ class PausedMerge:
         deadline = time.monotonic() + 60
         while not reached.exists():
             assert self.proc.poll() is None, self.proc.communicate()
-            assert time.monotonic() < deadline, "the merge never finished its reads"
+            assert time.monotonic() < deadline, f"{target} was never reached"
             time.sleep(0.01)
 
     def go(self) -> subprocess.CompletedProcess[str]:
@@ -96,7 +105,7 @@ def test_a_write_back_during_a_merge_onto_its_bundle_is_kept(warm: Warm, tmp_pat
     bundle = tmp_path / "a.warm"
     partial_bundle(warm, bundle)  # production will write row_sum and a tune back
     other = bundle_of(warm, tmp_path, 1)
-    merge = PausedMerge(warm, tmp_path / "gate", bundle, other, "-o", bundle)
+    merge = Paused(warm, tmp_path / "gate", MERGE_PUBLISH, "merge", bundle, other, "-o", bundle)
     writer = serve(warm, bundle, WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
     settle(writer, 2.0)
     merged = merge.go()
@@ -111,7 +120,7 @@ def test_a_write_back_during_a_merge_onto_its_bundle_is_kept(warm: Warm, tmp_pat
 
 def test_two_merges_into_one_bundle_both_land(warm: Warm, tmp_path: Path) -> None:
     bundle, one, two = (bundle_of(warm, tmp_path, w) for w in (0, 1, 2))
-    first = PausedMerge(warm, tmp_path / "gate", bundle, one, "-o", bundle)
+    first = Paused(warm, tmp_path / "gate", MERGE_PUBLISH, "merge", bundle, one, "-o", bundle)
     second = subprocess.Popen(
         [sys.executable, "-m", "warmcli", "merge", bundle, two, "-o", bundle],
         env=warm.env,
@@ -125,6 +134,26 @@ def test_two_merges_into_one_bundle_both_land(warm: Warm, tmp_path: Path) -> Non
     _, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert expected(0) | expected(1) | expected(2) <= labels(bundle)
+
+
+def test_verify_while_a_writer_commits_reads_one_snapshot(warm: Warm, tmp_path: Path) -> None:
+    bundle = bundle_of(warm, tmp_path, 0)
+    verify = Paused(warm, tmp_path / "gate", VERIFY_KERNELS, "verify", bundle)
+    writer = subprocess.Popen(  # commits batch after batch of new kernels and blobs
+        [sys.executable, str(CRASH_WRITER), str(bundle), "1"],
+        env=warm.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        settle(writer, 1.5)
+        verified = verify.go()
+    finally:
+        writer.kill()
+        writer.communicate()
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert warm("verify", bundle).returncode == 0
 
 
 def race(
