@@ -13,8 +13,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from test_production import MATMUL, serve
+
+from warmcli.bundle import Bundle, BundleError
 
 PAYLOAD = """
 #include <fcntl.h>
@@ -43,6 +46,18 @@ def plant(bundle: Path, *statements: str, params: tuple[object, ...] = ()) -> No
     conn.close()
 
 
+_MATMUL: list[bytes] = []  # the example's bundle, made once per session
+
+
+def matmul_bundle(warm: Warm, path: Path) -> Path:
+    """The example workload's bundle at `path`, made by the real CLI (once, then copied)."""
+    if not _MATMUL:
+        assert warm("run", MATMUL, "--bundle", path).returncode == 0
+        _MATMUL.append(path.read_bytes())
+    path.write_bytes(_MATMUL[0])
+    return path
+
+
 def one_refusal(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -54,7 +69,7 @@ def test_an_insert_trigger_pointing_kernels_at_an_attackers_blob_never_runs(
     warm: Warm, tmp_path: Path
 ) -> None:
     bundle, marker = tmp_path / "b.warm", tmp_path / "PWNED"
-    assert warm("run", MATMUL, "--bundle", bundle).returncode == 0
+    matmul_bundle(warm, bundle)
     evil = attacker_blob(tmp_path, marker)
     sha = hashlib.sha256(evil).hexdigest()
     plant(
@@ -77,7 +92,7 @@ def test_an_insert_trigger_pointing_kernels_at_an_attackers_blob_never_runs(
 
 def test_a_delete_trigger_cannot_drop_a_production_write_back(warm: Warm, tmp_path: Path) -> None:
     bundle = tmp_path / "b.warm"
-    assert warm("run", MATMUL, "--bundle", bundle).returncode == 0
+    matmul_bundle(warm, bundle)
     plant(
         bundle,
         "CREATE TRIGGER gone AFTER INSERT ON kernels BEGIN "
@@ -103,18 +118,20 @@ OTHER_OBJECTS = [
 
 
 def test_any_schema_object_that_is_not_warms_is_refused(warm: Warm, tmp_path: Path) -> None:
-    sound = tmp_path / "sound.warm"
-    assert warm("run", MATMUL, "--bundle", sound).returncode == 0
+    sound = matmul_bundle(warm, tmp_path / "sound.warm")
     for n, sql in enumerate(OTHER_OBJECTS):
         bundle = tmp_path / f"{n}.warm"
         bundle.write_bytes(sound.read_bytes())
         plant(bundle, sql)
-        one_refusal(warm("stats", bundle))
+        for write in (False, True):  # in-process: the CLI's refusal is shown above
+            with pytest.raises(BundleError, match="schema is not warm's"):
+                Bundle.open(bundle, write=write)
+    one_refusal(warm("stats", bundle))
 
 
 def test_a_wal_bundle_is_switched_back_to_a_rollback_journal(warm: Warm, tmp_path: Path) -> None:
     bundle = tmp_path / "b.warm"
-    assert warm("run", MATMUL, "--bundle", bundle).returncode == 0
+    matmul_bundle(warm, bundle)
     conn = sqlite3.connect(bundle)
     assert conn.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
     conn.close()

@@ -85,13 +85,21 @@ def labels(bundle: Path) -> set[str]:
         conn.close()
 
 
+_MADE: dict[int, bytes] = {}  # workload -> its bundle, made once per session
+
+
 def bundle_of(warm: Warm, tmp_path: Path, w: int) -> Path:
-    """A bundle of workload `w` (test_concurrency's: kernels of its own)."""
-    workload = tmp_path / f"w{w}.py"
-    workload.write_text(WORKLOAD.format(w=w))
+    """A bundle of workload `w` (test_concurrency's: kernels of its own), made by the
+    real CLI once per session and copied."""
     path = tmp_path / f"w{w}.warm"
-    proc = warm("run", workload, "--bundle", path, "-q")
-    assert proc.returncode == 0, proc.stderr
+    if w not in _MADE:
+        workload = tmp_path / f"w{w}.py"
+        workload.write_text(WORKLOAD.format(w=w))
+        proc = warm("run", workload, "--bundle", path, "-q")
+        assert proc.returncode == 0, proc.stderr
+        _MADE[w] = path.read_bytes()
+    else:
+        path.write_bytes(_MADE[w])
     return path
 
 
@@ -107,7 +115,7 @@ def test_a_write_back_during_a_merge_onto_its_bundle_is_kept(warm: Warm, tmp_pat
     other = bundle_of(warm, tmp_path, 1)
     merge = Paused(warm, tmp_path / "gate", MERGE_PUBLISH, "merge", bundle, other, "-o", bundle)
     writer = serve(warm, bundle, WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
-    settle(writer, 2.0)
+    settle(writer, 1.5)
     merged = merge.go()
     _, err = writer.communicate(timeout=120)
     assert writer.returncode == 0 and "written back" in err, err
@@ -129,7 +137,7 @@ def test_two_merges_into_one_bundle_both_land(warm: Warm, tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
     )
-    settle(second, 2.0)
+    settle(second, 1.5)
     assert first.go().returncode == 0
     _, err = second.communicate(timeout=120)
     assert second.returncode == 0, err

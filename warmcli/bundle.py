@@ -125,6 +125,8 @@ def read_header(path: Path) -> tuple[int, int, bool]:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    if not head:
+        raise BundleError(f"{path}: not a warm bundle (an empty file)")
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         raise BundleError(f"{path}: not a warm bundle (not an SQLite file)")
     if len(head) < SQLITE_HEADER_BYTES:
@@ -256,12 +258,22 @@ def _retrying(path: Path, op: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _disk_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+
+
 @contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
-    """Every SQLite failure, as a one-line `BundleError`."""
+    """Every SQLite failure, as a one-line `BundleError`; a full disk is said to be one
+    (the write was rolled back: the bundle is as it was, never "corrupt")."""
     try:
         yield
     except sqlite3.Error as exc:
+        if _disk_full(exc):
+            raise BundleError(
+                f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
+            ) from None
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         raise BundleError(f"{path}: {what} ({exc})") from None
 
