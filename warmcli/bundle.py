@@ -7,21 +7,24 @@ by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds) and `tunes` (tune key,
 pick, every candidate's measurement). A bundle is untrusted input: it is read
 with plain SQL, never unpickled or evaluated; its schema must be exactly warm's
-(`sqlite_master` compared row by row, so no trigger, view, extra index or generated
-column of a bundle ever runs), with `trusted_schema` off; every field of every row is checked
-(type, size, format) before it becomes a record, a blob whose size or sha256 does
-not match is never served, and every SQLite failure becomes a `BundleError`.
-Opening reads the manifest only; kernels, tunes and blobs are read on demand.
-Writers take a file lock and write each batch in one transaction; the file stays
-in rollback-journal mode (a file switched to WAL is switched back on open, or
-refused where it cannot be written), so a read-only copy opens, and a write
-interrupted by a crash is rolled back by the next open. "Database is locked" is waited out by the
-busy timeout and then retried, never shown.
+(`sqlite_master` compared row by row, so no trigger, view, extra index or
+generated column of a bundle ever runs), with `trusted_schema` off; every field
+of every row is checked (type, size, format) before it becomes a record, a blob
+whose size or sha256 does not match is never served, and every SQLite failure
+becomes a one-line `BundleError` (a full disk is named so: the write was rolled
+back). Opening checks the schema; kernels, tunes and blobs are read on demand,
+and `snapshot` reads several things in one read transaction. Writers take a file
+lock (`write_lock`) and write each batch in one transaction; a writer whose file
+was replaced meanwhile (a merge published over it, holding that lock) writes to
+the new one, and a writer's first write removes what dead writers left beside the
+file. The file stays in rollback-journal mode (a file switched to WAL is switched
+back on open, or refused where it cannot be written), so a read-only copy opens,
+and a write interrupted by a crash is rolled back by the next open. "Database is
+locked" is waited out by the busy timeout and then retried, never shown.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -40,6 +43,13 @@ from urllib.parse import quote
 from filelock import FileLock
 
 from warmcli._version import __version__
+from warmcli.bundle_files import (
+    SCHEMA_SELECT,
+    remove_leftovers,
+    schema_problems,
+    unlink_all,
+    warm_schema,
+)
 from warmcli.records import KernelRecord, TuneRecord, tune_key
 
 FORMAT_VERSION = 1
@@ -92,10 +102,6 @@ DELETE FROM fingerprints WHERE
          WHERE backend = json_extract(fingerprints.data, '$.backend')
            AND arch = json_extract(fingerprints.data, '$.arch')))
 """
-_SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
-    f"SELECT type, name, tbl_name, substr(sql, 1, {MAX_NAME_CHARS}) FROM sqlite_master"
-)
-_LEFTOVER = re.compile(r"([0-9]{1,9})\.(?:tmp|merge|merge\.[0-9]{1,9}\.tmp)(?:-journal|\.lock)?")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
@@ -179,14 +185,20 @@ def _recover(path: Path) -> None:
             return
     except FileNotFoundError:
         return
+    problem = f"a write was interrupted ({journal.name} is left)"
+    _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
+
+
+def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
+    """Run `sql` once through a connection that may write (what a read-only open cannot
+    mend); refused, naming `problem`, where the file cannot be written."""
     if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         raise BundleError(
-            f"{path}: a write was interrupted ({journal.name} is left); open the bundle "
-            "once where it is writable to roll the write back"
+            f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )
     conn = _connect(path)
     try:
-        _retrying(path, lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
+        return _retrying(path, lambda: conn.execute(sql).fetchone())
     finally:
         conn.close()
 
@@ -198,48 +210,10 @@ def _leave_wal(path: Path) -> None:
     The switch checkpoints any `-wal` file into the bundle; what it holds is checked with
     the rest when the bundle is opened.
     """
-    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
-        raise BundleError(
-            f"{path}: the bundle is in WAL mode, which warm does not read; open it once "
-            "where it is writable to switch it back to a rollback journal"
-        )
-    conn = _connect(path)
-    try:
-        row = _retrying(path, lambda: conn.execute("PRAGMA journal_mode = DELETE").fetchone())
-    finally:
-        conn.close()
+    problem = "the bundle is in WAL mode, which warm does not read"
+    row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
     if row is None or str(row[0]).lower() != "delete":
         raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
-
-
-@functools.cache
-def _warm_schema() -> frozenset[tuple[object, ...]]:
-    """The `sqlite_master` rows of the schema warm creates: a bundle holds these, no other."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.executescript(SCHEMA)
-        return frozenset(conn.execute(_SCHEMA_SELECT).fetchall())
-    finally:
-        conn.close()
-
-
-def _schema_problems(rows: Iterable[tuple[object, ...]]) -> list[str]:
-    """What a bundle's `sqlite_master` holds that warm's schema does not, or lacks."""
-    expected, actual = _warm_schema(), frozenset(rows)
-    names = {(row[0], row[1]) for row in actual}
-    ours = {(row[0], row[1]) for row in expected}
-    problems = [
-        f"{kind} {str(name)[:60]!r} is not as warm creates it"
-        if (kind, name) in ours
-        else f"{kind} {str(name)[:60]!r} on {str(table)[:60]!r} is not warm's"
-        for kind, name, table, _ in sorted(actual - expected, key=repr)
-    ]
-    problems += [
-        f"no {kind} {name!r}"
-        for kind, name, _, _ in sorted(expected, key=repr)
-        if (kind, name) not in names
-    ]
-    return problems
 
 
 def _retrying(path: Path, op: Callable[[], _T]) -> _T:
@@ -306,8 +280,9 @@ def _validate(path: Path, conn: sqlite3.Connection, app: int, version: int) -> N
         raise BundleError(
             f"{path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
         )
-    select = f"{_SCHEMA_SELECT} LIMIT {len(_warm_schema()) + 8}"
-    problems = _schema_problems(_retrying(path, lambda: conn.execute(select).fetchall()))
+    expected = warm_schema(SCHEMA)
+    select = f"{SCHEMA_SELECT} LIMIT {len(expected) + 8}"
+    problems = schema_problems(_retrying(path, lambda: conn.execute(select).fetchall()), expected)
     if problems:  # a trigger, a view, a generated column... could run or change anything
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         raise BundleError(
@@ -353,43 +328,6 @@ def _write_empty(tmp: Path) -> None:
         conn.close()
 
 
-def _unlink_all(*paths: Path) -> None:
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process
-    return True
-
-
-def remove_leftovers(path: Path) -> None:
-    """Under `path`'s write lock: remove what a killed or failed writer of it left beside
-    it, when its process is gone: a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge`
-    with its journal and lock (and that file's own create temporary)."""
-    lead = f".{path.name}."
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return
-    for name in names:
-        stripped = name[1:] if name.startswith("..") else name
-        if not stripped.startswith(lead):
-            continue
-        found = _LEFTOVER.fullmatch(stripped[len(lead) :])
-        if found and not _alive(int(found[1])):
-            with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
-
-
 class Bundle:
     """An open bundle file; see the module doc."""
 
@@ -433,7 +371,7 @@ class Bundle:
                     _write_empty(tmp)
                 os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
             except BaseException:
-                _unlink_all(tmp, Path(f"{tmp}-journal"))
+                unlink_all(tmp, Path(f"{tmp}-journal"))
                 raise
         return cls.open(path, write=True)
 

@@ -30,9 +30,9 @@ from warmcli.bundle import (
     Bundle,
     BundleError,
     read_header,
-    remove_leftovers,
     write_lock,
 )
+from warmcli.bundle_files import remove_leftovers, unlink_all
 from warmcli.records import KernelRecord, TuneRecord
 
 
@@ -188,9 +188,7 @@ def _publish(
             f"{out}: cannot write the merged bundle ({exc.strerror}); it is unchanged"
         ) from None
     finally:
-        for leftover in (tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+        unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
