@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from test_hostile_schema import attacker_blob
 
-from warmcli.host.libraries import DIRECTORY
+from warmcli.host.libraries import DIRECTORY, LibraryCache
 
 WORKLOAD = """\
 from warmcli import Kernel
@@ -83,3 +85,18 @@ def test_a_toolchains_file_others_may_write_is_not_believed(warm: Warm, tmp_path
         proc = warm("check", bundle)  # its kernels are served only by the real cc
         assert proc.returncode == 0, (mode, owner, proc.stdout)
         remembered.unlink()
+
+
+def test_one_library_loaded_twice_holds_one_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    source = tmp_path / "k.c"
+    source.write_text("int answer(void) { return 42; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", tmp_path / "k.so", source], check=True)
+    binary = (tmp_path / "k.so").read_bytes()
+    first = LibraryCache().load(binary)  # written, hashed, loaded by its descriptor
+    held = len(os.listdir("/proc/self/fd"))
+    again = LibraryCache().load(binary)  # found, hashed, the same file: no new descriptor
+    assert again.answer() == first.answer() == 42
+    assert len(os.listdir("/proc/self/fd")) == held

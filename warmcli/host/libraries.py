@@ -15,8 +15,9 @@ keeps at most `MAX_LIBRARIES` files: past that, the least recently used are
 removed when a new one is written (a file in use stays mapped in the processes
 that loaded it; a file is always replaced, never rewritten in place). Where the
 directory cannot be used, a private temporary directory of this process is, and
-`close` removes it. This module never reads a bundle and never decides what to
-load.
+`close` removes it. The process's state here is the descriptors of the
+libraries it loaded from the shared directory, held open for its life (one per
+file). This module never reads a bundle and never decides what to load.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 
 from warmcli.home import TMP_SUFFIX, private, warm_home, write_private
@@ -94,6 +96,10 @@ class LibraryCache:
         return path
 
 
+_held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
+_held_lock = threading.Lock()
+
+
 def _load_verified(path: str, sha: str, size: int) -> ctypes.CDLL | None:
     """The library at `path`, loaded from the very file whose bytes were hashed to `sha`;
     None (it is written again) when the file is missing, a link, not a regular file of
@@ -119,9 +125,12 @@ def _load_verified(path: str, sha: str, size: int) -> ctypes.CDLL | None:
         by_descriptor = f"/proc/self/fd/{fd}"
         if not os.path.exists(by_descriptor):
             return ctypes.CDLL(path)  # no /proc: the file just checked, in a private directory
-        library = ctypes.CDLL(by_descriptor)
-        keep = True
-        return library
+        with _held_lock:
+            held = _held.get((st.st_dev, st.st_ino))
+            if held is None:  # else: this very file, loaded already (its descriptor is held)
+                held = _held[st.st_dev, st.st_ino] = ctypes.CDLL(by_descriptor)
+                keep = True
+        return held
     finally:
         if not keep:
             os.close(fd)
