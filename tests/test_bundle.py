@@ -58,7 +58,7 @@ def test_read_only_copy_opens(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", "not an SQLite file"),
+        (b"", "an empty file"),
         (b"hello, this is not a database at all" * 10, "not an SQLite file"),
     ],
 )

@@ -15,6 +15,7 @@ import pytest
 
 from warmcli import Kernel, Runtime
 from warmcli.device import DeviceError
+from warmcli.home import write_private
 from warmcli.host import HostDevice, libraries
 from warmcli.host.libraries import DIRECTORY, LibraryCache
 
@@ -75,7 +76,7 @@ def test_a_damaged_file_is_written_again(home: Path, tmp_path: Path) -> None:
     """Damaged between processes (a file mapped by a live process is never cut short
     under it: the cache replaces files, it never rewrites one in place)."""
     binary = _binary(tmp_path, 11)
-    libraries._write(str(home / DIRECTORY), str(_place(home, binary)), binary)
+    write_private(str(home / DIRECTORY), str(_place(home, binary)), binary)
     written = _place(home, binary)
     written.write_bytes(binary[: len(binary) // 2])  # cut short: the size says so
     assert _answer(LibraryCache().load(binary)) == 11
@@ -151,7 +152,7 @@ def test_writers_of_one_binary_in_threads_never_publish_a_partial_file(
 
     def write_and_check(cache: LibraryCache) -> None:
         for _ in range(5):
-            libraries._write(str(home / DIRECTORY), str(_place(home, binary)), binary)
+            write_private(str(home / DIRECTORY), str(_place(home, binary)), binary)
             assert _place(home, binary).read_bytes() == binary
         assert _answer(cache.load(binary)) == 1
 

@@ -10,14 +10,21 @@ rows their signers vouch for, see `warmcli.signing`; a bundle made before it
 existed has no such table and opens as unsigned). Opened with trusted keys, a
 kernel or tune row no trusted signature covers is not served. A bundle is
 untrusted input: it is read with plain SQL, never unpickled or evaluated (and its
-binaries are native code: see `warmcli.signing`); every field of every row is checked
-(type, size, format) before it becomes a record, a blob whose size or sha256 does
-not match is never served, and every SQLite failure becomes a `BundleError`.
-Opening reads the manifest only; kernels, tunes and blobs are read on demand.
-Writers take a file lock and write each batch in one transaction; the file stays
-in rollback-journal mode, so a read-only copy opens, and a write interrupted by a
-crash is rolled back by the next open. "Database is locked" is waited out by the
-busy timeout and then retried, never shown.
+binaries are native code: see `warmcli.signing`); its schema must be exactly warm's
+(`sqlite_master` compared row by row, so no trigger, view, extra index or
+generated column of a bundle ever runs), with `trusted_schema` off; every field
+of every row is checked (type, size, format) before it becomes a record, a blob
+whose size or sha256 does not match is never served, and every SQLite failure
+becomes a one-line `BundleError` (a full disk is named so: the write was rolled
+back). Opening checks the schema; kernels, tunes and blobs are read on demand,
+and `snapshot` reads several things in one read transaction. Writers take a file
+lock (`write_lock`) and write each batch in one transaction; a writer whose file
+was replaced meanwhile (a merge published over it, holding that lock) writes to
+the new one, and a writer's first write removes what dead writers left beside the
+file. The file stays in rollback-journal mode (a file switched to WAL is switched
+back on open, or refused where it cannot be written), so a read-only copy opens,
+and a write interrupted by a crash is rolled back by the next open. "Database is
+locked" is waited out by the busy timeout and then retried, never shown.
 """
 
 from __future__ import annotations
@@ -40,6 +47,13 @@ from urllib.parse import quote
 from filelock import FileLock
 
 from warmcli._version import __version__
+from warmcli.bundle_files import (
+    SCHEMA_SELECT,
+    remove_leftovers,
+    schema_problems,
+    unlink_all,
+    warm_schema,
+)
 from warmcli.records import KernelRecord, TuneRecord, tune_key
 
 if TYPE_CHECKING:
@@ -49,8 +63,10 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
+WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
+DISK_FULL = "the disk is full"
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
 MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
@@ -74,13 +90,13 @@ CREATE TABLE tunes (
     updated REAL NOT NULL);
 CREATE INDEX tunes_operation ON tunes(operation);
 """
+BASE_SCHEMA = SCHEMA  # what a bundle made before signatures existed holds
 SIGNATURES_SCHEMA = """
 CREATE TABLE signatures (
     key_id TEXT PRIMARY KEY, public_key BLOB NOT NULL, signature BLOB NOT NULL,
     rows BLOB NOT NULL, signed_at REAL NOT NULL);
 """
-SCHEMA += SIGNATURES_SCHEMA  # part of warm's schema; optional in a bundle made before it
-TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}  # required
+SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
 KERNEL_COLUMNS = (
     "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
     "compile_log, seconds"
@@ -122,12 +138,13 @@ class _Malformed(ValueError):
     """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
-def _check_header(path: Path) -> tuple[int, int]:
-    """The file's SQLite header, checked: its `(application_id, user_version)`;
+def read_header(path: Path) -> tuple[int, int, bool]:
+    """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file.
 
-    Both are header fields (at offsets 68 and 60, big-endian), read here without SQL;
-    warm never changes them after a bundle is created.
+    The first two are header fields (at offsets 68 and 60, big-endian), read here without
+    SQL; warm never changes them after a bundle is created. `wal` is whether the file
+    format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
     """
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -136,12 +153,14 @@ def _check_header(path: Path) -> tuple[int, int]:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    if not head:
+        raise BundleError(f"{path}: not a warm bundle (an empty file)")
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         raise BundleError(f"{path}: not a warm bundle (not an SQLite file)")
     if len(head) < SQLITE_HEADER_BYTES:
         raise BundleError(f"{path}: corrupt bundle (its SQLite header is cut short)")
     field = functools.partial(int.from_bytes, byteorder="big", signed=True)
-    return field(head[68:72]), field(head[60:64])
+    return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -159,7 +178,14 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
         isolation_level=None,
         check_same_thread=False,
     )
-    return conn  # `timeout` is SQLite's busy timeout: no PRAGMA needed
+    # A bundle's schema is untrusted: SQL functions with side effects never run from it,
+    # and (where this Python exposes it) SQLite's defensive mode forbids writing the
+    # schema or the file's pages directly. `timeout` is SQLite's busy timeout.
+    conn.execute("PRAGMA trusted_schema = OFF")
+    defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
+    if defensive is not None and hasattr(conn, "setconfig"):
+        conn.setconfig(defensive, True)
+    return conn
 
 
 def _read_only_uri(path: Path) -> str:
@@ -181,16 +207,35 @@ def _recover(path: Path) -> None:
             return
     except FileNotFoundError:
         return
+    problem = f"a write was interrupted ({journal.name} is left)"
+    _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
+
+
+def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
+    """Run `sql` once through a connection that may write (what a read-only open cannot
+    mend); refused, naming `problem`, where the file cannot be written."""
     if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         raise BundleError(
-            f"{path}: a write was interrupted ({journal.name} is left); open the bundle "
-            "once where it is writable to roll the write back"
+            f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )
     conn = _connect(path)
     try:
-        _retrying(path, lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
+        return _retrying(path, lambda: conn.execute(sql).fetchone())
     finally:
         conn.close()
+
+
+def _leave_wal(path: Path) -> None:
+    """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
+    (what warm writes, so a read-only copy opens); refused where the file cannot be written.
+
+    The switch checkpoints any `-wal` file into the bundle; what it holds is checked with
+    the rest when the bundle is opened.
+    """
+    problem = "the bundle is in WAL mode, which warm does not read"
+    row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
+    if row is None or str(row[0]).lower() != "delete":
+        raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
 
 
 def _retrying(path: Path, op: Callable[[], _T]) -> _T:
@@ -209,18 +254,69 @@ def _retrying(path: Path, op: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _disk_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+
+
 @contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
-    """Every SQLite failure, as a one-line `BundleError`."""
+    """Every SQLite failure, as a one-line `BundleError`; a full disk is said to be one
+    (the write was rolled back: the bundle is as it was, never "corrupt")."""
     try:
         yield
     except sqlite3.Error as exc:
+        if _disk_full(exc):
+            raise BundleError(
+                f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
+            ) from None
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         raise BundleError(f"{path}: {what} ({exc})") from None
 
 
+def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+    """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
+    and the (device, inode) of the file it opened."""
+    app, version, wal = read_header(path)
+    with _sqlite_errors(path):
+        if wal:
+            _leave_wal(path)
+        st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write
+        if write:
+            conn = _connect(path)
+        else:
+            _recover(path)
+            conn = _connect(_read_only_uri(path), uri=True)
+        try:
+            _validate(path, conn, app, version)
+        except BaseException:
+            conn.close()
+            raise
+    return conn, (st.st_dev, st.st_ino)
+
+
+def _validate(path: Path, conn: sqlite3.Connection, app: int, version: int) -> None:
+    if app != APPLICATION_ID:
+        raise BundleError(f"{path}: not a warm bundle (an SQLite file of another application)")
+    if version != FORMAT_VERSION:
+        raise BundleError(
+            f"{path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
+        )
+    expected = warm_schema(SCHEMA)
+    select = f"{SCHEMA_SELECT} LIMIT {len(expected) + 8}"
+    rows = _retrying(path, lambda: conn.execute(select).fetchall())
+    problems = schema_problems(rows, expected)
+    if problems and not schema_problems(rows, warm_schema(BASE_SCHEMA)):
+        problems = []  # a bundle made before signatures existed: it opens as unsigned
+    if problems:  # a trigger, a view, a generated column... could run or change anything
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise BundleError(
+            f"{path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
+        )
+
+
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def write_lock(path: Path) -> Iterator[None]:
     """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
     take); a lock file that cannot be made is a one-line `BundleError`."""
     lock = FileLock(f"{path}.lock")
@@ -234,13 +330,40 @@ def _file_lock(path: Path) -> Iterator[None]:
         lock.release()
 
 
+def _write_empty(tmp: Path) -> None:
+    """A new, empty bundle at `tmp`: warm's schema, ids and manifest."""
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.executescript(
+            f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+            f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
+        )
+        now = repr(time.time())
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [
+                ("format_version", str(FORMAT_VERSION)),
+                ("warm_version", __version__),
+                ("created", now),
+                ("updated", now),
+            ],
+        )
+    finally:
+        conn.close()
+
+
 class Bundle:
     """An open bundle file; see the module doc."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
+    ) -> None:
         self.path = path
         self._conn = conn
         self.writable = writable
+        self._ident = ident  # the (device, inode) of the file `_conn` opened
+        self._swept = False  # leftovers of dead writers removed (at the first write)
         self._lock = threading.RLock()
         self.covered: RowSet | None = None  # under trusted keys: the row hashes served
         self._refused: set[str] = set()  # keys of rows held but not covered
@@ -263,24 +386,12 @@ class Bundle:
         """
         path = Path(path)
         try:
-            header = _check_header(path)
+            conn, ident = _open_connection(path, write)
         except FileNotFoundError:
             if write:
                 return cls.create(path)._trusting(trusted_keys)
             raise BundleError(f"{path}: no such bundle") from None
-        with _sqlite_errors(path):
-            if write:
-                conn = _connect(path)
-            else:
-                _recover(path)
-                conn = _connect(_read_only_uri(path), uri=True)
-            bundle = cls(path, conn, write)
-            try:
-                bundle._validate(*header)
-            except BaseException:
-                conn.close()
-                raise
-        return bundle._trusting(trusted_keys)
+        return cls(path, conn, write, ident)._trusting(trusted_keys)
 
     def _trusting(self, trusted_keys: Sequence[bytes] | None) -> Bundle:
         if trusted_keys is None:
@@ -299,49 +410,22 @@ class Bundle:
         """Create a new bundle file (or open it if another process just did)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(path):
+        with write_lock(path):
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)
+            remove_leftovers(path)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.unlink(missing_ok=True)
-            with _sqlite_errors(path):
-                conn = sqlite3.connect(tmp, isolation_level=None)
-                try:
-                    conn.execute("PRAGMA journal_mode = DELETE")
-                    conn.executescript(
-                        f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-                        f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
-                    )
-                    now = repr(time.time())
-                    conn.executemany(
-                        "INSERT INTO manifest VALUES (?, ?)",
-                        [
-                            ("format_version", str(FORMAT_VERSION)),
-                            ("warm_version", __version__),
-                            ("created", now),
-                            ("updated", now),
-                        ],
-                    )
-                finally:
-                    conn.close()
-            os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
+            try:
+                tmp.unlink(missing_ok=True)
+                with _sqlite_errors(path):
+                    _write_empty(tmp)
+                os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
+            except BaseException:
+                unlink_all(tmp, Path(f"{tmp}-journal"))
+                raise
         bundle = cls.open(path, write=True)
         bundle.written.update(("manifest", k) for k in bundle.manifest())
         return bundle
-
-    def _validate(self, app: int, version: int) -> None:
-        if app != APPLICATION_ID:
-            raise BundleError(
-                f"{self.path}: not a warm bundle (an SQLite file of another application)"
-            )
-        if version != FORMAT_VERSION:
-            raise BundleError(
-                f"{self.path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
-            )
-        names = {r[0] for r in self._all("SELECT name FROM sqlite_master WHERE type='table'")}
-        missing = TABLES - names
-        if missing:
-            raise BundleError(f"{self.path}: corrupt bundle (missing tables {sorted(missing)})")
 
     def close(self) -> None:
         with self._lock:
@@ -362,6 +446,18 @@ class Bundle:
     def _one(self, sql: str, params: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
         with self._lock, _sqlite_errors(self.path):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees one state of the file (one read transaction): a writer's
+        commit waits until it ends, so what is read together agrees."""
+        with self._lock, _sqlite_errors(self.path):
+            self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
+            try:
+                yield
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")  # nothing was written: the read ends
 
     def manifest(self) -> dict[str, str]:
         rows = self._all("SELECT key, value FROM manifest")
@@ -551,7 +647,11 @@ class Bundle:
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
+            if not self._swept:
+                remove_leftovers(self.path)
+                self._swept = True
             conn = self._conn
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -664,8 +764,23 @@ class Bundle:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        with _file_lock(self.path), self._lock, _sqlite_errors(self.path):
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
+
+    def _follow_replacement(self) -> None:
+        """Under the write lock: when the path names another file than the one open (a
+        merge published over it, holding this lock), write to that one, never to a file
+        nobody can see any more."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise BundleError(f"{self.path}: the bundle was removed while open") from None
+        if (st.st_dev, st.st_ino) == self._ident:
+            return
+        conn, self._ident = _open_connection(self.path, write=True)
+        self._conn.close()
+        self._conn = conn
 
     def tune_keys(self) -> list[str]:
         rows = self._all("SELECT key FROM tunes ORDER BY key")

@@ -3,17 +3,23 @@
 `WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
-can be deleted at any time: it is rebuilt on demand. This module only names paths;
-it never creates, reads or writes them.
+can be deleted at any time: it is rebuilt on demand. This module names those paths
+and holds the rule for what in them warm trusts: a file this user owns and nobody
+else may write (`private`), written whole, 0600, through a unique temporary file
+(`write_private`). It never reads them and owns no state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import tempfile
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
 
 def warm_home() -> Path:
@@ -26,3 +32,28 @@ def warm_home() -> Path:
 def _user_cache(xdg_cache_home: str | None) -> Path:
     """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""
     return Path(user_cache_dir("warm"))
+
+
+def private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else: what warm loads or believes from
+    its home (native code, version lines) must be so."""
+    owner = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    return owner and not st.st_mode & 0o022
+
+
+def write_private(directory: str, path: str, data: bytes) -> None:
+    """Write `data` to `path` atomically: a reader sees no file or the whole file.
+
+    The temporary file is unique (`mkstemp`: two writers of one file, in threads or in
+    containers that share a home and a PID, never write into the same file) and 0600;
+    `os.replace` replaces a link at `path`, never the file it points to.
+    """
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=TMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

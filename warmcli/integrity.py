@@ -6,8 +6,9 @@ page-level consistency, the manifest's fields, every blob against its sha256 and
 size, that every kernel's blob is there, that every tune's candidates parse, and
 every signature (`warmcli.signing`): by which key, valid or not, what it covers;
 an invalid one is a problem, and so, under trusted keys, is a row none of them signed.
-It returns an `IntegrityReport` naming each problem; it never repairs, deletes or
-writes anything.
+Everything is read in one snapshot (one read transaction), so a writer committing
+meanwhile never makes a sound bundle look corrupt. It returns an `IntegrityReport`
+naming each problem; it never repairs, deletes or writes anything.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def check_bundle(
 ) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
     report = IntegrityReport(str(path))
-    with Bundle.open(path) as bundle:
+    with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
         report.problems += [f"sqlite: {line}" for line in bundle.integrity_check()]
         report.problems += _manifest_problems(bundle.manifest())
         blobs: set[str] = set()

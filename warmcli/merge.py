@@ -5,24 +5,37 @@ key. A kernel key is content-addressed, so a kernel held by two bundles is the
 same kernel: it is stored once, with the latest `last_used` of its sources (a
 merge is not a use). A tune key measured in two bundles keeps the newer
 measurement, and the report says which one won and which was dropped. Bundles of
-different format versions are refused before anything is read. The result is
-written to a temporary file beside the output and moved into place only when
-complete, so a failed merge leaves the output as it was. The inputs' signatures
-do not carry over: given a key, the output is signed with it (every entry),
-else the report says the output is unsigned. Nothing here prints.
+different format versions, and files that are no warm bundle, are refused before
+anything is read. The output's write lock is held from the first read to the
+publish, so a writer of the output (a `warm run`, a production write-back, another
+merge into it) waits and then writes into the merged file: no write is lost. The
+result is written to a temporary file beside the output, given the output's mode,
+owner and group, and moved into place only when complete, so a failed merge leaves
+the output as it was and nothing beside it (what a killed merge left is removed by
+the next). The inputs' signatures do not carry over: given a key, the output is
+signed with it (every entry), else the report says the output is unsigned. Nothing
+here prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmcli.bundle import Bundle, BundleError
+from warmcli.bundle import (
+    APPLICATION_ID,
+    DISK_FULL,
+    Bundle,
+    BundleError,
+    read_header,
+    write_lock,
+)
+from warmcli.bundle_files import remove_leftovers, unlink_all
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.signing import sign
 
@@ -58,24 +71,21 @@ class MergeReport:
     signature: str = ""  # signed by which key, or that the output is unsigned
 
 
-def read_format_version(path: str | os.PathLike[str]) -> int | None:
-    """The schema version a file claims (`PRAGMA user_version`), None if it is unreadable."""
-    try:
-        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-
-
 def check_format_versions(paths: Sequence[Path]) -> None:
-    """Refuse bundles whose format versions differ, naming each one's version."""
-    versions = {p: read_format_version(p) for p in paths if p.exists()}
-    if len({v for v in versions.values() if v is not None}) > 1:
+    """Refuse a file that is no warm bundle (one line each: empty, foreign), then bundles
+    whose format versions differ, naming each one's version; nothing else is read."""
+    versions: dict[Path, int] = {}
+    for path in paths:
+        if path.is_dir():
+            raise MergeError(f"{path}: is a directory, not a bundle")
+        try:
+            app, version, _ = read_header(path)
+        except FileNotFoundError:
+            raise MergeError(f"{path}: no such bundle") from None
+        if app != APPLICATION_ID:
+            raise MergeError(f"{path}: not a warm bundle (an SQLite file of another application)")
+        versions[path] = version
+    if len(set(versions.values())) > 1:
         listed = ", ".join(f"{p} (format {v})" for p, v in versions.items())
         raise MergeError(f"cannot merge bundles of different format versions: {listed}")
 
@@ -92,49 +102,30 @@ def merge_bundles(
     out = Path(out)
     if len(paths) < 1:
         raise MergeError("merge needs at least one bundle")
+    if out.is_dir():
+        raise MergeError(f"{out}: is a directory: name the bundle file to write")
     check_format_versions(paths)
-    in_sources = any(p.exists() and out.exists() and p.samefile(out) for p in paths)
-    if out.exists() and not (overwrite or in_sources):
-        raise MergeError(f"{out} exists: name it as an input to merge into it, or pass --force")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MergeError(f"{out}: cannot make its directory ({exc.strerror})") from None
     report = MergeReport(out, [str(p) for p in paths])
-    with contextlib.ExitStack() as stack:
-        bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
-        kernels: dict[str, tuple[KernelRecord, int]] = {}
-        last_used: dict[str, float] = {}
-        tunes: dict[str, tuple[TuneRecord, int]] = {}
-        fingerprints: dict[str, tuple[str, dict[str, object]]] = {}
-        for index, bundle in enumerate(bundles):
-            usage = bundle.usage()
-            for record in bundle.kernels():
-                kernels.setdefault(record.key, (record, index))
-                used = usage.get(record.key, (0.0, 0.0))[1]
-                last_used[record.key] = max(used, last_used.get(record.key, 0.0))
-            for tune in bundle.tunes():
-                _choose(tunes, tune, index, report)
-            for fp in bundle.fingerprints():
-                data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
-                fingerprints[str(fp["identity"])] = (str(fp["kind"]), data)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
-        try:
-            with Bundle.create(tmp) as dest:
-                by_blob: dict[tuple[int, str], list[KernelRecord]] = {}
-                for record, index in kernels.values():
-                    by_blob.setdefault((index, record.sha256), []).append(record)
-                for (index, sha), records in by_blob.items():
-                    binary = bundles[index].blob(sha)
-                    dest.put(kernels=[(r, binary) for r in records])
-                dest.put(
-                    tunes=[t for t, _ in tunes.values()],
-                    fingerprints=[(i, kind, data) for i, (kind, data) in fingerprints.items()],
-                )
-                dest.touch(last_used)
-                report.signature = _sign(dest, signing_key, bundles)
-            os.replace(tmp, out)
-        finally:
-            for leftover in (tmp, Path(f"{tmp}.lock")):
-                with contextlib.suppress(FileNotFoundError):
-                    leftover.unlink()
-    report.kernels, report.tunes, report.fingerprints = len(kernels), len(tunes), len(fingerprints)
+    with write_lock(out):  # OUT's writers wait from the first read to the publish
+        remove_leftovers(out)
+        in_sources = out.exists() and any(p.samefile(out) for p in paths)
+        if out.exists() and not (overwrite or in_sources):
+            raise MergeError(f"{out} exists: name it as an input to merge into it, or pass --force")
+        kept = _attributes_to_keep(out)
+        with contextlib.ExitStack() as stack:
+            bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+            union = _read(bundles, report)
+            report.signature = _publish(bundles, union, out, kept, signing_key)
+    kernels, tunes = union.kernels, union.tunes
+    report.kernels, report.tunes, report.fingerprints = (
+        len(kernels),
+        len(tunes),
+        len(union.fingerprints),
+    )
     for index, path in enumerate(paths):
         report.contributed[str(path)] = (
             sum(1 for _, i in kernels.values() if i == index),
@@ -150,6 +141,102 @@ def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:
     if any(b.signatures() for b in sources):
         return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
     return ""
+
+
+@dataclass
+class _Union:
+    """Everything the inputs hold, by key, with the index of the input each entry is from."""
+
+    kernels: dict[str, tuple[KernelRecord, int]] = field(default_factory=dict)
+    last_used: dict[str, float] = field(default_factory=dict)
+    tunes: dict[str, tuple[TuneRecord, int]] = field(default_factory=dict)
+    fingerprints: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
+
+
+def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
+    union = _Union()
+    for index, bundle in enumerate(bundles):
+        usage = bundle.usage()
+        for record in bundle.kernels():
+            union.kernels.setdefault(record.key, (record, index))
+            used = usage.get(record.key, (0.0, 0.0))[1]
+            union.last_used[record.key] = max(used, union.last_used.get(record.key, 0.0))
+        for tune in bundle.tunes():
+            _choose(union.tunes, tune, index, report)
+        for fp in bundle.fingerprints():
+            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
+            union.fingerprints[str(fp["identity"])] = (str(fp["kind"]), data)
+    return union
+
+
+def _publish(
+    bundles: Sequence[Bundle],
+    union: _Union,
+    out: Path,
+    kept: os.stat_result | None,
+    signing_key: Any,
+) -> str:
+    """Write `union` beside `out`, give it `kept`'s mode, owner and group, and move it into
+    place, signed given `signing_key` (what is said of the signature is returned); on
+    any failure nothing is left behind and `out` is as it was."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
+    try:
+        tmp.unlink(missing_ok=True)
+        with Bundle.create(tmp) as dest:
+            by_blob: dict[tuple[int, str], list[KernelRecord]] = {}
+            for record, index in union.kernels.values():
+                by_blob.setdefault((index, record.sha256), []).append(record)
+            for (index, sha), records in by_blob.items():
+                binary = bundles[index].blob(sha)
+                dest.put(kernels=[(r, binary) for r in records])
+            dest.put(
+                tunes=[t for t, _ in union.tunes.values()],
+                fingerprints=[(i, kind, data) for i, (kind, data) in union.fingerprints.items()],
+            )
+            dest.touch(union.last_used)
+            signature = _sign(dest, signing_key, bundles)
+        if kept is not None:
+            _keep_attributes(tmp, out, kept)
+        os.replace(tmp, out)
+        return signature
+    except BundleError as exc:
+        if DISK_FULL in str(exc):
+            raise MergeError(
+                f"{out}: {DISK_FULL}: nothing was merged, {out} is unchanged"
+            ) from None
+        raise
+    except OSError as exc:
+        raise MergeError(
+            f"{out}: cannot write the merged bundle ({exc.strerror}); it is unchanged"
+        ) from None
+    finally:
+        unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
+
+
+def _attributes_to_keep(out: Path) -> os.stat_result | None:
+    """OUT's stat, when it exists; refused when the caller may not write it (as `run` and
+    `clean` would be)."""
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        return None
+    if not os.access(out, os.W_OK):
+        raise MergeError(f"{out}: not writable by you: nothing was merged")
+    return st
+
+
+def _keep_attributes(tmp: Path, out: Path, kept: os.stat_result) -> None:
+    """Give the merged file OUT's owner, group and mode, or refuse the merge."""
+    st = os.stat(tmp)
+    if (st.st_uid, st.st_gid) != (kept.st_uid, kept.st_gid):
+        try:
+            os.chown(tmp, kept.st_uid, kept.st_gid)
+        except PermissionError:
+            raise MergeError(
+                f"{out}: belongs to {kept.st_uid}:{kept.st_gid}, and a merge by you cannot keep "
+                "its owner and group: nothing was merged (merge as its owner)"
+            ) from None
+    os.chmod(tmp, stat.S_IMODE(kept.st_mode))
 
 
 def _distinct(paths: list[Path]) -> list[Path]:

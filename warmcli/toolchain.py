@@ -4,8 +4,9 @@ A `Toolchain` is a compiler's path (as found on PATH) and the first line of its
 `--version`; its `identity` is part of every kernel key, so upgrading the
 compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
-the version line is remembered in `toolchains.json` (in warm's home) by the
-binary's path, size, inode, mtime and ctime, so a hot start keys its kernels
+the version line is remembered in `toolchains.json` (in warm's home; believed only
+when this user alone may write it, as the host library cache) by the binary's
+path, size, inode, mtime and ctime, so a hot start keys its kernels
 without starting a compiler: finding the compiler costs a `stat` per PATH entry.
 Nothing here compiles.
 """
@@ -22,9 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from warmcli.home import warm_home
+from warmcli.home import private, warm_home, write_private
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
+MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 
@@ -134,10 +136,19 @@ def _stamp(name: str, path: str, st: os.stat_result) -> str | None:
 
 
 def _read_versions() -> dict[str, str]:
+    """The remembered version lines; none unless the file is this user's alone, as the
+    host library cache requires (a version line decides which kernels a bundle serves)."""
     try:
-        with open(versions_file(), "rb") as fh:
+        fd = os.open(versions_file(), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
+                return {}
             data = json.loads(fh.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
@@ -145,20 +156,16 @@ def _read_versions() -> dict[str, str]:
 
 
 def _remember(stamp: str, version: str) -> None:
-    """Keep a version line for the next process; a cache directory that cannot be
-    written only costs that process one `--version` run."""
+    """Keep a version line for the next process (a 0600 file); a cache directory that
+    cannot be written only costs that process one `--version` run."""
     path = versions_file()
     versions = {**_read_versions(), stamp: version}
     if len(versions) > MAX_REMEMBERED:
         versions = dict(list(versions.items())[-MAX_REMEMBERED:])
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(versions, indent=0, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        text = json.dumps(versions, indent=0, sort_keys=True)
+        write_private(str(path.parent), str(path), text.encode())
 
 
 def _nvcc_version(lines: list[str]) -> str:

@@ -7,14 +7,17 @@ then a rename), as `<sha256>.so` in `host-libraries/` under warm's home
 loads the file already there: no write, no temporary directory. This is what
 Triton's and CuPy's kernel caches do. Native code is loaded from it, so the
 directory and each file must belong to this user with nobody else allowed to
-write them; a file that is not so, or whose size is not the binary's, is
-written again, and one the loader refuses is written again once. The directory
+write them, and a file is loaded only from a descriptor opened without following
+links, after its bytes were hashed to the binary's sha256: a file that is not so
+(a link, a hard link, another size, other bytes) is written again, and one the
+loader refuses is written again once. The directory
 keeps at most `MAX_LIBRARIES` files: past that, the least recently used are
 removed when a new one is written (a file in use stays mapped in the processes
 that loaded it; a file is always replaced, never rewritten in place). Where the
 directory cannot be used, a private temporary directory of this process is, and
-`close` removes it. This module never reads a bundle and never decides what to
-load.
+`close` removes it. The process's state here is the descriptors of the
+libraries it loaded from the shared directory, held open for its life (one per
+file). This module never reads a bundle and never decides what to load.
 """
 
 from __future__ import annotations
@@ -26,15 +29,15 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 
-from warmcli.home import warm_home
+from warmcli.home import TMP_SUFFIX, private, warm_home, write_private
 
 DIRECTORY = "host-libraries"
 MAX_LIBRARIES = 512
 PRUNE_TO = 384  # files kept after a prune, so a prune does not run at every write
 TOUCH_AFTER_S = 3600.0  # a file used more recently than this is not touched again
-TMP_SUFFIX = ".tmp"
 
 
 class LibraryCache:
@@ -46,28 +49,32 @@ class LibraryCache:
 
     def load(self, binary: bytes) -> ctypes.CDLL:
         """The binary, loaded; `OSError` if the loader refuses it wherever it is put."""
-        name = hashlib.sha256(binary).hexdigest() + ".so"
+        sha = hashlib.sha256(binary).hexdigest()
         shared = self._shared_directory()
         if shared is not None:
-            path = os.path.join(shared, name)
-            if _present(path, len(binary)):
-                with contextlib.suppress(OSError):  # damaged since: written again below
-                    return ctypes.CDLL(path)
+            path = os.path.join(shared, sha + ".so")
+            with contextlib.suppress(OSError):  # damaged since: written again below
+                found = _load_verified(path, sha, len(binary))
+                if found is not None:
+                    return found
             try:
-                _write(shared, path, binary)
+                write_private(shared, path, binary)
             except OSError:
                 pass  # a full or read-only disk: the private directory may still do
             else:
                 _prune(shared)
                 try:
-                    return ctypes.CDLL(path)
+                    found = _load_verified(path, sha, len(binary))
                 except OSError:
-                    # Just written, yet refused (a `noexec` home, or a bad binary): not left
-                    # for the next process, and not tried again by this one.
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-                    self._shared = None
-        return ctypes.CDLL(self._write_private(name, binary))
+                    found = None
+                if found is not None:
+                    return found
+                # Just written, yet refused (a `noexec` home, or a bad binary): not left
+                # for the next process, and not tried again by this one.
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                self._shared = None
+        return ctypes.CDLL(self._write_private(sha + ".so", binary))
 
     def close(self) -> None:
         """Remove the private directory, if one was needed."""
@@ -85,46 +92,57 @@ class LibraryCache:
             self._private = tempfile.mkdtemp(prefix="warm-host-")
         path = os.path.join(self._private, name)
         if not os.path.exists(path):
-            _write(self._private, path, binary)
+            write_private(self._private, path, binary)
         return path
 
 
-def _ours(st: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else: native code is loaded from it."""
-    owner = not hasattr(os, "getuid") or st.st_uid == os.getuid()
-    return owner and not st.st_mode & 0o022
+_held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
+_held_lock = threading.Lock()
 
 
-def _present(path: str, size: int) -> bool:
-    """Whether `path` holds a file this cache wrote: a regular file of this size, this
-    user's alone (anything else is written again, replacing it)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISREG(st.st_mode) or st.st_size != size or not _ours(st):
-        return False
-    if time.time() - st.st_mtime > TOUCH_AFTER_S:
-        with contextlib.suppress(OSError):
-            os.utime(path)  # the LRU order the prune goes by
-    return True
+def _load_verified(path: str, sha: str, size: int) -> ctypes.CDLL | None:
+    """The library at `path`, loaded from the very file whose bytes were hashed to `sha`;
+    None (it is written again) when the file is missing, a link, not a regular file of
+    this user's alone, of another size or of other bytes. `OSError` if the loader refuses.
 
-
-def _write(directory: str, path: str, binary: bytes) -> None:
-    """Write `binary` to `path` atomically: a reader sees no file or the whole file.
-
-    The temporary file is unique (`mkstemp`: two writers of one binary, in threads or in
-    containers that share a home and a PID, never write into the same file) and 0600.
+    The file is opened without following links and loaded from the open descriptor
+    (`/proc/self/fd/N`, kept open: the loader knows a library by that name, so the
+    number must never name another file), so what runs is what was hashed.
     """
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=TMP_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(binary)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # none there, or a symbolic link
+        return None
+    keep = False
+    try:
+        st = os.fstat(fd)
+        whole = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == size
+        if not (whole and private(st) and _digest(fd) == sha):
+            return None
+        if time.time() - st.st_mtime > TOUCH_AFTER_S:
+            with contextlib.suppress(OSError):
+                os.utime(fd)  # the LRU order the prune goes by
+        by_descriptor = f"/proc/self/fd/{fd}"
+        if not os.path.exists(by_descriptor):
+            return ctypes.CDLL(path)  # no /proc: the file just checked, in a private directory
+        with _held_lock:
+            held = _held.get((st.st_dev, st.st_ino))
+            if held is None:  # else: this very file, loaded already (its descriptor is held)
+                held = _held[st.st_dev, st.st_ino] = ctypes.CDLL(by_descriptor)
+                keep = True
+        return held
+    finally:
+        if not keep:
+            os.close(fd)
+
+
+def _digest(fd: int) -> str:
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
 
 
 def _prune(directory: str) -> None:
@@ -163,4 +181,4 @@ def _usable_directory(path: str) -> str | None:
             return None
     except OSError:
         return None
-    return path if stat.S_ISDIR(st.st_mode) and _ours(st) else None
+    return path if stat.S_ISDIR(st.st_mode) and private(st) else None
