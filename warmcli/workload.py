@@ -1,17 +1,21 @@
-"""Loading a workload: a Python file that defines `workload(runtime)`.
+"""Loading a workload: a Python file that defines `workload(runtime)` (or `main()`).
 
 The file is imported as a fresh module under a private name, so two workloads
 never share state and nothing of it is imported twice by accident. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an
 import that raises, no entry point, an exception inside the entry point) becomes
-one `WorkloadError` whose message names the workload's own file and line. The
-module owns nothing once loaded; it never runs the passes itself.
+one `WorkloadError` whose message names the workload's own file and line. An entry
+that takes no argument (a PyCUDA script's `main()`) is called without the runtime;
+either way the runtime is bound while it runs (`warmcli.pycuda.context`), so
+PyCUDA-style launches go through it. The module owns nothing once loaded; it never
+runs the passes itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
 
 
 class WorkloadError(Exception):
@@ -38,9 +45,25 @@ class Workload:
         hint = getattr(self.module, "DEVICE", None)
         return hint if isinstance(hint, str) else None
 
-    def run(self, runtime: Any, pass_name: str) -> None:
+    @property
+    def takes_runtime(self) -> bool:
+        """Whether the entry takes the runtime (`workload(rt)`) or nothing (`main()`)."""
         try:
-            self.function(runtime)
+            parameters = inspect.signature(self.function).parameters.values()
+        except (TypeError, ValueError):
+            return True
+        return any(p.kind in _POSITIONAL for p in parameters)
+
+    def run(self, runtime: Any, pass_name: str) -> None:
+        """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
+        from warmcli.pycuda.context import bound_runtime
+
+        try:
+            with bound_runtime(runtime):
+                if self.takes_runtime:
+                    self.function(runtime)
+                else:
+                    self.function()
         except WorkloadError:
             raise
         except Exception as exc:
@@ -64,8 +87,10 @@ def where(exc: BaseException, path: Path) -> str:
     return f"{frame.filename}:{frame.lineno}: " if frame else ""
 
 
-def load_workload(path: str | Path, entry: str = "workload") -> Workload:
-    """Import the workload file and find its entry point."""
+def load_workload(
+    path: str | Path, entry: str = "workload", fallback: str | None = None
+) -> Workload:
+    """Import the workload file and find its entry point (else `fallback`, if it has one)."""
     path = Path(path)
     if path.is_dir():
         raise WorkloadError(f"{path}: is a directory, not a workload file")
@@ -93,6 +118,9 @@ def load_workload(path: str | Path, entry: str = "workload") -> Workload:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
         raise WorkloadError(f"{where(exc, resolved)}workload failed to import: {failure}") from None
     function = getattr(module, entry, None)
+    if not callable(function) and fallback and callable(getattr(module, fallback, None)):
+        entry, function = fallback, getattr(module, fallback)
     if not callable(function):
-        raise WorkloadError(f"{path}: defines no function {entry}(runtime)")
+        also = f" or {fallback}()" if fallback else ""
+        raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}")
     return Workload(resolved, entry, module, function)

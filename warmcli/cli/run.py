@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ def run(
         False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
     ),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify pass."),
+    pycuda: bool = typer.Option(
+        False,
+        "--pycuda",
+        help="An unmodified PyCUDA script: pycuda.compiler.SourceModule is warm's, the entry "
+        "may be main(); with --arch, PyCUDA's allocations are shape-only stand-ins.",
+    ),
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
@@ -56,10 +63,11 @@ def run(
     progress = RunProgress(out) if show_progress else None
 
     def action() -> Any:
-        loaded = load_workload(workload, entry)
+        loaded = load_workload(workload, entry, fallback="main" if pycuda else None)
+        hint = loaded.device_hint or ("cuda" if pycuda else None)
         return warm_bundle(
             loaded,
-            lambda: open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc),
+            lambda: open_devices(device, arch, hint=hint, nvcc=nvcc),
             path,
             verify=not no_verify,
             jobs=jobs,
@@ -69,10 +77,20 @@ def run(
         )
 
     with progress or contextlib.nullcontext():
-        report = guarded(action)
+        report = guarded(lambda: _pycuda(pycuda, bool(arch), action))
     if as_json:
         emit_json(run_json(report))
     else:
         out.print(run_renderable(report, verbose=verbose, tables=not quiet))
     if report.verified is False:
         raise typer.Exit(1)
+
+
+def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
+    """`action` with PyCUDA's modules resolving to warm's (`--pycuda`), else as it is."""
+    if not enabled:
+        return action()
+    from warmcli.pycuda.hook import pycuda_modules
+
+    with pycuda_modules(gpu_less):
+        return action()
