@@ -57,16 +57,12 @@ scaler = SourceModule("""
 SUM_SOURCE = """
     __global__ void block_sum(const float *x, float *out, int n)
     {
-        __shared__ float part[BLOCK];
+        // grid-stride partial sums, a warp-shuffle reduction, one atomic per warp
         float acc = 0.0f;
-        for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += gridDim.x * BLOCK) acc += x[i];
-        part[threadIdx.x] = acc;
-        __syncthreads();
-        for (int s = BLOCK / 2; s > 0; s >>= 1) {
-            if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-            __syncthreads();
-        }
-        if (threadIdx.x == 0) atomicAdd(out, part[0]);
+        const int stride = gridDim.x * BLOCK;
+        for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += stride) acc += x[i];
+        for (int lane = 16; lane > 0; lane /= 2) acc += __shfl_down_sync(0xffffffffu, acc, lane);
+        if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
     }
 """
 

@@ -76,6 +76,7 @@ def test_mangled_global_finds_plain_and_namespaced_symbols() -> None:
     assert mangled_global({"_ZN21warm_0123456789abcdef1cE": 4}, "c") == (
         "_ZN21warm_0123456789abcdef1cE"
     )
+    assert mangled_global({"warm_0123456789abcdef_c": 4}, "c") == "warm_0123456789abcdef_c"
     assert mangled_global({"d": 4}, "c") is None
 
 

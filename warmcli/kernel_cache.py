@@ -9,9 +9,10 @@ a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass th
 queued everything first compiles it in a few parallel compiler processes. Everything
 obtained is counted into the active collector, by device. A kernel the loaded bundle
 lacks is explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which
-may refuse the compile (strict mode) before it starts. The cache owns the queue, the
-loaded handles and the binaries built here (which `records` hands to the bundle); it
-never writes the bundle itself.
+may refuse the compile (strict mode) before it starts. `module` hands out the loaded
+module holding a kernel, with its binary, for module-level lookups (a global
+variable). The cache owns the queue, the loaded handles and the binaries built here
+(which `records` hands to the bundle); it never writes the bundle itself.
 """
 
 from __future__ import annotations

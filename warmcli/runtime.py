@@ -9,6 +9,8 @@ warned about when the runtime allows it, because buffers are left as they were.
 What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
 and handed to the runtime's `MissPolicy` (`warmcli.explain`; `None` for the warming
 passes, where everything is a miss by design), which in strict mode refuses it.
+Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
+becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
 The runtime never prints; it counts into the active `StatisticsCollector`.
 """
 

@@ -106,6 +106,7 @@ def _declared_name(statement: str) -> str | None:
     """The name a `__device__`/`__constant__`/`__global__` declaration declares, if one."""
     if not re.search(r"\b(?:__global__|__device__|__constant__)\b", statement):
         return None
+    statement = re.sub(r'^extern\s+"C"\s*', "", statement)
     if re.match(r"(?:template|extern|typedef|using)\b", statement):
         return None
     bare = _ATTRIBUTE.sub(" ", statement)
@@ -171,10 +172,16 @@ def isolated_source(
 
 
 def mangled_global(symbols: dict[str, int], name: str) -> str | None:
-    """The cubin symbol a global `name` was compiled to: its own name (C linkage) or a
-    C++ name in warm's per-kernel namespace (`_ZN<n>warm_..<len><name>E`)."""
+    """The cubin symbol a global `name` was compiled to: its own name (C linkage), the
+    name the batch gave a file-scope static (`warm_<key>_<name>`), or either as the last
+    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`)."""
     if name in symbols:
         return name
-    tail = f"{len(name)}{name}E"
-    found = [s for s in symbols if s.startswith("_ZN") and s.endswith(tail)]
+    static = rf"warm_[0-9a-f]{{16}}_{re.escape(name)}"
+    last = re.compile(rf"(\d+)({re.escape(name)}|{static})E$")
+    found = []
+    for symbol in symbols:
+        m = last.search(symbol) if symbol.startswith("_Z") else None
+        if re.fullmatch(static, symbol) or (m and m.group(1).endswith(str(len(m.group(2))))):
+            found.append(symbol)
     return found[0] if len(found) == 1 else None
