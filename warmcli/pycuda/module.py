@@ -26,28 +26,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warmcli.cuda.cubin import cubin_globals
-from warmcli.device import Buffer
 from warmcli.kernel import Kernel
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
 from warmcli.process_mode import current_process_mode
 from warmcli.pycuda import context
-from warmcli.pycuda.args import (
-    WARM_LETTER,
-    ArgumentError,
-    Staged,
-    call_letter,
-    check_letter,
-    convert,
-)
+from warmcli.pycuda.args import WARM_LETTER, call_letter, check_letter, convert
+from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import isolated_source, kernel_signatures, mangled_global, wrap_source
-from warmcli.stream_mode import Stream
 
 if TYPE_CHECKING:
     from warmcli.runtime import Runtime
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
-_capture = threading.local()  # set by `autotune` while it finds a config's kernels
-_streams: dict[int, tuple[Any, Stream]] = {}  # id(PyCUDA stream) -> (it, warm's stream)
+recording = threading.local()  # set by `autotune` while it finds a config's kernels
 
 
 class PyCudaError(ValueError):
@@ -304,13 +295,13 @@ class Function:
         timed: bool = False,
     ) -> float | None:
         kernel = self.kernel(letters)
-        captured = getattr(_capture, "kernels", None)
+        captured = getattr(recording, "kernels", None)
         if captured is not None:  # autotune finding which kernel a config launches
             captured.append(kernel)
             return 0.0 if timed else None
         rt = context.current_runtime()
         self.module.check_target(rt)
-        on = _warm_stream(rt, stream)
+        on = warm_stream(rt, stream)
         values, handlers = convert(letters, args, rt.device.id, self.name)
         verdict = resolve_launch_mode(current_process_mode(), on.mode)
         executes = verdict is LaunchMode.EXECUTE
@@ -319,7 +310,7 @@ class Function:
             rt.launch(kernel, *values, grid=grid, block=block, shared=shared, stream=on)
 
         if executes and handlers:
-            return _run_staged(rt, on, handlers, values, launch, timed)
+            return run_staged(rt, on, handlers, values, launch, timed)
         seconds = rt.device.time(on, launch) if executes and timed else launch()
         if not executes:
             for handler in handlers.values():
@@ -328,70 +319,3 @@ class Function:
             if timed:
                 rt.refuse_discarded_read(f"the time of {self.name}", stacklevel=3)
         return seconds if timed else None
-
-
-def _warm_stream(rt: Runtime, stream: Any) -> Stream:
-    """The warm stream a launch goes out on: warm's own, or one around a PyCUDA stream."""
-    if stream is None:
-        return context.default_stream(rt)
-    if isinstance(stream, Stream):
-        return stream
-    from warmcli.cuda.device import CudaDevice, CudaStream
-
-    if not isinstance(rt.device, CudaDevice):
-        raise ArgumentError(f"a {type(stream).__name__} stream on {rt.device.id}, which has no GPU")
-    known = _streams.get(id(stream))
-    if known is None or known[0] is not stream or known[1].device_id != rt.device.id:
-        if len(_streams) > 256:
-            _streams.clear()
-        known = _streams[id(stream)] = (stream, CudaStream(rt.device, stream))
-    return known[1]
-
-
-def _run_staged(
-    rt: Runtime,
-    stream: Stream,
-    handlers: dict[int, Staged],
-    values: list[Any],
-    launch: Callable[[list[Any]], None],
-    timed: bool,
-) -> float | None:
-    """An executing launch with `drv.In`/`Out` arguments: device memory for each, copied in
-    before and back after the launch (the stream synchronised first), then freed."""
-    device = rt.device
-    active = getattr(device, "active", None)
-    staged = list(values)
-    memory: dict[int, Any] = {}
-    try:
-        if active is None:  # a device of warm's own buffers (no pointers to hand out)
-            for i, h in handlers.items():
-                memory[i] = staged[i] = (
-                    rt.upload(h.array) if h.copies_in else rt.buffer(h.array.shape, h.array.dtype)
-                )
-        else:
-            with active() as cuda:
-                for i, h in handlers.items():
-                    memory[i] = cuda.mem_alloc(max(h.array.nbytes, 1))
-                    if h.copies_in and h.array.nbytes:
-                        cuda.memcpy_htod(memory[i], h.array)
-                    staged[i] = Buffer(device.id, h.array.shape, h.array.dtype.name, int(memory[i]))
-        if timed:
-            seconds: float | None = device.time(stream, lambda: launch(staged))
-        else:
-            launch(staged)
-            seconds = None
-        stream.synchronize()
-        for i, h in handlers.items():
-            if not h.copies_out or not h.array.nbytes:
-                continue
-            if active is None:
-                h.array[...] = device.download(memory[i]).reshape(h.array.shape)
-            else:
-                with active() as cuda:
-                    cuda.memcpy_dtoh(h.array, memory[i])
-        return seconds
-    finally:
-        if active is not None and memory:
-            with active():
-                for allocation in memory.values():
-                    allocation.free()

@@ -26,7 +26,7 @@ from warmcli.kernel import Kernel
 from warmcli.process_mode import ProcessMode, current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import describe
-from warmcli.pycuda.module import PyCudaError, _capture
+from warmcli.pycuda.module import PyCudaError, recording
 
 if TYPE_CHECKING:
     from warmcli.runtime import Runtime
@@ -117,12 +117,12 @@ class Autotuned:
         by_kernel: dict[int, Config] = {}
         extra: list[Kernel] = []
         for config in self.configs:
-            _capture.kernels = []
+            recording.kernels = []
             try:
                 self.function(*inputs, **config.kwargs)
-                launched: list[Kernel] = _capture.kernels
+                launched: list[Kernel] = recording.kernels
             finally:
-                _capture.kernels = None
+                recording.kernels = None
             if not launched:
                 raise PyCudaError(f"autotune({self.name}): config {config.name} launched no kernel")
             kernel = candidates[config.name] = _kernel_copy(launched[0])
