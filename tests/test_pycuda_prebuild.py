@@ -189,7 +189,7 @@ def test_autotune_queues_every_config_then_records_a_pending_tune(tmp_path: Path
     calls: list[int] = []
 
     @autotune(configs=[{"b": 1}, {"b": 2}], key=["n"])
-    def fill(x, n, b):
+    def fill(x, b, n):  # a config's argument between the inputs
         calls.append(b)
         modules[b].get_function("fill")(x, np.int32(n), block=(32, 1, 1))
 

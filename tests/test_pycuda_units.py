@@ -153,9 +153,11 @@ def test_calls_pycuda_refuses_are_refused_with_the_reason() -> None:
     assert f.signature == "Pi"
     with pytest.raises(PyCudaError, match="must specify block size"):
         f(GPUArray(1, np.float32), np.int32(1))
-    with pytest.raises(ArgumentError, match="a float64 scalar for a parameter declared int32"):
-        with bound_runtime(Runtime(ArchDevice("sm_90"))):
+    with bound_runtime(Runtime(ArchDevice("sm_90"))):
+        with pytest.raises(ArgumentError, match="a float64 scalar for a parameter declared int32"):
             f(GPUArray(1, np.float32), np.float64(1), block=(1, 1, 1))
+        with pytest.raises(ArgumentError, match="f argument 1: a int64 scalar for a pointer"):
+            f(np.int64(0), np.int32(1), block=(1, 1, 1))
     with pytest.raises(PyCudaError, match="no such kernel"):
         mod.get_function("g")
     with pytest.raises(PyCudaError, match=r"get_texref\('tex'\): texture and surface references"):

@@ -197,13 +197,16 @@ def call_letter(value: Any, position: int) -> str:
 def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
     """A numpy scalar passed where the kernel's declaration wants another type would be
     passed with the wrong bytes by PyCUDA: refused, naming both."""
-    if isinstance(value, np.number | np.bool_) and letter != "P":
-        given = value.dtype.char
-        if np.dtype(given).itemsize != _width(letter) or _kind(given) != _kind(letter):
-            raise ArgumentError(
-                f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "
-                f"{np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).name}"
-            )
+    if not isinstance(value, np.number | np.bool_):
+        return
+    if letter == "P":
+        raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
+    given = value.dtype.char
+    if np.dtype(given).itemsize != _width(letter) or _kind(given) != _kind(letter):
+        raise ArgumentError(
+            f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "
+            f"{np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).name}"
+        )
 
 
 def _width(letter: str) -> int:

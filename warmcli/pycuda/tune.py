@@ -89,7 +89,10 @@ class Autotuned:
             raise PyCudaError(f"autotune({self.name}): key names no argument: {unknown}")
         self.key = list(key) if key is not None else None
         self.warmup, self.repeats = warmup, repeats
-        self._signature = signature
+        # the caller passes the inputs alone: bound as if the configs' arguments were not there
+        self._signature = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name not in tuned]
+        )
         self._tunables: dict[tuple[Any, ...], tuple[Tunable, dict[int, Config]]] = {}
         self._lock = threading.Lock()
         functools.update_wrapper(self, function)
@@ -119,7 +122,7 @@ class Autotuned:
         for config in self.configs:
             recording.kernels = []
             try:
-                self.function(*inputs, **config.kwargs)
+                self._call(inputs, config)
                 launched: list[Kernel] = recording.kernels
             finally:
                 recording.kernels = None
@@ -146,7 +149,12 @@ class Autotuned:
         _, by_kernel = self._tunables[tuple(describe(v) for v in inputs)]
         config = by_kernel[id(kernel)]
         with context.launch_stream(stream):
-            self.function(*inputs, **config.kwargs)
+            self._call(inputs, config)
+
+    def _call(self, inputs: tuple[Any, ...], config: Config) -> None:
+        """The launch function on `inputs` (by name: a config's argument may sit between
+        them) with `config`'s keyword arguments."""
+        self.function(**dict(zip(self._inputs, inputs, strict=True)), **config.kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> str | None:
         """Launch with the picked config (measured first on a miss); returns its name."""
