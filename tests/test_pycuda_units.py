@@ -107,6 +107,7 @@ def test_wrap_turns_foreign_memory_into_buffers() -> None:
     array = wrap(GPUArray((2, 5), np.float64), "sm_90")
     assert (array.shape, array.dtype, array.handle) == ((2, 5), "float64", None)
     assert wrap(StandInAllocation(64), "sm_90").shape == (64,)
+    assert int(StandInAllocation(64)) == 0, "a null pointer: `int(x.gpudata)` pre-builds too"
     with pytest.raises(ArgumentError, match="cannot pass a list as device memory"):
         wrap([1, 2], "cuda:0")
 

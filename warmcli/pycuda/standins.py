@@ -4,7 +4,8 @@ A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends
 which need libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules
 stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
 `pycuda.compiler`: allocations know their size, shape and dtype and nothing else
-(like warm's own buffers on a compile-only device), copies to the device check
+(like warm's own buffers on a compile-only device; their pointer is null, and
+nothing is ever launched or copied there), copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
@@ -28,7 +29,7 @@ from warmcli.pycuda.module import PyCudaError, SourceModule
 
 
 class StandInAllocation:
-    """Device memory of a size, with nothing behind it (no pointer)."""
+    """Device memory of a size, with nothing behind it (its pointer is null)."""
 
     handle = None
 
@@ -39,7 +40,9 @@ class StandInAllocation:
         return None
 
     def __int__(self) -> int:
-        raise PyCudaError("int(DeviceAllocation): a GPU-less stand-in has no device pointer")
+        return 0  # null: nothing is ever launched or copied on a compile-only device
+
+    __index__ = __int__
 
     def __repr__(self) -> str:
         return f"StandInAllocation({self.nbytes} bytes)"
@@ -72,7 +75,7 @@ class GPUArray:
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         self.gpudata = gpudata if gpudata is not None else StandInAllocation(self.nbytes)
-        self.ptr = None
+        self.ptr = self.gpudata
 
     @property
     def ndim(self) -> int:
