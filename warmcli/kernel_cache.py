@@ -9,9 +9,10 @@ a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass th
 queued everything first compiles it in a few parallel compiler processes. Everything
 obtained is counted into the active collector, by device. A kernel the loaded bundle
 lacks is explained (`warmcli.explain`) and handed to the cache's `MissPolicy`, which
-may refuse the compile (strict mode) before it starts. The cache owns the queue, the
-loaded handles and the binaries built here (which `records` hands to the bundle); it
-never writes the bundle itself.
+may refuse the compile (strict mode) before it starts. `module` hands out the loaded
+module holding a kernel, with its binary, for module-level lookups (a global
+variable). The cache owns the queue, the loaded handles and the binaries built here
+(which `records` hands to the bundle); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class KernelCache:
         # was registered in). Read without the lock; the kernel is kept, so its id stays its own.
         self._hits: dict[int, tuple[Kernel, Any, StatisticsCollector]] = {}
         self._modules: dict[str, Any] = {}
+        self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
         self._persisted: set[str] = set()
@@ -327,7 +329,21 @@ class KernelCache:
             self._modules[record.sha256] = module
         function = self.device.get_function(module, record.symbol, kernel)
         self._loaded[key] = function
+        self._module_of[key] = record.sha256
         return function
+
+    def module(self, kernel: Kernel) -> tuple[Any, bytes]:
+        """The loaded module that holds `kernel` (obtained first, as `get` does) and its
+        binary: what a module-level lookup (a global variable) reads."""
+        self.get(kernel)
+        key = self.key(kernel)
+        with self._lock:
+            sha = self._module_of[key]
+            built = self._built.get(key)
+        if built is not None:
+            return self._modules[sha], built.binary
+        assert self.bundle is not None  # loaded, not built here: the bundle served it
+        return self._modules[sha], self.bundle.blob(sha)
 
     # -- persistence -----------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ warned about when the runtime allows it, because buffers are left as they were.
 What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
 and handed to the runtime's `MissPolicy` (`warmcli.explain`; `None` for the warming
 passes, where everything is a miss by design), which in strict mode refuses it.
+Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
+becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
 The runtime never prints; it counts into the active `StatisticsCollector`.
 """
 
@@ -113,23 +115,37 @@ class Runtime:
         self.device.upload(buffer, data)
         return buffer
 
+    def wrap(
+        self, obj: Any, shape: Sequence[int] | None = None, dtype: str | None = None
+    ) -> Buffer:
+        """Memory the caller already owns on this device as a `Buffer` for `launch`: a
+        PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
+        anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays)."""
+        from warmcli.pycuda.args import wrap
+
+        return wrap(obj, self.device.id, shape, dtype)
+
     def read(self, buffer: Buffer) -> np.ndarray:
         """The buffer's contents; refused under a discarding process mode."""
-        mode = current_process_mode()
-        if mode.discards:
-            message = (
-                f"read of {buffer} under {mode.value}: launches are discarded in this pass, so "
-                "buffers are left as they were and what is read back is meaningless"
-            )
-            if not self.allow_discarded_reads:
-                raise DiscardedReadError(message)
-            warnings.warn(message, DiscardedReadWarning, stacklevel=2)
-            active_collector().count(self.device.id, "execution", "discarded_reads")
-            active_collector().note(message)
+        if current_process_mode().discards:
+            self.refuse_discarded_read(str(buffer), stacklevel=2)
             if not self.device.can_execute:
                 return np.zeros(buffer.shape, dtype=buffer.dtype)
         self.default_stream.synchronize()
         return self.device.download(buffer)
+
+    def refuse_discarded_read(self, what: str, *, stacklevel: int = 1) -> None:
+        """A read of `what` under a discarding pass: `DiscardedReadError`, or when reads are
+        allowed a `DiscardedReadWarning`, counted and noted."""
+        message = (
+            f"read of {what} under {current_process_mode().value}: launches are discarded in "
+            "this pass, so buffers are left as they were and what is read back is meaningless"
+        )
+        if not self.allow_discarded_reads:
+            raise DiscardedReadError(message)
+        warnings.warn(message, DiscardedReadWarning, stacklevel=stacklevel + 1)
+        active_collector().count(self.device.id, "execution", "discarded_reads")
+        active_collector().note(message)
 
     # -- launches --------------------------------------------------------------------------
 

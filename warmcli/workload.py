@@ -9,7 +9,11 @@ a package may use relative imports. Every way this can go wrong (a missing file,
 file that is not Python, a syntax error, an import that raises, no entry point, an
 entry point that takes no runtime argument, an exception or a `sys.exit` inside
 the entry point) becomes one `WorkloadError` whose message names the workload's own
-file and line. The module owns nothing once loaded; it never runs the passes itself.
+file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a
+file without the entry uses it, and it may take no argument: it is then called
+without the runtime. Either way the runtime is bound while the entry runs
+(`warmcli.pycuda.context`), so PyCUDA-style launches go through it. The module owns
+nothing once loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
 
 
 class WorkloadError(Exception):
@@ -45,9 +52,25 @@ class Workload:
         hint = getattr(self.module, "DEVICE", None)
         return hint if isinstance(hint, str) else None
 
-    def run(self, runtime: Any, pass_name: str) -> None:
+    @property
+    def takes_runtime(self) -> bool:
+        """Whether the entry takes the runtime (`workload(rt)`) or nothing (`main()`)."""
         try:
-            self.function(runtime)
+            parameters = inspect.signature(self.function).parameters.values()
+        except (TypeError, ValueError):
+            return True
+        return any(p.kind in _POSITIONAL for p in parameters)
+
+    def run(self, runtime: Any, pass_name: str) -> None:
+        """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
+        from warmcli.pycuda.context import bound_runtime
+
+        try:
+            with bound_runtime(runtime):
+                if self.takes_runtime:
+                    self.function(runtime)
+                else:
+                    self.function()
         except WorkloadError:
             raise
         except SystemExit as exc:
@@ -94,11 +117,15 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 
 
-def _entry(module: ModuleType, path: Path, entry: str) -> Workload:
-    """The module's entry point, which must take the runtime as its one argument."""
+def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:
+    """The module's entry point, which must take the runtime as its one argument; else
+    `fallback` (a PyCUDA script's `main()`), called with the runtime or without."""
     function = getattr(module, entry, None)
+    if not callable(function) and fallback and callable(getattr(module, fallback, None)):
+        return Workload(path, fallback, module, getattr(module, fallback))
     if not callable(function):
-        raise WorkloadError(f"{path}: defines no function {entry}(runtime)")
+        also = f" or {fallback}()" if fallback else ""
+        raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}")
     try:
         inspect.signature(function).bind(None)
     except TypeError:
@@ -113,8 +140,11 @@ def _entry(module: ModuleType, path: Path, entry: str) -> Workload:
     return Workload(path, entry, module, function)
 
 
-def load_workload(path: str | Path, entry: str = "workload") -> Workload:
-    """Import the workload file (its folder first on `sys.path`) and find its entry point."""
+def load_workload(
+    path: str | Path, entry: str = "workload", fallback: str | None = None
+) -> Workload:
+    """Import the workload file (its folder first on `sys.path`) and find its entry point
+    (else `fallback`, if it has one)."""
     path = Path(path)
     if path.is_dir():
         raise WorkloadError(f"{path}: is a directory, not a workload file")
@@ -135,7 +165,7 @@ def load_workload(path: str | Path, entry: str = "workload") -> Workload:
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
-    return _entry(module, resolved, entry)
+    return _entry(module, resolved, entry, fallback)
 
 
 def load_module(name: str, entry: str = "workload") -> Workload:

@@ -9,6 +9,7 @@ keeps what was stored, says how much and exits 130.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +87,19 @@ def run(
         False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
     ),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify pass."),
+    pycuda: bool = typer.Option(
+        False,
+        "--pycuda",
+        help="An unmodified PyCUDA script: pycuda.compiler.SourceModule is warm's, the entry "
+        "may be main(); with --arch, PyCUDA's allocations are shape-only stand-ins.",
+    ),
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
     key: Path | None = SignKeyOpt,
 ) -> None:
     """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify.
+
 
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
@@ -103,10 +111,16 @@ def run(
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
     def action(progress: RunProgress | None) -> Any:
-        loaded = load_module(module, entry) if module else load_workload(workload or "", entry)
+        fallback = "main" if pycuda else None
+        loaded = (
+            load_module(module, entry)
+            if module
+            else load_workload(workload or "", entry, fallback=fallback)
+        )
+        hint = loaded.device_hint or ("cuda" if pycuda else None)
         return warm_bundle(
             loaded,
-            lambda: open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc),
+            lambda: open_devices(device, arch, hint=hint, nvcc=nvcc),
             path,
             verify=not no_verify,
             jobs=jobs,
@@ -123,7 +137,7 @@ def run(
         progress = RunProgress(out) if not (as_json or quiet) and out.is_terminal else None
         try:
             with progress or contextlib.nullcontext():
-                report = guarded(lambda: action(progress))
+                report = guarded(lambda: _pycuda(pycuda, bool(arch), lambda: action(progress)))
         except RunInterrupted as exc:
             interrupted(exc.stored_kernels, exc.stored_tunes)
         except KeyboardInterrupt:  # before the passes began
@@ -168,3 +182,13 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
         else f"the run was killed ({crash.reason}; out of memory?)"
     )
     fail(f"{what} during {during}: {kept}")
+
+
+def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
+    """`action` with PyCUDA's modules resolving to warm's (`--pycuda`), else as it is."""
+    if not enabled:
+        return action()
+    from warmcli.pycuda.hook import pycuda_modules
+
+    with pycuda_modules(gpu_less):
+        return action()

@@ -6,7 +6,8 @@ writes here: sm_80 → 0x50, sm_90 and sm_90a → 0x5a, sm_100 → 0x64), bits 0
 for older ABI versions (older toolchains' layout, not checked here). The `a`
 suffix is not in e_flags, so sm_90a and sm_90 cubins read alike. Kernel entries are the
 symbols of type STT_FUNC marked STO_CUDA_ENTRY (0x10 in st_other); `__device__`
-helpers are local functions without that mark. A cubin can come from an
+helpers are local functions without that mark; `__device__`/`__constant__`
+variables are STT_OBJECT symbols. A cubin can come from an
 untrusted bundle, so every offset is bounds-checked and any malformed input is a
 `CubinError`. Pure Python, no state, nothing is executed.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 EM_CUDA = 190
 SHT_SYMTAB = 2
+STT_OBJECT = 1
 STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10
 _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
@@ -104,16 +106,30 @@ def _string(data: bytes, table: _Section, index: int) -> str:
     return data[start:end].decode("utf-8", "replace")
 
 
-def cubin_functions(data: bytes) -> set[str]:
-    """The kernel entry symbols in a cubin (what `module.get_function` can find)."""
+def _symbols(data: bytes) -> list[tuple[str, int, int, int]]:
+    """Every symbol of a cubin as (name, st_info, st_other, st_size)."""
     sections = _sections(data)
-    entries: set[str] = set()
+    found: list[tuple[str, int, int, int]] = []
     for symtab in (s for s in sections if s.type == SHT_SYMTAB):
         if symtab.entsize != _SYMBOL.size or symtab.link >= len(sections):
             raise CubinError("cubin symbol table is malformed")
         strtab = sections[symtab.link]
         for off in range(symtab.offset, symtab.offset + symtab.size, _SYMBOL.size):
-            name, info, other, *_ = _unpack(_SYMBOL, data, off)
-            if info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY:
-                entries.add(_string(data, strtab, name))
-    return entries
+            name, info, other, _shndx, _value, size = _unpack(_SYMBOL, data, off)
+            found.append((_string(data, strtab, name), info, other, size))
+    return found
+
+
+def cubin_functions(data: bytes) -> set[str]:
+    """The kernel entry symbols in a cubin (what `module.get_function` can find)."""
+    return {
+        name
+        for name, info, other, _ in _symbols(data)
+        if info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY
+    }
+
+
+def cubin_globals(data: bytes) -> dict[str, int]:
+    """The data symbols of a cubin (`__device__`, `__constant__` variables) and their sizes:
+    what `module.get_global` can find."""
+    return {name: size for name, info, _, size in _symbols(data) if info & 0xF == STT_OBJECT}

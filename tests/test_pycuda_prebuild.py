@@ -1,0 +1,213 @@
+"""PyCUDA-style code warmed without a GPU: real nvcc, real bundle, the real CLI.
+
+`examples/pycuda_style.py` and an unmodified PyCUDA script (`from pycuda.compiler import
+SourceModule`, `main()`) are pre-built with `--pycuda --arch sm_90`; the bundle's cubins
+must hold every kernel. In-process tests check what a launch does in each pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, Warm
+
+from warmcli import DiscardedReadError, DiscardedReadWarning, ProcessMode, ProcessModeOverride
+from warmcli.bundle import Bundle
+from warmcli.cuda.arch import ArchDevice
+from warmcli.cuda.cubin import check_cubin, cubin_functions
+from warmcli.cuda.nvcc import find_nvcc
+from warmcli.pycuda import Out, SourceModule, autotune, bound_runtime
+from warmcli.pycuda.standins import GPUArray, StandInAllocation
+from warmcli.runtime import Runtime
+from warmcli.toolchain import ToolchainError
+
+try:
+    find_nvcc()
+except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
+    pytest.skip(f"nvcc not found: {exc}", allow_module_level=True)
+
+EXAMPLE = EXAMPLES / "pycuda_style.py"
+UNMODIFIED = '''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+mod = SourceModule("""
+__global__ void multiply_them(float *dest, float *a, float *b)
+{
+  const int i = threadIdx.x;
+  dest[i] = a[i] * b[i];
+}
+""")
+
+def main():
+    multiply_them = mod.get_function("multiply_them")
+    a = np.random.randn(400).astype(np.float32)
+    b = np.random.randn(400).astype(np.float32)
+    dest = np.zeros_like(a)
+    multiply_them(drv.Out(dest), drv.In(a), drv.In(b), block=(400, 1, 1), grid=(1, 1))
+'''
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("pycuda")
+    path = folder / "pycuda.warm"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(env | {"WARM_HOME": str(folder / "home")})
+    proc = warm(
+        "run", EXAMPLE, "--pycuda", "--arch", "sm_90", "--allow-discarded-reads",
+        "--bundle", path, "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return path, json.loads(proc.stdout)
+
+
+def test_example_prebuilds_every_kernel_into_sm90_cubins(example) -> None:
+    path, doc = example
+    _, second, verify = doc["passes"]
+    assert doc["verified"] is True and verify["mode"] == "Verify (CompileOnly)"
+    assert second["compilation"]["failed"] == 0 and verify["compilation"]["queued"] == 0
+    assert second["autotune"]["pending"] == 1, "the block size is picked on a GPU later"
+    with Bundle.open(path) as bundle:
+        kernels = bundle.kernels()
+        assert sorted(k.label for k in kernels) == [
+            "block_sum[BLOCK=128]",
+            "block_sum[BLOCK=256]",
+            "block_sum[BLOCK=512]",
+            "multiply_them",
+            "saxpy",
+            "scale",
+        ]
+        for k in kernels:
+            blob = bundle.blob(k.sha256)
+            assert blob[:4] == b"\x7fELF"
+            assert int.from_bytes(blob[18:20], "little") == 190, "e_machine EM_CUDA"
+            check_cubin(blob, "sm_90")
+            assert k.arch == "sm_90" and k.symbol in cubin_functions(blob)
+        (tune,) = bundle.tunes()
+        assert tune.operation == "block_sum" and tune.status == "pending"
+        assert sorted(c.name for c in tune.candidates) == ["block=128", "block=256", "block=512"]
+
+
+def test_discarded_reads_are_refused_without_the_flag(warm: Warm, tmp_path: Path) -> None:
+    proc = warm("run", EXAMPLE, "--pycuda", "--arch", "sm_90", "--bundle", tmp_path / "b.warm")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert "pycuda_style.py:" in line and "read of drv.Out(float32[65536]) of multiply_them" in line
+    assert "Traceback" not in proc.stderr and not (tmp_path / "b.warm").exists()
+
+
+def test_an_unmodified_pycuda_script_is_warmed(warm: Warm, workload_file, tmp_path: Path) -> None:
+    script = workload_file(UNMODIFIED, "hello_gpu.py")
+    bundle = tmp_path / "hello.warm"
+    doc = warm.json(
+        "run", script, "--pycuda", "--arch", "sm_90", "--allow-discarded-reads", "--bundle", bundle
+    )
+    assert doc["verified"] is True
+    assert doc["passes"][1]["compilation"]["compiled"] == 1
+    with Bundle.open(bundle) as b:
+        assert [k.entry for k in b.kernels()] == ["multiply_them"]
+    if importlib.util.find_spec("pycuda") is None:  # without --pycuda, PyCUDA's own imports
+        plain = warm("run", script, "--arch", "sm_90", "--bundle", tmp_path / "plain.warm")
+        assert plain.returncode == 2 and "No module named 'pycuda'" in plain.stderr
+        assert "Traceback" not in plain.stderr
+
+
+def test_copies_of_one_module_share_a_translation_unit() -> None:
+    """Three kernels of one module, its helper and globals indented inside PyCUDA's
+    `extern "C"` block: one nvcc process builds them all (no clashing C names)."""
+    mod = SourceModule("""
+        __constant__ float k[2];
+        __device__ float bump(float x) { return x + k[0]; }
+        __global__ void one(float *x) { x[0] = bump(x[0]); }
+        __global__ void two(float *x) { x[1] = bump(x[1]) * k[1]; }
+        __global__ void three(float4 *v) { v[0].w = bump(v[0].x); }
+    """)
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)  # one group: a clash would bisect it
+    x = GPUArray(4, np.float32)
+    with bound_runtime(rt):
+        with ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+            for name in ("one", "two", "three"):
+                mod.get_function(name)(x, block=(1, 1, 1))
+        with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
+            for name in ("one", "two", "three"):
+                mod.get_function(name)(x, block=(1, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed, c.compiler_processes) == (3, 0, 1)
+
+
+def test_out_under_a_discarding_pass_is_a_discarded_read() -> None:
+    mod = SourceModule("__global__ void fill(float *x) { x[threadIdx.x] = 1; }")
+    dest = np.full(8, 7.0, np.float32)
+    rt = Runtime(ArchDevice("sm_90"))
+    with bound_runtime(rt), ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+        with pytest.raises(DiscardedReadError, match=r"drv.Out\(float32\[8\]\) of fill"):
+            mod.get_function("fill")(Out(dest), block=(8, 1, 1))
+        rt.allow_discarded_reads = True
+        with pytest.warns(DiscardedReadWarning):
+            mod.get_function("fill")(Out(dest), block=(8, 1, 1))
+    assert (dest == 7.0).all(), "left as it was"
+    assert collector.reader().execution.queued == 2
+
+
+def test_get_global_is_served_from_the_cubin() -> None:
+    mod = SourceModule("""
+        __constant__ float table[16];
+        __global__ void look(float *x, int i) { x[0] = table[i]; }
+    """)
+    with bound_runtime(Runtime(ArchDevice("sm_90"))):
+        with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+            pointer, size = mod.get_global("table")
+        with pytest.raises(Exception, match="no such __device__ or __constant__ variable"):
+            mod.get_global("tables")
+    assert isinstance(pointer, StandInAllocation) and size == 64 == pointer.nbytes
+    assert collector.reader().compilation.compiled == 1
+    cpp = SourceModule(
+        """
+__device__ float offset;
+static __device__ int counter[3];
+extern "C" __global__ void use(float *x) { x[0] = offset + counter[0]; }
+""",
+        no_extern_c=True,
+    )
+    with bound_runtime(Runtime(ArchDevice("sm_90"))):
+        assert cpp.get_global("offset")[1] == 4, "C++ linkage, in warm's namespace"
+        assert cpp.get_global("counter")[1] == 12, "a static the batch renamed"
+
+
+def test_autotune_queues_every_config_then_records_a_pending_tune(tmp_path: Path) -> None:
+    source = "__global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = B; }"
+    modules = {b: SourceModule(source, options=[f"-DB={b}"]) for b in (1, 2)}
+    calls: list[int] = []
+
+    @autotune(configs=[{"b": 1}, {"b": 2}], key=["n"])
+    def fill(x, b, n):  # a config's argument between the inputs
+        calls.append(b)
+        modules[b].get_function("fill")(x, np.int32(n), block=(32, 1, 1))
+
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    x = GPUArray(32, np.float32)
+    with bound_runtime(rt):
+        with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as first:
+            assert fill(x, 32) is None
+        with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as second:
+            assert fill(x, n=32) is None, "no GPU: pending, nothing launched"
+    assert first.reader().compilation.queued == 2
+    assert second.reader().compilation.compiled == 2
+    assert second.reader().compilation.compiler_processes == 1, "variants batch as defines"
+    assert calls == [1, 2], "each config run once, recorded, to find its kernel"
+    (record,) = rt.tunes.unpersisted()
+    assert record.status == "pending" and record.shape_key == "n=32"
+    assert [c.name for c in record.candidates] == ["b=1", "b=2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Bundle.open(tmp_path / "t.warm", write=True) as bundle:
+            assert rt.persist(bundle) == (2, 1)

@@ -1,0 +1,267 @@
+"""Launch arguments in PyCUDA's terms, turned into what a warm launch takes.
+
+PyCUDA code passes device memory as `DeviceAllocation`s, `GPUArray`s, anything with
+`__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and `drv.In`/`Out`/`InOut`
+around numpy arrays, and scalars as numpy scalars. This layer turns each into a warm
+`Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
+scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` is
+the same for one object (`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
+`i`, its bits kept: an unsigned value travels as the signed type of its width).
+PyCUDA's own classes are recognised by name, so pycuda is never imported here; this
+module holds no state and never touches a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from warmcli.device import Buffer
+
+# PyCUDA (struct/numpy) letters -> warm's parameter letters.
+WARM_LETTER = {
+    "P": "P",
+    "b": "b",
+    "B": "b",
+    "?": "b",
+    "h": "h",
+    "H": "h",
+    "i": "i",
+    "I": "i",
+    "l": "l",
+    "L": "l",
+    "q": "q",
+    "Q": "q",
+    "f": "f",
+    "d": "d",
+}
+_UNSIGNED = {"B": np.uint8, "?": np.uint8, "H": np.uint16, "I": np.uint32, "L": np.uint64}
+_UNSIGNED["Q"] = np.uint64
+_SIGNED = {"b": np.int8, "h": np.int16, "i": np.int32, "l": np.int64, "q": np.int64}
+_SIGNED.update(f=np.float32, d=np.float64)  # type: ignore[arg-type]
+
+
+class ArgumentError(TypeError):
+    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
+
+
+class ArgumentHandler:
+    """A numpy array copied to the device for one launch (PyCUDA's `drv.In` family)."""
+
+    copies_in = False
+    copies_out = False
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+
+class In(ArgumentHandler):
+    """Copied to the device before the launch."""
+
+    copies_in = True
+
+
+class Out(ArgumentHandler):
+    """Copied back into the array after the launch."""
+
+    copies_out = True
+
+
+class InOut(In, Out):
+    """Copied in before and back after the launch."""
+
+    copies_in = True
+    copies_out = True
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A `drv.In`/`Out`/`InOut` argument: which way it copies, and its array."""
+
+    array: np.ndarray
+    copies_in: bool
+    copies_out: bool
+
+    @property
+    def label(self) -> str:
+        kind = "InOut" if self.copies_in and self.copies_out else "Out" if self.copies_out else "In"
+        return f"drv.{kind}({self.array.dtype}[{'x'.join(map(str, self.array.shape))}])"
+
+
+def _class_names(obj: Any) -> set[str]:
+    return {cls.__name__ for cls in type(obj).__mro__}
+
+
+def staged(obj: Any) -> Staged | None:
+    """`obj` as a copy-in/copy-out argument (warm's or PyCUDA's `In`/`Out`/`InOut`), or None."""
+    names = _class_names(obj)
+    if "ArgumentHandler" not in names or not hasattr(obj, "array"):
+        return None
+    array = obj.array
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{type(obj).__name__} wraps a {type(array).__name__}: a numpy array")
+    copies_in = bool(getattr(obj, "copies_in", "In" in names))
+    copies_out = bool(getattr(obj, "copies_out", "Out" in names))
+    if not array.flags.c_contiguous or (copies_out and not array.flags.writeable):
+        raise ArgumentError(
+            f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
+        )
+    return Staged(array, copies_in, copies_out)
+
+
+def _pointer(value: Any) -> int | None:
+    """A device pointer as an int; None for none, or for a GPU-less stand-in's memory."""
+    if value is None or type(value).__name__ == "StandInAllocation":
+        return None
+    return int(value)
+
+
+def wrap(
+    obj: Any,
+    device_id: str,
+    shape: Sequence[int] | None = None,
+    dtype: str | None = None,
+) -> Buffer:
+    """Device memory the caller already owns, as a warm `Buffer` (its pointer as handle).
+
+    Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
+    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise) or warm's shape-only
+    stand-ins. Raises `ArgumentError` for anything else.
+    """
+    if isinstance(obj, Buffer):
+        return obj
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(interface, dict):
+        data = interface.get("data") or (None,)
+        return Buffer(
+            device_id,
+            shape or tuple(interface["shape"]),
+            dtype or np.dtype(interface["typestr"]).name,
+            _pointer(data[0]),
+        )
+    if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        pointer = getattr(obj, "ptr", None)
+        if pointer is None and obj.gpudata is not None:
+            pointer = obj.gpudata
+        return Buffer(
+            device_id, shape or tuple(obj.shape), dtype or np.dtype(obj.dtype).name,
+            _pointer(pointer),
+        )  # fmt: skip
+    names = _class_names(obj)
+    if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:
+        nbytes = getattr(obj, "nbytes", None)
+        if shape is None:
+            shape = (int(nbytes),) if nbytes is not None else (0,)
+        return Buffer(device_id, shape, dtype or "uint8", _pointer(obj))
+    raise ArgumentError(
+        f"cannot pass a {type(obj).__name__} as device memory: a Buffer, DeviceAllocation, "
+        "GPUArray or an object with __cuda_array_interface__ is"
+    )
+
+
+def scalar(value: Any, letter: str, position: int) -> np.generic:
+    """`value` as the numpy scalar of PyCUDA letter `letter`, in warm's letter's type."""
+    try:
+        if letter in _UNSIGNED:
+            bits = np.array(int(value), dtype=_UNSIGNED[letter])
+            return bits.view(_SIGNED[WARM_LETTER[letter]])[()]
+        return _SIGNED[letter](value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        message = f"argument {position}: {value!r} is no {letter!r} value: {exc}"
+        raise ArgumentError(message) from None
+
+
+def call_letter(value: Any, position: int) -> str:
+    """The letter PyCUDA's unprepared call gives an argument (its numpy type, or `P`)."""
+    if isinstance(value, np.number | np.bool_):
+        letter = value.dtype.char
+        if letter not in WARM_LETTER:
+            raise ArgumentError(f"argument {position}: a {value.dtype} scalar has no kernel letter")
+        return letter
+    if isinstance(value, bool | int | float):
+        raise ArgumentError(
+            f"argument {position}: a Python {type(value).__name__} has no C type: pass a numpy "
+            f"scalar (np.int32({value!r}), np.float32(...)) as PyCUDA requires, or prepare()"
+        )
+    if isinstance(value, np.ndarray):
+        raise ArgumentError(
+            f"argument {position}: a numpy array is host memory: wrap it in drv.In/Out/InOut "
+            "or copy it to the device"
+        )
+    return "P"
+
+
+def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
+    """A numpy scalar passed where the kernel's declaration wants another type would be
+    passed with the wrong bytes by PyCUDA: refused, naming both."""
+    if not isinstance(value, np.number | np.bool_):
+        return
+    if letter == "P":
+        raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
+    given = value.dtype.char
+    if np.dtype(given).itemsize != _width(letter) or _kind(given) != _kind(letter):
+        raise ArgumentError(
+            f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "
+            f"{np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).name}"
+        )
+
+
+def _width(letter: str) -> int:
+    return np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).itemsize
+
+
+def _kind(letter: str) -> str:
+    return "f" if letter in "fde" else "i"
+
+
+def convert(
+    letters: str, args: Sequence[Any], device_id: str, entry: str
+) -> tuple[list[Any], dict[int, Staged]]:
+    """Warm launch arguments for `args` under PyCUDA letters: buffers and numpy scalars,
+    and the copy-in/copy-out arguments by position (their buffers are made at launch)."""
+    if len(args) != len(letters):
+        raise ArgumentError(
+            f"{entry} takes {len(letters)} arguments ({letters!r}), got {len(args)}"
+        )
+    values: list[Any] = []
+    handlers: dict[int, Staged] = {}
+    for position, (letter, arg) in enumerate(zip(letters, args, strict=True), start=1):
+        handler = staged(arg)
+        if handler is not None:
+            if letter != "P":
+                raise ArgumentError(f"{entry} argument {position}: {handler.label} for {letter!r}")
+            handlers[position - 1] = handler
+            values.append(Buffer(device_id, handler.array.shape, handler.array.dtype.name))
+        elif letter == "P":
+            values.append(int(arg) if _is_number(arg) else wrap(arg, device_id))
+        elif letter in "lLqQ" and not isinstance(arg, int | float | np.generic):
+            # prepare([np.intp, ...]) passes pointers as 64-bit integers, as PyCUDA packs them
+            values.append(np.int64(wrap(arg, device_id).handle or 0))
+        else:
+            values.append(scalar(arg, letter, position))
+    return values, handlers
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def describe(value: Any) -> Any:
+    """What of one argument keys a tune: arrays by dtype and shape, scalars by value."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    handler = staged(value)
+    if handler is not None:
+        value = handler.array
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}[{'x'.join(map(str, value.shape))}]"
+    try:
+        buffer = wrap(value, "")
+    except ArgumentError:
+        return type(value).__name__
+    return f"{buffer.dtype}[{'x'.join(map(str, buffer.shape))}]"

@@ -1,0 +1,83 @@
+"""`warm run --pycuda`: an unmodified PyCUDA script, warmed.
+
+For the span of a run (`pycuda_modules`), `pycuda.compiler.SourceModule` resolves
+to warm's and `pycuda.autoinit` (and `warmcli.pycuda.autoinit`) to a module that
+makes no context of its own (warm
+binds its device's primary context while the workload runs, so the script's
+allocations and warm's launches share memory). With `--arch` (no GPU, maybe no
+pycuda), every PyCUDA module the script imports is a shape-only stand-in
+(`warmcli.pycuda.standins`). Whatever `sys.modules` and `pycuda.compiler` held
+before is put back afterwards. The module owns nothing beyond that span.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from warmcli.device import DeviceError
+from warmcli.pycuda import context
+from warmcli.pycuda.module import SourceModule
+
+NAMES = (
+    "pycuda",
+    "pycuda.driver",
+    "pycuda.gpuarray",
+    "pycuda.compiler",
+    "pycuda.autoinit",
+    "warmcli.pycuda.autoinit",
+)
+
+
+def _autoinit() -> types.ModuleType:
+    """`pycuda.autoinit` without a context of its own: `device` and `context` are those of
+    the bound runtime's GPU."""
+    module = types.ModuleType("pycuda.autoinit", "warm: the bound runtime's primary context")
+
+    def attribute(name: str) -> Any:
+        device = context.current_runtime().device
+        if name == "device":
+            return device._dev  # type: ignore[attr-defined]
+        if name == "context":
+            return device._context  # type: ignore[attr-defined]
+        raise AttributeError(name)
+
+    module.__getattr__ = attribute  # type: ignore[method-assign]
+    return module
+
+
+@contextlib.contextmanager
+def pycuda_modules(gpu_less: bool) -> Iterator[None]:
+    """PyCUDA's `SourceModule` is warm's in the block; with `gpu_less`, every PyCUDA module
+    is a shape-only stand-in."""
+    saved = {name: sys.modules.get(name) for name in NAMES}
+    patched: Any = None
+    try:
+        if gpu_less:
+            from warmcli.pycuda.standins import modules
+
+            sys.modules.update(modules())
+            sys.modules["warmcli.pycuda.autoinit"] = sys.modules["pycuda.autoinit"]
+        else:
+            try:
+                import pycuda.compiler as patched
+            except ImportError as exc:
+                raise DeviceError(
+                    f"--pycuda needs pycuda to run on a GPU ({exc}); for a GPU-less pre-build "
+                    "pass --arch sm_XX"
+                ) from None
+            original = patched.SourceModule
+            patched.SourceModule = SourceModule
+            sys.modules["pycuda.autoinit"] = sys.modules["warmcli.pycuda.autoinit"] = _autoinit()
+        yield
+    finally:
+        if patched is not None:
+            patched.SourceModule = original
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module

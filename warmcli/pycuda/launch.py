@@ -1,0 +1,91 @@
+"""How one PyCUDA-style launch reaches the device: its stream, and its copied arrays.
+
+A launch names a warm `Stream`, a PyCUDA stream (wrapped once in a warm `CudaStream`
+on the runtime's GPU) or none (the bound stream, else the runtime's default). An
+executing launch with `drv.In`/`Out`/`InOut` arguments gets device memory for each
+array for the span of the launch: copied in before, the stream synchronised and
+copied back after, then freed, as PyCUDA does. The module owns the map from PyCUDA
+streams to warm's; it decides no verdict (its caller did).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from warmcli.device import Buffer
+from warmcli.pycuda import context
+from warmcli.pycuda.args import ArgumentError, Staged
+from warmcli.stream_mode import Stream
+
+if TYPE_CHECKING:
+    from warmcli.runtime import Runtime
+
+_streams: dict[int, tuple[Any, Stream]] = {}  # id(PyCUDA stream) -> (it, warm's stream)
+
+
+def warm_stream(rt: Runtime, stream: Any) -> Stream:
+    """The warm stream a launch goes out on: warm's own, or one around a PyCUDA stream."""
+    if stream is None:
+        return context.default_stream(rt)
+    if isinstance(stream, Stream):
+        return stream
+    from warmcli.cuda.device import CudaDevice, CudaStream
+
+    if not isinstance(rt.device, CudaDevice):
+        raise ArgumentError(f"a {type(stream).__name__} stream on {rt.device.id}, which has no GPU")
+    known = _streams.get(id(stream))
+    if known is None or known[0] is not stream or known[1].device_id != rt.device.id:
+        if len(_streams) > 256:
+            _streams.clear()
+        known = _streams[id(stream)] = (stream, CudaStream(rt.device, stream))
+    return known[1]
+
+
+def run_staged(
+    rt: Runtime,
+    stream: Stream,
+    handlers: dict[int, Staged],
+    values: list[Any],
+    launch: Callable[[list[Any]], None],
+    timed: bool,
+) -> float | None:
+    """An executing launch with `drv.In`/`Out` arguments: device memory for each, copied in
+    before and back after the launch (the stream synchronised first), then freed."""
+    device = rt.device
+    active = getattr(device, "active", None)
+    staged = list(values)
+    memory: dict[int, Any] = {}
+    try:
+        if active is None:  # a device of warm's own buffers (no pointers to hand out)
+            for i, h in handlers.items():
+                memory[i] = staged[i] = (
+                    rt.upload(h.array) if h.copies_in else rt.buffer(h.array.shape, h.array.dtype)
+                )
+        else:
+            with active() as cuda:
+                for i, h in handlers.items():
+                    memory[i] = cuda.mem_alloc(max(h.array.nbytes, 1))
+                    if h.copies_in and h.array.nbytes:
+                        cuda.memcpy_htod(memory[i], h.array)
+                    staged[i] = Buffer(device.id, h.array.shape, h.array.dtype.name, int(memory[i]))
+        if timed:
+            seconds: float | None = device.time(stream, lambda: launch(staged))
+        else:
+            launch(staged)
+            seconds = None
+        stream.synchronize()
+        for i, h in handlers.items():
+            if not h.copies_out or not h.array.nbytes:
+                continue
+            if active is None:
+                h.array[...] = device.download(memory[i]).reshape(h.array.shape)
+            else:
+                with active() as cuda:
+                    cuda.memcpy_dtoh(h.array, memory[i])
+        return seconds
+    finally:
+        if active is not None and memory:
+            with active():
+                for allocation in memory.values():
+                    allocation.free()

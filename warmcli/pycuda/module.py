@@ -1,0 +1,321 @@
+"""`SourceModule` and its functions, launching through the bound warm runtime.
+
+`SourceModule(source, ...)` takes PyCUDA's arguments with PyCUDA's meaning (see
+`warmcli.pycuda.source` for the `extern "C"` wrap); it compiles nothing itself.
+`get_function(name)` gives a `Function` whose calls (`f(*args, block=, grid=,
+shared=, stream=)`, `prepare` then `prepared_call`/`prepared_async_call`/
+`prepared_timed_call`) become warm `Kernel`s launched through the bound runtime
+(`warmcli.pycuda.context`): each launch resolves its `LaunchMode` there like any
+other (queued under CompileOnly, compiled and discarded under CompileAndAutotune,
+executed otherwise, served from the bundle in production). `drv.In`/`Out`/`InOut`
+arrays are copied as PyCUDA copies them when the launch executes; under a
+discarding launch the copy back is a read of a discarded buffer and gets the
+runtime's discarded-read policy, and the array is left as it was. `get_global` is
+served from the cubin of the module's one kernel; texture and surface references
+(gone since CUDA 12) are refused. A module owns its functions and their kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from warmcli.cuda.cubin import cubin_globals
+from warmcli.kernel import Kernel
+from warmcli.launch_mode import LaunchMode, resolve_launch_mode
+from warmcli.process_mode import current_process_mode
+from warmcli.pycuda import context
+from warmcli.pycuda.args import WARM_LETTER, call_letter, check_letter, convert
+from warmcli.pycuda.launch import run_staged, warm_stream
+from warmcli.pycuda.source import isolated_source, kernel_signatures, mangled_global, wrap_source
+
+if TYPE_CHECKING:
+    from warmcli.runtime import Runtime
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+recording = threading.local()  # set by `autotune` while it finds a config's kernels
+
+
+class PyCudaError(ValueError):
+    """A PyCUDA call or argument warm cannot serve; the message names the call."""
+
+
+def _format(arg_types: str | Sequence[Any]) -> str:
+    """PyCUDA's `prepare` letters for `arg_types` (a string, or numpy types), as PyCUDA does."""
+    if isinstance(arg_types, str):
+        letters = arg_types
+    else:
+        parts = []
+        for t in arg_types:
+            if isinstance(t, str):
+                parts.append(t)
+            elif isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
+                parts.append(np.dtype(t).char)
+            else:
+                parts.append(np.dtype(np.uintp).char)
+        letters = "".join(parts)
+    bad = sorted(set(letters) - set(WARM_LETTER))
+    if bad:
+        raise PyCudaError(
+            f"prepare({arg_types!r}): warm passes the letters {''.join(WARM_LETTER)}, not {bad}"
+        )
+    return letters
+
+
+def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """`-DNAME=value` options as warm defines (set around the kernel's own section, so
+    variants share one compiler process), unless the source includes a header, which
+    must see them as nvcc's command line sets them."""
+    if re.search(r"^\s*#\s*include", source, re.MULTILINE):
+        return tuple(options), {}
+    rest: list[str] = []
+    defines: dict[str, str] = {}
+    for option in options:
+        m = re.fullmatch(r"-D([A-Za-z_]\w*)(?:=(.*))?", option)
+        if m is None or m.group(1) in defines:
+            rest.append(option)
+        else:
+            defines[m.group(1)] = m.group(2) if m.group(2) is not None else "1"
+    return tuple(rest), defines
+
+
+class SourceModule:
+    """PyCUDA's `SourceModule`, built and served by warm; see the module doc."""
+
+    def __init__(
+        self,
+        source: str,
+        nvcc: str = "nvcc",
+        options: Sequence[str] | None = None,
+        keep: bool = False,
+        no_extern_c: bool = False,
+        arch: str | None = None,
+        code: str | None = None,
+        cache_dir: str | bool | None = None,
+        include_dirs: Sequence[str] | None = None,
+    ) -> None:
+        if not isinstance(source, str):
+            raise PyCudaError(f"SourceModule(source=...): text, not a {type(source).__name__}")
+        if nvcc != "nvcc":
+            raise PyCudaError(
+                f"SourceModule(nvcc={nvcc!r}): warm compiles with its device's nvcc "
+                "(--nvcc or WARM_NVCC)"
+            )
+        if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
+            options = os.environ.get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()
+        self.source = source
+        self.no_extern_c = no_extern_c
+        self.arch = arch
+        self.code = code
+        self.keep = keep  # PyCUDA keeps its build folder; warm keeps the cubin in the bundle
+        self.options, self.defines = _split_defines(
+            (*options, *(f"-I{d}" for d in include_dirs or ())), source
+        )
+        self.signatures = kernel_signatures(source)
+        self._functions: dict[str, Function] = {}
+        self._sources: dict[str, tuple[str, dict[str, str]]] = {}
+
+    def get_function(self, name: str) -> Function:
+        """The kernel `name` of this module (compiled on its first launch, not now)."""
+        function = self._functions.get(name)
+        if function is None:
+            if not _IDENTIFIER.match(name) or not re.search(rf"\b{name}\b", self.source):
+                raise PyCudaError(f"SourceModule.get_function({name!r}): no such kernel in it")
+            function = self._functions[name] = Function(self, name)
+        return function
+
+    def kernel_source(self, entry: str) -> tuple[str, dict[str, str]]:
+        """The source nvcc sees for kernel `entry`, and the names renamed in it."""
+        found = self._sources.get(entry)
+        if found is None:
+            body, renames = isolated_source(self.source, entry, self.options)
+            found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
+        return found
+
+    def check_target(self, runtime: Runtime) -> None:
+        """`arch=`/`code=` must name the device's own architecture: warm builds cubins for it."""
+        for what, value in (("arch", self.arch), ("code", self.code)):
+            if value is not None and value != runtime.arch:
+                raise PyCudaError(
+                    f"SourceModule({what}={value!r}): warm builds cubins for the device's "
+                    f"architecture, {runtime.arch} on {runtime.device.id}: drop {what}="
+                )
+
+    def get_global(self, name: str) -> tuple[Any, int]:
+        """(device pointer, size) of a `__device__`/`__constant__` variable, from the cubin
+        of the module's one kernel (compiled or loaded now if it was not yet)."""
+        call = f"SourceModule.get_global({name!r})"
+        kernels = sorted(self.signatures)
+        if len(kernels) != 1:
+            raise PyCudaError(
+                f"{call}: the module holds {len(kernels)} kernels ({', '.join(kernels) or '-'}); "
+                "warm builds each kernel into a cubin of its own, so one global cannot be served "
+                "for them all: give a global to one kernel per module, or pass it as an argument"
+            )
+        function = self.get_function(kernels[0])
+        letters = function.letters()
+        if letters is None:
+            raise PyCudaError(
+                f"{call}: the parameters of {function.name} cannot be read from its "
+                "declaration: prepare() it first"
+            )
+        rt = context.current_runtime()
+        self.check_target(rt)
+        kernel = function.kernel(letters)
+        module, binary = rt.kernels.module(kernel)
+        renamed = self.kernel_source(function.name)[1].get(name, name)
+        symbols = cubin_globals(binary)
+        symbol = mangled_global(symbols, renamed)
+        if symbol is None:
+            raise PyCudaError(f"{call}: no such __device__ or __constant__ variable in the cubin")
+        if isinstance(module, bytes | bytearray):  # a GPU-less device: nothing behind it
+            from warmcli.pycuda.standins import StandInAllocation
+
+            return StandInAllocation(symbols[symbol]), symbols[symbol]
+        with rt.device.active():  # type: ignore[attr-defined]
+            pointer, size = module.get_global(symbol)
+        return pointer, int(size)
+
+    def get_texref(self, name: str) -> Any:
+        raise PyCudaError(_no_references("get_texref", name))
+
+    def get_surfref(self, name: str) -> Any:
+        raise PyCudaError(_no_references("get_surfref", name))
+
+
+def _no_references(call: str, name: str) -> str:
+    return (
+        f"SourceModule.{call}({name!r}): texture and surface references were removed in "
+        "CUDA 12, so no cubin holds one: pass a texture or surface object "
+        "(cudaTextureObject_t) as a kernel argument instead"
+    )
+
+
+class Function:
+    """One kernel of a `SourceModule`, launched PyCUDA's ways through the bound runtime."""
+
+    def __init__(self, module: SourceModule, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.signature = module.signatures.get(name)  # PyCUDA letters from its declaration
+        self.arg_format: str | None = None  # set by prepare()
+        self._kernels: dict[str, Kernel] = {}
+
+    def letters(self) -> str | None:
+        return self.arg_format if self.arg_format is not None else self.signature
+
+    def kernel(self, letters: str) -> Kernel:
+        """The warm kernel this function is when called with `letters`."""
+        kernel = self._kernels.get(letters)
+        if kernel is None:
+            source, _ = self.module.kernel_source(self.name)
+            params = "".join(WARM_LETTER[c] for c in letters)
+            kernel = Kernel(
+                source,
+                self.name,
+                params,
+                language="cuda",
+                options=self.module.options,
+                defines=self.module.defines,
+            )
+            self._kernels[letters] = kernel
+        return kernel
+
+    def prepare(
+        self, arg_types: str | Sequence[Any], block: Any = None, shared: Any = None, texrefs=None
+    ) -> Function:
+        """Fix the parameters' letters, as PyCUDA's `prepare`; returns the function."""
+        if texrefs:
+            raise PyCudaError(_no_references("prepare(texrefs=...)", self.name))
+        letters = _format(arg_types)
+        if self.signature is not None and len(letters) != len(self.signature):
+            raise PyCudaError(
+                f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
+                f"parameters, not {len(letters)}"
+            )
+        self.arg_format = letters
+        return self
+
+    def __call__(
+        self,
+        *args: Any,
+        grid: Sequence[int] | int = (1, 1),
+        block: Sequence[int] | None = None,
+        shared: int = 0,
+        stream: Any = None,
+        texrefs: Sequence[Any] | None = None,
+        time_kernel: bool = False,
+    ) -> float | None:
+        if block is None:
+            raise PyCudaError(f"{self.name}(...): must specify block size")
+        if texrefs:
+            raise PyCudaError(_no_references(f"{self.name}(texrefs=...)", self.name))
+        letters = self.signature
+        if letters is None:
+            letters = "".join(call_letter(a, i) for i, a in enumerate(args, start=1))
+        elif len(letters) == len(args):
+            for position, (letter, arg) in enumerate(zip(letters, args, strict=True), start=1):
+                check_letter(arg, letter, position, self.name)
+        return self._launch(letters, args, grid, block, shared, stream, time_kernel)
+
+    def _prepared(self, call: str) -> str:
+        if self.arg_format is None:
+            raise PyCudaError(f"{self.name}.{call}: prepare() the function first")
+        return self.arg_format
+
+    def prepared_call(self, grid: Any, block: Any, *args: Any, shared_size: int = 0) -> None:
+        self._launch(self._prepared("prepared_call"), args, grid, block, shared_size, None)
+
+    def prepared_async_call(
+        self, grid: Any, block: Any, stream: Any, *args: Any, shared_size: int = 0
+    ) -> None:
+        letters = self._prepared("prepared_async_call")
+        self._launch(letters, args, grid, block, shared_size, stream)
+
+    def prepared_timed_call(
+        self, grid: Any, block: Any, *args: Any, shared_size: int = 0
+    ) -> Callable[[], float]:
+        letters = self._prepared("prepared_timed_call")
+        seconds = self._launch(letters, args, grid, block, shared_size, None, True)
+        return lambda: seconds or 0.0
+
+    def _launch(
+        self,
+        letters: str,
+        args: Sequence[Any],
+        grid: Any,
+        block: Any,
+        shared: int,
+        stream: Any,
+        timed: bool = False,
+    ) -> float | None:
+        kernel = self.kernel(letters)
+        captured = getattr(recording, "kernels", None)
+        if captured is not None:  # autotune finding which kernel a config launches
+            captured.append(kernel)
+            return 0.0 if timed else None
+        rt = context.current_runtime()
+        self.module.check_target(rt)
+        on = warm_stream(rt, stream)
+        values, handlers = convert(letters, args, rt.device.id, self.name)
+        verdict = resolve_launch_mode(current_process_mode(), on.mode)
+        executes = verdict is LaunchMode.EXECUTE
+
+        def launch(values: list[Any] = values) -> None:
+            rt.launch(kernel, *values, grid=grid, block=block, shared=shared, stream=on)
+
+        if executes and handlers:
+            return run_staged(rt, on, handlers, values, launch, timed)
+        seconds = rt.device.time(on, launch) if executes and timed else launch()
+        if not executes:
+            for handler in handlers.values():
+                if handler.copies_out:
+                    rt.refuse_discarded_read(f"{handler.label} of {self.name}", stacklevel=3)
+            if timed:
+                rt.refuse_discarded_read(f"the time of {self.name}", stacklevel=3)
+        return seconds if timed else None

@@ -1,0 +1,187 @@
+"""PyCUDA's source conventions as pure text functions: the `extern "C"` wrap, what a
+module declares, and each kernel's parameter letters.
+
+`SourceModule` wraps its source in `extern "C" { ... }` unless `no_extern_c`, exactly
+as PyCUDA does, so `get_function(name)` finds the unmangled entry. warm builds each
+kernel of a module as its own warm `Kernel` and may put copies of one module's source
+into one translation unit; names with C linkage would then clash, so every other
+name the module declares at file scope (`__global__`/`__device__` functions,
+`__device__`/`__constant__` variables) is renamed per kernel with a `#define`,
+except names also used as a member (`.w`, `->x`), which would break. Each
+`__global__` function's parameters are read from its declaration and written in
+PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
+...); a parameter type this cannot read makes the signature unknown (`None`), and
+the letters then come from the call's arguments as PyCUDA does. Pure: no state,
+no compiler, nothing is executed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from warmcli.compiler import file_scope_names
+
+EXTERN_C = 'extern "C" {\n%s\n}\n'
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_PREPROCESSOR = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+_ATTRIBUTE = re.compile(
+    r"\b(?:__launch_bounds__|__align__|__attribute__)\s*\((?:[^()]|\([^()]*\))*\)"
+)
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_EXTERN_C_BLOCK = re.compile(r'^\s*extern\s+"C"\s*$')
+_MEMBER_USE = r"(?:\.|->)\s*{}\b"
+_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "restrict", "register"})
+# Parameter types and the PyCUDA letter each is passed as (LP64: long is 64 bits).
+_SCALAR_TYPES: dict[tuple[str, ...], str] = {
+    ("float",): "f",
+    ("double",): "d",
+    ("bool",): "?",
+    ("char",): "b",
+    ("signed", "char"): "b",
+    ("unsigned", "char"): "B",
+    ("int8_t",): "b",
+    ("uint8_t",): "B",
+    ("short",): "h",
+    ("short", "int"): "h",
+    ("unsigned", "short"): "H",
+    ("unsigned", "short", "int"): "H",
+    ("int16_t",): "h",
+    ("uint16_t",): "H",
+    ("int",): "i",
+    ("signed",): "i",
+    ("signed", "int"): "i",
+    ("unsigned",): "I",
+    ("unsigned", "int"): "I",
+    ("int32_t",): "i",
+    ("uint32_t",): "I",
+    ("long",): "l",
+    ("long", "int"): "l",
+    ("unsigned", "long"): "L",
+    ("long", "long"): "q",
+    ("long", "long", "int"): "q",
+    ("unsigned", "long", "long"): "Q",
+    ("int64_t",): "q",
+    ("uint64_t",): "Q",
+    ("size_t",): "Q",
+    ("ptrdiff_t",): "q",
+    ("intptr_t",): "q",
+    ("uintptr_t",): "Q",
+}
+
+
+def wrap_source(source: str, no_extern_c: bool = False) -> str:
+    """The source nvcc sees, as PyCUDA builds it: in `extern "C" { }` unless told not to."""
+    return source if no_extern_c else EXTERN_C % source
+
+
+def _file_scope_statements(source: str) -> list[str]:
+    """The text of each file-scope declaration (up to its `{` or `;`), comments and
+    preprocessor lines removed; the inside of an `extern "C" { }` block is file scope."""
+    text = _PREPROCESSOR.sub("", _COMMENT.sub(" ", source))
+    statements: list[str] = []
+    stack: list[bool] = []  # per open brace: is it an extern "C" block (transparent)?
+    start = 0
+    for i, ch in enumerate(text):
+        at_file_scope = all(stack)
+        if ch == "{":
+            chunk = text[start:i]
+            transparent = at_file_scope and bool(_EXTERN_C_BLOCK.match(chunk))
+            if at_file_scope and not transparent:
+                statements.append(chunk)
+            stack.append(transparent)
+            start = i + 1
+        elif ch == "}":
+            if stack:
+                stack.pop()
+            start = i + 1
+        elif ch == ";" and at_file_scope:
+            statements.append(text[start:i])
+            start = i + 1
+    return [s.strip() for s in statements if s.strip()]
+
+
+def _declared_name(statement: str) -> str | None:
+    """The name a `__device__`/`__constant__`/`__global__` declaration declares, if one."""
+    if not re.search(r"\b(?:__global__|__device__|__constant__)\b", statement):
+        return None
+    statement = re.sub(r'^extern\s+"C"\s*', "", statement)
+    if re.match(r"(?:template|extern|typedef|using)\b", statement):
+        return None
+    bare = _ATTRIBUTE.sub(" ", statement)
+    head = bare.split("(", 1)[0] if "(" in bare else re.split(r"[\[=,]", bare, maxsplit=1)[0]
+    names = _IDENT.findall(head)
+    return names[-1] if names and not names[-1].startswith("__") else None
+
+
+def declared_names(source: str) -> list[str]:
+    """Functions and variables the source declares at file scope for the device."""
+    names = (_declared_name(s) for s in _file_scope_statements(source))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _parameter_letter(parameter: str) -> str | None:
+    tokens = re.findall(r"[A-Za-z_]\w*|\*|\[|&", parameter.split("=", 1)[0])
+    if "*" in tokens or "[" in tokens:
+        return "P"
+    kept = tuple(t for t in tokens if t not in _QUALIFIERS)
+    return _SCALAR_TYPES.get(kept) or _SCALAR_TYPES.get(kept[:-1])
+
+
+def kernel_signatures(source: str) -> dict[str, str | None]:
+    """Every `__global__` function the source declares -> its parameters in PyCUDA
+    letters (`"fPPi"`), or None when a parameter's type cannot be read."""
+    found: dict[str, str | None] = {}
+    for statement in _file_scope_statements(source):
+        if not re.search(r"\b__global__\b", statement) or "(" not in statement:
+            continue
+        bare = _ATTRIBUTE.sub(" ", statement)
+        name = _declared_name(bare)
+        match = re.search(rf"\b{name}\s*\((.*)\)\s*$", bare, re.DOTALL) if name else None
+        if name is None or match is None:
+            continue
+        inner = match.group(1).strip()
+        if inner in ("", "void"):
+            found[name] = ""
+            continue
+        letters = [_parameter_letter(p) for p in inner.split(",")]
+        known = [letter for letter in letters if letter is not None]
+        found[name] = "".join(known) if len(known) == len(letters) and "<" not in inner else None
+    return found
+
+
+def isolated_source(
+    source: str, entry: str, options: tuple[str, ...] = ()
+) -> tuple[str, dict[str, str]]:
+    """`source` with every file-scope name but `entry` renamed for this one kernel, and
+    the renames (`{"c": "warm_pc1a2b..._c"}`): copies of one module for several kernels
+    then share a translation unit without clashing names of C linkage."""
+    digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
+    renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
+    renames = {
+        name: f"warm_pc{digest}_{name}"
+        for name in declared_names(source)
+        if name not in renamed_by_warm
+        and not re.search(_MEMBER_USE.format(re.escape(name)), source)
+    }
+    if not renames:
+        return source, renames
+    defines = "".join(f"#define {name} {new}\n" for name, new in renames.items())
+    return defines + source, renames
+
+
+def mangled_global(symbols: dict[str, int], name: str) -> str | None:
+    """The cubin symbol a global `name` was compiled to: its own name (C linkage), the
+    name the batch gave a file-scope static (`warm_<key>_<name>`), or either as the last
+    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`)."""
+    if name in symbols:
+        return name
+    static = rf"warm_[0-9a-f]{{16}}_{re.escape(name)}"
+    last = re.compile(rf"(\d+)({re.escape(name)}|{static})E$")
+    found = []
+    for symbol in symbols:
+        m = last.search(symbol) if symbol.startswith("_Z") else None
+        if re.fullmatch(static, symbol) or (m and m.group(1).endswith(str(len(m.group(2))))):
+            found.append(symbol)
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,262 @@
+"""Shape-only stand-ins for PyCUDA's allocation calls, for a GPU-less pre-build (`--arch`).
+
+A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends,
+which need libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules
+stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
+`pycuda.compiler`: allocations know their size, shape and dtype and nothing else
+(like warm's own buffers on a compile-only device; their pointer is null, and
+nothing is ever launched or copied there), copies to the device check
+sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
+time) is a read of a discarded buffer, refused or warned about by the bound
+runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
+the call. `SourceModule` is warm's. The module holds no state.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.device import DeviceError
+from warmcli.process_mode import current_process_mode
+from warmcli.pycuda import context
+from warmcli.pycuda.args import In, InOut, Out
+from warmcli.pycuda.module import PyCudaError, SourceModule
+
+
+class StandInAllocation:
+    """Device memory of a size, with nothing behind it (its pointer is null)."""
+
+    handle = None
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+
+    def free(self) -> None:
+        return None
+
+    def __int__(self) -> int:
+        return 0  # null: nothing is ever launched or copied on a compile-only device
+
+    __index__ = __int__
+
+    def __repr__(self) -> str:
+        return f"StandInAllocation({self.nbytes} bytes)"
+
+
+def _read(what: str) -> None:
+    """A read back: the bound runtime's discarded-read policy; no GPU to read from."""
+    if not current_process_mode().discards:
+        raise DeviceError(f"cannot read back {what}: compile-only, there is no GPU")
+    context.current_runtime().refuse_discarded_read(what, stacklevel=3)
+
+
+def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+
+
+class GPUArray:
+    """A shape-only `pycuda.gpuarray.GPUArray`."""
+
+    def __init__(
+        self,
+        shape: int | Sequence[int],
+        dtype: Any = np.float64,
+        allocator: Any = None,
+        gpudata: Any = None,
+        **_: Any,
+    ) -> None:
+        self.shape = _shape(shape)
+        self.dtype = np.dtype(dtype)
+        self.size = math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+        self.gpudata = gpudata if gpudata is not None else StandInAllocation(self.nbytes)
+        self.ptr = self.gpudata
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def set(self, ary: np.ndarray, **_: Any) -> None:
+        if np.asarray(ary).size != self.size:
+            raise PyCudaError(f"GPUArray.set: {np.asarray(ary).size} elements into {self.size}")
+
+    def get(self, ary: np.ndarray | None = None, **_: Any) -> np.ndarray:
+        _read(f"GPUArray {self.dtype}[{'x'.join(map(str, self.shape))}].get()")
+        return ary if ary is not None else np.zeros(self.shape, self.dtype)
+
+    def fill(self, value: Any, stream: Any = None) -> GPUArray:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise PyCudaError(
+            f"GPUArray.{name}: a GPU-less stand-in only has a shape (warm run --arch); "
+            "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
+        )
+
+
+def to_gpu(ary: np.ndarray, allocator: Any = None, **_: Any) -> GPUArray:
+    ary = np.asarray(ary)
+    return GPUArray(ary.shape, ary.dtype)
+
+
+def empty(shape: int | Sequence[int], dtype: Any = np.float64, **_: Any) -> GPUArray:
+    return GPUArray(shape, dtype)
+
+
+def empty_like(other: Any, dtype: Any = None, **_: Any) -> GPUArray:
+    return GPUArray(other.shape, dtype or other.dtype)
+
+
+def mem_alloc(nbytes: int) -> StandInAllocation:
+    return StandInAllocation(nbytes)
+
+
+def mem_alloc_like(ary: np.ndarray) -> StandInAllocation:
+    return StandInAllocation(np.asarray(ary).nbytes)
+
+
+def to_device(ary: np.ndarray) -> StandInAllocation:
+    return StandInAllocation(np.asarray(ary).nbytes)
+
+
+def _nbytes(memory: Any) -> int | None:
+    return getattr(memory, "nbytes", None)
+
+
+def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
+    size = _nbytes(dest)
+    if size is not None and np.asarray(src).nbytes > size:
+        raise PyCudaError(f"memcpy_htod: {np.asarray(src).nbytes} bytes into {size}")
+
+
+def memcpy_dtoh(dest: np.ndarray, src: Any, *_: Any) -> None:
+    _read(f"memcpy_dtoh of {np.asarray(dest).nbytes} bytes")
+
+
+def _no_op(*_: Any, **__: Any) -> None:
+    return None
+
+
+class Stream:
+    """`drv.Stream()`: a stream of the bound runtime."""
+
+    def __new__(cls, flags: int = 0) -> Any:
+        return context.current_runtime().stream()
+
+
+class Event:
+    """`drv.Event()`: records nothing; its time is a read back."""
+
+    def __init__(self, flags: int = 0) -> None:
+        return None
+
+    def record(self, stream: Any = None) -> Event:
+        return self
+
+    def synchronize(self) -> Event:
+        return self
+
+    def query(self) -> bool:
+        return True
+
+    def time_till(self, end: Event) -> float:
+        _read("an event time")
+        return 0.0
+
+    def time_since(self, start: Event) -> float:
+        return start.time_till(self)
+
+
+class _Device:
+    def __init__(self, number: int = 0) -> None:
+        self.number = number
+
+    @staticmethod
+    def count() -> int:
+        return 1
+
+    def compute_capability(self) -> tuple[int, int]:
+        arch = context.current_runtime().arch.removeprefix("sm_").rstrip("af")
+        return int(arch[:-1]), int(arch[-1])
+
+    def name(self) -> str:
+        return f"compile-only {context.current_runtime().arch}"
+
+
+class _Context:
+    synchronize = staticmethod(_no_op)
+    pop = staticmethod(_no_op)
+    push = _no_op
+
+    @staticmethod
+    def get_device() -> _Device:
+        return _Device()
+
+
+def modules() -> dict[str, types.ModuleType]:
+    """The stand-in modules by the names a PyCUDA script imports."""
+    package = types.ModuleType("pycuda", "warm's GPU-less stand-in for pycuda (warm run --arch)")
+    package.__path__ = []  # a package: `import pycuda.driver` looks in sys.modules
+    driver = _module(
+        "pycuda.driver",
+        In=In,
+        Out=Out,
+        InOut=InOut,
+        DeviceAllocation=StandInAllocation,
+        Error=DeviceError,
+        init=_no_op,
+        Device=_Device,
+        Context=_Context,
+        Stream=Stream,
+        Event=Event,
+        mem_alloc=mem_alloc,
+        mem_alloc_like=mem_alloc_like,
+        to_device=to_device,
+        memcpy_htod=memcpy_htod,
+        memcpy_htod_async=memcpy_htod,
+        memcpy_dtoh=memcpy_dtoh,
+        memcpy_dtoh_async=memcpy_dtoh,
+        memset_d8=_no_op,
+        memset_d16=_no_op,
+        memset_d32=_no_op,
+        pagelocked_empty=lambda shape, dtype, *a, **k: np.empty(shape, dtype),
+        pagelocked_zeros=lambda shape, dtype, *a, **k: np.zeros(shape, dtype),
+    )
+    gpuarray = _module(
+        "pycuda.gpuarray",
+        GPUArray=GPUArray,
+        to_gpu=to_gpu,
+        to_gpu_async=to_gpu,
+        empty=empty,
+        zeros=empty,
+        empty_like=empty_like,
+        zeros_like=empty_like,
+    )
+    compiler = _module("pycuda.compiler", SourceModule=SourceModule)
+    autoinit = _module("pycuda.autoinit", device=_Device(), context=_Context())
+    for name, module in (("driver", driver), ("gpuarray", gpuarray), ("compiler", compiler)):
+        setattr(package, name, module)
+    package.autoinit = autoinit  # type: ignore[attr-defined]
+    return {
+        "pycuda": package,
+        "pycuda.driver": driver,
+        "pycuda.gpuarray": gpuarray,
+        "pycuda.compiler": compiler,
+        "pycuda.autoinit": autoinit,
+    }
+
+
+def _module(name: str, **attributes: Any) -> types.ModuleType:
+    module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
+    module.__dict__.update(attributes)
+    return module
