@@ -2,7 +2,8 @@
 
 `auto` is the workload's own `DEVICE` if it names one, else every CUDA device when
 one is present, else the host. `--arch sm_90` opens a compile-only CUDA device per
-architecture, with no driver and no GPU. CUDA modules are imported only when a
+architecture, with no driver and no GPU; the highest of them (or of the GPUs)
+keeps PTX beside its cubins when asked. CUDA modules are imported only when a
 CUDA device is asked for, so this works on a machine with no driver. The module
 opens devices; it keeps none.
 """
@@ -30,12 +31,22 @@ def open_devices(
     hint: str | None = None,
     cc: str | None = None,
     nvcc: str | None = None,
+    compiler: str | None = None,
+    ptx: str | None = None,
 ) -> list[Device]:
-    """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line."""
+    """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
+
+    `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
+    `warmcli.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
+    highest architecture keep PTX beside its cubins; None keeps none.
+    """
     if archs:
         from warmcli.cuda.arch import ArchDevice
 
-        return [ArchDevice(arch, nvcc=nvcc) for arch in dict.fromkeys(archs)]
+        devices: list[Device] = [
+            ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
+        ]
+        return _keep_ptx(devices, ptx)
     if spec == "auto":
         spec = hint or ("cuda" if cuda_available() else "host")
     if spec == "host":
@@ -43,5 +54,19 @@ def open_devices(
     if spec == "cuda" or spec.startswith("cuda:"):
         from warmcli.cuda.device import open_cuda_devices
 
-        return list(open_cuda_devices(spec, nvcc=nvcc))
+        return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
     raise DeviceError(f"unknown device {spec!r}: use host, cuda, cuda:N or --arch sm_XX")
+
+
+def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
+    """Have the device of the highest architecture keep PTX (one PTX per kernel)."""
+    if ptx and devices:
+        from warmcli.cuda.ptx import PtxError, check_ptx_arch
+
+        try:
+            check_ptx_arch(ptx)
+        except PtxError as exc:
+            raise DeviceError(str(exc)) from None
+        highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
+        highest.compilers.ptx = ptx  # type: ignore[attr-defined]
+    return devices

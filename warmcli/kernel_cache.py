@@ -3,7 +3,9 @@
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
 sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason and rebuilt); else compiled.
+here, counted `loaded`; else noted, counted by reason and rebuilt); when serving,
+the bundle's PTX of it for an older `compute_XX` (a GPU newer than every cubin,
+JIT-compiled by the driver, counted `loaded` and `ptx_jit`); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
@@ -19,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from warmcli.batch import compile_batch
@@ -235,6 +237,17 @@ class KernelCache:
             size=len(built.binary),
         )
         self._built[unit.key] = _Built(record, built.binary)
+        if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
+            key = kernel_key(kernel, built.ptx_arch, identity)
+            ptx = replace(
+                record,
+                key=key,
+                arch=built.ptx_arch,
+                sha256=hashlib.sha256(built.ptx).hexdigest(),
+                components=key_components(kernel, built.ptx_arch, identity),
+                size=len(built.ptx),
+            )
+            self._built[key] = _Built(ptx, built.ptx)
 
     # -- obtaining -------------------------------------------------------------------------
 
@@ -257,6 +270,8 @@ class KernelCache:
                 record = self._bundle_record(kernel, key)
                 if record is not None and self._load_from_bundle(kernel, record):
                     return self._loaded[key]
+                if self._load_ptx(kernel, key):
+                    return self._loaded[key]
                 if record is None:
                     self._miss(kernel, key)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
@@ -277,6 +292,32 @@ class KernelCache:
             return False
         self._from_bundle.add(record.key)
         self._count("loaded")
+        return True
+
+    def _load_ptx(self, kernel: Kernel, key: str) -> bool:
+        """Serve the bundle's PTX of this kernel to a CUDA device newer than every cubin of
+        it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
+        if self.bundle is None or self.misses is None or self.device.backend != "cuda":
+            return False
+        from warmcli.cuda.ptx import ptx_fallback
+
+        record = ptx_fallback(
+            self.bundle.kernels(kernel.entry), kernel, self.device.arch, self._identities.get(key)
+        )
+        if record is None:
+            return False
+        try:
+            self._load(key, kernel, record, self.bundle.blob(record.sha256))
+        except (BundleError, DeviceError) as exc:
+            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
+            return False
+        self._from_bundle.add(key)
+        self._count("loaded")
+        self._count("ptx_jit")
+        active_collector().note(
+            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
+            "slower first load, no compile by warm"
+        )
         return True
 
     def _note_foreign(self) -> None:
