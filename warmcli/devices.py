@@ -4,12 +4,14 @@
 one is present, else the host. `--arch sm_90` opens a compile-only CUDA device per
 architecture, with no driver and no GPU; the highest of them (or of the GPUs)
 keeps PTX beside its cubins when asked. CUDA modules are imported only when a
-CUDA device is asked for, so this works on a machine with no driver. The module
+CUDA device is asked for, so this works on a machine with no driver.
+`compiler_info` says which compiler a device builds with and why. The module
 opens devices; it keeps none.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from warmcli.device import Device, DeviceError
@@ -22,6 +24,43 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return bool(list_cuda_devices())
+
+
+def compiler_info(device: Device) -> dict[str, str]:
+    """Which compiler `device` builds with: its name, path, version, and why it was chosen
+    (`compiler` is "none" and `why` the reason when it has none)."""
+    from warmcli.toolchain import ToolchainError
+
+    language = "cuda" if device.backend == "cuda" else "c"
+    try:
+        toolchain = device.compiler(language).toolchain
+        slot = getattr(device, "compilers", None)
+        if slot is not None:
+            why = slot.why()
+        else:
+            why = "WARM_CC" if os.environ.get("WARM_CC") else "cc on PATH (the default)"
+    except (ToolchainError, DeviceError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"device": device.id, "compiler": "none", "path": "", "version": "", "why": why}
+    return {
+        "device": device.id,
+        "compiler": toolchain.name,
+        "path": toolchain.path,
+        "version": toolchain.version,
+        "why": why,
+    }
+
+
+def backend_compilers(
+    host: Device, *, nvcc: str | None = None, compiler: str | None = None
+) -> list[dict[str, str]]:
+    """`compiler_info` of the host's compiler and of the CUDA compiler (`device` named
+    `host` and `cuda`), whether or not a GPU is here: `--arch` builds with it."""
+    from warmcli.cuda.arch import ArchDevice
+
+    infos = [compiler_info(host)]
+    infos.append({**compiler_info(ArchDevice("sm_90", nvcc, compiler=compiler)), "device": "cuda"})
+    return infos
 
 
 def open_devices(

@@ -19,6 +19,7 @@ never writes the bundle itself.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shlex
 import threading
 from dataclasses import dataclass, replace
@@ -299,11 +300,11 @@ class KernelCache:
         it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
         if self.bundle is None or self.misses is None or self.device.backend != "cuda":
             return False
-        from warmcli.cuda.ptx import ptx_fallback
+        from warmcli.cuda.ptx import of_kernel, ptx_fallback
 
-        record = ptx_fallback(
-            self.bundle.kernels(kernel.entry), kernel, self.device.arch, self._identities.get(key)
-        )
+        records = self.bundle.kernels(kernel.entry)
+        identity = self._identities.get(key)
+        record = ptx_fallback(records, self.device.arch, identity, of_kernel(kernel))
         if record is None:
             return False
         try:
@@ -314,10 +315,13 @@ class KernelCache:
         self._from_bundle.add(key)
         self._count("loaded")
         self._count("ptx_jit")
-        active_collector().note(
+        line = (
             f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
             "slower first load, no compile by warm"
         )
+        active_collector().note(line)
+        if self.misses.log:
+            logging.getLogger("warmcli").warning("warm: ptx: %s", line)
         return True
 
     def _note_foreign(self) -> None:

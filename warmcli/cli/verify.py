@@ -17,6 +17,7 @@ from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
+    CompilerOpt,
     DeviceOpt,
     EntryOpt,
     JsonOpt,
@@ -34,10 +35,16 @@ from warmcli.workload import load_workload
 
 
 def replay(
-    path: Path, workload: Path, entry: str, device: str, arch: list[str], nvcc: str | None
+    path: Path,
+    workload: Path,
+    entry: str,
+    device: str,
+    arch: list[str],
+    nvcc: str | None,
+    compiler: str | None = None,
 ) -> tuple[PassReport, list[str]]:
     loaded = load_workload(workload, entry)
-    devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc)
+    devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
         return verify_pass(loaded, devices, path)
     finally:
@@ -55,6 +62,7 @@ def verify(
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
+    compiler: str | None = CompilerOpt,
     explain_misses: bool = typer.Option(
         False, "--explain-misses", help="One line per miss: which part of its key differs."
     ),
@@ -65,7 +73,7 @@ def verify(
     integrity = guarded(lambda: check_bundle(path))
     replayed: tuple[PassReport, list[str]] | None = None
     if workload is not None and integrity.ok:
-        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc))
+        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc, compiler))
     missing = replayed[1] if replayed else []
     doc: dict[str, Any] = {
         "bundle": str(path),

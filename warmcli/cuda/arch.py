@@ -18,7 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.cuda.choose import CompilerChoice, CudaCompiler, choose, make_compiler, why_this_nvcc
+from warmcli.cuda.choose import (
+    CompilerChoice,
+    CudaCompiler,
+    check_name,
+    choose,
+    make_compiler,
+    why_this_nvcc,
+)
 from warmcli.cuda.cubin import CubinError, check_cubin
 from warmcli.cuda.nvcc import NvccCompiler, parse_arch
 from warmcli.cuda.ptx import PtxError, check_ptx, is_ptx
@@ -69,6 +76,7 @@ class CompilerSlot:
         compiler: str | None = None,
         ptx: str | None = None,
     ) -> None:
+        check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
         self.device_id = device_id
         self.arch = arch
         self.nvcc = nvcc

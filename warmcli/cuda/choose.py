@@ -29,13 +29,25 @@ class CompilerChoice:
     why: str
 
 
+def check_name(requested: str | None) -> None:
+    """ToolchainError at once for a compiler name (argument or variable) that is neither."""
+    for source, value in (
+        ("--compiler", requested),
+        ("WARM_CUDA_COMPILER", os.environ.get("WARM_CUDA_COMPILER")),
+    ):
+        value = (value or "").strip()
+        if value and value != "auto" and value not in NAMES:
+            raise ToolchainError(f"{source} {value!r} is not a CUDA compiler: use nvrtc or nvcc")
+        if requested:
+            return
+
+
 def choose(requested: str | None = None, nvcc: str | None = None) -> CompilerChoice:
     """The compiler by the order in the module doc; ToolchainError for an unknown name."""
+    check_name(requested)
     env = os.environ.get("WARM_CUDA_COMPILER", "").strip()
     value, source = (requested, "--compiler") if requested else (env, "WARM_CUDA_COMPILER")
     if value and value != "auto":
-        if value not in NAMES:
-            raise ToolchainError(f"{source} {value!r} is not a CUDA compiler: use nvrtc or nvcc")
         return CompilerChoice(value, f"{source} {value}")
     if nvcc or os.environ.get("WARM_NVCC"):
         return CompilerChoice(

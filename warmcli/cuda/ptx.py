@@ -16,7 +16,7 @@ first lines are read, and anything unexpected is a `PtxError`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
@@ -109,11 +109,14 @@ def check_ptx(data: bytes, arch: str, driver: str) -> None:
 
 
 def ptx_fallback(
-    records: Iterable[KernelRecord], kernel: Kernel, arch: str, identity: str | None
+    records: Iterable[KernelRecord],
+    arch: str,
+    identity: str | None,
+    belongs: Callable[[KernelRecord], bool] = lambda record: True,
 ) -> KernelRecord | None:
-    """The bundle's PTX of `kernel` a device of `arch` can JIT: the highest `compute_XX`
-    at most the device's SM, built by `identity` (any toolchain when None: no compiler
-    here), whose key is truly this kernel's."""
+    """The PTX record a device of `arch` can JIT: the highest `compute_XX` at most the
+    device's SM, built by `identity` (any toolchain when None: no compiler here), of the
+    kernel wanted (`belongs`)."""
     sm = re.match(r"^sm_(\d{2,3})", arch)
     if sm is None:
         return None
@@ -124,8 +127,11 @@ def ptx_fallback(
             continue
         if identity is not None and record.toolchain != identity:
             continue
-        if record.key != kernel_key(kernel, record.arch, record.toolchain):
-            continue
-        if best is None or v > best[0]:
+        if (best is None or v > best[0]) and belongs(record):
             best = (v, record)
     return best[1] if best else None
+
+
+def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
+    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted)."""
+    return lambda record: record.key == kernel_key(kernel, record.arch, record.toolchain)
