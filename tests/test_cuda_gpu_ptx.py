@@ -10,45 +10,24 @@ served the PTX, JIT-compiled by the driver; the results must equal numpy's.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import test_cuda_gpu
 
 from warmcli.bundle import Bundle
 from warmcli.cuda.arch import ArchDevice
-from warmcli.cuda.device import CudaDevice, list_cuda_devices
+from warmcli.cuda.device import CudaDevice
 from warmcli.device import DeviceError
-from warmcli.kernel import Kernel
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
 
 pytestmark = pytest.mark.gpu
+SAXPY = test_cuda_gpu.SAXPY
+device = test_cuda_gpu.device  # the GPU fixture: skips where no GPU is visible
 
-SAXPY = Kernel(
-    """\
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-""",
-    "saxpy",
-    "fPPi",
-    language="cuda",
-)
 OLDER = {100: "sm_90", 90: "sm_80", 89: "sm_80", 86: "sm_80", 80: "sm_75"}
-
-
-@pytest.fixture(scope="module")
-def device() -> Iterator[CudaDevice]:
-    if not list_cuda_devices():
-        pytest.skip("no CUDA GPU: list_cuda_devices() is empty (pycuda, driver or GPU missing)")
-    dev = CudaDevice(0)
-    try:
-        yield dev
-    finally:
-        dev.close()
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,12 @@ def test_a_batch_in_threads_keeps_the_good_kernels_and_shows_the_log(
     assert "broken.cu(3)" in failure.log and "undeclared_thing" in failure.log
 
 
+def test_an_arch_nvrtc_does_not_build_is_one_line(warm, workload_file) -> None:
+    proc = warm("run", workload_file(WORKLOAD.format(source=SOURCE)), "--arch", "sm_50")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "does not build sm_50; it builds sm_75" in proc.stderr, proc.stderr
+
+
 def test_a_compile_past_its_timeout_is_abandoned_with_a_clear_failure(
     nvrtc: NvrtcCompiler,
 ) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.cuda.nvcc import (
+    ArchError,
     _package_roots,
     built_group,
     check_options,
@@ -129,6 +130,14 @@ class _Program:
         self.nvrtc.nvrtcDestroyProgram(self.handle)
 
 
+@functools.cache
+def supported_sms() -> frozenset[int]:
+    """SM numbers this NVRTC builds (`nvrtcGetSupportedArchs`); empty if it cannot say."""
+    nvrtc = _nvrtc()
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    return frozenset(archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else frozenset()
+
+
 def _read_version(name: str, where: str) -> str:
     """NVRTC's release and build, from the banner of an empty program's PTX."""
     nvrtc = _nvrtc()
@@ -208,7 +217,8 @@ class NvrtcCompiler:
         return remembered("nvrtc", self.path, st, _read_version)
 
     def check_arch(self, arch: str) -> int:
-        """Parse `arch`; NVRTC says itself, at compile time, which it does not build."""
+        """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs
+        `cuda.bindings` imported, which a hot start that compiles nothing never does)."""
         return parse_arch(arch)
 
     def options(self, arch: str, options: Sequence[str]) -> list[str]:
@@ -218,7 +228,13 @@ class NvrtcCompiler:
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
         arch, options = group_target(units, "NvrtcCompiler")
-        parse_arch(arch)
+        sm = parse_arch(arch)
+        known = supported_sms()
+        if known and sm not in known:
+            raise ArchError(
+                f"NVRTC {self.toolchain.version} does not build {arch}; it builds "
+                + ", ".join(f"sm_{n}" for n in sorted(known))
+            )
         check_options(options, units, _RESERVED)
         ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
         source = translation_unit(units)
