@@ -231,3 +231,11 @@ def test_cli_nvcc_still_works_when_selected_and_says_so(
     assert bad_ptx.returncode == 2 and "compute_XX" in bad_ptx.stderr
     listed = warm("devices")
     assert "compiler: cuda: nvrtc" in listed.stdout and "preferred" in listed.stdout
+
+
+def test_a_named_compute_arch_gets_its_own_ptx(nvrtc: NvrtcCompiler) -> None:
+    named = NvrtcCompiler(ptx="compute_80")
+    built = named.compile_group(units(named, kernels(2), "sm_90"))
+    assert elf_machine_and_sm(built.binary) == (EM_CUDA, 90)
+    assert built.ptx_arch == "compute_80" and ptx_header(built.ptx)[1] == 80
+    check_ptx(built.ptx, "sm_86", "13.5")  # an sm_86 GPU can JIT it, though no cubin fits

@@ -1,10 +1,10 @@
 """The batch compiler: a whole compile queue in as few compiler processes as the cores allow.
 
 Units that can share a translation unit (same architecture and options) are split
-into at most `jobs` groups, each group is one compiler process, and the groups run
-in parallel (never more than `jobs` processes at once). A group that fails is
-bisected until the kernels that break it are found alone; they are reported with
-their own compiler log and every other kernel is kept. This module owns no cache:
+into at most `jobs` groups, each group is one compiler process (or one NVRTC program
+in its thread), and the groups run in parallel (never more than `jobs` at once). A
+group that fails is bisected until the kernels that break it are found alone; they
+are reported with their own compiler log and every other kernel is kept. This module owns no cache:
 it returns what it built and what failed, and the caller stores it.
 """
 

@@ -108,7 +108,8 @@ def run_compiler(
 
 @runtime_checkable
 class Compiler(Protocol):
-    """Builds binaries for one language; one `compile_group` call is one process."""
+    """Builds binaries for one language; one `compile_group` call is one compiler process
+    (or, for an in-process compiler such as NVRTC, one program in the calling thread)."""
 
     language: str
 

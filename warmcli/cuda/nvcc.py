@@ -1,12 +1,14 @@
 """nvcc: finding it, checking architectures, and compiling many kernels in one process.
 
-`find_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
+`locate_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
 `CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside
-site-packages) and fails with one line saying what to install. `NvccCompiler`
-implements the `Compiler` protocol: a group of units becomes ONE translation unit
-(includes hoisted, each kernel in its own namespace with its defines set and
-undone and its entry renamed to the unit's symbol), compiled by one
-`nvcc --cubin` in a temporary folder and killed with its children on timeout.
+site-packages), says where it found it, and fails with one line saying what to
+install. `NvccCompiler` implements the `Compiler` protocol: a group of units
+becomes ONE translation unit (includes hoisted, each kernel in its own namespace
+with its defines set and undone and its entry renamed to the unit's symbol),
+compiled by one `nvcc --cubin` in a temporary folder and killed with its children
+on timeout; with `--keep` the PTX it made on the way is kept beside the cubin.
+The group checks (`group_target`, `check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
