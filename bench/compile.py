@@ -13,7 +13,8 @@ hand-written NVRTC batching (the same merged translation units, one program in
 one thread or one program per core in threads), NVRTC one program per kernel one
 after another (CuPy's `RawKernel` on a cold cache), and one `nvcc --cubin` per
 kernel two at a time (PyCUDA's `SourceModule`, with warm's own nvcc command
-line). `cuda.bindings` is imported before any side is timed. Rows: warm (NVRTC)
+line). `cuda.bindings` is imported before any side is timed; the sides run in
+rounds (each round runs every side once) and each keeps its best round. Rows: warm (NVRTC)
 against nvcc per kernel, against the hand-written batching, against NVRTC per
 kernel; every side's kernels per second in the detail.
 
@@ -206,6 +207,9 @@ RACE = ("compile_cuda", "compile_cuda_nvrtc_batching", "compile_cuda_nvrtc_per_k
 NVRTC_BATCH_TARGET = 1.0  # warm (NVRTC) against the best hand-written NVRTC batching
 NVRTC_KERNEL_TARGET = 4.0  # warm (NVRTC) against NVRTC one program per kernel (CuPy's cold path)
 NVCC_TARGET = 4.0  # warm (NVRTC) against one nvcc per kernel, two at a time (PyCUDA's cold path)
+WARM = "warm (NVRTC)"
+NVRTC_LOOP = "NVRTC one program per kernel, serial (CuPy's cold path)"
+NVCC_LOOP = "one nvcc per kernel, 2 at a time (PyCUDA's cold path)"
 
 
 def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
@@ -237,6 +241,15 @@ def nvrtc_batched(units: Sequence[CompileUnit], programs: int, includes: Sequenc
     return time.perf_counter() - started
 
 
+def _rounds(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Every side's seconds over `rounds` rounds, each round running every side once."""
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            times[name].append(run())
+    return times
+
+
 def compile_cuda(size: Size) -> list[Row]:
     """The compile race on the same variants, best of the same N on every side."""
     from warmcli.cuda.arch import ArchDevice
@@ -263,21 +276,8 @@ def compile_cuda(size: Size) -> list[Row]:
         cmd = list(nvcc.command(ARCH, ()))
         return [*cmd[:-3], "-o", "k.cubin", path.name]
 
-    def best(run: Callable[[], float]) -> float:
-        return min(run() for _ in range(runs))
-
     def warm(compiler: str) -> float:  # a fresh device: its compiler made and probed cold
         return warm_batch(ArchDevice(ARCH, compiler=compiler, ptx="auto"), kernels, jobs)[0]
-
-    warm_nvrtc = best(lambda: warm("nvrtc"))
-    warm_nvcc = best(lambda: warm("nvcc"))
-    batchings = {
-        f"{p} program(s) of {-(-n // p)} in {p} thread(s)": best(
-            lambda p=p: nvrtc_batched(units, p, includes)
-        )
-        for p in sorted({1, min(jobs, n)})
-    }
-    hand_name, hand = min(batchings.items(), key=lambda item: item[1])
 
     def per_kernel() -> float:
         started = time.perf_counter()
@@ -285,18 +285,35 @@ def compile_cuda(size: Size) -> list[Row]:
             nvrtc_program(source, ARCH, includes)
         return time.perf_counter() - started
 
-    nvrtc_loop = best(per_kernel)
-    nvcc_loop2 = best(lambda: per_kernel_loop(command, sources, ".cu", jobs=2))
+    programs = sorted({1, min(jobs, n)})
+    sides: dict[str, Callable[[], float]] = {
+        WARM: lambda: warm("nvrtc"),
+        "warm (nvcc)": lambda: warm("nvcc"),
+        **{
+            f"hand-written NVRTC, {p} program(s) of {-(-n // p)} in {p} thread(s)": (
+                lambda p=p: nvrtc_batched(units, p, includes)
+            )
+            for p in programs
+        },
+        NVRTC_LOOP: per_kernel,
+        NVCC_LOOP: lambda: per_kernel_loop(command, sources, ".cu", jobs=2),
+    }
+    # Round-robin: each round runs every side once, so a load that comes and goes on a
+    # shared machine falls on every side alike; the best of the rounds is kept per side.
+    seconds = {name: min(times) for name, times in _rounds(sides, runs).items()}
+    warm_nvrtc, nvrtc_loop, nvcc_loop2 = (seconds[k] for k in (WARM, NVRTC_LOOP, NVCC_LOOP))
+    hand_name, hand = min(
+        ((k, v) for k, v in seconds.items() if k.startswith("hand-written")), key=lambda kv: kv[1]
+    )
     rate = {
-        "warm (NVRTC)": n / warm_nvrtc,
-        "warm (nvcc)": n / warm_nvcc,
-        f"hand-written NVRTC, {hand_name}": n / hand,
-        "NVRTC one program per kernel, serial (CuPy's cold path)": n / nvrtc_loop,
-        "one nvcc per kernel, 2 at a time (PyCUDA's cold path)": n / nvcc_loop2,
+        name: n / t
+        for name, t in seconds.items()
+        if not name.startswith("hand") or name == hand_name
     }
     figures = "; ".join(f"{name} {r:.1f} kernels/s" for name, r in rate.items())
     detail = (
-        f"{n} {ARCH} variants on {jobs} core(s), best of {runs} each: {figures}; "
+        f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
+        f"other processes share them), best of {runs} each: {figures}; "
         f"nvcc {nvcc.toolchain.path}, {nvrtc_device.compiler('cuda').toolchain.version}"
     )
     return [
