@@ -179,6 +179,12 @@ def test_a_newer_gpu_is_served_the_ptx_and_compiles_nothing(tmp_path: Path) -> N
     stats = collector.reader().compilation
     assert (stats.compiled, stats.loaded, stats.ptx_jit) == (0, len(ks), len(ks))
     assert any("served by PTX JIT (compute_80 on sm_90)" in n for n in collector.reader().notes())
+    # A serving machine with no compiler at all is served the PTX too.
+    with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.EXECUTE) as collector:
+        rt = Runtime(ArchDevice("sm_90", nvcc="/nonexistent/nvcc"), bundle)
+        for k in ks:
+            rt.kernels.get(k)
+    assert collector.reader().compilation.ptx_jit == len(ks)
 
 
 def test_cli_check_reports_ptx_serving_and_no_ptx_leaves_it_out(

@@ -113,14 +113,21 @@ class KernelCache:
         return key
 
     def _bundle_key_without_compiler(self, kernel: Kernel) -> str | None:
-        """The key of the bundle's build of this very kernel for this arch, if it has one."""
+        """The key of the bundle's build of this very kernel for this arch, if it has one
+        (when serving a CUDA device: the key it has beside the bundle's PTX of it)."""
         if self.bundle is None:
             return None
-        for record in self.bundle.kernels(kernel.entry):
+        records = self.bundle.kernels(kernel.entry)
+        for record in records:
             if record.arch == self.device.arch and record.key == kernel_key(
                 kernel, self.device.arch, record.toolchain
             ):
                 return record.key
+        if self.device.backend == "cuda" and self.misses is not None:
+            from warmcli.cuda.ptx import of_kernel, ptx_fallback
+
+            ptx = ptx_fallback(records, self.device.arch, None, of_kernel(kernel))
+            return None if ptx is None else kernel_key(kernel, self.device.arch, ptx.toolchain)
         return None
 
     def _count(self, name: str, amount: float = 1) -> None:
