@@ -18,8 +18,8 @@ Family = Callable[[Size], list[Row]]
 
 FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
     "compile": (
-        lambda s: [compile_rows.compile_cuda(s), compile_rows.compile_host(s)],
-        ("compile_cuda", "compile_host"),
+        lambda s: [*compile_rows.compile_cuda(s), compile_rows.compile_host(s)],
+        (*compile_rows.RACE, "compile_host"),
     ),
     "start": (start.starts, ("hot_start", "hot_vs_disk")),
     "dispatch": (

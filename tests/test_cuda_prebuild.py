@@ -12,6 +12,7 @@ from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.bundle import Bundle
 from warmcli.cuda.cubin import check_cubin, cubin_arch, cubin_functions
 from warmcli.cuda.nvcc import find_nvcc
+from warmcli.cuda.ptx import ptx_header
 from warmcli.host import HostDevice
 from warmcli.toolchain import ToolchainError
 
@@ -73,13 +74,17 @@ def test_every_stored_kernel_is_a_cubin_for_its_arch(prebuilt) -> None:
     path, _ = prebuilt
     with Bundle.open(path) as bundle:
         kernels = bundle.kernels()
-        assert sorted({k.arch for k in kernels}) == ["sm_80", "sm_90"]
-        for arch in ("sm_80", "sm_90"):
+        # Cubins for both archs, PTX for the highest only (what a newer GPU is served).
+        assert sorted({k.arch for k in kernels}) == ["compute_90", "sm_80", "sm_90"]
+        for arch in ("sm_80", "sm_90", "compute_90"):
             mine = [k for k in kernels if k.arch == arch]
             assert {k.entry for k in mine} == {"matmul", "bias_relu", "row_sum"}
             assert len(mine) == 8, "six matmul candidates and two kernels"
         for k in kernels:
             blob = bundle.blob(k.sha256)
+            if k.arch == "compute_90":
+                assert ptx_header(blob)[1:] == (90, "") and k.symbol.encode() in blob
+                continue
             assert blob[:4] == b"\x7fELF"
             assert int.from_bytes(blob[18:20], "little") == 190, "e_machine EM_CUDA"
             check_cubin(blob, k.arch)
@@ -95,7 +100,7 @@ def test_stats_lists_the_pending_tunes(prebuilt, warm: Warm) -> None:
     path, _ = prebuilt
     doc = warm.json("stats", path)
     assert {t["status"] for t in doc["tunes"]} == {"pending"}
-    assert {k["arch"] for k in doc["kernels"]} == {"sm_80", "sm_90"}
+    assert {k["arch"] for k in doc["kernels"]} == {"sm_80", "sm_90", "compute_90"}
 
 
 def test_rerun_over_the_bundle_compiles_nothing(prebuilt, warm: Warm, tmp_path: Path) -> None:

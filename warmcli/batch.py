@@ -1,11 +1,11 @@
 """The batch compiler: a whole compile queue in as few compiler processes as the cores allow.
 
 Units that can share a translation unit (same architecture and options) are split
-into at most `jobs` groups, each group is one compiler process, and the groups run
-in parallel (never more than `jobs` processes at once; `jobs` is capped at
-`JOBS_PER_CPU` per usable CPU). A group that fails is bisected until the kernels
-that break it are found alone; they are reported with their own compiler log and
-every other kernel is kept. A group that *times out* is not bisected (every half
+into at most `jobs` groups, each group is one compiler process (or one NVRTC program
+in its thread), and the groups run in parallel (never more than `jobs` at once; `jobs`
+is capped at `JOBS_PER_CPU` per usable CPU). A group that fails is bisected until the
+kernels that break it are found alone; they are reported with their own compiler log
+and every other kernel is kept. A group that *times out* is not bisected (every half
 would wait the timeout again): each of its kernels is compiled alone, in parallel,
 so a hanging kernel costs about two timeouts in all. Interrupted (Ctrl-C), the
 batch stops every compiler it started before it returns. This module owns no

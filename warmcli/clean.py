@@ -2,7 +2,7 @@
 
 An entry is *foreign* when it was made for another machine: a kernel built by a
 toolchain whose identity is not this machine's compiler of that name (`cc`,
-`nvcc`), or a host kernel for another CPU architecture; a tune measured on a
+`nvcc`, `nvrtc`), or a host kernel for another CPU architecture; a tune measured on a
 device whose fingerprint is none of this machine's. Such an entry can never be a
 hit here (both identities are part of the keys). What this machine cannot judge
 is kept: kernels of a compiler it does not have, tunes of a backend whose devices
@@ -87,7 +87,7 @@ def parse_size(text: str) -> int:
 
 
 def current_machine() -> Machine:
-    """This machine: its `cc` and `nvcc` (where found), host arch, every visible device."""
+    """This machine: its `cc`, `nvcc` and NVRTC (where found), host arch, every visible device."""
     from warmcli.host import HostDevice
     from warmcli.host.compiler import host_cc
 
@@ -98,6 +98,12 @@ def current_machine() -> Machine:
         from warmcli.cuda.nvcc import NvccCompiler
 
         toolchains["nvcc"] = NvccCompiler().toolchain.identity
+    except (ToolchainError, ImportError):
+        pass
+    try:
+        from warmcli.cuda.nvrtc import NvrtcCompiler
+
+        toolchains["nvrtc"] = NvrtcCompiler().toolchain.identity
     except (ToolchainError, ImportError):
         pass
     host = HostDevice()

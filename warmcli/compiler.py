@@ -50,13 +50,16 @@ class CompileUnit:
 
 @dataclass(frozen=True)
 class CompiledGroup:
-    """One compiler process's output: a binary holding every unit of the group."""
+    """One compiler run's output: a binary holding every unit of the group (and, for CUDA,
+    the group's PTX for a virtual architecture when the compiler keeps it)."""
 
     binary: bytes
     symbols: dict[str, str]
     log: str
     seconds: float
     command: tuple[str, ...] = ()
+    ptx: bytes = b""  # PTX of the same group for `ptx_arch` (`compute_90`), when kept
+    ptx_arch: str = ""
 
 
 @dataclass
@@ -203,7 +206,8 @@ def run_compiler(
 
 @runtime_checkable
 class Compiler(Protocol):
-    """Builds binaries for one language; one `compile_group` call is one process."""
+    """Builds binaries for one language; one `compile_group` call is one compiler process
+    (or, for an in-process compiler such as NVRTC, one program in the calling thread)."""
 
     language: str
 

@@ -3,7 +3,9 @@
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
 sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason and rebuilt); else compiled.
+here, counted `loaded`; else noted, counted by reason and rebuilt); when serving,
+the bundle's PTX of it for an older `compute_XX` (a GPU newer than every cubin,
+JIT-compiled by the driver, counted `loaded` and `ptx_jit`); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
@@ -18,9 +20,10 @@ variable). The cache owns the queue, the loaded handles and the binaries built h
 from __future__ import annotations
 
 import hashlib
+import logging
 import shlex
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from warmcli.batch import compile_batch
@@ -112,14 +115,21 @@ class KernelCache:
         return key
 
     def _bundle_key_without_compiler(self, kernel: Kernel) -> str | None:
-        """The key of the bundle's build of this very kernel for this arch, if it has one."""
+        """The key of the bundle's build of this very kernel for this arch, if it has one
+        (when serving a CUDA device: the key it has beside the bundle's PTX of it)."""
         if self.bundle is None:
             return None
-        for record in self.bundle.kernels(kernel.entry):
+        records = self.bundle.kernels(kernel.entry)
+        for record in records:
             if record.arch == self.device.arch and record.key == kernel_key(
                 kernel, self.device.arch, record.toolchain
             ):
                 return record.key
+        if self.device.backend == "cuda" and self.misses is not None:
+            from warmcli.cuda.ptx import of_kernel, ptx_fallback
+
+            ptx = ptx_fallback(records, self.device.arch, None, of_kernel(kernel))
+            return None if ptx is None else kernel_key(kernel, self.device.arch, ptx.toolchain)
         return None
 
     def _count(self, name: str, amount: float = 1) -> None:
@@ -237,6 +247,17 @@ class KernelCache:
             size=len(built.binary),
         )
         self._built[unit.key] = _Built(record, built.binary)
+        if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
+            key = kernel_key(kernel, built.ptx_arch, identity)
+            ptx = replace(
+                record,
+                key=key,
+                arch=built.ptx_arch,
+                sha256=hashlib.sha256(built.ptx).hexdigest(),
+                components=key_components(kernel, built.ptx_arch, identity),
+                size=len(built.ptx),
+            )
+            self._built[key] = _Built(ptx, built.ptx)
 
     # -- obtaining -------------------------------------------------------------------------
 
@@ -259,6 +280,8 @@ class KernelCache:
                 record = self._bundle_record(kernel, key)
                 if record is not None and self._load_from_bundle(kernel, record):
                     return self._loaded[key]
+                if self._load_ptx(kernel, key):
+                    return self._loaded[key]
                 if record is None:
                     self._miss(kernel, key)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
@@ -279,6 +302,35 @@ class KernelCache:
             return False
         self._from_bundle.add(record.key)
         self._count("loaded")
+        return True
+
+    def _load_ptx(self, kernel: Kernel, key: str) -> bool:
+        """Serve the bundle's PTX of this kernel to a CUDA device newer than every cubin of
+        it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
+        if self.bundle is None or self.misses is None or self.device.backend != "cuda":
+            return False
+        from warmcli.cuda.ptx import of_kernel, ptx_fallback
+
+        records = self.bundle.kernels(kernel.entry)
+        identity = self._identities.get(key)
+        record = ptx_fallback(records, self.device.arch, identity, of_kernel(kernel))
+        if record is None:
+            return False
+        try:
+            self._load(key, kernel, record, self.bundle.blob(record.sha256))
+        except (BundleError, DeviceError) as exc:
+            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
+            return False
+        self._from_bundle.add(key)
+        self._count("loaded")
+        self._count("ptx_jit")
+        line = (
+            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
+            "slower first load, no compile by warm"
+        )
+        active_collector().note(line)
+        if self.misses.log:
+            logging.getLogger("warmcli").warning("warm: ptx: %s", line)
         return True
 
     def _note_foreign(self) -> None:

@@ -7,8 +7,10 @@ alone, but cannot compile a miss). A tune entry is servable on a device whose
 fingerprint is the one it was measured on. `check_servable` compares every entry
 with the devices it is handed and returns those that are not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
-this machine has). It reads the bundle and probes compilers; it never compiles,
-launches or prints.
+this machine has). A kernel whose cubins are all for older architectures than a
+GPU here, but whose PTX (`compute_XX`) that GPU's driver can JIT, is servable and
+listed apart (`jit`): a slower first load, still no compile by warm. It reads the
+bundle and probes compilers; it never compiles, launches or prints.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.bundle import Bundle
+from warmcli.bundle import Bundle, BundleError
+from warmcli.cuda.ptx import PtxError, check_ptx, ptx_fallback, virtual_sm
 from warmcli.device import Device, DeviceError
 from warmcli.devices import cuda_available, open_devices
 from warmcli.explain import MissExplanation, explained
 from warmcli.host import HostDevice
+from warmcli.records import KernelRecord
 from warmcli.toolchain import ToolchainError
 
 MACHINE = "this machine has"
@@ -58,6 +62,7 @@ class CheckReport:
     kernels: int = 0
     tunes: int = 0
     unservable: list[MissExplanation] = field(default_factory=list)
+    jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
 
     @property
     def servable(self) -> bool:
@@ -65,17 +70,21 @@ class CheckReport:
 
 
 def machine_devices(
-    spec: str = "auto", archs: Sequence[str] = (), nvcc: str | None = None
+    spec: str = "auto",
+    archs: Sequence[str] = (),
+    nvcc: str | None = None,
+    compiler: str | None = None,
 ) -> list[Device]:
     """The devices to check against: the host and every GPU here (`auto`), or those named.
 
     `--arch sm_90` checks for a GPU of that architecture without one, beside the host.
     """
     if archs:
-        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc)]
+        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc, compiler=compiler)]
     if spec == "auto":
-        return [HostDevice(), *(open_devices("cuda", nvcc=nvcc) if cuda_available() else [])]
-    return open_devices(spec, nvcc=nvcc)
+        gpus = open_devices("cuda", nvcc=nvcc, compiler=compiler) if cuda_available() else []
+        return [HostDevice(), *gpus]
+    return open_devices(spec, nvcc=nvcc, compiler=compiler)
 
 
 def _closest(
@@ -98,11 +107,57 @@ def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExp
     return MissExplanation(kind, key, label, "device", detail, ("device",))
 
 
+def _by_ptx(
+    bundle: Bundle,
+    cubin: KernelRecord,
+    ptx: Sequence[KernelRecord],
+    offers: Sequence[Offer],
+    report: CheckReport,
+) -> MissExplanation | None:
+    """None when a device here is served this kernel's PTX (then listed in `report.jit`),
+    else why not: its PTX cannot be JIT-compiled here, or no cubin nor PTX fits."""
+    same = {c: v for c, v in cubin.components.items() if c != "arch"}
+    siblings = [
+        p
+        for p in ptx
+        if p.entry == cubin.entry
+        and p.toolchain == cubin.toolchain
+        and {c: v for c, v in p.components.items() if c != "arch"} == same
+    ]
+    held = {"arch": cubin.arch, "toolchain": cubin.toolchain}
+    wants = [{"arch": o.arch, "toolchain": o.toolchain or cubin.toolchain} for o in offers]
+    refused = _closest("kernel", cubin.key, cubin.label, held, wants, ("toolchain", "arch"))
+    for offer in offers:
+        found = ptx_fallback(siblings, offer.arch, offer.toolchain)
+        if found is None:
+            continue
+        driver = offer.fingerprint.rsplit("|", 1)[-1]
+        try:
+            check_ptx(bundle.blob(found.sha256), offer.arch, driver)
+        except (PtxError, BundleError) as exc:
+            detail = f"bundle has {found.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
+            refused = MissExplanation("kernel", cubin.key, cubin.label, "ptx", detail, ("arch",))
+            continue
+        detail = (
+            f"served by PTX JIT: bundle has {cubin.arch} and {found.arch} PTX, {MACHINE} "
+            f"{offer.arch} (slower first load, no compile by warm)"
+        )
+        report.jit.append(
+            MissExplanation("kernel", cubin.key, cubin.label, "ptx", detail, ("arch",))
+        )
+        return None
+    return refused
+
+
 def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     """Every entry of `bundle` that none of `devices` can serve, and why."""
     offers = [Offer.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
-    for k in bundle.kernels():
+    kernels = bundle.kernels()
+    ptx = [k for k in kernels if virtual_sm(k.arch) is not None]  # served with their cubins
+    for k in kernels:
+        if virtual_sm(k.arch) is not None:
+            continue
         report.kernels += 1
         here = [o for o in offers if o.backend == k.backend]
         if not here:
@@ -111,6 +166,8 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
         held = {"arch": k.arch, "toolchain": k.toolchain}
         wants = [{"arch": o.arch, "toolchain": o.toolchain or k.toolchain} for o in here]
         why = _closest("kernel", k.key, k.label, held, wants, ("toolchain", "arch"))
+        if why is not None and why.reason == "arch" and k.backend == "cuda":
+            why = _by_ptx(bundle, k, ptx, here, report)
         if why is not None:
             report.unservable.append(why)
     for t in bundle.tunes():

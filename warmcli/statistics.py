@@ -32,6 +32,7 @@ class CompilationStatistics:
     queued: int = 0
     compiled: int = 0
     loaded: int = 0
+    ptx_jit: int = 0  # of `loaded`: PTX the driver JITs (a GPU newer than every cubin)
     failed: int = 0
     batches: int = 0
     compiler_processes: int = 0

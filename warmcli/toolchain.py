@@ -8,7 +8,8 @@ the version line is remembered in `toolchains.json` (in warm's home; believed on
 when this user alone may write it, as the host library cache) by the binary's
 path, size, inode, mtime and ctime, so a hot start keys its kernels
 without starting a compiler: finding the compiler costs a `stat` per PATH entry.
-Nothing here compiles.
+`remembered` does the same for a compiler that is a library (NVRTC): its
+version is read once per library file. Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +66,26 @@ def probe(name: str, path: str) -> Toolchain:
     if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     where, st = found
+    return remembered(name, where, st, _version_line)
+
+
+def remembered(
+    name: str, where: str, st: os.stat_result, read_version: Callable[[str, str], str]
+) -> Toolchain:
+    """The toolchain of the file `where`: its version line remembered across processes by
+    the file's stamp, else `read_version(name, where)` (which raises ToolchainError)."""
     stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:
         return Toolchain(name=name, path=where, version=known)
+    version = read_version(name, where)
+    if stamp:
+        _remember(stamp, version)
+    return Toolchain(name=name, path=where, version=version)
+
+
+def _version_line(name: str, where: str) -> str:
+    """A compiler's `--version` banner, reduced to its version line."""
     try:
         out = subprocess.run(
             [where, "--version"],
@@ -86,10 +104,7 @@ def probe(name: str, path: str) -> Toolchain:
     lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {where} --version failed: {out.stderr.strip()[:200]}")
-    version = _nvcc_version(lines) if name == "nvcc" else lines[0]
-    if stamp:
-        _remember(stamp, version)
-    return Toolchain(name=name, path=where, version=version)
+    return _nvcc_version(lines) if name == "nvcc" else lines[0]
 
 
 def versions_file() -> Path:

@@ -18,6 +18,7 @@ from warmcli.cli.common import fail, json_requested, out
 ENV_HELP = (
     "Environment: WARM_BUNDLE (bundle path), WARM_HOME (warm's home: the default bundle, the "
     "remembered compiler versions, the host library cache), "
+    "WARM_CUDA_COMPILER (nvrtc or nvcc; default nvrtc where installed), "
     "WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend); in production, "
     "WARM_REPORT=1 (print at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (write the "
     "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "

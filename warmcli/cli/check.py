@@ -11,6 +11,7 @@ from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
+    CompilerOpt,
     DeviceOpt,
     JsonOpt,
     NvccOpt,
@@ -19,7 +20,7 @@ from warmcli.cli.common import (
     guarded,
     out,
 )
-from warmcli.explain import REASONS
+from warmcli.explain import REASONS, MissExplanation
 from warmcli.preflight import CheckReport, check_servable, machine_devices
 from warmcli.printable import printable
 from warmcli.render import add_row, listing
@@ -31,6 +32,7 @@ def check(
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     nvcc: str | None = NvccOpt,
+    compiler: str | None = CompilerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Can this machine serve every entry of BUNDLE, without running a workload?
@@ -43,7 +45,7 @@ def check(
 
     def action() -> CheckReport:
         with Bundle.open(path) as opened:
-            devices = machine_devices(device, arch, nvcc)
+            devices = machine_devices(device, arch, nvcc, compiler)
             try:
                 return check_servable(opened, devices)
             finally:
@@ -60,6 +62,7 @@ def check(
                 "tunes": report.tunes,
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [m.as_dict() for m in report.unservable],
+                "ptx_jit": [m.as_dict() for m in report.jit],
             }
         )
     else:
@@ -78,6 +81,8 @@ def _print(report: CheckReport) -> None:
             soft_wrap=True,
         )
     held = printable(f"bundle {report.bundle}: {report.kernels} kernel(s), {report.tunes} tune(s)")
+    if report.jit:
+        _table(report.jit, f"{len(report.jit)} kernel(s) served by PTX JIT here", "yellow")
     if report.servable:
         out.print(
             f"{held}: every entry is servable here", style="green", markup=False, soft_wrap=True
@@ -89,8 +94,16 @@ def _print(report: CheckReport) -> None:
         markup=False,
         soft_wrap=True,
     )
+    if _table(report.unservable) < len(report.unservable):
+        out.print("every entry: warm check --json", style="dim", markup=False)
+
+
+def _table(entries: list[MissExplanation], title: str = "", style: str = "") -> int:
+    """One row per reason (a whole arch missing is one row); returns the rows printed."""
+    if title:
+        out.print(title, style=style, markup=False, soft_wrap=True)
     groups: dict[tuple[str, str, str], list[str]] = {}
-    for m in report.unservable:  # one row per reason: a whole arch missing is one row
+    for m in entries:
         groups.setdefault((m.kind, REASONS.get(m.reason, m.reason), m.detail), []).append(m.label)
     table = listing()
     for col in ("kind", "entries", "reason", "why"):
@@ -98,8 +111,7 @@ def _print(report: CheckReport) -> None:
     for (kind, reason, detail), labels in groups.items():
         add_row(table, kind, _entries(labels), reason, detail)
     out.print(table)
-    if len(groups) < len(report.unservable):
-        out.print("every entry: warm check --json", style="dim", markup=False)
+    return len(groups)
 
 
 def _entries(labels: list[str]) -> str:

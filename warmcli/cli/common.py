@@ -57,6 +57,11 @@ ArchOpt = typer.Option(
 )
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
 NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
+CompilerOpt = typer.Option(
+    None,
+    "--compiler",
+    help="CUDA compiler: nvrtc or nvcc \\[default: WARM_CUDA_COMPILER, else nvrtc if installed].",
+)
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No tables or progress: the summary only.")
 SignKeyOpt = typer.Option(
     None, "--key", "-k", help="Ed25519 private key (PEM): sign the bundle written."
@@ -69,6 +74,16 @@ def default_bundle() -> Path:
     if os.environ.get("WARM_BUNDLE"):
         return Path(os.environ["WARM_BUNDLE"])
     return warm_home() / "bundle.warm"
+
+
+def compiler_line(info: dict[str, str]) -> str:
+    """One device's compiler as `warm devices` and `warm run --verbose` show it."""
+    if info["compiler"] == "none":
+        return f"compiler: {info['device']}: none ({info['why']})"
+    return (
+        f"compiler: {info['device']}: {info['compiler']} {info['path']} "
+        f"({info['version']}): {info['why']}"
+    )
 
 
 EXIT_INTERRUPTED = 130

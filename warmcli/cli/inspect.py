@@ -11,7 +11,10 @@ from rich.table import Table
 from warmcli.cli import app
 from warmcli.cli.common import (
     BundleArg,
+    CompilerOpt,
     JsonOpt,
+    NvccOpt,
+    compiler_line,
     default_bundle,
     emit_json,
     fail,
@@ -50,8 +53,12 @@ def stats(
 
 
 @app.command()
-def devices(as_json: bool = JsonOpt) -> None:
-    """The devices warm can use here: the host, and every CUDA device PyCUDA sees."""
+def devices(
+    nvcc: str | None = NvccOpt, compiler: str | None = CompilerOpt, as_json: bool = JsonOpt
+) -> None:
+    """The devices warm can use here (the host, and every CUDA device PyCUDA sees), and the
+    compiler each backend builds with: its path, its version and why it was chosen."""
+    from warmcli.devices import backend_compilers
     from warmcli.host.device import HostDevice
 
     found: list[dict[str, Any]] = []
@@ -63,8 +70,9 @@ def devices(as_json: bool = JsonOpt) -> None:
         found += [{"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()]
     except ImportError:
         pass
+    compilers = backend_compilers(host, nvcc=nvcc, compiler=compiler)
     if as_json:
-        emit_json(found)
+        emit_json({"devices": found, "compilers": compilers})
         return
     table = Table(title="Devices", title_justify="left")
     for col in ("id", "name", "arch", "memory", "driver"):
@@ -74,3 +82,5 @@ def devices(as_json: bool = JsonOpt) -> None:
         arch = d.get("arch") or d.get("compute_capability", "")
         add_row(table, d["id"], d["name"], arch, memory, d.get("driver", ""))
     out.print(table)
+    for info in compilers:
+        out.print(compiler_line(info), markup=False, highlight=False, soft_wrap=True)

@@ -20,6 +20,7 @@ from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleOpt,
+    CompilerOpt,
     DeviceOpt,
     EntryOpt,
     JsonOpt,
@@ -27,6 +28,7 @@ from warmcli.cli.common import (
     QuietOpt,
     SignKeyOpt,
     VerboseOpt,
+    compiler_line,
     default_bundle,
     emit_json,
     err,
@@ -47,6 +49,8 @@ from warmcli.isolation import (
     run_isolated,
 )
 from warmcli.passes import RunInterrupted, warm_bundle
+from warmcli.device import Device
+from warmcli.devices import compiler_info
 from warmcli.render import run_json, run_renderable
 from warmcli.signing import load_private_key, trusted_keys
 from warmcli.workload import load_module, load_workload
@@ -83,6 +87,13 @@ def run(
         f"\\[default: {DEFAULT_COMPILE_TIMEOUT:g}].",
     ),
     nvcc: str | None = NvccOpt,
+    compiler: str | None = CompilerOpt,
+    ptx: str | None = typer.Option(
+        None,
+        "--ptx",
+        help="Keep PTX for this compute_XX \\[default: the highest --arch built's] for newer GPUs.",
+    ),
+    no_ptx: bool = typer.Option(False, "--no-ptx", help="Keep cubins only, no PTX."),
     allow_discarded_reads: bool = typer.Option(
         False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
     ),
@@ -109,6 +120,7 @@ def run(
         fail("give a workload file or -m MODULE (one of them)")
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    compilers: list[dict[str, str]] = []
 
     def action(progress: RunProgress | None) -> Any:
         fallback = "main" if pycuda else None
@@ -118,9 +130,23 @@ def run(
             else load_workload(workload or "", entry, fallback=fallback)
         )
         hint = loaded.device_hint or ("cuda" if pycuda else None)
+
+        def opener() -> list[Device]:
+            opened = open_devices(
+                device,
+                arch,
+                hint=hint,
+                nvcc=nvcc,
+                compiler=compiler,
+                ptx=None if no_ptx else ptx or "auto",
+            )
+            if (verbose or as_json) and not compilers:  # opened again for the verify pass
+                compilers.extend(compiler_info(d) for d in opened)
+            return opened
+
         return warm_bundle(
             loaded,
-            lambda: open_devices(device, arch, hint=hint, nvcc=nvcc),
+            opener,
             path,
             verify=not no_verify,
             jobs=jobs,
@@ -143,8 +169,11 @@ def run(
         except KeyboardInterrupt:  # before the passes began
             interrupted(0, 0)
         if as_json:
-            emit_json(run_json(report))
+            emit_json({**run_json(report), "compilers": compilers})
         else:
+            if verbose:
+                for c in compilers:
+                    out.print(compiler_line(c), markup=False, highlight=False, soft_wrap=True)
             out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
         return 1 if report.verified is False else 0
 

@@ -20,6 +20,7 @@ from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
+    CompilerOpt,
     DeviceOpt,
     EntryOpt,
     JsonOpt,
@@ -45,9 +46,10 @@ def replay(
     arch: list[str],
     nvcc: str | None,
     trusted: list[bytes] | None,
+    compiler: str | None = None,
 ) -> tuple[PassReport, list[str]]:
     loaded = load_workload(workload, entry)
-    devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc)
+    devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
         return verify_pass(loaded, devices, path, trusted_keys=trusted)
     finally:
@@ -65,6 +67,7 @@ def verify(
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
+    compiler: str | None = CompilerOpt,
     explain_misses: bool = typer.Option(
         False,
         "--explain-misses",
@@ -79,7 +82,9 @@ def verify(
     integrity = guarded(lambda: check_bundle(path, trusted))
     replayed: tuple[PassReport, list[str]] | None = None
     if workload is not None and integrity.ok:
-        replayed = guarded(lambda: replay(path, workload, entry, device, arch, nvcc, trusted))
+        replayed = guarded(
+            lambda: replay(path, workload, entry, device, arch, nvcc, trusted, compiler)
+        )
     missing = replayed[1] if replayed else []
     doc: dict[str, Any] = {
         "bundle": str(path),

@@ -10,6 +10,12 @@ helpers are local functions without that mark; `__device__`/`__constant__`
 variables are STT_OBJECT symbols. A cubin can come from an
 untrusted bundle, so every offset is bounds-checked and any malformed input is a
 `CubinError`. Pure Python, no state, nothing is executed.
+
+Why not pyelftools: measured, `import elftools.elf.elffile` takes about 31 ms, and a
+cubin's header is checked on every load at serve time (three fields here, about a
+microsecond); and pyelftools decodes `st_other` into visibility and `local` bits only,
+dropping STO_CUDA_ENTRY (0x10), the one bit that tells an entry from a `__device__`
+helper. The symbol walk below is the 40 lines it would have replaced.
 """
 
 from __future__ import annotations

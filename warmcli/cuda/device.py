@@ -6,7 +6,9 @@ numba) and makes it current only for the span of each call, popping it in a
 `finally`: the context stack is per thread, and none is left pushed. It owns
 the modules, streams and allocations it made and frees them in `close()`.
 Before loading a cubin it checks the cubin's SM against the device's compute
-capability, so a wrong build is a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU.
+capability, so a wrong build is a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU;
+PTX (served to a GPU newer than every cubin) is checked against the GPU and the
+driver's CUDA version first, then JIT-compiled by the driver as it loads.
 Timing records CUDA events on the measured stream itself. `pycuda.driver` is
 imported only inside functions: importing this module needs no pycuda, no driver.
 """
@@ -19,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.cuda.arch import CompilerSlot, require_upload
+from warmcli.cuda.arch import CompilerSlot, require_loadable, require_upload
+from warmcli.cuda.choose import CudaCompiler
 from warmcli.cuda.cubin import CubinError, cubin_sm
-from warmcli.cuda.nvcc import NvccCompiler
+from warmcli.cuda.ptx import is_ptx
 from warmcli.device import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
 from warmcli.kernel import Kernel
 from warmcli.launch_args import converter
@@ -82,17 +85,19 @@ def list_cuda_devices() -> list[dict[str, Any]]:
         return []
 
 
-def open_cuda_devices(spec: str, nvcc: str | None = None) -> list[CudaDevice]:
+def open_cuda_devices(
+    spec: str, nvcc: str | None = None, *, compiler: str | None = None
+) -> list[CudaDevice]:
     """`cuda` opens every GPU, `cuda:N` the N-th one."""
     if spec == "cuda":
         count = len(list_cuda_devices())
         if count == 0:
             raise DeviceError("no CUDA device found (pycuda, an NVIDIA driver and a GPU needed)")
-        return [CudaDevice(i, nvcc) for i in range(count)]
+        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
     prefix, _, number = spec.partition(":")
     if prefix != "cuda" or not number.isdigit():
         raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
-    return [CudaDevice(int(number), nvcc)]
+    return [CudaDevice(int(number), nvcc, compiler=compiler)]
 
 
 class CudaStream(Stream):
@@ -114,7 +119,9 @@ class CudaDevice:
     backend = "cuda"
     can_execute = True
 
-    def __init__(self, index: int = 0, nvcc: str | None = None) -> None:
+    def __init__(
+        self, index: int = 0, nvcc: str | None = None, *, compiler: str | None = None
+    ) -> None:
         cuda = _driver()
         try:
             count = cuda.Device.count()
@@ -131,7 +138,7 @@ class CudaDevice:
         self.index = index
         self.id = f"cuda:{index}"
         self.arch = f"sm_{self.capability[0]}{self.capability[1]}"
-        self._compilers = CompilerSlot(self.id, self.arch, nvcc)
+        self.compilers = CompilerSlot(self.id, self.arch, nvcc, compiler)
         self._buffers: list[Buffer] = []
         self._modules: list[Any] = []
         self._streams: list[Any] = []
@@ -140,8 +147,8 @@ class CudaDevice:
     def fingerprint(self) -> DeviceFingerprint:
         return DeviceFingerprint("cuda", self.name, self.arch, self._driver)
 
-    def compiler(self, language: str) -> NvccCompiler:
-        return self._compilers.get(language)
+    def compiler(self, language: str) -> CudaCompiler:
+        return self.compilers.get(language)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[Any]:
@@ -167,12 +174,15 @@ class CudaDevice:
             )
 
     def load_module(self, binary: bytes) -> Any:
-        self._check_arch(binary)
+        if is_ptx(binary):  # JIT by the driver: checked against this GPU and its driver first
+            binary = require_loadable(self.id, binary, self.arch, self._driver) + b"\0"
+        else:
+            self._check_arch(binary)
         with self.active() as cuda:
             try:
                 module = cuda.module_from_buffer(binary)
             except cuda.Error as exc:
-                raise DeviceError(f"{self.id} could not load a cubin: {exc}") from exc
+                raise DeviceError(f"{self.id} could not load a module: {exc}") from exc
         self._modules.append(module)
         return module
 

@@ -1,13 +1,15 @@
 """nvcc: finding it, checking architectures, and compiling many kernels in one process.
 
-`find_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
+`locate_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
 `CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside
-site-packages) and fails with one line saying what to install. `NvccCompiler`
-implements the `Compiler` protocol: a group of units becomes ONE translation unit
-(includes hoisted, each kernel in its own namespace with its defines set and
-undone, its entry renamed to the unit's symbol and its signature probe after it,
-`warmcli.signature`), compiled by one
-`nvcc --cubin` in a temporary folder and killed with its children on timeout.
+site-packages), says where it found it, and fails with one line saying what to
+install. `NvccCompiler` implements the `Compiler` protocol: a group of units
+becomes ONE translation unit (includes hoisted, each kernel in its own namespace
+with its defines set and undone, its entry renamed to the unit's symbol and its
+signature probe after it, `warmcli.signature`), compiled by one `nvcc --cubin` in a
+temporary folder and killed with its children on timeout; with `--keep` the PTX it
+made on the way is kept beside the cubin. The group checks (`group_target`,
+`check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
@@ -35,6 +37,7 @@ from warmcli.compiler import (
     split_includes,
 )
 from warmcli.cuda.cubin import check_cubin, cubin_functions
+from warmcli.cuda.ptx import ptx_arch_for
 from warmcli.toolchain import Toolchain, ToolchainError, probe
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
@@ -101,18 +104,29 @@ def _candidates() -> Iterator[tuple[str, str | None]]:
                 yield "nvidia-cuda-nvcc package", found
 
 
-def find_nvcc(explicit: str | None = None) -> str:
-    """The nvcc to use; an explicit path or WARM_NVCC that is not an executable is an error."""
+def locate_nvcc(explicit: str | None = None) -> tuple[str, str]:
+    """(the nvcc to use, where it was found); an explicit path or WARM_NVCC that is not an
+    executable is an error."""
     for where, value in (("--nvcc", explicit), ("WARM_NVCC", os.environ.get("WARM_NVCC"))):
         if value:
             found = shutil.which(value) if os.sep not in value else _executable(value)
             if not found:
                 raise ToolchainError(f"nvcc from {where} ({value}) is not an executable file")
-            return found
-    for _, found in _candidates():
+            return found, where
+    for where, found in _candidates():
         if found:
-            return found
+            return found, where
     raise ToolchainError(f"nvcc not found (CUDA_HOME, PATH, nvidia-cuda-nvcc): {INSTALL_HINT}")
+
+
+def find_nvcc(explicit: str | None = None) -> str:
+    """The nvcc to use (see `locate_nvcc`)."""
+    return locate_nvcc(explicit)[0]
+
+
+def nvcc_candidates() -> list[tuple[str, str]]:
+    """Every nvcc the search order finds, (where, path), first the one it picks."""
+    return [(where, found) for where, found in _candidates() if found]
 
 
 def parse_arch(arch: str) -> int:
@@ -146,15 +160,60 @@ def _release(toolchain: Toolchain) -> str:
     return m.group(1) if m else toolchain.version
 
 
-def _check_options(options: Sequence[str], units: Sequence[CompileUnit]) -> None:
+def check_options(
+    options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
+) -> None:
+    """A CompileFailure for an option that would change what is built or where it goes."""
     for opt in options:
         name = opt.split("=", 1)[0]
-        if name in _RESERVED:
+        if name in reserved:
             raise CompileFailure(
                 f"option {opt!r} is reserved: warm sets the architecture, the output kind "
-                "(--cubin) and the output file itself",
+                "(cubin, and PTX beside it) and the output file itself",
                 tuple(units),
             )
+
+
+def group_target(units: Sequence[CompileUnit], compiler: str) -> tuple[str, tuple[str, ...]]:
+    """The one architecture and option set a group shares; ValueError when it does not."""
+    if not units:
+        raise ValueError("compile_group needs at least one unit")
+    arch, options = units[0].arch, units[0].kernel.options
+    if any(u.arch != arch or u.kernel.options != options for u in units):
+        raise ValueError("a compile group must share one architecture and one option set")
+    if any(u.kernel.language != "cuda" for u in units):
+        raise ValueError(f"{compiler} compiles only language='cuda' kernels")
+    return arch, options
+
+
+def built_group(
+    binary: bytes,
+    arch: str,
+    units: Sequence[CompileUnit],
+    log: str,
+    seconds: float,
+    command: tuple[str, ...],
+    ptx: tuple[str, bytes] | None = None,
+) -> CompiledGroup:
+    """A group's cubin checked (for `arch`, holding every unit's entry) and wrapped."""
+    check_cubin(binary, arch)
+    missing = sorted({u.symbol for u in units} - cubin_functions(binary))
+    if missing:
+        entries = ", ".join(u.kernel.entry for u in units if u.symbol in missing)
+        raise CompileFailure(
+            f"entry {entries} is not in the cubin: declare it "
+            f'extern "C" __global__ void <entry>(...)',
+            tuple(units),
+        )
+    return CompiledGroup(
+        binary=binary,
+        symbols={u.key: u.symbol for u in units},
+        log=log,
+        seconds=seconds,
+        command=command,
+        ptx=ptx[1] if ptx else b"",
+        ptx_arch=ptx[0] if ptx else "",
+    )
 
 
 def _unique(units: Sequence[CompileUnit]) -> list[CompileUnit]:
@@ -175,12 +234,17 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
 
 
 class NvccCompiler:
-    """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out."""
+    """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
+
+    `ptx` is None (no PTX), `"auto"` (the PTX of each group's own architecture, kept
+    from the same nvcc run with `--keep`: free) or a `compute_XX` (one more nvcc run).
+    """
 
     language = "cuda"
 
-    def __init__(self, nvcc: str | None = None) -> None:
-        self.path = find_nvcc(nvcc)
+    def __init__(self, nvcc: str | None = None, ptx: str | None = None) -> None:
+        self.path, self.found_by = locate_nvcc(nvcc)
+        self.ptx = ptx
 
     @property
     def toolchain(self) -> Toolchain:
@@ -197,12 +261,14 @@ class NvccCompiler:
             )
         return sm
 
-    def command(self, arch: str, options: Sequence[str]) -> tuple[str, ...]:
-        """The nvcc command line of one group, run in its temporary folder."""
+    def command(self, arch: str, options: Sequence[str], *, keep: bool = False) -> tuple[str, ...]:
+        """The nvcc command line of one group, run in its temporary folder (`--keep` leaves
+        the PTX it made on the way, `tu.ptx`)."""
         return (
             self.toolchain.path,
             "--cubin",
             f"-arch={arch}",
+            *(("--keep",) if keep else ()),
             *options,
             "-o",
             "out.cubin",
@@ -212,16 +278,12 @@ class NvccCompiler:
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
-        if not units:
-            raise ValueError("compile_group needs at least one unit")
-        arch, options = units[0].arch, units[0].kernel.options
-        if any(u.arch != arch or u.kernel.options != options for u in units):
-            raise ValueError("a compile group must share one architecture and one option set")
-        if any(u.kernel.language != "cuda" for u in units):
-            raise ValueError("NvccCompiler compiles only language='cuda' kernels")
+        arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
-        _check_options(options, units)
-        command = self.command(arch, options)
+        check_options(options, units)
+        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        same = ptx_arch == ptx_arch_for(arch)
+        command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
             Path(tmp, "tu.cu").write_text(translation_unit(units))
@@ -230,20 +292,8 @@ class NvccCompiler:
             except CompileFailure as failure:
                 raise signature.explain(failure) from None
             binary = Path(tmp, "out.cubin").read_bytes()
-        seconds = time.perf_counter() - started
-        check_cubin(binary, arch)
-        missing = sorted({u.symbol for u in units} - cubin_functions(binary))
-        if missing:
-            entries = ", ".join(u.kernel.entry for u in units if u.symbol in missing)
-            raise CompileFailure(
-                f"entry {entries} is not in the cubin: declare it "
-                f'extern "C" __global__ void <entry>(...)',
-                tuple(units),
-            )
-        return CompiledGroup(
-            binary=binary,
-            symbols={u.key: u.symbol for u in units},
-            log=log,
-            seconds=seconds,
-            command=command,
-        )
+            if ptx_arch and not same:
+                ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
+                run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+            ptx = (ptx_arch, Path(tmp, "tu.ptx").read_bytes()) if ptx_arch else None
+        return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)
