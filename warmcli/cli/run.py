@@ -40,7 +40,8 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.progress import RunProgress
 from warmcli.compiler import DEFAULT_COMPILE_TIMEOUT
-from warmcli.devices import open_devices
+from warmcli.device import Device
+from warmcli.devices import compiler_info, open_devices
 from warmcli.isolation import (
     CRASH_SIGNALS,
     CrashedCandidate,
@@ -49,8 +50,6 @@ from warmcli.isolation import (
     run_isolated,
 )
 from warmcli.passes import RunInterrupted, warm_bundle
-from warmcli.device import Device
-from warmcli.devices import compiler_info
 from warmcli.render import run_json, run_renderable
 from warmcli.signing import load_private_key, trusted_keys
 from warmcli.workload import load_module, load_workload
