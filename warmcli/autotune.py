@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.bundle import Bundle
+from warmcli.bundle import Bundle, BundleError
 from warmcli.device import Buffer, DeviceError, LaunchError
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
@@ -110,16 +110,29 @@ class TuneCache:
         self._lock = threading.Lock()
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}
+        self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
 
     def get(self, key: str) -> TuneRecord | None:
+        """The record under `key`; None when there is none, or the bundle's is malformed
+        (then `corrupt(key)` says what is wrong with it)."""
         with self._lock:
             record = self._records.get(key)
         if record is None and self.bundle is not None:
-            record = self.bundle.tune(key)
+            try:
+                record = self.bundle.tune(key)
+            except BundleError as exc:
+                with self._lock:
+                    self._corrupt[key] = exc.problem
+                return None
             if record is not None:
                 with self._lock:
                     self._records[key] = record
         return record
+
+    def corrupt(self, key: str) -> str | None:
+        """What is wrong with the bundle's row under `key`, if `get` found it malformed."""
+        with self._lock:
+            return self._corrupt.get(key)
 
     def put(self, record: TuneRecord) -> None:
         with self._lock:

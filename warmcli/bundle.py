@@ -7,9 +7,14 @@ by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds) and `tunes` (tune key,
 pick, every candidate's measurement). A bundle is untrusted input: it is read
 with plain SQL, never unpickled or evaluated; every field of every row is checked
-(type, size, format) before it becomes a record, a blob whose size or sha256 does
-not match is never served, and every SQLite failure becomes a `BundleError`.
-Opening reads the manifest only; kernels, tunes and blobs are read on demand.
+(type, size, format; a measured tune's pick is one of its candidates that ran)
+before it becomes a record, a blob whose size or sha256 does not match is never
+served, and every SQLite failure becomes a `BundleError`. Sizes are read before
+values: a text over its limit is refused by its `length()` in SQL (and SQLite itself
+refuses to load any value over `MAX_VALUE_BYTES`, a blob's limit for blobs), so no
+row costs more memory than its limits. Opening reads the manifest only; kernels,
+tunes and blobs are read on demand, and listings stream (`each_kernel`,
+`each_tune`), a batch of rows at a time.
 Writers take a file lock and write each batch in one transaction; the file stays
 in rollback-journal mode, so a read-only copy opens, and a write interrupted by a
 crash is rolled back by the next open. "Database is locked" is waited out by the
@@ -18,6 +23,7 @@ busy timeout and then retried, never shown.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -68,17 +74,49 @@ CREATE TABLE tunes (
 CREATE INDEX tunes_operation ON tunes(operation);
 """
 TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}
-KERNEL_COLUMNS = (
-    "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
-    "compile_log, seconds"
+MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
+READ_BATCH = 256  # rows fetched at a time while a listing streams
+
+
+def _bounded_select(columns: tuple[tuple[str, int | None], ...], table: str) -> str:
+    """SELECT of `columns`, each text read only when `length()` says it is within its limit
+    (else NULL), then one more column naming the first that is over it (NULL when none):
+    an oversized value is refused by its length, never read into Python."""
+    values = ", ".join(
+        c if limit is None else f"CASE WHEN length({c}) <= {limit} THEN {c} END"
+        for c, limit in columns
+    )
+    over = " ".join(
+        f"WHEN length({c}) > {limit} THEN '{c} ' || length({c})"
+        for c, limit in columns
+        if limit is not None
+    )
+    return f"SELECT {values}, CASE {over} END FROM {table}"
+
+
+KERNEL_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "device", "backend", "arch", "entry")),
+        ("label", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("symbol", "sha256", "toolchain")),
+        ("components", MAX_TEXT_CHARS),
+        ("compile_log", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("(SELECT size FROM blobs WHERE sha256 = kernels.sha256)", None),
+    ),
+    "kernels",
 )
-KERNEL_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256) FROM kernels"
+TUNE_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "operation")),
+        ("shape_key", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("device", "checksum", "status", "pick")),
+        ("candidates", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("measured_at", None),
+    ),
+    "tunes",
 )
-TUNE_COLUMNS = (
-    "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
-)
-TUNE_SELECT = f"SELECT {TUNE_COLUMNS} FROM tunes"
 _DELETE_UNUSED_FINGERPRINTS = """
 DELETE FROM fingerprints WHERE
     (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
@@ -95,6 +133,20 @@ _T = TypeVar("_T")
 
 class BundleError(Exception):
     """A bundle is missing, corrupt, foreign, or of another format version."""
+
+    @property
+    def problem(self) -> str:
+        """The message without the bundle's path it starts with."""
+        return str(self).split(": ", 1)[-1]
+
+
+OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
+
+
+def _corrupt(what: str, key: object, exc: Exception) -> str:
+    """What is wrong with one row, naming the entry by the start of its key."""
+    name = key[:16] if isinstance(key, str) else "?"
+    return f"corrupt {what} entry {name!r} ({exc})"
 
 
 class _Malformed(ValueError):
@@ -307,13 +359,45 @@ class Bundle:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    @contextmanager
+    def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
+        """Hold the connection, with SQLite refusing (as an error) to read any value longer
+        than `limit` bytes, so no hostile row is loaded whole (where Python can set it)."""
+        setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
         with self._lock, _sqlite_errors(self.path):
+            if setlimit is None:
+                yield
+                return
+            before = setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            try:
+                yield
+            finally:
+                setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._reading():
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
 
-    def _one(self, sql: str, params: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
-        with self._lock, _sqlite_errors(self.path):
+    def _one(
+        self, sql: str, params: tuple[object, ...] = (), limit: int = MAX_VALUE_BYTES
+    ) -> tuple[Any, ...] | None:
+        with self._reading(limit):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
+
+    def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
+        with self._reading():
+            cursor = _retrying(self.path, lambda: self._conn.execute(sql, params))
+        try:
+            while True:
+                with self._reading():
+                    rows = cursor.fetchmany(READ_BATCH)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
+                cursor.close()
 
     def manifest(self) -> dict[str, str]:
         rows = self._all("SELECT key, value FROM manifest")
@@ -327,10 +411,41 @@ class Bundle:
         row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         return None if row is None else self._parse("kernel", row[0], lambda: _kernel_record(row))
 
-    def kernels(self, entry: str | None = None) -> list[KernelRecord]:
+    def kernels(
+        self, entry: str | None = None, on_error: OnError | None = None
+    ) -> list[KernelRecord]:
         """Every kernel (or those of one entry name), by device, arch and label."""
-        order = "device, arch, label"
-        return self._records("kernel", _kernel_record, KERNEL_SELECT, order, "entry", entry)
+        return list(self.each_kernel(entry, on_error))
+
+    def each_kernel(
+        self, entry: str | None = None, on_error: OnError | None = None, *, ordered: bool = True
+    ) -> Iterator[KernelRecord]:
+        """`kernels`, streamed: one record at a time, never the whole table in memory
+        (in the order they are stored unless `ordered`).
+
+        A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
+        and the problem) and skipped."""
+        order = "device, arch, label" if ordered else "rowid"
+        rows = self._rows(KERNEL_SELECT, order, "entry", entry)
+        return self._each("kernel", _kernel_record, rows, on_error)
+
+    def each_orphan(self) -> Iterator[KernelRecord]:
+        """The well-formed kernels whose blob the bundle does not hold, streamed."""
+        orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
+        rows = self._iter(f"{orphans} ORDER BY device, arch, label")
+        return self._each("kernel", _kernel_record, rows, lambda *_: None)
+
+    def each_kernel_used(
+        self, on_error: OnError | None = None
+    ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
+        """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
+        select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
+
+        def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
+            return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
+
+        rows = self._rows(select, "device, arch, label", "entry", None)
+        return self._each("kernel", parse, rows, on_error)
 
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
@@ -339,6 +454,7 @@ class Bundle:
             "SELECT size, length(data), typeof(data), "
             "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
             (MAX_BLOB_BYTES, sha256),
+            MAX_BLOB_BYTES,
         )
         if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
@@ -355,24 +471,48 @@ class Bundle:
         row = self._one(f"{TUNE_SELECT} WHERE key = ?", (key,))
         return None if row is None else self._parse("tune", row[0], lambda: _tune_record(row))
 
-    def tunes(self, operation: str | None = None) -> list[TuneRecord]:
+    def tunes(
+        self, operation: str | None = None, on_error: OnError | None = None
+    ) -> list[TuneRecord]:
         """Every tune (or those of one operation), by operation and shape."""
-        order = "operation, shape_key"
-        return self._records("tune", _tune_record, TUNE_SELECT, order, "operation", operation)
+        return list(self.each_tune(operation, on_error))
 
-    def _records(
+    def each_tune(
+        self,
+        operation: str | None = None,
+        on_error: OnError | None = None,
+        limit: int = -1,
+        *,
+        ordered: bool = True,
+    ) -> Iterator[TuneRecord]:
+        """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative)."""
+        order = "operation, shape_key" if ordered else "rowid"
+        rows = self._rows(TUNE_SELECT, order, "operation", operation, limit)
+        return self._each("tune", _tune_record, rows, on_error)
+
+    def _rows(
+        self, select: str, order: str, column: str, value: str | None, limit: int = -1
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (those whose `column` is `value`, if given), streamed."""
+        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
+        return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))
+
+    def _each(
         self,
         what: str,
         parse: Callable[[tuple[Any, ...]], _T],
-        select: str,
-        order: str,
-        column: str,
-        value: str | None,
-    ) -> list[_T]:
-        """Every row of `select` (those whose `column` is `value`, if given), parsed."""
-        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
-        rows = self._all(f"{select} {where} ORDER BY {order}", params)
-        return [self._parse(what, r[0], lambda r=r: parse(r)) for r in rows]
+        rows: Iterable[tuple[Any, ...]],
+        on_error: OnError | None,
+    ) -> Iterator[_T]:
+        for row in rows:
+            try:
+                record = parse(row)
+            except _Malformed as exc:
+                if on_error is None:
+                    raise BundleError(f"{self.path}: {_corrupt(what, row[0], exc)}") from None
+                on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
+                continue
+            yield record
 
     def foreign(self, backend: str, arch: str, toolchains: Iterable[str], device: str) -> list[str]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
@@ -405,8 +545,7 @@ class Bundle:
         try:
             return parse()
         except _Malformed as exc:
-            name = key[:16] if isinstance(key, str) else "?"
-            raise BundleError(f"{self.path}: corrupt {what} entry {name!r} ({exc})") from None
+            raise BundleError(f"{self.path}: {_corrupt(what, key, exc)}") from None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -537,7 +676,7 @@ class Bundle:
 
         A blob that is not binary, or over the size limit, has the digest "" (never read).
         """
-        for (sha,) in self._all("SELECT sha256 FROM blobs ORDER BY sha256"):
+        for (sha,) in self._iter("SELECT sha256 FROM blobs ORDER BY sha256"):
             row = self._one(
                 "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
             )
@@ -546,7 +685,7 @@ class Bundle:
             size, length, kind = row
             actual = ""
             if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
-                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,))
+                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
                 if data is not None and isinstance(data[0], bytes):
                     actual = hashlib.sha256(data[0]).hexdigest()
             stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
@@ -560,11 +699,11 @@ class Bundle:
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
 
     def aggregate(
-        self, sample: int = 0
+        self, sample: int = 0, operation: str | None = None
     ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
         """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
         distinct blobs) and (operation, device, tunes, pending), plus the first `sample` tunes
-        by operation and shape, read whole."""
+        by operation and shape (of `operation` only, if given), read whole."""
         kernel_rows = self._all(
             "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
             "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
@@ -576,7 +715,6 @@ class Bundle:
             "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
             "GROUP BY operation, device ORDER BY operation, device"
         )
-        first = self._all(f"{TUNE_SELECT} ORDER BY operation, shape_key LIMIT ?", (sample,))
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
@@ -585,7 +723,19 @@ class Bundle:
         return (
             [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
             [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-            [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in first],
+            list(self.each_tune(operation, limit=sample)),
+        )
+
+    def operations(self, limit: int) -> list[str]:
+        """The first `limit` operations the bundle holds tunes of, by name (well-formed ones)."""
+        rows = self._all(
+            "SELECT DISTINCT operation FROM tunes ORDER BY operation LIMIT ?", (limit,)
+        )
+        return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
+
+    def has_operation(self, operation: str) -> bool:
+        return (
+            self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
         )
 
 
@@ -709,8 +859,17 @@ def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
     }
 
 
+def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row of `_bounded_select` without its last column, which must name no oversized field."""
+    if row[-1] is not None:
+        field, _, length = str(row[-1]).rpartition(" ")
+        raise _Malformed(f"{field}: {length} characters, over the limit")
+    return row[:-1]
+
+
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, row, strict=True)]
+    fields_row = _within_limits(row)
+    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, fields_row, strict=True)]
     fields = dict(zip((f for f, _ in _KERNEL_FIELDS), values, strict=True))
     comps = fields["components"]
     assert isinstance(comps, dict)
@@ -719,7 +878,8 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
 
 
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:
-    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = row
+    fields_row = _within_limits(row)
+    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = fields_row
     items = _named("candidates", lambda v: _json_value(_text(v)), cands)
     if not isinstance(items, list):
         raise _Malformed("candidates: not a JSON list")
@@ -750,4 +910,11 @@ def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     )
     if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
         raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    if record.status == "measured":  # production serves only a pick that ran: so must verify
+        picked = next((c for c in candidates if c.name == record.pick), None)
+        if record.pick is None:
+            raise _Malformed("pick: a measured tune with no pick")
+        if picked is None or picked.status != "ok":
+            what = "not one of its candidates" if picked is None else "a candidate that failed"
+            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
     return record

@@ -7,7 +7,9 @@ components) and naming the component that differs: `toolchain`, `arch`,
 `options`, `defines`, `source` for a kernel; `device` (fingerprint), `checksum`
 (candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
-without a GPU, `binary` for a build whose blob cannot be served, `signature` when
+without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
+entry whose row is malformed (it is never served; a malformed row of the same
+entry or operation is skipped when looking for the nearest), `signature` when
 only the parameter letters or language differ. A `MissPolicy` says what a runtime
 does with an explanation: it always counts it (per reason) into the active
 collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
@@ -52,6 +54,7 @@ REASONS = {
     "absent": "not in the bundle",
     "pending": "tune pending",
     "binary": "binary unusable",
+    "corrupt": "corrupt entry",
 }
 PROCESS = "this process wants"
 _SHOWN = 3
@@ -221,7 +224,7 @@ def explain_kernel(
     bundle: Bundle, kernel: Kernel, key: str, wanted: Mapping[str, str]
 ) -> MissExplanation:
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
-    held = [r.components for r in bundle.kernels(kernel.entry) if r.components]
+    held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
     if not held:
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
@@ -237,6 +240,15 @@ def explain_kernel(
         "bundle has a build with the same source, options, defines, arch and toolchain; "
         "its parameter letters or language differ",
     )
+
+
+def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
+    """The bundle holds a row under `key` that is malformed: a miss, never served."""
+    return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+
+
+def _skip(key: str, problem: str) -> None:
+    """A malformed row met while looking for the nearest entry: not a candidate."""
 
 
 def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
@@ -276,7 +288,7 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(tunable.candidates)),
     }
-    held = [tune_components(r) for r in bundle.tunes(tunable.name)]
+    held = [tune_components(r) for r in bundle.tunes(tunable.name, _skip)]
     if not held:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {tunable.name!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)

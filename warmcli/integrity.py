@@ -3,19 +3,23 @@
 `check_bundle` opens a bundle read-only (which already refuses a file that is not
 a warm bundle or is of another format version) and then checks SQLite's own
 page-level consistency, the manifest's fields, every blob against its sha256 and
-size, that every kernel's blob is there, and that every tune's candidates parse.
-It returns an `IntegrityReport` naming each problem; it never repairs, deletes or
-writes anything.
+size, that every kernel's row is well formed and its blob is there, and that every
+tune's row is (its candidates parse, its pick is one of them). Rows and blobs are
+streamed one at a time, so memory does not grow with the bundle: the report keeps
+the first `LISTED` problems and counts the rest. It returns an `IntegrityReport`
+naming each problem; it never repairs, deletes or writes anything.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from warmcli.bundle import FORMAT_VERSION, Bundle, BundleError
+from warmcli.bundle import FORMAT_VERSION, Bundle
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
+LISTED = 1_000  # problems named in a report; the rest are counted in `unlisted`
 
 
 @dataclass
@@ -28,10 +32,17 @@ class IntegrityReport:
     blobs: int = 0
     tunes: int = 0
     problems: list[str] = field(default_factory=list)
+    unlisted: int = 0  # problems found beyond the first `LISTED`
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def add(self, problem: str) -> None:
+        if len(self.problems) < LISTED:
+            self.problems.append(problem)
+        else:
+            self.unlisted += 1
 
 
 def _manifest_problems(manifest: dict[str, str]) -> list[str]:
@@ -51,27 +62,27 @@ def _manifest_problems(manifest: dict[str, str]) -> list[str]:
 def check_bundle(path: str | os.PathLike[str]) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
     report = IntegrityReport(str(path))
+
+    def corrupt(counter: str) -> Callable[[str, str], None]:
+        def add(_key: str, problem: str) -> None:
+            setattr(report, counter, getattr(report, counter) + 1)
+            report.add(problem)
+
+        return add
+
     with Bundle.open(path) as bundle:
-        report.problems += [f"sqlite: {line}" for line in bundle.integrity_check()]
-        report.problems += _manifest_problems(bundle.manifest())
-        blobs: set[str] = set()
+        for problem in [f"sqlite: {line}" for line in bundle.integrity_check()]:
+            report.add(problem)
+        for problem in _manifest_problems(bundle.manifest()):
+            report.add(problem)
         for sha, _size, actual in bundle.blob_digests():
-            blobs.add(sha)
+            report.blobs += 1
             if actual != sha:
-                report.problems.append(f"blob {sha[:16]} does not match its sha256")
-        report.blobs = len(blobs)
-        kernels = bundle.kernels()
-        report.kernels = len(kernels)
-        for k in kernels:
-            if k.sha256 not in blobs:
-                report.problems.append(
-                    f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-                )
-        keys = bundle.tune_keys()
-        report.tunes = len(keys)
-        for key in keys:
-            try:
-                bundle.tune(key)
-            except BundleError as exc:
-                report.problems.append(str(exc).split(": ", 1)[-1])
+                report.add(f"blob {sha[:16]} does not match its sha256")
+        for _ in bundle.each_kernel(on_error=corrupt("kernels"), ordered=False):
+            report.kernels += 1
+        for k in bundle.each_orphan():
+            report.add(f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}")
+        for _ in bundle.each_tune(on_error=corrupt("tunes"), ordered=False):
+            report.tunes += 1
     return report

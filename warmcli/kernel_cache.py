@@ -26,7 +26,13 @@ from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.device import Device, DeviceError
-from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusable_binary
+from warmcli.explain import (
+    MissExplanation,
+    MissPolicy,
+    corrupt_entry,
+    explain_kernel,
+    unusable_binary,
+)
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
@@ -113,7 +119,7 @@ class KernelCache:
         """The key of the bundle's build of this very kernel for this arch, if it has one."""
         if self.bundle is None:
             return None
-        for record in self.bundle.kernels(kernel.entry):
+        for record in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None):
             if record.arch == self.device.arch and record.key == kernel_key(
                 kernel, self.device.arch, record.toolchain
             ):
@@ -134,7 +140,12 @@ class KernelCache:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
-        record = self.bundle.kernel(key)
+        try:
+            record = self.bundle.kernel(key)
+        except BundleError as exc:  # a malformed row: a miss, explained as corrupt
+            why = corrupt_entry("kernel", key, kernel.label, exc.problem)
+            self._not_served(kernel, key, why)
+            return None
         if record is None:
             return None
         ours = {
@@ -286,9 +297,13 @@ class KernelCache:
         self._foreign_noted = True
         toolchains = set(self._identities.values())
         fingerprint = self.device.fingerprint.identity
-        for line in self.bundle.foreign(
-            self.device.backend, self.device.arch, toolchains, fingerprint
-        ):
+        try:
+            lines = self.bundle.foreign(
+                self.device.backend, self.device.arch, toolchains, fingerprint
+            )
+        except BundleError:  # a malformed row: served as a miss where it is needed
+            lines = []
+        for line in lines:
             active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:

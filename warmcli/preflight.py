@@ -7,24 +7,27 @@ alone, but cannot compile a miss). A tune entry is servable on a device whose
 fingerprint is the one it was measured on. `check_servable` compares every entry
 with the devices it is handed and returns those that are not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
-this machine has). It reads the bundle and probes compilers; it never compiles,
-launches or prints.
+this machine has); a malformed entry is not servable either (reason `corrupt`).
+The entries are streamed: memory holds the first `LISTED` explanations and the
+counts, whatever the bundle's size. It reads the bundle and probes compilers; it
+never compiles, launches or prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.bundle import Bundle
 from warmcli.device import Device, DeviceError
 from warmcli.devices import cuda_available, open_devices
-from warmcli.explain import MissExplanation, explained
+from warmcli.explain import MissExplanation, corrupt_entry, explained
 from warmcli.host import HostDevice
 from warmcli.toolchain import ToolchainError
 
 MACHINE = "this machine has"
+LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
 LANGUAGE = {"host": "c", "cuda": "cuda"}
 
 
@@ -57,11 +60,30 @@ class CheckReport:
     offers: list[Offer]
     kernels: int = 0
     tunes: int = 0
-    unservable: list[MissExplanation] = field(default_factory=list)
+    unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
+    unservable_count: int = 0
 
     @property
     def servable(self) -> bool:
-        return not self.unservable
+        return self.unservable_count == 0
+
+    def refuse(self, why: MissExplanation) -> None:
+        """One entry not servable here: counted, and kept if it is among the first `LISTED`."""
+        self.unservable_count += 1
+        if len(self.unservable) < LISTED:
+            self.unservable.append(why)
+
+    def corrupt(self, kind: str) -> Callable[[str, str], None]:
+        """The `on_error` of a listing: a malformed entry counts and is not servable."""
+
+        def refuse(key: str, problem: str) -> None:
+            if kind == "kernel":
+                self.kernels += 1
+            else:
+                self.tunes += 1
+            self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
+
+        return refuse
 
 
 def machine_devices(
@@ -102,27 +124,27 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     """Every entry of `bundle` that none of `devices` can serve, and why."""
     offers = [Offer.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
-    for k in bundle.kernels():
+    for k in bundle.each_kernel(on_error=report.corrupt("kernel")):
         report.kernels += 1
         here = [o for o in offers if o.backend == k.backend]
         if not here:
-            report.unservable.append(_absent("kernel", k.key, k.label, k.backend, k.arch))
+            report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
             continue
         held = {"arch": k.arch, "toolchain": k.toolchain}
         wants = [{"arch": o.arch, "toolchain": o.toolchain or k.toolchain} for o in here]
         why = _closest("kernel", k.key, k.label, held, wants, ("toolchain", "arch"))
         if why is not None:
-            report.unservable.append(why)
-    for t in bundle.tunes():
+            report.refuse(why)
+    for t in bundle.each_tune(on_error=report.corrupt("tune")):
         report.tunes += 1
         label = f"{t.operation} {t.shape_key}"
         backend = t.device.split("|", 1)[0]
         here = [o for o in offers if o.backend == backend]
         if not here:
-            report.unservable.append(_absent("tune", t.key, label, backend, t.device))
+            report.refuse(_absent("tune", t.key, label, backend, t.device))
             continue
         wants = [{"device": o.fingerprint} for o in here]
         why = _closest("tune", t.key, label, {"device": t.device}, wants, ("device",))
         if why is not None:
-            report.unservable.append(why)
+            report.refuse(why)
     return report

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -208,16 +209,16 @@ def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
 def stats_document(
     manifest: dict[str, str],
     fingerprints: list[dict[str, Any]],
-    kernels: list[KernelRecord],
-    tunes: list[TuneRecord],
-    usage: dict[str, tuple[float, float]] | None = None,
+    kernels: Iterable[tuple[KernelRecord, tuple[float, float] | None]],
+    tunes: Iterable[TuneRecord],
 ) -> dict[str, Any]:
-    usage = usage or {}
+    """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
+    entry converted as it is read (stream them, or list them)."""
     return {
         "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
-        "kernels": [kernel_json(k, usage.get(k.key)) for k in kernels],
-        "tunes": [tune_json(t) for t in tunes],
+        "kernels": (kernel_json(k, usage) for k, usage in kernels),
+        "tunes": map(tune_json, tunes),
     }
 
 
@@ -375,10 +376,13 @@ def integrity_renderable(report: IntegrityReport) -> Group:
         _status_line(
             report.ok,
             f"integrity: {report.path}: format {report.format_version}, {counts}: sound",
-            f"integrity: {report.path}: {len(report.problems)} problem(s) in {counts}",
+            f"integrity: {report.path}: {len(report.problems) + report.unlisted} problem(s) "
+            f"in {counts}",
         )
     ]
     parts += [Text(f"  {p}", style="red") for p in report.problems]
+    if report.unlisted:
+        parts.append(Text(f"  and {report.unlisted:,} more problem(s) not listed", style="red"))
     return Group(*parts)
 
 

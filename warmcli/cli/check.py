@@ -60,6 +60,7 @@ def check(
                 "tunes": report.tunes,
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [m.as_dict() for m in report.unservable],
+                "unservable_count": report.unservable_count,
             }
         )
     else:
@@ -84,7 +85,7 @@ def _print(report: CheckReport) -> None:
         )
         return
     out.print(
-        f"{held}: {len(report.unservable)} not servable here",
+        f"{held}: {report.unservable_count} not servable here",
         style="red",
         markup=False,
         soft_wrap=True,
@@ -98,7 +99,14 @@ def _print(report: CheckReport) -> None:
     for (kind, reason, detail), labels in groups.items():
         table.add_row(*(Text(v) for v in (kind, _entries(labels), reason, detail)))
     out.print(table)
-    if len(groups) < len(report.unservable):
+    if len(report.unservable) < report.unservable_count:
+        listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
+        out.print(
+            f"the first {listed} are grouped above (warm check --json lists them)",
+            style="dim",
+            markup=False,
+        )
+    elif len(groups) < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)
 
 
