@@ -76,6 +76,7 @@ CREATE INDEX tunes_operation ON tunes(operation);
 TABLES = {"manifest", "fingerprints", "blobs", "kernels", "tunes"}
 MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
 READ_BATCH = 256  # rows fetched at a time while a listing streams
+BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
 
 
 def _bounded_select(columns: tuple[tuple[str, int | None], ...], table: str) -> str:
@@ -418,16 +419,31 @@ class Bundle:
         return list(self.each_kernel(entry, on_error))
 
     def each_kernel(
-        self, entry: str | None = None, on_error: OnError | None = None, *, ordered: bool = True
+        self, entry: str | None = None, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[KernelRecord]:
         """`kernels`, streamed: one record at a time, never the whole table in memory
-        (in the order they are stored unless `ordered`).
+        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label).
 
         A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
         and the problem) and skipped."""
-        order = "device, arch, label" if ordered else "rowid"
-        rows = self._rows(KERNEL_SELECT, order, "entry", entry)
+        rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
         return self._each("kernel", _kernel_record, rows, on_error)
+
+    def keys(self, table: str) -> Iterator[tuple[str, object]]:
+        """(key, pick) of every tune (table "tunes"; a kernel's pick is None), ordered by
+        key and streamed, without reading the rest of the row; `BundleError` if a key is
+        not a sha256 in hex."""
+        assert table in ("kernels", "tunes")
+        bad = self._one(
+            f"SELECT 1 FROM {table} WHERE typeof(key) != 'text' OR length(key) != 64 "
+            "OR key GLOB '*[^0-9a-f]*' LIMIT 1"
+        )
+        if bad is not None:
+            raise BundleError(f"{self.path}: corrupt bundle ({table} hold a key not a sha256)")
+        pick = f"CASE WHEN length(pick) <= {MAX_NAME_CHARS} THEN pick END"
+        return self._iter(
+            f"SELECT key, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
+        )
 
     def each_orphan(self) -> Iterator[KernelRecord]:
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
@@ -483,11 +499,13 @@ class Bundle:
         on_error: OnError | None = None,
         limit: int = -1,
         *,
-        ordered: bool = True,
+        order: str = "",
     ) -> Iterator[TuneRecord]:
-        """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative)."""
-        order = "operation, shape_key" if ordered else "rowid"
-        rows = self._rows(TUNE_SELECT, order, "operation", operation, limit)
+        """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative; by
+        operation and shape unless `order` says otherwise)."""
+        rows = self._rows(
+            TUNE_SELECT, order or "operation, shape_key", "operation", operation, limit
+        )
         return self._each("tune", _tune_record, rows, on_error)
 
     def _rows(

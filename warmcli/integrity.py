@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from warmcli.bundle import FORMAT_VERSION, Bundle
+from warmcli.bundle import AS_STORED, FORMAT_VERSION, Bundle
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 LISTED = 1_000  # problems named in a report; the rest are counted in `unlisted`
@@ -79,10 +79,10 @@ def check_bundle(path: str | os.PathLike[str]) -> IntegrityReport:
             report.blobs += 1
             if actual != sha:
                 report.add(f"blob {sha[:16]} does not match its sha256")
-        for _ in bundle.each_kernel(on_error=corrupt("kernels"), ordered=False):
+        for _ in bundle.each_kernel(on_error=corrupt("kernels"), order=AS_STORED):
             report.kernels += 1
         for k in bundle.each_orphan():
             report.add(f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}")
-        for _ in bundle.each_tune(on_error=corrupt("tunes"), ordered=False):
+        for _ in bundle.each_tune(on_error=corrupt("tunes"), order=AS_STORED):
             report.tunes += 1
     return report

@@ -424,14 +424,39 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "only_a": [kernel_json(k) for k in diff.kernels_only_a],
             "only_b": [kernel_json(k) for k in diff.kernels_only_b],
             "shared": diff.kernels_shared,
+            "only_a_count": diff.count("kernels_only_a"),
+            "only_b_count": diff.count("kernels_only_b"),
         },
         "tunes": {
             "only_a": [_tune_brief(t) for t in diff.tunes_only_a],
             "only_b": [_tune_brief(t) for t in diff.tunes_only_b],
             "shared": diff.tunes_shared,
             "picks_changed": [dataclasses.asdict(c) for c in diff.picks_changed],
+            "only_a_count": diff.count("tunes_only_a"),
+            "only_b_count": diff.count("tunes_only_b"),
+            "picks_changed_count": diff.count("picks_changed"),
         },
     }
+
+
+def _unlisted(diff: BundleDiff) -> list[Text]:
+    """A line for each kind of difference with more entries than the diff keeps."""
+    lines = []
+    for name, listed in (
+        ("kernels_only_a", diff.kernels_only_a),
+        ("kernels_only_b", diff.kernels_only_b),
+        ("tunes_only_a", diff.tunes_only_a),
+        ("tunes_only_b", diff.tunes_only_b),
+        ("picks_changed", diff.picks_changed),
+    ):
+        if diff.count(name) > len(listed):
+            what = (
+                name.replace("_", " ").replace("only a", "only in A").replace("only b", "only in B")
+            )
+            lines.append(
+                Text(f"{what}: {diff.count(name):,} in all, the first {len(listed):,} listed")
+            )
+    return lines
 
 
 def _us(seconds: float | None) -> str:
@@ -481,6 +506,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
                 _us(c.b_seconds),
             )
         parts.append(table)
+    parts += _unlisted(diff)
     if diff.same:
         parts.append(Text("the bundles hold the same kernels and tunes, with the same picks"))
     return Group(*parts)
