@@ -452,7 +452,7 @@ class Bundle:
         return self._each("kernel", _kernel_record, rows, lambda *_: None)
 
     def each_kernel_used(
-        self, on_error: OnError | None = None
+        self, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
         """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
         select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
@@ -460,7 +460,7 @@ class Bundle:
         def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
             return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
 
-        rows = self._rows(select, "device, arch, label", "entry", None)
+        rows = self._rows(select, order or "device, arch, label", "entry", None)
         return self._each("kernel", parse, rows, on_error)
 
     def blob(self, sha256: str) -> bytes:

@@ -519,6 +519,8 @@ def clean_json(report: CleanReport) -> dict[str, Any]:
         "applied": report.applied,
         "dry_run": report.dry_run,
         "removed": [dataclasses.asdict(r) for r in plan.removals],
+        "removed_count": {"kernels": plan.removed["kernel"], "tunes": plan.removed["tune"]},
+        "removed_by_reason": dict(plan.by_reason),
         "kept_unjudged": plan.kept_unjudged,
         "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
         "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
@@ -533,17 +535,19 @@ def clean_renderable(report: CleanReport) -> Group:
     for r in plan.removals:  # one table per reason, not the reason on every row
         by_reason.setdefault(r.reason, []).append(r)
     for reason, removals in by_reason.items():
-        parts.append(Text(f"{verb.capitalize()} from {report.path} ({len(removals)}): {reason}"))
+        n = plan.by_reason.get(reason, len(removals))
+        listed = f"{n:,}" if n == len(removals) else f"{n:,}, the first {len(removals):,} listed"
+        parts.append(Text(f"{verb.capitalize()} from {report.path} ({listed}): {reason}"))
         table = listing()
         for col in ("kind", "entry", "where", "bytes"):
             table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
         for r in removals:
             table.add_row(r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
         parts.append(table)
-    kernels = sum(1 for r in plan.removals if r.kind == "kernel")
     parts.append(
         Text(
-            f"clean: {verb} {kernels} kernel(s) and {len(plan.removals) - kernels} tune(s); "
+            f"clean: {verb} {plan.removed['kernel']} kernel(s) and {plan.removed['tune']} "
+            "tune(s); "
             f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
             f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
         )
