@@ -5,13 +5,17 @@
 architectures sharing `BLOBS` real binaries (a batch shares one), and `tunes`
 tunes over `OPERATIONS` operations with four measured candidates each, every row
 valid as warm writes it (a tune's key is `tune_key` of its fields). It owns no
-state; the tests of bounded memory and time run the real CLI over its output.
+state; the tests of bounded memory and time run the real CLI over its output, each
+in a process of its own whose peak memory `peak_rss` reads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 from warmcli.bundle import Bundle
@@ -62,3 +66,28 @@ def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
         conn.execute(_KERNELS, (kernels, TOOLCHAIN, BLOBS))
         conn.execute(_TUNES, (tunes,))
     return path
+
+
+_MEASURED = """
+import json, resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps([proc.returncode, proc.stdout, proc.stderr, peak]))
+"""
+
+
+def peak_rss(
+    args: list[str], env: dict[str, str], timeout: float = 600
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `args` from a fresh process of its own (so no other child's peak counts) and
+    return how it ended and its peak resident memory, in MiB (`ru_maxrss` of its child)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=True,
+    )
+    code, out, err, peak = json.loads(ran.stdout)
+    return subprocess.CompletedProcess(args, code, out, err), peak / 1024

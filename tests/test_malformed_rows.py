@@ -1,7 +1,8 @@
 """A malformed row production needs, and a tune whose pick is not one of its candidates:
 production, `warm verify` and `warm check` agree. Production serves everything else and
 treats the row as a miss with reason `corrupt` (explained, counted, refused under strict
-mode); verify and check fail the bundle naming the entry. Real parts: a bundle from
+mode); verify and check fail the bundle naming the entry. A text over its limit is
+refused by its length, never read. Real parts: a bundle from
 `warm run`, edited with plain SQL, served by a real production subprocess.
 """
 
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from big_bundle import peak_rss
 from conftest import EXAMPLES, ROOT, Warm
 
 EXAMPLE = EXAMPLES / "matmul_host.py"
@@ -135,3 +137,30 @@ def test_the_sound_bundle_passes_all_three(warmed: Path, warm: Warm) -> None:
     assert json.loads(served.stdout) == {"kernel": {}, "tune": {}, "lines": []}
     assert warm("verify", warmed).returncode == 0
     assert warm("check", warmed).returncode == 0
+
+
+HUGE = f"UPDATE tunes SET candidates = '[' || hex(zeroblob(70000000)) || ']' {FIRST_TUNE}"
+
+
+def test_an_oversized_text_is_refused_by_its_length_never_read(
+    warmed: Path, warm: Warm, tmp_path: Path
+) -> None:
+    """A 140 MB `candidates` text: production misses that one tune (corrupt) and serves the
+    rest, `stats` and `verify` refuse the bundle in one line; none of them reads the text
+    (each peaks within 32 MiB of the same process on the sound bundle)."""
+    path = spoiled(warmed, tmp_path, HUGE)
+    produce = [sys.executable, "-c", SERVE, str(EXAMPLE)]
+    served, peak = peak_rss(produce, {**warm.env, "WARM_BUNDLE": str(path)})
+    _, sound = peak_rss(produce, {**warm.env, "WARM_BUNDLE": str(warmed)})
+    assert served.returncode == 0, served.stderr
+    doc = json.loads(served.stdout)
+    assert (doc["kernel"], doc["tune"]) == ({}, {"corrupt": 1}), doc
+    assert peak - sound < 32, (peak, sound)
+    for command in ("stats", "verify"):
+        args = [sys.executable, "-m", "warmcli", command, str(path), "--json"]
+        refused, peak = peak_rss(args, warm.env)
+        _, sound = peak_rss([*args[:4], str(warmed), "--json"], warm.env)
+        assert refused.returncode in (1, 2), refused.stdout + refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert "corrupt" in refused.stdout + refused.stderr
+        assert peak - sound < 32, (command, peak, sound)
