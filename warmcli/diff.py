@@ -118,23 +118,20 @@ def diff_keys(
     but through `read`)."""
     diff = BundleDiff(a, b)
     ra, rb = read
-    for ka, kb in joined(*kernels):
-        if ka is None:
-            diff.keep("kernels_only_b", lambda k=kb: rb("kernel", k.key))
-        elif kb is None:
-            diff.keep("kernels_only_a", lambda k=ka: ra("kernel", k.key))
-        else:
-            diff.kernels_shared += 1
-    for ta, tb in joined(*tunes):
-        if ta is None:
-            diff.keep("tunes_only_b", lambda t=tb: rb("tune", t.key))
-        elif tb is None:
-            diff.keep("tunes_only_a", lambda t=ta: ra("tune", t.key))
-        else:
-            diff.tunes_shared += 1
-            if ta.pick != tb.pick:
-                key = ta.key
+    shared = {"kernel": 0, "tune": 0}
+    for kind, (xs, ys) in (("kernel", kernels), ("tune", tunes)):
+        for x, y in joined(xs, ys):
+            if x is None or y is None:
+                side, entry, reader = ("b", y, rb) if x is None else ("a", x, ra)
+                assert entry is not None
+                key = entry.key
+                diff.keep(f"{kind}s_only_{side}", lambda r=reader, w=kind, k=key: r(w, k))
+                continue
+            shared[kind] += 1
+            if x.pick != y.pick:  # a kernel's is None in both
+                key = x.key
                 diff.keep("picks_changed", lambda k=key: _change(ra("tune", k), rb("tune", k)))
+    diff.kernels_shared, diff.tunes_shared = shared["kernel"], shared["tune"]
     return diff
 
 
