@@ -8,8 +8,9 @@ candidate invalidates old picks. On a miss a tune measures every candidate
 (warm-up, then repeats, median) on the stream it measures on, switched to
 `Execute` by a `StreamModeOverride`; a candidate that fails to compile or run is
 excluded and recorded; the fastest wins and every measurement is kept. The
-`TuneCache` owns the records of one device and reads the bundle on demand; it
-never writes the bundle itself.
+`TuneCache` owns the records of one device and reads the bundle on demand (a
+malformed row is no record: it remembers what is wrong, for the runtime to explain
+the miss as `corrupt`); it never writes the bundle itself.
 """
 
 from __future__ import annotations

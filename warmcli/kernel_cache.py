@@ -2,8 +2,9 @@
 
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
-sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason and rebuilt); else compiled.
+row is well formed, its sha256 matches, it was built for this backend, arch and
+toolchain, and it loads here, counted `loaded`; else noted, counted by reason
+(`corrupt` for a malformed row) and rebuilt); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
