@@ -362,8 +362,9 @@ class Bundle:
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
-        """Hold the connection, with SQLite refusing (as an error) to read any value longer
-        than `limit` bytes, so no hostile row is loaded whole (where Python can set it)."""
+        """Hold the connection, with SQLite refusing (as an error) to load any value longer
+        than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
+        on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
         setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
         with self._lock, _sqlite_errors(self.path):
             if setlimit is None:
