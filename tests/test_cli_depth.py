@@ -267,12 +267,14 @@ def test_plan_clean_judges_only_what_it_can() -> None:
         _tune("t-gpu", "cuda|H100|sm_90|580.1"),
         _tune("t-pending", "cuda|compile-only|sm_90|none"),
     ]
-    plan = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine)
+    used = {"mine-old": 1.0, "mine-new": 2.0}
+    with_times = [(k, used.get(k.key, 0.0)) for k in kernels]
+    plan = plan_clean(with_times, tunes, machine)
     assert {r.key for r in plan.removals} == {"foreign", "t-there"}
     assert any("nvcc" in n for n in plan.kept_unjudged)
     assert any("cuda" in n for n in plan.kept_unjudged)
-    lru = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine, max_size=100)
+    lru = plan_clean(with_times, tunes, machine, max_size=100)
     assert [r.key for r in lru.removals if "least recently" in r.reason] == ["cubin", "mine-old"]
     assert lru.binary_bytes_after == 100
-    kept = plan_clean(kernels, tunes, {}, machine, keep_foreign=True)
+    kept = plan_clean(with_times, tunes, machine, keep_foreign=True)
     assert kept.removals == []

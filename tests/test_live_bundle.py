@@ -48,7 +48,7 @@ sys.argv[0] = "warm"
 main()
 """
 MERGE_PUBLISH = "warmcli.merge:_publish"  # a merge, after its reads
-VERIFY_KERNELS = "warmcli.bundle:Bundle.kernels"  # verify, after the blobs, before the kernels
+VERIFY_KERNELS = "warmcli.bundle:Bundle.each_kernel"  # verify, after the blobs, before the kernels
 
 
 class Paused:

@@ -11,8 +11,9 @@ back after every run (`warmcli.tune_guard`), so the caller's data is as it was; 
 candidate that fails to compile, raises any exception, fails the tunable's output
 check, or crashed an earlier `warm run` worker (`warmcli.isolation`) is excluded with
 its reason; the fastest wins and every measurement is kept. The
-`TuneCache` owns the records of one device and reads the bundle on demand; it
-never writes the bundle itself.
+`TuneCache` owns the records of one device and reads the bundle on demand (a
+malformed row is no record: it remembers what is wrong, for the runtime to explain
+the miss as `corrupt`); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.bundle import Bundle
+from warmcli.bundle import Bundle, BundleError
 from warmcli.device import Buffer, Device
 from warmcli.isolation import excluded, measuring
 from warmcli.kernel import Kernel
@@ -152,16 +153,29 @@ class TuneCache:
         self._lock = threading.Lock()
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}
+        self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
 
     def get(self, key: str) -> TuneRecord | None:
+        """The record under `key`; None when there is none, or the bundle's is malformed
+        (then `corrupt(key)` says what is wrong with it)."""
         with self._lock:
             record = self._records.get(key)
         if record is None and self.bundle is not None:
-            record = self.bundle.tune(key)
+            try:
+                record = self.bundle.tune(key)
+            except BundleError as exc:
+                with self._lock:
+                    self._corrupt[key] = exc.problem
+                return None
             if record is not None:
                 with self._lock:
                     self._records[key] = record
         return record
+
+    def corrupt(self, key: str) -> str | None:
+        """What is wrong with the bundle's row under `key`, if `get` found it malformed."""
+        with self._lock:
+            return self._corrupt.get(key)
 
     def put(self, record: TuneRecord) -> None:
         with self._lock:

@@ -13,22 +13,28 @@ untrusted input: it is read with plain SQL, never unpickled or evaluated (and it
 binaries are native code: see `warmcli.signing`); its schema must be exactly warm's
 (`sqlite_master` compared row by row, so no trigger, view, extra index or
 generated column of a bundle ever runs), with `trusted_schema` off; every field
-of every row is checked (type, size, format) before it becomes a record, a blob
-whose size or sha256 does not match is never served, and every SQLite failure
-becomes a one-line `BundleError` (a full disk is named so: the write was rolled
-back). Opening checks the schema; kernels, tunes and blobs are read on demand,
-and `snapshot` reads several things in one read transaction. Writers take a file
-lock (`write_lock`) and write each batch in one transaction; a writer whose file
-was replaced meanwhile (a merge published over it, holding that lock) writes to
-the new one, and a writer's first write removes what dead writers left beside the
-file. The file stays in rollback-journal mode (a file switched to WAL is switched
-back on open, or refused where it cannot be written), so a read-only copy opens,
-and a write interrupted by a crash is rolled back by the next open. "Database is
-locked" is waited out by the busy timeout and then retried, never shown.
+of every row is checked (type, size, format; a measured tune's pick is one of its
+candidates that ran) before it becomes a record, a blob whose size or sha256 does
+not match is never served, and every SQLite failure becomes a one-line
+`BundleError` (a full disk is named so: the write was rolled back). Sizes are read
+before values: a text over its limit is refused by its `length()` in SQL (and SQLite
+itself refuses to load any value over `MAX_VALUE_BYTES`, a blob's limit for blobs),
+so no row costs more memory than its limits. Opening checks the schema; kernels,
+tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a
+batch of rows at a time, and `snapshot` reads several things in one read
+transaction. Writers take a file lock (`write_lock`) and write each batch in one
+transaction; a writer whose file was replaced meanwhile (a merge published over it,
+holding that lock) writes to the new one, and a writer's first write removes what
+dead writers left beside the file. The file stays in rollback-journal mode (a file
+switched to WAL is switched back on open, or refused where it cannot be written), so
+a read-only copy opens, and a write interrupted by a crash is rolled back by the next
+open. "Database is locked" is waited out by the busy timeout and then retried, never
+shown.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -101,20 +107,62 @@ KERNEL_COLUMNS = (
     "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
     "compile_log, seconds"
 )
-KERNEL_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256) FROM kernels"
+MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
+READ_BATCH = 256  # rows fetched at a time while a listing streams
+BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
+
+
+def _bounded_select(columns: tuple[tuple[str, int | None], ...], table: str) -> str:
+    """SELECT of `columns`, each text read only when `length()` says it is within its limit
+    (else NULL), then one more column naming the first that is over it (NULL when none):
+    an oversized value is refused by its length, never read into Python."""
+    values = ", ".join(
+        c if limit is None else f"CASE WHEN length({c}) <= {limit} THEN {c} END"
+        for c, limit in columns
+    )
+    over = " ".join(
+        f"WHEN length({c}) > {limit} THEN '{c} ' || length({c})"
+        for c, limit in columns
+        if limit is not None
+    )
+    return f"SELECT {values}, CASE {over} END FROM {table}"
+
+
+KERNEL_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "device", "backend", "arch", "entry")),
+        ("label", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("symbol", "sha256", "toolchain")),
+        ("components", MAX_TEXT_CHARS),
+        ("compile_log", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("(SELECT size FROM blobs WHERE sha256 = kernels.sha256)", None),
+    ),
+    "kernels",
+)
+TUNE_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "operation")),
+        ("shape_key", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("device", "checksum", "status", "pick")),
+        ("candidates", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("measured_at", None),
+    ),
+    "tunes",
 )
 TUNE_COLUMNS = (
     "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
 )
-TUNE_SELECT = f"SELECT {TUNE_COLUMNS} FROM tunes"
+KERNEL_WIDTH = KERNEL_COLUMNS.count(",") + 1  # the signed columns lead each bounded select
+TUNE_WIDTH = TUNE_COLUMNS.count(",") + 1
 # What a signature covers: every row, each table's columns but its times of use.
 SIGNED_ROWS = (
     ("manifest", "SELECT key, value FROM manifest WHERE key IS NOT 'updated'"),
     ("fingerprints", "SELECT identity, kind, data FROM fingerprints"),
     ("blobs", "SELECT sha256, size FROM blobs"),
     ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
-    ("tunes", TUNE_SELECT),
+    ("tunes", f"SELECT {TUNE_COLUMNS} FROM tunes"),
 )
 _DELETE_UNUSED_FINGERPRINTS = """
 DELETE FROM fingerprints WHERE
@@ -132,6 +180,20 @@ _T = TypeVar("_T")
 
 class BundleError(Exception):
     """A bundle is missing, corrupt, foreign, or of another format version."""
+
+    @property
+    def problem(self) -> str:
+        """The message without the bundle's path it starts with."""
+        return str(self).split(": ", 1)[-1]
+
+
+OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
+
+
+def _corrupt(what: str, key: object, exc: Exception) -> str:
+    """What is wrong with one row, naming the entry by the start of its key."""
+    name = key[:16] if isinstance(key, str) else "?"
+    return f"corrupt {what} entry {name!r} ({exc})"
 
 
 class _Malformed(ValueError):
@@ -439,12 +501,30 @@ class Bundle:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    @contextmanager
+    def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
+        """Hold the connection, with SQLite refusing (as an error) to load any value longer
+        than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
+        on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
+        setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
         with self._lock, _sqlite_errors(self.path):
+            if setlimit is None:
+                yield
+                return
+            before = setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            try:
+                yield
+            finally:
+                setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._reading():
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
 
-    def _one(self, sql: str, params: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
-        with self._lock, _sqlite_errors(self.path):
+    def _one(
+        self, sql: str, params: tuple[object, ...] = (), limit: int = MAX_VALUE_BYTES
+    ) -> tuple[Any, ...] | None:
+        with self._reading(limit):
             return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
 
     @contextmanager
@@ -459,6 +539,21 @@ class Bundle:
                 if self._conn.in_transaction:
                     self._conn.execute("COMMIT")  # nothing was written: the read ends
 
+    def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
+        with self._reading():
+            cursor = _retrying(self.path, lambda: self._conn.execute(sql, params))
+        try:
+            while True:
+                with self._reading():
+                    rows = cursor.fetchmany(READ_BATCH)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
+                cursor.close()
+
     def manifest(self) -> dict[str, str]:
         rows = self._all("SELECT key, value FROM manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
@@ -470,14 +565,60 @@ class Bundle:
     def kernel(self, key: str) -> KernelRecord | None:
         """The kernel under `key` (None if absent, or not covered under trusted keys)."""
         row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
-        if row is None or not self._serves("kernels", key, row[:-1]):
+        if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
             return None
         return self._parse("kernel", row[0], lambda: _kernel_record(row))
 
-    def kernels(self, entry: str | None = None) -> list[KernelRecord]:
+    def kernels(
+        self, entry: str | None = None, on_error: OnError | None = None
+    ) -> list[KernelRecord]:
         """Every kernel (or those of one entry name), by device, arch and label."""
-        order = "device, arch, label"
-        return self._records("kernel", _kernel_record, KERNEL_SELECT, order, "entry", entry)
+        return list(self.each_kernel(entry, on_error))
+
+    def each_kernel(
+        self, entry: str | None = None, on_error: OnError | None = None, *, order: str = ""
+    ) -> Iterator[KernelRecord]:
+        """`kernels`, streamed: one record at a time, never the whole table in memory
+        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label).
+
+        A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
+        and the problem) and skipped."""
+        rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
+        return self._each("kernel", _kernel_record, rows, on_error)
+
+    def keys(self, table: str) -> Iterator[tuple[str, object]]:
+        """(key, pick) of every tune (table "tunes"; a kernel's pick is None), ordered by
+        key and streamed, without reading the rest of the row; `BundleError` if a key is
+        not a sha256 in hex."""
+        assert table in ("kernels", "tunes")
+        bad = self._one(
+            f"SELECT 1 FROM {table} WHERE typeof(key) != 'text' OR length(key) != 64 "
+            "OR key GLOB '*[^0-9a-f]*' LIMIT 1"
+        )
+        if bad is not None:
+            raise BundleError(f"{self.path}: corrupt bundle ({table} hold a key not a sha256)")
+        pick = f"CASE WHEN length(pick) <= {MAX_NAME_CHARS} THEN pick END"
+        return self._iter(
+            f"SELECT key, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
+        )
+
+    def each_orphan(self) -> Iterator[KernelRecord]:
+        """The well-formed kernels whose blob the bundle does not hold, streamed."""
+        orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
+        rows = self._iter(f"{orphans} ORDER BY device, arch, label")
+        return self._each("kernel", _kernel_record, rows, lambda *_: None)
+
+    def each_kernel_used(
+        self, on_error: OnError | None = None, *, order: str = ""
+    ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
+        """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
+        select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
+
+        def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
+            return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
+
+        rows = self._rows(select, order or "device, arch, label", "entry", None)
+        return self._each("kernel", parse, rows, on_error)
 
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
@@ -486,6 +627,7 @@ class Bundle:
             "SELECT size, length(data), typeof(data), "
             "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
             (MAX_BLOB_BYTES, sha256),
+            MAX_BLOB_BYTES,
         )
         if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
@@ -501,7 +643,7 @@ class Bundle:
     def tune(self, key: str) -> TuneRecord | None:
         """The tune under `key` (None if absent, or not covered under trusted keys)."""
         row = self._one(f"{TUNE_SELECT} WHERE key = ?", (key,))
-        if row is None or not self._serves("tunes", key, row):
+        if row is None or not self._serves("tunes", key, row[:TUNE_WIDTH]):
             return None
         return self._parse("tune", row[0], lambda: _tune_record(row))
 
@@ -587,24 +729,50 @@ class Bundle:
         row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
         return bool(row and row[0])
 
-    def tunes(self, operation: str | None = None) -> list[TuneRecord]:
+    def tunes(
+        self, operation: str | None = None, on_error: OnError | None = None
+    ) -> list[TuneRecord]:
         """Every tune (or those of one operation), by operation and shape."""
-        order = "operation, shape_key"
-        return self._records("tune", _tune_record, TUNE_SELECT, order, "operation", operation)
+        return list(self.each_tune(operation, on_error))
 
-    def _records(
+    def each_tune(
+        self,
+        operation: str | None = None,
+        on_error: OnError | None = None,
+        limit: int = -1,
+        *,
+        order: str = "",
+    ) -> Iterator[TuneRecord]:
+        """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative; by
+        operation and shape unless `order` says otherwise)."""
+        rows = self._rows(
+            TUNE_SELECT, order or "operation, shape_key", "operation", operation, limit
+        )
+        return self._each("tune", _tune_record, rows, on_error)
+
+    def _rows(
+        self, select: str, order: str, column: str, value: str | None, limit: int = -1
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (those whose `column` is `value`, if given), streamed."""
+        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
+        return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))
+
+    def _each(
         self,
         what: str,
         parse: Callable[[tuple[Any, ...]], _T],
-        select: str,
-        order: str,
-        column: str,
-        value: str | None,
-    ) -> list[_T]:
-        """Every row of `select` (those whose `column` is `value`, if given), parsed."""
-        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
-        rows = self._all(f"{select} {where} ORDER BY {order}", params)
-        return [self._parse(what, r[0], lambda r=r: parse(r)) for r in rows]
+        rows: Iterable[tuple[Any, ...]],
+        on_error: OnError | None,
+    ) -> Iterator[_T]:
+        for row in rows:
+            try:
+                record = parse(row)
+            except _Malformed as exc:
+                if on_error is None:
+                    raise BundleError(f"{self.path}: {_corrupt(what, row[0], exc)}") from None
+                on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
+                continue
+            yield record
 
     def foreign(self, backend: str, arch: str, toolchains: Iterable[str], device: str) -> list[str]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
@@ -637,8 +805,7 @@ class Bundle:
         try:
             return parse()
         except _Malformed as exc:
-            name = key[:16] if isinstance(key, str) else "?"
-            raise BundleError(f"{self.path}: corrupt {what} entry {name!r} ({exc})") from None
+            raise BundleError(f"{self.path}: {_corrupt(what, key, exc)}") from None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -791,7 +958,7 @@ class Bundle:
 
         A blob that is not binary, or over the size limit, has the digest "" (never read).
         """
-        for (sha,) in self._all("SELECT sha256 FROM blobs ORDER BY sha256"):
+        for (sha,) in self._iter("SELECT sha256 FROM blobs ORDER BY sha256"):
             row = self._one(
                 "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
             )
@@ -800,7 +967,7 @@ class Bundle:
             size, length, kind = row
             actual = ""
             if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
-                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,))
+                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
                 if data is not None and isinstance(data[0], bytes):
                     actual = hashlib.sha256(data[0]).hexdigest()
             stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
@@ -814,11 +981,11 @@ class Bundle:
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
 
     def aggregate(
-        self, sample: int = 0
+        self, sample: int = 0, operation: str | None = None
     ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
         """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
         distinct blobs) and (operation, device, tunes, pending), plus the first `sample` tunes
-        by operation and shape, read whole."""
+        by operation and shape (of `operation` only, if given), read whole."""
         kernel_rows = self._all(
             "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
             "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
@@ -830,7 +997,6 @@ class Bundle:
             "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
             "GROUP BY operation, device ORDER BY operation, device"
         )
-        first = self._all(f"{TUNE_SELECT} ORDER BY operation, shape_key LIMIT ?", (sample,))
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
@@ -839,7 +1005,19 @@ class Bundle:
         return (
             [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
             [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-            [self._parse("tune", r[0], lambda r=r: _tune_record(r)) for r in first],
+            list(self.each_tune(operation, limit=sample)),
+        )
+
+    def operations(self, limit: int) -> list[str]:
+        """The first `limit` operations the bundle holds tunes of, by name (well-formed ones)."""
+        rows = self._all(
+            "SELECT DISTINCT operation FROM tunes ORDER BY operation LIMIT ?", (limit,)
+        )
+        return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
+
+    def has_operation(self, operation: str) -> bool:
+        return (
+            self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
         )
 
 
@@ -964,8 +1142,17 @@ def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
     }
 
 
+def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row of `_bounded_select` without its last column, which must name no oversized field."""
+    if row[-1] is not None:
+        field, _, length = str(row[-1]).rpartition(" ")
+        raise _Malformed(f"{field}: {length} characters, over the limit")
+    return row[:-1]
+
+
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, row, strict=True)]
+    fields_row = _within_limits(row)
+    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, fields_row, strict=True)]
     fields = dict(zip((f for f, _ in _KERNEL_FIELDS), values, strict=True))
     comps = fields["components"]
     assert isinstance(comps, dict)
@@ -974,7 +1161,8 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
 
 
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:
-    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = row
+    fields_row = _within_limits(row)
+    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = fields_row
     items = _named("candidates", lambda v: _json_value(_text(v)), cands)
     if not isinstance(items, list):
         raise _Malformed("candidates: not a JSON list")
@@ -1005,4 +1193,11 @@ def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     )
     if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
         raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    if record.status == "measured":  # production serves only a pick that ran: so must verify
+        picked = next((c for c in candidates if c.name == record.pick), None)
+        if record.pick is None:
+            raise _Malformed("pick: a measured tune with no pick")
+        if picked is None or picked.status != "ok":
+            what = "not one of its candidates" if picked is None else "a candidate that failed"
+            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
     return record

@@ -9,8 +9,12 @@ is kept: kernels of a compiler it does not have, tunes of a backend whose device
 it cannot list (CUDA without a GPU), and compile-only tunes (pending, finished on
 any GPU later). `max_size` then evicts the least recently used kernels until the
 binaries they need fit; a binary shared by a batch is freed with its last kernel.
-`plan_clean` is pure; `clean_bundle` applies a plan to a bundle file (in one
-transaction, then a vacuum). Nothing here prints.
+The entries stream through the plan, which counts every removal by reason and
+keeps the first `LISTED` whole (to show), and the keys to remove only when it is
+to be applied: memory holds no whole table (`max_size` alone keeps the key, blob
+and time of each kept kernel, to order them). `plan_clean` is pure; `clean_bundle`
+applies a plan to a bundle file (in one transaction, then a vacuum). Nothing here
+prints.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ import contextlib
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.bundle import Bundle, BundleError
+from warmcli.bundle import AS_STORED, Bundle, BundleError
 from warmcli.device import DeviceFingerprint
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.toolchain import ToolchainError, probe
@@ -31,6 +35,8 @@ from warmcli.toolchain import ToolchainError, probe
 COMPILE_ONLY = "compile-only"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
+OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 
 
 @dataclass(frozen=True)
@@ -57,10 +63,25 @@ class Removal:
 
 @dataclass
 class CleanPlan:
-    removals: list[Removal] = field(default_factory=list)
+    removals: list[Removal] = field(default_factory=list)  # the first `LISTED`
     kept_unjudged: list[str] = field(default_factory=list)
     binary_bytes_before: int = 0
     binary_bytes_after: int = 0
+    by_reason: Counter[str] = field(default_factory=Counter)  # every removal
+    removed: Counter[str] = field(default_factory=Counter)  # by kind
+    keys: dict[str, list[str]] | None = None  # by kind, every key to remove (when applied)
+
+    def remove(self, removal: Removal) -> None:
+        """Count one removal; keep it whole if it is among the first, its key if applied."""
+        reason = removal.reason
+        if reason not in self.by_reason and len(self.by_reason) >= LISTED:
+            reason = OTHER_REASONS
+        self.by_reason[reason] += 1
+        self.removed[removal.kind] += 1
+        if len(self.removals) < LISTED:
+            self.removals.append(removal)
+        if self.keys is not None:
+            self.keys.setdefault(removal.kind, []).append(removal.key)
 
 
 @dataclass
@@ -145,65 +166,75 @@ def _tune_foreign(t: TuneRecord, machine: Machine) -> tuple[str | None, str | No
     return None, None
 
 
-def _binary_bytes(kernels: list[KernelRecord]) -> int:
-    return sum({k.sha256: k.size for k in kernels}.values())
+def _lru(
+    kept: list[tuple[float, str, str]],
+    sizes: Mapping[str, int],
+    max_size: int,
+    plan: CleanPlan,
+    labels: Callable[[str], KernelRecord | None],
+) -> set[str]:
+    """Evict the least recently used of `kept` (last used, key, blob) until the blobs the
+    rest use fit in `max_size`; the keys evicted."""
+    users = Counter(sha for _, _, sha in kept)
+    size = sum(sizes[sha] for sha in users)
+    evicted: set[str] = set()
+    for _, key, sha in sorted(kept):
+        if size <= max_size:
+            break
+        users[sha] -= 1
+        if users[sha] == 0:
+            size -= sizes[sha]
+        evicted.add(key)
+        k = labels(key) if len(plan.removals) < LISTED else None  # shown: named
+        label, place = (k.label, where(k.device, k.arch)) if k else (key[:16], "")
+        reason = f"least recently used (over {max_size:,} bytes)"
+        plan.remove(Removal("kernel", key, label, place, reason, sizes[sha]))
+    return evicted
 
 
 def plan_clean(
-    kernels: list[KernelRecord],
-    tunes: list[TuneRecord],
-    last_used: Mapping[str, float],
+    kernels: Iterable[tuple[KernelRecord, float]],
+    tunes: Iterable[TuneRecord],
     machine: Machine,
     *,
     keep_foreign: bool = False,
     max_size: int | None = None,
+    apply: bool = True,
+    labels: Callable[[str], KernelRecord | None] = lambda key: None,
 ) -> CleanPlan:
-    """What a clean removes, and why (pure: the records in, the plan out)."""
-    plan = CleanPlan(binary_bytes_before=_binary_bytes(kernels))
+    """What a clean removes, and why (pure: each kernel with its last-used time, and each
+    tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
+    a kernel evicted by `max_size` (by its key)."""
+    plan = CleanPlan(keys={} if apply else None)
     unjudged: Counter[str] = Counter()
-    kept: list[KernelRecord] = []
-    for k in kernels:
+    sizes: dict[str, int] = {}  # by blob: what every kernel uses
+    kept_sizes: dict[str, int] = {}  # by blob: what the kept kernels use
+    kept: list[tuple[float, str, str]] = []  # (last used, key, blob), for `max_size` only
+    for k, last_used in kernels:
+        sizes[k.sha256] = k.size
         foreign, cannot = _kernel_foreign(k, machine)
         if cannot:
             unjudged[cannot] += 1
         if foreign and not keep_foreign:
-            plan.removals.append(
-                Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size)
-            )
-        else:
-            kept.append(k)
+            plan.remove(Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size))
+            continue
+        kept_sizes[k.sha256] = k.size
+        if max_size is not None:
+            kept.append((last_used, k.key, k.sha256))
     for t in tunes:
         foreign, cannot = _tune_foreign(t, machine)
         if cannot:
             unjudged[cannot] += 1
         if foreign and not keep_foreign:
-            plan.removals.append(
-                Removal("tune", t.key, f"{t.operation} {t.shape_key}", t.device, foreign)
-            )
+            label = f"{t.operation} {t.shape_key}"
+            plan.remove(Removal("tune", t.key, label, t.device, foreign))
     plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in sorted(unjudged.items())]
+    plan.binary_bytes_before = sum(sizes.values())
+    plan.binary_bytes_after = sum(kept_sizes.values())
     if max_size is not None:
-        users = Counter(k.sha256 for k in kept)
-        size = _binary_bytes(kept)
-        evicted: set[str] = set()
-        for k in sorted(kept, key=lambda k: (last_used.get(k.key, 0.0), k.key)):
-            if size <= max_size:
-                break
-            users[k.sha256] -= 1
-            if users[k.sha256] == 0:
-                size -= k.size
-            evicted.add(k.key)
-            plan.removals.append(
-                Removal(
-                    "kernel",
-                    k.key,
-                    k.label,
-                    where(k.device, k.arch),
-                    f"least recently used (over {max_size:,} bytes)",
-                    k.size,
-                )
-            )
-        kept = [k for k in kept if k.key not in evicted]
-    plan.binary_bytes_after = _binary_bytes(kept)
+        evicted = _lru(kept, sizes, max_size, plan, labels)
+        in_use = {sha for _, key, sha in kept if key not in evicted}
+        plan.binary_bytes_after = sum(sizes[sha] for sha in in_use)
     return plan
 
 
@@ -222,18 +253,16 @@ def clean_bundle(
     before = path.stat().st_size
     with Bundle.open(path, write=not dry_run) as bundle:
         plan = plan_clean(
-            bundle.kernels(),
-            bundle.tunes(),
-            {key: used for key, (_, used) in bundle.usage().items()},
+            ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
+            bundle.each_tune(order=AS_STORED),
             machine or current_machine(),
             keep_foreign=keep_foreign,
             max_size=max_size,
+            apply=not dry_run,
+            labels=bundle.kernel,
         )
         applied = bool(plan.removals) and not dry_run
-        if applied:
-            bundle.delete(
-                [r.key for r in plan.removals if r.kind == "kernel"],
-                [r.key for r in plan.removals if r.kind == "tune"],
-            )
+        if applied and plan.keys is not None:
+            bundle.delete(plan.keys.get("kernel", []), plan.keys.get("tune", []))
             bundle.vacuum()
     return CleanReport(path, plan, applied, dry_run, before, path.stat().st_size)

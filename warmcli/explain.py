@@ -7,7 +7,9 @@ components) and naming the component that differs: `toolchain`, `arch`,
 `options`, `defines`, `source` for a kernel; `device` (fingerprint), `checksum`
 (candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
-without a GPU, `binary` for a build whose blob cannot be served, `signature` when
+without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
+entry whose row is malformed (it is never served; a malformed row of the same
+entry or operation is skipped when looking for the nearest), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
 entry but no trusted key signed it (`warmcli.signing`). A `MissPolicy` says what a runtime
 does with an explanation: it always counts it (per reason) into the active
@@ -55,6 +57,7 @@ REASONS = {
     "pending": "tune pending",
     "binary": "binary unusable",
     "unsigned": "not signed by a trusted key",
+    "corrupt": "corrupt entry",
 }
 UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
 PROCESS = "this process wants"
@@ -231,7 +234,7 @@ def explain_kernel(
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
-    held = [r.components for r in bundle.kernels(kernel.entry) if r.components]
+    held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
     if not held:
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
@@ -247,6 +250,15 @@ def explain_kernel(
         "bundle has a build with the same source, options, defines, arch and toolchain; "
         "its parameter letters or language differ",
     )
+
+
+def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
+    """The bundle holds a row under `key` that is malformed: a miss, never served."""
+    return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+
+
+def _skip(key: str, problem: str) -> None:
+    """A malformed row met while looking for the nearest entry: not a candidate."""
 
 
 def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
@@ -288,7 +300,7 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(tunable.candidates)),
     }
-    held = [tune_components(r) for r in bundle.tunes(tunable.name)]
+    held = [tune_components(r) for r in bundle.tunes(tunable.name, _skip)]
     if not held:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {tunable.name!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)

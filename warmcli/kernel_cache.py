@@ -3,9 +3,10 @@
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
 sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason and rebuilt); when serving,
-the bundle's PTX of it for an older `compute_XX` (a GPU newer than every cubin,
-JIT-compiled by the driver, counted `loaded` and `ptx_jit`); else compiled.
+here, counted `loaded`; else noted, counted by reason (`corrupt` for a malformed
+row) and rebuilt); when serving, the bundle's PTX of it for an older `compute_XX` (a
+GPU newer than every cubin, JIT-compiled by the driver, counted `loaded` and
+`ptx_jit`); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
@@ -30,7 +31,13 @@ from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.device import Device, DeviceError
-from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusable_binary
+from warmcli.explain import (
+    MissExplanation,
+    MissPolicy,
+    corrupt_entry,
+    explain_kernel,
+    unusable_binary,
+)
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
@@ -119,7 +126,7 @@ class KernelCache:
         (when serving a CUDA device: the key it has beside the bundle's PTX of it)."""
         if self.bundle is None:
             return None
-        records = self.bundle.kernels(kernel.entry)
+        records = list(self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None))
         for record in records:
             if record.arch == self.device.arch and record.key == kernel_key(
                 kernel, self.device.arch, record.toolchain
@@ -146,7 +153,12 @@ class KernelCache:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
-        record = self.bundle.kernel(key)
+        try:
+            record = self.bundle.kernel(key)
+        except BundleError as exc:  # a malformed row: a miss, explained as corrupt
+            why = corrupt_entry("kernel", key, kernel.label, exc.problem)
+            self._not_served(kernel, key, why)
+            return None
         if record is None:
             return None
         ours = {
@@ -340,9 +352,13 @@ class KernelCache:
         self._foreign_noted = True
         toolchains = set(self._identities.values())
         fingerprint = self.device.fingerprint.identity
-        for line in self.bundle.foreign(
-            self.device.backend, self.device.arch, toolchains, fingerprint
-        ):
+        try:
+            lines = self.bundle.foreign(
+                self.device.backend, self.device.arch, toolchains, fingerprint
+            )
+        except BundleError:  # a malformed row: served as a miss where it is needed
+            lines = []
+        for line in lines:
             active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:

@@ -7,15 +7,17 @@ alone, but cannot compile a miss). A tune entry is servable on a device whose
 fingerprint is the one it was measured on. `check_servable` compares every entry
 with the devices it is handed and returns those that are not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
-this machine has). A kernel whose cubins are all for older architectures than a
-GPU here, but whose PTX (`compute_XX`) that GPU's driver can JIT, is servable and
-listed apart (`jit`): a slower first load, still no compile by warm. It reads the
-bundle and probes compilers; it never compiles, launches or prints.
+this machine has); a malformed entry is not servable either (reason `corrupt`).
+A kernel whose cubins are all for older architectures than a GPU here, but whose
+PTX (`compute_XX`) that GPU's driver can JIT, is servable and listed apart (`jit`):
+a slower first load, still no compile by warm. The entries are streamed: memory
+holds the first `LISTED` explanations and the counts, whatever the bundle's size.
+It reads the bundle and probes compilers; it never compiles, launches or prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,12 +25,13 @@ from warmcli.bundle import Bundle, BundleError
 from warmcli.cuda.ptx import PtxError, check_ptx, ptx_fallback, virtual_sm
 from warmcli.device import Device, DeviceError
 from warmcli.devices import cuda_available, open_devices
-from warmcli.explain import MissExplanation, explained
+from warmcli.explain import MissExplanation, corrupt_entry, explained
 from warmcli.host import HostDevice
 from warmcli.records import KernelRecord
 from warmcli.toolchain import ToolchainError
 
 MACHINE = "this machine has"
+LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
 LANGUAGE = {"host": "c", "cuda": "cuda"}
 
 
@@ -61,12 +64,31 @@ class CheckReport:
     offers: list[Offer]
     kernels: int = 0
     tunes: int = 0
-    unservable: list[MissExplanation] = field(default_factory=list)
+    unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
+    unservable_count: int = 0
     jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
 
     @property
     def servable(self) -> bool:
-        return not self.unservable
+        return self.unservable_count == 0
+
+    def refuse(self, why: MissExplanation) -> None:
+        """One entry not servable here: counted, and kept if it is among the first `LISTED`."""
+        self.unservable_count += 1
+        if len(self.unservable) < LISTED:
+            self.unservable.append(why)
+
+    def corrupt(self, kind: str) -> Callable[[str, str], None]:
+        """The `on_error` of a listing: a malformed entry counts and is not servable."""
+
+        def refuse(key: str, problem: str) -> None:
+            if kind == "kernel":
+                self.kernels += 1
+            else:
+                self.tunes += 1
+            self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
+
+        return refuse
 
 
 def machine_devices(
@@ -153,33 +175,36 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     """Every entry of `bundle` that none of `devices` can serve, and why."""
     offers = [Offer.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
-    kernels = bundle.kernels()
-    ptx = [k for k in kernels if virtual_sm(k.arch) is not None]  # served with their cubins
-    for k in kernels:
+    for k in bundle.each_kernel(on_error=report.corrupt("kernel")):
         if virtual_sm(k.arch) is not None:
-            continue
+            continue  # PTX: served with its cubins
         report.kernels += 1
         here = [o for o in offers if o.backend == k.backend]
         if not here:
-            report.unservable.append(_absent("kernel", k.key, k.label, k.backend, k.arch))
+            report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
             continue
         held = {"arch": k.arch, "toolchain": k.toolchain}
         wants = [{"arch": o.arch, "toolchain": o.toolchain or k.toolchain} for o in here]
         why = _closest("kernel", k.key, k.label, held, wants, ("toolchain", "arch"))
         if why is not None and why.reason == "arch" and k.backend == "cuda":
+            ptx = [
+                p
+                for p in bundle.each_kernel(k.entry, on_error=lambda *_: None)
+                if virtual_sm(p.arch) is not None
+            ]
             why = _by_ptx(bundle, k, ptx, here, report)
         if why is not None:
-            report.unservable.append(why)
-    for t in bundle.tunes():
+            report.refuse(why)
+    for t in bundle.each_tune(on_error=report.corrupt("tune")):
         report.tunes += 1
         label = f"{t.operation} {t.shape_key}"
         backend = t.device.split("|", 1)[0]
         here = [o for o in offers if o.backend == backend]
         if not here:
-            report.unservable.append(_absent("tune", t.key, label, backend, t.device))
+            report.refuse(_absent("tune", t.key, label, backend, t.device))
             continue
         wants = [{"device": o.fingerprint} for o in here]
         why = _closest("tune", t.key, label, {"device": t.device}, wants, ("device",))
         if why is not None:
-            report.unservable.append(why)
+            report.refuse(why)
     return report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -239,16 +240,16 @@ def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
 def stats_document(
     manifest: dict[str, str],
     fingerprints: list[dict[str, Any]],
-    kernels: list[KernelRecord],
-    tunes: list[TuneRecord],
-    usage: dict[str, tuple[float, float]] | None = None,
+    kernels: Iterable[tuple[KernelRecord, tuple[float, float] | None]],
+    tunes: Iterable[TuneRecord],
 ) -> dict[str, Any]:
-    usage = usage or {}
+    """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
+    entry converted as it is read (stream them, or list them)."""
     return {
         "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
-        "kernels": [kernel_json(k, usage.get(k.key)) for k in kernels],
-        "tunes": [tune_json(t) for t in tunes],
+        "kernels": (kernel_json(k, usage) for k, usage in kernels),
+        "tunes": map(tune_json, tunes),
     }
 
 
@@ -413,10 +414,13 @@ def integrity_renderable(report: IntegrityReport) -> Group:
         _status_line(
             report.ok,
             f"integrity: {report.path}: format {report.format_version}, {counts}: sound",
-            f"integrity: {report.path}: {len(report.problems)} problem(s) in {counts}",
+            f"integrity: {report.path}: {len(report.problems) + report.unlisted} problem(s) "
+            f"in {counts}",
         )
     ]
     parts += [line(f"  {p}", style="red") for p in report.problems]
+    if report.unlisted:
+        parts.append(line(f"  and {report.unlisted:,} more problem(s) not listed", style="red"))
     return Group(*parts, *signature_lines(report.signatures))
 
 
@@ -481,14 +485,39 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "only_a": [kernel_json(k) for k in diff.kernels_only_a],
             "only_b": [kernel_json(k) for k in diff.kernels_only_b],
             "shared": diff.kernels_shared,
+            "only_a_count": diff.count("kernels_only_a"),
+            "only_b_count": diff.count("kernels_only_b"),
         },
         "tunes": {
             "only_a": [_tune_brief(t) for t in diff.tunes_only_a],
             "only_b": [_tune_brief(t) for t in diff.tunes_only_b],
             "shared": diff.tunes_shared,
             "picks_changed": [dataclasses.asdict(c) for c in diff.picks_changed],
+            "only_a_count": diff.count("tunes_only_a"),
+            "only_b_count": diff.count("tunes_only_b"),
+            "picks_changed_count": diff.count("picks_changed"),
         },
     }
+
+
+def _unlisted(diff: BundleDiff) -> list[Text]:
+    """A line for each kind of difference with more entries than the diff keeps."""
+    lines = []
+    for name, listed in (
+        ("kernels_only_a", diff.kernels_only_a),
+        ("kernels_only_b", diff.kernels_only_b),
+        ("tunes_only_a", diff.tunes_only_a),
+        ("tunes_only_b", diff.tunes_only_b),
+        ("picks_changed", diff.picks_changed),
+    ):
+        if diff.count(name) > len(listed):
+            what = (
+                name.replace("_", " ").replace("only a", "only in A").replace("only b", "only in B")
+            )
+            lines.append(
+                Text(f"{what}: {diff.count(name):,} in all, the first {len(listed):,} listed")
+            )
+    return lines
 
 
 def _us(seconds: float | None) -> str:
@@ -538,6 +567,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
                 _us(c.b_seconds),
             )
         parts.append(table)
+    parts += _unlisted(diff)
     if diff.same:
         parts.append(line("the bundles hold the same kernels and tunes, with the same picks"))
     return Group(*parts)
@@ -550,6 +580,8 @@ def clean_json(report: CleanReport) -> dict[str, Any]:
         "applied": report.applied,
         "dry_run": report.dry_run,
         "removed": [dataclasses.asdict(r) for r in plan.removals],
+        "removed_count": {"kernels": plan.removed["kernel"], "tunes": plan.removed["tune"]},
+        "removed_by_reason": dict(plan.by_reason),
         "kept_unjudged": plan.kept_unjudged,
         "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
         "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
@@ -564,17 +596,19 @@ def clean_renderable(report: CleanReport) -> Group:
     for r in plan.removals:  # one table per reason, not the reason on every row
         by_reason.setdefault(r.reason, []).append(r)
     for reason, removals in by_reason.items():
-        parts.append(line(f"{verb.capitalize()} from {report.path} ({len(removals)}): {reason}"))
+        n = plan.by_reason.get(reason, len(removals))
+        listed = f"{n:,}" if n == len(removals) else f"{n:,}, the first {len(removals):,} listed"
+        parts.append(line(f"{verb.capitalize()} from {report.path} ({listed}): {reason}"))
         table = listing()
         for col in ("kind", "entry", "where", "bytes"):
             table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
         for r in removals:
             add_row(table, r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
         parts.append(table)
-    kernels = sum(1 for r in plan.removals if r.kind == "kernel")
     parts.append(
         line(
-            f"clean: {verb} {kernels} kernel(s) and {len(plan.removals) - kernels} tune(s); "
+            f"clean: {verb} {plan.removed['kernel']} kernel(s) and {plan.removed['tune']} "
+            "tune(s); "
             f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
             f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
         )

@@ -28,7 +28,7 @@ import numpy as np
 from warmcli.autotune import Tunable, TuneCache, measure
 from warmcli.bundle import Bundle
 from warmcli.device import Buffer, Device, LaunchConfig
-from warmcli.explain import EXPLAIN, MissPolicy, explain_tune
+from warmcli.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCache
 from warmcli.launch_args import Converter, any_buffer_of, converter
@@ -238,7 +238,12 @@ class Runtime:
         """A tune the loaded bundle lacks: explained and handed to the miss policy."""
         if self.bundle is not None and self.misses is not None:
             identity = self.device.fingerprint.identity
-            why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+            corrupt = self.tunes.corrupt(key)
+            why = (
+                corrupt_entry("tune", key, f"{tunable.name} {shape_key}", corrupt)
+                if corrupt is not None
+                else explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+            )
             self.misses.report(self.device.id, why)
 
     # -- persistence -----------------------------------------------------------------------

@@ -5,8 +5,9 @@ summarised from SQL aggregates (`Bundle.aggregate`), never by reading every row:
 kernels per device and arch with the bytes of their distinct blobs, tunes per
 operation and device with how many are pending, and one line for each of only the
 first `SAMPLE_TUNES` tunes. `warm stats --explain OPERATION` still lists one
-operation's tunes whole, and `--json` still has every entry. This module reads
-and presents; it never writes the bundle and never prints.
+operation's tunes with every candidate (its first `SAMPLE_EXPLAINED` on a large
+bundle), and `--json` still has every entry. This module reads and presents; it
+never writes the bundle and never prints.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from warmcli.records import TuneRecord
 from warmcli.render import (
     EXPLAIN_HINT,
     add_row,
+    candidates_table,
     contents_table,
     line,
     manifest_grid,
@@ -33,6 +35,7 @@ from warmcli.render import (
 LARGE_KERNELS = 1_000
 LARGE_TUNES = 200
 SAMPLE_TUNES = 20
+SAMPLE_EXPLAINED = 100  # tunes of one operation shown with every candidate (`--explain`)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class BundleSummary:
     kernels: list[tuple[str, str, int, int]]  # device, arch, kernels, blob bytes
     tunes: list[tuple[str, str, int, int]]  # operation, device, tunes, pending
     sample: list[TuneRecord]
+    operation: str | None = None  # `--explain`: the tunes are this operation's only
 
     @property
     def kernel_count(self) -> int:
@@ -61,10 +65,22 @@ def is_large(counts: dict[str, int]) -> bool:
 def large_summary(path: Path, sample: int = SAMPLE_TUNES) -> BundleSummary | None:
     """The bundle's summary when it is too large to list, else None (list it whole)."""
     with Bundle.open(path) as bundle:
-        if not is_large(bundle.counts()):
-            return None
-        kernels, tunes, first = bundle.aggregate(sample)
-        return BundleSummary(bundle.manifest(), bundle.fingerprints(), kernels, tunes, first)
+        return summarise(bundle, sample)
+
+
+def summarise(
+    bundle: Bundle, sample: int = SAMPLE_TUNES, operation: str | None = None
+) -> BundleSummary | None:
+    """`large_summary` of an open bundle; of one `operation`'s tunes only, if given (then
+    its first `SAMPLE_EXPLAINED`)."""
+    if not is_large(bundle.counts()):
+        return None
+    if operation is not None:
+        sample = SAMPLE_EXPLAINED
+    kernels, tunes, first = bundle.aggregate(sample, operation)
+    if operation is not None:
+        tunes = [t for t in tunes if t[0] == operation]
+    return BundleSummary(bundle.manifest(), bundle.fingerprints(), kernels, tunes, first, operation)
 
 
 def summary_renderable(path: str, summary: BundleSummary) -> Group:
@@ -84,5 +100,11 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
             f"{pending:,}",
         )
     title = f"First {len(summary.sample)} of {summary.tune_count:,} tunes"
-    shown = tunes_table(title, [tune_json(t) for t in summary.sample])
-    return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
+    if summary.operation is None:
+        shown = tunes_table(title, [tune_json(t) for t in summary.sample])
+        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
+    every: list[Any] = []
+    for t in summary.sample:
+        every += candidates_table(tune_json(t))
+    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
+    return Group(head, contents, *every, line(more, style="dim"))

@@ -63,6 +63,7 @@ def check(
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [m.as_dict() for m in report.unservable],
                 "ptx_jit": [m.as_dict() for m in report.jit],
+                "unservable_count": report.unservable_count,
             }
         )
     else:
@@ -89,12 +90,20 @@ def _print(report: CheckReport) -> None:
         )
         return
     out.print(
-        f"{held}: {len(report.unservable)} not servable here",
+        f"{held}: {report.unservable_count} not servable here",
         style="red",
         markup=False,
         soft_wrap=True,
     )
-    if _table(report.unservable) < len(report.unservable):
+    groups = _table(report.unservable)
+    if len(report.unservable) < report.unservable_count:
+        listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
+        out.print(
+            f"the first {listed} are grouped above (warm check --json lists them)",
+            style="dim",
+            markup=False,
+        )
+    elif groups < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)
 
 

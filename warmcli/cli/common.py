@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -154,11 +154,36 @@ def emit_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
-def read_bundle(path: Path) -> dict[str, Any]:
-    """Everything a bundle holds, as the `warm stats --json` document."""
+def _indented(value: Any, depth: int) -> str:
+    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)
 
-    def action() -> dict[str, Any]:
-        with Bundle.open(path) as b:
-            return stats_document(b.manifest(), b.fingerprints(), b.kernels(), b.tunes(), b.usage())
 
-    return guarded(action)
+def stream_json(doc: dict[str, Any]) -> None:
+    """`emit_json` of a document whose values may be iterators: each of their items is
+    written as it is read, on one line of its own (JSON's C encoder: several times faster
+    than an indented one), so a listing of any length costs the memory of one item."""
+    write = sys.stdout.write
+    write("{")
+    for i, (key, value) in enumerate(doc.items()):
+        write(f"{',' if i else ''}\n  {json.dumps(key)}: ")
+        if not isinstance(value, Iterator):
+            write(_indented(value, 1))
+            continue
+        write("[")
+        empty = True
+        for item in value:
+            write(f"{'' if empty else ','}\n    {json.dumps(item, default=str)}")
+            empty = False
+        write("]" if empty else "\n  ]")
+    write("\n}\n")
+
+
+def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
+    """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
+    given), its kernels and tunes read as they are consumed."""
+    return stats_document(
+        bundle.manifest(),
+        bundle.fingerprints(),
+        bundle.each_kernel_used(),
+        bundle.each_tune(operation),
+    )

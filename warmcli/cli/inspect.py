@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
+from warmcli.bundle import Bundle
 from warmcli.cli import app
 from warmcli.cli.common import (
     BundleArg,
@@ -20,11 +22,14 @@ from warmcli.cli.common import (
     fail,
     guarded,
     out,
-    read_bundle,
+    stats_stream,
+    stream_json,
 )
 from warmcli.printable import printable
 from warmcli.render import add_row, stats_renderable
-from warmcli.summary import large_summary, summary_renderable
+from warmcli.summary import summarise, summary_renderable
+
+HELD_SHOWN = 20  # operations named when the one asked for is not held
 
 
 @app.command()
@@ -35,21 +40,29 @@ def stats(
 ) -> None:
     """What a bundle holds: kernels per device and arch, every tune with all candidates."""
     path = bundle or default_bundle()
-    if operation is None and not as_json:
-        summary = guarded(lambda: large_summary(path))
-        if summary is not None:  # too large to list: counts by SQL, a few tunes shown
-            out.print(summary_renderable(str(path), summary))
-            return
-    doc = {"bundle": str(path), **read_bundle(path)}
-    if operation is not None:
-        held = ", ".join(sorted({printable(t["operation"]) for t in doc["tunes"]})) or "none"
-        doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
-        if not doc["tunes"]:
-            fail(f"{path}: no tunes for operation {operation!r} (it holds: {held})")
+    with guarded(lambda: Bundle.open(path)) as opened:
+        guarded(lambda: _stats(path, opened, operation, as_json))
+
+
+def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> None:
+    """Every entry streams (`--json`), or a large bundle is summarised: never all in memory."""
+    if operation is not None and not bundle.has_operation(operation):
+        names = bundle.operations(HELD_SHOWN + 1)
+        held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
+        held += ", ..." if len(names) > HELD_SHOWN else ""
+        fail(f"{path}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
     if as_json:
-        emit_json(doc)
-    else:
-        out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
+        stream_json({"bundle": str(path), **stats_stream(bundle, operation)})
+        return
+    summary = summarise(bundle, operation=operation)
+    if summary is not None:  # too large to list: counts by SQL, a few tunes shown
+        out.print(summary_renderable(str(path), summary))
+        return
+    doc = {
+        key: list(v) if isinstance(v, Iterator) else v
+        for key, v in stats_stream(bundle, operation).items()
+    }
+    out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
 
 
 @app.command()

@@ -1,0 +1,93 @@
+"""A test helper: a large, sound bundle built fast with SQL (`WITH RECURSIVE` inserts).
+
+`build_big(path, kernels, tunes)` writes a bundle through warm's own schema
+(`Bundle.create`) and fills it in one transaction: `kernels` kernels over two
+architectures sharing `BLOBS` real binaries (a batch shares one), and `tunes`
+tunes over `OPERATIONS` operations with four measured candidates each, every row
+valid as warm writes it (a tune's key is `tune_key` of its fields). It owns no
+state; the tests of bounded memory and time run the real CLI over its output, each
+in a process of its own whose peak memory `peak_rss` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from warmcli.bundle import Bundle
+from warmcli.records import tune_key
+
+BLOBS = 8
+OPERATIONS = 50
+TOOLCHAIN = "nvcc:release 12.0, V12.0.0 (a toolchain from elsewhere)"
+
+_KERNELS = """
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
+b(r, sha256) AS (SELECT row_number() OVER (ORDER BY sha256) - 1, sha256 FROM blobs)
+INSERT INTO kernels SELECT
+    printf('%064x', i), arch, 'cuda', arch, 'k' || (i % 97), 'k' || (i % 97) || '[V=' || i || ']',
+    'warm_' || printf('%016x', i) || '_k' || (i % 97),
+    b.sha256, ?,
+    '{"arch":"' || arch || '"}', '', 0.01, 1000.0 + i, 1000.0 + i
+FROM (SELECT i, CASE i % 2 WHEN 0 THEN 'sm_80' ELSE 'sm_90' END AS arch FROM n)
+JOIN b ON b.r = i % ?
+"""
+_CANDIDATES = (
+    "'[' || group_concat(json_object('name', 'c' || j, 'kernel_key', printf('%064x', j), "
+    "'status', 'ok', 'seconds', 1e-4 * (1 + j), 'samples', json_array(1e-4 * (1 + j)), "
+    "'reason', ''), ',') || ']'"
+)
+_TUNES = f"""
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
+c(j) AS (VALUES (0), (1), (2), (3))
+INSERT INTO tunes SELECT
+    warm_tune_key(op, shape, device, checksum), op, shape, device, checksum, 'measured', 'c0',
+    (SELECT {_CANDIDATES} FROM c), 0.01, 1000.0, 1000.0
+FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
+             'cuda|NVIDIA H100|sm_90|550.54' AS device,
+             printf('%064x', i % {OPERATIONS}) AS checksum FROM n)
+"""
+
+
+def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
+    """Write the bundle at `path` (see the module doc) and return `path`."""
+    rng = random.Random(seed)
+    binaries = [rng.randbytes(4096) for _ in range(BLOBS)]
+    with Bundle.create(path) as bundle, bundle.transaction() as conn:
+        conn.create_function("warm_tune_key", 4, tune_key, deterministic=True)
+        conn.executemany(
+            "INSERT INTO blobs VALUES (?, ?, ?)",
+            [(hashlib.sha256(b).hexdigest(), len(b), b) for b in binaries],
+        )
+        conn.execute(_KERNELS, (kernels, TOOLCHAIN, BLOBS))
+        conn.execute(_TUNES, (tunes,))
+    return path
+
+
+_MEASURED = """
+import json, resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps([proc.returncode, proc.stdout, proc.stderr, peak]))
+"""
+
+
+def peak_rss(
+    args: list[str], env: dict[str, str], timeout: float = 600
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `args` from a fresh process of its own (so no other child's peak counts) and
+    return how it ended and its peak resident memory, in MiB (`ru_maxrss` of its child)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=True,
+    )
+    code, out, err, peak = json.loads(ran.stdout)
+    return subprocess.CompletedProcess(args, code, out, err), peak / 1024

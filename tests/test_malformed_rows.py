@@ -1,0 +1,166 @@
+"""A malformed row production needs, and a tune whose pick is not one of its candidates:
+production, `warm verify` and `warm check` agree. Production serves everything else and
+treats the row as a miss with reason `corrupt` (explained, counted, refused under strict
+mode); verify and check fail the bundle naming the entry. A text over its limit is
+refused by its length, never read. Real parts: a bundle from
+`warm run`, edited with plain SQL, served by a real production subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from big_bundle import peak_rss
+from conftest import EXAMPLES, ROOT, Warm
+
+EXAMPLE = EXAMPLES / "matmul_host.py"
+FIRST_TUNE = "WHERE rowid = (SELECT min(rowid) FROM tunes)"
+CASES = {  # name: (what production misses, the SQL that spoils one row, what verify says)
+    "kernel field": (
+        "kernel",
+        "UPDATE kernels SET seconds = 'abc' WHERE entry = 'row_sum'",
+        "seconds",
+    ),
+    "tune candidates": ("tune", f"UPDATE tunes SET candidates = '{{}}' {FIRST_TUNE}", "candidates"),
+    "pick not a candidate": (
+        "tune",
+        f"UPDATE tunes SET pick = 'tile999' {FIRST_TUNE}",
+        "not one of its candidates",
+    ),
+    "measured, no pick": (
+        "tune",
+        f"UPDATE tunes SET pick = NULL {FIRST_TUNE}",
+        "measured tune with no pick",
+    ),
+}
+SERVE = """
+import json, runpy, sys, warmcli
+from warmcli import ProcessMode, ProcessModeOverride, StatisticsCollector
+example = runpy.run_path(sys.argv[1])
+collector = StatisticsCollector()
+with ProcessModeOverride(ProcessMode.EXECUTE, collector):
+    example["workload"](warmcli.runtime("host"))
+r = collector.reader()
+print(json.dumps({"kernel": r.compilation.misses, "tune": r.autotune.misses,
+                  "lines": [m.line() for m in r.misses()]}))
+"""
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    return {**env, "WARM_HOME": str(home), "COLUMNS": "200"}
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("malformed")
+    path = tmp / "sound.warm"
+    ran = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", EXAMPLE, "--bundle", path, "--quiet"],
+        env=_env(tmp / "home"),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return path
+
+
+def spoiled(warmed: Path, tmp_path: Path, sql: str) -> Path:
+    path = tmp_path / "spoiled.warm"
+    shutil.copyfile(warmed, path)
+    conn = sqlite3.connect(path)
+    assert conn.execute(sql).rowcount == 1
+    conn.commit()
+    conn.close()
+    return path
+
+
+def serve(path: Path, warm: Warm, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, str(EXAMPLE)],
+        env={**warm.env, "WARM_BUNDLE": str(path), **extra},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_production_verify_and_check_agree_on_a_malformed_row(
+    case: str, warmed: Path, warm: Warm, tmp_path: Path
+) -> None:
+    kind, sql, problem = CASES[case]
+    path = spoiled(warmed, tmp_path, sql)
+
+    served = serve(path, warm)
+    assert served.returncode == 0, served.stderr
+    doc = json.loads(served.stdout)
+    assert doc[kind] == {"corrupt": 1}, doc
+    other = "tune" if kind == "kernel" else "kernel"
+    assert doc[other] == {}, doc  # everything else is served
+    [line] = doc["lines"]
+    assert line.startswith(f"{kind} ") and ": corrupt: bundle's entry: corrupt " in line
+    assert problem in line
+
+    strict = serve(path, warm, WARM_STRICT="1")
+    assert strict.returncode == 1
+    assert "StrictMissError: strict mode: would" in strict.stderr
+    assert f": corrupt: bundle's entry: corrupt {kind} entry" in strict.stderr
+
+    verified = warm("verify", path)
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert f"corrupt {kind} entry" in verified.stdout and problem in verified.stdout
+
+    checked = warm("check", path, "--json")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["unservable_count"] == 1
+    [entry] = report["unservable"]
+    assert (entry["kind"], entry["reason"]) == (kind, "corrupt") and problem in entry["detail"]
+    table = warm("check", path)
+    assert table.returncode == 1 and "corrupt entry" in table.stdout
+
+
+def test_the_sound_bundle_passes_all_three(warmed: Path, warm: Warm) -> None:
+    served = serve(warmed, warm, WARM_STRICT="1")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout) == {"kernel": {}, "tune": {}, "lines": []}
+    assert warm("verify", warmed).returncode == 0
+    assert warm("check", warmed).returncode == 0
+
+
+HUGE = f"UPDATE tunes SET candidates = '[' || hex(zeroblob(70000000)) || ']' {FIRST_TUNE}"
+
+
+def test_an_oversized_text_is_refused_by_its_length_never_read(
+    warmed: Path, warm: Warm, tmp_path: Path
+) -> None:
+    """A 140 MB `candidates` text: production misses that one tune (corrupt) and serves the
+    rest, `stats` and `verify` refuse the bundle in one line; none of them reads the text
+    (each peaks within 32 MiB of the same process on the sound bundle)."""
+    path = spoiled(warmed, tmp_path, HUGE)
+    produce = [sys.executable, "-c", SERVE, str(EXAMPLE)]
+    served, peak = peak_rss(produce, {**warm.env, "WARM_BUNDLE": str(path)})
+    _, sound = peak_rss(produce, {**warm.env, "WARM_BUNDLE": str(warmed)})
+    assert served.returncode == 0, served.stderr
+    doc = json.loads(served.stdout)
+    assert (doc["kernel"], doc["tune"]) == ({}, {"corrupt": 1}), doc
+    assert peak - sound < 32, (peak, sound)
+    for command in ("stats", "verify"):
+        args = [sys.executable, "-m", "warmcli", command, str(path), "--json"]
+        refused, peak = peak_rss(args, warm.env)
+        _, sound = peak_rss([*args[:4], str(warmed), "--json"], warm.env)
+        assert refused.returncode in (1, 2), refused.stdout + refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert "corrupt" in refused.stdout + refused.stderr
+        assert peak - sound < 32, (command, peak, sound)
