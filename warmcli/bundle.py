@@ -702,8 +702,8 @@ class Bundle:
         self, sample: int = 0
     ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
         """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
-        distinct blobs) and (operation, device, tunes, pending), plus the first `sample` tunes
-        by operation and shape, read whole."""
+        distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
+        whole: as many of each operation as fit, by shape."""
         kernel_rows = self._all(
             "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
             "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
@@ -715,7 +715,12 @@ class Bundle:
             "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
             "GROUP BY operation, device ORDER BY operation, device"
         )
-        first = self._all(f"{TUNE_SELECT} ORDER BY operation, shape_key LIMIT ?", (sample,))
+        first = self._all(  # a few of each operation: each one's first, then second...
+            f"SELECT {TUNE_COLUMNS} FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY operation ORDER BY shape_key, key) AS nth FROM tunes) "
+            "ORDER BY nth, operation LIMIT ?",
+            (sample,),
+        )
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])

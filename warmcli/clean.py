@@ -16,6 +16,7 @@ transaction, then a vacuum). Nothing here prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections import Counter
@@ -52,7 +53,7 @@ class Removal:
     label: str  # as `warm stats` names it
     where: str
     reason: str
-    bytes: int = 0  # a kernel's binary size
+    bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
 
 
 @dataclass
@@ -198,7 +199,25 @@ def plan_clean(
             )
         kept = [k for k in kept if k.key not in evicted]
     plan.binary_bytes_after = _binary_bytes(kept)
+    _bytes_freed(plan, kernels, kept)
     return plan
+
+
+def _bytes_freed(plan: CleanPlan, kernels: list[KernelRecord], kept: list[KernelRecord]) -> None:
+    """Each kernel removal's `bytes`: what removing it frees. A binary a batch shares is
+    freed by the last of its kernels to go (the others free nothing), never by one that
+    stays, so the removals' bytes add up to `binary_bytes_before - binary_bytes_after`."""
+    staying = {k.sha256 for k in kept}
+    blob = {k.key: (k.sha256, k.size) for k in kernels}
+    freed: set[str] = set()
+    for i in reversed(range(len(plan.removals))):
+        r = plan.removals[i]
+        if r.kind != "kernel":
+            continue
+        sha, size = blob[r.key]
+        gone = sha not in staying and sha not in freed
+        freed.add(sha)
+        plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
 def clean_bundle(

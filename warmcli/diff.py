@@ -42,6 +42,8 @@ class BundleDiff:
     picks_changed: list[PickChange] = field(default_factory=list)
     kernels_shared: int = 0
     tunes_shared: int = 0
+    usage_a: dict[str, tuple[float, float]] = field(default_factory=dict)  # key: created, used
+    usage_b: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -99,4 +101,6 @@ def diff_records(
 def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> BundleDiff:
     """What differs between the bundles at `a` and `b`; see the module doc."""
     with Bundle.open(a) as ba, Bundle.open(b) as bb:
-        return diff_records(str(a), str(b), ba.kernels(), bb.kernels(), ba.tunes(), bb.tunes())
+        diff = diff_records(str(a), str(b), ba.kernels(), bb.kernels(), ba.tunes(), bb.tunes())
+        diff.usage_a, diff.usage_b = ba.usage(), bb.usage()
+        return diff

@@ -4,7 +4,7 @@ A bundle with more than `LARGE_KERNELS` kernels or `LARGE_TUNES` tunes is
 summarised from SQL aggregates (`Bundle.aggregate`), never by reading every row:
 kernels per device and arch with the bytes of their distinct blobs, tunes per
 operation and device with how many are pending, and one line for each of only the
-first `SAMPLE_TUNES` tunes. `warm stats --explain OPERATION` still lists one
+`SAMPLE_TUNES` tunes, a few of each operation. `warm stats --explain OPERATION` still lists one
 operation's tunes whole, and `--json` still has every entry. This module reads
 and presents; it never writes the bundle and never prints.
 """
@@ -27,6 +27,7 @@ from warmcli.render import (
     manifest_grid,
     tunable_arch,
     tune_json,
+    tune_order,
     tunes_table,
 )
 
@@ -83,6 +84,6 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
             f"{n:,}",
             f"{pending:,}",
         )
-    title = f"First {len(summary.sample)} of {summary.tune_count:,} tunes"
-    shown = tunes_table(title, [tune_json(t) for t in summary.sample])
+    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
+    shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
     return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))

@@ -29,8 +29,44 @@ from warmcli.render import stats_document
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
+UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
+
+
+class _TrimmedStdout:
+    """The `out` console's file: `sys.stdout` (looked up at each write), every line written
+    without its trailing spaces, so that piped output and CI logs hold no padding."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            sys.stdout.write(self._partial)
+            self._partial = ""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+
+def _stdout_console() -> Console:
+    """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
+    log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else UNWRAPPED
+    return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
+
+
 # No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
-out = Console(markup=False, emoji=False)
+out = _stdout_console()
 err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
 
 EXPECTED = (
@@ -44,9 +80,9 @@ EXPECTED = (
 )
 
 BundleOpt = typer.Option(
-    None, "--bundle", "-b", help="Bundle path \\[default: WARM_BUNDLE, else in WARM_HOME]."
+    None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else in WARM_HOME]."
 )
-BundleArg = typer.Argument(None, help="Bundle \\[default: WARM_BUNDLE, else in WARM_HOME].")
+BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE, else in WARM_HOME].")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
 ArchOpt = typer.Option(

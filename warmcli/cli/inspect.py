@@ -43,6 +43,8 @@ def stats(
         doc["tunes"] = [t for t in doc["tunes"] if t["operation"] == operation]
         if not doc["tunes"]:
             fail(f"{path}: no tunes for operation {operation!r} (it holds: {held})")
+        ours = {c["kernel"] for t in doc["tunes"] for c in t["candidates"]}
+        doc["kernels"] = [k for k in doc["kernels"] if k["key"] in ours]  # its candidates'
     if as_json:
         emit_json(doc)
     else:

@@ -23,6 +23,7 @@ from warmcli.cli.common import (
     EntryOpt,
     JsonOpt,
     NvccOpt,
+    QuietOpt,
     default_bundle,
     emit_json,
     guarded,
@@ -68,6 +69,7 @@ def verify(
         False, "--explain-misses", help="One line per miss: which part of its key differs."
     ),
     as_json: bool = JsonOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
     path = bundle or default_bundle()
@@ -94,7 +96,7 @@ def verify(
         if replayed:
             report = replayed[0]
             shown = RunReport(path, list(report.per_device), [report], missing=missing)
-            out.print(run_renderable(shown))
+            out.print(run_renderable(shown, tables=not quiet))
             for miss in report.misses if explain_misses else []:
                 out.print(f"miss: {miss.line()}", markup=False, highlight=False, soft_wrap=True)
     if not doc["verified"]:
