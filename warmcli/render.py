@@ -459,7 +459,7 @@ def summary_table(doc: dict[str, Any]) -> Table:
     for k in doc["kernels"]:
         places.setdefault((k["device"], k["arch"]), []).append(k)
     for (device, arch), ks in sorted(places.items()):
-        size = sum({k["sha256"]: k["bytes"] for k in ks}.values())
+        size = sum({k["sha256"]: k["blob_bytes"] for k in ks}.values())
         add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
     tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in doc["tunes"]:

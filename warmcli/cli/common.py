@@ -61,7 +61,9 @@ class _TrimmedStdout:
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
     log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else UNWRAPPED
+    if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
+        return Console(markup=False, emoji=False)
+    width = None if os.environ.get("COLUMNS") else UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
