@@ -204,7 +204,7 @@ def test_stats_summary_devices_help_and_verbose(warm: Warm, bundle_path: Path) -
     kernels = warm.json("stats", bundle_path)["kernels"]
     assert all(k["last_used"] >= k["created"] > 0 for k in kernels)
     devices = warm.json("devices")
-    assert devices[0]["id"] == "host"
+    assert devices["devices"][0]["id"] == "host"
     helptext = warm("--help").stdout
     for name in ("WARM_BUNDLE", "WARM_HOME", "WARM_NVCC", "WARM_CC", "WARM_REPORT"):
         assert name in helptext

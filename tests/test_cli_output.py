@@ -227,3 +227,35 @@ def test_progress_shows_only_the_bars_a_pass_can_advance(tmp_path: Path) -> None
     assert "CompileAndAutotune: candidates measured" in shown
     assert "CompileOnly: kernels" not in shown and "CompileOnly: candidates" not in shown
     assert "0/?" not in shown
+
+
+def test_messages_say_what_happened(piped: Warm, tmp_path: Path) -> None:
+    from warmcli.devices import cuda_available
+
+    if not cuda_available():  # a CUDA workload here: the error says how to build without a GPU
+        saxpy = ROOT / "examples" / "saxpy_cuda.py"
+        err = piped("run", saxpy, "--bundle", tmp_path / "s.warm").stderr
+        assert "no CUDA device found" in err and "--arch sm_90" in err
+    devices = piped.json("devices")
+    assert devices["devices"][0]["id"] == "host"
+    assert {t["name"] for t in devices["toolchains"]} == {"cc", "nvcc"}
+    cc = next(t for t in devices["toolchains"] if t["name"] == "cc")
+    shown = piped("devices").stdout
+    assert cc["path"] in shown and cc["version"] in shown
+    assert ("pycuda is not installed" in shown) == (not devices["pycuda"])
+    (tmp_path / "empty.py").write_text('DEVICE = "host"\ndef workload(rt):\n    pass\n')
+    empty = piped("run", tmp_path / "empty.py", "--bundle", tmp_path / "e.warm")
+    assert "launched nothing and tuned nothing" in empty.stdout
+    assert "-" not in [line.split("·")[-2].strip() for line in rows(empty.stdout) if "·" in line]
+    deep = tmp_path / "no" / "such" / "b.warm"
+    proc = piped("run", tmp_path / "empty.py", "--bundle", deep)
+    assert proc.returncode == 2 and f"no directory {deep.parent.parent}" in proc.stderr
+    assert not (tmp_path / "no").exists()
+    zero = tmp_path / "zero.warm"
+    zero.write_bytes(b"")  # as `mktemp` makes it
+    proc = piped("run", tmp_path / "empty.py", "--bundle", zero, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert piped.json("stats", zero)["manifest"]["format_version"] >= 1
+    (tmp_path / "bad.py").write_text('DEVICE = "host"\ndef workload(rt):\n    raise ValueError\n')
+    assert piped("run", tmp_path / "bad.py", "--bundle", tmp_path / "fresh.warm").returncode == 2
+    assert not list(tmp_path.glob("fresh.warm*"))  # no bundle, and no lock file of it

@@ -85,6 +85,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "verified": report.verified,
         "missing": report.missing,
         "signature": report.signature,
+        "launched_nothing": not any(did_something(p.total) for p in report.passes),
     }
 
 
@@ -120,18 +121,30 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
     return table
 
 
+def did_something(stats: DeviceStatistics) -> bool:
+    """Whether a pass registered a kernel or a tune, or launched anything."""
+    e = stats.execution
+    return bool(
+        stats.compilation.registered
+        or stats.autotune.registered
+        or e.executed + e.discarded + e.queued
+    )
+
+
 def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
     """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
     parts: list[Any] = []
     for i, p in enumerate(report.passes, start=1):
         if tables:
-            for device, stats in sorted(p.per_device.items()) or [("-", p.total)]:
+            for device, stats in sorted(p.per_device.items()) or [("no device", p.total)]:
                 parts.append(pass_table(i, p, device, stats))
         if verbose:
             parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
         parts += [
             line(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
         ]
+    if report.passes and not any(did_something(p.total) for p in report.passes):
+        parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(
             line(

@@ -108,6 +108,20 @@ def default_bundle() -> Path:
     return warm_home() / "bundle.warm"
 
 
+def bundle_to_write(given: Path | None) -> Path:
+    """The bundle a command writes: `given` (`--bundle`), else `default_bundle()`. For a
+    path the user gave, warm creates at most its last directory: a mistyped path fails
+    rather than growing a tree of directories."""
+    if given is None:
+        return default_bundle()
+    if not given.parent.parent.is_dir():
+        fail(
+            f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "
+            f"directory, {given.parent.name})"
+        )
+    return given
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]

@@ -1,12 +1,13 @@
-"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers."""
+"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers
+(its devices, whether pycuda is there, and the compilers warm would use)."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from warmcli.cli import app
 from warmcli.cli.common import (
@@ -20,8 +21,9 @@ from warmcli.cli.common import (
     read_bundle,
 )
 from warmcli.printable import printable
-from warmcli.render import add_row, stats_renderable
+from warmcli.render import add_row, line, listing, stats_renderable
 from warmcli.summary import large_summary, summary_renderable
+from warmcli.toolchain import ToolchainError, probe
 
 
 @app.command()
@@ -51,24 +53,47 @@ def stats(
         out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
 
 
+def _toolchains() -> list[dict[str, str]]:
+    """The compilers warm would use here (`cc`, `nvcc`), with their paths and versions, or
+    why one is missing."""
+    from warmcli.host.compiler import host_cc
+
+    found: list[dict[str, str]] = []
+    try:
+        found.append(probe("cc", host_cc()).as_dict())
+    except ToolchainError as exc:
+        found.append({"name": "cc", "path": "", "version": "", "error": str(exc)})
+    try:
+        from warmcli.cuda.nvcc import NvccCompiler
+
+        found.append(NvccCompiler().toolchain.as_dict())
+    except (ToolchainError, ImportError) as exc:
+        found.append({"name": "nvcc", "path": "", "version": "", "error": str(exc)})
+    return found
+
+
+PYCUDA_MISSING = "pycuda is not installed: no CUDA device can be listed or used (extra: cuda)"
+
+
 @app.command()
 def devices(as_json: bool = JsonOpt) -> None:
-    """The devices warm can use here: the host, and every CUDA device PyCUDA sees."""
+    """The devices warm can use here (the host, every CUDA device PyCUDA sees) and the
+    compilers it would use."""
     from warmcli.host.device import HostDevice
 
     found: list[dict[str, Any]] = []
     host = HostDevice()
     found.append({"id": "host", "backend": "host", **host.fingerprint.as_dict()})
-    try:
+    pycuda = importlib.util.find_spec("pycuda") is not None
+    if pycuda:
         from warmcli.cuda.device import list_cuda_devices
 
         found += [{"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()]
-    except ImportError:
-        pass
+    toolchains = _toolchains()
     if as_json:
-        emit_json(found)
+        emit_json({"devices": found, "pycuda": pycuda, "toolchains": toolchains})
         return
-    table = Table(title="Devices", title_justify="left")
+    table = listing("Devices")
     for col in ("id", "name", "arch", "memory", "driver"):
         table.add_column(col)
     for d in found:
@@ -76,3 +101,11 @@ def devices(as_json: bool = JsonOpt) -> None:
         arch = d.get("arch") or d.get("compute_capability", "")
         add_row(table, d["id"], d["name"], arch, memory, d.get("driver", ""))
     out.print(table)
+    if not pycuda:
+        out.print(line(PYCUDA_MISSING, style="yellow"))
+    compilers = listing("Compilers")
+    for col in ("name", "path", "version"):
+        compilers.add_column(col)
+    for t in toolchains:
+        add_row(compilers, t["name"], t["path"] or "-", t["version"] or t.get("error", ""))
+    out.print(compilers)

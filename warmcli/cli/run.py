@@ -19,7 +19,7 @@ from warmcli.cli.common import (
     QuietOpt,
     SignKeyOpt,
     VerboseOpt,
-    default_bundle,
+    bundle_to_write,
     emit_json,
     guarded,
     out,
@@ -58,7 +58,7 @@ def run(
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
     """
-    path = bundle or default_bundle()
+    path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     show_progress = not (as_json or quiet) and out.is_terminal
