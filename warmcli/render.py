@@ -593,10 +593,11 @@ def diff_renderable(diff: BundleDiff) -> Group:
         line(f"B {diff.b}"),
         line(f"{diff.kernels_shared} kernel(s) and {diff.tunes_shared} tune(s) in both"),
     ]
-    for side, kernels in (("A", diff.kernels_only_a), ("B", diff.kernels_only_b)):
-        by_toolchain: dict[str, list[KernelRecord]] = {}
+    doc = diff_json(diff)["kernels"]
+    for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
+        by_toolchain: dict[str, list[dict[str, Any]]] = {}
         for k in kernels:  # one table per toolchain, not its long identity on every row
-            by_toolchain.setdefault(k.toolchain, []).append(k)
+            by_toolchain.setdefault(k["toolchain"], []).append(k)
         for toolchain, built in by_toolchain.items():
             parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
             table = listing()
@@ -605,14 +606,14 @@ def diff_renderable(diff: BundleDiff) -> Group:
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
                 )
             for k in built:
-                add_row(table, where(k.device, k.arch), k.label, f"{k.size:,}")
+                add_row(table, where(k["device"], k["arch"]), kernel_name(k), f"{k['bytes']:,}")
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:
             table = listing(f"Tunes only in {side} ({len(tunes)})")
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
-            for t in tunes:
+            for t in sorted(tunes, key=tune_order):
                 add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:
