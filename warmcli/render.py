@@ -294,7 +294,7 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
 
 def tune_order(t: TuneRecord) -> tuple[Any, ...]:
     """Tunes by operation, then shape (numbers as numbers), then device."""
-    return (t.operation, natural(t.shape_key), t.device, t.key)
+    return (natural(t.operation), natural(t.shape_key), t.device, t.key)
 
 
 MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "updated": float}

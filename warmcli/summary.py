@@ -25,6 +25,7 @@ from warmcli.render import (
     contents_table,
     line,
     manifest_grid,
+    natural,
     tunable_arch,
     tune_json,
     tune_order,
@@ -72,9 +73,9 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
     head = manifest_grid(path, summary.manifest, summary.fingerprints)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
-    for device, arch, n, size in summary.kernels:
+    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
         add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
-    for operation, device, n, pending in summary.tunes:
+    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
         add_row(
             contents,
             f"{operation} on {device}",
