@@ -259,3 +259,40 @@ def test_messages_say_what_happened(piped: Warm, tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text('DEVICE = "host"\ndef workload(rt):\n    raise ValueError\n')
     assert piped("run", tmp_path / "bad.py", "--bundle", tmp_path / "fresh.warm").returncode == 2
     assert not list(tmp_path.glob("fresh.warm*"))  # no bundle, and no lock file of it
+
+
+BROKEN = r'''
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = """
+#ifdef BROKEN
+#error broken candidate
+#endif
+void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= STEP; }"""
+
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+
+OP = Tunable("scale", {
+    "plain": Kernel(SRC, "scale", "Pi", defines={"STEP": 1}),
+    "broken": Kernel(SRC, "scale", "Pi", defines={"STEP": 1}, options=("-DBROKEN",)),
+}, launch, repeats=1)
+
+def workload(rt):
+    rt.tune(OP, rt.buffer(8), 8)
+'''
+
+
+def test_a_failed_compile_names_which_candidate(piped: Warm, tmp_path: Path) -> None:
+    """Two candidates with the same defines, one with an option that breaks it: the note
+    says which one (its options and key), and the key is the failed candidate's kernel."""
+    (tmp_path / "broken.py").write_text(BROKEN)
+    path = tmp_path / "broken.warm"
+    proc = piped("run", tmp_path / "broken.py", "--bundle", path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    note = next(line for line in rows(proc.stdout) if "compile of" in line)
+    assert "scale[STEP=1] -DBROKEN (key " in note
+    tune = piped.json("stats", path)["tunes"][0]
+    failed = next(c for c in tune["candidates"] if c["name"] == "broken")
+    assert failed["status"] == "failed" and f"(key {failed['kernel'][:8]})" in note
