@@ -21,7 +21,7 @@ from conftest import EXAMPLES, Warm
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
 from warmcli.bundle import Bundle
 from warmcli.device import DeviceFingerprint
-from warmcli.explain import MissExplanation
+from warmcli.explain import MissExplanation, describe
 from warmcli.host import HostDevice
 from warmcli.statistics import StatisticsReader
 
@@ -223,3 +223,10 @@ def test_warm_verify_explains_each_miss(warm: Warm, workload_file, bundle_path: 
     assert report["compilation"]["misses"] == {"source": 1}
     assert report["autotune"]["misses"] == {"shape": 1}
     assert {m["reason"] for m in report["explanations"]} == {"source", "shape"}
+
+
+def test_shape_explanation_names_the_nearest_shapes_first() -> None:
+    """Pure logic (`describe` on plain components): nearest by the numbers, not by text."""
+    held = [{"shape": f"float32[{n}] {n}"} for n in (1024, 120, 64, 2048)]
+    detail = describe("shape", held, {"shape": "float32[128] 128"})
+    assert detail.startswith("bundle has float32[120] 120 | float32[64] 64 | float32[1024] 1024")

@@ -447,6 +447,8 @@ class Bundle:
         trusted key signed is refused, and only rows they signed are served.
         """
         path = Path(path)
+        if write and path.is_file() and path.stat().st_size == 0:  # as `mktemp` makes it
+            return cls.create(path)._trusting(trusted_keys)
         try:
             conn, ident = _open_connection(path, write)
         except FileNotFoundError:
@@ -902,6 +904,20 @@ class Bundle:
         rows = self._all("SELECT key, created, last_used FROM kernels")
         return dict(self._parse("kernel", r[0], lambda r=r: _usage_row(r)) for r in rows)
 
+    def usage_of(self, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """The (created, last_used) times of the kernels under `keys` (a listing's, bounded)."""
+        found: dict[str, tuple[float, float]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            rows = self._all(
+                f"SELECT key, created, last_used FROM kernels WHERE key IN ({marks})", tuple(chunk)
+            )
+            for r in rows:
+                key, times = self._parse("kernel", r[0], lambda r=r: _usage_row(r))
+                found[key] = times
+        return found
+
     def touch(self, last_used: Mapping[str, float]) -> int:
         """Set kernels' `last_used` times (a load by a writing process, a merge); returns rows."""
         if not last_used:
@@ -984,8 +1000,9 @@ class Bundle:
         self, sample: int = 0, operation: str | None = None
     ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
         """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
-        distinct blobs) and (operation, device, tunes, pending), plus the first `sample` tunes
-        by operation and shape (of `operation` only, if given), read whole."""
+        distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
+        whole: of `operation` only, by shape, if given; else as many of each operation as fit,
+        by shape (a malformed one is left out)."""
         kernel_rows = self._all(
             "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
             "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
@@ -1005,8 +1022,26 @@ class Bundle:
         return (
             [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
             [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-            list(self.each_tune(operation, limit=sample)),
+            list(self.each_tune(operation, limit=sample))
+            if operation is not None
+            else self._sample_tunes(sample),
         )
+
+    def _sample_tunes(self, sample: int) -> list[TuneRecord]:
+        """`sample` tunes, a few of each operation: each one's first by shape, then second..."""
+        keys = self._all(
+            "SELECT key FROM (SELECT key, operation, row_number() OVER "
+            "(PARTITION BY operation ORDER BY shape_key, key) AS nth FROM tunes) "
+            "ORDER BY nth, operation LIMIT ?",
+            (sample,),
+        )
+        found = []
+        for (key,) in keys:
+            with contextlib.suppress(BundleError):  # a malformed one is not shown
+                record = self.tune(str(key)[:MAX_NAME_CHARS])
+                if record is not None:
+                    found.append(record)
+        return found
 
     def operations(self, limit: int) -> list[str]:
         """The first `limit` operations the bundle holds tunes of, by name (well-formed ones)."""
@@ -1014,6 +1049,20 @@ class Bundle:
             "SELECT DISTINCT operation FROM tunes ORDER BY operation LIMIT ?", (limit,)
         )
         return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
+
+    def count(self, table: str) -> int:
+        """How many kernels or tunes the bundle holds."""
+        assert table in ("kernels", "tunes")
+        row = self._one(f"SELECT count(*) FROM {table}")
+        return int(row[0]) if row else 0
+
+    def blob_users(self) -> dict[str, int]:
+        """How many kernels use each binary that more than one kernel uses (a batch's)."""
+        rows = self._all(
+            "SELECT sha256, count(*) FROM kernels WHERE typeof(sha256) = 'text' "
+            f"AND length(sha256) <= {MAX_NAME_CHARS} GROUP BY sha256 HAVING count(*) > 1"
+        )
+        return {str(sha): int(n) for sha, n in rows}
 
     def has_operation(self, operation: str) -> bool:
         return (

@@ -20,6 +20,7 @@ prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections import Counter
@@ -58,7 +59,7 @@ class Removal:
     label: str  # as `warm stats` names it
     where: str
     reason: str
-    bytes: int = 0  # a kernel's binary size
+    bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
 
 
 @dataclass
@@ -172,6 +173,7 @@ def _lru(
     max_size: int,
     plan: CleanPlan,
     labels: Callable[[str], KernelRecord | None],
+    listed: dict[str, tuple[str, int]],
 ) -> set[str]:
     """Evict the least recently used of `kept` (last used, key, blob) until the blobs the
     rest use fit in `max_size`; the keys evicted."""
@@ -188,6 +190,8 @@ def _lru(
         k = labels(key) if len(plan.removals) < LISTED else None  # shown: named
         label, place = (k.label, where(k.device, k.arch)) if k else (key[:16], "")
         reason = f"least recently used (over {max_size:,} bytes)"
+        if len(plan.removals) < LISTED:
+            listed[key] = (sha, sizes[sha])
         plan.remove(Removal("kernel", key, label, place, reason, sizes[sha]))
     return evicted
 
@@ -210,12 +214,15 @@ def plan_clean(
     sizes: dict[str, int] = {}  # by blob: what every kernel uses
     kept_sizes: dict[str, int] = {}  # by blob: what the kept kernels use
     kept: list[tuple[float, str, str]] = []  # (last used, key, blob), for `max_size` only
+    listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
     for k, last_used in kernels:
         sizes[k.sha256] = k.size
         foreign, cannot = _kernel_foreign(k, machine)
         if cannot:
             unjudged[cannot] += 1
         if foreign and not keep_foreign:
+            if len(plan.removals) < LISTED:
+                listed[k.key] = (k.sha256, k.size)
             plan.remove(Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size))
             continue
         kept_sizes[k.sha256] = k.size
@@ -231,11 +238,30 @@ def plan_clean(
     plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in sorted(unjudged.items())]
     plan.binary_bytes_before = sum(sizes.values())
     plan.binary_bytes_after = sum(kept_sizes.values())
+    staying = set(kept_sizes)
     if max_size is not None:
-        evicted = _lru(kept, sizes, max_size, plan, labels)
+        evicted = _lru(kept, sizes, max_size, plan, labels, listed)
         in_use = {sha for _, key, sha in kept if key not in evicted}
         plan.binary_bytes_after = sum(sizes[sha] for sha in in_use)
+        staying = in_use
+    _bytes_freed(plan, listed, staying)
     return plan
+
+
+def _bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying: set[str]) -> None:
+    """Each listed kernel removal's `bytes`: what removing it frees. A binary a batch shares
+    is freed by the last of its kernels to go (the others free nothing), never by one that
+    stays, so the removals' bytes add up to `binary_bytes_before - binary_bytes_after`
+    (when every removal is listed)."""
+    freed: set[str] = set()
+    for i in reversed(range(len(plan.removals))):
+        r = plan.removals[i]
+        if r.kind != "kernel" or r.key not in listed:
+            continue
+        sha, size = listed[r.key]
+        gone = sha not in staying and sha not in freed
+        freed.add(sha)
+        plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
 def clean_bundle(

@@ -43,6 +43,12 @@ class CompileUnit:
     arch: str
 
     @property
+    def name(self) -> str:
+        """The kernel told apart from any other: its label, options and key (as `warm stats`
+        shows them), so two kernels with the same defines read differently."""
+        return " ".join([self.kernel.label, *self.kernel.options, f"(key {self.key[:8]})"])
+
+    @property
     def symbol(self) -> str:
         """The unique name the kernel's entry gets inside a shared translation unit."""
         return f"warm_{self.key[:16]}_{self.kernel.entry}"
@@ -71,7 +77,7 @@ class CompileFailure(Exception):
     timed_out: bool = False
 
     def __str__(self) -> str:
-        names = ", ".join(u.kernel.label for u in self.units) or "?"
+        names = ", ".join(u.name for u in self.units) or "?"
         what = "timed out" if self.timed_out else "failed"
         return f"compile of {names} {what}:\n{self.log.strip()}"
 

@@ -90,6 +90,11 @@ def open_devices(
         spec = hint or ("cuda" if cuda_available() else "host")
     if spec == "host":
         return [HostDevice(cc)]
+    if spec == "cuda" and not cuda_available():
+        raise DeviceError(
+            "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
+            "without a GPU, give the architecture: --arch sm_90 (repeat for several)"
+        )
     if spec == "cuda" or spec.startswith("cuda:"):
         from warmcli.cuda.device import open_cuda_devices
 

@@ -68,6 +68,8 @@ class BundleDiff:
     kernels_shared: int = 0
     tunes_shared: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # by list name, all of them
+    usage_a: dict[str, tuple[float, float]] = field(default_factory=dict)  # key: created, used
+    usage_b: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -166,10 +168,13 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
         def keys(bundle: Bundle, table: str) -> Iterator[Key]:
             return (Key(*row) for row in bundle.keys(table))
 
-        return diff_keys(
+        diff = diff_keys(
             str(a),
             str(b),
             (keys(ba, "kernels"), keys(bb, "kernels")),
             (keys(ba, "tunes"), keys(bb, "tunes")),
             (_reader(ba), _reader(bb)),
         )
+        diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
+        diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
+        return diff

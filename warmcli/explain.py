@@ -24,7 +24,9 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -177,6 +179,23 @@ def _show(component: str, value: str) -> str:
     return value or "none"
 
 
+_NUMBER = re.compile("[0-9]+")
+
+
+def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:
+    """How far a held shape key is from the wanted one: keys with the same text between
+    their numbers first, then by how far apart the numbers are (in ratio), then by text."""
+    a, b = _NUMBER.findall(held), _NUMBER.findall(wanted)
+    same_text = _NUMBER.sub("#", held) == _NUMBER.sub("#", wanted)
+    if not same_text or len(a) != len(b):
+        return (1, float(abs(len(a) - len(b))), held)
+    return (
+        0,
+        sum(abs(math.log((int(x) + 1) / (int(y) + 1))) for x, y in zip(a, b, strict=True)),
+        held,
+    )
+
+
 def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
     shown = list(dict.fromkeys(_show(component, h.get(component, "")) for h in held))
     more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
@@ -205,6 +224,8 @@ def describe(
             f"same candidate names, a candidate's kernel differs: bundle has "
             f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
         )
+    if component == "shape":  # the nearest shapes first, not the alphabetically first
+        held = sorted(held, key=lambda h: shape_distance(h.get("shape", ""), wanted["shape"]))
     return f"bundle has {_values(component, held)}, {who} {_show(component, wanted[component])}"
 
 
@@ -248,7 +269,8 @@ def explain_kernel(
         kernel.label,
         "signature",
         "bundle has a build with the same source, options, defines, arch and toolchain; "
-        "its parameter letters or language differ",
+        f"its parameter letters or language differ (this process: {kernel.params!r}, "
+        f"{kernel.language})",
     )
 
 

@@ -269,8 +269,10 @@ def _warm(
     finally:
         bundle.close()
         if created and not finished and not (report.stored_kernels or report.stored_tunes):
-            # A run that failed before storing anything leaves no empty bundle behind.
+            # A run that failed before storing anything leaves no empty bundle behind,
+            # and no lock file of it either.
             bundle_path.unlink(missing_ok=True)
+            Path(f"{bundle_path}.lock").unlink(missing_ok=True)
     if verify:
         fresh = open_devices()
         try:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
+import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -85,6 +88,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "missing": report.missing,
         "signature": report.signature,
         "explanations": [m.as_dict() for m in verify_misses(report)],
+        "launched_nothing": not any(did_something(p.total) for p in report.passes),
     }
 
 
@@ -130,18 +134,30 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
     return table
 
 
+def did_something(stats: DeviceStatistics) -> bool:
+    """Whether a pass registered a kernel or a tune, or launched anything."""
+    e = stats.execution
+    return bool(
+        stats.compilation.registered
+        or stats.autotune.registered
+        or e.executed + e.discarded + e.queued
+    )
+
+
 def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
     """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
     parts: list[Any] = []
     for i, p in enumerate(report.passes, start=1):
         if tables:
-            for device, stats in sorted(p.per_device.items()) or [("-", p.total)]:
+            for device, stats in sorted(p.per_device.items()) or [("no device", p.total)]:
                 parts.append(pass_table(i, p, device, stats))
         if verbose:
             parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
         parts += [
             line(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
         ]
+    if report.passes and not any(did_something(p.total) for p in report.passes):
+        parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(
             line(
@@ -171,8 +187,27 @@ def _when(stamp: str | float | None, timespec: str = "seconds") -> str:
         return str(stamp)
 
 
-def kernel_json(k: KernelRecord, usage: tuple[float, float] | None = None) -> dict[str, Any]:
+def natural(text: object) -> list[Any]:
+    """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
+    `64x64` before `200x200` (text and numbers alternate, so any two keys compare)."""
+    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+
+
+_DIGITS = re.compile("([0-9]+)")
+
+
+def kernel_json(
+    k: KernelRecord,
+    usage: tuple[float, float] | None = None,
+    shared_by: int = 1,
+    share: int | None = None,
+    candidates: list[str] | None = None,
+) -> dict[str, Any]:
+    """One kernel. A batch compiles several kernels into one binary: `blob_bytes` and
+    `batch_seconds` are that binary's, `bytes` and `seconds` this kernel's share of them
+    (`share`: its bytes, so the shares of one binary add up to it exactly)."""
     created, last_used = usage or (None, None)
+    shared_by = max(shared_by, 1)
     return {
         "key": k.key,
         "device": k.device,
@@ -180,13 +215,60 @@ def kernel_json(k: KernelRecord, usage: tuple[float, float] | None = None) -> di
         "arch": k.arch,
         "entry": k.entry,
         "label": k.label,
-        "bytes": k.size,
+        "candidates": candidates or [],
+        "options": _json_field(k.components.get("options"), []),
+        "defines": dict(_json_field(k.components.get("defines"), [])),
+        "bytes": k.size // shared_by if share is None else share,
+        "blob_bytes": k.size,
+        "shared_by": shared_by,
         "sha256": k.sha256,
         "toolchain": k.toolchain,
-        "seconds": k.seconds,
+        "seconds": k.seconds / shared_by,
+        "batch_seconds": k.seconds,
         "created": created,
         "last_used": last_used,
     }
+
+
+def _json_field(text: str | None, empty: Any) -> Any:
+    """A key component kept as JSON text (options, defines), or `empty` if it is not."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
+def kernels_json(
+    kernels: list[KernelRecord],
+    tunes: list[TuneRecord],
+    usage: dict[str, tuple[float, float]],
+) -> list[dict[str, Any]]:
+    """Every kernel's `kernel_json`, by device, arch and label (numbers as numbers): each
+    named by the tunable candidates it is, and given its share of a shared binary."""
+    named: dict[str, set[str]] = {}
+    for t in tunes:
+        for c in t.candidates:
+            named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+    users = Counter(k.sha256 for k in kernels)
+    given: Counter[str] = Counter()
+    docs = []
+    for k in sorted(kernels, key=lambda k: (k.device, k.arch, natural(k.label), k.key)):
+        n = users[k.sha256]
+        share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
+        given[k.sha256] += 1
+        cands = sorted(named.get(k.key, ()), key=natural)
+        docs.append(kernel_json(k, usage.get(k.key), n, share, cands))
+    return docs
+
+
+def kernel_name(k: dict[str, Any]) -> str:
+    """How a table names a kernel (its `kernel_json`): the tunable candidates it is, else
+    its label, then its compile options, so that two different kernels read differently."""
+    name = ", ".join(k.get("candidates") or ()) or k["label"]
+    if k.get("candidates") and k.get("defines"):
+        name += f" [{','.join(f'{d}={v}' for d, v in k['defines'].items())}]"
+    return " ".join([name, *map(str, k.get("options") or ())])
 
 
 def _tune_brief(t: TuneRecord) -> dict[str, Any]:
@@ -198,6 +280,7 @@ def _tune_brief(t: TuneRecord) -> dict[str, Any]:
         "device": t.device,
         "status": t.status,
         "pick": t.pick,
+        "pick_kernel": next((c.kernel_key for c in t.candidates if c.name == t.pick), None),
     }
 
 
@@ -211,6 +294,7 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
         "candidates": [
             {
                 "name": c.name,
+                "kernel": c.kernel_key,
                 "seconds": c.seconds,
                 "status": c.status,
                 "reason": c.reason,
@@ -220,6 +304,11 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
             for c in t.candidates
         ],
     }
+
+
+def tune_order(t: TuneRecord) -> tuple[Any, ...]:
+    """Tunes by operation, then shape (numbers as numbers), then device."""
+    return (natural(t.operation), natural(t.shape_key), t.device, t.key)
 
 
 MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "updated": float}
@@ -242,13 +331,28 @@ def stats_document(
     fingerprints: list[dict[str, Any]],
     kernels: Iterable[tuple[KernelRecord, tuple[float, float] | None]],
     tunes: Iterable[TuneRecord],
+    shared: dict[str, int] | None = None,
+    named: dict[str, set[str]] | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
-    entry converted as it is read (stream them, or list them)."""
+    entry converted as it is read (stream them, or list them). `shared`: how many kernels
+    use each binary used by more than one (so each gets its share of it); `named`: the
+    tunable candidates each kernel key is."""
+    shared = shared or {}
+    named = named or {}
+    given: Counter[str] = Counter()
+
+    def one(k: KernelRecord, usage: tuple[float, float] | None) -> dict[str, Any]:
+        n = shared.get(k.sha256, 1)
+        share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
+        if n > 1:
+            given[k.sha256] += 1
+        return kernel_json(k, usage, n, share, sorted(named.get(k.key, ()), key=natural))
+
     return {
         "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
-        "kernels": (kernel_json(k, usage) for k, usage in kernels),
+        "kernels": (one(k, usage) for k, usage in kernels),
         "tunes": map(tune_json, tunes),
     }
 
@@ -257,23 +361,24 @@ TUNE_TABLES = 10  # more tunes than this are listed one line each (--explain: ev
 
 
 def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
-    """One row per kernel (its `kernel_json`): where, what, size, compile time, blob, use."""
+    """One row per kernel (its `kernel_json`): where, what, its share of its binary's size
+    and compile time (a batch's kernels share one binary), its key, its last use."""
     table = listing(title)
     table.add_column("device", no_wrap=True)
     table.add_column("kernel", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("compile", justify="right", no_wrap=True)
-    table.add_column("sha256", no_wrap=True)
+    table.add_column("key", no_wrap=True)
     table.add_column("last used", no_wrap=True)
     for k in kernels:
         used = _when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
         add_row(
             table,
             where(k["device"], k["arch"]),
-            k["label"],
+            kernel_name(k),
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",
-            k["sha256"][:8],
+            k["key"][:8],
             used,
         )
     return table
@@ -293,6 +398,7 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
     table = listing(title)
     table.add_column("operation", overflow="fold")
     table.add_column("shape", overflow="fold")
+    table.add_column("device", overflow="fold")
     table.add_column("pick", overflow="fold")
     table.add_column("median", justify="right", no_wrap=True)
     table.add_column("runner-up", justify="right", no_wrap=True)
@@ -300,7 +406,16 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
     for t in tunes:
         median, runner = pick_figures(t)
         pick = t["pick"] or t["status"]
-        add_row(table, t["operation"], t["shape"], pick, median, runner, str(len(t["candidates"])))
+        add_row(
+            table,
+            t["operation"],
+            t["shape"],
+            device_brief(t["device"]),
+            pick,
+            median,
+            runner,
+            str(len(t["candidates"])),
+        )
     return table
 
 
@@ -369,6 +484,12 @@ def contents_table() -> Table:
     return table
 
 
+def device_brief(device: str) -> str:
+    """A device fingerprint (`backend|name|arch|driver`) as `name arch`."""
+    parts = device.split("|")
+    return f"{parts[1]} {parts[2]}" if len(parts) >= 4 else device
+
+
 def tunable_arch(device: str) -> str:
     """The arch field of a device fingerprint (`backend|name|arch|driver`)."""
     return device.split("|")[2] if device.count("|") >= 3 else device
@@ -381,7 +502,7 @@ def summary_table(doc: dict[str, Any]) -> Table:
     for k in doc["kernels"]:
         places.setdefault((k["device"], k["arch"]), []).append(k)
     for (device, arch), ks in sorted(places.items()):
-        size = sum({k["sha256"]: k["bytes"] for k in ks}.values())
+        size = sum({k["sha256"]: k["blob_bytes"] for k in ks}.values())
         add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
     tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in doc["tunes"]:
@@ -482,15 +603,15 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
         "b": diff.b,
         "same": diff.same,
         "kernels": {
-            "only_a": [kernel_json(k) for k in diff.kernels_only_a],
-            "only_b": [kernel_json(k) for k in diff.kernels_only_b],
+            "only_a": kernels_json(diff.kernels_only_a, diff.tunes_only_a, diff.usage_a),
+            "only_b": kernels_json(diff.kernels_only_b, diff.tunes_only_b, diff.usage_b),
             "shared": diff.kernels_shared,
             "only_a_count": diff.count("kernels_only_a"),
             "only_b_count": diff.count("kernels_only_b"),
         },
         "tunes": {
-            "only_a": [_tune_brief(t) for t in diff.tunes_only_a],
-            "only_b": [_tune_brief(t) for t in diff.tunes_only_b],
+            "only_a": [_tune_brief(t) for t in sorted(diff.tunes_only_a, key=tune_order)],
+            "only_b": [_tune_brief(t) for t in sorted(diff.tunes_only_b, key=tune_order)],
             "shared": diff.tunes_shared,
             "picks_changed": [dataclasses.asdict(c) for c in diff.picks_changed],
             "only_a_count": diff.count("tunes_only_a"),
@@ -530,10 +651,11 @@ def diff_renderable(diff: BundleDiff) -> Group:
         line(f"B {diff.b}"),
         line(f"{diff.kernels_shared} kernel(s) and {diff.tunes_shared} tune(s) in both"),
     ]
-    for side, kernels in (("A", diff.kernels_only_a), ("B", diff.kernels_only_b)):
-        by_toolchain: dict[str, list[KernelRecord]] = {}
+    doc = diff_json(diff)["kernels"]
+    for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
+        by_toolchain: dict[str, list[dict[str, Any]]] = {}
         for k in kernels:  # one table per toolchain, not its long identity on every row
-            by_toolchain.setdefault(k.toolchain, []).append(k)
+            by_toolchain.setdefault(k["toolchain"], []).append(k)
         for toolchain, built in by_toolchain.items():
             parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
             table = listing()
@@ -542,14 +664,14 @@ def diff_renderable(diff: BundleDiff) -> Group:
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
                 )
             for k in built:
-                add_row(table, where(k.device, k.arch), k.label, f"{k.size:,}")
+                add_row(table, where(k["device"], k["arch"]), kernel_name(k), f"{k['bytes']:,}")
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:
             table = listing(f"Tunes only in {side} ({len(tunes)})")
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
-            for t in tunes:
+            for t in sorted(tunes, key=tune_order):
                 add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:

@@ -4,9 +4,9 @@ A bundle with more than `LARGE_KERNELS` kernels or `LARGE_TUNES` tunes is
 summarised from SQL aggregates (`Bundle.aggregate`), never by reading every row:
 kernels per device and arch with the bytes of their distinct blobs, tunes per
 operation and device with how many are pending, and one line for each of only the
-first `SAMPLE_TUNES` tunes. `warm stats --explain OPERATION` still lists one
-operation's tunes with every candidate (its first `SAMPLE_EXPLAINED` on a large
-bundle), and `--json` still has every entry. This module reads and presents; it
+`SAMPLE_TUNES` tunes, a few of each operation. `warm stats --explain OPERATION` still
+lists one operation's tunes with every candidate (its first `SAMPLE_EXPLAINED` on a
+large bundle), and `--json` still has every entry. This module reads and presents; it
 never writes the bundle and never prints.
 """
 
@@ -27,8 +27,10 @@ from warmcli.render import (
     contents_table,
     line,
     manifest_grid,
+    natural,
     tunable_arch,
     tune_json,
+    tune_order,
     tunes_table,
 )
 
@@ -87,9 +89,9 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
     head = manifest_grid(path, summary.manifest, summary.fingerprints)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
-    for device, arch, n, size in summary.kernels:
+    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
         add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
-    for operation, device, n, pending in summary.tunes:
+    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
         add_row(
             contents,
             f"{operation} on {device}",
@@ -99,12 +101,12 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
             f"{n:,}",
             f"{pending:,}",
         )
-    title = f"First {len(summary.sample)} of {summary.tune_count:,} tunes"
+    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in summary.sample])
+        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
         return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
     every: list[Any] = []
-    for t in summary.sample:
+    for t in sorted(summary.sample, key=tune_order):
         every += candidates_table(tune_json(t))
     more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
     return Group(head, contents, *every, line(more, style="dim"))

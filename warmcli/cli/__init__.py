@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from warmcli._version import __version__
 from warmcli.cli.common import fail, json_requested, out
@@ -29,13 +31,49 @@ ENV_HELP = (
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
 
-app = typer.Typer(
+
+class WarmCommand(TyperCommand):
+    """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
+    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        return params
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The whole first sentence in `warm --help`'s list of commands, never cut short."""
+        text = self.short_help or (self.help or "").split("\n\n")[0]
+        return " ".join(text.split())
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = (param.metavar or param.name or "").upper()
+                name = name if param.required else f"[{name}]"
+                pieces.append(name if param.nargs == 1 else f"{name}...")
+        return pieces
+
+
+class WarmApp(typer.Typer):
+    """`typer.Typer` whose every command is a `WarmCommand`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", WarmCommand)
+        return super().command(*args, **kwargs)
+
+
+app = WarmApp(
     name="warm",
     help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
     + ENV_HELP,
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rewrapped to the terminal, nothing cut
 )
 
 

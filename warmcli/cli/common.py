@@ -30,8 +30,46 @@ from warmcli.render import stats_document
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
+UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
+
+
+class _TrimmedStdout:
+    """The `out` console's file: `sys.stdout` (looked up at each write), every line written
+    without its trailing spaces, so that piped output and CI logs hold no padding."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            sys.stdout.write(self._partial)
+            self._partial = ""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+
+def _stdout_console() -> Console:
+    """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
+    log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
+    if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
+        return Console(markup=False, emoji=False)
+    width = None if os.environ.get("COLUMNS") else UNWRAPPED
+    return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
+
+
 # No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
-out = Console(markup=False, emoji=False)
+out = _stdout_console()
 err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
 
 EXPECTED = (
@@ -45,9 +83,9 @@ EXPECTED = (
 )
 
 BundleOpt = typer.Option(
-    None, "--bundle", "-b", help="Bundle path \\[default: WARM_BUNDLE, else in WARM_HOME]."
+    None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else in WARM_HOME]."
 )
-BundleArg = typer.Argument(None, help="Bundle \\[default: WARM_BUNDLE, else in WARM_HOME].")
+BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE, else in WARM_HOME].")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
 ArchOpt = typer.Option(
@@ -84,6 +122,20 @@ def compiler_line(info: dict[str, str]) -> str:
         f"compiler: {info['device']}: {info['compiler']} {info['path']} "
         f"({info['version']}): {info['why']}"
     )
+
+
+def bundle_to_write(given: Path | None) -> Path:
+    """The bundle a command writes: `given` (`--bundle`), else `default_bundle()`. For a
+    path the user gave, warm creates at most its last directory: a mistyped path fails
+    rather than growing a tree of directories."""
+    if given is None:
+        return default_bundle()
+    if not given.parent.parent.is_dir():
+        fail(
+            f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "
+            f"directory, {given.parent.name})"
+        )
+    return given
 
 
 EXIT_INTERRUPTED = 130
@@ -178,12 +230,22 @@ def stream_json(doc: dict[str, Any]) -> None:
     write("\n}\n")
 
 
+NAMED_TUNES = 20_000  # a larger bundle's kernels are listed without their candidates' names
+
+
 def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed."""
+    named: dict[str, set[str]] = {}
+    if bundle.count("tunes") <= NAMED_TUNES:  # kernels named by their candidates
+        for t in bundle.each_tune(on_error=lambda *_: None):
+            for c in t.candidates:
+                named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
     return stats_document(
         bundle.manifest(),
         bundle.fingerprints(),
         bundle.each_kernel_used(),
         bundle.each_tune(operation),
+        shared=bundle.blob_users(),
+        named=named,
     )

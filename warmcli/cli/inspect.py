@@ -1,13 +1,15 @@
-"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers."""
+"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers
+(its devices, whether pycuda is there, and the compilers warm would use)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from warmcli.bundle import Bundle
 from warmcli.cli import app
@@ -26,7 +28,7 @@ from warmcli.cli.common import (
     stream_json,
 )
 from warmcli.printable import printable
-from warmcli.render import add_row, stats_renderable
+from warmcli.render import add_row, line, listing, stats_renderable
 from warmcli.summary import summarise, summary_renderable
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held
@@ -62,7 +64,13 @@ def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> 
         key: list(v) if isinstance(v, Iterator) else v
         for key, v in stats_stream(bundle, operation).items()
     }
+    if operation is not None:  # its candidates' kernels only
+        ours = {c.get("kernel") for t in doc["tunes"] for c in t["candidates"]}
+        doc["kernels"] = [k for k in doc["kernels"] if k["key"] in ours]
     out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
+
+
+PYCUDA_MISSING = "pycuda is not installed: no CUDA device can be listed or used (extra: cuda)"
 
 
 @app.command()
@@ -77,17 +85,19 @@ def devices(
     found: list[dict[str, Any]] = []
     host = HostDevice()
     found.append({"id": "host", "backend": "host", **host.fingerprint.as_dict()})
-    try:
-        from warmcli.cuda.device import list_cuda_devices
+    pycuda = importlib.util.find_spec("pycuda") is not None
+    if pycuda:
+        with contextlib.suppress(ImportError):  # pycuda without a driver library
+            from warmcli.cuda.device import list_cuda_devices
 
-        found += [{"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()]
-    except ImportError:
-        pass
+            found += [
+                {"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()
+            ]
     compilers = backend_compilers(host, nvcc=nvcc, compiler=compiler)
     if as_json:
-        emit_json({"devices": found, "compilers": compilers})
+        emit_json({"devices": found, "pycuda": pycuda, "compilers": compilers})
         return
-    table = Table(title="Devices", title_justify="left")
+    table = listing("Devices")
     for col in ("id", "name", "arch", "memory", "driver"):
         table.add_column(col)
     for d in found:
@@ -95,5 +105,7 @@ def devices(
         arch = d.get("arch") or d.get("compute_capability", "")
         add_row(table, d["id"], d["name"], arch, memory, d.get("driver", ""))
     out.print(table)
+    if not pycuda:
+        out.print(line(PYCUDA_MISSING, style="yellow"))
     for info in compilers:
         out.print(compiler_line(info), markup=False, highlight=False, soft_wrap=True)

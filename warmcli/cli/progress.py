@@ -3,9 +3,11 @@
 `RunProgress` is the `Observer` a run hands to the passes: each pass announces
 its `StatisticsReader`, and a thread of the CLI polls it a few times a second to
 move two Rich bars (the compile batch: kernels compiled / queued; tuning:
-candidates measured / registered). The bars are transient and drawn only on a
-terminal; the command hides them under `--json` and `--quiet`. It reads counts
-and draws; it never changes what a pass does.
+candidates measured / registered). A bar is shown only while a pass can advance
+it: none in CompileOnly (it only queues), the compile bar only when there is a
+batch to compile, the tuning bar only when there are candidates to measure. The
+bars are transient and drawn only on a terminal; the command hides them under
+`--json` and `--quiet`. It reads counts and draws; it never changes what a pass does.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ class RunProgress:
             console=console,
             transient=True,
         )
-        self._compile = self._progress.add_task("kernels compiled / queued", total=None)
-        self._tune = self._progress.add_task("candidates measured / registered", total=None)
+        self._compile = self._progress.add_task("kernels compiled", total=None, visible=False)
+        self._tune = self._progress.add_task("candidates measured", total=None, visible=False)
         self._lock = threading.Lock()
         self._label = ""
         self._first: StatisticsReader | None = None
@@ -75,16 +77,19 @@ class RunProgress:
         compiled, to_compile, measured, to_measure = bar_counts(
             first.total() if first is not None and first is not reader else None, reader.total()
         )
+        advances = label != "CompileOnly"  # it only queues: it compiles and measures nothing
         self._progress.update(
             self._compile,
             completed=compiled,
             total=to_compile or None,
-            description=f"{label}: kernels compiled / queued",
+            visible=advances and to_compile > 0,
+            description=f"{label}: kernels compiled",
         )
         self._progress.update(
             self._tune,
             completed=measured,
             total=to_measure or None,
+            visible=advances and to_measure > 0,
             description=f"{label}: candidates measured",
         )
 

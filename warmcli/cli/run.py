@@ -28,8 +28,8 @@ from warmcli.cli.common import (
     QuietOpt,
     SignKeyOpt,
     VerboseOpt,
+    bundle_to_write,
     compiler_line,
-    default_bundle,
     emit_json,
     err,
     exit_code,
@@ -114,7 +114,7 @@ def run(
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
     """
-    path = bundle or default_bundle()
+    path = bundle_to_write(bundle)
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
     trusted = guarded(trusted_keys)

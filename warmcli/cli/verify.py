@@ -25,6 +25,7 @@ from warmcli.cli.common import (
     EntryOpt,
     JsonOpt,
     NvccOpt,
+    QuietOpt,
     default_bundle,
     emit_json,
     guarded,
@@ -75,6 +76,7 @@ def verify(
         "scripts).",
     ),
     as_json: bool = JsonOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
     path = bundle or default_bundle()
@@ -103,6 +105,6 @@ def verify(
         if replayed:
             report = replayed[0]
             shown = RunReport(path, list(report.per_device), [report], missing=missing)
-            out.print(run_renderable(shown), soft_wrap=True)  # names each miss and its reason
+            out.print(run_renderable(shown, tables=not quiet), soft_wrap=True)  # names each miss
     if not doc["verified"]:
         raise typer.Exit(1)
