@@ -190,7 +190,7 @@ def test_help_shows_flags_and_usage_as_typed(piped: Warm, named: Path) -> None:
         env=env,
         cwd=ROOT,
     ).stdout
-    assert "Usage: warm run [OPTIONS] WORKLOAD" in run_help
+    assert "Usage: warm run [OPTIONS] [WORKLOAD]" in run_help  # optional: or -m MODULE
     assert "--allow-discarded-reads" in run_help
     quiet = piped("verify", named, "-q")
     assert quiet.returncode == 0, quiet.stderr

@@ -239,6 +239,11 @@ def _json_field(text: str | None, empty: Any) -> Any:
     return value if isinstance(value, type(empty)) else empty
 
 
+def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
+    """How kernels are listed: by device, arch and label, numbers as numbers."""
+    return (k.device, k.arch, natural(k.label), k.key)
+
+
 def kernels_json(
     kernels: list[KernelRecord],
     tunes: list[TuneRecord],
@@ -253,7 +258,7 @@ def kernels_json(
     users = Counter(k.sha256 for k in kernels)
     given: Counter[str] = Counter()
     docs = []
-    for k in sorted(kernels, key=lambda k: (k.device, k.arch, natural(k.label), k.key)):
+    for k in sorted(kernels, key=kernel_order):
         n = users[k.sha256]
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
         given[k.sha256] += 1

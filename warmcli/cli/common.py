@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +26,8 @@ from warmcli.device import DeviceError
 from warmcli.home import warm_home
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.printable import printable_lines
-from warmcli.render import stats_document
+from warmcli.records import KernelRecord, TuneRecord
+from warmcli.render import kernel_order, stats_document, tune_order
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
@@ -230,22 +231,34 @@ def stream_json(doc: dict[str, Any]) -> None:
     write("\n}\n")
 
 
-NAMED_TUNES = 20_000  # a larger bundle's kernels are listed without their candidates' names
+NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
 
 
 def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed."""
     named: dict[str, set[str]] = {}
-    if bundle.count("tunes") <= NAMED_TUNES:  # kernels named by their candidates
+    kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
+    tunes: Iterable[TuneRecord] = bundle.each_tune(operation)
+    if max(bundle.count("tunes"), bundle.count("kernels")) <= NAMED_TUNES:
+        # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
         for t in bundle.each_tune(on_error=lambda *_: None):
             for c in t.candidates:
                 named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+        kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
+        tunes = sorted(tunes, key=tune_order)
+    if operation is not None:  # its candidates' kernels only
+        ours = {
+            c.kernel_key
+            for t in bundle.each_tune(operation, on_error=lambda *_: None)
+            for c in t.candidates
+        }
+        kernels = (ku for ku in kernels if ku[0].key in ours)
     return stats_document(
         bundle.manifest(),
         bundle.fingerprints(),
-        bundle.each_kernel_used(),
-        bundle.each_tune(operation),
+        kernels,
+        tunes,
         shared=bundle.blob_users(),
         named=named,
     )

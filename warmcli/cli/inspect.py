@@ -64,9 +64,6 @@ def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> 
         key: list(v) if isinstance(v, Iterator) else v
         for key, v in stats_stream(bundle, operation).items()
     }
-    if operation is not None:  # its candidates' kernels only
-        ours = {c.get("kernel") for t in doc["tunes"] for c in t["candidates"]}
-        doc["kernels"] = [k for k in doc["kernels"] if k["key"] in ours]
     out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
 
 
