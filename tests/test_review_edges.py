@@ -1,0 +1,42 @@
+"""Edges found by trying the merged work as a user and an attacker would.
+
+Through the real CLI in a subprocess: a workload that ends the worker itself
+(`os._exit`) is an error naming it, not a silent exit with the workload's status.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+EXITS_ITSELF = """\
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void inc(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] += 1; }}", "inc", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4), 4)
+    os._exit({status})
+"""
+
+
+@pytest.mark.parametrize("status", [0, 5])
+def test_a_workload_calling_os_exit_is_an_error_not_a_silent_exit(
+    warm: Warm, workload_file, bundle_path: Path, status: int
+) -> None:
+    proc = warm(
+        "run", workload_file(EXITS_ITSELF.format(status=status)), "-b", bundle_path, "--json"
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert json.loads(proc.stdout) == {
+        "error": f"the workload ended the process itself (exit status {status}, e.g. os._exit) "
+        f"during CompileOnly: nothing was stored in {bundle_path}",
+        "exit": 2,
+    }
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert not bundle_path.exists()
