@@ -40,3 +40,40 @@ def test_a_workload_calling_os_exit_is_an_error_not_a_silent_exit(
     }
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     assert not bundle_path.exists()
+
+
+CHECK_WITHOUT_RESTORE = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void fill(int *y, const int *x, int n) { for (int i = 0; i < n; i++) y[i] = 3*x[i] + OFF; }"
+FILL = Tunable(
+    "fill",
+    {n: Kernel(SRC, "fill", "PPi", defines={"OFF": o}) for n, o in (("ref", 0), ("off", 1))},
+    lambda rt, k, y, x, n, *, stream=None: rt.launch(k, y, x, n, stream=stream),
+    check="ref",
+    restore=(),
+)
+
+def workload(rt):
+    x = rt.upload(np.arange(5, dtype=np.int32))
+    rt.tune(FILL, rt.buffer(5, "int32"), x, 5)
+"""
+
+
+def test_check_under_restore_nothing_still_compares_the_outputs(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`restore=()` (outputs fully overwritten) kept no buffer, so `check=` compared nothing
+    and a candidate writing wrong integers passed."""
+    proc = warm("run", workload_file(CHECK_WITHOUT_RESTORE), "-b", bundle_path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    [tune] = warm.json("stats", bundle_path)["tunes"]
+    reasons = {c["name"]: (c["status"], c["reason"]) for c in tune["candidates"]}
+    assert tune["pick"] == "ref"
+    assert reasons["off"] == (
+        "failed",
+        "check: output 1 (int32[5]) differs from candidate 'ref': 1 != 0 at [0] "
+        "(5 element(s), rtol 1e-05, atol 1e-06)",
+    )
