@@ -1,7 +1,9 @@
 """Edges found by trying the merged work as a user and an attacker would.
 
 Through the real CLI in a subprocess: a workload that ends the worker itself
-(`os._exit`) is an error naming it, not a silent exit with the workload's status.
+(`os._exit`) is an error naming it, not a silent exit with the workload's status;
+`check=` under `restore=()` still compares outputs; PyCUDA kernels with unsigned or
+bool parameters, or prepared with `np.intp` for a pointer, compile.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+
+from warmcli.bundle import Bundle
+from warmcli.cuda.nvcc import find_nvcc
+from warmcli.toolchain import ToolchainError
 
 EXITS_ITSELF = """\
 import os
@@ -77,3 +83,45 @@ def test_check_under_restore_nothing_still_compares_the_outputs(
         "check: output 1 (int32[5]) differs from candidate 'ref': 1 != 0 at [0] "
         "(5 element(s), rtol 1e-05, atol 1e-06)",
     )
+
+
+UNSIGNED_PYCUDA = '''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+mod = SourceModule("""
+__global__ void scale(float *x, unsigned long n, float s, bool on, unsigned char add)
+{
+  const unsigned long i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && on) x[i] = x[i] * s + add;
+}
+""")
+
+def main():
+    f = mod.get_function("scale")
+    x = drv.mem_alloc(4 * 256)
+    f(x, np.uint64(256), np.float32(2.0), np.bool_(True), np.uint8(1), block=(256, 1, 1))
+    f.prepare("PQf?B").prepared_call((1, 1), (256, 1, 1), x, 256, 2.0, True, 1)
+    f.prepare([np.intp, np.uint64, np.float32, np.bool_, np.uint8])
+    f.prepared_call((1, 1), (256, 1, 1), x, 256, 2.0, True, 1)
+'''
+
+
+def test_pycuda_unsigned_and_bool_parameters_and_intp_pointers_compile(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """PyCUDA letters were folded to signed ones (`Q` -> `q`, `?` -> `b`) and `np.intp`
+    stayed an integer for a pointer, so the declaration check failed every such kernel."""
+    try:
+        find_nvcc()
+    except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
+        pytest.skip(f"nvcc not found: {exc}")
+    script = workload_file(UNSIGNED_PYCUDA, "unsigned_gpu.py")
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", bundle_path, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] is True and doc["passes"][1]["compilation"]["failed"] == 0
+    with Bundle.open(bundle_path) as bundle:
+        assert {k.entry for k in bundle.kernels()} == {"scale"}
