@@ -3,12 +3,15 @@
 Through the real CLI in a subprocess: a workload that ends the worker itself
 (`os._exit`) is an error naming it, not a silent exit with the workload's status;
 `check=` under `restore=()` still compares outputs; PyCUDA kernels with unsigned or
-bool parameters, or prepared with `np.intp` for a pointer, compile.
+bool parameters, or prepared with `np.intp` for a pointer, compile; `warm run --json`
+into a closed pipe is no traceback.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,20 @@ def test_pycuda_unsigned_and_bool_parameters_and_intp_pointers_compile(
     assert doc["verified"] is True and doc["passes"][1]["compilation"]["failed"] == 0
     with Bundle.open(bundle_path) as bundle:
         assert {k.entry for k in bundle.kernels()} == {"scale"}
+
+
+def test_run_json_into_a_closed_pipe_is_no_traceback(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`warm run --json | true`: the worker printed a BrokenPipeError traceback."""
+    script = workload_file(EXITS_ITSELF.replace("    os._exit({status})\n", ""))
+    cmd = [sys.executable, "-m", "warmcli", "run", str(script), "-b", str(bundle_path), "--json"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=warm.env
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader goes away before the JSON is written
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert proc.returncode == 1, (proc.returncode, stderr)
+    assert warm.json("stats", bundle_path)["kernels"], "what was warmed is stored"

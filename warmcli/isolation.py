@@ -176,14 +176,19 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:  # `work` said nothing of it: the exit code says it
         code = 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     except BaseException:
         import traceback
 
         traceback.print_exc()
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
         with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
             _write("exit", code=code)
         os._exit(code)
 
