@@ -145,3 +145,35 @@ def test_run_json_into_a_closed_pipe_is_no_traceback(
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert proc.returncode == 1, (proc.returncode, stderr)
     assert warm.json("stats", bundle_path)["kernels"], "what was warmed is stored"
+
+
+BAD_TUNABLE = """\
+from warmcli import Kernel, Tunable
+
+SRC = "void inc(float *y, int n) { for (int i = 0; i < n; i++) y[i] += 1; }"
+T = Tunable("inc", {"a": Kernel(SRC, "inc", "Pi")}, lambda rt, k, y, n: None, check="nope")
+
+def workload(rt):
+    pass
+"""
+
+
+def test_a_value_error_at_import_is_named_at_its_line_not_as_a_non_python_file(
+    warm: Warm, workload_file, bundle_path: Path, tmp_path: Path
+) -> None:
+    """A `Tunable` refused at import (a ValueError) was reported as `not a Python source
+    file`; a file with a null byte was `None:None: syntax error`."""
+    path = workload_file(BAD_TUNABLE, "bad_tunable.py")
+    proc = warm("run", path, "-b", bundle_path, "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"] == (
+        f"{path}:4: workload failed to import: ValueError: tunable inc: check names 'nope', "
+        "which is no candidate (candidates: a)"
+    )
+    nul = tmp_path / "nul.py"
+    nul.write_bytes(b"x = 1\n\0\n")
+    proc = warm("run", nul, "-b", bundle_path, "--json")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["error"] == (
+        f"{nul}: not a Python source file (source code string cannot contain null bytes)"
+    )
