@@ -4,12 +4,14 @@ Through the real CLI in a subprocess: a workload that ends the worker itself
 (`os._exit`) is an error naming it, not a silent exit with the workload's status;
 `check=` under `restore=()` still compares outputs; PyCUDA kernels with unsigned or
 bool parameters, or prepared with `np.intp` for a pointer, compile; `warm run --json`
-into a closed pipe is no traceback.
+into a closed pipe is no traceback; a ValueError at import is named at its line;
+`merge --key` under WARM_TRUSTED_KEYS signs no row a trusted key did not sign.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +179,39 @@ def test_a_value_error_at_import_is_named_at_its_line_not_as_a_non_python_file(
     assert json.loads(proc.stdout)["error"] == (
         f"{nul}: not a Python source file (source code string cannot contain null bytes)"
     )
+
+
+SMALL = """\
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void inc(float *y, int n) { for (int i = 0; i < n; i += S) y[i] += 1; }"
+T = Tunable(
+    "inc",
+    {f"s{s}": Kernel(SRC, "inc", "Pi", defines={"S": s}) for s in (1, 2)},
+    lambda rt, k, y, n, *, stream=None: rt.launch(k, y, n, stream=stream),
+)
+
+def workload(rt):
+    rt.tune(T, rt.buffer(8), 8)
+"""
+
+
+def test_merge_key_under_trusted_keys_does_not_sign_an_edited_row(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A tune edited in a signed bundle came out of `merge --key` signed, so production
+    under WARM_TRUSTED_KEYS served the edit."""
+    pytest.importorskip("cryptography")
+    key, signed, merged = tmp_path / "ci.key", tmp_path / "s.warm", tmp_path / "m.warm"
+    assert warm("keygen", key).returncode == 0
+    proc = warm("run", workload_file(SMALL), "-b", signed, "--key", key, "-q")
+    assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(signed) as db:
+        db.execute("UPDATE tunes SET pick = CASE pick WHEN 's1' THEN 's2' ELSE 's1' END")
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    proc = trusting("merge", signed, "-o", merged, "--key", key, "--json")
+    assert proc.returncode == 2 and not merged.exists()
+    error = json.loads(proc.stdout)["error"]
+    assert error.startswith(f"{signed}: 1 of ") and "not signed by a trusted key: tunes" in error
+    assert warm("merge", signed, "-o", merged, "--key", key).returncode == 0, "no trusted keys"
