@@ -94,9 +94,12 @@ class WorkerCrash:
     during: str | None = None
     interrupted: bool = False
     stored: tuple[int, int] = (0, 0)  # kernels and tunes the worker had committed
+    exit_status: int | None = None  # the worker exited by itself (`os._exit`), not via warm
 
     @property
     def reason(self) -> str:
+        if self.exit_status is not None:
+            return f"exit status {self.exit_status}"
         return signal_name(self.signal)
 
 
@@ -121,6 +124,7 @@ class _Journal:
     candidate: dict[str, Any] | None = None
     groups: set[int] = field(default_factory=set)
     stored: tuple[int, int] = (0, 0)
+    finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
 
 
 def _read_journal(fd: int) -> _Journal:
@@ -143,6 +147,8 @@ def _read_journal(fd: int) -> _Journal:
         elif kind == "stored":
             kernels, tunes = journal.stored
             journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
+        elif kind == "exit":
+            journal.finished = True
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
@@ -170,14 +176,20 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:  # `work` said nothing of it: the exit code says it
         code = 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     except BaseException:
         import traceback
 
         traceback.print_exc()
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
         with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _write("exit", code=code)
         os._exit(code)
 
 
@@ -231,7 +243,8 @@ def run_isolated(
     """Run `work` (returning an exit code) in a worker process; see the module doc.
 
     Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
-    a candidate's measurement (or of an interrupt it did not stop for in time).
+    a candidate's measurement (or of an interrupt it did not stop for in time), or
+    exited without returning through warm (the workload called `os._exit`).
     """
     for _ in range(max_restarts + 1):
         with tempfile.TemporaryFile() as fh:
@@ -246,6 +259,9 @@ def run_isolated(
             seen = _read_journal(journal)
         _kill_groups(seen.groups)
         if os.WIFEXITED(status):
+            if not seen.finished:  # the workload ended the process itself (`os._exit`)
+                code = os.WEXITSTATUS(status)
+                return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
             return os.WEXITSTATUS(status)
         number = os.WTERMSIG(status)
         if interrupted or number in (signal.SIGINT, signal.SIGTERM):

@@ -37,7 +37,7 @@ from warmcli.bundle import (
 )
 from warmcli.bundle_files import remove_leftovers, unlink_all
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.signing import sign
+from warmcli.signing import sign, signature_report
 
 
 class MergeError(BundleError):
@@ -96,8 +96,11 @@ def merge_bundles(
     *,
     overwrite: bool = False,
     signing_key: Any = None,
+    trusted_keys: Sequence[bytes] | None = None,
 ) -> MergeReport:
-    """Write the union of `sources` to `out`; see the module doc."""
+    """Write the union of `sources` to `out`; see the module doc. Under `trusted_keys`,
+    signing OUT needs every input wholly signed by them (else a row no trusted key
+    signed, an edited tune or an added kernel, would come out signed)."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -118,6 +121,8 @@ def merge_bundles(
         kept = _attributes_to_keep(out)
         with contextlib.ExitStack() as stack:
             bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+            if signing_key is not None and trusted_keys is not None:
+                _check_vouched(bundles, paths, trusted_keys)
             union = _read(bundles, report)
             report.signature = _publish(bundles, union, out, kept, signing_key)
     kernels, tunes = union.kernels, union.tunes
@@ -132,6 +137,18 @@ def merge_bundles(
             sum(1 for _, i in tunes.values() if i == index),
         )
     return report
+
+
+def _check_vouched(
+    bundles: Sequence[Bundle], paths: Sequence[Path], trusted: Sequence[bytes]
+) -> None:
+    for bundle, path in zip(bundles, paths, strict=True):
+        problems = signature_report(bundle, trusted).problems
+        if problems:
+            raise MergeError(
+                f"{path}: {'; '.join(problems)}: under WARM_TRUSTED_KEYS, merge --key signs "
+                "only inputs that trusted keys signed whole (re-warm or re-sign it)"
+            )
 
 
 def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:

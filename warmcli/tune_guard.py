@@ -95,12 +95,15 @@ class TuneGuard:
         for buffer, copy in zip(self.buffers, self._copies, strict=True):
             self.device.copy(buffer, copy, self.stream)
 
-    def outputs(self, run: Callable[[], None]) -> list[np.ndarray]:
-        """Run once on the original contents, read what it wrote, then restore."""
+    def outputs(
+        self, run: Callable[[], None], buffers: Sequence[Buffer] | None = None
+    ) -> list[np.ndarray]:
+        """Run once on the original contents, read `buffers` (default: the kept ones),
+        then restore."""
         run()
         self.stream.synchronize()
         try:
-            return [self.device.download(b) for b in self.buffers]
+            return [self.device.download(b) for b in (self.buffers if buffers is None else buffers)]
         finally:
             self.restore()
 
@@ -120,6 +123,9 @@ class OutputCheck:
 
     def __init__(self, tunable: Tunable, inputs: tuple[Any, ...], guard: TuneGuard) -> None:
         self.guard = guard
+        # The kept buffers; with `restore=()` (outputs fully overwritten) every buffer input,
+        # so that the check still compares what a candidate wrote.
+        self.compared = guard.buffers or list({id(b): b for b in _buffers_in(inputs)}.values())
         self.tolerance = tunable.check_tolerance
         self.reference = tunable.check if isinstance(tunable.check, str) else None
         self.user = None if isinstance(tunable.check, str) else tunable.check
@@ -131,7 +137,7 @@ class OutputCheck:
 
     def verdict(self, name: str, run: Callable[[], None]) -> str | None:
         """Run the candidate once on the original contents; None if its outputs pass."""
-        outputs = self.guard.outputs(run)
+        outputs = self.guard.outputs(run, self.compared)
         if self.user is not None:
             return judge(self.user, outputs, self.inputs)
         if name == self.reference:

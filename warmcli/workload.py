@@ -105,10 +105,19 @@ def _first_on_path(folder: str) -> None:
         sys.path.insert(0, folder)
 
 
+def _ran_code(exc: BaseException) -> bool:
+    """Whether `exc` was raised by running the module's code (a frame outside the import
+    machinery), not by reading or compiling its source (null bytes, a bad encoding)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.filename != __file__ and not f.filename.startswith("<frozen") for f in frames)
+
+
 def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
+    if isinstance(exc, SyntaxError) and exc.filename is None:  # null bytes, on Python 3.12+
+        return WorkloadError(f"{path}: not a Python source file ({exc.msg})")
     if isinstance(exc, SyntaxError):
         return WorkloadError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}")
-    if isinstance(exc, UnicodeDecodeError | ValueError):
+    if isinstance(exc, UnicodeDecodeError | ValueError) and not _ran_code(exc):
         return WorkloadError(f"{path}: not a Python source file ({first_line(exc)})")
     if isinstance(exc, SystemExit):
         failure = f"it called sys.exit({exc.code!r})"

@@ -10,7 +10,7 @@ from warmcli.cli import app
 from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out
 from warmcli.merge import merge_bundles
 from warmcli.render import merge_json, merge_renderable
-from warmcli.signing import load_private_key
+from warmcli.signing import load_private_key, trusted_keys
 
 
 @app.command()
@@ -24,11 +24,15 @@ def merge(
     """Merge bundles (several architectures, several machines) into OUT.
 
     A tune measured in two bundles keeps the newer measurement, and says so. The
-    inputs' signatures do not carry over: --key signs OUT.
+    inputs' signatures do not carry over: --key signs OUT (under WARM_TRUSTED_KEYS, only
+    inputs wholly signed by a trusted key).
     """
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    trusted = guarded(trusted_keys)
     report = guarded(
-        lambda: merge_bundles(bundles, output, overwrite=force, signing_key=signing_key)
+        lambda: merge_bundles(
+            bundles, output, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+        )
     )
     if as_json:
         emit_json(merge_json(report))

@@ -204,11 +204,13 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
         if not existed:  # a bundle the crashed run only created leaves nothing behind
             path.unlink(missing_ok=True)
         kept = f"nothing was stored in {path}"
-    what = (
-        f"the workload crashed ({crash.reason})"
-        if crash.signal in CRASH_SIGNALS
-        else f"the run was killed ({crash.reason}; out of memory?)"
-    )
+    if crash.exit_status is not None:
+        what = f"the workload ended the process itself ({crash.reason}, e.g. os._exit)"
+    elif crash.signal in CRASH_SIGNALS:
+        what = f"the workload crashed ({crash.reason})"
+    else:
+        what = f"the run was killed ({crash.reason}; out of memory?)"
+
     fail(f"{what} during {during}: {kept}")
 
 

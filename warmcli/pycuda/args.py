@@ -21,23 +21,10 @@ import numpy as np
 
 from warmcli.device import Buffer
 
-# PyCUDA (struct/numpy) letters -> warm's parameter letters.
-WARM_LETTER = {
-    "P": "P",
-    "b": "b",
-    "B": "b",
-    "?": "b",
-    "h": "h",
-    "H": "h",
-    "i": "i",
-    "I": "i",
-    "l": "l",
-    "L": "l",
-    "q": "q",
-    "Q": "q",
-    "f": "f",
-    "d": "d",
-}
+# PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
+# checks each one against the kernel's declaration (an unsigned or bool parameter must
+# keep its own letter, or its kernel would fail that check).
+WARM_LETTER = {c: c for c in "P?bBhHiIlLqQfd"}
 _UNSIGNED = {"B": np.uint8, "?": np.uint8, "H": np.uint16, "I": np.uint32, "L": np.uint64}
 _UNSIGNED["Q"] = np.uint64
 _SIGNED = {"b": np.int8, "h": np.int16, "i": np.int32, "l": np.int64, "q": np.int64}
@@ -163,11 +150,12 @@ def wrap(
 
 
 def scalar(value: Any, letter: str, position: int) -> np.generic:
-    """`value` as the numpy scalar of PyCUDA letter `letter`, in warm's letter's type."""
+    """`value` as the numpy scalar of PyCUDA letter `letter` (out of its range: refused)."""
     try:
+        if letter == "?":
+            return np.bool_(bool(value))
         if letter in _UNSIGNED:
-            bits = np.array(int(value), dtype=_UNSIGNED[letter])
-            return bits.view(_SIGNED[WARM_LETTER[letter]])[()]
+            return np.array(int(value), dtype=_UNSIGNED[letter])[()]
         return _SIGNED[letter](value)
     except (TypeError, ValueError, OverflowError) as exc:
         message = f"argument {position}: {value!r} is no {letter!r} value: {exc}"

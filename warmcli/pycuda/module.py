@@ -238,6 +238,9 @@ class Function:
                 f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
                 f"parameters, not {len(letters)}"
             )
+        if self.signature is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer
+            pairs = zip(letters, self.signature, strict=True)
+            letters = "".join("P" if d == "P" and c in "lLqQ" else c for c, d in pairs)
         self.arg_format = letters
         return self
 
