@@ -27,6 +27,7 @@ from warmcli.home import warm_home
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.printable import printable_lines
 from warmcli.render import stats_document
+from warmcli.shard import ShardError
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
@@ -41,6 +42,7 @@ EXPECTED = (
     DeviceError,
     KernelCompileError,
     TuneFailure,
+    ShardError,
     OSError,
 )
 

@@ -48,6 +48,7 @@ from warmcli.isolation import (
 )
 from warmcli.passes import RunInterrupted, warm_bundle
 from warmcli.render import run_json, run_renderable
+from warmcli.shard import resolve_shard
 from warmcli.signing import load_private_key, trusted_keys
 from warmcli.workload import load_module, load_workload
 
@@ -93,6 +94,13 @@ def run(
         help="An unmodified PyCUDA script: pycuda.compiler.SourceModule is warm's, the entry "
         "may be main(); with --arch, PyCUDA's allocations are shape-only stand-ins.",
     ),
+    shard_text: str | None = typer.Option(
+        None,
+        "--shard",
+        help="Do shard I of N only (I/N, such as 0/4), for `warm merge` to join; else "
+        "WARM_SHARD, JOB_COMPLETION_INDEX/WARM_SHARD_COUNT, SLURM_ARRAY_TASK_ID/"
+        "SLURM_ARRAY_TASK_COUNT or RANK/WORLD_SIZE.",
+    ),
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
@@ -101,12 +109,16 @@ def run(
     """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify.
 
 
+    With a shard, only that shard's tunes are measured and its kernels built; its verify
+    pass checks that part under CompileOnly.
+
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
     """
     path = bundle or default_bundle()
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
+    shard = guarded(lambda: resolve_shard(shard_text))
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
@@ -129,6 +141,7 @@ def run(
             observer=progress,
             trusted_keys=trusted,
             signing_key=signing_key,
+            shard=shard,
         )
 
     def worker() -> int:
