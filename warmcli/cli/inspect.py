@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -12,12 +11,12 @@ from warmcli.cli import app
 from warmcli.cli.common import (
     BundleArg,
     JsonOpt,
-    default_bundle,
     emit_json,
     fail,
     guarded,
     out,
     read_bundle,
+    readable_bundle,
 )
 from warmcli.printable import printable
 from warmcli.render import add_row, stats_renderable
@@ -26,12 +25,14 @@ from warmcli.summary import large_summary, summary_renderable
 
 @app.command()
 def stats(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     operation: str | None = typer.Option(None, "--explain", help="Only this tunable operation."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """What a bundle holds: kernels per device and arch, every tune with all candidates."""
-    path = bundle or default_bundle()
+    """What a bundle holds: kernels per device and arch, every tune with all candidates.
+
+    BUNDLE may be an https:// or s3:// URL (fetched into WARM_HOME once)."""
+    path = readable_bundle(bundle)
     if operation is None and not as_json:
         summary = guarded(lambda: large_summary(path))
         if summary is not None:  # too large to list: counts by SQL, a few tunes shown

@@ -24,10 +24,10 @@ from warmcli.cli.common import (
     EntryOpt,
     JsonOpt,
     NvccOpt,
-    default_bundle,
     emit_json,
     guarded,
     out,
+    readable_bundle,
 )
 from warmcli.devices import open_devices
 from warmcli.integrity import check_bundle
@@ -57,7 +57,7 @@ def replay(
 
 @app.command()
 def verify(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     workload: Path | None = typer.Option(
         None, "--workload", "-w", help="Also replay this workload: it must compile nothing."
     ),
@@ -74,7 +74,7 @@ def verify(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
-    path = bundle or default_bundle()
+    path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))
     replayed: tuple[PassReport, list[str]] | None = None
