@@ -96,13 +96,16 @@ def _production(warm: Warm, url: str) -> tuple[dict[str, int], str]:
     return json.loads(proc.stdout), proc.stderr
 
 
-def test_http_download_cache_hit_change_and_store_down(
-    http_store: tuple[Store, str, ThreadingHTTPServer],
-    built: tuple[bytes, bytes],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """warm's home for the in-process fetches of one test."""
     monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_http_download_cache_hit_change_and_store_down(
+    http_store: tuple[Store, str, ThreadingHTTPServer], built: tuple[bytes, bytes], home: Path
+) -> None:
     store, base, server = http_store
     url = base + "/b.warm"
     store.files["/b.warm"] = built[1]
@@ -123,12 +126,8 @@ def test_http_download_cache_hit_change_and_store_down(
 
 
 def test_a_corrupt_download_is_refused(
-    http_store: tuple[Store, str, ThreadingHTTPServer],
-    built: tuple[bytes, bytes],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer], built: tuple[bytes, bytes], home: Path
 ) -> None:
-    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
     store, base, _ = http_store
     store.files["/bad.warm"] = b"SQLite format 3\x00" + b"\x07" * 4000
     with pytest.raises(RemoteError, match="download refused"):
