@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -134,6 +131,10 @@ class _Http:
         self.url = url
 
     def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:
+        import http.client  # here: a process that names no URL never imports them
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
