@@ -33,23 +33,24 @@ def _keys(bundle: Path) -> tuple[set[str], set[str]]:
         return {k.key for k in b.kernels()}, {t.key for t in b.tunes()}
 
 
-def _fanned_out_equals_one_run(
-    warm: Warm, scheduler: str, tmp_path: Path, *args: str | Path
-) -> dict:
-    whole, fanned = tmp_path / "whole.warm", tmp_path / "fanned.warm"
-    proc = warm("run", *args, "-b", whole, "-q")
-    assert proc.returncode == 0, proc.stderr
-    doc = warm.json("run", *args, "-b", fanned, "--dask", scheduler)
+def _fanned_out(warm: Warm, scheduler: str, bundle: Path, *args: str | Path) -> dict:
+    """`warm run --dask`: one shard per worker, merged into `bundle`, verified here."""
+    doc = warm.json("run", *args, "-b", bundle, "--dask", scheduler)
     assert doc["verified"] is True and not doc["missing"]
     assert sorted(s["shard"] for s in doc["shards"]) == [f"{i}/{WORKERS}" for i in range(WORKERS)]
     assert len({s["worker"] for s in doc["shards"]}) == WORKERS  # one shard per worker
-    assert _keys(fanned) == _keys(whole)
     return doc
 
 
-def test_dask_fan_out_on_the_host(warm: Warm, scheduler: str, tmp_path: Path) -> None:
-    doc = _fanned_out_equals_one_run(warm, scheduler, tmp_path, EXAMPLES / "matmul_host.py")
-    assert doc["passes"][0]["compilation"]["compiled"] == 0
+def test_dask_fan_out_on_the_host_equals_one_run(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    whole, fanned = tmp_path / "whole.warm", tmp_path / "fanned.warm"
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", whole, "-q")
+    assert proc.returncode == 0, proc.stderr
+    doc = _fanned_out(warm, scheduler, fanned, EXAMPLES / "matmul_host.py")
+    assert doc["passes"][0]["compilation"]["compiled"] == 0  # the verify pass, here
+    assert _keys(fanned) == _keys(whole)
 
 
 def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_path: Path) -> None:
@@ -60,6 +61,9 @@ def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_p
         find_nvcc()
     except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
         pytest.skip(f"nvcc not found: {exc}")
-    _fanned_out_equals_one_run(
-        warm, scheduler, tmp_path, EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90"
+    # Verified compile-only: every kernel of every shard, every tune recorded as pending.
+    doc = _fanned_out(
+        warm, scheduler, tmp_path / "sm90.warm", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90"
     )
+    assert doc["passes"][0]["compilation"]["queued"] == 0
+    assert sum(s["stored"]["kernels"] for s in doc["shards"]) >= doc["merge"]["kernels"] > 0
