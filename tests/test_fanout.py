@@ -10,6 +10,7 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli.bundle import Bundle
+from warmcli.fanout import shard_workers
 
 distributed = pytest.importorskip("distributed")
 WORKERS = 3
@@ -67,3 +68,15 @@ def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_p
     )
     assert doc["passes"][0]["compilation"]["queued"] == 0
     assert sum(s["stored"]["kernels"] for s in doc["shards"]) >= doc["merge"]["kernels"] > 0
+
+
+def test_gpu_runs_go_to_the_workers_holding_a_gpu_pure_logic() -> None:
+    workers = {
+        "tcp://b": {"resources": {"GPU": 1}},
+        "tcp://a": {"resources": {}},
+        "tcp://c": {"resources": {"GPU": 2}},
+    }
+    assert shard_workers(workers, gpu=True) == ["tcp://b", "tcp://c"]
+    assert shard_workers(workers, gpu=False) == ["tcp://a", "tcp://b", "tcp://c"]
+    no_gpu = {"tcp://a": {}, "tcp://b": {"resources": None}}
+    assert shard_workers(no_gpu, gpu=True) == ["tcp://a", "tcp://b"]  # host and compile-only

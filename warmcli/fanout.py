@@ -2,9 +2,11 @@
 
 `fan_out` connects to the scheduler (Dask's `distributed`, the optional extra
 `dask`, imported only here and only then), makes one shard per worker (`I/N`,
-`warmcli.shard`), and runs each as `warm run ... --shard I/N` in a fresh
-process on its worker, pinned there (`workers=`, no stealing), so a worker that
-holds a GPU measures only its own shard there. Each task returns the shard's
+`warmcli.shard`; per worker holding a `GPU` resource, `dask worker --resources
+GPU=1`, when the run measures on GPUs and any worker declares one), and runs
+each as `warm run ... --shard I/N` in a fresh process on its worker, pinned
+there (`workers=`, no stealing), so a worker that holds a GPU measures only its
+own shard there. Each task returns the shard's
 bundle bytes and its `--json` report; the caller's side merges the shard bundles
 (with what OUT already held) into OUT (`warmcli.merge`: atomic, under OUT's lock).
 The workload must be reachable at the same path on every worker (a shared file
@@ -74,15 +76,27 @@ def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], byt
     return proc.returncode, report, data, lines[-1] if lines else ""
 
 
+def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
+    """The workers that get one shard each: those holding a `GPU` resource when `gpu` and
+    any does, else all of them; in address order, so the shards are numbered stably."""
+    if gpu:
+        holding = [w for w, info in workers.items() if (info.get("resources") or {}).get("GPU")]
+        if holding:
+            return sorted(holding)
+    return sorted(workers)
+
+
 def fan_out(
     scheduler: str,
     argv: Sequence[str],
     out: Path,
     *,
+    gpu: bool = False,
     signing_key: Any = None,
     on_shard: Callable[[ShardResult], None] | None = None,
 ) -> FanOutReport:
-    """Run one shard per worker of the cluster at `scheduler`, merge them into `out`."""
+    """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
+    `gpu`; see `shard_workers`), merge them into `out`."""
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -93,7 +107,7 @@ def fan_out(
     except (OSError, TimeoutError) as exc:
         raise FanOutError(f"dask scheduler {scheduler}: {exc}") from None
     with client, tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = shard_workers(client.scheduler_info()["workers"], gpu)
         if not workers:
             raise FanOutError(f"dask scheduler {scheduler}: no workers")
         count = len(workers)

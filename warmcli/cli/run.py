@@ -141,7 +141,15 @@ def run(
         argv += ["--pycuda"] if pycuda else []
         verify_args = (workload, entry, device, arch, nvcc, trusted)
         raise typer.Exit(
-            _dask_run(dask, argv, path, None if no_verify else verify_args, signing_key, as_json)
+            _dask_run(
+                dask,
+                argv,
+                path,
+                None if no_verify else verify_args,
+                signing_key,
+                as_json,
+                gpu=not arch and device != "host",  # measured on GPUs: GPU workers, if any
+            )
         )
     shard = guarded(lambda: resolve_shard(shard_text))
 
@@ -198,6 +206,7 @@ def _dask_run(
     verify_args: tuple[Any, ...] | None,
     signing_key: Any,
     as_json: bool,
+    gpu: bool,
 ) -> int:
     """`--dask`: the shards on the cluster, merged into `path`, then verified here."""
 
@@ -213,7 +222,12 @@ def _dask_run(
 
     fanned = guarded(
         lambda: fan_out(
-            scheduler, [*argv, "--no-verify"], path, signing_key=signing_key, on_shard=shown
+            scheduler,
+            [*argv, "--no-verify"],
+            path,
+            gpu=gpu,
+            signing_key=signing_key,
+            on_shard=shown,
         )
     )
     merged = fanned.merge
