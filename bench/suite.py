@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from bench import compile as compile_rows
-from bench import dispatch, overhead, scale, start
+from bench import dispatch, overhead, scale, shard, start
 from bench.rows import Row, Size
 
 Family = Callable[[Size], list[Row]]
@@ -28,6 +28,7 @@ FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
     ),
     "scale": (scale.scale, ("scale_open", "scale_stats")),
     "overhead": (lambda s: [overhead.pass_overhead(s)], ("pass_overhead",)),
+    "shard": (lambda s: [shard.shard_speedup(s)], ("shard_speedup",)),
 }
 
 

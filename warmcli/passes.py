@@ -10,7 +10,10 @@ compile-only devices (it must queue 0 kernels); each miss there is explained
 (`PassReport.misses`). Under trusted keys the bundle is opened trusting only
 them (`warmcli.signing`); with a signing key, what the run stored is signed
 before the verify pass (with what trusted keys had signed, or everything when
-no keys are trusted). Interrupted (`KeyboardInterrupt`, which a SIGINT or
+no keys are trusted). Given a `Shard`, every pass does only that shard's part
+(`warmcli.shard`), and the verify pass runs under `CompileOnly` on every device:
+it must queue none of the shard's kernels and find every one of its tunes.
+Interrupted (`KeyboardInterrupt`, which a SIGINT or
 SIGTERM handler raises), what was built and measured so far is stored and
 `RunInterrupted` says how much. Each pass announces itself to the crash journal
 (`warmcli.isolation`) and counts into its own
@@ -32,6 +35,7 @@ from warmcli.explain import MissExplanation
 from warmcli.isolation import note_pass, note_stored
 from warmcli.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.runtime import Runtime
+from warmcli.shard import Shard
 from warmcli.signing import sign
 from warmcli.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.workload import Workload
@@ -67,6 +71,7 @@ class RunReport:
     stored_tunes: int = 0
     missing: list[str] = field(default_factory=list)
     signature: str = ""  # signed by which key, or why what was stored is unsigned
+    shard: str = ""  # "I/N" when the run did one shard's part
 
     @property
     def verified(self) -> bool | None:
@@ -114,12 +119,14 @@ def verify_pass(
     allow_discarded_reads: bool = False,
     observer: Observer | None = None,
     trusted_keys: Sequence[bytes] | None = None,
+    shard: Shard | None = None,
 ) -> tuple[PassReport, list[str]]:
-    """Run the workload over a freshly opened bundle; return the report and what was missed."""
+    """Run the workload over a freshly opened bundle; return the report and what was missed
+    (a shard's part only, under `CompileOnly`, given `shard`)."""
     reports, missing = [], []
     with Bundle.open(bundle_path, trusted_keys=trusted_keys) as bundle:
         for executing in (True, False):
-            group = [d for d in devices if d.can_execute is executing]
+            group = [d for d in devices if (d.can_execute and shard is None) is executing]
             if not group:
                 continue
             runtimes = [
@@ -129,6 +136,7 @@ def verify_pass(
                     jobs=jobs,
                     compile_timeout=compile_timeout,
                     allow_discarded_reads=allow_discarded_reads,  # compile-only: reads discard
+                    shard=shard,
                 )
                 for d in group
             ]
@@ -185,10 +193,11 @@ def warm_bundle(
     observer: Observer | None = None,
     trusted_keys: Sequence[bytes] | None = None,
     signing_key: Any = None,
+    shard: Shard | None = None,
 ) -> RunReport:
     """Both warming passes, the bundle written (and signed, given `signing_key`), then the
     verify pass."""
-    report = RunReport(bundle_path, [])
+    report = RunReport(bundle_path, [], shard="" if shard is None else str(shard))
     try:
         _warm(
             report,
@@ -201,6 +210,7 @@ def warm_bundle(
             observer=observer,
             trusted_keys=trusted_keys,
             signing_key=signing_key,
+            shard=shard,
         )
     except KeyboardInterrupt:
         raise RunInterrupted(report.stored_kernels, report.stored_tunes) from None
@@ -219,6 +229,7 @@ def _warm(
     observer: Observer | None,
     trusted_keys: Sequence[bytes] | None,
     signing_key: Any,
+    shard: Shard | None,
 ) -> None:
     bundle_path = report.bundle
     devices = open_devices()
@@ -235,6 +246,7 @@ def _warm(
                 compile_timeout=compile_timeout,
                 allow_discarded_reads=allow_discarded_reads,
                 misses=None,  # warming: every miss is expected, none is explained
+                shard=shard,
             )
             for d in devices
         ]
@@ -285,6 +297,7 @@ def _warm(
                 allow_discarded_reads=allow_discarded_reads,
                 observer=observer,
                 trusted_keys=trusted_keys,
+                shard=shard,
             )
             report.passes.append(verify_report)
         finally:

@@ -16,6 +16,10 @@ Every miss is explained (`warmcli.explain`), logged on logger `warmcli` with
 `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries
 they signed are served (`warmcli.signing`); a write-back is not signed, and into a
 signed bundle it logs so (logger `warmcli`).
+`WARM_BUNDLE` and `use_bundle` also take an `https://` or `s3://` URL: the bundle is
+fetched once per machine into `WARM_HOME` (`warmcli.remote`) and served read-only from
+there; when the store is unreachable the last good copy is served, with one
+`RemoteBundleWarning`.
 The module owns the process's bundle, runtimes and the misses of closed ones; it
 prints nothing except that report, and only when asked.
 """
@@ -26,19 +30,20 @@ import atexit
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
 from warmcli.explain import EXPLAIN, MissPolicy, logger
 from warmcli.printable import printable, printable_lines
+from warmcli.remote import is_url, local_bundle
 from warmcli.runtime import Runtime
 from warmcli.signing import trusted_keys as read_trusted_keys
 
 _lock = threading.Lock()
-_path: Path | None = None
+_path: str | None = None  # the bundle in use, as given (a path or a URL)
 _write = False
 _bundle: Bundle | None = None
 _runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
@@ -90,6 +95,21 @@ class ProductionReport:
         return "\n".join(lines)
 
 
+class RemoteBundleWarning(UserWarning):
+    """A bundle named by URL is served from its last good copy: the store could not be
+    reached, or sent something that is no bundle."""
+
+
+def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:
+    """The bundle at a path, or a URL's local copy (read-only: it is the store's)."""
+    if is_url(location) and write:
+        raise BundleError(f"{location}: a bundle named by URL is served read-only")
+    path, warning = local_bundle(location)
+    if warning:
+        warnings.warn(warning, RemoteBundleWarning, stacklevel=3)
+    return Bundle.open(path, write=write, trusted_keys=keys)
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
@@ -114,10 +134,10 @@ def use_bundle(
     with _lock:
         _close_locked()
         _closed_misses.clear()  # the report is about the bundle in use, not the last one
-        _path = Path(path)
+        _bundle = _open(os.fspath(path), write, keys)
+        _path = os.fspath(path)
         _write = write
         _policy = policy
-        _bundle = Bundle.open(_path, write=write, trusted_keys=keys)
 
 
 def bundle() -> Bundle | None:
@@ -130,9 +150,9 @@ def _bundle_locked() -> Bundle | None:
     global _path, _write, _bundle, _policy
     if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
         _policy = MissPolicy.from_env()
-        _path = Path(os.environ["WARM_BUNDLE"])
+        _path = os.environ["WARM_BUNDLE"]
         _write = _env_flag("WARM_BUNDLE_WRITE")
-        _bundle = Bundle.open(_path, write=_write, trusted_keys=read_trusted_keys())
+        _bundle = _open(os.environ["WARM_BUNDLE"], _write, read_trusted_keys())
     return _bundle
 
 
@@ -178,7 +198,7 @@ def _report_locked() -> ProductionReport:
     for rt in _runtimes.values():
         misses += _misses(rt)
     signed = _write and bool(misses) and _bundle is not None and bool(_bundle.signatures())
-    return ProductionReport(str(_path) if _path else None, _write, misses, signed)
+    return ProductionReport(_path, _write, misses, signed)
 
 
 def _close_locked() -> None:

@@ -87,6 +87,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "verified": report.verified,
         "missing": report.missing,
         "signature": report.signature,
+        "shard": report.shard or None,
         "explanations": [m.as_dict() for m in verify_misses(report)],
         "launched_nothing": not any(did_something(p.total) for p in report.passes),
     }
@@ -167,6 +168,8 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         )
     if report.signature:
         parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
+    if report.shard:
+        parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
     if report.verified is True:
         parts.append(
             line(

@@ -13,6 +13,9 @@ and handed to the runtime's `MissPolicy` (`warmcli.explain`; `None` for the warm
 passes, where everything is a miss by design), which in strict mode refuses it.
 Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
 becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
+Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
+that shard's tunes and queues or compiles only the launched kernels it owns
+(`warmcli.shard`); everything else it skips.
 The runtime never prints; it counts into the active `StatisticsCollector`.
 """
 
@@ -35,6 +38,7 @@ from warmcli.launch_args import Converter, any_buffer_of, converter
 from warmcli.launch_mode import LaunchMode, resolve_launch_mode
 from warmcli.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.shard import Shard, tune_token
 from warmcli.stream_mode import Stream
 
 
@@ -84,8 +88,10 @@ class Runtime:
         compile_timeout: float | None = None,
         allow_discarded_reads: bool = False,
         misses: MissPolicy | None = EXPLAIN,
+        shard: Shard | None = None,
     ) -> None:
         self.device = device
+        self.shard = shard
         self.bundle = bundle
         self.misses = misses
         self.kernels = KernelCache(
@@ -169,6 +175,12 @@ class Runtime:
         stream = stream or self.default_stream
         verdict = resolve_launch_mode(current_process_mode(), stream.mode)
         collector = active_collector()
+        if (
+            self.shard is not None
+            and verdict is not LaunchMode.EXECUTE
+            and not self.shard.owns(kernel.content_hash)
+        ):
+            return verdict  # another shard's kernel: that shard builds it
         if verdict is LaunchMode.QUEUE:
             self._check_arguments(kernel, args)
             self.kernels.queue(kernel)
@@ -204,6 +216,10 @@ class Runtime:
         device_id = self.device.id
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
+        if self.shard is not None and not self.shard.owns(
+            tune_token(tunable.name, shape_key, tunable.checksum)
+        ):
+            return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         if collector.count_once(device_id, "autotune", "registered", key):
             collector.count(device_id, "autotune", "candidates_registered", len(tunable.candidates))

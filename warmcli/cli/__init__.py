@@ -92,9 +92,21 @@ def root(
     """warm: make GPU processes start hot."""
 
 
-from warmcli.cli import check, clean, diff, inspect, merge, run, sign, verify  # noqa: E402
+from warmcli.cli import check, clean, diff, inspect, merge, remote, run, sign, verify  # noqa: E402
 
-__all__ = ["app", "check", "clean", "diff", "inspect", "main", "merge", "run", "sign", "verify"]
+__all__ = [
+    "app",
+    "check",
+    "clean",
+    "diff",
+    "inspect",
+    "main",
+    "merge",
+    "remote",
+    "run",
+    "sign",
+    "verify",
+]
 
 
 def main() -> None:

@@ -27,7 +27,9 @@ from warmcli.home import warm_home
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.remote import is_url, local_bundle
 from warmcli.render import kernel_order, stats_document, tune_order
+from warmcli.shard import ShardError
 from warmcli.toolchain import ToolchainError
 from warmcli.workload import WorkloadError
 
@@ -80,6 +82,7 @@ EXPECTED = (
     DeviceError,
     KernelCompileError,
     TuneFailure,
+    ShardError,
     OSError,
 )
 
@@ -111,6 +114,11 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler com
 def default_bundle() -> Path:
     """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
     if os.environ.get("WARM_BUNDLE"):
+        if is_url(os.environ["WARM_BUNDLE"]):
+            fail(
+                f"WARM_BUNDLE={os.environ['WARM_BUNDLE']} is a URL, which is read-only: "
+                "give a local --bundle (warm pull fetches one, warm push publishes one)"
+            )
         return Path(os.environ["WARM_BUNDLE"])
     return warm_home() / "bundle.warm"
 
@@ -137,6 +145,17 @@ def bundle_to_write(given: Path | None) -> Path:
             f"directory, {given.parent.name})"
         )
     return given
+
+
+def readable_bundle(given: str | None) -> Path:
+    """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
+    (either too), else the default; a URL's local copy is fetched (`warmcli.remote`) and
+    a fall-back to its last good copy is one warning line."""
+    location = given or os.environ.get("WARM_BUNDLE") or str(default_bundle())
+    path, warning = guarded(lambda: local_bundle(location))
+    if warning:
+        err.print(f"warm: warning: {warning}", markup=False, highlight=False)
+    return path
 
 
 EXIT_INTERRUPTED = 130

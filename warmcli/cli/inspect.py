@@ -19,11 +19,11 @@ from warmcli.cli.common import (
     JsonOpt,
     NvccOpt,
     compiler_line,
-    default_bundle,
     emit_json,
     fail,
     guarded,
     out,
+    readable_bundle,
     stats_stream,
     stream_json,
 )
@@ -36,12 +36,14 @@ HELD_SHOWN = 20  # operations named when the one asked for is not held
 
 @app.command()
 def stats(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     operation: str | None = typer.Option(None, "--explain", help="Only this tunable operation."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """What a bundle holds: kernels per device and arch, every tune with all candidates."""
-    path = bundle or default_bundle()
+    """What a bundle holds: kernels per device and arch, every tune with all candidates.
+
+    BUNDLE may be an https:// or s3:// URL (fetched into WARM_HOME once)."""
+    path = readable_bundle(bundle)
     with guarded(lambda: Bundle.open(path)) as opened:
         guarded(lambda: _stats(path, opened, operation, as_json))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from warmcli.cli import app
-from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out
+from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out, readable_bundle
 from warmcli.merge import merge_bundles
 from warmcli.render import merge_json, merge_renderable
 from warmcli.signing import load_private_key, trusted_keys
@@ -15,7 +15,9 @@ from warmcli.signing import load_private_key, trusted_keys
 
 @app.command()
 def merge(
-    bundles: list[Path] = typer.Argument(..., help="The bundles to merge."),
+    bundles: list[str] = typer.Argument(
+        ..., help="The bundles to merge (paths, or https:// and s3:// URLs)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="The merged bundle to write."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
     key: Path | None = SignKeyOpt,
@@ -29,9 +31,10 @@ def merge(
     """
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     trusted = guarded(trusted_keys)
+    paths = [readable_bundle(b) for b in bundles]
     report = guarded(
         lambda: merge_bundles(
-            bundles, output, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+            paths, output, overwrite=force, signing_key=signing_key, trusted_keys=trusted
         )
     )
     if as_json:

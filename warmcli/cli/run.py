@@ -39,9 +39,11 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.progress import RunProgress
+from warmcli.cli.verify import replay
 from warmcli.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.device import Device
 from warmcli.devices import compiler_info, open_devices
+from warmcli.fanout import ShardResult, fan_out
 from warmcli.isolation import (
     CRASH_SIGNALS,
     CrashedCandidate,
@@ -49,8 +51,9 @@ from warmcli.isolation import (
     interrupt_on_signals,
     run_isolated,
 )
-from warmcli.passes import RunInterrupted, warm_bundle
-from warmcli.render import run_json, run_renderable
+from warmcli.passes import RunInterrupted, RunReport, warm_bundle
+from warmcli.render import merge_json, merge_renderable, run_json, run_renderable
+from warmcli.shard import resolve_shard
 from warmcli.signing import load_private_key, trusted_keys
 from warmcli.workload import load_module, load_workload
 
@@ -103,6 +106,19 @@ def run(
         help="An unmodified PyCUDA script: pycuda.compiler.SourceModule is warm's, the entry "
         "may be main(); with --arch, PyCUDA's allocations are shape-only stand-ins.",
     ),
+    shard_text: str | None = typer.Option(
+        None,
+        "--shard",
+        help="Do shard I of N only (I/N, such as 0/4), for `warm merge` to join; else "
+        "WARM_SHARD, JOB_COMPLETION_INDEX/WARM_SHARD_COUNT, SLURM_ARRAY_TASK_ID/"
+        "SLURM_ARRAY_TASK_COUNT or RANK/WORLD_SIZE.",
+    ),
+    dask: str | None = typer.Option(
+        None,
+        "--dask",
+        help="Fan the run out over a Dask cluster (scheduler address): one shard per worker, "
+        "merged into the bundle, then verified here (needs warmcli[dask]).",
+    ),
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
@@ -110,6 +126,9 @@ def run(
 ) -> None:
     """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify.
 
+
+    With a shard, only that shard's tunes are measured and its kernels built; its verify
+    pass checks that part under CompileOnly.
 
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
@@ -119,6 +138,30 @@ def run(
         fail("give a workload file or -m MODULE (one of them)")
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    if dask is not None:
+        if shard_text is not None:
+            fail("--dask makes one shard per worker itself: leave out --shard")
+        argv = [str(Path(workload).resolve())] if workload else ["-m", module or ""]
+        for name, value in (("--entry", entry), ("--device", device), ("--nvcc", nvcc)):
+            argv += [name, value] if value else []
+        argv += [a for arch_name in arch for a in ("--arch", arch_name)]
+        argv += ["--jobs", str(jobs)] if jobs else []
+        argv += ["--compile-timeout", str(compile_timeout)] if compile_timeout else []
+        argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
+        argv += ["--pycuda"] if pycuda else []
+        verify_args = (workload, entry, device, arch, nvcc, trusted)
+        raise typer.Exit(
+            _dask_run(
+                dask,
+                argv,
+                path,
+                None if no_verify else verify_args,
+                signing_key,
+                as_json,
+                gpu=not arch and device != "host",  # measured on GPUs: GPU workers, if any
+            )
+        )
+    shard = guarded(lambda: resolve_shard(shard_text))
     compilers: list[dict[str, str]] = []
 
     def action(progress: RunProgress | None) -> Any:
@@ -154,6 +197,7 @@ def run(
             observer=progress,
             trusted_keys=trusted,
             signing_key=signing_key,
+            shard=shard,
         )
 
     def worker() -> int:
@@ -181,6 +225,65 @@ def run(
     if isinstance(outcome, WorkerCrash):
         _crashed(outcome, path, existed)
     raise typer.Exit(outcome)
+
+
+def _dask_run(
+    scheduler: str,
+    argv: list[str],
+    path: Path,
+    verify_args: tuple[Any, ...] | None,
+    signing_key: Any,
+    as_json: bool,
+    gpu: bool,
+) -> int:
+    """`--dask`: the shards on the cluster, merged into `path`, then verified here."""
+
+    def shown(result: ShardResult) -> None:
+        if not as_json:
+            stored = result.report.get("stored", {})
+            out.print(
+                f"shard {result.shard} on {result.worker}: stored {stored.get('kernels', 0)} "
+                f"kernel(s) and {stored.get('tunes', 0)} tune(s) in {result.seconds:.1f} s",
+                markup=False,
+                highlight=False,
+            )
+
+    fanned = guarded(
+        lambda: fan_out(
+            scheduler,
+            [*argv, "--no-verify"],
+            path,
+            gpu=gpu,
+            signing_key=signing_key,
+            on_shard=shown,
+        )
+    )
+    merged = fanned.merge
+    report = RunReport(path, [], stored_kernels=merged.kernels, stored_tunes=merged.tunes)
+    if verify_args is not None and verify_args[0] is not None:
+        workload, entry, device, arch, nvcc, trusted = verify_args
+        verified, report.missing = guarded(
+            lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
+        )
+        report.passes.append(verified)
+        report.devices = list(verified.per_device)
+    if as_json:
+        doc = run_json(report)
+        doc["shards"] = [
+            {
+                "shard": r.shard,
+                "worker": r.worker,
+                "seconds": r.seconds,
+                "stored": r.report.get("stored"),
+            }
+            for r in fanned.shards
+        ]
+        doc["merge"] = merge_json(merged)
+        emit_json(doc)
+    else:
+        out.print(merge_renderable(merged))
+        out.print(run_renderable(report, tables=True), soft_wrap=True)
+    return 1 if report.verified is False else 0
 
 
 def _excluded(crash: CrashedCandidate) -> None:

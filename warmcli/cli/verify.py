@@ -26,10 +26,10 @@ from warmcli.cli.common import (
     JsonOpt,
     NvccOpt,
     QuietOpt,
-    default_bundle,
     emit_json,
     guarded,
     out,
+    readable_bundle,
 )
 from warmcli.devices import open_devices
 from warmcli.integrity import check_bundle
@@ -60,7 +60,7 @@ def replay(
 
 @app.command()
 def verify(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     workload: Path | None = typer.Option(
         None, "--workload", "-w", help="Also replay this workload: it must compile nothing."
     ),
@@ -79,7 +79,7 @@ def verify(
     quiet: bool = QuietOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
-    path = bundle or default_bundle()
+    path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))
     replayed: tuple[PassReport, list[str]] | None = None

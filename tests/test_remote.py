@@ -1,0 +1,235 @@
+"""Bundles by URL against real servers on 127.0.0.1: a stdlib HTTP server with ETags,
+and moto's S3 server (`ThreadedMotoServer`: a real HTTP implementation of the S3
+API, installable from the package registries; SeaweedFS and MinIO are not). The
+production side and the CLI run in subprocesses, as users run them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+
+from warmcli.remote import RemoteError, cache_dir, fetch
+
+PRODUCE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + (
+    "import json; print(json.dumps({'kernels': len(r.kernels), 'tunes': len(r.tunes)}))"
+)
+
+
+class Store:
+    """What the HTTP server serves (path -> bytes) and how many full downloads it sent."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.downloads = 0
+
+
+def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = store.files.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            etag = '"' + hashlib.sha256(body).hexdigest() + '"'
+            if self.headers.get("If-None-Match") == etag:
+                self.send_response(304)
+                self.end_headers()
+                return
+            store.downloads += 1
+            self.send_response(200)
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def http_store() -> Iterator[tuple[Store, str, ThreadingHTTPServer]]:
+    store = Store()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield store, f"http://127.0.0.1:{server.server_address[1]}", server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    """The host example's bundle (warmed once), and a second, different bundle."""
+    folder = tmp_path_factory.mktemp("built")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(folder / "home")
+    warm = Warm(env)
+    full, other = folder / "full.warm", folder / "other.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", full, "-q").returncode == 0
+    assert (
+        warm("run", EXAMPLES / "matmul_host.py", "-b", other, "--shard", "1/4", "-q").returncode
+        == 0
+    )
+    return full.read_bytes(), other.read_bytes()
+
+
+def _production(warm: Warm, url: str) -> tuple[dict[str, int], str]:
+    env = dict(warm.env, WARM_BUNDLE=url)
+    proc = subprocess.run(
+        [sys.executable, "-c", PRODUCE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """warm's home for the in-process fetches of one test."""
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_http_download_cache_hit_change_and_store_down(
+    http_store: tuple[Store, str, ThreadingHTTPServer], built: tuple[bytes, bytes], home: Path
+) -> None:
+    store, base, server = http_store
+    url = base + "/b.warm"
+    store.files["/b.warm"] = built[1]
+    first = fetch(url)
+    assert first.downloaded and first.path.read_bytes() == built[1] and store.downloads == 1
+    again = fetch(url)  # unchanged: a conditional GET, no download
+    assert not again.downloaded and again.warning is None and store.downloads == 1
+    store.files["/b.warm"] = built[0]
+    changed = fetch(url)
+    assert changed.downloaded and changed.path.read_bytes() == built[0] and store.downloads == 2
+    server.shutdown()
+    server.server_close()
+    down = fetch(url)
+    assert not down.downloaded and down.path.read_bytes() == built[0]
+    assert down.warning and "unreachable" in down.warning and "last good copy" in down.warning
+    with pytest.raises(RemoteError, match="unreachable"):
+        fetch(base + "/never-fetched.warm")
+
+
+def test_a_corrupt_download_is_refused(
+    http_store: tuple[Store, str, ThreadingHTTPServer], built: tuple[bytes, bytes], home: Path
+) -> None:
+    store, base, _ = http_store
+    store.files["/bad.warm"] = b"SQLite format 3\x00" + b"\x07" * 4000
+    with pytest.raises(RemoteError, match="download refused"):
+        fetch(base + "/bad.warm")
+    assert not (cache_dir(base + "/bad.warm") / "bundle.warm").exists()
+    store.files["/b.warm"] = built[0]
+    fetch(base + "/b.warm")
+    store.files["/b.warm"] = built[0][: len(built[0]) // 2] + b"\x00" * (len(built[0]) // 2 + 1)
+    kept = fetch(base + "/b.warm")  # the last good copy stays, and the refusal is said
+    assert kept.path.read_bytes() == built[0] and "refused" in (kept.warning or "")
+    assert not [p for p in kept.path.parent.iterdir() if p.suffix == ".tmp"]
+
+
+def test_production_over_http_starts_hot_even_with_the_store_down(
+    http_store: tuple[Store, str, ThreadingHTTPServer], built: tuple[bytes, bytes], warm: Warm
+) -> None:
+    store, base, server = http_store
+    store.files["/b.warm"] = built[0]
+    counts, stderr = _production(warm, base + "/b.warm")
+    assert counts == {"kernels": 0, "tunes": 0} and not stderr
+    counts, stderr = _production(warm, base + "/b.warm")
+    assert store.downloads == 1  # once per machine
+    server.shutdown()
+    server.server_close()
+    counts, stderr = _production(warm, base + "/b.warm")
+    assert counts == {"kernels": 0, "tunes": 0}
+    assert stderr.count("RemoteBundleWarning") == 1 and "last good copy" in stderr
+
+
+# -- S3 ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch, warm: Warm) -> Iterator[Any]:
+    pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    aws = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for k, v in aws.items():
+        monkeypatch.setenv(k, v)
+    warm.env.update(aws)
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="fleet")
+    yield server
+    server.stop()
+
+
+def test_s3_push_pull_stats_merge_and_production(
+    s3: Any, built: tuple[bytes, bytes], warm: Warm, tmp_path: Path
+) -> None:
+    full, other = tmp_path / "full.warm", tmp_path / "other.warm"
+    full.write_bytes(built[0])
+    other.write_bytes(built[1])
+    for bundle, key in ((full, "full.warm"), (other, "other.warm")):
+        proc = warm("push", bundle, f"s3://fleet/{key}")
+        assert proc.returncode == 0 and "pushed" in proc.stdout, proc.stderr
+    stats = warm.json("stats", "s3://fleet/full.warm")
+    assert len(stats["kernels"]) == 6 and len(stats["tunes"]) == 3
+    merged = tmp_path / "merged.warm"
+    proc = warm("merge", "s3://fleet/full.warm", "s3://fleet/other.warm", "-o", merged)
+    assert proc.returncode == 0, proc.stderr
+    pulled = tmp_path / "pulled.warm"
+    assert warm("pull", "s3://fleet/other.warm", pulled).returncode == 0
+    assert pulled.read_bytes() == built[1]
+    counts, stderr = _production(warm, "s3://fleet/full.warm")
+    assert counts == {"kernels": 0, "tunes": 0}, stderr
+    s3.stop()
+    counts, stderr = _production(warm, "s3://fleet/full.warm")
+    assert counts == {"kernels": 0, "tunes": 0}
+    assert stderr.count("RemoteBundleWarning") == 1 and "last good copy" in stderr
+    proc = warm("stats", "s3://fleet/never.warm")
+    assert proc.returncode == 2 and proc.stderr.startswith("warm: error: s3://fleet/never.warm")
+    s3.start()
+
+
+def test_s3_push_refuses_what_is_no_bundle_and_concurrent_pushes_never_tear(
+    s3: Any, built: tuple[bytes, bytes], warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    junk = tmp_path / "junk.warm"
+    junk.write_bytes(b"not a bundle")
+    proc = warm("push", junk, "s3://fleet/x.warm")
+    assert proc.returncode == 2 and "not pushed" in proc.stderr
+    paths = []
+    for i, data in enumerate(built):
+        paths.append(tmp_path / f"b{i}.warm")
+        paths[-1].write_bytes(data)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "warmcli", "push", p, "s3://fleet/race.warm"],
+            env=warm.env,
+            cwd=ROOT,
+        )
+        for p in paths * 2
+    ]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    assert fetch("s3://fleet/race.warm").path.read_bytes() in built

@@ -1,0 +1,66 @@
+"""`warm push BUNDLE URL` and `warm pull URL [PATH]`: bundles in an object store.
+
+Both are thin: `warmcli.remote` uploads, downloads, checks and caches; these
+commands name what they did in one line (or one JSON object).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import typer
+
+from warmcli.cli import app
+from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, readable_bundle
+from warmcli.remote import is_url
+from warmcli.remote import push as push_bundle
+
+
+@app.command()
+def push(
+    bundle: Path = typer.Argument(..., help="The local bundle to publish."),
+    url: str = typer.Argument(..., help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Upload BUNDLE to URL whole: a reader sees the old bundle or the new one, never a torn one."""
+    if not bundle.is_file():
+        fail(f"{bundle}: no such bundle")
+    digest = guarded(lambda: push_bundle(bundle, url))
+    if as_json:
+        emit_json({"bundle": str(bundle), "url": url, "sha256": digest})
+    else:
+        out.print(f"pushed {bundle} to {url} (sha256 {digest[:16]})", markup=False, highlight=False)
+
+
+@app.command()
+def pull(
+    url: str = typer.Argument(..., help="The bundle's https:// or s3:// URL."),
+    path: Path | None = typer.Argument(None, help="Where to put it \\[default: its file name]."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH."""
+    if not is_url(url):
+        fail(f"{url}: not an https:// or s3:// URL")
+    target = path or Path(os.path.basename(urlsplit(url).path) or "bundle.warm")
+    local = readable_bundle(url)
+    guarded(lambda: _copy(local, target))
+    if as_json:
+        emit_json({"url": url, "path": str(target)})
+    else:
+        out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Copy through a temporary file beside `target`, renamed over it at the end."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,109 @@
+"""Sharded warming: which part of a workload's work one of N processes does.
+
+A `Shard` (`I/N`, 0 <= I < N) owns a deterministic part of the work, decided by
+key alone so that every process agrees without talking to the others: a tune by
+its operation, shape key and candidate checksum (not the device, so identical
+GPUs on different machines split the same way), a kernel by its content hash
+(so every architecture of one kernel is one compile group, built by one shard).
+A shard measures only its own tunes and compiles their candidates (whoever owns
+those kernels), and queues and compiles only the launched kernels it owns; the
+union of N shards' bundles is what one unsharded run stores.
+
+The shard comes from `--shard I/N`, else from the launcher's variables:
+`WARM_SHARD` (`I/N`), Kubernetes indexed jobs' `JOB_COMPLETION_INDEX` with
+`WARM_SHARD_COUNT` (the job's `completions`; Kubernetes sets no count itself),
+Slurm arrays' `SLURM_ARRAY_TASK_ID`/`SLURM_ARRAY_TASK_COUNT` (counted from
+`SLURM_ARRAY_TASK_MIN`), torchrun's `RANK`/`WORLD_SIZE`. This module holds no
+state and never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class ShardError(ValueError):
+    """A shard given or found in the environment that is no `I/N` with 0 <= I < N."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ShardError(f"shard {self.index}/{self.count}: need 0 <= I < N")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def owns(self, token: str) -> bool:
+        """Whether the work named by `token` (a kernel's content hash, a tune's `tune_token`)
+        is this shard's."""
+        digest = hashlib.sha256(token.encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index
+
+
+def tune_token(operation: str, shape_key: str, checksum: str) -> str:
+    """What decides a tune's shard: everything in its key but the device."""
+    return f"tune\0{operation}\0{shape_key}\0{checksum}"
+
+
+def parse_shard(text: str) -> Shard:
+    """`I/N` as a `Shard`; `ShardError` for anything else."""
+    index, sep, count = text.strip().partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+        raise ShardError(f"shard {text!r} is not I/N (such as 0/4)")
+    if int(count) < 1:
+        raise ShardError(f"shard {text!r}: N must be at least 1")
+    return Shard(int(index), int(count))
+
+
+# (index variable, count variable, offset variable) per launcher, in the order read.
+LAUNCHERS: tuple[tuple[str, str, str | None], ...] = (
+    ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None),
+    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"),
+    ("RANK", "WORLD_SIZE", None),
+)
+
+
+def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None:
+    """The shard a launcher's variables give (see the module doc); None when none is set
+    or the count is 1."""
+    env = os.environ if env is None else env
+    if env.get("WARM_SHARD"):
+        return _single(parse_shard(env["WARM_SHARD"]))
+    for index_var, count_var, offset_var in LAUNCHERS:
+        if index_var not in env:
+            continue
+        if count_var not in env:
+            raise ShardError(f"{index_var} is set but {count_var} is not: set it to the count")
+        values = [env[index_var], env[count_var], env.get(offset_var or "", "0") or "0"]
+        if not all(v.strip().isdigit() for v in values):
+            raise ShardError(
+                f"{index_var}={env[index_var]!r} {count_var}={env[count_var]!r}: not whole numbers"
+            )
+        index, count, offset = (int(v) for v in values)
+        if count < 1:
+            raise ShardError(f"{count_var}={count}: must be at least 1")
+        if not 0 <= index - offset < count:
+            raise ShardError(f"{index_var}={index} is outside {offset}..{offset + count - 1}")
+        return _single(Shard(index - offset, count))
+    return None
+
+
+def _single(shard: Shard) -> Shard | None:
+    return None if shard.count == 1 else shard
+
+
+def resolve_shard(given: str | None, env: Mapping[str, str] | None = None) -> Shard | None:
+    """`--shard` when given (a count of 1 is no sharding), else the environment's."""
+    if given is not None:
+        return _single(parse_shard(given))
+    return shard_from_environment(env)
