@@ -226,9 +226,15 @@ def explained(
 
 
 def explain_kernel(
-    bundle: Bundle, kernel: Kernel, key: str, wanted: Mapping[str, str]
+    bundle: Bundle,
+    kernel: Kernel,
+    key: str,
+    wanted: Mapping[str, str],
+    any_toolchain: bool = False,
 ) -> MissExplanation:
-    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
+    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
+
+    `any_toolchain` (serving, `warmcli.serving`): the toolchain is no reason for a miss."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
     held = [r.components for r in bundle.kernels(kernel.entry) if r.components]
@@ -236,7 +242,8 @@ def explain_kernel(
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
         )
-    found = explained("kernel", key, kernel.label, wanted, held, KERNEL_COMPONENTS)
+    order = KERNEL_COMPONENTS[1:] if any_toolchain else KERNEL_COMPONENTS
+    found = explained("kernel", key, kernel.label, wanted, held, order)
     if found is not None:
         return found
     return MissExplanation(

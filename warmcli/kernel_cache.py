@@ -2,8 +2,9 @@
 
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
-sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason and rebuilt); else compiled.
+sha256 matches, it runs here by `warmcli.serving`'s rule (while warming: built by
+this device's toolchain, unless there is none), and it loads here, counted
+`loaded`; else noted, counted by reason and rebuilt); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
@@ -31,6 +32,7 @@ from warmcli.explain import MissExplanation, MissPolicy, explain_kernel, unusabl
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
+from warmcli.serving import Target, choose, why_not
 from warmcli.statistics import StatisticsCollector
 from warmcli.toolchain import Toolchain, ToolchainError
 
@@ -66,8 +68,10 @@ class KernelCache:
         jobs: int | None = None,
         timeout: float | None = None,
         misses: MissPolicy | None = None,
+        any_toolchain: bool = False,
     ) -> None:
         self.device = device
+        self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
         self.bundle = bundle
         self.jobs = jobs
         self.timeout = timeout
@@ -94,33 +98,46 @@ class KernelCache:
     # -- keys ------------------------------------------------------------------------------
 
     def key(self, kernel: Kernel) -> str:
-        """The kernel's key on this device (its arch and its compiler's identity)."""
+        """The kernel's key on this device: its arch and its compiler's identity, or the
+        key of the bundle's build that `warmcli.serving` serves here instead."""
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
             try:
-                identity = self.device.compiler(kernel.language).toolchain.identity
+                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
-                key = self._bundle_key_without_compiler(kernel)
+                key = self._served_key(kernel, None)
                 if key is None:
                     raise
             else:
-                key = kernel_key(kernel, self.device.arch, identity)
-                self._identities[key] = identity
+                assert identity is not None
+                key = self._served_key(kernel, identity)
+                if key is None:
+                    key = kernel_key(kernel, self.device.arch, identity)
+                    self._identities[key] = identity
             self._keys[content] = key
         return key
 
-    def _bundle_key_without_compiler(self, kernel: Kernel) -> str | None:
-        """The key of the bundle's build of this very kernel for this arch, if it has one."""
-        if self.bundle is None:
+    def _target(self, identity: str | None) -> Target:
+        fp = self.device.fingerprint
+        return Target(self.device.backend, self.device.arch, fp.driver, identity)
+
+    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
+        """The key of the bundle's build of this kernel that another toolchain made and
+        that runs here, when the bundle holds none of this device's toolchain: served
+        outside warming, and while warming only where there is no compiler."""
+        if self.bundle is None or (identity is not None and not self.any_toolchain):
             return None
-        for record in self.bundle.kernels(kernel.entry):
-            if record.arch == self.device.arch and record.key == kernel_key(
-                kernel, self.device.arch, record.toolchain
-            ):
-                return record.key
-        return None
+        arch = self.device.arch
+        if identity is not None and self.bundle.kernel(kernel_key(kernel, arch, identity)):
+            return None
+        found = choose(
+            self.bundle.kernels(kernel.entry),
+            self._target(identity),
+            lambda r: r.key == kernel_key(kernel, arch, r.toolchain),
+        )
+        return None if found is None else found.key
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)
@@ -139,21 +156,14 @@ class KernelCache:
         record = self.bundle.kernel(key)
         if record is None:
             return None
-        ours = {
-            "backend": self.device.backend,
-            "arch": self.device.arch,
-            "toolchain": self._identities.get(key, record.toolchain),
-        }
-        theirs = {"backend": record.backend, "arch": record.arch, "toolchain": record.toolchain}
-        differs = tuple(c for c in ours if ours[c] != theirs[c])
-        if differs:
-            first = differs[0]
-            detail = (
-                f"bundle's build is for {first} {theirs[first]!r}, this device's is {ours[first]!r}"
-            )
-            self._not_served(
-                kernel, key, MissExplanation("kernel", key, kernel.label, first, detail, differs)
-            )
+        target = self._target(self._identities.get(key))
+        why = why_not(record, target)
+        if why is None and target.toolchain not in (None, record.toolchain):
+            theirs, ours = record.toolchain, target.toolchain
+            why = ("toolchain", f"bundle's build is by {theirs!r}, not {ours!r}")
+        if why is not None:
+            explanation = MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
+            self._not_served(kernel, key, explanation)
             return None
         return record
 
@@ -291,6 +301,8 @@ class KernelCache:
         for line in self.bundle.foreign(
             self.device.backend, self.device.arch, toolchains, fingerprint
         ):
+            if self.any_toolchain and " kernel(s) for " in line:
+                continue  # builds of other toolchains are served here when they run here
             active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
@@ -318,7 +330,7 @@ class KernelCache:
             except ToolchainError:
                 identity = "none"
             wanted = key_components(kernel, self.device.arch, identity)
-            why = explain_kernel(self.bundle, kernel, key, wanted)
+            why = explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
         self._explained[key] = why
         self.misses.report(self.device.id, why)
 

@@ -89,7 +89,12 @@ class Runtime:
         self.bundle = bundle
         self.misses = misses
         self.kernels = KernelCache(
-            device, bundle, jobs=jobs, timeout=compile_timeout, misses=misses
+            device,
+            bundle,
+            jobs=jobs,
+            timeout=compile_timeout,
+            misses=misses,
+            any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
         self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained

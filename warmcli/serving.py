@@ -1,0 +1,73 @@
+"""Where a build may be served: the one rule production, `warm check`, `warm clean`
+and `warm explain` share.
+
+A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
+compiler builds afresh. Serving is looser: a build is served wherever its binary runs.
+A cubin runs on a device of its SM architecture whose driver supports the CUDA
+release that built it, whichever nvcc (or none) that machine has; a host object runs
+on a CPU of its architecture (one of another OS fails to load, and is a `binary`
+miss, rebuilt). Among a kernel's builds that run on a device, the one of the device's
+own toolchain is preferred. This module holds no state; it never opens a bundle,
+compiles, loads or prints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from warmcli.records import KernelRecord
+
+_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+_VERSION = re.compile(r"^(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A device a build would be served on: its backend, arch, driver (a CUDA version
+    such as `13.0`; anything else is not judged) and its own compiler's identity."""
+
+    backend: str
+    arch: str
+    driver: str = ""
+    toolchain: str | None = None  # None: no compiler there
+
+
+def cuda_release(identity: str) -> tuple[int, int] | None:
+    """The CUDA release an nvcc identity names (`nvcc:Cuda compilation tools, release 13.0, …`)."""
+    found = _RELEASE.search(identity)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
+    """None when `record`'s binary runs on `target`, else (component, reason)."""
+    if record.backend != target.backend:
+        return "device", f"built for a {record.backend} device, not {target.backend}"
+    if record.arch != target.arch:
+        return "arch", f"built for {record.arch}, the device is {target.arch}"
+    if record.backend == "cuda":
+        built = cuda_release(record.toolchain)
+        found = _VERSION.match(target.driver)
+        driver = (int(found.group(1)), int(found.group(2))) if found else None
+        if built and driver and built > driver:
+            return "toolchain", (
+                f"built by CUDA {built[0]}.{built[1]}, the driver supports CUDA "
+                f"{driver[0]}.{driver[1]}"
+            )
+    return None
+
+
+def choose(
+    records: Iterable[KernelRecord], target: Target, same: Callable[[KernelRecord], bool]
+) -> KernelRecord | None:
+    """The build to serve on `target` among the `records` that `same` accepts as builds
+    of the kernel wanted: the target's own toolchain's first, else any that runs there."""
+    fallback = None
+    for record in records:
+        if why_not(record, target) is not None or not same(record):
+            continue
+        if record.toolchain == target.toolchain:
+            return record
+        fallback = fallback or record
+    return fallback
