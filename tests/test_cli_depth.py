@@ -7,6 +7,7 @@ system cc whose `--version` prints another version line.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import sqlite3
@@ -257,8 +258,11 @@ def test_plan_clean_judges_only_what_it_can() -> None:
     kernels = [
         _kernel("mine-old", "cc:gcc 12", "s1"),
         _kernel("mine-new", "cc:gcc 12", "s2"),
-        _kernel("foreign", "cc:gcc 13", "s3"),
-        _kernel("cubin", "nvcc:release 13.0", "s4"),
+        _kernel("foreign", "cc:gcc 13", "s3"),  # runs on this CPU, no build of ours: kept
+        dataclasses.replace(
+            _kernel("cubin", "nvcc:release 13.0", "s4"), backend="cuda", arch="sm_90"
+        ),
+        dataclasses.replace(_kernel("old-cc", "cc:gcc 11", "s5"), label="mine-new"),
     ]
     tunes = [
         _tune("t-here", "host|cpu|x86_64|linux"),
@@ -267,11 +271,14 @@ def test_plan_clean_judges_only_what_it_can() -> None:
         _tune("t-pending", "cuda|compile-only|sm_90|none"),
     ]
     plan = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine)
-    assert {r.key for r in plan.removals} == {"foreign", "t-there"}
-    assert any("nvcc" in n for n in plan.kept_unjudged)
-    assert any("cuda" in n for n in plan.kept_unjudged)
+    assert {r.key for r in plan.removals} == {"old-cc", "t-there"}
+    assert any("cuda kernels" in n for n in plan.kept_unjudged)
+    assert any("pending tunes" in n for n in plan.kept_unjudged)
+    corrupt = plan_clean(kernels, tunes, {}, machine, corrupt={"s2": "bad"})
+    assert [r.reason for r in corrupt.removals if r.key == "mine-new"] == ["corrupt: bad"]
     lru = plan_clean(kernels, tunes, {"mine-old": 1.0, "mine-new": 2.0}, machine, max_size=100)
-    assert [r.key for r in lru.removals if "least recently" in r.reason] == ["cubin", "mine-old"]
+    evicted = [r.key for r in lru.removals if "least recently" in r.reason]
+    assert evicted == ["cubin", "foreign", "mine-old"]
     assert lru.binary_bytes_after == 100
     kept = plan_clean(kernels, tunes, {}, machine, keep_foreign=True)
     assert kept.removals == []

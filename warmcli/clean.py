@@ -1,16 +1,18 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-An entry is *foreign* when it was made for another machine: a kernel built by a
-toolchain whose identity is not this machine's compiler of that name (`cc`,
-`nvcc`), or a host kernel for another CPU architecture; a tune measured on a
-device whose fingerprint is none of this machine's. Such an entry can never be a
-hit here (both identities are part of the keys). What this machine cannot judge
-is kept: kernels of a compiler it does not have, tunes of a backend whose devices
-it cannot list (CUDA without a GPU), and compile-only tunes (pending, finished on
-any GPU later). `max_size` then evicts the least recently used kernels until the
-binaries they need fit; a binary shared by a batch is freed with its last kernel.
-`plan_clean` is pure; `clean_bundle` applies a plan to a bundle file (in one
-transaction, then a vacuum). Nothing here prints.
+A kernel is *corrupt* when its blob is missing or fails its sha256: removed, so the
+next `warm run` builds it again. An entry is *foreign* when this machine would
+never serve it: a kernel whose binary runs on no device here (`warmcli.serving`: a
+host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
+takes), or one another toolchain built that the bundle also holds a build of this
+machine's toolchain for (superseded); a tune measured on a device whose fingerprint
+is none of this machine's. What this machine cannot judge is kept and listed
+(`kept_unjudged`): kernels and tunes of a backend whose devices it cannot list (CUDA
+without a GPU), and pending tunes (compile-only, finished on any GPU later).
+`max_size` then evicts the least recently used kernels until the binaries they need
+fit; a binary shared by a batch is freed with its last kernel. `plan_clean` is pure;
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
+Nothing here prints.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from warmcli.bundle import Bundle, BundleError
 from warmcli.device import DeviceFingerprint
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.serving import Target, same_kernel, why_not
 from warmcli.toolchain import ToolchainError, probe
 
 COMPILE_ONLY = "compile-only"
@@ -41,6 +44,7 @@ class Machine:
     host_arch: str
     devices: frozenset[str]
     backends: frozenset[str]
+    gpus: frozenset[tuple[str, str]] = frozenset()  # (arch, driver) of every GPU here
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ def current_machine() -> Machine:
     host = HostDevice()
     devices = {host.fingerprint.identity}
     backends = {"host"}
+    gpus: set[tuple[str, str]] = set()
     try:
         from warmcli.cuda.device import list_cuda_devices
 
@@ -110,28 +115,40 @@ def current_machine() -> Machine:
             fp = DeviceFingerprint("cuda", str(d["name"]), str(d["arch"]), str(d["driver_version"]))
             devices.add(fp.identity)
             backends.add("cuda")
+            gpus.add((fp.arch, fp.driver))
     except ImportError:
         pass
-    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends))
+    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends), frozenset(gpus))
 
 
-def _kernel_foreign(k: KernelRecord, machine: Machine) -> tuple[str | None, str | None]:
-    """(why it is foreign, why it cannot be judged); both None when it is this machine's."""
+def _kernel_foreign(
+    k: KernelRecord, machine: Machine, local: set[tuple[str, ...]]
+) -> tuple[str | None, str | None]:
+    """(why it is foreign, why it cannot be judged); both None when it is this machine's.
+
+    Foreign: its binary runs on no device here (`warmcli.serving`), or another toolchain
+    built it and the bundle holds this machine's toolchain's build of it (`local`)."""
+    if k.backend == "host":
+        targets = [Target("host", machine.host_arch)]
+    elif k.backend in machine.backends:
+        targets = [Target(k.backend, arch, driver) for arch, driver in sorted(machine.gpus)]
+    else:
+        return None, f"{k.backend} kernels (no {k.backend} device visible here)"
+    reasons = [why_not(k, t) for t in targets]
+    if all(r is not None for r in reasons):
+        first = next((r for r in reasons if r is not None), None)
+        return (first[1] if first else f"no {k.backend} device here"), None
     compiler = k.toolchain.split(":", 1)[0]
     current = machine.toolchains.get(compiler)
-    if current is None:
-        return None, f"kernels of {compiler} (no {compiler} here)"
-    if k.toolchain != current:
-        return f"toolchain {k.toolchain} (here: {current})", None
-    if k.backend == "host" and k.arch != machine.host_arch:
-        return f"host arch {k.arch} (here: {machine.host_arch})", None
+    if current is not None and k.toolchain != current and (*same_kernel(k), k.arch) in local:
+        return f"toolchain {k.toolchain} (superseded by this machine's {current})", None
     return None, None
 
 
 def _tune_foreign(t: TuneRecord, machine: Machine) -> tuple[str | None, str | None]:
     backend, _, rest = t.device.partition("|")
-    if rest.startswith(COMPILE_ONLY + "|"):
-        return None, None
+    if rest.startswith(COMPILE_ONLY + "|") or t.status == "pending":
+        return None, "pending tunes (measured later on a GPU)"
     if backend not in machine.backends:
         return None, f"tunes on {backend} devices (none visible here)"
     if t.device not in machine.devices:
@@ -151,13 +168,26 @@ def plan_clean(
     *,
     keep_foreign: bool = False,
     max_size: int | None = None,
+    corrupt: Mapping[str, str] | None = None,
 ) -> CleanPlan:
-    """What a clean removes, and why (pure: the records in, the plan out)."""
+    """What a clean removes, and why (pure: the records in, the plan out). `corrupt`: the
+    sha256 of every blob that fails it, and why; its kernels are removed (`corrupt`)."""
     plan = CleanPlan(binary_bytes_before=_binary_bytes(kernels))
     unjudged: Counter[str] = Counter()
     kept: list[KernelRecord] = []
+    local = {
+        (*same_kernel(k), k.arch)
+        for k in kernels
+        if machine.toolchains.get(k.toolchain.split(":", 1)[0]) == k.toolchain
+    }
     for k in kernels:
-        foreign, cannot = _kernel_foreign(k, machine)
+        if corrupt and k.sha256 in corrupt:
+            reason = f"corrupt: {corrupt[k.sha256]}"
+            plan.removals.append(
+                Removal("kernel", k.key, k.label, where(k.device, k.arch), reason, k.size)
+            )
+            continue
+        foreign, cannot = _kernel_foreign(k, machine, local)
         if cannot:
             unjudged[cannot] += 1
         if foreign and not keep_foreign:
@@ -201,6 +231,29 @@ def plan_clean(
     return plan
 
 
+def _corrupt_blobs(bundle: Bundle) -> dict[str, str]:
+    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
+    stored = {sha: actual for sha, _, actual in bundle.blob_digests()}
+    bad: dict[str, str] = {}
+    for k in bundle.kernels():
+        actual = stored.get(k.sha256)
+        if actual is None:
+            bad[k.sha256] = "its blob is missing"
+        elif actual != k.sha256:
+            bad[k.sha256] = "its blob does not match its sha256"
+    return bad
+
+
+def drop_corrupt(bundle: Bundle) -> int:
+    """Remove every kernel whose blob is missing or fails its sha256, so a `warm run`
+    over the bundle builds again what its workload reaches; returns kernels removed."""
+    bad = _corrupt_blobs(bundle)
+    keys = [k.key for k in bundle.kernels() if k.sha256 in bad] if bad else []
+    if keys:
+        bundle.delete(keys)
+    return len(keys)
+
+
 def clean_bundle(
     path: str | os.PathLike[str],
     machine: Machine | None = None,
@@ -222,6 +275,7 @@ def clean_bundle(
             machine or current_machine(),
             keep_foreign=keep_foreign,
             max_size=max_size,
+            corrupt=_corrupt_blobs(bundle),
         )
         applied = bool(plan.removals) and not dry_run
         if applied:

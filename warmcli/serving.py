@@ -58,6 +58,21 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     return None
 
 
+def same_kernel(record: KernelRecord) -> tuple[str, ...]:
+    """What makes builds one kernel, whatever arch and toolchain built them."""
+    c = record.components
+    if not c:
+        return (record.backend, record.entry, record.label)
+    return (
+        record.backend,
+        record.entry,
+        record.label,
+        c.get("source", ""),
+        c.get("options", ""),
+        c.get("defines", ""),
+    )
+
+
 def choose(
     records: Iterable[KernelRecord], target: Target, same: Callable[[KernelRecord], bool]
 ) -> KernelRecord | None:
