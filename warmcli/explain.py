@@ -9,7 +9,8 @@ components) and naming the component that differs: `toolchain`, `arch`,
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
-entry but no trusted key signed it (`warmcli.signing`). A `MissPolicy` says what a runtime
+entry but no trusted key signed it (`warmcli.signing`), `no-bundle` when strict
+mode meets a compile or tune with no bundle loaded at all. A `MissPolicy` says what a runtime
 does with an explanation: it always counts it (per reason) into the active
 collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
 strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
@@ -55,8 +56,10 @@ REASONS = {
     "pending": "tune pending",
     "binary": "binary unusable",
     "unsigned": "not signed by a trusted key",
+    "no-bundle": "no bundle loaded",
 }
 UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
+NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
 PROCESS = "this process wants"
 _SHOWN = 3
 
@@ -140,6 +143,12 @@ class MissPolicy:
             logger.warning("warm: strict: %s", explanation.line())
         elif self.log:
             logger.warning("warm: miss: %s", explanation.line())
+
+    def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
+        """A compile or tune with no bundle loaded at all: refused (or warned) under strict
+        mode, which cannot be kept without a bundle; nothing otherwise."""
+        if self.strict is not Strictness.OFF:
+            self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
 
     def refuse(self, explanation: MissExplanation) -> None:
         """Raise `StrictMissError` under strict mode: also for a miss reported before, so

@@ -318,7 +318,10 @@ class KernelCache:
         """A kernel the loaded bundle cannot serve: explain and count it once, then apply the
         policy (strict mode refuses every attempt, not only the first)."""
         self._note_foreign()
-        if self.bundle is None or self.misses is None:
+        if self.misses is None:
+            return
+        if self.bundle is None:
+            self.misses.without_bundle(self.device.id, "kernel", key, kernel.label)
             return
         known = self._explained.get(key)
         if known is not None:

@@ -241,10 +241,15 @@ class Runtime:
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
         """A tune the loaded bundle lacks: explained and handed to the miss policy."""
-        if self.bundle is not None and self.misses is not None:
-            identity = self.device.fingerprint.identity
-            why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
-            self.misses.report(self.device.id, why)
+        if self.misses is None:
+            return
+        if self.bundle is None:
+            label = f"{tunable.name} {shape_key}"
+            self.misses.without_bundle(self.device.id, "tune", key, label)
+            return
+        identity = self.device.fingerprint.identity
+        why = explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+        self.misses.report(self.device.id, why)
 
     # -- persistence -----------------------------------------------------------------------
 
