@@ -13,11 +13,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, Warm, nvcc_or_skip
 from test_explain import ForeignArch, fake_cc, warm_into
 
 from warmcli.host import HostDevice
-from warmcli.toolchain import ToolchainError
 
 TWICE = """
 from warmcli import Kernel
@@ -90,17 +89,13 @@ def test_a_corrupt_blob_is_not_servable(warm: Warm, tmp_path: Path) -> None:
 
 def _need_two_nvccs() -> tuple[str, str]:
     """The PATH nvcc and the package's, when they are two releases (as on these machines)."""
-    from warmcli.cuda.nvcc import _package_roots, find_nvcc
+    from warmcli.cuda.nvcc import _candidates
     from warmcli.toolchain import probe
 
-    try:
-        first = find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not found: {exc}")
-    for root in _package_roots():
-        other = root / "cu13" / "bin" / "nvcc"
-        if other.is_file() and probe("nvcc", str(other)).version != probe("nvcc", first).version:
-            return first, str(other)
+    first = nvcc_or_skip()
+    for _, other in _candidates():
+        if other and probe("nvcc", other).version != probe("nvcc", first).version:
+            return first, other
     pytest.skip("one nvcc release here: no second toolchain to serve with")
 
 
@@ -124,12 +119,7 @@ def test_a_two_arch_prebuild_checks_for_one_arch_with_any_nvcc_or_none(
 
 
 def test_pending_tunes_are_not_servable(warm: Warm, tmp_path: Path) -> None:
-    from warmcli.cuda.nvcc import find_nvcc
-
-    try:
-        find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not found: {exc}")
+    nvcc_or_skip()
     path = tmp_path / "pending.warm"
     run = warm(
         "run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "--bundle", path, "--no-verify"
@@ -151,12 +141,7 @@ def test_a_missing_bundle_is_one_line_and_exit_2(warm: Warm, tmp_path: Path) -> 
 def test_an_sm_80_prebuild_is_not_servable_on_sm_90(
     warm: Warm, tmp_path: Path, workload_file
 ) -> None:
-    from warmcli.cuda.nvcc import find_nvcc
-
-    try:
-        find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not found: {exc}")
+    nvcc_or_skip()
     path = tmp_path / "sm80.warm"
     run = warm("run", workload_file(TWICE), "--arch", "sm_80", "--bundle", path, "--no-verify")
     assert run.returncode == 0, run.stdout + run.stderr

@@ -7,11 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
-from conftest import EXAMPLES, Warm
-
-from warmcli.cuda.nvcc import find_nvcc
-from warmcli.toolchain import ToolchainError
+from conftest import EXAMPLES, Warm, nvcc_or_skip
 
 MATMUL = EXAMPLES / "matmul_host.py"
 
@@ -58,10 +54,7 @@ def test_clean_removes_corrupt_entries_and_lists_what_it_kept(
 def test_clean_lists_pending_tunes_as_kept_unjudged(
     warm: Warm, bundle_path: Path, workload_file
 ) -> None:
-    try:
-        find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not found: {exc}")
+    nvcc_or_skip()
     run = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "--bundle", bundle_path,
                "--no-verify")  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr

@@ -94,6 +94,7 @@ class KernelCache:
         self._toolchains: dict[str, Toolchain] = {}
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._foreign_noted = False
+        self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -130,8 +131,12 @@ class KernelCache:
         if self.bundle is None or (identity is not None and not self.any_toolchain):
             return None
         arch = self.device.arch
-        if identity is not None and self.bundle.kernel(kernel_key(kernel, arch, identity)):
-            return None
+        if identity is not None:
+            own = kernel_key(kernel, arch, identity)
+            record = self.bundle.kernel(own)
+            if record is not None:
+                self._found[own] = record  # read once: `_bundle_record` takes it from here
+                return None
         found = choose(
             self.bundle.kernels(kernel.entry),
             self._target(identity),
@@ -153,7 +158,7 @@ class KernelCache:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
-        record = self.bundle.kernel(key)
+        record = self._found.pop(key, None) or self.bundle.kernel(key)
         if record is None:
             return None
         target = self._target(self._identities.get(key))
