@@ -116,6 +116,11 @@ def test_a_two_arch_prebuild_checks_for_one_arch_with_any_nvcc_or_none(
         assert doc["not_for_this_machine"] == 1 and doc["kernels"] == 2
     text = warm("check", path, "--arch", "sm_90", "--nvcc", other).stdout
     assert "(1 not for this machine): every entry is servable here" in text
+    # and served so: a replay with the other nvcc compiles nothing
+    wl = workload_file(TWICE)
+    replay = warm("verify", path, "-w", wl, "--arch", "sm_90", "--nvcc", other)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "compiled 0 kernels" in replay.stdout
 
 
 def test_pending_tunes_are_not_servable(warm: Warm, tmp_path: Path) -> None:
