@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from warmcli.bundle import Bundle
 from warmcli.device import DeviceFingerprint
 from warmcli.explain import MissExplanation
 from warmcli.host import HostDevice
+from warmcli.kernel import kernel_key
 from warmcli.statistics import StatisticsReader
 
 SOURCE = "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a * FACTOR; }"
@@ -129,6 +131,24 @@ def test_toolchain_is_no_miss_when_serving(tmp_path: Path) -> None:
         workload(rt)
         rt.close()
     assert collector.reader().compilation.queued > 0, "warming with a new cc builds afresh"
+
+
+def test_another_toolchains_unloadable_build_is_rebuilt_as_ours(tmp_path: Path) -> None:
+    """Its blob overwritten, another cc's build is rebuilt here, keyed by this cc."""
+    path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE blobs SET data = CAST('tampered' AS BLOB)")
+    conn.commit()
+    conn.close()
+    with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.EXECUTE):
+        rt = Runtime(HostDevice(), bundle)
+        workload(rt)
+        built = [record for record, _ in rt.kernels.unpersisted()]
+        rt.close()
+    ours = HostDevice().compiler("c").toolchain.identity
+    assert built and {r.toolchain for r in built} == {ours}
+    (mine,) = [r for r in built if r.label == scale().label]
+    assert mine.key == kernel_key(scale(), platform.machine(), ours)
 
 
 def test_architecture(tmp_path: Path) -> None:

@@ -120,6 +120,14 @@ class KernelCache:
             self._keys[content] = key
         return key
 
+    def _own_key(self, kernel: Kernel) -> str:
+        """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
+        identity = self.device.compiler(kernel.language).toolchain.identity
+        key = kernel_key(kernel, self.device.arch, identity)
+        self._identities[key] = identity
+        self._keys[kernel.content_hash] = key
+        return key
+
     def _target(self, identity: str | None) -> Target:
         fp = self.device.fingerprint
         return Target(self.device.backend, self.device.arch, fp.driver, identity)
@@ -276,6 +284,10 @@ class KernelCache:
                     return self._loaded[key]
                 if record is None:
                     self._miss(kernel, key)
+                elif key not in self._identities:  # another toolchain's build failed to load
+                    key = self._own_key(kernel)  # what is built here is keyed as this toolchain's
+                    if key in self._built or key in self._failed:
+                        return self.get(kernel)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
                 self.flush()
             if key in self._failed:
