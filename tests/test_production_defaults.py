@@ -59,3 +59,18 @@ def test_a_failed_write_back_is_reported_as_not_written(warm: Warm, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "NOT written back:" in proc.stderr and "cannot take the write lock" in proc.stderr
     assert "written back into it" not in proc.stderr
+
+
+def test_a_broken_default_bundle_costs_a_cold_start_unless_strict(warm: Warm) -> None:
+    home = Path(warm.env["WARM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "bundle.warm").write_bytes(b"not a bundle")
+    cold = serve(warm)
+    assert cold.returncode == 0, cold.stderr
+    assert "warm: default bundle not loaded:" in cold.stderr
+    assert "warm: no bundle is loaded: this process compiled " in cold.stderr
+    strict = serve(warm, WARM_STRICT="1")
+    assert strict.returncode == 1 and "BundleError" in strict.stderr
+    named = serve(warm, WARM_BUNDLE=str(home / "bundle.warm"))  # asked for: fails fast
+    assert named.returncode == 1 and "BundleError" in named.stderr
+    assert (home / "bundle.warm").read_bytes() == b"not a bundle"

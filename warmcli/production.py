@@ -34,7 +34,7 @@ from pathlib import Path
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy, logger
+from warmcli.explain import EXPLAIN, MissPolicy, Strictness, logger
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime import Runtime
@@ -157,19 +157,30 @@ def _bundle_locked() -> Bundle | None:
     global _path, _write, _bundle, _policy, _looked
     if _bundle is not None or _path is not None or _looked or _off:
         return _bundle
-    _looked = True
     _policy = MissPolicy.from_env()
     named = os.environ.get("WARM_BUNDLE")
     if named == "":
+        _looked = True
         return None  # set and empty: no bundle
     if named is None:
         default = default_bundle_path()
         if not default.is_file():
+            _looked = True
             return None
-        named = str(default)
-    _path = Path(named)
-    _write = _env_flag("WARM_BUNDLE_WRITE")
-    _bundle = Bundle.open(_path, write=_write, trusted_keys=read_trusted_keys())
+        write = _env_flag("WARM_BUNDLE_WRITE")
+        try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
+            _bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
+        except BundleError as exc:
+            if _policy.strict is Strictness.RAISE:
+                raise
+            logger.warning("warm: default bundle not loaded: %s", printable(exc))
+            _looked = True
+            return None
+        _path, _write = default, write
+        return _bundle
+    write = _env_flag("WARM_BUNDLE_WRITE")
+    _bundle = Bundle.open(Path(named), write=write, trusted_keys=read_trusted_keys())
+    _path, _write = Path(named), write  # set once opened: a failed open raises again
     return _bundle
 
 
