@@ -43,7 +43,10 @@ def cuda_release(identity: str) -> tuple[int, int] | None:
 def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     """None when `record`'s binary runs on `target`, else (component, reason)."""
     if record.backend != target.backend:
-        return "device", f"built for a {record.backend} device, not {target.backend}"
+        return "backend", f"built for a {record.backend} device, not {target.backend}"
+    keyed = record.components.get("toolchain")
+    if keyed is not None and keyed != record.toolchain:  # a changed row: its key says otherwise
+        return "toolchain", f"build names toolchain {record.toolchain!r}, its key {keyed!r}"
     if record.arch != target.arch:
         return "arch", f"built for {record.arch}, the device is {target.arch}"
     if record.backend == "cuda":
