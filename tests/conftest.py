@@ -96,6 +96,17 @@ class Warm:
         return json.loads(proc.stdout)
 
 
+def nvcc_or_skip() -> str:
+    """The nvcc warm would use, or skip the test (a machine without the nvcc extra)."""
+    from warmcli.cuda.nvcc import find_nvcc
+    from warmcli.toolchain import ToolchainError
+
+    try:
+        return find_nvcc()
+    except ToolchainError as exc:
+        pytest.skip(f"no nvcc: {exc}")
+
+
 @pytest.fixture
 def warm(tmp_path: Path) -> Warm:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import platform
+import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, Warm, nvcc_or_skip
 from test_explain import ForeignArch, fake_cc, warm_into
 
 from warmcli.host import HostDevice
-from warmcli.toolchain import ToolchainError
 
 TWICE = """
 from warmcli import Kernel
@@ -63,13 +63,78 @@ def test_a_foreign_architecture_is_reported(warm: Warm, tmp_path: Path) -> None:
     assert tune["reason"] == "device" and tune["detail"].startswith("arch: bundle has")
 
 
-def test_a_foreign_toolchain_is_reported(warm: Warm, tmp_path: Path) -> None:
+def test_another_compilers_build_is_servable(warm: Warm, tmp_path: Path) -> None:
+    """A host build of another cc runs on this CPU (`warmcli.serving`): servable."""
     path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
     proc = warm("check", path, "--json")
-    assert proc.returncode == 1
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["unservable"] == []
+
+
+def test_a_corrupt_blob_is_not_servable(warm: Warm, tmp_path: Path) -> None:
+    path = warm_into(tmp_path / "corrupt.warm", HostDevice())
+    assert warm("check", path).returncode == 0
+    conn = sqlite3.connect(path)
+    sha = conn.execute("SELECT sha256 FROM blobs LIMIT 1").fetchone()[0]
+    conn.execute("UPDATE blobs SET data = CAST('tampered' AS BLOB) WHERE sha256 = ?", (sha,))
+    conn.commit()
+    conn.close()
+    proc = warm("check", path, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    unservable = json.loads(proc.stdout)["unservable"]
+    assert unservable and {m["reason"] for m in unservable} == {"binary"}
+    assert all(f"blob {sha[:16]} does not match its sha256" in m["detail"] for m in unservable)
+    assert "binary unusable" in warm("check", path).stdout
+
+
+def _need_two_nvccs() -> tuple[str, str]:
+    """The PATH nvcc and the package's, when they are two releases (as on these machines)."""
+    from warmcli.cuda.nvcc import _candidates
+    from warmcli.toolchain import probe
+
+    first = nvcc_or_skip()
+    for _, other in _candidates():
+        if other and probe("nvcc", other).version != probe("nvcc", first).version:
+            return first, other
+    pytest.skip("one nvcc release here: no second toolchain to serve with")
+
+
+def test_a_two_arch_prebuild_checks_for_one_arch_with_any_nvcc_or_none(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    built_with, other = _need_two_nvccs()
+    path = tmp_path / "two.warm"
+    run = warm(
+        "run", workload_file(TWICE), "--arch", "sm_90", "--arch", "sm_100",
+        "--bundle", path, "--nvcc", built_with, "--no-verify",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    for nvcc in (built_with, other, str(tmp_path / "no-nvcc-here")):
+        proc = warm("check", path, "--arch", "sm_90", "--nvcc", nvcc, "--json")
+        assert proc.returncode == 0, (nvcc, proc.stdout + proc.stderr)
+        doc = json.loads(proc.stdout)
+        assert doc["not_for_this_machine"] == 1 and doc["kernels"] == 2
+    text = warm("check", path, "--arch", "sm_90", "--nvcc", other).stdout
+    assert "(1 not for this machine): every entry is servable here" in text
+    # and served so: a replay with the other nvcc compiles nothing
+    wl = workload_file(TWICE)
+    replay = warm("verify", path, "-w", wl, "--arch", "sm_90", "--nvcc", other)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "compiled 0 kernels" in replay.stdout
+
+
+def test_pending_tunes_are_not_servable(warm: Warm, tmp_path: Path) -> None:
+    nvcc_or_skip()
+    path = tmp_path / "pending.warm"
+    run = warm(
+        "run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "--bundle", path, "--no-verify"
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    proc = warm("check", path, "--arch", "sm_90", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
-    assert {m["reason"] for m in doc["unservable"]} == {"toolchain"}
-    assert all("(warm test wrapper) 99.1" in m["detail"] for m in doc["unservable"])
+    assert {m["reason"] for m in doc["unservable"]} == {"pending"}
+    assert len(doc["unservable"]) == doc["tunes"] > 0
 
 
 def test_a_missing_bundle_is_one_line_and_exit_2(warm: Warm, tmp_path: Path) -> None:
@@ -81,12 +146,7 @@ def test_a_missing_bundle_is_one_line_and_exit_2(warm: Warm, tmp_path: Path) -> 
 def test_an_sm_80_prebuild_is_not_servable_on_sm_90(
     warm: Warm, tmp_path: Path, workload_file
 ) -> None:
-    from warmcli.cuda.nvcc import find_nvcc
-
-    try:
-        find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not found: {exc}")
+    nvcc_or_skip()
     path = tmp_path / "sm80.warm"
     # Cubins only: with its PTX kept (the default) sm_90 would be served by PTX JIT.
     run = warm(

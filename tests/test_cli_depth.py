@@ -7,6 +7,7 @@ system cc whose `--version` prints another version line.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import sqlite3
@@ -19,6 +20,7 @@ from rich.console import Console
 from warmcli.clean import Machine, parse_size, plan_clean
 from warmcli.cli.progress import RunProgress, bar_counts
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.serving import Target, choose
 from warmcli.statistics import StatisticsCollector
 
 MATMUL = EXAMPLES / "matmul_host.py"
@@ -260,8 +262,11 @@ def test_plan_clean_judges_only_what_it_can() -> None:
     kernels = [
         _kernel("mine-old", "cc:gcc 12", "s1"),
         _kernel("mine-new", "cc:gcc 12", "s2"),
-        _kernel("foreign", "cc:gcc 13", "s3"),
-        _kernel("cubin", "nvcc:release 13.0", "s4"),
+        _kernel("foreign", "cc:gcc 13", "s3"),  # runs on this CPU, no build of ours: kept
+        dataclasses.replace(
+            _kernel("cubin", "nvcc:release 13.0", "s4"), backend="cuda", arch="sm_90"
+        ),
+        dataclasses.replace(_kernel("old-cc", "cc:gcc 11", "s5"), label="mine-new"),
     ]
     tunes = [
         _tune("t-here", "host|cpu|x86_64|linux"),
@@ -272,11 +277,41 @@ def test_plan_clean_judges_only_what_it_can() -> None:
     used = {"mine-old": 1.0, "mine-new": 2.0}
     with_times = [(k, used.get(k.key, 0.0)) for k in kernels]
     plan = plan_clean(with_times, tunes, machine)
-    assert {r.key for r in plan.removals} == {"foreign", "t-there"}
-    assert any("nvcc" in n for n in plan.kept_unjudged)
-    assert any("cuda" in n for n in plan.kept_unjudged)
+    assert {r.key for r in plan.removals} == {"old-cc", "t-there"}
+    assert any("cuda kernels" in n for n in plan.kept_unjudged)
+    assert any("pending tunes" in n for n in plan.kept_unjudged)
+    corrupt = plan_clean(with_times, tunes, machine, corrupt={"s2": "bad"})
+    assert [r.reason for r in corrupt.removals if r.key == "mine-new"] == ["corrupt: bad"]
     lru = plan_clean(with_times, tunes, machine, max_size=100)
-    assert [r.key for r in lru.removals if "least recently" in r.reason] == ["cubin", "mine-old"]
+    evicted = [r.key for r in lru.removals if "least recently" in r.reason]
+    assert evicted == ["cubin", "foreign", "mine-old"]
     assert lru.binary_bytes_after == 100
     kept = plan_clean(with_times, tunes, machine, keep_foreign=True)
     assert kept.removals == []
+
+
+def test_one_serving_rule_takes_ptx_where_no_cubin_runs() -> None:
+    """Pure logic on hand-made records: a GPU newer than every cubin is served the PTX
+    (its own toolchain's first), a cubin of its arch is preferred, and clean keeps PTX a
+    GPU here can JIT while it removes PTX for a newer SM."""
+    nvcc, other = "nvcc:release 13.0", "nvcc:release 12.8"
+
+    def build(key: str, arch: str, toolchain: str = nvcc) -> KernelRecord:
+        return dataclasses.replace(
+            _kernel(key, toolchain, key), backend="cuda", arch=arch, device=arch
+        )
+
+    held = [build("sm80", "sm_80"), build("ptx80", "compute_80"), build("ptx75", "compute_75")]
+    held.append(build("ptx80-other", "compute_80", other))
+    assert choose(held, Target("cuda", "sm_80", "13.0", nvcc), lambda _: True).key == "sm80"
+    assert choose(held, Target("cuda", "sm_90", "13.0", nvcc), lambda _: True).key == "ptx80"
+    on_other = choose(held, Target("cuda", "sm_90", "13.0", other), lambda _: True)
+    assert on_other.key == "ptx80-other"
+    assert choose(held, Target("cuda", "sm_70", "13.0", nvcc), lambda _: True) is None
+    machine = Machine(
+        {"nvcc": nvcc}, "x86_64", frozenset({"cuda|H100|sm_90|13.0"}), frozenset({"host", "cuda"}),
+        frozenset({("sm_90", "13.0")}),
+    )  # fmt: skip
+    kernels = [(build("ptx80", "compute_80"), 0.0), (build("ptx100", "compute_100"), 0.0)]
+    plan = plan_clean(kernels, [], machine)
+    assert [r.key for r in plan.removals] == ["ptx100"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import nvcc_or_skip
 
 from warmcli.batch import compile_batch
 from warmcli.compiler import CompileFailure, CompileUnit
@@ -54,16 +55,9 @@ extern "C" __global__ void broken(float* y) {
 """
 
 
-def _nvcc_or_skip() -> str:
-    try:
-        return find_nvcc()
-    except ToolchainError as exc:
-        pytest.skip(f"no nvcc: {exc}")
-
-
 @pytest.fixture(scope="module")
 def compiler() -> NvccCompiler:
-    return NvccCompiler(_nvcc_or_skip())
+    return NvccCompiler(nvcc_or_skip())
 
 
 def units_for(

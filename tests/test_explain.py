@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from warmcli.bundle import Bundle
 from warmcli.device import DeviceFingerprint
 from warmcli.explain import MissExplanation, describe
 from warmcli.host import HostDevice
+from warmcli.kernel import kernel_key
 from warmcli.statistics import StatisticsReader
 
 SOURCE = "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a * FACTOR; }"
@@ -115,16 +117,38 @@ def test_a_complete_bundle_explains_nothing(base: Path) -> None:
     assert reader.autotune.measured == 0 and reader.autotune.hits == 1
 
 
-def test_toolchain(tmp_path: Path) -> None:
+def test_toolchain_is_no_miss_when_serving(tmp_path: Path) -> None:
+    """A host build of another cc runs on this CPU: production serves it (`warmcli.serving`),
+    while warming with this cc builds afresh (the toolchain stays in the key)."""
     path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
     reader = replay(path)
-    miss = next(m for m in reader.misses() if m.label == "scale[FACTOR=2]")
-    assert (miss.reason, miss.differs) == ("toolchain", ("toolchain",))
-    ours = HostDevice().compiler("c").toolchain.identity
-    assert "bundle has cc:cc (warm test wrapper) 99.1" in miss.detail
-    assert miss.detail.endswith(f"this process wants {ours}")
-    assert reader.compilation.misses == {"toolchain": reader.compilation.compiled}
+    assert reader.compilation.compiled == 0 and reader.compilation.misses == {}
+    assert reader.compilation.loaded > 0
     assert reader.autotune.hits == 1, "the tune key holds no toolchain: the pick is served"
+    collector = StatisticsCollector()
+    with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.COMPILE_ONLY, collector):
+        rt = Runtime(HostDevice(), bundle, misses=None)
+        workload(rt)
+        rt.close()
+    assert collector.reader().compilation.queued > 0, "warming with a new cc builds afresh"
+
+
+def test_another_toolchains_unloadable_build_is_rebuilt_as_ours(tmp_path: Path) -> None:
+    """Its blob overwritten, another cc's build is rebuilt here, keyed by this cc."""
+    path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE blobs SET data = CAST('tampered' AS BLOB)")
+    conn.commit()
+    conn.close()
+    with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.EXECUTE):
+        rt = Runtime(HostDevice(), bundle)
+        workload(rt)
+        built = [record for record, _ in rt.kernels.unpersisted()]
+        rt.close()
+    ours = HostDevice().compiler("c").toolchain.identity
+    assert built and {r.toolchain for r in built} == {ours}
+    (mine,) = [r for r in built if r.label == scale().label]
+    assert mine.key == kernel_key(scale(), platform.machine(), ours)
 
 
 def test_architecture(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -126,36 +125,26 @@ example["workload"](warmcli.runtime("host"))
 """
 
 
-def test_a_production_process_under_warm_strict_refuses_a_foreign_toolchain(
-    warm: Warm, tmp_path: Path
-) -> None:
-    """The real thing: `warm run`, then a serving process whose compiler reports another
-    version, with WARM_EXPLAIN=1 (lines on stderr) and then WARM_STRICT=1 (a typed error)."""
+def test_a_production_process_serves_another_compilers_build(warm: Warm, tmp_path: Path) -> None:
+    """The real thing: `warm run` with `WARM_CC=cc`, then serving processes under
+    WARM_STRICT=1 whose compiler is `gcc` (the same binary: the same toolchain) or a
+    wrapper that reports another version (another toolchain, whose host build still runs
+    on this CPU): both compile nothing."""
     bundle = tmp_path / "served.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "--bundle", bundle).returncode == 0
+    built = Warm({**warm.env, "WARM_CC": "cc"})(
+        "run", EXAMPLES / "matmul_host.py", "--bundle", bundle
+    )
+    assert built.returncode == 0, built.stderr
     script = PRODUCTION.format(example=str(EXAMPLES / "matmul_host.py"))
-    env = {**warm.env, "WARM_BUNDLE": str(bundle), "WARM_CC": str(fake_cc(tmp_path))}
-
-    def serve_with(**extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+    env = {**warm.env, "WARM_BUNDLE": str(bundle), "WARM_STRICT": "1", "WARM_REPORT": "1"}
+    for cc in ("gcc", str(fake_cc(tmp_path))):
+        served = subprocess.run(
             [sys.executable, "-c", script],
-            env={**env, **extra},
+            env={**env, "WARM_CC": cc},
             capture_output=True,
             text=True,
             cwd=ROOT,
             timeout=120,
         )
-
-    explained = serve_with(WARM_EXPLAIN="1")
-    assert explained.returncode == 0, explained.stderr
-    lines = [ln for ln in explained.stderr.splitlines() if ln.startswith("warm: miss:")]
-    # The picks are served (a tune key holds no toolchain): each distinct picked tile (the
-    # shapes may pick different ones), bias_relu and row_sum are compiled.
-    picks = {t["pick"] for t in warm.json("stats", bundle)["tunes"]}
-    assert len(lines) == len(picks) + 2, explained.stderr
-    assert all(": toolchain: " in ln and "(warm test wrapper) 99.1" in ln for ln in lines)
-
-    strict = serve_with(WARM_STRICT="1")
-    assert strict.returncode == 1
-    assert "warmcli.explain.StrictMissError: strict mode: would compile kernel" in strict.stderr
-    assert os.path.getsize(bundle) > 0
+        assert served.returncode == 0, (cc, served.stderr)
+        assert "served everything: compiled 0 kernels, tuned 0 operations" in served.stderr

@@ -850,9 +850,12 @@ class Bundle:
                     (identity, kind, json.dumps(data, sort_keys=True)),
                 )
                 self.written.add(("fingerprints", identity))
+            replaced: set[str] = set()  # blobs of rebuilt kernels: freed when none uses them
             for record, binary in kernels:
+                old = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
+                replaced.update(str(r[0]) for r in old.fetchall() if r[0] != record.sha256)
                 conn.execute(
-                    "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)",
+                    "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
                     (record.sha256, len(binary), sqlite3.Binary(binary)),
                 )
                 conn.execute(
@@ -876,6 +879,10 @@ class Bundle:
                 )
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
                 n_kernels += 1
+            conn.executemany(
+                "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
+                [(sha,) for sha in replaced],
+            )
             for tune in tunes:
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",

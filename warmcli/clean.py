@@ -1,36 +1,41 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-An entry is *foreign* when it was made for another machine: a kernel built by a
-toolchain whose identity is not this machine's compiler of that name (`cc`,
-`nvcc`, `nvrtc`), or a host kernel for another CPU architecture; a tune measured on a
-device whose fingerprint is none of this machine's. Such an entry can never be a
-hit here (both identities are part of the keys). What this machine cannot judge
-is kept: kernels of a compiler it does not have, tunes of a backend whose devices
-it cannot list (CUDA without a GPU), and compile-only tunes (pending, finished on
+A kernel is *corrupt* when its blob is missing or fails its sha256: removed, so the
+next `warm run` builds it again. An entry is *foreign* when this machine would
+never serve it: a kernel whose binary runs on no device here (`warmcli.serving`: a
+host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
+takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
+holds a build of this machine's toolchain for (superseded); a tune measured on a
+device whose fingerprint is none of this machine's. What this machine cannot judge
+is kept and listed (`kept_unjudged`): kernels and tunes of a backend whose devices
+it cannot list (CUDA without a GPU), and pending tunes (compile-only, finished on
 any GPU later). `max_size` then evicts the least recently used kernels until the
 binaries they need fit; a binary shared by a batch is freed with its last kernel.
 The entries stream through the plan, which counts every removal by reason and
 keeps the first `LISTED` whole (to show), and the keys to remove only when it is
-to be applied: memory holds no whole table (`max_size` alone keeps the key, blob
-and time of each kept kernel, to order them). `plan_clean` is pure; `clean_bundle`
-applies a plan to a bundle file (in one transaction, then a vacuum). Nothing here
-prints.
+to be applied: memory holds no whole table (a digest of each of this machine's
+toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
+blob and time of each kept kernel, to order them). `plan_clean` is pure;
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
+Nothing here prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.bundle import AS_STORED, Bundle, BundleError
 from warmcli.device import DeviceFingerprint
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.serving import Target, same_kernel, why_not
 from warmcli.toolchain import ToolchainError, probe
 
 COMPILE_ONLY = "compile-only"
@@ -48,6 +53,7 @@ class Machine:
     host_arch: str
     devices: frozenset[str]
     backends: frozenset[str]
+    gpus: frozenset[tuple[str, str]] = frozenset()  # (arch, driver) of every GPU here
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ def current_machine() -> Machine:
     host = HostDevice()
     devices = {host.fingerprint.identity}
     backends = {"host"}
+    gpus: set[tuple[str, str]] = set()
     try:
         from warmcli.cuda.device import list_cuda_devices
 
@@ -138,28 +145,54 @@ def current_machine() -> Machine:
             fp = DeviceFingerprint("cuda", str(d["name"]), str(d["arch"]), str(d["driver_version"]))
             devices.add(fp.identity)
             backends.add("cuda")
+            gpus.add((fp.arch, fp.driver))
     except ImportError:
         pass
-    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends))
+    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends), frozenset(gpus))
 
 
-def _kernel_foreign(k: KernelRecord, machine: Machine) -> tuple[str | None, str | None]:
-    """(why it is foreign, why it cannot be judged); both None when it is this machine's."""
+def _build_of(k: KernelRecord) -> bytes:
+    """A digest of what makes `k` one kernel's build for one arch, whatever its toolchain."""
+    return hashlib.blake2b(repr((*same_kernel(k), k.arch)).encode(), digest_size=16).digest()
+
+
+def local_builds(kernels: Iterable[KernelRecord], machine: Machine) -> set[bytes]:
+    """`_build_of` every kernel built by this machine's toolchain of its compiler's name."""
+    return {
+        _build_of(k)
+        for k in kernels
+        if machine.toolchains.get(k.toolchain.split(":", 1)[0]) == k.toolchain
+    }
+
+
+def _kernel_foreign(
+    k: KernelRecord, machine: Machine, local: Collection[bytes]
+) -> tuple[str | None, str | None]:
+    """(why it is foreign, why it cannot be judged); both None when it is this machine's.
+
+    Foreign: its binary runs on no device here (`warmcli.serving`), or another toolchain
+    built it and the bundle holds this machine's toolchain's build of it (`local`)."""
+    if k.backend == "host":
+        targets = [Target("host", machine.host_arch)]
+    elif k.backend in machine.backends:
+        targets = [Target(k.backend, arch, driver) for arch, driver in sorted(machine.gpus)]
+    else:
+        return None, f"{k.backend} kernels (no {k.backend} device visible here)"
+    reasons = [why_not(k, t) for t in targets]
+    if all(r is not None for r in reasons):
+        first = next((r for r in reasons if r is not None), None)
+        return (first[1] if first else f"no {k.backend} device here"), None
     compiler = k.toolchain.split(":", 1)[0]
     current = machine.toolchains.get(compiler)
-    if current is None:
-        return None, f"kernels of {compiler} (no {compiler} here)"
-    if k.toolchain != current:
-        return f"toolchain {k.toolchain} (here: {current})", None
-    if k.backend == "host" and k.arch != machine.host_arch:
-        return f"host arch {k.arch} (here: {machine.host_arch})", None
+    if current is not None and k.toolchain != current and _build_of(k) in local:
+        return f"toolchain {k.toolchain} (superseded by this machine's {current})", None
     return None, None
 
 
 def _tune_foreign(t: TuneRecord, machine: Machine) -> tuple[str | None, str | None]:
     backend, _, rest = t.device.partition("|")
-    if rest.startswith(COMPILE_ONLY + "|"):
-        return None, None
+    if rest.startswith(COMPILE_ONLY + "|") or t.status == "pending":
+        return None, "pending tunes (measured later on a GPU)"
     if backend not in machine.backends:
         return None, f"tunes on {backend} devices (none visible here)"
     if t.device not in machine.devices:
@@ -205,10 +238,17 @@ def plan_clean(
     max_size: int | None = None,
     apply: bool = True,
     labels: Callable[[str], KernelRecord | None] = lambda key: None,
+    corrupt: Mapping[str, str] | None = None,
+    local: Collection[bytes] | None = None,
 ) -> CleanPlan:
     """What a clean removes, and why (pure: each kernel with its last-used time, and each
     tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
-    a kernel evicted by `max_size` (by its key)."""
+    a kernel evicted by `max_size` (by its key); `corrupt`: the sha256 of every blob
+    that fails it, and why (its kernels are removed); `local`: `local_builds` of the
+    kernels (else read from `kernels`, which is then read twice)."""
+    if local is None:
+        kernels = list(kernels)
+        local = local_builds((k for k, _ in kernels), machine)
     plan = CleanPlan(keys={} if apply else None)
     unjudged: Counter[str] = Counter()
     sizes: dict[str, int] = {}  # by blob: what every kernel uses
@@ -217,10 +257,11 @@ def plan_clean(
     listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
     for k, last_used in kernels:
         sizes[k.sha256] = k.size
-        foreign, cannot = _kernel_foreign(k, machine)
+        bad = corrupt.get(k.sha256) if corrupt else None
+        foreign, cannot = (f"corrupt: {bad}", None) if bad else _kernel_foreign(k, machine, local)
         if cannot:
             unjudged[cannot] += 1
-        if foreign and not keep_foreign:
+        if foreign and (bad or not keep_foreign):
             if len(plan.removals) < LISTED:
                 listed[k.key] = (k.sha256, k.size)
             plan.remove(Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size))
@@ -264,6 +305,31 @@ def _bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying
         plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
+def _corrupt_blobs(bundle: Bundle) -> dict[str, str]:
+    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
+    bad = {
+        sha: "its blob does not match its sha256"
+        for sha, _, actual in bundle.blob_digests()
+        if actual != sha
+    }
+    for k in bundle.each_orphan():
+        bad[k.sha256] = "its blob is missing"
+    return bad
+
+
+def drop_corrupt(bundle: Bundle) -> int:
+    """Remove every kernel whose blob is missing or fails its sha256, so a `warm run`
+    over the bundle builds again what its workload reaches; returns kernels removed."""
+    bad = _corrupt_blobs(bundle)
+    if not bad:
+        return 0
+    kernels = bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED)
+    keys = [k.key for k in kernels if k.sha256 in bad]
+    if keys:
+        bundle.delete(keys)
+    return len(keys)
+
+
 def clean_bundle(
     path: str | os.PathLike[str],
     machine: Machine | None = None,
@@ -277,15 +343,18 @@ def clean_bundle(
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
     before = path.stat().st_size
+    machine = machine or current_machine()
     with Bundle.open(path, write=not dry_run) as bundle:
         plan = plan_clean(
             ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
             bundle.each_tune(order=AS_STORED),
-            machine or current_machine(),
+            machine,
             keep_foreign=keep_foreign,
             max_size=max_size,
             apply=not dry_run,
             labels=bundle.kernel,
+            corrupt=_corrupt_blobs(bundle),
+            local=local_builds(bundle.each_kernel(order=AS_STORED), machine),
         )
         applied = bool(plan.removals) and not dry_run
         if applied and plan.keys is not None:

@@ -11,7 +11,8 @@ without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for a
 entry whose row is malformed (it is never served; a malformed row of the same
 entry or operation is skipped when looking for the nearest), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
-entry but no trusted key signed it (`warmcli.signing`). A `MissPolicy` says what a runtime
+entry but no trusted key signed it (`warmcli.signing`), `no-bundle` when strict
+mode meets a compile or tune with no bundle loaded at all. A `MissPolicy` says what a runtime
 does with an explanation: it always counts it (per reason) into the active
 collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
 strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
@@ -60,8 +61,10 @@ REASONS = {
     "binary": "binary unusable",
     "unsigned": "not signed by a trusted key",
     "corrupt": "corrupt entry",
+    "no-bundle": "no bundle loaded",
 }
 UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
+NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
 PROCESS = "this process wants"
 _SHOWN = 3
 
@@ -145,6 +148,12 @@ class MissPolicy:
             logger.warning("warm: strict: %s", explanation.line())
         elif self.log:
             logger.warning("warm: miss: %s", explanation.line())
+
+    def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
+        """A compile or tune with no bundle loaded at all: refused (or warned) under strict
+        mode, which cannot be kept without a bundle; nothing otherwise."""
+        if self.strict is not Strictness.OFF:
+            self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
 
     def refuse(self, explanation: MissExplanation) -> None:
         """Raise `StrictMissError` under strict mode: also for a miss reported before, so
@@ -250,9 +259,15 @@ def explained(
 
 
 def explain_kernel(
-    bundle: Bundle, kernel: Kernel, key: str, wanted: Mapping[str, str]
+    bundle: Bundle,
+    kernel: Kernel,
+    key: str,
+    wanted: Mapping[str, str],
+    any_toolchain: bool = False,
 ) -> MissExplanation:
-    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`."""
+    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
+
+    `any_toolchain` (serving, `warmcli.serving`): the toolchain is no reason for a miss."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
     held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
@@ -260,7 +275,8 @@ def explain_kernel(
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
         )
-    found = explained("kernel", key, kernel.label, wanted, held, KERNEL_COMPONENTS)
+    order = KERNEL_COMPONENTS[1:] if any_toolchain else KERNEL_COMPONENTS
+    found = explained("kernel", key, kernel.label, wanted, held, order)
     if found is not None:
         return found
     return MissExplanation(

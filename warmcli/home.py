@@ -28,6 +28,11 @@ def warm_home() -> Path:
     return Path(home) if home else _user_cache(os.environ.get("XDG_CACHE_HOME"))
 
 
+def default_bundle_path() -> Path:
+    """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home."""
+    return warm_home() / "bundle.warm"
+
+
 @functools.cache
 def _user_cache(xdg_cache_home: str | None) -> Path:
     """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""

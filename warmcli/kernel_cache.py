@@ -2,11 +2,12 @@
 
 A kernel is obtained in this order: already loaded in this process; built by this
 process earlier; held by the bundle (its blob read on demand, served only if its
-sha256 matches, it was built for this backend, arch and toolchain, and it loads
-here, counted `loaded`; else noted, counted by reason (`corrupt` for a malformed
-row) and rebuilt); when serving, the bundle's PTX of it for an older `compute_XX` (a
-GPU newer than every cubin, JIT-compiled by the driver, counted `loaded` and
-`ptx_jit`); else compiled.
+sha256 matches, it runs here by `warmcli.serving`'s rule (while warming: built by
+this device's toolchain, unless there is none), and it loads here, counted
+`loaded`; else noted, counted by reason (`corrupt` for a malformed row) and
+rebuilt); when serving, the bundle's PTX of it for an older `compute_XX` (a GPU
+newer than every cubin, JIT-compiled by the driver, chosen by the same rule,
+counted `loaded` and `ptx_jit`); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.batch`), so a pass that
 queued everything first compiles it in a few parallel compiler processes. Everything
@@ -30,6 +31,7 @@ from typing import Any
 from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
+from warmcli.cuda.ptx import of_kernel, virtual_sm
 from warmcli.device import Device, DeviceError
 from warmcli.explain import (
     MissExplanation,
@@ -41,6 +43,7 @@ from warmcli.explain import (
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
 from warmcli.records import KernelRecord
+from warmcli.serving import Target, choose, why_not
 from warmcli.statistics import StatisticsCollector
 from warmcli.toolchain import Toolchain, ToolchainError
 
@@ -76,8 +79,10 @@ class KernelCache:
         jobs: int | None = None,
         timeout: float | None = None,
         misses: MissPolicy | None = None,
+        any_toolchain: bool = False,
     ) -> None:
         self.device = device
+        self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
         self.bundle = bundle
         self.jobs = jobs
         self.timeout = timeout
@@ -100,44 +105,71 @@ class KernelCache:
         self._toolchains: dict[str, Toolchain] = {}
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._foreign_noted = False
+        self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
 
     # -- keys ------------------------------------------------------------------------------
 
     def key(self, kernel: Kernel) -> str:
-        """The kernel's key on this device (its arch and its compiler's identity)."""
+        """The kernel's key on this device: its arch and its compiler's identity, or the
+        key of the bundle's build that `warmcli.serving` serves here instead."""
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
             try:
-                identity = self.device.compiler(kernel.language).toolchain.identity
+                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
-                key = self._bundle_key_without_compiler(kernel)
+                key = self._served_key(kernel, None)
                 if key is None:
                     raise
             else:
-                key = kernel_key(kernel, self.device.arch, identity)
-                self._identities[key] = identity
+                assert identity is not None
+                key = self._served_key(kernel, identity)
+                if key is None:
+                    key = kernel_key(kernel, self.device.arch, identity)
+                    self._identities[key] = identity
             self._keys[content] = key
         return key
 
-    def _bundle_key_without_compiler(self, kernel: Kernel) -> str | None:
-        """The key of the bundle's build of this very kernel for this arch, if it has one
-        (when serving a CUDA device: the key it has beside the bundle's PTX of it)."""
-        if self.bundle is None:
-            return None
-        records = list(self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None))
-        for record in records:
-            if record.arch == self.device.arch and record.key == kernel_key(
-                kernel, self.device.arch, record.toolchain
-            ):
-                return record.key
-        if self.device.backend == "cuda" and self.misses is not None:
-            from warmcli.cuda.ptx import of_kernel, ptx_fallback
+    def _own_key(self, kernel: Kernel) -> str:
+        """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
+        identity = self.device.compiler(kernel.language).toolchain.identity
+        key = kernel_key(kernel, self.device.arch, identity)
+        self._identities[key] = identity
+        self._keys[kernel.content_hash] = key
+        return key
 
-            ptx = ptx_fallback(records, self.device.arch, None, of_kernel(kernel))
-            return None if ptx is None else kernel_key(kernel, self.device.arch, ptx.toolchain)
-        return None
+    def _target(self, identity: str | None) -> Target:
+        fp = self.device.fingerprint
+        return Target(self.device.backend, self.device.arch, fp.driver, identity)
+
+    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
+        """The key of the bundle's build of this kernel that another toolchain made and
+        that runs here, when the bundle holds none of this device's toolchain: served
+        outside warming, and while warming only where there is no compiler. With no
+        compiler and only PTX for an older arch, the key its cubin would have."""
+        if self.bundle is None or (identity is not None and not self.any_toolchain):
+            return None
+        arch = self.device.arch
+        if identity is not None:
+            own = kernel_key(kernel, arch, identity)
+            try:
+                record = self.bundle.kernel(own)
+            except BundleError:  # a malformed row: `_bundle_record` explains it as corrupt
+                return None
+            if record is not None:
+                self._found[own] = record  # read once: `_bundle_record` takes it from here
+                return None
+        found = choose(
+            self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
+            self._target(identity),
+            of_kernel(kernel),
+        )
+        if found is None:
+            return None
+        if found.arch != arch:  # PTX the driver JITs: served by `_load_ptx`, keyed as its cubin
+            return None if identity is not None else kernel_key(kernel, arch, found.toolchain)
+        return found.key
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)
@@ -153,29 +185,24 @@ class KernelCache:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
-        try:
-            record = self.bundle.kernel(key)
-        except BundleError as exc:  # a malformed row: a miss, explained as corrupt
-            why = corrupt_entry("kernel", key, kernel.label, exc.problem)
-            self._not_served(kernel, key, why)
-            return None
+        record = self._found.pop(key, None)  # read while keying
+        if record is None:
+            try:
+                record = self.bundle.kernel(key)
+            except BundleError as exc:  # a malformed row: a miss, explained as corrupt
+                why = corrupt_entry("kernel", key, kernel.label, exc.problem)
+                self._not_served(kernel, key, why)
+                return None
         if record is None:
             return None
-        ours = {
-            "backend": self.device.backend,
-            "arch": self.device.arch,
-            "toolchain": self._identities.get(key, record.toolchain),
-        }
-        theirs = {"backend": record.backend, "arch": record.arch, "toolchain": record.toolchain}
-        differs = tuple(c for c in ours if ours[c] != theirs[c])
-        if differs:
-            first = differs[0]
-            detail = (
-                f"bundle's build is for {first} {theirs[first]!r}, this device's is {ours[first]!r}"
-            )
-            self._not_served(
-                kernel, key, MissExplanation("kernel", key, kernel.label, first, detail, differs)
-            )
+        target = self._target(self._identities.get(key))
+        why = why_not(record, target)
+        if why is None and target.toolchain not in (None, record.toolchain):
+            theirs, ours = record.toolchain, target.toolchain
+            why = ("toolchain", f"bundle's build is by {theirs!r}, not {ours!r}")
+        if why is not None:
+            explanation = MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
+            self._not_served(kernel, key, explanation)
             return None
         return record
 
@@ -296,6 +323,10 @@ class KernelCache:
                     return self._loaded[key]
                 if record is None:
                     self._miss(kernel, key)
+                elif key not in self._identities:  # another toolchain's build failed to load
+                    key = self._own_key(kernel)  # what is built here is keyed as this toolchain's
+                    if key in self._built or key in self._failed:
+                        return self.get(kernel)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
                 self.flush()
             if key in self._failed:
@@ -321,11 +352,14 @@ class KernelCache:
         it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
         if self.bundle is None or self.misses is None or self.device.backend != "cuda":
             return False
-        from warmcli.cuda.ptx import of_kernel, ptx_fallback
-
-        records = self.bundle.kernels(kernel.entry)
         identity = self._identities.get(key)
-        record = ptx_fallback(records, self.device.arch, identity, of_kernel(kernel))
+        ptx = (
+            r
+            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
+            if virtual_sm(r.arch) is not None
+            and (self.any_toolchain or identity is None or r.toolchain == identity)
+        )
+        record = choose(ptx, self._target(identity), of_kernel(kernel))
         if record is None:
             return False
         try:
@@ -359,6 +393,8 @@ class KernelCache:
         except BundleError:  # a malformed row: served as a miss where it is needed
             lines = []
         for line in lines:
+            if self.any_toolchain and " kernel(s) for " in line:
+                continue  # builds of other toolchains are served here when they run here
             active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
@@ -374,7 +410,10 @@ class KernelCache:
         """A kernel the loaded bundle cannot serve: explain and count it once, then apply the
         policy (strict mode refuses every attempt, not only the first)."""
         self._note_foreign()
-        if self.bundle is None or self.misses is None:
+        if self.misses is None:
+            return
+        if self.bundle is None:
+            self.misses.without_bundle(self.device.id, "kernel", key, kernel.label)
             return
         known = self._explained.get(key)
         if known is not None:
@@ -386,7 +425,7 @@ class KernelCache:
             except ToolchainError:
                 identity = "none"
             wanted = key_components(kernel, self.device.arch, identity)
-            why = explain_kernel(self.bundle, kernel, key, wanted)
+            why = explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
         self._explained[key] = why
         self.misses.report(self.device.id, why)
 

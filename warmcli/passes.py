@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.bundle import Bundle
+from warmcli.clean import drop_corrupt
 from warmcli.device import Device
 from warmcli.explain import MissExplanation
 from warmcli.isolation import note_pass, note_stored
@@ -238,6 +239,7 @@ def _warm(
     bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
     finished = False
     try:
+        dropped = 0 if created else drop_corrupt(bundle)
         runtimes = [
             Runtime(
                 d,
@@ -254,6 +256,10 @@ def _warm(
             report.passes.append(
                 run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
             )
+            if dropped:
+                report.passes[-1].notes.insert(
+                    0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
+                )
 
             def persist() -> None:
                 # Whatever was built or measured before a failure stays stored.

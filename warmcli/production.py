@@ -1,7 +1,9 @@
 """The production side: a process that loads a bundle and runs its workload code unchanged.
 
-`use_bundle(path)` (or the `WARM_BUNDLE` environment variable) names the bundle
-this process serves kernels and picks from; `runtime()` hands out one `Runtime`
+`use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty:
+none), else the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when
+it exists, is the bundle this process serves kernels and picks from
+(`use_bundle(None)`: none); `runtime()` hands out one `Runtime`
 per device over it, opened read-only and read lazily. A miss still compiles or
 tunes, as it would without warm, and is counted into the process's default
 collector (`default_collector()`); `report()` names every kernel this process
@@ -36,7 +38,8 @@ from dataclasses import dataclass, field
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy, logger
+from warmcli.explain import EXPLAIN, MissPolicy, Strictness, logger
+from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.remote import is_url, local_bundle
 from warmcli.runtime import Runtime
@@ -51,6 +54,8 @@ _asked: dict[str, str] = {}  # what `runtime()` was asked for ("auto", "cuda") -
 _closed_misses: list[Miss] = []
 _report_at_exit = False
 _policy: MissPolicy = EXPLAIN
+_off = False  # `use_bundle(None)`: no bundle, whatever the environment says
+_looked = False  # the environment and the default bundle were consulted
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ class ProductionReport:
     write: bool
     misses: list[Miss] = field(default_factory=list)
     signed: bool = False  # the bundle holds signatures, which do not cover a write-back
+    write_error: str = ""  # why the write-back failed (at exit)
 
     @property
     def kernels(self) -> list[Miss]:
@@ -81,16 +87,31 @@ class ProductionReport:
         return [m for m in self.misses if m.kind == "tune"]
 
     def __str__(self) -> str:
-        source = f"bundle {self.bundle}" if self.bundle else "no bundle"
-        if not self.misses:
-            return f"warm: {source} served everything: compiled 0 kernels, tuned 0 operations"
-        then = "written back into it" if self.write else "re-warm it with `warm run`"
-        if self.write and self.signed:
-            then += ", unsigned: sign the bundle again with `warm sign`"
-        lines = [
-            f"warm: {source} lacked {len(self.kernels)} kernel(s) and {len(self.tunes)} tune(s); "
-            f"this process compiled and tuned them itself ({then}):"
-        ]
+        if not self.bundle:
+            done = (
+                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
+                "operation(s) itself"
+            )
+            lines = [
+                f"warm: no bundle is loaded: this process {done}"
+                + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
+            ]
+        elif not self.misses:
+            served = "served everything: compiled 0 kernels, tuned 0 operations"
+            return f"warm: bundle {self.bundle} {served}"
+        else:
+            if not self.write:
+                then = "re-warm it with `warm run`"
+            elif self.write_error:
+                then = f"NOT written back: {self.write_error}"
+            else:
+                then = "written back into it"
+                if self.signed:
+                    then += ", unsigned: sign the bundle again with `warm sign`"
+            lines = [
+                f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
+                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
+            ]
         lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
         return "\n".join(lines)
 
@@ -115,44 +136,71 @@ def _env_flag(name: str) -> bool:
 
 
 def use_bundle(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None,
     *,
     write: bool = False,
     strict: bool | str | None = None,
     trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
 ) -> None:
-    """Serve kernels and tune picks from the bundle at `path` from now on.
+    """Serve kernels and tune picks from the bundle at `path` from now on (`None`: from
+    no bundle at all, whatever `WARM_BUNDLE` or the default bundle).
 
+    Raises `BundleError` (one line) when the bundle is missing, unreadable or not
+    warm's: a production process fails fast on it, or catches it and runs cold.
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
     `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
     public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
     is refused (`SignatureError`), and an entry none signed is not served.
     """
-    global _path, _write, _bundle, _policy
+    global _path, _write, _bundle, _policy, _off, _looked
     policy = MissPolicy.from_env(strict)
-    keys = read_trusted_keys(trusted_keys)
+    keys = read_trusted_keys(trusted_keys) if path is not None else None
     with _lock:
         _close_locked()
         _closed_misses.clear()  # the report is about the bundle in use, not the last one
-        _bundle = _open(os.fspath(path), write, keys)
-        _path = os.fspath(path)
-        _write = write
         _policy = policy
+        _off = _looked = path is None
+        _path = None if path is None else os.fspath(path)
+        _write = write and path is not None
+        if path is not None:
+            _bundle = _open(os.fspath(path), write, keys)
 
 
 def bundle() -> Bundle | None:
-    """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s, else none."""
+    """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s (empty: none), else the
+    default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists."""
     with _lock:
         return _bundle_locked()
 
 
 def _bundle_locked() -> Bundle | None:
-    global _path, _write, _bundle, _policy
-    if _bundle is None and _path is None and os.environ.get("WARM_BUNDLE"):
-        _policy = MissPolicy.from_env()
-        _path = os.environ["WARM_BUNDLE"]
-        _write = _env_flag("WARM_BUNDLE_WRITE")
-        _bundle = _open(os.environ["WARM_BUNDLE"], _write, read_trusted_keys())
+    global _path, _write, _bundle, _policy, _looked
+    if _bundle is not None or _path is not None or _looked or _off:
+        return _bundle
+    _policy = MissPolicy.from_env()
+    named = os.environ.get("WARM_BUNDLE")
+    if named == "":
+        _looked = True
+        return None  # set and empty: no bundle
+    if named is None:
+        default = default_bundle_path()
+        if not default.is_file():
+            _looked = True
+            return None
+        write = _env_flag("WARM_BUNDLE_WRITE")
+        try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
+            _bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
+        except BundleError as exc:
+            if _policy.strict is Strictness.RAISE:
+                raise
+            logger.warning("warm: default bundle not loaded: %s", printable(exc))
+            _looked = True
+            return None
+        _path, _write = str(default), write
+        return _bundle
+    write = _env_flag("WARM_BUNDLE_WRITE")
+    _bundle = _open(named, write, read_trusted_keys())
+    _path, _write = named, write  # set once opened: a failed open raises again
     return _bundle
 
 
@@ -233,10 +281,11 @@ def _close_locked() -> None:
 
 def close() -> None:
     """Write back misses (when writing) and release every runtime and the bundle."""
-    global _path
+    global _path, _looked
     with _lock:
         _close_locked()
         _path = None
+        _looked = _off
 
 
 def _at_exit() -> None:
@@ -246,7 +295,10 @@ def _at_exit() -> None:
     try:
         close()
     except BundleError as exc:  # at exit there is no caller to raise to: one line instead
-        sys.stderr.write(f"warm: could not write back into the bundle: {printable(exc)}\n")
+        if final is None:
+            sys.stderr.write(f"warm: could not write back into the bundle: {printable(exc)}\n")
+        else:
+            final.write_error = str(exc)
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()

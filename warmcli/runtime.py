@@ -95,7 +95,12 @@ class Runtime:
         self.bundle = bundle
         self.misses = misses
         self.kernels = KernelCache(
-            device, bundle, jobs=jobs, timeout=compile_timeout, misses=misses
+            device,
+            bundle,
+            jobs=jobs,
+            timeout=compile_timeout,
+            misses=misses,
+            any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
         self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
@@ -252,15 +257,20 @@ class Runtime:
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
         """A tune the loaded bundle lacks: explained and handed to the miss policy."""
-        if self.bundle is not None and self.misses is not None:
-            identity = self.device.fingerprint.identity
-            corrupt = self.tunes.corrupt(key)
-            why = (
-                corrupt_entry("tune", key, f"{tunable.name} {shape_key}", corrupt)
-                if corrupt is not None
-                else explain_tune(self.bundle, tunable, key, shape_key, identity, record)
-            )
-            self.misses.report(self.device.id, why)
+        if self.misses is None:
+            return
+        label = f"{tunable.name} {shape_key}"
+        if self.bundle is None:
+            self.misses.without_bundle(self.device.id, "tune", key, label)
+            return
+        identity = self.device.fingerprint.identity
+        corrupt = self.tunes.corrupt(key)
+        why = (
+            corrupt_entry("tune", key, label, corrupt)
+            if corrupt is not None
+            else explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+        )
+        self.misses.report(self.device.id, why)
 
     # -- persistence -----------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Toolchain identity: which compiler, at which version, built a binary.
 
 A `Toolchain` is a compiler's path (as found on PATH) and the first line of its
-`--version`; its `identity` is part of every kernel key, so upgrading the
+`--version`, as the binary the path resolves to prints it (`cc`, `gcc` and `gcc-12`,
+one binary, are one toolchain); its `identity` is part of every kernel key, so upgrading the
 compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
 the version line is remembered in `toolchains.json` (in warm's home; believed only
@@ -77,11 +78,11 @@ def remembered(
     stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:
-        return Toolchain(name=name, path=where, version=known)
+        return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = read_version(name, where)
     if stamp:
         _remember(stamp, version)
-    return Toolchain(name=name, path=where, version=version)
+    return Toolchain(name=name, path=where, version=_as_binary(version, where))
 
 
 def _version_line(name: str, where: str) -> str:
@@ -105,6 +106,21 @@ def _version_line(name: str, where: str) -> str:
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {where} --version failed: {out.stderr.strip()[:200]}")
     return _nvcc_version(lines) if name == "nvcc" else lines[0]
+
+
+def _as_binary(version: str, where: str) -> str:
+    """The version line as the binary `where` resolves to would print it.
+
+    GCC starts its line with the name it was started by (`cc (Debian 12.2.0) 12.2.0`,
+    `gcc (Debian 12.2.0) 12.2.0`), so `cc`, `gcc` and `gcc-12`, one binary, would be
+    three toolchains; the leading name is replaced by the resolved binary's.
+    """
+    invoked = os.path.basename(where)
+    first, sep, rest = version.partition(" ")
+    if first != invoked:
+        return version
+    resolved = os.path.basename(os.path.realpath(where))
+    return f"{resolved}{sep}{rest}"
 
 
 def versions_file() -> Path:

@@ -37,7 +37,10 @@ def check(
 ) -> None:
     """Can this machine serve every entry of BUNDLE, without running a workload?
 
-    Compares this machine's toolchains, architectures and devices with what BUNDLE holds.
+    For every device here, every kernel BUNDLE holds must have a build that runs on it
+    (its arch; a cubin's CUDA version within the driver's; any compiler) whose blob
+    matches its sha256, and every tune a measured pick on it. Entries for other
+    architectures are counted as not for this machine, never failing.
 
     Exit 0 when every entry is servable here, 1 when not.
     """
@@ -60,6 +63,7 @@ def check(
                 "servable": report.servable,
                 "kernels": report.kernels,
                 "tunes": report.tunes,
+                "not_for_this_machine": report.other,
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [m.as_dict() for m in report.unservable],
                 "ptx_jit": [m.as_dict() for m in report.jit],
@@ -82,6 +86,8 @@ def _print(report: CheckReport) -> None:
             soft_wrap=True,
         )
     held = printable(f"bundle {report.bundle}: {report.kernels} kernel(s), {report.tunes} tune(s)")
+    if report.other:
+        held += f" ({report.other} not for this machine)"
     if report.jit:
         _table(report.jit, f"{len(report.jit)} kernel(s) served by PTX JIT here", "yellow")
     if report.servable:

@@ -23,7 +23,7 @@ from rich.console import Console
 from warmcli.autotune import TuneFailure
 from warmcli.bundle import Bundle, BundleError
 from warmcli.device import DeviceError
-from warmcli.home import warm_home
+from warmcli.home import default_bundle_path
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
@@ -120,7 +120,7 @@ def default_bundle() -> Path:
                 "give a local --bundle (warm pull fetches one, warm push publishes one)"
             )
         return Path(os.environ["WARM_BUNDLE"])
-    return warm_home() / "bundle.warm"
+    return default_bundle_path()
 
 
 def compiler_line(info: dict[str, str]) -> str:

@@ -7,16 +7,17 @@ version (`.version 9.5`) and the target (`.target sm_90`). The driver JITs PTX
 for its own GPU when the target's SM is at most the GPU's (an arch-specific
 `sm_90a` target is not forward compatible) and when it knows the ISA version,
 which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`):
-`check_ptx` refuses both with the reason. `ptx_fallback` picks the bundle record a
-device can be served by. Pure functions over bytes and records; nothing here
-loads, compiles or keeps state. PTX can come from an untrusted bundle: only its
-first lines are read, and anything unexpected is a `PtxError`.
+`check_ptx` refuses both with the reason. Which PTX record a device is served is
+`warmcli.serving`'s rule (`choose`), with the cubins'. Pure functions over bytes
+and records; nothing here loads, compiles or keeps state. PTX can come from an
+untrusted bundle: only its first lines are read, and anything unexpected is a
+`PtxError`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
@@ -106,30 +107,6 @@ def check_ptx(data: bytes, arch: str, driver: str) -> None:
             "CUDA_ERROR_UNSUPPORTED_PTX_VERSION): rebuild with an older toolkit or "
             "update the driver"
         )
-
-
-def ptx_fallback(
-    records: Iterable[KernelRecord],
-    arch: str,
-    identity: str | None,
-    belongs: Callable[[KernelRecord], bool] = lambda record: True,
-) -> KernelRecord | None:
-    """The PTX record a device of `arch` can JIT: the highest `compute_XX` at most the
-    device's SM, built by `identity` (any toolchain when None: no compiler here), of the
-    kernel wanted (`belongs`)."""
-    sm = re.match(r"^sm_(\d{2,3})", arch)
-    if sm is None:
-        return None
-    best: tuple[int, KernelRecord] | None = None
-    for record in records:
-        v = virtual_sm(record.arch)
-        if v is None or v > int(sm.group(1)) or record.backend != "cuda":
-            continue
-        if identity is not None and record.toolchain != identity:
-            continue
-        if (best is None or v > best[0]) and belongs(record):
-            best = (v, record)
-    return best[1] if best else None
 
 
 def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
