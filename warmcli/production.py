@@ -182,12 +182,12 @@ def _bundle_locked() -> Bundle | None:
     if named == "":
         _looked = True
         return None  # set and empty: no bundle
+    write = _env_flag("WARM_BUNDLE_WRITE")
     if named is None:
         default = default_bundle_path()
         if not default.is_file():
             _looked = True
             return None
-        write = _env_flag("WARM_BUNDLE_WRITE")
         try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
             _bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
         except BundleError as exc:
@@ -198,7 +198,6 @@ def _bundle_locked() -> Bundle | None:
             return None
         _path, _write = str(default), write
         return _bundle
-    write = _env_flag("WARM_BUNDLE_WRITE")
     _bundle = _open(named, write, read_trusted_keys())
     _path, _write = named, write  # set once opened: a failed open raises again
     return _bundle
