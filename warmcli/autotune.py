@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import statistics
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -231,7 +230,9 @@ def _measure_candidates(
         if problem is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
         else:
-            median = statistics.median(samples)
+            from statistics import median as median_of  # on first use: a hot start tunes nothing
+
+            median = median_of(samples)
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
     return [results[name] for name in tunable.candidates]
 

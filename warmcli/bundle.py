@@ -44,8 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from filelock import FileLock
-
 from warmcli._version import __version__
 from warmcli.bundle_files import (
     SCHEMA_SELECT,
@@ -319,6 +317,8 @@ def _validate(path: Path, conn: sqlite3.Connection, app: int, version: int) -> N
 def write_lock(path: Path) -> Iterator[None]:
     """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
     take); a lock file that cannot be made is a one-line `BundleError`."""
+    from filelock import FileLock  # imported on first use: a serving process never writes
+
     lock = FileLock(f"{path}.lock")
     try:
         lock.acquire()
@@ -467,12 +467,23 @@ class Bundle:
         rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
-    def kernel(self, key: str) -> KernelRecord | None:
-        """The kernel under `key` (None if absent, or not covered under trusted keys)."""
-        row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
+    def kernel(
+        self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None
+    ) -> KernelRecord | None:
+        """The kernel under `key` (None if absent, or not covered under trusted keys); its row
+        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way."""
+        row = fetched.get(key) if fetched is not None else None
+        if row is None:
+            row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or not self._serves("kernels", key, row[:-1]):
             return None
         return self._parse("kernel", row[0], lambda: _kernel_record(row))
+
+    def kernel_rows(self, backend: str, arch: str) -> dict[str, tuple[Any, ...]]:
+        """Every kernel row built for `backend` and `arch`, unchecked, in one query: what a
+        device may serve, for `kernel(key, fetched)` to check and parse one at a time."""
+        rows = self._all(f"{KERNEL_SELECT} WHERE backend = ? AND arch = ?", (backend, arch))
+        return {row[0]: row for row in rows if isinstance(row[0], str)}
 
     def kernels(self, entry: str | None = None) -> list[KernelRecord]:
         """Every kernel (or those of one entry name), by device, arch and label."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import json
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +35,14 @@ if TYPE_CHECKING:
     from warmcli.kernel import Kernel
     from warmcli.records import TuneRecord
 
-logger = logging.getLogger("warmcli")
+
+def warn(message: str, *args: object) -> None:
+    """Log a warning on logger `warmcli` (`logging` is imported on the first: most
+    processes log nothing)."""
+    import logging
+
+    logging.getLogger("warmcli").warning(message, *args)
+
 
 KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
 TUNE_COMPONENTS = ("device", "checksum", "shape")
@@ -137,9 +143,9 @@ class MissPolicy:
         active_collector().miss(device_id, view, explanation)
         self.refuse(explanation)
         if self.strict is Strictness.WARN:
-            logger.warning("warm: strict: %s", explanation.line())
+            warn("warm: strict: %s", explanation.line())
         elif self.log:
-            logger.warning("warm: miss: %s", explanation.line())
+            warn("warm: miss: %s", explanation.line())
 
     def refuse(self, explanation: MissExplanation) -> None:
         """Raise `StrictMissError` under strict mode: also for a miss reported before, so

@@ -142,8 +142,12 @@ def _define_value(value: object) -> str:
     return str(value)
 
 
+# `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def _digest(payload: object) -> str:
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    blob = _ENCODE(payload).encode()
     return hashlib.sha256(blob).hexdigest()
 
 

@@ -18,12 +18,10 @@ variable). The cache owns the queue, the loaded handles and the binaries built h
 from __future__ import annotations
 
 import hashlib
-import shlex
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.device import Device, DeviceError
@@ -34,6 +32,8 @@ from warmcli.records import KernelRecord
 from warmcli.statistics import StatisticsCollector
 from warmcli.toolchain import Toolchain, ToolchainError
 
+# Kernel lookups in the bundle one query each before this device's rows are fetched at once.
+PREFETCH_AFTER = 8
 # A note that records one compiler process's command line (`warm run --verbose` shows them).
 COMMAND_NOTE = "compiler command: "
 
@@ -90,6 +90,8 @@ class KernelCache:
         self._toolchains: dict[str, Toolchain] = {}
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._foreign_noted = False
+        self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
+        self._lookups = 0
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -136,7 +138,7 @@ class KernelCache:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
             return None
-        record = self.bundle.kernel(key)
+        record = self.bundle.kernel(key, self._bundle_rows())
         if record is None:
             return None
         ours = {
@@ -156,6 +158,16 @@ class KernelCache:
             )
             return None
         return record
+
+    def _bundle_rows(self) -> dict[str, tuple[Any, ...]] | None:
+        """This device's kernel rows, fetched in one query once a workload has asked for a
+        few kernels (a small workload never reads a big bundle's whole table)."""
+        assert self.bundle is not None
+        with self._lock:
+            self._lookups += 1
+            if self._rows is None and self._lookups > PREFETCH_AFTER:
+                self._rows = self.bundle.kernel_rows(self.device.backend, self.device.arch)
+            return self._rows
 
     def available(self, kernel: Kernel) -> bool:
         """Whether `get` would need no compile."""
@@ -187,6 +199,10 @@ class KernelCache:
 
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
+        import shlex  # imported on first use, as the batch compiler: a hot start compiles nothing
+
+        from warmcli.batch import compile_batch
+
         with self._lock:
             units = list(self._queue.values())
             self._queue.clear()
@@ -272,7 +288,10 @@ class KernelCache:
         """Load the bundle's build; False (and a note) when its blob cannot be served."""
         assert self.bundle is not None
         try:
-            binary = self.bundle.blob(record.sha256)
+            # A blob is read and checked once per process: a module loaded from it serves the
+            # other kernels it holds (their rows name the same sha256).
+            loaded = record.sha256 in self._modules
+            binary = b"" if loaded else self.bundle.blob(record.sha256)
             self._load(record.key, kernel, record, binary)
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))

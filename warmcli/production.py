@@ -32,7 +32,7 @@ from pathlib import Path
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy, logger
+from warmcli.explain import EXPLAIN, MissPolicy, warn
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime import Runtime
 from warmcli.signing import trusted_keys as read_trusted_keys
@@ -199,7 +199,7 @@ def _close_locked() -> None:
     _runtimes.clear()
     _asked.clear()
     if written and _bundle is not None and _bundle.signatures():
-        logger.warning(
+        warn(
             "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
             written,
             printable(_bundle.path),

@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import stat
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +67,8 @@ def probe(name: str, path: str) -> Toolchain:
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:
         return Toolchain(name=name, path=where, version=known)
+    import subprocess  # imported on first use: a serving process runs no compiler
+
     try:
         out = subprocess.run(
             [where, "--version"],
