@@ -976,8 +976,13 @@ def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
 
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, row, strict=True)]
-    fields = dict(zip((f for f, _ in _KERNEL_FIELDS), values, strict=True))
+    fields: dict[str, object] = {}
+    name = "?"
+    try:  # as `_named` for each field, in one frame: a hot start parses thousands of rows
+        for (name, check), value in zip(_KERNEL_FIELDS, row, strict=True):
+            fields[name] = check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
     comps = fields["components"]
     assert isinstance(comps, dict)
     fields["components"] = {str(k): str(v) for k, v in comps.items()}
