@@ -87,11 +87,17 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'warmcli' has no attribute {name!r}")
+    """A public name, or a submodule (`warmcli.production`), imported on first use."""
     import importlib
 
+    home = _HOMES.get(name)
+    if home is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'warmcli' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
