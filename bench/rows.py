@@ -10,6 +10,7 @@ runs a benchmark.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -62,10 +63,12 @@ class Size:
     scale_kernels: int
     scale_tunes: int
     repeats: int  # repeats of the short in-process timings (best or median taken)
+    generated: int  # kernels of the generated workload whose starts are timed
+    serve: tuple[int, ...]  # kernels of the generated workloads whose serving is timed
 
 
-FULL = Size(64, 5, 9, 20_000, 10_000, 100_000, 5)
-TINY = Size(2, 1, 1, 200, 40, 400, 1)
+FULL = Size(64, 5, 9, 20_000, 10_000, 100_000, 5, 200, (50, 800, 3200))
+TINY = Size(2, 1, 1, 200, 40, 400, 1, 3, (4, 8))
 
 
 def best_of(repeats: int, run: Callable[[], object]) -> float:
@@ -92,6 +95,23 @@ def python(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> t
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     return proc.stdout, seconds
+
+
+def python_peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, float, int]:
+    """Run this interpreter on `args`, output discarded; (exit code, wall seconds, peak
+    resident memory in bytes, from the kernel's own accounting of that one process)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, seconds, usage.ru_maxrss * 1024  # KiB on Linux
 
 
 def ms(seconds: float) -> str:

@@ -1,4 +1,4 @@
-"""A synthetic bundle of 10,000 kernels and 100,000 tunes (rows `scale_open`, `scale_stats`).
+"""A synthetic bundle of 10,000 kernels and 100,000 tunes (rows `scale_*`, `*_scale`).
 
 The bundle is written with warm's own schema (`Bundle.create`, then one
 transaction of plain inserts, much faster to build than 10,000 `put`s): kernels
@@ -8,7 +8,9 @@ lookup (a kernel record, its blob checked against its sha256, a tune) against
 its 50 ms budget, with the same lookup on a one-kernel bundle beside it.
 `scale_stats` is the wall time of the real `warm stats` command on it, less that
 of `warm --version` (the CLI's own start-up, not the bundle's doing), against
-1 s. The file's size is reported against the sum of its blobs.
+1 s. The file's size is reported against the sum of its blobs. `stats_json_scale`
+and `verify_scale` run `warm stats --json` and `warm verify` on it once each, a
+whole process, against 3 s and 300 MB of peak memory.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python
+from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python, python_peak
 from warmcli.bundle import Bundle
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 OPEN_BUDGET = 0.050
 STATS_BUDGET = 1.0
+BOUNDED_SECONDS = 3.0
+BOUNDED_BYTES = 300e6
 ARCHS = ("sm_80", "sm_90")
 OPERATIONS = 50
 
@@ -132,6 +136,8 @@ def scale(size: Size) -> list[Row]:
         runs = [python("-m", "warmcli", "stats", str(big), env=env) for _ in range(3)]
         out, stats_s = min(runs, key=lambda r: r[1])
         version_s = min(python("-m", "warmcli", "--version", env=env)[1] for _ in range(3))
+        stats_json = python_peak("-m", "warmcli", "stats", "--json", str(big), env=env)
+        verify = python_peak("-m", "warmcli", "verify", str(big), env=env)
     what = f"{len(kernels):,} kernels, {len(tunes):,} tunes (built in {built:.1f} s)"
     open_detail = (
         f"{what}: open + one kernel, its blob and one tune {ms(opened)} "
@@ -147,4 +153,18 @@ def scale(size: Size) -> list[Row]:
     return [
         at_most("scale_open", opened / OPEN_BUDGET, 1.0, open_detail, "of 50 ms"),
         at_most("scale_stats", own / STATS_BUDGET, 1.0, stats_detail, "of 1 s"),
+        _bounded("stats_json_scale", "warm stats --json", what, stats_json),
+        _bounded("verify_scale", "warm verify", what, verify),
     ]
+
+
+def _bounded(name: str, command: str, what: str, run: tuple[int, float, int]) -> Row:
+    """A whole command on the big bundle against 3 s and 300 MB of peak memory: the ratio
+    is the larger of the two fractions."""
+    code, seconds, peak = run
+    ratio = max(seconds / BOUNDED_SECONDS, peak / BOUNDED_BYTES)
+    detail = (
+        f"{what}: `{command}` {seconds:.2f} s wall (of {BOUNDED_SECONDS:g} s), peak memory "
+        f"{peak / 1e6:.0f} MB (of {BOUNDED_BYTES / 1e6:.0f} MB), exit {code}; one run"
+    )
+    return at_most(name, ratio, 1.0, detail, "of 3 s and 300 MB")

@@ -1,20 +1,17 @@
-"""Cold start against hot start of the host example (rows `hot_start`, `hot_vs_disk`).
+"""Whole fresh processes: cold against hot start, hot against the floor, and the imports.
 
-The bundle is made by the real CLI (`warm run examples/matmul_host.py`). Each start
-is a fresh process (`bench/first_result.py`) timed from after its imports to the
-workload's first result: cold has no bundle and an empty `WARM_HOME` (it compiles
-kernel by kernel and tunes, as the workload would without warm), hot loads the
-bundle with `use_bundle` on the machine that warmed it (its `WARM_HOME` remembers
-the compiler's version line and holds the host library cache). Interpreter
-start-up and `import warmcli` are the same on both sides and are reported apart,
-not counted.
-
-`hot_vs_disk` holds the hot start against a start that just reads the bundle's
-blobs from disk: the blobs the hot start served, read with plain `sqlite3` in a
-fresh process of its own (the disk floor), plus the workload's own run with
-nothing left to load (its second run on the hot runtime). Its detail also gives
-the hot start's loading part alone (first run minus second run) against the disk
-floor. The CUDA example needs a GPU to execute, so only the host one runs here.
+Rows `hot_start` (the host example), `hot_start_generated` (a generated workload of
+`Size.generated` tiny kernels), `hot_vs_floor` and `import`. Every start is a fresh
+process (`bench/first_result.py`) timed whole, from `exec` to exit: interpreter
+start, imports, the bundle's opening, the workload's first result. Cold has no
+bundle and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the
+workload would without warm); hot loads the bundle `warm run` made (the real CLI)
+on the machine that warmed it. The floor is what no cache can beat: a process that
+only imports numpy (`python -c 'import numpy.random'`) plus the workload's own run
+with every kernel already in memory (its second run inside the hot processes).
+`import` holds `import warmcli` against `import numpy`, fresh processes, medians,
+interleaved. Medians throughout: on a shared machine a figure is noisy, and the two
+sides of a ratio are always measured in the same run, alternately.
 """
 
 from __future__ import annotations
@@ -24,68 +21,110 @@ import os
 import tempfile
 from pathlib import Path
 
+from bench import generated
 from bench.rows import ROOT, Row, Size, at_least, at_most, median, ms, python
 
 WORKLOAD = ROOT / "examples" / "matmul_host.py"
 CHILD = ROOT / "bench" / "first_result.py"
 CUDA_NOTE = "the CUDA example is not timed: executing it needs a GPU"
-HOT_TARGET = 50.0
-DISK_TARGET = 2.0
+HOST_TARGET = 3.0
+GENERATED_TARGET = 40.0
+FLOOR_TARGET = 1.25
+IMPORT_TARGET = 1.15
+IMPORT_RUNS = 11
 
 
-def _env(home: Path) -> dict[str, str]:
+def env_for(home: Path) -> dict[str, str]:
+    """The environment of a fresh process with `home` as its `WARM_HOME`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     env["WARM_HOME"] = str(home)
     env["PYTHONPATH"] = str(ROOT)
     return env
 
 
-def _start(env: dict[str, str], bundle: Path | None) -> dict[str, float]:
-    args = [str(CHILD), str(WORKLOAD), *([str(bundle)] if bundle else [])]
-    out, _ = python(*args, env=env)
-    return json.loads(out)
+def start(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, float]:
+    """One fresh process's start: its JSON, with `wall` (the whole process) added."""
+    out, wall = python(str(CHILD), str(workload), *([str(bundle)] if bundle else []), env=env)
+    return {**json.loads(out), "wall": wall}
+
+
+def warm_run(env: dict[str, str], workload: Path, bundle: Path) -> None:
+    python("-m", "warmcli", "run", str(workload), "--bundle", str(bundle), env=env)
+
+
+def _compare(tmp: Path, name: str, workload: Path, cold_n: int, hot_n: int) -> dict[str, object]:
+    env = env_for(tmp / f"{name}-home")
+    bundle = tmp / f"{name}.warm"
+    warm_run(env, workload, bundle)
+    cold, hot = [], []
+    for i in range(max(cold_n, hot_n)):  # alternately: load on the machine hits both sides
+        if i < cold_n:  # nothing of warm's on disk, not even a remembered compiler version
+            cold.append(start(env_for(tmp / f"{name}-cold{i}"), workload, None))
+        if i < hot_n:
+            hot.append(start(env, workload, bundle))
+    if any(h["compiled"] or h["measured"] for h in hot):
+        raise RuntimeError(f"a hot start compiled or measured: {hot}")
+    return {"cold": cold, "hot": hot}
+
+
+def _m(starts: list[dict[str, float]], key: str) -> float:
+    return median([s[key] for s in starts])
 
 
 def starts(size: Size) -> list[Row]:
-    with tempfile.TemporaryDirectory(prefix="warm-bench-start-") as tmp:
-        env = _env(Path(tmp, "home"))
-        bundle = Path(tmp, "host.warm")
-        python("-m", "warmcli", "run", str(WORKLOAD), "--bundle", str(bundle), env=env)
-        _, interpreter = python("-c", "pass", env=env)
-        # Cold: nothing of warm's on disk, not even a remembered compiler version.
-        cold = [_start(_env(Path(tmp, f"cold{i}")), None) for i in range(size.cold_starts)]
-        hot = [_start(env, bundle) for _ in range(size.hot_starts)]
-        if any(h["compiled"] or h["measured"] for h in hot):
-            raise RuntimeError(f"a hot start compiled or measured: {hot}")
-        digests = hot[0]["digests"]
-        disk = min(_read(env, bundle, digests) for _ in range(size.hot_starts))
-    # Best of each side: noise on a shared machine only ever adds time.
-    cold_s = min(c["first"] for c in cold)
-    hot_s = min(h["first"] for h in hot)
-    again = min(h["again"] for h in hot)
-    loading = max(hot_s - again, 0.0)
-    imports = median([h["import"] for h in hot + cold])
-    c0 = cold[0]
-    start_detail = (
-        f"{WORKLOAD.name}, best of {len(cold)} cold / {len(hot)} hot fresh processes: "
-        f"cold {ms(cold_s)} (compiled {c0['compiled']}, measured {c0['measured']} tunes), "
-        f"hot {ms(hot_s)} (loaded {hot[0]['loaded']}, {hot[0]['hits']} tune hits, compiled 0); "
-        f"not counted on either side: interpreter start {ms(interpreter)}, "
-        f"warm's imports {ms(imports)}; {CUDA_NOTE}"
+    with tempfile.TemporaryDirectory(prefix="warm-bench-start-") as tmp_name:
+        tmp = Path(tmp_name)
+        host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts)
+        gen_path = generated.write(tmp / "generated.py", size.generated)
+        cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
+        gen = _compare(tmp, "generated", gen_path, cold_gen, size.hot_starts)
+        env = env_for(tmp / "host-home")
+        floor_imports = median(
+            [python("-c", "import numpy.random", env=env)[1] for _ in range(size.hot_starts)]
+        )
+        interpreter = median([python("-c", "pass", env=env)[1] for _ in range(size.hot_starts)])
+    rows = []
+    for name, what, result, target in (
+        ("hot_start", WORKLOAD.name, host, HOST_TARGET),
+        ("hot_start_generated", f"{size.generated} generated kernels", gen, GENERATED_TARGET),
+    ):
+        cold, hot = result["cold"], result["hot"]
+        assert isinstance(cold, list) and isinstance(hot, list)
+        cold_s, hot_s = _m(cold, "wall"), _m(hot, "wall")
+        detail = (
+            f"{what}, whole fresh processes, median of {len(cold)} cold / {len(hot)} hot: "
+            f"cold {ms(cold_s)} (compiled {cold[0]['compiled']}, measured "
+            f"{cold[0]['measured']} tunes), hot {ms(hot_s)} (loaded {hot[0]['loaded']}, "
+            f"{hot[0]['hits']} tune hits, compiled 0; of it imports {ms(_m(hot, 'imports'))}, "
+            f"to first result {ms(_m(hot, 'first'))}); interpreter alone {ms(interpreter)}"
+        )
+        rows.append(at_least(name, cold_s / hot_s, target, detail))
+    hot = host["hot"]
+    assert isinstance(hot, list)
+    hot_s, again = _m(hot, "wall"), _m(hot, "again")
+    floor = floor_imports + again
+    floor_detail = (
+        f"{WORKLOAD.name}: hot process {ms(hot_s)} against the floor {ms(floor)} = a process "
+        f"that imports numpy {ms(floor_imports)} + the workload's run with its kernels "
+        f"already in memory {ms(again)}; medians; {CUDA_NOTE}"
     )
-    floor = disk + again
-    disk_detail = (
-        f"hot start {ms(hot_s)} against just reading the {len(digests)} served blobs "
-        f"(sqlite3, fresh process) {ms(disk)} plus the workload's run with nothing to load "
-        f"{ms(again)} = {ms(floor)}; the hot start's loading part alone {ms(loading)} "
-        f"(first run minus second run) is {loading / max(disk, 1e-9):.1f}× the blob read"
-    )
-    return [
-        at_least("hot_start", cold_s / hot_s, HOT_TARGET, start_detail),
-        at_most("hot_vs_disk", hot_s / max(floor, 1e-9), DISK_TARGET, disk_detail),
-    ]
+    rows.append(at_most("hot_vs_floor", hot_s / floor, FLOOR_TARGET, floor_detail))
+    return rows
 
 
-def _read(env: dict[str, str], bundle: Path, digests: list[str]) -> float:
-    out, _ = python(str(CHILD), "--read", str(bundle), *digests, env=env)
-    return float(json.loads(out)["disk"])
+def imports(size: Size) -> list[Row]:
+    """`import warmcli` against `import numpy`, fresh processes, alternately, medians."""
+    env = env_for(Path(tempfile.gettempdir(), "warm-bench-import-home"))
+    runs = IMPORT_RUNS if size.repeats > 1 else 1
+    numpy_s, warm_s, serving_s = [], [], []
+    serving = "import numpy.random; from warmcli import Kernel, Runtime, Tunable, use_bundle"
+    for _ in range(runs):
+        numpy_s.append(python("-c", "import numpy", env=env)[1])
+        warm_s.append(python("-c", "import warmcli", env=env)[1])
+        serving_s.append(python("-c", serving, env=env)[1])
+    n, w, s = median(numpy_s), median(warm_s), median(serving_s)
+    detail = (
+        f"median of {runs} fresh processes each: `import warmcli` {ms(w)}, `import numpy` "
+        f"{ms(n)}; what a workload imports to be served (`{serving}`) {ms(s)}"
+    )
+    return [at_most("import", w / n, IMPORT_TARGET, detail, "of import numpy")]

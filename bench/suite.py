@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from bench import compile as compile_rows
-from bench import dispatch, overhead, scale, shard, start
+from bench import dispatch, overhead, scale, serve, shard, start
 from bench.rows import Row, Size
 
 Family = Callable[[Size], list[Row]]
@@ -21,12 +21,14 @@ FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
         lambda s: [*compile_rows.compile_cuda(s), compile_rows.compile_host(s)],
         (*compile_rows.RACE, "compile_host"),
     ),
-    "start": (start.starts, ("hot_start", "hot_vs_disk")),
+    "start": (start.starts, ("hot_start", "hot_start_generated", "hot_vs_floor")),
+    "serve": (serve.serve_per_kernel, ("serve_per_kernel",)),
+    "import": (start.imports, ("import",)),
     "dispatch": (
         lambda s: [dispatch.dispatch_host(s), dispatch.dispatch_cuda(s)],
         ("dispatch_host", "dispatch_cuda"),
     ),
-    "scale": (scale.scale, ("scale_open", "scale_stats")),
+    "scale": (scale.scale, ("scale_open", "scale_stats", "stats_json_scale", "verify_scale")),
     "overhead": (lambda s: [overhead.pass_overhead(s)], ("pass_overhead",)),
     "shard": (lambda s: [shard.shard_speedup(s)], ("shard_speedup",)),
 }

@@ -5,29 +5,107 @@ gathers every kernel it compiles and every tune decision it reaches into an
 environment bundle; a production process that loads the bundle
 (`use_bundle(path)` or `WARM_BUNDLE`) compiles nothing and tunes nothing. This
 package imports no GPU library: `pycuda` is loaded only when a CUDA device is
-opened.
+opened. Its names are imported on first use (`from warmcli import Kernel` loads what
+`Kernel` needs, nothing else), so `import warmcli` and `warm --version` stay light.
 """
 
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from warmcli._version import __version__
-from warmcli.autotune import Tunable, TuneFailure
-from warmcli.bundle import Bundle, BundleError
-from warmcli.device import Buffer, DeviceError, LaunchError
-from warmcli.explain import MissExplanation, StrictMissError
-from warmcli.kernel import Kernel
-from warmcli.kernel_cache import KernelCompileError
-from warmcli.launch_mode import LaunchMode, resolve_launch_mode
-from warmcli.process_mode import OverrideError, ProcessMode, ProcessModeOverride
-from warmcli.production import ProductionReport, report, runtime, use_bundle
-from warmcli.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
-from warmcli.signing import SignatureError
-from warmcli.statistics import (
-    AutotuneStatistics,
-    CompilationStatistics,
-    ExecutionStatistics,
-    StatisticsCollector,
-    StatisticsReader,
-)
-from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
+
+if TYPE_CHECKING:
+    from warmcli.autotune import Tunable, TuneFailure
+    from warmcli.bundle import Bundle, BundleError
+    from warmcli.device import Buffer, DeviceError, LaunchError
+    from warmcli.explain import MissExplanation, StrictMissError
+    from warmcli.kernel import Kernel
+    from warmcli.kernel_cache import KernelCompileError
+    from warmcli.launch_mode import LaunchMode, resolve_launch_mode
+    from warmcli.process_mode import OverrideError, ProcessMode, ProcessModeOverride
+    from warmcli.production import ProductionReport, report, runtime, use_bundle
+    from warmcli.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
+    from warmcli.signing import SignatureError
+    from warmcli.statistics import (
+        AutotuneStatistics,
+        CompilationStatistics,
+        ExecutionStatistics,
+        StatisticsCollector,
+        StatisticsReader,
+    )
+    from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
+
+# Each public name -> the module that defines it, imported when the name is first read.
+_HOMES = {
+    "AutotuneStatistics": "warmcli.statistics",
+    "Buffer": "warmcli.device",
+    "Bundle": "warmcli.bundle",
+    "BundleError": "warmcli.bundle",
+    "CompilationStatistics": "warmcli.statistics",
+    "DeviceError": "warmcli.device",
+    "DiscardedReadError": "warmcli.runtime",
+    "DiscardedReadWarning": "warmcli.runtime",
+    "ExecutionStatistics": "warmcli.statistics",
+    "Kernel": "warmcli.kernel",
+    "KernelCompileError": "warmcli.kernel_cache",
+    "LaunchError": "warmcli.device",
+    "LaunchMode": "warmcli.launch_mode",
+    "MissExplanation": "warmcli.explain",
+    "OverrideError": "warmcli.process_mode",
+    "ProcessMode": "warmcli.process_mode",
+    "ProcessModeOverride": "warmcli.process_mode",
+    "ProductionReport": "warmcli.production",
+    "Runtime": "warmcli.runtime",
+    "SignatureError": "warmcli.signing",
+    "StatisticsCollector": "warmcli.statistics",
+    "StatisticsReader": "warmcli.statistics",
+    "Stream": "warmcli.stream_mode",
+    "StreamMode": "warmcli.stream_mode",
+    "StreamModeOverride": "warmcli.stream_mode",
+    "StrictMissError": "warmcli.explain",
+    "Tunable": "warmcli.autotune",
+    "TuneFailure": "warmcli.autotune",
+    "report": "warmcli.production",
+    "resolve_launch_mode": "warmcli.launch_mode",
+    "runtime": "warmcli.production",
+    "use_bundle": "warmcli.production",
+}
+
+
+class _Package(types.ModuleType):
+    """The package keeps `warmcli.runtime` the production `runtime()` function, as it always
+    was: importing the submodule `warmcli.runtime` would otherwise bind the module there."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "runtime" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, or a submodule (`warmcli.production`), imported on first use."""
+    import importlib
+
+    home = _HOMES.get(name)
+    if home is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'warmcli' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AutotuneStatistics",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import statistics
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -32,16 +31,15 @@ import numpy as np
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.device import Buffer, Device
-from warmcli.isolation import excluded, measuring
 from warmcli.kernel import Kernel
 from warmcli.kernel_cache import KernelCompileError
 from warmcli.process_mode import active_collector
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
-from warmcli.tune_guard import OutputCheck, TuneGuard, last_line, written_buffers
 
 if TYPE_CHECKING:
     from warmcli.runtime import Runtime
+    from warmcli.tune_guard import TuneGuard
 
 LaunchCandidate = Callable[..., None]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -207,6 +205,9 @@ def _measure_candidates(
 ) -> list[CandidateMeasurement]:
     """Every candidate's measurement, in the tunable's order; a candidate that fails to
     compile, raises, or fails the output check is excluded with its reason."""
+    from warmcli.isolation import excluded, measuring  # on first use, as in `measure`
+    from warmcli.tune_guard import OutputCheck, last_line
+
     device = rt.device
     check = OutputCheck(tunable, inputs, guard) if guard and tunable.check is not None else None
     order = sorted(tunable.candidates, key=lambda n: n != tunable.check)  # reference first
@@ -245,7 +246,9 @@ def _measure_candidates(
         if problem is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
         else:
-            median = statistics.median(samples)
+            from statistics import median as median_of  # on first use: a hot start tunes nothing
+
+            median = median_of(samples)
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
     return [results[name] for name in tunable.candidates]
 
@@ -273,6 +276,9 @@ def measure(
     The buffers a candidate may write are kept and put back after every run, so the
     inputs are as they were when this returns (see `warmcli.tune_guard`).
     """
+    # Imported on first use: a process served from the bundle measures nothing.
+    from warmcli.tune_guard import TuneGuard, written_buffers
+
     device = rt.device
     rt.kernels.flush()  # compile time is counted as compilation, not as measurement
     started = time.perf_counter()

@@ -50,8 +50,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from filelock import FileLock
-
 from warmcli._version import __version__
 from warmcli.bundle_files import (
     SCHEMA_SELECT,
@@ -109,6 +107,8 @@ KERNEL_COLUMNS = (
 )
 MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
 READ_BATCH = 256  # rows fetched at a time while a listing streams
+PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
+PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
 BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
 
 
@@ -381,6 +381,8 @@ def _validate(path: Path, conn: sqlite3.Connection, app: int, version: int) -> N
 def write_lock(path: Path) -> Iterator[None]:
     """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
     take); a lock file that cannot be made is a one-line `BundleError`."""
+    from filelock import FileLock  # imported on first use: a serving process never writes
+
     lock = FileLock(f"{path}.lock")
     try:
         lock.acquire()
@@ -564,12 +566,38 @@ class Bundle:
         rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
-    def kernel(self, key: str) -> KernelRecord | None:
-        """The kernel under `key` (None if absent, or not covered under trusted keys)."""
-        row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
+    def kernel(
+        self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None
+    ) -> KernelRecord | None:
+        """The kernel under `key` (None if absent, or not covered under trusted keys); its row
+        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way."""
+        row = fetched.get(key) if fetched is not None else None
+        if row is None:
+            row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
             return None
         return self._parse("kernel", row[0], lambda: _kernel_record(row))
+
+    def kernel_rows(self, backend: str, arch: str) -> dict[str, tuple[Any, ...]]:
+        """Kernel rows built for `backend` and `arch`, unchecked, streamed in few queries:
+        what a device may serve, for `kernel(key, fetched)` to check and parse one at a
+        time. Bounded whatever the bundle holds: only rows whose texts total at most
+        `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all; a row left out
+        is read by its key when asked for."""
+        texts = " + ".join(
+            f"ifnull(length({c}), 0)" for c in ("label", "components", "compile_log")
+        )
+        small = f"{texts} <= {PREFETCH_ROW_CHARS}"
+        rows: dict[str, tuple[Any, ...]] = {}
+        total = 0
+        where = f"WHERE backend = ? AND arch = ? AND {small}"
+        for row in self._iter(f"{KERNEL_SELECT} {where}", (backend, arch)):
+            total += sum(len(v) for v in row if isinstance(v, str | bytes))
+            if total > PREFETCH_CHARS:
+                break
+            if isinstance(row[0], str):
+                rows[row[0]] = row
+        return rows
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None
@@ -1208,8 +1236,13 @@ def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     fields_row = _within_limits(row)
-    values = [_named(f, check, v) for (f, check), v in zip(_KERNEL_FIELDS, fields_row, strict=True)]
-    fields = dict(zip((f for f, _ in _KERNEL_FIELDS), values, strict=True))
+    fields: dict[str, object] = {}
+    name = "?"
+    try:  # as `_named` for each field, in one frame: a hot start parses thousands of rows
+        for (name, check), value in zip(_KERNEL_FIELDS, fields_row, strict=True):
+            fields[name] = check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
     comps = fields["components"]
     assert isinstance(comps, dict)
     fields["components"] = {str(k): str(v) for k, v in comps.items()}

@@ -22,7 +22,6 @@ import ctypes
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -167,6 +166,8 @@ def run_compiler(
     """
     if _Live.refusing:
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
+    import subprocess  # imported on first use: a serving process never compiles
+
     started = time.perf_counter()
     try:
         proc = subprocess.Popen(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import enum
 import json
-import logging
 import math
 import os
 import re
@@ -41,7 +40,14 @@ if TYPE_CHECKING:
     from warmcli.kernel import Kernel
     from warmcli.records import TuneRecord
 
-logger = logging.getLogger("warmcli")
+
+def warn(message: str, *args: object) -> None:
+    """Log a warning on logger `warmcli` (`logging` is imported on the first: most
+    processes log nothing)."""
+    import logging
+
+    logging.getLogger("warmcli").warning(message, *args)
+
 
 KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
 TUNE_COMPONENTS = ("device", "checksum", "shape")
@@ -145,9 +151,9 @@ class MissPolicy:
         active_collector().miss(device_id, view, explanation)
         self.refuse(explanation)
         if self.strict is Strictness.WARN:
-            logger.warning("warm: strict: %s", explanation.line())
+            warn("warm: strict: %s", explanation.line())
         elif self.log:
-            logger.warning("warm: miss: %s", explanation.line())
+            warn("warm: miss: %s", explanation.line())
 
     def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
         """A compile or tune with no bundle loaded at all: refused (or warned) under strict

@@ -14,10 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import tempfile
 from pathlib import Path
-
-from platformdirs import user_cache_dir
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
@@ -36,6 +33,8 @@ def default_bundle_path() -> Path:
 @functools.cache
 def _user_cache(xdg_cache_home: str | None) -> Path:
     """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""
+    from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
+
     return Path(user_cache_dir("warm"))
 
 
@@ -53,6 +52,8 @@ def write_private(directory: str, path: str, data: bytes) -> None:
     containers that share a home and a PID, never write into the same file) and 0600;
     `os.replace` replaces a link at `path`, never the file it points to.
     """
+    import tempfile  # imported on first use: a hot start writes nothing
+
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:

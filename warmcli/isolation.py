@@ -27,7 +27,6 @@ import os
 import select
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -246,6 +245,8 @@ def run_isolated(
     a candidate's measurement (or of an interrupt it did not stop for in time), or
     exited without returning through warm (the workload called `os._exit`).
     """
+    import tempfile  # imported on first use: only `warm run` isolates
+
     for _ in range(max_restarts + 1):
         with tempfile.TemporaryFile() as fh:
             journal = fh.fileno()

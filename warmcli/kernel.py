@@ -142,14 +142,25 @@ def _define_value(value: object) -> str:
     return str(value)
 
 
+# `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+_STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes it
+
+
 def _digest(payload: object) -> str:
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    blob = _ENCODE(payload).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
-    """The content-addressed key of `kernel` compiled for `arch` by one toolchain."""
-    return _digest({"kernel": kernel.content_hash, "arch": arch, "toolchain": toolchain_identity})
+    """The content-addressed key of `kernel` compiled for `arch` by one toolchain: the
+    digest of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly
+    (every kernel a process serves is keyed)."""
+    text = (
+        f'{{"arch":{_STRING(arch)},"kernel":{_STRING(kernel.content_hash)},'
+        f'"toolchain":{_STRING(toolchain_identity)}}}'
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:

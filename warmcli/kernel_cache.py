@@ -22,13 +22,10 @@ variable). The cache owns the queue, the loaded handles and the binaries built h
 from __future__ import annotations
 
 import hashlib
-import logging
-import shlex
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from warmcli.batch import compile_batch
 from warmcli.bundle import Bundle, BundleError
 from warmcli.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.cuda.ptx import of_kernel, virtual_sm
@@ -39,6 +36,7 @@ from warmcli.explain import (
     corrupt_entry,
     explain_kernel,
     unusable_binary,
+    warn,
 )
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.process_mode import active_collector
@@ -47,6 +45,8 @@ from warmcli.serving import Target, choose, why_not
 from warmcli.statistics import StatisticsCollector
 from warmcli.toolchain import Toolchain, ToolchainError
 
+# Kernel lookups in the bundle one query each before this device's rows are fetched at once.
+PREFETCH_AFTER = 8
 # A note that records one compiler process's command line (`warm run --verbose` shows them).
 COMMAND_NOTE = "compiler command: "
 
@@ -106,6 +106,8 @@ class KernelCache:
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._foreign_noted = False
         self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
+        self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
+        self._lookups = 0
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -154,7 +156,7 @@ class KernelCache:
         if identity is not None:
             own = kernel_key(kernel, arch, identity)
             try:
-                record = self.bundle.kernel(own)
+                record = self.bundle.kernel(own, self._bundle_rows())
             except BundleError:  # a malformed row: `_bundle_record` explains it as corrupt
                 return None
             if record is not None:
@@ -188,7 +190,7 @@ class KernelCache:
         record = self._found.pop(key, None)  # read while keying
         if record is None:
             try:
-                record = self.bundle.kernel(key)
+                record = self.bundle.kernel(key, self._bundle_rows())
             except BundleError as exc:  # a malformed row: a miss, explained as corrupt
                 why = corrupt_entry("kernel", key, kernel.label, exc.problem)
                 self._not_served(kernel, key, why)
@@ -205,6 +207,16 @@ class KernelCache:
             self._not_served(kernel, key, explanation)
             return None
         return record
+
+    def _bundle_rows(self) -> dict[str, tuple[Any, ...]] | None:
+        """This device's kernel rows, fetched in one query once a workload has asked for a
+        few kernels (a small workload never reads a big bundle's whole table)."""
+        assert self.bundle is not None
+        with self._lock:
+            self._lookups += 1
+            if self._rows is None and self._lookups > PREFETCH_AFTER:
+                self._rows = self.bundle.kernel_rows(self.device.backend, self.device.arch)
+            return self._rows
 
     def available(self, kernel: Kernel) -> bool:
         """Whether `get` would need no compile."""
@@ -236,6 +248,10 @@ class KernelCache:
 
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
+        import shlex  # imported on first use, as the batch compiler: a hot start compiles nothing
+
+        from warmcli.batch import compile_batch
+
         with self._lock:
             units = list(self._queue.values())
             self._queue.clear()
@@ -338,7 +354,10 @@ class KernelCache:
         """Load the bundle's build; False (and a note) when its blob cannot be served."""
         assert self.bundle is not None
         try:
-            binary = self.bundle.blob(record.sha256)
+            # A blob is read and checked once per process: a module loaded from it serves the
+            # other kernels it holds (their rows name the same sha256).
+            loaded = record.sha256 in self._modules
+            binary = b"" if loaded else self.bundle.blob(record.sha256)
             self._load(record.key, kernel, record, binary)
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
@@ -376,7 +395,7 @@ class KernelCache:
         )
         active_collector().note(line)
         if self.misses.log:
-            logging.getLogger("warmcli").warning("warm: ptx: %s", line)
+            warn("warm: ptx: %s", line)
         return True
 
     def _note_foreign(self) -> None:

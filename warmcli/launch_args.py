@@ -11,7 +11,9 @@ test, so a launch stays cheap. This module holds no state and never launches.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -166,9 +168,16 @@ def converter(
             scope[f"f{i}"] = finish[letter]
             lines.append(f"    {a} = f{i}({a})")
     lines.append(f"    return ({''.join(n + ', ' for n in names)})")
-    exec("\n".join(lines), scope)  # generated from validated letters only
+    exec(_compiled("\n".join(lines)), scope)  # generated from validated letters only
     convert: Converter = scope["convert"]
     return convert
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str) -> CodeType:
+    """The converter's text compiled once per signature: a process that serves thousands of
+    kernels with a few signatures compiles a few, and only binds each kernel's steps."""
+    return compile(text, "<warm launch arguments>", "exec")
 
 
 def any_buffer_of(device: str) -> Step:

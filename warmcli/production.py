@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from warmcli.bundle import Bundle, BundleError
 from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy, Strictness, logger
+from warmcli.explain import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.remote import is_url, local_bundle
@@ -193,7 +193,7 @@ def _bundle_locked() -> Bundle | None:
         except BundleError as exc:
             if _policy.strict is Strictness.RAISE:
                 raise
-            logger.warning("warm: default bundle not loaded: %s", printable(exc))
+            warn("warm: default bundle not loaded: %s", printable(exc))
             _looked = True
             return None
         _path, _write = str(default), write
@@ -266,7 +266,7 @@ def _close_locked() -> None:
     _runtimes.clear()
     _asked.clear()
     if written and _bundle is not None and _bundle.signatures():
-        logger.warning(
+        warn(
             "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
             written,
             printable(_bundle.path),

@@ -20,7 +20,6 @@ import functools
 import json
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +86,8 @@ def remembered(
 
 def _version_line(name: str, where: str) -> str:
     """A compiler's `--version` banner, reduced to its version line."""
+    import subprocess  # imported on first use: a serving process runs no compiler
+
     try:
         out = subprocess.run(
             [where, "--version"],

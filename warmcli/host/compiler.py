@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 
 from warmcli import signature
@@ -79,6 +78,8 @@ class HostCompiler:
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
+        import tempfile  # imported on first use: a serving process never compiles
+
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")

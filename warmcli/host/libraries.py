@@ -26,9 +26,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
-import shutil
 import stat
-import tempfile
 import threading
 import time
 
@@ -79,6 +77,8 @@ class LibraryCache:
     def close(self) -> None:
         """Remove the private directory, if one was needed."""
         if self._private is not None:
+            import shutil  # imported on first use: most processes never need a private folder
+
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
 
@@ -89,6 +89,8 @@ class LibraryCache:
 
     def _write_private(self, name: str, binary: bytes) -> str:
         if self._private is None:
+            import tempfile  # imported on first use: most processes never need a private folder
+
             self._private = tempfile.mkdtemp(prefix="warm-host-")
         path = os.path.join(self._private, name)
         if not os.path.exists(path):
