@@ -40,13 +40,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.rows import Row, Size, at_least, median, skipped
-from warmcli.batch import default_jobs
-from warmcli.compiler import Compiler, CompileUnit
-from warmcli.device import Device
+from warmcli.backends.base import Device
+from warmcli.backends.batch import default_jobs
+from warmcli.backends.compiler import Compiler, CompileUnit
+from warmcli.backends.toolchain import ToolchainError, probe
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel
-from warmcli.kernel_cache import KernelCache
-from warmcli.process_mode import ProcessMode, ProcessModeOverride
-from warmcli.toolchain import ToolchainError, probe
+from warmcli.runtime.kernel_cache import KernelCache
 
 TARGET = 15.0
 RUNS = 3  # on each side, each from a cold start: a fresh cache, fresh temporary folders
@@ -116,7 +116,7 @@ def standalone_source(kernel: Kernel) -> str:
 def cold_probes() -> Iterator[None]:
     """A cold process has probed no compiler yet and remembers no version line: make this
     one pay for that too (an empty `WARM_HOME` for the block)."""
-    from warmcli.cuda.nvcc import supported_sms
+    from warmcli.backends.cuda.nvcc import supported_sms
 
     probe.cache_clear()
     supported_sms.cache_clear()
@@ -234,7 +234,7 @@ def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
 
 def nvrtc_batched(units: Sequence[CompileUnit], programs: int, includes: Sequence[str]) -> float:
     """Seconds for `programs` hand-merged programs of the units, one thread each."""
-    from warmcli.cuda.nvcc import translation_unit
+    from warmcli.backends.cuda.nvcc import translation_unit
 
     sources = [translation_unit(units[i::programs]) for i in range(programs)]
     started = time.perf_counter()
@@ -254,8 +254,8 @@ def _rounds(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, lis
 
 def compile_cuda(size: Size) -> list[Row]:
     """The compile race on the same variants, best of the same N on every side."""
-    from warmcli.cuda.arch import ArchDevice
-    from warmcli.cuda.nvrtc import find_nvrtc, include_dirs
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.backends.cuda.nvrtc import find_nvrtc, include_dirs
 
     try:
         nvcc_device = ArchDevice(ARCH, compiler="nvcc", ptx="auto")
@@ -329,7 +329,7 @@ def compile_cuda(size: Size) -> list[Row]:
 
 
 def compile_host(size: Size) -> Row:
-    from warmcli.host import HostDevice
+    from warmcli.backends.host import HostDevice
 
     device = HostDevice()
     compiler = device.compiler("c")

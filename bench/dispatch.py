@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from bench.rows import Row, Size, at_most, best_of, skipped, us
 from warmcli.kernel import Kernel
-from warmcli.runtime import Runtime
+from warmcli.runtime.runtime import Runtime
 
 BUDGET = 5e-6
 TARGET = "≤ 1× (5 µs per launch over the direct call)"
@@ -49,7 +49,7 @@ def _row(name: str, warm: float, direct: float, how: str) -> Row:
 
 
 def dispatch_host(size: Size) -> Row:
-    from warmcli.host import HostDevice
+    from warmcli.backends.host import HostDevice
 
     rt = Runtime(HostDevice())
     try:
@@ -65,13 +65,13 @@ def dispatch_host(size: Size) -> Row:
 
 
 def dispatch_cuda(size: Size) -> Row:
-    from warmcli.devices import cuda_available
+    from warmcli.backends.machine import cuda_available
 
     if not cuda_available():
         return skipped("dispatch_cuda", TARGET, "skipped: no GPU")
     import numpy as np
 
-    from warmcli.cuda.device import CudaDevice
+    from warmcli.backends.cuda.device import CudaDevice
 
     rt = Runtime(CudaDevice(0))
     try:

@@ -22,8 +22,8 @@ import sys  # noqa: E402
 import numpy.random  # noqa: E402, F401  (the example's first use would import it)
 
 from warmcli import production  # noqa: E402
-from warmcli.process_mode import default_collector  # noqa: E402
-from warmcli.workload import load_workload  # noqa: E402
+from warmcli.execution.process_mode import default_collector  # noqa: E402
+from warmcli.warming.workload import load_workload  # noqa: E402
 
 
 def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:

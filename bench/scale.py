@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python, python_peak
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 OPEN_BUDGET = 0.050

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 
 BLOBS = 8

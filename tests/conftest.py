@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if "slow" in item.keywords:
                 item.add_marker(skip)
     if any("gpu" in item.keywords for item in items):
-        from warmcli.devices import cuda_available
+        from warmcli.backends.machine import cuda_available
 
         if not cuda_available():
             skip = pytest.mark.skip(reason="no CUDA device (pycuda or a GPU is missing)")
@@ -98,8 +98,8 @@ class Warm:
 
 def nvcc_or_skip() -> str:
     """The nvcc warm would use, or skip the test (a machine without the nvcc extra)."""
-    from warmcli.cuda.nvcc import find_nvcc
-    from warmcli.toolchain import ToolchainError
+    from warmcli.backends.cuda.nvcc import find_nvcc
+    from warmcli.backends.toolchain import ToolchainError
 
     try:
         return find_nvcc()

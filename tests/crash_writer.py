@@ -16,7 +16,7 @@ import random
 import sys
 from dataclasses import dataclass
 
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord, tune_key
 
 PER_BATCH = 4

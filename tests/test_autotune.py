@@ -14,9 +14,9 @@ from warmcli import (
     Tunable,
     TuneFailure,
 )
-from warmcli.bundle import Bundle
-from warmcli.host import HostDevice
-from warmcli.stream_mode import StreamMode
+from warmcli.backends.host import HostDevice
+from warmcli.bundle.store import Bundle
+from warmcli.execution.stream_mode import StreamMode
 
 SOURCE = """
 void work(float *x, int n) {

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.bundle import FORMAT_VERSION, Bundle, BundleError
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
+from warmcli.bundle.store import FORMAT_VERSION, Bundle, BundleError
 
 K = Kernel("void inc(float *x) { x[0] += 1.0f; }", "inc", "P")
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
 from test_explain import ForeignArch, fake_cc, warm_into
 
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
 
 TWICE = """
 from warmcli import Kernel
@@ -64,7 +64,7 @@ def test_a_foreign_architecture_is_reported(warm: Warm, tmp_path: Path) -> None:
 
 
 def test_another_compilers_build_is_servable(warm: Warm, tmp_path: Path) -> None:
-    """A host build of another cc runs on this CPU (`warmcli.serving`): servable."""
+    """A host build of another cc runs on this CPU (`warmcli.backends.serving`): servable."""
     path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
     proc = warm("check", path, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -89,8 +89,8 @@ def test_a_corrupt_blob_is_not_servable(warm: Warm, tmp_path: Path) -> None:
 
 def _need_two_nvccs() -> tuple[str, str]:
     """The PATH nvcc and the package's, when they are two releases (as on these machines)."""
-    from warmcli.cuda.nvcc import _candidates
-    from warmcli.toolchain import probe
+    from warmcli.backends.cuda.nvcc import _candidates
+    from warmcli.backends.toolchain import probe
 
     first = nvcc_or_skip()
     for _, other in _candidates():

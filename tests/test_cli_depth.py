@@ -17,11 +17,11 @@ import pytest
 from conftest import EXAMPLES, Warm
 from rich.console import Console
 
-from warmcli.clean import Machine, parse_size, plan_clean
+from warmcli.backends.serving import Target, choose
 from warmcli.cli.progress import RunProgress, bar_counts
+from warmcli.execution.statistics import StatisticsCollector
+from warmcli.ops.clean import Machine, parse_size, plan_clean
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.serving import Target, choose
-from warmcli.statistics import StatisticsCollector
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MATMUL_CUDA = EXAMPLES / "matmul_cuda.py"

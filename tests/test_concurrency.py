@@ -45,7 +45,7 @@ def workload(rt):
 READER = """\
 import sys, time
 from pathlib import Path
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 
 path, stop = Path(sys.argv[1]), Path(sys.argv[2])
 reads = 0

@@ -24,7 +24,7 @@ import pytest
 from conftest import ROOT
 from crash_writer import check
 
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 CHAIN = 10  # trials on one file before a fresh one

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from conftest import nvcc_or_skip
 
-from warmcli.batch import compile_batch
-from warmcli.compiler import CompileFailure, CompileUnit
-from warmcli.cuda import nvcc as nvcc_mod
-from warmcli.cuda.arch import ArchDevice
-from warmcli.cuda.cubin import CubinError, check_cubin, cubin_arch, cubin_functions
-from warmcli.cuda.nvcc import ArchError, NvccCompiler, find_nvcc, translation_unit
-from warmcli.device import Device, DeviceError
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.batch import compile_batch
+from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.backends.cuda import nvcc as nvcc_mod
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.cubin import CubinError, check_cubin, cubin_arch, cubin_functions
+from warmcli.backends.cuda.nvcc import ArchError, NvccCompiler, find_nvcc, translation_unit
+from warmcli.backends.toolchain import ToolchainError, probe
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.toolchain import ToolchainError, probe
 
 SAXPY = """\
 #include <cuda_fp16.h>
@@ -289,9 +289,10 @@ def test_nvcc_lookup_order(empty_world: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_cuda_modules_import_without_pycuda():
     code = (
-        "import sys, warmcli.cuda.device, warmcli.cuda.arch, warmcli.cuda.nvcc;"
+        "import sys, warmcli.backends.cuda.device, warmcli.backends.cuda.arch;"
+        "import warmcli.backends.cuda.nvcc;"
         "assert 'pycuda' not in sys.modules and 'pycuda.driver' not in sys.modules;"
-        "from warmcli.cuda.device import list_cuda_devices;"
+        "from warmcli.backends.cuda.device import list_cuda_devices;"
         "print(type(list_cuda_devices()).__name__)"
     )
     out = subprocess.run(

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from warmcli.compiler import CompileUnit
-from warmcli.cuda.device import CudaDevice, list_cuda_devices
-from warmcli.device import Device, DeviceError, LaunchConfig
+from warmcli.backends.base import Device, DeviceError, LaunchConfig
+from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.cuda.device import CudaDevice, list_cuda_devices
 from warmcli.kernel import Kernel, kernel_key
 
 pytestmark = pytest.mark.gpu
@@ -116,7 +116,7 @@ extern "C" __global__ void letters(double *out, unsigned char B, bool t, __half 
 
 
 def test_unsigned_bool_and_half_letters_reach_the_kernel(device: CudaDevice):
-    from warmcli.device import LaunchError
+    from warmcli.backends.base import LaunchError
 
     binary, symbol = _build(device, LETTERS)
     function = device.get_function(device.load_module(binary), symbol, LETTERS)

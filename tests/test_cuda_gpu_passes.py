@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 
 def gpu_arch() -> str:
-    from warmcli.cuda.device import list_cuda_devices
+    from warmcli.backends.cuda.device import list_cuda_devices
 
     devices = list_cuda_devices()
     if not devices:
@@ -61,7 +61,7 @@ def test_matmul_candidates_agree_with_numpy() -> None:
     import importlib.util
 
     from warmcli import Runtime
-    from warmcli.cuda.device import CudaDevice
+    from warmcli.backends.cuda.device import CudaDevice
 
     spec = importlib.util.spec_from_file_location("matmul_cuda", EXAMPLES / "matmul_cuda.py")
     assert spec and spec.loader
@@ -123,7 +123,7 @@ def test_in_place_cuda_tunes_agree_with_numpy_cold_and_hot(warm: Warm, bundle_pa
 
 def test_cuda_copy_and_free() -> None:
     gpu_arch()
-    from warmcli.cuda.device import CudaDevice
+    from warmcli.backends.cuda.device import CudaDevice
 
     device = CudaDevice(0)
     try:

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import test_cuda_gpu
 
-from warmcli.bundle import Bundle
-from warmcli.cuda.arch import ArchDevice
-from warmcli.cuda.device import CudaDevice
-from warmcli.device import DeviceError
-from warmcli.process_mode import ProcessMode, ProcessModeOverride
-from warmcli.runtime import Runtime
+from warmcli.backends.base import DeviceError
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.device import CudaDevice
+from warmcli.bundle.store import Bundle
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
+from warmcli.runtime.runtime import Runtime
 
 pytestmark = pytest.mark.gpu
 SAXPY = test_cuda_gpu.SAXPY

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from warmcli.batch import compile_batch
-from warmcli.bundle import Bundle
-from warmcli.compiler import CompileFailure, CompileUnit
-from warmcli.cuda.arch import ArchDevice, require_loadable
-from warmcli.cuda.choose import choose
-from warmcli.cuda.cubin import EM_CUDA, cubin_functions
-from warmcli.cuda.nvrtc import NvrtcCompiler, find_nvrtc
-from warmcli.cuda.ptx import PtxError, check_ptx, cuda_for_isa, ptx_header
-from warmcli.device import DeviceError
+from warmcli.backends.base import DeviceError
+from warmcli.backends.batch import compile_batch
+from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.backends.cuda.arch import ArchDevice, require_loadable
+from warmcli.backends.cuda.choose import choose
+from warmcli.backends.cuda.cubin import EM_CUDA, cubin_functions
+from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+from warmcli.backends.cuda.ptx import PtxError, check_ptx, cuda_for_isa, ptx_header
+from warmcli.bundle.store import Bundle
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.process_mode import ProcessMode, ProcessModeOverride
-from warmcli.runtime import Runtime
+from warmcli.runtime.runtime import Runtime
 
 if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
     pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)

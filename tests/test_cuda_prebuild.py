@@ -9,12 +9,12 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.bundle import Bundle
-from warmcli.cuda.cubin import check_cubin, cubin_arch, cubin_functions
-from warmcli.cuda.nvcc import find_nvcc
-from warmcli.cuda.ptx import ptx_header
-from warmcli.host import HostDevice
-from warmcli.toolchain import ToolchainError
+from warmcli.backends.cuda.cubin import check_cubin, cubin_arch, cubin_functions
+from warmcli.backends.cuda.nvcc import find_nvcc
+from warmcli.backends.cuda.ptx import ptx_header
+from warmcli.backends.host import HostDevice
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.store import Bundle
 
 try:
     find_nvcc()
@@ -116,8 +116,8 @@ def test_rerun_over_the_bundle_compiles_nothing(prebuilt, warm: Warm, tmp_path: 
 
 
 def test_a_machine_without_nvcc_is_served_from_the_bundle(prebuilt) -> None:
-    from warmcli.cuda.arch import ArchDevice
-    from warmcli.workload import load_workload
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.warming.workload import load_workload
 
     path, _ = prebuilt
     workload = load_workload(MATMUL)
@@ -157,10 +157,10 @@ def test_allowed_discarded_reads_are_allowed_in_the_compile_only_verify_pass(
     runs under CompileOnly, where a read is discarded too, and must not fail the run."""
     import warnings
 
-    from warmcli.cuda.arch import ArchDevice
-    from warmcli.passes import warm_bundle
-    from warmcli.runtime import DiscardedReadWarning
-    from warmcli.workload import load_workload
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.runtime.runtime import DiscardedReadWarning
+    from warmcli.warming.passes import warm_bundle
+    from warmcli.warming.workload import load_workload
 
     path = workload_file(
         "from warmcli import Kernel\n"

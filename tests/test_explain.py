@@ -20,12 +20,12 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
-from warmcli.bundle import Bundle
-from warmcli.device import DeviceFingerprint
-from warmcli.explain import MissExplanation, describe
-from warmcli.host import HostDevice
+from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.host import HostDevice
+from warmcli.bundle.store import Bundle
+from warmcli.execution.statistics import StatisticsReader
 from warmcli.kernel import kernel_key
-from warmcli.statistics import StatisticsReader
+from warmcli.runtime.explain import MissExplanation, describe
 
 SOURCE = "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a * FACTOR; }"
 ADD = "void add(float *x, int n) { for (int j = 0; j < n; j++) x[j] += STEP; }"
@@ -118,8 +118,9 @@ def test_a_complete_bundle_explains_nothing(base: Path) -> None:
 
 
 def test_toolchain_is_no_miss_when_serving(tmp_path: Path) -> None:
-    """A host build of another cc runs on this CPU: production serves it (`warmcli.serving`),
-    while warming with this cc builds afresh (the toolchain stays in the key)."""
+    """A host build of another cc runs on this CPU: production serves it
+    (`warmcli.backends.serving`), while warming with this cc builds afresh (the toolchain
+    stays in the key)."""
     path = warm_into(tmp_path / "cc.warm", HostDevice(str(fake_cc(tmp_path))))
     reader = replay(path)
     assert reader.compilation.compiled == 0 and reader.compilation.misses == {}

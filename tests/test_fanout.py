@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Warm
 
-from warmcli.bundle import Bundle
-from warmcli.fanout import shard_workers
+from warmcli.bundle.store import Bundle
+from warmcli.warming.fanout import shard_workers
 
 distributed = pytest.importorskip("distributed")
 WORKERS = 3
@@ -55,8 +55,8 @@ def test_dask_fan_out_on_the_host_equals_one_run(
 
 
 def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_path: Path) -> None:
-    from warmcli.cuda.nvcc import find_nvcc
-    from warmcli.toolchain import ToolchainError
+    from warmcli.backends.cuda.nvcc import find_nvcc
+    from warmcli.backends.toolchain import ToolchainError
 
     try:
         find_nvcc()

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from test_explain import fake_cc
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
-from warmcli import bundle as bundle_module
-from warmcli.bundle import MAX_NAME_CHARS, MAX_TEXT_CHARS, SQLITE_MAGIC, Bundle, BundleError
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
+from warmcli.bundle.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, SQLITE_MAGIC, Bundle, BundleError
+from warmcli.bundle import store as bundle_module
 from warmcli.records import tune_key
 
 FUZZ = settings(

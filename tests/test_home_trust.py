@@ -17,7 +17,7 @@ import pytest
 from conftest import Warm
 from test_hostile_schema import attacker_blob
 
-from warmcli.host.libraries import DIRECTORY, LibraryCache
+from warmcli.backends.host.libraries import DIRECTORY, LibraryCache
 
 WORKLOAD = """\
 from warmcli import Kernel

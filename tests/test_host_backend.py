@@ -19,10 +19,10 @@ from warmcli import (
     Runtime,
     StatisticsCollector,
 )
-from warmcli.batch import compile_batch, plan_groups
-from warmcli.bundle import Bundle
-from warmcli.compiler import CompileUnit
-from warmcli.host import HostCompiler, HostDevice
+from warmcli.backends.batch import compile_batch, plan_groups
+from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.host import HostCompiler, HostDevice
+from warmcli.bundle.store import Bundle
 from warmcli.kernel import kernel_key
 
 SCALE = Kernel(

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from warmcli import Kernel, Runtime
-from warmcli.device import DeviceError
+from warmcli.backends.base import DeviceError
+from warmcli.backends.host import HostDevice, libraries
+from warmcli.backends.host.libraries import DIRECTORY, LibraryCache
 from warmcli.home import write_private
-from warmcli.host import HostDevice, libraries
-from warmcli.host.libraries import DIRECTORY, LibraryCache
 
 SCALE = Kernel(
     "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a; }",
@@ -59,7 +59,7 @@ def test_a_binary_is_written_once_and_found_by_the_next_process(home: Path, tmp_
     before = written.stat()
     # Another process loads the same binary: the file there is used, not written again.
     script = (
-        "import sys; from warmcli.host.libraries import LibraryCache; "
+        "import sys; from warmcli.backends.host.libraries import LibraryCache; "
         "print(LibraryCache().load(open(sys.argv[1], 'rb').read()).answer())"
     )
     src = tmp_path / "k7.so"

@@ -17,7 +17,7 @@ import pytest
 from conftest import Warm
 from test_production import MATMUL, serve
 
-from warmcli.bundle import Bundle, BundleError
+from warmcli.bundle.store import Bundle, BundleError
 
 PAYLOAD = """
 #include <fcntl.h>

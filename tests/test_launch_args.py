@@ -14,7 +14,7 @@ import pytest
 from conftest import Warm
 
 from warmcli import Kernel, LaunchError, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
 
 SCALE = Kernel(
     "void scale(float *x, float s, int n) { for (int i = 0; i < n; i++) x[i] *= s; }",

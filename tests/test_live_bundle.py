@@ -47,8 +47,10 @@ setattr(owner, attr, paused)
 sys.argv[0] = "warm"
 main()
 """
-MERGE_PUBLISH = "warmcli.merge:_publish"  # a merge, after its reads
-VERIFY_KERNELS = "warmcli.bundle:Bundle.each_kernel"  # verify, after the blobs, before the kernels
+MERGE_PUBLISH = "warmcli.ops.merge:_publish"  # a merge, after its reads
+VERIFY_KERNELS = (
+    "warmcli.bundle.store:Bundle.each_kernel"  # verify, after the blobs, before the kernels
+)
 
 
 class Paused:

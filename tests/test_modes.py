@@ -15,7 +15,7 @@ from warmcli import (
     StreamModeOverride,
     resolve_launch_mode,
 )
-from warmcli.process_mode import active_collector, current_process_mode, default_collector
+from warmcli.execution.process_mode import active_collector, current_process_mode, default_collector
 
 VERDICTS = [
     (ProcessMode.EXECUTE, StreamMode.EXECUTE, LaunchMode.EXECUTE),

@@ -18,7 +18,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.cuda.device import CudaDevice, list_cuda_devices
+from warmcli.backends.cuda.device import CudaDevice, list_cuda_devices
 from warmcli.pycuda import In, InOut, Out, SourceModule, autotune, bound_runtime
 
 pytestmark = pytest.mark.gpu

@@ -18,14 +18,14 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli import DiscardedReadError, DiscardedReadWarning, ProcessMode, ProcessModeOverride
-from warmcli.bundle import Bundle
-from warmcli.cuda.arch import ArchDevice
-from warmcli.cuda.cubin import check_cubin, cubin_functions
-from warmcli.cuda.nvcc import find_nvcc
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
+from warmcli.backends.cuda.nvcc import find_nvcc
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.store import Bundle
 from warmcli.pycuda import Out, SourceModule, autotune, bound_runtime
 from warmcli.pycuda.standins import GPUArray, StandInAllocation
-from warmcli.runtime import Runtime
-from warmcli.toolchain import ToolchainError
+from warmcli.runtime.runtime import Runtime
 
 try:
     find_nvcc()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from warmcli import Buffer, Runtime
-from warmcli.cuda.arch import ArchDevice
+from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.pycuda import ArgumentError, In, InOut, Out, PyCudaError, SourceModule, bound_runtime
 from warmcli.pycuda.args import convert, describe, staged, wrap
 from warmcli.pycuda.source import (

@@ -16,7 +16,7 @@ from test_bundle import make_bundle
 
 FAILING = """\
 from warmcli import Kernel, Tunable
-from warmcli.process_mode import current_process_mode
+from warmcli.execution.process_mode import current_process_mode
 
 K = Kernel("void bump(float *x) {{ x[0] += 2.0f; }}", "bump", "P")
 SRC = "void op(float *x, int n) {{ for (int i = 0; i < n * R; i++) x[i % n] += 1.0f; }}"
@@ -196,7 +196,7 @@ def test_compiler_processes_never_outnumber_jobs(
 
 
 READER = """\
-from warmcli.process_mode import current_process_mode
+from warmcli.execution.process_mode import current_process_mode
 
 def workload(rt):
     b = rt.buffer(4)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
-from warmcli.remote import RemoteError, cache_dir, fetch
+from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
 PRODUCE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + (
     "import json; print(json.dumps({'kernels': len(r.kernels), 'tunes': len(r.tunes)}))"

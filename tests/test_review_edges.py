@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 
-from warmcli.bundle import Bundle
-from warmcli.cuda.nvcc import find_nvcc
-from warmcli.toolchain import ToolchainError
+from warmcli.backends.cuda.nvcc import find_nvcc
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.store import Bundle
 
 EXITS_ITSELF = """\
 import os

@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, Warm
 from test_reliability import alive, compiler_wrapper
 
-from warmcli.batch import JOBS_PER_CPU, capped_jobs, default_jobs
+from warmcli.backends.batch import JOBS_PER_CPU, capped_jobs, default_jobs
 
 CRASHING = """\
 from warmcli import Kernel, Tunable

@@ -20,10 +20,10 @@ from conftest import Warm
 
 from bench import generated
 from warmcli import Bundle, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.host import HostDevice
-from warmcli.kernel_cache import PREFETCH_AFTER
-from warmcli.signing import trusted_keys
-from warmcli.workload import load_workload
+from warmcli.backends.host import HostDevice
+from warmcli.bundle.signing import trusted_keys
+from warmcli.runtime.kernel_cache import PREFETCH_AFTER
+from warmcli.warming.workload import load_workload
 
 KERNELS = 24
 
@@ -104,7 +104,7 @@ def test_prefetch_is_bounded_and_the_rest_is_read_by_key(
 ) -> None:
     """However many rows a bundle holds for a device, the prefetch keeps at most its
     budget in memory; a kernel left out is read by its key, and every kernel is served."""
-    import warmcli.bundle as bundle_module
+    import warmcli.bundle.store as bundle_module
 
     warm, workload, path = warmed
     with Bundle.open(path) as bundle:

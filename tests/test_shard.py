@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 
-from warmcli.bundle import Bundle
-from warmcli.shard import LAUNCHERS, Shard, ShardError, resolve_shard, shard_from_environment
+from warmcli.bundle.store import Bundle
+from warmcli.runtime.shard import (
+    LAUNCHERS,
+    Shard,
+    ShardError,
+    resolve_shard,
+    shard_from_environment,
+)
 
 LAUNCHER_VARS = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
 

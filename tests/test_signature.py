@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 
-from warmcli.compiler import CompileFailure, CompileUnit
-from warmcli.host.compiler import HostCompiler
+from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.backends.host.compiler import HostCompiler
+from warmcli.backends.signature import declared_parameters
 from warmcli.kernel import Kernel
-from warmcli.signature import declared_parameters
 
 HOST = '''
 import numpy as np
@@ -135,8 +135,8 @@ def workload(rt):
 
 
 def test_cuda_letters_are_checked_by_nvcc(warm: Warm, workload_file, bundle_path: Path) -> None:
-    from warmcli.cuda.nvcc import find_nvcc
-    from warmcli.toolchain import ToolchainError
+    from warmcli.backends.cuda.nvcc import find_nvcc
+    from warmcli.backends.toolchain import ToolchainError
 
     try:
         find_nvcc()

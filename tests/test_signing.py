@@ -227,7 +227,7 @@ def test_bad_keys_are_one_line_errors(setup: Setup) -> None:
 
 def test_row_hashes_are_unambiguous_and_found_in_sorted_lists() -> None:
     """Unit test of the pure encoding and lookup (no bundle)."""
-    from warmcli.signing import RowSet, row_hash
+    from warmcli.bundle.signing import RowSet, row_hash
 
     rows = [("ab", "c"), ("a", "bc"), (1,), (1.0,), ("1",), (b"1",), (None,), ()]
     hashes = {row_hash("kernels", r) for r in rows}

@@ -6,8 +6,8 @@ import threading
 import time
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector
-from warmcli.host import HostDevice
-from warmcli.statistics import DeviceStatistics
+from warmcli.backends.host import HostDevice
+from warmcli.execution.statistics import DeviceStatistics
 
 
 def test_counters_are_exact_under_concurrent_counting() -> None:

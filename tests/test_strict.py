@@ -14,8 +14,8 @@ from test_explain import adder, fake_cc, scale, warm_into, workload
 
 import warmcli
 from warmcli import ProcessMode, ProcessModeOverride, StatisticsCollector, StrictMissError
-from warmcli.explain import MissPolicy, Strictness
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
+from warmcli.runtime.explain import MissPolicy, Strictness
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from bench.scale import OPERATIONS, build
-from warmcli.bundle import Bundle
-from warmcli.summary import LARGE_TUNES, SAMPLE_TUNES, large_summary
+from warmcli.bundle.store import Bundle
+from warmcli.ops.stats import LARGE_TUNES, SAMPLE_TUNES, large_summary
 
 
 def test_large_bundle_is_summarised_by_group(tmp_path: Path) -> None:

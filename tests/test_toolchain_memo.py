@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from warmcli import toolchain
-from warmcli.toolchain import ToolchainError, probe, versions_file
+from warmcli.backends import toolchain
+from warmcli.backends.toolchain import ToolchainError, probe, versions_file
 
 
 def _compiler(path: Path, version: str) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from conftest import Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
-from warmcli.host import HostDevice
+from warmcli.backends.host import HostDevice
 
 AXPY = '''
 import numpy as np

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 
-from warmcli.cuda.nvcc import find_nvcc
-from warmcli.toolchain import ToolchainError
+from warmcli.backends.cuda.nvcc import find_nvcc
+from warmcli.backends.toolchain import ToolchainError
 
 DRIFT = """\
 from warmcli import Kernel, Tunable

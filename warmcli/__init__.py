@@ -16,58 +16,58 @@ from typing import TYPE_CHECKING, Any
 from warmcli._version import __version__
 
 if TYPE_CHECKING:
-    from warmcli.autotune import Tunable, TuneFailure
-    from warmcli.bundle import Bundle, BundleError
-    from warmcli.device import Buffer, DeviceError, LaunchError
-    from warmcli.explain import MissExplanation, StrictMissError
-    from warmcli.kernel import Kernel
-    from warmcli.kernel_cache import KernelCompileError
-    from warmcli.launch_mode import LaunchMode, resolve_launch_mode
-    from warmcli.process_mode import OverrideError, ProcessMode, ProcessModeOverride
-    from warmcli.production import ProductionReport, report, runtime, use_bundle
-    from warmcli.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
-    from warmcli.signing import SignatureError
-    from warmcli.statistics import (
+    from warmcli.backends.base import Buffer, DeviceError, LaunchError
+    from warmcli.bundle.signing import SignatureError
+    from warmcli.bundle.store import Bundle, BundleError
+    from warmcli.execution.base import LaunchMode, resolve_launch_mode
+    from warmcli.execution.process_mode import OverrideError, ProcessMode, ProcessModeOverride
+    from warmcli.execution.statistics import (
         AutotuneStatistics,
         CompilationStatistics,
         ExecutionStatistics,
         StatisticsCollector,
         StatisticsReader,
     )
-    from warmcli.stream_mode import Stream, StreamMode, StreamModeOverride
+    from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
+    from warmcli.kernel import Kernel
+    from warmcli.production import ProductionReport, report, runtime, use_bundle
+    from warmcli.runtime.explain import MissExplanation, StrictMissError
+    from warmcli.runtime.kernel_cache import KernelCompileError
+    from warmcli.runtime.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
+    from warmcli.runtime.tune import Tunable, TuneFailure
 
 # Each public name -> the module that defines it, imported when the name is first read.
 _HOMES = {
-    "AutotuneStatistics": "warmcli.statistics",
-    "Buffer": "warmcli.device",
-    "Bundle": "warmcli.bundle",
-    "BundleError": "warmcli.bundle",
-    "CompilationStatistics": "warmcli.statistics",
-    "DeviceError": "warmcli.device",
-    "DiscardedReadError": "warmcli.runtime",
-    "DiscardedReadWarning": "warmcli.runtime",
-    "ExecutionStatistics": "warmcli.statistics",
+    "AutotuneStatistics": "warmcli.execution.statistics",
+    "Buffer": "warmcli.backends.base",
+    "Bundle": "warmcli.bundle.store",
+    "BundleError": "warmcli.bundle.store",
+    "CompilationStatistics": "warmcli.execution.statistics",
+    "DeviceError": "warmcli.backends.base",
+    "DiscardedReadError": "warmcli.runtime.runtime",
+    "DiscardedReadWarning": "warmcli.runtime.runtime",
+    "ExecutionStatistics": "warmcli.execution.statistics",
     "Kernel": "warmcli.kernel",
-    "KernelCompileError": "warmcli.kernel_cache",
-    "LaunchError": "warmcli.device",
-    "LaunchMode": "warmcli.launch_mode",
-    "MissExplanation": "warmcli.explain",
-    "OverrideError": "warmcli.process_mode",
-    "ProcessMode": "warmcli.process_mode",
-    "ProcessModeOverride": "warmcli.process_mode",
+    "KernelCompileError": "warmcli.runtime.kernel_cache",
+    "LaunchError": "warmcli.backends.base",
+    "LaunchMode": "warmcli.execution.base",
+    "MissExplanation": "warmcli.runtime.explain",
+    "OverrideError": "warmcli.execution.process_mode",
+    "ProcessMode": "warmcli.execution.process_mode",
+    "ProcessModeOverride": "warmcli.execution.process_mode",
     "ProductionReport": "warmcli.production",
-    "Runtime": "warmcli.runtime",
-    "SignatureError": "warmcli.signing",
-    "StatisticsCollector": "warmcli.statistics",
-    "StatisticsReader": "warmcli.statistics",
-    "Stream": "warmcli.stream_mode",
-    "StreamMode": "warmcli.stream_mode",
-    "StreamModeOverride": "warmcli.stream_mode",
-    "StrictMissError": "warmcli.explain",
-    "Tunable": "warmcli.autotune",
-    "TuneFailure": "warmcli.autotune",
+    "Runtime": "warmcli.runtime.runtime",
+    "SignatureError": "warmcli.bundle.signing",
+    "StatisticsCollector": "warmcli.execution.statistics",
+    "StatisticsReader": "warmcli.execution.statistics",
+    "Stream": "warmcli.execution.stream_mode",
+    "StreamMode": "warmcli.execution.stream_mode",
+    "StreamModeOverride": "warmcli.execution.stream_mode",
+    "StrictMissError": "warmcli.runtime.explain",
+    "Tunable": "warmcli.runtime.tune",
+    "TuneFailure": "warmcli.runtime.tune",
     "report": "warmcli.production",
-    "resolve_launch_mode": "warmcli.launch_mode",
+    "resolve_launch_mode": "warmcli.execution.base",
     "runtime": "warmcli.production",
     "use_bundle": "warmcli.production",
 }
@@ -75,7 +75,7 @@ _HOMES = {
 
 class _Package(types.ModuleType):
     """The package keeps `warmcli.runtime` the production `runtime()` function, as it always
-    was: importing the submodule `warmcli.runtime` would otherwise bind the module there."""
+    was: importing the package `warmcli.runtime` would otherwise bind the package there."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "runtime" and isinstance(value, types.ModuleType):

@@ -12,14 +12,14 @@ had to compile and every tune it had to measure because the bundle lacked them
 user knows to re-warm). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was
 missed is written back at exit, in one transaction under the bundle's lock, so
 several processes may do it at once. A read-only process never writes the file.
-Every miss is explained (`warmcli.explain`), logged on logger `warmcli` with
+Every miss is explained (`warmcli.runtime.explain`), logged on logger `warmcli` with
 `WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
 `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys (`trusted_keys=`,
 `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries
-they signed are served (`warmcli.signing`); a write-back is not signed, and into a
+they signed are served (`warmcli.bundle.signing`); a write-back is not signed, and into a
 signed bundle it logs so (logger `warmcli`).
 `WARM_BUNDLE` and `use_bundle` also take an `https://` or `s3://` URL: the bundle is
-fetched once per machine into `WARM_HOME` (`warmcli.remote`) and served read-only from
+fetched once per machine into `WARM_HOME` (`warmcli.bundle.remote`) and served read-only from
 there; when the store is unreachable the last good copy is served, with one
 `RemoteBundleWarning`.
 The module owns the process's bundle, runtimes and the misses of closed ones; it
@@ -36,14 +36,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from warmcli.bundle import Bundle, BundleError
-from warmcli.devices import open_devices
-from warmcli.explain import EXPLAIN, MissPolicy, Strictness, warn
+from warmcli.backends.machine import open_devices
+from warmcli.bundle.remote import is_url, local_bundle
+from warmcli.bundle.signing import trusted_keys as read_trusted_keys
+from warmcli.bundle.store import Bundle, BundleError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
-from warmcli.remote import is_url, local_bundle
-from warmcli.runtime import Runtime
-from warmcli.signing import trusted_keys as read_trusted_keys
+from warmcli.runtime.explain import EXPLAIN, MissPolicy, Strictness, warn
+from warmcli.runtime.runtime import Runtime
 
 _lock = threading.Lock()
 _path: str | None = None  # the bundle in use, as given (a path or a URL)

@@ -2,7 +2,7 @@
 
 Each command lives in its own module and registers itself on `app`; what they share
 (consoles, errors, options) is in `common`. The CLI only parses and prints: all work
-is in `warmcli.passes` and the modules below it.
+is in `warmcli.warming.passes` and the modules below it.
 """
 
 from __future__ import annotations

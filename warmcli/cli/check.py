@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -20,10 +20,10 @@ from warmcli.cli.common import (
     guarded,
     out,
 )
-from warmcli.explain import REASONS, MissExplanation
-from warmcli.preflight import CheckReport, check_servable, machine_devices
+from warmcli.cli.render import add_row, listing
+from warmcli.ops.check import CheckReport, check_servable, machine_devices
 from warmcli.printable import printable
-from warmcli.render import add_row, listing
+from warmcli.runtime.explain import REASONS, MissExplanation
 
 
 @app.command()

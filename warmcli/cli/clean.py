@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
-from warmcli.clean import clean_bundle, parse_size
 from warmcli.cli import app
 from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, guarded, out
-from warmcli.render import clean_json, clean_renderable
+from warmcli.cli.render import clean_json, clean_renderable
+from warmcli.ops.clean import clean_bundle, parse_size
 
 
 @app.command()

@@ -20,18 +20,18 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from warmcli.autotune import TuneFailure
-from warmcli.bundle import Bundle, BundleError
-from warmcli.device import DeviceError
+from warmcli.backends.base import DeviceError
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.remote import is_url, local_bundle
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.cli.render import kernel_order, stats_document, tune_order
 from warmcli.home import default_bundle_path
-from warmcli.kernel_cache import KernelCompileError
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.remote import is_url, local_bundle
-from warmcli.render import kernel_order, stats_document, tune_order
-from warmcli.shard import ShardError
-from warmcli.toolchain import ToolchainError
-from warmcli.workload import WorkloadError
+from warmcli.runtime.kernel_cache import KernelCompileError
+from warmcli.runtime.shard import ShardError
+from warmcli.runtime.tune import TuneFailure
+from warmcli.warming.workload import WorkloadError
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 
@@ -149,7 +149,7 @@ def bundle_to_write(given: Path | None) -> Path:
 
 def readable_bundle(given: str | None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
-    (either too), else the default; a URL's local copy is fetched (`warmcli.remote`) and
+    (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`) and
     a fall-back to its last good copy is one warning line."""
     location = given or os.environ.get("WARM_BUNDLE") or str(default_bundle())
     path, warning = guarded(lambda: local_bundle(location))
@@ -206,7 +206,7 @@ def interrupted(kernels: int, tunes: int) -> NoReturn:
 
 def _bad_arch(exc: Exception) -> bool:
     """An `--arch` that is no CUDA architecture (the CUDA layer is imported only if used)."""
-    nvcc = sys.modules.get("warmcli.cuda.nvcc")
+    nvcc = sys.modules.get("warmcli.backends.cuda.nvcc")
     return nvcc is not None and isinstance(exc, nvcc.ArchError)
 
 

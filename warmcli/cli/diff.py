@@ -8,8 +8,8 @@ import typer
 
 from warmcli.cli import app
 from warmcli.cli.common import JsonOpt, emit_json, guarded, out
-from warmcli.diff import diff_bundles
-from warmcli.render import diff_json, diff_renderable
+from warmcli.cli.render import diff_json, diff_renderable
+from warmcli.ops.diff import diff_bundles
 
 
 @app.command()

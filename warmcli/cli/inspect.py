@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from warmcli.bundle import Bundle
+from warmcli.bundle.store import Bundle
 from warmcli.cli import app
 from warmcli.cli.common import (
     BundleArg,
@@ -27,9 +27,9 @@ from warmcli.cli.common import (
     stats_stream,
     stream_json,
 )
+from warmcli.cli.render import add_row, line, listing, stats_renderable
+from warmcli.ops.stats import summarise, summary_renderable
 from warmcli.printable import printable
-from warmcli.render import add_row, line, listing, stats_renderable
-from warmcli.summary import summarise, summary_renderable
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held
 
@@ -78,8 +78,8 @@ def devices(
 ) -> None:
     """The devices warm can use here (the host, and every CUDA device PyCUDA sees), and the
     compiler each backend builds with: its path, its version and why it was chosen."""
-    from warmcli.devices import backend_compilers
-    from warmcli.host.device import HostDevice
+    from warmcli.backends.host.device import HostDevice
+    from warmcli.backends.machine import backend_compilers
 
     found: list[dict[str, Any]] = []
     host = HostDevice()
@@ -87,7 +87,7 @@ def devices(
     pycuda = importlib.util.find_spec("pycuda") is not None
     if pycuda:
         with contextlib.suppress(ImportError):  # pycuda without a driver library
-            from warmcli.cuda.device import list_cuda_devices
+            from warmcli.backends.cuda.device import list_cuda_devices
 
             found += [
                 {"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()

@@ -18,7 +18,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warmcli.statistics import DeviceStatistics, StatisticsReader
+from warmcli.execution.statistics import DeviceStatistics, StatisticsReader
 
 
 def bar_counts(

@@ -1,6 +1,6 @@
 """`warm push BUNDLE URL` and `warm pull URL [PATH]`: bundles in an object store.
 
-Both are thin: `warmcli.remote` uploads, downloads, checks and caches; these
+Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; these
 commands name what they did in one line (or one JSON object).
 """
 
@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 
 import typer
 
+from warmcli.bundle.remote import is_url
+from warmcli.bundle.remote import push as push_bundle
 from warmcli.cli import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, readable_bundle
-from warmcli.remote import is_url
-from warmcli.remote import push as push_bundle
 
 
 @app.command()

@@ -1,6 +1,6 @@
 """`warm run`: the two warming passes, the bundle written, then the verify pass.
 
-The run happens in a worker process (`warmcli.isolation`): a tune candidate that
+The run happens in a worker process (`warmcli.warming.isolation`): a tune candidate that
 crashes it is excluded and the run starts again; a workload that crashes outside
 tuning is one line and exit 2. SIGINT or SIGTERM stops every compiler at once,
 keeps what was stored, says how much and exits 130.
@@ -15,7 +15,11 @@ from typing import Any
 
 import typer
 
-from warmcli.batch import JOBS_PER_CPU
+from warmcli.backends.base import Device
+from warmcli.backends.batch import JOBS_PER_CPU
+from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
+from warmcli.backends.machine import compiler_info, open_devices
+from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -39,23 +43,19 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.progress import RunProgress
+from warmcli.cli.render import merge_json, merge_renderable, run_json, run_renderable
 from warmcli.cli.verify import replay
-from warmcli.compiler import DEFAULT_COMPILE_TIMEOUT
-from warmcli.device import Device
-from warmcli.devices import compiler_info, open_devices
-from warmcli.fanout import ShardResult, fan_out
-from warmcli.isolation import (
+from warmcli.runtime.shard import resolve_shard
+from warmcli.warming.fanout import ShardResult, fan_out
+from warmcli.warming.isolation import (
     CRASH_SIGNALS,
     CrashedCandidate,
     WorkerCrash,
     interrupt_on_signals,
     run_isolated,
 )
-from warmcli.passes import RunInterrupted, RunReport, warm_bundle
-from warmcli.render import merge_json, merge_renderable, run_json, run_renderable
-from warmcli.shard import resolve_shard
-from warmcli.signing import load_private_key, trusted_keys
-from warmcli.workload import load_module, load_workload
+from warmcli.warming.passes import RunInterrupted, RunReport, warm_bundle
+from warmcli.warming.workload import load_module, load_workload
 
 
 @app.command()

@@ -1,7 +1,7 @@
 """`warm sign BUNDLE --key KEY` and `warm keygen KEY`: vouch for a bundle's entries with Ed25519.
 
 A bundle's binaries are native code that production loads; `sign` records which
-rows the key's owner vouches for (see `warmcli.signing`), and processes given
+rows the key's owner vouches for (see `warmcli.bundle.signing`), and processes given
 `WARM_TRUSTED_KEYS` serve only those. `keygen` makes a key pair (openssl's
 `genpkey -algorithm ed25519` makes the same). `verify` reports signatures.
 """
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import typer
 
-from warmcli.bundle import Bundle, BundleError
+from warmcli.bundle.signing import generate_key_pair, load_private_key, sign
+from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli import app
 from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, guarded, out
 from warmcli.printable import printable
-from warmcli.signing import generate_key_pair, load_private_key, sign
 
 
 def sign_path(path: Path, key: Path) -> tuple[str, int]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from warmcli.backends.machine import open_devices
+from warmcli.bundle.signing import trusted_keys
 from warmcli.cli import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -31,12 +33,10 @@ from warmcli.cli.common import (
     out,
     readable_bundle,
 )
-from warmcli.devices import open_devices
-from warmcli.integrity import check_bundle
-from warmcli.passes import PassReport, RunReport, verify_pass
-from warmcli.render import integrity_json, integrity_renderable, run_renderable, stats_json
-from warmcli.signing import trusted_keys
-from warmcli.workload import load_workload
+from warmcli.cli.render import integrity_json, integrity_renderable, run_renderable, stats_json
+from warmcli.ops.verify import check_bundle
+from warmcli.warming.passes import PassReport, RunReport, verify_pass
+from warmcli.warming.workload import load_workload
 
 
 def replay(

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.device import Buffer
+from warmcli.backends.base import Buffer
 
 # PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
 # checks each one against the kernel's declaration (an unsigned or bool parameter must

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from warmcli.runtime import Runtime
-    from warmcli.stream_mode import Stream
+    from warmcli.execution.stream_mode import Stream
+    from warmcli.runtime.runtime import Runtime
 
 _lock = threading.Lock()
 _runtimes: list[Runtime] = []

@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from warmcli.device import DeviceError
+from warmcli.backends.base import DeviceError
 from warmcli.pycuda import context
 from warmcli.pycuda.module import SourceModule
 

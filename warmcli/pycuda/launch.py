@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.device import Buffer
+from warmcli.backends.base import Buffer
+from warmcli.execution.stream_mode import Stream
 from warmcli.pycuda import context
 from warmcli.pycuda.args import ArgumentError, Staged
-from warmcli.stream_mode import Stream
 
 if TYPE_CHECKING:
-    from warmcli.runtime import Runtime
+    from warmcli.runtime.runtime import Runtime
 
 _streams: dict[int, tuple[Any, Stream]] = {}  # id(PyCUDA stream) -> (it, warm's stream)
 
@@ -30,7 +30,7 @@ def warm_stream(rt: Runtime, stream: Any) -> Stream:
         return context.default_stream(rt)
     if isinstance(stream, Stream):
         return stream
-    from warmcli.cuda.device import CudaDevice, CudaStream
+    from warmcli.backends.cuda.device import CudaDevice, CudaStream
 
     if not isinstance(rt.device, CudaDevice):
         raise ArgumentError(f"a {type(stream).__name__} stream on {rt.device.id}, which has no GPU")

@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.cuda.cubin import cubin_globals
+from warmcli.backends.cuda.cubin import cubin_globals
+from warmcli.execution.base import LaunchMode, resolve_launch_mode
+from warmcli.execution.process_mode import current_process_mode
 from warmcli.kernel import Kernel
-from warmcli.launch_mode import LaunchMode, resolve_launch_mode
-from warmcli.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import WARM_LETTER, call_letter, check_letter, convert
 from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import isolated_source, kernel_signatures, mangled_global, wrap_source
 
 if TYPE_CHECKING:
-    from warmcli.runtime import Runtime
+    from warmcli.runtime.runtime import Runtime
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 recording = threading.local()  # set by `autotune` while it finds a config's kernels

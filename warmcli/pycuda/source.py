@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from warmcli.compiler import file_scope_names
+from warmcli.backends.compiler import file_scope_names
 
 EXTERN_C = 'extern "C" {\n%s\n}\n'
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.device import DeviceError
-from warmcli.process_mode import current_process_mode
+from warmcli.backends.base import DeviceError
+from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import In, InOut, Out
 from warmcli.pycuda.module import PyCudaError, SourceModule

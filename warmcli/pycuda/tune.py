@@ -21,16 +21,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from warmcli.autotune import Tunable
+from warmcli.execution.process_mode import ProcessMode, current_process_mode
 from warmcli.kernel import Kernel
-from warmcli.process_mode import ProcessMode, current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import describe
 from warmcli.pycuda.module import PyCudaError, recording
+from warmcli.runtime.tune import Tunable
 
 if TYPE_CHECKING:
-    from warmcli.runtime import Runtime
-    from warmcli.stream_mode import Stream
+    from warmcli.execution.stream_mode import Stream
+    from warmcli.runtime.runtime import Runtime
 
 
 class Config:

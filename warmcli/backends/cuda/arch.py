@@ -1,0 +1,179 @@
+"""The GPU-less CUDA device: compile-only for one named architecture (`--arch sm_90`).
+
+An `ArchDevice` is what a CI machine without a GPU or a driver runs a workload
+on: it compiles (NVRTC or nvcc) for its architecture and checks what it loads is a
+cubin for it, but its buffers are shape-only (no memory behind them) and it
+refuses to launch, read back or time: there is nothing to run on. It owns only
+its compiler (made on first use); it never imports `pycuda`. It accepts PTX its
+architecture can JIT beside cubins for it. The checks any CUDA device makes
+before touching a binary or a buffer, and the compiler slot both kinds share,
+live here too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
+from warmcli.backends.cuda.choose import (
+    CompilerChoice,
+    CudaCompiler,
+    check_name,
+    choose,
+    make_compiler,
+    why_this_nvcc,
+)
+from warmcli.backends.cuda.cubin import CubinError, check_cubin
+from warmcli.backends.cuda.nvcc import NvccCompiler, parse_arch
+from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
+from warmcli.execution.stream_mode import Stream
+from warmcli.kernel import Kernel
+
+
+def require_cubin(device_id: str, binary: bytes, arch: str) -> bytes:
+    """`binary` if it is a cubin for `arch`, else a DeviceError saying what it is."""
+    try:
+        check_cubin(binary, arch)
+    except CubinError as exc:
+        raise DeviceError(f"{device_id} cannot load this binary: {exc}") from exc
+    return binary
+
+
+def require_upload(buffer: Buffer, array: np.ndarray) -> np.ndarray:
+    """`array` as the buffer's dtype, contiguous; its element count must match."""
+    if array.size != buffer.size:
+        raise DeviceError(
+            f"upload of {array.size} elements {array.shape} into {buffer}: sizes differ"
+        )
+    return np.ascontiguousarray(array, dtype=buffer.dtype)
+
+
+def require_loadable(device_id: str, binary: bytes, arch: str, driver: str) -> bytes:
+    """`binary` if it is a cubin for `arch` or PTX that a device of `arch` with `driver`
+    can JIT, else a DeviceError saying what it is."""
+    if is_ptx(binary):
+        try:
+            check_ptx(binary, arch, driver)
+        except PtxError as exc:
+            raise DeviceError(f"{device_id} cannot load this PTX: {exc}") from exc
+        return binary
+    return require_cubin(device_id, binary, arch)
+
+
+class CompilerSlot:
+    """A CUDA device's one compiler (NVRTC or nvcc, see `warmcli.backends.cuda.choose`), made (and
+    its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`."""
+
+    def __init__(
+        self,
+        device_id: str,
+        arch: str,
+        nvcc: str | None,
+        compiler: str | None = None,
+        ptx: str | None = None,
+    ) -> None:
+        check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
+        self.device_id = device_id
+        self.arch = arch
+        self.nvcc = nvcc
+        self.requested = compiler
+        self.ptx = ptx
+        self.choice: CompilerChoice | None = None
+        self._compiler: CudaCompiler | None = None
+        self._lock = threading.Lock()
+
+    def get(self, language: str) -> CudaCompiler:
+        if language != "cuda":
+            raise DeviceError(f"{self.device_id} compiles CUDA kernels only, not {language!r}")
+        with self._lock:
+            if self._compiler is None:
+                choice = choose(self.requested, self.nvcc)
+                compiler = make_compiler(choice, self.nvcc, self.ptx)
+                compiler.check_arch(self.arch)
+                self._compiler, self.choice = compiler, choice
+            return self._compiler
+
+    def why(self) -> str:
+        """Why this device's compiler was chosen (and, for nvcc, where it was found)."""
+        compiler = self.get("cuda")
+        assert self.choice is not None
+        if isinstance(compiler, NvccCompiler):
+            return f"{self.choice.why}; {why_this_nvcc(compiler)}"
+        return self.choice.why
+
+
+class ArchDevice:
+    """A compile-only CUDA device for one architecture; see the module doc."""
+
+    backend = "cuda"
+    can_execute = False
+
+    def __init__(
+        self,
+        arch: str,
+        nvcc: str | None = None,
+        *,
+        compiler: str | None = None,
+        ptx: str | None = None,
+    ) -> None:
+        parse_arch(arch)
+        self.arch = arch
+        self.id = arch
+        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx)
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return DeviceFingerprint("cuda", "compile-only", self.arch, "none")
+
+    def compiler(self, language: str) -> CudaCompiler:
+        return self.compilers.get(language)
+
+    def _no_gpu(self, what: str) -> DeviceError:
+        return DeviceError(f"cannot {what}: {self.id} has no GPU: compile-only for {self.arch}")
+
+    def load_module(self, binary: bytes) -> bytes:
+        return require_loadable(self.id, binary, self.arch, "none")
+
+    def get_function(self, module: Any, symbol: str, kernel: Kernel) -> None:
+        return None
+
+    def launch(
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
+        stream: Stream,
+    ) -> None:
+        raise self._no_gpu(f"launch {kernel.label}")
+
+    def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
+        return Buffer(self.id, shape, dtype)
+
+    def upload(self, buffer: Buffer, array: np.ndarray) -> None:
+        require_upload(buffer, array)
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        raise self._no_gpu(f"read back {buffer}")
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        return None  # shape-only buffers: nothing to copy
+
+    def free(self, buffer: Buffer) -> None:
+        return None
+
+    def new_stream(self) -> Stream:
+        return Stream(self.id)
+
+    def time(self, stream: Stream, run: Callable[[], None]) -> float:
+        raise self._no_gpu("time a measurement")
+
+    def close(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"ArchDevice({self.arch}, compile-only)"

@@ -1,0 +1,72 @@
+"""Which CUDA compiler a device uses, and why: NVRTC where installed, else nvcc.
+
+The order: `--compiler nvrtc|nvcc` (the `compiler` argument), else
+`WARM_CUDA_COMPILER`, else nvcc when one is named (`--nvcc` or `WARM_NVCC`),
+else NVRTC when `cuda-bindings` and the NVRTC library are installed (in process,
+fastest), else nvcc (found as `warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps
+the reason in words, for `warm devices` and `warm run --verbose`. This module
+decides and builds the compiler; it keeps no state and compiles nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from warmcli.backends.cuda.nvcc import NvccCompiler, nvcc_candidates
+from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+from warmcli.backends.toolchain import ToolchainError
+
+CudaCompiler = NvccCompiler | NvrtcCompiler
+NAMES = ("nvrtc", "nvcc")
+
+
+@dataclass(frozen=True)
+class CompilerChoice:
+    """The CUDA compiler picked (`nvrtc` or `nvcc`) and why, in words."""
+
+    name: str
+    why: str
+
+
+def check_name(requested: str | None) -> None:
+    """ToolchainError at once for a compiler name (argument or variable) that is neither."""
+    for source, value in (
+        ("--compiler", requested),
+        ("WARM_CUDA_COMPILER", os.environ.get("WARM_CUDA_COMPILER")),
+    ):
+        value = (value or "").strip()
+        if value and value != "auto" and value not in NAMES:
+            raise ToolchainError(f"{source} {value!r} is not a CUDA compiler: use nvrtc or nvcc")
+        if requested:
+            return
+
+
+def choose(requested: str | None = None, nvcc: str | None = None) -> CompilerChoice:
+    """The compiler by the order in the module doc; ToolchainError for an unknown name."""
+    check_name(requested)
+    env = os.environ.get("WARM_CUDA_COMPILER", "").strip()
+    value, source = (requested, "--compiler") if requested else (env, "WARM_CUDA_COMPILER")
+    if value and value != "auto":
+        return CompilerChoice(value, f"{source} {value}")
+    if nvcc or os.environ.get("WARM_NVCC"):
+        return CompilerChoice(
+            "nvcc", "an nvcc is named (" + ("--nvcc" if nvcc else "WARM_NVCC") + ")"
+        )
+    if find_nvrtc() is not None:
+        return CompilerChoice("nvrtc", "preferred: cuda-bindings and NVRTC are installed")
+    return CompilerChoice("nvcc", "fallback: NVRTC is not installed (pip install 'warmcli[nvrtc]')")
+
+
+def make_compiler(choice: CompilerChoice, nvcc: str | None, ptx: str | None) -> CudaCompiler:
+    """The chosen compiler, keeping PTX as `ptx` says (None, `auto` or a `compute_XX`)."""
+    if choice.name == "nvrtc":
+        return NvrtcCompiler(ptx=ptx)
+    return NvccCompiler(nvcc, ptx=ptx)
+
+
+def why_this_nvcc(compiler: NvccCompiler) -> str:
+    """Where the search order found this nvcc, and any other nvcc it passed over."""
+    others = [f"{path} ({where})" for where, path in nvcc_candidates() if path != compiler.path]
+    found = f"found by {compiler.found_by}"
+    return f"{found}; also here: {', '.join(dict.fromkeys(others))}" if others else found

@@ -1,0 +1,311 @@
+"""The CUDA device on PyCUDA: primary context, cubin modules, prepared launches, event timing.
+
+A `CudaDevice` is one GPU (`cuda:N`). It retains the device's primary context
+(never `pycuda.autoinit`'s private one, so it shares a context with torch or
+numba) and makes it current only for the span of each call, popping it in a
+`finally`: the context stack is per thread, and none is left pushed. It owns
+the modules, streams and allocations it made and frees them in `close()`.
+Before loading a cubin it checks the cubin's SM against the device's compute
+capability, so a wrong build is a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU;
+PTX (served to a GPU newer than every cubin) is checked against the GPU and the
+driver's CUDA version first, then JIT-compiled by the driver as it loads.
+Timing records CUDA events on the measured stream itself. `pycuda.driver` is
+imported only inside functions: importing this module needs no pycuda, no driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
+from warmcli.backends.cuda.arch import CompilerSlot, require_loadable, require_upload
+from warmcli.backends.cuda.choose import CudaCompiler
+from warmcli.backends.cuda.cubin import CubinError, cubin_sm
+from warmcli.backends.cuda.ptx import is_ptx
+from warmcli.backends.launch_args import converter
+from warmcli.execution.stream_mode import Stream
+from warmcli.kernel import Kernel
+
+# PyCUDA packs arguments with its own copy of `struct`, which lacks `e` (and, in some
+# versions, `?`): a bool goes as one byte, a half as its two bytes' bits.
+PREPARE_LETTERS = str.maketrans({"?": "B", "e": "H"})
+FINISH = {"?": int, "e": lambda v: int(np.float16(v).view(np.uint16))}
+COPY_PIECE = 1 << 30  # bytes per device-to-device copy call
+
+
+def _driver() -> Any:
+    """`pycuda.driver`, initialised; DeviceError when pycuda, libcuda or a GPU is missing."""
+    try:
+        import pycuda.driver as cuda
+    except (ImportError, OSError) as exc:
+        raise DeviceError(
+            f"CUDA devices need pycuda and an NVIDIA driver ({exc}): pip install 'warmcli[cuda]'"
+        ) from exc
+    try:
+        cuda.init()
+    except cuda.Error as exc:
+        raise DeviceError(f"the CUDA driver did not initialise: {exc}") from exc
+    return cuda
+
+
+def _driver_version(cuda: Any) -> str:
+    version = int(cuda.get_driver_version())
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def list_cuda_devices() -> list[dict[str, Any]]:
+    """Every visible GPU as a dict; [] when pycuda, libcuda or a device is missing."""
+    try:
+        cuda = _driver()
+    except DeviceError:
+        return []
+    try:
+        driver = _driver_version(cuda)
+        found = []
+        for index in range(cuda.Device.count()):
+            dev = cuda.Device(index)
+            major, minor = dev.compute_capability()
+            found.append(
+                {
+                    "index": index,
+                    "id": f"cuda:{index}",
+                    "name": dev.name(),
+                    "compute_capability": f"{major}.{minor}",
+                    "arch": f"sm_{major}{minor}",
+                    "total_memory": int(dev.total_memory()),
+                    "driver_version": driver,
+                }
+            )
+        return found
+    except cuda.Error:
+        return []
+
+
+def open_cuda_devices(
+    spec: str, nvcc: str | None = None, *, compiler: str | None = None
+) -> list[CudaDevice]:
+    """`cuda` opens every GPU, `cuda:N` the N-th one."""
+    if spec == "cuda":
+        count = len(list_cuda_devices())
+        if count == 0:
+            raise DeviceError("no CUDA device found (pycuda, an NVIDIA driver and a GPU needed)")
+        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
+    prefix, _, number = spec.partition(":")
+    if prefix != "cuda" or not number.isdigit():
+        raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
+    return [CudaDevice(int(number), nvcc, compiler=compiler)]
+
+
+class CudaStream(Stream):
+    """A stream with a PyCUDA stream behind it."""
+
+    def __init__(self, device: CudaDevice, handle: Any) -> None:
+        super().__init__(device.id)
+        self.handle = handle
+        self._device = device
+
+    def synchronize(self) -> None:
+        with self._device.active():
+            self.handle.synchronize()
+
+
+class CudaDevice:
+    """One GPU through PyCUDA; see the module doc."""
+
+    backend = "cuda"
+    can_execute = True
+
+    def __init__(
+        self, index: int = 0, nvcc: str | None = None, *, compiler: str | None = None
+    ) -> None:
+        cuda = _driver()
+        try:
+            count = cuda.Device.count()
+            if not 0 <= index < count:
+                raise DeviceError(f"cuda:{index} does not exist: {count} CUDA device(s) here")
+            self._dev = cuda.Device(index)
+            self.capability: tuple[int, int] = tuple(self._dev.compute_capability())
+            self.name = str(self._dev.name())
+            self._driver = _driver_version(cuda)
+            self._context: Any = self._dev.retain_primary_context()
+        except cuda.Error as exc:
+            raise DeviceError(f"cannot open cuda:{index}: {exc}") from exc
+        self._cuda = cuda
+        self.index = index
+        self.id = f"cuda:{index}"
+        self.arch = f"sm_{self.capability[0]}{self.capability[1]}"
+        self.compilers = CompilerSlot(self.id, self.arch, nvcc, compiler)
+        self._buffers: list[Buffer] = []
+        self._modules: list[Any] = []
+        self._streams: list[Any] = []
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return DeviceFingerprint("cuda", self.name, self.arch, self._driver)
+
+    def compiler(self, language: str) -> CudaCompiler:
+        return self.compilers.get(language)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Any]:
+        """The primary context current on this thread for the block; `pycuda.driver` inside."""
+        if self._context is None:
+            raise DeviceError(f"{self.id} is closed")
+        self._context.push()
+        try:
+            yield self._cuda
+        finally:
+            self._cuda.Context.pop()
+
+    def _check_arch(self, binary: bytes) -> None:
+        try:
+            sm = cubin_sm(binary)
+        except CubinError as exc:
+            raise DeviceError(f"{self.id} cannot load this binary: {exc}") from exc
+        major, minor = self.capability
+        if sm // 10 != major or sm % 10 > minor:
+            raise DeviceError(
+                f"cubin is for sm_{sm} but {self.id} ({self.name}) is {self.arch}: "
+                f"build it with --arch {self.arch}"
+            )
+
+    def load_module(self, binary: bytes) -> Any:
+        if is_ptx(binary):  # JIT by the driver: checked against this GPU and its driver first
+            binary = require_loadable(self.id, binary, self.arch, self._driver) + b"\0"
+        else:
+            self._check_arch(binary)
+        with self.active() as cuda:
+            try:
+                module = cuda.module_from_buffer(binary)
+            except cuda.Error as exc:
+                raise DeviceError(f"{self.id} could not load a module: {exc}") from exc
+        self._modules.append(module)
+        return module
+
+    def get_function(self, module: Any, symbol: str, kernel: Kernel) -> Any:
+        with self.active() as cuda:
+            try:
+                function = module.get_function(symbol)
+            except cuda.Error as exc:
+                raise DeviceError(f"{kernel.label}: no {symbol} in its module: {exc}") from exc
+            function.prepare(kernel.params.translate(PREPARE_LETTERS))
+        function.warm_convert = converter(kernel, self.id, self._address, FINISH)
+        return function
+
+    def _address(self, value: Any) -> int | None:
+        """A `P` argument's device address: live memory of this device, else None."""
+        if isinstance(value, Buffer) and value.device_id == self.id and value.handle is not None:
+            return int(value.handle)
+        return None
+
+    def launch(
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
+        stream: Stream,
+    ) -> None:
+        values = function.warm_convert(args)
+        handle = stream.handle if isinstance(stream, CudaStream) else None
+        with self.active() as cuda:
+            try:
+                function.prepared_async_call(
+                    config.grid, config.block, handle, *values, shared_size=config.shared
+                )
+            except cuda.Error as exc:
+                raise LaunchError(f"{kernel.label} on {self.id}: {exc}") from exc
+
+    def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
+        buffer = Buffer(self.id, shape, dtype)
+        with self.active() as cuda:
+            buffer.handle = cuda.mem_alloc(max(buffer.nbytes, 1))
+        self._buffers.append(buffer)
+        return buffer
+
+    def _memory(self, buffer: Buffer) -> Any:
+        if buffer.handle is None or buffer.device_id != self.id:
+            raise DeviceError(f"{buffer} is not live memory on {self.id}")
+        return buffer.handle
+
+    def upload(self, buffer: Buffer, array: np.ndarray) -> None:
+        data = require_upload(buffer, array)
+        memory = self._memory(buffer)
+        if data.nbytes:
+            with self.active() as cuda:
+                cuda.memcpy_htod(memory, data)
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        memory = self._memory(buffer)
+        out = np.empty(buffer.shape, dtype=buffer.dtype)
+        if out.nbytes:
+            with self.active() as cuda:
+                cuda.memcpy_dtoh(out, memory)
+        return out
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        """Device-to-device copy queued on `stream` (`cuMemcpyDtoDAsync`)."""
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        target, source = int(self._memory(dst)), int(self._memory(src))
+        if not dst.nbytes:
+            return
+        handle = stream.handle if isinstance(stream, CudaStream) else None
+        with self.active() as cuda:
+            try:  # PyCUDA takes the size as a C unsigned int: big buffers go in pieces
+                for offset in range(0, dst.nbytes, COPY_PIECE):
+                    size = min(COPY_PIECE, dst.nbytes - offset)
+                    cuda.memcpy_dtod_async(target + offset, source + offset, size, handle)
+            except cuda.Error as exc:
+                raise DeviceError(f"copy of {src} into {dst} on {self.id}: {exc}") from exc
+
+    def free(self, buffer: Buffer) -> None:
+        """Free one buffer's memory now (it must not be in use by a pending operation)."""
+        memory = self._memory(buffer)
+        with self.active():
+            memory.free()
+        buffer.handle = None
+        self._buffers = [b for b in self._buffers if b is not buffer]
+
+    def new_stream(self) -> CudaStream:
+        with self.active() as cuda:
+            handle = cuda.Stream()
+        self._streams.append(handle)
+        return CudaStream(self, handle)
+
+    def time(self, stream: Stream, run: Callable[[], None]) -> float:
+        """Seconds between two events recorded on `stream` around `run()`."""
+        handle = stream.handle if isinstance(stream, CudaStream) else None
+        with self.active() as cuda:
+            start, end = cuda.Event(), cuda.Event()
+            start.record(handle)
+            run()
+            end.record(handle)
+            end.synchronize()
+            return float(start.time_till(end)) / 1000.0
+
+    def close(self) -> None:
+        """Wait for the GPU, free what this device made, release the primary context."""
+        if self._context is None:
+            return
+        with self.active() as cuda:
+            with contextlib.suppress(cuda.Error):
+                cuda.Context.synchronize()
+            for buffer in self._buffers:
+                with contextlib.suppress(cuda.Error):
+                    buffer.handle.free()
+                buffer.handle = None
+            self._buffers.clear()
+            self._modules.clear()
+            self._streams.clear()
+        self._context = None
+        from pycuda.tools import clear_context_caches
+
+        clear_context_caches()
+
+    def __repr__(self) -> str:
+        return f"CudaDevice({self.id}, {self.name}, {self.arch})"

@@ -1,0 +1,299 @@
+"""nvcc: finding it, checking architectures, and compiling many kernels in one process.
+
+`locate_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
+`CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside
+site-packages), says where it found it, and fails with one line saying what to
+install. `NvccCompiler` implements the `Compiler` protocol: a group of units
+becomes ONE translation unit (includes hoisted, each kernel in its own namespace
+with its defines set and undone, its entry renamed to the unit's symbol and its
+signature probe after it, `warmcli.backends.signature`), compiled by one `nvcc --cubin` in a
+temporary folder and killed with its children on timeout; with `--keep` the PTX it
+made on the way is kept beside the cubin. The group checks (`group_target`,
+`check_options`, `built_group`) serve NVRTC too.
+It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
+supplies the include path, so no `-I` is passed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from warmcli.backends import signature
+from warmcli.backends.compiler import (
+    CompiledGroup,
+    CompileFailure,
+    CompileUnit,
+    isolated_section,
+    run_compiler,
+    split_includes,
+)
+from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
+from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
+
+INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
+_PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
+_ARCH = re.compile(r"^sm_(\d{2,3})([af]?)$")
+_VIRTUAL = re.compile(r"^compute_(\d{2,3})[af]?$")
+# Options that would change what nvcc builds or where it writes it: warm sets them.
+_RESERVED = (
+    "-arch",
+    "--gpu-architecture",
+    "-code",
+    "--gpu-code",
+    "-gencode",
+    "--generate-code",
+    "-o",
+    "--output-file",
+    "-cubin",
+    "--cubin",
+    "-ptx",
+    "--ptx",
+    "-fatbin",
+    "--fatbin",
+    "-c",
+    "--compile",
+    "-E",
+    "--preprocess",
+    "-M",
+    "-lib",
+    "--lib",
+    "-odir",
+)
+
+
+class ArchError(ValueError):
+    """An architecture string warm cannot build a cubin for."""
+
+
+def _package_roots() -> list[Path]:
+    """The `nvidia` namespace package's folders in this interpreter's site-packages."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return [Path(p) for p in spec.submodule_search_locations]
+
+
+def _executable(path: str | os.PathLike[str]) -> str | None:
+    p = Path(path)
+    return str(p) if p.is_file() and os.access(p, os.X_OK) else None
+
+
+def _candidates() -> Iterator[tuple[str, str | None]]:
+    """(where, path-or-None) in search order; None means that place names no nvcc."""
+    for home in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(home)
+        yield home, _executable(Path(value) / "bin" / "nvcc") if value else None
+    yield "PATH", shutil.which("nvcc")
+    for root in _package_roots():
+        for layout in _PACKAGE_LAYOUTS:
+            found = _executable(root / layout)
+            if found:
+                yield "nvidia-cuda-nvcc package", found
+
+
+def locate_nvcc(explicit: str | None = None) -> tuple[str, str]:
+    """(the nvcc to use, where it was found); an explicit path or WARM_NVCC that is not an
+    executable is an error."""
+    for where, value in (("--nvcc", explicit), ("WARM_NVCC", os.environ.get("WARM_NVCC"))):
+        if value:
+            found = shutil.which(value) if os.sep not in value else _executable(value)
+            if not found:
+                raise ToolchainError(f"nvcc from {where} ({value}) is not an executable file")
+            return found, where
+    for where, found in _candidates():
+        if found:
+            return found, where
+    raise ToolchainError(f"nvcc not found (CUDA_HOME, PATH, nvidia-cuda-nvcc): {INSTALL_HINT}")
+
+
+def find_nvcc(explicit: str | None = None) -> str:
+    """The nvcc to use (see `locate_nvcc`)."""
+    return locate_nvcc(explicit)[0]
+
+
+def nvcc_candidates() -> list[tuple[str, str]]:
+    """Every nvcc the search order finds, (where, path), first the one it picks."""
+    return [(where, found) for where, found in _candidates() if found]
+
+
+def parse_arch(arch: str) -> int:
+    """The SM number of a real architecture (`sm_90a` → 90); one-line ArchError otherwise."""
+    m = _ARCH.match(arch)
+    if m:
+        return int(m.group(1))
+    v = _VIRTUAL.match(arch)
+    if v:
+        raise ArchError(
+            f"{arch} is a virtual (PTX) architecture and cannot go with --cubin: "
+            f"use sm_{v.group(1)}"
+        )
+    raise ArchError(f"{arch!r} is not a CUDA architecture: expected sm_<number>, e.g. sm_90")
+
+
+@functools.cache
+def supported_sms(nvcc: str) -> frozenset[int]:
+    """SM numbers this nvcc builds cubins for (`--list-gpu-code`); empty if it cannot say."""
+    try:
+        out = subprocess.run(
+            [nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", out.stdout))
+
+
+def _release(toolchain: Toolchain) -> str:
+    m = re.search(r"release (\d+\.\d+)", toolchain.version)
+    return m.group(1) if m else toolchain.version
+
+
+def check_options(
+    options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
+) -> None:
+    """A CompileFailure for an option that would change what is built or where it goes."""
+    for opt in options:
+        name = opt.split("=", 1)[0]
+        if name in reserved:
+            raise CompileFailure(
+                f"option {opt!r} is reserved: warm sets the architecture, the output kind "
+                "(cubin, and PTX beside it) and the output file itself",
+                tuple(units),
+            )
+
+
+def group_target(units: Sequence[CompileUnit], compiler: str) -> tuple[str, tuple[str, ...]]:
+    """The one architecture and option set a group shares; ValueError when it does not."""
+    if not units:
+        raise ValueError("compile_group needs at least one unit")
+    arch, options = units[0].arch, units[0].kernel.options
+    if any(u.arch != arch or u.kernel.options != options for u in units):
+        raise ValueError("a compile group must share one architecture and one option set")
+    if any(u.kernel.language != "cuda" for u in units):
+        raise ValueError(f"{compiler} compiles only language='cuda' kernels")
+    return arch, options
+
+
+def built_group(
+    binary: bytes,
+    arch: str,
+    units: Sequence[CompileUnit],
+    log: str,
+    seconds: float,
+    command: tuple[str, ...],
+    ptx: tuple[str, bytes] | None = None,
+) -> CompiledGroup:
+    """A group's cubin checked (for `arch`, holding every unit's entry) and wrapped."""
+    check_cubin(binary, arch)
+    missing = sorted({u.symbol for u in units} - cubin_functions(binary))
+    if missing:
+        entries = ", ".join(u.kernel.entry for u in units if u.symbol in missing)
+        raise CompileFailure(
+            f"entry {entries} is not in the cubin: declare it "
+            f'extern "C" __global__ void <entry>(...)',
+            tuple(units),
+        )
+    return CompiledGroup(
+        binary=binary,
+        symbols={u.key: u.symbol for u in units},
+        log=log,
+        seconds=seconds,
+        command=command,
+        ptx=ptx[1] if ptx else b"",
+        ptx_arch=ptx[0] if ptx else "",
+    )
+
+
+def _unique(units: Sequence[CompileUnit]) -> list[CompileUnit]:
+    return list({u.key: u for u in units}.values())
+
+
+def translation_unit(units: Sequence[CompileUnit]) -> str:
+    """One .cu holding every unit: includes first, then one namespace per kernel."""
+    includes: list[str] = []
+    sections: list[str] = []
+    for unit in _unique(units):
+        found, body = split_includes(unit.kernel.source)
+        includes += found
+        ns = f"warm_{unit.key[:16]}"
+        section = isolated_section(unit, body + signature.probe(unit))
+        sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
+    return "\n".join([*dict.fromkeys(includes), signature.CUDA_HELPERS, *sections])
+
+
+class NvccCompiler:
+    """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
+
+    `ptx` is None (no PTX), `"auto"` (the PTX of each group's own architecture, kept
+    from the same nvcc run with `--keep`: free) or a `compute_XX` (one more nvcc run).
+    """
+
+    language = "cuda"
+
+    def __init__(self, nvcc: str | None = None, ptx: str | None = None) -> None:
+        self.path, self.found_by = locate_nvcc(nvcc)
+        self.ptx = ptx
+
+    @property
+    def toolchain(self) -> Toolchain:
+        return probe("nvcc", self.path)
+
+    def check_arch(self, arch: str) -> int:
+        """Parse `arch` and check this nvcc builds it; returns the SM number."""
+        sm = parse_arch(arch)
+        known = supported_sms(self.toolchain.path)
+        if known and sm not in known:
+            raise ArchError(
+                f"nvcc {_release(self.toolchain)} does not build {arch}; it builds "
+                + ", ".join(f"sm_{n}" for n in sorted(known))
+            )
+        return sm
+
+    def command(self, arch: str, options: Sequence[str], *, keep: bool = False) -> tuple[str, ...]:
+        """The nvcc command line of one group, run in its temporary folder (`--keep` leaves
+        the PTX it made on the way, `tu.ptx`)."""
+        return (
+            self.toolchain.path,
+            "--cubin",
+            f"-arch={arch}",
+            *(("--keep",) if keep else ()),
+            *options,
+            "-o",
+            "out.cubin",
+            "tu.cu",
+        )
+
+    def compile_group(
+        self, units: Sequence[CompileUnit], timeout: float | None = None
+    ) -> CompiledGroup:
+        arch, options = group_target(units, "NvccCompiler")
+        self.check_arch(arch)
+        check_options(options, units)
+        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        same = ptx_arch == ptx_arch_for(arch)
+        command = self.command(arch, options, keep=bool(ptx_arch) and same)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
+            Path(tmp, "tu.cu").write_text(translation_unit(units))
+            try:
+                log, _ = run_compiler(command, units, timeout, tmp)
+            except CompileFailure as failure:
+                raise signature.explain(failure) from None
+            binary = Path(tmp, "out.cubin").read_bytes()
+            if ptx_arch and not same:
+                ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
+                run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+            ptx = (ptx_arch, Path(tmp, "tu.ptx").read_bytes()) if ptx_arch else None
+        return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)

@@ -1,0 +1,277 @@
+"""NVRTC: CUDA compiled in process, with no nvcc, no host C++ compiler and no driver.
+
+`find_nvrtc` says where the NVRTC library is (the `nvidia-cuda-nvrtc` package in
+site-packages, found without importing anything, else where `cuda-bindings` loads
+it from) or None when `cuda-bindings` or the library is missing. `NvrtcCompiler`
+implements the `Compiler` protocol: a group of units becomes ONE program (the very
+translation unit nvcc gets: one namespace per kernel, its defines set and undone,
+its entry renamed), compiled by `nvrtcCompileProgram` in the calling thread (it
+releases the GIL, so `compile_batch`'s thread pool runs `--jobs` programs at once).
+Headers come from the toolkit packages' include folders (`-I`); a compile error is
+NVRTC's log, with each kernel's own file name and line. The PTX of the same
+program is kept beside the cubin for free. The toolchain identity is NVRTC's
+release and build, read from the banner of an empty program's PTX once per library
+file (remembered in warm's home). It owns no cache and never loads what it builds;
+`cuda.bindings` is imported only to compile or to read a version.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from warmcli.backends import signature
+from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
+from warmcli.backends.cuda.nvcc import (
+    ArchError,
+    _package_roots,
+    built_group,
+    check_options,
+    group_target,
+    parse_arch,
+    translation_unit,
+)
+from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
+
+INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
+_LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/lib/libnvrtc.so.12")
+_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
+# NVRTC options that would change what is built: warm sets the architecture itself.
+_RESERVED = ("-arch", "--gpu-architecture", "-o", "--ptx", "-ptx", "--cubin", "-cubin")
+
+
+def bindings_installed() -> bool:
+    """Whether `cuda.bindings` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def find_nvrtc() -> str | None:
+    """The NVRTC library `cuda.bindings` will load, or None when NVRTC is not installed."""
+    if not bindings_installed():
+        return None
+    for root in _package_roots():
+        for layout in _LIBRARIES:
+            if (root / layout).is_file():
+                return str(root / layout)
+    try:  # elsewhere (a system toolkit): as cuda-bindings finds it, slower
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return str(load_nvidia_dynamic_lib("nvrtc").abs_path)
+    except Exception:  # any failure to find it means: no NVRTC here
+        return None
+
+
+def include_dirs() -> list[str]:
+    """The toolkit headers NVRTC is pointed at (it has no default include path)."""
+    found = [root / layout for root in _package_roots() for layout in _INCLUDES]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        found.append(Path(home) / "include")
+    return [str(p) for p in dict.fromkeys(found) if p.is_dir()]
+
+
+def _nvrtc() -> Any:
+    try:
+        from cuda.bindings import nvrtc
+    except (ImportError, OSError) as exc:
+        raise ToolchainError(f"NVRTC cannot be loaded ({exc}): {INSTALL_HINT}") from exc
+    return nvrtc
+
+
+class _Program:
+    """One NVRTC program: created, compiled, read, always destroyed."""
+
+    def __init__(self, nvrtc: Any, source: str, name: str) -> None:
+        self.nvrtc = nvrtc
+        err, self.handle = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+        self._ok(err, "nvrtcCreateProgram")
+
+    def _ok(self, err: Any, what: str) -> None:
+        if err != self.nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, text = self.nvrtc.nvrtcGetErrorString(err)
+            raise CompileFailure(f"{what}: {text.decode(errors='replace')}")
+
+    def compile(self, options: Sequence[str]) -> tuple[bool, str]:
+        """(succeeded, NVRTC's log)."""
+        (err,) = self.nvrtc.nvrtcCompileProgram(
+            self.handle, len(options), [o.encode() for o in options]
+        )
+        size_err, size = self.nvrtc.nvrtcGetProgramLogSize(self.handle)
+        self._ok(size_err, "nvrtcGetProgramLogSize")
+        log = b" " * size
+        self._ok(self.nvrtc.nvrtcGetProgramLog(self.handle, log)[0], "nvrtcGetProgramLog")
+        text = log.rstrip(b"\0").decode(errors="replace").strip()
+        if err == self.nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
+            return False, text
+        if err != self.nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, what = self.nvrtc.nvrtcGetErrorString(err)
+            return False, f"{what.decode(errors='replace')}\n{text}".strip()
+        return True, text
+
+    def output(self, kind: str) -> bytes:
+        """`CUBIN` or `PTX` (PTX without its trailing NUL)."""
+        size_err, size = getattr(self.nvrtc, f"nvrtcGet{kind}Size")(self.handle)
+        self._ok(size_err, f"nvrtcGet{kind}Size")
+        data = b" " * size
+        self._ok(getattr(self.nvrtc, f"nvrtcGet{kind}")(self.handle, data)[0], f"nvrtcGet{kind}")
+        return data.rstrip(b"\0") if kind == "PTX" else data
+
+    def close(self) -> None:
+        self.nvrtc.nvrtcDestroyProgram(self.handle)
+
+
+@functools.cache
+def supported_sms() -> frozenset[int]:
+    """SM numbers this NVRTC builds (`nvrtcGetSupportedArchs`); empty if it cannot say."""
+    nvrtc = _nvrtc()
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    return frozenset(archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else frozenset()
+
+
+def _read_version(name: str, where: str) -> str:
+    """NVRTC's release and build, from the banner of an empty program's PTX."""
+    nvrtc = _nvrtc()
+    program = _Program(nvrtc, 'extern "C" __global__ void warm_version() {}\n', "version.cu")
+    try:
+        ok, log = program.compile(["--gpu-architecture=compute_75"])
+        if not ok:
+            raise ToolchainError(f"nvrtc: {where} cannot compile an empty kernel: {log[:200]}")
+        banner = program.output("PTX")[:1024].decode(errors="replace")
+    except CompileFailure as exc:
+        raise ToolchainError(f"nvrtc: {where}: {exc.log}") from None
+    finally:
+        program.close()
+    release = re.search(r"release [\d.]+, V[\d.]+", banner)
+    build = re.search(r"Build ID: (\S+)", banner)
+    if release is None:
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"NVRTC {major}.{minor}"
+    return f"NVRTC {release.group(0)}" + (f"; Build {build.group(1)}" if build else "")
+
+
+def _run(
+    compile: Callable[[], CompiledGroup], timeout: float | None, units: Sequence[CompileUnit]
+) -> CompiledGroup:
+    """`compile()` in this thread, or within `timeout` seconds in a daemon thread that is
+    abandoned (an in-process compile cannot be stopped) when it takes longer."""
+    if timeout is None:
+        return compile()
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append(compile())
+        except BaseException as exc:  # handed to the waiting thread
+            box.append(exc)
+
+    thread = threading.Thread(target=target, name="warm-nvrtc", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        raise CompileFailure(
+            f"NVRTC did not finish within {timeout:g} s; its compile was abandoned "
+            "(it runs in this process and cannot be stopped)",
+            tuple(units),
+            True,
+        )
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+class NvrtcCompiler:
+    """The `Compiler` for `language = "cuda"` through NVRTC; see the module doc.
+
+    `ptx`: None (no PTX), `"auto"` (the PTX of each group's architecture, from the same
+    program) or a `compute_XX` (one more program for it).
+    """
+
+    language = "cuda"
+
+    def __init__(self, ptx: str | None = None) -> None:
+        path = find_nvrtc()
+        if path is None:
+            raise ToolchainError(f"NVRTC not installed: {INSTALL_HINT}")
+        self.path = path
+        self.found_by = "site-packages" if "site-packages" in path else "cuda-bindings"
+        self.ptx = ptx
+        self._includes = [f"-I{d}" for d in include_dirs()]
+
+    @functools.cached_property
+    def toolchain(self) -> Toolchain:
+        """NVRTC's identity; read once per compiler (a hot start keys every kernel by it)."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise ToolchainError(f"nvrtc: {self.path}: {exc}") from None
+        return remembered("nvrtc", self.path, st, _read_version)
+
+    def check_arch(self, arch: str) -> int:
+        """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs
+        `cuda.bindings` imported, which a hot start that compiles nothing never does)."""
+        return parse_arch(arch)
+
+    def options(self, arch: str, options: Sequence[str]) -> list[str]:
+        return [f"--gpu-architecture={arch}", *self._includes, *options]
+
+    def compile_group(
+        self, units: Sequence[CompileUnit], timeout: float | None = None
+    ) -> CompiledGroup:
+        arch, options = group_target(units, "NvrtcCompiler")
+        sm = parse_arch(arch)
+        known = supported_sms()
+        if known and sm not in known:
+            raise ArchError(
+                f"NVRTC {self.toolchain.version} does not build {arch}; it builds "
+                + ", ".join(f"sm_{n}" for n in sorted(known))
+            )
+        check_options(options, units, _RESERVED)
+        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        source = translation_unit(units)
+        command = ("nvrtc", *self.options(arch, options), f"<{len(units)} kernel(s)>")
+        return _run(
+            lambda: self._compile(units, arch, options, ptx_arch, source, command), timeout, units
+        )
+
+    def _compile(
+        self,
+        units: Sequence[CompileUnit],
+        arch: str,
+        options: Sequence[str],
+        ptx_arch: str | None,
+        source: str,
+        command: tuple[str, ...],
+    ) -> CompiledGroup:
+        nvrtc = _nvrtc()
+        started = time.perf_counter()
+        outputs: dict[str, bytes] = {}
+        log = ""
+        same = ptx_arch == ptx_arch_for(arch)  # the PTX comes with the cubin's program
+        for target in [arch, *([ptx_arch] if ptx_arch and not same else [])]:
+            program = _Program(nvrtc, source, "warm.cu")
+            try:
+                ok, text = program.compile(self.options(target, options))
+                if not ok:
+                    failure = CompileFailure(text or f"NVRTC failed for {target}", tuple(units))
+                    raise signature.explain(failure)
+                if target == arch:
+                    log = text
+                    outputs["cubin"] = program.output("CUBIN")
+                if ptx_arch and (target != arch or same):
+                    outputs["ptx"] = program.output("PTX")
+            finally:
+                program.close()
+        ptx = (ptx_arch, outputs["ptx"]) if ptx_arch else None
+        seconds = time.perf_counter() - started
+        return built_group(outputs["cubin"], arch, units, log, seconds, command, ptx)

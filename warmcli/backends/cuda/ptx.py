@@ -1,0 +1,114 @@
+"""PTX kept beside cubins: reading its header, and whether a device's driver can JIT it.
+
+A bundle keeps, beside each kernel's cubins, the PTX of the highest architecture
+built (arch `compute_XX`), so a GPU newer than every cubin is served by the
+driver's JIT instead of missing. PTX is text: its header names the PTX ISA
+version (`.version 9.5`) and the target (`.target sm_90`). The driver JITs PTX
+for its own GPU when the target's SM is at most the GPU's (an arch-specific
+`sm_90a` target is not forward compatible) and when it knows the ISA version,
+which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`):
+`check_ptx` refuses both with the reason. Which PTX record a device is served is
+`warmcli.backends.serving`'s rule (`choose`), with the cubins'. Pure functions over bytes
+and records; nothing here loads, compiles or keeps state. PTX can come from an
+untrusted bundle: only its first lines are read, and anything unexpected is a
+`PtxError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from warmcli.kernel import Kernel, kernel_key
+from warmcli.records import KernelRecord
+
+VIRTUAL = re.compile(r"^compute_(\d{2,3})$")
+_HEADER_BYTES = 4096  # the directives come first, after a comment banner
+_VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
+_TARGET = re.compile(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
+
+
+class PtxError(ValueError):
+    """Bytes that are not PTX, or PTX this device or driver cannot JIT."""
+
+
+def is_ptx(data: bytes) -> bool:
+    """Whether `data` looks like PTX text (and not an ELF cubin or a fatbin)."""
+    return not data.startswith(b"\x7fELF") and _VERSION.search(data[:_HEADER_BYTES]) is not None
+
+
+def virtual_sm(arch: str) -> int | None:
+    """The SM number of a virtual architecture (`compute_90` → 90), else None."""
+    m = VIRTUAL.match(arch)
+    return int(m.group(1)) if m else None
+
+
+def ptx_arch_for(arch: str) -> str:
+    """The virtual architecture whose PTX goes with cubins for `arch` (`sm_90a` → `compute_90`)."""
+    m = re.match(r"^sm_(\d{2,3})[af]?$", arch)
+    if not m:
+        raise PtxError(f"{arch!r} is not an sm_XX architecture")
+    return f"compute_{m.group(1)}"
+
+
+def check_ptx_arch(ptx: str) -> None:
+    """PtxError unless `ptx` is `auto` or a virtual architecture (`compute_90`)."""
+    if ptx != "auto" and virtual_sm(ptx) is None:
+        raise PtxError(f"--ptx {ptx!r} is not a virtual architecture: expected compute_XX")
+
+
+def ptx_header(data: bytes) -> tuple[tuple[int, int], int, str]:
+    """((ISA major, minor), target SM, suffix) of PTX text; PtxError if it has none."""
+    head = data[:_HEADER_BYTES]
+    version, target = _VERSION.search(head), _TARGET.search(head)
+    if version is None or target is None or data.startswith(b"\x7fELF"):
+        raise PtxError("not PTX: no .version and .target directives")
+    isa = (int(version.group(1)), int(version.group(2)))
+    return isa, int(target.group(1)), target.group(2).decode()
+
+
+def cuda_for_isa(isa: tuple[int, int]) -> tuple[int, int]:
+    """The first CUDA release (so the oldest driver) that knows PTX ISA `isa`.
+
+    ISA 7.y came with CUDA 11.y, 8.0-8.5 with 12.0-12.5, 8.6-8.8 with 12.7-12.9,
+    9.y with 13.y (NVRTC 13.5 writes ISA 9.5).
+    """
+    major, minor = isa
+    if major >= 9:
+        return 13 + (major - 9), minor
+    if major == 8:
+        return (12, minor) if minor <= 5 else (12, minor + 1)
+    if major == 7:
+        return 11, minor
+    return 10, 2  # older ISAs: any driver a CUDA 11+ toolkit supports
+
+
+def driver_cuda(driver: str) -> tuple[int, int] | None:
+    """A driver's CUDA version (`"12.8"` → (12, 8)); None when unknown (no GPU here)."""
+    m = re.match(r"^(\d+)\.(\d+)$", driver)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def check_ptx(data: bytes, arch: str, driver: str) -> None:
+    """Raise PtxError unless a device of `arch` with driver `driver` can JIT this PTX."""
+    isa, target, suffix = ptx_header(data)
+    sm = re.match(r"^sm_(\d{2,3})", arch)
+    if sm is None:
+        raise PtxError(f"{arch!r} is not an sm_XX architecture")
+    if target > int(sm.group(1)):
+        raise PtxError(f"PTX is for sm_{target}, newer than {arch}: the driver cannot JIT it")
+    if suffix:
+        raise PtxError(f"PTX targets sm_{target}{suffix}, which runs on sm_{target} only")
+    need, have = cuda_for_isa(isa), driver_cuda(driver)
+    if have is not None and have < need:
+        raise PtxError(
+            f"PTX ISA {isa[0]}.{isa[1]} needs a driver for CUDA {need[0]}.{need[1]} or newer; "
+            f"this driver supports CUDA {driver} (loading it would fail with "
+            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION): rebuild with an older toolkit or "
+            "update the driver"
+        )
+
+
+def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
+    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted)."""
+    return lambda record: record.key == kernel_key(kernel, record.arch, record.toolchain)

@@ -1,0 +1,159 @@
+"""The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
+
+Buffers are numpy arrays in host memory; a launch passes their data pointers and
+the scalars, each checked against the kernel's parameter letters by a converter made
+once per kernel (`warmcli.backends.launch_args`). A binary is loaded from
+the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
+hot start finds it already written).
+A buffer's address is read once, when it is allocated (its array never
+moves). Timing is `time.perf_counter` around the measured run: host launches
+are synchronous, so the stream has nothing to wait for. This module never decides
+whether a launch runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
+from warmcli.backends.compiler import Compiler
+from warmcli.backends.host.compiler import HostCompiler
+from warmcli.backends.host.libraries import LibraryCache
+from warmcli.backends.launch_args import converter
+from warmcli.execution.stream_mode import Stream
+from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
+
+CTYPES: dict[str, type] = {
+    "P": ctypes.c_void_p,
+    **{
+        letter: np.ctypeslib.as_ctypes_type(t)
+        for letter, t in PARAM_SCALARS.items()
+        if letter not in CUDA_ONLY_LETTERS
+    },
+}
+
+
+def cpu_name() -> str:
+    """The CPU model as the kernel reports it, else the platform's processor string.
+
+    The first CPU's block of `/proc/cpuinfo` names it, so one short read does: the
+    kernel builds the file as it is read, and every further CPU's block costs time.
+    """
+    try:
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
+        try:
+            head = os.read(fd, 4096).decode(errors="replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        head = ""
+    for line in head.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+class HostBuffer(Buffer):
+    """A host buffer: a numpy array that never moves, so its address is read once."""
+
+    def __init__(self, device_id: str, shape: Sequence[int], dtype: str, array: np.ndarray) -> None:
+        super().__init__(device_id, shape, dtype, array)
+        self.address: int = array.ctypes.data
+
+
+def _address(value: Any) -> int | None:
+    """A `P` argument's address: a host buffer's data pointer, else None (refused)."""
+    return value.address if type(value) is HostBuffer else None
+
+
+class HostDevice:
+    """The machine's CPU as a warm device."""
+
+    backend = "host"
+    can_execute = True
+
+    def __init__(self, cc: str | None = None) -> None:
+        self.id = "host"
+        self.arch = platform.machine() or "unknown"
+        self._compiler = HostCompiler(cc)
+        self._files = LibraryCache()
+        self._libraries: list[ctypes.CDLL] = []
+
+    @functools.cached_property
+    def fingerprint(self) -> DeviceFingerprint:
+        """Read once: every tune keys on it, and the CPU does not change under a process."""
+        return DeviceFingerprint("host", cpu_name(), self.arch, platform.system().lower())
+
+    def compiler(self, language: str) -> Compiler:
+        if language != "c":
+            raise DeviceError(f"the host device compiles C kernels, not {language!r} ones")
+        return self._compiler
+
+    def load_module(self, binary: bytes) -> ctypes.CDLL:
+        try:
+            library = self._files.load(binary)
+        except OSError as exc:
+            raise DeviceError(f"cannot load host kernel binary: {exc}") from exc
+        self._libraries.append(library)
+        return library
+
+    def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
+        try:
+            function = getattr(module, symbol)
+        except AttributeError as exc:
+            raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
+        function.argtypes = [CTYPES[p] for p in kernel.params]
+        function.restype = None
+        function.warm_convert = converter(  # checked, made once per kernel
+            kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
+        )
+        return function
+
+    def launch(
+        self,
+        function: Any,
+        kernel: Kernel,
+        args: Sequence[Any],
+        config: LaunchConfig,
+        stream: Stream,
+    ) -> None:
+        function(*function.warm_convert(args))
+
+    def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
+        return HostBuffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
+
+    def upload(self, buffer: Buffer, array: np.ndarray) -> None:
+        if tuple(array.shape) != buffer.shape:
+            raise DeviceError(f"upload of shape {array.shape} into {buffer}")
+        np.copyto(buffer.handle, array, casting="same_kind")
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        return np.array(buffer.handle, copy=True)
+
+    def copy(self, dst: Buffer, src: Buffer, stream: Stream) -> None:
+        if dst.nbytes != src.nbytes:
+            raise DeviceError(f"copy of {src} into {dst}: sizes differ")
+        np.copyto(dst.handle, src.handle.reshape(dst.shape), casting="no")
+
+    def free(self, buffer: Buffer) -> None:
+        buffer.handle = None  # the array goes with its last reference
+
+    def new_stream(self) -> Stream:
+        return Stream(self.id)
+
+    def time(self, stream: Stream, run: Callable[[], None]) -> float:
+        started = time.perf_counter()
+        run()
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self._libraries.clear()
+        self._files.close()

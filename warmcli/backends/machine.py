@@ -1,0 +1,116 @@
+"""Opening devices by name: `host`, `cuda`, `cuda:N`, `auto`, or GPU-less architectures.
+
+`auto` is the workload's own `DEVICE` if it names one, else every CUDA device when
+one is present, else the host. `--arch sm_90` opens a compile-only CUDA device per
+architecture, with no driver and no GPU; the highest of them (or of the GPUs)
+keeps PTX beside its cubins when asked. CUDA modules are imported only when a
+CUDA device is asked for, so this works on a machine with no driver.
+`compiler_info` says which compiler a device builds with and why. The module
+opens devices; it keeps none.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.host import HostDevice
+
+
+def cuda_available() -> bool:
+    try:
+        from warmcli.backends.cuda.device import list_cuda_devices
+    except ImportError:
+        return False
+    return bool(list_cuda_devices())
+
+
+def compiler_info(device: Device) -> dict[str, str]:
+    """Which compiler `device` builds with: its name, path, version, and why it was chosen
+    (`compiler` is "none" and `why` the reason when it has none)."""
+    from warmcli.backends.toolchain import ToolchainError
+
+    language = "cuda" if device.backend == "cuda" else "c"
+    try:
+        toolchain = device.compiler(language).toolchain
+        slot = getattr(device, "compilers", None)
+        if slot is not None:
+            why = slot.why()
+        else:
+            why = "WARM_CC" if os.environ.get("WARM_CC") else "cc on PATH (the default)"
+    except (ToolchainError, DeviceError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"device": device.id, "compiler": "none", "path": "", "version": "", "why": why}
+    return {
+        "device": device.id,
+        "compiler": toolchain.name,
+        "path": toolchain.path,
+        "version": toolchain.version,
+        "why": why,
+    }
+
+
+def backend_compilers(
+    host: Device, *, nvcc: str | None = None, compiler: str | None = None
+) -> list[dict[str, str]]:
+    """`compiler_info` of the host's compiler and of the CUDA compiler (`device` named
+    `host` and `cuda`), whether or not a GPU is here: `--arch` builds with it."""
+    from warmcli.backends.cuda.arch import ArchDevice
+
+    infos = [compiler_info(host)]
+    infos.append({**compiler_info(ArchDevice("sm_90", nvcc, compiler=compiler)), "device": "cuda"})
+    return infos
+
+
+def open_devices(
+    spec: str = "auto",
+    archs: Sequence[str] = (),
+    *,
+    hint: str | None = None,
+    cc: str | None = None,
+    nvcc: str | None = None,
+    compiler: str | None = None,
+    ptx: str | None = None,
+) -> list[Device]:
+    """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
+
+    `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
+    `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
+    highest architecture keep PTX beside its cubins; None keeps none.
+    """
+    if archs:
+        from warmcli.backends.cuda.arch import ArchDevice
+
+        devices: list[Device] = [
+            ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
+        ]
+        return _keep_ptx(devices, ptx)
+    if spec == "auto":
+        spec = hint or ("cuda" if cuda_available() else "host")
+    if spec == "host":
+        return [HostDevice(cc)]
+    if spec == "cuda" and not cuda_available():
+        raise DeviceError(
+            "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
+            "without a GPU, give the architecture: --arch sm_90 (repeat for several)"
+        )
+    if spec == "cuda" or spec.startswith("cuda:"):
+        from warmcli.backends.cuda.device import open_cuda_devices
+
+        return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
+    raise DeviceError(f"unknown device {spec!r}: use host, cuda, cuda:N or --arch sm_XX")
+
+
+def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
+    """Have the device of the highest architecture keep PTX (one PTX per kernel)."""
+    if ptx and devices:
+        from warmcli.backends.cuda.ptx import PtxError, check_ptx_arch
+
+        try:
+            check_ptx_arch(ptx)
+        except PtxError as exc:
+            raise DeviceError(str(exc)) from None
+        highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
+        highest.compilers.ptx = ptx  # type: ignore[attr-defined]
+    return devices

@@ -1,0 +1,104 @@
+"""Where a build may be served: the one rule production, `warm check`, `warm clean`
+and `warm explain` share.
+
+A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
+compiler builds afresh. Serving is looser: a build is served wherever its binary runs.
+A cubin runs on a device of its SM architecture whose driver supports the CUDA
+release that built it, whichever nvcc (or none) that machine has; a host object runs
+on a CPU of its architecture (one of another OS fails to load, and is a `binary`
+miss, rebuilt). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
+the driver's JIT (whether that driver knows its ISA is read from the PTX itself:
+`warmcli.backends.cuda.ptx.check_ptx`). Among a kernel's builds that run on a device, a
+cubin for its arch is preferred to PTX, and the device's own toolchain's build to
+another's. This module holds no state; it never opens a bundle, compiles, loads or
+prints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from warmcli.backends.cuda.ptx import virtual_sm
+from warmcli.records import KernelRecord
+
+_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+_VERSION = re.compile(r"^(\d+)\.(\d+)")
+SAME_PARTS = ("source", "options", "defines")  # the key components one kernel's builds share
+_SM = re.compile(r"^sm_(\d{2,3})")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A device a build would be served on: its backend, arch, driver (a CUDA version
+    such as `13.0`; anything else is not judged) and its own compiler's identity."""
+
+    backend: str
+    arch: str
+    driver: str = ""
+    toolchain: str | None = None  # None: no compiler there
+
+
+def cuda_release(identity: str) -> tuple[int, int] | None:
+    """The CUDA release an nvcc identity names (`nvcc:Cuda compilation tools, release 13.0, …`)."""
+    found = _RELEASE.search(identity)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def jits_on(record: KernelRecord, arch: str) -> bool:
+    """Whether `record` is CUDA PTX a GPU of `arch` can JIT (`compute_XX`, XX at most its SM)."""
+    v, sm = virtual_sm(record.arch), _SM.match(arch)
+    return record.backend == "cuda" and v is not None and sm is not None and v <= int(sm.group(1))
+
+
+def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
+    """None when `record`'s binary runs on `target`, else (component, reason)."""
+    if record.backend != target.backend:
+        return "backend", f"built for a {record.backend} device, not {target.backend}"
+    keyed = record.components.get("toolchain")
+    if keyed is not None and keyed != record.toolchain:  # a changed row: its key says otherwise
+        return "toolchain", f"build names toolchain {record.toolchain!r}, its key {keyed!r}"
+    if record.arch != target.arch and not jits_on(record, target.arch):
+        return "arch", f"built for {record.arch}, the device is {target.arch}"
+    if record.backend == "cuda":
+        built = cuda_release(record.toolchain)
+        found = _VERSION.match(target.driver)
+        driver = (int(found.group(1)), int(found.group(2))) if found else None
+        if built and driver and built > driver:
+            return "toolchain", (
+                f"built by CUDA {built[0]}.{built[1]}, the driver supports CUDA "
+                f"{driver[0]}.{driver[1]}"
+            )
+    return None
+
+
+def same_kernel(record: KernelRecord) -> tuple[str, ...]:
+    """What makes builds one kernel, whatever arch and toolchain built them."""
+    c = record.components
+    if not c:
+        return (record.backend, record.entry, record.label)
+    return (record.backend, record.entry, record.label, *(c.get(p, "") for p in SAME_PARTS))
+
+
+def choose(
+    records: Iterable[KernelRecord], target: Target, same: Callable[[KernelRecord], bool]
+) -> KernelRecord | None:
+    """The build to serve on `target` among the `records` that `same` accepts as builds
+    of the kernel wanted: one for the target's arch (its own toolchain's first, else any
+    that runs there), else PTX its driver JITs (its own toolchain's first, the highest
+    `compute_XX`)."""
+    fallback = None
+    ptx: tuple[tuple[bool, int], KernelRecord] | None = None
+    for record in records:
+        if why_not(record, target) is not None or not same(record):
+            continue
+        if record.arch != target.arch:  # PTX, JIT-compiled by the driver
+            rank = (record.toolchain == target.toolchain, virtual_sm(record.arch) or 0)
+            if ptx is None or rank > ptx[0]:
+                ptx = (rank, record)
+            continue
+        if record.toolchain == target.toolchain:
+            return record
+        fallback = fallback or record
+    return fallback or (ptx[1] if ptx else None)

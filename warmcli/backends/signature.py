@@ -1,0 +1,232 @@
+"""The parameter letters checked against the kernel's own declaration, by the compiler.
+
+Each kernel's section of a translation unit gets a *signature probe* after its source:
+code that only compiles when the entry exists and its declared parameters are what
+the letters say (their count, pointer or scalar, and each scalar's exact type). For
+CUDA (C++) the probe is `static_assert`s over `decltype(entry)` with small templates
+(`CUDA_HELPERS`, once per translation unit), so nothing is parsed. For C, the probe
+calls the entry with the letters' count of arguments (the compiler checks the count)
+and, when the entry's definition is found in the source, repeats its parameter list
+in a function whose `_Static_assert`s test each parameter with `_Generic` and
+`__builtin_classify_type`. The probe's lines are marked `#line 1 "warm-signature"`,
+so a failure is recognised in the compiler's log and turned into one clear message
+that shows the letters and the declared parameters (`explain`). This module holds
+no state and runs no compiler.
+"""
+
+from __future__ import annotations
+
+import re
+
+from warmcli.backends.compiler import CompileFailure, CompileUnit, file_scope_names
+from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
+
+MARK = "warm-signature"
+_ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+# The types a scalar letter may be declared as, as `_Generic` associations (type: accept);
+# the CUDA probe reads the same table.
+_C_TYPES: dict[str, str] = {
+    "b": "signed char: 1, char: (char)-1 < 0",
+    "B": "unsigned char: 1, char: (char)-1 > 0",
+    "h": "short: 1",
+    "H": "unsigned short: 1",
+    "i": "int: 1",
+    "I": "unsigned int: 1",
+    "l": "long: sizeof(long) == 8, long long: 1",
+    "q": "long: sizeof(long) == 8, long long: 1",
+    "L": "unsigned long: sizeof(long) == 8, unsigned long long: 1",
+    "Q": "unsigned long: sizeof(long) == 8, unsigned long long: 1",
+    "?": "_Bool: 1",
+    "f": "float: 1",
+    "d": "double: 1",
+}
+
+
+def _cuda_condition(letter: str, t: str) -> str:
+    """The C++ condition that type `t` is one a parameter of `letter` may be declared as."""
+    if letter == "P":
+        return f"warm_sig::is_ptr<{t}>::value"
+    if letter == "e":
+        return f"warm_sig::is_half<{t}>::value"
+    accepted = []
+    for association in _C_TYPES[letter].split(", "):
+        name, condition = association.split(": ")
+        name = "bool" if name == "_Bool" else name
+        accepted.append(f"(warm_sig::same<{t}, {name}>::value && ({condition}))")
+    return " || ".join(accepted)
+
+
+CUDA_HELPERS = """\
+#line 1 "warm-signature"
+namespace warm_sig {
+template <class T, class U> struct same { static const bool value = false; };
+template <class T> struct same<T, T> { static const bool value = true; };
+template <class T> struct is_ptr { static const bool value = false; };
+template <class T> struct is_ptr<T *> { static const bool value = true; };
+template <int N, class... A> struct at { typedef void type; };
+template <class H, class... R> struct at<0, H, R...> { typedef H type; };
+template <int N, class H, class... R> struct at<N, H, R...> {
+    typedef typename at<N - 1, R...>::type type;
+};
+template <class F> struct params;
+template <class R, class... A> struct params<R(A...)> {
+    static const int count = sizeof...(A);
+    template <int N> using arg = typename at<N, A...>::type;
+};
+#if defined(__CUDA_FP16_TYPES_EXIST__)
+template <class T> struct is_half { static const bool value = same<T, __half>::value; };
+#else
+template <class T> struct is_half { static const bool value = false; };
+#endif
+}
+"""
+
+
+def _matching(text: str, open_at: int) -> int:
+    """The index of the parenthesis closing the one at `open_at`, or -1."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _split(params: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(params):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(params[start:i])
+            start = i + 1
+    parts.append(params[start:])
+    parts = [" ".join(p.split()) for p in parts]
+    return [] if parts in ([""], ["void"]) else parts
+
+
+def declared_parameters(source: str, entry: str) -> list[str] | None:
+    """The parameters of `entry`'s definition in `source`, as written; None if not found."""
+    text = _COMMENT.sub(" ", source)
+    for m in re.finditer(rf"\b{re.escape(entry)}\s*\(", text):
+        before = text[: m.start()].rstrip()
+        if not before or not (before[-1].isalnum() or before[-1] in "_*)"):
+            continue  # a call or an expression, not a declarator
+        if re.search(r"\b(return|else|do)$", before):
+            continue
+        close = _matching(text, m.end() - 1)
+        if close < 0:
+            return None
+        if text[close + 1 :].lstrip().startswith("{"):
+            return _split(text[m.end() : close])
+    return None
+
+
+def _tag(unit: CompileUnit) -> str:
+    return unit.key[:16]
+
+
+def probe(unit: CompileUnit) -> str:
+    """The signature probe to append to one kernel's section (its entry macro still set)."""
+    kernel = unit.kernel
+    if kernel.language == "cuda":
+        return _cuda_probe(kernel, _tag(unit))
+    return _c_probe(kernel, _tag(unit), unit.symbol)
+
+
+def _cuda_probe(kernel: Kernel, tag: str) -> str:
+    sig = f"warm_sig::params<decltype({kernel.entry})>"
+    lines = [
+        f'#line 1 "{MARK}"',
+        f'static_assert({sig}::count == {len(kernel.params)}, "{MARK}:count:{tag}");',
+    ]
+    for i, letter in enumerate(kernel.params):
+        condition = _cuda_condition(letter, f"{sig}::arg<{i}>")
+        lines.append(f'static_assert({condition}, "{MARK}:{i + 1}:{tag}");')
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
+    zeros = ", ".join("0" for _ in kernel.params)
+    lines = [
+        f'#line 1 "{MARK}"',
+        f"static void __attribute__((unused)) warm_sig_{symbol}_count(void) {{",
+        f"    (void)sizeof(&{kernel.entry});",  # an entry the source lacks: undeclared
+        f"    if (0) {kernel.entry}({zeros});",  # the count, checked by the compiler
+        "}",
+    ]
+    declared = declared_parameters(kernel.source, kernel.entry)
+    if declared is not None and len(declared) == len(kernel.params):
+        body = []
+        for i, (letter, text) in enumerate(zip(kernel.params, declared, strict=True)):
+            name = _parameter_name(text)
+            if name is None:
+                return "\n" + "\n".join(lines) + "\n"
+            if letter == "P":
+                test = f"__builtin_classify_type({name}) == 5"  # pointer_type_class
+            else:
+                test = f"_Generic(({name}), {_C_TYPES[letter]}, default: 0)"
+            body.append(f'    _Static_assert({test}, "{MARK}:{i + 1}:{tag}"); (void){name};')
+        lines.append(
+            f"static void __attribute__((unused)) warm_sig_{symbol}_types({', '.join(declared)}) {{"
+        )
+        lines += [*body, "}"]
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def _parameter_name(text: str) -> str | None:
+    """The name a declared parameter gives (the last identifier outside brackets)."""
+    pointer_to_function = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)", text)
+    if pointer_to_function:
+        return pointer_to_function.group(1)
+    bare = re.sub(r"\[[^\]]*\]", "", text)
+    names = re.findall(r"[A-Za-z_]\w*", bare)
+    keywords = {"const", "volatile", "restrict", "__restrict__", "__restrict", "unsigned"}
+    if not names or names[-1] in keywords or len(names) < 2:
+        return None
+    return names[-1]
+
+
+def explain(failure: CompileFailure) -> CompileFailure:
+    """A failure of one kernel's signature probe as one clear message (others unchanged)."""
+    if len(failure.units) != 1 or MARK not in failure.log:
+        return failure
+    (unit,) = failure.units
+    kernel = unit.kernel
+    tag = _tag(unit)
+    declared = declared_parameters(kernel.source, kernel.entry)
+    failed = {m.group(1) for m in _ASSERT.finditer(failure.log) if m.group(2) == tag}
+    missing = any(
+        unit.symbol in line and ("undeclared" in line or "undefined" in line)
+        for line in failure.log.splitlines()
+    )
+    if missing:
+        defined = ", ".join(file_scope_names(kernel.source)) or "none"
+        message = (
+            f"kernel {kernel.label}: its source defines no function named {kernel.entry!r} "
+            f"(the entry name); functions it defines: {defined}"
+        )
+    else:
+        shown = (
+            f"{kernel.entry}({', '.join(declared)})" if declared is not None else "its declaration"
+        )
+        lines = [
+            f"kernel {kernel.label}: parameter letters {kernel.params!r} do not match {shown}:"
+        ]
+        if (declared is not None and len(declared) != len(kernel.params)) or "count" in failed:
+            count = "?" if declared is None else len(declared)
+            lines.append(f"  {len(kernel.params)} letter(s) for {count} declared parameter(s)")
+        for position in sorted(int(p) for p in failed if p.isdigit()):
+            letter = kernel.params[position - 1]
+            what = declared[position - 1] if declared and position <= len(declared) else "?"
+            lines.append(
+                f"  argument {position}: letter {letter!r} ({PARAM_DESCRIPTIONS[letter]}), "
+                f"declared {what!r}"
+            )
+        message = "\n".join(lines)
+    return CompileFailure(f"{message}\n\ncompiler log:\n{failure.log}", failure.units, False)

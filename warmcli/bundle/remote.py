@@ -1,0 +1,258 @@
+"""Bundles named by URL: `https://` (and `http://`) and `s3://bucket/key`.
+
+`fetch(url)` gives a local copy that a process opens read-only as any bundle: it
+is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
+that folder's lock, into a unique temporary file that is checked (its size, the
+sha256 the store states, then `warm verify`'s integrity check) before one atomic
+rename publishes it. The ETag (or sha256) is remembered beside it: the next fetch
+asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads
+only if so. When the store cannot be reached, or sends something that is no
+bundle, the last good copy is used and `Fetched.warning` says why (the caller
+shows it once); without one, `RemoteError`. `push` uploads a bundle to an
+`s3://` URL with its sha256 in the object's metadata (an S3 PUT publishes the
+whole object at once, so a reader never sees a torn one and of two concurrent
+pushes one wins whole). The S3 client is boto3 (`pip install warmcli[s3]`),
+imported only for an `s3://` URL; its endpoint and credentials come from the usual
+AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...). A download is a
+bundle from elsewhere: untrusted input, opened by `warmcli.bundle.store` like any other.
+This module never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+from filelock import FileLock
+
+from warmcli.bundle.store import BundleError
+from warmcli.home import TMP_SUFFIX, warm_home, write_private
+
+SCHEMES = ("https", "http", "s3")
+TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
+CHUNK = 1 << 20
+SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
+
+
+class RemoteError(OSError):
+    """A URL that cannot be fetched or pushed (and no last good copy to fall back on)."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The local copy of a remote bundle, and why it may be the last good one."""
+
+    path: Path
+    downloaded: bool
+    warning: str | None = None
+
+
+def is_url(text: str | os.PathLike[str]) -> bool:
+    """Whether `text` names a bundle by URL rather than by path."""
+    return isinstance(text, str) and urlsplit(text).scheme in SCHEMES and "://" in text
+
+
+def cache_dir(url: str) -> Path:
+    """Where the local copy of `url` and what is remembered about it live."""
+    return warm_home() / "remote" / hashlib.sha256(url.encode()).hexdigest()[:32]
+
+
+def fetch(url: str) -> Fetched:
+    """The local copy of the bundle at `url`, downloaded only if it changed."""
+    folder = cache_dir(url)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    local, meta_path = folder / "bundle.warm", folder / "meta.json"
+    with FileLock(str(folder / "lock")):
+        meta = _read_meta(meta_path) if local.exists() else {}
+        try:
+            got = _store(url).download(meta.get("etag"), folder)
+        except RemoteError as exc:
+            if not local.exists():
+                raise
+            return Fetched(local, False, f"{exc}; using the last good copy {local}")
+        if got is None:  # unchanged
+            return Fetched(local, False)
+        tmp, etag, digest = got
+        problem = _not_a_bundle(tmp)
+        if problem:
+            tmp.unlink(missing_ok=True)
+            if not local.exists():
+                raise RemoteError(f"{url}: download refused: {problem}")
+            return Fetched(local, False, f"{url}: download refused ({problem}); using {local}")
+        os.replace(tmp, local)
+        write_private(
+            str(folder), str(meta_path), json.dumps({"etag": etag, "sha256": digest}).encode()
+        )
+        return Fetched(local, True)
+
+
+def push(bundle: Path, url: str) -> str:
+    """Upload `bundle` to the `s3://` `url` (checked first to be a bundle); its sha256."""
+    if urlsplit(url).scheme != "s3":
+        raise RemoteError(f"{url}: warm push uploads to s3:// URLs only")
+    problem = _not_a_bundle(bundle)
+    if problem:
+        raise RemoteError(f"{bundle}: not pushed: {problem}")
+    digest = _sha256_file(bundle)
+    store = _S3(url)
+    with open(bundle, "rb") as fh:
+        store.call(
+            lambda c: c.put_object(
+                Bucket=store.bucket, Key=store.key, Body=fh, Metadata={SHA_META: digest}
+            )
+        )
+    return digest
+
+
+def local_bundle(location: str | os.PathLike[str]) -> tuple[Path, str | None]:
+    """A bundle path, or a URL's local copy (fetched); and the fetch's warning, if any."""
+    if not is_url(location):
+        return Path(location), None
+    got = fetch(str(location))
+    return got.path, got.warning
+
+
+# -- the stores --------------------------------------------------------------------------------
+
+
+def _store(url: str) -> _Http | _S3:
+    return _S3(url) if urlsplit(url).scheme == "s3" else _Http(url)
+
+
+class _Http:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:
+        import http.client  # here: a process that names no URL never imports them
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                size = response.headers.get("Content-Length")
+                tmp, digest, length = _receive(response, folder)
+                new_etag = response.headers.get("ETag") or digest
+        except urllib.error.HTTPError as exc:
+            if exc.code == 304:
+                return None
+            raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        return _checked(self.url, tmp, digest, length, size, None, new_etag)
+
+
+class _S3:
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.url, self.bucket, self.key = url, parts.netloc, parts.path.lstrip("/")
+        if not self.bucket or not self.key:
+            raise RemoteError(f"{url}: an S3 URL is s3://bucket/key")
+        try:
+            import boto3
+        except ImportError:
+            raise RemoteError(f"{url}: s3:// URLs need boto3: pip install 'warmcli[s3]'") from None
+        from botocore.config import Config
+
+        config = Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT, retries={"max_attempts": 1})
+        self.client = boto3.client("s3", config=config)
+
+    def call(self, action: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return action(self.client)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise RemoteError(f"{self.url}: {error.get('Code')}: {error.get('Message')}") from None
+        except BotoCoreError as exc:
+            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+
+    def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:
+        head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
+        if etag is not None and head.get("ETag") == etag:
+            return None
+        got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
+        body = got["Body"]
+        try:
+            tmp, digest, length = _receive(body, folder)
+        except OSError as exc:
+            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+        finally:
+            body.close()
+        stated = (got.get("Metadata") or {}).get(SHA_META)
+        return _checked(
+            self.url, tmp, digest, length, got.get("ContentLength"), stated, got["ETag"]
+        )
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def _receive(stream: BinaryIO | Any, folder: Path) -> tuple[Path, str, int]:
+    """Copy `stream` into a unique temporary file in `folder`; its path, sha256 and size."""
+    fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
+    digest, length = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            while chunk := stream.read(CHUNK):
+                digest.update(chunk)
+                length += len(chunk)
+                fh.write(chunk)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name), digest.hexdigest(), length
+
+
+def _checked(
+    url: str, tmp: Path, digest: str, length: int, size: Any, stated: str | None, etag: str
+) -> tuple[Path, str, str]:
+    """The download, if it is as long and hashes as the store said; else `RemoteError`."""
+    problem = None
+    if size is not None and int(size) != length:
+        problem = f"{length} bytes received, {size} announced"
+    elif stated is not None and stated != digest:
+        problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"
+    if problem:
+        tmp.unlink(missing_ok=True)
+        raise RemoteError(f"{url}: download refused: {problem}")
+    return tmp, etag, digest
+
+
+def _not_a_bundle(path: Path) -> str | None:
+    """Why the file at `path` is no sound warm bundle (`warm verify`'s integrity check:
+    SQLite's, the manifest, every blob's sha256, every tune), or None."""
+    from warmcli.ops.verify import check_bundle
+
+    try:
+        report = check_bundle(path)
+    except (BundleError, OSError) as exc:
+        return str(exc) or type(exc).__name__
+    return report.problems[0] if report.problems else None
+
+
+def _read_meta(path: Path) -> dict[str, str]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,330 @@
+"""Bundle signatures: which entries a key's owner vouches for (Ed25519, `cryptography`, lazily).
+
+A bundle is native code: its binaries are loaded with a sha256 the bundle itself
+supplies, so integrity is not trust. A signature says, by content, which rows its
+signer vouches for. Every row of the manifest (but its `updated` time), of
+`fingerprints`, `blobs` (sha256 and size), `kernels` and `tunes` (all but their
+usage times) has a `row_hash` over its table and typed values; a signature is an
+Ed25519 signature of the sorted list of those hashes, stored with the list in the
+bundle's `signatures` table. So a VACUUM or a copy stays signed, an edited row or
+a swapped blob matches no signed hash, and a row added later is simply not covered.
+Under trusted keys (`WARM_TRUSTED_KEYS`, or `use_bundle(..., trusted_keys=...)`) a
+bundle that holds entries but no valid signature of a trusted key is refused, and a
+kernel or tune row no such signature covers is never served (`Bundle.kernel`,
+`Bundle.tune`). The `cryptography` package (extra `sign`) is imported only when a
+key is read or a signature made or checked. This module owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warmcli.bundle.store import BundleError
+
+if TYPE_CHECKING:
+    from warmcli.bundle.store import Bundle
+
+HASH_BYTES = 32
+DOMAIN = b"warm bundle signature v1\n"
+TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
+KEY_FILE_BYTES = 64 << 10  # a PEM key is a few hundred bytes
+SHOWN = 10  # uncovered entries named in a report
+
+
+class SignatureError(BundleError):
+    """A key that cannot be read, or a bundle that no trusted key signed."""
+
+
+def _crypto() -> Any:
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:
+        raise SignatureError(
+            "signing needs the 'cryptography' package: pip install 'warmcli[sign]'"
+        ) from None
+    return serialization, ed25519
+
+
+# -- what is signed -----------------------------------------------------------------------------
+
+
+def _value(value: object) -> bytes:
+    """One SQLite value, typed and length-prefixed, so no two rows encode alike."""
+    if value is None:
+        return b"n"
+    if isinstance(value, int):
+        text = str(value).encode()
+        return b"i" + struct.pack(">I", len(text)) + text
+    if isinstance(value, float):  # every NaN as one 8-byte value: all are the same value
+        return b"f" + struct.pack(">d", math.nan if math.isnan(value) else value)
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+    tag = b"s" if isinstance(value, str) else b"b"
+    return tag + struct.pack(">Q", len(raw)) + raw
+
+
+def row_hash(table: str, values: Sequence[object]) -> bytes:
+    """The sha256 of one row of `table` as SQLite returns it (its signed columns)."""
+    h = hashlib.sha256(DOMAIN)
+    h.update(_value(table))
+    h.update(struct.pack(">I", len(values)))
+    for v in values:
+        h.update(_value(v))
+    return h.digest()
+
+
+def _message(rows: bytes) -> bytes:
+    return DOMAIN + hashlib.sha256(rows).digest()
+
+
+def key_id(public: bytes) -> str:
+    """A public key's short name: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(public).hexdigest()[:16]
+
+
+# -- keys -----------------------------------------------------------------------------------------
+
+
+def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
+    """An Ed25519 key from a PEM file; anything else is a one-line `SignatureError`."""
+    serialization, ed25519 = _crypto()
+    what = "an unencrypted PEM private key" if private else "a PEM public key"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SignatureError(f"{path}: cannot read key: {exc.strerror}") from None
+    if len(data) > KEY_FILE_BYTES:
+        raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
+    try:
+        if private:
+            key = serialization.load_pem_private_key(data, password=None)
+        else:
+            key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise SignatureError(f"{path}: not {what} ({exc})") from None
+    kind = ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey
+    if not isinstance(key, kind):
+        raise SignatureError(f"{path}: not an Ed25519 key")
+    return key
+
+
+def load_private_key(path: str | os.PathLike[str]) -> Any:
+    """An Ed25519 private key from a PEM file (`warm keygen`, `openssl genpkey`)."""
+    return _load_key(path, private=True)
+
+
+def load_public_key(path: str | os.PathLike[str]) -> bytes:
+    """The raw 32 bytes of an Ed25519 public key in a PEM file (`.pub` of `warm keygen`)."""
+    return _raw_public(_load_key(path, private=False))
+
+
+def _raw_public(key: Any) -> bytes:
+    serialization, _ = _crypto()
+    raw: bytes = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return raw
+
+
+def trusted_keys(
+    given: Iterable[str | os.PathLike[str]] | None = None,
+) -> list[bytes] | None:
+    """The trusted public keys: `given` key files, else `WARM_TRUSTED_KEYS` (files or
+    directories of `*.pub` files, separated by the path separator); None when neither."""
+    if given is None:
+        text = os.environ.get(TRUSTED_KEYS_ENV, "").strip()
+        if not text:
+            return None
+        given = [p for p in text.split(os.pathsep) if p]
+    files: list[Path] = []
+    for entry in map(Path, given):
+        files += sorted(entry.glob("*.pub")) if entry.is_dir() else [entry]
+    if not files:
+        raise SignatureError("no trusted keys: name Ed25519 public key files (.pub)")
+    return [load_public_key(f) for f in files]
+
+
+def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """A new Ed25519 key pair: the private key at `path` (mode 0600), the public at `path`.pub;
+    an existing file is never overwritten."""
+    serialization, ed25519 = _crypto()
+    private, public = Path(path), Path(f"{path}.pub")
+    for target in (private, public):
+        if os.path.lexists(target):
+            raise SignatureError(f"{target}: exists; keygen never overwrites a key")
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    for target, data, mode in ((private, pem, 0o600), (public, pub, 0o644)):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            raise SignatureError(f"{target}: exists; keygen never overwrites a key") from None
+        except OSError as exc:
+            raise SignatureError(f"{target}: cannot write key: {exc.strerror}") from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    return private, public
+
+
+# -- signing and checking -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredSignature:
+    """One row of a bundle's `signatures` table, as read (not yet checked)."""
+
+    key_id: str
+    public_key: bytes
+    signature: bytes
+    rows: bytes  # sorted row hashes, HASH_BYTES each
+    signed_at: float
+
+    def valid(self) -> bool:
+        """Whether the signature is the public key's over its list of row hashes."""
+        _, ed25519 = _crypto()
+        if len(self.rows) % HASH_BYTES or len(self.public_key) != 32:
+            return False
+        try:
+            key = ed25519.Ed25519PublicKey.from_public_bytes(self.public_key)
+            key.verify(self.signature, _message(self.rows))
+        except Exception:  # InvalidSignature, or bytes that are no key
+            return False
+        return key_id(self.public_key) == self.key_id
+
+    @property
+    def count(self) -> int:
+        """How many rows the signature covers."""
+        return len(self.rows) // HASH_BYTES
+
+
+class RowSet:
+    """Row hashes that signatures cover: their sorted lists, searched in place (a list of
+    millions of hashes is never made a set of millions of objects)."""
+
+    def __init__(self, lists: Iterable[bytes] = ()) -> None:
+        self._lists = [bytes(rows) for rows in lists]
+
+    def __contains__(self, wanted: object) -> bool:
+        for rows in self._lists:
+            lo, hi = 0, len(rows) // HASH_BYTES
+            while lo < hi:
+                mid = (lo + hi) // 2
+                here = rows[mid * HASH_BYTES : (mid + 1) * HASH_BYTES]
+                if here == wanted:
+                    return True
+                if isinstance(wanted, bytes) and here < wanted:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        return False
+
+
+def sign(
+    bundle: Bundle, private_key: Any, keep: Callable[[str, str, bytes], bool] | None = None
+) -> StoredSignature:
+    """Sign every row of the open, writable `bundle` (those `keep(table, name, hash)`
+    accepts, if given) in one transaction under its lock; the key's earlier signature
+    is replaced."""
+    public = _raw_public(private_key.public_key())
+
+    def make(rows: Iterator[tuple[str, str, bytes]]) -> StoredSignature:
+        hashes = b"".join(sorted({h for t, n, h in rows if keep is None or keep(t, n, h)}))
+        message = _message(hashes)
+        return StoredSignature(
+            key_id(public), public, private_key.sign(message), hashes, time.time()
+        )
+
+    return bundle.sign(make)
+
+
+def covered(bundle: Bundle, trusted: Sequence[bytes]) -> RowSet:
+    """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
+    entries that no trusted key validly signed is refused with `SignatureError`."""
+    good = [s for s in bundle.signatures(trusted) if s.valid()]
+    if not good and bundle.holds_entries():
+        held = [s.key_id for s in bundle.signatures()]
+        why = (
+            f"signed only by untrusted or invalid key(s) {', '.join(held)}" if held else "unsigned"
+        )
+        raise SignatureError(
+            f"{bundle.path}: bundle refused: {why}, and {TRUSTED_KEYS_ENV} asks for a "
+            "signature by a trusted key"
+        )
+    return RowSet(s.rows for s in good)
+
+
+@dataclass
+class SignatureStatus:
+    key_id: str
+    signed_at: float
+    valid: bool
+    trusted: bool | None  # None: no trusted keys were given
+    covers: int  # rows of the bundle this signature covers
+
+
+@dataclass
+class SignatureReport:
+    """What `warm verify` says of a bundle's signatures."""
+
+    signatures: list[SignatureStatus] = field(default_factory=list)
+    rows: int = 0
+    uncovered: int = 0  # rows no valid (trusted, when keys are given) signature covers
+    uncovered_entries: list[str] = field(default_factory=list)  # kernels, tunes: the first few
+    trust_required: bool = False
+    vouched: bool = False  # some valid signature (by a trusted key, when keys are given)
+
+    @property
+    def problems(self) -> list[str]:
+        """Invalid signatures; under trusted keys, also every row no trusted key signed."""
+        found = [f"signature by key {s.key_id} is invalid" for s in self.signatures if not s.valid]
+        if self.trust_required and not self.vouched:
+            found.append("not signed by a trusted key")
+        elif self.trust_required and self.uncovered:
+            named = f": {', '.join(self.uncovered_entries)}" if self.uncovered_entries else ""
+            found.append(
+                f"{self.uncovered} of {self.rows} row(s) not signed by a trusted key{named}"
+            )
+        return found
+
+
+def signature_report(bundle: Bundle, trusted: Sequence[bytes] | None) -> SignatureReport:
+    """Check every signature of `bundle` and which of its rows they cover."""
+    report = SignatureReport(trust_required=trusted is not None)
+    stored = bundle.signatures()
+    valid = {s.key_id: s.valid() for s in stored}
+    sets = {s.key_id: RowSet([s.rows]) for s in stored if valid[s.key_id]}
+    counts = dict.fromkeys(sets, 0)
+    vouching = {
+        s.key_id for s in stored if valid[s.key_id] and (trusted is None or s.public_key in trusted)
+    }
+    report.vouched = bool(vouching)
+    for table, name, h in bundle.row_hashes():
+        report.rows += 1
+        for k, hashes in sets.items():
+            counts[k] += h in hashes
+        if not any(h in sets[k] for k in vouching):
+            report.uncovered += 1
+            if table in ("kernels", "tunes") and len(report.uncovered_entries) < SHOWN:
+                report.uncovered_entries.append(f"{table} {name[:16]}")
+    for s in stored:
+        trusted_here = None if trusted is None else s.public_key in trusted
+        report.signatures.append(
+            SignatureStatus(
+                s.key_id, s.signed_at, valid[s.key_id], trusted_here, counts.get(s.key_id, 0)
+            )
+        )
+    return report

@@ -1,0 +1,17 @@
+"""Every error warm raises, under one base: `WarmError`.
+
+A caller (the CLI above all) catches `WarmError` alone to tell a user's mistake, a
+bad bundle or a failed compile from a bug in warm. Each subclass keeps the standard
+base it always had (`ValueError`, `OSError`, ...) beside `WarmError`, so code that
+caught those still does. This module owns no state and imports nothing of warm.
+"""
+
+from __future__ import annotations
+
+
+class WarmError(Exception):
+    """The base of every error warm raises on purpose."""
+
+
+class WarmWarning(UserWarning):
+    """The base of every warning warm issues."""

@@ -1,0 +1,289 @@
+"""Preflight: can this machine serve a bundle's entries, without running a workload?
+
+For every device here, every kernel the bundle holds (for any arch) must have a
+build that runs on that device by `warmcli.backends.serving`'s rule (arch, and for a cubin
+the driver's CUDA version; any toolchain, the device's own preferred), and the blob
+of that build must match its sha256. A kernel whose cubins are all for older
+architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's driver can
+JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart (`jit`): a slower
+first load, still no compile by warm. Every tune (operation, shapes, candidate set)
+must have a measured pick on that device's fingerprint (a pending tune is not
+servable). Entries only other machines would use (another arch) are counted as
+"not for this machine", never failing; a malformed entry is not servable (reason
+`corrupt`). `check_servable` returns what is not servable, each as a
+`MissExplanation` (the differing component, and what the bundle has against what
+this machine has). The entries are streamed in the order that groups one kernel's
+builds (one tune's devices) together: memory holds one group, the first `LISTED`
+explanations and the counts, whatever the bundle's size. It reads the bundle,
+hashes the blobs it would serve and probes compilers; it never compiles, launches
+or prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.cuda.ptx import PtxError, check_ptx, virtual_sm
+from warmcli.backends.host import HostDevice
+from warmcli.backends.machine import cuda_available, open_devices
+from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, why_not
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.records import KernelRecord, TuneRecord
+from warmcli.runtime.explain import MissExplanation, corrupt_entry, explained
+
+MACHINE = "this machine has"
+LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
+LANGUAGE = {"host": "c", "cuda": "cuda"}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What one device here offers a bundle: its arch, fingerprint and compiler identity."""
+
+    id: str
+    backend: str
+    arch: str
+    fingerprint: str
+    toolchain: str | None  # None: no compiler here (the bundle's builds are served by arch)
+    problem: str = ""  # why there is no compiler
+    driver: str = ""  # the fingerprint's driver (a CUDA version on a GPU)
+
+    @classmethod
+    def of(cls, device: Device) -> Offer:
+        try:
+            compiler = device.compiler(LANGUAGE.get(device.backend, "c"))
+            identity: str | None = compiler.toolchain.identity
+            problem = ""
+        except (ToolchainError, DeviceError, ValueError) as exc:
+            identity, problem = None, str(exc).splitlines()[0]
+        fp = device.fingerprint
+        return cls(
+            device.id, device.backend, device.arch, fp.identity, identity, problem, fp.driver
+        )
+
+
+@dataclass
+class CheckReport:
+    bundle: Path
+    offers: list[Offer]
+    kernels: int = 0
+    tunes: int = 0
+    unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
+    unservable_count: int = 0
+    jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
+    other: int = 0  # entries only other machines use ("not for this machine")
+
+    @property
+    def servable(self) -> bool:
+        return self.unservable_count == 0
+
+    def refuse(self, why: MissExplanation) -> None:
+        """One entry not servable here: counted, and kept if it is among the first `LISTED`."""
+        self.unservable_count += 1
+        if len(self.unservable) < LISTED:
+            self.unservable.append(why)
+
+    def corrupt(self, kind: str) -> Callable[[str, str], None]:
+        """The `on_error` of a listing: a malformed entry counts and is not servable."""
+
+        def refuse(key: str, problem: str) -> None:
+            if kind == "kernel":
+                self.kernels += 1
+            else:
+                self.tunes += 1
+            self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
+
+        return refuse
+
+
+def machine_devices(
+    spec: str = "auto",
+    archs: Sequence[str] = (),
+    nvcc: str | None = None,
+    compiler: str | None = None,
+) -> list[Device]:
+    """The devices to check against: the host and every GPU here (`auto`), or those named.
+
+    `--arch sm_90` checks for a GPU of that architecture without one, beside the host.
+    """
+    if archs:
+        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc, compiler=compiler)]
+    if spec == "auto":
+        gpus = open_devices("cuda", nvcc=nvcc, compiler=compiler) if cuda_available() else []
+        return [HostDevice(), *gpus]
+    return open_devices(spec, nvcc=nvcc, compiler=compiler)
+
+
+def _closest(
+    kind: str,
+    key: str,
+    label: str,
+    held: list[dict[str, str]],
+    want: dict[str, str],
+    order: tuple[str, ...],
+) -> MissExplanation:
+    """Why none of `held` is what a device here wants: the nearest and what differs."""
+    found = explained(kind, key, label, want, held, order, MACHINE)
+    assert found is not None  # callers found no match
+    return found
+
+
+def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExplanation:
+    detail = f"bundle has a {backend} {kind} for {what}, {MACHINE} no {backend} device"
+    return MissExplanation(kind, key, label, "device", detail, ("device",))
+
+
+# SQL orders that stream one kernel's builds (`serving.same_kernel`), one tune's devices
+# (`_tune_group`), next to each other: a malformed `components` sorts as empty.
+_PART = "coalesce(CASE WHEN json_valid(components) THEN json_extract(components, '$.{}') END, '')"
+KERNEL_GROUPS = ", ".join(["backend, entry, label", *(_PART.format(c) for c in SAME_PARTS)])
+TUNE_GROUPS = (
+    "CASE WHEN instr(device, '|') > 0 THEN substr(device, 1, instr(device, '|') - 1) "
+    "ELSE device END, operation, shape_key, checksum"
+)
+_BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
+
+
+def _tune_group(t: TuneRecord) -> tuple[str, ...]:
+    return (t.device.split("|", 1)[0], t.operation, t.shape_key, t.checksum)
+
+
+def _arch_of(fingerprint: str) -> str:
+    parts = fingerprint.split("|")
+    return parts[2] if len(parts) > 2 else ""
+
+
+def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
+    """Every entry of `bundle` that a device here would use and cannot be served, and why.
+
+    For each device here, each kernel the bundle holds (for any arch) must have a build
+    that runs on it (`warmcli.backends.serving`) whose blob matches its sha256 (PTX: that its
+    driver can JIT), and each tune a measured pick on its fingerprint. Entries only
+    other machines use are counted in `other`, never failing.
+    """
+    offers = [Offer.of(d) for d in devices]
+    report = CheckReport(bundle.path, offers)
+    blobs: dict[str, str] = {}  # sha256 -> why its blob cannot be served ("" when it can)
+    kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)
+    for _, builds in itertools.groupby(kernels, same_kernel):
+        group = list(builds)
+        report.kernels += sum(1 for k in group if virtual_sm(k.arch) is None)  # PTX goes along
+        _check_kernels(bundle, group, offers, report, blobs)
+    tunes = bundle.each_tune(on_error=report.corrupt("tune"), order=TUNE_GROUPS)
+    for _, same_tune in itertools.groupby(tunes, _tune_group):
+        group = list(same_tune)
+        report.tunes += len(group)
+        _check_tunes(group, offers, report)
+    return report
+
+
+def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: dict[str, str], offer: Offer) -> str:
+    """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
+    failing its sha256, or PTX that device's driver cannot JIT."""
+    ptx = virtual_sm(record.arch) is not None
+    cached = None if ptx else blobs.get(record.sha256)
+    if cached is not None:
+        return cached
+    try:
+        data = bundle.blob(record.sha256)
+        if ptx:
+            check_ptx(data, offer.arch, offer.driver)
+        problem = ""
+    except BundleError as exc:
+        problem = f"bundle's build: {exc}"
+    except PtxError as exc:
+        return f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
+    if len(blobs) >= _BLOBS_HELD:
+        blobs.clear()
+    blobs[record.sha256] = problem
+    return problem
+
+
+def _check_kernels(
+    bundle: Bundle,
+    group: list[KernelRecord],
+    offers: list[Offer],
+    report: CheckReport,
+    blobs: dict[str, str],
+) -> None:
+    """One kernel's builds (every arch and toolchain) against every device here."""
+    first = group[0]
+    here = [o for o in offers if o.backend == first.backend]
+    if not here:
+        for k in group:
+            if virtual_sm(k.arch) is None:
+                report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
+        return
+    used: set[str] = set()
+    for o in here:
+        target = Target(o.backend, o.arch, o.driver, o.toolchain)
+        chosen = choose(group, target, lambda _: True)
+        if chosen is None:
+            report.refuse(_unrunnable(group, target))
+            continue
+        used.add(chosen.key)
+        problem = _blob_problem(bundle, chosen, blobs, o)
+        ptx = chosen.arch != o.arch
+        if problem:
+            reason = "ptx" if ptx and not problem.startswith("bundle's build") else "binary"
+            report.refuse(
+                MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
+            )
+        elif ptx:
+            held = ", ".join(sorted({k.arch for k in group if virtual_sm(k.arch) is None}))
+            detail = (
+                f"served by PTX JIT: bundle has {held or 'no cubin'} and {chosen.arch} PTX, "
+                f"{MACHINE} {o.arch} (slower first load, no compile by warm)"
+            )
+            report.jit.append(
+                MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
+            )
+    archs = {o.arch for o in here}
+    report.other += sum(
+        1 for k in group if k.key not in used and k.arch not in archs and virtual_sm(k.arch) is None
+    )
+
+
+def _unrunnable(group: list[KernelRecord], target: Target) -> MissExplanation:
+    """Why no build of one kernel runs on `target`: the driver, else the arch."""
+    first = group[0]
+    for k in group:
+        why = why_not(k, target)
+        if why is not None and why[0] != "arch":
+            return MissExplanation("kernel", k.key, k.label, why[0], why[1], (why[0],))
+    held = ", ".join(sorted({k.arch for k in group}))
+    detail = f"bundle has {held}, {MACHINE} {target.arch}"
+    return MissExplanation("kernel", first.key, first.label, "arch", detail, ("arch",))
+
+
+def _check_tunes(group: list[TuneRecord], offers: list[Offer], report: CheckReport) -> None:
+    """One tune's records (every device) against every device here."""
+    first = group[0]
+    label = f"{first.operation} {first.shape_key}"
+    backend = first.device.split("|", 1)[0]
+    here = [o for o in offers if o.backend == backend]
+    if not here:
+        for t in group:
+            report.refuse(_absent("tune", t.key, label, backend, t.device))
+        return
+    used: set[str] = set()
+    for o in here:
+        mine = [t for t in group if t.device == o.fingerprint]
+        used.update(t.key for t in mine)
+        if any(t.status == "measured" for t in mine):
+            continue
+        if mine:
+            detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
+            report.refuse(MissExplanation("tune", mine[0].key, label, "pending", detail))
+            continue
+        held = [{"device": t.device} for t in group]
+        report.refuse(
+            _closest("tune", first.key, label, held, {"device": o.fingerprint}, ("device",))
+        )
+    archs = {o.arch for o in here}
+    report.other += sum(1 for t in group if t.key not in used and _arch_of(t.device) not in archs)

@@ -1,0 +1,363 @@
+"""Cleaning a bundle: drop what this machine can never use, and evict to a size.
+
+A kernel is *corrupt* when its blob is missing or fails its sha256: removed, so the
+next `warm run` builds it again. An entry is *foreign* when this machine would
+never serve it: a kernel whose binary runs on no device here (`warmcli.backends.serving`: a
+host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
+takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
+holds a build of this machine's toolchain for (superseded); a tune measured on a
+device whose fingerprint is none of this machine's. What this machine cannot judge
+is kept and listed (`kept_unjudged`): kernels and tunes of a backend whose devices
+it cannot list (CUDA without a GPU), and pending tunes (compile-only, finished on
+any GPU later). `max_size` then evicts the least recently used kernels until the
+binaries they need fit; a binary shared by a batch is freed with its last kernel.
+The entries stream through the plan, which counts every removal by reason and
+keeps the first `LISTED` whole (to show), and the keys to remove only when it is
+to be applied: memory holds no whole table (a digest of each of this machine's
+toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
+blob and time of each kept kernel, to order them). `plan_clean` is pure;
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.serving import Target, same_kernel, why_not
+from warmcli.backends.toolchain import ToolchainError, probe
+from warmcli.bundle.store import AS_STORED, Bundle, BundleError
+from warmcli.records import KernelRecord, TuneRecord
+
+COMPILE_ONLY = "compile-only"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
+OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine uses: compiler identities by name, host arch, device fingerprints."""
+
+    toolchains: Mapping[str, str]
+    host_arch: str
+    devices: frozenset[str]
+    backends: frozenset[str]
+    gpus: frozenset[tuple[str, str]] = frozenset()  # (arch, driver) of every GPU here
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One entry a clean removes, and why."""
+
+    kind: str  # "kernel" or "tune"
+    key: str
+    label: str  # as `warm stats` names it
+    where: str
+    reason: str
+    bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
+
+
+@dataclass
+class CleanPlan:
+    removals: list[Removal] = field(default_factory=list)  # the first `LISTED`
+    kept_unjudged: list[str] = field(default_factory=list)
+    binary_bytes_before: int = 0
+    binary_bytes_after: int = 0
+    by_reason: Counter[str] = field(default_factory=Counter)  # every removal
+    removed: Counter[str] = field(default_factory=Counter)  # by kind
+    keys: dict[str, list[str]] | None = None  # by kind, every key to remove (when applied)
+
+    def remove(self, removal: Removal) -> None:
+        """Count one removal; keep it whole if it is among the first, its key if applied."""
+        reason = removal.reason
+        if reason not in self.by_reason and len(self.by_reason) >= LISTED:
+            reason = OTHER_REASONS
+        self.by_reason[reason] += 1
+        self.removed[removal.kind] += 1
+        if len(self.removals) < LISTED:
+            self.removals.append(removal)
+        if self.keys is not None:
+            self.keys.setdefault(removal.kind, []).append(removal.key)
+
+
+@dataclass
+class CleanReport:
+    path: Path
+    plan: CleanPlan
+    applied: bool
+    dry_run: bool
+    file_bytes_before: int
+    file_bytes_after: int
+
+
+def where(device: str, arch: str) -> str:
+    """A kernel's device and arch in one phrase (a compile-only device is named by its arch)."""
+    return device if device == arch else f"{device} {arch}"
+
+
+def parse_size(text: str) -> int:
+    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def current_machine() -> Machine:
+    """This machine: its `cc`, `nvcc` and NVRTC (where found), host arch, every visible device."""
+    from warmcli.backends.host import HostDevice
+    from warmcli.backends.host.compiler import host_cc
+
+    toolchains: dict[str, str] = {}
+    with contextlib.suppress(ToolchainError):
+        toolchains["cc"] = probe("cc", host_cc()).identity
+    try:
+        from warmcli.backends.cuda.nvcc import NvccCompiler
+
+        toolchains["nvcc"] = NvccCompiler().toolchain.identity
+    except (ToolchainError, ImportError):
+        pass
+    try:
+        from warmcli.backends.cuda.nvrtc import NvrtcCompiler
+
+        toolchains["nvrtc"] = NvrtcCompiler().toolchain.identity
+    except (ToolchainError, ImportError):
+        pass
+    host = HostDevice()
+    devices = {host.fingerprint.identity}
+    backends = {"host"}
+    gpus: set[tuple[str, str]] = set()
+    try:
+        from warmcli.backends.cuda.device import list_cuda_devices
+
+        for d in list_cuda_devices():
+            fp = DeviceFingerprint("cuda", str(d["name"]), str(d["arch"]), str(d["driver_version"]))
+            devices.add(fp.identity)
+            backends.add("cuda")
+            gpus.add((fp.arch, fp.driver))
+    except ImportError:
+        pass
+    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends), frozenset(gpus))
+
+
+def _build_of(k: KernelRecord) -> bytes:
+    """A digest of what makes `k` one kernel's build for one arch, whatever its toolchain."""
+    return hashlib.blake2b(repr((*same_kernel(k), k.arch)).encode(), digest_size=16).digest()
+
+
+def local_builds(kernels: Iterable[KernelRecord], machine: Machine) -> set[bytes]:
+    """`_build_of` every kernel built by this machine's toolchain of its compiler's name."""
+    return {
+        _build_of(k)
+        for k in kernels
+        if machine.toolchains.get(k.toolchain.split(":", 1)[0]) == k.toolchain
+    }
+
+
+def _kernel_foreign(
+    k: KernelRecord, machine: Machine, local: Collection[bytes]
+) -> tuple[str | None, str | None]:
+    """(why it is foreign, why it cannot be judged); both None when it is this machine's.
+
+    Foreign: its binary runs on no device here (`warmcli.backends.serving`), or another toolchain
+    built it and the bundle holds this machine's toolchain's build of it (`local`)."""
+    if k.backend == "host":
+        targets = [Target("host", machine.host_arch)]
+    elif k.backend in machine.backends:
+        targets = [Target(k.backend, arch, driver) for arch, driver in sorted(machine.gpus)]
+    else:
+        return None, f"{k.backend} kernels (no {k.backend} device visible here)"
+    reasons = [why_not(k, t) for t in targets]
+    if all(r is not None for r in reasons):
+        first = next((r for r in reasons if r is not None), None)
+        return (first[1] if first else f"no {k.backend} device here"), None
+    compiler = k.toolchain.split(":", 1)[0]
+    current = machine.toolchains.get(compiler)
+    if current is not None and k.toolchain != current and _build_of(k) in local:
+        return f"toolchain {k.toolchain} (superseded by this machine's {current})", None
+    return None, None
+
+
+def _tune_foreign(t: TuneRecord, machine: Machine) -> tuple[str | None, str | None]:
+    backend, _, rest = t.device.partition("|")
+    if rest.startswith(COMPILE_ONLY + "|") or t.status == "pending":
+        return None, "pending tunes (measured later on a GPU)"
+    if backend not in machine.backends:
+        return None, f"tunes on {backend} devices (none visible here)"
+    if t.device not in machine.devices:
+        return f"device {t.device} is not here", None
+    return None, None
+
+
+def _lru(
+    kept: list[tuple[float, str, str]],
+    sizes: Mapping[str, int],
+    max_size: int,
+    plan: CleanPlan,
+    labels: Callable[[str], KernelRecord | None],
+    listed: dict[str, tuple[str, int]],
+) -> set[str]:
+    """Evict the least recently used of `kept` (last used, key, blob) until the blobs the
+    rest use fit in `max_size`; the keys evicted."""
+    users = Counter(sha for _, _, sha in kept)
+    size = sum(sizes[sha] for sha in users)
+    evicted: set[str] = set()
+    for _, key, sha in sorted(kept):
+        if size <= max_size:
+            break
+        users[sha] -= 1
+        if users[sha] == 0:
+            size -= sizes[sha]
+        evicted.add(key)
+        k = labels(key) if len(plan.removals) < LISTED else None  # shown: named
+        label, place = (k.label, where(k.device, k.arch)) if k else (key[:16], "")
+        reason = f"least recently used (over {max_size:,} bytes)"
+        if len(plan.removals) < LISTED:
+            listed[key] = (sha, sizes[sha])
+        plan.remove(Removal("kernel", key, label, place, reason, sizes[sha]))
+    return evicted
+
+
+def plan_clean(
+    kernels: Iterable[tuple[KernelRecord, float]],
+    tunes: Iterable[TuneRecord],
+    machine: Machine,
+    *,
+    keep_foreign: bool = False,
+    max_size: int | None = None,
+    apply: bool = True,
+    labels: Callable[[str], KernelRecord | None] = lambda key: None,
+    corrupt: Mapping[str, str] | None = None,
+    local: Collection[bytes] | None = None,
+) -> CleanPlan:
+    """What a clean removes, and why (pure: each kernel with its last-used time, and each
+    tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
+    a kernel evicted by `max_size` (by its key); `corrupt`: the sha256 of every blob
+    that fails it, and why (its kernels are removed); `local`: `local_builds` of the
+    kernels (else read from `kernels`, which is then read twice)."""
+    if local is None:
+        kernels = list(kernels)
+        local = local_builds((k for k, _ in kernels), machine)
+    plan = CleanPlan(keys={} if apply else None)
+    unjudged: Counter[str] = Counter()
+    sizes: dict[str, int] = {}  # by blob: what every kernel uses
+    kept_sizes: dict[str, int] = {}  # by blob: what the kept kernels use
+    kept: list[tuple[float, str, str]] = []  # (last used, key, blob), for `max_size` only
+    listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
+    for k, last_used in kernels:
+        sizes[k.sha256] = k.size
+        bad = corrupt.get(k.sha256) if corrupt else None
+        foreign, cannot = (f"corrupt: {bad}", None) if bad else _kernel_foreign(k, machine, local)
+        if cannot:
+            unjudged[cannot] += 1
+        if foreign and (bad or not keep_foreign):
+            if len(plan.removals) < LISTED:
+                listed[k.key] = (k.sha256, k.size)
+            plan.remove(Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size))
+            continue
+        kept_sizes[k.sha256] = k.size
+        if max_size is not None:
+            kept.append((last_used, k.key, k.sha256))
+    for t in tunes:
+        foreign, cannot = _tune_foreign(t, machine)
+        if cannot:
+            unjudged[cannot] += 1
+        if foreign and not keep_foreign:
+            label = f"{t.operation} {t.shape_key}"
+            plan.remove(Removal("tune", t.key, label, t.device, foreign))
+    plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in sorted(unjudged.items())]
+    plan.binary_bytes_before = sum(sizes.values())
+    plan.binary_bytes_after = sum(kept_sizes.values())
+    staying = set(kept_sizes)
+    if max_size is not None:
+        evicted = _lru(kept, sizes, max_size, plan, labels, listed)
+        in_use = {sha for _, key, sha in kept if key not in evicted}
+        plan.binary_bytes_after = sum(sizes[sha] for sha in in_use)
+        staying = in_use
+    _bytes_freed(plan, listed, staying)
+    return plan
+
+
+def _bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying: set[str]) -> None:
+    """Each listed kernel removal's `bytes`: what removing it frees. A binary a batch shares
+    is freed by the last of its kernels to go (the others free nothing), never by one that
+    stays, so the removals' bytes add up to `binary_bytes_before - binary_bytes_after`
+    (when every removal is listed)."""
+    freed: set[str] = set()
+    for i in reversed(range(len(plan.removals))):
+        r = plan.removals[i]
+        if r.kind != "kernel" or r.key not in listed:
+            continue
+        sha, size = listed[r.key]
+        gone = sha not in staying and sha not in freed
+        freed.add(sha)
+        plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
+
+
+def _corrupt_blobs(bundle: Bundle) -> dict[str, str]:
+    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
+    bad = {
+        sha: "its blob does not match its sha256"
+        for sha, _, actual in bundle.blob_digests()
+        if actual != sha
+    }
+    for k in bundle.each_orphan():
+        bad[k.sha256] = "its blob is missing"
+    return bad
+
+
+def drop_corrupt(bundle: Bundle) -> int:
+    """Remove every kernel whose blob is missing or fails its sha256, so a `warm run`
+    over the bundle builds again what its workload reaches; returns kernels removed."""
+    bad = _corrupt_blobs(bundle)
+    if not bad:
+        return 0
+    kernels = bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED)
+    keys = [k.key for k in kernels if k.sha256 in bad]
+    if keys:
+        bundle.delete(keys)
+    return len(keys)
+
+
+def clean_bundle(
+    path: str | os.PathLike[str],
+    machine: Machine | None = None,
+    *,
+    keep_foreign: bool = False,
+    max_size: int | None = None,
+    dry_run: bool = False,
+) -> CleanReport:
+    """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it."""
+    path = Path(path)
+    if not path.exists():  # never create one: there is nothing to clean
+        raise BundleError(f"{path}: no such bundle")
+    before = path.stat().st_size
+    machine = machine or current_machine()
+    with Bundle.open(path, write=not dry_run) as bundle:
+        plan = plan_clean(
+            ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
+            bundle.each_tune(order=AS_STORED),
+            machine,
+            keep_foreign=keep_foreign,
+            max_size=max_size,
+            apply=not dry_run,
+            labels=bundle.kernel,
+            corrupt=_corrupt_blobs(bundle),
+            local=local_builds(bundle.each_kernel(order=AS_STORED), machine),
+        )
+        applied = bool(plan.removals) and not dry_run
+        if applied and plan.keys is not None:
+            bundle.delete(plan.keys.get("kernel", []), plan.keys.get("tune", []))
+            bundle.vacuum()
+    return CleanReport(path, plan, applied, dry_run, before, path.stat().st_size)

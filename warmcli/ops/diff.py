@@ -1,0 +1,180 @@
+"""Comparing two bundles: kernels and tunes only in one of them, and picks that differ.
+
+Kernels and tunes are matched by key (a kernel key is content-addressed, a tune
+key names the operation, input shapes, device and candidate set), so "only in A"
+means B would have to compile or tune it. For a tune key held by both, a differing
+pick is reported with each bundle's pick and its median time. Both bundles' keys
+(and picks) are read as two streams ordered by key and joined as they go, so memory
+does not grow with their size: a `BundleDiff` counts everything and keeps the first
+`LISTED` entries of each kind, whose rows alone are read whole. This module reads
+both bundles; it never writes or prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.records import KernelRecord, TuneRecord
+
+LISTED = 1_000  # entries of each kind a diff keeps (and shows); the rest are counted
+Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+_K = TypeVar("_K", bound=_Keyed)
+
+
+class Key(NamedTuple):
+    """One entry as a diff first reads it: its key, and a tune's pick."""
+
+    key: str
+    pick: object = None
+
+
+@dataclass(frozen=True)
+class PickChange:
+    """One tune key whose pick differs between the two bundles, with the evidence."""
+
+    operation: str
+    shape: str
+    device: str
+    a_pick: str | None
+    a_seconds: float | None
+    b_pick: str | None
+    b_seconds: float | None
+    a_measured_at: float
+    b_measured_at: float
+
+
+@dataclass
+class BundleDiff:
+    """What differs: the first `LISTED` entries of each kind, and how many there are."""
+
+    a: str
+    b: str
+    kernels_only_a: list[KernelRecord] = field(default_factory=list)
+    kernels_only_b: list[KernelRecord] = field(default_factory=list)
+    tunes_only_a: list[TuneRecord] = field(default_factory=list)
+    tunes_only_b: list[TuneRecord] = field(default_factory=list)
+    picks_changed: list[PickChange] = field(default_factory=list)
+    kernels_shared: int = 0
+    tunes_shared: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # by list name, all of them
+    usage_a: dict[str, tuple[float, float]] = field(default_factory=dict)  # key: created, used
+    usage_b: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def same(self) -> bool:
+        return not any(self.counts.values())
+
+    def count(self, name: str) -> int:
+        return self.counts.get(name, 0)
+
+    def keep(self, name: str, entry: Callable[[], object]) -> None:
+        """Count one entry of the list `name`; read it (`entry()`) and keep it if it is
+        among the first `LISTED`."""
+        self.counts[name] = self.counts.get(name, 0) + 1
+        listed = getattr(self, name)
+        if len(listed) < LISTED:
+            listed.append(entry())
+
+
+def pick_seconds(tune: TuneRecord) -> float | None:
+    """The median time of the picked candidate, if it was measured."""
+    return next((c.seconds for c in tune.candidates if c.name == tune.pick), None)
+
+
+def joined(a: Iterable[_K], b: Iterable[_K]) -> Iterator[tuple[_K | None, _K | None]]:
+    """Two streams ordered by key, paired by key: (x, None), (None, y) or (x, y)."""
+    ia, ib = iter(a), iter(b)
+    x, y = next(ia, None), next(ib, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x.key < y.key):
+            yield x, None
+            x = next(ia, None)
+        elif x is None or y.key < x.key:
+            yield None, y
+            y = next(ib, None)
+        else:
+            yield x, y
+            x, y = next(ia, None), next(ib, None)
+
+
+def diff_keys(
+    a: str,
+    b: str,
+    kernels: tuple[Iterable[Key], Iterable[Key]],
+    tunes: tuple[Iterable[Key], Iterable[Key]],
+    read: tuple[Reader, Reader],
+) -> BundleDiff:
+    """The difference of two bundles from their keys, each stream ordered by key; `read`
+    gives an entry's record by its kind and key, in A and in B (pure: no file is read
+    but through `read`)."""
+    diff = BundleDiff(a, b)
+    ra, rb = read
+    shared = {"kernel": 0, "tune": 0}
+    for kind, (xs, ys) in (("kernel", kernels), ("tune", tunes)):
+        for x, y in joined(xs, ys):
+            if x is None or y is None:
+                side, entry, reader = ("b", y, rb) if x is None else ("a", x, ra)
+                assert entry is not None
+                key = entry.key
+                diff.keep(f"{kind}s_only_{side}", lambda r=reader, w=kind, k=key: r(w, k))
+                continue
+            shared[kind] += 1
+            if x.pick != y.pick:  # a kernel's is None in both
+                key = x.key
+                diff.keep("picks_changed", lambda k=key: _change(ra("tune", k), rb("tune", k)))
+    diff.kernels_shared, diff.tunes_shared = shared["kernel"], shared["tune"]
+    return diff
+
+
+def _change(ta: Any, tb: Any) -> PickChange:
+    return PickChange(
+        operation=ta.operation,
+        shape=ta.shape_key,
+        device=ta.device,
+        a_pick=ta.pick,
+        a_seconds=pick_seconds(ta),
+        b_pick=tb.pick,
+        b_seconds=pick_seconds(tb),
+        a_measured_at=ta.measured_at,
+        b_measured_at=tb.measured_at,
+    )
+
+
+def _reader(bundle: Bundle) -> Reader:
+    def read(kind: str, key: str) -> KernelRecord | TuneRecord:
+        record = bundle.kernel(key) if kind == "kernel" else bundle.tune(key)
+        if record is None:  # removed since its key was read
+            raise BundleError(f"{bundle.path}: {kind} {key[:16]} was removed while being read")
+        return record
+
+    return read
+
+
+def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> BundleDiff:
+    """What differs between the bundles at `a` and `b`; see the module doc."""
+    with Bundle.open(a) as ba, Bundle.open(b) as bb:
+
+        def keys(bundle: Bundle, table: str) -> Iterator[Key]:
+            return (Key(*row) for row in bundle.keys(table))
+
+        diff = diff_keys(
+            str(a),
+            str(b),
+            (keys(ba, "kernels"), keys(bb, "kernels")),
+            (keys(ba, "tunes"), keys(bb, "tunes")),
+            (_reader(ba), _reader(bb)),
+        )
+        diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
+        diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
+        return diff

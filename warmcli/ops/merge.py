@@ -1,0 +1,300 @@
+"""Merging bundles: the union of several bundles' kernels and tunes in one new bundle.
+
+Bundles made on several machines or for several architectures are combined by
+key. A kernel key is content-addressed, so a kernel held by two bundles is the
+same kernel: it is stored once, with the latest `last_used` of its sources (a
+merge is not a use). A tune key measured in two bundles keeps the newer
+measurement, and the report says which one won and which was dropped. Bundles of
+different format versions, and files that are no warm bundle, are refused before
+anything is read. The output's write lock is held from the first read to the
+publish, so a writer of the output (a `warm run`, a production write-back, another
+merge into it) waits and then writes into the merged file: no write is lost. The
+result is written to a temporary file beside the output, given the output's mode,
+owner and group, and moved into place only when complete, so a failed merge leaves
+the output as it was and nothing beside it (what a killed merge left is removed by
+the next). The inputs' signatures do not carry over: given a key, the output is
+signed with it (every entry), else the report says the output is unsigned. Nothing
+here prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warmcli.bundle.file import remove_leftovers, unlink_all
+from warmcli.bundle.signing import sign, signature_report
+from warmcli.bundle.store import (
+    APPLICATION_ID,
+    DISK_FULL,
+    Bundle,
+    BundleError,
+    read_header,
+    write_lock,
+)
+from warmcli.records import KernelRecord, TuneRecord
+
+
+class MergeError(BundleError):
+    """Bundles that cannot be merged (format versions differ), or an output in the way."""
+
+
+@dataclass(frozen=True)
+class TuneChoice:
+    """A tune key measured in two bundles: which measurement was kept, which dropped."""
+
+    operation: str
+    shape: str
+    device: str
+    kept: str
+    kept_pick: str | None
+    kept_measured_at: float
+    dropped: str
+    dropped_pick: str | None
+    dropped_measured_at: float
+
+
+@dataclass
+class MergeReport:
+    out: Path
+    sources: list[str]
+    kernels: int = 0
+    tunes: int = 0
+    fingerprints: int = 0
+    contributed: dict[str, tuple[int, int]] = field(default_factory=dict)
+    choices: list[TuneChoice] = field(default_factory=list)
+    signature: str = ""  # signed by which key, or that the output is unsigned
+
+
+def check_format_versions(paths: Sequence[Path]) -> None:
+    """Refuse a file that is no warm bundle (one line each: empty, foreign), then bundles
+    whose format versions differ, naming each one's version; nothing else is read."""
+    versions: dict[Path, int] = {}
+    for path in paths:
+        if path.is_dir():
+            raise MergeError(f"{path}: is a directory, not a bundle")
+        try:
+            app, version, _ = read_header(path)
+        except FileNotFoundError:
+            raise MergeError(f"{path}: no such bundle") from None
+        if app != APPLICATION_ID:
+            raise MergeError(f"{path}: not a warm bundle (an SQLite file of another application)")
+        versions[path] = version
+    if len(set(versions.values())) > 1:
+        listed = ", ".join(f"{p} (format {v})" for p, v in versions.items())
+        raise MergeError(f"cannot merge bundles of different format versions: {listed}")
+
+
+def merge_bundles(
+    sources: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    signing_key: Any = None,
+    trusted_keys: Sequence[bytes] | None = None,
+) -> MergeReport:
+    """Write the union of `sources` to `out`; see the module doc. Under `trusted_keys`,
+    signing OUT needs every input wholly signed by them (else a row no trusted key
+    signed, an edited tune or an added kernel, would come out signed)."""
+    paths = _distinct([Path(s) for s in sources])
+    out = Path(out)
+    if len(paths) < 1:
+        raise MergeError("merge needs at least one bundle")
+    if out.is_dir():
+        raise MergeError(f"{out}: is a directory: name the bundle file to write")
+    check_format_versions(paths)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MergeError(f"{out}: cannot make its directory ({exc.strerror})") from None
+    report = MergeReport(out, [str(p) for p in paths])
+    with write_lock(out):  # OUT's writers wait from the first read to the publish
+        remove_leftovers(out)
+        in_sources = out.exists() and any(p.samefile(out) for p in paths)
+        if out.exists() and not (overwrite or in_sources):
+            raise MergeError(f"{out} exists: name it as an input to merge into it, or pass --force")
+        kept = _attributes_to_keep(out)
+        with contextlib.ExitStack() as stack:
+            bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+            if signing_key is not None and trusted_keys is not None:
+                _check_vouched(bundles, paths, trusted_keys)
+            union = _read(bundles, report)
+            report.signature = _publish(bundles, union, out, kept, signing_key)
+    kernels, tunes = union.kernels, union.tunes
+    report.kernels, report.tunes, report.fingerprints = (
+        len(kernels),
+        len(tunes),
+        len(union.fingerprints),
+    )
+    for index, path in enumerate(paths):
+        report.contributed[str(path)] = (
+            sum(1 for _, i in kernels.values() if i == index),
+            sum(1 for _, i in tunes.values() if i == index),
+        )
+    return report
+
+
+def _check_vouched(
+    bundles: Sequence[Bundle], paths: Sequence[Path], trusted: Sequence[bytes]
+) -> None:
+    for bundle, path in zip(bundles, paths, strict=True):
+        problems = signature_report(bundle, trusted).problems
+        if problems:
+            raise MergeError(
+                f"{path}: {'; '.join(problems)}: under WARM_TRUSTED_KEYS, merge --key signs "
+                "only inputs that trusted keys signed whole (re-warm or re-sign it)"
+            )
+
+
+def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:
+    if signing_key is not None:
+        signature = sign(dest, signing_key)
+        return f"signed by key {signature.key_id}: {signature.count} row(s)"
+    if any(b.signatures() for b in sources):
+        return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
+    return ""
+
+
+@dataclass
+class _Union:
+    """Everything the inputs hold, by key, with the index of the input each entry is from."""
+
+    kernels: dict[str, tuple[KernelRecord, int]] = field(default_factory=dict)
+    last_used: dict[str, float] = field(default_factory=dict)
+    tunes: dict[str, tuple[TuneRecord, int]] = field(default_factory=dict)
+    fingerprints: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
+
+
+def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
+    union = _Union()
+    for index, bundle in enumerate(bundles):
+        usage = bundle.usage()
+        for record in bundle.kernels():
+            union.kernels.setdefault(record.key, (record, index))
+            used = usage.get(record.key, (0.0, 0.0))[1]
+            union.last_used[record.key] = max(used, union.last_used.get(record.key, 0.0))
+        for tune in bundle.tunes():
+            _choose(union.tunes, tune, index, report)
+        for fp in bundle.fingerprints():
+            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
+            union.fingerprints[str(fp["identity"])] = (str(fp["kind"]), data)
+    return union
+
+
+def _publish(
+    bundles: Sequence[Bundle],
+    union: _Union,
+    out: Path,
+    kept: os.stat_result | None,
+    signing_key: Any,
+) -> str:
+    """Write `union` beside `out`, give it `kept`'s mode, owner and group, and move it into
+    place, signed given `signing_key` (what is said of the signature is returned); on
+    any failure nothing is left behind and `out` is as it was."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
+    try:
+        tmp.unlink(missing_ok=True)
+        with Bundle.create(tmp) as dest:
+            by_blob: dict[tuple[int, str], list[KernelRecord]] = {}
+            for record, index in union.kernels.values():
+                by_blob.setdefault((index, record.sha256), []).append(record)
+            for (index, sha), records in by_blob.items():
+                binary = bundles[index].blob(sha)
+                dest.put(kernels=[(r, binary) for r in records])
+            dest.put(
+                tunes=[t for t, _ in union.tunes.values()],
+                fingerprints=[(i, kind, data) for i, (kind, data) in union.fingerprints.items()],
+            )
+            dest.touch(union.last_used)
+            signature = _sign(dest, signing_key, bundles)
+        if kept is not None:
+            _keep_attributes(tmp, out, kept)
+        os.replace(tmp, out)
+        return signature
+    except BundleError as exc:
+        if DISK_FULL in str(exc):
+            raise MergeError(
+                f"{out}: {DISK_FULL}: nothing was merged, {out} is unchanged"
+            ) from None
+        raise
+    except OSError as exc:
+        raise MergeError(
+            f"{out}: cannot write the merged bundle ({exc.strerror}); it is unchanged"
+        ) from None
+    finally:
+        unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
+
+
+def _attributes_to_keep(out: Path) -> os.stat_result | None:
+    """OUT's stat, when it exists; refused when the caller may not write it (as `run` and
+    `clean` would be)."""
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        return None
+    if not os.access(out, os.W_OK):
+        raise MergeError(f"{out}: not writable by you: nothing was merged")
+    return st
+
+
+def _keep_attributes(tmp: Path, out: Path, kept: os.stat_result) -> None:
+    """Give the merged file OUT's owner, group and mode, or refuse the merge."""
+    st = os.stat(tmp)
+    if (st.st_uid, st.st_gid) != (kept.st_uid, kept.st_gid):
+        try:
+            os.chown(tmp, kept.st_uid, kept.st_gid)
+        except PermissionError:
+            raise MergeError(
+                f"{out}: belongs to {kept.st_uid}:{kept.st_gid}, and a merge by you cannot keep "
+                "its owner and group: nothing was merged (merge as its owner)"
+            ) from None
+    os.chmod(tmp, stat.S_IMODE(kept.st_mode))
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """The inputs, each file once (a bundle named twice is merged once, in its first place)."""
+    seen: list[Path] = []
+    for p in paths:
+        if not any(p == q or (p.exists() and q.exists() and p.samefile(q)) for q in seen):
+            seen.append(p)
+    return seen
+
+
+def _choose(
+    tunes: dict[str, tuple[TuneRecord, int]], tune: TuneRecord, index: int, report: MergeReport
+) -> None:
+    """Keep the newer measurement of a tune key; note the choice when both differ."""
+    held = tunes.get(tune.key)
+    if held is None:
+        tunes[tune.key] = (tune, index)
+        return
+    old, old_index = held
+    if (old.measured_at, old.pick) == (tune.measured_at, tune.pick):
+        return
+    newer, newer_index, older, older_index = (
+        (tune, index, old, old_index) if _rank(tune) > _rank(old) else (old, old_index, tune, index)
+    )
+    tunes[tune.key] = (newer, newer_index)
+    report.choices.append(
+        TuneChoice(
+            operation=newer.operation,
+            shape=newer.shape_key,
+            device=newer.device,
+            kept=report.sources[newer_index],
+            kept_pick=newer.pick,
+            kept_measured_at=newer.measured_at,
+            dropped=report.sources[older_index],
+            dropped_pick=older.pick,
+            dropped_measured_at=older.measured_at,
+        )
+    )
+
+
+def _rank(tune: TuneRecord) -> tuple[bool, float]:
+    """A measured pick beats a pending one; then the newer measurement wins."""
+    return (tune.status == "measured", tune.measured_at)

@@ -1,0 +1,352 @@
+"""Why a bundle missed: the nearest entry it does hold, and which part of the key differs.
+
+A miss (a kernel or tune the loaded bundle lacks) is explained by reading the
+bundle's entries for the same kernel entry or tunable operation (an indexed
+query, run only on a miss), taking the nearest one (fewest differing key
+components) and naming the component that differs: `toolchain`, `arch`,
+`options`, `defines`, `source` for a kernel; `device` (fingerprint), `checksum`
+(candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
+holds nothing of that entry or operation, `pending` for a tune only recorded
+without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
+entry whose row is malformed (it is never served; a malformed row of the same
+entry or operation is skipped when looking for the nearest), `signature` when
+only the parameter letters or language differ, `unsigned` when the bundle holds the
+entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
+mode meets a compile or tune with no bundle loaded at all. A `MissPolicy` says what a runtime
+does with an explanation: it always counts it (per reason) into the active
+collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
+strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
+the cold cost. This module owns no state and never prints; logging is the
+caller's to route.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from warmcli.execution.process_mode import active_collector
+from warmcli.printable import printable
+
+if TYPE_CHECKING:
+    from warmcli.bundle.store import Bundle
+    from warmcli.kernel import Kernel
+    from warmcli.records import TuneRecord
+    from warmcli.runtime.tune import Tunable
+
+
+def warn(message: str, *args: object) -> None:
+    """Log a warning on logger `warmcli` (`logging` is imported on the first: most
+    processes log nothing)."""
+    import logging
+
+    logging.getLogger("warmcli").warning(message, *args)
+
+
+KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
+TUNE_COMPONENTS = ("device", "checksum", "shape")
+DEVICE_FIELDS = ("backend", "name", "arch", "driver")
+REASONS = {
+    "toolchain": "toolchain (compiler and version)",
+    "arch": "architecture",
+    "options": "compile options",
+    "defines": "defines",
+    "source": "source",
+    "signature": "parameter letters or language",
+    "device": "device fingerprint",
+    "checksum": "candidate set",
+    "shape": "shape/dtype key",
+    "absent": "not in the bundle",
+    "pending": "tune pending",
+    "binary": "binary unusable",
+    "unsigned": "not signed by a trusted key",
+    "corrupt": "corrupt entry",
+    "no-bundle": "no bundle loaded",
+}
+UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
+NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
+PROCESS = "this process wants"
+_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class MissExplanation:
+    """One miss: what was missed, the key component that differs, and the two values."""
+
+    kind: str  # "kernel" or "tune"
+    key: str
+    label: str
+    reason: str  # one of REASONS
+    detail: str  # "bundle has X, this process wants Y"
+    differs: tuple[str, ...] = ()  # every component the nearest entry differs in
+
+    def line(self) -> str:
+        """One line to print or log: the bundle's text in it has its control characters
+        escaped, so it cannot forge a line or drive a terminal."""
+        return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "differs": list(self.differs)}
+
+
+class StrictMissError(RuntimeError):
+    """Strict mode: a production process was about to compile or tune what the bundle lacks."""
+
+    def __init__(self, explanation: MissExplanation) -> None:
+        self.explanation = explanation
+        verb = "compile kernel" if explanation.kind == "kernel" else "tune"
+        super().__init__(
+            printable(
+                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
+                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+            )
+        )
+
+
+class Strictness(enum.Enum):
+    OFF = "off"
+    WARN = "warn"
+    RAISE = "raise"
+
+    @classmethod
+    def parse(cls, value: bool | str | None) -> Strictness:
+        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither."""
+        if isinstance(value, bool) or value is None:
+            return cls.RAISE if value else cls.OFF
+        text = value.strip().lower()
+        if text in ("", "0", "off", "false", "no"):
+            return cls.OFF
+        if text == "warn":
+            return cls.WARN
+        if text in ("1", "raise", "true", "on", "yes"):
+            return cls.RAISE
+        raise ValueError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class MissPolicy:
+    """What a runtime does with an explained miss: count it always; log, warn or raise if told."""
+
+    log: bool = False
+    strict: Strictness = Strictness.OFF
+
+    @classmethod
+    def from_env(
+        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
+    ) -> MissPolicy:
+        """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
+        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
+        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
+        return cls(log=explain, strict=chosen)
+
+    def report(self, device_id: str, explanation: MissExplanation) -> None:
+        """Count the miss by reason, then log it, warn or raise as this policy says."""
+        view = "compilation" if explanation.kind == "kernel" else "autotune"
+        active_collector().miss(device_id, view, explanation)
+        self.refuse(explanation)
+        if self.strict is Strictness.WARN:
+            warn("warm: strict: %s", explanation.line())
+        elif self.log:
+            warn("warm: miss: %s", explanation.line())
+
+    def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
+        """A compile or tune with no bundle loaded at all: refused (or warned) under strict
+        mode, which cannot be kept without a bundle; nothing otherwise."""
+        if self.strict is not Strictness.OFF:
+            self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
+
+    def refuse(self, explanation: MissExplanation) -> None:
+        """Raise `StrictMissError` under strict mode: also for a miss reported before, so
+        a caller that caught the first error and tries again is refused again."""
+        if self.strict is Strictness.RAISE:
+            raise StrictMissError(explanation)
+
+
+EXPLAIN = MissPolicy()  # the default: explain and count, never log or raise
+
+
+# -- finding the nearest entry -----------------------------------------------------------------
+
+
+def nearest(
+    wanted: Mapping[str, str], held: Sequence[Mapping[str, str]], order: Sequence[str]
+) -> tuple[tuple[str, ...], list[Mapping[str, str]]]:
+    """The components the closest held entries differ in (in `order`), and those entries."""
+    scored = [(tuple(c for c in order if h.get(c) != wanted.get(c)), h) for h in held]
+    best = min((d for d, _ in scored), key=lambda d: (len(d), [order.index(c) for c in d]))
+    return best, [h for d, h in scored if d == best]
+
+
+def _show(component: str, value: str) -> str:
+    if component == "defines":
+        pairs = json.loads(value) if value else []
+        return " ".join(f"{k}={v}" for k, v in pairs) or "no defines"
+    if component == "options":
+        return " ".join(json.loads(value) if value else []) or "no options"
+    if component in ("source", "checksum"):
+        return f"sha256 {value[:12]}"
+    return value or "none"
+
+
+_NUMBER = re.compile("[0-9]+")
+
+
+def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:
+    """How far a held shape key is from the wanted one: keys with the same text between
+    their numbers first, then by how far apart the numbers are (in ratio), then by text."""
+    a, b = _NUMBER.findall(held), _NUMBER.findall(wanted)
+    same_text = _NUMBER.sub("#", held) == _NUMBER.sub("#", wanted)
+    if not same_text or len(a) != len(b):
+        return (1, float(abs(len(a) - len(b))), held)
+    return (
+        0,
+        sum(abs(math.log((int(x) + 1) / (int(y) + 1))) for x, y in zip(a, b, strict=True)),
+        held,
+    )
+
+
+def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
+    shown = list(dict.fromkeys(_show(component, h.get(component, "")) for h in held))
+    more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
+    return " | ".join(shown[:_SHOWN]) + more
+
+
+def describe(
+    component: str,
+    held: Sequence[Mapping[str, str]],
+    wanted: Mapping[str, str],
+    who: str = PROCESS,
+) -> str:
+    """'bundle has X, <who> Y' for one differing component (a device's: which field)."""
+    if component == "device":
+        ours = wanted["device"].split("|")
+        theirs = [h["device"].split("|") for h in held]
+        for i, name in enumerate(DEVICE_FIELDS):
+            if any(t[i : i + 1] != ours[i : i + 1] for t in theirs):
+                values = " | ".join(dict.fromkeys("|".join(t[i : i + 1]) for t in theirs))
+                return f"{name}: bundle has {values}, {who} {'|'.join(ours[i : i + 1])}"
+    if component == "checksum" and "candidates" in wanted:
+        names = {h.get("candidates", "") for h in held}
+        if names != {wanted["candidates"]}:
+            return f"bundle has {' | '.join(sorted(names))}, {who} {wanted['candidates']}"
+        return (
+            f"same candidate names, a candidate's kernel differs: bundle has "
+            f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
+        )
+    if component == "shape":  # the nearest shapes first, not the alphabetically first
+        held = sorted(held, key=lambda h: shape_distance(h.get("shape", ""), wanted["shape"]))
+    return f"bundle has {_values(component, held)}, {who} {_show(component, wanted[component])}"
+
+
+def explained(
+    kind: str,
+    key: str,
+    label: str,
+    wanted: Mapping[str, str],
+    held: Sequence[Mapping[str, str]],
+    order: Sequence[str],
+    who: str = PROCESS,
+) -> MissExplanation | None:
+    """The explanation against the nearest of `held`; None when one matches in every component."""
+    differs, near = nearest(wanted, held, order)
+    if not differs:
+        return None
+    detail = describe(differs[0], near, wanted, who)
+    return MissExplanation(kind, key, label, differs[0], detail, differs)
+
+
+# -- the two kinds of miss ---------------------------------------------------------------------
+
+
+def explain_kernel(
+    bundle: Bundle,
+    kernel: Kernel,
+    key: str,
+    wanted: Mapping[str, str],
+    any_toolchain: bool = False,
+) -> MissExplanation:
+    """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
+
+    `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a miss."""
+    if bundle.refused(key):
+        return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
+    held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
+    if not held:
+        return MissExplanation(
+            "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
+        )
+    order = KERNEL_COMPONENTS[1:] if any_toolchain else KERNEL_COMPONENTS
+    found = explained("kernel", key, kernel.label, wanted, held, order)
+    if found is not None:
+        return found
+    return MissExplanation(
+        "kernel",
+        key,
+        kernel.label,
+        "signature",
+        "bundle has a build with the same source, options, defines, arch and toolchain; "
+        f"its parameter letters or language differ (this process: {kernel.params!r}, "
+        f"{kernel.language})",
+    )
+
+
+def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
+    """The bundle holds a row under `key` that is malformed: a miss, never served."""
+    return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+
+
+def _skip(key: str, problem: str) -> None:
+    """A malformed row met while looking for the nearest entry: not a candidate."""
+
+
+def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
+    """The bundle holds the build but its blob cannot be served (missing or corrupt)."""
+    return MissExplanation("kernel", key, kernel.label, "binary", f"bundle's build: {error}")
+
+
+def tune_components(record: TuneRecord) -> dict[str, str]:
+    return {
+        "device": record.device,
+        "checksum": record.checksum,
+        "shape": record.shape_key,
+        "candidates": ", ".join(sorted(c.name for c in record.candidates)),
+    }
+
+
+def explain_tune(
+    bundle: Bundle,
+    tunable: Tunable,
+    key: str,
+    shape_key: str,
+    device_identity: str,
+    record: TuneRecord | None,
+) -> MissExplanation:
+    """Why the bundle has no measured pick under `key` for `tunable` on these inputs."""
+    label = f"{tunable.name} {shape_key}"
+    if bundle.refused(key):
+        return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
+    if record is not None and record.status == "pending":
+        return MissExplanation(
+            "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"
+        )
+    if record is not None:
+        detail = f"bundle's pick {record.pick!r} is not a candidate here"
+        return MissExplanation("tune", key, label, "checksum", detail, ("checksum",))
+    wanted = {
+        "device": device_identity,
+        "checksum": tunable.checksum,
+        "shape": shape_key,
+        "candidates": ", ".join(sorted(tunable.candidates)),
+    }
+    held = [tune_components(r) for r in bundle.tunes(tunable.name, _skip)]
+    if not held:
+        return MissExplanation("tune", key, label, "absent", f"bundle holds no {tunable.name!r}")
+    found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
+    assert found is not None  # equal components would be an equal key
+    return found

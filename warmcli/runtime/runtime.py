@@ -1,0 +1,301 @@
+"""The runtime a workload talks to: buffers, launches and tunes on one device.
+
+A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both
+reading the bundle, if one is loaded). Every launch resolves its `LaunchMode`
+here, where it is issued, from the process mode and the mode of the stream it
+goes out on, and hands that verdict to the cache and the device; the arguments of a launch that is
+only queued or compiled are checked against the kernel's letters as an executed
+launch's are (by the device), so a mistake shows in the first pass. A read of a
+buffer under a discarding process mode is refused (`DiscardedReadError`), or
+warned about when the runtime allows it, because buffers are left as they were.
+What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
+and handed to the runtime's `MissPolicy` (`warmcli.runtime.explain`; `None` for the warming
+passes, where everything is a miss by design), which in strict mode refuses it.
+Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
+becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
+Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
+that shard's tunes and queues or compiles only the launched kernels it owns
+(`warmcli.runtime.shard`); everything else it skips.
+The runtime never prints; it counts into the active `StatisticsCollector`.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, Device, LaunchConfig
+from warmcli.backends.launch_args import Converter, any_buffer_of, converter
+from warmcli.bundle.store import Bundle
+from warmcli.execution.base import LaunchMode, resolve_launch_mode
+from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
+from warmcli.execution.stream_mode import Stream
+from warmcli.kernel import Kernel
+from warmcli.records import KernelRecord, TuneRecord
+from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune
+from warmcli.runtime.kernel_cache import KernelCache
+from warmcli.runtime.shard import Shard, tune_token
+from warmcli.runtime.tune import Tunable, TuneCache, measure
+
+
+class DiscardedReadError(RuntimeError):
+    """A workload read a buffer back under a process mode that discards launches."""
+
+
+class DiscardedReadWarning(UserWarning):
+    """Like `DiscardedReadError`, when the runtime was told to allow such reads."""
+
+
+def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise ValueError(f"grid and block take 1 to 3 positive sizes, not {value!r}")
+    return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+
+
+_CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
+_MAX_CONFIGS = 4096
+
+
+def _launch_config(
+    grid: int | Sequence[int], block: int | Sequence[int], shared: int
+) -> LaunchConfig:
+    """The launch's configuration, made once per distinct (grid, block, shared) given."""
+    try:
+        return _CONFIGS[(grid, block, shared)]
+    except KeyError:
+        config = LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+        if len(_CONFIGS) < _MAX_CONFIGS:
+            _CONFIGS[(grid, block, shared)] = config
+        return config
+    except TypeError:  # a list is not hashable: nothing to remember it by
+        return LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+
+
+class Runtime:
+    """One device, its caches and its default stream; see the module doc."""
+
+    def __init__(
+        self,
+        device: Device,
+        bundle: Bundle | None = None,
+        *,
+        jobs: int | None = None,
+        compile_timeout: float | None = None,
+        allow_discarded_reads: bool = False,
+        misses: MissPolicy | None = EXPLAIN,
+        shard: Shard | None = None,
+    ) -> None:
+        self.device = device
+        self.shard = shard
+        self.bundle = bundle
+        self.misses = misses
+        self.kernels = KernelCache(
+            device,
+            bundle,
+            jobs=jobs,
+            timeout=compile_timeout,
+            misses=misses,
+            any_toolchain=misses is not None,  # serving, not warming: any build that runs here
+        )
+        self.tunes = TuneCache(device.id, bundle)
+        self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
+        self.allow_discarded_reads = allow_discarded_reads
+        self.default_stream = device.new_stream()
+        self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
+
+    @property
+    def arch(self) -> str:
+        return self.device.arch
+
+    # -- buffers ---------------------------------------------------------------------------
+
+    def buffer(self, shape: int | Sequence[int], dtype: str = "float32") -> Buffer:
+        """A new device buffer (zeroed on the host; shape-only on a compile-only device)."""
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self.device.allocate(dims, dtype)
+
+    def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
+        """A new buffer holding a copy of `array`."""
+        data = np.asarray(array, dtype=dtype)
+        buffer = self.device.allocate(data.shape, data.dtype.name)
+        self.device.upload(buffer, data)
+        return buffer
+
+    def wrap(
+        self, obj: Any, shape: Sequence[int] | None = None, dtype: str | None = None
+    ) -> Buffer:
+        """Memory the caller already owns on this device as a `Buffer` for `launch`: a
+        PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
+        anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays)."""
+        from warmcli.pycuda.args import wrap
+
+        return wrap(obj, self.device.id, shape, dtype)
+
+    def read(self, buffer: Buffer) -> np.ndarray:
+        """The buffer's contents; refused under a discarding process mode."""
+        if current_process_mode().discards:
+            self.refuse_discarded_read(str(buffer), stacklevel=2)
+            if not self.device.can_execute:
+                return np.zeros(buffer.shape, dtype=buffer.dtype)
+        self.default_stream.synchronize()
+        return self.device.download(buffer)
+
+    def refuse_discarded_read(self, what: str, *, stacklevel: int = 1) -> None:
+        """A read of `what` under a discarding pass: `DiscardedReadError`, or when reads are
+        allowed a `DiscardedReadWarning`, counted and noted."""
+        message = (
+            f"read of {what} under {current_process_mode().value}: launches are discarded in "
+            "this pass, so buffers are left as they were and what is read back is meaningless"
+        )
+        if not self.allow_discarded_reads:
+            raise DiscardedReadError(message)
+        warnings.warn(message, DiscardedReadWarning, stacklevel=stacklevel + 1)
+        active_collector().count(self.device.id, "execution", "discarded_reads")
+        active_collector().note(message)
+
+    # -- launches --------------------------------------------------------------------------
+
+    def stream(self) -> Stream:
+        """A new stream on this device."""
+        return self.device.new_stream()
+
+    def synchronize(self) -> None:
+        self.default_stream.synchronize()
+
+    def launch(
+        self,
+        kernel: Kernel,
+        *args: Any,
+        grid: int | Sequence[int] = 1,
+        block: int | Sequence[int] = 1,
+        shared: int = 0,
+        stream: Stream | None = None,
+    ) -> LaunchMode:
+        """Issue one launch; returns the verdict it was given."""
+        stream = stream or self.default_stream
+        verdict = resolve_launch_mode(current_process_mode(), stream.mode)
+        collector = active_collector()
+        if (
+            self.shard is not None
+            and verdict is not LaunchMode.EXECUTE
+            and not self.shard.owns(kernel.content_hash)
+        ):
+            return verdict  # another shard's kernel: that shard builds it
+        if verdict is LaunchMode.QUEUE:
+            self._check_arguments(kernel, args)
+            self.kernels.queue(kernel)
+            collector.count(self.device.id, "execution", "queued")
+        elif verdict is LaunchMode.COMPILE:
+            self._check_arguments(kernel, args)
+            self.kernels.get(kernel)
+            collector.count(self.device.id, "execution", "discarded")
+        else:
+            function = self.kernels.get(kernel)
+            config = _launch_config(grid, block, shared)
+            self.device.launch(function, kernel, args, config, stream)
+            collector.count(self.device.id, "execution", "executed")
+        return verdict
+
+    def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
+        """A discarded or queued launch's arguments are checked as an executed one's are
+        (the device checks those), so a mistake shows in the first pass that makes it."""
+        known = self._checks.get(id(kernel))
+        if known is None or known[0] is not kernel:
+            known = (kernel, converter(kernel, self.device.id, any_buffer_of(self.device.id)))
+            self._checks[id(kernel)] = known
+        known[1](args)
+
+    # -- tunes -----------------------------------------------------------------------------
+
+    def tune(self, tunable: Tunable, *inputs: Any, stream: Stream | None = None) -> str | None:
+        """Run the picked candidate on `inputs`, measuring first on a miss; returns the pick.
+
+        Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
+        """
+        stream = stream or self.default_stream
+        device_id = self.device.id
+        collector = active_collector()
+        shape_key = tunable.shape_key(inputs)
+        if self.shard is not None and not self.shard.owns(
+            tune_token(tunable.name, shape_key, tunable.checksum)
+        ):
+            return None  # another shard's tune: never measured nor queued here
+        key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
+        if collector.count_once(device_id, "autotune", "registered", key):
+            collector.count(device_id, "autotune", "candidates_registered", len(tunable.candidates))
+        record = self.tunes.get(key)
+        if record is not None and record.status == "measured" and record.pick in tunable.candidates:
+            collector.count(device_id, "autotune", "hits")
+            pick = record.pick
+        elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            if record is None:
+                collector.count(device_id, "autotune", "unrecorded")
+                if key not in self._explained_tunes:  # a compile-only verify names it once
+                    self._explained_tunes.add(key)
+                    self._explain_tune_miss(tunable, key, shape_key, record)
+            for kernel in tunable.candidates.values():
+                self.kernels.queue(kernel)
+            return None
+        elif record is not None and record.status == "pending" and not self.device.can_execute:
+            return None
+        else:
+            self._explain_tune_miss(tunable, key, shape_key, record)
+            record = measure(self, tunable, inputs, stream, key, shape_key)
+            self.tunes.put(record)
+            if record.pick is None:
+                return None
+            pick = record.pick
+        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
+        return pick
+
+    def _explain_tune_miss(
+        self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
+    ) -> None:
+        """A tune the loaded bundle lacks: explained and handed to the miss policy."""
+        if self.misses is None:
+            return
+        label = f"{tunable.name} {shape_key}"
+        if self.bundle is None:
+            self.misses.without_bundle(self.device.id, "tune", key, label)
+            return
+        identity = self.device.fingerprint.identity
+        corrupt = self.tunes.corrupt(key)
+        why = (
+            corrupt_entry("tune", key, label, corrupt)
+            if corrupt is not None
+            else explain_tune(self.bundle, tunable, key, shape_key, identity, record)
+        )
+        self.misses.report(self.device.id, why)
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def persist(self, bundle: Bundle) -> tuple[int, int]:
+        """Write what this runtime built and measured into `bundle`; counts `persisted`."""
+        kernels: list[tuple[KernelRecord, bytes]] = self.kernels.unpersisted()
+        tunes: list[TuneRecord] = self.tunes.unpersisted()
+        fp = self.device.fingerprint
+        fingerprints: list[tuple[str, str, dict[str, object]]] = [
+            ("device:" + fp.identity, "device", fp.as_dict())
+        ]
+        for toolchain in self.kernels.toolchains():
+            fingerprints.append(
+                ("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict())
+            )
+        n_kernels = n_tunes = 0
+        if kernels or tunes:
+            n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
+        # What was served from the bundle was used: its LRU time moves (writers only).
+        bundle.touch(dict.fromkeys(self.kernels.loaded_from_bundle(), time.time()))
+        self.kernels.mark_persisted([r.key for r, _ in kernels])
+        self.tunes.mark_persisted([t.key for t in tunes])
+        collector = active_collector()
+        collector.count(self.device.id, "autotune", "persisted", n_tunes)
+        return n_kernels, n_tunes
+
+    def close(self) -> None:
+        self.device.close()

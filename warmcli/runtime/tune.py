@@ -1,0 +1,324 @@
+"""Tunable operations, their tune keys, and the tune cache of one device.
+
+A `Tunable` declares its candidates (one kernel variant each) and how to launch
+a candidate on its inputs; its tune key is the operation's name, a key derived
+from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
+device fingerprint and a checksum of the candidate set, so adding or renaming a
+candidate invalidates old picks. On a miss a tune measures every candidate
+(warm-up, then repeats, median) on the stream it measures on, switched to
+`Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
+back after every run (`warmcli.runtime.tune_guard`), so the caller's data is as it was; a
+candidate that fails to compile, raises any exception, fails the tunable's output
+check, or crashed an earlier `warm run` worker (`warmcli.warming.isolation`) is excluded with
+its reason; the fastest wins and every measurement is kept. The
+`TuneCache` owns the records of one device and reads the bundle on demand (a
+malformed row is no record: it remembers what is wrong, for the runtime to explain
+the miss as `corrupt`); it never writes the bundle itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, Device
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.execution.process_mode import active_collector
+from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
+from warmcli.kernel import Kernel
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
+from warmcli.runtime.kernel_cache import KernelCompileError
+
+if TYPE_CHECKING:
+    from warmcli.runtime.runtime import Runtime
+    from warmcli.runtime.tune_guard import TuneGuard
+
+LaunchCandidate = Callable[..., None]
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class TuneFailure(RuntimeError):
+    """Every candidate of a tune failed; the message holds each one's reason."""
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def describe_input(value: Any, bucket: str | None = None) -> str:
+    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
+
+    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`).
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, Buffer):
+        shape = tuple(_pow2(s) for s in value.shape) if bucket == "pow2" else value.shape
+        return f"{value.dtype}[{'x'.join(str(s) for s in shape)}]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(_pow2(value) if bucket == "pow2" else value)
+    if isinstance(value, float | str):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "(" + ",".join(describe_input(v, bucket) for v in value) + ")"
+    raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """An operation with several candidate kernels, one of which is picked per shape."""
+
+    name: str
+    candidates: Mapping[str, Kernel]
+    launch: LaunchCandidate
+    key: Callable[..., Hashable] | None = None
+    bucket: str | None = None
+    warmup: int = 1
+    repeats: int = 5
+    restore: Sequence[int | str] | Callable[..., Iterable[Buffer]] | None = None
+    check: str | Callable[..., Any] | None = None
+    check_tolerance: tuple[float, float] = (1e-5, 1e-6)
+    checksum: str = field(init=False, default="")
+    restore_positions: tuple[int, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        if not self.candidates:
+            raise ValueError(f"tunable {self.name} has no candidates")
+        if self.bucket not in (None, "pow2"):
+            raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
+        if isinstance(self.check, str) and self.check not in self.candidates:
+            raise ValueError(
+                f"tunable {self.name}: check names {self.check!r}, which is no candidate "
+                f"(candidates: {', '.join(self.candidates)})"
+            )
+        if self.check is not None and not isinstance(self.check, str) and not callable(self.check):
+            raise ValueError(f"tunable {self.name}: check is a candidate's name or a callable")
+        if self.restore is not None and not callable(self.restore):
+            positions = tuple(self._input_position(r) for r in self.restore)
+            object.__setattr__(self, "restore_positions", positions)
+        payload = sorted((name, k.content_hash) for name, k in self.candidates.items())
+        digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+        object.__setattr__(self, "checksum", digest)
+
+    def _input_position(self, which: int | str) -> int:
+        """`restore`'s entry as a position among the inputs (0-based): an input's
+        position (from 0) or the name of the launch function's parameter that takes it."""
+        if isinstance(which, bool) or not isinstance(which, int | str):
+            raise ValueError(f"tunable {self.name}: restore takes input positions or names")
+        if isinstance(which, int):
+            if which < 0:
+                raise ValueError(f"tunable {self.name}: restore position {which} is negative")
+            return which
+        try:
+            params = list(inspect.signature(self.launch).parameters.values())[2:]
+        except (TypeError, ValueError):
+            params = []
+        names = [p.name for p in params if p.kind in _POSITIONAL]
+        if which not in names:
+            raise ValueError(
+                f"tunable {self.name}: restore names {which!r}, which is not a positional "
+                f"input of its launch function (inputs: {', '.join(names) or 'none named'})"
+            )
+        return names.index(which)
+
+    def shape_key(self, inputs: tuple[Any, ...]) -> str:
+        """The inputs' part of the tune key, as stable text."""
+        if self.key is None:
+            return " ".join(describe_input(v, self.bucket) for v in inputs)
+        derived = self.key(*inputs)
+        return derived if isinstance(derived, str) else json.dumps(derived, default=str)
+
+    def tune_key(self, shape_key: str, device_identity: str) -> str:
+        return tune_key(self.name, shape_key, device_identity, self.checksum)
+
+
+class TuneCache:
+    """The tune records of one device: measured here, or read from the bundle on demand."""
+
+    def __init__(self, device_id: str, bundle: Bundle | None = None) -> None:
+        self.device_id = device_id
+        self.bundle = bundle
+        self._lock = threading.Lock()
+        self._records: dict[str, TuneRecord] = {}
+        self._new: dict[str, TuneRecord] = {}
+        self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
+
+    def get(self, key: str) -> TuneRecord | None:
+        """The record under `key`; None when there is none, or the bundle's is malformed
+        (then `corrupt(key)` says what is wrong with it)."""
+        with self._lock:
+            record = self._records.get(key)
+        if record is None and self.bundle is not None:
+            try:
+                record = self.bundle.tune(key)
+            except BundleError as exc:
+                with self._lock:
+                    self._corrupt[key] = exc.problem
+                return None
+            if record is not None:
+                with self._lock:
+                    self._records[key] = record
+        return record
+
+    def corrupt(self, key: str) -> str | None:
+        """What is wrong with the bundle's row under `key`, if `get` found it malformed."""
+        with self._lock:
+            return self._corrupt.get(key)
+
+    def put(self, record: TuneRecord) -> None:
+        with self._lock:
+            self._records[record.key] = record
+            self._new[record.key] = record
+
+    def unpersisted(self) -> list[TuneRecord]:
+        with self._lock:
+            return list(self._new.values())
+
+    def mark_persisted(self, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._new.pop(key, None)
+
+
+def _count(device: str, name: str, amount: float = 1) -> None:
+    active_collector().count(device, "autotune", name, amount)
+
+
+def _measure_candidates(
+    rt: Runtime,
+    tunable: Tunable,
+    inputs: tuple[Any, ...],
+    stream: Stream,
+    guard: TuneGuard | None,
+    key: str,
+    shape_key: str,
+) -> list[CandidateMeasurement]:
+    """Every candidate's measurement, in the tunable's order; a candidate that fails to
+    compile, raises, or fails the output check is excluded with its reason."""
+    from warmcli.runtime.tune_guard import OutputCheck, last_line
+    from warmcli.warming.isolation import excluded, measuring  # on first use, as in `measure`
+
+    device = rt.device
+    check = OutputCheck(tunable, inputs, guard) if guard and tunable.check is not None else None
+    order = sorted(tunable.candidates, key=lambda n: n != tunable.check)  # reference first
+    results: dict[str, CandidateMeasurement] = {}
+    for name in order:
+        kernel = tunable.candidates[name]
+        kernel_key = rt.kernels.key(kernel)
+        try:
+            rt.kernels.get(kernel)
+        except KernelCompileError as exc:
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
+            continue
+        if guard is None:
+            results[name] = CandidateMeasurement(name, kernel_key, "pending")
+            continue
+        crashed = excluded(key, name)
+        if crashed is not None:
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=crashed)
+            active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
+            continue
+
+        def run(kernel: Kernel = kernel) -> None:
+            tunable.launch(rt, kernel, *inputs, stream=stream)
+
+        try:
+            with (
+                measuring(key, tunable.name, shape_key, name),
+                StreamModeOverride(stream, StreamMode.EXECUTE),
+            ):
+                problem = check.verdict(name, run) if check is not None else None
+                if problem is None:
+                    samples = _samples(device, stream, guard, tunable, run)
+        except Exception as exc:  # any exception of a candidate excludes it, with its reason
+            guard.restore()
+            problem = last_line(exc)
+        if problem is not None:
+            results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
+        else:
+            from statistics import median as median_of  # on first use: a hot start tunes nothing
+
+            median = median_of(samples)
+            results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
+    return [results[name] for name in tunable.candidates]
+
+
+def _samples(
+    device: Device, stream: Stream, guard: TuneGuard, tunable: Tunable, run: Callable[[], None]
+) -> tuple[float, ...]:
+    """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
+    for _ in range(tunable.warmup):
+        run()
+        guard.restore()
+    stream.synchronize()
+    samples = []
+    for _ in range(max(1, tunable.repeats)):
+        samples.append(device.time(stream, run))
+        guard.restore()
+    return tuple(samples)
+
+
+def measure(
+    rt: Runtime, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+) -> TuneRecord:
+    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest.
+
+    The buffers a candidate may write are kept and put back after every run, so the
+    inputs are as they were when this returns (see `warmcli.runtime.tune_guard`).
+    """
+    # Imported on first use: a process served from the bundle measures nothing.
+    from warmcli.runtime.tune_guard import TuneGuard, written_buffers
+
+    device = rt.device
+    rt.kernels.flush()  # compile time is counted as compilation, not as measurement
+    started = time.perf_counter()
+    guard = None
+    if device.can_execute:
+        guard = TuneGuard(device, stream, written_buffers(tunable, inputs))
+    try:
+        results = _measure_candidates(rt, tunable, inputs, stream, guard, key, shape_key)
+    finally:
+        if guard is not None:
+            guard.restore()
+            guard.release()
+    seconds = time.perf_counter() - started
+    ok = [c for c in results if c.status == "ok"]
+    failed = [c for c in results if c.status == "failed"]
+    _count(device.id, "candidates_failed", len(failed))
+    if not device.can_execute:
+        status, pick = "pending", None
+        _count(device.id, "pending")
+    elif not ok:
+        _count(device.id, "failed")
+        reasons = "\n".join(
+            f"- {c.name}: {c.reason.splitlines()[0] if c.reason else '?'}" for c in failed
+        )
+        raise TuneFailure(f"tune {tunable.name} {shape_key}: every candidate failed\n{reasons}")
+    else:
+        status = "measured"
+        pick = min(ok, key=lambda c: c.seconds or 0.0).name
+        _count(device.id, "measured")
+        _count(device.id, "candidates_measured", len(ok))
+    _count(device.id, "seconds", seconds)
+    return TuneRecord(
+        key=key,
+        operation=tunable.name,
+        shape_key=shape_key,
+        device=device.fingerprint.identity,
+        checksum=tunable.checksum,
+        status=status,
+        pick=pick,
+        candidates=tuple(results),
+        seconds=seconds,
+        measured_at=time.time(),
+    )

@@ -1,0 +1,195 @@
+"""What keeps a tune's measurement from changing the data: snapshots, restores, output checks.
+
+Candidates are measured on the caller's own buffers, so a kernel that updates its
+output in place would otherwise be applied warm-up + repeats times per candidate.
+Before measuring, a `TuneGuard` keeps a device-side copy of every buffer the launch
+may write (by default every buffer among the tune's inputs; `Tunable(restore=...)`
+narrows it) and puts it back after each candidate run, so every run, and the pick
+that runs once afterwards, starts from the original contents. With
+`Tunable(check=...)` it also reads each candidate's outputs (after one run on the
+original contents) and says why they are rejected: they differ from a reference
+candidate's, or a user callable refused them. The guard owns its copies for the span
+of one measurement and frees them in `release`; it never measures, never picks and
+never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer, Device
+from warmcli.execution.stream_mode import Stream
+
+if TYPE_CHECKING:
+    from warmcli.runtime.tune import Tunable
+
+
+class TuneSpecError(ValueError):
+    """A tunable's `restore=` or `check=` does not fit the inputs it was called with."""
+
+
+def last_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the last line of its message."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def _buffers_in(value: Any) -> list[Buffer]:
+    if isinstance(value, Buffer):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [b for v in value for b in _buffers_in(v)]
+    return []
+
+
+def written_buffers(tunable: Tunable, inputs: tuple[Any, ...]) -> list[Buffer]:
+    """The buffers a candidate may write: `restore`'s choice, else every buffer input."""
+    spec = tunable.restore
+    if spec is None:
+        chosen = _buffers_in(inputs)
+    elif callable(spec):
+        chosen = list(spec(*inputs))
+    else:
+        chosen = []
+        for position in tunable.restore_positions:
+            if position >= len(inputs):
+                raise TuneSpecError(
+                    f"tunable {tunable.name}: restore names input {position} (from 0), but "
+                    f"the tune was given {len(inputs)} input(s)"
+                )
+            found = _buffers_in(inputs[position])
+            if not found:
+                raise TuneSpecError(
+                    f"tunable {tunable.name}: restore names input {position} (from 0), which is "
+                    f"not a buffer ({type(inputs[position]).__name__} {inputs[position]!r})"
+                )
+            chosen += found
+    for b in chosen:
+        if not isinstance(b, Buffer):
+            raise TuneSpecError(f"tunable {tunable.name}: restore gave {b!r}, not a buffer")
+    return list({id(b): b for b in chosen}.values())
+
+
+class TuneGuard:
+    """Copies of the buffers one measurement may write, put back after every run."""
+
+    def __init__(self, device: Device, stream: Stream, buffers: Sequence[Buffer]) -> None:
+        self.device = device
+        self.stream = stream
+        self.buffers = list(buffers)
+        self._copies: list[Buffer] = []
+        try:
+            for buffer in self.buffers:
+                copy = device.allocate(buffer.shape, buffer.dtype)
+                self._copies.append(copy)
+                device.copy(copy, buffer, stream)
+        except BaseException:
+            self.release()
+            raise
+
+    def restore(self) -> None:
+        """Put every kept buffer back as it was (queued on the measured stream)."""
+        for buffer, copy in zip(self.buffers, self._copies, strict=True):
+            self.device.copy(buffer, copy, self.stream)
+
+    def outputs(
+        self, run: Callable[[], None], buffers: Sequence[Buffer] | None = None
+    ) -> list[np.ndarray]:
+        """Run once on the original contents, read `buffers` (default: the kept ones),
+        then restore."""
+        run()
+        self.stream.synchronize()
+        try:
+            return [self.device.download(b) for b in (self.buffers if buffers is None else buffers)]
+        finally:
+            self.restore()
+
+    def release(self) -> None:
+        """Free the copies (after the stream has finished with them)."""
+        if not self._copies:
+            return
+        self.stream.synchronize()
+        for copy in self._copies:
+            self.device.free(copy)
+        self._copies.clear()
+
+
+class OutputCheck:
+    """`Tunable(check=...)` for one measurement: the reference's outputs, or the user's
+    callable and the inputs as they were before any candidate ran."""
+
+    def __init__(self, tunable: Tunable, inputs: tuple[Any, ...], guard: TuneGuard) -> None:
+        self.guard = guard
+        # The kept buffers; with `restore=()` (outputs fully overwritten) every buffer input,
+        # so that the check still compares what a candidate wrote.
+        self.compared = guard.buffers or list({id(b): b for b in _buffers_in(inputs)}.values())
+        self.tolerance = tunable.check_tolerance
+        self.reference = tunable.check if isinstance(tunable.check, str) else None
+        self.user = None if isinstance(tunable.check, str) else tunable.check
+        self.expected: list[np.ndarray] | None = None
+        self.inputs: tuple[Any, ...] = ()
+        if self.user is not None:
+            guard.stream.synchronize()
+            self.inputs = tuple(_read_back(v, guard.device) for v in inputs)
+
+    def verdict(self, name: str, run: Callable[[], None]) -> str | None:
+        """Run the candidate once on the original contents; None if its outputs pass."""
+        outputs = self.guard.outputs(run, self.compared)
+        if self.user is not None:
+            return judge(self.user, outputs, self.inputs)
+        if name == self.reference:
+            self.expected = outputs
+            return None
+        if self.expected is None:
+            return f"check: the reference candidate {self.reference!r} failed: nothing to compare"
+        return compare(outputs, self.expected, str(self.reference), self.tolerance)
+
+
+def _read_back(value: Any, device: Device) -> Any:
+    """An input with every buffer in it read back to the host (what a check callable gets)."""
+    if isinstance(value, Buffer):
+        return device.download(value)
+    if isinstance(value, tuple | list):
+        return type(value)(_read_back(v, device) for v in value)
+    return value
+
+
+def compare(
+    outputs: Sequence[np.ndarray],
+    expected: Sequence[np.ndarray],
+    reference: str,
+    tolerance: tuple[float, float],
+) -> str | None:
+    """Why `outputs` differ from the reference candidate's, or None when they agree."""
+    rtol, atol = tolerance
+    for index, (got, want) in enumerate(zip(outputs, expected, strict=True), start=1):
+        if got.dtype.kind in "fc":
+            bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            bad = got != want
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = at if len(at) != 1 else at[0]
+            return (
+                f"check: output {index} ({got.dtype}{list(got.shape)}) differs from candidate "
+                f"{reference!r}: {got[at].item()!r} != {want[at].item()!r} at [{where}] "
+                f"({int(bad.sum())} element(s), rtol {rtol:g}, atol {atol:g})"
+            )
+    return None
+
+
+def judge(
+    check: Callable[..., Any], outputs: list[np.ndarray], inputs: tuple[Any, ...]
+) -> str | None:
+    """A user check's verdict on one candidate's outputs: None to accept, else the reason."""
+    try:
+        verdict = check(outputs, inputs)
+    except Exception as exc:  # the user's check said why: its summary, the first lines
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:2]
+        return f"check: {type(exc).__name__}: {'; '.join(lines)}".rstrip(": ")
+    if verdict is False:
+        return "check: the check callable rejected its outputs"
+    return None

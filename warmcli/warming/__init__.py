@@ -1,0 +1,4 @@
+"""Producing a bundle: loading a workload (`workload`), running it under the passes
+(`passes`), isolating measurement in a worker (`isolation`) and fanning shards out to
+a cluster (`fanout`). It returns reports; the CLI prints them.
+"""

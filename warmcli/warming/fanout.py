@@ -1,0 +1,150 @@
+"""`warm run --dask SCHEDULER`: the shards of one run fanned out over a Dask cluster.
+
+`fan_out` connects to the scheduler (Dask's `distributed`, the optional extra
+`dask`, imported only here and only then), makes one shard per worker (`I/N`,
+`warmcli.runtime.shard`; per worker holding a `GPU` resource, `dask worker --resources
+GPU=1`, when the run measures on GPUs and any worker declares one), and runs
+each as `warm run ... --shard I/N` in a fresh process on its worker, pinned
+there (`workers=`, no stealing), so a worker that holds a GPU measures only its
+own shard there. Each task returns the shard's
+bundle bytes and its `--json` report; the caller's side merges the shard bundles
+(with what OUT already held) into OUT (`warmcli.ops.merge`: atomic, under OUT's lock).
+The workload must be reachable at the same path on every worker (a shared file
+system, or the same image). The verify pass over the merged bundle is the
+caller's (`warmcli.warming.passes.verify_pass`). This module owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warmcli.ops.merge import MergeReport, merge_bundles
+from warmcli.runtime.shard import LAUNCHERS
+
+# A worker's own launcher variables must not pick a shard for it: the task says which.
+_LAUNCHER_VARIABLES = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
+
+
+class FanOutError(OSError):
+    """The cluster could not be used, or a shard failed (its one-line error is kept)."""
+
+
+@dataclass
+class ShardResult:
+    """One shard's run on one worker: its `warm run --json` report and bundle."""
+
+    shard: str
+    worker: str
+    report: dict[str, Any]
+    seconds: float
+
+
+@dataclass
+class FanOutReport:
+    scheduler: str
+    shards: list[ShardResult] = field(default_factory=list)
+    merge: MergeReport | None = None
+
+
+def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], bytes, str]:
+    """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle; its exit
+    code, report, bundle bytes and last error line."""
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_VARIABLES}
+    with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
+        bundle = Path(folder) / "shard.warm"
+        command = [sys.executable, "-m", "warmcli", "run", *argv, "--shard", shard]
+        proc = subprocess.run(
+            [*command, "--bundle", str(bundle), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        try:
+            report = json.loads(proc.stdout)
+        except ValueError:
+            report = {}
+        data = bundle.read_bytes() if bundle.exists() else b""
+    lines = proc.stderr.strip().splitlines()
+    return proc.returncode, report, data, lines[-1] if lines else ""
+
+
+def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
+    """The workers that get one shard each: those holding a `GPU` resource when `gpu` and
+    any does, else all of them; in address order, so the shards are numbered stably."""
+    if gpu:
+        holding = [w for w, info in workers.items() if (info.get("resources") or {}).get("GPU")]
+        if holding:
+            return sorted(holding)
+    return sorted(workers)
+
+
+def fan_out(
+    scheduler: str,
+    argv: Sequence[str],
+    out: Path,
+    *,
+    gpu: bool = False,
+    signing_key: Any = None,
+    on_shard: Callable[[ShardResult], None] | None = None,
+) -> FanOutReport:
+    """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
+    `gpu`; see `shard_workers`), merge them into `out`."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise FanOutError("--dask needs Dask's distributed: pip install 'warmcli[dask]'") from None
+    report = FanOutReport(scheduler)
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise FanOutError(f"dask scheduler {scheduler}: {exc}") from None
+    with client, tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
+        workers = shard_workers(client.scheduler_info()["workers"], gpu)
+        if not workers:
+            raise FanOutError(f"dask scheduler {scheduler}: no workers")
+        count = len(workers)
+        futures = {
+            client.submit(
+                _timed,
+                list(argv),
+                f"{i}/{count}",
+                key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
+                workers=[worker],
+                allow_other_workers=False,
+                pure=False,
+            ): (f"{i}/{count}", worker)
+            for i, worker in enumerate(workers)
+        }
+        paths = []
+        for future in as_completed(list(futures)):
+            shard, worker = futures[future]
+            code, doc, data, error = future.result()[0]
+            if code != 0 or not data:
+                raise FanOutError(f"shard {shard} on {worker} failed (exit {code}): {error}")
+            path = Path(folder) / f"shard{shard.replace('/', '-of-')}.warm"
+            path.write_bytes(data)
+            paths.append(path)
+            result = ShardResult(shard, worker, doc, future.result()[1])
+            report.shards.append(result)
+            if on_shard is not None:
+                on_shard(result)
+        sources = ([out] if out.exists() else []) + sorted(paths)
+        report.merge = merge_bundles(sources, out, overwrite=True, signing_key=signing_key)
+    report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
+    return report
+
+
+def _timed(argv: list[str], shard: str) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
+    import time
+
+    started = time.perf_counter()
+    result = run_shard(argv, shard)
+    return result, time.perf_counter() - started

@@ -1,0 +1,303 @@
+"""Crash isolation for `warm run`: the passes in a worker process that journals its work.
+
+A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
+take `warm run` down. `run_isolated` forks a worker that does the whole run and
+waits for it. The worker appends to a journal (an unlinked temporary file both
+share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
+compiler process group it starts. When the worker dies of a crash signal while a
+candidate is being measured, that candidate is excluded (`excluded`, read by the
+tuner, which records it as failed with the reason `crashed (SIGSEGV)`) and the
+run starts again in a fresh worker; a crash anywhere else is returned as a
+`WorkerCrash` naming the pass. Either way the compiler groups the worker left are
+killed. SIGINT and SIGTERM sent to the supervisor are forwarded to the worker, and
+the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
+warm. `interrupt_on_signals` makes SIGINT and SIGTERM stop every compiler and
+raise `KeyboardInterrupt` once.
+
+State: the excluded candidates and the worker's journal, one of each per process.
+The module never prints (the caller's `on_crash` and its exit code do) and never
+touches a bundle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from warmcli.backends.compiler import on_compiler, parent_death_signal, stop_compilers
+
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
+)
+KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
+
+
+class _State:
+    journal: int | None = None  # the worker's journal file descriptor
+    excluded: dict[tuple[str, str], str] = {}  # noqa: RUF012  ((tune key, candidate) -> reason)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _write(kind: str, **fields: Any) -> None:
+    if _State.journal is not None:
+        line = json.dumps({"kind": kind, **fields}, default=str) + "\n"
+        os.write(_State.journal, line.encode())
+
+
+def note_pass(label: str) -> None:
+    """The worker starts a pass (a crash outside tuning is reported with it)."""
+    _write("pass", label=label)
+
+
+def note_stored(kernels: int, tunes: int) -> None:
+    """The worker committed this many kernels and tunes to the bundle (they are kept)."""
+    _write("stored", kernels=kernels, tunes=tunes)
+
+
+@contextlib.contextmanager
+def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> Iterator[None]:
+    """The worker measures this candidate now: a crash inside excludes it."""
+    _write("begin", key=tune_key, operation=operation, shape=shape_key, candidate=candidate)
+    try:
+        yield
+    finally:
+        _write("end")
+
+
+def excluded(tune_key: str, candidate: str) -> str | None:
+    """Why this candidate is excluded from its tune (it crashed an earlier worker), or None."""
+    return _State.excluded.get((tune_key, candidate))
+
+
+@dataclass
+class WorkerCrash:
+    """The worker died of a signal outside any candidate's measurement, or was killed
+    after an interrupt it did not stop for (`interrupted`)."""
+
+    signal: int
+    during: str | None = None
+    interrupted: bool = False
+    stored: tuple[int, int] = (0, 0)  # kernels and tunes the worker had committed
+    exit_status: int | None = None  # the worker exited by itself (`os._exit`), not via warm
+
+    @property
+    def reason(self) -> str:
+        if self.exit_status is not None:
+            return f"exit status {self.exit_status}"
+        return signal_name(self.signal)
+
+
+@dataclass
+class CrashedCandidate:
+    """A candidate that crashed a worker, now excluded; the run starts again."""
+
+    signal: int
+    operation: str
+    shape: str
+    candidate: str
+    key: str
+
+    @property
+    def reason(self) -> str:
+        return f"crashed ({signal_name(self.signal)})"
+
+
+@dataclass
+class _Journal:
+    during: str | None = None
+    candidate: dict[str, Any] | None = None
+    groups: set[int] = field(default_factory=set)
+    stored: tuple[int, int] = (0, 0)
+    finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
+
+
+def _read_journal(fd: int) -> _Journal:
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(os.dup(fd), "rb") as fh:
+        data = fh.read()
+    journal = _Journal()
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:  # a line cut short by the crash
+            continue
+        kind = entry.get("kind")
+        if kind == "pass":
+            journal.during, journal.candidate = entry["label"], None
+        elif kind == "begin":
+            journal.candidate = entry
+        elif kind == "end":
+            journal.candidate = None
+        elif kind == "stored":
+            kernels, tunes = journal.stored
+            journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
+        elif kind == "exit":
+            journal.finished = True
+        elif kind == "compiler":
+            (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
+    return journal
+
+
+def _arm_parent_death(parent: int) -> None:
+    """The worker gets SIGTERM (an interrupt) if the supervisor dies (Linux)."""
+    parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
+    """In the forked worker: run `work` with the journal armed, then exit with its code."""
+    code = 1
+    try:
+        for s, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, None)):
+            if s in _heeded():  # the supervisor's handler must not run here
+                signal.signal(s, handler or signal.SIG_DFL)
+        _State.journal = journal
+        on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
+        _arm_parent_death(parent)
+        code = work()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # `work` said nothing of it: the exit code says it
+        code = 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with contextlib.suppress(Exception):
+            _write("exit", code=code)
+        os._exit(code)
+
+
+def _wait(pid: int) -> tuple[int, bool]:
+    """Wait for the worker, forwarding SIGINT and SIGTERM; kill it if it will not stop
+    within `KILL_GRACE` of the first. Returns its wait status and whether it was
+    interrupted. The handler never raises, so no status is ever lost to it."""
+    deadline: list[float] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+        if not deadline:
+            deadline.append(time.monotonic() + KILL_GRACE)
+
+    previous = {s: signal.signal(s, forward) for s in _heeded()}
+    try:
+        pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    except OSError:
+        pidfd = None
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status, bool(deadline)
+            if deadline and time.monotonic() > deadline[0]:
+                os.kill(pid, signal.SIGKILL)
+                return os.waitpid(pid, 0)[1], True
+            if pidfd is not None:  # readable when the worker exits
+                select.select([pidfd], [], [], 0.25)
+            else:
+                time.sleep(0.02)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _kill_groups(groups: set[int]) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def run_isolated(
+    work: Callable[[], int],
+    on_crash: Callable[[CrashedCandidate], None] | None = None,
+    max_restarts: int = 64,
+) -> int | WorkerCrash:
+    """Run `work` (returning an exit code) in a worker process; see the module doc.
+
+    Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
+    a candidate's measurement (or of an interrupt it did not stop for in time), or
+    exited without returning through warm (the workload called `os._exit`).
+    """
+    import tempfile  # imported on first use: only `warm run` isolates
+
+    for _ in range(max_restarts + 1):
+        with tempfile.TemporaryFile() as fh:
+            journal = fh.fileno()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
+                _worker(work, journal, parent)
+            status, interrupted = _wait(pid)
+            seen = _read_journal(journal)
+        _kill_groups(seen.groups)
+        if os.WIFEXITED(status):
+            if not seen.finished:  # the workload ended the process itself (`os._exit`)
+                code = os.WEXITSTATUS(status)
+                return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
+            return os.WEXITSTATUS(status)
+        number = os.WTERMSIG(status)
+        if interrupted or number in (signal.SIGINT, signal.SIGTERM):
+            return WorkerCrash(number, seen.during, True, seen.stored)
+        began = seen.candidate
+        if number not in CRASH_SIGNALS or began is None:
+            return WorkerCrash(number, seen.during, False, seen.stored)
+        crashed = CrashedCandidate(
+            number, began["operation"], began["shape"], began["candidate"], began["key"]
+        )
+        if (crashed.key, crashed.candidate) in _State.excluded:
+            return WorkerCrash(number, seen.during, False, seen.stored)
+        _State.excluded[(crashed.key, crashed.candidate)] = crashed.reason
+        if on_crash is not None:
+            on_crash(crashed)
+    return WorkerCrash(signal.SIGSEGV, "tuning: too many candidates crashed")
+
+
+def interrupt_on_signals() -> None:
+    """SIGINT and SIGTERM stop every compiler at once and raise `KeyboardInterrupt` (once:
+    a second signal only stops compilers again, so the cleanup finishes)."""
+    raised = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal raised
+        stop_compilers()
+        if not raised:
+            raised = True
+            raise KeyboardInterrupt
+
+    for s in _heeded():
+        signal.signal(s, handler)
+
+
+def _heeded() -> list[int]:
+    """SIGINT and SIGTERM, less any this process was started ignoring (`nohup`, a
+    background job of a non-interactive shell): those stay ignored, as Python leaves them."""
+    return [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) != signal.SIG_IGN]

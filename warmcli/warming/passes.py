@@ -1,0 +1,325 @@
+"""The warming passes: `CompileOnly`, then `CompileAndAutotune`, then an optional verify.
+
+`warm_bundle` runs a workload on every device under `CompileOnly` (everything it
+and its tunes reach is queued), then under `CompileAndAutotune` (the first load
+compiles the whole queue in one batch, every tune measures), writes what was
+built and measured into the bundle, and finally runs a verify pass with fresh
+runtimes over the freshly opened bundle: under `Execute` on devices that can
+execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
+compile-only devices (it must queue 0 kernels); each miss there is explained
+(`PassReport.misses`). Under trusted keys the bundle is opened trusting only
+them (`warmcli.bundle.signing`); with a signing key, what the run stored is signed
+before the verify pass (with what trusted keys had signed, or everything when
+no keys are trusted). Given a `Shard`, every pass does only that shard's part
+(`warmcli.runtime.shard`), and the verify pass runs under `CompileOnly` on every device:
+it must queue none of the shard's kernels and find every one of its tunes.
+Interrupted (`KeyboardInterrupt`, which a SIGINT or
+SIGTERM handler raises), what was built and measured so far is stored and
+`RunInterrupted` says how much. Each pass announces itself to the crash journal
+(`warmcli.warming.isolation`) and counts into its own
+`StatisticsCollector`; an observer may read it while the pass runs. The module
+returns reports and never prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warmcli.backends.base import Device
+from warmcli.bundle.signing import sign
+from warmcli.bundle.store import Bundle
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
+from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.ops.clean import drop_corrupt
+from warmcli.runtime.explain import MissExplanation
+from warmcli.runtime.runtime import Runtime
+from warmcli.runtime.shard import Shard
+from warmcli.warming.isolation import note_pass, note_stored
+from warmcli.warming.workload import Workload
+
+Observer = Callable[[str, StatisticsReader], None]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted; what it had stored by then is kept."""
+
+    def __init__(self, stored_kernels: int, stored_tunes: int) -> None:
+        super().__init__(stored_kernels, stored_tunes)
+        self.stored_kernels = stored_kernels
+        self.stored_tunes = stored_tunes
+
+
+@dataclass
+class PassReport:
+    mode: str
+    seconds: float
+    total: DeviceStatistics
+    per_device: dict[str, DeviceStatistics]
+    notes: list[str] = field(default_factory=list)
+    misses: list[MissExplanation] = field(default_factory=list)
+
+
+@dataclass
+class RunReport:
+    bundle: Path
+    devices: list[str]
+    passes: list[PassReport] = field(default_factory=list)
+    stored_kernels: int = 0
+    stored_tunes: int = 0
+    missing: list[str] = field(default_factory=list)
+    signature: str = ""  # signed by which key, or why what was stored is unsigned
+    shard: str = ""  # "I/N" when the run did one shard's part
+
+    @property
+    def verified(self) -> bool | None:
+        has_verify = any(p.mode.startswith("Verify") for p in self.passes)
+        return None if not has_verify else not self.missing
+
+
+def run_pass(
+    mode: ProcessMode,
+    label: str,
+    workload: Workload,
+    runtimes: Sequence[Runtime],
+    observer: Observer | None = None,
+    finish: Callable[[], None] | None = None,
+) -> PassReport:
+    """Run the workload once on every runtime under `mode`; `finish` runs inside the
+    override even when the workload fails (persisting what was obtained so far)."""
+    note_pass(label)
+    collector = StatisticsCollector()
+    if observer is not None:
+        observer(label, collector.reader())
+    started = time.perf_counter()
+    with ProcessModeOverride(mode, collector):
+        try:
+            for runtime in runtimes:
+                workload.run(runtime, label)
+                runtime.synchronize()
+        finally:
+            if finish is not None:
+                finish()
+    seconds = time.perf_counter() - started
+    reader = collector.reader()
+    return PassReport(
+        label, seconds, reader.total(), reader.per_device(), reader.notes(), reader.misses()
+    )
+
+
+def verify_pass(
+    workload: Workload,
+    devices: Sequence[Device],
+    bundle_path: Path,
+    *,
+    jobs: int | None = None,
+    compile_timeout: float | None = None,
+    allow_discarded_reads: bool = False,
+    observer: Observer | None = None,
+    trusted_keys: Sequence[bytes] | None = None,
+    shard: Shard | None = None,
+) -> tuple[PassReport, list[str]]:
+    """Run the workload over a freshly opened bundle; return the report and what was missed
+    (a shard's part only, under `CompileOnly`, given `shard`)."""
+    reports, missing = [], []
+    with Bundle.open(bundle_path, trusted_keys=trusted_keys) as bundle:
+        for executing in (True, False):
+            group = [d for d in devices if (d.can_execute and shard is None) is executing]
+            if not group:
+                continue
+            runtimes = [
+                Runtime(
+                    d,
+                    bundle,
+                    jobs=jobs,
+                    compile_timeout=compile_timeout,
+                    allow_discarded_reads=allow_discarded_reads,  # compile-only: reads discard
+                    shard=shard,
+                )
+                for d in group
+            ]
+            mode = ProcessMode.EXECUTE if executing else ProcessMode.COMPILE_ONLY
+            label = f"Verify ({mode.value})"
+            report = run_pass(mode, label, workload, runtimes, observer)
+            reports.append(report)
+            for runtime in runtimes:
+                stats = report.per_device.get(runtime.device.id, DeviceStatistics())
+                missing += _missed(runtime.device.id, stats, executing)
+    report = reports[0] if len(reports) == 1 else _merge(reports)
+    return report, missing
+
+
+def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
+    c, a = stats.compilation, stats.autotune
+    out = []
+    if executing and c.compiled:
+        out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
+    if not executing and c.queued:
+        out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
+    if not executing and a.unrecorded:
+        out.append(f"{device}: {a.unrecorded} tune(s) reached, not recorded in the bundle")
+    if a.measured:
+        out.append(f"{device}: {a.measured} tune(s) measured, not in the bundle")
+    return out
+
+
+def _merge(reports: list[PassReport]) -> PassReport:
+    total = DeviceStatistics()
+    per_device: dict[str, DeviceStatistics] = {}
+    for r in reports:
+        total = total + r.total
+        per_device.update(r.per_device)
+    return PassReport(
+        " + ".join(r.mode for r in reports),
+        sum(r.seconds for r in reports),
+        total,
+        per_device,
+        [n for r in reports for n in r.notes],
+        [m for r in reports for m in r.misses],
+    )
+
+
+def warm_bundle(
+    workload: Workload,
+    open_devices: Callable[[], list[Device]],
+    bundle_path: Path,
+    *,
+    verify: bool = True,
+    jobs: int | None = None,
+    compile_timeout: float | None = None,
+    allow_discarded_reads: bool = False,
+    observer: Observer | None = None,
+    trusted_keys: Sequence[bytes] | None = None,
+    signing_key: Any = None,
+    shard: Shard | None = None,
+) -> RunReport:
+    """Both warming passes, the bundle written (and signed, given `signing_key`), then the
+    verify pass."""
+    report = RunReport(bundle_path, [], shard="" if shard is None else str(shard))
+    try:
+        _warm(
+            report,
+            workload,
+            open_devices,
+            verify=verify,
+            jobs=jobs,
+            compile_timeout=compile_timeout,
+            allow_discarded_reads=allow_discarded_reads,
+            observer=observer,
+            trusted_keys=trusted_keys,
+            signing_key=signing_key,
+            shard=shard,
+        )
+    except KeyboardInterrupt:
+        raise RunInterrupted(report.stored_kernels, report.stored_tunes) from None
+    return report
+
+
+def _warm(
+    report: RunReport,
+    workload: Workload,
+    open_devices: Callable[[], list[Device]],
+    *,
+    verify: bool,
+    jobs: int | None,
+    compile_timeout: float | None,
+    allow_discarded_reads: bool,
+    observer: Observer | None,
+    trusted_keys: Sequence[bytes] | None,
+    signing_key: Any,
+    shard: Shard | None,
+) -> None:
+    bundle_path = report.bundle
+    devices = open_devices()
+    report.devices = [d.id for d in devices]
+    created = not bundle_path.exists()
+    bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
+    finished = False
+    try:
+        dropped = 0 if created else drop_corrupt(bundle)
+        runtimes = [
+            Runtime(
+                d,
+                bundle,
+                jobs=jobs,
+                compile_timeout=compile_timeout,
+                allow_discarded_reads=allow_discarded_reads,
+                misses=None,  # warming: every miss is expected, none is explained
+                shard=shard,
+            )
+            for d in devices
+        ]
+        try:
+            report.passes.append(
+                run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
+            )
+            if dropped:
+                report.passes[-1].notes.insert(
+                    0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
+                )
+
+            def persist() -> None:
+                # Whatever was built or measured before a failure stays stored.
+                for runtime in runtimes:
+                    k, t = runtime.persist(bundle)
+                    note_stored(k, t)
+                    report.stored_kernels += k
+                    report.stored_tunes += t
+
+            report.passes.append(
+                run_pass(
+                    ProcessMode.COMPILE_AND_AUTOTUNE,
+                    "CompileAndAutotune",
+                    workload,
+                    runtimes,
+                    observer,
+                    finish=persist,
+                )
+            )
+            finished = True
+            report.signature = _sign_stored(bundle, signing_key, report)
+        finally:
+            for d in devices:
+                d.close()
+    finally:
+        bundle.close()
+        if created and not finished and not (report.stored_kernels or report.stored_tunes):
+            # A run that failed before storing anything leaves no empty bundle behind,
+            # and no lock file of it either.
+            bundle_path.unlink(missing_ok=True)
+            Path(f"{bundle_path}.lock").unlink(missing_ok=True)
+    if verify:
+        fresh = open_devices()
+        try:
+            verify_report, report.missing = verify_pass(
+                workload,
+                fresh,
+                bundle_path,
+                jobs=jobs,
+                compile_timeout=compile_timeout,
+                allow_discarded_reads=allow_discarded_reads,
+                observer=observer,
+                trusted_keys=trusted_keys,
+                shard=shard,
+            )
+            report.passes.append(verify_report)
+        finally:
+            for d in fresh:
+                d.close()
+
+
+def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:
+    """Sign what the run may vouch for: under trusted keys, what they signed and what this
+    run stored; else every entry. Without a key: say whether what was stored is unsigned."""
+    if signing_key is None:
+        stored = report.stored_kernels + report.stored_tunes
+        if stored and bundle.signatures():
+            return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
+        return ""
+    covered, written = bundle.covered, bundle.written
+    keep = None if covered is None else (lambda t, n, h: h in covered or (t, n) in written)
+    signature = sign(bundle, signing_key, keep)
+    return f"signed by key {signature.key_id}: {signature.count} row(s)"
