@@ -22,7 +22,7 @@ from bench import generated
 from warmcli import Bundle, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.host import HostDevice
 from warmcli.bundle.signing import trusted_keys
-from warmcli.runtime.kernel_cache import PREFETCH_AFTER
+from warmcli.runtime.lookup import PREFETCH_AFTER
 from warmcli.warming.workload import load_workload
 
 KERNELS = 24

@@ -15,7 +15,7 @@ from test_explain import adder, fake_cc, scale, warm_into, workload
 import warmcli
 from warmcli import ProcessMode, ProcessModeOverride, StatisticsCollector, StrictMissError
 from warmcli.backends.host import HostDevice
-from warmcli.runtime.explain import MissPolicy, Strictness
+from warmcli.runtime.misses import MissPolicy, Strictness
 
 
 @pytest.fixture(scope="module")

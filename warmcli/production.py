@@ -42,7 +42,7 @@ from warmcli.bundle.signing import trusted_keys as read_trusted_keys
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
-from warmcli.runtime.explain import EXPLAIN, MissPolicy, Strictness, warn
+from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
 
 _lock = threading.Lock()

@@ -12,41 +12,27 @@ entry whose row is malformed (it is never served; a malformed row of the same
 entry or operation is skipped when looking for the nearest), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
 entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
-mode meets a compile or tune with no bundle loaded at all. A `MissPolicy` says what a runtime
-does with an explanation: it always counts it (per reason) into the active
-collector, logs it on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under
-strict mode (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying
-the cold cost. This module owns no state and never prints; logging is the
-caller's to route.
+mode meets a compile or tune with no bundle loaded at all. What a runtime does with
+an explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
+`warmcli.runtime.misses`. This module is pure: it only reads the bundle it is
+handed, owns no state, counts nothing and never prints or logs.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import math
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
 
 if TYPE_CHECKING:
     from warmcli.bundle.store import Bundle
     from warmcli.kernel import Kernel
     from warmcli.records import TuneRecord
-    from warmcli.runtime.tune import Tunable
-
-
-def warn(message: str, *args: object) -> None:
-    """Log a warning on logger `warmcli` (`logging` is imported on the first: most
-    processes log nothing)."""
-    import logging
-
-    logging.getLogger("warmcli").warning(message, *args)
 
 
 KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
@@ -107,68 +93,6 @@ class StrictMissError(RuntimeError):
                 f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
             )
         )
-
-
-class Strictness(enum.Enum):
-    OFF = "off"
-    WARN = "warn"
-    RAISE = "raise"
-
-    @classmethod
-    def parse(cls, value: bool | str | None) -> Strictness:
-        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither."""
-        if isinstance(value, bool) or value is None:
-            return cls.RAISE if value else cls.OFF
-        text = value.strip().lower()
-        if text in ("", "0", "off", "false", "no"):
-            return cls.OFF
-        if text == "warn":
-            return cls.WARN
-        if text in ("1", "raise", "true", "on", "yes"):
-            return cls.RAISE
-        raise ValueError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
-
-
-@dataclass(frozen=True)
-class MissPolicy:
-    """What a runtime does with an explained miss: count it always; log, warn or raise if told."""
-
-    log: bool = False
-    strict: Strictness = Strictness.OFF
-
-    @classmethod
-    def from_env(
-        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
-    ) -> MissPolicy:
-        """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
-        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
-        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
-        return cls(log=explain, strict=chosen)
-
-    def report(self, device_id: str, explanation: MissExplanation) -> None:
-        """Count the miss by reason, then log it, warn or raise as this policy says."""
-        view = "compilation" if explanation.kind == "kernel" else "autotune"
-        active_collector().miss(device_id, view, explanation)
-        self.refuse(explanation)
-        if self.strict is Strictness.WARN:
-            warn("warm: strict: %s", explanation.line())
-        elif self.log:
-            warn("warm: miss: %s", explanation.line())
-
-    def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
-        """A compile or tune with no bundle loaded at all: refused (or warned) under strict
-        mode, which cannot be kept without a bundle; nothing otherwise."""
-        if self.strict is not Strictness.OFF:
-            self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
-
-    def refuse(self, explanation: MissExplanation) -> None:
-        """Raise `StrictMissError` under strict mode: also for a miss reported before, so
-        a caller that caught the first error and tries again is refused again."""
-        if self.strict is Strictness.RAISE:
-            raise StrictMissError(explanation)
-
-
-EXPLAIN = MissPolicy()  # the default: explain and count, never log or raise
 
 
 # -- finding the nearest entry -----------------------------------------------------------------
@@ -321,14 +245,17 @@ def tune_components(record: TuneRecord) -> dict[str, str]:
 
 def explain_tune(
     bundle: Bundle,
-    tunable: Tunable,
+    operation: str,
+    checksum: str,
+    candidates: Iterable[str],
     key: str,
     shape_key: str,
     device_identity: str,
     record: TuneRecord | None,
 ) -> MissExplanation:
-    """Why the bundle has no measured pick under `key` for `tunable` on these inputs."""
-    label = f"{tunable.name} {shape_key}"
+    """Why the bundle has no measured pick under `key` for the tunable `operation` (its
+    candidate set's `checksum` and candidate names) on these inputs."""
+    label = f"{operation} {shape_key}"
     if bundle.refused(key):
         return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
     if record is not None and record.status == "pending":
@@ -340,13 +267,13 @@ def explain_tune(
         return MissExplanation("tune", key, label, "checksum", detail, ("checksum",))
     wanted = {
         "device": device_identity,
-        "checksum": tunable.checksum,
+        "checksum": checksum,
         "shape": shape_key,
-        "candidates": ", ".join(sorted(tunable.candidates)),
+        "candidates": ", ".join(sorted(candidates)),
     }
-    held = [tune_components(r) for r in bundle.tunes(tunable.name, _skip)]
+    held = [tune_components(r) for r in bundle.tunes(operation, _skip)]
     if not held:
-        return MissExplanation("tune", key, label, "absent", f"bundle holds no {tunable.name!r}")
+        return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
     assert found is not None  # equal components would be an equal key
     return found

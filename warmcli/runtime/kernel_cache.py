@@ -1,22 +1,20 @@
 """The kernel cache of one device: its compile queue, its loaded kernels, what it built.
 
-A kernel is obtained in this order: already loaded in this process; built by this
-process earlier; held by the bundle (its blob read on demand, served only if its
-sha256 matches, it runs here by `warmcli.backends.serving`'s rule (while warming: built by
-this device's toolchain, unless there is none), and it loads here, counted
-`loaded`; else noted, counted by reason (`corrupt` for a malformed row) and
-rebuilt); when serving, the bundle's PTX of it for an older `compute_XX` (a GPU
-newer than every cubin, JIT-compiled by the driver, chosen by the same rule,
-counted `loaded` and `ptx_jit`); else compiled.
-Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
-a compile takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that
-queued everything first compiles it in a few parallel compiler processes. Everything
-obtained is counted into the active collector, by device. A kernel the loaded bundle
-lacks is explained (`warmcli.runtime.explain`) and handed to the cache's `MissPolicy`, which
-may refuse the compile (strict mode) before it starts. `module` hands out the loaded
-module holding a kernel, with its binary, for module-level lookups (a global
-variable). The cache owns the queue, the loaded handles and the binaries built here
-(which `records` hands to the bundle); it never writes the bundle itself.
+A kernel is obtained for a launch under the `LaunchMode` verdict its runtime decided
+(`obtain(kernel, mode)`; the cache never derives a verdict itself): under `Queue` it
+is only put on the compile queue; otherwise it is obtained in this order: already
+loaded in this process; built by this process earlier; served from the bundle
+(`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
+checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt);
+else compiled. The first `get` that needs a compile takes *the whole queue* into one
+batch (`warmcli.backends.batch`), so a pass that queued everything first compiles it
+in a few parallel compiler processes. Everything obtained is counted into the active
+collector, by device. A kernel the loaded bundle lacks is handed to the runtime's miss
+policy (`warmcli.runtime.misses`), which may refuse the compile (strict mode) before it
+starts. `module` hands out the loaded module holding a kernel, with its binary, for
+module-level lookups (a global variable). The cache owns the queue, the loaded handles
+and the binaries built here (`unpersisted` hands them to `warmcli.runtime.persist`,
+whose `Ledger` keeps what was stored and served); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -26,27 +24,19 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.base import Device
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
-from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
-from warmcli.backends.serving import Target, choose, why_not
-from warmcli.backends.toolchain import Toolchain, ToolchainError
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.backends.toolchain import Toolchain
+from warmcli.bundle.store import Bundle
+from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
-from warmcli.runtime.explain import (
-    MissExplanation,
-    MissPolicy,
-    corrupt_entry,
-    explain_kernel,
-    unusable_binary,
-    warn,
-)
+from warmcli.runtime.lookup import BundleLookup
+from warmcli.runtime.misses import Misses
+from warmcli.runtime.persist import Ledger
 
-# Kernel lookups in the bundle one query each before this device's rows are fetched at once.
-PREFETCH_AFTER = 8
 # A note that records one compiler process's command line (`warm run --verbose` shows them).
 COMMAND_NOTE = "compiler command: "
 
@@ -78,18 +68,17 @@ class KernelCache:
         *,
         jobs: int | None = None,
         timeout: float | None = None,
-        misses: MissPolicy | None = None,
+        misses: Misses | None = None,
         any_toolchain: bool = False,
     ) -> None:
         self.device = device
-        self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
         self.bundle = bundle
         self.jobs = jobs
         self.timeout = timeout
-        self.misses = misses
-        self._explained: dict[str, MissExplanation] = {}  # key -> its miss, explained once
+        self.misses = misses if misses is not None else Misses(device, bundle)  # None: warming
+        self.lookup = BundleLookup(device, bundle, self.misses, any_toolchain)
+        self.ledger = Ledger()
         self._lock = threading.RLock()
-        self._keys: dict[str, str] = {}
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
         # The hit path of a launch: kernel object id -> (kernel, function, collector it
@@ -99,79 +88,10 @@ class KernelCache:
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
-        self._persisted: set[str] = set()
-        self._from_bundle: set[str] = set()
-        self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
-        self._toolchains: dict[str, Toolchain] = {}
-        self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
-        self._foreign_noted = False
-        self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
-        self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
-        self._lookups = 0
-
-    # -- keys ------------------------------------------------------------------------------
 
     def key(self, kernel: Kernel) -> str:
-        """The kernel's key on this device: its arch and its compiler's identity, or the
-        key of the bundle's build that `warmcli.backends.serving` serves here instead."""
-        content = kernel.content_hash
-        key = self._keys.get(content)
-        if key is None:
-            try:
-                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
-            except ToolchainError:
-                # A serving machine may have no compiler at all: serve what the bundle holds.
-                key = self._served_key(kernel, None)
-                if key is None:
-                    raise
-            else:
-                assert identity is not None
-                key = self._served_key(kernel, identity)
-                if key is None:
-                    key = kernel_key(kernel, self.device.arch, identity)
-                    self._identities[key] = identity
-            self._keys[content] = key
-        return key
-
-    def _own_key(self, kernel: Kernel) -> str:
-        """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
-        identity = self.device.compiler(kernel.language).toolchain.identity
-        key = kernel_key(kernel, self.device.arch, identity)
-        self._identities[key] = identity
-        self._keys[kernel.content_hash] = key
-        return key
-
-    def _target(self, identity: str | None) -> Target:
-        fp = self.device.fingerprint
-        return Target(self.device.backend, self.device.arch, fp.driver, identity)
-
-    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
-        """The key of the bundle's build of this kernel that another toolchain made and
-        that runs here, when the bundle holds none of this device's toolchain: served
-        outside warming, and while warming only where there is no compiler. With no
-        compiler and only PTX for an older arch, the key its cubin would have."""
-        if self.bundle is None or (identity is not None and not self.any_toolchain):
-            return None
-        arch = self.device.arch
-        if identity is not None:
-            own = kernel_key(kernel, arch, identity)
-            try:
-                record = self.bundle.kernel(own, self._bundle_rows())
-            except BundleError:  # a malformed row: `_bundle_record` explains it as corrupt
-                return None
-            if record is not None:
-                self._found[own] = record  # read once: `_bundle_record` takes it from here
-                return None
-        found = choose(
-            self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
-            self._target(identity),
-            of_kernel(kernel),
-        )
-        if found is None:
-            return None
-        if found.arch != arch:  # PTX the driver JITs: served by `_load_ptx`, keyed as its cubin
-            return None if identity is not None else kernel_key(kernel, arch, found.toolchain)
-        return found.key
+        """The kernel's key on this device (`warmcli.runtime.lookup`)."""
+        return self.lookup.key(kernel)
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)
@@ -183,52 +103,13 @@ class KernelCache:
 
     # -- queue and compile -----------------------------------------------------------------
 
-    def _bundle_record(self, kernel: Kernel, key: str) -> KernelRecord | None:
-        """The bundle's build under `key`, unless it was made for another device or toolchain."""
-        if self.bundle is None:
-            return None
-        record = self._found.pop(key, None)  # read while keying
-        if record is None:
-            try:
-                record = self.bundle.kernel(key, self._bundle_rows())
-            except BundleError as exc:  # a malformed row: a miss, explained as corrupt
-                why = corrupt_entry("kernel", key, kernel.label, exc.problem)
-                self._not_served(kernel, key, why)
-                return None
-        if record is None:
-            return None
-        target = self._target(self._identities.get(key))
-        why = why_not(record, target)
-        if why is None and target.toolchain not in (None, record.toolchain):
-            theirs, ours = record.toolchain, target.toolchain
-            why = ("toolchain", f"bundle's build is by {theirs!r}, not {ours!r}")
-        if why is not None:
-            explanation = MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
-            self._not_served(kernel, key, explanation)
-            return None
-        return record
-
-    def _bundle_rows(self) -> dict[str, tuple[Any, ...]] | None:
-        """This device's kernel rows, fetched in one query once a workload has asked for a
-        few kernels (a small workload never reads a big bundle's whole table)."""
-        assert self.bundle is not None
-        with self._lock:
-            self._lookups += 1
-            if self._rows is None and self._lookups > PREFETCH_AFTER:
-                self._rows = self.bundle.kernel_rows(self.device.backend, self.device.arch)
-            return self._rows
-
     def available(self, kernel: Kernel) -> bool:
         """Whether `get` would need no compile."""
         key = self.key(kernel)
         with self._lock:
-            if key in self._loaded or key in self._built or key in self._in_bundle:
+            if key in self._loaded or key in self._built:
                 return True
-        if self._bundle_record(kernel, key) is None:
-            return False
-        with self._lock:
-            self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
-        return True
+        return self.lookup.held(kernel, key)
 
     def queue(self, kernel: Kernel) -> bool:
         """Put the kernel on the compile queue unless it is already obtainable; True if queued."""
@@ -238,7 +119,7 @@ class KernelCache:
                 return False
         if self.available(kernel):
             return False
-        self._miss(kernel, key)
+        self.lookup.miss(kernel, key)
         with self._lock:
             if key in self._queue:
                 return False
@@ -262,7 +143,7 @@ class KernelCache:
                 by_language.setdefault(unit.kernel.language, []).append(unit)
             for language, group in by_language.items():
                 compiler = self.device.compiler(language)
-                self._toolchains[compiler.toolchain.identity] = compiler.toolchain
+                self.ledger.built_by(compiler.toolchain)
                 result = compile_batch(
                     compiler,
                     group,
@@ -316,6 +197,14 @@ class KernelCache:
 
     # -- obtaining -------------------------------------------------------------------------
 
+    def obtain(self, kernel: Kernel, mode: LaunchMode) -> Any:
+        """What a launch under the verdict `mode` needs of `kernel`: under `Queue` it is
+        only queued (None); under `Compile` and `Execute` the loaded kernel (`get`)."""
+        if mode is LaunchMode.QUEUE:
+            self.queue(kernel)
+            return None
+        return self.get(kernel)
+
     def get(self, kernel: Kernel) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled."""
         hit = self._hits.get(id(kernel))
@@ -332,15 +221,18 @@ class KernelCache:
                 self._hits[id(kernel)] = (kernel, function, active_collector())
                 return function
             if key not in self._built and key not in self._failed:
-                record = self._bundle_record(kernel, key)
-                if record is not None and self._load_from_bundle(kernel, record):
+                record = self.lookup.record(kernel, key)
+                loaded = record is not None and record.sha256 in self._modules
+                if record is not None and self.lookup.serve(kernel, record, self._load, loaded):
+                    self.ledger.served(record.key)
                     return self._loaded[key]
-                if self._load_ptx(kernel, key):
+                if self.lookup.serve_ptx(kernel, key, self._load):
+                    self.ledger.served(key)
                     return self._loaded[key]
                 if record is None:
-                    self._miss(kernel, key)
-                elif key not in self._identities:  # another toolchain's build failed to load
-                    key = self._own_key(kernel)  # what is built here is keyed as this toolchain's
+                    self.lookup.miss(kernel, key)
+                elif not self.lookup.keyed_here(key):  # another toolchain's build failed to load
+                    key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
                     if key in self._built or key in self._failed:
                         return self.get(kernel)
                 self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
@@ -349,104 +241,6 @@ class KernelCache:
                 raise KernelCompileError(kernel, self._failed[key])
             built = self._built[key]
             return self._load(key, kernel, built.record, built.binary)
-
-    def _load_from_bundle(self, kernel: Kernel, record: KernelRecord) -> bool:
-        """Load the bundle's build; False (and a note) when its blob cannot be served."""
-        assert self.bundle is not None
-        try:
-            # A blob is read and checked once per process: a module loaded from it serves the
-            # other kernels it holds (their rows name the same sha256).
-            loaded = record.sha256 in self._modules
-            binary = b"" if loaded else self.bundle.blob(record.sha256)
-            self._load(record.key, kernel, record, binary)
-        except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
-            self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
-            return False
-        self._from_bundle.add(record.key)
-        self._count("loaded")
-        return True
-
-    def _load_ptx(self, kernel: Kernel, key: str) -> bool:
-        """Serve the bundle's PTX of this kernel to a CUDA device newer than every cubin of
-        it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
-        if self.bundle is None or self.misses is None or self.device.backend != "cuda":
-            return False
-        identity = self._identities.get(key)
-        ptx = (
-            r
-            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
-            if virtual_sm(r.arch) is not None
-            and (self.any_toolchain or identity is None or r.toolchain == identity)
-        )
-        record = choose(ptx, self._target(identity), of_kernel(kernel))
-        if record is None:
-            return False
-        try:
-            self._load(key, kernel, record, self.bundle.blob(record.sha256))
-        except (BundleError, DeviceError) as exc:
-            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
-            return False
-        self._from_bundle.add(key)
-        self._count("loaded")
-        self._count("ptx_jit")
-        line = (
-            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
-            "slower first load, no compile by warm"
-        )
-        active_collector().note(line)
-        if self.misses.log:
-            warn("warm: ptx: %s", line)
-        return True
-
-    def _note_foreign(self) -> None:
-        """On the first miss: note once what the bundle holds from other toolchains or devices."""
-        if self.bundle is None or self._foreign_noted:
-            return
-        self._foreign_noted = True
-        toolchains = set(self._identities.values())
-        fingerprint = self.device.fingerprint.identity
-        try:
-            lines = self.bundle.foreign(
-                self.device.backend, self.device.arch, toolchains, fingerprint
-            )
-        except BundleError:  # a malformed row: served as a miss where it is needed
-            lines = []
-        for line in lines:
-            if self.any_toolchain and " kernel(s) for " in line:
-                continue  # builds of other toolchains are served here when they run here
-            active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
-
-    def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
-        """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""
-        active_collector().note(f"{why.detail}; kernel {kernel.label} is rebuilt")
-        if self.misses is not None:
-            self._miss(kernel, key, why)
-        elif self.bundle is not None and key not in self._explained:
-            self._explained[key] = why  # warming explains no plain miss, but counts these
-            active_collector().miss(self.device.id, "compilation", why)
-
-    def _miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
-        """A kernel the loaded bundle cannot serve: explain and count it once, then apply the
-        policy (strict mode refuses every attempt, not only the first)."""
-        self._note_foreign()
-        if self.misses is None:
-            return
-        if self.bundle is None:
-            self.misses.without_bundle(self.device.id, "kernel", key, kernel.label)
-            return
-        known = self._explained.get(key)
-        if known is not None:
-            self.misses.refuse(known)
-            return
-        if why is None:
-            try:
-                identity = self.device.compiler(kernel.language).toolchain.identity
-            except ToolchainError:
-                identity = "none"
-            wanted = key_components(kernel, self.device.arch, identity)
-            why = explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
-        self._explained[key] = why
-        self.misses.report(self.device.id, why)
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)
@@ -471,25 +265,21 @@ class KernelCache:
         assert self.bundle is not None  # loaded, not built here: the bundle served it
         return self._modules[sha], self.bundle.blob(sha)
 
-    # -- persistence -----------------------------------------------------------------------
+    # -- what persist reads (`warmcli.runtime.persist`) -------------------------------------
 
     def unpersisted(self) -> list[tuple[KernelRecord, bytes]]:
         """Kernels built here that the bundle does not hold yet."""
         with self._lock:
-            return [
-                (b.record, b.binary) for k, b in self._built.items() if k not in self._persisted
-            ]
+            built = [(b.record, b.binary) for b in self._built.values()]
+        return self.ledger.unpersisted(built)
 
     def mark_persisted(self, keys: list[str]) -> None:
-        with self._lock:
-            self._persisted.update(keys)
+        self.ledger.mark_persisted(keys)
 
     def loaded_from_bundle(self) -> list[str]:
         """Keys of the kernels this cache served from the bundle."""
-        with self._lock:
-            return sorted(self._from_bundle)
+        return self.ledger.loaded_from_bundle()
 
     def toolchains(self) -> list[Toolchain]:
         """The toolchains that built what this cache holds."""
-        with self._lock:
-            return list(self._toolchains.values())
+        return self.ledger.toolchains()

@@ -3,14 +3,17 @@
 A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both
 reading the bundle, if one is loaded). Every launch resolves its `LaunchMode`
 here, where it is issued, from the process mode and the mode of the stream it
-goes out on, and hands that verdict to the cache and the device; the arguments of a launch that is
+goes out on, and hands that verdict down (`kernels.obtain(kernel, mode)`: queue the
+kernel, or obtain it to discard or execute the launch); the arguments of a launch that is
 only queued or compiled are checked against the kernel's letters as an executed
 launch's are (by the device), so a mistake shows in the first pass. A read of a
 buffer under a discarding process mode is refused (`DiscardedReadError`), or
 warned about when the runtime allows it, because buffers are left as they were.
-What the loaded bundle lacks (a kernel to compile, a tune to measure) is explained
-and handed to the runtime's `MissPolicy` (`warmcli.runtime.explain`; `None` for the warming
-passes, where everything is a miss by design), which in strict mode refuses it.
+What the loaded bundle lacks (a kernel to compile, a tune to measure) goes through one
+miss policy for both (`warmcli.runtime.misses`: explained once by `warmcli.runtime.explain`,
+counted, refused in strict mode; `None` for the warming passes, where everything is a
+miss by design). What was built and measured is written by `persist`
+(`warmcli.runtime.persist`).
 Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
 becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
@@ -21,7 +24,6 @@ The runtime never prints; it counts into the active `StatisticsCollector`.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -35,9 +37,11 @@ from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
-from warmcli.records import KernelRecord, TuneRecord
-from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune
+from warmcli.records import TuneRecord
+from warmcli.runtime.explain import MissExplanation, corrupt_entry, explain_tune
 from warmcli.runtime.kernel_cache import KernelCache
+from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
+from warmcli.runtime.persist import persist
 from warmcli.runtime.shard import Shard, tune_token
 from warmcli.runtime.tune import Tunable, TuneCache, measure
 
@@ -93,17 +97,16 @@ class Runtime:
         self.device = device
         self.shard = shard
         self.bundle = bundle
-        self.misses = misses
+        self.misses = Misses(device, bundle, misses)  # kernels' and tunes' alike
         self.kernels = KernelCache(
             device,
             bundle,
             jobs=jobs,
             timeout=compile_timeout,
-            misses=misses,
+            misses=self.misses,
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
-        self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
         self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
@@ -186,16 +189,14 @@ class Runtime:
             and not self.shard.owns(kernel.content_hash)
         ):
             return verdict  # another shard's kernel: that shard builds it
-        if verdict is LaunchMode.QUEUE:
+        if verdict is not LaunchMode.EXECUTE:
             self._check_arguments(kernel, args)
-            self.kernels.queue(kernel)
+        function = self.kernels.obtain(kernel, verdict)
+        if verdict is LaunchMode.QUEUE:
             collector.count(self.device.id, "execution", "queued")
         elif verdict is LaunchMode.COMPILE:
-            self._check_arguments(kernel, args)
-            self.kernels.get(kernel)
             collector.count(self.device.id, "execution", "discarded")
         else:
-            function = self.kernels.get(kernel)
             config = _launch_config(grid, block, shared)
             self.device.launch(function, kernel, args, config, stream)
             collector.count(self.device.id, "execution", "executed")
@@ -233,18 +234,16 @@ class Runtime:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
-            if record is None:
+            if record is None:  # a compile-only verify names it (once: the miss policy's)
                 collector.count(device_id, "autotune", "unrecorded")
-                if key not in self._explained_tunes:  # a compile-only verify names it once
-                    self._explained_tunes.add(key)
-                    self._explain_tune_miss(tunable, key, shape_key, record)
+                self._tune_miss(tunable, key, shape_key, record)
             for kernel in tunable.candidates.values():
                 self.kernels.queue(kernel)
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             return None
         else:
-            self._explain_tune_miss(tunable, key, shape_key, record)
+            self._tune_miss(tunable, key, shape_key, record)
             record = measure(self, tunable, inputs, stream, key, shape_key)
             self.tunes.put(record)
             if record.pick is None:
@@ -253,49 +252,37 @@ class Runtime:
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
 
-    def _explain_tune_miss(
+    def _tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
-        """A tune the loaded bundle lacks: explained and handed to the miss policy."""
-        if self.misses is None:
-            return
+        """A tune the loaded bundle lacks: handed to the miss policy, as a kernel's miss is
+        (explained against the bundle's nearest tune, or as a corrupt row, on the first)."""
+
+        def explain() -> MissExplanation:
+            corrupt = self.tunes.corrupt(key)
+            if corrupt is not None:
+                return corrupt_entry("tune", key, label, corrupt)
+            assert self.bundle is not None
+            return explain_tune(
+                self.bundle,
+                tunable.name,
+                tunable.checksum,
+                tunable.candidates,
+                key,
+                shape_key,
+                self.device.fingerprint.identity,
+                record,
+            )
+
         label = f"{tunable.name} {shape_key}"
-        if self.bundle is None:
-            self.misses.without_bundle(self.device.id, "tune", key, label)
-            return
-        identity = self.device.fingerprint.identity
-        corrupt = self.tunes.corrupt(key)
-        why = (
-            corrupt_entry("tune", key, label, corrupt)
-            if corrupt is not None
-            else explain_tune(self.bundle, tunable, key, shape_key, identity, record)
-        )
-        self.misses.report(self.device.id, why)
+        self.misses.miss("tune", key, label, explain)
 
     # -- persistence -----------------------------------------------------------------------
 
     def persist(self, bundle: Bundle) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""
-        kernels: list[tuple[KernelRecord, bytes]] = self.kernels.unpersisted()
-        tunes: list[TuneRecord] = self.tunes.unpersisted()
         fp = self.device.fingerprint
-        fingerprints: list[tuple[str, str, dict[str, object]]] = [
-            ("device:" + fp.identity, "device", fp.as_dict())
-        ]
-        for toolchain in self.kernels.toolchains():
-            fingerprints.append(
-                ("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict())
-            )
-        n_kernels = n_tunes = 0
-        if kernels or tunes:
-            n_kernels, n_tunes = bundle.put(kernels, tunes, fingerprints)
-        # What was served from the bundle was used: its LRU time moves (writers only).
-        bundle.touch(dict.fromkeys(self.kernels.loaded_from_bundle(), time.time()))
-        self.kernels.mark_persisted([r.key for r, _ in kernels])
-        self.tunes.mark_persisted([t.key for t in tunes])
-        collector = active_collector()
-        collector.count(self.device.id, "autotune", "persisted", n_tunes)
-        return n_kernels, n_tunes
+        return persist(self.device.id, fp, self.kernels, self.tunes, bundle)
 
     def close(self) -> None:
         self.device.close()

@@ -1,0 +1,258 @@
+"""The kernel cache's reads of the bundle: which key a kernel has here, which build serves it.
+
+A kernel's key on a device is its arch and its compiler's identity, or the key of
+the bundle's build that `warmcli.backends.serving` serves here instead (another
+toolchain's build that runs here, outside warming; while warming only where there is
+no compiler). A build the bundle holds under a key is served only if it was made for
+this device and toolchain by that rule, its blob's sha256 matches and it loads here
+(counted `loaded`); otherwise it is noted, handed to the miss policy as not served
+(`corrupt` for a malformed row, `binary` for a blob that cannot be served, the
+differing part for another device's or toolchain's build) and rebuilt. When serving
+(not warming), a CUDA device newer than every cubin of a kernel is served the bundle's
+PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
+`ptx_jit`). A plain miss is explained (`warmcli.runtime.explain`) only when the miss
+policy asks (`warmcli.runtime.misses`). This device's kernel rows are fetched in one
+query once a workload has asked for a few kernels. It owns the keys it gave, the
+records read while keying and those rows; it never compiles, never writes the bundle
+and never prints. Loading is the cache's: it is handed the cache's `load`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
+from warmcli.backends.serving import Target, choose, why_not
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.execution.process_mode import active_collector
+from warmcli.kernel import Kernel, kernel_key, key_components
+from warmcli.records import KernelRecord
+from warmcli.runtime.explain import (
+    MissExplanation,
+    corrupt_entry,
+    explain_kernel,
+    unusable_binary,
+)
+from warmcli.runtime.misses import Misses, warn
+
+# Kernel lookups in the bundle one query each before this device's rows are fetched at once.
+PREFETCH_AFTER = 8
+
+# The kernel cache's loader: (key, kernel, record, binary) -> the loaded function.
+Load = Callable[[str, Kernel, KernelRecord, bytes], Any]
+
+
+class BundleLookup:
+    """See the module doc; one per kernel cache."""
+
+    def __init__(
+        self, device: Device, bundle: Bundle | None, misses: Misses, any_toolchain: bool
+    ) -> None:
+        self.device = device
+        self.bundle = bundle
+        self.misses = misses
+        self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
+        self._lock = threading.Lock()
+        self._keys: dict[str, str] = {}
+        self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
+        self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
+        self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
+        self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
+        self._lookups = 0
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def key(self, kernel: Kernel) -> str:
+        """The kernel's key on this device: its arch and its compiler's identity, or the
+        key of the bundle's build that `warmcli.backends.serving` serves here instead."""
+        content = kernel.content_hash
+        key = self._keys.get(content)
+        if key is None:
+            try:
+                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
+            except ToolchainError:
+                # A serving machine may have no compiler at all: serve what the bundle holds.
+                key = self._served_key(kernel, None)
+                if key is None:
+                    raise
+            else:
+                assert identity is not None
+                key = self._served_key(kernel, identity)
+                if key is None:
+                    key = kernel_key(kernel, self.device.arch, identity)
+                    self._identities[key] = identity
+            self._keys[content] = key
+        return key
+
+    def own_key(self, kernel: Kernel) -> str:
+        """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
+        identity = self.device.compiler(kernel.language).toolchain.identity
+        key = kernel_key(kernel, self.device.arch, identity)
+        self._identities[key] = identity
+        self._keys[kernel.content_hash] = key
+        return key
+
+    def keyed_here(self, key: str) -> bool:
+        """Whether `key` was keyed by this device's own toolchain (not a served build's)."""
+        return key in self._identities
+
+    def _target(self, identity: str | None) -> Target:
+        fp = self.device.fingerprint
+        return Target(self.device.backend, self.device.arch, fp.driver, identity)
+
+    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
+        """The key of the bundle's build of this kernel that another toolchain made and
+        that runs here, when the bundle holds none of this device's toolchain: served
+        outside warming, and while warming only where there is no compiler. With no
+        compiler and only PTX for an older arch, the key its cubin would have."""
+        if self.bundle is None or (identity is not None and not self.any_toolchain):
+            return None
+        arch = self.device.arch
+        if identity is not None:
+            own = kernel_key(kernel, arch, identity)
+            try:
+                record = self.bundle.kernel(own, self._bundle_rows())
+            except BundleError:  # a malformed row: `record` explains it as corrupt
+                return None
+            if record is not None:
+                self._found[own] = record  # read once: `record` takes it from here
+                return None
+        found = choose(
+            self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
+            self._target(identity),
+            of_kernel(kernel),
+        )
+        if found is None:
+            return None
+        if found.arch != arch:  # PTX the driver JITs: served by `serve_ptx`, keyed as its cubin
+            return None if identity is not None else kernel_key(kernel, arch, found.toolchain)
+        return found.key
+
+    # -- the bundle's builds ---------------------------------------------------------------
+
+    def _count(self, name: str, amount: float = 1) -> None:
+        active_collector().count(self.device.id, "compilation", name, amount)
+
+    def record(self, kernel: Kernel, key: str) -> KernelRecord | None:
+        """The bundle's build under `key`, unless it was made for another device or toolchain."""
+        if self.bundle is None:
+            return None
+        record = self._found.pop(key, None)  # read while keying
+        if record is None:
+            try:
+                record = self.bundle.kernel(key, self._bundle_rows())
+            except BundleError as exc:  # a malformed row: a miss, explained as corrupt
+                why = corrupt_entry("kernel", key, kernel.label, exc.problem)
+                self._not_served(kernel, key, why)
+                return None
+        if record is None:
+            return None
+        target = self._target(self._identities.get(key))
+        why = why_not(record, target)
+        if why is None and target.toolchain not in (None, record.toolchain):
+            theirs, ours = record.toolchain, target.toolchain
+            why = ("toolchain", f"bundle's build is by {theirs!r}, not {ours!r}")
+        if why is not None:
+            explanation = MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
+            self._not_served(kernel, key, explanation)
+            return None
+        return record
+
+    def _bundle_rows(self) -> dict[str, tuple[Any, ...]] | None:
+        """This device's kernel rows, fetched in one query once a workload has asked for a
+        few kernels (a small workload never reads a big bundle's whole table)."""
+        assert self.bundle is not None
+        with self._lock:
+            self._lookups += 1
+            if self._rows is None and self._lookups > PREFETCH_AFTER:
+                self._rows = self.bundle.kernel_rows(self.device.backend, self.device.arch)
+            return self._rows
+
+    def held(self, kernel: Kernel, key: str) -> bool:
+        """Whether the bundle holds a build under `key` that is served here."""
+        with self._lock:
+            if key in self._in_bundle:
+                return True
+        if self.record(kernel, key) is None:
+            return False
+        with self._lock:
+            self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
+        return True
+
+    def serve(self, kernel: Kernel, record: KernelRecord, load: Load, loaded: bool) -> bool:
+        """Load the bundle's build with `load` (`loaded`: its module is loaded already);
+        False (and a note) when its blob cannot be served."""
+        assert self.bundle is not None
+        try:
+            # A blob is read and checked once per process: a module loaded from it serves the
+            # other kernels it holds (their rows name the same sha256).
+            binary = b"" if loaded else self.bundle.blob(record.sha256)
+            load(record.key, kernel, record, binary)
+        except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
+            self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
+            return False
+        self._count("loaded")
+        return True
+
+    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
+        """Serve the bundle's PTX of this kernel to a CUDA device newer than every cubin of
+        it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
+        if self.bundle is None or self.misses.policy is None or self.device.backend != "cuda":
+            return False
+        identity = self._identities.get(key)
+        ptx = (
+            r
+            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
+            if virtual_sm(r.arch) is not None
+            and (self.any_toolchain or identity is None or r.toolchain == identity)
+        )
+        record = choose(ptx, self._target(identity), of_kernel(kernel))
+        if record is None:
+            return False
+        try:
+            load(key, kernel, record, self.bundle.blob(record.sha256))
+        except (BundleError, DeviceError) as exc:
+            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
+            return False
+        self._count("loaded")
+        self._count("ptx_jit")
+        line = (
+            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
+            "slower first load, no compile by warm"
+        )
+        active_collector().note(line)
+        if self.misses.log:
+            warn("warm: ptx: %s", line)
+        return True
+
+    # -- misses ----------------------------------------------------------------------------
+
+    def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
+        """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""
+        active_collector().note(f"{why.detail}; kernel {kernel.label} is rebuilt")
+        if self.misses.policy is not None:
+            self.miss(kernel, key, why)
+        else:
+            self.misses.not_served(why)
+
+    def miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
+        """A kernel the loaded bundle cannot serve, handed to the miss policy: explained
+        against the bundle's nearest build (unless `why` says already) on its first miss."""
+        self.misses.note_foreign(self._identities.values(), self.any_toolchain)
+
+        def explain() -> MissExplanation:
+            if why is not None:
+                return why
+            assert self.bundle is not None
+            try:
+                identity = self.device.compiler(kernel.language).toolchain.identity
+            except ToolchainError:
+                identity = "none"
+            wanted = key_components(kernel, self.device.arch, identity)
+            return explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
+
+        self.misses.miss("kernel", key, kernel.label, explain)

@@ -1,0 +1,161 @@
+"""The miss policy: what a runtime does with a kernel or a tune the loaded bundle lacks.
+
+A `MissPolicy` says what to do with an explained miss (`warmcli.runtime.explain`
+explains it): it always counts it (per reason) into the active collector, logs it
+on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under strict mode
+(`WARM_STRICT`) warns or raises `StrictMissError` instead of paying the cold cost.
+`Misses` applies one policy to one runtime's misses, kernels and tunes alike: each
+key is explained once (the explanation is only computed on the first miss) and
+counted once, and strict mode refuses every attempt, not only the first; with no
+bundle loaded, strict mode refuses a compile or tune as `no-bundle`. Without a policy
+(the warming passes, where everything is a miss by design) nothing is explained,
+except a build the bundle holds but must not serve, which is counted once by reason.
+On a kernel's first miss it notes once what the bundle holds from other toolchains
+or devices. It owns the explanations it made and that one flag; it never prints
+(logging is the caller's to route) and never reads a kernel's bundle rows itself.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from warmcli.backends.base import Device
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.execution.process_mode import active_collector
+from warmcli.runtime.explain import NO_BUNDLE, MissExplanation, StrictMissError
+
+
+def warn(message: str, *args: object) -> None:
+    """Log a warning on logger `warmcli` (`logging` is imported on the first: most
+    processes log nothing)."""
+    import logging
+
+    logging.getLogger("warmcli").warning(message, *args)
+
+
+class Strictness(enum.Enum):
+    OFF = "off"
+    WARN = "warn"
+    RAISE = "raise"
+
+    @classmethod
+    def parse(cls, value: bool | str | None) -> Strictness:
+        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither."""
+        if isinstance(value, bool) or value is None:
+            return cls.RAISE if value else cls.OFF
+        text = value.strip().lower()
+        if text in ("", "0", "off", "false", "no"):
+            return cls.OFF
+        if text == "warn":
+            return cls.WARN
+        if text in ("1", "raise", "true", "on", "yes"):
+            return cls.RAISE
+        raise ValueError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class MissPolicy:
+    """What a runtime does with an explained miss: count it always; log, warn or raise if told."""
+
+    log: bool = False
+    strict: Strictness = Strictness.OFF
+
+    @classmethod
+    def from_env(
+        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
+    ) -> MissPolicy:
+        """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
+        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
+        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
+        return cls(log=explain, strict=chosen)
+
+    def report(self, device_id: str, explanation: MissExplanation) -> None:
+        """Count the miss by reason, then log it, warn or raise as this policy says."""
+        view = "compilation" if explanation.kind == "kernel" else "autotune"
+        active_collector().miss(device_id, view, explanation)
+        self.refuse(explanation)
+        if self.strict is Strictness.WARN:
+            warn("warm: strict: %s", explanation.line())
+        elif self.log:
+            warn("warm: miss: %s", explanation.line())
+
+    def without_bundle(self, device_id: str, kind: str, key: str, label: str) -> None:
+        """A compile or tune with no bundle loaded at all: refused (or warned) under strict
+        mode, which cannot be kept without a bundle; nothing otherwise."""
+        if self.strict is not Strictness.OFF:
+            self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
+
+    def refuse(self, explanation: MissExplanation) -> None:
+        """Raise `StrictMissError` under strict mode: also for a miss reported before, so
+        a caller that caught the first error and tries again is refused again."""
+        if self.strict is Strictness.RAISE:
+            raise StrictMissError(explanation)
+
+
+EXPLAIN = MissPolicy()  # the default: explain and count, never log or raise
+
+
+class Misses:
+    """One runtime's misses under one policy (`None`: warming); see the module doc."""
+
+    def __init__(
+        self, device: Device, bundle: Bundle | None, policy: MissPolicy | None = None
+    ) -> None:
+        self.device = device
+        self.bundle = bundle
+        self.policy = policy
+        self._explained: dict[tuple[str, str], MissExplanation] = {}  # (kind, key) -> its miss
+        self._foreign_noted = False
+
+    @property
+    def log(self) -> bool:
+        """Whether misses (and PTX served instead) are logged on logger `warmcli`."""
+        return self.policy is not None and self.policy.log
+
+    def miss(self, kind: str, key: str, label: str, explain: Callable[[], MissExplanation]) -> None:
+        """A kernel or tune the loaded bundle cannot serve: explain (`explain()`, called on
+        the first miss of `key` only) and count it once, then apply the policy (strict mode
+        refuses every attempt, not only the first)."""
+        if self.policy is None:
+            return
+        if self.bundle is None:
+            self.policy.without_bundle(self.device.id, kind, key, label)
+            return
+        known = self._explained.get((kind, key))
+        if known is not None:
+            self.policy.refuse(known)
+            return
+        why = explain()
+        self._explained[(kind, key)] = why
+        self.policy.report(self.device.id, why)
+
+    def not_served(self, why: MissExplanation) -> None:
+        """The bundle holds an entry it must not serve: a miss under a policy; while warming
+        (no policy, no plain miss explained) still counted once by its reason."""
+        if self.policy is not None:
+            self.miss(why.kind, why.key, why.label, lambda: why)
+        elif self.bundle is not None and (why.kind, why.key) not in self._explained:
+            self._explained[(why.kind, why.key)] = why
+            view = "compilation" if why.kind == "kernel" else "autotune"
+            active_collector().miss(self.device.id, view, why)
+
+    def note_foreign(self, toolchains: Iterable[str], any_toolchain: bool) -> None:
+        """On the first kernel miss: note once what the bundle holds from other toolchains
+        or devices (`any_toolchain`: other toolchains' builds are served here, not noted)."""
+        if self.bundle is None or self._foreign_noted:
+            return
+        self._foreign_noted = True
+        fingerprint = self.device.fingerprint.identity
+        try:
+            lines = self.bundle.foreign(
+                self.device.backend, self.device.arch, set(toolchains), fingerprint
+            )
+        except BundleError:  # a malformed row: served as a miss where it is needed
+            lines = []
+        for line in lines:
+            if any_toolchain and " kernel(s) for " in line:
+                continue  # builds of other toolchains are served here when they run here
+            active_collector().note(f"bundle holds {line}: not served on {self.device.id}")

@@ -1,0 +1,99 @@
+"""Persistence bookkeeping: what a runtime built, stored and served, and the write of it.
+
+A `Ledger` is one kernel cache's record of what it has stored into the bundle
+(keys), what it served from the bundle (keys, whose LRU time a writer moves) and
+the toolchains that built what it holds (their fingerprints go beside the kernels).
+`persist` writes a runtime's unstored kernels and tunes, with the device's and the
+toolchains' fingerprints, into the bundle it is handed, touches what was served,
+marks what it wrote and counts the tunes `persisted`. The ledger owns those sets
+only; the builds themselves stay in the kernel cache, the tunes in the tune cache;
+nothing here compiles, loads or prints, and the bundle is written only by `persist`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Protocol
+
+from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.toolchain import Toolchain
+from warmcli.bundle.store import Bundle
+from warmcli.execution.process_mode import active_collector
+from warmcli.records import KernelRecord, TuneRecord
+
+
+class Ledger:
+    """See the module doc; one per kernel cache."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._persisted: set[str] = set()
+        self._from_bundle: set[str] = set()
+        self._toolchains: dict[str, Toolchain] = {}
+
+    def built_by(self, toolchain: Toolchain) -> None:
+        with self._lock:
+            self._toolchains[toolchain.identity] = toolchain
+
+    def served(self, key: str) -> None:
+        """The kernel under `key` was loaded from the bundle."""
+        with self._lock:
+            self._from_bundle.add(key)
+
+    def unpersisted(
+        self, built: Iterable[tuple[KernelRecord, bytes]]
+    ) -> list[tuple[KernelRecord, bytes]]:
+        """Those of `built` the bundle does not hold yet."""
+        with self._lock:
+            return [(r, b) for r, b in built if r.key not in self._persisted]
+
+    def mark_persisted(self, keys: list[str]) -> None:
+        with self._lock:
+            self._persisted.update(keys)
+
+    def loaded_from_bundle(self) -> list[str]:
+        """Keys of the kernels served from the bundle."""
+        with self._lock:
+            return sorted(self._from_bundle)
+
+    def toolchains(self) -> list[Toolchain]:
+        """The toolchains that built what the cache holds."""
+        with self._lock:
+            return list(self._toolchains.values())
+
+
+class _Kernels(Protocol):
+    def unpersisted(self) -> list[tuple[KernelRecord, bytes]]: ...
+    def mark_persisted(self, keys: list[str]) -> None: ...
+    def loaded_from_bundle(self) -> list[str]: ...
+    def toolchains(self) -> list[Toolchain]: ...
+
+
+class _Tunes(Protocol):
+    def unpersisted(self) -> list[TuneRecord]: ...
+    def mark_persisted(self, keys: list[str]) -> None: ...
+
+
+def persist(
+    device_id: str, fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Bundle
+) -> tuple[int, int]:
+    """Write what `kernels` built and `tunes` measured into `bundle`; counts `persisted`."""
+    built: list[tuple[KernelRecord, bytes]] = kernels.unpersisted()
+    measured: list[TuneRecord] = tunes.unpersisted()
+    fingerprints: list[tuple[str, str, dict[str, object]]] = [
+        ("device:" + fp.identity, "device", fp.as_dict())
+    ]
+    for toolchain in kernels.toolchains():
+        fingerprints.append(("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict()))
+    n_kernels = n_tunes = 0
+    if built or measured:
+        n_kernels, n_tunes = bundle.put(built, measured, fingerprints)
+    # What was served from the bundle was used: its LRU time moves (writers only).
+    bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
+    kernels.mark_persisted([r.key for r, _ in built])
+    tunes.mark_persisted([t.key for t in measured])
+    collector = active_collector()
+    collector.count(device_id, "autotune", "persisted", n_tunes)
+    return n_kernels, n_tunes
