@@ -61,18 +61,26 @@ def test_strict_raises_on_a_missing_kernel_before_compiling(complete: Path) -> N
     assert stats.compiled == 0 and stats.misses == {"defines": 1}
 
 
-def test_strict_refuses_a_missing_kernel_on_every_attempt(complete: Path) -> None:
-    """A caller that catches the first StrictMissError and launches again is refused again:
-    the miss is explained and counted once, but never compiled."""
+@pytest.mark.parametrize("kind", ["kernel", "tune"])
+def test_strict_refuses_a_miss_on_every_attempt(complete: Path, kind: str) -> None:
+    """A caller that catches the first StrictMissError and launches or tunes again is refused
+    again: one miss policy for kernels and tunes, the miss explained and counted once, but
+    never compiled nor measured."""
+    changes: dict[str, object] = {"kernel": scale(factor=5)} if kind == "kernel" else {"n": 256}
     warmcli.use_bundle(complete, strict=True)
     collector = StatisticsCollector()
     with ProcessModeOverride(ProcessMode.EXECUTE, collector):
         rt = warmcli.runtime("host")
         for _ in range(3):
-            with pytest.raises(StrictMissError, match="defines"):
-                workload(rt, kernel=scale(factor=5))
+            with pytest.raises(StrictMissError, match="defines" if kind == "kernel" else "tune"):
+                workload(rt, **changes)  # type: ignore[arg-type]
     stats = collector.reader().compilation
-    assert stats.compiled == 0 and stats.batches == 0 and stats.misses == {"defines": 1}
+    tunes = collector.reader().autotune
+    if kind == "kernel":
+        assert stats.compiled == 0 and stats.batches == 0 and stats.misses == {"defines": 1}
+    else:
+        assert tunes.measured == 0 and tunes.misses == {"shape": 1}
+        assert stats.compiled == 0 and stats.misses == {}
 
 
 def test_strict_raises_on_a_missing_tune_before_measuring(complete: Path) -> None:
