@@ -12,9 +12,10 @@ differing part for another device's or toolchain's build) and rebuilt. When serv
 PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). A plain miss is explained (`warmcli.runtime.explain`) only when the miss
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are fetched in one
-query once a workload has asked for a few kernels. It owns the keys it gave, the
-records read while keying and those rows; it never compiles, never writes the bundle
-and never prints. Loading is the cache's: it is handed the cache's `load`.
+query once a workload has asked for a few kernels. It owns the keys it gave (and by
+which toolchain), the keys found served, the records read while keying and those rows;
+it never compiles, never writes the bundle and never prints. Loading is the cache's: it
+is handed the cache's `load`.
 """
 
 from __future__ import annotations
