@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from warmcli.bundle.store import Bundle
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,

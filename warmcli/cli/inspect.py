@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from warmcli.bundle.store import Bundle
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     BundleArg,
     CompilerOpt,

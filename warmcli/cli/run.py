@@ -20,7 +20,7 @@ from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.machine import compiler_info, open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleOpt,

@@ -18,7 +18,7 @@ import typer
 
 from warmcli.backends.machine import open_devices
 from warmcli.bundle.signing import trusted_keys
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
