@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import json
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -31,7 +32,6 @@ from warmcli.ops.verify import IntegrityReport
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import MissExplanation
-from warmcli.runtime.kernel_cache import COMMAND_NOTE
 from warmcli.warming.passes import PassReport, RunReport
 
 COMPILATION_KEYS = ("registered", "queued", "compiled", "loaded", "failed", "batches")
@@ -76,7 +76,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
                 "seconds": round(p.seconds, 6),
                 **stats_json(p.total),
                 "devices": {d: stats_json(s) for d, s in p.per_device.items()},
-                "notes": [n for n in p.notes if not n.startswith(COMMAND_NOTE)],
+                "notes": p.notes,
                 "commands": commands(p),
             }
             for p in report.passes
@@ -105,7 +105,7 @@ def miss_lines(misses: list[MissExplanation]) -> list[Text]:
 
 def commands(report: PassReport) -> list[str]:
     """The compiler command lines a pass ran (one per compiler process)."""
-    return [n[len(COMMAND_NOTE) :] for n in report.notes if n.startswith(COMMAND_NOTE)]
+    return [shlex.join(c.argv) for c in report.commands]
 
 
 def _fmt(value: float) -> str:
@@ -154,9 +154,7 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
                 parts.append(pass_table(i, p, device, stats))
         if verbose:
             parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
-        parts += [
-            line(f"  note: {n}", style="yellow") for n in p.notes if not n.startswith(COMMAND_NOTE)
-        ]
+        parts += [line(f"  note: {n}", style="yellow") for n in p.notes]
     if report.passes and not any(did_something(p.total) for p in report.passes):
         parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
