@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from warmcli.cli.render import commands, run_json
+from warmcli.cli.render.run import commands, run_json
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector
 from warmcli.records import CompilerCommand
 from warmcli.warming.passes import PassReport, RunReport

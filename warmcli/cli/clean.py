@@ -8,7 +8,7 @@ import typer
 
 from warmcli.cli.app import app
 from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, guarded, out
-from warmcli.cli.render import clean_json, clean_renderable
+from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.ops.clean import clean_bundle, parse_size
 
 

@@ -27,8 +27,9 @@ from warmcli.cli.common import (
     stats_stream,
     stream_json,
 )
-from warmcli.cli.render import add_row, line, listing, stats_renderable
-from warmcli.ops.stats import summarise, summary_renderable
+from warmcli.cli.render import add_row, line, listing
+from warmcli.cli.render.stats import stats_renderable, summary_renderable
+from warmcli.ops.stats import summarise
 from warmcli.printable import printable
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held

@@ -43,7 +43,8 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.progress import RunProgress
-from warmcli.cli.render import merge_json, merge_renderable, run_json, run_renderable
+from warmcli.cli.render.ops import merge_json, merge_renderable
+from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.verify import replay
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.fanout import ShardResult, fan_out
