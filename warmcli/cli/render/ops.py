@@ -1,16 +1,20 @@
-"""How `warm verify`'s integrity check, `warm merge`, `warm diff` and `warm clean` look:
-their JSON documents and Rich renderables, signatures included. Pure presentation over
+"""How `warm verify`'s integrity check, `warm merge`, `warm diff`, `warm clean` and
+`warm devices` (this machine's `Inventory`) look: their JSON documents and Rich
+renderables, signatures included. Pure presentation over
 the ops' reports; it owns no state and never prints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 
+from warmcli.backends.machine import DeviceInfo, Inventory
 from warmcli.bundle.signing import SignatureReport
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
@@ -232,3 +236,23 @@ def clean_renderable(report: CleanReport) -> Group:
     )
     parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
     return Group(*parts)
+
+
+DEVICE_FIELDS = ("id", "backend", "name", "arch", "driver", "memory", "fingerprint")
+
+
+def devices_json(machine: Inventory) -> dict[str, Any]:
+    """`warm devices --json`: every device (one spelling), pycuda, the compilers."""
+    devices = [{f: getattr(d, f) for f in DEVICE_FIELDS} for d in machine.devices]
+    return {"devices": devices, "pycuda": machine.pycuda, "compilers": machine.compilers}
+
+
+def devices_table(devices: Iterable[DeviceInfo]) -> Table:
+    """One row per device: its id, name, arch, memory (GiB; `-` unknown) and driver."""
+    table = listing("Devices")
+    for col in ("id", "name", "arch", "memory", "driver"):
+        table.add_column(col)
+    for d in devices:
+        memory = f"{d.memory / 2**30:.1f} GiB" if d.memory else "-"
+        add_row(table, d.id, d.name, d.arch, memory, d.driver)
+    return table
