@@ -7,6 +7,8 @@ opened without reading a single blob. A `TuneRecord` is one tune decision with
 the evidence: every candidate's measurement, failed ones with their reason. These
 are data only: JSON in and out, no behaviour, nothing executable; `tune_key` is
 the one function, so the bundle can check a tune row's key against its fields.
+A `CompilerCommand` is one compiler process a pass ran (the device it built for, and
+its argv), counted by the statistics collector and shown by `warm run -v`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ class KernelRecord:
     compile_log: str = ""
     seconds: float = 0.0
     size: int = 0
+
+
+@dataclass(frozen=True)
+class CompilerCommand:
+    """One compiler process a compile ran: the device it built for, and its argv."""
+
+    device_id: str
+    argv: tuple[str, ...]
 
 
 @dataclass(frozen=True)

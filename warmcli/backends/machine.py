@@ -1,4 +1,14 @@
-"""Opening devices by name: `host`, `cuda`, `cuda:N`, `auto`, or GPU-less architectures.
+"""What is on this machine (one inventory), and opening devices by name.
+
+`inventory()` is the one answer to "what is on this machine": every device as a
+`DeviceInfo` (one spelling of id, name, arch, driver, memory and fingerprint), the
+compiler each backend builds with (`compilers`), and this machine's toolchain identity
+per compiler name (`toolchains`), honouring `--nvcc`/`--compiler` once. `warm devices`
+shows it, `warm clean` judges a bundle against it, and `warm check` describes the
+devices it opens (`machine_devices`) with the same `DeviceInfo`. `listed_cuda_device`
+maps one entry of the CUDA listing to a `DeviceInfo` (pure).
+
+Opening devices by name: `host`, `cuda`, `cuda:N`, `auto`, or GPU-less architectures.
 
 `auto` is the workload's own `DEVICE` if it names one, else every CUDA device when
 one is present, else the host. `--arch sm_90` opens a compile-only CUDA device per
@@ -6,16 +16,168 @@ architecture, with no driver and no GPU; the highest of them (or of the GPUs)
 keeps PTX beside its cubins when asked. CUDA modules are imported only when a
 CUDA device is asked for, so this works on a machine with no driver.
 `compiler_info` says which compiler a device builds with and why. The module
-opens devices; it keeps none.
+lists and opens devices and probes compilers; it keeps none, and never prints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
+from warmcli.backends.toolchain import ToolchainError, probe
+
+LANGUAGE = {"host": "c", "cuda": "cuda"}  # the language each backend's compiler builds
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device here: what it is, and what it offers a bundle (its compiler's identity)."""
+
+    id: str
+    backend: str
+    name: str
+    arch: str
+    driver: str = ""  # the fingerprint's driver: a CUDA version on a GPU, the OS on the host
+    memory: int | None = None  # bytes; None where unknown (the host, a compile-only device)
+    fingerprint: str = ""  # `DeviceFingerprint.identity`
+    toolchain: str | None = None  # its compiler's identity; None: none here, or not probed
+    problem: str = ""  # why it has no compiler
+
+    @classmethod
+    def of(cls, device: Device) -> DeviceInfo:
+        """An opened device, with the identity of the compiler it builds with."""
+        try:
+            compiler = device.compiler(LANGUAGE.get(device.backend, "c"))
+            identity: str | None = compiler.toolchain.identity
+            problem = ""
+        except (ToolchainError, DeviceError, ValueError) as exc:
+            identity, problem = None, str(exc).splitlines()[0]
+        fp = device.fingerprint
+        return cls(
+            device.id,
+            device.backend,
+            fp.name,
+            device.arch,
+            fp.driver,
+            None,
+            fp.identity,
+            identity,
+            problem,
+        )
+
+
+def listed_cuda_device(entry: Mapping[str, Any]) -> DeviceInfo:
+    """One entry of `list_cuda_devices()` (`index`, `name`, `arch`, `total_memory`,
+    `driver_version`) as a `DeviceInfo`; no GPU context is opened."""
+    fp = DeviceFingerprint(
+        "cuda", str(entry["name"]), str(entry["arch"]), str(entry["driver_version"])
+    )
+    memory = entry.get("total_memory")
+    return DeviceInfo(
+        f"cuda:{entry['index']}",
+        "cuda",
+        fp.name,
+        fp.arch,
+        fp.driver,
+        int(memory) if memory is not None else None,
+        fp.identity,
+    )
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What this machine offers: its devices (the host first), whether pycuda is here, and
+    (probed on first use) each backend's compiler and every toolchain identity by name."""
+
+    devices: tuple[DeviceInfo, ...]
+    pycuda: bool
+    nvcc: str | None = None
+    compiler: str | None = None  # the CUDA compiler asked for (`nvrtc`, `nvcc`); None: any
+    cc: str | None = None
+
+    @property
+    def host_arch(self) -> str:
+        return next(d.arch for d in self.devices if d.backend == "host")
+
+    @property
+    def backends(self) -> frozenset[str]:
+        return frozenset(d.backend for d in self.devices)
+
+    @property
+    def fingerprints(self) -> frozenset[str]:
+        return frozenset(d.fingerprint for d in self.devices)
+
+    @property
+    def gpus(self) -> frozenset[tuple[str, str]]:
+        """(arch, driver) of every GPU here."""
+        return frozenset((d.arch, d.driver) for d in self.devices if d.backend == "cuda")
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return tuple(sorted({d.arch for d in self.devices}))
+
+    @functools.cached_property
+    def compilers(self) -> list[dict[str, str]]:
+        """`backend_compilers`: the host's compiler and the CUDA compiler, and why."""
+        return backend_compilers(HostDevice(self.cc), nvcc=self.nvcc, compiler=self.compiler)
+
+    @functools.cached_property
+    def toolchains(self) -> dict[str, str]:
+        """This machine's identity of `cc`, `nvcc` and NVRTC, where found (of the CUDA
+        compiler asked for only, when one is); `ToolchainError` for a `compiler` that is
+        neither `nvrtc` nor `nvcc`."""
+        from warmcli.backends.host.compiler import host_cc
+
+        asked = (self.compiler or "").strip()
+        if asked not in ("", "auto"):
+            from warmcli.backends.cuda.choose import check_name
+
+            check_name(asked)
+        found: dict[str, str] = {}
+        with contextlib.suppress(ToolchainError):
+            found["cc"] = probe("cc", self.cc or host_cc()).identity
+        if asked in ("", "auto", "nvcc"):
+            try:
+                from warmcli.backends.cuda.nvcc import NvccCompiler
+
+                found["nvcc"] = NvccCompiler(self.nvcc).toolchain.identity
+            except (ToolchainError, ImportError):
+                pass
+        if asked in ("", "auto", "nvrtc"):
+            try:
+                from warmcli.backends.cuda.nvrtc import NvrtcCompiler
+
+                found["nvrtc"] = NvrtcCompiler().toolchain.identity
+            except (ToolchainError, ImportError):
+                pass
+        return found
+
+
+def pycuda_installed() -> bool:
+    """Whether pycuda is importable here (without importing it)."""
+    return importlib.util.find_spec("pycuda") is not None
+
+
+def inventory(
+    *, nvcc: str | None = None, compiler: str | None = None, cc: str | None = None
+) -> Inventory:
+    """This machine: the host and every GPU the CUDA listing shows (none opened), with the
+    compilers `nvcc`/`compiler`/`cc` name (defaults: see `warmcli.backends.cuda.choose`)."""
+    devices = [DeviceInfo.of(HostDevice(cc))]
+    pycuda = pycuda_installed()
+    if pycuda:
+        with contextlib.suppress(ImportError):  # pycuda without a driver library
+            from warmcli.backends.cuda.device import list_cuda_devices
+
+            devices += [listed_cuda_device(d) for d in list_cuda_devices()]
+    return Inventory(tuple(devices), pycuda, nvcc, compiler, cc)
 
 
 def cuda_available() -> bool:
@@ -29,8 +191,6 @@ def cuda_available() -> bool:
 def compiler_info(device: Device) -> dict[str, str]:
     """Which compiler `device` builds with: its name, path, version, and why it was chosen
     (`compiler` is "none" and `why` the reason when it has none)."""
-    from warmcli.backends.toolchain import ToolchainError
-
     language = "cuda" if device.backend == "cuda" else "c"
     try:
         toolchain = device.compiler(language).toolchain
@@ -114,3 +274,19 @@ def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
         highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
         highest.compilers.ptx = ptx  # type: ignore[attr-defined]
     return devices
+
+
+def machine_devices(
+    spec: str = "auto",
+    archs: Sequence[str] = (),
+    nvcc: str | None = None,
+    compiler: str | None = None,
+) -> list[Device]:
+    """The devices to check a bundle against: the host and every GPU here (`auto`), or
+    those named. `--arch sm_90` stands for a GPU of that architecture, beside the host."""
+    if archs:
+        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc, compiler=compiler)]
+    if spec == "auto":
+        gpus = open_devices("cuda", nvcc=nvcc, compiler=compiler) if cuda_available() else []
+        return [HostDevice(), *gpus]
+    return open_devices(spec, nvcc=nvcc, compiler=compiler)

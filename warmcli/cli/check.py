@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
+from warmcli.backends.machine import machine_devices
 from warmcli.bundle.store import Bundle
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
@@ -21,7 +22,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render import add_row, listing
-from warmcli.ops.check import CheckReport, check_servable, machine_devices
+from warmcli.ops.check import CheckReport, check_servable
 from warmcli.printable import printable
 from warmcli.runtime.explain import REASONS, MissExplanation
 

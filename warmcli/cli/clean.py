@@ -6,10 +6,21 @@ from pathlib import Path
 
 import typer
 
-from warmcli.cli import app
-from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, fail, guarded, out
-from warmcli.cli.render import clean_json, clean_renderable
-from warmcli.ops.clean import clean_bundle, parse_size
+from warmcli.backends.machine import inventory
+from warmcli.cli.app import app
+from warmcli.cli.common import (
+    BundleArg,
+    CompilerOpt,
+    JsonOpt,
+    NvccOpt,
+    default_bundle,
+    emit_json,
+    fail,
+    guarded,
+    out,
+)
+from warmcli.cli.render.ops import clean_json, clean_renderable
+from warmcli.ops.clean import CleanReport, Machine, clean_bundle, parse_size
 
 
 @app.command()
@@ -22,6 +33,8 @@ def clean(
         None, "--max-size", help="Evict least recently used kernels until binaries fit (10M, 1G)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; change nothing."),
+    nvcc: str | None = NvccOpt,
+    compiler: str | None = CompilerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove kernels and tunes this machine cannot use, and evict to --max-size."""
@@ -30,9 +43,14 @@ def clean(
         limit = None if max_size is None else parse_size(max_size)
     except ValueError as exc:
         fail(f"--max-size: {exc}")
-    report = guarded(
-        lambda: clean_bundle(path, keep_foreign=keep_foreign, max_size=limit, dry_run=dry_run)
-    )
+
+    def action() -> CleanReport:
+        machine = Machine.of(inventory(nvcc=nvcc, compiler=compiler))
+        return clean_bundle(
+            path, machine, keep_foreign=keep_foreign, max_size=limit, dry_run=dry_run
+        )
+
+    report = guarded(action)
     if as_json:
         emit_json(clean_json(report))
     else:

@@ -24,7 +24,7 @@ from warmcli.backends.base import DeviceError
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.cli.render import kernel_order, stats_document, tune_order
+from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, guarded, out
-from warmcli.cli.render import diff_json, diff_renderable
+from warmcli.cli.render.ops import diff_json, diff_renderable
 from warmcli.ops.diff import diff_bundles
 
 

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from warmcli.backends.machine import inventory
 from warmcli.bundle.store import Bundle
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     BundleArg,
     CompilerOpt,
@@ -27,8 +25,10 @@ from warmcli.cli.common import (
     stats_stream,
     stream_json,
 )
-from warmcli.cli.render import add_row, line, listing, stats_renderable
-from warmcli.ops.stats import summarise, summary_renderable
+from warmcli.cli.render import line
+from warmcli.cli.render.ops import devices_json, devices_table
+from warmcli.cli.render.stats import stats_renderable, summary_renderable
+from warmcli.ops.stats import summarise
 from warmcli.printable import printable
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held
@@ -78,33 +78,13 @@ def devices(
 ) -> None:
     """The devices warm can use here (the host, and every CUDA device PyCUDA sees), and the
     compiler each backend builds with: its path, its version and why it was chosen."""
-    from warmcli.backends.host.device import HostDevice
-    from warmcli.backends.machine import backend_compilers
-
-    found: list[dict[str, Any]] = []
-    host = HostDevice()
-    found.append({"id": "host", "backend": "host", **host.fingerprint.as_dict()})
-    pycuda = importlib.util.find_spec("pycuda") is not None
-    if pycuda:
-        with contextlib.suppress(ImportError):  # pycuda without a driver library
-            from warmcli.backends.cuda.device import list_cuda_devices
-
-            found += [
-                {"id": f"cuda:{d['index']}", "backend": "cuda", **d} for d in list_cuda_devices()
-            ]
-    compilers = backend_compilers(host, nvcc=nvcc, compiler=compiler)
+    machine = guarded(lambda: inventory(nvcc=nvcc, compiler=compiler))
     if as_json:
-        emit_json({"devices": found, "pycuda": pycuda, "compilers": compilers})
+        emit_json(devices_json(machine))
         return
-    table = listing("Devices")
-    for col in ("id", "name", "arch", "memory", "driver"):
-        table.add_column(col)
-    for d in found:
-        memory = f"{int(d['memory']) / 2**30:.1f} GiB" if d.get("memory") else "-"
-        arch = d.get("arch") or d.get("compute_capability", "")
-        add_row(table, d["id"], d["name"], arch, memory, d.get("driver", ""))
-    out.print(table)
-    if not pycuda:
+    out.print(devices_table(machine.devices))
+    compilers = machine.compilers
+    if not machine.pycuda:
         out.print(line(PYCUDA_MISSING, style="yellow"))
     for info in compilers:
         out.print(compiler_line(info), markup=False, highlight=False, soft_wrap=True)

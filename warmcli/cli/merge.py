@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 
 from warmcli.bundle.signing import load_private_key, trusted_keys
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out, readable_bundle
-from warmcli.cli.render import merge_json, merge_renderable
+from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.ops.merge import merge_bundles
 
 

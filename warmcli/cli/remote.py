@@ -16,7 +16,7 @@ import typer
 
 from warmcli.bundle.remote import is_url
 from warmcli.bundle.remote import push as push_bundle
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, readable_bundle
 
 

@@ -20,7 +20,7 @@ from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.machine import compiler_info, open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleOpt,
@@ -43,7 +43,8 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.progress import RunProgress
-from warmcli.cli.render import merge_json, merge_renderable, run_json, run_renderable
+from warmcli.cli.render.ops import merge_json, merge_renderable
+from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.verify import replay
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.fanout import ShardResult, fan_out

@@ -14,7 +14,7 @@ import typer
 
 from warmcli.bundle.signing import generate_key_pair, load_private_key, sign
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, guarded, out
 from warmcli.printable import printable
 

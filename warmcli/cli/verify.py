@@ -18,7 +18,7 @@ import typer
 
 from warmcli.backends.machine import open_devices
 from warmcli.bundle.signing import trusted_keys
-from warmcli.cli import app
+from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
@@ -33,7 +33,8 @@ from warmcli.cli.common import (
     out,
     readable_bundle,
 )
-from warmcli.cli.render import integrity_json, integrity_renderable, run_renderable, stats_json
+from warmcli.cli.render.ops import integrity_json, integrity_renderable
+from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.ops.verify import check_bundle
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
 from warmcli.warming.workload import load_workload

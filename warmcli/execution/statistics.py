@@ -15,8 +15,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from warmcli.records import CompilerCommand
 
 if TYPE_CHECKING:
     from warmcli.runtime.explain import MissExplanation
@@ -106,6 +109,7 @@ class StatisticsCollector:
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, Counter[str]]] = {}
         self._notes: list[str] = []
+        self._commands: list[CompilerCommand] = []
         self._misses: list[MissExplanation] = []
         self._seen: set[tuple[str, str, str, str]] = set()
 
@@ -133,6 +137,11 @@ class StatisticsCollector:
         """Keep one line worth reporting (a failed kernel, a discarded read)."""
         with self._lock:
             self._notes.append(message)
+
+    def command(self, device: str, argv: Sequence[str]) -> None:
+        """Keep one compiler command a compile ran on `device` (a `CompilerCommand`)."""
+        with self._lock:
+            self._commands.append(CompilerCommand(device, tuple(argv)))
 
     def miss(self, device: str, view: str, explanation: MissExplanation) -> None:
         """Count one explained miss under its reason (`misses`) and keep the explanation."""
@@ -194,6 +203,11 @@ class StatisticsReader:
     def misses(self) -> list[MissExplanation]:
         """Every explained miss so far, in the order they happened."""
         return self._collector._snapshot()[2]
+
+    def commands(self) -> list[CompilerCommand]:
+        """Every compiler command so far, in the order they ran."""
+        with self._collector._lock:
+            return list(self._collector._commands)
 
     @property
     def compilation(self) -> CompilationStatistics:

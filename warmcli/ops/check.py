@@ -26,51 +26,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.base import Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, virtual_sm
-from warmcli.backends.host import HostDevice
-from warmcli.backends.machine import cuda_available, open_devices
+from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, why_not
-from warmcli.backends.toolchain import ToolchainError
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import MissExplanation, corrupt_entry, explained
 
 MACHINE = "this machine has"
 LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
-LANGUAGE = {"host": "c", "cuda": "cuda"}
-
-
-@dataclass(frozen=True)
-class Offer:
-    """What one device here offers a bundle: its arch, fingerprint and compiler identity."""
-
-    id: str
-    backend: str
-    arch: str
-    fingerprint: str
-    toolchain: str | None  # None: no compiler here (the bundle's builds are served by arch)
-    problem: str = ""  # why there is no compiler
-    driver: str = ""  # the fingerprint's driver (a CUDA version on a GPU)
-
-    @classmethod
-    def of(cls, device: Device) -> Offer:
-        try:
-            compiler = device.compiler(LANGUAGE.get(device.backend, "c"))
-            identity: str | None = compiler.toolchain.identity
-            problem = ""
-        except (ToolchainError, DeviceError, ValueError) as exc:
-            identity, problem = None, str(exc).splitlines()[0]
-        fp = device.fingerprint
-        return cls(
-            device.id, device.backend, device.arch, fp.identity, identity, problem, fp.driver
-        )
 
 
 @dataclass
 class CheckReport:
     bundle: Path
-    offers: list[Offer]
+    offers: list[DeviceInfo]  # each device here, as `warmcli.backends.machine` describes it
     kernels: int = 0
     tunes: int = 0
     unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
@@ -99,24 +70,6 @@ class CheckReport:
             self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
 
         return refuse
-
-
-def machine_devices(
-    spec: str = "auto",
-    archs: Sequence[str] = (),
-    nvcc: str | None = None,
-    compiler: str | None = None,
-) -> list[Device]:
-    """The devices to check against: the host and every GPU here (`auto`), or those named.
-
-    `--arch sm_90` checks for a GPU of that architecture without one, beside the host.
-    """
-    if archs:
-        return [HostDevice(), *open_devices(archs=archs, nvcc=nvcc, compiler=compiler)]
-    if spec == "auto":
-        gpus = open_devices("cuda", nvcc=nvcc, compiler=compiler) if cuda_available() else []
-        return [HostDevice(), *gpus]
-    return open_devices(spec, nvcc=nvcc, compiler=compiler)
 
 
 def _closest(
@@ -166,7 +119,7 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     driver can JIT), and each tune a measured pick on its fingerprint. Entries only
     other machines use are counted in `other`, never failing.
     """
-    offers = [Offer.of(d) for d in devices]
+    offers = [DeviceInfo.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
     blobs: dict[str, str] = {}  # sha256 -> why its blob cannot be served ("" when it can)
     kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)
@@ -182,7 +135,9 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     return report
 
 
-def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: dict[str, str], offer: Offer) -> str:
+def _blob_problem(
+    bundle: Bundle, record: KernelRecord, blobs: dict[str, str], offer: DeviceInfo
+) -> str:
     """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
     failing its sha256, or PTX that device's driver cannot JIT."""
     ptx = virtual_sm(record.arch) is not None
@@ -207,7 +162,7 @@ def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: dict[str, str], o
 def _check_kernels(
     bundle: Bundle,
     group: list[KernelRecord],
-    offers: list[Offer],
+    offers: list[DeviceInfo],
     report: CheckReport,
     blobs: dict[str, str],
 ) -> None:
@@ -261,7 +216,7 @@ def _unrunnable(group: list[KernelRecord], target: Target) -> MissExplanation:
     return MissExplanation("kernel", first.key, first.label, "arch", detail, ("arch",))
 
 
-def _check_tunes(group: list[TuneRecord], offers: list[Offer], report: CheckReport) -> None:
+def _check_tunes(group: list[TuneRecord], offers: list[DeviceInfo], report: CheckReport) -> None:
     """One tune's records (every device) against every device here."""
     first = group[0]
     label = f"{first.operation} {first.shape_key}"

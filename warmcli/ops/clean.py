@@ -17,12 +17,13 @@ to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
-Nothing here prints.
+What this machine uses (`Machine`) comes from the one inventory,
+`warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
+prints.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
@@ -32,9 +33,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, same_kernel, why_not
-from warmcli.backends.toolchain import ToolchainError, probe
 from warmcli.bundle.store import AS_STORED, Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -54,6 +54,17 @@ class Machine:
     devices: frozenset[str]
     backends: frozenset[str]
     gpus: frozenset[tuple[str, str]] = frozenset()  # (arch, driver) of every GPU here
+
+    @classmethod
+    def of(cls, machine: Inventory) -> Machine:
+        """What this machine's inventory (`warmcli.backends.machine.inventory`) uses."""
+        return cls(
+            machine.toolchains,
+            machine.host_arch,
+            machine.fingerprints,
+            machine.backends,
+            machine.gpus,
+        )
 
 
 @dataclass(frozen=True)
@@ -112,43 +123,6 @@ def parse_size(text: str) -> int:
     if not match:
         raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-
-
-def current_machine() -> Machine:
-    """This machine: its `cc`, `nvcc` and NVRTC (where found), host arch, every visible device."""
-    from warmcli.backends.host import HostDevice
-    from warmcli.backends.host.compiler import host_cc
-
-    toolchains: dict[str, str] = {}
-    with contextlib.suppress(ToolchainError):
-        toolchains["cc"] = probe("cc", host_cc()).identity
-    try:
-        from warmcli.backends.cuda.nvcc import NvccCompiler
-
-        toolchains["nvcc"] = NvccCompiler().toolchain.identity
-    except (ToolchainError, ImportError):
-        pass
-    try:
-        from warmcli.backends.cuda.nvrtc import NvrtcCompiler
-
-        toolchains["nvrtc"] = NvrtcCompiler().toolchain.identity
-    except (ToolchainError, ImportError):
-        pass
-    host = HostDevice()
-    devices = {host.fingerprint.identity}
-    backends = {"host"}
-    gpus: set[tuple[str, str]] = set()
-    try:
-        from warmcli.backends.cuda.device import list_cuda_devices
-
-        for d in list_cuda_devices():
-            fp = DeviceFingerprint("cuda", str(d["name"]), str(d["arch"]), str(d["driver_version"]))
-            devices.add(fp.identity)
-            backends.add("cuda")
-            gpus.add((fp.arch, fp.driver))
-    except ImportError:
-        pass
-    return Machine(toolchains, host.arch, frozenset(devices), frozenset(backends), frozenset(gpus))
 
 
 def _build_of(k: KernelRecord) -> bytes:
@@ -338,12 +312,13 @@ def clean_bundle(
     max_size: int | None = None,
     dry_run: bool = False,
 ) -> CleanReport:
-    """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it."""
+    """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it; `machine` is
+    this machine's inventory (`Machine.of(inventory())`) unless given."""
     path = Path(path)
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
     before = path.stat().st_size
-    machine = machine or current_machine()
+    machine = machine or Machine.of(inventory())
     with Bundle.open(path, write=not dry_run) as bundle:
         plan = plan_clean(
             ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),

@@ -6,8 +6,9 @@ kernels per device and arch with the bytes of their distinct blobs, tunes per
 operation and device with how many are pending, and one line for each of only the
 `SAMPLE_TUNES` tunes, a few of each operation. `warm stats --explain OPERATION` still
 lists one operation's tunes with every candidate (its first `SAMPLE_EXPLAINED` on a
-large bundle), and `--json` still has every entry. This module reads and presents; it
-never writes the bundle and never prints.
+large bundle), and `--json` still has every entry. This module reads and returns data
+(`BundleSummary`); `warmcli.cli.render.stats` presents it. It never writes the bundle,
+never builds output and never prints.
 """
 
 from __future__ import annotations
@@ -16,22 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
-
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render import (
-    EXPLAIN_HINT,
-    add_row,
-    candidates_table,
-    contents_table,
-    line,
-    manifest_grid,
-    natural,
-    tunable_arch,
-    tune_json,
-    tune_order,
-    tunes_table,
-)
 from warmcli.records import TuneRecord
 
 LARGE_KERNELS = 1_000
@@ -83,30 +69,3 @@ def summarise(
     if operation is not None:
         tunes = [t for t in tunes if t[0] == operation]
     return BundleSummary(bundle.manifest(), bundle.fingerprints(), kernels, tunes, first, operation)
-
-
-def summary_renderable(path: str, summary: BundleSummary) -> Group:
-    head = manifest_grid(path, summary.manifest, summary.fingerprints)
-    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
-    contents = contents_table()
-    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
-        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
-    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        add_row(
-            contents,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            f"{n:,}",
-            f"{pending:,}",
-        )
-    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
-    if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
-        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
-    every: list[Any] = []
-    for t in sorted(summary.sample, key=tune_order):
-        every += candidates_table(tune_json(t))
-    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
-    return Group(head, contents, *every, line(more, style="dim"))

@@ -37,9 +37,6 @@ from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
 
-# A note that records one compiler process's command line (`warm run --verbose` shows them).
-COMMAND_NOTE = "compiler command: "
-
 
 class KernelCompileError(RuntimeError):
     """A kernel failed to compile; carries the compiler's log."""
@@ -129,8 +126,6 @@ class KernelCache:
 
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
-        import shlex  # imported on first use, as the batch compiler: a hot start compiles nothing
-
         from warmcli.backends.batch import compile_batch
 
         with self._lock:
@@ -155,7 +150,7 @@ class KernelCache:
                 self._count("compiler_processes", result.processes)
                 self._count("seconds", result.seconds)
                 for built_group in result.groups:
-                    active_collector().note(COMMAND_NOTE + shlex.join(built_group.command))
+                    active_collector().command(self.device.id, built_group.command)
                 for unit in group:
                     built = result.built.get(unit.key)
                     if built is not None:

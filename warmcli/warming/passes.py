@@ -35,6 +35,7 @@ from warmcli.bundle.store import Bundle
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.ops.clean import drop_corrupt
+from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
@@ -61,6 +62,7 @@ class PassReport:
     per_device: dict[str, DeviceStatistics]
     notes: list[str] = field(default_factory=list)
     misses: list[MissExplanation] = field(default_factory=list)
+    commands: list[CompilerCommand] = field(default_factory=list)  # compiler processes run
 
 
 @dataclass
@@ -106,7 +108,13 @@ def run_pass(
     seconds = time.perf_counter() - started
     reader = collector.reader()
     return PassReport(
-        label, seconds, reader.total(), reader.per_device(), reader.notes(), reader.misses()
+        label,
+        seconds,
+        reader.total(),
+        reader.per_device(),
+        reader.notes(),
+        reader.misses(),
+        reader.commands(),
     )
 
 
@@ -179,6 +187,7 @@ def _merge(reports: list[PassReport]) -> PassReport:
         per_device,
         [n for r in reports for n in r.notes],
         [m for r in reports for m in r.misses],
+        [c for r in reports for c in r.commands],
     )
 
 

@@ -1,0 +1,90 @@
+"""The `warm` application object: `app`, its command class, and `warm --version`.
+
+Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
+`warmcli.cli` imports this module first and then the commands, so registration is no
+import cycle. It holds no other state and never calls the library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+from warmcli._version import __version__
+from warmcli.cli.common import out
+
+ENV_HELP = (
+    "Environment: WARM_BUNDLE (bundle path), WARM_HOME (warm's home: the default bundle, the "
+    "remembered compiler versions, the host library cache), "
+    "WARM_CUDA_COMPILER (nvrtc or nvcc; default nvrtc where installed), "
+    "WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend); in production, "
+    "WARM_REPORT=1 (print at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (write the "
+    "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "
+    "log a miss), WARM_TRUSTED_KEYS (Ed25519 public key files: serve only entries they signed)."
+    "\n\n"
+    "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
+    "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "
+    'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
+)
+
+
+class WarmCommand(TyperCommand):
+    """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
+    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        return params
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The whole first sentence in `warm --help`'s list of commands, never cut short."""
+        text = self.short_help or (self.help or "").split("\n\n")[0]
+        return " ".join(text.split())
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = (param.metavar or param.name or "").upper()
+                name = name if param.required else f"[{name}]"
+                pieces.append(name if param.nargs == 1 else f"{name}...")
+        return pieces
+
+
+class WarmApp(typer.Typer):
+    """`typer.Typer` whose every command is a `WarmCommand`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", WarmCommand)
+        return super().command(*args, **kwargs)
+
+
+app = WarmApp(
+    name="warm",
+    help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
+    + ENV_HELP,
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rewrapped to the terminal, nothing cut
+)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        out.print(f"warm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """warm: make GPU processes start hot."""

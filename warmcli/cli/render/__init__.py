@@ -1,0 +1,55 @@
+"""How reports look: Rich tables and JSON documents built from the library's reports.
+
+Pure presentation: every function takes a report or a bundle's records and
+returns a Rich renderable or a JSON-ready dict. Every string shown goes through
+`line` (or `add_row`): a Rich `Text`, never markup, with control characters escaped
+(`warmcli.printable`), since a bundle's text is untrusted. Nothing here runs a pass, opens a
+device or writes a file; the CLI decides where the output goes. This module holds the
+pieces every view shares (`listing`, `line`, `add_row`, `natural`, `when`); the views are
+`run` (a run's passes), `stats` (a bundle's contents, whole or summarised) and `ops`
+(verify, merge, diff, clean). It owns no state.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from warmcli.printable import printable
+
+
+def listing(title: str | None = None) -> Table:
+    """The table every listing uses: a title on the left, a rule under the header."""
+    shown = None if title is None else line(title)
+    return Table(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def line(text: object, style: str = "") -> Text:
+    """`text` shown as it is: no markup, every control character visibly escaped."""
+    return Text(printable(text), style=style)
+
+
+def add_row(table: Table, *cells: object, style: str | None = None) -> None:
+    """A table row of `line`s."""
+    table.add_row(*(line(c) for c in cells), style=style)
+
+
+def when(stamp: str | float | None, timespec: str = "seconds") -> str:
+    try:
+        return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec=timespec)
+    except ValueError:
+        return str(stamp)
+
+
+def natural(text: object) -> list[Any]:
+    """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
+    `64x64` before `200x200` (text and numbers alternate, so any two keys compare)."""
+    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+
+
+_DIGITS = re.compile("([0-9]+)")

@@ -1,0 +1,258 @@
+"""How `warm verify`'s integrity check, `warm merge`, `warm diff`, `warm clean` and
+`warm devices` (this machine's `Inventory`) look: their JSON documents and Rich
+renderables, signatures included. Pure presentation over
+the ops' reports; it owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from warmcli.backends.machine import DeviceInfo, Inventory
+from warmcli.bundle.signing import SignatureReport
+from warmcli.cli.render import add_row, line, listing, when
+from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
+from warmcli.ops.clean import CleanReport, Removal, where
+from warmcli.ops.diff import BundleDiff
+from warmcli.ops.merge import MergeReport
+from warmcli.ops.verify import IntegrityReport
+
+
+def _status_line(ok: bool, good: str, bad: str) -> Text:
+    return line(good, style="green") if ok else line(bad, style="red")
+
+
+def integrity_json(report: IntegrityReport) -> dict[str, Any]:
+    return {**dataclasses.asdict(report), "ok": report.ok}
+
+
+def integrity_renderable(report: IntegrityReport) -> Group:
+    counts = f"{report.kernels} kernel(s), {report.blobs} blob(s), {report.tunes} tune(s)"
+    parts: list[Any] = [
+        _status_line(
+            report.ok,
+            f"integrity: {report.path}: format {report.format_version}, {counts}: sound",
+            f"integrity: {report.path}: {len(report.problems) + report.unlisted} problem(s) "
+            f"in {counts}",
+        )
+    ]
+    parts += [line(f"  {p}", style="red") for p in report.problems]
+    if report.unlisted:
+        parts.append(line(f"  and {report.unlisted:,} more problem(s) not listed", style="red"))
+    return Group(*parts, *signature_lines(report.signatures))
+
+
+def signature_lines(report: SignatureReport) -> list[Text]:
+    """One line per signature (which key, valid, trusted, what it covers), or "unsigned"."""
+    if not report.signatures:
+        return [line("signature: unsigned", style="yellow")]
+    lines = []
+    for s in report.signatures:
+        state = "valid" if s.valid else "INVALID"
+        if s.trusted is not None:
+            state += ", trusted" if s.trusted else ", not trusted"
+        lines.append(
+            line(
+                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, "
+                f"covers {s.covers} of {report.rows} row(s)",
+                style="green" if s.valid and s.trusted is not False else "red",
+            )
+        )
+    if report.uncovered and not report.trust_required:
+        lines.append(line(f"  {report.uncovered} row(s) no valid signature covers", style="yellow"))
+    return lines
+
+
+def merge_json(report: MergeReport) -> dict[str, Any]:
+    doc = dataclasses.asdict(report)
+    doc["out"] = str(report.out)
+    doc["contributed"] = {s: {"kernels": k, "tunes": t} for s, (k, t) in report.contributed.items()}
+    return doc
+
+
+def merge_renderable(report: MergeReport) -> Group:
+    parts: list[Any] = [
+        line(
+            f"merged {len(report.sources)} bundle(s) into {report.out}: {report.kernels} "
+            f"kernel(s), {report.tunes} tune(s), {report.fingerprints} fingerprint(s)"
+        )
+    ]
+    for source, (k, t) in report.contributed.items():
+        parts.append(line(f"  from {source}: {k} kernel(s), {t} tune(s)"))
+    if report.signature:
+        parts.append(line(f"  {report.out}: {report.signature}", style="yellow"))
+    for c in report.choices:
+        parts.append(
+            line(
+                f"  tune {c.operation} {c.shape} on {c.device}: kept {c.kept_pick or 'pending'} "
+                f"measured {when(str(c.kept_measured_at))} in {c.kept} (newer); dropped "
+                f"{c.dropped_pick or 'pending'} measured {when(str(c.dropped_measured_at))} "
+                f"in {c.dropped}",
+                style="yellow",
+            )
+        )
+    return Group(*parts)
+
+
+def diff_json(diff: BundleDiff) -> dict[str, Any]:
+    return {
+        "a": diff.a,
+        "b": diff.b,
+        "same": diff.same,
+        "kernels": {
+            "only_a": kernels_json(diff.kernels_only_a, diff.tunes_only_a, diff.usage_a),
+            "only_b": kernels_json(diff.kernels_only_b, diff.tunes_only_b, diff.usage_b),
+            "shared": diff.kernels_shared,
+            "only_a_count": diff.count("kernels_only_a"),
+            "only_b_count": diff.count("kernels_only_b"),
+        },
+        "tunes": {
+            "only_a": [tune_brief(t) for t in sorted(diff.tunes_only_a, key=tune_order)],
+            "only_b": [tune_brief(t) for t in sorted(diff.tunes_only_b, key=tune_order)],
+            "shared": diff.tunes_shared,
+            "picks_changed": [dataclasses.asdict(c) for c in diff.picks_changed],
+            "only_a_count": diff.count("tunes_only_a"),
+            "only_b_count": diff.count("tunes_only_b"),
+            "picks_changed_count": diff.count("picks_changed"),
+        },
+    }
+
+
+def _unlisted(diff: BundleDiff) -> list[Text]:
+    """A line for each kind of difference with more entries than the diff keeps."""
+    lines = []
+    for name, listed in (
+        ("kernels_only_a", diff.kernels_only_a),
+        ("kernels_only_b", diff.kernels_only_b),
+        ("tunes_only_a", diff.tunes_only_a),
+        ("tunes_only_b", diff.tunes_only_b),
+        ("picks_changed", diff.picks_changed),
+    ):
+        if diff.count(name) > len(listed):
+            what = (
+                name.replace("_", " ").replace("only a", "only in A").replace("only b", "only in B")
+            )
+            lines.append(
+                Text(f"{what}: {diff.count(name):,} in all, the first {len(listed):,} listed")
+            )
+    return lines
+
+
+def diff_renderable(diff: BundleDiff) -> Group:
+    parts: list[Any] = [
+        line(f"A {diff.a}"),
+        line(f"B {diff.b}"),
+        line(f"{diff.kernels_shared} kernel(s) and {diff.tunes_shared} tune(s) in both"),
+    ]
+    doc = diff_json(diff)["kernels"]
+    for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
+        by_toolchain: dict[str, list[dict[str, Any]]] = {}
+        for k in kernels:  # one table per toolchain, not its long identity on every row
+            by_toolchain.setdefault(k["toolchain"], []).append(k)
+        for toolchain, built in by_toolchain.items():
+            parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
+            table = listing()
+            for col in ("device", "kernel", "bytes"):
+                table.add_column(
+                    col, justify="right" if col == "bytes" else "left", overflow="fold"
+                )
+            for k in built:
+                add_row(table, where(k["device"], k["arch"]), kernel_name(k), f"{k['bytes']:,}")
+            parts.append(table)
+    for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
+        if tunes:
+            table = listing(f"Tunes only in {side} ({len(tunes)})")
+            for col in ("operation", "shape", "pick", "device"):
+                table.add_column(col)
+            for t in sorted(tunes, key=tune_order):
+                add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
+            parts.append(table)
+    if diff.picks_changed:
+        table = listing(f"Picks that differ ({len(diff.picks_changed)})")
+        for col in ("operation", "shape", "A pick", "A median", "B pick", "B median"):
+            table.add_column(col, justify="right" if "median" in col else "left")
+        for c in diff.picks_changed:
+            add_row(
+                table,
+                c.operation,
+                c.shape,
+                c.a_pick or "pending",
+                micros(c.a_seconds),
+                c.b_pick or "pending",
+                micros(c.b_seconds),
+            )
+        parts.append(table)
+    parts += _unlisted(diff)
+    if diff.same:
+        parts.append(line("the bundles hold the same kernels and tunes, with the same picks"))
+    return Group(*parts)
+
+
+def clean_json(report: CleanReport) -> dict[str, Any]:
+    plan = report.plan
+    return {
+        "bundle": str(report.path),
+        "applied": report.applied,
+        "dry_run": report.dry_run,
+        "removed": [dataclasses.asdict(r) for r in plan.removals],
+        "removed_count": {"kernels": plan.removed["kernel"], "tunes": plan.removed["tune"]},
+        "removed_by_reason": dict(plan.by_reason),
+        "kept_unjudged": plan.kept_unjudged,
+        "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
+        "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
+    }
+
+
+def clean_renderable(report: CleanReport) -> Group:
+    plan = report.plan
+    verb = "would remove" if report.dry_run else "removed"
+    parts: list[Any] = []
+    by_reason: dict[str, list[Removal]] = {}
+    for r in plan.removals:  # one table per reason, not the reason on every row
+        by_reason.setdefault(r.reason, []).append(r)
+    for reason, removals in by_reason.items():
+        n = plan.by_reason.get(reason, len(removals))
+        listed = f"{n:,}" if n == len(removals) else f"{n:,}, the first {len(removals):,} listed"
+        parts.append(line(f"{verb.capitalize()} from {report.path} ({listed}): {reason}"))
+        table = listing()
+        for col in ("kind", "entry", "where", "bytes"):
+            table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+        for r in removals:
+            add_row(table, r.kind, r.label, r.where, f"{r.bytes:,}" if r.bytes else "")
+        parts.append(table)
+    parts.append(
+        line(
+            f"clean: {verb} {plan.removed['kernel']} kernel(s) and {plan.removed['tune']} "
+            "tune(s); "
+            f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
+            f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
+        )
+    )
+    parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
+    return Group(*parts)
+
+
+DEVICE_FIELDS = ("id", "backend", "name", "arch", "driver", "memory", "fingerprint")
+
+
+def devices_json(machine: Inventory) -> dict[str, Any]:
+    """`warm devices --json`: every device (one spelling), pycuda, the compilers."""
+    devices = [{f: getattr(d, f) for f in DEVICE_FIELDS} for d in machine.devices]
+    return {"devices": devices, "pycuda": machine.pycuda, "compilers": machine.compilers}
+
+
+def devices_table(devices: Iterable[DeviceInfo]) -> Table:
+    """One row per device: its id, name, arch, memory (GiB; `-` unknown) and driver."""
+    table = listing("Devices")
+    for col in ("id", "name", "arch", "memory", "driver"):
+        table.add_column(col)
+    for d in devices:
+        memory = f"{d.memory / 2**30:.1f} GiB" if d.memory else "-"
+        add_row(table, d.id, d.name, d.arch, memory, d.driver)
+    return table

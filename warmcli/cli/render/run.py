@@ -1,0 +1,150 @@
+"""How `warm run` and `warm verify` look: each pass's counts per device, notes, the
+compiler commands (`records.CompilerCommand`, shown under `--verbose`), misses, and the
+run's JSON document. Pure presentation over a `RunReport`; it owns no state and never
+prints (the CLI does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from warmcli.cli.render import add_row, line, listing
+from warmcli.execution.statistics import DeviceStatistics
+from warmcli.runtime.explain import MissExplanation
+from warmcli.warming.passes import PassReport, RunReport
+
+COMPILATION_KEYS = ("registered", "queued", "compiled", "loaded", "failed", "batches")
+AUTOTUNE_KEYS = ("registered", "measured", "failed", "hits", "persisted")
+EXECUTION_KEYS = ("executed", "discarded", "queued")
+LABELS = {
+    "compiler_processes": "processes",
+    "candidates_measured": "candidates",
+    "discarded_reads": "reads discarded",
+}
+
+
+def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
+    return {
+        "compilation": dataclasses.asdict(stats.compilation),
+        "autotune": dataclasses.asdict(stats.autotune),
+        "execution": dataclasses.asdict(stats.execution),
+    }
+
+
+def run_json(report: RunReport) -> dict[str, Any]:
+    return {
+        "passes": [
+            {
+                "mode": p.mode,
+                "seconds": round(p.seconds, 6),
+                **stats_json(p.total),
+                "devices": {d: stats_json(s) for d, s in p.per_device.items()},
+                "notes": p.notes,
+                "commands": commands(p),
+            }
+            for p in report.passes
+        ],
+        "bundle": str(report.bundle),
+        "devices": report.devices,
+        "stored": {"kernels": report.stored_kernels, "tunes": report.stored_tunes},
+        "verified": report.verified,
+        "missing": report.missing,
+        "signature": report.signature,
+        "shard": report.shard or None,
+        "explanations": [m.as_dict() for m in verify_misses(report)],
+        "launched_nothing": not any(did_something(p.total) for p in report.passes),
+    }
+
+
+def verify_misses(report: RunReport) -> list[MissExplanation]:
+    """Every kernel and tune the verify pass(es) missed, each with its reason."""
+    return [m for p in report.passes if p.mode.startswith("Verify") for m in p.misses]
+
+
+def miss_lines(misses: list[MissExplanation]) -> list[Text]:
+    """One line per miss: what was missed, the part of its key that differs, both values."""
+    return [Text(f"miss: {m.line()}", style="red") for m in misses]
+
+
+def commands(report: PassReport) -> list[str]:
+    """The compiler command lines a pass ran (one per compiler process)."""
+    return [shlex.join(c.argv) for c in report.commands]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3f} s" if isinstance(value, float) else str(value)
+
+
+def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
+    """One pass on one device: compilation, autotune and execution side by side."""
+    table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
+    columns = []
+    for view, keys in (
+        ("compilation", (*COMPILATION_KEYS, "compiler_processes", "seconds")),
+        ("autotune", (*AUTOTUNE_KEYS, "pending", "candidates_measured", "seconds")),
+        ("execution", (*EXECUTION_KEYS, "discarded_reads")),
+    ):
+        values = getattr(stats, view)
+        table.add_column(view.capitalize(), style="bold")
+        table.add_column("", justify="right")
+        columns.append(
+            [(LABELS.get(k, k.replace("_", " ")), _fmt(getattr(values, k))) for k in keys]
+        )
+    for i in range(max(len(c) for c in columns)):
+        row: list[str] = []
+        for column in columns:
+            row += list(column[i]) if i < len(column) else ["", ""]
+        add_row(table, *row)
+    return table
+
+
+def did_something(stats: DeviceStatistics) -> bool:
+    """Whether a pass registered a kernel or a tune, or launched anything."""
+    e = stats.execution
+    return bool(
+        stats.compilation.registered
+        or stats.autotune.registered
+        or e.executed + e.discarded + e.queued
+    )
+
+
+def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
+    """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
+    parts: list[Any] = []
+    for i, p in enumerate(report.passes, start=1):
+        if tables:
+            for device, stats in sorted(p.per_device.items()) or [("no device", p.total)]:
+                parts.append(pass_table(i, p, device, stats))
+        if verbose:
+            parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
+        parts += [line(f"  note: {n}", style="yellow") for n in p.notes]
+    if report.passes and not any(did_something(p.total) for p in report.passes):
+        parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
+    if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
+        parts.append(
+            line(
+                f"bundle {report.bundle}: stored {report.stored_kernels} new kernel(s) "
+                f"and {report.stored_tunes} new tune(s)"
+            )
+        )
+    if report.signature:
+        parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
+    if report.shard:
+        parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
+    if report.verified is True:
+        parts.append(
+            line(
+                "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete",
+                style="green",
+            )
+        )
+    elif report.verified is False:
+        parts += [line(f"verify: {m}", style="red") for m in report.missing]
+        parts += miss_lines(verify_misses(report))
+    return Group(*parts)

@@ -1,0 +1,383 @@
+"""How a bundle's contents look (`warm stats`, `warm verify`): kernels and tunes as JSON
+documents and tables, the manifest, and the summary of a bundle too large to list
+(`warmcli.ops.stats.BundleSummary`). Pure presentation over records and summaries; it
+owns no state, never opens a bundle and never prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from warmcli.cli.render import add_row, line, listing, natural, when
+from warmcli.ops.clean import where
+from warmcli.ops.stats import BundleSummary
+from warmcli.printable import printable
+from warmcli.records import KernelRecord, TuneRecord
+
+
+def kernel_json(
+    k: KernelRecord,
+    usage: tuple[float, float] | None = None,
+    shared_by: int = 1,
+    share: int | None = None,
+    candidates: list[str] | None = None,
+) -> dict[str, Any]:
+    """One kernel. A batch compiles several kernels into one binary: `blob_bytes` and
+    `batch_seconds` are that binary's, `bytes` and `seconds` this kernel's share of them
+    (`share`: its bytes, so the shares of one binary add up to it exactly)."""
+    created, last_used = usage or (None, None)
+    shared_by = max(shared_by, 1)
+    return {
+        "key": k.key,
+        "device": k.device,
+        "backend": k.backend,
+        "arch": k.arch,
+        "entry": k.entry,
+        "label": k.label,
+        "candidates": candidates or [],
+        "options": _json_field(k.components.get("options"), []),
+        "defines": dict(_json_field(k.components.get("defines"), [])),
+        "bytes": k.size // shared_by if share is None else share,
+        "blob_bytes": k.size,
+        "shared_by": shared_by,
+        "sha256": k.sha256,
+        "toolchain": k.toolchain,
+        "seconds": k.seconds / shared_by,
+        "batch_seconds": k.seconds,
+        "created": created,
+        "last_used": last_used,
+    }
+
+
+def _json_field(text: str | None, empty: Any) -> Any:
+    """A key component kept as JSON text (options, defines), or `empty` if it is not."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
+def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
+    """How kernels are listed: by device, arch and label, numbers as numbers."""
+    return (k.device, k.arch, natural(k.label), k.key)
+
+
+def kernels_json(
+    kernels: list[KernelRecord],
+    tunes: list[TuneRecord],
+    usage: dict[str, tuple[float, float]],
+) -> list[dict[str, Any]]:
+    """Every kernel's `kernel_json`, by device, arch and label (numbers as numbers): each
+    named by the tunable candidates it is, and given its share of a shared binary."""
+    named: dict[str, set[str]] = {}
+    for t in tunes:
+        for c in t.candidates:
+            named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+    users = Counter(k.sha256 for k in kernels)
+    given: Counter[str] = Counter()
+    docs = []
+    for k in sorted(kernels, key=kernel_order):
+        n = users[k.sha256]
+        share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
+        given[k.sha256] += 1
+        cands = sorted(named.get(k.key, ()), key=natural)
+        docs.append(kernel_json(k, usage.get(k.key), n, share, cands))
+    return docs
+
+
+def kernel_name(k: dict[str, Any]) -> str:
+    """How a table names a kernel (its `kernel_json`): the tunable candidates it is, else
+    its label, then its compile options, so that two different kernels read differently."""
+    name = ", ".join(k.get("candidates") or ()) or k["label"]
+    if k.get("candidates") and k.get("defines"):
+        name += f" [{','.join(f'{d}={v}' for d, v in k['defines'].items())}]"
+    return " ".join([name, *map(str, k.get("options") or ())])
+
+
+def tune_brief(t: TuneRecord) -> dict[str, Any]:
+    """What names a tune and its decision, without the evidence."""
+    return {
+        "key": t.key,
+        "operation": t.operation,
+        "shape": t.shape_key,
+        "device": t.device,
+        "status": t.status,
+        "pick": t.pick,
+        "pick_kernel": next((c.kernel_key for c in t.candidates if c.name == t.pick), None),
+    }
+
+
+def tune_json(t: TuneRecord) -> dict[str, Any]:
+    picked = next((c for c in t.candidates if c.name == t.pick), None)
+    best = picked.seconds if picked is not None else None
+    return {
+        **tune_brief(t),
+        "checksum": t.checksum,
+        "measured_at": t.measured_at,
+        "candidates": [
+            {
+                "name": c.name,
+                "kernel": c.kernel_key,
+                "seconds": c.seconds,
+                "status": c.status,
+                "reason": c.reason,
+                "samples": list(c.samples),
+                "ratio": (c.seconds / best) if (best and c.seconds is not None) else None,
+            }
+            for c in t.candidates
+        ],
+    }
+
+
+def tune_order(t: TuneRecord) -> tuple[Any, ...]:
+    """Tunes by operation, then shape (numbers as numbers), then device."""
+    return (natural(t.operation), natural(t.shape_key), t.device, t.key)
+
+
+MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "updated": float}
+
+
+def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
+    """The manifest with its numbers as numbers (the bundle keeps text; a value that is
+    not the number it should be is shown as it is)."""
+    out: dict[str, Any] = {}
+    for key, value in manifest.items():
+        try:
+            out[key] = MANIFEST_TYPES.get(key, str)(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def stats_document(
+    manifest: dict[str, str],
+    fingerprints: list[dict[str, Any]],
+    kernels: Iterable[tuple[KernelRecord, tuple[float, float] | None]],
+    tunes: Iterable[TuneRecord],
+    shared: dict[str, int] | None = None,
+    named: dict[str, set[str]] | None = None,
+) -> dict[str, Any]:
+    """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
+    entry converted as it is read (stream them, or list them). `shared`: how many kernels
+    use each binary used by more than one (so each gets its share of it); `named`: the
+    tunable candidates each kernel key is."""
+    shared = shared or {}
+    named = named or {}
+    given: Counter[str] = Counter()
+
+    def one(k: KernelRecord, usage: tuple[float, float] | None) -> dict[str, Any]:
+        n = shared.get(k.sha256, 1)
+        share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
+        if n > 1:
+            given[k.sha256] += 1
+        return kernel_json(k, usage, n, share, sorted(named.get(k.key, ()), key=natural))
+
+    return {
+        "manifest": manifest_json(manifest),
+        "fingerprints": fingerprints,
+        "kernels": (one(k, usage) for k, usage in kernels),
+        "tunes": map(tune_json, tunes),
+    }
+
+
+TUNE_TABLES = 10  # more tunes than this are listed one line each (--explain: every candidate)
+
+
+def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
+    """One row per kernel (its `kernel_json`): where, what, its share of its binary's size
+    and compile time (a batch's kernels share one binary), its key, its last use."""
+    table = listing(title)
+    table.add_column("device", no_wrap=True)
+    table.add_column("kernel", overflow="fold")
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("compile", justify="right", no_wrap=True)
+    table.add_column("key", no_wrap=True)
+    table.add_column("last used", no_wrap=True)
+    for k in kernels:
+        used = when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
+        add_row(
+            table,
+            where(k["device"], k["arch"]),
+            kernel_name(k),
+            f"{k['bytes']:,}",
+            f"{k['seconds']:.3f}",
+            k["key"][:8],
+            used,
+        )
+    return table
+
+
+def pick_figures(t: dict[str, Any]) -> tuple[str, str]:
+    """A tune's (`tune_json`) pick median, and how much slower its runner-up is."""
+    ok = [c for c in t["candidates"] if c["status"] == "ok" and c["seconds"] is not None]
+    times = sorted(c["seconds"] for c in ok)
+    picked = next((c["seconds"] for c in ok if c["name"] == t["pick"]), None)
+    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
+    return micros(picked), runner
+
+
+def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
+    """One line per tune (its `tune_json`): the pick, its median, the runner-up's ratio."""
+    table = listing(title)
+    table.add_column("operation", overflow="fold")
+    table.add_column("shape", overflow="fold")
+    table.add_column("device", overflow="fold")
+    table.add_column("pick", overflow="fold")
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("runner-up", justify="right", no_wrap=True)
+    table.add_column("candidates", justify="right", no_wrap=True)
+    for t in tunes:
+        median, runner = pick_figures(t)
+        pick = t["pick"] or t["status"]
+        add_row(
+            table,
+            t["operation"],
+            t["shape"],
+            device_brief(t["device"]),
+            pick,
+            median,
+            runner,
+            str(len(t["candidates"])),
+        )
+    return table
+
+
+def candidates_table(t: dict[str, Any]) -> list[Any]:
+    """A tune's heading line and every candidate's median, ratio to the pick and status."""
+    heading = Text.assemble(
+        (f"{printable(t['operation'])} ", "bold"),
+        printable(t["shape"]),
+        " → ",
+        (printable(t["pick"] or t["status"]), "bold green"),
+        (f"   on {printable(t['device'])}", "dim"),
+    )
+    table = listing()
+    for col in ("candidate", "median", "vs pick", "status"):
+        table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
+    for c in sorted(t["candidates"], key=lambda c: (c["seconds"] is None, c["seconds"] or 0)):
+        ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
+        status = c["status"] if not c["reason"] else f"{c['status']}: {c['reason'].splitlines()[0]}"
+        style = "bold green" if c["name"] == t["pick"] else None
+        add_row(table, c["name"], micros(c["seconds"]), ratio, status, style=style)
+    return [heading, table]
+
+
+def manifest_grid(path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]]) -> Table:
+    """The bundle's path, format and times, and every toolchain and device that wrote it."""
+    head = Table.grid(padding=(0, 2))
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")
+    add_row(head, "bundle", path)
+    add_row(head, "format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
+    add_row(head, "created", when(m.get("created")))
+    add_row(head, "updated", when(m.get("updated")))
+    for fp in fingerprints:
+        add_row(head, str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
+    return head
+
+
+def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = False) -> Group:
+    """The manifest, the contents, every kernel, and the tunes: each with its candidates
+    when there are few (or `every_candidate`), else one line each."""
+    parts: list[Any] = [
+        manifest_grid(path, doc["manifest"], doc["fingerprints"]),
+        summary_table(doc),
+        kernels_table(f"Kernels ({len(doc['kernels'])})", doc["kernels"]),
+    ]
+    tunes = doc["tunes"]
+    if every_candidate or len(tunes) <= TUNE_TABLES:
+        for t in tunes:
+            parts += candidates_table(t)
+    else:
+        parts.append(tunes_table(f"Tunes ({len(tunes)})", tunes))
+        parts.append(line(EXPLAIN_HINT, style="dim"))
+    return Group(*parts)
+
+
+EXPLAIN_HINT = "every candidate of one operation: warm stats --explain OPERATION; all: --json"
+
+
+def contents_table() -> Table:
+    """The empty Contents table: a row per device and arch, then per tunable and device."""
+    table = listing("Contents")
+    table.add_column("device / tunable", overflow="fold")
+    table.add_column("arch", no_wrap=True)
+    for col in ("kernels", "binary bytes", "tunes", "pending"):
+        table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def device_brief(device: str) -> str:
+    """A device fingerprint (`backend|name|arch|driver`) as `name arch`."""
+    parts = device.split("|")
+    return f"{parts[1]} {parts[2]}" if len(parts) >= 4 else device
+
+
+def tunable_arch(device: str) -> str:
+    """The arch field of a device fingerprint (`backend|name|arch|driver`)."""
+    return device.split("|")[2] if device.count("|") >= 3 else device
+
+
+def summary_table(doc: dict[str, Any]) -> Table:
+    """One row per device and arch (kernels, binary bytes), one per tunable and device."""
+    table = contents_table()
+    places: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for k in doc["kernels"]:
+        places.setdefault((k["device"], k["arch"]), []).append(k)
+    for (device, arch), ks in sorted(places.items()):
+        size = sum({k["sha256"]: k["blob_bytes"] for k in ks}.values())
+        add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
+    tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in doc["tunes"]:
+        tunables.setdefault((t["operation"], t["device"]), []).append(t)
+    for (operation, device), ts in sorted(tunables.items()):
+        pending = sum(1 for t in ts if t["status"] == "pending")
+        add_row(
+            table,
+            f"{operation} on {device}",
+            tunable_arch(device),
+            "",
+            "",
+            str(len(ts)),
+            str(pending),
+        )
+    return table
+
+
+def summary_renderable(path: str, summary: BundleSummary) -> Group:
+    head = manifest_grid(path, summary.manifest, summary.fingerprints)
+    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
+    contents = contents_table()
+    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
+        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
+    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
+        add_row(
+            contents,
+            f"{operation} on {device}",
+            tunable_arch(device),
+            "",
+            "",
+            f"{n:,}",
+            f"{pending:,}",
+        )
+    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
+    if summary.operation is None:
+        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
+        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
+    every: list[Any] = []
+    for t in sorted(summary.sample, key=tune_order):
+        every += candidates_table(tune_json(t))
+    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
+    return Group(head, contents, *every, line(more, style="dim"))
+
+
+def micros(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"
