@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from warmcli.execution.stream_mode import Stream
+    from warmcli.backends.base import Stream
     from warmcli.runtime.runtime import Runtime
 
 _lock = threading.Lock()

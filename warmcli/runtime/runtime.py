@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device, LaunchConfig
+from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune

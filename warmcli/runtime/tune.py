@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device
+from warmcli.backends.base import Buffer, Device, Stream, StreamMode
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
+from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.runtime.kernel_cache import KernelCompileError

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device
-from warmcli.execution.stream_mode import Stream
+from warmcli.backends.base import Buffer, Device, Stream
 
 if TYPE_CHECKING:
     from warmcli.runtime.tune import Tunable
