@@ -244,7 +244,16 @@ class Runtime:
             return None
         else:
             self._explain_tune_miss(tunable, key, shape_key, record)
-            record = measure(self, tunable, inputs, stream, key, shape_key)
+            record = measure(
+                self.device,
+                self.kernels,
+                lambda kernel, args, on: tunable.launch(self, kernel, *args, stream=on),
+                tunable,
+                inputs,
+                stream,
+                key,
+                shape_key,
+            )
             self.tunes.put(record)
             if record.pick is None:
                 return None
