@@ -11,9 +11,9 @@ back after every run (`warmcli.runtime.tune_guard`), so the caller's data is as 
 candidate that fails to compile, raises any exception, fails the tunable's output
 check, or crashed an earlier `warm run` worker (as the installed `MeasureJournal` says:
 `warm run`'s crash isolation installs one in its worker; the default journals nothing)
-is excluded with its reason; the fastest wins and every measurement is kept. `measure`
-is handed the device, its kernel cache and a `CandidateRun` (the runtime's launch of
-one candidate), never the runtime itself. The
+is excluded with its reason; the fastest wins and every measurement is kept.
+`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a
+`CandidateRun` (the runtime's launch of one candidate), never the runtime itself. The
 `TuneCache` owns the records of one device and reads the bundle on demand (a
 malformed row is no record: it remembers what is wrong, for the runtime to explain
 the miss as `corrupt`); it never writes the bundle itself.
@@ -40,7 +40,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
-from warmcli.runtime.kernel_cache import KernelCache, KernelCompileError
+from warmcli.runtime.kernel_cache import KernelCompileError
 
 if TYPE_CHECKING:
     from warmcli.runtime.tune_guard import TuneGuard
@@ -201,6 +201,22 @@ class CandidateRun(Protocol):
     def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
 
 
+class CandidateKernels(Protocol):
+    """What a tune needs of its device's kernel cache (`KernelCache` is one)."""
+
+    def key(self, kernel: Kernel) -> str:
+        """The kernel's key on the device."""
+        ...
+
+    def get(self, kernel: Kernel) -> Any:
+        """The loaded kernel, compiled first if it must be (`KernelCompileError` if it fails)."""
+        ...
+
+    def flush(self) -> None:
+        """Compile the whole queue."""
+        ...
+
+
 class MeasureJournal(Protocol):
     """What is told of each candidate measured, and says which ones crashed before."""
 
@@ -242,7 +258,7 @@ def _count(device: str, name: str, amount: float = 1) -> None:
 
 def _measure_candidates(
     device: Device,
-    kernels: KernelCache,
+    kernels: CandidateKernels,
     launch: CandidateRun,
     tunable: Tunable,
     inputs: tuple[Any, ...],
@@ -319,7 +335,7 @@ def _samples(
 
 def measure(
     device: Device,
-    kernels: KernelCache,
+    kernels: CandidateKernels,
     launch: CandidateRun,
     tunable: Tunable,
     inputs: tuple[Any, ...],
