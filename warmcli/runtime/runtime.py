@@ -12,7 +12,7 @@ What the loaded bundle lacks (a kernel to compile, a tune to measure) is explain
 and handed to the runtime's `MissPolicy` (`warmcli.runtime.explain`; `None` for the warming
 passes, where everything is a miss by design), which in strict mode refuses it.
 Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
-becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
+becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
 that shard's tunes and queues or compiles only the launched kernels it owns
 (`warmcli.runtime.shard`); everything else it skips.
@@ -131,7 +131,7 @@ class Runtime:
         """Memory the caller already owns on this device as a `Buffer` for `launch`: a
         PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
         anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays)."""
-        from warmcli.pycuda.args import wrap
+        from warmcli.backends.cuda.foreign import wrap
 
         return wrap(obj, self.device.id, shape, dtype)
 
