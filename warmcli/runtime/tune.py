@@ -257,17 +257,16 @@ def _count(device: str, name: str, amount: float = 1) -> None:
 
 
 def _measure_candidates(
-    device: Device,
     kernels: CandidateKernels,
     launch: CandidateRun,
     tunable: Tunable,
     inputs: tuple[Any, ...],
-    stream: Stream,
     guard: TuneGuard | None,
     key: str,
     shape_key: str,
 ) -> list[CandidateMeasurement]:
-    """Every candidate's measurement, in the tunable's order; a candidate that fails to
+    """Every candidate's measurement, in the tunable's order, on the guard's device and
+    stream (none without a guard: the device cannot execute); a candidate that fails to
     compile, raises, or fails the output check is excluded with its reason."""
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # on first use, as in `measure`
 
@@ -294,17 +293,17 @@ def _measure_candidates(
             active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
             continue
 
-        def run(kernel: Kernel = kernel) -> None:
+        def run(kernel: Kernel = kernel, stream: Stream = guard.stream) -> None:
             launch(kernel, inputs, stream)
 
         try:
             with (
                 journal.measuring(key, tunable.name, shape_key, name),
-                StreamModeOverride(stream, StreamMode.EXECUTE),
+                StreamModeOverride(guard.stream, StreamMode.EXECUTE),
             ):
                 problem = check.verdict(name, run) if check is not None else None
                 if problem is None:
-                    samples = _samples(device, stream, guard, tunable, run)
+                    samples = _samples(guard, tunable, run)
         except Exception as exc:  # any exception of a candidate excludes it, with its reason
             guard.restore()
             problem = last_line(exc)
@@ -318,17 +317,15 @@ def _measure_candidates(
     return [results[name] for name in tunable.candidates]
 
 
-def _samples(
-    device: Device, stream: Stream, guard: TuneGuard, tunable: Tunable, run: Callable[[], None]
-) -> tuple[float, ...]:
+def _samples(guard: TuneGuard, tunable: Tunable, run: Callable[[], None]) -> tuple[float, ...]:
     """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
     for _ in range(tunable.warmup):
         run()
         guard.restore()
-    stream.synchronize()
+    guard.stream.synchronize()
     samples = []
     for _ in range(max(1, tunable.repeats)):
-        samples.append(device.time(stream, run))
+        samples.append(guard.device.time(guard.stream, run))
         guard.restore()
     return tuple(samples)
 
@@ -359,9 +356,7 @@ def measure(
         written = written_buffers(tunable.name, tunable.restore, tunable.restore_positions, inputs)
         guard = TuneGuard(device, stream, written)
     try:
-        results = _measure_candidates(
-            device, kernels, launch, tunable, inputs, stream, guard, key, shape_key
-        )
+        results = _measure_candidates(kernels, launch, tunable, inputs, guard, key, shape_key)
     finally:
         if guard is not None:
             guard.restore()
