@@ -7,8 +7,8 @@ it: a context manager that sets the mode and names the `StatisticsCollector` tha
 everything the mode triggers is counted into. A stream's default mode follows it
 (`default_for`, installed into `warmcli.backends.base` on import). One override is
 open at a time; a second one with another mode or another collector is refused,
-never silently nested. This module owns that process-wide slot and nothing else: it never
-compiles, launches or prints.
+never silently nested. This module owns that process-wide slot and nothing else: it
+never compiles, launches or prints.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ default `StreamMode` from the process mode at the moment a launch resolves
 `warmcli.execution.process_mode`. A measurement (autotune's candidates, a throughput
 probe) switches the one stream it measures on to `Execute` with a
 `StreamModeOverride` for as long as it measures. The stream never knows why. This
-module owns each stream's override stack; it never launches anything itself.
+module pushes and pops a stream's overrides (the stack is the stream's) and owns no
+state; it never launches anything itself.
 """
 
 from __future__ import annotations
