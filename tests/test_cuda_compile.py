@@ -22,7 +22,7 @@ from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileFailure, CompileUnit
 from warmcli.backends.cuda import nvcc as nvcc_mod
 from warmcli.backends.cuda.arch import ArchDevice
-from warmcli.backends.cuda.cubin import CubinError, check_cubin, cubin_arch, cubin_functions
+from warmcli.backends.cuda.cubin import CubinError, check_cubin, cubin_functions, cubin_sm
 from warmcli.backends.cuda.nvcc import ArchError, NvccCompiler, find_nvcc, translation_unit
 from warmcli.backends.toolchain import ToolchainError, probe
 from warmcli.kernel import Kernel, kernel_key
@@ -91,7 +91,7 @@ def test_cubin_is_an_elf_for_the_requested_arch(cubins: dict[str, bytes], arch: 
     (flags,) = struct.unpack_from("<I", data, 48)
     assert machine == 190
     assert (flags >> 8) & 0xFF == sm
-    assert cubin_arch(data) == arch
+    assert f"sm_{cubin_sm(data)}" == arch
     check_cubin(data, arch)
     other = "sm_90" if arch == "sm_80" else "sm_80"
     with pytest.raises(CubinError, match=f"for {arch}, not {other}"):
@@ -104,7 +104,7 @@ def test_malformed_cubins_are_rejected(cubins: dict[str, bytes]):
     not_cuda = bytearray(cubins["sm_90"])
     not_cuda[18:20] = struct.pack("<H", 62)  # EM_X86_64
     with pytest.raises(CubinError, match="e_machine is 62"):
-        cubin_arch(bytes(not_cuda))
+        cubin_sm(bytes(not_cuda))
     with pytest.raises(CubinError, match=r"truncated|past the end"):
         cubin_functions(cubins["sm_90"][:200])
 
@@ -135,7 +135,7 @@ def test_same_named_helpers_and_conflicting_defines_share_one_group(compiler: Nv
 def test_sm_90a_builds_and_reads_as_sm_90(compiler: NvccCompiler):
     (unit,) = units_for(compiler, saxpys(1), "sm_90a")
     data = compiler.compile_group([unit]).binary
-    assert cubin_arch(data) == "sm_90"
+    assert f"sm_{cubin_sm(data)}" == "sm_90"
     check_cubin(data, "sm_90a")
 
 

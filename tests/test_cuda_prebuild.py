@@ -9,7 +9,7 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
-from warmcli.backends.cuda.cubin import check_cubin, cubin_arch, cubin_functions
+from warmcli.backends.cuda.cubin import check_cubin, cubin_functions, cubin_sm
 from warmcli.backends.cuda.nvcc import find_nvcc
 from warmcli.backends.cuda.ptx import ptx_header
 from warmcli.backends.host import HostDevice
@@ -88,7 +88,7 @@ def test_every_stored_kernel_is_a_cubin_for_its_arch(prebuilt) -> None:
             assert blob[:4] == b"\x7fELF"
             assert int.from_bytes(blob[18:20], "little") == 190, "e_machine EM_CUDA"
             check_cubin(blob, k.arch)
-            assert cubin_arch(blob) == k.arch
+            assert f"sm_{cubin_sm(blob)}" == k.arch
             assert k.symbol in cubin_functions(blob)
         tunes = bundle.tunes()
         assert len(tunes) == 6

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from warmcli._version import __version__
 
 if TYPE_CHECKING:
-    from warmcli.backends.base import Buffer, DeviceError, LaunchError
+    from warmcli.backends.base import Buffer, DeviceError, LaunchError, Stream, StreamMode
     from warmcli.bundle.signing import SignatureError
     from warmcli.bundle.store import Bundle, BundleError
     from warmcli.execution.base import LaunchMode, resolve_launch_mode
@@ -28,10 +28,11 @@ if TYPE_CHECKING:
         StatisticsCollector,
         StatisticsReader,
     )
-    from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
+    from warmcli.execution.stream_mode import StreamModeOverride
     from warmcli.kernel import Kernel
     from warmcli.production import ProductionReport, report, runtime, use_bundle
-    from warmcli.runtime.explain import MissExplanation, StrictMissError
+    from warmcli.records import MissExplanation
+    from warmcli.runtime.explain import StrictMissError
     from warmcli.runtime.kernel_cache import KernelCompileError
     from warmcli.runtime.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
     from warmcli.runtime.tune import Tunable, TuneFailure
@@ -51,7 +52,7 @@ _HOMES = {
     "KernelCompileError": "warmcli.runtime.kernel_cache",
     "LaunchError": "warmcli.backends.base",
     "LaunchMode": "warmcli.execution.base",
-    "MissExplanation": "warmcli.runtime.explain",
+    "MissExplanation": "warmcli.records",
     "OverrideError": "warmcli.execution.process_mode",
     "ProcessMode": "warmcli.execution.process_mode",
     "ProcessModeOverride": "warmcli.execution.process_mode",
@@ -60,8 +61,8 @@ _HOMES = {
     "SignatureError": "warmcli.bundle.signing",
     "StatisticsCollector": "warmcli.execution.statistics",
     "StatisticsReader": "warmcli.execution.statistics",
-    "Stream": "warmcli.execution.stream_mode",
-    "StreamMode": "warmcli.execution.stream_mode",
+    "Stream": "warmcli.backends.base",
+    "StreamMode": "warmcli.backends.base",
     "StreamModeOverride": "warmcli.execution.stream_mode",
     "StrictMissError": "warmcli.runtime.explain",
     "Tunable": "warmcli.runtime.tune",

@@ -9,6 +9,8 @@ are data only: JSON in and out, no behaviour, nothing executable; `tune_key` is
 the one function, so the bundle can check a tune row's key against its fields.
 A `CompilerCommand` is one compiler process a pass ran (the device it built for, and
 its argv), counted by the statistics collector and shown by `warm run -v`.
+A `MissExplanation` is one miss a bundle could not serve, explained (its `line` is
+escaped with `warmcli.printable`, as everything read from a bundle is).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+
+from warmcli.printable import printable
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,27 @@ class TuneRecord:
                 )
             )
         return tuple(out)
+
+
+@dataclass(frozen=True)
+class MissExplanation:
+    """One miss: what was missed, the key component that differs, and the two values
+    (`warmcli.runtime.explain` builds them; statistics, checks and reports carry them)."""
+
+    kind: str  # "kernel" or "tune"
+    key: str
+    label: str
+    reason: str  # one of `warmcli.runtime.explain.REASONS`
+    detail: str  # "bundle has X, this process wants Y"
+    differs: tuple[str, ...] = ()  # every component the nearest entry differs in
+
+    def line(self) -> str:
+        """One line to print or log: the bundle's text in it has its control characters
+        escaped, so it cannot forge a line or drive a terminal."""
+        return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "differs": list(self.differs)}
 
 
 def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str) -> str:

@@ -4,13 +4,20 @@ A `Device` is one execution target (`host`, `cuda:0`, or a GPU-less `sm_90` that
 only compiles). It knows its architecture, its fingerprint (what a tune key and a
 bundle manifest record of it), its compiler per kernel language, and how to load
 a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
-measurement on one stream. It owns the backend's handles; it never decides what a
-launch does (that is the `LaunchMode` it is handed) and keeps no cache of its own.
+measurement on one stream. A `Stream` is an ordered queue of launches that holds
+one bit, its `StreamMode` (an override, else the default that
+`warmcli.execution.process_mode` installs with `set_default_stream_mode`). It owns
+the backend's handles; it never decides what a launch does (that is the
+`LaunchMode` it is handed), imports nothing of `warmcli.execution`, and keeps no
+cache of its own.
 """
 
 from __future__ import annotations
 
+import enum
+import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -18,7 +25,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from warmcli.backends.compiler import Compiler
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 
 
@@ -73,6 +79,74 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"Buffer({self.device_id}, shape={self.shape}, dtype={self.dtype})"
+
+
+class StreamMode(enum.Enum):
+    """Whether launches on a stream run."""
+
+    EXECUTE = "Execute"
+    DISCARD = "Discard"
+
+
+def _execute() -> StreamMode:
+    return StreamMode.EXECUTE
+
+
+_default_mode: Callable[[], StreamMode] = _execute
+
+
+def set_default_stream_mode(default: Callable[[], StreamMode]) -> None:
+    """Where a stream with no override takes its mode from (`warmcli.execution.process_mode`
+    installs the process mode's default when it is imported; until then, `Execute`)."""
+    global _default_mode
+    _default_mode = default
+
+
+_stream_ids = itertools.count()
+
+
+class Stream:
+    """An ordered queue of launches on one device; backends subclass it for their handle.
+
+    It holds one bit: its `StreamMode`, the override in force (pushed and popped by
+    `warmcli.execution.stream_mode.StreamModeOverride`) or else the default installed
+    with `set_default_stream_mode`. The stream never knows why.
+    """
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.id = next(_stream_ids)
+        self._overrides: list[StreamMode] = []
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> StreamMode:
+        """The override in force, else the default from the process mode.
+
+        Read on every launch, so it takes no lock: pushes and pops hold the lock, and
+        a read that races a pop of the last override sees the default it falls back to.
+        """
+        overrides = self._overrides
+        if overrides:
+            try:
+                return overrides[-1]
+            except IndexError:
+                pass
+        return _default_mode()
+
+    def _push(self, mode: StreamMode) -> None:
+        with self._lock:
+            self._overrides.append(mode)
+
+    def _pop(self) -> None:
+        with self._lock:
+            self._overrides.pop()
+
+    def synchronize(self) -> None:
+        """Wait for the stream's launches; a host stream runs them synchronously."""
+
+    def __repr__(self) -> str:
+        return f"Stream({self.device_id}#{self.id}, {self.mode.value})"
 
 
 @dataclass(frozen=True)

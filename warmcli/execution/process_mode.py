@@ -4,10 +4,11 @@
 process-wide (each device's compile queue, the tune cache, measurements that any
 other work on a device would skew). `ProcessModeOverride` is the one way to change
 it: a context manager that sets the mode and names the `StatisticsCollector` that
-everything the mode triggers is counted into. One override is open at a time; a
-second one with another mode or another collector is refused, never silently
-nested. This module owns that process-wide slot and nothing else: it never
-compiles, launches or prints.
+everything the mode triggers is counted into. A stream's default mode follows it
+(`default_for`, installed into `warmcli.backends.base` on import). One override is
+open at a time; a second one with another mode or another collector is refused,
+never silently nested. This module owns that process-wide slot and nothing else: it
+never compiles, launches or prints.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import enum
 import threading
 from types import TracebackType
 
+from warmcli.backends.base import StreamMode, set_default_stream_mode
 from warmcli.execution.statistics import StatisticsCollector
 
 
@@ -46,6 +48,16 @@ _default_collector = StatisticsCollector()
 def current_process_mode() -> ProcessMode:
     """The process mode in force now."""
     return _mode
+
+
+def default_for(process_mode: ProcessMode) -> StreamMode:
+    """The mode every stream has unless a measurement overrides it."""
+    return StreamMode.DISCARD if process_mode.discards else StreamMode.EXECUTE
+
+
+# A stream with no override takes its mode from here: the process mode leaves `Execute`
+# only through this module, so the default is in place whenever it matters.
+set_default_stream_mode(lambda: default_for(_mode))
 
 
 def active_collector() -> StatisticsCollector:

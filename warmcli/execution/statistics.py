@@ -4,8 +4,9 @@ The code doing the work (compile queue, tune cache, launch path) counts into a
 `StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from
 any thread while a pass runs (progress bars poll one). Snapshots are frozen
 dataclasses: `CompilationStatistics`, `AutotuneStatistics`, `ExecutionStatistics`
-per device. A miss a bundle could not serve is counted by the reason
-`warmcli.runtime.explain` gives (the `misses` mapping, reason to count) and kept whole.
+per device. A miss a bundle could not serve (a `warmcli.records.MissExplanation`) is
+counted by the reason `warmcli.runtime.explain` gives (the `misses` mapping, reason
+to count) and kept whole.
 The collector owns the counters and a lock; it never decides what is counted,
 and never prints.
 """
@@ -17,12 +18,8 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from warmcli.records import CompilerCommand
-
-if TYPE_CHECKING:
-    from warmcli.runtime.explain import MissExplanation
+from warmcli.records import CompilerCommand, MissExplanation
 
 MISS = "misses."  # counter-name prefix of a miss's reason
 

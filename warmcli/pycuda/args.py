@@ -4,8 +4,9 @@ PyCUDA code passes device memory as `DeviceAllocation`s, `GPUArray`s, anything w
 `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and `drv.In`/`Out`/`InOut`
 around numpy arrays, and scalars as numpy scalars. This layer turns each into a warm
 `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
-scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` is
-the same for one object (`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
+scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
+`warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
+(`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
 `i`, its bits kept: an unsigned value travels as the signed type of its width).
 PyCUDA's own classes are recognised by name, so pycuda is never imported here; this
 module holds no state and never touches a device.
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer
+from warmcli.backends.cuda.foreign import ArgumentError, _class_names, wrap  # re-exported
 
 # PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
 # checks each one against the kernel's declaration (an unsigned or bool parameter must
@@ -29,10 +31,6 @@ _UNSIGNED = {"B": np.uint8, "?": np.uint8, "H": np.uint16, "I": np.uint32, "L": 
 _UNSIGNED["Q"] = np.uint64
 _SIGNED = {"b": np.int8, "h": np.int16, "i": np.int32, "l": np.int64, "q": np.int64}
 _SIGNED.update(f=np.float32, d=np.float64)  # type: ignore[arg-type]
-
-
-class ArgumentError(TypeError):
-    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
 
 
 class ArgumentHandler:
@@ -64,6 +62,26 @@ class InOut(In, Out):
     copies_out = True
 
 
+class StandInAllocation:
+    """Device memory of a size, with nothing behind it (its pointer is null)."""
+
+    handle = None
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+
+    def free(self) -> None:
+        return None
+
+    def __int__(self) -> int:
+        return 0  # null: nothing is ever launched or copied on a compile-only device
+
+    __index__ = __int__
+
+    def __repr__(self) -> str:
+        return f"StandInAllocation({self.nbytes} bytes)"
+
+
 @dataclass(frozen=True)
 class Staged:
     """A `drv.In`/`Out`/`InOut` argument: which way it copies, and its array."""
@@ -76,10 +94,6 @@ class Staged:
     def label(self) -> str:
         kind = "InOut" if self.copies_in and self.copies_out else "Out" if self.copies_out else "In"
         return f"drv.{kind}({self.array.dtype}[{'x'.join(map(str, self.array.shape))}])"
-
-
-def _class_names(obj: Any) -> set[str]:
-    return {cls.__name__ for cls in type(obj).__mro__}
 
 
 def staged(obj: Any) -> Staged | None:
@@ -97,56 +111,6 @@ def staged(obj: Any) -> Staged | None:
             f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
         )
     return Staged(array, copies_in, copies_out)
-
-
-def _pointer(value: Any) -> int | None:
-    """A device pointer as an int; None for none, or for a GPU-less stand-in's memory."""
-    if value is None or type(value).__name__ == "StandInAllocation":
-        return None
-    return int(value)
-
-
-def wrap(
-    obj: Any,
-    device_id: str,
-    shape: Sequence[int] | None = None,
-    dtype: str | None = None,
-) -> Buffer:
-    """Device memory the caller already owns, as a warm `Buffer` (its pointer as handle).
-
-    Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
-    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise) or warm's shape-only
-    stand-ins. Raises `ArgumentError` for anything else.
-    """
-    if isinstance(obj, Buffer):
-        return obj
-    interface = getattr(obj, "__cuda_array_interface__", None)
-    if isinstance(interface, dict):
-        data = interface.get("data") or (None,)
-        return Buffer(
-            device_id,
-            shape or tuple(interface["shape"]),
-            dtype or np.dtype(interface["typestr"]).name,
-            _pointer(data[0]),
-        )
-    if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
-        pointer = getattr(obj, "ptr", None)
-        if pointer is None and obj.gpudata is not None:
-            pointer = obj.gpudata
-        return Buffer(
-            device_id, shape or tuple(obj.shape), dtype or np.dtype(obj.dtype).name,
-            _pointer(pointer),
-        )  # fmt: skip
-    names = _class_names(obj)
-    if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:
-        nbytes = getattr(obj, "nbytes", None)
-        if shape is None:
-            shape = (int(nbytes),) if nbytes is not None else (0,)
-        return Buffer(device_id, shape, dtype or "uint8", _pointer(obj))
-    raise ArgumentError(
-        f"cannot pass a {type(obj).__name__} as device memory: a Buffer, DeviceAllocation, "
-        "GPUArray or an object with __cuda_array_interface__ is"
-    )
 
 
 def scalar(value: Any, letter: str, position: int) -> np.generic:

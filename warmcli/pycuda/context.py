@@ -7,63 +7,28 @@ goes through it. With nothing bound (a production process), it is the process's
 runtime over its bundle (`warmcli.runtime("cuda")`). While a runtime is bound, the
 primary context of its CUDA device is current on the thread, so the user's own
 `drv.mem_alloc` and copies share memory with warm's launches. A tune measuring a
-candidate names the stream its launches go out on (`launch_stream`). The module owns
-those two process-wide slots (a stack each) and nothing else.
+candidate names the stream its launches go out on (`launch_stream`). The binding and
+the stream slots are `warmcli.runtime.binding`'s (re-exported here); this module adds
+only the fallback to the production runtime, and holds no state of its own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from warmcli.runtime.binding import bound, bound_runtime, default_stream, launch_stream
 
 if TYPE_CHECKING:
-    from warmcli.execution.stream_mode import Stream
     from warmcli.runtime.runtime import Runtime
 
-_lock = threading.Lock()
-_runtimes: list[Runtime] = []
-_local = threading.local()
-
-
-@contextlib.contextmanager
-def bound_runtime(runtime: Runtime) -> Iterator[Runtime]:
-    """PyCUDA-style launches in the block go through `runtime`; its device's context is
-    current on this thread for the block when it has one."""
-    active: Any = getattr(getattr(runtime, "device", None), "active", None)
-    with _lock:
-        _runtimes.append(runtime)
-    try:
-        with active() if callable(active) else contextlib.nullcontext():
-            yield runtime
-    finally:
-        with _lock:
-            _runtimes.remove(runtime)
+__all__ = ["bound_runtime", "current_runtime", "default_stream", "launch_stream"]
 
 
 def current_runtime() -> Runtime:
     """The bound runtime, else the production runtime of the first GPU over the bundle."""
-    with _lock:
-        if _runtimes:
-            return _runtimes[-1]
-    from warmcli.production import runtime
+    runtime = bound()
+    if runtime is not None:
+        return runtime
+    from warmcli.production import runtime as production_runtime
 
-    return runtime("cuda")
-
-
-@contextlib.contextmanager
-def launch_stream(stream: Stream) -> Iterator[Stream]:
-    """Launches that name no stream go out on `stream` in the block (this thread)."""
-    stack: list[Stream] = _local.__dict__.setdefault("streams", [])
-    stack.append(stream)
-    try:
-        yield stream
-    finally:
-        stack.pop()
-
-
-def default_stream(runtime: Runtime) -> Stream:
-    """The stream a launch that names none goes out on."""
-    stack = getattr(_local, "streams", None)
-    return stack[-1] if stack else runtime.default_stream
+    return production_runtime("cuda")

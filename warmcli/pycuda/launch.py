@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.backends.base import Buffer
-from warmcli.execution.stream_mode import Stream
+from warmcli.backends.base import Buffer, Stream
 from warmcli.pycuda import context
 from warmcli.pycuda.args import ArgumentError, Staged
 

@@ -30,7 +30,13 @@ from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.kernel import Kernel
 from warmcli.pycuda import context
-from warmcli.pycuda.args import WARM_LETTER, call_letter, check_letter, convert
+from warmcli.pycuda.args import (
+    WARM_LETTER,
+    StandInAllocation,
+    call_letter,
+    check_letter,
+    convert,
+)
 from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import isolated_source, kernel_signatures, mangled_global, wrap_source
 
@@ -174,8 +180,6 @@ class SourceModule:
         if symbol is None:
             raise PyCudaError(f"{call}: no such __device__ or __constant__ variable in the cubin")
         if isinstance(module, bytes | bytearray):  # a GPU-less device: nothing behind it
-            from warmcli.pycuda.standins import StandInAllocation
-
             return StandInAllocation(symbols[symbol]), symbols[symbol]
         with rt.device.active():  # type: ignore[attr-defined]
             pointer, size = module.get_global(symbol)

@@ -9,7 +9,8 @@ nothing is ever launched or copied there), copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
-the call. `SourceModule` is warm's. The module holds no state.
+the call. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
+(an argument like any other there). The module holds no state.
 """
 
 from __future__ import annotations
@@ -24,28 +25,8 @@ import numpy as np
 from warmcli.backends.base import DeviceError
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
-from warmcli.pycuda.args import In, InOut, Out
+from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
 from warmcli.pycuda.module import PyCudaError, SourceModule
-
-
-class StandInAllocation:
-    """Device memory of a size, with nothing behind it (its pointer is null)."""
-
-    handle = None
-
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = int(nbytes)
-
-    def free(self) -> None:
-        return None
-
-    def __int__(self) -> int:
-        return 0  # null: nothing is ever launched or copied on a compile-only device
-
-    __index__ = __int__
-
-    def __repr__(self) -> str:
-        return f"StandInAllocation({self.nbytes} bytes)"
 
 
 def _read(what: str) -> None:

@@ -29,7 +29,7 @@ from warmcli.pycuda.module import PyCudaError, recording
 from warmcli.runtime.tune import Tunable
 
 if TYPE_CHECKING:
-    from warmcli.execution.stream_mode import Stream
+    from warmcli.backends.base import Stream
     from warmcli.runtime.runtime import Runtime
 
 

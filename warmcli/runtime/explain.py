@@ -24,10 +24,10 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from warmcli.printable import printable
+from warmcli.records import MissExplanation
 
 if TYPE_CHECKING:
     from warmcli.bundle.store import Bundle
@@ -59,26 +59,6 @@ UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added sinc
 NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
 PROCESS = "this process wants"
 _SHOWN = 3
-
-
-@dataclass(frozen=True)
-class MissExplanation:
-    """One miss: what was missed, the key component that differs, and the two values."""
-
-    kind: str  # "kernel" or "tune"
-    key: str
-    label: str
-    reason: str  # one of REASONS
-    detail: str  # "bundle has X, this process wants Y"
-    differs: tuple[str, ...] = ()  # every component the nearest entry differs in
-
-    def line(self) -> str:
-        """One line to print or log: the bundle's text in it has its control characters
-        escaped, so it cannot forge a line or drive a terminal."""
-        return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
-
-    def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "differs": list(self.differs)}
 
 
 class StrictMissError(RuntimeError):

@@ -15,7 +15,7 @@ counted, refused in strict mode; `None` for the warming passes, where everything
 miss by design). What was built and measured is written by `persist`
 (`warmcli.runtime.persist`).
 Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
-becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
+becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
 that shard's tunes and queues or compiles only the launched kernels it owns
 (`warmcli.runtime.shard`); everything else it skips.
@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device, LaunchConfig
+from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 from warmcli.records import TuneRecord
 from warmcli.runtime.explain import MissExplanation, corrupt_entry, explain_tune
@@ -135,7 +134,7 @@ class Runtime:
         """Memory the caller already owns on this device as a `Buffer` for `launch`: a
         PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
         anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays)."""
-        from warmcli.pycuda.args import wrap
+        from warmcli.backends.cuda.foreign import wrap
 
         return wrap(obj, self.device.id, shape, dtype)
 
@@ -244,7 +243,16 @@ class Runtime:
             return None
         else:
             self._tune_miss(tunable, key, shape_key, record)
-            record = measure(self, tunable, inputs, stream, key, shape_key)
+            record = measure(
+                self.device,
+                self.kernels,
+                lambda kernel, args, on: tunable.launch(self, kernel, *args, stream=on),
+                tunable,
+                inputs,
+                stream,
+                key,
+                shape_key,
+            )
             self.tunes.put(record)
             if record.pick is None:
                 return None

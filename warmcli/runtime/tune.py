@@ -9,8 +9,11 @@ candidate invalidates old picks. On a miss a tune measures every candidate
 `Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
 back after every run (`warmcli.runtime.tune_guard`), so the caller's data is as it was; a
 candidate that fails to compile, raises any exception, fails the tunable's output
-check, or crashed an earlier `warm run` worker (`warmcli.warming.isolation`) is excluded with
-its reason; the fastest wins and every measurement is kept. The
+check, or crashed an earlier `warm run` worker (as the installed `MeasureJournal` says:
+`warm run`'s crash isolation installs one in its worker; the default journals nothing)
+is excluded with its reason; the fastest wins and every measurement is kept.
+`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a
+`CandidateRun` (the runtime's launch of one candidate), never the runtime itself. The
 `TuneCache` owns the records of one device and reads the bundle on demand (a
 malformed row is no record: it remembers what is wrong, for the runtime to explain
 the miss as `corrupt`); it never writes the bundle itself.
@@ -18,27 +21,28 @@ the miss as `corrupt`); it never writes the bundle itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device
+from warmcli.backends.base import Buffer, Device, Stream, StreamMode
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
+from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.runtime.kernel_cache import KernelCompileError
 
 if TYPE_CHECKING:
-    from warmcli.runtime.runtime import Runtime
     from warmcli.runtime.tune_guard import TuneGuard
 
 LaunchCandidate = Callable[..., None]
@@ -190,56 +194,116 @@ class TuneCache:
                 self._new.pop(key, None)
 
 
+class CandidateRun(Protocol):
+    """Launch one candidate kernel of a tune on its inputs, on `stream` (the runtime's
+    `Tunable.launch`, bound to the runtime)."""
+
+    def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
+
+
+class CandidateKernels(Protocol):
+    """What a tune needs of its device's kernel cache (`KernelCache` is one)."""
+
+    def key(self, kernel: Kernel) -> str:
+        """The kernel's key on the device."""
+        ...
+
+    def get(self, kernel: Kernel) -> Any:
+        """The loaded kernel, compiled first if it must be (`KernelCompileError` if it fails)."""
+        ...
+
+    def flush(self) -> None:
+        """Compile the whole queue."""
+        ...
+
+
+class MeasureJournal(Protocol):
+    """What is told of each candidate measured, and says which ones crashed before."""
+
+    def excluded(self, tune_key: str, candidate: str) -> str | None:
+        """Why this candidate is excluded from its tune, or None."""
+        ...
+
+    def measuring(
+        self, tune_key: str, operation: str, shape_key: str, candidate: str
+    ) -> AbstractContextManager[object]:
+        """The span of one candidate's measurement."""
+        ...
+
+
+class _NoJournal:
+    """The default: no candidate excluded, nothing journaled."""
+
+    def excluded(self, tune_key: str, candidate: str) -> str | None:
+        return None
+
+    def measuring(
+        self, tune_key: str, operation: str, shape_key: str, candidate: str
+    ) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+
+_journal: MeasureJournal = _NoJournal()
+
+
+def set_measure_journal(journal: MeasureJournal | None) -> None:
+    """Install the journal every later measurement reports to (None: the default)."""
+    global _journal
+    _journal = journal if journal is not None else _NoJournal()
+
+
 def _count(device: str, name: str, amount: float = 1) -> None:
     active_collector().count(device, "autotune", name, amount)
 
 
 def _measure_candidates(
-    rt: Runtime,
+    kernels: CandidateKernels,
+    launch: CandidateRun,
     tunable: Tunable,
     inputs: tuple[Any, ...],
-    stream: Stream,
     guard: TuneGuard | None,
     key: str,
     shape_key: str,
 ) -> list[CandidateMeasurement]:
-    """Every candidate's measurement, in the tunable's order; a candidate that fails to
+    """Every candidate's measurement, in the tunable's order, on the guard's device and
+    stream (none without a guard: the device cannot execute); a candidate that fails to
     compile, raises, or fails the output check is excluded with its reason."""
-    from warmcli.runtime.tune_guard import OutputCheck, last_line
-    from warmcli.warming.isolation import excluded, measuring  # on first use, as in `measure`
+    from warmcli.runtime.tune_guard import OutputCheck, last_line  # on first use, as in `measure`
 
-    device = rt.device
-    check = OutputCheck(tunable, inputs, guard) if guard and tunable.check is not None else None
+    journal = _journal
+    check = None
+    if guard is not None and tunable.check is not None:
+        check = OutputCheck(tunable.check, tunable.check_tolerance, inputs, guard)
     order = sorted(tunable.candidates, key=lambda n: n != tunable.check)  # reference first
     results: dict[str, CandidateMeasurement] = {}
     for name in order:
         kernel = tunable.candidates[name]
-        kernel_key = rt.kernels.key(kernel)
+        kernel_key = kernels.key(kernel)
         try:
-            rt.kernels.get(kernel)
+            kernels.get(kernel)
         except KernelCompileError as exc:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
             continue
         if guard is None:
             results[name] = CandidateMeasurement(name, kernel_key, "pending")
             continue
-        crashed = excluded(key, name)
+        crashed = journal.excluded(key, name)
         if crashed is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=crashed)
             active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
             continue
 
-        def run(kernel: Kernel = kernel) -> None:
-            tunable.launch(rt, kernel, *inputs, stream=stream)
+        def run(kernel: Kernel = kernel, stream: Stream = guard.stream) -> None:
+            launch(kernel, inputs, stream)
 
         try:
             with (
-                measuring(key, tunable.name, shape_key, name),
-                StreamModeOverride(stream, StreamMode.EXECUTE),
+                journal.measuring(key, tunable.name, shape_key, name),
+                StreamModeOverride(guard.stream, StreamMode.EXECUTE),
             ):
                 problem = check.verdict(name, run) if check is not None else None
                 if problem is None:
-                    samples = _samples(device, stream, guard, tunable, run)
+                    samples = _samples(guard, tunable, run)
         except Exception as exc:  # any exception of a candidate excludes it, with its reason
             guard.restore()
             problem = last_line(exc)
@@ -253,25 +317,31 @@ def _measure_candidates(
     return [results[name] for name in tunable.candidates]
 
 
-def _samples(
-    device: Device, stream: Stream, guard: TuneGuard, tunable: Tunable, run: Callable[[], None]
-) -> tuple[float, ...]:
+def _samples(guard: TuneGuard, tunable: Tunable, run: Callable[[], None]) -> tuple[float, ...]:
     """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
     for _ in range(tunable.warmup):
         run()
         guard.restore()
-    stream.synchronize()
+    guard.stream.synchronize()
     samples = []
     for _ in range(max(1, tunable.repeats)):
-        samples.append(device.time(stream, run))
+        samples.append(guard.device.time(guard.stream, run))
         guard.restore()
     return tuple(samples)
 
 
 def measure(
-    rt: Runtime, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+    device: Device,
+    kernels: CandidateKernels,
+    launch: CandidateRun,
+    tunable: Tunable,
+    inputs: tuple[Any, ...],
+    stream: Stream,
+    key: str,
+    shape_key: str,
 ) -> TuneRecord:
-    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest.
+    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest;
+    `launch` runs one candidate, `kernels` compiles them (on `device`).
 
     The buffers a candidate may write are kept and put back after every run, so the
     inputs are as they were when this returns (see `warmcli.runtime.tune_guard`).
@@ -279,14 +349,14 @@ def measure(
     # Imported on first use: a process served from the bundle measures nothing.
     from warmcli.runtime.tune_guard import TuneGuard, written_buffers
 
-    device = rt.device
-    rt.kernels.flush()  # compile time is counted as compilation, not as measurement
+    kernels.flush()  # compile time is counted as compilation, not as measurement
     started = time.perf_counter()
     guard = None
     if device.can_execute:
-        guard = TuneGuard(device, stream, written_buffers(tunable, inputs))
+        written = written_buffers(tunable.name, tunable.restore, tunable.restore_positions, inputs)
+        guard = TuneGuard(device, stream, written)
     try:
-        results = _measure_candidates(rt, tunable, inputs, stream, guard, key, shape_key)
+        results = _measure_candidates(kernels, launch, tunable, inputs, guard, key, shape_key)
     finally:
         if guard is not None:
             guard.restore()

@@ -8,23 +8,20 @@ narrows it) and puts it back after each candidate run, so every run, and the pic
 that runs once afterwards, starts from the original contents. With
 `Tunable(check=...)` it also reads each candidate's outputs (after one run on the
 original contents) and says why they are rejected: they differ from a reference
-candidate's, or a user callable refused them. The guard owns its copies for the span
-of one measurement and frees them in `release`; it never measures, never picks and
-never prints.
+candidate's, or a user callable refused them. It is handed the tunable's `restore`
+and `check` specs, never the tunable. The guard owns its copies for the span of one
+measurement and frees them in `release`; it never measures, never picks and never
+prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device
-from warmcli.execution.stream_mode import Stream
-
-if TYPE_CHECKING:
-    from warmcli.runtime.tune import Tunable
+from warmcli.backends.base import Buffer, Device, Stream
 
 
 class TuneSpecError(ValueError):
@@ -45,31 +42,36 @@ def _buffers_in(value: Any) -> list[Buffer]:
     return []
 
 
-def written_buffers(tunable: Tunable, inputs: tuple[Any, ...]) -> list[Buffer]:
-    """The buffers a candidate may write: `restore`'s choice, else every buffer input."""
-    spec = tunable.restore
-    if spec is None:
+def written_buffers(
+    name: str,
+    restore: Sequence[int | str] | Callable[..., Iterable[Buffer]] | None,
+    positions: Sequence[int],
+    inputs: tuple[Any, ...],
+) -> list[Buffer]:
+    """The buffers a candidate of tunable `name` may write: `restore`'s choice (a callable,
+    or the input `positions` it named), else every buffer input."""
+    if restore is None:
         chosen = _buffers_in(inputs)
-    elif callable(spec):
-        chosen = list(spec(*inputs))
+    elif callable(restore):
+        chosen = list(restore(*inputs))
     else:
         chosen = []
-        for position in tunable.restore_positions:
+        for position in positions:
             if position >= len(inputs):
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position} (from 0), but "
+                    f"tunable {name}: restore names input {position} (from 0), but "
                     f"the tune was given {len(inputs)} input(s)"
                 )
             found = _buffers_in(inputs[position])
             if not found:
                 raise TuneSpecError(
-                    f"tunable {tunable.name}: restore names input {position} (from 0), which is "
+                    f"tunable {name}: restore names input {position} (from 0), which is "
                     f"not a buffer ({type(inputs[position]).__name__} {inputs[position]!r})"
                 )
             chosen += found
     for b in chosen:
         if not isinstance(b, Buffer):
-            raise TuneSpecError(f"tunable {tunable.name}: restore gave {b!r}, not a buffer")
+            raise TuneSpecError(f"tunable {name}: restore gave {b!r}, not a buffer")
     return list({id(b): b for b in chosen}.values())
 
 
@@ -118,17 +120,24 @@ class TuneGuard:
 
 
 class OutputCheck:
-    """`Tunable(check=...)` for one measurement: the reference's outputs, or the user's
-    callable and the inputs as they were before any candidate ran."""
+    """`Tunable(check=...)` for one measurement (`check` is a reference candidate's name
+    or the user's callable): the reference's outputs, or the inputs as they were before
+    any candidate ran."""
 
-    def __init__(self, tunable: Tunable, inputs: tuple[Any, ...], guard: TuneGuard) -> None:
+    def __init__(
+        self,
+        check: str | Callable[..., Any],
+        tolerance: tuple[float, float],
+        inputs: tuple[Any, ...],
+        guard: TuneGuard,
+    ) -> None:
         self.guard = guard
         # The kept buffers; with `restore=()` (outputs fully overwritten) every buffer input,
         # so that the check still compares what a candidate wrote.
         self.compared = guard.buffers or list({id(b): b for b in _buffers_in(inputs)}.values())
-        self.tolerance = tunable.check_tolerance
-        self.reference = tunable.check if isinstance(tunable.check, str) else None
-        self.user = None if isinstance(tunable.check, str) else tunable.check
+        self.tolerance = tolerance
+        self.reference = check if isinstance(check, str) else None
+        self.user = None if isinstance(check, str) else check
         self.expected: list[np.ndarray] | None = None
         self.inputs: tuple[Any, ...] = ()
         if self.user is not None:

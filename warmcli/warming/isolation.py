@@ -6,8 +6,9 @@ waits for it. The worker appends to a journal (an unlinked temporary file both
 share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
 compiler process group it starts. When the worker dies of a crash signal while a
 candidate is being measured, that candidate is excluded (`excluded`, read by the
-tuner, which records it as failed with the reason `crashed (SIGSEGV)`) and the
-run starts again in a fresh worker; a crash anywhere else is returned as a
+tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tune`;
+the tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run
+starts again in a fresh worker; a crash anywhere else is returned as a
 `WorkerCrash` naming the pass. Either way the compiler groups the worker left are
 killed. SIGINT and SIGTERM sent to the supervisor are forwarded to the worker, and
 the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
@@ -82,6 +83,14 @@ def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> 
 def excluded(tune_key: str, candidate: str) -> str | None:
     """Why this candidate is excluded from its tune (it crashed an earlier worker), or None."""
     return _State.excluded.get((tune_key, candidate))
+
+
+class _WorkerJournal:
+    """The tuner's `MeasureJournal` in the worker (`warmcli.runtime.tune`): candidates
+    that crashed an earlier worker are excluded, each measurement is journaled."""
+
+    excluded = staticmethod(excluded)
+    measuring = staticmethod(measuring)
 
 
 @dataclass
@@ -168,6 +177,9 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
             if s in _heeded():  # the supervisor's handler must not run here
                 signal.signal(s, handler or signal.SIG_DFL)
         _State.journal = journal
+        from warmcli.runtime.tune import set_measure_journal  # only a worker measures here
+
+        set_measure_journal(_WorkerJournal())
         on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
         _arm_parent_death(parent)
         code = work()

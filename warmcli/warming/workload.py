@@ -12,7 +12,7 @@ the entry point) becomes one `WorkloadError` whose message names the workload's 
 file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a
 file without the entry uses it, and it may take no argument: it is then called
 without the runtime. Either way the runtime is bound while the entry runs
-(`warmcli.pycuda.context`), so PyCUDA-style launches go through it. The module owns
+(`warmcli.runtime.binding`), so PyCUDA-style launches go through it. The module owns
 nothing once loaded; it never runs the passes itself.
 """
 
@@ -63,7 +63,7 @@ class Workload:
 
     def run(self, runtime: Any, pass_name: str) -> None:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
-        from warmcli.pycuda.context import bound_runtime
+        from warmcli.runtime.binding import bound_runtime
 
         try:
             with bound_runtime(runtime):

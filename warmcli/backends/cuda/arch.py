@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
+from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
 from warmcli.backends.cuda.choose import (
     CompilerChoice,
     CudaCompiler,
@@ -30,7 +30,6 @@ from warmcli.backends.cuda.choose import (
 from warmcli.backends.cuda.cubin import CubinError, check_cubin
 from warmcli.backends.cuda.nvcc import NvccCompiler, parse_arch
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 
 

@@ -71,11 +71,6 @@ def cubin_sm(data: bytes) -> int:
     return (flags >> 8) & 0xFF if abi_version >= 8 else flags & 0xFF
 
 
-def cubin_arch(data: bytes) -> str:
-    """The architecture a cubin was built for, as `sm_XX`."""
-    return f"sm_{cubin_sm(data)}"
-
-
 def check_cubin(data: bytes, arch: str) -> None:
     """Raise CubinError unless `data` is a cubin for `arch` (`sm_90a` matches an sm_90 cubin)."""
     want = arch.removeprefix("sm_").rstrip("af")

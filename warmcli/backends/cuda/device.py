@@ -21,13 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, LaunchError
+from warmcli.backends.base import (
+    Buffer,
+    DeviceError,
+    DeviceFingerprint,
+    LaunchConfig,
+    LaunchError,
+    Stream,
+)
 from warmcli.backends.cuda.arch import CompilerSlot, require_loadable, require_upload
 from warmcli.backends.cuda.choose import CudaCompiler
 from warmcli.backends.cuda.cubin import CubinError, cubin_sm
 from warmcli.backends.cuda.ptx import is_ptx
 from warmcli.backends.launch_args import converter
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 
 # PyCUDA packs arguments with its own copy of `struct`, which lacks `e` (and, in some

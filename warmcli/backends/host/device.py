@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig
+from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
 from warmcli.backends.compiler import Compiler
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
 from warmcli.backends.launch_args import converter
-from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
 
 CTYPES: dict[str, type] = {

@@ -1,0 +1,75 @@
+"""Device memory the caller already owns, as a warm `Buffer`: the foreign-array core.
+
+PyCUDA's `DeviceAllocation` and `GPUArray`, anything with `__cuda_array_interface__`
+(CuPy, PyTorch, Numba arrays) and warm's own GPU-less stand-ins become a `Buffer`
+whose handle is the device pointer (`wrap`; `Runtime.wrap` and `warmcli.pycuda.args`
+use it). Foreign classes are recognised by name, so neither pycuda nor any array
+library is imported here; this module holds no state and never touches a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer
+
+
+class ArgumentError(TypeError):
+    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
+
+
+def _class_names(obj: Any) -> set[str]:
+    return {cls.__name__ for cls in type(obj).__mro__}
+
+
+def _pointer(value: Any) -> int | None:
+    """A device pointer as an int; None for none, or for a GPU-less stand-in's memory."""
+    if value is None or type(value).__name__ == "StandInAllocation":
+        return None
+    return int(value)
+
+
+def wrap(
+    obj: Any,
+    device_id: str,
+    shape: Sequence[int] | None = None,
+    dtype: str | None = None,
+) -> Buffer:
+    """Device memory the caller already owns, as a warm `Buffer` (its pointer as handle).
+
+    Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
+    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise) or warm's shape-only
+    stand-ins. Raises `ArgumentError` for anything else.
+    """
+    if isinstance(obj, Buffer):
+        return obj
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(interface, dict):
+        data = interface.get("data") or (None,)
+        return Buffer(
+            device_id,
+            shape or tuple(interface["shape"]),
+            dtype or np.dtype(interface["typestr"]).name,
+            _pointer(data[0]),
+        )
+    if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        pointer = getattr(obj, "ptr", None)
+        if pointer is None and obj.gpudata is not None:
+            pointer = obj.gpudata
+        return Buffer(
+            device_id, shape or tuple(obj.shape), dtype or np.dtype(obj.dtype).name,
+            _pointer(pointer),
+        )  # fmt: skip
+    names = _class_names(obj)
+    if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:
+        nbytes = getattr(obj, "nbytes", None)
+        if shape is None:
+            shape = (int(nbytes),) if nbytes is not None else (0,)
+        return Buffer(device_id, shape, dtype or "uint8", _pointer(obj))
+    raise ArgumentError(
+        f"cannot pass a {type(obj).__name__} as device memory: a Buffer, DeviceAllocation, "
+        "GPUArray or an object with __cuda_array_interface__ is"
+    )
