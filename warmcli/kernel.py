@@ -108,7 +108,8 @@ class Kernel:
         object.__setattr__(self, "name", name or entry)
 
     def define(self, name: str, default: str | None = None) -> str | None:
-        """The value of one define, as text."""
+        """The value of the define `name` as the compiler sees it (text), or `default`
+        when the kernel does not set it: `int(kernel.define("TILE") or 16)`."""
         return dict(self.defines).get(name, default)
 
     @functools.cached_property
