@@ -35,9 +35,9 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
 
 if TYPE_CHECKING:
-    from warmcli.bundle.store import Bundle
     from warmcli.kernel import Kernel
     from warmcli.records import TuneRecord
+    from warmcli.runtime.store import Store
     from warmcli.runtime.tune import Tunable
 
 
@@ -265,7 +265,7 @@ def explained(
 
 
 def explain_kernel(
-    bundle: Bundle,
+    bundle: Store,
     kernel: Kernel,
     key: str,
     wanted: Mapping[str, str],
@@ -320,7 +320,7 @@ def tune_components(record: TuneRecord) -> dict[str, str]:
 
 
 def explain_tune(
-    bundle: Bundle,
+    bundle: Store,
     tunable: Tunable,
     key: str,
     shape_key: str,

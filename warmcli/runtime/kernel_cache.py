@@ -31,7 +31,7 @@ from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
 from warmcli.backends.serving import Target, choose, why_not
 from warmcli.backends.toolchain import Toolchain, ToolchainError
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
@@ -44,6 +44,7 @@ from warmcli.runtime.explain import (
     unusable_binary,
     warn,
 )
+from warmcli.runtime.store import Store
 
 # Kernel lookups in the bundle one query each before this device's rows are fetched at once.
 PREFETCH_AFTER = 8
@@ -74,7 +75,7 @@ class KernelCache:
     def __init__(
         self,
         device: Device,
-        bundle: Bundle | None = None,
+        bundle: Store | None = None,
         *,
         jobs: int | None = None,
         timeout: float | None = None,
@@ -406,15 +407,20 @@ class KernelCache:
         toolchains = set(self._identities.values())
         fingerprint = self.device.fingerprint.identity
         try:
-            lines = self.bundle.foreign(
+            held = self.bundle.foreign(
                 self.device.backend, self.device.arch, toolchains, fingerprint
             )
         except BundleError:  # a malformed row: served as a miss where it is needed
-            lines = []
-        for line in lines:
-            if self.any_toolchain and " kernel(s) for " in line:
+            held = []
+        for h in held:
+            if self.any_toolchain and h.kind == "kernel":
                 continue  # builds of other toolchains are served here when they run here
-            active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
+            what = (
+                f"{h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}"
+                if h.kind == "kernel"
+                else f"{h.count} tune(s) measured on {h.by[:120]!r}"
+            )
+            active_collector().note(f"bundle holds {what}: not served on {self.device.id}")
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
         """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""

@@ -30,7 +30,6 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, LaunchConfig
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
-from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.stream_mode import Stream
@@ -39,6 +38,7 @@ from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.shard import Shard, tune_token
+from warmcli.runtime.store import Store
 from warmcli.runtime.tune import Tunable, TuneCache, measure
 
 
@@ -82,7 +82,7 @@ class Runtime:
     def __init__(
         self,
         device: Device,
-        bundle: Bundle | None = None,
+        bundle: Store | None = None,
         *,
         jobs: int | None = None,
         compile_timeout: float | None = None,
@@ -274,7 +274,7 @@ class Runtime:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def persist(self, bundle: Bundle) -> tuple[int, int]:
+    def persist(self, bundle: Store) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""
         kernels: list[tuple[KernelRecord, bytes]] = self.kernels.unpersisted()
         tunes: list[TuneRecord] = self.tunes.unpersisted()
