@@ -26,7 +26,6 @@ from warmcli.bundle.file import (
     SIGNATURES_SCHEMA,
     _retrying,
     _sqlite_errors,
-    write_lock,
 )
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -38,11 +37,8 @@ from warmcli.bundle.rows import (
     RowReader,
     _hex64,
     _kernel_record,
-    _key_id,
-    _Malformed,
     _name,
     _named,
-    _seconds,
     _usage_row,
 )
 from warmcli.errors import BundleError
@@ -66,9 +62,7 @@ class BundleAdmin(RowReader):
     """Maintenance and aggregates of an open bundle; see the module doc."""
 
     if TYPE_CHECKING:  # what `Bundle` provides
-        writable: bool
 
-        def _follow_replacement(self) -> None: ...
         def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
         def manifest(self) -> dict[str, str]: ...
         def tune(self, key: str) -> TuneRecord | None: ...
@@ -178,14 +172,6 @@ class BundleAdmin(RowReader):
             conn.execute(_DELETE_UNUSED_FINGERPRINTS)
             return removed
 
-    def vacuum(self) -> None:
-        """Give freed pages back to the file system, under the bundle's lock."""
-        if not self.writable:
-            raise BundleError(f"{self.path}: bundle is open read-only")
-        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
-            self._follow_replacement()
-            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
-
     def tune_keys(self) -> list[str]:
         rows = self._all("SELECT key FROM tunes ORDER BY key")
         return [self._parse("tune", r[0], lambda r=r: _named("key", _hex64, r[0])) for r in rows]
@@ -257,19 +243,7 @@ class BundleAdmin(RowReader):
             (MAX_BLOB_BYTES, *(keys or ())),
         )
 
-        def parse(row: tuple[Any, ...]) -> StoredSignature:
-            key_id, public, signature, signed_at, hashes = row
-            for name, value in (("public_key", public), ("signature", signature), ("rows", hashes)):
-                if not isinstance(value, bytes):
-                    raise _Malformed(f"{name}: not a blob within the limit")
-            return StoredSignature(
-                _named("key_id", _key_id, key_id),
-                public,
-                signature,
-                hashes,
-                _named("signed_at", _seconds, signed_at),
-            )
-
+        parse = StoredSignature.from_row
         return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
 
     def sign(

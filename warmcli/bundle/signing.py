@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
 from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
 
 HASH_BYTES = 32
@@ -203,6 +204,17 @@ class StoredSignature:
     def count(self) -> int:
         """How many rows the signature covers."""
         return len(self.rows) // HASH_BYTES
+
+    @classmethod
+    def from_row(cls, row: tuple[object, ...]) -> StoredSignature:
+        """A `signatures` row (key_id, public_key, signature, signed_at, rows), type-checked
+        (`_Malformed` if a field is not what warm writes), not verified."""
+        key, public, signature, signed_at, hashes = row
+        for name, value in (("public_key", public), ("signature", signature), ("rows", hashes)):
+            if not isinstance(value, bytes):
+                raise _Malformed(f"{name}: not a blob within the limit")
+        when = _named("signed_at", _seconds, signed_at)
+        return cls(_named("key_id", _key_id, key), public, signature, hashes, when)
 
 
 class SignedRows(Protocol):

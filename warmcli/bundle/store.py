@@ -1,21 +1,23 @@
-"""An open bundle: `Bundle`, its reads and writes of rows and blobs, and its signatures.
+"""An open bundle: `Bundle` (open, create, close, transactions), the reads and writes
+the runtime makes of its rows and blobs, and which rows it serves under trusted keys.
 
 The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`;
-parsing a row is `warmcli.bundle.rows`; maintenance and aggregates are
-`warmcli.bundle.admin` (a mixin `Bundle` inherits). Opened with trusted keys, a
-kernel or tune row no trusted signature covers is not served (`covered`,
-`refused`). A bundle is untrusted input: it is read with plain SQL, never unpickled
-or evaluated (and its binaries are native code: see `warmcli.bundle.signing`); every
-field of every row is checked before it becomes a record, a blob whose size or sha256
-does not match is never served, and every SQLite failure becomes a one-line
-`BundleError`. Kernels, tunes and blobs are read on demand, listings stream
-(`each_kernel`, `each_tune`), a batch of rows at a time, and `snapshot` reads several
-things in one read transaction. Writers take the file lock and write each batch in
-one transaction; a writer whose file was replaced meanwhile (a merge published over
-it, holding that lock) writes to the new one, and a writer's first write removes what
-dead writers left beside the file. A `Bundle` owns its one SQLite connection (shared
-by every thread, serialised by its lock) and what it wrote; the runtime sees it only
-through `warmcli.runtime.store.Store`, which it satisfies without importing it.
+reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the
+signed rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x`
+name stays). Opened with trusted keys, a kernel or tune row no trusted signature
+covers is not served (`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is
+untrusted input: it is read with plain SQL, never unpickled or evaluated (and its
+binaries are native code); every field of every row is checked before it becomes a
+record, a blob whose size or sha256 does not match is never served, and every SQLite
+failure becomes a one-line `BundleError`. Kernels, tunes and blobs are read on
+demand, listings stream (`each_kernel`, `each_tune`), a batch of rows at a time, and
+`snapshot` reads several things in one read transaction. Writers take the file lock
+and write each batch in one transaction; a writer whose file was replaced meanwhile
+(a merge published over it, holding that lock) writes to the new one, and a writer's
+first write removes what dead writers left beside the file. A `Bundle` owns its one
+SQLite connection (shared by every thread, serialised by its lock) and the set of
+rows it wrote; the runtime sees it only as a `warmcli.runtime.store.Store`, which it
+satisfies by its shape, importing nothing of the runtime.
 """
 
 from __future__ import annotations
@@ -380,6 +382,14 @@ class Bundle(BundleAdmin):
                 [(when, key) for key, when in last_used.items()],
             )
             return cursor.rowcount
+
+    def vacuum(self) -> None:
+        """Give freed pages back to the file system, under the bundle's lock."""
+        if not self.writable:
+            raise BundleError(f"{self.path}: bundle is open read-only")
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
+            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a
