@@ -61,22 +61,12 @@ DELETE FROM fingerprints WHERE
 class BundleAdmin(RowReader):
     """Maintenance and aggregates of an open bundle; see the module doc."""
 
-    if TYPE_CHECKING:  # what `Bundle` provides
-
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-        def manifest(self) -> dict[str, str]: ...
-        def tune(self, key: str) -> TuneRecord | None: ...
-        def each_kernel(
-            self, entry: str | None = None, on_error: OnError | None = None, *, order: str = ""
-        ) -> Iterator[KernelRecord]: ...
-        def each_tune(
-            self,
-            operation: str | None = None,
-            on_error: OnError | None = None,
-            limit: int = -1,
-            *,
-            order: str = "",
-        ) -> Iterator[TuneRecord]: ...
+    if TYPE_CHECKING:  # what `Bundle` provides (see there)
+        transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        manifest: Callable[[], dict[str, str]]
+        tune: Callable[[str], TuneRecord | None]
+        each_kernel: Callable[..., Iterator[KernelRecord]]
+        each_tune: Callable[..., Iterator[TuneRecord]]
 
     # -- listings for maintenance ----------------------------------------------------------
 

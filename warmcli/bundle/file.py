@@ -9,18 +9,18 @@ pick, every candidate's measurement) and `signatures` (Ed25519 signatures of the
 rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
 existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL;
-`open_connection` checks that its schema is exactly warm's (`sqlite_master`
+`_open_connection` checks that its schema is exactly warm's (`sqlite_master`
 compared row by row by `schema_problems`, so no trigger, view, extra index or
 generated column of a bundle ever runs), with `trusted_schema` off, and every
-SQLite failure becomes a one-line `BundleError` (`sqlite_errors`; a full disk is
+SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is
 named so: the write was rolled back). The file stays in rollback-journal mode (a
 file switched to WAL is switched back on open, or refused where it cannot be
 written), so a read-only copy opens, and a write interrupted by a crash is rolled
 back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`retrying`), never shown. Writers take a file lock (`write_lock`,
+then retried (`_retrying`), never shown. Writers take a file lock (`write_lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary
 files, journals and locks that a killed create or merge left beside the bundle.
-This module owns no state; it never reads a row (`warmcli.bundle.store` does).
+This module owns no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
