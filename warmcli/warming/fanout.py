@@ -51,7 +51,7 @@ class ShardResult:
 class FanOutReport:
     scheduler: str
     shards: list[ShardResult] = field(default_factory=list)
-    paths: list[Path] = field(default_factory=list)  # the shards' bundles, in shard order
+    paths: list[Path] = field(default_factory=list)  # the shards' bundles, sorted by name
 
 
 def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], bytes, str]:
