@@ -10,7 +10,8 @@ import pytest
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.host import HostDevice
-from warmcli.bundle.store import FORMAT_VERSION, Bundle, BundleError
+from warmcli.bundle.file import FORMAT_VERSION
+from warmcli.bundle.store import Bundle, BundleError
 
 K = Kernel("void inc(float *x) { x[0] += 1.0f; }", "inc", "P")
 

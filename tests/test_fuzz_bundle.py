@@ -30,8 +30,11 @@ from test_explain import fake_cc
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
+from warmcli.bundle import rows as rows_module
 from warmcli.bundle import store as bundle_module
-from warmcli.bundle.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, SQLITE_MAGIC, Bundle, BundleError
+from warmcli.bundle.file import SQLITE_MAGIC
+from warmcli.bundle.rows import MAX_NAME_CHARS, MAX_TEXT_CHARS
+from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import tune_key
 
 FUZZ = settings(
@@ -278,7 +281,8 @@ def test_oversized_fields_and_blobs_are_refused(monkeypatch: pytest.MonkeyPatch)
     assert read_everything(big_log) == "refused"
     big_name = mutate(scratch(template()), ("UPDATE tunes SET operation = ?", ("o" * 5000,)))
     assert read_everything(big_name) == "refused"
-    monkeypatch.setattr(bundle_module, "MAX_BLOB_BYTES", 1000)
+    monkeypatch.setattr(bundle_module, "MAX_BLOB_BYTES", 1000)  # a blob read
+    monkeypatch.setattr(rows_module, "MAX_BLOB_BYTES", 1000)  # a row's size field
     path = scratch(template())
     [(sha,)] = sqlite3.connect(path).execute("SELECT sha256 FROM kernels WHERE entry = 'inc'")
     with Bundle.open(path) as bundle:

@@ -15,3 +15,23 @@ class WarmError(Exception):
 
 class WarmWarning(UserWarning):
     """The base of every warning warm issues."""
+
+
+# -- the bundle's errors (raised by `warmcli.bundle`, caught by the runtime through its Store) --
+
+
+class BundleError(WarmError):
+    """A bundle is missing, corrupt, foreign, or of another format version."""
+
+    @property
+    def problem(self) -> str:
+        """The message without the bundle's path it starts with."""
+        return str(self).split(": ", 1)[-1]
+
+
+class SignatureError(BundleError):
+    """A key that cannot be read, or a bundle that no trusted key signed."""
+
+
+class MergeError(BundleError):
+    """Bundles that cannot be merged (format versions differ), or an output in the way."""

@@ -125,3 +125,15 @@ def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str
     """The key of one tune: operation, shape key, device fingerprint, candidate set."""
     payload = [operation, shape_key, device_identity, checksum]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class HeldElsewhere:
+    """Entries a bundle holds for a backend that are never served on this device: `count`
+    kernels for `arch` that another toolchain (`by`) built (`kind` "kernel"), or tunes
+    that another device (`by`, its fingerprint identity) measured (`kind` "tune")."""
+
+    kind: str
+    by: str
+    count: int
+    arch: str = ""

@@ -1,13 +1,26 @@
-"""A bundle file's surroundings, checked without opening it as a bundle: is its schema
-the one warm creates, and which files beside it did dead writers leave?
+"""The bundle file: warm's schema, opening, validating and locking one SQLite file.
 
-`warm_schema` is the `sqlite_master` rows a schema script creates (made once in
-memory) and `schema_problems` names every row of a bundle's `sqlite_master` that
-differs from them: a trigger, a view, an extra table or index, a generated column,
-a missing table. `remove_leftovers` removes, under the bundle's write lock, the
-temporary files, journals and locks that a killed or failed create or merge left
-beside it, when their process is gone. This module owns no state and never
-decides to refuse a bundle (`warmcli.bundle.store` does).
+Schema (versioned by `PRAGMA user_version`, marked as warm's by `PRAGMA
+application_id`): `manifest` (format and warm versions, created/updated times),
+`fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
+by sha256: kernels compiled in one batch share one), `kernels` (key, device,
+arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
+pick, every candidate's measurement) and `signatures` (Ed25519 signatures of the
+rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
+existed has no such table and opens as unsigned). A bundle is untrusted input:
+`read_header` and `check_header` read its SQLite header without SQL;
+`_open_connection` checks that its schema is exactly warm's (`sqlite_master`
+compared row by row by `schema_problems`, so no trigger, view, extra index or
+generated column of a bundle ever runs), with `trusted_schema` off, and every
+SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is
+named so: the write was rolled back). The file stays in rollback-journal mode (a
+file switched to WAL is switched back on open, or refused where it cannot be
+written), so a read-only copy opens, and a write interrupted by a crash is rolled
+back by the next open. "Database is locked" is waited out by the busy timeout and
+then retried (`_retrying`), never shown. Writers take a file lock (`write_lock`,
+which readers never take); `remove_leftovers` removes, under it, the temporary
+files, journals and locks that a killed create or merge left beside the bundle.
+This module owns no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -17,9 +30,51 @@ import functools
 import os
 import re
 import sqlite3
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
 
+from warmcli._version import __version__
+from warmcli.errors import BundleError
+
+FORMAT_VERSION = 1
+APPLICATION_ID = 0x5741524D  # "WARM"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_BYTES = 100
+WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
+BUSY_TIMEOUT_MS = 60_000
+LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
+DISK_FULL = "the disk is full"
+
+SCHEMA = """
+CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE fingerprints (
+    identity TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE TABLE kernels (
+    key TEXT PRIMARY KEY, device TEXT NOT NULL, backend TEXT NOT NULL, arch TEXT NOT NULL,
+    entry TEXT NOT NULL, label TEXT NOT NULL, symbol TEXT NOT NULL,
+    sha256 TEXT NOT NULL REFERENCES blobs(sha256), toolchain TEXT NOT NULL,
+    components TEXT NOT NULL, compile_log TEXT NOT NULL, seconds REAL NOT NULL,
+    created REAL NOT NULL, last_used REAL NOT NULL);
+CREATE INDEX kernels_entry ON kernels(entry);
+CREATE TABLE tunes (
+    key TEXT PRIMARY KEY, operation TEXT NOT NULL, shape_key TEXT NOT NULL,
+    device TEXT NOT NULL, checksum TEXT NOT NULL, status TEXT NOT NULL, pick TEXT,
+    candidates TEXT NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
+    updated REAL NOT NULL);
+CREATE INDEX tunes_operation ON tunes(operation);
+"""
+BASE_SCHEMA = SCHEMA  # what a bundle made before signatures existed holds
+SIGNATURES_SCHEMA = """
+CREATE TABLE signatures (
+    key_id TEXT PRIMARY KEY, public_key BLOB NOT NULL, signature BLOB NOT NULL,
+    rows BLOB NOT NULL, signed_at REAL NOT NULL);
+"""
+SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 )
@@ -93,3 +148,231 @@ def remove_leftovers(path: Path) -> None:
         if found and not _alive(int(found[1])):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
+
+
+_T = TypeVar("_T")
+
+
+def read_header(path: Path) -> tuple[int, int, bool]:
+    """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
+    `FileNotFoundError` if there is no file.
+
+    The first two are header fields (at offsets 68 and 60, big-endian), read here without
+    SQL; warm never changes them after a bundle is created. `wal` is whether the file
+    format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
+    """
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            head = fh.read(SQLITE_HEADER_BYTES)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    if not head:
+        raise BundleError(f"{path}: not a warm bundle (an empty file)")
+    if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
+        raise BundleError(f"{path}: not a warm bundle (not an SQLite file)")
+    if len(head) < SQLITE_HEADER_BYTES:
+        raise BundleError(f"{path}: corrupt bundle (its SQLite header is cut short)")
+    field = functools.partial(int.from_bytes, byteorder="big", signed=True)
+    return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
+
+
+def check_header(path: Path) -> tuple[int, bool]:
+    """The format version and WAL flag of the warm bundle at `path`, from its header
+    alone; `BundleError` if it is no SQLite file or another application's,
+    `FileNotFoundError` if there is no file."""
+    app, version, wal = read_header(path)
+    if app != APPLICATION_ID:
+        raise BundleError(f"{path}: not a warm bundle (an SQLite file of another application)")
+    return version, wal
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+    # One connection per open bundle, shared by every thread of the process (the runtime may
+    # launch from worker threads); `Bundle` serialises its use with a lock.
+    conn = sqlite3.connect(
+        target,
+        uri=uri,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    # A bundle's schema is untrusted: SQL functions with side effects never run from it,
+    # and (where this Python exposes it) SQLite's defensive mode forbids writing the
+    # schema or the file's pages directly. `timeout` is SQLite's busy timeout.
+    conn.execute("PRAGMA trusted_schema = OFF")
+    defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
+    if defensive is not None and hasattr(conn, "setconfig"):
+        conn.setconfig(defensive, True)
+    return conn
+
+
+def _read_only_uri(path: Path) -> str:
+    """`file:` URI of `path`, opened read-only: its bytes percent-encoded as they are on
+    disk (a name need not be UTF-8), with an empty authority (a path may start `//`)."""
+    return f"file://{quote(os.fsencode(os.path.abspath(path)))}?mode=ro"
+
+
+def _recover(path: Path) -> None:
+    """Roll back a write a crash interrupted, so a read-only open sees the state before it.
+
+    SQLite rolls a hot journal back on the first read, but only through a connection
+    that may write; a read-only one fails instead. The rollback takes SQLite's own
+    locks, never warm's file lock, so readers never wait for warm's writers.
+    """
+    journal = Path(f"{path}-journal")
+    try:
+        if os.stat(journal).st_size == 0:
+            return
+    except FileNotFoundError:
+        return
+    problem = f"a write was interrupted ({journal.name} is left)"
+    _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
+
+
+def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
+    """Run `sql` once through a connection that may write (what a read-only open cannot
+    mend); refused, naming `problem`, where the file cannot be written."""
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise BundleError(
+            f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
+        )
+    conn = _connect(path)
+    try:
+        return _retrying(path, lambda: conn.execute(sql).fetchone())
+    finally:
+        conn.close()
+
+
+def _leave_wal(path: Path) -> None:
+    """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
+    (what warm writes, so a read-only copy opens); refused where the file cannot be written.
+
+    The switch checkpoints any `-wal` file into the bundle; what it holds is checked with
+    the rest when the bundle is opened.
+    """
+    problem = "the bundle is in WAL mode, which warm does not read"
+    row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
+    if row is None or str(row[0]).lower() != "delete":
+        raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
+
+
+def _retrying(path: Path, op: Callable[[], _T]) -> _T:
+    """Run one SQLite operation; retry "database is locked" past the busy timeout."""
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            return op()
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise
+            if attempt == LOCK_RETRIES:
+                raise BundleError(
+                    f"{path}: bundle stayed locked by another process ({exc})"
+                ) from None
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _disk_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+
+
+@contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Every SQLite failure, as a one-line `BundleError`; a full disk is said to be one
+    (the write was rolled back: the bundle is as it was, never "corrupt")."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if _disk_full(exc):
+            raise BundleError(
+                f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
+            ) from None
+        what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        raise BundleError(f"{path}: {what} ({exc})") from None
+
+
+def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+    """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
+    and the (device, inode) of the file it opened."""
+    version, wal = check_header(path)
+    with _sqlite_errors(path):
+        if wal:
+            _leave_wal(path)
+        st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write
+        if write:
+            conn = _connect(path)
+        else:
+            _recover(path)
+            conn = _connect(_read_only_uri(path), uri=True)
+        try:
+            _validate(path, conn, version)
+        except BaseException:
+            conn.close()
+            raise
+    return conn, (st.st_dev, st.st_ino)
+
+
+def _validate(path: Path, conn: sqlite3.Connection, version: int) -> None:
+    if version != FORMAT_VERSION:
+        raise BundleError(
+            f"{path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
+        )
+    expected = warm_schema(SCHEMA)
+    select = f"{SCHEMA_SELECT} LIMIT {len(expected) + 8}"
+    rows = _retrying(path, lambda: conn.execute(select).fetchall())
+    problems = schema_problems(rows, expected)
+    if problems and not schema_problems(rows, warm_schema(BASE_SCHEMA)):
+        problems = []  # a bundle made before signatures existed: it opens as unsigned
+    if problems:  # a trigger, a view, a generated column... could run or change anything
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise BundleError(
+            f"{path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
+        )
+
+
+@contextmanager
+def write_lock(path: Path) -> Iterator[None]:
+    """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
+    take); a lock file that cannot be made is a one-line `BundleError`."""
+    from filelock import FileLock  # imported on first use: a serving process never writes
+
+    lock = FileLock(f"{path}.lock")
+    try:
+        lock.acquire()
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot take the write lock {lock.lock_file}: {exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _write_empty(tmp: Path) -> None:
+    """A new, empty bundle at `tmp`: warm's schema, ids and manifest."""
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.executescript(
+            f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+            f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
+        )
+        now = repr(time.time())
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [
+                ("format_version", str(FORMAT_VERSION)),
+                ("warm_version", __version__),
+                ("created", now),
+                ("updated", now),
+            ],
+        )
+    finally:
+        conn.close()

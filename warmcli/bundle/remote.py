@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from filelock import FileLock
 
-from warmcli.bundle.store import BundleError
+from warmcli.errors import BundleError
 from warmcli.home import TMP_SUFFIX, warm_home, write_private
 
 SCHEMES = ("https", "http", "s3")
@@ -232,14 +232,20 @@ def _checked(
 
 def _not_a_bundle(path: Path) -> str | None:
     """Why the file at `path` is no sound warm bundle (`warm verify`'s integrity check:
-    SQLite's, the manifest, every blob's sha256, every tune), or None."""
-    from warmcli.ops.verify import check_bundle
+    SQLite's, the manifest, every blob's sha256, every row, every signature), or None."""
+    from warmcli.bundle.signing import signature_report
+    from warmcli.bundle.store import Bundle
 
     try:
-        report = check_bundle(path)
+        with Bundle.open(path) as bundle, bundle.snapshot():
+            with contextlib.closing(bundle.integrity()) as checks:  # ends its reads first
+                for _, problem in checks:
+                    if problem is not None:
+                        return problem
+            problems = signature_report(bundle, None).problems
     except (BundleError, OSError) as exc:
         return str(exc) or type(exc).__name__
-    return report.problems[0] if report.problems else None
+    return problems[0] if problems else None
 
 
 def _read_meta(path: Path) -> dict[str, str]:

@@ -12,7 +12,8 @@ Under trusted keys (`WARM_TRUSTED_KEYS`, or `use_bundle(..., trusted_keys=...)`)
 bundle that holds entries but no valid signature of a trusted key is refused, and a
 kernel or tune row no such signature covers is never served (`Bundle.kernel`,
 `Bundle.tune`). The `cryptography` package (extra `sign`) is imported only when a
-key is read or a signature made or checked. This module owns no state and never prints.
+key is read or a signature made or checked. A bundle is reached through the `SignedRows`
+protocol (`Bundle` is one; this module never imports it). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -25,22 +26,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from warmcli.bundle.store import BundleError
-
-if TYPE_CHECKING:
-    from warmcli.bundle.store import Bundle
+from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
+from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
 TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
 KEY_FILE_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 SHOWN = 10  # uncovered entries named in a report
-
-
-class SignatureError(BundleError):
-    """A key that cannot be read, or a bundle that no trusted key signed."""
 
 
 def _crypto() -> Any:
@@ -210,6 +205,34 @@ class StoredSignature:
         """How many rows the signature covers."""
         return len(self.rows) // HASH_BYTES
 
+    @classmethod
+    def from_row(cls, row: tuple[object, ...]) -> StoredSignature:
+        """A `signatures` row (key_id, public_key, signature, signed_at, rows), type-checked
+        (`_Malformed` if a field is not what warm writes), not verified."""
+        key, public, signature, signed_at, hashes = row
+        for name, value in (("public_key", public), ("signature", signature), ("rows", hashes)):
+            if not isinstance(value, bytes):
+                raise _Malformed(f"{name}: not a blob within the limit")
+        when = _named("signed_at", _seconds, signed_at)
+        return cls(_named("key_id", _key_id, key), public, signature, hashes, when)
+
+
+class SignedRows(Protocol):
+    """What signing reads and writes of a bundle (`Bundle` is one; this module never
+    imports it): its rows' hashes, its stored signatures, and a way to store one."""
+
+    path: Path
+
+    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]: ...
+
+    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]: ...
+
+    def sign(
+        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+    ) -> StoredSignature: ...
+
+    def holds_entries(self) -> bool: ...
+
 
 class RowSet:
     """Row hashes that signatures cover: their sorted lists, searched in place (a list of
@@ -234,7 +257,7 @@ class RowSet:
 
 
 def sign(
-    bundle: Bundle, private_key: Any, keep: Callable[[str, str, bytes], bool] | None = None
+    bundle: SignedRows, private_key: Any, keep: Callable[[str, str, bytes], bool] | None = None
 ) -> StoredSignature:
     """Sign every row of the open, writable `bundle` (those `keep(table, name, hash)`
     accepts, if given) in one transaction under its lock; the key's earlier signature
@@ -251,7 +274,7 @@ def sign(
     return bundle.sign(make)
 
 
-def covered(bundle: Bundle, trusted: Sequence[bytes]) -> RowSet:
+def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
     """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
     entries that no trusted key validly signed is refused with `SignatureError`."""
     good = [s for s in bundle.signatures(trusted) if s.valid()]
@@ -301,7 +324,7 @@ class SignatureReport:
         return found
 
 
-def signature_report(bundle: Bundle, trusted: Sequence[bytes] | None) -> SignatureReport:
+def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> SignatureReport:
     """Check every signature of `bundle` and which of its rows they cover."""
     report = SignatureReport(trust_required=trusted is not None)
     stored = bundle.signatures()

@@ -9,6 +9,7 @@ keeps what was stored, says how much and exits 130.
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from warmcli.cli.progress import RunProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.verify import replay
+from warmcli.ops.merge import merge_bundles
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.fanout import ShardResult, fan_out
 from warmcli.warming.isolation import (
@@ -249,17 +251,13 @@ def _dask_run(
                 highlight=False,
             )
 
-    fanned = guarded(
-        lambda: fan_out(
-            scheduler,
-            [*argv, "--no-verify"],
-            path,
-            gpu=gpu,
-            signing_key=signing_key,
-            on_shard=shown,
+    with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
+        shards = [*argv, "--no-verify"]
+        fanned = guarded(lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=shown))
+        sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
+        merged = guarded(
+            lambda: merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
         )
-    )
-    merged = fanned.merge
     report = RunReport(path, [], stored_kernels=merged.kernels, stored_tunes=merged.tunes)
     if verify_args is not None and verify_args[0] is not None:
         workload, entry, device, arch, nvcc, trusted = verify_args

@@ -35,7 +35,10 @@ from pathlib import Path
 
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, same_kernel, why_not
-from warmcli.bundle.store import AS_STORED, Bundle, BundleError
+from warmcli.bundle.admin import _corrupt_blobs
+from warmcli.bundle.rows import AS_STORED
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
 from warmcli.records import KernelRecord, TuneRecord
 
 COMPILE_ONLY = "compile-only"
@@ -277,31 +280,6 @@ def _bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying
         gone = sha not in staying and sha not in freed
         freed.add(sha)
         plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
-
-
-def _corrupt_blobs(bundle: Bundle) -> dict[str, str]:
-    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
-    bad = {
-        sha: "its blob does not match its sha256"
-        for sha, _, actual in bundle.blob_digests()
-        if actual != sha
-    }
-    for k in bundle.each_orphan():
-        bad[k.sha256] = "its blob is missing"
-    return bad
-
-
-def drop_corrupt(bundle: Bundle) -> int:
-    """Remove every kernel whose blob is missing or fails its sha256, so a `warm run`
-    over the bundle builds again what its workload reaches; returns kernels removed."""
-    bad = _corrupt_blobs(bundle)
-    if not bad:
-        return 0
-    kernels = bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED)
-    keys = [k.key for k in kernels if k.sha256 in bad]
-    if keys:
-        bundle.delete(keys)
-    return len(keys)
 
 
 def clean_bundle(

@@ -27,21 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmcli.bundle.file import remove_leftovers, unlink_all
+from warmcli.bundle.file import DISK_FULL, check_header, remove_leftovers, unlink_all, write_lock
 from warmcli.bundle.signing import sign, signature_report
-from warmcli.bundle.store import (
-    APPLICATION_ID,
-    DISK_FULL,
-    Bundle,
-    BundleError,
-    read_header,
-    write_lock,
-)
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError, MergeError
 from warmcli.records import KernelRecord, TuneRecord
-
-
-class MergeError(BundleError):
-    """Bundles that cannot be merged (format versions differ), or an output in the way."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +69,9 @@ def check_format_versions(paths: Sequence[Path]) -> None:
         if path.is_dir():
             raise MergeError(f"{path}: is a directory, not a bundle")
         try:
-            app, version, _ = read_header(path)
+            version, _ = check_header(path)
         except FileNotFoundError:
             raise MergeError(f"{path}: no such bundle") from None
-        if app != APPLICATION_ID:
-            raise MergeError(f"{path}: not a warm bundle (an SQLite file of another application)")
         versions[path] = version
     if len(set(versions.values())) > 1:
         listed = ", ".join(f"{p} (format {v})" for p, v in versions.items())

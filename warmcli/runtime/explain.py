@@ -30,9 +30,9 @@ from warmcli.printable import printable
 from warmcli.records import MissExplanation
 
 if TYPE_CHECKING:
-    from warmcli.bundle.store import Bundle
     from warmcli.kernel import Kernel
     from warmcli.records import TuneRecord
+    from warmcli.runtime.store import Store
 
 
 KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
@@ -169,7 +169,7 @@ def explained(
 
 
 def explain_kernel(
-    bundle: Bundle,
+    bundle: Store,
     kernel: Kernel,
     key: str,
     wanted: Mapping[str, str],
@@ -224,7 +224,7 @@ def tune_components(record: TuneRecord) -> dict[str, str]:
 
 
 def explain_tune(
-    bundle: Bundle,
+    bundle: Store,
     operation: str,
     checksum: str,
     candidates: Iterable[str],

@@ -27,7 +27,6 @@ from typing import Any
 from warmcli.backends.base import Device
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.toolchain import Toolchain
-from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import StatisticsCollector
@@ -36,6 +35,7 @@ from warmcli.records import KernelRecord
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
+from warmcli.runtime.store import Store
 
 
 class KernelCompileError(RuntimeError):
@@ -61,7 +61,7 @@ class KernelCache:
     def __init__(
         self,
         device: Device,
-        bundle: Bundle | None = None,
+        bundle: Store | None = None,
         *,
         jobs: int | None = None,
         timeout: float | None = None,

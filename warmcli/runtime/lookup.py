@@ -28,7 +28,7 @@ from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
 from warmcli.backends.serving import Target, choose, why_not
 from warmcli.backends.toolchain import ToolchainError
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
@@ -39,6 +39,7 @@ from warmcli.runtime.explain import (
     unusable_binary,
 )
 from warmcli.runtime.misses import Misses, warn
+from warmcli.runtime.store import Store
 
 # Kernel lookups in the bundle one query each before this device's rows are fetched at once.
 PREFETCH_AFTER = 8
@@ -51,7 +52,7 @@ class BundleLookup:
     """See the module doc; one per kernel cache."""
 
     def __init__(
-        self, device: Device, bundle: Bundle | None, misses: Misses, any_toolchain: bool
+        self, device: Device, bundle: Store | None, misses: Misses, any_toolchain: bool
     ) -> None:
         self.device = device
         self.bundle = bundle

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from warmcli.backends.base import Device
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.runtime.explain import NO_BUNDLE, MissExplanation, StrictMissError
+from warmcli.runtime.store import Store
 
 
 def warn(message: str, *args: object) -> None:
@@ -102,7 +103,7 @@ class Misses:
     """One runtime's misses under one policy (`None`: warming); see the module doc."""
 
     def __init__(
-        self, device: Device, bundle: Bundle | None, policy: MissPolicy | None = None
+        self, device: Device, bundle: Store | None, policy: MissPolicy | None = None
     ) -> None:
         self.device = device
         self.bundle = bundle
@@ -150,12 +151,17 @@ class Misses:
         self._foreign_noted = True
         fingerprint = self.device.fingerprint.identity
         try:
-            lines = self.bundle.foreign(
+            held = self.bundle.foreign(
                 self.device.backend, self.device.arch, set(toolchains), fingerprint
             )
         except BundleError:  # a malformed row: served as a miss where it is needed
-            lines = []
-        for line in lines:
-            if any_toolchain and " kernel(s) for " in line:
+            held = []
+        for h in held:
+            if any_toolchain and h.kind == "kernel":
                 continue  # builds of other toolchains are served here when they run here
-            active_collector().note(f"bundle holds {line}: not served on {self.device.id}")
+            what = (
+                f"{h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}"
+                if h.kind == "kernel"
+                else f"{h.count} tune(s) measured on {h.by[:120]!r}"
+            )
+            active_collector().note(f"bundle holds {what}: not served on {self.device.id}")

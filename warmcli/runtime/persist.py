@@ -19,9 +19,9 @@ from typing import Protocol
 
 from warmcli.backends.base import DeviceFingerprint
 from warmcli.backends.toolchain import Toolchain
-from warmcli.bundle.store import Bundle
 from warmcli.execution.process_mode import active_collector
 from warmcli.records import KernelRecord, TuneRecord
+from warmcli.runtime.store import Store
 
 
 class Ledger:
@@ -77,7 +77,7 @@ class _Tunes(Protocol):
 
 
 def persist(
-    device_id: str, fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Bundle
+    device_id: str, fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Store
 ) -> tuple[int, int]:
     """Write what `kernels` built and `tunes` measured into `bundle`; counts `persisted`."""
     built: list[tuple[KernelRecord, bytes]] = kernels.unpersisted()

@@ -32,7 +32,6 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
-from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.kernel import Kernel
@@ -42,6 +41,7 @@ from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.persist import persist
 from warmcli.runtime.shard import Shard, tune_token
+from warmcli.runtime.store import Store
 from warmcli.runtime.tune import Tunable, TuneCache, measure
 
 
@@ -85,7 +85,7 @@ class Runtime:
     def __init__(
         self,
         device: Device,
-        bundle: Bundle | None = None,
+        bundle: Store | None = None,
         *,
         jobs: int | None = None,
         compile_timeout: float | None = None,
@@ -287,7 +287,7 @@ class Runtime:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def persist(self, bundle: Bundle) -> tuple[int, int]:
+    def persist(self, bundle: Store) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""
         fp = self.device.fingerprint
         return persist(self.device.id, fp, self.kernels, self.tunes, bundle)

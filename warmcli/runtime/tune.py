@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 from warmcli.runtime.kernel_cache import KernelCompileError
+from warmcli.runtime.store import Store
 
 if TYPE_CHECKING:
     from warmcli.runtime.tune_guard import TuneGuard
@@ -149,7 +150,7 @@ class Tunable:
 class TuneCache:
     """The tune records of one device: measured here, or read from the bundle on demand."""
 
-    def __init__(self, device_id: str, bundle: Bundle | None = None) -> None:
+    def __init__(self, device_id: str, bundle: Store | None = None) -> None:
         self.device_id = device_id
         self.bundle = bundle
         self._lock = threading.Lock()

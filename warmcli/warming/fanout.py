@@ -7,11 +7,12 @@ GPU=1`, when the run measures on GPUs and any worker declares one), and runs
 each as `warm run ... --shard I/N` in a fresh process on its worker, pinned
 there (`workers=`, no stealing), so a worker that holds a GPU measures only its
 own shard there. Each task returns the shard's
-bundle bytes and its `--json` report; the caller's side merges the shard bundles
-(with what OUT already held) into OUT (`warmcli.ops.merge`: atomic, under OUT's lock).
-The workload must be reachable at the same path on every worker (a shared file
-system, or the same image). The verify pass over the merged bundle is the
-caller's (`warmcli.warming.passes.verify_pass`). This module owns no state and never prints.
+bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
+folder the caller owns and returns their paths (`FanOutReport.paths`): merging them
+into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
+(`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
+must be reachable at the same path on every worker (a shared file system, or the same
+image). This module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.runtime.shard import LAUNCHERS
 
 # A worker's own launcher variables must not pick a shard for it: the task says which.
@@ -51,7 +51,7 @@ class ShardResult:
 class FanOutReport:
     scheduler: str
     shards: list[ShardResult] = field(default_factory=list)
-    merge: MergeReport | None = None
+    paths: list[Path] = field(default_factory=list)  # the shards' bundles, sorted by name
 
 
 def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], bytes, str]:
@@ -89,14 +89,13 @@ def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
 def fan_out(
     scheduler: str,
     argv: Sequence[str],
-    out: Path,
+    folder: Path,
     *,
     gpu: bool = False,
-    signing_key: Any = None,
     on_shard: Callable[[ShardResult], None] | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
-    `gpu`; see `shard_workers`), merge them into `out`."""
+    `gpu`; see `shard_workers`); each shard's bundle is written into `folder`."""
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -106,7 +105,7 @@ def fan_out(
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise FanOutError(f"dask scheduler {scheduler}: {exc}") from None
-    with client, tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
+    with client:
         workers = shard_workers(client.scheduler_info()["workers"], gpu)
         if not workers:
             raise FanOutError(f"dask scheduler {scheduler}: no workers")
@@ -123,22 +122,20 @@ def fan_out(
             ): (f"{i}/{count}", worker)
             for i, worker in enumerate(workers)
         }
-        paths = []
         for future in as_completed(list(futures)):
             shard, worker = futures[future]
             code, doc, data, error = future.result()[0]
             if code != 0 or not data:
                 raise FanOutError(f"shard {shard} on {worker} failed (exit {code}): {error}")
-            path = Path(folder) / f"shard{shard.replace('/', '-of-')}.warm"
+            path = folder / f"shard{shard.replace('/', '-of-')}.warm"
             path.write_bytes(data)
-            paths.append(path)
+            report.paths.append(path)
             result = ShardResult(shard, worker, doc, future.result()[1])
             report.shards.append(result)
             if on_shard is not None:
                 on_shard(result)
-        sources = ([out] if out.exists() else []) + sorted(paths)
-        report.merge = merge_bundles(sources, out, overwrite=True, signing_key=signing_key)
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
+    report.paths.sort()
     return report
 
 

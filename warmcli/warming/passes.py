@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.backends.base import Device
+from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
-from warmcli.ops.clean import drop_corrupt
 from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime

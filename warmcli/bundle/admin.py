@@ -1,0 +1,393 @@
+"""A bundle's maintenance and aggregates: what `warm clean/merge/verify/sign/stats` use.
+
+`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one
+object's): usage times, removal and vacuum, blob digests and SQLite's own check,
+the signed rows and stored signatures (`warmcli.bundle.signing` checks them),
+counts and aggregates (`warm stats` on a bundle too large to list), and `foreign`:
+what the bundle holds for a backend that another toolchain built or another device
+measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
+every check `warm verify` and a remote download make (SQLite's, the manifest,
+blobs, kernels, tunes); `drop_corrupt` removes kernels whose blob is missing or
+wrong. The runtime reaches none of this but `foreign` (its seam is
+`warmcli.runtime.store.Store`). This module owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from warmcli.bundle.file import (
+    FORMAT_VERSION,
+    SIGNATURES_SCHEMA,
+    _retrying,
+    _sqlite_errors,
+)
+from warmcli.bundle.rows import (
+    AS_STORED,
+    KERNEL_SELECT,
+    MAX_BLOB_BYTES,
+    MAX_NAME_CHARS,
+    SIGNED_ROWS,
+    OnError,
+    RowReader,
+    _hex64,
+    _kernel_record,
+    _name,
+    _named,
+    _usage_row,
+)
+from warmcli.errors import BundleError
+from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
+
+if TYPE_CHECKING:
+    from warmcli.bundle.signing import StoredSignature
+
+MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
+_DELETE_UNUSED_FINGERPRINTS = """
+DELETE FROM fingerprints WHERE
+    (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
+ OR (kind = 'device' AND substr(identity, 8) NOT IN (SELECT device FROM tunes)
+     AND NOT EXISTS (SELECT 1 FROM kernels
+         WHERE backend = json_extract(fingerprints.data, '$.backend')
+           AND arch = json_extract(fingerprints.data, '$.arch')))
+"""
+
+
+class BundleAdmin(RowReader):
+    """Maintenance and aggregates of an open bundle; see the module doc."""
+
+    if TYPE_CHECKING:  # what `Bundle` provides (see there)
+        transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        manifest: Callable[[], dict[str, str]]
+        tune: Callable[[str], TuneRecord | None]
+        each_kernel: Callable[..., Iterator[KernelRecord]]
+        each_tune: Callable[..., Iterator[TuneRecord]]
+
+    # -- listings for maintenance ----------------------------------------------------------
+
+    def keys(self, table: str) -> Iterator[tuple[str, object]]:
+        """(key, pick) of every tune (table "tunes"; a kernel's pick is None), ordered by
+        key and streamed, without reading the rest of the row; `BundleError` if a key is
+        not a sha256 in hex."""
+        assert table in ("kernels", "tunes")
+        bad = self._one(
+            f"SELECT 1 FROM {table} WHERE typeof(key) != 'text' OR length(key) != 64 "
+            "OR key GLOB '*[^0-9a-f]*' LIMIT 1"
+        )
+        if bad is not None:
+            raise BundleError(f"{self.path}: corrupt bundle ({table} hold a key not a sha256)")
+        pick = f"CASE WHEN length(pick) <= {MAX_NAME_CHARS} THEN pick END"
+        return self._iter(
+            f"SELECT key, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
+        )
+
+    def each_orphan(self) -> Iterator[KernelRecord]:
+        """The well-formed kernels whose blob the bundle does not hold, streamed."""
+        orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
+        rows = self._iter(f"{orphans} ORDER BY device, arch, label")
+        return self._each("kernel", _kernel_record, rows, lambda *_: None)
+
+    def each_kernel_used(
+        self, on_error: OnError | None = None, *, order: str = ""
+    ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
+        """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
+        select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
+
+        def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
+            return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
+
+        rows = self._rows(select, order or "device, arch, label", "entry", None)
+        return self._each("kernel", parse, rows, on_error)
+
+    def foreign(
+        self, backend: str, arch: str, toolchains: Iterable[str], device: str
+    ) -> list[HeldElsewhere]:
+        """What the bundle holds for this backend that another toolchain built (for `arch`)
+        or another device measured: one record per toolchain or device, never served here."""
+        ours = set(toolchains)
+        held = []
+        for toolchain, n in self._all(
+            "SELECT toolchain, count(*) FROM kernels WHERE backend = ? AND arch = ? "
+            "GROUP BY toolchain",
+            (backend, arch),
+        ):
+            if toolchain not in ours:
+                theirs = self._parse(
+                    "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
+                )
+                held.append(HeldElsewhere("kernel", theirs, int(n), arch))
+        for identity, n in self._all("SELECT device, count(*) FROM tunes GROUP BY device"):
+            if identity != device and str(identity).startswith(backend + "|"):
+                theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
+                held.append(HeldElsewhere("tune", theirs, int(n)))
+        return held
+
+    def usage(self) -> dict[str, tuple[float, float]]:
+        """Every kernel's (created, last_used) times, by key."""
+        rows = self._all("SELECT key, created, last_used FROM kernels")
+        return dict(self._parse("kernel", r[0], lambda r=r: _usage_row(r)) for r in rows)
+
+    def usage_of(self, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """The (created, last_used) times of the kernels under `keys` (a listing's, bounded)."""
+        found: dict[str, tuple[float, float]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            rows = self._all(
+                f"SELECT key, created, last_used FROM kernels WHERE key IN ({marks})", tuple(chunk)
+            )
+            for r in rows:
+                key, times = self._parse("kernel", r[0], lambda r=r: _usage_row(r))
+                found[key] = times
+        return found
+
+    # -- maintenance: removal, vacuum, integrity (warm clean, merge, verify) ----------------
+
+    def delete(self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = ()) -> int:
+        """Remove kernels and tunes, then every blob no kernel refers to and every fingerprint
+        no entry is left from (a toolchain no kernel was built by, a device no tune was
+        measured on and no kernel was built for); returns blobs removed."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
+            conn.executemany("DELETE FROM tunes WHERE key = ?", [(k,) for k in tune_keys])
+            cursor = conn.execute(
+                "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)"
+            )
+            removed = cursor.rowcount
+            conn.execute(_DELETE_UNUSED_FINGERPRINTS)
+            return removed
+
+    def tune_keys(self) -> list[str]:
+        rows = self._all("SELECT key FROM tunes ORDER BY key")
+        return [self._parse("tune", r[0], lambda r=r: _named("key", _hex64, r[0])) for r in rows]
+
+    def blob_digests(self) -> Iterator[tuple[str, int, str]]:
+        """(stored sha256, stored size, sha256 of the data) of every blob, read one at a time.
+
+        A blob that is not binary, or over the size limit, has the digest "" (never read).
+        """
+        for (sha,) in self._iter("SELECT sha256 FROM blobs ORDER BY sha256"):
+            row = self._one(
+                "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
+            )
+            if row is None:
+                continue
+            size, length, kind = row
+            actual = ""
+            if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
+                data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
+                if data is not None and isinstance(data[0], bytes):
+                    actual = hashlib.sha256(data[0]).hexdigest()
+            stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
+            yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's own page-level check: [] when the file is sound."""
+        rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows
+
+    def integrity(self) -> Iterator[tuple[str, str | None]]:
+        """Every check of `warm verify` but signatures, streamed in order as (what, problem):
+        one ("blob" | "kernel" | "tune", problem or None) per blob and row, ("", problem)
+        for SQLite's page check, the manifest and kernels without their blob. Call it
+        inside `snapshot`, so a writer committing meanwhile never looks like corruption."""
+        for line in self.integrity_check():
+            yield "", f"sqlite: {line}"
+        for problem in manifest_problems(self.manifest()):
+            yield "", problem
+        for sha, _size, actual in self.blob_digests():
+            yield "blob", None if actual == sha else f"blob {sha[:16]} does not match its sha256"
+        yield from _checked("kernel", lambda bad: self.each_kernel(on_error=bad, order=AS_STORED))
+        for k in self.each_orphan():
+            yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+        yield from _checked("tune", lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+
+    # -- signed rows (what `warmcli.bundle.signing` reads and stores) -----------------------
+
+    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
+        """(table, the row's key, its `row_hash`) of every signed row, read one at a time."""
+        from warmcli.bundle.signing import row_hash
+
+        for table, select in SIGNED_ROWS:
+            with self._lock, _sqlite_errors(self.path):
+                cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                for row in cursor:
+                    yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
+
+    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:
+        """The signatures the bundle stores (those of `keys`, raw public keys, if given),
+        read and type-checked but not verified."""
+        from warmcli.bundle.signing import StoredSignature
+
+        if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
+            return []  # a bundle made before signatures existed
+        wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
+        rows = self._all(  # a list over the size limit is never read (the signature is invalid)
+            "SELECT key_id, public_key, signature, signed_at, CASE WHEN length(rows) <= ? "
+            f"THEN rows END FROM signatures {wanted} ORDER BY key_id",
+            (MAX_BLOB_BYTES, *(keys or ())),
+        )
+
+        parse = StoredSignature.from_row
+        return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+
+    def sign(
+        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+    ) -> StoredSignature:
+        """Store `make(row_hashes)`, made and stored in one write transaction (replacing
+        the same key's earlier signature)."""
+        with self.transaction() as conn:
+            signature = make(self.row_hashes())
+            conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+            conn.execute(
+                "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
+                (
+                    signature.key_id,
+                    signature.public_key,
+                    signature.signature,
+                    signature.rows,
+                    signature.signed_at,
+                ),
+            )
+        return signature
+
+    def holds_entries(self) -> bool:
+        row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
+        return bool(row and row[0])
+
+    # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
+
+    def aggregate(
+        self, sample: int = 0, operation: str | None = None
+    ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
+        """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
+        distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
+        whole: of `operation` only, by shape, if given; else as many of each operation as fit,
+        by shape (a malformed one is left out)."""
+        kernel_rows = self._all(
+            "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
+            "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
+            "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
+            "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
+            "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
+        )
+        tune_rows = self._all(
+            "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
+            "GROUP BY operation, device ORDER BY operation, device"
+        )
+
+        def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
+            a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
+            return a, b, int(row[2] or 0), int(row[3] or 0)
+
+        return (
+            [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
+            [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
+            list(self.each_tune(operation, limit=sample))
+            if operation is not None
+            else self._sample_tunes(sample),
+        )
+
+    def _sample_tunes(self, sample: int) -> list[TuneRecord]:
+        """`sample` tunes, a few of each operation: each one's first by shape, then second..."""
+        keys = self._all(
+            "SELECT key FROM (SELECT key, operation, row_number() OVER "
+            "(PARTITION BY operation ORDER BY shape_key, key) AS nth FROM tunes) "
+            "ORDER BY nth, operation LIMIT ?",
+            (sample,),
+        )
+        found = []
+        for (key,) in keys:
+            with contextlib.suppress(BundleError):  # a malformed one is not shown
+                record = self.tune(str(key)[:MAX_NAME_CHARS])
+                if record is not None:
+                    found.append(record)
+        return found
+
+    def operations(self, limit: int) -> list[str]:
+        """The first `limit` operations the bundle holds tunes of, by name (well-formed ones)."""
+        rows = self._all(
+            "SELECT DISTINCT operation FROM tunes ORDER BY operation LIMIT ?", (limit,)
+        )
+        return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
+
+    def count(self, table: str) -> int:
+        """How many kernels or tunes the bundle holds."""
+        assert table in ("kernels", "tunes")
+        row = self._one(f"SELECT count(*) FROM {table}")
+        return int(row[0]) if row else 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            t: int(self._one(f"SELECT count(*) FROM {t}")[0]) for t in ("kernels", "blobs", "tunes")
+        }  # type: ignore[index]
+
+    def blob_users(self) -> dict[str, int]:
+        """How many kernels use each binary that more than one kernel uses (a batch's)."""
+        rows = self._all(
+            "SELECT sha256, count(*) FROM kernels WHERE typeof(sha256) = 'text' "
+            f"AND length(sha256) <= {MAX_NAME_CHARS} GROUP BY sha256 HAVING count(*) > 1"
+        )
+        return {str(sha): int(n) for sha, n in rows}
+
+    def has_operation(self, operation: str) -> bool:
+        return (
+            self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
+        )
+
+
+def _checked(
+    what: str, listing: Callable[[OnError], Iterable[object]]
+) -> Iterator[tuple[str, str | None]]:
+    """(what, problem or None) of each row of a listing, in the order it met them."""
+    bad: list[str] = []
+    for _ in listing(lambda _key, problem: bad.append(problem)):
+        yield from ((what, b) for b in bad)
+        bad.clear()
+        yield what, None
+    yield from ((what, b) for b in bad)
+
+
+def manifest_problems(manifest: dict[str, str]) -> list[str]:
+    """What is wrong with a bundle's manifest: a field missing, a time or version wrong."""
+    problems = [f"manifest has no {name!r}" for name in MANIFEST_FIELDS if name not in manifest]
+    for name in ("created", "updated"):
+        try:
+            float(manifest.get(name, "0"))
+        except ValueError:
+            problems.append(f"manifest {name!r} is not a time: {manifest[name]!r}")
+    if manifest.get("format_version", str(FORMAT_VERSION)) != str(FORMAT_VERSION):
+        problems.append(
+            f"manifest says format {manifest['format_version']}, the schema is {FORMAT_VERSION}"
+        )
+    return problems
+
+
+def _corrupt_blobs(bundle: BundleAdmin) -> dict[str, str]:
+    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
+    bad = {
+        sha: "its blob does not match its sha256"
+        for sha, _, actual in bundle.blob_digests()
+        if actual != sha
+    }
+    for k in bundle.each_orphan():
+        bad[k.sha256] = "its blob is missing"
+    return bad
+
+
+def drop_corrupt(bundle: BundleAdmin) -> int:
+    """Remove every kernel whose blob is missing or fails its sha256, so a `warm run`
+    over the bundle builds again what its workload reaches; returns kernels removed."""
+    bad = _corrupt_blobs(bundle)
+    if not bad:
+        return 0
+    kernels = bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED)
+    keys = [k.key for k in kernels if k.sha256 in bad]
+    if keys:
+        bundle.delete(keys)
+    return len(keys)

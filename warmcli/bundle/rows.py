@@ -1,0 +1,390 @@
+"""A bundle's rows: the bounded selects that read them and the checks that parse them.
+
+Sizes are read before values: `_bounded_select` reads a text only when its
+`length()` in SQL is within its limit (else NULL, naming the column over it), so
+no row costs more memory than its limits (and SQLite itself refuses to load any
+value over `MAX_VALUE_BYTES`). Every field of every row is then checked (type,
+size, format; a tune's key against its fields; a measured tune's pick is one of
+its candidates that ran) before it becomes a `KernelRecord` or `TuneRecord`; a
+field that is not what warm writes raises `_Malformed`, which `RowReader` (the reads
+`Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at a time) names as a
+`BundleError`. This module owns no state, opens no file and never decides what is
+served (`warmcli.bundle.store` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.errors import BundleError
+from warmcli.records import KernelRecord, TuneRecord, tune_key
+
+MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
+MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
+MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
+KERNEL_COLUMNS = (
+    "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
+    "compile_log, seconds"
+)
+MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
+READ_BATCH = 256  # rows fetched at a time while a listing streams
+BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
+
+
+def _bounded_select(columns: tuple[tuple[str, int | None], ...], table: str) -> str:
+    """SELECT of `columns`, each text read only when `length()` says it is within its limit
+    (else NULL), then one more column naming the first that is over it (NULL when none):
+    an oversized value is refused by its length, never read into Python."""
+    values = ", ".join(
+        c if limit is None else f"CASE WHEN length({c}) <= {limit} THEN {c} END"
+        for c, limit in columns
+    )
+    over = " ".join(
+        f"WHEN length({c}) > {limit} THEN '{c} ' || length({c})"
+        for c, limit in columns
+        if limit is not None
+    )
+    return f"SELECT {values}, CASE {over} END FROM {table}"
+
+
+KERNEL_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "device", "backend", "arch", "entry")),
+        ("label", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("symbol", "sha256", "toolchain")),
+        ("components", MAX_TEXT_CHARS),
+        ("compile_log", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("(SELECT size FROM blobs WHERE sha256 = kernels.sha256)", None),
+    ),
+    "kernels",
+)
+TUNE_SELECT = _bounded_select(
+    (
+        *((c, MAX_NAME_CHARS) for c in ("key", "operation")),
+        ("shape_key", MAX_TEXT_CHARS),
+        *((c, MAX_NAME_CHARS) for c in ("device", "checksum", "status", "pick")),
+        ("candidates", MAX_TEXT_CHARS),
+        ("seconds", None),
+        ("measured_at", None),
+    ),
+    "tunes",
+)
+TUNE_COLUMNS = (
+    "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
+)
+KERNEL_WIDTH = KERNEL_COLUMNS.count(",") + 1  # the signed columns lead each bounded select
+TUNE_WIDTH = TUNE_COLUMNS.count(",") + 1
+# What a signature covers: every row, each table's columns but its times of use.
+SIGNED_ROWS = (
+    ("manifest", "SELECT key, value FROM manifest WHERE key IS NOT 'updated'"),
+    ("fingerprints", "SELECT identity, kind, data FROM fingerprints"),
+    ("blobs", "SELECT sha256, size FROM blobs"),
+    ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
+    ("tunes", f"SELECT {TUNE_COLUMNS} FROM tunes"),
+)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
+_T = TypeVar("_T")
+OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
+
+
+def _corrupt(what: str, key: object, exc: Exception) -> str:
+    """What is wrong with one row, naming the entry by the start of its key."""
+    name = key[:16] if isinstance(key, str) else "?"
+    return f"corrupt {what} entry {name!r} ({exc})"
+
+
+class _Malformed(ValueError):
+    """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
+
+
+class RowReader:
+    """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
+    row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
+
+    path: Path
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+
+    @contextmanager
+    def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
+        """Hold the connection, with SQLite refusing (as an error) to load any value longer
+        than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
+        on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
+        setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
+        with self._lock, _sqlite_errors(self.path):
+            if setlimit is None:
+                yield
+                return
+            before = setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            try:
+                yield
+            finally:
+                setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+    def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._reading():
+            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
+
+    def _one(
+        self, sql: str, params: tuple[object, ...] = (), limit: int = MAX_VALUE_BYTES
+    ) -> tuple[Any, ...] | None:
+        with self._reading(limit):
+            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees one state of the file (one read transaction): a writer's
+        commit waits until it ends, so what is read together agrees."""
+        with self._lock, _sqlite_errors(self.path):
+            self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
+            try:
+                yield
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")  # nothing was written: the read ends
+
+    def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
+        with self._reading():
+            cursor = _retrying(self.path, lambda: self._conn.execute(sql, params))
+        try:
+            while True:
+                with self._reading():
+                    rows = cursor.fetchmany(READ_BATCH)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
+                cursor.close()
+
+    def _rows(
+        self, select: str, order: str, column: str, value: str | None, limit: int = -1
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (those whose `column` is `value`, if given), streamed."""
+        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
+        return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))
+
+    def _each(
+        self,
+        what: str,
+        parse: Callable[[tuple[Any, ...]], _T],
+        rows: Iterable[tuple[Any, ...]],
+        on_error: OnError | None,
+    ) -> Iterator[_T]:
+        for row in rows:
+            try:
+                record = parse(row)
+            except _Malformed as exc:
+                if on_error is None:
+                    raise BundleError(f"{self.path}: {_corrupt(what, row[0], exc)}") from None
+                on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
+                continue
+            yield record
+
+    def _parse(self, what: str, key: object, parse: Callable[[], _T]) -> _T:
+        """Run a row parser; a malformed field becomes a `BundleError` naming the entry."""
+        try:
+            return parse()
+        except _Malformed as exc:
+            raise BundleError(f"{self.path}: {_corrupt(what, key, exc)}") from None
+
+
+# -- field checks: what warm writes, and nothing else, becomes a record -----------------------
+
+
+def _clip(log: str) -> str:
+    """A compile log cut to what a bundle may hold (its head and its tail)."""
+    if len(log) <= MAX_TEXT_CHARS:
+        return log
+    half = MAX_TEXT_CHARS // 2 - 64
+    return f"{log[:half]}\n[... {len(log) - 2 * half} characters cut ...]\n{log[-half:]}"
+
+
+def _text(value: object, limit: int = MAX_TEXT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise _Malformed(f"a {type(value).__name__}, not text")
+    if len(value) > limit:
+        raise _Malformed(f"{len(value)} characters, over the limit of {limit}")
+    return value
+
+
+def _name(value: object) -> str:
+    return _text(value, MAX_NAME_CHARS)
+
+
+def _hex64(value: object) -> str:
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise _Malformed("not a sha256 in hex")
+    return value
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if (
+            not isinstance(value, str)
+            or len(value) > MAX_NAME_CHARS
+            or not pattern.fullmatch(value)
+        ):
+            raise _Malformed(f"not {what}")
+        return value
+
+    return check
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Malformed(f"a {type(value).__name__}, not a number")
+    if not math.isfinite(value) or value < 0:
+        raise _Malformed(f"{value!r} is not a duration")
+    return float(value)
+
+
+def _size(value: object) -> int:
+    if value is None:
+        return 0  # the blob is missing: the kernel is listed, never served
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BLOB_BYTES:
+        raise _Malformed(f"{value!r} is not a blob size")
+    return value
+
+
+def _json_value(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Malformed(f"not JSON ({type(exc).__name__})") from None
+
+
+def _json_object(text: str) -> dict[str, object]:
+    value = _json_value(text)
+    if not isinstance(value, dict):
+        raise _Malformed("not a JSON object")
+    return value
+
+
+def _named(field: str, check: Callable[[object], _T], value: object) -> _T:
+    try:
+        return check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{field}: {exc}") from None
+
+
+_entry = _matching(_IDENTIFIER, "a C identifier")
+_symbol = _matching(_SYMBOL, "a warm kernel symbol")
+_key_id = _matching(re.compile(r"[0-9a-f]{16}"), "a key id")
+_KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
+    ("key", _hex64),
+    ("device", _name),
+    ("backend", _name),
+    ("arch", _name),
+    ("entry", _entry),
+    ("label", _text),
+    ("symbol", _symbol),
+    ("sha256", _hex64),
+    ("toolchain", _name),
+    ("components", lambda v: _json_object(_text(v))),
+    ("compile_log", _text),
+    ("seconds", _seconds),
+    ("size", _size),
+)
+_STATUSES = {"ok", "failed", "pending"}
+
+
+def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
+    key, created, last_used = row
+    times = _named("created", _seconds, created), _named("last_used", _seconds, last_used)
+    return _named("key", _hex64, key), times
+
+
+def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
+    key, value = row
+    return _named("key", _name, key), _named("value", _text, value)
+
+
+def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
+    identity, kind, data = row
+    parsed = _json_object(_named("data", _text, data))
+    return {
+        "identity": _named("identity", _name, identity),
+        "kind": _named("kind", _name, kind),
+        **parsed,
+    }
+
+
+def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row of `_bounded_select` without its last column, which must name no oversized field."""
+    if row[-1] is not None:
+        field, _, length = str(row[-1]).rpartition(" ")
+        raise _Malformed(f"{field}: {length} characters, over the limit")
+    return row[:-1]
+
+
+def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
+    fields_row = _within_limits(row)
+    fields: dict[str, object] = {}
+    name = "?"
+    try:  # as `_named` for each field, in one frame: a hot start parses thousands of rows
+        for (name, check), value in zip(_KERNEL_FIELDS, fields_row, strict=True):
+            fields[name] = check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
+    comps = fields["components"]
+    assert isinstance(comps, dict)
+    fields["components"] = {str(k): str(v) for k, v in comps.items()}
+    return KernelRecord(**fields)  # type: ignore[arg-type]
+
+
+def _tune_record(row: tuple[object, ...]) -> TuneRecord:
+    fields_row = _within_limits(row)
+    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = fields_row
+    items = _named("candidates", lambda v: _json_value(_text(v)), cands)
+    if not isinstance(items, list):
+        raise _Malformed("candidates: not a JSON list")
+    try:
+        candidates = TuneRecord.candidates_from(items)
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
+    for c in candidates:
+        if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
+            raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
+        # A sum of finite times is finite unless one is not (or it overflows: refused too).
+        if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
+            raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+    record_status = _named("status", _name, status)
+    if record_status not in ("measured", "pending"):
+        raise _Malformed(f"status: {record_status[:20]!r} is not a tune status")
+    record = TuneRecord(
+        key=_named("key", _hex64, key),
+        operation=_named("operation", _name, operation),
+        shape_key=_named("shape_key", _text, shape_key),
+        device=_named("device", _name, device),
+        checksum=_named("checksum", _hex64, checksum),
+        status=record_status,
+        pick=None if pick is None else _named("pick", _name, pick),
+        candidates=candidates,
+        seconds=_named("seconds", _seconds, secs),
+        measured_at=_named("measured_at", _seconds, measured_at),
+    )
+    if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
+        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    if record.status == "measured":  # production serves only a pick that ran: so must verify
+        picked = next((c for c in candidates if c.name == record.pick), None)
+        if record.pick is None:
+            raise _Malformed("pick: a measured tune with no pick")
+        if picked is None or picked.status != "ok":
+            what = "not one of its candidates" if picked is None else "a candidate that failed"
+            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
+    return record
