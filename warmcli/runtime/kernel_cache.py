@@ -33,7 +33,7 @@ from warmcli.backends.serving import Target, choose, why_not
 from warmcli.backends.toolchain import Toolchain, ToolchainError
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.statistics import StatisticsCollector
+from warmcli.execution.statistics import Ledger, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
 from warmcli.runtime.explain import (
@@ -108,6 +108,7 @@ class KernelCache:
         self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
         self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
         self._lookups = 0
+        self.ledger = Ledger(device.id, "compilation")  # each kernel's registrations, by key
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -178,7 +179,8 @@ class KernelCache:
 
     def _register(self, kernel: Kernel) -> str:
         key = self.key(kernel)
-        active_collector().count_once(self.device.id, "compilation", "registered", key)
+        if key not in self._loaded and key not in self._built and key not in self._failed:
+            self.ledger.register(active_collector(), key)  # obtained already: counts nowhere
         return key
 
     # -- queue and compile -----------------------------------------------------------------
@@ -237,6 +239,7 @@ class KernelCache:
             if key in self._queue or key in self._failed:
                 return False
         if self.available(kernel):
+            self.ledger.settle(key, "loaded")  # the bundle serves it: nothing to compile
             return False
         self._miss(kernel, key)
         with self._lock:
@@ -248,10 +251,6 @@ class KernelCache:
 
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
-        import shlex  # imported on first use, as the batch compiler: a hot start compiles nothing
-
-        from warmcli.backends.batch import compile_batch
-
         with self._lock:
             units = list(self._queue.values())
             self._queue.clear()
@@ -260,29 +259,42 @@ class KernelCache:
             by_language: dict[str, list[CompileUnit]] = {}
             for unit in units:
                 by_language.setdefault(unit.kernel.language, []).append(unit)
-            for language, group in by_language.items():
-                compiler = self.device.compiler(language)
-                self._toolchains[compiler.toolchain.identity] = compiler.toolchain
-                result = compile_batch(
-                    compiler,
-                    group,
-                    jobs=self.jobs,
-                    timeout=self.timeout,
-                    on_built=lambda n: self._count("compiled", n),
-                )
-                self._count("batches")
-                self._count("compiler_processes", result.processes)
-                self._count("seconds", result.seconds)
-                for built_group in result.groups:
-                    active_collector().note(COMMAND_NOTE + shlex.join(built_group.command))
-                for unit in group:
-                    built = result.built.get(unit.key)
-                    if built is not None:
-                        self._keep(unit, built, compiler.toolchain.identity)
-                for key, failure in result.failures.items():
-                    self._failed[key] = failure
-                    self._count("failed")
-                    active_collector().note(" ".join(str(failure).splitlines()[:2]))
+                self.ledger.register(active_collector(), unit.key)  # obtained by this batch
+            try:
+                self._compile(by_language)
+            except BaseException:  # the batch raised: what it had not settled is abandoned
+                self.ledger.settle((u.key for u in units), "abandoned")
+                raise
+
+    def _compile(self, by_language: dict[str, list[CompileUnit]]) -> None:
+        """Compile each language's units in one batch (under the cache's lock)."""
+        import shlex  # imported on first use, as the batch compiler: a hot start compiles nothing
+
+        from warmcli.backends.batch import compile_batch
+
+        for language, group in by_language.items():
+            compiler = self.device.compiler(language)
+            self._toolchains[compiler.toolchain.identity] = compiler.toolchain
+            result = compile_batch(
+                compiler,
+                group,
+                jobs=self.jobs,
+                timeout=self.timeout,
+                on_built=lambda units: self.ledger.settle((u.key for u in units), "compiled"),
+            )
+            self._count("batches")
+            self._count("compiler_processes", result.processes)
+            self._count("seconds", result.seconds)
+            for built_group in result.groups:
+                active_collector().note(COMMAND_NOTE + shlex.join(built_group.command))
+            for unit in group:
+                built = result.built.get(unit.key)
+                if built is not None:
+                    self._keep(unit, built, compiler.toolchain.identity)
+            for key, failure in result.failures.items():
+                self._failed[key] = failure
+                self.ledger.settle(key, "failed")
+                active_collector().note(" ".join(str(failure).splitlines()[:2]))
 
     def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str) -> None:
         kernel = unit.kernel
@@ -363,7 +375,7 @@ class KernelCache:
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
         self._from_bundle.add(record.key)
-        self._count("loaded")
+        self.ledger.settle(record.key, "loaded")
         return True
 
     def _load_ptx(self, kernel: Kernel, key: str) -> bool:
@@ -387,7 +399,7 @@ class KernelCache:
             active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
             return False
         self._from_bundle.add(key)
-        self._count("loaded")
+        self.ledger.settle(key, "loaded")
         self._count("ptx_jit")
         line = (
             f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
@@ -450,10 +462,14 @@ class KernelCache:
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)
-        if module is None:
-            module = self.device.load_module(binary)
-            self._modules[record.sha256] = module
-        function = self.device.get_function(module, record.symbol, kernel)
+        try:
+            if module is None:
+                module = self.device.load_module(binary)
+                self._modules[record.sha256] = module
+            function = self.device.get_function(module, record.symbol, kernel)
+        except DeviceError:
+            self.ledger.record(key, "refused")  # the device would not load this build
+            raise
         self._loaded[key] = function
         self._module_of[key] = record.sha256
         return function
@@ -483,6 +499,7 @@ class KernelCache:
     def mark_persisted(self, keys: list[str]) -> None:
         with self._lock:
             self._persisted.update(keys)
+        self.ledger.record(keys, "stored")
 
     def loaded_from_bundle(self) -> list[str]:
         """Keys of the kernels this cache served from the bundle."""

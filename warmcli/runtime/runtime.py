@@ -33,13 +33,14 @@ from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.bundle.store import Bundle
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
+from warmcli.execution.statistics import Ledger
 from warmcli.execution.stream_mode import Stream
 from warmcli.kernel import Kernel
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_tune
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.shard import Shard, tune_token
-from warmcli.runtime.tune import Tunable, TuneCache, measure
+from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 
 
 class DiscardedReadError(RuntimeError):
@@ -103,6 +104,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
+        self.tune_ledger = Ledger(device.id, "autotune")  # each tune's registrations, by key
         self._explained_tunes: set[str] = set()  # compile-only: unrecorded tunes explained
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -218,6 +220,8 @@ class Runtime:
         Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
         """
         stream = stream or self.default_stream
+        if len(tunable.candidates) == 1:  # answered, not tuned: counts nowhere
+            return self._answer(tunable, *inputs, stream=stream)
         device_id = self.device.id
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
@@ -226,13 +230,13 @@ class Runtime:
         ):
             return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
-        if collector.count_once(device_id, "autotune", "registered", key):
-            collector.count(device_id, "autotune", "candidates_registered", len(tunable.candidates))
         record = self.tunes.get(key)
         if record is not None and record.status == "measured" and record.pick in tunable.candidates:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            if record is None or self.device.can_execute:  # gathered, for a pass that measures
+                self._register_tune(tunable, key)
             if record is None:
                 collector.count(device_id, "autotune", "unrecorded")
                 if key not in self._explained_tunes:  # a compile-only verify names it once
@@ -245,13 +249,40 @@ class Runtime:
             return None
         else:
             self._explain_tune_miss(tunable, key, shape_key, record)
-            record = measure(self, tunable, inputs, stream, key, shape_key)
+            self._register_tune(tunable, key)
+            record = self._measure(tunable, inputs, stream, key, shape_key)
             self.tunes.put(record)
             if record.pick is None:
                 return None
             pick = record.pick
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
+
+    def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
+        """A tunable with one candidate: that candidate, launched; nothing measured."""
+        (pick,) = tunable.candidates
+        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
+        return pick
+
+    def _register_tune(self, tunable: Tunable, key: str) -> None:
+        if self.tune_ledger.register(active_collector(), key):
+            n = len(tunable.candidates)
+            active_collector().count(self.device.id, "autotune", "candidates_registered", n)
+
+    def _measure(
+        self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+    ) -> TuneRecord:
+        """`measure`, its registrations settled: measured, pending, failed or abandoned."""
+        try:
+            record = measure(self, tunable, inputs, stream, key, shape_key)
+        except TuneFailure:
+            self.tune_ledger.settle(key, "failed")
+            raise
+        except BaseException:
+            self.tune_ledger.settle(key, "abandoned")
+            raise
+        self.tune_ledger.settle(key, record.status)
+        return record
 
     def _explain_tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
@@ -293,9 +324,11 @@ class Runtime:
         bundle.touch(dict.fromkeys(self.kernels.loaded_from_bundle(), time.time()))
         self.kernels.mark_persisted([r.key for r, _ in kernels])
         self.tunes.mark_persisted([t.key for t in tunes])
-        collector = active_collector()
-        collector.count(self.device.id, "autotune", "persisted", n_tunes)
+        self.tune_ledger.record([t.key for t in tunes], "persisted")
         return n_kernels, n_tunes
 
     def close(self) -> None:
+        """Close the device; work registered and not settled by then is abandoned."""
+        self.kernels.ledger.abandon()
+        self.tune_ledger.abandon()
         self.device.close()
