@@ -61,6 +61,8 @@ class PassReport:
     per_device: dict[str, DeviceStatistics]
     notes: list[str] = field(default_factory=list)
     misses: list[MissExplanation] = field(default_factory=list)
+    # The pass's collector, read later: what it registered settles there even after it ends.
+    reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -106,7 +108,7 @@ def run_pass(
     seconds = time.perf_counter() - started
     reader = collector.reader()
     return PassReport(
-        label, seconds, reader.total(), reader.per_device(), reader.notes(), reader.misses()
+        label, seconds, reader.total(), reader.per_device(), reader.notes(), reader.misses(), reader
     )
 
 
