@@ -10,8 +10,10 @@ newer than every cubin, JIT-compiled by the driver, chosen by the same rule,
 counted `loaded` and `ptx_jit`); else compiled.
 Under `Queue` a kernel is only put on the compile queue; the first `get` that needs
 a compile takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that
-queued everything first compiles it in a few parallel compiler processes. Everything
-obtained is counted into the active collector, by device. A kernel the loaded bundle
+queued everything first compiles it in a few parallel compiler processes. A kernel not
+yet obtained registers with the active collector, and its `ledger` settles it there
+(compiled, loaded, failed; abandoned when its batch raises) and counts what follows
+(refused by the device at load, stored into the bundle). A kernel the loaded bundle
 lacks is explained (`warmcli.runtime.explain`) and handed to the cache's `MissPolicy`, which
 may refuse the compile (strict mode) before it starts. `module` hands out the loaded
 module holding a kernel, with its binary, for module-level lookups (a global

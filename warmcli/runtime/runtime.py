@@ -16,7 +16,10 @@ becomes a `Buffer` through `wrap` (`warmcli.pycuda.args`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
 that shard's tunes and queues or compiles only the launched kernels it owns
 (`warmcli.runtime.shard`); everything else it skips.
-The runtime never prints; it counts into the active `StatisticsCollector`.
+A tunable with a single candidate is answered with it, never measured nor registered.
+The runtime never prints; it counts into the active `StatisticsCollector`, and holds
+its tunes' registrations (`tune_ledger`): a tune settles measured, pending, failed or
+abandoned (its measuring raised, or the runtime closed with it still gathered).
 """
 
 from __future__ import annotations
