@@ -50,6 +50,7 @@ LABELS = {
     "compiler_processes": "processes",
     "candidates_measured": "candidates",
     "discarded_reads": "reads discarded",
+    "stored": "into bundle",  # JSON: `stored`
 }
 
 
