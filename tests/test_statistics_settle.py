@@ -20,7 +20,7 @@ from warmcli import (
     Tunable,
     TuneFailure,
 )
-from warmcli.backends.base import DeviceError
+from warmcli.backends.base import Buffer, DeviceError
 from warmcli.backends.host import HostDevice
 from warmcli.bundle.store import Bundle
 from warmcli.execution.statistics import AutotuneStatistics, CompilationStatistics
@@ -49,6 +49,12 @@ def launch(rt: Runtime, kernel: Kernel, x, n: int, *, stream=None) -> None:
 def tunable(*repeats: int, source: str = WORK) -> Tunable:
     candidates = {f"r{r}": Kernel(source, "work", "Pi", defines={"R": r}) for r in repeats}
     return Tunable("work", candidates, launch, repeats=1, warmup=0)
+
+
+def host(size: int = 1, device: HostDevice | None = None) -> tuple[Runtime, Buffer]:
+    """A runtime on the host backend and one buffer of `size` floats on it."""
+    rt = Runtime(device or HostDevice())
+    return rt, rt.buffer(size)
 
 
 class CompileOnlyHost(HostDevice):
@@ -111,8 +117,7 @@ def test_loaded_and_stored(tmp_path: Path) -> None:
 
 
 def test_failed() -> None:
-    rt = Runtime(HostDevice())
-    buf = rt.buffer(1)
+    rt, buf = host()
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
         with pytest.raises(KernelCompileError):
             rt.launch(Kernel(BROKEN, "k", "P"), buf)
@@ -123,8 +128,7 @@ def test_failed() -> None:
 
 
 def test_refused_by_the_device_at_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    rt = Runtime(HostDevice())
-    buf = rt.buffer(1)
+    rt, buf = host()
 
     def refuse(binary: bytes) -> object:
         raise DeviceError("the device refuses this build")
@@ -141,8 +145,7 @@ def test_refused_by_the_device_at_load(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_abandoned_when_the_batch_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     import warmcli.backends.batch as batch
 
-    rt = Runtime(HostDevice())
-    buf = rt.buffer(1)
+    rt, buf = host()
     queued, compiling = StatisticsCollector(), StatisticsCollector()
     with ProcessModeOverride(ProcessMode.COMPILE_ONLY, queued):
         for k in kernels(3):
@@ -161,8 +164,7 @@ def test_abandoned_when_the_batch_raises(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_abandoned_when_the_runtime_closes_with_work_queued() -> None:
-    rt = Runtime(HostDevice())
-    buf = rt.buffer(1)
+    rt, buf = host()
     with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
         for k in kernels(2):
             rt.launch(k, buf)
@@ -197,8 +199,7 @@ def test_tune_gathered_then_measured_and_persisted(tmp_path: Path) -> None:
 
 
 def test_tune_failed() -> None:
-    rt = Runtime(HostDevice())
-    x = rt.buffer(8)
+    rt, x = host(8)
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
         with pytest.raises(TuneFailure):
             rt.tune(tunable(1, 2, source=BROKEN.replace("k(", "work(")), x, 8)
@@ -213,8 +214,7 @@ def test_tune_abandoned_when_measuring_raises(monkeypatch: pytest.MonkeyPatch) -
         raise RuntimeError("the device was lost while it measured")
 
     monkeypatch.setattr(runtime_module, "measure", lost)
-    rt = Runtime(HostDevice())
-    x = rt.buffer(8)
+    rt, x = host(8)
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
         with pytest.raises(RuntimeError):
             rt.tune(tunable(1, 2), x, 8)
@@ -223,8 +223,7 @@ def test_tune_abandoned_when_measuring_raises(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_tune_pending_on_a_device_that_cannot_execute() -> None:
-    rt = Runtime(CompileOnlyHost())
-    x = rt.buffer(8)
+    rt, x = host(8, CompileOnlyHost())
     with ProcessModeOverride(ProcessMode.COMPILE_AND_AUTOTUNE) as collector:
         assert rt.tune(tunable(1, 2), x, 8) is None
     with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as later:
@@ -235,8 +234,7 @@ def test_tune_pending_on_a_device_that_cannot_execute() -> None:
 
 
 def test_a_single_candidate_is_answered_not_tuned() -> None:
-    rt = Runtime(HostDevice())
-    x = rt.buffer(8)
+    rt, x = host(8)
     for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
         with ProcessModeOverride(mode) as collector:
             assert rt.tune(tunable(3), x, 8) == "r3"
