@@ -85,7 +85,7 @@ def compile_batch(
     jobs: int | None = None,
     timeout: float | None = None,
     max_group: int = 64,
-    on_built: Callable[[int], None] | None = None,
+    on_built: Callable[[list[CompileUnit]], None] | None = None,
 ) -> BatchResult:
     """Compile every unit; bisect failing groups, split timed-out ones into single kernels;
     at most `jobs` processes at once, each stopped after `timeout` seconds (default
@@ -118,7 +118,7 @@ def compile_batch(
             for unit in group:
                 result.built[unit.key] = built
         if on_built is not None:
-            on_built(len(group))
+            on_built(group)
         return []
 
     groups = plan_groups(units, jobs, max_group)

@@ -7,6 +7,18 @@ dataclasses: `CompilationStatistics`, `AutotuneStatistics`, `ExecutionStatistics
 per device. A miss a bundle could not serve (a `warmcli.records.MissExplanation`) is
 counted by the reason `warmcli.runtime.explain` gives (the `misses` mapping, reason
 to count) and kept whole.
+
+Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
+`execution/statistics.rs`): a key registers once per collector, with the collector
+of the override open then, and *settles* there exactly once, wherever and whenever
+that is, even after that override closed: a kernel `compiled`, `loaded`, `failed`
+or `abandoned` (dropped before settling: its batch raised, its runtime closed);
+a tune `measured`, `failed`, `pending` (warm's: its device cannot execute, the
+measuring waits for one that can) or `abandoned`. Afterwards a kernel may be
+`refused` by the device at load and `stored` into the bundle, a tune `persisted`,
+each counted once per registration. So one collector read after its work is done
+gives `settled == registered`. A `Registrations` holds one owner's registrations by key
+(a device's kernel cache, a runtime's tunes) so that it can settle them later.
 The collector owns the counters and a lock; it never decides what is counted,
 and never prints.
 """
@@ -16,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from warmcli.records import CompilerCommand, MissExplanation
@@ -24,9 +36,17 @@ from warmcli.records import CompilerCommand, MissExplanation
 MISS = "misses."  # counter-name prefix of a miss's reason
 
 
+KERNEL_OUTCOMES = ("compiled", "loaded", "failed", "abandoned")
+KERNEL_LATER = ("refused", "stored")
+TUNE_OUTCOMES = ("measured", "failed", "pending", "abandoned")
+TUNE_LATER = ("persisted",)
+
+
 @dataclass(frozen=True)
 class CompilationStatistics:
-    """Kernels: first seen, queued, compiled, loaded from a bundle, failed; batches run."""
+    """Kernels: registered, then settled once as compiled, loaded (served by a bundle),
+    failed or abandoned (its batch raised, its runtime closed first); of those, refused
+    by the device at load, stored into the bundle. Queued and batches run besides."""
 
     registered: int = 0
     queued: int = 0
@@ -34,15 +54,26 @@ class CompilationStatistics:
     loaded: int = 0
     ptx_jit: int = 0  # of `loaded`: PTX the driver JITs (a GPU newer than every cubin)
     failed: int = 0
+    abandoned: int = 0
+    refused: int = 0
+    stored: int = 0
     batches: int = 0
     compiler_processes: int = 0
     seconds: float = 0.0
     misses: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def settled(self) -> int:
+        """The kernels done, however they ended: never more than `registered`."""
+        return self.compiled + self.loaded + self.failed + self.abandoned
+
 
 @dataclass(frozen=True)
 class AutotuneStatistics:
-    """Tunes: first seen, measured, failed, served from the cache, persisted; candidates.
+    """Tunes: registered (gathered, or reached to be measured), then settled once as
+    measured, failed (every candidate did), pending (a device that cannot execute) or
+    abandoned; of those, persisted. A hit (a measured pick held) and a key with one
+    candidate (answered, not tuned) register nowhere; hits are counted apart.
 
     `unrecorded` counts tunes a `CompileOnly` pass reached that had no record at all
     (neither measured nor pending) here or in the bundle.
@@ -51,15 +82,21 @@ class AutotuneStatistics:
     registered: int = 0
     measured: int = 0
     failed: int = 0
+    pending: int = 0
+    abandoned: int = 0
     hits: int = 0
     persisted: int = 0
-    pending: int = 0
     unrecorded: int = 0
     candidates_registered: int = 0
     candidates_measured: int = 0
     candidates_failed: int = 0
     seconds: float = 0.0
     misses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def settled(self) -> int:
+        """The tunes done, however they ended: never more than `registered`."""
+        return self.measured + self.failed + self.pending + self.abandoned
 
 
 @dataclass(frozen=True)
@@ -108,7 +145,7 @@ class StatisticsCollector:
         self._notes: list[str] = []
         self._commands: list[CompilerCommand] = []
         self._misses: list[MissExplanation] = []
-        self._seen: set[tuple[str, str, str, str]] = set()
+        self._seen: set[tuple[str, str, str]] = set()
 
     def count(self, device: str, view: str, name: str, amount: float = 1) -> None:
         """Add `amount` to one counter; `view` is one of the three statistics kinds."""
@@ -120,15 +157,18 @@ class StatisticsCollector:
                 views = self._counts[device] = {v: Counter() for v in _VIEWS}
             views[view][name] += amount
 
-    def count_once(self, device: str, view: str, name: str, token: str) -> bool:
-        """Count `name` once per distinct `token` (a kernel or tune key); True if it was new."""
+    def register(self, device: str, view: str, key: str) -> Registration | None:
+        """Register the kernel (`compilation`) or tune (`autotune`) `key` here; None when
+        this collector registered it already (a key registers once per collector)."""
+        if view not in _OUTCOMES:
+            raise ValueError(f"nothing registers in statistics view {view!r}")
         with self._lock:
-            seen = (device, view, name, token)
+            seen = (device, view, key)
             if seen in self._seen:
-                return False
+                return None
             self._seen.add(seen)
-        self.count(device, view, name)
-        return True
+        self.count(device, view, "registered")
+        return Registration(self, device, view)
 
     def note(self, message: str) -> None:
         """Keep one line worth reporting (a failed kernel, a discarded read)."""
@@ -162,6 +202,88 @@ class StatisticsCollector:
                 for device, views in self._counts.items()
             }
             return out, list(self._notes), list(self._misses)
+
+
+_OUTCOMES = {"compilation": KERNEL_OUTCOMES, "autotune": TUNE_OUTCOMES}
+_LATER = {"compilation": KERNEL_LATER, "autotune": TUNE_LATER}
+
+
+class Registration:
+    """One kernel or tune registered with a collector: counted there once it settles,
+    and what happens to it afterwards counted there once each."""
+
+    __slots__ = ("_collector", "_device", "_later", "_view", "outcome")
+
+    def __init__(self, collector: StatisticsCollector, device: str, view: str) -> None:
+        self._collector, self._device, self._view = collector, device, view
+        self.outcome: str | None = None
+        self._later: set[str] = set()
+
+    def settle(self, outcome: str) -> bool:
+        """Count how it ended; False (nothing counted) if it had settled already."""
+        if outcome not in _OUTCOMES[self._view]:
+            raise ValueError(f"{self._view} has no outcome {outcome!r}")
+        with self._collector._lock:
+            if self.outcome is not None:
+                return False
+            self.outcome = outcome
+        self._collector.count(self._device, self._view, outcome)
+        return True
+
+    def record(self, later: str) -> bool:
+        """Count `later` (refused, stored, persisted) once however often it is told."""
+        if later not in _LATER[self._view]:
+            raise ValueError(f"{self._view} has no {later!r}")
+        with self._collector._lock:
+            if later in self._later:
+                return False
+            self._later.add(later)
+        self._collector.count(self._device, self._view, later)
+        return True
+
+
+class Registrations:
+    """The registrations one owner made, by key, in every collector: what lets a kernel
+    queued under one override settle to that override's collector when a later one
+    compiles it. Thread-safe."""
+
+    def __init__(self, device: str, view: str) -> None:
+        self.device, self.view = device, view
+        self._lock = threading.Lock()
+        self._open: dict[str, list[Registration]] = {}
+        self._settled: dict[str, list[Registration]] = {}
+
+    def register(self, collector: StatisticsCollector, key: str) -> bool:
+        """Register `key` with `collector` unless it did already; True if it was new."""
+        registration = collector.register(self.device, self.view, key)
+        if registration is None:
+            return False
+        with self._lock:
+            self._open.setdefault(key, []).append(registration)
+        return True
+
+    def settle(self, keys: str | Iterable[str], outcome: str) -> None:
+        """Settle every open registration of `keys` (one key or many) as `outcome`."""
+        for key in [keys] if isinstance(keys, str) else keys:
+            with self._lock:
+                done = self._open.pop(key, [])
+                self._settled.setdefault(key, []).extend(done)
+            for registration in done:
+                registration.settle(outcome)
+
+    def record(self, keys: str | Iterable[str], later: str) -> None:
+        """Count `later` once on every registration of `keys`, settled or open."""
+        for key in [keys] if isinstance(keys, str) else keys:
+            with self._lock:
+                held = [*self._settled.get(key, ()), *self._open.get(key, ())]
+            for registration in held:
+                registration.record(later)
+
+    def abandon(self) -> None:
+        """Settle every registration still open as abandoned (its owner goes away)."""
+        with self._lock:
+            keys = list(self._open)
+        self.settle(keys, "abandoned")
 
 
 def _fields(cls: type, counter: Counter[str]) -> dict[str, object]:

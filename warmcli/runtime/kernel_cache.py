@@ -8,8 +8,10 @@ loaded in this process; built by this process earlier; served from the bundle
 checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt);
 else compiled. The first `get` that needs a compile takes *the whole queue* into one
 batch (`warmcli.backends.batch`), so a pass that queued everything first compiles it
-in a few parallel compiler processes. Everything obtained is counted into the active
-collector, by device. A kernel the loaded bundle lacks is handed to the runtime's miss
+in a few parallel compiler processes. A kernel not yet obtained registers with the
+active collector, and `registrations` settles it there (compiled, loaded, failed;
+abandoned when its batch raises) and counts what follows (refused by the device at
+load, stored into the bundle). A kernel the loaded bundle lacks is handed to the runtime's miss
 policy (`warmcli.runtime.misses`), which may refuse the compile (strict mode) before it
 starts. `module` hands out the loaded module holding a kernel, with its binary, for
 module-level lookups (a global variable). The cache owns the queue, the loaded handles
@@ -24,12 +26,12 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from warmcli.backends.base import Device
+from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.toolchain import Toolchain
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.statistics import StatisticsCollector
+from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
 from warmcli.runtime.lookup import BundleLookup
@@ -73,7 +75,9 @@ class KernelCache:
         self.jobs = jobs
         self.timeout = timeout
         self.misses = misses if misses is not None else Misses(device, bundle)  # None: warming
-        self.lookup = BundleLookup(device, bundle, self.misses, any_toolchain)
+        # Each kernel's registrations with the collectors, by key: settled wherever it ends.
+        self.registrations = Registrations(device.id, "compilation")
+        self.lookup = BundleLookup(device, bundle, self.misses, any_toolchain, self.registrations)
         self.ledger = Ledger()
         self._lock = threading.RLock()
         self._queue: dict[str, CompileUnit] = {}
@@ -95,7 +99,8 @@ class KernelCache:
 
     def _register(self, kernel: Kernel) -> str:
         key = self.key(kernel)
-        active_collector().count_once(self.device.id, "compilation", "registered", key)
+        if key not in self._loaded and key not in self._built and key not in self._failed:
+            self.registrations.register(active_collector(), key)  # obtained: counts nowhere
         return key
 
     # -- queue and compile -----------------------------------------------------------------
@@ -115,6 +120,7 @@ class KernelCache:
             if key in self._queue or key in self._failed:
                 return False
         if self.available(kernel):
+            self.registrations.settle(key, "loaded")  # the bundle serves it: nothing to compile
             return False
         self.lookup.miss(kernel, key)
         with self._lock:
@@ -126,8 +132,6 @@ class KernelCache:
 
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
-        from warmcli.backends.batch import compile_batch
-
         with self._lock:
             units = list(self._queue.values())
             self._queue.clear()
@@ -136,29 +140,42 @@ class KernelCache:
             by_language: dict[str, list[CompileUnit]] = {}
             for unit in units:
                 by_language.setdefault(unit.kernel.language, []).append(unit)
-            for language, group in by_language.items():
-                compiler = self.device.compiler(language)
-                self.ledger.built_by(compiler.toolchain)
-                result = compile_batch(
-                    compiler,
-                    group,
-                    jobs=self.jobs,
-                    timeout=self.timeout,
-                    on_built=lambda n: self._count("compiled", n),
-                )
-                self._count("batches")
-                self._count("compiler_processes", result.processes)
-                self._count("seconds", result.seconds)
-                for built_group in result.groups:
-                    active_collector().command(self.device.id, built_group.command)
-                for unit in group:
-                    built = result.built.get(unit.key)
-                    if built is not None:
-                        self._keep(unit, built, compiler.toolchain.identity)
-                for key, failure in result.failures.items():
-                    self._failed[key] = failure
-                    self._count("failed")
-                    active_collector().note(" ".join(str(failure).splitlines()[:2]))
+                self.registrations.register(active_collector(), unit.key)  # obtained by this batch
+            try:
+                self._compile(by_language)
+            except BaseException:  # the batch raised: what it had not settled is abandoned
+                self.registrations.settle((u.key for u in units), "abandoned")
+                raise
+
+    def _compile(self, by_language: dict[str, list[CompileUnit]]) -> None:
+        """Compile each language's units in one batch (under the cache's lock)."""
+        from warmcli.backends.batch import compile_batch
+
+        for language, group in by_language.items():
+            compiler = self.device.compiler(language)
+            self.ledger.built_by(compiler.toolchain)
+            result = compile_batch(
+                compiler,
+                group,
+                jobs=self.jobs,
+                timeout=self.timeout,
+                on_built=lambda units: self.registrations.settle(
+                    (u.key for u in units), "compiled"
+                ),
+            )
+            self._count("batches")
+            self._count("compiler_processes", result.processes)
+            self._count("seconds", result.seconds)
+            for built_group in result.groups:
+                active_collector().command(self.device.id, built_group.command)
+            for unit in group:
+                built = result.built.get(unit.key)
+                if built is not None:
+                    self._keep(unit, built, compiler.toolchain.identity)
+            for key, failure in result.failures.items():
+                self._failed[key] = failure
+                self.registrations.settle(key, "failed")
+                active_collector().note(" ".join(str(failure).splitlines()[:2]))
 
     def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str) -> None:
         kernel = unit.kernel
@@ -239,10 +256,14 @@ class KernelCache:
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)
-        if module is None:
-            module = self.device.load_module(binary)
-            self._modules[record.sha256] = module
-        function = self.device.get_function(module, record.symbol, kernel)
+        try:
+            if module is None:
+                module = self.device.load_module(binary)
+                self._modules[record.sha256] = module
+            function = self.device.get_function(module, record.symbol, kernel)
+        except DeviceError:
+            self.registrations.record(key, "refused")  # the device would not load this build
+            raise
         self._loaded[key] = function
         self._module_of[key] = record.sha256
         return function
@@ -270,6 +291,7 @@ class KernelCache:
 
     def mark_persisted(self, keys: list[str]) -> None:
         self.ledger.mark_persisted(keys)
+        self.registrations.record(keys, "stored")
 
     def loaded_from_bundle(self) -> list[str]:
         """Keys of the kernels this cache served from the bundle."""

@@ -30,6 +30,7 @@ from warmcli.backends.serving import Target, choose, why_not
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
+from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
 from warmcli.runtime.explain import (
@@ -52,9 +53,15 @@ class BundleLookup:
     """See the module doc; one per kernel cache."""
 
     def __init__(
-        self, device: Device, bundle: Store | None, misses: Misses, any_toolchain: bool
+        self,
+        device: Device,
+        bundle: Store | None,
+        misses: Misses,
+        any_toolchain: bool,
+        registrations: Registrations,
     ) -> None:
         self.device = device
+        self.registrations = registrations  # the kernel cache's: a served kernel settles
         self.bundle = bundle
         self.misses = misses
         self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
@@ -197,7 +204,7 @@ class BundleLookup:
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
-        self._count("loaded")
+        self.registrations.settle(record.key, "loaded")
         return True
 
     def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
@@ -220,7 +227,7 @@ class BundleLookup:
         except (BundleError, DeviceError) as exc:
             active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
             return False
-        self._count("loaded")
+        self.registrations.settle(key, "loaded")
         self._count("ptx_jit")
         line = (
             f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "

@@ -19,7 +19,6 @@ from typing import Protocol
 
 from warmcli.backends.base import DeviceFingerprint
 from warmcli.backends.toolchain import Toolchain
-from warmcli.execution.process_mode import active_collector
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.store import Store
 
@@ -77,9 +76,10 @@ class _Tunes(Protocol):
 
 
 def persist(
-    device_id: str, fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Store
-) -> tuple[int, int]:
-    """Write what `kernels` built and `tunes` measured into `bundle`; counts `persisted`."""
+    fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Store
+) -> tuple[int, int, list[str]]:
+    """Write what `kernels` built and `tunes` measured into `bundle`: (kernels written,
+    tunes written, the keys of the tunes handed over, for the caller to count)."""
     built: list[tuple[KernelRecord, bytes]] = kernels.unpersisted()
     measured: list[TuneRecord] = tunes.unpersisted()
     fingerprints: list[tuple[str, str, dict[str, object]]] = [
@@ -94,6 +94,4 @@ def persist(
     bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
     kernels.mark_persisted([r.key for r, _ in built])
     tunes.mark_persisted([t.key for t in measured])
-    collector = active_collector()
-    collector.count(device_id, "autotune", "persisted", n_tunes)
-    return n_kernels, n_tunes
+    return n_kernels, n_tunes, [t.key for t in measured]

@@ -19,7 +19,10 @@ becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
 that shard's tunes and queues or compiles only the launched kernels it owns
 (`warmcli.runtime.shard`); everything else it skips.
-The runtime never prints; it counts into the active `StatisticsCollector`.
+A tunable with a single candidate is answered with it, never measured nor registered.
+The runtime never prints; it counts into the active `StatisticsCollector`, and holds
+its tunes' registrations (`tune_ledger`): a tune settles measured, pending, failed or
+abandoned (its measuring raised, or the runtime closed with it still gathered).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
+from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
 from warmcli.records import TuneRecord
 from warmcli.runtime.explain import MissExplanation, corrupt_entry, explain_tune
@@ -42,7 +46,7 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.persist import persist
 from warmcli.runtime.shard import Shard, tune_token
 from warmcli.runtime.store import Store
-from warmcli.runtime.tune import Tunable, TuneCache, measure
+from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 
 
 class DiscardedReadError(RuntimeError):
@@ -106,6 +110,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
+        self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
         self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
@@ -218,6 +223,8 @@ class Runtime:
         Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
         """
         stream = stream or self.default_stream
+        if len(tunable.candidates) == 1:  # answered, not tuned: counts nowhere
+            return self._answer(tunable, *inputs, stream=stream)
         device_id = self.device.id
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
@@ -226,13 +233,13 @@ class Runtime:
         ):
             return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
-        if collector.count_once(device_id, "autotune", "registered", key):
-            collector.count(device_id, "autotune", "candidates_registered", len(tunable.candidates))
         record = self.tunes.get(key)
         if record is not None and record.status == "measured" and record.pick in tunable.candidates:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            if record is None or self.device.can_execute:  # gathered, for a pass that measures
+                self._register_tune(tunable, key)
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 collector.count(device_id, "autotune", "unrecorded")
                 self._tune_miss(tunable, key, shape_key, record)
@@ -243,6 +250,31 @@ class Runtime:
             return None
         else:
             self._tune_miss(tunable, key, shape_key, record)
+            self._register_tune(tunable, key)
+            record = self._measure(tunable, inputs, stream, key, shape_key)
+            self.tunes.put(record)
+            if record.pick is None:
+                return None
+            pick = record.pick
+        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
+        return pick
+
+    def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
+        """A tunable with one candidate: that candidate, launched; nothing measured."""
+        (pick,) = tunable.candidates
+        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
+        return pick
+
+    def _register_tune(self, tunable: Tunable, key: str) -> None:
+        if self.tune_registrations.register(active_collector(), key):
+            n = len(tunable.candidates)
+            active_collector().count(self.device.id, "autotune", "candidates_registered", n)
+
+    def _measure(
+        self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
+    ) -> TuneRecord:
+        """`measure`, its registrations settled: measured, pending, failed or abandoned."""
+        try:
             record = measure(
                 self.device,
                 self.kernels,
@@ -253,12 +285,14 @@ class Runtime:
                 key,
                 shape_key,
             )
-            self.tunes.put(record)
-            if record.pick is None:
-                return None
-            pick = record.pick
-        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
-        return pick
+        except TuneFailure:
+            self.tune_registrations.settle(key, "failed")
+            raise
+        except BaseException:
+            self.tune_registrations.settle(key, "abandoned")
+            raise
+        self.tune_registrations.settle(key, record.status)
+        return record
 
     def _tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
@@ -290,7 +324,12 @@ class Runtime:
     def persist(self, bundle: Store) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""
         fp = self.device.fingerprint
-        return persist(self.device.id, fp, self.kernels, self.tunes, bundle)
+        n_kernels, n_tunes, tunes = persist(fp, self.kernels, self.tunes, bundle)
+        self.tune_registrations.record(tunes, "persisted")
+        return n_kernels, n_tunes
 
     def close(self) -> None:
+        """Close the device; work registered and not settled by then is abandoned."""
+        self.kernels.registrations.abandon()
+        self.tune_registrations.abandon()
         self.device.close()

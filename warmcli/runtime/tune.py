@@ -368,9 +368,7 @@ def measure(
     _count(device.id, "candidates_failed", len(failed))
     if not device.can_execute:
         status, pick = "pending", None
-        _count(device.id, "pending")
     elif not ok:
-        _count(device.id, "failed")
         reasons = "\n".join(
             f"- {c.name}: {c.reason.splitlines()[0] if c.reason else '?'}" for c in failed
         )
@@ -378,7 +376,6 @@ def measure(
     else:
         status = "measured"
         pick = min(ok, key=lambda c: c.seconds or 0.0).name
-        _count(device.id, "measured")
         _count(device.id, "candidates_measured", len(ok))
     _count(device.id, "seconds", seconds)
     return TuneRecord(

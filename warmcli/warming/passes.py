@@ -63,6 +63,8 @@ class PassReport:
     notes: list[str] = field(default_factory=list)
     misses: list[MissExplanation] = field(default_factory=list)
     commands: list[CompilerCommand] = field(default_factory=list)  # compiler processes run
+    # The pass's collector, read later: what it registered settles there even after it ends.
+    reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -115,6 +117,7 @@ def run_pass(
         reader.notes(),
         reader.misses(),
         reader.commands(),
+        reader,
     )
 
 

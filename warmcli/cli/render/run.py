@@ -15,25 +15,51 @@ from rich.table import Table
 from rich.text import Text
 
 from warmcli.cli.render import add_row, line, listing
-from warmcli.execution.statistics import DeviceStatistics
+from warmcli.execution.statistics import (
+    KERNEL_LATER,
+    KERNEL_OUTCOMES,
+    TUNE_LATER,
+    TUNE_OUTCOMES,
+    DeviceStatistics,
+)
 from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport
 
-COMPILATION_KEYS = ("registered", "queued", "compiled", "loaded", "failed", "batches")
-AUTOTUNE_KEYS = ("registered", "measured", "failed", "hits", "persisted")
+COMPILATION_KEYS = (
+    *("registered", "queued", "compiled", "loaded", "failed"),
+    *("abandoned", "refused", "stored", "batches"),
+)
+AUTOTUNE_KEYS = ("registered", "measured", "failed", "abandoned", "hits", "persisted")
 EXECUTION_KEYS = ("executed", "discarded", "queued")
 LABELS = {
     "compiler_processes": "processes",
     "candidates_measured": "candidates",
     "discarded_reads": "reads discarded",
+    "stored": "into bundle",  # JSON: `stored`
 }
 
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
     return {
-        "compilation": dataclasses.asdict(stats.compilation),
-        "autotune": dataclasses.asdict(stats.autotune),
+        "compilation": {
+            **dataclasses.asdict(stats.compilation),
+            "settled": stats.compilation.settled,
+        },
+        "autotune": {**dataclasses.asdict(stats.autotune), "settled": stats.autotune.settled},
         "execution": dataclasses.asdict(stats.execution),
+    }
+
+
+def settled_json(report: PassReport) -> dict[str, dict[str, int]]:
+    """What the pass registered and how it has settled by the end of the run: work a pass
+    registers settles to it even when a later pass does it (its queue, its gathered tunes)."""
+    total = report.reader.total() if report.reader is not None else report.total
+    c, a = total.compilation, total.autotune
+    return {
+        "compilation": {"registered": c.registered, "settled": c.settled}
+        | {k: getattr(c, k) for k in (*KERNEL_OUTCOMES, *KERNEL_LATER)},
+        "autotune": {"registered": a.registered, "settled": a.settled}
+        | {k: getattr(a, k) for k in (*TUNE_OUTCOMES, *TUNE_LATER)},
     }
 
 
@@ -45,6 +71,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
                 "seconds": round(p.seconds, 6),
                 **stats_json(p.total),
                 "devices": {d: stats_json(s) for d, s in p.per_device.items()},
+                "settled_by_end": settled_json(p),
                 "notes": p.notes,
                 "commands": commands(p),
             }
