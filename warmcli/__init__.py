@@ -16,11 +16,22 @@ from typing import TYPE_CHECKING, Any
 from warmcli._version import __version__
 
 if TYPE_CHECKING:
-    from warmcli.backends.base import Buffer, DeviceError, LaunchError
+    from warmcli.backends.base import Buffer
     from warmcli.bundle.signing import SignatureError
     from warmcli.bundle.store import Bundle, BundleError
+    from warmcli.errors import (
+        DeviceError,
+        DiscardedReadError,
+        DiscardedReadWarning,
+        KernelCompileError,
+        LaunchError,
+        OverrideError,
+        StrictMissError,
+        TuneFailure,
+        WarmError,
+    )
     from warmcli.execution.base import LaunchMode, resolve_launch_mode
-    from warmcli.execution.process_mode import OverrideError, ProcessMode, ProcessModeOverride
+    from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
     from warmcli.execution.statistics import (
         AutotuneStatistics,
         CompilationStatistics,
@@ -31,10 +42,9 @@ if TYPE_CHECKING:
     from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
     from warmcli.kernel import Kernel
     from warmcli.production import ProductionReport, report, runtime, use_bundle
-    from warmcli.runtime.explain import MissExplanation, StrictMissError
-    from warmcli.runtime.kernel_cache import KernelCompileError
-    from warmcli.runtime.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
-    from warmcli.runtime.tune import Tunable, TuneFailure
+    from warmcli.runtime.explain import MissExplanation
+    from warmcli.runtime.runtime import Runtime
+    from warmcli.runtime.tune import Tunable
 
 # Each public name -> the module that defines it, imported when the name is first read.
 _HOMES = {
@@ -43,16 +53,16 @@ _HOMES = {
     "Bundle": "warmcli.bundle.store",
     "BundleError": "warmcli.bundle.store",
     "CompilationStatistics": "warmcli.execution.statistics",
-    "DeviceError": "warmcli.backends.base",
-    "DiscardedReadError": "warmcli.runtime.runtime",
-    "DiscardedReadWarning": "warmcli.runtime.runtime",
+    "DeviceError": "warmcli.errors",
+    "DiscardedReadError": "warmcli.errors",
+    "DiscardedReadWarning": "warmcli.errors",
     "ExecutionStatistics": "warmcli.execution.statistics",
     "Kernel": "warmcli.kernel",
-    "KernelCompileError": "warmcli.runtime.kernel_cache",
-    "LaunchError": "warmcli.backends.base",
+    "KernelCompileError": "warmcli.errors",
+    "LaunchError": "warmcli.errors",
     "LaunchMode": "warmcli.execution.base",
     "MissExplanation": "warmcli.runtime.explain",
-    "OverrideError": "warmcli.execution.process_mode",
+    "OverrideError": "warmcli.errors",
     "ProcessMode": "warmcli.execution.process_mode",
     "ProcessModeOverride": "warmcli.execution.process_mode",
     "ProductionReport": "warmcli.production",
@@ -63,9 +73,10 @@ _HOMES = {
     "Stream": "warmcli.execution.stream_mode",
     "StreamMode": "warmcli.execution.stream_mode",
     "StreamModeOverride": "warmcli.execution.stream_mode",
-    "StrictMissError": "warmcli.runtime.explain",
+    "StrictMissError": "warmcli.errors",
     "Tunable": "warmcli.runtime.tune",
-    "TuneFailure": "warmcli.runtime.tune",
+    "TuneFailure": "warmcli.errors",
+    "WarmError": "warmcli.errors",
     "report": "warmcli.production",
     "resolve_launch_mode": "warmcli.execution.base",
     "runtime": "warmcli.production",
@@ -136,6 +147,7 @@ __all__ = [
     "StrictMissError",
     "Tunable",
     "TuneFailure",
+    "WarmError",
     "__version__",
     "report",
     "resolve_launch_mode",

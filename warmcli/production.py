@@ -40,6 +40,7 @@ from warmcli.backends.machine import open_devices
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.signing import trusted_keys as read_trusted_keys
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import RemoteBundleWarning
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime.explain import EXPLAIN, MissPolicy, Strictness, warn
@@ -114,11 +115,6 @@ class ProductionReport:
             ]
         lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
         return "\n".join(lines)
-
-
-class RemoteBundleWarning(UserWarning):
-    """A bundle named by URL is served from its last good copy: the store could not be
-    reached, or sent something that is no bundle."""
 
 
 def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:

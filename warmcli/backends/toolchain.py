@@ -25,16 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from warmcli.errors import ToolchainError
 from warmcli.home import private, warm_home, write_private
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
-
-
-class ToolchainError(RuntimeError):
-    """A compiler could not be found or did not answer `--version`."""
 
 
 @dataclass(frozen=True)

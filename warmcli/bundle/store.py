@@ -58,6 +58,7 @@ from warmcli.bundle.file import (
     unlink_all,
     warm_schema,
 )
+from warmcli.errors import WarmError
 from warmcli.records import KernelRecord, TuneRecord, tune_key
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
 _T = TypeVar("_T")
 
 
-class BundleError(Exception):
+class BundleError(WarmError):
     """A bundle is missing, corrupt, foreign, or of another format version."""
 
     @property

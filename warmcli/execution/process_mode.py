@@ -16,6 +16,7 @@ import enum
 import threading
 from types import TracebackType
 
+from warmcli.errors import OverrideError
 from warmcli.execution.statistics import StatisticsCollector
 
 
@@ -30,10 +31,6 @@ class ProcessMode(enum.Enum):
     def discards(self) -> bool:
         """Whether launches are discarded (buffers are left as they were)."""
         return self is not ProcessMode.EXECUTE
-
-
-class OverrideError(RuntimeError):
-    """A second, different `ProcessModeOverride` was opened while one is open."""
 
 
 _lock = threading.RLock()

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer
+from warmcli.errors import ArgumentError
 
 # PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
 # checks each one against the kernel's declaration (an unsigned or bool parameter must
@@ -29,10 +30,6 @@ _UNSIGNED = {"B": np.uint8, "?": np.uint8, "H": np.uint16, "I": np.uint32, "L": 
 _UNSIGNED["Q"] = np.uint64
 _SIGNED = {"b": np.int8, "h": np.int16, "i": np.int32, "l": np.int64, "q": np.int64}
 _SIGNED.update(f=np.float32, d=np.float64)  # type: ignore[arg-type]
-
-
-class ArgumentError(TypeError):
-    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
 
 
 class ArgumentHandler:

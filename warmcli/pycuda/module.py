@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warmcli.backends.cuda.cubin import cubin_globals
+from warmcli.errors import PyCudaError
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.kernel import Kernel
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 recording = threading.local()  # set by `autotune` while it finds a config's kernels
-
-
-class PyCudaError(ValueError):
-    """A PyCUDA call or argument warm cannot serve; the message names the call."""
 
 
 def _format(arg_types: str | Sequence[Any]) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from warmcli.errors import StrictMissError
 from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
 
@@ -93,20 +94,6 @@ class MissExplanation:
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "differs": list(self.differs)}
-
-
-class StrictMissError(RuntimeError):
-    """Strict mode: a production process was about to compile or tune what the bundle lacks."""
-
-    def __init__(self, explanation: MissExplanation) -> None:
-        self.explanation = explanation
-        verb = "compile kernel" if explanation.kind == "kernel" else "tune"
-        super().__init__(
-            printable(
-                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
-                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
-            )
-        )
 
 
 class Strictness(enum.Enum):

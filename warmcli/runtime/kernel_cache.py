@@ -32,6 +32,7 @@ from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
 from warmcli.backends.serving import Target, choose, why_not
 from warmcli.backends.toolchain import Toolchain, ToolchainError
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import KernelCompileError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
@@ -49,17 +50,6 @@ from warmcli.runtime.explain import (
 PREFETCH_AFTER = 8
 # A note that records one compiler process's command line (`warm run --verbose` shows them).
 COMMAND_NOTE = "compiler command: "
-
-
-class KernelCompileError(RuntimeError):
-    """A kernel failed to compile; carries the compiler's log."""
-
-    def __init__(self, kernel: Kernel, failure: CompileFailure) -> None:
-        self.kernel = kernel
-        self.log = failure.log
-        self.timed_out = failure.timed_out
-        what = "timed out compiling" if failure.timed_out else "failed to compile"
-        super().__init__(f"kernel {kernel.label} {what}:\n{failure.log.strip()}")
 
 
 @dataclass

@@ -31,6 +31,7 @@ import numpy as np
 from warmcli.backends.base import Buffer, Device, LaunchConfig
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.bundle.store import Bundle
+from warmcli.errors import DiscardedReadError, DiscardedReadWarning
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.stream_mode import Stream
@@ -40,14 +41,6 @@ from warmcli.runtime.explain import EXPLAIN, MissPolicy, corrupt_entry, explain_
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.shard import Shard, tune_token
 from warmcli.runtime.tune import Tunable, TuneCache, measure
-
-
-class DiscardedReadError(RuntimeError):
-    """A workload read a buffer back under a process mode that discards launches."""
-
-
-class DiscardedReadWarning(UserWarning):
-    """Like `DiscardedReadError`, when the runtime was told to allow such reads."""
 
 
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:

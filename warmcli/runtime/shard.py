@@ -24,9 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-
-class ShardError(ValueError):
-    """A shard given or found in the environment that is no `I/N` with 0 <= I < N."""
+from warmcli.errors import ShardError
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import KernelCompileError, TuneFailure
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
-from warmcli.runtime.kernel_cache import KernelCompileError
 
 if TYPE_CHECKING:
     from warmcli.runtime.runtime import Runtime
@@ -43,10 +43,6 @@ if TYPE_CHECKING:
 
 LaunchCandidate = Callable[..., None]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-class TuneFailure(RuntimeError):
-    """Every candidate of a tune failed; the message holds each one's reason."""
 
 
 def _pow2(n: int) -> int:

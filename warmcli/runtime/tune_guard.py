@@ -21,14 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device
+from warmcli.errors import TuneSpecError
 from warmcli.execution.stream_mode import Stream
 
 if TYPE_CHECKING:
     from warmcli.runtime.tune import Tunable
-
-
-class TuneSpecError(ValueError):
-    """A tunable's `restore=` or `check=` does not fit the inputs it was called with."""
 
 
 def last_line(exc: BaseException) -> str:

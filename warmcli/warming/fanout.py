@@ -26,15 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warmcli.errors import FanOutError
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.runtime.shard import LAUNCHERS
 
 # A worker's own launcher variables must not pick a shard for it: the task says which.
 _LAUNCHER_VARIABLES = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
-
-
-class FanOutError(OSError):
-    """The cluster could not be used, or a shard failed (its one-line error is kept)."""
 
 
 @dataclass

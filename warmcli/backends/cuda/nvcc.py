@@ -39,6 +39,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
+from warmcli.errors import ArchError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -69,10 +70,6 @@ _RESERVED = (
     "--lib",
     "-odir",
 )
-
-
-class ArchError(ValueError):
-    """An architecture string warm cannot build a cubin for."""
 
 
 def _package_roots() -> list[Path]:
