@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from warmcli import config
 from warmcli.errors import ToolchainError
 from warmcli.home import private, warm_home, write_private
 
@@ -132,7 +133,7 @@ def _find(path: str) -> tuple[str, os.stat_result] | None:
     if os.sep in path:
         places = [path]
     else:
-        value = os.environ.get("PATH", os.defpath)
+        value = config.path()
         if not value:
             return None  # an empty PATH searches nowhere (not the working directory)
         search = dict.fromkeys(value.split(os.pathsep))

@@ -12,7 +12,6 @@ This module parses and prints nothing of its own; the commands use it.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
+from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
 from warmcli.cli.render import kernel_order, stats_document, tune_order
@@ -63,7 +63,7 @@ def _stdout_console() -> Console:
     log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return Console(markup=False, emoji=False)
-    width = None if os.environ.get("COLUMNS") else UNWRAPPED
+    width = None if config.columns() else UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
@@ -102,13 +102,14 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler com
 
 def default_bundle() -> Path:
     """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
-    if os.environ.get("WARM_BUNDLE"):
-        if is_url(os.environ["WARM_BUNDLE"]):
+    named = config.bundle()
+    if named:
+        if is_url(named):
             fail(
-                f"WARM_BUNDLE={os.environ['WARM_BUNDLE']} is a URL, which is read-only: "
+                f"WARM_BUNDLE={named} is a URL, which is read-only: "
                 "give a local --bundle (warm pull fetches one, warm push publishes one)"
             )
-        return Path(os.environ["WARM_BUNDLE"])
+        return Path(named)
     return default_bundle_path()
 
 
@@ -140,7 +141,7 @@ def readable_bundle(given: str | None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`) and
     a fall-back to its last good copy is one warning line."""
-    location = given or os.environ.get("WARM_BUNDLE") or str(default_bundle())
+    location = given or config.bundle() or str(default_bundle())
     path, warning = guarded(lambda: local_bundle(location))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)

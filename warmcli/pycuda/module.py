@@ -17,7 +17,6 @@ served from the cubin of the module's one kernel; texture and surface references
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from warmcli import config
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.errors import PyCudaError
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
@@ -104,7 +104,7 @@ class SourceModule:
                 "(--nvcc or WARM_NVCC)"
             )
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
-            options = os.environ.get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()
+            options = config.pycuda_nvcc_flags()
         self.source = source
         self.no_extern_c = no_extern_c
         self.arch = arch

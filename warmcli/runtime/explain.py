@@ -25,12 +25,12 @@ from __future__ import annotations
 import enum
 import json
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from warmcli import config
 from warmcli.errors import StrictMissError
 from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
@@ -125,12 +125,11 @@ class MissPolicy:
 
     @classmethod
     def from_env(
-        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
+        cls, strict: bool | str | None = None, environ: Mapping[str, str] | None = None
     ) -> MissPolicy:
         """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
-        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
-        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
-        return cls(log=explain, strict=chosen)
+        chosen = Strictness.parse(config.strict(environ) if strict is None else strict)
+        return cls(log=config.explain(environ), strict=chosen)
 
     def report(self, device_id: str, explanation: MissExplanation) -> None:
         """Count the miss by reason, then log it, warn or raise as this policy says."""
