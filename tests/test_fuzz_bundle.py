@@ -30,8 +30,8 @@ from test_explain import fake_cc
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
-from warmcli.bundle.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, SQLITE_MAGIC, Bundle, BundleError
 from warmcli.bundle import store as bundle_module
+from warmcli.bundle.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, SQLITE_MAGIC, Bundle, BundleError
 from warmcli.records import tune_key
 
 FUZZ = settings(

@@ -3,12 +3,12 @@
 Each setting is a function read at call time (a test or a launcher may set the
 variable after import), taking the environment to read as an argument where a
 caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
-(`VARIABLES`, which `warm --help` lists) that is what warm reads of other tools'
-variables: `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard
-variables (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`.
-The functions return the values as set (a flag as a bool); what a value means is
-decided by the module that uses it. This module owns no state and never writes the
-environment (`worker_environment` returns a copy).
+(`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
+`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
+(`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`. The
+functions return the values as set (a flag as a bool, a list of paths split); what a
+value means is decided by the module that uses it. This module owns no state and
+never writes the environment (`worker_environment` returns a copy).
 """
 
 from __future__ import annotations
