@@ -16,11 +16,23 @@ from typing import TYPE_CHECKING, Any
 from warmcli._version import __version__
 
 if TYPE_CHECKING:
-    from warmcli.backends.base import Buffer, DeviceError, LaunchError, Stream, StreamMode
-    from warmcli.bundle.signing import SignatureError
-    from warmcli.bundle.store import Bundle, BundleError
+    from warmcli.backends.base import Buffer, Stream, StreamMode
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import (
+        BundleError,
+        DeviceError,
+        DiscardedReadError,
+        DiscardedReadWarning,
+        KernelCompileError,
+        LaunchError,
+        OverrideError,
+        SignatureError,
+        StrictMissError,
+        TuneFailure,
+        WarmError,
+    )
     from warmcli.execution.base import LaunchMode, resolve_launch_mode
-    from warmcli.execution.process_mode import OverrideError, ProcessMode, ProcessModeOverride
+    from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
     from warmcli.execution.statistics import (
         AutotuneStatistics,
         CompilationStatistics,
@@ -32,41 +44,40 @@ if TYPE_CHECKING:
     from warmcli.kernel import Kernel
     from warmcli.production import ProductionReport, report, runtime, use_bundle
     from warmcli.records import MissExplanation
-    from warmcli.runtime.explain import StrictMissError
-    from warmcli.runtime.kernel_cache import KernelCompileError
-    from warmcli.runtime.runtime import DiscardedReadError, DiscardedReadWarning, Runtime
-    from warmcli.runtime.tune import Tunable, TuneFailure
+    from warmcli.runtime.runtime import Runtime
+    from warmcli.runtime.tune import Tunable
 
 # Each public name -> the module that defines it, imported when the name is first read.
 _HOMES = {
     "AutotuneStatistics": "warmcli.execution.statistics",
     "Buffer": "warmcli.backends.base",
     "Bundle": "warmcli.bundle.store",
-    "BundleError": "warmcli.bundle.store",
+    "BundleError": "warmcli.errors",
     "CompilationStatistics": "warmcli.execution.statistics",
-    "DeviceError": "warmcli.backends.base",
-    "DiscardedReadError": "warmcli.runtime.runtime",
-    "DiscardedReadWarning": "warmcli.runtime.runtime",
+    "DeviceError": "warmcli.errors",
+    "DiscardedReadError": "warmcli.errors",
+    "DiscardedReadWarning": "warmcli.errors",
     "ExecutionStatistics": "warmcli.execution.statistics",
     "Kernel": "warmcli.kernel",
-    "KernelCompileError": "warmcli.runtime.kernel_cache",
-    "LaunchError": "warmcli.backends.base",
+    "KernelCompileError": "warmcli.errors",
+    "LaunchError": "warmcli.errors",
     "LaunchMode": "warmcli.execution.base",
     "MissExplanation": "warmcli.records",
-    "OverrideError": "warmcli.execution.process_mode",
+    "OverrideError": "warmcli.errors",
     "ProcessMode": "warmcli.execution.process_mode",
     "ProcessModeOverride": "warmcli.execution.process_mode",
     "ProductionReport": "warmcli.production",
     "Runtime": "warmcli.runtime.runtime",
-    "SignatureError": "warmcli.bundle.signing",
+    "SignatureError": "warmcli.errors",
     "StatisticsCollector": "warmcli.execution.statistics",
     "StatisticsReader": "warmcli.execution.statistics",
     "Stream": "warmcli.backends.base",
     "StreamMode": "warmcli.backends.base",
     "StreamModeOverride": "warmcli.execution.stream_mode",
-    "StrictMissError": "warmcli.runtime.explain",
+    "StrictMissError": "warmcli.errors",
     "Tunable": "warmcli.runtime.tune",
-    "TuneFailure": "warmcli.runtime.tune",
+    "TuneFailure": "warmcli.errors",
+    "WarmError": "warmcli.errors",
     "report": "warmcli.production",
     "resolve_launch_mode": "warmcli.execution.base",
     "runtime": "warmcli.production",
@@ -137,6 +148,7 @@ __all__ = [
     "StrictMissError",
     "Tunable",
     "TuneFailure",
+    "WarmError",
     "__version__",
     "report",
     "resolve_launch_mode",

@@ -1,8 +1,170 @@
-"""Every `WARM_*` setting, read from the environment in this one place.
+"""Every setting warm takes from the environment, read in this one place.
 
 Each setting is a function read at call time (a test or a launcher may set the
 variable after import), taking the environment to read as an argument where a
-caller has its own. This module owns no state and never writes the environment.
+caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
+(`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
+`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
+(`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`. The
+functions return the values as set (a flag as a bool, a list of paths split); what a
+value means is decided by the module that uses it. This module owns no state and
+never writes the environment (`worker_environment` returns a copy).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Environ = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A `WARM_*` variable: its name, the values it takes, what it sets."""
+
+    name: str
+    help: str
+    value: str = ""  # the values it takes, when they are few ("1", "1|warn")
+    production: bool = False  # read by a production process (the others by the commands)
+
+
+# Every WARM_* variable, in the order `warm --help` lists them (README: "Environment variables").
+VARIABLES: tuple[Variable, ...] = (
+    Variable("WARM_BUNDLE", "bundle path"),
+    Variable(
+        "WARM_HOME",
+        "warm's home: the default bundle, the remembered compiler versions, the host library cache",
+    ),
+    Variable("WARM_CUDA_COMPILER", "nvrtc or nvcc; default nvrtc where installed"),
+    Variable("WARM_NVCC", "nvcc to use"),
+    Variable("WARM_CC", "C compiler for the host backend"),
+    Variable("WARM_SHARD", "warm run's shard, I/N"),
+    Variable("WARM_SHARD_COUNT", "the shard count beside JOB_COMPLETION_INDEX"),
+    Variable("WARM_REPORT", "print at exit what the bundle lacked", "1", production=True),
+    Variable("WARM_BUNDLE_WRITE", "write the misses back", "1", production=True),
+    Variable("WARM_EXPLAIN", "log why each miss missed", "1", production=True),
+    Variable("WARM_STRICT", "refuse or log a miss", "1|warn", production=True),
+    Variable(
+        "WARM_TRUSTED_KEYS",
+        "Ed25519 public key files: serve only entries they signed",
+        production=True,
+    ),
+)
+
+TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
+
+# (index variable, count variable, offset variable) per launcher, in the order read.
+LAUNCHERS: tuple[tuple[str, str, str | None], ...] = (
+    ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None),
+    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"),
+    ("RANK", "WORLD_SIZE", None),
+)
+# Every variable that picks a process's shard.
+SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v))
+
+# Where a CUDA toolkit may be installed, in the order looked at.
+CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
+
+
+def _env(environ: Environ | None) -> Environ:
+    return os.environ if environ is None else environ
+
+
+def _flag(name: str, environ: Environ | None) -> bool:
+    """A `1` flag: set to anything but empty or `0`."""
+    return _env(environ).get(name, "") not in ("", "0")
+
+
+def home(environ: Environ | None = None) -> str | None:
+    """`WARM_HOME` (warmcli.home): None when unset or empty."""
+    return _env(environ).get("WARM_HOME") or None
+
+
+def xdg_cache_home(environ: Environ | None = None) -> str | None:
+    """`XDG_CACHE_HOME`, which the user cache directory follows (warmcli.home)."""
+    return _env(environ).get("XDG_CACHE_HOME")
+
+
+def bundle(environ: Environ | None = None) -> str | None:
+    """`WARM_BUNDLE`, the one rule the commands and production share: None when unset;
+    `""` when set and empty (production serves no bundle, a command its default bundle);
+    else a bundle's path or an `https://` or `s3://` URL."""
+    return _env(environ).get("WARM_BUNDLE")
+
+
+def bundle_write(environ: Environ | None = None) -> bool:
+    """`WARM_BUNDLE_WRITE=1`: production writes its misses back at exit."""
+    return _flag("WARM_BUNDLE_WRITE", environ)
+
+
+def report(environ: Environ | None = None) -> bool:
+    """`WARM_REPORT=1`: production prints at exit what the bundle lacked."""
+    return _flag("WARM_REPORT", environ)
+
+
+def explain(environ: Environ | None = None) -> bool:
+    """`WARM_EXPLAIN`: log each miss (anything but empty, `0`, `off`, `false`)."""
+    return _env(environ).get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
+
+
+def strict(environ: Environ | None = None) -> str | None:
+    """`WARM_STRICT` as set (`warmcli.runtime.misses.Strictness` parses it)."""
+    return _env(environ).get("WARM_STRICT")
+
+
+def trusted_keys(environ: Environ | None = None) -> list[str] | None:
+    """`WARM_TRUSTED_KEYS`: key files or folders, split at the path separator; None when
+    unset or blank."""
+    text = _env(environ).get(TRUSTED_KEYS_ENV, "").strip()
+    return [p for p in text.split(os.pathsep) if p] if text else None
+
+
+def cc(environ: Environ | None = None) -> str | None:
+    """`WARM_CC`, the host backend's C compiler: None when unset or empty."""
+    return _env(environ).get("WARM_CC") or None
+
+
+def nvcc(environ: Environ | None = None) -> str | None:
+    """`WARM_NVCC`, the nvcc to use: None when unset or empty."""
+    return _env(environ).get("WARM_NVCC") or None
+
+
+def cuda_compiler(environ: Environ | None = None) -> str:
+    """`WARM_CUDA_COMPILER` stripped (`nvrtc`, `nvcc`, `auto`); `""` when unset."""
+    return _env(environ).get("WARM_CUDA_COMPILER", "").strip()
+
+
+def cuda_homes(environ: Environ | None = None) -> dict[str, str | None]:
+    """`CUDA_HOME` and `CUDA_PATH` (in that order), each None when unset or empty."""
+    env = _env(environ)
+    return {name: env.get(name) or None for name in CUDA_HOMES}
+
+
+def path(environ: Environ | None = None) -> str:
+    """`PATH`, where compilers are searched (`os.defpath` when unset)."""
+    return _env(environ).get("PATH", os.defpath)
+
+
+def columns(environ: Environ | None = None) -> str | None:
+    """`COLUMNS`, the terminal width the CLI's output follows off a terminal."""
+    return _env(environ).get("COLUMNS")
+
+
+def pycuda_nvcc_flags(environ: Environ | None = None) -> list[str]:
+    """`PYCUDA_DEFAULT_NVCC_FLAGS`, PyCUDA's default compiler options, split at spaces."""
+    return _env(environ).get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()
+
+
+def shard_variables(environ: Environ | None = None) -> dict[str, str]:
+    """The shard variables that are set (`SHARD_VARIABLES`; `warmcli.runtime.shard`
+    reads the shard from them)."""
+    env = _env(environ)
+    return {name: env[name] for name in SHARD_VARIABLES if name in env}
+
+
+def worker_environment(environ: Environ | None = None) -> dict[str, str]:
+    """A copy of the environment for a fan-out worker's `warm run`, without the shard
+    variables: the task says which shard it runs, not the worker's own launcher."""
+    return {k: v for k, v in _env(environ).items() if k not in SHARD_VARIABLES}

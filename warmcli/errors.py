@@ -3,10 +3,25 @@
 A caller (the CLI above all) catches `WarmError` alone to tell a user's mistake, a
 bad bundle or a failed compile from a bug in warm. Each subclass keeps the standard
 base it always had (`ValueError`, `OSError`, ...) beside `WarmError`, so code that
-caught those still does. This module owns no state and imports nothing of warm.
+caught those still does; every warning derives from `WarmWarning` (a `UserWarning`).
+The modules that raise them import them from here, and still export them under
+their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
+
+The one exception to the rule is `RunInterrupted`: it is a `KeyboardInterrupt`, not
+a `WarmError`, so that no `except Exception` (nor `except WarmError`) swallows a
+Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from warmcli.printable import printable
+
+if TYPE_CHECKING:
+    from warmcli.kernel import Kernel
 
 
 class WarmError(Exception):
@@ -15,6 +30,165 @@ class WarmError(Exception):
 
 class WarmWarning(UserWarning):
     """The base of every warning warm issues."""
+
+
+# Backends: devices, compilers, toolchains, binaries.
+
+
+class DeviceError(WarmError, RuntimeError):
+    """A device could not be opened, or refused an operation."""
+
+
+class LaunchError(WarmError, RuntimeError):
+    """A kernel launch failed on the device."""
+
+
+class ToolchainError(WarmError, RuntimeError):
+    """A compiler could not be found or did not answer `--version`."""
+
+
+@dataclass
+class CompileFailure(WarmError):
+    """A group (or a single kernel) failed to compile; `log` is the compiler's output.
+
+    `units` are the group's `warmcli.backends.compiler.CompileUnit`s (typed loosely:
+    this module imports nothing above the leaves)."""
+
+    log: str
+    units: Sequence[Any] = field(default_factory=tuple)
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        names = ", ".join(u.name for u in self.units) or "?"
+        what = "timed out" if self.timed_out else "failed"
+        return f"compile of {names} {what}:\n{self.log.strip()}"
+
+
+class ArchError(WarmError, ValueError):
+    """An architecture string warm cannot build a cubin for."""
+
+
+class CubinError(WarmError, ValueError):
+    """Bytes that are not a cubin, or a cubin for another architecture."""
+
+
+class PtxError(WarmError, ValueError):
+    """Bytes that are not PTX, or PTX this device or driver cannot JIT."""
+
+
+# Execution and the runtime.
+
+
+class OverrideError(WarmError, RuntimeError):
+    """A second, different `ProcessModeOverride` was opened while one is open."""
+
+
+class KernelCompileError(WarmError, RuntimeError):
+    """A kernel failed to compile; carries the compiler's log."""
+
+    def __init__(self, kernel: Kernel, failure: CompileFailure) -> None:
+        self.kernel = kernel
+        self.log = failure.log
+        self.timed_out = failure.timed_out
+        what = "timed out compiling" if failure.timed_out else "failed to compile"
+        super().__init__(f"kernel {kernel.label} {what}:\n{failure.log.strip()}")
+
+
+class TuneFailure(WarmError, RuntimeError):
+    """Every candidate of a tune failed; the message holds each one's reason."""
+
+
+class TuneSpecError(WarmError, ValueError):
+    """A tunable's `restore=` or `check=` does not fit the inputs it was called with."""
+
+
+class DiscardedReadError(WarmError, RuntimeError):
+    """A workload read a buffer back under a process mode that discards launches."""
+
+
+class DiscardedReadWarning(WarmWarning):
+    """Like `DiscardedReadError`, when the runtime was told to allow such reads."""
+
+
+class ShardError(WarmError, ValueError):
+    """A shard given or found in the environment that is no `I/N` with 0 <= I < N."""
+
+
+class _Miss(Protocol):
+    """What `StrictMissError` reads of a `MissExplanation` (`warmcli.runtime.explain`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class StrictMissError(WarmError, RuntimeError):
+    """Strict mode: a production process was about to compile or tune what the bundle lacks.
+
+    `explanation` is the `MissExplanation` of the miss."""
+
+    def __init__(self, explanation: _Miss) -> None:
+        self.explanation = explanation
+        verb = "compile kernel" if explanation.kind == "kernel" else "tune"
+        super().__init__(
+            printable(
+                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
+                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+            )
+        )
+
+
+# Bundles by URL, production.
+
+
+class RemoteError(WarmError, OSError):
+    """A URL that cannot be fetched or pushed (and no last good copy to fall back on)."""
+
+
+class RemoteBundleWarning(WarmWarning):
+    """A bundle named by URL is served from its last good copy: the store could not be
+    reached, or sent something that is no bundle."""
+
+
+# Warming: workloads, passes, fan-out.
+
+
+class WorkloadError(WarmError):
+    """A workload could not be loaded, or raised while it ran."""
+
+
+class FanOutError(WarmError, OSError):
+    """The cluster could not be used, or a shard failed (its one-line error is kept)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted; what it had stored by then is kept.
+
+    The one exception not derived from `WarmError`: a `KeyboardInterrupt`, so that an
+    `except Exception` (or `except WarmError`) never swallows a Ctrl-C."""
+
+    def __init__(self, stored_kernels: int, stored_tunes: int) -> None:
+        super().__init__(stored_kernels, stored_tunes)
+        self.stored_kernels = stored_kernels
+        self.stored_tunes = stored_tunes
+
+
+# The PyCUDA stand-ins.
+
+
+class ArgumentError(WarmError, TypeError):
+    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
+
+
+class PyCudaError(WarmError, ValueError):
+    """A PyCUDA call or argument warm cannot serve; the message names the call."""
 
 
 # -- the bundle's errors (raised by `warmcli.bundle`, caught by the runtime through its Store) --

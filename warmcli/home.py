@@ -16,13 +16,15 @@ import functools
 import os
 from pathlib import Path
 
+from warmcli import config
+
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
 
 def warm_home() -> Path:
     """`WARM_HOME`, else the user cache directory."""
-    home = os.environ.get("WARM_HOME")
-    return Path(home) if home else _user_cache(os.environ.get("XDG_CACHE_HOME"))
+    home = config.home()
+    return Path(home) if home else _user_cache(config.xdg_cache_home())
 
 
 def default_bundle_path() -> Path:

@@ -36,10 +36,12 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from warmcli import config
 from warmcli.backends.machine import open_devices
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.signing import trusted_keys as read_trusted_keys
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import RemoteBundleWarning
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
@@ -116,11 +118,6 @@ class ProductionReport:
         return "\n".join(lines)
 
 
-class RemoteBundleWarning(UserWarning):
-    """A bundle named by URL is served from its last good copy: the store could not be
-    reached, or sent something that is no bundle."""
-
-
 def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:
     """The bundle at a path, or a URL's local copy (read-only: it is the store's)."""
     if is_url(location) and write:
@@ -129,10 +126,6 @@ def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] |
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=3)
     return Bundle.open(path, write=write, trusted_keys=keys)
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
 
 
 def use_bundle(
@@ -178,11 +171,11 @@ def _bundle_locked() -> Bundle | None:
     if _bundle is not None or _path is not None or _looked or _off:
         return _bundle
     _policy = MissPolicy.from_env()
-    named = os.environ.get("WARM_BUNDLE")
+    named = config.bundle()
     if named == "":
         _looked = True
         return None  # set and empty: no bundle
-    write = _env_flag("WARM_BUNDLE_WRITE")
+    write = config.bundle_write()
     if named is None:
         default = default_bundle_path()
         if not default.is_file():
@@ -289,7 +282,7 @@ def close() -> None:
 
 def _at_exit() -> None:
     with _lock:
-        wanted = _report_at_exit or _env_flag("WARM_REPORT")
+        wanted = _report_at_exit or config.report()
         final = _report_locked() if wanted else None
     try:
         close()

@@ -25,15 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from warmcli.backends.compiler import Compiler
+from warmcli.errors import DeviceError as DeviceError
+from warmcli.errors import LaunchError as LaunchError
 from warmcli.kernel import Kernel
-
-
-class DeviceError(RuntimeError):
-    """A device could not be opened, or refused an operation."""
-
-
-class LaunchError(RuntimeError):
-    """A kernel launch failed on the device."""
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
 from warmcli.backends.toolchain import Toolchain
+from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
 
 
@@ -65,20 +66,6 @@ class CompiledGroup:
     command: tuple[str, ...] = ()
     ptx: bytes = b""  # PTX of the same group for `ptx_arch` (`compute_90`), when kept
     ptx_arch: str = ""
-
-
-@dataclass
-class CompileFailure(Exception):
-    """A group (or a single kernel) failed to compile; `log` is the compiler's output."""
-
-    log: str
-    units: Sequence[CompileUnit] = field(default_factory=tuple)
-    timed_out: bool = False
-
-    def __str__(self) -> str:
-        names = ", ".join(u.name for u in self.units) or "?"
-        what = "timed out" if self.timed_out else "failed"
-        return f"compile of {names} {what}:\n{self.log.strip()}"
 
 
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).

@@ -24,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from warmcli import config
 from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
 from warmcli.backends.toolchain import ToolchainError, probe
@@ -198,7 +198,7 @@ def compiler_info(device: Device) -> dict[str, str]:
         if slot is not None:
             why = slot.why()
         else:
-            why = "WARM_CC" if os.environ.get("WARM_CC") else "cc on PATH (the default)"
+            why = "WARM_CC" if config.cc() else "cc on PATH (the default)"
     except (ToolchainError, DeviceError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {"device": device.id, "compiler": "none", "path": "", "version": "", "why": why}

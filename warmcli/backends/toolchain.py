@@ -25,16 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from warmcli import config
+from warmcli.errors import ToolchainError
 from warmcli.home import private, warm_home, write_private
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
-
-
-class ToolchainError(RuntimeError):
-    """A compiler could not be found or did not answer `--version`."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +133,7 @@ def _find(path: str) -> tuple[str, os.stat_result] | None:
     if os.sep in path:
         places = [path]
     else:
-        value = os.environ.get("PATH", os.defpath)
+        value = config.path()
         if not value:
             return None  # an empty PATH searches nowhere (not the working directory)
         search = dict.fromkeys(value.split(os.pathsep))

@@ -32,17 +32,13 @@ from urllib.parse import urlsplit
 
 from filelock import FileLock
 
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, RemoteError
 from warmcli.home import TMP_SUFFIX, warm_home, write_private
 
 SCHEMES = ("https", "http", "s3")
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 CHUNK = 1 << 20
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
-
-
-class RemoteError(OSError):
-    """A URL that cannot be fetched or pushed (and no last good copy to fall back on)."""
 
 
 @dataclass(frozen=True)

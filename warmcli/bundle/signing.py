@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from warmcli import config
 from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
+from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
-TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
 KEY_FILE_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 SHOWN = 10  # uncovered entries named in a report
 
@@ -134,10 +135,9 @@ def trusted_keys(
     """The trusted public keys: `given` key files, else `WARM_TRUSTED_KEYS` (files or
     directories of `*.pub` files, separated by the path separator); None when neither."""
     if given is None:
-        text = os.environ.get(TRUSTED_KEYS_ENV, "").strip()
-        if not text:
+        given = config.trusted_keys()
+        if given is None:
             return None
-        given = [p for p in text.split(os.pathsep) if p]
     files: list[Path] = []
     for entry in map(Path, given):
         files += sorted(entry.glob("*.pub")) if entry.is_dir() else [entry]

@@ -14,15 +14,19 @@ from typer.core import TyperCommand
 
 from warmcli._version import __version__
 from warmcli.cli.common import out
+from warmcli.config import VARIABLES
+
+
+def _variables(production: bool) -> str:
+    return ", ".join(
+        f"{v.name}{'=' + v.value if v.value else ''} ({v.help})"
+        for v in VARIABLES
+        if v.production is production
+    )
+
 
 ENV_HELP = (
-    "Environment: WARM_BUNDLE (bundle path), WARM_HOME (warm's home: the default bundle, the "
-    "remembered compiler versions, the host library cache), "
-    "WARM_CUDA_COMPILER (nvrtc or nvcc; default nvrtc where installed), "
-    "WARM_NVCC (nvcc to use), WARM_CC (C compiler for the host backend); in production, "
-    "WARM_REPORT=1 (print at exit what the bundle lacked), WARM_BUNDLE_WRITE=1 (write the "
-    "misses back), WARM_EXPLAIN=1 (log why each miss missed), WARM_STRICT=1|warn (refuse or "
-    "log a miss), WARM_TRUSTED_KEYS (Ed25519 public key files: serve only entries they signed)."
+    f"Environment: {_variables(False)}; in production, {_variables(True)}."
     "\n\n"
     "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
     "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "

@@ -2,16 +2,16 @@
 
 Exit codes: 0 ok; 1 verify found something missing; 2 bad input or environment
 (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
-that fails to compile); 130 interrupted (SIGINT or SIGTERM). Every such error is
-one line on stderr (a compiler's log follows it, indented), never a traceback;
-under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`.
+that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT
+or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
+indented), never a traceback; under `--json` it is also one JSON object on stdout,
+`{"error": ..., "exit": N}`.
 This module parses and prints nothing of its own; the commands use it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -20,18 +20,14 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from warmcli.backends.base import DeviceError
-from warmcli.backends.toolchain import ToolchainError
+from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
-from warmcli.bundle.store import Bundle, BundleError
+from warmcli.bundle.store import Bundle
 from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
+from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.runtime.kernel_cache import KernelCompileError
-from warmcli.runtime.shard import ShardError
-from warmcli.runtime.tune import TuneFailure
-from warmcli.warming.workload import WorkloadError
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 
@@ -67,7 +63,7 @@ def _stdout_console() -> Console:
     log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return Console(markup=False, emoji=False)
-    width = None if os.environ.get("COLUMNS") else UNWRAPPED
+    width = None if config.columns() else UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
@@ -75,16 +71,9 @@ def _stdout_console() -> Console:
 out = _stdout_console()
 err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
 
-EXPECTED = (
-    WorkloadError,
-    BundleError,
-    ToolchainError,
-    DeviceError,
-    KernelCompileError,
-    TuneFailure,
-    ShardError,
-    OSError,
-)
+# What a command turns into one line and exit 2: every error warm raises on purpose, and
+# the operating system's (a file that cannot be read or written, a full disk).
+EXPECTED = (WarmError, OSError)
 
 BundleOpt = typer.Option(
     None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else in WARM_HOME]."
@@ -113,13 +102,14 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler com
 
 def default_bundle() -> Path:
     """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
-    if os.environ.get("WARM_BUNDLE"):
-        if is_url(os.environ["WARM_BUNDLE"]):
+    named = config.bundle()
+    if named:
+        if is_url(named):
             fail(
-                f"WARM_BUNDLE={os.environ['WARM_BUNDLE']} is a URL, which is read-only: "
+                f"WARM_BUNDLE={named} is a URL, which is read-only: "
                 "give a local --bundle (warm pull fetches one, warm push publishes one)"
             )
-        return Path(os.environ["WARM_BUNDLE"])
+        return Path(named)
     return default_bundle_path()
 
 
@@ -151,7 +141,7 @@ def readable_bundle(given: str | None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`) and
     a fall-back to its last good copy is one warning line."""
-    location = given or os.environ.get("WARM_BUNDLE") or str(default_bundle())
+    location = given or config.bundle() or str(default_bundle())
     path, warning = guarded(lambda: local_bundle(location))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
@@ -204,20 +194,12 @@ def interrupted(kernels: int, tunes: int) -> NoReturn:
     )
 
 
-def _bad_arch(exc: Exception) -> bool:
-    """An `--arch` that is no CUDA architecture (the CUDA layer is imported only if used)."""
-    nvcc = sys.modules.get("warmcli.backends.cuda.nvcc")
-    return nvcc is not None and isinstance(exc, nvcc.ArchError)
-
-
 def guarded(action: Callable[[], Any]) -> Any:
     """Run `action`; an expected failure becomes one line and exit 2."""
     try:
         return action()
-    except Exception as exc:
-        if isinstance(exc, EXPECTED) or _bad_arch(exc):
-            fail(str(exc))
-        raise
+    except EXPECTED as exc:
+        fail(str(exc))
 
 
 def emit_json(doc: Any) -> None:

@@ -18,6 +18,7 @@ import threading
 from types import TracebackType
 
 from warmcli.backends.base import StreamMode, set_default_stream_mode
+from warmcli.errors import OverrideError
 from warmcli.execution.statistics import StatisticsCollector
 
 
@@ -32,10 +33,6 @@ class ProcessMode(enum.Enum):
     def discards(self) -> bool:
         """Whether launches are discarded (buffers are left as they were)."""
         return self is not ProcessMode.EXECUTE
-
-
-class OverrideError(RuntimeError):
-    """A second, different `ProcessModeOverride` was opened while one is open."""
 
 
 _lock = threading.RLock()

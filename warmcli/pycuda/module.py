@@ -17,7 +17,6 @@ served from the cubin of the module's one kernel; texture and surface references
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -25,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from warmcli import config
 from warmcli.backends.cuda.cubin import cubin_globals
+from warmcli.errors import PyCudaError
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.kernel import Kernel
@@ -45,10 +46,6 @@ if TYPE_CHECKING:
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 recording = threading.local()  # set by `autotune` while it finds a config's kernels
-
-
-class PyCudaError(ValueError):
-    """A PyCUDA call or argument warm cannot serve; the message names the call."""
 
 
 def _format(arg_types: str | Sequence[Any]) -> str:
@@ -113,7 +110,7 @@ class SourceModule:
                 "(--nvcc or WARM_NVCC)"
             )
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
-            options = os.environ.get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()
+            options = config.pycuda_nvcc_flags()
         self.source = source
         self.no_extern_c = no_extern_c
         self.arch = arch

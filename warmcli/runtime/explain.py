@@ -26,7 +26,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from warmcli.printable import printable
 from warmcli.records import MissExplanation
 
 if TYPE_CHECKING:
@@ -59,20 +58,6 @@ UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added sinc
 NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
 PROCESS = "this process wants"
 _SHOWN = 3
-
-
-class StrictMissError(RuntimeError):
-    """Strict mode: a production process was about to compile or tune what the bundle lacks."""
-
-    def __init__(self, explanation: MissExplanation) -> None:
-        self.explanation = explanation
-        verb = "compile kernel" if explanation.kind == "kernel" else "tune"
-        super().__init__(
-            printable(
-                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
-                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
-            )
-        )
 
 
 # -- finding the nearest entry -----------------------------------------------------------------

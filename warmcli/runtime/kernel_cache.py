@@ -29,6 +29,7 @@ from typing import Any
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.toolchain import Toolchain
+from warmcli.errors import KernelCompileError
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
@@ -38,17 +39,6 @@ from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
 from warmcli.runtime.store import Store
-
-
-class KernelCompileError(RuntimeError):
-    """A kernel failed to compile; carries the compiler's log."""
-
-    def __init__(self, kernel: Kernel, failure: CompileFailure) -> None:
-        self.kernel = kernel
-        self.log = failure.log
-        self.timed_out = failure.timed_out
-        what = "timed out compiling" if failure.timed_out else "failed to compile"
-        super().__init__(f"kernel {kernel.label} {what}:\n{failure.log.strip()}")
 
 
 @dataclass

@@ -18,14 +18,14 @@ or devices. It owns the explanations it made and that one flag; it never prints
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from warmcli import config
 from warmcli.backends.base import Device
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, StrictMissError
 from warmcli.execution.process_mode import active_collector
-from warmcli.runtime.explain import NO_BUNDLE, MissExplanation, StrictMissError
+from warmcli.runtime.explain import NO_BUNDLE, MissExplanation
 from warmcli.runtime.store import Store
 
 
@@ -66,12 +66,11 @@ class MissPolicy:
 
     @classmethod
     def from_env(
-        cls, strict: bool | str | None = None, environ: Mapping[str, str] = os.environ
+        cls, strict: bool | str | None = None, environ: Mapping[str, str] | None = None
     ) -> MissPolicy:
         """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
-        explain = environ.get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
-        chosen = Strictness.parse(environ.get("WARM_STRICT") if strict is None else strict)
-        return cls(log=explain, strict=chosen)
+        chosen = Strictness.parse(config.strict(environ) if strict is None else strict)
+        return cls(log=config.explain(environ), strict=chosen)
 
     def report(self, device_id: str, explanation: MissExplanation) -> None:
         """Count the miss by reason, then log it, warn or raise as this policy says."""

@@ -35,6 +35,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
+from warmcli.errors import DiscardedReadError, DiscardedReadWarning
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
@@ -47,14 +48,6 @@ from warmcli.runtime.persist import persist
 from warmcli.runtime.shard import Shard, tune_token
 from warmcli.runtime.store import Store
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
-
-
-class DiscardedReadError(RuntimeError):
-    """A workload read a buffer back under a process mode that discards launches."""
-
-
-class DiscardedReadWarning(UserWarning):
-    """Like `DiscardedReadError`, when the runtime was told to allow such reads."""
 
 
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:

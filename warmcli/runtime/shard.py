@@ -13,20 +13,19 @@ The shard comes from `--shard I/N`, else from the launcher's variables:
 `WARM_SHARD` (`I/N`), Kubernetes indexed jobs' `JOB_COMPLETION_INDEX` with
 `WARM_SHARD_COUNT` (the job's `completions`; Kubernetes sets no count itself),
 Slurm arrays' `SLURM_ARRAY_TASK_ID`/`SLURM_ARRAY_TASK_COUNT` (counted from
-`SLURM_ARRAY_TASK_MIN`), torchrun's `RANK`/`WORLD_SIZE`. This module holds no
-state and never prints.
+`SLURM_ARRAY_TASK_MIN`), torchrun's `RANK`/`WORLD_SIZE` (read by `warmcli.config`).
+This module holds no state and never prints.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-
-class ShardError(ValueError):
-    """A shard given or found in the environment that is no `I/N` with 0 <= I < N."""
+from warmcli import config
+from warmcli.config import LAUNCHERS
+from warmcli.errors import ShardError
 
 
 @dataclass(frozen=True)
@@ -65,18 +64,10 @@ def parse_shard(text: str) -> Shard:
     return Shard(int(index), int(count))
 
 
-# (index variable, count variable, offset variable) per launcher, in the order read.
-LAUNCHERS: tuple[tuple[str, str, str | None], ...] = (
-    ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None),
-    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"),
-    ("RANK", "WORLD_SIZE", None),
-)
-
-
 def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None:
     """The shard a launcher's variables give (see the module doc); None when none is set
     or the count is 1."""
-    env = os.environ if env is None else env
+    env = config.shard_variables() if env is None else env
     if env.get("WARM_SHARD"):
         return _single(parse_shard(env["WARM_SHARD"]))
     for index_var, count_var, offset_var in LAUNCHERS:

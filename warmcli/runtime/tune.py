@@ -35,12 +35,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, KernelCompileError, TuneFailure
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
-from warmcli.runtime.kernel_cache import KernelCompileError
 from warmcli.runtime.store import Store
 
 if TYPE_CHECKING:
@@ -48,10 +47,6 @@ if TYPE_CHECKING:
 
 LaunchCandidate = Callable[..., None]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-class TuneFailure(RuntimeError):
-    """Every candidate of a tune failed; the message holds each one's reason."""
 
 
 def _pow2(n: int) -> int:

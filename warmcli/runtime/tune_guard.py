@@ -22,10 +22,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream
-
-
-class TuneSpecError(ValueError):
-    """A tunable's `restore=` or `check=` does not fit the inputs it was called with."""
+from warmcli.errors import TuneSpecError
 
 
 def last_line(exc: BaseException) -> str:

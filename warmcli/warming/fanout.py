@@ -27,14 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmcli.runtime.shard import LAUNCHERS
-
-# A worker's own launcher variables must not pick a shard for it: the task says which.
-_LAUNCHER_VARIABLES = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
-
-
-class FanOutError(OSError):
-    """The cluster could not be used, or a shard failed (its one-line error is kept)."""
+from warmcli import config
+from warmcli.errors import FanOutError
 
 
 @dataclass
@@ -57,7 +51,7 @@ class FanOutReport:
 def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], bytes, str]:
     """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle; its exit
     code, report, bundle bytes and last error line."""
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_VARIABLES}
+    env = config.worker_environment()  # a worker's own launcher must not pick its shard
     with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
         bundle = Path(folder) / "shard.warm"
         command = [sys.executable, "-m", "warmcli", "run", *argv, "--shard", shard]

@@ -33,6 +33,7 @@ from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
+from warmcli.errors import RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
@@ -43,15 +44,6 @@ from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was interrupted; what it had stored by then is kept."""
-
-    def __init__(self, stored_kernels: int, stored_tunes: int) -> None:
-        super().__init__(stored_kernels, stored_tunes)
-        self.stored_kernels = stored_kernels
-        self.stored_tunes = stored_tunes
 
 
 @dataclass

@@ -31,12 +31,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from warmcli.errors import WorkloadError
+
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
-
-
-class WorkloadError(Exception):
-    """A workload could not be loaded, or raised while it ran."""
 
 
 @dataclass(frozen=True)

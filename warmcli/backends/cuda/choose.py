@@ -10,9 +10,9 @@ decides and builds the compiler; it keeps no state and compiles nothing.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from warmcli import config
 from warmcli.backends.cuda.nvcc import NvccCompiler, nvcc_candidates
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
 from warmcli.backends.toolchain import ToolchainError
@@ -33,7 +33,7 @@ def check_name(requested: str | None) -> None:
     """ToolchainError at once for a compiler name (argument or variable) that is neither."""
     for source, value in (
         ("--compiler", requested),
-        ("WARM_CUDA_COMPILER", os.environ.get("WARM_CUDA_COMPILER")),
+        ("WARM_CUDA_COMPILER", config.cuda_compiler()),
     ):
         value = (value or "").strip()
         if value and value != "auto" and value not in NAMES:
@@ -45,11 +45,11 @@ def check_name(requested: str | None) -> None:
 def choose(requested: str | None = None, nvcc: str | None = None) -> CompilerChoice:
     """The compiler by the order in the module doc; ToolchainError for an unknown name."""
     check_name(requested)
-    env = os.environ.get("WARM_CUDA_COMPILER", "").strip()
+    env = config.cuda_compiler()
     value, source = (requested, "--compiler") if requested else (env, "WARM_CUDA_COMPILER")
     if value and value != "auto":
         return CompilerChoice(value, f"{source} {value}")
-    if nvcc or os.environ.get("WARM_NVCC"):
+    if nvcc or config.nvcc():
         return CompilerChoice(
             "nvcc", "an nvcc is named (" + ("--nvcc" if nvcc else "WARM_NVCC") + ")"
         )

@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from warmcli.errors import CubinError
+
 EM_CUDA = 190
 SHT_SYMTAB = 2
 STT_OBJECT = 1
@@ -31,10 +33,6 @@ STO_CUDA_ENTRY = 0x10
 _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _SECTION = struct.Struct("<IIQQQQIIQQ")
 _SYMBOL = struct.Struct("<IBBHQQ")
-
-
-class CubinError(ValueError):
-    """Bytes that are not a cubin, or a cubin for another architecture."""
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer
-
-
-class ArgumentError(TypeError):
-    """An argument PyCUDA's conventions do not let warm pass to a kernel."""
+from warmcli.errors import ArgumentError as ArgumentError  # re-exported: its home is errors
 
 
 def _class_names(obj: Any) -> set[str]:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import (
     CompiledGroup,
@@ -39,6 +40,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
+from warmcli.errors import ArchError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -71,10 +73,6 @@ _RESERVED = (
 )
 
 
-class ArchError(ValueError):
-    """An architecture string warm cannot build a cubin for."""
-
-
 def _package_roots() -> list[Path]:
     """The `nvidia` namespace package's folders in this interpreter's site-packages."""
     try:
@@ -93,8 +91,7 @@ def _executable(path: str | os.PathLike[str]) -> str | None:
 
 def _candidates() -> Iterator[tuple[str, str | None]]:
     """(where, path-or-None) in search order; None means that place names no nvcc."""
-    for home in ("CUDA_HOME", "CUDA_PATH"):
-        value = os.environ.get(home)
+    for home, value in config.cuda_homes().items():
         yield home, _executable(Path(value) / "bin" / "nvcc") if value else None
     yield "PATH", shutil.which("nvcc")
     for root in _package_roots():
@@ -107,7 +104,7 @@ def _candidates() -> Iterator[tuple[str, str | None]]:
 def locate_nvcc(explicit: str | None = None) -> tuple[str, str]:
     """(the nvcc to use, where it was found); an explicit path or WARM_NVCC that is not an
     executable is an error."""
-    for where, value in (("--nvcc", explicit), ("WARM_NVCC", os.environ.get("WARM_NVCC"))):
+    for where, value in (("--nvcc", explicit), ("WARM_NVCC", config.nvcc())):
         if value:
             found = shutil.which(value) if os.sep not in value else _executable(value)
             if not found:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda.nvcc import (
@@ -75,7 +76,7 @@ def find_nvrtc() -> str | None:
 def include_dirs() -> list[str]:
     """The toolkit headers NVRTC is pointed at (it has no default include path)."""
     found = [root / layout for root in _package_roots() for layout in _INCLUDES]
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    home = next((h for h in config.cuda_homes().values() if h), None)
     if home:
         found.append(Path(home) / "include")
     return [str(p) for p in dict.fromkeys(found) if p.is_dir()]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from warmcli.errors import PtxError
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
 
@@ -26,10 +27,6 @@ VIRTUAL = re.compile(r"^compute_(\d{2,3})$")
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
 _VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 _TARGET = re.compile(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
-
-
-class PtxError(ValueError):
-    """Bytes that are not PTX, or PTX this device or driver cannot JIT."""
 
 
 def is_ptx(data: bytes) -> bool:

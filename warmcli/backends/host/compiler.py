@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import (
     CompiledGroup,
@@ -44,7 +45,7 @@ def load_flags(options: Sequence[str]) -> list[str]:
 
 def host_cc() -> str:
     """The C compiler to use: `WARM_CC`, else `cc` on PATH."""
-    return os.environ.get("WARM_CC") or "cc"
+    return config.cc() or "cc"
 
 
 def translation_unit(units: Sequence[CompileUnit]) -> str:
