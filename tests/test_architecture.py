@@ -167,7 +167,7 @@ def test_every_variable_is_documented() -> None:
     documented = set(re.findall(r"`(WARM_[A-Z_]+)`", section))
     listed = {v.name for v in config.VARIABLES}
     assert documented == listed
-    from warmcli.cli import ENV_HELP
+    from warmcli.cli.app import ENV_HELP
 
     assert all(name in ENV_HELP for name in listed)
 
