@@ -17,11 +17,13 @@ import pytest
 from warmcli.backends.base import DeviceError
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.backends.cuda import nvrtc as nvrtc_module
 from warmcli.backends.cuda.arch import ArchDevice, require_loadable
 from warmcli.backends.cuda.choose import choose
 from warmcli.backends.cuda.cubin import EM_CUDA, cubin_functions
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, cuda_for_isa, ptx_header
+from warmcli.backends.toolchain import ToolchainError
 from warmcli.bundle.store import Bundle
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel, kernel_key
@@ -100,6 +102,21 @@ def test_toolchain_names_nvrtc_and_its_version(nvrtc: NvrtcCompiler) -> None:
     assert toolchain.name == "nvrtc" and toolchain.path.endswith(tuple([".so.12", ".so.13"]))
     assert toolchain.version.startswith("NVRTC release 1"), toolchain.version
     assert toolchain.identity.startswith("nvrtc:NVRTC release")
+
+
+def test_the_version_probe_reads_the_same_banner_with_or_without_minimal(
+    nvrtc: NvrtcCompiler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = nvrtc_module._read_version("nvrtc", nvrtc.path)
+    assert quick == nvrtc.toolchain.version
+    # An NVRTC that refuses the first option set (as one older than 12.4 refuses
+    # `-minimal`) is asked again without it and reads the same release and build.
+    arch = nvrtc_module._VERSION_OPTIONS[-1]
+    monkeypatch.setattr(nvrtc_module, "_VERSION_OPTIONS", ((*arch, "-no-such-option"), arch))
+    assert nvrtc_module._read_version("nvrtc", nvrtc.path) == quick
+    monkeypatch.setattr(nvrtc_module, "_VERSION_OPTIONS", ((*arch, "-no-such-option"),))
+    with pytest.raises(ToolchainError, match="cannot compile an empty kernel"):
+        nvrtc_module._read_version("nvrtc", nvrtc.path)
 
 
 def test_a_batch_in_threads_keeps_the_good_kernels_and_shows_the_log(
