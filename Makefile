@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-SOURCES := $(wildcard warmcli tests examples bench)
+SOURCES := $(wildcard warmcli tests examples bench tools)
 
 .PHONY: install demo test lint bench stress clean
 
@@ -21,11 +21,13 @@ demo: install
 
 test: install
 	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/lint-imports  # the architecture contracts in pyproject.toml
 	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
+	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python -m bench
