@@ -196,10 +196,5 @@ def _long_modules() -> list[str]:
     return [f"{n}: {count} lines" for n, count in sorted(lengths.items()) if count > MAX_LINES]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 13: the big modules (bundle.store, cli.render, runtime.kernel_cache, ...) "
-    "are being split by other engineers; make this a plain test once they are",
-)
 def test_no_module_is_over_400_lines() -> None:
     assert not _long_modules()

@@ -2,8 +2,8 @@
 
 `BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one
 object's): usage times, removal and vacuum, blob digests and SQLite's own check,
-the signed rows and stored signatures (`warmcli.bundle.signing` checks them),
-counts and aggregates (`warm stats` on a bundle too large to list), and `foreign`:
+the signed rows and stored signatures (`warmcli.bundle.signed`), counts and
+aggregates (`warm stats` on a bundle too large to list), and `foreign`:
 what the bundle holds for a backend that another toolchain built or another device
 measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
 every check `warm verify` and a remote download make (SQLite's, the manifest,
@@ -21,31 +21,24 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.file import (
-    FORMAT_VERSION,
-    SIGNATURES_SCHEMA,
-    _retrying,
-    _sqlite_errors,
-)
+from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
-    SIGNED_ROWS,
     OnError,
-    RowReader,
+    _fingerprint,
     _hex64,
     _kernel_record,
+    _manifest_row,
     _name,
     _named,
     _usage_row,
 )
+from warmcli.bundle.signed import SignedRows
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
-
-if TYPE_CHECKING:
-    from warmcli.bundle.signing import StoredSignature
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 _DELETE_UNUSED_FINGERPRINTS = """
@@ -58,15 +51,34 @@ DELETE FROM fingerprints WHERE
 """
 
 
-class BundleAdmin(RowReader):
+class BundleAdmin(SignedRows):
     """Maintenance and aggregates of an open bundle; see the module doc."""
 
     if TYPE_CHECKING:  # what `Bundle` provides (see there)
         transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
-        manifest: Callable[[], dict[str, str]]
+        writable: bool
+        _follow_replacement: Callable[[], None]
         tune: Callable[[str], TuneRecord | None]
         each_kernel: Callable[..., Iterator[KernelRecord]]
         each_tune: Callable[..., Iterator[TuneRecord]]
+
+    # -- the manifest and fingerprints ------------------------------------------------------
+
+    def manifest(self) -> dict[str, str]:
+        rows = self._all("SELECT key, value FROM manifest")
+        return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
+
+    def fingerprints(self) -> list[dict[str, object]]:
+        rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
+        return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
+
+    def vacuum(self) -> None:
+        """Give freed pages back to the file system, under the bundle's lock."""
+        if not self.writable:
+            raise BundleError(f"{self.path}: bundle is open read-only")
+        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
+            self._follow_replacement()
+            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     # -- listings for maintenance ----------------------------------------------------------
 
@@ -206,59 +218,6 @@ class BundleAdmin(RowReader):
         for k in self.each_orphan():
             yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
         yield from _checked("tune", lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
-
-    # -- signed rows (what `warmcli.bundle.signing` reads and stores) -----------------------
-
-    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
-        """(table, the row's key, its `row_hash`) of every signed row, read one at a time."""
-        from warmcli.bundle.signing import row_hash
-
-        for table, select in SIGNED_ROWS:
-            with self._lock, _sqlite_errors(self.path):
-                cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
-                for row in cursor:
-                    yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
-
-    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:
-        """The signatures the bundle stores (those of `keys`, raw public keys, if given),
-        read and type-checked but not verified."""
-        from warmcli.bundle.signing import StoredSignature
-
-        if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
-            return []  # a bundle made before signatures existed
-        wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
-        rows = self._all(  # a list over the size limit is never read (the signature is invalid)
-            "SELECT key_id, public_key, signature, signed_at, CASE WHEN length(rows) <= ? "
-            f"THEN rows END FROM signatures {wanted} ORDER BY key_id",
-            (MAX_BLOB_BYTES, *(keys or ())),
-        )
-
-        parse = StoredSignature.from_row
-        return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
-
-    def sign(
-        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
-    ) -> StoredSignature:
-        """Store `make(row_hashes)`, made and stored in one write transaction (replacing
-        the same key's earlier signature)."""
-        with self.transaction() as conn:
-            signature = make(self.row_hashes())
-            conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
-            conn.execute(
-                "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
-                (
-                    signature.key_id,
-                    signature.public_key,
-                    signature.signature,
-                    signature.rows,
-                    signature.signed_at,
-                ),
-            )
-        return signature
-
-    def holds_entries(self) -> bool:
-        row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
-        return bool(row and row[0])
 
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
 

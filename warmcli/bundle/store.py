@@ -51,9 +51,7 @@ from warmcli.bundle.rows import (
     TUNE_WIDTH,
     OnError,
     _clip,
-    _fingerprint,
     _kernel_record,
-    _manifest_row,
     _tune_record,
 )
 from warmcli.errors import BundleError
@@ -153,14 +151,6 @@ class Bundle(BundleAdmin):
         self.close()
 
     # -- reading ---------------------------------------------------------------------------
-
-    def manifest(self) -> dict[str, str]:
-        rows = self._all("SELECT key, value FROM manifest")
-        return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
-
-    def fingerprints(self) -> list[dict[str, object]]:
-        rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
-        return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
     def kernel(
         self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None
@@ -382,14 +372,6 @@ class Bundle(BundleAdmin):
                 [(when, key) for key, when in last_used.items()],
             )
             return cursor.rowcount
-
-    def vacuum(self) -> None:
-        """Give freed pages back to the file system, under the bundle's lock."""
-        if not self.writable:
-            raise BundleError(f"{self.path}: bundle is open read-only")
-        with write_lock(self.path), self._lock, _sqlite_errors(self.path):
-            self._follow_replacement()
-            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a

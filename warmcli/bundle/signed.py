@@ -1,0 +1,79 @@
+"""A bundle's signed rows and stored signatures: what `warmcli.bundle.signing` reads,
+checks and stores.
+
+`SignedRows` is a mixin `Bundle` inherits (through `BundleAdmin`): every signed row's
+hash, streamed one at a time; the stored signatures, read and type-checked but never
+verified here (signing does that); a new signature stored in one write transaction.
+It owns no state beyond the connection `Bundle` holds, and never prints.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from warmcli.bundle.file import SIGNATURES_SCHEMA, _retrying, _sqlite_errors
+from warmcli.bundle.rows import MAX_BLOB_BYTES, MAX_NAME_CHARS, SIGNED_ROWS, RowReader
+
+if TYPE_CHECKING:
+    from warmcli.bundle.signing import StoredSignature
+
+
+class SignedRows(RowReader):
+    """The signed rows and signatures of an open bundle; see the module doc."""
+
+    if TYPE_CHECKING:  # what `Bundle` provides (see there)
+        transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
+        """(table, the row's key, its `row_hash`) of every signed row, read one at a time."""
+        from warmcli.bundle.signing import row_hash
+
+        for table, select in SIGNED_ROWS:
+            with self._lock, _sqlite_errors(self.path):
+                cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                for row in cursor:
+                    yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
+
+    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:
+        """The signatures the bundle stores (those of `keys`, raw public keys, if given),
+        read and type-checked but not verified."""
+        from warmcli.bundle.signing import StoredSignature
+
+        if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
+            return []  # a bundle made before signatures existed
+        wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
+        rows = self._all(  # a list over the size limit is never read (the signature is invalid)
+            "SELECT key_id, public_key, signature, signed_at, CASE WHEN length(rows) <= ? "
+            f"THEN rows END FROM signatures {wanted} ORDER BY key_id",
+            (MAX_BLOB_BYTES, *(keys or ())),
+        )
+
+        parse = StoredSignature.from_row
+        return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+
+    def sign(
+        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+    ) -> StoredSignature:
+        """Store `make(row_hashes)`, made and stored in one write transaction (replacing
+        the same key's earlier signature)."""
+        with self.transaction() as conn:
+            signature = make(self.row_hashes())
+            conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+            conn.execute(
+                "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
+                (
+                    signature.key_id,
+                    signature.public_key,
+                    signature.signature,
+                    signature.rows,
+                    signature.signed_at,
+                ),
+            )
+        return signature
+
+    def holds_entries(self) -> bool:
+        row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
+        return bool(row and row[0])
