@@ -22,8 +22,8 @@ signed bundle it logs so (logger `warmcli`).
 fetched once per machine into `WARM_HOME` (`warmcli.bundle.remote`) and served read-only from
 there; when the store is unreachable the last good copy is served, with one
 `RemoteBundleWarning`.
-The module owns the process's bundle, runtimes and the misses of closed ones; it
-prints nothing except that report, and only when asked.
+The module owns the process's bundle, runtimes and the misses of closed ones, in one
+object (`_Production`); it prints nothing except that report, and only when asked.
 """
 
 from __future__ import annotations
@@ -46,18 +46,6 @@ from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
-
-_lock = threading.Lock()
-_path: str | None = None  # the bundle in use, as given (a path or a URL)
-_write = False
-_bundle: Bundle | None = None
-_runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
-_asked: dict[str, str] = {}  # what `runtime()` was asked for ("auto", "cuda") -> device id
-_closed_misses: list[Miss] = []
-_report_at_exit = False
-_policy: MissPolicy = EXPLAIN
-_off = False  # `use_bundle(None)`: no bundle, whatever the environment says
-_looked = False  # the environment and the default bundle were consulted
 
 
 @dataclass(frozen=True)
@@ -118,6 +106,96 @@ class ProductionReport:
         return "\n".join(lines)
 
 
+class _Production:
+    """The process's production state, one object: the bundle in use and how it was chosen,
+    the runtimes over it, the misses of runtimes already closed, and the policy. Every
+    method that starts with `_` is called with `lock` held."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.path: str | None = None  # the bundle in use, as given (a path or a URL)
+        self.write = False
+        self.bundle: Bundle | None = None
+        self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
+        self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
+        self.closed_misses: list[Miss] = []
+        self.report_at_exit = False
+        self.policy: MissPolicy = EXPLAIN
+        self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
+        self.looked = False  # the environment and the default bundle were consulted
+
+    def _bundle(self) -> Bundle | None:
+        if self.bundle is not None or self.path is not None or self.looked or self.off:
+            return self.bundle
+        self.policy = MissPolicy.from_env()
+        named = config.bundle()
+        if named == "":
+            self.looked = True
+            return None  # set and empty: no bundle
+        write = config.bundle_write()
+        if named is None:
+            default = default_bundle_path()
+            if not default.is_file():
+                self.looked = True
+                return None
+            try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
+                self.bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
+            except BundleError as exc:
+                if self.policy.strict is Strictness.RAISE:
+                    raise
+                warn("warm: default bundle not loaded: %s", printable(exc))
+                self.looked = True
+                return None
+            self.path, self.write = str(default), write
+            return self.bundle
+        self.bundle = _open(named, write, read_trusted_keys())
+        self.path, self.write = named, write  # set once opened: a failed open raises again
+        return self.bundle
+
+    def _report(self) -> ProductionReport:
+        misses = list(self.closed_misses)
+        for rt in self.runtimes.values():
+            misses += _misses(rt)
+        signed = (
+            self.write
+            and bool(misses)
+            and self.bundle is not None
+            and bool(self.bundle.signatures())
+        )
+        return ProductionReport(self.path, self.write, misses, signed)
+
+    def _close(self) -> None:
+        """Write back (when writing), then release everything, even when a write-back fails:
+        the first failure is raised once all is released."""
+        failure: BundleError | None = None
+        written = 0
+        for rt in self.runtimes.values():
+            self.closed_misses.extend(_misses(rt))
+            try:
+                if self.write and self.bundle is not None and failure is None:
+                    written += sum(rt.persist(self.bundle))
+            except BundleError as exc:
+                failure = exc
+            finally:
+                rt.close()
+        self.runtimes.clear()
+        self.asked.clear()
+        if written and self.bundle is not None and self.bundle.signatures():
+            warn(
+                "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
+                written,
+                printable(self.bundle.path),
+            )
+        if self.bundle is not None:
+            self.bundle.close()
+            self.bundle = None
+        if failure is not None:
+            raise failure
+
+
+_STATE = _Production()
+
+
 def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:
     """The bundle at a path, or a URL's local copy (read-only: it is the store's)."""
     if is_url(location) and write:
@@ -145,74 +223,45 @@ def use_bundle(
     public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
     is refused (`SignatureError`), and an entry none signed is not served.
     """
-    global _path, _write, _bundle, _policy, _off, _looked
     policy = MissPolicy.from_env(strict)
     keys = read_trusted_keys(trusted_keys) if path is not None else None
-    with _lock:
-        _close_locked()
-        _closed_misses.clear()  # the report is about the bundle in use, not the last one
-        _policy = policy
-        _off = _looked = path is None
-        _path = None if path is None else os.fspath(path)
-        _write = write and path is not None
+    state = _STATE
+    with state.lock:
+        state._close()
+        state.closed_misses.clear()  # the report is about the bundle in use, not the last one
+        state.policy = policy
+        state.off = state.looked = path is None
+        state.path = None if path is None else os.fspath(path)
+        state.write = write and path is not None
         if path is not None:
-            _bundle = _open(os.fspath(path), write, keys)
+            state.bundle = _open(os.fspath(path), write, keys)
 
 
 def bundle() -> Bundle | None:
     """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s (empty: none), else the
     default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists."""
-    with _lock:
-        return _bundle_locked()
-
-
-def _bundle_locked() -> Bundle | None:
-    global _path, _write, _bundle, _policy, _looked
-    if _bundle is not None or _path is not None or _looked or _off:
-        return _bundle
-    _policy = MissPolicy.from_env()
-    named = config.bundle()
-    if named == "":
-        _looked = True
-        return None  # set and empty: no bundle
-    write = config.bundle_write()
-    if named is None:
-        default = default_bundle_path()
-        if not default.is_file():
-            _looked = True
-            return None
-        try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
-            _bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
-        except BundleError as exc:
-            if _policy.strict is Strictness.RAISE:
-                raise
-            warn("warm: default bundle not loaded: %s", printable(exc))
-            _looked = True
-            return None
-        _path, _write = str(default), write
-        return _bundle
-    _bundle = _open(named, write, read_trusted_keys())
-    _path, _write = named, write  # set once opened: a failed open raises again
-    return _bundle
+    with _STATE.lock:
+        return _STATE._bundle()
 
 
 def runtime(device: str = "auto") -> Runtime:
     """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
     over the bundle in use; one per device, however it is named."""
-    with _lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
-        loaded = _bundle_locked()
-        known = _asked.get(device)
+    state = _STATE
+    with state.lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
+        loaded = state._bundle()
+        known = state.asked.get(device)
         if known is not None:
-            return _runtimes[known]
+            return state.runtimes[known]
         first, *others = open_devices(device)
         for extra in others:  # `cuda` opens every GPU; this runtime uses the first
             extra.close()
-        rt = _runtimes.get(first.id)
+        rt = state.runtimes.get(first.id)
         if rt is None:
-            rt = _runtimes[first.id] = Runtime(first, loaded, misses=_policy)
+            rt = state.runtimes[first.id] = Runtime(first, loaded, misses=state.policy)
         else:
             first.close()  # already served under another name
-        _asked[device] = first.id
+        state.asked[device] = first.id
         return rt
 
 
@@ -227,63 +276,24 @@ def _misses(rt: Runtime) -> list[Miss]:
 
 def report(*, at_exit: bool = False) -> ProductionReport:
     """What this process compiled or tuned that the bundle lacked; `at_exit`: print it then."""
-    global _report_at_exit
-    with _lock:
-        _report_at_exit = _report_at_exit or at_exit
-        return _report_locked()
-
-
-def _report_locked() -> ProductionReport:
-    misses = list(_closed_misses)
-    for rt in _runtimes.values():
-        misses += _misses(rt)
-    signed = _write and bool(misses) and _bundle is not None and bool(_bundle.signatures())
-    return ProductionReport(_path, _write, misses, signed)
-
-
-def _close_locked() -> None:
-    """Write back (when writing), then release everything, even when a write-back fails:
-    the first failure is raised once all is released."""
-    global _bundle
-    failure: BundleError | None = None
-    written = 0
-    for rt in _runtimes.values():
-        _closed_misses.extend(_misses(rt))
-        try:
-            if _write and _bundle is not None and failure is None:
-                written += sum(rt.persist(_bundle))
-        except BundleError as exc:
-            failure = exc
-        finally:
-            rt.close()
-    _runtimes.clear()
-    _asked.clear()
-    if written and _bundle is not None and _bundle.signatures():
-        warn(
-            "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
-            written,
-            printable(_bundle.path),
-        )
-    if _bundle is not None:
-        _bundle.close()
-        _bundle = None
-    if failure is not None:
-        raise failure
+    with _STATE.lock:
+        _STATE.report_at_exit = _STATE.report_at_exit or at_exit
+        return _STATE._report()
 
 
 def close() -> None:
     """Write back misses (when writing) and release every runtime and the bundle."""
-    global _path, _looked
-    with _lock:
-        _close_locked()
-        _path = None
-        _looked = _off
+    state = _STATE
+    with state.lock:
+        state._close()
+        state.path = None
+        state.looked = state.off
 
 
 def _at_exit() -> None:
-    with _lock:
-        wanted = _report_at_exit or config.report()
-        final = _report_locked() if wanted else None
+    with _STATE.lock:
+        wanted = _STATE.report_at_exit or config.report()
+        final = _STATE._report() if wanted else None
     try:
         close()
     except BundleError as exc:  # at exit there is no caller to raise to: one line instead
