@@ -1,8 +1,12 @@
 """`warm run --dask SCHEDULER` against a real local Dask cluster (worker processes): the
-shards fanned out, merged and verified equal one run, on the host and for `--arch`."""
+shards fanned out, merged and verified equal one run, on the host and for `--arch`, with
+the summed statistics and the progress of a local run; an unreachable scheduler is one
+line and exit 2, quickly."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +14,7 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli.bundle.store import Bundle
-from warmcli.warming.fanout import shard_workers
+from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_passes, shard_workers
 
 distributed = pytest.importorskip("distributed")
 WORKERS = 3
@@ -47,11 +51,66 @@ def test_dask_fan_out_on_the_host_equals_one_run(
     warm: Warm, scheduler: str, tmp_path: Path
 ) -> None:
     whole, fanned = tmp_path / "whole.warm", tmp_path / "fanned.warm"
-    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", whole, "-q")
-    assert proc.returncode == 0, proc.stderr
+    one = warm.json("run", EXAMPLES / "matmul_host.py", "-b", whole)
     doc = _fanned_out(warm, scheduler, fanned, EXAMPLES / "matmul_host.py")
-    assert doc["passes"][0]["compilation"]["compiled"] == 0  # the verify pass, here
     assert _keys(fanned) == _keys(whole)
+    # The shards' passes summed, as one run's, then the verify pass here.
+    assert [p["mode"] for p in doc["passes"]] == [p["mode"] for p in one["passes"]]
+    assert doc["passes"][-1]["compilation"]["compiled"] == 0  # the verify pass, here
+    for summed, local in zip(doc["passes"][:2], one["passes"][:2], strict=True):
+        for view in ("compilation", "autotune"):  # a shard may meet what another builds
+            assert summed[view]["registered"] >= local[view]["registered"], summed["mode"]
+    work = doc["passes"][1]
+    assert work["compilation"]["compiled"] >= one["passes"][1]["compilation"]["compiled"] > 0
+    assert work["autotune"]["measured"] == one["passes"][1]["autotune"]["measured"] > 0  # once
+    assert work["devices"] and doc["devices"] == one["devices"]
+
+
+def test_dask_run_shows_progress_and_the_tables_of_a_local_run(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", tmp_path / "b.warm", "--dask", scheduler)
+    assert proc.returncode == 0, proc.stderr
+    finished = [line for line in proc.stdout.splitlines() if line.startswith("shard ")]
+    assert len(finished) == WORKERS and all(" on tcp://" in line for line in finished)
+    for title in ("Pass 1 · CompileOnly", "Pass 2 · CompileAndAutotune", "Pass 3 · Verify"):
+        assert title in proc.stdout
+    assert "the bundle is complete" in proc.stdout
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2_quickly(
+    warm: Warm, tmp_path: Path
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    started = time.perf_counter()
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", tmp_path / "b.warm", "--dask", address)
+    assert time.perf_counter() - started < CONNECT_TIMEOUT + 20
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"warm: error: dask scheduler {address} unreachable")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "b.warm").exists()
+
+
+def test_shard_passes_sum_the_shards_pure_logic() -> None:
+    def shard(compiled: int, measured: int, seconds: float, device: str) -> dict:
+        stats = {
+            "compilation": {"registered": compiled, "compiled": compiled, "settled": compiled},
+            "autotune": {"registered": measured, "measured": measured, "candidates_measured": 3},
+            "execution": {"executed": 1},
+        }
+        work = {"mode": "CompileAndAutotune", "seconds": seconds, **stats, "notes": ["n"]}
+        work |= {"devices": {device: stats}, "commands": ["cc -O2 'a b.c'"]}
+        return {"passes": [{"mode": "CompileOnly", "commands": []}, work]}
+
+    first, work = shard_passes([shard(2, 1, 1.5, "host"), shard(3, 0, 2.5, "host")])
+    assert first.mode == "CompileOnly" and first.total.compilation.registered == 0
+    assert work.seconds == 2.5  # the slowest shard's
+    assert work.total.compilation.compiled == work.per_device["host"].compilation.compiled == 5
+    assert work.total.autotune.measured == 1 and work.total.autotune.candidates_measured == 6
+    assert work.total.execution.executed == 2 and work.notes == ["n"]
+    assert [c.argv for c in work.commands] == [("cc", "-O2", "a b.c")] * 2
 
 
 def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_path: Path) -> None:
@@ -66,7 +125,7 @@ def test_dask_fan_out_compile_only_for_an_arch(warm: Warm, scheduler: str, tmp_p
     doc = _fanned_out(
         warm, scheduler, tmp_path / "sm90.warm", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90"
     )
-    assert doc["passes"][0]["compilation"]["queued"] == 0
+    assert doc["passes"][-1]["compilation"]["queued"] == 0  # the verify pass
     assert sum(s["stored"]["kernels"] for s in doc["shards"]) >= doc["merge"]["kernels"] > 0
 
 

@@ -6,6 +6,7 @@ production side and the CLI run in subprocesses, as users run them.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -28,11 +29,19 @@ PRODUCE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + (
 
 
 class Store:
-    """What the HTTP server serves (path -> bytes) and how many full downloads it sent."""
+    """What the HTTP server serves (path -> bytes) and how many full downloads it sent;
+    the headers of the PUTs it took, and a change it makes after a HEAD (a push racing)."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.downloads = 0
+        self.puts: list[Any] = []  # the headers (case-insensitive, as HTTP)
+        self.after_head: bytes | None = None
+        self.lock = threading.Lock()
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest() + '"'
 
 
 def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
@@ -42,7 +51,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             if body is None:
                 self.send_error(404)
                 return
-            etag = '"' + hashlib.sha256(body).hexdigest() + '"'
+            etag = _etag(body)
             if self.headers.get("If-None-Match") == etag:
                 self.send_response(304)
                 self.end_headers()
@@ -53,6 +62,32 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_HEAD(self) -> None:
+            with store.lock:
+                body = store.files.get(self.path)
+                if body is not None and store.after_head is not None:
+                    store.files[self.path], store.after_head = store.after_head, None
+            self.send_response(404 if body is None else 200)
+            if body is not None:
+                self.send_header("ETag", _etag(body))
+            self.end_headers()
+
+        def do_PUT(self) -> None:
+            """An object store's PUT: the body read whole, then published at once,
+            if `If-Match` / `If-None-Match: *` hold (else 412)."""
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            with store.lock:
+                held = store.files.get(self.path)
+                match, none = self.headers.get("If-Match"), self.headers.get("If-None-Match")
+                if (match and (held is None or _etag(held) != match)) or (none and held):
+                    self.send_error(412)
+                    return
+                store.files[self.path] = body
+                store.puts.append(self.headers)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -158,6 +193,61 @@ def test_production_over_http_starts_hot_even_with_the_store_down(
 
 
 # -- S3 ----------------------------------------------------------------------------------------
+
+
+def test_http_push_is_one_conditional_put_and_a_race_is_refused_not_lost(
+    http_store: tuple[Store, str, ThreadingHTTPServer],
+    built: tuple[bytes, bytes],
+    warm: Warm,
+    tmp_path: Path,
+) -> None:
+    store, base, _ = http_store
+    full, other = tmp_path / "full.warm", tmp_path / "other.warm"
+    full.write_bytes(built[0])
+    other.write_bytes(built[1])
+    doc = warm.json("push", full, f"{base}/b.warm")  # nothing there yet: If-None-Match: *
+    assert store.files["/b.warm"] == built[0]
+    assert doc["sha256"] == store.puts[-1]["X-Warm-Sha256"] == hashlib.sha256(built[0]).hexdigest()
+    assert (
+        store.puts[-1]["Content-MD5"] == base64.b64encode(hashlib.md5(built[0]).digest()).decode()
+    )
+    assert store.puts[-1]["If-None-Match"] == "*"
+    assert warm("push", other, f"{base}/b.warm").returncode == 0  # replaces what it saw
+    assert store.puts[-1]["If-Match"] == _etag(built[0]) and store.files["/b.warm"] == built[1]
+    pulled = tmp_path / "pulled.warm"
+    assert warm("pull", f"{base}/b.warm", pulled).returncode == 0
+    assert pulled.read_bytes() == built[1]
+    store.after_head = built[0]  # another push lands between this push's HEAD and its PUT
+    proc = warm("push", other, f"{base}/b.warm")
+    assert proc.returncode == 2 and "another push won" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert store.files["/b.warm"] == built[0]  # the other push's, whole
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "warmcli", "push", p, f"{base}/race.warm"],
+            env=warm.env,
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in (full, other) * 2
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(
+        p.returncode == 0 or "another push won" in e for p, e in zip(procs, errors, strict=True)
+    )
+    assert any(p.returncode == 0 for p in procs) and store.files["/race.warm"] in built
+
+
+def test_push_names_what_it_supports(
+    warm: Warm, built: tuple[bytes, bytes], tmp_path: Path
+) -> None:
+    full = tmp_path / "full.warm"
+    full.write_bytes(built[0])
+    proc = warm("push", full, "ftp://host/b.warm")
+    assert proc.returncode == 2 and "s3://bucket/key or https:// URLs" in proc.stderr
+    proc = warm("push", full, "http://127.0.0.1:9/b.warm")  # nothing listens: discard port
+    assert proc.returncode == 2 and "store unreachable" in proc.stderr
 
 
 @pytest.fixture

@@ -8,10 +8,16 @@ rename publishes it. The ETag (or sha256) is remembered beside it: the next fetc
 asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads
 only if so. When the store cannot be reached, or sends something that is no
 bundle, the last good copy is used and `Fetched.warning` says why (the caller
-shows it once); without one, `RemoteError`. `push` uploads a bundle to an
-`s3://` URL with its sha256 in the object's metadata (an S3 PUT publishes the
-whole object at once, so a reader never sees a torn one and of two concurrent
-pushes one wins whole). The S3 client is boto3 (`pip install warmcli[s3]`),
+shows it once); without one, `RemoteError`. `push` uploads a bundle (checked first
+to be one) whole, in one request, so a reader never sees a torn object and of two
+concurrent pushes one wins whole: to an `s3://` URL with its sha256 in the object's
+metadata; to an `https://` (or `http://`) URL as an HTTP PUT, the way a presigned
+object-store URL takes an upload, with `Content-MD5` (which S3, GCS and Azure check
+against the body) and the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
+store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
+where there is none yet; a store that answers 412 (the object changed meanwhile: another
+push) leaves it as the other push made it, and `push` says so. The S3 client is boto3
+(`pip install warmcli[s3]`),
 imported only for an `s3://` URL; its endpoint and credentials come from the usual
 AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...). A download is a
 bundle from elsewhere: untrusted input, opened by `warmcli.bundle.store` like any other.
@@ -90,13 +96,16 @@ def fetch(url: str) -> Fetched:
 
 
 def push(bundle: Path, url: str) -> str:
-    """Upload `bundle` to the `s3://` `url` (checked first to be a bundle); its sha256."""
-    if urlsplit(url).scheme != "s3":
-        raise RemoteError(f"{url}: warm push uploads to s3:// URLs only")
+    """Upload `bundle` (checked first to be a bundle) to `url`; its sha256."""
+    if not is_url(url):
+        raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     problem = _not_a_bundle(bundle)
     if problem:
         raise RemoteError(f"{bundle}: not pushed: {problem}")
     digest = _sha256_file(bundle)
+    if urlsplit(url).scheme != "s3":
+        _Http(url).upload(bundle, digest)
+        return digest
     store = _S3(url)
     with open(bundle, "rb") as fh:
         store.call(
@@ -145,6 +154,57 @@ class _Http:
             reason = getattr(exc, "reason", exc)
             raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
         return _checked(self.url, tmp, digest, length, size, None, new_etag)
+
+    def upload(self, bundle: Path, digest: str) -> None:
+        """One PUT of the whole file, conditional on what the store holds if it says."""
+        import base64
+        import urllib.error
+        import urllib.request
+
+        md5 = hashlib.md5(usedforsecurity=False)
+        with open(bundle, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                md5.update(chunk)
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(bundle.stat().st_size),
+            "Content-MD5": base64.b64encode(md5.digest()).decode(),
+            "X-Warm-Sha256": digest,
+        }
+        etag = self._etag()
+        if etag:
+            headers["If-Match"] = etag
+        elif etag == "":
+            headers["If-None-Match"] = "*"
+        with open(bundle, "rb") as fh:
+            request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
+            try:
+                urllib.request.urlopen(request, timeout=TIMEOUT).close()
+            except urllib.error.HTTPError as exc:
+                if exc.code == 412:
+                    raise RemoteError(
+                        f"{self.url}: not pushed: the object changed since this push began "
+                        "(another push won); push again to replace it"
+                    ) from None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+
+    def _etag(self) -> str | None:
+        """The ETag of what the store holds at the URL; "" if nothing; None if it does not
+        say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only)."""
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(self.url, method="HEAD")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                return response.headers.get("ETag")
+        except urllib.error.HTTPError as exc:
+            return "" if exc.code == 404 else None
+        except (urllib.error.URLError, OSError):
+            return None  # the PUT says whether the store is reachable
 
 
 class _S3:

@@ -8,17 +8,26 @@ it: none in CompileOnly (it only queues), the compile bar only when there is a
 batch to compile, the tuning bar only when there are candidates to measure. The
 bars are transient and drawn only on a terminal; the command hides them under
 `--json` and `--quiet`. It reads counts and draws; it never changes what a pass does.
+
+`ShardProgress` is `warm run --dask`'s: one line per shard as it finishes on its
+worker (what it stored, in how long) and, on a terminal, a transient bar of the
+shards finished with the kernels compiled and candidates measured so far, summed
+over the finished shards.
 """
 
 from __future__ import annotations
 
 import threading
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from warmcli.execution.statistics import DeviceStatistics, StatisticsReader
+
+if TYPE_CHECKING:
+    from warmcli.warming.fanout import ShardResult
 
 
 def bar_counts(
@@ -110,4 +119,55 @@ class RunProgress:
     ) -> None:
         self._stop.set()
         self._thread.join()
+        self._progress.stop()
+
+
+class ShardProgress:
+    """`fan_out`'s `on_shard`: a line per finished shard, a bar on a terminal."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        self._task = self._progress.add_task("shards finished", total=None)
+        self._kernels = self._candidates = 0
+
+    def __call__(self, result: ShardResult | None, count: int) -> None:
+        if result is None:  # submitted: how many there are
+            self._progress.update(self._task, total=count)
+            return
+        stored = result.report.get("stored") or {}
+        for doc in result.report.get("passes", []):
+            self._kernels += doc.get("compilation", {}).get("compiled", 0)
+            self._candidates += doc.get("autotune", {}).get("candidates_measured", 0)
+        self._progress.console.print(
+            f"shard {result.shard} on {result.worker}: stored {stored.get('kernels', 0)} "
+            f"kernel(s) and {stored.get('tunes', 0)} tune(s) in {result.seconds:.1f} s",
+            markup=False,
+            highlight=False,
+        )
+        self._progress.update(
+            self._task,
+            advance=1,
+            description=f"shards finished ({self._kernels} kernels compiled, "
+            f"{self._candidates} candidates measured)",
+        )
+
+    def __enter__(self) -> ShardProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._progress.stop()

@@ -23,10 +23,18 @@ from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, readable_
 @app.command()
 def push(
     bundle: Path = typer.Argument(..., help="The local bundle to publish."),
-    url: str = typer.Argument(..., help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL)."),
+    url: str = typer.Argument(
+        ...,
+        help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL), or an https:// URL "
+        "that takes a PUT (such as a presigned one).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Upload BUNDLE to URL whole: a reader sees the old bundle or the new one, never a torn one."""
+    """Upload BUNDLE to URL whole: a reader sees the old bundle or the new one, never a torn one.
+
+    To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
+    held when the push began, where the store says: a concurrent push is refused, not lost.
+    """
     if not bundle.is_file():
         fail(f"{bundle}: no such bundle")
     digest = guarded(lambda: push_bundle(bundle, url))

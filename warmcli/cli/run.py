@@ -43,13 +43,13 @@ from warmcli.cli.common import (
     interrupted,
     out,
 )
-from warmcli.cli.progress import RunProgress
+from warmcli.cli.progress import RunProgress, ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.verify import replay
 from warmcli.ops.merge import merge_bundles
 from warmcli.runtime.shard import resolve_shard
-from warmcli.warming.fanout import ShardResult, fan_out
+from warmcli.warming.fanout import fan_out, shard_passes
 from warmcli.warming.isolation import (
     CRASH_SIGNALS,
     CrashedCandidate,
@@ -160,7 +160,7 @@ def run(
                 path,
                 None if no_verify else verify_args,
                 signing_key,
-                as_json,
+                (as_json, quiet, verbose),
                 gpu=not arch and device != "host",  # measured on GPUs: GPU workers, if any
             )
         )
@@ -236,36 +236,36 @@ def _dask_run(
     path: Path,
     verify_args: tuple[Any, ...] | None,
     signing_key: Any,
-    as_json: bool,
+    show: tuple[bool, bool, bool],
     gpu: bool,
 ) -> int:
-    """`--dask`: the shards on the cluster, merged into `path`, then verified here."""
-
-    def shown(result: ShardResult) -> None:
-        if not as_json:
-            stored = result.report.get("stored", {})
-            out.print(
-                f"shard {result.shard} on {result.worker}: stored {stored.get('kernels', 0)} "
-                f"kernel(s) and {stored.get('tunes', 0)} tune(s) in {result.seconds:.1f} s",
-                markup=False,
-                highlight=False,
-            )
-
+    """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
+    passes shown are the shards' summed, then the verify pass, as a local run's."""
+    as_json, quiet, verbose = show
+    progress = ShardProgress(out) if not (as_json or quiet) else None
     with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
         shards = [*argv, "--no-verify"]
-        fanned = guarded(lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=shown))
+        with progress or contextlib.nullcontext():
+            fanned = guarded(
+                lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=progress)
+            )
         sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
         merged = guarded(
             lambda: merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
         )
-    report = RunReport(path, [], stored_kernels=merged.kernels, stored_tunes=merged.tunes)
+    report = RunReport(
+        path,
+        sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),
+        shard_passes([r.report for r in fanned.shards]),
+        stored_kernels=merged.kernels,
+        stored_tunes=merged.tunes,
+    )
     if verify_args is not None and verify_args[0] is not None:
         workload, entry, device, arch, nvcc, trusted = verify_args
         verified, report.missing = guarded(
             lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
         )
         report.passes.append(verified)
-        report.devices = list(verified.per_device)
     if as_json:
         doc = run_json(report)
         doc["shards"] = [
@@ -280,8 +280,9 @@ def _dask_run(
         doc["merge"] = merge_json(merged)
         emit_json(doc)
     else:
-        out.print(merge_renderable(merged))
-        out.print(run_renderable(report, tables=True), soft_wrap=True)
+        if not quiet:
+            out.print(merge_renderable(merged))
+        out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
     return 1 if report.verified is False else 0
 
 

@@ -12,23 +12,42 @@ folder the caller owns and returns their paths (`FanOutReport.paths`): merging t
 into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
 (`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
 must be reachable at the same path on every worker (a shared file system, or the same
-image). This module owns no state and never prints.
+image). A scheduler that does not answer within `CONNECT_TIMEOUT` is a `FanOutError`.
+`shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
+run, so `warm run --dask` shows the statistics a local run shows. This module owns no
+state and never prints.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from warmcli import config
 from warmcli.errors import FanOutError
+from warmcli.execution.statistics import (
+    AutotuneStatistics,
+    CompilationStatistics,
+    DeviceStatistics,
+    ExecutionStatistics,
+)
+from warmcli.records import CompilerCommand
+from warmcli.warming.passes import PassReport
+
+CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
+_VIEWS: dict[str, Any] = {
+    "compilation": CompilationStatistics,
+    "autotune": AutotuneStatistics,
+    "execution": ExecutionStatistics,
+}
 
 
 @dataclass
@@ -86,19 +105,22 @@ def fan_out(
     folder: Path,
     *,
     gpu: bool = False,
-    on_shard: Callable[[ShardResult], None] | None = None,
+    on_shard: Callable[[ShardResult, int], None] | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
-    `gpu`; see `shard_workers`); each shard's bundle is written into `folder`."""
+    `gpu`; see `shard_workers`); each shard's bundle is written into `folder`.
+    `on_shard(result, count)` hears of each shard as it finishes (count: how many
+    there are); it is first called with `None` once the shards are submitted."""
     try:
         from distributed import Client, as_completed
     except ImportError:
         raise FanOutError("--dask needs Dask's distributed: pip install 'warmcli[dask]'") from None
     report = FanOutReport(scheduler)
     try:
-        client = Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise FanOutError(f"dask scheduler {scheduler}: {exc}") from None
+        client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FanOutError(f"dask scheduler {scheduler} unreachable: {reason}") from None
     with client:
         workers = shard_workers(client.scheduler_info()["workers"], gpu)
         if not workers:
@@ -116,6 +138,8 @@ def fan_out(
             ): (f"{i}/{count}", worker)
             for i, worker in enumerate(workers)
         }
+        if on_shard is not None:
+            on_shard(None, count)
         for future in as_completed(list(futures)):
             shard, worker = futures[future]
             code, doc, data, error = future.result()[0]
@@ -127,10 +151,38 @@ def fan_out(
             result = ShardResult(shard, worker, doc, future.result()[1])
             report.shards.append(result)
             if on_shard is not None:
-                on_shard(result)
+                on_shard(result, count)
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
     report.paths.sort()
     return report
+
+
+def shard_passes(reports: Sequence[dict[str, Any]]) -> list[PassReport]:
+    """The shards' passes (from their `--json` reports), summed pass by pass into those of
+    one run: counts added per device and in total, the wall time the slowest shard's,
+    the notes and compiler commands of all of them."""
+    passes: list[PassReport] = []
+    for docs in zip(*(r.get("passes", []) for r in reports), strict=False):
+        summed = PassReport(docs[0]["mode"], 0.0, DeviceStatistics(), {})
+        for doc in docs:
+            summed.seconds = max(summed.seconds, float(doc.get("seconds", 0.0)))
+            summed.total = summed.total + _statistics(doc)
+            for device, stats in doc.get("devices", {}).items():
+                before = summed.per_device.get(device, DeviceStatistics())
+                summed.per_device[device] = before + _statistics(stats)
+            summed.notes += [n for n in doc.get("notes", []) if n not in summed.notes]
+            summed.commands += [CompilerCommand("", tuple(shlex.split(c))) for c in doc["commands"]]
+        passes.append(summed)
+    return passes
+
+
+def _statistics(doc: dict[str, Any]) -> DeviceStatistics:
+    """A `DeviceStatistics` from its JSON (`stats_json`'s, derived fields left out)."""
+    views = []
+    for name, view in _VIEWS.items():
+        known = {f.name for f in fields(view)}
+        views.append(view(**{k: v for k, v in doc.get(name, {}).items() if k in known}))
+    return DeviceStatistics(*views)
 
 
 def _timed(argv: list[str], shard: str) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
