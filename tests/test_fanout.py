@@ -5,7 +5,9 @@ line and exit 2, quickly."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,19 +80,41 @@ def test_dask_run_shows_progress_and_the_tables_of_a_local_run(
     assert "the bundle is complete" in proc.stdout
 
 
+def _not_dask() -> Iterator[str]:
+    """A port where something answers that speaks no Dask (an HTTP server's reply)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+@pytest.mark.parametrize("listening", [False, True])
 def test_an_unreachable_scheduler_is_one_line_and_exit_2_quickly(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, listening: bool
 ) -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-    started = time.perf_counter()
-    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", tmp_path / "b.warm", "--dask", address)
-    assert time.perf_counter() - started < CONNECT_TIMEOUT + 20
+    with contextlib.ExitStack() as stack:
+        if listening:
+            address = stack.enter_context(contextlib.contextmanager(_not_dask)())
+        else:
+            with socket.socket() as sock:  # a port nothing listens on
+                sock.bind(("127.0.0.1", 0))
+                address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        started = time.perf_counter()
+        bundle = tmp_path / "b.warm"
+        proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", address)
+        assert time.perf_counter() - started < CONNECT_TIMEOUT + 20
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"warm: error: dask scheduler {address} unreachable")
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert not (tmp_path / "b.warm").exists()
+    assert not bundle.exists()
 
 
 def test_shard_passes_sum_the_shards_pure_logic() -> None:

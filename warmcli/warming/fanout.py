@@ -12,7 +12,8 @@ folder the caller owns and returns their paths (`FanOutReport.paths`): merging t
 into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
 (`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
 must be reachable at the same path on every worker (a shared file system, or the same
-image). A scheduler that does not answer within `CONNECT_TIMEOUT` is a `FanOutError`.
+image). A scheduler that does not answer within `CONNECT_TIMEOUT`, or a port where
+something else answers, is a `FanOutError`.
 `shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
 run, so `warm run --dask` shows the statistics a local run shows. This module owns no
 state and never prints.
@@ -119,8 +120,12 @@ def fan_out(
     try:
         client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s")
     except (OSError, TimeoutError, ValueError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise FanOutError(f"dask scheduler {scheduler} unreachable: {reason}") from None
+        raise FanOutError(f"dask scheduler {scheduler} unreachable: {_first_line(exc)}") from None
+    except Exception as exc:  # something answered that speaks no Dask (say, an HTTP port)
+        raise FanOutError(
+            f"dask scheduler {scheduler} unreachable: what answers there is no Dask "
+            f"scheduler ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     with client:
         workers = shard_workers(client.scheduler_info()["workers"], gpu)
         if not workers:
@@ -183,6 +188,10 @@ def _statistics(doc: dict[str, Any]) -> DeviceStatistics:
         known = {f.name for f in fields(view)}
         views.append(view(**{k: v for k, v in doc.get(name, {}).items() if k in known}))
     return DeviceStatistics(*views)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _timed(argv: list[str], shard: str) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
