@@ -8,7 +8,8 @@ the same kernels and tunes, checked). The ratio is the one run's wall time over
 the fanned-out one's. Starting the cluster is not counted; it is reported apart.
 The speed-up is bounded by the usable CPUs: four shards on C cores run at most
 min(4, C) at once, so on 2 cores at most about 2×, less the shards' process starts
-and the merge. The target is half of that bound, and at least 1×. Skipped at the
+and the merge; other processes' load (the detail gives the load average) lowers it
+further. The target is half of that bound, and at least 1×. Skipped at the
 tiny size (the smoke test): starting a cluster is the slow part.
 """
 
@@ -52,7 +53,8 @@ def shard_speedup(size: Size) -> Row:
     detail = (
         f"one run {one:.1f} s, {WORKERS} shards on {WORKERS} workers {fanned:.1f} s "
         f"(cluster start {start:.1f} s, not counted); bound: {cpus} usable CPU(s) run at most "
-        f"{bound} of the {WORKERS} shards at once, so at most ~{bound}×"
+        f"{bound} of the {WORKERS} shards at once, so at most ~{bound}×; load average "
+        f"{os.getloadavg()[0]:.1f} after (others' processes share those CPUs)"
     )
     return at_least("shard_speedup", one / fanned, target, detail)
 
