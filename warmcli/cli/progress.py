@@ -53,14 +53,7 @@ class RunProgress:
 
     def __init__(self, console: Console, interval: float = 0.1) -> None:
         self.interval = interval
-        self._progress = Progress(
-            TextColumn("{task.description:<34}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
+        self._progress = _bars(console, "{task.description:<34}")
         self._compile = self._progress.add_task("kernels compiled", total=None, visible=False)
         self._tune = self._progress.add_task("candidates measured", total=None, visible=False)
         self._lock = threading.Lock()
@@ -126,16 +119,7 @@ class ShardProgress:
     """`fan_out`'s `on_shard`: a line per finished shard, a bar on a terminal."""
 
     def __init__(self, console: Console) -> None:
-        self.console = console
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        )
+        self._progress = _bars(console, "{task.description}", disable=not console.is_terminal)
         self._task = self._progress.add_task("shards finished", total=None)
         self._kernels = self._candidates = 0
 
@@ -164,10 +148,11 @@ class ShardProgress:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+
+
+def _bars(console: Console, text: str, disable: bool = False) -> Progress:
+    """Transient bars: a description (`text`), the bar, done of total, time elapsed."""
+    columns = (TextColumn(text), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=console, transient=True, disable=disable)
