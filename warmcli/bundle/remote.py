@@ -16,11 +16,11 @@ object-store URL takes an upload, with `Content-MD5` (which S3, GCS and Azure ch
 against the body) and the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
 store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
 where there is none yet; a store that answers 412 (the object changed meanwhile: another
-push) leaves it as the other push made it, and `push` says so. The S3 client is boto3
-(`pip install warmcli[s3]`),
-imported only for an `s3://` URL; its endpoint and credentials come from the usual
-AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...). A download is a
-bundle from elsewhere: untrusted input, opened by `warmcli.bundle.store` like any other.
+push) leaves it as the other push made it, and `push` says so. The S3 client is
+boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint and
+credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+...). A download is a bundle from elsewhere: untrusted input, opened by
+`warmcli.bundle.store` like any other.
 This module never prints.
 """
 
