@@ -43,6 +43,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
+from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -51,7 +52,6 @@ from warmcli.bundle.rows import (
     TUNE_WIDTH,
     OnError,
     _clip,
-    _kernel_record,
     _tune_record,
 )
 from warmcli.errors import BundleError
