@@ -4,9 +4,10 @@ A generated workload of 24 distinct host kernels is warmed by the real CLI (`war
 run`: its batch compiler puts many kernels in each shared object, one blob each).
 A production runtime over the real SQLite file then serves them all, with SQLite's
 own trace callback counting the statements it runs: one blob read per distinct
-blob (not per kernel), and the kernel rows fetched in one query once a few were
-asked for. The rows fetched together are still checked one at a time: under a
-trusted key, a row edited after signing is not served, however it was fetched.
+blob (not per kernel), and the kernel rows prefetched in a few queries, in chunks
+that grow with the kernels asked for. The rows fetched together are still checked
+one at a time: under a trusted key, a row edited after signing is not served,
+however it was fetched.
 """
 
 from __future__ import annotations

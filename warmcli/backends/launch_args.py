@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -114,6 +113,18 @@ def _pointer_step(kernel: Kernel, position: int, pointer: Step, device: str) -> 
     return step
 
 
+def _step(kernel: Kernel, position: int, pointer: Step, device: str) -> Step:
+    """The full check of one argument, by its letter: converts it or raises."""
+    letter = kernel.params[position]
+    if letter == "P":
+        return _pointer_step(kernel, position, pointer, device)
+    if letter in INT_RANGES:
+        return _integer_step(kernel, position)
+    if letter in FLOAT_LIMITS:
+        return _float_step(kernel, position)
+    return _bool_step(kernel, position)
+
+
 def converter(
     kernel: Kernel,
     device: str,
@@ -129,55 +140,66 @@ def converter(
     conversion of its checked value (how the backend passes it). The converter is
     generated as one function with each argument's fast test inline (only letters,
     which are validated, go into its text); anything off the fast path goes through
-    the full check of its letter, which converts it or raises the `LaunchError`.
+    the full check of its letter (made on first use), which converts it or raises the
+    `LaunchError`.
     """
-    count = len(kernel.params)
-    names = [f"a{i}" for i in range(count)]
-    scope: dict[str, Any] = {"kernel": kernel, "count_error": count_error}
-    lines = [
-        "def convert(args):",
-        f"    if len(args) != {count}:",
-        "        raise count_error(kernel, args)",
-    ]
-    if count:
-        lines.append(f"    {', '.join(names)}, = args")
-    for i, letter in enumerate(kernel.params):
-        a = names[i]
-        if letter == "P":
-            scope[f"s{i}"] = _pointer_step(kernel, i, pointer, device)
-            if fast_buffer is not None:
-                scope["FastBuffer"] = fast_buffer[0]
-                lines.append(
-                    f"    {a} = {a}.{fast_buffer[1]} if type({a}) is FastBuffer else s{i}({a})"
-                )
-            else:
-                lines.append(f"    {a} = s{i}({a})")
-        elif letter in INT_RANGES:
-            lo, hi = INT_RANGES[letter]
-            scope[f"s{i}"] = _integer_step(kernel, i)
-            lines.append(f"    if type({a}) is not int or not {lo} <= {a} <= {hi}: {a} = s{i}({a})")
-        elif letter in FLOAT_LIMITS:
-            limit = FLOAT_LIMITS[letter]
-            scope[f"s{i}"] = _float_step(kernel, i)
-            test = f"type({a}) is not float or not {-limit!r} <= {a} <= {limit!r}"
-            lines.append(f"    if {test}: {a} = s{i}({a})")
-        else:
-            scope[f"s{i}"] = _bool_step(kernel, i)
-            lines.append(f"    {a} = s{i}({a})")
-        if finish and letter in finish:
-            scope[f"f{i}"] = finish[letter]
-            lines.append(f"    {a} = f{i}({a})")
-    lines.append(f"    return ({''.join(n + ', ' for n in names)})")
-    exec(_compiled("\n".join(lines)), scope)  # generated from validated letters only
-    convert: Converter = scope["convert"]
+    finishes = tuple((finish or {}).get(letter) for letter in kernel.params)
+    steps: list[Step | None] = [None] * len(kernel.params)
+
+    def slow(position: int, value: Any) -> Any:
+        step = steps[position]
+        if step is None:
+            step = steps[position] = _step(kernel, position, pointer, device)
+        return step(value)
+
+    fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
+    finished = tuple(f is not None for f in finishes)
+    make = _factory(kernel.params, fast_attribute, finished)
+    convert: Converter = make(kernel, count_error, slow, fast_type, finishes)
     return convert
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(text: str) -> CodeType:
-    """The converter's text compiled once per signature: a process that serves thousands of
-    kernels with a few signatures compiles a few, and only binds each kernel's steps."""
-    return compile(text, "<warm launch arguments>", "exec")
+def _factory(params: str, fast_attribute: str | None, finished: tuple[bool, ...]) -> Any:
+    """The maker of a signature's converter, generated and compiled once per signature: a
+    process that serves thousands of kernels with a few signatures compiles a few, and
+    per kernel only makes its converter (`make(kernel, count_error, slow, FastBuffer,
+    finishes)`)."""
+    count = len(params)
+    names = [f"a{i}" for i in range(count)]
+    finish_names = [f"f{i}" for i in range(count)]
+    lines = ["def make(kernel, count_error, slow, FastBuffer, finishes):"]
+    if count:
+        lines.append(f"    {', '.join(finish_names)}, = finishes")
+    lines += [
+        "    def convert(args):",
+        f"        if len(args) != {count}:",
+        "            raise count_error(kernel, args)",
+    ]
+    if count:
+        lines.append(f"        {', '.join(names)}, = args")
+    for i, letter in enumerate(params):
+        a = names[i]
+        if letter == "P" and fast_attribute is not None:
+            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else slow({i}, {a})"
+            lines.append(f"        {a} = {fast}")
+        elif letter in INT_RANGES:
+            lo, hi = INT_RANGES[letter]
+            test = f"type({a}) is not int or not {lo} <= {a} <= {hi}"
+            lines.append(f"        if {test}: {a} = slow({i}, {a})")
+        elif letter in FLOAT_LIMITS:
+            limit = FLOAT_LIMITS[letter]
+            test = f"type({a}) is not float or not {-limit!r} <= {a} <= {limit!r}"
+            lines.append(f"        if {test}: {a} = slow({i}, {a})")
+        else:  # a pointer with no fast buffer type, a bool
+            lines.append(f"        {a} = slow({i}, {a})")
+        if finished[i]:
+            lines.append(f"        {a} = f{i}({a})")
+    lines += [f"        return ({''.join(n + ', ' for n in names)})", "    return convert"]
+    scope: dict[str, Any] = {}
+    # generated from validated letters and an attribute name only
+    exec(compile("\n".join(lines), "<warm launch arguments>", "exec"), scope)
+    return scope["make"]
 
 
 def any_buffer_of(device: str) -> Step:

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
+from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -30,7 +31,6 @@ from warmcli.bundle.rows import (
     OnError,
     _fingerprint,
     _hex64,
-    _kernel_record,
     _manifest_row,
     _name,
     _named,

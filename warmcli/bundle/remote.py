@@ -30,13 +30,10 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
-
-from filelock import FileLock
 
 from warmcli.errors import BundleError, RemoteError
 from warmcli.home import TMP_SUFFIX, warm_home, write_private
@@ -68,6 +65,8 @@ def cache_dir(url: str) -> Path:
 
 def fetch(url: str) -> Fetched:
     """The local copy of the bundle at `url`, downloaded only if it changed."""
+    from filelock import FileLock  # imported on first use: a bundle named by path never locks
+
     folder = cache_dir(url)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
@@ -256,6 +255,8 @@ class _S3:
 
 def _receive(stream: BinaryIO | Any, folder: Path) -> tuple[Path, str, int]:
     """Copy `stream` into a unique temporary file in `folder`; its path, sha256 and size."""
+    import tempfile  # imported on first use: only a download writes one
+
     fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
     digest, length = hashlib.sha256(), 0
     try:

@@ -5,7 +5,8 @@ Sizes are read before values: `_bounded_select` reads a text only when its
 no row costs more memory than its limits (and SQLite itself refuses to load any
 value over `MAX_VALUE_BYTES`). Every field of every row is then checked (type,
 size, format; a tune's key against its fields; a measured tune's pick is one of
-its candidates that ran) before it becomes a `KernelRecord` or `TuneRecord`; a
+its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`)
+or a `TuneRecord`; a
 field that is not what warm writes raises `_Malformed`, which `RowReader` (the reads
 `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at a time) names as a
 `BundleError`. This module owns no state, opens no file and never decides what is
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
-from warmcli.records import KernelRecord, TuneRecord, tune_key
+from warmcli.records import TuneRecord, tune_key
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
@@ -330,21 +331,6 @@ def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
         field, _, length = str(row[-1]).rpartition(" ")
         raise _Malformed(f"{field}: {length} characters, over the limit")
     return row[:-1]
-
-
-def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    fields_row = _within_limits(row)
-    fields: dict[str, object] = {}
-    name = "?"
-    try:  # as `_named` for each field, in one frame: a hot start parses thousands of rows
-        for (name, check), value in zip(_KERNEL_FIELDS, fields_row, strict=True):
-            fields[name] = check(value)
-    except _Malformed as exc:
-        raise _Malformed(f"{name}: {exc}") from None
-    comps = fields["components"]
-    assert isinstance(comps, dict)
-    fields["components"] = {str(k): str(v) for k, v in comps.items()}
-    return KernelRecord(**fields)  # type: ignore[arg-type]
 
 
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:

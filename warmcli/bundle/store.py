@@ -43,6 +43,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
+from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -51,7 +52,6 @@ from warmcli.bundle.rows import (
     TUNE_WIDTH,
     OnError,
     _clip,
-    _kernel_record,
     _tune_record,
 )
 from warmcli.errors import BundleError
@@ -62,6 +62,12 @@ if TYPE_CHECKING:
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
 PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
+_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
+_TEXTS = " + ".join(
+    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
+)
+# A prefetched row: the kernel's bounded select, then the length of its texts.
+_PREFETCH_SELECT = f"{KERNEL_SELECT.removesuffix(' FROM kernels')}, {_TEXTS} FROM kernels"
 
 
 class Bundle(BundleAdmin):
@@ -79,6 +85,7 @@ class Bundle(BundleAdmin):
         self.covered: RowSet | None = None  # under trusted keys: the row hashes served
         self._refused: set[str] = set()  # keys of rows held but not covered
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
+        self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -164,25 +171,25 @@ class Bundle(BundleAdmin):
             return None
         return self._parse("kernel", row[0], lambda: _kernel_record(row))
 
-    def kernel_rows(self, backend: str, arch: str) -> dict[str, tuple[Any, ...]]:
-        """Kernel rows built for `backend` and `arch`, unchecked, streamed in few queries:
-        what a device may serve, for `kernel(key, fetched)` to check and parse one at a
-        time. Bounded whatever the bundle holds: only rows whose texts total at most
-        `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all; a row left out
-        is read by its key when asked for."""
-        texts = " + ".join(
-            f"ifnull(length({c}), 0)" for c in ("label", "components", "compile_log")
-        )
-        small = f"{texts} <= {PREFETCH_ROW_CHARS}"
+    def kernel_rows(
+        self, backend: str, arch: str, start: int = 0, count: int = -1
+    ) -> dict[str, tuple[Any, ...]]:
+        """Kernel rows built for `backend` and `arch`, unchecked, in the order they were
+        stored (`count` of them from the `start`th; -1: all), streamed: what a device may
+        serve, for `kernel(key, fetched)` to check and parse one at a time. Bounded
+        whatever the bundle holds: only rows whose texts total at most
+        `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all that this open
+        bundle hands out; a row left out is read by its key when asked for."""
+        where = f"WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
+        select = f"{_PREFETCH_SELECT} {where} ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        total = 0
-        where = f"WHERE backend = ? AND arch = ? AND {small}"
-        for row in self._iter(f"{KERNEL_SELECT} {where}", (backend, arch)):
-            total += sum(len(v) for v in row if isinstance(v, str | bytes))
-            if total > PREFETCH_CHARS:
-                break
+        for row in self._iter(select, (backend, arch, count, start)):
+            with self._lock:  # the row's texts, counted by SQLite: what it costs in memory
+                self._prefetched += row[-1]
+                if self._prefetched > PREFETCH_CHARS:
+                    break
             if isinstance(row[0], str):
-                rows[row[0]] = row
+                rows[row[0]] = row[:-1]
         return rows
 
     def kernels(

@@ -11,11 +11,12 @@ differing part for another device's or toolchain's build) and rebuilt. When serv
 (not warming), a CUDA device newer than every cubin of a kernel is served the bundle's
 PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). A plain miss is explained (`warmcli.runtime.explain`) only when the miss
-policy asks (`warmcli.runtime.misses`). This device's kernel rows are fetched in one
-query once a workload has asked for a few kernels. It owns the keys it gave (and by
-which toolchain), the keys found served, the records read while keying and those rows;
-it never compiles, never writes the bundle and never prints. Loading is the cache's: it
-is handed the cache's `load`.
+policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
+the order they were stored, in chunks that grow with the kernels asked for (a workload
+serves in a few queries what it launches in the order it was warmed). It owns the keys
+it gave (and by which toolchain), the keys found served, the records read while keying
+and the rows prefetched; it never compiles, never writes the bundle and never prints.
+Loading is the cache's: it is handed the cache's `load`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from warmcli.runtime.explain import (
 from warmcli.runtime.misses import Misses, warn
 from warmcli.runtime.store import Store
 
-# Kernel lookups in the bundle one query each before this device's rows are fetched at once.
+# The first chunk of this device's kernel rows prefetched (the least any chunk is).
 PREFETCH_AFTER = 8
 
 # The kernel cache's loader: (key, kernel, record, binary) -> the loaded function.
@@ -70,7 +71,9 @@ class BundleLookup:
         self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
-        self._rows: dict[str, tuple[Any, ...]] | None = None  # this device's, once fetched
+        self._rows: dict[str, tuple[Any, ...]] = {}  # this device's prefetched, not yet read
+        self._fetched = 0  # rows of this device's asked for so far, in the order stored
+        self._more = True  # the last chunk was full: the bundle may hold more
         self._lookups = 0
 
     # -- keys ------------------------------------------------------------------------------
@@ -124,7 +127,7 @@ class BundleLookup:
         if identity is not None:
             own = kernel_key(kernel, arch, identity)
             try:
-                record = self.bundle.kernel(own, self._bundle_rows())
+                record = self._kernel(own)
             except BundleError:  # a malformed row: `record` explains it as corrupt
                 return None
             if record is not None:
@@ -153,7 +156,7 @@ class BundleLookup:
         record = self._found.pop(key, None)  # read while keying
         if record is None:
             try:
-                record = self.bundle.kernel(key, self._bundle_rows())
+                record = self._kernel(key)
             except BundleError as exc:  # a malformed row: a miss, explained as corrupt
                 why = corrupt_entry("kernel", key, kernel.label, exc.problem)
                 self._not_served(kernel, key, why)
@@ -171,15 +174,36 @@ class BundleLookup:
             return None
         return record
 
-    def _bundle_rows(self) -> dict[str, tuple[Any, ...]] | None:
-        """This device's kernel rows, fetched in one query once a workload has asked for a
-        few kernels (a small workload never reads a big bundle's whole table)."""
+    def _bundle_rows(self, key: str) -> dict[str, tuple[Any, ...]]:
+        """This device's kernel rows, prefetched in the order they were stored, a chunk at a
+        time when a workload asks for a kernel not fetched yet: each chunk as long as the
+        lookups so far (at least `PREFETCH_AFTER`), and fetched only while the rows read
+        are fewer than twice the lookups. What is read grows with what the workload asks
+        for, never with what the bundle holds (a workload launching in another order than
+        it was warmed reads the rest by key)."""
         assert self.bundle is not None
         with self._lock:
             self._lookups += 1
-            if self._rows is None and self._lookups > PREFETCH_AFTER:
-                self._rows = self.bundle.kernel_rows(self.device.backend, self.device.arch)
-            return self._rows
+            rows = self._rows
+            if key not in rows and self._more and self._fetched < 2 * self._lookups:
+                count = max(PREFETCH_AFTER, self._lookups)
+                got = self.bundle.kernel_rows(
+                    self.device.backend, self.device.arch, self._fetched, count
+                )
+                self._fetched += count
+                self._more = len(got) == count  # short: the end, or the prefetch budget
+                rows.update(got)
+            return rows
+
+    def _kernel(self, key: str) -> KernelRecord | None:
+        """The bundle's record under `key` (its prefetched row used once, then dropped)."""
+        assert self.bundle is not None
+        rows = self._bundle_rows(key)
+        try:
+            return self.bundle.kernel(key, rows)
+        finally:
+            with self._lock:
+                rows.pop(key, None)
 
     def held(self, kernel: Kernel, key: str) -> bool:
         """Whether the bundle holds a build under `key` that is served here."""

@@ -29,8 +29,11 @@ class Store(Protocol):
         from `fetched` (`kernel_rows`) when there. `BundleError` if it is malformed."""
         ...
 
-    def kernel_rows(self, backend: str, arch: str) -> dict[str, tuple[Any, ...]]:
-        """Unchecked rows a device may serve, prefetched for `kernel` (bounded)."""
+    def kernel_rows(
+        self, backend: str, arch: str, start: int = 0, count: int = -1
+    ) -> dict[str, tuple[Any, ...]]:
+        """Unchecked rows a device may serve, prefetched for `kernel` (bounded): `count`
+        of them (-1: all) from the `start`th, in the order they were stored."""
         ...
 
     def kernels(

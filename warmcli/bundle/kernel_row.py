@@ -1,0 +1,82 @@
+"""A kernel row of a bundle as a `KernelRecord`: every field checked, fast.
+
+`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, `each_kernel`,
+the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` says
+(its type, its length, a key's and a sha256's hex, an entry's and a symbol's form,
+components a JSON object, a finite time, a blob's size). A hot start parses
+thousands, so a row as warm writes it passes the same checks written inline, in one
+frame; any other row takes the field-by-field path, which names what is wrong. It
+holds no state and reads nothing itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
+from warmcli.bundle.rows import (
+    _HEX64,
+    _IDENTIFIER,
+    _KERNEL_FIELDS,
+    _SYMBOL,
+    _json_object,
+    _Malformed,
+    _within_limits,
+)
+from warmcli.records import KernelRecord
+
+
+def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
+    """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
+    parses thousands: a row as warm writes it passes the same checks written inline (one
+    frame); any other row takes the field-by-field path, which names what is wrong."""
+    if len(row) == 14 and row[13] is None:
+        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = row[
+            :13
+        ]
+        if (
+            type(key) is str
+            and type(sha) is str
+            and _HEX64.fullmatch(key)
+            and _HEX64.fullmatch(sha)
+            and type(device) is str
+            and type(backend) is str
+            and type(arch) is str
+            and type(tool) is str
+            and type(entry) is str
+            and type(symbol) is str
+            and max(len(device), len(backend), len(arch), len(tool), len(entry), len(symbol))
+            <= limits.MAX_NAME_CHARS
+            and _IDENTIFIER.fullmatch(entry)
+            and _SYMBOL.fullmatch(symbol)
+            and type(label) is str
+            and type(log) is str
+            and type(comps) is str
+            and max(len(label), len(log), len(comps)) <= limits.MAX_TEXT_CHARS
+            and type(secs) is float
+            and 0 <= secs < math.inf
+            and type(size) is int
+            and 0 <= size <= limits.MAX_BLOB_BYTES
+        ):
+            parsed = _json_object(comps)
+            components = {str(k): str(v) for k, v in parsed.items()}
+            return KernelRecord(
+                key, device, backend, arch, entry, label, symbol, sha, tool, components, log, secs,
+                size,
+            )  # fmt: skip
+    return _checked_kernel_record(row)
+
+
+def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
+    fields_row = _within_limits(row)
+    fields: dict[str, object] = {}
+    name = "?"
+    try:  # as `_named` for each field, in one frame: a hot start parses thousands of rows
+        for (name, check), value in zip(_KERNEL_FIELDS, fields_row, strict=True):
+            fields[name] = check(value)
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
+    comps = fields["components"]
+    assert isinstance(comps, dict)
+    fields["components"] = {str(k): str(v) for k, v in comps.items()}
+    return KernelRecord(**fields)  # type: ignore[arg-type]
