@@ -113,6 +113,15 @@ def test_plan_groups_respects_jobs_and_options() -> None:
     assert len(groups) == 3
 
 
+def test_plan_groups_keeps_launch_order_together() -> None:
+    """Groups are contiguous runs of the queue, balanced: the kernels a workload launches
+    first share an object, so serving them loads few objects."""
+    queued = units([variant(i) for i in range(7)])
+    groups = plan_groups(queued, jobs=2)
+    assert [len(g) for g in groups] == [4, 3]
+    assert [u for g in groups for u in g] == queued
+
+
 def test_broken_kernel_is_found_and_the_rest_survive() -> None:
     good = [variant(i) for i in range(5)]
     broken = Kernel("void broken(float *x) { x[0] = undefined_name; }", "broken", "P")

@@ -63,7 +63,8 @@ def capped_jobs(jobs: int | None) -> int:
 def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
-    """Split units into compatible groups: at least one per (arch, options), about `jobs` in all."""
+    """Split units into compatible groups: at least one per (arch, options), about `jobs` in
+    all, each a contiguous run of the queue (sizes differ by one at most)."""
     classes: dict[tuple[str, tuple[str, ...]], list[CompileUnit]] = defaultdict(list)
     for unit in units:
         classes[(unit.arch, unit.kernel.options)].append(unit)
@@ -73,8 +74,14 @@ def plan_groups(
         share = max(1, round(jobs * len(members) / total)) if total else 1
         chunks = max(share, -(-len(members) // max_group))
         chunks = min(chunks, len(members))
+        # Contiguous runs, in queue (launch) order: a process that serves the first kernels
+        # a workload launches finds them in few shared objects, not one object each.
+        size, extra = divmod(len(members), chunks)
+        start = 0
         for i in range(chunks):
-            groups.append(members[i::chunks])
+            end = start + size + (1 if i < extra else 0)
+            groups.append(members[start:end])
+            start = end
     return [g for g in groups if g]
 
 
