@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
-from warmcli.records import KernelRecord, TuneRecord, tune_key
+from warmcli.bundle.candidates import unpack
+from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord, tune_key
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
@@ -347,14 +348,23 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     return KernelRecord(**fields)  # type: ignore[arg-type]
 
 
+def _candidates(value: object) -> tuple[CandidateMeasurement, ...]:
+    """A tune's candidates as stored: packed (format 2), or JSON text (format 1)."""
+    if isinstance(value, bytes):
+        return unpack(value)
+    items = _named("candidates", lambda v: _json_value(_text(v)), value)
+    if not isinstance(items, list):
+        raise _Malformed("candidates: not a JSON list")
+    return TuneRecord.candidates_from(items)
+
+
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     fields_row = _within_limits(row)
     key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = fields_row
-    items = _named("candidates", lambda v: _json_value(_text(v)), cands)
-    if not isinstance(items, list):
-        raise _Malformed("candidates: not a JSON list")
     try:
-        candidates = TuneRecord.candidates_from(items)
+        candidates = _candidates(cands)
+    except _Malformed:
+        raise
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
     for c in candidates:

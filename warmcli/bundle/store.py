@@ -43,6 +43,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
+from warmcli.bundle.candidates import pack
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -352,7 +353,7 @@ class Bundle(BundleAdmin):
                         tune.checksum,
                         tune.status,
                         tune.pick,
-                        tune.candidates_json(),
+                        pack(tune.candidates),
                         tune.seconds,
                         tune.measured_at,
                         now,

@@ -1,0 +1,120 @@
+"""A tune's candidates as a bundle stores them (format 2): one compact binary document.
+
+`pack` writes every candidate of a `TuneRecord` (name, kernel key, status, median
+and every sample, reason) as little-endian fields: counts and lengths as uint32,
+times as float64 (every sample kept exactly, never rounded), a kernel key that is a
+sha256 in hex as its 32 bytes; the document is stored deflated when that is
+shorter (a leading tag byte says which). `unpack` reads it back as untrusted input:
+the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
+warm's memory), every count and length is checked against the bytes that remain
+before anything is read, and anything that is not what `pack` writes is a
+`ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
+candidates as JSON text (`TuneRecord.candidates_json`), which is still read.
+This module owns no state and never touches a file.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+
+from warmcli.records import CandidateMeasurement
+
+MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
+RAW, DEFLATED = 0, 1  # the tag byte
+_STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
+_SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
+_U32, _F64, _FLAGS = struct.Struct("<I"), struct.Struct("<d"), struct.Struct("<B")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode("utf-8", "surrogatepass")
+    return _U32.pack(len(raw)) + raw
+
+
+def pack(candidates: Iterable[CandidateMeasurement]) -> bytes:
+    """The stored form of `candidates` (see the module doc)."""
+    items = tuple(candidates)
+    parts = [_U32.pack(len(items))]
+    for c in items:
+        hex_key = len(c.kernel_key) == 64 and _HEX.issuperset(c.kernel_key)
+        code = _STATUSES.index(c.status) if c.status in _STATUSES else len(_STATUSES)
+        flags = (_SECONDS if c.seconds is not None else 0) | (_HEX_KEY if hex_key else 0)
+        parts += (_FLAGS.pack(flags | code << _STATUS_SHIFT), _text(c.name))
+        parts.append(bytes.fromhex(c.kernel_key) if hex_key else _text(c.kernel_key))
+        if code == len(_STATUSES):
+            parts.append(_text(c.status))
+        if c.seconds is not None:
+            parts.append(_F64.pack(c.seconds))
+        parts += (_U32.pack(len(c.samples)), struct.pack(f"<{len(c.samples)}d", *c.samples))
+        parts.append(_text(c.reason))
+    raw = b"".join(parts)
+    deflated = zlib.compress(raw, 6)
+    if len(deflated) < len(raw):
+        return bytes((DEFLATED,)) + deflated
+    return bytes((RAW,)) + raw
+
+
+def _inflate(data: bytes) -> bytes:
+    if not data:
+        raise ValueError("an empty document")
+    if data[0] == RAW:
+        return data[1:]
+    if data[0] != DEFLATED:
+        raise ValueError(f"tag {data[0]} is not a candidates encoding")
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data[1:], MAX_PACKED_BYTES)
+    except zlib.error as exc:
+        raise ValueError(f"not deflated ({exc})") from None
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")
+    return raw
+
+
+class _Reader:
+    """Fields read in order from one inflated document, each checked against what remains."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw, self.at = raw, 0
+
+    def take(self, size: int) -> bytes:
+        if size > len(self.raw) - self.at:
+            raise ValueError("cut short")
+        self.at += size
+        return self.raw[self.at - size : self.at]
+
+    def u32(self) -> int:
+        return int(_U32.unpack(self.take(4))[0])
+
+    def text(self) -> str:
+        return self.take(self.u32()).decode("utf-8", "surrogatepass")
+
+    def floats(self, count: int) -> tuple[float, ...]:
+        if count > (len(self.raw) - self.at) // 8:
+            raise ValueError("cut short")
+        return struct.unpack(f"<{count}d", self.take(8 * count))
+
+
+def unpack(data: bytes) -> tuple[CandidateMeasurement, ...]:
+    """The candidates `pack` stored in `data`; `ValueError` if it is not what `pack` writes."""
+    read = _Reader(_inflate(bytes(data)))
+    out = []
+    for _ in range(read.u32()):
+        if read.at >= len(read.raw):
+            raise ValueError("cut short")
+        (flags,) = read.take(1)
+        code = flags >> _STATUS_SHIFT
+        if code > len(_STATUSES) or flags & ~(_SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT):
+            raise ValueError(f"flags {flags:#x} are not a candidate's")
+        name = read.text()
+        kernel_key = read.take(32).hex() if flags & _HEX_KEY else read.text()
+        status = _STATUSES[code] if code < len(_STATUSES) else read.text()
+        seconds = read.floats(1)[0] if flags & _SECONDS else None
+        samples = read.floats(read.u32())
+        out.append(CandidateMeasurement(name, kernel_key, status, seconds, samples, read.text()))
+    if read.at != len(read.raw):
+        raise ValueError(f"{len(read.raw) - read.at} bytes after the last candidate")
+    return tuple(out)
