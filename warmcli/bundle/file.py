@@ -80,7 +80,9 @@ CREATE TABLE signatures (
     rows BLOB NOT NULL, signed_at REAL NOT NULL);
 """
 SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
-SCHEMAS: dict[int, tuple[str, ...]] = {  # each format's schema, with and without signatures (format 1: candidates as text)
+SCHEMAS: dict[
+    int, tuple[str, ...]
+] = {  # each format's schema, with and without signatures (format 1: candidates as text)
     FORMAT_VERSION: (SCHEMA, BASE_SCHEMA),
     1: tuple(s.replace("candidates BLOB", "candidates TEXT") for s in (SCHEMA, BASE_SCHEMA)),
 }

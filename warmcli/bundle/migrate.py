@@ -42,9 +42,12 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] != version:
-            signed = conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE name = 'signatures'"
-            ).fetchone()[0] and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
+            signed = (
+                conn.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE name = 'signatures'"
+                ).fetchone()[0]
+                and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
+            )
             conn.create_function("warm_pack", 1, pack_json, deterministic=True)
             value = (
                 "candidates"
