@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from warmcli.bundle.candidates import unpack
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
-from warmcli.bundle.candidates import unpack
 from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord, tune_key
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
+from warmcli.bundle.candidates import pack
 from warmcli.bundle.file import (
     _open_connection,
     _retrying,
@@ -43,7 +44,6 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
-from warmcli.bundle.candidates import pack
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
