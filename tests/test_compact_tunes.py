@@ -92,6 +92,8 @@ def test_format1_is_served_read_only_and_migrated_on_a_write_open(tmp_path: Path
     _format1(path, tunes)
     with Bundle.open(path) as bundle:  # a read-only production machine serves it as it is
         assert [bundle.tune(t.key) for t in tunes] == tunes
+        with bundle.snapshot():
+            assert not [p for _, p in bundle.integrity() if p and "format" in p]  # verify agrees
     assert _stored(path) == (1, {"text"}, "1")
     with Bundle.open(path, write=True) as bundle:
         assert [bundle.tune(t.key) for t in tunes] == tunes
