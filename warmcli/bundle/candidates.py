@@ -9,17 +9,18 @@ the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
 warm's memory), every count and length is checked against the bytes that remain
 before anything is read, and anything that is not what `pack` writes is a
 `ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
-candidates as JSON text (`TuneRecord.candidates_json`), which is still read.
+candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
 This module owns no state and never touches a file.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from collections.abc import Iterable
 
-from warmcli.records import CandidateMeasurement
+from warmcli.records import CandidateMeasurement, TuneRecord
 
 MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
 RAW, DEFLATED = 0, 1  # the tag byte
@@ -72,6 +73,19 @@ def _inflate(data: bytes) -> bytes:
     if inflater.unconsumed_tail or not inflater.eof:
         raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")
     return raw
+
+
+def decode(value: object) -> tuple[CandidateMeasurement, ...]:
+    """A tune's candidates as a bundle holds them: packed (format 2), or JSON text (format
+    1, as `TuneRecord.candidates_json` wrote it); `ValueError` if neither."""
+    if isinstance(value, bytes):
+        return unpack(value)
+    if not isinstance(value, str):
+        raise ValueError(f"a {type(value).__name__}, neither packed nor text")
+    try:
+        return TuneRecord.candidates_from(json.loads(value))
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
 
 
 def _text_at(raw: bytes, at: int) -> tuple[str, int]:

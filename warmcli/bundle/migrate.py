@@ -15,11 +15,9 @@ never unsigns a row; rows written after are packed. A read-only open never migra
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
-from warmcli.bundle.candidates import MAX_PACKED_BYTES, pack
-from warmcli.records import TuneRecord
+from warmcli.bundle.candidates import MAX_PACKED_BYTES, decode, pack
 
 _COLUMNS = (
     "rowid, key, operation, shape_key, device, checksum, status, pick, candidates, "
@@ -30,9 +28,8 @@ _COLUMNS = (
 def pack_json(text: object) -> object:
     """`text`'s candidates packed, or `text` itself where it is not warm's JSON."""
     try:
-        assert isinstance(text, str)
-        return pack(TuneRecord.candidates_from(json.loads(text)))
-    except (AssertionError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
+        return pack(decode(text)) if isinstance(text, str) else text
+    except (ValueError, KeyError, TypeError, OverflowError):
         return text
 
 
