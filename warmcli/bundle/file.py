@@ -5,7 +5,9 @@ application_id`): `manifest` (format and warm versions, created/updated times),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
-pick, every candidate's measurement) and `signatures` (Ed25519 signatures of the
+pick, every candidate's measurement, packed by `warmcli.bundle.candidates`; format 1
+held them as JSON text: read as it is, migrated by `warmcli.bundle.migrate` when first
+opened for write) and `signatures` (Ed25519 signatures of the
 rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
 existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL;
