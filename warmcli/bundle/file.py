@@ -72,7 +72,7 @@ CREATE TABLE tunes (
     device TEXT NOT NULL, checksum TEXT NOT NULL, status TEXT NOT NULL, pick TEXT,
     candidates BLOB NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
     updated REAL NOT NULL);
-CREATE INDEX tunes_operation ON tunes(operation);
+CREATE INDEX tunes_operation ON tunes(operation, device, status);
 """
 SCHEMA += TUNES_SCHEMA
 BASE_SCHEMA = SCHEMA  # what a bundle made before signatures existed holds
@@ -82,11 +82,13 @@ CREATE TABLE signatures (
     rows BLOB NOT NULL, signed_at REAL NOT NULL);
 """
 SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
-SCHEMAS: dict[
-    int, tuple[str, ...]
-] = {  # each format's schema, with and without signatures (format 1: candidates as text)
+# Each format's schema, with and without signatures (1: candidates text, a smaller index).
+SCHEMAS: dict[int, tuple[str, ...]] = {
     FORMAT_VERSION: (SCHEMA, BASE_SCHEMA),
-    1: tuple(s.replace("candidates BLOB", "candidates TEXT") for s in (SCHEMA, BASE_SCHEMA)),
+    1: tuple(
+        s.replace("candidates BLOB", "candidates TEXT").replace(", device, status)", ")")
+        for s in (SCHEMA, BASE_SCHEMA)
+    ),
 }
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
