@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python, python_peak
+from warmcli.bundle.candidates import pack
 from warmcli.bundle.store import Bundle
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
@@ -92,7 +93,7 @@ def build(path: Path, kernels: int, tunes: int, seed: int = 0) -> tuple[list[str
                 checksum,
                 "measured",
                 pick,
-                record.candidates_json(),
+                pack(record.candidates),
                 0.01,
                 0,
                 0,

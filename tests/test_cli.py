@@ -7,6 +7,8 @@ from pathlib import Path
 
 from conftest import EXAMPLES, Warm
 
+from warmcli.bundle.file import FORMAT_VERSION
+
 MATMUL = EXAMPLES / "matmul_host.py"
 
 
@@ -32,7 +34,8 @@ def test_run_stats_verify_end_to_end(warm: Warm, bundle_path: Path) -> None:
 
     stats = warm.json("stats", bundle_path)
     manifest = stats["manifest"]
-    assert manifest["format_version"] == 1 and isinstance(manifest["warm_version"], str)
+    assert manifest["format_version"] == FORMAT_VERSION
+    assert isinstance(manifest["warm_version"], str)
     assert isinstance(manifest["created"], float) and manifest["updated"] >= manifest["created"]
     assert len(stats["kernels"]) == c["compiled"] == 6
     assert {k["entry"] for k in stats["kernels"]} == {"matmul", "bias_relu", "row_sum"}

@@ -99,7 +99,7 @@ def test_diff_reports_a_changed_pick_and_merge_keeps_the_newer(
     exists = warm("merge", a, b, "-o", merged)
     assert exists.returncode == 2 and "exists" in exists.stderr
     conn = sqlite3.connect(b)
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA user_version = 3")
     conn.close()
     mixed = warm("merge", a, b, "-o", tmp_path / "x.warm")
     assert mixed.returncode == 2 and "different format versions" in mixed.stderr

@@ -159,7 +159,7 @@ def test_truncated_or_flipped_bundles_are_read_right_or_refused(
 
 
 SCHEMA_CHANGES = [
-    "PRAGMA user_version = 2",
+    "PRAGMA user_version = 3",
     "PRAGMA user_version = 0",
     "PRAGMA application_id = 0",
     "PRAGMA application_id = 1",

@@ -14,11 +14,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
+from warmcli.bundle.candidates import decode, pack
 from warmcli.printable import printable
 from warmcli.records import tune_key
 
@@ -48,12 +50,10 @@ def hostile_copy(source: Path, path: Path) -> Path:
             if i == 0:  # a shape the workload asks for, now hostile: a miss explained by shape
                 shape = f"{shape}{HOSTILE}"
             elif i == 1:  # hostile candidate names and pick
-                items = json.loads(candidates)
-                for c in items:
-                    c["name"] = f"{c['name']}{HOSTILE}"
+                items = [replace(c, name=f"{c.name}{HOSTILE}") for c in decode(candidates)]
                 conn.execute(
                     "UPDATE tunes SET candidates = ?, pick = pick || ? WHERE key = ?",
-                    (json.dumps(items), HOSTILE, key),
+                    (pack(items), HOSTILE, key),
                 )
             new = tune_key(operation, shape, device, checksum)
             conn.execute("UPDATE tunes SET key = ?, shape_key = ? WHERE key = ?", (new, shape, key))

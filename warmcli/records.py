@@ -6,7 +6,8 @@ time); the binary itself travels beside it, never inside it, so a bundle can be
 opened without reading a single blob. A `TuneRecord` is one tune decision with
 the evidence: every candidate's measurement, failed ones with their reason. These
 are data only: JSON in and out, no behaviour, nothing executable; `tune_key` is
-the one function, so the bundle can check a tune row's key against its fields.
+the one function, so the bundle can check a tune row's key against its fields (and
+`where`, the one phrase naming a kernel's device and arch).
 A `CompilerCommand` is one compiler process a pass ran (the device it built for, and
 its argv), counted by the statistics collector and shown by `warm run -v`.
 A `MissExplanation` is one miss a bundle could not serve, explained (its `line` is
@@ -37,6 +38,11 @@ class KernelRecord:
     compile_log: str = ""
     seconds: float = 0.0
     size: int = 0
+
+
+def where(device: str, arch: str) -> str:
+    """A kernel's device and arch in one phrase (a compile-only device is named by its arch)."""
+    return device if device == arch else f"{device} {arch}"
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,8 @@ class BundleAdmin(SignedRows):
         inside `snapshot`, so a writer committing meanwhile never looks like corruption."""
         for line in self.integrity_check():
             yield "", f"sqlite: {line}"
-        for problem in manifest_problems(self.manifest()):
+        version = self._one("PRAGMA user_version")
+        for problem in manifest_problems(self.manifest(), version[0] if version else None):
             yield "", problem
         for sha, _size, actual in self.blob_digests():
             yield "blob", None if actual == sha else f"blob {sha[:16]} does not match its sha256"
@@ -312,17 +313,19 @@ def _checked(
     yield from ((what, b) for b in bad)
 
 
-def manifest_problems(manifest: dict[str, str]) -> list[str]:
-    """What is wrong with a bundle's manifest: a field missing, a time or version wrong."""
+def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
+    """What is wrong with a bundle's manifest: a field missing, a time or version wrong
+    (not `schema`, the header's format version: a format-1 bundle read as it is says 1)."""
+    schema = FORMAT_VERSION if schema is None else schema
     problems = [f"manifest has no {name!r}" for name in MANIFEST_FIELDS if name not in manifest]
     for name in ("created", "updated"):
         try:
             float(manifest.get(name, "0"))
         except ValueError:
             problems.append(f"manifest {name!r} is not a time: {manifest[name]!r}")
-    if manifest.get("format_version", str(FORMAT_VERSION)) != str(FORMAT_VERSION):
+    if manifest.get("format_version", str(schema)) != str(schema):
         problems.append(
-            f"manifest says format {manifest['format_version']}, the schema is {FORMAT_VERSION}"
+            f"manifest says format {manifest['format_version']}, the schema is {schema}"
         )
     return problems
 

@@ -5,7 +5,9 @@ application_id`): `manifest` (format and warm versions, created/updated times),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
-pick, every candidate's measurement) and `signatures` (Ed25519 signatures of the
+pick, every candidate's measurement, packed by `warmcli.bundle.candidates`; format 1
+held them as JSON text: read as it is, migrated by `warmcli.bundle.migrate` when first
+opened for write) and `signatures` (Ed25519 signatures of the
 rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
 existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL;
@@ -38,9 +40,10 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from warmcli._version import __version__
+from warmcli.bundle.migrate import migrate
 from warmcli.errors import BundleError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 1: a tune's candidates as JSON text (read, and migrated on a write open)
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
@@ -48,6 +51,7 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 DISK_FULL = "the disk is full"
+PAGE_BYTES = 16384
 
 SCHEMA = """
 CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,13 +65,16 @@ CREATE TABLE kernels (
     components TEXT NOT NULL, compile_log TEXT NOT NULL, seconds REAL NOT NULL,
     created REAL NOT NULL, last_used REAL NOT NULL);
 CREATE INDEX kernels_entry ON kernels(entry);
+"""
+TUNES_SCHEMA = """
 CREATE TABLE tunes (
     key TEXT PRIMARY KEY, operation TEXT NOT NULL, shape_key TEXT NOT NULL,
     device TEXT NOT NULL, checksum TEXT NOT NULL, status TEXT NOT NULL, pick TEXT,
-    candidates TEXT NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
+    candidates BLOB NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
     updated REAL NOT NULL);
-CREATE INDEX tunes_operation ON tunes(operation);
+CREATE INDEX tunes_operation ON tunes(operation, device, status);
 """
+SCHEMA += TUNES_SCHEMA
 BASE_SCHEMA = SCHEMA  # what a bundle made before signatures existed holds
 SIGNATURES_SCHEMA = """
 CREATE TABLE signatures (
@@ -75,6 +82,14 @@ CREATE TABLE signatures (
     rows BLOB NOT NULL, signed_at REAL NOT NULL);
 """
 SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
+# Each format's schema, with and without signatures (1: candidates text, a smaller index).
+SCHEMAS: dict[int, tuple[str, ...]] = {
+    FORMAT_VERSION: (SCHEMA, BASE_SCHEMA),
+    1: tuple(
+        s.replace("candidates BLOB", "candidates TEXT").replace(", device, status)", ")")
+        for s in (SCHEMA, BASE_SCHEMA)
+    ),
+}
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 )
@@ -314,6 +329,9 @@ def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple
             conn = _connect(_read_only_uri(path), uri=True)
         try:
             _validate(path, conn, version)
+            if write and version != FORMAT_VERSION:
+                _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
+                _validate(path, conn, FORMAT_VERSION)
         except BaseException:
             conn.close()
             raise
@@ -321,15 +339,17 @@ def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple
 
 
 def _validate(path: Path, conn: sqlite3.Connection, version: int) -> None:
-    if version != FORMAT_VERSION:
+    if version not in SCHEMAS:
         raise BundleError(
-            f"{path}: bundle format version {version}, this warm reads {FORMAT_VERSION}"
+            f"{path}: bundle format version {version}, this warm reads "
+            f"{' and '.join(map(str, sorted(SCHEMAS)))}"
         )
-    expected = warm_schema(SCHEMA)
+    schema, base = SCHEMAS[version]
+    expected = warm_schema(schema)
     select = f"{SCHEMA_SELECT} LIMIT {len(expected) + 8}"
     rows = _retrying(path, lambda: conn.execute(select).fetchall())
     problems = schema_problems(rows, expected)
-    if problems and not schema_problems(rows, warm_schema(BASE_SCHEMA)):
+    if problems and not schema_problems(rows, warm_schema(base)):
         problems = []  # a bundle made before signatures existed: it opens as unsigned
     if problems:  # a trigger, a view, a generated column... could run or change anything
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
@@ -360,6 +380,7 @@ def _write_empty(tmp: Path) -> None:
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages, few wasted
         conn.executescript(
             f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
             f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"

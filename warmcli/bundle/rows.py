@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from warmcli.bundle.candidates import decode
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
 from warmcli.records import TuneRecord, tune_key
@@ -302,6 +303,17 @@ _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("size", _size),
 )
 _STATUSES = {"ok", "failed", "pending"}
+_TUNE_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
+    ("key", _hex64),
+    ("operation", _name),
+    ("shape_key", _text),
+    ("device", _name),
+    ("checksum", _hex64),
+    ("status", _name),
+    ("pick", _name),
+    ("seconds", _seconds),
+    ("measured_at", _seconds),
+)
 
 
 def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
@@ -335,12 +347,9 @@ def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
 
 def _tune_record(row: tuple[object, ...]) -> TuneRecord:
     fields_row = _within_limits(row)
-    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at = fields_row
-    items = _named("candidates", lambda v: _json_value(_text(v)), cands)
-    if not isinstance(items, list):
-        raise _Malformed("candidates: not a JSON list")
+    cands, secs, measured_at = fields_row[7:]
     try:
-        candidates = TuneRecord.candidates_from(items)
+        candidates = decode(cands)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
     for c in candidates:
@@ -349,21 +358,17 @@ def _tune_record(row: tuple[object, ...]) -> TuneRecord:
         # A sum of finite times is finite unless one is not (or it overflows: refused too).
         if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
             raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
-    record_status = _named("status", _name, status)
-    if record_status not in ("measured", "pending"):
-        raise _Malformed(f"status: {record_status[:20]!r} is not a tune status")
-    record = TuneRecord(
-        key=_named("key", _hex64, key),
-        operation=_named("operation", _name, operation),
-        shape_key=_named("shape_key", _text, shape_key),
-        device=_named("device", _name, device),
-        checksum=_named("checksum", _hex64, checksum),
-        status=record_status,
-        pick=None if pick is None else _named("pick", _name, pick),
-        candidates=candidates,
-        seconds=_named("seconds", _seconds, secs),
-        measured_at=_named("measured_at", _seconds, measured_at),
-    )
+    fields: list[object] = []
+    name = "?"
+    try:  # as `_named` for each field, in one frame: stats and verify parse every row
+        values = (*fields_row[:7], secs, measured_at)
+        for (name, check), value in zip(_TUNE_FIELDS, values, strict=True):
+            fields.append(None if value is None and name == "pick" else check(value))
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
+    if fields[5] not in ("measured", "pending"):
+        raise _Malformed(f"status: {str(fields[5])[:20]!r} is not a tune status")
+    record = TuneRecord(*fields[:7], candidates, *fields[7:])  # type: ignore[arg-type]
     if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
         raise _Malformed("key: not the key of its operation, shape, device and candidate set")
     if record.status == "measured":  # production serves only a pick that ran: so must verify

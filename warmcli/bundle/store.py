@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
+from warmcli.bundle.candidates import pack
 from warmcli.bundle.file import (
+    PAGE_BYTES,
     _open_connection,
     _retrying,
     _sqlite_errors,
@@ -216,7 +218,7 @@ class Bundle(BundleAdmin):
             "SELECT size, length(data), typeof(data), "
             "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
             (MAX_BLOB_BYTES, sha256),
-            MAX_BLOB_BYTES,
+            MAX_BLOB_BYTES + PAGE_BYTES,  # a blob held in its row's page is loaded to be measured
         )
         if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
@@ -359,7 +361,7 @@ class Bundle(BundleAdmin):
                         tune.checksum,
                         tune.status,
                         tune.pick,
-                        tune.candidates_json(),
+                        pack(tune.candidates),
                         tune.seconds,
                         tune.measured_at,
                         now,

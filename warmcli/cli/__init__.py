@@ -1,9 +1,9 @@
 """The `warm` command line: parses arguments, calls the library, prints with Rich.
 
 Each command lives in its own module and registers itself on `app` (`warmcli.cli.app`,
-imported first, then every command: no import cycle); what they share
-(consoles, errors, options) is in `common`. The CLI only parses and prints: all work
-is in `warmcli.warming.passes` and the modules below it.
+imported first, then the command a command line names, or every command: no import
+cycle); what they share (consoles, errors, options) is in `common`. The CLI only parses
+and prints: all work is in `warmcli.warming.passes` and the modules below it.
 """
 
 from __future__ import annotations
@@ -16,26 +16,12 @@ import typer
 from warmcli.cli.app import app
 from warmcli.cli.common import fail, json_requested
 
-# isort: split
-from warmcli.cli import check, clean, diff, inspect, merge, remote, run, sign, verify
-
-__all__ = [
-    "app",
-    "check",
-    "clean",
-    "diff",
-    "inspect",
-    "main",
-    "merge",
-    "remote",
-    "run",
-    "sign",
-    "verify",
-]
+__all__ = ["app", "main"]
 
 
 def main() -> None:
     """`warm`: under `--json` a usage error is a JSON object on stdout too, not only text."""
+    app.load(sys.argv[1:2])
     if not json_requested():
         app(prog_name="warm")
         return

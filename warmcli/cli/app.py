@@ -7,6 +7,7 @@ import cycle. It holds no other state and never calls the library.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import typer
@@ -60,8 +61,46 @@ class WarmCommand(TyperCommand):
         return pieces
 
 
+COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
+    "check": "check",
+    "clean": "clean",
+    "devices": "inspect",
+    "diff": "diff",
+    "keygen": "sign",
+    "merge": "merge",
+    "pull": "remote",
+    "push": "remote",
+    "run": "run",
+    "sign": "sign",
+    "stats": "inspect",
+    "verify": "verify",
+}
+
+
 class WarmApp(typer.Typer):
-    """`typer.Typer` whose every command is a `WarmCommand`."""
+    """`typer.Typer` whose every command is a `WarmCommand`, its command modules imported
+    when first needed: `load` imports only the module of the command a command line names
+    (`warm stats` pays for no other command's imports); anything that reads the commands
+    before (help, completion, a test's `CliRunner`) imports them all."""
+
+    _loaded = False
+
+    @property
+    def registered_commands(self) -> list[Any]:
+        if not self._loaded:
+            self.load([])
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value: list[Any]) -> None:
+        self._commands = value
+
+    def load(self, args: list[str]) -> None:
+        """Import the module of the command `args` names, or every command module."""
+        self._loaded = True
+        named = COMMANDS.get(args[0]) if args else None
+        for module in [named] if named else sorted(set(COMMANDS.values())):
+            importlib.import_module(f"warmcli.cli.{module}")
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", WarmCommand)

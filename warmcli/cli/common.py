@@ -11,6 +11,7 @@ This module parses and prints nothing of its own; the commands use it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -225,11 +226,23 @@ def stream_json(doc: dict[str, Any]) -> None:
             continue
         write("[")
         empty = True
-        for item in value:
-            write(f"{'' if empty else ','}\n    {json.dumps(item, default=str)}")
+        for batch in _batches(value):  # written a batch at a time: few calls, little memory
+            write(("," if not empty else "") + ",".join(map(_line, batch)))
             empty = False
         write("]" if empty else "\n  ]")
     write("\n}\n")
+
+
+_encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` makes one a call
+
+
+def _line(item: Any) -> str:
+    return "\n    " + _encode(item)
+
+
+def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
+    while batch := list(itertools.islice(items, size)):
+        yield batch
 
 
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 
-from warmcli.backends.machine import inventory
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -26,7 +25,6 @@ from warmcli.cli.common import (
     stream_json,
 )
 from warmcli.cli.render import line
-from warmcli.cli.render.ops import devices_json, devices_table
 from warmcli.cli.render.stats import stats_renderable, summary_renderable
 from warmcli.ops.stats import summarise
 from warmcli.printable import printable
@@ -78,6 +76,9 @@ def devices(
 ) -> None:
     """The devices warm can use here (the host, and every CUDA device PyCUDA sees), and the
     compiler each backend builds with: its path, its version and why it was chosen."""
+    from warmcli.backends.machine import inventory  # numpy and toolchains: `devices` only
+    from warmcli.cli.render.ops import devices_json, devices_table
+
     machine = guarded(lambda: inventory(nvcc=nvcc, compiler=compiler))
     if as_json:
         emit_json(devices_json(machine))

@@ -39,7 +39,7 @@ from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import KernelRecord, TuneRecord, where
 
 COMPILE_ONLY = "compile-only"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -113,11 +113,6 @@ class CleanReport:
     dry_run: bool
     file_bytes_before: int
     file_bytes_after: int
-
-
-def where(device: str, arch: str) -> str:
-    """A kernel's device and arch in one phrase (a compile-only device is named by its arch)."""
-    return device if device == arch else f"{device} {arch}"
 
 
 def parse_size(text: str) -> int:

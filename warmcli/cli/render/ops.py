@@ -18,10 +18,11 @@ from warmcli.backends.machine import DeviceInfo, Inventory
 from warmcli.bundle.signing import SignatureReport
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
-from warmcli.ops.clean import CleanReport, Removal, where
+from warmcli.ops.clean import CleanReport, Removal
 from warmcli.ops.diff import BundleDiff
 from warmcli.ops.merge import MergeReport
 from warmcli.ops.verify import IntegrityReport
+from warmcli.records import where
 
 
 def _status_line(ok: bool, good: str, bad: str) -> Text:

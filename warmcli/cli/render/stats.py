@@ -16,10 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from warmcli.cli.render import add_row, line, listing, natural, when
-from warmcli.ops.clean import where
 from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import KernelRecord, TuneRecord, where
 
 
 def kernel_json(
