@@ -123,3 +123,25 @@ def test_a_corrupt_format1_row_stays_a_named_corrupt_entry(tmp_path: Path) -> No
     with Bundle.open(path, write=True) as bundle, pytest.raises(BundleError, match="candidates"):
         bundle.tune(_tune(0).key)
     assert json.loads(sqlite3.connect(path).execute("SELECT candidates FROM tunes").fetchone()[0])
+
+
+def test_a_format1_bundle_merges_with_a_format2_one(tmp_path: Path) -> None:
+    """An old bundle and a new one merge (by the real CLI): OUT is in the current format,
+    holds both bundles' tunes, and the old input is left as it was."""
+    import subprocess
+    import sys
+
+    old, new, out = tmp_path / "old.warm", tmp_path / "new.warm", tmp_path / "out.warm"
+    _format1(old, [_tune(0), _tune(1)])
+    with Bundle.create(new) as bundle:
+        bundle.put(tunes=[_tune(2)])
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "merge", old, new, "-o", out],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(out) as merged:
+        assert [merged.tune(_tune(i).key) for i in range(3)] == [_tune(i) for i in range(3)]
+    assert _stored(out) == (FORMAT_VERSION, {"blob"}, str(FORMAT_VERSION))
+    assert _stored(old) == (1, {"text"}, "1")

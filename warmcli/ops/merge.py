@@ -1,20 +1,19 @@
 """Merging bundles: the union of several bundles' kernels and tunes in one new bundle.
 
-Bundles made on several machines or for several architectures are combined by
-key. A kernel key is content-addressed, so a kernel held by two bundles is the
-same kernel: it is stored once, with the latest `last_used` of its sources (a
-merge is not a use). A tune key measured in two bundles keeps the newer
-measurement, and the report says which one won and which was dropped. Bundles of
-different format versions, and files that are no warm bundle, are refused before
-anything is read. The output's write lock is held from the first read to the
-publish, so a writer of the output (a `warm run`, a production write-back, another
-merge into it) waits and then writes into the merged file: no write is lost. The
-result is written to a temporary file beside the output, given the output's mode,
-owner and group, and moved into place only when complete, so a failed merge leaves
-the output as it was and nothing beside it (what a killed merge left is removed by
-the next). The inputs' signatures do not carry over: given a key, the output is
-signed with it (every entry), else the report says the output is unsigned. Nothing
-here prints.
+Bundles made on several machines or for several architectures are combined by key. A
+kernel key is content-addressed, so a kernel held by two bundles is the same kernel: it
+is stored once, with the latest `last_used` of its sources (a merge is not a use). A
+tune key measured in two bundles keeps the newer measurement, and the report says which
+one won and which was dropped. Bundles of a format version this warm does not read, and
+files that are no warm bundle, are refused before anything is read; older formats it
+reads merge into the current one. The output's write lock is held from the first read to
+the publish, so a writer of the output (a `warm run`, a production write-back, another
+merge into it) waits and then writes into the merged file: no write is lost. The result
+is written to a temporary file beside the output, given the output's mode, owner and
+group, and moved into place only when complete, so a failed merge leaves the output as
+it was and nothing beside it (what a killed merge left is removed by the next). The
+inputs' signatures do not carry over: given a key, the output is signed with it (every
+entry), else the report says the output is unsigned. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -27,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmcli.bundle.file import DISK_FULL, check_header, remove_leftovers, unlink_all, write_lock
+from warmcli.bundle.file import (
+    DISK_FULL,
+    SCHEMAS,
+    check_header,
+    remove_leftovers,
+    unlink_all,
+    write_lock,
+)
 from warmcli.bundle.signing import sign, signature_report
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
@@ -63,8 +69,10 @@ class MergeReport:
 
 def check_format_versions(paths: Sequence[Path]) -> None:
     """Refuse a file that is no warm bundle (one line each: empty, foreign), then bundles
-    whose format versions differ, naming each one's version; nothing else is read."""
-    versions: dict[Path, int] = {}
+    of a format version this warm does not read, naming each one's version; nothing else
+    is read. Inputs of different versions it reads merge: OUT is written in the current
+    format (an older input is read as it is, never changed)."""
+    unreadable: dict[Path, int] = {}
     for path in paths:
         if path.is_dir():
             raise MergeError(f"{path}: is a directory, not a bundle")
@@ -72,10 +80,15 @@ def check_format_versions(paths: Sequence[Path]) -> None:
             version, _ = check_header(path)
         except FileNotFoundError:
             raise MergeError(f"{path}: no such bundle") from None
-        versions[path] = version
-    if len(set(versions.values())) > 1:
-        listed = ", ".join(f"{p} (format {v})" for p, v in versions.items())
-        raise MergeError(f"cannot merge bundles of different format versions: {listed}")
+        if version not in SCHEMAS:
+            unreadable[path] = version
+    if unreadable:
+        listed = ", ".join(f"{p} (format {v})" for p, v in unreadable.items())
+        reads = ", ".join(str(v) for v in sorted(SCHEMAS))
+        raise MergeError(
+            f"cannot merge: a format version this warm does not read: {listed} "
+            f"(it reads formats {reads})"
+        )
 
 
 def merge_bundles(
