@@ -296,3 +296,21 @@ def test_a_failed_compile_names_which_candidate(piped: Warm, tmp_path: Path) -> 
     tune = piped.json("stats", path)["tunes"][0]
     failed = next(c for c in tune["candidates"] if c["name"] == "broken")
     assert failed["status"] == "failed" and f"(key {failed['kernel'][:8]})" in note
+
+
+@pytest.mark.parametrize("args", [("stats", "--json"), ("stats",), ("verify", "--json")])
+def test_a_reader_that_goes_away_is_no_error(
+    piped: Warm, named: Path, args: tuple[str, ...]
+) -> None:
+    """`warm stats --json | head`: the pipe closed before warm writes is exit 1 with nothing
+    on stderr (no traceback, no `Broken pipe` error line), as Python's own tools do."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warmcli", args[0], str(named), *args[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=piped.env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before warm writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1 and err == "", err

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -196,11 +197,22 @@ def interrupted(kernels: int, tunes: int) -> NoReturn:
 
 
 def guarded(action: Callable[[], Any]) -> Any:
-    """Run `action`; an expected failure becomes one line and exit 2."""
+    """Run `action`; an expected failure becomes one line and exit 2. The reader of stdout
+    going away (`| head`) is no failure of warm's: exit 1 quietly, as Python's own tools do."""
     try:
         return action()
+    except BrokenPipeError:
+        closed_pipe()
     except EXPECTED as exc:
         fail(str(exc))
+
+
+def closed_pipe() -> NoReturn:
+    """stdout's reader went away: point stdout at /dev/null (so the interpreter's final
+    flush cannot fail again) and exit 1, printing nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(1)
 
 
 def emit_json(doc: Any) -> None:
