@@ -314,3 +314,17 @@ def test_a_reader_that_goes_away_is_no_error(
     proc.stdout.close()  # the reader is gone before warm writes a byte
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 1 and err == "", err
+
+
+def test_a_compiler_named_wrong_is_one_line(piped: Warm) -> None:
+    """`warm devices` with a CUDA compiler warm does not know: one line, exit 2, text or JSON."""
+    env = dict(piped.env, WARM_CUDA_COMPILER="foo")
+    for extra in ((), ("--json",)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", "devices", *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "'foo' is not a CUDA compiler" in proc.stderr + proc.stdout

@@ -145,3 +145,21 @@ def test_a_format1_bundle_merges_with_a_format2_one(tmp_path: Path) -> None:
         assert [merged.tune(_tune(i).key) for i in range(3)] == [_tune(i) for i in range(3)]
     assert _stored(out) == (FORMAT_VERSION, {"blob"}, str(FORMAT_VERSION))
     assert _stored(old) == (1, {"text"}, "1")
+
+
+def test_verify_names_a_format1_bundle_as_format_1(tmp_path: Path) -> None:
+    """`warm verify` reports the format the file is in, not the one this warm writes."""
+    import json as json_module
+    import subprocess
+    import sys
+
+    old = tmp_path / "old.warm"
+    _format1(old, [_tune(0)])
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "verify", old, "--json"],
+        capture_output=True,
+        text=True,
+    )
+    doc = json_module.loads(proc.stdout)
+    assert doc["integrity"]["format_version"] == 1, proc.stdout + proc.stderr
+    assert _stored(old) == (1, {"text"}, "1")  # verify reads, never migrates

@@ -64,6 +64,10 @@ class CompileFailure(WarmError):
         return f"compile of {names} {what}:\n{self.log.strip()}"
 
 
+class ConfigError(WarmError, ValueError):
+    """A setting (an argument or a `WARM_*` variable) with a value warm does not take."""
+
+
 class ArchError(WarmError, ValueError):
     """An architecture string warm cannot build a cubin for."""
 

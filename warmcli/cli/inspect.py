@@ -80,11 +80,11 @@ def devices(
     from warmcli.cli.render.ops import devices_json, devices_table
 
     machine = guarded(lambda: inventory(nvcc=nvcc, compiler=compiler))
+    compilers = guarded(lambda: machine.compilers)  # a compiler named wrong: one line, exit 2
     if as_json:
         emit_json(devices_json(machine))
         return
     out.print(devices_table(machine.devices))
-    compilers = machine.compilers
     if not machine.pycuda:
         out.print(line(PYCUDA_MISSING, style="yellow"))
     for info in compilers:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from warmcli.bundle.file import FORMAT_VERSION
+from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.signing import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
 
@@ -56,7 +57,7 @@ def check_bundle(
     path: str | os.PathLike[str], trusted_keys: Sequence[bytes] | None = None
 ) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
-    report = IntegrityReport(str(path))
+    report = IntegrityReport(str(path), format_version=check_header(Path(path))[0])
     counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
     with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
         for what, problem in bundle.integrity():

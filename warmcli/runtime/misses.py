@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from warmcli import config
 from warmcli.backends.base import Device
-from warmcli.errors import BundleError, StrictMissError
+from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
 from warmcli.runtime.explain import NO_BUNDLE, MissExplanation
 from warmcli.runtime.store import Store
@@ -54,7 +54,7 @@ class Strictness(enum.Enum):
             return cls.WARN
         if text in ("1", "raise", "true", "on", "yes"):
             return cls.RAISE
-        raise ValueError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+        raise ConfigError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
 
 
 @dataclass(frozen=True)
