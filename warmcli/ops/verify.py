@@ -57,9 +57,10 @@ def check_bundle(
     path: str | os.PathLike[str], trusted_keys: Sequence[bytes] | None = None
 ) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
-    report = IntegrityReport(str(path), format_version=check_header(Path(path))[0])
+    report = IntegrityReport(str(path))
     counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
     with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
+        report.format_version = check_header(Path(path))[0]  # the file's, not this warm's
         for what, problem in bundle.integrity():
             if what:
                 setattr(report, counters[what], getattr(report, counters[what]) + 1)
