@@ -276,6 +276,12 @@ class BundleAdmin(SignedRows):
         )
         return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
 
+    def format_version(self) -> int:
+        """The format the open file is in (its header's `user_version`, read through the
+        connection: a format-1 bundle opened read-only stays format 1)."""
+        row = self._one("PRAGMA user_version")
+        return int(row[0]) if row else 0
+
     def count(self, table: str) -> int:
         """How many kernels or tunes the bundle holds."""
         assert table in ("kernels", "tunes")

@@ -20,9 +20,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signing import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
 
@@ -60,7 +59,7 @@ def check_bundle(
     report = IntegrityReport(str(path))
     counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
     with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
-        report.format_version = check_header(Path(path))[0]  # the file's, not this warm's
+        report.format_version = bundle.format_version()  # the file's, not this warm's
         for what, problem in bundle.integrity():
             if what:
                 setattr(report, counters[what], getattr(report, counters[what]) + 1)
