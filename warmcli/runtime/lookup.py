@@ -93,19 +93,20 @@ class BundleLookup:
                     raise
             else:
                 assert identity is not None
-                key = self._served_key(kernel, identity)
-                if key is None:
-                    key = kernel_key(kernel, self.device.arch, identity)
-                    self._identities[key] = identity
+                key = self._served_key(kernel, identity) or self._keyed(kernel, identity)
             self._keys[content] = key
         return key
 
     def own_key(self, kernel: Kernel) -> str:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
-        identity = self.device.compiler(kernel.language).toolchain.identity
+        key = self._keyed(kernel, self.device.compiler(kernel.language).toolchain.identity)
+        self._keys[kernel.content_hash] = key
+        return key
+
+    def _keyed(self, kernel: Kernel, identity: str) -> str:
+        """The kernel's key by the toolchain `identity`, remembered as keyed here."""
         key = kernel_key(kernel, self.device.arch, identity)
         self._identities[key] = identity
-        self._keys[kernel.content_hash] = key
         return key
 
     def keyed_here(self, key: str) -> bool:
