@@ -5,9 +5,11 @@ imports (warm, and numpy with `numpy.random`, which the example uses), loads the
 bundle (if given) with `use_bundle`, takes the production runtime for the host and
 runs the workload once under `Execute` (its first result), then once more on the
 same runtime (everything already loaded: what is left is the workload's own
-compute and dispatch). It prints one JSON object of seconds (`imports`, `first`,
-`again`) and counts, then exits; its parent times the whole process. It never
-writes the bundle.
+compute and dispatch). The workload file is imported as a production process imports
+its own code (by `importlib`, its folder first on `sys.path`), not through warm's
+workload loader, which only `warm run` needs. It prints one JSON object of seconds
+(`imports`, `first`, `again`) and counts, then exits; its parent times the whole
+process. It never writes the bundle.
 """
 
 from __future__ import annotations
@@ -16,14 +18,28 @@ import time
 
 STARTED = time.perf_counter()
 
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy.random  # noqa: E402, F401  (the example's first use would import it)
 
 from warmcli import production  # noqa: E402
 from warmcli.execution.process_mode import default_collector  # noqa: E402
-from warmcli.warming.workload import load_workload  # noqa: E402
+
+
+def load_workload(path: str) -> Callable[[Any], Any]:
+    """The workload file's `workload(runtime)`, imported as its own module."""
+    resolved = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location("workload", resolved)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(resolved.parent))  # it imports the modules beside it
+    spec.loader.exec_module(module)
+    return module.workload  # type: ignore[no-any-return]
 
 
 def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
@@ -33,10 +49,10 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
     if bundle_path:
         production.use_bundle(bundle_path)
     rt = production.runtime("host")
-    workload.function(rt)
+    workload(rt)
     rt.synchronize()
     first = time.perf_counter()
-    workload.function(rt)
+    workload(rt)
     rt.synchronize()
     again = time.perf_counter()
     stats = default_collector().reader().total()

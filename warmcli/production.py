@@ -37,9 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from warmcli import config
-from warmcli.backends.machine import open_devices
-from warmcli.bundle.remote import is_url, local_bundle
-from warmcli.bundle.signing import trusted_keys as read_trusted_keys
+from warmcli.backends.opening import open_devices
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
 from warmcli.home import default_bundle_path
@@ -139,7 +137,7 @@ class _Production:
                 self.looked = True
                 return None
             try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
-                self.bundle = Bundle.open(default, write=write, trusted_keys=read_trusted_keys())
+                self.bundle = Bundle.open(default, write=write, trusted_keys=_trusted_keys())
             except BundleError as exc:
                 if self.policy.strict is Strictness.RAISE:
                     raise
@@ -148,7 +146,7 @@ class _Production:
                 return None
             self.path, self.write = str(default), write
             return self.bundle
-        self.bundle = _open(named, write, read_trusted_keys())
+        self.bundle = _open(named, write, _trusted_keys())
         self.path, self.write = named, write  # set once opened: a failed open raises again
         return self.bundle
 
@@ -196,8 +194,25 @@ class _Production:
 _STATE = _Production()
 
 
+def _trusted_keys(
+    given: Sequence[str | os.PathLike[str]] | None = None,
+) -> list[bytes] | None:
+    """`warmcli.bundle.signing.trusted_keys`, imported only when keys are named: a process that
+    trusts no key never loads the signing layer."""
+    if given is None and config.trusted_keys() is None:
+        return None
+    from warmcli.bundle.signing import trusted_keys
+
+    return trusted_keys(given)
+
+
 def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:
-    """The bundle at a path, or a URL's local copy (read-only: it is the store's)."""
+    """The bundle at a path, or a URL's local copy (read-only: it is the store's). The remote
+    layer is imported only for a location that may be a URL (every URL holds `://`)."""
+    if not (isinstance(location, str) and "://" in location):
+        return Bundle.open(location, write=write, trusted_keys=keys)
+    from warmcli.bundle.remote import is_url, local_bundle
+
     if is_url(location) and write:
         raise BundleError(f"{location}: a bundle named by URL is served read-only")
     path, warning = local_bundle(location)
@@ -224,7 +239,7 @@ def use_bundle(
     is refused (`SignatureError`), and an entry none signed is not served.
     """
     policy = MissPolicy.from_env(strict)
-    keys = read_trusted_keys(trusted_keys) if path is not None else None
+    keys = _trusted_keys(trusted_keys) if path is not None else None
     state = _STATE
     with state.lock:
         state._close()
