@@ -65,7 +65,7 @@ def dispatch_host(size: Size) -> Row:
 
 
 def dispatch_cuda(size: Size) -> Row:
-    from warmcli.backends.machine import cuda_available
+    from warmcli.backends.opening import cuda_available
 
     if not cuda_available():
         return skipped("dispatch_cuda", TARGET, "skipped: no GPU")

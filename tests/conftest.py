@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if "slow" in item.keywords:
                 item.add_marker(skip)
     if any("gpu" in item.keywords for item in items):
-        from warmcli.backends.machine import cuda_available
+        from warmcli.backends.opening import cuda_available
 
         if not cuda_available():
             skip = pytest.mark.skip(reason="no CUDA device (pycuda or a GPU is missing)")

@@ -230,7 +230,7 @@ def test_progress_shows_only_the_bars_a_pass_can_advance(tmp_path: Path) -> None
 
 
 def test_messages_say_what_happened(piped: Warm, tmp_path: Path) -> None:
-    from warmcli.backends.machine import cuda_available
+    from warmcli.backends.opening import cuda_available
 
     if not cuda_available():  # a CUDA workload here: the error says how to build without a GPU
         saxpy = ROOT / "examples" / "saxpy_cuda.py"

@@ -19,7 +19,8 @@ import typer
 from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
-from warmcli.backends.machine import compiler_info, open_devices
+from warmcli.backends.machine import compiler_info
+from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from warmcli.backends.machine import open_devices
+from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (

@@ -1,0 +1,79 @@
+"""Opening devices by name: `host`, `cuda`, `cuda:N`, `auto`, or GPU-less architectures.
+
+`auto` is the workload's own `DEVICE` if it names one, else every CUDA device when
+one is present (`cuda_available`), else the host. `--arch sm_90` opens a compile-only
+CUDA device per architecture, with no driver and no GPU; the highest of them (or of
+the GPUs) keeps PTX beside its cubins when asked. CUDA modules are imported only when
+a CUDA device is asked for, so this works on a machine with no driver, and a process
+that opens the host imports no more than the host backend (not the machine inventory,
+`warmcli.backends.machine`, which uses this module to open what it lists). The module
+opens devices and keeps none; it never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.host import HostDevice
+
+
+def cuda_available() -> bool:
+    try:
+        from warmcli.backends.cuda.device import list_cuda_devices
+    except ImportError:
+        return False
+    return bool(list_cuda_devices())
+
+
+def open_devices(
+    spec: str = "auto",
+    archs: Sequence[str] = (),
+    *,
+    hint: str | None = None,
+    cc: str | None = None,
+    nvcc: str | None = None,
+    compiler: str | None = None,
+    ptx: str | None = None,
+) -> list[Device]:
+    """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
+
+    `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
+    `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
+    highest architecture keep PTX beside its cubins; None keeps none.
+    """
+    if archs:
+        from warmcli.backends.cuda.arch import ArchDevice
+
+        devices: list[Device] = [
+            ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
+        ]
+        return _keep_ptx(devices, ptx)
+    if spec == "auto":
+        spec = hint or ("cuda" if cuda_available() else "host")
+    if spec == "host":
+        return [HostDevice(cc)]
+    if spec == "cuda" and not cuda_available():
+        raise DeviceError(
+            "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
+            "without a GPU, give the architecture: --arch sm_90 (repeat for several)"
+        )
+    if spec == "cuda" or spec.startswith("cuda:"):
+        from warmcli.backends.cuda.device import open_cuda_devices
+
+        return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
+    raise DeviceError(f"unknown device {spec!r}: use host, cuda, cuda:N or --arch sm_XX")
+
+
+def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
+    """Have the device of the highest architecture keep PTX (one PTX per kernel)."""
+    if ptx and devices:
+        from warmcli.backends.cuda.ptx import PtxError, check_ptx_arch
+
+        try:
+            check_ptx_arch(ptx)
+        except PtxError as exc:
+            raise DeviceError(str(exc)) from None
+        highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
+        highest.compilers.ptx = ptx  # type: ignore[attr-defined]
+    return devices
