@@ -21,7 +21,6 @@ import contextlib
 import ctypes
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -95,6 +94,8 @@ def stop_compilers() -> int:
     _Live.refusing = True
     killed = 0
     for pgid in list(_Live.groups):
+        import signal  # imported by `run_compiler`, which every live group came from
+
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
             killed += 1
@@ -122,10 +123,12 @@ def _tie_to_parent() -> Callable[[], None] | None:
     """A `preexec_fn` that kills the compiler when the thread that started it dies (Linux)."""
     if not sys.platform.startswith("linux"):
         return None
-    prctl, parent = _prctl(), os.getpid()  # libc looked up here, in the parent
+    import signal
+
+    prctl, parent, kill = _prctl(), os.getpid(), signal.SIGKILL  # looked up here, in the parent
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
 
@@ -153,7 +156,8 @@ def run_compiler(
     """
     if _Live.refusing:
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
-    import subprocess  # imported on first use: a serving process never compiles
+    import signal  # imported on first use, as `subprocess`: a serving process never compiles
+    import subprocess
 
     started = time.perf_counter()
     try:

@@ -1,0 +1,82 @@
+"""A process that only serves imports only what serving needs (issue 16, the import diet).
+
+A fresh process imports warm, loads a bundle `warm run` made with `use_bundle`, and runs
+the host example from it; what only a writer, a compiler, a miss, a URL, signed bundles,
+the machine inventory or the CLI needs must not be imported by then (each is imported
+on first use)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import EXAMPLES, ROOT, Warm
+
+# Never imported by a process that serves everything from a local, unsigned bundle.
+NOT_WHILE_SERVING = (
+    "subprocess",  # running a compiler
+    "signal",  # stopping a compiler
+    "filelock",  # writing a bundle, fetching a URL
+    "tempfile",  # writing
+    "concurrent.futures",  # compiling in parallel
+    "platformdirs",  # the default home (WARM_HOME is set)
+    "logging",  # explaining a miss
+    "http.client",  # fetching a URL
+    "cryptography",  # signatures
+    "rich",
+    "typer",
+    "warmcli.bundle.remote",
+    "warmcli.bundle.signing",
+    "warmcli.backends.machine",
+    "warmcli.backends.batch",
+    "warmcli.runtime.tune_guard",
+    "warmcli.warming",
+    "warmcli.ops",
+    "warmcli.cli",
+)
+
+SERVE = """
+import json, sys
+sys.path.insert(0, {examples!r})
+import warmcli, matmul_host
+warmcli.use_bundle({bundle!r})
+rt = warmcli.runtime("host")
+matmul_host.workload(rt)
+rt.synchronize()
+print(json.dumps([sorted(sys.modules), len(warmcli.report().misses)]))
+"""
+
+
+def test_a_serving_process_imports_nothing_only_a_writer_compiler_or_miss_needs(
+    warm: Warm, bundle_path: Path
+) -> None:
+    warm.json("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path)
+    code = SERVE.format(examples=str(EXAMPLES), bundle=str(bundle_path))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=warm.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    modules, misses = json.loads(out)
+    assert misses == 0  # served everything: nothing compiled, nothing tuned
+    imported = [
+        m for m in modules if any(m == n or m.startswith(f"{n}.") for n in NOT_WHILE_SERVING)
+    ]
+    assert not imported
+
+
+def test_import_warmcli_alone_imports_no_submodule_but_its_version() -> None:
+    code = "import json, sys, warmcli; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert [m for m in json.loads(out) if m.startswith("warmcli")] == [
+        "warmcli",
+        "warmcli._version",
+    ]
