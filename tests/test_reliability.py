@@ -85,6 +85,28 @@ def test_compile_error_log_has_the_kernels_file_and_line(warm: Warm, workload_fi
     assert "bad.c:3:" in proc.stderr and "nope" in proc.stderr
 
 
+def test_an_undefined_symbol_is_a_compile_error_and_never_stored(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """A host kernel calling a function nothing defines fails to link (naming it) instead of
+    being stored as a binary that cannot load; the good kernel of the same batch is stored,
+    and check/verify then have nothing unloadable to pass."""
+    path = workload_file(
+        "from warmcli import Kernel\n"
+        "GOOD = Kernel('void g(int *p, int n) { p[0] = n; }', 'g', 'Pi')\n"
+        "BAD = Kernel('void nothere(int *p);\\nvoid k(int *p, int n) { nothere(p); }', 'k', 'Pi')\n"
+        "def workload(rt):\n"
+        "    b = rt.buffer(4, 'int32')\n"
+        "    rt.launch(GOOD, b, 1)\n"
+        "    rt.launch(BAD, b, 1)\n",
+        "undefined.py",
+    )
+    proc = warm("run", path, "--bundle", bundle_path)
+    one_error_line(proc, f"{path}:7", "kernel k failed to compile")
+    assert "undefined reference" in proc.stderr and "nothere" in proc.stderr
+    assert [k["entry"] for k in warm.json("stats", bundle_path)["kernels"]] == ["g"]
+
+
 def alive(pid: int) -> bool:
     """Whether a process runs (a zombie waiting for its reaper does not)."""
     try:

@@ -248,6 +248,11 @@ def test_push_names_what_it_supports(
     assert proc.returncode == 2 and "s3://bucket/key or https:// URLs" in proc.stderr
     proc = warm("push", full, "http://127.0.0.1:9/b.warm")  # nothing listens: discard port
     assert proc.returncode == 2 and "store unreachable" in proc.stderr
+    url = "http://bundles.example.com/b.warm"  # plain http off this machine: refused
+    for command in (("push", full), ("pull",), ("stats",), ("verify",)):
+        proc = warm(*command, url)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "plain http:// is refused" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.fixture

@@ -87,6 +87,22 @@ def test_letters_entry_and_count_mistakes_stop_warm_run(
     assert "symbol" not in err
 
 
+def test_an_entry_whose_declaration_does_not_compile_is_not_called_missing(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """The entry is there but its declaration fails (an unknown type): the message says so
+    and shows the compiler's error, never "defines no function named X ... defines: X"."""
+    text = HOST.replace("int n, float s", "my_int n, float s")
+    text = text.replace("ENTRY", "'scale'").replace("LETTERS", "'Pif'")
+    proc = warm("run", workload_file(text.replace("ARGS", "(x, 4, 2.0)")), "--bundle", bundle_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "kernel scale: its function 'scale' does not compile" in proc.stderr
+    assert "unknown type name" in proc.stderr
+    assert "defines no function" not in proc.stderr
+    assert not bundle_path.exists()
+
+
 @pytest.mark.parametrize(
     ("letters", "complaint"),
     [

@@ -1,4 +1,4 @@
-"""Bundles named by URL: `https://` (and `http://`) and `s3://bucket/key`.
+"""Bundles named by URL: `https://` (`http://` only to this machine) and `s3://bucket/key`.
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it
 is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
@@ -11,7 +11,7 @@ bundle, the last good copy is used and `Fetched.warning` says why (the caller
 shows it once); without one, `RemoteError`. `push` uploads a bundle (checked first
 to be one) whole, in one request, so a reader never sees a torn object and of two
 concurrent pushes one wins whole: to an `s3://` URL with its sha256 in the object's
-metadata; to an `https://` (or `http://`) URL as an HTTP PUT, the way a presigned
+metadata; to an `https://` URL as an HTTP PUT, the way a presigned
 object-store URL takes an upload, with `Content-MD5` (which S3, GCS and Azure check
 against the body) and the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
 store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
@@ -20,7 +20,9 @@ push) leaves it as the other push made it, and `push` says so. The S3 client is
 boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint and
 credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
 ...). A download is a bundle from elsewhere: untrusted input, opened by
-`warmcli.bundle.store` like any other.
+`warmcli.bundle.store` like any other. Plain `http://` is refused unless the host is this
+machine (`localhost`, a loopback address): anyone on the path could change the bundle or
+the sha256 announced beside it, as pip refuses an untrusted plain-http index.
 This module never prints.
 """
 
@@ -130,8 +132,27 @@ def _store(url: str) -> _Http | _S3:
     return _S3(url) if urlsplit(url).scheme == "s3" else _Http(url)
 
 
+def _loopback(host: str | None) -> bool:
+    import ipaddress
+
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class _Http:
     def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme == "http" and not _loopback(parts.hostname):
+            raise RemoteError(
+                f"{url}: plain http:// is refused (anyone on the way could change the bundle): "
+                "use https://; http:// is taken only for this machine (localhost, 127.0.0.1)"
+            )
         self.url = url
 
     def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:

@@ -8,9 +8,10 @@ the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
 `dlopen`: no RELRO (no `mprotect` after relocation) and stripped of its static
 symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
-which takes a load from about 80 µs to about 25 µs. The compiler is `WARM_CC`,
-else `cc`. This module owns a scratch directory per call and nothing else: it
-never loads what it builds and keeps no cache.
+which takes a load from about 80 µs to about 25 µs; and with `-z defs`, so a symbol
+nothing defines is a link error naming it, never a stored binary that cannot load.
+The compiler is `WARM_CC`, else `cc`. This module owns a scratch directory per call
+and nothing else: it never loads what it builds and keeps no cache.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from warmcli.backends.compiler import (
 from warmcli.backends.toolchain import Toolchain, probe
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared")
+# Linux: a symbol the object leaves undefined is a link error naming it, not a binary
+# that is stored and then cannot load (libc and libm, linked below, resolve theirs).
+DEFS_FLAGS: tuple[str, ...] = ("-Wl,-z,defs",) if sys.platform.startswith("linux") else ()
 # Linux: no RELRO (GNU ld, gold and lld all take it), stripped unless the kernel asks for -g.
 FAST_LOAD_FLAGS: tuple[str, ...] = ("-Wl,-z,norelro",) if sys.platform.startswith("linux") else ()
 STRIP_FLAGS: tuple[str, ...] = ("-s",) if sys.platform.startswith("linux") else ()
@@ -73,7 +77,7 @@ class HostCompiler:
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
-        flags = [*BASE_FLAGS, *load_flags(options)]
+        flags = [*BASE_FLAGS, *DEFS_FLAGS, *load_flags(options)]
         return [self.toolchain.path, *flags, *options, "-o", output, source, "-lm"]
 
     def compile_group(
