@@ -4,13 +4,14 @@
 and every sample, reason) as little-endian fields: counts and lengths as uint32,
 times as float64 (every sample kept exactly, never rounded). A kernel key that is a
 sha256 in hex is written as its 32 bytes (format 2), or, given `intern` (format 3),
-as the uint32 id under which the bundle holds those 32 bytes once (`tune_kernels`:
-a tune's candidates name the same few kernels as thousands of others). The
-document is stored deflated when that is shorter (format 3: raw deflate, no zlib
-header); a leading tag byte says which form. `canonical` is one fixed form of a
-list of candidates (format 2's, never deflated, every key whole): what a signature
-covers of a format-3 row, so a signed row names its kernels, not their ids. `unpack`
-reads every form back as untrusted input (an id through `kernel_key`):
+as its index in the document's head: the uint32 ids under which the bundle holds
+each kernel's 32 bytes once (`tune_kernels`: a tune's candidates name the same few
+kernels as thousands of others). The fields are stored deflated when that is
+shorter (format 3: raw deflate, no zlib header; its head of ids never deflated); a
+leading tag byte says which form. `signed_form` is what a signature covers of a
+format-3 document: it, and the kernel keys its ids stand for, read from the head
+without inflating anything. `unpack` reads every form back as untrusted input (an
+id through `kernel_key`):
 the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
 warm's memory), every count and length is checked against the bytes that remain
 before anything is read, and anything that is not what `pack` writes is a
@@ -45,7 +46,8 @@ def _text(value: str) -> bytes:
     return _U32.pack(len(raw)) + raw
 
 
-def _encode(items: tuple[CandidateMeasurement, ...], intern: Intern | None) -> bytes:
+def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> bytes:
+    """The fields of `items`; a kernel key in hex as its 32 bytes, or as `index` of them."""
     parts = [_U32.pack(len(items))]
     for c in items:
         hex_key = len(c.kernel_key) == 64 and _HEX.issuperset(c.kernel_key)
@@ -54,10 +56,10 @@ def _encode(items: tuple[CandidateMeasurement, ...], intern: Intern | None) -> b
         parts += (_FLAGS.pack(flags | code << _STATUS_SHIFT), _text(c.name))
         if not hex_key:
             parts.append(_text(c.kernel_key))
-        elif intern is None:
+        elif index is None:
             parts.append(bytes.fromhex(c.kernel_key))
         else:
-            parts.append(_U32.pack(intern(bytes.fromhex(c.kernel_key))))
+            parts.append(_U32.pack(index(bytes.fromhex(c.kernel_key))))
         if code == len(_STATUSES):
             parts.append(_text(c.status))
         if c.seconds is not None:
@@ -70,20 +72,20 @@ def _encode(items: tuple[CandidateMeasurement, ...], intern: Intern | None) -> b
 def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = None) -> bytes:
     """The stored form of `candidates`: format 3's with `intern` (a kernel key's 32 bytes
     to the id the bundle holds them under), else format 2's (see the module doc)."""
-    raw = _encode(tuple(candidates), intern)
+    items = tuple(candidates)
     if intern is None:
-        deflated, tags = zlib.compress(raw, 6), (RAW, DEFLATED)
+        raw = _encode(items, None)
+        deflated, tags, head = zlib.compress(raw, 6), (RAW, DEFLATED), b""
     else:
+        local: dict[bytes, int] = {}  # this tune's kernels, in the order it names them
+        raw = _encode(items, lambda key: local.setdefault(key, len(local)))
+        ids = [intern(key) for key in local]
+        head = _U32.pack(len(ids)) + struct.pack(f"<{len(ids)}I", *ids)
         packer = zlib.compressobj(9, zlib.DEFLATED, _RAW_DEFLATE)
         deflated, tags = packer.compress(raw) + packer.flush(), (INTERNED, INTERNED_DEFLATED)
     if len(deflated) < len(raw):
-        return bytes((tags[1],)) + deflated
-    return bytes((tags[0],)) + raw
-
-
-def canonical(candidates: Iterable[CandidateMeasurement]) -> bytes:
-    """One fixed form of `candidates` whatever stored them: format 2's, not deflated."""
-    return bytes((RAW,)) + _encode(tuple(candidates), None)
+        return bytes((tags[1],)) + head + deflated
+    return bytes((tags[0],)) + head + raw
 
 
 def interned(value: object) -> bool:
@@ -91,16 +93,34 @@ def interned(value: object) -> bool:
     return isinstance(value, bytes) and value[:1] in (b"\x02", b"\x03")
 
 
-def _inflate(data: bytes) -> bytes:
+def kernel_ids(data: bytes) -> tuple[tuple[int, ...], int]:
+    """The ids a format-3 document names its kernels by, and where its fields start."""
+    if len(data) < 5:
+        raise ValueError("cut short")
+    (n,) = _U32.unpack_from(data, 1)
+    if n > (len(data) - 5) // 4:
+        raise ValueError("cut short")
+    return struct.unpack_from(f"<{n}I", data, 5), 5 + 4 * n
+
+
+def signed_form(data: bytes, kernel_key: KernelKey) -> bytes:
+    """What a signature covers of a format-3 document: it, then the 32 bytes of each kernel
+    key its ids stand for (so a signed tune names its kernels, not their ids)."""
+    ids, _ = kernel_ids(data)
+    return data + b"".join(bytes.fromhex(kernel_key(i)) for i in ids)
+
+
+def _inflate(data: bytes, at: int = 1) -> bytes:
+    """The fields of a document whose tag is `data[0]` and whose fields start at `at`."""
     if not data:
         raise ValueError("an empty document")
     if data[0] in (RAW, INTERNED):
-        return data[1:]
+        return data[at:]
     if data[0] not in (DEFLATED, INTERNED_DEFLATED):
         raise ValueError(f"tag {data[0]} is not a candidates encoding")
     inflater = zlib.decompressobj(zlib.MAX_WBITS if data[0] == DEFLATED else _RAW_DEFLATE)
     try:
-        raw = inflater.decompress(data[1:], MAX_PACKED_BYTES)
+        raw = inflater.decompress(data[at:], MAX_PACKED_BYTES)
     except zlib.error as exc:
         raise ValueError(f"not deflated ({exc})") from None
     if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
@@ -135,10 +155,15 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
     """The candidates `pack` stored in `data` (an interned kernel key's id read through
     `kernel_key`); `ValueError` if it is not what `pack` writes."""
     data = bytes(data)
-    raw = _inflate(data)
-    ids = data[0] in (INTERNED, INTERNED_DEFLATED)
-    if ids and kernel_key is None:
-        raise ValueError("kernel keys by id, where the bundle holds none")
+    keys: list[str] | None = None
+    if interned(data):
+        if kernel_key is None:
+            raise ValueError("kernel keys by id, where the bundle holds none")
+        ids, at = kernel_ids(data)
+        keys = [kernel_key(i) for i in ids]
+        raw = _inflate(data, at)
+    else:
+        raw = _inflate(data)
     out = []
     try:  # one frame, few calls: a stats or verify of 100,000 tunes unpacks them all
         (count,) = _U32.unpack_from(raw, 0)
@@ -149,9 +174,11 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
             if code > len(_STATUSES) or flags & ~(_SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT):
                 raise ValueError(f"flags {flags:#x} are not a candidate's")
             name, at = _text_at(raw, at + 1)
-            if flags & _HEX_KEY and ids:
-                (kernel_id,) = _U32.unpack_from(raw, at)
-                key, at = kernel_key(kernel_id), at + 4  # type: ignore[misc]
+            if flags & _HEX_KEY and keys is not None:
+                (local,) = _U32.unpack_from(raw, at)
+                if local >= len(keys):
+                    raise ValueError(f"kernel {local} of {len(keys)}")
+                key, at = keys[local], at + 4
             elif flags & _HEX_KEY:
                 if at + 32 > len(raw):
                     raise ValueError("cut short")

@@ -143,11 +143,12 @@ class RowReader:
         """The kernel key (hex) a format-3 tune's candidates name by `kernel_id` (its row of
         `tune_kernels`, read once and kept: ids are never renumbered); `ValueError` if the
         bundle holds no such id. Kept ids are bounded (`KEPT_KERNEL_KEYS`), whatever the bundle."""
+        kept: dict[int, str] | None = self.__dict__.get("_kernel_keys")
+        key = kept.get(kernel_id) if kept is not None else None
+        if key is not None:  # each row of a listing names a few: read once each
+            return key
         with self._lock:
-            kept: dict[int, str] = self.__dict__.setdefault("_kernel_keys", {})
-            key = kept.get(kernel_id)
-            if key is not None:
-                return key
+            kept = self.__dict__.setdefault("_kernel_keys", {})
             try:
                 row = self._conn.execute(
                     "SELECT CASE WHEN length(key) = 32 THEN key END FROM tune_kernels WHERE id = ?",

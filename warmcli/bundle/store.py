@@ -56,6 +56,7 @@ from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_SELECT,
     _tune_record,
+    interner,
     key_param,
     signed_values,
     tune_values,
@@ -357,15 +358,7 @@ class Bundle(BundleAdmin):
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],
             )
-            interned: dict[bytes, int] = {}  # a kernel key's id, looked up once per write
-
-            def intern(key: bytes) -> int:
-                if key not in interned:
-                    conn.execute("INSERT OR IGNORE INTO tune_kernels (key) VALUES (?)", (key,))
-                    row = conn.execute("SELECT id FROM tune_kernels WHERE key = ?", (key,))
-                    interned[key] = int(row.fetchone()[0])
-                return interned[key]
-
+            intern = interner(conn)
             for tune in tunes:
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",

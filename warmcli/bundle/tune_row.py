@@ -8,18 +8,20 @@ is the one parser of a tune row: every field checked (a tune's key against its
 fields, a measured tune's pick one of its candidates that ran), the candidates
 unpacked (`warmcli.bundle.candidates`; an interned kernel key read through the
 reader's `kernel_key`). `signed_values` is what a signature covers of a row (its
-candidates in their `canonical` form where they name kernels by id, so a signature
-covers the kernel keys, not the ids), and `tune_values` is the row `Bundle.put`
-writes. It holds no state and reads nothing itself.
+candidates' `signed_form` where they name kernels by id, so a signature covers the
+kernel keys, not only the ids), and `tune_values` is the row `Bundle.put`
+writes (its kernel keys interned by `interner`, through the writer's connection). It
+holds no state and opens nothing itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import sqlite3
 from collections.abc import Sequence
 
-from warmcli.bundle.candidates import Intern, KernelKey, canonical, decode, interned, pack
+from warmcli.bundle.candidates import Intern, KernelKey, decode, interned, pack, signed_form
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -100,14 +102,30 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
     )
 
 
+def interner(conn: sqlite3.Connection) -> Intern:
+    """Inside one write transaction on `conn`: a kernel key's id in `tune_kernels`, the key
+    added where it is new (each key looked up once by the function returned)."""
+    ids: dict[bytes, int] = {}
+
+    def intern(key: bytes) -> int:
+        if key not in ids:
+            conn.execute("INSERT OR IGNORE INTO tune_kernels (key) VALUES (?)", (key,))
+            row = conn.execute("SELECT id FROM tune_kernels WHERE key = ?", (key,)).fetchone()
+            ids[key] = int(row[0])
+        return ids[key]
+
+    return intern
+
+
 def signed_values(row: Sequence[object], kernel_key: KernelKey) -> tuple[object, ...]:
     """What a signature covers of a tune row (its `TUNE_COLUMNS`): as read, but candidates
-    that name kernels by id in their `canonical` form (as read where they do not unpack)."""
+    that name kernels by id with those kernels' keys (`signed_form`; as read where an id
+    is not one the bundle holds)."""
     values = tuple(row[:TUNE_WIDTH])
     cands = values[_CANDIDATES]
     if interned(cands):
         with contextlib.suppress(ValueError, KeyError, TypeError, OverflowError):
-            cands = canonical(decode(cands, kernel_key))
+            cands = signed_form(cands, kernel_key)
     return (*values[:_CANDIDATES], cands, *values[_CANDIDATES + 1 :])
 
 
