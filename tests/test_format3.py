@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_compact_tunes import _format1
 
 from warmcli.bundle.candidates import INTERNED, decode, kernel_ids, pack, signed_form, unpack
-from warmcli.bundle.file import APPLICATION_ID, FORMAT_VERSION, SCHEMAS
+from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signing import DOMAIN, key_id, row_hash, signature_report
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
@@ -70,19 +71,7 @@ def test_interned_candidates_keep_every_field_and_sample() -> None:
 def _format2(path: Path, tunes: list[TuneRecord]) -> None:
     """A bundle as warm wrote format 2: keys, checksums and statuses as text, candidates
     packed with every kernel key whole."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.executescript(
-        f"BEGIN; {SCHEMAS[2][0]} PRAGMA application_id = {APPLICATION_ID}; "
-        "PRAGMA user_version = 2; COMMIT;"
-    )
-    conn.execute("INSERT INTO manifest VALUES ('format_version', '2')")
-    for t in tunes:
-        row = (t.key, t.operation, t.shape_key, t.device, t.checksum, t.status, t.pick)
-        conn.execute(
-            "INSERT INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (*row, pack(t.candidates), t.seconds, t.measured_at, 0.0),
-        )
-    conn.close()
+    _format1(path, tunes, version=2)
 
 
 def _types(path: Path) -> tuple[int, set[tuple[str, ...]], int]:
@@ -127,8 +116,6 @@ def test_format2_is_read_as_it_is_and_migrated_on_a_write_open(tmp_path: Path) -
 def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
     """A format-1 file (candidates JSON) becomes format 3 at `warm clean`; stats, verify,
     diff and merge read both the old file and the migrated one."""
-    from test_compact_tunes import _format1
-
     old, new = tmp_path / "one.warm", tmp_path / "three.warm"
     tunes = [_tune(0), _tune(1, "pending")]
     for path in (old, new):
