@@ -1,14 +1,17 @@
 """A synthetic bundle of 10,000 kernels and 100,000 tunes (rows `scale_*`, `*_scale`).
 
 The bundle is written with warm's own schema (`Bundle.create`, then one
-transaction of plain inserts, much faster to build than 10,000 `put`s): kernels
+transaction of plain kernel inserts, much faster to build than 10,000 `put`s, and
+one `put` of every tune, so tunes are stored in the bundle's own format): kernels
 over two architectures with distinct random blobs, tunes over fifty operations
 with four candidates each. `scale_open` is the time to open it and serve one
 lookup (a kernel record, its blob checked against its sha256, a tune) against
 its 50 ms budget, with the same lookup on a one-kernel bundle beside it.
 `scale_stats` is the wall time of the real `warm stats` command on it, less that
 of `warm --version` (the CLI's own start-up, not the bundle's doing), against
-1 s. The file's size is reported against the sum of its blobs. `stats_json_scale`
+1 s. `bundle_size` is the file's size over the sum of its blobs' bytes, against 3×
+(every sample of every tune kept), with where the bytes go (SQLite's `dbstat`, where
+this SQLite has it). `stats_json_scale`
 and `verify_scale` run `warm stats --json` and `warm verify` on it once each, a
 whole process, against 3 s and 300 MB of peak memory.
 """
@@ -19,16 +22,17 @@ import hashlib
 import json
 import os
 import random
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
 
 from bench.rows import ROOT, Row, Size, at_most, best_of, ms, python, python_peak
-from warmcli.bundle.candidates import pack
 from warmcli.bundle.store import Bundle
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 OPEN_BUDGET = 0.050
+SIZE_RATIO = 3.0  # a bundle's file over its blobs' bytes
 STATS_BUDGET = 1.0
 BOUNDED_SECONDS = 3.0
 BOUNDED_BYTES = 300e6
@@ -71,7 +75,7 @@ def build(path: Path, kernels: int, tunes: int, seed: int = 0) -> tuple[list[str
                 0,
             )
         )
-    tune_rows = []
+    tune_records = []
     for i in range(tunes):
         op = f"op{i % OPERATIONS}"
         seconds = [1e-4 * (1 + rng.random()) for _ in range(4)]
@@ -83,31 +87,18 @@ def build(path: Path, kernels: int, tunes: int, seed: int = 0) -> tuple[list[str
         checksum = _key("checksum", op)
         shape, device = f"float32[{i}]", ARCHS[i % 2]
         key = tune_key(op, shape, device, checksum)  # the bundle checks a tune's key
-        record = TuneRecord(key, op, shape, device, checksum, "measured", pick, candidates)
-        tune_rows.append(
-            (
-                key,
-                op,
-                shape,
-                device,
-                checksum,
-                "measured",
-                pick,
-                pack(record.candidates),
-                0.01,
-                0,
-                0,
-            )
+        tune_records.append(
+            TuneRecord(key, op, shape, device, checksum, "measured", pick, candidates, 0.01)
         )
     bundle = Bundle.create(path)
     try:
         with bundle.transaction() as conn:
             conn.executemany("INSERT INTO blobs VALUES (?, ?, ?)", blob_rows)
             conn.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * 14)})", kernel_rows)
-            conn.executemany(f"INSERT INTO tunes VALUES ({','.join('?' * 11)})", tune_rows)
+        bundle.put(tunes=tune_records)  # in the bundle's own format (keys as bytes, ids...)
     finally:
         bundle.close()
-    return [r[0] for r in kernel_rows], [r[0] for r in tune_rows], sum(r[1] for r in blob_rows)
+    return [r[0] for r in kernel_rows], [t.key for t in tune_records], sum(r[1] for r in blob_rows)
 
 
 def open_and_lookup(path: Path, kernel_key: str, tune_key: str) -> None:
@@ -131,6 +122,7 @@ def scale(size: Size) -> list[Row]:
         opened = best_of(repeats, lambda: open_and_lookup(big, mid_k, mid_t))
         opened_small = best_of(repeats, lambda: open_and_lookup(small, small_k[0], small_t[0]))
         on_disk = big.stat().st_size
+        where = _where_bytes_go(big)
         env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
         env["COLUMNS"] = "200"
         env["PYTHONPATH"] = str(ROOT)
@@ -142,8 +134,11 @@ def scale(size: Size) -> list[Row]:
     what = f"{len(kernels):,} kernels, {len(tunes):,} tunes (built in {built:.1f} s)"
     open_detail = (
         f"{what}: open + one kernel, its blob and one tune {ms(opened)} "
-        f"(one-kernel bundle {ms(opened_small)}); {on_disk / 2**20:.1f} MiB on disk for "
-        f"{blob_bytes / 2**20:.1f} MiB of blobs ({on_disk / blob_bytes:.2f}×)"
+        f"(one-kernel bundle {ms(opened_small)})"
+    )
+    size_detail = (
+        f"{what}: {on_disk / 2**20:.1f} MiB on disk for {blob_bytes / 2**20:.1f} MiB of "
+        f"blobs, every sample kept{where}"
     )
     own = max(stats_s - version_s, 0.0)
     stats_detail = (
@@ -153,10 +148,28 @@ def scale(size: Size) -> list[Row]:
     )
     return [
         at_most("scale_open", opened / OPEN_BUDGET, 1.0, open_detail, "of 50 ms"),
+        at_most("bundle_size", on_disk / blob_bytes, SIZE_RATIO, size_detail, "file / blobs"),
         at_most("scale_stats", own / STATS_BUDGET, 1.0, stats_detail, "of 1 s"),
         _bounded("stats_json_scale", "warm stats --json", what, stats_json),
         _bounded("verify_scale", "warm verify", what, verify),
     ]
+
+
+def _where_bytes_go(path: Path) -> str:
+    """ "; tables with their indexes: NAME X MiB, ..." from SQLite's `dbstat` ("" without it)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat AS d "
+            "LEFT JOIN sqlite_master AS m ON m.name = d.name GROUP BY 1 ORDER BY 2 DESC LIMIT 4"
+        ).fetchall()
+    except sqlite3.Error:
+        return ""
+    finally:
+        conn.close()
+    return "; tables with their indexes: " + ", ".join(
+        f"{name} {size / 2**20:.1f} MiB" for name, size in rows
+    )
 
 
 def _bounded(name: str, command: str, what: str, run: tuple[int, float, int]) -> Row:

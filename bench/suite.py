@@ -28,7 +28,10 @@ FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
         lambda s: [dispatch.dispatch_host(s), dispatch.dispatch_cuda(s)],
         ("dispatch_host", "dispatch_cuda"),
     ),
-    "scale": (scale.scale, ("scale_open", "scale_stats", "stats_json_scale", "verify_scale")),
+    "scale": (
+        scale.scale,
+        ("scale_open", "bundle_size", "scale_stats", "stats_json_scale", "verify_scale"),
+    ),
     "overhead": (lambda s: [overhead.pass_overhead(s)], ("pass_overhead",)),
     "shard": (lambda s: [shard.shard_speedup(s)], ("shard_speedup",)),
 }

@@ -4,7 +4,8 @@
 (`Bundle.create`) and fills it in one transaction: `kernels` kernels over two
 architectures sharing `BLOBS` real binaries (a batch shares one), and `tunes`
 tunes over `OPERATIONS` operations with four measured candidates each, every row
-valid as warm writes it (candidates packed, a tune's key is `tune_key` of its fields). It owns no
+valid as warm writes it (format 3: keys as bytes, candidates packed with their kernel keys
+interned, a tune's key is `tune_key` of its fields). It owns no
 state; the tests of bounded memory and time run the real CLI over its output, each
 in a process of its own whose peak memory `peak_rss` reads.
 """
@@ -18,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from warmcli.bundle.migrate import pack_json
+from warmcli.bundle.candidates import decode, pack
+from warmcli.bundle.migrate import as_bytes
 from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 
@@ -46,8 +48,8 @@ _TUNES = f"""
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
 c(j) AS (VALUES (0), (1), (2), (3))
 INSERT INTO tunes SELECT
-    warm_tune_key(op, shape, device, checksum), op, shape, device, checksum, 'measured', 'c0',
-    warm_pack((SELECT {_CANDIDATES} FROM c)), 0.01, 1000.0, 1000.0
+    warm_bytes(warm_tune_key(op, shape, device, checksum)), op, shape, device,
+    warm_bytes(checksum), 0, 'c0', warm_pack((SELECT {_CANDIDATES} FROM c)), 0.01, 1000.0, 1000.0
 FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
              'cuda|NVIDIA H100|sm_90|550.54' AS device,
              printf('%064x', i % {OPERATIONS}) AS checksum FROM n)
@@ -60,13 +62,22 @@ def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
     binaries = [rng.randbytes(4096) for _ in range(BLOBS)]
     with Bundle.create(path) as bundle, bundle.transaction() as conn:
         conn.create_function("warm_tune_key", 4, tune_key, deterministic=True)
-        conn.create_function("warm_pack", 1, pack_json, deterministic=True)
+        interned: dict[bytes, int] = {}  # format 3: a candidate's kernel key by its id
+
+        def pack_json(text: str) -> bytes:
+            return pack(decode(text), lambda k: interned.setdefault(k, len(interned) + 1))
+
+        conn.create_function("warm_pack", 1, pack_json)
+        conn.create_function("warm_bytes", 1, as_bytes, deterministic=True)
         conn.executemany(
             "INSERT INTO blobs VALUES (?, ?, ?)",
             [(hashlib.sha256(b).hexdigest(), len(b), b) for b in binaries],
         )
         conn.execute(_KERNELS, (kernels, TOOLCHAIN, BLOBS))
         conn.execute(_TUNES, (tunes,))
+        conn.executemany(
+            "INSERT INTO tune_kernels VALUES (?, ?)", [(i, k) for k, i in interned.items()]
+        )
     return path
 
 

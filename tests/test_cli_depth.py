@@ -99,11 +99,11 @@ def test_diff_reports_a_changed_pick_and_merge_keeps_the_newer(
     exists = warm("merge", a, b, "-o", merged)
     assert exists.returncode == 2 and "exists" in exists.stderr
     conn = sqlite3.connect(b)
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.close()
     mixed = warm("merge", a, b, "-o", tmp_path / "x.warm")
     assert mixed.returncode == 2 and "format version this warm does not read" in mixed.stderr
-    assert "format 3" in mixed.stderr
+    assert "format 4" in mixed.stderr
     assert "Traceback" not in mixed.stderr and not (tmp_path / "x.warm").exists()
 
 

@@ -57,19 +57,21 @@ def _tune(i: int) -> TuneRecord:
     return TuneRecord(key, "op", f"s{i}", "dev", checksum, "measured", "c0", CANDIDATES[:2])
 
 
-def _format1(path: Path, tunes: list[TuneRecord], signed: bool = False) -> None:
-    """A bundle as warm 1 wrote it: candidates as JSON text, format version 1."""
+def _format1(path: Path, tunes: list[TuneRecord], signed: bool = False, version: int = 1) -> None:
+    """A bundle as warm 1 wrote it: candidates as JSON text, format version 1 (`version` 2:
+    as warm 2 wrote it, keys and checksums as hex text, candidates packed whole)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(
-        f"BEGIN; {SCHEMAS[1][0]} PRAGMA application_id = {APPLICATION_ID}; "
-        "PRAGMA user_version = 1; COMMIT;"
+        f"BEGIN; {SCHEMAS[version][0]} PRAGMA application_id = {APPLICATION_ID}; "
+        f"PRAGMA user_version = {version}; COMMIT;"
     )
-    conn.execute("INSERT INTO manifest VALUES ('format_version', '1')")
+    conn.execute("INSERT INTO manifest VALUES ('format_version', ?)", (str(version),))
     for t in tunes:
         row = (t.key, t.operation, t.shape_key, t.device, t.checksum, t.status, t.pick)
+        cands = t.candidates_json() if version == 1 else pack(t.candidates)
         conn.execute(
             "INSERT INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (*row, t.candidates_json(), t.seconds, t.measured_at, 0.0),
+            (*row, cands, t.seconds, t.measured_at, 0.0),
         )
     if signed:
         conn.execute("INSERT INTO signatures VALUES ('0' , x'00', x'00', x'', 0)")

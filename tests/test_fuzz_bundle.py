@@ -159,7 +159,7 @@ def test_truncated_or_flipped_bundles_are_read_right_or_refused(
 
 
 SCHEMA_CHANGES = [
-    "PRAGMA user_version = 3",
+    "PRAGMA user_version = 4",
     "PRAGMA user_version = 0",
     "PRAGMA application_id = 0",
     "PRAGMA application_id = 1",
@@ -357,12 +357,12 @@ def test_a_bundle_from_another_toolchain_and_device_is_reported_and_rebuilt(
     assert made["verified"] is True
     conn = sqlite3.connect(path)  # the tune was measured on another machine's CPU
     for key, op, shape, device, checksum in conn.execute(
-        "SELECT key, operation, shape_key, device, checksum FROM tunes"
-    ).fetchall():
+        "SELECT key, operation, shape_key, device, lower(hex(checksum)) FROM tunes"
+    ).fetchall():  # format 3 stores a key and a checksum as their bytes
         elsewhere = device.replace("host|", "host|Another CPU ", 1)
         conn.execute(
             "UPDATE tunes SET device = ?, key = ? WHERE key = ?",
-            (elsewhere, tune_key(op, shape, elsewhere, checksum), key),
+            (elsewhere, bytes.fromhex(tune_key(op, shape, elsewhere, checksum)), key),
         )
     conn.commit()
     conn.close()

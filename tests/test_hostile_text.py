@@ -43,26 +43,29 @@ def hostile_copy(source: Path, path: Path) -> Path:
         )
         conn.execute("UPDATE kernels SET label = ? || label", (HOSTILE,))
         conn.execute("UPDATE kernels SET toolchain = ? WHERE entry = 'row_sum'", (HOSTILE,))
-        rows = conn.execute(
-            "SELECT key, operation, shape_key, device, checksum, candidates FROM tunes"
+        rows = conn.execute(  # format 3: a key and a checksum as bytes, kernel keys by id
+            "SELECT key, operation, shape_key, device, lower(hex(checksum)), candidates FROM tunes"
         ).fetchall()
+        ids = dict(conn.execute("SELECT key, id FROM tune_kernels").fetchall())
+        keys = {i: k.hex() for k, i in ids.items()}
         for i, (key, operation, shape, device, checksum, candidates) in enumerate(rows):
             if i == 0:  # a shape the workload asks for, now hostile: a miss explained by shape
                 shape = f"{shape}{HOSTILE}"
             elif i == 1:  # hostile candidate names and pick
-                items = [replace(c, name=f"{c.name}{HOSTILE}") for c in decode(candidates)]
+                cands = decode(candidates, keys.__getitem__)
+                items = [replace(c, name=f"{c.name}{HOSTILE}") for c in cands]
                 conn.execute(
                     "UPDATE tunes SET candidates = ?, pick = pick || ? WHERE key = ?",
-                    (pack(items), HOSTILE, key),
+                    (pack(items, ids.__getitem__), HOSTILE, key),
                 )
-            new = tune_key(operation, shape, device, checksum)
+            new = bytes.fromhex(tune_key(operation, shape, device, checksum))
             conn.execute("UPDATE tunes SET key = ?, shape_key = ? WHERE key = ?", (new, shape, key))
         key, shape, device, checksum = rows[2][0], rows[2][2], rows[2][3], rows[2][4]
         operation = f"matmul{HOSTILE}"
         conn.execute(  # one more tune, of a hostile operation
             "INSERT INTO tunes SELECT ?, ?, shape_key, device, checksum, status, pick, candidates,"
             " seconds, measured_at, updated FROM tunes WHERE key = ?",
-            (tune_key(operation, shape, device, checksum), operation, key),
+            (bytes.fromhex(tune_key(operation, shape, device, checksum)), operation, key),
         )
     conn.close()
     return path

@@ -132,12 +132,14 @@ def test_an_added_row_is_named_and_not_served(setup: Setup) -> None:
     path = setup.copy(setup.signed, "added.warm")
     conn = sqlite3.connect(path)
     with conn:
-        row = conn.execute("SELECT operation, shape_key, device, checksum FROM tunes").fetchone()
+        row = conn.execute(  # format 3 stores a checksum and a key as their bytes
+            "SELECT operation, shape_key, device, lower(hex(checksum)) FROM tunes"
+        ).fetchone()
         key = tune_key(row[0], "float32[1x1]", row[2], row[3])
         conn.execute(
             "INSERT INTO tunes SELECT ?, operation, 'float32[1x1]', device, checksum, status, "
             "pick, candidates, seconds, measured_at, updated FROM tunes LIMIT 1",
-            (key,),
+            (bytes.fromhex(key),),
         )
     conn.close()
     verified = setup.verify(path)

@@ -37,6 +37,7 @@ from warmcli.bundle.rows import (
     _usage_row,
 )
 from warmcli.bundle.signed import SignedRows
+from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, key_param
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
@@ -87,15 +88,16 @@ class BundleAdmin(SignedRows):
         key and streamed, without reading the rest of the row; `BundleError` if a key is
         not a sha256 in hex."""
         assert table in ("kernels", "tunes")
+        key = KEY_HEX if table == "tunes" else "key"  # a tune's key is stored as bytes
         bad = self._one(
-            f"SELECT 1 FROM {table} WHERE typeof(key) != 'text' OR length(key) != 64 "
-            "OR key GLOB '*[^0-9a-f]*' LIMIT 1"
+            f"SELECT 1 FROM {table} WHERE typeof({key}) != 'text' OR length({key}) != 64 "
+            f"OR {key} GLOB '*[^0-9a-f]*' LIMIT 1"
         )
         if bad is not None:
             raise BundleError(f"{self.path}: corrupt bundle ({table} hold a key not a sha256)")
         pick = f"CASE WHEN length(pick) <= {MAX_NAME_CHARS} THEN pick END"
         return self._iter(
-            f"SELECT key, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
+            f"SELECT {key}, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
         )
 
     def each_orphan(self) -> Iterator[KernelRecord]:
@@ -166,7 +168,7 @@ class BundleAdmin(SignedRows):
         measured on and no kernel was built for); returns blobs removed."""
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
-            conn.executemany("DELETE FROM tunes WHERE key = ?", [(k,) for k in tune_keys])
+            conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
             cursor = conn.execute(
                 "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)"
             )
@@ -175,7 +177,7 @@ class BundleAdmin(SignedRows):
             return removed
 
     def tune_keys(self) -> list[str]:
-        rows = self._all("SELECT key FROM tunes ORDER BY key")
+        rows = self._all(f"SELECT {KEY_HEX} FROM tunes ORDER BY key")
         return [self._parse("tune", r[0], lambda r=r: _named("key", _hex64, r[0])) for r in rows]
 
     def blob_digests(self) -> Iterator[tuple[str, int, str]]:
@@ -237,7 +239,7 @@ class BundleAdmin(SignedRows):
             "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
         )
         tune_rows = self._all(
-            "SELECT operation, device, count(*), sum(status = 'pending') FROM tunes "
+            f"SELECT operation, device, count(*), sum({PENDING}) FROM tunes "
             "GROUP BY operation, device ORDER BY operation, device"
         )
 
@@ -256,7 +258,7 @@ class BundleAdmin(SignedRows):
     def _sample_tunes(self, sample: int) -> list[TuneRecord]:
         """`sample` tunes, a few of each operation: each one's first by shape, then second..."""
         keys = self._all(
-            "SELECT key FROM (SELECT key, operation, row_number() OVER "
+            f"SELECT {KEY_HEX} FROM (SELECT key, operation, row_number() OVER "
             "(PARTITION BY operation ORDER BY shape_key, key) AS nth FROM tunes) "
             "ORDER BY nth, operation LIMIT ?",
             (sample,),

@@ -1,10 +1,17 @@
-"""A tune's candidates as a bundle stores them (format 2): one compact binary document.
+"""A tune's candidates as a bundle stores them: one compact binary document.
 
 `pack` writes every candidate of a `TuneRecord` (name, kernel key, status, median
 and every sample, reason) as little-endian fields: counts and lengths as uint32,
-times as float64 (every sample kept exactly, never rounded), a kernel key that is a
-sha256 in hex as its 32 bytes; the document is stored deflated when that is
-shorter (a leading tag byte says which). `unpack` reads it back as untrusted input:
+times as float64 (every sample kept exactly, never rounded). A kernel key that is a
+sha256 in hex is written as its 32 bytes (format 2), or, given `intern` (format 3),
+as its index in the document's head: the uint32 ids under which the bundle holds
+each kernel's 32 bytes once (`tune_kernels`: a tune's candidates name the same few
+kernels as thousands of others). The fields are stored deflated when that is
+shorter (format 3: raw deflate, no zlib header; its head of ids never deflated); a
+leading tag byte says which form. `signed_form` is what a signature covers of a
+format-3 document: it, and the kernel keys its ids stand for, read from the head
+without inflating anything. `unpack` reads every form back as untrusted input (an
+id through `kernel_key`):
 the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
 warm's memory), every count and length is checked against the bytes that remain
 before anything is read, and anything that is not what `pack` writes is a
@@ -18,16 +25,20 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from warmcli.records import CandidateMeasurement, TuneRecord
 
 MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
-RAW, DEFLATED = 0, 1  # the tag byte
+RAW, DEFLATED = 0, 1  # the tag byte of format 2: kernel keys whole
+INTERNED, INTERNED_DEFLATED = 2, 3  # format 3: kernel keys as ids, raw deflate
+_RAW_DEFLATE = -15  # zlib's window bits for a raw deflate stream (no header, no checksum)
 _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
 _U32, _F64, _FLAGS = struct.Struct("<I"), struct.Struct("<d"), struct.Struct("<B")
 _HEX = frozenset("0123456789abcdef")
+Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
+KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
 
 
 def _text(value: str) -> bytes:
@@ -35,51 +46,94 @@ def _text(value: str) -> bytes:
     return _U32.pack(len(raw)) + raw
 
 
-def pack(candidates: Iterable[CandidateMeasurement]) -> bytes:
-    """The stored form of `candidates` (see the module doc)."""
-    items = tuple(candidates)
+def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> bytes:
+    """The fields of `items`; a kernel key in hex as its 32 bytes, or as `index` of them."""
     parts = [_U32.pack(len(items))]
     for c in items:
         hex_key = len(c.kernel_key) == 64 and _HEX.issuperset(c.kernel_key)
         code = _STATUSES.index(c.status) if c.status in _STATUSES else len(_STATUSES)
         flags = (_SECONDS if c.seconds is not None else 0) | (_HEX_KEY if hex_key else 0)
         parts += (_FLAGS.pack(flags | code << _STATUS_SHIFT), _text(c.name))
-        parts.append(bytes.fromhex(c.kernel_key) if hex_key else _text(c.kernel_key))
+        if not hex_key:
+            parts.append(_text(c.kernel_key))
+        elif index is None:
+            parts.append(bytes.fromhex(c.kernel_key))
+        else:
+            parts.append(_U32.pack(index(bytes.fromhex(c.kernel_key))))
         if code == len(_STATUSES):
             parts.append(_text(c.status))
         if c.seconds is not None:
             parts.append(_F64.pack(c.seconds))
         parts += (_U32.pack(len(c.samples)), struct.pack(f"<{len(c.samples)}d", *c.samples))
         parts.append(_text(c.reason))
-    raw = b"".join(parts)
-    deflated = zlib.compress(raw, 6)
+    return b"".join(parts)
+
+
+def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = None) -> bytes:
+    """The stored form of `candidates`: format 3's with `intern` (a kernel key's 32 bytes
+    to the id the bundle holds them under), else format 2's (see the module doc)."""
+    items = tuple(candidates)
+    if intern is None:
+        raw = _encode(items, None)
+        deflated, tags, head = zlib.compress(raw, 6), (RAW, DEFLATED), b""
+    else:
+        local: dict[bytes, int] = {}  # this tune's kernels, in the order it names them
+        raw = _encode(items, lambda key: local.setdefault(key, len(local)))
+        ids = [intern(key) for key in local]
+        head = _U32.pack(len(ids)) + struct.pack(f"<{len(ids)}I", *ids)
+        packer = zlib.compressobj(9, zlib.DEFLATED, _RAW_DEFLATE)
+        deflated, tags = packer.compress(raw) + packer.flush(), (INTERNED, INTERNED_DEFLATED)
     if len(deflated) < len(raw):
-        return bytes((DEFLATED,)) + deflated
-    return bytes((RAW,)) + raw
+        return bytes((tags[1],)) + head + deflated
+    return bytes((tags[0],)) + head + raw
 
 
-def _inflate(data: bytes) -> bytes:
+def interned(value: object) -> bool:
+    """Whether a stored candidates value names its kernels by ids (format 3)."""
+    return isinstance(value, bytes) and value[:1] in (b"\x02", b"\x03")
+
+
+def kernel_ids(data: bytes) -> tuple[tuple[int, ...], int]:
+    """The ids a format-3 document names its kernels by, and where its fields start."""
+    if len(data) < 5:
+        raise ValueError("cut short")
+    (n,) = _U32.unpack_from(data, 1)
+    if n > (len(data) - 5) // 4:
+        raise ValueError("cut short")
+    return struct.unpack_from(f"<{n}I", data, 5), 5 + 4 * n
+
+
+def signed_form(data: bytes, kernel_key: KernelKey) -> bytes:
+    """What a signature covers of a format-3 document: it, then the 32 bytes of each kernel
+    key its ids stand for (so a signed tune names its kernels, not their ids)."""
+    ids, _ = kernel_ids(data)
+    return data + b"".join(bytes.fromhex(kernel_key(i)) for i in ids)
+
+
+def _inflate(data: bytes, at: int = 1) -> bytes:
+    """The fields of a document whose tag is `data[0]` and whose fields start at `at`."""
     if not data:
         raise ValueError("an empty document")
-    if data[0] == RAW:
-        return data[1:]
-    if data[0] != DEFLATED:
+    if data[0] in (RAW, INTERNED):
+        return data[at:]
+    if data[0] not in (DEFLATED, INTERNED_DEFLATED):
         raise ValueError(f"tag {data[0]} is not a candidates encoding")
-    inflater = zlib.decompressobj()
+    inflater = zlib.decompressobj(zlib.MAX_WBITS if data[0] == DEFLATED else _RAW_DEFLATE)
     try:
-        raw = inflater.decompress(data[1:], MAX_PACKED_BYTES)
+        raw = inflater.decompress(data[at:], MAX_PACKED_BYTES)
     except zlib.error as exc:
         raise ValueError(f"not deflated ({exc})") from None
-    if inflater.unconsumed_tail or not inflater.eof:
+    if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")
     return raw
 
 
-def decode(value: object) -> tuple[CandidateMeasurement, ...]:
-    """A tune's candidates as a bundle holds them: packed (format 2), or JSON text (format
-    1, as `TuneRecord.candidates_json` wrote it); `ValueError` if neither."""
+def decode(value: object, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
+    """A tune's candidates as a bundle holds them: packed (formats 2 and 3; an interned
+    kernel key's id read through `kernel_key`), or JSON text (format 1, as
+    `TuneRecord.candidates_json` wrote it); `ValueError` if none of these."""
     if isinstance(value, bytes):
-        return unpack(value)
+        return unpack(value, kernel_key)
     if not isinstance(value, str):
         raise ValueError(f"a {type(value).__name__}, neither packed nor text")
     try:
@@ -97,9 +151,19 @@ def _text_at(raw: bytes, at: int) -> tuple[str, int]:
     return raw[at + 4 : end].decode("utf-8", "surrogatepass"), end
 
 
-def unpack(data: bytes) -> tuple[CandidateMeasurement, ...]:
-    """The candidates `pack` stored in `data`; `ValueError` if it is not what `pack` writes."""
-    raw = _inflate(bytes(data))
+def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
+    """The candidates `pack` stored in `data` (an interned kernel key's id read through
+    `kernel_key`); `ValueError` if it is not what `pack` writes."""
+    data = bytes(data)
+    keys: list[str] | None = None
+    if interned(data):
+        if kernel_key is None:
+            raise ValueError("kernel keys by id, where the bundle holds none")
+        ids, at = kernel_ids(data)
+        keys = [kernel_key(i) for i in ids]
+        raw = _inflate(data, at)
+    else:
+        raw = _inflate(data)
     out = []
     try:  # one frame, few calls: a stats or verify of 100,000 tunes unpacks them all
         (count,) = _U32.unpack_from(raw, 0)
@@ -110,10 +174,17 @@ def unpack(data: bytes) -> tuple[CandidateMeasurement, ...]:
             if code > len(_STATUSES) or flags & ~(_SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT):
                 raise ValueError(f"flags {flags:#x} are not a candidate's")
             name, at = _text_at(raw, at + 1)
-            if flags & _HEX_KEY:
-                kernel_key, at = raw[at : at + 32].hex(), at + 32
+            if flags & _HEX_KEY and keys is not None:
+                (local,) = _U32.unpack_from(raw, at)
+                if local >= len(keys):
+                    raise ValueError(f"kernel {local} of {len(keys)}")
+                key, at = keys[local], at + 4
+            elif flags & _HEX_KEY:
+                if at + 32 > len(raw):
+                    raise ValueError("cut short")
+                key, at = raw[at : at + 32].hex(), at + 32
             else:
-                kernel_key, at = _text_at(raw, at)
+                key, at = _text_at(raw, at)
             status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
             seconds = None
             if flags & _SECONDS:
@@ -124,7 +195,7 @@ def unpack(data: bytes) -> tuple[CandidateMeasurement, ...]:
                 raise ValueError("cut short")
             samples = struct.unpack_from(f"<{n}d", raw, at + 4)
             reason, at = _text_at(raw, at + 4 + 8 * n)
-            out.append(CandidateMeasurement(name, kernel_key, status, seconds, samples, reason))
+            out.append(CandidateMeasurement(name, key, status, seconds, samples, reason))
     except (struct.error, IndexError):
         raise ValueError("cut short") from None
     if at != len(raw):

@@ -1,13 +1,14 @@
 """The bundle file: warm's schema, opening, validating and locking one SQLite file.
 
-Schema (versioned by `PRAGMA user_version`, marked as warm's by `PRAGMA
-application_id`): `manifest` (format and warm versions, created/updated times),
+Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by
+`PRAGMA application_id`): `manifest` (format and warm versions, created/updated times),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
 by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
-pick, every candidate's measurement, packed by `warmcli.bundle.candidates`; format 1
-held them as JSON text: read as it is, migrated by `warmcli.bundle.migrate` when first
-opened for write) and `signatures` (Ed25519 signatures of the
+pick, every candidate's measurement, packed by `warmcli.bundle.candidates`, with
+their kernel keys once in `tune_kernels`; an older format is read as it is, and
+migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures`
+(Ed25519 signatures of the
 rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
 existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL;
@@ -41,9 +42,9 @@ from urllib.parse import quote
 
 from warmcli._version import __version__
 from warmcli.bundle.migrate import migrate
+from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA
 from warmcli.errors import BundleError
 
-FORMAT_VERSION = 2  # 1: a tune's candidates as JSON text (read, and migrated on a write open)
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
@@ -53,43 +54,6 @@ LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked"
 DISK_FULL = "the disk is full"
 PAGE_BYTES = 16384
 
-SCHEMA = """
-CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE fingerprints (
-    identity TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL);
-CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL);
-CREATE TABLE kernels (
-    key TEXT PRIMARY KEY, device TEXT NOT NULL, backend TEXT NOT NULL, arch TEXT NOT NULL,
-    entry TEXT NOT NULL, label TEXT NOT NULL, symbol TEXT NOT NULL,
-    sha256 TEXT NOT NULL REFERENCES blobs(sha256), toolchain TEXT NOT NULL,
-    components TEXT NOT NULL, compile_log TEXT NOT NULL, seconds REAL NOT NULL,
-    created REAL NOT NULL, last_used REAL NOT NULL);
-CREATE INDEX kernels_entry ON kernels(entry);
-"""
-TUNES_SCHEMA = """
-CREATE TABLE tunes (
-    key TEXT PRIMARY KEY, operation TEXT NOT NULL, shape_key TEXT NOT NULL,
-    device TEXT NOT NULL, checksum TEXT NOT NULL, status TEXT NOT NULL, pick TEXT,
-    candidates BLOB NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
-    updated REAL NOT NULL);
-CREATE INDEX tunes_operation ON tunes(operation, device, status);
-"""
-SCHEMA += TUNES_SCHEMA
-BASE_SCHEMA = SCHEMA  # what a bundle made before signatures existed holds
-SIGNATURES_SCHEMA = """
-CREATE TABLE signatures (
-    key_id TEXT PRIMARY KEY, public_key BLOB NOT NULL, signature BLOB NOT NULL,
-    rows BLOB NOT NULL, signed_at REAL NOT NULL);
-"""
-SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
-# Each format's schema, with and without signatures (1: candidates text, a smaller index).
-SCHEMAS: dict[int, tuple[str, ...]] = {
-    FORMAT_VERSION: (SCHEMA, BASE_SCHEMA),
-    1: tuple(
-        s.replace("candidates BLOB", "candidates TEXT").replace(", device, status)", ")")
-        for s in (SCHEMA, BASE_SCHEMA)
-    ),
-}
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 )

@@ -1,20 +1,26 @@
-"""Migrating a bundle of format 1 to this warm's format, once, on its first open for write.
+"""Migrating a bundle of format 1 or 2 to this warm's format, once, on its first open for write.
 
-Format 1 stored each tune's candidates as JSON text; format 2 stores them packed
-(`warmcli.bundle.candidates`) in a BLOB column. `migrate` rebuilds the `tunes` table
-in one SQLite write transaction (so a crash leaves format 1 whole, and another
-process that migrated first is seen and left alone): rows keep their rowids and
-order, each candidates text becomes its packed form, and the header's and
-manifest's format version are set. A text that is not what warm writes (or over
+Format 1 stored each tune's candidates as JSON text; format 2 stored them packed
+with every kernel key whole, and a tune's key, checksum and status as text. Format
+3 (`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the
+status as a code, and the candidates packed with their kernel keys interned in
+`tune_kernels`. `migrate` rebuilds the `tunes` table in one SQLite write transaction
+(so a crash leaves the old format whole, and another process that migrated first is
+seen and left alone): rows keep their rowids and order, and the header's and
+manifest's format version are set. A value that is not what warm writes (a key not
+a sha256 in hex, a status not warm's, candidates not warm's or over
 `MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
 name. A bundle holding signatures keeps every row's candidates as they are: its
-signatures cover the rows as signed (the reader reads both forms), so migrating
-never unsigns a row; rows written after are packed. A read-only open never migrates
-(format 1 is read as it is). This module owns no state and opens no file.
+signatures cover them as signed (a signature covers a key, checksum and status as
+text, whichever way they are stored, see `warmcli.bundle.rows.SIGNED_ROWS`; the
+reader reads every form), so migrating never unsigns a row; rows written after are
+format 3's. A read-only open never migrates (an older format is read as it is).
+This module owns no state and opens no file.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from warmcli.bundle.candidates import MAX_PACKED_BYTES, decode, pack
@@ -23,19 +29,30 @@ _COLUMNS = (
     "rowid, key, operation, shape_key, device, checksum, status, pick, candidates, "
     "seconds, measured_at, updated"
 )
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_STATUS = "CASE status WHEN 'measured' THEN 0 WHEN 'pending' THEN 1 ELSE status END"
 
 
-def pack_json(text: object) -> object:
-    """`text`'s candidates packed, or `text` itself where it is not warm's JSON."""
-    try:
-        return pack(decode(text)) if isinstance(text, str) else text
-    except (ValueError, KeyError, TypeError, OverflowError):
-        return text
+def as_bytes(text: object) -> object:
+    """A sha256 in hex as its 32 bytes; anything else as it is."""
+    return bytes.fromhex(text) if isinstance(text, str) and _HEX64.fullmatch(text) else text
+
+
+def _packer(interned: dict[bytes, int]) -> object:
+    def repack(value: object) -> object:
+        """`value`'s candidates in format 3's form, or `value` itself where not warm's."""
+        try:
+            candidates = decode(value)
+            return pack(candidates, lambda key: interned.setdefault(key, len(interned) + 1))
+        except (ValueError, KeyError, TypeError, OverflowError):
+            return value
+
+    return repack
 
 
 def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
     """Bring the bundle open on `conn` (in autocommit) to format `version`, whose `tunes`
-    table and index `tunes_schema` creates (see the module doc)."""
+    table, index and `tune_kernels` table `tunes_schema` creates (see the module doc)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] != version:
@@ -45,22 +62,35 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 ).fetchone()[0]
                 and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
             )
-            conn.create_function("warm_pack", 1, pack_json, deterministic=True)
-            value = (
+            interned: dict[bytes, int] = {}
+            conn.create_function("warm_bytes", 1, as_bytes, deterministic=True)
+            conn.create_function("warm_pack", 1, _packer(interned))
+            candidates = (
                 "candidates"
                 if signed
                 else f"CASE WHEN length(candidates) <= {MAX_PACKED_BYTES} "
                 "THEN warm_pack(candidates) ELSE candidates END"
             )
+            values = {
+                "key": "CASE WHEN length(key) = 64 THEN warm_bytes(key) ELSE key END",
+                "checksum": "CASE WHEN length(checksum) = 64 THEN warm_bytes(checksum) "
+                "ELSE checksum END",
+                "status": _STATUS,
+                "candidates": candidates,
+            }
+            selected = ", ".join(values.get(c, c) for c in _COLUMNS.split(", "))
             conn.execute("DROP INDEX tunes_operation")
-            conn.execute("ALTER TABLE tunes RENAME TO tunes_format1")
+            conn.execute("ALTER TABLE tunes RENAME TO tunes_before")
             for statement in filter(str.strip, tunes_schema.split(";")):
                 conn.execute(statement)
             conn.execute(
-                f"INSERT INTO tunes ({_COLUMNS}) SELECT "
-                f"{_COLUMNS.replace('candidates', value)} FROM tunes_format1 ORDER BY rowid"
+                f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before ORDER BY rowid"
             )
-            conn.execute("DROP TABLE tunes_format1")
+            conn.executemany(
+                "INSERT INTO tune_kernels (id, key) VALUES (?, ?)",
+                [(i, key) for key, i in interned.items()],
+            )
+            conn.execute("DROP TABLE tunes_before")
             conn.execute(f"PRAGMA user_version = {int(version)}")
             conn.execute(
                 "UPDATE manifest SET value = ? WHERE key = 'format_version'", (str(version),)

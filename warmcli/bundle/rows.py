@@ -26,10 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from warmcli.bundle.candidates import decode
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
-from warmcli.records import TuneRecord, tune_key
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
@@ -39,21 +37,27 @@ KERNEL_COLUMNS = (
     "compile_log, seconds"
 )
 MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
+KEPT_KERNEL_KEYS = 1 << 16  # interned kernel keys an open bundle keeps read
 READ_BATCH = 256  # rows fetched at a time while a listing streams
 BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
 
 
-def _bounded_select(columns: tuple[tuple[str, int | None], ...], table: str) -> str:
+Column = tuple[str, int | None] | tuple[str, int | None, str]  # (column, limit[, value read])
+
+
+def _bounded_select(columns: tuple[Column, ...], table: str) -> str:
     """SELECT of `columns`, each text read only when `length()` says it is within its limit
     (else NULL), then one more column naming the first that is over it (NULL when none):
-    an oversized value is refused by its length, never read into Python."""
+    an oversized value is refused by its length, never read into Python. A column given
+    a third item is read as that expression of it (a key stored as bytes, read as hex)."""
+    read = [c[2] if len(c) > 2 else c[0] for c in columns]  # type: ignore[misc]
     values = ", ".join(
-        c if limit is None else f"CASE WHEN length({c}) <= {limit} THEN {c} END"
-        for c, limit in columns
+        r if c[1] is None else f"CASE WHEN length({c[0]}) <= {c[1]} THEN {r} END"
+        for c, r in zip(columns, read, strict=True)
     )
     over = " ".join(
         f"WHEN length({c}) > {limit} THEN '{c} ' || length({c})"
-        for c, limit in columns
+        for c, limit, *_ in columns
         if limit is not None
     )
     return f"SELECT {values}, CASE {over} END FROM {table}"
@@ -71,30 +75,7 @@ KERNEL_SELECT = _bounded_select(
     ),
     "kernels",
 )
-TUNE_SELECT = _bounded_select(
-    (
-        *((c, MAX_NAME_CHARS) for c in ("key", "operation")),
-        ("shape_key", MAX_TEXT_CHARS),
-        *((c, MAX_NAME_CHARS) for c in ("device", "checksum", "status", "pick")),
-        ("candidates", MAX_TEXT_CHARS),
-        ("seconds", None),
-        ("measured_at", None),
-    ),
-    "tunes",
-)
-TUNE_COLUMNS = (
-    "key, operation, shape_key, device, checksum, status, pick, candidates, seconds, measured_at"
-)
 KERNEL_WIDTH = KERNEL_COLUMNS.count(",") + 1  # the signed columns lead each bounded select
-TUNE_WIDTH = TUNE_COLUMNS.count(",") + 1
-# What a signature covers: every row, each table's columns but its times of use.
-SIGNED_ROWS = (
-    ("manifest", "SELECT key, value FROM manifest WHERE key IS NOT 'updated'"),
-    ("fingerprints", "SELECT identity, kind, data FROM fingerprints"),
-    ("blobs", "SELECT sha256, size FROM blobs"),
-    ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
-    ("tunes", f"SELECT {TUNE_COLUMNS} FROM tunes"),
-)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
@@ -157,6 +138,35 @@ class RowReader:
             finally:
                 if self._conn.in_transaction:
                     self._conn.execute("COMMIT")  # nothing was written: the read ends
+
+    def _kernel_key(self, kernel_id: int) -> str:
+        """The kernel key (hex) a format-3 tune's candidates name by `kernel_id` (its row of
+        `tune_kernels`, read once and kept: ids are never renumbered); `ValueError` if the
+        bundle holds no such id. Kept ids are bounded (`KEPT_KERNEL_KEYS`), whatever the bundle."""
+        kept: dict[int, str] | None = self.__dict__.get("_kernel_keys")
+        key = kept.get(kernel_id) if kept is not None else None
+        if key is not None:  # each row of a listing names a few: read once each
+            return key
+        with self._lock:
+            kept = self.__dict__.setdefault("_kernel_keys", {})
+            try:
+                row = self._conn.execute(
+                    "SELECT CASE WHEN length(key) = 32 THEN key END FROM tune_kernels WHERE id = ?",
+                    (kernel_id,),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise ValueError(f"kernel id {kernel_id}: {exc}") from None
+            if row is None or not isinstance(row[0], bytes):
+                raise ValueError(f"kernel id {kernel_id} is not one the bundle holds")
+            if len(kept) >= KEPT_KERNEL_KEYS:
+                kept.clear()
+            kept[kernel_id] = key = row[0].hex()
+            return key
+
+    def _forget_kernel_keys(self) -> None:
+        """Another file is open now (a merge replaced it): its ids are its own."""
+        with self._lock:
+            self.__dict__.pop("_kernel_keys", None)
 
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
@@ -302,18 +312,6 @@ _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("seconds", _seconds),
     ("size", _size),
 )
-_STATUSES = {"ok", "failed", "pending"}
-_TUNE_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
-    ("key", _hex64),
-    ("operation", _name),
-    ("shape_key", _text),
-    ("device", _name),
-    ("checksum", _hex64),
-    ("status", _name),
-    ("pick", _name),
-    ("seconds", _seconds),
-    ("measured_at", _seconds),
-)
 
 
 def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
@@ -343,39 +341,3 @@ def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
         field, _, length = str(row[-1]).rpartition(" ")
         raise _Malformed(f"{field}: {length} characters, over the limit")
     return row[:-1]
-
-
-def _tune_record(row: tuple[object, ...]) -> TuneRecord:
-    fields_row = _within_limits(row)
-    cands, secs, measured_at = fields_row[7:]
-    try:
-        candidates = decode(cands)
-    except (ValueError, KeyError, TypeError, OverflowError) as exc:
-        raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
-    for c in candidates:
-        if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
-            raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
-        # A sum of finite times is finite unless one is not (or it overflows: refused too).
-        if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
-            raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
-    fields: list[object] = []
-    name = "?"
-    try:  # as `_named` for each field, in one frame: stats and verify parse every row
-        values = (*fields_row[:7], secs, measured_at)
-        for (name, check), value in zip(_TUNE_FIELDS, values, strict=True):
-            fields.append(None if value is None and name == "pick" else check(value))
-    except _Malformed as exc:
-        raise _Malformed(f"{name}: {exc}") from None
-    if fields[5] not in ("measured", "pending"):
-        raise _Malformed(f"status: {str(fields[5])[:20]!r} is not a tune status")
-    record = TuneRecord(*fields[:7], candidates, *fields[7:])  # type: ignore[arg-type]
-    if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
-        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
-    if record.status == "measured":  # production serves only a pick that ran: so must verify
-        picked = next((c for c in candidates if c.name == record.pick), None)
-        if record.pick is None:
-            raise _Malformed("pick: a measured tune with no pick")
-        if picked is None or picked.status != "ok":
-            what = "not one of its candidates" if picked is None else "a candidate that failed"
-            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
-    return record

@@ -2,8 +2,11 @@
 checks and stores.
 
 `SignedRows` is a mixin `Bundle` inherits (through `BundleAdmin`): every signed row's
-hash, streamed one at a time; the stored signatures, read and type-checked but never
-verified here (signing does that); a new signature stored in one write transaction.
+hash, streamed one at a time (`SIGNED_ROWS`: a tune's key, checksum and status as
+text whichever way a format stores them, and its interned kernel keys with it, see
+`warmcli.bundle.tune_row.signed_values`, so a migration never unsigns a row); the
+stored signatures, read and type-checked but never verified here (signing does
+that); a new signature stored in one write transaction.
 It owns no state beyond the connection `Bundle` holds, and never prints.
 """
 
@@ -14,11 +17,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from warmcli.bundle.file import SIGNATURES_SCHEMA, _retrying, _sqlite_errors
-from warmcli.bundle.rows import MAX_BLOB_BYTES, MAX_NAME_CHARS, SIGNED_ROWS, RowReader
+from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.bundle.rows import KERNEL_COLUMNS, MAX_BLOB_BYTES, MAX_NAME_CHARS, RowReader
+from warmcli.bundle.schema import SIGNATURES_SCHEMA
+from warmcli.bundle.tune_row import TUNE_COLUMNS, signed_values
 
 if TYPE_CHECKING:
     from warmcli.bundle.signing import StoredSignature
+
+# What a signature covers: every row, each table's columns but its times of use (a tune's
+# key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
+SIGNED_ROWS = (
+    ("manifest", "SELECT key, value FROM manifest WHERE key IS NOT 'updated'"),
+    ("fingerprints", "SELECT identity, kind, data FROM fingerprints"),
+    ("blobs", "SELECT sha256, size FROM blobs"),
+    ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
+    ("tunes", f"SELECT {TUNE_COLUMNS} FROM tunes"),
+)
 
 
 class SignedRows(RowReader):
@@ -28,13 +43,16 @@ class SignedRows(RowReader):
         transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
 
     def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
-        """(table, the row's key, its `row_hash`) of every signed row, read one at a time."""
+        """(table, the row's key, its `row_hash`) of every signed row, read one at a time (a
+        tune's as `signed_values` says)."""
         from warmcli.bundle.signing import row_hash
 
         for table, select in SIGNED_ROWS:
             with self._lock, _sqlite_errors(self.path):
                 cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
                 for row in cursor:
+                    if table == "tunes":
+                        row = signed_values(row, self._kernel_key)
                     yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
 
     def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
-from warmcli.bundle.candidates import pack
 from warmcli.bundle.file import (
     PAGE_BYTES,
     _open_connection,
@@ -50,11 +49,17 @@ from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
     MAX_BLOB_BYTES,
-    TUNE_SELECT,
-    TUNE_WIDTH,
     OnError,
     _clip,
+)
+from warmcli.bundle.tune_row import (
+    BY_KEY,
+    TUNE_SELECT,
     _tune_record,
+    interner,
+    key_param,
+    signed_values,
+    tune_values,
 )
 from warmcli.errors import BundleError
 from warmcli.records import KernelRecord, TuneRecord
@@ -233,10 +238,13 @@ class Bundle(BundleAdmin):
 
     def tune(self, key: str) -> TuneRecord | None:
         """The tune under `key` (None if absent, or not covered under trusted keys)."""
-        row = self._one(f"{TUNE_SELECT} WHERE key = ?", (key,))
-        if row is None or not self._serves("tunes", key, row[:TUNE_WIDTH]):
+        row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
+        if row is None:
             return None
-        return self._parse("tune", row[0], lambda: _tune_record(row))
+        signed = self.covered is not None  # its hash names its kernels, not their ids
+        if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
+            return None
+        return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
         """Whether a row may be served: always, unless trusted keys did not sign it."""
@@ -274,7 +282,7 @@ class Bundle(BundleAdmin):
         rows = self._rows(
             TUNE_SELECT, order or "operation, shape_key", "operation", operation, limit
         )
-        return self._each("tune", _tune_record, rows, on_error)
+        return self._each("tune", lambda row: _tune_record(row, self._kernel_key), rows, on_error)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -350,22 +358,11 @@ class Bundle(BundleAdmin):
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],
             )
+            intern = interner(conn)
             for tune in tunes:
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        tune.key,
-                        tune.operation,
-                        tune.shape_key,
-                        tune.device,
-                        tune.checksum,
-                        tune.status,
-                        tune.pick,
-                        pack(tune.candidates),
-                        tune.seconds,
-                        tune.measured_at,
-                        now,
-                    ),
+                    tune_values(tune, intern, now),
                 )
                 self.written.add(("tunes", tune.key))
                 n_tunes += 1
@@ -395,3 +392,4 @@ class Bundle(BundleAdmin):
         conn, self._ident = _open_connection(self.path, write=True)
         self._conn.close()
         self._conn = conn
+        self._forget_kernel_keys()

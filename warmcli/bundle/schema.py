@@ -1,0 +1,68 @@
+"""warm's schema of a bundle, by format: the SQL each format's tables are created with.
+
+Format 3 (this warm's) keeps a tune's key and candidate-set checksum as their 32
+bytes (BLOB; a reader sees them as hex, `warmcli.bundle.rows` converts at the
+boundary), its status as a small code (`TUNE_STATUSES`), its candidates packed with
+their kernel keys interned (`warmcli.bundle.candidates`), and each such kernel key
+once in `tune_kernels` (an id to its 32 bytes; never renumbered, never reused).
+Format 2 held keys, checksums and statuses as text and each candidate's kernel
+key whole; format 1 also held the candidates as JSON text (with a narrower index).
+`SCHEMAS` gives each readable format's schema with and without the `signatures`
+table (a bundle made before signatures existed has none). This module owns no
+state and runs nothing (`warmcli.bundle.file` creates and checks; `warmcli.bundle.migrate`
+rebuilds an older bundle's tunes).
+"""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 3  # 1: candidates JSON; 2: keys as hex text (both read, migrated on a write open)
+TUNE_STATUSES = ("measured", "pending")  # a tune's status as stored (format 3): its index
+
+SCHEMA = """
+CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE fingerprints (
+    identity TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE TABLE kernels (
+    key TEXT PRIMARY KEY, device TEXT NOT NULL, backend TEXT NOT NULL, arch TEXT NOT NULL,
+    entry TEXT NOT NULL, label TEXT NOT NULL, symbol TEXT NOT NULL,
+    sha256 TEXT NOT NULL REFERENCES blobs(sha256), toolchain TEXT NOT NULL,
+    components TEXT NOT NULL, compile_log TEXT NOT NULL, seconds REAL NOT NULL,
+    created REAL NOT NULL, last_used REAL NOT NULL);
+CREATE INDEX kernels_entry ON kernels(entry);
+"""
+TUNES_SCHEMA = """
+CREATE TABLE tunes (
+    key BLOB PRIMARY KEY, operation TEXT NOT NULL, shape_key TEXT NOT NULL,
+    device TEXT NOT NULL, checksum BLOB NOT NULL, status INTEGER NOT NULL, pick TEXT,
+    candidates BLOB NOT NULL, seconds REAL NOT NULL, measured_at REAL NOT NULL,
+    updated REAL NOT NULL);
+CREATE INDEX tunes_operation ON tunes(operation, device, status);
+CREATE TABLE tune_kernels (id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE);
+"""
+_FORMAT2_TUNES = (
+    TUNES_SCHEMA.replace("key BLOB PRIMARY KEY", "key TEXT PRIMARY KEY")
+    .replace("checksum BLOB", "checksum TEXT")
+    .replace("status INTEGER", "status TEXT")
+    .split("CREATE TABLE tune_kernels")[0]
+)
+SIGNATURES_SCHEMA = """
+CREATE TABLE signatures (
+    key_id TEXT PRIMARY KEY, public_key BLOB NOT NULL, signature BLOB NOT NULL,
+    rows BLOB NOT NULL, signed_at REAL NOT NULL);
+"""
+BASE_SCHEMA = SCHEMA + TUNES_SCHEMA  # what a bundle made before signatures existed holds
+SCHEMA = BASE_SCHEMA + SIGNATURES_SCHEMA  # part of warm's schema; optional in an older bundle
+_FORMAT2 = (
+    SCHEMA.replace(TUNES_SCHEMA, _FORMAT2_TUNES),
+    BASE_SCHEMA.replace(TUNES_SCHEMA, _FORMAT2_TUNES),
+)
+# Each format's schema, with and without signatures (1: candidates text, a smaller index).
+SCHEMAS: dict[int, tuple[str, ...]] = {
+    FORMAT_VERSION: (SCHEMA, BASE_SCHEMA),
+    2: _FORMAT2,
+    1: tuple(
+        s.replace("candidates BLOB", "candidates TEXT").replace(", device, status)", ")")
+        for s in _FORMAT2
+    ),
+}

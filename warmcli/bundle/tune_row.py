@@ -1,0 +1,165 @@
+"""A tune row of a bundle: how it is read (bounded, as hex and text), parsed, signed and written.
+
+Format 3 (`warmcli.bundle.schema`) stores a tune's key and checksum as their 32
+bytes and its status as a code; `TUNE_SELECT` reads them back as hex and text in
+SQL, so a row of any format reaches the parser alike and the runtime only ever sees
+hex keys (`key_param` is a key as a lookup matches it, in either form). `_tune_record`
+is the one parser of a tune row: every field checked (a tune's key against its
+fields, a measured tune's pick one of its candidates that ran), the candidates
+unpacked (`warmcli.bundle.candidates`; an interned kernel key read through the
+reader's `kernel_key`). `signed_values` is what a signature covers of a row (its
+candidates' `signed_form` where they name kernels by id, so a signature covers the
+kernel keys, not only the ids), and `tune_values` is the row `Bundle.put`
+writes (its kernel keys interned by `interner`, through the writer's connection). It
+holds no state and opens nothing itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sqlite3
+from collections.abc import Sequence
+
+from warmcli.bundle.candidates import Intern, KernelKey, decode, interned, pack, signed_form
+from warmcli.bundle.rows import (
+    _HEX64,
+    MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
+    Column,
+    _bounded_select,
+    _hex64,
+    _Malformed,
+    _name,
+    _seconds,
+    _text,
+    _within_limits,
+)
+from warmcli.bundle.schema import TUNE_STATUSES
+from warmcli.records import TuneRecord, tune_key
+
+
+def _as_hex(column: str) -> str:
+    return f"CASE WHEN typeof({column}) = 'blob' THEN lower(hex({column})) ELSE {column} END"
+
+
+_STATUS_TEXT = (
+    "CASE status "
+    + " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(TUNE_STATUSES))
+    + " ELSE status END"
+)
+_READ: dict[str, str] = {"key": _as_hex("key"), "checksum": _as_hex("checksum")}
+_READ["status"] = _STATUS_TEXT
+PENDING = f"({_STATUS_TEXT}) = 'pending'"  # SQL: whether a row is a pending tune
+KEY_HEX = _READ["key"]  # SQL: a tune's key as hex, whichever way it is stored
+BY_KEY = "key IN (?, ?)"  # SQL: the row of one key (`key_param`), stored as bytes or as hex
+_LIMITS: tuple[Column, ...] = (
+    *((c, MAX_NAME_CHARS, _READ.get(c, c)) for c in ("key", "operation")),
+    ("shape_key", MAX_TEXT_CHARS),
+    *((c, MAX_NAME_CHARS, _READ.get(c, c)) for c in ("device", "checksum", "status", "pick")),
+    ("candidates", MAX_TEXT_CHARS),
+    ("seconds", None),
+    ("measured_at", None),
+)
+TUNE_SELECT = _bounded_select(_LIMITS, "tunes")
+TUNE_COLUMNS = ", ".join(c[2] if len(c) > 2 else c[0] for c in _LIMITS)  # type: ignore[misc]  # the signed columns, read as hex and text
+TUNE_WIDTH = len(_LIMITS)
+_CANDIDATES = 7  # where a row's candidates are
+_STATUSES = {"ok", "failed", "pending"}
+_TUNE_FIELDS = (
+    ("key", _hex64),
+    ("operation", _name),
+    ("shape_key", _text),
+    ("device", _name),
+    ("checksum", _hex64),
+    ("status", _name),
+    ("pick", _name),
+    ("seconds", _seconds),
+    ("measured_at", _seconds),
+)
+
+
+def key_param(key: str) -> tuple[object, str]:
+    """The parameters of `BY_KEY` for a tune's key (hex): its bytes and its text."""
+    return (bytes.fromhex(key) if _HEX64.fullmatch(key) else key), key
+
+
+def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, ...]:
+    """The row of `tune` as format 3 stores it (kernel keys interned by `intern`)."""
+    status = TUNE_STATUSES.index(tune.status) if tune.status in TUNE_STATUSES else tune.status
+    return (
+        key_param(tune.key)[0],
+        tune.operation,
+        tune.shape_key,
+        tune.device,
+        key_param(tune.checksum)[0],
+        status,
+        tune.pick,
+        pack(tune.candidates, intern),
+        tune.seconds,
+        tune.measured_at,
+        now,
+    )
+
+
+def interner(conn: sqlite3.Connection) -> Intern:
+    """Inside one write transaction on `conn`: a kernel key's id in `tune_kernels`, the key
+    added where it is new (each key looked up once by the function returned)."""
+    ids: dict[bytes, int] = {}
+
+    def intern(key: bytes) -> int:
+        if key not in ids:
+            conn.execute("INSERT OR IGNORE INTO tune_kernels (key) VALUES (?)", (key,))
+            row = conn.execute("SELECT id FROM tune_kernels WHERE key = ?", (key,)).fetchone()
+            ids[key] = int(row[0])
+        return ids[key]
+
+    return intern
+
+
+def signed_values(row: Sequence[object], kernel_key: KernelKey) -> tuple[object, ...]:
+    """What a signature covers of a tune row (its `TUNE_COLUMNS`): as read, but candidates
+    that name kernels by id with those kernels' keys (`signed_form`; as read where an id
+    is not one the bundle holds)."""
+    values = tuple(row[:TUNE_WIDTH])
+    cands = values[_CANDIDATES]
+    if interned(cands):
+        with contextlib.suppress(ValueError, KeyError, TypeError, OverflowError):
+            cands = signed_form(cands, kernel_key)
+    return (*values[:_CANDIDATES], cands, *values[_CANDIDATES + 1 :])
+
+
+def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -> TuneRecord:
+    fields_row = _within_limits(row)
+    cands, secs, measured_at = fields_row[_CANDIDATES:]
+    try:
+        candidates = decode(cands, kernel_key)
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
+    for c in candidates:
+        if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
+            raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
+        # A sum of finite times is finite unless one is not (or it overflows: refused too).
+        if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
+            raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+    fields: list[object] = []
+    name = "?"
+    try:  # as `_named` for each field, in one frame: stats and verify parse every row
+        values = (*fields_row[:_CANDIDATES], secs, measured_at)
+        for (name, check), value in zip(_TUNE_FIELDS, values, strict=True):
+            fields.append(None if value is None and name == "pick" else check(value))
+    except _Malformed as exc:
+        raise _Malformed(f"{name}: {exc}") from None
+    if fields[5] not in TUNE_STATUSES:
+        raise _Malformed(f"status: {str(fields[5])[:20]!r} is not a tune status")
+    record = TuneRecord(*fields[:7], candidates, *fields[7:])  # type: ignore[arg-type]
+    if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
+        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    if record.status == "measured":  # production serves only a pick that ran: so must verify
+        picked = next((c for c in candidates if c.name == record.pick), None)
+        if record.pick is None:
+            raise _Malformed("pick: a measured tune with no pick")
+        if picked is None or picked.status != "ok":
+            what = "not one of its candidates" if picked is None else "a candidate that failed"
+            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
+    return record
