@@ -75,6 +75,7 @@ class BundleLookup:
         self._fetched = 0  # rows of this device's asked for so far, in the order stored
         self._more = True  # the last chunk was full: the bundle may hold more
         self._lookups = 0
+        self._targets: dict[str | None, Target] = {}
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -93,7 +94,11 @@ class BundleLookup:
                     raise
             else:
                 assert identity is not None
-                key = self._served_key(kernel, identity) or self._keyed(kernel, identity)
+                own = kernel_key(kernel, self.device.arch, identity)  # keyed once
+                key = self._served_key(kernel, identity, own)
+                if key is None:
+                    key = own
+                    self._identities[own] = identity  # keyed here (`_keyed`)
             self._keys[content] = key
         return key
 
@@ -114,19 +119,26 @@ class BundleLookup:
         return key in self._identities
 
     def _target(self, identity: str | None) -> Target:
-        fp = self.device.fingerprint
-        return Target(self.device.backend, self.device.arch, fp.driver, identity)
+        target = self._targets.get(identity)
+        if target is None:  # one per toolchain: the device does not change under a process
+            fp = self.device.fingerprint
+            target = Target(self.device.backend, self.device.arch, fp.driver, identity)
+            self._targets[identity] = target
+        return target
 
-    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
+    def _served_key(
+        self, kernel: Kernel, identity: str | None, own: str | None = None
+    ) -> str | None:
         """The key of the bundle's build of this kernel that another toolchain made and
         that runs here, when the bundle holds none of this device's toolchain: served
         outside warming, and while warming only where there is no compiler. With no
-        compiler and only PTX for an older arch, the key its cubin would have."""
+        compiler and only PTX for an older arch, the key its cubin would have (`own`: the
+        kernel's key by `identity`)."""
         if self.bundle is None or (identity is not None and not self.any_toolchain):
             return None
         arch = self.device.arch
         if identity is not None:
-            own = kernel_key(kernel, arch, identity)
+            assert own is not None
             try:
                 record = self._kernel(own)
             except BundleError:  # a malformed row: `record` explains it as corrupt
