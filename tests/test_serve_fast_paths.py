@@ -22,3 +22,53 @@ KERNELS = [
 @pytest.mark.parametrize("kernel", KERNELS, ids=range(len(KERNELS)))
 def test_content_hash_is_the_json_digest(kernel: Kernel) -> None:
     assert kernel.content_hash == _digest(kernel._content())
+
+
+def _row(**changes: object) -> tuple[object, ...]:
+    fields = {
+        "key": "a" * 64,
+        "device": "host",
+        "backend": "host",
+        "arch": "x86_64",
+        "entry": "touch",
+        "label": "touch[V=1]",
+        "symbol": "warm_0123456789abcdef_touch",
+        "sha256": "b" * 64,
+        "toolchain": "cc:gcc 12",
+        "components": '{"arch": "x86_64", "defines": "[[\\"V\\", \\"1\\"]]", "toolchain": "cc"}',
+        "compile_log": "",
+        "seconds": 0.25,
+        "size": 100,
+    }
+    fields.update(changes)
+    return (*fields.values(), None)
+
+
+@pytest.mark.parametrize(
+    "components",
+    [
+        '{"a": "b"}',
+        ' {"a": "b"} ',  # what json.loads accepts, the long way
+        '{"a": 1, "b": null, "c": [1]}',  # values become text
+        "{}",
+    ],
+)
+def test_kernel_record_fast_path_is_the_checked_one(components: str) -> None:
+    from dataclasses import fields
+
+    from warmcli.bundle.kernel_row import _checked_kernel_record, _kernel_record
+
+    row = _row(components=components)
+    fast, checked = _kernel_record(row), _checked_kernel_record(row)
+    assert fast == checked
+    assert list(vars(fast)) == [f.name for f in fields(fast)]  # every field, in order
+    assert all(type(v) is str for v in fast.components.values())
+
+
+@pytest.mark.parametrize("components", ["[]", '{"a": "b"} x', "{", "", '"a"', "{'a': 1}"])
+def test_kernel_record_refuses_components_that_are_no_json_object(components: str) -> None:
+    from warmcli.bundle.kernel_row import _kernel_record
+    from warmcli.bundle.rows import _Malformed
+
+    with pytest.raises(_Malformed):
+        _kernel_record(_row(components=components))

@@ -11,6 +11,7 @@ holds no state and reads nothing itself.
 
 from __future__ import annotations
 
+import json
 import math
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
@@ -24,6 +25,9 @@ from warmcli.bundle.rows import (
     _within_limits,
 )
 from warmcli.records import KernelRecord
+
+_NEW = object.__new__
+_SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
 
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
@@ -58,13 +62,34 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             and type(size) is int
             and 0 <= size <= limits.MAX_BLOB_BYTES
         ):
-            parsed = _json_object(comps)
-            components = {str(k): str(v) for k, v in parsed.items()}
-            return KernelRecord(
-                key, device, backend, arch, entry, label, symbol, sha, tool, components, log, secs,
-                size,
+            components = _components(comps)
+            record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
+            record.__dict__.update(
+                {
+                    "key": key, "device": device, "backend": backend, "arch": arch,
+                    "entry": entry, "label": label, "symbol": symbol, "sha256": sha,
+                    "toolchain": tool, "components": components, "compile_log": log,
+                    "seconds": secs, "size": size,
+                }
             )  # fmt: skip
+            return record
     return _checked_kernel_record(row)
+
+
+def _components(text: str) -> dict[str, str]:
+    """A row's components: a JSON object, each value as text. An object as warm writes it
+    is scanned in one call (what `json.loads` does, less its frames); anything else goes
+    through `_json_object`, which accepts what `json.loads` does and names what is wrong."""
+    if text[:1] == "{":
+        try:
+            parsed, end = _SCAN(text, 0)
+        except (ValueError, StopIteration, RecursionError):
+            end = -1
+        if end == len(text) and type(parsed) is dict:
+            if all(type(v) is str for v in parsed.values()):
+                return parsed  # a JSON object's names are text already
+            return {k: str(v) for k, v in parsed.items()}
+    return {str(k): str(v) for k, v in _json_object(text).items()}
 
 
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
