@@ -143,8 +143,13 @@ def converter(
     the full check of its letter (made on first use), which converts it or raises the
     `LaunchError`.
     """
-    finishes = tuple((finish or {}).get(letter) for letter in kernel.params)
-    steps: list[Step | None] = [None] * len(kernel.params)
+    count = len(kernel.params)
+    if finish:
+        finishes = tuple(map(finish.get, kernel.params))
+        finished = tuple(f is not None for f in finishes)
+    else:  # made per kernel served: nothing built that is the same for every kernel
+        finishes, finished = (None,) * count, (False,) * count
+    steps: list[Step | None] = [None] * count
 
     def slow(position: int, value: Any) -> Any:
         step = steps[position]
@@ -153,7 +158,6 @@ def converter(
         return step(value)
 
     fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
-    finished = tuple(f is not None for f in finishes)
     make = _factory(kernel.params, fast_attribute, finished)
     convert: Converter = make(kernel, count_error, slow, fast_type, finishes)
     return convert

@@ -40,6 +40,12 @@ CTYPES: dict[str, type] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _argtypes(params: str) -> tuple[type, ...]:
+    """The ctypes of a signature's parameters (one tuple per signature, not per kernel)."""
+    return tuple(CTYPES[p] for p in params)
+
+
 def cpu_name() -> str:
     """The CPU model as the kernel reports it, else the platform's processor string.
 
@@ -106,10 +112,10 @@ class HostDevice:
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
         try:
-            function = getattr(module, symbol)
+            function = module[symbol]  # a new function object, as `getattr` makes (uncached)
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        function.argtypes = [CTYPES[p] for p in kernel.params]
+        function.argtypes = _argtypes(kernel.params)
         function.restype = None
         function.warm_convert = converter(  # checked, made once per kernel
             kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
