@@ -12,12 +12,12 @@ stale hit. This module holds no state and runs no compiler.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -46,6 +46,7 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
     **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
     "e": "float16, CUDA only",
 }
+_V = TypeVar("_V")
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
 
@@ -53,6 +54,24 @@ CUDA_ONLY_LETTERS = frozenset("e")
 def accepted_letters() -> str:
     """Every accepted parameter letter with its meaning, for an error message."""
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
+
+
+class _once(Generic[_V]):  # a decorator, named as `functools.cached_property` is
+    """`functools.cached_property` without its lock (Python 3.11 takes one per first
+    read): a pure value computed at most a few times over, kept in the instance's dict."""
+
+    def __init__(self, compute: Callable[[Any], _V]) -> None:
+        self.compute, self.name = compute, compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _once[_V]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _V: ...
+    def __get__(self, instance: object, owner: type | None = None) -> _V | _once[_V]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
 
 
 @dataclass(frozen=True)
@@ -112,7 +131,7 @@ class Kernel:
         when the kernel does not set it: `int(kernel.define("TILE") or 16)`."""
         return dict(self.defines).get(name, default)
 
-    @functools.cached_property
+    @_once
     def content_hash(self) -> str:
         """Hash of what the workload wrote: independent of target and toolchain.
 
