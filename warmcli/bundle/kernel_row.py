@@ -86,9 +86,10 @@ def _components(text: str) -> dict[str, str]:
         except (ValueError, StopIteration, RecursionError):
             end = -1
         if end == len(text) and type(parsed) is dict:
-            if all(type(v) is str for v in parsed.values()):
-                return parsed  # a JSON object's names are text already
-            return {k: str(v) for k, v in parsed.items()}
+            for v in parsed.values():
+                if type(v) is not str:
+                    return {k: str(v) for k, v in parsed.items()}
+            return parsed  # a JSON object's names are text already
     return {str(k): str(v) for k, v in _json_object(text).items()}
 
 

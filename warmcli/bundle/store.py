@@ -54,6 +54,8 @@ from warmcli.bundle.rows import (
     TUNE_WIDTH,
     OnError,
     _clip,
+    _corrupt,
+    _Malformed,
     _tune_record,
 )
 from warmcli.errors import BundleError
@@ -169,9 +171,14 @@ class Bundle(BundleAdmin):
         row = fetched.get(key) if fetched is not None else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
-        if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
+        if row is None:
             return None
-        return self._parse("kernel", row[0], lambda: _kernel_record(row))
+        if self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH]):
+            return None
+        try:  # as `_parse` does, in this frame: a hot start parses thousands
+            return _kernel_record(row)
+        except _Malformed as exc:
+            raise BundleError(f"{self.path}: {_corrupt('kernel', row[0], exc)}") from None
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1

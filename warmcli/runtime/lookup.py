@@ -76,6 +76,7 @@ class BundleLookup:
         self._more = True  # the last chunk was full: the bundle may hold more
         self._lookups = 0
         self._targets: dict[str | None, Target] = {}
+        self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -86,7 +87,7 @@ class BundleLookup:
         key = self._keys.get(content)
         if key is None:
             try:
-                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
+                identity: str | None = self._identity(kernel.language)
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
                 key = self._served_key(kernel, None)
@@ -101,6 +102,14 @@ class BundleLookup:
                     self._identities[own] = identity  # keyed here (`_keyed`)
             self._keys[content] = key
         return key
+
+    def _identity(self, language: str) -> str:
+        """This device's compiler identity for `language` (probed once; ToolchainError: none)."""
+        identity = self._identities_by_language.get(language)
+        if identity is None:
+            identity = self.device.compiler(language).toolchain.identity
+            self._identities_by_language[language] = identity
+        return identity
 
     def own_key(self, kernel: Kernel) -> str:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
@@ -187,13 +196,14 @@ class BundleLookup:
             return None
         return record
 
-    def _bundle_rows(self, key: str) -> dict[str, tuple[Any, ...]]:
+    def _bundle_row(self, key: str) -> tuple[Any, ...] | None:
         """This device's kernel rows, prefetched in the order they were stored, a chunk at a
         time when a workload asks for a kernel not fetched yet: each chunk as long as the
         lookups so far (at least `PREFETCH_AFTER`), and fetched only while the rows read
         are fewer than twice the lookups. What is read grows with what the workload asks
         for, never with what the bundle holds (a workload launching in another order than
-        it was warmed reads the rest by key)."""
+        it was warmed reads the rest by key). The row under `key`, if prefetched, is
+        handed out once (and dropped)."""
         assert self.bundle is not None
         with self._lock:
             self._lookups += 1
@@ -206,17 +216,13 @@ class BundleLookup:
                 self._fetched += count
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
-            return rows
+            return rows.pop(key, None)
 
     def _kernel(self, key: str) -> KernelRecord | None:
         """The bundle's record under `key` (its prefetched row used once, then dropped)."""
         assert self.bundle is not None
-        rows = self._bundle_rows(key)
-        try:
-            return self.bundle.kernel(key, rows)
-        finally:
-            with self._lock:
-                rows.pop(key, None)
+        row = self._bundle_row(key)
+        return self.bundle.kernel(key, None if row is None else {key: row})
 
     def held(self, kernel: Kernel, key: str) -> bool:
         """Whether the bundle holds a build under `key` that is served here."""
