@@ -72,3 +72,55 @@ def test_kernel_record_refuses_components_that_are_no_json_object(components: st
 
     with pytest.raises(_Malformed):
         _kernel_record(_row(components=components))
+
+
+def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
+    """`kernel_rows` reads values as they are (its rows' texts are bounded): what it hands
+    `Bundle.kernel` is what `KERNEL_SELECT` reads by key, an oversized name included,
+    which both refuse alike."""
+    import sqlite3
+
+    from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import BundleError
+    from warmcli.records import KernelRecord
+
+    path = tmp_path / "b.warm"
+    with Bundle.create(path) as bundle:
+        records = [
+            KernelRecord(
+                f"{i:064x}",
+                "host",
+                "host",
+                "x86_64",
+                "touch",
+                f"touch[{i}]",
+                f"warm_{i:016x}_touch",
+                f"{i:064x}",
+                "cc:gcc",
+                {"toolchain": "cc:gcc"},
+            )
+            for i in range(3)
+        ]
+        bundle.put([(r, b"\0" * (i + 1)) for i, r in enumerate(records)])
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE kernels SET toolchain = ? WHERE key = ?",
+            ("t" * (MAX_NAME_CHARS + 1), records[1].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert len(rows) == 3
+        for record in records:
+            by_key = bundle._one(f"{KERNEL_SELECT} WHERE key = ?", (record.key,))
+            assert by_key is not None
+            assert rows[record.key][-1] == by_key[-1]  # the over-limit column, alike
+            if by_key[-1] is None:
+                assert rows[record.key] == by_key
+                assert bundle.kernel(record.key, rows) == bundle.kernel(record.key)
+            else:
+                for fetched in (rows, None):
+                    with pytest.raises(BundleError, match="toolchain"):
+                        bundle.kernel(record.key, fetched)

@@ -20,12 +20,29 @@ from warmcli.bundle.rows import (
     _IDENTIFIER,
     _KERNEL_FIELDS,
     _SYMBOL,
+    KERNEL_COLUMNS,
+    MAX_NAME_CHARS,
     _json_object,
     _Malformed,
     _within_limits,
 )
 from warmcli.records import KernelRecord
 
+# The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it).
+_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
+_TEXTS = " + ".join(
+    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
+)
+# A prefetched row: `KERNEL_SELECT`'s columns, then the length of its texts. Its texts are
+# few (`Bundle.kernel_rows` reads only rows whose texts are far below the limit of a label,
+# the components or a log), so each value is read as it is, not through a `length()` test
+# each, and its over-limit column names only a name longer than a name may be.
+_NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
+_OVER = " ".join(f"WHEN length({c}) > {MAX_NAME_CHARS} THEN '{c} ' || length({c})" for c in _NAMES)
+_PREFETCH_SELECT = (
+    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
+    f"CASE {_OVER} END, {_TEXTS} FROM kernels"
+)
 _NEW = object.__new__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
 

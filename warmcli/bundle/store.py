@@ -45,17 +45,16 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
-from warmcli.bundle.kernel_row import _kernel_record
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _TEXTS, _kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
     MAX_BLOB_BYTES,
+    MAX_TEXT_CHARS,
     TUNE_SELECT,
     TUNE_WIDTH,
     OnError,
     _clip,
-    _corrupt,
-    _Malformed,
     _tune_record,
 )
 from warmcli.errors import BundleError
@@ -66,12 +65,7 @@ if TYPE_CHECKING:
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
 PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
-_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
-_TEXTS = " + ".join(
-    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
-)
-# A prefetched row: the kernel's bounded select, then the length of its texts.
-_PREFETCH_SELECT = f"{KERNEL_SELECT.removesuffix(' FROM kernels')}, {_TEXTS} FROM kernels"
+assert PREFETCH_ROW_CHARS < MAX_TEXT_CHARS  # what `_PREFETCH_SELECT` reads as it is
 
 
 class Bundle(BundleAdmin):
@@ -171,14 +165,9 @@ class Bundle(BundleAdmin):
         row = fetched.get(key) if fetched is not None else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
-        if row is None:
+        if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
             return None
-        if self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH]):
-            return None
-        try:  # as `_parse` does, in this frame: a hot start parses thousands
-            return _kernel_record(row)
-        except _Malformed as exc:
-            raise BundleError(f"{self.path}: {_corrupt('kernel', row[0], exc)}") from None
+        return self._parse("kernel", row[0], lambda: _kernel_record(row))
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
