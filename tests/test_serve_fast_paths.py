@@ -124,3 +124,37 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
                 for fetched in (rows, None):
                     with pytest.raises(BundleError, match="toolchain"):
                         bundle.kernel(record.key, fetched)
+
+
+def test_prefetch_chunks_resumed_by_rowid_are_those_by_offset(tmp_path) -> None:
+    """A chunk that starts where the last one ended starts after its rowid: the rows are
+    those the same chunk by offset reads (another open bundle, which has no last chunk)."""
+    from warmcli.bundle.store import Bundle
+    from warmcli.records import KernelRecord
+
+    path = tmp_path / "b.warm"
+    with Bundle.create(path) as bundle:
+        records = [
+            KernelRecord(
+                f"{i:064x}",
+                "host",
+                "host",
+                "x86_64" if i % 3 else "other",
+                "touch",
+                f"touch[{i}]",
+                f"warm_{i:016x}_touch",
+                f"{i:064x}",
+                "cc:gcc",
+            )
+            for i in range(1, 40)
+        ]
+        bundle.put([(r, b"\0") for r in records])
+    with Bundle.open(path) as chunked, Bundle.open(path) as fresh:
+        start = 0
+        for count in (8, 9, 18, 36):
+            got = chunked.kernel_rows("host", "x86_64", start, count)
+            with Bundle.open(path) as other:
+                assert got == other.kernel_rows("host", "x86_64", start, count)
+            start += count
+        assert start > len(fresh.kernel_rows("host", "x86_64"))
+        assert chunked._resume  # the chunks after the first were resumed

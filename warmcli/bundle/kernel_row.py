@@ -33,15 +33,16 @@ _TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol",
 _TEXTS = " + ".join(
     f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
 )
-# A prefetched row: `KERNEL_SELECT`'s columns, then the length of its texts. Its texts are
-# few (`Bundle.kernel_rows` reads only rows whose texts are far below the limit of a label,
-# the components or a log), so each value is read as it is, not through a `length()` test
-# each, and its over-limit column names only a name longer than a name may be.
+# A prefetched row: `KERNEL_SELECT`'s columns, then the length of its texts and its rowid.
+# Its texts are few (`Bundle.kernel_rows` reads only rows whose texts are far below the
+# limit of a label, the components or a log), so each value is read as it is, not through
+# a `length()` test each, and its over-limit column names only a name longer than a name
+# may be.
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _OVER = " ".join(f"WHEN length({c}) > {MAX_NAME_CHARS} THEN '{c} ' || length({c})" for c in _NAMES)
 _PREFETCH_SELECT = (
     f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"CASE {_OVER} END, {_TEXTS} FROM kernels"
+    f"CASE {_OVER} END, {_TEXTS}, rowid FROM kernels"
 )
 _NEW = object.__new__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there

@@ -50,7 +50,6 @@ from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
     MAX_BLOB_BYTES,
-    MAX_TEXT_CHARS,
     TUNE_SELECT,
     TUNE_WIDTH,
     OnError,
@@ -65,7 +64,6 @@ if TYPE_CHECKING:
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
 PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
-assert PREFETCH_ROW_CHARS < MAX_TEXT_CHARS  # what `_PREFETCH_SELECT` reads as it is
 
 
 class Bundle(BundleAdmin):
@@ -84,6 +82,7 @@ class Bundle(BundleAdmin):
         self._refused: set[str] = set()  # keys of rows held but not covered
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
+        self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): after rowid
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -177,17 +176,25 @@ class Bundle(BundleAdmin):
         serve, for `kernel(key, fetched)` to check and parse one at a time. Bounded
         whatever the bundle holds: only rows whose texts total at most
         `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all that this open
-        bundle hands out; a row left out is read by its key when asked for."""
+        bundle hands out; a row left out is read by its key when asked for. A chunk from
+        where the last one ended starts after its rowid (not scanning the rows before)."""
         where = f"WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
+        with self._lock:
+            after = self._resume.get((backend, arch, start)) if start else None
+        params: tuple[object, ...] = (backend, arch, count, start)
+        if after is not None:
+            where, params = f"{where} AND rowid > ?", (backend, arch, after, count, 0)
         select = f"{_PREFETCH_SELECT} {where} ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        for row in self._iter(select, (backend, arch, count, start)):
+        for read, row in enumerate(self._iter(select, params), 1):
             with self._lock:  # the row's texts, counted by SQLite: what it costs in memory
-                self._prefetched += row[-1]
+                self._prefetched += row[-2]
                 if self._prefetched > PREFETCH_CHARS:
-                    break
+                    return rows
+                if read == count:  # the next chunk starts after this one's last row
+                    self._resume[(backend, arch, start + count)] = row[-1]
             if isinstance(row[0], str):
-                rows[row[0]] = row[:-1]
+                rows[row[0]] = row[:-2]
         return rows
 
     def kernels(
