@@ -82,7 +82,7 @@ class Bundle(BundleAdmin):
         self._refused: set[str] = set()  # keys of rows held but not covered
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
-        self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): after rowid
+        self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -179,20 +179,18 @@ class Bundle(BundleAdmin):
         bundle hands out; a row left out is read by its key when asked for. A chunk from
         where the last one ended starts after its rowid (not scanning the rows before)."""
         where = f"WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
-        with self._lock:
-            after = self._resume.get((backend, arch, start)) if start else None
-        params: tuple[object, ...] = (backend, arch, count, start)
-        if after is not None:
-            where, params = f"{where} AND rowid > ?", (backend, arch, after, count, 0)
-        select = f"{_PREFETCH_SELECT} {where} ORDER BY rowid LIMIT ? OFFSET ?"
+        with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
+            first = self._resume.get((backend, arch, start))
+        first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
+        select = f"{_PREFETCH_SELECT} {where} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        for read, row in enumerate(self._iter(select, params), 1):
+        for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
             with self._lock:  # the row's texts, counted by SQLite: what it costs in memory
                 self._prefetched += row[-2]
                 if self._prefetched > PREFETCH_CHARS:
                     return rows
-                if read == count:  # the next chunk starts after this one's last row
-                    self._resume[(backend, arch, start + count)] = row[-1]
+                if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
+                    self._resume[(backend, arch, start + count)] = row[-1] + 1
             if isinstance(row[0], str):
                 rows[row[0]] = row[:-2]
         return rows
