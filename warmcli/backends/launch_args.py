@@ -152,15 +152,18 @@ def converter(
         finishes, finished = (None,) * count, (False,) * count
     fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
     make = _factory(kernel.params, fast_attribute, finished)
-    context = (kernel, pointer, device, [None] * count)  # its steps: made on first use
-    convert: Converter = make(context, count_error, _slow, fast_type, *finishes)
+    steps: list[Step | None] = [None] * count  # made on first use
+    convert: Converter = make(
+        kernel, pointer, device, steps, count_error, _slow, fast_type, *finishes
+    )
     return convert
 
 
-def _slow(context: tuple[Kernel, Step, str, list[Step | None]], position: int, value: Any) -> Any:
+def _slow(
+    kernel: Kernel, pointer: Step, device: str, steps: list[Step | None], position: int, value: Any
+) -> Any:
     """An argument off the fast path: the full check of its letter (made once per kernel
     and position) converts it or raises."""
-    kernel, pointer, device, steps = context
     step = steps[position]
     if step is None:
         step = steps[position] = _step(kernel, position, pointer, device)
@@ -171,35 +174,37 @@ def _slow(context: tuple[Kernel, Step, str, list[Step | None]], position: int, v
 def _factory(params: str, fast_attribute: str | None, finished: tuple[bool, ...]) -> Any:
     """The maker of a signature's converter, generated and compiled once per signature: a
     process that serves thousands of kernels with a few signatures compiles a few, and
-    per kernel only makes its converter (`make(context, count_error, slow, FastBuffer,
-    *finishes)`: one function, what it uses bound as its defaults)."""
+    per kernel only makes its converter (`make(kernel, pointer, device, steps, count_error,
+    slow, FastBuffer, *finishes)`: one function, what it uses bound as its defaults)."""
     count = len(params)
     names = [f"a{i}" for i in range(count)]
     finish_names = [f"f{i}" for i in range(count)]
-    bound = ["context", "count_error", "slow", "FastBuffer", *finish_names]
+    bound = ["kernel", "pointer", "device", "steps", "count_error", "slow", "FastBuffer"]
+    bound += finish_names
     lines = [
         f"def make({', '.join(bound)}):",
         f"    def convert(args, {', '.join(f'{b}={b}' for b in bound)}):",
         f"        if len(args) != {count}:",
-        "            raise count_error(context[0], args)",
+        "            raise count_error(kernel, args)",
     ]
     if count:
         lines.append(f"        {', '.join(names)}, = args")
+    slow = "slow(kernel, pointer, device, steps, "  # the full check, off the fast path
     for i, letter in enumerate(params):
         a = names[i]
         if letter == "P" and fast_attribute is not None:
-            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else slow(context, {i}, {a})"
+            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else {slow}{i}, {a})"
             lines.append(f"        {a} = {fast}")
         elif letter in INT_RANGES:
             lo, hi = INT_RANGES[letter]
             test = f"type({a}) is not int or not {lo} <= {a} <= {hi}"
-            lines.append(f"        if {test}: {a} = slow(context, {i}, {a})")
+            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
         elif letter in FLOAT_LIMITS:
             limit = FLOAT_LIMITS[letter]
             test = f"type({a}) is not float or not {-limit!r} <= {a} <= {limit!r}"
-            lines.append(f"        if {test}: {a} = slow(context, {i}, {a})")
+            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
         else:  # a pointer with no fast buffer type, a bool
-            lines.append(f"        {a} = slow(context, {i}, {a})")
+            lines.append(f"        {a} = {slow}{i}, {a})")
         if finished[i]:
             lines.append(f"        {a} = f{i}({a})")
     lines += [f"        return ({''.join(n + ', ' for n in names)})", "    return convert"]

@@ -41,9 +41,10 @@ CTYPES: dict[str, type] = {
 
 
 @functools.lru_cache(maxsize=256)
-def _argtypes(params: str) -> tuple[type, ...]:
-    """The ctypes of a signature's parameters (one tuple per signature, not per kernel)."""
-    return tuple(CTYPES[p] for p in params)
+def _prototype(params: str) -> Any:
+    """The C function type of a signature (returning void): made once per signature, it
+    holds the argument types and their converters, so no kernel's function holds its own."""
+    return ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
 
 
 def cpu_name() -> str:
@@ -111,12 +112,10 @@ class HostDevice:
         return library
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
-        try:
-            function = module[symbol]  # a new function object, as `getattr` makes (uncached)
+        try:  # its signature's prototype holds the argument types, shared by its kernels
+            function = _prototype(kernel.params)((symbol, module))
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        function.argtypes = _argtypes(kernel.params)
-        function.restype = None
         function.warm_convert = converter(  # checked, made once per kernel
             kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
         )
