@@ -14,8 +14,9 @@ PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
 the order they were stored, in chunks that grow with the kernels asked for (a workload
 serves in a few queries what it launches in the order it was warmed). It owns the keys
-it gave (and by which toolchain), the keys found served, the records read while keying
-and the rows prefetched; it never compiles, never writes the bundle and never prints.
+it gave (and by which toolchain), the keys found served, the records read while keying,
+the rows prefetched, and what it asks once (the compiler's identity per language, the
+serving target per toolchain); it never compiles, never writes the bundle and never prints.
 Loading is the cache's: it is handed the cache's `load`.
 """
 

@@ -2,7 +2,8 @@
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
 the scalars, each checked against the kernel's parameter letters by a converter made
-once per kernel (`warmcli.backends.launch_args`). A binary is loaded from
+once per kernel (`warmcli.backends.launch_args`); a kernel's function is made from its
+signature's C function type, made once per signature. A binary is loaded from
 the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
 hot start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
