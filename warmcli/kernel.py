@@ -12,12 +12,12 @@ stale hit. This module holds no state and runs no compiler.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -46,6 +46,7 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
     **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
     "e": "float16, CUDA only",
 }
+_V = TypeVar("_V")
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
 
@@ -53,6 +54,24 @@ CUDA_ONLY_LETTERS = frozenset("e")
 def accepted_letters() -> str:
     """Every accepted parameter letter with its meaning, for an error message."""
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
+
+
+class _once(Generic[_V]):  # a decorator, named as `functools.cached_property` is
+    """`functools.cached_property` without its lock (Python 3.11 takes one per first
+    read): a pure value computed at most a few times over, kept in the instance's dict."""
+
+    def __init__(self, compute: Callable[[Any], _V]) -> None:
+        self.compute, self.name = compute, compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _once[_V]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _V: ...
+    def __get__(self, instance: object, owner: type | None = None) -> _V | _once[_V]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
 
 
 @dataclass(frozen=True)
@@ -112,22 +131,35 @@ class Kernel:
         when the kernel does not set it: `int(kernel.define("TILE") or 16)`."""
         return dict(self.defines).get(name, default)
 
-    @functools.cached_property
+    @_once
     def content_hash(self) -> str:
         """Hash of what the workload wrote: independent of target and toolchain.
 
-        Computed once per kernel (a kernel is immutable): every launch keys on it.
+        Computed once per kernel (a kernel is immutable): every launch keys on it. The
+        digest of `{"defines", "entry", "language", "options", "params", "source"}` as
+        `_digest` writes it, written directly (a process serving thousands keys them all).
         """
-        return _digest(
-            {
-                "source": self.source,
-                "entry": self.entry,
-                "params": self.params,
-                "language": self.language,
-                "options": list(self.options),
-                "defines": [list(d) for d in self.defines],
-            }
+        if not all(type(o) is str for o in self.options):  # written as JSON writes them
+            return _digest(self._content())
+        defines = ",".join(f"[{_STRING(k)},{_STRING(v)}]" for k, v in self.defines)
+        text = (
+            f'{{"defines":[{defines}],"entry":{_STRING(self.entry)},'
+            f'"language":{_STRING(self.language)},'
+            f'"options":[{",".join(map(_STRING, self.options))}],'
+            f'"params":{_STRING(self.params)},"source":{_STRING(self.source)}}}'
         )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _content(self) -> dict[str, object]:
+        """What `content_hash` digests, as a JSON object."""
+        return {
+            "source": self.source,
+            "entry": self.entry,
+            "params": self.params,
+            "language": self.language,
+            "options": list(self.options),
+            "defines": [list(d) for d in self.defines],
+        }
 
     @property
     def label(self) -> str:

@@ -141,58 +141,70 @@ def converter(
     generated as one function with each argument's fast test inline (only letters,
     which are validated, go into its text); anything off the fast path goes through
     the full check of its letter (made on first use), which converts it or raises the
-    `LaunchError`.
+    `LaunchError`. A process serving thousands of kernels makes thousands: each is one
+    function whose defaults hold what it uses (no closure cells, few objects to keep).
     """
-    finishes = tuple((finish or {}).get(letter) for letter in kernel.params)
-    steps: list[Step | None] = [None] * len(kernel.params)
-
-    def slow(position: int, value: Any) -> Any:
-        step = steps[position]
-        if step is None:
-            step = steps[position] = _step(kernel, position, pointer, device)
-        return step(value)
-
+    count = len(kernel.params)
+    if finish:
+        finishes = tuple(map(finish.get, kernel.params))
+        finished = tuple(f is not None for f in finishes)
+    else:  # made per kernel served: nothing built that is the same for every kernel
+        finishes, finished = (None,) * count, (False,) * count
     fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
-    finished = tuple(f is not None for f in finishes)
     make = _factory(kernel.params, fast_attribute, finished)
-    convert: Converter = make(kernel, count_error, slow, fast_type, finishes)
+    steps: list[Step | None] = [None] * count  # made on first use
+    convert: Converter = make(
+        kernel, pointer, device, steps, count_error, _slow, fast_type, *finishes
+    )
     return convert
+
+
+def _slow(
+    kernel: Kernel, pointer: Step, device: str, steps: list[Step | None], position: int, value: Any
+) -> Any:
+    """An argument off the fast path: the full check of its letter (made once per kernel
+    and position) converts it or raises."""
+    step = steps[position]
+    if step is None:
+        step = steps[position] = _step(kernel, position, pointer, device)
+    return step(value)
 
 
 @functools.lru_cache(maxsize=256)
 def _factory(params: str, fast_attribute: str | None, finished: tuple[bool, ...]) -> Any:
     """The maker of a signature's converter, generated and compiled once per signature: a
     process that serves thousands of kernels with a few signatures compiles a few, and
-    per kernel only makes its converter (`make(kernel, count_error, slow, FastBuffer,
-    finishes)`)."""
+    per kernel only makes its converter (`make(kernel, pointer, device, steps, count_error,
+    slow, FastBuffer, *finishes)`: one function, what it uses bound as its defaults)."""
     count = len(params)
     names = [f"a{i}" for i in range(count)]
     finish_names = [f"f{i}" for i in range(count)]
-    lines = ["def make(kernel, count_error, slow, FastBuffer, finishes):"]
-    if count:
-        lines.append(f"    {', '.join(finish_names)}, = finishes")
-    lines += [
-        "    def convert(args):",
+    bound = ["kernel", "pointer", "device", "steps", "count_error", "slow", "FastBuffer"]
+    bound += finish_names
+    lines = [
+        f"def make({', '.join(bound)}):",
+        f"    def convert(args, {', '.join(f'{b}={b}' for b in bound)}):",
         f"        if len(args) != {count}:",
         "            raise count_error(kernel, args)",
     ]
     if count:
         lines.append(f"        {', '.join(names)}, = args")
+    slow = "slow(kernel, pointer, device, steps, "  # the full check, off the fast path
     for i, letter in enumerate(params):
         a = names[i]
         if letter == "P" and fast_attribute is not None:
-            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else slow({i}, {a})"
+            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else {slow}{i}, {a})"
             lines.append(f"        {a} = {fast}")
         elif letter in INT_RANGES:
             lo, hi = INT_RANGES[letter]
             test = f"type({a}) is not int or not {lo} <= {a} <= {hi}"
-            lines.append(f"        if {test}: {a} = slow({i}, {a})")
+            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
         elif letter in FLOAT_LIMITS:
             limit = FLOAT_LIMITS[letter]
             test = f"type({a}) is not float or not {-limit!r} <= {a} <= {limit!r}"
-            lines.append(f"        if {test}: {a} = slow({i}, {a})")
+            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
         else:  # a pointer with no fast buffer type, a bool
-            lines.append(f"        {a} = slow({i}, {a})")
+            lines.append(f"        {a} = {slow}{i}, {a})")
         if finished[i]:
             lines.append(f"        {a} = f{i}({a})")
     lines += [f"        return ({''.join(n + ', ' for n in names)})", "    return convert"]

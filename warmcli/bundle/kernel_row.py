@@ -11,6 +11,7 @@ holds no state and reads nothing itself.
 
 from __future__ import annotations
 
+import json
 import math
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
@@ -19,11 +20,32 @@ from warmcli.bundle.rows import (
     _IDENTIFIER,
     _KERNEL_FIELDS,
     _SYMBOL,
+    KERNEL_COLUMNS,
+    MAX_NAME_CHARS,
     _json_object,
     _Malformed,
     _within_limits,
 )
 from warmcli.records import KernelRecord
+
+# The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it).
+_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
+_TEXTS = " + ".join(
+    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
+)
+# A prefetched row: `KERNEL_SELECT`'s columns, then the length of its texts and its rowid.
+# Its texts are few (`Bundle.kernel_rows` reads only rows whose texts are far below the
+# limit of a label, the components or a log), so each value is read as it is, not through
+# a `length()` test each, and its over-limit column names only a name longer than a name
+# may be.
+_NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
+_OVER = " ".join(f"WHEN length({c}) > {MAX_NAME_CHARS} THEN '{c} ' || length({c})" for c in _NAMES)
+_PREFETCH_SELECT = (
+    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
+    f"CASE {_OVER} END, {_TEXTS}, rowid FROM kernels"
+)
+_NEW = object.__new__
+_SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
 
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
@@ -58,13 +80,35 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             and type(size) is int
             and 0 <= size <= limits.MAX_BLOB_BYTES
         ):
-            parsed = _json_object(comps)
-            components = {str(k): str(v) for k, v in parsed.items()}
-            return KernelRecord(
-                key, device, backend, arch, entry, label, symbol, sha, tool, components, log, secs,
-                size,
+            components = _components(comps)
+            record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
+            record.__dict__.update(
+                {
+                    "key": key, "device": device, "backend": backend, "arch": arch,
+                    "entry": entry, "label": label, "symbol": symbol, "sha256": sha,
+                    "toolchain": tool, "components": components, "compile_log": log,
+                    "seconds": secs, "size": size,
+                }
             )  # fmt: skip
+            return record
     return _checked_kernel_record(row)
+
+
+def _components(text: str) -> dict[str, str]:
+    """A row's components: a JSON object, each value as text. An object as warm writes it
+    is scanned in one call (what `json.loads` does, less its frames); anything else goes
+    through `_json_object`, which accepts what `json.loads` does and names what is wrong."""
+    if text[:1] == "{":
+        try:
+            parsed, end = _SCAN(text, 0)
+        except (ValueError, StopIteration, RecursionError):
+            end = -1
+        if end == len(text) and type(parsed) is dict:
+            for v in parsed.values():
+                if type(v) is not str:
+                    return {k: str(v) for k, v in parsed.items()}
+            return parsed  # a JSON object's names are text already
+    return {str(k): str(v) for k, v in _json_object(text).items()}
 
 
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:

@@ -44,7 +44,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
-from warmcli.bundle.kernel_row import _kernel_record
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _TEXTS, _kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -69,12 +69,6 @@ if TYPE_CHECKING:
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
 PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
-_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
-_TEXTS = " + ".join(
-    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
-)
-# A prefetched row: the kernel's bounded select, then the length of its texts.
-_PREFETCH_SELECT = f"{KERNEL_SELECT.removesuffix(' FROM kernels')}, {_TEXTS} FROM kernels"
 
 
 class Bundle(BundleAdmin):
@@ -93,6 +87,7 @@ class Bundle(BundleAdmin):
         self._refused: set[str] = set()  # keys of rows held but not covered
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
+        self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -186,17 +181,23 @@ class Bundle(BundleAdmin):
         serve, for `kernel(key, fetched)` to check and parse one at a time. Bounded
         whatever the bundle holds: only rows whose texts total at most
         `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all that this open
-        bundle hands out; a row left out is read by its key when asked for."""
+        bundle hands out; a row left out is read by its key when asked for. A chunk from
+        where the last one ended starts after its rowid (not scanning the rows before)."""
         where = f"WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
-        select = f"{_PREFETCH_SELECT} {where} ORDER BY rowid LIMIT ? OFFSET ?"
+        with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
+            first = self._resume.get((backend, arch, start))
+        first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
+        select = f"{_PREFETCH_SELECT} {where} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        for row in self._iter(select, (backend, arch, count, start)):
+        for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
             with self._lock:  # the row's texts, counted by SQLite: what it costs in memory
-                self._prefetched += row[-1]
+                self._prefetched += row[-2]
                 if self._prefetched > PREFETCH_CHARS:
-                    break
+                    return rows
+                if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
+                    self._resume[(backend, arch, start + count)] = row[-1] + 1
             if isinstance(row[0], str):
-                rows[row[0]] = row[:-1]
+                rows[row[0]] = row[:-2]
         return rows
 
     def kernels(

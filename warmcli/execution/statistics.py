@@ -152,22 +152,26 @@ class StatisticsCollector:
         if view not in _VIEWS:
             raise ValueError(f"unknown statistics view {view!r}")
         with self._lock:
-            views = self._counts.get(device)
-            if views is None:  # built once per device, not on every count (a launch counts)
-                views = self._counts[device] = {v: Counter() for v in _VIEWS}
-            views[view][name] += amount
+            self._add(device, view, name, amount)
+
+    def _add(self, device: str, view: str, name: str, amount: float = 1) -> None:
+        """`count`, under the lock already held (a registration counts as it changes)."""
+        views = self._counts.get(device)
+        if views is None:  # built once per device, not on every count (a launch counts)
+            views = self._counts[device] = {v: Counter() for v in _VIEWS}
+        views[view][name] += amount
 
     def register(self, device: str, view: str, key: str) -> Registration | None:
         """Register the kernel (`compilation`) or tune (`autotune`) `key` here; None when
         this collector registered it already (a key registers once per collector)."""
         if view not in _OUTCOMES:
             raise ValueError(f"nothing registers in statistics view {view!r}")
+        seen = (device, view, key)
         with self._lock:
-            seen = (device, view, key)
             if seen in self._seen:
                 return None
             self._seen.add(seen)
-        self.count(device, view, "registered")
+            self._add(device, view, "registered")
         return Registration(self, device, view)
 
     def note(self, message: str) -> None:
@@ -217,28 +221,32 @@ class Registration:
     def __init__(self, collector: StatisticsCollector, device: str, view: str) -> None:
         self._collector, self._device, self._view = collector, device, view
         self.outcome: str | None = None
-        self._later: set[str] = set()
+        self._later: set[str] | None = None  # made at the first (most never have one)
 
     def settle(self, outcome: str) -> bool:
         """Count how it ended; False (nothing counted) if it had settled already."""
         if outcome not in _OUTCOMES[self._view]:
             raise ValueError(f"{self._view} has no outcome {outcome!r}")
-        with self._collector._lock:
+        collector = self._collector
+        with collector._lock:
             if self.outcome is not None:
                 return False
             self.outcome = outcome
-        self._collector.count(self._device, self._view, outcome)
+            collector._add(self._device, self._view, outcome)
         return True
 
     def record(self, later: str) -> bool:
         """Count `later` (refused, stored, persisted) once however often it is told."""
         if later not in _LATER[self._view]:
             raise ValueError(f"{self._view} has no {later!r}")
-        with self._collector._lock:
-            if later in self._later:
+        collector = self._collector
+        with collector._lock:
+            if self._later is None:
+                self._later = set()
+            elif later in self._later:
                 return False
             self._later.add(later)
-        self._collector.count(self._device, self._view, later)
+            collector._add(self._device, self._view, later)
         return True
 
 
@@ -264,10 +272,16 @@ class Registrations:
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
         """Settle every open registration of `keys` (one key or many) as `outcome`."""
-        for key in [keys] if isinstance(keys, str) else keys:
+        for key in (keys,) if isinstance(keys, str) else keys:
             with self._lock:
-                done = self._open.pop(key, [])
-                self._settled.setdefault(key, []).extend(done)
+                done = self._open.pop(key, None)
+                if done is None:
+                    continue
+                settled = self._settled.get(key)
+                if settled is None:
+                    self._settled[key] = done
+                else:
+                    settled.extend(done)
             for registration in done:
                 registration.settle(outcome)
 

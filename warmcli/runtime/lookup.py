@@ -14,8 +14,9 @@ PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
 the order they were stored, in chunks that grow with the kernels asked for (a workload
 serves in a few queries what it launches in the order it was warmed). It owns the keys
-it gave (and by which toolchain), the keys found served, the records read while keying
-and the rows prefetched; it never compiles, never writes the bundle and never prints.
+it gave (and by which toolchain), the keys found served, the records read while keying,
+the rows prefetched, and what it asks once (the compiler's identity per language, the
+serving target per toolchain); it never compiles, never writes the bundle and never prints.
 Loading is the cache's: it is handed the cache's `load`.
 """
 
@@ -75,6 +76,8 @@ class BundleLookup:
         self._fetched = 0  # rows of this device's asked for so far, in the order stored
         self._more = True  # the last chunk was full: the bundle may hold more
         self._lookups = 0
+        self._targets: dict[str | None, Target] = {}
+        self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class BundleLookup:
         key = self._keys.get(content)
         if key is None:
             try:
-                identity: str | None = self.device.compiler(kernel.language).toolchain.identity
+                identity: str | None = self._identity(kernel.language)
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
                 key = self._served_key(kernel, None)
@@ -93,9 +96,21 @@ class BundleLookup:
                     raise
             else:
                 assert identity is not None
-                key = self._served_key(kernel, identity) or self._keyed(kernel, identity)
+                own = kernel_key(kernel, self.device.arch, identity)  # keyed once
+                key = self._served_key(kernel, identity, own)
+                if key is None:
+                    key = own
+                    self._identities[own] = identity  # keyed here (`_keyed`)
             self._keys[content] = key
         return key
+
+    def _identity(self, language: str) -> str:
+        """This device's compiler identity for `language` (probed once; ToolchainError: none)."""
+        identity = self._identities_by_language.get(language)
+        if identity is None:
+            identity = self.device.compiler(language).toolchain.identity
+            self._identities_by_language[language] = identity
+        return identity
 
     def own_key(self, kernel: Kernel) -> str:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
@@ -114,19 +129,26 @@ class BundleLookup:
         return key in self._identities
 
     def _target(self, identity: str | None) -> Target:
-        fp = self.device.fingerprint
-        return Target(self.device.backend, self.device.arch, fp.driver, identity)
+        target = self._targets.get(identity)
+        if target is None:  # one per toolchain: the device does not change under a process
+            fp = self.device.fingerprint
+            target = Target(self.device.backend, self.device.arch, fp.driver, identity)
+            self._targets[identity] = target
+        return target
 
-    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
+    def _served_key(
+        self, kernel: Kernel, identity: str | None, own: str | None = None
+    ) -> str | None:
         """The key of the bundle's build of this kernel that another toolchain made and
         that runs here, when the bundle holds none of this device's toolchain: served
         outside warming, and while warming only where there is no compiler. With no
-        compiler and only PTX for an older arch, the key its cubin would have."""
+        compiler and only PTX for an older arch, the key its cubin would have (`own`: the
+        kernel's key by `identity`)."""
         if self.bundle is None or (identity is not None and not self.any_toolchain):
             return None
         arch = self.device.arch
         if identity is not None:
-            own = kernel_key(kernel, arch, identity)
+            assert own is not None
             try:
                 record = self._kernel(own)
             except BundleError:  # a malformed row: `record` explains it as corrupt
@@ -175,13 +197,14 @@ class BundleLookup:
             return None
         return record
 
-    def _bundle_rows(self, key: str) -> dict[str, tuple[Any, ...]]:
+    def _bundle_row(self, key: str) -> tuple[Any, ...] | None:
         """This device's kernel rows, prefetched in the order they were stored, a chunk at a
         time when a workload asks for a kernel not fetched yet: each chunk as long as the
         lookups so far (at least `PREFETCH_AFTER`), and fetched only while the rows read
         are fewer than twice the lookups. What is read grows with what the workload asks
         for, never with what the bundle holds (a workload launching in another order than
-        it was warmed reads the rest by key)."""
+        it was warmed reads the rest by key). The row under `key`, if prefetched, is
+        handed out once (and dropped)."""
         assert self.bundle is not None
         with self._lock:
             self._lookups += 1
@@ -194,17 +217,13 @@ class BundleLookup:
                 self._fetched += count
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
-            return rows
+            return rows.pop(key, None)
 
     def _kernel(self, key: str) -> KernelRecord | None:
         """The bundle's record under `key` (its prefetched row used once, then dropped)."""
         assert self.bundle is not None
-        rows = self._bundle_rows(key)
-        try:
-            return self.bundle.kernel(key, rows)
-        finally:
-            with self._lock:
-                rows.pop(key, None)
+        row = self._bundle_row(key)
+        return self.bundle.kernel(key, None if row is None else {key: row})
 
     def held(self, kernel: Kernel, key: str) -> bool:
         """Whether the bundle holds a build under `key` that is served here."""

@@ -2,7 +2,8 @@
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
 the scalars, each checked against the kernel's parameter letters by a converter made
-once per kernel (`warmcli.backends.launch_args`). A binary is loaded from
+once per kernel (`warmcli.backends.launch_args`); a kernel's function is made from its
+signature's C function type, made once per signature. A binary is loaded from
 the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
 hot start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
@@ -38,6 +39,13 @@ CTYPES: dict[str, type] = {
         if letter not in CUDA_ONLY_LETTERS
     },
 }
+
+
+@functools.lru_cache(maxsize=256)
+def _prototype(params: str) -> Any:
+    """The C function type of a signature (returning void): made once per signature, it
+    holds the argument types and their converters, so no kernel's function holds its own."""
+    return ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
 
 
 def cpu_name() -> str:
@@ -105,12 +113,10 @@ class HostDevice:
         return library
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
-        try:
-            function = getattr(module, symbol)
+        try:  # its signature's prototype holds the argument types, shared by its kernels
+            function = _prototype(kernel.params)((symbol, module))
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        function.argtypes = [CTYPES[p] for p in kernel.params]
-        function.restype = None
         function.warm_convert = converter(  # checked, made once per kernel
             kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
         )

@@ -1,0 +1,141 @@
+"""The per-kernel serving path's fast forms give what their plain forms give (issue 16).
+
+Keys are stored in bundles, so a kernel's content hash written directly must be the
+digest the JSON encoder writes, byte for byte, whatever the kernel holds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from warmcli.kernel import Kernel, _digest
+
+KERNELS = [
+    Kernel("void f(int *p) { p[0] = 1; }", "f", "P"),
+    Kernel('void g(){ "é\\n\t\x01" }', "g", "Pi", options=["-O2", '-DX="y"']),
+    Kernel("s", "h", defines={"A": 1, "B": 'x"y', "C": True, "D": "ü"}, name="n"),
+    Kernel("s", "h", language="cuda", options=("-lineinfo",)),
+    Kernel("s", "h", options=[3]),  # not text: written as JSON writes a number
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=range(len(KERNELS)))
+def test_content_hash_is_the_json_digest(kernel: Kernel) -> None:
+    assert kernel.content_hash == _digest(kernel._content())
+
+
+def _row(**changes: object) -> tuple[object, ...]:
+    fields = {
+        "key": "a" * 64,
+        "device": "host",
+        "backend": "host",
+        "arch": "x86_64",
+        "entry": "touch",
+        "label": "touch[V=1]",
+        "symbol": "warm_0123456789abcdef_touch",
+        "sha256": "b" * 64,
+        "toolchain": "cc:gcc 12",
+        "components": '{"arch": "x86_64", "defines": "[[\\"V\\", \\"1\\"]]", "toolchain": "cc"}',
+        "compile_log": "",
+        "seconds": 0.25,
+        "size": 100,
+    }
+    fields.update(changes)
+    return (*fields.values(), None)
+
+
+@pytest.mark.parametrize(
+    "components",
+    [
+        '{"a": "b"}',
+        ' {"a": "b"} ',  # what json.loads accepts, the long way
+        '{"a": 1, "b": null, "c": [1]}',  # values become text
+        "{}",
+    ],
+)
+def test_kernel_record_fast_path_is_the_checked_one(components: str) -> None:
+    from dataclasses import fields
+
+    from warmcli.bundle.kernel_row import _checked_kernel_record, _kernel_record
+
+    row = _row(components=components)
+    fast, checked = _kernel_record(row), _checked_kernel_record(row)
+    assert fast == checked
+    assert list(vars(fast)) == [f.name for f in fields(fast)]  # every field, in order
+    assert all(type(v) is str for v in fast.components.values())
+
+
+@pytest.mark.parametrize("components", ["[]", '{"a": "b"} x', "{", "", '"a"', "{'a': 1}"])
+def test_kernel_record_refuses_components_that_are_no_json_object(components: str) -> None:
+    from warmcli.bundle.kernel_row import _kernel_record
+    from warmcli.bundle.rows import _Malformed
+
+    with pytest.raises(_Malformed):
+        _kernel_record(_row(components=components))
+
+
+def _stored(path, arches: list[str]) -> list:
+    """A new bundle at `path` of one host kernel row for each of `arches`; their records."""
+    from warmcli.bundle.store import Bundle
+    from warmcli.records import KernelRecord
+
+    records = [
+        KernelRecord(f"{i:064x}", "host", "host", arch, "touch", f"touch[{i}]",
+                     f"warm_{i:016x}_touch", f"{i:064x}", "cc:gcc", {"toolchain": "cc:gcc"})
+        for i, arch in enumerate(arches, 1)
+    ]  # fmt: skip
+    with Bundle.create(path) as bundle:
+        bundle.put([(r, b"\0" * i) for i, r in enumerate(records, 1)])
+    return records
+
+
+def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
+    """`kernel_rows` reads values as they are (its rows' texts are bounded): what it hands
+    `Bundle.kernel` is what `KERNEL_SELECT` reads by key, an oversized name included,
+    which both refuse alike."""
+    import sqlite3
+
+    from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import BundleError
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 3)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE kernels SET toolchain = ? WHERE key = ?",
+            ("t" * (MAX_NAME_CHARS + 1), records[1].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert len(rows) == 3
+        for record in records:
+            by_key = bundle._one(f"{KERNEL_SELECT} WHERE key = ?", (record.key,))
+            assert by_key is not None
+            assert rows[record.key][-1] == by_key[-1]  # the over-limit column, alike
+            if by_key[-1] is None:
+                assert rows[record.key] == by_key
+                assert bundle.kernel(record.key, rows) == bundle.kernel(record.key)
+            else:
+                for fetched in (rows, None):
+                    with pytest.raises(BundleError, match="toolchain"):
+                        bundle.kernel(record.key, fetched)
+
+
+def test_prefetch_chunks_resumed_by_rowid_are_those_by_offset(tmp_path) -> None:
+    """A chunk that starts where the last one ended starts after its rowid: the rows are
+    those the same chunk by offset reads (another open bundle, which has no last chunk)."""
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    _stored(path, ["x86_64" if i % 3 else "other" for i in range(1, 40)])
+    with Bundle.open(path) as chunked:
+        start = 0
+        for count in (8, 9, 18, 36):
+            got = chunked.kernel_rows("host", "x86_64", start, count)
+            with Bundle.open(path) as other:
+                assert got == other.kernel_rows("host", "x86_64", start, count)
+            start += count
+        assert chunked._resume  # the chunks after the first were resumed
