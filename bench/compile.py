@@ -124,6 +124,7 @@ def cold_probes() -> Iterator[None]:
     probe.cache_clear()
     nvcc.supported_sms.cache_clear()
     nvrtc.supported_sms.cache_clear()
+    nvrtc.identity.cache_clear()
     saved = os.environ.get("WARM_HOME")
     with tempfile.TemporaryDirectory(prefix="warm-bench-home-") as home:
         os.environ["WARM_HOME"] = home

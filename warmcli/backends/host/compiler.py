@@ -99,4 +99,4 @@ class HostCompiler:
             log=log,
             seconds=seconds,
             command=tuple(command),
-        )
+        ).digested()
