@@ -205,23 +205,25 @@ def _compare(
     ]
     floor, floor_cpu = median([f for f, _ in floors]), min(c for _, c in floors)
     n = len(kernels)
-    # What batching can remove is each kernel's process start-up (the floor); the
-    # compiler's own work on each kernel stays: the CPU figures bound the ratio on equal cores.
-    left = max(pair_cpu - n * floor_cpu, 1e-9)
+    # Batching removes each kernel's process start-up (the floor); the compiler's own work
+    # on each kernel stays. warm's CPU less its processes' start-ups is that work, merged:
+    # no batching with this compiler and these flags spends less, whence the bound.
+    own = max(batch_cpu - processes * floor_cpu, 1e-9)
     detail = (
         f"{n} variants on {cores} core(s), {compiler.toolchain.path}, best of {runs} each: "
         f"warm batch {batch:.2f} s in {processes} process(es) ({n / batch:.1f} kernels/s); "
         f"baseline one process per kernel two at a time {pair:.2f} s ({n / pair:.1f} "
         f"kernels/s); one at a time {loop:.2f} s ({loop / batch:.1f}× warm, once); "
         f"per-kernel floor (an empty kernel) {floor:.2f} s; compiler CPU seconds "
-        f"(load-independent): baseline {pair_cpu:.2f} = {n} × {pair_cpu / n * 1000:.0f} ms, of "
-        f"which process start-up (the floor's {floor_cpu * 1000:.0f} ms) is "
-        f"{n * floor_cpu:.2f}; warm {batch_cpu:.2f} ({batch_cpu / n * 1000:.0f} ms per kernel "
-        f"merged); what bounds the ratio: removing every start-up leaves the compiler's own "
-        f"{left / n * 1000:.0f} ms per kernel, so on equal cores no batching exceeds "
-        f"{pair_cpu / left:.1f}× (CPU baseline / CPU left; warm {pair_cpu / batch_cpu:.1f}×): "
-        f"{TARGET:g}× would need the compiler itself to build a kernel "
-        f"{TARGET * left / pair_cpu:.0f}× faster, with other flags, so another binary"
+        f"(load-independent): baseline {pair_cpu:.2f} ({pair_cpu / n * 1000:.0f} ms a kernel, "
+        f"{floor_cpu * 1000:.0f} ms of it process start-up), warm {batch_cpu:.2f} "
+        f"({batch_cpu / pair_cpu * 100:.0f}%), of which the compiler's own work on the "
+        f"kernels, start-ups taken out, is {own:.2f} ({own / n * 1000:.0f} ms a kernel): "
+        f"what bounds the ratio on equal cores is that work: a batch with no start-up at "
+        f"all reaches CPU baseline / CPU own = {pair_cpu / own:.1f}× (warm "
+        f"{pair_cpu / batch_cpu:.1f}×); {TARGET:g}× "
+        f"would need the compiler to build a kernel in {pair_cpu / n / TARGET * 1000:.0f} ms, "
+        f"other flags, so another binary"
     )
     assert compiled == n
     return at_least(name, pair / batch, TARGET, detail)
