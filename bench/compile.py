@@ -1,4 +1,5 @@
-"""The compile race (rows `compile_cuda*`) and the host batch (row `compile_host`).
+"""The compile variants and warm's cold batch, shared by the CUDA race (`bench.race`),
+and the host batch (row `compile_host`).
 
 The variants are a tiled matmul over tile × unroll × element type: kernels that
 truly differ (different defines), never duplicates. warm's side is a fresh
@@ -7,27 +8,14 @@ truly differ (different defines), never duplicates. warm's side is a fresh
 cores), with the toolchain probes forgotten first (and no remembered version
 line) so their cost is counted.
 
-CUDA, the race, one run, 64 sm_90 variants, the same best-of-N on every side:
-warm with NVRTC (its default where installed, PTX kept), warm with nvcc, the best
-hand-written NVRTC batching (the same merged translation units, one program in
-one thread or one program per core in threads), NVRTC one program per kernel one
-after another (CuPy's `RawKernel` on a cold cache), and one `nvcc --cubin` per
-kernel two at a time (PyCUDA's `SourceModule`, with warm's own nvcc command
-line). NVRTC is loaded and initialised (one empty program) before any side is
-timed; every NVRTC side passes the same `-I` folders; the sides run in rounds (each
-round runs every side once) and each keeps its best round. The hand-written batching
-compared is the one with the best median round (then its best round, as every side:
-the same N draws). Rows: warm (NVRTC) against nvcc per kernel, against the
-hand-written batching, against NVRTC per kernel; every side's kernels per second
-and CPU seconds in the detail, with what bounds the per-kernel ratio: an NVRTC
-program's fixed cost and a kernel's cost inside a merged program, both in CPU time.
-
 Host: what a cold `SourceModule`-style loop does, one `cc` per kernel in a fresh
 temporary folder with the very command line warm's compiler builds, run *two at a
 time* (on 2 cores a serial loop against warm's parallel batch would not be a fair
 comparison), against warm's batch; the best of the same N runs on each side, every
 run cold. The serial loop is reported beside it, once, and so is the floor: one
-compiler process on an empty kernel.
+compiler process on an empty kernel. What bounds the ratio is measured in the
+compilers' CPU time: batching removes each kernel's process start-up (the floor's),
+never the compiler's own work on the kernel.
 """
 
 from __future__ import annotations
@@ -35,18 +23,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import resource
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
-from bench.rows import Row, Size, at_least, median, skipped
+from bench.rows import Row, Size, at_least, median
 from warmcli.backends.base import Device
 from warmcli.backends.batch import default_jobs
-from warmcli.backends.compiler import Compiler, CompileUnit
-from warmcli.backends.toolchain import ToolchainError, probe
+from warmcli.backends.compiler import Compiler
+from warmcli.backends.toolchain import probe
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel
 from warmcli.runtime.kernel_cache import KernelCache
@@ -98,6 +88,7 @@ void matmul(const T *A, const T *B, T *C, int M, int N, int K) {
 }
 """
 C_EMPTY = "void empty(void) {}\n"
+T = TypeVar("T")
 
 
 def variants(language: str, count: int) -> list[Kernel]:
@@ -124,6 +115,7 @@ def cold_probes() -> Iterator[None]:
     probe.cache_clear()
     nvcc.supported_sms.cache_clear()
     nvrtc.supported_sms.cache_clear()
+    nvrtc.identity.cache_clear()
     saved = os.environ.get("WARM_HOME")
     with tempfile.TemporaryDirectory(prefix="warm-bench-home-") as home:
         os.environ["WARM_HOME"] = home
@@ -178,6 +170,14 @@ def per_kernel_loop(command: Command, sources: Sequence[str], suffix: str, jobs:
     return time.perf_counter() - started
 
 
+def _with_children_cpu(run: Callable[[], T]) -> tuple[T, float]:
+    """`run()` and the CPU seconds of the child processes it waited for (the compilers)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return result, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def _compare(
     name: str,
     device: Device,
@@ -192,187 +192,41 @@ def _compare(
     cores = default_jobs()
     # Best of N on each side, the same N: noise on a shared machine only ever adds time.
     runs = min(RUNS, size.repeats)
-    batch, compiled, processes = min(warm_batch(device, kernels) for _ in range(runs))
-    pair = min(per_kernel_loop(command, sources, suffix, jobs=2) for _ in range(runs))
+    warm_runs = [_with_children_cpu(lambda: warm_batch(device, kernels)) for _ in range(runs)]
+    (batch, compiled, processes), batch_cpu = min(warm_runs)
+    pair, pair_cpu = min(
+        _with_children_cpu(lambda: per_kernel_loop(command, sources, suffix, jobs=2))
+        for _ in range(runs)
+    )
     loop = per_kernel_loop(command, sources, suffix)
-    floor = median([per_kernel_loop(command, [empty], suffix) for _ in range(min(3, size.repeats))])
+    floors = [
+        _with_children_cpu(lambda: per_kernel_loop(command, [empty], suffix))
+        for _ in range(min(3, size.repeats))
+    ]
+    floor, floor_cpu = median([f for f, _ in floors]), min(c for _, c in floors)
     n = len(kernels)
+    # Batching removes each kernel's process start-up (the floor); the compiler's own work
+    # on each kernel stays. warm's CPU less its processes' start-ups is that work, merged:
+    # no batching with this compiler and these flags spends less, whence the bound.
+    own = max(batch_cpu - processes * floor_cpu, 1e-9)
     detail = (
         f"{n} variants on {cores} core(s), {compiler.toolchain.path}, best of {runs} each: "
         f"warm batch {batch:.2f} s in {processes} process(es) ({n / batch:.1f} kernels/s); "
         f"baseline one process per kernel two at a time {pair:.2f} s ({n / pair:.1f} "
         f"kernels/s); one at a time {loop:.2f} s ({loop / batch:.1f}× warm, once); "
-        f"per-kernel floor (an empty kernel) {floor:.2f} s, so at most "
-        f"{n * floor / 2 / batch:.1f}× is process start-up two at a time"
+        f"per-kernel floor (an empty kernel) {floor:.2f} s; compiler CPU seconds "
+        f"(load-independent): baseline {pair_cpu:.2f} ({pair_cpu / n * 1000:.0f} ms a kernel, "
+        f"{floor_cpu * 1000:.0f} ms of it process start-up), warm {batch_cpu:.2f} "
+        f"({batch_cpu / pair_cpu * 100:.0f}%), of which the compiler's own work on the "
+        f"kernels, start-ups taken out, is {own:.2f} ({own / n * 1000:.0f} ms a kernel): "
+        f"what bounds the ratio on equal cores is that work: a batch with no start-up at "
+        f"all reaches CPU baseline / CPU own = {pair_cpu / own:.1f}× (warm "
+        f"{pair_cpu / batch_cpu:.1f}×); {TARGET:g}× "
+        f"would need the compiler to build a kernel in {pair_cpu / n / TARGET * 1000:.0f} ms, "
+        f"other flags, so another binary"
     )
     assert compiled == n
     return at_least(name, pair / batch, TARGET, detail)
-
-
-RACE = ("compile_cuda", "compile_cuda_nvrtc_batching", "compile_cuda_nvrtc_per_kernel")
-NVRTC_BATCH_TARGET = 1.0  # warm (NVRTC) against the best hand-written NVRTC batching
-NVRTC_KERNEL_TARGET = 4.0  # warm (NVRTC) against NVRTC one program per kernel (CuPy's cold path)
-NVCC_TARGET = 4.0  # warm (NVRTC) against one nvcc per kernel, two at a time (PyCUDA's cold path)
-WARM = "warm (NVRTC)"
-NVRTC_LOOP = "NVRTC one program per kernel, serial (CuPy's cold path)"
-NVCC_LOOP = "one nvcc per kernel, 2 at a time (PyCUDA's cold path)"
-
-
-def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
-    """What a user writes by hand: one NVRTC program, compiled, its cubin read."""
-    from cuda.bindings import nvrtc
-
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
-    try:
-        options = [f"--gpu-architecture={arch}".encode(), *(f"-I{d}".encode() for d in includes)]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise RuntimeError(f"hand-written NVRTC compile failed: {err}")
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return cubin
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-def nvrtc_batched(units: Sequence[CompileUnit], programs: int, includes: Sequence[str]) -> float:
-    """Seconds for `programs` hand-merged programs of the units, one thread each."""
-    from warmcli.backends.cuda.nvcc import translation_unit
-
-    sources = [translation_unit(units[i::programs]) for i in range(programs)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(programs) as pool:
-        list(pool.map(lambda src: nvrtc_program(src, ARCH, includes), sources))
-    return time.perf_counter() - started
-
-
-def _rounds(
-    sides: dict[str, Callable[[], float]], rounds: int
-) -> dict[str, list[tuple[float, float]]]:
-    """Every side's (seconds, this process's CPU seconds) over `rounds` rounds, each round
-    running every side once (the CPU of an in-process compile counts; a child's does not)."""
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
-    for _ in range(rounds):
-        for name, run in sides.items():
-            cpu = time.process_time()
-            seconds = run()
-            times[name].append((seconds, time.process_time() - cpu))
-    return times
-
-
-def _cpu(run: Callable[[], object], repeats: int = 3) -> float:
-    """The least CPU seconds of `run` in this thread: load-independent, unlike the clock."""
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.thread_time()
-        run()
-        best = min(best, time.thread_time() - started)
-    return best
-
-
-def program_costs(units: Sequence[CompileUnit], includes: Sequence[str]) -> tuple[float, float]:
-    """(CPU seconds of one program's fixed cost, of one kernel inside a merged program):
-    an empty program, and one program of every unit less that, per unit."""
-    from warmcli.backends.cuda.nvcc import translation_unit
-
-    fixed = _cpu(lambda: nvrtc_program(CUDA_EMPTY, ARCH, includes))
-    merged = translation_unit(units)
-    whole = _cpu(lambda: nvrtc_program(merged, ARCH, includes), repeats=2)
-    return fixed, max(whole - fixed, 0.0) / len(units)
-
-
-def compile_cuda(size: Size) -> list[Row]:
-    """The compile race on the same variants, best of the same N on every side."""
-    from warmcli.backends.cuda.arch import ArchDevice
-    from warmcli.backends.cuda.nvrtc import find_nvrtc, include_dirs
-
-    try:
-        nvcc_device = ArchDevice(ARCH, compiler="nvcc", ptx="auto")
-        nvcc = nvcc_device.compiler("cuda")
-        if find_nvrtc() is None:
-            raise ToolchainError("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
-        nvrtc_device = ArchDevice(ARCH, compiler="nvrtc", ptx="auto")
-        nvrtc_device.compiler("cuda")
-    except (ToolchainError, ValueError) as exc:
-        return [skipped(name, "-", f"skipped: {exc}") for name in RACE]
-    # NVRTC loaded and initialised (its first program) once for every side, not timed.
-    nvrtc_program(CUDA_EMPTY, ARCH, ())
-
-    kernels = variants("cuda", size.kernels)
-    n, jobs, runs = len(kernels), default_jobs(), min(RUNS, size.repeats)
-    sources = [standalone_source(k) for k in kernels]
-    includes = include_dirs()
-    units = [CompileUnit(f"{i:016x}" * 4, k, ARCH) for i, k in enumerate(kernels)]
-
-    def command(path: Path) -> list[str]:
-        cmd = list(nvcc.command(ARCH, ()))
-        return [*cmd[:-3], "-o", "k.cubin", path.name]
-
-    def warm(compiler: str) -> float:  # a fresh device: its compiler made and probed cold
-        return warm_batch(ArchDevice(ARCH, compiler=compiler, ptx="auto"), kernels, jobs)[0]
-
-    def per_kernel() -> float:
-        started = time.perf_counter()
-        for source in sources:
-            nvrtc_program(source, ARCH, includes)
-        return time.perf_counter() - started
-
-    programs = sorted({1, min(jobs, n)})
-    sides: dict[str, Callable[[], float]] = {
-        WARM: lambda: warm("nvrtc"),
-        "warm (nvcc)": lambda: warm("nvcc"),
-        **{
-            f"hand-written NVRTC, {p} program(s) of {-(-n // p)} in {p} thread(s)": (
-                lambda p=p: nvrtc_batched(units, p, includes)
-            )
-            for p in programs
-        },
-        NVRTC_LOOP: per_kernel,
-        NVCC_LOOP: lambda: per_kernel_loop(command, sources, ".cu", jobs=2),
-    }
-    # Round-robin: each round runs every side once, so a load that comes and goes on a
-    # shared machine falls on every side alike; the best of the rounds is kept per side.
-    times = _rounds(sides, runs)
-    seconds = {name: min(t for t, _ in rounds) for name, rounds in times.items()}
-    warm_nvrtc, nvrtc_loop, nvcc_loop2 = (seconds[k] for k in (WARM, NVRTC_LOOP, NVCC_LOOP))
-    # The best hand-written batching is the one whose rounds are the fastest in the middle
-    # (the median), then its best round as every side's: picking the least of all its
-    # batchings' rounds would give that side twice the draws of every other.
-    hand_name = min(
-        (k for k in seconds if k.startswith("hand-written")),
-        key=lambda k: median([t for t, _ in times[k]]),
-    )
-    hand = seconds[hand_name]
-    rate = {
-        name: n / t
-        for name, t in seconds.items()
-        if not name.startswith("hand") or name == hand_name
-    }
-    figures = "; ".join(f"{name} {r:.1f} kernels/s" for name, r in rate.items())
-    cpu = {k: min(c for _, c in times[k]) for k in (WARM, hand_name, NVRTC_LOOP)}
-    fixed, per_kernel_cost = program_costs(units, includes)
-    bound = jobs * (fixed + per_kernel_cost) / per_kernel_cost
-    detail = (
-        f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
-        f"other processes share them), best of {runs} each: {figures}; CPU seconds "
-        f"(load-independent): warm (NVRTC) {cpu[WARM]:.2f}, the hand-written batching "
-        f"{cpu[hand_name]:.2f}, NVRTC per kernel {cpu[NVRTC_LOOP]:.2f} (cores this process "
-        f"got: warm {cpu[WARM] / warm_nvrtc:.2f}, per kernel {cpu[NVRTC_LOOP] / nvrtc_loop:.2f}); "
-        f"an NVRTC program costs {fixed * 1000:.0f} ms CPU fixed + {per_kernel_cost * 1000:.0f} "
-        f"ms per kernel merged, so against one program per kernel no batching exceeds "
-        f"cores × (fixed + kernel) / kernel = {bound:.1f}× (with every core free to this "
-        f"process); every side gets the same -I folders, warm alone also reads the PTX and "
-        f"probes its toolchain cold; "
-        f"nvcc {nvcc.toolchain.path}, {nvrtc_device.compiler('cuda').toolchain.version}"
-    )
-    return [
-        at_least("compile_cuda", nvcc_loop2 / warm_nvrtc, NVCC_TARGET, detail),
-        at_least("compile_cuda_nvrtc_batching", hand / warm_nvrtc, NVRTC_BATCH_TARGET, detail),
-        at_least(
-            "compile_cuda_nvrtc_per_kernel", nvrtc_loop / warm_nvrtc, NVRTC_KERNEL_TARGET, detail
-        ),
-    ]
 
 
 def compile_host(size: Size) -> Row:

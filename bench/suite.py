@@ -11,15 +11,15 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from bench import compile as compile_rows
-from bench import dispatch, overhead, scale, serve, shard, start
+from bench import dispatch, overhead, race, scale, serve, shard, start
 from bench.rows import Row, Size
 
 Family = Callable[[Size], list[Row]]
 
 FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
     "compile": (
-        lambda s: [*compile_rows.compile_cuda(s), compile_rows.compile_host(s)],
-        (*compile_rows.RACE, "compile_host"),
+        lambda s: [*race.compile_cuda(s), compile_rows.compile_host(s)],
+        (*race.RACE, "compile_host"),
     ),
     "start": (start.starts, ("hot_start", "hot_start_generated", "hot_vs_floor")),
     "serve": (serve.serve_per_kernel, ("serve_per_kernel",)),

@@ -2,7 +2,8 @@
 
 A compiler turns a *group* of `CompileUnit`s (kernels that may share one
 translation unit: same language, architecture and options) into one binary in
-one compiler process, and says under which symbol each kernel can be found in it.
+one compiler process, and says under which symbol each kernel can be found in it
+(its digests computed once, in the compiling thread: `CompiledGroup.digested`).
 It raises `CompileFailure` with the compiler's log when the group fails; finding
 which kernel broke it is the batch scheduler's job (`warmcli.backends.batch`), not the
 compiler's. `run_compiler` runs one compiler process for any backend, stopping
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import hashlib
 import os
 import re
 import sys
@@ -65,6 +68,22 @@ class CompiledGroup:
     command: tuple[str, ...] = ()
     ptx: bytes = b""  # PTX of the same group for `ptx_arch` (`compute_90`), when kept
     ptx_arch: str = ""
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        """The binary's digest, computed once per group (every kernel's record carries it)."""
+        return hashlib.sha256(self.binary).hexdigest()
+
+    @functools.cached_property
+    def ptx_sha256(self) -> str:
+        """The PTX's digest, computed once per group."""
+        return hashlib.sha256(self.ptx).hexdigest()
+
+    def digested(self) -> CompiledGroup:
+        """This group with its digests computed now: in the thread that compiled it, beside
+        the other groups' compiles, not after the whole batch in the thread that stores it."""
+        _ = self.sha256, self.ptx_sha256
+        return self
 
 
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).

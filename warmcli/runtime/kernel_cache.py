@@ -21,7 +21,6 @@ whose `Ledger` keeps what was stored and served); it never writes the bundle its
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
@@ -177,7 +176,7 @@ class KernelCache:
             entry=kernel.entry,
             label=kernel.label,
             symbol=built.symbols[unit.key],
-            sha256=hashlib.sha256(built.binary).hexdigest(),
+            sha256=built.sha256,
             toolchain=identity,
             components=key_components(kernel, unit.arch, identity),
             compile_log=built.log,
@@ -191,7 +190,7 @@ class KernelCache:
                 record,
                 key=key,
                 arch=built.ptx_arch,
-                sha256=hashlib.sha256(built.ptx).hexdigest(),
+                sha256=built.ptx_sha256,
                 components=key_components(kernel, built.ptx_arch, identity),
                 size=len(built.ptx),
             )

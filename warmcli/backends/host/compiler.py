@@ -103,4 +103,4 @@ class HostCompiler:
             log=log,
             seconds=seconds,
             command=tuple(command),
-        )
+        ).digested()

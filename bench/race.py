@@ -1,0 +1,228 @@
+"""The CUDA compile race (rows `compile_cuda`, `compile_cuda_nvrtc_*`): warm against the rest.
+
+CUDA, the race, one run, 64 sm_90 variants, the same best-of-N on every side:
+warm with NVRTC (its default where installed, PTX kept), warm with nvcc, the best
+hand-written NVRTC batching (the same merged translation units: one program in
+one thread, or one program per core in threads with the kernels dealt round robin
+or grouped as warm groups them), NVRTC one program per kernel one
+after another (CuPy's `RawKernel` on a cold cache), and one `nvcc --cubin` per
+kernel two at a time (PyCUDA's `SourceModule`, with warm's own nvcc command
+line). NVRTC is loaded and initialised (one empty program) before any side is
+timed; every NVRTC side passes the same `-I` folders; the sides run in rounds (each
+round runs every side once) and each keeps its best round. The hand-written batching
+compared is the one with the best median round (then its best round, as every side:
+the same N draws). Rows: warm (NVRTC) against nvcc per kernel, against the
+hand-written batching, against NVRTC per kernel; every side's kernels per second
+and CPU seconds in the detail; warm against the hand-written batching grouped as it
+groups (what is left is warm's own cost); what bounds the per-kernel ratio: an NVRTC
+program's fixed cost and a kernel's cost inside a merged program, both in CPU time,
+and cores × the per-kernel loop's CPU over one merged program's, measured in the rounds.
+
+It owns nothing past one call and prints nothing; the variants, warm's cold batch and
+the per-kernel process loop are `bench.compile`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.compile import (
+    ARCH,
+    CUDA_EMPTY,
+    RUNS,
+    per_kernel_loop,
+    standalone_source,
+    variants,
+    warm_batch,
+)
+from bench.rows import Row, Size, at_least, median, skipped
+from warmcli.backends.batch import default_jobs, plan_groups
+from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.toolchain import ToolchainError
+
+RACE = ("compile_cuda", "compile_cuda_nvrtc_batching", "compile_cuda_nvrtc_per_kernel")
+NVRTC_BATCH_TARGET = 1.0  # warm (NVRTC) against the best hand-written NVRTC batching
+NVRTC_KERNEL_TARGET = 4.0  # warm (NVRTC) against NVRTC one program per kernel (CuPy's cold path)
+NVCC_TARGET = 4.0  # warm (NVRTC) against one nvcc per kernel, two at a time (PyCUDA's cold path)
+WARM = "warm (NVRTC)"
+NVRTC_LOOP = "NVRTC one program per kernel, serial (CuPy's cold path)"
+NVCC_LOOP = "one nvcc per kernel, 2 at a time (PyCUDA's cold path)"
+
+
+def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
+    """What a user writes by hand: one NVRTC program, compiled, its cubin read."""
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
+    try:
+        options = [f"--gpu-architecture={arch}".encode(), *(f"-I{d}".encode() for d in includes)]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise RuntimeError(f"hand-written NVRTC compile failed: {err}")
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        nvrtc.nvrtcGetCUBIN(prog, cubin)
+        return cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def nvrtc_batched(groups: Sequence[Sequence[CompileUnit]], includes: Sequence[str]) -> float:
+    """Seconds for one hand-merged program per group, one thread each."""
+    from warmcli.backends.cuda.nvcc import translation_unit
+
+    sources = [translation_unit(group) for group in groups]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(sources)) as pool:
+        list(pool.map(lambda src: nvrtc_program(src, ARCH, includes), sources))
+    return time.perf_counter() - started
+
+
+def hand_batchings(units: Sequence[CompileUnit], jobs: int) -> dict[str, list[list[CompileUnit]]]:
+    """The hand-written batchings raced: one program; one per core, the kernels dealt round
+    robin (units[i::p]); and one per core as warm groups them (contiguous runs of the queue,
+    `plan_groups`), so warm's grouping and warm's own cost can be told apart."""
+    n, p = len(units), min(jobs, len(units))
+    out = {f"hand-written NVRTC, 1 program of {n} in 1 thread": [list(units)]}
+    if p > 1:
+        each = -(-n // p)
+        out[f"hand-written NVRTC, {p} programs of {each} dealt round robin in {p} threads"] = [
+            list(units[i::p]) for i in range(p)
+        ]
+        out[f"hand-written NVRTC, {p} programs of {each} grouped as warm does in {p} threads"] = (
+            plan_groups(units, p)
+        )
+    return out
+
+
+def _rounds(
+    sides: dict[str, Callable[[], float]], rounds: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Every side's (seconds, this process's CPU seconds) over `rounds` rounds, each round
+    running every side once (the CPU of an in-process compile counts; a child's does not)."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            cpu = time.process_time()
+            seconds = run()
+            times[name].append((seconds, time.process_time() - cpu))
+    return times
+
+
+def _cpu(run: Callable[[], object], repeats: int = 3) -> float:
+    """The least CPU seconds of `run` in this thread: load-independent, unlike the clock."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.thread_time()
+        run()
+        best = min(best, time.thread_time() - started)
+    return best
+
+
+def program_costs(units: Sequence[CompileUnit], includes: Sequence[str]) -> tuple[float, float]:
+    """(CPU seconds of one program's fixed cost, of one kernel inside a merged program):
+    an empty program, and one program of every unit less that, per unit."""
+    from warmcli.backends.cuda.nvcc import translation_unit
+
+    fixed = _cpu(lambda: nvrtc_program(CUDA_EMPTY, ARCH, includes))
+    merged = translation_unit(units)
+    whole = _cpu(lambda: nvrtc_program(merged, ARCH, includes), repeats=2)
+    return fixed, max(whole - fixed, 0.0) / len(units)
+
+
+def compile_cuda(size: Size) -> list[Row]:
+    """The compile race on the same variants, best of the same N on every side."""
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.backends.cuda.nvrtc import find_nvrtc, include_dirs
+
+    try:
+        nvcc_device = ArchDevice(ARCH, compiler="nvcc", ptx="auto")
+        nvcc = nvcc_device.compiler("cuda")
+        if find_nvrtc() is None:
+            raise ToolchainError("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
+        nvrtc_device = ArchDevice(ARCH, compiler="nvrtc", ptx="auto")
+        nvrtc_device.compiler("cuda")
+    except (ToolchainError, ValueError) as exc:
+        return [skipped(name, "-", f"skipped: {exc}") for name in RACE]
+    # NVRTC loaded and initialised (its first program) once for every side, not timed.
+    nvrtc_program(CUDA_EMPTY, ARCH, ())
+
+    kernels = variants("cuda", size.kernels)
+    n, jobs, runs = len(kernels), default_jobs(), min(RUNS, size.repeats)
+    sources = [standalone_source(k) for k in kernels]
+    includes = include_dirs()
+    units = [CompileUnit(f"{i:016x}" * 4, k, ARCH) for i, k in enumerate(kernels)]
+
+    def command(path: Path) -> list[str]:
+        cmd = list(nvcc.command(ARCH, ()))
+        return [*cmd[:-3], "-o", "k.cubin", path.name]
+
+    def warm(compiler: str) -> float:  # a fresh device: its compiler made and probed cold
+        return warm_batch(ArchDevice(ARCH, compiler=compiler, ptx="auto"), kernels, jobs)[0]
+
+    def per_kernel() -> float:
+        started = time.perf_counter()
+        for source in sources:
+            nvrtc_program(source, ARCH, includes)
+        return time.perf_counter() - started
+
+    hands = hand_batchings(units, jobs)
+    sides: dict[str, Callable[[], float]] = {
+        WARM: lambda: warm("nvrtc"),
+        "warm (nvcc)": lambda: warm("nvcc"),
+        **{name: (lambda g=groups: nvrtc_batched(g, includes)) for name, groups in hands.items()},
+        NVRTC_LOOP: per_kernel,
+        NVCC_LOOP: lambda: per_kernel_loop(command, sources, ".cu", jobs=2),
+    }
+    # Round-robin: each round runs every side once, so a load that comes and goes on a
+    # shared machine falls on every side alike; the best of the rounds is kept per side.
+    times = _rounds(sides, runs)
+    seconds = {name: min(t for t, _ in rounds) for name, rounds in times.items()}
+    warm_nvrtc, nvrtc_loop, nvcc_loop2 = (seconds[k] for k in (WARM, NVRTC_LOOP, NVCC_LOOP))
+    # The best hand-written batching is the one whose rounds are the fastest in the middle
+    # (the median), then its best round as every side's: picking the least of all its
+    # batchings' rounds would give that side twice the draws of every other.
+    hand_name = min(
+        (k for k in seconds if k.startswith("hand-written")),
+        key=lambda k: median([t for t, _ in times[k]]),
+    )
+    hand = seconds[hand_name]
+    figures = "; ".join(
+        f"{name} {n / t:.1f} kernels/s{' (the best hand-written)' if name == hand_name else ''}"
+        for name, t in seconds.items()
+    )
+    cpu = {k: min(c for _, c in rounds) for k, rounds in times.items()}
+    as_warm = next(k for k in hands if "as warm does" in k) if len(hands) > 1 else hand_name
+    one = next(iter(hands))  # one program: the least CPU any batching of these kernels needs
+    fixed, per_kernel_cost = program_costs(units, includes)
+    bound = jobs * (fixed + per_kernel_cost) / per_kernel_cost
+    detail = (
+        f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
+        f"other processes share them), best of {runs} each: {figures}; CPU seconds "
+        f"(load-independent): warm (NVRTC) {cpu[WARM]:.2f}, the best hand-written batching "
+        f"{cpu[hand_name]:.2f}, hand-written grouped as warm does {cpu[as_warm]:.2f}, one "
+        f"program {cpu[one]:.2f}, NVRTC per kernel {cpu[NVRTC_LOOP]:.2f} (cores this process "
+        f"got: warm {cpu[WARM] / warm_nvrtc:.2f}, per kernel {cpu[NVRTC_LOOP] / nvrtc_loop:.2f}); "
+        f"warm against the hand-written batching grouped as it groups (contiguous runs of the "
+        f"queue, so the kernels a workload launches first share one object): "
+        f"{seconds[as_warm] / warm_nvrtc:.2f}× (what is left is warm's own cost: keying, "
+        f"its toolchain probed cold, the PTX read); "
+        f"an NVRTC program costs {fixed * 1000:.0f} ms CPU fixed + {per_kernel_cost * 1000:.0f} "
+        f"ms per kernel merged, so against one program per kernel no batching exceeds "
+        f"cores × (fixed + kernel) / kernel = {bound:.1f}×, and measured in these rounds "
+        f"cores × CPU(per kernel) / CPU(one program) = "
+        f"{jobs * cpu[NVRTC_LOOP] / cpu[one]:.1f}× (with every core free to this process); "
+        f"every side gets the same -I folders and options; "
+        f"nvcc {nvcc.toolchain.path}, {nvrtc_device.compiler('cuda').toolchain.version}"
+    )
+    return [
+        at_least("compile_cuda", nvcc_loop2 / warm_nvrtc, NVCC_TARGET, detail),
+        at_least("compile_cuda_nvrtc_batching", hand / warm_nvrtc, NVRTC_BATCH_TARGET, detail),
+        at_least(
+            "compile_cuda_nvrtc_per_kernel", nvrtc_loop / warm_nvrtc, NVRTC_KERNEL_TARGET, detail
+        ),
+    ]
