@@ -159,6 +159,36 @@ class _Emitted:
     json = False
 
 
+class _Teardown:
+    """Whether this process holds nothing its interpreter's teardown must release: the
+    command's work ran in a worker process that has exited (`warm run`'s supervisor)."""
+
+    needless = False
+
+
+def holds_nothing() -> None:
+    """Said by a command whose work ran in a worker that has exited: `end_process` may then
+    end this process at once, without tearing down numpy and every module imported."""
+    _Teardown.needless = True
+
+
+def end_process(code: object) -> None:
+    """For the `warm` process's entry point, after a command ended with `code` (a
+    `SystemExit`'s): where `holds_nothing` was said, flush the output and exit at once;
+    else return (the interpreter exits as usual)."""
+    if not _Teardown.needless:
+        return
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    if not isinstance(code, int | None):
+        sys.stderr.write(f"{code}\n")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away: as Python's own exit says it
+        status = status or 1
+    os._exit(status)
+
+
 def json_requested() -> bool:
     """The command line asked for `--json` (also known before a usage error is parsed)."""
     return "--json" in sys.argv[1:]
