@@ -82,3 +82,38 @@ def test_a_command_imports_no_pydantic(args: list[str]) -> None:
         [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
     )
     assert "PYDANTIC False" in done.stderr, done.stderr
+
+
+def test_a_process_that_holds_nothing_ends_at_once_its_atexit_functions_run(
+    tmp_path: Path,
+) -> None:
+    mark = tmp_path / "atexit-ran"
+    code = (
+        "import atexit, pathlib, sys\n"
+        "from warmcli.cli.common import end_process, holds_nothing, out\n"
+        f"atexit.register(lambda: pathlib.Path({str(mark)!r}).write_text('yes'))\n"
+        "out.print('printed', end='')\n"  # a partial line, flushed on the way out
+        "holds_nothing()\n"
+        "end_process(3)\n"
+        "sys.exit(9)  # never reached\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 3 and done.stdout == "printed" and mark.read_text() == "yes"
+
+
+def test_a_process_ends_as_usual_unless_it_holds_nothing_and_no_thread_works() -> None:
+    import threading
+
+    from warmcli.cli import common
+
+    assert common.end_process(0) is None  # nobody said holds_nothing
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    try:
+        common.holds_nothing()
+        assert common.end_process(0) is None  # a thread still works: the usual exit waits
+    finally:
+        common._Teardown.needless = False
+        release.set()
+        worker.join()

@@ -11,10 +11,12 @@ This module parses and prints nothing of its own; the commands use it.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -160,31 +162,36 @@ class _Emitted:
 
 
 class _Teardown:
-    """Whether this process holds nothing its interpreter's teardown must release: the
-    command's work ran in a worker process that has exited (`warm run`'s supervisor)."""
+    """Whether this process holds nothing its interpreter's teardown must release (no
+    open file, no thread at work): its command said so (`holds_nothing`)."""
 
     needless = False
 
 
 def holds_nothing() -> None:
-    """Said by a command whose work ran in a worker that has exited: `end_process` may then
-    end this process at once, without tearing down numpy and every module imported."""
+    """Said by a command that has finished and holds nothing open: its bundle closed, its
+    output printed, or its work done in a worker that has exited (`warm run`)."""
     _Teardown.needless = True
 
 
 def end_process(code: object) -> None:
     """For the `warm` process's entry point, after a command ended with `code` (a
-    `SystemExit`'s): where `holds_nothing` was said, flush the output and exit at once;
-    else return (the interpreter exits as usual)."""
-    if not _Teardown.needless:
+    `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
+    `atexit` functions run, the output is flushed and the process ends at once, without
+    the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
+    that change nothing); else this returns and the interpreter exits as usual."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if not _Teardown.needless or any(not t.daemon for t in others):
         return
     status = code if isinstance(code, int) else 0 if code is None else 1
     if not isinstance(code, int | None):
         sys.stderr.write(f"{code}\n")
+    getattr(atexit, "_run_exitfuncs", lambda: None)()
     try:
+        out.file.flush()
         sys.stdout.flush()
         sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away: as Python's own exit says it
+    except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
         status = status or 1
     os._exit(status)
 
