@@ -19,19 +19,20 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 
@@ -65,15 +66,47 @@ class _TrimmedStdout:
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
     log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
+    from rich.console import Console
+
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return Console(markup=False, emoji=False)
     width = None if config.columns() else UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
+def _stderr_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+
+
+class _Made:
+    """A Rich console made when first used: a command that prints only JSON (or nothing)
+    never imports Rich. Every attribute is the console's, and so is `with` (Rich's `Live`
+    holds its console's lock so)."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def made(self) -> Console:
+        if self._console is None:
+            self._console = self._make()
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
+
+    def __enter__(self) -> Console:
+        return self.made().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.made().__exit__(*exc)
+
+
 # No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
-out = _stdout_console()
-err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+out: Console = _Made(_stdout_console)  # type: ignore[assignment]
+err: Console = _Made(_stderr_console)  # type: ignore[assignment]
 
 # What a command turns into one line and exit 2: every error warm raises on purpose, and
 # the operating system's (a file that cannot be read or written, a full disk).
@@ -188,7 +221,9 @@ def end_process(code: object) -> None:
         sys.stderr.write(f"{code}\n")
     getattr(atexit, "_run_exitfuncs", lambda: None)()
     try:
-        out.file.flush()
+        made = vars(out).get("_console")  # (`out` is made only when something printed)
+        if made is not None:
+            made.file.flush()
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
@@ -300,6 +335,8 @@ NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not name
 def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed."""
+    from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
+
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[TuneRecord] = bundle.each_tune(operation)
