@@ -59,7 +59,10 @@ def _leaf(annotation: Any, info: Any) -> Any:
 
         def path(value: Any, param: Any, ctx: Any) -> Path:
             # Typer's own checks on disk (readable...), given no type to build (no Pydantic)
-            checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
+            try:
+                checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
+            except ValueError as exc:  # (a NUL in the path): said as Typer's Pydantic says it
+                raise ValueError(f"Value error, {exc}") from None
             return checked if isinstance(checked, Path) else Path(checked)
 
         return path
