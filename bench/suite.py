@@ -32,7 +32,10 @@ FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
         scale.scale,
         ("scale_open", "bundle_size", "scale_stats", "stats_json_scale", "verify_scale"),
     ),
-    "overhead": (lambda s: [overhead.pass_overhead(s)], ("pass_overhead",)),
+    "overhead": (
+        lambda s: [overhead.cli_start(s), overhead.pass_overhead(s)],
+        ("cli_start", "pass_overhead"),
+    ),
     "shard": (lambda s: [shard.shard_speedup(s)], ("shard_speedup",)),
 }
 

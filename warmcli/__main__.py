@@ -1,5 +1,7 @@
 """`python -m warmcli` and the `warm` command: the CLI, with `warm --version` answered
-before the CLI's own imports (typer, rich, every command) are paid for."""
+before the CLI's own imports (typer, rich, every command) are paid for, and a process
+whose work ran in a worker that has exited (`warm run`) ended without the interpreter's
+teardown (`warmcli.cli.common.end_process`)."""
 
 import sys
 
@@ -12,8 +14,13 @@ def main() -> None:
         sys.stdout.write(f"warm {__version__}\n")
         return
     from warmcli.cli import main as cli_main
+    from warmcli.cli.common import end_process
 
-    cli_main()
+    try:
+        cli_main()
+    except SystemExit as exc:
+        end_process(exc.code)
+        raise
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ import importlib
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
 from warmcli.cli.common import out
+from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 
 
@@ -37,7 +38,12 @@ ENV_HELP = (
 
 class WarmCommand(TyperCommand):
     """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
-    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`."""
+    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`, and whose values
+    are converted without Pydantic (`warmcli.cli.plain_params`)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -59,6 +65,14 @@ class WarmCommand(TyperCommand):
                 name = name if param.required else f"[{name}]"
                 pieces.append(name if param.nargs == 1 else f"{name}...")
         return pieces
+
+
+class WarmGroup(TyperGroup):
+    """`warm` itself: its options (`--version`...) converted without Pydantic too."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
@@ -109,6 +123,7 @@ class WarmApp(typer.Typer):
 
 app = WarmApp(
     name="warm",
+    cls=WarmGroup,
     help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
     + ENV_HELP,
     no_args_is_help=True,

@@ -6,30 +6,36 @@ that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGIN
 or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
 indented), never a traceback; under `--json` it is also one JSON object on stdout,
 `{"error": ..., "exit": N}`.
+The consoles are made on first use (a command that prints only JSON never imports
+Rich); a command that has finished holding nothing says so (`holds_nothing`), and the
+entry point then ends the process without the interpreter's teardown (`end_process`).
 This module parses and prints nothing of its own; the commands use it.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
 from warmcli.records import KernelRecord, TuneRecord
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 
@@ -63,15 +69,47 @@ class _TrimmedStdout:
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
     log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
+    from rich.console import Console
+
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return Console(markup=False, emoji=False)
     width = None if config.columns() else UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
+def _stderr_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+
+
+class _Made:
+    """A Rich console made when first used: a command that prints only JSON (or nothing)
+    never imports Rich. Every attribute is the console's, and so is `with` (Rich's `Live`
+    holds its console's lock so)."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def made(self) -> Console:
+        if self._console is None:
+            self._console = self._make()
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
+
+    def __enter__(self) -> Console:
+        return self.made().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.made().__exit__(*exc)
+
+
 # No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
-out = _stdout_console()
-err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+out: Console = _Made(_stdout_console)  # type: ignore[assignment]
+err: Console = _Made(_stderr_console)  # type: ignore[assignment]
 
 # What a command turns into one line and exit 2: every error warm raises on purpose, and
 # the operating system's (a file that cannot be read or written, a full disk).
@@ -157,6 +195,43 @@ class _Emitted:
     """Whether this process already printed its JSON document (one object per command)."""
 
     json = False
+
+
+class _Teardown:
+    """Whether this process holds nothing its interpreter's teardown must release (no
+    open file, no thread at work): its command said so (`holds_nothing`)."""
+
+    needless = False
+
+
+def holds_nothing() -> None:
+    """Said by a command that has finished and holds nothing open: its bundle closed, its
+    output printed, or its work done in a worker that has exited (`warm run`)."""
+    _Teardown.needless = True
+
+
+def end_process(code: object) -> None:
+    """For the `warm` process's entry point, after a command ended with `code` (a
+    `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
+    `atexit` functions run, the output is flushed and the process ends at once, without
+    the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
+    that change nothing); else this returns and the interpreter exits as usual."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if not _Teardown.needless or any(not t.daemon for t in others):
+        return
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    if not isinstance(code, int | None):
+        sys.stderr.write(f"{code}\n")
+    getattr(atexit, "_run_exitfuncs", lambda: None)()
+    try:
+        made = vars(out).get("_console")  # (`out` is made only when something printed)
+        if made is not None:
+            made.file.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
+        status = status or 1
+    os._exit(status)
 
 
 def json_requested() -> bool:
@@ -263,6 +338,8 @@ NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not name
 def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed."""
+    from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
+
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[TuneRecord] = bundle.each_tune(operation)

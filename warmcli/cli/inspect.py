@@ -19,6 +19,7 @@ from warmcli.cli.common import (
     emit_json,
     fail,
     guarded,
+    holds_nothing,
     out,
     readable_bundle,
     stats_stream,
@@ -44,6 +45,7 @@ def stats(
     path = readable_bundle(bundle)
     with guarded(lambda: Bundle.open(path)) as opened:
         guarded(lambda: _stats(path, opened, operation, as_json))
+    holds_nothing()  # the bundle is closed, all is printed: no teardown needed
 
 
 def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> None:

@@ -3,16 +3,17 @@
 The run happens in a worker process (`warmcli.warming.isolation`): a tune candidate that
 crashes it is excluded and the run starts again; a workload that crashes outside
 tuning is one line and exit 2. SIGINT or SIGTERM stops every compiler at once,
-keeps what was stored, says how much and exits 130.
+keeps what was stored, says how much and exits 130. `--dask` fans the run out
+(`warmcli.cli.run_dask`, imported only then). Once the worker has exited, this process
+holds nothing and ends without the interpreter's teardown (`common.holds_nothing`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -41,16 +42,12 @@ from warmcli.cli.common import (
     exit_code,
     fail,
     guarded,
+    holds_nothing,
     interrupted,
     out,
 )
-from warmcli.cli.progress import RunProgress, ShardProgress
-from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
-from warmcli.cli.verify import replay
-from warmcli.ops.merge import merge_bundles
 from warmcli.runtime.shard import resolve_shard
-from warmcli.warming.fanout import fan_out, shard_passes
 from warmcli.warming.isolation import (
     CRASH_SIGNALS,
     CrashedCandidate,
@@ -58,8 +55,11 @@ from warmcli.warming.isolation import (
     interrupt_on_signals,
     run_isolated,
 )
-from warmcli.warming.passes import RunInterrupted, RunReport, warm_bundle
+from warmcli.warming.passes import RunInterrupted, warm_bundle
 from warmcli.warming.workload import load_module, load_workload
+
+if TYPE_CHECKING:
+    from warmcli.cli.progress import RunProgress
 
 
 @app.command()
@@ -154,8 +154,10 @@ def run(
         argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
         argv += ["--pycuda"] if pycuda else []
         verify_args = (workload, entry, device, arch, nvcc, trusted)
+        from warmcli.cli.run_dask import dask_run  # only a run fanned out pays for Dask's parts
+
         raise typer.Exit(
-            _dask_run(
+            dask_run(
                 dask,
                 argv,
                 path,
@@ -207,7 +209,11 @@ def run(
     def worker() -> int:
         """The run itself, in the worker process `run_isolated` forks."""
         interrupt_on_signals()
-        progress = RunProgress(out) if not (as_json or quiet) and out.is_terminal else None
+        progress = None
+        if not (as_json or quiet) and out.is_terminal:  # bars only on a terminal: Rich's
+            from warmcli.cli.progress import RunProgress  # progress is imported only then
+
+            progress = RunProgress(out)
         try:
             with progress or contextlib.nullcontext():
                 report = guarded(lambda: _pycuda(pycuda, bool(arch), lambda: action(progress)))
@@ -226,65 +232,10 @@ def run(
 
     existed = path.exists()
     outcome = run_isolated(lambda: exit_code(worker), on_crash=_excluded)
+    holds_nothing()  # the worker did the run and has exited: no teardown needed here
     if isinstance(outcome, WorkerCrash):
         _crashed(outcome, path, existed)
     raise typer.Exit(outcome)
-
-
-def _dask_run(
-    scheduler: str,
-    argv: list[str],
-    path: Path,
-    verify_args: tuple[Any, ...] | None,
-    signing_key: Any,
-    show: tuple[bool, bool, bool],
-    gpu: bool,
-) -> int:
-    """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
-    passes shown are the shards' summed, then the verify pass, as a local run's."""
-    as_json, quiet, verbose = show
-    progress = ShardProgress(out) if not (as_json or quiet) else None
-    with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
-        shards = [*argv, "--no-verify"]
-        with progress or contextlib.nullcontext():
-            fanned = guarded(
-                lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=progress)
-            )
-        sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
-        merged = guarded(
-            lambda: merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
-        )
-    report = RunReport(
-        path,
-        sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),
-        shard_passes([r.report for r in fanned.shards]),
-        stored_kernels=merged.kernels,
-        stored_tunes=merged.tunes,
-    )
-    if verify_args is not None and verify_args[0] is not None:
-        workload, entry, device, arch, nvcc, trusted = verify_args
-        verified, report.missing = guarded(
-            lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
-        )
-        report.passes.append(verified)
-    if as_json:
-        doc = run_json(report)
-        doc["shards"] = [
-            {
-                "shard": r.shard,
-                "worker": r.worker,
-                "seconds": r.seconds,
-                "stored": r.report.get("stored"),
-            }
-            for r in fanned.shards
-        ]
-        doc["merge"] = merge_json(merged)
-        emit_json(doc)
-    else:
-        if not quiet:
-            out.print(merge_renderable(merged))
-        out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
-    return 1 if report.verified is False else 0
 
 
 def _excluded(crash: CrashedCandidate) -> None:

@@ -7,30 +7,36 @@ returns a Rich renderable or a JSON-ready dict. Every string shown goes through
 device or writes a file; the CLI decides where the output goes. This module holds the
 pieces every view shares (`listing`, `line`, `add_row`, `natural`, `when`); the views are
 `run` (a run's passes), `stats` (a bundle's contents, whole or summarised) and `ops`
-(verify, merge, diff, clean). It owns no state.
+(verify, merge, diff, clean). It owns no state. Rich is imported when a view is first
+built, not with this module: a JSON document needs none of it.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
-
-from rich import box
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import printable
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
 
 
 def listing(title: str | None = None) -> Table:
     """The table every listing uses: a title on the left, a rule under the header."""
+    from rich import box
+    from rich.table import Table
+
     shown = None if title is None else line(title)
     return Table(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
 def line(text: object, style: str = "") -> Text:
     """`text` shown as it is: no markup, every control character visibly escaped."""
+    from rich.text import Text
+
     return Text(printable(text), style=style)
 
 

@@ -1,18 +1,15 @@
 """How `warm run` and `warm verify` look: each pass's counts per device, notes, the
 compiler commands (`records.CompilerCommand`, shown under `--verbose`), misses, and the
 run's JSON document. Pure presentation over a `RunReport`; it owns no state and never
-prints (the CLI does).
+prints (the CLI does). Rich is imported by the renderables only: `warm run --json`
+builds its document without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-from typing import Any
-
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, line, listing
 from warmcli.execution.statistics import (
@@ -24,6 +21,11 @@ from warmcli.execution.statistics import (
 )
 from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport
+
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
 
 COMPILATION_KEYS = (
     *("registered", "queued", "compiled", "loaded", "failed"),
@@ -96,6 +98,8 @@ def verify_misses(report: RunReport) -> list[MissExplanation]:
 
 def miss_lines(misses: list[MissExplanation]) -> list[Text]:
     """One line per miss: what was missed, the part of its key that differs, both values."""
+    from rich.text import Text
+
     return [Text(f"miss: {m.line()}", style="red") for m in misses]
 
 
@@ -143,6 +147,8 @@ def did_something(stats: DeviceStatistics) -> bool:
 
 def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
     """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
+    from rich.console import Group
+
     parts: list[Any] = []
     for i, p in enumerate(report.passes, start=1):
         if tables:

@@ -1,0 +1,78 @@
+"""`warm run --dask`: the run fanned out over a Dask cluster, one shard per worker, merged
+into the bundle, then verified here. `warmcli.cli.run` imports it only for `--dask`, so a
+local run pays for none of its imports (the fan-out, the merge, `warm verify`'s replay).
+It prints what a local run prints (and each shard's line); the work is in
+`warmcli.warming.fanout` and `warmcli.ops.merge`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from warmcli.cli.common import emit_json, guarded, out
+from warmcli.cli.progress import ShardProgress
+from warmcli.cli.render.ops import merge_json, merge_renderable
+from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.verify import replay
+from warmcli.ops.merge import merge_bundles
+from warmcli.warming.fanout import fan_out, shard_passes
+from warmcli.warming.passes import RunReport
+
+
+def dask_run(
+    scheduler: str,
+    argv: list[str],
+    path: Path,
+    verify_args: tuple[Any, ...] | None,
+    signing_key: Any,
+    show: tuple[bool, bool, bool],
+    gpu: bool,
+) -> int:
+    """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
+    passes shown are the shards' summed, then the verify pass, as a local run's."""
+    as_json, quiet, verbose = show
+    progress = ShardProgress(out) if not (as_json or quiet) else None
+    with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
+        shards = [*argv, "--no-verify"]
+        with progress or contextlib.nullcontext():
+            fanned = guarded(
+                lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=progress)
+            )
+        sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
+        merged = guarded(
+            lambda: merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
+        )
+    report = RunReport(
+        path,
+        sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),
+        shard_passes([r.report for r in fanned.shards]),
+        stored_kernels=merged.kernels,
+        stored_tunes=merged.tunes,
+    )
+    if verify_args is not None and verify_args[0] is not None:
+        workload, entry, device, arch, nvcc, trusted = verify_args
+        verified, report.missing = guarded(
+            lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
+        )
+        report.passes.append(verified)
+    if as_json:
+        doc = run_json(report)
+        doc["shards"] = [
+            {
+                "shard": r.shard,
+                "worker": r.worker,
+                "seconds": r.seconds,
+                "stored": r.report.get("stored"),
+            }
+            for r in fanned.shards
+        ]
+        doc["merge"] = merge_json(merged)
+        emit_json(doc)
+    else:
+        if not quiet:
+            out.print(merge_renderable(merged))
+        out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
+    return 1 if report.verified is False else 0
