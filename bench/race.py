@@ -64,9 +64,9 @@ def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise RuntimeError(f"hand-written NVRTC compile failed: {err}")
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
+        cubin = bytearray(size)  # fresh and writable (never a shared bytes object)
         nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return cubin
+        return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

@@ -8,6 +8,7 @@ line is edited to stand for a toolkit newer than the driver.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from pathlib import Path
@@ -95,6 +96,19 @@ def test_one_program_holds_every_entry_for_each_arch(nvrtc: NvrtcCompiler, arch:
     isa, target, suffix = ptx_header(built.ptx)
     assert target == int(arch[3:]) and suffix == "" and isa >= (9, 0)
     assert all(u.symbol.encode() in built.ptx for u in group)
+
+
+def test_a_clean_compile_leaves_the_interpreters_shared_bytes_alone(nvrtc: NvrtcCompiler) -> None:
+    """A clean compile's log is one NUL byte: NVRTC writes it into a fresh buffer, never
+    into `b" " * 1`, which is the interpreter's shared one-byte object (writing it once made
+    every later `print` separate with NUL and `os.stat(" ")` fail, process-wide)."""
+    built = nvrtc.compile_group(
+        units(nvrtc, [Kernel(OTHER, "other", "P", language="cuda")], "sm_90")
+    )
+    assert built.binary[:4] == b"\x7fELF"
+    assert b" "[0] == 32 and os.fsencode(" ").hex() == "20"
+    with pytest.raises(FileNotFoundError):
+        os.stat(" ")
 
 
 def test_toolchain_names_nvrtc_and_its_version(nvrtc: NvrtcCompiler) -> None:

@@ -112,9 +112,11 @@ class _Program:
         )
         size_err, size = self.nvrtc.nvrtcGetProgramLogSize(self.handle)
         self._ok(size_err, "nvrtcGetProgramLogSize")
-        log = b" " * size
+        # A fresh writable buffer NVRTC fills: never a bytes object (`b" " * 1` is the
+        # interpreter's shared one-byte object, which a write would change process-wide).
+        log = bytearray(size)
         self._ok(self.nvrtc.nvrtcGetProgramLog(self.handle, log)[0], "nvrtcGetProgramLog")
-        text = log.rstrip(b"\0").decode(errors="replace").strip()
+        text = bytes(log).rstrip(b"\0").decode(errors="replace").strip()
         if err == self.nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
             return False, text
         if err != self.nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -126,8 +128,9 @@ class _Program:
         """`CUBIN` or `PTX` (PTX without its trailing NUL)."""
         size_err, size = getattr(self.nvrtc, f"nvrtcGet{kind}Size")(self.handle)
         self._ok(size_err, f"nvrtcGet{kind}Size")
-        data = b" " * size
-        self._ok(getattr(self.nvrtc, f"nvrtcGet{kind}")(self.handle, data)[0], f"nvrtcGet{kind}")
+        buffer = bytearray(size)  # fresh and writable, as the log's
+        self._ok(getattr(self.nvrtc, f"nvrtcGet{kind}")(self.handle, buffer)[0], f"nvrtcGet{kind}")
+        data = bytes(buffer)
         return data.rstrip(b"\0") if kind == "PTX" else data
 
     def close(self) -> None:
