@@ -25,7 +25,8 @@ from rich.console import Console
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
+from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
+from warmcli.cli.render.tune_line import JsonText, tune_line
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
@@ -228,7 +229,8 @@ def _indented(value: Any, depth: int) -> str:
 def stream_json(doc: dict[str, Any]) -> None:
     """`emit_json` of a document whose values may be iterators: each of their items is
     written as it is read, on one line of its own (JSON's C encoder: several times faster
-    than an indented one), so a listing of any length costs the memory of one item."""
+    than an indented one; a `JsonText` item is JSON already and written as it is), so a
+    listing of any length costs the memory of one item."""
     write = sys.stdout.write
     write("{")
     for i, (key, value) in enumerate(doc.items()):
@@ -249,7 +251,7 @@ _encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` make
 
 
 def _line(item: Any) -> str:
-    return "\n    " + _encode(item)
+    return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
 
 
 def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
@@ -260,9 +262,12 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
 
 
-def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
+def stats_stream(
+    bundle: Bundle, operation: str | None = None, *, as_text: bool = False
+) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
-    given), its kernels and tunes read as they are consumed."""
+    given), its kernels and tunes read as they are consumed (each tune as JSON text, for
+    `stream_json`, if `as_text`)."""
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[TuneRecord] = bundle.each_tune(operation)
@@ -287,4 +292,5 @@ def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]
         tunes,
         shared=bundle.blob_users(),
         named=named,
+        tune=tune_line if as_text else tune_json,
     )
