@@ -28,6 +28,7 @@ from warmcli.bundle.rows import (
     KERNEL_SELECT,
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
+    SIGNED_ROWS,
     OnError,
     _fingerprint,
     _hex64,
@@ -197,6 +198,22 @@ class BundleAdmin(SignedRows):
                     actual = hashlib.sha256(data[0]).hexdigest()
             stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
             yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
+
+    def signed_rows(self, tables: Sequence[str], shown: int) -> tuple[int, list[tuple[str, str]]]:
+        """How many rows `row_hashes` hashes, counted in SQL, and (table, key) of the first
+        `shown` of those of `tables`, in its order: what a signature report needs of a
+        bundle no valid signature covers, without hashing every row."""
+        total, first = 0, []
+        for table, select in SIGNED_ROWS:
+            row = self._one(f"SELECT count(*) FROM ({select})")
+            total += int(row[0]) if row else 0
+            if table in tables and len(first) < shown:
+                with self._lock, _sqlite_errors(self.path):  # read as `row_hashes` reads them
+                    cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                    rows = cursor.fetchmany(shown - len(first))
+                    cursor.close()
+                first += [(table, str(r[0])[:MAX_NAME_CHARS]) for r in rows]
+        return total, first
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
