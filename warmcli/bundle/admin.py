@@ -184,13 +184,8 @@ class BundleAdmin(SignedRows):
 
         A blob that is not binary, or over the size limit, has the digest "" (never read).
         """
-        for (sha,) in self._iter("SELECT sha256 FROM blobs ORDER BY sha256"):
-            row = self._one(
-                "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
-            )
-            if row is None:
-                continue
-            size, length, kind = row
+        sizes = "SELECT sha256, size, length(data), typeof(data) FROM blobs ORDER BY sha256"
+        for sha, size, length, kind in self._iter(sizes):  # small columns, a batch at a time
             actual = ""
             if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
                 data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
