@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
@@ -29,12 +30,14 @@ from warmcli.bundle.rows import (
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
     SIGNED_ROWS,
+    TUNE_SELECT,
     OnError,
     _fingerprint,
     _hex64,
     _manifest_row,
     _name,
     _named,
+    _tune_record,
     _usage_row,
 )
 from warmcli.bundle.signed import SignedRows
@@ -219,18 +222,40 @@ class BundleAdmin(SignedRows):
         """Every check of `warm verify` but signatures, streamed in order as (what, problem):
         one ("blob" | "kernel" | "tune", problem or None) per blob and row, ("", problem)
         for SQLite's page check, the manifest and kernels without their blob. Call it
-        inside `snapshot`, so a writer committing meanwhile never looks like corruption."""
-        for line in self.integrity_check():
-            yield "", f"sqlite: {line}"
-        version = self._one("PRAGMA user_version")
-        for problem in manifest_problems(self.manifest(), version[0] if version else None):
-            yield "", problem
-        for sha, _size, actual in self.blob_digests():
-            yield "blob", None if actual == sha else f"blob {sha[:16]} does not match its sha256"
-        yield from _checked("kernel", lambda bad: self.each_kernel(on_error=bad, order=AS_STORED))
-        for k in self.each_orphan():
-            yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        yield from _checked("tune", lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+        inside `snapshot`, so a writer committing meanwhile never looks like corruption.
+        The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
+        tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+        try:
+            for line in self.integrity_check():
+                yield "", f"sqlite: {line}"
+            version = self._one("PRAGMA user_version")
+            for problem in manifest_problems(self.manifest(), version[0] if version else None):
+                yield "", problem
+            for sha, _size, actual in self.blob_digests():
+                yield (
+                    "blob",
+                    None if actual == sha else f"blob {sha[:16]} does not match its sha256",
+                )
+            kernels = self.each_kernel
+            yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
+            for k in self.each_orphan():
+                yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+            yield from tunes
+        finally:
+            tunes.close()
+
+    def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterator[TuneRecord]:
+        """`each_tune` of the rows whose rowid is in (low, high], in rowid order."""
+        rows = self._iter(
+            f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid", (low, high)
+        )
+        return self._each("tune", _tune_record, rows, on_error)
+
+    def rowid_span(self, table: str) -> tuple[int, int]:
+        """The least and greatest rowid of `table` ((1, 0) when it is empty)."""
+        assert table in ("kernels", "tunes")
+        row = self._one(f"SELECT min(rowid), max(rowid) FROM {table}")
+        return (int(row[0]), int(row[1])) if row and row[0] is not None else (1, 0)
 
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
 
@@ -317,18 +342,6 @@ class BundleAdmin(SignedRows):
         return (
             self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
         )
-
-
-def _checked(
-    what: str, listing: Callable[[OnError], Iterable[object]]
-) -> Iterator[tuple[str, str | None]]:
-    """(what, problem or None) of each row of a listing, in the order it met them."""
-    bad: list[str] = []
-    for _ in listing(lambda _key, problem: bad.append(problem)):
-        yield from ((what, b) for b in bad)
-        bad.clear()
-        yield what, None
-    yield from ((what, b) for b in bad)
 
 
 def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
