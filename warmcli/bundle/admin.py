@@ -7,8 +7,10 @@ aggregates (`warm stats` on a bundle too large to list), and `foreign`:
 what the bundle holds for a backend that another toolchain built or another device
 measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
 every check `warm verify` and a remote download make (SQLite's, the manifest,
-blobs, kernels, tunes); `drop_corrupt` removes kernels whose blob is missing or
-wrong. The runtime reaches none of this but `foreign` (its seam is
+blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
+`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a
+bundle none covers; `drop_corrupt` removes kernels whose blob is missing or wrong.
+The runtime reaches none of this but `foreign` (its seam is
 `warmcli.runtime.store.Store`). This module owns no state and never prints.
 """
 
