@@ -20,7 +20,6 @@ owns no state beyond the processes of one call and never writes or prints.
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import sys
 import threading
@@ -101,6 +100,8 @@ class TuneChecks:
         bounds = [low - 1 + (high - low + 1) * i // chunks for i in range(chunks + 1)]
         path = str(bundle.path)
         ident = _identity(path)
+        import multiprocessing  # a verify of a large bundle only: never paid on open
+
         self._pool = multiprocessing.get_context("fork").Pool(workers)
         for a, b in itertools.pairwise(bounds):
             work = (type(bundle), path, ident, a, b)

@@ -30,7 +30,7 @@ from warmcli.cli.render.tune_line import JsonText, tune_line
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import KernelRecord
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 
@@ -267,11 +267,21 @@ def stats_stream(
 ) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed (each tune as JSON text, for
-    `stream_json`, if `as_text`)."""
+    `stream_json`, if `as_text`: those of a large bundle read and written by several
+    processes, in the same order, `warmcli.bundle.listing`)."""
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
-    tunes: Iterable[TuneRecord] = bundle.each_tune(operation)
-    if max(bundle.count("tunes"), bundle.count("kernels")) <= NAMED_TUNES:
+    tunes: Iterable[Any] = bundle.each_tune(operation)
+    tune: Callable[[Any], Any] = tune_line if as_text else tune_json
+    large = max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
+    lines = None
+    if large and as_text and not operation:
+        from warmcli.bundle.listing import converted_tunes  # a large listing only
+
+        lines = converted_tunes(bundle, tune_line)
+    if lines is not None:  # read and written by several processes, in the same order
+        tunes, tune = lines, _as_given
+    if not large:
         # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
         for t in bundle.each_tune(on_error=lambda *_: None):
             for c in t.candidates:
@@ -292,5 +302,9 @@ def stats_stream(
         tunes,
         shared=bundle.blob_users(),
         named=named,
-        tune=tune_line if as_text else tune_json,
+        tune=tune,
     )
+
+
+def _as_given(line: Any) -> Any:
+    return line
