@@ -10,7 +10,6 @@ runs a benchmark.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -97,21 +96,45 @@ def python(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> t
     return proc.stdout, seconds
 
 
-def python_peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, float, int]:
-    """Run this interpreter on `args`, output discarded; (exit code, wall seconds, peak
-    resident memory in bytes, from the kernel's own accounting of that one process)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
+# Runs the command given as its arguments with its output discarded and prints "exit code,
+# wall seconds, peak resident KiB, CPU seconds" of that process (the peak: of it or of the
+# largest process it started and waited for; the CPU: of all of them). The bench process
+# is large after building a bundle, and Linux hands a process's peak RSS on to a child
+# across fork and exec: a child started from here would report at least the bench's own
+# size. Started from this small launcher it inherits only the launcher's (`launcher_floor`).
+_LAUNCHER = """
+import os, sys, time
+null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+started = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=null)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - started
+cpu = usage.ru_utime + usage.ru_stime
+print(os.waitstatus_to_exitcode(status), seconds, usage.ru_maxrss, cpu)
+"""
+
+
+def _launched(command: list[str], env: dict[str, str] | None) -> tuple[int, float, int, float]:
+    launcher = [sys.executable, "-S", "-c", _LAUNCHER]
+    done = subprocess.run(
+        [*launcher, *command], capture_output=True, text=True, env=env, cwd=ROOT, check=True
     )
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, seconds, usage.ru_maxrss * 1024  # KiB on Linux
+    code, seconds, kib, cpu = done.stdout.split()
+    return int(code), float(seconds), int(kib) * 1024, float(cpu)  # KiB on Linux
+
+
+def python_peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, float, int, float]:
+    """Run this interpreter on `args`, output discarded; (exit code, wall seconds, peak
+    resident memory in bytes of that process, or of the largest it started, by the
+    kernel's own accounting, CPU seconds of them all). It is started through a small
+    launcher so that none of this process's size is counted: at least `launcher_floor()`."""
+    return _launched([sys.executable, *args], env)
+
+
+def launcher_floor() -> int:
+    """The least peak `python_peak` can report: what a trivial program run through the
+    launcher reports (the launcher's own size, inherited across fork and exec)."""
+    return _launched(["/bin/true"], None)[2]
 
 
 def ms(seconds: float) -> str:

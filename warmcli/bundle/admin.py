@@ -7,8 +7,10 @@ aggregates (`warm stats` on a bundle too large to list), and `foreign`:
 what the bundle holds for a backend that another toolchain built or another device
 measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
 every check `warm verify` and a remote download make (SQLite's, the manifest,
-blobs, kernels, tunes); `drop_corrupt` removes kernels whose blob is missing or
-wrong. The runtime reaches none of this but `foreign` (its seam is
+blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
+`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a
+bundle none covers; `drop_corrupt` removes kernels whose blob is missing or wrong.
+The runtime reaches none of this but `foreign` (its seam is
 `warmcli.runtime.store.Store`). This module owns no state and never prints.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.checking import TuneChecks, _checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
@@ -36,8 +39,8 @@ from warmcli.bundle.rows import (
     _named,
     _usage_row,
 )
-from warmcli.bundle.signed import SignedRows
-from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, key_param
+from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
+from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, _tune_record, key_param
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
@@ -185,13 +188,8 @@ class BundleAdmin(SignedRows):
 
         A blob that is not binary, or over the size limit, has the digest "" (never read).
         """
-        for (sha,) in self._iter("SELECT sha256 FROM blobs ORDER BY sha256"):
-            row = self._one(
-                "SELECT size, length(data), typeof(data) FROM blobs WHERE sha256 IS ?", (sha,)
-            )
-            if row is None:
-                continue
-            size, length, kind = row
+        sizes = "SELECT sha256, size, length(data), typeof(data) FROM blobs ORDER BY sha256"
+        for sha, size, length, kind in self._iter(sizes):  # small columns, a batch at a time
             actual = ""
             if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
                 data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
@@ -199,6 +197,22 @@ class BundleAdmin(SignedRows):
                     actual = hashlib.sha256(data[0]).hexdigest()
             stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
             yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
+
+    def signed_rows(self, tables: Sequence[str], shown: int) -> tuple[int, list[tuple[str, str]]]:
+        """How many rows `row_hashes` hashes, counted in SQL, and (table, key) of the first
+        `shown` of those of `tables`, in its order: what a signature report needs of a
+        bundle no valid signature covers, without hashing every row."""
+        total, first = 0, []
+        for table, select in SIGNED_ROWS:
+            row = self._one(f"SELECT count(*) FROM ({select})")
+            total += int(row[0]) if row else 0
+            if table in tables and len(first) < shown:
+                with self._lock, _sqlite_errors(self.path):  # read as `row_hashes` reads them
+                    cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                    rows = cursor.fetchmany(shown - len(first))
+                    cursor.close()
+                first += [(table, str(r[0])[:MAX_NAME_CHARS]) for r in rows]
+        return total, first
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
@@ -209,18 +223,40 @@ class BundleAdmin(SignedRows):
         """Every check of `warm verify` but signatures, streamed in order as (what, problem):
         one ("blob" | "kernel" | "tune", problem or None) per blob and row, ("", problem)
         for SQLite's page check, the manifest and kernels without their blob. Call it
-        inside `snapshot`, so a writer committing meanwhile never looks like corruption."""
-        for line in self.integrity_check():
-            yield "", f"sqlite: {line}"
-        version = self._one("PRAGMA user_version")
-        for problem in manifest_problems(self.manifest(), version[0] if version else None):
-            yield "", problem
-        for sha, _size, actual in self.blob_digests():
-            yield "blob", None if actual == sha else f"blob {sha[:16]} does not match its sha256"
-        yield from _checked("kernel", lambda bad: self.each_kernel(on_error=bad, order=AS_STORED))
-        for k in self.each_orphan():
-            yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        yield from _checked("tune", lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+        inside `snapshot`, so a writer committing meanwhile never looks like corruption.
+        The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
+        tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+        try:
+            for line in self.integrity_check():
+                yield "", f"sqlite: {line}"
+            version = self._one("PRAGMA user_version")
+            for problem in manifest_problems(self.manifest(), version[0] if version else None):
+                yield "", problem
+            for sha, _size, actual in self.blob_digests():
+                yield (
+                    "blob",
+                    None if actual == sha else f"blob {sha[:16]} does not match its sha256",
+                )
+            kernels = self.each_kernel
+            yield from _checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
+            for k in self.each_orphan():
+                yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+            yield from tunes
+        finally:
+            tunes.close()
+
+    def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterator[TuneRecord]:
+        """`each_tune` of the rows whose rowid is in (low, high], in rowid order."""
+        rows = self._iter(
+            f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid", (low, high)
+        )
+        return self._each("tune", lambda row: _tune_record(row, self._kernel_key), rows, on_error)
+
+    def rowid_span(self, table: str) -> tuple[int, int]:
+        """The least and greatest rowid of `table` ((1, 0) when it is empty)."""
+        assert table in ("kernels", "tunes")
+        row = self._one(f"SELECT min(rowid), max(rowid) FROM {table}")
+        return (int(row[0]), int(row[1])) if row and row[0] is not None else (1, 0)
 
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
 
@@ -307,18 +343,6 @@ class BundleAdmin(SignedRows):
         return (
             self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
         )
-
-
-def _checked(
-    what: str, listing: Callable[[OnError], Iterable[object]]
-) -> Iterator[tuple[str, str | None]]:
-    """(what, problem or None) of each row of a listing, in the order it met them."""
-    bad: list[str] = []
-    for _ in listing(lambda _key, problem: bad.append(problem)):
-        yield from ((what, b) for b in bad)
-        bad.clear()
-        yield what, None
-    yield from ((what, b) for b in bad)
 
 
 def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:

@@ -225,6 +225,10 @@ class SignedRows(Protocol):
 
     def row_hashes(self) -> Iterator[tuple[str, str, bytes]]: ...
 
+    def signed_rows(
+        self, tables: Sequence[str], shown: int
+    ) -> tuple[int, list[tuple[str, str]]]: ...
+
     def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]: ...
 
     def sign(
@@ -335,7 +339,11 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
         s.key_id for s in stored if valid[s.key_id] and (trusted is None or s.public_key in trusted)
     }
     report.vouched = bool(vouching)
-    for table, name, h in bundle.row_hashes():
+    if not sets:  # no valid signature: every row is uncovered, and none needs its hash
+        report.rows, first = bundle.signed_rows(("kernels", "tunes"), SHOWN)
+        report.uncovered = report.rows
+        report.uncovered_entries = [f"{table} {name[:16]}" for table, name in first]
+    for table, name, h in bundle.row_hashes() if sets else ():
         report.rows += 1
         for k, hashes in sets.items():
             counts[k] += h in hashes

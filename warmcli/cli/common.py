@@ -29,10 +29,11 @@ import typer
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
+from warmcli.cli.render.tune_line import JsonText, tune_line
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import KernelRecord
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -303,7 +304,8 @@ def _indented(value: Any, depth: int) -> str:
 def stream_json(doc: dict[str, Any]) -> None:
     """`emit_json` of a document whose values may be iterators: each of their items is
     written as it is read, on one line of its own (JSON's C encoder: several times faster
-    than an indented one), so a listing of any length costs the memory of one item."""
+    than an indented one; a `JsonText` item is JSON already and written as it is), so a
+    listing of any length costs the memory of one item."""
     write = sys.stdout.write
     write("{")
     for i, (key, value) in enumerate(doc.items()):
@@ -324,7 +326,7 @@ _encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` make
 
 
 def _line(item: Any) -> str:
-    return "\n    " + _encode(item)
+    return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
 
 
 def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
@@ -335,15 +337,28 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
 
 
-def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]:
+def stats_stream(
+    bundle: Bundle, operation: str | None = None, *, as_text: bool = False
+) -> dict[str, Any]:
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
-    given), its kernels and tunes read as they are consumed."""
-    from warmcli.cli.render.stats import kernel_order, stats_document, tune_order
+    given), its kernels and tunes read as they are consumed (each tune as JSON text, for
+    `stream_json`, if `as_text`: those of a large bundle read and written by several
+    processes, in the same order, `warmcli.bundle.listing`)."""
+    from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
 
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
-    tunes: Iterable[TuneRecord] = bundle.each_tune(operation)
-    if max(bundle.count("tunes"), bundle.count("kernels")) <= NAMED_TUNES:
+    tunes: Iterable[Any] = bundle.each_tune(operation)
+    tune: Callable[[Any], Any] = tune_line if as_text else tune_json
+    large = max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
+    lines = None
+    if large and as_text and not operation:
+        from warmcli.bundle.listing import converted_tunes  # a large listing only
+
+        lines = converted_tunes(bundle, tune_line)
+    if lines is not None:  # read and written by several processes, in the same order
+        tunes, tune = lines, _as_given
+    if not large:
         # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
         for t in bundle.each_tune(on_error=lambda *_: None):
             for c in t.candidates:
@@ -364,4 +379,9 @@ def stats_stream(bundle: Bundle, operation: str | None = None) -> dict[str, Any]
         tunes,
         shared=bundle.blob_users(),
         named=named,
+        tune=tune,
     )
+
+
+def _as_given(line: Any) -> Any:
+    return line

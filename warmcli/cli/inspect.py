@@ -56,7 +56,7 @@ def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> 
         held += ", ..." if len(names) > HELD_SHOWN else ""
         fail(f"{path}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
     if as_json:
-        stream_json({"bundle": str(path), **stats_stream(bundle, operation)})
+        stream_json({"bundle": str(path), **stats_stream(bundle, operation, as_text=True)})
         return
     summary = summarise(bundle, operation=operation)
     if summary is not None:  # too large to list: counts by SQL, a few tunes shown

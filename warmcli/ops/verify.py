@@ -7,11 +7,13 @@ fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
 pick is one of them) and checks every signature
 (`warmcli.bundle.signing`): by which key, valid or not, what it covers; an invalid one is a
-problem, and so, under trusted keys, is a row none of them signed. Everything is read
-in one snapshot (one read transaction), so a writer committing meanwhile never makes
-a sound bundle look corrupt; rows and blobs are streamed one at a time, so memory
-does not grow with the bundle: the report keeps the first `LISTED` problems and
-counts the rest. It returns an `IntegrityReport`
+problem, and so, under trusted keys, is a row none of them signed (a bundle no valid
+signature covers is counted in SQL, no row hashed). Everything is read in one snapshot
+(one read transaction), so a writer committing meanwhile never makes a sound bundle
+look corrupt; rows and blobs are streamed one at a time, so memory does not grow with
+the bundle (the tunes of a large one are checked in one process per CPU, each reading
+its range under the same snapshot: `warmcli.bundle.checking`): the report keeps the
+first `LISTED` problems and counts the rest. It returns an `IntegrityReport`
 naming each problem; it never repairs, deletes or writes anything.
 """
 

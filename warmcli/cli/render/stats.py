@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.console import Group
@@ -163,11 +163,13 @@ def stats_document(
     tunes: Iterable[TuneRecord],
     shared: dict[str, int] | None = None,
     named: dict[str, set[str]] | None = None,
+    tune: Callable[[TuneRecord], Any] = tune_json,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
     use each binary used by more than one (so each gets its share of it); `named`: the
-    tunable candidates each kernel key is."""
+    tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
+    or the same as JSON text: `warmcli.cli.render.tune_line`)."""
     shared = shared or {}
     named = named or {}
     given: Counter[str] = Counter()
@@ -183,7 +185,7 @@ def stats_document(
         "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
         "kernels": (one(k, usage) for k, usage in kernels),
-        "tunes": map(tune_json, tunes),
+        "tunes": map(tune, tunes),
     }
 
 

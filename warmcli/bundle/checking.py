@@ -1,0 +1,137 @@
+"""Every tune row of a large bundle checked by several processes at once (`warm verify`).
+
+Reading and checking every tune (`Bundle.each_tune`: its candidates unpacked, every
+field and its key checked) is most of what `warm verify` spends on a large bundle,
+and each row is checked on its own. `TuneChecks` starts, for a bundle of at least
+`PARALLEL_TUNES` tunes on a machine with more than one CPU, one forked process per
+CPU; each opens the bundle read-only, reads one range of rowids through
+`tunes_between` (the same reader and checks as `each_tune`) and returns how many rows
+it read and every problem, in order (`TuneChecks`). The caller's open read transaction (`snapshot`)
+holds SQLite's shared lock the whole time, so no writer can commit meanwhile and every
+process reads the same state (a bundle is never in WAL mode); a worker that finds the
+path now names another file (replaced meanwhile), or fails, leaves its range to be
+checked here.
+The ranges are started before the caller checks everything else, and their results are
+yielded in rowid order: the report is the one a check in one process makes. Where
+`fork` is not what starts processes, or threads are running, all is checked here. It
+owns no state beyond the processes of one call and never writes or prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+from warmcli.bundle.rows import OnError
+
+PARALLEL_TUNES = 20_000  # fewer tunes than this are checked in this process
+MAX_WORKERS = 16
+Checks = Iterator[tuple[str, str | None]]
+
+
+class Tunes(Protocol):
+    """What this module reads of an open bundle (`Bundle` is one)."""
+
+    path: Any
+
+    def count(self, table: str) -> int: ...
+
+    def rowid_span(self, table: str) -> tuple[int, int]: ...
+
+    def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterable[object]: ...
+
+
+def _checked(what: str, listing: Callable[[OnError], Iterable[object]]) -> Checks:
+    """(what, problem or None) of each row of a listing, in the order it met them."""
+    bad: list[str] = []
+    for _ in listing(lambda _key, problem: bad.append(problem)):
+        yield from ((what, b) for b in bad)
+        bad.clear()
+        yield what, None
+    yield from ((what, b) for b in bad)
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _check_range(
+    opener: Any, path: str, ident: tuple[int, int], low: int, high: int
+) -> tuple[int, list[str]] | None:
+    """In a worker: (rows read, their problems) of the tunes with rowid in (low, high], or
+    None if `path` is no longer the file the caller holds open."""
+    if _identity(path) != ident:
+        return None
+    with opener.open(path) as bundle, bundle.snapshot():
+        if _identity(path) != ident:  # replaced while it was opened: the new file was read
+            return None
+        rows, problems = 0, []
+        for _, problem in _checked("tune", lambda bad: bundle.tunes_between(low, high, bad)):
+            rows += 1
+            if problem is not None:
+                problems.append(problem)
+        return rows, problems
+
+
+def _workers() -> int:
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return 1  # fork is Linux's way to start processes; never with threads running
+    return min(len(os.sched_getaffinity(0)), MAX_WORKERS)
+
+
+class TuneChecks:
+    """Every tune of an open bundle being checked: iterate it once for
+    ("tune", problem or None) of every row, in rowid order; `close` stops the processes."""
+
+    def __init__(self, bundle: Tunes, here: Callable[[OnError], Iterable[object]]) -> None:
+        self._bundle, self._here = bundle, here
+        self._pool: Any = None
+        self._ranges: list[tuple[int, int, Any]] = []
+        workers = _workers()
+        if workers < 2 or bundle.count("tunes") < PARALLEL_TUNES:
+            return
+        low, high = bundle.rowid_span("tunes")
+        chunks = workers * 2
+        bounds = [low - 1 + (high - low + 1) * i // chunks for i in range(chunks + 1)]
+        path = str(bundle.path)
+        ident = _identity(path)
+        import multiprocessing  # a verify of a large bundle only: never paid on open
+
+        self._pool = multiprocessing.get_context("fork").Pool(workers)
+        for a, b in itertools.pairwise(bounds):
+            work = (type(bundle), path, ident, a, b)
+            self._ranges.append((a, b, self._pool.apply_async(_check_range, work)))
+        self._pool.close()
+
+    def __iter__(self) -> Checks:
+        if self._pool is None:
+            yield from _checked("tune", self._here)
+            return
+        try:
+            for a, b, result in self._ranges:
+                try:
+                    done = result.get()
+                except Exception:  # a worker that failed: its range is read here
+                    done = None
+                if done is None:
+                    yield from _checked("tune", lambda bad, a=a, b=b: self._between(a, b, bad))
+                    continue
+                rows, problems = done
+                yield from (("tune", p) for p in problems)
+                yield from (("tune", None) for _ in range(rows - len(problems)))
+        finally:
+            self.close()
+
+    def _between(self, low: int, high: int, on_error: OnError) -> Iterable[object]:
+        return self._bundle.tunes_between(low, high, on_error)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
