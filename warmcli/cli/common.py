@@ -15,6 +15,7 @@ This module parses and prints nothing of its own; the commands use it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -231,6 +232,10 @@ def end_process(code: object) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
+        status = status or 1
+    except OSError as exc:  # the output could not be written whole (a full disk): say so
+        with contextlib.suppress(OSError):
+            os.write(2, f"warm: error: output not written whole: {exc}\n".encode())
         status = status or 1
     os._exit(status)
 
