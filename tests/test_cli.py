@@ -110,6 +110,22 @@ def test_bad_input_is_one_line_and_exit_2(warm: Warm, bundle_path: Path, workloa
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_usage_error_is_one_line_naming_the_commands_help(warm: Warm, bundle_path: Path) -> None:
+    cases = {
+        ("merge", str(bundle_path)): ("Missing option '--output'", "warm merge --help"),
+        ("nosuch",): ("No such command 'nosuch'", "warm --help"),
+        ("stats", "--bogus"): ("No such option: --bogus", "warm stats --help"),
+        ("run", "--jobs", "x"): ("'--jobs'", "warm run --help"),
+    }
+    for args, (what, where) in cases.items():
+        proc = warm(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith("warm: error: ") and what in line and where in line, line
+    proc = warm()  # plain `warm`: the help it asks for, exit 2 as before
+    assert proc.returncode == 2 and "Usage: warm [OPTIONS] COMMAND" in proc.stderr
+
+
 def test_compile_error_shows_the_log_and_keeps_what_was_stored(
     warm: Warm, bundle_path: Path, workload_file
 ) -> None:

@@ -14,25 +14,33 @@ import sys
 import typer
 
 from warmcli.cli.app import app
-from warmcli.cli.common import fail, json_requested
+from warmcli.cli.common import EXIT_INTERRUPTED, fail
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """`warm`: under `--json` a usage error is a JSON object on stdout too, not only text."""
+    """`warm`: a usage error (unknown option, missing argument, bad value) is one line on
+    stderr naming the command's `--help`, exit 2 (and a JSON object on stdout too under
+    `--json`), never the parser's usage block; Ctrl-C while parsing exits 130."""
     app.load(sys.argv[1:2])
-    if not json_requested():
-        app(prog_name="warm")
-        return
     try:
         code = app(prog_name="warm", standalone_mode=False)
-    except Exception as exc:  # the parser's own errors (unknown option, bad value)
+    except Exception as exc:  # the parser's own (Typer's click): known by what they carry
+        if type(exc).__name__ == "Abort":  # interrupted before a command took over
+            with contextlib.suppress(typer.Exit):
+                fail("interrupted", EXIT_INTERRUPTED, label="")
+            sys.exit(EXIT_INTERRUPTED)
         message = getattr(exc, "format_message", None)
         if message is None:
             raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `warm`: the help it asks for
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        ctx = getattr(exc, "ctx", None)
+        where = f"{ctx.command_path} --help" if ctx is not None else "warm --help"
         fail_code = getattr(exc, "exit_code", 2) or 2
         with contextlib.suppress(typer.Exit):
-            fail(f"{message()} (see warm --help)", fail_code)
+            fail(f"{message()} (see {where})", fail_code)
         sys.exit(fail_code)
     sys.exit(code if isinstance(code, int) else 0)
