@@ -131,8 +131,11 @@ class BundleLookup:
     def _target(self, identity: str | None) -> Target:
         target = self._targets.get(identity)
         if target is None:  # one per toolchain: the device does not change under a process
-            fp = self.device.fingerprint
-            target = Target(self.device.backend, self.device.arch, fp.driver, identity)
+            backend = self.device.backend
+            # Only a CUDA driver is judged (`Target`): no other device's fingerprint is read
+            # to serve (a host's reads /proc/cpuinfo).
+            driver = self.device.fingerprint.driver if backend == "cuda" else ""
+            target = Target(backend, self.device.arch, driver, identity)
             self._targets[identity] = target
         return target
 
