@@ -48,6 +48,7 @@ _PREFETCH_SELECT = (
     f"CASE {_OVER} END, {_TEXTS}, rowid FROM kernels"
 )
 _NEW = object.__new__
+_SET = object.__setattr__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
 
 
@@ -85,7 +86,9 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
         ):
             components = _components(comps)
             record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
-            record.__dict__.update(
+            _SET(  # as its dict, made once (not copied into one)
+                record,
+                "__dict__",
                 {
                     "key": key, "device": device, "backend": backend, "arch": arch,
                     "entry": entry, "label": label, "symbol": symbol, "sha256": sha,
