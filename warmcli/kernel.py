@@ -139,13 +139,14 @@ class Kernel:
         digest of `{"defines", "entry", "language", "options", "params", "source"}` as
         `_digest` writes it, written directly (a process serving thousands keys them all).
         """
-        if not all(type(o) is str for o in self.options):  # written as JSON writes them
+        options = self.options
+        if options and not all(type(o) is str for o in options):  # written as JSON writes them
             return _digest(self._content())
-        defines = ",".join(f"[{_STRING(k)},{_STRING(v)}]" for k, v in self.defines)
+        defines = ",".join([f"[{_STRING(k)},{_STRING(v)}]" for k, v in self.defines])
         text = (
             f'{{"defines":[{defines}],"entry":{_STRING(self.entry)},'
             f'"language":{_STRING(self.language)},'
-            f'"options":[{",".join(map(_STRING, self.options))}],'
+            f'"options":[{",".join(map(_STRING, options))}],'
             f'"params":{_STRING(self.params)},"source":{_STRING(self.source)}}}'
         )
         return hashlib.sha256(text.encode()).hexdigest()

@@ -1,6 +1,7 @@
 """A kernel row of a bundle as a `KernelRecord`: every field checked, fast.
 
-`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, `each_kernel`,
+`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, through
+`kernel_record`, which raises the `BundleError` naming a malformed row; `each_kernel`,
 the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` says
 (its type, its length, a key's and a sha256's hex, an entry's and a symbol's form,
 components a JSON object, a finite time, a blob's size). A hot start parses
@@ -22,10 +23,12 @@ from warmcli.bundle.rows import (
     _SYMBOL,
     KERNEL_COLUMNS,
     MAX_NAME_CHARS,
+    _corrupt,
     _json_object,
     _Malformed,
     _within_limits,
 )
+from warmcli.errors import BundleError
 from warmcli.records import KernelRecord
 
 # The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it).
@@ -45,6 +48,7 @@ _PREFETCH_SELECT = (
     f"CASE {_OVER} END, {_TEXTS}, rowid FROM kernels"
 )
 _NEW = object.__new__
+_SET = object.__setattr__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
 
 
@@ -82,7 +86,9 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
         ):
             components = _components(comps)
             record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
-            record.__dict__.update(
+            _SET(  # as its dict, made once (not copied into one)
+                record,
+                "__dict__",
                 {
                     "key": key, "device": device, "backend": backend, "arch": arch,
                     "entry": entry, "label": label, "symbol": symbol, "sha256": sha,
@@ -92,6 +98,15 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             )  # fmt: skip
             return record
     return _checked_kernel_record(row)
+
+
+def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
+    """`_kernel_record` as `Bundle.kernel` reads it: a malformed row raises the `BundleError`
+    naming it in the bundle at `path` (what `RowReader._parse` raises), in one frame."""
+    try:
+        return _kernel_record(row)
+    except _Malformed as exc:
+        raise BundleError(f"{path}: {_corrupt('kernel', row[0], exc)}") from None
 
 
 def _components(text: str) -> dict[str, str]:

@@ -44,7 +44,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _TEXTS, _kernel_record
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _TEXTS, _kernel_record, kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -171,7 +171,7 @@ class Bundle(BundleAdmin):
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
             return None
-        return self._parse("kernel", row[0], lambda: _kernel_record(row))
+        return kernel_record(self.path, row)  # `_parse`'s error, one frame: parsed per kernel
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
@@ -189,15 +189,15 @@ class Bundle(BundleAdmin):
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
         select = f"{_PREFETCH_SELECT} {where} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
-            with self._lock:  # the row's texts, counted by SQLite: what it costs in memory
+        with self._lock:  # held once a chunk; its rows' texts, counted by SQLite: their memory
+            for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
                 self._prefetched += row[-2]
                 if self._prefetched > PREFETCH_CHARS:
                     return rows
                 if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
                     self._resume[(backend, arch, start + count)] = row[-1] + 1
-            if isinstance(row[0], str):
-                rows[row[0]] = row[:-2]
+                if type(row[0]) is str:
+                    rows[row[0]] = row[:-2]
         return rows
 
     def kernels(

@@ -207,41 +207,56 @@ class KernelCache:
         return self.get(kernel)
 
     def get(self, kernel: Kernel) -> Any:
-        """The loaded kernel, compiling the whole queue first if it must be compiled."""
+        """The loaded kernel, compiling the whole queue first if it must be compiled.
+
+        A kernel the bundle serves takes one path: its key, its registration, its
+        (prefetched) record checked, its module (loaded once per blob) and function,
+        settled `loaded`; anything else (a record it must not serve, PTX, a miss, a
+        build) goes on to `_obtain`."""
         hit = self._hits.get(id(kernel))
+        collector = active_collector()
         if hit is not None and hit[0] is kernel:
-            collector = active_collector()
             if hit[2] is not collector:  # a new pass: registered once in its collector too
                 self._register(kernel)
                 self._hits[id(kernel)] = (kernel, hit[1], collector)
             return hit[1]
-        key = self._register(kernel)
+        lookup = self.lookup
+        key = lookup.key(kernel)
         with self._lock:
             if key in self._loaded:
                 function = self._loaded[key]
-                self._hits[id(kernel)] = (kernel, function, active_collector())
+                self._hits[id(kernel)] = (kernel, function, collector)
                 return function
-            if key not in self._built and key not in self._failed:
-                record = self.lookup.record(kernel, key)
-                loaded = record is not None and record.sha256 in self._modules
-                if record is not None and self.lookup.serve(kernel, record, self._load, loaded):
-                    self.ledger.served(record.key)
-                    return self._loaded[key]
-                if self.lookup.serve_ptx(kernel, key, self._load):
-                    self.ledger.served(key)
-                    return self._loaded[key]
-                if record is None:
-                    self.lookup.miss(kernel, key)
-                elif not self.lookup.keyed_here(key):  # another toolchain's build failed to load
-                    key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
-                    if key in self._built or key in self._failed:
-                        return self.get(kernel)
-                self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
-                self.flush()
-            if key in self._failed:
-                raise KernelCompileError(kernel, self._failed[key])
-            built = self._built[key]
-            return self._load(key, kernel, built.record, built.binary)
+            if key in self._built or key in self._failed:
+                return self._obtain(kernel, key)
+            self.registrations.register(collector, key)
+            record = lookup.record(kernel, key)
+            if record is not None and lookup.serve(
+                kernel, record, self._load, record.sha256 in self._modules
+            ):
+                self.ledger.served(key)
+                return self._loaded[key]
+            return self._obtain(kernel, key, record)
+
+    def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:
+        """`get` past the bundle's build (under the lock): the bundle's PTX, else built here
+        (`record`: the bundle's build under `key` that was not served, if any)."""
+        if key not in self._built and key not in self._failed:
+            if self.lookup.serve_ptx(kernel, key, self._load):
+                self.ledger.served(key)
+                return self._loaded[key]
+            if record is None:
+                self.lookup.miss(kernel, key)
+            elif not self.lookup.keyed_here(key):  # another toolchain's build failed to load
+                key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
+                if key in self._built or key in self._failed:
+                    return self.get(kernel)
+            self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
+            self.flush()
+        if key in self._failed:
+            raise KernelCompileError(kernel, self._failed[key])
+        built = self._built[key]
+        return self._load(key, kernel, built.record, built.binary)
 
     def _load(self, key: str, kernel: Kernel, record: KernelRecord, binary: bytes) -> Any:
         module = self._modules.get(record.sha256)

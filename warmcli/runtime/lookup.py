@@ -131,8 +131,11 @@ class BundleLookup:
     def _target(self, identity: str | None) -> Target:
         target = self._targets.get(identity)
         if target is None:  # one per toolchain: the device does not change under a process
-            fp = self.device.fingerprint
-            target = Target(self.device.backend, self.device.arch, fp.driver, identity)
+            backend = self.device.backend
+            # Only a CUDA driver is judged (`Target`): no other device's fingerprint is read
+            # to serve (a host's reads /proc/cpuinfo).
+            driver = self.device.fingerprint.driver if backend == "cuda" else ""
+            target = Target(backend, self.device.arch, driver, identity)
             self._targets[identity] = target
         return target
 
@@ -197,33 +200,28 @@ class BundleLookup:
             return None
         return record
 
-    def _bundle_row(self, key: str) -> tuple[Any, ...] | None:
-        """This device's kernel rows, prefetched in the order they were stored, a chunk at a
-        time when a workload asks for a kernel not fetched yet: each chunk as long as the
-        lookups so far (at least `PREFETCH_AFTER`), and fetched only while the rows read
-        are fewer than twice the lookups. What is read grows with what the workload asks
-        for, never with what the bundle holds (a workload launching in another order than
-        it was warmed reads the rest by key). The row under `key`, if prefetched, is
-        handed out once (and dropped)."""
-        assert self.bundle is not None
+    def _kernel(self, key: str) -> KernelRecord | None:
+        """The bundle's record under `key`, its row prefetched if it can be: this device's
+        kernel rows, in the order they were stored, a chunk at a time when a workload asks
+        for a kernel not fetched yet: each chunk as long as the lookups so far (at least
+        `PREFETCH_AFTER`), and fetched only while the rows read are fewer than twice the
+        lookups. What is read grows with what the workload asks for, never with what the
+        bundle holds (a workload launching in another order than it was warmed reads the
+        rest by key). The row under `key`, if prefetched, is used once (and dropped)."""
+        bundle = self.bundle
+        assert bundle is not None
         with self._lock:
             self._lookups += 1
             rows = self._rows
             if key not in rows and self._more and self._fetched < 2 * self._lookups:
                 count = max(PREFETCH_AFTER, self._lookups)
-                got = self.bundle.kernel_rows(
-                    self.device.backend, self.device.arch, self._fetched, count
-                )
+                device = self.device
+                got = bundle.kernel_rows(device.backend, device.arch, self._fetched, count)
                 self._fetched += count
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
-            return rows.pop(key, None)
-
-    def _kernel(self, key: str) -> KernelRecord | None:
-        """The bundle's record under `key` (its prefetched row used once, then dropped)."""
-        assert self.bundle is not None
-        row = self._bundle_row(key)
-        return self.bundle.kernel(key, None if row is None else {key: row})
+            row = rows.pop(key, None)
+        return bundle.kernel(key, None if row is None else {key: row})
 
     def held(self, kernel: Kernel, key: str) -> bool:
         """Whether the bundle holds a build under `key` that is served here."""
