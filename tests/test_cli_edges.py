@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,21 @@ def test_clean_and_diff_group_rows_and_name_kernels_as_stats(
     warm80.json("clean", warm80.json("merge", host, "-o", empty)["out"], "--max-size", "0")
     shown = flat(warm80("diff", empty, host).stdout)
     assert shown.count("built by cc:") == 1 and "Kernels only in B (6)" in shown
+
+
+def test_diff_never_calls_a_bundle_with_a_corrupt_entry_the_same(
+    warm80: Warm, host: Path, tmp_path: Path
+) -> None:
+    """Same keys and picks, but one tune's candidates unreadable in B: B cannot serve it, so
+    the diff names it (as `warm verify` does) and does not say the bundles are the same."""
+    broken = tmp_path / "broken.warm"
+    shutil.copy(host, broken)
+    with sqlite3.connect(broken) as conn:
+        conn.execute("UPDATE tunes SET candidates = x'07' WHERE rowid = 1")
+    conn.close()
+    text = flat(warm80("diff", host, broken).stdout)
+    assert "Corrupt in B (1; B cannot serve them)" in text and "corrupt tune entry" in text
+    assert "the same kernels and tunes" not in text
+    doc = warm80.json("diff", host, broken)
+    assert doc["same"] is False and doc["corrupt"]["b_count"] == 1 and doc["corrupt"]["a"] == []
+    assert warm80.json("diff", host, host)["same"] is True

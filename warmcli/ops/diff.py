@@ -3,7 +3,10 @@
 Kernels and tunes are matched by key (a kernel key is content-addressed, a tune
 key names the operation, input shapes, device and candidate set), so "only in A"
 means B would have to compile or tune it. For a tune key held by both, a differing
-pick is reported with each bundle's pick and its median time. Both bundles' keys
+pick is reported with each bundle's pick and its median time. An entry a bundle holds
+but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
+that bundle, which cannot serve it: two bundles are never called the same while one has
+any. Both bundles' keys
 (and picks) are read as two streams ordered by key and joined as they go, so memory
 does not grow with their size: a `BundleDiff` counts everything and keeps the first
 `LISTED` entries of each kind, whose rows alone are read whole. This module reads
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -65,6 +69,8 @@ class BundleDiff:
     tunes_only_a: list[TuneRecord] = field(default_factory=list)
     tunes_only_b: list[TuneRecord] = field(default_factory=list)
     picks_changed: list[PickChange] = field(default_factory=list)
+    corrupt_a: list[str] = field(default_factory=list)  # what is wrong with each entry
+    corrupt_b: list[str] = field(default_factory=list)
     kernels_shared: int = 0
     tunes_shared: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # by list name, all of them
@@ -151,6 +157,19 @@ def _change(ta: Any, tb: Any) -> PickChange:
     )
 
 
+def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
+    """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
+    as `corrupt_<side>`: every row is read once, streamed, in the order stored."""
+
+    def bad(_key: str, problem: str) -> None:
+        diff.keep(f"corrupt_{side}", lambda: problem)
+
+    for _ in bundle.each_kernel(on_error=bad, order=AS_STORED):
+        pass
+    for _ in bundle.each_tune(on_error=bad, order=AS_STORED):
+        pass
+
+
 def _reader(bundle: Bundle) -> Reader:
     def read(kind: str, key: str) -> KernelRecord | TuneRecord:
         record = bundle.kernel(key) if kind == "kernel" else bundle.tune(key)
@@ -175,6 +194,8 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
             (keys(ba, "tunes"), keys(bb, "tunes")),
             (_reader(ba), _reader(bb)),
         )
+        corrupt_entries(diff, "a", ba)
+        corrupt_entries(diff, "b", bb)
         diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
         diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
         return diff

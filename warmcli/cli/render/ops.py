@@ -122,6 +122,12 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "only_b_count": diff.count("tunes_only_b"),
             "picks_changed_count": diff.count("picks_changed"),
         },
+        "corrupt": {
+            "a": list(diff.corrupt_a),
+            "b": list(diff.corrupt_b),
+            "a_count": diff.count("corrupt_a"),
+            "b_count": diff.count("corrupt_b"),
+        },
     }
 
 
@@ -189,6 +195,11 @@ def diff_renderable(diff: BundleDiff) -> Group:
                 micros(c.b_seconds),
             )
         parts.append(table)
+    for side, problems in (("A", diff.corrupt_a), ("B", diff.corrupt_b)):
+        if problems:
+            count = diff.count(f"corrupt_{side.lower()}")
+            parts.append(line(f"Corrupt in {side} ({count}; {side} cannot serve them):"))
+            parts += [line(f"  {p}") for p in problems]
     parts += _unlisted(diff)
     if diff.same:
         parts.append(line("the bundles hold the same kernels and tunes, with the same picks"))
