@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -120,6 +121,7 @@ def test_production_verify_and_check_agree_on_a_malformed_row(
     verified = warm("verify", path)
     assert verified.returncode == 1, verified.stdout + verified.stderr
     assert f"corrupt {kind} entry" in verified.stdout and problem in verified.stdout
+    assert not re.search(r"\b[A-Z][a-z]+Error\b", verified.stdout)  # words, not Python's names
 
     checked = warm("check", path, "--json")
     assert checked.returncode == 1, checked.stdout + checked.stderr

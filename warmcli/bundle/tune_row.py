@@ -129,13 +129,24 @@ def signed_values(row: Sequence[object], kernel_key: KernelKey) -> tuple[object,
     return (*values[:_CANDIDATES], cands, *values[_CANDIDATES + 1 :])
 
 
+def _why(exc: Exception) -> str:
+    """What a candidates document that does not decode lacks, in words (not Python's)."""
+    if isinstance(exc, KeyError):
+        return f"no field {exc.args[0]!r}"[:80] if exc.args else "a field is missing"
+    if isinstance(exc, OverflowError):
+        return "a number out of range"
+    if isinstance(exc, TypeError):
+        return "a field of the wrong type"
+    return str(exc)
+
+
 def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -> TuneRecord:
     fields_row = _within_limits(row)
     cands, secs, measured_at = fields_row[_CANDIDATES:]
     try:
         candidates = decode(cands, kernel_key)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
-        raise _Malformed(f"candidates: {type(exc).__name__}: {exc}"[:200]) from None
+        raise _Malformed(f"candidates: {_why(exc)}"[:200]) from None
     for c in candidates:
         if c.status not in _STATUSES or len(c.name) > MAX_NAME_CHARS:
             raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
