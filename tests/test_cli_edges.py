@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Warm
 
+from warmcli.bundle.file import FORMAT_VERSION
+
 MATMUL = EXAMPLES / "matmul_host.py"
 SAXPY = EXAMPLES / "saxpy_cuda.py"
 
@@ -183,3 +185,17 @@ def test_diff_never_calls_a_bundle_with_a_corrupt_entry_the_same(
     doc = warm80.json("diff", host, broken)
     assert doc["same"] is False and doc["corrupt"]["b_count"] == 1 and doc["corrupt"]["a"] == []
     assert warm80.json("diff", host, host)["same"] is True
+
+
+def test_stats_shows_the_files_format_and_a_manifest_that_claims_another(
+    warm80: Warm, host: Path, tmp_path: Path
+) -> None:
+    claimed = tmp_path / "claimed.warm"
+    shutil.copy(host, claimed)
+    with sqlite3.connect(claimed) as conn:
+        conn.execute("UPDATE manifest SET value = 'banana' WHERE key = 'format_version'")
+    conn.close()
+    head = flat(warm80("stats", claimed).stdout)
+    assert f"format {FORMAT_VERSION} (warm " in head and "the manifest says 'banana'" in head
+    assert warm80.json("stats", claimed)["format"] == FORMAT_VERSION
+    assert "the manifest says" not in flat(warm80("stats", host).stdout)

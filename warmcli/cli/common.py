@@ -385,6 +385,7 @@ def stats_stream(
         shared=bundle.blob_users(),
         named=named,
         tune=tune,
+        format_version=bundle.format_version(),
     )
 
 

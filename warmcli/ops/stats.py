@@ -36,6 +36,7 @@ class BundleSummary:
     tunes: list[tuple[str, str, int, int]]  # operation, device, tunes, pending
     sample: list[TuneRecord]
     operation: str | None = None  # `--explain`: the tunes are this operation's only
+    format_version: int | None = None  # the file's own (its header's), not the manifest's claim
 
     @property
     def kernel_count(self) -> int:
@@ -68,4 +69,12 @@ def summarise(
     kernels, tunes, first = bundle.aggregate(sample, operation)
     if operation is not None:
         tunes = [t for t in tunes if t[0] == operation]
-    return BundleSummary(bundle.manifest(), bundle.fingerprints(), kernels, tunes, first, operation)
+    return BundleSummary(
+        bundle.manifest(),
+        bundle.fingerprints(),
+        kernels,
+        tunes,
+        first,
+        operation,
+        bundle.format_version(),
+    )

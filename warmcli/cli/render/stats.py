@@ -164,12 +164,14 @@ def stats_document(
     shared: dict[str, int] | None = None,
     named: dict[str, set[str]] | None = None,
     tune: Callable[[TuneRecord], Any] = tune_json,
+    format_version: int | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
     use each binary used by more than one (so each gets its share of it); `named`: the
     tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
-    or the same as JSON text: `warmcli.cli.render.tune_line`)."""
+    or the same as JSON text: `warmcli.cli.render.tune_line`); `format_version`: the
+    format the file is in (its header's), given as "format" beside the manifest's claim."""
     shared = shared or {}
     named = named or {}
     given: Counter[str] = Counter()
@@ -182,6 +184,7 @@ def stats_document(
         return kernel_json(k, usage, n, share, sorted(named.get(k.key, ()), key=natural))
 
     return {
+        **({} if format_version is None else {"format": format_version}),
         "manifest": manifest_json(manifest),
         "fingerprints": fingerprints,
         "kernels": (one(k, usage) for k, usage in kernels),
@@ -271,13 +274,19 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
     return [heading, table]
 
 
-def manifest_grid(path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]]) -> Table:
-    """The bundle's path, format and times, and every toolchain and device that wrote it."""
+def manifest_grid(
+    path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]], fmt: int | None = None
+) -> Table:
+    """The bundle's path, format (`fmt`, the file's own, when known; the manifest's claim
+    beside it where it differs) and times, and every toolchain and device that wrote it."""
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")
     add_row(head, "bundle", path)
-    add_row(head, "format", f"{m.get('format_version')} (warm {m.get('warm_version')})")
+    claimed = m.get("format_version")
+    shown = claimed if fmt is None else fmt
+    differs = "" if fmt is None or str(claimed) == str(fmt) else f"; the manifest says {claimed!r}"
+    add_row(head, "format", f"{shown} (warm {m.get('warm_version')}{differs})")
     add_row(head, "created", when(m.get("created")))
     add_row(head, "updated", when(m.get("updated")))
     for fp in fingerprints:
@@ -289,7 +298,7 @@ def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = 
     """The manifest, the contents, every kernel, and the tunes: each with its candidates
     when there are few (or `every_candidate`), else one line each."""
     parts: list[Any] = [
-        manifest_grid(path, doc["manifest"], doc["fingerprints"]),
+        manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format")),
         summary_table(doc),
         kernels_table(f"Kernels ({len(doc['kernels'])})", doc["kernels"]),
     ]
@@ -354,7 +363,7 @@ def summary_table(doc: dict[str, Any]) -> Table:
 
 
 def summary_renderable(path: str, summary: BundleSummary) -> Group:
-    head = manifest_grid(path, summary.manifest, summary.fingerprints)
+    head = manifest_grid(path, summary.manifest, summary.fingerprints, summary.format_version)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
     for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
