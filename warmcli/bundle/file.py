@@ -340,24 +340,33 @@ def write_lock(path: Path) -> Iterator[None]:
 
 
 def _write_empty(tmp: Path) -> None:
-    """A new, empty bundle at `tmp`: warm's schema, ids and manifest."""
+    """A new, empty bundle at `tmp`: warm's schema, ids and manifest, in one transaction
+    that SQLite does not sync (the file is private until renamed), then synced once
+    (`fsync`) so what the rename publishes is on disk."""
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("PRAGMA synchronous = OFF")
         conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages, few wasted
-        conn.executescript(
-            f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-            f"PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"
-        )
         now = repr(time.time())
-        conn.executemany(
-            "INSERT INTO manifest VALUES (?, ?)",
-            [
-                ("format_version", str(FORMAT_VERSION)),
-                ("warm_version", __version__),
-                ("created", now),
-                ("updated", now),
-            ],
+        manifest = (
+            ("format_version", str(FORMAT_VERSION)),
+            ("warm_version", __version__),
+            ("created", now),
+            ("updated", now),
         )
+        conn.execute("BEGIN")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+        conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)
+        conn.execute("COMMIT")
     finally:
         conn.close()
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
