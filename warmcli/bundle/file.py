@@ -275,6 +275,8 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
                 f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
             ) from None
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
+            what += ": a row holds a value longer than warm reads (not read)"
         raise BundleError(f"{path}: {what} ({exc})") from None
 
 
