@@ -4,6 +4,7 @@ interned; formats 1 and 2 read as they are and migrated, signed rows still signe
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -130,8 +131,15 @@ def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
         cmd = [sys.executable, "-m", "warmcli", *map(str, args)]
         return subprocess.run(cmd, capture_output=True, text=True)
 
-    assert warm("clean", new).returncode == 0
+    dry = warm("clean", new, "--dry-run")
+    assert dry.returncode == 0 and "format 1: a clean without --dry-run migrates it" in dry.stdout
+    assert _types(new)[0] == 1  # a dry run changes nothing
+    cleaned = warm("clean", new)
+    assert cleaned.returncode == 0
+    assert f"migrated from format 1 to {FORMAT_VERSION}" in " ".join(cleaned.stdout.split())
     assert _types(new) == (FORMAT_VERSION, {("blob", "blob", "integer", "blob")}, 1)
+    doc = json.loads(warm("clean", new, "--json").stdout)
+    assert doc["format"] == {"before": FORMAT_VERSION, "after": FORMAT_VERSION}
     assert _types(old)[0] == 1
     for args in (("verify", new), ("stats", new), ("stats", "--json", old), ("diff", old, new)):
         proc = warm(*args)

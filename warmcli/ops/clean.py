@@ -36,6 +36,7 @@ from pathlib import Path
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
+from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
@@ -113,6 +114,13 @@ class CleanReport:
     dry_run: bool
     file_bytes_before: int
     file_bytes_after: int
+    format_before: int = 0  # the file's format before the clean opened it
+    format_after: int = 0  # and after (a write open migrates an older format)
+
+    @property
+    def would_migrate(self) -> bool:
+        """An older format left as it was (a dry run): a clean would migrate it."""
+        return self.format_after == self.format_before < FORMAT_VERSION
 
 
 def parse_size(text: str) -> int:
@@ -291,8 +299,10 @@ def clean_bundle(
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
     before = path.stat().st_size
+    format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
     with Bundle.open(path, write=not dry_run) as bundle:
+        format_after = bundle.format_version()
         plan = plan_clean(
             ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
             bundle.each_tune(order=AS_STORED),
@@ -308,4 +318,5 @@ def clean_bundle(
         if applied and plan.keys is not None:
             bundle.delete(plan.keys.get("kernel", []), plan.keys.get("tune", []))
             bundle.vacuum()
-    return CleanReport(path, plan, applied, dry_run, before, path.stat().st_size)
+    after = path.stat().st_size
+    return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)

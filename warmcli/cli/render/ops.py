@@ -218,6 +218,7 @@ def clean_json(report: CleanReport) -> dict[str, Any]:
         "kept_unjudged": plan.kept_unjudged,
         "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
         "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
+        "format": {"before": report.format_before, "after": report.format_after},
     }
 
 
@@ -247,6 +248,15 @@ def clean_renderable(report: CleanReport) -> Group:
         )
     )
     parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
+    if report.format_after != report.format_before:
+        parts.append(
+            line(
+                f"migrated from format {report.format_before} to {report.format_after}: "
+                "a warm that reads only the older format cannot read this file now"
+            )
+        )
+    elif report.would_migrate:
+        parts.append(line(f"format {report.format_before}: a clean without --dry-run migrates it"))
     return Group(*parts)
 
 
