@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -34,15 +34,14 @@ from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
-from warmcli.records import KernelRecord
+from warmcli.records import KernelRecord, Record
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
 from warmcli.runtime.store import Store
 
 
-@dataclass
-class _Built:
+class _Built(Record, frozen=False):
     record: KernelRecord
     binary: bytes
 
