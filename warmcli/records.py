@@ -41,6 +41,20 @@ def factory(make: Callable[[], Any]) -> Any:
     return _Factory(make)
 
 
+class _Derived:
+    """A field `__init__` does not take: `default` until `__post_init__` sets it."""
+
+    __slots__ = ("default",)
+
+    def __init__(self, default: Any) -> None:
+        self.default = default
+
+
+def derived(default: Any) -> Any:
+    """A field `__init__` does not take (`field(init=False, default=...)`)."""
+    return _Derived(default)
+
+
 class _DataclassFields:
     """`__dataclass_fields__` of a `Record` class, made on first use: `dataclasses.fields`,
     `replace` and `asdict` work on records, and a process that never calls them never
@@ -56,6 +70,8 @@ class _DataclassFields:
                 if isinstance(default, _Factory)
                 else default
             )
+        for name, default in cls._derived.items():
+            namespace[name] = dataclasses.field(init=False, default=default)
         twin = dataclasses.dataclass(frozen=cls._frozen)(type(cls.__name__, (), namespace))
         fields: dict[str, Any] = twin.__dataclass_fields__
         type.__setattr__(cls, "__dataclass_fields__", fields)  # made once per class
@@ -66,13 +82,16 @@ class Record:
     """The base of warm's plain records: a frozen dataclass's behaviour without its
     cost at import (no generated code). Fields are the class's annotations, in order,
     defaults its class attributes (`factory(make)` for one made afresh); `__init__`
-    takes them positionally or by name and calls `__post_init__` if the class has one;
+    takes them positionally or by name (but a `derived(default)` one) and calls
+    `__post_init__` if the class has one;
     equality, hash and repr are by field, as a dataclass's; `frozen=False` in the class
     header lets its fields be set."""
 
     _names: ClassVar[tuple[str, ...]] = ()
     _annotations: ClassVar[dict[str, str]] = {}
     _defaults: ClassVar[dict[str, Any]] = {}
+    _derived: ClassVar[dict[str, Any]] = {}
+    _init_names: ClassVar[tuple[str, ...]] = ()
     _frozen: ClassVar[bool] = True
     __dataclass_fields__: Any = _DataclassFields()
 
@@ -81,13 +100,18 @@ class Record:
         own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 (inspect: slow)
         cls._annotations = {**cls._annotations, **own}
         cls._names = tuple(cls._annotations)
-        defaults = dict(cls._defaults)
+        defaults, derived = dict(cls._defaults), dict(cls._derived)
         for name in own:
-            if name in cls.__dict__:
-                defaults[name] = cls.__dict__[name]
-                if isinstance(defaults[name], _Factory):
+            value = cls.__dict__.get(name, defaults)
+            if isinstance(value, _Derived):
+                derived[name] = value.default
+                setattr(cls, name, value.default)
+            elif value is not defaults:
+                defaults[name] = value
+                if isinstance(value, _Factory):
                     delattr(cls, name)
-        cls._defaults = defaults
+        cls._defaults, cls._derived = defaults, derived
+        cls._init_names = tuple(n for n in cls._names if n not in derived)
         cls._frozen = frozen
         if not frozen:
             cls.__setattr__ = object.__setattr__  # type: ignore[method-assign, assignment]
@@ -95,7 +119,7 @@ class Record:
             cls.__hash__ = None  # type: ignore[assignment]  # as a mutable dataclass's
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        names = self._names
+        names = self._init_names
         if len(args) > len(names):
             raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments")
         values = self.__dict__
@@ -111,6 +135,7 @@ class Record:
                 raise TypeError(f"{type(self).__name__}() missing argument {name!r}")
         if kwargs:
             raise TypeError(f"{type(self).__name__}() got unexpected arguments {sorted(kwargs)}")
+        values.update(self._derived)
         post_init = getattr(self, "__post_init__", None)
         if post_init is not None:
             post_init()
