@@ -25,7 +25,6 @@ and never prints.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -120,6 +119,8 @@ _VIEWS = ("compilation", "autotune", "execution")
 
 
 def _add(a: object, b: object) -> object:
+    import dataclasses  # on first use: a serving process never sums statistics
+
     return type(a)(
         **{f.name: _sum(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)}
     )
@@ -296,6 +297,8 @@ class Registrations:
 
 
 def _fields(cls: type, counter: Counter[str]) -> dict[str, object]:
+    import dataclasses  # on first use: a serving process never reads statistics
+
     names = {f.name: f.type for f in dataclasses.fields(cls) if f.name != "misses"}
     misses = {k[len(MISS) :]: int(v) for k, v in sorted(counter.items()) if k.startswith(MISS)}
     unknown = set(counter) - set(names) - {MISS + k for k in misses}

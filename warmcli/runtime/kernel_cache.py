@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import replace
 from typing import Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -186,6 +185,8 @@ class KernelCache:
         self._built[unit.key] = _Built(record, built.binary)
         if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
             key = kernel_key(kernel, built.ptx_arch, identity)
+            from dataclasses import replace  # on first use: a serving process never compiles
+
             ptx = replace(
                 record,
                 key=key,
