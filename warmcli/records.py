@@ -78,6 +78,12 @@ class _DataclassFields:
         return fields
 
 
+def field_types(record: Record | type[Record]) -> dict[str, str]:
+    """A record's fields, in order, each with its annotation's text (`"float"`): what
+    `dataclasses.fields` tells, without making the `Field`s."""
+    return record._annotations
+
+
 class Record:
     """The base of warm's plain records: a frozen dataclass's behaviour without its
     cost at import (no generated code). Fields are the class's annotations, in order,

@@ -29,7 +29,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from warmcli.records import CompilerCommand, MissExplanation, Record, factory
+from warmcli.records import CompilerCommand, MissExplanation, Record, factory, field_types
 
 MISS = "misses."  # counter-name prefix of a miss's reason
 
@@ -118,12 +118,8 @@ class DeviceStatistics(Record):
 _VIEWS = ("compilation", "autotune", "execution")
 
 
-def _add(a: object, b: object) -> object:
-    import dataclasses  # on first use: a serving process never sums statistics
-
-    return type(a)(
-        **{f.name: _sum(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)}
-    )
+def _add(a: Record, b: Record) -> object:
+    return type(a)(**{name: _sum(getattr(a, name), getattr(b, name)) for name in field_types(a)})
 
 
 def _sum(x: object, y: object) -> object:
@@ -296,10 +292,8 @@ class Registrations:
         self.settle(keys, "abandoned")
 
 
-def _fields(cls: type, counter: Counter[str]) -> dict[str, object]:
-    import dataclasses  # on first use: a serving process never reads statistics
-
-    names = {f.name: f.type for f in dataclasses.fields(cls) if f.name != "misses"}
+def _fields(cls: type[Record], counter: Counter[str]) -> dict[str, object]:
+    names = {name: kind for name, kind in field_types(cls).items() if name != "misses"}
     misses = {k[len(MISS) :]: int(v) for k, v in sorted(counter.items()) if k.startswith(MISS)}
     unknown = set(counter) - set(names) - {MISS + k for k in misses}
     if unknown:
