@@ -32,6 +32,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.remote",
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
+    "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
