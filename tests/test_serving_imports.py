@@ -23,6 +23,8 @@ NOT_WHILE_SERVING = (
     "concurrent.futures",  # compiling in parallel
     "platformdirs",  # the default home (WARM_HOME is set)
     "logging",  # explaining a miss
+    "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
+    "copy",  # (imported by dataclasses)
     "http.client",  # fetching a URL
     "cryptography",  # signatures
     "rich",
@@ -30,6 +32,9 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.remote",
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
+    "warmcli.backends.signature",  # a compile's signature probes
+    "warmcli.bundle.migrate",  # an old bundle's first writer
+    "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
     "warmcli.runtime.tune_guard",
     "warmcli.warming",

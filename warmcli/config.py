@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from warmcli.records import Record
 
 Environ = Mapping[str, str]
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(Record):
     """A `WARM_*` variable: its name, the values it takes, what it sets."""
 
     name: str

@@ -15,7 +15,6 @@ Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.printable import printable
@@ -47,16 +46,21 @@ class ToolchainError(WarmError, RuntimeError):
     """A compiler could not be found or did not answer `--version`."""
 
 
-@dataclass
 class CompileFailure(WarmError):
     """A group (or a single kernel) failed to compile; `log` is the compiler's output.
 
     `units` are the group's `warmcli.backends.compiler.CompileUnit`s (typed loosely:
-    this module imports nothing above the leaves)."""
+    this module imports nothing above the leaves). A plain class, not a dataclass: a
+    serving process imports this module and never pays for generating its methods."""
 
-    log: str
-    units: Sequence[Any] = field(default_factory=tuple)
-    timed_out: bool = False
+    def __init__(self, log: str, units: Sequence[Any] = (), timed_out: bool = False) -> None:
+        self.log = log
+        self.units = units
+        self.timed_out = timed_out
+
+    def __repr__(self) -> str:
+        fields = f"log={self.log!r}, units={self.units!r}, timed_out={self.timed_out!r}"
+        return f"CompileFailure({fields})"
 
     def __str__(self) -> str:
         names = ", ".join(u.name for u in self.units) or "?"

@@ -16,10 +16,11 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
+
+from warmcli.records import Record
 
 _ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -74,8 +75,7 @@ class _once(Generic[_V]):  # a decorator, named as `functools.cached_property` i
         return value
 
 
-@dataclass(frozen=True)
-class Kernel:
+class Kernel(Record):
     """One kernel as the workload declares it."""
 
     source: str

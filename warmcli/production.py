@@ -34,7 +34,6 @@ import sys
 import threading
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
@@ -42,12 +41,12 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
+from warmcli.records import Record, factory
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
 
 
-@dataclass(frozen=True)
-class Miss:
+class Miss(Record):
     """One thing production had to do itself: a kernel compiled or a tune measured."""
 
     kind: str  # "kernel" or "tune"
@@ -56,13 +55,12 @@ class Miss:
     key: str
 
 
-@dataclass
-class ProductionReport:
+class ProductionReport(Record, frozen=False):
     """Everything this process compiled or tuned because its bundle lacked it."""
 
     bundle: str | None
     write: bool
-    misses: list[Miss] = field(default_factory=list)
+    misses: list[Miss] = factory(list)
     signed: bool = False  # the bundle holds signatures, which do not cover a write-back
     write_error: str = ""  # why the write-back failed (at exit)
 

@@ -12,19 +12,170 @@ A `CompilerCommand` is one compiler process a pass ran (the device it built for,
 its argv), counted by the statistics collector and shown by `warm run -v`.
 A `MissExplanation` is one miss a bundle could not serve, explained (its `line` is
 escaped with `warmcli.printable`, as everything read from a bundle is).
+Every record is a `Record`: a frozen dataclass's behaviour (fields from annotations,
+equality, hash, repr; `dataclasses.fields`/`replace`/`asdict` work) without generating
+code when the class is made, which a serving process would pay for at import; warm's
+other plain records (statistics, fingerprints, compile units, ...) derive from it too,
+with `factory` (a fresh default), `derived` (a field `__init__` does not take) and
+`field_types` (the fields without `dataclasses`). This module owns no state.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from warmcli.printable import printable
 
 
-@dataclass(frozen=True)
-class KernelRecord:
+class _Factory:
+    """A field's default made afresh for each record (`factory(dict)`)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def factory(make: Callable[[], Any]) -> Any:
+    """The default of a field whose value is made afresh for each record, as `make()`."""
+    return _Factory(make)
+
+
+class _Derived:
+    """A field `__init__` does not take: `default` until `__post_init__` sets it."""
+
+    __slots__ = ("default",)
+
+    def __init__(self, default: Any) -> None:
+        self.default = default
+
+
+def derived(default: Any) -> Any:
+    """A field `__init__` does not take (`field(init=False, default=...)`)."""
+    return _Derived(default)
+
+
+class _DataclassFields:
+    """`__dataclass_fields__` of a `Record` class, made on first use: `dataclasses.fields`,
+    `replace` and `asdict` work on records, and a process that never calls them never
+    pays for making them (nor imports `dataclasses`)."""
+
+    def __get__(self, obj: object, cls: type[Record]) -> dict[str, Any]:
+        import dataclasses
+
+        namespace: dict[str, Any] = {"__annotations__": dict(cls._annotations)}
+        for name, default in cls._defaults.items():
+            namespace[name] = (
+                dataclasses.field(default_factory=default.make)
+                if isinstance(default, _Factory)
+                else default
+            )
+        for name, default in cls._derived.items():
+            namespace[name] = dataclasses.field(init=False, default=default)
+        twin = dataclasses.dataclass(frozen=cls._frozen)(type(cls.__name__, (), namespace))
+        fields: dict[str, Any] = twin.__dataclass_fields__
+        type.__setattr__(cls, "__dataclass_fields__", fields)  # made once per class
+        return fields
+
+
+def field_types(record: Record | type[Record]) -> dict[str, str]:
+    """A record's fields, in order, each with its annotation's text (`"float"`): what
+    `dataclasses.fields` tells, without making the `Field`s."""
+    return record._annotations
+
+
+class Record:
+    """The base of warm's plain records: a frozen dataclass's behaviour without its
+    cost at import (no generated code). Fields are the class's annotations, in order,
+    defaults its class attributes (`factory(make)` for one made afresh); `__init__`
+    takes them positionally or by name (but a `derived(default)` one) and calls
+    `__post_init__` if the class has one;
+    equality, hash and repr are by field, as a dataclass's; `frozen=False` in the class
+    header lets its fields be set."""
+
+    _names: ClassVar[tuple[str, ...]] = ()
+    _annotations: ClassVar[dict[str, str]] = {}
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _derived: ClassVar[dict[str, Any]] = {}
+    _init_names: ClassVar[tuple[str, ...]] = ()
+    _frozen: ClassVar[bool] = True
+    __dataclass_fields__: Any = _DataclassFields()
+
+    def __init_subclass__(cls, frozen: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 (inspect: slow)
+        cls._annotations = {**cls._annotations, **own}
+        cls._names = tuple(cls._annotations)
+        defaults, derived = dict(cls._defaults), dict(cls._derived)
+        for name in own:
+            value = cls.__dict__.get(name, defaults)
+            if isinstance(value, _Derived):
+                derived[name] = value.default
+                setattr(cls, name, value.default)
+            elif value is not defaults:
+                defaults[name] = value
+                if isinstance(value, _Factory):
+                    delattr(cls, name)
+        cls._defaults, cls._derived = defaults, derived
+        cls._init_names = tuple(n for n in cls._names if n not in derived)
+        cls._frozen = frozen
+        if not frozen:
+            cls.__setattr__ = object.__setattr__  # type: ignore[method-assign, assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign, assignment]
+            cls.__hash__ = None  # type: ignore[assignment]  # as a mutable dataclass's
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self._init_names
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments")
+        values = self.__dict__
+        for name, value in zip(names, args, strict=False):
+            values[name] = value
+        for name in names[len(args) :]:
+            if name in kwargs:
+                values[name] = kwargs.pop(name)
+            elif name in self._defaults:
+                default = self._defaults[name]
+                values[name] = default.make() if isinstance(default, _Factory) else default
+            else:
+                raise TypeError(f"{type(self).__name__}() missing argument {name!r}")
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}() got unexpected arguments {sorted(kwargs)}")
+        values.update(self._derived)
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._names)
+        return f"{type(self).__qualname__}({fields})"
+
+    def as_fields(self) -> dict[str, Any]:
+        """Every field by name, in order (a shallow `dataclasses.asdict`)."""
+        return {name: getattr(self, name) for name in self._names}
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined, no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")
+
+
+class KernelRecord(Record):
     key: str
     device: str
     backend: str
@@ -34,10 +185,41 @@ class KernelRecord:
     symbol: str
     sha256: str
     toolchain: str
-    components: dict[str, str] = field(default_factory=dict)
+    components: dict[str, str] = factory(dict)
     compile_log: str = ""
     seconds: float = 0.0
     size: int = 0
+
+    def __init__(  # by hand: one is made for every kernel a bundle serves
+        self,
+        key: str,
+        device: str,
+        backend: str,
+        arch: str,
+        entry: str,
+        label: str,
+        symbol: str,
+        sha256: str,
+        toolchain: str,
+        components: dict[str, str] | None = None,
+        compile_log: str = "",
+        seconds: float = 0.0,
+        size: int = 0,
+    ) -> None:
+        fields = self.__dict__  # item by item: the fastest way to fill it
+        fields["key"] = key
+        fields["device"] = device
+        fields["backend"] = backend
+        fields["arch"] = arch
+        fields["entry"] = entry
+        fields["label"] = label
+        fields["symbol"] = symbol
+        fields["sha256"] = sha256
+        fields["toolchain"] = toolchain
+        fields["components"] = {} if components is None else components
+        fields["compile_log"] = compile_log
+        fields["seconds"] = seconds
+        fields["size"] = size
 
 
 def where(device: str, arch: str) -> str:
@@ -45,16 +227,14 @@ def where(device: str, arch: str) -> str:
     return device if device == arch else f"{device} {arch}"
 
 
-@dataclass(frozen=True)
-class CompilerCommand:
+class CompilerCommand(Record):
     """One compiler process a compile ran: the device it built for, and its argv."""
 
     device_id: str
     argv: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class CandidateMeasurement:
+class CandidateMeasurement(Record):
     """One candidate of a tune: its median time, every sample, or why it failed."""
 
     name: str
@@ -65,8 +245,7 @@ class CandidateMeasurement:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class TuneRecord:
+class TuneRecord(Record):
     """One tune decision: key parts, the pick and all candidates' measurements."""
 
     key: str
@@ -81,7 +260,7 @@ class TuneRecord:
     measured_at: float = 0.0
 
     def candidates_json(self) -> str:
-        return json.dumps([asdict(c) for c in self.candidates], separators=(",", ":"))
+        return json.dumps([c.as_fields() for c in self.candidates], separators=(",", ":"))
 
     @staticmethod
     def candidates_from(items: object) -> tuple[CandidateMeasurement, ...]:
@@ -106,8 +285,7 @@ class TuneRecord:
         return tuple(out)
 
 
-@dataclass(frozen=True)
-class MissExplanation:
+class MissExplanation(Record):
     """One miss: what was missed, the key component that differs, and the two values
     (`warmcli.runtime.explain` builds them; statistics, checks and reports carry them)."""
 
@@ -124,7 +302,7 @@ class MissExplanation:
         return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
 
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "differs": list(self.differs)}
+        return {**self.as_fields(), "differs": list(self.differs)}
 
 
 def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str) -> str:
@@ -133,8 +311,7 @@ def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class HeldElsewhere:
+class HeldElsewhere(Record):
     """Entries a bundle holds for a backend that are never served on this device: `count`
     kernels for `arch` that another toolchain (`by`) built (`kind` "kernel"), or tunes
     that another device (`by`, its fingerprint identity) measured (`kind` "tune")."""

@@ -19,7 +19,6 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -28,10 +27,10 @@ from warmcli.backends.compiler import Compiler
 from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
 from warmcli.kernel import Kernel
+from warmcli.records import Record
 
 
-@dataclass(frozen=True)
-class DeviceFingerprint:
+class DeviceFingerprint(Record):
     """What identifies a device for tuning: a pick measured on one is not served on another."""
 
     backend: str
@@ -143,8 +142,7 @@ class Stream:
         return f"Stream({self.device_id}#{self.id}, {self.mode.value})"
 
 
-@dataclass(frozen=True)
-class LaunchConfig:
+class LaunchConfig(Record):
     """Grid, block and dynamic shared memory of one launch (the host ignores them)."""
 
     grid: tuple[int, int, int] = (1, 1, 1)

@@ -28,16 +28,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
+from warmcli.records import Record
 
 
-@dataclass(frozen=True)
-class CompileUnit:
+class CompileUnit(Record):
     """One kernel to compile, with its key for the target it is compiled for."""
 
     key: str
@@ -56,8 +55,7 @@ class CompileUnit:
         return f"warm_{self.key[:16]}_{self.kernel.entry}"
 
 
-@dataclass(frozen=True)
-class CompiledGroup:
+class CompiledGroup(Record):
     """One compiler run's output: a binary holding every unit of the group (and, for CUDA,
     the group's PTX for a virtual architecture when the compiler keeps it)."""
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from warmcli.backends.cuda.ptx import virtual_sm
-from warmcli.records import KernelRecord
+from warmcli.records import KernelRecord, Record
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+)")
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
@@ -29,8 +28,7 @@ SAME_PARTS = ("source", "options", "defines")  # the key components one kernel's
 _SM = re.compile(r"^sm_(\d{2,3})")
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Record):
     """A device a build would be served on: its backend, arch, driver (a CUDA version
     such as `13.0`; anything else is not judged) and its own compiler's identity."""
 

@@ -22,12 +22,12 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from warmcli import config
 from warmcli.errors import ToolchainError
 from warmcli.home import private, warm_home, write_private
+from warmcli.records import Record
 
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
@@ -35,8 +35,7 @@ RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 
 
-@dataclass(frozen=True)
-class Toolchain:
+class Toolchain(Record):
     """A compiler binary and its version line."""
 
     name: str

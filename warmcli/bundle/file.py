@@ -41,7 +41,6 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from warmcli._version import __version__
-from warmcli.bundle.migrate import migrate
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA
 from warmcli.errors import BundleError
 
@@ -296,6 +295,8 @@ def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple
         try:
             _validate(path, conn, version)
             if write and version != FORMAT_VERSION:
+                from warmcli.bundle.migrate import migrate  # only an old bundle's writer
+
                 _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
                 _validate(path, conn, FORMAT_VERSION)
         except BaseException:

@@ -3,10 +3,10 @@
 The code doing the work (compile queue, tune cache, launch path) counts into a
 `StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from
 any thread while a pass runs (progress bars poll one). Snapshots are frozen
-dataclasses: `CompilationStatistics`, `AutotuneStatistics`, `ExecutionStatistics`
-per device. A miss a bundle could not serve (a `warmcli.records.MissExplanation`) is
-counted by the reason `warmcli.runtime.explain` gives (the `misses` mapping, reason
-to count) and kept whole.
+records (`warmcli.records.Record`): `CompilationStatistics`, `AutotuneStatistics`,
+`ExecutionStatistics` per device. A miss a bundle could not serve (a
+`warmcli.records.MissExplanation`) is counted by the reason `warmcli.runtime.explain`
+gives (the `misses` mapping, reason to count) and kept whole.
 
 Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
 `execution/statistics.rs`): a key registers once per collector, with the collector
@@ -25,13 +25,11 @@ and never prints.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
-from warmcli.records import CompilerCommand, MissExplanation
+from warmcli.records import CompilerCommand, MissExplanation, Record, factory, field_types
 
 MISS = "misses."  # counter-name prefix of a miss's reason
 
@@ -42,8 +40,7 @@ TUNE_OUTCOMES = ("measured", "failed", "pending", "abandoned")
 TUNE_LATER = ("persisted",)
 
 
-@dataclass(frozen=True)
-class CompilationStatistics:
+class CompilationStatistics(Record):
     """Kernels: registered, then settled once as compiled, loaded (served by a bundle),
     failed or abandoned (its batch raised, its runtime closed first); of those, refused
     by the device at load, stored into the bundle. Queued and batches run besides."""
@@ -60,7 +57,7 @@ class CompilationStatistics:
     batches: int = 0
     compiler_processes: int = 0
     seconds: float = 0.0
-    misses: dict[str, int] = field(default_factory=dict)
+    misses: dict[str, int] = factory(dict)
 
     @property
     def settled(self) -> int:
@@ -68,8 +65,7 @@ class CompilationStatistics:
         return self.compiled + self.loaded + self.failed + self.abandoned
 
 
-@dataclass(frozen=True)
-class AutotuneStatistics:
+class AutotuneStatistics(Record):
     """Tunes: registered (gathered, or reached to be measured), then settled once as
     measured, failed (every candidate did), pending (a device that cannot execute) or
     abandoned; of those, persisted. A hit (a measured pick held) and a key with one
@@ -91,7 +87,7 @@ class AutotuneStatistics:
     candidates_measured: int = 0
     candidates_failed: int = 0
     seconds: float = 0.0
-    misses: dict[str, int] = field(default_factory=dict)
+    misses: dict[str, int] = factory(dict)
 
     @property
     def settled(self) -> int:
@@ -99,8 +95,7 @@ class AutotuneStatistics:
         return self.measured + self.failed + self.pending + self.abandoned
 
 
-@dataclass(frozen=True)
-class ExecutionStatistics:
+class ExecutionStatistics(Record):
     """Launches: run, compiled and discarded, only queued."""
 
     executed: int = 0
@@ -109,13 +104,12 @@ class ExecutionStatistics:
     discarded_reads: int = 0
 
 
-@dataclass(frozen=True)
-class DeviceStatistics:
+class DeviceStatistics(Record):
     """All three views of one device."""
 
-    compilation: CompilationStatistics = field(default_factory=CompilationStatistics)
-    autotune: AutotuneStatistics = field(default_factory=AutotuneStatistics)
-    execution: ExecutionStatistics = field(default_factory=ExecutionStatistics)
+    compilation: CompilationStatistics = factory(CompilationStatistics)
+    autotune: AutotuneStatistics = factory(AutotuneStatistics)
+    execution: ExecutionStatistics = factory(ExecutionStatistics)
 
     def __add__(self, other: DeviceStatistics) -> DeviceStatistics:
         return DeviceStatistics(*(_add(getattr(self, f), getattr(other, f)) for f in _VIEWS))
@@ -124,10 +118,8 @@ class DeviceStatistics:
 _VIEWS = ("compilation", "autotune", "execution")
 
 
-def _add(a: object, b: object) -> object:
-    return type(a)(
-        **{f.name: _sum(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)}
-    )
+def _add(a: Record, b: Record) -> object:
+    return type(a)(**{name: _sum(getattr(a, name), getattr(b, name)) for name in field_types(a)})
 
 
 def _sum(x: object, y: object) -> object:
@@ -300,8 +292,8 @@ class Registrations:
         self.settle(keys, "abandoned")
 
 
-def _fields(cls: type, counter: Counter[str]) -> dict[str, object]:
-    names = {f.name: f.type for f in dataclasses.fields(cls) if f.name != "misses"}
+def _fields(cls: type[Record], counter: Counter[str]) -> dict[str, object]:
+    names = {name: kind for name, kind in field_types(cls).items() if name != "misses"}
     misses = {k[len(MISS) :]: int(v) for k, v in sorted(counter.items()) if k.startswith(MISS)}
     unknown = set(counter) - set(names) - {MISS + k for k in misses}
     if unknown:

@@ -22,7 +22,6 @@ whose `Ledger` keeps what was stored and served); it never writes the bundle its
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
 from typing import Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -33,15 +32,14 @@ from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
-from warmcli.records import KernelRecord
+from warmcli.records import KernelRecord, Record
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
 from warmcli.runtime.store import Store
 
 
-@dataclass
-class _Built:
+class _Built(Record, frozen=False):
     record: KernelRecord
     binary: bytes
 
@@ -186,6 +184,8 @@ class KernelCache:
         self._built[unit.key] = _Built(record, built.binary)
         if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
             key = kernel_key(kernel, built.ptx_arch, identity)
+            from dataclasses import replace  # on first use: a serving process never compiles
+
             ptx = replace(
                 record,
                 key=key,

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
+from warmcli.records import Record
 from warmcli.runtime.explain import NO_BUNDLE, MissExplanation
 from warmcli.runtime.store import Store
 
@@ -57,8 +57,7 @@ class Strictness(enum.Enum):
         raise ConfigError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
 
 
-@dataclass(frozen=True)
-class MissPolicy:
+class MissPolicy(Record):
     """What a runtime does with an explained miss: count it always; log, warn or raise if told."""
 
     log: bool = False

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,9 +45,11 @@ from warmcli.runtime.explain import MissExplanation, corrupt_entry, explain_tune
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.persist import persist
-from warmcli.runtime.shard import Shard, tune_token
 from warmcli.runtime.store import Store
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
+
+if TYPE_CHECKING:
+    from warmcli.runtime.shard import Shard
 
 
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
@@ -221,10 +223,11 @@ class Runtime:
         device_id = self.device.id
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
-        if self.shard is not None and not self.shard.owns(
-            tune_token(tunable.name, shape_key, tunable.checksum)
-        ):
-            return None  # another shard's tune: never measured nor queued here
+        if self.shard is not None:
+            from warmcli.runtime.shard import tune_token  # only a sharded warming pass
+
+            if not self.shard.owns(tune_token(tunable.name, shape_key, tunable.checksum)):
+                return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         record = self.tunes.get(key)
         if record is not None and record.status == "measured" and record.pick in tunable.candidates:

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from warmcli import config
 from warmcli.config import LAUNCHERS
 from warmcli.errors import ShardError
+from warmcli.records import Record
 
 
-@dataclass(frozen=True)
-class Shard:
+class Shard(Record):
     """Shard `index` of `count`."""
 
     index: int

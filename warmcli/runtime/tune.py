@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -39,7 +38,7 @@ from warmcli.errors import BundleError, KernelCompileError, TuneFailure
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
-from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
+from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
 from warmcli.runtime.store import Store
 
 if TYPE_CHECKING:
@@ -74,8 +73,7 @@ def describe_input(value: Any, bucket: str | None = None) -> str:
     raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
 
 
-@dataclass(frozen=True)
-class Tunable:
+class Tunable(Record):
     """An operation with several candidate kernels, one of which is picked per shape."""
 
     name: str
@@ -88,8 +86,8 @@ class Tunable:
     restore: Sequence[int | str] | Callable[..., Iterable[Buffer]] | None = None
     check: str | Callable[..., Any] | None = None
     check_tolerance: tuple[float, float] = (1e-5, 1e-6)
-    checksum: str = field(init=False, default="")
-    restore_positions: tuple[int, ...] = field(init=False, default=())
+    checksum: str = derived("")
+    restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
         if not self.candidates:

@@ -21,7 +21,6 @@ import sys
 from collections.abc import Sequence
 
 from warmcli import config
-from warmcli.backends import signature
 from warmcli.backends.compiler import (
     CompiledGroup,
     CompileFailure,
@@ -54,6 +53,8 @@ def host_cc() -> str:
 
 def translation_unit(units: Sequence[CompileUnit]) -> str:
     """The source of one group: hoisted includes, then each kernel isolated."""
+    from warmcli.backends import signature  # on first use: a serving process never compiles
+
     includes: dict[str, None] = {}
     sections = []
     for unit in units:
@@ -84,6 +85,8 @@ class HostCompiler:
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
         import tempfile  # imported on first use: a serving process never compiles
+
+        from warmcli.backends import signature
 
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")
