@@ -27,6 +27,13 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+try:  # tells type checkers and editors a record's `__init__` (its fields), as a dataclass's
+    from typing import dataclass_transform
+except ImportError:  # Python 3.10: a no-op there
+
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:  # type: ignore[no-redef]
+        return lambda cls: cls
+
 from warmcli.printable import printable
 
 
@@ -87,6 +94,7 @@ def field_types(record: Record | type[Record]) -> dict[str, str]:
     return record._annotations
 
 
+@dataclass_transform(frozen_default=True)
 class Record:
     """The base of warm's plain records: a frozen dataclass's behaviour without its
     cost at import (no generated code). Fields are the class's annotations, in order,
