@@ -91,8 +91,8 @@ def _stored(path, arches: list[str]) -> list:
 
 def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
     """`kernel_rows` reads values as they are (its rows' texts are bounded): what it hands
-    `Bundle.kernel` is what `KERNEL_SELECT` reads by key, an oversized name included,
-    which both refuse alike."""
+    `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its over-limit column), an
+    oversized name included, which both refuse alike, in the same words."""
     import sqlite3
 
     from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
@@ -114,14 +114,16 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
         for record in records:
             by_key = bundle._one(f"{KERNEL_SELECT} WHERE key = ?", (record.key,))
             assert by_key is not None
-            assert rows[record.key][-1] == by_key[-1]  # the over-limit column, alike
-            if by_key[-1] is None:
-                assert rows[record.key] == by_key
+            if by_key[-1] is None:  # the over-limit column: prefetched rows have none
+                assert rows[record.key] == by_key[:-1]
                 assert bundle.kernel(record.key, rows) == bundle.kernel(record.key)
             else:
+                refusals = []
                 for fetched in (rows, None):
-                    with pytest.raises(BundleError, match="toolchain"):
+                    with pytest.raises(BundleError, match="toolchain") as refused:
                         bundle.kernel(record.key, fetched)
+                    refusals.append(str(refused.value))
+                assert refusals[0] == refusals[1]  # named alike, prefetched or read by key
 
 
 def test_prefetch_chunks_resumed_by_rowid_are_those_by_offset(tmp_path) -> None:

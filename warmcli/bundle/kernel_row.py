@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
 from warmcli.bundle.rows import (
@@ -31,22 +32,23 @@ from warmcli.bundle.rows import (
 from warmcli.errors import BundleError
 from warmcli.records import KernelRecord
 
-# The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it).
-_TEXT_COLUMNS = ("key", "device", "backend", "arch", "entry", "label", "symbol", "sha256")
-_TEXTS = " + ".join(
-    f"ifnull(length({c}), 0)" for c in (*_TEXT_COLUMNS, "toolchain", "components", "compile_log")
-)
-# A prefetched row: `KERNEL_SELECT`'s columns, then the length of its texts and its rowid.
-# Its texts are few (`Bundle.kernel_rows` reads only rows whose texts are far below the
-# limit of a label, the components or a log), so each value is read as it is, not through
-# a `length()` test each, and its over-limit column names only a name longer than a name
-# may be.
+# The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it):
+# NULL when one is NULL, so such a row is never prefetched (it is read by its key).
+_TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
+# A prefetched row: `KERNEL_COLUMNS`, its blob's size, then the length of its texts and its
+# rowid (`Bundle.kernel_rows` hands out the first 13). Its texts are few (only rows whose
+# texts are far below the limit of a label, the components or a log are read), so each
+# value is read as it is, not through a `length()` test each; a name longer than a name
+# may be is named here, as `KERNEL_SELECT`'s last column would (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
-_OVER = " ".join(f"WHEN length({c}) > {MAX_NAME_CHARS} THEN '{c} ' || length({c})" for c in _NAMES)
+_NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _PREFETCH_SELECT = (
     f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"CASE {_OVER} END, {_TEXTS}, rowid FROM kernels"
+    f"{_TEXTS}, rowid FROM kernels"
 )
+# A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
+# matches a NUL, so the joined text matches iff each part matches its own pattern.
+_JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
 _NEW = object.__new__
 _SET = object.__setattr__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
@@ -56,15 +58,13 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
     parses thousands: a row as warm writes it passes the same checks written inline (one
     frame); any other row takes the field-by-field path, which names what is wrong."""
-    if len(row) == 14 and row[13] is None:
+    if len(row) == 13 or (len(row) == 14 and row[13] is None):  # prefetched, or by key
         key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = row[
             :13
         ]
         if (
             type(key) is str
             and type(sha) is str
-            and _HEX64.fullmatch(key)
-            and _HEX64.fullmatch(sha)
             and type(device) is str
             and type(backend) is str
             and type(arch) is str
@@ -73,8 +73,7 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             and type(symbol) is str
             and max(len(device), len(backend), len(arch), len(tool), len(entry), len(symbol))
             <= limits.MAX_NAME_CHARS
-            and _IDENTIFIER.fullmatch(entry)
-            and _SYMBOL.fullmatch(symbol)
+            and _JOINED.fullmatch(f"{key}\x00{sha}\x00{entry}\x00{symbol}")
             and type(label) is str
             and type(log) is str
             and type(comps) is str
@@ -126,7 +125,27 @@ def _components(text: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _json_object(text).items()}
 
 
+def _over_limit(row: tuple[object, ...]) -> str | None:
+    """What `KERNEL_SELECT`'s last column says of a prefetched row: its first name over
+    `MAX_NAME_CHARS` as SQLite's `length()` counts it (a text's characters before its
+    first NUL, a blob's bytes; a number's is never that long), and that length."""
+    for name, at in _NAMED_AT:
+        value = row[at]
+        if isinstance(value, str):
+            nul = value.find("\x00")
+            length = len(value) if nul < 0 else nul
+        elif isinstance(value, bytes):
+            length = len(value)
+        else:
+            continue
+        if length > MAX_NAME_CHARS:
+            return f"{name} {length}"
+    return None
+
+
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
+    if len(row) == 13:  # prefetched: named as read by its key
+        row = (*row, _over_limit(row))
     fields_row = _within_limits(row)
     fields: dict[str, object] = {}
     name = "?"

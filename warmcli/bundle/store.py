@@ -169,7 +169,9 @@ class Bundle(BundleAdmin):
         row = fetched.get(key) if fetched is not None else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
-        if row is None or not self._serves("kernels", key, row[:KERNEL_WIDTH]):
+        if row is None or (
+            self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH])
+        ):
             return None
         return kernel_record(self.path, row)  # `_parse`'s error, one frame: parsed per kernel
 
