@@ -32,19 +32,21 @@ from warmcli.bundle.rows import (
 from warmcli.errors import BundleError
 from warmcli.records import KernelRecord
 
+PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
 # The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it):
 # NULL when one is NULL, so such a row is never prefetched (it is read by its key).
 _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
-# A prefetched row: `KERNEL_COLUMNS`, its blob's size, then the length of its texts and its
-# rowid (`Bundle.kernel_rows` hands out the first 13). Its texts are few (only rows whose
-# texts are far below the limit of a label, the components or a log are read), so each
-# value is read as it is, not through a `length()` test each; a name longer than a name
-# may be is named here, as `KERNEL_SELECT`'s last column would (`_over_limit`).
+# A prefetched row: `KERNEL_COLUMNS`, its blob's size, then its rowid (`Bundle.kernel_rows`
+# hands out the first 13), of a device's rows whose texts `_TEXTS` bounds, in the WHERE
+# only (counted once; their memory is counted in Python, `_chars`). Its texts are few, far
+# below the limit of a label, the components or a log, so each value is read as it is,
+# not through a `length()` test each; a name longer than a name may be is named here, as
+# `KERNEL_SELECT`'s last column would name it (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _PREFETCH_SELECT = (
     f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"{_TEXTS}, rowid FROM kernels"
+    f"rowid FROM kernels WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
 )
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
@@ -106,6 +108,15 @@ def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
         return _kernel_record(row)
     except _Malformed as exc:
         raise BundleError(f"{path}: {_corrupt('kernel', row[0], exc)}") from None
+
+
+def _chars(row: tuple[object, ...]) -> int:
+    """The characters of a prefetched row's texts: at least what `_TEXTS` counted of them
+    (SQLite's `length()` stops at a text's first NUL; a number counts as its text)."""
+    try:
+        return sum(map(len, row[:11]))  # type: ignore[arg-type]
+    except TypeError:
+        return sum(len(v) if isinstance(v, str | bytes) else len(str(v)) for v in row[:11])
 
 
 def _components(text: str) -> dict[str, str]:

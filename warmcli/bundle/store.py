@@ -44,7 +44,7 @@ from warmcli.bundle.file import (
     unlink_all,
     write_lock,
 )
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _TEXTS, _kernel_record, kernel_record
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -67,8 +67,7 @@ from warmcli.records import KernelRecord, TuneRecord
 if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet
 
-PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
-PREFETCH_CHARS = 64 << 20  # and all prefetched rows together no more than this
+PREFETCH_CHARS = 64 << 20  # all prefetched rows' texts together (each: PREFETCH_ROW_CHARS)
 
 
 class Bundle(BundleAdmin):
@@ -185,21 +184,20 @@ class Bundle(BundleAdmin):
         `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all that this open
         bundle hands out; a row left out is read by its key when asked for. A chunk from
         where the last one ended starts after its rowid (not scanning the rows before)."""
-        where = f"WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
-        select = f"{_PREFETCH_SELECT} {where} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+        select = f"{_PREFETCH_SELECT} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
         rows: dict[str, tuple[Any, ...]] = {}
-        with self._lock:  # held once a chunk; its rows' texts, counted by SQLite: their memory
+        with self._lock:  # held once a chunk; its rows' texts, counted: their memory
             for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
-                self._prefetched += row[-2]
+                self._prefetched += _chars(row)
                 if self._prefetched > PREFETCH_CHARS:
                     return rows
                 if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
                     self._resume[(backend, arch, start + count)] = row[-1] + 1
                 if type(row[0]) is str:
-                    rows[row[0]] = row[:-2]
+                    rows[row[0]] = row[:-1]
         return rows
 
     def kernels(
