@@ -34,6 +34,7 @@ except ImportError:  # Python 3.10: a no-op there
     def dataclass_transform(**_: Any) -> Callable[[Any], Any]:  # type: ignore[no-redef]
         return lambda cls: cls
 
+
 from warmcli.printable import printable
 
 
