@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _quoted  # what `json.dumps` quotes with
 from typing import Any, ClassVar
 
 try:  # tells type checkers and editors a record's `__init__` (its fields), as a dataclass's
@@ -33,6 +34,7 @@ except ImportError:  # Python 3.10: a no-op there
 
     def dataclass_transform(**_: Any) -> Callable[[Any], Any]:  # type: ignore[no-redef]
         return lambda cls: cls
+
 
 from warmcli.printable import printable
 
@@ -252,6 +254,23 @@ class CandidateMeasurement(Record):
     samples: tuple[float, ...] = ()
     reason: str = ""
 
+    def __init__(  # by hand: a bundle's reader makes one for every candidate of every tune
+        self,
+        name: str,
+        kernel_key: str,
+        status: str,
+        seconds: float | None = None,
+        samples: tuple[float, ...] = (),
+        reason: str = "",
+    ) -> None:
+        fields = self.__dict__
+        fields["name"] = name
+        fields["kernel_key"] = kernel_key
+        fields["status"] = status
+        fields["seconds"] = seconds
+        fields["samples"] = samples
+        fields["reason"] = reason
+
 
 class TuneRecord(Record):
     """One tune decision: key parts, the pick and all candidates' measurements."""
@@ -266,6 +285,31 @@ class TuneRecord(Record):
     candidates: tuple[CandidateMeasurement, ...]
     seconds: float = 0.0
     measured_at: float = 0.0
+
+    def __init__(  # by hand: a bundle's reader makes one for every tune it reads
+        self,
+        key: str,
+        operation: str,
+        shape_key: str,
+        device: str,
+        checksum: str,
+        status: str,
+        pick: str | None,
+        candidates: tuple[CandidateMeasurement, ...],
+        seconds: float = 0.0,
+        measured_at: float = 0.0,
+    ) -> None:
+        fields = self.__dict__
+        fields["key"] = key
+        fields["operation"] = operation
+        fields["shape_key"] = shape_key
+        fields["device"] = device
+        fields["checksum"] = checksum
+        fields["status"] = status
+        fields["pick"] = pick
+        fields["candidates"] = candidates
+        fields["seconds"] = seconds
+        fields["measured_at"] = measured_at
 
     def candidates_json(self) -> str:
         return json.dumps([c.as_fields() for c in self.candidates], separators=(",", ":"))
@@ -314,7 +358,12 @@ class MissExplanation(Record):
 
 
 def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str) -> str:
-    """The key of one tune: operation, shape key, device fingerprint, candidate set."""
+    """The key of one tune: operation, shape key, device fingerprint, candidate set (the
+    sha256 of `json.dumps` of the four; texts quoted as `json.dumps` quotes them, without
+    making its encoder: a bundle's reader checks the key of every tune it reads)."""
+    if str is type(operation) is type(shape_key) is type(device_identity) is type(checksum):
+        quoted = f"{_quoted(operation)}, {_quoted(shape_key)}, {_quoted(device_identity)}"
+        return hashlib.sha256(f"[{quoted}, {_quoted(checksum)}]".encode()).hexdigest()
     payload = [operation, shape_key, device_identity, checksum]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 

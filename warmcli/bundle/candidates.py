@@ -36,6 +36,11 @@ _RAW_DEFLATE = -15  # zlib's window bits for a raw deflate stream (no header, no
 _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
 _U32, _F64, _FLAGS = struct.Struct("<I"), struct.Struct("<d"), struct.Struct("<B")
+_HEAD = struct.Struct("<BI")  # a candidate's flags and its name's length
+_F64_U32 = struct.Struct("<dI")  # its median and its count of samples
+_FLAG_BITS = _SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT
+_SAMPLES: dict[int, struct.Struct] = {}  # the layout of n samples (`_samples`), made once each
+_KEPT_SAMPLES = 256
 _HEX = frozenset("0123456789abcdef")
 Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
 KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
@@ -151,6 +156,16 @@ def _text_at(raw: bytes, at: int) -> tuple[str, int]:
     return raw[at + 4 : end].decode("utf-8", "surrogatepass"), end
 
 
+def _samples(n: int) -> struct.Struct:
+    """`n` samples and the uint32 after them (the reason's length), read as one."""
+    layout = _SAMPLES.get(n)
+    if layout is None:
+        layout = struct.Struct(f"<{n}dI")
+        if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
+            _SAMPLES[n] = layout
+    return layout
+
+
 def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
     """The candidates `pack` stored in `data` (an interned kernel key's id read through
     `kernel_key`); `ValueError` if it is not what `pack` writes."""
@@ -165,39 +180,50 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
     else:
         raw = _inflate(data)
     out = []
-    try:  # one frame, few calls: a stats or verify of 100,000 tunes unpacks them all
+    end = len(raw)
+    try:  # one frame, few reads: a stats or verify of 100,000 tunes unpacks them all
         (count,) = _U32.unpack_from(raw, 0)
         at = 4
         for _ in range(count):
-            flags = raw[at]  # an IndexError past the end
-            code = flags >> _STATUS_SHIFT
-            if code > len(_STATUSES) or flags & ~(_SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT):
+            flags, size = _HEAD.unpack_from(raw, at)
+            if flags & ~_FLAG_BITS:
                 raise ValueError(f"flags {flags:#x} are not a candidate's")
-            name, at = _text_at(raw, at + 1)
-            if flags & _HEX_KEY and keys is not None:
+            at += 5 + size
+            if at > end:
+                raise ValueError("cut short")
+            name = raw[at - size : at].decode("utf-8", "surrogatepass")
+            if not flags & _HEX_KEY:
+                key, at = _text_at(raw, at)
+            elif keys is not None:
                 (local,) = _U32.unpack_from(raw, at)
                 if local >= len(keys):
                     raise ValueError(f"kernel {local} of {len(keys)}")
                 key, at = keys[local], at + 4
-            elif flags & _HEX_KEY:
-                if at + 32 > len(raw):
+            else:
+                if at + 32 > end:
                     raise ValueError("cut short")
                 key, at = raw[at : at + 32].hex(), at + 32
-            else:
-                key, at = _text_at(raw, at)
+            code = flags >> _STATUS_SHIFT
             status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
-            seconds = None
             if flags & _SECONDS:
-                (seconds,) = _F64.unpack_from(raw, at)
-                at += 8
-            (n,) = _U32.unpack_from(raw, at)
-            if n > (len(raw) - at - 4) // 8:
+                seconds, n = _F64_U32.unpack_from(raw, at)
+                at += 12
+            else:
+                seconds, ((n,), at) = None, (_U32.unpack_from(raw, at), at + 4)
+            if n > (end - at) // 8:
                 raise ValueError("cut short")
-            samples = struct.unpack_from(f"<{n}d", raw, at + 4)
-            reason, at = _text_at(raw, at + 4 + 8 * n)
-            out.append(CandidateMeasurement(name, key, status, seconds, samples, reason))
+            *samples, size = _samples(n).unpack_from(raw, at)
+            at += 8 * n + 4
+            if size:
+                at += size
+                if at > end:
+                    raise ValueError("cut short")
+                reason = raw[at - size : at].decode("utf-8", "surrogatepass")
+            else:
+                reason = ""
+            out.append(CandidateMeasurement(name, key, status, seconds, tuple(samples), reason))
     except (struct.error, IndexError):
         raise ValueError("cut short") from None
-    if at != len(raw):
-        raise ValueError(f"{len(raw) - at} bytes after the last candidate")
+    if at != end:
+        raise ValueError(f"{end - at} bytes after the last candidate")
     return tuple(out)
