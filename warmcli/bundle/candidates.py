@@ -37,7 +37,8 @@ _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
 _U32, _F64, _FLAGS = struct.Struct("<I"), struct.Struct("<d"), struct.Struct("<B")
 _HEAD = struct.Struct("<BI")  # a candidate's flags and its name's length
-_F64_U32 = struct.Struct("<dI")  # its median and its count of samples
+_ID_TIME_COUNT = struct.Struct("<IdI")  # its kernel's id, median and count of samples
+_MEASURED = frozenset(_HEX_KEY | _SECONDS | code << _STATUS_SHIFT for code in range(3))
 _FLAG_BITS = _SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT
 _SAMPLES: dict[int, struct.Struct] = {}  # the layout of n samples (`_samples`), made once each
 _KEPT_SAMPLES = 256
@@ -158,12 +159,36 @@ def _text_at(raw: bytes, at: int) -> tuple[str, int]:
 
 def _samples(n: int) -> struct.Struct:
     """`n` samples and the uint32 after them (the reason's length), read as one."""
-    layout = _SAMPLES.get(n)
-    if layout is None:
-        layout = struct.Struct(f"<{n}dI")
-        if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
-            _SAMPLES[n] = layout
+    layout = struct.Struct(f"<{n}dI")
+    if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
+        _SAMPLES[n] = layout
     return layout
+
+
+def _middle(
+    raw: bytes, at: int, flags: int, keys: list[str] | None
+) -> tuple[str, str, float | None, int, int]:
+    """A candidate's fields between its name and its samples, as any flags say: its kernel
+    key, status, median (or None) and count of samples, and where its samples start."""
+    if not flags & _HEX_KEY:
+        key, at = _text_at(raw, at)
+    elif keys is not None:
+        (local,) = _U32.unpack_from(raw, at)
+        if local >= len(keys):
+            raise ValueError(f"kernel {local} of {len(keys)}")
+        key, at = keys[local], at + 4
+    else:
+        if at + 32 > len(raw):
+            raise ValueError("cut short")
+        key, at = raw[at : at + 32].hex(), at + 32
+    code = flags >> _STATUS_SHIFT
+    status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
+    seconds = None
+    if flags & _SECONDS:
+        (seconds,) = _F64.unpack_from(raw, at)
+        at += 8
+    (n,) = _U32.unpack_from(raw, at)
+    return key, status, seconds, n, at + 4
 
 
 def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
@@ -175,12 +200,13 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
         if kernel_key is None:
             raise ValueError("kernel keys by id, where the bundle holds none")
         ids, at = kernel_ids(data)
-        keys = [kernel_key(i) for i in ids]
+        keys = list(map(kernel_key, ids))
         raw = _inflate(data, at)
     else:
         raw = _inflate(data)
     out = []
     end = len(raw)
+    kept = len(keys) if keys is not None else 0
     try:  # one frame, few reads: a stats or verify of 100,000 tunes unpacks them all
         (count,) = _U32.unpack_from(raw, 0)
         at = 4
@@ -192,27 +218,17 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
             if at > end:
                 raise ValueError("cut short")
             name = raw[at - size : at].decode("utf-8", "surrogatepass")
-            if not flags & _HEX_KEY:
-                key, at = _text_at(raw, at)
-            elif keys is not None:
-                (local,) = _U32.unpack_from(raw, at)
-                if local >= len(keys):
-                    raise ValueError(f"kernel {local} of {len(keys)}")
-                key, at = keys[local], at + 4
+            if flags in _MEASURED and kept and at + 16 <= end:  # as format 3 writes most
+                local, seconds, n = _ID_TIME_COUNT.unpack_from(raw, at)
+                if local >= kept:
+                    raise ValueError(f"kernel {local} of {kept}")
+                key, status, at = keys[local], _STATUSES[flags >> _STATUS_SHIFT], at + 16  # type: ignore[index]
             else:
-                if at + 32 > end:
-                    raise ValueError("cut short")
-                key, at = raw[at : at + 32].hex(), at + 32
-            code = flags >> _STATUS_SHIFT
-            status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
-            if flags & _SECONDS:
-                seconds, n = _F64_U32.unpack_from(raw, at)
-                at += 12
-            else:
-                seconds, ((n,), at) = None, (_U32.unpack_from(raw, at), at + 4)
+                key, status, seconds, n, at = _middle(raw, at, flags, keys)
             if n > (end - at) // 8:
                 raise ValueError("cut short")
-            *samples, size = _samples(n).unpack_from(raw, at)
+            values = (_SAMPLES.get(n) or _samples(n)).unpack_from(raw, at)
+            size = values[n]
             at += 8 * n + 4
             if size:
                 at += size
@@ -221,7 +237,7 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
                 reason = raw[at - size : at].decode("utf-8", "surrogatepass")
             else:
                 reason = ""
-            out.append(CandidateMeasurement(name, key, status, seconds, tuple(samples), reason))
+            out.append(CandidateMeasurement(name, key, status, seconds, values[:n], reason))
     except (struct.error, IndexError):
         raise ValueError("cut short") from None
     if at != end:

@@ -165,19 +165,19 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         and len(device) <= MAX_NAME_CHARS
         and len(status) <= MAX_NAME_CHARS
         and (pick is None or len(pick) <= MAX_NAME_CHARS)
-        and type(key) is str
         and type(checksum) is str
-        and _HEX64.fullmatch(key)
         and _HEX64.fullmatch(checksum)
+        and status in TUNE_STATUSES
+        and tune_key(operation, shape_key, device, checksum) == key  # so: a sha256 in hex
     ):
         values = (key, operation, shape_key, device, checksum, status, pick, secs, measured_at)
         key, operation, shape_key, device, checksum, status, pick, secs, measured_at = _fields(
             values
         )
-    if status not in TUNE_STATUSES:
-        raise _Malformed(f"status: {str(status)[:20]!r} is not a tune status")
-    if tune_key(operation, shape_key, device, checksum) != key:  # type: ignore[arg-type]
-        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+        if status not in TUNE_STATUSES:
+            raise _Malformed(f"status: {str(status)[:20]!r} is not a tune status")
+        if tune_key(operation, shape_key, device, checksum) != key:  # type: ignore[arg-type]
+            raise _Malformed("key: not the key of its operation, shape, device and candidate set")
     if status == "measured":  # production serves only a pick that ran: so must verify
         picked = next((c for c in candidates if c.name == pick), None)
         if pick is None:
