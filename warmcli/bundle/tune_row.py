@@ -179,7 +179,11 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         if tune_key(operation, shape_key, device, checksum) != key:  # type: ignore[arg-type]
             raise _Malformed("key: not the key of its operation, shape, device and candidate set")
     if status == "measured":  # production serves only a pick that ran: so must verify
-        picked = next((c for c in candidates if c.name == pick), None)
+        for picked in candidates:  # the first candidate of that name, if any
+            if picked.name == pick:
+                break
+        else:
+            picked = None
         if pick is None:
             raise _Malformed("pick: a measured tune with no pick")
         if picked is None or picked.status != "ok":
