@@ -41,6 +41,7 @@ _ID_TIME_COUNT = struct.Struct("<IdI")  # its kernel's id, median and count of s
 _MEASURED = frozenset(_HEX_KEY | _SECONDS | code << _STATUS_SHIFT for code in range(3))
 _FLAG_BITS = _SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT
 _SAMPLES: dict[int, struct.Struct] = {}  # the layout of n samples (`_samples`), made once each
+_IDS: dict[int, struct.Struct] = {}  # the layout of a head of n kernel ids, made once each
 _KEPT_SAMPLES = 256
 _HEX = frozenset("0123456789abcdef")
 Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
@@ -106,7 +107,12 @@ def kernel_ids(data: bytes) -> tuple[tuple[int, ...], int]:
     (n,) = _U32.unpack_from(data, 1)
     if n > (len(data) - 5) // 4:
         raise ValueError("cut short")
-    return struct.unpack_from(f"<{n}I", data, 5), 5 + 4 * n
+    layout = _IDS.get(n)
+    if layout is None:
+        layout = struct.Struct(f"<{n}I")
+        if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
+            _IDS[n] = layout
+    return layout.unpack_from(data, 5), 5 + 4 * n
 
 
 def signed_form(data: bytes, kernel_key: KernelKey) -> bytes:

@@ -21,7 +21,15 @@ import math
 import sqlite3
 from collections.abc import Sequence
 
-from warmcli.bundle.candidates import Intern, KernelKey, decode, interned, pack, signed_form
+from warmcli.bundle.candidates import (
+    Intern,
+    KernelKey,
+    decode,
+    interned,
+    pack,
+    signed_form,
+    unpack,
+)
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -145,7 +153,9 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
     if over is not None:
         _within_limits(row)  # names the field over its limit
     try:
-        candidates = decode(cands, kernel_key)
+        candidates = (
+            unpack(cands, kernel_key) if type(cands) is bytes else decode(cands, kernel_key)
+        )
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {_why(exc)}"[:200]) from None
     for c in candidates:
