@@ -263,13 +263,14 @@ class CandidateMeasurement(Record):
         samples: tuple[float, ...] = (),
         reason: str = "",
     ) -> None:
-        fields = self.__dict__
-        fields["name"] = name
-        fields["kernel_key"] = kernel_key
-        fields["status"] = status
-        fields["seconds"] = seconds
-        fields["samples"] = samples
-        fields["reason"] = reason
+        self.__dict__.update(
+            name=name,
+            kernel_key=kernel_key,
+            status=status,
+            seconds=seconds,
+            samples=samples,
+            reason=reason,
+        )
 
 
 class TuneRecord(Record):
@@ -299,17 +300,18 @@ class TuneRecord(Record):
         seconds: float = 0.0,
         measured_at: float = 0.0,
     ) -> None:
-        fields = self.__dict__
-        fields["key"] = key
-        fields["operation"] = operation
-        fields["shape_key"] = shape_key
-        fields["device"] = device
-        fields["checksum"] = checksum
-        fields["status"] = status
-        fields["pick"] = pick
-        fields["candidates"] = candidates
-        fields["seconds"] = seconds
-        fields["measured_at"] = measured_at
+        self.__dict__.update(
+            key=key,
+            operation=operation,
+            shape_key=shape_key,
+            device=device,
+            checksum=checksum,
+            status=status,
+            pick=pick,
+            candidates=candidates,
+            seconds=seconds,
+            measured_at=measured_at,
+        )
 
     def candidates_json(self) -> str:
         return json.dumps([c.as_fields() for c in self.candidates], separators=(",", ":"))
