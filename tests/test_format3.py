@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,19 @@ def test_decode_reads_every_format() -> None:
     record = _tune(0)
     assert decode(record.candidates_json()) == CANDIDATES
     assert decode(pack(CANDIDATES)) == CANDIDATES
+
+
+def test_a_candidate_naming_no_kernel_of_its_document_is_named_so_even_when_cut_short() -> None:
+    """A measured candidate's kernel id, median and count are read as one: an id past the
+    document's kernels is named as such, whole or cut short after the id (as field by field)."""
+    head = bytes((INTERNED,)) + struct.pack("<II", 1, 5)  # one kernel: id 5
+    name = struct.pack("<IBI", 1, 3, 1) + b"c"  # one candidate: key by id, "ok", a median
+
+    def doc(local: int) -> bytes:
+        return head + name + struct.pack("<IdIdI", local, 1.0, 1, 1.0, 0)
+
+    one = (CandidateMeasurement("c", KERNELS[0], "ok", 1.0, (1.0,)),)
+    assert unpack(doc(0), lambda i: KERNELS[0]) == one
+    for bad in (doc(3), doc(3)[: len(head + name) + 6]):
+        with pytest.raises(ValueError, match="kernel 3 of 1"):
+            unpack(bad, lambda i: KERNELS[0])

@@ -62,3 +62,46 @@ def test_kernel_record_by_hand_matches_its_fields() -> None:
     assert dataclasses.replace(r, size=3) == KernelRecord(
         "k", "d", "b", "a", "e", "l", "s", "h", "t", size=3
     )
+
+
+def test_tune_key_is_the_sha256_of_json_dumps_of_its_four_parts() -> None:
+    """`tune_key` quotes without making `json.dumps`' encoder: the same key for any text
+    (controls, quotes, lone surrogates, non-ASCII) and for parts that are not text."""
+    import hashlib
+    import json
+
+    from warmcli.records import tune_key
+
+    class Text(str):
+        pass
+
+    parts = [
+        ("op", "float32[8]", "sm_80", "c" * 64),
+        ('\x00\n"\\', "\udc80é\u2028", "💥", ""),
+        (Text("op"), "s", "d", "c"),
+        (1, "s", None, "c"),
+    ]
+    for four in parts:
+        expected = hashlib.sha256(json.dumps(list(four)).encode()).hexdigest()
+        assert tune_key(*four) == expected  # type: ignore[arg-type]
+
+
+def test_hand_written_inits_keep_fields_defaults_and_order() -> None:
+    from warmcli.records import CandidateMeasurement, TuneRecord
+
+    c = CandidateMeasurement("n", "k", "ok")
+    assert (c.seconds, c.samples, c.reason) == (None, (), "")
+    assert list(vars(c)) == [f.name for f in dataclasses.fields(CandidateMeasurement)]
+    t = TuneRecord("k", "op", "s", "d", "c", "measured", "n", (c,))
+    assert (t.seconds, t.measured_at) == (0.0, 0.0)
+    assert list(vars(t)) == [f.name for f in dataclasses.fields(TuneRecord)]
+    assert t == TuneRecord(
+        key="k",
+        operation="op",
+        shape_key="s",
+        device="d",
+        checksum="c",
+        status="measured",
+        pick="n",
+        candidates=(c,),
+    )

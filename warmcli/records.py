@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _quoted  # what `json.dumps` quotes with
 from typing import Any, ClassVar
 
 try:  # tells type checkers and editors a record's `__init__` (its fields), as a dataclass's
@@ -253,6 +254,24 @@ class CandidateMeasurement(Record):
     samples: tuple[float, ...] = ()
     reason: str = ""
 
+    def __init__(  # by hand: a bundle's reader makes one for every candidate of every tune
+        self,
+        name: str,
+        kernel_key: str,
+        status: str,
+        seconds: float | None = None,
+        samples: tuple[float, ...] = (),
+        reason: str = "",
+    ) -> None:
+        self.__dict__.update(
+            name=name,
+            kernel_key=kernel_key,
+            status=status,
+            seconds=seconds,
+            samples=samples,
+            reason=reason,
+        )
+
 
 class TuneRecord(Record):
     """One tune decision: key parts, the pick and all candidates' measurements."""
@@ -267,6 +286,32 @@ class TuneRecord(Record):
     candidates: tuple[CandidateMeasurement, ...]
     seconds: float = 0.0
     measured_at: float = 0.0
+
+    def __init__(  # by hand: a bundle's reader makes one for every tune it reads
+        self,
+        key: str,
+        operation: str,
+        shape_key: str,
+        device: str,
+        checksum: str,
+        status: str,
+        pick: str | None,
+        candidates: tuple[CandidateMeasurement, ...],
+        seconds: float = 0.0,
+        measured_at: float = 0.0,
+    ) -> None:
+        self.__dict__.update(
+            key=key,
+            operation=operation,
+            shape_key=shape_key,
+            device=device,
+            checksum=checksum,
+            status=status,
+            pick=pick,
+            candidates=candidates,
+            seconds=seconds,
+            measured_at=measured_at,
+        )
 
     def candidates_json(self) -> str:
         return json.dumps([c.as_fields() for c in self.candidates], separators=(",", ":"))
@@ -315,7 +360,12 @@ class MissExplanation(Record):
 
 
 def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str) -> str:
-    """The key of one tune: operation, shape key, device fingerprint, candidate set."""
+    """The key of one tune: operation, shape key, device fingerprint, candidate set (the
+    sha256 of `json.dumps` of the four; texts quoted as `json.dumps` quotes them, without
+    making its encoder: a bundle's reader checks the key of every tune it reads)."""
+    if str is type(operation) is type(shape_key) is type(device_identity) is type(checksum):
+        quoted = f"{_quoted(operation)}, {_quoted(shape_key)}, {_quoted(device_identity)}"
+        return hashlib.sha256(f"[{quoted}, {_quoted(checksum)}]".encode()).hexdigest()
     payload = [operation, shape_key, device_identity, checksum]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 

@@ -36,6 +36,13 @@ _RAW_DEFLATE = -15  # zlib's window bits for a raw deflate stream (no header, no
 _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
 _U32, _F64, _FLAGS = struct.Struct("<I"), struct.Struct("<d"), struct.Struct("<B")
+_HEAD = struct.Struct("<BI")  # a candidate's flags and its name's length
+_ID_TIME_COUNT = struct.Struct("<IdI")  # its kernel's id, median and count of samples
+_MEASURED = frozenset(_HEX_KEY | _SECONDS | code << _STATUS_SHIFT for code in range(3))
+_FLAG_BITS = _SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT
+_SAMPLES: dict[int, struct.Struct] = {}  # the layout of n samples (`_samples`), made once each
+_IDS: dict[int, struct.Struct] = {}  # the layout of a head of n kernel ids, made once each
+_KEPT_SAMPLES = 256
 _HEX = frozenset("0123456789abcdef")
 Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
 KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
@@ -100,7 +107,12 @@ def kernel_ids(data: bytes) -> tuple[tuple[int, ...], int]:
     (n,) = _U32.unpack_from(data, 1)
     if n > (len(data) - 5) // 4:
         raise ValueError("cut short")
-    return struct.unpack_from(f"<{n}I", data, 5), 5 + 4 * n
+    layout = _IDS.get(n)
+    if layout is None:
+        layout = struct.Struct(f"<{n}I")
+        if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
+            _IDS[n] = layout
+    return layout.unpack_from(data, 5), 5 + 4 * n
 
 
 def signed_form(data: bytes, kernel_key: KernelKey) -> bytes:
@@ -151,6 +163,40 @@ def _text_at(raw: bytes, at: int) -> tuple[str, int]:
     return raw[at + 4 : end].decode("utf-8", "surrogatepass"), end
 
 
+def _samples(n: int) -> struct.Struct:
+    """`n` samples and the uint32 after them (the reason's length), read as one."""
+    layout = struct.Struct(f"<{n}dI")
+    if n <= _KEPT_SAMPLES:  # a hostile count is read once, never kept
+        _SAMPLES[n] = layout
+    return layout
+
+
+def _middle(
+    raw: bytes, at: int, flags: int, keys: list[str] | None
+) -> tuple[str, str, float | None, int, int]:
+    """A candidate's fields between its name and its samples, as any flags say: its kernel
+    key, status, median (or None) and count of samples, and where its samples start."""
+    if not flags & _HEX_KEY:
+        key, at = _text_at(raw, at)
+    elif keys is not None:
+        (local,) = _U32.unpack_from(raw, at)
+        if local >= len(keys):
+            raise ValueError(f"kernel {local} of {len(keys)}")
+        key, at = keys[local], at + 4
+    else:
+        if at + 32 > len(raw):
+            raise ValueError("cut short")
+        key, at = raw[at : at + 32].hex(), at + 32
+    code = flags >> _STATUS_SHIFT
+    status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
+    seconds = None
+    if flags & _SECONDS:
+        (seconds,) = _F64.unpack_from(raw, at)
+        at += 8
+    (n,) = _U32.unpack_from(raw, at)
+    return key, status, seconds, n, at + 4
+
+
 def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
     """The candidates `pack` stored in `data` (an interned kernel key's id read through
     `kernel_key`); `ValueError` if it is not what `pack` writes."""
@@ -160,44 +206,46 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
         if kernel_key is None:
             raise ValueError("kernel keys by id, where the bundle holds none")
         ids, at = kernel_ids(data)
-        keys = [kernel_key(i) for i in ids]
+        keys = list(map(kernel_key, ids))
         raw = _inflate(data, at)
     else:
         raw = _inflate(data)
     out = []
-    try:  # one frame, few calls: a stats or verify of 100,000 tunes unpacks them all
+    end = len(raw)
+    kept = len(keys) if keys is not None else 0
+    try:  # one frame, few reads: a stats or verify of 100,000 tunes unpacks them all
         (count,) = _U32.unpack_from(raw, 0)
         at = 4
         for _ in range(count):
-            flags = raw[at]  # an IndexError past the end
-            code = flags >> _STATUS_SHIFT
-            if code > len(_STATUSES) or flags & ~(_SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT):
+            flags, size = _HEAD.unpack_from(raw, at)
+            if flags & ~_FLAG_BITS:
                 raise ValueError(f"flags {flags:#x} are not a candidate's")
-            name, at = _text_at(raw, at + 1)
-            if flags & _HEX_KEY and keys is not None:
-                (local,) = _U32.unpack_from(raw, at)
-                if local >= len(keys):
-                    raise ValueError(f"kernel {local} of {len(keys)}")
-                key, at = keys[local], at + 4
-            elif flags & _HEX_KEY:
-                if at + 32 > len(raw):
-                    raise ValueError("cut short")
-                key, at = raw[at : at + 32].hex(), at + 32
-            else:
-                key, at = _text_at(raw, at)
-            status, at = (_STATUSES[code], at) if code < len(_STATUSES) else _text_at(raw, at)
-            seconds = None
-            if flags & _SECONDS:
-                (seconds,) = _F64.unpack_from(raw, at)
-                at += 8
-            (n,) = _U32.unpack_from(raw, at)
-            if n > (len(raw) - at - 4) // 8:
+            at += 5 + size
+            if at > end:
                 raise ValueError("cut short")
-            samples = struct.unpack_from(f"<{n}d", raw, at + 4)
-            reason, at = _text_at(raw, at + 4 + 8 * n)
-            out.append(CandidateMeasurement(name, key, status, seconds, samples, reason))
+            name = raw[at - size : at].decode("utf-8", "surrogatepass")
+            if flags in _MEASURED and kept and at + 16 <= end:  # as format 3 writes most
+                local, seconds, n = _ID_TIME_COUNT.unpack_from(raw, at)
+                if local >= kept:
+                    raise ValueError(f"kernel {local} of {kept}")
+                key, status, at = keys[local], _STATUSES[flags >> _STATUS_SHIFT], at + 16  # type: ignore[index]
+            else:
+                key, status, seconds, n, at = _middle(raw, at, flags, keys)
+            if n > (end - at) // 8:
+                raise ValueError("cut short")
+            values = (_SAMPLES.get(n) or _samples(n)).unpack_from(raw, at)
+            size = values[n]
+            at += 8 * n + 4
+            if size:
+                at += size
+                if at > end:
+                    raise ValueError("cut short")
+                reason = raw[at - size : at].decode("utf-8", "surrogatepass")
+            else:
+                reason = ""
+            out.append(CandidateMeasurement(name, key, status, seconds, values[:n], reason))
     except (struct.error, IndexError):
         raise ValueError("cut short") from None
-    if at != len(raw):
-        raise ValueError(f"{len(raw) - at} bytes after the last candidate")
+    if at != end:
+        raise ValueError(f"{end - at} bytes after the last candidate")
     return tuple(out)

@@ -21,6 +21,7 @@ import math
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,6 +94,25 @@ class _Malformed(ValueError):
     """One field of one row is not what warm writes (caught and named as a `BundleError`)."""
 
 
+class _KernelKeys(dict[int, str]):
+    """The kernel keys an open bundle has read by id (`RowReader._kernel_key`): a missing
+    one is read from its reader (held weakly: the reader holds this) and kept."""
+
+    def __init__(self, reader: weakref.ref[RowReader]) -> None:
+        super().__init__()
+        self.reader = reader
+
+    def __missing__(self, kernel_id: int) -> str:
+        reader = self.reader()
+        if reader is None:
+            raise ValueError(f"kernel id {kernel_id}: the bundle is gone")
+        key = reader._read_kernel_key(kernel_id)
+        if len(self) >= KEPT_KERNEL_KEYS:
+            self.clear()
+        self[kernel_id] = key
+        return key
+
+
 class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
@@ -139,16 +159,20 @@ class RowReader:
                 if self._conn.in_transaction:
                     self._conn.execute("COMMIT")  # nothing was written: the read ends
 
-    def _kernel_key(self, kernel_id: int) -> str:
-        """The kernel key (hex) a format-3 tune's candidates name by `kernel_id` (its row of
+    @property
+    def _kernel_key(self) -> Callable[[int], str]:
+        """The kernel key (hex) a format-3 tune's candidates name by an id (its row of
         `tune_kernels`, read once and kept: ids are never renumbered); `ValueError` if the
-        bundle holds no such id. Kept ids are bounded (`KEPT_KERNEL_KEYS`), whatever the bundle."""
-        kept: dict[int, str] | None = self.__dict__.get("_kernel_keys")
-        key = kept.get(kernel_id) if kept is not None else None
-        if key is not None:  # each row of a listing names a few: read once each
-            return key
+        bundle holds no such id. Kept ids are bounded (`KEPT_KERNEL_KEYS`), whatever the
+        bundle. A kept id costs a dict's lookup: every tune a listing reads names a few."""
+        kept: _KernelKeys | None = self.__dict__.get("_kernel_keys")
+        if kept is None:
+            with self._lock:
+                kept = self.__dict__.setdefault("_kernel_keys", _KernelKeys(weakref.ref(self)))
+        return kept.__getitem__
+
+    def _read_kernel_key(self, kernel_id: int) -> str:
         with self._lock:
-            kept = self.__dict__.setdefault("_kernel_keys", {})
             try:
                 row = self._conn.execute(
                     "SELECT CASE WHEN length(key) = 32 THEN key END FROM tune_kernels WHERE id = ?",
@@ -156,12 +180,9 @@ class RowReader:
                 ).fetchone()
             except sqlite3.Error as exc:
                 raise ValueError(f"kernel id {kernel_id}: {exc}") from None
-            if row is None or not isinstance(row[0], bytes):
-                raise ValueError(f"kernel id {kernel_id} is not one the bundle holds")
-            if len(kept) >= KEPT_KERNEL_KEYS:
-                kept.clear()
-            kept[kernel_id] = key = row[0].hex()
-            return key
+        if row is None or not isinstance(row[0], bytes):
+            raise ValueError(f"kernel id {kernel_id} is not one the bundle holds")
+        return row[0].hex()  # type: ignore[no-any-return]
 
     def _forget_kernel_keys(self) -> None:
         """Another file is open now (a merge replaced it): its ids are its own."""

@@ -21,7 +21,15 @@ import math
 import sqlite3
 from collections.abc import Sequence
 
-from warmcli.bundle.candidates import Intern, KernelKey, decode, interned, pack, signed_form
+from warmcli.bundle.candidates import (
+    Intern,
+    KernelKey,
+    decode,
+    interned,
+    pack,
+    signed_form,
+    unpack,
+)
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -141,10 +149,13 @@ def _why(exc: Exception) -> str:
 
 
 def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -> TuneRecord:
-    fields_row = _within_limits(row)
-    cands, secs, measured_at = fields_row[_CANDIDATES:]
+    key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at, over = row
+    if over is not None:
+        _within_limits(row)  # names the field over its limit
     try:
-        candidates = decode(cands, kernel_key)
+        candidates = (
+            unpack(cands, kernel_key) if type(cands) is bytes else decode(cands, kernel_key)
+        )
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {_why(exc)}"[:200]) from None
     for c in candidates:
@@ -153,24 +164,54 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         # A sum of finite times is finite unless one is not (or it overflows: refused too).
         if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
             raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+    if not (  # every field as `_TUNE_FIELDS` checks it, in one expression (else: which, why)
+        str is type(operation) is type(shape_key) is type(device) is type(status)
+        and (pick is None or type(pick) is str)
+        and float is type(secs) is type(measured_at)
+        and 0.0 <= secs < math.inf
+        and 0.0 <= measured_at < math.inf
+        and len(operation) <= MAX_NAME_CHARS
+        and len(shape_key) <= MAX_TEXT_CHARS
+        and len(device) <= MAX_NAME_CHARS
+        and len(status) <= MAX_NAME_CHARS
+        and (pick is None or len(pick) <= MAX_NAME_CHARS)
+        and type(checksum) is str
+        and _HEX64.fullmatch(checksum)
+        and status in TUNE_STATUSES
+        and tune_key(operation, shape_key, device, checksum) == key  # so: a sha256 in hex
+    ):
+        values = (key, operation, shape_key, device, checksum, status, pick, secs, measured_at)
+        key, operation, shape_key, device, checksum, status, pick, secs, measured_at = _fields(
+            values
+        )
+        if status not in TUNE_STATUSES:
+            raise _Malformed(f"status: {str(status)[:20]!r} is not a tune status")
+        if tune_key(operation, shape_key, device, checksum) != key:  # type: ignore[arg-type]
+            raise _Malformed("key: not the key of its operation, shape, device and candidate set")
+    if status == "measured":  # production serves only a pick that ran: so must verify
+        for picked in candidates:  # the first candidate of that name, if any
+            if picked.name == pick:
+                break
+        else:
+            picked = None
+        if pick is None:
+            raise _Malformed("pick: a measured tune with no pick")
+        if picked is None or picked.status != "ok":
+            what = "not one of its candidates" if picked is None else "a candidate that failed"
+            raise _Malformed(f"pick: {pick[:40]!r} is {what}")  # type: ignore[index]
+    return TuneRecord(
+        key, operation, shape_key, device, checksum, status, pick, candidates, secs, measured_at
+    )  # type: ignore[arg-type]
+
+
+def _fields(values: tuple[object, ...]) -> list[object]:
+    """The fields of a tune row, each checked (`_TUNE_FIELDS`): `_Malformed` naming the
+    first that is not what warm writes."""
     fields: list[object] = []
     name = "?"
-    try:  # as `_named` for each field, in one frame: stats and verify parse every row
-        values = (*fields_row[:_CANDIDATES], secs, measured_at)
+    try:
         for (name, check), value in zip(_TUNE_FIELDS, values, strict=True):
             fields.append(None if value is None and name == "pick" else check(value))
     except _Malformed as exc:
         raise _Malformed(f"{name}: {exc}") from None
-    if fields[5] not in TUNE_STATUSES:
-        raise _Malformed(f"status: {str(fields[5])[:20]!r} is not a tune status")
-    record = TuneRecord(*fields[:7], candidates, *fields[7:])  # type: ignore[arg-type]
-    if tune_key(record.operation, record.shape_key, record.device, record.checksum) != record.key:
-        raise _Malformed("key: not the key of its operation, shape, device and candidate set")
-    if record.status == "measured":  # production serves only a pick that ran: so must verify
-        picked = next((c for c in candidates if c.name == record.pick), None)
-        if record.pick is None:
-            raise _Malformed("pick: a measured tune with no pick")
-        if picked is None or picked.status != "ok":
-            what = "not one of its candidates" if picked is None else "a candidate that failed"
-            raise _Malformed(f"pick: {record.pick[:40]!r} is {what}")
-    return record
+    return fields
