@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from warmcli._version import __version__
-from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA
+from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import BundleError
 
 APPLICATION_ID = 0x5741524D  # "WARM"
@@ -359,9 +359,8 @@ def _write_empty(tmp: Path) -> None:
             ("updated", now),
         )
         conn.execute("BEGIN")
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        for statement in statements(SCHEMA):
+            conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)

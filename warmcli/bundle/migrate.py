@@ -24,6 +24,7 @@ import re
 import sqlite3
 
 from warmcli.bundle.candidates import MAX_PACKED_BYTES, decode, pack
+from warmcli.bundle.schema import statements
 
 _COLUMNS = (
     "rowid, key, operation, shape_key, device, checksum, status, pick, candidates, "
@@ -81,7 +82,7 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
             selected = ", ".join(values.get(c, c) for c in _COLUMNS.split(", "))
             conn.execute("DROP INDEX tunes_operation")
             conn.execute("ALTER TABLE tunes RENAME TO tunes_before")
-            for statement in filter(str.strip, tunes_schema.split(";")):
+            for statement in statements(tunes_schema):
                 conn.execute(statement)
             conn.execute(
                 f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before ORDER BY rowid"

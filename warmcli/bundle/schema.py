@@ -18,6 +18,13 @@ from __future__ import annotations
 FORMAT_VERSION = 3  # 1: candidates JSON; 2: keys as hex text (both read, migrated on a write open)
 TUNE_STATUSES = ("measured", "pending")  # a tune's status as stored (format 3): its index
 
+
+def statements(script: str) -> list[str]:
+    """A schema script's statements, one by one: run inside the caller's transaction
+    (`executescript` would commit it first). The schema holds no `;` in a literal."""
+    return [s for s in script.split(";") if s.strip()]
+
+
 SCHEMA = """
 CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE fingerprints (
