@@ -19,8 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from warmcli.bundle.candidates import decode, pack
-from warmcli.bundle.migrate import as_bytes
+from warmcli.bundle.candidates import as_bytes, decode, pack
 from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 

@@ -26,6 +26,7 @@ import json
 import struct
 import zlib
 from collections.abc import Callable, Iterable
+from typing import TypeGuard
 
 from warmcli.records import CandidateMeasurement, TuneRecord
 
@@ -48,6 +49,16 @@ Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle 
 KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
 
 
+def is_hex64(text: object) -> TypeGuard[str]:
+    """Whether `text` is a sha256 in hex, as warm writes one (64 lower-case hex digits)."""
+    return isinstance(text, str) and len(text) == 64 and _HEX.issuperset(text)
+
+
+def as_bytes(text: object) -> object:
+    """A sha256 in hex as its 32 bytes (as format 3 stores keys); anything else as it is."""
+    return bytes.fromhex(text) if is_hex64(text) else text
+
+
 def _text(value: str) -> bytes:
     raw = value.encode("utf-8", "surrogatepass")
     return _U32.pack(len(raw)) + raw
@@ -57,7 +68,7 @@ def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> by
     """The fields of `items`; a kernel key in hex as its 32 bytes, or as `index` of them."""
     parts = [_U32.pack(len(items))]
     for c in items:
-        hex_key = len(c.kernel_key) == 64 and _HEX.issuperset(c.kernel_key)
+        hex_key = is_hex64(c.kernel_key)
         code = _STATUSES.index(c.status) if c.status in _STATUSES else len(_STATUSES)
         flags = (_SECONDS if c.seconds is not None else 0) | (_HEX_KEY if hex_key else 0)
         parts += (_FLAGS.pack(flags | code << _STATUS_SHIFT), _text(c.name))

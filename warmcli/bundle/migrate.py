@@ -20,23 +20,15 @@ This module owns no state and opens no file.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
-from warmcli.bundle.candidates import MAX_PACKED_BYTES, decode, pack
-from warmcli.bundle.schema import statements
+from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack
+from warmcli.bundle.schema import STATUS_CODE, statements
 
 _COLUMNS = (
     "rowid, key, operation, shape_key, device, checksum, status, pick, candidates, "
     "seconds, measured_at, updated"
 )
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_STATUS = "CASE status WHEN 'measured' THEN 0 WHEN 'pending' THEN 1 ELSE status END"
-
-
-def as_bytes(text: object) -> object:
-    """A sha256 in hex as its 32 bytes; anything else as it is."""
-    return bytes.fromhex(text) if isinstance(text, str) and _HEX64.fullmatch(text) else text
 
 
 def _packer(interned: dict[bytes, int]) -> object:
@@ -76,7 +68,7 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 "key": "CASE WHEN length(key) = 64 THEN warm_bytes(key) ELSE key END",
                 "checksum": "CASE WHEN length(checksum) = 64 THEN warm_bytes(checksum) "
                 "ELSE checksum END",
-                "status": _STATUS,
+                "status": STATUS_CODE,
                 "candidates": candidates,
             }
             selected = ", ".join(values.get(c, c) for c in _COLUMNS.split(", "))

@@ -17,6 +17,17 @@ from __future__ import annotations
 
 FORMAT_VERSION = 3  # 1: candidates JSON; 2: keys as hex text (both read, migrated on a write open)
 TUNE_STATUSES = ("measured", "pending")  # a tune's status as stored (format 3): its index
+# SQL: a tune's status as text, whichever way it is stored; and as format 3 stores it
+STATUS_TEXT = (
+    "CASE status "
+    + " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(TUNE_STATUSES))
+    + " ELSE status END"
+)
+STATUS_CODE = (
+    "CASE status "
+    + " ".join(f"WHEN '{name}' THEN {code}" for code, name in enumerate(TUNE_STATUSES))
+    + " ELSE status END"
+)
 
 
 def statements(script: str) -> list[str]:

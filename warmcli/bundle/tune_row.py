@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from warmcli.bundle.candidates import (
     Intern,
     KernelKey,
+    as_bytes,
     decode,
     interned,
     pack,
@@ -43,7 +44,7 @@ from warmcli.bundle.rows import (
     _text,
     _within_limits,
 )
-from warmcli.bundle.schema import TUNE_STATUSES
+from warmcli.bundle.schema import STATUS_TEXT, TUNE_STATUSES
 from warmcli.records import TuneRecord, tune_key
 
 
@@ -51,14 +52,9 @@ def _as_hex(column: str) -> str:
     return f"CASE WHEN typeof({column}) = 'blob' THEN lower(hex({column})) ELSE {column} END"
 
 
-_STATUS_TEXT = (
-    "CASE status "
-    + " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(TUNE_STATUSES))
-    + " ELSE status END"
-)
 _READ: dict[str, str] = {"key": _as_hex("key"), "checksum": _as_hex("checksum")}
-_READ["status"] = _STATUS_TEXT
-PENDING = f"({_STATUS_TEXT}) = 'pending'"  # SQL: whether a row is a pending tune
+_READ["status"] = STATUS_TEXT
+PENDING = f"({STATUS_TEXT}) = 'pending'"  # SQL: whether a row is a pending tune
 KEY_HEX = _READ["key"]  # SQL: a tune's key as hex, whichever way it is stored
 BY_KEY = "key IN (?, ?)"  # SQL: the row of one key (`key_param`), stored as bytes or as hex
 _LIMITS: tuple[Column, ...] = (
@@ -89,18 +85,18 @@ _TUNE_FIELDS = (
 
 def key_param(key: str) -> tuple[object, str]:
     """The parameters of `BY_KEY` for a tune's key (hex): its bytes and its text."""
-    return (bytes.fromhex(key) if _HEX64.fullmatch(key) else key), key
+    return as_bytes(key), key
 
 
 def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, ...]:
     """The row of `tune` as format 3 stores it (kernel keys interned by `intern`)."""
     status = TUNE_STATUSES.index(tune.status) if tune.status in TUNE_STATUSES else tune.status
     return (
-        key_param(tune.key)[0],
+        as_bytes(tune.key),
         tune.operation,
         tune.shape_key,
         tune.device,
-        key_param(tune.checksum)[0],
+        as_bytes(tune.checksum),
         status,
         tune.pick,
         pack(tune.candidates, intern),
