@@ -229,8 +229,7 @@ class BundleAdmin(SignedRows):
         try:
             for line in self.integrity_check():
                 yield "", f"sqlite: {line}"
-            version = self._one("PRAGMA user_version")
-            for problem in manifest_problems(self.manifest(), version[0] if version else None):
+            for problem in manifest_problems(self.manifest(), self.format_version()):
                 yield "", problem
             for sha, _size, actual in self.blob_digests():
                 yield (

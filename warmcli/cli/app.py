@@ -36,14 +36,19 @@ ENV_HELP = (
 )
 
 
-class WarmCommand(TyperCommand):
+class _PlainParams:
+    """Installs `warmcli.cli.plain_params`' converters on a command's parameters as it
+    parses them (a command and the group alike)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))  # type: ignore[attr-defined]
+        return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+
+
+class WarmCommand(_PlainParams, TyperCommand):
     """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
     its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`, and whose values
     are converted without Pydantic (`warmcli.cli.plain_params`)."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        install(self.get_params(ctx))
-        return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -67,12 +72,8 @@ class WarmCommand(TyperCommand):
         return pieces
 
 
-class WarmGroup(TyperGroup):
+class WarmGroup(_PlainParams, TyperGroup):
     """`warm` itself: its options (`--version`...) converted without Pydantic too."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        install(self.get_params(ctx))
-        return super().parse_args(ctx, args)
 
 
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from warmcli.execution.statistics import (
     DeviceStatistics,
     ExecutionStatistics,
 )
-from warmcli.records import CompilerCommand
+from warmcli.records import CompilerCommand, field_types
 from warmcli.warming.passes import PassReport
 
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
@@ -185,7 +185,7 @@ def _statistics(doc: dict[str, Any]) -> DeviceStatistics:
     """A `DeviceStatistics` from its JSON (`stats_json`'s, derived fields left out)."""
     views = []
     for name, view in _VIEWS.items():
-        known = {f.name for f in fields(view)}
+        known = field_types(view)
         views.append(view(**{k: v for k, v in doc.get(name, {}).items() if k in known}))
     return DeviceStatistics(*views)
 
