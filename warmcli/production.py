@@ -197,8 +197,10 @@ def _trusted_keys(
 ) -> list[bytes] | None:
     """`warmcli.bundle.signing.trusted_keys`, imported only when keys are named: a process that
     trusts no key never loads the signing layer."""
-    if given is None and config.trusted_keys() is None:
-        return None
+    if given is None:
+        given = config.trusted_keys()  # read once: `trusted_keys` is handed what it names
+        if given is None:
+            return None
     from warmcli.bundle.signing import trusted_keys
 
     return trusted_keys(given)

@@ -106,7 +106,8 @@ def compile_batch(
     def run(group: list[CompileUnit]) -> list[list[CompileUnit]]:
         """Compile one group; return the groups to compile next (its halves, its kernels)."""
         try:
-            built = compiler.compile_group(group, timeout=timeout)
+            # its digests made here, in the thread that compiled it, beside the other groups
+            built = compiler.compile_group(group, timeout=timeout).digested()
         except CompileFailure as failure:
             with lock:
                 result.processes += 1

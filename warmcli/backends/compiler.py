@@ -3,7 +3,7 @@
 A compiler turns a *group* of `CompileUnit`s (kernels that may share one
 translation unit: same language, architecture and options) into one binary in
 one compiler process, and says under which symbol each kernel can be found in it
-(its digests computed once, in the compiling thread: `CompiledGroup.digested`).
+(the batch has its digests computed once, in the compiling thread: `CompiledGroup.digested`).
 It raises `CompileFailure` with the compiler's log when the group fails; finding
 which kernel broke it is the batch scheduler's job (`warmcli.backends.batch`), not the
 compiler's. `run_compiler` runs one compiler process for any backend, stopping

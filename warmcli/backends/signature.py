@@ -205,17 +205,18 @@ def explain(failure: CompileFailure) -> CompileFailure:
         unit.symbol in line and ("undeclared" in line or "undefined" in line)
         for line in failure.log.splitlines()
     )
-    defined = file_scope_names(kernel.source)
-    if missing and kernel.entry in defined:  # declared, but its declaration does not compile
-        message = (
-            f"kernel {kernel.label}: its function {kernel.entry!r} does not compile "
-            "(the compiler's first error, in the log below)"
-        )
-    elif missing:
-        message = (
-            f"kernel {kernel.label}: its source defines no function named {kernel.entry!r} "
-            f"(the entry name); functions it defines: {', '.join(defined) or 'none'}"
-        )
+    if missing:
+        defined = file_scope_names(kernel.source)
+        if kernel.entry in defined:  # declared, but its declaration does not compile
+            message = (
+                f"kernel {kernel.label}: its function {kernel.entry!r} does not compile "
+                "(the compiler's first error, in the log below)"
+            )
+        else:
+            message = (
+                f"kernel {kernel.label}: its source defines no function named {kernel.entry!r} "
+                f"(the entry name); functions it defines: {', '.join(defined) or 'none'}"
+            )
     else:
         shown = (
             f"{kernel.entry}({', '.join(declared)})" if declared is not None else "its declaration"

@@ -228,7 +228,7 @@ class KernelCache:
                 self._hits[id(kernel)] = (kernel, function, collector)
                 return function
             if key in self._built or key in self._failed:
-                return self._obtain(kernel, key)
+                return self._from_build(kernel, key)
             self.registrations.register(collector, key)
             record = lookup.record(kernel, key)
             if record is not None and lookup.serve(
@@ -241,18 +241,21 @@ class KernelCache:
     def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:
         """`get` past the bundle's build (under the lock): the bundle's PTX, else built here
         (`record`: the bundle's build under `key` that was not served, if any)."""
-        if key not in self._built and key not in self._failed:
-            if self.lookup.serve_ptx(kernel, key, self._load):
-                self.ledger.served(key)
-                return self._loaded[key]
-            if record is None:
-                self.lookup.miss(kernel, key)
-            elif not self.lookup.keyed_here(key):  # another toolchain's build failed to load
-                key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
-                if key in self._built or key in self._failed:
-                    return self.get(kernel)
-            self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
-            self.flush()
+        if self.lookup.serve_ptx(kernel, key, self._load):
+            self.ledger.served(key)
+            return self._loaded[key]
+        if record is None:
+            self.lookup.miss(kernel, key)
+        elif not self.lookup.keyed_here(key):  # another toolchain's build failed to load
+            key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
+            if key in self._built or key in self._failed:
+                return self.get(kernel)
+        self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
+        self.flush()
+        return self._from_build(kernel, key)
+
+    def _from_build(self, kernel: Kernel, key: str) -> Any:
+        """The kernel built here under `key` (under the lock), loaded; or its compile error."""
         if key in self._failed:
             raise KernelCompileError(kernel, self._failed[key])
         built = self._built[key]

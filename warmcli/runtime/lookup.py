@@ -100,7 +100,7 @@ class BundleLookup:
                 key = self._served_key(kernel, identity, own)
                 if key is None:
                     key = own
-                    self._identities[own] = identity  # keyed here (`_keyed`)
+                    self._identities[own] = identity  # keyed here
             self._keys[content] = key
         return key
 
@@ -114,14 +114,10 @@ class BundleLookup:
 
     def own_key(self, kernel: Kernel) -> str:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
-        key = self._keyed(kernel, self.device.compiler(kernel.language).toolchain.identity)
-        self._keys[kernel.content_hash] = key
-        return key
-
-    def _keyed(self, kernel: Kernel, identity: str) -> str:
-        """The kernel's key by the toolchain `identity`, remembered as keyed here."""
+        identity = self._identity(kernel.language)
         key = kernel_key(kernel, self.device.arch, identity)
-        self._identities[key] = identity
+        self._identities[key] = identity  # keyed here
+        self._keys[kernel.content_hash] = key
         return key
 
     def keyed_here(self, key: str) -> bool:

@@ -210,7 +210,7 @@ def built_group(
         command=command,
         ptx=ptx[1] if ptx else b"",
         ptx_arch=ptx[0] if ptx else "",
-    ).digested()
+    )
 
 
 def _unique(units: Sequence[CompileUnit]) -> list[CompileUnit]:

@@ -106,4 +106,4 @@ class HostCompiler:
             log=log,
             seconds=seconds,
             command=tuple(command),
-        ).digested()
+        )
