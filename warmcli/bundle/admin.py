@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.checking import TuneChecks, _checked
+from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
@@ -237,7 +237,7 @@ class BundleAdmin(SignedRows):
                     None if actual == sha else f"blob {sha[:16]} does not match its sha256",
                 )
             kernels = self.each_kernel
-            yield from _checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
+            yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
             for k in self.each_orphan():
                 yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
             yield from tunes

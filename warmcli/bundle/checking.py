@@ -45,7 +45,7 @@ class Tunes(Protocol):
     def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterable[object]: ...
 
 
-def _checked(what: str, listing: Callable[[OnError], Iterable[object]]) -> Checks:
+def checked(what: str, listing: Callable[[OnError], Iterable[object]]) -> Checks:
     """(what, problem or None) of each row of a listing, in the order it met them."""
     bad: list[str] = []
     for _ in listing(lambda _key, problem: bad.append(problem)):
@@ -71,7 +71,7 @@ def _check_range(
         if _identity(path) != ident:  # replaced while it was opened: the new file was read
             return None
         rows, problems = 0, []
-        for _, problem in _checked("tune", lambda bad: bundle.tunes_between(low, high, bad)):
+        for _, problem in checked("tune", lambda bad: bundle.tunes_between(low, high, bad)):
             rows += 1
             if problem is not None:
                 problems.append(problem)
@@ -110,7 +110,7 @@ class TuneChecks:
 
     def __iter__(self) -> Checks:
         if self._pool is None:
-            yield from _checked("tune", self._here)
+            yield from checked("tune", self._here)
             return
         try:
             for a, b, result in self._ranges:
@@ -119,7 +119,7 @@ class TuneChecks:
                 except Exception:  # a worker that failed: its range is read here
                     done = None
                 if done is None:
-                    yield from _checked("tune", lambda bad, a=a, b=b: self._between(a, b, bad))
+                    yield from checked("tune", lambda bad, a=a, b=b: self._between(a, b, bad))
                     continue
                 rows, problems = done
                 yield from (("tune", p) for p in problems)

@@ -15,11 +15,13 @@ both bundles; it never writes or prints.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
@@ -159,15 +161,16 @@ def _change(ta: Any, tb: Any) -> PickChange:
 
 def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
     """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
-    as `corrupt_<side>`: every row is read once, streamed, in the order stored."""
-
-    def bad(_key: str, problem: str) -> None:
-        diff.keep(f"corrupt_{side}", lambda: problem)
-
-    for _ in bundle.each_kernel(on_error=bad, order=AS_STORED):
-        pass
-    for _ in bundle.each_tune(on_error=bad, order=AS_STORED):
-        pass
+    as `corrupt_<side>`: every row read once, as `warm verify` reads them (`checked`; the
+    tunes of a large bundle in other processes, `TuneChecks`), in the order stored."""
+    tunes = TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
+    try:
+        kernels = checked("kernel", lambda bad: bundle.each_kernel(on_error=bad, order=AS_STORED))
+        for _, problem in itertools.chain(kernels, tunes):
+            if problem is not None:
+                diff.keep(f"corrupt_{side}", lambda p=problem: p)
+    finally:
+        tunes.close()
 
 
 def _reader(bundle: Bundle) -> Reader:
