@@ -22,14 +22,10 @@ below (that process + compile + measurement) / (compile + measurement).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.rows import ROOT, Row, Size, at_most, median, ms, python
+from bench.rows import Row, Size, at_most, median, ms, python, python_peak
 from bench.start import WORKLOAD, env_for, warm_run
 
 TARGET = 1.3
@@ -79,14 +75,10 @@ def pass_overhead(size: Size) -> Row:
 def _timed(args: tuple[str, ...], env: dict[str, str]) -> tuple[float, float]:
     """One fresh process of this interpreter on `args`, output discarded: (wall seconds,
     CPU seconds, user + system, from the kernel's accounting of that one process)."""
-    started = time.perf_counter()
-    quiet = subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, *args], stdout=quiet, stderr=quiet, env=env, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(args)} exited {os.waitstatus_to_exitcode(status)}")
-    return wall, usage.ru_utime + usage.ru_stime
+    code, wall, _, cpu = python_peak(*args, env=env)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(args)} exited {code}")
+    return wall, cpu
 
 
 def cli_start(size: Size) -> Row:
