@@ -24,8 +24,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.checking import TuneChecks, checked
-from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
+from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,

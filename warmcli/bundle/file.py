@@ -20,7 +20,7 @@ named so: the write was rolled back). The file stays in rollback-journal mode (a
 file switched to WAL is switched back on open, or refused where it cannot be
 written), so a read-only copy opens, and a write interrupted by a crash is rolled
 back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`_retrying`), never shown. Writers take a file lock (`write_lock`,
+then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary
 files, journals and locks that a killed create or merge left beside the bundle.
 This module owns no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
@@ -323,23 +323,6 @@ def _validate(path: Path, conn: sqlite3.Connection, version: int) -> None:
         raise BundleError(
             f"{path}: refused: its schema is not warm's ({'; '.join(problems[:3])}{more})"
         )
-
-
-@contextmanager
-def write_lock(path: Path) -> Iterator[None]:
-    """warm's write lock of the bundle at `path` (`<bundle>.lock`, which readers never
-    take); a lock file that cannot be made is a one-line `BundleError`."""
-    from filelock import FileLock  # imported on first use: a serving process never writes
-
-    lock = FileLock(f"{path}.lock")
-    try:
-        lock.acquire()
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot take the write lock {lock.lock_file}: {exc}") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _write_empty(tmp: Path) -> None:

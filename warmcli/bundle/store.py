@@ -42,9 +42,9 @@ from warmcli.bundle.file import (
     _write_empty,
     remove_leftovers,
     unlink_all,
-    write_lock,
 )
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.rows import (
     KERNEL_SELECT,
     KERNEL_WIDTH,

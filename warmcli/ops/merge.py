@@ -32,8 +32,8 @@ from warmcli.bundle.file import (
     check_header,
     remove_leftovers,
     unlink_all,
-    write_lock,
 )
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.signing import sign, signature_report
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
