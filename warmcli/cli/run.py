@@ -20,7 +20,6 @@ import typer
 from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
-from warmcli.backends.machine import compiler_info
 from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
@@ -168,7 +167,6 @@ def run(
             )
         )
     shard = guarded(lambda: resolve_shard(shard_text))
-    compilers: list[dict[str, str]] = []
 
     def action(progress: RunProgress | None) -> Any:
         fallback = "main" if pycuda else None
@@ -180,7 +178,7 @@ def run(
         hint = loaded.device_hint or ("cuda" if pycuda else None)
 
         def opener() -> list[Device]:
-            opened = open_devices(
+            return open_devices(
                 device,
                 arch,
                 hint=hint,
@@ -188,9 +186,6 @@ def run(
                 compiler=compiler,
                 ptx=None if no_ptx else ptx or "auto",
             )
-            if (verbose or as_json) and not compilers:  # opened again for the verify pass
-                compilers.extend(compiler_info(d) for d in opened)
-            return opened
 
         return warm_bundle(
             loaded,
@@ -222,10 +217,10 @@ def run(
         except KeyboardInterrupt:  # before the passes began
             interrupted(0, 0)
         if as_json:
-            emit_json({**run_json(report), "compilers": compilers})
+            emit_json({**run_json(report), "compilers": report.compilers})
         else:
             if verbose:
-                for c in compilers:
+                for c in report.compilers:
                     out.print(compiler_line(c), markup=False, highlight=False, soft_wrap=True)
             out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
         return 1 if report.verified is False else 0

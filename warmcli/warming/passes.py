@@ -23,6 +23,7 @@ returns reports and never prints.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.backends.base import Device
+from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -69,6 +71,7 @@ class RunReport:
     missing: list[str] = field(default_factory=list)
     signature: str = ""  # signed by which key, or why what was stored is unsigned
     shard: str = ""  # "I/N" when the run did one shard's part
+    compilers: list[dict[str, str]] = field(default_factory=list)  # `compiler_info` a device
 
     @property
     def verified(self) -> bool | None:
@@ -239,10 +242,16 @@ def _warm(
     bundle_path = report.bundle
     devices = open_devices()
     report.devices = [d.id for d in devices]
+    probed = _probe_compilers(devices, report.compilers)
     created = not bundle_path.exists()
-    bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
+    try:
+        bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
+    finally:
+        failure = probed()
     finished = False
     try:
+        if failure is not None:
+            raise failure
         dropped = 0 if created else drop_corrupt(bundle)
         runtimes = [
             Runtime(
@@ -313,6 +322,32 @@ def _warm(
         finally:
             for d in fresh:
                 d.close()
+
+
+def _probe_compilers(
+    devices: Sequence[Device], compilers: list[dict[str, str]]
+) -> Callable[[], BaseException | None]:
+    """Find each device's compiler and read its version (`compiler_info`: a `--version`
+    process, or a library's version) into `compilers`, in a thread while the bundle opens
+    (its file created and synced); returns the join, which returns what the thread raised
+    (for the caller to raise). The first pass keys its kernels with these versions
+    (memoised), after the join."""
+    failed: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            compilers.extend(compiler_info(d) for d in devices)
+        except BaseException as exc:  # for the caller's thread, after the join
+            failed.append(exc)
+
+    thread = threading.Thread(target=probe, name="warm-probe", daemon=True)
+    thread.start()
+
+    def join() -> BaseException | None:
+        thread.join()
+        return failed[0] if failed else None
+
+    return join
 
 
 def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:
