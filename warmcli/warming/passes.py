@@ -13,8 +13,10 @@ before the verify pass (with what trusted keys had signed, or everything when
 no keys are trusted). Given a `Shard`, every pass does only that shard's part
 (`warmcli.runtime.shard`), and the verify pass runs under `CompileOnly` on every device:
 it must queue none of the shard's kernels and find every one of its tunes.
-Interrupted (`KeyboardInterrupt`, which a SIGINT or
-SIGTERM handler raises), what was built and measured so far is stored and
+While the bundle is opened (created and synced), a thread finds each device's
+compiler and reads its version (`RunReport.compilers`; memoised, so the first pass
+keys its kernels with it, after the join). Interrupted (`KeyboardInterrupt`, which
+a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
 `RunInterrupted` says how much. Each pass announces itself to the crash journal
 (`warmcli.warming.isolation`) and counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
