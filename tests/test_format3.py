@@ -16,7 +16,7 @@ from test_compact_tunes import _format1
 
 from warmcli.bundle.candidates import INTERNED, decode, kernel_ids, pack, signed_form, unpack
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import DOMAIN, key_id, row_hash, signature_report
+from warmcli.bundle.signing import DOMAIN, key_id, row_hash, sign, signature_report
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
@@ -153,7 +153,8 @@ def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
 
 def test_a_signed_format2_bundle_stays_signed_once_migrated(tmp_path: Path) -> None:
     """A format-2 signature covers keys and checksums as text: after the migration stores
-    them as bytes, every row is still covered, served under the key, and verifies."""
+    them as bytes, every entry is still covered, but the signature vouches for the bundle
+    only in the format it signed: refused under the key until signed again."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -177,11 +178,17 @@ def test_a_signed_format2_bundle_stays_signed_once_migrated(tmp_path: Path) -> N
     with Bundle.open(path, write=True) as bundle:  # migrated: the candidates kept as signed
         report = signature_report(bundle, [public])
         assert all(s.valid for s in report.signatures) and report.rows == 3
-        # every entry covered; the one row left is the manifest's format version, which
-        # the migration sets (as the migration from format 1 always has)
-        assert report.uncovered == 1 and report.uncovered_entries == []
+        assert report.signatures[0].covers == 2  # every entry, as signed, but not the format
+        # the format the signature vouched for is not the bundle's any more: it vouches
+        # for nothing until signed again (never re-signed by the migration)
+        (problem,) = report.problems
+        assert "no longer covers the bundle: signed at format 2, it is format 3" in problem
         bundle.put(tunes=[_tune(5)])  # a row written after: not covered
     assert _types(path)[0] == FORMAT_VERSION
+    with pytest.raises(BundleError, match="no longer covers"):
+        Bundle.open(path, trusted_keys=[public])
+    with Bundle.open(path, write=True) as bundle:  # signed again, by the rows kept
+        sign(bundle, private, keep=lambda t, n, h: (t, n) != ("tunes", _tune(5).key))
     with Bundle.open(path, trusted_keys=[public]) as bundle:
         assert [bundle.tune(t.key) for t in tunes] == tunes
         assert bundle.tune(_tune(5).key) is None and bundle.refused(_tune(5).key)
@@ -192,7 +199,7 @@ def test_a_format3_signature_covers_the_interned_kernel_keys(tmp_path: Path) -> 
     key after signing leaves the row uncovered, never served."""
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    from warmcli.bundle.signing import _raw_public, sign
+    from warmcli.bundle.signing import _raw_public
 
     path = tmp_path / "three.warm"
     with Bundle.create(path) as bundle:
