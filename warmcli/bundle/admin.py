@@ -46,6 +46,10 @@ from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
+_SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
+    "SELECT sha256, size, length(data) FROM blobs WHERE typeof(data) = 'blob' AND "
+    f"typeof(size) = 'integer' AND size BETWEEN 0 AND {MAX_BLOB_BYTES} AND size != length(data)"
+)
 
 
 class BundleAdmin(SignedRows):
@@ -101,6 +105,14 @@ class BundleAdmin(SignedRows):
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
         return self._each("kernel", _kernel_record, rows, lambda *_: None)
+
+    def blob_problems(self) -> Iterator[str]:
+        """Kernels whose blob the bundle does not hold, and blobs whose size (one a kernel
+        row may say) is not their length, named without reading or hashing a blob."""
+        for k in self.each_orphan():
+            yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+        for sha, size, length in self._iter(_SIZE_LIES):
+            yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}"
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
@@ -226,8 +238,7 @@ class BundleAdmin(SignedRows):
                 )
             kernels = self.each_kernel
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
-            for k in self.each_orphan():
-                yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+            yield from (("", problem) for problem in self.blob_problems())
             yield from tunes
         finally:
             tunes.close()

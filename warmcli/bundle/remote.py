@@ -55,6 +55,7 @@ class Fetched:
     path: Path
     downloaded: bool
     warning: str | None = None
+    reason: str | None = None  # why not what the URL holds now, as said without a copy
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -81,16 +82,18 @@ def fetch(url: str) -> Fetched:
         except RemoteError as exc:
             if not local.exists():
                 raise
-            return Fetched(local, False, f"{exc}; using the last good copy {local}")
+            return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged
             return Fetched(local, False)
         tmp, etag, digest = got
         problem = _not_a_bundle(tmp)
         if problem:
             tmp.unlink(missing_ok=True)
+            reason = f"{url}: download refused: {problem}"
             if not local.exists():
-                raise RemoteError(f"{url}: download refused: {problem}")
-            return Fetched(local, False, f"{url}: download refused ({problem}); using {local}")
+                raise RemoteError(reason)
+            warning = f"{url}: download refused ({problem}); using {local}"
+            return Fetched(local, False, warning, reason)
         os.replace(tmp, local)
         write_private(
             str(folder), str(meta_path), json.dumps({"etag": etag, "sha256": digest}).encode()

@@ -1,0 +1,149 @@
+"""A hostile bundle given to `warm merge`, `warm diff` and `warm pull`: a blob whose size
+column lies or that is missing, a kernel whose arch or backend is huge, a tune whose
+candidates name a kernel id the bundle does not hold. Each gives one clear line and a
+non-zero exit, and the destination keeps every byte it had. Real files, the real CLI
+in subprocesses, a real HTTP store on 127.0.0.1 (test_remote's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
+
+from warmcli.bundle.store import Bundle
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
+
+FIRST_BLOB = "(SELECT min(rowid) FROM blobs)"
+ATTACKS = {  # name: (SQL on a copy of a real bundle, what the one line names)
+    "blob size lies": (f"UPDATE blobs SET size = 5 WHERE rowid = {FIRST_BLOB}", "says 5"),
+    "blob missing": (f"DELETE FROM blobs WHERE rowid = {FIRST_BLOB}", "no blob"),
+    "huge arch": ("UPDATE kernels SET arch = printf('%.*c', 3000000, 'a')", "arch:"),
+    "huge backend": (
+        "UPDATE kernels SET backend = printf('%.*c', 3000000, 'b') WHERE rowid = 1",
+        "backend:",
+    ),
+    "tune names no kernel": (
+        "DELETE FROM tune_kernels WHERE id = 1",
+        "kernel id 1 is not one the bundle holds",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    base = tmp_path_factory.mktemp("hostile")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    good = base / "good.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
+    return warm, good
+
+
+def _hostile(good: Path, folder: Path, attack: str) -> Path:
+    path = folder / "hostile.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute(ATTACKS[attack][0])
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _one_line(text: str, named: str) -> None:
+    lines = [ln for ln in text.splitlines() if named in ln]
+    assert len(lines) == 1 and "Traceback" not in text, text
+    assert "\x1b" not in text
+
+
+def _destination(folder: Path) -> Path:
+    """A bundle of its own (one tune, no kernel in common): what a merge must not lose."""
+    dest = folder / "dest.warm"
+    checksum = "ab" * 32
+    key = tune_key("own", "s", "host|d", checksum)
+    cand = CandidateMeasurement("c0", "cd" * 32, "ok", 1e-4, (1e-4,))
+    with Bundle.create(dest) as bundle:
+        bundle.put(tunes=[TuneRecord(key, "own", "s", "host|d", checksum, "measured", "c0",
+                                     (cand,), 0.5, 7.0)])  # fmt: skip
+    return dest
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_merge_refuses_a_hostile_input_and_keeps_the_destination(
+    made: tuple[Warm, Path], tmp_path: Path, attack: str
+) -> None:
+    warm, good = made
+    hostile, dest = _hostile(good, tmp_path, attack), _destination(tmp_path)
+    before = dest.read_bytes()
+    for out in (dest, tmp_path / "new.warm"):  # into the destination named as an input; anew
+        proc = warm("merge", dest, hostile, "-o", out)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        _one_line(proc.stderr, str(hostile))
+    assert dest.read_bytes() == before and not (tmp_path / "new.warm").exists()
+    left = sorted(n for n in os.listdir(tmp_path) if not n.endswith(".lock"))  # locks stay
+    assert left == ["dest.warm", "hostile.warm"]
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_diff_names_each_hostile_entry_and_exits_non_zero(
+    made: tuple[Warm, Path], tmp_path: Path, attack: str
+) -> None:
+    warm, good = made
+    hostile = _hostile(good, tmp_path, attack)
+    for a, b in ((good, hostile), (hostile, good)):
+        proc = warm("diff", a, b)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        text = proc.stdout + proc.stderr  # each entry it cannot serve named on a line
+        assert ATTACKS[attack][1] in text and "Traceback" not in text and "\x1b" not in text
+        assert "the same kernels and tunes" not in proc.stdout
+    proc = warm("diff", good, hostile, "--json")
+    assert proc.returncode == 1 and '"same": false' in proc.stdout
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_pull_refuses_a_hostile_download_and_keeps_the_destination(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+    attack: str,
+) -> None:
+    warm, good = made
+    store, base, _ = http_store
+    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    store.files["/b.warm"] = good.read_bytes()
+    first, dest = tmp_path / "first.warm", tmp_path / "dest.warm"
+    assert warm("pull", f"{base}/b.warm", first).returncode == 0  # a last good copy is kept
+    store.files["/b.warm"] = _hostile(good, tmp_path, attack).read_bytes()
+    dest.write_bytes(b"what the user had")
+    for home in ("home", "fresh-home"):  # with a last good copy, and with none
+        proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / home)))("pull", f"{base}/b.warm", dest)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        _one_line(proc.stderr, "download refused")
+        assert dest.read_bytes() == b"what the user had"
+
+
+def test_pull_with_the_store_down_copies_no_last_good_copy(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    warm, good = made
+    store, base, server = http_store
+    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    store.files["/b.warm"] = good.read_bytes()
+    assert warm("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
+    server.shutdown()
+    server.server_close()
+    dest = tmp_path / "dest.warm"
+    dest.write_bytes(b"what the user had")
+    proc = warm("pull", f"{base}/b.warm", dest)
+    assert proc.returncode == 2 and "store unreachable" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert dest.read_bytes() == b"what the user had"
