@@ -1,8 +1,9 @@
 """A hostile bundle given to `warm merge`, `warm diff` and `warm pull`: a blob whose size
 column lies or that is missing, a kernel whose arch or backend is huge, a tune whose
 candidates name a kernel id the bundle does not hold. Each gives one clear line and a
-non-zero exit, and the destination keeps every byte it had. Real files, the real CLI
-in subprocesses, a real HTTP store on 127.0.0.1 (test_remote's)."""
+non-zero exit, and the destination keeps every byte it had. Text holding terminal
+escapes in a well-formed row is data: merged as it is, shown escaped. Real files, the
+real CLI in subprocesses, a real HTTP store on 127.0.0.1 (test_remote's)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,58 @@ def test_pull_with_the_store_down_copies_no_last_good_copy(
     assert proc.returncode == 2 and "store unreachable" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert dest.read_bytes() == b"what the user had"
+
+
+ESC = "x\x1b]0;PWNED\x07\x1b[2J\x1b[31mRED\r"
+
+
+def _escaping(path: Path, pick: str, when: float) -> None:
+    """A tune whose operation, shape, device and candidate name hold terminal escapes, under
+    the key they hash to (a well-formed row: text is data, shown escaped)."""
+    cands = (
+        CandidateMeasurement("c0" + ESC, "ab" * 32, "ok", 1e-4, (1e-4,)),
+        CandidateMeasurement("c1", "cd" * 32, "ok", 2e-4, (2e-4,)),
+    )
+    op, shape, device, checksum = "op" + ESC, "s" + ESC, "host|" + ESC, "ef" * 32
+    key = tune_key(op, shape, device, checksum)
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=[TuneRecord(key, op, shape, device, checksum, "measured", pick,
+                                     cands, 0.5, when)])  # fmt: skip
+
+
+def test_escapes_in_merge_choices_and_diff_picks_reach_no_terminal(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, _ = made
+    a, b = tmp_path / "a.warm", tmp_path / "b.warm"
+    _escaping(a, "c0" + ESC, 1.0)
+    _escaping(b, "c1", 2.0)
+    for args in (("merge", a, b, "-o", tmp_path / "m.warm", "--force"), ("diff", a, b)):
+        for extra in ((), ("--json",)):
+            proc = warm(*args, *extra)
+            text = proc.stdout + proc.stderr
+            assert proc.returncode == 0 and "Traceback" not in text, text
+            assert not any(c in text for c in ("\x1b", "\x07", "\r")), text
+    with Bundle.open(tmp_path / "m.warm") as merged:  # the newer pick kept, text as it was
+        (tune,) = merged.tunes()
+        assert tune.pick == "c1" and tune.operation == "op" + ESC
+
+
+def test_a_tune_whose_candidate_kernel_is_not_held_is_merged_whole(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A candidate's kernel may be absent (evicted by `clean --max-size`, failed to build):
+    a well-formed tune naming one is merged as it is, nothing dropped, verify sound."""
+    warm, good = made
+    path = tmp_path / "evicted.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE tune_kernels SET key = randomblob(32) WHERE id = 1")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "merged.warm"
+    assert warm("merge", path, "-o", out).returncode == 0
+    with Bundle.open(path) as source, Bundle.open(out) as merged:
+        assert merged.tunes() == source.tunes() and len(merged.kernels()) == 6
+    assert warm("verify", out).returncode == 0
+    assert warm("diff", path, out).returncode == 0
