@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_compact_tunes import _format1
@@ -74,6 +75,21 @@ def _format2(path: Path, tunes: list[TuneRecord]) -> None:
     """A bundle as warm wrote format 2: keys, checksums and statuses as text, candidates
     packed with every kernel key whole."""
     _format1(path, tunes, version=2)
+
+
+def sign_as_format2(path: Path, private: Any, public: bytes) -> None:
+    """Sign the bundle at `path` as warm signed format 2 (every column as stored)."""
+    conn = sqlite3.connect(path)
+    hashes = b"".join(
+        sorted({row_hash(t, row) for t, sql in FORMAT2_SIGNED for row in conn.execute(sql)})
+    )
+    signature = private.sign(DOMAIN + hashlib.sha256(hashes).digest())
+    conn.execute(
+        "INSERT INTO signatures VALUES (?, ?, ?, ?, 1.0)",
+        (key_id(public), public, signature, hashes),
+    )
+    conn.commit()
+    conn.close()
 
 
 def _types(path: Path) -> tuple[int, set[tuple[str, ...]], int]:
@@ -164,17 +180,7 @@ def test_a_signed_format2_bundle_stays_signed_once_migrated(tmp_path: Path) -> N
     public = private.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
-    conn = sqlite3.connect(path)
-    hashes = b"".join(
-        sorted({row_hash(t, row) for t, sql in FORMAT2_SIGNED for row in conn.execute(sql)})
-    )
-    signature = private.sign(DOMAIN + hashlib.sha256(hashes).digest())
-    conn.execute(
-        "INSERT INTO signatures VALUES (?, ?, ?, ?, 1.0)",
-        (key_id(public), public, signature, hashes),
-    )
-    conn.commit()
-    conn.close()
+    sign_as_format2(path, private, public)
     with Bundle.open(path, write=True) as bundle:  # migrated: the candidates kept as signed
         report = signature_report(bundle, [public])
         assert all(s.valid for s in report.signatures) and report.rows == 3

@@ -107,6 +107,14 @@ def test_diff_names_each_hostile_entry_and_exits_non_zero(
     assert proc.returncode == 1 and '"same": false' in proc.stdout
 
 
+def _pulled_once(warm: Warm, good: Path, store: Store, base: str, tmp_path: Path) -> Warm:
+    """`warm` with a home of its own, where a pull of `good` left a last good copy."""
+    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    store.files["/b.warm"] = good.read_bytes()
+    assert warm("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
+    return warm
+
+
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_pull_refuses_a_hostile_download_and_keeps_the_destination(
     made: tuple[Warm, Path],
@@ -116,10 +124,8 @@ def test_pull_refuses_a_hostile_download_and_keeps_the_destination(
 ) -> None:
     warm, good = made
     store, base, _ = http_store
-    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
-    store.files["/b.warm"] = good.read_bytes()
-    first, dest = tmp_path / "first.warm", tmp_path / "dest.warm"
-    assert warm("pull", f"{base}/b.warm", first).returncode == 0  # a last good copy is kept
+    warm = _pulled_once(warm, good, store, base, tmp_path)
+    dest = tmp_path / "dest.warm"
     store.files["/b.warm"] = _hostile(good, tmp_path, attack).read_bytes()
     dest.write_bytes(b"what the user had")
     for home in ("home", "fresh-home"):  # with a last good copy, and with none
@@ -137,9 +143,7 @@ def test_pull_with_the_store_down_copies_no_last_good_copy(
 ) -> None:
     warm, good = made
     store, base, server = http_store
-    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
-    store.files["/b.warm"] = good.read_bytes()
-    assert warm("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
+    warm = _pulled_once(warm, good, store, base, tmp_path)
     server.shutdown()
     server.server_close()
     dest = tmp_path / "dest.warm"

@@ -6,7 +6,6 @@ CLI, real processes."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import subprocess
@@ -14,10 +13,10 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
-from test_format3 import FORMAT2_SIGNED, _format2, _tune
+from test_format3 import _format2, _tune, sign_as_format2
 
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import DOMAIN, _raw_public, key_id, load_private_key, row_hash
+from warmcli.bundle.signing import _raw_public, load_private_key
 
 SERVE = "from warmcli import production\nb = production.bundle()\nprint(len(b.tune_keys()))\n"
 
@@ -33,17 +32,7 @@ def _signed_format2(base: Path, warm: Warm) -> tuple[Path, Path]:
         )
     assert warm("keygen", key).returncode == 0
     private = load_private_key(key)
-    public = _raw_public(private.public_key())
-    conn = sqlite3.connect(path)
-    rows = {row_hash(t, row) for t, sql in FORMAT2_SIGNED for row in conn.execute(sql)}
-    hashes = b"".join(sorted(rows))
-    signature = private.sign(DOMAIN + hashlib.sha256(hashes).digest())
-    conn.execute(
-        "INSERT INTO signatures VALUES (?, ?, ?, ?, 1.0)",
-        (key_id(public), public, signature, hashes),
-    )
-    conn.commit()
-    conn.close()
+    sign_as_format2(path, private, _raw_public(private.public_key()))
     return path, key
 
 
