@@ -182,7 +182,10 @@ def test_diff_never_calls_a_bundle_with_a_corrupt_entry_the_same(
     text = flat(warm80("diff", host, broken).stdout)
     assert "Corrupt in B (1; B cannot serve them)" in text and "corrupt tune entry" in text
     assert "the same kernels and tunes" not in text
-    doc = warm80.json("diff", host, broken)
+    assert warm80("diff", host, broken).returncode == 1  # B cannot serve an entry
+    proc = warm80("diff", host, broken, "--json")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
     assert doc["same"] is False and doc["corrupt"]["b_count"] == 1 and doc["corrupt"]["a"] == []
     assert warm80.json("diff", host, host)["same"] is True
 

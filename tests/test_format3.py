@@ -10,13 +10,14 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_compact_tunes import _format1
 
 from warmcli.bundle.candidates import INTERNED, decode, kernel_ids, pack, signed_form, unpack
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import DOMAIN, key_id, row_hash, signature_report
+from warmcli.bundle.signing import DOMAIN, key_id, row_hash, sign, signature_report
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
@@ -74,6 +75,21 @@ def _format2(path: Path, tunes: list[TuneRecord]) -> None:
     """A bundle as warm wrote format 2: keys, checksums and statuses as text, candidates
     packed with every kernel key whole."""
     _format1(path, tunes, version=2)
+
+
+def sign_as_format2(path: Path, private: Any, public: bytes) -> None:
+    """Sign the bundle at `path` as warm signed format 2 (every column as stored)."""
+    conn = sqlite3.connect(path)
+    hashes = b"".join(
+        sorted({row_hash(t, row) for t, sql in FORMAT2_SIGNED for row in conn.execute(sql)})
+    )
+    signature = private.sign(DOMAIN + hashlib.sha256(hashes).digest())
+    conn.execute(
+        "INSERT INTO signatures VALUES (?, ?, ?, ?, 1.0)",
+        (key_id(public), public, signature, hashes),
+    )
+    conn.commit()
+    conn.close()
 
 
 def _types(path: Path) -> tuple[int, set[tuple[str, ...]], int]:
@@ -153,7 +169,8 @@ def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
 
 def test_a_signed_format2_bundle_stays_signed_once_migrated(tmp_path: Path) -> None:
     """A format-2 signature covers keys and checksums as text: after the migration stores
-    them as bytes, every row is still covered, served under the key, and verifies."""
+    them as bytes, every entry is still covered, but the signature vouches for the bundle
+    only in the format it signed: refused under the key until signed again."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -163,25 +180,21 @@ def test_a_signed_format2_bundle_stays_signed_once_migrated(tmp_path: Path) -> N
     public = private.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
-    conn = sqlite3.connect(path)
-    hashes = b"".join(
-        sorted({row_hash(t, row) for t, sql in FORMAT2_SIGNED for row in conn.execute(sql)})
-    )
-    signature = private.sign(DOMAIN + hashlib.sha256(hashes).digest())
-    conn.execute(
-        "INSERT INTO signatures VALUES (?, ?, ?, ?, 1.0)",
-        (key_id(public), public, signature, hashes),
-    )
-    conn.commit()
-    conn.close()
+    sign_as_format2(path, private, public)
     with Bundle.open(path, write=True) as bundle:  # migrated: the candidates kept as signed
         report = signature_report(bundle, [public])
         assert all(s.valid for s in report.signatures) and report.rows == 3
-        # every entry covered; the one row left is the manifest's format version, which
-        # the migration sets (as the migration from format 1 always has)
-        assert report.uncovered == 1 and report.uncovered_entries == []
+        assert report.signatures[0].covers == 2  # every entry, as signed, but not the format
+        # the format the signature vouched for is not the bundle's any more: it vouches
+        # for nothing until signed again (never re-signed by the migration)
+        (problem,) = report.problems
+        assert "no longer covers the bundle: signed at format 2, it is format 3" in problem
         bundle.put(tunes=[_tune(5)])  # a row written after: not covered
     assert _types(path)[0] == FORMAT_VERSION
+    with pytest.raises(BundleError, match="no longer covers"):
+        Bundle.open(path, trusted_keys=[public])
+    with Bundle.open(path, write=True) as bundle:  # signed again, by the rows kept
+        sign(bundle, private, keep=lambda t, n, h: (t, n) != ("tunes", _tune(5).key))
     with Bundle.open(path, trusted_keys=[public]) as bundle:
         assert [bundle.tune(t.key) for t in tunes] == tunes
         assert bundle.tune(_tune(5).key) is None and bundle.refused(_tune(5).key)
@@ -192,7 +205,7 @@ def test_a_format3_signature_covers_the_interned_kernel_keys(tmp_path: Path) -> 
     key after signing leaves the row uncovered, never served."""
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    from warmcli.bundle.signing import _raw_public, sign
+    from warmcli.bundle.signing import _raw_public
 
     path = tmp_path / "three.warm"
     with Bundle.create(path) as bundle:

@@ -42,18 +42,15 @@ from warmcli.bundle.rows import (
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, _tune_record, key_param
+from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
-_DELETE_UNUSED_FINGERPRINTS = """
-DELETE FROM fingerprints WHERE
-    (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
- OR (kind = 'device' AND substr(identity, 8) NOT IN (SELECT device FROM tunes)
-     AND NOT EXISTS (SELECT 1 FROM kernels
-         WHERE backend = json_extract(fingerprints.data, '$.backend')
-           AND arch = json_extract(fingerprints.data, '$.arch')))
-"""
+_SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
+    "SELECT sha256, size, length(data) FROM blobs WHERE typeof(data) = 'blob' AND "
+    f"typeof(size) = 'integer' AND size BETWEEN 0 AND {MAX_BLOB_BYTES} AND size != length(data)"
+)
 
 
 class BundleAdmin(SignedRows):
@@ -109,6 +106,14 @@ class BundleAdmin(SignedRows):
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
         return self._each("kernel", _kernel_record, rows, lambda *_: None)
+
+    def blob_problems(self) -> Iterator[str]:
+        """Kernels whose blob the bundle does not hold, and blobs whose size (one a kernel
+        row may say) is not their length, named without reading or hashing a blob."""
+        for k in self.each_orphan():
+            yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+        for sha, size, length in self._iter(_SIZE_LIES):
+            yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}"
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
@@ -167,18 +172,13 @@ class BundleAdmin(SignedRows):
     # -- maintenance: removal, vacuum, integrity (warm clean, merge, verify) ----------------
 
     def delete(self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = ()) -> int:
-        """Remove kernels and tunes, then every blob no kernel refers to and every fingerprint
-        no entry is left from (a toolchain no kernel was built by, a device no tune was
-        measured on and no kernel was built for); returns blobs removed."""
+        """Remove kernels and tunes, then, in the same transaction, what no entry uses any
+        more (`warmcli.bundle.unused`: blobs, fingerprints, interned kernel keys); returns
+        blobs removed."""
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
-            conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
-            cursor = conn.execute(
-                "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)"
-            )
-            removed = cursor.rowcount
-            conn.execute(_DELETE_UNUSED_FINGERPRINTS)
-            return removed
+            tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
+            return drop_unused(conn, tunes.rowcount > 0)
 
     def tune_keys(self) -> list[str]:
         rows = self._all(f"SELECT {KEY_HEX} FROM tunes ORDER BY key")
@@ -239,8 +239,7 @@ class BundleAdmin(SignedRows):
                 )
             kernels = self.each_kernel
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
-            for k in self.each_orphan():
-                yield "", f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+            yield from (("", problem) for problem in self.blob_problems())
             yield from tunes
         finally:
             tunes.close()

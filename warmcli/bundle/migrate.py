@@ -13,8 +13,11 @@ a sha256 in hex, a status not warm's, candidates not warm's or over
 name. A bundle holding signatures keeps every row's candidates as they are: its
 signatures cover them as signed (a signature covers a key, checksum and status as
 text, whichever way they are stored, see `warmcli.bundle.rows.SIGNED_ROWS`; the
-reader reads every form), so migrating never unsigns a row; rows written after are
-format 3's. A read-only open never migrates (an older format is read as it is).
+reader reads every form), so migrating never unsigns an entry; rows written after are
+format 3's. It never re-signs: the manifest's format version it sets is not the one
+signed, so each signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says
+so, trusted keys refuse the bundle) until the bundle is signed again. A read-only
+open never migrates (an older format is read as it is).
 This module owns no state and opens no file.
 """
 

@@ -10,10 +10,11 @@ only if so. When the store cannot be reached, or sends something that is no
 bundle, the last good copy is used and `Fetched.warning` says why (the caller
 shows it once); without one, `RemoteError`. `push` uploads a bundle (checked first
 to be one) whole, in one request, so a reader never sees a torn object and of two
-concurrent pushes one wins whole: to an `s3://` URL with its sha256 in the object's
-metadata; to an `https://` URL as an HTTP PUT, the way a presigned
-object-store URL takes an upload, with `Content-MD5` (which S3, GCS and Azure check
-against the body) and the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
+concurrent pushes one wins whole; its sha256 and MD5 are read first, in one streamed
+pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
+body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://`
+URL as an HTTP PUT, the way a presigned object-store URL takes an upload, with the
+sha256 in `X-Warm-Sha256`. That PUT is conditional when the
 store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
 where there is none yet; a store that answers 412 (the object changed meanwhile: another
 push) leaves it as the other push made it, and `push` says so. The S3 client is
@@ -28,6 +29,7 @@ This module never prints.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -53,6 +55,7 @@ class Fetched:
     path: Path
     downloaded: bool
     warning: str | None = None
+    reason: str | None = None  # why not what the URL holds now, as said without a copy
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -79,16 +82,18 @@ def fetch(url: str) -> Fetched:
         except RemoteError as exc:
             if not local.exists():
                 raise
-            return Fetched(local, False, f"{exc}; using the last good copy {local}")
+            return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged
             return Fetched(local, False)
         tmp, etag, digest = got
         problem = _not_a_bundle(tmp)
         if problem:
             tmp.unlink(missing_ok=True)
+            reason = f"{url}: download refused: {problem}"
             if not local.exists():
-                raise RemoteError(f"{url}: download refused: {problem}")
-            return Fetched(local, False, f"{url}: download refused ({problem}); using {local}")
+                raise RemoteError(reason)
+            warning = f"{url}: download refused ({problem}); using {local}"
+            return Fetched(local, False, warning, reason)
         os.replace(tmp, local)
         write_private(
             str(folder), str(meta_path), json.dumps({"etag": etag, "sha256": digest}).encode()
@@ -103,17 +108,14 @@ def push(bundle: Path, url: str) -> str:
     problem = _not_a_bundle(bundle)
     if problem:
         raise RemoteError(f"{bundle}: not pushed: {problem}")
-    digest = _sha256_file(bundle)
+    digest, md5 = _digests(bundle)
     if urlsplit(url).scheme != "s3":
-        _Http(url).upload(bundle, digest)
+        _Http(url).upload(bundle, digest, md5)
         return digest
     store = _S3(url)
+    stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
     with open(bundle, "rb") as fh:
-        store.call(
-            lambda c: c.put_object(
-                Bucket=store.bucket, Key=store.key, Body=fh, Metadata={SHA_META: digest}
-            )
-        )
+        store.call(lambda c: c.put_object(Bucket=store.bucket, Key=store.key, Body=fh, **stated))
     return digest
 
 
@@ -175,20 +177,16 @@ class _Http:
             raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
         return _checked(self.url, tmp, digest, length, size, None, new_etag)
 
-    def upload(self, bundle: Path, digest: str) -> None:
-        """One PUT of the whole file, conditional on what the store holds if it says."""
-        import base64
+    def upload(self, bundle: Path, digest: str, md5: bytes) -> None:
+        """One PUT of the whole file (its sha256 `digest` and raw `md5` stated), conditional
+        on what the store holds if it says."""
         import urllib.error
         import urllib.request
 
-        md5 = hashlib.md5(usedforsecurity=False)
-        with open(bundle, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                md5.update(chunk)
         headers = {
             "Content-Type": "application/octet-stream",
             "Content-Length": str(bundle.stat().st_size),
-            "Content-MD5": base64.b64encode(md5.digest()).decode(),
+            "Content-MD5": base64.b64encode(md5).decode(),
             "X-Warm-Sha256": digest,
         }
         etag = self._etag()
@@ -334,9 +332,12 @@ def _read_meta(path: Path) -> dict[str, str]:
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def _digests(path: Path) -> tuple[str, bytes]:
+    """The file's sha256 (hex) and MD5 (raw, what an object store checks a PUT by), both
+    in one pass, a chunk at a time."""
+    sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+            sha256.update(chunk)
+            md5.update(chunk)
+    return sha256.hexdigest(), md5.digest()

@@ -4,7 +4,8 @@ checks and stores.
 `SignedRows` is a mixin `Bundle` inherits (through `BundleAdmin`): every signed row's
 hash, streamed one at a time (`SIGNED_ROWS`: a tune's key, checksum and status as
 text whichever way a format stores them, and its interned kernel keys with it, see
-`warmcli.bundle.tune_row.signed_values`, so a migration never unsigns a row); the
+`warmcli.bundle.tune_row.signed_values`, so a migration never unsigns an entry, though
+it changes the manifest's format version, which leaves the signature stale); the
 stored signatures, read and type-checked but never verified here (signing does
 that); a new signature stored in one write transaction.
 It owns no state beyond the connection `Bundle` holds, and never prints.

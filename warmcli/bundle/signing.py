@@ -8,8 +8,12 @@ usage times) has a `row_hash` over its table and typed values; a signature is an
 Ed25519 signature of the sorted list of those hashes, stored with the list in the
 bundle's `signatures` table. So a VACUUM or a copy stays signed, an edited row or
 a swapped blob matches no signed hash, and a row added later is simply not covered.
+A signature vouches for a bundle only in the format it was signed in (its manifest's
+`format_version` row, which must name the header's format: `format_row`); one made
+before a migration is `stale`, named so by `warm verify`, and vouches for nothing
+until the bundle is signed again (a migration never re-signs).
 Under trusted keys (`WARM_TRUSTED_KEYS`, or `use_bundle(..., trusted_keys=...)`) a
-bundle that holds entries but no valid signature of a trusted key is refused, and a
+bundle that holds entries but no valid, current signature of a trusted key is refused, and a
 kernel or tune row no such signature covers is never served (`Bundle.kernel`,
 `Bundle.tune`). The `cryptography` package (extra `sign`) is imported only when a
 key is read or a signature made or checked. A bundle is reached through the `SignedRows`
@@ -30,6 +34,7 @@ from typing import Any, Protocol
 
 from warmcli import config
 from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
+from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
 
@@ -75,6 +80,12 @@ def row_hash(table: str, values: Sequence[object]) -> bytes:
     for v in values:
         h.update(_value(v))
     return h.digest()
+
+
+def format_row(version: int) -> bytes:
+    """The hash of the manifest row naming format `version`: a signature vouches for a
+    bundle only in the format it was signed in (the header's, which a process reads it by)."""
+    return row_hash("manifest", ("format_version", str(version)))
 
 
 def _message(rows: bytes) -> bytes:
@@ -237,6 +248,8 @@ class SignedRows(Protocol):
 
     def holds_entries(self) -> bool: ...
 
+    def format_version(self) -> int: ...
+
 
 class RowSet:
     """Row hashes that signatures cover: their sorted lists, searched in place (a list of
@@ -278,10 +291,28 @@ def sign(
     return bundle.sign(make)
 
 
+def stale(signature: StoredSignature, version: int) -> str | None:
+    """Why a valid `signature` no longer vouches for its bundle, now of format `version`
+    (it was signed in another: migrated since), or None when it still does."""
+    rows = RowSet([signature.rows])
+    if format_row(version) in rows:
+        return None
+    signed = next((f"format {v}" for v in sorted(SCHEMAS) if format_row(v) in rows), "no format")
+    return (
+        f"signature by key {signature.key_id} no longer covers the bundle: signed at "
+        f"{signed}, it is format {version} now (migrated since); sign it again (warm sign)"
+    )
+
+
 def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
     """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
-    entries that no trusted key validly signed is refused with `SignatureError`."""
+    entries that no trusted key validly signed in its format is refused with `SignatureError`."""
     good = [s for s in bundle.signatures(trusted) if s.valid()]
+    version = bundle.format_version()
+    why = [w for w in (stale(s, version) for s in good) if w]
+    good = [s for s in good if stale(s, version) is None]
+    if not good and why and bundle.holds_entries():
+        raise SignatureError(f"{bundle.path}: bundle refused: {why[0]}")
     if not good and bundle.holds_entries():
         held = [s.key_id for s in bundle.signatures()]
         why = (
@@ -311,15 +342,18 @@ class SignatureReport:
     rows: int = 0
     uncovered: int = 0  # rows no valid (trusted, when keys are given) signature covers
     uncovered_entries: list[str] = field(default_factory=list)  # kernels, tunes: the first few
+    stale: list[str] = field(default_factory=list)  # valid signatures of another format: why
     trust_required: bool = False
     vouched: bool = False  # some valid signature (by a trusted key, when keys are given)
 
     @property
     def problems(self) -> list[str]:
-        """Invalid signatures; under trusted keys, also every row no trusted key signed."""
+        """Invalid and stale signatures; under trusted keys, also every row no trusted key
+        signed."""
         found = [f"signature by key {s.key_id} is invalid" for s in self.signatures if not s.valid]
+        found += self.stale
         if self.trust_required and not self.vouched:
-            found.append("not signed by a trusted key")
+            found += [] if self.stale else ["not signed by a trusted key"]
         elif self.trust_required and self.uncovered:
             named = f": {', '.join(self.uncovered_entries)}" if self.uncovered_entries else ""
             found.append(
@@ -335,9 +369,13 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
     valid = {s.key_id: s.valid() for s in stored}
     sets = {s.key_id: RowSet([s.rows]) for s in stored if valid[s.key_id]}
     counts = dict.fromkeys(sets, 0)
-    vouching = {
-        s.key_id for s in stored if valid[s.key_id] and (trusted is None or s.public_key in trusted)
-    }
+    version = bundle.format_version()
+    vouching = set()
+    for s in stored:
+        if valid[s.key_id] and (trusted is None or s.public_key in trusted):
+            why = stale(s, version)
+            report.stale += [why] if why else []
+            vouching |= set() if why else {s.key_id}
     report.vouched = bool(vouching)
     if not sets:  # no valid signature: every row is uncovered, and none needs its hash
         report.rows, first = bundle.signed_rows(("kernels", "tunes"), SHOWN)

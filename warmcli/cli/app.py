@@ -30,7 +30,7 @@ def _variables(production: bool) -> str:
 ENV_HELP = (
     f"Environment: {_variables(False)}; in production, {_variables(True)}."
     "\n\n"
-    "Exit codes: 0 ok; 1 verify found something missing or corrupt, or check found entries "
+    "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found entries "
     "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )

@@ -1,4 +1,5 @@
-"""`warm diff A B`: kernels and tunes only in one bundle, and picks that differ."""
+"""`warm diff A B`: kernels and tunes only in one bundle, and picks that differ (exit 1 when
+either bundle holds a corrupt entry, as `warm verify` would)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,14 @@ def diff(
     b: Path = typer.Argument(..., help="The second bundle."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """What differs between bundles A and B: kernels, tunes, and picks with their times."""
+    """What differs between bundles A and B: kernels, tunes, and picks with their times.
+
+    Exits 1 when either holds an entry it cannot serve (a corrupt one, named).
+    """
     result = guarded(lambda: diff_bundles(a, b))
     if as_json:
         emit_json(diff_json(result))
     else:
         out.print(diff_renderable(result))
+    if result.corrupt:
+        raise typer.Exit(1)

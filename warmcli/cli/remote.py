@@ -1,7 +1,8 @@
 """`warm push BUNDLE URL` and `warm pull URL [PATH]`: bundles in an object store.
 
 Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; these
-commands name what they did in one line (or one JSON object).
+commands name what they did in one line (or one JSON object). `pull` copies only what
+the URL holds now, checked: never the last good copy a reader falls back to.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from urllib.parse import urlsplit
 
 import typer
 
-from warmcli.bundle.remote import is_url
+from warmcli.bundle.remote import fetch, is_url
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, readable_bundle
+from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
 
 
 @app.command()
@@ -50,12 +51,18 @@ def pull(
     path: Path | None = typer.Argument(None, help="Where to put it \\[default: its file name]."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH."""
+    """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH.
+
+    A download refused (no sound bundle) or a store unreachable copies nothing: PATH
+    keeps what it held (the last good copy, if any, is named).
+    """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
     target = path or Path(os.path.basename(urlsplit(url).path) or "bundle.warm")
-    local = readable_bundle(url)
-    guarded(lambda: _copy(local, target))
+    got = guarded(lambda: fetch(url))
+    if got.reason:  # the last good copy is no pull of what the URL holds now
+        fail(f"{got.reason}; nothing pulled ({target} is as it was)")
+    guarded(lambda: _copy(got.path, target))
     if as_json:
         emit_json({"url": url, "path": str(target)})
     else:

@@ -6,7 +6,8 @@ means B would have to compile or tune it. For a tune key held by both, a differi
 pick is reported with each bundle's pick and its median time. An entry a bundle holds
 but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
 that bundle, which cannot serve it: two bundles are never called the same while one has
-any. Both bundles' keys
+any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
+exits 1). Both bundles' keys
 (and picks) are read as two streams ordered by key and joined as they go, so memory
 does not grow with their size: a `BundleDiff` counts everything and keeps the first
 `LISTED` entries of each kind, whose rows alone are read whole. This module reads
@@ -82,6 +83,11 @@ class BundleDiff:
     @property
     def same(self) -> bool:
         return not any(self.counts.values())
+
+    @property
+    def corrupt(self) -> bool:
+        """Whether either bundle holds an entry it cannot serve."""
+        return bool(self.count("corrupt_a") or self.count("corrupt_b"))
 
     def count(self, name: str) -> int:
         return self.counts.get(name, 0)
@@ -161,12 +167,15 @@ def _change(ta: Any, tb: Any) -> PickChange:
 
 def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
     """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
-    as `corrupt_<side>`: every row read once, as `warm verify` reads them (`checked`; the
-    tunes of a large bundle in other processes, `TuneChecks`), in the order stored."""
+    or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them
+    (`checked`; the tunes of a large bundle in other processes, `TuneChecks`), in the order
+    stored, and every kernel whose blob is missing or whose blob's size lies (no blob is
+    hashed: a blob that fails its sha256 only `warm verify` names)."""
     tunes = TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
     try:
         kernels = checked("kernel", lambda bad: bundle.each_kernel(on_error=bad, order=AS_STORED))
-        for _, problem in itertools.chain(kernels, tunes):
+        blobs = (("", problem) for problem in bundle.blob_problems())
+        for _, problem in itertools.chain(kernels, blobs, tunes):
             if problem is not None:
                 diff.keep(f"corrupt_{side}", lambda p=problem: p)
     finally:

@@ -1,0 +1,76 @@
+"""A signed bundle migrated since it was signed: its format version is part of what a
+signature vouches for, so `warm verify` under WARM_TRUSTED_KEYS says in one line that
+the signature no longer covers it (non-zero exit) and a production process under
+WARM_TRUSTED_KEYS refuses it, until the bundle is signed again. Real files, the real
+CLI, real processes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+from test_format3 import _format2, _tune, sign_as_format2
+
+from warmcli.bundle.file import FORMAT_VERSION
+from warmcli.bundle.signing import _raw_public, load_private_key
+
+SERVE = "from warmcli import production\nb = production.bundle()\nprint(len(b.tune_keys()))\n"
+
+
+def _signed_format2(base: Path, warm: Warm) -> tuple[Path, Path]:
+    """A format-2 bundle signed as warm 2 signed it (by a key `warm keygen` made)."""
+    path, key = base / "two.warm", base / "key"
+    _format2(path, [_tune(0), _tune(1)])
+    with sqlite3.connect(path) as conn:  # the whole manifest, as warm writes it
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [("warm_version", "2.0"), ("created", "1.0"), ("updated", "1.0")],
+        )
+    assert warm("keygen", key).returncode == 0
+    private = load_private_key(key)
+    sign_as_format2(path, private, _raw_public(private.public_key()))
+    return path, key
+
+
+def _verify(warm: Warm, path: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    return Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(pub)))("verify", path)
+
+
+def _serve(warm: Warm, path: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(warm.env, WARM_BUNDLE=str(path), WARM_TRUSTED_KEYS=str(pub))
+    return subprocess.run(
+        [sys.executable, "-c", SERVE], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def test_a_signed_bundle_migrated_since_is_refused_until_signed_again(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    path, key = _signed_format2(tmp_path, warm)
+    pub = Path(f"{key}.pub")
+    before = _verify(warm, path, pub)  # read as it is: format 2, as signed
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert _serve(warm, path, pub).stdout.split() == ["2"]
+
+    assert warm("clean", path).returncode == 0  # a write open: migrated to format 3
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
+    assert conn.execute("SELECT count(*) FROM signatures").fetchone()[0] == 1  # not re-signed
+    conn.close()
+
+    after = _verify(warm, path, pub)
+    assert after.returncode != 0 and "Traceback" not in after.stderr
+    said = [ln for ln in (after.stdout + after.stderr).splitlines() if "no longer covers" in ln]
+    assert len(said) == 1, after.stdout + after.stderr
+    assert f"signed at format 2, it is format {FORMAT_VERSION} now" in said[0]
+    refused = _serve(warm, path, pub)
+    assert refused.returncode != 0 and "no longer covers" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) <= 2 or "Traceback" in refused.stderr
+
+    assert warm("sign", path, "--key", key).returncode == 0  # signed again: served again
+    assert _verify(warm, path, pub).returncode == 0
+    assert _serve(warm, path, pub).stdout.split() == ["2"]

@@ -1,0 +1,51 @@
+"""What removing kernels and tunes leaves unused, removed in the remover's transaction.
+
+`drop_unused` runs inside `Bundle.delete`'s write transaction: every blob no kernel
+refers to, every fingerprint no entry is left from (a toolchain no kernel was built
+by, a device no tune was measured on and no kernel was built for) and, when tunes
+went, every interned kernel key (`tune_kernels`) no tune's candidates name any more.
+The highest id always stays, named or not: a new key takes the id after it, so an id
+is never reused and a reader that kept an id's key never reads another kernel under
+it. Where a tune's candidates cannot be read (a corrupt entry), the ids it names are
+unknown and no key is removed. This module owns no state, opens no file, never prints.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from warmcli.bundle.candidates import kernel_ids
+
+_DELETE_UNUSED_FINGERPRINTS = """
+DELETE FROM fingerprints WHERE
+    (kind = 'toolchain' AND substr(identity, 11) NOT IN (SELECT toolchain FROM kernels))
+ OR (kind = 'device' AND substr(identity, 8) NOT IN (SELECT device FROM tunes)
+     AND NOT EXISTS (SELECT 1 FROM kernels
+         WHERE backend = json_extract(fingerprints.data, '$.backend')
+           AND arch = json_extract(fingerprints.data, '$.arch')))
+"""
+_NAMING = "SELECT candidates FROM tunes WHERE substr(candidates, 1, 1) IN (x'02', x'03')"
+
+
+def _unused_kernel_ids(conn: sqlite3.Connection) -> list[int]:
+    """The ids of `tune_kernels` that no tune names, but the highest (see the module doc)."""
+    named: set[int] = set()
+    for (candidates,) in conn.execute(_NAMING):  # format 3's documents (a blob's tag)
+        try:
+            named.update(kernel_ids(candidates)[0])
+        except ValueError:
+            return []
+    held = [int(i) for (i,) in conn.execute("SELECT id FROM tune_kernels ORDER BY id")]
+    return [i for i in held[:-1] if i not in named]
+
+
+def drop_unused(conn: sqlite3.Connection, tunes_removed: bool) -> int:
+    """Inside a write transaction on `conn`: remove what no entry uses any more (see the
+    module doc; interned kernel keys only when `tunes_removed`); returns blobs removed."""
+    blobs = conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)")
+    removed = blobs.rowcount
+    conn.execute(_DELETE_UNUSED_FINGERPRINTS)
+    if tunes_removed:
+        unused = _unused_kernel_ids(conn)
+        conn.executemany("DELETE FROM tune_kernels WHERE id = ?", [(i,) for i in unused])
+    return removed
