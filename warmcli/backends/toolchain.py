@@ -181,7 +181,7 @@ def _read_versions() -> dict[str, str]:
         st = os.fstat(fd)
         if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
             return {}
-        data = json.loads(os.read(fd, MAX_FILE_BYTES + 1))
+        data = json.loads(os.read(fd, st.st_size + 1))  # its size: no larger buffer made
     except (OSError, ValueError, RecursionError):
         return {}
     finally:
