@@ -108,10 +108,10 @@ class _Library(ctypes.CDLL):
         self._name = name
         self._handle = _dlopen(name, ctypes.DEFAULT_MODE)
 
-    def __getattr__(self, name: str) -> object:
-        if type(self)._FuncPtr is None:
-            type(self)._FuncPtr = ctypes.CDLL(None)._FuncPtr  # (un)named as CDLL's are
-        return super().__getattr__(name)
+    def __getitem__(self, name_or_ordinal: str | int) -> object:  # `lib.name` comes here too
+        if type(self)._FuncPtr is None:  # a function by name: the class a `CDLL` makes
+            type(self)._FuncPtr = ctypes.CDLL(None)._FuncPtr
+        return super().__getitem__(name_or_ordinal)
 
 
 _held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
