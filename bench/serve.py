@@ -95,7 +95,7 @@ def serve_per_kernel(size: Size) -> list[Row]:
     low, high = per_kernel[small], per_kernel[large]
     # One more kernel's cost, between the sizes; the rest of the smallest size's is what its
     # first launches pay once per process (the toolchain's identity, a statement prepared,
-    # a signature's converter generated, a blob loaded), whatever the kernels.
+    # a signature's fast tests made, a blob loaded), whatever the kernels.
     marginal = (high * large - low * small) / (large - small) if large > small else high
     detail = (
         f"per kernel served (first run less second run, over kernels; median of {PROCESSES} "

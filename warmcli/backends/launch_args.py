@@ -12,6 +12,7 @@ test, so a launch stays cheap. This module holds no state and never launches.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -125,6 +126,9 @@ def _step(kernel: Kernel, position: int, pointer: Step, device: str) -> Step:
     return _bool_step(kernel, position)
 
 
+_OFF = object()  # a fast test's answer for an argument off its fast path
+
+
 def converter(
     kernel: Kernel,
     device: str,
@@ -137,26 +141,92 @@ def converter(
     `pointer(value)` is the address a `P` argument passes, or None when `value` is no
     buffer of this device; `fast_buffer` = (type, attribute) lets a buffer of exactly
     that type pass its attribute without a call; `finish` maps a letter to a last
-    conversion of its checked value (how the backend passes it). The converter is
-    generated as one function with each argument's fast test inline (only letters,
-    which are validated, go into its text); anything off the fast path goes through
-    the full check of its letter (made on first use), which converts it or raises the
-    `LaunchError`. A process serving thousands of kernels makes thousands: each is one
-    function whose defaults hold what it uses (no closure cells, few objects to keep).
+    conversion of its checked value (how the backend passes it). Each argument goes
+    through its letter's fast test (one type test and a range test, shared by every
+    kernel: `_fasts`, made once per signature, nothing compiled); anything off the fast
+    path goes through the full check of its letter (made on first use), which converts
+    it or raises the `LaunchError`. A process serving thousands of kernels makes
+    thousands: each is one function whose defaults hold what it uses (no closure cells,
+    few objects to keep); one, two or three arguments are tested inline, more in a loop.
     """
-    count = len(kernel.params)
-    if finish:
-        finishes = tuple(map(finish.get, kernel.params))
-        finished = tuple(f is not None for f in finishes)
-    else:  # made per kernel served: nothing built that is the same for every kernel
-        finishes, finished = (None,) * count, (False,) * count
+    finishes = tuple(map(finish.get, kernel.params)) if finish else None
     fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
-    make = _factory(kernel.params, fast_attribute, finished)
-    steps: list[Step | None] = [None] * count  # made on first use
-    convert: Converter = make(
-        kernel, pointer, device, steps, count_error, _slow, fast_type, *finishes
-    )
+    fasts = _fasts(kernel.params, fast_type, fast_attribute, finishes)
+    steps: list[Step | None] = [None] * len(fasts)  # made on first use
+    rest = (kernel, pointer, device, steps, fasts, finishes)
+    if len(fasts) == 1:
+        (f0,) = fasts
+
+        def convert1(args: Sequence[Any], f0: Step = f0, rest: tuple[Any, ...] = rest) -> Any:
+            if len(args) == 1 and (a0 := f0(args[0])) is not _OFF:
+                return (a0,)
+            return _convert(args, *rest)
+
+        return convert1
+    if len(fasts) == 2:
+        f0, f1 = fasts
+
+        def convert2(
+            args: Sequence[Any], f0: Step = f0, f1: Step = f1, rest: tuple[Any, ...] = rest
+        ) -> Any:
+            if (
+                len(args) == 2
+                and (a0 := f0(args[0])) is not _OFF
+                and (a1 := f1(args[1])) is not _OFF
+            ):
+                return (a0, a1)
+            return _convert(args, *rest)
+
+        return convert2
+    if len(fasts) == 3:
+        f0, f1, f2 = fasts
+
+        def convert3(
+            args: Sequence[Any],
+            f0: Step = f0,
+            f1: Step = f1,
+            f2: Step = f2,
+            rest: tuple[Any, ...] = rest,
+        ) -> Any:
+            if (
+                len(args) == 3
+                and (a0 := f0(args[0])) is not _OFF
+                and (a1 := f1(args[1])) is not _OFF
+                and (a2 := f2(args[2])) is not _OFF
+            ):
+                return (a0, a1, a2)
+            return _convert(args, *rest)
+
+        return convert3
+
+    def convert(args: Sequence[Any], rest: tuple[Any, ...] = rest) -> Any:
+        return _convert(args, *rest)
+
     return convert
+
+
+def _convert(
+    args: Sequence[Any],
+    kernel: Kernel,
+    pointer: Step,
+    device: str,
+    steps: list[Step | None],
+    fasts: tuple[Step, ...],
+    finishes: tuple[Callable[[Any], Any] | None, ...] | None,
+) -> tuple[Any, ...]:
+    """Every argument by its fast test, else by the full check of its letter (and its finish)."""
+    if len(args) != len(fasts):
+        raise count_error(kernel, args)
+    out = []
+    for position, (fast, value) in enumerate(zip(fasts, args, strict=True)):
+        passed = fast(value)
+        if passed is _OFF:
+            passed = _slow(kernel, pointer, device, steps, position, value)
+            end = finishes[position] if finishes is not None else None
+            if end is not None:
+                passed = end(passed)
+        out.append(passed)
+    return tuple(out)
 
 
 def _slow(
@@ -171,47 +241,58 @@ def _slow(
 
 
 @functools.lru_cache(maxsize=256)
-def _factory(params: str, fast_attribute: str | None, finished: tuple[bool, ...]) -> Any:
-    """The maker of a signature's converter, generated and compiled once per signature: a
-    process that serves thousands of kernels with a few signatures compiles a few, and
-    per kernel only makes its converter (`make(kernel, pointer, device, steps, count_error,
-    slow, FastBuffer, *finishes)`: one function, what it uses bound as its defaults)."""
-    count = len(params)
-    names = [f"a{i}" for i in range(count)]
-    finish_names = [f"f{i}" for i in range(count)]
-    bound = ["kernel", "pointer", "device", "steps", "count_error", "slow", "FastBuffer"]
-    bound += finish_names
-    lines = [
-        f"def make({', '.join(bound)}):",
-        f"    def convert(args, {', '.join(f'{b}={b}' for b in bound)}):",
-        f"        if len(args) != {count}:",
-        "            raise count_error(kernel, args)",
-    ]
-    if count:
-        lines.append(f"        {', '.join(names)}, = args")
-    slow = "slow(kernel, pointer, device, steps, "  # the full check, off the fast path
-    for i, letter in enumerate(params):
-        a = names[i]
-        if letter == "P" and fast_attribute is not None:
-            fast = f"{a}.{fast_attribute} if type({a}) is FastBuffer else {slow}{i}, {a})"
-            lines.append(f"        {a} = {fast}")
-        elif letter in INT_RANGES:
-            lo, hi = INT_RANGES[letter]
-            test = f"type({a}) is not int or not {lo} <= {a} <= {hi}"
-            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
-        elif letter in FLOAT_LIMITS:
-            limit = FLOAT_LIMITS[letter]
-            test = f"type({a}) is not float or not {-limit!r} <= {a} <= {limit!r}"
-            lines.append(f"        if {test}: {a} = {slow}{i}, {a})")
-        else:  # a pointer with no fast buffer type, a bool
-            lines.append(f"        {a} = {slow}{i}, {a})")
-        if finished[i]:
-            lines.append(f"        {a} = f{i}({a})")
-    lines += [f"        return ({''.join(n + ', ' for n in names)})", "    return convert"]
-    scope: dict[str, Any] = {}
-    # generated from validated letters and an attribute name only
-    exec(compile("\n".join(lines), "<warm launch arguments>", "exec"), scope)
-    return scope["make"]
+def _fasts(
+    params: str,
+    fast_type: type | None,
+    fast_attribute: str | None,
+    finishes: tuple[Callable[[Any], Any] | None, ...] | None,
+) -> tuple[Step, ...]:
+    """A signature's fast tests, one per argument (made once per signature): each its
+    value as passed (finished), or `_OFF` for the full check."""
+    ends = finishes if finishes is not None else (None,) * len(params)
+    return tuple(_fast(p, fast_type, fast_attribute, e) for p, e in zip(params, ends, strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _fast(
+    letter: str,
+    fast_type: type | None,
+    fast_attribute: str | None,
+    end: Callable[[Any], Any] | None,
+) -> Step:
+    """One letter's fast test, shared by every kernel that has the letter."""
+    fast: Step
+    if letter == "P" and fast_type is not None and fast_attribute is not None:
+        get = operator.attrgetter(fast_attribute)
+
+        def fast(value: Any, kind: type = fast_type, get: Step = get) -> Any:
+            return get(value) if type(value) is kind else _OFF
+
+    elif letter in INT_RANGES:
+        low, high = INT_RANGES[letter]
+
+        def fast(value: Any, low: int = low, high: int = high) -> Any:
+            return value if type(value) is int and low <= value <= high else _OFF
+
+    elif letter in FLOAT_LIMITS:
+        limit = FLOAT_LIMITS[letter]
+
+        def fast(value: Any, low: float = -limit, high: float = limit) -> Any:
+            return value if type(value) is float and low <= value <= high else _OFF
+
+    else:  # a pointer with no fast buffer type, a bool: the full check
+
+        def fast(value: Any) -> Any:
+            return _OFF
+
+    if end is None:
+        return fast
+
+    def finished(value: Any, fast: Step = fast, end: Callable[[Any], Any] = end) -> Any:
+        passed = fast(value)
+        return passed if passed is _OFF else end(passed)
+
+    return finished
 
 
 def any_buffer_of(device: str) -> Step:

@@ -7,8 +7,9 @@ compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
 the version line is remembered in `toolchains.json` (in warm's home; believed only
 when this user alone may write it, as the host library cache) by the binary's
-path, size, inode, mtime and ctime, so a hot start keys its kernels
-without starting a compiler: finding the compiler costs a `stat` per PATH entry.
+path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot
+start keys its kernels without starting a compiler nor walking links again: finding
+the compiler costs a `stat` per PATH entry, its identity one read of that file.
 `remembered` does the same for a compiler that is a library (NVRTC): its
 version is read once per library file. Nothing here compiles.
 """
@@ -73,12 +74,12 @@ def remembered(
     the file's stamp, else `read_version(name, where)` (which raises ToolchainError)."""
     stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
-    if known is not None:
+    if known is not None:  # remembered as the binary named it: no link walked again
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
-    version = read_version(name, where)
+    version = _as_binary(read_version(name, where), where)
     if stamp:
         _remember(stamp, version)
-    return Toolchain(name=name, path=where, version=_as_binary(version, where))
+    return Toolchain(name=name, path=where, version=version)
 
 
 def _version_line(name: str, where: str) -> str:
@@ -115,8 +116,13 @@ def _as_binary(version: str, where: str) -> str:
     """
     invoked = os.path.basename(where)
     first, sep, rest = version.partition(" ")
-    if first != invoked:
+    if first != invoked:  # named otherwise already (as remembered: resolved when it was)
         return version
+    try:  # a file that is no link resolves to its own name, whatever links its folders are
+        if not stat.S_ISLNK(os.lstat(where).st_mode):
+            return version
+    except OSError:
+        pass
     resolved = os.path.basename(os.path.realpath(where))
     return f"{resolved}{sep}{rest}"
 
@@ -171,14 +177,15 @@ def _read_versions() -> dict[str, str]:
         fd = os.open(versions_file(), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return {}
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
-                return {}
-            data = json.loads(fh.read())
+    try:  # one read of the file as it is (no buffered reader: it is read whole)
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
+            return {}
+        data = json.loads(os.read(fd, st.st_size + 1))  # its size: no larger buffer made
     except (OSError, ValueError, RecursionError):
         return {}
+    finally:
+        os.close(fd)
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}

@@ -46,7 +46,8 @@ _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "tool
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _PREFETCH_SELECT = (
     f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"rowid FROM kernels WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS}"
+    f"rowid FROM kernels WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS} "
+    "AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"  # from a rowid, or skipping
 )
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.

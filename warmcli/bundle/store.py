@@ -187,17 +187,21 @@ class Bundle(BundleAdmin):
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
-        select = f"{_PREFETCH_SELECT} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+        params = (backend, arch, first, count, skip)
         rows: dict[str, tuple[Any, ...]] = {}
-        with self._lock:  # held once a chunk; its rows' texts, counted: their memory
-            for read, row in enumerate(self._iter(select, (backend, arch, first, count, skip)), 1):
-                self._prefetched += _chars(row)
-                if self._prefetched > PREFETCH_CHARS:
-                    return rows
-                if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
-                    self._resume[(backend, arch, start + count)] = row[-1] + 1
-                if type(row[0]) is str:
-                    rows[row[0]] = row[:-1]
+        with self._reading():  # held once a chunk, its rows stepped; their texts counted
+            cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
+            try:
+                for read, row in enumerate(cursor, 1):
+                    self._prefetched += _chars(row)
+                    if self._prefetched > PREFETCH_CHARS:
+                        return rows
+                    if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
+                        self._resume[(backend, arch, start + count)] = row[-1] + 1
+                    if type(row[0]) is str:
+                        rows[row[0]] = row[:-1]
+            finally:
+                cursor.close()
         return rows
 
     def kernels(

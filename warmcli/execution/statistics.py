@@ -250,8 +250,9 @@ class Registrations:
     def __init__(self, device: str, view: str) -> None:
         self.device, self.view = device, view
         self._lock = threading.Lock()
-        self._open: dict[str, list[Registration]] = {}
-        self._settled: dict[str, list[Registration]] = {}
+        # By key: its one registration (most keys register once), or a list of them.
+        self._open: dict[str, Registration | list[Registration]] = {}
+        self._settled: dict[str, Registration | list[Registration]] = {}
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
@@ -259,7 +260,8 @@ class Registrations:
         if registration is None:
             return False
         with self._lock:
-            self._open.setdefault(key, []).append(registration)
+            held = self._open.get(key)
+            self._open[key] = registration if held is None else [*_each(held), registration]
         return True
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
@@ -270,18 +272,18 @@ class Registrations:
                 if done is None:
                     continue
                 settled = self._settled.get(key)
-                if settled is None:
-                    self._settled[key] = done
-                else:
-                    settled.extend(done)
-            for registration in done:
-                registration.settle(outcome)
+                self._settled[key] = done if settled is None else [*_each(settled), *_each(done)]
+            if type(done) is Registration:
+                done.settle(outcome)
+            else:
+                for registration in _each(done):
+                    registration.settle(outcome)
 
     def record(self, keys: str | Iterable[str], later: str) -> None:
         """Count `later` once on every registration of `keys`, settled or open."""
         for key in [keys] if isinstance(keys, str) else keys:
             with self._lock:
-                held = [*self._settled.get(key, ()), *self._open.get(key, ())]
+                held = [*_each(self._settled.get(key)), *_each(self._open.get(key))]
             for registration in held:
                 registration.record(later)
 
@@ -290,6 +292,13 @@ class Registrations:
         with self._lock:
             keys = list(self._open)
         self.settle(keys, "abandoned")
+
+
+def _each(held: Registration | list[Registration] | None) -> Sequence[Registration]:
+    """A key's registrations as `Registrations` holds them: none, one, or a list."""
+    if held is None:
+        return ()
+    return (held,) if type(held) is Registration else held  # type: ignore[return-value]
 
 
 def _fields(cls: type[Record], counter: Counter[str]) -> dict[str, object]:

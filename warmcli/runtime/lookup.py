@@ -12,11 +12,12 @@ differing part for another device's or toolchain's build) and rebuilt. When serv
 PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). A plain miss is explained (`warmcli.runtime.explain`) only when the miss
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
-the order they were stored, in chunks that grow with the kernels asked for (a workload
-serves in a few queries what it launches in the order it was warmed). It owns the keys
-it gave (and by which toolchain), the keys found served, the records read while keying,
-the rows prefetched, and what it asks once (the compiler's identity per language, the
-serving target per toolchain); it never compiles, never writes the bundle and never prints.
+the order they were stored, in chunks that grow with the kernels asked for (by half of
+them: a workload serves in a few queries what it launches in the order it was warmed).
+It owns the keys it gave (and by which toolchain), the keys found served, the records
+read while keying, the rows prefetched, and what it asks once (the compiler's identity
+per language, the serving target per toolchain); it never compiles, never writes the
+bundle and never prints.
 Loading is the cache's: it is handed the cache's `load`.
 """
 
@@ -199,18 +200,20 @@ class BundleLookup:
     def _kernel(self, key: str) -> KernelRecord | None:
         """The bundle's record under `key`, its row prefetched if it can be: this device's
         kernel rows, in the order they were stored, a chunk at a time when a workload asks
-        for a kernel not fetched yet: each chunk as long as the lookups so far (at least
-        `PREFETCH_AFTER`), and fetched only while the rows read are fewer than twice the
-        lookups. What is read grows with what the workload asks for, never with what the
-        bundle holds (a workload launching in another order than it was warmed reads the
-        rest by key). The row under `key`, if prefetched, is used once (and dropped)."""
+        for a kernel not fetched yet: each chunk half as long as the lookups so far (at
+        least `PREFETCH_AFTER`; rows fetched and never asked for stay under a third of
+        those fetched, in a few more chunks than chunks as long as the lookups would take),
+        and fetched only while the rows read are fewer than twice the lookups. What is read
+        grows with what the workload asks for, never with what the bundle holds (a
+        workload launching in another order than it was warmed reads the rest by key).
+        The row under `key`, if prefetched, is used once (and dropped)."""
         bundle = self.bundle
         assert bundle is not None
         with self._lock:
             self._lookups += 1
             rows = self._rows
             if key not in rows and self._more and self._fetched < 2 * self._lookups:
-                count = max(PREFETCH_AFTER, self._lookups)
+                count = max(PREFETCH_AFTER, self._lookups // 2)  # a third, at most, unused
                 device = self.device
                 got = bundle.kernel_rows(device.backend, device.arch, self._fetched, count)
                 self._fetched += count

@@ -8,7 +8,7 @@ loads the file already there: no write, no temporary directory. This is what
 Triton's and CuPy's kernel caches do. Native code is loaded from it, so the
 directory and each file must belong to this user with nobody else allowed to
 write them, and a file is loaded only from a descriptor opened without following
-links, after its bytes were hashed to the binary's sha256: a file that is not so
+links, after its bytes were compared with the binary (hashed to its name): a file not so
 (a link, a hard link, another size, other bytes) is written again, and one the
 loader refuses is written again once. The directory
 keeps at most `MAX_LIBRARIES` files: past that, the least recently used are
@@ -32,6 +32,7 @@ import time
 
 from warmcli.home import TMP_SUFFIX, private, warm_home, write_private
 
+_dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
 MAX_LIBRARIES = 512
 PRUNE_TO = 384  # files kept after a prune, so a prune does not run at every write
@@ -52,7 +53,7 @@ class LibraryCache:
         if shared is not None:
             path = os.path.join(shared, sha + ".so")
             with contextlib.suppress(OSError):  # damaged since: written again below
-                found = _load_verified(path, sha, len(binary))
+                found = _load_verified(path, binary)
                 if found is not None:
                     return found
             try:
@@ -62,7 +63,7 @@ class LibraryCache:
             else:
                 _prune(shared)
                 try:
-                    found = _load_verified(path, sha, len(binary))
+                    found = _load_verified(path, binary)
                 except OSError:
                     found = None
                 if found is not None:
@@ -72,7 +73,7 @@ class LibraryCache:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 self._shared = None
-        return ctypes.CDLL(self._write_private(sha + ".so", binary))
+        return _Library(self._write_private(sha + ".so", binary))
 
     def close(self) -> None:
         """Remove the private directory, if one was needed."""
@@ -98,16 +99,32 @@ class LibraryCache:
         return path
 
 
+class _Library(ctypes.CDLL):
+    """A loaded library whose functions are made by their signature's prototype (never
+    looked up by name here): loaded as `ctypes.CDLL` loads it, without the function
+    class of its own each `CDLL` makes (one shared, made on first use)."""
+
+    def __init__(self, name: str) -> None:  # `CDLL`'s, less the class it builds per library
+        self._name = name
+        self._handle = _dlopen(name, ctypes.DEFAULT_MODE)
+
+    def __getitem__(self, name_or_ordinal: str | int) -> object:  # `lib.name` comes here too
+        if type(self)._FuncPtr is None:  # a function by name: the class a `CDLL` makes
+            type(self)._FuncPtr = ctypes.CDLL(None)._FuncPtr
+        return super().__getitem__(name_or_ordinal)
+
+
 _held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
 _held_lock = threading.Lock()
 
 
-def _load_verified(path: str, sha: str, size: int) -> ctypes.CDLL | None:
-    """The library at `path`, loaded from the very file whose bytes were hashed to `sha`;
-    None (it is written again) when the file is missing, a link, not a regular file of
-    this user's alone, of another size or of other bytes. `OSError` if the loader refuses.
+def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
+    """The library at `path`, loaded from the very file whose bytes are `binary`'s; None
+    (it is written again) when the file is missing, a link, not a regular file of this
+    user's alone, of another size or of other bytes. `OSError` if the loader refuses.
 
-    The file is opened without following links and loaded from the open descriptor
+    The file is opened without following links, read back and compared with `binary`
+    (what was hashed to its name), and loaded from the open descriptor
     (`/proc/self/fd/N`, kept open: the loader knows a library by that name, so the
     number must never name another file), so what runs is what was hashed.
     """
@@ -118,33 +135,25 @@ def _load_verified(path: str, sha: str, size: int) -> ctypes.CDLL | None:
     keep = False
     try:
         st = os.fstat(fd)
+        size = len(binary)
         whole = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == size
-        if not (whole and private(st) and _digest(fd) == sha):
-            return None
+        if not (whole and private(st) and os.pread(fd, size + 1, 0) == binary):
+            return None  # (one read: of its size, and a byte past it if it grew)
         if time.time() - st.st_mtime > TOUCH_AFTER_S:
             with contextlib.suppress(OSError):
                 os.utime(fd)  # the LRU order the prune goes by
         by_descriptor = f"/proc/self/fd/{fd}"
         if not os.path.exists(by_descriptor):
-            return ctypes.CDLL(path)  # no /proc: the file just checked, in a private directory
+            return _Library(path)  # no /proc: the file just checked, in a private directory
         with _held_lock:
             held = _held.get((st.st_dev, st.st_ino))
             if held is None:  # else: this very file, loaded already (its descriptor is held)
-                held = _held[st.st_dev, st.st_ino] = ctypes.CDLL(by_descriptor)
+                held = _held[st.st_dev, st.st_ino] = _Library(by_descriptor)
                 keep = True
         return held
     finally:
         if not keep:
             os.close(fd)
-
-
-def _digest(fd: int) -> str:
-    digest = hashlib.sha256()
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
 
 
 def _prune(directory: str) -> None:
