@@ -40,7 +40,7 @@ from warmcli.bundle.rows import (
     _usage_row,
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
-from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, _tune_record, key_param
+from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param, parsed_tunes
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
@@ -249,7 +249,7 @@ class BundleAdmin(SignedRows):
         rows = self._iter(
             f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid", (low, high)
         )
-        return self._each("tune", lambda row: _tune_record(row, self._kernel_key), rows, on_error)
+        return parsed_tunes(self, rows, on_error)
 
     def rowid_span(self, table: str) -> tuple[int, int]:
         """The least and greatest rowid of `table` ((1, 0) when it is empty)."""

@@ -58,6 +58,7 @@ from warmcli.bundle.tune_row import (
     _tune_record,
     interner,
     key_param,
+    parsed_tunes,
     signed_values,
     tune_values,
 )
@@ -283,7 +284,7 @@ class Bundle(BundleAdmin):
         rows = self._rows(
             TUNE_SELECT, order or "operation, shape_key", "operation", operation, limit
         )
-        return self._each("tune", lambda row: _tune_record(row, self._kernel_key), rows, on_error)
+        return parsed_tunes(self, rows, on_error)
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -5,21 +5,27 @@ order, same separators, the same text for every string and number: strings throu
 JSON's own C escaper, numbers through `float.__repr__` as JSON's encoder does), built
 as one string: a stats of 100,000 tunes writes 100,000 of these, and the dict per tune
 and per candidate, with every key escaped again each time, were most of its encoding
-cost. A tune with a time that is not finite, or a field that is not what a
-`TuneRecord` holds, is encoded from `tune_json` (JSON's own rules for it). Pure
-presentation: it owns no state, reads nothing and never prints.
+cost; `tune_lines` is the lines of several tunes as one text. A tune with a time that
+is not finite, or a field that is not what a `TuneRecord` holds, is encoded from
+`tune_json` (JSON's own rules for it). Pure presentation: its only state is a bounded
+memo of short strings it quoted (`_QUOTED`: a candidate's name, kernel, status and
+reason recur in every tune); it reads nothing and never prints.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii as _string
 
 from warmcli.records import CandidateMeasurement, TuneRecord
 
 _encode = json.JSONEncoder(default=str).encode  # `json.dumps`'s defaults: the reference
 _float = float.__repr__  # what JSON's encoder writes of a finite float (a TypeError if none)
+LINES_APART = ",\n    "  # between two items of a list `warmcli.cli.common.stream_json` writes
+_QUOTED: dict[str, str] = {}  # a candidate's name, kernel, status, reason: as JSON strings
+_KEPT_QUOTED, _KEPT_CHARS = 4096, 128  # how many, how long (a few recur in every tune)
 
 
 class JsonText(str):
@@ -28,17 +34,44 @@ class JsonText(str):
     __slots__ = ()
 
 
+def _quoted(text: str) -> str:
+    """`text` as a JSON string; kept (`_QUOTED`) for the next candidate that names it."""
+    quoted = _string(text)
+    if len(_QUOTED) < _KEPT_QUOTED and len(text) <= _KEPT_CHARS:
+        _QUOTED[text] = quoted
+    return quoted
+
+
 def _candidate(c: CandidateMeasurement, best: float | None) -> str:
     seconds = c.seconds
-    ratio = (seconds / best) if (best and seconds is not None) else None
-    if not math.isfinite(sum(c.samples, (seconds or 0.0) + (ratio or 0.0))):
+    if seconds is None:
+        median = ratio_text = "null"
+        ratio = None
+    else:
+        median = _float(seconds)
+        if best and seconds == best:  # x / x of a finite x: 1.0 (else not finite, below)
+            ratio, ratio_text = 1.0, "1.0"
+        elif best:
+            ratio = seconds / best
+            ratio_text = _float(ratio)
+        else:
+            ratio, ratio_text = None, "null"
+    samples = c.samples
+    if not math.isfinite(sum(samples, (seconds or 0.0) + (ratio or 0.0))):
         raise ValueError("a time that is not finite")  # JSON's own encoder says how
+    if seconds:  # a float not 0 (else `_float` refused it): the samples equal to it
+        texts = ", ".join(
+            [median if x == seconds and type(x) is float else _float(x) for x in samples]
+        )
+    else:
+        texts = ", ".join(map(_float, samples))
+    q = _QUOTED.get
     return (
-        f'{{"name": {_string(c.name)}, "kernel": {_string(c.kernel_key)}, '
-        f'"seconds": {"null" if seconds is None else _float(seconds)}, '
-        f'"status": {_string(c.status)}, "reason": {_string(c.reason)}, '
-        f'"samples": [{", ".join(map(_float, c.samples))}], '
-        f'"ratio": {"null" if ratio is None else _float(ratio)}}}'
+        f'{{"name": {q(c.name) or _quoted(c.name)}, '
+        f'"kernel": {q(c.kernel_key) or _quoted(c.kernel_key)}, '
+        f'"seconds": {median}, "status": {q(c.status) or _quoted(c.status)}, '
+        f'"reason": {q(c.reason) or _quoted(c.reason)}, '
+        f'"samples": [{texts}], "ratio": {ratio_text}}}'
     )
 
 
@@ -63,3 +96,10 @@ def tune_line(t: TuneRecord) -> JsonText:
         from warmcli.cli.render.stats import tune_json  # rare: imported here, off the CLI start
 
         return JsonText(_encode(tune_json(t)))
+
+
+def tune_lines(tunes: Iterable[TuneRecord]) -> JsonText:
+    """The `tune_line` of each of `tunes` as one text: items of a list `stream_json`
+    writes, one a line (`LINES_APART` between them, as it writes them), so a worker
+    listing a large bundle hands over one text a range (`warmcli.bundle.listing`)."""
+    return JsonText(LINES_APART.join(map(tune_line, tunes)))
