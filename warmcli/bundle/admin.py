@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors, write_lock
 from warmcli.bundle.kernel_row import _kernel_record
+from warmcli.bundle.oversize import named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -107,7 +108,7 @@ class BundleAdmin(SignedRows):
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
-        return self._each("kernel", _kernel_record, rows, lambda *_: None)
+        return self._each("kernel", _kernel_record, named(self, "kernel", rows), lambda *_: None)
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
@@ -119,7 +120,7 @@ class BundleAdmin(SignedRows):
             return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
 
         rows = self._rows(select, order or "device, arch, label", "entry", None)
-        return self._each("kernel", parse, rows, on_error)
+        return self._each("kernel", parse, named(self, "kernel", rows), on_error)
 
     def foreign(
         self, backend: str, arch: str, toolchains: Iterable[str], device: str
@@ -216,7 +217,10 @@ class BundleAdmin(SignedRows):
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
-        rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
+        try:
+            rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
+        except BundleError as exc:  # an index holding a value too long: name its entry
+            raise refused(self, exc) from None
         return [] if rows == ["ok"] else rows
 
     def integrity(self) -> Iterator[tuple[str, str | None]]:
