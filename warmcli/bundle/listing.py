@@ -10,16 +10,17 @@ and an operation of more tunes than that at every `RANGE_TUNES`-th of its shapes
 (`warmcli.bundle.workers`) each open the bundle read-only, read one range through the
 bundle's own reader (`parsed_tunes`, as `each_tune`) and return `convert` of its tunes
 (one item a range, as a worker makes it: a range's text, so the caller does no work a
-tune); the caller gets them in order, at most two ranges a worker ahead of what it has
-consumed, so memory stays that of a few ranges. The caller's read transaction
-(`snapshot`) is held the whole time, so no writer commits meanwhile and every process
-reads the same state; a range whose worker fails or finds the path naming another file
-is read by the caller, `convert` of each tune on its own (so a corrupt row raises the
-`BundleError` naming it where it stands in the order, after the rows before it, as
-`each_tune` does). Tunes of equal operation and shape come in SQLite's order, as in
-`each_tune`. It returns None (read it in one process) for a bundle of fewer than
-`PARALLEL_TUNES` tunes, or where processes cannot be used. It owns no state beyond the
-processes of one listing, never writes and never prints.
+tune); the first ranges start as `converted_tunes` returns (they are read while the
+caller writes what comes before the tunes), and the caller gets them in order, at most
+two ranges a worker ahead of what it has consumed, so memory stays that of a few ranges.
+The caller's read transaction (`snapshot`) is held the whole time, so no writer commits
+meanwhile and every process reads the same state; a range whose worker fails or finds
+the path naming another file is read by the caller, `convert` of each tune on its own
+(so a corrupt row raises the `BundleError` naming it where it stands in the order,
+after the rows before it, as `each_tune` does). Tunes of equal operation and shape
+come in SQLite's order, as in `each_tune`. It returns None (read it in one process) for
+a bundle of fewer than `PARALLEL_TUNES` tunes, or where processes cannot be used. It
+owns no state beyond the processes of one listing, never writes and never prints.
 """
 
 from __future__ import annotations
@@ -125,21 +126,29 @@ def converted_tunes(bundle: Any, convert: Convert) -> Iterator[Any] | None:
     nulls = bundle._one("SELECT 1 FROM tunes WHERE operation IS NULL OR shape_key IS NULL")
     if nulls is not None:  # no range would hold such a row: read it in one process
         return None
-    return _listed(bundle, convert, workers)
+    listed = _listed(bundle, convert, workers)
+    next(listed)  # the first ranges are read now, while the caller writes what comes first
+    return listed
 
 
 def _listed(bundle: Any, convert: Convert, workers: int) -> Iterator[Any]:
+    """None once the first ranges are started, then each range's `convert`, in order."""
     with bundle.snapshot():  # the shared lock: no writer commits until the last range
         ends = _bounds(bundle)
         ranges = iter(itertools.pairwise([None, *ends]))
         source = Reopen.of(bundle)
         started = pool(workers)
         pending: deque[tuple[Bound, Bound, Any]] = deque()
+        first = True
         try:
             while True:
                 for low, high in itertools.islice(ranges, 2 * workers - len(pending)):
                     args = (source, low, high, convert)
                     pending.append((low, high, started.apply_async(_convert_range, args)))
+                if first:  # the first ranges are being read: the caller goes on meanwhile
+                    first = False
+                    yield None
+                    continue
                 if not pending:
                     return
                 low, high, result = pending.popleft()
