@@ -19,7 +19,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 MAX_WORKERS = 16
@@ -38,13 +37,16 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-@dataclass(frozen=True)
 class Reopen:
-    """What a worker needs to open the file an open bundle reads (see the module doc)."""
+    """What a worker needs to open the file an open bundle reads (see the module doc).
+    A plain class (no dataclass): a serving process imports this module, not `dataclasses`."""
 
-    opener: Any  # the bundle's class: its `open(path)` opens read-only
-    path: str
-    ident: tuple[int, int]
+    __slots__ = ("ident", "opener", "path")
+
+    def __init__(self, opener: Any, path: str, ident: tuple[int, int]) -> None:
+        self.opener = opener  # the bundle's class: its `open(path)` opens read-only
+        self.path = path
+        self.ident = ident
 
     @classmethod
     def of(cls, bundle: Any) -> Reopen:
