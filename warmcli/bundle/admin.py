@@ -270,29 +270,32 @@ class BundleAdmin(SignedRows):
         distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
         whole: of `operation` only, by shape, if given; else as many of each operation as fit,
         by shape (a malformed one is left out)."""
-        kernel_rows = self._all(
-            "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
-            "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
-            "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
-            "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
-            "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
-        )
-        tune_rows = self._all(
-            f"SELECT operation, device, count(*), sum({PENDING}) FROM tunes "
-            "GROUP BY operation, device ORDER BY operation, device"
-        )
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
             return a, b, int(row[2] or 0), int(row[3] or 0)
 
-        return (
-            [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
-            [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-            list(self.each_tune(operation, limit=sample))
-            if operation is not None
-            else self._sample_tunes(sample),
-        )
+        try:  # a value too long to read: the entry holding it is named (`refused`)
+            kernel_rows = self._all(
+                "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
+                "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
+                "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
+                "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
+                "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
+            )
+            tune_rows = self._all(
+                f"SELECT operation, device, count(*), sum({PENDING}) FROM tunes "
+                "GROUP BY operation, device ORDER BY operation, device"
+            )
+            return (
+                [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
+                [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
+                list(self.each_tune(operation, limit=sample))
+                if operation is not None
+                else self._sample_tunes(sample),
+            )
+        except BundleError as exc:
+            raise refused(self, exc) from None
 
     def _sample_tunes(self, sample: int) -> list[TuneRecord]:
         """`sample` tunes, a few of each operation: each one's first by shape, then second..."""

@@ -31,9 +31,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from warmcli.bundle.checking import PARALLEL_TUNES
+from warmcli.bundle.oversize import refused
 from warmcli.bundle.rows import RowReader
 from warmcli.bundle.tune_row import TUNE_SELECT, parsed_tunes
 from warmcli.bundle.workers import Reopen, pool, worker_count
+from warmcli.errors import BundleError
 from warmcli.records import TuneRecord
 
 MAX_WORKERS = 4  # each holds a range's text: a few processes are most of the gain
@@ -123,11 +125,14 @@ def converted_tunes(bundle: Any, convert: Convert) -> Iterator[Any] | None:
     count = bundle.count("tunes")
     if workers < 2 or count < PARALLEL_TUNES:
         return None
-    nulls = bundle._one("SELECT 1 FROM tunes WHERE operation IS NULL OR shape_key IS NULL")
-    if nulls is not None:  # no range would hold such a row: read it in one process
-        return None
-    listed = _listed(bundle, convert, workers)
-    next(listed)  # the first ranges are read now, while the caller writes what comes first
+    try:  # an operation too long to read: named (`refused`), as a listing names it
+        nulls = bundle._one("SELECT 1 FROM tunes WHERE operation IS NULL OR shape_key IS NULL")
+        if nulls is not None:  # no range would hold such a row: read it in one process
+            return None
+        listed = _listed(bundle, convert, workers)
+        next(listed)  # the first ranges are read now, while the caller writes what comes first
+    except BundleError as exc:
+        raise refused(bundle, exc, ("tune",)) from None
     return listed
 
 
