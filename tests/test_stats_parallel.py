@@ -15,7 +15,7 @@ import pytest
 from tests.big_bundle import build_big
 from warmcli.bundle import listing
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render.tune_line import tune_line
+from warmcli.cli.render.tune_line import LINES_APART, tune_line, tune_lines
 from warmcli.errors import BundleError
 from warmcli.records import tune_key
 
@@ -39,7 +39,7 @@ def big(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     conn.close()
     monkeypatch.setattr(listing, "PARALLEL_TUNES", 1)
     monkeypatch.setattr(listing, "RANGE_TUNES", 7)
-    monkeypatch.setattr(listing, "_workers", lambda: 3)
+    monkeypatch.setattr(listing, "worker_count", lambda: 3)
     return path
 
 
@@ -50,12 +50,17 @@ def _one_process(path: Path) -> Iterator[str]:
 
 def _several(path: Path) -> Iterator[Any]:
     with Bundle.open(path) as bundle:
-        lines = listing.converted_tunes(bundle, tune_line)
-        assert lines is not None
-        yield from lines
+        texts = listing.converted_tunes(bundle, tune_lines)  # a range's lines as one text
+        assert texts is not None
+        for text in texts:
+            yield from text.split(LINES_APART)
 
 
-def test_several_processes_list_as_one(big: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("range_tunes", [7, 10, 30])  # operations split, both, grouped
+def test_several_processes_list_as_one(
+    big: Path, monkeypatch: pytest.MonkeyPatch, range_tunes: int
+) -> None:
+    monkeypatch.setattr(listing, "RANGE_TUNES", range_tunes)
     here, read = os.getpid(), listing._between
 
     def elsewhere(*args: Any) -> Any:
@@ -95,4 +100,4 @@ def test_a_range_no_worker_read_is_read_here(big: Path, monkeypatch: pytest.Monk
 def test_a_small_bundle_is_read_in_one_process(big: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listing, "PARALLEL_TUNES", 10_000)
     with Bundle.open(big) as bundle:
-        assert listing.converted_tunes(bundle, tune_line) is None
+        assert listing.converted_tunes(bundle, tune_lines) is None

@@ -49,6 +49,12 @@ CASES = [
     _tune((PICK,), measured_at=3),  # an int where a time is: JSON's rules, not ours
     _tune((CandidateMeasurement("n", "ff" * 32, "ok", math.nan, (math.nan,)),), pick="n"),
     _tune((PICK, PICK)),  # two candidates of one name: the first is the pick
+    # Texts kept for the next tune: samples equal to the median (an int one is JSON's own,
+    # a zero keeps its sign), a candidate's name and kernel the same as a status and reason.
+    _tune((CandidateMeasurement("i", "de" * 32, "ok", 1.0, (1, 1.0, 1.0)),), pick="i"),
+    _tune((CandidateMeasurement("m", "ef" * 32, "ok", 2e-5, (-0.0, 0.0, 2e-5, 2e-5)),)),
+    _tune((CandidateMeasurement("ok", "", "ok", 2e-5, (2e-5,), ""), PICK)),
+    _tune((CandidateMeasurement("ok", "", "ok", 2e-5, (2e-5,), ""), PICK)),
 ]
 
 

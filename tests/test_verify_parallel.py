@@ -30,7 +30,7 @@ def corrupt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _report(path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> IntegrityReport:
     monkeypatch.setattr(checking, "PARALLEL_TUNES", 1 if workers > 1 else 10**9)
-    monkeypatch.setattr(checking, "_workers", lambda: workers)
+    monkeypatch.setattr(checking, "worker_count", lambda: workers)
     return check_bundle(path)
 
 

@@ -27,6 +27,7 @@ from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
+from warmcli.bundle.oversize import named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -41,7 +42,7 @@ from warmcli.bundle.rows import (
     _usage_row,
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
-from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, _tune_record, key_param
+from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param, parsed_tunes
 from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
@@ -105,7 +106,7 @@ class BundleAdmin(SignedRows):
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
-        return self._each("kernel", _kernel_record, rows, lambda *_: None)
+        return self._each("kernel", _kernel_record, named(self, "kernel", rows), lambda *_: None)
 
     def blob_problems(self) -> Iterator[str]:
         """Kernels whose blob the bundle does not hold, and blobs whose size (one a kernel
@@ -125,7 +126,7 @@ class BundleAdmin(SignedRows):
             return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
 
         rows = self._rows(select, order or "device, arch, label", "entry", None)
-        return self._each("kernel", parse, rows, on_error)
+        return self._each("kernel", parse, named(self, "kernel", rows), on_error)
 
     def foreign(
         self, backend: str, arch: str, toolchains: Iterable[str], device: str
@@ -217,7 +218,10 @@ class BundleAdmin(SignedRows):
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
-        rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
+        try:
+            rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
+        except BundleError as exc:  # an index holding a value too long: name its entry
+            raise refused(self, exc) from None
         return [] if rows == ["ok"] else rows
 
     def integrity(self) -> Iterator[tuple[str, str | None]]:
@@ -249,7 +253,7 @@ class BundleAdmin(SignedRows):
         rows = self._iter(
             f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid", (low, high)
         )
-        return self._each("tune", lambda row: _tune_record(row, self._kernel_key), rows, on_error)
+        return parsed_tunes(self, rows, on_error)
 
     def rowid_span(self, table: str) -> tuple[int, int]:
         """The least and greatest rowid of `table` ((1, 0) when it is empty)."""
@@ -266,29 +270,32 @@ class BundleAdmin(SignedRows):
         distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
         whole: of `operation` only, by shape, if given; else as many of each operation as fit,
         by shape (a malformed one is left out)."""
-        kernel_rows = self._all(
-            "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
-            "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
-            "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
-            "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
-            "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
-        )
-        tune_rows = self._all(
-            f"SELECT operation, device, count(*), sum({PENDING}) FROM tunes "
-            "GROUP BY operation, device ORDER BY operation, device"
-        )
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])
             return a, b, int(row[2] or 0), int(row[3] or 0)
 
-        return (
-            [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
-            [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-            list(self.each_tune(operation, limit=sample))
-            if operation is not None
-            else self._sample_tunes(sample),
-        )
+        try:  # a value too long to read: the entry holding it is named (`refused`)
+            kernel_rows = self._all(
+                "SELECT k.device, k.arch, k.n, coalesce(b.bytes, 0) FROM "
+                "(SELECT device, arch, count(*) AS n FROM kernels GROUP BY device, arch) AS k "
+                "LEFT JOIN (SELECT device, arch, sum(size) AS bytes FROM "
+                "(SELECT DISTINCT device, arch, sha256 FROM kernels) JOIN blobs USING (sha256) "
+                "GROUP BY device, arch) AS b USING (device, arch) ORDER BY k.device, k.arch"
+            )
+            tune_rows = self._all(
+                f"SELECT operation, device, count(*), sum({PENDING}) FROM tunes "
+                "GROUP BY operation, device ORDER BY operation, device"
+            )
+            return (
+                [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
+                [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
+                list(self.each_tune(operation, limit=sample))
+                if operation is not None
+                else self._sample_tunes(sample),
+            )
+        except BundleError as exc:
+            raise refused(self, exc) from None
 
     def _sample_tunes(self, sample: int) -> list[TuneRecord]:
         """`sample` tunes, a few of each operation: each one's first by shape, then second..."""

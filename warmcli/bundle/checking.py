@@ -4,7 +4,7 @@ Reading and checking every tune (`Bundle.each_tune`: its candidates unpacked, ev
 field and its key checked) is most of what `warm verify` spends on a large bundle,
 and each row is checked on its own. `TuneChecks` starts, for a bundle of at least
 `PARALLEL_TUNES` tunes on a machine with more than one CPU, one forked process per
-CPU; each opens the bundle read-only, reads one range of rowids through
+CPU (`warmcli.bundle.workers`); each opens the bundle read-only, reads one range of rowids through
 `tunes_between` (the same reader and checks as `each_tune`) and returns how many rows
 it read and every problem, in order (`TuneChecks`). The caller's open read transaction (`snapshot`)
 holds SQLite's shared lock the whole time, so no writer can commit meanwhile and every
@@ -20,16 +20,13 @@ owns no state beyond the processes of one call and never writes or prints.
 from __future__ import annotations
 
 import itertools
-import os
-import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from warmcli.bundle.rows import OnError
+from warmcli.bundle.workers import Reopen, pool, worker_count
 
 PARALLEL_TUNES = 20_000  # fewer tunes than this are checked in this process
-MAX_WORKERS = 16
 Checks = Iterator[tuple[str, str | None]]
 
 
@@ -55,21 +52,11 @@ def checked(what: str, listing: Callable[[OnError], Iterable[object]]) -> Checks
     yield from ((what, b) for b in bad)
 
 
-def _identity(path: str) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
-def _check_range(
-    opener: Any, path: str, ident: tuple[int, int], low: int, high: int
-) -> tuple[int, list[str]] | None:
+def _check_range(source: Reopen, low: int, high: int) -> tuple[int, list[str]] | None:
     """In a worker: (rows read, their problems) of the tunes with rowid in (low, high], or
-    None if `path` is no longer the file the caller holds open."""
-    if _identity(path) != ident:
-        return None
-    with opener.open(path) as bundle, bundle.snapshot():
-        if _identity(path) != ident:  # replaced while it was opened: the new file was read
-            return None
+    None if the bundle's path is no longer the file the caller holds open."""
+
+    def check(bundle: Any) -> tuple[int, list[str]]:
         rows, problems = 0, []
         for _, problem in checked("tune", lambda bad: bundle.tunes_between(low, high, bad)):
             rows += 1
@@ -77,11 +64,7 @@ def _check_range(
                 problems.append(problem)
         return rows, problems
 
-
-def _workers() -> int:
-    if sys.platform != "linux" or threading.active_count() > 1:
-        return 1  # fork is Linux's way to start processes; never with threads running
-    return min(len(os.sched_getaffinity(0)), MAX_WORKERS)
+    return source.read(check)
 
 
 class TuneChecks:
@@ -92,19 +75,16 @@ class TuneChecks:
         self._bundle, self._here = bundle, here
         self._pool: Any = None
         self._ranges: list[tuple[int, int, Any]] = []
-        workers = _workers()
+        workers = worker_count()
         if workers < 2 or bundle.count("tunes") < PARALLEL_TUNES:
             return
         low, high = bundle.rowid_span("tunes")
         chunks = workers * 2
         bounds = [low - 1 + (high - low + 1) * i // chunks for i in range(chunks + 1)]
-        path = str(bundle.path)
-        ident = _identity(path)
-        import multiprocessing  # a verify of a large bundle only: never paid on open
-
-        self._pool = multiprocessing.get_context("fork").Pool(workers)
+        source = Reopen.of(bundle)
+        self._pool = pool(workers)
         for a, b in itertools.pairwise(bounds):
-            work = (type(bundle), path, ident, a, b)
+            work = (source, a, b)
             self._ranges.append((a, b, self._pool.apply_async(_check_range, work)))
         self._pool.close()
 

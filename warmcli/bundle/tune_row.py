@@ -4,8 +4,9 @@ Format 3 (`warmcli.bundle.schema`) stores a tune's key and checksum as their 32
 bytes and its status as a code; `TUNE_SELECT` reads them back as hex and text in
 SQL, so a row of any format reaches the parser alike and the runtime only ever sees
 hex keys (`key_param` is a key as a lookup matches it, in either form). `_tune_record`
-is the one parser of a tune row: every field checked (a tune's key against its
-fields, a measured tune's pick one of its candidates that ran), the candidates
+is the one parser of a tune row (`parsed_tunes`: a listing's rows through it): every
+field checked (a tune's key against its fields, a measured tune's pick one of its
+candidates that ran), the candidates
 unpacked (`warmcli.bundle.candidates`; an interned kernel key read through the
 reader's `kernel_key`). `signed_values` is what a signature covers of a row (its
 candidates' `signed_form` where they name kernels by id, so a signature covers the
@@ -19,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from warmcli.bundle.candidates import (
     Intern,
@@ -31,11 +33,14 @@ from warmcli.bundle.candidates import (
     signed_form,
     unpack,
 )
+from warmcli.bundle.oversize import named
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
     MAX_TEXT_CHARS,
     Column,
+    OnError,
+    RowReader,
     _bounded_select,
     _hex64,
     _Malformed,
@@ -198,6 +203,18 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
     return TuneRecord(
         key, operation, shape_key, device, checksum, status, pick, candidates, secs, measured_at
     )  # type: ignore[arg-type]
+
+
+def parsed_tunes(
+    reader: RowReader, rows: Iterable[tuple[Any, ...]], on_error: OnError | None
+) -> Iterator[TuneRecord]:
+    """The tunes of `rows` (`TUNE_SELECT`'s, read by `reader`), each through `_tune_record`
+    (an interned kernel key through the reader's); a row that is not what warm writes is
+    a `BundleError` naming it, or given to `on_error` (`RowReader._each`); one holding a
+    value longer than warm reads, a `BundleError` naming it (`warmcli.bundle.oversize`)."""
+    kernel_key = reader._kernel_key
+    rows = named(reader, "tune", rows)  # a value too long to read: named by its entry
+    return reader._each("tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
 
 
 def _fields(values: tuple[object, ...]) -> list[object]:

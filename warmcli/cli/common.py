@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import itertools
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ import typer
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
 from warmcli.bundle.store import Bundle
-from warmcli.cli.render.tune_line import JsonText, tune_line
+from warmcli.cli.render.tune_line import JsonText, tune_line, tune_lines
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
@@ -335,7 +334,14 @@ def _line(item: Any) -> str:
 
 
 def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
-    while batch := list(itertools.islice(items, size)):
+    """`size` items at a time; a long `JsonText` (a range's tunes: `tune_lines`) alone."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size or (type(item) is JsonText and len(item) > 1 << 16):
+            yield batch
+            batch = []
+    if batch:
         yield batch
 
 
@@ -360,7 +366,7 @@ def stats_stream(
     if large and as_text and not operation:
         from warmcli.bundle.listing import converted_tunes  # a large listing only
 
-        lines = converted_tunes(bundle, tune_line)
+        lines = converted_tunes(bundle, tune_lines)
     if lines is not None:  # read and written by several processes, in the same order
         tunes, tune = lines, _as_given
     if not large:

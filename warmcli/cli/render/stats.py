@@ -57,8 +57,10 @@ def kernel_json(
 
 def _json_field(text: str | None, empty: Any) -> Any:
     """A key component kept as JSON text (options, defines), or `empty` if it is not."""
+    if not text:  # most kernels have none: no error raised and caught for each
+        return empty
     try:
-        value = json.loads(text or "")
+        value = json.loads(text)
     except ValueError:
         return empty
     return value if isinstance(value, type(empty)) else empty

@@ -1,0 +1,71 @@
+"""Forked processes that read one open bundle beside the caller (`warm verify`,
+`warm stats --json` on a large bundle): how many, how they start, how each reopens it.
+
+`worker_count` is how many processes a listing may use: one per CPU this process may
+run on (`os.sched_getaffinity`), at most `MAX_WORKERS`, and 1 (read it all here) where
+`fork` is not Linux's way to start them or threads are running. `Reopen` names the
+file an open bundle reads (its path and its device and inode); `Reopen.read` runs in a
+worker: it opens the path read-only, in one read transaction (`snapshot`), and runs a
+reading on it, or returns None where the path names another file now (replaced
+meanwhile), so the caller reads that part itself. The caller keeps its own read
+transaction open the whole time, so no writer commits meanwhile and every process
+reads the same state. `pool` starts the processes. This module owns no state beyond
+the processes a caller starts, and never writes or prints.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+MAX_WORKERS = 16
+_T = TypeVar("_T")
+
+
+def worker_count() -> int:
+    """How many processes may read a bundle at once (1: read it in this one)."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return 1  # fork is Linux's way to start processes; never with threads running
+    return min(len(os.sched_getaffinity(0)), MAX_WORKERS)
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+class Reopen:
+    """What a worker needs to open the file an open bundle reads (see the module doc).
+    A plain class (no dataclass): a serving process imports this module, not `dataclasses`."""
+
+    __slots__ = ("ident", "opener", "path")
+
+    def __init__(self, opener: Any, path: str, ident: tuple[int, int]) -> None:
+        self.opener = opener  # the bundle's class: its `open(path)` opens read-only
+        self.path = path
+        self.ident = ident
+
+    @classmethod
+    def of(cls, bundle: Any) -> Reopen:
+        path = str(bundle.path)
+        return cls(type(bundle), path, _identity(path))
+
+    def read(self, reading: Callable[[Any], _T]) -> _T | None:
+        """In a worker: `reading` of the bundle opened again, in one snapshot; None if the
+        path is no longer the file the caller holds open."""
+        if _identity(self.path) != self.ident:
+            return None
+        with self.opener.open(self.path) as bundle, bundle.snapshot():
+            if _identity(self.path) != self.ident:  # replaced while it was opened
+                return None
+            return reading(bundle)
+
+
+def pool(workers: int) -> Any:
+    """`workers` forked processes (a `multiprocessing` pool)."""
+    import multiprocessing  # a large bundle's listing only: never paid on open
+
+    return multiprocessing.get_context("fork").Pool(workers)
