@@ -16,16 +16,16 @@ prints.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 from warmcli.backends.cuda.ptx import virtual_sm
+from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-_RELEASE = re.compile(r"release (\d+)\.(\d+)")
-_VERSION = re.compile(r"^(\d+)\.(\d+)")
+_RELEASE = Pattern(r"release (\d+)\.(\d+)")
+_VERSION = Pattern(r"^(\d+)\.(\d+)")
 SAME_PARTS = ("source", "options", "defines")  # the key components one kernel's builds share
-_SM = re.compile(r"^sm_(\d{2,3})")
+_SM = Pattern(r"^sm_(\d{2,3})")
 
 
 class Target(Record):

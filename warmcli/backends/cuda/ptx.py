@@ -21,12 +21,13 @@ from collections.abc import Callable
 
 from warmcli.errors import PtxError
 from warmcli.kernel import Kernel, kernel_key
+from warmcli.printable import Pattern
 from warmcli.records import KernelRecord
 
-VIRTUAL = re.compile(r"^compute_(\d{2,3})$")
+VIRTUAL = Pattern(r"^compute_(\d{2,3})$")
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
-_VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
-_TARGET = re.compile(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
+_VERSION = Pattern(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
+_TARGET = Pattern(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
 
 
 def is_ptx(data: bytes) -> bool:
