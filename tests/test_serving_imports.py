@@ -26,6 +26,7 @@ NOT_WHILE_SERVING = (
     "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
     "copy",  # (imported by dataclasses)
     "http.client",  # fetching a URL
+    "numpy.ctypeslib",  # the host device names its ctypes types itself
     "cryptography",  # signatures
     "rich",
     "typer",
