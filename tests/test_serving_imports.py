@@ -35,8 +35,10 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.machine",
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
+    "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
+    "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.runtime.tune_guard",
     "warmcli.warming",
     "warmcli.ops",
