@@ -33,6 +33,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.remote",
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
+    "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.bundle.checking",  # verify's row checks
