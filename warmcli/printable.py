@@ -29,6 +29,8 @@ class Pattern:
         self.flags = flags
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy's and pickle's probes: not a pattern's methods
+            raise AttributeError(name)
         compiled = re.compile(self.pattern, self.flags)
         for method in _METHODS:
             setattr(self, method, getattr(compiled, method))
