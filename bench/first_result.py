@@ -1,7 +1,9 @@
-"""One start of a workload in a fresh process, to its first result (run as a script).
+"""One start of a workload in a fresh process, to its first result (run as a module).
 
-`python bench/first_result.py WORKLOAD [BUNDLE]` imports what a production process
-imports (warm, and numpy with `numpy.random`, which the example uses), loads the
+`python -m bench.first_result WORKLOAD [BUNDLE]` (a module, so its code comes from
+bytecode as a production process's own modules do: run as a script it would be
+compiled afresh in every process, ~1.6 ms the floor does not carry) imports what a
+production process imports (warm, and numpy with `numpy.random`, which the example uses), loads the
 bundle (if given) with `use_bundle`, takes the production runtime for the host and
 runs the workload once under `Execute` (its first result), then once more on the
 same runtime (everything already loaded: what is left is the workload's own

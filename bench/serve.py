@@ -3,7 +3,7 @@
 One bundle is warmed by the real CLI (`warm run`) from the largest generated
 workload (`bench.generated`); the smaller ones launch a prefix of the same kernels,
 so the bundle serves them all. Each size is started in fresh processes
-(`bench/first_result.py`): the workload's first run (serve every kernel, launch
+(`bench.first_result`): the workload's first run (serve every kernel, launch
 each once) less its second run (the same launches, everything loaded), divided by
 the kernels served, is the cost of serving one. The bundle's opening (and the
 runtime's making) comes before the first run and is timed apart, in the detail: it

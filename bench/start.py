@@ -2,7 +2,7 @@
 
 Rows `hot_start` (the host example), `hot_start_generated` (a generated workload of
 `Size.generated` tiny kernels), `hot_vs_floor` and `import`. Every start is a fresh
-process (`bench/first_result.py`) timed whole, from `exec` to exit: interpreter
+process (`python -m bench.first_result`) timed whole, from `exec` to exit: interpreter
 start, imports, the bundle's opening, the workload's first result. Cold has no
 bundle and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the
 workload would without warm); hot loads the bundle `warm run` made (the real CLI)
@@ -35,7 +35,7 @@ from bench import generated
 from bench.rows import ROOT, Row, Size, at_least, at_most, median, ms, python
 
 WORKLOAD = ROOT / "examples" / "matmul_host.py"
-CHILD = ROOT / "bench" / "first_result.py"
+CHILD = "bench.first_result"  # run with -m: imported from bytecode, as a production module is
 CUDA_NOTE = "the CUDA example is not timed: executing it needs a GPU"
 HOST_TARGET = 3.0
 GENERATED_TARGET = 40.0
@@ -60,7 +60,7 @@ def env_for(home: Path) -> dict[str, str]:
 
 def start(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, float]:
     """One fresh process's start: its JSON, with `wall` (the whole process) added."""
-    out, wall = python(str(CHILD), str(workload), *([str(bundle)] if bundle else []), env=env)
+    out, wall = python("-m", CHILD, str(workload), *([str(bundle)] if bundle else []), env=env)
     return {**json.loads(out), "wall": wall}
 
 

@@ -271,3 +271,16 @@ def test_objects_load_fast_but_a_debug_build_keeps_its_symbols(tmp_path: Path) -
         function(data.ctypes.data, 2.0, 4)
         np.testing.assert_allclose(data, 2.0)
         device.close()
+
+
+def test_each_letters_ctypes_type_is_the_one_numpy_names() -> None:
+    """The host device maps letters to ctypes by name (no `numpy.ctypeslib` at import):
+    the same types `np.ctypeslib.as_ctypes_type` gives."""
+    import numpy as np
+
+    from warmcli.backends.host.device import CTYPES
+    from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS
+
+    for letter, scalar in PARAM_SCALARS.items():
+        if letter not in CUDA_ONLY_LETTERS:
+            assert CTYPES[letter] is np.ctypeslib.as_ctypes_type(scalar), letter

@@ -140,3 +140,14 @@ def test_a_wal_bundle_is_switched_back_to_a_rollback_journal(warm: Warm, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert bundle.read_bytes()[18:20] == b"\x01\x01"
     assert not Path(f"{bundle}-wal").exists()
+
+
+def test_the_schema_read_from_warms_script_is_what_sqlite_makes_of_it() -> None:
+    """`declared_schema` (an open's fast check, without SQLite) holds exactly the rows SQLite
+    writes for each schema warm reads: a bundle equal to it is warm's, nothing more."""
+    from warmcli.bundle.file import declared_schema, warm_schema
+    from warmcli.bundle.schema import SCHEMAS
+
+    for schemas in SCHEMAS.values():
+        for script in schemas:
+            assert declared_schema(script) == warm_schema(script)

@@ -136,3 +136,18 @@ def test_printable_escapes_controls_and_keeps_text() -> None:
     """Unit test of the pure helper."""
     assert printable("tile32 µs →") == "tile32 µs →"
     assert printable("a\x1b[2Jb\r\n\x07\x9b\u202e") == "a\\x1b[2Jb\\x0d\\x0a\\x07\\x9b\\u202e"
+
+
+def test_a_pattern_is_compiled_on_its_first_use_and_matches_as_re_does() -> None:
+    """`printable.Pattern`: warm's modules define patterns without compiling them at import."""
+    import copy
+    import re
+
+    from warmcli.printable import Pattern
+
+    pattern = Pattern(r"([0-9]+)\.tmp")
+    assert "fullmatch" not in vars(pattern)  # nothing compiled yet
+    assert pattern.fullmatch("12.tmp")[1] == "12"  # type: ignore[index]
+    assert pattern.sub("#", "a1.tmp b") == re.sub(r"([0-9]+)\.tmp", "#", "a1.tmp b")
+    assert "fullmatch" in vars(pattern)  # bound once
+    assert copy.copy(Pattern("a+")).findall("aab a") == ["aa", "a"]

@@ -26,16 +26,20 @@ NOT_WHILE_SERVING = (
     "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
     "copy",  # (imported by dataclasses)
     "http.client",  # fetching a URL
+    "numpy.ctypeslib",  # the host device names its ctypes types itself
     "cryptography",  # signatures
     "rich",
     "typer",
     "warmcli.bundle.remote",
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
+    "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
+    "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
+    "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.runtime.tune_guard",
     "warmcli.warming",
     "warmcli.ops",

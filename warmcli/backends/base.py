@@ -19,15 +19,17 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from warmcli.backends.compiler import Compiler
 from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
 from warmcli.kernel import Kernel
 from warmcli.records import Record
+
+if TYPE_CHECKING:  # a compiler's module is imported where one compiles
+    from warmcli.backends.compiler import Compiler
 
 
 class DeviceFingerprint(Record):

@@ -33,6 +33,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
 
@@ -234,13 +235,13 @@ class Compiler(Protocol):
     ) -> CompiledGroup: ...
 
 
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.MULTILINE)
+_DEFINE = Pattern(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+_INCLUDE = Pattern(r"^\s*#\s*include\s*[<\"].*$", re.MULTILINE)
 # Names a kernel's source declares at file scope: functions (its helpers), static variables.
-_FUNCTION = re.compile(
+_FUNCTION = Pattern(
     r'^(?:extern\s+"C"\s+)?(?:[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(', re.MULTILINE
 )
-_STATIC_VARIABLE = re.compile(
+_STATIC_VARIABLE = Pattern(
     r"^static\s+[^;(={]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.MULTILINE
 )
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else"})

@@ -7,8 +7,9 @@ A cubin runs on a device of its SM architecture whose driver supports the CUDA
 release that built it, whichever nvcc (or none) that machine has; a host object runs
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
 miss, rebuilt). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
-the driver's JIT (whether that driver knows its ISA is read from the PTX itself:
-`warmcli.backends.cuda.ptx.check_ptx`). Among a kernel's builds that run on a device, a
+the driver's JIT (`virtual_sm` reads XX; whether that driver knows its ISA is read from
+the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its
+key, recomputed, says so (`of_kernel`). Among a kernel's builds that run on a device, a
 cubin for its arch is preferred to PTX, and the device's own toolchain's build to
 another's. This module holds no state; it never opens a bundle, compiles, loads or
 prints.
@@ -16,16 +17,17 @@ prints.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
-from warmcli.backends.cuda.ptx import virtual_sm
+from warmcli.kernel import Kernel, kernel_key
+from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-_RELEASE = re.compile(r"release (\d+)\.(\d+)")
-_VERSION = re.compile(r"^(\d+)\.(\d+)")
+VIRTUAL = Pattern(r"^compute_(\d{2,3})$")
+_RELEASE = Pattern(r"release (\d+)\.(\d+)")
+_VERSION = Pattern(r"^(\d+)\.(\d+)")
 SAME_PARTS = ("source", "options", "defines")  # the key components one kernel's builds share
-_SM = re.compile(r"^sm_(\d{2,3})")
+_SM = Pattern(r"^sm_(\d{2,3})")
 
 
 class Target(Record):
@@ -36,6 +38,17 @@ class Target(Record):
     arch: str
     driver: str = ""
     toolchain: str | None = None  # None: no compiler there
+
+
+def virtual_sm(arch: str) -> int | None:
+    """The SM number of a virtual architecture (`compute_90` → 90), else None."""
+    m = VIRTUAL.match(arch)
+    return int(m.group(1)) if m else None
+
+
+def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
+    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted)."""
+    return lambda record: record.key == kernel_key(kernel, record.arch, record.toolchain)
 
 
 def cuda_release(identity: str) -> tuple[int, int] | None:

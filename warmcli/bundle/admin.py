@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
@@ -230,6 +229,8 @@ class BundleAdmin(SignedRows):
         for SQLite's page check, the manifest and kernels without their blob. Call it
         inside `snapshot`, so a writer committing meanwhile never looks like corruption.
         The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
+        from warmcli.bundle.checking import TuneChecks, checked  # verify's: never a serving one
+
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:
             for line in self.integrity_check():

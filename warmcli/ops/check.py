@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.backends.base import Device
-from warmcli.backends.cuda.ptx import PtxError, check_ptx, virtual_sm
+from warmcli.backends.cuda.ptx import PtxError, check_ptx
 from warmcli.backends.machine import DeviceInfo
-from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, why_not
+from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import MissExplanation, corrupt_entry, explained

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def _show(component: str, value: str) -> str:
     return value or "none"
 
 
-_NUMBER = re.compile("[0-9]+")
+_NUMBER = Pattern("[0-9]+")
 
 
 def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:

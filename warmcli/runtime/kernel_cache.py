@@ -22,10 +22,9 @@ whose `Ledger` keeps what was stored and served); it never writes the bundle its
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
-from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError
 from warmcli.execution.base import LaunchMode
@@ -37,6 +36,9 @@ from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
 from warmcli.runtime.store import Store
+
+if TYPE_CHECKING:  # a compile's records: imported where a miss compiles
+    from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 
 
 class _Built(Record, frozen=False):
@@ -113,6 +115,8 @@ class KernelCache:
         with self._lock:
             if key in self._queue:
                 return False
+            from warmcli.backends.compiler import CompileUnit  # a miss: serving never compiles
+
             self._queue[key] = CompileUnit(key, kernel, self.device.arch)
         self._count("queued")
         return True
@@ -250,6 +254,8 @@ class KernelCache:
             key = self.lookup.own_key(kernel)  # what is built here is keyed as ours
             if key in self._built or key in self._failed:
                 return self.get(kernel)
+        from warmcli.backends.compiler import CompileUnit  # a miss: serving never compiles
+
         self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
         self.flush()
         return self._from_build(kernel, key)

@@ -28,8 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from warmcli.backends.base import Device, DeviceError
-from warmcli.backends.cuda.ptx import of_kernel, virtual_sm
-from warmcli.backends.serving import Target, choose, why_not
+from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector

@@ -8,8 +8,8 @@ for its own GPU when the target's SM is at most the GPU's (an arch-specific
 `sm_90a` target is not forward compatible) and when it knows the ISA version,
 which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`):
 `check_ptx` refuses both with the reason. Which PTX record a device is served is
-`warmcli.backends.serving`'s rule (`choose`), with the cubins'. Pure functions over bytes
-and records; nothing here loads, compiles or keeps state. PTX can come from an
+`warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
+functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come from an
 untrusted bundle: only its first lines are read, and anything unexpected is a
 `PtxError`.
 """
@@ -17,27 +17,19 @@ untrusted bundle: only its first lines are read, and anything unexpected is a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
+from warmcli.backends.serving import virtual_sm
 from warmcli.errors import PtxError
-from warmcli.kernel import Kernel, kernel_key
-from warmcli.records import KernelRecord
+from warmcli.printable import Pattern
 
-VIRTUAL = re.compile(r"^compute_(\d{2,3})$")
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
-_VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
-_TARGET = re.compile(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
+_VERSION = Pattern(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
+_TARGET = Pattern(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
 
 
 def is_ptx(data: bytes) -> bool:
     """Whether `data` looks like PTX text (and not an ELF cubin or a fatbin)."""
     return not data.startswith(b"\x7fELF") and _VERSION.search(data[:_HEADER_BYTES]) is not None
-
-
-def virtual_sm(arch: str) -> int | None:
-    """The SM number of a virtual architecture (`compute_90` → 90), else None."""
-    m = VIRTUAL.match(arch)
-    return int(m.group(1)) if m else None
 
 
 def ptx_arch_for(arch: str) -> str:
@@ -104,8 +96,3 @@ def check_ptx(data: bytes, arch: str, driver: str) -> None:
             "CUDA_ERROR_UNSUPPORTED_PTX_VERSION): rebuild with an older toolkit or "
             "update the driver"
         )
-
-
-def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
-    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted)."""
-    return lambda record: record.key == kernel_key(kernel, record.arch, record.toolchain)

@@ -19,17 +19,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.compiler import (
-    CompiledGroup,
-    CompileFailure,
-    CompileUnit,
-    isolated_section,
-    run_compiler,
-    split_includes,
-)
 from warmcli.backends.toolchain import Toolchain, probe
+
+if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
+    from warmcli.backends.compiler import CompiledGroup, CompileUnit
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared")
 # Linux: a symbol the object leaves undefined is a link error naming it, not a binary
@@ -54,6 +50,7 @@ def host_cc() -> str:
 def translation_unit(units: Sequence[CompileUnit]) -> str:
     """The source of one group: hoisted includes, then each kernel isolated."""
     from warmcli.backends import signature  # on first use: a serving process never compiles
+    from warmcli.backends.compiler import isolated_section, split_includes
 
     includes: dict[str, None] = {}
     sections = []
@@ -87,6 +84,7 @@ class HostCompiler:
         import tempfile  # imported on first use: a serving process never compiles
 
         from warmcli.backends import signature
+        from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
 
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")

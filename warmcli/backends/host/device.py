@@ -20,21 +20,26 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
-from warmcli.backends.compiler import Compiler
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
 from warmcli.backends.launch_args import converter
 from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
 
+if TYPE_CHECKING:
+    from warmcli.backends.compiler import Compiler
+
+# Each letter's ctypes type, by its numpy type's name (what `np.ctypeslib.as_ctypes_type`
+# answers, without importing `numpy.ctypeslib`: c_int8 ... c_uint64 are ctypes' own names).
+_NAMED = {"bool": ctypes.c_bool, "float32": ctypes.c_float, "float64": ctypes.c_double}
 CTYPES: dict[str, type] = {
     "P": ctypes.c_void_p,
     **{
-        letter: np.ctypeslib.as_ctypes_type(t)
+        letter: _NAMED.get(np.dtype(t).name) or getattr(ctypes, f"c_{np.dtype(t).name}")
         for letter, t in PARAM_SCALARS.items()
         if letter not in CUDA_ONLY_LETTERS
     },
