@@ -14,9 +14,12 @@ compared is the one with the best median round (then its best round, as every si
 the same N draws). Rows: warm (NVRTC) against nvcc per kernel, against the
 hand-written batching, against NVRTC per kernel; every side's kernels per second
 and CPU seconds in the detail; warm against the hand-written batching grouped as it
-groups (what is left is warm's own cost); what bounds the per-kernel ratio: an NVRTC
-program's fixed cost and a kernel's cost inside a merged program, both in CPU time,
-and cores × the per-kernel loop's CPU over one merged program's, measured in the rounds.
+groups (what is left is warm's own cost, its NVRTC version read cold measured apart);
+what bounds warm against the round-robin dealing: each program's CPU in its thread,
+contiguous runs against dealt ones (a batching's wall is its costliest program's);
+what bounds the per-kernel ratio: an NVRTC program's fixed cost and a kernel's cost
+inside a merged program, both in CPU time, and cores × the per-kernel loop's CPU over
+one merged program's, measured in the rounds.
 
 It owns nothing past one call and prints nothing; the variants, warm's cold batch and
 the per-kernel process loop are `bench.compile`'s.
@@ -34,6 +37,7 @@ from bench.compile import (
     ARCH,
     CUDA_EMPTY,
     RUNS,
+    cold_probes,
     per_kernel_loop,
     standalone_source,
     variants,
@@ -71,15 +75,28 @@ def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def nvrtc_batched(groups: Sequence[Sequence[CompileUnit]], includes: Sequence[str]) -> float:
-    """Seconds for one hand-merged program per group, one thread each."""
+Programs = list[tuple[float, list[float]]]  # per round: (seconds, each program's thread CPU)
+
+
+def nvrtc_batched(
+    groups: Sequence[Sequence[CompileUnit]], includes: Sequence[str], rounds: Programs
+) -> float:
+    """Seconds for one hand-merged program per group, one thread each; the round's seconds
+    and each program's CPU seconds in its thread are appended to `rounds`."""
     from warmcli.backends.cuda.nvcc import translation_unit
+
+    def program(source: str) -> float:
+        cpu = time.thread_time()
+        nvrtc_program(source, ARCH, includes)
+        return time.thread_time() - cpu
 
     sources = [translation_unit(group) for group in groups]
     started = time.perf_counter()
     with ThreadPoolExecutor(len(sources)) as pool:
-        list(pool.map(lambda src: nvrtc_program(src, ARCH, includes), sources))
-    return time.perf_counter() - started
+        cpus = list(pool.map(program, sources))
+    seconds = time.perf_counter() - started
+    rounds.append((seconds, cpus))
+    return seconds
 
 
 def hand_batchings(units: Sequence[CompileUnit], jobs: int) -> dict[str, list[list[CompileUnit]]]:
@@ -134,6 +151,23 @@ def program_costs(units: Sequence[CompileUnit], includes: Sequence[str]) -> tupl
     return fixed, max(whole - fixed, 0.0) / len(units)
 
 
+def version_read() -> float:
+    """CPU seconds of warm's NVRTC identity read cold (no version line remembered): the one
+    program warm compiles that no hand-written batching does, before its first group."""
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler
+
+    def read() -> None:
+        with cold_probes():
+            _ = NvrtcCompiler().toolchain
+
+    return _cpu(read)
+
+
+def _programs(rounds: Programs) -> str:
+    """The programs' CPU seconds in their threads in the side's fastest round."""
+    return " + ".join(f"{c:.2f}" for c in min(rounds)[1])
+
+
 def compile_cuda(size: Size) -> list[Row]:
     """The compile race on the same variants, best of the same N on every side."""
     from warmcli.backends.cuda.arch import ArchDevice
@@ -171,10 +205,14 @@ def compile_cuda(size: Size) -> list[Row]:
         return time.perf_counter() - started
 
     hands = hand_batchings(units, jobs)
+    programs: dict[str, Programs] = {name: [] for name in hands}
     sides: dict[str, Callable[[], float]] = {
         WARM: lambda: warm("nvrtc"),
         "warm (nvcc)": lambda: warm("nvcc"),
-        **{name: (lambda g=groups: nvrtc_batched(g, includes)) for name, groups in hands.items()},
+        **{
+            name: (lambda g=groups, p=programs[name]: nvrtc_batched(g, includes, p))
+            for name, groups in hands.items()
+        },
         NVRTC_LOOP: per_kernel,
         NVCC_LOOP: lambda: per_kernel_loop(command, sources, ".cu", jobs=2),
     }
@@ -200,6 +238,19 @@ def compile_cuda(size: Size) -> list[Row]:
     one = next(iter(hands))  # one program: the least CPU any batching of these kernels needs
     fixed, per_kernel_cost = program_costs(units, includes)
     bound = jobs * (fixed + per_kernel_cost) / per_kernel_cost
+    read = version_read()
+    dealt = next((k for k in hands if "round robin" in k), None)
+    balance = ""
+    if dealt is not None:  # what contiguous runs cost against dealing, program by program
+        runs_cpu, dealt_cpu = (max(min(programs[k])[1]) for k in (as_warm, dealt))
+        balance = (
+            f"each program's CPU in its thread (fastest round): grouped as warm does "
+            f"{_programs(programs[as_warm])} s, dealt round robin {_programs(programs[dealt])} "
+            f"s; a batching's wall is its costliest program's, so contiguous runs of these "
+            f"variants reach at most max(dealt) / (max(contiguous) + warm's version read) = "
+            f"{dealt_cpu / (runs_cpu + read):.2f}× the round-robin dealing (warm keeps runs "
+            f"contiguous and knows no kernel's cost before compiling it); "
+        )
     detail = (
         f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
         f"other processes share them), best of {runs} each: {figures}; CPU seconds "
@@ -210,7 +261,8 @@ def compile_cuda(size: Size) -> list[Row]:
         f"warm against the hand-written batching grouped as it groups (contiguous runs of the "
         f"queue, so the kernels a workload launches first share one object): "
         f"{seconds[as_warm] / warm_nvrtc:.2f}× (what is left is warm's own cost: keying, "
-        f"its toolchain probed cold, the PTX read); "
+        f"its toolchain probed cold (NVRTC's version read: {read * 1000:.0f} ms CPU before "
+        f"its first program), the PTX read); {balance}"
         f"an NVRTC program costs {fixed * 1000:.0f} ms CPU fixed + {per_kernel_cost * 1000:.0f} "
         f"ms per kernel merged, so against one program per kernel no batching exceeds "
         f"cores × (fixed + kernel) / kernel = {bound:.1f}×, and measured in these rounds "
