@@ -246,10 +246,11 @@ def compile_cuda(size: Size) -> list[Row]:
         balance = (
             f"each program's CPU in its thread (fastest round): grouped as warm does "
             f"{_programs(programs[as_warm])} s, dealt round robin {_programs(programs[dealt])} "
-            f"s; a batching's wall is its costliest program's, so contiguous runs of these "
-            f"variants reach at most max(dealt) / (max(contiguous) + warm's version read) = "
-            f"{dealt_cpu / (runs_cpu + read):.2f}× the round-robin dealing (warm keeps runs "
-            f"contiguous and knows no kernel's cost before compiling it); "
+            f"s; a batching's wall is its costliest program's (one core each), so grouping "
+            f"these variants in contiguous runs warm reaches about max(dealt) / "
+            f"(max(contiguous) + its version read) = {dealt_cpu / (runs_cpu + read):.2f}× "
+            f"the round-robin dealing (it keeps runs contiguous and knows no kernel's cost "
+            f"before compiling it); "
         )
     detail = (
         f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
