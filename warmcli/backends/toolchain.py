@@ -10,7 +10,8 @@ when this user alone may write it, as the host library cache) by the binary's
 path, size, inode, mtime and ctime, so a hot start keys its kernels
 without starting a compiler: finding the compiler costs a `stat` per PATH entry.
 `remembered` does the same for a compiler that is a library (NVRTC): its
-version is read once per library file. Nothing here compiles.
+version is read once per library file on a machine (`is_remembered` says whether a
+process would find it). Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def remembered(
     if stamp:
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=_as_binary(version, where))
+
+
+def is_remembered(name: str, where: str) -> bool:
+    """Whether the version line of the file `where` is remembered in warm's home for its
+    present stamp: a process probing it then neither runs nor loads that compiler."""
+    try:
+        stamp = _stamp(name, where, os.stat(where))
+    except OSError:
+        return False
+    return stamp is not None and stamp in _read_versions()
 
 
 def _version_line(name: str, where: str) -> str:
