@@ -5,8 +5,9 @@ The variants are a tiled matmul over tile × unroll × element type: kernels tha
 truly differ (different defines), never duplicates. warm's side is a fresh
 `KernelCache` on a fresh device with no bundle: every variant queued, then one
 `flush` (the batch compiler: about as many programs or compiler processes as
-cores), with the toolchain probes forgotten first (and no remembered version
-line) so their cost is counted.
+cores), with the toolchain probes forgotten first (a cold process; the version lines
+warm's home remembers: none, or those of the home the caller names) so their cost
+is counted.
 
 Host: what a cold `SourceModule`-style loop does, one `cc` per kernel in a fresh
 temporary folder with the very command line warm's compiler builds, run *two at a
@@ -107,9 +108,10 @@ def standalone_source(kernel: Kernel) -> str:
 
 
 @contextlib.contextmanager
-def cold_probes() -> Iterator[None]:
-    """A cold process has probed no compiler yet and remembers no version line: make this
-    one pay for that too (an empty `WARM_HOME` for the block)."""
+def cold_probes(home: str | None = None) -> Iterator[None]:
+    """A cold process has probed no compiler yet: make this one pay for that too. `home`:
+    warm's home for the block (a machine where warm ran before remembers its compilers'
+    version lines there); by default an empty one, so no version line is remembered."""
     from warmcli.backends.cuda import nvcc, nvrtc
 
     probe.cache_clear()
@@ -117,7 +119,9 @@ def cold_probes() -> Iterator[None]:
     nvrtc.supported_sms.cache_clear()
     nvrtc.identity.cache_clear()
     saved = os.environ.get("WARM_HOME")
-    with tempfile.TemporaryDirectory(prefix="warm-bench-home-") as home:
+    with contextlib.ExitStack() as stack:
+        if home is None:
+            home = stack.enter_context(tempfile.TemporaryDirectory(prefix="warm-bench-home-"))
         os.environ["WARM_HOME"] = home
         try:
             yield
@@ -129,10 +133,11 @@ def cold_probes() -> Iterator[None]:
 
 
 def warm_batch(
-    device: Device, kernels: Sequence[Kernel], jobs: int | None = None
+    device: Device, kernels: Sequence[Kernel], jobs: int | None = None, home: str | None = None
 ) -> tuple[float, int, int]:
-    """Seconds to queue and batch-compile every kernel; (seconds, compiled, processes)."""
-    with cold_probes():
+    """Seconds to queue and batch-compile every kernel, its compilers probed cold (`home`:
+    as `cold_probes`); (seconds, compiled, processes)."""
+    with cold_probes(home):
         started = time.perf_counter()
         with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
             cache = KernelCache(device, jobs=jobs)

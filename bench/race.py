@@ -1,22 +1,27 @@
 """The CUDA compile race (rows `compile_cuda`, `compile_cuda_nvrtc_*`): warm against the rest.
 
-CUDA, the race, one run, 64 sm_90 variants, the same best-of-N on every side:
-warm with NVRTC (its default where installed, PTX kept), warm with nvcc, the best
-hand-written NVRTC batching (the same merged translation units: one program in
-one thread, or one program per core in threads with the kernels dealt round robin
-or grouped as warm groups them), NVRTC one program per kernel one
-after another (CuPy's `RawKernel` on a cold cache), and one `nvcc --cubin` per
-kernel two at a time (PyCUDA's `SourceModule`, with warm's own nvcc command
-line). NVRTC is loaded and initialised (one empty program) before any side is
-timed; every NVRTC side passes the same `-I` folders; the sides run in rounds (each
-round runs every side once) and each keeps its best round. The hand-written batching
-compared is the one with the best median round (then its best round, as every side:
-the same N draws). Rows: warm (NVRTC) against nvcc per kernel, against the
-hand-written batching, against NVRTC per kernel; every side's kernels per second
-and CPU seconds in the detail; warm against the hand-written batching grouped as it
-groups (what is left is warm's own cost); what bounds the per-kernel ratio: an NVRTC
-program's fixed cost and a kernel's cost inside a merged program, both in CPU time,
-and cores × the per-kernel loop's CPU over one merged program's, measured in the rounds.
+CUDA, the race, one run, 64 sm_90 variants, the same best-of-N on every side: warm with
+NVRTC (its default where installed, PTX kept), warm with nvcc, the best hand-written
+NVRTC batching (the same merged translation units: one program in one thread, or one
+program per core in threads with the kernels dealt round robin or grouped as warm groups
+them), NVRTC one program per kernel one after another (CuPy's `RawKernel` on a cold
+cache), and one `nvcc --cubin` per kernel two at a time (PyCUDA's `SourceModule`, with
+warm's own nvcc command line). NVRTC is loaded and initialised (one empty program)
+before any side is timed, and a first warm process (not timed) leaves NVRTC's version
+line in the warm home every round of warm then uses: each round is a cold process on a
+machine warm ran on before (whether it found the line is said); every NVRTC side passes
+the same `-I` folders; the sides run in rounds (each round runs every side once) and
+each keeps its best round. The hand-written batching compared is the one with the best
+median round (then its best round, as every side: the same N draws). Rows: warm (NVRTC)
+against nvcc per kernel, against the hand-written batching, against NVRTC per kernel;
+every side's kernels per second and CPU seconds in the detail; warm against the
+hand-written batching grouped as it groups (what is left is warm's own cost; its NVRTC
+version read, cold and remembered, measured apart); what bounds warm against the
+round-robin dealing: each program's CPU in its thread, warm's runs against dealt kernels
+(a batching's wall is its costliest program's); what bounds the per-kernel ratio: an
+NVRTC program's fixed cost and a kernel's cost inside a merged program, both in CPU
+time, and cores × the per-kernel loop's CPU over one merged program's, measured in the
+rounds.
 
 It owns nothing past one call and prints nothing; the variants, warm's cold batch and
 the per-kernel process loop are `bench.compile`'s.
@@ -25,24 +30,31 @@ the per-kernel process loop are `bench.compile`'s.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from bench.compile import (
     ARCH,
     CUDA_EMPTY,
     RUNS,
+    cold_probes,
     per_kernel_loop,
     standalone_source,
     variants,
     warm_batch,
 )
 from bench.rows import Row, Size, at_least, median, skipped
-from warmcli.backends.batch import default_jobs, plan_groups
+from warmcli.backends.batch import RUN, default_jobs, plan_groups
 from warmcli.backends.compiler import CompileUnit
-from warmcli.backends.toolchain import ToolchainError
+from warmcli.backends.toolchain import ToolchainError, is_remembered
+
+if TYPE_CHECKING:
+    from warmcli.backends.base import Device
+    from warmcli.backends.cuda.nvcc import NvccCompiler
 
 RACE = ("compile_cuda", "compile_cuda_nvrtc_batching", "compile_cuda_nvrtc_per_kernel")
 NVRTC_BATCH_TARGET = 1.0  # warm (NVRTC) against the best hand-written NVRTC batching
@@ -71,21 +83,34 @@ def nvrtc_program(source: str, arch: str, includes: Sequence[str]) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def nvrtc_batched(groups: Sequence[Sequence[CompileUnit]], includes: Sequence[str]) -> float:
-    """Seconds for one hand-merged program per group, one thread each."""
+Programs = list[tuple[float, list[float]]]  # per round: (seconds, each program's thread CPU)
+
+
+def nvrtc_batched(
+    groups: Sequence[Sequence[CompileUnit]], includes: Sequence[str], rounds: Programs
+) -> float:
+    """Seconds for one hand-merged program per group, one thread each; the round's seconds
+    and each program's CPU seconds in its thread are appended to `rounds`."""
     from warmcli.backends.cuda.nvcc import translation_unit
+
+    def program(source: str) -> float:
+        cpu = time.thread_time()
+        nvrtc_program(source, ARCH, includes)
+        return time.thread_time() - cpu
 
     sources = [translation_unit(group) for group in groups]
     started = time.perf_counter()
     with ThreadPoolExecutor(len(sources)) as pool:
-        list(pool.map(lambda src: nvrtc_program(src, ARCH, includes), sources))
-    return time.perf_counter() - started
+        cpus = list(pool.map(program, sources))
+    seconds = time.perf_counter() - started
+    rounds.append((seconds, cpus))
+    return seconds
 
 
 def hand_batchings(units: Sequence[CompileUnit], jobs: int) -> dict[str, list[list[CompileUnit]]]:
     """The hand-written batchings raced: one program; one per core, the kernels dealt round
-    robin (units[i::p]); and one per core as warm groups them (contiguous runs of the queue,
-    `plan_groups`), so warm's grouping and warm's own cost can be told apart."""
+    robin (units[i::p]); and one per core as warm groups them (`plan_groups`: the queue
+    dealt in runs), so warm's grouping and warm's own cost can be told apart."""
     n, p = len(units), min(jobs, len(units))
     out = {f"hand-written NVRTC, 1 program of {n} in 1 thread": [list(units)]}
     if p > 1:
@@ -134,14 +159,41 @@ def program_costs(units: Sequence[CompileUnit], includes: Sequence[str]) -> tupl
     return fixed, max(whole - fixed, 0.0) / len(units)
 
 
+def version_read(home: str | None = None) -> float:
+    """CPU seconds of warm's NVRTC identity in a cold process: read (an empty program, the
+    one program warm compiles that no hand-written batching does, before its first group)
+    where `home` is None, else found in that warm home (the line remembered there)."""
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler
+
+    def read() -> None:
+        with cold_probes(home):
+            _ = NvrtcCompiler().toolchain
+
+    return _cpu(read)
+
+
+def remembered(home: str) -> bool:
+    """Whether NVRTC's version line is remembered in the warm home `home`."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    path = find_nvrtc()
+    with cold_probes(home):
+        return path is not None and is_remembered("nvrtc", path)
+
+
+def _programs(rounds: Programs) -> str:
+    """The programs' CPU seconds in their threads in the side's fastest round."""
+    return " + ".join(f"{c:.2f}" for c in min(rounds)[1])
+
+
 def compile_cuda(size: Size) -> list[Row]:
     """The compile race on the same variants, best of the same N on every side."""
     from warmcli.backends.cuda.arch import ArchDevice
-    from warmcli.backends.cuda.nvrtc import find_nvrtc, include_dirs
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
 
     try:
         nvcc_device = ArchDevice(ARCH, compiler="nvcc", ptx="auto")
-        nvcc = nvcc_device.compiler("cuda")
+        nvcc = cast("NvccCompiler", nvcc_device.compiler("cuda"))
         if find_nvrtc() is None:
             raise ToolchainError("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
         nvrtc_device = ArchDevice(ARCH, compiler="nvrtc", ptx="auto")
@@ -150,6 +202,17 @@ def compile_cuda(size: Size) -> list[Row]:
         return [skipped(name, "-", f"skipped: {exc}") for name in RACE]
     # NVRTC loaded and initialised (its first program) once for every side, not timed.
     nvrtc_program(CUDA_EMPTY, ARCH, ())
+    # warm's home on this machine, where a first process (not timed) left NVRTC's version
+    # line: every round of warm is a cold process on a machine warm has run on before.
+    with tempfile.TemporaryDirectory(prefix="warm-bench-machine-") as machine:
+        version_read(machine)
+        return _race(size, nvcc, nvrtc_device, machine)
+
+
+def _race(size: Size, nvcc: NvccCompiler, nvrtc_device: Device, machine: str) -> list[Row]:
+    """The rounds and the rows of `compile_cuda`, warm's home being `machine`."""
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.backends.cuda.nvrtc import include_dirs
 
     kernels = variants("cuda", size.kernels)
     n, jobs, runs = len(kernels), default_jobs(), min(RUNS, size.repeats)
@@ -161,8 +224,13 @@ def compile_cuda(size: Size) -> list[Row]:
         cmd = list(nvcc.command(ARCH, ()))
         return [*cmd[:-3], "-o", "k.cubin", path.name]
 
+    hits: list[bool] = []
+
     def warm(compiler: str) -> float:  # a fresh device: its compiler made and probed cold
-        return warm_batch(ArchDevice(ARCH, compiler=compiler, ptx="auto"), kernels, jobs)[0]
+        if compiler == "nvrtc":
+            hits.append(remembered(machine))
+        device = ArchDevice(ARCH, compiler=compiler, ptx="auto")
+        return warm_batch(device, kernels, jobs, home=machine)[0]
 
     def per_kernel() -> float:
         started = time.perf_counter()
@@ -171,10 +239,14 @@ def compile_cuda(size: Size) -> list[Row]:
         return time.perf_counter() - started
 
     hands = hand_batchings(units, jobs)
+    programs: dict[str, Programs] = {name: [] for name in hands}
     sides: dict[str, Callable[[], float]] = {
         WARM: lambda: warm("nvrtc"),
         "warm (nvcc)": lambda: warm("nvcc"),
-        **{name: (lambda g=groups: nvrtc_batched(g, includes)) for name, groups in hands.items()},
+        **{
+            name: (lambda g=groups, p=programs[name]: nvrtc_batched(g, includes, p))
+            for name, groups in hands.items()
+        },
         NVRTC_LOOP: per_kernel,
         NVCC_LOOP: lambda: per_kernel_loop(command, sources, ".cu", jobs=2),
     }
@@ -200,17 +272,43 @@ def compile_cuda(size: Size) -> list[Row]:
     one = next(iter(hands))  # one program: the least CPU any batching of these kernels needs
     fixed, per_kernel_cost = program_costs(units, includes)
     bound = jobs * (fixed + per_kernel_cost) / per_kernel_cost
+    read, known = version_read(), version_read(machine)
+    found = f"{sum(hits)} of {len(hits)}"
+    dealt = next((k for k in hands if "round robin" in k), None)
+    balance = ""
+    if dealt is not None:  # what warm's runs cost against round robin, program by program
+        runs_cpu, dealt_cpu = (max(min(programs[k])[1]) for k in (as_warm, dealt))
+        own = known if all(hits) else read
+        balance = (
+            f"each program's CPU in its thread (fastest round): grouped as warm does "
+            f"{_programs(programs[as_warm])} s, dealt round robin {_programs(programs[dealt])} "
+            f"s; a batching's wall is its costliest program's (one core each), so grouping "
+            f"as it does warm reaches about max(round robin) / (max(as warm) + its version "
+            f"read) = {dealt_cpu / (runs_cpu + own):.2f}× the round-robin dealing (it knows no "
+            f"kernel's cost before compiling it); "
+        )
     detail = (
         f"{n} {ARCH} variants on {jobs} core(s) (load average {os.getloadavg()[0]:.1f}: "
         f"other processes share them), best of {runs} each: {figures}; CPU seconds "
         f"(load-independent): warm (NVRTC) {cpu[WARM]:.2f}, the best hand-written batching "
         f"{cpu[hand_name]:.2f}, hand-written grouped as warm does {cpu[as_warm]:.2f}, one "
         f"program {cpu[one]:.2f}, NVRTC per kernel {cpu[NVRTC_LOOP]:.2f} (cores this process "
-        f"got: warm {cpu[WARM] / warm_nvrtc:.2f}, per kernel {cpu[NVRTC_LOOP] / nvrtc_loop:.2f}); "
-        f"warm against the hand-written batching grouped as it groups (contiguous runs of the "
-        f"queue, so the kernels a workload launches first share one object): "
-        f"{seconds[as_warm] / warm_nvrtc:.2f}× (what is left is warm's own cost: keying, "
-        f"its toolchain probed cold, the PTX read); "
+        f"got: warm {cpu[WARM] / warm_nvrtc:.2f}, the best hand-written "
+        f"{cpu[hand_name] / hand:.2f}, per kernel {cpu[NVRTC_LOOP] / nvrtc_loop:.2f}; "
+        f"in CPU warm is "
+        f"{cpu[hand_name] / cpu[WARM]:.2f}× the best hand-written batching: the wall ratio "
+        f"also follows the cores each side's best round got on a shared machine); "
+        f"warm against the hand-written batching grouped as it groups (the queue dealt in "
+        f"runs of {RUN}, A B B A ..., so the kernels a workload launches first share one "
+        f"object): {seconds[as_warm] / warm_nvrtc:.2f}× (what is left is warm's own cost: "
+        f"keying, its toolchain probed in a cold process, the PTX read, storing: warm's CPU "
+        f"less that side's {(cpu[WARM] - cpu[as_warm]) * 1000:.0f} ms, mostly on one core "
+        f"before its first program and after its last, so where that side is the best "
+        f"hand-written batching warm stays under 1×: the same programs, its own work "
+        f"added); NVRTC's version "
+        f"read: {read * 1000:.1f} ms CPU in the first process on a machine (an empty "
+        f"program before warm's first), {known * 1000:.1f} ms once remembered in warm's "
+        f"home (found remembered in {found} warm rounds); {balance}"
         f"an NVRTC program costs {fixed * 1000:.0f} ms CPU fixed + {per_kernel_cost * 1000:.0f} "
         f"ms per kernel merged, so against one program per kernel no batching exceeds "
         f"cores × (fixed + kernel) / kernel = {bound:.1f}×, and measured in these rounds "

@@ -19,7 +19,7 @@ from warmcli import (
     Runtime,
     StatisticsCollector,
 )
-from warmcli.backends.batch import compile_batch, plan_groups
+from warmcli.backends.batch import RUN, compile_batch, plan_groups
 from warmcli.backends.compiler import CompileUnit
 from warmcli.backends.host import HostCompiler, HostDevice
 from warmcli.bundle.store import Bundle
@@ -113,12 +113,27 @@ def test_plan_groups_respects_jobs_and_options() -> None:
     assert len(groups) == 3
 
 
-def test_plan_groups_keeps_launch_order_together() -> None:
-    """Groups are contiguous runs of the queue, balanced: the kernels a workload launches
-    first share an object, so serving them loads few objects."""
-    queued = units([variant(i) for i in range(7)])
+def test_plan_groups_deals_the_queue_in_runs_when_each_job_has_one_group() -> None:
+    """One group per job: the queue is dealt in runs of `RUN` kernels, A B B A ...: the
+    kernels a workload launches first share an object, a cost growing along the queue
+    falls on both groups alike, queue order is kept inside each, sizes differ by one."""
+    queued = units([variant(i) for i in range(8 * RUN + 1)])
     groups = plan_groups(queued, jobs=2)
-    assert [len(g) for g in groups] == [4, 3]
+    assert sorted(len(g) for g in groups) == [4 * RUN, 4 * RUN + 1]
+    assert groups[0][:RUN] == queued[:RUN], "the first run shares one object"
+    runs = [queued[i : i + RUN] for i in range(0, 8 * RUN, RUN)]
+    assert groups[0][: 4 * RUN] == [*runs[0], *runs[3], *runs[4], *runs[7]]
+    assert groups[1][: 4 * RUN] == [*runs[1], *runs[2], *runs[5], *runs[6]]
+    for group in groups:
+        assert group == sorted(group, key=queued.index), "queue order inside a group"
+
+
+def test_plan_groups_cuts_contiguous_groups_when_there_are_more_than_jobs() -> None:
+    """More groups than jobs (pulled from a queue): contiguous parts of the queue, so a
+    workload's first kernels are served from one object."""
+    queued = units([variant(i) for i in range(7)])
+    groups = plan_groups(queued, jobs=2, max_group=2)
+    assert [len(g) for g in groups] == [2, 2, 2, 1]
     assert [u for g in groups for u in g] == queued
 
 

@@ -11,7 +11,8 @@ path, size, inode, mtime and ctime, named as the binary it resolved to then, so 
 start keys its kernels without starting a compiler nor walking links again: finding
 the compiler costs a `stat` per PATH entry, its identity one read of that file.
 `remembered` does the same for a compiler that is a library (NVRTC): its
-version is read once per library file. Nothing here compiles.
+version is read once per library file on a machine (`is_remembered` says whether a
+process would find it). Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -80,6 +81,16 @@ def remembered(
     if stamp:
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=version)
+
+
+def is_remembered(name: str, where: str) -> bool:
+    """Whether the version line of the file `where` is remembered in warm's home for its
+    present stamp: a process probing it then neither runs nor loads that compiler."""
+    try:
+        stamp = _stamp(name, where, os.stat(where))
+    except OSError:
+        return False
+    return stamp is not None and stamp in _read_versions()
 
 
 def _version_line(name: str, where: str) -> str:
