@@ -5,8 +5,10 @@ readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies wit
 process and nothing is left to clean but the empty lock file (which `remove_leftovers`
 of `warmcli.bundle.file` removes for dead writers' temporary files). A thread that
 holds it may take it again. Only where `flock` is missing (no `fcntl`, or a file
-system without it) is the `filelock` package used, with its fallback: importing it
-costs tens of milliseconds that every `warm run` paid. State: per thread, the lock
+system without it) is the `filelock` package's `SoftFileLock` used, on its own file
+`<bundle>.softlock` (the `.lock` file this module made exists, so a soft lock of that
+name would wait for ever): importing it costs tens of milliseconds that every
+`warm run` paid. State: per thread, the lock
 files it holds (and how often). It never reads or writes a bundle.
 """
 
@@ -28,7 +30,7 @@ def write_lock(path: Path) -> Iterator[None]:
     take): an exclusive `flock` of that file, held by one thread at a time (a thread that
     holds it may take it again); a lock file that cannot be made is a one-line
     `BundleError`. Where `flock` is missing (no `fcntl`, or a file system without it),
-    the `filelock` package's lock (with its fallback) is taken instead."""
+    the `filelock` package's soft lock of `<bundle>.softlock` is taken instead."""
     name = f"{path}.lock"
     held: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if held.get(name):  # this thread holds it already
@@ -42,7 +44,7 @@ def write_lock(path: Path) -> Iterator[None]:
     held[name] = 1
     try:
         if fd is None:
-            with _package_lock(path, name):
+            with _soft_lock(path, f"{path}.softlock"):
                 yield
         else:
             yield
@@ -83,10 +85,12 @@ def _flock(path: Path, name: str) -> int | None:
 
 
 @contextmanager
-def _package_lock(path: Path, name: str) -> Iterator[None]:
-    from filelock import FileLock  # imported only where flock is missing
+def _soft_lock(path: Path, name: str) -> Iterator[None]:
+    """A lock file `name` that exists while it is held (one a dead holder left is
+    reclaimed by `filelock`): for file systems without `flock`."""
+    from filelock import SoftFileLock  # imported only where flock is missing
 
-    lock = FileLock(name)
+    lock = SoftFileLock(name)
     try:
         lock.acquire()
     except OSError as exc:
