@@ -309,7 +309,7 @@ def _checked(
 def _not_a_bundle(path: Path) -> str | None:
     """Why the file at `path` is no sound warm bundle (`warm verify`'s integrity check:
     SQLite's, the manifest, every blob's sha256, every row, every signature), or None."""
-    from warmcli.bundle.signing import signature_report
+    from warmcli.bundle.signature_report import signature_report
     from warmcli.bundle.store import Bundle
 
     try:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import SignatureReport, signature_report
+from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
 
 LISTED = 1_000  # problems named in a report; the rest are counted in `unlisted`

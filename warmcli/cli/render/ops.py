@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warmcli.backends.machine import DeviceInfo, Inventory
-from warmcli.bundle.signing import SignatureReport
+from warmcli.bundle.signature_report import SignatureReport
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
 from warmcli.ops.clean import CleanReport, Removal
