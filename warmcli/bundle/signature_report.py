@@ -37,11 +37,15 @@ class SignatureReport:
     vouched: bool = False  # some valid signature (by a trusted key, when keys are given)
 
     @property
+    def invalid(self) -> list[str]:
+        """Invalid signatures: a file holding one is no sound bundle, trusted keys or not."""
+        return [f"signature by key {s.key_id} is invalid" for s in self.signatures if not s.valid]
+
+    @property
     def problems(self) -> list[str]:
         """Invalid and stale signatures; under trusted keys, also every row no trusted key
         signed."""
-        found = [f"signature by key {s.key_id} is invalid" for s in self.signatures if not s.valid]
-        found += self.stale
+        found = self.invalid + self.stale
         if self.trust_required and not self.vouched:
             found += [] if self.stale else ["not signed by a trusted key"]
         elif self.trust_required and self.uncovered:
