@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 from test_remote import Store, http_store  # noqa: F401 - the fixture
 from test_signed_migration import _signed_format2
 
@@ -38,3 +38,43 @@ def test_push_and_pull_take_a_sound_bundle_with_a_stale_signature(
     pushed = warm("push", path, f"{base}/pushed.warm")
     assert pushed.returncode == 0, pushed.stderr
     assert store.files["/pushed.warm"] == path.read_bytes()
+
+
+def _trusting(warm: Warm, key: Path) -> Warm:
+    return Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+
+
+def test_a_run_under_trusted_keys_never_migrates_a_bundle_it_refuses(
+    warm: Warm, tmp_path: Path
+) -> None:
+    path, key = _signed_format2(tmp_path, warm)
+    before = path.read_bytes()
+    trusting = _trusting(warm, key)
+    # Covered by the trusted key as it is, but the run cannot sign it again: a migration
+    # would leave the signature stale, so it is refused before it and left as it was.
+    ran = trusting("run", EXAMPLES / "matmul_host.py", "-b", path, "-q")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and "--key" in ran.stderr
+    assert path.read_bytes() == before
+    assert trusting("verify", path).returncode == 0  # still served as it is
+    # Signed by a key the run does not trust: refused as it is, never migrated.
+    other = tmp_path / "other"
+    assert warm("keygen", other).returncode == 0
+    untrusting = _trusting(warm, other)
+    ran = untrusting("run", EXAMPLES / "matmul_host.py", "-b", path, "-q", "--key", other)
+    assert ran.returncode == 2 and "untrusted" in ran.stderr, ran.stderr
+    assert path.read_bytes() == before
+
+
+def test_a_run_with_the_signing_key_migrates_a_trusted_bundle_and_signs_it_again(
+    warm: Warm, tmp_path: Path
+) -> None:
+    path, key = _signed_format2(tmp_path, warm)
+    trusting = _trusting(warm, key)
+    ran = trusting("run", EXAMPLES / "matmul_host.py", "-b", path, "-q", "--key", key)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
+    verified = trusting("verify", path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "no longer covers" not in verified.stdout + verified.stderr

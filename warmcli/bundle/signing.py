@@ -37,7 +37,7 @@ from warmcli import config
 from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
-from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
+from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
@@ -303,6 +303,35 @@ def stale(signature: StoredSignature, version: int) -> str | None:
         f"signature by key {signature.key_id} no longer covers the bundle: signed at "
         f"{signed}, it is format {version} now (migrated since); sign it again (warm sign)"
     )
+
+
+def judged_before_migration(
+    opener: Any, path: Path, trusted: Sequence[bytes], signs: bool
+) -> RowSet | None:
+    """Under trusted keys, a write open of a bundle of an older format is judged as it is,
+    before its migration (`opener.open` opens it read-only): one refused then is never
+    migrated, so left byte-identical. Its trusted signatures go stale with the migration,
+    so one holding entries they cover is refused too unless the writer signs again
+    before it closes (`signs`: `warm run --key`). Returns what they covered, with the new
+    format's version row the migration writes; None for a bundle of this format."""
+    from warmcli.bundle.file import FORMAT_VERSION, check_header
+
+    try:
+        version = check_header(path)[0]
+    except (OSError, BundleError):  # none yet, or no bundle: the open itself says so
+        return None
+    if version == FORMAT_VERSION or version not in SCHEMAS:
+        return None
+    with opener.open(path, trusted_keys=trusted) as bundle:
+        rows = covered(bundle, trusted)
+        held = bundle.holds_entries()
+    if held and not signs:
+        raise SignatureError(
+            f"{path}: bundle refused for writing: migrating it from format {version} to "
+            f"{FORMAT_VERSION} would leave its trusted signature stale; write it with the "
+            "signing key (--key) to sign it again"
+        )
+    return RowSet([*rows._lists, format_row(FORMAT_VERSION)])
 
 
 def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:

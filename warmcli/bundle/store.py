@@ -97,30 +97,34 @@ class Bundle(BundleAdmin):
         *,
         write: bool = False,
         trusted_keys: Sequence[bytes] | None = None,
+        signs: bool = False,  # the writer signs it before it closes (`warm run --key`)
     ) -> Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one.
+        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
+        key signed is refused (an older format before it migrates), and only rows they
+        signed are served."""
+        path, judged = Path(path), None
+        if write and trusted_keys is not None:  # the signing layer sits above this module
+            from warmcli.bundle.signing import judged_before_migration
 
-        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries that no
-        trusted key signed is refused, and only rows they signed are served.
-        """
-        path = Path(path)
+            judged = judged_before_migration(cls, path, trusted_keys, signs)
         if write and path.is_file() and path.stat().st_size == 0:  # as `mktemp` makes it
-            return cls.create(path)._trusting(trusted_keys)
+            return cls.create(path)._trusting(trusted_keys, None)
         try:
             conn, ident = _open_connection(path, write)
         except FileNotFoundError:
             if write:
-                return cls.create(path)._trusting(trusted_keys)
+                return cls.create(path)._trusting(trusted_keys, None)
             raise BundleError(f"{path}: no such bundle") from None
-        return cls(path, conn, write, ident)._trusting(trusted_keys)
+        return cls(path, conn, write, ident)._trusting(trusted_keys, judged)
 
-    def _trusting(self, trusted_keys: Sequence[bytes] | None) -> Bundle:
+    def _trusting(self, trusted_keys: Sequence[bytes] | None, judged: RowSet | None) -> Bundle:
         if trusted_keys is None:
             return self
         from warmcli.bundle.signing import covered  # the signing layer sits above this module
 
         try:
-            self.covered = covered(self, trusted_keys)
+            self.covered = judged if judged is not None else covered(self, trusted_keys)
         except BaseException:
             self.close()
             raise

@@ -250,7 +250,8 @@ def _warm(
     try:
         probe = CompilerProbe(devices, report.compilers)
         try:
-            bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
+            signs = signing_key is not None
+            bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
             probe.join()
         except BaseException:  # an interrupt included: the probe's `--version` stops too
             probe.stop()
