@@ -251,23 +251,6 @@ class Bundle(BundleAdmin):
             return None
         return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
 
-    def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
-        """Whether a row may be served: always, unless trusted keys did not sign it."""
-        if self.covered is None:
-            return True
-        from warmcli.bundle.signing import row_hash
-
-        if row_hash(table, signed) in self.covered:
-            return True
-        with self._lock:
-            self._refused.add(key)
-        return False
-
-    def refused(self, key: str) -> bool:
-        """Whether the bundle holds `key` but no trusted key signed that row."""
-        with self._lock:
-            return key in self._refused
-
     def tunes(
         self, operation: str | None = None, on_error: OnError | None = None
     ) -> list[TuneRecord]:
