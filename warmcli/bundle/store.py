@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -242,14 +242,17 @@ class Bundle(BundleAdmin):
         return data
 
     def tune(self, key: str) -> TuneRecord | None:
-        """The tune under `key` (None if absent, or not covered under trusted keys)."""
-        row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
-        if row is None:
-            return None
-        signed = self.covered is not None  # its hash names its kernels, not their ids
-        if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
-            return None
-        return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
+        """The tune under `key` (None if absent, or not covered under trusted keys); its row
+        and the kernel keys it names by id are read in one snapshot (a concurrent delete
+        removes both), or in the transaction this thread is in."""
+        with self._lock, nullcontext() if self._conn.in_transaction else self.snapshot():
+            row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
+            if row is None:
+                return None
+            signed = self.covered is not None  # its hash names its kernels, not their ids
+            if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
+                return None
+            return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
 
     def tunes(
         self, operation: str | None = None, on_error: OnError | None = None
