@@ -78,3 +78,18 @@ def test_a_run_with_the_signing_key_migrates_a_trusted_bundle_and_signs_it_again
     verified = trusting("verify", path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "no longer covers" not in verified.stdout + verified.stderr
+
+
+def test_verify_marks_a_stale_signature_in_its_line_and_its_counts_agree(
+    warm: Warm, tmp_path: Path
+) -> None:
+    import re
+
+    path, _ = _stale(tmp_path, warm)
+    said = warm("verify", path).stdout
+    status = [ln for ln in said.splitlines() if ln.startswith("signature: key")]
+    assert len(status) == 1 and "stale" in status[0], said
+    covers = re.search(r"covers (\d+) of (\d+) row", status[0])
+    uncovered = re.search(r"(\d+) row\(s\) no valid", said)
+    assert covers and uncovered, said
+    assert int(covers[1]) == int(covers[2]) - int(uncovered[1]), said

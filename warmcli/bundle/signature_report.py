@@ -21,7 +21,8 @@ class SignatureStatus:
     signed_at: float
     valid: bool
     trusted: bool | None  # None: no trusted keys were given
-    covers: int  # rows of the bundle this signature covers
+    covers: int  # rows of the bundle this signature covers (none, when stale)
+    stale: bool = False  # valid, but signed in another format (migrated since)
 
 
 @dataclass
@@ -64,10 +65,11 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
     sets = {s.key_id: RowSet([s.rows]) for s in stored if valid[s.key_id]}
     counts = dict.fromkeys(sets, 0)
     version = bundle.format_version()
-    vouching = set()
+    vouching, stale_ids = set(), set()
     for s in stored:
+        why = stale(s, version) if valid[s.key_id] else None
+        stale_ids |= {s.key_id} if why else set()
         if valid[s.key_id] and (trusted is None or s.public_key in trusted):
-            why = stale(s, version)
             report.stale += [why] if why else []
             vouching |= set() if why else {s.key_id}
     report.vouched = bool(vouching)
@@ -85,9 +87,9 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
                 report.uncovered_entries.append(f"{table} {name[:16]}")
     for s in stored:
         trusted_here = None if trusted is None else s.public_key in trusted
+        old = s.key_id in stale_ids  # it vouches for no row
+        covers = 0 if old else counts.get(s.key_id, 0)
         report.signatures.append(
-            SignatureStatus(
-                s.key_id, s.signed_at, valid[s.key_id], trusted_here, counts.get(s.key_id, 0)
-            )
+            SignatureStatus(s.key_id, s.signed_at, valid[s.key_id], trusted_here, covers, old)
         )
     return report

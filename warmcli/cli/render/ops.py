@@ -55,14 +55,14 @@ def signature_lines(report: SignatureReport) -> list[Text]:
         return [line("signature: unsigned", style="yellow")]
     lines = []
     for s in report.signatures:
-        state = "valid" if s.valid else "INVALID"
+        state = "INVALID" if not s.valid else "valid but stale" if s.stale else "valid"
         if s.trusted is not None:
             state += ", trusted" if s.trusted else ", not trusted"
         lines.append(
             line(
                 f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, "
                 f"covers {s.covers} of {report.rows} row(s)",
-                style="green" if s.valid and s.trusted is not False else "red",
+                style="green" if s.valid and not s.stale and s.trusted is not False else "red",
             )
         )
     if report.uncovered and not report.trust_required:
