@@ -21,8 +21,8 @@ class SignatureStatus:
     signed_at: float
     valid: bool
     trusted: bool | None  # None: no trusted keys were given
-    covers: int  # rows of the bundle this signature covers (none, when stale)
-    stale: bool = False  # valid, but signed in another format (migrated since)
+    covers: int  # rows of the bundle whose hash this signature holds
+    stale: bool = False  # valid, but signed in another format: it vouches for no row
 
 
 @dataclass
@@ -87,8 +87,7 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
                 report.uncovered_entries.append(f"{table} {name[:16]}")
     for s in stored:
         trusted_here = None if trusted is None else s.public_key in trusted
-        old = s.key_id in stale_ids  # it vouches for no row
-        covers = 0 if old else counts.get(s.key_id, 0)
+        covers, old = counts.get(s.key_id, 0), s.key_id in stale_ids
         report.signatures.append(
             SignatureStatus(s.key_id, s.signed_at, valid[s.key_id], trusted_here, covers, old)
         )

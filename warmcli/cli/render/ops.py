@@ -58,10 +58,12 @@ def signature_lines(report: SignatureReport) -> list[Text]:
         state = "INVALID" if not s.valid else "valid but stale" if s.stale else "valid"
         if s.trusted is not None:
             state += ", trusted" if s.trusted else ", not trusted"
+        covers = f"covers {s.covers} of {report.rows} row(s)"
+        if s.stale:  # signed before a migration: its hashes match, it vouches for nothing
+            covers = f"vouches for none of {report.rows} row(s) (signed {s.covers} as they are)"
         lines.append(
             line(
-                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, "
-                f"covers {s.covers} of {report.rows} row(s)",
+                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, {covers}",
                 style="green" if s.valid and not s.stale and s.trusted is not False else "red",
             )
         )
