@@ -17,7 +17,8 @@ from test_compact_tunes import _format1
 
 from warmcli.bundle.candidates import INTERNED, decode, kernel_ids, pack, signed_form, unpack
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import DOMAIN, key_id, row_hash, sign, signature_report
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import DOMAIN, key_id, row_hash, sign
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.big_bundle import build_big
-from warmcli.bundle.signing import SHOWN, signature_report
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import SHOWN
 from warmcli.bundle.store import Bundle
 
 

@@ -50,6 +50,7 @@ MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
     "SELECT sha256, size, length(data) FROM blobs WHERE typeof(data) = 'blob' AND "
     f"typeof(size) = 'integer' AND size BETWEEN 0 AND {MAX_BLOB_BYTES} AND size != length(data)"
+    " AND sha256 {} (SELECT sha256 FROM kernels)"  # IN: a kernel's, which it cannot serve
 )
 
 
@@ -107,13 +108,17 @@ class BundleAdmin(SignedRows):
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
         return self._each("kernel", _kernel_record, named(self, "kernel", rows), lambda *_: None)
 
-    def blob_problems(self) -> Iterator[str]:
-        """Kernels whose blob the bundle does not hold, and blobs whose size (one a kernel
-        row may say) is not their length, named without reading or hashing a blob."""
+    def blob_problems(self, *, unused: bool = False) -> Iterator[str]:
+        """Kernels whose blob the bundle does not hold, and blobs a kernel uses whose size
+        (one a kernel row may say) is not their length: entries the bundle cannot serve,
+        named without reading or hashing a blob. With `unused`, also such blobs no kernel
+        uses (a corrupt file, though every entry is served)."""
         for k in self.each_orphan():
             yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        for sha, size, length in self._iter(_SIZE_LIES):
-            yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}"
+        for which in ("IN", "NOT IN") if unused else ("IN",):
+            for sha, size, length in self._iter(_SIZE_LIES.format(which)):
+                why = "" if which == "IN" else " (no kernel uses it)"
+                yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}{why}"
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
@@ -244,7 +249,7 @@ class BundleAdmin(SignedRows):
                 )
             kernels = self.each_kernel
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
-            yield from (("", problem) for problem in self.blob_problems())
+            yield from (("", problem) for problem in self.blob_problems(unused=True))
             yield from tunes
         finally:
             tunes.close()

@@ -5,9 +5,13 @@ readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies wit
 process and nothing is left to clean but the empty lock file (which `remove_leftovers`
 of `warmcli.bundle.file` removes for dead writers' temporary files). A thread that
 holds it may take it again. Only where `flock` is missing (no `fcntl`, or a file
-system without it) is the `filelock` package used, with its fallback: importing it
-costs tens of milliseconds that every `warm run` paid. State: per thread, the lock
-files it holds (and how often). It never reads or writes a bundle.
+system without it) is the `filelock` package's `SoftFileLock` used, on its own file
+`<bundle>.softlock` (the `.lock` file this module made exists, so a soft lock of that
+name would wait for ever): importing it costs tens of milliseconds that every
+`warm run` paid. A release unlocks before it closes, so a forked child that still
+has the descriptor never keeps the lock. State: per thread, the lock files it holds
+(and how often), forgotten in a forked child (the lock is its parent's). It never
+reads or writes a bundle.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ def write_lock(path: Path) -> Iterator[None]:
     take): an exclusive `flock` of that file, held by one thread at a time (a thread that
     holds it may take it again); a lock file that cannot be made is a one-line
     `BundleError`. Where `flock` is missing (no `fcntl`, or a file system without it),
-    the `filelock` package's lock (with its fallback) is taken instead."""
+    the `filelock` package's soft lock of `<bundle>.softlock` is taken instead."""
     name = f"{path}.lock"
     held: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if held.get(name):  # this thread holds it already
@@ -38,55 +42,83 @@ def write_lock(path: Path) -> Iterator[None]:
         finally:
             held[name] -= 1
         return
-    fd = _flock(path, name)
-    held[name] = 1
+    owned: list[int] = []  # the lock file's descriptor, as soon as it is open
+    pid = os.getpid()
     try:
-        if fd is None:
-            with _package_lock(path, name):
-                yield
-        else:
+        if _flock(path, name, owned):
+            held[name] = 1
             yield
+        else:
+            held[name] = 1
+            with _soft_lock(path, f"{path}.softlock"):
+                yield
     finally:
-        del held[name]
-        if fd is not None:
-            os.close(fd)  # which releases the lock
+        held.pop(name, None)
+        for fd in owned:
+            _release(fd, unlock=os.getpid() == pid)
 
 
 _held = threading.local()  # per thread: the lock files it holds, and how many times
 
 
-def _flock(path: Path, name: str) -> int | None:
-    """The lock file's descriptor, exclusively locked (waiting for other writers); None
-    where `flock` is missing. Imports nothing that `filelock` would (tens of ms)."""
+def _forget_held() -> None:
+    """In a forked child: the locks its parent's thread held are not the child's."""
+    _held.counts = {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_held)
+
+
+def _flock(path: Path, name: str, owned: list[int]) -> bool:
+    """Whether `flock` took the lock of `name` exclusively (waiting for other writers);
+    False where it is missing. The descriptor goes into `owned` as soon as it is open,
+    so that the caller's `finally` closes it whatever interrupts (a KeyboardInterrupt
+    while waiting included). Imports nothing that `filelock` would (tens of ms)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
-        return None
+        return False
     try:
         try:
-            fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o666)
+            owned.append(os.open(name, os.O_RDWR | os.O_CREAT, 0o666))
         except PermissionError:  # another user's lock file: locking needs only reading it
-            fd = os.open(name, os.O_RDONLY)
+            owned.append(os.open(name, os.O_RDONLY))
     except OSError as exc:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(owned[-1], fcntl.LOCK_EX)
     except OSError as exc:
-        os.close(fd)
         if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
-            return None  # a file system without flock
+            os.close(owned.pop())
+            return False  # a file system without flock
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
-    except BaseException:  # interrupted while waiting
+    return True
+
+
+def _release(fd: int, *, unlock: bool) -> None:
+    """Close the lock file's descriptor, unlocking it first (`unlock`: in the process
+    that took it): closing alone leaves the lock held while a forked child still has
+    the descriptor open. A forked child only closes its copy, never unlocking its
+    parent's lock."""
+    try:
+        if unlock:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:  # pragma: no cover - closing releases it where nothing shares fd
+        pass
+    finally:
         os.close(fd)
-        raise
-    return fd
 
 
 @contextmanager
-def _package_lock(path: Path, name: str) -> Iterator[None]:
-    from filelock import FileLock  # imported only where flock is missing
+def _soft_lock(path: Path, name: str) -> Iterator[None]:
+    """A lock file `name` that exists while it is held (one a dead holder left is
+    reclaimed by `filelock`): for file systems without `flock`."""
+    from filelock import SoftFileLock  # imported only where flock is missing
 
-    lock = FileLock(name)
+    lock = SoftFileLock(name)
     try:
         lock.acquire()
     except OSError as exc:

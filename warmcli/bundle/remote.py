@@ -308,8 +308,10 @@ def _checked(
 
 def _not_a_bundle(path: Path) -> str | None:
     """Why the file at `path` is no sound warm bundle (`warm verify`'s integrity check:
-    SQLite's, the manifest, every blob's sha256, every row, every signature), or None."""
-    from warmcli.bundle.signing import signature_report
+    SQLite's, the manifest, every blob's sha256, every row; an invalid signature), or
+    None. A stale signature (signed before a migration) is sound: it matters only to
+    whoever trusts keys, and they refuse it when they open it."""
+    from warmcli.bundle.signature_report import signature_report
     from warmcli.bundle.store import Bundle
 
     try:
@@ -318,7 +320,7 @@ def _not_a_bundle(path: Path) -> str | None:
                 for _, problem in checks:
                     if problem is not None:
                         return problem
-            problems = signature_report(bundle, None).problems
+            problems = signature_report(bundle, None).invalid  # stale: only under trust
     except (BundleError, OSError) as exc:
         return str(exc) or type(exc).__name__
     return problems[0] if problems else None

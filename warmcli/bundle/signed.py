@@ -7,7 +7,8 @@ text whichever way a format stores them, and its interned kernel keys with it, s
 `warmcli.bundle.tune_row.signed_values`, so a migration never unsigns an entry, though
 it changes the manifest's format version, which leaves the signature stale); the
 stored signatures, read and type-checked but never verified here (signing does
-that); a new signature stored in one write transaction.
+that); a new signature stored in one write transaction; which rows an open `Bundle`
+serves under trusted keys (`_serves`, `refused`: only those its `covered` holds).
 It owns no state beyond the connection `Bundle` holds, and never prints.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.rows import KERNEL_COLUMNS, MAX_BLOB_BYTES, MAX_NAME_CHARS, RowReader
@@ -24,7 +25,7 @@ from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.tune_row import TUNE_COLUMNS, signed_values
 
 if TYPE_CHECKING:
-    from warmcli.bundle.signing import StoredSignature
+    from warmcli.bundle.signing import RowSet, StoredSignature
 
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
@@ -42,6 +43,25 @@ class SignedRows(RowReader):
 
     if TYPE_CHECKING:  # what `Bundle` provides (see there)
         transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        covered: RowSet | None
+        _refused: set[str]
+
+    def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
+        """Whether a row may be served: always, unless trusted keys did not sign it."""
+        if self.covered is None:
+            return True
+        from warmcli.bundle.signing import row_hash
+
+        if row_hash(table, signed) in self.covered:
+            return True
+        with self._lock:
+            self._refused.add(key)
+        return False
+
+    def refused(self, key: str) -> bool:
+        """Whether the bundle holds `key` but no trusted key signed that row."""
+        with self._lock:
+            return key in self._refused
 
     def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
         """(table, the row's key, its `row_hash`) of every signed row, read one at a time (a

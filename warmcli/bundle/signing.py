@@ -17,7 +17,8 @@ bundle that holds entries but no valid, current signature of a trusted key is re
 kernel or tune row no such signature covers is never served (`Bundle.kernel`,
 `Bundle.tune`). The `cryptography` package (extra `sign`) is imported only when a
 key is read or a signature made or checked. A bundle is reached through the `SignedRows`
-protocol (`Bundle` is one; this module never imports it). It owns no state and never prints.
+protocol (`Bundle` is one; this module never imports it). What `warm verify` says of a
+bundle's signatures is `warmcli.bundle.signature_report`. It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +37,7 @@ from warmcli import config
 from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
-from warmcli.errors import SignatureError  # re-exported: its home is `warmcli.errors`
+from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
@@ -304,6 +305,35 @@ def stale(signature: StoredSignature, version: int) -> str | None:
     )
 
 
+def judged_before_migration(
+    opener: Any, path: Path, trusted: Sequence[bytes], signs: bool
+) -> RowSet | None:
+    """Under trusted keys, a write open of a bundle of an older format is judged as it is,
+    before its migration (`opener.open` opens it read-only): one refused then is never
+    migrated, so left byte-identical. Its trusted signatures go stale with the migration,
+    so one holding entries they cover is refused too unless the writer signs again
+    before it closes (`signs`: `warm run --key`). Returns what they covered, with the new
+    format's version row the migration writes; None for a bundle of this format."""
+    from warmcli.bundle.file import FORMAT_VERSION, check_header
+
+    try:
+        version = check_header(path)[0]
+    except (OSError, BundleError):  # none yet, or no bundle: the open itself says so
+        return None
+    if version == FORMAT_VERSION or version not in SCHEMAS:
+        return None
+    with opener.open(path, trusted_keys=trusted) as bundle:
+        rows = covered(bundle, trusted)
+        held = bundle.holds_entries()
+    if held and not signs:
+        raise SignatureError(
+            f"{path}: bundle refused for writing: migrating it from format {version} to "
+            f"{FORMAT_VERSION} would leave its trusted signature stale; write it with the "
+            "signing key (--key) to sign it again"
+        )
+    return RowSet([*rows._lists, format_row(FORMAT_VERSION)])
+
+
 def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
     """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
     entries that no trusted key validly signed in its format is refused with `SignatureError`."""
@@ -323,77 +353,3 @@ def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
             "signature by a trusted key"
         )
     return RowSet(s.rows for s in good)
-
-
-@dataclass
-class SignatureStatus:
-    key_id: str
-    signed_at: float
-    valid: bool
-    trusted: bool | None  # None: no trusted keys were given
-    covers: int  # rows of the bundle this signature covers
-
-
-@dataclass
-class SignatureReport:
-    """What `warm verify` says of a bundle's signatures."""
-
-    signatures: list[SignatureStatus] = field(default_factory=list)
-    rows: int = 0
-    uncovered: int = 0  # rows no valid (trusted, when keys are given) signature covers
-    uncovered_entries: list[str] = field(default_factory=list)  # kernels, tunes: the first few
-    stale: list[str] = field(default_factory=list)  # valid signatures of another format: why
-    trust_required: bool = False
-    vouched: bool = False  # some valid signature (by a trusted key, when keys are given)
-
-    @property
-    def problems(self) -> list[str]:
-        """Invalid and stale signatures; under trusted keys, also every row no trusted key
-        signed."""
-        found = [f"signature by key {s.key_id} is invalid" for s in self.signatures if not s.valid]
-        found += self.stale
-        if self.trust_required and not self.vouched:
-            found += [] if self.stale else ["not signed by a trusted key"]
-        elif self.trust_required and self.uncovered:
-            named = f": {', '.join(self.uncovered_entries)}" if self.uncovered_entries else ""
-            found.append(
-                f"{self.uncovered} of {self.rows} row(s) not signed by a trusted key{named}"
-            )
-        return found
-
-
-def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> SignatureReport:
-    """Check every signature of `bundle` and which of its rows they cover."""
-    report = SignatureReport(trust_required=trusted is not None)
-    stored = bundle.signatures()
-    valid = {s.key_id: s.valid() for s in stored}
-    sets = {s.key_id: RowSet([s.rows]) for s in stored if valid[s.key_id]}
-    counts = dict.fromkeys(sets, 0)
-    version = bundle.format_version()
-    vouching = set()
-    for s in stored:
-        if valid[s.key_id] and (trusted is None or s.public_key in trusted):
-            why = stale(s, version)
-            report.stale += [why] if why else []
-            vouching |= set() if why else {s.key_id}
-    report.vouched = bool(vouching)
-    if not sets:  # no valid signature: every row is uncovered, and none needs its hash
-        report.rows, first = bundle.signed_rows(("kernels", "tunes"), SHOWN)
-        report.uncovered = report.rows
-        report.uncovered_entries = [f"{table} {name[:16]}" for table, name in first]
-    for table, name, h in bundle.row_hashes() if sets else ():
-        report.rows += 1
-        for k, hashes in sets.items():
-            counts[k] += h in hashes
-        if not any(h in sets[k] for k in vouching):
-            report.uncovered += 1
-            if table in ("kernels", "tunes") and len(report.uncovered_entries) < SHOWN:
-                report.uncovered_entries.append(f"{table} {name[:16]}")
-    for s in stored:
-        trusted_here = None if trusted is None else s.public_key in trusted
-        report.signatures.append(
-            SignatureStatus(
-                s.key_id, s.signed_at, valid[s.key_id], trusted_here, counts.get(s.key_id, 0)
-            )
-        )
-    return report

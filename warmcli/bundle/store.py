@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,30 +93,34 @@ class Bundle(BundleAdmin):
         *,
         write: bool = False,
         trusted_keys: Sequence[bytes] | None = None,
+        signs: bool = False,  # the writer signs it before it closes (`warm run --key`)
     ) -> Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one.
+        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
+        key signed is refused (an older format before it migrates), and only rows they
+        signed are served."""
+        path, judged = Path(path), None
+        if write and trusted_keys is not None:  # the signing layer sits above this module
+            from warmcli.bundle.signing import judged_before_migration
 
-        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries that no
-        trusted key signed is refused, and only rows they signed are served.
-        """
-        path = Path(path)
+            judged = judged_before_migration(cls, path, trusted_keys, signs)
         if write and path.is_file() and path.stat().st_size == 0:  # as `mktemp` makes it
-            return cls.create(path)._trusting(trusted_keys)
+            return cls.create(path)._trusting(trusted_keys, None)
         try:
             conn, ident = _open_connection(path, write)
         except FileNotFoundError:
             if write:
-                return cls.create(path)._trusting(trusted_keys)
+                return cls.create(path)._trusting(trusted_keys, None)
             raise BundleError(f"{path}: no such bundle") from None
-        return cls(path, conn, write, ident)._trusting(trusted_keys)
+        return cls(path, conn, write, ident)._trusting(trusted_keys, judged)
 
-    def _trusting(self, trusted_keys: Sequence[bytes] | None) -> Bundle:
+    def _trusting(self, trusted_keys: Sequence[bytes] | None, judged: RowSet | None) -> Bundle:
         if trusted_keys is None:
             return self
         from warmcli.bundle.signing import covered  # the signing layer sits above this module
 
         try:
-            self.covered = covered(self, trusted_keys)
+            self.covered = judged if judged is not None else covered(self, trusted_keys)
         except BaseException:
             self.close()
             raise
@@ -238,31 +242,17 @@ class Bundle(BundleAdmin):
         return data
 
     def tune(self, key: str) -> TuneRecord | None:
-        """The tune under `key` (None if absent, or not covered under trusted keys)."""
-        row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
-        if row is None:
-            return None
-        signed = self.covered is not None  # its hash names its kernels, not their ids
-        if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
-            return None
-        return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
-
-    def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
-        """Whether a row may be served: always, unless trusted keys did not sign it."""
-        if self.covered is None:
-            return True
-        from warmcli.bundle.signing import row_hash
-
-        if row_hash(table, signed) in self.covered:
-            return True
-        with self._lock:
-            self._refused.add(key)
-        return False
-
-    def refused(self, key: str) -> bool:
-        """Whether the bundle holds `key` but no trusted key signed that row."""
-        with self._lock:
-            return key in self._refused
+        """The tune under `key` (None if absent, or not covered under trusted keys); its row
+        and the kernel keys it names by id are read in one snapshot (a concurrent delete
+        removes both), or in the transaction this thread is in."""
+        with self._lock, nullcontext() if self._conn.in_transaction else self.snapshot():
+            row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
+            if row is None:
+                return None
+            signed = self.covered is not None  # its hash names its kernels, not their ids
+            if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
+                return None
+            return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
 
     def tunes(
         self, operation: str | None = None, on_error: OnError | None = None

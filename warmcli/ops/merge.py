@@ -34,7 +34,8 @@ from warmcli.bundle.file import (
     unlink_all,
 )
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.signing import sign, signature_report
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
 from warmcli.records import KernelRecord, TuneRecord

@@ -6,7 +6,8 @@ a warm bundle or is of another format version) and then runs `Bundle.integrity`
 fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
 pick is one of them) and checks every signature
-(`warmcli.bundle.signing`): by which key, valid or not, what it covers; an invalid one is a
+(`warmcli.bundle.signature_report`): by which key, valid or not, stale (signed before a
+migration: it covers nothing) or not, what it covers; an invalid or stale one is a
 problem, and so, under trusted keys, is a row none of them signed (a bundle no valid
 signature covers is counted in SQL, no row hashed). Everything is read in one snapshot
 (one read transaction), so a writer committing meanwhile never makes a sound bundle
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.signing import SignatureReport, signature_report
+from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
 
 LISTED = 1_000  # problems named in a report; the rest are counted in `unlisted`

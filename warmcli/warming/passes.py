@@ -14,8 +14,9 @@ no keys are trusted). Given a `Shard`, every pass does only that shard's part
 (`warmcli.runtime.shard`), and the verify pass runs under `CompileOnly` on every device:
 it must queue none of the shard's kernels and find every one of its tunes.
 While the bundle is opened (created and synced), a thread finds each device's
-compiler and reads its version (`RunReport.compilers`; memoised, so the first pass
-keys its kernels with it, after the join). Interrupted (`KeyboardInterrupt`, which
+compiler and reads its version (`warmcli.warming.probe`, into `RunReport.compilers`;
+memoised, so the first pass keys its kernels with it, after the join; an interrupt
+kills its `--version` process). Interrupted (`KeyboardInterrupt`, which
 a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
 `RunInterrupted` says how much. Each pass announces itself to the crash journal
 (`warmcli.warming.isolation`) and counts into its own
@@ -25,7 +26,6 @@ returns reports and never prints.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.backends.base import Device
-from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -45,6 +44,7 @@ from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.isolation import note_pass, note_stored
+from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -244,16 +244,18 @@ def _warm(
     bundle_path = report.bundle
     devices = open_devices()
     report.devices = [d.id for d in devices]
-    probed = _probe_compilers(devices, report.compilers)
     created = not bundle_path.exists()
-    try:
-        bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys)
-    finally:
-        failure = probed()
+    bundle: Bundle | None = None
     finished = False
     try:
-        if failure is not None:
-            raise failure
+        probe = CompilerProbe(devices, report.compilers)
+        try:
+            signs = signing_key is not None
+            bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
+            probe.join()
+        except BaseException:  # an interrupt included: the probe's `--version` stops too
+            probe.stop()
+            raise
         dropped = 0 if created else drop_corrupt(bundle)
         runtimes = [
             Runtime(
@@ -267,45 +269,44 @@ def _warm(
             )
             for d in devices
         ]
-        try:
-            report.passes.append(
-                run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
+        report.passes.append(
+            run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
+        )
+        if dropped:
+            report.passes[-1].notes.insert(
+                0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
             )
-            if dropped:
-                report.passes[-1].notes.insert(
-                    0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
-                )
 
-            def persist() -> None:
-                # Whatever was built or measured before a failure stays stored.
-                for runtime in runtimes:
-                    k, t = runtime.persist(bundle)
-                    note_stored(k, t)
-                    report.stored_kernels += k
-                    report.stored_tunes += t
+        def persist() -> None:
+            # Whatever was built or measured before a failure stays stored.
+            for runtime in runtimes:
+                k, t = runtime.persist(bundle)
+                note_stored(k, t)
+                report.stored_kernels += k
+                report.stored_tunes += t
 
-            report.passes.append(
-                run_pass(
-                    ProcessMode.COMPILE_AND_AUTOTUNE,
-                    "CompileAndAutotune",
-                    workload,
-                    runtimes,
-                    observer,
-                    finish=persist,
-                )
+        report.passes.append(
+            run_pass(
+                ProcessMode.COMPILE_AND_AUTOTUNE,
+                "CompileAndAutotune",
+                workload,
+                runtimes,
+                observer,
+                finish=persist,
             )
-            finished = True
-            report.signature = _sign_stored(bundle, signing_key, report)
-        finally:
-            for d in devices:
-                d.close()
+        )
+        finished = True
+        report.signature = _sign_stored(bundle, signing_key, report)
     finally:
-        bundle.close()
-        if created and not finished and not (report.stored_kernels or report.stored_tunes):
-            # A run that failed before storing anything leaves no empty bundle behind,
-            # and no lock file of it either.
-            bundle_path.unlink(missing_ok=True)
-            Path(f"{bundle_path}.lock").unlink(missing_ok=True)
+        for d in devices:
+            d.close()
+        if bundle is not None:
+            bundle.close()
+            if created and not finished and not (report.stored_kernels or report.stored_tunes):
+                # A run that failed before storing anything leaves no empty bundle behind,
+                # and no lock file of it either.
+                bundle_path.unlink(missing_ok=True)
+                Path(f"{bundle_path}.lock").unlink(missing_ok=True)
     if verify:
         fresh = open_devices()
         try:
@@ -324,32 +325,6 @@ def _warm(
         finally:
             for d in fresh:
                 d.close()
-
-
-def _probe_compilers(
-    devices: Sequence[Device], compilers: list[dict[str, str]]
-) -> Callable[[], BaseException | None]:
-    """Find each device's compiler and read its version (`compiler_info`: a `--version`
-    process, or a library's version) into `compilers`, in a thread while the bundle opens
-    (its file created and synced); returns the join, which returns what the thread raised
-    (for the caller to raise). The first pass keys its kernels with these versions
-    (memoised), after the join."""
-    failed: list[BaseException] = []
-
-    def probe() -> None:
-        try:
-            compilers.extend(compiler_info(d) for d in devices)
-        except BaseException as exc:  # for the caller's thread, after the join
-            failed.append(exc)
-
-    thread = threading.Thread(target=probe, name="warm-probe", daemon=True)
-    thread.start()
-
-    def join() -> BaseException | None:
-        thread.join()
-        return failed[0] if failed else None
-
-    return join
 
 
 def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warmcli.backends.machine import DeviceInfo, Inventory
-from warmcli.bundle.signing import SignatureReport
+from warmcli.bundle.signature_report import SignatureReport
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
 from warmcli.ops.clean import CleanReport, Removal
@@ -55,14 +55,16 @@ def signature_lines(report: SignatureReport) -> list[Text]:
         return [line("signature: unsigned", style="yellow")]
     lines = []
     for s in report.signatures:
-        state = "valid" if s.valid else "INVALID"
+        state = "INVALID" if not s.valid else "valid but stale" if s.stale else "valid"
         if s.trusted is not None:
             state += ", trusted" if s.trusted else ", not trusted"
+        covers = f"covers {s.covers} of {report.rows} row(s)"
+        if s.stale:  # signed before a migration: its hashes match, it vouches for nothing
+            covers = f"vouches for none of {report.rows} row(s) (signed {s.covers} as they are)"
         lines.append(
             line(
-                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, "
-                f"covers {s.covers} of {report.rows} row(s)",
-                style="green" if s.valid and s.trusted is not False else "red",
+                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, {covers}",
+                style="green" if s.valid and not s.stale and s.trusted is not False else "red",
             )
         )
     if report.uncovered and not report.trust_required:

@@ -1,0 +1,46 @@
+"""A blob whose entry lies about its size: only one a kernel uses makes an entry
+unservable (`warm diff` exits 1); one no kernel uses is named by `warm verify`'s
+integrity check and leaves diff's answer alone. Real files, the real CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+from conftest import EXAMPLES, Warm
+
+
+def _plant(path: Path, data: bytes, size: int, *, used: bool) -> str:
+    """A blob of `data` whose entry says `size` (the blob of a kernel, if `used`)."""
+    sha = hashlib.sha256(data).hexdigest()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (sha, size, data))
+        if used:
+            conn.execute("UPDATE kernels SET sha256 = ? WHERE rowid = 1", (sha,))
+    return sha
+
+
+def test_only_a_lying_blob_a_kernel_uses_makes_diff_say_cannot_serve(
+    warm: Warm, tmp_path: Path
+) -> None:
+    base = tmp_path / "a.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", base, "-q").returncode == 0
+    unused = tmp_path / "unused.warm"
+    unused.write_bytes(base.read_bytes())
+    sha = _plant(unused, b"x", 5, used=False)
+
+    diffed = warm("diff", base, unused)
+    assert diffed.returncode == 0, diffed.stdout + diffed.stderr
+    assert "cannot serve" not in diffed.stdout
+    verified = warm("verify", unused)
+    assert verified.returncode == 1
+    assert f"blob {sha[:16]} is 1 bytes, its entry says 5" in verified.stdout
+    assert "no kernel uses it" in verified.stdout
+
+    used = tmp_path / "used.warm"
+    used.write_bytes(base.read_bytes())
+    sha = _plant(used, b"y", 5, used=True)
+    diffed = warm("diff", base, used)
+    assert diffed.returncode == 1
+    assert "cannot serve" in diffed.stdout and f"blob {sha[:16]} is 1 bytes" in diffed.stdout
