@@ -113,6 +113,15 @@ class _KernelKeys(dict[int, str]):
         return key
 
 
+def _is_open(conn: sqlite3.Connection) -> bool:
+    """Whether `conn` is not closed (a closed one refuses even to say what it holds)."""
+    try:
+        conn.total_changes  # noqa: B018 (read only to learn whether it is closed)
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
 class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
@@ -155,8 +164,8 @@ class RowReader:
             self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
             try:
                 yield
-            finally:
-                if self._conn.in_transaction:
+            finally:  # closed meanwhile (a listing closed after its bundle): nothing to end
+                if _is_open(self._conn) and self._conn.in_transaction:
                     self._conn.execute("COMMIT")  # nothing was written: the read ends
 
     @property

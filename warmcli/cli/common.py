@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,12 +28,10 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.remote import is_url, local_bundle
-from warmcli.bundle.store import Bundle
-from warmcli.cli.render.tune_line import JsonText, tune_line, tune_lines
+from warmcli.cli.render.tune_line import JsonText
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
-from warmcli.records import KernelRecord
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -343,57 +341,3 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
             batch = []
     if batch:
         yield batch
-
-
-NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
-
-
-def stats_stream(
-    bundle: Bundle, operation: str | None = None, *, as_text: bool = False
-) -> dict[str, Any]:
-    """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
-    given), its kernels and tunes read as they are consumed (each tune as JSON text, for
-    `stream_json`, if `as_text`: those of a large bundle read and written by several
-    processes, in the same order, `warmcli.bundle.listing`)."""
-    from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
-
-    named: dict[str, set[str]] = {}
-    kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
-    tunes: Iterable[Any] = bundle.each_tune(operation)
-    tune: Callable[[Any], Any] = tune_line if as_text else tune_json
-    large = max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
-    lines = None
-    if large and as_text and not operation:
-        from warmcli.bundle.listing import converted_tunes  # a large listing only
-
-        lines = converted_tunes(bundle, tune_lines)
-    if lines is not None:  # read and written by several processes, in the same order
-        tunes, tune = lines, _as_given
-    if not large:
-        # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
-        for t in bundle.each_tune(on_error=lambda *_: None):
-            for c in t.candidates:
-                named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
-        kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
-        tunes = sorted(tunes, key=tune_order)
-    if operation is not None:  # its candidates' kernels only
-        ours = {
-            c.kernel_key
-            for t in bundle.each_tune(operation, on_error=lambda *_: None)
-            for c in t.candidates
-        }
-        kernels = (ku for ku in kernels if ku[0].key in ours)
-    return stats_document(
-        bundle.manifest(),
-        bundle.fingerprints(),
-        kernels,
-        tunes,
-        shared=bundle.blob_users(),
-        named=named,
-        tune=tune,
-        format_version=bundle.format_version(),
-    )
-
-
-def _as_given(line: Any) -> Any:
-    return line

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -22,13 +24,75 @@ from warmcli.cli.common import (
     holds_nothing,
     out,
     readable_bundle,
-    stats_stream,
     stream_json,
 )
 from warmcli.cli.render import line
 from warmcli.cli.render.stats import stats_renderable, summary_renderable
+from warmcli.cli.render.tune_line import tune_line, tune_lines
 from warmcli.ops.stats import summarise
 from warmcli.printable import printable
+from warmcli.records import KernelRecord
+
+NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
+
+
+def stats_stream(
+    bundle: Bundle,
+    operation: str | None = None,
+    *,
+    as_text: bool = False,
+    live: contextlib.ExitStack | None = None,
+) -> dict[str, Any]:
+    """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
+    given), its kernels and tunes read as they are consumed (each tune as JSON text, for
+    `stream_json`, if `as_text`: those of a large bundle read and written by several
+    processes, in the same order, `warmcli.bundle.listing`; that listing is closed, its
+    processes stopped, when `live` ends: before the bundle closes, however it ends)."""
+    from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
+
+    named: dict[str, set[str]] = {}
+    kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
+    tunes: Iterable[Any] = bundle.each_tune(operation)
+    tune: Callable[[Any], Any] = tune_line if as_text else tune_json
+    large = max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
+    lines = None
+    if large and as_text and not operation:
+        from warmcli.bundle.listing import converted_tunes  # a large listing only
+
+        lines = converted_tunes(bundle, tune_lines)
+        if lines is not None and live is not None:
+            live.callback(lines.close)
+    if lines is not None:  # read and written by several processes, in the same order
+        tunes, tune = lines, _as_given
+    if not large:
+        # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
+        for t in bundle.each_tune(on_error=lambda *_: None):
+            for c in t.candidates:
+                named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+        kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
+        tunes = sorted(tunes, key=tune_order)
+    if operation is not None:  # its candidates' kernels only
+        ours = {
+            c.kernel_key
+            for t in bundle.each_tune(operation, on_error=lambda *_: None)
+            for c in t.candidates
+        }
+        kernels = (ku for ku in kernels if ku[0].key in ours)
+    return stats_document(
+        bundle.manifest(),
+        bundle.fingerprints(),
+        kernels,
+        tunes,
+        shared=bundle.blob_users(),
+        named=named,
+        tune=tune,
+        format_version=bundle.format_version(),
+    )
+
+
+def _as_given(line: Any) -> Any:
+    return line
+
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held
 
@@ -55,8 +119,10 @@ def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> 
         held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
         held += ", ..." if len(names) > HELD_SHOWN else ""
         fail(f"{path}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
-    if as_json:
-        stream_json({"bundle": str(path), **stats_stream(bundle, operation, as_text=True)})
+    if as_json:  # a reader gone or Ctrl-C: the listing's processes stop, then the bundle closes
+        with contextlib.ExitStack() as live:
+            tunes = stats_stream(bundle, operation, as_text=True, live=live)
+            stream_json({"bundle": str(path), **tunes})
         return
     summary = summarise(bundle, operation=operation)
     if summary is not None:  # too large to list: counts by SQL, a few tunes shown
