@@ -9,8 +9,8 @@ CPU (`warmcli.bundle.workers`); each opens the bundle read-only, reads one range
 it read and every problem, in order (`TuneChecks`). The caller's open read transaction (`snapshot`)
 holds SQLite's shared lock the whole time, so no writer can commit meanwhile and every
 process reads the same state (a bundle is never in WAL mode); a worker that finds the
-path now names another file (replaced meanwhile), or fails, leaves its range to be
-checked here.
+path now names another file (replaced meanwhile), or fails or dies, leaves its range
+(and a dead one every range not yet done) to be checked here.
 The ranges are started before the caller checks everything else, and their results are
 yielded in rowid order: the report is the one a check in one process makes. Where
 `fork` is not what starts processes, or threads are running, all is checked here. It
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from warmcli.bundle.rows import OnError
-from warmcli.bundle.workers import Reopen, pool, worker_count
+from warmcli.bundle.workers import Reopen, Workers, worker_count
 
 PARALLEL_TUNES = 20_000  # fewer tunes than this are checked in this process
 Checks = Iterator[tuple[str, str | None]]
@@ -73,7 +73,7 @@ class TuneChecks:
 
     def __init__(self, bundle: Tunes, here: Callable[[OnError], Iterable[object]]) -> None:
         self._bundle, self._here = bundle, here
-        self._pool: Any = None
+        self._pool: Workers | None = None
         self._ranges: list[tuple[int, int, Any]] = []
         workers = worker_count()
         if workers < 2 or bundle.count("tunes") < PARALLEL_TUNES:
@@ -82,11 +82,9 @@ class TuneChecks:
         chunks = workers * 2
         bounds = [low - 1 + (high - low + 1) * i // chunks for i in range(chunks + 1)]
         source = Reopen.of(bundle)
-        self._pool = pool(workers)
+        self._pool = Workers(workers)
         for a, b in itertools.pairwise(bounds):
-            work = (source, a, b)
-            self._ranges.append((a, b, self._pool.apply_async(_check_range, work)))
-        self._pool.close()
+            self._ranges.append((a, b, self._pool.submit(_check_range, source, a, b)))
 
     def __iter__(self) -> Checks:
         if self._pool is None:
@@ -94,10 +92,7 @@ class TuneChecks:
             return
         try:
             for a, b, result in self._ranges:
-                try:
-                    done = result.get()
-                except Exception:  # a worker that failed: its range is read here
-                    done = None
+                done = Workers.done(result)  # a worker that failed or died: read here
                 if done is None:
                     yield from checked("tune", lambda bad, a=a, b=b: self._between(a, b, bad))
                     continue
@@ -112,6 +107,5 @@ class TuneChecks:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.stop()
             self._pool = None

@@ -14,8 +14,8 @@ tune); the first ranges start as `converted_tunes` returns (they are read while 
 caller writes what comes before the tunes), and the caller gets them in order, at most
 two ranges a worker ahead of what it has consumed, so memory stays that of a few ranges.
 The caller's read transaction (`snapshot`) is held the whole time, so no writer commits
-meanwhile and every process reads the same state; a range whose worker fails or finds
-the path naming another file is read by the caller, `convert` of each tune on its own
+meanwhile and every process reads the same state; a range whose worker fails, dies or
+finds the path naming another file is read by the caller, `convert` of each tune on its own
 (so a corrupt row raises the `BundleError` naming it where it stands in the order,
 after the rows before it, as `each_tune` does). Tunes of equal operation and shape
 come in SQLite's order, as in `each_tune`. It returns None (read it in one process) for
@@ -34,7 +34,7 @@ from warmcli.bundle.checking import PARALLEL_TUNES
 from warmcli.bundle.oversize import refused
 from warmcli.bundle.rows import RowReader
 from warmcli.bundle.tune_row import TUNE_SELECT, parsed_tunes
-from warmcli.bundle.workers import Reopen, pool, worker_count
+from warmcli.bundle.workers import Reopen, Workers, worker_count
 from warmcli.errors import BundleError
 from warmcli.records import TuneRecord
 
@@ -142,14 +142,14 @@ def _listed(bundle: Any, convert: Convert, workers: int) -> Iterator[Any]:
         ends = _bounds(bundle)
         ranges = iter(itertools.pairwise([None, *ends]))
         source = Reopen.of(bundle)
-        started = pool(workers)
+        started = Workers(workers)
         pending: deque[tuple[Bound, Bound, Any]] = deque()
         first = True
         try:
             while True:
                 for low, high in itertools.islice(ranges, 2 * workers - len(pending)):
                     args = (source, low, high, convert)
-                    pending.append((low, high, started.apply_async(_convert_range, args)))
+                    pending.append((low, high, started.submit(_convert_range, *args)))
                 if first:  # the first ranges are being read: the caller goes on meanwhile
                     first = False
                     yield None
@@ -157,14 +157,10 @@ def _listed(bundle: Any, convert: Convert, workers: int) -> Iterator[Any]:
                 if not pending:
                     return
                 low, high, result = pending.popleft()
-                try:
-                    done = result.get()
-                except Exception:  # read here: a corrupt row raises where it stands
-                    done = None
-                if done is None:  # the worker could not read it: each tune on its own
+                done = started.done(result)
+                if done is None:  # the worker could not read it (or died): each tune here
                     yield from (convert((t,)) for t in _between(bundle, low, high))
                 elif done[0]:  # a range of no tune gives nothing
                     yield done[1]
         finally:
-            started.terminate()
-            started.join()
+            started.stop()

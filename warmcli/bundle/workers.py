@@ -9,13 +9,18 @@ worker: it opens the path read-only, in one read transaction (`snapshot`), and r
 reading on it, or returns None where the path names another file now (replaced
 meanwhile), so the caller reads that part itself. The caller keeps its own read
 transaction open the whole time, so no writer commits meanwhile and every process
-reads the same state. `pool` starts the processes. This module owns no state beyond
-the processes a caller starts, and never writes or prints.
+reads the same state. `Workers` starts the processes (forked, all at once, before its
+one thread starts; each ignores SIGINT: Ctrl-C is the caller's to answer, and `stop`
+ends them); a worker that dies (SIGKILL, out of memory) fails its part and every part
+not yet done (`done` gives None: the caller reads them itself), never hangs the caller.
+This module owns no state beyond the processes a caller starts, and never writes or
+prints.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -64,8 +69,43 @@ class Reopen:
             return reading(bundle)
 
 
-def pool(workers: int) -> Any:
-    """`workers` forked processes (a `multiprocessing` pool)."""
-    import multiprocessing  # a large bundle's listing only: never paid on open
+def _quiet() -> None:
+    """First in each worker: SIGINT (Ctrl-C reaches the whole process group) is ignored;
+    the caller stops its workers (`Workers.stop`) and says it was interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    return multiprocessing.get_context("fork").Pool(workers)
+
+class Workers:
+    """`count` forked processes (a `concurrent.futures` pool: a worker that dies breaks
+    it, and every part it had not done fails at once instead of being lost)."""
+
+    def __init__(self, count: int) -> None:
+        import multiprocessing  # a large bundle's listing only: never paid on open
+        from concurrent.futures import ProcessPoolExecutor
+
+        fork = multiprocessing.get_context("fork")
+        self._executor = ProcessPoolExecutor(count, mp_context=fork, initializer=_quiet)
+
+    def submit(self, fn: Callable[..., _T], *args: Any) -> Any:
+        """A future of `fn(*args)` in a worker, or None where the pool is broken already."""
+        try:
+            return self._executor.submit(fn, *args)
+        except RuntimeError:  # BrokenProcessPool: a worker died; the caller reads it
+            return None
+
+    @staticmethod
+    def done(future: Any) -> Any:
+        """What a worker returned, or None where it failed or died (the caller reads it)."""
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # a corrupt row raises in the caller, where it stands
+            return None
+
+    def stop(self) -> None:
+        """End every worker now (a part being read is dropped) and wait for them."""
+        executor = self._executor
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()  # (Python 3.14's `terminate_workers`, by hand)
+        executor.shutdown(wait=True, cancel_futures=True)

@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
-from warmcli.cli.common import out
+from warmcli.cli.common import EXIT_INTERRUPTED, fail, out
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 
@@ -47,8 +47,15 @@ class _PlainParams:
 
 class WarmCommand(_PlainParams, TyperCommand):
     """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
-    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`, and whose values
-    are converted without Pydantic (`warmcli.cli.plain_params`)."""
+    its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`, whose values
+    are converted without Pydantic (`warmcli.cli.plain_params`), and which, stopped by
+    Ctrl-C that nothing inside answered, says so in one line and exits 130."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # (a forked worker ignores it: its caller stops it)
+            fail("interrupted", EXIT_INTERRUPTED, label="")
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
