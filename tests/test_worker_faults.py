@@ -130,3 +130,24 @@ def test_a_snapshot_outliving_its_bundle_ends_quietly(big: Path) -> None:
     with bundle.snapshot():
         assert bundle.count("tunes") == 400
         bundle.close()  # a listing closed after its bundle: no "corrupt bundle"
+
+
+def test_ctrl_c_while_the_command_is_imported_is_one_line_and_130(tmp_path: Path) -> None:
+    interrupted = (
+        "import importlib, sys\n"
+        "real = importlib.import_module\n"
+        "def stopped(name, *args):\n"
+        "    if name == 'warmcli.cli.inspect':\n"
+        "        raise KeyboardInterrupt  # Ctrl-C while `warm stats` is imported\n"
+        "    return real(name, *args)\n"
+        "importlib.import_module = stopped\n"
+        "sys.argv = ['warm', 'stats', 'x.warm']\n"
+        "from warmcli.__main__ import main\n"
+        "main()\n"
+    )
+    env = dict(os.environ, WARM_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-c", interrupted], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["warm: interrupted"]

@@ -7,6 +7,7 @@ import cycle. It holds no other state and never calls the library.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any
 
@@ -121,8 +122,13 @@ class WarmApp(typer.Typer):
         """Import the module of the command `args` names, or every command module."""
         self._loaded = True
         named = COMMANDS.get(args[0]) if args else None
-        for module in [named] if named else sorted(set(COMMANDS.values())):
-            importlib.import_module(f"warmcli.cli.{module}")
+        try:
+            for module in [named] if named else sorted(set(COMMANDS.values())):
+                importlib.import_module(f"warmcli.cli.{module}")
+        except KeyboardInterrupt:  # Ctrl-C before a command began: one line, exit 130
+            with contextlib.suppress(typer.Exit):
+                fail("interrupted", EXIT_INTERRUPTED, label="")
+            raise SystemExit(EXIT_INTERRUPTED) from None
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", WarmCommand)
