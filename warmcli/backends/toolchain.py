@@ -72,13 +72,15 @@ def remembered(
     name: str, where: str, st: os.stat_result, read_version: Callable[[str, str], str]
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp, else `read_version(name, where)` (which raises ToolchainError)."""
+    the file's stamp, else `read_version(name, where)` (which raises ToolchainError),
+    remembered only if the file's stamp is the same after it ran as before (a binary
+    swapped in meanwhile is never stored under the old one's stamp)."""
     stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:  # remembered as the binary named it: no link walked again
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
-    if stamp:
+    if stamp and _stamp_now(name, where) == stamp:  # else swapped while it ran: not kept
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=version)
 
@@ -86,11 +88,16 @@ def remembered(
 def is_remembered(name: str, where: str) -> bool:
     """Whether the version line of the file `where` is remembered in warm's home for its
     present stamp: a process probing it then neither runs nor loads that compiler."""
-    try:
-        stamp = _stamp(name, where, os.stat(where))
-    except OSError:
-        return False
+    stamp = _stamp_now(name, where)
     return stamp is not None and stamp in _read_versions()
+
+
+def _stamp_now(name: str, where: str) -> str | None:
+    """The present stamp of the file `where` (None where it has none or is gone)."""
+    try:
+        return _stamp(name, where, os.stat(where))
+    except OSError:
+        return None
 
 
 def _version_line(name: str, where: str) -> str:

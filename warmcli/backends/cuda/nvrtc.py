@@ -19,6 +19,7 @@ only to compile or to read a version.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -186,16 +187,38 @@ def _read_version(name: str, where: str) -> str:
     return f"NVRTC {release.group(0)}" + (f"; Build {build.group(1)}" if build else "")
 
 
-@functools.cache
-def identity(path: str, *stamp: int) -> Toolchain:
-    """NVRTC's toolchain, once per library file (`stamp`: its size, inode, mtime, ctime) per
-    process: every device's compiler in a process shares it (the first reads it or finds it
-    remembered in warm's home)."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise ToolchainError(f"nvrtc: {path}: {exc}") from None
-    return remembered("nvrtc", path, st, _read_version)
+class _Identity:
+    """`identity(path, *stamp)`: NVRTC's toolchain, once per library file (`stamp`: its
+    size, inode, mtime, ctime) per process: every device's compiler in a process shares it
+    (the first reads it or finds it remembered in warm's home). Kept under `stamp` only if
+    the file still has it once read (a file swapped meanwhile is read again next time)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, tuple[int, ...]], Toolchain] = {}
+
+    def __call__(self, path: str, *stamp: int) -> Toolchain:
+        known = self._known.get((path, stamp))
+        if known is not None:
+            return known
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise ToolchainError(f"nvrtc: {path}: {exc}") from None
+        found = remembered("nvrtc", path, st, _read_version)
+        with contextlib.suppress(OSError):
+            if _stamp_of(os.stat(path)) == stamp:  # unchanged while it was read
+                self._known[(path, stamp)] = found
+        return found
+
+    def cache_clear(self) -> None:
+        self._known.clear()
+
+
+def _stamp_of(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+identity = _Identity()
 
 
 def _run(
@@ -253,7 +276,7 @@ class NvrtcCompiler:
             st = os.stat(self.path)
         except OSError as exc:
             raise ToolchainError(f"nvrtc: {self.path}: {exc}") from None
-        return identity(self.path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        return identity(self.path, *_stamp_of(st))
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs
