@@ -11,10 +11,10 @@ meanwhile), so the caller reads that part itself. The caller keeps its own read
 transaction open the whole time, so no writer commits meanwhile and every process
 reads the same state. `Workers` starts the processes (forked, all at once, before its
 one thread starts; each ignores SIGINT: Ctrl-C is the caller's to answer, and `stop`
-ends them); a worker that dies (SIGKILL, out of memory) fails its part and every part
-not yet done (`done` gives None: the caller reads them itself), never hangs the caller.
-This module owns no state beyond the processes a caller starts, and never writes or
-prints.
+drops what is not begun and waits for the part each is reading); a worker that dies
+(SIGKILL, out of memory) fails its part and every part not yet done (`done` gives None:
+the caller reads them itself), never hangs the caller. This module owns no state beyond
+the processes a caller starts, and never writes or prints.
 """
 
 from __future__ import annotations
@@ -104,8 +104,7 @@ class Workers:
             return None
 
     def stop(self) -> None:
-        """End every worker now (a part being read is dropped) and wait for them."""
-        executor = self._executor
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()  # (Python 3.14's `terminate_workers`, by hand)
-        executor.shutdown(wait=True, cancel_futures=True)
+        """Drop every part not begun and wait for the workers to end: each finishes the part
+        it is reading (never killed: one killed while it sends its result would leave the
+        pool's reader waiting for the rest of it forever)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
