@@ -8,13 +8,10 @@ and prints: all work is in `warmcli.warming.passes` and the modules below it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
-import typer
-
 from warmcli.cli.app import app
-from warmcli.cli.common import EXIT_INTERRUPTED, fail
+from warmcli.cli.common import exit_interrupted, exit_now
 
 __all__ = ["app", "main"]
 
@@ -28,9 +25,7 @@ def main() -> None:
         code = app(prog_name="warm", standalone_mode=False)
     except Exception as exc:  # the parser's own (Typer's click): known by what they carry
         if type(exc).__name__ == "Abort":  # interrupted before a command took over
-            with contextlib.suppress(typer.Exit):
-                fail("interrupted", EXIT_INTERRUPTED, label="")
-            sys.exit(EXIT_INTERRUPTED)
+            exit_interrupted()
         message = getattr(exc, "format_message", None)
         if message is None:
             raise
@@ -40,7 +35,5 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path} --help" if ctx is not None else "warm --help"
         fail_code = getattr(exc, "exit_code", 2) or 2
-        with contextlib.suppress(typer.Exit):
-            fail(f"{message()} (see {where})", fail_code)
-        sys.exit(fail_code)
+        exit_now(f"{message()} (see {where})", fail_code)
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,7 +7,6 @@ import cycle. It holds no other state and never calls the library.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from typing import Any
 
@@ -15,7 +14,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
-from warmcli.cli.common import EXIT_INTERRUPTED, fail, out
+from warmcli.cli.common import exit_interrupted, out
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 
@@ -56,7 +55,7 @@ class WarmCommand(_PlainParams, TyperCommand):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # (a forked worker ignores it: its caller stops it)
-            fail("interrupted", EXIT_INTERRUPTED, label="")
+            exit_interrupted()
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -126,9 +125,7 @@ class WarmApp(typer.Typer):
             for module in [named] if named else sorted(set(COMMANDS.values())):
                 importlib.import_module(f"warmcli.cli.{module}")
         except KeyboardInterrupt:  # Ctrl-C before a command began: one line, exit 130
-            with contextlib.suppress(typer.Exit):
-                fail("interrupted", EXIT_INTERRUPTED, label="")
-            raise SystemExit(EXIT_INTERRUPTED) from None
+            exit_interrupted()
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", WarmCommand)

@@ -274,6 +274,20 @@ def interrupted(kernels: int, tunes: int) -> NoReturn:
     )
 
 
+def exit_now(message: str, code: int, *, label: str = "error: ") -> NoReturn:
+    """`fail`, then exit the process itself: for where no command's runner turns its
+    `typer.Exit` into the exit code (the parser's errors, a command module's import)."""
+    with contextlib.suppress(typer.Exit):
+        fail(message, code, label=label)
+    raise SystemExit(code)
+
+
+def exit_interrupted() -> NoReturn:
+    """Stopped by Ctrl-C where no command's own handling answered it (while parsing, while
+    a command's module is imported, or inside a command): one line, exit 130."""
+    exit_now("interrupted", EXIT_INTERRUPTED, label="")
+
+
 def guarded(action: Callable[[], Any]) -> Any:
     """Run `action`; an expected failure becomes one line and exit 2. The reader of stdout
     going away (`| head`) is no failure of warm's: exit 1 quietly, as Python's own tools do."""
