@@ -68,10 +68,13 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
     vouching, stale_ids = set(), set()
     for s in stored:
         why = stale(s, version) if valid[s.key_id] else None
-        stale_ids |= {s.key_id} if why else set()
+        if why:
+            stale_ids.add(s.key_id)
         if valid[s.key_id] and (trusted is None or s.public_key in trusted):
-            report.stale += [why] if why else []
-            vouching |= set() if why else {s.key_id}
+            if why:
+                report.stale.append(why)
+            else:
+                vouching.add(s.key_id)
     report.vouched = bool(vouching)
     if not sets:  # no valid signature: every row is uncovered, and none needs its hash
         report.rows, first = bundle.signed_rows(("kernels", "tunes"), SHOWN)

@@ -337,10 +337,10 @@ def judged_before_migration(
 def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
     """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
     entries that no trusted key validly signed in its format is refused with `SignatureError`."""
-    good = [s for s in bundle.signatures(trusted) if s.valid()]
     version = bundle.format_version()
-    why = [w for w in (stale(s, version) for s in good) if w]
-    good = [s for s in good if stale(s, version) is None]
+    judged = [(s, stale(s, version)) for s in bundle.signatures(trusted) if s.valid()]
+    why = [w for _, w in judged if w]
+    good = [s for s, w in judged if w is None]
     if not good and why and bundle.holds_entries():
         raise SignatureError(f"{bundle.path}: bundle refused: {why[0]}")
     if not good and bundle.holds_entries():
