@@ -20,7 +20,7 @@ import errno
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from warmcli.errors import BundleError
@@ -45,13 +45,10 @@ def write_lock(path: Path) -> Iterator[None]:
     owned: list[int] = []  # the lock file's descriptor, as soon as it is open
     pid = os.getpid()
     try:
-        if _flock(path, name, owned):
-            held[name] = 1
+        flocked = _flock(path, name, owned)
+        held[name] = 1
+        with nullcontext() if flocked else _soft_lock(path, f"{path}.softlock"):
             yield
-        else:
-            held[name] = 1
-            with _soft_lock(path, f"{path}.softlock"):
-                yield
     finally:
         held.pop(name, None)
         for fd in owned:
