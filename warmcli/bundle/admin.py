@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.oversize import named, refused
+from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -106,7 +106,7 @@ class BundleAdmin(SignedRows):
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
-        return self._each("kernel", _kernel_record, named(self, "kernel", rows), lambda *_: None)
+        return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
 
     def blob_problems(self, *, unused: bool = False) -> Iterator[str]:
         """Kernels whose blob the bundle does not hold, and blobs a kernel uses whose size
@@ -130,7 +130,7 @@ class BundleAdmin(SignedRows):
             return _kernel_record(row[:-2]), _usage_row((row[0], *row[-2:]))[1]
 
         rows = self._rows(select, order or "device, arch, label", "entry", None)
-        return self._each("kernel", parse, named(self, "kernel", rows), on_error)
+        return each_named(self, "kernel", parse, rows, on_error)
 
     def foreign(
         self, backend: str, arch: str, toolchains: Iterable[str], device: str

@@ -3,32 +3,63 @@
 SQLite refuses to load any value over `MAX_VALUE_BYTES` (`RowReader._reading`), even
 for `length()` of a text (this SQLite has no `octet_length`), so a listing's select
 stops at such a row with SQLite's "too big", which names no row (so does SQLite's
-own check of an index holding one). `named` passes a listing's rows through and turns
-that error into a `BundleError` naming the first entry (in rowid order) that holds such
-a value, its column and its size in bytes (`refused`: any read's error so), found
-without loading any value: `typeof()` and an incremental blob handle's length
-(`Connection.blobopen`, Python 3.11+, the versions that set the limit) read only the
-record's header. Where none is found, the error stays SQLite's. It owns no state,
-never writes and never prints.
+own check of an index holding one). `each_named` parses a listing's rows (the one way
+every listing of kernels or tunes does) and turns that error into a `BundleError` naming
+the first entry (in rowid order) that holds such a value, its column and its size in
+bytes (`refused`: any read's error so), found without loading any value: `typeof()` and
+an incremental blob handle's length (`Connection.blobopen`, Python 3.11+, the versions
+that set the limit) read only the record's header. Where none is found, the error stays
+SQLite's. It owns no state, never writes and never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
-from warmcli.bundle.rows import MAX_NAME_CHARS, MAX_VALUE_BYTES, RowReader, _corrupt, _Malformed
+from warmcli.bundle.rows import (
+    MAX_NAME_CHARS,
+    MAX_VALUE_BYTES,
+    OnError,
+    RowReader,
+    _corrupt,
+    _Malformed,
+)
 from warmcli.errors import BundleError
 
 TOO_BIG = "string or blob too big"  # SQLite's words for a value over its length limit
 TABLES = {"kernel": "kernels", "tune": "tunes"}
 
 
-def named(reader: RowReader, what: str, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
-    """`rows` of a listing of `what` ("kernel" or "tune"); SQLite's refusal of a value too
-    long becomes a `BundleError` naming the entry that holds it (see the module doc)."""
+_T = TypeVar("_T")
+
+
+def each_named(
+    reader: RowReader,
+    what: str,
+    parse: Callable[[tuple[Any, ...]], _T],
+    rows: Iterable[tuple[Any, ...]],
+    on_error: OnError | None,
+) -> Iterator[_T]:
+    """The records `parse` makes of `rows`, a listing of `what` ("kernel" or "tune") read
+    by `reader`: a row that is not what warm writes is a `BundleError` naming it, or with
+    `on_error` handed to it (its key and the problem) and skipped; SQLite's refusal of a
+    value too long, a `BundleError` naming the entry that holds it (see the module doc)."""
+    for row in _named(reader, what, rows):
+        try:
+            record = parse(row)
+        except _Malformed as exc:
+            if on_error is None:
+                raise BundleError(f"{reader.path}: {_corrupt(what, row[0], exc)}") from None
+            on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
+            continue
+        yield record
+
+
+def _named(reader: RowReader, what: str, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+    """`rows`, SQLite's refusal of a value too long (met fetching them) named by `refused`."""
     try:
         yield from rows
     except BundleError as exc:

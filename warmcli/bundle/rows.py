@@ -9,8 +9,8 @@ its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.ker
 or a `TuneRecord`; a
 field that is not what warm writes raises `_Malformed`, which `RowReader` (the reads
 `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at a time) names as a
-`BundleError`. This module owns no state, opens no file and never decides what is
-served (`warmcli.bundle.store` does).
+`BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`). This module
+owns no state, opens no file and never decides what is served (`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -219,23 +219,6 @@ class RowReader:
         """The rows of `select` (those whose `column` is `value`, if given), streamed."""
         where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
         return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))
-
-    def _each(
-        self,
-        what: str,
-        parse: Callable[[tuple[Any, ...]], _T],
-        rows: Iterable[tuple[Any, ...]],
-        on_error: OnError | None,
-    ) -> Iterator[_T]:
-        for row in rows:
-            try:
-                record = parse(row)
-            except _Malformed as exc:
-                if on_error is None:
-                    raise BundleError(f"{self.path}: {_corrupt(what, row[0], exc)}") from None
-                on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
-                continue
-            yield record
 
     def _parse(self, what: str, key: object, parse: Callable[[], _T]) -> _T:
         """Run a row parser; a malformed field becomes a `BundleError` naming the entry."""

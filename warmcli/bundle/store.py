@@ -45,7 +45,7 @@ from warmcli.bundle.file import (
 )
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.oversize import named
+from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
@@ -219,7 +219,7 @@ class Bundle(BundleAdmin):
         A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
         and the problem) and skipped."""
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
-        return self._each("kernel", _kernel_record, named(self, "kernel", rows), on_error)
+        return each_named(self, "kernel", _kernel_record, rows, on_error)
 
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""

@@ -33,7 +33,7 @@ from warmcli.bundle.candidates import (
     signed_form,
     unpack,
 )
-from warmcli.bundle.oversize import named
+from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -210,11 +210,10 @@ def parsed_tunes(
 ) -> Iterator[TuneRecord]:
     """The tunes of `rows` (`TUNE_SELECT`'s, read by `reader`), each through `_tune_record`
     (an interned kernel key through the reader's); a row that is not what warm writes is
-    a `BundleError` naming it, or given to `on_error` (`RowReader._each`); one holding a
-    value longer than warm reads, a `BundleError` naming it (`warmcli.bundle.oversize`)."""
+    a `BundleError` naming it, or given to `on_error`; one holding a value longer than
+    warm reads, a `BundleError` naming it (`warmcli.bundle.oversize.each_named`)."""
     kernel_key = reader._kernel_key
-    rows = named(reader, "tune", rows)  # a value too long to read: named by its entry
-    return reader._each("tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
+    return each_named(reader, "tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
 
 
 def _fields(values: tuple[object, ...]) -> list[object]:
