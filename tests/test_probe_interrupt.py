@@ -1,5 +1,6 @@
 """An interrupt while the compiler probe (`warmcli.warming.probe`) waits for a slow
-`cc --version`: the real `warm run` in a subprocess, SIGINT while it waits."""
+`cc --version`: the real `warm run` in a subprocess, SIGINT while it waits; and the
+probe's `stop` in this process, over a real slow `--version` and its grandchild."""
 
 from __future__ import annotations
 
@@ -86,3 +87,46 @@ def test_a_probe_failure_closes_the_devices_and_leaves_no_bundle(tmp_path: Path)
         )
     assert closed == [Failing().id]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_stopping_the_probe_kills_what_its_thread_started_and_what_it_starts_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CompilerProbe.stop` kills the `--version` groups its thread started (a grandchild
+    holding the pipe included), and one the thread starts after the stop, at once; a
+    process another thread started is left alone."""
+    from warmcli.backends import processes
+    from warmcli.warming import probe as probe_module
+
+    pids = tmp_path / "pids"
+    slow = tmp_path / "slowcc"  # a grandchild holds its pipe for 20 s
+    slow.write_text(f"#!/bin/sh\necho $$ >> {pids}; sleep 20 & echo $! >> {pids}; wait\n")
+    slow.chmod(0o755)
+    other = subprocess.Popen(["sleep", "20"])  # not the probe's: must outlive its stop
+
+    class Device:
+        id = "slow"
+
+    def compiler_info(device: object) -> dict[str, str]:
+        for _ in range(2):  # the second starts after the stop: killed at once
+            processes.run([str(slow)], timeout=30)
+        return {"device": "slow"}
+
+    compilers: list[dict[str, str]] = []
+    monkeypatch.setattr(probe_module, "compiler_info", compiler_info)
+    try:
+        started = time.perf_counter()
+        probe = probe_module.CompilerProbe([Device()], compilers)  # type: ignore[list-item]
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and len(pids.read_text().split()) == 2):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        probe.stop()
+        probe.join()
+        assert other.poll() is None  # not the probe's: left running
+    finally:
+        other.kill()
+    assert time.perf_counter() - started < 10
+    assert compilers == [{"device": "slow"}]
+    assert [pid for pid in map(int, pids.read_text().split()) if _alive(pid)] == []

@@ -40,6 +40,7 @@ NOT_WHILE_SERVING = (
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
+    "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
     "warmcli.warming",
     "warmcli.ops",

@@ -31,9 +31,8 @@ from warmcli.backends.compiler import (
     CompileFailure,
     Compiler,
     CompileUnit,
-    resume_compilers,
-    stop_compilers,
 )
+from warmcli.backends.processes import resume_compilers, stop_compilers
 
 JOBS_PER_CPU = 4  # --jobs above this many compiler processes per usable CPU is capped
 RUN = 2  # queued kernels dealt together when a plan has one group per job

@@ -6,30 +6,23 @@ one compiler process, and says under which symbol each kernel can be found in it
 (the batch has its digests computed once, in the compiling thread: `CompiledGroup.digested`).
 It raises `CompileFailure` with the compiler's log when the group fails; finding
 which kernel broke it is the batch scheduler's job (`warmcli.backends.batch`), not the
-compiler's. `run_compiler` runs one compiler process for any backend, stopping
-its whole process group on a timeout or when the caller is interrupted; on Linux
-the compiler is also tied to the thread that started it (a parent-death signal),
-so a killed warm leaves no compiler running. Every live compiler group is known
-(the module's one piece of state), so `stop_compilers` stops them all at once, from
-a signal handler too, and refuses new ones until `resume_compilers`; `on_compiler`
-lets a supervisor journal the groups it must clean up after a hard crash.
-Compilers own no cache and never load what they build.
+compiler's. `run_compiler` runs one compiler process for any backend through
+`warmcli.backends.processes` (its own process group, stopped whole on a timeout, an
+interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
+start one while warm is stopping. This module owns no state; compilers own no cache
+and never load what they build.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import hashlib
-import os
 import re
-import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import ClassVar, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
+from warmcli.backends import processes
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
@@ -87,80 +80,6 @@ class CompiledGroup(Record):
 
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).
 DEFAULT_COMPILE_TIMEOUT = 600.0
-_PR_SET_PDEATHSIG = 1
-
-
-class _Live:
-    """Every compiler process group running now, and whether new ones are refused."""
-
-    lock = threading.Lock()
-    groups: ClassVar[set[int]] = set()
-    refusing = False
-    # Told (pgid, True) when a compiler group starts and (pgid, False) when it is gone.
-    observer: Callable[[int, bool], None] | None = None
-    prctl: Callable[..., int] | None = None
-
-
-def on_compiler(observer: Callable[[int, bool], None] | None) -> None:
-    """Have `observer(pgid, started)` told of every compiler process group (a journal)."""
-    _Live.observer = observer
-
-
-def stop_compilers() -> int:
-    """Kill every live compiler process group and refuse new ones; safe in a signal handler
-    (it takes no lock a handler could be interrupting). Returns how many were killed."""
-    _Live.refusing = True
-    killed = 0
-    for pgid in list(_Live.groups):
-        import signal  # imported by `run_compiler`, which every live group came from
-
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-            killed += 1
-    return killed
-
-
-def resume_compilers() -> None:
-    """Start compilers again after `stop_compilers`."""
-    _Live.refusing = False
-
-
-def _prctl() -> Callable[..., int]:
-    if _Live.prctl is None:
-        _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
-    return _Live.prctl
-
-
-def parent_death_signal(signum: int) -> None:
-    """Have this process get `signum` when the thread that started it dies (Linux only)."""
-    if sys.platform.startswith("linux"):
-        _prctl()(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-
-
-def _tie_to_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` that kills the compiler when the thread that started it dies (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import signal
-
-    prctl, parent, kill = _prctl(), os.getpid(), signal.SIGKILL  # looked up here, in the parent
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before the signal was armed
-            os._exit(1)
-
-    return preexec
-
-
-def _track(pgid: int, started: bool) -> None:
-    with _Live.lock:
-        if started:
-            _Live.groups.add(pgid)
-        else:
-            _Live.groups.discard(pgid)
-    if _Live.observer is not None:
-        _Live.observer(pgid, started)
 
 
 def run_compiler(
@@ -170,53 +89,27 @@ def run_compiler(
 
     The compiler runs in its own process group, and a timeout, an exception in the
     caller (Ctrl-C) or `stop_compilers` kills the whole group: a compiler driver's
-    children (cc1, as, ld, or a wrapper's) never outlive it.
+    children (cc1, as, ld, or a wrapper's) never outlive it (`warmcli.backends.processes`).
     """
-    if _Live.refusing:
+    if processes.refusing():
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
-    import signal  # imported on first use, as `subprocess`: a serving process never compiles
-    import subprocess
-
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",  # a compiler's log need not be UTF-8 (a localised compiler)
-            start_new_session=True,
-            preexec_fn=_tie_to_parent(),  # only prctl: no Python state is touched
-        )
+        done = processes.run(command, timeout, cwd)
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
-    _track(proc.pid, True)
-    try:
-        if _Live.refusing:  # stopped between the check above and the start
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+    if done.timed_out:
         raise CompileFailure(
-            f"{command[0]} did not finish within {timeout:g} s and was stopped\n{err}{out}",
+            f"{command[0]} did not finish within {timeout:g} s and was stopped\n"
+            f"{done.err}{done.out}",
             tuple(units),
             True,
-        ) from None
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    finally:
-        _track(proc.pid, False)
-    log = (err + out).strip()
-    if proc.returncode != 0:
-        if _Live.refusing:
+        )
+    log = (done.err + done.out).strip()
+    if done.returncode != 0:
+        if processes.refusing():
             raise CompileFailure(f"{command[0]} stopped: warm is stopping", tuple(units))
-        raise CompileFailure(log or f"{command[0]} exited with {proc.returncode}", tuple(units))
+        raise CompileFailure(log or f"{command[0]} exited with {done.returncode}", tuple(units))
     return log, time.perf_counter() - started
 
 

@@ -102,26 +102,19 @@ def _stamp_now(name: str, where: str) -> str | None:
 
 def _version_line(name: str, where: str) -> str:
     """A compiler's `--version` banner, reduced to its version line."""
-    import subprocess  # imported on first use: a serving process runs no compiler
+    from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
     try:
-        out = subprocess.run(
-            [where, "--version"],
-            capture_output=True,
-            text=True,
-            errors="replace",  # a localised compiler's banner need not be UTF-8
-            timeout=VERSION_TIMEOUT,
-            check=False,
-        )
+        out = processes.run([where, "--version"], VERSION_TIMEOUT)
     except OSError as exc:
         raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
-    except subprocess.TimeoutExpired:
+    if out.timed_out:
         raise ToolchainError(
             f"{name}: {where} did not answer --version within {VERSION_TIMEOUT:g} s"
-        ) from None
-    lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+        )
+    lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
-        raise ToolchainError(f"{name}: {where} --version failed: {out.stderr.strip()[:200]}")
+        raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
     return _nvcc_version(lines) if name == "nvcc" else lines[0]
 
 

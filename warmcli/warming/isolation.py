@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from warmcli.backends.compiler import on_compiler, parent_death_signal, stop_compilers
+from warmcli.backends.processes import (
+    kill_group,
+    on_compiler,
+    parent_death_signal,
+    stop_compilers,
+)
 
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
@@ -242,8 +247,7 @@ def _wait(pid: int) -> tuple[int, bool]:
 
 def _kill_groups(groups: set[int]) -> None:
     for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        kill_group(pgid)
 
 
 def run_isolated(

@@ -1,0 +1,182 @@
+"""The child processes warm starts (a compiler, a compiler's `--version`): the one way to
+start, track, stop and reap them.
+
+`run` starts a command in its own process group (so stopping it stops its children
+too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on
+Linux to the thread that started it (a parent-death signal: a killed warm leaves none
+running), waits for it with a timeout, and on a timeout or an exception in the caller
+(Ctrl-C) kills the whole group and reaps it. Every live group is known (the module's one
+piece of state), so `stop_compilers` kills them all at once, from a signal handler too,
+and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
+supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
+thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
+just those (`Owner.kill`: the compiler probe on an interrupt). Nothing here decides what
+runs, reads what a child prints, or prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import ClassVar, NamedTuple
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Finished(NamedTuple):
+    """What one child left: its exit status, its output and whether it ran out of time."""
+
+    returncode: int
+    out: str
+    err: str
+    timed_out: bool
+
+
+class Owner:
+    """The process groups started by the threads that hold it (`owned_by`), live now."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self.killed = False
+
+    def kill(self) -> None:
+        """Kill every group started under this owner, and any it starts from now on."""
+        with _Live.lock:
+            self.killed = True
+            groups = list(self.groups)
+        for pgid in groups:
+            kill_group(pgid)
+
+
+class _Live:
+    """Every process group warm started that runs now, and whether compilers are refused."""
+
+    lock = threading.Lock()
+    groups: ClassVar[set[int]] = set()
+    refusing = False
+    # Told (pgid, True) when a group starts and (pgid, False) when it is gone.
+    observer: Callable[[int, bool], None] | None = None
+    prctl: Callable[..., int] | None = None
+    owner = threading.local()  # the `Owner` a thread's starts are gathered into, if any
+
+
+def on_compiler(observer: Callable[[int, bool], None] | None) -> None:
+    """Have `observer(pgid, started)` told of every process group warm starts (a journal)."""
+    _Live.observer = observer
+
+
+def stop_compilers() -> int:
+    """Kill every live process group warm started and refuse new compilers; safe in a signal
+    handler (it takes no lock a handler could be interrupting). Returns how many were killed."""
+    _Live.refusing = True
+    return sum(kill_group(pgid) for pgid in list(_Live.groups))
+
+
+def resume_compilers() -> None:
+    """Start compilers again after `stop_compilers`."""
+    _Live.refusing = False
+
+
+def refusing() -> bool:
+    """Whether `stop_compilers` stopped them all (and new compilers are not started)."""
+    return _Live.refusing
+
+
+def kill_group(pgid: int) -> bool:
+    """SIGKILL a process group; False where it is gone already (or not ours to kill)."""
+    import signal  # imported by `run`, which every live group came from
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def owned_by(owner: Owner) -> Iterator[None]:
+    """The process groups this thread starts inside are `owner`'s (`Owner.kill`)."""
+    _Live.owner.current = owner
+    try:
+        yield
+    finally:
+        _Live.owner.current = None
+
+
+def _prctl() -> Callable[..., int]:
+    if _Live.prctl is None:
+        _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return _Live.prctl
+
+
+def parent_death_signal(signum: int) -> None:
+    """Have this process get `signum` when the thread that started it dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        _prctl()(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+def _tie_to_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that kills the child when the thread that started it dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import signal
+
+    prctl, parent, kill = _prctl(), os.getpid(), signal.SIGKILL  # looked up here, in the parent
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return preexec
+
+
+def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
+    """Note a group started (or gone); whether a started one must be killed at once (its
+    owner was stopped, or every compiler was, between the caller's start and this)."""
+    with _Live.lock:
+        (_Live.groups.add if started else _Live.groups.discard)(pgid)
+        if owner is not None:
+            (owner.groups.add if started else owner.groups.discard)(pgid)
+        stopped = owner is not None and owner.killed
+    if _Live.observer is not None:
+        _Live.observer(pgid, started)
+    return started and (stopped or _Live.refusing)
+
+
+def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -> Finished:
+    """Run `command` in its own process group (see the module doc) and wait for it; raises
+    `OSError` where it cannot start. On a timeout, or an exception here (Ctrl-C), its whole
+    group is killed and reaped; the timeout is returned (`timed_out`), the exception raised."""
+    import subprocess  # imported on first use: a serving process starts no child
+
+    proc = subprocess.Popen(
+        list(command),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
+        start_new_session=True,
+        preexec_fn=_tie_to_parent(),  # only prctl: no Python state is touched
+    )
+    owner: Owner | None = getattr(_Live.owner, "current", None)
+    try:
+        if _track(proc.pid, True, owner):
+            kill_group(proc.pid)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        out, err = proc.communicate()
+        return Finished(proc.returncode, out, err, True)
+    except BaseException:
+        kill_group(proc.pid)
+        proc.wait()
+        raise
+    finally:
+        _track(proc.pid, False, owner)
+    return Finished(proc.returncode, out, err, False)
