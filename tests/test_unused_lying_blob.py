@@ -44,3 +44,28 @@ def test_only_a_lying_blob_a_kernel_uses_makes_diff_say_cannot_serve(
     diffed = warm("diff", base, used)
     assert diffed.returncode == 1
     assert "cannot serve" in diffed.stdout and f"blob {sha[:16]} is 1 bytes" in diffed.stdout
+
+
+def test_one_scan_names_the_lies_a_kernel_uses_first(warm: Warm, tmp_path: Path) -> None:
+    """`blob_problems(unused=True)` (one verify's) reads the blobs' sizes in one query and
+    names the lies a kernel uses before those none does; without `unused`, only the first."""
+    from warmcli import Bundle
+
+    path = tmp_path / "b.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", path, "-q").returncode == 0
+    spare = _plant(path, b"x", 5, used=False)
+    served = _plant(path, b"y", 7, used=True)
+    with Bundle.open(path) as bundle:
+        sizes: list[str] = []
+        bundle._conn.set_trace_callback(
+            lambda sql: sizes.append(sql) if "size != length(data)" in sql else None
+        )
+        every = list(bundle.blob_problems(unused=True))
+        used_only = list(bundle.blob_problems())
+    assert len(sizes) == 2  # one query per call, not one per kind of blob
+    lies = [p for p in every if p.startswith("blob ")]
+    assert lies == [
+        f"blob {served[:16]} is 1 bytes, its entry says 7",
+        f"blob {spare[:16]} is 1 bytes, its entry says 5 (no kernel uses it)",
+    ]
+    assert [p for p in used_only if p.startswith("blob ")] == lies[:1]

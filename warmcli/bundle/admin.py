@@ -48,9 +48,9 @@ from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
-    "SELECT sha256, size, length(data) FROM blobs WHERE typeof(data) = 'blob' AND "
-    f"typeof(size) = 'integer' AND size BETWEEN 0 AND {MAX_BLOB_BYTES} AND size != length(data)"
-    " AND sha256 {} (SELECT sha256 FROM kernels)"  # IN: a kernel's, which it cannot serve
+    "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
+    " WHERE typeof(data) = 'blob' AND typeof(size) = 'integer' AND size BETWEEN 0 AND"
+    f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
 
@@ -115,9 +115,9 @@ class BundleAdmin(SignedRows):
         uses (a corrupt file, though every entry is served)."""
         for k in self.each_orphan():
             yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        for which in ("IN", "NOT IN") if unused else ("IN",):
-            for sha, size, length in self._iter(_SIZE_LIES.format(which)):
-                why = "" if which == "IN" else " (no kernel uses it)"
+        for sha, size, length, used in self._iter(_SIZE_LIES):  # one scan of the blobs
+            if used or unused:
+                why = "" if used else " (no kernel uses it)"
                 yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}{why}"
 
     def each_kernel_used(
