@@ -80,20 +80,17 @@ class RunProgress:
             first.total() if first is not None and first is not reader else None, reader.total()
         )
         advances = label != "CompileOnly"  # it only queues: it compiles and measures nothing
-        self._progress.update(
-            self._compile,
-            completed=compiled,
-            total=to_compile or None,
-            visible=advances and to_compile > 0,
-            description=f"{label}: kernels compiled",
-        )
-        self._progress.update(
-            self._tune,
-            completed=measured,
-            total=to_measure or None,
-            visible=advances and to_measure > 0,
-            description=f"{label}: candidates measured",
-        )
+        for task, done, total, what in (
+            (self._compile, compiled, to_compile, "kernels compiled"),
+            (self._tune, measured, to_measure, "candidates measured"),
+        ):
+            self._progress.update(
+                task,
+                completed=done,
+                total=total or None,
+                visible=advances and total > 0,
+                description=f"{label}: {what}",
+            )
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
