@@ -1,9 +1,10 @@
 """The bundle's write lock: `write_lock`, an exclusive `flock` of `<bundle>.lock`.
 
-Writers of a bundle (a run's passes, a merge, production's write-back) take it;
-readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies with its
-process and nothing is left to clean but the empty lock file (which `remove_leftovers`
-of `warmcli.bundle.file` removes for dead writers' temporary files). A thread that
+Writers of a bundle (a run's passes, a merge, a clean, production's write-back) take
+it; readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies with
+its process and nothing is left but the empty lock file, kept for the next writer (a
+dead merge's temporary bundle goes with its lock file: `remove_leftovers` of
+`warmcli.bundle.file`). A thread that
 holds it may take it again. Only where `flock` is missing (no `fcntl`, or a file
 system without it) is the `filelock` package's `SoftFileLock` used, on its own file
 `<bundle>.softlock` (the `.lock` file this module made exists, so a soft lock of that

@@ -1,9 +1,11 @@
 """What `warm verify` says of a bundle's signatures: `signature_report`.
 
 Each stored signature checked (valid or not, trusted or not, how many of the bundle's
-rows it covers, stale: signed in another format), and which kernel and tune rows no
-valid (trusted, when keys are given) current signature covers. Signatures and row
-hashes are read through `SignedRows` (`warmcli.bundle.signing`). It owns no state and
+signed rows it covers, stale: signed in another format), and how many signed rows
+(manifest, fingerprints, blobs, kernels, tunes) no valid current signature (by a
+trusted key, when keys are given) vouches for, the first few kernels and tunes among
+them named. Signatures and row hashes are read through the `SignedRows` protocol of
+`warmcli.bundle.signing` (`Bundle`'s, `warmcli.bundle.signed`). It owns no state and
 never prints.
 """
 

@@ -1,20 +1,21 @@
-"""Forked processes that read one open bundle beside the caller (`warm verify`,
+"""Forked processes that read one open bundle beside the caller (`warm verify`, `warm diff`,
 `warm stats --json` on a large bundle): how many, how they start, how each reopens it.
 
-`worker_count` is how many processes a listing may use: one per CPU this process may
-run on (`os.sched_getaffinity`), at most `MAX_WORKERS`, and 1 (read it all here) where
-`fork` is not Linux's way to start them or threads are running. `Reopen` names the
+`worker_count` is how many processes a listing may use: one per CPU this process may run
+on (`os.sched_getaffinity`), at most `MAX_WORKERS`, and 1 (read it all here) off Linux
+(they are forked) or where threads are running (never forked then). `Reopen` names the
 file an open bundle reads (its path and its device and inode); `Reopen.read` runs in a
 worker: it opens the path read-only, in one read transaction (`snapshot`), and runs a
 reading on it, or returns None where the path names another file now (replaced
-meanwhile), so the caller reads that part itself. The caller keeps its own read
-transaction open the whole time, so no writer commits meanwhile and every process
-reads the same state. `Workers` starts the processes (forked, all at once, before its
-one thread starts; each ignores SIGINT: Ctrl-C is the caller's to answer, and `stop`
-drops what is not begun and waits for the part each is reading); a worker that dies
-(SIGKILL, out of memory) fails its part and every part not yet done (`done` gives None:
-the caller reads them itself), never hangs the caller. This module owns no state beyond
-the processes a caller starts, and never writes or prints.
+meanwhile), so the caller reads that part itself. Every process reads the same state
+only where the caller keeps its own read transaction open the whole time (`snapshot`, as
+`warm verify` and `warm stats --json` do): no writer commits meanwhile. `Workers` starts
+the processes (forked, all at once on the first `submit`, before its one thread starts;
+each ignores SIGINT: Ctrl-C is the caller's to answer, and `stop` drops what is not
+begun and waits for the part each is reading); a worker that dies (SIGKILL, out of
+memory) fails its part and every part not yet done (`done` gives None: the caller reads
+them itself), never hangs the caller. This module owns no state beyond the processes a
+caller starts, and never writes or prints.
 """
 
 from __future__ import annotations

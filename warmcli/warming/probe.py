@@ -5,7 +5,8 @@
 returns and raises what the thread raised; `stop` (on an interrupt) kills the process
 groups the thread started (`warmcli.backends.processes.Owner`: a `--version` and its
 children), then joins for a moment. State: the thread, the owner of its processes and
-what it found or raised. It never opens a bundle and never prints.
+what it raised (what it found goes into the caller's list). It never opens a bundle and
+never prints.
 """
 
 from __future__ import annotations
