@@ -194,7 +194,9 @@ def _reader(bundle: Bundle) -> Reader:
 
 def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> BundleDiff:
     """What differs between the bundles at `a` and `b`; see the module doc."""
-    with Bundle.open(a) as ba, Bundle.open(b) as bb:
+    # One read transaction each (`snapshot`): the tune checks' worker processes and this one
+    # read the same state, no writer commits in between.
+    with Bundle.open(a) as ba, Bundle.open(b) as bb, ba.snapshot(), bb.snapshot():
 
         def keys(bundle: Bundle, table: str) -> Iterator[Key]:
             return (Key(*row) for row in bundle.keys(table))
