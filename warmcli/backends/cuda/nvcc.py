@@ -21,14 +21,13 @@ import importlib.util
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from warmcli import config
-from warmcli.backends import signature
+from warmcli.backends import processes, signature
 from warmcli.backends.compiler import (
     CompiledGroup,
     CompileFailure,
@@ -144,12 +143,12 @@ def parse_arch(arch: str) -> int:
 def supported_sms(nvcc: str) -> frozenset[int]:
     """SM numbers this nvcc builds cubins for (`--list-gpu-code`); empty if it cannot say."""
     try:
-        out = subprocess.run(
-            [nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        out = processes.run([nvcc, "--list-gpu-code"], timeout=60)
+    except OSError:
         return frozenset()
-    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", out.stdout))
+    if out.timed_out:
+        return frozenset()
+    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", out.out))
 
 
 def _release(toolchain: Toolchain) -> str:
