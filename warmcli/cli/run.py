@@ -251,8 +251,9 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
     if kernels or tunes:
         kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
-        if not existed:  # a bundle the crashed run only created leaves nothing behind
-            path.unlink(missing_ok=True)
+        if not existed:  # a bundle the crashed run only created leaves nothing behind,
+            path.unlink(missing_ok=True)  # and no lock file of it either
+            Path(f"{path}.lock").unlink(missing_ok=True)
         kept = f"nothing was stored in {path}"
     if crash.exit_status is not None:
         what = f"the workload ended the process itself ({crash.reason}, e.g. os._exit)"
