@@ -48,7 +48,6 @@ from warmcli.cli.common import (
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
-    CRASH_SIGNALS,
     CrashedCandidate,
     WorkerCrash,
     interrupt_on_signals,
@@ -255,14 +254,7 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
             path.unlink(missing_ok=True)  # and no lock file of it either
             Path(f"{path}.lock").unlink(missing_ok=True)
         kept = f"nothing was stored in {path}"
-    if crash.exit_status is not None:
-        what = f"the workload ended the process itself ({crash.reason}, e.g. os._exit)"
-    elif crash.signal in CRASH_SIGNALS:
-        what = f"the workload crashed ({crash.reason})"
-    else:
-        what = f"the run was killed ({crash.reason}; out of memory?)"
-
-    fail(f"{what} during {during}: {kept}")
+    fail(f"{crash.what} during {during}: {kept}")
 
 
 def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
