@@ -2,7 +2,8 @@
 
 Through the real CLI in a subprocess, on real files: a workload that ends the process
 itself (`os._exit`) leaves no `.lock` beside a bundle it never stored into, and under
-`warm verify --workload` it is one line and exit 2, not a silent exit 0.
+`warm verify --workload` it is one line and exit 2, not a silent exit 0; an `--arch`
+pre-build whose tune has a candidate that fails to compile passes its verify pass.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 EXITS_ITSELF = """\
@@ -57,3 +59,46 @@ def test_verify_replaying_a_workload_that_ends_the_process_is_an_error(
     assert "the bundle is complete" in proc.stdout
     doc = warm.json("verify", bundle_path, "--workload", workload_file(PLAIN, "plain.py"))
     assert doc["verified"] is True and doc["missing"] == []
+
+
+FAILING_CANDIDATE_CUDA = """\
+from warmcli import Kernel, Tunable
+
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void inc(float *y, int n) { if (threadIdx.x < n) y[0] += B; }'
+BAD = 'extern "C" __global__ void inc(float *y, int n) { y[0] = nope; }'
+INC = Tunable(
+    "inc",
+    {
+        **{f"b{b}": Kernel(SRC, "inc", "Pi", language="cuda", defines={"B": b}) for b in (1, 2)},
+        "bad": Kernel(BAD, "inc", "Pi", language="cuda"),
+    },
+    lambda rt, k, y, n, *, stream=None: rt.launch(k, y, n, grid=1, block=32, stream=stream),
+)
+
+def workload(rt):
+    rt.tune(INC, rt.buffer(32, "float32"), 32)
+"""
+
+
+def test_an_arch_prebuild_with_a_candidate_that_fails_to_compile_verifies(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """The verify pass under `--arch` queued the pending tune's failed candidate again and
+    named it missing, so such a pre-build could never pass (exit 1)."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+    from warmcli.backends.toolchain import ToolchainError
+
+    try:
+        find_nvrtc()
+    except (ToolchainError, ImportError) as exc:
+        pytest.skip(f"NVRTC not installed: {exc}")
+    script = workload_file(FAILING_CANDIDATE_CUDA)
+    run = ("run", script, "-b", bundle_path, "--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx")
+    proc = warm(*run, "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] is True and doc["missing"] == [] and doc["stored"]["tunes"] == 1
+    stats = warm.json("stats", bundle_path)
+    statuses = {c["name"]: c["status"] for c in stats["tunes"][0]["candidates"]}
+    assert statuses == {"b1": "pending", "b2": "pending", "bad": "failed"}
