@@ -3,7 +3,8 @@
 Through the real CLI in a subprocess, on real files: a workload that ends the process
 itself (`os._exit`) leaves no `.lock` beside a bundle it never stored into, and under
 `warm verify --workload` it is one line and exit 2, not a silent exit 0; an `--arch`
-pre-build whose tune has a candidate that fails to compile passes its verify pass.
+pre-build whose tune has a candidate that fails to compile passes its verify pass; a
+candidate that fails to compile is shown by its compiler's `error:` line.
 """
 
 from __future__ import annotations
@@ -102,3 +103,43 @@ def test_an_arch_prebuild_with_a_candidate_that_fails_to_compile_verifies(
     stats = warm.json("stats", bundle_path)
     statuses = {c["name"]: c["status"] for c in stats["tunes"][0]["candidates"]}
     assert statuses == {"b1": "pending", "b2": "pending", "bad": "failed"}
+
+
+SOME_FAIL = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+GOOD = "void add(float *y, int n) { for (int i = 0; i < n; i++) y[i] += 1; }"
+BAD = "void add(float *y, int n) { for (int i = 0; i < n; i++) y[i] += 1 }"
+T = Tunable(
+    "somefail",
+    {"good": Kernel(GOOD, "add", "Pi"), "bad": Kernel(BAD, "add", "Pi")},
+    lambda rt, k, y, n, *, stream=None: rt.launch(k, y, n, stream=stream),
+)
+
+def workload(rt):
+    rt.tune(T, rt.upload(np.ones(8, np.float32)), 8)
+"""
+
+
+def test_a_candidate_that_fails_to_compile_is_shown_with_the_compilers_error_line(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """gcc's log opens with `add.c: In function 'warm_<hash>_add':`: that line was the
+    reason `warm stats`, the run's note and `every candidate failed` showed."""
+    proc = warm("run", workload_file(SOME_FAIL), "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (note,) = [line for line in proc.stdout.splitlines() if "note: compile of" in line]
+    assert "error: expected" in note and "In function" not in note, note
+    shown = warm("stats", bundle_path).stdout
+    (row,) = [line for line in shown.splitlines() if line.lstrip().startswith("bad ")]
+    assert "failed: add.c:1:" in row and "error: expected" in row, row
+    # Every candidate failing is one error naming each candidate's error line.
+    every = SOME_FAIL.replace('"good": Kernel(GOOD,', '"good": Kernel(BAD + " ",')
+    proc = warm("run", workload_file(every, "every.py"), "-b", bundle_path.with_name("e.warm"))
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert "every candidate failed" in lines[0], proc.stderr
+    assert [line.split(":")[0].strip() for line in lines[1:]] == ["- good", "- bad"]
+    assert all("error: expected" in line for line in lines[1:]), proc.stderr
