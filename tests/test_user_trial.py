@@ -4,7 +4,8 @@ Through the real CLI in a subprocess, on real files: a workload that ends the pr
 itself (`os._exit`) leaves no `.lock` beside a bundle it never stored into, and under
 `warm verify --workload` it is one line and exit 2, not a silent exit 0; an `--arch`
 pre-build whose tune has a candidate that fails to compile passes its verify pass; a
-candidate that fails to compile is shown by its compiler's `error:` line.
+candidate that fails to compile is shown by its compiler's `error:` line; an allowed
+discarded read is said once, as a note, not again as a Python warning on stderr.
 """
 
 from __future__ import annotations
@@ -143,3 +144,14 @@ def test_a_candidate_that_fails_to_compile_is_shown_with_the_compilers_error_lin
     assert "every candidate failed" in lines[0], proc.stderr
     assert [line.split(":")[0].strip() for line in lines[1:]] == ["- good", "- bad"]
     assert all("error: expected" in line for line in lines[1:]), proc.stderr
+
+
+def test_an_allowed_discarded_read_is_said_once_as_a_note_not_again_as_a_python_warning(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    reader = workload_file("def workload(rt):\n    b = rt.buffer(4)\n    rt.read(b)\n")
+    proc = warm("run", reader, "-b", bundle_path, "--allow-discarded-reads", "--quiet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "note: read of Buffer" in line]
+    assert len(notes) == 2, proc.stdout  # CompileOnly and CompileAndAutotune
+    assert proc.stderr == "", proc.stderr
