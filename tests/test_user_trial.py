@@ -5,7 +5,8 @@ itself (`os._exit`) leaves no `.lock` beside a bundle it never stored into, and 
 `warm verify --workload` it is one line and exit 2, not a silent exit 0; an `--arch`
 pre-build whose tune has a candidate that fails to compile passes its verify pass; a
 candidate that fails to compile is shown by its compiler's `error:` line; an allowed
-discarded read is said once, as a note, not again as a Python warning on stderr.
+discarded read is said once, as a note, not again as a Python warning on stderr; Ctrl-C
+while `warm` starts is one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -155,3 +156,36 @@ def test_an_allowed_discarded_read_is_said_once_as_a_note_not_again_as_a_python_
     notes = [line for line in proc.stdout.splitlines() if "note: read of Buffer" in line]
     assert len(notes) == 2, proc.stdout  # CompileOnly and CompileAndAutotune
     assert proc.stderr == "", proc.stderr
+
+
+def test_ctrl_c_at_any_point_of_a_commands_start_is_one_line_never_a_traceback(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """Ctrl-C while `warm` still imported typer (its first ~100 ms) printed Python's
+    traceback of the import."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    assert warm("run", workload_file(PLAIN), "-b", bundle_path).returncode == 0
+    seen = []
+    for delay in (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.3, 0.4):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "warmcli", "stats", str(bundle_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=warm.env,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        if stderr and "warmcli/__main__.py" not in stderr and not stderr.startswith("warm: "):
+            continue  # the interpreter's start (site, runpy, `import warmcli`), before `warm`'s
+        seen.append((delay, proc.returncode, stderr))
+        assert "Traceback" not in stderr, (delay, stderr)
+        assert proc.returncode in (0, 130, -signal.SIGINT), (delay, proc.returncode, stderr)
+        if proc.returncode == 130:
+            assert stderr == "warm: interrupted\n", (delay, stderr)
+    assert any(code == 130 for _, code, _ in seen), seen
