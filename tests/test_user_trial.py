@@ -6,7 +6,8 @@ itself (`os._exit`) leaves no `.lock` beside a bundle it never stored into, and 
 pre-build whose tune has a candidate that fails to compile passes its verify pass; a
 candidate that fails to compile is shown by its compiler's `error:` line; an allowed
 discarded read is said once, as a note, not again as a Python warning on stderr; Ctrl-C
-while `warm` starts is one line, never a traceback.
+while `warm` starts is one line, never a traceback; an unknown CUDA compiler is refused
+by every command that takes `--compiler`.
 """
 
 from __future__ import annotations
@@ -189,3 +190,29 @@ def test_ctrl_c_at_any_point_of_a_commands_start_is_one_line_never_a_traceback(
         if proc.returncode == 130:
             assert stderr == "warm: interrupted\n", (delay, stderr)
     assert any(code == 130 for _, code, _ in seen), seen
+
+
+def test_an_unknown_cuda_compiler_is_refused_by_every_command_even_for_host_work(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`--compiler foo` (or WARM_CUDA_COMPILER=foo) was refused only where a CUDA device
+    was opened: `warm run` of a host workload, `check` and `verify` took it, exit 0."""
+    script = workload_file(PLAIN)
+    assert warm("run", script, "-b", bundle_path).returncode == 0
+    message = "warm: error: --compiler 'foo' is not a CUDA compiler: use nvrtc or nvcc\n"
+    for args in (
+        ("run", script, "-b", bundle_path),
+        ("check", bundle_path),
+        ("verify", bundle_path, "--workload", script),
+        ("devices",),
+    ):
+        proc = warm(*args, "--compiler", "foo")
+        assert (proc.returncode, proc.stderr) == (2, message), (args, proc.stderr)
+    proc = warm("check", bundle_path, "--compiler", "foo", "--json")
+    assert proc.returncode == 2 and json.loads(proc.stdout)["exit"] == 2
+    warm.env["WARM_CUDA_COMPILER"] = "foo"
+    proc = warm("run", script, "-b", bundle_path)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr == message.replace("--compiler", "WARM_CUDA_COMPILER"), proc.stderr
+    del warm.env["WARM_CUDA_COMPILER"]
+    assert warm("check", bundle_path, "--compiler", "nvcc").returncode == 0
