@@ -7,7 +7,8 @@ pre-build whose tune has a candidate that fails to compile passes its verify pas
 candidate that fails to compile is shown by its compiler's `error:` line; an allowed
 discarded read is said once, as a note, not again as a Python warning on stderr; Ctrl-C
 while `warm` starts is one line, never a traceback; an unknown CUDA compiler is refused
-by every command that takes `--compiler`.
+by every command that takes `--compiler`; `warm verify --workload` takes
+`--allow-discarded-reads`, as `warm run` does.
 """
 
 from __future__ import annotations
@@ -91,12 +92,9 @@ def test_an_arch_prebuild_with_a_candidate_that_fails_to_compile_verifies(
     """The verify pass under `--arch` queued the pending tune's failed candidate again and
     named it missing, so such a pre-build could never pass (exit 1)."""
     from warmcli.backends.cuda.nvrtc import find_nvrtc
-    from warmcli.backends.toolchain import ToolchainError
 
-    try:
-        find_nvrtc()
-    except (ToolchainError, ImportError) as exc:
-        pytest.skip(f"NVRTC not installed: {exc}")
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
     script = workload_file(FAILING_CANDIDATE_CUDA)
     run = ("run", script, "-b", bundle_path, "--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx")
     proc = warm(*run, "--json")
@@ -216,3 +214,38 @@ def test_an_unknown_cuda_compiler_is_refused_by_every_command_even_for_host_work
     assert proc.stderr == message.replace("--compiler", "WARM_CUDA_COMPILER"), proc.stderr
     del warm.env["WARM_CUDA_COMPILER"]
     assert warm("check", bundle_path, "--compiler", "nvcc").returncode == 0
+
+
+READS_CUDA = """\
+from warmcli import Kernel
+
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] = 1; }'
+K = Kernel(SRC, "k", "P", language="cuda")
+
+def workload(rt):
+    x = rt.buffer(32)
+    rt.launch(K, x, block=32)
+    return rt.read(x)
+"""
+
+
+def test_verify_replays_a_prebuild_that_reads_back_under_allow_discarded_reads(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`warm run --arch sm_90 --allow-discarded-reads` verified such a workload, but
+    `warm verify --workload` took no `--allow-discarded-reads` and could only refuse it."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    script = workload_file(READS_CUDA)
+    arch = ("--arch", "sm_90", "--compiler", "nvrtc")
+    proc = warm("run", script, "-b", bundle_path, *arch, "--allow-discarded-reads", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = warm("verify", bundle_path, "-w", script, *arch)
+    assert proc.returncode == 2 and "DiscardedReadError" in proc.stderr, proc.stderr
+    proc = warm("verify", bundle_path, "-w", script, *arch, "--allow-discarded-reads", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "note: read of Buffer(sm_90" in proc.stdout and proc.stderr == ""
+    assert "the bundle is complete" in proc.stdout

@@ -148,6 +148,9 @@ CompilerOpt = typer.Option(
     callback=_known_compiler,
     help="CUDA compiler: nvrtc or nvcc \\[default: WARM_CUDA_COMPILER, else nvrtc if installed].",
 )
+AllowReadsOpt = typer.Option(
+    False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
+)
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No tables or progress: the summary only.")
 SignKeyOpt = typer.Option(
     None, "--key", "-k", help="Ed25519 private key (PEM): sign the bundle written."

@@ -24,6 +24,7 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
+    AllowReadsOpt,
     ArchOpt,
     BundleOpt,
     CompilerOpt,
@@ -98,9 +99,7 @@ def run(
         help="Keep PTX for this compute_XX \\[default: the highest --arch built's] for newer GPUs.",
     ),
     no_ptx: bool = typer.Option(False, "--no-ptx", help="Keep cubins only, no PTX."),
-    allow_discarded_reads: bool = typer.Option(
-        False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
-    ),
+    allow_discarded_reads: bool = AllowReadsOpt,
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify pass."),
     pycuda: bool = typer.Option(
         False,

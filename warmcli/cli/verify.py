@@ -22,6 +22,7 @@ from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
+    AllowReadsOpt,
     ArchOpt,
     BundleArg,
     CompilerOpt,
@@ -56,11 +57,14 @@ def replay(
     nvcc: str | None,
     trusted: list[bytes] | None,
     compiler: str | None = None,
+    allow_discarded_reads: bool = False,
 ) -> tuple[PassReport, list[str]]:
     loaded = load_workload(workload, entry)
     devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
-        return verify_pass(loaded, devices, path, trusted_keys=trusted)
+        return verify_pass(
+            loaded, devices, path, trusted_keys=trusted, allow_discarded_reads=allow_discarded_reads
+        )
     finally:
         for d in devices:
             d.close()
@@ -77,6 +81,7 @@ def verify(
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
+    allow_discarded_reads: bool = AllowReadsOpt,
     explain_misses: bool = typer.Option(
         False,
         "--explain-misses",
@@ -96,7 +101,9 @@ def verify(
 
     def worker() -> int:
         replayed = guarded(
-            lambda: replay(path, chosen, entry, device, arch, nvcc, trusted, compiler)
+            lambda: replay(
+                path, chosen, entry, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+            )
         )
         return _report(path, integrity, replayed, as_json, quiet)
 
