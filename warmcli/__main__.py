@@ -1,9 +1,11 @@
 """`python -m warmcli` and the `warm` command: the CLI, with `warm --version` answered
 before the CLI's own imports (typer, rich, every command) are paid for, and a process
 whose work ran in a worker that has exited (`warm run`) ended without the interpreter's
-teardown (`warmcli.cli.common.end_process`)."""
+teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
+one line and exit 130, never the import's traceback."""
 
 import sys
+from typing import NoReturn
 
 
 def main() -> None:
@@ -13,14 +15,24 @@ def main() -> None:
 
         sys.stdout.write(f"warm {__version__}\n")
         return
-    from warmcli.cli import main as cli_main
-    from warmcli.cli.common import end_process
-
+    try:
+        from warmcli.cli import main as cli_main
+        from warmcli.cli.common import end_process
+    except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
+        _interrupted()
     try:
         cli_main()
     except SystemExit as exc:
         end_process(exc.code)
         raise
+
+
+def _interrupted() -> NoReturn:
+    """`warm: interrupted` (under `--json` also its JSON), exit 130, as the CLI says it."""
+    sys.stderr.write("warm: interrupted\n")
+    if "--json" in sys.argv[1:]:
+        sys.stdout.write('{\n  "error": "interrupted",\n  "exit": 130\n}\n')
+    raise SystemExit(130)
 
 
 if __name__ == "__main__":

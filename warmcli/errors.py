@@ -68,6 +68,21 @@ class CompileFailure(WarmError):
         return f"compile of {names} {what}:\n{self.log.strip()}"
 
 
+_CONTEXT = (": In function ", ": In member function ", ": In instantiation of ", ": At top level:")
+
+
+def headline(text: str) -> str:
+    """The first line of a failure's text (a compiler's log, a candidate's reason) that says
+    what failed: gcc's context lines (`x.c: In function 'f':`, `In file included from`) are
+    skipped, so the line shown is the `error:` one."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        context = any(c in line for c in _CONTEXT) or line.startswith(("In file included", "from "))
+        if not context:
+            return line
+    return lines[0] if lines else ""
+
+
 class ConfigError(WarmError, ValueError):
     """A setting (an argument or a `WARM_*` variable) with a value warm does not take."""
 

@@ -127,10 +127,29 @@ ArchOpt = typer.Option(
 )
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
 NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
+
+
+def _known_compiler(value: str | None) -> str | None:
+    """An unknown CUDA compiler (`--compiler`, else `WARM_CUDA_COMPILER`) is one line and
+    exit 2 at once, also for a command that opens no CUDA device."""
+    if value or config.cuda_compiler():
+        from warmcli.backends.cuda.choose import check_name  # only when one is named
+
+        try:
+            check_name(value)
+        except WarmError as exc:
+            fail(str(exc))
+    return value
+
+
 CompilerOpt = typer.Option(
     None,
     "--compiler",
+    callback=_known_compiler,
     help="CUDA compiler: nvrtc or nvcc \\[default: WARM_CUDA_COMPILER, else nvrtc if installed].",
+)
+AllowReadsOpt = typer.Option(
+    False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
 )
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No tables or progress: the summary only.")
 SignKeyOpt = typer.Option(

@@ -24,6 +24,7 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
+    AllowReadsOpt,
     ArchOpt,
     BundleOpt,
     CompilerOpt,
@@ -48,7 +49,6 @@ from warmcli.cli.common import (
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
-    CRASH_SIGNALS,
     CrashedCandidate,
     WorkerCrash,
     interrupt_on_signals,
@@ -99,9 +99,7 @@ def run(
         help="Keep PTX for this compute_XX \\[default: the highest --arch built's] for newer GPUs.",
     ),
     no_ptx: bool = typer.Option(False, "--no-ptx", help="Keep cubins only, no PTX."),
-    allow_discarded_reads: bool = typer.Option(
-        False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
-    ),
+    allow_discarded_reads: bool = AllowReadsOpt,
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify pass."),
     pycuda: bool = typer.Option(
         False,
@@ -251,17 +249,11 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
     if kernels or tunes:
         kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
-        if not existed:  # a bundle the crashed run only created leaves nothing behind
-            path.unlink(missing_ok=True)
+        if not existed:  # a bundle the crashed run only created leaves nothing behind,
+            path.unlink(missing_ok=True)  # and no lock file of it either
+            Path(f"{path}.lock").unlink(missing_ok=True)
         kept = f"nothing was stored in {path}"
-    if crash.exit_status is not None:
-        what = f"the workload ended the process itself ({crash.reason}, e.g. os._exit)"
-    elif crash.signal in CRASH_SIGNALS:
-        what = f"the workload crashed ({crash.reason})"
-    else:
-        what = f"the run was killed ({crash.reason}; out of memory?)"
-
-    fail(f"{what} during {during}: {kept}")
+    fail(f"{crash.what} during {during}: {kept}")
 
 
 def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:

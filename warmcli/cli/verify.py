@@ -5,8 +5,9 @@ kernel's blob present, every tune readable, and the signatures (by which key, va
 or not; under WARM_TRUSTED_KEYS every row must be signed by a trusted key). With
 `--workload` the workload is replayed over the bundle: it must compile 0 kernels
 and measure 0 tunes; each kernel and tune it missed is named with the reason (text
-and `--json`). Exit 0 when both hold, 1 naming what is corrupt or missing, 2 on bad
-input.
+and `--json`). The replay runs in a worker process (`warmcli.warming.isolation`), so a
+workload that ends or crashes the process is one line and exit 2. Exit 0 when both
+hold, 1 naming what is corrupt or missing, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
+    AllowReadsOpt,
     ArchOpt,
     BundleArg,
     CompilerOpt,
@@ -29,13 +32,18 @@ from warmcli.cli.common import (
     NvccOpt,
     QuietOpt,
     emit_json,
+    exit_code,
+    exit_interrupted,
+    fail,
     guarded,
+    holds_nothing,
     out,
     readable_bundle,
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
-from warmcli.ops.verify import check_bundle
+from warmcli.ops.verify import IntegrityReport, check_bundle
+from warmcli.warming.isolation import WorkerCrash, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
 from warmcli.warming.workload import load_workload
 
@@ -49,11 +57,14 @@ def replay(
     nvcc: str | None,
     trusted: list[bytes] | None,
     compiler: str | None = None,
+    allow_discarded_reads: bool = False,
 ) -> tuple[PassReport, list[str]]:
     loaded = load_workload(workload, entry)
     devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
-        return verify_pass(loaded, devices, path, trusted_keys=trusted)
+        return verify_pass(
+            loaded, devices, path, trusted_keys=trusted, allow_discarded_reads=allow_discarded_reads
+        )
     finally:
         for d in devices:
             d.close()
@@ -70,6 +81,7 @@ def verify(
     entry: str = EntryOpt,
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
+    allow_discarded_reads: bool = AllowReadsOpt,
     explain_misses: bool = typer.Option(
         False,
         "--explain-misses",
@@ -83,11 +95,39 @@ def verify(
     path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))
-    replayed: tuple[PassReport, list[str]] | None = None
-    if workload is not None and integrity.ok:
+    if workload is None or not integrity.ok:
+        raise typer.Exit(_report(path, integrity, None, as_json, quiet))
+    chosen = workload
+
+    def worker() -> int:
         replayed = guarded(
-            lambda: replay(path, workload, entry, device, arch, nvcc, trusted, compiler)
+            lambda: replay(
+                path, chosen, entry, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+            )
         )
+        return _report(path, integrity, replayed, as_json, quiet)
+
+    # The replay runs in a worker process, as `warm run`'s passes do: a workload that ends
+    # the process itself (`os._exit`) or crashes it is one line and exit 2, never silence.
+    outcome = run_isolated(lambda: exit_code(worker))
+    holds_nothing()  # the worker replayed, printed and has exited
+    if isinstance(outcome, WorkerCrash):
+        if outcome.interrupted:
+            exit_interrupted()
+        fail(f"{outcome.what} during {outcome.during or 'loading the workload'}")
+    if outcome == EXIT_INTERRUPTED:  # the worker stopped for Ctrl-C before printing anything
+        exit_interrupted()
+    raise typer.Exit(outcome)
+
+
+def _report(
+    path: Path,
+    integrity: IntegrityReport,
+    replayed: tuple[PassReport, list[str]] | None,
+    as_json: bool,
+    quiet: bool,
+) -> int:
+    """Print the verdict (integrity, then the replay's tables and misses); its exit code."""
     missing = replayed[1] if replayed else []
     doc: dict[str, Any] = {
         "bundle": str(path),
@@ -107,5 +147,4 @@ def verify(
             report = replayed[0]
             shown = RunReport(path, list(report.per_device), [report], missing=missing)
             out.print(run_renderable(shown, tables=not quiet), soft_wrap=True)  # names each miss
-    if not doc["verified"]:
-        raise typer.Exit(1)
+    return 0 if doc["verified"] else 1

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.toolchain import Toolchain
-from warmcli.errors import KernelCompileError
+from warmcli.errors import KernelCompileError, headline
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
@@ -166,7 +166,7 @@ class KernelCache:
             for key, failure in result.failures.items():
                 self._failed[key] = failure
                 self.registrations.settle(key, "failed")
-                active_collector().note(" ".join(str(failure).splitlines()[:2]))
+                active_collector().note(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
 
     def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str) -> None:
         kernel = unit.kernel

@@ -239,8 +239,10 @@ class Runtime:
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 collector.count(device_id, "autotune", "unrecorded")
                 self._tune_miss(tunable, key, shape_key, record)
-            for kernel in tunable.candidates.values():
-                self.kernels.queue(kernel)
+            failed = {c.name for c in record.candidates if c.status == "failed"} if record else ()
+            for name, kernel in tunable.candidates.items():
+                if name not in failed:  # a pending tune's failed compile is recorded, not due
+                    self.kernels.queue(kernel)
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             return None

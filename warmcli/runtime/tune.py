@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
-from warmcli.errors import BundleError, KernelCompileError, TuneFailure
+from warmcli.errors import BundleError, KernelCompileError, TuneFailure, headline
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
@@ -362,9 +362,7 @@ def measure(
     if not device.can_execute:
         status, pick = "pending", None
     elif not ok:
-        reasons = "\n".join(
-            f"- {c.name}: {c.reason.splitlines()[0] if c.reason else '?'}" for c in failed
-        )
+        reasons = "\n".join(f"- {c.name}: {headline(c.reason) or '?'}" for c in failed)
         raise TuneFailure(f"tune {tunable.name} {shape_key}: every candidate failed\n{reasons}")
     else:
         status = "measured"

@@ -1,4 +1,5 @@
-"""Crash isolation for `warm run`: the passes in a worker process that journals its work.
+"""Crash isolation for `warm run` (and `warm verify --workload`'s replay): the passes in a
+worker process that journals its work.
 
 A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
 take `warm run` down. `run_isolated` forks a worker that does the whole run and
@@ -114,6 +115,15 @@ class WorkerCrash:
         if self.exit_status is not None:
             return f"exit status {self.exit_status}"
         return signal_name(self.signal)
+
+    @property
+    def what(self) -> str:
+        """What ended the worker, as the start of a one-line error."""
+        if self.exit_status is not None:
+            return f"the workload ended the process itself ({self.reason}, e.g. os._exit)"
+        if self.signal in CRASH_SIGNALS:
+            return f"the workload crashed ({self.reason})"
+        return f"the run was killed ({self.reason}; out of memory?)"
 
 
 @dataclass
@@ -261,7 +271,7 @@ def run_isolated(
     a candidate's measurement (or of an interrupt it did not stop for in time), or
     exited without returning through warm (the workload called `os._exit`).
     """
-    import tempfile  # imported on first use: only `warm run` isolates
+    import tempfile  # imported on first use: only `warm run` and a replay isolate
 
     for _ in range(max_restarts + 1):
         with tempfile.TemporaryFile() as fh:

@@ -27,6 +27,7 @@ returns reports and never prints.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
-from warmcli.errors import RunInterrupted
+from warmcli.errors import DiscardedReadWarning, RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
@@ -96,7 +97,9 @@ def run_pass(
     if observer is not None:
         observer(label, collector.reader())
     started = time.perf_counter()
-    with ProcessModeOverride(mode, collector):
+    with ProcessModeOverride(mode, collector), warnings.catch_warnings():
+        # An allowed discarded read is noted (the report's notes say it); not warned again.
+        warnings.simplefilter("ignore", DiscardedReadWarning)
         try:
             for runtime in runtimes:
                 workload.run(runtime, label)

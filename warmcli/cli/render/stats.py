@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warmcli.cli.render import add_row, line, listing, natural, when
+from warmcli.errors import headline
 from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
@@ -270,7 +271,7 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
         table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
     for c in sorted(t["candidates"], key=lambda c: (c["seconds"] is None, c["seconds"] or 0)):
         ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
-        status = c["status"] if not c["reason"] else f"{c['status']}: {c['reason'].splitlines()[0]}"
+        status = c["status"] if not c["reason"] else f"{c['status']}: {headline(c['reason'])}"
         style = "bold green" if c["name"] == t["pick"] else None
         add_row(table, c["name"], micros(c["seconds"]), ratio, status, style=style)
     return [heading, table]
