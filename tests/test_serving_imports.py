@@ -37,6 +37,12 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.bundle.checking",  # verify's row checks
+    "warmcli.bundle.admin",  # maintenance: `Bundle`'s base once one of its names is read
+    "warmcli.bundle.signed",  # the signed rows (admin's base)
+    "warmcli.bundle.unused",  # dropping unused kernel ids
+    "warmcli.bundle.lock",  # a writer's file lock
+    "warmcli.bundle.oversize",  # naming a listing's oversized value
+    "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
@@ -89,3 +95,35 @@ def test_import_warmcli_alone_imports_no_submodule_but_its_version() -> None:
         "warmcli",
         "warmcli._version",
     ]
+
+
+JOINED = """
+import json, sys
+from warmcli.bundle.store import Bundle
+before = "warmcli.bundle.admin" in sys.modules
+on_class = Bundle.tunes_between.__qualname__
+bundle = Bundle.open({bundle!r})
+on_instance = bundle.count("kernels")
+from warmcli.bundle.admin import BundleAdmin
+joined = issubclass(Bundle, BundleAdmin)
+print(json.dumps([before, on_class, on_instance, joined, hasattr(bundle, "nope")]))
+"""
+
+
+def test_a_bundles_maintenance_names_are_its_own_once_read(warm: Warm, bundle_path: Path) -> None:
+    """`BundleAdmin` is imported when one of its names is first read, on `Bundle` or on an
+    open bundle, and is `Bundle`'s base from then on; a name neither has stays missing."""
+    warm.json("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path)
+    code = JOINED.format(bundle=str(bundle_path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=warm.env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    before, on_class, kernels, joined, missing = json.loads(out.stdout)
+    assert (before, on_class, joined, missing) == (
+        False,
+        "BundleAdmin.tunes_between",
+        True,
+        False,
+    )
+    assert kernels > 0

@@ -4,8 +4,9 @@ the runtime makes of its rows and blobs, and which rows it serves under trusted 
 The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`;
 reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the
 signed rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x`
-name stays). Opened with trusted keys, a kernel or tune row no trusted signature
-covers is not served (`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is
+name stays; imported on first use, `warmcli.bundle.later_base`). Opened with trusted
+keys, a kernel or tune row no trusted signature covers is not served (`covered`,
+`refused`; see `warmcli.bundle.signing`). A bundle is
 untrusted input: it is read with plain SQL, never unpickled or evaluated (and its
 binaries are native code); every field of every row is checked before it becomes a
 record, a blob whose size or sha256 does not match is never served, and every SQLite
@@ -33,7 +34,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.admin import BundleAdmin
 from warmcli.bundle.file import (
     PAGE_BYTES,
     _open_connection,
@@ -44,8 +44,7 @@ from warmcli.bundle.file import (
     unlink_all,
 )
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
-from warmcli.bundle.lock import write_lock
-from warmcli.bundle.oversize import named
+from warmcli.bundle.later_base import JoinsOnFirstUse
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
@@ -61,13 +60,22 @@ from warmcli.errors import BundleError
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:
+    from warmcli.bundle.admin import BundleAdmin as _Base
     from warmcli.bundle.signing import RowSet
+else:
+    from warmcli.bundle.rows import RowReader as _Base  # `BundleAdmin` joins on first use
 
 PREFETCH_CHARS = 64 << 20  # all prefetched rows' texts together (each: PREFETCH_ROW_CHARS)
 
 
-class Bundle(BundleAdmin):
+class Bundle(_Base, metaclass=JoinsOnFirstUse):
     """An open bundle file; see the module doc."""
+
+    @staticmethod
+    def _joined_base() -> type:  # the base, as declared: imported on first use
+        from warmcli.bundle.admin import BundleAdmin
+
+        return BundleAdmin
 
     def __init__(
         self, path: Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
@@ -129,6 +137,8 @@ class Bundle(BundleAdmin):
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
         """Create a new bundle file (or open it if another process just did)."""
+        from warmcli.bundle.lock import write_lock  # a writer's: serving never writes
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with write_lock(path):
@@ -218,6 +228,8 @@ class Bundle(BundleAdmin):
 
         A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
         and the problem) and skipped."""
+        from warmcli.bundle.oversize import named  # a listing's: serving reads rows by key
+
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
         return self._each("kernel", _kernel_record, named(self, "kernel", rows), on_error)
 
@@ -282,6 +294,8 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
+        from warmcli.bundle.lock import write_lock  # a writer's: serving never writes
+
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             if not self._swept:

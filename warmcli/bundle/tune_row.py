@@ -33,7 +33,6 @@ from warmcli.bundle.candidates import (
     signed_form,
     unpack,
 )
-from warmcli.bundle.oversize import named
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -212,6 +211,8 @@ def parsed_tunes(
     (an interned kernel key through the reader's); a row that is not what warm writes is
     a `BundleError` naming it, or given to `on_error` (`RowReader._each`); one holding a
     value longer than warm reads, a `BundleError` naming it (`warmcli.bundle.oversize`)."""
+    from warmcli.bundle.oversize import named  # a listing's: serving reads rows by key
+
     kernel_key = reader._kernel_key
     rows = named(reader, "tune", rows)  # a value too long to read: named by its entry
     return reader._each("tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
