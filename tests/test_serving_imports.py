@@ -2,8 +2,8 @@
 
 A fresh process imports warm, loads a bundle `warm run` made with `use_bundle`, and runs
 the host example from it; what only a writer, a compiler, a miss, a URL, signed bundles,
-the machine inventory or the CLI needs must not be imported by then (each is imported
-on first use)."""
+a bundle's maintenance, the machine inventory or the CLI needs must not be imported by
+then (each is imported on first use)."""
 
 from __future__ import annotations
 

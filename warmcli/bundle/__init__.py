@@ -4,7 +4,7 @@
 `rows` (bounded reads and the checks that make a row a record; `kernel_row` parses a
 kernel's, `tune_row` reads, parses and writes a tune's), `store` (the `Bundle` class:
 reads and writes of rows and blobs), `admin` (maintenance and aggregates `Bundle`
-inherits), `signed` (the signature rows), `candidates` (a tune's candidates packed,
+inherits on first use), `signed` (the signature rows), `candidates` (a tune's candidates packed,
 their kernel keys interned in format 3), `migrate` (formats 1 and 2 to 3, on a first
 open for write), `signing` (Ed25519 signatures over rows) and `remote`
 (bundles by URL). A bundle knows records and errors, never the runtime: it fills

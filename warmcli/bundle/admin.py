@@ -1,6 +1,6 @@
 """A bundle's maintenance and aggregates: what `warm clean/merge/verify/sign/stats` use.
 
-`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one
+`BundleAdmin` is a mixin `Bundle` inherits from its first use (so every `Bundle.x` name stays one
 object's): usage times, removal and vacuum, blob digests and SQLite's own check,
 the signed rows and stored signatures (`warmcli.bundle.signed`), counts and
 aggregates (`warm stats` on a bundle too large to list), and `foreign`:
