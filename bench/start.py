@@ -9,16 +9,17 @@ workload would without warm); hot loads the bundle `warm run` made (the real CLI
 on the machine that warmed it. The floor is what no cache can beat: a process that
 only imports numpy (`python -c 'import numpy.random'`) plus the workload's own run
 with every kernel already in memory (its second run inside the hot processes).
-What bounds `hot_vs_floor` is measured beside the floor, alternately with it: a process
-that imports numpy.random and warm's serving names (`SERVING`) and does nothing else;
-no hot process imports less, so (that process + the run) / floor is the least the row
-can reach with warm's imports as they are, and the detail splits the hot process's
-excess over the floor into those imports, the first result (opening the bundle, loading
-kernels, and one run more than the floor's) and the rest, itself split into what is
-measured apart on the machine's monotonic clock, which the children read too: the
-workload file's import, the exit (from the hot child's last line, warm's exit handler
-then the interpreter's teardown, against the floor's from its last line) and the start
-(to the child's first line, against the floor's), and what is left of it.
+The floor's processes run right after each hot one, so load on the machine hits both
+sides alike. What bounds `hot_vs_floor` is measured beside the floor, alternately with
+it: a process that imports numpy.random and warm's serving names (`SERVING`) and does
+nothing else; no hot process imports less, so (that process + the run) / floor is the
+least the row can reach with warm's imports as they are, and the detail splits the hot
+process's excess over the floor into those imports, the first result (opening the
+bundle, loading kernels, and one run more than the floor's) and the rest, itself split
+into what is measured apart on the machine's monotonic clock, which the children read
+too: the workload file's import, the exit (from the hot child's last line, warm's exit
+handler then the interpreter's teardown, against the floor's from its last line) and the
+start (to the child's first line, against the floor's), and what is left of it.
 `import` holds `import warmcli` against `import numpy`, fresh processes, medians,
 interleaved. Medians throughout: on a shared machine a figure is noisy, and the two
 sides of a ratio are always measured in the same run, alternately. Every process
@@ -34,6 +35,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import generated
@@ -90,7 +92,15 @@ def warm_run(env: dict[str, str], workload: Path, bundle: Path) -> None:
     python("-m", "warmcli", "run", str(workload), "--bundle", str(bundle), env=env)
 
 
-def _compare(tmp: Path, name: str, workload: Path, cold_n: int, hot_n: int) -> dict[str, object]:
+def _compare(
+    tmp: Path,
+    name: str,
+    workload: Path,
+    cold_n: int,
+    hot_n: int,
+    beside: Callable[[dict[str, str]], None] | None = None,
+) -> dict[str, object]:
+    """Cold and hot starts, alternately; `beside(env)` runs right after each hot one."""
     env = env_for(tmp / f"{name}-home")
     bundle = tmp / f"{name}.warm"
     warm_run(env, workload, bundle)
@@ -100,6 +110,8 @@ def _compare(tmp: Path, name: str, workload: Path, cold_n: int, hot_n: int) -> d
             cold.append(start(env_for(tmp / f"{name}-cold{i}"), workload, None))
         if i < hot_n:
             hot.append(start(env, workload, bundle))
+            if beside is not None:
+                beside(env)
     if any(h["compiled"] or h["measured"] for h in hot):
         raise RuntimeError(f"a hot start compiled or measured: {hot}")
     return {"cold": cold, "hot": hot}
@@ -112,15 +124,18 @@ def _m(starts: list[dict[str, float]], key: str) -> float:
 def starts(size: Size) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="warm-bench-start-") as tmp_name:
         tmp = Path(tmp_name)
-        host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts)
+        floors: list[tuple[float, float, float]] = []
+        servings: list[float] = []
+
+        def beside(env: dict[str, str]) -> None:  # alternately: load hits every side alike
+            floors.append(floor_process(env))
+            servings.append(python("-c", SERVING, env=env)[1])
+
+        host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts, beside)
         gen_path = generated.write(tmp / "generated.py", size.generated)
         cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
         gen = _compare(tmp, "generated", gen_path, cold_gen, size.hot_starts)
         env = env_for(tmp / "host-home")
-        floors, servings = [], []
-        for _ in range(size.hot_starts):  # alternately: load on the machine hits both sides
-            floors.append(floor_process(env))
-            servings.append(python("-c", SERVING, env=env)[1])
         floor_imports, serving_imports = median([f[0] for f in floors]), median(servings)
         floor_start, floor_exit = median([f[1] for f in floors]), median([f[2] for f in floors])
         interpreter = median([python("-c", "pass", env=env)[1] for _ in range(size.hot_starts)])
