@@ -11,8 +11,12 @@ compute and dispatch). The workload file is imported as a production process imp
 its own code (by `importlib`, its folder first on `sys.path`), not through warm's
 workload loader, which only `warm run` needs. It prints one JSON object of seconds
 (`imports`, `first`, `opened`: the part of `first` before the workload starts, the
-bundle opened and the runtime made, and `again`) and counts, then exits; its parent
-times the whole process. It never writes the bundle.
+bundle opened and the runtime made, `again`, and `workload`: importing the workload
+file) and counts, with `started` and `ended` (this module's first line and the JSON's
+making, on the machine's monotonic clock, which its parent reads too), then one line
+more when every other exit handler has run (warm's own: the bundle closed): that clock
+again; its parent times the whole process, so start and exit are measured apart. It
+never writes the bundle.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 
 STARTED = time.perf_counter()
 
+import atexit  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
@@ -29,6 +34,9 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy.random  # noqa: E402, F401  (the example's first use would import it)
+
+# Registered before warm's own handler, so it runs after it: the last thing before exit.
+atexit.register(lambda: sys.stdout.write(f"{time.perf_counter()!r}\n"))
 
 from warmcli import production  # noqa: E402
 from warmcli.execution.process_mode import default_collector  # noqa: E402
@@ -65,10 +73,13 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
         "first": first - begin,
         "opened": opened - begin,
         "again": again - first,
+        "workload": begin - imported,
         "compiled": stats.compilation.compiled,
         "loaded": stats.compilation.loaded,
         "measured": stats.autotune.measured,
         "hits": stats.autotune.hits,
+        "started": STARTED,
+        "ended": time.perf_counter(),
     }
 
 

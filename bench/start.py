@@ -9,12 +9,17 @@ workload would without warm); hot loads the bundle `warm run` made (the real CLI
 on the machine that warmed it. The floor is what no cache can beat: a process that
 only imports numpy (`python -c 'import numpy.random'`) plus the workload's own run
 with every kernel already in memory (its second run inside the hot processes).
-What bounds `hot_vs_floor` is measured beside the floor, alternately with it: a process
-that imports numpy.random and warm's serving names (`SERVING`) and does nothing else;
-no hot process imports less, so (that process + the run) / floor is the least the row
-can reach with warm's imports as they are, and the detail splits the hot process's
-excess over the floor into those imports, the first result (opening the bundle, loading
-kernels, and one run more than the floor's) and the rest (the workload's import, exit).
+The floor's processes run right after each hot one, so load on the machine hits both
+sides alike. What bounds `hot_vs_floor` is measured beside the floor, alternately with
+it: a process that imports numpy.random and warm's serving names (`SERVING`) and does
+nothing else; no hot process imports less, so (that process + the run) / floor is the
+least the row can reach with warm's imports as they are, and the detail splits the hot
+process's excess over the floor into those imports, the first result (opening the
+bundle, loading kernels, and one run more than the floor's) and the rest, itself split
+into what is measured apart on the machine's monotonic clock, which the children read
+too: the workload file's import, the exit (from the hot child's last line, warm's exit
+handler then the interpreter's teardown, against the floor's from its last line) and the
+start (to the child's first line, against the floor's), and what is left of it.
 `import` holds `import warmcli` against `import numpy`, fresh processes, medians,
 interleaved. Medians throughout: on a shared machine a figure is noisy, and the two
 sides of a ratio are always measured in the same run, alternately. Every process
@@ -29,6 +34,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import generated
@@ -44,6 +51,8 @@ IMPORT_TARGET = 1.15
 IMPORT_RUNS = 11
 # What a workload imports to be served: the `import` row's third figure, and the floor's bound.
 SERVING = "import numpy.random; from warmcli import Kernel, Runtime, Tunable, use_bundle"
+# The floor: numpy.random imported, its first and last line's clock printed (`time` is built in).
+FLOOR = "import time; s = time.perf_counter(); import numpy.random; print(s, time.perf_counter())"
 # warm's bytecode, shared by every bench process (outside the checkout).
 PYCACHE = Path(tempfile.gettempdir(), "warm-bench-pycache")
 
@@ -59,16 +68,39 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def start(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, float]:
-    """One fresh process's start: its JSON, with `wall` (the whole process) added."""
+    """One fresh process's start: its JSON, with `wall` (the whole process) added, and its
+    start (to its first line), exit handlers and teardown (after its last), in seconds."""
+    spawned = time.perf_counter()
     out, wall = python("-m", CHILD, str(workload), *([str(bundle)] if bundle else []), env=env)
-    return {**json.loads(out), "wall": wall}
+    result, handled = out.splitlines()
+    child = json.loads(result)
+    ended, exited = spawned + wall, float(handled)
+    start_s, handlers = child["started"] - spawned, exited - child["ended"]
+    return {**child, "wall": wall, "start": start_s, "handlers": handlers, "down": ended - exited}
+
+
+def floor_process(env: dict[str, str]) -> tuple[float, float, float]:
+    """A process that only imports numpy.random: (wall, start to its first line, exit after
+    its last), in seconds, on the clock `start` reads."""
+    spawned = time.perf_counter()
+    out, wall = python("-c", FLOOR, env=env)
+    first, last = map(float, out.split())
+    return wall, first - spawned, spawned + wall - last
 
 
 def warm_run(env: dict[str, str], workload: Path, bundle: Path) -> None:
     python("-m", "warmcli", "run", str(workload), "--bundle", str(bundle), env=env)
 
 
-def _compare(tmp: Path, name: str, workload: Path, cold_n: int, hot_n: int) -> dict[str, object]:
+def _compare(
+    tmp: Path,
+    name: str,
+    workload: Path,
+    cold_n: int,
+    hot_n: int,
+    beside: Callable[[dict[str, str]], None] | None = None,
+) -> dict[str, object]:
+    """Cold and hot starts, alternately; `beside(env)` runs right after each hot one."""
     env = env_for(tmp / f"{name}-home")
     bundle = tmp / f"{name}.warm"
     warm_run(env, workload, bundle)
@@ -78,6 +110,8 @@ def _compare(tmp: Path, name: str, workload: Path, cold_n: int, hot_n: int) -> d
             cold.append(start(env_for(tmp / f"{name}-cold{i}"), workload, None))
         if i < hot_n:
             hot.append(start(env, workload, bundle))
+            if beside is not None:
+                beside(env)
     if any(h["compiled"] or h["measured"] for h in hot):
         raise RuntimeError(f"a hot start compiled or measured: {hot}")
     return {"cold": cold, "hot": hot}
@@ -90,16 +124,20 @@ def _m(starts: list[dict[str, float]], key: str) -> float:
 def starts(size: Size) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="warm-bench-start-") as tmp_name:
         tmp = Path(tmp_name)
-        host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts)
+        floors: list[tuple[float, float, float]] = []
+        servings: list[float] = []
+
+        def beside(env: dict[str, str]) -> None:  # alternately: load hits every side alike
+            floors.append(floor_process(env))
+            servings.append(python("-c", SERVING, env=env)[1])
+
+        host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts, beside)
         gen_path = generated.write(tmp / "generated.py", size.generated)
         cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
         gen = _compare(tmp, "generated", gen_path, cold_gen, size.hot_starts)
         env = env_for(tmp / "host-home")
-        floors, servings = [], []
-        for _ in range(size.hot_starts):  # alternately: load on the machine hits both sides
-            floors.append(python("-c", "import numpy.random", env=env)[1])
-            servings.append(python("-c", SERVING, env=env)[1])
-        floor_imports, serving_imports = median(floors), median(servings)
+        floor_imports, serving_imports = median([f[0] for f in floors]), median(servings)
+        floor_start, floor_exit = median([f[1] for f in floors]), median([f[2] for f in floors])
         interpreter = median([python("-c", "pass", env=env)[1] for _ in range(size.hot_starts)])
     rows = []
     for name, what, result, target in (
@@ -124,14 +162,20 @@ def starts(size: Size) -> list[Row]:
     warm_imports = serving_imports - floor_imports
     first = _m(hot, "first")  # the floor runs the workload once, as the hot process's `again`
     rest = hot_s - floor - warm_imports - first
+    exit_s = _m(hot, "handlers") + _m(hot, "down")
+    loading, started = _m(hot, "workload"), _m(hot, "start")
+    left = rest - loading - (exit_s - floor_exit) - (started - floor_start)
     floor_detail = (
         f"{WORKLOAD.name}: hot process {ms(hot_s)} against the floor {ms(floor)} = a process "
         f"that imports numpy {ms(floor_imports)} + the workload's run with its kernels "
         f"already in memory {ms(again)}; of the excess {ms(hot_s - floor)}: warm's serving "
         f"imports {ms(warm_imports)} (a process that only imports numpy.random and warm's "
         f"serving names: {ms(serving_imports)}), the first result {ms(first)} (opening "
-        f"the bundle, loading kernels, one run more than the floor's), the rest {ms(rest)} "
-        f"(the workload's import, exit); bound by warm's imports alone: "
+        f"the bundle, loading kernels, one run more than the floor's), the rest {ms(rest)}: "
+        f"the workload file's import {ms(loading)}, exit {ms(exit_s)} (warm's handler "
+        f"{ms(_m(hot, 'handlers'))}, teardown {ms(_m(hot, 'down'))}) against the floor's "
+        f"{ms(floor_exit)}, start to the first line {ms(started)} against the floor's "
+        f"{ms(floor_start)}, left {ms(left)}; bound by warm's imports alone: "
         f"{(serving_imports + again) / floor:.2f}×; medians; {CUDA_NOTE}"
     )
     rows.append(at_most("hot_vs_floor", hot_s / floor, FLOOR_TARGET, floor_detail))

@@ -37,6 +37,7 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.bundle.checking",  # verify's row checks
+    "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
     "warmcli.backends.compiler",  # what compiles: records, running a compiler

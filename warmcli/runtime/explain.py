@@ -15,7 +15,8 @@ entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when 
 mode meets a compile or tune with no bundle loaded at all. What a runtime does with
 an explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
 `warmcli.runtime.misses`. This module is pure: it only reads the bundle it is
-handed, owns no state, counts nothing and never prints or logs.
+handed, owns no state, counts nothing and never prints or logs; it is imported at the
+first miss (a process its bundle serves wholly never loads it).
 """
 
 from __future__ import annotations

@@ -34,13 +34,7 @@ from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel, kernel_key, key_components
-from warmcli.records import KernelRecord
-from warmcli.runtime.explain import (
-    MissExplanation,
-    corrupt_entry,
-    explain_kernel,
-    unusable_binary,
-)
+from warmcli.records import KernelRecord, MissExplanation
 from warmcli.runtime.misses import Misses, warn
 from warmcli.runtime.store import Store
 
@@ -180,6 +174,8 @@ class BundleLookup:
             try:
                 record = self._kernel(key)
             except BundleError as exc:  # a malformed row: a miss, explained as corrupt
+                from warmcli.runtime.explain import corrupt_entry  # a miss: serving never explains
+
                 why = corrupt_entry("kernel", key, kernel.label, exc.problem)
                 self._not_served(kernel, key, why)
                 return None
@@ -242,6 +238,8 @@ class BundleLookup:
             binary = b"" if loaded else self.bundle.blob(record.sha256)
             load(record.key, kernel, record, binary)
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
+            from warmcli.runtime.explain import unusable_binary  # a miss: serving never explains
+
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
         self.registrations.settle(record.key, "loaded")
@@ -302,6 +300,8 @@ class BundleLookup:
             except ToolchainError:
                 identity = "none"
             wanted = key_components(kernel, self.device.arch, identity)
+            from warmcli.runtime.explain import explain_kernel  # a miss: serving never explains
+
             return explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
 
         self.misses.miss("kernel", key, kernel.label, explain)

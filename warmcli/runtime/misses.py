@@ -24,8 +24,7 @@ from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
-from warmcli.records import Record
-from warmcli.runtime.explain import NO_BUNDLE, MissExplanation
+from warmcli.records import MissExplanation, Record
 from warmcli.runtime.store import Store
 
 
@@ -85,6 +84,8 @@ class MissPolicy(Record):
         """A compile or tune with no bundle loaded at all: refused (or warned) under strict
         mode, which cannot be kept without a bundle; nothing otherwise."""
         if self.strict is not Strictness.OFF:
+            from warmcli.runtime.explain import NO_BUNDLE  # strict without a bundle: a miss only
+
             self.report(device_id, MissExplanation(kind, key, label, "no-bundle", NO_BUNDLE))
 
     def refuse(self, explanation: MissExplanation) -> None:

@@ -40,8 +40,7 @@ from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
-from warmcli.records import TuneRecord
-from warmcli.runtime.explain import MissExplanation, corrupt_entry, explain_tune
+from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.persist import persist
@@ -299,6 +298,8 @@ class Runtime:
         (explained against the bundle's nearest tune, or as a corrupt row, on the first)."""
 
         def explain() -> MissExplanation:
+            from warmcli.runtime.explain import corrupt_entry, explain_tune  # a miss only
+
             corrupt = self.tunes.corrupt(key)
             if corrupt is not None:
                 return corrupt_entry("tune", key, label, corrupt)
