@@ -32,7 +32,7 @@ from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.statistics import Registrations
+from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord
 from warmcli.runtime.explain import (
@@ -232,9 +232,17 @@ class BundleLookup:
             self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
         return True
 
-    def serve(self, kernel: Kernel, record: KernelRecord, load: Load, loaded: bool) -> bool:
-        """Load the bundle's build with `load` (`loaded`: its module is loaded already);
-        False (and a note) when its blob cannot be served."""
+    def serve(
+        self,
+        kernel: Kernel,
+        record: KernelRecord,
+        load: Load,
+        loaded: bool,
+        collector: StatisticsCollector,
+    ) -> bool:
+        """Load the bundle's build with `load` (`loaded`: its module is loaded already),
+        registered in `collector` and settled `loaded` at once; False (and a note, nothing
+        registered) when its blob cannot be served."""
         assert self.bundle is not None
         try:
             # A blob is read and checked once per process: a module loaded from it serves the
@@ -244,7 +252,7 @@ class BundleLookup:
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
-        self.registrations.settle(record.key, "loaded")
+        self.registrations.register_settled(collector, record.key, "loaded")
         return True
 
     def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
