@@ -36,8 +36,10 @@ PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts t
 # The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it):
 # NULL when one is NULL, so such a row is never prefetched (it is read by its key).
 _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
-# A prefetched row: `KERNEL_COLUMNS`, its blob's size, then its rowid (`Bundle.kernel_rows`
-# hands out the first 13), of a device's rows whose texts `_TEXTS` bounds, in the WHERE
+# A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
+# first 12 and its blob's size, read for the chunk's blobs at once by `_BLOB_SIZES`, in the
+# same read: a subquery per row costs more than the chunk's few blobs looked up once), of a
+# device's rows whose texts `_TEXTS` bounds, in the WHERE
 # only (counted once; their memory is counted in Python, `_chars`). Its texts are few, far
 # below the limit of a label, the components or a log, so each value is read as it is,
 # not through a `length()` test each; a name longer than a name may be is named here, as
@@ -45,10 +47,11 @@ _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _PREFETCH_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"rowid FROM kernels WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS} "
-    "AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"  # from a rowid, or skipping
-)
+    f"SELECT {KERNEL_COLUMNS}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
+    f"{_TEXTS} <= {PREFETCH_ROW_CHARS} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+)  # from a rowid, or skipping
+# The sizes of the blobs a chunk names (a JSON array of their sha256s): its rows' last field.
+_BLOB_SIZES = "SELECT sha256, size FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))"
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))

@@ -43,7 +43,13 @@ from warmcli.bundle.file import (
     remove_leftovers,
     unlink_all,
 )
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
+from warmcli.bundle.kernel_row import (
+    _BLOB_SIZES,
+    _PREFETCH_SELECT,
+    _chars,
+    _kernel_record,
+    kernel_record,
+)
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
@@ -188,21 +194,25 @@ class Bundle(BundleAdmin):
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
         params = (backend, arch, first, count, skip)
-        rows: dict[str, tuple[Any, ...]] = {}
-        with self._reading():  # held once a chunk, its rows stepped; their texts counted
+        got: list[tuple[Any, ...]] = []
+        # Held once a chunk, its rows stepped (their texts counted), then its blobs' sizes
+        # read, in one read transaction (as a subquery per row would read them).
+        with self._reading(), nullcontext() if self._conn.in_transaction else self.snapshot():
             cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             try:
                 for read, row in enumerate(cursor, 1):
                     self._prefetched += _chars(row)
                     if self._prefetched > PREFETCH_CHARS:
-                        return rows
+                        break
                     if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
                         self._resume[(backend, arch, start + count)] = row[-1] + 1
                     if type(row[0]) is str:
-                        rows[row[0]] = row[:-1]
+                        got.append(row)
             finally:
                 cursor.close()
-        return rows
+            shas = json.dumps(list({r[7] for r in got if type(r[7]) is str}))
+            sizes = dict(_retrying(self.path, lambda: self._conn.execute(_BLOB_SIZES, (shas,))))
+        return {row[0]: (*row[:12], sizes.get(row[7])) for row in got}
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None
