@@ -1,9 +1,10 @@
 """The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
-the scalars, each checked against the kernel's parameter letters by a converter made
-once per kernel (`warmcli.backends.launch_args`); a kernel's function is made from its
-signature's C function type, made once per signature. A binary is loaded from
+the scalars, each checked against the kernel's parameter letters: by its signature's
+fast path (`warmcli.backends.launch_args.fast_converter`, shared), and by the kernel's
+own converter (made on the first launch that needs it) for any argument off that path;
+a kernel's function is made from its signature's C function type, made once per signature. A binary is loaded from
 the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
 hot start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
@@ -27,7 +28,7 @@ import numpy as np
 from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
-from warmcli.backends.launch_args import converter
+from warmcli.backends.launch_args import converter, fast_converter
 from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
 
 if TYPE_CHECKING:
@@ -122,9 +123,9 @@ class HostDevice:
             function = _prototype(kernel.params)((symbol, module))
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        function.warm_convert = converter(  # checked, made once per kernel
-            kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
-        )
+        # Its signature's fast path, shared; its own converter is made when first needed.
+        function.warm_fast = fast_converter(kernel.params, HostBuffer, "address")
+        function.warm_convert = None
         return function
 
     def launch(
@@ -135,7 +136,15 @@ class HostDevice:
         config: LaunchConfig,
         stream: Stream,
     ) -> None:
-        function(*function.warm_convert(args))
+        passed = function.warm_fast(args)
+        if passed is None:  # an argument off the fast path: the kernel's full check
+            convert = function.warm_convert
+            if convert is None:
+                convert = function.warm_convert = converter(
+                    kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
+                )
+            passed = convert(args)
+        function(*passed)
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
         return HostBuffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
