@@ -49,9 +49,20 @@ CTYPES: dict[str, type] = {
 
 @functools.lru_cache(maxsize=256)
 def _prototype(params: str) -> Any:
-    """The C function type of a signature (returning void): made once per signature, it
-    holds the argument types and their converters, so no kernel's function holds its own."""
-    return ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
+    """The C function type of a signature (returning void), made once per signature: it
+    holds the argument types and their converters, and the signature's fast path
+    (`warm_fast`), so no kernel's function holds its own (a kernel's own checking
+    converter, `warm_convert`, is set on its function only when an argument leaves that
+    path). A subclass of ctypes' type of the signature, which other code may share."""
+    base = ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
+    held = {
+        "_argtypes_": base._argtypes_,
+        "_restype_": base._restype_,
+        "_flags_": base._flags_,
+        "warm_fast": staticmethod(fast_converter(params, HostBuffer, "address")),
+        "warm_convert": None,
+    }
+    return type(base)(f"HostFunction_{params}", (base,), held)
 
 
 def cpu_name() -> str:
@@ -119,13 +130,10 @@ class HostDevice:
         return library
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
-        try:  # its signature's prototype holds the argument types, shared by its kernels
+        try:  # its signature's prototype holds the argument types and fast path, shared
             function = _prototype(kernel.params)((symbol, module))
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        # Its signature's fast path, shared; its own converter is made when first needed.
-        function.warm_fast = fast_converter(kernel.params, HostBuffer, "address")
-        function.warm_convert = None
         return function
 
     def launch(
