@@ -87,8 +87,11 @@ class BundleLookup:
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
-            try:
-                identity: str | None = self._identity(kernel.language)
+            language = kernel.language
+            try:  # probed once per language (a dict read after that, no frame)
+                identity: str | None = self._identities_by_language.get(
+                    language
+                ) or self._identity(language)
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
                 key = self._served_key(kernel, None)
@@ -185,7 +188,8 @@ class BundleLookup:
                 return None
         if record is None:
             return None
-        target = self._target(self._identities.get(key))
+        identity = self._identities.get(key)
+        target = self._targets.get(identity) or self._target(identity)  # one per toolchain
         why = why_not(record, target)
         if why is None and target.toolchain not in (None, record.toolchain):
             theirs, ours = record.toolchain, target.toolchain
