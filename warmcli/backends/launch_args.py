@@ -158,7 +158,9 @@ def converter(
     steps: list[Step | None] = [None] * len(fasts)  # made on first use
     rest = (kernel, pointer, device, steps, fasts, finishes)
 
-    def convert(args: Sequence[Any], fast: FastConverter = fast, rest: tuple[Any, ...] = rest) -> Any:
+    def convert(
+        args: Sequence[Any], fast: FastConverter = fast, rest: tuple[Any, ...] = rest
+    ) -> Any:
         passed = fast(args)
         return _convert(args, *rest) if passed is None else passed
 

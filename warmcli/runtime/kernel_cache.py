@@ -215,8 +215,8 @@ class KernelCache:
 
         A kernel the bundle serves takes one path: its key, its (prefetched) record
         checked, its module (loaded once per blob) and function, registered and settled
-        `loaded` at once; anything else (registered as it was obtained) (a record it must not serve, PTX, a miss, a
-        build) goes on to `_obtain`."""
+        `loaded` at once; anything else (a record it must not serve, PTX, a miss, a
+        build) is registered as it was obtained and goes on to `_obtain`."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
         if hit is not None and hit[0] is kernel:

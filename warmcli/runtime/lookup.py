@@ -87,11 +87,10 @@ class BundleLookup:
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
-            language = kernel.language
-            try:  # probed once per language (a dict read after that, no frame)
-                identity: str | None = self._identities_by_language.get(
-                    language
-                ) or self._identity(language)
+            identity: str | None = self._identities_by_language.get(kernel.language)
+            try:  # probed once per language (a dict read after that)
+                if identity is None:
+                    identity = self._identity(kernel.language)
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
                 key = self._served_key(kernel, None)

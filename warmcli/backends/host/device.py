@@ -4,9 +4,10 @@ Buffers are numpy arrays in host memory; a launch passes their data pointers and
 the scalars, each checked against the kernel's parameter letters: by its signature's
 fast path (`warmcli.backends.launch_args.fast_converter`, shared), and by the kernel's
 own converter (made on the first launch that needs it) for any argument off that path;
-a kernel's function is made from its signature's C function type, made once per signature. A binary is loaded from
-the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
-hot start finds it already written).
+a kernel's function is made from its signature's C function type, made once per
+signature. A binary is loaded from the host library cache
+(`warmcli.backends.host.libraries`: the loader needs a file, and a hot start finds it
+already written).
 A buffer's address is read once, when it is allocated (its array never
 moves). Timing is `time.perf_counter` around the measured run: host launches
 are synchronous, so the stream has nothing to wait for. This module never decides
