@@ -153,26 +153,16 @@ class StatisticsCollector:
             views = self._counts[device] = {v: Counter() for v in _VIEWS}
         views[view][name] += amount
 
-    def register(self, device: str, view: str, key: str) -> Registration | None:
+    def register(
+        self, device: str, view: str, key: str, outcome: str | None = None
+    ) -> Registration | None:
         """Register the kernel (`compilation`) or tune (`autotune`) `key` here; None when
-        this collector registered it already (a key registers once per collector)."""
+        this collector registered it already (a key registers once per collector). With
+        `outcome`, its registration is settled so under the same hold of the lock: a key
+        obtained and done at once (a kernel the bundle serves as it is asked for)."""
         if view not in _OUTCOMES:
             raise ValueError(f"nothing registers in statistics view {view!r}")
-        seen = (device, view, key)
-        with self._lock:
-            if seen in self._seen:
-                return None
-            self._seen.add(seen)
-            self._add(device, view, "registered")
-        return Registration(self, device, view)
-
-    def register_settled(
-        self, device: str, view: str, key: str, outcome: str
-    ) -> Registration | None:
-        """`register`, and its registration settled as `outcome`, under one hold of the
-        lock: a key obtained and done at once (a kernel the bundle serves as it is asked
-        for). None when this collector registered the key already (nothing counted)."""
-        if outcome not in _OUTCOMES[view]:
+        if outcome is not None and outcome not in _OUTCOMES[view]:
             raise ValueError(f"{view} has no outcome {outcome!r}")
         seen = (device, view, key)
         with self._lock:
@@ -180,7 +170,8 @@ class StatisticsCollector:
                 return None
             self._seen.add(seen)
             self._add(device, view, "registered")
-            self._add(device, view, outcome)
+            if outcome is not None:
+                self._add(device, view, outcome)
         registration = Registration(self, device, view)
         registration.outcome = outcome
         return registration
@@ -286,7 +277,7 @@ class Registrations:
     def register_settled(self, collector: StatisticsCollector, key: str, outcome: str) -> None:
         """`register(collector, key)` then `settle(key, outcome)`, in one step: a key
         obtained and done at once (a kernel the bundle serves: one call per kernel served)."""
-        registration = collector.register_settled(self.device, self.view, key, outcome)
+        registration = collector.register(self.device, self.view, key, outcome)
         with self._lock:
             done = self._open.pop(key, None)
             settled = self._settled.get(key)
