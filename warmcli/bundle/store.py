@@ -199,20 +199,24 @@ class Bundle(BundleAdmin):
         # read, in one read transaction (as a subquery per row would read them).
         with self._reading(), nullcontext() if self._conn.in_transaction else self.snapshot():
             cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
+            prefetched = self._prefetched
             try:
-                for read, row in enumerate(cursor, 1):
-                    self._prefetched += _chars(row)
-                    if self._prefetched > PREFETCH_CHARS:
+                for row in cursor:
+                    try:  # what `_chars` counts, in line for a row of texts and numbers
+                        prefetched += sum(map(len, row[:11]))
+                    except TypeError:
+                        prefetched += _chars(row)
+                    if prefetched > PREFETCH_CHARS:
                         break
-                    if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
-                        self._resume[(backend, arch, start + count)] = row[-1] + 1
-                    if type(row[0]) is str:
-                        got.append(row)
+                    got.append(row)
             finally:
+                self._prefetched = prefetched
                 cursor.close()
+            if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
+                self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
             shas = json.dumps(list({r[7] for r in got if type(r[7]) is str}))
             sizes = dict(_retrying(self.path, lambda: self._conn.execute(_BLOB_SIZES, (shas,))))
-        return {row[0]: (*row[:12], sizes.get(row[7])) for row in got}
+        return {row[0]: (*row[:12], sizes.get(row[7])) for row in got if type(row[0]) is str}
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None
