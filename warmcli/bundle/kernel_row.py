@@ -6,8 +6,9 @@ the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` s
 (its type, its length, a key's and a sha256's hex, an entry's and a symbol's form,
 components a JSON object, a finite time, a blob's size). A hot start parses
 thousands, so a row as warm writes it passes the same checks written inline, in one
-frame; any other row takes the field-by-field path, which names what is wrong. It
-holds no state and reads nothing itself.
+frame; any other row takes the field-by-field path, which names what is wrong. A
+prefetched chunk's rows are handed out with their blobs' sizes by `sized` (the sizes
+read at once by the query its caller runs). It holds no state and reads nothing itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
 from warmcli.bundle.rows import (
@@ -112,6 +115,16 @@ def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
         return _kernel_record(row)
     except _Malformed as exc:
         raise BundleError(f"{path}: {_corrupt('kernel', row[0], exc)}") from None
+
+
+def sized(
+    rows: list[tuple[object, ...]], read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]]
+) -> dict[str, tuple[object, ...]]:
+    """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
+    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, the sizes of the
+    blobs they name read at once by `read(_BLOB_SIZES, params)`."""
+    sizes = dict(read(_BLOB_SIZES, (json.dumps(list({r[7] for r in rows if type(r[7]) is str})),)))
+    return {r[0]: (*r[:12], sizes.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
 
 
 def _chars(row: tuple[object, ...]) -> int:

@@ -43,13 +43,7 @@ from warmcli.bundle.file import (
     remove_leftovers,
     unlink_all,
 )
-from warmcli.bundle.kernel_row import (
-    _BLOB_SIZES,
-    _PREFETCH_SELECT,
-    _chars,
-    _kernel_record,
-    kernel_record,
-)
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
@@ -194,9 +188,7 @@ class Bundle(BundleAdmin):
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
         params = (backend, arch, first, count, skip)
-        got: list[tuple[Any, ...]] = []
-        # Held once a chunk, its rows stepped (their texts counted), then its blobs' sizes
-        # read, in one read transaction (as a subquery per row would read them).
+        got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
         with self._reading(), nullcontext() if self._conn.in_transaction else self.snapshot():
             cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             prefetched = self._prefetched
@@ -214,9 +206,10 @@ class Bundle(BundleAdmin):
                 cursor.close()
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
-            shas = json.dumps(list({r[7] for r in got if type(r[7]) is str}))
-            sizes = dict(_retrying(self.path, lambda: self._conn.execute(_BLOB_SIZES, (shas,))))
-        return {row[0]: (*row[:12], sizes.get(row[7])) for row in got if type(row[0]) is str}
+            # Their blobs' sizes in the same read, as a subquery per row would read them.
+            return sized(
+                got, lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p))
+            )
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None
