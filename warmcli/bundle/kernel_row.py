@@ -7,8 +7,9 @@ the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` s
 components a JSON object, a finite time, a blob's size). A hot start parses
 thousands, so a row as warm writes it passes the same checks written inline, in one
 frame; any other row takes the field-by-field path, which names what is wrong. A
-prefetched chunk's rows are handed out with their blobs' sizes by `sized` (the sizes
-read at once by the query its caller runs). It holds no state and reads nothing itself.
+prefetched chunk's rows are handed out with their blobs' sizes by `sized` (those not
+known yet read at once, by the query its caller runs, into the caller's dict). It holds
+no state and reads nothing itself.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts t
 # NULL when one is NULL, so such a row is never prefetched (it is read by its key).
 _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
 # A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
-# first 12 and its blob's size, read for the chunk's blobs at once by `_BLOB_SIZES`, in the
-# same read: a subquery per row costs more than the chunk's few blobs looked up once), of a
+# first 12 and its blob's size, read once per open bundle for the few blobs the rows name,
+# by `_BLOB_SIZES`: a subquery per row costs more than a chunk's blobs looked up once), of a
 # device's rows whose texts `_TEXTS` bounds, in the WHERE
 # only (counted once; their memory is counted in Python, `_chars`). Its texts are few, far
 # below the limit of a label, the components or a log, so each value is read as it is,
@@ -118,13 +119,19 @@ def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
 
 
 def sized(
-    rows: list[tuple[object, ...]], read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]]
+    rows: list[tuple[object, ...]],
+    known: dict[str, object],
+    read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]],
 ) -> dict[str, tuple[object, ...]]:
     """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
-    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, the sizes of the
-    blobs they name read at once by `read(_BLOB_SIZES, params)`."""
-    sizes = dict(read(_BLOB_SIZES, (json.dumps(list({r[7] for r in rows if type(r[7]) is str})),)))
-    return {r[0]: (*r[:12], sizes.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
+    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, from `known` (an
+    open bundle's, by sha256), where the sizes of the blobs it lacks are put first, read at
+    once by `read(_BLOB_SIZES, params)`. A size is read once per open bundle: a sha256
+    names one content, and a blob is read (`Bundle.blob`) only if its size is its length."""
+    wanted = {r[7] for r in rows if type(r[7]) is str and r[7] not in known}
+    if wanted:
+        known.update(read(_BLOB_SIZES, (json.dumps(sorted(wanted)),)))
+    return {r[0]: (*r[:12], known.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
 
 
 def _chars(row: tuple[object, ...]) -> int:

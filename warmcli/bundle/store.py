@@ -83,6 +83,7 @@ class Bundle(BundleAdmin):
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
+        self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -189,7 +190,7 @@ class Bundle(BundleAdmin):
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
         params = (backend, arch, first, count, skip)
         got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
-        with self._reading(), nullcontext() if self._conn.in_transaction else self.snapshot():
+        with self._reading():
             cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             prefetched = self._prefetched
             try:
@@ -206,9 +207,10 @@ class Bundle(BundleAdmin):
                 cursor.close()
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
-            # Their blobs' sizes in the same read, as a subquery per row would read them.
-            return sized(
-                got, lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p))
+            return sized(  # with their blobs' sizes, each read once per open bundle
+                got,
+                self._sizes,
+                lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p)),
             )
 
     def kernels(
