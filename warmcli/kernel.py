@@ -185,15 +185,17 @@ def _define_value(value: object) -> str:
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes it
 # Texts keys repeat (an arch, a toolchain, a source many kernels share) as `_STRING` writes
-# them, quoted once: at most `_MAX_QUOTED` of them, never evicted (others are quoted anew).
+# them, quoted once: at most `_MAX_QUOTED` of them, each of at most `_MAX_QUOTED_CHARS`
+# (a few MB in all, whatever a process keys), never evicted (any other is quoted anew).
 _QUOTED: dict[str, str] = {}
-_MAX_QUOTED = 256
+_MAX_QUOTED = 128
+_MAX_QUOTED_CHARS = 16 << 10
 
 
 def _quote(text: str) -> str:
-    """`_STRING(text)`, kept in `_QUOTED` while it has room."""
+    """`_STRING(text)`, kept in `_QUOTED` while it has room and the text is short enough."""
     quoted = _STRING(text)
-    if len(_QUOTED) < _MAX_QUOTED:
+    if len(_QUOTED) < _MAX_QUOTED and len(quoted) <= _MAX_QUOTED_CHARS:
         _QUOTED[text] = quoted
     return quoted
 
