@@ -14,7 +14,8 @@ the cost of one more kernel between the smallest and largest size. Medians of a
 few processes per size; the row is the worst size against 20 µs, and its detail
 says how flat the cost is across sizes, and what bounds it: the part of serving one
 kernel no path skips, measured in this process in the same run (its row read and
-checked as the runtime reads it, its content hash and key).
+checked as the runtime reads it, its content hash and key, its blob read and checked
+and its module loaded, each once per blob, and its function made from the module).
 """
 
 from __future__ import annotations
@@ -32,23 +33,29 @@ BUDGET = 20e-6
 PROCESSES = 3
 
 
-def _floor(workload: Path, bundle: Path) -> tuple[float, float, float, float]:
+def _floor(workload: Path, bundle: Path, home: Path) -> tuple[float, ...]:
     """Per kernel, best of three: the workload's kernel rows read (the prefetch query) and
     each checked and parsed as `Bundle.kernel` does when serving; of that, what sqlite3
     takes to hand over a row's values (no check, no bound) and `json.loads` to parse its
     components; each kernel's content hash and key (new kernel objects each time: a hash
-    is kept on its kernel)."""
+    is kept on its kernel); its blob read and checked and its module loaded (once per
+    blob, over the kernels; a module is loaded once per process, so the first time is
+    its cost: from `home`'s library files, which the warming run wrote, as a served
+    process finds them), and its function made from its module (by the host device)."""
     import json
     import sqlite3
 
+    from warmcli.backends.host.device import HostDevice
+    from warmcli.backends.host.libraries import DIRECTORY
     from warmcli.bundle.rows import KERNEL_COLUMNS
     from warmcli.bundle.store import Bundle
     from warmcli.kernel import kernel_key
 
-    rows_s = keys_s = raw_s = json_s = float("inf")
-    plain = f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256) "
-    plain += "FROM kernels WHERE backend = ? AND arch = ?"
+    rows_s = keys_s = raw_s = json_s = blobs_s = functions_s = float("inf")
+    plain = f"SELECT {KERNEL_COLUMNS} FROM kernels WHERE backend = ? AND arch = ?"
     conn = sqlite3.connect(f"file:{bundle}?mode=ro", uri=True)
+    device = HostDevice()
+    device._files._shared = str(home / DIRECTORY)  # the served processes' home, not ours
     with Bundle.open(bundle) as opened:
         some = next(opened.each_kernel())  # which device it holds: no part of serving
         for _ in range(3):
@@ -68,8 +75,21 @@ def _floor(workload: Path, bundle: Path) -> tuple[float, float, float, float]:
             for kernel in kernels:
                 kernel_key(kernel, some.arch, some.toolchain)
             keys_s = min(keys_s, (time.perf_counter() - started) / len(kernels))
+            started = time.perf_counter()
+            modules: dict[str, object] = {}
+            for record in records:
+                if record is not None and record.sha256 not in modules:
+                    modules[record.sha256] = device.load_module(opened.blob(record.sha256))
+            if blobs_s == float("inf"):  # loaded once per process: the first time is the cost
+                blobs_s = (time.perf_counter() - started) / len(records)
+            started = time.perf_counter()
+            for record, kernel in zip(records, kernels, strict=False):
+                if record is not None:
+                    device.get_function(modules[record.sha256], record.symbol, kernel)
+            functions_s = min(functions_s, (time.perf_counter() - started) / len(records))
     conn.close()
-    return rows_s, keys_s, raw_s, json_s
+    device.close()
+    return rows_s, keys_s, raw_s, json_s, blobs_s, functions_s
 
 
 def serve_per_kernel(size: Size) -> list[Row]:
@@ -81,7 +101,9 @@ def serve_per_kernel(size: Size) -> list[Row]:
         bundle = tmp / "served.warm"
         biggest = max(size.serve)
         warm_run(env, generated.write(tmp / f"gen{biggest}.py", biggest), bundle)
-        rows_s, keys_s, raw_s, json_s = _floor(tmp / f"gen{biggest}.py", bundle)
+        rows_s, keys_s, raw_s, json_s, blobs_s, functions_s = _floor(
+            tmp / f"gen{biggest}.py", bundle, tmp / "home"
+        )
         for n in size.serve:
             workload = generated.write(tmp / f"gen{n}.py", n)
             runs = [start(env, workload, bundle) for _ in range(PROCESSES)]
@@ -105,6 +127,8 @@ def serve_per_kernel(size: Size) -> list[Row]:
         f"before the first run and not counted above: median {ms(median(opening))}; bound: "
         f"what no path skips, measured here, per kernel: its row read and checked "
         f"{us(rows_s)} (of which sqlite3 handing over its values, unchecked, {us(raw_s)}, "
-        f"and parsing its components' JSON {us(json_s)}), its content hash and key {us(keys_s)}"
+        f"and parsing its components' JSON {us(json_s)}), its content hash and key {us(keys_s)}, "
+        f"its blob read and checked and its module loaded (once per blob) {us(blobs_s)}, its "
+        f"function made {us(functions_s)}; together {us(rows_s + keys_s + blobs_s + functions_s)}"
     )
     return [at_most("serve_per_kernel", worst / BUDGET, 1.0, detail, "of 20 µs per kernel")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from warmcli.kernel import Kernel, _digest
+from warmcli.kernel import Kernel, _digest, kernel_key
 
 KERNELS = [
     Kernel("void f(int *p) { p[0] = 1; }", "f", "P"),
@@ -16,12 +16,22 @@ KERNELS = [
     Kernel("s", "h", defines={"A": 1, "B": 'x"y', "C": True, "D": "ü"}, name="n"),
     Kernel("s", "h", language="cuda", options=("-lineinfo",)),
     Kernel("s", "h", options=[3]),  # not text: written as JSON writes a number
+    Kernel("x" * 20000 + 'é"', "big", "Pi", defines={"V": 'q"ü'}),  # one define; a long source
 ]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=range(len(KERNELS)))
 def test_content_hash_is_the_json_digest(kernel: Kernel) -> None:
     assert kernel.content_hash == _digest(kernel._content())
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=range(len(KERNELS)))
+def test_kernel_key_is_the_json_digest_twice_over(kernel: Kernel) -> None:
+    """Keyed twice (the second time from the texts quoted once), as the JSON encoder keys."""
+    for _ in range(2):
+        for arch, toolchain in (("x86_64", "cc:gcc 12"), ("sm_90", 'nvcc:"é" 13.0')):
+            wanted = _digest({"arch": arch, "kernel": kernel.content_hash, "toolchain": toolchain})
+            assert kernel_key(kernel, arch, toolchain) == wanted
 
 
 def _row(**changes: object) -> tuple[object, ...]:

@@ -274,3 +274,21 @@ def test_every_pass_settles_what_it_registered(
     queued = first["compilation"]["settled"], first["settled_by_end"]["compilation"]["settled"]
     assert queued[0] < queued[1], "what it queued settles in the next pass"
     assert 0 < second["compilation"]["stored"] <= doc["stored"]["kernels"]
+
+
+def test_registered_and_settled_at_once_counts_as_register_then_settle() -> None:
+    """`Registrations.register_settled` (a kernel the bundle serves) counts what `register`
+    then `settle` would: once per collector, and what another collector left open is
+    settled too; a later count reaches both registrations."""
+    from warmcli.execution.statistics import Registrations, StatisticsCollector
+
+    first, second = StatisticsCollector(), StatisticsCollector()
+    registrations = Registrations("host", "compilation")
+    registrations.register(first, "k")  # queued under one collector: open
+    registrations.register_settled(second, "k", "loaded")  # served under another
+    registrations.register_settled(second, "k", "loaded")  # asked again: nothing more
+    for collector in (first, second):
+        stats = collector.reader().compilation
+        assert (stats.registered, stats.loaded, stats.settled) == (1, 1, 1)
+    registrations.record("k", "refused")
+    assert [c.reader().compilation.refused for c in (first, second)] == [1, 1]

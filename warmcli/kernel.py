@@ -7,7 +7,8 @@ signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only
 `f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
 `kernel_key` over source, entry, options, defines, target architecture and
 toolchain identity decides a cache hit: any change is a different kernel, never a
-stale hit. This module holds no state and runs no compiler.
+stale hit. Its only state is a bounded memo of the texts keys repeat, JSON-quoted (an
+arch, a toolchain, a source many kernels share); it runs no compiler.
 """
 
 from __future__ import annotations
@@ -139,15 +140,19 @@ class Kernel(Record):
         digest of `{"defines", "entry", "language", "options", "params", "source"}` as
         `_digest` writes it, written directly (a process serving thousands keys them all).
         """
-        options = self.options
+        options, defines, source = self.options, self.defines, self.source
         if options and not all(type(o) is str for o in options):  # written as JSON writes them
             return _digest(self._content())
-        defines = ",".join([f"[{_STRING(k)},{_STRING(v)}]" for k, v in self.defines])
+        if len(defines) == 1:  # one define: the common variant, written without a list
+            ((name, value),) = defines
+            written = f"[{_STRING(name)},{_STRING(value)}]"
+        else:
+            written = ",".join([f"[{_STRING(k)},{_STRING(v)}]" for k, v in defines])
         text = (
-            f'{{"defines":[{defines}],"entry":{_STRING(self.entry)},'
+            f'{{"defines":[{written}],"entry":{_STRING(self.entry)},'
             f'"language":{_STRING(self.language)},'
             f'"options":[{",".join(map(_STRING, options))}],'
-            f'"params":{_STRING(self.params)},"source":{_STRING(self.source)}}}'
+            f'"params":{_STRING(self.params)},"source":{_QUOTED.get(source) or _quote(source)}}}'
         )
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -179,6 +184,20 @@ def _define_value(value: object) -> str:
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes it
+# Texts keys repeat (an arch, a toolchain, a source many kernels share) as `_STRING` writes
+# them, quoted once: at most `_MAX_QUOTED` of them, each of at most `_MAX_QUOTED_CHARS`
+# (a few MB in all, whatever a process keys), never evicted (any other is quoted anew).
+_QUOTED: dict[str, str] = {}
+_MAX_QUOTED = 128
+_MAX_QUOTED_CHARS = 16 << 10
+
+
+def _quote(text: str) -> str:
+    """`_STRING(text)`, kept in `_QUOTED` while it has room and the text is short enough."""
+    quoted = _STRING(text)
+    if len(_QUOTED) < _MAX_QUOTED and len(quoted) <= _MAX_QUOTED_CHARS:
+        _QUOTED[text] = quoted
+    return quoted
 
 
 def _digest(payload: object) -> str:
@@ -190,9 +209,10 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     """The content-addressed key of `kernel` compiled for `arch` by one toolchain: the
     digest of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly
     (every kernel a process serves is keyed)."""
+    content = kernel.content_hash  # hex digits: quoted as they are
     text = (
-        f'{{"arch":{_STRING(arch)},"kernel":{_STRING(kernel.content_hash)},'
-        f'"toolchain":{_STRING(toolchain_identity)}}}'
+        f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},"kernel":"{content}",'
+        f'"toolchain":{_QUOTED.get(toolchain_identity) or _quote(toolchain_identity)}}}'
     )
     return hashlib.sha256(text.encode()).hexdigest()
 

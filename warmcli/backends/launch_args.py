@@ -6,7 +6,9 @@ letter gets an integer in its width's range and a float letter a real number, an
 turns each argument into what the backend passes (an address, a number). Any other
 argument is a `LaunchError` naming the kernel, the argument's position, its letter
 and what was given. The fast path of each argument is one type test and a range
-test, so a launch stays cheap. This module holds no state and never launches.
+test, so a launch stays cheap; that fast path is made once per signature and shared
+(`fast_converter`: a backend may call it alone, and make a kernel's own converter only
+for arguments off it). This module holds no state and never launches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from warmcli.backends.base import Buffer, LaunchError
 from warmcli.kernel import PARAM_DESCRIPTIONS, PARAM_SCALARS, Kernel
 
 Converter = Callable[[Sequence[Any]], tuple[Any, ...]]
+FastConverter = Callable[[Sequence[Any]], "tuple[Any, ...] | None"]  # `fast_converter`'s
 Step = Callable[[Any], Any]
 
 # Integer letters and their inclusive ranges; float letters and their largest finite value.
@@ -141,53 +144,68 @@ def converter(
     `pointer(value)` is the address a `P` argument passes, or None when `value` is no
     buffer of this device; `fast_buffer` = (type, attribute) lets a buffer of exactly
     that type pass its attribute without a call; `finish` maps a letter to a last
-    conversion of its checked value (how the backend passes it). Each argument goes
-    through its letter's fast test (one type test and a range test, shared by every
-    kernel: `_fasts`, made once per signature, nothing compiled); anything off the fast
-    path goes through the full check of its letter (made on first use), which converts
-    it or raises the `LaunchError`. A process serving thousands of kernels makes
-    thousands: each is one function whose defaults hold what it uses (no closure cells,
-    few objects to keep); one, two or three arguments are tested inline, more in a loop.
+    conversion of its checked value (how the backend passes it). The arguments go
+    through the signature's fast path (`fast_converter`, shared by its kernels); any
+    off it go through the full check of their letter (made on first use), which
+    converts them or raises the `LaunchError`. A process serving thousands of kernels
+    makes thousands: each is one function whose defaults hold what it uses (no closure
+    cells, few objects to keep).
     """
     finishes = tuple(map(finish.get, kernel.params)) if finish else None
     fast_type, fast_attribute = fast_buffer if fast_buffer is not None else (None, None)
+    fast = fast_converter(kernel.params, fast_type, fast_attribute, finishes)
     fasts = _fasts(kernel.params, fast_type, fast_attribute, finishes)
     steps: list[Step | None] = [None] * len(fasts)  # made on first use
     rest = (kernel, pointer, device, steps, fasts, finishes)
+
+    def convert(
+        args: Sequence[Any], fast: FastConverter = fast, rest: tuple[Any, ...] = rest
+    ) -> Any:
+        passed = fast(args)
+        return _convert(args, *rest) if passed is None else passed
+
+    return convert
+
+
+@functools.lru_cache(maxsize=256)
+def fast_converter(
+    params: str,
+    fast_type: type | None = None,
+    fast_attribute: str | None = None,
+    finishes: tuple[Callable[[Any], Any] | None, ...] | None = None,
+) -> FastConverter:
+    """A signature's fast path, made once and shared by every kernel of it: the arguments
+    as passed (finished) when each passes its letter's fast test (one type test and a
+    range test: `_fasts`), else None, for the kernel's own `converter` to check them
+    fully and name what is wrong. One, two or three arguments are tested inline, more
+    in a loop; nothing here names a kernel, so a kernel served needs none made."""
+    fasts = _fasts(params, fast_type, fast_attribute, finishes)
     if len(fasts) == 1:
         (f0,) = fasts
 
-        def convert1(args: Sequence[Any], f0: Step = f0, rest: tuple[Any, ...] = rest) -> Any:
+        def fast1(args: Sequence[Any], f0: Step = f0) -> Any:
             if len(args) == 1 and (a0 := f0(args[0])) is not _OFF:
                 return (a0,)
-            return _convert(args, *rest)
+            return None
 
-        return convert1
+        return fast1
     if len(fasts) == 2:
         f0, f1 = fasts
 
-        def convert2(
-            args: Sequence[Any], f0: Step = f0, f1: Step = f1, rest: tuple[Any, ...] = rest
-        ) -> Any:
+        def fast2(args: Sequence[Any], f0: Step = f0, f1: Step = f1) -> Any:
             if (
                 len(args) == 2
                 and (a0 := f0(args[0])) is not _OFF
                 and (a1 := f1(args[1])) is not _OFF
             ):
                 return (a0, a1)
-            return _convert(args, *rest)
+            return None
 
-        return convert2
+        return fast2
     if len(fasts) == 3:
         f0, f1, f2 = fasts
 
-        def convert3(
-            args: Sequence[Any],
-            f0: Step = f0,
-            f1: Step = f1,
-            f2: Step = f2,
-            rest: tuple[Any, ...] = rest,
-        ) -> Any:
+        def fast3(args: Sequence[Any], f0: Step = f0, f1: Step = f1, f2: Step = f2) -> Any:
             if (
                 len(args) == 3
                 and (a0 := f0(args[0])) is not _OFF
@@ -195,14 +213,22 @@ def converter(
                 and (a2 := f2(args[2])) is not _OFF
             ):
                 return (a0, a1, a2)
-            return _convert(args, *rest)
+            return None
 
-        return convert3
+        return fast3
 
-    def convert(args: Sequence[Any], rest: tuple[Any, ...] = rest) -> Any:
-        return _convert(args, *rest)
+    def fast(args: Sequence[Any], fasts: tuple[Step, ...] = fasts) -> Any:
+        if len(args) != len(fasts):
+            return None
+        out = []
+        for test, value in zip(fasts, args):  # noqa: B905  (lengths equal: tested above)
+            passed = test(value)
+            if passed is _OFF:
+                return None
+            out.append(passed)
+        return tuple(out)
 
-    return convert
+    return fast
 
 
 def _convert(

@@ -6,8 +6,10 @@ the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` s
 (its type, its length, a key's and a sha256's hex, an entry's and a symbol's form,
 components a JSON object, a finite time, a blob's size). A hot start parses
 thousands, so a row as warm writes it passes the same checks written inline, in one
-frame; any other row takes the field-by-field path, which names what is wrong. It
-holds no state and reads nothing itself.
+frame; any other row takes the field-by-field path, which names what is wrong. A
+prefetched chunk's rows are handed out with their blobs' sizes by `sized` (those not
+known yet read at once, by the query its caller runs, into the caller's dict). It holds
+no state and reads nothing itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
 from warmcli.bundle.rows import (
@@ -36,8 +40,10 @@ PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts t
 # The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it):
 # NULL when one is NULL, so such a row is never prefetched (it is read by its key).
 _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
-# A prefetched row: `KERNEL_COLUMNS`, its blob's size, then its rowid (`Bundle.kernel_rows`
-# hands out the first 13), of a device's rows whose texts `_TEXTS` bounds, in the WHERE
+# A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
+# first 12 and its blob's size, read once per open bundle for the few blobs the rows name,
+# by `_BLOB_SIZES`: a subquery per row costs more than a chunk's blobs looked up once), of a
+# device's rows whose texts `_TEXTS` bounds, in the WHERE
 # only (counted once; their memory is counted in Python, `_chars`). Its texts are few, far
 # below the limit of a label, the components or a log, so each value is read as it is,
 # not through a `length()` test each; a name longer than a name may be is named here, as
@@ -45,10 +51,11 @@ _TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _PREFETCH_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), "
-    f"rowid FROM kernels WHERE backend = ? AND arch = ? AND {_TEXTS} <= {PREFETCH_ROW_CHARS} "
-    "AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"  # from a rowid, or skipping
-)
+    f"SELECT {KERNEL_COLUMNS}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
+    f"{_TEXTS} <= {PREFETCH_ROW_CHARS} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+)  # from a rowid, or skipping
+# The sizes of the blobs a chunk names (a JSON array of their sha256s): its rows' last field.
+_BLOB_SIZES = "SELECT sha256, size FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))"
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
@@ -109,6 +116,22 @@ def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
         return _kernel_record(row)
     except _Malformed as exc:
         raise BundleError(f"{path}: {_corrupt('kernel', row[0], exc)}") from None
+
+
+def sized(
+    rows: list[tuple[object, ...]],
+    known: dict[str, object],
+    read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]],
+) -> dict[str, tuple[object, ...]]:
+    """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
+    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, from `known` (an
+    open bundle's, by sha256), where the sizes of the blobs it lacks are put first, read at
+    once by `read(_BLOB_SIZES, params)`. A size is read once per open bundle: a sha256
+    names one content, and a blob is read (`Bundle.blob`) only if its size is its length."""
+    wanted = {r[7] for r in rows if type(r[7]) is str and r[7] not in known}
+    if wanted:
+        known.update(read(_BLOB_SIZES, (json.dumps(sorted(wanted)),)))
+    return {r[0]: (*r[:12], known.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
 
 
 def _chars(row: tuple[object, ...]) -> int:

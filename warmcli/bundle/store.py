@@ -43,7 +43,7 @@ from warmcli.bundle.file import (
     remove_leftovers,
     unlink_all,
 )
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
@@ -83,6 +83,7 @@ class Bundle(BundleAdmin):
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
+        self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -188,21 +189,29 @@ class Bundle(BundleAdmin):
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
         params = (backend, arch, first, count, skip)
-        rows: dict[str, tuple[Any, ...]] = {}
-        with self._reading():  # held once a chunk, its rows stepped; their texts counted
+        got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
+        with self._reading():
             cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
+            prefetched = self._prefetched
             try:
-                for read, row in enumerate(cursor, 1):
-                    self._prefetched += _chars(row)
-                    if self._prefetched > PREFETCH_CHARS:
-                        return rows
-                    if read == count and row[-1] < 2**63 - 1:  # the next chunk starts after it
-                        self._resume[(backend, arch, start + count)] = row[-1] + 1
-                    if type(row[0]) is str:
-                        rows[row[0]] = row[:-1]
+                for row in cursor:
+                    try:  # what `_chars` counts, in line for a row of texts and numbers
+                        prefetched += sum(map(len, row[:11]))
+                    except TypeError:
+                        prefetched += _chars(row)
+                    if prefetched > PREFETCH_CHARS:
+                        break
+                    got.append(row)
             finally:
+                self._prefetched = prefetched
                 cursor.close()
-        return rows
+            if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
+                self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
+            return sized(  # with their blobs' sizes, each read once per open bundle
+                got,
+                self._sizes,
+                lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p)),
+            )
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None

@@ -153,18 +153,28 @@ class StatisticsCollector:
             views = self._counts[device] = {v: Counter() for v in _VIEWS}
         views[view][name] += amount
 
-    def register(self, device: str, view: str, key: str) -> Registration | None:
+    def register(
+        self, device: str, view: str, key: str, outcome: str | None = None
+    ) -> Registration | None:
         """Register the kernel (`compilation`) or tune (`autotune`) `key` here; None when
-        this collector registered it already (a key registers once per collector)."""
+        this collector registered it already (a key registers once per collector). With
+        `outcome`, its registration is settled so under the same hold of the lock: a key
+        obtained and done at once (a kernel the bundle serves as it is asked for)."""
         if view not in _OUTCOMES:
             raise ValueError(f"nothing registers in statistics view {view!r}")
+        if outcome is not None and outcome not in _OUTCOMES[view]:
+            raise ValueError(f"{view} has no outcome {outcome!r}")
         seen = (device, view, key)
         with self._lock:
             if seen in self._seen:
                 return None
             self._seen.add(seen)
             self._add(device, view, "registered")
-        return Registration(self, device, view)
+            if outcome is not None:
+                self._add(device, view, outcome)
+        registration = Registration(self, device, view)
+        registration.outcome = outcome
+        return registration
 
     def note(self, message: str) -> None:
         """Keep one line worth reporting (a failed kernel, a discarded read)."""
@@ -263,6 +273,22 @@ class Registrations:
             held = self._open.get(key)
             self._open[key] = registration if held is None else [*_each(held), registration]
         return True
+
+    def register_settled(self, collector: StatisticsCollector, key: str, outcome: str) -> None:
+        """`register(collector, key)` then `settle(key, outcome)`, in one step: a key
+        obtained and done at once (a kernel the bundle serves: one call per kernel served)."""
+        registration = collector.register(self.device, self.view, key, outcome)
+        with self._lock:
+            done = self._open.pop(key, None)
+            settled = self._settled.get(key)
+            if done is None and settled is None:  # the common case: a key seen the first time
+                if registration is not None:
+                    self._settled[key] = registration
+                return
+            held = [*_each(settled), *_each(done), *_each(registration)]
+            self._settled[key] = held[0] if len(held) == 1 else held
+        for registration in _each(done):
+            registration.settle(outcome)
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
         """Settle every open registration of `keys` (one key or many) as `outcome`."""

@@ -213,10 +213,10 @@ class KernelCache:
     def get(self, kernel: Kernel) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled.
 
-        A kernel the bundle serves takes one path: its key, its registration, its
-        (prefetched) record checked, its module (loaded once per blob) and function,
-        settled `loaded`; anything else (a record it must not serve, PTX, a miss, a
-        build) goes on to `_obtain`."""
+        A kernel the bundle serves takes one path: its key, its (prefetched) record
+        checked, its module (loaded once per blob) and function, registered and settled
+        `loaded` at once; anything else (a record it must not serve, PTX, a miss, a
+        build) is registered as it was obtained and goes on to `_obtain`."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
         if hit is not None and hit[0] is kernel:
@@ -233,13 +233,18 @@ class KernelCache:
                 return function
             if key in self._built or key in self._failed:
                 return self._from_build(kernel, key)
-            self.registrations.register(collector, key)
-            record = lookup.record(kernel, key)
-            if record is not None and lookup.serve(
-                kernel, record, self._load, record.sha256 in self._modules
-            ):
+            try:  # registered and settled at once when served (`lookup.serve`)
+                record = lookup.record(kernel, key)
+                served = record is not None and lookup.serve(
+                    kernel, record, self._load, record.sha256 in self._modules, collector
+                )
+            except BaseException:  # a strict miss: registered as it was obtained, unsettled
+                self.registrations.register(collector, key)
+                raise
+            if served:
                 self.ledger.served(key)
                 return self._loaded[key]
+            self.registrations.register(collector, key)
             return self._obtain(kernel, key, record)
 
     def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:
@@ -274,8 +279,9 @@ class KernelCache:
                 module = self.device.load_module(binary)
                 self._modules[record.sha256] = module
             function = self.device.get_function(module, record.symbol, kernel)
-        except DeviceError:
-            self.registrations.record(key, "refused")  # the device would not load this build
+        except DeviceError:  # the device would not load this build (registered first)
+            self.registrations.register(active_collector(), key)
+            self.registrations.record(key, "refused")
             raise
         self._loaded[key] = function
         self._module_of[key] = record.sha256

@@ -32,7 +32,7 @@ from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.statistics import Registrations
+from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation
 from warmcli.runtime.misses import Misses, warn
@@ -81,8 +81,10 @@ class BundleLookup:
         content = kernel.content_hash
         key = self._keys.get(content)
         if key is None:
-            try:
-                identity: str | None = self._identity(kernel.language)
+            identity: str | None = self._identities_by_language.get(kernel.language)
+            try:  # probed once per language (a dict read after that)
+                if identity is None:
+                    identity = self._identity(kernel.language)
             except ToolchainError:
                 # A serving machine may have no compiler at all: serve what the bundle holds.
                 key = self._served_key(kernel, None)
@@ -181,7 +183,8 @@ class BundleLookup:
                 return None
         if record is None:
             return None
-        target = self._target(self._identities.get(key))
+        identity = self._identities.get(key)
+        target = self._targets.get(identity) or self._target(identity)  # one per toolchain
         why = why_not(record, target)
         if why is None and target.toolchain not in (None, record.toolchain):
             theirs, ours = record.toolchain, target.toolchain
@@ -228,9 +231,17 @@ class BundleLookup:
             self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
         return True
 
-    def serve(self, kernel: Kernel, record: KernelRecord, load: Load, loaded: bool) -> bool:
-        """Load the bundle's build with `load` (`loaded`: its module is loaded already);
-        False (and a note) when its blob cannot be served."""
+    def serve(
+        self,
+        kernel: Kernel,
+        record: KernelRecord,
+        load: Load,
+        loaded: bool,
+        collector: StatisticsCollector,
+    ) -> bool:
+        """Load the bundle's build with `load` (`loaded`: its module is loaded already),
+        registered in `collector` and settled `loaded` at once; False (and a note, nothing
+        registered) when its blob cannot be served."""
         assert self.bundle is not None
         try:
             # A blob is read and checked once per process: a module loaded from it serves the
@@ -242,7 +253,7 @@ class BundleLookup:
 
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
-        self.registrations.settle(record.key, "loaded")
+        self.registrations.register_settled(collector, record.key, "loaded")
         return True
 
     def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:

@@ -1,11 +1,13 @@
 """The host device: loads shared objects, launches C kernels through ctypes, times with a clock.
 
 Buffers are numpy arrays in host memory; a launch passes their data pointers and
-the scalars, each checked against the kernel's parameter letters by a converter made
-once per kernel (`warmcli.backends.launch_args`); a kernel's function is made from its
-signature's C function type, made once per signature. A binary is loaded from
-the host library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a
-hot start finds it already written).
+the scalars, each checked against the kernel's parameter letters: by its signature's
+fast path (`warmcli.backends.launch_args.fast_converter`, shared), and by the kernel's
+own converter (made on the first launch that needs it) for any argument off that path;
+a kernel's function is made from its signature's C function type, made once per
+signature. A binary is loaded from the host library cache
+(`warmcli.backends.host.libraries`: the loader needs a file, and a hot start finds it
+already written).
 A buffer's address is read once, when it is allocated (its array never
 moves). Timing is `time.perf_counter` around the measured run: host launches
 are synchronous, so the stream has nothing to wait for. This module never decides
@@ -27,7 +29,7 @@ import numpy as np
 from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
-from warmcli.backends.launch_args import converter
+from warmcli.backends.launch_args import converter, fast_converter
 from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
 
 if TYPE_CHECKING:
@@ -48,9 +50,20 @@ CTYPES: dict[str, type] = {
 
 @functools.lru_cache(maxsize=256)
 def _prototype(params: str) -> Any:
-    """The C function type of a signature (returning void): made once per signature, it
-    holds the argument types and their converters, so no kernel's function holds its own."""
-    return ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
+    """The C function type of a signature (returning void), made once per signature: it
+    holds the argument types and their converters, and the signature's fast path
+    (`warm_fast`), so no kernel's function holds its own (a kernel's own checking
+    converter, `warm_convert`, is set on its function only when an argument leaves that
+    path). A subclass of ctypes' type of the signature, which other code may share."""
+    base = ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
+    held = {
+        "_argtypes_": base._argtypes_,
+        "_restype_": base._restype_,
+        "_flags_": base._flags_,
+        "warm_fast": staticmethod(fast_converter(params, HostBuffer, "address")),
+        "warm_convert": None,
+    }
+    return type(base)(f"HostFunction_{params}", (base,), held)
 
 
 def cpu_name() -> str:
@@ -118,13 +131,10 @@ class HostDevice:
         return library
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
-        try:  # its signature's prototype holds the argument types, shared by its kernels
+        try:  # its signature's prototype holds the argument types and fast path, shared
             function = _prototype(kernel.params)((symbol, module))
         except AttributeError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        function.warm_convert = converter(  # checked, made once per kernel
-            kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
-        )
         return function
 
     def launch(
@@ -135,7 +145,15 @@ class HostDevice:
         config: LaunchConfig,
         stream: Stream,
     ) -> None:
-        function(*function.warm_convert(args))
+        passed = function.warm_fast(args)
+        if passed is None:  # an argument off the fast path: the kernel's full check
+            convert = function.warm_convert
+            if convert is None:
+                convert = function.warm_convert = converter(
+                    kernel, self.id, _address, fast_buffer=(HostBuffer, "address")
+                )
+            passed = convert(args)
+        function(*passed)
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
         return HostBuffer(self.id, shape, dtype, np.zeros(tuple(shape), dtype=dtype))
