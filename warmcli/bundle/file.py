@@ -33,6 +33,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -154,19 +155,27 @@ _T = TypeVar("_T")
 
 def read_header(path: Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
-    `FileNotFoundError` if there is no file.
+    `FileNotFoundError` if there is no file, `BundleError` if it is no regular file (a
+    FIFO, a device, a folder: never opened by SQLite, never waited on).
 
     The first two are header fields (at offsets 68 and 60, big-endian), read here without
     SQL; warm never changes them after a bundle is created. `wal` is whether the file
     format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
     """
-    try:
-        with open(path, "rb", buffering=0) as fh:
-            head = fh.read(SQLITE_HEADER_BYTES)
+    try:  # never waits: a FIFO opens at once, and is refused with any file not regular
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BundleError(f"{path}: not a warm bundle (not a regular file)")
+        head = os.read(fd, SQLITE_HEADER_BYTES)
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     if not head:
         raise BundleError(f"{path}: not a warm bundle (an empty file)")
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:

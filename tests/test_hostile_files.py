@@ -1,0 +1,74 @@
+"""A bundle path that is no bundle file, or a file crafted to attack a command other than
+merge/diff/pull (those are test_hostile_inputs'): `warm stats/check/verify/run/clean` and a
+production process given it. Each gives one clear line and a non-zero exit (a production
+process, one `BundleError`), never a hang, a traceback or a changed file. Real files, the
+real CLI in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, Warm
+
+OPEN = """import sys, warmcli
+try:
+    warmcli.use_bundle(sys.argv[1])
+except warmcli.BundleError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    base = tmp_path_factory.mktemp("hostile_files")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    good = base / "good.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
+    return warm, good
+
+
+def one_line(proc: subprocess.CompletedProcess[str], named: str) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = proc.stderr + proc.stdout
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in text and named in lines[0], lines
+    return lines[0]
+
+
+def production(warm: Warm, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", OPEN, str(path)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+def test_a_fifo_is_refused_at_once_never_waited_on(made: tuple[Warm, Path], tmp_path: Path) -> None:
+    warm, _ = made
+    fifo = tmp_path / "fifo.warm"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer that never comes
+    for command in (("stats", fifo), ("run", EXAMPLES / "matmul_host.py", "-b", fifo, "-q")):
+        one_line(warm(*command, timeout=20), "not a regular file")
+    one_line(production(warm, fifo), "not a regular file")
+    assert fifo.exists() and not fifo.is_file()  # left as it was
+
+
+def test_a_device_or_directory_is_refused_as_no_file(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, _ = made
+    zero, folder = tmp_path / "zero.warm", tmp_path / "dir.warm"
+    zero.symlink_to("/dev/zero")
+    folder.mkdir()
+    for path in (zero, folder):
+        one_line(warm("stats", path, timeout=20), "not a regular file")
+        one_line(production(warm, path), "not a regular file")
