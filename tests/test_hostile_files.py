@@ -7,6 +7,8 @@ real CLI in subprocesses."""
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +74,33 @@ def test_a_device_or_directory_is_refused_as_no_file(
     for path in (zero, folder):
         one_line(warm("stats", path, timeout=20), "not a regular file")
         one_line(production(warm, path), "not a regular file")
+
+
+def hostile(good: Path, folder: Path, *statements: str) -> Path:
+    """A copy of the bundle `good` in `folder`, changed by `statements`."""
+    path = folder / "hostile.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_time_past_any_calendar_is_shown_as_stored(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    path = hostile(
+        good,
+        tmp_path,
+        "UPDATE kernels SET last_used = 1e300",  # a float, but no date (OverflowError)
+        "UPDATE manifest SET value = '1e400' WHERE key = 'created'",  # inf
+        "UPDATE manifest SET value = '-1e18' WHERE key = 'updated'",  # year out of range
+    )
+    before = path.read_bytes()
+    proc = warm("stats", path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "1e+300" in proc.stdout and "-1e+18" in proc.stdout
+    assert path.read_bytes() == before

@@ -46,9 +46,11 @@ def add_row(table: Table, *cells: object, style: str | None = None) -> None:
 
 
 def when(stamp: str | float | None, timespec: str = "seconds") -> str:
+    """`stamp` (seconds since the epoch) as a local date and time; as it is stored where it
+    is no time or past any date (a bundle's times are untrusted: 1e300, inf, -1e18)."""
     try:
         return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec=timespec)
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return str(stamp)
 
 
