@@ -6,6 +6,7 @@ real CLI in subprocesses."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -104,3 +105,36 @@ def test_a_time_past_any_calendar_is_shown_as_stored(
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "1e+300" in proc.stdout and "-1e+18" in proc.stdout
     assert path.read_bytes() == before
+
+
+def strict_json(text: str) -> object:
+    """`text` parsed as JSON as the standard says it: no NaN, no Infinity."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_is_standard_json_whatever_numbers_a_bundle_holds(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    path = hostile(
+        good,
+        tmp_path,
+        "UPDATE manifest SET value = '1e400' WHERE key = 'created'",  # inf as a float
+        "UPDATE manifest SET value = 'nan' WHERE key = 'updated'",
+    )
+    proc = warm("stats", "--json", path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = strict_json(proc.stdout)["manifest"]  # type: ignore[index]
+    assert (manifest["created"], manifest["updated"]) == ("1e400", "nan")
+    for data in ('{"name": NaN}', '{"name": Infinity}', '{"n": 1e999}', '{"n": [-Infinity]}'):
+        path = hostile(good, tmp_path, f"UPDATE fingerprints SET data = '{data}'")
+        proc = warm("stats", "--json", path)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        if proc.returncode == 0:
+            strict_json(proc.stdout)
+        else:
+            assert proc.returncode == 2 and "corrupt fingerprint entry" in proc.stderr, data
