@@ -138,3 +138,37 @@ def test_json_output_is_standard_json_whatever_numbers_a_bundle_holds(
             strict_json(proc.stdout)
         else:
             assert proc.returncode == 2 and "corrupt fingerprint entry" in proc.stderr, data
+
+
+def interrupted_copy(good: Path, dest: Path) -> None:
+    """At `dest`, a copy of the bundle `good` taken inside a write transaction, with its
+    hot journal beside it: what a crash leaves (opening it rolls the write back)."""
+    shutil.copyfile(good, dest)
+    conn = sqlite3.connect(dest, isolation_level=None)
+    conn.execute("PRAGMA cache_size = 1")  # the change spills to the file: a hot journal
+    conn.execute("BEGIN")
+    conn.execute("UPDATE blobs SET data = zeroblob(length(data) + 1)")
+    copy = dest.with_name("copy")
+    for suffix in ("", "-journal"):
+        shutil.copyfile(f"{dest}{suffix}", f"{copy}{suffix}")
+    conn.execute("ROLLBACK")
+    conn.close()
+    for suffix in ("", "-journal"):
+        os.replace(f"{copy}{suffix}", f"{dest}{suffix}")
+
+
+def test_a_bundle_reached_by_a_symlink_has_its_interrupted_write_rolled_back(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    (tmp_path / "elsewhere").mkdir()
+    target, link = tmp_path / "elsewhere" / "real.warm", tmp_path / "link.warm"
+    interrupted_copy(good, target)
+    link.symlink_to(target)  # SQLite keeps the journal beside the file the link names
+    assert Path(f"{target}-journal").stat().st_size > 0
+    proc = warm("verify", link)
+    assert proc.returncode == 0 and "sound" in proc.stdout, proc.stdout + proc.stderr
+    assert not Path(f"{target}-journal").exists() and link.is_symlink()
+    assert target.read_bytes() == good.read_bytes()  # the write rolled back
+    interrupted_copy(good, target)
+    assert production(warm, link).returncode == 0, production(warm, link).stdout

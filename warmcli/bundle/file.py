@@ -232,9 +232,10 @@ def _recover(path: Path) -> None:
 
     SQLite rolls a hot journal back on the first read, but only through a connection
     that may write; a read-only one fails instead. The rollback takes SQLite's own
-    locks, never warm's file lock, so readers never wait for warm's writers.
+    locks, never warm's file lock, so readers never wait for warm's writers. The journal
+    is beside the file a symlinked `path` names, where SQLite keeps it.
     """
-    journal = Path(f"{path}-journal")
+    journal = Path(f"{os.path.realpath(path)}-journal")
     try:
         if os.stat(journal).st_size == 0:
             return
@@ -246,8 +247,10 @@ def _recover(path: Path) -> None:
 
 def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
-    mend); refused, naming `problem`, where the file cannot be written."""
-    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+    mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
+    goes: that of the file a symlink names) cannot be written."""
+    folder = os.path.dirname(os.path.realpath(path))
+    if not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
         raise BundleError(
             f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )
