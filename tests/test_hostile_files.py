@@ -38,7 +38,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
 
 def one_line(proc: subprocess.CompletedProcess[str], named: str) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    text = proc.stderr + proc.stdout
+    text = proc.stderr or proc.stdout  # a production process prints its error itself
     lines = text.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in text and named in lines[0], lines
     return lines[0]
@@ -172,3 +172,27 @@ def test_a_bundle_reached_by_a_symlink_has_its_interrupted_write_rolled_back(
     assert target.read_bytes() == good.read_bytes()  # the write rolled back
     interrupted_copy(good, target)
     assert production(warm, link).returncode == 0, production(warm, link).stdout
+
+
+MANY = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {})"
+
+
+def test_a_manifest_of_many_rows_is_refused_never_read_whole(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made  # warm writes 4 manifest rows; 1.5M (a 50 MB file) cost 400 MB to read
+    path = hostile(good, tmp_path, MANY.format(5000) + "INSERT INTO manifest SELECT i, 'v' FROM n")
+    for command in (("stats",), ("stats", "--json"), ("verify",)):
+        line = one_line(warm(*command, path), "manifest")
+        assert "more than 64 rows" in line, line
+    path = hostile(
+        good,
+        tmp_path,
+        "UPDATE manifest SET value = printf('%.*c', 5000, 'v') WHERE key = 'warm_version'",
+    )
+    assert "value: 5000 characters" in one_line(warm("stats", path), "manifest")
+    path = hostile(good, tmp_path, MANY.format(60) + "INSERT INTO manifest SELECT i, 'v' FROM n")
+    assert warm("stats", path).returncode == 0  # a few extra rows are no harm
+    path = hostile(good, tmp_path, "UPDATE manifest SET value = '1e400' WHERE key = 'created'")
+    proc = warm("verify", path)  # inf: no time
+    assert proc.returncode == 1 and "manifest 'created' is not a time" in proc.stdout, proc.stdout

@@ -366,11 +366,6 @@ def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
     return _named("key", _hex64, key), times
 
 
-def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
-    key, value = row
-    return _named("key", _name, key), _named("value", _text, value)
-
-
 def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
     identity, kind, data = row
     parsed = _json_object(_named("data", _text, data), _STANDARD_JSON)  # shown as JSON
