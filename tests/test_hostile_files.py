@@ -196,3 +196,17 @@ def test_a_manifest_of_many_rows_is_refused_never_read_whole(
     path = hostile(good, tmp_path, "UPDATE manifest SET value = '1e400' WHERE key = 'created'")
     proc = warm("verify", path)  # inf: no time
     assert proc.returncode == 1 and "manifest 'created' is not a time" in proc.stdout, proc.stdout
+
+
+def test_fingerprints_of_many_rows_or_huge_data_are_refused_never_read_whole(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made  # 1.5M fingerprint rows (a 60 MB file): 'warm stats' ran over 3 minutes
+    rows = MANY.format(5000) + "INSERT INTO fingerprints SELECT 'f' || i, 'device', '{}' FROM n"
+    path = hostile(good, tmp_path, rows)
+    for command in (("stats",), ("stats", "--json")):
+        line = one_line(warm(*command, path, timeout=60), "fingerprint")
+        assert "more than 1024 rows" in line, line
+    huge = "json_set(data, '$.x', printf('%.*c', 20000, 'x'))"
+    path = hostile(good, tmp_path, f"UPDATE fingerprints SET data = {huge}")
+    assert "data: 20" in one_line(warm("stats", path), "fingerprint")

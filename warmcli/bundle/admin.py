@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.manifest import MANIFEST_ROWS, MANIFEST_SELECT, _manifest_row, manifest_problems
+from warmcli.bundle.manifest import (
+    FINGERPRINT_ROWS,
+    FINGERPRINT_SELECT,
+    MANIFEST_ROWS,
+    MANIFEST_SELECT,
+    _fingerprint,
+    _manifest_row,
+    manifest_problems,
+)
 from warmcli.bundle.oversize import named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -34,7 +42,6 @@ from warmcli.bundle.rows import (
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
     OnError,
-    _fingerprint,
     _hex64,
     _name,
     _named,
@@ -67,14 +74,19 @@ class BundleAdmin(SignedRows):
     # -- the manifest and fingerprints ------------------------------------------------------
 
     def manifest(self) -> dict[str, str]:
-        rows = self._all(MANIFEST_SELECT)
-        if len(rows) > MANIFEST_ROWS:
-            raise BundleError(f"{self.path}: corrupt manifest (more than {MANIFEST_ROWS} rows)")
+        rows = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
-        rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
+        rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
+
+    def _few(self, select: str, most: int, what: str) -> list[tuple[Any, ...]]:
+        """The rows of `select` (which reads `most` + 1 at most); more is a corrupt bundle."""
+        rows = self._all(select)
+        if len(rows) > most:
+            raise BundleError(f"{self.path}: corrupt {what} (more than {most} rows)")
+        return rows
 
     def vacuum(self) -> None:
         """Give freed pages back to the file system, under the bundle's lock."""

@@ -1,9 +1,11 @@
-"""A bundle's manifest: its few rows read bounded, each checked, and what is wrong with them.
+"""What a bundle says of itself: its manifest and fingerprints, read bounded, each row checked.
 
-warm writes four rows (`MANIFEST_FIELDS`: its format and version, the created and
-updated times); `MANIFEST_SELECT` reads at most `MANIFEST_ROWS` + 1 of them, each
-value no longer than a name (else NULL, named), so a manifest of millions of rows or
-of huge values costs no memory: `BundleAdmin.manifest` refuses one of more rows.
+warm writes four manifest rows (`MANIFEST_FIELDS`: its format and version, the created
+and updated times) and a fingerprint for each device and toolchain that wrote entries
+(a few, short). `MANIFEST_SELECT` and `FINGERPRINT_SELECT` read at most `MANIFEST_ROWS`
+and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
+named), so a table of millions of rows or of huge values costs no memory or time:
+`BundleAdmin.manifest` and `fingerprints` refuse one of more rows.
 `manifest_problems` says what `warm verify` finds wrong in one read (a field missing,
 a time that is no finite number, a format that is not the header's). This module owns
 no state, opens no file and never prints.
@@ -15,8 +17,10 @@ import math
 
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.rows import (
+    _STANDARD_JSON,
     MAX_NAME_CHARS,
     _bounded_select,
+    _json_object,
     _name,
     _named,
     _text,
@@ -31,10 +35,32 @@ MANIFEST_SELECT = (
 )
 
 
+FINGERPRINT_ROWS = 1024  # one per device and toolchain that wrote entries
+FINGERPRINT_DATA_CHARS = 4 * MAX_NAME_CHARS  # a fingerprint: a few names and a path
+FINGERPRINT_SELECT = (
+    _bounded_select(
+        (("identity", MAX_NAME_CHARS), ("kind", MAX_NAME_CHARS), ("data", FINGERPRINT_DATA_CHARS)),
+        "fingerprints",
+    )
+    + f" ORDER BY kind, identity LIMIT {FINGERPRINT_ROWS + 1}"
+)
+
+
 def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
     """A row of `MANIFEST_SELECT`, checked: (key, value)."""
     key, value = _within_limits(row)
     return _named("key", _name, key), _named("value", _text, value)
+
+
+def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
+    """A row of `FINGERPRINT_SELECT`, checked: its JSON object with its identity and kind."""
+    identity, kind, data = _within_limits(row)
+    parsed = _json_object(_named("data", _text, data), _STANDARD_JSON)  # shown as JSON
+    return {
+        "identity": _named("identity", _name, identity),
+        "kind": _named("kind", _name, kind),
+        **parsed,
+    }
 
 
 def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:

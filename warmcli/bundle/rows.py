@@ -366,16 +366,6 @@ def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
     return _named("key", _hex64, key), times
 
 
-def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
-    identity, kind, data = row
-    parsed = _json_object(_named("data", _text, data), _STANDARD_JSON)  # shown as JSON
-    return {
-        "identity": _named("identity", _name, identity),
-        "kind": _named("kind", _name, kind),
-        **parsed,
-    }
-
-
 def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:
     """A row of `_bounded_select` without its last column, which must name no oversized field."""
     if row[-1] is not None:
