@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 
+from warmcli.bundle.signing import load_public_key
+
 OPEN = """import sys, warmcli
 try:
     warmcli.use_bundle(sys.argv[1])
@@ -44,12 +46,12 @@ def one_line(proc: subprocess.CompletedProcess[str], named: str) -> str:
     return lines[0]
 
 
-def production(warm: Warm, path: Path) -> subprocess.CompletedProcess[str]:
+def production(warm: Warm, path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", OPEN, str(path)],
         capture_output=True,
         text=True,
-        env=warm.env,
+        env=dict(warm.env, **env),
         timeout=60,
         cwd=ROOT,
     )
@@ -210,3 +212,24 @@ def test_fingerprints_of_many_rows_or_huge_data_are_refused_never_read_whole(
     huge = "json_set(data, '$.x', printf('%.*c', 20000, 'x'))"
     path = hostile(good, tmp_path, f"UPDATE fingerprints SET data = {huge}")
     assert "data: 20" in one_line(warm("stats", path), "fingerprint")
+
+
+def test_signatures_of_many_rows_are_refused_never_read_whole(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made  # 500k signature rows (an 81 MB file): 'warm verify' ran minutes, 600 MB
+    rows = MANY.format(5000) + (
+        "INSERT INTO signatures SELECT printf('%016x', i), randomblob(32), randomblob(64), "
+        "randomblob(32), 1.0 FROM n"
+    )
+    path = hostile(good, tmp_path, rows)
+    assert "more than 64 rows" in one_line(warm("verify", path, timeout=60), "signatures")
+    key = tmp_path / "key"
+    assert warm("keygen", key).returncode == 0
+    public = load_public_key(f"{key}.pub")  # each row now says the trusted key signed it
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE signatures SET public_key = ?", (public,))
+    conn.commit()
+    conn.close()
+    refused = production(warm, path, WARM_TRUSTED_KEYS=f"{key}.pub")
+    assert "more than 64 rows" in one_line(refused, "signatures")

@@ -81,13 +81,6 @@ class BundleAdmin(SignedRows):
         rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
-    def _few(self, select: str, most: int, what: str) -> list[tuple[Any, ...]]:
-        """The rows of `select` (which reads `most` + 1 at most); more is a corrupt bundle."""
-        rows = self._all(select)
-        if len(rows) > most:
-            raise BundleError(f"{self.path}: corrupt {what} (more than {most} rows)")
-        return rows
-
     def vacuum(self) -> None:
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
