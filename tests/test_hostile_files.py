@@ -6,6 +6,7 @@ real CLI in subprocesses."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -233,3 +234,26 @@ def test_signatures_of_many_rows_are_refused_never_read_whole(
     conn.close()
     refused = production(warm, path, WARM_TRUSTED_KEYS=f"{key}.pub")
     assert "more than 64 rows" in one_line(refused, "signatures")
+
+
+def test_check_names_a_host_binary_built_for_another_machine(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Its sha256 is right (the bundle says so), but it is an ELF for another machine: the
+    loader refuses it, so a production process compiles it; `warm check` must say so."""
+    warm, good = made
+    path = tmp_path / "elsewhere.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    for sha, data in conn.execute("SELECT sha256, data FROM blobs").fetchall():
+        other = bytearray(data)
+        other[18:20] = (21 if other[18:20] != b"\x15\x00" else 62).to_bytes(2, "little")
+        new = hashlib.sha256(other).hexdigest()
+        conn.execute("UPDATE blobs SET sha256 = ?, data = ? WHERE sha256 = ?", (new, other, sha))
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+    conn.commit()
+    conn.close()
+    proc = warm("check", "--json", path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    reasons = {u["detail"] for u in json.loads(proc.stdout)["unservable"]}
+    assert reasons and all("another machine" in r for r in reasons), reasons
