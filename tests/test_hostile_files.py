@@ -257,3 +257,17 @@ def test_check_names_a_host_binary_built_for_another_machine(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     reasons = {u["detail"] for u in json.loads(proc.stdout)["unservable"]}
     assert reasons and all("another machine" in r for r in reasons), reasons
+
+
+def test_a_key_file_that_is_a_fifo_is_refused_at_once(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    fifo = tmp_path / "key.pem"
+    os.mkfifo(fifo)
+    path = tmp_path / "b.warm"
+    shutil.copyfile(good, path)
+    one_line(warm("sign", path, "--key", fifo, timeout=20), "not a regular file")
+    trusting = production(warm, path, WARM_TRUSTED_KEYS=str(fifo))
+    one_line(trusting, "not a regular file")
+    assert path.read_bytes() == good.read_bytes()

@@ -153,6 +153,21 @@ def remove_leftovers(path: Path) -> None:
 _T = TypeVar("_T")
 
 
+def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
+    """The first `size` bytes of the regular file at `path`; None where it is no regular
+    file (a FIFO, a device, a folder), found without waiting: a FIFO opens at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = b""
+        while len(data) < size and (part := os.read(fd, size - len(data))):
+            data += part
+        return data
+    finally:
+        os.close(fd)
+
+
 def read_header(path: Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file, `BundleError` if it is no regular file (a
@@ -162,20 +177,14 @@ def read_header(path: Path) -> tuple[int, int, bool]:
     SQL; warm never changes them after a bundle is created. `wal` is whether the file
     format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
     """
-    try:  # never waits: a FIFO opens at once, and is refused with any file not regular
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        head = read_start(path, SQLITE_HEADER_BYTES)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BundleError(f"{path}: not a warm bundle (not a regular file)")
-        head = os.read(fd, SQLITE_HEADER_BYTES)
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
-    finally:
-        os.close(fd)
+    if head is None:
+        raise BundleError(f"{path}: not a warm bundle (not a regular file)")
     if not head:
         raise BundleError(f"{path}: not a warm bundle (an empty file)")
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
