@@ -40,9 +40,19 @@ def line(text: object, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
+CELL_CHARS = 512  # a table cell shows this much of a text (a bundle's label may be 4M long)
+
+
+def cell(value: object) -> str:
+    """`value` as a table shows it: a text over `CELL_CHARS` cut, saying its length (its
+    whole is in the JSON document)."""
+    text = str(value)
+    return text if len(text) <= CELL_CHARS else f"{text[:CELL_CHARS]}… ({len(text):,} characters)"
+
+
 def add_row(table: Table, *cells: object, style: str | None = None) -> None:
-    """A table row of `line`s."""
-    table.add_row(*(line(c) for c in cells), style=style)
+    """A table row of `line`s, each `cell` long at most."""
+    table.add_row(*(line(cell(c)) for c in cells), style=style)
 
 
 def when(stamp: str | float | None, timespec: str = "seconds") -> str:
