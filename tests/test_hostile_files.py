@@ -283,3 +283,14 @@ def test_a_huge_label_is_cut_in_a_table_and_kept_whole_in_json(
     assert "(4,000,000 characters)" in proc.stdout
     doc = json.loads(warm("stats", "--json", path).stdout)
     assert {len(k["label"]) for k in doc["kernels"]} == {4_000_000}
+
+
+def test_a_fifo_as_the_remembered_versions_file_is_never_waited_on(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, _ = made
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    os.mkfifo(home / "toolchains.json", 0o600)
+    proc = Warm(dict(warm.env, WARM_HOME=str(home)))("devices", timeout=30)
+    assert proc.returncode == 0 and "host" in proc.stdout, proc.stdout + proc.stderr
