@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm
+from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 from warmcli.bundle.signing import load_public_key
 
@@ -294,3 +294,23 @@ def test_a_fifo_as_the_remembered_versions_file_is_never_waited_on(
     os.mkfifo(home / "toolchains.json", 0o600)
     proc = Warm(dict(warm.env, WARM_HOME=str(home)))("devices", timeout=30)
     assert proc.returncode == 0 and "host" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_fifo_in_the_host_library_cache_is_never_waited_on(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    home = tmp_path / "home"
+    (home / "host-libraries").mkdir(parents=True, mode=0o700)
+    os.chmod(home, 0o700)
+    conn = sqlite3.connect(good)
+    shas = [sha for (sha,) in conn.execute("SELECT sha256 FROM blobs")]
+    conn.close()
+    for sha in shas:  # where each binary is written before it is loaded
+        os.mkfifo(home / "host-libraries" / f"{sha}.so", 0o600)
+    env = dict(warm.env, WARM_HOME=str(home), WARM_BUNDLE=str(good))
+    code = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(len(r.kernels))\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stdout.split() == ["0"], proc.stdout + proc.stderr
