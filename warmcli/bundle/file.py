@@ -160,10 +160,7 @@ def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = b""
-        while len(data) < size and (part := os.read(fd, size - len(data))):
-            data += part
-        return data
+        return os.read(fd, size)  # a regular file's read is whole, up to its end
     finally:
         os.close(fd)
 
