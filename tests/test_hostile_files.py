@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 from warmcli.bundle.signing import load_public_key
@@ -27,16 +26,6 @@ except warmcli.BundleError as exc:
     print(exc)
     sys.exit(2)
 """
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    base = tmp_path_factory.mktemp("hostile_files")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    good = base / "good.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
-    return warm, good
 
 
 def one_line(proc: subprocess.CompletedProcess[str], named: str) -> str:
@@ -95,14 +84,13 @@ def hostile(good: Path, folder: Path, *statements: str) -> Path:
 def test_a_time_past_any_calendar_is_shown_as_stored(
     made: tuple[Warm, Path], tmp_path: Path
 ) -> None:
-    warm, good = made
-    path = hostile(
-        good,
-        tmp_path,
+    times = (
         "UPDATE kernels SET last_used = 1e300",  # a float, but no date (OverflowError)
         "UPDATE manifest SET value = '1e400' WHERE key = 'created'",  # inf
         "UPDATE manifest SET value = '-1e18' WHERE key = 'updated'",  # year out of range
     )
+    warm, good = made
+    path = hostile(good, tmp_path, *times)
     before = path.read_bytes()
     proc = warm("stats", path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
