@@ -120,6 +120,18 @@ def bundle_path(tmp_path: Path) -> Path:
     return tmp_path / "bundle.warm"
 
 
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    """warm with a home of its own, and the example workload's bundle it made (once per
+    module): what the hostile-input tests copy and attack."""
+    base = tmp_path_factory.mktemp("hostile")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    good = base / "good.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
+    return warm, good
+
+
 @pytest.fixture
 def workload_file(tmp_path: Path):
     """Write a workload file from source text and return its path."""

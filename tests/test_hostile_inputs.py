@@ -14,7 +14,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 from warmcli.bundle.store import Bundle
@@ -34,16 +34,6 @@ ATTACKS = {  # name: (SQL on a copy of a real bundle, what the one line names)
         "kernel id 1 is not one the bundle holds",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    base = tmp_path_factory.mktemp("hostile")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    good = base / "good.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
-    return warm, good
 
 
 def _hostile(good: Path, folder: Path, attack: str) -> Path:

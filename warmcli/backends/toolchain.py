@@ -185,7 +185,8 @@ def _read_versions() -> dict[str, str]:
     """The remembered version lines; none unless the file is this user's alone, as the
     host library cache requires (a version line decides which kernels a bundle serves)."""
     try:
-        fd = os.open(versions_file(), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(versions_file(), flags)  # a FIFO opens at once (and is no regular file)
     except OSError:
         return {}
     try:  # one read of the file as it is (no buffered reader: it is read whole)

@@ -23,9 +23,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.file import FORMAT_VERSION, _retrying, _sqlite_errors
+from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
+from warmcli.bundle.manifest import (
+    FINGERPRINT_ROWS,
+    FINGERPRINT_SELECT,
+    MANIFEST_ROWS,
+    MANIFEST_SELECT,
+    _fingerprint,
+    _manifest_row,
+    manifest_problems,
+)
 from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -33,9 +42,7 @@ from warmcli.bundle.rows import (
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
     OnError,
-    _fingerprint,
     _hex64,
-    _manifest_row,
     _name,
     _named,
     _usage_row,
@@ -46,7 +53,6 @@ from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
-MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
     "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
     " WHERE typeof(data) = 'blob' AND typeof(size) = 'integer' AND size BETWEEN 0 AND"
@@ -68,11 +74,11 @@ class BundleAdmin(SignedRows):
     # -- the manifest and fingerprints ------------------------------------------------------
 
     def manifest(self) -> dict[str, str]:
-        rows = self._all("SELECT key, value FROM manifest")
+        rows = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
-        rows = self._all("SELECT identity, kind, data FROM fingerprints ORDER BY kind, identity")
+        rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
     def vacuum(self) -> None:
@@ -355,23 +361,6 @@ class BundleAdmin(SignedRows):
         return (
             self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
         )
-
-
-def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
-    """What is wrong with a bundle's manifest: a field missing, a time or version wrong
-    (not `schema`, the header's format version: a format-1 bundle read as it is says 1)."""
-    schema = FORMAT_VERSION if schema is None else schema
-    problems = [f"manifest has no {name!r}" for name in MANIFEST_FIELDS if name not in manifest]
-    for name in ("created", "updated"):
-        try:
-            float(manifest.get(name, "0"))
-        except ValueError:
-            problems.append(f"manifest {name!r} is not a time: {manifest[name]!r}")
-    if manifest.get("format_version", str(schema)) != str(schema):
-        problems.append(
-            f"manifest says format {manifest['format_version']}, the schema is {schema}"
-        )
-    return problems
 
 
 def _corrupt_blobs(bundle: BundleAdmin) -> dict[str, str]:

@@ -33,6 +33,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -152,21 +153,35 @@ def remove_leftovers(path: Path) -> None:
 _T = TypeVar("_T")
 
 
+def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
+    """The first `size` bytes of the regular file at `path`; None where it is no regular
+    file (a FIFO, a device, a folder), found without waiting: a FIFO opens at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, size)  # a regular file's read is whole, up to its end
+    finally:
+        os.close(fd)
+
+
 def read_header(path: Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
-    `FileNotFoundError` if there is no file.
+    `FileNotFoundError` if there is no file, `BundleError` if it is no regular file (a
+    FIFO, a device, a folder: never opened by SQLite, never waited on).
 
     The first two are header fields (at offsets 68 and 60, big-endian), read here without
     SQL; warm never changes them after a bundle is created. `wal` is whether the file
     format bytes (18 and 19) say write-ahead-log mode, which warm never sets.
     """
     try:
-        with open(path, "rb", buffering=0) as fh:
-            head = fh.read(SQLITE_HEADER_BYTES)
+        head = read_start(path, SQLITE_HEADER_BYTES)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
+    if head is None:
+        raise BundleError(f"{path}: not a warm bundle (not a regular file)")
     if not head:
         raise BundleError(f"{path}: not a warm bundle (an empty file)")
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
@@ -223,9 +238,10 @@ def _recover(path: Path) -> None:
 
     SQLite rolls a hot journal back on the first read, but only through a connection
     that may write; a read-only one fails instead. The rollback takes SQLite's own
-    locks, never warm's file lock, so readers never wait for warm's writers.
+    locks, never warm's file lock, so readers never wait for warm's writers. The journal
+    is beside the file a symlinked `path` names, where SQLite keeps it.
     """
-    journal = Path(f"{path}-journal")
+    journal = Path(f"{os.path.realpath(path)}-journal")
     try:
         if os.stat(journal).st_size == 0:
             return
@@ -237,8 +253,10 @@ def _recover(path: Path) -> None:
 
 def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
-    mend); refused, naming `problem`, where the file cannot be written."""
-    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+    mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
+    goes: that of the file a symlink names) cannot be written."""
+    folder = os.path.dirname(os.path.realpath(path))
+    if not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
         raise BundleError(
             f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )

@@ -286,15 +286,31 @@ def _size(value: object) -> int:
     return value
 
 
-def _json_value(text: str) -> object:
+def _finite(text: str) -> float:
+    """A JSON number as a float; `ValueError` where it is none (1e999: no JSON number)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: what `json.dumps` would write back
+
+
+# JSON as the standard has it: what a document warm shows as JSON (a fingerprint) is read with
+_STANDARD_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
+
+
+def _json_value(text: str, loads: Callable[[str], object] = json.loads) -> object:
     try:
-        return json.loads(text)
+        return loads(text)
     except (ValueError, RecursionError) as exc:
         raise _Malformed(f"not JSON ({type(exc).__name__})") from None
 
 
-def _json_object(text: str) -> dict[str, object]:
-    value = _json_value(text)
+def _json_object(text: str, loads: Callable[[str], object] = json.loads) -> dict[str, object]:
+    value = _json_value(text, loads)
     if not isinstance(value, dict):
         raise _Malformed("not a JSON object")
     return value
@@ -331,21 +347,6 @@ def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
     key, created, last_used = row
     times = _named("created", _seconds, created), _named("last_used", _seconds, last_used)
     return _named("key", _hex64, key), times
-
-
-def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
-    key, value = row
-    return _named("key", _name, key), _named("value", _text, value)
-
-
-def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
-    identity, kind, data = row
-    parsed = _json_object(_named("data", _text, data))
-    return {
-        "identity": _named("identity", _name, identity),
-        "kind": _named("kind", _name, kind),
-        **parsed,
-    }
 
 
 def _within_limits(row: tuple[object, ...]) -> tuple[object, ...]:

@@ -7,8 +7,11 @@ text whichever way a format stores them, and its interned kernel keys with it, s
 `warmcli.bundle.tune_row.signed_values`, so a migration never unsigns an entry, though
 it changes the manifest's format version, which leaves the signature stale); the
 stored signatures, read and type-checked but never verified here (signing does
-that); a new signature stored in one write transaction; which rows an open `Bundle`
-serves under trusted keys (`_serves`, `refused`: only those its `covered` holds).
+that), at most `SIGNATURES` of them (more is refused) and lists of `MAX_BLOB_BYTES`
+all together (a list past that is read as none: its signature is invalid), so no
+bundle sets the memory they cost (`_few` reads any such bounded table); a new
+signature stored in one write transaction; which rows an open `Bundle` serves under
+trusted keys (`_serves`, `refused`: only those its `covered` holds).
 It owns no state beyond the connection `Bundle` holds, and never prints.
 """
 
@@ -23,10 +26,12 @@ from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.rows import KERNEL_COLUMNS, MAX_BLOB_BYTES, MAX_NAME_CHARS, RowReader
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.tune_row import TUNE_COLUMNS, signed_values
+from warmcli.errors import BundleError
 
 if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet, StoredSignature
 
+SIGNATURES = 64  # a bundle's signatures (one per signer key) read at most: more is refused
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
 SIGNED_ROWS = (
@@ -84,14 +89,25 @@ class SignedRows(RowReader):
         if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
             return []  # a bundle made before signatures existed
         wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
-        rows = self._all(  # a list over the size limit is never read (the signature is invalid)
-            "SELECT key_id, public_key, signature, signed_at, CASE WHEN length(rows) <= ? "
-            f"THEN rows END FROM signatures {wanted} ORDER BY key_id",
+        rows = self._few(  # lists past the size limit, all together, are never read (invalid)
+            "SELECT key_id, public_key, signature, signed_at, CASE WHEN sum(length(rows)) OVER "
+            f"(ORDER BY key_id) <= ? THEN rows END FROM signatures {wanted} ORDER BY key_id "
+            f"LIMIT {SIGNATURES + 1}",
+            SIGNATURES,  # one per signer: never read (nor checked) by the thousand
+            "signatures",
             (MAX_BLOB_BYTES, *(keys or ())),
         )
-
         parse = StoredSignature.from_row
         return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+
+    def _few(
+        self, select: str, most: int, what: str, params: tuple[object, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        """The rows of `select` (which reads `most` + 1 at most); more is a corrupt bundle."""
+        rows = self._all(select, params)
+        if len(rows) > most:
+            raise BundleError(f"{self.path}: corrupt {what} (more than {most} rows)")
+        return rows
 
     def sign(
         self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from warmcli import config
+from warmcli.bundle.file import read_start
 from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
@@ -106,10 +107,11 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
     serialization, ed25519 = _crypto()
     what = "an unencrypted PEM private key" if private else "a PEM public key"
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(KEY_FILE_BYTES + 1)
+        data = read_start(path, KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise SignatureError(f"{path}: cannot read key: {exc.strerror}") from None
+    if data is None:
+        raise SignatureError(f"{path}: not {what} (not a regular file)")
     if len(data) > KEY_FILE_BYTES:
         raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
     try:

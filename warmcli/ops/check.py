@@ -3,7 +3,8 @@
 For every device here, every kernel the bundle holds (for any arch) must have a
 build that runs on that device by `warmcli.backends.serving`'s rule (arch, and for a cubin
 the driver's CUDA version; any toolchain, the device's own preferred), and the blob
-of that build must match its sha256. A kernel whose cubins are all for older
+of that build must match its sha256 (a host build: be an ELF this machine's loader
+takes, `warmcli.backends.host.binary`). A kernel whose cubins are all for older
 architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's driver can
 JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart (`jit`): a slower
 first load, still no compile by warm. Every tune (operation, shapes, candidate set)
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from warmcli.backends.base import Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx
+from warmcli.backends.host.binary import foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.bundle.store import Bundle, BundleError
@@ -148,7 +150,7 @@ def _blob_problem(
         data = bundle.blob(record.sha256)
         if ptx:
             check_ptx(data, offer.arch, offer.driver)
-        problem = ""
+        problem = foreign_binary(data) if offer.backend == "host" else ""
     except BundleError as exc:
         problem = f"bundle's build: {exc}"
     except PtxError as exc:

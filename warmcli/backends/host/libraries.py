@@ -128,8 +128,10 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
     (`/proc/self/fd/N`, kept open: the loader knows a library by that name, so the
     number must never name another file), so what runs is what was hashed.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:  # a FIFO opens at once (no regular file: written again)
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        )
     except OSError:  # none there, or a symbolic link
         return None
     keep = False

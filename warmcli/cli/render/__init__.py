@@ -40,15 +40,27 @@ def line(text: object, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
+CELL_CHARS = 512  # a table cell shows this much of a text (a bundle's label may be 4M long)
+
+
+def cell(value: object) -> str:
+    """`value` as a table shows it: a text over `CELL_CHARS` cut, saying its length (its
+    whole is in the JSON document)."""
+    text = str(value)
+    return text if len(text) <= CELL_CHARS else f"{text[:CELL_CHARS]}… ({len(text):,} characters)"
+
+
 def add_row(table: Table, *cells: object, style: str | None = None) -> None:
-    """A table row of `line`s."""
-    table.add_row(*(line(c) for c in cells), style=style)
+    """A table row of `line`s, each `cell` long at most."""
+    table.add_row(*(line(cell(c)) for c in cells), style=style)
 
 
 def when(stamp: str | float | None, timespec: str = "seconds") -> str:
+    """`stamp` (seconds since the epoch) as a local date and time; as it is stored where it
+    is no time or past any date (a bundle's times are untrusted: 1e300, inf, -1e18)."""
     try:
         return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec=timespec)
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return str(stamp)
 
 

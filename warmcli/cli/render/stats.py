@@ -7,6 +7,7 @@ owns no state, never opens a bundle and never prints.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -149,13 +150,14 @@ MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "upd
 
 def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
     """The manifest with its numbers as numbers (the bundle keeps text; a value that is
-    not the number it should be is shown as it is)."""
+    not the number it should be, or is no finite number JSON can hold, is shown as it is)."""
     out: dict[str, Any] = {}
     for key, value in manifest.items():
         try:
-            out[key] = MANIFEST_TYPES.get(key, str)(value)
+            number = MANIFEST_TYPES.get(key, str)(value)
         except ValueError:
-            out[key] = value
+            number = value
+        out[key] = value if isinstance(number, float) and not math.isfinite(number) else number
     return out
 
 

@@ -1,0 +1,82 @@
+"""What a bundle says of itself: its manifest and fingerprints, read bounded, each row checked.
+
+warm writes four manifest rows (`MANIFEST_FIELDS`: its format and version, the created
+and updated times) and a fingerprint for each device and toolchain that wrote entries
+(a few, short). `MANIFEST_SELECT` and `FINGERPRINT_SELECT` read at most `MANIFEST_ROWS`
+and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
+named), so a table of millions of rows or of huge values costs no memory or time:
+`BundleAdmin.manifest` and `fingerprints` refuse one of more rows.
+`manifest_problems` says what `warm verify` finds wrong in one read (a field missing,
+a time that is no finite number, a format that is not the header's). This module owns
+no state, opens no file and never prints.
+"""
+
+from __future__ import annotations
+
+import math
+
+from warmcli.bundle.file import FORMAT_VERSION
+from warmcli.bundle.rows import (
+    _STANDARD_JSON,
+    MAX_NAME_CHARS,
+    _bounded_select,
+    _json_object,
+    _name,
+    _named,
+    _text,
+    _within_limits,
+)
+
+MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
+MANIFEST_ROWS = 64  # warm writes 4: a manifest of more is refused, never read whole
+MANIFEST_SELECT = (
+    f"{_bounded_select((('key', MAX_NAME_CHARS), ('value', MAX_NAME_CHARS)), 'manifest')} "
+    f"ORDER BY rowid LIMIT {MANIFEST_ROWS + 1}"
+)
+
+
+FINGERPRINT_ROWS = 1024  # one per device and toolchain that wrote entries
+FINGERPRINT_DATA_CHARS = 4 * MAX_NAME_CHARS  # a fingerprint: a few names and a path
+FINGERPRINT_SELECT = (
+    _bounded_select(
+        (("identity", MAX_NAME_CHARS), ("kind", MAX_NAME_CHARS), ("data", FINGERPRINT_DATA_CHARS)),
+        "fingerprints",
+    )
+    + f" ORDER BY kind, identity LIMIT {FINGERPRINT_ROWS + 1}"
+)
+
+
+def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
+    """A row of `MANIFEST_SELECT`, checked: (key, value)."""
+    key, value = _within_limits(row)
+    return _named("key", _name, key), _named("value", _text, value)
+
+
+def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
+    """A row of `FINGERPRINT_SELECT`, checked: its JSON object with its identity and kind."""
+    identity, kind, data = _within_limits(row)
+    parsed = _json_object(_named("data", _text, data), _STANDARD_JSON)  # shown as JSON
+    return {
+        "identity": _named("identity", _name, identity),
+        "kind": _named("kind", _name, kind),
+        **parsed,
+    }
+
+
+def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
+    """What is wrong with a bundle's manifest: a field missing, a time or version wrong
+    (not `schema`, the header's format version: a format-1 bundle read as it is says 1)."""
+    schema = FORMAT_VERSION if schema is None else schema
+    problems = [f"manifest has no {name!r}" for name in MANIFEST_FIELDS if name not in manifest]
+    for name in ("created", "updated"):
+        try:
+            finite = math.isfinite(float(manifest.get(name, "0")))
+        except ValueError:
+            finite = False
+        if not finite:
+            problems.append(f"manifest {name!r} is not a time: {manifest[name]!r}")
+    if manifest.get("format_version", str(schema)) != str(schema):
+        problems.append(
+            f"manifest says format {manifest['format_version']}, the schema is {schema}"
+        )
+    return problems
