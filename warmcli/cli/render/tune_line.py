@@ -5,9 +5,13 @@ order, same separators, the same text for every string and number: strings throu
 JSON's own C escaper, numbers through `float.__repr__` as JSON's encoder does), built
 as one string: a stats of 100,000 tunes writes 100,000 of these, and the dict per tune
 and per candidate, with every key escaped again each time, were most of its encoding
-cost; `tune_lines` is the lines of several tunes as one text. A tune with a time that
+cost; `tune_lines` is the lines of several tunes as one text. A tune read by its layout
+(`warmcli.bundle.tune_layout.LaidTune`) is written from its layout's template (its
+candidates' text with a slot for each time, made once a layout and kept in its `memo`),
+each distinct time written once (`float.__repr__`, as JSON's encoder). A tune with a time that
 is not finite, or a field that is not what a `TuneRecord` holds, is encoded from
-`tune_json` (JSON's own rules for it). Pure presentation: its only state is a bounded
+`tune_json` (JSON's own rules for it). Pure presentation: its only state is a layout's
+template (in that layout's `memo`) and a bounded
 memo of short texts it made (`_QUOTED`, `_HEADS`, `_MIDDLES`: a tune's operation, device and
 checksum, a candidate's name and kernel, its status and reason recur in many tunes); it
 reads nothing and never prints.
@@ -17,9 +21,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring_ascii as _string
+from typing import Any
 
+from warmcli.bundle.tune_layout import LaidTune, Layout, _getter, bounded
 from warmcli.records import CandidateMeasurement, TuneRecord
 
 _encode = json.JSONEncoder(default=str).encode  # `json.dumps`'s defaults: the reference
@@ -95,28 +101,110 @@ def _candidates(candidates: tuple[CandidateMeasurement, ...], best: float | None
     return ", ".join(texts)
 
 
+def _opening(fields: tuple[Any, ...], pick_kernel: str | None) -> str:
+    """A tune's text up to its candidates, from its fields (`LaidTune.fields`' order)."""
+    key, op, shape, device, checksum, status, pick, _, measured_at = fields
+    q = _QUOTED.get
+    if not math.isfinite(measured_at):
+        raise ValueError("a time that is not finite")
+    return (
+        f'{{"key": {_string(key)}, "operation": {q(op) or _quoted(op)}, '
+        f'"shape": {_string(shape)}, "device": {q(device) or _quoted(device)}, '
+        f'"status": {q(status) or _quoted(status)}, '
+        f'"pick": {"null" if pick is None else _string(pick)}, '
+        f'"pick_kernel": {"null" if pick_kernel is None else _string(pick_kernel)}, '
+        f'"checksum": {q(checksum) or _quoted(checksum)}, '
+        f'"measured_at": {_float(measured_at)}, "candidates": ['
+    )
+
+
 def _line(t: TuneRecord) -> str:
     picked = next((c for c in t.candidates if c.name == t.pick), None)
     best = picked.seconds if picked is not None else None
-    q = _QUOTED.get
+    fields = (
+        t.key,
+        t.operation,
+        t.shape_key,
+        t.device,
+        t.checksum,
+        t.status,
+        t.pick,
+        0,
+        t.measured_at,
+    )
     try:
-        if not math.isfinite(t.measured_at):
-            raise ValueError("a time that is not finite")
-        op, device, status, checksum = t.operation, t.device, t.status, t.checksum
-        return (
-            f'{{"key": {_string(t.key)}, "operation": {q(op) or _quoted(op)}, '
-            f'"shape": {_string(t.shape_key)}, "device": {q(device) or _quoted(device)}, '
-            f'"status": {q(status) or _quoted(status)}, '
-            f'"pick": {"null" if t.pick is None else _string(t.pick)}, '
-            f'"pick_kernel": {"null" if picked is None else _string(picked.kernel_key)}, '
-            f'"checksum": {q(checksum) or _quoted(checksum)}, '
-            f'"measured_at": {_float(t.measured_at)}, '
-            f'"candidates": [{_candidates(t.candidates, best)}]}}'
-        )
+        opening = _opening(fields, None if picked is None else picked.kernel_key)
+        return f"{opening}{_candidates(t.candidates, best)}]}}"
     except (ValueError, TypeError, OverflowError):
         from warmcli.cli.render.stats import tune_json  # rare: imported here, off the CLI start
 
         return _encode(tune_json(t))  # type: ignore[no-any-return]
+
+
+Memo = tuple[str, Callable[[list[str]], tuple[str, ...]], list[int], str | None]
+
+
+def _template(layout: Layout) -> Memo:
+    """How a tune of `layout` is written (its memo): its candidates' text with a `%s` for
+    each time (the median, each sample, the ratio to the pick, as `_candidates` writes
+    them), which of the times and ratios fill them, and where each median is."""
+    picked = layout.picked
+    has_best = picked is not None and layout.spans[picked][0] is not None
+    count = sum(end - start + (median is not None) for median, start, end in layout.spans)
+    texts, order, medians = [], [], []
+    for c, (median, start, end) in zip(layout.candidates, layout.spans, strict=True):
+        head = _head(c.name, c.kernel_key).replace("%", "%%")
+        middle = _middle(c.status, c.reason).replace("%", "%%")
+        samples = ", ".join("%s" for _ in range(start, end))
+        ratio = "null"
+        if median is not None:
+            order.append(median)
+            if has_best and c is layout.candidates[picked]:  # type: ignore[index]
+                ratio = "1.0"  # the pick's own: x / x
+            elif has_best:
+                ratio = "%s"
+                medians.append(median)
+        order += range(start, end)
+        if ratio == "%s":
+            order.append(count + len(medians) - 1)
+        median_text = "null" if median is None else "%s"
+        texts.append(f'{head}{median_text}{middle}{samples}], "ratio": {ratio}}}')
+    kernel = None if picked is None else layout.candidates[picked].kernel_key
+    return ", ".join(texts), _getter(order), medians, kernel
+
+
+def _laid_line(t: LaidTune) -> str:
+    """`_line` of a tune read by its layout, written from its layout's template."""
+    layout = t.layout
+    memo: Memo = layout.memo or _remember(layout)
+    template, order, medians, kernel = memo
+    times = t.times
+    texts = _texts(times)
+    if medians:
+        best = times[layout.spans[layout.picked][0]]  # type: ignore[index]
+        ratios = [times[m] / best for m in medians] if best else None
+        if ratios is None or not bounded(ratios):  # no ratio, or one not small and finite
+            return _line(t.record())
+        texts += map(_float, ratios)
+    try:
+        return f"{_opening(t.fields, kernel)}{template % order(texts)}]}}"
+    except (ValueError, TypeError, OverflowError):
+        return _line(t.record())
+
+
+def _texts(times: tuple[float, ...]) -> list[str]:
+    """`float.__repr__` of each time, each value written once (samples often repeat their
+    median); one zero (0.0 and -0.0 are one key, not one text) writes each on its own."""
+    distinct = dict.fromkeys(times)
+    if len(distinct) == len(times) or 0.0 in distinct:
+        return list(map(_float, times))
+    written = dict(zip(distinct, map(_float, distinct), strict=True))
+    return list(map(written.__getitem__, times))
+
+
+def _remember(layout: Layout) -> Memo:
+    layout.memo = memo = _template(layout)
+    return memo
 
 
 def tune_line(t: TuneRecord) -> JsonText:
@@ -124,8 +212,10 @@ def tune_line(t: TuneRecord) -> JsonText:
     return JsonText(_line(t))
 
 
-def tune_lines(tunes: Iterable[TuneRecord]) -> JsonText:
+def tune_lines(tunes: Iterable[TuneRecord | LaidTune]) -> JsonText:
     """The `tune_line` of each of `tunes` as one text: items of a list `stream_json`
     writes, one a line (`LINES_APART` between them, as it writes them), so a worker
     listing a large bundle hands over one text a range (`warmcli.bundle.listing`)."""
-    return JsonText(LINES_APART.join(map(_line, tunes)))
+    return JsonText(
+        LINES_APART.join(_laid_line(t) if type(t) is LaidTune else _line(t) for t in tunes)  # type: ignore[arg-type]
+    )
