@@ -219,3 +219,9 @@ def tune_lines(tunes: Iterable[TuneRecord | LaidTune]) -> JsonText:
     return JsonText(
         LINES_APART.join(_laid_line(t) if type(t) is LaidTune else _line(t) for t in tunes)  # type: ignore[arg-type]
     )
+
+
+def tune_bytes(tunes: Iterable[TuneRecord | LaidTune]) -> bytes:
+    """`tune_lines` encoded (UTF-8; JSON's escapes make it ASCII): what a worker listing a
+    large bundle hands over, written to stdout as it is (`stream_json`)."""
+    return tune_lines(tunes).encode()
