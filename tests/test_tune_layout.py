@@ -188,3 +188,18 @@ def test_layouts_kept_are_bounded(bundle_path: Path, monkeypatch: pytest.MonkeyP
     laid, parsed = _both(bundle_path)
     assert 0 < sum(type(t) is LaidTune for t in laid) < 100  # one operation's only
     assert [t.record() if type(t) is LaidTune else t for t in laid] == parsed
+
+
+def test_many_devices_of_one_layout_are_written_alike(tmp_path: Path) -> None:
+    tunes = []
+    for i, t in enumerate(_tunes(80)):  # nine devices a layout: more lines than it keeps
+        device = f"cuda|GPU {i % 36}|sm_90|570"
+        key = tune_key(t.operation, t.shape_key, device, t.checksum)
+        fields = (key, t.operation, t.shape_key, device, t.checksum, t.status, t.pick)
+        tunes.append(TuneRecord(*fields, t.candidates, t.seconds, t.measured_at))
+    path = tmp_path / "d.warm"
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=tunes)
+    laid, parsed = _both(path)
+    assert sum(type(t) is LaidTune for t in laid) > 60
+    assert tune_lines(laid) == tune_lines(parsed)

@@ -15,8 +15,9 @@ times and their sum are finite (their magnitudes add up to under `BOUNDED_TIMES`
 other row (a format before 3, a new arrangement, a time that is not small and finite, a
 value over its limit) is read by `_tune_record`, which raises what it finds. So what is
 read is what `parsed_tunes` reads, and every row is checked. At most `KEPT_LAYOUTS`
-layouts of documents of at most `KEPT_BYTES` are kept, for one listing: nothing in a
-bundle sets the memory. It opens nothing, never writes and never prints.
+layouts of documents of at most `KEPT_BYTES` (inflated) are kept, for one listing (its
+renderer keeps a bounded few texts on each, `Layout.memo`): nothing in a bundle sets the
+memory. It opens nothing, never writes and never prints.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from warmcli.bundle.tune_row import _plain, _tune_record
 from warmcli.records import CandidateMeasurement, TuneRecord
 
 KEPT_LAYOUTS = 256  # arrangements kept by one listing (more: the rest parsed one by one)
-KEPT_BYTES = 1 << 16  # a longer document is parsed on its own, its layout never kept
+KEPT_BYTES = 4096  # a longer document (inflated) is parsed on its own, its layout never kept
 BOUNDED_TIMES = 1e300  # times whose magnitudes add up to less: every sum of them is finite
 _Key = tuple[bytes, int, Any, Any]  # a document's head of ids, its length, status, pick
 
@@ -149,8 +150,10 @@ class _Reader:
         fields = (key, operation, shape_key, device, checksum, status, pick, secs, at)
         if over is not None or not interned(cands) or not _plain(*fields):
             return _tune_record(row, self.kernel_key)
+        start = 5 + 4 * int.from_bytes(cands[1:5], "little")  # its fields, after its head of ids
         try:
-            _, start = kernel_ids(cands)
+            if start > len(cands):
+                raise ValueError("cut short")
             raw = _inflate(cands, start)
         except ValueError:
             return _tune_record(row, self.kernel_key)  # it says why
@@ -163,7 +166,7 @@ class _Reader:
                 if bounded(times):
                     return LaidTune(fields, layout, times)
         record = _tune_record(row, self.kernel_key)
-        if layout is None and len(self.layouts) < KEPT_LAYOUTS and len(cands) <= KEPT_BYTES:
+        if layout is None and len(self.layouts) < KEPT_LAYOUTS and len(raw) <= KEPT_BYTES:
             self._learn(found, record, raw)
         return record
 

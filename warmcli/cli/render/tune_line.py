@@ -23,7 +23,6 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring_ascii as _string
-from typing import Any
 
 from warmcli.bundle.tune_layout import LaidTune, Layout, _getter, bounded
 from warmcli.records import CandidateMeasurement, TuneRecord
@@ -35,6 +34,7 @@ _QUOTED: dict[str, str] = {}  # an operation, device, status, checksum: as JSON 
 _HEADS: dict[tuple[str, str], str] = {}  # a candidate's text up to its median (`_head`)
 _MIDDLES: dict[tuple[str, str], str] = {}  # and from its median to its samples (`_middle`)
 _KEPT_QUOTED, _KEPT_CHARS = 4096, 128  # how many, how long (a few recur in every tune)
+_KEPT_LINES = 8  # lines' templates a layout keeps (operations, devices and checksums of it)
 
 
 class JsonText(str):
@@ -101,39 +101,36 @@ def _candidates(candidates: tuple[CandidateMeasurement, ...], best: float | None
     return ", ".join(texts)
 
 
-def _opening(fields: tuple[Any, ...], pick_kernel: str | None) -> str:
-    """A tune's text up to its candidates, from its fields (`LaidTune.fields`' order)."""
-    key, op, shape, device, checksum, status, pick, _, measured_at = fields
-    q = _QUOTED.get
-    if not math.isfinite(measured_at):
-        raise ValueError("a time that is not finite")
+def _opening(*texts: str) -> str:
+    """A tune's text up to its candidates, from the JSON texts of its key, operation,
+    shape, device, status, pick, pick's kernel, checksum and time, in that order."""
+    key, op, shape, device, status, pick, pick_kernel, checksum, measured_at = texts
     return (
-        f'{{"key": {_string(key)}, "operation": {q(op) or _quoted(op)}, '
-        f'"shape": {_string(shape)}, "device": {q(device) or _quoted(device)}, '
-        f'"status": {q(status) or _quoted(status)}, '
-        f'"pick": {"null" if pick is None else _string(pick)}, '
-        f'"pick_kernel": {"null" if pick_kernel is None else _string(pick_kernel)}, '
-        f'"checksum": {q(checksum) or _quoted(checksum)}, '
-        f'"measured_at": {_float(measured_at)}, "candidates": ['
+        f'{{"key": {key}, "operation": {op}, "shape": {shape}, "device": {device}, '
+        f'"status": {status}, "pick": {pick}, "pick_kernel": {pick_kernel}, '
+        f'"checksum": {checksum}, "measured_at": {measured_at}, "candidates": ['
     )
 
 
 def _line(t: TuneRecord) -> str:
     picked = next((c for c in t.candidates if c.name == t.pick), None)
     best = picked.seconds if picked is not None else None
-    fields = (
-        t.key,
-        t.operation,
-        t.shape_key,
-        t.device,
-        t.checksum,
-        t.status,
-        t.pick,
-        0,
-        t.measured_at,
-    )
+    q = _QUOTED.get
+    op, device, status, checksum = t.operation, t.device, t.status, t.checksum
     try:
-        opening = _opening(fields, None if picked is None else picked.kernel_key)
+        if not math.isfinite(t.measured_at):
+            raise ValueError("a time that is not finite")
+        opening = _opening(
+            _string(t.key),
+            q(op) or _quoted(op),
+            _string(t.shape_key),
+            q(device) or _quoted(device),
+            q(status) or _quoted(status),
+            "null" if t.pick is None else _string(t.pick),
+            "null" if picked is None else _string(picked.kernel_key),
+            q(checksum) or _quoted(checksum),
+            _float(t.measured_at),
+        )
         return f"{opening}{_candidates(t.candidates, best)}]}}"
     except (ValueError, TypeError, OverflowError):
         from warmcli.cli.render.stats import tune_json  # rare: imported here, off the CLI start
@@ -141,55 +138,110 @@ def _line(t: TuneRecord) -> str:
         return _encode(tune_json(t))  # type: ignore[no-any-return]
 
 
-Memo = tuple[str, Callable[[list[str]], tuple[str, ...]], list[int], str | None]
+Texts = Callable[[list[str]], tuple[str, ...]]
+_SLOT = "\x00"  # where a text goes in a template (JSON's escapes leave none in its pieces)
 
 
-def _template(layout: Layout) -> Memo:
-    """How a tune of `layout` is written (its memo): its candidates' text with a `%s` for
-    each time (the median, each sample, the ratio to the pick, as `_candidates` writes
-    them), which of the times and ratios fill them, and where each median is."""
-    picked = layout.picked
-    has_best = picked is not None and layout.spans[picked][0] is not None
-    count = sum(end - start + (median is not None) for median, start, end in layout.spans)
-    texts, order, medians = [], [], []
-    for c, (median, start, end) in zip(layout.candidates, layout.spans, strict=True):
-        head = _head(c.name, c.kernel_key).replace("%", "%%")
-        middle = _middle(c.status, c.reason).replace("%", "%%")
-        samples = ", ".join("%s" for _ in range(start, end))
-        ratio = "null"
-        if median is not None:
-            order.append(median)
-            if has_best and c is layout.candidates[picked]:  # type: ignore[index]
-                ratio = "1.0"  # the pick's own: x / x
-            elif has_best:
-                ratio = "%s"
-                medians.append(median)
-        order += range(start, end)
-        if ratio == "%s":
-            order.append(count + len(medians) - 1)
-        median_text = "null" if median is None else "%s"
-        texts.append(f'{head}{median_text}{middle}{samples}], "ratio": {ratio}}}')
-    kernel = None if picked is None else layout.candidates[picked].kernel_key
-    return ", ".join(texts), _getter(order), medians, kernel
+class _Written:
+    """How the tunes of one layout are written (that layout's `memo`): its candidates'
+    text with a slot (`_SLOT`) for each time (each median, sample and ratio to the pick, as
+    `_candidates` writes them), which texts fill them (`every`: of all its times, then
+    its ratios; `alike`: where every sample is its candidate's median, of its medians,
+    then its ratios), and each whole line's template by operation, device and checksum
+    (`lines`, at most `_KEPT_LINES`: its key, shape and time still to fill)."""
+
+    __slots__ = ("alike", "best", "candidates", "every", "kernel", "lines", "medians", "ratios")
+    __slots__ += ("same", "slots")
+
+    def __init__(self, layout: Layout) -> None:
+        spans, picked = layout.spans, layout.picked
+        self.best = None if picked is None else spans[picked][0]  # the pick's median
+        count = sum(end - start + (median is not None) for median, start, end in spans)
+        medians = [median for median, _, _ in spans if median is not None]
+        texts, every, alike, same, self.ratios = [], [], [], [], []
+        for i, (c, (median, start, end)) in enumerate(zip(layout.candidates, spans, strict=True)):
+            ratio = "null"
+            if median is not None:
+                every.append(median)
+                alike.append(medians.index(median))
+                same.append(median)
+                if i == picked:
+                    ratio = "1.0"  # the pick's own: x / x
+                elif self.best is not None:
+                    ratio = _SLOT
+                    self.ratios.append(median)
+            every += range(start, end)
+            alike += [medians.index(median) if median is not None else -1] * (end - start)
+            same += [median if median is not None else -1] * (end - start)
+            if ratio is _SLOT:
+                every.append(count + len(self.ratios) - 1)
+                alike.append(len(medians) + len(self.ratios) - 1)
+            texts.append(
+                f"{_head(c.name, c.kernel_key)}{'null' if median is None else _SLOT}"
+                f"{_middle(c.status, c.reason)}"
+                f'{", ".join(_SLOT for _ in range(start, end))}], "ratio": {ratio}}}'
+            )
+        self.candidates = ", ".join(texts)
+        self.slots = len(every)
+        self.every = _getter(every)
+        self.alike: Texts | None = None if -1 in alike else _getter(alike)
+        self.same, self.medians = _getter(same), _getter(medians)
+        self.kernel = None if picked is None else _string(layout.candidates[picked].kernel_key)
+        self.lines: dict[tuple[str, str, str], list[str]] = {}
+
+    def line(self, operation: str, device: str, checksum: str, tune: LaidTune) -> list[str] | None:
+        """A whole line of `tune` in pieces, its texts to come between them (None: too many
+        kept): its key, shape and time, then its candidates' (`every` or `alike` of them)."""
+        if len(self.lines) >= _KEPT_LINES:
+            return None
+        _, _, _, _, _, status, pick, _, _ = tune.fields
+        opening = _opening(
+            _SLOT,
+            _quoted(operation),
+            _SLOT,
+            _quoted(device),
+            _quoted(status),
+            "null" if pick is None else _string(pick),
+            "null" if self.kernel is None else self.kernel,
+            _quoted(checksum),
+            _SLOT,
+        )
+        pieces = f"{opening}{self.candidates}]}}".split(_SLOT)
+        if len(pieces) != 4 + self.slots:  # never: JSON's texts hold no _SLOT
+            return None
+        self.lines[operation, device, checksum] = line = [_SLOT] * (2 * len(pieces) - 1)
+        line[::2] = pieces
+        return line
 
 
 def _laid_line(t: LaidTune) -> str:
-    """`_line` of a tune read by its layout, written from its layout's template."""
+    """`_line` of a tune read by its layout, written from its layout's templates (each
+    distinct time written once: where every sample is its median, only the medians)."""
     layout = t.layout
-    memo: Memo = layout.memo or _remember(layout)
-    template, order, medians, kernel = memo
+    written: _Written = layout.memo or _remember(layout)
+    key, op, shape, device, checksum, _, _, _, measured_at = t.fields
+    line = written.lines.get((op, device, checksum)) or written.line(op, device, checksum, t)
     times = t.times
-    texts = _texts(times)
-    if medians:
-        best = times[layout.spans[layout.picked][0]]  # type: ignore[index]
-        ratios = [times[m] / best for m in medians] if best else None
+    if written.alike is not None and written.same(times) == times:
+        medians = written.medians(times)
+        if 0.0 in medians:  # 0.0 equals -0.0, whose text differs
+            texts, order = _texts(times), written.every
+        else:
+            texts, order = list(map(_float, medians)), written.alike
+    else:
+        texts, order = _texts(times), written.every
+    if written.ratios:
+        best = times[written.best]  # type: ignore[index]
+        ratios = [times[m] / best for m in written.ratios] if best else None
         if ratios is None or not bounded(ratios):  # no ratio, or one not small and finite
             return _line(t.record())
         texts += map(_float, ratios)
-    try:
-        return f"{_opening(t.fields, kernel)}{template % order(texts)}]}}"
-    except (ValueError, TypeError, OverflowError):
+    if line is None:
         return _line(t.record())
+    pieces = line.copy()
+    pieces[1], pieces[3], pieces[5] = _string(key), _string(shape), _float(measured_at)
+    pieces[7::2] = order(texts)
+    return "".join(pieces)
 
 
 def _texts(times: tuple[float, ...]) -> list[str]:
@@ -202,9 +254,9 @@ def _texts(times: tuple[float, ...]) -> list[str]:
     return list(map(written.__getitem__, times))
 
 
-def _remember(layout: Layout) -> Memo:
-    layout.memo = memo = _template(layout)
-    return memo
+def _remember(layout: Layout) -> _Written:
+    layout.memo = written = _Written(layout)
+    return written
 
 
 def tune_line(t: TuneRecord) -> JsonText:
