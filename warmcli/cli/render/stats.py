@@ -17,7 +17,7 @@ from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
-if TYPE_CHECKING:  # Rich is imported when a view is built: `warm stats --json` needs none of it
+if TYPE_CHECKING:  # (Rich: imported when a table is built)
     from rich.console import Group
     from rich.table import Table
 
@@ -359,15 +359,8 @@ def summary_table(doc: dict[str, Any]) -> Table:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
     for (operation, device), ts in sorted(tunables.items()):
         pending = sum(1 for t in ts if t["status"] == "pending")
-        add_row(
-            table,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            str(len(ts)),
-            str(pending),
-        )
+        name = f"{operation} on {device}"
+        add_row(table, name, tunable_arch(device), "", "", str(len(ts)), str(pending))
     return table
 
 
@@ -380,15 +373,8 @@ def summary_renderable(path: str, summary: BundleSummary) -> Group:
     for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
         add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
     for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        add_row(
-            contents,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            f"{n:,}",
-            f"{pending:,}",
-        )
+        name = f"{operation} on {device}"
+        add_row(contents, name, tunable_arch(device), "", "", f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
         shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
