@@ -16,7 +16,7 @@ other row (a format before 3, a new arrangement, a time that is not small and fi
 value over its limit) is read by `_tune_record`, which raises what it finds. So what is
 read is what `parsed_tunes` reads, and every row is checked. At most `KEPT_LAYOUTS`
 layouts of documents of at most `KEPT_BYTES` (inflated) are kept, for one listing (its
-renderer keeps a bounded few texts on each, `Layout.memo`): nothing in a bundle sets the
+renderer keeps one template on each, `Layout.memo`): nothing in a bundle sets the
 memory. It opens nothing, never writes and never prints.
 """
 

@@ -34,7 +34,6 @@ _QUOTED: dict[str, str] = {}  # an operation, device, status, checksum: as JSON 
 _HEADS: dict[tuple[str, str], str] = {}  # a candidate's text up to its median (`_head`)
 _MIDDLES: dict[tuple[str, str], str] = {}  # and from its median to its samples (`_middle`)
 _KEPT_QUOTED, _KEPT_CHARS = 4096, 128  # how many, how long (a few recur in every tune)
-_KEPT_LINES = 8  # lines' templates a layout keeps (operations, devices and checksums of it)
 
 
 class JsonText(str):
@@ -143,17 +142,16 @@ _SLOT = "\x00"  # where a text goes in a template (JSON's escapes leave none in 
 
 
 class _Written:
-    """How the tunes of one layout are written (that layout's `memo`): its candidates'
-    text with a slot (`_SLOT`) for each time (each median, sample and ratio to the pick, as
-    `_candidates` writes them), which texts fill them (`every`: of all its times, then
-    its ratios; `alike`: where every sample is its candidate's median, of its medians,
-    then its ratios), and each whole line's template by operation, device and checksum
-    (`lines`, at most `_KEPT_LINES`: its key, shape and time still to fill)."""
+    """How the tunes of one layout are written (that layout's `memo`): its whole line in
+    pieces (`line`), a slot (`_SLOT`) between two for each text to come: the tune's key,
+    operation, shape, device, checksum and time, then each median, sample and ratio to the
+    pick as `_candidates` writes them, filled from `every` of its times' texts then its
+    ratios', or `alike` of its medians' then its ratios' where every sample is its
+    candidate's median (`same` of its times is its times). None: not written by layout."""
 
-    __slots__ = ("alike", "best", "candidates", "every", "kernel", "lines", "medians", "ratios")
-    __slots__ += ("same", "slots")
+    __slots__ = ("alike", "best", "every", "line", "medians", "ratios", "same")
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, status: str, pick: str | None) -> None:
         spans, picked = layout.spans, layout.picked
         self.best = None if picked is None else spans[picked][0]  # the pick's median
         count = sum(end - start + (median is not None) for median, start, end in spans)
@@ -181,46 +179,33 @@ class _Written:
                 f"{_middle(c.status, c.reason)}"
                 f'{", ".join(_SLOT for _ in range(start, end))}], "ratio": {ratio}}}'
             )
-        self.candidates = ", ".join(texts)
-        self.slots = len(every)
         self.every = _getter(every)
         self.alike: Texts | None = None if -1 in alike else _getter(alike)
         self.same, self.medians = _getter(same), _getter(medians)
-        self.kernel = None if picked is None else _string(layout.candidates[picked].kernel_key)
-        self.lines: dict[tuple[str, str, str], list[str]] = {}
-
-    def line(self, operation: str, device: str, checksum: str, tune: LaidTune) -> list[str] | None:
-        """A whole line of `tune` in pieces, its texts to come between them (None: too many
-        kept): its key, shape and time, then its candidates' (`every` or `alike` of them)."""
-        if len(self.lines) >= _KEPT_LINES:
-            return None
-        _, _, _, _, _, status, pick, _, _ = tune.fields
         opening = _opening(
             _SLOT,
-            _quoted(operation),
             _SLOT,
-            _quoted(device),
+            _SLOT,
+            _SLOT,
             _quoted(status),
             "null" if pick is None else _string(pick),
-            "null" if self.kernel is None else self.kernel,
-            _quoted(checksum),
+            "null" if picked is None else _string(layout.candidates[picked].kernel_key),
+            _SLOT,
             _SLOT,
         )
-        pieces = f"{opening}{self.candidates}]}}".split(_SLOT)
-        if len(pieces) != 4 + self.slots:  # never: JSON's texts hold no _SLOT
-            return None
-        self.lines[operation, device, checksum] = line = [_SLOT] * (2 * len(pieces) - 1)
-        line[::2] = pieces
-        return line
+        pieces = f"{opening}{', '.join(texts)}]}}".split(_SLOT)
+        self.line: list[str] | None = None
+        if len(pieces) == 7 + len(every):  # (always: JSON's texts hold no _SLOT)
+            self.line = [_SLOT] * (2 * len(pieces) - 1)
+            self.line[::2] = pieces
 
 
 def _laid_line(t: LaidTune) -> str:
-    """`_line` of a tune read by its layout, written from its layout's templates (each
+    """`_line` of a tune read by its layout, written from its layout's template (each
     distinct time written once: where every sample is its median, only the medians)."""
+    key, op, shape, device, checksum, status, pick, _, measured_at = t.fields
     layout = t.layout
-    written: _Written = layout.memo or _remember(layout)
-    key, op, shape, device, checksum, _, _, _, measured_at = t.fields
-    line = written.lines.get((op, device, checksum)) or written.line(op, device, checksum, t)
+    written: _Written = layout.memo or _remember(layout, status, pick)
     times = t.times
     if written.alike is not None and written.same(times) == times:
         medians = written.medians(times)
@@ -236,11 +221,19 @@ def _laid_line(t: LaidTune) -> str:
         if ratios is None or not bounded(ratios):  # no ratio, or one not small and finite
             return _line(t.record())
         texts += map(_float, ratios)
-    if line is None:
+    if written.line is None:
         return _line(t.record())
-    pieces = line.copy()
-    pieces[1], pieces[3], pieces[5] = _string(key), _string(shape), _float(measured_at)
-    pieces[7::2] = order(texts)
+    q = _QUOTED.get
+    pieces = written.line.copy()
+    pieces[1:12:2] = (
+        _string(key),
+        q(op) or _quoted(op),
+        _string(shape),
+        q(device) or _quoted(device),
+        q(checksum) or _quoted(checksum),
+        _float(measured_at),
+    )
+    pieces[13::2] = order(texts)
     return "".join(pieces)
 
 
@@ -254,8 +247,9 @@ def _texts(times: tuple[float, ...]) -> list[str]:
     return list(map(written.__getitem__, times))
 
 
-def _remember(layout: Layout) -> _Written:
-    layout.memo = written = _Written(layout)
+def _remember(layout: Layout, status: str, pick: str | None) -> _Written:
+    """The layout's `_Written` (its tunes' status and pick are the layout's own)."""
+    layout.memo = written = _Written(layout, status, pick)
     return written
 
 
