@@ -125,6 +125,11 @@ def _at_median(value: float, sample: float | None = None) -> Any:
     return change
 
 
+def _rename(raw: bytearray) -> bytearray:
+    raw[9:10] = b"z"  # the first candidate's name: another document, just as sound
+    return raw
+
+
 def _count(raw: bytearray) -> bytearray:
     raw[0] += 1  # one more candidate than it holds: cut short
     return raw
@@ -138,9 +143,10 @@ def _count(raw: bytearray) -> bytearray:
         (_at_median(1.7e308, 1.7e308), True),  # each finite, their sum not
         (_at_median(1e305, 1e305), False),  # large, and finite: the parser's to read
         (_at_median(-0.0), False),
+        (_rename, False),
         (_count, True),
     ],
-    ids=["infinite", "nan", "overflowing sum", "large", "negative zero", "changed count"],
+    ids=["infinite", "nan", "overflowing sum", "large", "negative zero", "renamed", "count"],
 )
 def test_a_row_the_parser_refuses_is_refused_alike(
     bundle_path: Path, change: Any, refused: bool
