@@ -34,6 +34,9 @@ lint: install
 	$(BIN)/lint-imports
 
 bench: install
+	# warm's modules compiled to bytecode first, as an installed package's are (numpy's are):
+	# with PYTHONDONTWRITEBYTECODE set, every process would otherwise compile them again.
+	$(BIN)/python -m compileall -q warmcli
 	$(BIN)/python -m bench
 
 stress: install

@@ -48,7 +48,7 @@ from warmcli.bundle.rows import (
     _usage_row,
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
-from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param, parsed_tunes
+from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
 from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
@@ -260,12 +260,12 @@ class BundleAdmin(SignedRows):
         finally:
             tunes.close()
 
-    def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterator[TuneRecord]:
-        """`each_tune` of the rows whose rowid is in (low, high], in rowid order."""
-        rows = self._iter(
-            f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid", (low, high)
-        )
-        return parsed_tunes(self, rows, on_error)
+    def tunes_between(self, low: int, high: int, on_error: OnError) -> Iterator[object]:
+        """`each_tune`'s checks of the rows whose rowid is in (low, high], in rowid order."""
+        from warmcli.bundle.tune_layout import laid_tunes  # verify's: never a serving one
+
+        sql = f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+        return laid_tunes(self, self._iter(sql, (low, high)), on_error)
 
     def rowid_span(self, table: str) -> tuple[int, int]:
         """The least and greatest rowid of `table` ((1, 0) when it is empty)."""

@@ -17,6 +17,8 @@ warm's memory), every count and length is checked against the bytes that remain
 before anything is read, and anything that is not what `pack` writes is a
 `ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
 candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
+`_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
+`warmcli.bundle.tune_layout`).
 This module owns no state and never touches a file.
 """
 
@@ -47,6 +49,7 @@ _KEPT_SAMPLES = 256
 _HEX = frozenset("0123456789abcdef")
 Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
 KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
+Part = bytes | tuple[float, ...]  # a run of a document's fields (`_parts`): bytes, or times
 
 
 def is_hex64(text: object) -> TypeGuard[str]:
@@ -64,9 +67,11 @@ def _text(value: str) -> bytes:
     return _U32.pack(len(raw)) + raw
 
 
-def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> bytes:
-    """The fields of `items`; a kernel key in hex as its 32 bytes, or as `index` of them."""
-    parts = [_U32.pack(len(items))]
+def _parts(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> list[Part]:
+    """The fields of `items` in order: bytes, or a tuple of times where times go (each a
+    float64); a kernel key in hex as its 32 bytes, or as `index` of them. `_encode` joins
+    them; `warmcli.bundle.tune_layout` reads where the times of a document lie from them."""
+    parts: list[Part] = [_U32.pack(len(items))]
     for c in items:
         hex_key = is_hex64(c.kernel_key)
         code = _STATUSES.index(c.status) if c.status in _STATUSES else len(_STATUSES)
@@ -81,10 +86,19 @@ def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> by
         if code == len(_STATUSES):
             parts.append(_text(c.status))
         if c.seconds is not None:
-            parts.append(_F64.pack(c.seconds))
-        parts += (_U32.pack(len(c.samples)), struct.pack(f"<{len(c.samples)}d", *c.samples))
-        parts.append(_text(c.reason))
-    return b"".join(parts)
+            parts.append((c.seconds,))
+        parts += (_U32.pack(len(c.samples)), tuple(c.samples), _text(c.reason))
+    return parts
+
+
+def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> bytes:
+    """The fields of `items` as `_parts` has them, times packed."""
+    return joined(_parts(items, index))
+
+
+def joined(parts: Iterable[Part]) -> bytes:
+    """A document's fields from its `_parts`, times packed (float64 each)."""
+    return b"".join(p if type(p) is bytes else struct.pack(f"<{len(p)}d", *p) for p in parts)
 
 
 def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = None) -> bytes:

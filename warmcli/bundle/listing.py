@@ -8,7 +8,8 @@ tunes, in their listing order (operation, then shape), into ranges of about
 and an operation of more tunes than that at every `RANGE_TUNES`-th of its shapes
 (equal operation and shape stay in one range). Up to `MAX_WORKERS` forked processes
 (`warmcli.bundle.workers`) each open the bundle read-only, read one range through the
-bundle's own reader (`parsed_tunes`, as `each_tune`) and return `convert` of its tunes
+bundle's own checks (`laid_tunes`: `parsed_tunes`' checks, as `each_tune`, with no object
+made for each candidate of a document whose layout it knows) and return `convert` of its tunes
 (one item a range, as a worker makes it: a range's text, so the caller does no work a
 tune); the first ranges start as `converted_tunes` returns (they are read while the
 caller writes what comes before the tunes), and the caller gets them in order, at most
@@ -33,6 +34,7 @@ from typing import Any
 from warmcli.bundle.checking import PARALLEL_TUNES
 from warmcli.bundle.oversize import refused
 from warmcli.bundle.rows import RowReader
+from warmcli.bundle.tune_layout import LaidTune, laid_tunes
 from warmcli.bundle.tune_row import TUNE_SELECT, parsed_tunes
 from warmcli.bundle.workers import Reopen, Workers, worker_count
 from warmcli.errors import BundleError
@@ -43,7 +45,7 @@ RANGE_TUNES = 2_000
 # Where a range ends: (operation, shape), or (operation, None) after its last shape;
 # None: no end.
 Bound = tuple[Any, Any] | None
-Convert = Callable[[Iterable[TuneRecord]], Any]
+Convert = Callable[[Iterable[TuneRecord | LaidTune]], Any]
 _ORDER = "operation, shape_key"
 
 
@@ -55,8 +57,11 @@ def _after(bound: tuple[Any, Any], low: bool) -> tuple[str, list[Any]]:
     return f"({_ORDER}) {'>' if low else '<='} (?, ?)", [operation, shape]
 
 
-def _between(bundle: RowReader, low: Bound, high: Bound) -> Iterator[TuneRecord]:
-    """The tunes after `low` up to and with `high`, in listing order (`each_tune`'s)."""
+def _between(
+    bundle: RowReader, low: Bound, high: Bound, laid: bool = False
+) -> Iterator[TuneRecord | LaidTune]:
+    """The tunes after `low` up to and with `high`, in listing order (`each_tune`'s); read
+    by their layouts (`laid_tunes`), if `laid`."""
     where, params = [], []
     for bound, is_low in ((low, True), (high, False)):
         if bound is not None:
@@ -65,7 +70,7 @@ def _between(bundle: RowReader, low: Bound, high: Bound) -> Iterator[TuneRecord]
             params += values
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = bundle._iter(f"{TUNE_SELECT} {clause} ORDER BY {_ORDER}", tuple(params))
-    return parsed_tunes(bundle, rows, None)
+    return (laid_tunes if laid else parsed_tunes)(bundle, rows, None)
 
 
 def _convert_range(
@@ -77,7 +82,7 @@ def _convert_range(
 
     def counted(bundle: RowReader) -> Iterator[TuneRecord]:
         nonlocal seen
-        for tune in _between(bundle, low, high):
+        for tune in _between(bundle, low, high, True):  # by layout (`laid_tunes`)
             seen += 1
             yield tune
 

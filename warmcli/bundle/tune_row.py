@@ -149,6 +149,37 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def _plain(
+    key: object,
+    operation: Any,
+    shape_key: Any,
+    device: Any,
+    checksum: Any,
+    status: Any,
+    pick: Any,
+    secs: Any,
+    measured_at: Any,
+) -> bool:
+    """Whether every field of a tune row is what warm writes, as `_TUNE_FIELDS` checks
+    each, in one expression (else `_fields` says which, and why)."""
+    return bool(
+        str is type(operation) is type(shape_key) is type(device) is type(status)
+        and (pick is None or type(pick) is str)
+        and float is type(secs) is type(measured_at)
+        and 0.0 <= secs < math.inf
+        and 0.0 <= measured_at < math.inf
+        and len(operation) <= MAX_NAME_CHARS
+        and len(shape_key) <= MAX_TEXT_CHARS
+        and len(device) <= MAX_NAME_CHARS
+        and len(status) <= MAX_NAME_CHARS
+        and (pick is None or len(pick) <= MAX_NAME_CHARS)
+        and type(checksum) is str
+        and _HEX64.fullmatch(checksum)
+        and status in TUNE_STATUSES
+        and tune_key(operation, shape_key, device, checksum) == key  # so: a sha256 in hex
+    )
+
+
 def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -> TuneRecord:
     key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at, over = row
     if over is not None:
@@ -165,22 +196,7 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         # A sum of finite times is finite unless one is not (or it overflows: refused too).
         if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
             raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
-    if not (  # every field as `_TUNE_FIELDS` checks it, in one expression (else: which, why)
-        str is type(operation) is type(shape_key) is type(device) is type(status)
-        and (pick is None or type(pick) is str)
-        and float is type(secs) is type(measured_at)
-        and 0.0 <= secs < math.inf
-        and 0.0 <= measured_at < math.inf
-        and len(operation) <= MAX_NAME_CHARS
-        and len(shape_key) <= MAX_TEXT_CHARS
-        and len(device) <= MAX_NAME_CHARS
-        and len(status) <= MAX_NAME_CHARS
-        and (pick is None or len(pick) <= MAX_NAME_CHARS)
-        and type(checksum) is str
-        and _HEX64.fullmatch(checksum)
-        and status in TUNE_STATUSES
-        and tune_key(operation, shape_key, device, checksum) == key  # so: a sha256 in hex
-    ):
+    if not _plain(key, operation, shape_key, device, checksum, status, pick, secs, measured_at):
         values = (key, operation, shape_key, device, checksum, status, pick, secs, measured_at)
         key, operation, shape_key, device, checksum, status, pick, secs, measured_at = _fields(
             values

@@ -9,9 +9,9 @@ worker: it opens the path read-only, in one read transaction (`snapshot`), and r
 reading on it, or returns None where the path names another file now (replaced
 meanwhile), so the caller reads that part itself. Every process reads the same state
 only where the caller keeps its own read transaction open the whole time (`snapshot`, as
-`warm verify` and `warm stats --json` do): no writer commits meanwhile. `Workers` starts
+`warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile. `Workers` starts
 the processes (forked, all at once on the first `submit`, before its one thread starts;
-each ignores SIGINT: Ctrl-C is the caller's to answer, and `stop` drops what is not
+SIGINT blocked, then ignored: Ctrl-C is the caller's to answer, and `stop` drops what is not
 begun and waits for the part each is reading); a worker that dies (SIGKILL, out of
 memory) fails its part and every part not yet done (`done` gives None: the caller reads
 them itself), never hangs the caller. This module owns no state beyond the processes a
@@ -72,8 +72,11 @@ class Reopen:
 
 def _quiet() -> None:
     """First in each worker: SIGINT (Ctrl-C reaches the whole process group) is ignored;
-    the caller stops its workers (`Workers.stop`) and says it was interrupted."""
+    the caller stops its workers (`Workers.stop`) and says it was interrupted. A worker is
+    forked with SIGINT blocked (`Workers.submit`), so one sent before this is dropped
+    here, never raised in the fork's own start (an "Exception ignored" on stderr)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class Workers:
@@ -89,10 +92,13 @@ class Workers:
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Any:
         """A future of `fn(*args)` in a worker, or None where the pool is broken already."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # the forks'
         try:
-            return self._executor.submit(fn, *args)
+            return self._executor.submit(fn, *args)  # (the first forks the workers)
         except RuntimeError:  # BrokenProcessPool: a worker died; the caller reads it
             return None
+        finally:  # a SIGINT meanwhile is raised here, in the caller, as it is answered
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     @staticmethod
     def done(future: Any) -> Any:

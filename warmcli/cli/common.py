@@ -15,6 +15,7 @@ This module parses and prints nothing of its own; the commands use it.
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import json
 import os
@@ -339,8 +340,8 @@ def _indented(value: Any, depth: int) -> str:
 def stream_json(doc: dict[str, Any]) -> None:
     """`emit_json` of a document whose values may be iterators: each of their items is
     written as it is read, on one line of its own (JSON's C encoder: several times faster
-    than an indented one; a `JsonText` item is JSON already and written as it is), so a
-    listing of any length costs the memory of one item."""
+    than an indented one; a `JsonText` item, or bytes, are JSON already and written as they
+    are), so a listing of any length costs the memory of one item."""
     write = sys.stdout.write
     write("{")
     for i, (key, value) in enumerate(doc.items()):
@@ -351,7 +352,11 @@ def stream_json(doc: dict[str, Any]) -> None:
         write("[")
         empty = True
         for batch in _batches(value):  # written a batch at a time: few calls, little memory
-            write(("," if not empty else "") + ",".join(map(_line, batch)))
+            if type(batch) is bytes:  # JSON text encoded (a range's tunes): written as it is
+                write(f"{',' if not empty else ''}\n    ")
+                _write_encoded(batch)
+            else:
+                write(("," if not empty else "") + ",".join(map(_line, batch)))
             empty = False
         write("]" if empty else "\n  ]")
     write("\n}\n")
@@ -364,10 +369,30 @@ def _line(item: Any) -> str:
     return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
 
 
-def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any]]:
-    """`size` items at a time; a long `JsonText` (a range's tunes: `tune_lines`) alone."""
+def _write_encoded(data: bytes) -> None:
+    """JSON text encoded in UTF-8 to stdout: to its bytes, where it writes UTF-8."""
+    stdout = sys.stdout
+    raw = getattr(stdout, "buffer", None)
+    if raw is None or codecs.lookup(stdout.encoding or "ascii").name != "utf-8":
+        stdout.write(data.decode())
+        return
+    stdout.flush()
+    view = memoryview(data)
+    while view:  # an unbuffered stdout (python -u) may take part of it at a time
+        view = view[raw.write(view) :]
+
+
+def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | bytes]:
+    """`size` items at a time; a long `JsonText` alone, and bytes (a range's tunes encoded:
+    `tune_bytes`) on their own."""
     batch: list[Any] = []
     for item in items:
+        if type(item) is bytes:
+            if batch:
+                yield batch
+                batch = []
+            yield item
+            continue
         batch.append(item)
         if len(batch) == size or (type(item) is JsonText and len(item) > 1 << 16):
             yield batch

@@ -28,7 +28,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render import line
 from warmcli.cli.render.stats import stats_renderable, summary_renderable
-from warmcli.cli.render.tune_line import tune_line, tune_lines
+from warmcli.cli.render.tune_line import tune_bytes, tune_line
 from warmcli.ops.stats import summarise
 from warmcli.printable import printable
 from warmcli.records import KernelRecord
@@ -46,7 +46,8 @@ def stats_stream(
     """The `warm stats --json` document of an open bundle (the tunes of one `operation`, if
     given), its kernels and tunes read as they are consumed (each tune as JSON text, for
     `stream_json`, if `as_text`: those of a large bundle read and written by several
-    processes, in the same order, `warmcli.bundle.listing`; that listing is closed, its
+    processes, in the same order, `warmcli.bundle.listing`, each range's as bytes written
+    as they are, `tune_bytes`; that listing is closed, its
     processes stopped, when `live` ends: before the bundle closes, however it ends)."""
     from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
 
@@ -59,7 +60,7 @@ def stats_stream(
     if large and as_text and not operation:
         from warmcli.bundle.listing import converted_tunes  # a large listing only
 
-        lines = converted_tunes(bundle, tune_lines)
+        lines = converted_tunes(bundle, tune_bytes)
         if lines is not None and live is not None:
             live.callback(lines.close)
     if lines is not None:  # read and written by several processes, in the same order

@@ -1,7 +1,8 @@
 """How a bundle's contents look (`warm stats`, `warm verify`): kernels and tunes as JSON
 documents and tables, the manifest, and the summary of a bundle too large to list
 (`warmcli.ops.stats.BundleSummary`). Pure presentation over records and summaries; it
-owns no state, never opens a bundle and never prints.
+owns no state, never opens a bundle and never prints. Rich is imported when a table is
+first built: a JSON document (`warm stats --json`) needs none of it.
 """
 
 from __future__ import annotations
@@ -10,17 +11,17 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, line, listing, natural, when
 from warmcli.errors import headline
 from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
+
+if TYPE_CHECKING:  # (Rich: imported when a table is built)
+    from rich.console import Group
+    from rich.table import Table
 
 
 def kernel_json(
@@ -261,6 +262,8 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
 
 def candidates_table(t: dict[str, Any]) -> list[Any]:
     """A tune's heading line and every candidate's median, ratio to the pick and status."""
+    from rich.text import Text
+
     heading = Text.assemble(
         (f"{printable(t['operation'])} ", "bold"),
         printable(t["shape"]),
@@ -284,6 +287,8 @@ def manifest_grid(
 ) -> Table:
     """The bundle's path, format (`fmt`, the file's own, when known; the manifest's claim
     beside it where it differs) and times, and every toolchain and device that wrote it."""
+    from rich.table import Table
+
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")
@@ -302,6 +307,8 @@ def manifest_grid(
 def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = False) -> Group:
     """The manifest, the contents, every kernel, and the tunes: each with its candidates
     when there are few (or `every_candidate`), else one line each."""
+    from rich.console import Group
+
     parts: list[Any] = [
         manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format")),
         summary_table(doc),
@@ -355,34 +362,22 @@ def summary_table(doc: dict[str, Any]) -> Table:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
     for (operation, device), ts in sorted(tunables.items()):
         pending = sum(1 for t in ts if t["status"] == "pending")
-        add_row(
-            table,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            str(len(ts)),
-            str(pending),
-        )
+        name = f"{operation} on {device}"
+        add_row(table, name, tunable_arch(device), "", "", str(len(ts)), str(pending))
     return table
 
 
 def summary_renderable(path: str, summary: BundleSummary) -> Group:
+    from rich.console import Group
+
     head = manifest_grid(path, summary.manifest, summary.fingerprints, summary.format_version)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
     for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
         add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
     for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        add_row(
-            contents,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            f"{n:,}",
-            f"{pending:,}",
-        )
+        name = f"{operation} on {device}"
+        add_row(contents, name, tunable_arch(device), "", "", f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
         shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
