@@ -8,14 +8,14 @@ file an open bundle reads (its path and its device and inode); `Reopen.read` run
 worker: it opens the path read-only, in one read transaction (`snapshot`), and runs a
 reading on it, or returns None where the path names another file now (replaced
 meanwhile), so the caller reads that part itself. Every process reads the same state
-only where the caller keeps its own read transaction open the whole time (`snapshot`, as
-`warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile. `Workers` starts
-the processes (forked, all at once on the first `submit`, before its one thread starts;
-SIGINT blocked, then ignored: Ctrl-C is the caller's to answer, and `stop` drops what is not
-begun and waits for the part each is reading); a worker that dies (SIGKILL, out of
-memory) fails its part and every part not yet done (`done` gives None: the caller reads
-them itself), never hangs the caller. This module owns no state beyond the processes a
-caller starts, and never writes or prints.
+only where the caller keeps its own read transaction open the whole time (`snapshot`,
+as `warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile.
+`Workers` starts the processes (forked, all at once on the first `submit`, before its
+one thread starts; SIGINT blocked, then ignored: Ctrl-C is the caller's to answer, and
+`stop` drops what is not begun and waits for the part each is reading); a worker that
+dies (SIGKILL, out of memory) fails its part and every part not yet done (`done` gives
+None: the caller reads them itself), never hangs the caller. This module owns no state
+beyond the processes a caller starts, and never writes or prints.
 """
 
 from __future__ import annotations
