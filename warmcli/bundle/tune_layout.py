@@ -36,7 +36,7 @@ from warmcli.bundle.candidates import (
     joined,
     kernel_ids,
 )
-from warmcli.bundle.oversize import named
+from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import OnError, RowReader
 from warmcli.bundle.tune_row import _plain, _tune_record
 from warmcli.records import CandidateMeasurement, TuneRecord
@@ -211,5 +211,4 @@ def laid_tunes(
     them, each a `LaidTune` where its layout is known, else a `TuneRecord` (see the
     module doc); a row that is not what warm writes is a `BundleError` naming it, or
     given to `on_error`."""
-    rows = named(reader, "tune", rows)
-    return reader._each("tune", _Reader(reader._kernel_key).tune, rows, on_error)
+    return each_named(reader, "tune", _Reader(reader._kernel_key).tune, rows, on_error)
