@@ -209,3 +209,26 @@ def test_many_devices_of_one_layout_are_written_alike(tmp_path: Path) -> None:
     laid, parsed = _both(path)
     assert sum(type(t) is LaidTune for t in laid) > 60
     assert tune_lines(laid) == tune_lines(parsed)
+
+
+def test_a_lone_pick_at_zero_has_no_ratio_as_json_writes_it(tmp_path: Path) -> None:
+    """A pick whose median is 0 (or -0.0) where no other candidate has a median: its own
+    ratio is none (0 / 0), by layout as by the parser, from the layout's second row on."""
+    path = tmp_path / "zero.warm"
+    tunes = []
+    for i in range(6):
+        z = (1e-4, 0.0, -0.0)[i % 3]
+        cands = (
+            CandidateMeasurement("c0", _kernel(0), "ok", z, (z,)),
+            CandidateMeasurement("c1", _kernel(1), "failed", None, (), "boom"),
+        )
+        op, shape, checksum = "op", f"float32[{i}]", f"{0:064x}"
+        key = tune_key(op, shape, DEVICE, checksum)
+        tunes.append(
+            TuneRecord(key, op, shape, DEVICE, checksum, "measured", "c0", cands, 0.5, 1e9)
+        )
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=tunes)
+    laid, parsed = _both(path)
+    assert sum(type(t) is LaidTune for t in laid) >= 4
+    assert tune_lines(laid).split(LINES_APART) == tune_lines(parsed).split(LINES_APART)

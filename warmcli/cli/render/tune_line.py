@@ -215,10 +215,12 @@ def _laid_line(t: LaidTune) -> str:
             texts, order = list(map(_float, medians)), written.alike
     else:
         texts, order = _texts(times), written.every
+    best = None if written.best is None else times[written.best]
+    if best == 0.0:  # the pick's own ratio too is none (0 / 0): written by `_line`
+        return _line(t.record())
     if written.ratios:
-        best = times[written.best]  # type: ignore[index]
-        ratios = [times[m] / best for m in written.ratios] if best else None
-        if ratios is None or not bounded(ratios):  # no ratio, or one not small and finite
+        ratios = [times[m] / best for m in written.ratios]  # type: ignore[operator]
+        if not bounded(ratios):  # a ratio not small and finite
             return _line(t.record())
         texts += map(_float, ratios)
     if written.line is None:
