@@ -232,3 +232,28 @@ def test_a_lone_pick_at_zero_has_no_ratio_as_json_writes_it(tmp_path: Path) -> N
     laid, parsed = _both(path)
     assert sum(type(t) is LaidTune for t in laid) >= 4
     assert tune_lines(laid).split(LINES_APART) == tune_lines(parsed).split(LINES_APART)
+
+
+def test_a_long_head_of_kernel_ids_is_never_kept_as_a_layout(tmp_path: Path) -> None:
+    """A layout's key holds its document's head of kernel ids: a head naming more than
+    `KEPT_IDS` kernels is parsed row by row, never kept (a bundle cannot make each of the
+    kept layouts hold megabytes of ids)."""
+    path = tmp_path / "long.warm"
+    many = 70  # kernels, each named once: a head of 70 ids
+    assert many > tune_layout.KEPT_IDS
+    tunes = []
+    for i in range(4):
+        cands = tuple(
+            CandidateMeasurement(f"c{j}", _kernel(j), "ok", 1e-4 + j * 1e-6 + i * 1e-7, ())
+            for j in range(many)
+        )
+        op, shape, checksum = "op", f"float32[{i}]", f"{0:064x}"
+        key = tune_key(op, shape, DEVICE, checksum)
+        tunes.append(
+            TuneRecord(key, op, shape, DEVICE, checksum, "measured", "c0", cands, 0.5, 1e9)
+        )
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=tunes)
+    laid, parsed = _both(path)
+    assert not any(type(t) is LaidTune for t in laid)
+    assert laid == parsed

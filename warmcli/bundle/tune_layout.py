@@ -15,9 +15,10 @@ times and their sum are finite (their magnitudes add up to under `BOUNDED_TIMES`
 other row (a format before 3, a new arrangement, a time that is not small and finite, a
 value over its limit) is read by `_tune_record`, which raises what it finds. So what is
 read is what `parsed_tunes` reads, and every row is checked. At most `KEPT_LAYOUTS`
-layouts of documents of at most `KEPT_BYTES` (inflated) are kept, for one listing (its
-renderer keeps one template on each, `Layout.memo`): nothing in a bundle sets the
-memory. It opens nothing, never writes and never prints.
+layouts of documents of at most `KEPT_BYTES` (inflated) naming at most `KEPT_IDS`
+kernels in their head are kept, for one listing (its renderer keeps one template on
+each, `Layout.memo`): nothing in a bundle sets the memory. It opens nothing, never
+writes and never prints.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from warmcli.records import CandidateMeasurement, TuneRecord
 
 KEPT_LAYOUTS = 256  # arrangements kept by one listing (more: the rest parsed one by one)
 KEPT_BYTES = 4096  # a longer document (inflated) is parsed on its own, its layout never kept
+KEPT_IDS = 64  # a longer head of kernel ids (its key, kept with a layout): the same
 BOUNDED_TIMES = 1e300  # times whose magnitudes add up to less: every sum of them is finite
 _Key = tuple[bytes, int, Any, Any]  # a document's head of ids, its length, status, pick
 
@@ -166,7 +168,12 @@ class _Reader:
                 if bounded(times):
                     return LaidTune(fields, layout, times)
         record = _tune_record(row, self.kernel_key)
-        if layout is None and len(self.layouts) < KEPT_LAYOUTS and len(raw) <= KEPT_BYTES:
+        if (
+            layout is None
+            and len(self.layouts) < KEPT_LAYOUTS
+            and len(raw) <= KEPT_BYTES
+            and start <= 5 + 4 * KEPT_IDS
+        ):
             self._learn(found, record, raw)
         return record
 

@@ -5,11 +5,10 @@ Exit codes: 0 ok; 1 verify found something missing; 2 bad input or environment
 that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT
 or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
 indented), never a traceback; under `--json` it is also one JSON object on stdout,
-`{"error": ..., "exit": N}`.
-The consoles are made on first use (a command that prints only JSON never imports
-Rich); a command that has finished holding nothing says so (`holds_nothing`), and the
-entry point then ends the process without the interpreter's teardown (`end_process`).
-This module parses and prints nothing of its own; the commands use it.
+`{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
+only JSON never imports Rich); a command that has finished holding nothing says so
+(`holds_nothing`), and the entry point then ends the process without the interpreter's
+teardown (`end_process`). This module parses and prints nothing of its own.
 """
 
 from __future__ import annotations
