@@ -33,6 +33,7 @@ from warmcli.bundle.manifest import (
     MANIFEST_SELECT,
     _fingerprint,
     _manifest_row,
+    fingerprint_problems,
     manifest_problems,
 )
 from warmcli.bundle.oversize import each_named, refused
@@ -248,6 +249,8 @@ class BundleAdmin(SignedRows):
                 yield "", f"sqlite: {line}"
             for problem in manifest_problems(self.manifest(), self.format_version()):
                 yield "", problem
+            fingerprints = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
+            yield from (("", problem) for problem in fingerprint_problems(fingerprints))
             for sha, _size, actual in self.blob_digests():
                 yield (
                     "blob",

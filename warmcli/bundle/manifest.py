@@ -7,20 +7,25 @@ and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
 named), so a table of millions of rows or of huge values costs no memory or time:
 `BundleAdmin.manifest` and `fingerprints` refuse one of more rows.
 `manifest_problems` says what `warm verify` finds wrong in one read (a field missing,
-a time that is no finite number, a format that is not the header's). This module owns
+a time that is no finite number, a format that is not the header's) and
+`fingerprint_problems` each corrupt fingerprint row, named in the words `warm stats`
+refuses it with (`BundleAdmin.fingerprints`). This module owns
 no state, opens no file and never prints.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.rows import (
     _STANDARD_JSON,
     MAX_NAME_CHARS,
     _bounded_select,
+    _corrupt,
     _json_object,
+    _Malformed,
     _name,
     _named,
     _text,
@@ -61,6 +66,15 @@ def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
         "kind": _named("kind", _name, kind),
         **parsed,
     }
+
+
+def fingerprint_problems(rows: Sequence[tuple[object, ...]]) -> Iterator[str]:
+    """Each corrupt row of `FINGERPRINT_SELECT`'s `rows`, named as reading it names it."""
+    for row in rows:
+        try:
+            _fingerprint(row)
+        except _Malformed as exc:
+            yield _corrupt("fingerprint", row[0], exc)
 
 
 def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
