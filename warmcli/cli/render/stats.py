@@ -97,12 +97,17 @@ def kernels_json(
 
 
 def kernel_name(k: dict[str, Any]) -> str:
-    """How a table names a kernel (its `kernel_json`): the tunable candidates it is, else
-    its label, then its compile options, so that two different kernels read differently."""
-    name = ", ".join(k.get("candidates") or ()) or k["label"]
-    if k.get("candidates") and k.get("defines"):
-        name += f" [{','.join(f'{d}={v}' for d, v in k['defines'].items())}]"
-    return " ".join([name, *map(str, k.get("options") or ())])
+    """How every command names a kernel (its `kernel_json`): its label (`Kernel.label`, the
+    entry and its defines), as `warm clean`, `warm check` and a process's misses name it,
+    whatever tune it is a candidate of (a PTX twin is none)."""
+    return str(k["label"])
+
+
+def kernel_options(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """The compile options of each kernel (`kernel_json`), shown in a column of their own
+    so that two kernels of one name read differently; None when none has any."""
+    shown = [" ".join(map(str, k.get("options") or ())) for k in kernels]
+    return shown if any(shown) else None
 
 
 def tune_brief(t: TuneRecord) -> dict[str, Any]:
@@ -204,18 +209,22 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
     """One row per kernel (its `kernel_json`): where, what, its share of its binary's size
     and compile time (a batch's kernels share one binary), its key, its last use."""
     table = listing(title)
+    options = kernel_options(kernels)
     table.add_column("device", no_wrap=True)
     table.add_column("kernel", overflow="fold")
+    if options is not None:
+        table.add_column("options", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("compile", justify="right", no_wrap=True)
     table.add_column("key", no_wrap=True)
     table.add_column("last used", no_wrap=True)
-    for k in kernels:
+    for i, k in enumerate(kernels):
         used = when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
         add_row(
             table,
             where(k["device"], k["arch"]),
             kernel_name(k),
+            *([] if options is None else [options[i]]),
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",
             k["key"][:8],
