@@ -289,14 +289,21 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
 
 
 def manifest_grid(
-    path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]], fmt: int | None = None
+    path: str,
+    m: dict[str, Any],
+    fingerprints: list[dict[str, Any]],
+    fmt: int | None = None,
+    copy: str | None = None,
 ) -> Table:
-    """The bundle's path, format (`fmt`, the file's own, when known; the manifest's claim
-    beside it where it differs) and times, and every toolchain and device that wrote it."""
+    """The bundle's path (its URL, then where its local `copy` is), format (`fmt`, the
+    file's own, when known; the manifest's claim beside it where it differs) and times,
+    and every toolchain and device that wrote it."""
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")
     add_row(head, "bundle", path)
+    if copy is not None:
+        add_row(head, "copy", copy)
     claimed = m.get("format_version")
     shown = claimed if fmt is None else fmt
     differs = "" if fmt is None or str(claimed) == str(fmt) else f"; the manifest says {claimed!r}"
@@ -308,11 +315,14 @@ def manifest_grid(
     return head
 
 
-def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = False) -> Group:
-    """The manifest, the contents, every kernel, and the tunes: each with its candidates
-    when there are few (or `every_candidate`), else one line each."""
+def stats_renderable(
+    path: str, doc: dict[str, Any], *, every_candidate: bool = False, copy: str | None = None
+) -> Group:
+    """The manifest (`path`: a URL's local `copy` named after it), the contents, every
+    kernel, and the tunes: each with its candidates when there are few (or
+    `every_candidate`), else one line each."""
     parts: list[Any] = [
-        manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format")),
+        manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format"), copy),
         summary_table(doc),
         kernels_table(f"Kernels ({len(doc['kernels'])})", doc["kernels"]),
     ]
@@ -376,8 +386,9 @@ def summary_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def summary_renderable(path: str, summary: BundleSummary) -> Group:
-    head = manifest_grid(path, summary.manifest, summary.fingerprints, summary.format_version)
+def summary_renderable(path: str, summary: BundleSummary, copy: str | None = None) -> Group:
+    fmt = summary.format_version
+    head = manifest_grid(path, summary.manifest, summary.fingerprints, fmt, copy)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
     contents = contents_table()
     for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
