@@ -33,8 +33,7 @@ from warmcli.bundle.manifest import (
     MANIFEST_SELECT,
     _fingerprint,
     _manifest_row,
-    fingerprint_problems,
-    manifest_problems,
+    metadata_problems,
 )
 from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
@@ -247,10 +246,10 @@ class BundleAdmin(SignedRows):
         try:
             for line in self.integrity_check():
                 yield "", f"sqlite: {line}"
-            for problem in manifest_problems(self.manifest(), self.format_version()):
-                yield "", problem
+            manifest = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
             fingerprints = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
-            yield from (("", problem) for problem in fingerprint_problems(fingerprints))
+            for problem in metadata_problems(manifest, fingerprints, self.format_version()):
+                yield "", problem
             for sha, _size, actual in self.blob_digests():
                 yield (
                     "blob",
