@@ -29,7 +29,8 @@ from warmcli.cli.common import (
     stream_json,
 )
 from warmcli.cli.render import line
-from warmcli.cli.render.stats import stats_renderable, summary_renderable
+from warmcli.cli.render.stats import stats_renderable
+from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_line, tune_lines
 from warmcli.ops.stats import summarise
 from warmcli.printable import printable

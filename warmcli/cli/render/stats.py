@@ -1,6 +1,6 @@
 """How a bundle's contents look (`warm stats`, `warm verify`): kernels and tunes as JSON
-documents and tables, the manifest, and the summary of a bundle too large to list
-(`warmcli.ops.stats.BundleSummary`). Pure presentation over records and summaries; it
+documents and tables, the manifest (the summary of a bundle too large to list:
+`warmcli.cli.render.summary`). Pure presentation over records and summaries; it
 owns no state, never opens a bundle and never prints.
 """
 
@@ -18,7 +18,6 @@ from rich.text import Text
 
 from warmcli.cli.render import add_row, line, listing, natural, when
 from warmcli.errors import headline
-from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
@@ -384,34 +383,6 @@ def summary_table(doc: dict[str, Any]) -> Table:
             str(pending),
         )
     return table
-
-
-def summary_renderable(path: str, summary: BundleSummary, copy: str | None = None) -> Group:
-    fmt = summary.format_version
-    head = manifest_grid(path, summary.manifest, summary.fingerprints, fmt, copy)
-    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
-    contents = contents_table()
-    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
-        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
-    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        add_row(
-            contents,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            f"{n:,}",
-            f"{pending:,}",
-        )
-    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
-    if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
-        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
-    every: list[Any] = []
-    for t in sorted(summary.sample, key=tune_order):
-        every += candidates_table(tune_json(t))
-    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
-    return Group(head, contents, *every, line(more, style="dim"))
 
 
 def micros(seconds: float | None) -> str:
