@@ -116,7 +116,7 @@ def test_stats_at_80_columns_keeps_names_whole(warm80: Warm, host: Path) -> None
     proc = warm80("stats", host)
     assert proc.returncode == 0, proc.stderr
     assert "…" not in proc.stdout
-    for label in ("matmul/tile16", "[TILE=16]", "matmul/tile64", "bias_relu", "row_sum"):
+    for label in ("matmul[TILE=16]", "matmul[TILE=64]", "bias_relu", "row_sum"):
         assert label in proc.stdout
     assert all(len(line) <= 80 for line in proc.stdout.splitlines())
     doc = warm80.json("stats", host)

@@ -33,7 +33,7 @@ from warmcli.bundle.manifest import (
     MANIFEST_SELECT,
     _fingerprint,
     _manifest_row,
-    manifest_problems,
+    metadata_problems,
 )
 from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
@@ -246,7 +246,9 @@ class BundleAdmin(SignedRows):
         try:
             for line in self.integrity_check():
                 yield "", f"sqlite: {line}"
-            for problem in manifest_problems(self.manifest(), self.format_version()):
+            manifest = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
+            fingerprints = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
+            for problem in metadata_problems(manifest, fingerprints, self.format_version()):
                 yield "", problem
             for sha, _size, actual in self.blob_digests():
                 yield (

@@ -6,21 +6,26 @@ and updated times) and a fingerprint for each device and toolchain that wrote en
 and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
 named), so a table of millions of rows or of huge values costs no memory or time:
 `BundleAdmin.manifest` and `fingerprints` refuse one of more rows.
-`manifest_problems` says what `warm verify` finds wrong in one read (a field missing,
-a time that is no finite number, a format that is not the header's). This module owns
+`metadata_problems` says what `warm verify` finds wrong in their rows: each corrupt
+row, named in the words `warm stats` refuses the bundle with (`BundleAdmin.manifest`,
+`fingerprints`), and `manifest_problems` of the rest (a field missing, a time that is
+no finite number, a format that is not the header's). This module owns
 no state, opens no file and never prints.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterator, Sequence
 
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.rows import (
     _STANDARD_JSON,
     MAX_NAME_CHARS,
     _bounded_select,
+    _corrupt,
     _json_object,
+    _Malformed,
     _name,
     _named,
     _text,
@@ -63,11 +68,44 @@ def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
     }
 
 
-def manifest_problems(manifest: dict[str, str], schema: int | None = None) -> list[str]:
+def metadata_problems(
+    manifest_rows: Sequence[tuple[object, ...]],
+    fingerprint_rows: Sequence[tuple[object, ...]],
+    schema: int | None = None,
+) -> Iterator[str]:
+    """What `warm verify` finds wrong in the rows of `MANIFEST_SELECT` and
+    `FINGERPRINT_SELECT`: each corrupt row named as reading it names it (`warm stats`
+    refuses the bundle in those words), then `manifest_problems` of the rest."""
+    manifest: dict[str, str] = {}
+    corrupt: set[object] = set()
+    for row in manifest_rows:
+        try:
+            key, value = _manifest_row(row)
+        except _Malformed as exc:
+            corrupt.add(row[0])
+            yield _corrupt("manifest", row[0], exc)
+            continue
+        manifest[key] = value
+    yield from manifest_problems(manifest, schema, named=corrupt)
+    for row in fingerprint_rows:
+        try:
+            _fingerprint(row)
+        except _Malformed as exc:
+            yield _corrupt("fingerprint", row[0], exc)
+
+
+def manifest_problems(
+    manifest: dict[str, str], schema: int | None = None, named: Collection[object] = ()
+) -> list[str]:
     """What is wrong with a bundle's manifest: a field missing, a time or version wrong
-    (not `schema`, the header's format version: a format-1 bundle read as it is says 1)."""
+    (not `schema`, the header's format version: a format-1 bundle read as it is says 1);
+    the fields in `named` (their rows already named corrupt) left out."""
     schema = FORMAT_VERSION if schema is None else schema
-    problems = [f"manifest has no {name!r}" for name in MANIFEST_FIELDS if name not in manifest]
+    problems = [
+        f"manifest has no {name!r}"
+        for name in MANIFEST_FIELDS
+        if name not in manifest and name not in named
+    ]
     for name in ("created", "updated"):
         try:
             finite = math.isfinite(float(manifest.get(name, "0")))

@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from warmcli import config
+from warmcli.bundle.remote import is_url
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -27,7 +29,8 @@ from warmcli.cli.common import (
     stream_json,
 )
 from warmcli.cli.render import line
-from warmcli.cli.render.stats import stats_renderable, summary_renderable
+from warmcli.cli.render.stats import stats_renderable
+from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
 from warmcli.ops.stats import summarise
 from warmcli.printable import printable
@@ -108,32 +111,38 @@ def stats(
 
     BUNDLE may be an https:// or s3:// URL (fetched into WARM_HOME once)."""
     path = readable_bundle(bundle)
+    given = bundle or config.bundle()  # a URL is named as given, its copy after it
+    url = given if given is not None and is_url(given) else None
     with guarded(lambda: Bundle.open(path)) as opened:
-        guarded(lambda: _stats(path, opened, operation, as_json))
+        guarded(lambda: _stats(path, opened, operation, as_json, url))
     holds_nothing()  # the bundle is closed, all is printed: no teardown needed
 
 
-def _stats(path: Path, bundle: Bundle, operation: str | None, as_json: bool) -> None:
-    """Every entry streams (`--json`), or a large bundle is summarised: never all in memory."""
+def _stats(
+    path: Path, bundle: Bundle, operation: str | None, as_json: bool, url: str | None
+) -> None:
+    """Every entry streams (`--json`), or a large bundle is summarised: never all in memory.
+    The bundle is named by its `url`, if given one (then `path`, its local copy, after it)."""
+    shown, copy = (url, str(path)) if url is not None else (str(path), None)
     if operation is not None and not bundle.has_operation(operation):
         names = bundle.operations(HELD_SHOWN + 1)
         held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
         held += ", ..." if len(names) > HELD_SHOWN else ""
-        fail(f"{path}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
+        fail(f"{shown}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
     if as_json:  # a reader gone or Ctrl-C: the listing's processes stop, then the bundle closes
         with contextlib.ExitStack() as live:
             tunes = stats_stream(bundle, operation, as_text=True, live=live)
-            stream_json({"bundle": str(path), **tunes})
+            stream_json({"bundle": shown, **({"copy": copy} if copy else {}), **tunes})
         return
     summary = summarise(bundle, operation=operation)
     if summary is not None:  # too large to list: counts by SQL, a few tunes shown
-        out.print(summary_renderable(str(path), summary))
+        out.print(summary_renderable(shown, summary, copy))
         return
     doc = {
         key: list(v) if isinstance(v, Iterator) else v
         for key, v in stats_stream(bundle, operation).items()
     }
-    out.print(stats_renderable(str(path), doc, every_candidate=operation is not None))
+    out.print(stats_renderable(shown, doc, every_candidate=operation is not None, copy=copy))
 
 
 PYCUDA_MISSING = "pycuda is not installed: no CUDA device can be listed or used (extra: cuda)"

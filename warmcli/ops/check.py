@@ -14,8 +14,10 @@ servable). Entries only other machines would use (another arch) are counted as
 `corrupt`). `check_servable` returns what is not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
 this machine has). The entries are streamed in the order that groups one kernel's
-builds (one tune's devices) together: memory holds one group, the first `LISTED`
-explanations and the counts, whatever the bundle's size. It reads the bundle,
+builds (one tune's devices) together, and each group is read once, holding for each
+device here the build it would be served (its tune record) and the first `_NAMED` archs
+(devices) to name: memory holds that, the first `LISTED` explanations and the counts,
+however many builds one kernel has and whatever the bundle's size. It reads the bundle,
 hashes the blobs it would serve and probes compilers; it never compiles, launches
 or prints.
 """
@@ -23,7 +25,7 @@ or prints.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +104,7 @@ TUNE_GROUPS = (
     "ELSE device END, operation, shape_key, checksum"
 )
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
+_NAMED = 64  # archs of one kernel's builds (devices of one tune) named in why not servable
 
 
 def _tune_group(t: TuneRecord) -> tuple[str, ...]:
@@ -126,14 +129,10 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     blobs: dict[str, str] = {}  # sha256 -> why its blob cannot be served ("" when it can)
     kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)
     for _, builds in itertools.groupby(kernels, same_kernel):
-        group = list(builds)
-        report.kernels += sum(1 for k in group if virtual_sm(k.arch) is None)  # PTX goes along
-        _check_kernels(bundle, group, offers, report, blobs)
+        _check_kernels(bundle, builds, offers, report, blobs)
     tunes = bundle.each_tune(on_error=report.corrupt("tune"), order=TUNE_GROUPS)
     for _, same_tune in itertools.groupby(tunes, _tune_group):
-        group = list(same_tune)
-        report.tunes += len(group)
-        _check_tunes(group, offers, report)
+        _check_tunes(same_tune, offers, report)
     return report
 
 
@@ -163,84 +162,125 @@ def _blob_problem(
 
 def _check_kernels(
     bundle: Bundle,
-    group: list[KernelRecord],
+    builds: Iterator[KernelRecord],
     offers: list[DeviceInfo],
     report: CheckReport,
     blobs: dict[str, str],
 ) -> None:
-    """One kernel's builds (every arch and toolchain) against every device here."""
-    first = group[0]
+    """One kernel's builds (every arch and toolchain) against every device here, read once:
+    memory holds, for each device, the build `choose` picks so far and the first that
+    fails for more than its arch, and the first `_NAMED` archs the builds are for."""
+    first = next(builds)
     here = [o for o in offers if o.backend == first.backend]
-    if not here:
-        for k in group:
-            if virtual_sm(k.arch) is None:
-                report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
-        return
-    used: set[str] = set()
-    for o in here:
-        target = Target(o.backend, o.arch, o.driver, o.toolchain)
-        chosen = choose(group, target, lambda _: True)
-        if chosen is None:
-            report.refuse(_unrunnable(group, target))
-            continue
-        used.add(chosen.key)
-        problem = _blob_problem(bundle, chosen, blobs, o)
-        ptx = chosen.arch != o.arch
-        if problem:
-            reason = "ptx" if ptx and not problem.startswith("bundle's build") else "binary"
-            report.refuse(
-                MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
-            )
-        elif ptx:
-            held = ", ".join(sorted({k.arch for k in group if virtual_sm(k.arch) is None}))
-            detail = (
-                f"served by PTX JIT: bundle has {held or 'no cubin'} and {chosen.arch} PTX, "
-                f"{MACHINE} {o.arch} (slower first load, no compile by warm)"
-            )
-            report.jit.append(
-                MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
-            )
+    targets = [Target(o.backend, o.arch, o.driver, o.toolchain) for o in here]
     archs = {o.arch for o in here}
-    report.other += sum(
-        1 for k in group if k.key not in used and k.arch not in archs and virtual_sm(k.arch) is None
-    )
+    chosen: list[KernelRecord | None] = [None] * len(here)
+    unfit: list[tuple[KernelRecord, tuple[str, str]] | None] = [None] * len(here)
+    held: dict[str, bool] = {}  # arch -> a cubin's (not PTX), in the order met
+    for k in itertools.chain((first,), builds):
+        cubin = virtual_sm(k.arch) is None
+        report.kernels += cubin  # PTX goes along
+        if not here:
+            if cubin:
+                report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
+            continue
+        report.other += cubin and k.arch not in archs  # a build here serves is for an arch here
+        if k.arch in held or len(held) < _NAMED:
+            held[k.arch] = cubin
+        for i, target in enumerate(targets):
+            best = chosen[i]
+            if best is None:
+                chosen[i] = choose([k], target, _any)
+                why = why_not(k, target) if chosen[i] is None and unfit[i] is None else None
+                if why is not None and why[0] != "arch":
+                    unfit[i] = (k, why)
+            elif best.arch != target.arch or best.toolchain != target.toolchain:
+                chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
+    for o, target, pick, misfit in zip(here, targets, chosen, unfit, strict=True):
+        if pick is None:
+            report.refuse(_unrunnable(first, misfit, target, sorted(held)))
+        else:
+            _served(bundle, pick, o, report, blobs, sorted(a for a, c in held.items() if c))
 
 
-def _unrunnable(group: list[KernelRecord], target: Target) -> MissExplanation:
+def _any(_: KernelRecord) -> bool:
+    return True
+
+
+def _served(
+    bundle: Bundle,
+    chosen: KernelRecord,
+    o: DeviceInfo,
+    report: CheckReport,
+    blobs: dict[str, str],
+    cubins: list[str],
+) -> None:
+    """The build `chosen` to serve on `o`: refused if its blob cannot be, listed if PTX."""
+    problem = _blob_problem(bundle, chosen, blobs, o)
+    ptx = chosen.arch != o.arch
+    if problem:
+        reason = "ptx" if ptx and not problem.startswith("bundle's build") else "binary"
+        report.refuse(
+            MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
+        )
+    elif ptx:
+        detail = (
+            f"served by PTX JIT: bundle has {', '.join(cubins) or 'no cubin'} and {chosen.arch} "
+            f"PTX, {MACHINE} {o.arch} (slower first load, no compile by warm)"
+        )
+        report.jit.append(
+            MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
+        )
+
+
+def _unrunnable(
+    first: KernelRecord,
+    unfit: tuple[KernelRecord, tuple[str, str]] | None,
+    target: Target,
+    held: list[str],
+) -> MissExplanation:
     """Why no build of one kernel runs on `target`: the driver, else the arch."""
-    first = group[0]
-    for k in group:
-        why = why_not(k, target)
-        if why is not None and why[0] != "arch":
-            return MissExplanation("kernel", k.key, k.label, why[0], why[1], (why[0],))
-    held = ", ".join(sorted({k.arch for k in group}))
-    detail = f"bundle has {held}, {MACHINE} {target.arch}"
+    if unfit is not None:
+        k, (component, why) = unfit
+        return MissExplanation("kernel", k.key, k.label, component, why, (component,))
+    detail = f"bundle has {', '.join(held)}, {MACHINE} {target.arch}"
     return MissExplanation("kernel", first.key, first.label, "arch", detail, ("arch",))
 
 
-def _check_tunes(group: list[TuneRecord], offers: list[DeviceInfo], report: CheckReport) -> None:
-    """One tune's records (every device) against every device here."""
-    first = group[0]
+def _check_tunes(
+    records: Iterator[TuneRecord], offers: list[DeviceInfo], report: CheckReport
+) -> None:
+    """One tune's records (every device) against every device here, read once: memory
+    holds, for each device, its own record's key and whether one is measured, and the
+    first `_NAMED` devices the records are for."""
+    first = next(records)
     label = f"{first.operation} {first.shape_key}"
     backend = first.device.split("|", 1)[0]
     here = [o for o in offers if o.backend == backend]
-    if not here:
-        for t in group:
-            report.refuse(_absent("tune", t.key, label, backend, t.device))
-        return
-    used: set[str] = set()
-    for o in here:
-        mine = [t for t in group if t.device == o.fingerprint]
-        used.update(t.key for t in mine)
-        if any(t.status == "measured" for t in mine):
-            continue
-        if mine:
-            detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
-            report.refuse(MissExplanation("tune", mine[0].key, label, "pending", detail))
-            continue
-        held = [{"device": t.device} for t in group]
-        report.refuse(
-            _closest("tune", first.key, label, held, {"device": o.fingerprint}, ("device",))
-        )
     archs = {o.arch for o in here}
-    report.other += sum(1 for t in group if t.key not in used and _arch_of(t.device) not in archs)
+    mine: dict[str, tuple[str, bool]] = {}  # a fingerprint here -> (its first key, measured)
+    held: dict[str, None] = {}  # the devices of the records, in the order met
+    for t in itertools.chain((first,), records):
+        report.tunes += 1
+        if not here:
+            report.refuse(_absent("tune", t.key, label, backend, t.device))
+            continue
+        if any(t.device == o.fingerprint for o in here):
+            key, measured = mine.get(t.device, (t.key, False))
+            mine[t.device] = (key, measured or t.status == "measured")
+        else:
+            report.other += _arch_of(t.device) not in archs
+        if t.device in held or len(held) < _NAMED:
+            held[t.device] = None
+    for o in here:
+        key, measured = mine.get(o.fingerprint, ("", False))
+        if measured:
+            continue
+        if key:
+            detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
+            report.refuse(MissExplanation("tune", key, label, "pending", detail))
+            continue
+        devices = [{"device": d} for d in held]
+        report.refuse(
+            _closest("tune", first.key, label, devices, {"device": o.fingerprint}, ("device",))
+        )

@@ -17,7 +17,14 @@ from rich.text import Text
 from warmcli.backends.machine import DeviceInfo, Inventory
 from warmcli.bundle.signature_report import SignatureReport
 from warmcli.cli.render import add_row, line, listing, when
-from warmcli.cli.render.stats import kernel_name, kernels_json, micros, tune_brief, tune_order
+from warmcli.cli.render.stats import (
+    kernel_name,
+    kernel_options,
+    kernels_json,
+    micros,
+    tune_brief,
+    tune_order,
+)
 from warmcli.ops.clean import CleanReport, Removal
 from warmcli.ops.diff import BundleDiff
 from warmcli.ops.merge import MergeReport
@@ -167,12 +174,17 @@ def diff_renderable(diff: BundleDiff) -> Group:
         for toolchain, built in by_toolchain.items():
             parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
             table = listing()
-            for col in ("device", "kernel", "bytes"):
+            options = kernel_options(built)
+            columns = ("device", "kernel", *(() if options is None else ("options",)), "bytes")
+            for col in columns:
                 table.add_column(
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
                 )
-            for k in built:
-                add_row(table, where(k["device"], k["arch"]), kernel_name(k), f"{k['bytes']:,}")
+            for i, k in enumerate(built):
+                shown = [] if options is None else [options[i]]
+                add_row(
+                    table, where(k["device"], k["arch"]), kernel_name(k), *shown, f"{k['bytes']:,}"
+                )
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:

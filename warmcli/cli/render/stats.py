@@ -1,7 +1,7 @@
 """How a bundle's contents look (`warm stats`, `warm verify`): kernels and tunes as JSON
-documents and tables, the manifest, and the summary of a bundle too large to list
-(`warmcli.ops.stats.BundleSummary`). Pure presentation over records and summaries; it
-owns no state, never opens a bundle and never prints. Rich is imported when a table is
+documents and tables, the manifest (the summary of a bundle too large to list:
+`warmcli.cli.render.summary`). Pure presentation over records and summaries; it owns
+no state, never opens a bundle and never prints. Rich is imported when a table is
 first built: a JSON document (`warm stats --json`) needs none of it.
 """
 
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, line, listing, natural, when
 from warmcli.errors import headline
-from warmcli.ops.stats import BundleSummary
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
@@ -98,12 +97,17 @@ def kernels_json(
 
 
 def kernel_name(k: dict[str, Any]) -> str:
-    """How a table names a kernel (its `kernel_json`): the tunable candidates it is, else
-    its label, then its compile options, so that two different kernels read differently."""
-    name = ", ".join(k.get("candidates") or ()) or k["label"]
-    if k.get("candidates") and k.get("defines"):
-        name += f" [{','.join(f'{d}={v}' for d, v in k['defines'].items())}]"
-    return " ".join([name, *map(str, k.get("options") or ())])
+    """How every command names a kernel (its `kernel_json`): its label (`Kernel.label`, the
+    entry and its defines), as `warm clean`, `warm check` and a process's misses name it,
+    whatever tune it is a candidate of (a PTX twin is none)."""
+    return str(k["label"])
+
+
+def kernel_options(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """The compile options of each kernel (`kernel_json`), shown in a column of their own
+    so that two kernels of one name read differently; None when none has any."""
+    shown = [" ".join(map(str, k.get("options") or ())) for k in kernels]
+    return shown if any(shown) else None
 
 
 def tune_brief(t: TuneRecord) -> dict[str, Any]:
@@ -205,18 +209,22 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
     """One row per kernel (its `kernel_json`): where, what, its share of its binary's size
     and compile time (a batch's kernels share one binary), its key, its last use."""
     table = listing(title)
+    options = kernel_options(kernels)
     table.add_column("device", no_wrap=True)
     table.add_column("kernel", overflow="fold")
+    if options is not None:
+        table.add_column("options", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("compile", justify="right", no_wrap=True)
     table.add_column("key", no_wrap=True)
     table.add_column("last used", no_wrap=True)
-    for k in kernels:
+    for i, k in enumerate(kernels):
         used = when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
         add_row(
             table,
             where(k["device"], k["arch"]),
             kernel_name(k),
+            *([] if options is None else [options[i]]),
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",
             k["key"][:8],
@@ -283,16 +291,23 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
 
 
 def manifest_grid(
-    path: str, m: dict[str, Any], fingerprints: list[dict[str, Any]], fmt: int | None = None
+    path: str,
+    m: dict[str, Any],
+    fingerprints: list[dict[str, Any]],
+    fmt: int | None = None,
+    copy: str | None = None,
 ) -> Table:
-    """The bundle's path, format (`fmt`, the file's own, when known; the manifest's claim
-    beside it where it differs) and times, and every toolchain and device that wrote it."""
+    """The bundle's path (its URL, then where its local `copy` is), format (`fmt`, the
+    file's own, when known; the manifest's claim beside it where it differs) and times,
+    and every toolchain and device that wrote it."""
     from rich.table import Table
 
     head = Table.grid(padding=(0, 2))
     head.add_column(no_wrap=True)
     head.add_column(overflow="fold")
     add_row(head, "bundle", path)
+    if copy is not None:
+        add_row(head, "copy", copy)
     claimed = m.get("format_version")
     shown = claimed if fmt is None else fmt
     differs = "" if fmt is None or str(claimed) == str(fmt) else f"; the manifest says {claimed!r}"
@@ -304,13 +319,16 @@ def manifest_grid(
     return head
 
 
-def stats_renderable(path: str, doc: dict[str, Any], *, every_candidate: bool = False) -> Group:
-    """The manifest, the contents, every kernel, and the tunes: each with its candidates
-    when there are few (or `every_candidate`), else one line each."""
+def stats_renderable(
+    path: str, doc: dict[str, Any], *, every_candidate: bool = False, copy: str | None = None
+) -> Group:
+    """The manifest (`path`: a URL's local `copy` named after it), the contents, every
+    kernel, and the tunes: each with its candidates when there are few (or
+    `every_candidate`), else one line each."""
     from rich.console import Group
 
     parts: list[Any] = [
-        manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format")),
+        manifest_grid(path, doc["manifest"], doc["fingerprints"], doc.get("format"), copy),
         summary_table(doc),
         kernels_table(f"Kernels ({len(doc['kernels'])})", doc["kernels"]),
     ]
@@ -365,28 +383,6 @@ def summary_table(doc: dict[str, Any]) -> Table:
         name = f"{operation} on {device}"
         add_row(table, name, tunable_arch(device), "", "", str(len(ts)), str(pending))
     return table
-
-
-def summary_renderable(path: str, summary: BundleSummary) -> Group:
-    from rich.console import Group
-
-    head = manifest_grid(path, summary.manifest, summary.fingerprints, summary.format_version)
-    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
-    contents = contents_table()
-    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
-        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
-    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        name = f"{operation} on {device}"
-        add_row(contents, name, tunable_arch(device), "", "", f"{n:,}", f"{pending:,}")
-    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
-    if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
-        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
-    every: list[Any] = []
-    for t in sorted(summary.sample, key=tune_order):
-        every += candidates_table(tune_json(t))
-    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
-    return Group(head, contents, *every, line(more, style="dim"))
 
 
 def micros(seconds: float | None) -> str:

@@ -1,0 +1,80 @@
+"""`warm check` streams one kernel's builds (one tune's devices) however many a bundle
+holds: a bundle whose rows are all builds of one kernel (one backend, entry, label and
+components), or all one tune on many devices, peaks as a small one does, and says what
+it said. Real files, the real CLI in subprocesses."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from big_bundle import peak_rss
+from conftest import Warm
+from test_hostile_files import hostile
+
+from warmcli.bundle.candidates import as_bytes
+from warmcli.records import tune_key
+
+ROWS = 60_000
+GROWTH = 32  # MiB over `warm check` on the small bundle it was made from
+_BUILDS = """
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+INSERT INTO kernels SELECT lower(hex(randomblob(32))), 'host', 'host', '{arch}', 'e', 'l',
+    'warm_0123456789abcdef_e', (SELECT sha256 FROM blobs LIMIT 1), toolchain, '{{}}', '',
+    0.1, 1.0, 1.0
+FROM n, (SELECT toolchain FROM kernels LIMIT 1)
+"""
+_DEVICES = f"""
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+INSERT INTO tunes SELECT warm_key(operation, shape_key, d, checksum), operation, shape_key,
+    d, checksum, status, pick, candidates, seconds, measured_at, updated
+FROM (SELECT 'host|Other|elsewhere|os' || i AS d FROM n), (SELECT * FROM tunes LIMIT 1)
+"""
+
+
+def checked(warm: Warm, small: Path, big: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`warm check` of `big`, and what it held beyond the same on `small` (asserted bounded)."""
+    args = [sys.executable, "-m", "warmcli", "check"]
+    _, small_peak = peak_rss([*args, str(small)], warm.env)
+    proc, peak = peak_rss([*args, str(big)], warm.env)
+    assert peak - small_peak < GROWTH, f"{peak:.0f} MiB, on the small one {small_peak:.0f}"
+    return proc, proc.stdout
+
+
+def test_check_of_one_kernel_with_many_builds_peaks_as_a_small_bundle(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    here = warm("check", good).stdout.splitlines()[0]  # "here: host  host|NAME|ARCH|OS  cc"
+    arch = here.split("  ")[1].split("|")[2]
+    for built_for, code, said in (
+        (arch, 0, f"{ROWS + 6} kernel(s), 3 tune(s): every entry is servable here"),
+        ("elsewhere", 1, f"({ROWS} not for this machine): 1 not servable here"),
+    ):
+        path = hostile(good, tmp_path, _BUILDS.format(rows=ROWS, arch=built_for))
+        proc, out = checked(warm, good, path)
+        assert proc.returncode == code and said in out, out + proc.stderr
+    assert f"bundle has elsewhere, this machine has {arch}" in out, out
+
+
+def test_check_of_one_tune_on_many_devices_peaks_as_a_small_bundle(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    path = tmp_path / "devices.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.create_function(
+        "warm_key", 4, lambda o, s, d, c: as_bytes(tune_key(o, s, d, c.hex())), deterministic=True
+    )
+    conn.execute("DELETE FROM tunes WHERE rowid != (SELECT min(rowid) FROM tunes)")
+    conn.execute(_DEVICES)  # the one tune, measured on many other devices
+    conn.execute("DELETE FROM tunes WHERE rowid = (SELECT min(rowid) FROM tunes)")  # not here
+    conn.commit()
+    conn.close()
+    proc, out = checked(warm, good, path)
+    said = f"{ROWS} tune(s) ({ROWS} not for this machine): 1 not servable here"
+    assert proc.returncode == 1 and said in out and "device fingerprint" in out, out

@@ -1,0 +1,55 @@
+"""How `warm stats` shows a bundle too large to list (`warmcli.ops.stats.BundleSummary`):
+its manifest, its contents counted by SQL, and the few tunes read whole. Pure
+presentation over the summary (Rich imported when it is built); it owns no state, never
+opens a bundle and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from warmcli.cli.render import add_row, line, natural
+from warmcli.cli.render.stats import (
+    EXPLAIN_HINT,
+    candidates_table,
+    contents_table,
+    manifest_grid,
+    tunable_arch,
+    tune_json,
+    tune_order,
+    tunes_table,
+)
+from warmcli.ops.stats import BundleSummary
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+
+def summary_renderable(path: str, summary: BundleSummary, copy: str | None = None) -> Group:
+    from rich.console import Group  # imported where a table is built, as in `stats`
+
+    fmt = summary.format_version
+    head = manifest_grid(path, summary.manifest, summary.fingerprints, fmt, copy)
+    add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
+    contents = contents_table()
+    for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
+        add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
+    for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
+        add_row(
+            contents,
+            f"{operation} on {device}",
+            tunable_arch(device),
+            "",
+            "",
+            f"{n:,}",
+            f"{pending:,}",
+        )
+    title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
+    if summary.operation is None:
+        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
+        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
+    every: list[Any] = []
+    for t in sorted(summary.sample, key=tune_order):
+        every += candidates_table(tune_json(t))
+    more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
+    return Group(head, contents, *every, line(more, style="dim"))
