@@ -214,22 +214,15 @@ def test_many_devices_of_one_layout_are_written_alike(tmp_path: Path) -> None:
 def test_a_lone_pick_at_zero_has_no_ratio_as_json_writes_it(tmp_path: Path) -> None:
     """A pick whose median is 0 (or -0.0) where no other candidate has a median: its own
     ratio is none (0 / 0), by layout as by the parser, from the layout's second row on."""
-    path = tmp_path / "zero.warm"
-    tunes = []
-    for i in range(6):
+
+    def cands(i: int) -> tuple[CandidateMeasurement, ...]:
         z = (1e-4, 0.0, -0.0)[i % 3]
-        cands = (
+        return (
             CandidateMeasurement("c0", _kernel(0), "ok", z, (z,)),
             CandidateMeasurement("c1", _kernel(1), "failed", None, (), "boom"),
         )
-        op, shape, checksum = "op", f"float32[{i}]", f"{0:064x}"
-        key = tune_key(op, shape, DEVICE, checksum)
-        tunes.append(
-            TuneRecord(key, op, shape, DEVICE, checksum, "measured", "c0", cands, 0.5, 1e9)
-        )
-    with Bundle.create(path) as bundle:
-        bundle.put(tunes=tunes)
-    laid, parsed = _both(path)
+
+    laid, parsed = _both(_stored(tmp_path / "zero.warm", [cands(i) for i in range(6)]))
     assert sum(type(t) is LaidTune for t in laid) >= 4
     assert tune_lines(laid).split(LINES_APART) == tune_lines(parsed).split(LINES_APART)
 
@@ -238,15 +231,25 @@ def test_a_long_head_of_kernel_ids_is_never_kept_as_a_layout(tmp_path: Path) -> 
     """A layout's key holds its document's head of kernel ids: a head naming more than
     `KEPT_IDS` kernels is parsed row by row, never kept (a bundle cannot make each of the
     kept layouts hold megabytes of ids)."""
-    path = tmp_path / "long.warm"
     many = 70  # kernels, each named once: a head of 70 ids
     assert many > tune_layout.KEPT_IDS
-    tunes = []
-    for i in range(4):
-        cands = tuple(
+    every = [
+        tuple(
             CandidateMeasurement(f"c{j}", _kernel(j), "ok", 1e-4 + j * 1e-6 + i * 1e-7, ())
             for j in range(many)
         )
+        for i in range(4)
+    ]
+    laid, parsed = _both(_stored(tmp_path / "long.warm", every))
+    assert not any(type(t) is LaidTune for t in laid)
+    assert laid == parsed
+
+
+def _stored(path: Path, every: list[tuple[CandidateMeasurement, ...]]) -> Path:
+    """A bundle at `path` of one operation's tunes, one a shape, each of `every`'s
+    candidates, "c0" picked."""
+    tunes = []
+    for i, cands in enumerate(every):
         op, shape, checksum = "op", f"float32[{i}]", f"{0:064x}"
         key = tune_key(op, shape, DEVICE, checksum)
         tunes.append(
@@ -254,6 +257,4 @@ def test_a_long_head_of_kernel_ids_is_never_kept_as_a_layout(tmp_path: Path) -> 
         )
     with Bundle.create(path) as bundle:
         bundle.put(tunes=tunes)
-    laid, parsed = _both(path)
-    assert not any(type(t) is LaidTune for t in laid)
-    assert laid == parsed
+    return path
