@@ -1,0 +1,63 @@
+"""A tune's candidate recorded as failed to compile is not queued again by a compile-only
+pass only where it failed with the very kernel key it has now: built by another
+toolchain (another key), an `--arch` pre-build compiles it and stores it. The real CLI,
+the real nvcc behind a wrapper that says it is another release and cannot build one
+variant."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from conftest import Warm, nvcc_or_skip
+
+WORKLOAD = '''\
+from warmcli import Kernel, Tunable
+
+DEVICE = "cuda"
+SRC = r"""
+#if defined(TOOLCHAIN_A) && VARIANT == 1
+#error "toolchain A cannot build variant 1"
+#endif
+extern "C" __global__ void k(float *o, int n) { int i = threadIdx.x; if (i < n) o[i] = VARIANT; }
+"""
+T = Tunable(
+    "t",
+    {f"v{v}": Kernel(SRC, "k", "Pi", language="cuda", defines={"VARIANT": v}) for v in (0, 1)},
+    lambda rt, k, out, n, *, stream=None: rt.launch(
+        k, out, n, grid=(1, 1, 1), block=(32, 1, 1), stream=stream
+    ),
+)
+
+def workload(rt):
+    rt.tune(T, rt.buffer(16), 16)
+'''
+
+
+def test_a_candidate_failed_under_another_toolchain_is_built_by_this_one(
+    warm: Warm, tmp_path: Path
+) -> None:
+    nvcc = nvcc_or_skip()
+    other = tmp_path / "toolchain-a" / "nvcc"
+    other.parent.mkdir()
+    other.write_text(
+        "#!/bin/bash\n"
+        'for a in "$@"; do if [ "$a" = "--version" ]; then\n'
+        f"  {nvcc} --version | sed 's/^Build /Build toolchain-a-/'; exit 0; fi; done\n"
+        f'exec {nvcc} -DTOOLCHAIN_A "$@"\n'
+    )
+    other.chmod(other.stat().st_mode | stat.S_IXUSR)
+    script = tmp_path / "tc.py"
+    script.write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    common = ("run", script, "-b", bundle, "--arch", "sm_90", "--compiler", "nvcc", "--no-ptx")
+    first = warm(*common, "--nvcc", other, "--json")
+    assert first.returncode in (0, 1), first.stdout[-2000:] + first.stderr
+    stats = warm.json("stats", bundle)
+    assert {c["name"]: c["status"] for c in stats["tunes"][0]["candidates"]}["v1"] == "failed"
+
+    second = warm(*common, "--nvcc", nvcc, "--json")
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr
+    stats = warm.json("stats", bundle)
+    built = sorted((k["label"], "toolchain-a" in k["toolchain"]) for k in stats["kernels"])
+    assert built == [("k[VARIANT=0]", False), ("k[VARIANT=0]", True), ("k[VARIANT=1]", False)]
