@@ -14,6 +14,7 @@ Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -68,14 +69,21 @@ class CompileFailure(WarmError):
         return f"compile of {names} {what}:\n{self.log.strip()}"
 
 
+_ERROR = re.compile(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:fatal )?error\b")
 _CONTEXT = (": In function ", ": In member function ", ": In instantiation of ", ": At top level:")
 
 
 def headline(text: str) -> str:
-    """The first line of a failure's text (a compiler's log, a candidate's reason) that says
-    what failed: gcc's context lines (`x.c: In function 'f':`, `In file included from`) are
-    skipped, so the line shown is the `error:` one."""
+    """The line of a failure's text (a compiler's log, a candidate's reason) that says what
+    failed: the first error line (gcc's and clang's `x.c:1:2: error:`, nvcc's and NVRTC's
+    `x.cu(2): error:`, `fatal error:`), else the first line that is not gcc's context
+    (`x.c: In function 'f':`, `In file included from`), so a warning before the error is
+    never the line shown."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = (line for line in lines if _ERROR.search(line))
+    first = next(errors, None)
+    if first is not None:
+        return first
     for line in lines:
         context = any(c in line for c in _CONTEXT) or line.startswith(("In file included", "from "))
         if not context:
