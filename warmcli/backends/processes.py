@@ -27,6 +27,9 @@ from typing import ClassVar, NamedTuple
 _PR_SET_PDEATHSIG = 1
 
 
+DRAIN_SECONDS = 1.0  # after a timeout's kill: the output read, at most this long
+
+
 class Finished(NamedTuple):
     """What one child left: its exit status, its output and whether it ran out of time."""
 
@@ -171,7 +174,14 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc.pid)
-        out, err = proc.communicate()
+        try:  # what it wrote; a process that left its group may still hold the pipes
+            out, err = proc.communicate(timeout=DRAIN_SECONDS)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
+            out, err = "", ""
         return Finished(proc.returncode, out, err, True)
     except BaseException:
         kill_group(proc.pid)
