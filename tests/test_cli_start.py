@@ -118,3 +118,23 @@ def test_a_process_ends_as_usual_unless_it_holds_nothing_and_no_thread_works() -
         common._Teardown.needless = False
         release.set()
         worker.join()
+
+
+@pytest.mark.parametrize(
+    ("args", "absent"),
+    [
+        (["--version"], ["typing", "re", "warmcli.cli"]),  # answered before the CLI's imports
+        (["stats", "/no/such.warm", "--json"], ["warmcli.bundle.remote"]),  # a path: no fetching
+    ],
+)
+def test_a_command_imports_nothing_it_does_not_use(args: list[str], absent: list[str]) -> None:
+    code = (
+        "import sys; sys.argv = ['warm', *sys.argv[1:]]\n"
+        "from warmcli.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('IMPORTED', [m for m in {absent!r} if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
+    )
+    assert "IMPORTED []" in done.stderr, done.stderr

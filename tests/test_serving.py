@@ -68,10 +68,10 @@ def test_each_blob_is_read_once_and_rows_in_few_queries(
             rt.close()
     assert len(served) == KERNELS
     assert 1 <= len(blobs) < KERNELS  # the batch shared its objects between kernels
-    blob_reads = [  # a chunk's blob sizes (`json_each`) or a row's (a subquery): not a blob read
+    blob_reads = [  # a chunk's blob sizes (`IN`) or a row's (a subquery): not a blob read
         s
         for s in statements
-        if "FROM blobs WHERE sha256" in s and "FROM kernels" not in s and "json_each" not in s
+        if "FROM blobs WHERE sha256" in s and "FROM kernels" not in s and "sha256 IN" not in s
     ]
     size_reads = [s for s in statements if "FROM blobs WHERE sha256 IN" in s]
     row_reads = [s for s in statements if "FROM kernels WHERE" in s]

@@ -9,13 +9,17 @@ opened. Its names are imported on first use (`from warmcli import Kernel` loads 
 `Kernel` needs, nothing else), so `import warmcli` and `warm --version` stay light.
 """
 
+from __future__ import annotations
+
 import sys
 import types
-from typing import TYPE_CHECKING, Any
 
 from warmcli._version import __version__
 
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing (and re) at import
 if TYPE_CHECKING:
+    from typing import Any
+
     from warmcli.backends.base import Buffer, Stream, StreamMode
     from warmcli.bundle.store import Bundle
     from warmcli.errors import (

@@ -4,8 +4,13 @@ whose work ran in a worker that has exited (`warm run`) ended without the interp
 teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
 one line and exit 130, never the import's traceback."""
 
+from __future__ import annotations
+
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def main() -> None:

@@ -211,7 +211,8 @@ def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] |
     layer is imported only for a location that may be a URL (every URL holds `://`)."""
     if not (isinstance(location, str) and "://" in location):
         return Bundle.open(location, write=write, trusted_keys=keys)
-    from warmcli.bundle.remote import is_url, local_bundle
+    from warmcli.bundle.location import is_url
+    from warmcli.bundle.remote import local_bundle
 
     if is_url(location) and write:
         raise BundleError(f"{location}: a bundle named by URL is served read-only")

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from warmcli.bundle.location import is_url
 from warmcli.errors import BundleError, RemoteError
 from warmcli.home import TMP_SUFFIX, warm_home, write_private
 
-SCHEMES = ("https", "http", "s3")
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 CHUNK = 1 << 20
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
@@ -56,11 +56,6 @@ class Fetched:
     downloaded: bool
     warning: str | None = None
     reason: str | None = None  # why not what the URL holds now, as said without a copy
-
-
-def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether `text` names a bundle by URL rather than by path."""
-    return isinstance(text, str) and urlsplit(text).scheme in SCHEMES and "://" in text
 
 
 def cache_dir(url: str) -> Path:

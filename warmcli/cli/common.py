@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 from warmcli import config
-from warmcli.bundle.remote import is_url, local_bundle
+from warmcli.bundle.location import is_url
 from warmcli.cli.render.tune_line import JsonText
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
@@ -110,8 +110,7 @@ class _Made:
 out: Console = _Made(_stdout_console)  # type: ignore[assignment]
 err: Console = _Made(_stderr_console)  # type: ignore[assignment]
 
-# What a command turns into one line and exit 2: every error warm raises on purpose, and
-# the operating system's (a file that cannot be read or written, a full disk).
+# One line and exit 2: every error warm raises on purpose, and the system's (a full disk...).
 EXPECTED = (WarmError, OSError)
 
 BundleOpt = typer.Option(
@@ -197,9 +196,13 @@ def bundle_to_write(given: Path | None) -> Path:
 
 def readable_bundle(given: str | None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
-    (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`) and
-    a fall-back to its last good copy is one warning line."""
+    (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
+    imported only then) and a fall-back to its last good copy is one warning line."""
     location = given or config.bundle() or str(default_bundle())
+    if not is_url(location):
+        return Path(location)
+    from warmcli.bundle.remote import local_bundle
+
     path, warning = guarded(lambda: local_bundle(location))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
@@ -286,11 +289,8 @@ def exit_code(action: Callable[[], int]) -> int:
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
     """Stopped by SIGINT or SIGTERM: say what this run stored (it is kept), exit 130."""
-    fail(
-        f"interrupted: {kernels} kernel(s) and {tunes} tune(s) stored are kept",
-        EXIT_INTERRUPTED,
-        label="",
-    )
+    stored = f"{kernels} kernel(s) and {tunes} tune(s) stored are kept"
+    fail(f"interrupted: {stored}", EXIT_INTERRUPTED, label="")
 
 
 def exit_now(message: str, code: int, *, label: str = "error: ") -> NoReturn:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from warmcli import config
-from warmcli.bundle.remote import is_url
+from warmcli.bundle.location import is_url
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import (

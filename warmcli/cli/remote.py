@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import typer
 
-from warmcli.bundle.remote import fetch, is_url
+from warmcli.bundle.location import is_url
+from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
