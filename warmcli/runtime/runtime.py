@@ -238,12 +238,12 @@ class Runtime:
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 collector.count(device_id, "autotune", "unrecorded")
                 self._tune_miss(tunable, key, shape_key, record)
-            # A candidate whose compile is recorded as failed is not due again, where it
-            # failed as it is keyed here (another toolchain's failure is not this one's).
+            # A kernel whose compile is recorded as failed under the key it has here is not
+            # due again (another toolchain's failure, another key, is not this one's).
             recorded = record.candidates if record is not None else ()
-            failed = {c.name: c.kernel_key for c in recorded if c.status == "failed"}
-            for name, kernel in tunable.candidates.items():
-                if name not in failed or failed[name] != self.kernels.key(kernel):
+            failed = {c.kernel_key for c in recorded if c.status == "failed"}
+            for kernel in tunable.candidates.values():
+                if self.kernels.key(kernel) not in failed:
                     self.kernels.queue(kernel)
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
