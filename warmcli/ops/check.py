@@ -189,10 +189,11 @@ def _check_kernels(
             held[k.arch] = cubin
         for i, target in enumerate(targets):
             best = chosen[i]
-            if best is None:
-                chosen[i] = choose([k], target, _any)
-                why = why_not(k, target) if chosen[i] is None and unfit[i] is None else None
-                if why is not None and why[0] != "arch":
+            if best is None:  # `choose` of one build: it, where it runs on the target
+                why = why_not(k, target)
+                if why is None:
+                    chosen[i] = k
+                elif unfit[i] is None and why[0] != "arch":
                     unfit[i] = (k, why)
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
@@ -200,7 +201,7 @@ def _check_kernels(
         if pick is None:
             report.refuse(_unrunnable(first, misfit, target, sorted(held)))
         else:
-            _served(bundle, pick, o, report, blobs, sorted(a for a, c in held.items() if c))
+            _served(bundle, pick, o, report, blobs, held)
 
 
 def _any(_: KernelRecord) -> bool:
@@ -213,9 +214,10 @@ def _served(
     o: DeviceInfo,
     report: CheckReport,
     blobs: dict[str, str],
-    cubins: list[str],
+    held: dict[str, bool],
 ) -> None:
-    """The build `chosen` to serve on `o`: refused if its blob cannot be, listed if PTX."""
+    """The build `chosen` to serve on `o`: refused if its blob cannot be, listed if PTX
+    (`held`: the archs of the kernel's builds, each True where a cubin)."""
     problem = _blob_problem(bundle, chosen, blobs, o)
     ptx = chosen.arch != o.arch
     if problem:
@@ -224,6 +226,7 @@ def _served(
             MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
         )
     elif ptx:
+        cubins = sorted(a for a, cubin in held.items() if cubin)
         detail = (
             f"served by PTX JIT: bundle has {', '.join(cubins) or 'no cubin'} and {chosen.arch} "
             f"PTX, {MACHINE} {o.arch} (slower first load, no compile by warm)"
@@ -257,7 +260,7 @@ def _check_tunes(
     label = f"{first.operation} {first.shape_key}"
     backend = first.device.split("|", 1)[0]
     here = [o for o in offers if o.backend == backend]
-    archs = {o.arch for o in here}
+    archs, fingerprints = {o.arch for o in here}, {o.fingerprint for o in here}
     mine: dict[str, tuple[str, bool]] = {}  # a fingerprint here -> (its first key, measured)
     held: dict[str, None] = {}  # the devices of the records, in the order met
     for t in itertools.chain((first,), records):
@@ -265,7 +268,7 @@ def _check_tunes(
         if not here:
             report.refuse(_absent("tune", t.key, label, backend, t.device))
             continue
-        if any(t.device == o.fingerprint for o in here):
+        if t.device in fingerprints:
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
         else:
