@@ -324,7 +324,7 @@ def judged_before_migration(
         return None
     if version == FORMAT_VERSION or version not in SCHEMAS:
         return None
-    with opener.open(path, trusted_keys=trusted) as bundle:
+    with opener.open(path) as bundle:  # judged once, here (an open with keys judges too)
         rows = covered(bundle, trusted)
         held = bundle.holds_entries()
     if held and not signs:
@@ -343,9 +343,10 @@ def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
     judged = [(s, stale(s, version)) for s in bundle.signatures(trusted) if s.valid()]
     why = [w for _, w in judged if w]
     good = [s for s, w in judged if w is None]
-    if not good and why and bundle.holds_entries():
+    refused = not good and bundle.holds_entries()
+    if refused and why:
         raise SignatureError(f"{bundle.path}: bundle refused: {why[0]}")
-    if not good and bundle.holds_entries():
+    if refused:
         held = [s.key_id for s in bundle.signatures()]
         why = (
             f"signed only by untrusted or invalid key(s) {', '.join(held)}" if held else "unsigned"
