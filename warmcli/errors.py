@@ -14,11 +14,10 @@ Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from warmcli.printable import printable
+from warmcli.printable import Pattern, printable
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -69,7 +68,7 @@ class CompileFailure(WarmError):
         return f"compile of {names} {what}:\n{self.log.strip()}"
 
 
-_ERROR = re.compile(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:fatal )?error\b")
+_ERROR = Pattern(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:fatal )?error\b")
 _CONTEXT = (": In function ", ": In member function ", ": In instantiation of ", ": At top level:")
 
 
