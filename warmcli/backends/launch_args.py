@@ -157,6 +157,12 @@ def converter(
     fasts = _fasts(kernel.params, fast_type, fast_attribute, finishes)
     steps: list[Step | None] = [None] * len(fasts)  # made on first use
     rest = (kernel, pointer, device, steps, fasts, finishes)
+    if not _can_pass(kernel.params, fast_type, fast_attribute):  # the fast path never passes
+
+        def checked(args: Sequence[Any], rest: tuple[Any, ...] = rest) -> Any:
+            return _convert(args, *rest)
+
+        return checked
 
     def convert(
         args: Sequence[Any], fast: FastConverter = fast, rest: tuple[Any, ...] = rest
@@ -165,6 +171,13 @@ def converter(
         return _convert(args, *rest) if passed is None else passed
 
     return convert
+
+
+def _can_pass(params: str, fast_type: type | None, fast_attribute: str | None) -> bool:
+    """Whether arguments of `params` can pass the fast path: every letter has a fast test
+    in `_fast` (not a bool, nor a pointer where no fast buffer type is given)."""
+    buffers = fast_type is not None and fast_attribute is not None
+    return all(p in INT_RANGES or p in FLOAT_LIMITS or (p == "P" and buffers) for p in params)
 
 
 @functools.lru_cache(maxsize=256)
