@@ -12,7 +12,7 @@ name would wait for ever): importing it costs tens of milliseconds that every
 `warm run` paid. A release unlocks before it closes, so a forked child that still
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
 (and how often), forgotten in a forked child (the lock is its parent's). It never
-reads or writes a bundle.
+reads or writes a bundle; `remove_new` removes one a failed first run only created.
 """
 
 from __future__ import annotations
@@ -125,3 +125,10 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def remove_new(path: Path) -> None:
+    """Remove a bundle a failed first run only created, and its lock file (never a lock
+    another writer holds: the run that created the bundle was its only writer)."""
+    for each in (path, Path(f"{path}.lock")):
+        each.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
+from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -250,8 +251,7 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
         kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
         if not existed:  # a bundle the crashed run only created leaves nothing behind,
-            path.unlink(missing_ok=True)  # and no lock file of it either
-            Path(f"{path}.lock").unlink(missing_ok=True)
+            remove_new(path)  # and no lock file of it either
         kept = f"nothing was stored in {path}"
     fail(f"{crash.what} during {during}: {kept}")
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
+from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
@@ -308,8 +309,7 @@ def _warm(
             if created and not finished and not (report.stored_kernels or report.stored_tunes):
                 # A run that failed before storing anything leaves no empty bundle behind,
                 # and no lock file of it either.
-                bundle_path.unlink(missing_ok=True)
-                Path(f"{bundle_path}.lock").unlink(missing_ok=True)
+                remove_new(bundle_path)
     if verify:
         fresh = open_devices()
         try:
