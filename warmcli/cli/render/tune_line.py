@@ -23,6 +23,7 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring_ascii as _string
+from typing import TypeVar
 
 from warmcli.bundle.tune_layout import LaidTune, Layout, _getter, bounded
 from warmcli.records import CandidateMeasurement, TuneRecord
@@ -33,6 +34,7 @@ LINES_APART = ",\n    "  # between two items of a list `warmcli.cli.common.strea
 _QUOTED: dict[str, str] = {}  # an operation, device, status, checksum: as JSON strings
 _HEADS: dict[tuple[str, str], str] = {}  # a candidate's text up to its median (`_head`)
 _MIDDLES: dict[tuple[str, str], str] = {}  # and from its median to its samples (`_middle`)
+_K = TypeVar("_K")
 _KEPT_QUOTED, _KEPT_CHARS = 4096, 128  # how many, how long (a few recur in every tune)
 
 
@@ -42,28 +44,29 @@ class JsonText(str):
     __slots__ = ()
 
 
+def _kept(memo: dict[_K, str], key: _K, chars: int, text: str) -> str:
+    """`text`, kept in `memo` under `key` for the next tune that has it, while the memo
+    has room (`_KEPT_QUOTED`) and what it is made of is short (`chars`, `_KEPT_CHARS`)."""
+    if len(memo) < _KEPT_QUOTED and chars <= _KEPT_CHARS:
+        memo[key] = text
+    return text
+
+
 def _quoted(text: str) -> str:
     """`text` as a JSON string, kept (`_QUOTED`) for the next tune that names it."""
-    quoted = _string(text)
-    if len(_QUOTED) < _KEPT_QUOTED and len(text) <= _KEPT_CHARS:
-        _QUOTED[text] = quoted
-    return quoted
+    return _kept(_QUOTED, text, len(text), _string(text))
 
 
 def _head(name: str, kernel: str) -> str:
     """A candidate's text up to its median (`_HEADS`: kept for the next that has them)."""
     head = f'{{"name": {_string(name)}, "kernel": {_string(kernel)}, "seconds": '
-    if len(_HEADS) < _KEPT_QUOTED and len(name) + len(kernel) <= _KEPT_CHARS:
-        _HEADS[name, kernel] = head
-    return head
+    return _kept(_HEADS, (name, kernel), len(name) + len(kernel), head)
 
 
 def _middle(status: str, reason: str) -> str:
     """A candidate's text from its median to its samples (`_MIDDLES`, as `_head`)."""
     middle = f', "status": {_string(status)}, "reason": {_string(reason)}, "samples": ['
-    if len(_MIDDLES) < _KEPT_QUOTED and len(status) + len(reason) <= _KEPT_CHARS:
-        _MIDDLES[status, reason] = middle
-    return middle
+    return _kept(_MIDDLES, (status, reason), len(status) + len(reason), middle)
 
 
 def _candidates(candidates: tuple[CandidateMeasurement, ...], best: float | None) -> str:
