@@ -23,8 +23,14 @@ TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are
 
 def warm_home() -> Path:
     """`WARM_HOME`, else the user cache directory."""
+    return Path(home_directory())
+
+
+def home_directory() -> str:
+    """`warm_home()` as text: what a serving process's first launch joins its files to,
+    without making a `Path` (its first one costs a hot start tens of µs)."""
     home = config.home()
-    return Path(home) if home else _user_cache(config.xdg_cache_home())
+    return home if home else _user_cache(config.xdg_cache_home())
 
 
 def default_bundle_path() -> Path:
@@ -33,11 +39,11 @@ def default_bundle_path() -> Path:
 
 
 @functools.cache
-def _user_cache(xdg_cache_home: str | None) -> Path:
+def _user_cache(xdg_cache_home: str | None) -> str:
     """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
-    return Path(user_cache_dir("warm"))
+    return user_cache_dir("warm")
 
 
 def private(st: os.stat_result) -> bool:

@@ -28,9 +28,10 @@ from pathlib import Path
 
 from warmcli import config
 from warmcli.errors import ToolchainError
-from warmcli.home import private, warm_home, write_private
+from warmcli.home import home_directory, private, write_private
 from warmcli.records import Record
 
+VERSIONS = "toolchains.json"  # in warm's home
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
@@ -140,22 +141,27 @@ def _as_binary(version: str, where: str) -> str:
 
 def versions_file() -> Path:
     """Where version lines are remembered: `WARM_HOME`, else the user cache directory."""
-    return warm_home() / "toolchains.json"
+    return Path(_versions_path())
+
+
+def _versions_path() -> str:
+    """`versions_file()` as text: a hot start reads it with no `Path` made."""
+    return os.path.join(home_directory(), VERSIONS)
 
 
 def _find(path: str) -> tuple[str, os.stat_result] | None:
     """The executable file `path` names (searched on PATH if it has no separator) and its
     stat, following symbolic links: one `access` per PATH entry, as `shutil.which` does."""
     if os.sep in path:
-        places = [path]
+        places = iter((path,))
     else:
         value = config.path()
         if not value:
             return None  # an empty PATH searches nowhere (not the working directory)
-        search = dict.fromkeys(value.split(os.pathsep))
-        places = [os.path.join(d or os.curdir, path) for d in search]
+        places = (_joined(d, path) for d in dict.fromkeys(value.split(os.pathsep)))
+    access, executable = os.access, os.X_OK
     for place in places:
-        if not os.access(place, os.X_OK):  # no exception raised per PATH entry that lacks it
+        if not access(place, executable):  # no exception raised per PATH entry that lacks it
             continue
         try:
             st = os.stat(place)
@@ -164,6 +170,13 @@ def _find(path: str) -> tuple[str, os.stat_result] | None:
         if stat.S_ISREG(st.st_mode):
             return os.path.abspath(place), st  # compilers run in scratch directories
     return None
+
+
+def _joined(directory: str, name: str) -> str:
+    """`os.path.join(directory or os.curdir, name)` for a `name` with no separator, in one
+    expression (a hot start joins one per PATH entry)."""
+    directory = directory or os.curdir
+    return f"{directory}{os.sep}{name}" if directory[-1] != os.sep else directory + name
 
 
 def _stamp(name: str, path: str, st: os.stat_result) -> str | None:
@@ -186,7 +199,7 @@ def _read_versions() -> dict[str, str]:
     host library cache requires (a version line decides which kernels a bundle serves)."""
     try:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(versions_file(), flags)  # a FIFO opens at once (and is no regular file)
+        fd = os.open(_versions_path(), flags)  # a FIFO opens at once (and is no regular file)
     except OSError:
         return {}
     try:  # one read of the file as it is (no buffered reader: it is read whole)
