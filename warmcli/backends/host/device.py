@@ -48,22 +48,28 @@ CTYPES: dict[str, type] = {
 }
 
 
+# What `ctypes.CFUNCTYPE` makes a C function type of (its metaclass, base and flags).
+_FUNCTION_TYPE, _FUNCTION_BASE = type(ctypes._CFuncPtr), ctypes._CFuncPtr
+_CDECL = ctypes._FUNCFLAG_CDECL
+
+
 @functools.lru_cache(maxsize=256)
 def _prototype(params: str) -> Any:
     """The C function type of a signature (returning void), made once per signature: it
     holds the argument types and their converters, and the signature's fast path
     (`warm_fast`), so no kernel's function holds its own (a kernel's own checking
     converter, `warm_convert`, is set on its function only when an argument leaves that
-    path). A subclass of ctypes' type of the signature, which other code may share."""
-    base = ctypes.CFUNCTYPE(None, *(CTYPES[p] for p in params))
+    path). Made in one step, as `ctypes.CFUNCTYPE` makes its type of the signature plus
+    these two names (not a subclass of that type: a second class costs a first launch
+    tens of µs)."""
     held = {
-        "_argtypes_": base._argtypes_,
-        "_restype_": base._restype_,
-        "_flags_": base._flags_,
+        "_argtypes_": tuple(CTYPES[p] for p in params),
+        "_restype_": None,
+        "_flags_": _CDECL,
         "warm_fast": staticmethod(fast_converter(params, HostBuffer, "address")),
         "warm_convert": None,
     }
-    return type(base)(f"HostFunction_{params}", (base,), held)
+    return _FUNCTION_TYPE(f"HostFunction_{params}", (_FUNCTION_BASE,), held)
 
 
 def cpu_name() -> str:
