@@ -10,7 +10,9 @@ runtime's making) comes before the first run and is timed apart, in the detail: 
 is once per process, not per kernel. What the first launches do once per process
 (the toolchain's identity read, a statement prepared, a blob read and loaded once
 for the kernels it holds) is in the kernels' cost; the detail says how much, from
-the cost of one more kernel between the smallest and largest size. Medians of a
+the cost of one more kernel between the smallest and largest size, and what of it no
+path skips: the same first uses done plainly in fresh processes (`bench.first_use`, one
+beside each start of the smallest size). Medians of a
 few processes per size; the row is the worst size against 20 µs, and its detail
 says how flat the cost is across sizes, and what bounds it: the part of serving one
 kernel no path skips, measured in this process in the same run (its row read and
@@ -20,13 +22,14 @@ and its module loaded, each once per blob, and its function made from the module
 
 from __future__ import annotations
 
+import json
 import runpy
 import tempfile
 import time
 from pathlib import Path
 
 from bench import generated
-from bench.rows import Row, Size, at_most, median, ms, us
+from bench.rows import Row, Size, at_most, median, ms, python, us
 from bench.start import env_for, start, warm_run
 
 BUDGET = 20e-6
@@ -92,9 +95,26 @@ def _floor(workload: Path, bundle: Path, home: Path) -> tuple[float, ...]:
     return rows_s, keys_s, raw_s, json_s, blobs_s, functions_s
 
 
+# What `bench.first_use` times, as the detail names it.
+FIRST_USES = {
+    "sha256": "OpenSSL's first sha256",
+    "toolchain": "the compiler found on PATH and its version line read",
+    "rows": "the first kernel rows' statement prepared and pages read",
+    "blob": "the first blob's",
+    "dlopen": "the first library's dlopen",
+}
+
+
+def _first_uses(env: dict[str, str], bundle: Path) -> dict[str, float]:
+    """One fresh process's first uses that no path skips (`bench.first_use`), in seconds."""
+    out, _ = python("-m", "bench.first_use", str(bundle), env=env)
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
 def serve_per_kernel(size: Size) -> list[Row]:
     per_kernel: dict[int, float] = {}
     opening: list[float] = []
+    firsts: list[dict[str, float]] = []  # beside each start of the smallest size
     with tempfile.TemporaryDirectory(prefix="warm-bench-serve-") as tmp_name:
         tmp = Path(tmp_name)
         env = env_for(tmp / "home")
@@ -106,7 +126,11 @@ def serve_per_kernel(size: Size) -> list[Row]:
         )
         for n in size.serve:
             workload = generated.write(tmp / f"gen{n}.py", n)
-            runs = [start(env, workload, bundle) for _ in range(PROCESSES)]
+            runs = []
+            for _ in range(PROCESSES):
+                runs.append(start(env, workload, bundle))
+                if n == min(size.serve):  # alternately: load on the machine hits both alike
+                    firsts.append(_first_uses(env, bundle))
             if any(r["compiled"] or r["loaded"] != n for r in runs):
                 raise RuntimeError(f"{n} kernels: not all served from the bundle: {runs}")
             per_kernel[n] = median([(r["first"] - r["opened"] - r["again"]) / n for r in runs])
@@ -119,11 +143,16 @@ def serve_per_kernel(size: Size) -> list[Row]:
     # first launches pay once per process (the toolchain's identity, a statement prepared,
     # a signature's fast tests made, a blob loaded), whatever the kernels.
     marginal = (high * large - low * small) / (large - small) if large > small else high
+    floor = {k: median([f[k] for f in firsts]) for k in FIRST_USES}
+    first_uses = ", ".join(f"{what} {us(floor[k])}" for k, what in FIRST_USES.items())
     detail = (
         f"per kernel served (first run less second run, over kernels; median of {PROCESSES} "
         f"fresh processes): {sizes}; largest/smallest {high / low:.2f} (1 = flat); one "
         f"more kernel {us(marginal)}, once per process in the first run "
-        f"{ms((low - marginal) * small)}; the bundle's opening and the runtime's making, "
+        f"{(low - marginal) * small * 1e3:.2f} ms (of which what no path skips, done plainly "
+        f"in fresh processes, medians: {first_uses}; together {sum(floor.values()) * 1e3:.2f} "
+        f"ms); "
+        f"the bundle's opening and the runtime's making, "
         f"before the first run and not counted above: median {ms(median(opening))}; bound: "
         f"what no path skips, measured here, per kernel: its row read and checked "
         f"{us(rows_s)} (of which sqlite3 handing over its values, unchecked, {us(raw_s)}, "
