@@ -55,16 +55,10 @@ _PREFETCH_SELECT = (
     f"{_TEXTS} <= {PREFETCH_ROW_CHARS} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
 )  # from a rowid, or skipping
 # The sizes of the blobs a chunk names (a JSON array of their sha256s): its rows' last field;
-# of one blob (a host batch's chunk), by `BLOB_READ` with no data (a limit of -1): a process's
-# first `json_each` costs ~0.15 ms more (SQLite makes its table), which most serving processes
-# never pay, and the statement `Bundle.blob` reads the blob by next is prepared once, not two.
+# of one blob (a host batch's chunk), by its sha256 alone: a process's first `json_each`
+# costs ~0.15 ms more (SQLite makes its table), which most serving processes never pay.
 _BLOB_SIZES = "SELECT sha256, size FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))"
-# A blob by its sha256: its sha256, size, length and type, and its data when its length is
-# at most the limit given (its sizes alone read from its row's header: no data loaded).
-BLOB_READ = (
-    "SELECT sha256, size, length(data), typeof(data), "
-    "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?"
-)
+_BLOB_SIZE = "SELECT sha256, size FROM blobs WHERE sha256 IN (?)"
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
@@ -135,12 +129,12 @@ def sized(
     """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
     key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, from `known` (an
     open bundle's, by sha256), where the sizes of the blobs it lacks are put first, read at
-    once by `read(_BLOB_SIZES, params)` (`read(BLOB_READ, (-1, sha256))` for one). A size is
+    once by `read(_BLOB_SIZES, params)` (`read(_BLOB_SIZE, (sha256,))` for one). A size is
     read once per open bundle: a sha256 names one content, and a blob is read
     (`Bundle.blob`) only if its size is its length."""
     wanted = {r[7] for r in rows if type(r[7]) is str and r[7] not in known}
     if len(wanted) == 1:
-        known.update(r[:2] for r in read(BLOB_READ, (-1, next(iter(wanted)))))
+        known.update(read(_BLOB_SIZE, (next(iter(wanted)),)))
     elif wanted:
         known.update(read(_BLOB_SIZES, (json.dumps(sorted(wanted)),)))
     return {r[0]: (*r[:12], known.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]

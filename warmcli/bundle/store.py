@@ -43,14 +43,7 @@ from warmcli.bundle.file import (
     remove_leftovers,
     unlink_all,
 )
-from warmcli.bundle.kernel_row import (
-    _PREFETCH_SELECT,
-    BLOB_READ,
-    _chars,
-    _kernel_record,
-    kernel_record,
-    sized,
-)
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
@@ -240,12 +233,15 @@ class Bundle(BundleAdmin):
     def blob(self, sha256: str) -> bytes:
         """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
         short = str(sha256)[:16]
-        # One query (prepared once: a chunk's one blob's size is read by it); an oversized blob's
-        # data is never read into memory; one held in its row's page is loaded to be measured.
-        row = self._one(BLOB_READ, (MAX_BLOB_BYTES, sha256), MAX_BLOB_BYTES + PAGE_BYTES)
-        if row is None or row[3] != "blob":
+        row = self._one(  # one query; an oversized blob's data is never read into memory
+            "SELECT size, length(data), typeof(data), "
+            "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
+            (MAX_BLOB_BYTES, sha256),
+            MAX_BLOB_BYTES + PAGE_BYTES,  # a blob held in its row's page is loaded to be measured
+        )
+        if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
-        _, size, length, _, data = row
+        size, length, _, data = row
         if length > MAX_BLOB_BYTES:
             raise BundleError(f"{self.path}: blob {short} is {length} bytes, over the limit")
         if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
