@@ -97,7 +97,8 @@ class HostBuffer(Buffer):
 
     def __init__(self, device_id: str, shape: Sequence[int], dtype: str, array: np.ndarray) -> None:
         super().__init__(device_id, shape, dtype, array)
-        self.address: int = array.ctypes.data
+        # Its data pointer (what `array.ctypes.data` says, whose first use costs ~10 µs more).
+        self.address: int = array.__array_interface__["data"][0]
 
 
 def _address(value: Any) -> int | None:
