@@ -7,6 +7,7 @@ remembered file is the real one under a temporary `WARM_HOME`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +112,20 @@ def test_a_compiler_found_on_path_is_named_absolutely(
     probe.cache_clear()
     with pytest.raises(ToolchainError, match="not found"):
         probe("cc", "mycc")  # an empty PATH is not the working directory
+
+
+@pytest.mark.parametrize("folder", ["", ".", "/", "/usr/bin", "/usr/bin/", "a//", "relative"])
+def test_a_path_entry_is_joined_as_os_path_join_joins_it(folder: str) -> None:
+    assert toolchain._joined(folder, "cc") == os.path.join(folder or os.curdir, "cc")
+
+
+def test_the_versions_file_is_in_warm_home_with_or_without_warm_home_set(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warmcli.home import home_directory, warm_home
+
+    assert versions_file() == warm_home() / "toolchains.json" == home / "home" / "toolchains.json"
+    monkeypatch.delenv("WARM_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    assert Path(home_directory()) == warm_home()
+    assert versions_file() == warm_home() / "toolchains.json"
