@@ -206,7 +206,9 @@ def _read_versions() -> dict[str, str]:
         st = os.fstat(fd)
         if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
             return {}
-        data = json.loads(os.read(fd, st.st_size + 1))  # its size: no larger buffer made
+        # Its size (no larger buffer made), as UTF-8 text, as warm writes it (no encoding
+        # sniffed: `json.loads` of bytes costs a hot start ~10 µs more).
+        data = json.loads(os.read(fd, st.st_size + 1).decode())
     except (OSError, ValueError, RecursionError):
         return {}
     finally:
