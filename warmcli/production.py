@@ -262,7 +262,11 @@ def bundle() -> Bundle | None:
 
 def runtime(device: str = "auto") -> Runtime:
     """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
-    over the bundle in use; one per device, however it is named."""
+    over the bundle in use; one per device, however it is named. Under a bound runtime of
+    that device (`warm run`'s passes), that runtime, so what the workload does there is warmed."""
+    active = _bound(device)
+    if active is not None:
+        return active
     state = _STATE
     with state.lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
         loaded = state._bundle()
@@ -279,6 +283,16 @@ def runtime(device: str = "auto") -> Runtime:
             first.close()  # already served under another name
         state.asked[device] = first.id
         return rt
+
+
+def _bound(device: str) -> Runtime | None:
+    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else None."""
+    binding = sys.modules.get("warmcli.runtime.binding")  # imported only where one is bound
+    active = binding.bound() if binding is not None else None
+    if active is None:
+        return None
+    own = active.device.id
+    return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
 
 
 def _misses(rt: Runtime) -> list[Miss]:
