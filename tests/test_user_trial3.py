@@ -10,6 +10,7 @@ that executes, not a pending tune stored and "the bundle is complete".
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,53 @@ def test_an_arch_prebuild_whose_every_candidate_fails_to_compile_is_an_error(
     assert "every candidate failed" in proc.stderr
     assert proc.stderr.count('identifier "BROKEN" is undefined') == 2, proc.stderr
     assert not bundle_path.exists()
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
+    )
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def test_dask_shards_build_with_the_compiler_and_ptx_choice_given(
+    warm: Warm, scheduler: str, bundle_path: Path
+) -> None:
+    """`--compiler` and `--no-ptx` were not passed on to the shards: they built with the
+    default compiler (NVRTC) and kept PTX."""
+    from conftest import EXAMPLES
+
+    from warmcli.backends.cuda.nvcc import locate_nvcc
+
+    try:
+        locate_nvcc(None)
+    except Exception:
+        pytest.skip("nvcc not installed")
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--no-ptx", "--dask", scheduler)
+    doc = warm.json("run", EXAMPLES / "saxpy_cuda.py", "-b", bundle_path, *args)
+    assert doc["verified"] is True, doc
+    stats = warm.json("stats", bundle_path)
+    assert {k["arch"] for k in stats["kernels"]} == {"sm_90"}  # no compute_90 PTX
+    toolchains = [f["name"] for f in stats["fingerprints"] if f["kind"] == "toolchain"]
+    assert toolchains == ["nvcc"]
+
+
+def test_dask_runs_a_module_from_the_callers_folder_and_verifies_it(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """`-m MODULE --dask`: the shards looked for the module in the worker's folder, and
+    the verify pass was skipped (`verified` absent) for a module."""
+    (tmp_path / "trialpkg").mkdir()
+    (tmp_path / "trialpkg" / "__init__.py").write_text("")
+    (tmp_path / "trialpkg" / "wl.py").write_text(TWO_RUNTIMES)
+    bundle = tmp_path / "mod.warm"
+    proc = warm(
+        "run", "-m", "trialpkg.wl", "-b", bundle, "--dask", scheduler, "--json", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] is True and doc["stored"]["kernels"] == 2
+    assert doc["passes"][-1]["mode"].startswith("Verify")

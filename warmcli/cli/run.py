@@ -56,7 +56,7 @@ from warmcli.warming.isolation import (
     run_isolated,
 )
 from warmcli.warming.passes import RunInterrupted, warm_bundle
-from warmcli.warming.workload import load_module, load_workload
+from warmcli.warming.workload import Workload, load_module, load_workload
 
 if TYPE_CHECKING:
     from warmcli.cli.progress import RunProgress
@@ -140,18 +140,26 @@ def run(
         fail("give a workload file or -m MODULE (one of them)")
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+
+    def loader() -> Workload:
+        if module:
+            return load_module(module, entry)
+        return load_workload(workload or "", entry, fallback="main" if pycuda else None)
+
     if dask is not None:
         if shard_text is not None:
             fail("--dask makes one shard per worker itself: leave out --shard")
         argv = [str(Path(workload).resolve())] if workload else ["-m", module or ""]
         for name, value in (("--entry", entry), ("--device", device), ("--nvcc", nvcc)):
             argv += [name, value] if value else []
+        argv += ["--compiler", compiler] if compiler else []
+        argv += ["--no-ptx"] if no_ptx else ["--ptx", ptx] if ptx else []
         argv += [a for arch_name in arch for a in ("--arch", arch_name)]
         argv += ["--jobs", str(jobs)] if jobs else []
         argv += ["--compile-timeout", str(compile_timeout)] if compile_timeout else []
         argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
         argv += ["--pycuda"] if pycuda else []
-        verify_args = (workload, entry, device, arch, nvcc, trusted)
+        verify_args = (loader, device, arch, nvcc, trusted, compiler, allow_discarded_reads)
         from warmcli.cli.run_dask import dask_run  # only a run fanned out pays for Dask's parts
 
         raise typer.Exit(
@@ -168,12 +176,7 @@ def run(
     shard = guarded(lambda: resolve_shard(shard_text))
 
     def action(progress: RunProgress | None) -> Any:
-        fallback = "main" if pycuda else None
-        loaded = (
-            load_module(module, entry)
-            if module
-            else load_workload(workload or "", entry, fallback=fallback)
-        )
+        loaded = loader()
         hint = loaded.device_hint or ("cuda" if pycuda else None)
 
         def opener() -> list[Device]:

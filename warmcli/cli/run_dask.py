@@ -8,6 +8,7 @@ It prints what a local run prints (and each shard's line); the work is in
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ def dask_run(
         shards = [*argv, "--no-verify"]
         with progress or contextlib.nullcontext():
             fanned = guarded(
-                lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=progress)
+                lambda: fan_out(
+                    scheduler, shards, Path(folder), gpu=gpu, on_shard=progress, cwd=os.getcwd()
+                )
             )
         sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
         merged = guarded(
@@ -52,11 +55,9 @@ def dask_run(
         stored_kernels=merged.kernels,
         stored_tunes=merged.tunes,
     )
-    if verify_args is not None and verify_args[0] is not None:
-        workload, entry, device, arch, nvcc, trusted = verify_args
-        verified, report.missing = guarded(
-            lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
-        )
+    if verify_args is not None:
+        loader, *rest = verify_args
+        verified, report.missing = guarded(lambda: replay(path, loader(), *rest))
         report.passes.append(verified)
     if as_json:
         doc = run_json(report)

@@ -45,13 +45,12 @@ from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.isolation import WorkerCrash, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
-from warmcli.warming.workload import load_workload
+from warmcli.warming.workload import Workload, load_workload
 
 
 def replay(
     path: Path,
-    workload: Path,
-    entry: str,
+    loaded: Workload,
     device: str,
     arch: list[str],
     nvcc: str | None,
@@ -59,7 +58,6 @@ def replay(
     compiler: str | None = None,
     allow_discarded_reads: bool = False,
 ) -> tuple[PassReport, list[str]]:
-    loaded = load_workload(workload, entry)
     devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
         return verify_pass(
@@ -102,7 +100,14 @@ def verify(
     def worker() -> int:
         replayed = guarded(
             lambda: replay(
-                path, chosen, entry, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+                path,
+                load_workload(chosen, entry),
+                device,
+                arch,
+                nvcc,
+                trusted,
+                compiler,
+                allow_discarded_reads,
             )
         )
         return _report(path, integrity, replayed, as_json, quiet)
