@@ -124,3 +124,14 @@ def test_dask_runs_a_module_from_the_callers_folder_and_verifies_it(
     doc = json.loads(proc.stdout)
     assert doc["verified"] is True and doc["stored"]["kernels"] == 2
     assert doc["passes"][-1]["mode"].startswith("Verify")
+
+
+def test_ptx_and_no_ptx_together_are_refused(warm: Warm, workload_file, bundle_path: Path) -> None:
+    """The synopsis offers `--ptx compute_XX | --no-ptx`; given both, --no-ptx silently won."""
+    script = workload_file(TWO_RUNTIMES)
+    proc = warm(
+        "run", script, "-b", bundle_path, "--arch", "sm_90", "--ptx", "compute_90", "--no-ptx"
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == "warm: error: --ptx keeps PTX, --no-ptx keeps none: give one of them\n"
+    assert not bundle_path.exists()

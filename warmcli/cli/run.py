@@ -135,9 +135,11 @@ def run(
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
     """
-    path = bundle_to_write(bundle)
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
+    if ptx is not None and no_ptx:
+        fail("--ptx keeps PTX, --no-ptx keeps none: give one of them")
+    path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
