@@ -135,3 +135,37 @@ def test_ptx_and_no_ptx_together_are_refused(warm: Warm, workload_file, bundle_p
     assert proc.returncode == 2
     assert proc.stderr == "warm: error: --ptx keeps PTX, --no-ptx keeps none: give one of them\n"
     assert not bundle_path.exists()
+
+
+PRINTS = """\
+import os
+import numpy as np
+from warmcli import Kernel
+
+print("loaded")
+DEVICE = "host"
+K = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+def workload(rt):
+    print("hello from the workload")
+    os.write(1, b"and from its native side\\n")
+    rt.launch(K, rt.upload(np.zeros(4, np.int32)), 4)
+"""
+
+
+def test_under_json_what_the_workload_prints_goes_to_stderr(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`warm run --json` and `warm verify --workload --json` put the workload's prints
+    before the JSON object on stdout, so `| jq` failed."""
+    script = workload_file(PRINTS)
+    for args in (("run", script, "-b", bundle_path), ("verify", bundle_path, "--workload", script)):
+        proc = warm(*args, "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["verified"] is True
+        assert "hello from the workload" in proc.stderr
+        assert "and from its native side" in proc.stderr
+        assert "loaded" in proc.stderr
+    proc = warm("run", script, "-b", bundle_path, "--quiet")  # without --json: on stdout
+    assert "hello from the workload" in proc.stdout and proc.stderr == ""

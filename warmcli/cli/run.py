@@ -48,6 +48,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
     CrashedCandidate,
@@ -205,6 +206,10 @@ def run(
             shard=shard,
         )
 
+    def _passes(as_json: bool, pycuda: bool, gpu_less: bool, progress: Any) -> Any:
+        with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+            return _pycuda(pycuda, gpu_less, lambda: action(progress))
+
     def worker() -> int:
         """The run itself, in the worker process `run_isolated` forks."""
         interrupt_on_signals()
@@ -215,7 +220,7 @@ def run(
             progress = RunProgress(out)
         try:
             with progress or contextlib.nullcontext():
-                report = guarded(lambda: _pycuda(pycuda, bool(arch), lambda: action(progress)))
+                report = guarded(lambda: _passes(as_json, pycuda, bool(arch), progress))
         except RunInterrupted as exc:
             interrupted(exc.stored_kernels, exc.stored_tunes)
         except KeyboardInterrupt:  # before the passes began

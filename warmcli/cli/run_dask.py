@@ -17,10 +17,11 @@ from warmcli.cli.common import emit_json, guarded, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
 from warmcli.ops.merge import merge_bundles
 from warmcli.warming.fanout import fan_out, shard_passes
-from warmcli.warming.passes import RunReport
+from warmcli.warming.passes import PassReport, RunReport
 
 
 def dask_run(
@@ -57,7 +58,12 @@ def dask_run(
     )
     if verify_args is not None:
         loader, *rest = verify_args
-        verified, report.missing = guarded(lambda: replay(path, loader(), *rest))
+
+        def replayed() -> tuple[PassReport, list[str]]:
+            with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+                return replay(path, loader(), *rest)
+
+        verified, report.missing = guarded(replayed)
         report.passes.append(verified)
     if as_json:
         doc = run_json(report)

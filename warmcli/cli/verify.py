@@ -42,6 +42,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.isolation import WorkerCrash, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
@@ -98,18 +99,14 @@ def verify(
     chosen = workload
 
     def worker() -> int:
-        replayed = guarded(
-            lambda: replay(
-                path,
-                load_workload(chosen, entry),
-                device,
-                arch,
-                nvcc,
-                trusted,
-                compiler,
-                allow_discarded_reads,
-            )
-        )
+        def replayed_here() -> tuple[PassReport, list[str]]:
+            with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+                loaded = load_workload(chosen, entry)
+                return replay(
+                    path, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+                )
+
+        replayed = guarded(replayed_here)
         return _report(path, integrity, replayed, as_json, quiet)
 
     # The replay runs in a worker process, as `warm run`'s passes do: a workload that ends
