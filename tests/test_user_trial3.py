@@ -169,3 +169,28 @@ def test_under_json_what_the_workload_prints_goes_to_stderr(
         assert "loaded" in proc.stderr
     proc = warm("run", script, "-b", bundle_path, "--quiet")  # without --json: on stdout
     assert "hello from the workload" in proc.stdout and proc.stderr == ""
+
+
+ASYNC = """\
+import asyncio
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+async def workload(rt):
+    await asyncio.sleep(0)
+    rt.launch(K, rt.upload(np.zeros(4, np.int32)), 4)
+"""
+
+
+def test_an_async_workload_is_run_to_its_end(warm: Warm, workload_file, bundle_path: Path) -> None:
+    """`async def workload(rt)` was called and never awaited: three RuntimeWarnings, the
+    workload "launched nothing", exit 0 with an empty bundle."""
+    script = workload_file(ASYNC)
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout and proc.stderr == ""
+    proc = warm("verify", bundle_path, "--workload", script, "--quiet")
+    assert proc.returncode == 0 and proc.stderr == ""

@@ -12,7 +12,8 @@ the entry point) becomes one `WorkloadError` whose message names the workload's 
 file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a
 file without the entry uses it, and it may take no argument: it is then called
 without the runtime. Either way the runtime is bound while the entry runs
-(`warmcli.runtime.binding`), so PyCUDA-style launches go through it. The module owns
+(`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an `async def`
+entry is run to its end (`asyncio.run`). The module owns
 nothing once loaded; it never runs the passes itself.
 """
 
@@ -65,10 +66,11 @@ class Workload:
 
         try:
             with bound_runtime(runtime):
-                if self.takes_runtime:
-                    self.function(runtime)
-                else:
-                    self.function()
+                result = self.function(runtime) if self.takes_runtime else self.function()
+                if inspect.iscoroutine(result):  # `async def workload(rt)`: run to its end
+                    import asyncio
+
+                    asyncio.run(result)
         except WorkloadError:
             raise
         except SystemExit as exc:
