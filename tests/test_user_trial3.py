@@ -11,10 +11,12 @@ that executes, not a pending tune stored and "the bundle is complete".
 from __future__ import annotations
 
 import json
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import Warm
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 TWO_RUNTIMES = """\
 import numpy as np
@@ -194,3 +196,28 @@ def test_an_async_workload_is_run_to_its_end(warm: Warm, workload_file, bundle_p
     assert "stored 1 new kernel(s)" in proc.stdout and proc.stderr == ""
     proc = warm("verify", bundle_path, "--workload", script, "--quiet")
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_check_and_diff_read_a_bundle_by_url_and_writers_refuse_one_in_one_line(
+    warm: Warm,
+    workload_file,
+    bundle_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """Production serves `WARM_BUNDLE=https://...`, but `warm check URL` (its preflight)
+    and `warm diff` said `http:/host/b.warm: no such bundle` (the URL read as a path), and
+    `warm run -b URL`, `clean URL` and `sign URL` named a mangled path too."""
+    store, base, _ = http_store
+    assert warm("run", workload_file(ASYNC), "-b", bundle_path, "--quiet").returncode == 0
+    store.files["/b.warm"] = bundle_path.read_bytes()
+    url = f"{base}/b.warm"
+    proc = warm("check", url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every entry is servable here" in proc.stdout
+    proc = warm("diff", url, bundle_path, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["same"] is True
+    refused = f"warm: error: {url} is a URL, which is read-only: give a local bundle"
+    for args in (("run", workload_file(ASYNC), "-b", url), ("clean", url), ("sign", url)):
+        proc = warm(*args, *(("--key", bundle_path) if args[0] == "sign" else ()))
+        assert proc.returncode == 2 and proc.stderr.startswith(refused), (args, proc.stderr)

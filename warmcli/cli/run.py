@@ -74,7 +74,7 @@ def run(
         "-m",
         help="Run a workload module instead (pkg.module), as python -m would.",
     ),
-    bundle: Path | None = BundleOpt,
+    bundle: str | None = BundleOpt,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
