@@ -221,3 +221,32 @@ def test_check_and_diff_read_a_bundle_by_url_and_writers_refuse_one_in_one_line(
     for args in (("run", workload_file(ASYNC), "-b", url), ("clean", url), ("sign", url)):
         proc = warm(*args, *(("--key", bundle_path) if args[0] == "sign" else ()))
         assert proc.returncode == 2 and proc.stderr.startswith(refused), (args, proc.stderr)
+
+
+CHDIR = """\
+import os
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+def workload(rt):
+    os.makedirs("data", exist_ok=True)
+    os.chdir("data")  # relative: each pass must start where the first did
+    rt.launch(K, rt.upload(np.zeros(4, np.int32)), 4)
+"""
+
+
+def test_a_workload_that_changes_folder_keeps_a_relative_bundle(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`warm run w.py -b rel.warm` of a workload calling os.chdir: 'rel.warm: the bundle
+    was removed while open', exit 2; and each pass started in the folder the last left."""
+    script = workload_file(CHDIR)
+    proc = warm("run", script, "-b", "rel.warm", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout
+    assert not (tmp_path / "data" / "data").exists()
+    proc = warm("verify", "rel.warm", "--workload", script, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -13,12 +13,14 @@ file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), 
 file without the entry uses it, and it may take no argument: it is then called
 without the runtime. Either way the runtime is bound while the entry runs
 (`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an `async def`
-entry is run to its end (`asyncio.run`). The module owns
-nothing once loaded; it never runs the passes itself.
+entry is run to its end (`asyncio.run`), and the working folder it changes is put back
+after each run (each pass starts where the first did; a relative bundle path holds).
+The module owns nothing once loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -64,6 +66,7 @@ class Workload:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
         from warmcli.runtime.binding import bound_runtime
 
+        folder = os.getcwd()  # each pass starts where the first did, whatever it `chdir`s
         try:
             with bound_runtime(runtime):
                 result = self.function(runtime) if self.takes_runtime else self.function()
@@ -83,6 +86,9 @@ class Workload:
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
                 f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
+        finally:
+            with contextlib.suppress(OSError):  # a folder the workload removed stays left
+                os.chdir(folder)
 
 
 def first_line(exc: BaseException) -> str:
