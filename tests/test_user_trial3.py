@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
+from test_user_trial import FAILING_CANDIDATE_CUDA
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
 
 TWO_RUNTIMES = """\
 import numpy as np
@@ -46,32 +49,16 @@ def test_what_a_workload_launches_on_warmcli_runtime_is_stored(
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
 
 
-ALL_FAIL_CUDA = """\
-from warmcli import Kernel, Tunable
-
-DEVICE = "cuda"
-SRC = 'extern "C" __global__ void f(float *x, int n) { if (threadIdx.x < n) x[0] = BROKEN + U; }'
-T = Tunable(
-    "f",
-    {f"v{u}": Kernel(SRC, "f", "Pi", defines={"U": u}, language="cuda") for u in (1, 2)},
-    lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, grid=1, block=32, stream=stream),
-)
-
-def workload(rt):
-    rt.tune(T, rt.buffer(4, "float32"), 4)
-"""
+ALL_FAIL_CUDA = FAILING_CANDIDATE_CUDA.replace("y[0] += B;", "y[0] += B + BROKEN;")
 
 
 def test_an_arch_prebuild_whose_every_candidate_fails_to_compile_is_an_error(
     warm: Warm, workload_file, bundle_path: Path
 ) -> None:
-    from warmcli.backends.cuda.nvrtc import find_nvrtc
-
     if find_nvrtc() is None:
         pytest.skip("NVRTC not installed")
-    script = workload_file(ALL_FAIL_CUDA)
-    run = ("run", script, "-b", bundle_path, "--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx")
-    proc = warm(*run, "--quiet")
+    prebuild = ("--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx", "--quiet")
+    proc = warm("run", workload_file(ALL_FAIL_CUDA), "-b", bundle_path, *prebuild)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
     assert "every candidate failed" in proc.stderr
     assert proc.stderr.count('identifier "BROKEN" is undefined') == 2, proc.stderr
