@@ -1,11 +1,14 @@
 """What a new user, reading only the README, hit in round 3 with workloads of their own.
 
 Through the real CLI in a subprocess, on real files: a workload that asks for
-`warmcli.runtime()` itself (a second runtime, as production code does) has what it
-launches there stored by `warm run`, so `warm verify --workload` and production agree
-with the verify pass that the bundle is complete; an `--arch` pre-build of a tune whose
-every candidate fails to compile is exit 2 with each candidate's error, as on a device
-that executes, not a pending tune stored and "the bundle is complete".
+`warmcli.runtime()` itself has what it launches there stored by `warm run`; an `--arch`
+pre-build of a tune whose every candidate fails to compile is exit 2 with each
+candidate's error, not a pending tune and "the bundle is complete"; `--dask` passes
+`--compiler` and `--no-ptx` on to its shards, runs `-m MODULE` from the caller's folder
+and verifies it; `--ptx` with `--no-ptx` is refused; under `--json` a workload's prints
+go to stderr; an `async def` workload runs to its end; `warm check` and `warm diff` read a
+bundle by URL and the writing commands refuse one in one line; a workload that changes
+folder keeps a relative `--bundle`.
 """
 
 from __future__ import annotations
