@@ -8,7 +8,8 @@ candidate's error, not a pending tune and "the bundle is complete"; `--dask` pas
 and verifies it; `--ptx` with `--no-ptx` is refused; under `--json` a workload's prints
 go to stderr; an `async def` workload runs to its end; `warm check` and `warm diff` read a
 bundle by URL and the writing commands refuse one in one line; a workload that changes
-folder keeps a relative `--bundle`.
+folder keeps a relative `--bundle`; a PyCUDA script run without `--pycuda` where pycuda is
+not installed is told of the flag.
 """
 
 from __future__ import annotations
@@ -240,3 +241,24 @@ def test_a_workload_that_changes_folder_keeps_a_relative_bundle(
     assert not (tmp_path / "data" / "data").exists()
     proc = warm("verify", "rel.warm", "--workload", script, "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_pycuda_script_run_without_pycuda_installed_names_the_flag(
+    warm: Warm, bundle_path: Path
+) -> None:
+    """`warm run examples/pycuda_style.py` (the README's PyCUDA example) on a machine
+    without pycuda said only `No module named 'pycuda'`."""
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("pycuda is installed here")
+    from conftest import EXAMPLES
+
+    proc = warm("run", EXAMPLES / "pycuda_style.py", "-b", bundle_path)
+    assert proc.returncode == 2
+    assert proc.stderr.rstrip().endswith(
+        "No module named 'pycuda' (a PyCUDA script: warm run --pycuda, and --arch sm_XX "
+        "without a GPU)"
+    ), proc.stderr
