@@ -9,7 +9,7 @@ and verifies it; `--ptx` with `--no-ptx` is refused; under `--json` a workload's
 go to stderr; an `async def` workload runs to its end; `warm check` and `warm diff` read a
 bundle by URL and the writing commands refuse one in one line; a workload that changes
 folder keeps a relative `--bundle`; a PyCUDA script run without `--pycuda` where pycuda is
-not installed is told of the flag.
+not installed is told of the flag; `--arch` with `--device` named is refused in one line.
 """
 
 from __future__ import annotations
@@ -262,3 +262,17 @@ def test_a_pycuda_script_run_without_pycuda_installed_names_the_flag(
         "No module named 'pycuda' (a PyCUDA script: warm run --pycuda, and --arch sm_XX "
         "without a GPU)"
     ), proc.stderr
+
+
+def test_arch_with_a_device_named_is_refused_in_one_line(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`--device host --arch sm_90`: --device was ignored, and a host workload failed at
+    its launch with `sm_90 compiles CUDA kernels only, not 'c'`."""
+    script = workload_file(TWO_RUNTIMES)
+    expected = "warm: error: --arch sm_90 stands in for a GPU: leave out --device host\n"
+    proc = warm("run", script, "-b", bundle_path, "--device", "host", "--arch", "sm_90")
+    assert (proc.returncode, proc.stderr) == (2, expected)
+    assert warm("run", script, "-b", bundle_path, "--quiet").returncode == 0
+    proc = warm("verify", bundle_path, "-w", script, "--device", "host", "--arch", "sm_90")
+    assert (proc.returncode, proc.stderr) == (2, expected)
