@@ -4,8 +4,9 @@
 none), else the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when
 it exists, is the bundle this process serves kernels and picks from
 (`use_bundle(None)`: none); `runtime()` hands out one `Runtime`
-per device over it, opened read-only and read lazily. A miss still compiles or
-tunes, as it would without warm, and is counted into the process's default
+per device over it, opened read-only and read lazily (while a runtime of that device is
+bound, `warm run`'s passes, that one: what a workload does on it is warmed). A miss
+still compiles or tunes, as it would without warm, and is counted into the process's default
 collector (`default_collector()`); `report()` names every kernel this process
 had to compile and every tune it had to measure because the bundle lacked them
 (`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a

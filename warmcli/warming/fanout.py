@@ -4,7 +4,8 @@
 `dask`, imported only here and only then), makes one shard per worker (`I/N`,
 `warmcli.runtime.shard`; per worker holding a `GPU` resource, `dask worker --resources
 GPU=1`, when the run measures on GPUs and any worker declares one), and runs
-each as `warm run ... --shard I/N` in a fresh process on its worker, pinned
+each as `warm run ... --shard I/N` in a fresh process on its worker (in the caller's
+folder where the worker has it, so `-m MODULE` is found as here), pinned
 there (`workers=`, no stealing), so a worker that holds a GPU measures only its
 own shard there. Each task returns the shard's
 bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
