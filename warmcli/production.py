@@ -4,8 +4,9 @@
 none), else the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when
 it exists, is the bundle this process serves kernels and picks from
 (`use_bundle(None)`: none); `runtime()` hands out one `Runtime`
-per device over it, opened read-only and read lazily. A miss still compiles or
-tunes, as it would without warm, and is counted into the process's default
+per device over it, opened read-only and read lazily (while a runtime of that device is
+bound, `warm run`'s passes, that one: what a workload does on it is warmed). A miss
+still compiles or tunes, as it would without warm, and is counted into the process's default
 collector (`default_collector()`); `report()` names every kernel this process
 had to compile and every tune it had to measure because the bundle lacked them
 (`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a
@@ -262,7 +263,11 @@ def bundle() -> Bundle | None:
 
 def runtime(device: str = "auto") -> Runtime:
     """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
-    over the bundle in use; one per device, however it is named."""
+    over the bundle in use; one per device, however it is named. Under a bound runtime of
+    that device (`warm run`'s passes), that runtime, so what the workload does there is warmed."""
+    active = _bound(device)
+    if active is not None:
+        return active
     state = _STATE
     with state.lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
         loaded = state._bundle()
@@ -279,6 +284,16 @@ def runtime(device: str = "auto") -> Runtime:
             first.close()  # already served under another name
         state.asked[device] = first.id
         return rt
+
+
+def _bound(device: str) -> Runtime | None:
+    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else None."""
+    binding = sys.modules.get("warmcli.runtime.binding")  # imported only where one is bound
+    active = binding.bound() if binding is not None else None
+    if active is None:
+        return None
+    own = active.device.id
+    return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
 
 
 def _misses(rt: Runtime) -> list[Miss]:

@@ -42,6 +42,8 @@ def open_devices(
     `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
     highest architecture keep PTX beside its cubins; None keeps none.
     """
+    if archs and spec != "auto":
+        raise DeviceError(f"--arch {archs[0]} stands in for a GPU: leave out --device {spec}")
     if archs:
         from warmcli.backends.cuda.arch import ArchDevice
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from warmcli.backends.machine import machine_devices
@@ -16,10 +14,10 @@ from warmcli.cli.common import (
     DeviceOpt,
     JsonOpt,
     NvccOpt,
-    default_bundle,
     emit_json,
     guarded,
     out,
+    readable_bundle,
 )
 from warmcli.cli.render import add_row, listing
 from warmcli.ops.check import CheckReport, check_servable
@@ -29,7 +27,7 @@ from warmcli.runtime.explain import REASONS, MissExplanation
 
 @app.command()
 def check(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     nvcc: str | None = NvccOpt,
@@ -45,7 +43,7 @@ def check(
 
     Exit 0 when every entry is servable here, 1 when not.
     """
-    path = bundle or default_bundle()
+    path = readable_bundle(bundle)
 
     def action() -> CheckReport:
         with Bundle.open(path) as opened:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from warmcli.backends.machine import inventory
@@ -25,7 +23,7 @@ from warmcli.ops.clean import CleanReport, Machine, clean_bundle, parse_size
 
 @app.command()
 def clean(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     keep_foreign: bool = typer.Option(
         False, "--keep-foreign", help="Keep entries of other toolchains and devices."
     ),
@@ -38,7 +36,7 @@ def clean(
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove kernels and tunes this machine cannot use, and evict to --max-size."""
-    path = bundle or default_bundle()
+    path = default_bundle(bundle)
     try:
         limit = None if max_size is None else parse_size(max_size)
     except ValueError as exc:

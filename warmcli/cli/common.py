@@ -157,17 +157,16 @@ SignKeyOpt = typer.Option(
 VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler command.")
 
 
-def default_bundle() -> Path:
-    """`WARM_BUNDLE`, else `WARM_HOME/bundle.warm`, else the user cache directory's."""
-    named = config.bundle()
-    if named:
-        if is_url(named):
-            fail(
-                f"WARM_BUNDLE={named} is a URL, which is read-only: "
-                "give a local --bundle (warm pull fetches one, warm push publishes one)"
-            )
-        return Path(named)
-    return default_bundle_path()
+def default_bundle(given: str | None = None) -> Path:
+    """A local bundle to write: `given`, else `WARM_BUNDLE`, else `WARM_HOME/bundle.warm`
+    (else the user cache directory's); a URL, read-only, is one line and exit 2."""
+    named = given or config.bundle()
+    if named and is_url(named):
+        fail(
+            f"{named if given else 'WARM_BUNDLE=' + named} is a URL, which is read-only: give "
+            "a local bundle (warm pull fetches one, warm push publishes one)"
+        )
+    return Path(named) if named else default_bundle_path()
 
 
 def compiler_line(info: dict[str, str]) -> str:
@@ -180,12 +179,13 @@ def compiler_line(info: dict[str, str]) -> str:
     )
 
 
-def bundle_to_write(given: Path | None) -> Path:
-    """The bundle a command writes: `given` (`--bundle`), else `default_bundle()`. For a
+def bundle_to_write(named: str | None) -> Path:
+    """The bundle a command writes: `named` (`--bundle`), else `default_bundle()`. For a
     path the user gave, warm creates at most its last directory: a mistyped path fails
     rather than growing a tree of directories."""
-    if given is None:
-        return default_bundle()
+    given = default_bundle(named)
+    if named is None:
+        return given
     if not given.parent.parent.is_dir():
         fail(
             f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "

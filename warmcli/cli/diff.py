@@ -3,27 +3,26 @@ either bundle holds a corrupt entry, as `warm verify` would)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, guarded, out
+from warmcli.cli.common import JsonOpt, emit_json, guarded, out, readable_bundle
 from warmcli.cli.render.ops import diff_json, diff_renderable
 from warmcli.ops.diff import diff_bundles
 
 
 @app.command()
 def diff(
-    a: Path = typer.Argument(..., help="The first bundle."),
-    b: Path = typer.Argument(..., help="The second bundle."),
+    a: str = typer.Argument(..., help="The first bundle (a path or URL)."),
+    b: str = typer.Argument(..., help="The second bundle (a path or URL)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """What differs between bundles A and B: kernels, tunes, and picks with their times.
 
     Exits 1 when either holds an entry it cannot serve (a corrupt one, named).
     """
-    result = guarded(lambda: diff_bundles(a, b))
+    paths = readable_bundle(a), readable_bundle(b)
+    result = guarded(lambda: diff_bundles(*paths))
     if as_json:
         emit_json(diff_json(result))
     else:

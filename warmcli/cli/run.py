@@ -48,6 +48,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
     CrashedCandidate,
@@ -56,7 +57,7 @@ from warmcli.warming.isolation import (
     run_isolated,
 )
 from warmcli.warming.passes import RunInterrupted, warm_bundle
-from warmcli.warming.workload import load_module, load_workload
+from warmcli.warming.workload import Workload, load_module, load_workload
 
 if TYPE_CHECKING:
     from warmcli.cli.progress import RunProgress
@@ -73,7 +74,7 @@ def run(
         "-m",
         help="Run a workload module instead (pkg.module), as python -m would.",
     ),
-    bundle: Path | None = BundleOpt,
+    bundle: str | None = BundleOpt,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
@@ -135,23 +136,33 @@ def run(
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
     the entries such keys signed are used, and --key signs what was stored.
     """
-    path = bundle_to_write(bundle)
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
+    if ptx is not None and no_ptx:
+        fail("--ptx keeps PTX, --no-ptx keeps none: give one of them")
+    path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+
+    def loader() -> Workload:
+        if module:
+            return load_module(module, entry)
+        return load_workload(workload or "", entry, fallback="main" if pycuda else None)
+
     if dask is not None:
         if shard_text is not None:
             fail("--dask makes one shard per worker itself: leave out --shard")
         argv = [str(Path(workload).resolve())] if workload else ["-m", module or ""]
         for name, value in (("--entry", entry), ("--device", device), ("--nvcc", nvcc)):
             argv += [name, value] if value else []
+        argv += ["--compiler", compiler] if compiler else []
+        argv += ["--no-ptx"] if no_ptx else ["--ptx", ptx] if ptx else []
         argv += [a for arch_name in arch for a in ("--arch", arch_name)]
         argv += ["--jobs", str(jobs)] if jobs else []
         argv += ["--compile-timeout", str(compile_timeout)] if compile_timeout else []
         argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
         argv += ["--pycuda"] if pycuda else []
-        verify_args = (workload, entry, device, arch, nvcc, trusted)
+        verify_args = (loader, device, arch, nvcc, trusted, compiler, allow_discarded_reads)
         from warmcli.cli.run_dask import dask_run  # only a run fanned out pays for Dask's parts
 
         raise typer.Exit(
@@ -168,12 +179,7 @@ def run(
     shard = guarded(lambda: resolve_shard(shard_text))
 
     def action(progress: RunProgress | None) -> Any:
-        fallback = "main" if pycuda else None
-        loaded = (
-            load_module(module, entry)
-            if module
-            else load_workload(workload or "", entry, fallback=fallback)
-        )
+        loaded = loader()
         hint = loaded.device_hint or ("cuda" if pycuda else None)
 
         def opener() -> list[Device]:
@@ -200,6 +206,10 @@ def run(
             shard=shard,
         )
 
+    def _passes(as_json: bool, pycuda: bool, gpu_less: bool, progress: Any) -> Any:
+        with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+            return _pycuda(pycuda, gpu_less, lambda: action(progress))
+
     def worker() -> int:
         """The run itself, in the worker process `run_isolated` forks."""
         interrupt_on_signals()
@@ -210,7 +220,7 @@ def run(
             progress = RunProgress(out)
         try:
             with progress or contextlib.nullcontext():
-                report = guarded(lambda: _pycuda(pycuda, bool(arch), lambda: action(progress)))
+                report = guarded(lambda: _passes(as_json, pycuda, bool(arch), progress))
         except RunInterrupted as exc:
             interrupted(exc.stored_kernels, exc.stored_tunes)
         except KeyboardInterrupt:  # before the passes began

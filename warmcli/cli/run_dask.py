@@ -8,6 +8,7 @@ It prints what a local run prints (and each shard's line); the work is in
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,11 @@ from warmcli.cli.common import emit_json, guarded, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
 from warmcli.ops.merge import merge_bundles
 from warmcli.warming.fanout import fan_out, shard_passes
-from warmcli.warming.passes import RunReport
+from warmcli.warming.passes import PassReport, RunReport
 
 
 def dask_run(
@@ -39,7 +41,9 @@ def dask_run(
         shards = [*argv, "--no-verify"]
         with progress or contextlib.nullcontext():
             fanned = guarded(
-                lambda: fan_out(scheduler, shards, Path(folder), gpu=gpu, on_shard=progress)
+                lambda: fan_out(
+                    scheduler, shards, Path(folder), gpu=gpu, on_shard=progress, cwd=os.getcwd()
+                )
             )
         sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
         merged = guarded(
@@ -52,11 +56,14 @@ def dask_run(
         stored_kernels=merged.kernels,
         stored_tunes=merged.tunes,
     )
-    if verify_args is not None and verify_args[0] is not None:
-        workload, entry, device, arch, nvcc, trusted = verify_args
-        verified, report.missing = guarded(
-            lambda: replay(path, Path(workload), entry, device, arch, nvcc, trusted)
-        )
+    if verify_args is not None:
+        loader, *rest = verify_args
+
+        def replayed() -> tuple[PassReport, list[str]]:
+            with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+                return replay(path, loader(), *rest)
+
+        verified, report.missing = guarded(replayed)
         report.passes.append(verified)
     if as_json:
         doc = run_json(report)

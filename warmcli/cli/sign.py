@@ -31,7 +31,7 @@ def sign_path(path: Path, key: Path) -> tuple[str, int]:
 
 @app.command("sign")
 def sign_command(
-    bundle: Path | None = BundleArg,
+    bundle: str | None = BundleArg,
     key: Path = typer.Option(..., "--key", "-k", help="Ed25519 private key (PEM)."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -40,7 +40,7 @@ def sign_command(
     Trust is by content: a VACUUM or a copy stays signed; an entry changed or added
     later is not covered until the bundle is signed again.
     """
-    path = bundle or default_bundle()
+    path = default_bundle(bundle)
     key_id, rows = guarded(lambda: sign_path(path, key))
     if as_json:
         emit_json({"bundle": str(path), "key_id": key_id, "rows": rows})

@@ -42,16 +42,16 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
+from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.isolation import WorkerCrash, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
-from warmcli.warming.workload import load_workload
+from warmcli.warming.workload import Workload, load_workload
 
 
 def replay(
     path: Path,
-    workload: Path,
-    entry: str,
+    loaded: Workload,
     device: str,
     arch: list[str],
     nvcc: str | None,
@@ -59,7 +59,6 @@ def replay(
     compiler: str | None = None,
     allow_discarded_reads: bool = False,
 ) -> tuple[PassReport, list[str]]:
-    loaded = load_workload(workload, entry)
     devices = open_devices(device, arch, hint=loaded.device_hint, nvcc=nvcc, compiler=compiler)
     try:
         return verify_pass(
@@ -100,11 +99,14 @@ def verify(
     chosen = workload
 
     def worker() -> int:
-        replayed = guarded(
-            lambda: replay(
-                path, chosen, entry, device, arch, nvcc, trusted, compiler, allow_discarded_reads
-            )
-        )
+        def replayed_here() -> tuple[PassReport, list[str]]:
+            with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
+                loaded = load_workload(chosen, entry)
+                return replay(
+                    path, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+                )
+
+        replayed = guarded(replayed_here)
         return _report(path, integrity, replayed, as_json, quiet)
 
     # The replay runs in a worker process, as `warm run`'s passes do: a workload that ends

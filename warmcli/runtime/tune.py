@@ -359,7 +359,7 @@ def measure(
     ok = [c for c in results if c.status == "ok"]
     failed = [c for c in results if c.status == "failed"]
     _count(device.id, "candidates_failed", len(failed))
-    if not device.can_execute:
+    if not device.can_execute and len(failed) < len(results):  # none runs: not pending
         status, pick = "pending", None
     elif not ok:
         reasons = "\n".join(f"- {c.name}: {headline(c.reason) or '?'}" for c in failed)

@@ -4,7 +4,8 @@
 `dask`, imported only here and only then), makes one shard per worker (`I/N`,
 `warmcli.runtime.shard`; per worker holding a `GPU` resource, `dask worker --resources
 GPU=1`, when the run measures on GPUs and any worker declares one), and runs
-each as `warm run ... --shard I/N` in a fresh process on its worker, pinned
+each as `warm run ... --shard I/N` in a fresh process on its worker (in the caller's
+folder where the worker has it, so `-m MODULE` is found as here), pinned
 there (`workers=`, no stealing), so a worker that holds a GPU measures only its
 own shard there. Each task returns the shard's
 bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
@@ -68,9 +69,12 @@ class FanOutReport:
     paths: list[Path] = field(default_factory=list)  # the shards' bundles, sorted by name
 
 
-def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], bytes, str]:
-    """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle; its exit
-    code, report, bundle bytes and last error line."""
+def run_shard(
+    argv: Sequence[str], shard: str, cwd: str | None = None
+) -> tuple[int, dict[str, Any], bytes, str]:
+    """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle, in the
+    folder `cwd` when the worker has it (where `-m MODULE` is looked for, as the caller's);
+    its exit code, report, bundle bytes and last error line."""
     env = config.worker_environment()  # a worker's own launcher must not pick its shard
     with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
         bundle = Path(folder) / "shard.warm"
@@ -80,6 +84,7 @@ def run_shard(argv: Sequence[str], shard: str) -> tuple[int, dict[str, Any], byt
             capture_output=True,
             text=True,
             env=env,
+            cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
         )
         try:
             report = json.loads(proc.stdout)
@@ -107,11 +112,13 @@ def fan_out(
     *,
     gpu: bool = False,
     on_shard: Callable[[ShardResult, int], None] | None = None,
+    cwd: str | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
     `gpu`; see `shard_workers`); each shard's bundle is written into `folder`.
     `on_shard(result, count)` hears of each shard as it finishes (count: how many
-    there are); it is first called with `None` once the shards are submitted."""
+    there are); it is first called with `None` once the shards are submitted. Each shard
+    runs in the folder `cwd` (the caller's) where its worker has it."""
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -136,6 +143,7 @@ def fan_out(
                 _timed,
                 list(argv),
                 f"{i}/{count}",
+                cwd,
                 key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
                 workers=[worker],
                 allow_other_workers=False,
@@ -194,9 +202,11 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _timed(argv: list[str], shard: str) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
+def _timed(
+    argv: list[str], shard: str, cwd: str | None
+) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
     import time
 
     started = time.perf_counter()
-    result = run_shard(argv, shard)
+    result = run_shard(argv, shard, cwd)
     return result, time.perf_counter() - started

@@ -12,12 +12,15 @@ the entry point) becomes one `WorkloadError` whose message names the workload's 
 file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a
 file without the entry uses it, and it may take no argument: it is then called
 without the runtime. Either way the runtime is bound while the entry runs
-(`warmcli.runtime.binding`), so PyCUDA-style launches go through it. The module owns
-nothing once loaded; it never runs the passes itself.
+(`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an `async def`
+entry is run to its end (`asyncio.run`), and the working folder it changes is put back
+after each run (each pass starts where the first did; a relative bundle path holds).
+The module owns nothing once loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -63,12 +66,14 @@ class Workload:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
         from warmcli.runtime.binding import bound_runtime
 
+        folder = os.getcwd()  # each pass starts where the first did, whatever it `chdir`s
         try:
             with bound_runtime(runtime):
-                if self.takes_runtime:
-                    self.function(runtime)
-                else:
-                    self.function()
+                result = self.function(runtime) if self.takes_runtime else self.function()
+                if inspect.iscoroutine(result):  # `async def workload(rt)`: run to its end
+                    import asyncio
+
+                    asyncio.run(result)
         except WorkloadError:
             raise
         except SystemExit as exc:
@@ -81,6 +86,9 @@ class Workload:
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
                 f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
+        finally:
+            with contextlib.suppress(OSError):  # a folder the workload removed stays left
+                os.chdir(folder)
 
 
 def first_line(exc: BaseException) -> str:
@@ -121,6 +129,8 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
         failure = f"it called sys.exit({exc.code!r})"
     else:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "pycuda":
+        failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 
 
