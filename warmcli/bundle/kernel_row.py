@@ -37,9 +37,11 @@ from warmcli.errors import BundleError
 from warmcli.records import KernelRecord
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
-# The length of a kernel row's texts, as SQLite counts them (`Bundle.kernel_rows` bounds it):
-# NULL when one is NULL, so such a row is never prefetched (it is read by its key).
-_TEXTS = " + ".join(f"length({c})" for c in KERNEL_COLUMNS.split(", ")[:11])
+# The length of a kernel row's texts in bytes as SQLite holds them, never fewer than their
+# characters (`Bundle.kernel_rows` bounds it): each known without counting characters (a
+# text's `length()` counts them, to its first NUL); NULL when one is NULL, so such a row
+# is never prefetched (it is read by its key).
+_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in KERNEL_COLUMNS.split(", ")[:11])
 # A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
 # first 12 and its blob's size, read once per open bundle for the few blobs the rows name,
 # by `_BLOB_SIZES`: a subquery per row costs more than a chunk's blobs looked up once), of a
@@ -96,7 +98,17 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             and type(size) is int
             and 0 <= size <= limits.MAX_BLOB_BYTES
         ):
-            components = _components(comps)
+            try:  # its components as `_components` reads them, in one call for warm's own
+                components, end = _SCAN(comps, 0)
+            except (ValueError, StopIteration, RecursionError):
+                end = -1
+            if end != len(comps) or type(components) is not dict:
+                components = _components(comps)  # as `json.loads` reads it, or named wrong
+            else:
+                for v in components.values():
+                    if type(v) is not str:  # each value as text
+                        components = {k: str(v) for k, v in components.items()}
+                        break
             record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
             _SET(  # as its dict, made once (not copied into one)
                 record,
@@ -141,8 +153,8 @@ def sized(
 
 
 def _chars(row: tuple[object, ...]) -> int:
-    """The characters of a prefetched row's texts: at least what `_TEXTS` counted of them
-    (SQLite's `length()` stops at a text's first NUL; a number counts as its text)."""
+    """The characters of a prefetched row's texts as Python holds them (a number counts as
+    its text; a text's are never more than the bytes `_TEXTS` counted of it)."""
     try:
         return sum(map(len, row[:11]))  # type: ignore[arg-type]
     except TypeError:
@@ -150,19 +162,8 @@ def _chars(row: tuple[object, ...]) -> int:
 
 
 def _components(text: str) -> dict[str, str]:
-    """A row's components: a JSON object, each value as text. An object as warm writes it
-    is scanned in one call (what `json.loads` does, less its frames); anything else goes
-    through `_json_object`, which accepts what `json.loads` does and names what is wrong."""
-    if text[:1] == "{":
-        try:
-            parsed, end = _SCAN(text, 0)
-        except (ValueError, StopIteration, RecursionError):
-            end = -1
-        if end == len(text) and type(parsed) is dict:
-            for v in parsed.values():
-                if type(v) is not str:
-                    return {k: str(v) for k, v in parsed.items()}
-            return parsed  # a JSON object's names are text already
+    """A row's components not as warm writes them (`_kernel_record` scans those in one
+    call): a JSON object as `json.loads` reads it, each value as text; else `_Malformed`."""
     return {str(k): str(v) for k, v in _json_object(text).items()}
 
 

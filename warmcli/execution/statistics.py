@@ -164,17 +164,26 @@ class StatisticsCollector:
             raise ValueError(f"nothing registers in statistics view {view!r}")
         if outcome is not None and outcome not in _OUTCOMES[view]:
             raise ValueError(f"{view} has no outcome {outcome!r}")
+        return self._register(device, view, key, outcome)
+
+    def _register(
+        self, device: str, view: str, key: str, outcome: str | None
+    ) -> Registration | None:
+        """`register`, its view and outcome checked by the caller: one frame, one hold of
+        the lock (a process serving thousands of kernels registers each)."""
         seen = (device, view, key)
         with self._lock:
             if seen in self._seen:
                 return None
             self._seen.add(seen)
-            self._add(device, view, "registered")
+            views = self._counts.get(device)
+            if views is None:
+                views = self._counts[device] = {v: Counter() for v in _VIEWS}
+            counter = views[view]
+            counter["registered"] += 1
             if outcome is not None:
-                self._add(device, view, outcome)
-        registration = Registration(self, device, view)
-        registration.outcome = outcome
-        return registration
+                counter[outcome] += 1
+        return Registration(self, device, view, outcome)
 
     def note(self, message: str) -> None:
         """Keep one line worth reporting (a failed kernel, a discarded read)."""
@@ -220,9 +229,11 @@ class Registration:
 
     __slots__ = ("_collector", "_device", "_later", "_view", "outcome")
 
-    def __init__(self, collector: StatisticsCollector, device: str, view: str) -> None:
+    def __init__(
+        self, collector: StatisticsCollector, device: str, view: str, outcome: str | None = None
+    ) -> None:
         self._collector, self._device, self._view = collector, device, view
-        self.outcome: str | None = None
+        self.outcome: str | None = outcome  # settled as it registered, or None
         self._later: set[str] | None = None  # made at the first (most never have one)
 
     def settle(self, outcome: str) -> bool:
@@ -259,6 +270,7 @@ class Registrations:
 
     def __init__(self, device: str, view: str) -> None:
         self.device, self.view = device, view
+        self._outcomes = _OUTCOMES.get(view, ())  # an outcome registering here settles as
         self._lock = threading.Lock()
         # By key: its one registration (most keys register once), or a list of them.
         self._open: dict[str, Registration | list[Registration]] = {}
@@ -277,7 +289,10 @@ class Registrations:
     def register_settled(self, collector: StatisticsCollector, key: str, outcome: str) -> None:
         """`register(collector, key)` then `settle(key, outcome)`, in one step: a key
         obtained and done at once (a kernel the bundle serves: one call per kernel served)."""
-        registration = collector.register(self.device, self.view, key, outcome)
+        if outcome in self._outcomes:  # checked once here: one frame fewer per kernel served
+            registration = collector._register(self.device, self.view, key, outcome)
+        else:  # raises the error naming it
+            registration = collector.register(self.device, self.view, key, outcome)
         with self._lock:
             done = self._open.pop(key, None)
             settled = self._settled.get(key)

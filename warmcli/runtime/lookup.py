@@ -93,7 +93,17 @@ class BundleLookup:
             else:
                 assert identity is not None
                 own = kernel_key(kernel, self.device.arch, identity)  # keyed once
-                key = self._served_key(kernel, identity, own)
+                key = None
+                if self.any_toolchain and self.bundle is not None:
+                    try:  # our own build, read once: `record` takes it from here
+                        found = self._kernel(own)
+                    except BundleError:  # a malformed row: `record` explains it as corrupt
+                        found = None
+                    else:
+                        if found is None:  # none of ours: another toolchain's, if it runs here
+                            key = self._served_key(kernel, identity)
+                        else:
+                            self._found[own] = found
                 if key is None:
                     key = own
                     self._identities[own] = identity  # keyed here
@@ -131,26 +141,15 @@ class BundleLookup:
             self._targets[identity] = target
         return target
 
-    def _served_key(
-        self, kernel: Kernel, identity: str | None, own: str | None = None
-    ) -> str | None:
+    def _served_key(self, kernel: Kernel, identity: str | None) -> str | None:
         """The key of the bundle's build of this kernel that another toolchain made and
-        that runs here, when the bundle holds none of this device's toolchain: served
-        outside warming, and while warming only where there is no compiler. With no
-        compiler and only PTX for an older arch, the key its cubin would have (`own`: the
-        kernel's key by `identity`)."""
-        if self.bundle is None or (identity is not None and not self.any_toolchain):
+        that runs here, when the bundle holds none of this device's toolchain (`key` read
+        its own first): served outside warming, and while warming only where there is no
+        compiler (`identity` None). With no compiler and only PTX for an older arch, the
+        key its cubin would have."""
+        if self.bundle is None:
             return None
         arch = self.device.arch
-        if identity is not None:
-            assert own is not None
-            try:
-                record = self._kernel(own)
-            except BundleError:  # a malformed row: `record` explains it as corrupt
-                return None
-            if record is not None:
-                self._found[own] = record  # read once: `record` takes it from here
-                return None
         found = choose(
             self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
             self._target(identity),
