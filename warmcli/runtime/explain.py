@@ -9,7 +9,8 @@ components) and naming the component that differs: `toolchain`, `arch`,
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
 entry whose row is malformed (it is never served; a malformed row of the same
-entry or operation is skipped when looking for the nearest), `signature` when
+entry or operation is skipped when looking for the nearest; one SQLite cannot hand back,
+which stops that listing, explains the miss as corrupt), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
 entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
 mode meets a compile or tune with no bundle loaded at all. What a runtime does with
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from warmcli.errors import BundleError
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
 
@@ -166,7 +168,11 @@ def explain_kernel(
     `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a miss."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
-    held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
+    held = _held(
+        lambda: [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
+    )
+    if isinstance(held, str):
+        return corrupt_entry("kernel", key, kernel.label, held)
     if not held:
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
@@ -189,6 +195,16 @@ def explain_kernel(
 def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
     """The bundle holds a row under `key` that is malformed: a miss, never served."""
     return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+
+
+def _held(read: Callable[[], list[dict[str, str]]]) -> list[dict[str, str]] | str:
+    """The components `read` lists of an entry's or operation's rows, or the problem that
+    stopped the listing (a row SQLite cannot hand back: text that is not UTF-8, a value
+    longer than warm reads), which explains the miss as corrupt."""
+    try:
+        return read()
+    except BundleError as exc:
+        return exc.problem
 
 
 def _skip(key: str, problem: str) -> None:
@@ -237,7 +253,9 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(candidates)),
     }
-    held = [tune_components(r) for r in bundle.tunes(operation, _skip)]
+    held = _held(lambda: [tune_components(r) for r in bundle.tunes(operation, _skip)])
+    if isinstance(held, str):
+        return corrupt_entry("tune", key, label, held)
     if not held:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
