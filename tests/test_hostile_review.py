@@ -5,12 +5,16 @@ the real CLI and real production processes in subprocesses."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
@@ -63,3 +67,46 @@ def test_a_tune_miss_explained_over_rows_sqlite_cannot_hand_back_is_a_miss_not_a
             assert "Traceback" not in out and "\x1b" not in out, (name, env, out)
             if env:
                 assert "corrupt" in proc.stderr, (name, proc.stderr)
+
+
+def _blobs_changed(good: Path, path: Path, change: Callable[[bytes], bytes]) -> Path:
+    """`good` with every blob replaced by `change` of it, its sha256 (and its kernels') right."""
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        for sha, data in conn.execute("SELECT sha256, data FROM blobs").fetchall():
+            other = change(data)
+            new = hashlib.sha256(other).hexdigest()
+            conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", (new, len(other), other))
+            conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+            conn.execute("DELETE FROM blobs WHERE sha256 = ?", (sha,))
+    conn.close()
+    return path
+
+
+def _typed(data: bytes, e_type: int) -> bytes:
+    return data[:16] + e_type.to_bytes(2, "little") + data[18:]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda data: data[:64], "cut short"),  # its header only
+        (lambda data: data[: len(data) // 2], "cut short"),  # its segments cut
+        (lambda data: _typed(data, 2), "not a shared object"),  # an executable
+        (lambda data: _typed(data, 1), "not a shared object"),  # a relocatable object
+        (lambda data: data[:4] + b"\x07" + data[5:], "not an ELF"),  # no ELF class
+    ],
+    ids=["header only", "half", "executable", "relocatable", "no class"],
+)
+def test_check_names_a_host_binary_the_loader_refuses_whose_sha256_is_right(
+    made: tuple[Warm, Path], tmp_path: Path, change: Callable[[bytes], bytes], said: str
+) -> None:
+    """`warm check` reads a host build's ELF header (never loading it): a header alone, a
+    file cut short or an ELF that is no shared object is not servable, whatever its sha256."""
+    warm, good = made
+    path = _blobs_changed(good, tmp_path / "refused.warm", change)
+    proc = warm("check", "--json", path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    reasons = {u["detail"] for u in json.loads(proc.stdout)["unservable"]}
+    assert reasons and all(said in r for r in reasons), reasons
