@@ -12,10 +12,13 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+
+from warmcli.bundle.candidates import decode, pack
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
 ESCAPES = "\x1b[31m\x1b]0;pwned\x07"
@@ -110,3 +113,27 @@ def test_check_names_a_host_binary_the_loader_refuses_whose_sha256_is_right(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     reasons = {u["detail"] for u in json.loads(proc.stdout)["unservable"]}
     assert reasons and all(said in r for r in reasons), reasons
+
+
+def test_a_negative_time_of_a_candidate_is_refused_never_shown_as_measured(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A time warm measured is never negative: a tune whose candidates say one is a corrupt
+    entry (`warm stats` refuses it, `warm verify` names it), never a pick shown at -1 s."""
+    warm, good = made
+    path = tmp_path / "negative.warm"
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        ids = dict(conn.execute("SELECT key, id FROM tune_kernels").fetchall())
+        keys = {i: k.hex() for k, i in ids.items()}
+        key, cands = conn.execute("SELECT key, candidates FROM tunes LIMIT 1").fetchone()
+        items = [replace(c, seconds=-1.0, samples=(-1.0,)) for c in decode(cands, keys.get)]
+        conn.execute(
+            "UPDATE tunes SET candidates = ? WHERE key = ?", (pack(items, ids.__getitem__), key)
+        )
+    conn.close()
+    for command, code in (("stats", 2), ("verify", 1), ("check", 1)):
+        proc = warm(command, path)
+        assert proc.returncode == code, (command, proc.stdout + proc.stderr)
+        assert "negative" in proc.stdout + proc.stderr, (command, proc.stdout + proc.stderr)
