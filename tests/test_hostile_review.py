@@ -137,3 +137,37 @@ def test_a_negative_time_of_a_candidate_is_refused_never_shown_as_measured(
         proc = warm(command, path)
         assert proc.returncode == code, (command, proc.stdout + proc.stderr)
         assert "negative" in proc.stdout + proc.stderr, (command, proc.stdout + proc.stderr)
+
+
+def test_a_candidate_name_that_is_not_unicode_is_shown_escaped_never_a_traceback(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A packed candidates document holds any UTF-8 bytes, lone surrogates too (read with
+    `surrogatepass`): a name or reason of them is shown escaped, as a control character is,
+    never a `UnicodeEncodeError` traceback at the terminal."""
+    warm, good = made
+    path = tmp_path / "surrogates.warm"
+    shutil.copyfile(good, path)
+    lone = "\ud800\udfff\udc80"
+    conn = sqlite3.connect(path)
+    with conn:
+        ids = dict(conn.execute("SELECT key, id FROM tune_kernels").fetchall())
+        keys = {i: k.hex() for k, i in ids.items()}
+        for key, cands, pick in conn.execute("SELECT key, candidates, pick FROM tunes").fetchall():
+            items = [
+                c if c.name == pick else replace(c, name=c.name + lone, reason=lone)
+                for c in decode(cands, keys.get)
+            ]
+            packed = pack(items, ids.__getitem__)
+            conn.execute("UPDATE tunes SET candidates = ? WHERE key = ?", (packed, key))
+    conn.close()
+    for args in (
+        ("stats", path),
+        ("stats", "--json", path),
+        ("verify", path),
+        ("diff", good, path),
+    ):
+        proc = warm(*args)
+        assert proc.returncode in (0, 1), (args, proc.stdout + proc.stderr)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert "\\ud800\\udfff\\udc80" in warm("stats", path).stdout
