@@ -11,14 +11,17 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 from warmcli.bundle.candidates import decode, pack
+from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
 ESCAPES = "\x1b[31m\x1b]0;pwned\x07"
@@ -171,3 +174,48 @@ def test_a_candidate_name_that_is_not_unicode_is_shown_escaped_never_a_traceback
         assert proc.returncode in (0, 1), (args, proc.stdout + proc.stderr)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
     assert "\\ud800\\udfff\\udc80" in warm("stats", path).stdout
+
+
+class _Hostile(BaseHTTPRequestHandler):
+    """A store that lies: a length that is no number, a redirect to plain http elsewhere."""
+
+    def do_GET(self) -> None:
+        if self.path == "/length.warm":
+            self.send_response(200)
+            self.send_header("Content-Length", "abc")
+            self.end_headers()
+            self.wfile.write(b"SQLite format 3\x00" + b"\x00" * 100)
+        else:  # TEST-NET-1: no loopback address, so plain http to it is refused
+            self.send_response(302)
+            self.send_header("Location", "http://192.0.2.1:9/b.warm")
+            self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hostile_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_length_that_is_no_number_is_a_refused_download_not_a_traceback(
+    hostile_store: str,
+) -> None:
+    with pytest.raises(RemoteError, match="download refused"):
+        fetch(hostile_store + "/length.warm")
+    folder = cache_dir(hostile_store + "/length.warm")
+    assert not [p for p in folder.iterdir() if p.suffix == ".tmp"]
+
+
+def test_a_redirect_to_plain_http_elsewhere_is_refused_never_followed(hostile_store: str) -> None:
+    """Plain http:// is taken only for this machine; a store on it that redirects elsewhere
+    over plain http (or an https:// store that does: a downgrade) is refused, not followed."""
+    with pytest.raises(RemoteError, match=r"redirect.*refused"):
+        fetch(hostile_store + "/away.warm")
