@@ -22,6 +22,8 @@ from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 from warmcli.bundle.candidates import decode, pack
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
 ESCAPES = "\x1b[31m\x1b]0;pwned\x07"
@@ -219,3 +221,20 @@ def test_a_redirect_to_plain_http_elsewhere_is_refused_never_followed(hostile_st
     over plain http (or an https:// store that does: a downgrade) is refused, not followed."""
     with pytest.raises(RemoteError, match=r"redirect.*refused"):
         fetch(hostile_store + "/away.warm")
+
+
+def test_sqlites_words_on_a_row_it_cannot_decode_carry_no_escape_of_it(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """SQLite's error on text that is not UTF-8 quotes the text: the `BundleError` a
+    library caller gets (and may log as it is) holds it escaped, as warm shows it."""
+    _, good = made
+    path = crafted(
+        good,
+        tmp_path / "quoted.warm",
+        "UPDATE kernels SET label = CAST(x'ff1b5b33316d1b5d303b70776e6507' AS TEXT)",
+    )
+    with Bundle.open(path) as bundle, pytest.raises(BundleError) as raised:
+        list(bundle.each_kernel())
+    assert "decode" in str(raised.value), raised.value
+    assert "\x1b" not in str(raised.value) and "\\x1b[31m" in str(raised.value), raised.value
