@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+from test_compact_tunes import _tune
 
 from warmcli.bundle.candidates import decode, pack
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 from warmcli.bundle.store import Bundle
+from warmcli.cli.inspect import NAMED_TUNES
 from warmcli.errors import BundleError
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
@@ -238,3 +240,24 @@ def test_sqlites_words_on_a_row_it_cannot_decode_carry_no_escape_of_it(
         list(bundle.each_kernel())
     assert "decode" in str(raised.value), raised.value
     assert "\x1b" not in str(raised.value) and "\\x1b[31m" in str(raised.value), raised.value
+
+
+def test_stats_json_cut_short_by_a_corrupt_tune_is_still_one_json_document(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm stats --json` of a large bundle streams its tunes: a corrupt one met after
+    others were written ends the document it began with the error (`{..., "error": ...,
+    "exit": 2}`), never a cut document followed by a second one."""
+    path = tmp_path / "cut.warm"
+    count = NAMED_TUNES + 1000
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=[_tune(i) for i in range(count)])
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE tunes SET pick = 'none of them' WHERE rowid = ?", (count - 100,))
+    conn.close()
+    proc = warm("stats", "--json", path)
+    assert proc.returncode == 2, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["exit"] == 2 and "corrupt tune entry" in doc["error"], doc.keys()
+    assert 0 < len(doc["tunes"]) < count
