@@ -26,6 +26,7 @@ from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 from warmcli.bundle.store import Bundle
 from warmcli.cli.inspect import NAMED_TUNES
 from warmcli.errors import BundleError
+from warmcli.records import tune_key
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
 ESCAPES = "\x1b[31m\x1b]0;pwned\x07"
@@ -261,3 +262,36 @@ def test_stats_json_cut_short_by_a_corrupt_tune_is_still_one_json_document(
     doc = json.loads(proc.stdout)
     assert doc["exit"] == 2 and "corrupt tune entry" in doc["error"], doc.keys()
     assert 0 < len(doc["tunes"]) < count
+
+
+def _shape_of_digits(good: Path, path: Path, digits: int) -> Path:
+    """`good` with its first tune's shape holding a number of `digits` digits (its key made
+    anew, so the row is sound)."""
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        op, shape, device, checksum = conn.execute(
+            "SELECT operation, shape_key, device, lower(hex(checksum)) FROM tunes WHERE rowid = 1"
+        ).fetchone()
+        shape = shape.replace("x", "9" * digits + "x", 1)
+        key = bytes.fromhex(tune_key(op, shape, device, checksum))
+        conn.execute("UPDATE tunes SET shape_key = ?, key = ? WHERE rowid = 1", (shape, key))
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_a_shape_holding_a_number_of_any_length_is_sorted_and_explained(
+    made: tuple[Warm, Path], tmp_path: Path, digits: int
+) -> None:
+    """Numbers in a bundle's shapes and labels are ordered and compared as numbers, never
+    made Python ints or floats that overflow (past 4300 digits `int()` refuses; past 308 a
+    ratio is no float): `warm stats` lists them, a production process explains its miss."""
+    warm, good = made
+    path = _shape_of_digits(good, tmp_path / f"digits{digits}.warm", digits)
+    for args in (("stats", path), ("stats", "--json", path), ("diff", good, path)):
+        proc = warm(*args)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    proc = serve(warm, path, WARM_EXPLAIN="1")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "shape" in proc.stderr, proc.stderr

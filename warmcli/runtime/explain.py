@@ -96,11 +96,17 @@ def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:
     same_text = _NUMBER.sub("#", held) == _NUMBER.sub("#", wanted)
     if not same_text or len(a) != len(b):
         return (1, float(abs(len(a) - len(b))), held)
-    return (
-        0,
-        sum(abs(math.log((int(x) + 1) / (int(y) + 1))) for x, y in zip(a, b, strict=True)),
-        held,
-    )
+    return (0, sum(abs(_log(x) - _log(y)) for x, y in zip(a, b, strict=True)), held)
+
+
+def _log(digits: str) -> float:
+    """ln(n + 1) of the number `digits` writes, never made an int (a bundle's number may
+    have any length, past what `int()` takes or a float holds): from its first 15 digits
+    and its count of digits past them."""
+    digits = digits.lstrip("0")
+    if len(digits) <= 15:
+        return math.log(int(digits or "0") + 1)
+    return math.log(int(digits[:15])) + (len(digits) - 15) * math.log(10)
 
 
 def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
