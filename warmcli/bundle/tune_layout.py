@@ -166,7 +166,7 @@ class _Reader:
             values = layout.unpack(raw)
             if layout.fixed(values) == layout.expected:
                 times = layout.times(values)
-                if bounded(times) and min(times, default=0.0) >= 0:  # as the parser checks
+                if min(times, default=0.0) >= 0 and sum(times) < BOUNDED_TIMES:  # so `bounded`
                     return LaidTune(fields, layout, times)
         record = _tune_record(row, self.kernel_key)
         if (
