@@ -143,10 +143,22 @@ def _count(raw: bytearray) -> bytearray:
         (_at_median(1.7e308, 1.7e308), True),  # each finite, their sum not
         (_at_median(1e305, 1e305), False),  # large, and finite: the parser's to read
         (_at_median(-0.0), False),
+        (_at_median(-1e-4), True),  # no time is negative
+        (_at_median(1e-4, -5e-324), True),
         (_rename, False),
         (_count, True),
     ],
-    ids=["infinite", "nan", "overflowing sum", "large", "negative zero", "renamed", "count"],
+    ids=[
+        "infinite",
+        "nan",
+        "overflowing sum",
+        "large",
+        "negative zero",
+        "negative",
+        "negative sample",
+        "renamed",
+        "count",
+    ],
 )
 def test_a_row_the_parser_refuses_is_refused_alike(
     bundle_path: Path, change: Any, refused: bool

@@ -4,8 +4,9 @@ A bundle's labels, operations, shapes, candidate names, fingerprints, manifest
 values and toolchains are untrusted: an ESC or OSC sequence in one would drive the
 reader's terminal (clear it, set its title, plant a hyperlink), a CR or LF would
 forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would show
-text other than what is there. `printable` replaces every such character with a
-visible escape (`\\x1b`, `\\u202e`), so what is shown is what is stored, on one line.
+text other than what is there; a lone surrogate (text that is not Unicode) cannot be
+written at all. `printable` replaces every such character with a visible escape
+(`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
 define patterns (compiling one costs 40-700 µs at import, in processes that may never
@@ -37,8 +38,12 @@ class Pattern:
         return getattr(compiled, name)
 
 
-# C0 and C1 controls, DEL, and the invisible format characters that reorder or break lines.
-_UNSAFE = Pattern("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, DEL, the invisible format characters that reorder or break lines,
+# and lone surrogates (a packed document's text, read with "surrogatepass": no terminal's
+# encoding can write one).
+_UNSAFE = Pattern(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:

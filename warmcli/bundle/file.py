@@ -44,7 +44,7 @@ from urllib.parse import quote
 from warmcli._version import __version__
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import BundleError
-from warmcli.printable import Pattern
+from warmcli.printable import Pattern, printable
 
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -303,8 +303,8 @@ def _disk_full(exc: sqlite3.Error) -> bool:
 
 @contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
-    """Every SQLite failure, as a one-line `BundleError`; a full disk is said to be one
-    (the write was rolled back: the bundle is as it was, never "corrupt")."""
+    """Every SQLite failure, as a one-line `BundleError` (its words escaped); a full disk is
+    said to be one (the write was rolled back: the bundle is as it was, never "corrupt")."""
     try:
         yield
     except sqlite3.Error as exc:
@@ -315,7 +315,7 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"
-        raise BundleError(f"{path}: {what} ({exc})") from None
+        raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row
 
 
 def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:

@@ -23,7 +23,9 @@ credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_K
 ...). A download is a bundle from elsewhere: untrusted input, opened by
 `warmcli.bundle.store` like any other. Plain `http://` is refused unless the host is this
 machine (`localhost`, a loopback address): anyone on the path could change the bundle or
-the sha256 announced beside it, as pip refuses an untrusted plain-http index.
+the sha256 announced beside it, as pip refuses an untrusted plain-http index; a redirect
+is followed only where it names such a URL (never down from https:// to plain http://).
+A length announced that is no number is a download refused, as a wrong one is.
 This module never prints.
 """
 
@@ -142,13 +144,36 @@ def _loopback(host: str | None) -> bool:
         return False
 
 
+def _plain_elsewhere(url: str) -> bool:
+    """Whether `url` is plain http:// to another machine (or no http at all): refused."""
+    parts = urlsplit(url)
+    return parts.scheme != "https" and not (parts.scheme == "http" and _loopback(parts.hostname))
+
+
+def _urlopen(request: Any) -> Any:
+    """`urllib.request.urlopen(request)`, a redirect followed only to a URL `_Http` takes
+    itself: never from https:// down to plain http://, nor to plain http:// elsewhere."""
+    import urllib.request
+
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
+            to = args[-1]
+            if _plain_elsewhere(to):
+                raise RemoteError(f"{request.full_url}: redirect to {to} refused ({_PLAIN})")
+            return super().redirect_request(*args)
+
+    return urllib.request.build_opener(Redirects).open(request, timeout=TIMEOUT)
+
+
+_PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
+
+
 class _Http:
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme == "http" and not _loopback(parts.hostname):
+        if _plain_elsewhere(url):
             raise RemoteError(
                 f"{url}: plain http:// is refused (anyone on the way could change the bundle): "
-                "use https://; http:// is taken only for this machine (localhost, 127.0.0.1)"
+                f"use https://; {_PLAIN}"
             )
         self.url = url
 
@@ -159,10 +184,12 @@ class _Http:
 
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with _urlopen(request) as response:
                 size = response.headers.get("Content-Length")
                 tmp, digest, length = _receive(response, folder)
                 new_etag = response.headers.get("ETag") or digest
+        except RemoteError:  # a redirect refused (an OSError too)
+            raise
         except urllib.error.HTTPError as exc:
             if exc.code == 304:
                 return None
@@ -192,7 +219,7 @@ class _Http:
         with open(bundle, "rb") as fh:
             request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
             try:
-                urllib.request.urlopen(request, timeout=TIMEOUT).close()
+                _urlopen(request).close()
             except urllib.error.HTTPError as exc:
                 if exc.code == 412:
                     raise RemoteError(
@@ -212,7 +239,7 @@ class _Http:
 
         request = urllib.request.Request(self.url, method="HEAD")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with _urlopen(request) as response:
                 return response.headers.get("ETag")
         except urllib.error.HTTPError as exc:
             return "" if exc.code == 404 else None
@@ -291,7 +318,10 @@ def _checked(
 ) -> tuple[Path, str, str]:
     """The download, if it is as long and hashes as the store said; else `RemoteError`."""
     problem = None
-    if size is not None and int(size) != length:
+    announced = str(size)  # a header's text (any text), or S3's number
+    if size is not None and not (announced.isascii() and announced.isdigit()):
+        problem = f"{length} bytes received, {announced[:20]!r} announced"
+    elif size is not None and int(announced) != length:
         problem = f"{length} bytes received, {size} announced"
     elif stated is not None and stated != digest:
         problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"

@@ -11,7 +11,8 @@ and its times, with no candidate made) only where everything the parser checks i
 to hold: its fields pass the same checks (`_plain`: types, sizes, its key against
 them), its document inflates within bounds to the same length, with the same kernel ids,
 the same tune status and pick, and the same bytes everywhere but its times, and its
-times and their sum are finite (their magnitudes add up to under `BOUNDED_TIMES`). Any
+times and their sum are finite (their magnitudes add up to under `BOUNDED_TIMES`) and
+none is negative. Any
 other row (a format before 3, a new arrangement, a time that is not small and finite, a
 value over its limit) is read by `_tune_record`, which raises what it finds. So what is
 read is what `parsed_tunes` reads, and every row is checked. At most `KEPT_LAYOUTS`
@@ -165,7 +166,7 @@ class _Reader:
             values = layout.unpack(raw)
             if layout.fixed(values) == layout.expected:
                 times = layout.times(values)
-                if bounded(times):
+                if min(times, default=0.0) >= 0 and sum(times) < BOUNDED_TIMES:  # so `bounded`
                     return LaidTune(fields, layout, times)
         record = _tune_record(row, self.kernel_key)
         if (

@@ -6,7 +6,7 @@ SQL, so a row of any format reaches the parser alike and the runtime only ever s
 hex keys (`key_param` is a key as a lookup matches it, in either form). `_tune_record`
 is the one parser of a tune row (`parsed_tunes`: a listing's rows through it): every
 field checked (a tune's key against its fields, a measured tune's pick one of its
-candidates that ran), the candidates
+candidates that ran, every time finite and not negative), the candidates
 unpacked (`warmcli.bundle.candidates`; an interned kernel key read through the
 reader's `kernel_key`). `signed_values` is what a signature covers of a row (its
 candidates' `signed_form` where they name kernels by id, so a signature covers the
@@ -196,6 +196,8 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         # A sum of finite times is finite unless one is not (or it overflows: refused too).
         if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
             raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+        if min(c.samples, default=0.0) < 0 or (c.seconds or 0.0) < 0:  # -0.0 is no less
+            raise _Malformed(f"candidates: {c.name[:40]!r} has a negative time")
     if not _plain(key, operation, shape_key, device, checksum, status, pick, secs, measured_at):
         values = (key, operation, shape_key, device, checksum, status, pick, secs, measured_at)
         key, operation, shape_key, device, checksum, status, pick, secs, measured_at = _fields(

@@ -14,13 +14,12 @@ teardown (`end_process`). This module parses and prints nothing of its own.
 from __future__ import annotations
 
 import atexit
-import codecs
 import contextlib
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,7 +27,6 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.location import is_url
-from warmcli.cli.render.tune_line import JsonText
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable_lines
@@ -213,9 +211,10 @@ EXIT_INTERRUPTED = 130
 
 
 class _Emitted:
-    """Whether this process already printed its JSON document (one object per command)."""
+    """Whether this process printed its JSON document (one object per command), or began
+    one that an error cut short (`warmcli.cli.json_stream`: the error's keys end it)."""
 
-    json = False
+    json = cut = False
 
 
 class _Teardown:
@@ -327,74 +326,10 @@ def closed_pipe() -> NoReturn:
 
 
 def emit_json(doc: Any) -> None:
-    _Emitted.json = True
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    text, _Emitted.json = json.dumps(doc, indent=2, default=str), True
+    sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
     sys.stdout.flush()
 
 
 def _indented(value: Any, depth: int) -> str:
     return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)
-
-
-def stream_json(doc: dict[str, Any]) -> None:
-    """`emit_json` of a document whose values may be iterators: each of their items is
-    written as it is read, on one line of its own (JSON's C encoder: several times faster
-    than an indented one; a `JsonText` item, or bytes, are JSON already and written as they
-    are), so a listing of any length costs the memory of one item."""
-    write = sys.stdout.write
-    write("{")
-    for i, (key, value) in enumerate(doc.items()):
-        write(f"{',' if i else ''}\n  {json.dumps(key)}: ")
-        if not isinstance(value, Iterator):
-            write(_indented(value, 1))
-            continue
-        write("[")
-        empty = True
-        for batch in _batches(value):  # written a batch at a time: few calls, little memory
-            if type(batch) is bytes:  # JSON text encoded (a range's tunes): written as it is
-                write(f"{',' if not empty else ''}\n    ")
-                _write_encoded(batch)
-            else:
-                write(("," if not empty else "") + ",".join(map(_line, batch)))
-            empty = False
-        write("]" if empty else "\n  ]")
-    write("\n}\n")
-
-
-_encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` makes one a call
-
-
-def _line(item: Any) -> str:
-    return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
-
-
-def _write_encoded(data: bytes) -> None:
-    """JSON text encoded in UTF-8 to stdout: to its bytes, where it writes UTF-8."""
-    stdout = sys.stdout
-    raw = getattr(stdout, "buffer", None)
-    if raw is None or codecs.lookup(stdout.encoding or "ascii").name != "utf-8":
-        stdout.write(data.decode())
-        return
-    stdout.flush()
-    view = memoryview(data)
-    while view:  # an unbuffered stdout (python -u) may take part of it at a time
-        view = view[raw.write(view) :]
-
-
-def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | bytes]:
-    """`size` items at a time; a long `JsonText` alone, and bytes (a range's tunes encoded:
-    `tune_bytes`) on their own."""
-    batch: list[Any] = []
-    for item in items:
-        if type(item) is bytes:
-            if batch:
-                yield batch
-                batch = []
-            yield item
-            continue
-        batch.append(item)
-        if len(batch) == size or (type(item) is JsonText and len(item) > 1 << 16):
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -26,8 +26,8 @@ from warmcli.cli.common import (
     holds_nothing,
     out,
     readable_bundle,
-    stream_json,
 )
+from warmcli.cli.json_stream import stream_json
 from warmcli.cli.render import line
 from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable

@@ -9,7 +9,8 @@ components) and naming the component that differs: `toolchain`, `arch`,
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
 entry whose row is malformed (it is never served; a malformed row of the same
-entry or operation is skipped when looking for the nearest), `signature` when
+entry or operation is skipped when looking for the nearest; one SQLite cannot hand back,
+which stops that listing, explains the miss as corrupt), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
 entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
 mode meets a compile or tune with no bundle loaded at all. What a runtime does with
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from warmcli.errors import BundleError
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
 
@@ -94,11 +96,17 @@ def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:
     same_text = _NUMBER.sub("#", held) == _NUMBER.sub("#", wanted)
     if not same_text or len(a) != len(b):
         return (1, float(abs(len(a) - len(b))), held)
-    return (
-        0,
-        sum(abs(math.log((int(x) + 1) / (int(y) + 1))) for x, y in zip(a, b, strict=True)),
-        held,
-    )
+    return (0, sum(abs(_log(x) - _log(y)) for x, y in zip(a, b, strict=True)), held)
+
+
+def _log(digits: str) -> float:
+    """ln(n + 1) of the number `digits` writes, never made an int (a bundle's number may
+    have any length, past what `int()` takes or a float holds): from its first 15 digits
+    and its count of digits past them."""
+    digits = digits.lstrip("0")
+    if len(digits) <= 15:
+        return math.log(int(digits or "0") + 1)
+    return math.log(int(digits[:15])) + (len(digits) - 15) * math.log(10)
 
 
 def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
@@ -166,7 +174,11 @@ def explain_kernel(
     `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a miss."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
-    held = [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
+    held = _held(
+        lambda: [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
+    )
+    if isinstance(held, str):
+        return corrupt_entry("kernel", key, kernel.label, held)
     if not held:
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
@@ -189,6 +201,16 @@ def explain_kernel(
 def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
     """The bundle holds a row under `key` that is malformed: a miss, never served."""
     return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+
+
+def _held(read: Callable[[], list[dict[str, str]]]) -> list[dict[str, str]] | str:
+    """The components `read` lists of an entry's or operation's rows, or the problem that
+    stopped the listing (a row SQLite cannot hand back: text that is not UTF-8, a value
+    longer than warm reads), which explains the miss as corrupt."""
+    try:
+        return read()
+    except BundleError as exc:
+        return exc.problem
 
 
 def _skip(key: str, problem: str) -> None:
@@ -237,7 +259,9 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(candidates)),
     }
-    held = [tune_components(r) for r in bundle.tunes(operation, _skip)]
+    held = _held(lambda: [tune_components(r) for r in bundle.tunes(operation, _skip)])
+    if isinstance(held, str):
+        return corrupt_entry("tune", key, label, held)
     if not held:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)

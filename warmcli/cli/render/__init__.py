@@ -66,8 +66,15 @@ def when(stamp: str | float | None, timespec: str = "seconds") -> str:
 
 def natural(text: object) -> list[Any]:
     """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
-    `64x64` before `200x200` (text and numbers alternate, so any two keys compare)."""
-    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+    `64x64` before `200x200` (text and numbers alternate, so any two keys compare). A
+    number is its digits' count and digits (leading zeros off): a bundle's may have any
+    length, past what `int()` takes."""
+    return [_number(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+
+
+def _number(digits: str) -> tuple[int, str]:
+    digits = digits.lstrip("0")
+    return len(digits), digits
 
 
 _DIGITS = re.compile("([0-9]+)")

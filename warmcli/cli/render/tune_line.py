@@ -30,7 +30,7 @@ from warmcli.records import CandidateMeasurement, TuneRecord
 
 _encode = json.JSONEncoder(default=str).encode  # `json.dumps`'s defaults: the reference
 _float = float.__repr__  # what JSON's encoder writes of a finite float (a TypeError if none)
-LINES_APART = ",\n    "  # between two items of a list `warmcli.cli.common.stream_json` writes
+LINES_APART = ",\n    "  # between two items of a list `warmcli.cli.json_stream.stream_json` writes
 _QUOTED: dict[str, str] = {}  # an operation, device, status, checksum: as JSON strings
 _HEADS: dict[tuple[str, str], str] = {}  # a candidate's text up to its median (`_head`)
 _MIDDLES: dict[tuple[str, str], str] = {}  # and from its median to its samples (`_middle`)
@@ -39,7 +39,7 @@ _KEPT_QUOTED, _KEPT_CHARS = 4096, 128  # how many, how long (a few recur in ever
 
 
 class JsonText(str):
-    """Text that is JSON already: `warmcli.cli.common.stream_json` writes it as it is."""
+    """Text that is JSON already: `warmcli.cli.json_stream.stream_json` writes it as it is."""
 
     __slots__ = ()
 

@@ -1,0 +1,91 @@
+"""`warm stats --json`'s document written as it is read: `stream_json`.
+
+A document whose values may be iterators (a large bundle's kernels and tunes) is
+written an item a line, as each is read, so a listing of any length costs the memory
+of one item; tunes that are JSON text already (`JsonText`, a range's bytes) are written
+as they are. An error met meanwhile (a corrupt row, Ctrl-C) closes the open list and
+leaves the document open, and the error's keys (`fail`, through `emit_json`) end it:
+stdout holds one JSON object whatever happens. Its state is `_Emitted`'s flag (in
+`warmcli.cli.common`); it prints only the document it is handed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from warmcli.cli.common import _Emitted, _indented
+from warmcli.cli.render.tune_line import JsonText
+
+
+def stream_json(doc: dict[str, Any]) -> None:
+    """`emit_json` of a document whose values may be iterators: each of their items is
+    written as it is read, on one line of its own (JSON's C encoder: several times faster
+    than an indented one; a `JsonText` item, or bytes, are JSON already and written as they
+    are). An error met meanwhile closes its list: the error's keys end the document."""
+    write, listing = sys.stdout.write, False
+    write("{")
+    try:
+        for i, (key, value) in enumerate(doc.items()):
+            write(f"{',' if i else ''}\n  {json.dumps(key)}: ")
+            if not isinstance(value, Iterator):
+                write(_indented(value, 1))
+                continue
+            write("[")
+            empty = listing = True
+            for batch in _batches(value):  # a batch at a time: few calls, little memory
+                if type(batch) is bytes:  # JSON text encoded (a range's tunes): as it is
+                    write(f"{',' if not empty else ''}\n    ")
+                    _write_encoded(batch)
+                else:
+                    write(("," if not empty else "") + ",".join(map(_line, batch)))
+                empty = False
+            write("]" if empty else "\n  ]")
+            listing = False
+    except BaseException:  # cut short (a corrupt row, Ctrl-C): `emit_json` ends it
+        write("]" if listing else "")
+        _Emitted.cut = True
+        raise
+    write("\n}\n")
+
+
+_encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` makes one a call
+
+
+def _line(item: Any) -> str:
+    return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
+
+
+def _write_encoded(data: bytes) -> None:
+    """JSON text encoded in UTF-8 to stdout: to its bytes, where it writes UTF-8."""
+    stdout = sys.stdout
+    raw = getattr(stdout, "buffer", None)
+    if raw is None or codecs.lookup(stdout.encoding or "ascii").name != "utf-8":
+        stdout.write(data.decode())
+        return
+    stdout.flush()
+    view = memoryview(data)
+    while view:  # an unbuffered stdout (python -u) may take part of it at a time
+        view = view[raw.write(view) :]
+
+
+def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | bytes]:
+    """`size` items at a time; a long `JsonText` alone, and bytes (a range's tunes encoded:
+    `tune_bytes`) on their own."""
+    batch: list[Any] = []
+    for item in items:
+        if type(item) is bytes:
+            if batch:
+                yield batch
+                batch = []
+            yield item
+            continue
+        batch.append(item)
+        if len(batch) == size or (type(item) is JsonText and len(item) > 1 << 16):
+            yield batch
+            batch = []
+    if batch:
+        yield batch
