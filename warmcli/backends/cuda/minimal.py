@@ -22,7 +22,6 @@ Pure functions over text: nothing here compiles or keeps state.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from warmcli.backends.compiler import CompileUnit
@@ -30,10 +29,10 @@ from warmcli.printable import Pattern
 
 MINIMAL = "-minimal"
 MINIMAL_SINCE = (12, 4)  # the first NVRTC that knows `-minimal`
-_IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 # Text that can reach what `-minimal` leaves out without naming it.
 _REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import")
-_LEFT_OUT = Pattern(r"cuda|tex|surf", re.IGNORECASE)
+_IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
+_LEFT_OUT = ("cuda", "tex", "surf")  # in an identifier, in any case
 # Macros the compiler itself defines, the same with `-minimal` (tested byte for byte).
 _COMPILER_MACROS = frozenset({"__CUDA_ARCH__", "__CUDACC__", "__CUDACC_RTC__"})
 # Options that only tune code generation or diagnostics (their text is checked too; -D and
@@ -86,13 +85,16 @@ def _option_name(option: str) -> str:
 
 
 def _text_safe(text: str) -> bool:
-    """Whether `text` neither reaches nor names anything `-minimal` leaves out."""
+    """Whether `text` neither reaches nor names anything `-minimal` leaves out: no
+    identifier containing cuda, tex or surf in any case, or CU_, or starting with CU."""
     if _REACHES.search(text):
         return False
-    for name in set(_IDENTIFIER.findall(text)):
-        if name in _COMPILER_MACROS:
-            continue
-        if name.startswith("CU") or _LEFT_OUT.search(name):
+    lower = text.lower()
+    if "CU" not in text and not any(word in lower for word in _LEFT_OUT):
+        return True  # no such identifier can be in it
+    for name in set(_IDENTIFIER.findall(text)) - _COMPILER_MACROS:
+        low = name.lower()
+        if name.startswith("CU") or "CU_" in name or any(word in low for word in _LEFT_OUT):
             return False
     return True
 
@@ -108,4 +110,4 @@ def minimal_safe(units: Sequence[CompileUnit]) -> bool:
             return False
         texts[kernel.source] = None
         texts[" ".join([*kernel.options, *(f"{n} {v}" for n, v in kernel.defines)])] = None
-    return all(_text_safe(text) for text in texts)
+    return _text_safe("\n".join(texts))
