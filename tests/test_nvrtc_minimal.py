@@ -24,7 +24,7 @@ from warmcli.kernel import Kernel, kernel_key
 ARCH = "sm_90"
 PLAIN = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 2.0f; }\n'
 ARCH_MACRO = """\
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && defined(__CUDACC__) && defined(__CUDACC_RTC__)
 #define V (__CUDA_ARCH__ / 10)
 #else
 #define V 1
@@ -93,6 +93,8 @@ def test_a_unit_that_cannot_observe_minimal_passes_the_gate(kernel: Kernel) -> N
         cuda(PLAIN.replace("2.0f", "surf2Dread_is_here")),
         cuda(PLAIN.replace("2.0f", "(float)CUDA_SUCCESS")),
         cuda(PLAIN.replace("2.0f", "(float)sizeof(CUresult)")),
+        cuda(PLAIN.replace("2.0f", "(float)MAJOR_VERSION")),
+        cuda("typedef libraryPropertyType_t t;\n" + PLAIN),
         cuda(PLAIN, defines={"V": "cudaSuccess"}),
         cuda(PLAIN, defines={"cudaV": 1}),
         cuda(PLAIN, options=("-include=cuda_runtime.h",)),

@@ -11,8 +11,11 @@ or without it; `minimal_safe` is the conservative test of that on the unit's own
 no `#include` or `__has_include` (a header may use what is left out), no token pasting
 (`##` could make a left-out name), no `<<<`, no identifier containing `cuda`, `tex` or
 `surf` in any case or starting with `CU` (a handful of compiler-defined macros such as
-`__CUDA_ARCH__` excepted: `-minimal` does not touch them), and no option outside a short
-list that only tunes code generation (`-include`, `-rdc` and the like turn it off).
+`__CUDA_ARCH__` excepted: `-minimal` does not touch them), nor the only other names it
+leaves out (library_types.h's `libraryPropertyType` and its enumerators: found by
+compiling every macro and global name of NVRTC 13.5's builtin headers with and without
+it), and no option outside a short list that only tunes code generation (`-include`,
+`-rdc` and the like turn it off).
 warm's own text around each kernel (`warmcli.backends.signature`, the namespaces) is
 the same either way. The kernel key is unchanged: what it keys is built the same. A
 compile that fails with `-minimal` anyway is compiled again without it by the compiler,
@@ -33,6 +36,9 @@ MINIMAL_SINCE = (12, 4)  # the first NVRTC that knows `-minimal`
 _REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import")
 _IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 _LEFT_OUT = ("cuda", "tex", "surf")  # in an identifier, in any case
+# The only other names it leaves out, in any identifier (every macro and global name of
+# NVRTC 13.5's builtin headers compiled with and without it: the rest hold those words).
+_LEFT_OUT_NAMES = ("libraryPropertyType", "MAJOR_VERSION", "MINOR_VERSION", "PATCH_LEVEL")
 # Macros the compiler itself defines, the same with `-minimal` (tested byte for byte).
 _COMPILER_MACROS = frozenset({"__CUDA_ARCH__", "__CUDACC__", "__CUDACC_RTC__"})
 # Options that only tune code generation or diagnostics (their text is checked too; -D and
@@ -90,8 +96,10 @@ def _text_safe(text: str) -> bool:
     if _REACHES.search(text):
         return False
     lower = text.lower()
+    if any(name in text for name in _LEFT_OUT_NAMES):
+        return False
     if "CU" not in text and not any(word in lower for word in _LEFT_OUT):
-        return True  # no such identifier can be in it
+        return True  # no identifier holding those words can be in it
     for name in set(_IDENTIFIER.findall(text)) - _COMPILER_MACROS:
         low = name.lower()
         if name.startswith("CU") or "CU_" in name or any(word in low for word in _LEFT_OUT):
