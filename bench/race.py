@@ -6,7 +6,9 @@ NVRTC batching (the same merged translation units: one program in one thread, or
 program per core in threads with the kernels dealt round robin or grouped as warm groups
 them), NVRTC one program per kernel one after another (CuPy's `RawKernel` on a cold
 cache), and one `nvcc --cubin` per kernel two at a time (PyCUDA's `SourceModule`, with
-warm's own nvcc command line). NVRTC is loaded and initialised (one empty program)
+warm's own nvcc command line). warm gives its programs NVRTC's `-minimal` where its gate
+lets it (the same bytes; the fixed cost with it is in the detail); the hand-written sides
+pass what a user writes, without it. NVRTC is loaded and initialised (one empty program)
 before any side is timed, and a first warm process (not timed) leaves NVRTC's version
 line in the warm home every round of warm then uses: each round is a cold process on a
 machine warm ran on before (whether it found the line is said); every NVRTC side passes
