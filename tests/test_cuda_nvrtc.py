@@ -26,6 +26,7 @@ from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, cuda_for_isa, ptx_header
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.bundle.store import Bundle
+from warmcli.errors import ArchError
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.runtime.runtime import Runtime
@@ -142,6 +143,23 @@ def test_a_batch_in_threads_keeps_the_good_kernels_and_shows_the_log(
     assert set(result.built) == {u.key for u in group[:-1]}
     failure = result.failures[group[-1].key]
     assert "broken.cu(3)" in failure.log and "undeclared_thing" in failure.log
+
+
+def test_each_groups_source_is_built_in_the_thread_that_compiles_it(
+    nvrtc: NvrtcCompiler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built_in: list[str] = []
+    real = nvrtc_module.translation_unit
+
+    def translation_unit(group: list[CompileUnit]) -> str:
+        built_in.append(threading.current_thread().name)
+        return real(group)
+
+    monkeypatch.setattr(nvrtc_module, "translation_unit", translation_unit)
+    result = compile_batch(nvrtc, units(nvrtc, kernels(3), "sm_90"), jobs=2)
+    assert len(result.groups) == 2 and built_in == ["warm-nvrtc", "warm-nvrtc"]
+    with pytest.raises(ArchError, match="does not build sm_50"):  # its checks there too
+        nvrtc.compile_group(units(nvrtc, kernels(1), "sm_50"), timeout=60)
 
 
 def test_an_arch_nvrtc_does_not_build_is_one_line(warm, workload_file) -> None:

@@ -152,14 +152,27 @@ def split_includes(source: str) -> tuple[list[str], str]:
     return includes, _INCLUDE.sub("", source)
 
 
-def isolated_section(unit: CompileUnit, body: str, *, entry_macro: bool = True) -> str:
+Declared = tuple[list[str], list[str]]  # a body's file-scope names, the macros it defines
+
+
+def declared(body: str) -> Declared:
+    """What `isolated_section` renames and undoes of a body: its file-scope names (see
+    `file_scope_names`) and the macros it defines."""
+    return file_scope_names(body), _DEFINE.findall(body)
+
+
+def isolated_section(
+    unit: CompileUnit, body: str, *, entry_macro: bool = True, names_in: Declared | None = None
+) -> str:
     """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
 
     Its defines are set before and undefined after, as are the macros its own source
     defines; its entry is renamed to the unit's unique symbol and every other name it
     declares at file scope (helpers, static tables) gets the unit's prefix, so two
-    kernels with a helper of the same name share a translation unit.
+    kernels with a helper of the same name share a translation unit. `names_in`: what
+    `declared(body)` says, read once by a caller wrapping many kernels of one source.
     """
+    helpers, macros = names_in if names_in is not None else declared(body)
     k = unit.kernel
     lines = [f"/* ---- warm kernel {k.label} key {unit.key[:16]} ---- */"]
     names = [name for name, _ in k.defines]
@@ -168,12 +181,12 @@ def isolated_section(unit: CompileUnit, body: str, *, entry_macro: bool = True) 
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
     prefix = unit.symbol[: -len(k.entry)]
-    for helper in file_scope_names(body):
+    for helper in helpers:
         if helper != k.entry and helper not in names:
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
     lines.append(f'#line 1 "{k.name}.{"cu" if k.language == "cuda" else "c"}"')
     lines.append(body)
-    names += _DEFINE.findall(body)
+    names += macros
     lines += [f"#undef {name}" for name in dict.fromkeys(names)]
     return "\n".join(lines) + "\n"

@@ -32,6 +32,8 @@ from warmcli.backends.compiler import (
     CompiledGroup,
     CompileFailure,
     CompileUnit,
+    Declared,
+    declared,
     isolated_section,
     run_compiler,
     split_includes,
@@ -220,11 +222,18 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     """One .cu holding every unit: includes first, then one namespace per kernel."""
     includes: list[str] = []
     sections: list[str] = []
+    # Variants share one source: its includes and names read once (a CUDA signature probe
+    # declares no name and defines no macro, so they are its body's alone).
+    parsed: dict[str, tuple[list[str], str, Declared]] = {}
     for unit in _unique(units):
-        found, body = split_includes(unit.kernel.source)
+        source = unit.kernel.source
+        if source not in parsed:
+            found, body = split_includes(source)
+            parsed[source] = found, body, declared(body)
+        found, body, names = parsed[source]
         includes += found
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, body + signature.probe(unit))
+        section = isolated_section(unit, body + signature.probe(unit), names_in=names)
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
     return "\n".join([*dict.fromkeys(includes), signature.CUDA_HELPERS, *sections])
 

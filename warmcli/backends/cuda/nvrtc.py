@@ -5,14 +5,19 @@ site-packages, found without importing anything, else where `cuda-bindings` load
 it from) or None when `cuda-bindings` or the library is missing. `NvrtcCompiler`
 implements the `Compiler` protocol: a group of units becomes ONE program (the very
 translation unit nvcc gets: one namespace per kernel, its defines set and undone,
-its entry renamed), compiled by `nvrtcCompileProgram` in the calling thread (it
-releases the GIL, so `compile_batch`'s thread pool runs `--jobs` programs at once).
+its entry renamed), its source built and compiled (`nvrtcCompileProgram`) in the
+thread that compiles the group (NVRTC releases the GIL, so `compile_batch`'s thread
+pool runs `--jobs` programs at once, each source built beside the others' compiles). A program
+whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where this
+NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
+with it, it is compiled again without, and only that result (log, error) is kept.
 Headers come from the toolkit packages' include folders (`-I`); a compile error is
 NVRTC's log, with each kernel's own file name and line. The PTX of the same
 program is kept beside the cubin for free. The toolchain identity is NVRTC's
 release and build, read from the banner of an empty program's PTX (`-minimal`
 where NVRTC knows it, and `-G`: 11 ms instead of 28) once per library file
-(remembered in warm's home, and per process: `identity`, its one piece of state).
+(remembered in warm's home, and per process: `identity`; whether NVRTC knows
+`-minimal` and which SMs it builds are asked once per process).
 It owns no kernel cache and never loads what it builds; `cuda.bindings` is imported
 only to compile or to read a version.
 """
@@ -33,6 +38,7 @@ from typing import Any
 from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
+from warmcli.backends.cuda.minimal import MINIMAL, knows_minimal, minimal_safe
 from warmcli.backends.cuda.nvcc import (
     ArchError,
     _package_roots,
@@ -136,6 +142,14 @@ class _Program:
 
     def close(self) -> None:
         self.nvrtc.nvrtcDestroyProgram(self.handle)
+
+
+@functools.cache
+def takes_minimal() -> bool:
+    """Whether this NVRTC knows `-minimal` (12.4 on: `warmcli.backends.cuda.minimal`)."""
+    nvrtc = _nvrtc()
+    err, major, minor = nvrtc.nvrtcVersion()
+    return err == nvrtc.nvrtcResult.NVRTC_SUCCESS and knows_minimal((major, minor))
 
 
 @functools.cache
@@ -290,6 +304,18 @@ class NvrtcCompiler:
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
         arch, options = group_target(units, "NvrtcCompiler")
+        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        # Everything else, the source built included, in the thread that compiles it: the
+        # first program starts at once and the next group's source is built beside it.
+        return _run(lambda: self._compile(units, arch, options, ptx_arch), timeout, units)
+
+    def _compile(
+        self,
+        units: Sequence[CompileUnit],
+        arch: str,
+        options: Sequence[str],
+        ptx_arch: str | None,
+    ) -> CompiledGroup:
         sm = parse_arch(arch)
         known = supported_sms()
         if known and sm not in known:
@@ -298,36 +324,24 @@ class NvrtcCompiler:
                 + ", ".join(f"sm_{n}" for n in sorted(known))
             )
         check_options(options, units, _RESERVED)
-        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
-        source = translation_unit(units)
-        command = ("nvrtc", *self.options(arch, options), f"<{len(units)} kernel(s)>")
-        return _run(
-            lambda: self._compile(units, arch, options, ptx_arch, source, command), timeout, units
-        )
-
-    def _compile(
-        self,
-        units: Sequence[CompileUnit],
-        arch: str,
-        options: Sequence[str],
-        ptx_arch: str | None,
-        source: str,
-        command: tuple[str, ...],
-    ) -> CompiledGroup:
         nvrtc = _nvrtc()
+        source = translation_unit(units)
+        minimal = takes_minimal() and minimal_safe(units)
         started = time.perf_counter()
         outputs: dict[str, bytes] = {}
-        log = ""
+        log, used = "", ()  # NVRTC's log and the options added, of the cubin's program
         same = ptx_arch == ptx_arch_for(arch)  # the PTX comes with the cubin's program
         for target in [arch, *([ptx_arch] if ptx_arch and not same else [])]:
-            program = _Program(nvrtc, source, "warm.cu")
+            program, ok, text, extra = _compiled(
+                nvrtc, source, self.options(target, options), minimal
+            )
+            minimal = bool(extra)  # it failed once: not again for the PTX
             try:
-                ok, text = program.compile(self.options(target, options))
                 if not ok:
                     failure = CompileFailure(text or f"NVRTC failed for {target}", tuple(units))
                     raise signature.explain(failure)
                 if target == arch:
-                    log = text
+                    log, used = text, extra
                     outputs["cubin"] = program.output("CUBIN")
                 if ptx_arch and (target != arch or same):
                     outputs["ptx"] = program.output("PTX")
@@ -335,4 +349,30 @@ class NvrtcCompiler:
                 program.close()
         ptx = (ptx_arch, outputs["ptx"]) if ptx_arch else None
         seconds = time.perf_counter() - started
+        command = ("nvrtc", *self.options(arch, options), *used, f"<{len(units)} kernel(s)>")
         return built_group(outputs["cubin"], arch, units, log, seconds, command, ptx)
+
+
+def _compiled(
+    nvrtc: Any, source: str, options: Sequence[str], minimal: bool
+) -> tuple[_Program, bool, str, tuple[str, ...]]:
+    """(the program, compiled?, NVRTC's log, the options added): with `-minimal` first where
+    `minimal`; a program that fails with it is compiled again without it, and only that
+    second result is kept (its log, its error): `-minimal` never shows."""
+    tries: tuple[tuple[str, ...], ...] = ((MINIMAL,), ()) if minimal else ((),)
+    for extra in tries:
+        program = _Program(nvrtc, source, "warm.cu")
+        try:
+            ok, text = program.compile([*options, *extra])
+        except CompileFailure:
+            if not extra:
+                program.close()
+                raise
+            ok, text = False, ""
+        except BaseException:
+            program.close()
+            raise
+        if ok or not extra:
+            return program, ok, text, extra
+        program.close()
+    raise AssertionError("unreachable: the last try is returned")
