@@ -158,13 +158,21 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show each compiler com
 def default_bundle(given: str | None = None) -> Path:
     """A local bundle to write: `given`, else `WARM_BUNDLE`, else `WARM_HOME/bundle.warm`
     (else the user cache directory's); a URL, read-only, is one line and exit 2."""
-    named = given or config.bundle()
+    named = _named(given)
     if named and is_url(named):
         fail(
             f"{named if given else 'WARM_BUNDLE=' + named} is a URL, which is read-only: give "
             "a local bundle (warm pull fetches one, warm push publishes one)"
         )
     return Path(named) if named else default_bundle_path()
+
+
+def _named(given: str | None) -> str | None:
+    """`given` (`--bundle`, a command's argument), else `WARM_BUNDLE`. An empty name (an
+    unset variable in a script) is refused: it never stands for the default bundle."""
+    if given is not None and not given.strip():
+        fail("the bundle's name is empty: give a bundle's path, or leave it out for the default")
+    return given or config.bundle()
 
 
 def compiler_line(info: dict[str, str]) -> str:
@@ -196,7 +204,7 @@ def readable_bundle(given: str | None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
     imported only then) and a fall-back to its last good copy is one warning line."""
-    location = given or config.bundle() or str(default_bundle())
+    location = _named(given) or str(default_bundle())
     if not is_url(location):
         return Path(location)
     from warmcli.bundle.remote import local_bundle
