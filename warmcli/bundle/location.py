@@ -12,5 +12,11 @@ SCHEMES = ("https", "http", "s3")
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether `text` names a bundle by URL rather than by path."""
-    return isinstance(text, str) and urlsplit(text).scheme in SCHEMES and "://" in text
+    """Whether `text` names a bundle by URL rather than by path (a text `urlsplit` cannot
+    split, such as `https://[x/b.warm`, is no URL: it is read as the path it spells)."""
+    if not isinstance(text, str) or "://" not in text:
+        return False
+    try:
+        return urlsplit(text).scheme in SCHEMES
+    except ValueError:
+        return False
