@@ -66,7 +66,10 @@ class Workload:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
         from warmcli.runtime.binding import bound_runtime
 
-        folder = os.getcwd()  # each pass starts where the first did, whatever it `chdir`s
+        try:  # each pass starts where the first did, whatever it `chdir`s
+            folder: str | None = os.getcwd()
+        except OSError:  # the folder was removed (by an earlier pass): nothing to go back to
+            folder = None
         try:
             with bound_runtime(runtime):
                 result = self.function(runtime) if self.takes_runtime else self.function()
@@ -87,8 +90,9 @@ class Workload:
                 f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
         finally:
-            with contextlib.suppress(OSError):  # a folder the workload removed stays left
-                os.chdir(folder)
+            if folder is not None:
+                with contextlib.suppress(OSError):  # a folder the workload removed stays left
+                    os.chdir(folder)
 
 
 def first_line(exc: BaseException) -> str:
