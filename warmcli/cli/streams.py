@@ -1,10 +1,13 @@
-"""Keeping `--json`'s stdout for the one JSON object while a workload runs.
+"""Keeping warm's own stdout and stderr for its output while a workload runs.
 
-A workload prints as it likes (Python's `print`, its native code's `printf`). Under
-`--json`, `workload_output_on_stderr` points file descriptor 1 at stderr while the
-workload is loaded and run, so what it writes lands on stderr and stdout carries only
-the JSON object the command prints afterwards. It owns the saved descriptor for the
-block's length and nothing else; it never prints.
+A workload prints as it likes (Python's `print`, its native code's `printf`), and may
+close or replace `sys.stdout` or `sys.stderr`. `workload_output_on_stderr` puts back,
+after the block, the stream objects warm had (a closed one reopened on its descriptor),
+so warm's report and errors are still written. Under `--json` it also points file
+descriptor 1 at stderr while the workload is loaded and run, so what it writes lands on
+stderr and stdout carries only the JSON object the command prints afterwards. It owns
+the saved descriptor and stream objects for the block's length and nothing else; it
+never prints.
 """
 
 from __future__ import annotations
@@ -13,13 +16,19 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import TextIO
 
 
 @contextlib.contextmanager
 def workload_output_on_stderr(active: bool) -> Iterator[None]:
-    """In the block, what is written on stdout goes to stderr (when `active`)."""
+    """In the block, what is written on stdout goes to stderr (when `active`); after it,
+    `sys.stdout` and `sys.stderr` are warm's again."""
+    streams = sys.stdout, sys.stderr
     if not active:
-        yield
+        try:
+            yield
+        finally:
+            _put_back(*streams)
         return
     sys.stdout.flush()
     saved = os.dup(1)
@@ -27,6 +36,27 @@ def workload_output_on_stderr(active: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        sys.stdout.flush()  # what the workload left in Python's buffer, to stderr too
+        with contextlib.suppress(ValueError, OSError):  # a stream the workload closed
+            sys.stdout.flush()  # what the workload left in Python's buffer, to stderr too
         os.dup2(saved, 1)
         os.close(saved)
+        _put_back(*streams)
+
+
+def _put_back(stdout: TextIO, stderr: TextIO) -> None:
+    """`sys.stdout` and `sys.stderr` as they were before the workload, reopened (on file
+    descriptors 1 and 2, with their encoding and error handler) where it closed them."""
+    sys.stdout, sys.stderr = _open(stdout, 1), _open(stderr, 2)
+
+
+def _open(stream: TextIO, fd: int) -> TextIO:
+    if not stream.closed:
+        return stream
+    return open(  # the process's stream from now on: never closed here
+        fd,
+        "w",
+        encoding=stream.encoding,
+        errors=stream.errors,
+        closefd=False,
+        buffering=1 if stream.line_buffering else -1,
+    )
