@@ -276,3 +276,16 @@ def test_arch_with_a_device_named_is_refused_in_one_line(
     assert warm("run", script, "-b", bundle_path, "--quiet").returncode == 0
     proc = warm("verify", bundle_path, "-w", script, "--device", "host", "--arch", "sm_90")
     assert (proc.returncode, proc.stderr) == (2, expected)
+
+
+def test_dask_verifies_a_pycuda_script(warm: Warm, scheduler: str, bundle_path: Path) -> None:
+    """`--pycuda --dask`: the shards warmed the script, but the verify replay ran it without
+    warm's PyCUDA modules (exit 2, and a hint to add the --pycuda already given)."""
+    from conftest import EXAMPLES
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    args = ("--pycuda", "--arch", "sm_90", "--allow-discarded-reads", "--dask", scheduler)
+    proc = warm("run", EXAMPLES / "pycuda_style.py", "-b", bundle_path, *args, "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert json.loads(proc.stdout)["verified"] is True

@@ -162,7 +162,8 @@ def run(
         argv += ["--compile-timeout", str(compile_timeout)] if compile_timeout else []
         argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
         argv += ["--pycuda"] if pycuda else []
-        verify_args = (loader, device, arch, nvcc, trusted, compiler, allow_discarded_reads)
+        hooked = lambda act: _pycuda(pycuda, bool(arch), act)  # noqa: E731 (the replay's)
+        verify_args = (hooked, loader, device, arch, nvcc, trusted, compiler, allow_discarded_reads)
         from warmcli.cli.run_dask import dask_run  # only a run fanned out pays for Dask's parts
 
         raise typer.Exit(

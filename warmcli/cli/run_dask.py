@@ -57,11 +57,11 @@ def dask_run(
         stored_tunes=merged.tunes,
     )
     if verify_args is not None:
-        loader, *rest = verify_args
+        hooked, loader, *rest = verify_args  # `hooked`: under --pycuda, warm's PyCUDA
 
         def replayed() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                return replay(path, loader(), *rest)
+                return hooked(lambda: replay(path, loader(), *rest))
 
         verified, report.missing = guarded(replayed)
         report.passes.append(verified)
