@@ -1,0 +1,89 @@
+"""What the round-3 README user trial found and left, fixed (round 4).
+
+Through the real CLI in a subprocess, on real files: a `WARM_HOME` that is a file is
+named as the problem; a workload's `DEVICE` that names no device is said to be the
+workload's; a `Tunable` with a negative warmup or no repeats is refused where it is made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli import Kernel, Tunable
+from warmcli.errors import WarmError
+
+INC = """\
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "{device}"
+K = Kernel("void inc(int *x, int n) {{ for (int i = 0; i < n; i++) x[i] += 1; }}", "inc", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.upload(np.zeros(4, np.int32)), 4)
+"""
+
+
+def test_a_warm_home_that_is_a_file_is_named(warm: Warm, workload_file, tmp_path: Path) -> None:
+    home = tmp_path / "homefile"
+    home.write_text("")
+    warm.env["WARM_HOME"] = str(home)
+    said = f"warm: error: WARM_HOME={home} is not a directory"
+    for args in (("run", workload_file(INC.format(device="host")), "-q"), ("stats",), ("check",)):
+        proc = warm(*args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith(said), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_an_unknown_device_of_the_workload_names_its_device(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    proc = warm("run", workload_file(INC.format(device="gpu")), "-b", bundle_path)
+    assert proc.returncode == 2
+    assert "unknown device 'gpu' (the workload's DEVICE)" in proc.stderr, proc.stderr
+    assert not bundle_path.exists()
+    proc = warm("run", workload_file(INC.format(device="host")), "-b", bundle_path, "-d", "gpu")
+    assert proc.returncode == 2
+    assert "unknown device 'gpu':" in proc.stderr and "DEVICE" not in proc.stderr
+
+
+def _tunable(**kwargs: int) -> Tunable:
+    k = Kernel("void inc(int *x) { x[0] += 1; }", "inc", "P")
+    return Tunable("t", {"a": k}, lambda rt, c, *a, stream=None: None, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"warmup": -1}, "tunable t: warmup is -1: give 0 or more launches"),
+        ({"repeats": 0}, "tunable t: repeats is 0: give 1 or more timed launches"),
+        ({"repeats": 2.5}, "tunable t: repeats is 2.5: give 1 or more timed launches"),
+    ],
+)
+def test_a_tunable_with_no_repeats_or_a_negative_warmup_is_refused(
+    kwargs: dict[str, int], said: str
+) -> None:
+    with pytest.raises(ValueError, match=said) as caught:
+        _tunable(**kwargs)
+    assert isinstance(caught.value, WarmError)
+    assert _tunable(warmup=0, repeats=1).repeats == 1
+
+
+def test_warm_run_refuses_a_tunable_with_no_repeats_in_one_line(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    source = INC.format(device="host") + (
+        "from warmcli import Tunable\n"
+        "T = Tunable('t', {'a': K}, lambda rt, k, x, stream=None: None, repeats=0)\n"
+    )
+    proc = warm("run", workload_file(source), "-b", bundle_path)
+    assert proc.returncode == 2
+    assert proc.stderr.endswith(
+        "workload failed to import: TuneSpecError: tunable t: repeats is 0: give 1 or more "
+        "timed launches\n"
+    ), proc.stderr
+    assert not bundle_path.exists()
