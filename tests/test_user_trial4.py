@@ -2,11 +2,13 @@
 
 Through the real CLI in a subprocess, on real files: a `WARM_HOME` that is a file is
 named as the problem; a workload's `DEVICE` that names no device is said to be the
-workload's; a `Tunable` with a negative warmup or no repeats is refused where it is made.
+workload's; a `Tunable` with a negative warmup or no repeats is refused where it is made;
+`warm check` counts an entry built only for another arch once, as not servable.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,28 @@ def test_warm_run_refuses_a_tunable_with_no_repeats_in_one_line(
         "timed launches\n"
     ), proc.stderr
     assert not bundle_path.exists()
+
+
+def test_check_counts_an_entry_built_only_for_another_arch_once(
+    warm: Warm, bundle_path: Path
+) -> None:
+    """`(14 not for this machine): 14 not servable here` read as 28 entries, not 14."""
+    from conftest import EXAMPLES
+
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    args = ("--compiler", "nvrtc", "--no-ptx", "-q")
+    built = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_80", "-b", bundle_path, *args)
+    assert built.returncode == 0, built.stdout + built.stderr
+    proc = warm("check", bundle_path, "--arch", "sm_90", "--compiler", "nvrtc")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"bundle {bundle_path}: 8 kernel(s), 6 tune(s): 14 not servable here\n" in proc.stdout
+    assert "not for this machine" not in proc.stdout
+    doc = json.loads(warm("check", bundle_path, "--arch", "sm_90", "--json").stdout)
+    assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 14
+    doc = json.loads(
+        warm("check", bundle_path, "--arch", "sm_90", "--arch", "sm_80", "--json").stdout
+    )
+    assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 20  # + 6 tunes pending
