@@ -114,3 +114,26 @@ def test_check_counts_an_entry_built_only_for_another_arch_once(
         warm("check", bundle_path, "--arch", "sm_90", "--arch", "sm_80", "--json").stdout
     )
     assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 20  # + 6 tunes pending
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_a_ptx_arch_the_compiler_cannot_build_is_refused_before_any_pass(
+    warm: Warm, bundle_path: Path, compiler: str
+) -> None:
+    """`--ptx compute_70` with CUDA 13: each candidate failed with NVRTC_ERROR_INVALID_OPTION."""
+    from conftest import EXAMPLES, nvcc_or_skip
+
+    from warmcli.backends.cuda import nvcc, nvrtc
+
+    if compiler == "nvrtc" and nvrtc.find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    known = nvrtc.supported_sms() if compiler == "nvrtc" else nvcc.supported_sms(nvcc_or_skip())
+    if not known or 70 in known:
+        pytest.skip(f"this {compiler} builds compute_70")
+    args = ("--arch", "sm_80", "--ptx", "compute_70", "--compiler", compiler, "-b", bundle_path)
+    proc = warm("run", EXAMPLES / "saxpy_cuda.py", *args)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    line = proc.stderr.splitlines()
+    assert len(line) == 1 and line[0].startswith("warm: error: --ptx compute_70: the installed ")
+    assert "does not build it; it builds compute_" in line[0] and "compute_80" in line[0]
+    assert not bundle_path.exists()

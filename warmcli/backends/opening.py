@@ -80,4 +80,5 @@ def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
             raise DeviceError(str(exc)) from None
         highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
         highest.compilers.ptx = ptx  # type: ignore[attr-defined]
+        highest.compilers.check_ptx()  # type: ignore[attr-defined]
     return devices
