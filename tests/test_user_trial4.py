@@ -137,3 +137,29 @@ def test_a_ptx_arch_the_compiler_cannot_build_is_refused_before_any_pass(
     assert len(line) == 1 and line[0].startswith("warm: error: --ptx compute_70: the installed ")
     assert "does not build it; it builds compute_" in line[0] and "compute_80" in line[0]
     assert not bundle_path.exists()
+
+
+def test_a_narrow_terminal_shows_every_name_of_warm_stats_whole(
+    warm: Warm, bundle_path: Path
+) -> None:
+    """`COLUMNS=40 warm stats`: the "device / tunable" column shrank to nothing and names
+    were cut to `x8…`; under the width its columns need, one record follows another."""
+    from conftest import EXAMPLES
+
+    built = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle_path, "-q")
+    assert built.returncode == 0, built.stdout + built.stderr
+    doc = warm.json("stats", bundle_path)
+    wide = warm("stats", bundle_path).stdout
+    warm.env["COLUMNS"] = "40"
+    proc = warm("stats", bundle_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "…" not in proc.stdout and max(map(len, lines)) <= 40, proc.stdout
+    for k in doc["kernels"]:
+        assert any(ln.startswith(f"kernel     {k['entry']}") for ln in lines), proc.stdout
+    for t in doc["tunes"]:
+        assert any(ln.startswith(f"{t['operation']} ") for ln in lines), proc.stdout
+    for k in doc["kernels"]:
+        assert f"key        {k['key'][:8]}" in lines
+    assert "device / tunable" in wide and "Kernels (" in proc.stdout
+    assert any(ln.startswith("device / tunable  ") for ln in lines), proc.stdout
