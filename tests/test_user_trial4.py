@@ -163,3 +163,53 @@ def test_a_narrow_terminal_shows_every_name_of_warm_stats_whole(
         assert f"key        {k['key'][:8]}" in lines
     assert "device / tunable" in wide and "Kernels (" in proc.stdout
     assert any(ln.startswith("device / tunable  ") for ln in lines), proc.stdout
+
+
+MODULE_LEVEL_RUNTIME = """\
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "host"
+RT = warmcli.runtime("host")
+INC = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+DBL = Kernel("void dbl(int *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }", "dbl", "Pi")
+{at_import}
+
+def workload(rt):
+    RT.launch(INC, RT.upload(np.ones(4, np.int32)), 4)
+"""
+
+
+def test_a_module_level_runtime_is_bound_to_the_pass_and_an_import_launch_is_named(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """A module-level `warmcli.runtime()` was the production runtime over WARM_HOME's
+    bundle: what workload() launched on it was not stored, yet "the bundle is complete"."""
+    script = workload_file(MODULE_LEVEL_RUNTIME.replace("{at_import}", ""))
+    proc = warm("run", script, "-b", bundle_path, "-q")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout
+    served = warm.production(
+        "import json, warmcli, numpy as np\n"
+        "from warmcli.production import report\n"
+        "rt = warmcli.runtime('host')\n"
+        "from warmcli import Kernel\n"
+        "K = Kernel('void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }',"
+        " 'inc', 'Pi')\n"
+        "rt.launch(K, rt.upload(np.ones(4, np.int32)), 4)\n"
+        "print(json.dumps(len(report().kernels)))\n",
+        bundle=bundle_path,
+    )
+    assert served == 0
+    bundle_path.unlink()
+    launch = "RT.launch(DBL, RT.upload(np.ones(4, np.int32)), 4)"
+    script = workload_file(MODULE_LEVEL_RUNTIME.replace("{at_import}", launch), "twice.py")
+    proc = warm("run", script, "-b", bundle_path, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout
+    assert proc.stderr == (
+        f"warm: warning: {script}:9: the workload's import used warmcli.runtime() before warm "
+        "binds a pass's runtime: what it did there is not warmed (what workload() does on "
+        "that runtime is): do it inside workload(rt)\n"
+    ), proc.stderr
