@@ -11,14 +11,13 @@ decides and builds the compiler, and checks up front that it builds the PTX aske
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from warmcli import config
-from warmcli.backends.cuda import nvcc as _nvcc
-from warmcli.backends.cuda import nvrtc as _nvrtc
-from warmcli.backends.cuda.nvcc import NvccCompiler, nvcc_candidates
+from warmcli.backends.cuda.nvcc import NvccCompiler, _release, nvcc_candidates
+from warmcli.backends.cuda.nvcc import supported_sms as nvcc_sms
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+from warmcli.backends.cuda.nvrtc import supported_sms as nvrtc_sms
 from warmcli.backends.serving import virtual_sm
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import ArchError
@@ -86,10 +85,9 @@ def check_ptx_target(compiler: CudaCompiler, ptx: str) -> None:
     if sm is None:
         return
     nvrtc = isinstance(compiler, NvrtcCompiler)
-    known = _nvrtc.supported_sms() if nvrtc else _nvcc.supported_sms(compiler.toolchain.path)
+    known = nvrtc_sms() if nvrtc else nvcc_sms(compiler.toolchain.path)
     if known and sm not in known:
-        match = re.search(r"release (\d+\.\d+)", compiler.toolchain.version)
-        name = f"{'NVRTC' if nvrtc else 'nvcc'} {match.group(1) if match else ''}".strip()
+        name = f"{'NVRTC' if nvrtc else 'nvcc'} {_release(compiler.toolchain)}"
         raise ArchError(
             f"--ptx {ptx}: the installed {name} does not build it; it builds "
             + ", ".join(f"compute_{n}" for n in sorted(known))
