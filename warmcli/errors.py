@@ -129,7 +129,8 @@ class TuneFailure(WarmError, RuntimeError):
 
 
 class TuneSpecError(WarmError, ValueError):
-    """A tunable's `restore=` or `check=` does not fit the inputs it was called with."""
+    """A tunable's `warmup=` or `repeats=` is out of range, or its `restore=` or `check=`
+    does not fit the inputs it was called with."""
 
 
 class DiscardedReadError(WarmError, RuntimeError):

@@ -6,7 +6,8 @@ It holds the default bundle, the remembered compiler version lines
 can be deleted at any time: it is rebuilt on demand. This module names those paths
 and holds the rule for what in them warm trusts: a file this user owns and nobody
 else may write (`private`), written whole, 0600, through a unique temporary file
-(`write_private`). It never reads them and owns no state.
+(`write_private`); for warm's commands it refuses a `WARM_HOME` that is no directory.
+It never reads them and owns no state.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from pathlib import Path
 
 from warmcli import config
+from warmcli.errors import ConfigError
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
@@ -33,9 +35,14 @@ def home_directory() -> str:
     return home if home else _user_cache(config.xdg_cache_home())
 
 
-def default_bundle_path() -> Path:
-    """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home."""
-    return warm_home() / "bundle.warm"
+def default_bundle_path(*, strict: bool = False) -> Path:
+    """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home.
+    `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory: what
+    they keep in it would fail with a bare "Not a directory"."""
+    home = warm_home()
+    if strict and config.home() and home.exists() and not home.is_dir():
+        raise ConfigError(f"WARM_HOME={home} is not a directory: name a directory, or unset it")
+    return home / "bundle.warm"
 
 
 @functools.cache

@@ -5,7 +5,8 @@ none), else the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when
 it exists, is the bundle this process serves kernels and picks from
 (`use_bundle(None)`: none); `runtime()` hands out one `Runtime`
 per device over it, opened read-only and read lazily (while a runtime of that device is
-bound, `warm run`'s passes, that one: what a workload does on it is warmed). A miss
+bound, `warm run`'s passes, that one: what a workload does on it is warmed; while `warm run`
+imports the workload, a `LateRuntime` that goes to the pass bound when used). A miss
 still compiles or tunes, as it would without warm, and is counted into the process's default
 collector (`default_collector()`); `report()` names every kernel this process
 had to compile and every tune it had to measure because the bundle lacked them
@@ -30,11 +31,13 @@ object (`_Production`); it prints nothing except that report, and only when aske
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
@@ -268,6 +271,13 @@ def runtime(device: str = "auto") -> Runtime:
     active = _bound(device)
     if active is not None:
         return active
+    if _LATE and not sys._getframe(1).f_globals.get("__name__", "").startswith("warmcli."):
+        return cast(Runtime, LateRuntime(device))  # a workload's import under `warm run`
+    return _own(device)
+
+
+def _own(device: str) -> Runtime:
+    """This process's own runtime for `device` (one per device), over the bundle in use."""
     state = _STATE
     with state.lock:  # one lock with the bundle: a concurrent `use_bundle` cannot slip between
         loaded = state._bundle()
@@ -284,6 +294,43 @@ def runtime(device: str = "auto") -> Runtime:
             first.close()  # already served under another name
         state.asked[device] = first.id
         return rt
+
+
+_LATE: list[list[str]] = []  # while `late_runtimes` runs: where each unbound use was
+
+
+@contextlib.contextmanager
+def late_runtimes() -> Iterator[list[str]]:
+    """While `warm run` imports a workload, before any pass binds its runtime: `runtime()`
+    hands out `LateRuntime`s, and the list yielded gets where code used one unbound."""
+    unbound: list[str] = []
+    _LATE.append(unbound)
+    try:
+        yield unbound
+    finally:
+        _LATE.remove(unbound)
+
+
+class LateRuntime:
+    """What `runtime()` hands a workload's import under `warm run` (warm's own layers, the
+    PyCUDA shim's, get this process's runtime as before): each use goes to the
+    runtime bound then (a pass's: warmed), else to this process's own (not warmed: the
+    place of the first such use is noted while the import runs)."""
+
+    def __init__(self, device: str) -> None:
+        self._device = device
+
+    def __getattr__(self, name: str) -> Any:
+        active = _bound(self._device)
+        if active is None:
+            if _LATE and not _LATE[-1]:
+                caller = sys._getframe(1)
+                _LATE[-1].append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+            active = _own(self._device)
+        return getattr(active, name)
+
+    def __repr__(self) -> str:
+        return f"<warmcli runtime {self._device!r}: the bound pass's, when one is>"
 
 
 def _bound(device: str) -> Runtime | None:

@@ -51,6 +51,7 @@ def open_devices(
             ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
         ]
         return _keep_ptx(devices, ptx)
+    given = spec
     if spec == "auto":
         spec = hint or ("cuda" if cuda_available() else "host")
     if spec == "host":
@@ -64,7 +65,8 @@ def open_devices(
         from warmcli.backends.cuda.device import open_cuda_devices
 
         return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
-    raise DeviceError(f"unknown device {spec!r}: use host, cuda, cuda:N or --arch sm_XX")
+    named = " (the workload's DEVICE)" if given == "auto" else ""
+    raise DeviceError(f"unknown device {spec!r}{named}: use host, cuda, cuda:N or --arch sm_XX")
 
 
 def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
@@ -78,4 +80,5 @@ def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:
             raise DeviceError(str(exc)) from None
         highest = max(devices, key=lambda d: int(d.arch.removeprefix("sm_").rstrip("af")))
         highest.compilers.ptx = ptx  # type: ignore[attr-defined]
+        highest.compilers.check_ptx()  # type: ignore[attr-defined]
     return devices

@@ -38,8 +38,8 @@ def check(
 
     For every device here, every kernel BUNDLE holds must have a build that runs on it
     (its arch; a cubin's CUDA version within the driver's; any compiler) whose blob
-    matches its sha256, and every tune a measured pick on it. Entries for other
-    architectures are counted as not for this machine, never failing.
+    matches its sha256, and every tune a measured pick on it. A servable entry's builds
+    for other architectures are counted as not for this machine, never failing.
 
     Exit 0 when every entry is servable here, 1 when not.
     """

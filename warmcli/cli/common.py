@@ -164,7 +164,7 @@ def default_bundle(given: str | None = None) -> Path:
             f"{named if given else 'WARM_BUNDLE=' + named} is a URL, which is read-only: give "
             "a local bundle (warm pull fetches one, warm push publishes one)"
         )
-    return Path(named) if named else default_bundle_path()
+    return Path(named) if named else guarded(lambda: default_bundle_path(strict=True))
 
 
 def _named(given: str | None) -> str | None:

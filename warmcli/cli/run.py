@@ -62,6 +62,12 @@ from warmcli.warming.workload import Workload, load_module, load_workload
 if TYPE_CHECKING:
     from warmcli.cli.progress import RunProgress
 
+UNBOUND = (
+    "the workload's import used warmcli.runtime() before warm binds a pass's runtime: what "
+    "it did there is not warmed (what workload() does on that runtime is): do it inside "
+    "workload(rt)"
+)
+
 
 @app.command()
 def run(
@@ -181,6 +187,8 @@ def run(
 
     def action(progress: RunProgress | None) -> Any:
         loaded = loader()
+        if loaded.unbound:
+            err.print(f"warm: warning: {loaded.unbound}: {UNBOUND}", markup=False, highlight=False)
         hint = loaded.device_hint or ("cuda" if pycuda else None)
 
         def opener() -> list[Device]:

@@ -9,9 +9,10 @@ architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's driver ca
 JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart (`jit`): a slower
 first load, still no compile by warm. Every tune (operation, shapes, candidate set)
 must have a measured pick on that device's fingerprint (a pending tune is not
-servable). Entries only other machines would use (another arch) are counted as
-"not for this machine", never failing; a malformed entry is not servable (reason
-`corrupt`). `check_servable` returns what is not servable, each as a
+servable). The builds (tune records) for other archs of an entry servable here are
+counted as "not for this machine", never failing; those of an entry not servable here
+are not (the entry is counted once, as not servable); a malformed entry is not servable
+(reason `corrupt`). `check_servable` returns what is not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what
 this machine has). The entries are streamed in the order that groups one kernel's
 builds (one tune's devices) together, and each group is read once, holding for each
@@ -51,7 +52,7 @@ class CheckReport:
     unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
     unservable_count: int = 0
     jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
-    other: int = 0  # entries only other machines use ("not for this machine")
+    other: int = 0  # servable entries' builds for other archs ("not for this machine")
 
     @property
     def servable(self) -> bool:
@@ -121,8 +122,8 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
 
     For each device here, each kernel the bundle holds (for any arch) must have a build
     that runs on it (`warmcli.backends.serving`) whose blob matches its sha256 (PTX: that its
-    driver can JIT), and each tune a measured pick on its fingerprint. Entries only
-    other machines use are counted in `other`, never failing.
+    driver can JIT), and each tune a measured pick on its fingerprint. The builds of a
+    servable entry that only other machines use are counted in `other`, never failing.
     """
     offers = [DeviceInfo.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
@@ -177,6 +178,7 @@ def _check_kernels(
     chosen: list[KernelRecord | None] = [None] * len(here)
     unfit: list[tuple[KernelRecord, tuple[str, str]] | None] = [None] * len(here)
     held: dict[str, bool] = {}  # arch -> a cubin's (not PTX), in the order met
+    other = 0  # cubins for no arch here: counted in `report.other` if the kernel is servable
     for k in itertools.chain((first,), builds):
         cubin = virtual_sm(k.arch) is None
         report.kernels += cubin  # PTX goes along
@@ -184,7 +186,7 @@ def _check_kernels(
             if cubin:
                 report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
             continue
-        report.other += cubin and k.arch not in archs  # a build here serves is for an arch here
+        other += cubin and k.arch not in archs  # a build here serves is for an arch here
         if k.arch in held or len(held) < _NAMED:
             held[k.arch] = cubin
         for i, target in enumerate(targets):
@@ -197,6 +199,8 @@ def _check_kernels(
                     unfit[i] = (k, why)
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
+    if None not in chosen:
+        report.other += other
     for o, target, pick, misfit in zip(here, targets, chosen, unfit, strict=True):
         if pick is None:
             report.refuse(_unrunnable(first, misfit, target, sorted(held)))
@@ -263,6 +267,7 @@ def _check_tunes(
     archs, fingerprints = {o.arch for o in here}, {o.fingerprint for o in here}
     mine: dict[str, tuple[str, bool]] = {}  # a fingerprint here -> (its first key, measured)
     held: dict[str, None] = {}  # the devices of the records, in the order met
+    other = 0  # records for no arch here: counted in `report.other` if the tune is servable
     for t in itertools.chain((first,), records):
         report.tunes += 1
         if not here:
@@ -272,9 +277,11 @@ def _check_tunes(
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
         else:
-            report.other += _arch_of(t.device) not in archs
+            other += _arch_of(t.device) not in archs
         if t.device in held or len(held) < _NAMED:
             held[t.device] = None
+    if here and all(mine.get(o.fingerprint, ("", False))[1] for o in here):
+        report.other += other
     for o in here:
         key, measured = mine.get(o.fingerprint, ("", False))
         if measured:

@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
-from warmcli.errors import BundleError, KernelCompileError, TuneFailure, headline
+from warmcli.errors import (
+    BundleError,
+    KernelCompileError,
+    TuneFailure,
+    TuneSpecError,
+    headline,
+)
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
@@ -94,6 +100,12 @@ class Tunable(Record):
             raise ValueError(f"tunable {self.name} has no candidates")
         if self.bucket not in (None, "pow2"):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
+        for arg, least, what in (("warmup", 0, "launches"), ("repeats", 1, "timed launches")):
+            value = getattr(self, arg)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise TuneSpecError(
+                    f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
+                )
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "

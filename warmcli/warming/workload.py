@@ -15,6 +15,9 @@ without the runtime. Either way the runtime is bound while the entry runs
 (`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an `async def`
 entry is run to its end (`asyncio.run`), and the working folder it changes is put back
 after each run (each pass starts where the first did; a relative bundle path holds).
+While it is imported, `warmcli.runtime()` hands out a runtime bound late
+(`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the
+import itself does on it runs unwarmed, and where is kept (`unbound`).
 The module owns nothing once loaded; it never runs the passes itself.
 """
 
@@ -29,12 +32,13 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from warmcli.errors import WorkloadError
+from warmcli.production import late_runtimes
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
@@ -46,6 +50,7 @@ class Workload:
     entry: str
     module: ModuleType
     function: Callable[[Any], Any]
+    unbound: str = ""  # where its import used `warmcli.runtime()` before any pass (not warmed)
 
     @property
     def device_hint(self) -> str | None:
@@ -182,11 +187,12 @@ def load_workload(
     _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with late_runtimes() as unbound:
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
-    return _entry(module, resolved, entry, fallback)
+    return replace(_entry(module, resolved, entry, fallback), unbound="".join(unbound))
 
 
 def load_module(name: str, entry: str = "workload") -> Workload:
@@ -203,7 +209,8 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
     origin = Path(spec.origin)
     try:
-        module = importlib.import_module(name)
+        with late_runtimes() as unbound:
+            module = importlib.import_module(name)
     except (Exception, SystemExit) as exc:
         raise _import_failure(exc, origin) from None
-    return _entry(module, origin, entry)
+    return replace(_entry(module, origin, entry), unbound="".join(unbound))

@@ -23,6 +23,7 @@ from warmcli.backends.cuda.choose import (
     CompilerChoice,
     CudaCompiler,
     check_name,
+    check_ptx_target,
     choose,
     make_compiler,
     why_this_nvcc,
@@ -95,6 +96,12 @@ class CompilerSlot:
                 compiler.check_arch(self.arch)
                 self._compiler, self.choice = compiler, choice
             return self._compiler
+
+    def check_ptx(self) -> None:
+        """ArchError at once when this device's compiler cannot build the PTX it keeps
+        (a `compute_XX`): what a run checks before its first pass."""
+        if self.ptx and self.ptx != "auto":
+            check_ptx_target(self.get("cuda"), self.ptx)
 
     def why(self) -> str:
         """Why this device's compiler was chosen (and, for nvcc, where it was found)."""

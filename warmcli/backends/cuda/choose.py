@@ -5,7 +5,8 @@ The order: `--compiler nvrtc|nvcc` (the `compiler` argument), else
 else NVRTC when `cuda-bindings` and the NVRTC library are installed (in process,
 fastest), else nvcc (found as `warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps
 the reason in words, for `warm devices` and `warm run --verbose`. This module
-decides and builds the compiler; it keeps no state and compiles nothing.
+decides and builds the compiler, and checks up front that it builds the PTX asked for
+(`check_ptx_target`); it keeps no state and compiles nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmcli import config
-from warmcli.backends.cuda.nvcc import NvccCompiler, nvcc_candidates
+from warmcli.backends.cuda.nvcc import NvccCompiler, _release, nvcc_candidates
+from warmcli.backends.cuda.nvcc import supported_sms as nvcc_sms
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+from warmcli.backends.cuda.nvrtc import supported_sms as nvrtc_sms
+from warmcli.backends.serving import virtual_sm
 from warmcli.backends.toolchain import ToolchainError
+from warmcli.errors import ArchError
 
 CudaCompiler = NvccCompiler | NvrtcCompiler
 NAMES = ("nvrtc", "nvcc")
@@ -70,3 +75,20 @@ def why_this_nvcc(compiler: NvccCompiler) -> str:
     others = [f"{path} ({where})" for where, path in nvcc_candidates() if path != compiler.path]
     found = f"found by {compiler.found_by}"
     return f"{found}; also here: {', '.join(dict.fromkeys(others))}" if others else found
+
+
+def check_ptx_target(compiler: CudaCompiler, ptx: str) -> None:
+    """ArchError in one line when `compiler` cannot build `ptx` (`compute_XX`), naming what
+    it can: else every candidate of every tune fails to compile, one by one. `auto`, and
+    a compiler that cannot say what it builds, pass."""
+    sm = virtual_sm(ptx)
+    if sm is None:
+        return
+    nvrtc = isinstance(compiler, NvrtcCompiler)
+    known = nvrtc_sms() if nvrtc else nvcc_sms(compiler.toolchain.path)
+    if known and sm not in known:
+        name = f"{'NVRTC' if nvrtc else 'nvcc'} {_release(compiler.toolchain)}"
+        raise ArchError(
+            f"--ptx {ptx}: the installed {name} does not build it; it builds "
+            + ", ".join(f"compute_{n}" for n in sorted(known))
+        )

@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 
 
 def listing(title: str | None = None) -> Table:
-    """The table every listing uses: a title on the left, a rule under the header."""
+    """The table every listing uses: a title on the left, a rule under the header; in a
+    terminal too narrow for its columns, one record after another (`narrow.Listing`)."""
     from rich import box
-    from rich.table import Table
+
+    from warmcli.cli.render.narrow import Listing
 
     shown = None if title is None else line(title)
-    return Table(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    return Listing(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
 def line(text: object, style: str = "") -> Text:

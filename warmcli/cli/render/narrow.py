@@ -1,0 +1,68 @@
+"""The table every listing is (`warmcli.cli.render.listing`), readable in a narrow terminal.
+
+A Rich table in a terminal narrower than its columns shrinks them until a name is cut
+to `x8…` or a column to nothing (`COLUMNS=40 warm stats`). A `Listing` is a Rich table
+that, when the terminal cannot give each column its text (a folding column at least
+`FOLDED` cells), shows one record after another instead: each non-empty cell on a line
+of its own, under its column's name, folded to the width there is. It decides at each
+render, from the width it is given; it owns only its rows and prints nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Column, Table
+from rich.text import Text
+
+FOLDED = 12  # the least a folding column may be given before records are shown instead
+
+
+class Listing(Table):
+    """A Rich table that becomes one record after another when it does not fit."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.rows and self.needed() > options.max_width:
+            yield from self.records()
+        else:
+            yield from super().__rich_console__(console, options)
+
+    def needed(self) -> int:
+        """The width this table needs to show every no-wrap cell whole and every other
+        column at least `FOLDED` cells wide (or its widest text, if narrower)."""
+        _, right, _, left = self.padding
+        widths = [_widest(c) if c.no_wrap else min(_widest(c), FOLDED) for c in self.columns]
+        pads = (left + right) * len(widths) - (0 if self.pad_edge else left + right)
+        edges = 2 if self.box is not None and self.show_edge and self.box.head_left.strip() else 0
+        return sum(widths) + pads + edges
+
+    def records(self) -> Iterator[Table | Text]:
+        """The rows as records: its title, then each cell under its column's name (a
+        blank line around them, where the table has its edges)."""
+        if self.title is not None:
+            yield self.title if isinstance(self.title, Text) else Text(self.title)
+        yield Text()
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="bold")
+        grid.add_column(overflow="fold")
+        cells = [list(c.cells) for c in self.columns]
+        for i, row in enumerate(self.rows):
+            if i:
+                grid.add_row("", "")
+            for column, values in zip(self.columns, cells, strict=True):
+                if _text(values[i]):
+                    grid.add_row(Text(str(column.header)), values[i], style=row.style)
+        yield grid
+        yield Text()
+
+
+def _widest(column: Column) -> int:
+    """The widest line of a column's header and cells, in terminal cells."""
+    texts = [_text(column.header), *map(_text, column.cells)]
+    return max(cell_len(ln) for text in texts for ln in text.splitlines() or [""])
+
+
+def _text(value: object) -> str:
+    return value.plain if isinstance(value, Text) else str(value)
