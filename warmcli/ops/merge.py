@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import (
     DISK_FULL,
     SCHEMAS,
@@ -206,7 +207,7 @@ def _publish(
             for record, index in union.kernels.values():
                 by_blob.setdefault((index, record.sha256), []).append(record)
             for (index, sha), records in by_blob.items():
-                binary = bundles[index].blob(sha)
+                binary = streamed(bundles[index], sha)  # copied a chunk at a time
                 dest.put(kernels=[(r, binary) for r in records])
             dest.put(
                 tunes=[t for t, _ in union.tunes.values()],
