@@ -13,6 +13,7 @@ miss saying why; a corrupt one is refused by merge; a big one merges intact.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -166,3 +167,23 @@ def test_the_other_commands_stay_flat(bundles: dict) -> None:
         code, peak, text = _peak(bundles["warm"], *args)
         assert peak < BIG, (args, peak >> 20, text)
     assert code == 1 and f"blob {bundles['bad_sha'][:16]} does not match its sha256" in text
+
+
+def test_a_large_library_is_compared_with_its_file_a_chunk_at_a_time(tmp_path: Path) -> None:
+    from warmcli.backends.host import libraries
+
+    binary = bytes(range(256)) * ((3 << 20) // 256 + 7)  # over the one-read size, uneven
+    path = tmp_path / "lib.so"
+    for on_disk, same in (
+        (binary, True),
+        (binary[:-1] + b"x", False),  # its last chunk differs
+        (binary + b"\0", False),  # it grew
+        (binary[:-1], False),  # cut short
+    ):
+        path.write_bytes(on_disk)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert libraries._holds(fd, binary) is same
+            assert libraries._holds(fd, on_disk[:100]) is (on_disk[:100] == on_disk)
+        finally:
+            os.close(fd)
