@@ -2,12 +2,14 @@
 
 `MAX_LOADED_BYTES` caps a binary warm loads (hands to a device: a host library, a CUDA
 image, which `cuModuleLoadData` needs whole in memory): `Bundle.blob` refuses a larger
-one without reading it. A blob is otherwise only hashed (`digest`) or copied between
-bundles (`streamed`, what `warm merge` writes), `CHUNK_BYTES` at a time through SQLite's
-incremental blob handles (`Connection.blobopen`, Python 3.11+; before it, whole, within
-`MAX_BLOB_BYTES`). A copy is hashed as it is written and checked before its transaction
-commits: a blob failing its sha256 or size is refused as `Bundle.blob` refuses it. It owns
-no state beyond one copy's, never prints.
+one without reading it (one under it is held whole, twice while SQLite hands it over:
+memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
+(`digest`) or copied between bundles (`streamed`, what `warm merge` writes),
+`CHUNK_BYTES` at a time through SQLite's incremental blob handles
+(`Connection.blobopen`, Python 3.11+; before it, whole, within `MAX_BLOB_BYTES`). A copy
+is hashed as it is written and checked before its transaction commits: a blob failing
+its sha256 or size is refused as `Bundle.blob` refuses it. It owns no state beyond one
+copy's, never prints.
 """
 
 from __future__ import annotations
