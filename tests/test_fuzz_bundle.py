@@ -281,7 +281,7 @@ def test_oversized_fields_and_blobs_are_refused(monkeypatch: pytest.MonkeyPatch)
     assert read_everything(big_log) == "refused"
     big_name = mutate(scratch(template()), ("UPDATE tunes SET operation = ?", ("o" * 5000,)))
     assert read_everything(big_name) == "refused"
-    monkeypatch.setattr(bundle_module, "MAX_BLOB_BYTES", 1000)  # a blob read
+    monkeypatch.setattr(bundle_module, "MAX_LOADED_BYTES", 1000)  # a blob read (to load)
     monkeypatch.setattr(rows_module, "MAX_BLOB_BYTES", 1000)  # a row's size field
     path = scratch(template())
     [(sha,)] = sqlite3.connect(path).execute("SELECT sha256 FROM kernels WHERE entry = 'inc'")

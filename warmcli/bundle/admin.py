@@ -17,12 +17,12 @@ The runtime reaches none of this but `foreign` (its seam is
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.blobs import digest
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.lock import write_lock
@@ -202,20 +202,9 @@ class BundleAdmin(SignedRows):
         for sha, size, length, kind, rowid in self._iter(sizes):  # a batch at a time
             actual = ""
             if kind == "blob" and isinstance(length, int) and length <= MAX_BLOB_BYTES:
-                actual = self._digest(sha, rowid)
+                actual = digest(self, rowid)
             stored_size = size if isinstance(size, int) and not isinstance(size, bool) else -1
             yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
-
-    def _digest(self, sha: object, rowid: int) -> str:
-        if not hasattr(self._conn, "blobopen"):  # Python 3.10: read whole, within the limit
-            data = self._one("SELECT data FROM blobs WHERE sha256 IS ?", (sha,), MAX_BLOB_BYTES)
-            return hashlib.sha256(data[0]).hexdigest() if data and type(data[0]) is bytes else ""
-        digest = hashlib.sha256()
-        with self._lock, _sqlite_errors(self.path):
-            with self._conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
-                while chunk := blob.read(1 << 20):
-                    digest.update(chunk)
-        return digest.hexdigest()
 
     def signed_rows(self, tables: Sequence[str], shown: int) -> tuple[int, list[tuple[str, str]]]:
         """How many rows `row_hashes` hashes, counted in SQL, and (table, key) of the first

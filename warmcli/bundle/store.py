@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
+from warmcli.bundle.blobs import MAX_LOADED_BYTES, Streamed, over_cap
 from warmcli.bundle.file import (
     PAGE_BYTES,
     _open_connection,
@@ -46,7 +47,7 @@ from warmcli.bundle.file import (
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import each_named
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
+from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_SELECT,
@@ -231,19 +232,20 @@ class Bundle(BundleAdmin):
         return each_named(self, "kernel", _kernel_record, rows, on_error)
 
     def blob(self, sha256: str) -> bytes:
-        """A binary by its sha256; raises `BundleError` if it is missing or does not match."""
+        """A binary to load, by its sha256; raises `BundleError` if it is missing, does not
+        match or is over `MAX_LOADED_BYTES` (`warmcli.bundle.blobs`: blobs read in chunks)."""
         short = str(sha256)[:16]
-        row = self._one(  # one query; an oversized blob's data is never read into memory
+        row = self._one(  # one query; a blob over the cap is never read into memory
             "SELECT size, length(data), typeof(data), "
             "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
-            (MAX_BLOB_BYTES, sha256),
-            MAX_BLOB_BYTES + PAGE_BYTES,  # a blob held in its row's page is loaded to be measured
+            (MAX_LOADED_BYTES, sha256),
+            MAX_LOADED_BYTES + PAGE_BYTES,  # a blob held in its row's page is loaded to be measured
         )
         if row is None or row[2] != "blob":
             raise BundleError(f"{self.path}: blob {short} is missing")
         size, length, _, data = row
-        if length > MAX_BLOB_BYTES:
-            raise BundleError(f"{self.path}: blob {short} is {length} bytes, over the limit")
+        if length > MAX_LOADED_BYTES:
+            raise over_cap(self.path, short, length, MAX_LOADED_BYTES)
         if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
             raise BundleError(f"{self.path}: blob {short} does not match its sha256")
         if size != length:
@@ -311,7 +313,7 @@ class Bundle(BundleAdmin):
 
     def put(
         self,
-        kernels: Iterable[tuple[KernelRecord, bytes]] = (),
+        kernels: Iterable[tuple[KernelRecord, bytes | Streamed]] = (),
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
     ) -> tuple[int, int]:
@@ -329,10 +331,13 @@ class Bundle(BundleAdmin):
             for record, binary in kernels:
                 old = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
                 replaced.update(str(r[0]) for r in old.fetchall() if r[0] != record.sha256)
-                conn.execute(
-                    "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
-                    (record.sha256, len(binary), sqlite3.Binary(binary)),
-                )
+                if isinstance(binary, Streamed):  # another bundle's, copied a chunk at a time
+                    binary.store(conn)
+                else:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
+                        (record.sha256, len(binary), sqlite3.Binary(binary)),
+                    )
                 conn.execute(
                     "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (

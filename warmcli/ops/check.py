@@ -19,8 +19,8 @@ builds (one tune's devices) together, and each group is read once, holding for e
 device here the build it would be served (its tune record) and the first `_NAMED` archs
 (devices) to name: memory holds that, the first `LISTED` explanations and the counts,
 however many builds one kernel has and whatever the bundle's size. It reads the bundle,
-hashes the blobs it would serve and probes compilers; it never compiles, launches
-or prints.
+hashes the blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses
+unread, is named so, unread) and probes compilers; it never compiles, launches or prints.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ is written to a temporary file beside the output, given the output's mode, owner
 group, and moved into place only when complete, so a failed merge leaves the output as
 it was and nothing beside it (what a killed merge left is removed by the next). The
 inputs' signatures do not carry over: given a key, the output is signed with it (every
-entry), else the report says the output is unsigned. Nothing here prints.
+entry), else the report says the output is unsigned. A blob is copied a chunk at a time
+and checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size
+sets the memory a merge takes. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import (
     DISK_FULL,
     SCHEMAS,
@@ -206,7 +209,7 @@ def _publish(
             for record, index in union.kernels.values():
                 by_blob.setdefault((index, record.sha256), []).append(record)
             for (index, sha), records in by_blob.items():
-                binary = bundles[index].blob(sha)
+                binary = streamed(bundles[index], sha)  # copied a chunk at a time
                 dest.put(kernels=[(r, binary) for r in records])
             dest.put(
                 tunes=[t for t, _ in union.tunes.values()],

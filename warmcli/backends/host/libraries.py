@@ -35,6 +35,7 @@ from warmcli.home import TMP_SUFFIX, home_directory, private, write_private
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
 MAX_LIBRARIES = 512
+_COMPARED_WHOLE = 1 << 20  # a larger binary is compared with its file a chunk at a time
 PRUNE_TO = 384  # files kept after a prune, so a prune does not run at every write
 TOUCH_AFTER_S = 3600.0  # a file used more recently than this is not touched again
 
@@ -139,8 +140,8 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
         st = os.fstat(fd)
         size = len(binary)
         whole = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == size
-        if not (whole and private(st) and os.pread(fd, size + 1, 0) == binary):
-            return None  # (one read: of its size, and a byte past it if it grew)
+        if not (whole and private(st) and _holds(fd, binary)):
+            return None
         if time.time() - st.st_mtime > TOUCH_AFTER_S:
             with contextlib.suppress(OSError):
                 os.utime(fd)  # the LRU order the prune goes by
@@ -156,6 +157,19 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
     finally:
         if not keep:
             os.close(fd)
+
+
+def _holds(fd: int, binary: bytes) -> bool:
+    """Whether the file open at `fd` holds `binary`, no more: one read (of its size and a
+    byte past it, if it grew), or for a large binary a chunk at a time (no second copy)."""
+    size = len(binary)
+    if size <= _COMPARED_WHOLE:
+        return os.pread(fd, size + 1, 0) == binary
+    view = memoryview(binary)
+    for at in range(0, size, _COMPARED_WHOLE):
+        if os.pread(fd, _COMPARED_WHOLE, at) != view[at : at + _COMPARED_WHOLE]:
+            return False
+    return os.pread(fd, 1, size) == b""
 
 
 def _prune(directory: str) -> None:

@@ -1,0 +1,112 @@
+"""A blob read a chunk at a time, so no size in a bundle sets warm's memory.
+
+`MAX_LOADED_BYTES` caps a binary warm loads (hands to a device: a host library, a CUDA
+image, which `cuModuleLoadData` needs whole in memory): `Bundle.blob` refuses a larger
+one without reading it (one under it is held whole, twice while SQLite hands it over:
+memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
+(`digest`) or copied between bundles (`streamed`, what `warm merge` writes),
+`CHUNK_BYTES` at a time through SQLite's incremental blob handles
+(`Connection.blobopen`, Python 3.11+; before it, whole, within `MAX_BLOB_BYTES`). A copy
+is hashed as it is written and checked before its transaction commits: a blob failing
+its sha256 or size is refused as `Bundle.blob` refuses it. It owns no state beyond one
+copy's, never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+
+from warmcli.bundle.file import _sqlite_errors
+from warmcli.bundle.rows import MAX_BLOB_BYTES, RowReader
+from warmcli.errors import BundleError
+
+# The largest binary warm loads: far above any it builds (a host library of a few
+# kernels is tens of KB, a CUDA image a few MB), so only a bundle made to cost memory
+# meets it. The cap bounds what serving holds, as `MAX_BLOB_BYTES` bounds what is stored.
+MAX_LOADED_BYTES = 64 << 20
+CHUNK_BYTES = 1 << 20
+_SIZES = "SELECT size, length(data), typeof(data), rowid FROM blobs WHERE sha256 = ?"
+
+
+def over_cap(path: object, short: str, length: int, limit: int) -> BundleError:
+    """The refusal of a blob too large to load (`limit`: `MAX_LOADED_BYTES`)."""
+    return BundleError(
+        f"{path}: blob {short} is {length} bytes, over the limit of {limit} bytes warm loads"
+    )
+
+
+def chunks(reader: RowReader, rowid: int) -> Iterator[bytes]:
+    """The data of the blob in row `rowid`, `CHUNK_BYTES` at a time (whole before 3.11)."""
+    conn = reader._conn
+    if not hasattr(conn, "blobopen"):  # Python 3.10: read whole, within the limit
+        row = reader._one("SELECT data FROM blobs WHERE rowid = ?", (rowid,), MAX_BLOB_BYTES)
+        if row is not None and type(row[0]) is bytes:
+            yield row[0]
+        return
+    with reader._lock, _sqlite_errors(reader.path):
+        with conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
+            while chunk := blob.read(CHUNK_BYTES):
+                yield chunk
+
+
+def digest(reader: RowReader, rowid: int) -> str:
+    """The sha256 of the blob in row `rowid`, hashed a chunk at a time."""
+    hashed = hashlib.sha256()
+    for chunk in chunks(reader, rowid):
+        hashed.update(chunk)
+    return hashed.hexdigest()
+
+
+class Streamed:
+    """A blob of an open bundle that `Bundle.put` copies a chunk at a time (what `len`
+    gives is its size), checked against its sha256 as it is copied."""
+
+    def __init__(self, source: RowReader, sha256: str, size: int, rowid: int) -> None:
+        self.source, self.sha256, self.size, self._rowid = source, sha256, size, rowid
+        self._stored: set[int] = set()  # ids of the connections it was copied into
+
+    def __len__(self) -> int:
+        return self.size
+
+    def store(self, conn: sqlite3.Connection) -> None:
+        """Write it as the blob of its sha256 in `conn`'s open transaction (once)."""
+        if id(conn) in self._stored:
+            return
+        cursor = conn.execute(
+            "INSERT OR REPLACE INTO blobs VALUES (?, ?, zeroblob(?))",
+            (self.sha256, self.size, self.size),
+        )
+        hashed, at = hashlib.sha256(), 0
+        if hasattr(conn, "blobopen"):
+            with conn.blobopen("blobs", "data", cursor.lastrowid) as out:
+                for chunk in chunks(self.source, self._rowid):
+                    hashed.update(chunk)
+                    out.write(chunk[: self.size - at])
+                    at += len(chunk)
+        else:  # Python 3.10: whole, within the limit
+            data = b"".join(chunks(self.source, self._rowid))
+            hashed.update(data)
+            at = len(data)
+            conn.execute("UPDATE blobs SET data = ? WHERE rowid = ?", (data, cursor.lastrowid))
+        if at != self.size or hashed.hexdigest() != self.sha256:  # the transaction rolls back
+            short = self.sha256[:16]
+            raise BundleError(f"{self.source.path}: blob {short} does not match its sha256")
+        self._stored.add(id(conn))
+
+
+def streamed(reader: RowReader, sha256: str) -> Streamed:
+    """The blob of `sha256` in `reader`'s bundle, to copy a chunk at a time; `BundleError`
+    if it is missing, over `MAX_BLOB_BYTES` or its entry's size is not its length (its
+    sha256 is checked as it is copied)."""
+    short = str(sha256)[:16]
+    row = reader._one(_SIZES, (sha256,))
+    if row is None or row[2] != "blob":
+        raise BundleError(f"{reader.path}: blob {short} is missing")
+    size, length, _, rowid = row
+    if length > MAX_BLOB_BYTES:
+        raise BundleError(f"{reader.path}: blob {short} is {length} bytes, over the limit")
+    if size != length:
+        raise BundleError(f"{reader.path}: blob {short} is {length} bytes, its entry says {size}")
+    return Streamed(reader, str(sha256), int(length), int(rowid))
