@@ -14,17 +14,43 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from pathlib import Path
 
 from warmcli import config
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing here
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
 
 def warm_home() -> Path:
     """`WARM_HOME`, else the user cache directory."""
+    from pathlib import Path  # on first use: a serving process names its home by `home_dir`
+
+    return Path(home_dir())
+
+
+def home_dir() -> str:
+    """`warm_home()` as a string, without importing pathlib (what a serving process reads)."""
     home = config.home()
-    return Path(home) if home else _user_cache(config.xdg_cache_home())
+    return home if home else _user_cache(config.xdg_cache_home())
+
+
+def in_home(name: str) -> str:
+    """The path of `name` in warm's home, spelled as `str(warm_home() / name)` spells it."""
+    return path_str(os.path.join(home_dir(), name))
+
+
+def path_str(path: str | os.PathLike[str]) -> str:
+    """`str(Path(path))`: pathlib is imported only for a path it would spell otherwise than
+    it is given (with `//`, a `.` part or a trailing `/`), never for a plain one."""
+    text = os.fspath(path)
+    if text and "//" not in text and "/." not in text and text[-1] != "/" and text[:2] != "./":
+        return text
+    from pathlib import Path
+
+    return str(Path(text))
 
 
 def default_bundle_path() -> Path:
@@ -33,11 +59,11 @@ def default_bundle_path() -> Path:
 
 
 @functools.cache
-def _user_cache(xdg_cache_home: str | None) -> Path:
+def _user_cache(xdg_cache_home: str | None) -> str:
     """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
-    return Path(user_cache_dir("warm"))
+    return user_cache_dir("warm")
 
 
 def private(st: os.stat_result) -> bool:

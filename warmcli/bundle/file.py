@@ -7,10 +7,9 @@ by sha256: kernels compiled in one batch share one), `kernels` (key, device,
 arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
 pick, every candidate's measurement, packed by `warmcli.bundle.candidates`, with
 their kernel keys once in `tune_kernels`; an older format is read as it is, and
-migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures`
-(Ed25519 signatures of the
-rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
-existed has no such table and opens as unsigned). A bundle is untrusted input:
+migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures` (Ed25519
+signatures of the rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made
+before it existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL;
 `_open_connection` checks that its schema is exactly warm's (`sqlite_master`
 equal to the rows warm's schema declares, `declared_schema`, else compared row by row
@@ -37,14 +36,15 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli._version import __version__
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern
+
+if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
+    from pathlib import Path
 
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -151,6 +151,8 @@ def remove_leftovers(path: Path) -> None:
 
 
 _T = TypeVar("_T")
+_URI_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/"  # quote's
+_URI_BYTES = [chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in range(256)]  # byte by byte
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
@@ -165,7 +167,7 @@ def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
         os.close(fd)
 
 
-def read_header(path: Path) -> tuple[int, int, bool]:
+def read_header(path: str | Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file, `BundleError` if it is no regular file (a
     FIFO, a device, a folder: never opened by SQLite, never waited on).
@@ -192,7 +194,7 @@ def read_header(path: Path) -> tuple[int, int, bool]:
     return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
 
 
-def check_header(path: Path) -> tuple[int, bool]:
+def check_header(path: str | Path) -> tuple[int, bool]:
     """The format version and WAL flag of the warm bundle at `path`, from its header
     alone; `BundleError` if it is no SQLite file or another application's,
     `FileNotFoundError` if there is no file."""
@@ -227,13 +229,13 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _read_only_uri(path: Path) -> str:
+def _read_only_uri(path: str | Path) -> str:
     """`file:` URI of `path`, opened read-only: its bytes percent-encoded as they are on
     disk (a name need not be UTF-8), with an empty authority (a path may start `//`)."""
-    return f"file://{quote(os.fsencode(os.path.abspath(path)))}?mode=ro"
+    return f"file://{''.join(_URI_BYTES[b] for b in os.fsencode(os.path.abspath(path)))}?mode=ro"
 
 
-def _recover(path: Path) -> None:
+def _recover(path: str | Path) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
     SQLite rolls a hot journal back on the first read, but only through a connection
@@ -241,17 +243,17 @@ def _recover(path: Path) -> None:
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
     is beside the file a symlinked `path` names, where SQLite keeps it.
     """
-    journal = Path(f"{os.path.realpath(path)}-journal")
+    journal = f"{os.path.realpath(path)}-journal"
     try:
         if os.stat(journal).st_size == 0:
             return
     except FileNotFoundError:
         return
-    problem = f"a write was interrupted ({journal.name} is left)"
+    problem = f"a write was interrupted ({os.path.basename(journal)} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
 
 
-def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
+def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
     mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
     goes: that of the file a symlink names) cannot be written."""
@@ -267,7 +269,7 @@ def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | 
         conn.close()
 
 
-def _leave_wal(path: Path) -> None:
+def _leave_wal(path: str | Path) -> None:
     """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
     (what warm writes, so a read-only copy opens); refused where the file cannot be written.
 
@@ -280,7 +282,7 @@ def _leave_wal(path: Path) -> None:
         raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
 
 
-def _retrying(path: Path, op: Callable[[], _T]) -> _T:
+def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
     """Run one SQLite operation; retry "database is locked" past the busy timeout."""
     for attempt in range(LOCK_RETRIES + 1):
         try:
@@ -302,7 +304,7 @@ def _disk_full(exc: sqlite3.Error) -> bool:
 
 
 @contextmanager
-def _sqlite_errors(path: Path) -> Iterator[None]:
+def _sqlite_errors(path: str | Path) -> Iterator[None]:
     """Every SQLite failure, as a one-line `BundleError`; a full disk is said to be one
     (the write was rolled back: the bundle is as it was, never "corrupt")."""
     try:
@@ -318,7 +320,7 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise BundleError(f"{path}: {what} ({exc})") from None
 
 
-def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened."""
     version, wal = check_header(path)
@@ -344,7 +346,7 @@ def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple
     return conn, (st.st_dev, st.st_ino)
 
 
-def _validate(path: Path, conn: sqlite3.Connection, version: int) -> None:
+def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     if version not in SCHEMAS:
         raise BundleError(
             f"{path}: bundle format version {version}, this warm reads "

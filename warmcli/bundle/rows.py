@@ -24,7 +24,6 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
@@ -126,7 +125,7 @@ class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
 
-    path: Path
+    fspath: str  # the file's path, named by every failure (`Bundle.path` is it as a `Path`)
     _conn: sqlite3.Connection
     _lock: threading.RLock
 
@@ -136,7 +135,7 @@ class RowReader:
         than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
         on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
         setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
-        with self._lock, _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.fspath):
             if setlimit is None:
                 yield
                 return
@@ -148,19 +147,19 @@ class RowReader:
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():
-            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
+            return _retrying(self.fspath, lambda: self._conn.execute(sql, params).fetchall())
 
     def _one(
         self, sql: str, params: tuple[object, ...] = (), limit: int = MAX_VALUE_BYTES
     ) -> tuple[Any, ...] | None:
         with self._reading(limit):
-            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
+            return _retrying(self.fspath, lambda: self._conn.execute(sql, params).fetchone())
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Every read inside sees one state of the file (one read transaction): a writer's
         commit waits until it ends, so what is read together agrees."""
-        with self._lock, _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.fspath):
             self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
             try:
                 yield
@@ -201,7 +200,7 @@ class RowReader:
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
         with self._reading():
-            cursor = _retrying(self.path, lambda: self._conn.execute(sql, params))
+            cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
         try:
             while True:
                 with self._reading():
@@ -225,7 +224,7 @@ class RowReader:
         try:
             return parse()
         except _Malformed as exc:
-            raise BundleError(f"{self.path}: {_corrupt(what, key, exc)}") from None
+            raise BundleError(f"{self.fspath}: {_corrupt(what, key, exc)}") from None
 
 
 # -- field checks: what warm writes, and nothing else, becomes a record -----------------------

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
@@ -58,9 +58,12 @@ from warmcli.bundle.tune_row import (
     tune_values,
 )
 from warmcli.errors import BundleError
+from warmcli.home import path_str
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from warmcli.bundle.signing import RowSet
 
 PREFETCH_CHARS = 64 << 20  # all prefetched rows' texts together (each: PREFETCH_ROW_CHARS)
@@ -70,9 +73,9 @@ class Bundle(BundleAdmin):
     """An open bundle file; see the module doc."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
+        self, path: str | Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
     ) -> None:
-        self.path = path
+        self.fspath = path_str(path)  # what reads name (pathlib is imported only for `path`)
         self._conn = conn
         self.writable = writable
         self._ident = ident  # the (device, inode) of the file `_conn` opened
@@ -84,6 +87,13 @@ class Bundle(BundleAdmin):
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
         self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
+
+    @cached_property
+    def path(self) -> Path:
+        """The bundle's file, made on first use: a process that only serves imports no pathlib."""
+        from pathlib import Path
+
+        return Path(self.fspath)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -100,12 +110,12 @@ class Bundle(BundleAdmin):
         With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
         key signed is refused (an older format before it migrates), and only rows they
         signed are served."""
-        path, judged = Path(path), None
+        path, judged = path_str(path), None  # `str(Path(path))`, without importing pathlib
         if write and trusted_keys is not None:  # the signing layer sits above this module
             from warmcli.bundle.signing import judged_before_migration
 
             judged = judged_before_migration(cls, path, trusted_keys, signs)
-        if write and path.is_file() and path.stat().st_size == 0:  # as `mktemp` makes it
+        if write and os.path.isfile(path) and os.stat(path).st_size == 0:  # as `mktemp` makes it
             return cls.create(path)._trusting(trusted_keys, None)
         try:
             conn, ident = _open_connection(path, write)
@@ -130,6 +140,8 @@ class Bundle(BundleAdmin):
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
         """Create a new bundle file (or open it if another process just did)."""
+        from pathlib import Path  # a writer's: a serving process imports no pathlib
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with write_lock(path):
@@ -173,7 +185,7 @@ class Bundle(BundleAdmin):
             self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH])
         ):
             return None
-        return kernel_record(self.path, row)  # `_parse`'s error, one frame: parsed per kernel
+        return kernel_record(self.fspath, row)  # `_parse`'s error, one frame: parsed per kernel
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
@@ -191,7 +203,7 @@ class Bundle(BundleAdmin):
         params = (backend, arch, first, count, skip)
         got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
         with self._reading():
-            cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
+            cursor = _retrying(self.fspath, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             prefetched = self._prefetched
             try:
                 for row in cursor:
@@ -210,7 +222,7 @@ class Bundle(BundleAdmin):
             return sized(  # with their blobs' sizes, each read once per open bundle
                 got,
                 self._sizes,
-                lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p)),
+                lambda sql, p: _retrying(self.fspath, lambda: self._conn.execute(sql, p)),
             )
 
     def kernels(
