@@ -11,7 +11,9 @@ blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
 `warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a
 bundle none covers; `drop_corrupt` removes kernels whose blob is missing or wrong.
 The runtime reaches none of this but `foreign` (its seam is
-`warmcli.runtime.store.Store`). This module owns no state and never prints.
+`warmcli.runtime.store.Store`): the lock, manifest and unused-row modules are imported
+where a method first needs them, never by a process that only serves. This module owns
+no state and never prints.
 """
 
 from __future__ import annotations
@@ -25,16 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
-from warmcli.bundle.lock import write_lock
-from warmcli.bundle.manifest import (
-    FINGERPRINT_ROWS,
-    FINGERPRINT_SELECT,
-    MANIFEST_ROWS,
-    MANIFEST_SELECT,
-    _fingerprint,
-    _manifest_row,
-    metadata_problems,
-)
 from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -49,7 +41,6 @@ from warmcli.bundle.rows import (
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
-from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
@@ -74,10 +65,14 @@ class BundleAdmin(SignedRows):
     # -- the manifest and fingerprints ------------------------------------------------------
 
     def manifest(self) -> dict[str, str]:
+        from warmcli.bundle.manifest import MANIFEST_ROWS, MANIFEST_SELECT, _manifest_row
+
         rows = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
+        from warmcli.bundle.manifest import FINGERPRINT_ROWS, FINGERPRINT_SELECT, _fingerprint
+
         rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
@@ -85,6 +80,8 @@ class BundleAdmin(SignedRows):
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
+        from warmcli.bundle.lock import write_lock  # on first use: a serving process never writes
+
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
@@ -186,6 +183,8 @@ class BundleAdmin(SignedRows):
         """Remove kernels and tunes, then, in the same transaction, what no entry uses any
         more (`warmcli.bundle.unused`: blobs, fingerprints, interned kernel keys); returns
         blobs removed."""
+        from warmcli.bundle.unused import drop_unused
+
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
             tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
@@ -241,6 +240,13 @@ class BundleAdmin(SignedRows):
         inside `snapshot`, so a writer committing meanwhile never looks like corruption.
         The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
         from warmcli.bundle.checking import TuneChecks, checked  # verify's: never a serving one
+        from warmcli.bundle.manifest import (
+            FINGERPRINT_ROWS,
+            FINGERPRINT_SELECT,
+            MANIFEST_ROWS,
+            MANIFEST_SELECT,
+            metadata_problems,
+        )
 
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:

@@ -24,10 +24,14 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
@@ -125,9 +129,16 @@ class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
 
-    fspath: str  # the file's path, named by every failure (`Bundle.path` is it as a `Path`)
+    fspath: str  # the file's path, named by every failure (`path` is it as a `Path`)
     _conn: sqlite3.Connection
     _lock: threading.RLock
+
+    @cached_property
+    def path(self) -> Path:
+        """The bundle's file, made on first use: a process that only serves imports no pathlib."""
+        from pathlib import Path
+
+        return Path(self.fspath)
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:

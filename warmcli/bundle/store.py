@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
@@ -44,7 +43,6 @@ from warmcli.bundle.file import (
     unlink_all,
 )
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
-from warmcli.bundle.lock import write_lock
 from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
 from warmcli.bundle.tune_row import (
@@ -62,8 +60,6 @@ from warmcli.home import path_str
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from warmcli.bundle.signing import RowSet
 
 PREFETCH_CHARS = 64 << 20  # all prefetched rows' texts together (each: PREFETCH_ROW_CHARS)
@@ -73,7 +69,7 @@ class Bundle(BundleAdmin):
     """An open bundle file; see the module doc."""
 
     def __init__(
-        self, path: str | Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
+        self, path: str, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
     ) -> None:
         self.fspath = path_str(path)  # what reads name (pathlib is imported only for `path`)
         self._conn = conn
@@ -87,13 +83,6 @@ class Bundle(BundleAdmin):
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
         self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
-
-    @cached_property
-    def path(self) -> Path:
-        """The bundle's file, made on first use: a process that only serves imports no pathlib."""
-        from pathlib import Path
-
-        return Path(self.fspath)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -140,7 +129,9 @@ class Bundle(BundleAdmin):
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
         """Create a new bundle file (or open it if another process just did)."""
-        from pathlib import Path  # a writer's: a serving process imports no pathlib
+        from pathlib import Path  # a writer's, as its lock: a serving process imports neither
+
+        from warmcli.bundle.lock import write_lock
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -303,6 +294,8 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
+        from warmcli.bundle.lock import write_lock  # a writer's: a serving process never locks
+
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             if not self._swept:

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
 from warmcli.records import MissExplanation, Record
-from warmcli.runtime.store import Store
+
+if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.store import Store
 
 
 def warn(message: str, *args: object) -> None:
