@@ -36,7 +36,6 @@ import numpy as np
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
 from warmcli.errors import BundleError, KernelCompileError, TuneFailure, headline
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
 
@@ -262,7 +261,8 @@ def _measure_candidates(
     """Every candidate's measurement, in the tunable's order, on the guard's device and
     stream (none without a guard: the device cannot execute); a candidate that fails to
     compile, raises, or fails the output check is excluded with its reason."""
-    from warmcli.runtime.tune_guard import OutputCheck, last_line  # on first use, as in `measure`
+    from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
+    from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
     check = None
