@@ -27,6 +27,8 @@ NOT_WHILE_SERVING = (
     "copy",  # (imported by dataclasses)
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
+    "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)
+    "urllib",  # a read-only bundle's URI is percent-encoded by `warmcli.bundle.file` itself
     "cryptography",  # signatures
     "rich",
     "typer",
@@ -36,6 +38,11 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
+    "warmcli.bundle.lock",  # a writer's lock
+    "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
+    "warmcli.bundle.unused",  # what a delete leaves unused
+    "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
+    "warmcli.execution.stream_mode",  # a tune's measurement
     "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.shard",  # a sharded warming pass
