@@ -4,9 +4,11 @@
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
-and holds the rule for what in them warm trusts: a file this user owns and nobody
-else may write (`private`), written whole, 0600, through a unique temporary file
-(`write_private`). It never reads them and owns no state.
+(as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
+`path_str`, without importing it: what a serving process reads) and holds the rule for
+what in them warm trusts: a file this user owns and nobody else may write (`private`),
+written whole, 0600, through a unique temporary file (`write_private`). It never reads
+them and owns no state.
 """
 
 from __future__ import annotations
