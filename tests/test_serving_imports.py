@@ -41,6 +41,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.lock",  # a writer's lock
     "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
     "warmcli.bundle.unused",  # what a delete leaves unused
+    "warmcli.bundle.oversize",  # naming a listing's oversized entry
     "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
     "warmcli.execution.stream_mode",  # a tune's measurement
     "warmcli.bundle.checking",  # verify's row checks

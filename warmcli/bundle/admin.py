@@ -1,19 +1,17 @@
 """A bundle's maintenance and aggregates: what `warm clean/merge/verify/sign/stats` use.
 
-`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one
-object's): usage times, removal and vacuum, blob digests and SQLite's own check,
-the signed rows and stored signatures (`warmcli.bundle.signed`), counts and
-aggregates (`warm stats` on a bundle too large to list), and `foreign`:
-what the bundle holds for a backend that another toolchain built or another device
-measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
-every check `warm verify` and a remote download make (SQLite's, the manifest,
-blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
-`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a
-bundle none covers; `drop_corrupt` removes kernels whose blob is missing or wrong.
-The runtime reaches none of this but `foreign` (its seam is
-`warmcli.runtime.store.Store`): the lock, manifest and unused-row modules are imported
-where a method first needs them, never by a process that only serves. This module owns
-no state and never prints.
+`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one object's):
+usage times, removal and vacuum, blob digests and SQLite's own check, the signed rows and
+stored signatures (`warmcli.bundle.signed`), counts and aggregates (`warm stats` on a bundle
+too large to list), and `foreign`: what the bundle holds for a backend that another
+toolchain built or another device measured, as data (`HeldElsewhere`; the runtime phrases
+it). `integrity` streams every check `warm verify` and a remote download make (SQLite's, the
+manifest, blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
+`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a bundle
+none covers; `drop_corrupt` removes kernels whose blob is missing or wrong. The runtime
+reaches none of this but `foreign` (its seam is `warmcli.runtime.store.Store`): the lock,
+manifest, oversize and unused-row modules are imported where a method first needs them,
+never by a process that only serves. This module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
-from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -107,6 +104,8 @@ class BundleAdmin(SignedRows):
 
     def each_orphan(self) -> Iterator[KernelRecord]:
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
+        from warmcli.bundle.oversize import each_named  # as every listing here: on first use
+
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
         return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
@@ -127,6 +126,8 @@ class BundleAdmin(SignedRows):
         self, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
         """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
+        from warmcli.bundle.oversize import each_named
+
         select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
 
         def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
@@ -227,6 +228,8 @@ class BundleAdmin(SignedRows):
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
+        from warmcli.bundle.oversize import refused
+
         try:
             rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
         except BundleError as exc:  # an index holding a value too long: name its entry
@@ -290,6 +293,7 @@ class BundleAdmin(SignedRows):
         distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
         whole: of `operation` only, by shape, if given; else as many of each operation as fit,
         by shape (a malformed one is left out)."""
+        from warmcli.bundle.oversize import refused
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])

@@ -33,17 +33,8 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
-from warmcli.bundle.file import (
-    PAGE_BYTES,
-    _open_connection,
-    _retrying,
-    _sqlite_errors,
-    _write_empty,
-    remove_leftovers,
-    unlink_all,
-)
+from warmcli.bundle.file import PAGE_BYTES, _open_connection, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
-from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, MAX_BLOB_BYTES, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
@@ -131,6 +122,7 @@ class Bundle(BundleAdmin):
         """Create a new bundle file (or open it if another process just did)."""
         from pathlib import Path  # a writer's, as its lock: a serving process imports neither
 
+        from warmcli.bundle.file import _write_empty, remove_leftovers, unlink_all
         from warmcli.bundle.lock import write_lock
 
         path = Path(path)
@@ -230,6 +222,8 @@ class Bundle(BundleAdmin):
 
         A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
         and the problem) and skipped."""
+        from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
+
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
         return each_named(self, "kernel", _kernel_record, rows, on_error)
 
@@ -294,7 +288,8 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        from warmcli.bundle.lock import write_lock  # a writer's: a serving process never locks
+        from warmcli.bundle.file import remove_leftovers  # a writer's: a serving process
+        from warmcli.bundle.lock import write_lock  # never locks nor sweeps
 
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
