@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
-_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENTRY = Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")  # compiled only to match what is no `str`
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
     "b": np.int8,
@@ -51,6 +51,15 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
 _V = TypeVar("_V")
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
+
+
+def _is_identifier(name: str) -> bool:
+    """Whether `_ENTRY` matches `name` (a C identifier, a trailing newline allowed as `$`
+    allows it), told by `str` methods for a `str`: no pattern compiled by a serving process."""
+    if type(name) is not str:
+        return _ENTRY.match(name) is not None  # raising as it did
+    text = name[:-1] if name.endswith("\n") else name
+    return text.isascii() and text.isidentifier()
 
 
 def accepted_letters() -> str:
@@ -98,7 +107,7 @@ class Kernel(Record):
         defines: Mapping[str, object] | None = None,
         name: str = "",
     ) -> None:
-        if not _ENTRY.match(entry):
+        if not _is_identifier(entry):
             raise ValueError(f"kernel entry {entry!r} is not a C identifier")
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
@@ -117,7 +126,7 @@ class Kernel(Record):
             )
         norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
         for k, _ in norm:
-            if not _ENTRY.match(k):
+            if not _is_identifier(k):
                 raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "entry", entry)

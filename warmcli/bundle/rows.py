@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import sqlite3
 import threading
 import weakref
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
+from warmcli.printable import Pattern
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -80,9 +80,11 @@ KERNEL_SELECT = _bounded_select(
     "kernels",
 )
 KERNEL_WIDTH = KERNEL_COLUMNS.count(",") + 1  # the signed columns lead each bounded select
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
+# Compiled where first matched (a field checked one by one, a tune's checksum): a kernel
+# row as warm writes it is checked by one pattern of their texts (`warmcli.bundle.kernel_row`).
+_HEX64 = Pattern(r"[0-9a-f]{64}")
+_IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYMBOL = Pattern(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
 _T = TypeVar("_T")
 OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
 
@@ -267,7 +269,7 @@ def _hex64(value: object) -> str:
     return value
 
 
-def _matching(pattern: re.Pattern[str], what: str) -> Callable[[object], str]:
+def _matching(pattern: Pattern, what: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         if (
             not isinstance(value, str)
@@ -335,7 +337,7 @@ def _named(field: str, check: Callable[[object], _T], value: object) -> _T:
 
 _entry = _matching(_IDENTIFIER, "a C identifier")
 _symbol = _matching(_SYMBOL, "a warm kernel symbol")
-_key_id = _matching(re.compile(r"[0-9a-f]{16}"), "a key id")
+_key_id = _matching(Pattern(r"[0-9a-f]{16}"), "a key id")
 _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("key", _hex64),
     ("device", _name),
