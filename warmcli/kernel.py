@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,7 +48,6 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
     **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
     "e": "float16, CUDA only",
 }
-_V = TypeVar("_V")
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
 
@@ -67,22 +66,22 @@ def accepted_letters() -> str:
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
 
 
-class _once(Generic[_V]):  # a decorator, named as `functools.cached_property` is
-    """`functools.cached_property` without its lock (Python 3.11 takes one per first
-    read): a pure value computed at most a few times over, kept in the instance's dict."""
+if TYPE_CHECKING:  # typed as what it does; at run time a plain class (no `Generic` made)
+    from functools import cached_property as _once
+else:
 
-    def __init__(self, compute: Callable[[Any], _V]) -> None:
-        self.compute, self.name = compute, compute.__name__
+    class _once:  # a decorator, named as `functools.cached_property` is
+        """`functools.cached_property` without its lock (Python 3.11 takes one per first
+        read): a pure value computed at most a few times over, kept in the instance's dict."""
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _once[_V]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _V: ...
-    def __get__(self, instance: object, owner: type | None = None) -> _V | _once[_V]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.compute(instance)
-        return value
+        def __init__(self, compute: Callable[[Any], Any]) -> None:
+            self.compute, self.name = compute, compute.__name__
+
+        def __get__(self, instance: object, owner: type | None = None) -> Any:
+            if instance is None:
+                return self
+            value = instance.__dict__[self.name] = self.compute(instance)
+            return value
 
 
 class Kernel(Record):

@@ -41,8 +41,8 @@ _NAMED = {"bool": ctypes.c_bool, "float32": ctypes.c_float, "float64": ctypes.c_
 CTYPES: dict[str, type] = {
     "P": ctypes.c_void_p,
     **{
-        letter: _NAMED.get(np.dtype(t).name) or getattr(ctypes, f"c_{np.dtype(t).name}")
-        for letter, t in PARAM_SCALARS.items()
+        letter: _NAMED.get(name) or getattr(ctypes, f"c_{name}")
+        for letter, name in ((k, np.dtype(t).name) for k, t in PARAM_SCALARS.items())
         if letter not in CUDA_ONLY_LETTERS
     },
 }
