@@ -42,10 +42,12 @@ PARAM_SCALARS: dict[str, type[np.generic]] = {
     "d": np.float64,
 }
 PARAM_LETTERS = frozenset({"P", *PARAM_SCALARS})
+# Each scalar letter's numpy type name (`np.dtype(t).name`, asked once: it costs µs a call).
+PARAM_DTYPES: dict[str, str] = {letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()}
 # What each letter stands for, as errors and the README say it.
 PARAM_DESCRIPTIONS: dict[str, str] = {
     "P": "pointer: a buffer",
-    **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
+    **PARAM_DTYPES,
     "e": "float16, CUDA only",
 }
 # Letters the host backend cannot pass (ctypes has no half type).
