@@ -90,12 +90,19 @@ def test_a_serving_process_imports_nothing_only_a_writer_compiler_or_miss_needs(
     assert not imported
 
 
-def test_import_warmcli_alone_imports_no_submodule_but_its_version() -> None:
+def test_import_warmcli_alone_imports_no_submodule() -> None:
     code = "import json, sys, warmcli; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert [m for m in json.loads(out) if m.startswith("warmcli")] == [
-        "warmcli",
-        "warmcli._version",
-    ]
+    assert [m for m in json.loads(out) if m.startswith("warmcli")] == ["warmcli"]
+
+
+def test_the_version_is_read_on_first_use() -> None:
+    code = (
+        "import warmcli; from warmcli import __version__; print(warmcli.__version__ == __version__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["True"]

@@ -2,28 +2,27 @@
 
 Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by
 `PRAGMA application_id`): `manifest` (format and warm versions, created/updated times),
-`fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
-by sha256: kernels compiled in one batch share one), `kernels` (key, device,
-arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
-pick, every candidate's measurement, packed by `warmcli.bundle.candidates`, with
-their kernel keys once in `tune_kernels`; an older format is read as it is, and
-migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures` (Ed25519
-signatures of the rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made
-before it existed has no such table and opens as unsigned). A bundle is untrusted input:
-`read_header` and `check_header` read its SQLite header without SQL;
-`_open_connection` checks that its schema is exactly warm's (`sqlite_master`
-equal to the rows warm's schema declares, `declared_schema`, else compared row by row
-with what SQLite makes of it by `schema_problems`, so no trigger, view, extra index or
-generated column of a bundle ever runs), with `trusted_schema` off, and every
-SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is
-named so: the write was rolled back). The file stays in rollback-journal mode (a
-file switched to WAL is switched back on open, or refused where it cannot be
-written), so a read-only copy opens, and a write interrupted by a crash is rolled
-back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
-which readers never take); `remove_leftovers` removes, under it, the temporary
-files, journals and locks that a killed create or merge left beside the bundle.
-This module owns no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
+`fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries by sha256:
+kernels compiled in one batch share one), `kernels` (key, device, arch, entry, symbol, blob
+sha256, compile log, seconds), `tunes` (tune key, pick, every candidate's measurement,
+packed by `warmcli.bundle.candidates`, with their kernel keys once in `tune_kernels`; an
+older format is read as it is, and migrated by `warmcli.bundle.migrate` when first opened
+for write) and `signatures` (Ed25519 signatures of the rows their signers vouch for, see
+`warmcli.bundle.signing`; a bundle made before it existed has no such table and opens as
+unsigned). A bundle is untrusted input: `read_header` and `check_header` read its SQLite
+header without SQL; `_open_connection` checks that its schema is exactly warm's
+(`sqlite_master` equal to the rows warm's schema declares, `declared_schema`, else compared
+row by row with what SQLite makes of it by `schema_problems`, so no trigger, view, extra
+index or generated column of a bundle ever runs), with `trusted_schema` off, and every
+SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is named so:
+the write was rolled back). The file stays in rollback-journal mode (a file switched to WAL
+is switched back on open, or refused where it cannot be written), so a read-only copy opens,
+and a write interrupted by a crash is rolled back by the next open. "Database is locked" is
+waited out by the busy timeout and then retried (`_retrying`), never shown. Writers take a
+file lock (`warmcli.bundle.lock`, which readers never take); `remove_leftovers` removes,
+under it, the temporary files, journals and locks that a killed create or merge left beside
+the bundle. This module owns no state; it never reads a kernel, tune or blob
+(`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli._version import __version__
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern
@@ -372,6 +370,8 @@ def _write_empty(tmp: Path) -> None:
     """A new, empty bundle at `tmp`: warm's schema, ids and manifest, in one transaction
     that SQLite does not sync (the file is private until renamed), then synced once
     (`fsync`) so what the rename publishes is on disk."""
+    from warmcli._version import __version__  # a writer's: never a serving process's
+
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = DELETE")
