@@ -149,8 +149,7 @@ def remove_leftovers(path: Path) -> None:
 
 
 _T = TypeVar("_T")
-_URI_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/"  # quote's
-_URI_BYTES = [chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in range(256)]  # byte by byte
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
@@ -228,9 +227,10 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
 
 
 def _read_only_uri(path: str | Path) -> str:
-    """`file:` URI of `path`, opened read-only: its bytes percent-encoded as they are on
-    disk (a name need not be UTF-8), with an empty authority (a path may start `//`)."""
-    return f"file://{''.join(_URI_BYTES[b] for b in os.fsencode(os.path.abspath(path)))}?mode=ro"
+    """`file:` URI of `path`, opened read-only: its bytes (a name need not be UTF-8) as
+    `urllib.parse.quote` encodes them, with an empty authority (a path may start `//`)."""
+    raw = os.fsencode(os.path.abspath(path))
+    return f"file://{''.join(chr(b) if b in _URI_SAFE else f'%{b:02X}' for b in raw)}?mode=ro"
 
 
 def _recover(path: str | Path) -> None:
