@@ -28,9 +28,9 @@ STARTED = time.perf_counter()
 import atexit  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy.random  # noqa: E402, F401  (the example's first use would import it)
@@ -44,11 +44,11 @@ from warmcli.execution.process_mode import default_collector  # noqa: E402
 
 def load_workload(path: str) -> Callable[[Any], Any]:
     """The workload file's `workload(runtime)`, imported as its own module."""
-    resolved = Path(path).resolve()
+    resolved = os.path.realpath(path)  # os.path, not pathlib: a production process imports none
     spec = importlib.util.spec_from_file_location("workload", resolved)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(resolved.parent))  # it imports the modules beside it
+    sys.path.insert(0, os.path.dirname(resolved))  # it imports the modules beside it
     spec.loader.exec_module(module)
     return module.workload  # type: ignore[no-any-return]
 

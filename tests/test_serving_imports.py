@@ -27,6 +27,8 @@ NOT_WHILE_SERVING = (
     "copy",  # (imported by dataclasses)
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
+    "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)
+    "urllib",  # a read-only bundle's URI is percent-encoded by `warmcli.bundle.file` itself
     "cryptography",  # signatures
     "rich",
     "typer",
@@ -36,6 +38,12 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
+    "warmcli.bundle.lock",  # a writer's lock
+    "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
+    "warmcli.bundle.unused",  # what a delete leaves unused
+    "warmcli.bundle.oversize",  # naming a listing's oversized entry
+    "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
+    "warmcli.execution.stream_mode",  # a tune's measurement
     "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.shard",  # a sharded warming pass
@@ -82,12 +90,19 @@ def test_a_serving_process_imports_nothing_only_a_writer_compiler_or_miss_needs(
     assert not imported
 
 
-def test_import_warmcli_alone_imports_no_submodule_but_its_version() -> None:
+def test_import_warmcli_alone_imports_no_submodule() -> None:
     code = "import json, sys, warmcli; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert [m for m in json.loads(out) if m.startswith("warmcli")] == [
-        "warmcli",
-        "warmcli._version",
-    ]
+    assert [m for m in json.loads(out) if m.startswith("warmcli")] == ["warmcli"]
+
+
+def test_the_version_is_read_on_first_use() -> None:
+    code = (
+        "import warmcli; from warmcli import __version__; print(warmcli.__version__ == __version__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["True"]

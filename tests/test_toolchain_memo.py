@@ -122,10 +122,10 @@ def test_a_path_entry_is_joined_as_os_path_join_joins_it(folder: str) -> None:
 def test_the_versions_file_is_in_warm_home_with_or_without_warm_home_set(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from warmcli.home import home_directory, warm_home
+    from warmcli.home import home_dir, warm_home
 
     assert versions_file() == warm_home() / "toolchains.json" == home / "home" / "toolchains.json"
     monkeypatch.delenv("WARM_HOME")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
-    assert Path(home_directory()) == warm_home()
+    assert Path(home_dir()) == warm_home()
     assert versions_file() == warm_home() / "toolchains.json"

@@ -14,12 +14,11 @@ from __future__ import annotations
 import sys
 import types
 
-from warmcli._version import __version__
-
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing (and re) at import
 if TYPE_CHECKING:
     from typing import Any
 
+    from warmcli._version import __version__
     from warmcli.backends.base import Buffer, Stream, StreamMode
     from warmcli.bundle.store import Bundle
     from warmcli.errors import (
@@ -82,6 +81,7 @@ _HOMES = {
     "Tunable": "warmcli.runtime.tune",
     "TuneFailure": "warmcli.errors",
     "WarmError": "warmcli.errors",
+    "__version__": "warmcli._version",
     "report": "warmcli.production",
     "resolve_launch_mode": "warmcli.execution.base",
     "runtime": "warmcli.production",

@@ -145,19 +145,21 @@ class ShardError(WarmError, ValueError):
     """A shard given or found in the environment that is no `I/N` with 0 <= I < N."""
 
 
-class _Miss(Protocol):
-    """What `StrictMissError` reads of a `MissExplanation` (`warmcli.runtime.explain`)."""
+if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made at import
 
-    @property
-    def kind(self) -> str: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def detail(self) -> str: ...
+    class _Miss(Protocol):
+        """What `StrictMissError` reads of a `MissExplanation` (`warmcli.runtime.explain`)."""
+
+        @property
+        def kind(self) -> str: ...
+        @property
+        def key(self) -> str: ...
+        @property
+        def label(self) -> str: ...
+        @property
+        def reason(self) -> str: ...
+        @property
+        def detail(self) -> str: ...
 
 
 class StrictMissError(WarmError, RuntimeError):

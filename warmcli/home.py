@@ -4,10 +4,12 @@
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
-and holds the rule for what in them warm trusts: a file this user owns and nobody
-else may write (`private`), written whole, 0600, through a unique temporary file
-(`write_private`); for warm's commands it refuses a `WARM_HOME` that is no directory.
-It never reads them and owns no state.
+(as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
+`path_str`, without importing it: what a serving process reads) and holds the rule for
+what in them warm trusts: a file this user owns and nobody else may write (`private`),
+written whole, 0600, through a unique temporary file (`write_private`); for warm's
+commands it refuses a `WARM_HOME` that is no directory. It never reads them and owns no
+state.
 """
 
 from __future__ import annotations
@@ -15,24 +17,44 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from pathlib import Path
 
 from warmcli import config
 from warmcli.errors import ConfigError
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing here
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 
 
 def warm_home() -> Path:
     """`WARM_HOME`, else the user cache directory."""
-    return Path(home_directory())
+    from pathlib import Path  # on first use: a serving process names its home by `home_dir`
+
+    return Path(home_dir())
 
 
-def home_directory() -> str:
-    """`warm_home()` as text: what a serving process's first launch joins its files to,
-    without making a `Path` (its first one costs a hot start tens of µs)."""
+def home_dir() -> str:
+    """`warm_home()` as a string, without importing pathlib (what a serving process reads)."""
     home = config.home()
     return home if home else _user_cache(config.xdg_cache_home())
+
+
+def in_home(name: str) -> str:
+    """The path of `name` in warm's home, spelled as `str(warm_home() / name)` spells it."""
+    return path_str(os.path.join(home_dir(), name))
+
+
+def path_str(path: str | os.PathLike[str]) -> str:
+    """`str(Path(path))`: pathlib is imported only for a path it would spell otherwise than
+    it is given (with `//`, a `.` part or a trailing `/`), never for a plain one."""
+    text = os.fspath(path)
+    if text and "//" not in text and "/." not in text and text[-1] != "/" and text[:2] != "./":
+        return text
+    from pathlib import Path
+
+    return str(Path(text))
 
 
 def default_bundle_path(*, strict: bool = False) -> Path:

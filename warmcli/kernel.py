@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
-_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENTRY = Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")  # compiled only to match what is no `str`
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
     "b": np.int8,
@@ -42,15 +42,25 @@ PARAM_SCALARS: dict[str, type[np.generic]] = {
     "d": np.float64,
 }
 PARAM_LETTERS = frozenset({"P", *PARAM_SCALARS})
+# Each scalar letter's numpy type name (`np.dtype(t).name`, asked once: it costs µs a call).
+PARAM_DTYPES: dict[str, str] = {letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()}
 # What each letter stands for, as errors and the README say it.
 PARAM_DESCRIPTIONS: dict[str, str] = {
     "P": "pointer: a buffer",
-    **{letter: np.dtype(t).name for letter, t in PARAM_SCALARS.items()},
+    **PARAM_DTYPES,
     "e": "float16, CUDA only",
 }
-_V = TypeVar("_V")
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
+
+
+def _is_identifier(name: str) -> bool:
+    """Whether `_ENTRY` matches `name` (a C identifier, a trailing newline allowed as `$`
+    allows it), told by `str` methods for a `str`: no pattern compiled by a serving process."""
+    if type(name) is not str:
+        return _ENTRY.match(name) is not None  # raising as it did
+    text = name[:-1] if name.endswith("\n") else name
+    return text.isascii() and text.isidentifier()
 
 
 def accepted_letters() -> str:
@@ -58,22 +68,22 @@ def accepted_letters() -> str:
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
 
 
-class _once(Generic[_V]):  # a decorator, named as `functools.cached_property` is
-    """`functools.cached_property` without its lock (Python 3.11 takes one per first
-    read): a pure value computed at most a few times over, kept in the instance's dict."""
+if TYPE_CHECKING:  # typed as what it does; at run time a plain class (no `Generic` made)
+    from functools import cached_property as _once
+else:
 
-    def __init__(self, compute: Callable[[Any], _V]) -> None:
-        self.compute, self.name = compute, compute.__name__
+    class _once:  # a decorator, named as `functools.cached_property` is
+        """`functools.cached_property` without its lock (Python 3.11 takes one per first
+        read): a pure value computed at most a few times over, kept in the instance's dict."""
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _once[_V]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _V: ...
-    def __get__(self, instance: object, owner: type | None = None) -> _V | _once[_V]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.compute(instance)
-        return value
+        def __init__(self, compute: Callable[[Any], Any]) -> None:
+            self.compute, self.name = compute, compute.__name__
+
+        def __get__(self, instance: object, owner: type | None = None) -> Any:
+            if instance is None:
+                return self
+            value = instance.__dict__[self.name] = self.compute(instance)
+            return value
 
 
 class Kernel(Record):
@@ -98,7 +108,7 @@ class Kernel(Record):
         defines: Mapping[str, object] | None = None,
         name: str = "",
     ) -> None:
-        if not _ENTRY.match(entry):
+        if not _is_identifier(entry):
             raise ValueError(f"kernel entry {entry!r} is not a C identifier")
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
@@ -117,7 +127,7 @@ class Kernel(Record):
             )
         norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
         for k, _ in norm:
-            if not _ENTRY.match(k):
+            if not _is_identifier(k):
                 raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "entry", entry)

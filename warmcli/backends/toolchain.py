@@ -24,15 +24,18 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.errors import ToolchainError
-from warmcli.home import home_directory, private, write_private
+from warmcli.home import in_home, private, warm_home, write_private
 from warmcli.records import Record
 
-VERSIONS = "toolchains.json"  # in warm's home
+if TYPE_CHECKING:
+    from pathlib import Path
+
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
+VERSIONS_FILE = "toolchains.json"  # in warm's home: the remembered version lines
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
@@ -141,12 +144,7 @@ def _as_binary(version: str, where: str) -> str:
 
 def versions_file() -> Path:
     """Where version lines are remembered: `WARM_HOME`, else the user cache directory."""
-    return Path(_versions_path())
-
-
-def _versions_path() -> str:
-    """`versions_file()` as text: a hot start reads it with no `Path` made."""
-    return os.path.join(home_directory(), VERSIONS)
+    return warm_home() / VERSIONS_FILE
 
 
 def _find(path: str) -> tuple[str, os.stat_result] | None:
@@ -199,7 +197,7 @@ def _read_versions() -> dict[str, str]:
     host library cache requires (a version line decides which kernels a bundle serves)."""
     try:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(_versions_path(), flags)  # a FIFO opens at once (and is no regular file)
+        fd = os.open(in_home(VERSIONS_FILE), flags)  # a FIFO opens at once (and is no regular file)
     except OSError:
         return {}
     try:  # one read of the file as it is (no buffered reader: it is read whole)

@@ -1,17 +1,17 @@
 """A bundle's maintenance and aggregates: what `warm clean/merge/verify/sign/stats` use.
 
-`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one
-object's): usage times, removal and vacuum, blob digests and SQLite's own check,
-the signed rows and stored signatures (`warmcli.bundle.signed`), counts and
-aggregates (`warm stats` on a bundle too large to list), and `foreign`:
-what the bundle holds for a backend that another toolchain built or another device
-measured, as data (`HeldElsewhere`; the runtime phrases it). `integrity` streams
-every check `warm verify` and a remote download make (SQLite's, the manifest,
-blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
-`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a
-bundle none covers; `drop_corrupt` removes kernels whose blob is missing or wrong.
-The runtime reaches none of this but `foreign` (its seam is
-`warmcli.runtime.store.Store`). This module owns no state and never prints.
+`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one object's):
+usage times, removal and vacuum, blob digests and SQLite's own check, the signed rows and
+stored signatures (`warmcli.bundle.signed`), counts and aggregates (`warm stats` on a bundle
+too large to list), and `foreign`: what the bundle holds for a backend that another
+toolchain built or another device measured, as data (`HeldElsewhere`; the runtime phrases
+it). `integrity` streams every check `warm verify` and a remote download make (SQLite's, the
+manifest, blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
+`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a bundle
+none covers; `drop_corrupt` removes kernels whose blob is missing or wrong. The runtime
+reaches none of this but `foreign` (its seam is `warmcli.runtime.store.Store`): the lock,
+manifest, oversize and unused-row modules are imported where a method first needs them,
+never by a process that only serves. This module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -25,17 +25,6 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.blobs import digest
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _kernel_record
-from warmcli.bundle.lock import write_lock
-from warmcli.bundle.manifest import (
-    FINGERPRINT_ROWS,
-    FINGERPRINT_SELECT,
-    MANIFEST_ROWS,
-    MANIFEST_SELECT,
-    _fingerprint,
-    _manifest_row,
-    metadata_problems,
-)
-from warmcli.bundle.oversize import each_named, refused
 from warmcli.bundle.rows import (
     AS_STORED,
     KERNEL_SELECT,
@@ -49,7 +38,6 @@ from warmcli.bundle.rows import (
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
-from warmcli.bundle.unused import drop_unused
 from warmcli.errors import BundleError
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
@@ -74,10 +62,14 @@ class BundleAdmin(SignedRows):
     # -- the manifest and fingerprints ------------------------------------------------------
 
     def manifest(self) -> dict[str, str]:
+        from warmcli.bundle.manifest import MANIFEST_ROWS, MANIFEST_SELECT, _manifest_row
+
         rows = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
+        from warmcli.bundle.manifest import FINGERPRINT_ROWS, FINGERPRINT_SELECT, _fingerprint
+
         rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
 
@@ -85,6 +77,8 @@ class BundleAdmin(SignedRows):
         """Give freed pages back to the file system, under the bundle's lock."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
+        from warmcli.bundle.lock import write_lock  # on first use: a serving process never writes
+
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
@@ -110,6 +104,8 @@ class BundleAdmin(SignedRows):
 
     def each_orphan(self) -> Iterator[KernelRecord]:
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
+        from warmcli.bundle.oversize import each_named  # as every listing here: on first use
+
         orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
         rows = self._iter(f"{orphans} ORDER BY device, arch, label")
         return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
@@ -130,6 +126,8 @@ class BundleAdmin(SignedRows):
         self, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[tuple[KernelRecord, tuple[float, float]]]:
         """Every kernel with its (created, last_used) times, streamed as `each_kernel`."""
+        from warmcli.bundle.oversize import each_named
+
         select = KERNEL_SELECT.replace(" FROM kernels", ", created, last_used FROM kernels")
 
         def parse(row: tuple[Any, ...]) -> tuple[KernelRecord, tuple[float, float]]:
@@ -186,6 +184,8 @@ class BundleAdmin(SignedRows):
         """Remove kernels and tunes, then, in the same transaction, what no entry uses any
         more (`warmcli.bundle.unused`: blobs, fingerprints, interned kernel keys); returns
         blobs removed."""
+        from warmcli.bundle.unused import drop_unused
+
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
             tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
@@ -224,6 +224,8 @@ class BundleAdmin(SignedRows):
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check: [] when the file is sound."""
+        from warmcli.bundle.oversize import refused
+
         try:
             rows = [str(r[0]) for r in self._all("PRAGMA integrity_check")]
         except BundleError as exc:  # an index holding a value too long: name its entry
@@ -237,6 +239,13 @@ class BundleAdmin(SignedRows):
         inside `snapshot`, so a writer committing meanwhile never looks like corruption.
         The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
         from warmcli.bundle.checking import TuneChecks, checked  # verify's: never a serving one
+        from warmcli.bundle.manifest import (
+            FINGERPRINT_ROWS,
+            FINGERPRINT_SELECT,
+            MANIFEST_ROWS,
+            MANIFEST_SELECT,
+            metadata_problems,
+        )
 
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:
@@ -280,6 +289,7 @@ class BundleAdmin(SignedRows):
         distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
         whole: of `operation` only, by shape, if given; else as many of each operation as fit,
         by shape (a malformed one is left out)."""
+        from warmcli.bundle.oversize import refused
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
             a, b = _named("name", _name, row[0]), _named("name", _name, row[1])

@@ -2,29 +2,27 @@
 
 Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by
 `PRAGMA application_id`): `manifest` (format and warm versions, created/updated times),
-`fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries
-by sha256: kernels compiled in one batch share one), `kernels` (key, device,
-arch, entry, symbol, blob sha256, compile log, seconds), `tunes` (tune key,
-pick, every candidate's measurement, packed by `warmcli.bundle.candidates`, with
-their kernel keys once in `tune_kernels`; an older format is read as it is, and
-migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures`
-(Ed25519 signatures of the
-rows their signers vouch for, see `warmcli.bundle.signing`; a bundle made before it
-existed has no such table and opens as unsigned). A bundle is untrusted input:
-`read_header` and `check_header` read its SQLite header without SQL;
-`_open_connection` checks that its schema is exactly warm's (`sqlite_master`
-equal to the rows warm's schema declares, `declared_schema`, else compared row by row
-with what SQLite makes of it by `schema_problems`, so no trigger, view, extra index or
-generated column of a bundle ever runs), with `trusted_schema` off, and every
-SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is
-named so: the write was rolled back). The file stays in rollback-journal mode (a
-file switched to WAL is switched back on open, or refused where it cannot be
-written), so a read-only copy opens, and a write interrupted by a crash is rolled
-back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
-which readers never take); `remove_leftovers` removes, under it, the temporary
-files, journals and locks that a killed create or merge left beside the bundle.
-This module owns no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
+`fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries by sha256:
+kernels compiled in one batch share one), `kernels` (key, device, arch, entry, symbol, blob
+sha256, compile log, seconds), `tunes` (tune key, pick, every candidate's measurement,
+packed by `warmcli.bundle.candidates`, with their kernel keys once in `tune_kernels`; an
+older format is read as it is, and migrated by `warmcli.bundle.migrate` when first opened
+for write) and `signatures` (Ed25519 signatures of the rows their signers vouch for, see
+`warmcli.bundle.signing`; a bundle made before it existed has no such table and opens as
+unsigned). A bundle is untrusted input: `read_header` and `check_header` read its SQLite
+header without SQL; `_open_connection` checks that its schema is exactly warm's
+(`sqlite_master` equal to the rows warm's schema declares, `declared_schema`, else compared
+row by row with what SQLite makes of it by `schema_problems`, so no trigger, view, extra
+index or generated column of a bundle ever runs), with `trusted_schema` off, and every
+SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is named so:
+the write was rolled back). The file stays in rollback-journal mode (a file switched to WAL
+is switched back on open, or refused where it cannot be written), so a read-only copy opens,
+and a write interrupted by a crash is rolled back by the next open. "Database is locked" is
+waited out by the busy timeout and then retried (`_retrying`), never shown. Writers take a
+file lock (`warmcli.bundle.lock`, which readers never take); `remove_leftovers` removes,
+under it, the temporary files, journals and locks that a killed create or merge left beside
+the bundle. This module owns no state; it never reads a kernel, tune or blob
+(`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -37,14 +35,14 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli._version import __version__
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern, printable
+
+if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
+    from pathlib import Path
 
 APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -151,6 +149,7 @@ def remove_leftovers(path: Path) -> None:
 
 
 _T = TypeVar("_T")
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
@@ -165,7 +164,7 @@ def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
         os.close(fd)
 
 
-def read_header(path: Path) -> tuple[int, int, bool]:
+def read_header(path: str | Path) -> tuple[int, int, bool]:
     """The file's SQLite header, checked: its `(application_id, user_version, wal)`;
     `FileNotFoundError` if there is no file, `BundleError` if it is no regular file (a
     FIFO, a device, a folder: never opened by SQLite, never waited on).
@@ -192,7 +191,7 @@ def read_header(path: Path) -> tuple[int, int, bool]:
     return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
 
 
-def check_header(path: Path) -> tuple[int, bool]:
+def check_header(path: str | Path) -> tuple[int, bool]:
     """The format version and WAL flag of the warm bundle at `path`, from its header
     alone; `BundleError` if it is no SQLite file or another application's,
     `FileNotFoundError` if there is no file."""
@@ -227,13 +226,14 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _read_only_uri(path: Path) -> str:
-    """`file:` URI of `path`, opened read-only: its bytes percent-encoded as they are on
-    disk (a name need not be UTF-8), with an empty authority (a path may start `//`)."""
-    return f"file://{quote(os.fsencode(os.path.abspath(path)))}?mode=ro"
+def _read_only_uri(path: str | Path) -> str:
+    """`file:` URI of `path`, opened read-only: its bytes (a name need not be UTF-8) as
+    `urllib.parse.quote` encodes them, with an empty authority (a path may start `//`)."""
+    raw = os.fsencode(os.path.abspath(path))
+    return f"file://{''.join(chr(b) if b in _URI_SAFE else f'%{b:02X}' for b in raw)}?mode=ro"
 
 
-def _recover(path: Path) -> None:
+def _recover(path: str | Path) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
     SQLite rolls a hot journal back on the first read, but only through a connection
@@ -241,17 +241,17 @@ def _recover(path: Path) -> None:
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
     is beside the file a symlinked `path` names, where SQLite keeps it.
     """
-    journal = Path(f"{os.path.realpath(path)}-journal")
+    journal = f"{os.path.realpath(path)}-journal"
     try:
         if os.stat(journal).st_size == 0:
             return
     except FileNotFoundError:
         return
-    problem = f"a write was interrupted ({journal.name} is left)"
+    problem = f"a write was interrupted ({os.path.basename(journal)} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
 
 
-def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
+def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
     mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
     goes: that of the file a symlink names) cannot be written."""
@@ -267,7 +267,7 @@ def _mend(path: Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | 
         conn.close()
 
 
-def _leave_wal(path: Path) -> None:
+def _leave_wal(path: str | Path) -> None:
     """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
     (what warm writes, so a read-only copy opens); refused where the file cannot be written.
 
@@ -280,7 +280,7 @@ def _leave_wal(path: Path) -> None:
         raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")
 
 
-def _retrying(path: Path, op: Callable[[], _T]) -> _T:
+def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
     """Run one SQLite operation; retry "database is locked" past the busy timeout."""
     for attempt in range(LOCK_RETRIES + 1):
         try:
@@ -302,7 +302,7 @@ def _disk_full(exc: sqlite3.Error) -> bool:
 
 
 @contextmanager
-def _sqlite_errors(path: Path) -> Iterator[None]:
+def _sqlite_errors(path: str | Path) -> Iterator[None]:
     """Every SQLite failure, as a one-line `BundleError` (its words escaped); a full disk is
     said to be one (the write was rolled back: the bundle is as it was, never "corrupt")."""
     try:
@@ -318,7 +318,7 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row
 
 
-def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened."""
     version, wal = check_header(path)
@@ -344,7 +344,7 @@ def _open_connection(path: Path, write: bool) -> tuple[sqlite3.Connection, tuple
     return conn, (st.st_dev, st.st_ino)
 
 
-def _validate(path: Path, conn: sqlite3.Connection, version: int) -> None:
+def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     if version not in SCHEMAS:
         raise BundleError(
             f"{path}: bundle format version {version}, this warm reads "
@@ -370,6 +370,8 @@ def _write_empty(tmp: Path) -> None:
     """A new, empty bundle at `tmp`: warm's schema, ids and manifest, in one transaction
     that SQLite does not sync (the file is private until renamed), then synced once
     (`fsync`) so what the rename publishes is on disk."""
+    from warmcli._version import __version__  # a writer's: never a serving process's
+
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = DELETE")

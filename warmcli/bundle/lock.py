@@ -22,9 +22,12 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from warmcli.errors import BundleError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @contextmanager
@@ -130,5 +133,7 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
 def remove_new(path: Path) -> None:
     """Remove a bundle a failed first run only created, and its lock file (never a lock
     another writer holds: the run that created the bundle was its only writer)."""
+    from pathlib import Path  # on first use: a failed first run's
+
     for each in (path, Path(f"{path}.lock")):
         each.unlink(missing_ok=True)

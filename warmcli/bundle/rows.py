@@ -18,17 +18,20 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
 from warmcli.errors import BundleError
+from warmcli.printable import Pattern
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
@@ -77,9 +80,11 @@ KERNEL_SELECT = _bounded_select(
     "kernels",
 )
 KERNEL_WIDTH = KERNEL_COLUMNS.count(",") + 1  # the signed columns lead each bounded select
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SYMBOL = re.compile(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
+# Compiled where first matched (a field checked one by one, a tune's checksum): a kernel
+# row as warm writes it is checked by one pattern of their texts (`warmcli.bundle.kernel_row`).
+_HEX64 = Pattern(r"[0-9a-f]{64}")
+_IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYMBOL = Pattern(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
 _T = TypeVar("_T")
 OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
 
@@ -126,9 +131,16 @@ class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
 
-    path: Path
+    fspath: str  # the file's path, named by every failure (`path` is it as a `Path`)
     _conn: sqlite3.Connection
     _lock: threading.RLock
+
+    @cached_property
+    def path(self) -> Path:
+        """The bundle's file, made on first use: a process that only serves imports no pathlib."""
+        from pathlib import Path
+
+        return Path(self.fspath)
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
@@ -136,7 +148,7 @@ class RowReader:
         than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
         on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
         setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
-        with self._lock, _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.fspath):
             if setlimit is None:
                 yield
                 return
@@ -148,19 +160,19 @@ class RowReader:
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():
-            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchall())
+            return _retrying(self.fspath, lambda: self._conn.execute(sql, params).fetchall())
 
     def _one(
         self, sql: str, params: tuple[object, ...] = (), limit: int = MAX_VALUE_BYTES
     ) -> tuple[Any, ...] | None:
         with self._reading(limit):
-            return _retrying(self.path, lambda: self._conn.execute(sql, params).fetchone())
+            return _retrying(self.fspath, lambda: self._conn.execute(sql, params).fetchone())
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Every read inside sees one state of the file (one read transaction): a writer's
         commit waits until it ends, so what is read together agrees."""
-        with self._lock, _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.fspath):
             self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
             try:
                 yield
@@ -201,7 +213,7 @@ class RowReader:
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
         with self._reading():
-            cursor = _retrying(self.path, lambda: self._conn.execute(sql, params))
+            cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
         try:
             while True:
                 with self._reading():
@@ -225,7 +237,7 @@ class RowReader:
         try:
             return parse()
         except _Malformed as exc:
-            raise BundleError(f"{self.path}: {_corrupt(what, key, exc)}") from None
+            raise BundleError(f"{self.fspath}: {_corrupt(what, key, exc)}") from None
 
 
 # -- field checks: what warm writes, and nothing else, becomes a record -----------------------
@@ -257,7 +269,7 @@ def _hex64(value: object) -> str:
     return value
 
 
-def _matching(pattern: re.Pattern[str], what: str) -> Callable[[object], str]:
+def _matching(pattern: Pattern, what: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         if (
             not isinstance(value, str)
@@ -325,7 +337,7 @@ def _named(field: str, check: Callable[[object], _T], value: object) -> _T:
 
 _entry = _matching(_IDENTIFIER, "a C identifier")
 _symbol = _matching(_SYMBOL, "a warm kernel symbol")
-_key_id = _matching(re.compile(r"[0-9a-f]{16}"), "a key id")
+_key_id = _matching(Pattern(r"[0-9a-f]{16}"), "a key id")
 _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("key", _hex64),
     ("device", _name),

@@ -30,23 +30,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
 from warmcli.bundle.blobs import MAX_LOADED_BYTES, Streamed, over_cap
-from warmcli.bundle.file import (
-    PAGE_BYTES,
-    _open_connection,
-    _retrying,
-    _sqlite_errors,
-    _write_empty,
-    remove_leftovers,
-    unlink_all,
-)
+from warmcli.bundle.file import PAGE_BYTES, _open_connection, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
-from warmcli.bundle.lock import write_lock
-from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
@@ -59,6 +48,7 @@ from warmcli.bundle.tune_row import (
     tune_values,
 )
 from warmcli.errors import BundleError
+from warmcli.home import path_str
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:
@@ -71,9 +61,9 @@ class Bundle(BundleAdmin):
     """An open bundle file; see the module doc."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
+        self, path: str, conn: sqlite3.Connection, writable: bool, ident: tuple[int, int]
     ) -> None:
-        self.path = path
+        self.fspath = path_str(path)  # what reads name (pathlib is imported only for `path`)
         self._conn = conn
         self.writable = writable
         self._ident = ident  # the (device, inode) of the file `_conn` opened
@@ -101,12 +91,12 @@ class Bundle(BundleAdmin):
         With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
         key signed is refused (an older format before it migrates), and only rows they
         signed are served."""
-        path, judged = Path(path), None
+        path, judged = path_str(path), None  # `str(Path(path))`, without importing pathlib
         if write and trusted_keys is not None:  # the signing layer sits above this module
             from warmcli.bundle.signing import judged_before_migration
 
             judged = judged_before_migration(cls, path, trusted_keys, signs)
-        if write and path.is_file() and path.stat().st_size == 0:  # as `mktemp` makes it
+        if write and os.path.isfile(path) and os.stat(path).st_size == 0:  # as `mktemp` makes it
             return cls.create(path)._trusting(trusted_keys, None)
         try:
             conn, ident = _open_connection(path, write)
@@ -131,6 +121,11 @@ class Bundle(BundleAdmin):
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Bundle:
         """Create a new bundle file (or open it if another process just did)."""
+        from pathlib import Path  # a writer's, as its lock: a serving process imports neither
+
+        from warmcli.bundle.file import _write_empty, remove_leftovers, unlink_all
+        from warmcli.bundle.lock import write_lock
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with write_lock(path):
@@ -174,7 +169,7 @@ class Bundle(BundleAdmin):
             self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH])
         ):
             return None
-        return kernel_record(self.path, row)  # `_parse`'s error, one frame: parsed per kernel
+        return kernel_record(self.fspath, row)  # `_parse`'s error, one frame: parsed per kernel
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
@@ -192,7 +187,7 @@ class Bundle(BundleAdmin):
         params = (backend, arch, first, count, skip)
         got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
         with self._reading():
-            cursor = _retrying(self.path, lambda: self._conn.execute(_PREFETCH_SELECT, params))
+            cursor = _retrying(self.fspath, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             prefetched = self._prefetched
             try:
                 for row in cursor:
@@ -211,7 +206,7 @@ class Bundle(BundleAdmin):
             return sized(  # with their blobs' sizes, each read once per open bundle
                 got,
                 self._sizes,
-                lambda sql, p: _retrying(self.path, lambda: self._conn.execute(sql, p)),
+                lambda sql, p: _retrying(self.fspath, lambda: self._conn.execute(sql, p)),
             )
 
     def kernels(
@@ -228,6 +223,8 @@ class Bundle(BundleAdmin):
 
         A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
         and the problem) and skipped."""
+        from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
+
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
         return each_named(self, "kernel", _kernel_record, rows, on_error)
 
@@ -293,6 +290,9 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
+        from warmcli.bundle.file import remove_leftovers  # a writer's: a serving process
+        from warmcli.bundle.lock import write_lock  # never locks nor sweeps
+
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             if not self._swept:

@@ -33,7 +33,6 @@ from warmcli.bundle.candidates import (
     signed_form,
     unpack,
 )
-from warmcli.bundle.oversize import each_named
 from warmcli.bundle.rows import (
     _HEX64,
     MAX_NAME_CHARS,
@@ -230,6 +229,8 @@ def parsed_tunes(
     (an interned kernel key through the reader's); a row that is not what warm writes is
     a `BundleError` naming it, or given to `on_error`; one holding a value longer than
     warm reads, a `BundleError` naming it (`warmcli.bundle.oversize.each_named`)."""
+    from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
+
     kernel_key = reader._kernel_key
     return each_named(reader, "tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
 

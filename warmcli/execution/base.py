@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from warmcli.backends.base import StreamMode
 from warmcli.execution.process_mode import ProcessMode
-from warmcli.execution.stream_mode import StreamMode
 
 
 class LaunchMode(enum.Enum):

@@ -35,10 +35,10 @@ from warmcli.records import KernelRecord, Record
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
-from warmcli.runtime.store import Store
 
 if TYPE_CHECKING:  # a compile's records: imported where a miss compiles
     from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
+    from warmcli.runtime.store import Store
 
 
 class _Built(Record, frozen=False):

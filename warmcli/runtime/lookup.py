@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
@@ -36,7 +36,9 @@ from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation
 from warmcli.runtime.misses import Misses, warn
-from warmcli.runtime.store import Store
+
+if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.store import Store
 
 # The first chunk of this device's kernel rows prefetched (the least any chunk is).
 PREFETCH_AFTER = 8

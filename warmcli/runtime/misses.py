@@ -17,15 +17,17 @@ or devices. It owns the explanations it made and that one flag; it never prints
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, ClassVar
 
 from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
 from warmcli.records import MissExplanation, Record
-from warmcli.runtime.store import Store
+
+if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.store import Store
 
 
 def warn(message: str, *args: object) -> None:
@@ -36,10 +38,27 @@ def warn(message: str, *args: object) -> None:
     logging.getLogger("warmcli").warning(message, *args)
 
 
-class Strictness(enum.Enum):
-    OFF = "off"
-    WARN = "warn"
-    RAISE = "raise"
+class Strictness:
+    """What a miss does: `OFF` nothing, `WARN` log it, `RAISE` refuse it. Three constants,
+    each itself wherever it goes (compared by `is`, copied and pickled as itself) with an
+    enum member's `name`, `value` and repr, but no `enum.Enum` made at import (~0.2 ms)."""
+
+    __slots__ = ("name", "value")
+    OFF: ClassVar[Strictness]
+    WARN: ClassVar[Strictness]
+    RAISE: ClassVar[Strictness]
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name, self.value = name, value
+
+    def __repr__(self) -> str:
+        return f"<Strictness.{self.name}: {self.value!r}>"
+
+    def __str__(self) -> str:
+        return f"Strictness.{self.name}"
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return getattr, (Strictness, self.name)
 
     @classmethod
     def parse(cls, value: bool | str | None) -> Strictness:
@@ -54,6 +73,11 @@ class Strictness(enum.Enum):
         if text in ("1", "raise", "true", "on", "yes"):
             return cls.RAISE
         raise ConfigError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+
+
+Strictness.OFF, Strictness.WARN, Strictness.RAISE = (
+    Strictness(name, name.lower()) for name in ("OFF", "WARN", "RAISE")
+)
 
 
 class MissPolicy(Record):

@@ -15,12 +15,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from warmcli.backends.base import DeviceFingerprint
 from warmcli.backends.toolchain import Toolchain
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.runtime.store import Store
+
+if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.store import Store
 
 
 class Ledger:
@@ -63,16 +65,17 @@ class Ledger:
             return list(self._toolchains.values())
 
 
-class _Kernels(Protocol):
-    def unpersisted(self) -> list[tuple[KernelRecord, bytes]]: ...
-    def mark_persisted(self, keys: list[str]) -> None: ...
-    def loaded_from_bundle(self) -> list[str]: ...
-    def toolchains(self) -> list[Toolchain]: ...
+if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at import
 
+    class _Kernels(Protocol):
+        def unpersisted(self) -> list[tuple[KernelRecord, bytes]]: ...
+        def mark_persisted(self, keys: list[str]) -> None: ...
+        def loaded_from_bundle(self) -> list[str]: ...
+        def toolchains(self) -> list[Toolchain]: ...
 
-class _Tunes(Protocol):
-    def unpersisted(self) -> list[TuneRecord]: ...
-    def mark_persisted(self, keys: list[str]) -> None: ...
+    class _Tunes(Protocol):
+        def unpersisted(self) -> list[TuneRecord]: ...
+        def mark_persisted(self, keys: list[str]) -> None: ...
 
 
 def persist(

@@ -44,11 +44,11 @@ from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.persist import persist
-from warmcli.runtime.store import Store
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
+    from warmcli.runtime.store import Store
 
 
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:

@@ -42,12 +42,11 @@ from warmcli.errors import (
     headline,
 )
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.stream_mode import StreamModeOverride
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.store import Store
 
 if TYPE_CHECKING:
+    from warmcli.runtime.store import Store
     from warmcli.runtime.tune_guard import TuneGuard
 
 LaunchCandidate = Callable[..., None]
@@ -200,41 +199,41 @@ class TuneCache:
                 self._new.pop(key, None)
 
 
-class CandidateRun(Protocol):
-    """Launch one candidate kernel of a tune on its inputs, on `stream` (the runtime's
-    `Tunable.launch`, bound to the runtime)."""
+if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at import
 
-    def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
+    class CandidateRun(Protocol):
+        """Launch one candidate kernel of a tune on its inputs, on `stream` (the runtime's
+        `Tunable.launch`, bound to the runtime)."""
 
+        def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
 
-class CandidateKernels(Protocol):
-    """What a tune needs of its device's kernel cache (`KernelCache` is one)."""
+    class CandidateKernels(Protocol):
+        """What a tune needs of its device's kernel cache (`KernelCache` is one)."""
 
-    def key(self, kernel: Kernel) -> str:
-        """The kernel's key on the device."""
-        ...
+        def key(self, kernel: Kernel) -> str:
+            """The kernel's key on the device."""
+            ...
 
-    def get(self, kernel: Kernel) -> Any:
-        """The loaded kernel, compiled first if it must be (`KernelCompileError` if it fails)."""
-        ...
+        def get(self, kernel: Kernel) -> Any:
+            """The loaded kernel, compiled first if it must be (`KernelCompileError` if not)."""
+            ...
 
-    def flush(self) -> None:
-        """Compile the whole queue."""
-        ...
+        def flush(self) -> None:
+            """Compile the whole queue."""
+            ...
 
+    class MeasureJournal(Protocol):
+        """What is told of each candidate measured, and says which ones crashed before."""
 
-class MeasureJournal(Protocol):
-    """What is told of each candidate measured, and says which ones crashed before."""
+        def excluded(self, tune_key: str, candidate: str) -> str | None:
+            """Why this candidate is excluded from its tune, or None."""
+            ...
 
-    def excluded(self, tune_key: str, candidate: str) -> str | None:
-        """Why this candidate is excluded from its tune, or None."""
-        ...
-
-    def measuring(
-        self, tune_key: str, operation: str, shape_key: str, candidate: str
-    ) -> AbstractContextManager[object]:
-        """The span of one candidate's measurement."""
-        ...
+        def measuring(
+            self, tune_key: str, operation: str, shape_key: str, candidate: str
+        ) -> AbstractContextManager[object]:
+            """The span of one candidate's measurement."""
+            ...
 
 
 class _NoJournal:
@@ -274,7 +273,8 @@ def _measure_candidates(
     """Every candidate's measurement, in the tunable's order, on the guard's device and
     stream (none without a guard: the device cannot execute); a candidate that fails to
     compile, raises, or fails the output check is excluded with its reason."""
-    from warmcli.runtime.tune_guard import OutputCheck, last_line  # on first use, as in `measure`
+    from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
+    from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
     check = None

@@ -30,7 +30,7 @@ from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, Launch
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
 from warmcli.backends.launch_args import converter, fast_converter
-from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_SCALARS, Kernel
+from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_DTYPES, Kernel
 
 if TYPE_CHECKING:
     from warmcli.backends.compiler import Compiler
@@ -41,8 +41,8 @@ _NAMED = {"bool": ctypes.c_bool, "float32": ctypes.c_float, "float64": ctypes.c_
 CTYPES: dict[str, type] = {
     "P": ctypes.c_void_p,
     **{
-        letter: _NAMED.get(np.dtype(t).name) or getattr(ctypes, f"c_{np.dtype(t).name}")
-        for letter, t in PARAM_SCALARS.items()
+        letter: _NAMED.get(name) or getattr(ctypes, f"c_{name}")
+        for letter, name in PARAM_DTYPES.items()
         if letter not in CUDA_ONLY_LETTERS
     },
 }

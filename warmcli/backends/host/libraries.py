@@ -30,7 +30,7 @@ import stat
 import threading
 import time
 
-from warmcli.home import TMP_SUFFIX, home_directory, private, write_private
+from warmcli.home import TMP_SUFFIX, in_home, private, write_private
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
@@ -86,7 +86,7 @@ class LibraryCache:
 
     def _shared_directory(self) -> str | None:
         if self._shared is False:
-            self._shared = _usable_directory(os.path.join(home_directory(), DIRECTORY))
+            self._shared = _usable_directory(in_home(DIRECTORY))
         return self._shared  # type: ignore[return-value]
 
     def _write_private(self, name: str, binary: bytes) -> str:
