@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import operator
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -101,10 +102,13 @@ class Tunable(Record):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
         for arg, least, what in (("warmup", 0, "launches"), ("repeats", 1, "timed launches")):
             value = getattr(self, arg)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            whole = hasattr(type(value), "__index__") and not isinstance(value, bool)
+            number = operator.index(value) if whole else None  # numpy's ints too
+            if number is None or number < least:
                 raise TuneSpecError(
                     f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
                 )
+            object.__setattr__(self, arg, number)  # a plain int from here on
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "
@@ -393,3 +397,4 @@ def measure(
         seconds=seconds,
         measured_at=time.time(),
     )
+
