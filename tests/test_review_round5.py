@@ -108,3 +108,46 @@ def test_a_workload_that_closes_sys_stdout_under_json_still_gives_one_object(
     assert "Traceback" not in proc.stderr, proc.stderr
     json.loads(proc.stdout)  # one JSON document, whatever the exit
     shutil.rmtree(tmp_path / "home", ignore_errors=True)
+
+
+LATE = """\
+import copy
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "host"
+RT = warmcli.runtime()
+RT2 = warmcli.runtime()
+INC = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+def workload(rt):
+    assert isinstance(RT, warmcli.Runtime), type(RT)
+    assert RT is RT2 and RT == RT2
+    copy.copy(RT)
+    RT.launch(INC, RT.upload(np.ones(4, np.int32)), 4)
+"""
+
+
+def test_a_runtime_taken_at_import_under_warm_run_is_a_runtime(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """What `warmcli.runtime()` hands a workload's import under `warm run` is one object per
+    device, an instance of `warmcli.Runtime`, and copies without recursing."""
+    proc = warm("run", workload_file(LATE), "-b", tmp_path / "b.warm")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "stored 1 new kernel(s)" in proc.stdout
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32", "uint8"])
+def test_tunable_takes_numpy_integers(kind: str) -> None:
+    import numpy as np
+
+    from warmcli import Kernel, Tunable
+
+    k = Kernel("void f(int *x) {}", "f", "P")
+    number = getattr(np, kind)
+    t = Tunable(
+        "t", {"a": k}, lambda rt, c, *a, stream=None: None, warmup=number(2), repeats=number(3)
+    )
+    assert (t.warmup, t.repeats) == (2, 3)

@@ -272,7 +272,7 @@ def runtime(device: str = "auto") -> Runtime:
     if active is not None:
         return active
     if _LATE and not sys._getframe(1).f_globals.get("__name__", "").startswith("warmcli."):
-        return cast(Runtime, LateRuntime(device))  # a workload's import under `warm run`
+        return cast(Runtime, _HANDED.setdefault(device, LateRuntime(device)))  # one a device
     return _own(device)
 
 
@@ -297,6 +297,7 @@ def _own(device: str) -> Runtime:
 
 
 _LATE: list[list[str]] = []  # while `late_runtimes` runs: where each unbound use was
+_HANDED: dict[str, LateRuntime] = {}  # the `LateRuntime` handed out for each device name
 
 
 @contextlib.contextmanager
@@ -318,16 +319,28 @@ class LateRuntime:
     place of the first such use is noted while the import runs)."""
 
     def __init__(self, device: str) -> None:
-        self._device = device
+        object.__setattr__(self, "_device", device)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # `isinstance(rt, warmcli.Runtime)` holds, as for a runtime
+        return Runtime
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_device":  # copy's and pickle's probes: its own
+            raise AttributeError(name)
+        return getattr(self._active(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._active(), name, value)
+
+    def _active(self) -> Runtime:
         active = _bound(self._device)
         if active is None:
             if _LATE and not _LATE[-1]:
-                caller = sys._getframe(1)
+                caller = sys._getframe(2)  # the use (through __getattr__ or __setattr__)
                 _LATE[-1].append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
             active = _own(self._device)
-        return getattr(active, name)
+        return active
 
     def __repr__(self) -> str:
         return f"<warmcli runtime {self._device!r}: the bound pass's, when one is>"
