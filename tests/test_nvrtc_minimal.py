@@ -52,6 +52,16 @@ MINIMAL_MACRO = """\
 #endif
 extern "C" __global__ void k(int* y) { y[threadIdx.x] = V; }
 """
+# MINIMAL_MACRO and an include spelled so that no raw-text test sees the name: a line
+# spliced by backslash-newline, a digraph, a trigraph, a universal character name.
+HIDDEN = {
+    "spliced": MINIMAL_MACRO.replace("__CUDACC_RTC", "__C\\\nUDACC_RTC"),
+    "spliced-crlf": MINIMAL_MACRO.replace("__CUDACC_RTC", "__C\\\r\nUDACC_RTC"),
+    "digraph": "%:include <x.h>\n" + MINIMAL_MACRO.replace("__CUDACC_RTC_MINIMAL__", "X"),
+    "digraph-paste": "#define CAT(a, b) a %:%: b\n" + MINIMAL_MACRO,
+    "trigraph": "??=include <x.h>\n" + MINIMAL_MACRO.replace("__CUDACC_RTC_MINIMAL__", "X"),
+    "ucn": MINIMAL_MACRO.replace("__CUDACC_RTC_MINIMAL__", "__\\u0043UDACC_RTC_MINIMAL__"),
+}
 BROKEN = 'extern "C" __global__ void k(float* y) { y[0] = undeclared_thing; }\n'
 
 
@@ -100,6 +110,7 @@ def test_a_unit_that_cannot_observe_minimal_passes_the_gate(kernel: Kernel) -> N
         cuda(PLAIN, options=("-include=cuda_runtime.h",)),
         cuda(PLAIN, options=("-rdc=true",)),
         cuda(PLAIN, options=("-DX=cudaError_t",)),
+        *(cuda(text) for text in HIDDEN.values()),
     ],
     ids=str,
 )
@@ -182,6 +193,19 @@ def test_tuning_options_build_the_same_with_minimal(
     ]
     fast = build(kernels)
     assert MINIMAL in fast.command and same_output(fast, plain(monkeypatch, kernels))
+
+
+@needs_nvrtc
+def test_a_name_hidden_by_a_line_splice_is_built_as_without_minimal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`__CUDACC_RTC_MINIMAL__` split by backslash-newline is one name to the compiler:
+    with `-minimal` it would build another cubin (V 1, not 2), so the gate refuses it."""
+    kernel = cuda(HIDDEN["spliced"])
+    spy = Spy(monkeypatch)
+    built = build([kernel])
+    assert spy.minimal() == [False]
+    assert same_output(built, plain(monkeypatch, [kernel]))
 
 
 @needs_nvrtc

@@ -9,7 +9,9 @@ A unit that never names any of that builds the same cubin and PTX, byte for byte
 or without it; `minimal_safe` is the conservative test of that on the unit's own text
 (its source, its defines' names and values, its options), never on what it compiles to:
 no `#include` or `__has_include` (a header may use what is left out), no token pasting
-(`##` could make a left-out name), no `<<<`, no identifier containing `cuda`, `tex` or
+(`##` could make a left-out name), no `<<<`, nothing that spells a name or a directive
+the raw text does not show (a backslash-newline splice, a `\\u` character name, a
+trigraph, the digraph `%:`), no identifier containing `cuda`, `tex` or
 `surf` in any case or starting with `CU` (a handful of compiler-defined macros such as
 `__CUDA_ARCH__` excepted: `-minimal` does not touch them), nor the only other names it
 leaves out (library_types.h's `libraryPropertyType` and its enumerators: found by
@@ -32,8 +34,11 @@ from warmcli.printable import Pattern
 
 MINIMAL = "-minimal"
 MINIMAL_SINCE = (12, 4)  # the first NVRTC that knows `-minimal`
-# Text that can reach what `-minimal` leaves out without naming it.
-_REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import")
+# Text that can reach what `-minimal` leaves out without naming it, or spell a name or a
+# directive that the raw text does not show: a line splice (backslash-newline, which the
+# compiler removes before it reads a name), a universal character name, a trigraph, `%:`
+# (the digraph of `#`).
+_REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import|\\[ \t]*[\r\n]|\\[uU]|\?\?|%:")
 _IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 _LEFT_OUT = ("cuda", "tex", "surf")  # in an identifier, in any case
 # The only other names it leaves out, in any identifier (every macro and global name of
