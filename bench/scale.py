@@ -41,7 +41,7 @@ from bench.rows import (
 )
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_layout import laid_tunes
-from warmcli.bundle.tune_row import TUNE_SELECT
+from warmcli.bundle.tune_row import TUNE_ORDER, TUNE_SELECT
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 OPEN_BUDGET = 0.050
@@ -196,7 +196,7 @@ def read_tunes(path: Path) -> tuple[float, float]:
         for _ in bundle.each_tune():
             pass
         parsed = time.process_time() - started
-        listing = bundle._iter(f"{TUNE_SELECT} ORDER BY operation, shape_key")  # each_tune's
+        listing = bundle._iter(f"{TUNE_SELECT} ORDER BY {TUNE_ORDER}")  # each_tune's rows
         for _ in laid_tunes(bundle, listing, None):
             pass
     return parsed, time.process_time() - started - parsed

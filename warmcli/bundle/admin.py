@@ -62,16 +62,24 @@ class BundleAdmin(SignedRows):
     # -- the manifest and fingerprints ------------------------------------------------------
 
     def manifest(self) -> dict[str, str]:
-        from warmcli.bundle.manifest import MANIFEST_ROWS, MANIFEST_SELECT, _manifest_row
+        from warmcli.bundle.manifest import _manifest_row
 
-        rows = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
+        rows = self._metadata("manifest")
         return dict(self._parse("manifest", r[0], lambda r=r: _manifest_row(r)) for r in rows)
 
     def fingerprints(self) -> list[dict[str, object]]:
-        from warmcli.bundle.manifest import FINGERPRINT_ROWS, FINGERPRINT_SELECT, _fingerprint
+        from warmcli.bundle.manifest import _fingerprint
 
-        rows = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
+        rows = self._metadata("fingerprints")
         return [self._parse("fingerprint", r[0], lambda r=r: _fingerprint(r)) for r in rows]
+
+    def _metadata(self, table: str) -> list[tuple[Any, ...]]:
+        """The raw rows of "manifest" or "fingerprints", as few as each may hold (`_few`)."""
+        from warmcli.bundle import manifest as m  # on first use: a serving process never reads
+
+        if table == "manifest":
+            return self._few(m.MANIFEST_SELECT, m.MANIFEST_ROWS, table)
+        return self._few(m.FINGERPRINT_SELECT, m.FINGERPRINT_ROWS, table)
 
     def vacuum(self) -> None:
         """Give freed pages back to the file system, under the bundle's lock."""
@@ -239,21 +247,14 @@ class BundleAdmin(SignedRows):
         inside `snapshot`, so a writer committing meanwhile never looks like corruption.
         The tunes of a large bundle are checked meanwhile in other processes (`TuneChecks`)."""
         from warmcli.bundle.checking import TuneChecks, checked  # verify's: never a serving one
-        from warmcli.bundle.manifest import (
-            FINGERPRINT_ROWS,
-            FINGERPRINT_SELECT,
-            MANIFEST_ROWS,
-            MANIFEST_SELECT,
-            metadata_problems,
-        )
+        from warmcli.bundle.manifest import metadata_problems
 
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:
             for line in self.integrity_check():
                 yield "", f"sqlite: {line}"
-            manifest = self._few(MANIFEST_SELECT, MANIFEST_ROWS, "manifest")
-            fingerprints = self._few(FINGERPRINT_SELECT, FINGERPRINT_ROWS, "fingerprints")
-            for problem in metadata_problems(manifest, fingerprints, self.format_version()):
+            metadata = self._metadata("manifest"), self._metadata("fingerprints")
+            for problem in metadata_problems(*metadata, self.format_version()):
                 yield "", problem
             for sha, _size, actual in self.blob_digests():
                 yield (

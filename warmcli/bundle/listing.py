@@ -35,7 +35,7 @@ from warmcli.bundle.checking import PARALLEL_TUNES
 from warmcli.bundle.oversize import refused
 from warmcli.bundle.rows import RowReader
 from warmcli.bundle.tune_layout import LaidTune, laid_tunes
-from warmcli.bundle.tune_row import TUNE_SELECT, parsed_tunes
+from warmcli.bundle.tune_row import TUNE_ORDER, TUNE_SELECT, parsed_tunes
 from warmcli.bundle.workers import Reopen, Workers, worker_count
 from warmcli.errors import BundleError
 from warmcli.records import TuneRecord
@@ -46,7 +46,6 @@ RANGE_TUNES = 2_000
 # None: no end.
 Bound = tuple[Any, Any] | None
 Convert = Callable[[Iterable[TuneRecord | LaidTune]], Any]
-_ORDER = "operation, shape_key"
 
 
 def _after(bound: tuple[Any, Any], low: bool) -> tuple[str, list[Any]]:
@@ -54,7 +53,7 @@ def _after(bound: tuple[Any, Any], low: bool) -> tuple[str, list[Any]]:
     operation, shape = bound
     if shape is None:
         return f"operation {'>' if low else '<='} ?", [operation]
-    return f"({_ORDER}) {'>' if low else '<='} (?, ?)", [operation, shape]
+    return f"({TUNE_ORDER}) {'>' if low else '<='} (?, ?)", [operation, shape]
 
 
 def _between(
@@ -69,7 +68,7 @@ def _between(
             where.append(sql)
             params += values
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    rows = bundle._iter(f"{TUNE_SELECT} {clause} ORDER BY {_ORDER}", tuple(params))
+    rows = bundle._iter(f"{TUNE_SELECT} {clause} ORDER BY {TUNE_ORDER}", tuple(params))
     return (laid_tunes if laid else parsed_tunes)(bundle, rows, None)
 
 

@@ -39,6 +39,7 @@ from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, 
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip
 from warmcli.bundle.tune_row import (
     BY_KEY,
+    TUNE_ORDER,
     TUNE_SELECT,
     _tune_record,
     interner,
@@ -278,9 +279,7 @@ class Bundle(BundleAdmin):
     ) -> Iterator[TuneRecord]:
         """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative; by
         operation and shape unless `order` says otherwise)."""
-        rows = self._rows(
-            TUNE_SELECT, order or "operation, shape_key", "operation", operation, limit
-        )
+        rows = self._rows(TUNE_SELECT, order or TUNE_ORDER, "operation", operation, limit)
         return parsed_tunes(self, rows, on_error)
 
     # -- writing ---------------------------------------------------------------------------

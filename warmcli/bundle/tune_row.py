@@ -70,6 +70,7 @@ _LIMITS: tuple[Column, ...] = (
     ("measured_at", None),
 )
 TUNE_SELECT = _bounded_select(_LIMITS, "tunes")
+TUNE_ORDER = "operation, shape_key"  # SQL: `each_tune`'s order (a listing's, its ranges')
 TUNE_COLUMNS = ", ".join(c[2] if len(c) > 2 else c[0] for c in _LIMITS)  # type: ignore[misc]  # the signed columns, read as hex and text
 TUNE_WIDTH = len(_LIMITS)
 _CANDIDATES = 7  # where a row's candidates are

@@ -202,22 +202,24 @@ def _read_version(name: str, where: str) -> str:
 
 
 class _Identity:
-    """`identity(path, *stamp)`: NVRTC's toolchain, once per library file (`stamp`: its
-    size, inode, mtime, ctime) per process: every device's compiler in a process shares it
-    (the first reads it or finds it remembered in warm's home). Kept under `stamp` only if
-    the file still has it once read (a file swapped meanwhile is read again next time)."""
+    """`identity(path)`: NVRTC's toolchain, once per library file (its stamp: size, inode,
+    mtime, ctime, from the one stat made here, unless given as `identity(path, *stamp)`)
+    per process: every device's compiler in a process shares it (the first reads it or
+    finds it remembered in warm's home). Kept under the stamp only if the file still has
+    it once read (a file swapped meanwhile is read again next time)."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, tuple[int, ...]], Toolchain] = {}
 
     def __call__(self, path: str, *stamp: int) -> Toolchain:
-        known = self._known.get((path, stamp))
-        if known is not None:
-            return known
         try:
             st = os.stat(path)
         except OSError as exc:
             raise ToolchainError(f"nvrtc: {path}: {exc}") from None
+        stamp = stamp or _stamp_of(st)
+        known = self._known.get((path, stamp))
+        if known is not None:
+            return known
         found = remembered("nvrtc", path, st, _read_version)
         with contextlib.suppress(OSError):
             if _stamp_of(os.stat(path)) == stamp:  # unchanged while it was read
@@ -286,11 +288,7 @@ class NvrtcCompiler:
     @functools.cached_property
     def toolchain(self) -> Toolchain:
         """NVRTC's identity; read once per compiler (a hot start keys every kernel by it)."""
-        try:
-            st = os.stat(self.path)
-        except OSError as exc:
-            raise ToolchainError(f"nvrtc: {self.path}: {exc}") from None
-        return identity(self.path, *_stamp_of(st))
+        return identity(self.path)
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs

@@ -361,9 +361,11 @@ def device_brief(device: str) -> str:
     return f"{parts[1]} {parts[2]}" if len(parts) >= 4 else device
 
 
-def tunable_arch(device: str) -> str:
-    """The arch field of a device fingerprint (`backend|name|arch|driver`)."""
-    return device.split("|")[2] if device.count("|") >= 3 else device
+def tunable_row(table: Table, operation: str, device: str, tunes: str, pending: str) -> None:
+    """The Contents row of one tunable on one device (a fingerprint, `backend|name|arch|
+    driver`, whose arch fills the arch column): its tunes and how many are pending."""
+    arch = device.split("|")[2] if device.count("|") >= 3 else device
+    add_row(table, f"{operation} on {device}", arch, "", "", tunes, pending)
 
 
 def summary_table(doc: dict[str, Any]) -> Table:
@@ -380,8 +382,7 @@ def summary_table(doc: dict[str, Any]) -> Table:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
     for (operation, device), ts in sorted(tunables.items()):
         pending = sum(1 for t in ts if t["status"] == "pending")
-        name = f"{operation} on {device}"
-        add_row(table, name, tunable_arch(device), "", "", str(len(ts)), str(pending))
+        tunable_row(table, operation, device, str(len(ts)), str(pending))
     return table
 
 

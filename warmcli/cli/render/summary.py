@@ -14,7 +14,7 @@ from warmcli.cli.render.stats import (
     candidates_table,
     contents_table,
     manifest_grid,
-    tunable_arch,
+    tunable_row,
     tune_json,
     tune_order,
     tunes_table,
@@ -35,15 +35,7 @@ def summary_renderable(path: str, summary: BundleSummary, copy: str | None = Non
     for device, arch, n, size in sorted(summary.kernels, key=lambda g: natural(g[:2])):
         add_row(contents, device, arch, f"{n:,}", f"{size:,}", "", "")
     for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
-        add_row(
-            contents,
-            f"{operation} on {device}",
-            tunable_arch(device),
-            "",
-            "",
-            f"{n:,}",
-            f"{pending:,}",
-        )
+        tunable_row(contents, operation, device, f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
         shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
