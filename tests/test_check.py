@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -159,3 +160,60 @@ def test_an_sm_80_prebuild_is_not_servable_on_sm_90(
     (miss,) = json.loads(warm("check", path, "--arch", "sm_90", "--json").stdout)["unservable"]
     assert (miss["kind"], miss["label"], miss["reason"]) == ("kernel", "twice", "arch")
     assert miss["detail"] == "bundle has sm_80, this machine has sm_90"
+
+
+_ROW_SUM = "entry = 'row_sum' AND arch = '{arch}'"
+_TAMPERED = "ab" * 32  # a blob of its own (a host batch's blob serves its other kernels too)
+
+
+@pytest.mark.parametrize(
+    ("broken", "reason", "said"),
+    [
+        (None, None, None),  # the control: servable, its other build not for this machine
+        (f"UPDATE kernels SET sha256 = '{'0' * 64}' WHERE {{here}}", "binary", "is missing"),
+        (f"UPDATE kernels SET sha256 = '{_TAMPERED}' WHERE {{here}}", "binary", "does not match"),
+        ("UPDATE kernels SET toolchain = 'cc:another' WHERE {here}", "toolchain", "names"),
+    ],
+    ids=["sound", "binary missing", "binary corrupt", "toolchain differs"],
+)
+def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine(
+    made: tuple[Warm, Path],
+    tmp_path: Path,
+    broken: str | None,
+    reason: str | None,
+    said: str | None,
+) -> None:
+    """A kernel with a build for this CPU and one for another arch: its other build is not
+    for this machine only while the entry is servable here. When its build here cannot be
+    served (its binary missing or corrupt, its toolchain not its key's), the entry is not
+    servable, with that reason, and none of its builds is counted as not for this machine."""
+    warm, good = made
+    path = tmp_path / "two-arch.warm"
+    shutil.copyfile(good, path)
+    here = _ROW_SUM.format(arch=platform.machine())
+    away = "riscv64" if platform.machine() != "riscv64" else "x86_64"
+    columns = "device, backend, entry, label, symbol, sha256, toolchain, components, " + (
+        "compile_log, seconds, created, last_used"
+    )
+    conn = sqlite3.connect(path)
+    with conn:  # the same kernel built for another arch: a row of its own key
+        conn.execute(
+            f"INSERT INTO kernels (key, arch, {columns}) "
+            f"SELECT lower(hex(randomblob(32))), '{away}', {columns} FROM kernels WHERE {here}"
+        )
+        conn.execute("INSERT INTO blobs VALUES (?, 1, x'00')", (_TAMPERED,))
+        if broken:
+            conn.execute(broken.format(here=here))
+    conn.close()
+    doc = json.loads(warm("check", "--json", path).stdout)
+    text = warm("check", path).stdout
+    assert doc["kernels"] == 7, doc
+    if broken is None:
+        assert doc["servable"] and doc["not_for_this_machine"] == 1, doc
+        assert "(1 not for this machine): every entry is servable here" in text, text
+        return
+    (miss,) = doc["unservable"]
+    assert (miss["label"], miss["reason"]) == ("row_sum", reason), miss
+    assert said in miss["detail"], miss
+    assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 1, doc
+    assert "7 kernel(s), 3 tune(s): 1 not servable here" in text, text

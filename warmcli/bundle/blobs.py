@@ -8,7 +8,8 @@ memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
 `CHUNK_BYTES` at a time through SQLite's incremental blob handles
 (`Connection.blobopen`, Python 3.11+; before it, whole, within `MAX_BLOB_BYTES`). A copy
 is hashed as it is written and checked before its transaction commits: a blob failing
-its sha256 or size is refused as `Bundle.blob` refuses it. It owns no state beyond one
+its sha256 or size (one another process rewrote after its size was read, longer or
+shorter) is refused as `Bundle.blob` refuses it. It owns no state beyond one
 copy's, never prints.
 """
 
@@ -82,9 +83,11 @@ class Streamed:
         if hasattr(conn, "blobopen"):
             with conn.blobopen("blobs", "data", cursor.lastrowid) as out:
                 for chunk in chunks(self.source, self._rowid):
-                    hashed.update(chunk)
-                    out.write(chunk[: self.size - at])
                     at += len(chunk)
+                    if at > self.size:  # grown since its size was read: refused below
+                        break
+                    hashed.update(chunk)
+                    out.write(chunk)
         else:  # Python 3.10: whole, within the limit
             data = b"".join(chunks(self.source, self._rowid))
             hashed.update(data)

@@ -24,7 +24,8 @@ credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_K
 `warmcli.bundle.store` like any other. Plain `http://` is refused unless the host is this
 machine (`localhost`, a loopback address): anyone on the path could change the bundle or
 the sha256 announced beside it, as pip refuses an untrusted plain-http index; a redirect
-is followed only where it names such a URL (never down from https:// to plain http://).
+is followed only where it names such a URL, and never from https:// down to plain http://
+(not even to this machine: one line of `RemoteError` says so).
 A length announced that is no number is a download refused, as a wrong one is.
 This module never prints.
 """
@@ -150,16 +151,24 @@ def _plain_elsewhere(url: str) -> bool:
     return parts.scheme != "https" and not (parts.scheme == "http" and _loopback(parts.hostname))
 
 
+def _redirect_refused(origin: str, to: str) -> str | None:
+    """Why a redirect from `origin` to `to` is not followed, or None: never from https://
+    down to plain http:// (this machine's too), nor to plain http:// elsewhere."""
+    if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
+        return "never from https:// down to plain http://: anyone on the way could change it"
+    return _PLAIN if _plain_elsewhere(to) else None
+
+
 def _urlopen(request: Any) -> Any:
-    """`urllib.request.urlopen(request)`, a redirect followed only to a URL `_Http` takes
-    itself: never from https:// down to plain http://, nor to plain http:// elsewhere."""
+    """`urllib.request.urlopen(request)`, a redirect followed only where `_redirect_refused`
+    finds nothing against it (each hop judged from the URL it left)."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
-            to = args[-1]
-            if _plain_elsewhere(to):
-                raise RemoteError(f"{request.full_url}: redirect to {to} refused ({_PLAIN})")
+            why = _redirect_refused(args[0].full_url, args[-1])
+            if why:
+                raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
             return super().redirect_request(*args)
 
     return urllib.request.build_opener(Redirects).open(request, timeout=TIMEOUT)

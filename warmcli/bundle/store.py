@@ -15,9 +15,8 @@ demand, listings stream (`each_kernel`, `each_tune`), a batch of rows at a time,
 and write each batch in one transaction; a writer whose file was replaced meanwhile
 (a merge published over it, holding that lock) writes to the new one, and a writer's
 first write removes what dead writers left beside the file. A `Bundle` owns its one
-SQLite connection (shared by every thread, serialised by its lock) and the set of
-rows it wrote; the runtime sees it only as a `warmcli.runtime.store.Store`, which it
-satisfies by its shape, importing nothing of the runtime.
+SQLite connection (shared by every thread, serialised by its lock) and the set of rows
+it wrote; it is a `warmcli.runtime.store.Store` by its shape, importing nothing of the runtime.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
@@ -175,12 +174,12 @@ class Bundle(BundleAdmin):
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
     ) -> dict[str, tuple[Any, ...]]:
-        """Kernel rows built for `backend` and `arch`, unchecked, in the order they were
-        stored (`count` of them from the `start`th; -1: all), streamed: what a device may
-        serve, for `kernel(key, fetched)` to check and parse one at a time. Bounded
-        whatever the bundle holds: only rows whose texts total at most
-        `PREFETCH_ROW_CHARS`, and no more than `PREFETCH_CHARS` in all that this open
-        bundle hands out; a row left out is read by its key when asked for. A chunk from
+        """Kernel rows built for `backend` and `arch`, unchecked, in stored order (`count` of
+        them from the `start`th; -1: all), streamed: what a device may serve, for `kernel(key,
+        fetched)` to check and parse one at a time. Bounded whatever the bundle holds: only rows
+        whose texts total at most `PREFETCH_ROW_CHARS`, at most `PREFETCH_CHARS` in all per open
+        bundle, none from a row SQLite cannot hand back on (text no UTF-8: the chunk ends before
+        it); a row left out is read by its key when asked for (a miss if bad). A chunk from
         where the last one ended starts after its rowid (not scanning the rows before)."""
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
@@ -191,14 +190,15 @@ class Bundle(BundleAdmin):
             cursor = _retrying(self.fspath, lambda: self._conn.execute(_PREFETCH_SELECT, params))
             prefetched = self._prefetched
             try:
-                for row in cursor:
-                    try:  # what `_chars` counts, in line for a row of texts and numbers
-                        prefetched += sum(map(len, row[:11]))
-                    except TypeError:
-                        prefetched += _chars(row)
-                    if prefetched > PREFETCH_CHARS:
-                        break
-                    got.append(row)
+                with suppress(sqlite3.Error):  # a row it cannot hand back (no UTF-8): by key
+                    for row in cursor:
+                        try:  # what `_chars` counts, in line for a row of texts and numbers
+                            prefetched += sum(map(len, row[:11]))
+                        except TypeError:
+                            prefetched += _chars(row)
+                        if prefetched > PREFETCH_CHARS:
+                            break
+                        got.append(row)
             finally:
                 self._prefetched = prefetched
                 cursor.close()

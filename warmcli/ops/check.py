@@ -199,13 +199,15 @@ def _check_kernels(
                     unfit[i] = (k, why)
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
-    if None not in chosen:
-        report.other += other
+    served = True  # by every device here: only then are its other builds not for this machine
     for o, target, pick, misfit in zip(here, targets, chosen, unfit, strict=True):
         if pick is None:
             report.refuse(_unrunnable(first, misfit, target, sorted(held)))
+            served = False
         else:
-            _served(bundle, pick, o, report, blobs, held)
+            served = _served(bundle, pick, o, report, blobs, held) and served
+    if served:
+        report.other += other
 
 
 def _any(_: KernelRecord) -> bool:
@@ -219,9 +221,9 @@ def _served(
     report: CheckReport,
     blobs: dict[str, str],
     held: dict[str, bool],
-) -> None:
-    """The build `chosen` to serve on `o`: refused if its blob cannot be, listed if PTX
-    (`held`: the archs of the kernel's builds, each True where a cubin)."""
+) -> bool:
+    """The build `chosen` to serve on `o`: refused if its blob cannot be (False), listed if
+    PTX (`held`: the archs of the kernel's builds, each True where a cubin)."""
     problem = _blob_problem(bundle, chosen, blobs, o)
     ptx = chosen.arch != o.arch
     if problem:
@@ -229,7 +231,8 @@ def _served(
         report.refuse(
             MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
         )
-    elif ptx:
+        return False
+    if ptx:
         cubins = sorted(a for a, cubin in held.items() if cubin)
         detail = (
             f"served by PTX JIT: bundle has {', '.join(cubins) or 'no cubin'} and {chosen.arch} "
@@ -238,6 +241,7 @@ def _served(
         report.jit.append(
             MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
         )
+    return True
 
 
 def _unrunnable(
