@@ -3,15 +3,19 @@ operator and a library author.
 
 Through the real CLI in a subprocess, on real files: a shard whose part of the workload
 is empty is said to be so, not "the workload launched nothing" (and `--json`'s
-`launched_nothing` stays false).
+`launched_nothing` stays false); `warm check`, `warm verify`, `warm diff` and `warm
+merge` given a URL name that URL, in their lines and their `--json`, never the local
+copy in WARM_HOME that a script cannot map back.
 """
 
 from __future__ import annotations
 
 import json
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import Warm
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 INC_DBL = """\
 import numpy as np
@@ -47,3 +51,30 @@ def test_an_empty_shard_is_said_to_be_empty_not_a_workload_that_launched_nothing
     assert f"shard {shard}: nothing of this workload falls in this shard" in proc.stdout
     proc = warm("run", script, "-b", tmp_path / "env.warm", "--json")
     assert json.loads(proc.stdout)["launched_nothing"] is False
+
+
+def test_commands_given_a_url_name_the_url_not_its_local_copy(
+    warm: Warm,
+    workload_file,
+    bundle_path: Path,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    assert warm("run", workload_file(INC_DBL), "-b", bundle_path, "-q").returncode == 0
+    store.files["/b.warm"] = bundle_path.read_bytes()
+    url = f"{base}/b.warm"
+    copies = str(Path(warm.env["WARM_HOME"]) / "remote")
+    for args in (("check", url), ("verify", url), ("diff", url, bundle_path)):
+        proc = warm(*args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert url in proc.stdout and copies not in proc.stdout, (args, proc.stdout)
+        proc = warm(*args, "--json")
+        assert url in proc.stdout and copies not in proc.stdout, (args, proc.stdout)
+    proc = warm("merge", url, bundle_path, "-o", tmp_path / "m.warm", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["sources"] == [url, str(bundle_path)], doc
+    assert set(doc["contributed"]) == {url, str(bundle_path)}, doc
+    proc = warm("merge", url, bundle_path, "-o", tmp_path / "m2.warm")
+    assert url in proc.stdout and copies not in proc.stdout, proc.stdout

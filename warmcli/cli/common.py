@@ -215,6 +215,14 @@ def readable_bundle(given: str | None) -> Path:
     return path
 
 
+def shown_name(given: str | None, path: Path) -> str:
+    """How a command names the bundle it read at `path`: the URL it was given (or
+    WARM_BUNDLE's), never that URL's local copy in WARM_HOME, which no script can map
+    back; else the path."""
+    named = given or config.bundle()
+    return named if named and is_url(named) else str(path)
+
+
 EXIT_INTERRUPTED = 130
 
 
