@@ -397,4 +397,3 @@ def measure(
         seconds=seconds,
         measured_at=time.time(),
     )
-
