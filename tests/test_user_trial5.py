@@ -3,9 +3,10 @@ operator and a library author.
 
 Through the real CLI in a subprocess, on real files: a shard whose part of the workload
 is empty is said to be so, not "the workload launched nothing" (and `--json`'s
-`launched_nothing` stays false); `warm check`, `warm verify`, `warm diff` and `warm
-merge` given a URL name that URL, in their lines and their `--json`, never the local
-copy in WARM_HOME that a script cannot map back.
+`launched_nothing` stays false); a WARM_HOME below a regular file is one line naming
+WARM_HOME and that file, never a bare "Not a directory"; `warm check`, `warm verify`,
+`warm diff` and `warm merge` given a URL name that URL, in their lines and their
+`--json`, never the local copy in WARM_HOME that a script cannot map back.
 """
 
 from __future__ import annotations
@@ -78,3 +79,27 @@ def test_commands_given_a_url_name_the_url_not_its_local_copy(
     assert set(doc["contributed"]) == {url, str(bundle_path)}, doc
     proc = warm("merge", url, bundle_path, "-o", tmp_path / "m2.warm")
     assert url in proc.stdout and copies not in proc.stdout, proc.stdout
+
+
+def test_a_warm_home_below_a_file_names_warm_home_and_the_file(
+    warm: Warm,
+    workload_file,
+    bundle_path: Path,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    assert warm("run", workload_file(INC_DBL), "-b", bundle_path, "-q").returncode == 0
+    store.files["/b.warm"] = bundle_path.read_bytes()
+    url = f"{base}/b.warm"
+    blocker = tmp_path / "somefile"
+    blocker.write_text("")
+    for home in (blocker / "home", blocker / "a" / "b"):
+        warm.env["WARM_HOME"] = str(home)
+        said = f"warm: error: WARM_HOME={home} is below {blocker}, which is not a directory"
+        commands = ("run", workload_file(INC_DBL), "-q"), ("stats",), ("check",), ("clean",)
+        for args in (*commands, ("stats", url), ("verify", url)):
+            proc = warm(*args)
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert proc.stderr.startswith(said), proc.stderr
+            assert len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -29,7 +29,7 @@ import typer
 from warmcli import config
 from warmcli.bundle.location import is_url
 from warmcli.errors import WarmError
-from warmcli.home import default_bundle_path
+from warmcli.home import default_bundle_path, refuse_no_directory
 from warmcli.printable import printable_lines
 
 if TYPE_CHECKING:
@@ -230,6 +230,7 @@ def readable_bundle(given: str | None) -> Path:
         return Path(location)
     from warmcli.bundle.remote import local_bundle
 
+    guarded(refuse_no_directory)  # its copy is kept in WARM_HOME
     path, warning = guarded(lambda: local_bundle(location))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
