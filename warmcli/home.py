@@ -8,8 +8,8 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
 written whole, 0600, through a unique temporary file (`write_private`); for warm's
-commands it refuses a `WARM_HOME` that is no directory. It never reads them and owns no
-state.
+commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
+reads them and owns no state.
 """
 
 from __future__ import annotations
@@ -59,12 +59,28 @@ def path_str(path: str | os.PathLike[str]) -> str:
 
 def default_bundle_path(*, strict: bool = False) -> Path:
     """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home.
-    `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory: what
-    they keep in it would fail with a bare "Not a directory"."""
+    `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory, or
+    that lies below a file: what they keep in it would fail with a bare "Not a directory"."""
+    if strict:
+        refuse_no_directory()
+    return warm_home() / "bundle.warm"
+
+
+def refuse_no_directory() -> None:
+    """Raise `ConfigError` naming a `WARM_HOME` that is there and no directory, or that
+    lies below a file (what warm's commands keep in it would fail with a bare "Not a
+    directory"); a home that is not there yet is made when first written."""
+    if not config.home():
+        return
     home = warm_home()
-    if strict and config.home() and home.exists() and not home.is_dir():
+    if home.exists() and not home.is_dir():
         raise ConfigError(f"WARM_HOME={home} is not a directory: name a directory, or unset it")
-    return home / "bundle.warm"
+    above = next((p for p in home.parents if p.exists()), None)  # the nearest that is there
+    if above is not None and not above.is_dir():
+        raise ConfigError(
+            f"WARM_HOME={home} is below {above}, which is not a directory: name a "
+            "directory, or unset it"
+        )
 
 
 @functools.cache

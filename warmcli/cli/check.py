@@ -18,6 +18,7 @@ from warmcli.cli.common import (
     guarded,
     out,
     readable_bundle,
+    shown_name,
 )
 from warmcli.cli.render import add_row, listing
 from warmcli.ops.check import CheckReport, check_servable
@@ -44,6 +45,7 @@ def check(
     Exit 0 when every entry is servable here, 1 when not.
     """
     path = readable_bundle(bundle)
+    name = shown_name(bundle, path)
 
     def action() -> CheckReport:
         with Bundle.open(path) as opened:
@@ -58,7 +60,7 @@ def check(
     if as_json:
         emit_json(
             {
-                "bundle": str(path),
+                "bundle": name,
                 "servable": report.servable,
                 "kernels": report.kernels,
                 "tunes": report.tunes,
@@ -70,12 +72,12 @@ def check(
             }
         )
     else:
-        _print(report)
+        _print(report, name)
     if not report.servable:
         raise typer.Exit(1)
 
 
-def _print(report: CheckReport) -> None:
+def _print(report: CheckReport, name: str) -> None:
     for o in report.offers:
         compiler = o.toolchain or f"no compiler ({o.problem})"
         out.print(
@@ -84,7 +86,7 @@ def _print(report: CheckReport) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    held = printable(f"bundle {report.bundle}: {report.kernels} kernel(s), {report.tunes} tune(s)")
+    held = printable(f"bundle {name}: {report.kernels} kernel(s), {report.tunes} tune(s)")
     if report.other:
         held += f" ({report.other} not for this machine)"
     if report.jit:

@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -28,13 +29,14 @@ import typer
 from warmcli import config
 from warmcli.bundle.location import is_url
 from warmcli.errors import WarmError
-from warmcli.home import default_bundle_path
+from warmcli.home import default_bundle_path, refuse_no_directory
 from warmcli.printable import printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
+NARROWEST = 10  # the least width printed to: a narrower COLUMNS or terminal prints as this wide
 
 
 class _TrimmedStdout:
@@ -63,21 +65,40 @@ class _TrimmedStdout:
         return sys.stdout.fileno()
 
 
+def _columns() -> int | None:
+    """`COLUMNS` when it is a positive number (`NARROWEST` at least); None when unset, 0
+    or no number (then the output is as wide as when it is unset)."""
+    try:
+        columns = int(config.columns() or "")
+    except ValueError:
+        return None
+    return max(columns, NARROWEST) if columns > 0 else None
+
+
+def _at_least_narrowest(console: Console) -> Console:
+    """`console`, made `NARROWEST` wide at least: Rich takes `COLUMNS=0` for a width of
+    nothing (and prints nothing), and a terminal may be narrower."""
+    if console.width < NARROWEST:
+        console.width = max(_columns() or shutil.get_terminal_size().columns, NARROWEST)
+    return console
+
+
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
-    log), nothing wraps: the width is `COLUMNS` when set, else wide enough for any row."""
+    log), nothing wraps: the width is `COLUMNS` when a number (`_columns`), else wide enough
+    for any row."""
     from rich.console import Console
 
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
-        return Console(markup=False, emoji=False)
-    width = None if config.columns() else UNWRAPPED
+        return _at_least_narrowest(Console(markup=False, emoji=False))
+    width = _columns() or UNWRAPPED
     return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
 def _stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+    return _at_least_narrowest(Console(stderr=True, soft_wrap=True, markup=False, emoji=False))
 
 
 class _Made:
@@ -209,10 +230,19 @@ def readable_bundle(given: str | None) -> Path:
         return Path(location)
     from warmcli.bundle.remote import local_bundle
 
+    guarded(refuse_no_directory)  # its copy is kept in WARM_HOME
     path, warning = guarded(lambda: local_bundle(location))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
     return path
+
+
+def shown_name(given: str | None, path: Path) -> str:
+    """How a command names the bundle it read at `path`: the URL it was given (or
+    WARM_BUNDLE's), never that URL's local copy in WARM_HOME, which no script can map
+    back; else the path."""
+    named = given or config.bundle()
+    return named if named and is_url(named) else str(path)
 
 
 EXIT_INTERRUPTED = 130

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, guarded, out, readable_bundle
+from warmcli.cli.common import JsonOpt, emit_json, guarded, out, readable_bundle, shown_name
 from warmcli.cli.render.ops import diff_json, diff_renderable
 from warmcli.ops.diff import diff_bundles
 
@@ -23,6 +23,7 @@ def diff(
     """
     paths = readable_bundle(a), readable_bundle(b)
     result = guarded(lambda: diff_bundles(*paths))
+    result.a, result.b = shown_name(a, paths[0]), shown_name(b, paths[1])
     if as_json:
         emit_json(diff_json(result))
     else:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, SignKeyOpt, emit_json, guarded, out, readable_bundle
+from warmcli.cli.common import (
+    JsonOpt,
+    SignKeyOpt,
+    emit_json,
+    guarded,
+    out,
+    readable_bundle,
+    shown_name,
+)
 from warmcli.cli.render.ops import merge_json, merge_renderable
-from warmcli.ops.merge import merge_bundles
+from warmcli.ops.merge import MergeReport, merge_bundles
 
 
 @app.command()
@@ -37,7 +46,18 @@ def merge(
             paths, output, overwrite=force, signing_key=signing_key, trusted_keys=trusted
         )
     )
+    _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})
     if as_json:
         emit_json(merge_json(report))
     else:
         out.print(merge_renderable(report))
+
+
+def _named_as_given(report: MergeReport, names: dict[str, str]) -> None:
+    """Name each input as it was given: a URL, never its local copy in WARM_HOME."""
+    report.sources = [names.get(s, s) for s in report.sources]
+    report.contributed = {names.get(s, s): n for s, n in report.contributed.items()}
+    report.choices = [
+        replace(c, kept=names.get(c.kept, c.kept), dropped=names.get(c.dropped, c.dropped))
+        for c in report.choices
+    ]

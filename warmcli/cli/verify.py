@@ -39,6 +39,7 @@ from warmcli.cli.common import (
     holds_nothing,
     out,
     readable_bundle,
+    shown_name,
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
@@ -94,6 +95,7 @@ def verify(
     path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))
+    integrity.path = shown_name(bundle, path)  # a URL, not its local copy
     if workload is None or not integrity.ok:
         raise typer.Exit(_report(path, integrity, None, as_json, quiet))
     chosen = workload
@@ -132,7 +134,7 @@ def _report(
     """Print the verdict (integrity, then the replay's tables and misses); its exit code."""
     missing = replayed[1] if replayed else []
     doc: dict[str, Any] = {
-        "bundle": str(path),
+        "bundle": integrity.path,
         "integrity": integrity_json(integrity),
         "verified": integrity.ok and not missing,
         "missing": missing,

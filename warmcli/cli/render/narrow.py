@@ -4,8 +4,10 @@ A Rich table in a terminal narrower than its columns shrinks them until a name i
 to `x8…` or a column to nothing (`COLUMNS=40 warm stats`). A `Listing` is a Rich table
 that, when the terminal cannot give each column its text (a folding column at least
 `FOLDED` cells), shows one record after another instead: each non-empty cell on a line
-of its own, under its column's name, folded to the width there is. It decides at each
-render, from the width it is given; it owns only its rows and prints nothing itself.
+of its own, under its column's name, folded to the width there is. Names and their
+values (those records, a bundle's manifest) are `Pairs`: where a name and its value do
+not both fit, the name is cut (`…`), never the value. Each decides at each render, from
+the width it is given; it owns only its rows and prints nothing itself.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 FOLDED = 12  # the least a folding column may be given before records are shown instead
+VALUE = 12  # the least a value is given (its width, if narrower) before names are cut
 
 
 class Listing(Table):
@@ -44,9 +47,7 @@ class Listing(Table):
         if self.title is not None:
             yield self.title if isinstance(self.title, Text) else Text(self.title)
         yield Text()
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(no_wrap=True, style="bold")
-        grid.add_column(overflow="fold")
+        grid = pairs(name_style="bold")
         cells = [list(c.cells) for c in self.columns]
         for i, row in enumerate(self.rows):
             if i:
@@ -56,6 +57,31 @@ class Listing(Table):
                     grid.add_row(Text(str(column.header)), values[i], style=row.style)
         yield grid
         yield Text()
+
+
+class Pairs(Table):
+    """A grid of names and their values (`pairs`). Where a name and its value do not both
+    fit, the names are cut (`…`) so that the values keep `VALUE` cells (at least half the
+    width): a value is never squeezed to nothing by the names beside it."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        names, values = self.columns
+        _, right, _, left = self.padding
+        room = options.max_width - (max(left, right) if self.collapse_padding else left + right)
+        need = min(_widest(values), VALUE)
+        widest = _widest(names)
+        names.max_width = None
+        if widest + need > room:
+            names.max_width = max(1, min(widest, max(room - need, room // 2)))
+        yield from super().__rich_console__(console, options)
+
+
+def pairs(name_style: str = "") -> Pairs:
+    """Names and their values, a row each: a name is cut (`…`) before its value is."""
+    grid = Pairs.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, overflow="ellipsis", style=name_style)
+    grid.add_column(overflow="fold")
+    return grid
 
 
 def _widest(column: Column) -> int:

@@ -87,7 +87,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "signature": report.signature,
         "shard": report.shard or None,
         "explanations": [m.as_dict() for m in verify_misses(report)],
-        "launched_nothing": not any(did_something(p.total) for p in report.passes),
+        "launched_nothing": launched_nothing(report) and not report.shard,
     }
 
 
@@ -145,6 +145,12 @@ def did_something(stats: DeviceStatistics) -> bool:
     )
 
 
+def launched_nothing(report: RunReport) -> bool:
+    """Whether no pass registered, tuned or launched anything: under `--shard`, that this
+    shard's part is empty (a shard sees only its part), not that the workload did nothing."""
+    return bool(report.passes) and not any(did_something(p.total) for p in report.passes)
+
+
 def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
     """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
     from rich.console import Group
@@ -157,7 +163,10 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         if verbose:
             parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
         parts += [line(f"  note: {n}", style="yellow") for n in p.notes]
-    if report.passes and not any(did_something(p.total) for p in report.passes):
+    if launched_nothing(report) and report.shard:
+        said = f"shard {report.shard}: nothing of this workload falls in this shard"
+        parts.append(line(said, style="yellow"))
+    elif launched_nothing(report):
         parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(

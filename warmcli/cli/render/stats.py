@@ -300,11 +300,9 @@ def manifest_grid(
     """The bundle's path (its URL, then where its local `copy` is), format (`fmt`, the
     file's own, when known; the manifest's claim beside it where it differs) and times,
     and every toolchain and device that wrote it."""
-    from rich.table import Table
+    from warmcli.cli.render.narrow import pairs
 
-    head = Table.grid(padding=(0, 2))
-    head.add_column(no_wrap=True)
-    head.add_column(overflow="fold")
+    head = pairs()
     add_row(head, "bundle", path)
     if copy is not None:
         add_row(head, "copy", copy)
