@@ -151,3 +151,37 @@ def test_ctrl_c_while_the_command_is_imported_is_one_line_and_130(tmp_path: Path
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines() == ["warm: interrupted"]
+
+
+def test_ctrl_c_while_the_workers_start_stops_them(
+    big: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C between two parts handed to the workers (`warm verify`, `warm diff`) stops
+    the pool before it goes on: left running, its thread and the interpreter's exit raced
+    on the pool's wake-up pipe ("Exception ignored ... Bad file descriptor" after
+    "warm: interrupted")."""
+    from warmcli.bundle import checking, workers
+    from warmcli.bundle.rows import AS_STORED
+    from warmcli.bundle.store import Bundle
+
+    monkeypatch.setattr(checking, "PARALLEL_TUNES", 1)
+    monkeypatch.setattr(checking, "worker_count", lambda: 3)
+    submit, stop = workers.Workers.submit, workers.Workers.stop
+    handed: list[object] = []
+    stopped: list[object] = []
+
+    def interrupted(self: workers.Workers, fn: object, *args: object) -> object:
+        handed.append(submit(self, fn, *args))  # type: ignore[arg-type]
+        if len(handed) == 2:
+            raise KeyboardInterrupt
+        return handed[-1]
+
+    def stopping(self: workers.Workers) -> None:
+        stopped.append(self)
+        stop(self)
+
+    monkeypatch.setattr(workers.Workers, "submit", interrupted)
+    monkeypatch.setattr(workers.Workers, "stop", stopping)
+    with Bundle.open(big) as bundle, pytest.raises(KeyboardInterrupt):
+        checking.TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
+    assert len(handed) == 2 and len(stopped) == 1

@@ -83,8 +83,12 @@ class TuneChecks:
         bounds = [low - 1 + (high - low + 1) * i // chunks for i in range(chunks + 1)]
         source = Reopen.of(bundle)
         self._pool = Workers(workers)
-        for a, b in itertools.pairwise(bounds):
-            self._ranges.append((a, b, self._pool.submit(_check_range, source, a, b)))
+        try:
+            for a, b in itertools.pairwise(bounds):
+                self._ranges.append((a, b, self._pool.submit(_check_range, source, a, b)))
+        except BaseException:  # Ctrl-C meanwhile: no caller holds this to close it
+            self.close()
+            raise
 
     def __iter__(self) -> Checks:
         if self._pool is None:
