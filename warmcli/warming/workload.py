@@ -75,6 +75,7 @@ class Workload:
             folder: str | None = os.getcwd()
         except OSError:  # the folder was removed (by an earlier pass): nothing to go back to
             folder = None
+        pid = os.getpid()
         try:
             with bound_runtime(runtime):
                 result = self.function(runtime) if self.takes_runtime else self.function()
@@ -82,14 +83,18 @@ class Workload:
                     import asyncio
 
                     asyncio.run(result)
+                _forked_child_ends(pid, 0)
         except WorkloadError:
+            _forked_child_ends(pid, 1)
             raise
         except SystemExit as exc:
+            _forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
             ) from None
         except Exception as exc:
+            _forked_child_ends(pid, 1)
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
                 f"{type(exc).__name__}: {str(exc).strip()}"
@@ -164,6 +169,16 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     except ValueError:  # no signature to read (a builtin): called as it is
         pass
     return Workload(path, entry, module, function)
+
+
+def _forked_child_ends(parent: int, code: int) -> None:
+    """A process the workload forked that returned (or raised, `code` 1) out of its entry
+    ends here, its output flushed: warm's passes and store are its parent's alone."""
+    if os.getpid() != parent:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 def load_workload(
