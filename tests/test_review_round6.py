@@ -5,8 +5,10 @@ running warm's passes a second time beside its parent.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 FORKS = """\
@@ -42,3 +44,40 @@ def test_a_forked_child_that_returns_ends_there(warm: Warm, workload_file, tmp_p
         assert "Traceback" not in proc.stderr, proc.stderr
         listed = warm("stats", bundle)
         assert "inc" in listed.stdout and "dbl" not in listed.stdout, listed.stdout
+
+
+ONE = """\
+import os, sys
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+INC = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+def workload(rt):
+    rt.launch(INC, rt.upload(np.ones(4, np.int32)), 4)
+    {extra}
+"""
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "os.closerange(1, 3)",
+        "fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1); os.dup2(fd, 2)",
+    ],
+    ids=["closed", "to-devnull"],
+)
+@pytest.mark.parametrize("as_json", [False, True], ids=["report", "json"])
+def test_a_workload_that_closes_or_redirects_descriptors_1_and_2_still_gets_warms_output(
+    warm: Warm, workload_file, tmp_path: Path, extra: str, as_json: bool
+) -> None:
+    """warm's report (or `--json` object) and errors go to the descriptors warm was given,
+    whatever the workload did to descriptors 1 and 2."""
+    script = workload_file(ONE.replace("{extra}", extra))
+    proc = warm("run", script, "-b", tmp_path / "b.warm", *(["--json"] if as_json else []))
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    if as_json:
+        assert json.loads(proc.stdout)["stored"]["kernels"] == 1, proc.stdout
+    else:
+        assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout

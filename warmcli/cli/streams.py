@@ -1,12 +1,13 @@
 """Keeping warm's own stdout and stderr for its output while a workload runs.
 
 A workload prints as it likes (Python's `print`, its native code's `printf`), and may
-close or replace `sys.stdout` or `sys.stderr`. `workload_output_on_stderr` puts back,
-after the block, the stream objects warm had (a closed one reopened on its descriptor),
-so warm's report and errors are still written. Under `--json` it also points file
+close or replace `sys.stdout` or `sys.stderr`, or close or redirect descriptors 1 and 2.
+`workload_output_on_stderr` puts back, after the block, the descriptors and the stream
+objects warm had (a closed one reopened on its descriptor), so warm's report and errors
+are still written where warm was told. Under `--json` it also points file
 descriptor 1 at stderr while the workload is loaded and run, so what it writes lands on
 stderr and stdout carries only the JSON object the command prints afterwards. It owns
-the saved descriptor and stream objects for the block's length and nothing else; it
+the saved descriptors and stream objects for the block's length and nothing else; it
 never prints.
 """
 
@@ -22,24 +23,21 @@ from typing import TextIO
 @contextlib.contextmanager
 def workload_output_on_stderr(active: bool) -> Iterator[None]:
     """In the block, what is written on stdout goes to stderr (when `active`); after it,
-    `sys.stdout` and `sys.stderr` are warm's again."""
+    descriptors 1 and 2 and `sys.stdout` and `sys.stderr` are warm's again."""
     streams = sys.stdout, sys.stderr
-    if not active:
-        try:
-            yield
-        finally:
-            _put_back(*streams)
-        return
     sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
+    saved = os.dup(1), os.dup(2)  # warm's own, whatever the workload closes or points elsewhere
+    if active:
+        os.dup2(2, 1)
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError, OSError):  # a stream the workload closed
-            sys.stdout.flush()  # what the workload left in Python's buffer, to stderr too
-        os.dup2(saved, 1)
-        os.close(saved)
+        for stream in (sys.stdout, sys.stderr):  # what the workload left in Python's buffers
+            with contextlib.suppress(ValueError, OSError):  # (a stream it closed)
+                stream.flush()
+        for fd, copy in enumerate(saved, start=1):
+            os.dup2(copy, fd)
+            os.close(copy)
         _put_back(*streams)
 
 
