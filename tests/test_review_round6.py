@@ -81,3 +81,37 @@ def test_a_workload_that_closes_or_redirects_descriptors_1_and_2_still_gets_warm
         assert json.loads(proc.stdout)["stored"]["kernels"] == 1, proc.stdout
     else:
         assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
+
+
+THREAD = """\
+import threading, time
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+INC = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+DBL = Kernel("void dbl(int *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }", "dbl", "Pi")
+
+POOL = ThreadPoolExecutor(1)
+
+def later(rt):
+    time.sleep(0.3)
+    rt.launch(DBL, rt.upload(np.ones(4, np.int32)), 4, stream=rt.stream())
+
+def workload(rt):
+    rt.launch(INC, rt.upload(np.ones(4, np.int32)), 4)
+    threading.Thread(target=later, args=(rt,)).start()  # not joined: Python waits for it
+    POOL.submit(int)  # a pool left open: its idle worker is not waited for
+"""
+
+
+def test_a_thread_the_workload_leaves_running_is_waited_for_as_python_does(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A non-daemon thread still running when `workload()` returns is one Python itself
+    would wait for before the process ends: each pass waits for it, so what it launches
+    is stored (it was lost while verify said the bundle complete)."""
+    proc = warm("run", workload_file(THREAD), "-b", tmp_path / "b.warm")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "stored 2 new kernel(s)" in proc.stdout, proc.stdout

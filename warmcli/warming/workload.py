@@ -30,6 +30,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -75,7 +76,7 @@ class Workload:
             folder: str | None = os.getcwd()
         except OSError:  # the folder was removed (by an earlier pass): nothing to go back to
             folder = None
-        pid = os.getpid()
+        pid, running = os.getpid(), set(threading.enumerate())
         try:
             with bound_runtime(runtime):
                 result = self.function(runtime) if self.takes_runtime else self.function()
@@ -83,6 +84,7 @@ class Workload:
                     import asyncio
 
                     asyncio.run(result)
+                _join_left(running)
                 _forked_child_ends(pid, 0)
         except WorkloadError:
             _forked_child_ends(pid, 1)
@@ -169,6 +171,17 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     except ValueError:  # no signature to read (a builtin): called as it is
         pass
     return Workload(path, entry, module, function)
+
+
+def _join_left(running: set[threading.Thread]) -> None:
+    """Wait, as Python does before a process ends, for each non-daemon thread the entry
+    started and left running: what it launches is part of the pass. An idle worker of a
+    thread pool the entry left open is not waited for (Python's exit stops those)."""
+    pools = sys.modules.get("concurrent.futures.thread")
+    idle = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
+    for thread in threading.enumerate():
+        if thread not in running and not thread.daemon and thread not in idle:
+            thread.join()
 
 
 def _forked_child_ends(parent: int, code: int) -> None:
