@@ -105,8 +105,11 @@ class Stream:
 
     It holds one bit: its `StreamMode`, the override in force (pushed and popped by
     `warmcli.execution.stream_mode.StreamModeOverride`) or else the default installed
-    with `set_default_stream_mode`. The stream never knows why.
+    with `set_default_stream_mode`. The stream never knows why. While a tune measures on
+    it, `on_launch` is shown each executed launch's arguments first (the runtime calls it).
     """
+
+    on_launch: Callable[[tuple[Any, ...]], None] | None = None
 
     def __init__(self, device_id: str) -> None:
         self.device_id = device_id

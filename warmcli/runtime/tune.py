@@ -365,6 +365,7 @@ def measure(
     if device.can_execute:
         written = written_buffers(tunable.name, tunable.restore, tunable.restore_positions, inputs)
         guard = TuneGuard(device, stream, written)
+        guard.watch(inputs)
     try:
         results = _measure_candidates(kernels, launch, tunable, inputs, guard, key, shape_key)
     finally:

@@ -5,7 +5,9 @@ output in place would otherwise be applied warm-up + repeats times per candidate
 Before measuring, a `TuneGuard` keeps a device-side copy of every buffer the launch
 may write (by default every buffer among the tune's inputs; `Tunable(restore=...)`
 narrows it) and puts it back after each candidate run, so every run, and the pick
-that runs once afterwards, starts from the original contents. With
+that runs once afterwards, starts from the original contents. A buffer a candidate's
+launch writes that is none of the inputs (one the app keeps, one inside an object) is
+kept too, when first launched on (`watch`: the stream shows it each launch's arguments). With
 `Tunable(check=...)` it also reads each candidate's outputs (after one run on the
 original contents) and says why they are rejected: they differ from a reference
 candidate's, or a user callable refused them. It is handed the tunable's `restore`
@@ -80,18 +82,40 @@ class TuneGuard:
         self.stream = stream
         self.buffers = list(buffers)
         self._copies: list[Buffer] = []
+        self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
+        self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
         try:
             for buffer in self.buffers:
-                copy = device.allocate(buffer.shape, buffer.dtype)
-                self._copies.append(copy)
-                device.copy(copy, buffer, stream)
+                self._copies.append(self._copy(buffer))
         except BaseException:
             self.release()
             raise
 
+    def _copy(self, buffer: Buffer) -> Buffer:
+        copy = self.device.allocate(buffer.shape, buffer.dtype)
+        try:
+            self.device.copy(copy, buffer, self.stream)
+        except BaseException:
+            self.device.free(copy)
+            raise
+        return copy
+
+    def watch(self, inputs: tuple[Any, ...]) -> None:
+        """From now until `release`, keep each buffer launched on that is none of `inputs`
+        (whose buffers `restore=` chose among), before its first launch runs."""
+        self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
+        self.stream.on_launch = self._cover
+
+    def _cover(self, args: tuple[Any, ...]) -> None:
+        for buffer in _buffers_in(args):
+            if id(buffer) not in self._seen:
+                self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
+                self._copies.append(self._copy(buffer))
+                self._beside.append(buffer)
+
     def restore(self) -> None:
         """Put every kept buffer back as it was (queued on the measured stream)."""
-        for buffer, copy in zip(self.buffers, self._copies, strict=True):
+        for buffer, copy in zip([*self.buffers, *self._beside], self._copies, strict=True):
             self.device.copy(buffer, copy, self.stream)
 
     def outputs(
@@ -107,7 +131,9 @@ class TuneGuard:
             self.restore()
 
     def release(self) -> None:
-        """Free the copies (after the stream has finished with them)."""
+        """Free the copies (after the stream has finished with them); launches are no
+        longer watched."""
+        self.stream.on_launch = None
         if not self._copies:
             return
         self.stream.synchronize()
