@@ -48,15 +48,16 @@ print(rt.read(hw.workload(rt))[0])
 """
 
 
-def _served(bundle: Path, folder: Path) -> str:
+def _served(bundle: Path, folder: Path, ok: bool = True) -> str:
+    """What a process serving `bundle` strictly computes (`ok`), else its error."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     env |= {"WARM_HOME": str(folder / "home"), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", SERVE, str(bundle), str(folder)],
         capture_output=True, text=True, env=env, cwd=folder, timeout=120,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    assert (proc.returncode == 0) == ok, proc.stderr
+    return proc.stdout.strip() if ok else proc.stderr.strip().splitlines()[-1]
 
 
 def test_an_edited_header_is_a_new_kernel_never_a_stale_hit(warm: Warm, tmp_path: Path) -> None:
@@ -70,6 +71,8 @@ def test_an_edited_header_is_a_new_kernel_never_a_stale_hit(warm: Warm, tmp_path
     assert _served(bundle, tmp_path) == "1.0"
 
     (tmp_path / "inc" / "inner.h").write_text("#define INNER 2.0f\n")  # a header it reaches
+    miss = _served(bundle, tmp_path, ok=False)  # never the stale build: a miss, explained
+    assert "would compile kernel setv" in miss and "lacks: headers: bundle has sha256" in miss
     second = warm("run", tmp_path / "hw.py", "-b", bundle)
     assert second.returncode == 0 and "stored 1 new kernel" in second.stdout, second.stdout
     assert _served(bundle, tmp_path) == "2.0"
