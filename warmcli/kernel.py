@@ -224,7 +224,7 @@ def _headers(kernel: Kernel) -> str:
     """The digest of the headers a kernel reaches in the include folders its options
     name (`warmcli.headers`), or "" for a kernel naming none (most)."""
     options = kernel.options
-    if not any(type(o) is str and o.startswith(_INCLUDE_PREFIXES) for o in options):
+    if not options or not any(type(o) is str and o.startswith(_INCLUDE_PREFIXES) for o in options):
         return ""  # a serving process never imports `warmcli.headers` for these
     from warmcli.headers import headers_digest, include_folders
 
