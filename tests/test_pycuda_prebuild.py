@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -215,3 +216,55 @@ def test_autotune_queues_every_config_then_records_a_pending_tune(tmp_path: Path
         warnings.simplefilter("error")
         with Bundle.open(tmp_path / "t.warm", write=True) as bundle:
             assert rt.persist(bundle) == (2, 1)
+
+
+MACRO_ORDERS = (["-DX=777002", "-UX"], ["-UX", "-DX=777002"], ["-DX=777002", "-DX=777003"])
+MACRO_KERNEL = """__global__ void NAME(int *x) {
+#ifdef X
+  x[threadIdx.x] = X;
+#else
+  x[threadIdx.x] = 777001;
+#endif
+}"""
+MACRO_SCRIPT = """
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+MODULES = [
+    SourceModule({kernel!r}.replace("NAME", f"setv{{i}}"), options=o)
+    for i, o in enumerate({orders!r})
+]
+
+
+def main():
+    x = drv.mem_alloc(16)
+    for i, mod in enumerate(MODULES):
+        mod.get_function(f"setv{{i}}")(x, block=(4, 1, 1), grid=(1, 1))
+"""
+
+
+def _stored_value(ptx: bytes) -> int:
+    (value,) = {v for v in (777001, 777002, 777003) if str(v).encode() in ptx}
+    return value
+
+
+def test_defines_and_undefines_keep_nvccs_order(warm: Warm, tmp_path: Path) -> None:
+    """`-D` and `-U` naming one macro give the value nvcc's own order gives (`-DX=1 -UX`:
+    undefined), checked against nvcc's PTX of the same source and options."""
+    script = tmp_path / "orders.py"
+    script.write_text(MACRO_SCRIPT.format(kernel=MACRO_KERNEL, orders=list(MACRO_ORDERS)))
+    path = tmp_path / "orders.warm"
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--bundle", path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(path) as bundle:
+        ptx = {k.entry: bundle.blob(k.sha256) for k in bundle.kernels() if k.arch == "compute_90"}
+    for i, options in enumerate(MACRO_ORDERS):
+        source = tmp_path / f"setv{i}.cu"
+        source.write_text('extern "C" ' + MACRO_KERNEL.replace("NAME", f"setv{i}"))
+        out = tmp_path / f"setv{i}.ptx"
+        nvcc = [str(find_nvcc()), "-ptx", "-arch=sm_90", *options, str(source), "-o", str(out)]
+        subprocess.run(nvcc, check=True, capture_output=True)
+        expected = _stored_value(out.read_bytes())
+        assert expected == (777001, 777002, 777003)[i], "nvcc reads them in their order"
+        assert _stored_value(ptx[f"setv{i}"]) == expected, options

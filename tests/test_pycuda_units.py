@@ -194,3 +194,22 @@ def test_describe_keys_arrays_by_shape_and_scalars_by_value() -> None:
     assert describe(np.int32(7)) == 7
     assert describe(In(np.zeros((2, 3), np.float32))) == "float32[2x3]"
     assert describe(GPUArray(5, np.int8)) == "int8[5]"
+
+
+@pytest.mark.parametrize(
+    ("options", "kept", "defines"),
+    [
+        (["-DB=128", "-O3"], ("-O3",), {"B": "128"}),  # alone: lifted (variants batch)
+        (["-DX=1", "-UX"], ("-DX=1", "-UX"), {}),  # nvcc's order: X undefined
+        (["-UX", "-DX=1"], ("-UX", "-DX=1"), {}),
+        (["-DX=1", "-DX=2"], ("-DX=1", "-DX=2"), {}),  # the last wins, as in nvcc
+        (["-DX=1", "-DY", "-U", "X"], ("-DX=1", "-U", "X"), {"Y": "1"}),
+        (["-DX=1", "--undefine-macro=X"], ("-DX=1", "--undefine-macro=X"), {}),
+        (["-D", "X=1", "-DX=2"], ("-D", "X=1", "-DX=2"), {}),
+    ],
+)
+def test_defines_are_lifted_only_where_no_other_option_names_the_macro(
+    options: list[str], kept: tuple[str, ...], defines: dict[str, str]
+) -> None:
+    mod = SourceModule("__global__ void f(float *x) { x[0] = 1; }", options=options)
+    assert (mod.options, mod.defines) == (kept, defines)

@@ -104,3 +104,22 @@ def test_json_failures_are_one_json_object(
     doc = json.loads(proc.stdout)
     assert doc["exit"] == 2 and doc["error"], doc
     assert proc.stderr.startswith("warm: error: ")
+
+
+@pytest.mark.parametrize("where", ["entry", "import"])
+@pytest.mark.parametrize(
+    "base", ["class Stop(BaseException):\n    pass\n", "Stop = GeneratorExit\n"]
+)
+def test_a_workload_raising_a_base_exception_is_a_workload_error(
+    warm: Warm, workload_file, tmp_path: Path, where: str, base: str
+) -> None:
+    """A `BaseException` that is neither Ctrl-C nor `sys.exit` (a class of the workload's
+    own, `GeneratorExit`) is reported as any exception is: one line, exit 2, JSON."""
+    raising = 'raise Stop("weird")\n'
+    body = "    " + raising if where == "entry" else "    pass\n\n\n" + raising
+    path = workload_file(base + '\nDEVICE = "host"\n\n\ndef workload(rt):\n' + body)
+    proc = warm("run", path, "-b", tmp_path / "b.warm", "--device", "host", "--json")
+    assert proc.returncode == 2, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["exit"] == 2 and "weird" in doc["error"] and f"{path}:" in doc["error"], doc
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -5,10 +5,13 @@ defines, the language the backend compiles (`c` for the host, `cuda` for nvcc) a
 its parameter signature in `struct` letters (`P` pointer, `b B h H i I l L q Q`
 signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only,
 `f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
-`kernel_key` over source, entry, options, defines, target architecture and
-toolchain identity decides a cache hit: any change is a different kernel, never a
-stale hit. Its only state is a bounded memo of the texts keys repeat, JSON-quoted (an
-arch, a toolchain, a source many kernels share); it runs no compiler.
+`kernel_key` over source, entry, parameter letters, language, options, defines,
+target architecture and toolchain identity decides a cache hit: any change is a
+different kernel, never a stale hit. For a kernel whose options name include folders
+(`-I`), it covers the headers the source reaches there too (`warmcli.headers`); any
+other's key is as it was before that. Its only state is a bounded memo of the texts
+keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share); it runs
+no compiler.
 """
 
 from __future__ import annotations
@@ -200,6 +203,8 @@ _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes
 _QUOTED: dict[str, str] = {}
 _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
+# What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
+_INCLUDE_PREFIXES = ("-I", "--include-path", "-isystem", "-iquote", "-idirafter")
 
 
 def _quote(text: str) -> str:
@@ -215,13 +220,27 @@ def _digest(payload: object) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def _headers(kernel: Kernel) -> str:
+    """The digest of the headers a kernel reaches in the include folders its options
+    name (`warmcli.headers`), or "" for a kernel naming none (most)."""
+    options = kernel.options
+    if not options or not any(type(o) is str and o.startswith(_INCLUDE_PREFIXES) for o in options):
+        return ""  # a serving process never imports `warmcli.headers` for these
+    from warmcli.headers import headers_digest, include_folders
+
+    return headers_digest(kernel.source, options) if include_folders(options) else ""
+
+
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     """The content-addressed key of `kernel` compiled for `arch` by one toolchain: the
     digest of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly
-    (every kernel a process serves is keyed)."""
+    (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
+    whose options name include folders (the headers it reaches there)."""
     content = kernel.content_hash  # hex digits: quoted as they are
+    headers = _headers(kernel)  # beside the rest only where there are any: no other key changes
+    headers = f'"headers":"{headers}",' if headers else ""
     text = (
-        f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},"kernel":"{content}",'
+        f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
         f'"toolchain":{_QUOTED.get(toolchain_identity) or _quote(toolchain_identity)}}}'
     )
     return hashlib.sha256(text.encode()).hexdigest()
@@ -229,7 +248,9 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
     """The parts a key is made of, kept beside it so a miss can be explained."""
+    headers = _headers(kernel)
     return {
+        **({"headers": headers} if headers else {}),
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
         "entry": kernel.entry,
         "options": json.dumps(list(kernel.options)),

@@ -26,7 +26,7 @@ from warmcli.records import KernelRecord, Record
 VIRTUAL = Pattern(r"^compute_(\d{2,3})$")
 _RELEASE = Pattern(r"release (\d+)\.(\d+)")
 _VERSION = Pattern(r"^(\d+)\.(\d+)")
-SAME_PARTS = ("source", "options", "defines")  # the key components one kernel's builds share
+SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"^sm_(\d{2,3})")
 
 

@@ -70,17 +70,38 @@ def _format(arg_types: str | Sequence[Any]) -> str:
     return letters
 
 
+_MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")  # the name in the next token
+_JOINED = re.compile(r"(?:--define-macro=|--undefine-macro=|-[DU]=?)([A-Za-z_]\w*)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _macros_named(options: Sequence[str]) -> list[str]:
+    """Every macro a `-D`/`-U` option names (joined, `=`, or in the next token), in order."""
+    names: list[str] = []
+    for before, option in zip(("", *options), options, strict=False):
+        if before in _MACRO_FLAGS:
+            m = _NAME.match(option)
+            names += [m.group(0)] if m else []
+        else:
+            m = _JOINED.match(option)
+            names += [m.group(1)] if m else []
+    return names
+
+
 def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """`-DNAME=value` options as warm defines (set around the kernel's own section, so
     variants share one compiler process), unless the source includes a header, which
-    must see them as nvcc's command line sets them."""
+    must see them as nvcc's command line sets them. A macro that another `-D` or `-U`
+    also names stays with all its options on the command line, where nvcc reads them in
+    their order (`-DX=1 -UX` leaves X undefined; `-DX=1 -DX=2` makes it 2)."""
     if re.search(r"^\s*#\s*include", source, re.MULTILINE):
         return tuple(options), {}
+    named = _macros_named(options)
     rest: list[str] = []
     defines: dict[str, str] = {}
-    for option in options:
+    for before, option in zip(("", *options), options, strict=False):
         m = re.fullmatch(r"-D([A-Za-z_]\w*)(?:=(.*))?", option)
-        if m is None or m.group(1) in defines:
+        if m is None or before in _MACRO_FLAGS or named.count(m.group(1)) > 1:
             rest.append(option)
         else:
             defines[m.group(1)] = m.group(2) if m.group(2) is not None else "1"

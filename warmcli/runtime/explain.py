@@ -4,8 +4,9 @@ A miss (a kernel or tune the loaded bundle lacks) is explained by reading the
 bundle's entries for the same kernel entry or tunable operation (an indexed
 query, run only on a miss), taking the nearest one (fewest differing key
 components) and naming the component that differs: `toolchain`, `arch`,
-`options`, `defines`, `source` for a kernel; `device` (fingerprint), `checksum`
-(candidate set), `shape` (shape/dtype key) for a tune; `absent` when the bundle
+`options`, `defines`, `source`, `headers` (those it includes from its include
+folders) for a kernel; `device` (fingerprint), `checksum` (candidate set), `shape`
+(shape/dtype key) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
 entry whose row is malformed (it is never served; a malformed row of the same
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from warmcli.runtime.store import Store
 
 
-KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source")
+KERNEL_COMPONENTS = ("toolchain", "arch", "options", "defines", "source", "headers")
 TUNE_COMPONENTS = ("device", "checksum", "shape")
 DEVICE_FIELDS = ("backend", "name", "arch", "driver")
 REASONS = {
@@ -46,6 +47,7 @@ REASONS = {
     "options": "compile options",
     "defines": "defines",
     "source": "source",
+    "headers": "included headers",
     "signature": "parameter letters or language",
     "device": "device fingerprint",
     "checksum": "candidate set",
@@ -81,7 +83,9 @@ def _show(component: str, value: str) -> str:
         return " ".join(f"{k}={v}" for k, v in pairs) or "no defines"
     if component == "options":
         return " ".join(json.loads(value) if value else []) or "no options"
-    if component in ("source", "checksum"):
+    if component == "headers" and not value:
+        return "no include folders"
+    if component in ("source", "checksum", "headers"):
         return f"sha256 {value[:12]}"
     return value or "none"
 

@@ -7,17 +7,18 @@ is imported twice by accident. `load_module` imports a module by its dotted name
 as `python -m` does (the current folder first on `sys.path`), so a workload inside
 a package may use relative imports. Every way this can go wrong (a missing file, a
 file that is not Python, a syntax error, an import that raises, no entry point, an
-entry point that takes no runtime argument, an exception or a `sys.exit` inside
-the entry point) becomes one `WorkloadError` whose message names the workload's own
-file and line. With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a
-file without the entry uses it, and it may take no argument: it is then called
-without the runtime. Either way the runtime is bound while the entry runs
-(`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an `async def`
-entry is run to its end (`asyncio.run`), and the working folder it changes is put back
-after each run (each pass starts where the first did; a relative bundle path holds).
-While it is imported, `warmcli.runtime()` hands out a runtime bound late
-(`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the
-import itself does on it runs unwarmed, and where is kept (`unbound`).
+entry point that takes no runtime argument, an exception (any `BaseException` but
+Ctrl-C's) or a `sys.exit` inside the entry point) becomes one `WorkloadError` whose
+message names the workload's own file and line. With a fallback entry (`main()` of
+a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take no
+argument: it is then called without the runtime. Either way the runtime is bound
+while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go
+through it; an `async def` entry is run to its end (`asyncio.run`), and the working
+folder it changes is put back after each run (each pass starts where the first did;
+a relative bundle path holds). While it is imported, `warmcli.runtime()` hands out a
+runtime bound late (`warmcli.production.late_runtimes`): what the entry does on it
+is warmed; what the import itself does on it runs unwarmed, and where is kept
+(`unbound`).
 The module owns nothing once loaded; it never runs the passes itself.
 """
 
@@ -86,7 +87,7 @@ class Workload:
                     asyncio.run(result)
                 _join_left(running)
                 _forked_child_ends(pid, 0)
-        except WorkloadError:
+        except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
             _forked_child_ends(pid, 1)
             raise
         except SystemExit as exc:
@@ -95,7 +96,7 @@ class Workload:
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
             ) from None
-        except Exception as exc:
+        except BaseException as exc:  # any other, its own `BaseException` class included
             _forked_child_ends(pid, 1)
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
@@ -217,7 +218,9 @@ def load_workload(
     try:
         with late_runtimes() as unbound:
             spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and a workload's own BaseException too
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
     return replace(_entry(module, resolved, entry, fallback), unbound="".join(unbound))
@@ -231,7 +234,9 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         spec = importlib.util.find_spec(name)  # imports the packages above it
     except ModuleNotFoundError as exc:
         raise WorkloadError(f"{name}: no such workload module ({first_line(exc)})") from None
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, name) from None
     if spec is None or spec.origin in (None, "built-in", "frozen"):
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
@@ -239,6 +244,8 @@ def load_module(name: str, entry: str = "workload") -> Workload:
     try:
         with late_runtimes() as unbound:
             module = importlib.import_module(name)
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, origin) from None
     return replace(_entry(module, origin, entry), unbound="".join(unbound))

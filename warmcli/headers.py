@@ -1,0 +1,139 @@
+"""The headers a kernel includes from the folders its options name, as one digest for its key.
+
+A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
+`-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
+`-I`) reads headers that its source text does not hold: `headers_digest` covers them.
+It reads the `#include "..."` and `#include <...>` lines of the source and of every
+header found, and resolves each name as the compiler does, in those folders (a
+quoted name in a header: that header's own folder first); a relative folder is taken
+from the working folder. The digest is over each name as written and the sha256 of
+the file it resolved to (or that none was found: a header added later changes it),
+in the order they are reached. Headers not found there (the toolkit's, the
+system's) are left to the toolchain's identity; an `#include` of a macro is not
+followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
+includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
+only state is a per-process memo of each file's digest and includes, by (path,
+mtime_ns, size), of files not changed in the last seconds: a kernel keyed again costs
+a `stat` per header. It never runs a
+compiler, never writes and never raises for a missing or unreadable file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Sequence
+
+# Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
+# folder in the next option.
+INCLUDE_FLAGS = ("--include-path", "-isystem", "-iquote", "-idirafter", "-I")
+MAX_HEADERS = 512
+MAX_SCANNED = 4 << 20
+_MAX_MEMO = 4096
+# A file changed this recently is read again each time: an edit within the clock's tick
+# can keep its mtime and its size.
+_SETTLED_NS = 2_000_000_000
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
+# path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
+_memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
+
+
+def include_folders(options: Sequence[object]) -> tuple[str, ...]:
+    """The include folders `options` name, in order (empty for most kernels)."""
+    folders: list[str] = []
+    take_next = False
+    for option in options:
+        if type(option) is not str:
+            take_next = False
+            continue
+        if take_next:
+            folders.append(option)
+            take_next = False
+            continue
+        for flag in INCLUDE_FLAGS:
+            if option.startswith(flag):
+                rest = option[len(flag) :]
+                if flag.startswith("--") and rest.startswith("="):
+                    rest = rest[1:]
+                elif flag.startswith("--") and rest:  # another option (`--include-paths`)
+                    break
+                if rest:
+                    folders.append(rest)
+                else:
+                    take_next = True
+                break
+    return tuple(folders)
+
+
+def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
+    found = _INCLUDE.findall(data[:MAX_SCANNED])
+    return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+
+
+def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
+    """The file's sha256 and includes (memoised by its mtime and size), None if unreadable."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    known = _memo.get(path)
+    if known is not None and known[:2] == (st.st_mtime_ns, st.st_size):
+        return known[2], known[3]
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256()
+            head = f.read(MAX_SCANNED)
+            digest.update(head)
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    entry = (st.st_mtime_ns, st.st_size, digest.hexdigest(), _includes(head))
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
+        if len(_memo) >= _MAX_MEMO:
+            _memo.clear()
+        _memo[path] = entry
+    return entry[2], entry[3]
+
+
+def _resolve(name: str, quoted: bool, here: str | None, folders: Sequence[str]) -> str | None:
+    """The file `name` names, as the compiler searches: `here` first for a quoted name."""
+    if os.path.isabs(name):
+        return name if os.path.isfile(name) else None
+    for folder in ([here] if quoted and here else []) + list(folders):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return os.path.normpath(path)
+    return None
+
+
+def headers_digest(source: str, options: Sequence[object]) -> str:
+    """The sha256 of the headers `source` reaches in the include folders `options` name
+    (see the module doc)."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder was removed: relative folders name nothing
+        cwd = ""
+    folders = [os.path.join(cwd, f) for f in include_folders(options)]
+    here: str | None = None  # the source's own quoted names: the folders only
+    pending = deque(
+        (name, quoted, here) for name, quoted in _includes(source.encode(errors="surrogatepass"))
+    )
+    seen: set[str] = set()
+    written: list[str] = []
+    while pending:
+        name, quoted, here = pending.popleft()
+        path = _resolve(name, quoted, here, folders)
+        read = _read(path) if path is not None else None
+        written.append(f"{'q' if quoted else 'a'}{name}\0{read[0] if read else '-'}")
+        if path is None or read is None or path in seen:
+            continue
+        seen.add(path)
+        if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:
+            written.append("\0more")
+            break
+        pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
+    return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
