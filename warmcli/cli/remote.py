@@ -110,8 +110,8 @@ def _refuse_no_bundle(target: Path) -> None:
     except FileNotFoundError:
         return
     except (BundleError, OSError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no warm bundle"
+        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
         raise RemoteError(
-            f"{target}: exists and is not a warm bundle ({reason}); nothing pulled: "
+            f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
             "pass --force to replace it"
         ) from None
