@@ -2,15 +2,15 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it
 is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
-that folder's lock, into a unique temporary file (`warmcli.bundle.received`: bounded in
-size and in time, removed on any failure; a killed fetch's is removed by the next)
-that is checked (its size, the sha256 the store states, then `warm verify`'s integrity
-check) before one atomic rename publishes it. The ETag (or sha256) is remembered beside it: the next fetch
-asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads
-only if so. When the store cannot be reached, or sends something that is no
-bundle, or passes a bound, the last good copy is used and `Fetched.warning` says why (the caller
-shows it once); without one, `RemoteError`. `push` uploads a bundle (checked first
-to be one) whole, in one request, so a reader never sees a torn object and of two
+that folder's lock, into a unique temporary file (`warmcli.bundle.received`: bounded
+in size and in time, removed on any failure; a killed fetch's is removed by the next)
+that is checked (its size, the sha256 the store states, then `warm verify`'s
+integrity check) before one atomic rename publishes it. The ETag (or sha256) is
+remembered beside it: the next fetch asks the store whether it changed (a conditional
+GET, an S3 HEAD) and downloads only if so. When the store cannot be reached, sends
+something that is no bundle, or passes a bound, the last good copy is used and
+`Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
+`push` uploads a bundle (checked first to be one) whole, in one request, so a reader never sees a torn object and of two
 concurrent pushes one wins whole; its sha256 and MD5 are read first, in one streamed
 pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
 body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://`
