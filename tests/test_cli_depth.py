@@ -19,8 +19,9 @@ from rich.console import Console
 
 from warmcli.backends.serving import Target, choose
 from warmcli.cli.progress import RunProgress, bar_counts
+from warmcli.config import parse_size
 from warmcli.execution.statistics import StatisticsCollector
-from warmcli.ops.clean import Machine, parse_size, plan_clean
+from warmcli.ops.clean import Machine, plan_clean
 from warmcli.records import KernelRecord, TuneRecord
 
 MATMUL = EXAMPLES / "matmul_host.py"

@@ -7,13 +7,15 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`. The
 functions return the values as set (a flag as a bool, a list of paths split); what a
-value means is decided by the module that uses it. This module owns no state and
-never writes the environment (`worker_environment` returns a copy).
+value means is decided by the module that uses it (`parse_size` reads a size, as
+`warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
+and never writes the environment (`worker_environment` returns a copy).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from warmcli.records import Record
@@ -49,6 +51,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "WARM_TRUSTED_KEYS",
         "Ed25519 public key files: serve only entries they signed",
+        production=True,
+    ),
+    Variable(
+        "WARM_REMOTE_MAX_SIZE",
+        "the most a URL's bundle may download (default 4G)",
+        production=True,
+    ),
+    Variable(
+        "WARM_REMOTE_DEADLINE",
+        "seconds a URL's bundle may take to download (default 300)",
         production=True,
     ),
 )
@@ -119,6 +131,28 @@ def trusted_keys(environ: Environ | None = None) -> list[str] | None:
     unset or blank."""
     text = _env(environ).get(TRUSTED_KEYS_ENV, "").strip()
     return [p for p in text.split(os.pathsep) if p] if text else None
+
+
+def remote_max_size(environ: Environ | None = None) -> str | None:
+    """`WARM_REMOTE_MAX_SIZE` stripped: None when unset or blank."""
+    return _env(environ).get("WARM_REMOTE_MAX_SIZE", "").strip() or None
+
+
+def remote_deadline(environ: Environ | None = None) -> str | None:
+    """`WARM_REMOTE_DEADLINE` stripped: None when unset or blank."""
+    return _env(environ).get("WARM_REMOTE_DEADLINE", "").strip() or None
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
 def cc(environ: Environ | None = None) -> str | None:

@@ -130,12 +130,12 @@ def _alive(pid: int) -> bool:
 
 
 def remove_leftovers(path: Path) -> None:
-    """Under `path`'s write lock: remove what a killed or failed writer of it left beside
-    it, when its process is gone: a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge`
-    with its journal and lock (and that file's own create temporary)."""
-    lead = f".{path.name}."
+    """Under `path`'s write lock: remove what a dead writer left beside it (beside a link's
+    file): a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge` (journal, lock, temporary)."""
+    folder, base = os.path.split(os.path.realpath(path))
+    lead = f".{base}."
     try:
-        names = os.listdir(path.parent)
+        names = os.listdir(folder)
     except OSError:
         return
     for name in names:
@@ -145,7 +145,7 @@ def remove_leftovers(path: Path) -> None:
         found = _LEFTOVER.fullmatch(stripped[len(lead) :])
         if found and not _alive(int(found[1])):
             with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
+                os.unlink(os.path.join(folder, name))
 
 
 _T = TypeVar("_T")

@@ -1,5 +1,8 @@
 """The bundle's write lock: `write_lock`, an exclusive `flock` of `<bundle>.lock`.
 
+The lock file is beside the file the path leads to (`os.path.realpath`): a bundle
+named through a symbolic link and by its own name takes one lock.
+
 Writers of a bundle (a run's passes, a merge, a clean, production's write-back) take
 it; readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies with
 its process and nothing is left but the empty lock file, kept for the next writer (a
@@ -36,8 +39,9 @@ def write_lock(path: Path) -> Iterator[None]:
     take): an exclusive `flock` of that file, held by one thread at a time (a thread that
     holds it may take it again); a lock file that cannot be made is a one-line
     `BundleError`. Where `flock` is missing (no `fcntl`, or a file system without it),
-    the `filelock` package's soft lock of `<bundle>.softlock` is taken instead."""
-    name = f"{path}.lock"
+    the `filelock` package's soft lock of `<bundle>.softlock` is taken instead. A path
+    through a symbolic link is locked as the file it leads to."""
+    name = f"{os.path.realpath(path)}.lock"
     held: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if held.get(name):  # this thread holds it already
         held[name] += 1
@@ -51,7 +55,7 @@ def write_lock(path: Path) -> Iterator[None]:
     try:
         flocked = _flock(path, name, owned)
         held[name] = 1
-        with nullcontext() if flocked else _soft_lock(path, f"{path}.softlock"):
+        with nullcontext() if flocked else _soft_lock(path, f"{name[:-5]}.softlock"):
             yield
     finally:
         held.pop(name, None)
@@ -135,5 +139,6 @@ def remove_new(path: Path) -> None:
     another writer holds: the run that created the bundle was its only writer)."""
     from pathlib import Path  # on first use: a failed first run's
 
-    for each in (path, Path(f"{path}.lock")):
+    real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
+    for each in (Path(real), Path(f"{real}.lock")):
         each.unlink(missing_ok=True)

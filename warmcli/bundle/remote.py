@@ -2,14 +2,15 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it
 is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
-that folder's lock, into a unique temporary file that is checked (its size, the
-sha256 the store states, then `warm verify`'s integrity check) before one atomic
-rename publishes it. The ETag (or sha256) is remembered beside it: the next fetch
-asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads
-only if so. When the store cannot be reached, or sends something that is no
-bundle, the last good copy is used and `Fetched.warning` says why (the caller
-shows it once); without one, `RemoteError`. `push` uploads a bundle (checked first
-to be one) whole, in one request, so a reader never sees a torn object and of two
+that folder's lock, into a unique temporary file (`warmcli.bundle.received`: bounded
+in size and in time, removed on any failure; a killed fetch's is removed by the next)
+that is checked (its size, the sha256 the store states, then `warm verify`'s
+integrity check) before one atomic rename publishes it. The ETag (or sha256) is
+remembered beside it: the next fetch asks the store whether it changed (a conditional
+GET, an S3 HEAD) and downloads only if so. When the store cannot be reached, sends
+something that is no bundle, or passes a bound, the last good copy is used and
+`Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
+`push` uploads a bundle (checked first to be one) whole, in one request, so a reader never sees a torn object and of two
 concurrent pushes one wins whole; its sha256 and MD5 are read first, in one streamed
 pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
 body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://`
@@ -39,15 +40,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlsplit
 
 from warmcli.bundle.location import is_url
+from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.errors import BundleError, RemoteError
-from warmcli.home import TMP_SUFFIX, warm_home, write_private
+from warmcli.home import warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
-CHUNK = 1 << 20
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 
 
@@ -70,13 +71,15 @@ def fetch(url: str) -> Fetched:
     """The local copy of the bundle at `url`, downloaded only if it changed."""
     from filelock import FileLock  # imported on first use: a bundle named by path never locks
 
+    limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     with FileLock(str(folder / "lock")):
+        remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
         meta = _read_meta(meta_path) if local.exists() else {}
         try:
-            got = _store(url).download(meta.get("etag"), folder)
+            got = _store(url).download(meta.get("etag"), folder, limits)
         except RemoteError as exc:
             if not local.exists():
                 raise
@@ -84,18 +87,19 @@ def fetch(url: str) -> Fetched:
         if got is None:  # unchanged
             return Fetched(local, False)
         tmp, etag, digest = got
-        problem = _not_a_bundle(tmp)
-        if problem:
-            tmp.unlink(missing_ok=True)
-            reason = f"{url}: download refused: {problem}"
-            if not local.exists():
-                raise RemoteError(reason)
-            warning = f"{url}: download refused ({problem}); using {local}"
-            return Fetched(local, False, warning, reason)
-        os.replace(tmp, local)
-        write_private(
-            str(folder), str(meta_path), json.dumps({"etag": etag, "sha256": digest}).encode()
-        )
+        try:
+            problem = _not_a_bundle(tmp)
+            if problem:
+                reason = f"{url}: download refused: {problem}"
+                if not local.exists():
+                    raise RemoteError(reason)
+                warning = f"{url}: download refused ({problem}); using {local}"
+                return Fetched(local, False, warning, reason)
+            os.replace(tmp, local)
+        finally:
+            tmp.unlink(missing_ok=True)  # anything but a published download
+        meta_doc = {"etag": etag, "sha256": digest}
+        write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)
 
 
@@ -186,7 +190,9 @@ class _Http:
             )
         self.url = url
 
-    def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:
+    def download(
+        self, etag: str | None, folder: Path, limits: Bounds
+    ) -> tuple[Path, str, str] | None:
         import http.client  # here: a process that names no URL never imports them
         import urllib.error
         import urllib.request
@@ -195,7 +201,8 @@ class _Http:
         try:
             with _urlopen(request) as response:
                 size = response.headers.get("Content-Length")
-                tmp, digest, length = _receive(response, folder)
+                limits.too_long(self.url, size)
+                tmp, digest, length = receive(self.url, response, folder, limits)
                 new_etag = response.headers.get("ETag") or digest
         except RemoteError:  # a redirect refused (an OSError too)
             raise
@@ -206,7 +213,7 @@ class _Http:
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
-        return _checked(self.url, tmp, digest, length, size, None, new_etag)
+        return checked(self.url, tmp, digest, length, size, None, new_etag)
 
     def upload(self, bundle: Path, digest: str, md5: bytes) -> None:
         """One PUT of the whole file (its sha256 `digest` and raw `md5` stated), conditional
@@ -282,62 +289,26 @@ class _S3:
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
 
-    def download(self, etag: str | None, folder: Path) -> tuple[Path, str, str] | None:
+    def download(
+        self, etag: str | None, folder: Path, limits: Bounds
+    ) -> tuple[Path, str, str] | None:
         head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
         if etag is not None and head.get("ETag") == etag:
             return None
+        limits.too_long(self.url, head.get("ContentLength"))
         got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
         body = got["Body"]
         try:
-            tmp, digest, length = _receive(body, folder)
+            tmp, digest, length = receive(self.url, body, folder, limits)
         except OSError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
-        return _checked(
-            self.url, tmp, digest, length, got.get("ContentLength"), stated, got["ETag"]
-        )
+        return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, got["ETag"])
 
 
 # -- checks ------------------------------------------------------------------------------------
-
-
-def _receive(stream: BinaryIO | Any, folder: Path) -> tuple[Path, str, int]:
-    """Copy `stream` into a unique temporary file in `folder`; its path, sha256 and size."""
-    import tempfile  # imported on first use: only a download writes one
-
-    fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
-    digest, length = hashlib.sha256(), 0
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            while chunk := stream.read(CHUNK):
-                digest.update(chunk)
-                length += len(chunk)
-                fh.write(chunk)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-    return Path(name), digest.hexdigest(), length
-
-
-def _checked(
-    url: str, tmp: Path, digest: str, length: int, size: Any, stated: str | None, etag: str
-) -> tuple[Path, str, str]:
-    """The download, if it is as long and hashes as the store said; else `RemoteError`."""
-    problem = None
-    announced = str(size)  # a header's text (any text), or S3's number
-    if size is not None and not (announced.isascii() and announced.isdigit()):
-        problem = f"{length} bytes received, {announced[:20]!r} announced"
-    elif size is not None and int(announced) != length:
-        problem = f"{length} bytes received, {size} announced"
-    elif stated is not None and stated != digest:
-        problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"
-    if problem:
-        tmp.unlink(missing_ok=True)
-        raise RemoteError(f"{url}: download refused: {problem}")
-    return tmp, etag, digest
 
 
 def _not_a_bundle(path: Path) -> str | None:

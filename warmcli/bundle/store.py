@@ -132,12 +132,13 @@ class Bundle(BundleAdmin):
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)
             remove_leftovers(path)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            real = Path(os.path.realpath(path))  # a link's file is made, the link kept
+            tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
             try:
                 tmp.unlink(missing_ok=True)
                 with _sqlite_errors(path):
                     _write_empty(tmp)
-                os.replace(tmp, path)  # a crash before this leaves no bundle, never half of one
+                os.replace(tmp, real)  # a crash before this leaves no bundle, never half of one
             except BaseException:
                 unlink_all(tmp, Path(f"{tmp}-journal"))
                 raise

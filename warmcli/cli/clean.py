@@ -18,7 +18,8 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render.ops import clean_json, clean_renderable
-from warmcli.ops.clean import CleanReport, Machine, clean_bundle, parse_size
+from warmcli.config import parse_size
+from warmcli.ops.clean import CleanReport, Machine, clean_bundle
 
 
 @app.command()

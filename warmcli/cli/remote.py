@@ -15,11 +15,14 @@ from urllib.parse import urlsplit
 
 import typer
 
+from warmcli.bundle.file import check_header
 from warmcli.bundle.location import is_url
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
+from warmcli.errors import BundleError, RemoteError
 
 
 @app.command()
@@ -50,33 +53,65 @@ def push(
 def pull(
     url: str = typer.Argument(..., help="The bundle's https:// or s3:// URL."),
     path: Path | None = typer.Argument(None, help="Where to put it \\[default: its file name]."),
+    force: bool = typer.Option(False, "--force", help="Replace PATH even if it is no bundle."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH.
 
     A download refused (no sound bundle) or a store unreachable copies nothing: PATH
-    keeps what it held (the last good copy, if any, is named).
+    keeps what it held (the last good copy, if any, is named). A PATH that is no warm
+    bundle is replaced only with --force; through a link, the file it leads to is.
     """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
-    target = path or Path(os.path.basename(urlsplit(url).path) or "bundle.warm")
+    target = path or _named_by(url)
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    guarded(lambda: _copy(got.path, target))
+    guarded(lambda: _copy(got.path, target, force))
     if as_json:
         emit_json({"url": url, "path": str(target)})
     else:
         out.print(f"pulled {url} into {target}", markup=False, highlight=False)
 
 
-def _copy(source: Path, target: Path) -> None:
-    """Copy through a temporary file beside `target`, renamed over it at the end."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".tmp")
-    os.close(fd)
+def _named_by(url: str) -> Path:
+    """The file name a URL gives; refused where it is empty, `..` or a dot file (the
+    URL's owner would choose which of the user's files, `.bashrc`, is replaced)."""
+    name = os.path.basename(urlsplit(url).path)
+    if not name or name.startswith("."):
+        fail(f"{url}: its name {name!r} is no bundle file to write here: name the file to write")
+    return Path(name)
+
+
+def _copy(source: Path, target: Path, force: bool) -> None:
+    """Under the target's write lock: copy through a temporary file beside the file
+    `target` leads to (a link stays one), renamed over it at the end; a file there that
+    is no warm bundle is replaced only when `force`."""
+    with write_lock(target):
+        if not force:
+            _refuse_no_bundle(target)
+        real = Path(os.path.realpath(target))
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, real)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _refuse_no_bundle(target: Path) -> None:
+    """`RemoteError` where `target` exists and is no warm bundle (the header check that
+    `warm merge` refuses its inputs by)."""
     try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        check_header(target)
+    except FileNotFoundError:
+        return
+    except (BundleError, OSError) as exc:
+        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
+        raise RemoteError(
+            f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
+            "pass --force to replace it"
+        ) from None

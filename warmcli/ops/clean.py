@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,8 +42,6 @@ from warmcli.errors import BundleError
 from warmcli.records import KernelRecord, TuneRecord, where
 
 COMPILE_ONLY = "compile-only"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 
@@ -121,14 +118,6 @@ class CleanReport:
     def would_migrate(self) -> bool:
         """An older format left as it was (a dry run): a clean would migrate it."""
         return self.format_after == self.format_before < FORMAT_VERSION
-
-
-def parse_size(text: str) -> int:
-    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine)."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
 def _build_of(k: KernelRecord) -> bytes:

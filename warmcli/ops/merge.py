@@ -11,7 +11,8 @@ the publish, so a writer of the output (a `warm run`, a production write-back, a
 merge into it) waits and then writes into the merged file: no write is lost. The result
 is written to a temporary file beside the output, given the output's mode, owner and
 group, and moved into place only when complete, so a failed merge leaves the output as
-it was and nothing beside it (what a killed merge left is removed by the next). The
+it was and nothing beside it (what a killed merge left is removed by the next); an
+output that is a symbolic link stays one, the file it leads to replaced. The
 inputs' signatures do not carry over: given a key, the output is signed with it (every
 entry), else the report says the output is unsigned. A blob is copied a chunk at a time
 and checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size
@@ -129,7 +130,9 @@ def merge_bundles(
             if signing_key is not None and trusted_keys is not None:
                 _check_vouched(bundles, paths, trusted_keys)
             union = _read(bundles, report)
-            report.signature = _publish(bundles, union, out, kept, signing_key)
+            # a link at OUT is kept: the file it leads to is replaced
+            real = Path(os.path.realpath(out))
+            report.signature = _publish(bundles, union, real, kept, signing_key)
     kernels, tunes = union.kernels, union.tunes
     report.kernels, report.tunes, report.fingerprints = (
         len(kernels),

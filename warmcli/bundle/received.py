@@ -1,0 +1,129 @@
+"""A download of a URL's bundle into a temporary file: bounded, checked, never left behind.
+
+`bounds()` reads how much a download may take: at most `WARM_REMOTE_MAX_SIZE` bytes
+(default `MAX_BYTES`, 4 GiB) and `WARM_REMOTE_DEADLINE` seconds in all (default
+`DEADLINE`, 300; each read also waits at most the store's own timeout). `receive`
+copies a stream into a unique temporary file in the URL's cache folder, stopping with
+`RemoteError` at either bound (the stream is read a chunk as it arrives, so a store
+that drips stops at the deadline, not once per full chunk); `checked` holds the file to
+the size and sha256 the store announced. On every failure the temporary file is removed
+before the error leaves; `remove_temporaries` removes those a killed fetch left (its
+caller holds the folder's lock, so none is another fetch's). It owns no state and never
+prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from warmcli import config
+from warmcli.errors import RemoteError
+from warmcli.home import TMP_SUFFIX
+
+MAX_BYTES = 4 << 30  # the most a download may take, unless WARM_REMOTE_MAX_SIZE says
+DEADLINE = 300.0  # seconds a download may take in all, unless WARM_REMOTE_DEADLINE says
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How much one download may take: bytes, and seconds in all."""
+
+    max_bytes: int = MAX_BYTES
+    seconds: float = DEADLINE
+
+    def too_long(self, url: str, announced: Any) -> None:
+        """`RemoteError` where the store announces more than `max_bytes` (before a byte
+        is kept); a length that is no number is `checked`'s to refuse."""
+        text = str(announced)
+        number = announced is not None and text.isascii() and text.isdigit()
+        if number and int(text) > self.max_bytes:
+            raise RemoteError(f"{url}: download refused: {text} bytes announced, {self.over}")
+
+    @property
+    def over(self) -> str:
+        return f"more than the {self.max_bytes} allowed (WARM_REMOTE_MAX_SIZE)"
+
+
+def bounds() -> Bounds:
+    """The bounds the environment sets; a value that is none is a one-line `RemoteError`."""
+    size, seconds = config.remote_max_size(), config.remote_deadline()
+    try:
+        max_bytes = MAX_BYTES if size is None else config.parse_size(size)
+    except ValueError as exc:
+        raise RemoteError(f"WARM_REMOTE_MAX_SIZE: {exc}") from None
+    try:
+        deadline = DEADLINE if seconds is None else float(seconds)
+    except ValueError:
+        deadline = math.nan
+    if not (math.isfinite(deadline) and deadline > 0):
+        raise RemoteError(
+            f"WARM_REMOTE_DEADLINE: not a number of seconds above 0: {str(seconds)[:40]!r}"
+        )
+    return Bounds(max_bytes, deadline)
+
+
+def receive(
+    url: str, stream: BinaryIO | Any, folder: Path, limits: Bounds
+) -> tuple[Path, str, int]:
+    """Copy `stream` into a unique temporary file in `folder`, within `limits`; its path,
+    sha256 and size."""
+    import tempfile  # imported on first use: only a download writes one
+
+    read = getattr(stream, "read1", None) or stream.read  # read1: what has arrived
+    stop = time.monotonic() + limits.seconds
+    fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
+    digest, length = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            while chunk := read(CHUNK):
+                length += len(chunk)
+                if length > limits.max_bytes:
+                    raise RemoteError(f"{url}: download stopped: {limits.over}")
+                if time.monotonic() > stop:
+                    raise RemoteError(
+                        f"{url}: download stopped: {length} bytes in {limits.seconds:g} s, "
+                        "not done (WARM_REMOTE_DEADLINE)"
+                    )
+                digest.update(chunk)
+                fh.write(chunk)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name), digest.hexdigest(), length
+
+
+def checked(
+    url: str, tmp: Path, digest: str, length: int, size: Any, stated: str | None, etag: str
+) -> tuple[Path, str, str]:
+    """The download, if it is as long and hashes as the store said; else `RemoteError`
+    (the temporary file removed)."""
+    problem = None
+    announced = str(size)  # a header's text (any text), or S3's number
+    if size is not None and not (announced.isascii() and announced.isdigit()):
+        problem = f"{length} bytes received, {announced[:20]!r} announced"
+    elif size is not None and int(announced) != length:
+        problem = f"{length} bytes received, {size} announced"
+    elif stated is not None and stated != digest:
+        problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"
+    if problem:
+        tmp.unlink(missing_ok=True)
+        raise RemoteError(f"{url}: download refused: {problem}")
+    return tmp, etag, digest
+
+
+def remove_temporaries(folder: Path) -> None:
+    """Under `folder`'s lock: remove the temporary files a killed fetch left in it."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith("tmp") and entry.name.endswith(TMP_SUFFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
