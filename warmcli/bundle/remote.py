@@ -10,12 +10,12 @@ remembered beside it: the next fetch asks the store whether it changed (a condit
 GET, an S3 HEAD) and downloads only if so. When the store cannot be reached, sends
 something that is no bundle, or passes a bound, the last good copy is used and
 `Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
-`push` uploads a bundle (checked first to be one) whole, in one request, so a reader never sees a torn object and of two
-concurrent pushes one wins whole; its sha256 and MD5 are read first, in one streamed
-pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
-body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://`
-URL as an HTTP PUT, the way a presigned object-store URL takes an upload, with the
-sha256 in `X-Warm-Sha256`. That PUT is conditional when the
+`push` uploads a bundle (checked first to be one) whole, in one request, so a reader
+never sees a torn object and of two concurrent pushes one wins whole; its sha256 and MD5
+are read first, in one streamed pass, and stated with it (`Content-MD5`, which S3, GCS
+and Azure check against the body): to an `s3://` URL with its sha256 in the object's
+metadata; to an `https://` URL as an HTTP PUT, the way a presigned object-store URL
+takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
 store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
 where there is none yet; a store that answers 412 (the object changed meanwhile: another
 push) leaves it as the other push made it, and `push` says so. The S3 client is
