@@ -298,3 +298,25 @@ def test_a_cuda_name_with_a_quote_compiles() -> None:
     compiler = NvrtcCompiler()
     (unit,) = [CompileUnit(kernel_key(k, "sm_90", compiler.toolchain.identity), k, "sm_90")]
     assert compiler.compile_group([unit]).symbols == {unit.key: unit.symbol}
+
+
+@pytest.mark.parametrize("value", ["2\n#include <x.h>", "2\r3", "2 /* two", "2 /*/ 3", "'/*' /* x"])
+def test_a_define_that_would_reach_past_its_line_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match=r"define Z=.* does not fit on its own line"):
+        Kernel(PLAIN, "k", "Pi", defines={"Z": value})
+
+
+@pytest.mark.parametrize("value", ["2 /* two */", "'/*'", '"/*"', "2 // /* two", "1 \\"])
+def test_a_define_that_stays_on_its_line_is_taken(value: str) -> None:
+    assert Kernel(PLAIN, "k", "Pi", defines={"Z": value}).define("Z") == value
+
+
+def test_a_workload_with_such_a_define_is_one_line(warm, workload_file) -> None:
+    path = workload_file(
+        "from warmcli import Kernel\nDEVICE = 'host'\n"
+        "K = Kernel('void k(float *x) { *x = Z; }', 'k', 'P', defines={'Z': '2 /* two'})\n"
+        "def workload(rt):\n    pass\n"
+    )
+    proc = warm("run", path, "-b", path.with_suffix(".warm"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "define Z='2 /* two' does not fit on its own line" in proc.stderr
