@@ -16,8 +16,6 @@ DEVICE = "cuda"
 SHAPES = [(256, 256, 256), (512, 384, 640), (1024, 1024, 1024)]
 
 MATMUL_SOURCE = r"""
-#define WARM_STR(x) #x
-#define WARM_UNROLL(n) _Pragma(WARM_STR(unroll n))
 extern "C" __global__ void matmul(const float *A, const float *B, float *C, int M, int N, int K) {
     __shared__ float As[TILE][TILE];
     __shared__ float Bs[TILE][TILE];
@@ -28,8 +26,8 @@ extern "C" __global__ void matmul(const float *A, const float *B, float *C, int 
         As[ty][tx] = (row < M && t + tx < K) ? A[row * K + t + tx] : 0.0f;
         Bs[ty][tx] = (col < N && t + ty < K) ? B[(t + ty) * N + col] : 0.0f;
         __syncthreads();
-        WARM_UNROLL(UNROLL)
-        for (int k = 0; k < TILE; k++) acc += As[ty][k] * Bs[k][tx];
+        for (int k = 0; k < TILE; k += UNROLL)  // UNROLL divides TILE
+            for (int u = 0; u < UNROLL; u++) acc += As[ty][k + u] * Bs[k + u][tx];
         __syncthreads();
     }
     if (row < M && col < N) C[row * N + col] = acc;

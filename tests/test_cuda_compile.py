@@ -28,7 +28,6 @@ from warmcli.backends.toolchain import ToolchainError, probe
 from warmcli.kernel import Kernel, kernel_key
 
 SAXPY = """\
-#include <cuda_fp16.h>
 __device__ float helper(float x) { return x * SCALE; }
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

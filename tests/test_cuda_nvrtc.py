@@ -35,11 +35,10 @@ if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
     pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)
 
 SOURCE = """\
-#include <cuda_fp16.h>
 __device__ float helper(float x) { return x * SCALE; }
 extern "C" __global__ void scale(float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = helper(y[i]) + __half2float(__float2half(1.0f));
+    if (i < n) y[i] = helper(y[i]) + 1.0f;
 }
 """
 OTHER = 'extern "C" __global__ void other(float* y) { y[threadIdx.x] = 2.0f; }\n'

@@ -34,7 +34,7 @@ SCALE = Kernel(
 
 def variant(i: int, body: str = "x[j] += {i};") -> Kernel:
     return Kernel(
-        "#include <math.h>\n#define STEP " + str(i) + "\n"
+        "#define STEP " + str(i) + "\n"
         "static float helper(float v) { return v + STEP; }\n"
         f"void add(float *x, int n) {{ for (int j = 0; j < n; j++) {body.format(i=i)} }}\n",
         "add",

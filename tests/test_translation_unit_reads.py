@@ -1,6 +1,6 @@
 """A CUDA translation unit reads each distinct source once, and is the same text for it.
 
-`translation_unit` reads a source's includes, file-scope names and macros once for all
+`translation_unit` reads a source's file-scope names and macros once for all
 the variants that share it (a workload's kernels are mostly one source with other
 defines); these tests build the unit the old way (every kernel's body and probe read
 whole) and compare the text, character for character.
@@ -12,13 +12,12 @@ import pytest
 
 from bench.compile import variants
 from warmcli.backends import signature
-from warmcli.backends.compiler import CompileUnit, isolated_section, split_includes
+from warmcli.backends.compiler import CompileUnit, isolated_section
 from warmcli.backends.cuda import nvcc
 from warmcli.backends.cuda.nvcc import translation_unit
 from warmcli.kernel import PARAM_LETTERS, Kernel
 
 HELPERS = """\
-#include <cuda_fp16.h>
 #define LOCAL_TWO 2
 static __device__ float table[4] = {1, 2, 3, 4};
 __device__ float helper(float x) { return x * SCALE * LOCAL_TWO; }
@@ -37,15 +36,12 @@ MANY = (
 
 def old_translation_unit(units: list[CompileUnit]) -> str:
     """The unit as built before: every kernel's body and probe read whole."""
-    includes: list[str] = []
     sections: list[str] = []
     for unit in nvcc._unique(units):
-        found, body = split_includes(unit.kernel.source)
-        includes += found
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, body + signature.probe(unit))
+        section = isolated_section(unit, unit.kernel.source + signature.probe(unit))
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
-    return "\n".join([*dict.fromkeys(includes), signature.CUDA_HELPERS, *sections])
+    return "\n".join([signature.CUDA_HELPERS, *sections])
 
 
 def kernels() -> list[Kernel]:

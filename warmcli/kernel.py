@@ -129,9 +129,14 @@ class Kernel(Record):
                 "calls C through ctypes, which has no half type (pass a float, 'f')"
             )
         norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
-        for k, _ in norm:
+        for k, v in norm:
             if not _is_identifier(k):
                 raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
+            if "\n" in v or "\r" in v or _opens_comment(v):
+                raise ValueError(
+                    f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
+                    "a value holds no line break and closes every comment it opens"
+                )
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "entry", entry)
         object.__setattr__(self, "params", params)
@@ -186,6 +191,19 @@ class Kernel(Record):
         if not self.defines:
             return self.name
         return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.defines)}]"
+
+
+# A define value's tokens as far as comments go: a string or character literal (closed or
+# not), a line comment, a block comment (its opening alone when it is not closed), any other.
+_VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
+
+
+def _opens_comment(value: str) -> bool:
+    """Whether `value` opens a block comment it does not close (it would swallow the text
+    after its `#define` line)."""
+    if "/*" not in value:
+        return False
+    return any(t == "/*" for t in _VALUE_TOKEN.findall(value))
 
 
 def _define_value(value: object) -> str:

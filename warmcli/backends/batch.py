@@ -1,6 +1,8 @@
 """The batch compiler: a whole compile queue in as few compiler processes as the cores allow.
 
-Units that can share a translation unit (same architecture and options) are split into
+A kernel whose text could reach past what a shared translation unit isolates (an
+`#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, compiled
+exactly as alone. The units that can share one (same architecture and options) are split into
 about `jobs` groups (more where a group would pass `max_group` kernels), each group is
 one compiler process (or one NVRTC program in its thread), and the groups run in
 parallel (never more than `jobs` at once; `jobs` is capped at `JOBS_PER_CPU` per usable
@@ -33,6 +35,7 @@ from warmcli.backends.compiler import (
     CompileUnit,
 )
 from warmcli.backends.processes import resume_compilers, stop_compilers
+from warmcli.backends.sharing import shares_unit
 
 JOBS_PER_CPU = 4  # --jobs above this many compiler processes per usable CPU is capped
 RUN = 2  # queued kernels dealt together when a plan has one group per job
@@ -66,15 +69,19 @@ def capped_jobs(jobs: int | None) -> int:
 def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
-    """Split units into compatible groups: at least one per (arch, options), about `jobs` in
-    all, their sizes differing by one at most. A class that fits in its share of `jobs` is
+    """Split units into compatible groups: first each unit that needs a unit of its own
+    (`shares_unit`), alone; the others at least one group per (arch, options), about `jobs`
+    in all, their sizes differing by one at most. A class that fits in its share of `jobs` is
     dealt to its groups in runs of `RUN` queued kernels, in snake order; one that needs more
     groups than that (more than `max_group` kernels a group) is cut in contiguous groups."""
     classes: dict[tuple[str, tuple[str, ...]], list[CompileUnit]] = defaultdict(list)
-    for unit in units:
-        classes[(unit.arch, unit.kernel.options)].append(unit)
-    total = len(units)
     groups: list[list[CompileUnit]] = []
+    for unit in units:
+        if shares_unit(unit.kernel):
+            classes[(unit.arch, unit.kernel.options)].append(unit)
+        else:
+            groups.append([unit])
+    total = len(units) - len(groups)
     for members in classes.values():
         share = max(1, round(jobs * len(members) / total)) if total else 1
         least = -(-len(members) // max_group)

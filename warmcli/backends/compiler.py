@@ -129,7 +129,6 @@ class Compiler(Protocol):
 
 
 _DEFINE = Pattern(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
-_INCLUDE = Pattern(r"^\s*#\s*include\s*[<\"].*$", re.MULTILINE)
 # Names a kernel's source declares at file scope: functions (its helpers), static variables.
 _FUNCTION = Pattern(
     r'^(?:extern\s+"C"\s+)?(?:[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(', re.MULTILINE
@@ -146,12 +145,6 @@ def file_scope_names(source: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in _KEYWORDS and not n.startswith("__")]
 
 
-def split_includes(source: str) -> tuple[list[str], str]:
-    """Pull `#include` lines out of a source, so they can be hoisted to the top of a TU."""
-    includes = [m.group(0).strip() for m in _INCLUDE.finditer(source)]
-    return includes, _INCLUDE.sub("", source)
-
-
 Declared = tuple[list[str], list[str]]  # a body's file-scope names, the macros it defines
 
 
@@ -161,31 +154,57 @@ def declared(body: str) -> Declared:
     return file_scope_names(body), _DEFINE.findall(body)
 
 
+def comment_text(text: str) -> str:
+    """`text` made safe inside a `/* */` comment on one line: no line break, no `*/`, no
+    backslash that could splice, printable ASCII only (as Python's `ascii` writes it)."""
+    return ascii(text)[1:-1].replace("*/", "*\\/").replace("??", "?\\?")
+
+
+def string_literal(text: str) -> str:
+    """`text` as a C string literal (a `#line` file name): a quote, a backslash, a `?` (a
+    trigraph's start) and every character outside printable ASCII written as octal escapes
+    of its UTF-8 bytes."""
+    out = [
+        c if " " <= c <= "~" and c not in '"\\?' else "".join(f"\\{b:03o}" for b in c.encode())
+        for c in text
+    ]
+    return '"' + "".join(out) + '"'
+
+
 def isolated_section(
-    unit: CompileUnit, body: str, *, entry_macro: bool = True, names_in: Declared | None = None
+    unit: CompileUnit,
+    body: str,
+    *,
+    entry_macro: bool = True,
+    names_in: Declared | None = None,
+    shared: bool = True,
 ) -> str:
     """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
 
     Its defines are set before and undefined after, as are the macros its own source
-    defines; its entry is renamed to the unit's unique symbol and every other name it
-    declares at file scope (helpers, static tables) gets the unit's prefix, so two
-    kernels with a helper of the same name share a translation unit. `names_in`: what
-    `declared(body)` says, read once by a caller wrapping many kernels of one source.
+    defines; its entry is renamed to the unit's unique symbol and, when `shared`, every
+    other name it declares at file scope (helpers, static tables) gets the unit's prefix,
+    so two kernels with a helper of the same name share a translation unit. `names_in`:
+    what `declared(body)` says, read once by a caller wrapping many kernels of one source.
+    The banner and `#line` hold the kernel's label and name escaped: no label, name or
+    define value changes what the section means.
     """
     helpers, macros = names_in if names_in is not None else declared(body)
     k = unit.kernel
-    lines = [f"/* ---- warm kernel {k.label} key {unit.key[:16]} ---- */"]
+    lines = [f"/* ---- warm kernel {comment_text(k.label)} key {unit.key[:16]} ---- */"]
     names = [name for name, _ in k.defines]
-    lines += [f"#define {name} {value}" for name, value in k.defines]
+    for name, value in k.defines:  # a value ending in a backslash splices the empty line
+        lines += [f"#define {name} {value}", *([""] if value.rstrip().endswith("\\") else [])]
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
     prefix = unit.symbol[: -len(k.entry)]
-    for helper in helpers:
+    for helper in helpers if shared else ():
         if helper != k.entry and helper not in names:
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
-    lines.append(f'#line 1 "{k.name}.{"cu" if k.language == "cuda" else "c"}"')
+    suffix = "cu" if k.language == "cuda" else "c"
+    lines.append(f"#line 1 {string_literal(f'{k.name}.{suffix}')}")
     lines.append(body)
     names += macros
     lines += [f"#undef {name}" for name in dict.fromkeys(names)]

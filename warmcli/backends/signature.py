@@ -132,15 +132,16 @@ def _tag(unit: CompileUnit) -> str:
 
 
 def probe(unit: CompileUnit) -> str:
-    """The signature probe to append to one kernel's section (its entry macro still set)."""
+    """The signature probe to append to one kernel's section (for C, its entry macro still
+    set; the CUDA probe names the entry by its symbol, so it may follow the section)."""
     kernel = unit.kernel
     if kernel.language == "cuda":
-        return _cuda_probe(kernel, _tag(unit))
+        return _cuda_probe(kernel, _tag(unit), unit.symbol)
     return _c_probe(kernel, _tag(unit), unit.symbol)
 
 
-def _cuda_probe(kernel: Kernel, tag: str) -> str:
-    sig = f"warm_sig::params<decltype({kernel.entry})>"
+def _cuda_probe(kernel: Kernel, tag: str, symbol: str) -> str:
+    sig = f"warm_sig::params<decltype({symbol})>"
     lines = [
         f'#line 1 "{MARK}"',
         f'static_assert({sig}::count == {len(kernel.params)}, "{MARK}:count:{tag}");',

@@ -4,11 +4,12 @@
 `CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside
 site-packages), says where it found it, and fails with one line saying what to
 install. `NvccCompiler` implements the `Compiler` protocol: a group of units
-becomes ONE translation unit (includes hoisted, each kernel in its own namespace
-with its defines set and undone, its entry renamed to the unit's symbol and its
-signature probe after it, `warmcli.backends.signature`), compiled by one `nvcc --cubin` in a
-temporary folder and killed with its children on timeout; with `--keep` the PTX it
-made on the way is kept beside the cubin. The group checks (`group_target`,
+becomes ONE translation unit (each kernel in its own namespace with its defines set
+and undone, its entry renamed to the unit's symbol and its signature probe after it,
+`warmcli.backends.signature`; a kernel that needs a unit of its own,
+`warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by
+one `nvcc --cubin` in a temporary folder and killed with its children on timeout; with
+`--keep` the PTX it made on the way is kept beside the cubin. The group checks (`group_target`,
 `check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
@@ -36,10 +37,10 @@ from warmcli.backends.compiler import (
     declared,
     isolated_section,
     run_compiler,
-    split_includes,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
 from warmcli.errors import ArchError
 
@@ -219,23 +220,25 @@ def _unique(units: Sequence[CompileUnit]) -> list[CompileUnit]:
 
 
 def translation_unit(units: Sequence[CompileUnit]) -> str:
-    """One .cu holding every unit: includes first, then one namespace per kernel."""
-    includes: list[str] = []
+    """One .cu holding every unit, one namespace per kernel; a kernel that needs a unit of
+    its own is alone in it as written: no namespace, no helper renamed, the signature
+    helpers and probe after it (so they see the headers it includes)."""
+    if alone_in(units):
+        (unit,) = units
+        section = isolated_section(unit, unit.kernel.source, shared=False)
+        return "\n".join([section, signature.CUDA_HELPERS, signature.probe(unit)])
     sections: list[str] = []
-    # Variants share one source: its includes and names read once (a CUDA signature probe
-    # declares no name and defines no macro, so they are its body's alone).
-    parsed: dict[str, tuple[list[str], str, Declared]] = {}
+    # Variants share one source: its names read once (a CUDA signature probe declares no
+    # name and defines no macro, so they are its body's alone).
+    parsed: dict[str, Declared] = {}
     for unit in _unique(units):
         source = unit.kernel.source
         if source not in parsed:
-            found, body = split_includes(source)
-            parsed[source] = found, body, declared(body)
-        found, body, names = parsed[source]
-        includes += found
+            parsed[source] = declared(source)
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, body + signature.probe(unit), names_in=names)
+        section = isolated_section(unit, source + signature.probe(unit), names_in=parsed[source])
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
-    return "\n".join([*dict.fromkeys(includes), signature.CUDA_HELPERS, *sections])
+    return "\n".join([signature.CUDA_HELPERS, *sections])
 
 
 class NvccCompiler:

@@ -1,8 +1,10 @@
 """The host compiler: many C kernels in one translation unit, one `cc` process, one shared object.
 
-Each kernel's `#include`s are hoisted to the top, its defines and the macros it
-defines itself are undefined after it, and its entry is renamed to a unique
-symbol, so a group of kernels shares one `cc -O2 -fPIC -shared` process; each is
+Each kernel's defines and the macros it defines itself are undefined after it, its
+entry and helpers are renamed to unique symbols, so a group of kernels shares one
+`cc -O2 -fPIC -shared` process; a kernel whose text could reach past that (an
+`#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
+as written after its defines (no helper renamed), exactly as alone. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -48,17 +50,18 @@ def host_cc() -> str:
 
 
 def translation_unit(units: Sequence[CompileUnit]) -> str:
-    """The source of one group: hoisted includes, then each kernel isolated."""
+    """The source of one group: each kernel isolated, in queue order; a kernel that needs a
+    unit of its own (`warmcli.backends.sharing`) is the only one, its helpers not renamed."""
     from warmcli.backends import signature  # on first use: a serving process never compiles
-    from warmcli.backends.compiler import isolated_section, split_includes
+    from warmcli.backends.compiler import isolated_section
+    from warmcli.backends.sharing import alone_in
 
-    includes: dict[str, None] = {}
-    sections = []
-    for unit in units:
-        found, body = split_includes(unit.kernel.source)
-        includes.update(dict.fromkeys(found))
-        sections.append(isolated_section(unit, body + signature.probe(unit)))
-    return "\n".join([*includes, "", *sections])
+    shared = not alone_in(units)
+    sections = [
+        isolated_section(unit, unit.kernel.source + signature.probe(unit), shared=shared)
+        for unit in units
+    ]
+    return "\n".join(sections)
 
 
 class HostCompiler:

@@ -1,0 +1,114 @@
+"""Whether a kernel may share a translation unit with other kernels, or needs one of its own.
+
+In a shared unit warm isolates what it knows a kernel declares: its defines and the
+macros its source defines are undone after it, its entry and file-scope names are
+renamed (C) or closed in a namespace of its own (CUDA). Anything else in a kernel's text
+could reach the kernels after it, or be reached by those before it: an `#include` or
+`#import` (a header's macros, declarations and include guards), a pragma (`#pragma`,
+`_Pragma`, `__pragma`: optimize, fast-math, diagnostics, packing), any directive but the
+conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a line
+marker, ...), an `#undef` of a macro the kernel does not define, a macro, define, entry
+or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`, ...:
+undoing it would take the compiler's away), `__COUNTER__` (it counts across the unit),
+an `asm` in C, and text that spells a directive or a name the raw text does not show: a
+trigraph `??`, the digraph `%:`, a directive written through a line splice or a comment,
+a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
+conservative, on the kernel's own text (its source, its defines' names and values, its
+entry); a kernel that fails it is compiled in a unit of its own,
+exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
+binary. Pure functions over text: the only state is a bounded memo per source text; no
+compiler runs here.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from warmcli.backends.compiler import CompileUnit, declared
+from warmcli.kernel import Kernel
+
+# Directives that leave nothing behind for the next kernel, given its macros are undone.
+_ALLOWED = frozenset(
+    {"", "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else"}
+    | {"endif", "error", "warning"}
+)
+# Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
+_PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
+_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
+_TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
+_GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directive may hold
+# A directive: `#` first on a line or right after a comment's end, then its name.
+_DIRECTIVE = re.compile(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
+_MACRO_NAME = re.compile(rf"{_GAP}([A-Za-z_]\w*)")
+_UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
+# With token pasting, a piece of `_Pragma` or `__pragma` (a paste may make one).
+_PRAGMA_PIECE = re.compile(r"gma|_P|__p")
+_ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
+
+
+def _reserved(name: str) -> bool:
+    """Whether `name` may be a macro the compiler defines (reserved, or a GNU mode's)."""
+    return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
+
+
+def shares_unit(kernel: Kernel) -> bool:
+    """Whether `kernel` can be compiled in a unit with other kernels and build exactly what
+    it builds alone (see the module doc); False sends it to a unit of its own."""
+    if any(_reserved(name) for name, _ in kernel.defines) or _reserved(kernel.entry):
+        return False
+    values = " ".join(value for _, value in kernel.defines)
+    if not _text_shares(values, kernel.language) or (
+        "##" in kernel.source and _PRAGMA_PIECE.search(values)
+    ):
+        return False
+    own = {name for name, _ in kernel.defines}
+    return _source_shares(kernel.source, kernel.language, frozenset(own))
+
+
+def _text_shares(text: str, language: str) -> bool:
+    """Whether `text`, as written and with its lines spliced, holds no trigraph or
+    digraph, no pragma, no `__COUNTER__` and (C) no `asm`."""
+    for each in (text, _SPLICE.sub("", text)):
+        if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
+            return False
+        if language == "c" and _ASM.search(each):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
+    """`shares_unit` on a source (variants of one source ask once per define-name set)."""
+    if not _text_shares(source, language):
+        return False
+    text = _SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
+    if "##" in text and _PRAGMA_PIECE.search(text):
+        return False
+    helpers, macros = declared(source)  # what the shared unit renames and undoes
+    if any(_reserved(name) for name in helpers):
+        return False
+    defined = set(macros)
+    for directive in _DIRECTIVE.finditer(text):
+        name, rest = directive.group(1), directive.group(2)
+        if name not in _ALLOWED:
+            return False
+        if name in ("define", "undef"):
+            macro = _MACRO_NAME.match(rest)
+            if macro is None or _reserved(macro.group(1)):
+                return False
+            if name == "define" and macro.group(1) not in defined:
+                return False  # spelt so that warm would not undo it
+            if name == "undef" and macro.group(1) not in defined | own:
+                return False
+    return True
+
+
+def alone_in(units: Sequence[CompileUnit]) -> bool:
+    """Whether `units` is one kernel that needs a unit of its own; ValueError for a group
+    of several that holds one (`plan_groups` never makes one)."""
+    alone = [u for u in units if not shares_unit(u.kernel)]
+    if alone and len(units) > 1:
+        raise ValueError(f"kernel {alone[0].kernel.label} must be compiled in a unit of its own")
+    return bool(alone)
