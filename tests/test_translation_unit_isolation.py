@@ -154,6 +154,27 @@ HIDDEN_DIRECTIVES = {
 PLAIN = "void k(float *x, int n) { x[0] = 1; }\n"
 
 
+CUDA_UNROLL = (
+    'extern "C" __global__ void k(int *x, int n) {\n'
+    "    #pragma unrollUNROLL\n"
+    "    for (int i = 0; i < 8; i++) x[i] += n;\n"
+    "}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CUDA_UNROLL.replace("UNROLL", " 4 /* a comment */"),
+        "#define M(a) \\\n  ((a) + 1)\n" + CUDA_UNROLL.replace("UNROLL", ""),  # a splice
+        CUDA_UNROLL.replace("unrollUNROLL", 'GCC optimize("O0")'),
+        CUDA_UNROLL.replace("UNROLL", " 4 extra"),
+    ],
+)
+def test_a_loop_pragma_shares_only_as_a_plain_line(text: str) -> None:
+    assert not shares_unit(Kernel(text, "k", "Pi", language="cuda"))
+
+
 @pytest.mark.parametrize("text", HIDDEN_DIRECTIVES.values(), ids=HIDDEN_DIRECTIVES.keys())
 def test_a_kernel_whose_text_can_reach_its_neighbours_gets_a_unit_of_its_own(text: str) -> None:
     assert not shares_unit(Kernel(text + PLAIN, "k", "Pi"))
@@ -166,6 +187,17 @@ def test_a_kernel_whose_text_can_reach_its_neighbours_gets_a_unit_of_its_own(tex
         Kernel("#define STEP 2\n#if STEP > 1\n#undef STEP\n#endif\n" + PLAIN, "k", "Pi"),
         Kernel("#define M(a) \\\n  ((a) + 1)\n" + PLAIN, "k", "Pi"),  # a splice, no directive
         Kernel(PLAIN, "k", "Pi", defines={"TILE": 8, "T": "float"}),
+        Kernel("#pragma GCC unroll 4\n" + PLAIN, "k", "Pi"),  # the loop after it, only
+        Kernel(PLAIN.replace("{", "{\n  #pragma GCC ivdep\n", 1), "k", "Pi"),
+        Kernel(CUDA_UNROLL.replace("UNROLL", ""), "k", "Pi", language="cuda"),
+        Kernel(CUDA_UNROLL.replace("UNROLL", " 4"), "k", "Pi", language="cuda"),
+        Kernel(CUDA_UNROLL.replace("UNROLL", "(TILE)"), "k", "Pi", language="cuda"),
+        Kernel(
+            CUDA_UNROLL.replace("pragma unrollUNROLL", "pragma nounroll"),
+            "k",
+            "Pi",
+            language="cuda",
+        ),
         *variants("c", 8),
         *variants("cuda", 8),
     ],

@@ -5,7 +5,9 @@ macros its source defines are undone after it, its entry and file-scope names ar
 renamed (C) or closed in a namespace of its own (CUDA). Anything else in a kernel's text
 could reach the kernels after it, or be reached by those before it: an `#include` or
 `#import` (a header's macros, declarations and include guards), a pragma (`#pragma`,
-`_Pragma`, `__pragma`: optimize, fast-math, diagnostics, packing), any directive but the
+`_Pragma`, `__pragma`: optimize, fast-math, diagnostics, packing; not `#pragma unroll`,
+`nounroll`, `GCC unroll N` or `GCC ivdep` on a line of their own, in a source with no line
+splice: they act on the loop right after them), any directive but the
 conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a line
 marker, ...), an `#undef` of a macro the kernel does not define, a macro, define, entry
 or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`, ...:
@@ -46,6 +48,13 @@ _UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
 # With token pasting, a piece of `_Pragma` or `__pragma` (a paste may make one).
 _PRAGMA_PIECE = re.compile(r"gma|_P|__p")
 _ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
+# A pragma that acts only on the loop right after it (CUDA's and GCC's unrolling), on a
+# line of its own: no comment, no splice (a source with any splice keeps every pragma).
+_LOOP_PRAGMA = re.compile(
+    r"^[ \t]*#[ \t]*pragma[ \t]+(?:unroll(?:[ \t]+\w+|[ \t]*\([\w \t+*/-]*\))?|nounroll"
+    r"|GCC[ \t]+(?:unroll[ \t]+\d+|ivdep))[ \t]*$",
+    re.MULTILINE,
+)
 
 
 def _reserved(name: str) -> bool:
@@ -81,6 +90,8 @@ def _text_shares(text: str, language: str) -> bool:
 @functools.lru_cache(maxsize=256)
 def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
     """`shares_unit` on a source (variants of one source ask once per define-name set)."""
+    if not _SPLICE.search(source):
+        source = _LOOP_PRAGMA.sub("", source)  # a loop's own: reaches no other kernel
     if not _text_shares(source, language):
         return False
     text = _SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
