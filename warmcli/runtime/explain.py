@@ -5,7 +5,7 @@ bundle's entries for the same kernel entry or tunable operation (an indexed
 query, run only on a miss), taking the nearest one (fewest differing key
 components) and naming the component that differs: `toolchain`, `arch`,
 `options`, `defines`, `source`, `headers` (those it includes from its include
-folders) for a kernel; `device` (fingerprint), `checksum` (candidate set), `shape`
+folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check), `shape`
 (shape/dtype key) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
@@ -50,7 +50,7 @@ REASONS = {
     "headers": "included headers",
     "signature": "parameter letters or language",
     "device": "device fingerprint",
-    "checksum": "candidate set",
+    "checksum": "candidate set or output check",
     "shape": "shape/dtype key",
     "absent": "not in the bundle",
     "pending": "tune pending",
@@ -138,7 +138,7 @@ def describe(
         if names != {wanted["candidates"]}:
             return f"bundle has {' | '.join(sorted(names))}, {who} {wanted['candidates']}"
         return (
-            f"same candidate names, a candidate's kernel differs: bundle has "
+            f"same candidate names, a candidate's kernel or the output check differs: bundle has "
             f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first

@@ -3,9 +3,10 @@
 A `Tunable` declares its candidates (one kernel variant each) and how to launch
 a candidate on its inputs; its tune key is the operation's name, a key derived
 from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
-device fingerprint and a checksum of the candidate set, so adding or renaming a
-candidate invalidates old picks. On a miss a tune measures every candidate
-(warm-up, then repeats, median) on the stream it measures on, switched to
+device fingerprint and a checksum of the candidate set (and of the output check, if
+any), so adding or renaming a candidate, or changing the check, invalidates old picks
+(`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune
+measures every candidate (warm-up, then repeats, median) on the stream it measures on, switched to
 `Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
 back after every run (`warmcli.runtime.tune_guard`), so the caller's data is as it was; a
 candidate that fails to compile, raises any exception, fails the tunable's output
@@ -32,8 +33,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
 from warmcli.errors import (
     BundleError,
@@ -45,6 +44,7 @@ from warmcli.errors import (
 from warmcli.execution.process_mode import active_collector
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
+from warmcli.runtime.tune_spec import check_identity, describe_input, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -52,31 +52,6 @@ if TYPE_CHECKING:
 
 LaunchCandidate = Callable[..., None]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def describe_input(value: Any, bucket: str | None = None) -> str:
-    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
-
-    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`).
-    """
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, Buffer):
-        shape = tuple(_pow2(s) for s in value.shape) if bucket == "pow2" else value.shape
-        return f"{value.dtype}[{'x'.join(str(s) for s in shape)}]"
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int):
-        return str(_pow2(value) if bucket == "pow2" else value)
-    if isinstance(value, float | str):
-        return repr(value)
-    if isinstance(value, tuple | list):
-        return "(" + ",".join(describe_input(v, bucket) for v in value) + ")"
-    raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
 
 
 class Tunable(Record):
@@ -119,7 +94,9 @@ class Tunable(Record):
         if self.restore is not None and not callable(self.restore):
             positions = tuple(self._input_position(r) for r in self.restore)
             object.__setattr__(self, "restore_positions", positions)
-        payload = sorted((name, k.content_hash) for name, k in self.candidates.items())
+        payload: Any = sorted((name, k.content_hash) for name, k in self.candidates.items())
+        if self.check is not None:  # a tunable without a check keys as it always has
+            payload = [payload, check_identity(self.check, self.check_tolerance)]
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
         object.__setattr__(self, "checksum", digest)
 
@@ -148,8 +125,7 @@ class Tunable(Record):
         """The inputs' part of the tune key, as stable text."""
         if self.key is None:
             return " ".join(describe_input(v, self.bucket) for v in inputs)
-        derived = self.key(*inputs)
-        return derived if isinstance(derived, str) else json.dumps(derived, default=str)
+        return key_text(self.name, self.key(*inputs))
 
     def tune_key(self, shape_key: str, device_identity: str) -> str:
         return tune_key(self.name, shape_key, device_identity, self.checksum)

@@ -1,0 +1,261 @@
+"""A tune's key holds what decides its pick, as text the same in every process.
+
+Through the real CLI (`warm run`, `warm verify --workload`) and fresh production
+processes with and without the bundle: a bundle warmed without an output check does not
+serve a process that checks; a check callable keys alike in every process; a `key=`
+value with a memory address in its text, or a set of no stable order, is refused where a
+bundle could never serve it. Tunables without a check, and valid keys, key as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, Warm
+
+from warmcli import Kernel, Runtime, Tunable
+from warmcli.backends.host import HostDevice
+from warmcli.errors import TuneSpecError
+
+CHECKED = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
+                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+if os.environ.get("CHECK") == "strict":
+    def squares(outputs, inputs):
+        np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)
+else:
+    def squares(outputs, inputs):
+        np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6, atol=0.5)
+
+CHECK = {"good": "good", "strict": squares, "loose": squares}.get(os.environ.get("CHECK", ""))
+SQ = Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, check=CHECK, restore=(1,))
+
+
+def workload(rt):
+    x = rt.upload(np.arange(1000, dtype=np.float32))
+    y = rt.buffer(1000)
+    rt.tune(SQ, x, y, 1000)
+    return y
+"""
+
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+print(json.dumps({"y1": float(y[1]), "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def _with(warm: Warm, **env: str) -> Warm:
+    return Warm(dict(warm.env, **env))
+
+
+def test_a_bundle_warmed_without_the_check_does_not_serve_a_checked_tunable(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(CHECKED)
+    unchecked = tmp_path / "unchecked.warm"
+    assert warm("run", path, "-b", unchecked, "-q").returncode == 0
+    assert warm.production(SERVE, path, bundle=unchecked) == {"y1": 1.5, "tunes": 0}
+    good = _with(warm, CHECK="good")
+    cold = good.production(SERVE, path)
+    assert cold == {"y1": 1.0, "tunes": 1}, "the check excludes the fast, wrong candidate"
+    assert good.production(SERVE, path, bundle=unchecked) == cold, "served the unchecked pick"
+    proc = good("verify", unchecked, "--workload", path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "tune sq" in proc.stdout + proc.stderr
+    checked = tmp_path / "checked.warm"
+    assert good("run", path, "-b", checked, "-q").returncode == 0
+    assert good.production(SERVE, path, bundle=checked) == {"y1": 1.0, "tunes": 0}
+    assert warm.production(SERVE, path, bundle=checked)["tunes"] == 1  # and the other way
+
+
+def test_a_check_callable_keys_alike_in_every_process_and_apart_when_its_code_differs(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(CHECKED)
+    bundle = tmp_path / "strict.warm"
+    strict = _with(warm, CHECK="strict")
+    assert strict("run", path, "-b", bundle, "-q").returncode == 0  # imported as its own name
+    assert strict.production(SERVE, path, bundle=bundle) == {"y1": 1.0, "tunes": 0}
+    # the same function name, another tolerance in its code: not this bundle's pick
+    assert _with(warm, CHECK="loose").production(SERVE, path, bundle=bundle)["tunes"] == 1
+
+
+def _old_checksum(tunable: Tunable) -> str:
+    payload = sorted((name, k.content_hash) for name, k in tunable.candidates.items())
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+SRC = "void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] = TILE; }"
+
+
+def _launch(rt, k, x, *rest, stream=None) -> None:
+    rt.launch(k, x, rest[-1], stream=stream)
+
+
+def _tiles(name: str = "f", **kw) -> Tunable:
+    kernels = {f"t{t}": Kernel(SRC, "f", "Pi", defines={"TILE": t}) for t in (1, 2)}
+    return Tunable(name, kernels, _launch, **kw)
+
+
+def _exact(outputs, inputs) -> None:
+    np.testing.assert_array_equal(outputs[0], inputs[0])
+
+
+def test_the_checksum_holds_the_check_only_when_there_is_one() -> None:
+    plain = _tiles()
+    assert plain.checksum == _old_checksum(plain)
+    assert _tiles(check_tolerance=(0.5, 0.5)).checksum == plain.checksum
+    sums = {
+        _tiles(check="t1").checksum,
+        _tiles(check="t2").checksum,
+        _tiles(check="t1", check_tolerance=(1e-3, 1e-6)).checksum,
+        _tiles(check=_exact).checksum,
+        _tiles(check=lambda outputs, inputs: None).checksum,
+        _tiles(check=lambda outputs, inputs: False).checksum,
+    }
+    assert len(sums) == 6 and plain.checksum not in sums
+    assert _tiles(check=_exact).checksum == _tiles(check=_exact).checksum
+
+
+STABLE = """
+import json, sys
+from warmcli import Kernel, Tunable
+def check(outputs, inputs):
+    return {"nan", "inf", "ok", "x", "y", "z"} and inputs[0] in {"a", "b", "c", "d"}
+def tol(rtol):
+    return lambda outputs, inputs: rtol
+kernels = {"a": Kernel("void f(int n) {}", "f", "i"), "b": Kernel("void f(int n) { }", "f", "i")}
+launch = lambda rt, k, n, *, stream=None: None
+t = Tunable("t", kernels, launch, key=lambda n, s: (n, s), check=check)
+print(json.dumps([t.checksum, t.shape_key((3, {"x", "y", "zz", "w", "v", "u"})),
+                  Tunable("u", kernels, launch, check=tol(0.5)).checksum,
+                  Tunable("u", kernels, launch, check=tol(0.25)).checksum]))
+"""
+
+
+def test_check_identities_and_sorted_set_keys_are_the_same_under_any_hash_seed() -> None:
+    def run(seed: str) -> list[str]:
+        env = {"PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        out = subprocess.run(
+            [sys.executable, "-c", STABLE], env=env, capture_output=True, text=True, check=True
+        )
+        return json.loads(out.stdout)
+
+    first, *others = (run(seed) for seed in ("1", "2", "3"))
+    assert all(o == first for o in others)
+    assert first[1] == "[3, \"{'u', 'v', 'w', 'x', 'y', 'zz'}\"]"
+    assert first[2] != first[3], "a closure's plain value keys the check"
+
+
+class _Cfg:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+
+def test_valid_keys_are_unchanged_and_unstable_parts_are_refused() -> None:
+    rt = Runtime(HostDevice())
+    try:
+        x = rt.buffer(8)
+        values = [
+            (x.shape, x.dtype, 8),
+            (np.dtype("float32"), np.float32(1.5), np.int64(3), np.bool_(True), np.float64(2.5)),
+            {"mode": "fast", "n": [1, 2], "scale": None, "on": True},
+            [(2, 3), "fp16", 0.1],
+            (frozenset({1, 2, 3}), {4, 5}),
+            x,
+        ]
+        for value in values:
+            keyed = _tiles(key=lambda *inputs, value=value: value)
+            assert keyed.shape_key((x, 8)) == json.dumps(value, default=str), value
+        assert _tiles(key=lambda x, n: f"n={n}").shape_key((x, 8)) == "n=8"
+        refused = [
+            ((_Cfg("fast"),), r"key= gave a _Cfg whose text \(<.*_Cfg object at 0x"),
+            ((lambda: 0,), r"key= gave a function whose text"),
+            (repr(_Cfg("fast")), r"key= gave a str whose text"),
+            (({1, "a"},), r"key= gave a set of int, str, whose order is not the same"),
+            ((frozenset({(1, 2)}),), r"key= gave a frozenset of tuple"),
+            ({(1, 2): 3}, r"key= gave a value with no JSON text: keys must be"),
+        ]
+        for value, message in refused:
+            keyed = _tiles("cfg", key=lambda *inputs, value=value: value)
+            with pytest.raises(TuneSpecError, match=r"^tunable cfg: " + message):
+                keyed.shape_key((x, 8))
+    finally:
+        rt.close()
+
+
+UNSTABLE_KEY = """
+import os
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] = TILE; }"
+
+
+class Cfg:
+    def __init__(self, mode):
+        self.mode = mode
+
+
+def launch(rt, k, x, cfg, n, *, stream=None):
+    rt.launch(k, x, n, stream=stream)
+
+
+KS = {f"t{t}": Kernel(SRC, "f", "Pi", defines={"TILE": t}) for t in (1, 2)}
+MODES = Tunable("g", KS, launch, key=lambda x, cfg, n: (x.shape, {"fast", "exact", "a", "b"}, n))
+BY_CFG = Tunable("f", KS, launch, key=lambda x, cfg, n: (x.shape, x.dtype, cfg, n))
+
+
+def workload(rt):
+    x = rt.buffer(8)
+    rt.tune(MODES, x, Cfg("fast"), 8)
+    if os.environ.get("BY_CFG"):
+        rt.tune(BY_CFG, x, Cfg("fast"), 8)
+"""
+
+SERVE_KEYED = """
+import json, runpy, sys
+import warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+print(json.dumps({"tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_a_key_of_no_stable_text_fails_warm_run_in_one_line_and_a_set_of_names_serves(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(UNSTABLE_KEY)
+    bundle = tmp_path / "k.warm"
+    assert _with(warm, PYTHONHASHSEED="1")("run", path, "-b", bundle, "-q").returncode == 0
+    for seed in ("2", "3"):
+        served = _with(warm, PYTHONHASHSEED=seed).production(SERVE_KEYED, path, bundle=bundle)
+        assert served == {"tunes": 0}, "a set of names keys alike in every process"
+    by_cfg = _with(warm, BY_CFG="1")
+    proc = by_cfg("run", path, "-b", tmp_path / "c.warm")
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "tunable f: key= gave a Cfg whose text (<" in proc.stderr
+    assert "memory address" in proc.stderr

@@ -1,0 +1,181 @@
+"""What of a tunable's spec and inputs keys its tunes, as text stable across processes.
+
+A tune key must come out the same in `warm run` and in every production process, or a
+bundle never serves it. This module renders the inputs (`describe_input`), a `key=`
+callable's value (`key_text`: a value whose text is a default object repr, holding a
+memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
+`check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
+and a hash of its code) as text. It owns no state, and never runs a kernel or a check.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import Buffer
+from warmcli.errors import TuneSpecError
+
+_ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
+
+
+def pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def describe_input(value: Any, bucket: str | None = None) -> str:
+    """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
+
+    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`).
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, Buffer):
+        shape = tuple(pow2(s) for s in value.shape) if bucket == "pow2" else value.shape
+        return f"{value.dtype}[{'x'.join(str(s) for s in shape)}]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(pow2(value) if bucket == "pow2" else value)
+    if isinstance(value, float | str):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "(" + ",".join(describe_input(v, bucket) for v in value) + ")"
+    raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
+
+
+def _unstable(name: str, value: Any, text: str) -> TuneSpecError:
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return TuneSpecError(
+        f"tunable {name}: key= gave a {type(value).__name__} whose text ({shown}) holds a "
+        "memory address, different in every process, so no bundle could serve the tune: "
+        "key on its fields instead (or give its class a __str__)"
+    )
+
+
+def _set_text(name: str, value: set[Any] | frozenset[Any]) -> str:
+    """A set's text with its elements sorted (as Python shows a set), when they are all
+    strings or all integers; another set has no order stable across processes."""
+    kinds = {str if isinstance(v, str) else int if isinstance(v, int) else type(v) for v in value}
+    if len(kinds) > 1 or not kinds <= {str, int}:
+        names = ", ".join(sorted(k.__name__ for k in kinds))
+        raise TuneSpecError(
+            f"tunable {name}: key= gave a {type(value).__name__} of {names}, whose order is "
+            "not the same in every process: key on a sorted tuple of it instead"
+        )
+    inner = ", ".join(repr(v) for v in sorted(value))
+    if isinstance(value, frozenset):
+        return f"frozenset({{{inner}}})" if value else "frozenset()"
+    return f"{{{inner}}}" if value else "set()"
+
+
+def _stable(name: str, value: Any) -> Any:
+    """`value` as JSON renders it with `default=str`, every part checked to be stable."""
+    if isinstance(value, str):
+        if _ADDRESS in value:
+            raise _unstable(name, value, value)
+        return value
+    if value is None or isinstance(value, int | float):  # bool is an int: as JSON has it
+        return value
+    if isinstance(value, tuple | list):
+        return [_stable(name, v) for v in value]
+    if isinstance(value, dict):
+        return {
+            (_stable(name, k) if isinstance(k, str) else k): _stable(name, v)
+            for k, v in value.items()
+        }
+    if isinstance(value, set | frozenset):
+        return _set_text(name, value)
+    text = str(value)  # what `default=str` gave: a numpy scalar's or dtype's own text
+    if _ADDRESS in text:
+        raise _unstable(name, value, text)
+    return text
+
+
+def key_text(name: str, derived: Any) -> str:
+    """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
+    string, else its JSON (anything JSON has no form for as its `str`)."""
+    stable = _stable(name, derived)
+    if isinstance(derived, str):
+        return stable
+    try:
+        return json.dumps(stable)
+    except (TypeError, ValueError) as exc:
+        raise TuneSpecError(f"tunable {name}: key= gave a value with no JSON text: {exc}") from None
+
+
+def _constant(value: Any) -> str:
+    """A code constant's text, the same in every process (a frozenset's elements sorted,
+    a nested function's code by its own digest)."""
+    if isinstance(value, types.CodeType):
+        return f"code:{_code_digest(value)}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_constant(v) for v in value) + ")"
+    if isinstance(value, frozenset):
+        return "frozenset(" + ",".join(sorted(_constant(v) for v in value)) + ")"
+    return f"{type(value).__name__}:{value!r}"
+
+
+def _code_digest(code: types.CodeType) -> str:
+    parts = [code.co_code.hex(), *(_constant(c) for c in code.co_consts), *code.co_names]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _function(check: Callable[..., Any]) -> Any:
+    """The Python function behind a check callable (a method's, an object's `__call__`)."""
+    if isinstance(check, types.MethodType):
+        return check.__func__
+    if isinstance(check, types.FunctionType):
+        return check
+    return type(check).__call__
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value`'s repr is the same in every process (no object's address in it)."""
+    if isinstance(value, tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bytes)
+
+
+def _callable_identity(check: Callable[..., Any]) -> list[Any]:
+    if isinstance(check, functools.partial):
+        given = [*check.args, *sorted(check.keywords.items())]
+        return [_callable_identity(check.func), [repr(v) for v in given if _plain(v)]]
+    function = _function(check)
+    code = getattr(function, "__code__", None)
+    cells = getattr(function, "__closure__", None) or ()
+    held = [
+        *(getattr(function, "__defaults__", None) or ()),
+        *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
+        *(c.cell_contents for c in cells if _filled(c)),
+    ]
+    return [
+        getattr(function, "__qualname__", type(check).__qualname__),
+        _code_digest(code) if isinstance(code, types.CodeType) else "",
+        [repr(v) for v in held if _plain(v)],
+    ]
+
+
+def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
+    """The output check as it keys a tune: a reference candidate's name, or a callable's
+    qualified name and a digest of its code (bytecode, constants, names; with the plain
+    values of its defaults, closure and a partial's arguments), and the tolerance. Not the
+    callable's module: `warm run` imports a workload file under a name of its own."""
+    tol = [float(t) for t in tolerance]
+    if isinstance(check, str):
+        return ["check", check, tol]
+    return ["check", _callable_identity(check), tol]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
