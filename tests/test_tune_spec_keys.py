@@ -13,13 +13,14 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import ROOT, Warm
 
-from warmcli import Kernel, Runtime, Tunable
+from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
 from warmcli.errors import TuneSpecError
 
@@ -259,3 +260,39 @@ def test_a_key_of_no_stable_text_fails_warm_run_in_one_line_and_a_set_of_names_s
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "tunable f: key= gave a Cfg whose text (<" in proc.stderr
     assert "memory address" in proc.stderr
+
+
+def test_a_tune_keeps_only_its_own_threads_launches_on_the_measured_stream() -> None:
+    rt = Runtime(HostDevice())
+    started, filled = threading.Event(), threading.Event()
+
+    def launch(rt, k, y, n, *, stream=None) -> None:
+        rt.launch(k, y, n, stream=stream)
+        if not started.is_set():  # the first measured run: let the other thread launch now
+            started.set()
+            assert filled.wait(30)
+
+    slow = "void op(float *y, int n) { for (int i = 0; i < n; i++) y[i] = R; }"
+    op = Tunable(
+        "op", {f"r{r}": Kernel(slow, "op", "Pi", defines={"R": r}) for r in (1, 2)}, launch
+    )
+    fill_source = "void fill(float *z, int n, float v) { for (int i = 0; i < n; i++) z[i] = v; }"
+    fill = Kernel(fill_source, "fill", "Pif")
+    z = rt.buffer(100)
+
+    def other() -> None:
+        assert started.wait(30)
+        rt.launch(fill, z, 100, 7.0)  # the default stream, which the tune measures on
+        filled.set()
+
+    try:
+        with ProcessModeOverride(ProcessMode.EXECUTE):
+            rt.launch(fill, z, 100, 0.0)  # compiled before the tune
+            thread = threading.Thread(target=other)
+            thread.start()
+            y = rt.buffer(100)
+            rt.tune(op, y, 100)
+            thread.join()
+            assert set(rt.read(z).tolist()) == {7.0}, "the tune undid another thread's write"
+    finally:
+        rt.close()

@@ -7,7 +7,8 @@ may write (by default every buffer among the tune's inputs; `Tunable(restore=...
 narrows it) and puts it back after each candidate run, so every run, and the pick
 that runs once afterwards, starts from the original contents. A buffer a candidate's
 launch writes that is none of the inputs (one the app keeps, one inside an object) is
-kept too, when first launched on (`watch`: the stream shows it each launch's arguments). With
+kept too, when first launched on by the measuring thread (`watch`: the stream shows it
+each launch's arguments; another thread's launches on that stream are left alone). With
 `Tunable(check=...)` it also reads each candidate's outputs (after one run on the
 original contents) and says why they are rejected: they differ from a reference
 candidate's, or a user callable refused them. It is handed the tunable's `restore`
@@ -18,6 +19,7 @@ prints.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -84,6 +86,7 @@ class TuneGuard:
         self._copies: list[Buffer] = []
         self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
+        self._thread = 0  # the measuring thread's `threading.get_ident()`, from `watch`
         try:
             for buffer in self.buffers:
                 self._copies.append(self._copy(buffer))
@@ -101,12 +104,16 @@ class TuneGuard:
         return copy
 
     def watch(self, inputs: tuple[Any, ...]) -> None:
-        """From now until `release`, keep each buffer launched on that is none of `inputs`
-        (whose buffers `restore=` chose among), before its first launch runs."""
+        """From now until `release`, keep each buffer that this thread (the measuring one)
+        launches on and that is none of `inputs` (whose buffers `restore=` chose among),
+        before its first launch runs; another thread's launches on the stream are its own."""
         self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
+        self._thread = threading.get_ident()
         self.stream.on_launch = self._cover
 
     def _cover(self, args: tuple[Any, ...]) -> None:
+        if threading.get_ident() != self._thread:
+            return
         for buffer in _buffers_in(args):
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
