@@ -185,3 +185,29 @@ def test_ctrl_c_while_the_workers_start_stops_them(
     with Bundle.open(big) as bundle, pytest.raises(KeyboardInterrupt):
         checking.TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
     assert len(handed) == 2 and len(stopped) == 1
+
+
+@pytest.mark.parametrize("where", ["WarmGroup", "WarmCommand"])
+def test_ctrl_c_while_the_command_line_is_parsed_is_one_line_and_130(
+    tmp_path: Path, where: str
+) -> None:
+    """Typer answers a Ctrl-C while it parses `warm`'s options or a command's (outside
+    the command's own run) with a bare exit 130: warm says it in one line too."""
+    interrupted = (
+        "import sys\n"
+        "import warmcli.cli.app\n"
+        "app = sys.modules['warmcli.cli.app']\n"
+        f"cls = app.{where}\n"
+        "def stopped(self, ctx, args):\n"
+        "    raise KeyboardInterrupt  # Ctrl-C while the command line is parsed\n"
+        "cls.parse_args = stopped\n"
+        "sys.argv = ['warm', 'stats', 'x.warm']\n"
+        "from warmcli.__main__ import main\n"
+        "main()\n"
+    )
+    env = dict(os.environ, WARM_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-c", interrupted], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["warm: interrupted"]

@@ -80,7 +80,20 @@ class WarmCommand(_PlainParams, TyperCommand):
 
 
 class WarmGroup(_PlainParams, TyperGroup):
-    """`warm` itself: its options (`--version`...) converted without Pydantic too."""
+    """`warm` itself: its options (`--version`...) converted without Pydantic too. A Ctrl-C
+    while a command line is parsed (Typer's answer: a bare exit 130) is one line too."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            exit_interrupted()
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            exit_interrupted()
 
 
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
