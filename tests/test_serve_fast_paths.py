@@ -15,7 +15,6 @@ KERNELS = [
     Kernel('void g(){ "é\\n\t\x01" }', "g", "Pi", options=["-O2", '-DX="y"']),
     Kernel("s", "h", defines={"A": 1, "B": 'x"y', "C": True, "D": "ü"}, name="n"),
     Kernel("s", "h", language="cuda", options=("-lineinfo",)),
-    Kernel("s", "h", options=[3]),  # not text: written as JSON writes a number
     Kernel("x" * 20000 + 'é"', "big", "Pi", defines={"V": 'q"ü'}),  # one define; a long source
 ]
 

@@ -7,18 +7,22 @@ signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only
 `f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
 `kernel_key` over source, entry, parameter letters, language, options, defines,
 target architecture and toolchain identity decides a cache hit: any change is a
-different kernel, never a stale hit. For a kernel whose options name include folders
-(`-I`), it covers the headers the source reaches there too (`warmcli.headers`); any
-other's key is as it was before that. Its only state is a bounded memo of the texts
-keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share); it runs
-no compiler.
+different kernel, never a stale hit; its `name` is a label for people, in no key and
+in no compiled text. What a kernel is made of is checked where it is made (`Kernel(...)`,
+a `TypeError`/`ValueError` naming it): a `str` source, options as a sequence of `str`,
+defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, int or
+float (numpy's too: a bool is 1 or 0, a number the Python number it holds). For a kernel
+whose options name include folders (`-I`), the key covers the headers the source reaches
+there too (`warmcli.headers`); any other's key is as it was before that. Its only state
+is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
+many kernels share); it runs no compiler.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +30,6 @@ import numpy as np
 from warmcli.printable import Pattern
 from warmcli.records import Record
 
-_ENTRY = Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")  # compiled only to match what is no `str`
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
     "b": np.int8,
@@ -57,13 +60,10 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
 CUDA_ONLY_LETTERS = frozenset("e")
 
 
-def _is_identifier(name: str) -> bool:
-    """Whether `_ENTRY` matches `name` (a C identifier, a trailing newline allowed as `$`
-    allows it), told by `str` methods for a `str`: no pattern compiled by a serving process."""
-    if type(name) is not str:
-        return _ENTRY.match(name) is not None  # raising as it did
-    text = name[:-1] if name.endswith("\n") else name
-    return text.isascii() and text.isidentifier()
+def _is_identifier(name: object) -> bool:
+    """Whether `name` is a `str` spelling a C identifier (`[A-Za-z_][A-Za-z0-9_]*`, whole:
+    no trailing line break), told by `str` methods: no pattern compiled by a serving process."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier()
 
 
 def accepted_letters() -> str:
@@ -107,12 +107,18 @@ class Kernel(Record):
         params: str = "",
         *,
         language: str = "c",
-        options: tuple[str, ...] | list[str] = (),
-        defines: Mapping[str, object] | None = None,
+        options: Sequence[str] | None = (),
+        defines: Mapping[str, object] | Iterable[tuple[str, object]] | None = None,
         name: str = "",
     ) -> None:
         if not _is_identifier(entry):
-            raise ValueError(f"kernel entry {entry!r} is not a C identifier")
+            error = ValueError if isinstance(entry, str) else TypeError
+            raise error(f"kernel entry {entry!r} is not a C identifier")
+        if not isinstance(source, str):
+            raise TypeError(
+                f"kernel {entry}: source is text (a str), not {_what(source)}"
+                + (": decode it first" if isinstance(source, bytes | bytearray) else "")
+            )
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
         bad = sorted(set(params) - PARAM_LETTERS)
@@ -128,10 +134,10 @@ class Kernel(Record):
                 f"kernel {entry}: 'e' (float16) is for CUDA kernels only: the host backend "
                 "calls C through ctypes, which has no half type (pass a float, 'f')"
             )
-        norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
+        if not isinstance(name, str):
+            raise TypeError(f"kernel {entry}: name is a label (a str), not {_what(name)}")
+        norm = tuple(sorted(_defines(entry, defines)))
         for k, v in norm:
-            if not _is_identifier(k):
-                raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
             if "\n" in v or "\r" in v or _opens_comment(v):
                 raise ValueError(
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
@@ -141,7 +147,7 @@ class Kernel(Record):
         object.__setattr__(self, "entry", entry)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", tuple(options))
+        object.__setattr__(self, "options", _options(entry, options))
         object.__setattr__(self, "defines", norm)
         object.__setattr__(self, "name", name or entry)
 
@@ -159,8 +165,6 @@ class Kernel(Record):
         `_digest` writes it, written directly (a process serving thousands keys them all).
         """
         options, defines, source = self.options, self.defines, self.source
-        if options and not all(type(o) is str for o in options):  # written as JSON writes them
-            return _digest(self._content())
         if len(defines) == 1:  # one define: the common variant, written without a list
             ((name, value),) = defines
             written = f"[{_STRING(name)},{_STRING(value)}]"
@@ -206,10 +210,80 @@ def _opens_comment(value: str) -> bool:
     return any(t == "/*" for t in _VALUE_TOKEN.findall(value))
 
 
-def _define_value(value: object) -> str:
-    if isinstance(value, bool):
+def _what(value: object) -> str:
+    """What `value` is, for an error: `None`, else its type's name."""
+    return "None" if value is None else type(value).__name__
+
+
+def _options(entry: str, options: object) -> tuple[str, ...]:
+    """A kernel's options as a tuple of `str`; one `str`, or an option that is no `str` (a
+    `Path`, a number), is refused."""
+    if options is None:
+        return ()
+    if isinstance(options, str):
+        raise TypeError(
+            f"kernel {entry}: options={options!r} is one str; pass a tuple of options, "
+            f"e.g. options=({options!r},)"
+        )
+    if not isinstance(options, Iterable) or isinstance(options, bytes | bytearray | Mapping):
+        raise TypeError(
+            f"kernel {entry}: options is a tuple of str (options=('-O3',)), not {_what(options)}"
+        )
+    out = tuple(options)
+    for i, option in enumerate(out):
+        if not isinstance(option, str):
+            raise TypeError(
+                f"kernel {entry}: option {i + 1} is {option!r} ({_what(option)}); "
+                "every option is a str"
+            )
+    return tuple(o if type(o) is str else str(o) for o in out)
+
+
+def _defines(entry: str, defines: object) -> list[tuple[str, str]]:
+    """A kernel's defines as (name, value text) pairs, from a mapping or a sequence of
+    (name, value) pairs naming each define once."""
+    if defines is None:
+        return []
+    if isinstance(defines, Mapping) or hasattr(defines, "items"):
+        pairs: list[object] = list(defines.items())  # type: ignore[union-attr]
+    elif isinstance(defines, Iterable) and not isinstance(defines, str | bytes | bytearray):
+        pairs = list(defines)
+    else:
+        raise TypeError(
+            f"kernel {entry}: defines is a mapping of names to values, not {_what(defines)}"
+        )
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise TypeError(
+                f"kernel {entry}: defines is a mapping or a sequence of (name, value) pairs, "
+                f"and {pair!r} is no pair"
+            )
+        name, value = pair
+        if not _is_identifier(name):
+            error = ValueError if isinstance(name, str) else TypeError
+            raise error(f"kernel {entry}: define {name!r} is not an identifier")
+        if name in out:
+            raise ValueError(f"kernel {entry}: define {name!r} is given twice")
+        out[str(name)] = _define_value(entry, name, value)
+    return list(out.items())
+
+
+def _define_value(entry: str, name: str, value: object) -> str:
+    """A define's value as the compiler sees it: a bool (Python's or numpy's) is 1 or 0, a
+    numpy number the Python number it holds, text and Python numbers as `str` writes them."""
+    if isinstance(value, bool | np.bool_):
         return "1" if value else "0"
-    return str(value)
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, np.integer):
+        return str(int(value))
+    if isinstance(value, np.floating):  # float16/32: as numpy writes it, the text typed
+        return str(value)
+    raise TypeError(
+        f"kernel {entry}: define {name}: a value is a str, bool, int or float, "
+        f"not {value!r} ({_what(value)})"
+    )
 
 
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.

@@ -186,12 +186,14 @@ def isolated_section(
     other name it declares at file scope (helpers, static tables) gets the unit's prefix,
     so two kernels with a helper of the same name share a translation unit. `names_in`:
     what `declared(body)` says, read once by a caller wrapping many kernels of one source.
-    The banner and `#line` hold the kernel's label and name escaped: no label, name or
-    define value changes what the section means.
+    The banner and `#line` name the kernel by its entry (`#line 1 "saxpy.cu"`), never by
+    its `name`: a label the key does not cover reaches no compiled text (`__FILE__`, line
+    information), so two kernels of one key build the same bytes; no define value changes
+    what the banner means.
     """
     helpers, macros = names_in if names_in is not None else declared(body)
     k = unit.kernel
-    lines = [f"/* ---- warm kernel {comment_text(k.label)} key {unit.key[:16]} ---- */"]
+    lines = [f"/* ---- warm kernel {comment_text(k.entry)} key {unit.key[:16]} ---- */"]
     names = [name for name, _ in k.defines]
     for name, value in k.defines:  # a value ending in a backslash splices the empty line
         lines += [f"#define {name} {value}", *([""] if value.rstrip().endswith("\\") else [])]
@@ -204,7 +206,7 @@ def isolated_section(
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
     suffix = "cu" if k.language == "cuda" else "c"
-    lines.append(f"#line 1 {string_literal(f'{k.name}.{suffix}')}")
+    lines.append(f"#line 1 {string_literal(f'{k.entry}.{suffix}')}")
     lines.append(body)
     names += macros
     lines += [f"#undef {name}" for name in dict.fromkeys(names)]
