@@ -131,3 +131,37 @@ def test_a_workload_uploading_objects_gets_one_line_and_no_crash(
     )
     assert served.returncode == 1, served.stderr
     assert "ValueError" in served.stderr and "dtype object" in served.stderr
+
+
+SRC = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2; }"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"source": SRC.encode()}, r"source is .* a str, not bytes"),
+        ({"source": None}, r"source is .* a str, not NoneType"),
+        ({"options": "-O3"}, r"options .* strings .*not the string '-O3'"),
+        ({"options": (Path("-O1"),)}, r"option PosixPath\('-O1'\) is not a string"),
+        ({"options": (3,)}, r"option 3 is not a string"),
+        ({"options": 3}, r"options .* strings, not 3"),
+        ({"defines": [("A", 1)]}, r"defines .* mapping .* not list"),
+        ({"name": 5}, r"name .* a str, not int"),
+    ],
+)
+def test_a_kernel_argument_of_the_wrong_type_is_one_clear_value_error(
+    arguments: dict[str, object], message: str
+) -> None:
+    given: dict[str, object] = {"source": SRC, **arguments}
+    source = given.pop("source")
+    with pytest.raises(ValueError, match=message):
+        Kernel(source, "k", "Pi", **given)  # type: ignore[arg-type]
+
+
+def test_kernel_options_as_a_list_or_generator_still_work(rt: Runtime) -> None:
+    for options in (["-O1"], ("-O1",), (o for o in ["-O1"])):
+        kernel = Kernel(SRC, "k", "Pi", options=options)  # type: ignore[arg-type]
+        assert kernel.options == ("-O1",)
+    b = rt.buffer(2)
+    rt.launch(Kernel(SRC, "k", "Pi", options=["-O1"], defines={}), b, 2)
+    assert rt.read(b).tolist() == [2.0, 2.0]

@@ -4,8 +4,9 @@ A `Kernel` is what a workload declares: source text, entry name, compile options
 defines, the language the backend compiles (`c` for the host, `cuda` for nvcc) and
 its parameter signature in `struct` letters (`P` pointer, `b B h H i I l L q Q`
 signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only,
-`f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
-`kernel_key` over source, entry, parameter letters, language, options, defines,
+`f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too; an argument of
+another type (source not text, options one string, defines no mapping) is a clear
+`ValueError`. The `kernel_key` over source, entry, parameter letters, language, options, defines,
 target architecture and toolchain identity decides a cache hit: any change is a
 different kernel, never a stale hit. For a kernel whose options name include folders
 (`-I`), it covers the headers the source reaches there too (`warmcli.headers`); any
@@ -113,6 +114,17 @@ class Kernel(Record):
     ) -> None:
         if not _is_identifier(entry):
             raise ValueError(f"kernel entry {entry!r} is not a C identifier")
+        if not isinstance(source, str):
+            raise ValueError(
+                f"kernel {entry}: source is the kernel's text, a str, not {type(source).__name__}"
+            )
+        if not isinstance(name, str):
+            raise ValueError(f"kernel {entry}: name is a label, a str, not {type(name).__name__}")
+        if defines is not None and not isinstance(defines, dict | Mapping):
+            raise ValueError(
+                f"kernel {entry}: defines is a mapping of names to values (a dict), "
+                f"not {type(defines).__name__}"
+            )
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
         bad = sorted(set(params) - PARAM_LETTERS)
@@ -141,7 +153,7 @@ class Kernel(Record):
         object.__setattr__(self, "entry", entry)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", tuple(options))
+        object.__setattr__(self, "options", _options(entry, options))
         object.__setattr__(self, "defines", norm)
         object.__setattr__(self, "name", name or entry)
 
@@ -204,6 +216,27 @@ def _opens_comment(value: str) -> bool:
     if "/*" not in value:
         return False
     return any(t == "/*" for t in _VALUE_TOKEN.findall(value))
+
+
+def _options(entry: str, options: object) -> tuple[str, ...]:
+    """A kernel's options as a tuple of strings; `ValueError` naming what is not one."""
+    if type(options) is tuple and all(type(o) is str for o in options):
+        return options  # the common case, checked in one pass
+    if isinstance(options, str | bytes):
+        raise ValueError(
+            f"kernel {entry}: options is a sequence of strings (('-O3',)), "
+            f"not the string {options!r}"
+        )
+    try:
+        found = tuple(options)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(
+            f"kernel {entry}: options is a sequence of strings, not {options!r}"
+        ) from None
+    for option in found:
+        if not isinstance(option, str):
+            raise ValueError(f"kernel {entry}: option {option!r} is not a string")
+    return found
 
 
 def _define_value(value: object) -> str:
