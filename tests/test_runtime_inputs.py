@@ -165,3 +165,9 @@ def test_kernel_options_as_a_list_or_generator_still_work(rt: Runtime) -> None:
     b = rt.buffer(2)
     rt.launch(Kernel(SRC, "k", "Pi", options=["-O1"], defines={}), b, 2)
     assert rt.read(b).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["A\n", "A\r", "1A", "A B"])
+def test_a_define_name_that_is_no_identifier_is_refused_before_any_compile(name: str) -> None:
+    with pytest.raises(ValueError, match=r"define .* is not an identifier"):
+        Kernel(SRC, "k", "Pi", defines={name: 1})

@@ -142,7 +142,7 @@ class Kernel(Record):
             )
         norm = tuple(sorted((str(k), _define_value(v)) for k, v in (defines or {}).items()))
         for k, v in norm:
-            if not _is_identifier(k):
+            if not _is_identifier(k) or k.endswith("\n"):  # `#define A\n 1` defines A empty
                 raise ValueError(f"kernel {entry}: define {k!r} is not an identifier")
             if "\n" in v or "\r" in v or _opens_comment(v):
                 raise ValueError(
