@@ -113,16 +113,14 @@ _fenv: tuple[Any, Any] | bool | None = False  # False: not looked up yet; None: 
 
 def _fenv_calls() -> tuple[Any, Any] | None:
     """libc's `fegetenv` and `fesetenv` (looked up on first load), or None where there
-    are none."""
+    are none. Looked up in the process's own symbols by `ctypes.pythonapi`'s function
+    class, which ctypes made already (a class made here would cost a hot start ~30 µs);
+    called with a buffer, as that class passes it, by its address."""
     global _fenv
     if _fenv is False:
-
-        class Main:  # the process's own symbols, as a ctypes function is looked up in
-            _handle = _dlopen(None, ctypes.DEFAULT_MODE)
-
-        call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+        main = ctypes.pythonapi  # `dlopen(NULL)`: the program and the libraries it linked
         try:
-            _fenv = (call(("fegetenv", Main)), call(("fesetenv", Main)))
+            _fenv = (main._FuncPtr(("fegetenv", main)), main._FuncPtr(("fesetenv", main)))
         except AttributeError:
             _fenv = None
     return _fenv  # type: ignore[return-value]
