@@ -10,12 +10,17 @@ import pytest
 
 from warmcli.kernel import Kernel, _digest, kernel_key
 
+
+class _Text(str):
+    """An option of a `str` subclass (an option that is no text at all is refused)."""
+
+
 KERNELS = [
     Kernel("void f(int *p) { p[0] = 1; }", "f", "P"),
     Kernel('void g(){ "é\\n\t\x01" }', "g", "Pi", options=["-O2", '-DX="y"']),
     Kernel("s", "h", defines={"A": 1, "B": 'x"y', "C": True, "D": "ü"}, name="n"),
     Kernel("s", "h", language="cuda", options=("-lineinfo",)),
-    Kernel("s", "h", options=[3]),  # not text: written as JSON writes a number
+    Kernel("s", "h", options=[_Text("-O1")]),  # no plain str: written as JSON writes it
     Kernel("x" * 20000 + 'é"', "big", "Pi", defines={"V": 'q"ü'}),  # one define; a long source
 ]
 
