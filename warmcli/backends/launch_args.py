@@ -86,7 +86,10 @@ def _float_step(kernel: Kernel, position: int) -> Step:
         if isinstance(value, float | int | np.floating | np.integer) and not isinstance(
             value, bool | np.bool_
         ):
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an int past every float: out of range
+                raise argument_error(kernel, position, expected, value) from None
             if -limit <= number <= limit or number != number or abs(number) == float("inf"):
                 return number
         raise argument_error(kernel, position, expected, value)

@@ -1,32 +1,34 @@
 """The runtime a workload talks to: buffers, launches and tunes on one device.
 
-A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both
-reading the bundle, if one is loaded). Every launch resolves its `LaunchMode`
-here, where it is issued, from the process mode and the mode of the stream it
-goes out on, and hands that verdict down (`kernels.obtain(kernel, mode)`: queue the
-kernel, or obtain it to discard or execute the launch); the arguments of a launch that is
-only queued or compiled are checked against the kernel's letters as an executed
-launch's are (by the device), so a mistake shows in the first pass. A read of a
-buffer under a discarding process mode is refused (`DiscardedReadError`), or
-warned about when the runtime allows it, because buffers are left as they were.
-What the loaded bundle lacks (a kernel to compile, a tune to measure) goes through one
-miss policy for both (`warmcli.runtime.misses`: explained once by `warmcli.runtime.explain`,
-counted, refused in strict mode; `None` for the warming passes, where everything is a
-miss by design). What was built and measured is written by `persist`
-(`warmcli.runtime.persist`).
-Memory the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`)
-becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
-Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only
-that shard's tunes and queues or compiles only the launched kernels it owns
-(`warmcli.runtime.shard`); everything else it skips.
-A tunable with a single candidate is answered with it, never measured nor registered.
-The runtime never prints; it counts into the active `StatisticsCollector`, and holds
-its tunes' registrations (`tune_ledger`): a tune settles measured, pending, failed or
-abandoned (its measuring raised, or the runtime closed with it still gathered).
+A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both reading the
+bundle, if one is loaded). A buffer holds numbers (`numeric_dtype`: no objects, strings
+or records, which a kernel would crash on) in a shape of integer sizes; a launch's grid,
+block and shared size are integers (numpy's too). Every launch resolves its `LaunchMode`
+here, where it is issued, from the process mode and the mode of the stream it goes out
+on, and hands that verdict down (`kernels.obtain(kernel, mode)`: queue the kernel, or
+obtain it to discard or execute the launch); the arguments of a launch that is only
+queued or compiled are checked against the kernel's letters as an executed launch's are
+(by the device), so a mistake shows in the first pass. A read of a buffer under a
+discarding process mode is refused (`DiscardedReadError`), or warned about when the
+runtime allows it, because buffers are left as they were. What the loaded bundle lacks
+(a kernel to compile, a tune to measure) goes through one miss policy for both
+(`warmcli.runtime.misses`: explained once by `warmcli.runtime.explain`, counted, refused
+in strict mode; `None` for the warming passes, where everything is a miss by design).
+What was built and measured is written by `persist` (`warmcli.runtime.persist`). Memory
+the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`) becomes
+a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`). Given a `Shard` (the
+warming passes of `warm run --shard`), the runtime measures only that shard's tunes and
+queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`);
+everything else it skips. A tunable with a single candidate is answered with it, never
+measured nor registered. The runtime never prints; it counts into the active
+`StatisticsCollector`, and holds its tunes' registrations (`tune_ledger`): a tune
+settles measured, pending, failed or abandoned (its measuring raised, or the runtime
+closed with it still gathered).
 """
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,11 +53,56 @@ if TYPE_CHECKING:
     from warmcli.runtime.store import Store
 
 
+def _sizes(value: Any) -> tuple[int, ...] | None:
+    """An integer (a Python or numpy one) or a sequence of them as a tuple; None if not."""
+    try:
+        return (operator.index(value),)
+    except TypeError:
+        pass
+    try:
+        return tuple(map(operator.index, value))
+    except TypeError:
+        return None
+
+
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
-        raise ValueError(f"grid and block take 1 to 3 positive sizes, not {value!r}")
-    return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+    dims = _sizes(value)
+    if dims is None or not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"grid and block take 1 to 3 positive integer sizes, not {value!r}")
+    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def _shared(value: int) -> int:
+    try:
+        shared = operator.index(value)
+    except TypeError:
+        shared = -1
+    if shared < 0:
+        raise ValueError(f"shared takes a number of bytes, an integer >= 0, not {value!r}")
+    return shared
+
+
+def _shape(value: int | Sequence[int]) -> tuple[int, ...]:
+    dims = _sizes(value)
+    if dims is None or any(d < 0 for d in dims):
+        raise ValueError(f"a buffer's shape takes integer sizes >= 0, not {value!r}")
+    return dims
+
+
+def numeric_dtype(dtype: Any) -> str:
+    """The name of `dtype` when a buffer may hold it (bool, integers, floats, complex);
+    `ValueError` naming it otherwise: objects, strings, bytes, records and dates hold
+    nothing a kernel can read as numbers (a kernel launched on objects crashes)."""
+    try:
+        found = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"buffer dtype {dtype!r} is not a numpy dtype") from None
+    if found.kind not in "biufc":
+        raise ValueError(
+            f"buffer dtype {found.name} is not numeric: a kernel reads a buffer's elements "
+            "as numbers (bool, integers, floats or complex)"
+        )
+    return found.name
 
 
 _CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
@@ -69,12 +116,12 @@ def _launch_config(
     try:
         return _CONFIGS[(grid, block, shared)]
     except KeyError:
-        config = LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+        config = LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
         if len(_CONFIGS) < _MAX_CONFIGS:
             _CONFIGS[(grid, block, shared)] = config
         return config
     except TypeError:  # a list is not hashable: nothing to remember it by
-        return LaunchConfig(_dim3(grid), _dim3(block), int(shared))
+        return LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
 
 
 class Runtime:
@@ -117,13 +164,12 @@ class Runtime:
 
     def buffer(self, shape: int | Sequence[int], dtype: str = "float32") -> Buffer:
         """A new device buffer (zeroed on the host; shape-only on a compile-only device)."""
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        return self.device.allocate(dims, dtype)
+        return self.device.allocate(_shape(shape), numeric_dtype(dtype))
 
     def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
-        """A new buffer holding a copy of `array`."""
-        data = np.asarray(array, dtype=dtype)
-        buffer = self.device.allocate(data.shape, data.dtype.name)
+        """A new buffer holding a copy of `array` (of numbers: `numeric_dtype`)."""
+        data = np.asarray(array, dtype=None if dtype is None else numeric_dtype(dtype))
+        buffer = self.device.allocate(data.shape, numeric_dtype(data.dtype))
         self.device.upload(buffer, data)
         return buffer
 

@@ -13,7 +13,13 @@ links, after its bytes were compared with the binary (hashed to its name): a fil
 loader refuses is written again once. The directory
 keeps at most `MAX_LIBRARIES` files: past that, the least recently used are
 removed when a new one is written (a file in use stays mapped in the processes
-that loaded it; a file is always replaced, never rewritten in place). Where the
+that loaded it; a file is always replaced, never rewritten in place). Loading
+never changes the process's floating-point state: a library built with
+`-ffast-math`, `-Ofast` or `-funsafe-math-optimizations` carries GCC's crtfastmath
+constructor, which turns on flush-to-zero and denormals-are-zero for the loading
+thread, so the floating-point environment (`fegetenv`) is put back (`fesetenv`)
+after every `dlopen`: a cold process, which loads every tune candidate, computes as
+a hot one, which loads only the pick (whoever built the binary). Where the
 directory cannot be used, a private temporary directory of this process is, and
 `close` removes it. The process's state here is the descriptors of the
 libraries it loaded from the shared directory, held open for its life (one per
@@ -29,6 +35,7 @@ import os
 import stat
 import threading
 import time
+from typing import Any
 
 from warmcli.home import TMP_SUFFIX, in_home, private, write_private
 
@@ -100,6 +107,42 @@ class LibraryCache:
         return path
 
 
+_FENV_BYTES = 1024  # an `fenv_t` is 32 bytes on x86-64, 8 on arm64: room to spare
+_fenv: tuple[Any, Any] | bool | None = False  # False: not looked up yet; None: none
+
+
+def _fenv_calls() -> tuple[Any, Any] | None:
+    """libc's `fegetenv` and `fesetenv` (looked up on first load), or None where there
+    are none. Looked up in the process's own symbols by `ctypes.pythonapi`'s function
+    class, which ctypes made already (a class made here would cost a hot start ~30 µs);
+    called with a buffer, as that class passes it, by its address."""
+    global _fenv
+    if _fenv is False:
+        main = ctypes.pythonapi  # `dlopen(NULL)`: the program and the libraries it linked
+        try:
+            _fenv = (main._FuncPtr(("fegetenv", main)), main._FuncPtr(("fesetenv", main)))
+        except AttributeError:
+            _fenv = None
+    return _fenv  # type: ignore[return-value]
+
+
+def _dlopen_keeping_fenv(name: str) -> int:
+    """`dlopen(name)` with the calling thread's floating-point environment (FTZ/DAZ, the
+    rounding mode, the exception masks) put back as it was, whatever the library's
+    constructors set."""
+    calls = _fenv_calls()
+    if calls is None:
+        return _dlopen(name, ctypes.DEFAULT_MODE)
+    get, put = calls
+    saved = (ctypes.c_char * _FENV_BYTES)()
+    if get(saved) != 0:
+        return _dlopen(name, ctypes.DEFAULT_MODE)
+    try:
+        return _dlopen(name, ctypes.DEFAULT_MODE)
+    finally:
+        put(saved)
+
+
 class _Library(ctypes.CDLL):
     """A loaded library whose functions are made by their signature's prototype (never
     looked up by name here): loaded as `ctypes.CDLL` loads it, without the function
@@ -107,7 +150,7 @@ class _Library(ctypes.CDLL):
 
     def __init__(self, name: str) -> None:  # `CDLL`'s, less the class it builds per library
         self._name = name
-        self._handle = _dlopen(name, ctypes.DEFAULT_MODE)
+        self._handle = _dlopen_keeping_fenv(name)
 
     def __getitem__(self, name_or_ordinal: str | int) -> object:  # `lib.name` comes here too
         if type(self)._FuncPtr is None:  # a function by name: the class a `CDLL` makes
