@@ -21,14 +21,24 @@ def _one_line(proc: object, *needles: str) -> None:
         assert needle in err, err
 
 
+def _serving(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    at: str,
+) -> tuple[Warm, Path, str]:
+    """warm, its good bundle, and the local store's base URL, which serves it `at`."""
+    warm, good = made
+    store, base, _ = http_store
+    store.files[at] = good.read_bytes()
+    return warm, good, base
+
+
 def test_pull_never_replaces_a_file_that_is_no_bundle_unless_forced(
     made: tuple[Warm, Path],
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    warm, good = made
-    store, base, _ = http_store
-    store.files["/app.warm"] = good.read_bytes()
+    warm, good, base = _serving(made, http_store, "/app.warm")
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
     proc = warm("pull", f"{base}/app.warm", notes)
@@ -52,9 +62,7 @@ def test_pull_refuses_a_name_from_the_url_that_is_a_dot_file_or_empty(
     tmp_path: Path,
     tail: str,
 ) -> None:
-    warm, good = made
-    store, base, _ = http_store
-    store.files[f"/{tail}"] = good.read_bytes()
+    warm, _, base = _serving(made, http_store, f"/{tail}")
     (tmp_path / ".bashrc").write_text("alias ll='ls -l'\n")
     before = sorted(p.name for p in tmp_path.iterdir())
     proc = warm("pull", f"{base}/{tail}", cwd=tmp_path)
@@ -70,9 +78,7 @@ def test_pull_through_a_link_writes_the_file_it_leads_to(
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    warm, good = made
-    store, base, _ = http_store
-    store.files["/app.warm"] = good.read_bytes()
+    warm, good, base = _serving(made, http_store, "/app.warm")
     (tmp_path / "data").mkdir()
     target, link = tmp_path / "data" / "app.warm", tmp_path / "app.warm"
     link.symlink_to(target)  # dangling first: the pull makes the file

@@ -54,6 +54,19 @@ def test_an_empty_shard_is_said_to_be_empty_not_a_workload_that_launched_nothing
     assert json.loads(proc.stdout)["launched_nothing"] is False
 
 
+def _served(
+    warm: Warm,
+    workload_file,
+    bundle_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> str:
+    """The URL at which the local store serves the bundle `warm run` made at `bundle_path`."""
+    store, base, _ = http_store
+    assert warm("run", workload_file(INC_DBL), "-b", bundle_path, "-q").returncode == 0
+    store.files["/b.warm"] = bundle_path.read_bytes()
+    return f"{base}/b.warm"
+
+
 def test_commands_given_a_url_name_the_url_not_its_local_copy(
     warm: Warm,
     workload_file,
@@ -61,10 +74,7 @@ def test_commands_given_a_url_name_the_url_not_its_local_copy(
     tmp_path: Path,
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    assert warm("run", workload_file(INC_DBL), "-b", bundle_path, "-q").returncode == 0
-    store.files["/b.warm"] = bundle_path.read_bytes()
-    url = f"{base}/b.warm"
+    url = _served(warm, workload_file, bundle_path, http_store)
     copies = str(Path(warm.env["WARM_HOME"]) / "remote")
     for args in (("check", url), ("verify", url), ("diff", url, bundle_path)):
         proc = warm(*args)
@@ -88,10 +98,7 @@ def test_a_warm_home_below_a_file_names_warm_home_and_the_file(
     tmp_path: Path,
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    assert warm("run", workload_file(INC_DBL), "-b", bundle_path, "-q").returncode == 0
-    store.files["/b.warm"] = bundle_path.read_bytes()
-    url = f"{base}/b.warm"
+    url = _served(warm, workload_file, bundle_path, http_store)
     blocker = tmp_path / "somefile"
     blocker.write_text("")
     for home in (blocker / "home", blocker / "a" / "b"):

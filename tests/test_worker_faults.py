@@ -141,13 +141,20 @@ def test_ctrl_c_while_the_command_is_imported_is_one_line_and_130(tmp_path: Path
         "        raise KeyboardInterrupt  # Ctrl-C while `warm stats` is imported\n"
         "    return real(name, *args)\n"
         "importlib.import_module = stopped\n"
-        "sys.argv = ['warm', 'stats', 'x.warm']\n"
-        "from warmcli.__main__ import main\n"
-        "main()\n"
+    )
+    _interrupted_in_one_line(tmp_path, interrupted)
+
+
+def _interrupted_in_one_line(tmp_path: Path, stopping: str) -> None:
+    """`warm stats` run after `stopping` (code that makes a Ctrl-C at some point of its
+    start) says it in one line and exits 130."""
+    code = (
+        stopping
+        + "sys.argv = ['warm', 'stats', 'x.warm']\nfrom warmcli.__main__ import main\nmain()\n"
     )
     env = dict(os.environ, WARM_HOME=str(tmp_path / "home"))
     done = subprocess.run(
-        [sys.executable, "-c", interrupted], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines() == ["warm: interrupted"]
@@ -201,13 +208,5 @@ def test_ctrl_c_while_the_command_line_is_parsed_is_one_line_and_130(
         "def stopped(self, ctx, args):\n"
         "    raise KeyboardInterrupt  # Ctrl-C while the command line is parsed\n"
         "cls.parse_args = stopped\n"
-        "sys.argv = ['warm', 'stats', 'x.warm']\n"
-        "from warmcli.__main__ import main\n"
-        "main()\n"
     )
-    env = dict(os.environ, WARM_HOME=str(tmp_path / "home"))
-    done = subprocess.run(
-        [sys.executable, "-c", interrupted], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.splitlines() == ["warm: interrupted"]
+    _interrupted_in_one_line(tmp_path, interrupted)
