@@ -168,3 +168,49 @@ def test_a_buffer_a_tunes_launch_writes_beside_its_inputs_is_put_back_too(
     cold = warm.production(COMPUTE, tmp_path)  # no bundle: the tune is measured here
     hot = warm.production(COMPUTE, tmp_path, bundle=bundle)
     assert cold == hot == [1.0, 1.0], (cold, hot)
+
+
+def test_two_threads_tuning_on_one_stream_each_keep_their_own_buffers() -> None:
+    """Each measuring thread keeps the buffers its own launches write, while another
+    thread measures on the same stream (one hook a stream let the second take it over,
+    and the first's measured runs stayed in its buffer: 18.99 for one run's 1.0)."""
+    import threading
+
+    from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
+    from warmcli.backends.host import HostDevice
+
+    rt = Runtime(HostDevice())
+    source = (
+        "void inc(float *w, int n) "
+        "{ for (int r = 0; r < 2000; r++) for (int i = 0; i < n; i++) w[i] += R * 0.0005f; }"
+    )
+    candidates = {f"r{r}": Kernel(source, "inc", "Pi", defines={"R": r}) for r in (1, 2)}
+    wa, wb = rt.buffer(8), rt.buffer(8)
+    a_started, b_started = threading.Event(), threading.Event()
+
+    def launch_a(rt: Runtime, k: Kernel, n: int, *, stream: object = None) -> None:
+        if not a_started.is_set():
+            a_started.set()
+            assert b_started.wait(30)  # the other thread measures on the stream too
+        rt.launch(k, wa, n, stream=stream)  # type: ignore[arg-type]
+
+    def launch_b(rt: Runtime, k: Kernel, n: int, *, stream: object = None) -> None:
+        b_started.set()
+        rt.launch(k, wb, n, stream=stream)  # type: ignore[arg-type]
+
+    picks: dict[str, str | None] = {}
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        for kernel in candidates.values():
+            rt.launch(kernel, rt.buffer(8), 8)  # compiled before either measures
+
+        def other() -> None:
+            assert a_started.wait(30)
+            picks["b"] = rt.tune(Tunable("b", candidates, launch_b), 8)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        picks["a"] = rt.tune(Tunable("a", candidates, launch_a), 8)
+        thread.join()
+        for name, buffer in (("a", wa), ("b", wb)):  # one run of each pick, no more
+            assert float(rt.read(buffer)[0]) == pytest.approx(int(picks[name][1:]), rel=1e-3)
+    rt.close()

@@ -6,7 +6,8 @@ bundle manifest record of it), its compiler per kernel language, and how to load
 a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
 measurement on one stream. A `Stream` is an ordered queue of launches that holds
 one bit, its `StreamMode` (an override, else the default that
-`warmcli.execution.process_mode` installs with `set_default_stream_mode`). It owns
+`warmcli.execution.process_mode` installs with `set_default_stream_mode`), and, while
+tunes measure on it, each measuring thread's hook for its launches (`on_launch`). It owns
 the backend's handles; it never decides what a launch does (that is the
 `LaunchMode` it is handed), imports nothing of `warmcli.execution`, and keeps no
 cache of its own.
@@ -106,16 +107,30 @@ class Stream:
     It holds one bit: its `StreamMode`, the override in force (pushed and popped by
     `warmcli.execution.stream_mode.StreamModeOverride`) or else the default installed
     with `set_default_stream_mode`. The stream never knows why. While a tune measures on
-    it, `on_launch` is shown each executed launch's arguments first (the runtime calls it).
+    it, `on_launch` holds, for the measuring thread, what is shown each launch that thread
+    executes on it first (`watch_launches`; the runtime calls it).
     """
 
-    on_launch: Callable[[tuple[Any, ...]], None] | None = None
+    # thread id -> what is shown its executed launches' arguments (copied on write, so a
+    # launch reads it without the lock); None while no tune measures on this stream
+    on_launch: dict[int, Callable[[tuple[Any, ...]], None]] | None = None
 
     def __init__(self, device_id: str) -> None:
         self.device_id = device_id
         self.id = next(_stream_ids)
         self._overrides: list[StreamMode] = []
         self._lock = threading.Lock()
+
+    def watch_launches(self, cover: Callable[[tuple[Any, ...]], None] | None) -> None:
+        """From now, `cover` is shown the arguments of each launch this thread executes on
+        the stream, before it runs (None: no longer); other threads' launches are theirs."""
+        with self._lock:
+            hooks = dict(self.on_launch or {})
+            if cover is None:
+                hooks.pop(threading.get_ident(), None)
+            else:
+                hooks[threading.get_ident()] = cover
+            self.on_launch = hooks or None
 
     @property
     def mode(self) -> StreamMode:

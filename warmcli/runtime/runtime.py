@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from _thread import get_ident
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -242,8 +243,11 @@ class Runtime:
             collector.count(self.device.id, "execution", "discarded")
         else:
             config = _launch_config(grid, block, shared)
-            if stream.on_launch is not None:  # a tune measures on it: its buffers kept first
-                stream.on_launch(args)
+            hooks = stream.on_launch
+            if hooks is not None:  # a tune measures on it: its buffers kept first
+                cover = hooks.get(get_ident())
+                if cover is not None:
+                    cover(args)
             self.device.launch(function, kernel, args, config, stream)
             collector.count(self.device.id, "execution", "executed")
         return verdict

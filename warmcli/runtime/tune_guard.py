@@ -19,7 +19,6 @@ prints.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -86,7 +85,6 @@ class TuneGuard:
         self._copies: list[Buffer] = []
         self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
-        self._thread = 0  # the measuring thread's `threading.get_ident()`, from `watch`
         try:
             for buffer in self.buffers:
                 self._copies.append(self._copy(buffer))
@@ -108,12 +106,9 @@ class TuneGuard:
         launches on and that is none of `inputs` (whose buffers `restore=` chose among),
         before its first launch runs; another thread's launches on the stream are its own."""
         self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
-        self._thread = threading.get_ident()
-        self.stream.on_launch = self._cover
+        self.stream.watch_launches(self._cover)
 
     def _cover(self, args: tuple[Any, ...]) -> None:
-        if threading.get_ident() != self._thread:
-            return
         for buffer in _buffers_in(args):
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
@@ -140,7 +135,7 @@ class TuneGuard:
     def release(self) -> None:
         """Free the copies (after the stream has finished with them); launches are no
         longer watched."""
-        self.stream.on_launch = None
+        self.stream.watch_launches(None)
         if not self._copies:
             return
         self.stream.synchronize()
