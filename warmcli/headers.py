@@ -12,14 +12,16 @@ in the order they are reached. Headers not found there (the toolkit's, the
 system's) are left to the toolchain's identity; an `#include` of a macro is not
 followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
 includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
-only state is a per-process memo of each file's digest and includes, by (path,
-mtime_ns, size), of files not changed in the last seconds: a kernel keyed again costs
-a `stat` per header. It never runs a
-compiler, never writes and never raises for a missing or unreadable file.
+only state is two per-process memos: each file's digest and includes, by (path,
+mtime_ns, size), of files not changed in the last seconds, and the includes of the last
+sources read (variants share one): a kernel keyed again costs a lookup of each header
+(`isfile` in each folder, a `stat`). It never runs a compiler, never writes and never
+raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -73,6 +75,12 @@ def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
     return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
 
 
+@functools.lru_cache(maxsize=64)
+def _source_includes(source: str) -> tuple[tuple[str, bool], ...]:
+    """A kernel source's includes, read once per source text (its variants share it)."""
+    return _includes(source.encode(errors="surrogatepass"))
+
+
 def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     """The file's sha256 and includes (memoised by its mtime and size), None if unreadable."""
     try:
@@ -112,16 +120,16 @@ def _resolve(name: str, quoted: bool, here: str | None, folders: Sequence[str]) 
 
 def headers_digest(source: str, options: Sequence[object]) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name
-    (see the module doc)."""
+    (see the module doc); "" where they name none."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     folders = [os.path.join(cwd, f) for f in include_folders(options)]
+    if not folders:
+        return ""
     here: str | None = None  # the source's own quoted names: the folders only
-    pending = deque(
-        (name, quoted, here) for name, quoted in _includes(source.encode(errors="surrogatepass"))
-    )
+    pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
     while pending:

@@ -157,6 +157,12 @@ class Kernel(Record):
         return dict(self.defines).get(name, default)
 
     @_once
+    def names_include_folders(self) -> bool:
+        """Whether an option names an include folder (`-I`...: `warmcli.headers`); asked
+        once per kernel, as its key is made each time it is looked up."""
+        return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
+
+    @_once
     def content_hash(self) -> str:
         """Hash of what the workload wrote: independent of target and toolchain.
 
@@ -315,12 +321,11 @@ def _digest(payload: object) -> str:
 def _headers(kernel: Kernel) -> str:
     """The digest of the headers a kernel reaches in the include folders its options
     name (`warmcli.headers`), or "" for a kernel naming none (most)."""
-    options = kernel.options
-    if not options or not any(type(o) is str and o.startswith(_INCLUDE_PREFIXES) for o in options):
+    if not kernel.options or not kernel.names_include_folders:
         return ""  # a serving process never imports `warmcli.headers` for these
-    from warmcli.headers import headers_digest, include_folders
+    from warmcli.headers import headers_digest
 
-    return headers_digest(kernel.source, options) if include_folders(options) else ""
+    return headers_digest(kernel.source, kernel.options)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
