@@ -1,31 +1,29 @@
 """The production side: a process that loads a bundle and runs its workload code unchanged.
 
-`use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty:
-none), else the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when
-it exists, is the bundle this process serves kernels and picks from
-(`use_bundle(None)`: none); `runtime()` hands out one `Runtime`
-per device over it, opened read-only and read lazily (while a runtime of that device is
-bound, `warm run`'s passes, that one: what a workload does on it is warmed; while `warm run`
-imports the workload, a `LateRuntime` that goes to the pass bound when used). A miss
-still compiles or tunes, as it would without warm, and is counted into the process's default
-collector (`default_collector()`); `report()` names every kernel this process
-had to compile and every tune it had to measure because the bundle lacked them
-(`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a
-user knows to re-warm). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was
-missed is written back at exit, in one transaction under the bundle's lock, so
-several processes may do it at once. A read-only process never writes the file.
-Every miss is explained (`warmcli.runtime.explain`), logged on logger `warmcli` with
-`WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
-`WARM_STRICT=1` (`warn`: logged instead). Under trusted keys (`trusted_keys=`,
-`WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries
-they signed are served (`warmcli.bundle.signing`); a write-back is not signed, and into a
-signed bundle it logs so (logger `warmcli`).
-`WARM_BUNDLE` and `use_bundle` also take an `https://` or `s3://` URL: the bundle is
-fetched once per machine into `WARM_HOME` (`warmcli.bundle.remote`) and served read-only from
-there; when the store is unreachable the last good copy is served, with one
-`RemoteBundleWarning`.
-The module owns the process's bundle, runtimes and the misses of closed ones, in one
-object (`_Production`); it prints nothing except that report, and only when asked.
+`use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty: none), else
+the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists, is the bundle
+this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
+one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
+device is bound, `warm run`'s passes, that one: what a workload does on it is warmed; while
+`warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
+miss still compiles or tunes, as it would without warm, and is counted into the process's
+default collector (`default_collector()`); `report()` names every kernel this process had to
+compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
+`report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
+`write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
+transaction under the bundle's lock, so several processes may do it at once. A read-only
+process never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged
+on logger `warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under
+`strict=True` or `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys
+(`trusted_keys=`, `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only
+the entries they signed are served (`warmcli.bundle.signing`); a write-back is not signed,
+and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle` also
+take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
+(`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
+last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
+bundle, runtimes and the misses of closed ones, in one object (`_Production`), and, for
+`warm run`'s imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was
+used unbound (`_LATE`); it prints nothing except that report, and only when asked.
 """
 
 from __future__ import annotations

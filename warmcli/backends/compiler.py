@@ -154,23 +154,6 @@ def declared(body: str) -> Declared:
     return file_scope_names(body), _DEFINE.findall(body)
 
 
-def comment_text(text: str) -> str:
-    """`text` made safe inside a `/* */` comment on one line: no line break, no `*/`, no
-    backslash that could splice, printable ASCII only (as Python's `ascii` writes it)."""
-    return ascii(text)[1:-1].replace("*/", "*\\/").replace("??", "?\\?")
-
-
-def string_literal(text: str) -> str:
-    """`text` as a C string literal (a `#line` file name): a quote, a backslash, a `?` (a
-    trigraph's start) and every character outside printable ASCII written as octal escapes
-    of its UTF-8 bytes."""
-    out = [
-        c if " " <= c <= "~" and c not in '"\\?' else "".join(f"\\{b:03o}" for b in c.encode())
-        for c in text
-    ]
-    return '"' + "".join(out) + '"'
-
-
 def isolated_section(
     unit: CompileUnit,
     body: str,
@@ -188,12 +171,11 @@ def isolated_section(
     what `declared(body)` says, read once by a caller wrapping many kernels of one source.
     The banner and `#line` name the kernel by its entry (`#line 1 "saxpy.cu"`), never by
     its `name`: a label the key does not cover reaches no compiled text (`__FILE__`, line
-    information), so two kernels of one key build the same bytes; no define value changes
-    what the banner means.
+    information), so two kernels of one key build the same bytes.
     """
     helpers, macros = names_in if names_in is not None else declared(body)
     k = unit.kernel
-    lines = [f"/* ---- warm kernel {comment_text(k.entry)} key {unit.key[:16]} ---- */"]
+    lines = [f"/* ---- warm kernel {k.entry} key {unit.key[:16]} ---- */"]  # (C identifiers)
     names = [name for name, _ in k.defines]
     for name, value in k.defines:  # a value ending in a backslash splices the empty line
         lines += [f"#define {name} {value}", *([""] if value.rstrip().endswith("\\") else [])]
@@ -206,7 +188,7 @@ def isolated_section(
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
     suffix = "cu" if k.language == "cuda" else "c"
-    lines.append(f"#line 1 {string_literal(f'{k.entry}.{suffix}')}")
+    lines.append(f'#line 1 "{k.entry}.{suffix}"')
     lines.append(body)
     names += macros
     lines += [f"#undef {name}" for name in dict.fromkeys(names)]

@@ -15,7 +15,10 @@ argument: it is then called without the runtime. Either way the runtime is bound
 while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go
 through it; an `async def` entry is run to its end (`asyncio.run`), and the working
 folder it changes is put back after each run (each pass starts where the first did;
-a relative bundle path holds). While it is imported, `warmcli.runtime()` hands out a
+a relative bundle path holds). A run waits, as Python does before a process ends, for
+the non-daemon threads the entry left running (not an idle pool worker), and a process
+the entry forked that returns or raises out of it ends there (`os._exit`), never
+running warm's passes beside its parent. While it is imported, `warmcli.runtime()` hands out a
 runtime bound late (`warmcli.production.late_runtimes`): what the entry does on it
 is warmed; what the import itself does on it runs unwarmed, and where is kept
 (`unbound`).
