@@ -23,7 +23,8 @@ a hot one, which loads only the pick (whoever built the binary). Where the
 directory cannot be used, a private temporary directory of this process is, and
 `close` removes it. The process's state here is the descriptors of the
 libraries it loaded from the shared directory, held open for its life (one per
-file), and libc's `fegetenv`/`fesetenv`, looked up once. This module never reads a bundle and never decides what to load.
+file), and libc's `fegetenv`/`fesetenv`, looked up once. This module never reads a
+bundle and never decides what to load.
 """
 
 from __future__ import annotations
