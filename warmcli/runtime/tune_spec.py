@@ -98,16 +98,33 @@ def _stable(name: str, value: Any) -> Any:
     return text
 
 
+def _default(value: Any) -> str:
+    """What JSON has no form for: a set as `_set_text` writes it, anything else its `str`."""
+    return _set_text("", value) if isinstance(value, set | frozenset) else str(value)
+
+
+_KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=...)` writes
+
+
 def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
-    string, else its JSON (anything JSON has no form for as its `str`)."""
-    stable = _stable(name, derived)
+    string, else its JSON (anything JSON has no form for as its `str`, a set sorted). Read
+    once (every tune call keys); `_stable` walks it again only where a part is refused, to
+    name it."""
     if isinstance(derived, str):
-        return stable
-    try:
-        return json.dumps(stable)
-    except (TypeError, ValueError) as exc:
-        raise TuneSpecError(f"tunable {name}: key= gave a value with no JSON text: {exc}") from None
+        text = derived
+    else:
+        try:
+            text = _KEY_JSON(derived)
+        except TuneSpecError:  # a set with no order the same in every process
+            _stable(name, derived)  # raises, naming the tunable
+            raise
+        except (TypeError, ValueError) as exc:
+            message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
+            raise TuneSpecError(message) from None
+    if _ADDRESS in text:
+        _stable(name, derived)  # raises, naming the part
+    return text
 
 
 def _constant(value: Any) -> str:
