@@ -38,7 +38,8 @@ _ALLOWED = frozenset(
 )
 # Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
 _PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
-_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
+# A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
+LINE_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
 _TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
 _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directive may hold
 # A directive: `#` first on a line or right after a comment's end, then its name.
@@ -79,7 +80,7 @@ def shares_unit(kernel: Kernel) -> bool:
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
     digraph, no pragma, no `__COUNTER__` and (C) no `asm`."""
-    for each in (text, _SPLICE.sub("", text)):
+    for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
         if language == "c" and _ASM.search(each):
@@ -90,11 +91,11 @@ def _text_shares(text: str, language: str) -> bool:
 @functools.lru_cache(maxsize=256)
 def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
     """`shares_unit` on a source (variants of one source ask once per define-name set)."""
-    if not _SPLICE.search(source):
+    if not LINE_SPLICE.search(source):
         source = _LOOP_PRAGMA.sub("", source)  # a loop's own: reaches no other kernel
     if not _text_shares(source, language):
         return False
-    text = _SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
+    text = LINE_SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
     if "##" in text and _PRAGMA_PIECE.search(text):
         return False
     helpers, macros = declared(source)  # what the shared unit renames and undoes

@@ -30,15 +30,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.sharing import LINE_SPLICE
 from warmcli.printable import Pattern
 
 MINIMAL = "-minimal"
 MINIMAL_SINCE = (12, 4)  # the first NVRTC that knows `-minimal`
 # Text that can reach what `-minimal` leaves out without naming it, or spell a name or a
-# directive that the raw text does not show: a line splice (backslash-newline, which the
-# compiler removes before it reads a name), a universal character name, a trigraph, `%:`
-# (the digraph of `#`).
-_REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import|\\[ \t]*[\r\n]|\\[uU]|\?\?|%:")
+# directive that the raw text does not show: a universal character name, a trigraph, `%:`
+# (the digraph of `#`); and a line splice (`sharing.LINE_SPLICE`: the compiler removes it
+# before it reads a name).
+_REACHES = Pattern(r"#\s*include|__has_include|##|<<<|#\s*import|\\[uU]|\?\?|%:")
 _IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 _LEFT_OUT = ("cuda", "tex", "surf")  # in an identifier, in any case
 # The only other names it leaves out, in any identifier (every macro and global name of
@@ -98,7 +99,7 @@ def _option_name(option: str) -> str:
 def _text_safe(text: str) -> bool:
     """Whether `text` neither reaches nor names anything `-minimal` leaves out: no
     identifier containing cuda, tex or surf in any case, or CU_, or starting with CU."""
-    if _REACHES.search(text):
+    if _REACHES.search(text) or LINE_SPLICE.search(text):
         return False
     lower = text.lower()
     if any(name in text for name in _LEFT_OUT_NAMES):
