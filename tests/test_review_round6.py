@@ -214,3 +214,93 @@ def test_two_threads_tuning_on_one_stream_each_keep_their_own_buffers() -> None:
         for name, buffer in (("a", wa), ("b", wb)):  # one run of each pick, no more
             assert float(rt.read(buffer)[0]) == pytest.approx(int(picks[name][1:]), rel=1e-3)
     rt.close()
+
+
+REPLACED_WORKLOAD = """\
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+N = int(os.environ.get("WL_N", "3"))
+SRC = "void scale(float *x, int n, float s) { for (int i = 0; i < n; i++) x[i] *= s; }"
+SCALE = Kernel(SRC, "scale", "Pif", defines={"V": N})
+
+def launch(rt, k, x, n, *, stream=None):
+    rt.launch(k, x, n, 2.0, stream=stream)
+
+T = Tunable("sc", {f"v{v}": Kernel(SRC, "scale", "Pif", defines={"V": v, "W": N})
+                   for v in (1, 2)}, launch)
+
+def workload(rt):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    rt.launch(SCALE, x, 8, 3.0)
+    rt.tune(T, x, 8)
+"""
+
+SERVE_THEN_WAIT = """\
+import os, sys, time
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+import wl
+rt = warmcli.runtime()
+x = rt.upload(np.arange(8, dtype=np.float32))
+rt.launch(wl.SCALE, x, 8, 3.0)
+open(os.path.join(sys.argv[1], "ready"), "w").close()
+while not os.path.exists(os.path.join(sys.argv[1], "go")):
+    time.sleep(0.02)
+rt.tune(wl.T, x, 8)
+print(rt.read(x).tolist())
+"""
+
+KILLED_WRITER = """\
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA cache_size=1")
+c.execute("BEGIN IMMEDIATE")
+c.execute("UPDATE blobs SET data = zeroblob(size)")
+c.execute("UPDATE kernels SET compile_log = hex(randomblob(3000))")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_write_back_process_whose_bundle_was_replaced_never_touches_the_new_files_journal(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A process that writes back serves a bundle that is then replaced (a merge publishes
+    a new file over it), and a writer of the new file dies mid-transaction, leaving its
+    journal: the serving process must not take that journal for its own (it played it
+    into the old file and removed it, so the new file kept the dead writer's half-written
+    blobs for good, and the serving process crashed on a 'malformed' database)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "wl.py", "-b", bundle, "-q").returncode == 0
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WL_N="301")
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE_THEN_WAIT, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+        time.sleep(0.02)
+    copy = tmp_path / "copy.warm"
+    copy.write_bytes(bundle.read_bytes())
+    os.replace(copy, bundle)  # as a merge publishes its output over the bundle
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(bundle)], check=False)
+    assert killed.returncode == -9 and (tmp_path / "b.warm-journal").exists()
+    (tmp_path / "go").touch()
+    out, err = server.communicate(timeout=120)
+    assert server.returncode == 0, err
+    assert out.strip() == "[0.0, 6.0, 12.0, 18.0, 24.0, 30.0, 36.0, 42.0]", (out, err)
+    verified = warm("verify", bundle)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -33,14 +33,13 @@ import contextlib
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
+from warmcli.bundle.served import open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import RemoteBundleWarning
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.records import Record, factory
@@ -137,7 +136,7 @@ class _Production:
                 self.looked = True
                 return None
             try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
-                self.bundle = Bundle.open(default, write=write, trusted_keys=_trusted_keys())
+                self.bundle = serving(str(default), write, trusted(None))
             except BundleError as exc:
                 if self.policy.strict is Strictness.RAISE:
                     raise
@@ -146,7 +145,7 @@ class _Production:
                 return None
             self.path, self.write = str(default), write
             return self.bundle
-        self.bundle = _open(named, write, _trusted_keys())
+        self.bundle = open_served(named, write, trusted(None))
         self.path, self.write = named, write  # set once opened: a failed open raises again
         return self.bundle
 
@@ -167,15 +166,19 @@ class _Production:
         the first failure is raised once all is released."""
         failure: BundleError | None = None
         written = 0
+        writer = None
         for rt in self.runtimes.values():
             self.closed_misses.extend(_misses(rt))
             try:
                 if self.write and self.bundle is not None and failure is None:
-                    written += sum(rt.persist(self.bundle))
+                    writer = writer or write_back_into(self.bundle)
+                    written += sum(rt.persist(writer))
             except BundleError as exc:
                 failure = exc
             finally:
                 rt.close()
+        if writer is not None and writer is not self.bundle:
+            writer.close()
         self.runtimes.clear()
         self.asked.clear()
         if written and self.bundle is not None and self.bundle.signatures():
@@ -192,36 +195,6 @@ class _Production:
 
 
 _STATE = _Production()
-
-
-def _trusted_keys(
-    given: Sequence[str | os.PathLike[str]] | None = None,
-) -> list[bytes] | None:
-    """`warmcli.bundle.signing.trusted_keys`, imported only when keys are named: a process that
-    trusts no key never loads the signing layer."""
-    if given is None:
-        given = config.trusted_keys()  # read once: `trusted_keys` is handed what it names
-        if given is None:
-            return None
-    from warmcli.bundle.signing import trusted_keys
-
-    return trusted_keys(given)
-
-
-def _open(location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None) -> Bundle:
-    """The bundle at a path, or a URL's local copy (read-only: it is the store's). The remote
-    layer is imported only for a location that may be a URL (every URL holds `://`)."""
-    if not (isinstance(location, str) and "://" in location):
-        return Bundle.open(location, write=write, trusted_keys=keys)
-    from warmcli.bundle.location import is_url
-    from warmcli.bundle.remote import local_bundle
-
-    if is_url(location) and write:
-        raise BundleError(f"{location}: a bundle named by URL is served read-only")
-    path, warning = local_bundle(location)
-    if warning:
-        warnings.warn(warning, RemoteBundleWarning, stacklevel=3)
-    return Bundle.open(path, write=write, trusted_keys=keys)
 
 
 def use_bundle(
@@ -242,7 +215,7 @@ def use_bundle(
     is refused (`SignatureError`), and an entry none signed is not served.
     """
     policy = MissPolicy.from_env(strict)
-    keys = _trusted_keys(trusted_keys) if path is not None else None
+    keys = trusted(trusted_keys) if path is not None else None
     state = _STATE
     with state.lock:
         state._close()
@@ -252,7 +225,7 @@ def use_bundle(
         state.path = None if path is None else os.fspath(path)
         state.write = write and path is not None
         if path is not None:
-            state.bundle = _open(os.fspath(path), write, keys)
+            state.bundle = open_served(os.fspath(path), write, keys)
 
 
 def bundle() -> Bundle | None:

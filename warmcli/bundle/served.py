@@ -1,0 +1,69 @@
+"""Opening the bundle a production process serves (`warmcli.production`), and its writer.
+
+`trusted` reads the trusted keys (`WARM_TRUSTED_KEYS` unless given), importing the
+signing layer only when keys are named. `open_served` opens a path, or a URL's local copy
+(`warmcli.bundle.remote`: read-only, it is the store's, with one `RemoteBundleWarning` when
+the last good copy stands in), to serve: read-only even in a process that writes back
+(`serving`), since a connection that wrote through a file since replaced (a merge publishes
+a new one over it) would take the new file's crash journal for its own, play it into the
+old file and remove it; a bundle not there yet is made. `write_back_into` is where a
+write-back goes at exit: the file the path names then, opened to write. It owns no state
+and never prints.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+
+from warmcli import config
+from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import RemoteBundleWarning
+
+
+def trusted(
+    given: Sequence[str | os.PathLike[str]] | None,
+) -> list[bytes] | None:
+    """`warmcli.bundle.signing.trusted_keys`, imported only when keys are named: a process that
+    trusts no key never loads the signing layer."""
+    if given is None:
+        given = config.trusted_keys()  # read once: `trusted_keys` is handed what it names
+        if given is None:
+            return None
+    from warmcli.bundle.signing import trusted_keys
+
+    return trusted_keys(given)
+
+
+def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
+    """The bundle at `path` opened to serve: read-only even when writing back (its writer is
+    opened at exit, on the file the path names then: a connection that wrote through a file
+    since replaced would take the new file's journal for its own), made where writing back
+    into a bundle not there yet."""
+    create = write and not (os.path.isfile(path) and os.stat(path).st_size)
+    return Bundle.open(path, write=create, trusted_keys=keys)
+
+
+def open_served(
+    location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None
+) -> Bundle:
+    """The bundle at a path, or a URL's local copy (read-only: it is the store's). The remote
+    layer is imported only for a location that may be a URL (every URL holds `://`)."""
+    if not (isinstance(location, str) and "://" in location):
+        return serving(os.fspath(location), write, keys)
+    from warmcli.bundle.location import is_url
+    from warmcli.bundle.remote import local_bundle
+
+    if is_url(location) and write:
+        raise BundleError(f"{location}: a bundle named by URL is served read-only")
+    path, warning = local_bundle(location)
+    if warning:
+        warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
+    return Bundle.open(path, write=write, trusted_keys=keys)
+
+
+def write_back_into(served: Bundle) -> Bundle:
+    """Where a write-back goes: the bundle served, when it was made writable (new), else
+    the file its path names now, opened to write."""
+    return served if served.writable else Bundle.open(served.fspath, write=True)
