@@ -304,3 +304,42 @@ def test_a_write_back_process_whose_bundle_was_replaced_never_touches_the_new_fi
     assert out.strip() == "[0.0, 6.0, 12.0, 18.0, 24.0, 30.0, 36.0, 42.0]", (out, err)
     verified = warm("verify", bundle)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_clean_keeps_another_toolchains_builds_where_this_machines_are_corrupt(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm clean` removes another toolchain's build as superseded only by a build of
+    this machine's toolchain that can be served: superseded by corrupt ones, both went
+    (6 kernels to 0), where the other toolchain's served every kernel."""
+    import os
+    import sqlite3
+    import stat
+
+    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
+    fake = tmp_path / "mycc"
+    fake.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = "--version" ] && '
+        '{ echo "mycc (Fake) 9.9.9"; exit 0; }; done\nexec cc "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    other, here, both = tmp_path / "other.warm", tmp_path / "here.warm", tmp_path / "both.warm"
+    env = dict(warm.env, WARM_CC=str(fake))
+    assert Warm(env)("run", tmp_path / "wl.py", "-b", other, "-q").returncode == 0
+    assert warm("run", tmp_path / "wl.py", "-b", here, "-q").returncode == 0
+    assert warm("merge", other, here, "-o", both).returncode == 0
+    with sqlite3.connect(both) as db:
+        shas = {
+            r[0] for r in db.execute("SELECT sha256 FROM kernels WHERE toolchain LIKE '%mycc%'")
+        }
+        assert db.execute("SELECT count(*) FROM kernels").fetchone()[0] == 6
+        db.execute(
+            "UPDATE blobs SET data = zeroblob(size) WHERE sha256 IN "
+            "(SELECT sha256 FROM kernels WHERE toolchain NOT LIKE '%mycc%')"
+        )
+    assert shas and os.path.getsize(both)
+    proc = warm("clean", both)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with sqlite3.connect(both) as db:
+        left = {r[0] for r in db.execute("SELECT sha256 FROM kernels")}
+    assert left == shas, proc.stdout

@@ -125,12 +125,17 @@ def _build_of(k: KernelRecord) -> bytes:
     return hashlib.blake2b(repr((*same_kernel(k), k.arch)).encode(), digest_size=16).digest()
 
 
-def local_builds(kernels: Iterable[KernelRecord], machine: Machine) -> set[bytes]:
-    """`_build_of` every kernel built by this machine's toolchain of its compiler's name."""
+def local_builds(
+    kernels: Iterable[KernelRecord], machine: Machine, corrupt: Collection[str] = ()
+) -> set[bytes]:
+    """`_build_of` every kernel built by this machine's toolchain of its compiler's name,
+    but those whose blob is `corrupt` (by sha256): a build that cannot be served
+    supersedes none."""
     return {
         _build_of(k)
         for k in kernels
         if machine.toolchains.get(k.toolchain.split(":", 1)[0]) == k.toolchain
+        and k.sha256 not in corrupt
     }
 
 
@@ -217,7 +222,7 @@ def plan_clean(
     kernels (else read from `kernels`, which is then read twice)."""
     if local is None:
         kernels = list(kernels)
-        local = local_builds((k for k, _ in kernels), machine)
+        local = local_builds((k for k, _ in kernels), machine, corrupt or ())
     plan = CleanPlan(keys={} if apply else None)
     unjudged: Counter[str] = Counter()
     sizes: dict[str, int] = {}  # by blob: what every kernel uses
@@ -292,6 +297,7 @@ def clean_bundle(
     machine = machine or Machine.of(inventory())
     with Bundle.open(path, write=not dry_run) as bundle:
         format_after = bundle.format_version()
+        corrupt = _corrupt_blobs(bundle)
         plan = plan_clean(
             ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
             bundle.each_tune(order=AS_STORED),
@@ -300,8 +306,8 @@ def clean_bundle(
             max_size=max_size,
             apply=not dry_run,
             labels=bundle.kernel,
-            corrupt=_corrupt_blobs(bundle),
-            local=local_builds(bundle.each_kernel(order=AS_STORED), machine),
+            corrupt=corrupt,
+            local=local_builds(bundle.each_kernel(order=AS_STORED), machine, corrupt),
         )
         applied = bool(plan.removals) and not dry_run
         if applied and plan.keys is not None:
