@@ -343,3 +343,32 @@ def test_clean_keeps_another_toolchains_builds_where_this_machines_are_corrupt(
     with sqlite3.connect(both) as db:
         left = {r[0] for r in db.execute("SELECT sha256 FROM kernels")}
     assert left == shas, proc.stdout
+
+
+def test_clean_to_a_size_never_keeps_a_tune_whose_pick_it_evicted(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm clean --max-size` evicting a tune's pick kernel removes that tune too: kept,
+    `warm check` called it servable while a strict production process missed its pick."""
+    import sqlite3
+
+    from warmcli.bundle.store import Bundle
+
+    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "wl.py", "-b", bundle, "-q").returncode == 0
+    with Bundle.open(bundle) as opened:
+        blobs = sorted({k.size for k in opened.kernels()})
+        (tune,) = opened.each_tune()
+        pick = next(c.kernel_key for c in tune.candidates if c.name == tune.pick)
+    with sqlite3.connect(bundle) as db:  # the pick the least recently used: evicted first
+        db.execute("UPDATE kernels SET last_used = 0 WHERE key = ?", (pick,))
+    proc = warm("clean", bundle, "--max-size", str(sum(blobs) - 1))  # one blob must go
+    assert "its pick's kernel evicted" in proc.stdout, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Bundle.open(bundle) as opened:
+        held = {k.key for k in opened.kernels()}
+        for t in opened.each_tune():
+            pick = next(c.kernel_key for c in t.candidates if c.name == t.pick)
+            assert pick in held, (t.operation, proc.stdout)
+    assert warm("check", bundle).returncode == 0

@@ -243,19 +243,26 @@ def plan_clean(
         kept_sizes[k.sha256] = k.size
         if max_size is not None:
             kept.append((last_used, k.key, k.sha256))
+    picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
     for t in tunes:
         foreign, cannot = _tune_foreign(t, machine)
         if cannot:
             unjudged[cannot] += 1
+        label = f"{t.operation} {t.shape_key}"
         if foreign and not keep_foreign:
-            label = f"{t.operation} {t.shape_key}"
             plan.remove(Removal("tune", t.key, label, t.device, foreign))
+        elif max_size is not None and t.pick is not None:
+            pick = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
+            picks.append((pick, t.key, label, t.device))
     plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in sorted(unjudged.items())]
     plan.binary_bytes_before = sum(sizes.values())
     plan.binary_bytes_after = sum(kept_sizes.values())
     staying = set(kept_sizes)
     if max_size is not None:
         evicted = _lru(kept, sizes, max_size, plan, labels, listed)
+        for pick, key, label, device in picks:  # a pick no longer held: its tune goes too
+            if pick in evicted:
+                plan.remove(Removal("tune", key, label, device, "its pick's kernel evicted"))
         in_use = {sha for _, key, sha in kept if key not in evicted}
         plan.binary_bytes_after = sum(sizes[sha] for sha in in_use)
         staying = in_use
