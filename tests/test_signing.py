@@ -84,6 +84,8 @@ def test_a_signed_bundle_is_served_under_trusted_keys(setup: Setup) -> None:
     assert signature["covers"] == doc["integrity"]["signatures"]["rows"]
     text = setup.ok(setup.warm("verify", setup.signed))  # no trusted keys: reported only
     assert f"signature: key {signature['key_id']}" in text and "valid, covers" in text
+    env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
+    assert "every entry is servable here" in setup.ok(Warm(env)("check", setup.signed))
 
 
 def test_without_trusted_keys_cryptography_is_never_imported(setup: Setup) -> None:
@@ -168,6 +170,10 @@ def test_a_bundle_no_trusted_key_signed_is_refused(setup: Setup, which: str) -> 
     assert verified.returncode == 1 and "not signed by a trusted key" in verified.stdout
     if which == "forged signature":
         assert "INVALID" in verified.stdout
+    env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
+    checked = Warm(env)("check", path)  # the preflight: refused as production refuses it
+    assert checked.returncode == 2 and "bundle refused" in checked.stderr, checked.stderr
+    assert len(checked.stderr.splitlines()) == 1 and setup.ok(setup.warm("check", path))
     if which == "unsigned":  # `warm run` opens the bundle as production does
         env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
         run = Warm(env)("run", MATMUL, "--bundle", setup.copy(path, "run-over.warm"))

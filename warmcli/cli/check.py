@@ -48,7 +48,9 @@ def check(
     name = shown_name(bundle, path)
 
     def action() -> CheckReport:
-        with Bundle.open(path) as opened:
+        from warmcli.bundle.served import trusted  # as production opens it (WARM_TRUSTED_KEYS)
+
+        with Bundle.open(path, trusted_keys=trusted(None)) as opened:
             devices = machine_devices(device, arch, nvcc, compiler)
             try:
                 return check_servable(opened, devices)
