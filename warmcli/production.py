@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
-from warmcli.bundle.served import open_served, serving, trusted, write_back_into
+from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
@@ -170,7 +170,13 @@ class _Production:
         for rt in self.runtimes.values():
             self.closed_misses.extend(_misses(rt))
             try:
-                if self.write and self.bundle is not None and failure is None:
+                news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
+                if (
+                    self.write
+                    and self.bundle is not None
+                    and failure is None
+                    and (writer is not None or needs_writer(self.bundle, news))
+                ):
                     writer = writer or write_back_into(self.bundle)
                     written += sum(rt.persist(writer))
             except BundleError as exc:

@@ -7,8 +7,9 @@ the last good copy stands in), to serve: read-only even in a process that writes
 (`serving`), since a connection that wrote through a file since replaced (a merge publishes
 a new one over it) would take the new file's crash journal for its own, play it into the
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
-write-back goes at exit: the file the path names then, opened to write. It owns no state
-and never prints.
+write-back goes at exit: the file the path names then, opened to write; `needs_writer`
+says whether one is opened (never to migrate an older format only to move last-used
+times). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ def open_served(
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
     return Bundle.open(path, write=write, trusted_keys=keys)
+
+
+def needs_writer(served: Bundle, news: bool) -> bool:
+    """Whether a write-back opens a writer: for what it built or measured (`news`), else
+    only to move the served kernels' last-used times, which never migrates a bundle of an
+    older format (a signed one's signature would stop vouching for it)."""
+    from warmcli.bundle.file import FORMAT_VERSION
+
+    return news or served.writable or served.format_version() == FORMAT_VERSION
 
 
 def write_back_into(served: Bundle) -> Bundle:
