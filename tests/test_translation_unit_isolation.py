@@ -352,3 +352,49 @@ def test_a_workload_with_such_a_define_is_one_line(warm, workload_file) -> None:
     proc = warm("run", path, "-b", path.with_suffix(".warm"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "define Z='2 /* two' does not fit on its own line" in proc.stderr
+
+
+OVERLOADS = """\
+__device__ float exp(int n) { return (float)(n * 1000); }
+extern "C" __global__ void k(float *out, const float *in) {
+    int i = threadIdx.x;
+    out[i] = exp(in[i]) + exp(2);
+}
+"""
+GUARDED = """\
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 600
+__device__ double atomicAdd(double *address, double val) {
+    unsigned long long *a = (unsigned long long *)address, old = *a, assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(a, assumed, __double_as_longlong(val + __longlong_as_double(assumed)));
+    } while (assumed != old);
+    return __longlong_as_double(old);
+}
+#endif
+extern "C" __global__ void acc(double *out, const double *in) { atomicAdd(out, in[threadIdx.x]); }
+"""
+
+
+def test_a_cuda_helper_named_like_a_builtin_overloads_it_as_alone() -> None:
+    """A CUDA kernel's helpers are closed in its namespace, never renamed: renamed, a
+    helper `exp(int)` took every `exp` call (a float argument truncated and multiplied by
+    1000, where alone the builtin `expf` runs), and a helper guarded out by `#if` left its
+    calls naming a function that was not there (the Programming Guide's atomicAdd)."""
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed")
+    compiler = NvrtcCompiler(ptx="auto")
+    ident = compiler.toolchain.identity
+    kernels = [
+        Kernel(OVERLOADS, "k", "PP", language="cuda"),
+        Kernel(GUARDED, "acc", "PP", language="cuda"),
+        *variants("cuda", 2),
+    ]
+    units = [CompileUnit(kernel_key(k, "sm_90", ident), k, "sm_90") for k in kernels]
+    batch = compile_batch(compiler, units, jobs=1)
+    assert not batch.failures, batch.failures
+    ptx = (batch.built[units[0].key].ptx or b"").decode()
+    assert "ex2.approx" in ptx  # the builtin exp of a float
+    assert "cvt.rzi.s32.f32" not in ptx  # never the float truncated for the helper's int

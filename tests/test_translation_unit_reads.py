@@ -39,7 +39,7 @@ def old_translation_unit(units: list[CompileUnit]) -> str:
     sections: list[str] = []
     for unit in nvcc._unique(units):
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, unit.kernel.source + signature.probe(unit))
+        section = isolated_section(unit, unit.kernel.source + signature.probe(unit), shared=False)
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
     return "\n".join([signature.CUDA_HELPERS, *sections])
 

@@ -11,7 +11,10 @@ splice: they act on the loop right after them), any directive but the
 conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a line
 marker, ...), an `#undef` of a macro the kernel does not define, a macro, define, entry
 or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`, ...:
-undoing it would take the compiler's away), `__COUNTER__` (it counts across the unit),
+undoing it would take the compiler's away), a CUDA helper named like a function CUDA
+declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
+global one from every call, where alone it overloads it), `__COUNTER__` (it counts
+across the unit),
 an `asm` in C, and text that spells a directive or a name the raw text does not show: a
 trigraph `??`, the digraph `%:`, a directive written through a line splice or a comment,
 a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
@@ -58,6 +61,25 @@ _LOOP_PRAGMA = re.compile(
 )
 
 
+# Functions CUDA declares at global scope (C's math library, the atomics, min and max): a
+# kernel's helper of such a name overloads the global one when alone; closed in a
+# namespace (or renamed) it would hide it from every call (an `exp(int)` helper taking
+# `exp` of a float), so it goes alone. (C has no overloads: a helper is every call's.)
+_MATH = (
+    "acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp "
+    "ldexp log log10 log1p log2 logb modf scalbn scalbln ilogb cbrt fabs hypot pow sqrt rsqrt "
+    "erf erfc erfinv erfcinv lgamma tgamma ceil floor nearbyint rint lrint llrint round "
+    "lround llround trunc fmod remainder remquo copysign nan nextafter fdim fmax fmin fma "
+    "exp10 sincos sincospi sinpi cospi normcdf normcdfinv rcbrt j0 j1 jn y0 y1 yn "
+    "abs labs llabs min max umin umax llmin llmax ullmin ullmax isnan isinf isfinite signbit"
+)
+_ATOMICS = "Add Sub Exch Min Max Inc Dec CAS And Or Xor"
+_CUDA_GLOBALS = frozenset(
+    [n for m in _MATH.split(" ") for n in (m, m + "f", m + "l")]
+    + [f"atomic{op}{s}" for op in _ATOMICS.split(" ") for s in ("", "_block", "_system")]
+)
+
+
 def _reserved(name: str) -> bool:
     """Whether `name` may be a macro the compiler defines (reserved, or a GNU mode's)."""
     return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
@@ -100,6 +122,8 @@ def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
         return False
     helpers, macros = declared(source)  # what the shared unit renames and undoes
     if any(_reserved(name) for name in helpers):
+        return False
+    if language == "cuda" and not _CUDA_GLOBALS.isdisjoint(helpers):
         return False
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):

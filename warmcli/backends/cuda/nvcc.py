@@ -236,7 +236,9 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
         if source not in parsed:
             parsed[source] = declared(source)
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, source + signature.probe(unit), names_in=parsed[source])
+        section = isolated_section(
+            unit, source + signature.probe(unit), names_in=parsed[source], shared=False
+        )  # its names closed in its namespace, never renamed: a helper may overload a builtin
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
     return "\n".join([signature.CUDA_HELPERS, *sections])
 
