@@ -163,3 +163,51 @@ def test_gpu_runs_go_to_the_workers_holding_a_gpu_pure_logic() -> None:
     assert shard_workers(workers, gpu=False) == ["tcp://a", "tcp://b", "tcp://c"]
     no_gpu = {"tcp://a": {}, "tcp://b": {"resources": None}}
     assert shard_workers(no_gpu, gpu=True) == ["tcp://a", "tcp://b"]  # host and compile-only
+
+
+ONE_BAD = """\
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+GOOD = [Kernel("void k(int *x) { x[0] = V; }", "k", "P", defines={"V": v}) for v in range(12)]
+BAD = Kernel("void k(int *x) { x[0] = undeclared; }", "k", "P", defines={"V": 99})
+
+def workload(rt):
+    x = rt.upload(np.zeros(1, np.int32))
+    for kernel in [*GOOD, BAD]:
+        rt.launch(kernel, x)
+"""
+
+
+def test_a_failing_shard_leaves_what_the_others_built_stored(
+    warm: Warm, scheduler: str, tmp_path: Path, workload_file
+) -> None:
+    """One shard's kernel does not compile: `warm run --dask` says so (exit 2) and the
+    kernels the other shards built are merged into the bundle, not thrown away."""
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload_file(ONE_BAD), "-b", bundle, "--dask", scheduler)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "failed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    kernels, _ = _keys(bundle)
+    assert 0 < len(kernels) < 13, proc.stderr
+
+
+def test_the_cuda_compiler_chosen_here_is_the_shards(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """`WARM_CUDA_COMPILER=nvcc warm run --dask`: every shard builds with nvcc, as the run
+    would here (each worker's own environment chose NVRTC, with other kernel keys)."""
+    from warmcli.backends.cuda.nvcc import find_nvcc
+    from warmcli.backends.toolchain import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
+        pytest.skip(f"nvcc not found: {exc}")
+    bundle = tmp_path / "nvcc.warm"
+    chosen = Warm(dict(warm.env, WARM_CUDA_COMPILER="nvcc"))
+    _fanned_out(chosen, scheduler, bundle, EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90")
+    with Bundle.open(bundle) as b:
+        toolchains = {k.toolchain.split(":", 1)[0] for k in b.kernels()}
+    assert toolchains == {"nvcc"}, toolchains

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
@@ -161,7 +162,8 @@ def run(
         argv = [str(Path(workload).resolve())] if workload else ["-m", module or ""]
         for name, value in (("--entry", entry), ("--device", device), ("--nvcc", nvcc)):
             argv += [name, value] if value else []
-        argv += ["--compiler", compiler] if compiler else []
+        chosen = compiler or config.cuda_compiler()  # this side's choice, not each worker's
+        argv += ["--compiler", chosen] if chosen in ("nvrtc", "nvcc") else []
         argv += ["--no-ptx"] if no_ptx else ["--ptx", ptx] if ptx else []
         argv += [a for arch_name in arch for a in ("--arch", arch_name)]
         argv += ["--jobs", str(jobs)] if jobs else []

@@ -13,14 +13,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from warmcli.cli.common import emit_json, guarded, out
+import typer
+
+from warmcli.cli.common import emit_json, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
-from warmcli.ops.merge import merge_bundles
-from warmcli.warming.fanout import fan_out, shard_passes
+from warmcli.ops.merge import MergeReport, merge_bundles
+from warmcli.warming.fanout import FanOutReport, fan_out, shard_passes
 from warmcli.warming.passes import PassReport, RunReport
 
 
@@ -39,16 +41,31 @@ def dask_run(
     progress = ShardProgress(out) if not (as_json or quiet) else None
     with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
         shards = [*argv, "--no-verify"]
-        with progress or contextlib.nullcontext():
-            fanned = guarded(
-                lambda: fan_out(
-                    scheduler, shards, Path(folder), gpu=gpu, on_shard=progress, cwd=os.getcwd()
+        fanned = FanOutReport(scheduler)  # what finished is kept, whatever stops the rest
+
+        def merged_in() -> MergeReport:
+            sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
+            return merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
+
+        try:
+            with progress or contextlib.nullcontext():
+                guarded(
+                    lambda: fan_out(
+                        scheduler,
+                        shards,
+                        Path(folder),
+                        gpu=gpu,
+                        on_shard=progress,
+                        cwd=os.getcwd(),
+                        report=fanned,
+                    )
                 )
-            )
-        sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
-        merged = guarded(
-            lambda: merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
-        )
+        except (KeyboardInterrupt, typer.Exit) as stopped:  # a shard failed (said), or Ctrl-C
+            kept = guarded(merged_in) if fanned.paths else None
+            if kept is None or not isinstance(stopped, KeyboardInterrupt):
+                raise
+            interrupted(kept.kernels, kept.tunes)
+        merged = guarded(merged_in)
     report = RunReport(
         path,
         sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),

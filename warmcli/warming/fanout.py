@@ -113,6 +113,7 @@ def fan_out(
     gpu: bool = False,
     on_shard: Callable[[ShardResult, int], None] | None = None,
     cwd: str | None = None,
+    report: FanOutReport | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
     `gpu`; see `shard_workers`); each shard's bundle is written into `folder`.
@@ -123,7 +124,7 @@ def fan_out(
         from distributed import Client, as_completed
     except ImportError:
         raise FanOutError("--dask needs Dask's distributed: pip install 'warmcli[dask]'") from None
-    report = FanOutReport(scheduler)
+    report = report or FanOutReport(scheduler)  # the caller's: what finished, when it fails
     try:
         client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s")
     except (OSError, TimeoutError, ValueError) as exc:
@@ -146,18 +147,20 @@ def fan_out(
                 cwd,
                 key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
                 workers=[worker],
-                allow_other_workers=False,
+                allow_other_workers=True,  # its worker lost: another runs it, never a hang
                 pure=False,
             ): (f"{i}/{count}", worker)
             for i, worker in enumerate(workers)
         }
         if on_shard is not None:
             on_shard(None, count)
+        failed: list[str] = []  # every shard is waited for: what the others built is kept
         for future in as_completed(list(futures)):
             shard, worker = futures[future]
             code, doc, data, error = future.result()[0]
             if code != 0 or not data:
-                raise FanOutError(f"shard {shard} on {worker} failed (exit {code}): {error}")
+                failed.append(f"shard {shard} on {worker} failed (exit {code}): {error}")
+                continue
             path = folder / f"shard{shard.replace('/', '-of-')}.warm"
             path.write_bytes(data)
             report.paths.append(path)
@@ -165,6 +168,9 @@ def fan_out(
             report.shards.append(result)
             if on_shard is not None:
                 on_shard(result, count)
+        if failed:
+            report.paths.sort()
+            raise FanOutError(failed[0] + (f" (and {len(failed) - 1} more)" if failed[1:] else ""))
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
     report.paths.sort()
     return report
