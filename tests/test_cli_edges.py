@@ -155,11 +155,14 @@ def test_clean_and_diff_group_rows_and_name_kernels_as_stats(
 ) -> None:
     kernels = {k["key"]: k for k in warm80.json("stats", host)["kernels"]}
     doc = warm80.json("clean", host, "--max-size", "0", "--dry-run")
-    assert len(doc["removed"]) == 6
-    for r in doc["removed"]:
+    evicted = [r for r in doc["removed"] if r["kind"] == "kernel"]
+    assert len(evicted) == 6
+    for r in evicted:
         assert r["label"] == kernels[r["key"]]["label"]
+    tunes = [r for r in doc["removed"] if r["kind"] == "tune"]  # every pick evicted: they go
+    assert tunes and all(r["reason"] == "its pick's kernel evicted" for r in tunes)
     # a batch's binary is freed once, by its last kernel: the removals add up to the total
-    freed = sum(r["bytes"] for r in doc["removed"])
+    freed = sum(r["bytes"] for r in evicted)
     assert freed == doc["binary_bytes"]["before"] == sum(k["bytes"] for k in kernels.values())
     text = warm80("clean", host, "--max-size", "0", "--dry-run").stdout
     assert flat(text).count("least recently used") == 1, text
