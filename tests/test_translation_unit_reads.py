@@ -39,7 +39,9 @@ def old_translation_unit(units: list[CompileUnit]) -> str:
     sections: list[str] = []
     for unit in nvcc._unique(units):
         ns = f"warm_{unit.key[:16]}"
-        section = isolated_section(unit, unit.kernel.source + signature.probe(unit), shared=False)
+        section = isolated_section(
+            unit, unit.kernel.source + signature.probe(unit), rename_helpers=False
+        )
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
     return "\n".join([signature.CUDA_HELPERS, *sections])
 

@@ -160,14 +160,15 @@ def isolated_section(
     *,
     entry_macro: bool = True,
     names_in: Declared | None = None,
-    shared: bool = True,
+    rename_helpers: bool = True,
 ) -> str:
     """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
 
     Its defines are set before and undefined after, as are the macros its own source
-    defines; its entry is renamed to the unit's unique symbol and, when `shared`, every
-    other name it declares at file scope (helpers, static tables) gets the unit's prefix,
-    so two kernels with a helper of the same name share a translation unit. `names_in`:
+    defines; its entry is renamed to the unit's unique symbol and, with `rename_helpers`
+    (a C unit of several kernels), every other name it declares at file scope (helpers,
+    static tables) gets the unit's prefix, so two kernels with a helper of the same name
+    share a translation unit (a CUDA kernel's are closed in its namespace instead). `names_in`:
     what `declared(body)` says, read once by a caller wrapping many kernels of one source.
     The banner and `#line` name the kernel by its entry (`#line 1 "saxpy.cu"`), never by
     its `name`: a label the key does not cover reaches no compiled text (`__FILE__`, line
@@ -183,7 +184,7 @@ def isolated_section(
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
     prefix = unit.symbol[: -len(k.entry)]
-    for helper in helpers if shared else ():
+    for helper in helpers if rename_helpers else ():
         if helper != k.entry and helper not in names:
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)

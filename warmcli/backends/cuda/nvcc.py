@@ -225,7 +225,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     helpers and probe after it (so they see the headers it includes)."""
     if alone_in(units):
         (unit,) = units
-        section = isolated_section(unit, unit.kernel.source, shared=False)
+        section = isolated_section(unit, unit.kernel.source, rename_helpers=False)
         return "\n".join([section, signature.CUDA_HELPERS, signature.probe(unit)])
     sections: list[str] = []
     # Variants share one source: its names read once (a CUDA signature probe declares no
@@ -237,7 +237,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
             parsed[source] = declared(source)
         ns = f"warm_{unit.key[:16]}"
         section = isolated_section(
-            unit, source + signature.probe(unit), names_in=parsed[source], shared=False
+            unit, source + signature.probe(unit), names_in=parsed[source], rename_helpers=False
         )  # its names closed in its namespace, never renamed: a helper may overload a builtin
         sections.append(f"namespace {ns} {{\n{section}}} /* namespace {ns} */\n")
     return "\n".join([signature.CUDA_HELPERS, *sections])

@@ -58,7 +58,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
 
     shared = not alone_in(units)
     sections = [
-        isolated_section(unit, unit.kernel.source + signature.probe(unit), shared=shared)
+        isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
     return "\n".join(sections)
