@@ -170,15 +170,11 @@ class _Production:
         for rt in self.runtimes.values():
             self.closed_misses.extend(_misses(rt))
             try:
-                news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
-                if (
-                    self.write
-                    and self.bundle is not None
-                    and failure is None
-                    and (writer is not None or needs_writer(self.bundle, news))
-                ):
-                    writer = writer or write_back_into(self.bundle)
-                    written += sum(rt.persist(writer))
+                if self.write and self.bundle is not None and failure is None:
+                    news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
+                    if writer is not None or needs_writer(self.bundle, news):
+                        writer = writer or write_back_into(self.bundle)
+                        written += sum(rt.persist(writer))
             except BundleError as exc:
                 failure = exc
             finally:
