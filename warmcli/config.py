@@ -43,6 +43,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("WARM_NVCC", "nvcc to use"),
     Variable("WARM_CC", "C compiler for the host backend"),
     Variable("WARM_SHARD", "warm run's shard, I/N"),
+    Variable(
+        "WARM_DASK_NO_WORKER_WAIT",
+        "seconds warm run --dask waits with no worker left (default 60)",
+    ),
     Variable("WARM_SHARD_COUNT", "the shard count beside JOB_COMPLETION_INDEX"),
     Variable("WARM_REPORT", "print at exit what the bundle lacked", "1", production=True),
     Variable("WARM_BUNDLE_WRITE", "write the misses back", "1", production=True),
@@ -145,6 +149,11 @@ def remote_deadline(environ: Environ | None = None) -> str | None:
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def dask_no_worker_wait(environ: Environ | None = None) -> str | None:
+    """`WARM_DASK_NO_WORKER_WAIT` stripped: None when unset or blank."""
+    return _env(environ).get("WARM_DASK_NO_WORKER_WAIT", "").strip() or None
 
 
 def parse_size(text: str) -> int:

@@ -14,7 +14,10 @@ into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
 (`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
 must be reachable at the same path on every worker (a shared file system, or the same
 image). A scheduler that does not answer within `CONNECT_TIMEOUT`, or a port where
-something else answers, is a `FanOutError`.
+something else answers, is a `FanOutError`; so are a cluster left with no worker for
+`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost.
+A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
+is a failed shard, named like one whose `warm run` failed.
 `shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
 run, so `warm run --dask` shows the statistics a local run shows. This module owns no
 state and never prints.
@@ -23,12 +26,14 @@ state and never prints.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,8 @@ from warmcli.records import CompilerCommand, field_types
 from warmcli.warming.passes import PassReport
 
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
+NO_WORKER_WAIT = 60.0  # seconds with shards unfinished and no worker before giving up
+POLL = 1.0  # seconds between looks at the cluster while shards run
 _VIEWS: dict[str, Any] = {
     "compilation": CompilationStatistics,
     "autotune": AutotuneStatistics,
@@ -121,7 +128,7 @@ def fan_out(
     there are); it is first called with `None` once the shards are submitted. Each shard
     runs in the folder `cwd` (the caller's) where its worker has it."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         raise FanOutError("--dask needs Dask's distributed: pip install 'warmcli[dask]'") from None
     report = report or FanOutReport(scheduler)  # the caller's: what finished, when it fails
@@ -135,7 +142,7 @@ def fan_out(
             f"scheduler ({type(exc).__name__}: {_first_line(exc)})"
         ) from None
     with client:
-        workers = shard_workers(client.scheduler_info()["workers"], gpu)
+        workers = shard_workers(_workers(client), gpu)
         if not workers:
             raise FanOutError(f"dask scheduler {scheduler}: no workers")
         count = len(workers)
@@ -155,16 +162,20 @@ def fan_out(
         if on_shard is not None:
             on_shard(None, count)
         failed: list[str] = []  # every shard is waited for: what the others built is kept
-        for future in as_completed(list(futures)):
+        for future in _finished(client, scheduler, list(futures)):
             shard, worker = futures[future]
-            code, doc, data, error = future.result()[0]
+            try:
+                (code, doc, data, error), seconds = future.result()
+            except Exception as exc:  # it raised on its worker, or its workers kept dying
+                failed.append(f"shard {shard} on {worker} failed: {_first_line(exc)}")
+                continue
             if code != 0 or not data:
                 failed.append(f"shard {shard} on {worker} failed (exit {code}): {error}")
                 continue
             path = folder / f"shard{shard.replace('/', '-of-')}.warm"
             path.write_bytes(data)
             report.paths.append(path)
-            result = ShardResult(shard, worker, doc, future.result()[1])
+            result = ShardResult(shard, worker, doc, seconds)
             report.shards.append(result)
             if on_shard is not None:
                 on_shard(result, count)
@@ -174,6 +185,62 @@ def fan_out(
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
     report.paths.sort()
     return report
+
+
+def _workers(client: Any) -> dict[str, dict[str, Any]]:
+    """Every worker of the cluster, with its resources: all of them (a `distributed` that
+    lists 5 by default is asked for all; one that knows no such argument lists all)."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:
+        info = client.scheduler_info()
+    return info["workers"]  # type: ignore[no-any-return]
+
+
+def _finished(client: Any, scheduler: str, futures: list[Any]) -> Iterator[Any]:
+    """The `futures` as each finishes. While some are left, a cluster with no worker (all
+    lost) for `no_worker_wait()` seconds, or a scheduler that stops answering, is a
+    `FanOutError` naming how many shards are unfinished: never a wait for ever."""
+    from distributed import wait
+
+    limit, pending, alone_since = no_worker_wait(), set(futures), None
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        except Exception as exc:  # the connection to the scheduler is gone
+            raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None
+        yield from (f for f in futures if f in done)  # in submission order
+        if done or not pending:
+            alone_since = None
+            continue
+        try:
+            workers = client.nthreads()
+        except Exception as exc:
+            raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None
+        now = time.monotonic()
+        alone_since = None if workers else (alone_since or now)
+        if alone_since is not None and now - alone_since >= limit:
+            raise FanOutError(
+                f"dask scheduler {scheduler}: no worker for {limit:g} s "
+                f"(WARM_DASK_NO_WORKER_WAIT), {len(pending)} shard(s) unfinished"
+            )
+
+
+def no_worker_wait() -> float:
+    """`WARM_DASK_NO_WORKER_WAIT` seconds (default `NO_WORKER_WAIT`); a value that is no
+    number of seconds above 0 is a `FanOutError`."""
+    text = config.dask_no_worker_wait()
+    try:
+        seconds = NO_WORKER_WAIT if text is None else float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise FanOutError(
+            f"WARM_DASK_NO_WORKER_WAIT: not a number of seconds above 0: {str(text)[:40]!r}"
+        )
+    return seconds
 
 
 def shard_passes(reports: Sequence[dict[str, Any]]) -> list[PassReport]:
@@ -211,8 +278,6 @@ def _first_line(exc: BaseException) -> str:
 def _timed(
     argv: list[str], shard: str, cwd: str | None
 ) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
-    import time
-
     started = time.perf_counter()
     result = run_shard(argv, shard, cwd)
     return result, time.perf_counter() - started

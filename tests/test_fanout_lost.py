@@ -1,0 +1,93 @@
+"""`warm run --dask` when the cluster goes away under it: every worker lost while a shard
+runs is one line and exit 2 once `WARM_DASK_NO_WORKER_WAIT` has passed with none (it
+waited forever), never a hang or a traceback. A real scheduler and a real worker process,
+killed with its shard."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+distributed = pytest.importorskip("distributed")
+
+# A host workload whose import, in a shard on the worker (the variable is the worker's
+# only), says it has started and then waits: the worker is killed meanwhile.
+STALLS = """
+import os, time
+mark = os.environ.get("WARM_TEST_SHARD_STARTED")
+if mark:
+    open(mark, "w").close()
+    time.sleep(120)
+"""
+WORKER = (sys.executable, "-m", "distributed.cli.dask_worker")
+RUN = (sys.executable, "-m", "warmcli", "run")
+
+
+@pytest.fixture
+def lonely_scheduler() -> Iterator[str]:
+    cluster = distributed.LocalCluster(
+        n_workers=0, processes=True, dashboard_address=":0", host="127.0.0.1"
+    )
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def _worker(scheduler: str, mark: Path) -> subprocess.Popen[bytes]:
+    """One worker process (no nanny to bring it back), in its own process group."""
+    env = {**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)}
+    return subprocess.Popen(
+        [*WORKER, scheduler, "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _wait_for(path: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def test_every_worker_lost_is_one_line_and_exit_2_not_a_hang(
+    warm: Warm, lonely_scheduler: str, tmp_path: Path
+) -> None:
+    workload, mark, bundle = tmp_path / "stalls.py", tmp_path / "started", tmp_path / "b.warm"
+    workload.write_text(STALLS)
+    worker, run = _worker(lonely_scheduler, mark), None
+    try:
+        client = distributed.Client(lonely_scheduler, timeout="10s")
+        client.wait_for_workers(1, timeout=60)
+        client.close()
+        run = subprocess.Popen(
+            [*RUN, str(workload), "-b", str(bundle), "--dask", lonely_scheduler],
+            env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "3"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(mark, 60)
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker and its shard's process
+        started = time.monotonic()
+        out, err = run.communicate(timeout=60)
+        assert time.monotonic() - started < 40
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+            run.communicate()
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    assert run.returncode == 2, out + err
+    assert err.startswith(f"warm: error: dask scheduler {lonely_scheduler}: no worker"), err
+    assert "1 shard" in err and len(err.strip().splitlines()) == 1, err
