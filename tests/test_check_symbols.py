@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
+
+from warmcli.backends.host.binary import exported_symbols
 
 MISSING = "warm_0123456789abcdef_row_sum"  # a well-formed warm symbol no binary defines
 
@@ -39,3 +42,20 @@ def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -
     assert text.returncode == 1
     assert "1 not servable here" in text.stdout and MISSING in text.stdout
     assert label in text.stdout
+
+
+def test_the_symbol_reader_is_bounded_by_the_binary(tmp_path: Path) -> None:
+    """A real shared object's exported names; cut short or overwritten anywhere, the reader
+    answers None or names, never an exception."""
+    source, library = tmp_path / "k.c", tmp_path / "k.so"
+    source.write_text(
+        "void warm_k(void) {}\nstatic void hidden(void) {}\nvoid (*keep)(void) = hidden;\n"
+    )
+    subprocess.run(["cc", "-shared", "-fPIC", "-s", "-o", library, source], check=True)
+    data = library.read_bytes()
+    names = exported_symbols(data)
+    assert names is not None and "warm_k" in names and "hidden" not in names
+    for cut in range(0, len(data), 97):
+        exported_symbols(data[:cut])
+    for at in range(0, len(data), 61):
+        exported_symbols(data[:at] + b"\xff" * 8 + data[at + 8 :])
