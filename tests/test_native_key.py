@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 
-from warmcli import Kernel
+from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector
 from warmcli.backends import native
+from warmcli.backends.host import HostDevice
 from warmcli.backends.native import cpu_identity, foreign_cpu, keyed_identity
+from warmcli.bundle.store import Bundle
 from warmcli.kernel import kernel_key
+from warmcli.warming.workload import load_workload
 
 SOURCE = "void axpy(float *y, const float *x, float a, int n) { for (int i = 0; i < n; i++) y[i] += a * x[i]; }"  # noqa: E501
 IDENTITY = "cc:gcc (Debian 12.2.0-14+deb12u1) 12.2.0"
@@ -81,7 +84,8 @@ def test_a_build_for_another_cpu_is_foreign() -> None:
 
 WORKLOAD = f"""\
 import numpy as np
-from warmcli import Kernel
+from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector
+from warmcli.backends.host import HostDevice
 
 DEVICE = "host"
 AXPY = Kernel({SOURCE!r}, "axpy", "PPfi", options=("-O2", "-march=native"))
@@ -129,9 +133,12 @@ def test_a_native_kernel_is_stored_and_served_hot_with_its_key(warm: Warm, tmp_p
     assert warm("check", bundle).returncode == 0
 
 
-def test_a_native_build_for_another_cpu_is_not_served(warm: Warm, tmp_path: Path) -> None:
+def test_a_native_build_for_another_cpu_is_not_served(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Warmed on a machine whose CPU the fake `/proc/cpuinfo` describes: here it is rebuilt
-    (not served), and `warm check` says it would miss and why."""
+    (not served), and `warm check` and a serving runtime's miss say why."""
+    monkeypatch.setenv("WARM_HOME", warm.env["WARM_HOME"])
     (tmp_path / "nat.py").write_text(WORKLOAD)
     (tmp_path / "cpuinfo").write_text("model name\t: Elsewhere CPU\nflags\t\t: fpu avx512f\n")
     bundle = tmp_path / "nat.warm"
@@ -154,3 +161,19 @@ def test_a_native_build_for_another_cpu_is_not_served(warm: Warm, tmp_path: Path
     check = warm("check", bundle)
     assert check.returncode != 0, check.stdout
     assert "tuned for another CPU" in check.stdout + check.stderr
+    assert _explained(bundle, tmp_path / "nat.py", warm) == ("toolchain", "Elsewhere CPU #")
+
+
+def _explained(bundle: Path, workload: Path, warm: Warm) -> tuple[str, str]:
+    """How a serving runtime explains the workload's one kernel miss over `bundle`: its
+    reason, and the CPU named after the bundle's `+native`."""
+    collector = StatisticsCollector()
+    with Bundle.open(bundle) as opened, ProcessModeOverride(ProcessMode.EXECUTE, collector):
+        rt = Runtime(HostDevice(), opened)  # serving: any toolchain's build that runs here
+        try:
+            load_workload(workload).function(rt)
+        finally:
+            rt.close()
+    (miss,) = [m for m in collector.reader().misses() if m.kind == "kernel"]
+    held = miss.detail.split(native.NATIVE, 1)[-1]
+    return miss.reason, held[: len("Elsewhere CPU #")]
