@@ -23,9 +23,8 @@ GROWTH = 32  # MiB over `warm check` on the small bundle it was made from
 _BUILDS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
 INSERT INTO kernels SELECT lower(hex(randomblob(32))), 'host', 'host', '{arch}', 'e', 'l',
-    'warm_0123456789abcdef_e', (SELECT sha256 FROM blobs LIMIT 1), toolchain, '{{}}', '',
-    0.1, 1.0, 1.0
-FROM n, (SELECT toolchain FROM kernels LIMIT 1)
+    symbol, sha256, toolchain, '{{}}', '', 0.1, 1.0, 1.0
+FROM n, (SELECT symbol, sha256, toolchain FROM kernels LIMIT 1)
 """
 _DEVICES = f"""
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})

@@ -11,7 +11,9 @@ different kernel, never a stale hit; its `name` is a label for people, in no key
 in no compiled text. What a kernel is made of is checked where it is made (`Kernel(...)`,
 a `TypeError`/`ValueError` naming it): a `str` source, options as a sequence of `str`,
 defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, int or
-float (numpy's too: a bool is 1 or 0, a number the Python number it holds). For a kernel
+float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
+whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
+callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
 whose options name include folders (`-I`), the key covers the headers the source reaches
 there too (`warmcli.headers`); any other's key is as it was before that. Its only state
 is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
@@ -163,6 +165,15 @@ class Kernel(Record):
         return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
 
     @_once
+    def tunes_native(self) -> bool:
+        """Whether this host kernel's options tune for the CPU that builds it
+        (`-march=native`, `-mtune=native`, `-mcpu=native`, also inside a joined option): its
+        key then names that CPU (`warmcli.backends.native`); asked once per kernel."""
+        return self.language == "c" and any(
+            "native" in o and _NATIVE.search(o) is not None for o in self.options
+        )
+
+    @_once
     def content_hash(self) -> str:
         """Hash of what the workload wrote: independent of target and toolchain.
 
@@ -206,6 +217,10 @@ class Kernel(Record):
 # A define value's tokens as far as comments go: a string or character literal (closed or
 # not), a line comment, a block comment (its opening alone when it is not closed), any other.
 _VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
+
+
+# An option (or a part of a joined one) that tunes for the building CPU.
+_NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 
 
 def _opens_comment(value: str) -> bool:

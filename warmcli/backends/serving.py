@@ -6,7 +6,8 @@ compiler builds afresh. Serving is looser: a build is served wherever its binary
 A cubin runs on a device of its SM architecture whose driver supports the CUDA
 release that built it, whichever nvcc (or none) that machine has; a host object runs
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
-miss, rebuilt). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
+miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU only
+(`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
 the driver's JIT (`virtual_sm` reads XX; whether that driver knows its ISA is read from
 the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its
 key, recomputed, says so (`of_kernel`). Among a kernel's builds that run on a device, a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from warmcli.backends.native import NATIVE, foreign_cpu
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
@@ -72,6 +74,10 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         return "toolchain", f"build names toolchain {record.toolchain!r}, its key {keyed!r}"
     if record.arch != target.arch and not jits_on(record, target.arch):
         return "arch", f"built for {record.arch}, the device is {target.arch}"
+    if NATIVE in record.toolchain and record.backend == "host":  # -march=native: its CPU's
+        why = foreign_cpu(record.toolchain)
+        if why:
+            return "toolchain", why
     if record.backend == "cuda":
         built = cuda_release(record.toolchain)
         found = _VERSION.match(target.driver)

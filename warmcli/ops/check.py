@@ -1,26 +1,26 @@
 """Preflight: can this machine serve a bundle's entries, without running a workload?
 
-For every device here, every kernel the bundle holds (for any arch) must have a
-build that runs on that device by `warmcli.backends.serving`'s rule (arch, and for a cubin
-the driver's CUDA version; any toolchain, the device's own preferred), and the blob
-of that build must match its sha256 (a host build: be an ELF this machine's loader
-takes, `warmcli.backends.host.binary`). A kernel whose cubins are all for older
-architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's driver can
-JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart (`jit`): a slower
-first load, still no compile by warm. Every tune (operation, shapes, candidate set)
-must have a measured pick on that device's fingerprint (a pending tune is not
-servable). The builds (tune records) for other archs of an entry servable here are
+For every device here, every kernel the bundle holds (for any arch) must have a build
+that runs on that device by `warmcli.backends.serving`'s rule (arch, and for a cubin the
+driver's CUDA version; any toolchain, the device's own preferred), and the blob of that
+build must match its sha256 (a host build: be an ELF this machine's loader takes that
+exports the build's symbol, `warmcli.backends.host.binary`). A kernel whose cubins are
+all for older architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's
+driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart
+(`jit`): a slower first load, still no compile by warm. Every tune (operation, shapes,
+candidate set) must have a measured pick on that device's fingerprint (a pending tune is
+not servable). The builds (tune records) for other archs of an entry servable here are
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
 (reason `corrupt`). `check_servable` returns what is not servable, each as a
-`MissExplanation` (the differing component, and what the bundle has against what
-this machine has). The entries are streamed in the order that groups one kernel's
-builds (one tune's devices) together, and each group is read once, holding for each
-device here the build it would be served (its tune record) and the first `_NAMED` archs
-(devices) to name: memory holds that, the first `LISTED` explanations and the counts,
-however many builds one kernel has and whatever the bundle's size. It reads the bundle,
-hashes the blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses
-unread, is named so, unread) and probes compilers; it never compiles, launches or prints.
+`MissExplanation` (the differing component, and what the bundle has against what this
+machine has). The entries are streamed in the order that groups one kernel's builds (one
+tune's devices) together, and each group is read once, holding for each device here the
+build it would be served (its tune record) and the first `_NAMED` archs (devices) to
+name: memory holds that, the first `LISTED` explanations and the counts, however many
+builds one kernel has and whatever the bundle's size. It reads the bundle, hashes the
+blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is
+named so, unread) and probes compilers; it never compiles, launches or prints.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from warmcli.backends.base import Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx
-from warmcli.backends.host.binary import foreign_binary
+from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.bundle.store import Bundle, BundleError
@@ -105,6 +105,8 @@ TUNE_GROUPS = (
     "ELSE device END, operation, shape_key, checksum"
 )
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
+# sha256 -> (why its blob cannot be served, "" when it can; a host binary's exported names).
+Blobs = dict[str, tuple[str, frozenset[str] | None]]
 _NAMED = 64  # archs of one kernel's builds (devices of one tune) named in why not servable
 
 
@@ -127,7 +129,7 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     """
     offers = [DeviceInfo.of(d) for d in devices]
     report = CheckReport(bundle.path, offers)
-    blobs: dict[str, str] = {}  # sha256 -> why its blob cannot be served ("" when it can)
+    blobs: Blobs = {}  # sha256 -> why its blob cannot be served ("" when it can), its names
     kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)
     for _, builds in itertools.groupby(kernels, same_kernel):
         _check_kernels(bundle, builds, offers, report, blobs)
@@ -137,27 +139,34 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
     return report
 
 
-def _blob_problem(
-    bundle: Bundle, record: KernelRecord, blobs: dict[str, str], offer: DeviceInfo
-) -> str:
+def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
     """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
-    failing its sha256, or PTX that device's driver cannot JIT."""
+    failing its sha256, PTX that device's driver cannot JIT, or a host binary that does
+    not export the record's symbol (its blob is read once, its exported names kept)."""
     ptx = virtual_sm(record.arch) is not None
     cached = None if ptx else blobs.get(record.sha256)
-    if cached is not None:
-        return cached
-    try:
-        data = bundle.blob(record.sha256)
-        if ptx:
-            check_ptx(data, offer.arch, offer.driver)
-        problem = foreign_binary(data) if offer.backend == "host" else ""
-    except BundleError as exc:
-        problem = f"bundle's build: {exc}"
-    except PtxError as exc:
-        return f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
-    if len(blobs) >= _BLOBS_HELD:
-        blobs.clear()
-    blobs[record.sha256] = problem
+    if cached is None:
+        symbols = None
+        try:
+            data = bundle.blob(record.sha256)
+            if ptx:
+                check_ptx(data, offer.arch, offer.driver)
+            problem = foreign_binary(data) if offer.backend == "host" else ""
+            if offer.backend == "host" and not problem:
+                symbols = exported_symbols(data)
+        except BundleError as exc:
+            problem = f"bundle's build: {exc}"
+        except PtxError as exc:
+            return f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
+        if len(blobs) >= _BLOBS_HELD:
+            blobs.clear()
+        cached = blobs[record.sha256] = (problem, symbols)
+    problem, symbols = cached
+    if not problem and symbols is not None and record.symbol not in symbols:
+        return (
+            f"bundle's build does not export {record.symbol}: its binary (blob "
+            f"{record.sha256[:16]}) has no such dynamic symbol, so serving it would miss"
+        )
     return problem
 
 
@@ -166,7 +175,7 @@ def _check_kernels(
     builds: Iterator[KernelRecord],
     offers: list[DeviceInfo],
     report: CheckReport,
-    blobs: dict[str, str],
+    blobs: Blobs,
 ) -> None:
     """One kernel's builds (every arch and toolchain) against every device here, read once:
     memory holds, for each device, the build `choose` picks so far and the first that
@@ -219,7 +228,7 @@ def _served(
     chosen: KernelRecord,
     o: DeviceInfo,
     report: CheckReport,
-    blobs: dict[str, str],
+    blobs: Blobs,
     held: dict[str, bool],
 ) -> bool:
     """The build `chosen` to serve on `o`: refused if its blob cannot be (False), listed if

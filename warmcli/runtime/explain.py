@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from warmcli.backends.native import NATIVE
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
@@ -175,7 +176,8 @@ def explain_kernel(
 ) -> MissExplanation:
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
 
-    `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a miss."""
+    `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a
+    miss, but for a kernel tuned for this CPU (`-march=native`)."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
     held = _held(
@@ -187,7 +189,10 @@ def explain_kernel(
         return MissExplanation(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
         )
-    order = KERNEL_COMPONENTS[1:] if any_toolchain else KERNEL_COMPONENTS
+    # Serving takes any toolchain's build, but not one tuned for another CPU: its toolchain
+    # names that CPU (`warmcli.backends.native`), so then it is a reason.
+    native = NATIVE in wanted.get("toolchain", "")
+    order = KERNEL_COMPONENTS[1:] if any_toolchain and not native else KERNEL_COMPONENTS
     found = explained("kernel", key, kernel.label, wanted, held, order)
     if found is not None:
         return found

@@ -25,6 +25,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.native import keyed_identity
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError, headline
 from warmcli.execution.base import LaunchMode
@@ -162,7 +163,10 @@ class KernelCache:
             for unit in group:
                 built = result.built.get(unit.key)
                 if built is not None:
-                    self._keep(unit, built, compiler.toolchain.identity)
+                    identity = compiler.toolchain.identity
+                    if unit.kernel.tunes_native:  # keyed with this CPU (`lookup`)
+                        identity = keyed_identity(identity)
+                    self._keep(unit, built, identity)
             for key, failure in result.failures.items():
                 self._failed[key] = failure
                 self.registrations.settle(key, "failed")

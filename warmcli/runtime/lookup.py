@@ -1,6 +1,7 @@
 """The kernel cache's reads of the bundle: which key a kernel has here, which build serves it.
 
-A kernel's key on a device is its arch and its compiler's identity, or the key of
+A kernel's key on a device is its arch and its compiler's identity (with this CPU's, for
+a host kernel tuned for it: `warmcli.backends.native`), or the key of
 the bundle's build that `warmcli.backends.serving` serves here instead (another
 toolchain's build that runs here, outside warming; while warming only where there is
 no compiler). A build the bundle holds under a key is served only if it was made for
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.native import keyed_identity
 from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
@@ -94,6 +96,8 @@ class BundleLookup:
                     raise
             else:
                 assert identity is not None
+                if kernel.tunes_native:  # tuned for this CPU: keyed with it
+                    identity = keyed_identity(identity)
                 own = kernel_key(kernel, self.device.arch, identity)  # keyed once
                 key = None
                 if self.any_toolchain and self.bundle is not None:
@@ -123,6 +127,8 @@ class BundleLookup:
     def own_key(self, kernel: Kernel) -> str:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
         identity = self._identity(kernel.language)
+        if kernel.tunes_native:
+            identity = keyed_identity(identity)
         key = kernel_key(kernel, self.device.arch, identity)
         self._identities[key] = identity  # keyed here
         self._keys[kernel.content_hash] = key
@@ -311,6 +317,8 @@ class BundleLookup:
                 identity = self.device.compiler(kernel.language).toolchain.identity
             except ToolchainError:
                 identity = "none"
+            if kernel.tunes_native:
+                identity = keyed_identity(identity)
             wanted = key_components(kernel, self.device.arch, identity)
             from warmcli.runtime.explain import explain_kernel  # a miss: serving never explains
 

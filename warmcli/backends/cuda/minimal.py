@@ -21,7 +21,7 @@ it), and no option outside a short list that only tunes code generation (`-inclu
 warm's own text around each kernel (`warmcli.backends.signature`, the namespaces) is
 the same either way. The kernel key is unchanged: what it keys is built the same. A
 compile that fails with `-minimal` anyway is compiled again without it by the compiler,
-and that result is kept (`warmcli.backends.cuda.nvrtc`).
+with a `--compile-timeout` of its own, and that result is kept (`warmcli.backends.cuda.nvrtc`).
 Pure functions over text: nothing here compiles or keeps state.
 """
 

@@ -10,7 +10,8 @@ thread that compiles the group (NVRTC releases the GIL, so `compile_batch`'s thr
 pool runs `--jobs` programs at once, each source built beside the others' compiles). A program
 whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where this
 NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
-with it, it is compiled again without, and only that result (log, error) is kept.
+with it, it is compiled again without, and only that result (log, error) is kept. Each
+program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
 Headers come from the toolkit packages' include folders (`-I`); a compile error is
 NVRTC's log, with each kernel's own file name and line. The PTX of the same
 program is kept beside the cubin for free. The toolchain identity is NVRTC's
@@ -238,23 +239,36 @@ identity = _Identity()
 
 
 def _run(
-    compile: Callable[[], CompiledGroup], timeout: float | None, units: Sequence[CompileUnit]
+    compile: Callable[[Callable[[], None]], CompiledGroup],
+    timeout: float | None,
+    units: Sequence[CompileUnit],
 ) -> CompiledGroup:
-    """`compile()` in this thread, or within `timeout` seconds in a daemon thread that is
-    abandoned (an in-process compile cannot be stopped) when it takes longer."""
+    """`compile(begins)` in this thread, or in a daemon thread that is abandoned (an
+    in-process compile cannot be stopped) when one NVRTC program takes longer than
+    `timeout` seconds: `compile` calls `begins()` as each program begins, and each has
+    the whole budget (as each nvcc process has), the plain retry of a program that
+    failed with `-minimal` and a PTX program of another arch included."""
     if timeout is None:
-        return compile()
+        return compile(lambda: None)
     box: list[Any] = []
+    began = [time.monotonic()]  # when the program compiling now began
+
+    def begins() -> None:
+        began[0] = time.monotonic()
 
     def target() -> None:
         try:
-            box.append(compile())
+            box.append(compile(begins))
         except BaseException as exc:  # handed to the waiting thread
             box.append(exc)
 
     thread = threading.Thread(target=target, name="warm-nvrtc", daemon=True)
     thread.start()
-    thread.join(timeout)
+    while not box:
+        left = began[0] + timeout - time.monotonic()
+        if left <= 0:
+            break
+        thread.join(left)
     if not box:
         raise CompileFailure(
             f"NVRTC did not finish within {timeout:g} s; its compile was abandoned "
@@ -305,7 +319,9 @@ class NvrtcCompiler:
         ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
         # Everything else, the source built included, in the thread that compiles it: the
         # first program starts at once and the next group's source is built beside it.
-        return _run(lambda: self._compile(units, arch, options, ptx_arch), timeout, units)
+        return _run(
+            lambda begins: self._compile(units, arch, options, ptx_arch, begins), timeout, units
+        )
 
     def _compile(
         self,
@@ -313,6 +329,7 @@ class NvrtcCompiler:
         arch: str,
         options: Sequence[str],
         ptx_arch: str | None,
+        begins: Callable[[], None],
     ) -> CompiledGroup:
         sm = parse_arch(arch)
         known = supported_sms()
@@ -331,7 +348,7 @@ class NvrtcCompiler:
         same = ptx_arch == ptx_arch_for(arch)  # the PTX comes with the cubin's program
         for target in [arch, *([ptx_arch] if ptx_arch and not same else [])]:
             program, ok, text, extra = _compiled(
-                nvrtc, source, self.options(target, options), minimal
+                nvrtc, source, self.options(target, options), minimal, begins
             )
             minimal = bool(extra)  # it failed once: not again for the PTX
             try:
@@ -352,15 +369,17 @@ class NvrtcCompiler:
 
 
 def _compiled(
-    nvrtc: Any, source: str, options: Sequence[str], minimal: bool
+    nvrtc: Any, source: str, options: Sequence[str], minimal: bool, begins: Callable[[], None]
 ) -> tuple[_Program, bool, str, tuple[str, ...]]:
     """(the program, compiled?, NVRTC's log, the options added): with `-minimal` first where
     `minimal`; a program that fails with it is compiled again without it, and only that
-    second result is kept (its log, its error): `-minimal` never shows."""
+    second result is kept (its log, its error): `-minimal` never shows. `begins()` as
+    each compile begins: each has the whole `--compile-timeout` (`_run`)."""
     tries: tuple[tuple[str, ...], ...] = ((MINIMAL,), ()) if minimal else ((),)
     for extra in tries:
         program = _Program(nvrtc, source, "warm.cu")
         try:
+            begins()
             ok, text = program.compile([*options, *extra])
         except CompileFailure:
             if not extra:

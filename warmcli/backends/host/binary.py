@@ -6,8 +6,11 @@ and so does one that is no shared object (an executable, an object file) or one 
 short (a header whose program headers or segments lie past its end): the loader
 refuses each, so a production process compiles the kernel after all.
 `foreign_binary` says so from the ELF header and its program headers, for `warm
-check`'s preflight (`warmcli.ops.check`). It owns no state, loads nothing and never
-prints.
+check`'s preflight (`warmcli.ops.check`), and `exported_symbols` reads the names its
+dynamic symbol table exports (what `dlsym` finds), so a row naming a symbol the binary
+lacks is found there too, not when a production process serves it (pyelftools is no
+dependency of warm: a small reader bounded by the binary's size). It owns no state,
+loads nothing and never prints.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import sys
 _ELF = b"\x7fELF"
 _ET_DYN = 3  # e_type of a shared object
 _PT_LOAD = 1
+_SHT_DYNSYM = 11
+_MAX_SYMBOLS = 1 << 20  # a dynamic symbol table longer than this is not read
 # `platform.machine()` -> ELF e_machine of the shared objects its loader takes.
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
              "ppc64": 21, "s390x": 22, "riscv64": 243, "i386": 3, "i686": 3}  # fmt: skip
@@ -27,6 +32,13 @@ _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le":
 _LAYOUT = {
     64: (32, "Q", 54, 64, "I4xQ16xQ"),
     32: (28, "I", 42, 52, "II8xI"),
+}
+# By word size: the header's e_shoff (its offset and format), a section header's sh_type,
+# sh_offset, sh_size, sh_link and sh_entsize, and a symbol's st_name, st_info, st_other
+# and st_shndx.
+_SECTIONS = {
+    64: (40, "Q", "4xI16xQQI12xQ", "IBBH16x"),
+    32: (32, "I", "4xI8xIII8xI", "I8xBBH"),
 }
 
 
@@ -68,3 +80,37 @@ def _cut_short(data: bytes, bits: int, order: str) -> str:
         if kind == _PT_LOAD and start + size > len(data):
             return f"bundle's build is cut short: {len(data)} bytes, a segment past them"
     return ""
+
+
+def exported_symbols(data: bytes) -> frozenset[str] | None:
+    """The names a shared object's dynamic symbol table defines for `dlsym` (global or weak,
+    not hidden), from its section headers; None where that cannot be read (no ELF of this
+    machine's byte order and word size, no section headers, a table past its end)."""
+    if data[:4] != _ELF or len(data) < 64 or data[4] not in (1, 2) or data[5] not in (1, 2):
+        return None
+    bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
+    at, offset, section, symbol = _SECTIONS[bits]
+    (shoff,) = struct.unpack_from(order + offset, data, at)
+    shentsize, shnum = struct.unpack_from(order + "HH", data, _LAYOUT[bits][2] + 4)
+    header, entry = struct.Struct(order + section), struct.Struct(order + symbol)
+    if shnum == 0 or shentsize < header.size or shoff + shentsize * shnum > len(data):
+        return None
+    sections = [header.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+    for kind, start, size, link, entsize in sections:
+        if kind != _SHT_DYNSYM:
+            continue
+        if entsize < entry.size or start + size > len(data) or link >= shnum:
+            return None
+        _, names, names_size, _, _ = sections[link]
+        if names + names_size > len(data) or size // entsize > _MAX_SYMBOLS:
+            return None
+        found: set[str] = set()
+        for i in range(1, size // entsize):  # the first is the null symbol
+            name, info, other, shndx = entry.unpack_from(data, start + i * entsize)
+            if shndx == 0 or (info >> 4) not in (1, 2, 10) or other & 3 in (1, 2):
+                continue  # undefined; local; internal or hidden
+            end = data.find(b"\0", names + name, names + names_size)
+            if name < names_size and end >= 0:
+                found.add(data[names + name : end].decode(errors="replace"))
+        return frozenset(found)
+    return frozenset()

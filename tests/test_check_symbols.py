@@ -1,0 +1,61 @@
+"""`warm check` finds a host kernel whose symbol its binary does not export.
+
+A row naming a symbol its shared object lacks was found only when a production process
+served it (`dlsym` failed, the kernel was rebuilt): `warm check` reads the binary's
+dynamic symbol table (`warmcli.backends.host.binary.exported_symbols`) and reports it as
+an entry that would miss, with the reason. The bundle is made by the real `warm run`
+and its row tampered in the real SQLite file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from conftest import EXAMPLES, Warm
+
+from warmcli.backends.host.binary import exported_symbols
+
+MISSING = "warm_0123456789abcdef_row_sum"  # a well-formed warm symbol no binary defines
+
+
+def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -> None:
+    bundle = tmp_path / "sym.warm"
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert warm("check", bundle).returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        kernels = conn.execute("SELECT count(*), count(DISTINCT sha256) FROM kernels").fetchone()
+        assert kernels[0] > kernels[1]  # kernels share binaries: each is judged by its own symbol
+        key, label = conn.execute(
+            "SELECT key, label FROM kernels WHERE entry = 'row_sum'"
+        ).fetchone()
+        conn.execute("UPDATE kernels SET symbol = ? WHERE key = ?", (MISSING, key))
+    proc = warm("check", bundle, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (miss,) = json.loads(proc.stdout)["unservable"]
+    assert (miss["kind"], miss["key"], miss["reason"]) == ("kernel", key, "binary")
+    assert f"does not export {MISSING}" in miss["detail"]
+    text = warm("check", bundle)
+    assert text.returncode == 1
+    assert "1 not servable here" in text.stdout and MISSING in text.stdout
+    assert label in text.stdout
+
+
+def test_the_symbol_reader_is_bounded_by_the_binary(tmp_path: Path) -> None:
+    """A real shared object's exported names; cut short or overwritten anywhere, the reader
+    answers None or names, never an exception."""
+    source, library = tmp_path / "k.c", tmp_path / "k.so"
+    source.write_text(
+        "void warm_k(void) {}\nstatic void hidden(void) {}\nvoid (*keep)(void) = hidden;\n"
+    )
+    subprocess.run(["cc", "-shared", "-fPIC", "-s", "-o", library, source], check=True)
+    data = library.read_bytes()
+    names = exported_symbols(data)
+    assert names is not None and "warm_k" in names and "hidden" not in names
+    for cut in range(0, len(data), 97):
+        exported_symbols(data[:cut])
+    for at in range(0, len(data), 61):
+        exported_symbols(data[:at] + b"\xff" * 8 + data[at + 8 :])
