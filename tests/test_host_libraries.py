@@ -160,3 +160,33 @@ def test_writers_of_one_binary_in_threads_never_publish_a_partial_file(
         list(pool.map(write_and_check, caches))
     assert all(c._private is None for c in caches)  # nobody had to fall back
     assert sorted(p.name for p in (home / DIRECTORY).iterdir()) == [_place(home, binary).name]
+
+
+def test_without_proc_the_checked_file_is_loaded_by_its_path(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where there is no /proc (its descriptor's name cannot be loaded, nor found), the file
+    just checked is loaded by its path; with /proc there, a refusal by the loader is an
+    error, not a load by path."""
+    binary = _binary(tmp_path, 11)
+    loaded: list[str] = []
+    real_open = libraries._dlopen
+
+    def no_proc(name: str, mode: int) -> int:
+        loaded.append(name)
+        if name.startswith("/proc/"):
+            raise OSError(f"{name}: cannot open shared object file")
+        return real_open(name, mode)
+
+    monkeypatch.setattr(libraries, "_dlopen", no_proc)
+    real_exists = os.path.exists
+    monkeypatch.setattr(
+        os.path, "exists", lambda p: not str(p).startswith("/proc/") and real_exists(p)
+    )
+    assert _answer(LibraryCache().load(binary)) == 11
+    assert loaded[-1] == str(_place(home, binary))  # by its path, in warm's home
+    monkeypatch.setattr(os.path, "exists", real_exists)  # /proc there: the refusal stands
+    loaded.clear()
+    with pytest.raises(OSError):
+        libraries._load_verified(str(_place(home, binary)), binary)
+    assert loaded and all(n.startswith("/proc/") for n in loaded)

@@ -74,6 +74,36 @@ def test_kernel_record_fast_path_is_the_checked_one(components: str) -> None:
     assert all(type(v) is str for v in fast.components.values())
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"key": b"a" * 64}, {"sha256": 7}, {"device": None}, {"label": 1.5}, {"label": b"x"},
+        {"components": b"{}"}, {"compile_log": 0}, {"seconds": 1}, {"seconds": float("nan")},
+        {"seconds": -1.0}, {"size": True}, {"size": 1.0}, {"size": -1}, {"size": None},
+        {"symbol": "warm_0123456789abcdef_t\n"}, {"entry": "1x"}, {"arch": "x" * 5000},
+        {"label": "x" * ((4 << 20) + 1)}, {"components": '{"a": 1.5, "b": "c"}'},
+    ],
+)  # fmt: skip
+def test_kernel_record_fast_path_checks_every_field_as_the_checked_one(
+    changes: dict[str, object],
+) -> None:
+    """A row off the form warm writes (a field of another type, out of its bounds, another
+    form) gives what the field-by-field path gives: the same record, or the same refusal;
+    prefetched (no over-limit column) or read by its key alike."""
+    from warmcli.bundle.kernel_row import _checked_kernel_record, _kernel_record
+    from warmcli.bundle.rows import _Malformed
+
+    by_key = _row(**changes)
+    for row in (by_key, by_key[:-1]):
+        outcomes = []
+        for parse in (_kernel_record, _checked_kernel_record):
+            try:
+                outcomes.append(parse(row))
+            except _Malformed as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1], changes
+
+
 @pytest.mark.parametrize("components", ["[]", '{"a": "b"} x', "{", "", '"a"', "{'a': 1}"])
 def test_kernel_record_refuses_components_that_are_no_json_object(components: str) -> None:
     from warmcli.bundle.kernel_row import _kernel_record

@@ -1,15 +1,14 @@
 """A kernel row of a bundle as a `KernelRecord`: every field checked, fast.
 
-`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, through
-`kernel_record`, which raises the `BundleError` naming a malformed row; `each_kernel`,
-the admin's reads): each field checked as `warmcli.bundle.rows._KERNEL_FIELDS` says
-(its type, its length, a key's and a sha256's hex, an entry's and a symbol's form,
-components a JSON object, a finite time, a blob's size). A hot start parses
-thousands, so a row as warm writes it passes the same checks written inline, in one
-frame; any other row takes the field-by-field path, which names what is wrong. A
-prefetched chunk's rows are handed out with their blobs' sizes by `sized` (those not
-known yet read at once, by the query its caller runs, into the caller's dict). It holds
-no state and reads nothing itself.
+`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, which raises the
+`BundleError` naming a malformed row; `each_kernel`, the admin's reads): each field
+checked as `warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a key's
+and a sha256's hex, an entry's and a symbol's form, components a JSON object, a finite
+time, a blob's size). A hot start parses thousands, so a row as warm writes it passes
+the same checks written inline, in one frame; any other row takes the field-by-field
+path, which names what is wrong. A prefetched chunk's rows are handed out with their
+blobs' sizes by `sized` (those not known yet read at once, by the query its caller
+runs, into the caller's dict). It holds no state and reads nothing itself.
 """
 
 from __future__ import annotations
@@ -28,12 +27,10 @@ from warmcli.bundle.rows import (
     _SYMBOL,
     KERNEL_COLUMNS,
     MAX_NAME_CHARS,
-    _corrupt,
     _json_object,
     _Malformed,
     _within_limits,
 )
-from warmcli.errors import BundleError
 from warmcli.records import KernelRecord
 
 PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
@@ -73,10 +70,11 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
     parses thousands: a row as warm writes it passes the same checks written inline (one
     frame); any other row takes the field-by-field path, which names what is wrong."""
-    if len(row) == 13 or (len(row) == 14 and row[13] is None):  # prefetched, or by key
-        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = row[
-            :13
-        ]
+    n = len(row)
+    if n == 13 or (n == 14 and row[13] is None):  # prefetched, or by key
+        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = (
+            row if n == 13 else row[:13]
+        )
         if (
             type(key) is str
             and type(sha) is str
@@ -122,15 +120,6 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             )  # fmt: skip
             return record
     return _checked_kernel_record(row)
-
-
-def kernel_record(path: object, row: tuple[object, ...]) -> KernelRecord:
-    """`_kernel_record` as `Bundle.kernel` reads it: a malformed row raises the `BundleError`
-    naming it in the bundle at `path` (what `RowReader._parse` raises), in one frame."""
-    try:
-        return _kernel_record(row)
-    except _Malformed as exc:
-        raise BundleError(f"{path}: {_corrupt('kernel', row[0], exc)}") from None
 
 
 def sized(

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.admin import BundleAdmin
 from warmcli.bundle.blobs import MAX_LOADED_BYTES, Streamed, over_cap
 from warmcli.bundle.file import PAGE_BYTES, _open_connection, _retrying, _sqlite_errors
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, kernel_record, sized
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip
+from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, sized
+from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -170,7 +170,10 @@ class Bundle(BundleAdmin):
             self.covered is not None and not self._serves("kernels", key, row[:KERNEL_WIDTH])
         ):
             return None
-        return kernel_record(self.fspath, row)  # `_parse`'s error, one frame: parsed per kernel
+        try:  # named as `_parse` names it, in this frame: a hot start parses thousands
+            return _kernel_record(row)
+        except _Malformed as exc:
+            raise BundleError(f"{self.fspath}: {_corrupt('kernel', row[0], exc)}") from None
 
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
@@ -194,7 +197,11 @@ class Bundle(BundleAdmin):
                 with suppress(sqlite3.Error):  # a row it cannot hand back (no UTF-8): by key
                     for row in cursor:
                         try:  # what `_chars` counts, in line for a row of texts and numbers
-                            prefetched += sum(map(len, row[:11]))
+                            prefetched += (
+                                len(row[0]) + len(row[1]) + len(row[2]) + len(row[3])
+                                + len(row[4]) + len(row[5]) + len(row[6]) + len(row[7])
+                                + len(row[8]) + len(row[9]) + len(row[10])
+                            )  # fmt: skip
                         except TypeError:
                             prefetched += _chars(row)
                         if prefetched > PREFETCH_CHARS:
@@ -341,22 +348,12 @@ class Bundle(BundleAdmin):
                 conn.execute(
                     "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
-                        record.key,
-                        record.device,
-                        record.backend,
-                        record.arch,
-                        record.entry,
-                        record.label,
-                        record.symbol,
-                        record.sha256,
-                        record.toolchain,
-                        json.dumps(record.components, sort_keys=True),
-                        _clip(record.compile_log),
-                        record.seconds,
-                        now,
-                        now,
+                        record.key, record.device, record.backend, record.arch, record.entry,
+                        record.label, record.symbol, record.sha256, record.toolchain,
+                        json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
+                        record.seconds, now, now,
                     ),
-                )
+                )  # fmt: skip
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
                 n_kernels += 1
             conn.executemany(
