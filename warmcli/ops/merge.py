@@ -34,6 +34,7 @@ from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import (
     DISK_FULL,
     SCHEMAS,
+    WRITE_FAILED,
     check_header,
     remove_leftovers,
     unlink_all,
@@ -228,10 +229,9 @@ def _publish(
         os.replace(tmp, out)
         return signature
     except BundleError as exc:
-        if DISK_FULL in str(exc):
-            raise MergeError(
-                f"{out}: {DISK_FULL}: nothing was merged, {out} is unchanged"
-            ) from None
+        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), None)
+        if why is not None:
+            raise MergeError(f"{out}: {why}: nothing was merged, {out} is unchanged") from None
         raise
     except OSError as exc:
         raise MergeError(
