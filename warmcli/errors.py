@@ -213,6 +213,16 @@ class RunInterrupted(KeyboardInterrupt):
         self.stored_tunes = stored_tunes
 
 
+class CleanInterrupted(KeyboardInterrupt):
+    """`warm clean` was interrupted after its removals were committed: they are kept (the
+    file may not have shrunk yet). A `KeyboardInterrupt`, as `RunInterrupted` is."""
+
+    def __init__(self, kernels: int, tunes: int) -> None:
+        super().__init__(kernels, tunes)
+        self.kernels = kernels
+        self.tunes = tunes
+
+
 # The PyCUDA stand-ins.
 
 

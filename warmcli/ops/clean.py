@@ -16,7 +16,9 @@ keeps the first `LISTED` whole (to show), and the keys to remove only when it is
 to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
+that transaction is committed, Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
+never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
 `warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
 prints.
@@ -35,10 +37,10 @@ from pathlib import Path
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
-from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.file import DISK_FULL, FORMAT_VERSION, WRITE_FAILED, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.records import KernelRecord, TuneRecord, where
 
 COMPILE_ONLY = "compile-only"
@@ -302,23 +304,44 @@ def clean_bundle(
     before = path.stat().st_size
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
-    with Bundle.open(path, write=not dry_run) as bundle:
-        format_after = bundle.format_version()
-        corrupt = _corrupt_blobs(bundle)
-        plan = plan_clean(
-            ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
-            bundle.each_tune(order=AS_STORED),
-            machine,
-            keep_foreign=keep_foreign,
-            max_size=max_size,
-            apply=not dry_run,
-            labels=bundle.kernel,
-            corrupt=corrupt,
-            local=local_builds(bundle.each_kernel(order=AS_STORED), machine, corrupt),
-        )
-        applied = bool(plan.removals) and not dry_run
-        if applied and plan.keys is not None:
-            bundle.delete(plan.keys.get("kernel", []), plan.keys.get("tune", []))
-            bundle.vacuum()
-    after = path.stat().st_size
+    removed: list[int] = []  # kernels and tunes, once their removal is committed
+    try:
+        with Bundle.open(path, write=not dry_run) as bundle:
+            format_after = bundle.format_version()
+            corrupt = _corrupt_blobs(bundle)
+            plan = plan_clean(
+                ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
+                bundle.each_tune(order=AS_STORED),
+                machine,
+                keep_foreign=keep_foreign,
+                max_size=max_size,
+                apply=not dry_run,
+                labels=bundle.kernel,
+                corrupt=corrupt,
+                local=local_builds(bundle.each_kernel(order=AS_STORED), machine, corrupt),
+            )
+            applied = bool(plan.removals) and not dry_run
+            if applied and plan.keys is not None:
+                kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
+                bundle.delete(kernels, tunes)
+                removed[:] = len(kernels), len(tunes)
+                _vacuum(bundle, *removed)
+        after = path.stat().st_size
+    except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
+        if not removed:
+            raise
+        raise CleanInterrupted(*removed) from None
     return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+
+
+def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
+    """Vacuum the bundle once `kernels` and `tunes` were removed (committed): a failed write
+    says they are removed and kept, never that the bundle is as it was."""
+    removed = f"removed {kernels} kernel(s) and {tunes} tune(s) (kept)"
+    try:
+        bundle.vacuum()
+    except BundleError as exc:
+        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), str(exc))
+        raise BundleError(
+            f"{bundle.path}: {removed}, but the file was not vacuumed: {why}"
+        ) from None
