@@ -1,7 +1,8 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-A kernel is *corrupt* when its blob is missing or fails its sha256: removed, so the
-next `warm run` builds it again. An entry is *foreign* when this machine would
+A kernel is *corrupt* when its blob is missing or fails its sha256, and a kernel or tune
+when its row is malformed (as `warm verify` names it): removed, so the next `warm run`
+builds it again. An entry is *foreign* when this machine would
 never serve it: a kernel whose binary runs on no device here (`warmcli.backends.serving`: a
 host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
 takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
@@ -309,17 +310,23 @@ def clean_bundle(
         with Bundle.open(path, write=not dry_run) as bundle:
             format_after = bundle.format_version()
             corrupt = _corrupt_blobs(bundle)
+            malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt
+            kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
             plan = plan_clean(
-                ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
-                bundle.each_tune(order=AS_STORED),
+                ((k, used) for k, (_, used) in kernels_used),
+                bundle.each_tune(on_error=_malformed("tune", malformed), order=AS_STORED),
                 machine,
                 keep_foreign=keep_foreign,
                 max_size=max_size,
                 apply=not dry_run,
                 labels=bundle.kernel,
                 corrupt=corrupt,
-                local=local_builds(bundle.each_kernel(order=AS_STORED), machine, corrupt),
+                local=local_builds(
+                    bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
+                ),
             )
+            for removal in malformed:
+                plan.remove(removal)
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
@@ -332,6 +339,17 @@ def clean_bundle(
             raise
         raise CleanInterrupted(*removed) from None
     return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+
+
+def _malformed(kind: str, into: list[Removal]) -> Callable[[str, str], None]:
+    """An `on_error` that adds each malformed row of `kind` whose key is one warm writes
+    (64 hex digits: the key its removal is made by) to `into`, as a corrupt removal."""
+
+    def bad(key: str, problem: str) -> None:
+        if len(key) == 64 and all(c in "0123456789abcdef" for c in key):
+            into.append(Removal(kind, key, problem, "", "corrupt: a malformed row"))
+
+    return bad
 
 
 def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
