@@ -44,7 +44,7 @@ from warmcli.errors import (
 from warmcli.execution.process_mode import active_collector
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_identity, describe_input, key_text
+from warmcli.runtime.tune_spec import check_identity, check_names, describe_input, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -71,6 +71,7 @@ class Tunable(Record):
     restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
+        check_names(self.name, self.candidates, Kernel)
         if not self.candidates:
             raise ValueError(f"tunable {self.name} has no candidates")
         if self.bucket not in (None, "pow2"):
