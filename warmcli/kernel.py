@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -242,6 +243,8 @@ def _options(entry: str, options: object) -> tuple[str, ...]:
                 f"kernel {entry}: option {i + 1} is {option!r} ({_what(option)}); "
                 "every option is a str"
             )
+        if "\x00" in option:  # no command line, nor NVRTC, can carry it
+            raise ValueError(f"kernel {entry}: option {i + 1} holds a NUL byte: {option!r}")
     return tuple(o if type(o) is str else str(o) for o in out)
 
 
@@ -280,6 +283,10 @@ def _define_value(entry: str, name: str, value: object) -> str:
     numpy number the Python number it holds, text and Python numbers as `str` writes them."""
     if isinstance(value, bool | np.bool_):
         return "1" if value else "0"
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        raise ValueError(f"kernel {entry}: define {name}: {value} is no C number (a finite float)")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
     if isinstance(value, str | int | float):
         return str(value)
     if isinstance(value, np.integer):
