@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.printable import Pattern
+from warmcli.printable import Pattern, lone_surrogate
 from warmcli.records import Record
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -138,6 +138,13 @@ class Kernel(Record):
         if not isinstance(name, str):
             raise TypeError(f"kernel {entry}: name is a label (a str), not {_what(name)}")
         norm = tuple(sorted(_defines(entry, defines)))
+        checked_options = _options(entry, options)
+        texts = [("its source", source), ("its name", name)]
+        texts += [(f"option {i + 1}", o) for i, o in enumerate(checked_options)]
+        for what, text in texts + [(f"define {k}", v) for k, v in norm]:
+            if (bad := lone_surrogate(text)) is not None:
+                raise ValueError(f"kernel {entry}: {what} holds {bad!r}, a lone surrogate: "
+                                 "no file can hold it (UTF-8 has no form for it)")  # fmt: skip
         for k, v in norm:
             if "\n" in v or "\r" in v or _opens_comment(v):
                 raise ValueError(
@@ -148,7 +155,7 @@ class Kernel(Record):
         object.__setattr__(self, "entry", entry)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", _options(entry, options))
+        object.__setattr__(self, "options", checked_options)
         object.__setattr__(self, "defines", norm)
         object.__setattr__(self, "name", name or entry)
 
