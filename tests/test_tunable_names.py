@@ -59,3 +59,17 @@ def test_the_name_limit_is_the_bundles() -> None:
     from warmcli.runtime.tune_spec import MAX_NAME
 
     assert MAX_NAME == MAX_NAME_CHARS
+
+
+@pytest.mark.parametrize(
+    "tolerance", ["(float('nan'), 1e-6)", "(1e-5, -1)", "(1e-5,)", "1e-5", "(1e-5, 'x')"]
+)
+def test_a_check_tolerance_that_is_no_pair_of_finite_numbers_at_least_0_is_refused(
+    warm: Warm, workload_file, bundle_path: Path, tolerance: str
+) -> None:
+    args = f'"op", {{"a": K, "b": K2}}, launch, check="a", check_tolerance={tolerance}'
+    script = workload_file(HEAD.replace("Tunable({args}, launch)", f"Tunable({args})"))
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "tunable op: check_tolerance is (rtol, atol)" in line, line

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import math
 import operator
 import threading
 import time
@@ -92,6 +93,16 @@ class Tunable(Record):
             )
         if self.check is not None and not isinstance(self.check, str) and not callable(self.check):
             raise ValueError(f"tunable {self.name}: check is a candidate's name or a callable")
+        try:
+            rtol, atol = (float(t) for t in self.check_tolerance)
+        except (TypeError, ValueError):
+            rtol = atol = math.nan
+        if not (0 <= rtol < math.inf and 0 <= atol < math.inf):
+            raise TuneSpecError(
+                f"tunable {self.name}: check_tolerance is (rtol, atol), two finite numbers "
+                f">= 0, not {self.check_tolerance!r}"
+            )
+        object.__setattr__(self, "check_tolerance", (rtol, atol))
         if self.restore is not None and not callable(self.restore):
             positions = tuple(self._input_position(r) for r in self.restore)
             object.__setattr__(self, "restore_positions", positions)
