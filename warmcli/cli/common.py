@@ -30,7 +30,7 @@ from warmcli import config
 from warmcli.bundle.location import is_url
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path, refuse_no_directory
-from warmcli.printable import printable_lines
+from warmcli.printable import printable, printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -197,10 +197,11 @@ def _named(given: str | None) -> str | None:
 
 
 def compiler_line(info: dict[str, str]) -> str:
-    """One device's compiler as `warm devices` and `warm run --verbose` show it."""
+    """One device's compiler as `warm devices` and `warm run --verbose` show it (inert: a
+    compiler's version line is text warm did not write)."""
     if info["compiler"] == "none":
-        return f"compiler: {info['device']}: none ({info['why']})"
-    return (
+        return printable(f"compiler: {info['device']}: none ({info['why']})")
+    return printable(
         f"compiler: {info['device']}: {info['compiler']} {info['path']} "
         f"({info['version']}): {info['why']}"
     )
