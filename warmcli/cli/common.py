@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -274,9 +275,14 @@ def end_process(code: object) -> None:
     `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
     `atexit` functions run, the output is flushed and the process ends at once, without
     the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
-    that change nothing); else this returns and the interpreter exits as usual."""
+    that change nothing); else this returns and the interpreter exits as usual. The entry
+    point ignores Ctrl-C before calling this (the command's code stands); where a thread
+    is left for the interpreter to wait for, Ctrl-C is answered again while it waits."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    if not _Teardown.needless or any(not t.daemon for t in others):
+    working = any(not t.daemon for t in others)
+    if not _Teardown.needless or working:
+        if working:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return
     status = code if isinstance(code, int) else 0 if code is None else 1
     if not isinstance(code, int | None):
