@@ -7,9 +7,9 @@ caught those still does; every warning derives from `WarmWarning` (a `UserWarnin
 The modules that raise them import them from here, and still export them under
 their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
 
-The one exception to the rule is `RunInterrupted`: it is a `KeyboardInterrupt`, not
-a `WarmError`, so that no `except Exception` (nor `except WarmError`) swallows a
-Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
+The exceptions to the rule are `RunInterrupted` and `CleanInterrupted`: each is a
+`KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
+WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
 """
 
 from __future__ import annotations
