@@ -9,7 +9,8 @@ their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchEr
 
 The exceptions to the rule are `RunInterrupted` and `CleanInterrupted`: each is a
 `KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
-WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
+WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
+above the leaves.
 """
 
 from __future__ import annotations
