@@ -33,6 +33,7 @@ NOT_IMPORTED = {"warmcli.pycuda.autoinit"}
 # Exceptions that are no `WarmError`, and why.
 NOT_WARM_ERRORS = {
     "warmcli.errors.RunInterrupted": "a KeyboardInterrupt: `except Exception` must not swallow it",
+    "warmcli.errors.CleanInterrupted": "likewise: a clean interrupted once its removal is kept",
 }
 
 

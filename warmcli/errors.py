@@ -7,9 +7,10 @@ caught those still does; every warning derives from `WarmWarning` (a `UserWarnin
 The modules that raise them import them from here, and still export them under
 their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
 
-The one exception to the rule is `RunInterrupted`: it is a `KeyboardInterrupt`, not
-a `WarmError`, so that no `except Exception` (nor `except WarmError`) swallows a
-Ctrl-C. This module owns no state and imports nothing of warm above the leaves.
+The exceptions to the rule are `RunInterrupted` and `CleanInterrupted`: each is a
+`KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
+WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
+above the leaves.
 """
 
 from __future__ import annotations
@@ -211,6 +212,16 @@ class RunInterrupted(KeyboardInterrupt):
         super().__init__(stored_kernels, stored_tunes)
         self.stored_kernels = stored_kernels
         self.stored_tunes = stored_tunes
+
+
+class CleanInterrupted(KeyboardInterrupt):
+    """`warm clean` was interrupted after its removals were committed: they are kept (the
+    file may not have shrunk yet). A `KeyboardInterrupt`, as `RunInterrupted` is."""
+
+    def __init__(self, kernels: int, tunes: int) -> None:
+        super().__init__(kernels, tunes)
+        self.kernels = kernels
+        self.tunes = tunes
 
 
 # The PyCUDA stand-ins.

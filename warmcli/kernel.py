@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.printable import Pattern
+from warmcli.printable import Pattern, lone_surrogate
 from warmcli.records import Record
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -139,6 +140,13 @@ class Kernel(Record):
         if not isinstance(name, str):
             raise TypeError(f"kernel {entry}: name is a label (a str), not {_what(name)}")
         norm = tuple(sorted(_defines(entry, defines)))
+        checked_options = _options(entry, options)
+        texts = [("its source", source), ("its name", name)]
+        texts += [(f"option {i + 1}", o) for i, o in enumerate(checked_options)]
+        for what, text in texts + [(f"define {k}", v) for k, v in norm]:
+            if (bad := lone_surrogate(text)) is not None:
+                raise ValueError(f"kernel {entry}: {what} holds {bad!r}, a lone surrogate: "
+                                 "no file can hold it (UTF-8 has no form for it)")  # fmt: skip
         for k, v in norm:
             if "\n" in v or "\r" in v or _opens_comment(v):
                 raise ValueError(
@@ -149,7 +157,7 @@ class Kernel(Record):
         object.__setattr__(self, "entry", entry)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", _options(entry, options))
+        object.__setattr__(self, "options", checked_options)
         object.__setattr__(self, "defines", norm)
         object.__setattr__(self, "name", name or entry)
 
@@ -257,6 +265,8 @@ def _options(entry: str, options: object) -> tuple[str, ...]:
                 f"kernel {entry}: option {i + 1} is {option!r} ({_what(option)}); "
                 "every option is a str"
             )
+        if "\x00" in option:  # no command line, nor NVRTC, can carry it
+            raise ValueError(f"kernel {entry}: option {i + 1} holds a NUL byte: {option!r}")
     return tuple(o if type(o) is str else str(o) for o in out)
 
 
@@ -295,6 +305,10 @@ def _define_value(entry: str, name: str, value: object) -> str:
     numpy number the Python number it holds, text and Python numbers as `str` writes them."""
     if isinstance(value, bool | np.bool_):
         return "1" if value else "0"
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        raise ValueError(f"kernel {entry}: define {name}: {value} is no C number (a finite float)")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
     if isinstance(value, str | int | float):
         return str(value)
     if isinstance(value, np.integer):

@@ -7,6 +7,7 @@ forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would sho
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
 (`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
+`lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
 define patterns (compiling one costs 40-700 µs at import, in processes that may never
@@ -59,3 +60,15 @@ def printable(value: object) -> str:
 def printable_lines(value: object) -> list[str]:
     """`value`'s lines (a compiler log, a multi-line error), each made `printable`."""
     return [printable(line) for line in str(value).splitlines()]
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in `text` (UTF-8 cannot encode it: no file, nor a bundle,
+    can hold it), else None; ASCII text is answered without a scan."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None

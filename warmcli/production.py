@@ -40,6 +40,7 @@ from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.errors import DeviceError
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.records import Record, factory
@@ -241,6 +242,8 @@ def runtime(device: str = "auto") -> Runtime:
     """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
     over the bundle in use; one per device, however it is named. Under a bound runtime of
     that device (`warm run`'s passes), that runtime, so what the workload does there is warmed."""
+    if not isinstance(device, str):
+        raise DeviceError(f"device {device!r} is no str: use host, cuda, cuda:N or auto")
     active = _bound(device)
     if active is not None:
         return active

@@ -27,16 +27,33 @@ Converter = Callable[[Sequence[Any]], tuple[Any, ...]]
 FastConverter = Callable[[Sequence[Any]], "tuple[Any, ...] | None"]  # `fast_converter`'s
 Step = Callable[[Any], Any]
 
-# Integer letters and their inclusive ranges; float letters and their largest finite value.
+# Integer letters and their inclusive ranges; float letters and the largest magnitude that
+# rounds to a finite value of their type (as C and numpy round: up to the midpoint between
+# the type's largest value and the next power of two, which rounds to infinity).
 INT_RANGES: dict[str, tuple[int, int]] = {
     letter: (int(np.iinfo(t).min), int(np.iinfo(t).max))
     for letter, t in PARAM_SCALARS.items()
     if np.dtype(t).kind in "iu"  # `np.issubdtype(t, np.integer)`, told without its walk
 }
+
+
+def _rounds_finite(t: Any) -> float:
+    """The largest float that rounds to a finite value of the float type `t`."""
+    top = float(np.finfo(t).max)
+    if np.dtype(t).itemsize >= 8:
+        return top
+    midpoint = top + (top - float(np.nextafter(t(top), t(0)))) / 2
+    return float(np.nextafter(midpoint, 0.0))
+
+
 FLOAT_LIMITS: dict[str, float] = {
-    letter: float(np.finfo(t).max)
+    letter: _rounds_finite(t)
     for letter, t in PARAM_SCALARS.items()
     if np.dtype(t).kind == "f"  # `np.issubdtype(t, np.floating)`
+}
+_LARGEST = {  # each type's largest value, as numpy writes it (float16's whole: 65504)
+    letter: f"{int(top)}" if float(top) < 1e6 else np.format_float_scientific(top, unique=True)
+    for letter, top in ((x, np.finfo(PARAM_SCALARS[x]).max) for x in FLOAT_LIMITS)
 }
 
 
@@ -77,8 +94,9 @@ def _integer_step(kernel: Kernel, position: int) -> Step:
 
 
 def _float_step(kernel: Kernel, position: int) -> Step:
-    limit = FLOAT_LIMITS[kernel.params[position]]
-    expected = f"a real number within ±{limit:.6g}"
+    letter = kernel.params[position]
+    limit = FLOAT_LIMITS[letter]
+    expected = f"a real number that rounds to a finite one (within ±{_LARGEST[letter]})"
 
     def step(value: Any) -> Any:
         if type(value) is float and -limit <= value <= limit:

@@ -14,10 +14,11 @@ header without SQL; `_open_connection` checks that its schema is exactly warm's
 (`sqlite_master` equal to the rows warm's schema declares, `declared_schema`, else compared
 row by row with what SQLite makes of it by `schema_problems`, so no trigger, view, extra
 index or generated column of a bundle ever runs), with `trusted_schema` off, and every
-SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk is named so:
-the write was rolled back). The file stays in rollback-journal mode (a file switched to WAL
-is switched back on open, or refused where it cannot be written), so a read-only copy opens,
-and a write interrupted by a crash is rolled back by the next open. "Database is locked" is
+SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
+the system refused otherwise, is named so: the write was rolled back). The file stays in
+rollback-journal mode (a file switched to WAL is switched back on open, or refused where
+it cannot be written), so a read-only copy opens, and a write interrupted by a crash is
+rolled back by the next open. "Database is locked" is
 waited out by the busy timeout and then retried (`_retrying`), never shown. Writers take a
 file lock (`warmcli.bundle.lock`, which readers never take); `remove_leftovers` removes,
 under it, the temporary files, journals and locks that a killed create or merge left beside
@@ -51,6 +52,8 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 DISK_FULL = "the disk is full"
+WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
+_WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
 PAGE_BYTES = 16384
 
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
@@ -296,21 +299,18 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _disk_full(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
-
-
 @contextmanager
 def _sqlite_errors(path: str | Path) -> Iterator[None]:
-    """Every SQLite failure, as a one-line `BundleError` (its words escaped); a full disk is
-    said to be one (the write was rolled back: the bundle is as it was, never "corrupt")."""
+    """Every SQLite failure, as a one-line `BundleError` (its words escaped); a write the
+    system refused (a full disk, a size limit) says so: rolled back, never "corrupt"."""
     try:
         yield
     except sqlite3.Error as exc:
-        if _disk_full(exc):
+        code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
+        why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
+        if why:
             raise BundleError(
-                f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
+                f"{path}: {why}: nothing was written, the bundle is unchanged"
             ) from None
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):

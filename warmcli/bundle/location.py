@@ -1,11 +1,13 @@
 """Whether a bundle is named by URL rather than by path: what a reader asks of every bundle
 it is given, answered without importing the fetching layer (`warmcli.bundle.remote`,
-which a bundle named by path never needs). It holds no state, reads nothing and never
-fetches."""
+which a bundle named by path never needs); and whether a path that a whole new file is
+renamed over (a merge's OUT, a pull's PATH) names something that is no regular file. It
+holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
 import os
+import stat
 from urllib.parse import urlsplit
 
 SCHEMES = ("https", "http", "s3")
@@ -20,3 +22,22 @@ def is_url(text: str | os.PathLike[str]) -> bool:
         return urlsplit(text).scheme in SCHEMES
     except ValueError:
         return False
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_file(path: str | os.PathLike[str]) -> str | None:
+    """Why a bundle may not be written over `path` (followed through links): `"a FIFO"`,
+    `"a character device"`... where it exists and is neither a regular file nor a folder;
+    None otherwise (nothing there, a regular file, a folder: each said by its caller)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), None)

@@ -81,7 +81,7 @@ _TUNE_FIELDS = (
     ("shape_key", _text),
     ("device", _name),
     ("checksum", _hex64),
-    ("status", _name),
+    ("status", lambda value: _name(_status_code(value))),
     ("pick", _name),
     ("seconds", _seconds),
     ("measured_at", _seconds),
@@ -234,6 +234,13 @@ def parsed_tunes(
 
     kernel_key = reader._kernel_key
     return each_named(reader, "tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
+
+
+def _status_code(value: object) -> object:
+    """A status read back as a code (`STATUS_TEXT` names the codes warm writes): refused."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise _Malformed(f"code {value} is not a tune status (0 measured, 1 pending)")
+    return value
 
 
 def _fields(values: tuple[object, ...]) -> list[object]:

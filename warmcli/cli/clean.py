@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import typer
 
 from warmcli.backends.machine import inventory
 from warmcli.cli.app import app
 from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
     BundleArg,
     CompilerOpt,
     JsonOpt,
@@ -19,6 +22,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.config import parse_size
+from warmcli.errors import CleanInterrupted
 from warmcli.ops.clean import CleanReport, Machine, clean_bundle
 
 
@@ -49,8 +53,22 @@ def clean(
             path, machine, keep_foreign=keep_foreign, max_size=limit, dry_run=dry_run
         )
 
-    report = guarded(action)
-    if as_json:
-        emit_json(clean_json(report))
-    else:
-        out.print(clean_renderable(report))
+    try:
+        report = guarded(action)
+    except CleanInterrupted as exc:  # after the removal was committed: it is kept
+        _interrupted(exc.kernels, exc.tunes)
+    try:
+        if as_json:
+            emit_json(clean_json(report))
+        else:
+            out.print(clean_renderable(report))
+    except KeyboardInterrupt:  # before the report was shown: what was removed is said
+        if not report.applied:
+            raise
+        _interrupted(report.plan.removed["kernel"], report.plan.removed["tune"])
+
+
+def _interrupted(kernels: int, tunes: int) -> NoReturn:
+    """Ctrl-C once the removal was committed: what it removed (kept), exit 130."""
+    removed = f"removed {kernels} kernel(s) and {tunes} tune(s)"
+    fail(f"interrupted: {removed} (kept; the file may not have shrunk)", EXIT_INTERRUPTED, label="")

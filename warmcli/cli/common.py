@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from warmcli import config
 from warmcli.bundle.location import is_url
 from warmcli.errors import WarmError
 from warmcli.home import default_bundle_path, refuse_no_directory
-from warmcli.printable import printable_lines
+from warmcli.printable import printable, printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -197,10 +198,11 @@ def _named(given: str | None) -> str | None:
 
 
 def compiler_line(info: dict[str, str]) -> str:
-    """One device's compiler as `warm devices` and `warm run --verbose` show it."""
+    """One device's compiler as `warm devices` and `warm run --verbose` show it (inert: a
+    compiler's version line is text warm did not write)."""
     if info["compiler"] == "none":
-        return f"compiler: {info['device']}: none ({info['why']})"
-    return (
+        return printable(f"compiler: {info['device']}: none ({info['why']})")
+    return printable(
         f"compiler: {info['device']}: {info['compiler']} {info['path']} "
         f"({info['version']}): {info['why']}"
     )
@@ -273,9 +275,14 @@ def end_process(code: object) -> None:
     `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
     `atexit` functions run, the output is flushed and the process ends at once, without
     the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
-    that change nothing); else this returns and the interpreter exits as usual."""
+    that change nothing); else this returns and the interpreter exits as usual. The entry
+    point ignores Ctrl-C before calling this (the command's code stands); where a thread
+    is left for the interpreter to wait for, Ctrl-C is answered again while it waits."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    if not _Teardown.needless or any(not t.daemon for t in others):
+    working = any(not t.daemon for t in others)
+    if not _Teardown.needless or working:
+        if working:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return
     status = code if isinstance(code, int) else 0 if code is None else 1
     if not isinstance(code, int | None):

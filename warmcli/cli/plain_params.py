@@ -72,10 +72,10 @@ def _leaf(annotation: Any, info: Any) -> Any:
 
         def number(value: Any, param: Any, ctx: Any) -> Any:
             number = parse(value) if isinstance(value, str) else annotation(value)
+            if high is not None and not number <= high:  # first, as Pydantic (nan: this)
+                raise ValueError(f"Input should be less than or equal to {high}")
             if low is not None and not number >= low:
                 raise ValueError(f"Input should be greater than or equal to {low}")
-            if high is not None and not number <= high:
-                raise ValueError(f"Input should be less than or equal to {high}")
             return number
 
         return number

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import typer
 
 from warmcli.bundle.file import check_header
-from warmcli.bundle.location import is_url
+from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
@@ -60,11 +60,15 @@ def pull(
 
     A download refused (no sound bundle) or a store unreachable copies nothing: PATH
     keeps what it held (the last good copy, if any, is named). A PATH that is no warm
-    bundle is replaced only with --force; through a link, the file it leads to is.
+    bundle is replaced only with --force; through a link, the file it leads to is. A
+    PATH that is (or leads to) a FIFO or a device is never replaced.
     """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
     target = path or _named_by(url)
+    kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
+    if kind is not None:
+        fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")

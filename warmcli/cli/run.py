@@ -97,6 +97,7 @@ def run(
         None,
         "--compile-timeout",
         min=0.1,
+        max=1_000_000,  # (about 11 days: a wait past what the OS can time, inf, is refused)
         help="Seconds before a compiler process is stopped "
         f"\\[default: {DEFAULT_COMPILE_TIMEOUT:g}].",
     ),

@@ -1,7 +1,8 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-A kernel is *corrupt* when its blob is missing or fails its sha256: removed, so the
-next `warm run` builds it again. An entry is *foreign* when this machine would
+A kernel is *corrupt* when its blob is missing or fails its sha256, and a kernel or tune
+when its row is malformed (as `warm verify` names it): removed, so the next `warm run`
+builds it again. An entry is *foreign* when this machine would
 never serve it: a kernel whose binary runs on no device here (`warmcli.backends.serving`: a
 host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
 takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
@@ -16,7 +17,9 @@ keeps the first `LISTED` whole (to show), and the keys to remove only when it is
 to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum).
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
+that transaction is committed, Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
+never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
 `warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
 prints.
@@ -35,10 +38,10 @@ from pathlib import Path
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
-from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.file import DISK_FULL, FORMAT_VERSION, WRITE_FAILED, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.records import KernelRecord, TuneRecord, where
 
 COMPILE_ONLY = "compile-only"
@@ -302,23 +305,61 @@ def clean_bundle(
     before = path.stat().st_size
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
-    with Bundle.open(path, write=not dry_run) as bundle:
-        format_after = bundle.format_version()
-        corrupt = _corrupt_blobs(bundle)
-        plan = plan_clean(
-            ((k, used) for k, (_, used) in bundle.each_kernel_used(order=AS_STORED)),
-            bundle.each_tune(order=AS_STORED),
-            machine,
-            keep_foreign=keep_foreign,
-            max_size=max_size,
-            apply=not dry_run,
-            labels=bundle.kernel,
-            corrupt=corrupt,
-            local=local_builds(bundle.each_kernel(order=AS_STORED), machine, corrupt),
-        )
-        applied = bool(plan.removals) and not dry_run
-        if applied and plan.keys is not None:
-            bundle.delete(plan.keys.get("kernel", []), plan.keys.get("tune", []))
-            bundle.vacuum()
-    after = path.stat().st_size
+    removed: list[int] = []  # kernels and tunes, once their removal is committed
+    try:
+        with Bundle.open(path, write=not dry_run) as bundle:
+            format_after = bundle.format_version()
+            corrupt = _corrupt_blobs(bundle)
+            malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt
+            kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
+            plan = plan_clean(
+                ((k, used) for k, (_, used) in kernels_used),
+                bundle.each_tune(on_error=_malformed("tune", malformed), order=AS_STORED),
+                machine,
+                keep_foreign=keep_foreign,
+                max_size=max_size,
+                apply=not dry_run,
+                labels=bundle.kernel,
+                corrupt=corrupt,
+                local=local_builds(
+                    bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
+                ),
+            )
+            for removal in malformed:
+                plan.remove(removal)
+            applied = bool(plan.removals) and not dry_run
+            if applied and plan.keys is not None:
+                kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
+                bundle.delete(kernels, tunes)
+                removed[:] = len(kernels), len(tunes)
+                _vacuum(bundle, *removed)
+        after = path.stat().st_size
+    except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
+        if not removed:
+            raise
+        raise CleanInterrupted(*removed) from None
     return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+
+
+def _malformed(kind: str, into: list[Removal]) -> Callable[[str, str], None]:
+    """An `on_error` that adds each malformed row of `kind` whose key is one warm writes
+    (64 hex digits: the key its removal is made by) to `into`, as a corrupt removal."""
+
+    def bad(key: str, problem: str) -> None:
+        if len(key) == 64 and all(c in "0123456789abcdef" for c in key):
+            into.append(Removal(kind, key, problem, "", "corrupt: a malformed row"))
+
+    return bad
+
+
+def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
+    """Vacuum the bundle once `kernels` and `tunes` were removed (committed): a failed write
+    says they are removed and kept, never that the bundle is as it was."""
+    removed = f"removed {kernels} kernel(s) and {tunes} tune(s) (kept)"
+    try:
+        bundle.vacuum()
+    except BundleError as exc:
+        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), str(exc))
+        raise BundleError(
+            f"{bundle.path}: {removed}, but the file was not vacuumed: {why}"
+        ) from None

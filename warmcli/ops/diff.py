@@ -7,7 +7,9 @@ pick is reported with each bundle's pick and its median time. An entry a bundle 
 but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
 that bundle, which cannot serve it: two bundles are never called the same while one has
 any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
-exits 1). Both bundles' keys
+exits 1); a malformed row is listed there only, never as "only in" one bundle or as a
+changed pick (past the first `LISTED` of a kind, whose rows are not read, it is counted
+there too). Both bundles' keys
 (and picks) are read as two streams ordered by key and joined as they go, so memory
 does not grow with their size: a `BundleDiff` counts everything and keeps the first
 `LISTED` entries of each kind, whose rows alone are read whole. This module reads
@@ -28,7 +30,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
 
 LISTED = 1_000  # entries of each kind a diff keeps (and shows); the rest are counted
-Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole
+Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
 
 
 class _Keyed(Protocol):
@@ -94,11 +96,15 @@ class BundleDiff:
 
     def keep(self, name: str, entry: Callable[[], object]) -> None:
         """Count one entry of the list `name`; read it (`entry()`) and keep it if it is
-        among the first `LISTED`."""
-        self.counts[name] = self.counts.get(name, 0) + 1
+        among the first `LISTED`. One `entry()` reads as None (a row its bundle cannot
+        read, listed as corrupt there) is neither kept nor counted."""
         listed = getattr(self, name)
         if len(listed) < LISTED:
-            listed.append(entry())
+            record = entry()
+            if record is None:
+                return
+            listed.append(record)
+        self.counts[name] = self.counts.get(name, 0) + 1
 
 
 def pick_seconds(tune: TuneRecord) -> float | None:
@@ -151,7 +157,9 @@ def diff_keys(
     return diff
 
 
-def _change(ta: Any, tb: Any) -> PickChange:
+def _change(ta: Any, tb: Any) -> PickChange | None:
+    if ta is None or tb is None:  # a malformed row in either: corrupt there, no pick changed
+        return None
     return PickChange(
         operation=ta.operation,
         shape=ta.shape_key,
@@ -183,8 +191,12 @@ def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
 
 
 def _reader(bundle: Bundle) -> Reader:
-    def read(kind: str, key: str) -> KernelRecord | TuneRecord:
-        record = bundle.kernel(key) if kind == "kernel" else bundle.tune(key)
+    def read(kind: str, key: str) -> KernelRecord | TuneRecord | None:
+        """The record, or None for a malformed row (`corrupt_entries` lists it)."""
+        try:
+            record = bundle.kernel(key) if kind == "kernel" else bundle.tune(key)
+        except BundleError:
+            return None
         if record is None:  # removed since its key was read
             raise BundleError(f"{bundle.path}: {kind} {key[:16]} was removed while being read")
         return record

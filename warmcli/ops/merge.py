@@ -12,7 +12,8 @@ merge into it) waits and then writes into the merged file: no write is lost. The
 is written to a temporary file beside the output, given the output's mode, owner and
 group, and moved into place only when complete, so a failed merge leaves the output as
 it was and nothing beside it (what a killed merge left is removed by the next); an
-output that is a symbolic link stays one, the file it leads to replaced. The
+output that is a symbolic link stays one, the file it leads to replaced; one that is (or
+leads to) a FIFO or a device is refused, `--force` or not. The
 inputs' signatures do not carry over: given a key, the output is signed with it (every
 entry), else the report says the output is unsigned. A blob is copied a chunk at a time
 and checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size
@@ -33,10 +34,12 @@ from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import (
     DISK_FULL,
     SCHEMAS,
+    WRITE_FAILED,
     check_header,
     remove_leftovers,
     unlink_all,
 )
+from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
@@ -113,6 +116,7 @@ def merge_bundles(
         raise MergeError("merge needs at least one bundle")
     if out.is_dir():
         raise MergeError(f"{out}: is a directory: name the bundle file to write")
+    _refuse_special(out)
     check_format_versions(paths)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -225,10 +229,9 @@ def _publish(
         os.replace(tmp, out)
         return signature
     except BundleError as exc:
-        if DISK_FULL in str(exc):
-            raise MergeError(
-                f"{out}: {DISK_FULL}: nothing was merged, {out} is unchanged"
-            ) from None
+        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), None)
+        if why is not None:
+            raise MergeError(f"{out}: {why}: nothing was merged, {out} is unchanged") from None
         raise
     except OSError as exc:
         raise MergeError(
@@ -245,9 +248,21 @@ def _attributes_to_keep(out: Path) -> os.stat_result | None:
         st = os.stat(out)
     except FileNotFoundError:
         return None
+    _refuse_special(out)  # made one since it was first looked at
     if not os.access(out, os.W_OK):
         raise MergeError(f"{out}: not writable by you: nothing was merged")
     return st
+
+
+def _refuse_special(out: Path) -> None:
+    """OUT, where it is a FIFO or a device (or a link to one), is never replaced, even
+    under `--force`: a merge writes a bundle file, it never turns /dev/null into one."""
+    kind = not_a_file(out)
+    if kind is not None:
+        raise MergeError(
+            f"{out}: {kind}, not a regular file: a merge writes only a bundle file "
+            "(nothing was merged)"
+        )
 
 
 def _keep_attributes(tmp: Path, out: Path, kept: os.stat_result) -> None:

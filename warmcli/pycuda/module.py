@@ -130,6 +130,10 @@ class SourceModule:
                 f"SourceModule(nvcc={nvcc!r}): warm compiles with its device's nvcc "
                 "(--nvcc or WARM_NVCC)"
             )
+        for arg, value in (("options", options), ("include_dirs", include_dirs)):
+            if isinstance(value, str):  # PyCUDA takes a list: one str is one entry a char
+                raise PyCudaError(f"SourceModule({arg}={value!r}): a list, one entry each: "
+                                  f"{arg}=[{value!r}]")  # fmt: skip
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
             options = config.pycuda_nvcc_flags()
         self.source = source

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import math
 import operator
 import threading
 import time
@@ -44,7 +45,7 @@ from warmcli.errors import (
 from warmcli.execution.process_mode import active_collector
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_identity, describe_input, key_text
+from warmcli.runtime.tune_spec import check_identity, check_names, describe_input, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -71,6 +72,7 @@ class Tunable(Record):
     restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
+        check_names(self.name, self.candidates, Kernel)
         if not self.candidates:
             raise ValueError(f"tunable {self.name} has no candidates")
         if self.bucket not in (None, "pow2"):
@@ -91,6 +93,16 @@ class Tunable(Record):
             )
         if self.check is not None and not isinstance(self.check, str) and not callable(self.check):
             raise ValueError(f"tunable {self.name}: check is a candidate's name or a callable")
+        try:
+            rtol, atol = (float(t) for t in self.check_tolerance)
+        except (TypeError, ValueError):
+            rtol = atol = math.nan
+        if not (0 <= rtol < math.inf and 0 <= atol < math.inf):
+            raise TuneSpecError(
+                f"tunable {self.name}: check_tolerance is (rtol, atol), two finite numbers "
+                f">= 0, not {self.check_tolerance!r}"
+            )
+        object.__setattr__(self, "check_tolerance", (rtol, atol))
         if self.restore is not None and not callable(self.restore):
             positions = tuple(self._input_position(r) for r in self.restore)
             object.__setattr__(self, "restore_positions", positions)

@@ -5,7 +5,8 @@ bundle never serves it. This module renders the inputs (`describe_input`), a `ke
 callable's value (`key_text`: a value whose text is a default object repr, holding a
 memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
-and a hash of its code) as text. It owns no state, and never runs a kernel or a check.
+and a hash of its code) as text, and refuses a tunable's name or candidates that a bundle
+cannot hold (`check_names`). It owns no state, and never runs a kernel or a check.
 """
 
 from __future__ import annotations
@@ -14,15 +15,43 @@ import functools
 import hashlib
 import json
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
+from warmcli.printable import lone_surrogate
 
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
+MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
+
+
+def check_names(name: object, candidates: object, kernel: type) -> None:
+    """`TypeError` or `ValueError` naming the tunable where its name, or a candidate's
+    name or kernel, is not what a bundle holds (each name a str of at most `MAX_NAME`
+    characters, each candidate a `kernel`, the candidates a mapping)."""
+    if not isinstance(name, str):
+        raise TypeError(f"tunable {name!r}: its name is no str ({type(name).__name__})")
+    _encodable(name, "its name", name)
+    if len(name) > MAX_NAME:
+        raise ValueError(f"tunable {name[:40]}...: its name is {len(name)} characters, over "
+                         f"the {MAX_NAME} a bundle holds")  # fmt: skip
+    if not isinstance(candidates, Mapping):
+        raise TypeError(f"tunable {name}: its candidates are a mapping of names to kernels, "
+                        f"not a {type(candidates).__name__}")  # fmt: skip
+    for each, k in candidates.items():
+        if not isinstance(each, str):
+            raise TypeError(f"tunable {name}: candidate name {each!r} ({type(each).__name__}) "
+                            "is no str")  # fmt: skip
+        _encodable(name, f"candidate name {each!r}", each)
+        if len(each) > MAX_NAME:
+            raise ValueError(f"tunable {name}: a candidate name of {len(each)} characters, "
+                             f"over the {MAX_NAME} a bundle holds")  # fmt: skip
+        if not isinstance(k, kernel):
+            raise TypeError(f"tunable {name}: candidate {each!r} is no Kernel "
+                            f"({type(k).__name__})")  # fmt: skip
 
 
 def pow2(n: int) -> int:
@@ -124,7 +153,18 @@ def key_text(name: str, derived: Any) -> str:
             raise TuneSpecError(message) from None
     if _ADDRESS in text:
         _stable(name, derived)  # raises, naming the part
+    if (bad := lone_surrogate(text)) is not None:
+        message = (
+            f"tunable {name}: key= gave text holding {bad!r}, a lone surrogate no file can hold"
+        )
+        raise TuneSpecError(message)
     return text
+
+
+def _encodable(name: str, what: str, text: str) -> None:
+    if (bad := lone_surrogate(text)) is not None:
+        raise ValueError(f"tunable {name}: {what} holds {bad!r}, a lone surrogate: no file "
+                         "can hold it (UTF-8 has no form for it)")  # fmt: skip
 
 
 def _constant(value: Any) -> str:

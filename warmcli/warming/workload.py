@@ -13,7 +13,8 @@ message names the workload's own file and line. With a fallback entry (`main()` 
 a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take no
 argument: it is then called without the runtime. Either way the runtime is bound
 while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go
-through it; an `async def` entry is run to its end (`asyncio.run`), and the working
+through it; an `async def` or generator entry is run to its end (`asyncio.run`, or
+iterated: calling it ran nothing), and the working
 folder it changes is put back after each run (each pass starts where the first did;
 a relative bundle path holds). A run waits, as Python does before a process ends, for
 the non-daemon threads the entry left running (not an idle pool worker), and a process
@@ -84,10 +85,7 @@ class Workload:
         try:
             with bound_runtime(runtime):
                 result = self.function(runtime) if self.takes_runtime else self.function()
-                if inspect.iscoroutine(result):  # `async def workload(rt)`: run to its end
-                    import asyncio
-
-                    asyncio.run(result)
+                _run_to_its_end(result)
                 _join_left(running)
                 _forked_child_ends(pid, 0)
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
@@ -109,6 +107,22 @@ class Workload:
             if folder is not None:
                 with contextlib.suppress(OSError):  # a folder the workload removed stays left
                     os.chdir(folder)
+
+
+def _run_to_its_end(result: Any) -> None:
+    """What calling an `async def` or generator workload returned, run to its end (calling
+    it ran nothing): a coroutine by `asyncio.run`, a generator by iterating it."""
+    if inspect.isgenerator(result):
+        for _ in result:
+            pass
+    elif inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        import asyncio
+
+        async def drained() -> None:
+            async for _ in result:
+                pass
+
+        asyncio.run(result if inspect.iscoroutine(result) else drained())
 
 
 def first_line(exc: BaseException) -> str:

@@ -87,8 +87,11 @@ def _package_roots() -> list[Path]:
 
 
 def _executable(path: str | os.PathLike[str]) -> str | None:
+    """`path` made absolute, where it is an executable file (a relative `./nvcc` stays the
+    file it names: `str(Path(...))` dropped its `./`, and the bare name was looked up on
+    PATH)."""
     p = Path(path)
-    return str(p) if p.is_file() and os.access(p, os.X_OK) else None
+    return os.path.abspath(p) if p.is_file() and os.access(p, os.X_OK) else None
 
 
 def _candidates() -> Iterator[tuple[str, str | None]]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, probe
+from warmcli.errors import ToolchainError
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
@@ -99,8 +100,14 @@ class HostCompiler:
                 log, seconds = run_compiler(command, units, timeout, scratch)
             except CompileFailure as failure:
                 raise signature.explain(failure) from None
-            with open(output, "rb") as fh:
-                binary = fh.read()
+            try:
+                with open(output, "rb") as fh:
+                    binary = fh.read()
+            except FileNotFoundError:  # `true`, or a wrapper that drops its `-o`
+                raise ToolchainError(
+                    f"cc: {self.toolchain.path} exited 0 but wrote no shared library: "
+                    "WARM_CC must name a C compiler"
+                ) from None
         return CompiledGroup(
             binary=binary,
             symbols={u.key: u.symbol for u in units},
