@@ -83,11 +83,18 @@ def test_mangled_global_finds_plain_and_namespaced_symbols() -> None:
 class FakeCudaArray:
     """Fake of the `__cuda_array_interface__` protocol (CuPy, PyTorch, Numba export it)."""
 
-    def __init__(self, pointer: int, shape: tuple[int, ...], typestr: str) -> None:
+    def __init__(
+        self,
+        pointer: int,
+        shape: tuple[int, ...],
+        typestr: str,
+        strides: tuple[int, ...] | None = None,
+    ) -> None:
         self.__cuda_array_interface__ = {
             "shape": shape,
             "typestr": typestr,
             "data": (pointer, False),
+            "strides": strides,
             "version": 3,
         }
 
@@ -110,6 +117,25 @@ def test_wrap_turns_foreign_memory_into_buffers() -> None:
     assert int(StandInAllocation(64)) == 0, "a null pointer: `int(x.gpudata)` pre-builds too"
     with pytest.raises(ArgumentError, match="cannot pass a list as device memory"):
         wrap([1, 2], "cuda:0")
+
+
+def test_wrap_refuses_a_strided_view_and_takes_contiguous_strides() -> None:
+    """A view with gaps (`C[:, :n]`) is not the shape x itemsize bytes from its pointer that
+    a `Buffer` is: warm's reads and a tune's restore of its inputs would miss or overwrite
+    the memory between its rows, so a cold start and a hit would differ. Refused, named."""
+    with pytest.raises(ArgumentError, match="not contiguous"):
+        wrap(FakeCudaArray(0x7F00, (3, 4), "<f4", strides=(32, 4)), "cuda:0")
+    with pytest.raises(ArgumentError, match="not contiguous"):
+        wrap(FakeCudaArray(0x7F00, (3, 4), "<f4", strides=(4, 12)), "cuda:0")  # transposed
+    same = wrap(FakeCudaArray(0x7F00, (3, 4), "<f4", strides=(16, 4)), "cuda:0")
+    assert same.shape == (3, 4)
+    assert wrap(FakeCudaArray(0x7F00, (0, 4), "<f4", strides=(99, 4)), "cuda:0").shape == (0, 4)
+    assert wrap(FakeCudaArray(0x7F00, (1, 4), "<f4", strides=(99, 4)), "cuda:0").shape == (1, 4)
+
+    view = GPUArray((2, 5), np.float32)
+    view.strides = (40, 4)  # a GPUArray view (`a[:, :5]` of a 2x10): PyCUDA keeps its strides
+    with pytest.raises(ArgumentError, match="not contiguous"):
+        wrap(view, "sm_90")
 
 
 def test_runtime_wrap_is_the_same_layer() -> None:

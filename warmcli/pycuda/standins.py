@@ -55,6 +55,10 @@ class GPUArray:
         self.dtype = np.dtype(dtype)
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
+        steps = [self.dtype.itemsize]
+        for n in reversed(self.shape[1:]):
+            steps.append(steps[-1] * n)
+        self.strides = tuple(reversed(steps[: len(self.shape)]))  # C order's, as PyCUDA's
         self.gpudata = gpudata if gpudata is not None else StandInAllocation(self.nbytes)
         self.ptr = self.gpudata
 

@@ -29,6 +29,29 @@ def _pointer(value: Any) -> int | None:
     return int(value)
 
 
+def _refuse_gaps(obj: Any, shape: Any, strides: Any, dtype: Any) -> None:
+    """`ArgumentError` for a view whose elements are not one C-ordered run of memory (a
+    slice with a step, a transposed or column-sliced array): a `Buffer` is shape x itemsize
+    bytes from its pointer, so warm's reads and a tune's restore of its inputs would miss
+    (or overwrite) the memory between its rows. No strides, or C order's, pass; so does a
+    view of no elements, and any stride of a dimension of one (as numpy judges it)."""
+    if strides is None:
+        return
+    dims, steps = tuple(int(n) for n in shape), tuple(int(s) for s in strides)
+    if 0 in dims:
+        return
+    expected = np.dtype(dtype).itemsize
+    for n, step in zip(reversed(dims), reversed(steps), strict=False):
+        if n != 1 and step != expected:
+            raise ArgumentError(
+                f"cannot pass a {type(obj).__name__} view that is not contiguous (shape "
+                f"{dims}, strides {steps}) as device memory: pass a contiguous copy"
+            )
+        expected *= n
+    if len(steps) != len(dims):
+        raise ArgumentError(f"a {type(obj).__name__}'s strides {steps} do not match its shape")
+
+
 def wrap(
     obj: Any,
     device_id: str,
@@ -39,13 +62,15 @@ def wrap(
 
     Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
     `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise) or warm's shape-only
-    stand-ins. Raises `ArgumentError` for anything else.
+    stand-ins. Raises `ArgumentError` for anything else, and for a view that is not
+    contiguous (`_refuse_gaps`).
     """
     if isinstance(obj, Buffer):
         return obj
     interface = getattr(obj, "__cuda_array_interface__", None)
     if isinstance(interface, dict):
         data = interface.get("data") or (None,)
+        _refuse_gaps(obj, interface["shape"], interface.get("strides"), interface["typestr"])
         return Buffer(
             device_id,
             shape or tuple(interface["shape"]),
@@ -53,6 +78,7 @@ def wrap(
             _pointer(data[0]),
         )
     if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        _refuse_gaps(obj, obj.shape, getattr(obj, "strides", None), obj.dtype)
         pointer = getattr(obj, "ptr", None)
         if pointer is None and obj.gpudata is not None:
             pointer = obj.gpudata
