@@ -187,6 +187,7 @@ def test_valid_keys_are_unchanged_and_unstable_parts_are_refused() -> None:
             [(2, 3), "fp16", 0.1],
             (frozenset({1, 2, 3}), {4, 5}),
             x,
+            (np.arange(6), np.eye(2)),  # a small array's text is all of it
         ]
         for value in values:
             keyed = _tiles(key=lambda *inputs, value=value: value)
@@ -199,6 +200,7 @@ def test_valid_keys_are_unchanged_and_unstable_parts_are_refused() -> None:
             (({1, "a"},), r"key= gave a set of int, str, whose order is not the same"),
             ((frozenset({(1, 2)}),), r"key= gave a frozenset of tuple"),
             ({(1, 2): 3}, r"key= gave a value with no JSON text: keys must be"),
+            ((np.arange(5000),), r"key= gave a ndarray of 5000 elements, whose text"),
         ]
         for value, message in refused:
             keyed = _tiles("cfg", key=lambda *inputs, value=value: value)

@@ -121,6 +121,12 @@ def _stable(name: str, value: Any) -> Any:
         }
     if isinstance(value, set | frozenset):
         return _set_text(name, value)
+    if isinstance(value, np.ndarray) and value.size > np.get_printoptions()["threshold"]:
+        raise TuneSpecError(  # its text is abbreviated (`...`): other arrays have the same
+            f"tunable {name}: key= gave a ndarray of {value.size} elements, whose text "
+            "leaves most of them out, so arrays that differ would share one tune: key on "
+            "its shape or a digest of its bytes instead"
+        )
     text = str(value)  # what `default=str` gave: a numpy scalar's or dtype's own text
     if _ADDRESS in text:
         raise _unstable(name, value, text)
@@ -151,8 +157,8 @@ def key_text(name: str, derived: Any) -> str:
         except (TypeError, ValueError) as exc:
             message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
             raise TuneSpecError(message) from None
-    if _ADDRESS in text:
-        _stable(name, derived)  # raises, naming the part
+    if _ADDRESS in text or "..." in text:  # an address, or an array's text abbreviated
+        _stable(name, derived)  # raises, naming the part (nothing else raises there)
     if (bad := lone_surrogate(text)) is not None:
         message = (
             f"tunable {name}: key= gave text holding {bad!r}, a lone surrogate no file can hold"
