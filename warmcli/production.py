@@ -40,6 +40,7 @@ from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.records import Record, factory
@@ -197,6 +198,7 @@ class _Production:
 
 
 _STATE = _Production()
+renew_on_fork(_STATE, "lock")
 
 
 def use_bundle(

@@ -34,10 +34,12 @@ import ctypes
 import hashlib
 import os
 import stat
+import sys
 import threading
 import time
 from typing import Any
 
+from warmcli.forking import renew_on_fork
 from warmcli.home import TMP_SUFFIX, in_home, private, write_private
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
@@ -161,6 +163,7 @@ class _Library(ctypes.CDLL):
 
 _held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
 _held_lock = threading.Lock()
+renew_on_fork(sys.modules[__name__], "_held_lock")
 
 
 def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:

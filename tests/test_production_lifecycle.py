@@ -1,0 +1,145 @@
+"""A production process's life around warm, in real subprocesses with the system cc: a
+child forked while another thread held warm's locks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+KERNELS = """
+import numpy as np
+from warmcli import Kernel
+
+def add(i):
+    return Kernel(
+        f"void add{i}(const float *a, float *out, int n) "
+        f"{{ for (int j = 0; j < n; j++) out[j] = a[j] + {i}.0f; }}",
+        f"add{i}",
+        "PPi",
+    )
+
+def run(rt, i, n=16):
+    a = rt.upload(np.arange(n, dtype=np.float32))
+    out = rt.buffer(n)
+    rt.launch(add(i), a, out, n)
+    assert np.array_equal(rt.read(out), np.arange(n, dtype=np.float32) + i), i
+"""
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    path = tmp_path / "prod.py"
+    path.write_text(f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\n" + body)
+    return [sys.executable, str(path)]
+
+
+def slow_cc(tmp_path: Path, seconds: float) -> str:
+    """A cc that takes `seconds` over each compile (its `--version` at once)."""
+    path = tmp_path / "slowcc"
+    path.write_text(
+        f'#!/bin/sh\ncase "$*" in *--version*) ;; *) sleep {seconds} ;; esac\nexec cc "$@"\n'
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def produce(
+    warm: Warm, argv: list[str], timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, env=dict(warm.env, **env), timeout=timeout, cwd=ROOT
+    )
+
+
+def warmed(warm: Warm, tmp_path: Path, bundle: Path, *kernels: int) -> None:
+    """`bundle` holding `kernels`, written back by a production process."""
+    argv = script(
+        tmp_path,
+        "import warmcli, kernels\nrt = warmcli.runtime('host')\n"
+        f"for i in {kernels!r}: kernels.run(rt, i)\n",
+    )
+    done = produce(warm, argv, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1")
+    assert done.returncode == 0, done.stderr
+
+
+FORK_WHILE_COMPILING = """
+import os, threading, time, warmcli, kernels
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)  # served: the bundle is open
+compiling = threading.Thread(target=kernels.run, args=(rt, 5))  # a miss: the slow cc
+compiling.start()
+time.sleep(1.0)  # fork while that thread compiles, holding the kernel cache's lock
+pid = os.fork()
+if pid == 0:
+    try:
+        kernels.run(rt, 1)  # served, in the child
+        kernels.run(rt, 6)  # compiled, in the child
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+deadline = time.time() + 30
+while time.time() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child hung")
+compiling.join()
+"""
+
+
+def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0, 1)
+    argv = script(tmp_path, FORK_WHILE_COMPILING)
+    done = produce(warm, argv, WARM_BUNDLE=str(bundle_path), WARM_CC=slow_cc(tmp_path, 3))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "child exit 0\n", done.stdout + done.stderr
+
+
+FORK_WHILE_READING = """
+import os, threading, time, warmcli, kernels
+from warmcli import production
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)  # served: the bundle is open
+slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 15000000) "
+reading = threading.Thread(target=production.bundle()._one, args=(slow + "SELECT count(*) FROM c",))
+reading.start()  # a long read: SQLite holds the connection for it
+time.sleep(0.5)
+pid = os.fork()
+if pid == 0:
+    try:
+        kernels.run(rt, 1)  # served, in the child: read from the bundle
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+deadline = time.time() + 30
+while time.time() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child hung")
+reading.join()
+"""
+
+
+def test_a_child_forked_while_another_thread_reads_the_bundle_serves(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0, 1)
+    done = produce(warm, script(tmp_path, FORK_WHILE_READING), WARM_BUNDLE=str(bundle_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "child exit 0\n", done.stdout + done.stderr
