@@ -1,5 +1,5 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
-child forked while another thread held warm's locks."""
+child forked while another thread held warm's locks, a compile at interpreter shutdown."""
 
 from __future__ import annotations
 
@@ -143,3 +143,33 @@ def test_a_child_forked_while_another_thread_reads_the_bundle_serves(
     done = produce(warm, script(tmp_path, FORK_WHILE_READING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
+
+
+AT_EXIT = """
+import atexit, threading, warmcli, kernels
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)
+
+def daemon():
+    threading.Event().wait(0.3)
+    kernels.run(rt, 2)  # compiled while the interpreter shuts down
+    print("daemon done", flush=True)
+
+def last():
+    kernels.run(rt, 1)  # compiled in an atexit callback
+    print("at exit done", flush=True)
+    threading.Event().wait(1.0)  # the daemon thread compiles meanwhile
+
+atexit.register(last)
+threading.Thread(target=daemon, daemon=True).start()
+"""
+
+
+def test_a_kernel_compiled_at_interpreter_shutdown_is_right(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0)
+    done = produce(warm, script(tmp_path, AT_EXIT), WARM_BUNDLE=str(bundle_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "at exit done\ndaemon done\n", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
