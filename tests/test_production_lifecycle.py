@@ -1,10 +1,14 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
-child forked while another thread held warm's locks, a compile at interpreter shutdown."""
+child forked while another thread held warm's locks, a compile at interpreter shutdown,
+a bundle replaced by another file, an interrupted write-back at exit."""
 
 from __future__ import annotations
 
+import fcntl
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import ROOT, Warm
@@ -173,3 +177,59 @@ def test_a_kernel_compiled_at_interpreter_shutdown_is_right(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "at exit done\ndaemon done\n", done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+REPLACED = """
+import os, sys, warmcli, kernels
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)
+kernels.run(rt, 6)
+with open(os.environ["WARM_BUNDLE"], "w") as replaced:  # no bundle any more
+    replaced.write("not a bundle\\n")
+kernels.run(rt, 7)
+print(len(warmcli.report().kernels))
+"""
+
+
+def test_a_bundle_replaced_by_another_file_is_reported_in_one_line(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0)
+    done = produce(
+        warm,
+        script(tmp_path, REPLACED),
+        WARM_BUNDLE=str(bundle_path),
+        WARM_BUNDLE_WRITE="1",
+        WARM_REPORT="1",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2\n", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "lacked 2 kernel(s)" in done.stderr and "NOT written back" in done.stderr
+    assert bundle_path.read_text() == "not a bundle\n"  # the file there is left as it is
+
+
+def test_an_interrupt_while_writing_back_at_exit_is_one_line(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0)
+    before = bundle_path.read_bytes()
+    argv = script(tmp_path, "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\n")
+    argv[1:1] = ["-u"]
+    with open(f"{bundle_path}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another writer: the write-back waits at exit
+        proc = subprocess.Popen(
+            argv,
+            env=dict(warm.env, WARM_BUNDLE=str(bundle_path), WARM_BUNDLE_WRITE="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        time.sleep(3)  # compiled, and waiting for the lock
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert err == "warm: could not write back into the bundle: interrupted\n", err
+    assert bundle_path.read_bytes() == before
+    assert warm("verify", bundle_path).returncode == 0

@@ -154,12 +154,7 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += _misses(rt)
-        signed = (
-            self.write
-            and bool(misses)
-            and self.bundle is not None
-            and bool(self.bundle.signatures())
-        )
+        signed = self.write and bool(misses) and _signed(self.bundle)
         return ProductionReport(self.path, self.write, misses, signed)
 
     def _close(self) -> None:
@@ -184,7 +179,7 @@ class _Production:
             writer.close()
         self.runtimes.clear()
         self.asked.clear()
-        if written and self.bundle is not None and self.bundle.signatures():
+        if written and _signed(self.bundle):
             warn(
                 "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
                 written,
@@ -331,6 +326,15 @@ def _bound(device: str) -> Runtime | None:
     return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
 
 
+def _signed(bundle: Bundle | None) -> bool:
+    """Whether `bundle` holds signatures (False where it cannot be read any more: a file
+    that is no bundle was put in its place)."""
+    try:
+        return bundle is not None and bool(bundle.signatures())
+    except BundleError:
+        return False
+
+
 def _misses(rt: Runtime) -> list[Miss]:
     device = rt.device.id
     kernels = [Miss("kernel", device, r.label, r.key) for r, _ in rt.kernels.unpersisted()]
@@ -362,11 +366,13 @@ def _at_exit() -> None:
         final = _STATE._report() if wanted else None
     try:
         close()
-    except BundleError as exc:  # at exit there is no caller to raise to: one line instead
+    except (BundleError, KeyboardInterrupt, SystemExit) as exc:
+        # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted")
+        why = str(exc) if isinstance(exc, BundleError) else "interrupted"
         if final is None:
-            sys.stderr.write(f"warm: could not write back into the bundle: {printable(exc)}\n")
+            sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
         else:
-            final.write_error = str(exc)
+            final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
