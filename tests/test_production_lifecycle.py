@@ -1,6 +1,6 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
-a bundle replaced by another file, an interrupted write-back at exit."""
+a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`."""
 
 from __future__ import annotations
 
@@ -233,3 +233,26 @@ def test_an_interrupt_while_writing_back_at_exit_is_one_line(
     assert err == "warm: could not write back into the bundle: interrupted\n", err
     assert bundle_path.read_bytes() == before
     assert warm("verify", bundle_path).returncode == 0
+
+
+FAILED_USE = """
+import sys, warmcli, kernels
+try:
+    warmcli.use_bundle(sys.argv[1], write=True)
+except warmcli.BundleError as exc:
+    print("refused", flush=True)
+kernels.run(warmcli.runtime("host"), 6)
+"""
+
+
+def test_a_bundle_use_bundle_refused_is_not_reported_as_written(warm: Warm, tmp_path: Path) -> None:
+    text = tmp_path / "notes.warm"
+    text.write_text("not a bundle\n")
+    argv = [*script(tmp_path, FAILED_USE), str(text)]
+    done = produce(warm, argv, WARM_REPORT="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "refused\n"
+    assert done.stderr.startswith("warm: no bundle is loaded: this process compiled 1 kernel"), (
+        done.stderr
+    )
+    assert text.read_text() == "not a bundle\n"

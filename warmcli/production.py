@@ -207,7 +207,8 @@ def use_bundle(
     no bundle at all, whatever `WARM_BUNDLE` or the default bundle).
 
     Raises `BundleError` (one line) when the bundle is missing, unreadable or not
-    warm's: a production process fails fast on it, or catches it and runs cold.
+    warm's: a production process fails fast on it, or catches it and runs cold (with no
+    bundle then, as `use_bundle(None)` leaves it: its report says so).
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
     `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
     public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
@@ -220,11 +221,11 @@ def use_bundle(
         state._close()
         state.closed_misses.clear()  # the report is about the bundle in use, not the last one
         state.policy = policy
-        state.off = state.looked = path is None
-        state.path = None if path is None else os.fspath(path)
-        state.write = write and path is not None
+        state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
+        state.path, state.write = None, False
         if path is not None:
             state.bundle = open_served(os.fspath(path), write, keys)
+            state.off, state.path, state.write = False, os.fspath(path), write
 
 
 def bundle() -> Bundle | None:
