@@ -1,6 +1,7 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
-a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`."""
+a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`,
+a write-back that another writer keeps waiting."""
 
 from __future__ import annotations
 
@@ -256,3 +257,32 @@ def test_a_bundle_use_bundle_refused_is_not_reported_as_written(warm: Warm, tmp_
         done.stderr
     )
     assert text.read_text() == "not a bundle\n"
+
+
+def test_a_write_back_waits_for_another_writer_a_bounded_time(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0)
+    before = bundle_path.read_bytes()
+    body = (
+        "import warmcli, kernels\nfrom warmcli import production\n"
+        "production.WRITE_BACK_WAIT_SECONDS = 2.0\n"
+        "kernels.run(warmcli.runtime('host'), 6)\n"
+    )
+    with open(f"{bundle_path}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a writer that never lets go
+        started = time.monotonic()
+        done = produce(
+            warm,
+            script(tmp_path, body),
+            timeout=60,
+            WARM_BUNDLE=str(bundle_path),
+            WARM_BUNDLE_WRITE="1",
+            WARM_REPORT="1",
+        )
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "NOT written back" in done.stderr and "another writer" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert 2 <= took < 20
+    assert bundle_path.read_bytes() == before

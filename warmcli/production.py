@@ -11,7 +11,8 @@ default collector (`default_collector()`); `report()` names every kernel this pr
 compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
 `report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
-transaction under the bundle's lock, so several processes may do it at once. A read-only
+transaction under the bundle's lock, so several processes may do it at once (another
+writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends). A read-only
 process never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged
 on logger `warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under
 `strict=True` or `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys
@@ -169,8 +170,9 @@ class _Production:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
                     if writer is not None or needs_writer(self.bundle, news):
-                        writer = writer or write_back_into(self.bundle)
-                        written += sum(rt.persist(writer))
+                        with _bounded_wait():  # another writer is waited for, not for ever
+                            writer = writer or write_back_into(self.bundle)
+                            written += sum(rt.persist(writer))
             except BundleError as exc:
                 failure = exc
             finally:
@@ -325,6 +327,17 @@ def _bound(device: str) -> Runtime | None:
         return None
     own = active.device.id
     return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
+
+
+WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
+
+
+def _bounded_wait() -> contextlib.AbstractContextManager[None]:
+    """The write lock waited for `WRITE_BACK_WAIT_SECONDS` at most (the lock module is a
+    writer's: imported only where a write-back happens)."""
+    from warmcli.bundle.lock import waiting_at_most
+
+    return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
 
 
 def _signed(bundle: Bundle | None) -> bool:
