@@ -1,7 +1,7 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
 a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`,
-a write-back that another writer keeps waiting."""
+a write-back that another writer keeps waiting, a forked child that exits through atexit."""
 
 from __future__ import annotations
 
@@ -286,3 +286,29 @@ def test_a_write_back_waits_for_another_writer_a_bounded_time(
     assert "Traceback" not in done.stderr
     assert 2 <= took < 20
     assert bundle_path.read_bytes() == before
+
+
+CHILD_EXITS = """
+import os, sys, warmcli, kernels
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)
+pid = os.fork()
+if pid == 0:
+    kernels.run(rt, 1)
+    sys.exit(0)  # through atexit: warm closes what the child holds
+os.waitpid(pid, 0)
+kernels.run(rt, 2)  # the parent loads another kernel after its child ended
+print("parent done")
+"""
+
+
+def test_a_forked_child_that_exits_leaves_its_parent_able_to_load_kernels(
+    warm: Warm, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # WARM_HOME cannot be made: kernels load from a private folder
+    done = produce(
+        warm, script(tmp_path, CHILD_EXITS), WARM_HOME=str(blocked / "home"), WARM_BUNDLE=""
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "parent done\n"
