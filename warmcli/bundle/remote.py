@@ -163,9 +163,10 @@ def _redirect_refused(origin: str, to: str) -> str | None:
     return _PLAIN if _plain_elsewhere(to) else None
 
 
-def _urlopen(request: Any) -> Any:
+def _urlopen(request: Any, timeout: float = TIMEOUT) -> Any:
     """`urllib.request.urlopen(request)`, a redirect followed only where `_redirect_refused`
-    finds nothing against it (each hop judged from the URL it left)."""
+    finds nothing against it (each hop judged from the URL it left); each wait (the
+    connection, the answer) `timeout` seconds at most."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):
@@ -175,7 +176,7 @@ def _urlopen(request: Any) -> Any:
                 raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
             return super().redirect_request(*args)
 
-    return urllib.request.build_opener(Redirects).open(request, timeout=TIMEOUT)
+    return urllib.request.build_opener(Redirects).open(request, timeout=timeout)
 
 
 _PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
@@ -199,7 +200,7 @@ class _Http:
 
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
         try:
-            with _urlopen(request) as response:
+            with _urlopen(request, min(TIMEOUT, limits.seconds)) as response:  # the deadline
                 size = response.headers.get("Content-Length")
                 limits.too_long(self.url, size)
                 tmp, digest, length = receive(self.url, response, folder, limits)
