@@ -1,7 +1,8 @@
 """A production process's life around warm, in real subprocesses with the system cc: a
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
 a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`,
-a write-back that another writer keeps waiting, a forked child that exits through atexit."""
+a write-back that another writer keeps waiting, a forked child that exits through atexit, a
+bundle URL whose local copy has nowhere to go."""
 
 from __future__ import annotations
 
@@ -312,3 +313,20 @@ def test_a_forked_child_that_exits_leaves_its_parent_able_to_load_kernels(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "parent done\n"
+
+
+def test_a_bundle_url_where_warm_home_cannot_be_made_is_one_warm_error(
+    warm: Warm, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    body = "import warmcli\nwarmcli.runtime('host')\n"
+    done = produce(
+        warm,
+        script(tmp_path, body),
+        WARM_HOME=str(blocked / "home"),
+        WARM_BUNDLE="http://127.0.0.1:9/b.warm",
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("warmcli.errors.RemoteError: http://127.0.0.1:9/b.warm: "), done.stderr
+    assert "Not a directory" in last

@@ -73,9 +73,14 @@ def fetch(url: str) -> Fetched:
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = FileLock(str(folder / "lock"))
+        lock.acquire()
+    except OSError as exc:
+        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
-    with FileLock(str(folder / "lock")):
+    try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
         meta = _read_meta(meta_path) if local.exists() else {}
         try:
@@ -101,6 +106,8 @@ def fetch(url: str) -> Fetched:
         meta_doc = {"etag": etag, "sha256": digest}
         write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)
+    finally:
+        lock.release()
 
 
 def push(bundle: Path, url: str) -> str:
