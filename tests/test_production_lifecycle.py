@@ -2,7 +2,7 @@
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
 a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`,
 a write-back that another writer keeps waiting, a forked child that exits through atexit, a
-bundle URL whose local copy has nowhere to go."""
+bundle URL whose local copy has nowhere to go, a runtime used after `use_bundle` closed it."""
 
 from __future__ import annotations
 
@@ -330,3 +330,24 @@ def test_a_bundle_url_where_warm_home_cannot_be_made_is_one_warm_error(
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("warmcli.errors.RemoteError: http://127.0.0.1:9/b.warm: "), done.stderr
     assert "Not a directory" in last
+
+
+OLD_RUNTIME = """
+import warmcli, kernels
+old = warmcli.runtime("host")
+kernels.run(old, 0)
+warmcli.use_bundle(None)  # closes `old`, and the bundle it served from
+kernels.run(old, 1)  # in the bundle, which is closed now: compiled
+"""
+
+
+def test_a_runtime_used_after_use_bundle_closed_it_is_not_called_corrupt(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0, 1)
+    done = produce(
+        warm, script(tmp_path, OLD_RUNTIME), WARM_BUNDLE=str(bundle_path), WARM_EXPLAIN="1"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "corrupt" not in done.stderr, done.stderr
+    assert "closed" in done.stderr, done.stderr

@@ -289,9 +289,8 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
             if not _is_busy(exc):
                 raise
             if attempt == LOCK_RETRIES:
-                raise BundleError(
-                    f"{path}: bundle stayed locked by another process ({exc})"
-                ) from None
+                locked = "bundle stayed locked by another process"
+                raise BundleError(f"{path}: {locked} ({exc})") from None
             time.sleep(min(2.0, 0.05 * 2**attempt))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -309,10 +308,11 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         if _disk_full(exc):
-            raise BundleError(
-                f"{path}: {DISK_FULL}: nothing was written, the bundle is unchanged"
-            ) from None
+            unchanged = "nothing was written, the bundle is unchanged"
+            raise BundleError(f"{path}: {DISK_FULL}: {unchanged}") from None
+        closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        what = "closed" if closed else what  # by use_bundle() or close(), and used since
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"
         raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row
