@@ -351,3 +351,29 @@ def test_a_runtime_used_after_use_bundle_closed_it_is_not_called_corrupt(
     assert done.returncode == 0, done.stderr
     assert "corrupt" not in done.stderr, done.stderr
     assert "closed" in done.stderr, done.stderr
+
+
+FORK_HOLDING = """
+import os, warmcli, kernels
+from warmcli import production
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)
+with production.bundle().snapshot():  # this thread holds the bundle's lock: forks in it
+    pid = os.fork()
+if pid == 0:
+    try:
+        kernels.run(rt, 1)
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_child_forked_by_a_thread_holding_the_bundle_lock_goes_on(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    warmed(warm, tmp_path, bundle_path, 0, 1)
+    done = produce(warm, script(tmp_path, FORK_HOLDING), WARM_BUNDLE=str(bundle_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "child exit 0\n", done.stdout + done.stderr
