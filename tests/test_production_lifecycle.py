@@ -2,7 +2,8 @@
 child forked while another thread held warm's locks, a compile at interpreter shutdown,
 a bundle replaced by another file, an interrupted write-back at exit, a refused `use_bundle`,
 a write-back that another writer keeps waiting, a forked child that exits through atexit, a
-bundle URL whose local copy has nowhere to go, a runtime used after `use_bundle` closed it."""
+bundle URL whose local copy has nowhere to go, a runtime used after `use_bundle` closed it,
+a relative bundle path and a process that changes its working folder."""
 
 from __future__ import annotations
 
@@ -377,3 +378,30 @@ def test_a_child_forked_by_a_thread_holding_the_bundle_lock_goes_on(
     done = produce(warm, script(tmp_path, FORK_HOLDING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
+
+
+def test_a_relative_bundle_is_written_back_where_it_was_after_a_chdir(
+    warm: Warm, tmp_path: Path
+) -> None:
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    warmed(warm, tmp_path, here / "b.warm", 0)
+    body = (
+        "import os, sys, warmcli, kernels\nrt = warmcli.runtime('host')\n"
+        "kernels.run(rt, 6)\nos.chdir(sys.argv[1])  # as a daemon does\n"
+    )
+    argv = [*script(tmp_path, body), str(elsewhere)]
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=here,
+        env=dict(warm.env, WARM_BUNDLE="b.warm", WARM_BUNDLE_WRITE="1", WARM_REPORT="1"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "written back into it" in done.stderr, done.stderr
+    assert list(elsewhere.iterdir()) == []
+    kernels = warm.json("stats", here / "b.warm")["kernels"]
+    assert sorted(k["label"] for k in kernels) == ["add0", "add6"]
