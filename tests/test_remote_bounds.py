@@ -1,8 +1,8 @@
 """A download of a URL's bundle is bounded, against a real HTTP server on 127.0.0.1 and
 the real CLI: a store that streams without end stops at `WARM_REMOTE_MAX_SIZE`, one that
-drips stops at `WARM_REMOTE_DEADLINE`; either is one line (or, with a last good copy,
-that copy served with a warning), and no temporary file stays behind (one a killed
-fetch left is removed by the next fetch).
+drips or never answers stops at `WARM_REMOTE_DEADLINE`; either is one line (or, with a
+last good copy, that copy served with a warning), and no temporary file stays behind (one
+a killed fetch left is removed by the next fetch).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def _handler(serve: _Serve) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self) -> None:
             body, mode = serve.body, serve.mode
+            if mode == "silent":
+                serve.stop.wait(60)
+                return
             self.send_response(200)
             if mode == "ok":
                 self.send_header("Content-Length", str(len(body)))
@@ -156,3 +159,17 @@ def test_a_bad_bound_is_one_line(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and name in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_store_that_never_answers_stops_at_a_deadline_under_the_read_wait(
+    made: tuple[Warm, Path], served: tuple[_Serve, str], tmp_path: Path
+) -> None:
+    serve, url = served
+    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="2")
+    serve.mode = "silent"  # each read would wait 10 s: the 2 s deadline comes first
+    began = time.monotonic()
+    proc = warm("stats", url, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert time.monotonic() - began < 7
+    assert _temporaries(home) == []

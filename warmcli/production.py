@@ -11,7 +11,8 @@ default collector (`default_collector()`); `report()` names every kernel this pr
 compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
 `report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
-transaction under the bundle's lock, so several processes may do it at once. A read-only
+transaction under the bundle's lock, so several processes may do it at once (another
+writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends). A read-only
 process never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged
 on logger `warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under
 `strict=True` or `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys
@@ -41,6 +42,7 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DeviceError
+from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
 from warmcli.records import Record, factory
@@ -154,12 +156,7 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += _misses(rt)
-        signed = (
-            self.write
-            and bool(misses)
-            and self.bundle is not None
-            and bool(self.bundle.signatures())
-        )
+        signed = self.write and bool(misses) and _signed(self.bundle)
         return ProductionReport(self.path, self.write, misses, signed)
 
     def _close(self) -> None:
@@ -174,8 +171,9 @@ class _Production:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
                     if writer is not None or needs_writer(self.bundle, news):
-                        writer = writer or write_back_into(self.bundle)
-                        written += sum(rt.persist(writer))
+                        with _bounded_wait():  # another writer is waited for, not for ever
+                            writer = writer or write_back_into(self.bundle)
+                            written += sum(rt.persist(writer))
             except BundleError as exc:
                 failure = exc
             finally:
@@ -184,7 +182,7 @@ class _Production:
             writer.close()
         self.runtimes.clear()
         self.asked.clear()
-        if written and self.bundle is not None and self.bundle.signatures():
+        if written and _signed(self.bundle):
             warn(
                 "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
                 written,
@@ -198,6 +196,7 @@ class _Production:
 
 
 _STATE = _Production()
+renew_on_fork(_STATE, "lock")
 
 
 def use_bundle(
@@ -211,7 +210,8 @@ def use_bundle(
     no bundle at all, whatever `WARM_BUNDLE` or the default bundle).
 
     Raises `BundleError` (one line) when the bundle is missing, unreadable or not
-    warm's: a production process fails fast on it, or catches it and runs cold.
+    warm's: a production process fails fast on it, or catches it and runs cold (with no
+    bundle then, as `use_bundle(None)` leaves it: its report says so).
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
     `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
     public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
@@ -224,11 +224,11 @@ def use_bundle(
         state._close()
         state.closed_misses.clear()  # the report is about the bundle in use, not the last one
         state.policy = policy
-        state.off = state.looked = path is None
-        state.path = None if path is None else os.fspath(path)
-        state.write = write and path is not None
+        state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
+        state.path, state.write = None, False
         if path is not None:
             state.bundle = open_served(os.fspath(path), write, keys)
+            state.off, state.path, state.write = False, os.fspath(path), write
 
 
 def bundle() -> Bundle | None:
@@ -332,6 +332,26 @@ def _bound(device: str) -> Runtime | None:
     return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
 
 
+WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
+
+
+def _bounded_wait() -> contextlib.AbstractContextManager[None]:
+    """The write lock waited for `WRITE_BACK_WAIT_SECONDS` at most (the lock module is a
+    writer's: imported only where a write-back happens)."""
+    from warmcli.bundle.lock import waiting_at_most
+
+    return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
+
+
+def _signed(bundle: Bundle | None) -> bool:
+    """Whether `bundle` holds signatures (False where it cannot be read any more: a file
+    that is no bundle was put in its place)."""
+    try:
+        return bundle is not None and bool(bundle.signatures())
+    except BundleError:
+        return False
+
+
 def _misses(rt: Runtime) -> list[Miss]:
     device = rt.device.id
     kernels = [Miss("kernel", device, r.label, r.key) for r, _ in rt.kernels.unpersisted()]
@@ -363,11 +383,13 @@ def _at_exit() -> None:
         final = _STATE._report() if wanted else None
     try:
         close()
-    except BundleError as exc:  # at exit there is no caller to raise to: one line instead
+    except (BundleError, KeyboardInterrupt, SystemExit) as exc:
+        # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted")
+        why = str(exc) if isinstance(exc, BundleError) else "interrupted"
         if final is None:
-            sys.stderr.write(f"warm: could not write back into the bundle: {printable(exc)}\n")
+            sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
         else:
-            final.write_error = str(exc)
+            final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()

@@ -26,6 +26,7 @@ import numpy as np
 
 from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
+from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 from warmcli.records import Record
 
@@ -119,7 +120,7 @@ class Stream:
         self.device_id = device_id
         self.id = next(_stream_ids)
         self._overrides: list[StreamMode] = []
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
 
     def watch_launches(self, cover: Callable[[tuple[Any, ...]], None] | None) -> None:
         """From now, `cover` is shown the arguments of each launch this thread executes on

@@ -13,8 +13,11 @@ is bisected until the kernels that break it are found alone; they are reported w
 their own compiler log and every other kernel is kept. A group that *times out* is not
 bisected (every half would wait the timeout again): each of its kernels is compiled
 alone, in parallel, so a hanging kernel costs about two timeouts in all. Interrupted
-(Ctrl-C), the batch stops every compiler it started before it returns. This module owns
-no cache: it returns what it built and what failed, and the caller stores it.
+(Ctrl-C), the batch stops every compiler it started before it returns. While the
+interpreter shuts down (a compile in an atexit callback or a daemon thread), when no
+thread pool may start, the groups are compiled one after another in the caller's thread.
+This module owns no cache: it returns what it built and what failed, and the caller
+stores it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
 from warmcli.backends.compiler import (
@@ -180,6 +183,12 @@ def compile_batch(
         return []
 
     groups = plan_groups(units, jobs, max_group)
+    if not threading.main_thread().is_alive():  # shutting down: an atexit callback's compile,
+        _one_by_one(groups, run)  # or a daemon thread's; no thread pool starts now
+        result.seconds = time.perf_counter() - started
+        return result
+    from concurrent.futures import ThreadPoolExecutor  # here: at shutdown its import raises
+
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="warm-compile")
     try:
         pending: set[Future[list[list[CompileUnit]]]] = {pool.submit(run, g) for g in groups}
@@ -195,3 +204,17 @@ def compile_batch(
     pool.shutdown(wait=True)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _one_by_one(
+    groups: list[list[CompileUnit]], run: Callable[[list[CompileUnit]], list[list[CompileUnit]]]
+) -> None:
+    """Each group and what it leaves to compile next, in this thread, one after another."""
+    todo = list(groups)
+    try:
+        while todo:
+            todo[1:1] = run(todo.pop(0))
+    except BaseException:
+        stop_compilers()  # interrupted: no compiler outlives the batch
+        resume_compilers()
+        raise

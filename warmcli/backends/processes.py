@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
+from warmcli.forking import renew_on_fork
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -65,6 +67,9 @@ class _Live:
     observer: Callable[[int, bool], None] | None = None
     prctl: Callable[..., int] | None = None
     owner = threading.local()  # the `Owner` a thread's starts are gathered into, if any
+
+
+renew_on_fork(_Live, "lock")
 
 
 def on_compiler(observer: Callable[[int, bool], None] | None) -> None:

@@ -18,12 +18,11 @@ SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, 
 the system refused otherwise, is named so: the write was rolled back). The file stays in
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where
 it cannot be written), so a read-only copy opens, and a write interrupted by a crash is
-rolled back by the next open. "Database is locked" is
-waited out by the busy timeout and then retried (`_retrying`), never shown. Writers take a
-file lock (`warmcli.bundle.lock`, which readers never take); `remove_leftovers` removes,
-under it, the temporary files, journals and locks that a killed create or merge left beside
-the bundle. This module owns no state; it never reads a kernel, tune or blob
-(`warmcli.bundle.store` does).
+rolled back by the next open. "Database is locked" is waited out by the busy timeout and
+then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
+which readers never take); `remove_leftovers` removes, under it, the temporary files,
+journals and locks that a killed create or merge left beside the bundle. This module owns
+no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -292,9 +291,8 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
             if not _is_busy(exc):
                 raise
             if attempt == LOCK_RETRIES:
-                raise BundleError(
-                    f"{path}: bundle stayed locked by another process ({exc})"
-                ) from None
+                locked = "bundle stayed locked by another process"
+                raise BundleError(f"{path}: {locked} ({exc})") from None
             time.sleep(min(2.0, 0.05 * 2**attempt))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -312,7 +310,9 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"
             ) from None
+        closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        what = "closed" if closed else what  # by use_bundle() or close(), and used since
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"
         raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row

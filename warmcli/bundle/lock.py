@@ -14,7 +14,8 @@ system without it) is the `filelock` package's `SoftFileLock` used, on its own f
 name would wait for ever): importing it costs tens of milliseconds that every
 `warm run` paid. A release unlocks before it closes, so a forked child that still
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
-(and how often), forgotten in a forked child (the lock is its parent's). It never
+(and how often), forgotten in a forked child (the lock is its parent's), and how long it
+waits for other writers (`waiting_at_most`; unbounded otherwise). It never
 reads or writes a bundle; `remove_new` removes one a failed first run only created.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
@@ -75,11 +77,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_held)
 
 
+@contextmanager
+def waiting_at_most(seconds: float) -> Iterator[None]:
+    """While inside, this thread's `write_lock` waits `seconds` at most for other writers,
+    then raises a one-line `BundleError` (a production write-back at exit, which must end)."""
+    before = getattr(_held, "wait", None)
+    _held.wait = seconds
+    try:
+        yield
+    finally:
+        _held.wait = before
+
+
 def _flock(path: Path, name: str, owned: list[int]) -> bool:
-    """Whether `flock` took the lock of `name` exclusively (waiting for other writers);
-    False where it is missing. The descriptor goes into `owned` as soon as it is open,
-    so that the caller's `finally` closes it whatever interrupts (a KeyboardInterrupt
-    while waiting included). Imports nothing that `filelock` would (tens of ms)."""
+    """Whether `flock` took the lock of `name` exclusively (waiting for other writers, for
+    `waiting_at_most`'s seconds at most); False where it is missing. The descriptor goes
+    into `owned` as soon as it is open, so that the caller's `finally` closes it whatever
+    interrupts (a KeyboardInterrupt while waiting included). Imports nothing that
+    `filelock` would (tens of ms)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -91,14 +106,35 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
             owned.append(os.open(name, os.O_RDONLY))
     except OSError as exc:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
+    wait: float | None = getattr(_held, "wait", None)
     try:
-        fcntl.flock(owned[-1], fcntl.LOCK_EX)
+        if wait is None:
+            fcntl.flock(owned[-1], fcntl.LOCK_EX)
+        else:
+            _flock_within(owned[-1], wait, path, name)
     except OSError as exc:
         if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
             os.close(owned.pop())
             return False  # a file system without flock
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     return True
+
+
+def _flock_within(fd: int, seconds: float, path: Path, name: str) -> None:
+    """`flock` of `fd`, tried until it is taken or `seconds` have passed (`BundleError`)."""
+    import fcntl
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise BundleError(
+                    f"{path}: another writer held the write lock {name} for {seconds:g} s"
+                ) from None
+            time.sleep(0.05)
 
 
 def _release(fd: int, *, unlock: bool) -> None:
@@ -125,7 +161,8 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
 
     lock = SoftFileLock(name)
     try:
-        lock.acquire()
+        wait = getattr(_held, "wait", None)
+        lock.acquire(timeout=-1 if wait is None else wait)
     except OSError as exc:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     try:

@@ -73,9 +73,14 @@ def fetch(url: str) -> Fetched:
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = FileLock(str(folder / "lock"))
+        lock.acquire()
+    except OSError as exc:
+        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
-    with FileLock(str(folder / "lock")):
+    try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
         meta = _read_meta(meta_path) if local.exists() else {}
         try:
@@ -101,6 +106,8 @@ def fetch(url: str) -> Fetched:
         meta_doc = {"etag": etag, "sha256": digest}
         write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)
+    finally:
+        lock.release()
 
 
 def push(bundle: Path, url: str) -> str:
@@ -163,9 +170,10 @@ def _redirect_refused(origin: str, to: str) -> str | None:
     return _PLAIN if _plain_elsewhere(to) else None
 
 
-def _urlopen(request: Any) -> Any:
+def _urlopen(request: Any, timeout: float = TIMEOUT) -> Any:
     """`urllib.request.urlopen(request)`, a redirect followed only where `_redirect_refused`
-    finds nothing against it (each hop judged from the URL it left)."""
+    finds nothing against it (each hop judged from the URL it left); each wait (the
+    connection, the answer) `timeout` seconds at most."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):
@@ -175,7 +183,7 @@ def _urlopen(request: Any) -> Any:
                 raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
             return super().redirect_request(*args)
 
-    return urllib.request.build_opener(Redirects).open(request, timeout=TIMEOUT)
+    return urllib.request.build_opener(Redirects).open(request, timeout=timeout)
 
 
 _PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
@@ -199,7 +207,7 @@ class _Http:
 
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
         try:
-            with _urlopen(request) as response:
+            with _urlopen(request, min(TIMEOUT, limits.seconds)) as response:  # the deadline
                 size = response.headers.get("Content-Length")
                 limits.too_long(self.url, size)
                 tmp, digest, length = receive(self.url, response, folder, limits)

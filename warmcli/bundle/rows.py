@@ -10,14 +10,17 @@ or a `TuneRecord`; a
 field that is not what warm writes raises `_Malformed`, which `RowReader` (the reads
 `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at a time) names as a
 `BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`). This module
-owns no state, opens no file and never decides what is served (`warmcli.bundle.store` does).
+owns no state and never decides what is served (`warmcli.bundle.store` does); it opens no
+file but a forked child's own connection to the bundle (`RowReader._conn`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
+import os
 import sqlite3
 import threading
 import weakref
@@ -26,7 +29,7 @@ from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern
 
@@ -132,8 +135,35 @@ class RowReader:
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
 
     fspath: str  # the file's path, named by every failure (`path` is it as a `Path`)
-    _conn: sqlite3.Connection
+    writable: bool
+    _connection: sqlite3.Connection
+    _pid: int  # the process `_connection` was opened in
+    _ident: tuple[int, int]  # the (device, inode) of the file it opened
     _lock: threading.RLock
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection; in a forked child one of its own, opened on first use: the
+        parent's may be inside a statement of a thread the child lacks, its SQLite mutex
+        held for ever there, so the child never uses it, nor frees it (that takes it too)."""
+        if self._pid != os.getpid():
+            inherited = self._connection
+            try:
+                self._conn, self._ident = _open_connection(self.fspath, self.writable)
+            except FileNotFoundError:
+                raise BundleError(f"{self.fspath}: the bundle was removed while open") from None
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))  # never freed here
+        return self._connection
+
+    @_conn.setter
+    def _conn(self, connection: sqlite3.Connection) -> None:
+        self._connection, self._pid = connection, os.getpid()
+
+    def _close_connection(self) -> None:
+        """Close the connection (a forked child's inherited one is never used, see `_conn`)."""
+        with self._lock:
+            if self._pid == os.getpid():
+                self._connection.close()
 
     @cached_property
     def path(self) -> Path:

@@ -41,7 +41,9 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     """The bundle at `path` opened to serve: read-only even when writing back (its writer is
     opened at exit, on the file the path names then: a connection that wrote through a file
     since replaced would take the new file's journal for its own), made where writing back
-    into a bundle not there yet."""
+    into a bundle not there yet. A relative path is taken from the working folder now: a
+    process that changes it later (a daemon) still writes back there."""
+    path = os.path.abspath(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)
     return Bundle.open(path, write=create, trusted_keys=keys)
 
@@ -61,7 +63,7 @@ def open_served(
     path, warning = local_bundle(location)
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
-    return Bundle.open(path, write=write, trusted_keys=keys)
+    return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)
 
 
 def needs_writer(served: Bundle, news: bool) -> bool:

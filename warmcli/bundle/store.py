@@ -15,8 +15,9 @@ demand, listings stream (`each_kernel`, `each_tune`), a batch of rows at a time,
 and write each batch in one transaction; a writer whose file was replaced meanwhile
 (a merge published over it, holding that lock) writes to the new one, and a writer's
 first write removes what dead writers left beside the file. A `Bundle` owns its one
-SQLite connection (shared by every thread, serialised by its lock) and the set of rows
-it wrote; it is a `warmcli.runtime.store.Store` by its shape, importing nothing of the runtime.
+SQLite connection (shared by every thread, serialised by its lock; a forked child opens
+its own) and the set of rows it wrote; it is a `warmcli.runtime.store.Store` by its shape,
+importing nothing of the runtime.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
@@ -48,6 +48,7 @@ from warmcli.bundle.tune_row import (
     tune_values,
 )
 from warmcli.errors import BundleError
+from warmcli.forking import new_rlock
 from warmcli.home import path_str
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -68,7 +69,7 @@ class Bundle(BundleAdmin):
         self.writable = writable
         self._ident = ident  # the (device, inode) of the file `_conn` opened
         self._swept = False  # leftovers of dead writers removed (at the first write)
-        self._lock = threading.RLock()
+        self._lock = new_rlock(self, held=True)
         self.covered: RowSet | None = None  # under trusted keys: the row hashes served
         self._refused: set[str] = set()  # keys of rows held but not covered
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
@@ -147,8 +148,7 @@ class Bundle(BundleAdmin):
         return bundle
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._close_connection()
 
     def __enter__(self) -> Bundle:
         return self

@@ -14,12 +14,14 @@ never compiles, launches or prints.
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 from types import TracebackType
 
 from warmcli.backends.base import StreamMode, set_default_stream_mode
 from warmcli.errors import OverrideError
 from warmcli.execution.statistics import StatisticsCollector
+from warmcli.forking import renew_on_fork
 
 
 class ProcessMode(enum.Enum):
@@ -36,6 +38,7 @@ class ProcessMode(enum.Enum):
 
 
 _lock = threading.RLock()
+renew_on_fork(sys.modules[__name__])
 _mode: ProcessMode = ProcessMode.EXECUTE
 _collector: StatisticsCollector | None = None
 _depth = 0

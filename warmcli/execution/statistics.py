@@ -25,10 +25,10 @@ and never prints.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from warmcli.forking import new_lock
 from warmcli.records import CompilerCommand, MissExplanation, Record, factory, field_types
 
 MISS = "misses."  # counter-name prefix of a miss's reason
@@ -132,7 +132,7 @@ class StatisticsCollector:
     """Thread-safe counters, per device and per view (`compilation`, `autotune`, `execution`)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
         self._counts: dict[str, dict[str, Counter[str]]] = {}
         self._notes: list[str] = []
         self._commands: list[CompilerCommand] = []
@@ -271,7 +271,7 @@ class Registrations:
     def __init__(self, device: str, view: str) -> None:
         self.device, self.view = device, view
         self._outcomes = _OUTCOMES.get(view, ())  # an outcome registering here settles as
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
         # By key: its one registration (most keys register once), or a list of them.
         self._open: dict[str, Registration | list[Registration]] = {}
         self._settled: dict[str, Registration | list[Registration]] = {}

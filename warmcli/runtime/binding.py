@@ -13,15 +13,19 @@ production runtime is `warmcli.pycuda.context`'s) and never launches.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from warmcli.forking import renew_on_fork
 
 if TYPE_CHECKING:
     from warmcli.backends.base import Stream
     from warmcli.runtime.runtime import Runtime
 
 _lock = threading.Lock()
+renew_on_fork(sys.modules[__name__])
 _runtimes: list[Runtime] = []
 _local = threading.local()
 

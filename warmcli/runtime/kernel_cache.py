@@ -21,7 +21,6 @@ whose `Ledger` keeps what was stored and served); it never writes the bundle its
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -31,6 +30,7 @@ from warmcli.errors import KernelCompileError, headline
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
+from warmcli.forking import new_rlock
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, Record
 from warmcli.runtime.lookup import BundleLookup
@@ -69,7 +69,7 @@ class KernelCache:
         self.registrations = Registrations(device.id, "compilation")
         self.lookup = BundleLookup(device, bundle, self.misses, any_toolchain, self.registrations)
         self.ledger = Ledger()
-        self._lock = threading.RLock()
+        self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
         # The hit path of a launch: kernel object id -> (kernel, function, collector it

@@ -24,7 +24,6 @@ Loading is the cache's: it is handed the cache's `load`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
+from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation
 from warmcli.runtime.misses import Misses, warn
@@ -65,7 +65,7 @@ class BundleLookup:
         self.bundle = bundle
         self.misses = misses
         self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
         self._keys: dict[str, str] = {}
         self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with

@@ -12,13 +12,13 @@ nothing here compiles, loads or prints, and the bundle is written only by `persi
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from warmcli.backends.base import DeviceFingerprint
 from warmcli.backends.toolchain import Toolchain
+from warmcli.forking import new_lock
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
@@ -29,7 +29,7 @@ class Ledger:
     """See the module doc; one per kernel cache."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
         self._persisted: set[str] = set()
         self._from_bundle: set[str] = set()
         self._toolchains: dict[str, Toolchain] = {}

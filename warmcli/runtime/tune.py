@@ -28,7 +28,6 @@ import inspect
 import json
 import math
 import operator
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -43,6 +42,7 @@ from warmcli.errors import (
     headline,
 )
 from warmcli.execution.process_mode import active_collector
+from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
 from warmcli.runtime.tune_spec import check_identity, check_names, describe_input, key_text
@@ -149,7 +149,7 @@ class TuneCache:
     def __init__(self, device_id: str, bundle: Store | None = None) -> None:
         self.device_id = device_id
         self.bundle = bundle
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}
         self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row

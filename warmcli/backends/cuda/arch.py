@@ -12,7 +12,6 @@ live here too.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from warmcli.backends.cuda.choose import (
 from warmcli.backends.cuda.cubin import CubinError, check_cubin
 from warmcli.backends.cuda.nvcc import NvccCompiler, parse_arch
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
+from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 
 
@@ -84,7 +84,7 @@ class CompilerSlot:
         self.ptx = ptx
         self.choice: CompilerChoice | None = None
         self._compiler: CudaCompiler | None = None
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)
 
     def get(self, language: str) -> CudaCompiler:
         if language != "cuda":

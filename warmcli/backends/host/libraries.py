@@ -21,10 +21,11 @@ thread, so the floating-point environment (`fegetenv`) is put back (`fesetenv`)
 after every `dlopen`: a cold process, which loads every tune candidate, computes as
 a hot one, which loads only the pick (whoever built the binary). Where the
 directory cannot be used, a private temporary directory of this process is, and
-`close` removes it. The process's state here is the descriptors of the
-libraries it loaded from the shared directory, held open for its life (one per
-file), and libc's `fegetenv`/`fesetenv`, looked up once. This module never reads a
-bundle and never decides what to load.
+`close` removes it (in the process that made it: a forked child leaves it to its
+parent). The process's state here is the descriptors of the libraries it loaded from
+the shared directory, held open for its life (one per file), and libc's
+`fegetenv`/`fesetenv`, looked up once. This module never reads a bundle and never
+decides what to load.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ import ctypes
 import hashlib
 import os
 import stat
+import sys
 import threading
 import time
 from typing import Any
 
+from warmcli.forking import renew_on_fork
 from warmcli.home import TMP_SUFFIX, in_home, private, write_private
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
@@ -54,6 +57,7 @@ class LibraryCache:
     def __init__(self) -> None:
         self._shared: str | bool | None = False  # False: not looked at yet; None: unusable
         self._private: str | None = None
+        self._private_pid = 0  # the process that made `_private`
 
     def load(self, binary: bytes) -> ctypes.CDLL:
         """The binary, loaded; `OSError` if the loader refuses it wherever it is put."""
@@ -85,8 +89,9 @@ class LibraryCache:
         return _Library(self._write_private(sha + ".so", binary))
 
     def close(self) -> None:
-        """Remove the private directory, if one was needed."""
-        if self._private is not None:
+        """Remove the private directory, if one was needed (by this process: a forked
+        child's copy of its parent's cache leaves the parent's folder, still in use)."""
+        if self._private is not None and self._private_pid == os.getpid():
             import shutil  # imported on first use: most processes never need a private folder
 
             shutil.rmtree(self._private, ignore_errors=True)
@@ -102,6 +107,7 @@ class LibraryCache:
             import tempfile  # imported on first use: most processes never need a private folder
 
             self._private = tempfile.mkdtemp(prefix="warm-host-")
+            self._private_pid = os.getpid()
         path = os.path.join(self._private, name)
         if not os.path.exists(path):
             write_private(self._private, path, binary)
@@ -162,6 +168,7 @@ class _Library(ctypes.CDLL):
 
 _held: dict[tuple[int, int], ctypes.CDLL] = {}  # by (device, inode): loaded by descriptor
 _held_lock = threading.Lock()
+renew_on_fork(sys.modules[__name__], "_held_lock")
 
 
 def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:

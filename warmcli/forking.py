@@ -1,0 +1,84 @@
+"""What a fork does to the locks of warm's state, so that a forked child can use it.
+
+`os.fork()` copies a lock that another thread holds as held, and nothing in the child ever
+releases it: a child forked while another thread compiled a kernel (the kernel cache holds
+its lock for the compile), read the bundle or made a runtime would wait for ever on its
+first launch, its report or its exit. An object that guards its state with locks hands
+itself to `renew_on_fork` with their attribute names (a module or a class, for their own;
+`new_lock` and `new_rlock` make an object's `_lock` so); in a forked child each such lock is
+replaced by a new one, not held (the state it guarded is as the forking thread left it:
+each dict and set whole, between two operations). The child goes on from there: what the
+other thread was doing (a compile) is not done in the child, which does it again when it
+needs it. A lock `held` besides (a bundle's, around every SQLite call on its connection)
+is taken before the fork, for up to `HOLD_SECONDS` in all, and released after it in the
+parent: SQLite's own mutexes, which no renewal reaches, are then free when the child is
+made. The objects are held weakly. This module owns that registry only (and, per thread,
+the locks a fork took); it never forks, and reads or writes nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
+
+_RLOCK = type(threading.RLock())
+_RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+_HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_taken = threading.local()  # per forking thread: the held locks its fork took
+
+
+def new_lock(owner: Any) -> threading.Lock:
+    """A new `threading.Lock` for `owner._lock`, renewed in a forked child."""
+    renew_on_fork(owner)
+    return threading.Lock()
+
+
+def new_rlock(owner: Any, *, held: bool = False) -> threading.RLock:
+    """A new `threading.RLock` for `owner._lock`, renewed in a forked child (`held`: and
+    taken around a fork, see the module doc)."""
+    renew_on_fork(owner)
+    if held:
+        _HELD[owner] = "_lock"
+    return threading.RLock()
+
+
+def renew_on_fork(owner: Any, *names: str) -> None:
+    """In a forked child, replace `owner`'s locks named `names` (default `_lock`) with new
+    ones of the same kind (`threading.Lock` or `threading.RLock`)."""
+    _RENEWED[owner] = names or ("_lock",)
+
+
+def _before() -> None:
+    """Before a fork: take the held locks, waiting `HOLD_SECONDS` at most in all."""
+    deadline = time.monotonic() + HOLD_SECONDS
+    taken = _taken.__dict__.setdefault("locks", [])
+    for owner, name in list(_HELD.items()):
+        lock = getattr(owner, name, None)
+        if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            taken.append(lock)
+
+
+def _after_in_parent() -> None:
+    taken = _taken.__dict__.get("locks", [])
+    while taken:
+        taken.pop().release()
+
+
+def _renew() -> None:
+    """After a fork, in the child: every registered lock anew."""
+    _taken.__dict__.get("locks", []).clear()
+    for owner, names in list(_RENEWED.items()):
+        for name in names:
+            held = getattr(owner, name, None)
+            if held is not None:
+                fresh = threading.RLock() if isinstance(held, _RLOCK) else threading.Lock()
+                setattr(owner, name, fresh)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_renew)
