@@ -4,8 +4,10 @@ prints. Every test runs the real CLI in a subprocess (the `warm` fixture).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 
 COMMANDS = ("run", "stats", "verify", "check", "merge", "push", "pull", "sign", "keygen")
 COMMANDS += ("diff", "clean", "devices")
@@ -17,3 +19,20 @@ def test_help_shows_defaults_without_markup_escapes(warm: Warm, command: str) ->
     proc = warm(command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "\\[" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_a_cuda_device_on_a_machine_without_one_hints_at_arch(
+    warm: Warm, tmp_path: Path, device: str
+) -> None:
+    """README: a CUDA workload on a machine with no GPU is refused with the hint to
+    compile for `--arch sm_90`; `cuda:0` as much as `cuda`."""
+    from warmcli.backends.opening import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU is here")
+    proc = warm("run", EXAMPLES / "saxpy_cuda.py", "--device", device, "-b", tmp_path / "x.warm")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--arch sm_90" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
