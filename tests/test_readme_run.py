@@ -36,3 +36,21 @@ def test_a_cuda_device_on_a_machine_without_one_hints_at_arch(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--arch sm_90" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+RECORD_UPLOAD = """
+import numpy as np
+
+def workload(rt):
+    rt.upload(np.zeros(2, [("a", "i4"), ("b", "f4")]))
+"""
+
+
+def test_a_record_buffer_is_refused_naming_its_fields(warm: Warm, tmp_path: Path) -> None:
+    """README: `rt.upload` refuses a record dtype with a `ValueError` naming it: its fields,
+    not numpy's `void64`."""
+    (tmp_path / "record.py").write_text(RECORD_UPLOAD)
+    proc = warm("run", tmp_path / "record.py", "-b", tmp_path / "r.warm")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "record [('a', '<i4'), ('b', '<f4')] is not numeric" in proc.stderr, proc.stderr
+    assert "void" not in proc.stderr and "Traceback" not in proc.stderr
