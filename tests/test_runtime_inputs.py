@@ -39,7 +39,7 @@ def rt():
         ([object()], "object"),
         (["a"], "str"),
         ([b"ab"], "bytes"),
-        (np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]), "void"),
+        (np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]), "record"),
         (np.zeros(2, dtype="V4"), "void"),
         (np.array(["2020-01-01"], dtype="datetime64[D]"), "datetime64"),
     ],

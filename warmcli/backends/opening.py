@@ -56,7 +56,8 @@ def open_devices(
         spec = hint or ("cuda" if cuda_available() else "host")
     if spec == "host":
         return [HostDevice(cc)]
-    if spec == "cuda" and not cuda_available():
+    indexed = spec.startswith("cuda:") and spec[len("cuda:") :].isdigit()
+    if (spec == "cuda" or indexed) and not cuda_available():
         raise DeviceError(
             "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
             "without a GPU, give the architecture: --arch sm_90 (repeat for several)"

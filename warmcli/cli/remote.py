@@ -52,7 +52,7 @@ def push(
 @app.command()
 def pull(
     url: str = typer.Argument(..., help="The bundle's https:// or s3:// URL."),
-    path: Path | None = typer.Argument(None, help="Where to put it \\[default: its file name]."),
+    path: Path | None = typer.Argument(None, help="Where to put it [default: its file name]."),
     force: bool = typer.Option(False, "--force", help="Replace PATH even if it is no bundle."),
     as_json: bool = JsonOpt,
 ) -> None:

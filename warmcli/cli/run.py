@@ -90,7 +90,7 @@ def run(
         "--jobs",
         "-j",
         min=1,
-        help=f"Compiler processes at once \\[default: the usable CPUs; at most {JOBS_PER_CPU} "
+        help=f"Compiler processes at once [default: the usable CPUs; at most {JOBS_PER_CPU} "
         "per usable CPU].",
     ),
     compile_timeout: float | None = typer.Option(
@@ -99,14 +99,14 @@ def run(
         min=0.1,
         max=1_000_000,  # (about 11 days: a wait past what the OS can time, inf, is refused)
         help="Seconds before a compiler process is stopped "
-        f"\\[default: {DEFAULT_COMPILE_TIMEOUT:g}].",
+        f"[default: {DEFAULT_COMPILE_TIMEOUT:g}].",
     ),
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
     ptx: str | None = typer.Option(
         None,
         "--ptx",
-        help="Keep PTX for this compute_XX \\[default: the highest --arch built's] for newer GPUs.",
+        help="Keep PTX for this compute_XX [default: the highest --arch built's] for newer GPUs.",
     ),
     no_ptx: bool = typer.Option(False, "--no-ptx", help="Keep cubins only, no PTX."),
     allow_discarded_reads: bool = AllowReadsOpt,

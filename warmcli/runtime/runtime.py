@@ -99,8 +99,9 @@ def numeric_dtype(dtype: Any) -> str:
     except TypeError:
         raise ValueError(f"buffer dtype {dtype!r} is not a numpy dtype") from None
     if found.kind not in "biufc":
+        shown = f"record {found}" if found.names else found.name  # (a record's name: void64)
         raise ValueError(
-            f"buffer dtype {found.name} is not numeric: a kernel reads a buffer's elements "
+            f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
             "as numbers (bool, integers, floats or complex)"
         )
     return found.name
