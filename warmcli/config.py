@@ -14,6 +14,7 @@ and never writes the environment (`worker_environment` returns a copy).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -154,6 +155,17 @@ _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 def dask_no_worker_wait(environ: Environ | None = None) -> str | None:
     """`WARM_DASK_NO_WORKER_WAIT` stripped: None when unset or blank."""
     return _env(environ).get("WARM_DASK_NO_WORKER_WAIT", "").strip() or None
+
+
+def parse_seconds(text: str) -> float:
+    """Seconds from `text`, a number above 0 and finite (`ValueError` naming it otherwise)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"not a number of seconds above 0: {str(text)[:40]!r}")
+    return seconds
 
 
 def parse_size(text: str) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -60,13 +59,9 @@ def bounds() -> Bounds:
     except ValueError as exc:
         raise RemoteError(f"WARM_REMOTE_MAX_SIZE: {exc}") from None
     try:
-        deadline = DEADLINE if seconds is None else float(seconds)
-    except ValueError:
-        deadline = math.nan
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise RemoteError(
-            f"WARM_REMOTE_DEADLINE: not a number of seconds above 0: {str(seconds)[:40]!r}"
-        )
+        deadline = DEADLINE if seconds is None else config.parse_seconds(seconds)
+    except ValueError as exc:
+        raise RemoteError(f"WARM_REMOTE_DEADLINE: {exc}") from None
     return Bounds(max_bytes, deadline)
 
 

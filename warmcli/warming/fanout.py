@@ -26,7 +26,6 @@ state and never prints.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import subprocess
@@ -233,14 +232,9 @@ def no_worker_wait() -> float:
     number of seconds above 0 is a `FanOutError`."""
     text = config.dask_no_worker_wait()
     try:
-        seconds = NO_WORKER_WAIT if text is None else float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise FanOutError(
-            f"WARM_DASK_NO_WORKER_WAIT: not a number of seconds above 0: {str(text)[:40]!r}"
-        )
-    return seconds
+        return NO_WORKER_WAIT if text is None else config.parse_seconds(text)
+    except ValueError as exc:
+        raise FanOutError(f"WARM_DASK_NO_WORKER_WAIT: {exc}") from None
 
 
 def shard_passes(reports: Sequence[dict[str, Any]]) -> list[PassReport]:
