@@ -72,7 +72,23 @@ def warmed(warm: Warm, tmp_path: Path, bundle: Path, *kernels: int) -> None:
     assert done.returncode == 0, done.stderr
 
 
-FORK_WHILE_COMPILING = """
+# The parent waits 30 s at most for its forked child, and says how it ended (or that it hung).
+CHILD_WAITED = """
+deadline = time.time() + 30
+while time.time() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child hung")
+"""
+
+FORK_WHILE_COMPILING = (
+    """
 import os, threading, time, warmcli, kernels
 rt = warmcli.runtime("host")
 kernels.run(rt, 0)  # served: the bundle is open
@@ -87,19 +103,10 @@ if pid == 0:
     except BaseException:
         os._exit(1)
     os._exit(0)
-deadline = time.time() + 30
-while time.time() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        print("child exit", os.waitstatus_to_exitcode(status))
-        break
-    time.sleep(0.05)
-else:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    print("child hung")
-compiling.join()
 """
+    + CHILD_WAITED
+    + "compiling.join()\n"
+)
 
 
 def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
@@ -112,7 +119,8 @@ def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
 
 
-FORK_WHILE_READING = """
+FORK_WHILE_READING = (
+    """
 import os, threading, time, warmcli, kernels
 from warmcli import production
 rt = warmcli.runtime("host")
@@ -128,19 +136,10 @@ if pid == 0:
     except BaseException:
         os._exit(1)
     os._exit(0)
-deadline = time.time() + 30
-while time.time() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        print("child exit", os.waitstatus_to_exitcode(status))
-        break
-    time.sleep(0.05)
-else:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    print("child hung")
-reading.join()
 """
+    + CHILD_WAITED
+    + "reading.join()\n"
+)
 
 
 def test_a_child_forked_while_another_thread_reads_the_bundle_serves(
