@@ -201,13 +201,14 @@ def _finished(client: Any, scheduler: str, futures: list[Any]) -> Iterator[Any]:
     """The `futures` as each finishes. While some are left, a cluster with no worker (all
     lost) for `no_worker_wait()` seconds, or a scheduler that stops answering, is a
     `FanOutError` naming how many shards are unfinished: never a wait for ever."""
+    from distributed import TimeoutError as WaitTimeout  # asyncio's: on 3.10 no TimeoutError
     from distributed import wait
 
     limit, pending, alone_since = no_worker_wait(), set(futures), None
     while pending:
         try:
             done, pending = wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
-        except TimeoutError:
+        except (TimeoutError, WaitTimeout):
             done = set()
         except Exception as exc:  # the connection to the scheduler is gone
             raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None
