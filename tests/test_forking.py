@@ -55,3 +55,43 @@ def test_a_fork_while_another_thread_registers_locks_is_quiet() -> None:
     )
     assert proc.returncode == 0 and "forked" in proc.stdout, proc.stderr
     assert "Exception ignored" not in proc.stderr, proc.stderr[:2000]
+
+
+AUTOTUNED_HELD_AT_FORK = """
+import os, threading
+from warmcli.pycuda import autotune
+
+@autotune(configs=[{"b": 1}, {"b": 2}], key=["n"])
+def tuned(n, b):
+    pass
+
+held, done = threading.Event(), threading.Event()
+
+def hold():  # a thread inside `_tunable`'s look-up as the fork happens
+    with tuned._lock:
+        held.set()
+        done.wait()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if tuned._lock.acquire(timeout=2) else 3)
+done.set()
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_an_autotuned_function_forked_while_a_thread_looks_it_up_is_usable() -> None:
+    """`warmcli.pycuda.autotune`'s lock, held by another thread at the fork, is new in the
+    child (it was held there for ever: the child's first call of the function hung)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", AUTOTUNED_HELD_AT_FORK],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["child", "0"], proc.stdout + proc.stderr
