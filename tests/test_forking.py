@@ -95,3 +95,45 @@ def test_an_autotuned_function_forked_while_a_thread_looks_it_up_is_usable() -> 
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["child", "0"], proc.stdout + proc.stderr
+
+
+CTRL_C_WHILE_A_FORK_WAITS = """
+import os, signal, threading, time
+from warmcli import forking
+
+class Owner:
+    pass
+
+owner = Owner()
+owner._lock = forking.new_rlock(owner, held=True)  # as a bundle's: a fork waits for it
+held = threading.Event()
+
+def hold():
+    with owner._lock:
+        held.set()
+        time.sleep(3)
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+print("forked")
+"""
+
+
+def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:
+    """Ctrl-C while a fork waits for a bundle's lock ends the wait (Python reports it as
+    ignored in the hook: no hook can raise); the hook after the fork released the registry's
+    lock the interrupted wait never took ('RuntimeError: cannot release un-acquired lock')."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_A_FORK_WAITS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert "forked" in proc.stdout, proc.stderr
+    assert "un-acquired" not in proc.stderr, proc.stderr

@@ -70,10 +70,10 @@ def _before() -> None:
         if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             taken.append(lock)
     _REGISTRY.acquire()
+    taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
 
 
 def _after_in_parent() -> None:
-    _REGISTRY.release()
     taken = _taken.__dict__.get("locks", [])
     while taken:
         taken.pop().release()
