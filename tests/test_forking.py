@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import ROOT
+from conftest import EXAMPLES, ROOT, Warm
 
 CHURN_AND_FORK = """
 import os, sys, threading
@@ -137,3 +138,39 @@ def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:
     )
     assert "forked" in proc.stdout, proc.stderr
     assert "un-acquired" not in proc.stderr, proc.stderr
+
+
+SERVE_COUNTING_GETPID = """
+import os, runpy, sys
+import warmcli
+
+warmcli.use_bundle(sys.argv[1])
+workload = runpy.run_path(sys.argv[2])["workload"]
+rt = warmcli.runtime("host")
+calls, real = [], os.getpid
+os.getpid = lambda: calls.append(1) or real()
+workload(rt)
+os.getpid = real
+print(len(calls), warmcli.report())
+"""
+
+
+def test_serving_asks_no_process_id_per_kernel(warm: Warm, tmp_path: Path) -> None:
+    """A bundle's reads check they are in the process that opened its connection (a forked
+    child opens its own): that is known from a fork's hook, not asked of the kernel per
+    read (`os.getpid()`, a system call: ~2 a kernel, ~0.5 µs, a hot start paid)."""
+    bundle = tmp_path / "b.warm"
+    workload = EXAMPLES / "matmul_host.py"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE_COUNTING_GETPID, str(bundle), str(workload)],
+        capture_output=True,
+        text=True,
+        env=warm.env,  # its home: the libraries `warm run` left there, as a hot start has
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    count, report = proc.stdout.split(" ", 1)
+    assert "served everything" in report, proc.stdout
+    assert count == "0", proc.stdout
