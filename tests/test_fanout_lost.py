@@ -119,4 +119,24 @@ def test_a_wait_timing_out_as_on_python_3_10_is_no_lost_scheduler(
 
     monkeypatch.setattr(distributed, "TimeoutError", AsyncioTimeout)
     monkeypatch.setattr(distributed, "wait", wait)
-    assert list(fanout._finished(Client(), "tcp://s", [shard])) == [shard]
+    assert list(fanout._finished(Client(), "tcp://s", [shard], 60.0)) == [shard]
+
+
+def test_a_bad_no_worker_wait_is_refused_before_any_shard_is_sent(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`WARM_DASK_NO_WORKER_WAIT` was read once the shards were submitted: a bad value
+    stopped warm with shards left running on the cluster (or, with no cluster to reach,
+    was not named at all). It is read before warm connects."""
+    workload = tmp_path / "w.py"
+    workload.write_text("def workload(rt):\n    pass\n")
+    proc = subprocess.run(
+        [*RUN, str(workload), "-b", str(tmp_path / "b.warm"), "--dask", "tcp://127.0.0.1:9"],
+        env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "soon"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "WARM_DASK_NO_WORKER_WAIT" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
