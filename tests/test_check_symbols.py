@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 import subprocess
 from pathlib import Path
 
@@ -59,3 +60,30 @@ def test_the_symbol_reader_is_bounded_by_the_binary(tmp_path: Path) -> None:
         exported_symbols(data[:cut])
     for at in range(0, len(data), 61):
         exported_symbols(data[:at] + b"\xff" * 8 + data[at + 8 :])
+
+
+def _elf_with_names(offsets: list[int], names: bytes) -> bytes:
+    """A 64-bit little-endian shared object's header and sections only: a dynamic symbol
+    table of global functions named from `offsets` into the string table `names`."""
+    symbol = struct.Struct("<IBBHQQ")
+    symbols = bytes(24) + b"".join(symbol.pack(at, 0x12, 0, 1, 0, 0) for at in offsets)
+    at_names = 64 + len(symbols)
+
+    def section(kind: int, offset: int, size: int, link: int, entsize: int) -> bytes:
+        return struct.pack("<IIQQQQIIQQ", 0, kind, 0, 0, offset, size, link, 0, 8, entsize)
+
+    sections = bytes(64) + section(11, 64, len(symbols), 2, 24)
+    sections += section(3, at_names, len(names), 0, 0)
+    at_sections = at_names + len(names)
+    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, at_sections, 0, 64, 56, 0, 64, 3, 2)
+    return header + symbols + names + sections
+
+
+def test_overlapping_names_cost_no_more_than_the_binary() -> None:
+    """A hostile bundle's binary whose symbols all name long overlapping runs of its string
+    table (a 1 MB binary read 3 GB of names in 10 s): the reader gives up (None) once the
+    names it read outgrow the table, so its time and memory stay bounded by the binary."""
+    assert exported_symbols(_elf_with_names(list(range(300)), b"A" * 100_000 + b"\0")) is None
+    shared = _elf_with_names([1, 6, 8, 10], b"\0warm_k\0g\0unterminated")  # k: warm_k's tail
+    assert exported_symbols(shared) == frozenset({"warm_k", "k", "g"})

@@ -91,3 +91,52 @@ def test_every_worker_lost_is_one_line_and_exit_2_not_a_hang(
     assert run.returncode == 2, out + err
     assert err.startswith(f"warm: error: dask scheduler {lonely_scheduler}: no worker"), err
     assert "1 shard" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_wait_timing_out_as_on_python_3_10_is_no_lost_scheduler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`distributed.wait(timeout=)` raises `distributed.TimeoutError`, which is asyncio's:
+    on Python 3.10 no builtin `TimeoutError`, so a shard running past the first 1 s poll was
+    'dask scheduler ... lost' there. Simulated here with a class of its own, as on 3.10."""
+    from warmcli.warming import fanout
+
+    class AsyncioTimeout(Exception):  # Python 3.10's asyncio.TimeoutError: no TimeoutError
+        pass
+
+    shard = object()
+    calls: list[int] = []
+
+    def wait(pending: set[object], timeout: float, return_when: str) -> tuple[set, set]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise AsyncioTimeout(f"timed out after {timeout} s.")
+        return set(pending), set()
+
+    class Client:
+        def nthreads(self) -> dict[str, int]:
+            return {"tcp://worker": 1}
+
+    monkeypatch.setattr(distributed, "TimeoutError", AsyncioTimeout)
+    monkeypatch.setattr(distributed, "wait", wait)
+    assert list(fanout._finished(Client(), "tcp://s", [shard], 60.0)) == [shard]
+
+
+def test_a_bad_no_worker_wait_is_refused_before_any_shard_is_sent(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`WARM_DASK_NO_WORKER_WAIT` was read once the shards were submitted: a bad value
+    stopped warm with shards left running on the cluster (or, with no cluster to reach,
+    was not named at all). It is read before warm connects."""
+    workload = tmp_path / "w.py"
+    workload.write_text("def workload(rt):\n    pass\n")
+    proc = subprocess.run(
+        [*RUN, str(workload), "-b", str(tmp_path / "b.warm"), "--dask", "tcp://127.0.0.1:9"],
+        env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "soon"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "WARM_DASK_NO_WORKER_WAIT" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -138,6 +138,25 @@ def test_wrap_refuses_a_strided_view_and_takes_contiguous_strides() -> None:
         wrap(view, "sm_90")
 
 
+def test_wrap_judges_contiguity_as_numpy_does() -> None:
+    """Every layout of up to three dimensions (sizes 0-3, strides of a few itemsizes, each
+    sign): taken exactly where numpy calls the view C-contiguous (C order is seen on a
+    fast path, as each launch asks it of each array argument)."""
+    import itertools
+
+    base = np.zeros(4096, np.float32)
+    for ndim in (1, 2, 3):
+        for shape in itertools.product(range(4), repeat=ndim):
+            for strides in itertools.product((4, 8, 12, 16, -4), repeat=ndim):
+                view = np.lib.stride_tricks.as_strided(base[2048:], shape, strides)
+                fake = FakeCudaArray(0x7F00, shape, "<f4", strides=strides)
+                if view.flags.c_contiguous:
+                    assert wrap(fake, "cuda:0").shape == shape
+                else:
+                    with pytest.raises(ArgumentError, match="not contiguous"):
+                        wrap(fake, "cuda:0")
+
+
 def test_runtime_wrap_is_the_same_layer() -> None:
     rt = Runtime(ArchDevice("sm_90"))
     buffer = rt.wrap(FakeCudaArray(0x1000, (16,), "<i8"))

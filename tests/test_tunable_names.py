@@ -62,7 +62,11 @@ def test_the_name_limit_is_the_bundles() -> None:
 
 
 @pytest.mark.parametrize(
-    "tolerance", ["(float('nan'), 1e-6)", "(1e-5, -1)", "(1e-5,)", "1e-5", "(1e-5, 'x')"]
+    "tolerance",
+    [
+        *("(float('nan'), 1e-6)", "(1e-5, -1)", "(1e-5,)", "1e-5", "(1e-5, 'x')"),
+        *("'12'", "b'12'", "{1e-5, 1e-6}"),  # text (1 and 2; bytes 49 and 50), no order
+    ],
 )
 def test_a_check_tolerance_that_is_no_pair_of_finite_numbers_at_least_0_is_refused(
     warm: Warm, workload_file, bundle_path: Path, tolerance: str

@@ -12,8 +12,10 @@ other thread was doing (a compile) is not done in the child, which does it again
 needs it. A lock `held` besides (a bundle's, around every SQLite call on its connection)
 is taken before the fork, for up to `HOLD_SECONDS` in all, and released after it in the
 parent: SQLite's own mutexes, which no renewal reaches, are then free when the child is
-made. The objects are held weakly. This module owns that registry only (and, per thread,
-the locks a fork took); it never forks, and reads or writes nothing else.
+made. The objects are held weakly; a registration and a fork's look at the registry take
+`_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
+that registry only (and, per thread, the locks a fork took); it never forks, and reads or
+writes nothing else.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _RLOCK = type(threading.RLock())
 _RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took
+_REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 
 
 def new_lock(owner: Any) -> threading.Lock:
@@ -43,24 +46,31 @@ def new_rlock(owner: Any, *, held: bool = False) -> threading.RLock:
     taken around a fork, see the module doc)."""
     renew_on_fork(owner)
     if held:
-        _HELD[owner] = "_lock"
+        with _REGISTRY:
+            _HELD[owner] = "_lock"
     return threading.RLock()
 
 
 def renew_on_fork(owner: Any, *names: str) -> None:
     """In a forked child, replace `owner`'s locks named `names` (default `_lock`) with new
     ones of the same kind (`threading.Lock` or `threading.RLock`)."""
-    _RENEWED[owner] = names or ("_lock",)
+    with _REGISTRY:
+        _RENEWED[owner] = names or ("_lock",)
 
 
 def _before() -> None:
-    """Before a fork: take the held locks, waiting `HOLD_SECONDS` at most in all."""
+    """Before a fork: take the held locks, waiting `HOLD_SECONDS` at most in all; then
+    `_REGISTRY`, held across the fork (the child's `_RENEWED` whole)."""
     deadline = time.monotonic() + HOLD_SECONDS
     taken = _taken.__dict__.setdefault("locks", [])
-    for owner, name in list(_HELD.items()):
+    with _REGISTRY:  # another thread may be registering (a new bundle)
+        held = list(_HELD.items())
+    for owner, name in held:
         lock = getattr(owner, name, None)
         if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             taken.append(lock)
+    _REGISTRY.acquire()
+    taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
 
 
 def _after_in_parent() -> None:
@@ -71,6 +81,8 @@ def _after_in_parent() -> None:
 
 def _renew() -> None:
     """After a fork, in the child: every registered lock anew."""
+    global _REGISTRY
+    _REGISTRY = threading.RLock()  # the forking thread's, taken in `_before`
     _taken.__dict__.get("locks", []).clear()
     for owner, names in list(_RENEWED.items()):
         for name in names:

@@ -6,12 +6,11 @@ no row costs more memory than its limits (and SQLite itself refuses to load any
 value over `MAX_VALUE_BYTES`). Every field of every row is then checked (type,
 size, format; a tune's key against its fields; a measured tune's pick is one of
 its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`)
-or a `TuneRecord`; a
-field that is not what warm writes raises `_Malformed`, which `RowReader` (the reads
-`Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at a time) names as a
-`BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`). This module
-owns no state and never decides what is served (`warmcli.bundle.store` does); it opens no
-file but a forked child's own connection to the bundle (`RowReader._conn`).
+or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
+`RowReader` (the reads `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at
+a time) names as a `BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`).
+Its only state is this process's id (`_PROCESS`); it never decides what is served
+(`warmcli.bundle.store` does), and opens only a forked child's own connection (`_conn`).
 """
 
 from __future__ import annotations
@@ -89,6 +88,9 @@ _HEX64 = Pattern(r"[0-9a-f]{64}")
 _IDENTIFIER = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = Pattern(r"warm_[0-9a-f]{16}_[A-Za-z_][A-Za-z0-9_]*")
 _T = TypeVar("_T")
+_PROCESS = [os.getpid()]  # set anew in a forked child: no system call per read
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
 OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
 
 
@@ -143,10 +145,9 @@ class RowReader:
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        """The connection; in a forked child one of its own, opened on first use: the
-        parent's may be inside a statement of a thread the child lacks, its SQLite mutex
-        held for ever there, so the child never uses it, nor frees it (that takes it too)."""
-        if self._pid != os.getpid():
+        """The connection; in a forked child one of its own, opened on first use: the parent's
+        may be in a statement of a thread the child lacks (its mutex held): never used nor freed."""
+        if self._pid != _PROCESS[0]:
             inherited = self._connection
             try:
                 self._conn, self._ident = _open_connection(self.fspath, self.writable)
@@ -157,12 +158,12 @@ class RowReader:
 
     @_conn.setter
     def _conn(self, connection: sqlite3.Connection) -> None:
-        self._connection, self._pid = connection, os.getpid()
+        self._connection, self._pid = connection, _PROCESS[0]
 
     def _close_connection(self) -> None:
         """Close the connection (a forked child's inherited one is never used, see `_conn`)."""
         with self._lock:
-            if self._pid == os.getpid():
+            if self._pid == _PROCESS[0]:
                 self._connection.close()
 
     @cached_property

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from warmcli.execution.process_mode import ProcessMode, current_process_mode
+from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 from warmcli.pycuda import context
 from warmcli.pycuda.args import describe
@@ -94,7 +94,7 @@ class Autotuned:
             parameters=[p for p in signature.parameters.values() if p.name not in tuned]
         )
         self._tunables: dict[tuple[Any, ...], tuple[Tunable, dict[int, Config]]] = {}
-        self._lock = threading.Lock()
+        self._lock = new_lock(self)  # new in a forked child (`warmcli.forking`)
         functools.update_wrapper(self, function)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

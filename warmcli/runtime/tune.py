@@ -93,7 +93,9 @@ class Tunable(Record):
             )
         if self.check is not None and not isinstance(self.check, str) and not callable(self.check):
             raise ValueError(f"tunable {self.name}: check is a candidate's name or a callable")
-        try:
+        try:  # a pair in order: no text (its characters), no set
+            if isinstance(self.check_tolerance, str | bytes | bytearray | set | frozenset):
+                raise TypeError
             rtol, atol = (float(t) for t in self.check_tolerance)
         except (TypeError, ValueError):
             rtol = atol = math.nan

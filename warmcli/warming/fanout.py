@@ -131,6 +131,7 @@ def fan_out(
     except ImportError:
         raise FanOutError("--dask needs Dask's distributed: pip install 'warmcli[dask]'") from None
     report = report or FanOutReport(scheduler)  # the caller's: what finished, when it fails
+    limit = no_worker_wait()  # a bad value is refused before any shard is sent
     try:
         client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s")
     except (OSError, TimeoutError, ValueError) as exc:
@@ -161,7 +162,7 @@ def fan_out(
         if on_shard is not None:
             on_shard(None, count)
         failed: list[str] = []  # every shard is waited for: what the others built is kept
-        for future in _finished(client, scheduler, list(futures)):
+        for future in _finished(client, scheduler, list(futures), limit):
             shard, worker = futures[future]
             try:
                 (code, doc, data, error), seconds = future.result()
@@ -196,17 +197,18 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
     return info["workers"]  # type: ignore[no-any-return]
 
 
-def _finished(client: Any, scheduler: str, futures: list[Any]) -> Iterator[Any]:
+def _finished(client: Any, scheduler: str, futures: list[Any], limit: float) -> Iterator[Any]:
     """The `futures` as each finishes. While some are left, a cluster with no worker (all
-    lost) for `no_worker_wait()` seconds, or a scheduler that stops answering, is a
+    lost) for `limit` seconds (`no_worker_wait()`), or a scheduler that stops answering, is a
     `FanOutError` naming how many shards are unfinished: never a wait for ever."""
+    from distributed import TimeoutError as WaitTimeout  # asyncio's: on 3.10 no TimeoutError
     from distributed import wait
 
-    limit, pending, alone_since = no_worker_wait(), set(futures), None
+    pending, alone_since = set(futures), None
     while pending:
         try:
             done, pending = wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
-        except TimeoutError:
+        except (TimeoutError, WaitTimeout):
             done = set()
         except Exception as exc:  # the connection to the scheduler is gone
             raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None

@@ -9,7 +9,8 @@ refuses each, so a production process compiles the kernel after all.
 check`'s preflight (`warmcli.ops.check`), and `exported_symbols` reads the names its
 dynamic symbol table exports (what `dlsym` finds), so a row naming a symbol the binary
 lacks is found there too, not when a production process serves it (pyelftools is no
-dependency of warm: a small reader bounded by the binary's size). It owns no state,
+dependency of warm: a small reader bounded by the binary's size, in time and memory: a
+table whose names overlap more than a linker's shared tails do is not read). It owns no state,
 loads nothing and never prints.
 """
 
@@ -24,6 +25,7 @@ _ET_DYN = 3  # e_type of a shared object
 _PT_LOAD = 1
 _SHT_DYNSYM = 11
 _MAX_SYMBOLS = 1 << 20  # a dynamic symbol table longer than this is not read
+_NAMES_READ = 4  # the names read total at most this many times their table's size
 # `platform.machine()` -> ELF e_machine of the shared objects its loader takes.
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
              "ppc64": 21, "s390x": 22, "riscv64": 243, "i386": 3, "i686": 3}  # fmt: skip
@@ -105,12 +107,17 @@ def exported_symbols(data: bytes) -> frozenset[str] | None:
         if names + names_size > len(data) or size // entsize > _MAX_SYMBOLS:
             return None
         found: set[str] = set()
+        last = data.rfind(b"\0", names, names + names_size)  # a name past it is unterminated
+        budget = _NAMES_READ * names_size  # names overlap in a table (a shared tail), not more
         for i in range(1, size // entsize):  # the first is the null symbol
             name, info, other, shndx = entry.unpack_from(data, start + i * entsize)
             if shndx == 0 or (info >> 4) not in (1, 2, 10) or other & 3 in (1, 2):
                 continue  # undefined; local; internal or hidden
-            end = data.find(b"\0", names + name, names + names_size)
-            if name < names_size and end >= 0:
+            if names + name <= last:
+                end = data.find(b"\0", names + name, last + 1)
+                budget -= end - names - name
+                if budget < 0:  # runs of the table named again and again: not a linker's
+                    return None
                 found.add(data[names + name : end].decode(errors="replace"))
         return frozenset(found)
     return frozenset()
