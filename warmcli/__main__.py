@@ -11,7 +11,7 @@ import sys
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 
 def main() -> None:
@@ -21,6 +21,9 @@ def main() -> None:
 
         sys.stdout.write(f"warm {__version__}\n")
         return
+    import signal
+
+    signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
     try:
         from warmcli.cli import main as cli_main
         from warmcli.cli.common import end_process, exit_interrupted
@@ -31,15 +34,13 @@ def main() -> None:
     try:
         cli_main()
     except SystemExit as exc:
+        _Ended.now = True  # first, before any call: a Ctrl-C from here on is no exception
         code = exc.code
     except KeyboardInterrupt:  # past the command's own answer, as it ended
+        _Ended.now = True
         interrupted = True
-    for _ in range(3):  # the command has ended, its exit code stands: Ctrl-C is ignored
-        try:  # (one that came just before is raised here, at the call: ignored the same)
-            _ignore_ctrl_c()
-            break
-        except KeyboardInterrupt:
-            continue
+    _Ended.now = True
+    _hold_ctrl_c(signal)  # nor later: no traceback, no death by the signal
     if interrupted:  # one line, exit 130 (no second JSON object where one was printed)
         try:
             exit_interrupted()
@@ -49,11 +50,26 @@ def main() -> None:
     raise SystemExit(code)
 
 
-def _ignore_ctrl_c() -> None:
-    """Ctrl-C from here on is ignored: as the process ended, it printed a traceback, or
-    killed `warm` by the signal once Python had restored SIGINT's default action."""
-    import signal
+class _Ended:
+    """Whether the command has ended (its exit code stands): set by plain stores only, which
+    no signal handler can come between."""
 
+    now = False
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    """SIGINT's handler: `KeyboardInterrupt`, as Python's own, until the command has ended;
+    nothing after (Python runs a handler only at a call or a loop's jump, never between
+    `except` and the store of `_Ended.now`, so no Ctrl-C escapes as the command ends)."""
+    if not _Ended.now:
+        raise KeyboardInterrupt
+
+
+def _hold_ctrl_c(signal: Any) -> None:
+    """SIGINT is ignored from here on, by the system too: the interpreter's teardown puts
+    back the default action of a signal with a Python handler, never of an ignored one, so
+    a late Ctrl-C cannot kill `warm` by the signal. (`signal.signal` runs a handler for a
+    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.)"""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
