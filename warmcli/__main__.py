@@ -21,10 +21,10 @@ def main() -> None:
 
         sys.stdout.write(f"warm {__version__}\n")
         return
-    import signal
-
-    signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
     try:
+        import signal
+
+        signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
         from warmcli.cli import main as cli_main
         from warmcli.cli.common import end_process, exit_interrupted
     except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
