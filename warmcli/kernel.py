@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.printable import Pattern, lone_surrogate
+from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -144,9 +144,7 @@ class Kernel(Record):
         texts = [("its source", source), ("its name", name)]
         texts += [(f"option {i + 1}", o) for i, o in enumerate(checked_options)]
         for what, text in texts + [(f"define {k}", v) for k, v in norm]:
-            if (bad := lone_surrogate(text)) is not None:
-                raise ValueError(f"kernel {entry}: {what} holds {bad!r}, a lone surrogate: "
-                                 "no file can hold it (UTF-8 has no form for it)")  # fmt: skip
+            refuse_lone_surrogate(f"kernel {entry}", what, text)
         for k, v in norm:
             if "\n" in v or "\r" in v or _opens_comment(v):
                 raise ValueError(

@@ -72,3 +72,11 @@ def lone_surrogate(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return text[exc.start]
     return None
+
+
+def refuse_lone_surrogate(owner: str, what: str, text: str) -> None:
+    """`ValueError` naming `owner`'s `what` where `text` holds a lone surrogate
+    (`lone_surrogate`): what warm would have to write into a file or a bundle."""
+    if (bad := lone_surrogate(text)) is not None:
+        raise ValueError(f"{owner}: {what} holds {bad!r}, a lone surrogate: no file can hold "
+                         "it (UTF-8 has no form for it)")  # fmt: skip

@@ -22,7 +22,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
-from warmcli.printable import lone_surrogate
+from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
@@ -34,7 +34,7 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
     characters, each candidate a `kernel`, the candidates a mapping)."""
     if not isinstance(name, str):
         raise TypeError(f"tunable {name!r}: its name is no str ({type(name).__name__})")
-    _encodable(name, "its name", name)
+    refuse_lone_surrogate(f"tunable {name}", "its name", name)
     if len(name) > MAX_NAME:
         raise ValueError(f"tunable {name[:40]}...: its name is {len(name)} characters, over "
                          f"the {MAX_NAME} a bundle holds")  # fmt: skip
@@ -45,7 +45,7 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
         if not isinstance(each, str):
             raise TypeError(f"tunable {name}: candidate name {each!r} ({type(each).__name__}) "
                             "is no str")  # fmt: skip
-        _encodable(name, f"candidate name {each!r}", each)
+        refuse_lone_surrogate(f"tunable {name}", f"candidate name {each!r}", each)
         if len(each) > MAX_NAME:
             raise ValueError(f"tunable {name}: a candidate name of {len(each)} characters, "
                              f"over the {MAX_NAME} a bundle holds")  # fmt: skip
@@ -165,12 +165,6 @@ def key_text(name: str, derived: Any) -> str:
         )
         raise TuneSpecError(message)
     return text
-
-
-def _encodable(name: str, what: str, text: str) -> None:
-    if (bad := lone_surrogate(text)) is not None:
-        raise ValueError(f"tunable {name}: {what} holds {bad!r}, a lone surrogate: no file "
-                         "can hold it (UTF-8 has no form for it)")  # fmt: skip
 
 
 def _constant(value: Any) -> str:
