@@ -5,7 +5,8 @@ variable after import), taking the environment to read as an argument where a
 caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
 (`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
 `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
-(`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`. The
+(`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
+`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`. The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
 `warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
@@ -102,6 +103,17 @@ def home(environ: Environ | None = None) -> str | None:
 def xdg_cache_home(environ: Environ | None = None) -> str | None:
     """`XDG_CACHE_HOME`, which the user cache directory follows (warmcli.home)."""
     return _env(environ).get("XDG_CACHE_HOME")
+
+
+def user_home(environ: Environ | None = None) -> str | None:
+    """`HOME`, which the user cache directory follows where `XDG_CACHE_HOME` is unset."""
+    return _env(environ).get("HOME")
+
+
+def android_app(environ: Environ | None = None) -> bool:
+    """Whether the environment is an Android app's (platformdirs' test of it)."""
+    env = _env(environ)
+    return env.get("ANDROID_DATA") == "/data" and env.get("ANDROID_ROOT") == "/system"
 
 
 def bundle(environ: Environ | None = None) -> str | None:

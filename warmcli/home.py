@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 
 from warmcli import config
 from warmcli.errors import ConfigError
@@ -83,9 +84,31 @@ def refuse_no_directory() -> None:
         )
 
 
-@functools.cache
 def _user_cache(xdg_cache_home: str | None) -> str:
-    """platformdirs' answer, once per value of the variable it reads (it takes ~0.1 ms)."""
+    """The user cache directory's `warm`, as platformdirs names it: on Linux, where its
+    answer is plain (an absolute `XDG_CACHE_HOME`, else none set and an absolute `HOME`),
+    found here, since importing platformdirs costs a serving process several ms; anywhere
+    else platformdirs' own answer, once per value of the variables it reads."""
+    home = config.user_home()
+    plain = _plain_user_cache(xdg_cache_home, home)
+    return plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
+
+
+def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | None:
+    """`$XDG_CACHE_HOME/warm` or `$HOME/.cache/warm` where platformdirs (every version
+    warm allows) names it so: Linux and no Android app; None for anything else."""
+    if sys.platform != "linux" or hasattr(sys, "getandroidapilevel") or config.android_app():
+        return None
+    if xdg_cache_home and xdg_cache_home.startswith("/"):
+        return os.path.join(xdg_cache_home, "warm")
+    if xdg_cache_home or not home or not home.startswith("/"):
+        return None  # relative or blank: versions differ; HOME unusable: platformdirs asks pwd
+    return f"{home.rstrip('/')}/.cache/warm"  # as `os.path.expanduser("~/.cache")` joins it
+
+
+@functools.cache
+def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str:
+    """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms)."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
     return user_cache_dir("warm")
