@@ -3,30 +3,31 @@
 Rows `hot_start` (the host example), `hot_start_generated` (a generated workload of
 `Size.generated` tiny kernels), `hot_vs_floor` and `import`. Every start is a fresh
 process (`python -m bench.first_result`) timed whole, from `exec` to exit: interpreter
-start, imports, the bundle's opening, the workload's first result. Cold has no
-bundle and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the
-workload would without warm); hot loads the bundle `warm run` made (the real CLI)
-on the machine that warmed it. The floor is what no cache can beat: a process that
-only imports numpy (`python -c 'import numpy.random'`) plus the workload's own run
-with every kernel already in memory (its second run inside the hot processes).
-The floor's processes run right after each hot one, so load on the machine hits both
-sides alike. What bounds `hot_vs_floor` is measured beside the floor, alternately with
-it: a process that imports numpy.random and warm's serving names (`SERVING`) and does
-nothing else; no hot process imports less, so (that process + the run) / floor is the
-least the row can reach with warm's imports as they are, and the detail splits the hot
-process's excess over the floor into those imports, the first result (opening the
-bundle, loading kernels, and one run more than the floor's) and the rest, itself split
-into what is measured apart on the machine's monotonic clock, which the children read
-too: the workload file's import, the exit (from the hot child's last line, warm's exit
-handler then the interpreter's teardown, against the floor's from its last line) and the
-start (to the child's first line, against the floor's), and what is left of it.
+start, imports, the bundle's opening, the workload's first result. Cold has no bundle
+and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the workload would
+without warm); hot loads the bundle `warm run` made (the real CLI) on the machine that
+warmed it. The floor is what no cache can beat: a process that only imports numpy
+(`python -m bench.floor`, launched as the hot child is) plus the workload's own run with
+every kernel already in memory (its second run inside the hot processes). The floor's
+processes run right after each hot one, so load on the machine hits both sides alike.
+What bounds `hot_vs_floor` is measured beside the floor, alternately with it: a process
+that imports numpy.random and warm's serving names (`SERVING`, as `python -m bench.floor
+serving`) and does nothing else; no hot process imports less, so (that process + the
+run) / floor is the least the row can reach with warm's imports as they are, and the
+detail splits the hot process's excess over the floor into those imports, the first
+result (opening the bundle, loading kernels, and one run more than the floor's) and the
+rest, itself split into what is measured apart on the machine's monotonic clock, which
+the children read too: the workload file's import, the exit (from the hot child's last
+line, warm's exit handler then the interpreter's teardown, against the floor's from its
+last line) and the start (to the child's first line, against the floor's), and what is
+left of it.
 `import` holds `import warmcli` against `import numpy`, fresh processes, medians,
 interleaved. Medians throughout: on a shared machine a figure is noisy, and the two
-sides of a ratio are always measured in the same run, alternately. Every process
-imports from bytecode, as an installed package does (numpy's is compiled when it is
-installed): warm's is written once, to a cache folder beside the bench's temporary
-files (`PYTHONPYCACHEPREFIX`), never into the checkout, even where the caller's
-environment says not to write bytecode.
+sides of a ratio are always measured in the same run, alternately. Every process imports
+from bytecode, as an installed package does (numpy's is compiled when it is installed):
+warm's is written once, to a cache folder beside the bench's temporary files
+(`PYTHONPYCACHEPREFIX`), never into the checkout, even where the caller's environment
+says not to write bytecode.
 """
 
 from __future__ import annotations
@@ -51,8 +52,7 @@ IMPORT_TARGET = 1.15
 IMPORT_RUNS = 11
 # What a workload imports to be served: the `import` row's third figure, and the floor's bound.
 SERVING = "import numpy.random; from warmcli import Kernel, Runtime, Tunable, use_bundle"
-# The floor: numpy.random imported, its first and last line's clock printed (`time` is built in).
-FLOOR = "import time; s = time.perf_counter(); import numpy.random; print(s, time.perf_counter())"
+FLOOR = "bench.floor"  # numpy.random imported, its first and last line's clock printed
 # warm's bytecode, shared by every bench process (outside the checkout).
 PYCACHE = Path(tempfile.gettempdir(), "warm-bench-pycache")
 
@@ -83,7 +83,7 @@ def floor_process(env: dict[str, str]) -> tuple[float, float, float]:
     """A process that only imports numpy.random: (wall, start to its first line, exit after
     its last), in seconds, on the clock `start` reads."""
     spawned = time.perf_counter()
-    out, wall = python("-c", FLOOR, env=env)
+    out, wall = python("-m", FLOOR, env=env)
     first, last = map(float, out.split())
     return wall, first - spawned, spawned + wall - last
 
@@ -129,7 +129,7 @@ def starts(size: Size) -> list[Row]:
 
         def beside(env: dict[str, str]) -> None:  # alternately: load hits every side alike
             floors.append(floor_process(env))
-            servings.append(python("-c", SERVING, env=env)[1])
+            servings.append(python("-m", FLOOR, "serving", env=env)[1])
 
         host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts, beside)
         gen_path = generated.write(tmp / "generated.py", size.generated)
