@@ -134,8 +134,14 @@ def _stable(name: str, value: Any) -> Any:
 
 
 def _default(value: Any) -> str:
-    """What JSON has no form for: a set as `_set_text` writes it, anything else its `str`."""
-    return _set_text("", value) if isinstance(value, set | frozenset) else str(value)
+    """What JSON has no form for: a set as `_set_text` writes it, an array as its `str` but
+    with every digit each element needs (numpy prints 8 by default: arrays that differ past
+    them would share one tune), anything else its `str`."""
+    if isinstance(value, set | frozenset):
+        return _set_text("", value)
+    if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them
+        return np.array2string(value, floatmode="unique")
+    return str(value)
 
 
 _KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=...)` writes

@@ -1,0 +1,83 @@
+"""A bundle never serves what a cold process would not compute: keys as exact as the work.
+
+Through the real CLI (`warm run`) and fresh production processes, with and without the
+bundle, compared with a cold process: a tune keyed (`key=`) on a float array whose
+elements differ past numpy's 8 printed digits is a miss, not another array's pick.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from conftest import Warm
+
+from warmcli.runtime.tune_spec import key_text
+
+ARRAY_KEY = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+GENERAL = Kernel(r'''
+void scale(const double *x, double *y, const double *c, int n) {
+    for (int r = 0; r < 200; r++)
+        for (int i = 0; i < n; i++) y[i] = x[i] * c[0];
+}''', "scale", "PPPi")
+UNIT = Kernel(r'''
+void scale(const double *x, double *y, const double *c, int n) {
+    for (int i = 0; i < n; i++) y[i] = x[i];   /* right only where c[0] == 1 */
+}''', "scale", "PPPi")
+
+
+def launch(rt, k, x, y, c, n, coeffs, *, stream=None):
+    rt.launch(k, x, y, c, n, stream=stream)
+
+
+SCALE = Tunable("scale", {"general": GENERAL, "unit": UNIT}, launch,
+                key=lambda x, y, c, n, coeffs: [list(x.shape), coeffs],
+                check="general", check_tolerance=(0, 0))
+
+
+def workload(rt):
+    coeffs = np.array([float(os.environ.get("C0", "1.0")), 2.0])
+    x = rt.upload(np.linspace(1, 2, 4096))
+    y = rt.buffer(4096, "float64")
+    rt.tune(SCALE, x, y, rt.upload(coeffs), 4096, coeffs)
+    return y
+"""
+
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+print(json.dumps({"last": float(y[-1]), "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_a_key_array_differing_past_eight_digits_is_a_miss_not_another_pick(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(ARRAY_KEY)
+    bundle = tmp_path / "a.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    near = Warm(dict(warm.env, C0="1.000000001"))
+    cold = near.production(SERVE, path)
+    assert cold["last"] == 2 * 1.000000001, "cold: the check excludes 'unit' at c0 != 1"
+    served = near.production(SERVE, path, bundle=bundle)
+    assert served == {"last": cold["last"], "tunes": 1}, "a miss, never the pick made at 1.0"
+    assert warm.production(SERVE, path, bundle=bundle)["tunes"] == 0, "what was warmed hits"
+
+
+def test_an_arrays_key_text_holds_every_digit_and_short_values_key_as_before() -> None:
+    def text(value: object) -> str:
+        return key_text("t", value)
+
+    assert text(np.array([1.0, 1 + 1e-9])) != text(np.array([1.0, 1.0]))
+    assert text(np.array([123456789012.0, 1.0])) != text(np.array([123456789013.0, 1.0]))
+    for value in (np.array([0.1, 0.25]), np.eye(2), np.arange(6), np.float32([1.5, 2])):
+        assert text(value) == json.dumps(str(value)), "keys of short values are unchanged"
