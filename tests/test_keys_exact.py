@@ -2,7 +2,9 @@
 
 Through the real CLI (`warm run`) and fresh production processes, with and without the
 bundle, compared with a cold process: a tune keyed (`key=`) on a float array whose
-elements differ past numpy's 8 printed digits is a miss, not another array's pick.
+elements differ past numpy's 8 printed digits is a miss, not another array's pick; a
+header reached by the compiler's search order (`-iquote` before `-I` for a quoted name,
+`-I` before `-isystem`, `-idirafter` last) is the one keyed, so its edit is a new kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from conftest import Warm
 
+from warmcli import Kernel
+from warmcli.kernel import kernel_key
 from warmcli.runtime.tune_spec import key_text
 
 ARRAY_KEY = """
@@ -81,3 +85,71 @@ def test_an_arrays_key_text_holds_every_digit_and_short_values_key_as_before() -
     assert text(np.array([123456789012.0, 1.0])) != text(np.array([123456789013.0, 1.0]))
     for value in (np.array([0.1, 0.25]), np.eye(2), np.arange(6), np.float32([1.5, 2])):
         assert text(value) == json.dumps(str(value)), "keys of short values are unchanged"
+
+
+def _key(source: str, options: tuple[str, ...]) -> str:
+    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "gcc")
+
+
+HEADER_WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+K = Kernel('#include "cfg.h"\\nvoid f(int *x) { x[0] = VAL; }', "f", "P",
+           options=("-I", HERE + "/a", "-iquote", HERE + "/b"))
+
+
+def workload(rt):
+    x = rt.buffer(1, "int32")
+    rt.launch(K, x)
+    return x
+"""
+
+HEADER_SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+x = rt.read(module["workload"](rt))
+print(json.dumps({"val": int(x[0]), "kernels": len(warmcli.report().kernels)}))
+"""
+
+
+def test_an_edit_of_the_header_the_compiler_reads_first_is_a_new_kernel(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """gcc reads a quoted name from the `-iquote` folder before the `-I` one."""
+    for folder, val in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cfg.h").write_text(f"#define VAL {val}\n")
+    path = workload_file(HEADER_WORKLOAD)
+    bundle = tmp_path / "h.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(HEADER_SERVE, path, bundle=bundle) == {"val": 2, "kernels": 0}
+    (tmp_path / "b" / "cfg.h").write_text("#define VAL 3\n")
+    assert warm.production(HEADER_SERVE, path) == {"val": 3, "kernels": 1}, "cold"
+    served = warm.production(HEADER_SERVE, path, bundle=bundle)
+    assert served == {"val": 3, "kernels": 1}, "never the stale build"
+
+
+def test_headers_are_keyed_in_the_compilers_search_order(tmp_path: Path) -> None:
+    for folder in ("q", "i", "s", "d"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cfg.h").write_text("#define VAL 1\n")
+    q, i, s, d = (str(tmp_path / f) for f in ("q", "i", "s", "d"))
+    quoted, angled = '#include "cfg.h"\nvoid f(int *x) {}', "#include <cfg.h>\nvoid f(int *x) {}"
+    cases = [  # options (given in an order the compiler does not search), the folder read
+        (quoted, ("-I", i, "-iquote", q), "q"),
+        (angled, ("-iquote", q, "-I", i), "i"),  # an angled name: never -iquote's folder
+        (angled, ("-isystem", s, "-I", i), "i"),
+        (quoted, (f"-idirafter{d}", f"-isystem{s}"), "s"),
+    ]
+    for case, (source, options, read) in enumerate(cases):
+        before = _key(source, options)
+        for folder in ("q", "i", "s", "d"):
+            (tmp_path / folder / "cfg.h").write_text(f"#define VAL {case + 2}\n")
+            changed = _key(source, options) != before
+            assert changed == (folder == read), (options, folder)
+            before = _key(source, options)

@@ -5,10 +5,11 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-I`) reads headers that its source text does not hold: `headers_digest` covers them.
 It reads the `#include "..."` and `#include <...>` lines of the source and of every
 header found, and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first); a relative folder is taken
-from the working folder. The digest is over each name as written and the sha256 of
-the file it resolved to (or that none was found: a header added later changes it),
-in the order they are reached. Headers not found there (the toolkit's, the
+quoted name in a header: that header's own folder first; then gcc's order, whatever the
+options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`); a
+relative folder is taken from the working folder. The digest is over each name as
+written and the sha256 of the file it resolved to (or that none was found: a header
+added later changes it), in the order they are reached. Headers not found there (the toolkit's, the
 system's) are left to the toolchain's identity; an `#include` of a macro is not
 followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
 includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
@@ -43,17 +44,17 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)'
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 
 
-def include_folders(options: Sequence[object]) -> tuple[str, ...]:
-    """The include folders `options` name, in order (empty for most kernels)."""
-    folders: list[str] = []
-    take_next = False
+def _named_folders(options: Sequence[object]) -> list[tuple[str, str]]:
+    """Each include folder `options` name, with the flag that names it, in order."""
+    folders: list[tuple[str, str]] = []
+    take_next: str | None = None
     for option in options:
         if type(option) is not str:
-            take_next = False
+            take_next = None
             continue
-        if take_next:
-            folders.append(option)
-            take_next = False
+        if take_next is not None:
+            folders.append((take_next, option))
+            take_next = None
             continue
         for flag in INCLUDE_FLAGS:
             if option.startswith(flag):
@@ -63,11 +64,30 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
                 elif flag.startswith("--") and rest:  # another option (`--include-paths`)
                     break
                 if rest:
-                    folders.append(rest)
+                    folders.append((flag, rest))
                 else:
-                    take_next = True
+                    take_next = flag
                 break
-    return tuple(folders)
+    return folders
+
+
+def include_folders(options: Sequence[object]) -> tuple[str, ...]:
+    """The include folders `options` name, in order (empty for most kernels)."""
+    return tuple(folder for _, folder in _named_folders(options))
+
+
+def search_orders(options: Sequence[object], cwd: str) -> tuple[list[str], list[str]]:
+    """The folders the compiler searches for a quoted name (after the including file's
+    own folder) and for an angled one, as gcc orders them whatever the options' order:
+    `-iquote` (quoted names only), then `-I` (`--include-path`), `-isystem`, and
+    `-idirafter` last; a relative folder taken from `cwd`."""
+    named = [(flag, os.path.join(cwd, folder)) for flag, folder in _named_folders(options)]
+
+    def of(*flags: str) -> list[str]:
+        return [folder for flag, folder in named if flag in flags]
+
+    angled = of("-I", "--include-path") + of("-isystem") + of("-idirafter")
+    return of("-iquote") + angled, angled
 
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
@@ -107,11 +127,13 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     return entry[2], entry[3]
 
 
-def _resolve(name: str, quoted: bool, here: str | None, folders: Sequence[str]) -> str | None:
+def _resolve(
+    name: str, quoted: bool, here: str | None, orders: tuple[list[str], list[str]]
+) -> str | None:
     """The file `name` names, as the compiler searches: `here` first for a quoted name."""
     if os.path.isabs(name):
         return name if os.path.isfile(name) else None
-    for folder in ([here] if quoted and here else []) + list(folders):
+    for folder in ([here] if quoted and here else []) + orders[0 if quoted else 1]:
         path = os.path.join(folder, name)
         if os.path.isfile(path):
             return os.path.normpath(path)
@@ -125,8 +147,8 @@ def headers_digest(source: str, options: Sequence[object]) -> str:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
-    folders = [os.path.join(cwd, f) for f in include_folders(options)]
-    if not folders:
+    orders = search_orders(options, cwd)
+    if not orders[0]:
         return ""
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
@@ -134,7 +156,7 @@ def headers_digest(source: str, options: Sequence[object]) -> str:
     written: list[str] = []
     while pending:
         name, quoted, here = pending.popleft()
-        path = _resolve(name, quoted, here, folders)
+        path = _resolve(name, quoted, here, orders)
         read = _read(path) if path is not None else None
         written.append(f"{'q' if quoted else 'a'}{name}\0{read[0] if read else '-'}")
         if path is None or read is None or path in seen:
