@@ -10,6 +10,8 @@ header reached by the compiler's search order (`-iquote` before `-I` for a quote
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +155,48 @@ def test_headers_are_keyed_in_the_compilers_search_order(tmp_path: Path) -> None
             changed = _key(source, options) != before
             assert changed == (folder == read), (options, folder)
             before = _key(source, options)
+
+
+ENV_WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel('#include "cfg.h"\\nvoid f(int *x) { x[0] = VAL; }', "f", "P")
+
+
+def workload(rt):
+    x = rt.buffer(1, "int32")
+    rt.launch(K, x)
+    return x
+"""
+
+
+def test_a_header_found_through_cpath_or_c_include_path_is_keyed(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """gcc reads include folders from `CPATH` and `C_INCLUDE_PATH` too: the header it
+    finds there is keyed as one found in an `-I` folder, never served stale."""
+    for folder, val in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cfg.h").write_text(f"#define VAL {val}\n")
+    path = workload_file(ENV_WORKLOAD)
+    bundle = tmp_path / "e.warm"
+    under_a = Warm(dict(warm.env, CPATH=str(tmp_path / "a")))
+    assert under_a("run", path, "-b", bundle, "-q").returncode == 0
+    assert under_a.production(HEADER_SERVE, path, bundle=bundle) == {"val": 1, "kernels": 0}
+    for variable in ("CPATH", "C_INCLUDE_PATH"):
+        under_b = Warm(dict(warm.env, **{variable: str(tmp_path / "b")}))
+        assert under_b.production(HEADER_SERVE, path) == {"val": 2, "kernels": 1}, "cold"
+        served = under_b.production(HEADER_SERVE, path, bundle=bundle)
+        assert served == {"val": 2, "kernels": 1}, f"{variable}: never the stale build"
+    (tmp_path / "a" / "cfg.h").write_text("#define VAL 3\n")
+    served = under_a.production(HEADER_SERVE, path, bundle=bundle)
+    assert served == {"val": 3, "kernels": 1}, "an edit there is a new kernel"
+    explained = Warm(dict(warm.env, WARM_EXPLAIN="1"))
+    proc = subprocess.run(  # no CPATH at all: a miss, explained; its compile finds no cfg.h
+        [sys.executable, "-c", HEADER_SERVE, str(path)],
+        capture_output=True, text=True, env=dict(explained.env, WARM_BUNDLE=str(bundle)),
+    )  # fmt: skip
+    assert proc.returncode != 0 and "KernelCompileError" in proc.stderr, proc.stderr
+    assert "miss: kernel f: headers: bundle has sha256" in proc.stderr, proc.stderr
+    assert "no headers from include folders" in proc.stderr, proc.stderr

@@ -2,7 +2,9 @@
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
-`-I`) reads headers that its source text does not hold: `headers_digest` covers them.
+`-I`), or whose compiler's environment does (`CPATH`, `C_INCLUDE_PATH`,
+`CPLUS_INCLUDE_PATH`), reads headers that its source text does not hold:
+`headers_digest` covers them.
 It reads the `#include "..."` and `#include <...>` lines of the source and of every
 header found, and resolves each name as the compiler does, in those folders (a
 quoted name in a header: that header's own folder first; then gcc's order, whatever the
@@ -76,17 +78,22 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
     return tuple(folder for _, folder in _named_folders(options))
 
 
-def search_orders(options: Sequence[object], cwd: str) -> tuple[list[str], list[str]]:
+def search_orders(
+    options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
+) -> tuple[list[str], list[str]]:
     """The folders the compiler searches for a quoted name (after the including file's
     own folder) and for an angled one, as gcc orders them whatever the options' order:
-    `-iquote` (quoted names only), then `-I` (`--include-path`), `-isystem`, and
-    `-idirafter` last; a relative folder taken from `cwd`."""
+    `-iquote` (quoted names only), then `-I` (`--include-path`) and `CPATH`'s (`env[0]`),
+    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), and `-idirafter` last; a relative
+    folder taken from `cwd` (an empty entry of a variable, the compiler's own scratch
+    folder, names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder in _named_folders(options)]
+    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
 
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
 
-    angled = of("-I", "--include-path") + of("-isystem") + of("-idirafter")
+    angled = of("-I", "--include-path") + cpath + of("-isystem") + system + of("-idirafter")
     return of("-iquote") + angled, angled
 
 
@@ -140,16 +147,18 @@ def _resolve(
     return None
 
 
-def headers_digest(source: str, options: Sequence[object]) -> str:
-    """The sha256 of the headers `source` reaches in the include folders `options` name
-    (see the module doc); "" where they name none."""
+def headers_digest(source: str, options: Sequence[object], env: tuple[str, str] = ("", "")) -> str:
+    """The sha256 of the headers `source` reaches in the include folders `options` name,
+    or the environment's `env` (`search_orders`; see the module doc); "" where they name
+    none, or only the environment does and no header is found there."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
-    orders = search_orders(options, cwd)
+    orders = search_orders(options, cwd, env)
     if not orders[0]:
         return ""
+    by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
@@ -166,4 +175,6 @@ def headers_digest(source: str, options: Sequence[object]) -> str:
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
+    if by_env_only and not seen:  # nothing found where only the environment looks: as before
+        return ""
     return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()

@@ -14,10 +14,11 @@ defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, i
 float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`), the key covers the headers the source reaches
+whose options name include folders (`-I`), or that reaches a header in a folder the
+compiler's environment names (`CPATH`...), the key covers the headers the source reaches
 there too (`warmcli.headers`); any other's key is as it was before that. Its only state
 is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
-many kernels share); it runs no compiler.
+many kernels share), and those variables, read once; it runs no compiler.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -330,6 +332,7 @@ _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
 _INCLUDE_PREFIXES = ("-I", "--include-path", "-isystem", "-iquote", "-idirafter")
+_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
 
 
 def _quote(text: str) -> str:
@@ -345,14 +348,26 @@ def _digest(payload: object) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def _env_includes(language: str) -> tuple[str, str]:
+    """The include folders the compiler takes from the environment for `language`, as
+    the variables' texts (`CPATH`, then `C_INCLUDE_PATH` or `CPLUS_INCLUDE_PATH`), read
+    once per process; ("", "") where none is set (most)."""
+    if (found := _ENV_INCLUDES.get(language)) is None:
+        env = os.environ
+        system = env.get("C_INCLUDE_PATH" if language == "c" else "CPLUS_INCLUDE_PATH", "")
+        found = _ENV_INCLUDES[language] = (env.get("CPATH", ""), system)
+    return found
+
+
 def _headers(kernel: Kernel) -> str:
     """The digest of the headers a kernel reaches in the include folders its options
-    name (`warmcli.headers`), or "" for a kernel naming none (most)."""
-    if not kernel.options or not kernel.names_include_folders:
+    name, or that the environment names (`warmcli.headers`), or "" (most kernels)."""
+    env = _env_includes(kernel.language)
+    if (not kernel.options or not kernel.names_include_folders) and env == ("", ""):
         return ""  # a serving process never imports `warmcli.headers` for these
     from warmcli.headers import headers_digest
 
-    return headers_digest(kernel.source, kernel.options)
+    return headers_digest(kernel.source, kernel.options, env)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
