@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -353,9 +352,9 @@ def _env_includes(language: str) -> tuple[str, str]:
     the variables' texts (`CPATH`, then `C_INCLUDE_PATH` or `CPLUS_INCLUDE_PATH`), read
     once per process; ("", "") where none is set (most)."""
     if (found := _ENV_INCLUDES.get(language)) is None:
-        env = os.environ
-        system = env.get("C_INCLUDE_PATH" if language == "c" else "CPLUS_INCLUDE_PATH", "")
-        found = _ENV_INCLUDES[language] = (env.get("CPATH", ""), system)
+        from warmcli.config import compiler_include_paths
+
+        found = _ENV_INCLUDES[language] = compiler_include_paths(language)
     return found
 
 
