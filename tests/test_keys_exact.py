@@ -200,3 +200,61 @@ def test_a_header_found_through_cpath_or_c_include_path_is_keyed(
     assert proc.returncode != 0 and "KernelCompileError" in proc.stderr, proc.stderr
     assert "miss: kernel f: headers: bundle has sha256" in proc.stderr, proc.stderr
     assert "no headers from include folders" in proc.stderr, proc.stderr
+
+
+CHECKED_HEADER = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+OPTS = ("-I" + os.path.dirname(os.path.abspath(__file__)) + "/inc",)
+SAFE = Kernel(r'''
+void add(const double *x, double *y, int n) {
+    for (int r = 0; r < 300; r++) for (int i = 0; i < n; i++) y[i] = x[i] + 1.0;
+}''', "add", "PPi", options=OPTS)
+FAST = Kernel(r'''
+#include "cfg.h"
+void add(const double *x, double *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = x[i] + 1.0 + SHIFT;   /* right only where SHIFT is 0 */
+}''', "add", "PPi", options=OPTS)
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+ADD = Tunable("add", {"safe": SAFE, "fast": FAST}, launch, check="safe")
+
+
+def workload(rt):
+    x = rt.upload(np.arange(4096.0))
+    y = rt.buffer(4096, "float64")
+    rt.tune(ADD, x, y, 4096)
+    return y
+"""
+
+TUNE_SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+print(json.dumps({"y5": float(y[5]), "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """The pick was checked with the header as it was: after an edit that makes it wrong,
+    a hit would run it unchecked (6.5); a cold process checks it and runs 'safe' (6.0)."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define SHIFT 0.0\n")
+    path = workload_file(CHECKED_HEADER)
+    bundle = tmp_path / "t.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(TUNE_SERVE, path, bundle=bundle) == {"y5": 6.0, "tunes": 0}
+    (tmp_path / "inc" / "cfg.h").write_text("#define SHIFT 0.5\n")
+    assert warm.production(TUNE_SERVE, path) == {"y5": 6.0, "tunes": 1}, "cold"
+    assert warm.production(TUNE_SERVE, path, bundle=bundle) == {"y5": 6.0, "tunes": 1}

@@ -358,7 +358,7 @@ def _env_includes(language: str) -> tuple[str, str]:
     return found
 
 
-def _headers(kernel: Kernel) -> str:
+def included_headers(kernel: Kernel) -> str:
     """The digest of the headers a kernel reaches in the include folders its options
     name, or that the environment names (`warmcli.headers`), or "" (most kernels)."""
     env = _env_includes(kernel.language)
@@ -375,7 +375,9 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
     whose options name include folders (the headers it reaches there)."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    headers = _headers(kernel)  # beside the rest only where there are any: no other key changes
+    headers = included_headers(
+        kernel
+    )  # beside the rest only where there are any: no other key changes
     headers = f'"headers":"{headers}",' if headers else ""
     text = (
         f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
@@ -386,7 +388,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
     """The parts a key is made of, kept beside it so a miss can be explained."""
-    headers = _headers(kernel)
+    headers = included_headers(kernel)
     return {
         **({"headers": headers} if headers else {}),
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
