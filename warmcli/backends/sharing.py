@@ -15,7 +15,9 @@ undoing it would take the compiler's away), a CUDA helper named like a function 
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
 global one from every call, where alone it overloads it), `__COUNTER__` (it counts
 across the unit),
-an `asm` in C, and text that spells a directive or a name the raw text does not show: a
+an `asm` in C, a C file-scope declaration it does not rename apart (a variable not
+`static`, or of several declarators: C merges two kernels' tentative definitions of one
+name into one object), and text that spells a directive or a name the raw text does not show: a
 trigraph `??`, the digraph `%:`, a directive written through a line splice or a comment,
 a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
 conservative, on the kernel's own text (its source, its defines' names and values, its
@@ -125,6 +127,8 @@ def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
         return False
     if language == "cuda" and not _CUDA_GLOBALS.isdisjoint(helpers):
         return False
+    if language == "c" and not _c_names_kept_apart(text, helpers):
+        return False
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
@@ -138,6 +142,51 @@ def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
                 return False  # spelt so that warm would not undo it
             if name == "undef" and macro.group(1) not in defined | own:
                 return False
+    return True
+
+
+# What a C source holds at file scope that a shared unit keeps apart: a function's definition
+# or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
+# `_Static_assert`, and a `static` variable of one declarator that is renamed (at column 0).
+# Anything else (`int n;`, `static int a, b;`, an attribute, a macro's use) could be one
+# object for two kernels (C merges tentative definitions of one name): alone.
+_UNSCANNED = re.compile(
+    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
+    re.MULTILINE,
+)
+_STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
+_KEPT_APART = re.compile(
+    r"|(?!.*\(\s*\*)[\w\s*]*\b\w+\s*\([^{}=]*\)"  # a function (no function pointer)
+    r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
+    re.DOTALL,
+)
+_ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
+
+
+def _c_names_kept_apart(text: str, renamed: Sequence[str]) -> bool:
+    """Whether every file-scope declaration of the C `text` (its lines spliced) is one a
+    shared unit keeps apart from its neighbours' (see `_KEPT_APART`)."""
+    depth, kept = 0, []
+    for ch in _UNSCANNED.sub(" ", text):  # each brace block's inside dropped, `{}` kept
+        if ch == "{":
+            depth += 1
+            if depth == 1:
+                kept.append(ch)
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                return False
+            if depth == 0:
+                kept.append(ch)
+        elif depth == 0:
+            kept.append(ch)
+    for piece in _STATEMENT_END.split("".join(kept)):
+        each = " ".join(piece.split())
+        if _KEPT_APART.fullmatch(each):
+            continue
+        one = _ONE_STATIC.fullmatch(each)
+        if one is None or one.group(1) not in renamed:
+            return False
     return True
 
 
