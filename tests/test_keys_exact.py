@@ -258,3 +258,28 @@ def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
     (tmp_path / "inc" / "cfg.h").write_text("#define SHIFT 0.5\n")
     assert warm.production(TUNE_SERVE, path) == {"y5": 6.0, "tunes": 1}, "cold"
     assert warm.production(TUNE_SERVE, path, bundle=bundle) == {"y5": 6.0, "tunes": 1}
+
+
+def test_a_relative_include_folder_is_the_working_folders_as_gcc_takes_it(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`-I inc` names `./inc` for the key and for the compiler alike (which runs in a
+    scratch folder of its own, where `inc` named nothing: every compile failed)."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define VAL 1\n")
+    path = workload_file(ENV_WORKLOAD.replace('"P")', '"P", options=("-I", "inc"))'))
+    bundle = tmp_path / "r.warm"
+    run = warm("run", path, "-b", bundle, "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+
+    def served() -> object:
+        proc = subprocess.run(
+            [sys.executable, "-c", HEADER_SERVE, str(path)], capture_output=True, text=True,
+            env=dict(warm.env, WARM_BUNDLE=str(bundle)), cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert served() == {"val": 1, "kernels": 0}
+    (tmp_path / "inc" / "cfg.h").write_text("#define VAL 2\n")
+    assert served() == {"val": 2, "kernels": 1}

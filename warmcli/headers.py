@@ -46,16 +46,17 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)'
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 
 
-def _named_folders(options: Sequence[object]) -> list[tuple[str, str]]:
-    """Each include folder `options` name, with the flag that names it, in order."""
-    folders: list[tuple[str, str]] = []
+def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
+    """Each include folder `options` name, in order: the flag that names it, the folder,
+    the option that holds it (its position) and that option's text before it."""
+    folders: list[tuple[str, str, int, str]] = []
     take_next: str | None = None
-    for option in options:
+    for at, option in enumerate(options):
         if type(option) is not str:
             take_next = None
             continue
         if take_next is not None:
-            folders.append((take_next, option))
+            folders.append((take_next, option, at, ""))
             take_next = None
             continue
         for flag in INCLUDE_FLAGS:
@@ -66,16 +67,29 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str]]:
                 elif flag.startswith("--") and rest:  # another option (`--include-paths`)
                     break
                 if rest:
-                    folders.append((flag, rest))
+                    folders.append((flag, rest, at, option[: len(option) - len(rest)]))
                 else:
                     take_next = flag
                 break
     return folders
 
 
+def absolute_include_options(options: Sequence[str]) -> list[str]:
+    """`options` with each relative include folder taken from the working folder, as the
+    key takes it (`headers_digest`): the compiler runs in a scratch folder of its own."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder was removed: relative folders name nothing
+        return list(options)
+    made = list(options)
+    for _, folder, at, before in _named_folders(options):
+        made[at] = before + os.path.join(cwd, folder)
+    return made
+
+
 def include_folders(options: Sequence[object]) -> tuple[str, ...]:
     """The include folders `options` name, in order (empty for most kernels)."""
-    return tuple(folder for _, folder in _named_folders(options))
+    return tuple(folder for _, folder, _, _ in _named_folders(options))
 
 
 def search_orders(
@@ -87,7 +101,7 @@ def search_orders(
     `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), and `-idirafter` last; a relative
     folder taken from `cwd` (an empty entry of a variable, the compiler's own scratch
     folder, names nothing)."""
-    named = [(flag, os.path.join(cwd, folder)) for flag, folder in _named_folders(options)]
+    named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
 
     def of(*flags: str) -> list[str]:

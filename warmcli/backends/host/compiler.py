@@ -79,6 +79,10 @@ class HostCompiler:
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
+        if units and units[0].kernel.names_include_folders:  # it runs in a scratch folder
+            from warmcli.headers import absolute_include_options
+
+            options = absolute_include_options(options)
         flags = [*BASE_FLAGS, *DEFS_FLAGS, *load_flags(options)]
         return [self.toolchain.path, *flags, *options, "-o", output, source, "-lm"]
 
