@@ -283,3 +283,58 @@ def test_a_relative_include_folder_is_the_working_folders_as_gcc_takes_it(
     assert served() == {"val": 1, "kernels": 0}
     (tmp_path / "inc" / "cfg.h").write_text("#define VAL 2\n")
     assert served() == {"val": 2, "kernels": 1}
+
+
+GLOBAL_TOLERANCE = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+RTOL = float(os.environ.get("RTOL", "0.1"))
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 300; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+OFF = Kernel("void sq(const float *x, float *y, int n) { "
+             "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] * 1.01f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+def squares(outputs, inputs):
+    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=RTOL)
+
+
+SQ = Tunable("sq", {"good": GOOD, "off": OFF}, launch, check=squares, restore=(1,))
+
+
+def workload(rt):
+    x = rt.upload(np.arange(1, 1001, dtype=np.float32))
+    y = rt.buffer(1000)
+    rt.tune(SQ, x, y, 1000)
+    return y
+"""
+
+SQUARE_SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+print(json.dumps({"y9": float(y[9]), "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_a_check_reading_a_module_tolerance_keys_its_value(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Warmed with RTOL=0.1 ('off', 1% high, passes and wins); served with RTOL=1e-6, the
+    check that would exclude it is another check: a miss, never 'off' unchecked."""
+    path = workload_file(GLOBAL_TOLERANCE)
+    bundle = tmp_path / "k.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    tight = Warm(dict(warm.env, RTOL="1e-6"))
+    assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
+    assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}

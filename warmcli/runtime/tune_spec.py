@@ -218,17 +218,23 @@ def _callable_identity(check: Callable[..., Any]) -> list[Any]:
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
+    shown = [repr(v) for v in held if _plain(v)]
+    space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
+    for name in code.co_names if isinstance(code, types.CodeType) else ():
+        if name in space and _plain(space[name]):  # none: keyed as before globals were
+            shown.append(f"{name}={space[name]!r}")
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         _code_digest(code) if isinstance(code, types.CodeType) else "",
-        [repr(v) for v in held if _plain(v)],
+        shown,
     ]
 
 
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
-    values of its defaults, closure and a partial's arguments), and the tolerance. Not the
+    values of its defaults, closure, a partial's arguments and the module globals its
+    code names), and the tolerance. Not the
     callable's module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
