@@ -154,6 +154,7 @@ _UNSCANNED = re.compile(
     r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
     re.MULTILINE,
 )
+_BRACE = re.compile(r"[{}]")
 _STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
 _KEPT_APART = re.compile(
     r"|(?!.*\(\s*\*)[\w\s*]*\b\w+\s*\([^{}=]*\)"  # a function (no function pointer)
@@ -166,20 +167,20 @@ _ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,
 def _c_names_kept_apart(text: str, renamed: Sequence[str]) -> bool:
     """Whether every file-scope declaration of the C `text` (its lines spliced) is one a
     shared unit keeps apart from its neighbours' (see `_KEPT_APART`)."""
-    depth, kept = 0, []
-    for ch in _UNSCANNED.sub(" ", text):  # each brace block's inside dropped, `{}` kept
-        if ch == "{":
+    flat = _UNSCANNED.sub(" ", text)
+    depth, kept, start = 0, [], 0  # each brace block's inside dropped, `{}` kept
+    for brace in _BRACE.finditer(flat):
+        if brace.group() == "{":
+            if depth == 0:
+                kept.append(flat[start : brace.end()])
             depth += 1
-            if depth == 1:
-                kept.append(ch)
-        elif ch == "}":
+        else:
             depth -= 1
             if depth < 0:
                 return False
             if depth == 0:
-                kept.append(ch)
-        elif depth == 0:
-            kept.append(ch)
+                start = brace.start()
+    kept.append(flat[start:] if depth == 0 else "")
     for piece in _STATEMENT_END.split("".join(kept)):
         each = " ".join(piece.split())
         if _KEPT_APART.fullmatch(each):
