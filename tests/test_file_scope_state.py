@@ -25,6 +25,8 @@ FORMS = {
     "global": ("int total;", "total++; out[0] = total;"),
     "two": ("static int calls, total;", "calls++; total++; out[0] = calls;"),
     "attr": ("static int __attribute__((unused)) u, ctr;", "ctr++; out[0] = ctr;"),
+    "aligned": ("int tot __attribute__((aligned(16)));", "tot++; out[0] = tot;"),
+    "macro": ("#define COUNTER(n) static int n;\\nCOUNTER(hits)", "hits++; out[0] = hits;"),
     "one": ("static int count;", "count++; out[0] = count;"),
 }
 KS = {
@@ -61,8 +63,10 @@ def test_a_batched_kernels_file_scope_state_is_its_own(
     path = workload_file(WORKLOAD)
     bundle = tmp_path / "s.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    each_once = {"global": 1, "two": 1, "attr": 1, "one": 1}  # b's first call: its own count
-    assert warm.production(SERVE, path) == {"counts": each_once, "kernels": 8}, "cold"
+    each_once = {
+        form: 1 for form in ("global", "two", "attr", "aligned", "macro", "one")
+    }  # b's first call: its own count
+    assert warm.production(SERVE, path) == {"counts": each_once, "kernels": 12}, "cold"
     assert warm.production(SERVE, path, bundle=bundle) == {"counts": each_once, "kernels": 0}
 
 
@@ -73,6 +77,9 @@ def test_only_what_warm_renames_shares_a_unit() -> None:
         "typedef struct { int a; } P;\nstruct S { int b; };\nvoid f(P *p) {}",
         "float g(float);\nvoid f(float *x) { x[0] = g(2); }\nfloat g(float v) { return v; }",
         'void f(float *x) { const char *s = "};"; x[0] = s[0]; }',
+        "__attribute__((always_inline)) static inline float g(float a) { return a; }\n"
+        "void f(float *x) { x[0] = g(1); }",
+        "#define REAL float\n#define SQ(a) ((a) * (a))\nvoid f(REAL *x) { x[0] = SQ(2); }",
     ]
     alone = [
         "int n;\nvoid f(int *x) { x[0] = n++; }",
@@ -80,7 +87,12 @@ def test_only_what_warm_renames_shares_a_unit() -> None:
         "  static int c;\nvoid f(int *x) { x[0] = c++; }",  # not at column 0: not renamed
         "static int (*fp)(int);\nvoid f(int *x) {}",
         "static struct { int n; } st;\nvoid f(int *x) { x[0] = st.n++; }",
+        "int total __attribute__((aligned(16)));\nvoid f(int *x) { x[0] = total++; }",
+        "#define COUNTER static int total;\nCOUNTER\nvoid f(int *x) { x[0] = total++; }",
     ]
     for source in shared + alone:
         kernel = Kernel(source, "f", "P")
         assert shares_unit(kernel) == (source in shared), (source, declared(source))
+    declaring = Kernel("DECL\nvoid f(int *x) { x[0] = total++; }", "f", "P",
+                       defines={"DECL": "static int total;"})  # fmt: skip
+    assert not shares_unit(declaring), "a define whose text declares, used at file scope"
