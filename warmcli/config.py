@@ -6,7 +6,7 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 (`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
 `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `COLUMNS`, and the
-include folders a compiler reads (`CPATH`, `C_INCLUDE_PATH`, `CPLUS_INCLUDE_PATH`). The
+include folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
 `warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
@@ -226,10 +226,8 @@ def worker_environment(environ: Environ | None = None) -> dict[str, str]:
     return {k: v for k, v in _env(environ).items() if k not in SHARD_VARIABLES}
 
 
-def compiler_include_paths(language: str, environ: Environ | None = None) -> tuple[str, str]:
-    """The include folders the compiler takes from the environment for a kernel of
-    `language`, as set: `CPATH`, then `C_INCLUDE_PATH` (`CPLUS_INCLUDE_PATH` for CUDA,
-    which nvcc preprocesses as C++); "" for one unset."""
+def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:
+    """The include folders the host C compiler takes from the environment, as set:
+    `CPATH`, then `C_INCLUDE_PATH`; "" for one unset."""
     env = os.environ if environ is None else environ
-    system = "C_INCLUDE_PATH" if language == "c" else "CPLUS_INCLUDE_PATH"
-    return env.get("CPATH", ""), env.get(system, "")
+    return env.get("CPATH", ""), env.get("C_INCLUDE_PATH", "")

@@ -2,9 +2,8 @@
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
-`-I`), or whose compiler's environment does (`CPATH`, `C_INCLUDE_PATH`,
-`CPLUS_INCLUDE_PATH`), reads headers that its source text does not hold:
-`headers_digest` covers them.
+`-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), reads
+headers that its source text does not hold: `headers_digest` covers them.
 It reads the `#include "..."` and `#include <...>` lines of the source and of every
 header found, and resolves each name as the compiler does, in those folders (a
 quoted name in a header: that header's own folder first; then gcc's order, whatever the

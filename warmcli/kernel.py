@@ -14,7 +14,7 @@ defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, i
 float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`), or that reaches a header in a folder the
+whose options name include folders (`-I`), or (C) that reaches a header in a folder the
 compiler's environment names (`CPATH`...), the key covers the headers the source reaches
 there too (`warmcli.headers`); any other's key is as it was before that. Its only state
 is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
@@ -348,13 +348,12 @@ def _digest(payload: object) -> str:
 
 
 def _env_includes(language: str) -> tuple[str, str]:
-    """The include folders the compiler takes from the environment for `language`, as
-    the variables' texts (`CPATH`, then `C_INCLUDE_PATH` or `CPLUS_INCLUDE_PATH`), read
-    once per process; ("", "") where none is set (most)."""
+    """The include folders `cc` takes from the environment (`CPATH`, `C_INCLUDE_PATH`), read
+    once per process; ("", "") where none is set (most), and for CUDA (NVRTC reads none)."""
     if (found := _ENV_INCLUDES.get(language)) is None:
         from warmcli.config import compiler_include_paths
 
-        found = _ENV_INCLUDES[language] = compiler_include_paths(language)
+        found = _ENV_INCLUDES[language] = compiler_include_paths() if language == "c" else ("", "")
     return found
 
 
