@@ -338,3 +338,33 @@ def test_a_check_reading_a_module_tolerance_keys_its_value(
     tight = Warm(dict(warm.env, RTOL="1e-6"))
     assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
     assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}
+
+
+HELPER_CHECK = GLOBAL_TOLERANCE.replace(
+    """def squares(outputs, inputs):
+    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=RTOL)""",
+    """if os.environ.get("TIGHT"):
+    def close(a, b):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+else:
+    def close(a, b):
+        np.testing.assert_allclose(a, b, rtol=0.1)
+
+
+def squares(outputs, inputs):
+    close(outputs[0], inputs[0] ** 2)""",
+)
+
+
+def test_a_check_calling_a_helper_of_its_module_keys_the_helpers_code(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """The check's tolerance lives in a helper it calls: an edit there is another check."""
+    assert "close(outputs[0]" in HELPER_CHECK
+    path = workload_file(HELPER_CHECK)
+    bundle = tmp_path / "h.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    tight = Warm(dict(warm.env, TIGHT="1"))
+    assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
+    assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}

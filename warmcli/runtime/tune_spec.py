@@ -24,6 +24,7 @@ from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 
+_MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 
@@ -206,10 +207,10 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bytes)
 
 
-def _callable_identity(check: Callable[..., Any]) -> list[Any]:
+def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) -> list[Any]:
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func), [repr(v) for v in given if _plain(v)]]
+        return [_callable_identity(check.func, seen), [repr(v) for v in given if _plain(v)]]
     function = _function(check)
     code = getattr(function, "__code__", None)
     cells = getattr(function, "__closure__", None) or ()
@@ -218,11 +219,19 @@ def _callable_identity(check: Callable[..., Any]) -> list[Any]:
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
-    shown = [repr(v) for v in held if _plain(v)]
+    shown: list[Any] = [repr(v) for v in held if _plain(v)]
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in code.co_names if isinstance(code, types.CodeType) else ():
-        if name in space and _plain(space[name]):  # none: keyed as before globals were
-            shown.append(f"{name}={space[name]!r}")
+        value = space.get(name)
+        if name in space and _plain(value):  # none: keyed as before globals were
+            shown.append(f"{name}={value!r}")
+        elif (  # a helper of its own module it calls (not a library's: its version's code)
+            isinstance(value, types.FunctionType)
+            and value.__module__ == function.__module__
+            and value not in seen
+            and len(seen) < _MAX_HELPERS
+        ):
+            shown.append([name, _callable_identity(value, (*seen, function))])
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         _code_digest(code) if isinstance(code, types.CodeType) else "",
@@ -234,7 +243,8 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
     values of its defaults, closure, a partial's arguments and the module globals its
-    code names), and the tolerance. Not the
+    code names, and each function of its own module it names, keyed alike), and the
+    tolerance. Not the
     callable's module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
