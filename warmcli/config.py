@@ -6,7 +6,8 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 (`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
 `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
-`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`. The
+`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
+folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
 `warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
@@ -235,3 +236,10 @@ def worker_environment(environ: Environ | None = None) -> dict[str, str]:
     """A copy of the environment for a fan-out worker's `warm run`, without the shard
     variables: the task says which shard it runs, not the worker's own launcher."""
     return {k: v for k, v in _env(environ).items() if k not in SHARD_VARIABLES}
+
+
+def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:
+    """The include folders the host C compiler takes from the environment, as set:
+    `CPATH`, then `C_INCLUDE_PATH`; "" for one unset."""
+    env = os.environ if environ is None else environ
+    return env.get("CPATH", ""), env.get("C_INCLUDE_PATH", "")

@@ -2,13 +2,15 @@
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
-`-I`) reads headers that its source text does not hold: `headers_digest` covers them.
+`-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), reads
+headers that its source text does not hold: `headers_digest` covers them.
 It reads the `#include "..."` and `#include <...>` lines of the source and of every
 header found, and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first); a relative folder is taken
-from the working folder. The digest is over each name as written and the sha256 of
-the file it resolved to (or that none was found: a header added later changes it),
-in the order they are reached. Headers not found there (the toolkit's, the
+quoted name in a header: that header's own folder first; then gcc's order, whatever the
+options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`); a
+relative folder is taken from the working folder. The digest is over each name as
+written and the sha256 of the file it resolved to (or that none was found: a header
+added later changes it), in the order they are reached. Headers not found there (the toolkit's, the
 system's) are left to the toolchain's identity; an `#include` of a macro is not
 followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
 includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
@@ -43,17 +45,18 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)'
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 
 
-def include_folders(options: Sequence[object]) -> tuple[str, ...]:
-    """The include folders `options` name, in order (empty for most kernels)."""
-    folders: list[str] = []
-    take_next = False
-    for option in options:
+def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
+    """Each include folder `options` name, in order: the flag that names it, the folder,
+    the option that holds it (its position) and that option's text before it."""
+    folders: list[tuple[str, str, int, str]] = []
+    take_next: str | None = None
+    for at, option in enumerate(options):
         if type(option) is not str:
-            take_next = False
+            take_next = None
             continue
-        if take_next:
-            folders.append(option)
-            take_next = False
+        if take_next is not None:
+            folders.append((take_next, option, at, ""))
+            take_next = None
             continue
         for flag in INCLUDE_FLAGS:
             if option.startswith(flag):
@@ -63,11 +66,48 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
                 elif flag.startswith("--") and rest:  # another option (`--include-paths`)
                     break
                 if rest:
-                    folders.append(rest)
+                    folders.append((flag, rest, at, option[: len(option) - len(rest)]))
                 else:
-                    take_next = True
+                    take_next = flag
                 break
-    return tuple(folders)
+    return folders
+
+
+def absolute_include_options(options: Sequence[str]) -> list[str]:
+    """`options` with each relative include folder taken from the working folder, as the
+    key takes it (`headers_digest`): the compiler runs in a scratch folder of its own."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder was removed: relative folders name nothing
+        return list(options)
+    made = list(options)
+    for _, folder, at, before in _named_folders(options):
+        made[at] = before + os.path.join(cwd, folder)
+    return made
+
+
+def include_folders(options: Sequence[object]) -> tuple[str, ...]:
+    """The include folders `options` name, in order (empty for most kernels)."""
+    return tuple(folder for _, folder, _, _ in _named_folders(options))
+
+
+def search_orders(
+    options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
+) -> tuple[list[str], list[str]]:
+    """The folders the compiler searches for a quoted name (after the including file's
+    own folder) and for an angled one, as gcc orders them whatever the options' order:
+    `-iquote` (quoted names only), then `-I` (`--include-path`) and `CPATH`'s (`env[0]`),
+    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), and `-idirafter` last; a relative
+    folder taken from `cwd` (an empty entry of a variable, the compiler's own scratch
+    folder, names nothing)."""
+    named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
+    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
+
+    def of(*flags: str) -> list[str]:
+        return [folder for flag, folder in named if flag in flags]
+
+    angled = of("-I", "--include-path") + cpath + of("-isystem") + system + of("-idirafter")
+    return of("-iquote") + angled, angled
 
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
@@ -107,34 +147,38 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     return entry[2], entry[3]
 
 
-def _resolve(name: str, quoted: bool, here: str | None, folders: Sequence[str]) -> str | None:
+def _resolve(
+    name: str, quoted: bool, here: str | None, orders: tuple[list[str], list[str]]
+) -> str | None:
     """The file `name` names, as the compiler searches: `here` first for a quoted name."""
     if os.path.isabs(name):
         return name if os.path.isfile(name) else None
-    for folder in ([here] if quoted and here else []) + list(folders):
+    for folder in ([here] if quoted and here else []) + orders[0 if quoted else 1]:
         path = os.path.join(folder, name)
         if os.path.isfile(path):
             return os.path.normpath(path)
     return None
 
 
-def headers_digest(source: str, options: Sequence[object]) -> str:
-    """The sha256 of the headers `source` reaches in the include folders `options` name
-    (see the module doc); "" where they name none."""
+def headers_digest(source: str, options: Sequence[object], env: tuple[str, str] = ("", "")) -> str:
+    """The sha256 of the headers `source` reaches in the include folders `options` name,
+    or the environment's `env` (`search_orders`; see the module doc); "" where they name
+    none, or only the environment does and no header is found there."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
-    folders = [os.path.join(cwd, f) for f in include_folders(options)]
-    if not folders:
+    orders = search_orders(options, cwd, env)
+    if not orders[0]:
         return ""
+    by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
     while pending:
         name, quoted, here = pending.popleft()
-        path = _resolve(name, quoted, here, folders)
+        path = _resolve(name, quoted, here, orders)
         read = _read(path) if path is not None else None
         written.append(f"{'q' if quoted else 'a'}{name}\0{read[0] if read else '-'}")
         if path is None or read is None or path in seen:
@@ -144,4 +188,6 @@ def headers_digest(source: str, options: Sequence[object]) -> str:
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
+    if by_env_only and not seen:  # nothing found where only the environment looks: as before
+        return ""
     return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()

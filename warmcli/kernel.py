@@ -14,10 +14,11 @@ defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, i
 float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`), the key covers the headers the source reaches
+whose options name include folders (`-I`), or (C) that reaches a header in a folder the
+compiler's environment names (`CPATH`...), the key covers the headers the source reaches
 there too (`warmcli.headers`); any other's key is as it was before that. Its only state
 is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
-many kernels share); it runs no compiler.
+many kernels share), and those variables, read once; it runs no compiler.
 """
 
 from __future__ import annotations
@@ -330,6 +331,7 @@ _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
 _INCLUDE_PREFIXES = ("-I", "--include-path", "-isystem", "-iquote", "-idirafter")
+_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
 
 
 def _quote(text: str) -> str:
@@ -345,14 +347,25 @@ def _digest(payload: object) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def _headers(kernel: Kernel) -> str:
+def _env_includes(language: str) -> tuple[str, str]:
+    """The include folders `cc` takes from the environment (`CPATH`, `C_INCLUDE_PATH`), read
+    once per process; ("", "") where none is set (most), and for CUDA (NVRTC reads none)."""
+    if (found := _ENV_INCLUDES.get(language)) is None:
+        from warmcli.config import compiler_include_paths
+
+        found = _ENV_INCLUDES[language] = compiler_include_paths() if language == "c" else ("", "")
+    return found
+
+
+def included_headers(kernel: Kernel) -> str:
     """The digest of the headers a kernel reaches in the include folders its options
-    name (`warmcli.headers`), or "" for a kernel naming none (most)."""
-    if not kernel.options or not kernel.names_include_folders:
+    name, or that the environment names (`warmcli.headers`), or "" (most kernels)."""
+    env = _env_includes(kernel.language)
+    if (not kernel.options or not kernel.names_include_folders) and env == ("", ""):
         return ""  # a serving process never imports `warmcli.headers` for these
     from warmcli.headers import headers_digest
 
-    return headers_digest(kernel.source, kernel.options)
+    return headers_digest(kernel.source, kernel.options, env)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
@@ -361,7 +374,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
     whose options name include folders (the headers it reaches there)."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    headers = _headers(kernel)  # beside the rest only where there are any: no other key changes
+    headers = included_headers(kernel)  # beside the rest only where there are any
     headers = f'"headers":"{headers}",' if headers else ""
     text = (
         f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
@@ -372,7 +385,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
     """The parts a key is made of, kept beside it so a miss can be explained."""
-    headers = _headers(kernel)
+    headers = included_headers(kernel)
     return {
         **({"headers": headers} if headers else {}),
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),

@@ -15,7 +15,10 @@ undoing it would take the compiler's away), a CUDA helper named like a function 
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
 global one from every call, where alone it overloads it), `__COUNTER__` (it counts
 across the unit),
-an `asm` in C, and text that spells a directive or a name the raw text does not show: a
+an `asm` in C, a C file-scope declaration it does not rename apart (a variable not
+`static`, of several declarators or with an attribute, or a macro whose text could declare
+one used at file scope: C merges two kernels' tentative definitions of one name into one
+object), and text that spells a directive or a name the raw text does not show: a
 trigraph `??`, the digraph `%:`, a directive written through a line splice or a comment,
 a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
 conservative, on the kernel's own text (its source, its defines' names and values, its
@@ -95,8 +98,9 @@ def shares_unit(kernel: Kernel) -> bool:
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):
         return False
-    own = {name for name, _ in kernel.defines}
-    return _source_shares(kernel.source, kernel.language, frozenset(own))
+    own = frozenset(name for name, _ in kernel.defines)
+    risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
+    return _source_shares(kernel.source, kernel.language, own, risky)
 
 
 def _text_shares(text: str, language: str) -> bool:
@@ -111,8 +115,11 @@ def _text_shares(text: str, language: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
-    """`shares_unit` on a source (variants of one source ask once per define-name set)."""
+def _source_shares(
+    source: str, language: str, own: frozenset[str], risky: frozenset[str] = frozenset()
+) -> bool:
+    """`shares_unit` on a source (variants of one source ask once per define-name set;
+    `risky`: the defines whose value could make a declaration, `_c_names_kept_apart`)."""
     if not LINE_SPLICE.search(source):
         source = _LOOP_PRAGMA.sub("", source)  # a loop's own: reaches no other kernel
     if not _text_shares(source, language):
@@ -124,6 +131,8 @@ def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
     if any(_reserved(name) for name in helpers):
         return False
     if language == "cuda" and not _CUDA_GLOBALS.isdisjoint(helpers):
+        return False
+    if language == "c" and not _c_names_kept_apart(text, helpers, risky):
         return False
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):
@@ -138,6 +147,69 @@ def _source_shares(source: str, language: str, own: frozenset[str]) -> bool:
                 return False  # spelt so that warm would not undo it
             if name == "undef" and macro.group(1) not in defined | own:
                 return False
+    return True
+
+
+# What a C source holds at file scope that a shared unit keeps apart: a function's definition
+# or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
+# `_Static_assert`, and a `static` variable of one declarator that is renamed (at column 0).
+# Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
+# text could declare one used there) could be one object for two kernels (C merges
+# tentative definitions of one name): alone.
+_UNSCANNED = re.compile(
+    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
+    re.MULTILINE,
+)
+_BRACE = re.compile(r"[{}]")
+_STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
+_ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
+_NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
+_KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
+    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}\w+\s*\([^{{}}=]*\)"
+    r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
+    re.DOTALL,
+)
+_ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
+
+
+# A macro's text that could make or extend a declaration where it is used at file scope.
+_RISKY = re.compile(r"[;,{}=()\[\]]")
+_MACRO_TEXT = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(?)([^\n]*)", re.MULTILINE)
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]) -> bool:
+    """Whether every file-scope declaration of the C `text` (its lines spliced) is one a
+    shared unit keeps apart from its neighbours' (see `_KEPT_APART`), and no macro whose
+    text could declare something (function-like, or holding `;`, `,`, `=`, a bracket:
+    `risky` of the kernel's defines, any of the source's) is used at file scope."""
+    flat = _UNSCANNED.sub(" ", text)
+    depth, kept, start = 0, [], 0  # each brace block's inside dropped, `{}` kept
+    for brace in _BRACE.finditer(flat):
+        if brace.group() == "{":
+            if depth == 0:
+                kept.append(flat[start : brace.end()])
+            depth += 1
+        else:
+            depth -= 1
+            if depth < 0:
+                return False
+            if depth == 0:
+                start = brace.start()
+    kept.append(flat[start:] if depth == 0 else "")
+    scope = "".join(kept)
+    risky = risky | {
+        m.group(1) for m in _MACRO_TEXT.finditer(text) if m.group(2) or _RISKY.search(m.group(3))
+    }
+    if risky and not risky.isdisjoint(_WORD.findall(scope)):
+        return False
+    for piece in _STATEMENT_END.split(scope):
+        each = " ".join(piece.split())
+        if _KEPT_APART.fullmatch(each):
+            continue
+        one = _ONE_STATIC.fullmatch(each)
+        if one is None or one.group(1) not in renamed:
+            return False
     return True
 
 

@@ -85,7 +85,7 @@ def _show(component: str, value: str) -> str:
     if component == "options":
         return " ".join(json.loads(value) if value else []) or "no options"
     if component == "headers" and not value:
-        return "no include folders"
+        return "no headers from include folders"
     if component in ("source", "checksum", "headers"):
         return f"sha256 {value[:12]}"
     return value or "none"
@@ -144,7 +144,8 @@ def describe(
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first
         held = sorted(held, key=lambda h: shape_distance(h.get("shape", ""), wanted["shape"]))
-    return f"bundle has {_values(component, held)}, {who} {_show(component, wanted[component])}"
+    ours = _show(component, wanted.get(component, ""))  # headers: none keyed in this process
+    return f"bundle has {_values(component, held)}, {who} {ours}"
 
 
 def explained(

@@ -3,8 +3,9 @@
 A `Tunable` declares its candidates (one kernel variant each) and how to launch
 a candidate on its inputs; its tune key is the operation's name, a key derived
 from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
-device fingerprint and a checksum of the candidate set (and of the output check, if
-any), so adding or renaming a candidate, or changing the check, invalidates old picks
+device fingerprint and a checksum of the candidate set (each kernel with the headers its
+key covers) and of the output check, if any, so adding or renaming a candidate, editing
+its kernel or a header, or changing the check, invalidates old picks
 (`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune
 measures every candidate (warm-up, then repeats, median) on the stream it measures on, switched to
 `Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
@@ -43,7 +44,7 @@ from warmcli.errors import (
 )
 from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
-from warmcli.kernel import Kernel
+from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
 from warmcli.runtime.tune_spec import check_identity, check_names, describe_input, key_text
 
@@ -108,7 +109,10 @@ class Tunable(Record):
         if self.restore is not None and not callable(self.restore):
             positions = tuple(self._input_position(r) for r in self.restore)
             object.__setattr__(self, "restore_positions", positions)
-        payload: Any = sorted((name, k.content_hash) for name, k in self.candidates.items())
+        payload: Any = sorted(  # a candidate's headers too (`warmcli.headers`), where it has any
+            (name, k.content_hash + (f"+{h}" if (h := included_headers(k)) else ""))
+            for name, k in self.candidates.items()
+        )
         if self.check is not None:  # a tunable without a check keys as it always has
             payload = [payload, check_identity(self.check, self.check_tolerance)]
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()

@@ -24,6 +24,7 @@ from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 
+_MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 
@@ -134,8 +135,14 @@ def _stable(name: str, value: Any) -> Any:
 
 
 def _default(value: Any) -> str:
-    """What JSON has no form for: a set as `_set_text` writes it, anything else its `str`."""
-    return _set_text("", value) if isinstance(value, set | frozenset) else str(value)
+    """What JSON has no form for: a set as `_set_text` writes it, an array as its `str` but
+    with every digit each element needs (numpy prints 8 by default: arrays that differ past
+    them would share one tune), anything else its `str`."""
+    if isinstance(value, set | frozenset):
+        return _set_text("", value)
+    if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them
+        return np.array2string(value, floatmode="unique")
+    return str(value)
 
 
 _KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=...)` writes
@@ -200,10 +207,10 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bytes)
 
 
-def _callable_identity(check: Callable[..., Any]) -> list[Any]:
+def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) -> list[Any]:
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func), [repr(v) for v in given if _plain(v)]]
+        return [_callable_identity(check.func, seen), [repr(v) for v in given if _plain(v)]]
     function = _function(check)
     code = getattr(function, "__code__", None)
     cells = getattr(function, "__closure__", None) or ()
@@ -212,17 +219,32 @@ def _callable_identity(check: Callable[..., Any]) -> list[Any]:
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
+    shown: list[Any] = [repr(v) for v in held if _plain(v)]
+    space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
+    for name in code.co_names if isinstance(code, types.CodeType) else ():
+        value = space.get(name)
+        if name in space and _plain(value):  # none: keyed as before globals were
+            shown.append(f"{name}={value!r}")
+        elif (  # a helper of its own module it calls (not a library's: its version's code)
+            isinstance(value, types.FunctionType)
+            and value.__module__ == function.__module__
+            and value not in seen
+            and len(seen) < _MAX_HELPERS
+        ):
+            shown.append([name, _callable_identity(value, (*seen, function))])
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         _code_digest(code) if isinstance(code, types.CodeType) else "",
-        [repr(v) for v in held if _plain(v)],
+        shown,
     ]
 
 
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
-    values of its defaults, closure and a partial's arguments), and the tolerance. Not the
+    values of its defaults, closure, a partial's arguments and the module globals its
+    code names, and each function of its own module it names, keyed alike), and the
+    tolerance. Not the
     callable's module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):

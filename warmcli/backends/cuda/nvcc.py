@@ -294,6 +294,10 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
+        if units[0].kernel.names_include_folders:  # nvcc runs in a scratch folder
+            from warmcli.headers import absolute_include_options
+
+            options = tuple(absolute_include_options(options))
         ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
         same = ptx_arch == ptx_arch_for(arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)

@@ -12,8 +12,10 @@ Linux the object is linked to load fast, since a hot start pays for every
 symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
 which takes a load from about 80 µs to about 25 µs; and with `-z defs`, so a symbol
 nothing defines is a link error naming it, never a stored binary that cannot load.
-The compiler is `WARM_CC`, else `cc`. This module owns a scratch directory per call
-and nothing else: it never loads what it builds and keeps no cache.
+The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative include
+folder is given as the working folder's, as the key reads it). This module owns that
+scratch directory per call and nothing else: it never loads what it builds and keeps
+no cache.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ class HostCompiler:
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
+        if units and units[0].kernel.names_include_folders:  # it runs in a scratch folder
+            from warmcli.headers import absolute_include_options
+
+            options = absolute_include_options(options)
         flags = [*BASE_FLAGS, *DEFS_FLAGS, *load_flags(options)]
         return [self.toolchain.path, *flags, *options, "-o", output, source, "-lm"]
 
