@@ -175,8 +175,11 @@ class Kernel(Record):
         """Whether this host kernel's options tune for the CPU that builds it
         (`-march=native`, `-mtune=native`, `-mcpu=native`, also inside a joined option): its
         key then names that CPU (`warmcli.backends.native`); asked once per kernel."""
-        return self.language == "c" and any(
-            "native" in o and _NATIVE.search(o) is not None for o in self.options
+        options = self.options  # most have none: no generator made for them
+        return (
+            bool(options)
+            and self.language == "c"
+            and any("native" in o and _NATIVE.search(o) is not None for o in options)
         )
 
     @_once
@@ -361,7 +364,9 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
     whose options name include folders (the headers it reaches there)."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    headers = _headers(kernel)  # beside the rest only where there are any: no other key changes
+    # Beside the rest only where there are any (no other key changes); most kernels name
+    # no options, and are told so here (no call).
+    headers = _headers(kernel) if kernel.options else ""
     headers = f'"headers":"{headers}",' if headers else ""
     text = (
         f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
