@@ -292,3 +292,25 @@ def test_registered_and_settled_at_once_counts_as_register_then_settle() -> None
         assert (stats.registered, stats.loaded, stats.settled) == (1, 1, 1)
     registrations.record("k", "refused")
     assert [c.reader().compilation.refused for c in (first, second)] == [1, 1]
+
+
+def test_registered_and_settled_at_once_is_counted_later_once_per_collector() -> None:
+    """A key registered and settled at once (a served kernel) is held without a
+    `Registration` until one is asked for: a later count (refused, stored) still reaches
+    it once, however often it is told, and a later registration elsewhere settles beside it."""
+    from warmcli.execution.statistics import Registrations, StatisticsCollector
+
+    first, second = StatisticsCollector(), StatisticsCollector()
+    registrations = Registrations("host", "compilation")
+    registrations.register_settled(first, "k", "loaded")
+    registrations.record("k", "stored")
+    registrations.record("k", "stored")  # told again: counted once
+    registrations.register(second, "k")  # a later pass obtains it again: open there
+    registrations.settle("k", "compiled")
+    registrations.record("k", "refused")
+    one, two = first.reader().compilation, second.reader().compilation
+    assert (one.registered, one.loaded, one.stored, one.refused) == (1, 1, 1, 1)
+    assert (two.registered, two.compiled, two.stored, two.refused) == (1, 1, 0, 1)
+    assert one.settled == one.registered and two.settled == two.registered
+    with pytest.raises(ValueError, match="no outcome"):
+        registrations.register_settled(first, "j", "measured")

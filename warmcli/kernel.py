@@ -176,8 +176,11 @@ class Kernel(Record):
         """Whether this host kernel's options tune for the CPU that builds it
         (`-march=native`, `-mtune=native`, `-mcpu=native`, also inside a joined option): its
         key then names that CPU (`warmcli.backends.native`); asked once per kernel."""
-        return self.language == "c" and any(
-            "native" in o and _NATIVE.search(o) is not None for o in self.options
+        options = self.options  # most have none: no generator made for them
+        return (
+            bool(options)
+            and self.language == "c"
+            and any("native" in o and _NATIVE.search(o) is not None for o in options)
         )
 
     @_once

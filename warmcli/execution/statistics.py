@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from warmcli.forking import new_lock
 from warmcli.records import CompilerCommand, MissExplanation, Record, factory, field_types
@@ -164,17 +165,16 @@ class StatisticsCollector:
             raise ValueError(f"nothing registers in statistics view {view!r}")
         if outcome is not None and outcome not in _OUTCOMES[view]:
             raise ValueError(f"{view} has no outcome {outcome!r}")
-        return self._register(device, view, key, outcome)
+        new = self._new(device, view, key, outcome)
+        return Registration(self, device, view, outcome) if new else None
 
-    def _register(
-        self, device: str, view: str, key: str, outcome: str | None
-    ) -> Registration | None:
-        """`register`, its view and outcome checked by the caller: one frame, one hold of
-        the lock (a process serving thousands of kernels registers each)."""
+    def _new(self, device: str, view: str, key: str, outcome: str | None) -> bool:
+        """Count `key` registered (and `outcome`, if any) unless registered here already; if
+        it was new. One frame, one hold of the lock (a served kernel registers each)."""
         seen = (device, view, key)
         with self._lock:
             if seen in self._seen:
-                return None
+                return False
             self._seen.add(seen)
             views = self._counts.get(device)
             if views is None:
@@ -183,7 +183,7 @@ class StatisticsCollector:
             counter["registered"] += 1
             if outcome is not None:
                 counter[outcome] += 1
-        return Registration(self, device, view, outcome)
+        return True
 
     def note(self, message: str) -> None:
         """Keep one line worth reporting (a failed kernel, a discarded read)."""
@@ -272,9 +272,10 @@ class Registrations:
         self.device, self.view = device, view
         self._outcomes = _OUTCOMES.get(view, ())  # an outcome registering here settles as
         self._lock = new_lock(self)
-        # By key: its one registration (most keys register once), or a list of them.
+        # By key: its one registration (most keys register once), or a list of them; a
+        # settled one registered so at once held as (collector, outcome) (`_settled_of`).
         self._open: dict[str, Registration | list[Registration]] = {}
-        self._settled: dict[str, Registration | list[Registration]] = {}
+        self._settled: dict[str, Registration | list[Registration] | tuple[Any, str]] = {}
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
@@ -287,23 +288,30 @@ class Registrations:
         return True
 
     def register_settled(self, collector: StatisticsCollector, key: str, outcome: str) -> None:
-        """`register(collector, key)` then `settle(key, outcome)`, in one step: a key
-        obtained and done at once (a kernel the bundle serves: one call per kernel served)."""
-        if outcome in self._outcomes:  # checked once here: one frame fewer per kernel served
-            registration = collector._register(self.device, self.view, key, outcome)
-        else:  # raises the error naming it
-            registration = collector.register(self.device, self.view, key, outcome)
+        """`register(collector, key)` then `settle(key, outcome)`, in one step: a key obtained
+        and done at once (a kernel the bundle serves: one call per kernel served). Held as
+        (collector, outcome), made a `Registration` only if asked for (`_settled_of`)."""
+        if outcome not in self._outcomes:  # raises the error naming it
+            collector.register(self.device, self.view, key, outcome)
+        new = collector._new(self.device, self.view, key, outcome)
         with self._lock:
             done = self._open.pop(key, None)
-            settled = self._settled.get(key)
-            if done is None and settled is None:  # the common case: a key seen the first time
-                if registration is not None:
-                    self._settled[key] = registration
+            if done is None and key not in self._settled:  # a key seen the first time
+                if new:
+                    self._settled[key] = (collector, outcome)
                 return
-            held = [*_each(settled), *_each(done), *_each(registration)]
+            mine = (Registration(collector, self.device, self.view, outcome),) if new else ()
+            held = [*_each(self._settled_of(key)), *_each(done), *mine]
             self._settled[key] = held[0] if len(held) == 1 else held
         for registration in _each(done):
             registration.settle(outcome)
+
+    def _settled_of(self, key: str) -> Registration | list[Registration] | None:
+        """`key`'s settled registrations (under the lock), (collector, outcome) made one."""
+        held = self._settled.get(key)
+        if type(held) is tuple:
+            held = self._settled[key] = Registration(held[0], self.device, self.view, held[1])
+        return held  # type: ignore[return-value]
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
         """Settle every open registration of `keys` (one key or many) as `outcome`."""
@@ -312,19 +320,16 @@ class Registrations:
                 done = self._open.pop(key, None)
                 if done is None:
                     continue
-                settled = self._settled.get(key)
+                settled = self._settled_of(key)
                 self._settled[key] = done if settled is None else [*_each(settled), *_each(done)]
-            if type(done) is Registration:
-                done.settle(outcome)
-            else:
-                for registration in _each(done):
-                    registration.settle(outcome)
+            for registration in _each(done):
+                registration.settle(outcome)
 
     def record(self, keys: str | Iterable[str], later: str) -> None:
         """Count `later` once on every registration of `keys`, settled or open."""
         for key in [keys] if isinstance(keys, str) else keys:
             with self._lock:
-                held = [*_each(self._settled.get(key)), *_each(self._open.get(key))]
+                held = [*_each(self._settled_of(key)), *_each(self._open.get(key))]
             for registration in held:
                 registration.record(later)
 
@@ -337,9 +342,7 @@ class Registrations:
 
 def _each(held: Registration | list[Registration] | None) -> Sequence[Registration]:
     """A key's registrations as `Registrations` holds them: none, one, or a list."""
-    if held is None:
-        return ()
-    return (held,) if type(held) is Registration else held  # type: ignore[return-value]
+    return () if held is None else (held,) if type(held) is Registration else held  # type: ignore[return-value]
 
 
 def _fields(cls: type[Record], counter: Counter[str]) -> dict[str, object]:

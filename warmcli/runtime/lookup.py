@@ -96,7 +96,7 @@ class BundleLookup:
                     raise
             else:
                 assert identity is not None
-                if kernel.tunes_native:  # tuned for this CPU: keyed with it
+                if kernel.options and kernel.tunes_native:  # tuned for this CPU: keyed with it
                     identity = keyed_identity(identity)
                 own = kernel_key(kernel, self.device.arch, identity)  # keyed once
                 key = None

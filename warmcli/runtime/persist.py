@@ -13,7 +13,7 @@ nothing here compiles, loads or prints, and the bundle is written only by `persi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from warmcli.backends.base import DeviceFingerprint
@@ -33,15 +33,13 @@ class Ledger:
         self._persisted: set[str] = set()
         self._from_bundle: set[str] = set()
         self._toolchains: dict[str, Toolchain] = {}
+        # The kernel under a key was loaded from the bundle: one call per kernel served,
+        # so the set's own `add`, whole under the GIL as every read of the set here is.
+        self.served: Callable[[str], None] = self._from_bundle.add
 
     def built_by(self, toolchain: Toolchain) -> None:
         with self._lock:
             self._toolchains[toolchain.identity] = toolchain
-
-    def served(self, key: str) -> None:
-        """The kernel under `key` was loaded from the bundle."""
-        with self._lock:
-            self._from_bundle.add(key)
 
     def unpersisted(
         self, built: Iterable[tuple[KernelRecord, bytes]]
