@@ -377,7 +377,10 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
     whose options name include folders (the headers it reaches there)."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    headers = included_headers(kernel)  # beside the rest only where there are any
+    # Beside the rest only where there are any (no other key changes); most kernels name no
+    # options and the environment no include folder, and are told so here (no call).
+    env = _ENV_INCLUDES.get(kernel.language)
+    headers = included_headers(kernel) if kernel.options or env != ("", "") else ""
     headers = f'"headers":"{headers}",' if headers else ""
     text = (
         f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
