@@ -368,3 +368,53 @@ def test_a_check_calling_a_helper_of_its_module_keys_the_helpers_code(
     tight = Warm(dict(warm.env, TIGHT="1"))
     assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
     assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}
+
+
+LAUNCH_EDIT = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+GOOD = Kernel("void sq(const float *x, float *y, int n, int mode) { for (int r = 0; r < 300; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPii")
+FAST = Kernel("void sq(const float *x, float *y, int n, int mode) { "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] * (mode ? 1.01f : 1.0f); }",
+              "sq", "PPii")
+
+if os.environ.get("MODE"):
+    def launch(rt, k, x, y, n, *, stream=None):
+        rt.launch(k, x, y, n, 1, stream=stream)
+else:
+    def launch(rt, k, x, y, n, *, stream=None):
+        rt.launch(k, x, y, n, 0, stream=stream)
+
+
+def squares(outputs, inputs):
+    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)
+
+
+SQ = Tunable("sq", {"good": GOOD, "fast": FAST}, launch, check=squares, restore=(1,))
+
+
+def workload(rt):
+    x = rt.upload(np.arange(1, 1001, dtype=np.float32))
+    y = rt.buffer(1000)
+    rt.tune(SQ, x, y, 1000)
+    return y
+"""
+
+
+def test_an_edited_launch_function_of_a_checked_tunable_is_a_new_tune(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Warmed with a launch under which 'fast' passes the check (and wins); served with a
+    launch under which it computes 1% high: the check that excluded it cold must judge it
+    again, never the old pick run unchecked."""
+    path = workload_file(LAUNCH_EDIT)
+    bundle = tmp_path / "l.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    edited = Warm(dict(warm.env, MODE="1"))
+    assert edited.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
+    assert edited.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}

@@ -4,8 +4,9 @@ A `Tunable` declares its candidates (one kernel variant each) and how to launch
 a candidate on its inputs; its tune key is the operation's name, a key derived
 from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
 device fingerprint and a checksum of the candidate set (each kernel with the headers its
-key covers) and of the output check, if any, so adding or renaming a candidate, editing
-its kernel or a header, or changing the check, invalidates old picks
+key covers) and of the output check, if any (with the launch function the check judged),
+so adding or renaming a candidate, editing its kernel or a header, or changing the check
+or a checked tunable's launch function, invalidates old picks
 (`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune
 measures every candidate (warm-up, then repeats, median) on the stream it measures on, switched to
 `Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
@@ -46,7 +47,13 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_identity, check_names, describe_input, key_text
+from warmcli.runtime.tune_spec import (
+    check_identity,
+    check_names,
+    describe_input,
+    key_text,
+    launch_identity,
+)
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -114,7 +121,8 @@ class Tunable(Record):
             for name, k in self.candidates.items()
         )
         if self.check is not None:  # a tunable without a check keys as it always has
-            payload = [payload, check_identity(self.check, self.check_tolerance)]
+            check = check_identity(self.check, self.check_tolerance)
+            payload = [payload, check, launch_identity(self.launch)]  # what the check judged
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
         object.__setattr__(self, "checksum", digest)
 

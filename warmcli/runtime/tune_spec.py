@@ -252,6 +252,12 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     return ["check", _callable_identity(check), tol]
 
 
+def launch_identity(launch: Callable[..., Any]) -> list[Any]:
+    """A checked tunable's launch function as it keys a tune, keyed as a callable check is:
+    an edit of what it passes its candidates can make a pick the check passed wrong."""
+    return ["launch", _callable_identity(launch)]
+
+
 def _filled(cell: Any) -> bool:
     try:
         cell.cell_contents  # noqa: B018 - an empty cell raises
