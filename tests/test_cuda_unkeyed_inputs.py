@@ -1,0 +1,53 @@
+"""No input outside a CUDA kernel's key changes the binary built for it: real NVRTC and
+nvcc, compile-only (no GPU).
+
+A header in the working folder that NVRTC would find by itself (it looks in the
+program's own folder for a quoted name), options nvcc takes from its environment
+(`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS`), and PyCUDA's `-DNDEBUG` (which the
+implicitly included headers read: `assert`) each changed what was built while the key
+stayed the same, so a bundle could serve a binary this process would not build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warmcli.backends.batch import compile_batch
+from warmcli.backends.compiler import CompileUnit
+from warmcli.kernel import Kernel, kernel_key
+
+NVRTC = pytest.importorskip("warmcli.backends.cuda.nvrtc")
+if NVRTC.find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+    pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)
+
+HEADER_KERNEL = '#include "cfg.h"\nextern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
+
+
+def _build(compiler, kernel: Kernel, arch: str = "sm_90"):
+    unit = CompileUnit(kernel_key(kernel, arch, compiler.toolchain.identity), kernel, arch)
+    return unit.key, compile_batch(compiler, [unit], jobs=1)
+
+
+def test_nvrtc_reads_no_header_from_the_working_folder_that_the_key_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    (tmp_path / "cfg.h").write_text("#define VAL 3.0f\n")
+    plain = Kernel(HEADER_KERNEL, "k", "P", language="cuda")
+    key, built = _build(compiler, plain)
+    if key in built.built:  # NVRTC read ./cfg.h: an edit must then be another kernel
+        (tmp_path / "cfg.h").write_text("#define VAL 5.0f\n")
+        assert _build(compiler, plain)[0] != key, "an edited header in the working folder hit"
+    log = built.failures[key].log
+    assert 'cannot open source file "cfg.h"' in log and "-I" in log, log
+    assert "/proc/" not in log, "the log names the program as warm.cu"
+    # Named by -I (relative: the working folder's), it is found, keyed and followed.
+    named = Kernel(HEADER_KERNEL, "k", "P", language="cuda", options=("-I.",))
+    key3, built3 = _build(compiler, named)
+    assert b"1077936128" in built3.built[key3].ptx  # 3.0f
+    (tmp_path / "cfg.h").write_text("#define VAL 5.0f\n")
+    key5, built5 = _build(compiler, named)
+    assert key5 != key3 and b"1084227584" in built5.built[key5].ptx  # 5.0f
