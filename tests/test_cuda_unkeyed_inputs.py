@@ -51,3 +51,21 @@ def test_nvrtc_reads_no_header_from_the_working_folder_that_the_key_misses(
     (tmp_path / "cfg.h").write_text("#define VAL 5.0f\n")
     key5, built5 = _build(compiler, named)
     assert key5 != key3 and b"1084227584" in built5.built[key5].ptx  # 5.0f
+
+
+ASSERTING = "__global__ void chk(int *y) { assert(y[0] == 1); y[1] = 2; }"
+
+
+@pytest.mark.parametrize("option", ["-DNDEBUG", "-DNDEBUG=1"])
+def test_pycuda_ndebug_turns_off_assert_as_on_nvccs_command_line(option: str) -> None:
+    from warmcli.pycuda import SourceModule
+
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    mod = SourceModule(ASSERTING, options=[option])
+    key, built = _build(compiler, mod.get_function("chk").kernel("P"))
+    assert b"__assertfail" not in built.built[key].ptx, "NDEBUG set after assert.h was read"
+    plain = SourceModule(ASSERTING, options=[])  # without it, assert stays
+    key, built = _build(compiler, plain.get_function("chk").kernel("P"))
+    assert b"__assertfail" in built.built[key].ptx
+    lifted = SourceModule(ASSERTING.replace("1)", "N)"), options=["-DN=1"])
+    assert lifted.defines == {"N": "1"}, "a plain -D still becomes a warm define"
