@@ -69,3 +69,30 @@ def test_pycuda_ndebug_turns_off_assert_as_on_nvccs_command_line(option: str) ->
     assert b"__assertfail" in built.built[key].ptx
     lifted = SourceModule(ASSERTING.replace("1)", "N)"), options=["-DN=1"])
     assert lifted.defines == {"N": "1"}, "a plain -D still becomes a warm define"
+
+
+SCALED = (
+    "#ifndef SCALE\n#define SCALE 3.0f\n#endif\n"
+    'extern "C" __global__ void sc(float *y) { y[0] = SCALE; }\n'
+)
+
+
+@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"])
+def test_options_nvcc_takes_from_the_environment_key_its_kernels(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
+    kernel = Kernel(SCALED, "sc", "P", language="cuda")
+    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    plain, built = _build(compiler, kernel)
+    assert b"1077936128" in built.built[plain].ptx  # 3.0f
+    monkeypatch.setenv(variable, "-DSCALE=5.0f")
+    flagged, built = _build(compiler, kernel)
+    assert b"1084227584" in built.built[flagged].ptx  # 5.0f: nvcc read the variable
+    assert flagged != plain, "nvcc built otherwise, under the same key"
+    monkeypatch.setenv(variable, "")
+    assert _build(compiler, kernel)[0] == plain, "set and empty: as unset"

@@ -9,7 +9,8 @@ and undone, its entry renamed to the unit's symbol and its signature probe after
 `warmcli.backends.signature`; a kernel that needs a unit of its own,
 `warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by
 one `nvcc --cubin` in a temporary folder and killed with its children on timeout; with
-`--keep` the PTX it made on the way is kept beside the cubin. The group checks (`group_target`,
+`--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
+options nvcc reads from the environment, where set. The group checks (`group_target`,
 `check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
@@ -261,7 +262,14 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        return probe("nvcc", self.path)
+        """nvcc and its version, and the options it reads from the environment where any
+        is set (`config.nvcc_flags`): they change what it builds, so they key its kernels."""
+        found = probe("nvcc", self.path)
+        flags = config.nvcc_flags()
+        if not flags:
+            return found
+        added = "".join(f"; {name}={value}" for name, value in flags.items())
+        return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` and check this nvcc builds it; returns the SM number."""
