@@ -10,6 +10,7 @@ stayed the same, so a bundle could serve a binary this process would not build.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,29 @@ def test_options_nvcc_takes_from_the_environment_key_its_kernels(
     assert flagged != plain, "nvcc built otherwise, under the same key"
     monkeypatch.setenv(variable, "")
     assert _build(compiler, kernel)[0] == plain, "set and empty: as unset"
+
+
+@pytest.mark.parametrize("which", ["nvrtc", "nvcc"])
+def test_the_ptx_of_an_arch_specific_build_is_the_ptx_its_key_names(which: str) -> None:
+    """`sm_90a`'s PTX is stored as the kernel built for `compute_90`, the key an `sm_90`
+    build's PTX has: it must be that PTX (its entry named after its cubin's key, as each
+    row's symbol says), not `.target sm_90a` PTX (which no driver JITs for a newer GPU)."""
+    if which == "nvrtc":
+        compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    else:
+        from tests.conftest import nvcc_or_skip
+        from warmcli.backends.cuda.nvcc import NvccCompiler
+
+        compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
+    kernel = Kernel(SCALED, "sc", "P", language="cuda")
+    ptx = {}
+    for arch in ("sm_90", "sm_90a"):
+        key, built = _build(compiler, kernel, arch)
+        group = built.built[key]
+        ptx[arch] = (
+            group.ptx_arch,
+            kernel_key(kernel, group.ptx_arch, compiler.toolchain.identity),
+        )
+        assert b".target sm_90\n" in group.ptx or b".target sm_90\r\n" in group.ptx, arch
+        ptx[arch] += (re.sub(rb"warm_[0-9a-f]{16}_", b"warm_", group.ptx),)
+    assert ptx["sm_90"] == ptx["sm_90a"], "one key, one PTX"

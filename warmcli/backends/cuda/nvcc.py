@@ -40,7 +40,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
 from warmcli.errors import ArchError
@@ -307,7 +307,7 @@ class NvccCompiler:
 
             options = tuple(absolute_include_options(options))
         ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
-        same = ptx_arch == ptx_arch_for(arch)
+        same = ptx_in_program(arch, ptx_arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:

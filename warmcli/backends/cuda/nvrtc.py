@@ -49,7 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     parse_arch,
     translation_unit,
 )
-from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
@@ -350,7 +350,7 @@ class NvrtcCompiler:
         started = time.perf_counter()
         outputs: dict[str, bytes] = {}
         log, used = "", ()  # NVRTC's log and the options added, of the cubin's program
-        same = ptx_arch == ptx_arch_for(arch)  # the PTX comes with the cubin's program
+        same = ptx_in_program(arch, ptx_arch)  # the PTX comes with the cubin's program
         for target in [arch, *([ptx_arch] if ptx_arch and not same else [])]:
             program, ok, text, extra = _compiled(
                 nvrtc, source, self.options(target, options), minimal, begins
