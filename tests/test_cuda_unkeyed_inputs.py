@@ -17,6 +17,7 @@ import pytest
 
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileUnit
+from warmcli import kernel as kernel_module
 from warmcli.kernel import Kernel, kernel_key
 
 NVRTC = pytest.importorskip("warmcli.backends.cuda.nvrtc")
@@ -123,3 +124,41 @@ def test_the_ptx_of_an_arch_specific_build_is_the_ptx_its_key_names(which: str) 
         assert b".target sm_90\n" in group.ptx or b".target sm_90\r\n" in group.ptx, arch
         ptx[arch] += (re.sub(rb"warm_[0-9a-f]{16}_", b"warm_", group.ptx),)
     assert ptx["sm_90"] == ptx["sm_90a"], "one key, one PTX"
+
+
+def test_a_header_nvrtc_finds_in_cuda_home_keys_its_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVRTC reads `CUDA_HOME`'s include folder after the toolkit packages' (a system
+    toolkit's `curand_kernel.h`): a header reached only there is keyed, as `CPATH`'s are
+    for a host kernel, and a kernel reaching none keys as before."""
+    kernel = Kernel(
+        '#include <warm_tk_only.h>\nextern "C" __global__ void t(float *y) { y[0] = TKV; }\n',
+        "t",
+        "P",
+        language="cuda",
+    )
+    half = '#include <cuda_fp16.h>\nextern "C" __global__ void h(__half *x) { x[0] = 1; }\n'
+    # `other` reaches no header; `half` one the packages hold, before CUDA_HOME's copy.
+    other, half = (
+        Kernel(SCALED, "sc", "P", language="cuda"),
+        Kernel(half, "h", "P", language="cuda"),
+    )
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", {})
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    before = {k.entry: _build(compiler, k)[0] for k in (other, half)}
+    seen = {}
+    for home, value in (("a", "3.0f"), ("b", "5.0f")):
+        (tmp_path / home / "include").mkdir(parents=True)
+        (tmp_path / home / "include" / "warm_tk_only.h").write_text(f"#define TKV {value}\n")
+        (tmp_path / home / "include" / "cuda_fp16.h").write_text("#error not this one\n")
+        monkeypatch.setenv("CUDA_HOME", str(tmp_path / home))
+        monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", {})  # read once a process: anew
+        compiler = NVRTC.NvrtcCompiler(ptx="auto")
+        key, built = _build(compiler, kernel)
+        seen[key] = built.built[key].ptx
+        for k in (other, half):
+            assert _build(compiler, k)[0] == before[k.entry], f"{k.entry} reaches none there"
+    assert len(seen) == 2, "two toolkits' headers, one key"

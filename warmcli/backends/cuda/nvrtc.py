@@ -33,7 +33,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from warmcli import config
@@ -51,10 +50,10 @@ from warmcli.backends.cuda.nvcc import (
 )
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
+from warmcli.headers import nvrtc_folders
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
 _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/lib/libnvrtc.so.12")
-_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 # A program's name: NVRTC looks for a quoted `#include` first in its folder (for a bare
 # name the working folder, which no key covers); in one that cannot exist it looks only
 # where nvcc does (the `-I` folders, keyed). Its log says `warm.cu`.
@@ -89,12 +88,10 @@ def find_nvrtc() -> str | None:
 
 
 def include_dirs() -> list[str]:
-    """The toolkit headers NVRTC is pointed at (it has no default include path)."""
-    found = [root / layout for root in _package_roots() for layout in _INCLUDES]
-    home = next((h for h in config.cuda_homes().values() if h), None)
-    if home:
-        found.append(Path(home) / "include")
-    return [str(p) for p in dict.fromkeys(found) if p.is_dir()]
+    """The toolkit headers NVRTC is pointed at (it has no default include path): the
+    packages', then CUDA_HOME's (whose headers the key covers: `headers.nvrtc_folders`)."""
+    packages, home = nvrtc_folders(next((h for h in config.cuda_homes().values() if h), None))
+    return packages + home
 
 
 def _nvrtc() -> Any:
