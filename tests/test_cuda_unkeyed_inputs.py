@@ -2,10 +2,12 @@
 nvcc, compile-only (no GPU).
 
 A header in the working folder that NVRTC would find by itself (it looks in the
-program's own folder for a quoted name), options nvcc takes from its environment
-(`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS`), and PyCUDA's `-DNDEBUG` (which the
-implicitly included headers read: `assert`) each changed what was built while the key
-stayed the same, so a bundle could serve a binary this process would not build.
+program's own folder for a quoted name) or only in `CUDA_HOME`'s include folder, options
+nvcc takes from its environment (`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS`), and
+PyCUDA's `-DNDEBUG` or a `-D` a pre-included header reads (made a `#define` after the
+headers read it) each changed what was built while the key stayed the same, so a bundle
+could serve a binary this process would not build; an `sm_90a` build kept `sm_90a` PTX
+under the `compute_90` PTX's key.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from warmcli import kernel as kernel_module
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileUnit
-from warmcli import kernel as kernel_module
 from warmcli.kernel import Kernel, kernel_key
 
 NVRTC = pytest.importorskip("warmcli.backends.cuda.nvrtc")
@@ -162,3 +164,17 @@ def test_a_header_nvrtc_finds_in_cuda_home_keys_its_kernel(
         for k in (other, half):
             assert _build(compiler, k)[0] == before[k.entry], f"{k.entry} reaches none there"
     assert len(seen) == 2, "two toolkits' headers, one key"
+
+
+@pytest.mark.parametrize("spelling", [("-include", "{}"), ("--pre-include={}",)])
+def test_pycuda_defines_reach_a_pre_included_header_as_on_the_command_line(
+    tmp_path: Path, spelling: tuple[str, ...]
+) -> None:
+    from warmcli.pycuda import SourceModule
+
+    pre = tmp_path / "pre.h"
+    pre.write_text("#ifdef X\n#define PREV 5.0f\n#else\n#define PREV 3.0f\n#endif\n")
+    options = [s.format(pre) for s in spelling] + ["-DX=1"]
+    mod = SourceModule("__global__ void p(float *y) { y[0] = PREV; }", options=options)
+    key, built = _build(NVRTC.NvrtcCompiler(ptx="auto"), mod.get_function("p").kernel("P"))
+    assert b"1084227584" in built.built[key].ptx, "X was set after the pre-included header"
