@@ -178,3 +178,18 @@ def test_pycuda_defines_reach_a_pre_included_header_as_on_the_command_line(
     mod = SourceModule("__global__ void p(float *y) { y[0] = PREV; }", options=options)
     key, built = _build(NVRTC.NvrtcCompiler(ptx="auto"), mod.get_function("p").kernel("P"))
     assert b"1084227584" in built.built[key].ptx, "X was set after the pre-included header"
+
+
+@pytest.mark.parametrize("spelling", [("--options-file", "{}"), ("-optf", "{}"), ("-optf={}",)])
+def test_an_nvcc_options_file_no_key_reads_is_refused_naming_it(
+    tmp_path: Path, spelling: tuple[str, ...]
+) -> None:
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    (tmp_path / "opts.txt").write_text("-DSCALE=5.0f\n")
+    options = tuple(s.format(tmp_path / "opts.txt") for s in spelling)
+    kernel = Kernel(SCALED, "sc", "P", language="cuda", options=options)
+    key, built = _build(NvccCompiler(nvcc_or_skip(), ptx="auto"), kernel)
+    assert key not in built.built, "options read from a file, which no key covers"
+    assert spelling[0].split("=")[0] in built.failures[key].log

@@ -74,6 +74,8 @@ _RESERVED = (
     "--lib",
     "-odir",
 )
+# Options that read more options from a file, which no key covers: refused.
+_OPTIONS_FILES = ("-optf", "--options-file")
 
 
 def _package_roots() -> list[Path]:
@@ -169,6 +171,12 @@ def check_options(
     """A CompileFailure for an option that would change what is built or where it goes."""
     for opt in options:
         name = opt.split("=", 1)[0]
+        if name in _OPTIONS_FILES:
+            raise CompileFailure(
+                f"option {opt!r} reads options from a file, which no kernel key covers "
+                "(an edit there would be served the old build): give them in options",
+                tuple(units),
+            )
         if name in reserved:
             raise CompileFailure(
                 f"option {opt!r} is reserved: warm sets the architecture, the output kind "
