@@ -13,6 +13,7 @@ under the `compute_90` PTX's key.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,20 +82,27 @@ SCALED = (
 )
 
 
-@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"])
-def test_options_nvcc_takes_from_the_environment_key_its_kernels(
-    variable: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"])
+def test_what_nvcc_takes_from_the_environment_keys_its_kernels(
+    variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The options nvcc adds, and the host compiler it preprocesses device code with."""
     from tests.conftest import nvcc_or_skip
     from warmcli.backends.cuda.nvcc import NvccCompiler
 
     compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
     kernel = Kernel(SCALED, "sc", "P", language="cuda")
-    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"):
         monkeypatch.delenv(name, raising=False)
     plain, built = _build(compiler, kernel)
     assert b"1077936128" in built.built[plain].ptx  # 3.0f
-    monkeypatch.setenv(variable, "-DSCALE=5.0f")
+    value = "-DSCALE=5.0f"
+    if variable == "NVCC_CCBIN":  # another host compiler: one that defines SCALE
+        cc = shutil.which("gcc") or pytest.skip("no gcc")
+        (tmp_path / "gcc").write_text(f'#!/bin/sh\nexec {cc} -DSCALE=5.0f "$@"\n')
+        (tmp_path / "gcc").chmod(0o755)
+        value = str(tmp_path / "gcc")
+    monkeypatch.setenv(variable, value)
     flagged, built = _build(compiler, kernel)
     assert b"1084227584" in built.built[flagged].ptx  # 5.0f: nvcc read the variable
     assert flagged != plain, "nvcc built otherwise, under the same key"

@@ -10,8 +10,8 @@ and undone, its entry renamed to the unit's symbol and its signature probe after
 `warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by
 one `nvcc --cubin` in a temporary folder and killed with its children on timeout; with
 `--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
-options nvcc reads from the environment, where set. The group checks (`group_target`,
-`check_options`, `built_group`) serve NVRTC too.
+options and host compiler nvcc reads from the environment, where set. The group checks
+(`group_target`, `check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
@@ -270,8 +270,8 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """nvcc and its version, and the options it reads from the environment where any
-        is set (`config.nvcc_flags`): they change what it builds, so they key its kernels."""
+        """nvcc and its version, and what it reads from the environment (options, its host
+        compiler) where set (`config.nvcc_flags`): they change what it builds, so they key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
         if not flags:
