@@ -12,6 +12,7 @@ under the `compute_90` PTX's key.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -201,3 +202,28 @@ def test_an_nvcc_options_file_no_key_reads_is_refused_naming_it(
     key, built = _build(NvccCompiler(nvcc_or_skip(), ptx="auto"), kernel)
     assert key not in built.built, "options read from a file, which no key covers"
     assert spelling[0].split("=")[0] in built.failures[key].log
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the host compiler nvcc finds on PATH (whose macros and headers device code "
+    "sees) is not in nvcc's identity: keying its version would change every nvcc key",
+)
+def test_the_host_compiler_nvcc_finds_on_path_keys_its_kernels(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
+    kernel = Kernel(SCALED, "sc", "P", language="cuda")
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
+    plain = _build(compiler, kernel)[0]
+    for name in ("gcc", "g++"):
+        real = shutil.which(name) or pytest.skip(f"no {name}")
+        (tmp_path / name).write_text(f'#!/bin/sh\nexec {real} -DSCALE=5.0f "$@"\n')
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    other, built = _build(compiler, kernel)
+    assert b"1084227584" in built.built[other].ptx  # 5.0f: nvcc used that host compiler
+    assert other != plain
