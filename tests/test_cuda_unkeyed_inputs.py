@@ -12,6 +12,7 @@ under the `compute_90` PTX's key.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -227,3 +228,37 @@ def test_the_host_compiler_nvcc_finds_on_path_keys_its_kernels(
     other, built = _build(compiler, kernel)
     assert b"1084227584" in built.built[other].ptx  # 5.0f: nvcc used that host compiler
     assert other != plain
+
+
+CLI_WORKLOAD = f"""\
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel({SCALED!r}, "sc", "P", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+"""
+
+
+def test_a_build_without_nvccs_environment_options_is_not_served_with_them(
+    warm, tmp_path: Path
+) -> None:
+    """Through the real CLI: warmed without `NVCC_APPEND_FLAGS`, verified with it, the
+    kernel is a miss (toolchain), built as a cold process with it builds it: not served."""
+    from tests.conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    (tmp_path / "sw.py").write_text(CLI_WORKLOAD)
+    bundle = tmp_path / "s.warm"
+    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"):
+        warm.env.pop(name, None)
+    args = ("--arch", "sm_90", "--compiler", "nvcc")
+    run = warm("run", tmp_path / "sw.py", *args, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr + run.stdout
+    verify = ("verify", bundle, "--workload", tmp_path / "sw.py", *args, "--json")
+    same = warm(*verify)
+    assert json.loads(same.stdout)["compilation"]["compiled"] == 0, same.stdout
+    warm.env["NVCC_APPEND_FLAGS"] = "-DSCALE=5.0f"
+    flagged = warm(*verify, "--explain-misses")
+    report = json.loads(flagged.stdout)
+    assert not report["verified"] and report["compilation"]["queued"] == 1, flagged.stdout
+    assert [e["reason"] for e in report["explanations"]] == ["toolchain"], report["explanations"]
