@@ -262,3 +262,17 @@ def test_a_build_without_nvccs_environment_options_is_not_served_with_them(
     report = json.loads(flagged.stdout)
     assert not report["verified"] and report["compilation"]["queued"] == 1, flagged.stdout
     assert [e["reason"] for e in report["explanations"]] == ["toolchain"], report["explanations"]
+
+
+@pytest.mark.parametrize("options", [("--keep-dir=kd",), ("-keep-dir", "kd")])
+def test_an_nvcc_option_that_moves_its_files_is_refused_not_a_traceback(
+    options: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kd").mkdir()
+    kernel = Kernel(SCALED, "sc", "P", language="cuda", options=options)
+    key, built = _build(NvccCompiler(nvcc_or_skip(), ptx="auto"), kernel)
+    assert "reserved" in built.failures[key].log and options[0] in built.failures[key].log

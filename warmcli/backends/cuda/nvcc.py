@@ -73,6 +73,8 @@ _RESERVED = (
     "-lib",
     "--lib",
     "-odir",
+    "-keep-dir",
+    "--keep-dir",
 )
 # Options that read more options from a file, which no key covers: refused.
 _OPTIONS_FILES = ("-optf", "--options-file")
