@@ -257,6 +257,16 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return "\n".join([signature.CUDA_HELPERS, *sections])
 
 
+def _written(folder: str, name: str, options: Sequence[str], units: Sequence[CompileUnit]) -> bytes:
+    """The file nvcc wrote in its scratch folder; a CompileFailure naming the options where
+    it wrote none (`--dryrun`, `--version`: it exits 0 and builds nothing)."""
+    try:
+        return Path(folder, name).read_bytes()
+    except FileNotFoundError:
+        shown = " ".join(options) or "none"
+        raise CompileFailure(f"nvcc wrote no {name} (options: {shown})", tuple(units)) from None
+
+
 class NvccCompiler:
     """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
 
@@ -326,9 +336,9 @@ class NvccCompiler:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:
                 raise signature.explain(failure) from None
-            binary = Path(tmp, "out.cubin").read_bytes()
+            binary = _written(tmp, "out.cubin", options, units)
             if ptx_arch and not same:
                 ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
                 run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
-            ptx = (ptx_arch, Path(tmp, "tu.ptx").read_bytes()) if ptx_arch else None
+            ptx = (ptx_arch, _written(tmp, "tu.ptx", options, units)) if ptx_arch else None
         return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)
