@@ -279,3 +279,10 @@ def test_an_nvcc_option_that_moves_its_files_is_refused_not_a_traceback(
     key, built = _build(NvccCompiler(nvcc_or_skip(), ptx="auto"), kernel)
     log = built.failures[key].log
     assert ("reserved" in log or "wrote no" in log) and options[0] in log, log
+
+
+@pytest.mark.parametrize("option", ["-dlto", "--dlink-time-opt"])
+def test_an_nvrtc_option_that_builds_no_cubin_is_a_compile_failure(option: str) -> None:
+    kernel = Kernel(SCALED, "sc", "P", language="cuda", options=(option,))
+    key, built = _build(NVRTC.NvrtcCompiler(ptx="auto"), kernel)
+    assert "not a cubin" in built.failures[key].log and option in built.failures[key].log

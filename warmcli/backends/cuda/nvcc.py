@@ -43,7 +43,7 @@ from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
-from warmcli.errors import ArchError
+from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -209,7 +209,11 @@ def built_group(
     ptx: tuple[str, bytes] | None = None,
 ) -> CompiledGroup:
     """A group's cubin checked (for `arch`, holding every unit's entry) and wrapped."""
-    check_cubin(binary, arch)
+    try:
+        check_cubin(binary, arch)
+    except CubinError as exc:  # an option made it write something else (`-dlto`: LTO IR)
+        shown = " ".join(units[0].kernel.options) or "none"
+        raise CompileFailure(f"the compiler wrote {exc} (options: {shown})", tuple(units)) from None
     missing = sorted({u.symbol for u in units} - cubin_functions(binary))
     if missing:
         entries = ", ".join(u.kernel.entry for u in units if u.symbol in missing)
