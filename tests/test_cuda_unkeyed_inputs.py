@@ -286,3 +286,29 @@ def test_an_nvrtc_option_that_builds_no_cubin_is_a_compile_failure(option: str) 
     kernel = Kernel(SCALED, "sc", "P", language="cuda", options=(option,))
     key, built = _build(NVRTC.NvrtcCompiler(ptx="auto"), kernel)
     assert "not a cubin" in built.failures[key].log and option in built.failures[key].log
+
+
+@pytest.mark.parametrize("quote", ['"{}"', "<{}>"])
+def test_a_header_included_by_its_absolute_path_keys_its_kernel(tmp_path: Path, quote: str) -> None:
+    header = tmp_path / "abs_cfg.h"
+    header.write_text("#define VAL 3.0f\n")
+    source = HEADER_KERNEL.replace('"cfg.h"', quote.format(header))
+    kernel = Kernel(source, "k", "P", language="cuda")
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    key3, built3 = _build(compiler, kernel)
+    assert b"1077936128" in built3.built[key3].ptx  # 3.0f: the compiler read it
+    header.write_text("#define VAL 5.0f\n")
+    key5, built5 = _build(compiler, kernel)
+    assert b"1084227584" in built5.built[key5].ptx
+    assert key5 != key3, "an edited header, one key"
+    relative = Kernel(HEADER_KERNEL, "k", "P", language="cuda")  # no folder: as before
+    assert kernel_module.included_headers(relative) == "" and not relative.reads_headers
+
+
+def test_a_host_kernels_header_by_absolute_path_is_keyed_too(tmp_path: Path) -> None:
+    header = tmp_path / "h.h"
+    header.write_text("#define V 1\n")
+    kernel = Kernel(f'#include "{header}"\nvoid f(int *x) {{ x[0] = V; }}', "f", "P")
+    first = kernel_key(kernel, "x86_64", "cc:gcc 12")
+    header.write_text("#define V 2\n")
+    assert kernel_key(kernel, "x86_64", "cc:gcc 12") != first

@@ -5,7 +5,7 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
 (`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
 NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
-covers them.
+covers them, and those a source includes by their absolute path.
 It reads the `#include "..."` and `#include <...>` lines of the source and of every
 header found, and resolves each name as the compiler does, in those folders (a
 quoted name in a header: that header's own folder first; then gcc's order, whatever the
@@ -43,6 +43,7 @@ _MAX_MEMO = 4096
 # A file changed this recently is read again each time: an edit within the clock's tick
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
+_ABSOLUTE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]/', re.MULTILINE)  # by its path
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
 # The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
@@ -211,9 +212,9 @@ def headers_digest(
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     orders = search_orders(options, cwd, env)
-    shadowed = (frozenset(search_orders((), cwd, (env[0], ""))[1]), before)
-    if not orders[0]:
+    if not orders[0] and not _ABSOLUTE.search(source):
         return ""
+    shadowed = (frozenset(search_orders((), cwd, (env[0], ""))[1]), before)
     by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))

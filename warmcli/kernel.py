@@ -151,13 +151,8 @@ class Kernel(Record):
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
                     "a value holds no line break and closes every comment it opens"
                 )
-        object.__setattr__(self, "source", source)
-        object.__setattr__(self, "entry", entry)
-        object.__setattr__(self, "params", params)
-        object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", checked_options)
-        object.__setattr__(self, "defines", norm)
-        object.__setattr__(self, "name", name or entry)
+        vars(self).update(source=source, entry=entry, params=params, language=language)
+        vars(self).update(options=checked_options, defines=norm, name=name or entry)
 
     def define(self, name: str, default: str | None = None) -> str | None:
         """The value of the define `name` as the compiler sees it (text), or `default`
@@ -166,9 +161,14 @@ class Kernel(Record):
 
     @_once
     def names_include_folders(self) -> bool:
-        """Whether an option names an include folder (`-I`...: `warmcli.headers`); asked
-        once per kernel, as its key is made each time it is looked up."""
+        """Whether an option names an include folder (`-I`...: `warmcli.headers`), once."""
         return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
+
+    @_once
+    def reads_headers(self) -> bool:
+        """Whether it names an include folder or includes a header by its absolute path."""
+        absolute = "include" in self.source and _ABSOLUTE_INCLUDE.search(self.source)
+        return self.names_include_folders or bool(absolute)
 
     @_once
     def tunes_native(self) -> bool:
@@ -215,9 +215,8 @@ class Kernel(Record):
     @property
     def label(self) -> str:
         """Short human name: entry plus its defines."""
-        if not self.defines:
-            return self.name
-        return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.defines)}]"
+        defines = ",".join(f"{k}={v}" for k, v in self.defines)
+        return f"{self.name}[{defines}]" if defines else self.name
 
 
 # A define value's tokens as far as comments go: a string or char literal, a comment, any other.
@@ -226,6 +225,7 @@ _VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?
 
 # An option (or a part of a joined one) that tunes for the building CPU.
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
+_ABSOLUTE_INCLUDE = Pattern(r'(?m)^[ \t]*#[ \t]*include[ \t]*["<]/')
 
 
 def _opens_comment(value: str) -> bool:
@@ -365,7 +365,7 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or ""."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
-    if (not kernel.options or not kernel.names_include_folders) and env == ("", ""):
+    if not kernel.reads_headers and env == ("", ""):
         return ""  # a serving process never imports `warmcli.headers` for these
     from warmcli.headers import headers_digest
 
