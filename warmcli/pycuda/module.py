@@ -95,10 +95,10 @@ def _macros_named(options: Sequence[str]) -> list[str]:
 def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """`-DNAME=value` options as warm defines (set around the kernel's own section, so
     variants share one compiler process), unless the source (or `-include`) includes a
-    header, which must see them as nvcc's command line sets them. A macro the implicitly included
-    headers read (`_READ_BY_HEADERS`: `-DNDEBUG` turns `assert` off only there) stays
-    on the command line, and so does one that another `-D` or `-U` also names, with all
-    its options, where nvcc reads them in their order (`-DX=1 -UX` leaves X undefined;
+    header, which must see them as nvcc's command line sets them. A macro the implicitly
+    included headers read (`_READ_BY_HEADERS`: `-DNDEBUG` turns `assert` off only there)
+    stays on the command line, and so does one that another `-D` or `-U` also names, with
+    all its options, where nvcc reads them in their order (`-DX=1 -UX` leaves X undefined;
     `-DX=1 -DX=2` makes it 2)."""
     pre_includes = any(o.startswith(("-include", "--pre-include")) for o in options)
     if pre_includes or re.search(r"^\s*#\s*include", source, re.MULTILINE):
