@@ -6,8 +6,10 @@ program's own folder for a quoted name) or only in `CUDA_HOME`'s include folder,
 nvcc takes from its environment (`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS`), and
 PyCUDA's `-DNDEBUG` or a `-D` a pre-included header reads (made a `#define` after the
 headers read it) each changed what was built while the key stayed the same, so a bundle
-could serve a binary this process would not build; an `sm_90a` build kept `sm_90a` PTX
-under the `compute_90` PTX's key.
+could serve a binary this process would not build; so did a header included by its
+absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. An
+`sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
+a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
 """
 
 from __future__ import annotations
@@ -312,3 +314,21 @@ def test_a_host_kernels_header_by_absolute_path_is_keyed_too(tmp_path: Path) -> 
     first = kernel_key(kernel, "x86_64", "cc:gcc 12")
     header.write_text("#define V 2\n")
     assert kernel_key(kernel, "x86_64", "cc:gcc 12") != first
+
+
+def test_a_header_a_source_only_asks_for_with_has_include_is_keyed(tmp_path: Path) -> None:
+    """`__has_include("opt.h")` in a folder the options name: adding the header there
+    changes what is built, so it changes the key (its presence, as an include's)."""
+    (tmp_path / "inc").mkdir()
+    source = (
+        '#if __has_include("opt.h")\n#define VAL 5.0f\n#else\n#define VAL 3.0f\n#endif\n'
+        'extern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
+    )
+    kernel = Kernel(source, "k", "P", language="cuda", options=(f"-I{tmp_path / 'inc'}",))
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    key3, built3 = _build(compiler, kernel)
+    assert b"1077936128" in built3.built[key3].ptx  # 3.0f
+    (tmp_path / "inc" / "opt.h").write_text("\n")
+    key5, built5 = _build(compiler, kernel)
+    assert b"1084227584" in built5.built[key5].ptx  # 5.0f
+    assert key5 != key3, "a header that appeared, one key"

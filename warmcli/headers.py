@@ -6,21 +6,21 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 (`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
 NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
 covers them, and those a source includes by their absolute path.
-It reads the `#include "..."` and `#include <...>` lines of the source and of every
-header found, and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first; then gcc's order, whatever the
-options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`); a
-relative folder is taken from the working folder. The digest is over each name as
-written and the sha256 of the file it resolved to (or that none was found: a header
-added later changes it), in the order they are reached. Headers not found there (the toolkit's, the
-system's) are left to the toolchain's identity; an `#include` of a macro is not
-followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
-includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
-only state is two per-process memos: each file's digest and includes, by (path,
-mtime_ns, size), of files not changed in the last seconds, and the includes of the last
-sources read (variants share one): a kernel keyed again costs a lookup of each header
-(`isfile` in each folder, a `stat`). It never runs a compiler, never writes and never
-raises for a missing or unreadable file.
+It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
+asks for) of the source and of every header found, and resolves each name as the
+compiler does, in those folders (a quoted name in a header: that header's own folder
+first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
+`-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
+digest is over each name as written and the sha256 of the file it resolved to (or that
+none was found: a header added later changes it), in the order they are reached. Headers
+not found there (the toolkit's, the system's) are left to the toolchain's identity; an
+`#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
+whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
+digest says so). The only state is two per-process memos: each file's digest and
+includes, by (path, mtime_ns, size), of files not changed in the last seconds, and the
+includes of the last sources read (variants share one): a kernel keyed again costs a
+lookup of each header (`isfile` in each folder, a `stat`). It never runs a compiler,
+never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ _MAX_MEMO = 4096
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]/', re.MULTILINE)  # by its path
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
+# An `#include` line's name, or one `__has_include` asks for (its presence changes the build).
+_INCLUDE = re.compile(
+    rb"(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
+    re.MULTILINE,
+)
 # The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
