@@ -4,7 +4,8 @@ Each setting is a function read at call time (a test or a launcher may set the
 variable after import), taking the environment to read as an argument where a
 caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
 (`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
-`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), the launchers' shard variables
+`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
+`NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
 `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
 folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`). The
@@ -85,6 +86,8 @@ SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v)
 
 # Where a CUDA toolkit may be installed, in the order looked at.
 CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
+# What nvcc reads from the environment: options it adds, the host compiler it preprocesses with.
+NVCC_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
 def _env(environ: Environ | None) -> Environ:
@@ -202,6 +205,13 @@ def nvcc(environ: Environ | None = None) -> str | None:
 def cuda_compiler(environ: Environ | None = None) -> str:
     """`WARM_CUDA_COMPILER` stripped (`nvrtc`, `nvcc`, `auto`); `""` when unset."""
     return _env(environ).get("WARM_CUDA_COMPILER", "").strip()
+
+
+def nvcc_flags(environ: Environ | None = None) -> dict[str, str]:
+    """`NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (options nvcc adds to every command
+    line) and `NVCC_CCBIN` (its host compiler), each where set and not empty."""
+    env = _env(environ)
+    return {name: env[name] for name in NVCC_FLAGS if env.get(name)}
 
 
 def cuda_homes(environ: Environ | None = None) -> dict[str, str | None]:

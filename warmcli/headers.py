@@ -2,29 +2,32 @@
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
-`-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), reads
-headers that its source text does not hold: `headers_digest` covers them.
-It reads the `#include "..."` and `#include <...>` lines of the source and of every
-header found, and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first; then gcc's order, whatever the
-options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`); a
-relative folder is taken from the working folder. The digest is over each name as
-written and the sha256 of the file it resolved to (or that none was found: a header
-added later changes it), in the order they are reached. Headers not found there (the toolkit's, the
-system's) are left to the toolchain's identity; an `#include` of a macro is not
-followed. Bounded: at most `MAX_HEADERS` files, each hashed whole but scanned for
-includes in its first `MAX_SCANNED` bytes (past the bound the digest says so). The
-only state is two per-process memos: each file's digest and includes, by (path,
-mtime_ns, size), of files not changed in the last seconds, and the includes of the last
-sources read (variants share one): a kernel keyed again costs a lookup of each header
-(`isfile` in each folder, a `stat`). It never runs a compiler, never writes and never
-raises for a missing or unreadable file.
+`-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
+(`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
+NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
+covers them, and those a source includes by their absolute path.
+It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
+asks for) of the source and of every header found, and resolves each name as the
+compiler does, in those folders (a quoted name in a header: that header's own folder
+first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
+`-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
+digest is over each name as written and the sha256 of the file it resolved to (or that
+none was found: a header added later changes it), in the order they are reached. Headers
+not found there (the toolkit's, the system's) are left to the toolchain's identity; an
+`#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
+whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
+digest says so). The only state is two per-process memos: each file's digest and
+includes, by (path, mtime_ns, size), of files not changed in the last seconds, and the
+includes of the last sources read (variants share one): a kernel keyed again costs a
+lookup of each header (`isfile` in each folder, a `stat`). It never runs a compiler,
+never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import re
 import time
@@ -40,7 +43,15 @@ _MAX_MEMO = 4096
 # A file changed this recently is read again each time: an edit within the clock's tick
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
+_ABSOLUTE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]/', re.MULTILINE)  # by its path
+# An `#include` line's name, or one `__has_include` asks for (its presence changes the build).
+_INCLUDE = re.compile(
+    rb"(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
+    re.MULTILINE,
+)
+# The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
+NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 
@@ -110,6 +121,28 @@ def search_orders(
     return of("-iquote") + angled, angled
 
 
+def nvrtc_env(home: str) -> tuple[str, str]:
+    """`home`'s include folder NVRTC reads (`nvrtc_folders`) and the packages' it reads
+    first, each joined by `os.pathsep`: `headers_digest`'s `env` for an NVRTC kernel."""
+    packages, homes = nvrtc_folders(home)
+    return (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
+
+
+def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
+    """The include folders NVRTC is given, in its order, those that exist: the toolkit
+    packages' (their headers go with NVRTC's identity) and `home`'s `include` (the first
+    of `CUDA_HOME`, `CUDA_PATH`: a system toolkit's, whose headers key a kernel)."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    packages = [os.path.join(root, layout) for root in roots for layout in NVRTC_INCLUDES]
+    packages = [f for f in dict.fromkeys(packages) if os.path.isdir(f)]
+    own = os.path.join(home, "include") if home else ""
+    return packages, [own] if own and os.path.isdir(own) and own not in packages else []
+
+
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
     found = _INCLUDE.findall(data[:MAX_SCANNED])
     return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
@@ -148,29 +181,45 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
 
 
 def _resolve(
-    name: str, quoted: bool, here: str | None, orders: tuple[list[str], list[str]]
+    name: str,
+    quoted: bool,
+    here: str | None,
+    orders: tuple[list[str], list[str]],
+    shadowed: tuple[frozenset[str], Sequence[str]] = (frozenset(), ()),
 ) -> str | None:
-    """The file `name` names, as the compiler searches: `here` first for a quoted name."""
+    """The file `name` names, as the compiler searches: `here` first for a quoted name; not
+    in a folder of `shadowed[0]` when a folder of `shadowed[1]`, searched before, holds it."""
     if os.path.isabs(name):
         return name if os.path.isfile(name) else None
     for folder in ([here] if quoted and here else []) + orders[0 if quoted else 1]:
         path = os.path.join(folder, name)
         if os.path.isfile(path):
+            if folder in shadowed[0] and any(
+                os.path.isfile(os.path.join(f, name)) for f in shadowed[1]
+            ):
+                return None
             return os.path.normpath(path)
     return None
 
 
-def headers_digest(source: str, options: Sequence[object], env: tuple[str, str] = ("", "")) -> str:
+def headers_digest(
+    source: str, options: Sequence[object], env: tuple[str, str] = ("", ""), nvrtc: bool = False
+) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name,
     or the environment's `env` (`search_orders`; see the module doc); "" where they name
-    none, or only the environment does and no header is found there."""
+    none, or only the environment does and no header is found there. For `nvrtc`, `env`
+    is `nvrtc_env`'s: `CUDA_HOME`'s folder searched as `CPATH`'s, but never for a name
+    one of the toolkit packages' folders holds (NVRTC searches those first)."""
+    before = env[1].split(os.pathsep) if nvrtc and env[1] else []
+    env = (env[0], "") if nvrtc else env
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     orders = search_orders(options, cwd, env)
-    if not orders[0]:
+    if not orders[0] and not _ABSOLUTE.search(source):
         return ""
+    shadowed = (frozenset(search_orders((), cwd, (env[0], ""))[1]), before)
     by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
@@ -178,7 +227,7 @@ def headers_digest(source: str, options: Sequence[object], env: tuple[str, str] 
     written: list[str] = []
     while pending:
         name, quoted, here = pending.popleft()
-        path = _resolve(name, quoted, here, orders)
+        path = _resolve(name, quoted, here, orders, shadowed)
         read = _read(path) if path is not None else None
         written.append(f"{'q' if quoted else 'a'}{name}\0{read[0] if read else '-'}")
         if path is None or read is None or path in seen:

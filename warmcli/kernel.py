@@ -14,11 +14,11 @@ defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, i
 float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`), or (C) that reaches a header in a folder the
-compiler's environment names (`CPATH`...), the key covers the headers the source reaches
-there too (`warmcli.headers`); any other's key is as it was before that. Its only state
-is a bounded memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
-many kernels share), and those variables, read once; it runs no compiler.
+whose options name include folders (`-I`), or that reaches a header in one its compiler
+takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), the key covers the headers it
+reaches there (`warmcli.headers`); any other's is as before. Its only state is a bounded
+memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
+share), and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -89,8 +89,7 @@ else:
         def __get__(self, instance: object, owner: type | None = None) -> Any:
             if instance is None:
                 return self
-            value = instance.__dict__[self.name] = self.compute(instance)
-            return value
+            return instance.__dict__.setdefault(self.name, self.compute(instance))
 
 
 class Kernel(Record):
@@ -152,13 +151,8 @@ class Kernel(Record):
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
                     "a value holds no line break and closes every comment it opens"
                 )
-        object.__setattr__(self, "source", source)
-        object.__setattr__(self, "entry", entry)
-        object.__setattr__(self, "params", params)
-        object.__setattr__(self, "language", language)
-        object.__setattr__(self, "options", checked_options)
-        object.__setattr__(self, "defines", norm)
-        object.__setattr__(self, "name", name or entry)
+        vars(self).update(source=source, entry=entry, params=params, language=language)
+        vars(self).update(options=checked_options, defines=norm, name=name or entry)
 
     def define(self, name: str, default: str | None = None) -> str | None:
         """The value of the define `name` as the compiler sees it (text), or `default`
@@ -167,9 +161,14 @@ class Kernel(Record):
 
     @_once
     def names_include_folders(self) -> bool:
-        """Whether an option names an include folder (`-I`...: `warmcli.headers`); asked
-        once per kernel, as its key is made each time it is looked up."""
+        """Whether an option names an include folder (`-I`...: `warmcli.headers`), once."""
         return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
+
+    @_once
+    def reads_headers(self) -> bool:
+        """Whether it names an include folder or includes a header by its absolute path."""
+        absolute = "include" in self.source and _ABSOLUTE_INCLUDE.search(self.source)
+        return self.names_include_folders or bool(absolute)
 
     @_once
     def tunes_native(self) -> bool:
@@ -219,18 +218,17 @@ class Kernel(Record):
     @property
     def label(self) -> str:
         """Short human name: entry plus its defines."""
-        if not self.defines:
-            return self.name
-        return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.defines)}]"
+        defines = ",".join(f"{k}={v}" for k, v in self.defines)
+        return f"{self.name}[{defines}]" if defines else self.name
 
 
-# A define value's tokens as far as comments go: a string or character literal (closed or
-# not), a line comment, a block comment (its opening alone when it is not closed), any other.
+# A define value's tokens as far as comments go: a string or char literal, a comment, any other.
 _VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
 
 
 # An option (or a part of a joined one) that tunes for the building CPU.
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
+_ABSOLUTE_INCLUDE = Pattern(r'(?m)^[ \t]*#[ \t]*include[ \t]*["<]/')
 
 
 def _opens_comment(value: str) -> bool:
@@ -351,36 +349,49 @@ def _digest(payload: object) -> str:
 
 
 def _env_includes(language: str) -> tuple[str, str]:
-    """The include folders `cc` takes from the environment (`CPATH`, `C_INCLUDE_PATH`), read
-    once per process; ("", "") where none is set (most), and for CUDA (NVRTC reads none)."""
+    """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" (`nvrtc_env`) takes
+    from the environment, read once per process; ("", "") where none is set, and for nvcc."""
     if (found := _ENV_INCLUDES.get(language)) is None:
-        from warmcli.config import compiler_include_paths
+        from warmcli.config import compiler_include_paths, cuda_homes
 
-        found = _ENV_INCLUDES[language] = compiler_include_paths() if language == "c" else ("", "")
+        found = compiler_include_paths() if language == "c" else ("", "")
+        if language == "nvrtc" and (home := next((h for h in cuda_homes().values() if h), "")):
+            from warmcli.headers import nvrtc_env
+
+            found = nvrtc_env(home)
+        _ENV_INCLUDES[language] = found
     return found
 
 
-def included_headers(kernel: Kernel) -> str:
-    """The digest of the headers a kernel reaches in the include folders its options
-    name, or that the environment names (`warmcli.headers`), or "" (most kernels)."""
-    env = _env_includes(kernel.language)
-    if (not kernel.options or not kernel.names_include_folders) and env == ("", ""):
+def included_headers(kernel: Kernel, toolchain: str = "") -> str:
+    """The digest of the headers a kernel reaches in the include folders its options name,
+    or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or ""."""
+    nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
+    env = _env_includes("nvrtc" if nvrtc else kernel.language)
+    if not kernel.reads_headers and env == ("", ""):
         return ""  # a serving process never imports `warmcli.headers` for these
     from warmcli.headers import headers_digest
 
-    return headers_digest(kernel.source, kernel.options, env)
+    return headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
-    """The content-addressed key of `kernel` compiled for `arch` by one toolchain: the
-    digest of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly
-    (every kernel a process serves is keyed), with `"headers"` beside them for a kernel
-    whose options name include folders (the headers it reaches there)."""
+    """The content-addressed key of `kernel` compiled for `arch` by one toolchain: the digest
+    of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
+    a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    # Beside the rest only where there are any (no other key changes); most kernels name no
-    # options and the environment no include folder, and are told so here (no call).
-    env = _ENV_INCLUDES.get(kernel.language)
-    headers = included_headers(kernel) if kernel.options or env != ("", "") else ""
+    # Beside the rest only where there are any (no other key changes); most host kernels name
+    # no options, include nothing and find no include folder in the environment, and are told
+    # so here (no call: what `included_headers` would answer for them).
+    if (
+        kernel.language == "c"
+        and not kernel.options
+        and "include" not in kernel.source
+        and _ENV_INCLUDES.get("c") == ("", "")
+    ):
+        headers = ""
+    else:
+        headers = included_headers(kernel, toolchain_identity)
     headers = f'"headers":"{headers}",' if headers else ""
     text = (
         f'{{"arch":{_QUOTED.get(arch) or _quote(arch)},{headers}"kernel":"{content}",'
@@ -391,7 +402,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
     """The parts a key is made of, kept beside it so a miss can be explained."""
-    headers = included_headers(kernel)
+    headers = included_headers(kernel, toolchain_identity)
     return {
         **({"headers": headers} if headers else {}),
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),

@@ -4,7 +4,9 @@ and `warm explain` share.
 A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
 compiler builds afresh. Serving is looser: a build is served wherever its binary runs.
 A cubin runs on a device of its SM architecture whose driver supports the CUDA
-release that built it, whichever nvcc (or none) that machine has; a host object runs
+release that built it, whichever nvcc (or none) that machine has, unless the nvcc of
+either read options or a host compiler from the environment (`NVCC_APPEND_FLAGS`...)
+that the other did not; a host object runs
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
 miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU only
 (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
@@ -30,6 +32,8 @@ _RELEASE = Pattern(r"release (\d+)\.(\d+)")
 _VERSION = Pattern(r"^(\d+)\.(\d+)")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"^sm_(\d{2,3})")
+# Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
+NVCC_ENVIRONMENT = "; NVCC_"
 
 
 class Target(Record):
@@ -79,6 +83,12 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         if why:
             return "toolchain", why
     if record.backend == "cuda":
+        theirs, ours = _environment(record.toolchain), _environment(target.toolchain or "")
+        if target.toolchain is not None and theirs != ours:  # options: another kernel
+            return "toolchain", (
+                f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, this "
+                f"compiler with {ours[2:] or 'nothing'}"
+            )
         built = cuda_release(record.toolchain)
         found = _VERSION.match(target.driver)
         driver = (int(found.group(1)), int(found.group(2))) if found else None
@@ -88,6 +98,13 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"{driver[0]}.{driver[1]}"
             )
     return None
+
+
+def _environment(identity: str) -> str:
+    """What an nvcc identity says nvcc read from the environment (options, host compiler:
+    they change what it builds), "" for none."""
+    at = identity.find(NVCC_ENVIRONMENT)
+    return identity[at:] if at >= 0 else ""
 
 
 def same_kernel(record: KernelRecord) -> tuple[str, ...]:

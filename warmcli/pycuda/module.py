@@ -73,6 +73,10 @@ def _format(arg_types: str | Sequence[Any]) -> str:
 _MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")  # the name in the next token
 _JOINED = re.compile(r"(?:--define-macro=|--undefine-macro=|-[DU]=?)([A-Za-z_]\w*)")
 _NAME = re.compile(r"[A-Za-z_]\w*")
+# Macros the headers nvcc and NVRTC include before the source read (`NDEBUG`: `assert`;
+# names reserved to the implementation; CUDA's own): set by a `#define` in the source,
+# they would come too late, so such a `-D` stays on the command line.
+_READ_BY_HEADERS = re.compile(r"__|_[A-Z]|NDEBUG$|NOMINMAX$|CUDA|CU_|NV_")
 
 
 def _macros_named(options: Sequence[str]) -> list[str]:
@@ -90,18 +94,26 @@ def _macros_named(options: Sequence[str]) -> list[str]:
 
 def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """`-DNAME=value` options as warm defines (set around the kernel's own section, so
-    variants share one compiler process), unless the source includes a header, which
-    must see them as nvcc's command line sets them. A macro that another `-D` or `-U`
-    also names stays with all its options on the command line, where nvcc reads them in
-    their order (`-DX=1 -UX` leaves X undefined; `-DX=1 -DX=2` makes it 2)."""
-    if re.search(r"^\s*#\s*include", source, re.MULTILINE):
+    variants share one compiler process), unless the source (or `-include`) includes a
+    header, which must see them as nvcc's command line sets them. A macro the implicitly
+    included headers read (`_READ_BY_HEADERS`: `-DNDEBUG` turns `assert` off only there)
+    stays on the command line, and so does one that another `-D` or `-U` also names, with
+    all its options, where nvcc reads them in their order (`-DX=1 -UX` leaves X undefined;
+    `-DX=1 -DX=2` makes it 2)."""
+    pre_includes = any(o.startswith(("-include", "--pre-include")) for o in options)
+    if pre_includes or re.search(r"^\s*#\s*include", source, re.MULTILINE):
         return tuple(options), {}
     named = _macros_named(options)
     rest: list[str] = []
     defines: dict[str, str] = {}
     for before, option in zip(("", *options), options, strict=False):
         m = re.fullmatch(r"-D([A-Za-z_]\w*)(?:=(.*))?", option)
-        if m is None or before in _MACRO_FLAGS or named.count(m.group(1)) > 1:
+        if (
+            m is None
+            or before in _MACRO_FLAGS
+            or named.count(m.group(1)) > 1
+            or _READ_BY_HEADERS.match(m.group(1))
+        ):
             rest.append(option)
         else:
             defines[m.group(1)] = m.group(2) if m.group(2) is not None else "1"

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from warmcli.backends.native import NATIVE
+from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import BundleError
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
@@ -191,9 +192,13 @@ def explain_kernel(
             "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
         )
     # Serving takes any toolchain's build, but not one tuned for another CPU: its toolchain
-    # names that CPU (`warmcli.backends.native`), so then it is a reason.
+    # names that CPU (`warmcli.backends.native`), so then it is a reason; nor one by an nvcc
+    # that read options from the environment where the other did not.
     native = NATIVE in wanted.get("toolchain", "")
-    order = KERNEL_COMPONENTS[1:] if any_toolchain and not native else KERNEL_COMPONENTS
+    environment = any(NVCC_ENVIRONMENT in c.get("toolchain", "") for c in [wanted, *held])
+    order = (
+        KERNEL_COMPONENTS if native or environment or not any_toolchain else KERNEL_COMPONENTS[1:]
+    )
     found = explained("kernel", key, kernel.label, wanted, held, order)
     if found is not None:
         return found

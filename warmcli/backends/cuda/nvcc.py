@@ -9,8 +9,9 @@ and undone, its entry renamed to the unit's symbol and its signature probe after
 `warmcli.backends.signature`; a kernel that needs a unit of its own,
 `warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by
 one `nvcc --cubin` in a temporary folder and killed with its children on timeout; with
-`--keep` the PTX it made on the way is kept beside the cubin. The group checks (`group_target`,
-`check_options`, `built_group`) serve NVRTC too.
+`--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
+options and host compiler nvcc reads from the environment, where set. The group checks
+(`group_target`, `check_options`, `built_group`) serve NVRTC too.
 It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
@@ -39,10 +40,10 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
-from warmcli.errors import ArchError
+from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -72,7 +73,11 @@ _RESERVED = (
     "-lib",
     "--lib",
     "-odir",
+    "-keep-dir",
+    "--keep-dir",
 )
+# Options that read more options from a file, which no key covers: refused.
+_OPTIONS_FILES = ("-optf", "--options-file")
 
 
 def _package_roots() -> list[Path]:
@@ -168,6 +173,12 @@ def check_options(
     """A CompileFailure for an option that would change what is built or where it goes."""
     for opt in options:
         name = opt.split("=", 1)[0]
+        if name in _OPTIONS_FILES:
+            raise CompileFailure(
+                f"option {opt!r} reads options from a file, which no kernel key covers "
+                "(an edit there would be served the old build): give them in options",
+                tuple(units),
+            )
         if name in reserved:
             raise CompileFailure(
                 f"option {opt!r} is reserved: warm sets the architecture, the output kind "
@@ -198,7 +209,11 @@ def built_group(
     ptx: tuple[str, bytes] | None = None,
 ) -> CompiledGroup:
     """A group's cubin checked (for `arch`, holding every unit's entry) and wrapped."""
-    check_cubin(binary, arch)
+    try:
+        check_cubin(binary, arch)
+    except CubinError as exc:  # an option made it write something else (`-dlto`: LTO IR)
+        shown = " ".join(units[0].kernel.options) or "none"
+        raise CompileFailure(f"the compiler wrote {exc} (options: {shown})", tuple(units)) from None
     missing = sorted({u.symbol for u in units} - cubin_functions(binary))
     if missing:
         entries = ", ".join(u.kernel.entry for u in units if u.symbol in missing)
@@ -246,6 +261,16 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return "\n".join([signature.CUDA_HELPERS, *sections])
 
 
+def _written(folder: str, name: str, options: Sequence[str], units: Sequence[CompileUnit]) -> bytes:
+    """The file nvcc wrote in its scratch folder; a CompileFailure naming the options where
+    it wrote none (`--dryrun`, `--version`: it exits 0 and builds nothing)."""
+    try:
+        return Path(folder, name).read_bytes()
+    except FileNotFoundError:
+        shown = " ".join(options) or "none"
+        raise CompileFailure(f"nvcc wrote no {name} (options: {shown})", tuple(units)) from None
+
+
 class NvccCompiler:
     """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
 
@@ -261,7 +286,14 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        return probe("nvcc", self.path)
+        """nvcc and its version, and what it reads from the environment (options, its host
+        compiler) where set (`config.nvcc_flags`): they change what it builds, so they key."""
+        found = probe("nvcc", self.path)
+        flags = config.nvcc_flags()
+        if not flags:
+            return found
+        added = "".join(f"; {name}={value}" for name, value in flags.items())
+        return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` and check this nvcc builds it; returns the SM number."""
@@ -299,7 +331,7 @@ class NvccCompiler:
 
             options = tuple(absolute_include_options(options))
         ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
-        same = ptx_arch == ptx_arch_for(arch)
+        same = ptx_in_program(arch, ptx_arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
@@ -308,9 +340,9 @@ class NvccCompiler:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:
                 raise signature.explain(failure) from None
-            binary = Path(tmp, "out.cubin").read_bytes()
+            binary = _written(tmp, "out.cubin", options, units)
             if ptx_arch and not same:
                 ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
                 run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
-            ptx = (ptx_arch, Path(tmp, "tu.ptx").read_bytes()) if ptx_arch else None
+            ptx = (ptx_arch, _written(tmp, "tu.ptx", options, units)) if ptx_arch else None
         return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)

@@ -12,13 +12,13 @@ whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where th
 NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
 with it, it is compiled again without, and only that result (log, error) is kept. Each
 program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
-Headers come from the toolkit packages' include folders (`-I`); a compile error is
-NVRTC's log, with each kernel's own file name and line. The PTX of the same
-program is kept beside the cubin for free. The toolchain identity is NVRTC's
-release and build, read from the banner of an empty program's PTX (`-minimal`
-where NVRTC knows it, and `-G`: 11 ms instead of 28) once per library file
-(remembered in warm's home, and per process: `identity`; whether NVRTC knows
-`-minimal` and which SMs it builds are asked once per process).
+Headers come from the toolkit packages' include folders and the kernel's `-I` folders,
+never the working folder (`PROGRAM`); a compile error is NVRTC's log, with each
+kernel's own file name and line. The PTX of the same program is kept beside the cubin
+for free. The toolchain identity is NVRTC's release and build, read from the banner of
+an empty program's PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of 28)
+once per library file (remembered in warm's home, and per process: `identity`; whether
+NVRTC knows `-minimal` and which SMs it builds are asked once per process).
 It owns no kernel cache and never loads what it builds; `cuda.bindings` is imported
 only to compile or to read a version.
 """
@@ -33,7 +33,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from warmcli import config
@@ -49,12 +48,17 @@ from warmcli.backends.cuda.nvcc import (
     parse_arch,
     translation_unit,
 )
-from warmcli.backends.cuda.ptx import ptx_arch_for
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
+from warmcli.headers import nvrtc_folders
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
 _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/lib/libnvrtc.so.12")
-_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
+# A program's name: NVRTC looks for a quoted `#include` first in its folder (for a bare
+# name the working folder, which no key covers); in one that cannot exist it looks only
+# where nvcc does (the `-I` folders, keyed). Its log says `warm.cu`.
+PROGRAM = "/proc/self/warm-no-folder/warm.cu"
+_NOT_FOUND = "warm: as nvcc, NVRTC reads no header from the working folder: name it with -I"
 # NVRTC options that would change what is built: warm sets the architecture itself.
 _RESERVED = ("-arch", "--gpu-architecture", "-o", "--ptx", "-ptx", "--cubin", "-cubin")
 
@@ -84,12 +88,10 @@ def find_nvrtc() -> str | None:
 
 
 def include_dirs() -> list[str]:
-    """The toolkit headers NVRTC is pointed at (it has no default include path)."""
-    found = [root / layout for root in _package_roots() for layout in _INCLUDES]
-    home = next((h for h in config.cuda_homes().values() if h), None)
-    if home:
-        found.append(Path(home) / "include")
-    return [str(p) for p in dict.fromkeys(found) if p.is_dir()]
+    """The toolkit headers NVRTC is pointed at (it has no default include path): the
+    packages', then CUDA_HOME's (whose headers the key covers: `headers.nvrtc_folders`)."""
+    packages, home = nvrtc_folders(next((h for h in config.cuda_homes().values() if h), None))
+    return packages + home
 
 
 def _nvrtc() -> Any:
@@ -124,7 +126,7 @@ class _Program:
         # interpreter's shared one-byte object, which a write would change process-wide).
         log = bytearray(size)
         self._ok(self.nvrtc.nvrtcGetProgramLog(self.handle, log)[0], "nvrtcGetProgramLog")
-        text = bytes(log).rstrip(b"\0").decode(errors="replace").strip()
+        text = bytes(log).rstrip(b"\0").decode(errors="replace").strip().replace(PROGRAM, "warm.cu")
         if err == self.nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
             return False, text
         if err != self.nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -345,7 +347,7 @@ class NvrtcCompiler:
         started = time.perf_counter()
         outputs: dict[str, bytes] = {}
         log, used = "", ()  # NVRTC's log and the options added, of the cubin's program
-        same = ptx_arch == ptx_arch_for(arch)  # the PTX comes with the cubin's program
+        same = ptx_in_program(arch, ptx_arch)  # the PTX comes with the cubin's program
         for target in [arch, *([ptx_arch] if ptx_arch and not same else [])]:
             program, ok, text, extra = _compiled(
                 nvrtc, source, self.options(target, options), minimal, begins
@@ -373,14 +375,14 @@ def _compiled(
 ) -> tuple[_Program, bool, str, tuple[str, ...]]:
     """(the program, compiled?, NVRTC's log, the options added): with `-minimal` first where
     `minimal`; a program that fails with it is compiled again without it, and only that
-    second result is kept (its log, its error): `-minimal` never shows. `begins()` as
-    each compile begins: each has the whole `--compile-timeout` (`_run`)."""
+    second result is kept: `-minimal` never shows. `begins()` as each compile begins."""
     tries: tuple[tuple[str, ...], ...] = ((MINIMAL,), ()) if minimal else ((),)
     for extra in tries:
-        program = _Program(nvrtc, source, "warm.cu")
+        program = _Program(nvrtc, source, PROGRAM)
         try:
             begins()
             ok, text = program.compile([*options, *extra])
+            text += f"\n{_NOT_FOUND}" if not ok and "cannot open source file" in text else ""
         except CompileFailure:
             if not extra:
                 program.close()

@@ -40,6 +40,13 @@ def ptx_arch_for(arch: str) -> str:
     return f"compute_{m.group(1)}"
 
 
+def ptx_in_program(arch: str, ptx_arch: str | None) -> bool:
+    """Whether the cubin's own program writes the PTX of `ptx_arch`: its plain `compute_XX`
+    for an `sm_XX`. An arch-specific one's (`sm_90a`) writes `.target sm_90a` PTX, not the
+    `compute_90` its key names (an `sm_90` build's): that comes from a program of its own."""
+    return ptx_arch == ptx_arch_for(arch) and arch[-1].isdigit()
+
+
 def check_ptx_arch(ptx: str) -> None:
     """PtxError unless `ptx` is `auto` or a virtual architecture (`compute_90`)."""
     if ptx != "auto" and virtual_sm(ptx) is None:
