@@ -19,6 +19,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+# Run by `Warm.production(TUNED_READ, workload_file, i)`: the workload served on the host
+# runtime, its returned buffer's element i read back, and how many tunes the process made.
+TUNED_READ = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+print(json.dumps({"y": float(y[int(sys.argv[2])]), "tunes": len(warmcli.report().tunes)}))
+"""
 # A production process serving the host example (append what it should print).
 SERVE_MATMUL = (
     "import sys; sys.path.insert(0, {examples!r})\n"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import Warm
+from conftest import TUNED_READ, Warm
 
 from warmcli import Kernel
 from warmcli.kernel import kernel_key
@@ -55,15 +55,6 @@ def workload(rt):
     return y
 """
 
-SERVE = """
-import json, runpy, sys
-import warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-y = rt.read(module["workload"](rt))
-print(json.dumps({"last": float(y[-1]), "tunes": len(warmcli.report().tunes)}))
-"""
-
 
 def test_a_key_array_differing_past_eight_digits_is_a_miss_not_another_pick(
     warm: Warm, workload_file, tmp_path: Path
@@ -72,11 +63,12 @@ def test_a_key_array_differing_past_eight_digits_is_a_miss_not_another_pick(
     bundle = tmp_path / "a.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
     near = Warm(dict(warm.env, C0="1.000000001"))
-    cold = near.production(SERVE, path)
-    assert cold["last"] == 2 * 1.000000001, "cold: the check excludes 'unit' at c0 != 1"
-    served = near.production(SERVE, path, bundle=bundle)
-    assert served == {"last": cold["last"], "tunes": 1}, "a miss, never the pick made at 1.0"
-    assert warm.production(SERVE, path, bundle=bundle)["tunes"] == 0, "what was warmed hits"
+    cold = near.production(TUNED_READ, path, -1)
+    assert cold["y"] == 2 * 1.000000001, "cold: the check excludes 'unit' at c0 != 1"
+    served = near.production(TUNED_READ, path, -1, bundle=bundle)
+    assert served == {"y": cold["y"], "tunes": 1}, "a miss, never the pick made at 1.0"
+    hit = warm.production(TUNED_READ, path, -1, bundle=bundle)
+    assert hit["tunes"] == 0, "what was warmed hits"
 
 
 def test_an_arrays_key_text_holds_every_digit_and_short_values_key_as_before() -> None:
@@ -234,15 +226,6 @@ def workload(rt):
     return y
 """
 
-TUNE_SERVE = """
-import json, runpy, sys
-import warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-y = rt.read(module["workload"](rt))
-print(json.dumps({"y5": float(y[5]), "tunes": len(warmcli.report().tunes)}))
-"""
-
 
 def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
     warm: Warm, workload_file, tmp_path: Path
@@ -254,10 +237,10 @@ def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
     path = workload_file(CHECKED_HEADER)
     bundle = tmp_path / "t.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNE_SERVE, path, bundle=bundle) == {"y5": 6.0, "tunes": 0}
+    assert warm.production(TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 0}
     (tmp_path / "inc" / "cfg.h").write_text("#define SHIFT 0.5\n")
-    assert warm.production(TUNE_SERVE, path) == {"y5": 6.0, "tunes": 1}, "cold"
-    assert warm.production(TUNE_SERVE, path, bundle=bundle) == {"y5": 6.0, "tunes": 1}
+    assert warm.production(TUNED_READ, path, 5) == {"y": 6.0, "tunes": 1}, "cold"
+    assert warm.production(TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 1}
 
 
 def test_a_relative_include_folder_is_the_working_folders_as_gcc_takes_it(
@@ -316,15 +299,6 @@ def workload(rt):
     return y
 """
 
-SQUARE_SERVE = """
-import json, runpy, sys
-import warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-y = rt.read(module["workload"](rt))
-print(json.dumps({"y9": float(y[9]), "tunes": len(warmcli.report().tunes)}))
-"""
-
 
 def test_a_check_reading_a_module_tolerance_keys_its_value(
     warm: Warm, workload_file, tmp_path: Path
@@ -334,10 +308,10 @@ def test_a_check_reading_a_module_tolerance_keys_its_value(
     path = workload_file(GLOBAL_TOLERANCE)
     bundle = tmp_path / "k.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
     tight = Warm(dict(warm.env, RTOL="1e-6"))
-    assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
-    assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}
+    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
 
 
 HELPER_CHECK = GLOBAL_TOLERANCE.replace(
@@ -364,57 +338,41 @@ def test_a_check_calling_a_helper_of_its_module_keys_the_helpers_code(
     path = workload_file(HELPER_CHECK)
     bundle = tmp_path / "h.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
     tight = Warm(dict(warm.env, TIGHT="1"))
-    assert tight.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
-    assert tight.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}
+    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
 
 
-LAUNCH_EDIT = """
-import os
-import numpy as np
-from warmcli import Kernel, Tunable
-
-DEVICE = "host"
-GOOD = Kernel("void sq(const float *x, float *y, int n, int mode) { for (int r = 0; r < 300; r++) "
-              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPii")
-FAST = Kernel("void sq(const float *x, float *y, int n, int mode) { "
-              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] * (mode ? 1.01f : 1.0f); }",
-              "sq", "PPii")
-
-if os.environ.get("MODE"):
+LAUNCH_EDIT = (
+    GLOBAL_TOLERANCE.replace("int n) {", "int n, int mode) {")
+    .replace('"PPi")', '"PPii")')
+    .replace("x[i] * x[i] * 1.01f", "x[i] * x[i] * (mode ? 1.01f : 1.0f)")
+    .replace("rtol=RTOL", "rtol=1e-6")
+    .replace(
+        """def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)""",
+        """if os.environ.get("MODE"):
     def launch(rt, k, x, y, n, *, stream=None):
         rt.launch(k, x, y, n, 1, stream=stream)
 else:
     def launch(rt, k, x, y, n, *, stream=None):
-        rt.launch(k, x, y, n, 0, stream=stream)
-
-
-def squares(outputs, inputs):
-    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)
-
-
-SQ = Tunable("sq", {"good": GOOD, "fast": FAST}, launch, check=squares, restore=(1,))
-
-
-def workload(rt):
-    x = rt.upload(np.arange(1, 1001, dtype=np.float32))
-    y = rt.buffer(1000)
-    rt.tune(SQ, x, y, 1000)
-    return y
-"""
+        rt.launch(k, x, y, n, 0, stream=stream)""",
+    )
+)
 
 
 def test_an_edited_launch_function_of_a_checked_tunable_is_a_new_tune(
     warm: Warm, workload_file, tmp_path: Path
 ) -> None:
-    """Warmed with a launch under which 'fast' passes the check (and wins); served with a
+    """Warmed with a launch under which 'off' passes the check (and wins); served with a
     launch under which it computes 1% high: the check that excluded it cold must judge it
     again, never the old pick run unchecked."""
+    assert "(mode ? 1.01f" in LAUNCH_EDIT and "n, 1, stream" in LAUNCH_EDIT
     path = workload_file(LAUNCH_EDIT)
     bundle = tmp_path / "l.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(SQUARE_SERVE, path, bundle=bundle)["tunes"] == 0
+    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
     edited = Warm(dict(warm.env, MODE="1"))
-    assert edited.production(SQUARE_SERVE, path) == {"y9": 100.0, "tunes": 1}, "cold"
-    assert edited.production(SQUARE_SERVE, path, bundle=bundle) == {"y9": 100.0, "tunes": 1}
+    assert edited.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert edited.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, Warm
+from conftest import ROOT, TUNED_READ, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
@@ -58,15 +58,6 @@ def workload(rt):
     return y
 """
 
-SERVE = """
-import json, runpy, sys
-import warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-y = rt.read(module["workload"](rt))
-print(json.dumps({"y1": float(y[1]), "tunes": len(warmcli.report().tunes)}))
-"""
-
 
 def _with(warm: Warm, **env: str) -> Warm:
     return Warm(dict(warm.env, **env))
@@ -78,18 +69,19 @@ def test_a_bundle_warmed_without_the_check_does_not_serve_a_checked_tunable(
     path = workload_file(CHECKED)
     unchecked = tmp_path / "unchecked.warm"
     assert warm("run", path, "-b", unchecked, "-q").returncode == 0
-    assert warm.production(SERVE, path, bundle=unchecked) == {"y1": 1.5, "tunes": 0}
+    assert warm.production(TUNED_READ, path, 1, bundle=unchecked) == {"y": 1.5, "tunes": 0}
     good = _with(warm, CHECK="good")
-    cold = good.production(SERVE, path)
-    assert cold == {"y1": 1.0, "tunes": 1}, "the check excludes the fast, wrong candidate"
-    assert good.production(SERVE, path, bundle=unchecked) == cold, "served the unchecked pick"
+    cold = good.production(TUNED_READ, path, 1)
+    assert cold == {"y": 1.0, "tunes": 1}, "the check excludes the fast, wrong candidate"
+    served = good.production(TUNED_READ, path, 1, bundle=unchecked)
+    assert served == cold, "served the unchecked pick"
     proc = good("verify", unchecked, "--workload", path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "tune sq" in proc.stdout + proc.stderr
     checked = tmp_path / "checked.warm"
     assert good("run", path, "-b", checked, "-q").returncode == 0
-    assert good.production(SERVE, path, bundle=checked) == {"y1": 1.0, "tunes": 0}
-    assert warm.production(SERVE, path, bundle=checked)["tunes"] == 1  # and the other way
+    assert good.production(TUNED_READ, path, 1, bundle=checked) == {"y": 1.0, "tunes": 0}
+    assert warm.production(TUNED_READ, path, 1, bundle=checked)["tunes"] == 1  # and the other way
 
 
 def test_a_check_callable_keys_alike_in_every_process_and_apart_when_its_code_differs(
@@ -99,9 +91,9 @@ def test_a_check_callable_keys_alike_in_every_process_and_apart_when_its_code_di
     bundle = tmp_path / "strict.warm"
     strict = _with(warm, CHECK="strict")
     assert strict("run", path, "-b", bundle, "-q").returncode == 0  # imported as its own name
-    assert strict.production(SERVE, path, bundle=bundle) == {"y1": 1.0, "tunes": 0}
+    assert strict.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
     # the same function name, another tolerance in its code: not this bundle's pick
-    assert _with(warm, CHECK="loose").production(SERVE, path, bundle=bundle)["tunes"] == 1
+    assert _with(warm, CHECK="loose").production(TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1
 
 
 def _old_checksum(tunable: Tunable) -> str:
