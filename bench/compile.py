@@ -134,9 +134,10 @@ def cold_probes(home: str | None = None) -> Iterator[None]:
 
 def warm_batch(
     device: Device, kernels: Sequence[Kernel], jobs: int | None = None, home: str | None = None
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, float]:
     """Seconds to queue and batch-compile every kernel, its compilers probed cold (`home`:
-    as `cold_probes`); (seconds, compiled, processes)."""
+    as `cold_probes`); (seconds, compiled, processes, seconds inside the batch compiler:
+    the rest is warm's own work around it, keying, its toolchain, filing what it built)."""
     with cold_probes(home):
         started = time.perf_counter()
         with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
@@ -148,7 +149,7 @@ def warm_batch(
     stats = collector.reader().compilation
     if stats.failed or stats.compiled != len(kernels):
         raise RuntimeError(f"batch compiled {stats.compiled}/{len(kernels)}, {stats.failed} failed")
-    return seconds, stats.compiled, stats.compiler_processes
+    return seconds, stats.compiled, stats.compiler_processes, stats.seconds
 
 
 Command = Callable[[Path], list[str]]
@@ -198,7 +199,7 @@ def _compare(
     # Best of N on each side, the same N: noise on a shared machine only ever adds time.
     runs = min(RUNS, size.repeats)
     warm_runs = [_with_children_cpu(lambda: warm_batch(device, kernels)) for _ in range(runs)]
-    (batch, compiled, processes), batch_cpu = min(warm_runs)
+    (batch, compiled, processes, _), batch_cpu = min(warm_runs)
     pair, pair_cpu = min(
         _with_children_cpu(lambda: per_kernel_loop(command, sources, suffix, jobs=2))
         for _ in range(runs)

@@ -17,8 +17,9 @@ each keeps its best round. The hand-written batching compared is the one with th
 median round (then its best round, as every side: the same N draws). Rows: warm (NVRTC)
 against nvcc per kernel, against the hand-written batching, against NVRTC per kernel;
 every side's kernels per second and CPU seconds in the detail; warm against the
-hand-written batching grouped as it groups (what is left is warm's own cost; its NVRTC
-version read, cold and remembered, measured apart); what bounds warm against the
+hand-written batching grouped as it groups (warm's own time outside its batch compiler,
+measured, and that side's programs' CPU from round to round; its NVRTC version read,
+cold and remembered, measured apart); what bounds warm against the
 round-robin dealing: each program's CPU in its thread, warm's runs against dealt kernels
 (a batching's wall is its costliest program's); what bounds the per-kernel ratio: an
 NVRTC program's fixed cost and a kernel's cost inside a merged program, both in CPU
@@ -199,6 +200,12 @@ def _programs(rounds: Programs) -> str:
     return " + ".join(f"{c:.2f}" for c in min(rounds)[1])
 
 
+def _spread(rounds: Programs) -> str:
+    """The least and the most CPU seconds a side's programs took together in a round."""
+    sums = [sum(cpus) for _, cpus in rounds] or [0.0]
+    return f"{min(sums):.2f}–{max(sums):.2f}"
+
+
 def _minimal(fixed: float | None) -> str:
     """What `-minimal` does to warm's programs here, said in the detail."""
     if fixed is None:
@@ -248,12 +255,16 @@ def _race(size: Size, nvcc: NvccCompiler, nvrtc_device: Device, machine: str) ->
         return [*cmd[:-3], "-o", "k.cubin", path.name]
 
     hits: list[bool] = []
+    outside: list[tuple[float, float]] = []  # warm (NVRTC): (seconds, those outside its batch)
 
     def warm(compiler: str) -> float:  # a fresh device: its compiler made and probed cold
         if compiler == "nvrtc":
             hits.append(remembered(machine))
         device = ArchDevice(ARCH, compiler=compiler, ptx="auto")
-        return warm_batch(device, kernels, jobs, home=machine)[0]
+        seconds, _, _, inside = warm_batch(device, kernels, jobs, home=machine)
+        if compiler == "nvrtc":
+            outside.append((seconds, seconds - inside))
+        return seconds
 
     def per_kernel() -> float:
         started = time.perf_counter()
@@ -297,6 +308,7 @@ def _race(size: Size, nvcc: NvccCompiler, nvrtc_device: Device, machine: str) ->
     bound = jobs * (fixed + per_kernel_cost) / per_kernel_cost
     read, known = version_read(), version_read(machine)
     found = f"{sum(hits)} of {len(hits)}"
+    fastest = min(outside)
     dealt = next((k for k in hands if "round robin" in k), None)
     balance = ""
     if dealt is not None:  # what warm's runs cost against round robin, program by program
@@ -323,12 +335,12 @@ def _race(size: Size, nvcc: NvccCompiler, nvrtc_device: Device, machine: str) ->
         f"also follows the cores each side's best round got on a shared machine); "
         f"warm against the hand-written batching grouped as it groups (the queue dealt in "
         f"runs of {RUN}, A B B A ..., so the kernels a workload launches first share one "
-        f"object): {seconds[as_warm] / warm_nvrtc:.2f}× (what is left is warm's own cost: "
-        f"keying, its toolchain probed in a cold process, the PTX read, storing: warm's CPU "
-        f"less that side's {(cpu[WARM] - cpu[as_warm]) * 1000:.0f} ms, mostly on one core "
-        f"before its first program and after its last, so where that side is the best "
-        f"hand-written batching warm passes 1× only by what -minimal saves its programs: "
-        f"the same programs, its own work added); NVRTC's version "
+        f"object): {seconds[as_warm] / warm_nvrtc:.2f}× (the same programs, warm's with "
+        f"-minimal, and warm's own work: outside its batch compiler (queueing and keying, its "
+        f"toolchain, filing what it built) {fastest[1] * 1000:.1f} ms of its fastest round's "
+        f"{fastest[0] * 1000:.0f} ms; warm's CPU less that side's "
+        f"{(cpu[WARM] - cpu[as_warm]) * 1000:.0f} ms, where that side's programs alone took "
+        f"{_spread(programs.get(as_warm, []))} s CPU from round to round); NVRTC's version "
         f"read: {read * 1000:.1f} ms CPU in the first process on a machine (an empty "
         f"program before warm's first), {known * 1000:.1f} ms once remembered in warm's "
         f"home (found remembered in {found} warm rounds); {balance}"

@@ -29,6 +29,8 @@ from warmcli.bundle.store import Bundle
 from warmcli.errors import ArchError
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel, kernel_key
+from warmcli.runtime import kernel_cache as kernel_cache_module
+from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.runtime import Runtime
 
 if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
@@ -159,6 +161,32 @@ def test_each_groups_source_is_built_in_the_thread_that_compiles_it(
     assert len(result.groups) == 2 and built_in == ["warm-nvrtc", "warm-nvrtc"]
     with pytest.raises(ArchError, match="does not build sm_50"):  # its checks there too
         nvrtc.compile_group(units(nvrtc, kernels(1), "sm_50"), timeout=60)
+
+
+def test_each_groups_records_are_made_in_the_thread_that_compiled_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keeping a group's kernels (records, the PTX's keys) runs beside the other groups'
+    compiles, not after the whole batch in the caller's thread; filed in queue order."""
+    made_in: list[str] = []
+    real = kernel_cache_module.key_components
+
+    def key_components(*args: object) -> dict[str, str]:
+        made_in.append(threading.current_thread().name)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kernel_cache_module, "key_components", key_components)
+    cache = KernelCache(ArchDevice("sm_90", compiler="nvrtc", ptx="auto"), jobs=2)
+    ks = kernels(3)
+    with ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        for k in ks:
+            cache.queue(k)
+        cache.flush()
+    assert len(made_in) == 2 * len(ks) and all(n.startswith("warm-compile") for n in made_in)
+    records = [record for record, _ in cache.unpersisted()]
+    assert [r.arch for r in records] == ["sm_90", "compute_90"] * len(ks)
+    assert [r.key for r in records[::2]] == [cache.key(k) for k in ks]
+    assert [r.entry for r in records[1::2]] == [k.entry for k in ks]
 
 
 def test_an_arch_nvrtc_does_not_build_is_one_line(warm, workload_file) -> None:

@@ -145,11 +145,12 @@ def compile_batch(
     jobs: int | None = None,
     timeout: float | None = None,
     max_group: int = 64,
-    on_built: Callable[[list[CompileUnit]], None] | None = None,
+    on_built: Callable[[list[CompileUnit], CompiledGroup], None] | None = None,
 ) -> BatchResult:
     """Compile every unit; bisect failing groups, split timed-out ones into single kernels;
     at most `jobs` processes at once, each stopped after `timeout` seconds (default
-    `DEFAULT_COMPILE_TIMEOUT`)."""
+    `DEFAULT_COMPILE_TIMEOUT`). `on_built(group, built)` as each group is built, in the
+    thread that compiled it."""
     jobs = capped_jobs(jobs)
     timeout = timeout or DEFAULT_COMPILE_TIMEOUT
     result = BatchResult()
@@ -178,8 +179,8 @@ def compile_batch(
             result.groups.append(built)
             for unit in group:
                 result.built[unit.key] = built
-        if on_built is not None:
-            on_built(group)
+        if on_built is not None:  # in this thread too, beside the other groups' compiles
+            on_built(group, built)
         return []
 
     groups = plan_groups(units, jobs, max_group)

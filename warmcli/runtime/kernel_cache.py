@@ -141,39 +141,49 @@ class KernelCache:
 
     def _compile(self, by_language: dict[str, list[CompileUnit]]) -> None:
         """Compile each language's units in one batch (under the cache's lock)."""
+        for language, group in by_language.items():
+            self._batch(language, group)
+
+    def _batch(self, language: str, group: list[CompileUnit]) -> None:
+        """One language's units in one batch: what each built kernel keeps is made in the
+        thread that compiled its group, beside the other groups' compiles, and filed here
+        after the batch in queue order."""
         from warmcli.backends.batch import compile_batch
 
-        for language, group in by_language.items():
-            compiler = self.device.compiler(language)
-            self.ledger.built_by(compiler.toolchain)
-            result = compile_batch(
-                compiler,
-                group,
-                jobs=self.jobs,
-                timeout=self.timeout,
-                on_built=lambda units: self.registrations.settle(
-                    (u.key for u in units), "compiled"
-                ),
-            )
-            self._count("batches")
-            self._count("compiler_processes", result.processes)
-            self._count("seconds", result.seconds)
-            for built_group in result.groups:
-                active_collector().command(self.device.id, built_group.command)
-            for unit in group:
-                built = result.built.get(unit.key)
-                if built is not None:
-                    identity = compiler.toolchain.identity
-                    if unit.kernel.tunes_native:  # keyed with this CPU (`lookup`)
-                        identity = keyed_identity(identity)
-                    self._keep(unit, built, identity)
-            for key, failure in result.failures.items():
-                self._failed[key] = failure
-                self.registrations.settle(key, "failed")
-                active_collector().note(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
+        compiler = self.device.compiler(language)
+        self.ledger.built_by(compiler.toolchain)
+        identity = compiler.toolchain.identity
+        kept: dict[str, list[tuple[str, _Built]]] = {}
 
-    def _keep(self, unit: CompileUnit, built: CompiledGroup, identity: str) -> None:
+        def built(units: list[CompileUnit], done: CompiledGroup) -> None:
+            self.registrations.settle((u.key for u in units), "compiled")
+            for unit in units:
+                kept[unit.key] = self._kept(unit, done, identity)
+
+        result = compile_batch(
+            compiler, group, jobs=self.jobs, timeout=self.timeout, on_built=built
+        )
+        self._count("batches")
+        self._count("compiler_processes", result.processes)
+        self._count("seconds", result.seconds)
+        for built_group in result.groups:
+            active_collector().command(self.device.id, built_group.command)
+        for unit in group:
+            for key, entry in kept.get(unit.key, ()):
+                self._built[key] = entry
+        for key, failure in result.failures.items():
+            self._failed[key] = failure
+            self.registrations.settle(key, "failed")
+            active_collector().note(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
+
+    def _kept(
+        self, unit: CompileUnit, built: CompiledGroup, identity: str
+    ) -> list[tuple[str, _Built]]:
+        """What the cache keeps of a unit its group built: its build and, where the group
+        kept PTX, the same kernel built for `compute_XX`, each under its key."""
         kernel = unit.kernel
+        if kernel.tunes_native:  # keyed with this CPU (`lookup`)
+            identity = keyed_identity(identity)
         record = KernelRecord(
             key=unit.key,
             device=self.device.id,
@@ -189,7 +199,7 @@ class KernelCache:
             seconds=built.seconds / max(1, len(built.symbols)),
             size=len(built.binary),
         )
-        self._built[unit.key] = _Built(record, built.binary)
+        kept = [(unit.key, _Built(record, built.binary))]
         if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
             key = kernel_key(kernel, built.ptx_arch, identity)
             from dataclasses import replace  # on first use: a serving process never compiles
@@ -202,7 +212,8 @@ class KernelCache:
                 components=key_components(kernel, built.ptx_arch, identity),
                 size=len(built.ptx),
             )
-            self._built[key] = _Built(ptx, built.ptx)
+            kept.append((key, _Built(ptx, built.ptx)))
+        return kept
 
     # -- obtaining -------------------------------------------------------------------------
 
