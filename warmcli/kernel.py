@@ -25,12 +25,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from warmcli.kernel_parts import (
+    checked_defines,
+    checked_options,
+    is_identifier,
+    kind_of,
+    opens_comment,
+)
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
 
@@ -62,12 +68,6 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
 }
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
-
-
-def _is_identifier(name: object) -> bool:
-    """Whether `name` is a `str` spelling a C identifier (`[A-Za-z_][A-Za-z0-9_]*`, whole:
-    no trailing line break), told by `str` methods: no pattern compiled by a serving process."""
-    return isinstance(name, str) and name.isascii() and name.isidentifier()
 
 
 def accepted_letters() -> str:
@@ -114,12 +114,12 @@ class Kernel(Record):
         defines: Mapping[str, object] | Iterable[tuple[str, object]] | None = None,
         name: str = "",
     ) -> None:
-        if not _is_identifier(entry):
+        if not is_identifier(entry):
             error = ValueError if isinstance(entry, str) else TypeError
             raise error(f"kernel entry {entry!r} is not a C identifier")
         if not isinstance(source, str):
             raise TypeError(
-                f"kernel {entry}: source is text (a str), not {_what(source)}"
+                f"kernel {entry}: source is text (a str), not {kind_of(source)}"
                 + (": decode it first" if isinstance(source, bytes | bytearray) else "")
             )
         if not isinstance(params, str):
@@ -138,21 +138,21 @@ class Kernel(Record):
                 "calls C through ctypes, which has no half type (pass a float, 'f')"
             )
         if not isinstance(name, str):
-            raise TypeError(f"kernel {entry}: name is a label (a str), not {_what(name)}")
-        norm = tuple(sorted(_defines(entry, defines)))
-        checked_options = _options(entry, options)
+            raise TypeError(f"kernel {entry}: name is a label (a str), not {kind_of(name)}")
+        norm = tuple(sorted(checked_defines(entry, defines)))
+        given = checked_options(entry, options)
         texts = [("its source", source), ("its name", name)]
-        texts += [(f"option {i + 1}", o) for i, o in enumerate(checked_options)]
+        texts += [(f"option {i + 1}", o) for i, o in enumerate(given)]
         for what, text in texts + [(f"define {k}", v) for k, v in norm]:
             refuse_lone_surrogate(f"kernel {entry}", what, text)
         for k, v in norm:
-            if "\n" in v or "\r" in v or _opens_comment(v):
+            if "\n" in v or "\r" in v or opens_comment(v):
                 raise ValueError(
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
                     "a value holds no line break and closes every comment it opens"
                 )
         vars(self).update(source=source, entry=entry, params=params, language=language)
-        vars(self).update(options=checked_options, defines=norm, name=name or entry)
+        vars(self).update(options=given, defines=norm, name=name or entry)
 
     def define(self, name: str, default: str | None = None) -> str | None:
         """The value of the define `name` as the compiler sees it (text), or `default`
@@ -222,103 +222,9 @@ class Kernel(Record):
         return f"{self.name}[{defines}]" if defines else self.name
 
 
-# A define value's tokens as far as comments go: a string or char literal, a comment, any other.
-_VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
-
-
 # An option (or a part of a joined one) that tunes for the building CPU.
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 _ABSOLUTE_INCLUDE = Pattern(r'(?m)^[ \t]*#[ \t]*include[ \t]*["<]/')
-
-
-def _opens_comment(value: str) -> bool:
-    """Whether `value` opens a block comment it does not close (it would swallow the text
-    after its `#define` line)."""
-    if "/*" not in value:
-        return False
-    return any(t == "/*" for t in _VALUE_TOKEN.findall(value))
-
-
-def _what(value: object) -> str:
-    """What `value` is, for an error: `None`, else its type's name."""
-    return "None" if value is None else type(value).__name__
-
-
-def _options(entry: str, options: object) -> tuple[str, ...]:
-    """A kernel's options as a tuple of `str`; one `str`, or an option that is no `str` (a
-    `Path`, a number), is refused."""
-    if options is None:
-        return ()
-    if isinstance(options, str):
-        raise TypeError(
-            f"kernel {entry}: options={options!r} is one str; pass a tuple of options, "
-            f"e.g. options=({options!r},)"
-        )
-    if not isinstance(options, Iterable) or isinstance(options, bytes | bytearray | Mapping):
-        raise TypeError(
-            f"kernel {entry}: options is a tuple of str (options=('-O3',)), not {_what(options)}"
-        )
-    out = tuple(options)
-    for i, option in enumerate(out):
-        if not isinstance(option, str):
-            raise TypeError(
-                f"kernel {entry}: option {i + 1} is {option!r} ({_what(option)}); "
-                "every option is a str"
-            )
-        if "\x00" in option:  # no command line, nor NVRTC, can carry it
-            raise ValueError(f"kernel {entry}: option {i + 1} holds a NUL byte: {option!r}")
-    return tuple(o if type(o) is str else str(o) for o in out)
-
-
-def _defines(entry: str, defines: object) -> list[tuple[str, str]]:
-    """A kernel's defines as (name, value text) pairs, from a mapping or a sequence of
-    (name, value) pairs naming each define once."""
-    if defines is None:
-        return []
-    if isinstance(defines, Mapping) or hasattr(defines, "items"):
-        pairs: list[object] = list(defines.items())  # type: ignore[union-attr]
-    elif isinstance(defines, Iterable) and not isinstance(defines, str | bytes | bytearray):
-        pairs = list(defines)
-    else:
-        raise TypeError(
-            f"kernel {entry}: defines is a mapping of names to values, not {_what(defines)}"
-        )
-    out: dict[str, str] = {}
-    for pair in pairs:
-        if not isinstance(pair, tuple | list) or len(pair) != 2:
-            raise TypeError(
-                f"kernel {entry}: defines is a mapping or a sequence of (name, value) pairs, "
-                f"and {pair!r} is no pair"
-            )
-        name, value = pair
-        if not _is_identifier(name):
-            error = ValueError if isinstance(name, str) else TypeError
-            raise error(f"kernel {entry}: define {name!r} is not an identifier")
-        if name in out:
-            raise ValueError(f"kernel {entry}: define {name!r} is given twice")
-        out[str(name)] = _define_value(entry, name, value)
-    return list(out.items())
-
-
-def _define_value(entry: str, name: str, value: object) -> str:
-    """A define's value as the compiler sees it: a bool (Python's or numpy's) is 1 or 0, a
-    numpy number the Python number it holds, text and Python numbers as `str` writes them."""
-    if isinstance(value, bool | np.bool_):
-        return "1" if value else "0"
-    if isinstance(value, float | np.floating) and not math.isfinite(value):
-        raise ValueError(f"kernel {entry}: define {name}: {value} is no C number (a finite float)")
-    if isinstance(value, str) and "\x00" in value:
-        raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
-    if isinstance(value, str | int | float):
-        return str(value)
-    if isinstance(value, np.integer):
-        return str(int(value))
-    if isinstance(value, np.floating):  # float16/32: as numpy writes it, the text typed
-        return str(value)
-    raise TypeError(
-        f"kernel {entry}: define {name}: a value is a str, bool, int or float, "
-        f"not {value!r} ({_what(value)})"
-    )
 
 
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.

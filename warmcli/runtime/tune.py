@@ -47,13 +47,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import (
-    check_identity,
-    check_names,
-    describe_input,
-    key_text,
-    launch_identity,
-)
+from warmcli.runtime.tune_spec import check_names, describe_input, judged_identity, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -121,8 +115,7 @@ class Tunable(Record):
             for name, k in self.candidates.items()
         )
         if self.check is not None:  # a tunable without a check keys as it always has
-            check = check_identity(self.check, self.check_tolerance)
-            payload = [payload, check, launch_identity(self.launch)]  # what the check judged
+            payload = [payload, *judged_identity(self.check, self.check_tolerance, self.launch)]
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
         object.__setattr__(self, "checksum", digest)
 

@@ -5,8 +5,9 @@ bundle never serves it. This module renders the inputs (`describe_input`), a `ke
 callable's value (`key_text`: a value whose text is a default object repr, holding a
 memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
-and a hash of its code) as text, and refuses a tunable's name or candidates that a bundle
-cannot hold (`check_names`). It owns no state, and never runs a kernel or a check.
+and a hash of its code; `judged_identity` adds the launch function the check judged) as
+text, and refuses a tunable's name or candidates that a bundle cannot hold (`check_names`).
+It owns no state, and never runs a kernel or a check.
 """
 
 from __future__ import annotations
@@ -252,10 +253,13 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     return ["check", _callable_identity(check), tol]
 
 
-def launch_identity(launch: Callable[..., Any]) -> list[Any]:
-    """A checked tunable's launch function as it keys a tune, keyed as a callable check is:
-    an edit of what it passes its candidates can make a pick the check passed wrong."""
-    return ["launch", _callable_identity(launch)]
+def judged_identity(
+    check: str | Callable[..., Any], tolerance: tuple[float, float], launch: Callable[..., Any]
+) -> list[Any]:
+    """A checked tunable's check (`check_identity`) and its launch function, keyed as a
+    callable check is: an edit of what the launch passes its candidates can make a pick the
+    check passed wrong."""
+    return [check_identity(check, tolerance), ["launch", _callable_identity(launch)]]
 
 
 def _filled(cell: Any) -> bool:

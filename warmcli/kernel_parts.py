@@ -1,0 +1,119 @@
+"""A `Kernel`'s parts as its constructor takes them: options and defines, checked.
+
+`options` makes a kernel's options a tuple of `str` (refusing one `str`, a non-`str`
+option, a NUL byte); `defines` makes its defines (name, value text) pairs from a mapping
+or a sequence of pairs, each name a C identifier given once, each value as the compiler
+will read it (`define_value`: a bool is 1 or 0, a numpy number the Python number it
+holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the text after
+its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
+It owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from warmcli.printable import Pattern
+
+
+def is_identifier(name: object) -> bool:
+    """Whether `name` is a `str` spelling a C identifier (`[A-Za-z_][A-Za-z0-9_]*`, whole:
+    no trailing line break), told by `str` methods: no pattern compiled by a serving process."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier()
+
+
+# A define value's tokens as far as comments go: a string or char literal, a comment, any other.
+_VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
+
+
+def opens_comment(value: str) -> bool:
+    """Whether `value` opens a block comment it does not close (it would swallow the text
+    after its `#define` line)."""
+    if "/*" not in value:
+        return False
+    return any(t == "/*" for t in _VALUE_TOKEN.findall(value))
+
+
+def kind_of(value: object) -> str:
+    """What `value` is, for an error: `None`, else its type's name."""
+    return "None" if value is None else type(value).__name__
+
+
+def checked_options(entry: str, options: object) -> tuple[str, ...]:
+    """A kernel's options as a tuple of `str`; one `str`, or an option that is no `str` (a
+    `Path`, a number), is refused."""
+    if options is None:
+        return ()
+    if isinstance(options, str):
+        raise TypeError(
+            f"kernel {entry}: options={options!r} is one str; pass a tuple of options, "
+            f"e.g. options=({options!r},)"
+        )
+    if not isinstance(options, Iterable) or isinstance(options, bytes | bytearray | Mapping):
+        raise TypeError(
+            f"kernel {entry}: options is a tuple of str (options=('-O3',)), not {kind_of(options)}"
+        )
+    out = tuple(options)
+    for i, option in enumerate(out):
+        if not isinstance(option, str):
+            raise TypeError(
+                f"kernel {entry}: option {i + 1} is {option!r} ({kind_of(option)}); "
+                "every option is a str"
+            )
+        if "\x00" in option:  # no command line, nor NVRTC, can carry it
+            raise ValueError(f"kernel {entry}: option {i + 1} holds a NUL byte: {option!r}")
+    return tuple(o if type(o) is str else str(o) for o in out)
+
+
+def checked_defines(entry: str, defines: object) -> list[tuple[str, str]]:
+    """A kernel's defines as (name, value text) pairs, from a mapping or a sequence of
+    (name, value) pairs naming each define once."""
+    if defines is None:
+        return []
+    if isinstance(defines, Mapping) or hasattr(defines, "items"):
+        pairs: list[object] = list(defines.items())  # type: ignore[union-attr]
+    elif isinstance(defines, Iterable) and not isinstance(defines, str | bytes | bytearray):
+        pairs = list(defines)
+    else:
+        raise TypeError(
+            f"kernel {entry}: defines is a mapping of names to values, not {kind_of(defines)}"
+        )
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise TypeError(
+                f"kernel {entry}: defines is a mapping or a sequence of (name, value) pairs, "
+                f"and {pair!r} is no pair"
+            )
+        name, value = pair
+        if not is_identifier(name):
+            error = ValueError if isinstance(name, str) else TypeError
+            raise error(f"kernel {entry}: define {name!r} is not an identifier")
+        if name in out:
+            raise ValueError(f"kernel {entry}: define {name!r} is given twice")
+        out[str(name)] = define_value(entry, name, value)
+    return list(out.items())
+
+
+def define_value(entry: str, name: str, value: object) -> str:
+    """A define's value as the compiler sees it: a bool (Python's or numpy's) is 1 or 0, a
+    numpy number the Python number it holds, text and Python numbers as `str` writes them."""
+    if isinstance(value, bool | np.bool_):
+        return "1" if value else "0"
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        raise ValueError(f"kernel {entry}: define {name}: {value} is no C number (a finite float)")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, np.integer):
+        return str(int(value))
+    if isinstance(value, np.floating):  # float16/32: as numpy writes it, the text typed
+        return str(value)
+    raise TypeError(
+        f"kernel {entry}: define {name}: a value is a str, bool, int or float, "
+        f"not {value!r} ({kind_of(value)})"
+    )
