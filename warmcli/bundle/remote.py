@@ -7,8 +7,11 @@ in size and in time, removed on any failure; a killed fetch's is removed by the 
 that is checked (its size, the sha256 the store states, then `warm verify`'s
 integrity check) before one atomic rename publishes it. The ETag (or sha256) is
 remembered beside it: the next fetch asks the store whether it changed (a conditional
-GET, an S3 HEAD) and downloads only if so. When the store cannot be reached, sends
-something that is no bundle, or passes a bound, the last good copy is used and
+GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
+this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
+its ETag that is a link or another's is removed and downloaded afresh. When the store
+cannot be reached, sends something that is no bundle, or passes a bound, the last good
+copy is used and
 `Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
 `push` uploads a bundle (checked first to be one) whole, in one request, so a reader
 never sees a torn object and of two concurrent pushes one wins whole; its sha256 and MD5
@@ -38,6 +41,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,7 @@ from urllib.parse import urlsplit
 from warmcli.bundle.location import is_url
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.errors import BundleError, RemoteError
-from warmcli.home import warm_home, write_private
+from warmcli.home import private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
@@ -75,6 +79,15 @@ def fetch(url: str) -> Fetched:
     folder = cache_dir(url)
     try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
+    if not (stat.S_ISDIR(st.st_mode) and private(st)):  # before its lock file is opened
+        raise RemoteError(
+            f"{url}: its local copy cannot be kept in {folder}: others may write there (or it "
+            "is a link, or another user's): remove it, or name a WARM_HOME of your own"
+        )
+    try:
         lock = FileLock(str(folder / "lock"))
         lock.acquire()
     except OSError as exc:
@@ -82,11 +95,12 @@ def fetch(url: str) -> Fetched:
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
-        meta = _read_meta(meta_path) if local.exists() else {}
+        have = _believed(local)  # a link or another's: downloaded afresh, never served
+        meta = _read_meta(meta_path) if have and _believed(meta_path) else {}
         try:
             got = _store(url).download(meta.get("etag"), folder, limits)
         except RemoteError as exc:
-            if not local.exists():
+            if not have:
                 raise
             return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged
@@ -96,7 +110,7 @@ def fetch(url: str) -> Fetched:
             problem = _not_a_bundle(tmp)
             if problem:
                 reason = f"{url}: download refused: {problem}"
-                if not local.exists():
+                if not have:
                     raise RemoteError(reason)
                 warning = f"{url}: download refused ({problem}); using {local}"
                 return Fetched(local, False, warning, reason)
@@ -337,6 +351,20 @@ def _not_a_bundle(path: Path) -> str | None:
     except (BundleError, OSError) as exc:
         return str(exc) or type(exc).__name__
     return problems[0] if problems else None
+
+
+def _believed(path: Path) -> bool:
+    """Whether the file at `path` is a copy this user alone wrote (a regular file, not a
+    link, hard or symbolic, nor another's); one that is not is removed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1:
+        return True
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return False
 
 
 def _read_meta(path: Path) -> dict[str, str]:
