@@ -11,9 +11,13 @@ could swap it); such a file is not believed: the bundle is downloaded afresh.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
+import threading
+import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -79,3 +83,41 @@ def test_a_linked_copy_is_not_believed_but_downloaded_afresh(
     assert out.read_bytes() == built[0] and store.downloads == 1
     assert not (folder / "bundle.warm").is_symlink()
     assert (home / "evil.warm").read_bytes() == built[1]  # the link's target untouched
+
+
+class _DripHeaders:
+    """A store on 127.0.0.1 that answers at once, then sends its headers a byte at a
+    time (each wait well under the 10 s a read may take), for as long as it is let."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.stop = threading.Event()
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/b.warm"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = self.server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                while not self.stop.wait(0.3):
+                    conn.sendall(b"a")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+
+
+def test_a_store_that_drips_its_headers_stops_at_the_deadline(warm: Warm, tmp_path: Path) -> None:
+    store = _DripHeaders()
+    try:
+        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="2")
+        began = time.monotonic()
+        proc = Warm(env)("stats", store.url, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 8, (took, proc.stderr)
+    assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))

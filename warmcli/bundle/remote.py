@@ -29,7 +29,8 @@ credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_K
 machine (`localhost`, a loopback address): anyone on the path could change the bundle or
 the sha256 announced beside it, as pip refuses an untrusted plain-http index; a redirect
 is followed only where it names such a URL, and never from https:// down to plain http://
-(not even to this machine: one line of `RemoteError` says so).
+(not even to this machine: one line of `RemoteError` says so); `warmcli.bundle.http_open`
+opens them, a download's connections shut at its deadline.
 A length announced that is no number is a download refused, as a wrong one is.
 This module never prints.
 """
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, urlopen
 from warmcli.bundle.location import is_url
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.errors import BundleError, RemoteError
@@ -157,58 +159,12 @@ def _store(url: str) -> _Http | _S3:
     return _S3(url) if urlsplit(url).scheme == "s3" else _Http(url)
 
 
-def _loopback(host: str | None) -> bool:
-    import ipaddress
-
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _plain_elsewhere(url: str) -> bool:
-    """Whether `url` is plain http:// to another machine (or no http at all): refused."""
-    parts = urlsplit(url)
-    return parts.scheme != "https" and not (parts.scheme == "http" and _loopback(parts.hostname))
-
-
-def _redirect_refused(origin: str, to: str) -> str | None:
-    """Why a redirect from `origin` to `to` is not followed, or None: never from https://
-    down to plain http:// (this machine's too), nor to plain http:// elsewhere."""
-    if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
-        return "never from https:// down to plain http://: anyone on the way could change it"
-    return _PLAIN if _plain_elsewhere(to) else None
-
-
-def _urlopen(request: Any, timeout: float = TIMEOUT) -> Any:
-    """`urllib.request.urlopen(request)`, a redirect followed only where `_redirect_refused`
-    finds nothing against it (each hop judged from the URL it left); each wait (the
-    connection, the answer) `timeout` seconds at most."""
-    import urllib.request
-
-    class Redirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
-            why = _redirect_refused(args[0].full_url, args[-1])
-            if why:
-                raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
-            return super().redirect_request(*args)
-
-    return urllib.request.build_opener(Redirects).open(request, timeout=timeout)
-
-
-_PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
-
-
 class _Http:
     def __init__(self, url: str) -> None:
-        if _plain_elsewhere(url):
+        if plain_elsewhere(url):
             raise RemoteError(
                 f"{url}: plain http:// is refused (anyone on the way could change the bundle): "
-                f"use https://; {_PLAIN}"
+                f"use https://; {PLAIN}"
             )
         self.url = url
 
@@ -220,21 +176,30 @@ class _Http:
         import urllib.request
 
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
-        try:
-            with _urlopen(request, min(TIMEOUT, limits.seconds)) as response:  # the deadline
-                size = response.headers.get("Content-Length")
-                limits.too_long(self.url, size)
-                tmp, digest, length = receive(self.url, response, folder, limits)
-                new_etag = response.headers.get("ETag") or digest
-        except RemoteError:  # a redirect refused (an OSError too)
-            raise
-        except urllib.error.HTTPError as exc:
-            if exc.code == 304:
-                return None
-            raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        late = RemoteError(
+            f"{self.url}: download stopped: not done in {limits.seconds:g} s (WARM_REMOTE_DEADLINE)"
+        )
+        with Deadline(limits.seconds) as deadline:  # headers dripped a byte a wait included
+            try:
+                with urlopen(request, min(TIMEOUT, limits.seconds), deadline) as response:
+                    size = response.headers.get("Content-Length")
+                    limits.too_long(self.url, size)
+                    tmp, digest, length = receive(self.url, response, folder, limits)
+                    new_etag = response.headers.get("ETag") or digest
+            except RemoteError:  # a redirect refused (an OSError too)
+                raise
+            except urllib.error.HTTPError as exc:
+                if exc.code == 304:
+                    return None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if deadline.passed:
+                    raise late from None
+                reason = getattr(exc, "reason", exc)
+                raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        if deadline.passed:  # what was read before the connection was shut
+            tmp.unlink(missing_ok=True)
+            raise late
         return checked(self.url, tmp, digest, length, size, None, new_etag)
 
     def upload(self, bundle: Path, digest: str, md5: bytes) -> None:
@@ -257,7 +222,7 @@ class _Http:
         with open(bundle, "rb") as fh:
             request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
             try:
-                _urlopen(request).close()
+                urlopen(request, TIMEOUT).close()
             except urllib.error.HTTPError as exc:
                 if exc.code == 412:
                     raise RemoteError(
@@ -277,7 +242,7 @@ class _Http:
 
         request = urllib.request.Request(self.url, method="HEAD")
         try:
-            with _urlopen(request) as response:
+            with urlopen(request, TIMEOUT) as response:
                 return response.headers.get("ETag")
         except urllib.error.HTTPError as exc:
             return "" if exc.code == 404 else None
