@@ -21,10 +21,11 @@ import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
-from warmcli.bundle.remote import cache_dir
+from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
 
 def _plant(home: Path, url: str, planted: bytes, etag_of: bytes, *, link: bool) -> Path:
@@ -121,3 +122,51 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(warm: Warm, tmp_pa
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
     assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 8, (took, proc.stderr)
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
+
+
+class _Answers:
+    """A store on 127.0.0.1 that answers every request with `answer` (raw bytes, the
+    port filled in for `%d`), then hangs up."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        port = self.server.getsockname()[1]
+        self.answer = answer.replace(b"%d", str(port).encode())
+        self.url = f"http://127.0.0.1:{port}/b.warm"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.recv(65536)
+                conn.sendall(self.answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"\x1b]0;owned\x07\x1b[2J\r\n\r\n",  # no status line: its text in the error
+        b"HTTP/1.1 500 \x1b[2Jboom\x1b]8;;http://x\x07\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:%d/b.warm\r\nContent-Length: 0\r\n\r\n",
+    ],
+    ids=["status-line", "reason", "redirect-loop"],
+)
+def test_what_a_store_says_is_one_inert_line(
+    warm: Warm, tmp_path: Path, answer: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _Answers(answer)
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    try:
+        proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))("stats", store.url)
+        with pytest.raises(RemoteError) as caught:  # as production raises it
+            fetch(store.url)
+    finally:
+        store.server.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
+    text = str(caught.value)
+    assert not any(ord(c) < 32 for c in text), repr(text)

@@ -1,6 +1,7 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
-`plain_elsewhere` says whether a URL is plain http:// to another machine (refused).
+`said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
+plain http:// to another machine (refused).
 `urlopen` opens a request, following a redirect only where `redirect_refused` finds
 nothing against it (never from https:// down to plain http://, nor to plain http://
 elsewhere), each wait (the connection, the answer, a read) `timeout` seconds at most;
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from warmcli.errors import RemoteError
+from warmcli.printable import printable
 
 PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
 
@@ -61,6 +63,12 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def said(value: object) -> str:
+    """What a store said (a reason, a status line, a URL it redirects to), as one inert
+    line of at most 200 characters: it is shown in errors, and raised in production."""
+    return printable(" ".join(str(value).split()))[:200]
+
+
 def loopback(host: str | None) -> bool:
     import ipaddress
 
@@ -99,7 +107,8 @@ def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> A
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
             why = redirect_refused(args[0].full_url, args[-1])
             if why:
-                raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
+                to = said(args[-1])
+                raise RemoteError(f"{request.full_url}: redirect to {to} refused ({why})")
             return super().redirect_request(*args)
 
     handlers: list[Any] = [Redirects]

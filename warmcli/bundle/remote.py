@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, urlopen
+from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
 from warmcli.bundle.location import is_url
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.errors import BundleError, RemoteError
@@ -191,11 +191,11 @@ class _Http:
             except urllib.error.HTTPError as exc:
                 if exc.code == 304:
                     return None
-                raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if deadline.passed:
                     raise late from None
-                reason = getattr(exc, "reason", exc)
+                reason = said(getattr(exc, "reason", exc))
                 raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
         if deadline.passed:  # what was read before the connection was shut
             tmp.unlink(missing_ok=True)
@@ -229,9 +229,9 @@ class _Http:
                         f"{self.url}: not pushed: the object changed since this push began "
                         "(another push won); push again to replace it"
                     ) from None
-                raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
             except (urllib.error.URLError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
+                reason = said(getattr(exc, "reason", exc))
                 raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
 
     def _etag(self) -> str | None:
@@ -272,9 +272,10 @@ class _S3:
             return action(self.client)
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            raise RemoteError(f"{self.url}: {error.get('Code')}: {error.get('Message')}") from None
+            code, message = said(error.get("Code")), said(error.get("Message"))
+            raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
-            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
 
     def download(
         self, etag: str | None, folder: Path, limits: Bounds
@@ -288,7 +289,7 @@ class _S3:
         try:
             tmp, digest, length = receive(self.url, body, folder, limits)
         except OSError as exc:
-            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
