@@ -16,14 +16,16 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import Warm
-from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
+from conftest import ROOT, Warm
+from test_remote import PRODUCE, Store, built, http_store  # noqa: F401  (fixtures)
 
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
@@ -170,3 +172,80 @@ def test_what_a_store_says_is_one_inert_line(
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
     text = str(caught.value)
     assert not any(ord(c) < 32 for c in text), repr(text)
+
+
+class _DyingS3:
+    """An S3 endpoint on 127.0.0.1 that serves one object: whole (mode "ok"), or its
+    GET cut short ("truncate": half the announced bytes, then the connection closed;
+    "reset": a reset after 1000 bytes). Each mode has its own ETag."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.mode = body, "ok"
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            request, body = conn.recv(65536), self.body
+            conn.sendall(
+                b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nContent-Length: %d\r\n\r\n'
+                % (self.mode.encode(), len(body))
+            )
+            if request.startswith(b"HEAD"):
+                return
+            if self.mode == "ok":
+                conn.sendall(body)
+            elif self.mode == "truncate":
+                conn.sendall(body[: len(body) // 2])
+            else:
+                conn.sendall(body[:1000])
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+
+
+@pytest.mark.parametrize("mode", ["truncate", "reset"])
+def test_an_s3_store_dying_mid_download_is_one_line_or_the_last_good_copy(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    mode: str,
+) -> None:
+    pytest.importorskip("boto3")
+    store = _DyingS3(built[0])
+    aws = {
+        "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), **aws)
+    url = "s3://fleet/b.warm"
+    try:
+        store.mode = mode
+        proc = Warm(env)("stats", url)  # no last good copy: one line, exit 2
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        store.mode = "ok"
+        assert Warm(env)("stats", url).returncode == 0
+        store.mode = mode  # changed, and cut short: production serves the last good copy
+        served = subprocess.run(
+            [sys.executable, "-c", PRODUCE],
+            capture_output=True,
+            text=True,
+            env=dict(env, WARM_BUNDLE=url),
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        store.server.close()
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout) == {"kernels": 0, "tunes": 0}
+    assert served.stderr.count("RemoteBundleWarning") == 1 and "last good copy" in served.stderr
+    assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))

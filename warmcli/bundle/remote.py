@@ -284,11 +284,15 @@ class _S3:
         if etag is not None and head.get("ETag") == etag:
             return None
         limits.too_long(self.url, head.get("ContentLength"))
+        from botocore.exceptions import BotoCoreError
+
         got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
         body = got["Body"]
         try:
             tmp, digest, length = receive(self.url, body, folder, limits)
-        except OSError as exc:
+        except RemoteError:  # a bound passed
+            raise
+        except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
         finally:
             body.close()
