@@ -249,3 +249,43 @@ def test_an_s3_store_dying_mid_download_is_one_line_or_the_last_good_copy(
     assert json.loads(served.stdout) == {"kernels": 0, "tunes": 0}
     assert served.stderr.count("RemoteBundleWarning") == 1 and "last good copy" in served.stderr
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
+
+
+def test_a_download_lock_held_elsewhere_is_waited_for_no_longer_than_the_deadline(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from filelock import FileLock
+
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    url, home = f"{base}/b.warm", tmp_path / "home"
+    env = dict(warm.env, WARM_HOME=str(home), WARM_REMOTE_DEADLINE="2")
+    monkeypatch.setenv("WARM_HOME", str(home))
+    folder = cache_dir(url)
+    folder.mkdir(parents=True, mode=0o700)
+    with FileLock(str(folder / "lock")):  # another process, stopped mid-download
+        began = time.monotonic()
+        proc = Warm(env)("stats", url, timeout=60)  # no copy yet: one line
+        took = time.monotonic() - began
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert took < 8, took
+    assert Warm(env)("stats", url).returncode == 0  # a last good copy
+    store.files["/b.warm"] = built[1]
+    with FileLock(str(folder / "lock")):
+        began = time.monotonic()
+        served = subprocess.run(
+            [sys.executable, "-c", PRODUCE],
+            capture_output=True,
+            text=True,
+            env=dict(env, WARM_BUNDLE=url),
+            cwd=ROOT,
+            timeout=60,
+        )
+        took = time.monotonic() - began
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout) == {"kernels": 0, "tunes": 0} and took < 8, took
+    assert served.stderr.count("RemoteBundleWarning") == 1 and "last good copy" in served.stderr

@@ -2,7 +2,8 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it
 is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
-that folder's lock, into a unique temporary file (`warmcli.bundle.received`: bounded
+that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that
+cannot be reached), into a unique temporary file (`warmcli.bundle.received`: bounded
 in size and in time, removed on any failure; a killed fetch's is removed by the next)
 that is checked (its size, the sha256 the store states, then `warm verify`'s
 integrity check) before one atomic rename publishes it. The ETag (or sha256) is
@@ -75,7 +76,7 @@ def cache_dir(url: str) -> Path:
 
 def fetch(url: str) -> Fetched:
     """The local copy of the bundle at `url`, downloaded only if it changed."""
-    from filelock import FileLock  # imported on first use: a bundle named by path never locks
+    from filelock import FileLock, Timeout  # on first use: a bundle named by path never locks
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
@@ -89,9 +90,11 @@ def fetch(url: str) -> Fetched:
             f"{url}: its local copy cannot be kept in {folder}: others may write there (or it "
             "is a link, or another user's): remove it, or name a WARM_HOME of your own"
         )
-    try:
-        lock = FileLock(str(folder / "lock"))
-        lock.acquire()
+    lock = FileLock(str(folder / "lock"))
+    try:  # another fetch of this URL downloads it meanwhile: waited for within the deadline
+        lock.acquire(timeout=limits.seconds)
+    except Timeout:
+        return _lock_held(url, folder, limits.seconds)
     except OSError as exc:
         raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
@@ -321,6 +324,16 @@ def _not_a_bundle(path: Path) -> str | None:
     except (BundleError, OSError) as exc:
         return str(exc) or type(exc).__name__
     return problems[0] if problems else None
+
+
+def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
+    """The last good copy, when another process held the download lock all the deadline
+    (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
+    why = f"{url}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
+    local = folder / "bundle.warm"
+    if not _believed(local):
+        raise RemoteError(why)
+    return Fetched(local, False, f"{why}; using the last good copy {local}", why)
 
 
 def _believed(path: Path) -> bool:
