@@ -289,3 +289,16 @@ def test_a_download_lock_held_elsewhere_is_waited_for_no_longer_than_the_deadlin
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout) == {"kernels": 0, "tunes": 0} and took < 8, took
     assert served.stderr.count("RemoteBundleWarning") == 1 and "last good copy" in served.stderr
+
+
+def test_a_deadline_beyond_any_clock_is_no_error_in_a_thread(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1e300")
+    proc = Warm(env)("stats", f"{base}/b.warm")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr

@@ -33,7 +33,8 @@ class Deadline:
         self.seconds, self.passed = seconds, False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._shut)
+        # a wait past the platform's clock is an error in the timer's thread: ~3 years will do
+        self._timer = threading.Timer(min(seconds, 1e8), self._shut)
         self._timer.daemon = True
 
     def __enter__(self) -> Deadline:
