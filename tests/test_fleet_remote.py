@@ -302,3 +302,32 @@ def test_a_deadline_beyond_any_clock_is_no_error_in_a_thread(
     env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1e300")
     proc = Warm(env)("stats", f"{base}/b.warm")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_not_modified_to_a_request_for_the_whole_bundle_is_one_line_naming_the_url(
+    warm: Warm, tmp_path: Path
+) -> None:
+    store = _Answers(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 0\r\n\r\n")
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    try:
+        procs = [Warm(env)(*args) for args in (("stats", store.url), ("pull", store.url, "x"))]
+        served = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import warmcli\ntry:\n warmcli.runtime('host')\n"
+                "except warmcli.errors.RemoteError as e:\n print('RemoteError', e)",
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(env, WARM_BUNDLE=store.url),
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        store.server.close()
+    for proc in procs:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert store.url in proc.stderr and "304" in proc.stderr, proc.stderr
+    assert served.stdout.startswith("RemoteError") and "304" in served.stdout, served.stderr
+    assert not (tmp_path / "x").exists()

@@ -192,7 +192,7 @@ class _Http:
             except RemoteError:  # a redirect refused (an OSError too)
                 raise
             except urllib.error.HTTPError as exc:
-                if exc.code == 304:
+                if exc.code == 304 and etag:  # to anything but our ETag: an error
                     return None
                 raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
