@@ -36,3 +36,16 @@ def test_a_shard_in_digits_int_cannot_read_is_one_line(
     proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, *args)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr and not bundle.exists()
+
+
+@pytest.mark.parametrize("target", ["https://127.0.0.1:9/fleet.warm", "s3://fleet/fleet.warm"])
+def test_a_merge_into_a_url_is_refused_not_written_to_a_folder_named_like_it(
+    warm: Warm, tmp_path: Path, target: str
+) -> None:
+    shard = tmp_path / "s.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", shard, "-q").returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = warm("merge", shard, "-o", target, cwd=work)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "warm push" in proc.stderr and list(work.iterdir()) == []
