@@ -177,7 +177,8 @@ def test_what_a_store_says_is_one_inert_line(
 class _DyingS3:
     """An S3 endpoint on 127.0.0.1 that serves one object: whole (mode "ok"), or its
     GET cut short ("truncate": half the announced bytes, then the connection closed;
-    "reset": a reset after 1000 bytes). Each mode has its own ETag."""
+    "reset": a reset after 1000 bytes), or whole without an ETag ("no-etag"). Each other
+    mode has its own ETag."""
 
     def __init__(self, body: bytes) -> None:
         self.body, self.mode = body, "ok"
@@ -196,13 +197,11 @@ class _DyingS3:
     def _answer(self, conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
             request, body = conn.recv(65536), self.body
-            conn.sendall(
-                b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nContent-Length: %d\r\n\r\n'
-                % (self.mode.encode(), len(body))
-            )
+            etag = b"" if self.mode == "no-etag" else b'ETag: "%s"\r\n' % self.mode.encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body)))
             if request.startswith(b"HEAD"):
                 return
-            if self.mode == "ok":
+            if self.mode in ("ok", "no-etag"):
                 conn.sendall(body)
             elif self.mode == "truncate":
                 conn.sendall(body[: len(body) // 2])
@@ -331,3 +330,71 @@ def test_not_modified_to_a_request_for_the_whole_bundle_is_one_line_naming_the_u
         assert store.url in proc.stderr and "304" in proc.stderr, proc.stderr
     assert served.stdout.startswith("RemoteError") and "304" in served.stdout, served.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an S3 store's answer is read by botocore, whose sockets warm cannot shut: each "
+    "read waits at most 10 s, but headers dripped within that wait run past "
+    "WARM_REMOTE_DEADLINE (bounding it needs the S3 exchange on sockets warm holds)",
+)
+def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
+    warm: Warm, tmp_path: Path
+) -> None:
+    pytest.importorskip("boto3")
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def drip() -> None:  # each request: the HEAD, then the GET
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                for _ in range(6):  # 3 s, then the store stops
+                    time.sleep(0.5)
+                    conn.sendall(b"a")
+
+    threading.Thread(target=drip, daemon=True).start()
+    env = dict(
+        warm.env,
+        WARM_HOME=str(tmp_path / "home"),
+        WARM_REMOTE_DEADLINE="1",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{server.getsockname()[1]}",
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    began = time.monotonic()
+    try:
+        proc = Warm(env)("stats", "s3://fleet/b.warm", timeout=60)
+    finally:
+        server.close()
+    assert proc.returncode == 2 and time.monotonic() - began < 2.5, proc.stderr
+
+
+def test_an_s3_store_that_names_no_etag_is_served_by_its_sha256(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    pytest.importorskip("boto3")
+    store = _DyingS3(built[0])
+    store.mode = "no-etag"
+    env = dict(
+        warm.env,
+        WARM_HOME=str(tmp_path / "home"),
+        AWS_ENDPOINT_URL=store.endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    try:
+        pulled = [Warm(env)("pull", "s3://fleet/b.warm", tmp_path / f"p{i}.warm") for i in (0, 1)]
+    finally:
+        store.server.close()
+    for i, proc in enumerate(pulled):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (tmp_path / f"p{i}.warm").read_bytes() == built[0]
