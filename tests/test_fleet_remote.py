@@ -399,3 +399,15 @@ def test_an_s3_store_that_names_no_etag_is_served_by_its_sha256(
     for i, proc in enumerate(pulled):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (tmp_path / f"p{i}.warm").read_bytes() == built[0]
+
+
+def test_a_refused_download_is_named_by_its_url_not_a_removed_temporary_file(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    store.files["/b.warm"] = b"<html>not a bundle</html>"
+    proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))("stats", f"{base}/b.warm")
+    assert proc.returncode == 2 and "download refused" in proc.stderr, proc.stderr
+    assert ".tmp" not in proc.stderr and str(tmp_path) not in proc.stderr, proc.stderr

@@ -113,7 +113,8 @@ def fetch(url: str) -> Fetched:
         tmp, etag, digest = got
         try:
             problem = _not_a_bundle(tmp)
-            if problem:
+            if problem:  # said of the URL: the temporary file it names is removed
+                problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
                 if not have:
                     raise RemoteError(reason)
