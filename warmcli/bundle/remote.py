@@ -2,13 +2,17 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it
 is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
-that folder's lock, into a unique temporary file (`warmcli.bundle.received`: bounded
+that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that
+cannot be reached), into a unique temporary file (`warmcli.bundle.received`: bounded
 in size and in time, removed on any failure; a killed fetch's is removed by the next)
 that is checked (its size, the sha256 the store states, then `warm verify`'s
 integrity check) before one atomic rename publishes it. The ETag (or sha256) is
 remembered beside it: the next fetch asks the store whether it changed (a conditional
-GET, an S3 HEAD) and downloads only if so. When the store cannot be reached, sends
-something that is no bundle, or passes a bound, the last good copy is used and
+GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
+this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
+its ETag that is a link or another's is removed and downloaded afresh. When the store
+cannot be reached, sends something that is no bundle, or passes a bound, the last good
+copy is used and
 `Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
 `push` uploads a bundle (checked first to be one) whole, in one request, so a reader
 never sees a torn object and of two concurrent pushes one wins whole; its sha256 and MD5
@@ -26,7 +30,8 @@ credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_K
 machine (`localhost`, a loopback address): anyone on the path could change the bundle or
 the sha256 announced beside it, as pip refuses an untrusted plain-http index; a redirect
 is followed only where it names such a URL, and never from https:// down to plain http://
-(not even to this machine: one line of `RemoteError` says so).
+(not even to this machine: one line of `RemoteError` says so); `warmcli.bundle.http_open`
+opens them, a download's connections shut at its deadline.
 A length announced that is no number is a download refused, as a wrong one is.
 This module never prints.
 """
@@ -38,15 +43,17 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
 from warmcli.bundle.location import is_url
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.errors import BundleError, RemoteError
-from warmcli.home import warm_home, write_private
+from warmcli.home import private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
@@ -69,24 +76,36 @@ def cache_dir(url: str) -> Path:
 
 def fetch(url: str) -> Fetched:
     """The local copy of the bundle at `url`, downloaded only if it changed."""
-    from filelock import FileLock  # imported on first use: a bundle named by path never locks
+    from filelock import FileLock, Timeout  # on first use: a bundle named by path never locks
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
     try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock = FileLock(str(folder / "lock"))
-        lock.acquire()
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
+    if not (stat.S_ISDIR(st.st_mode) and private(st)):  # before its lock file is opened
+        raise RemoteError(
+            f"{url}: its local copy cannot be kept in {folder}: others may write there (or it "
+            "is a link, or another user's): remove it, or name a WARM_HOME of your own"
+        )
+    lock = FileLock(str(folder / "lock"))
+    try:  # another fetch of this URL downloads it meanwhile: waited for within the deadline
+        lock.acquire(timeout=limits.seconds)
+    except Timeout:
+        return _lock_held(url, folder, limits.seconds)
     except OSError as exc:
         raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
-        meta = _read_meta(meta_path) if local.exists() else {}
+        have = _believed(local)  # a link or another's: downloaded afresh, never served
+        meta = _read_meta(meta_path) if have and _believed(meta_path) else {}
         try:
             got = _store(url).download(meta.get("etag"), folder, limits)
         except RemoteError as exc:
-            if not local.exists():
+            if not have:
                 raise
             return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged
@@ -94,9 +113,10 @@ def fetch(url: str) -> Fetched:
         tmp, etag, digest = got
         try:
             problem = _not_a_bundle(tmp)
-            if problem:
+            if problem:  # said of the URL: the temporary file it names is removed
+                problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
-                if not local.exists():
+                if not have:
                     raise RemoteError(reason)
                 warning = f"{url}: download refused ({problem}); using {local}"
                 return Fetched(local, False, warning, reason)
@@ -143,58 +163,12 @@ def _store(url: str) -> _Http | _S3:
     return _S3(url) if urlsplit(url).scheme == "s3" else _Http(url)
 
 
-def _loopback(host: str | None) -> bool:
-    import ipaddress
-
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _plain_elsewhere(url: str) -> bool:
-    """Whether `url` is plain http:// to another machine (or no http at all): refused."""
-    parts = urlsplit(url)
-    return parts.scheme != "https" and not (parts.scheme == "http" and _loopback(parts.hostname))
-
-
-def _redirect_refused(origin: str, to: str) -> str | None:
-    """Why a redirect from `origin` to `to` is not followed, or None: never from https://
-    down to plain http:// (this machine's too), nor to plain http:// elsewhere."""
-    if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
-        return "never from https:// down to plain http://: anyone on the way could change it"
-    return _PLAIN if _plain_elsewhere(to) else None
-
-
-def _urlopen(request: Any, timeout: float = TIMEOUT) -> Any:
-    """`urllib.request.urlopen(request)`, a redirect followed only where `_redirect_refused`
-    finds nothing against it (each hop judged from the URL it left); each wait (the
-    connection, the answer) `timeout` seconds at most."""
-    import urllib.request
-
-    class Redirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
-            why = _redirect_refused(args[0].full_url, args[-1])
-            if why:
-                raise RemoteError(f"{request.full_url}: redirect to {args[-1]} refused ({why})")
-            return super().redirect_request(*args)
-
-    return urllib.request.build_opener(Redirects).open(request, timeout=timeout)
-
-
-_PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
-
-
 class _Http:
     def __init__(self, url: str) -> None:
-        if _plain_elsewhere(url):
+        if plain_elsewhere(url):
             raise RemoteError(
                 f"{url}: plain http:// is refused (anyone on the way could change the bundle): "
-                f"use https://; {_PLAIN}"
+                f"use https://; {PLAIN}"
             )
         self.url = url
 
@@ -206,21 +180,30 @@ class _Http:
         import urllib.request
 
         request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
-        try:
-            with _urlopen(request, min(TIMEOUT, limits.seconds)) as response:  # the deadline
-                size = response.headers.get("Content-Length")
-                limits.too_long(self.url, size)
-                tmp, digest, length = receive(self.url, response, folder, limits)
-                new_etag = response.headers.get("ETag") or digest
-        except RemoteError:  # a redirect refused (an OSError too)
-            raise
-        except urllib.error.HTTPError as exc:
-            if exc.code == 304:
-                return None
-            raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        late = RemoteError(
+            f"{self.url}: download stopped: not done in {limits.seconds:g} s (WARM_REMOTE_DEADLINE)"
+        )
+        with Deadline(limits.seconds) as deadline:  # headers dripped a byte a wait included
+            try:
+                with urlopen(request, min(TIMEOUT, limits.seconds), deadline) as response:
+                    size = response.headers.get("Content-Length")
+                    limits.too_long(self.url, size)
+                    tmp, digest, length = receive(self.url, response, folder, limits)
+                    new_etag = response.headers.get("ETag") or digest
+            except RemoteError:  # a redirect refused (an OSError too)
+                raise
+            except urllib.error.HTTPError as exc:
+                if exc.code == 304 and etag:  # to anything but our ETag: an error
+                    return None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if deadline.passed:
+                    raise late from None
+                reason = said(getattr(exc, "reason", exc))
+                raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        if deadline.passed:  # what was read before the connection was shut
+            tmp.unlink(missing_ok=True)
+            raise late
         return checked(self.url, tmp, digest, length, size, None, new_etag)
 
     def upload(self, bundle: Path, digest: str, md5: bytes) -> None:
@@ -243,16 +226,16 @@ class _Http:
         with open(bundle, "rb") as fh:
             request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
             try:
-                _urlopen(request).close()
+                urlopen(request, TIMEOUT).close()
             except urllib.error.HTTPError as exc:
                 if exc.code == 412:
                     raise RemoteError(
                         f"{self.url}: not pushed: the object changed since this push began "
                         "(another push won); push again to replace it"
                     ) from None
-                raise RemoteError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
             except (urllib.error.URLError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
+                reason = said(getattr(exc, "reason", exc))
                 raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
 
     def _etag(self) -> str | None:
@@ -263,7 +246,7 @@ class _Http:
 
         request = urllib.request.Request(self.url, method="HEAD")
         try:
-            with _urlopen(request) as response:
+            with urlopen(request, TIMEOUT) as response:
                 return response.headers.get("ETag")
         except urllib.error.HTTPError as exc:
             return "" if exc.code == 404 else None
@@ -293,9 +276,10 @@ class _S3:
             return action(self.client)
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            raise RemoteError(f"{self.url}: {error.get('Code')}: {error.get('Message')}") from None
+            code, message = said(error.get("Code")), said(error.get("Message"))
+            raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
-            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
 
     def download(
         self, etag: str | None, folder: Path, limits: Bounds
@@ -304,16 +288,21 @@ class _S3:
         if etag is not None and head.get("ETag") == etag:
             return None
         limits.too_long(self.url, head.get("ContentLength"))
+        from botocore.exceptions import BotoCoreError
+
         got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
         body = got["Body"]
         try:
             tmp, digest, length = receive(self.url, body, folder, limits)
-        except OSError as exc:
-            raise RemoteError(f"{self.url}: store unreachable ({exc})") from None
+        except RemoteError:  # a bound passed
+            raise
+        except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
-        return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, got["ETag"])
+        etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
+        return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -337,6 +326,30 @@ def _not_a_bundle(path: Path) -> str | None:
     except (BundleError, OSError) as exc:
         return str(exc) or type(exc).__name__
     return problems[0] if problems else None
+
+
+def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
+    """The last good copy, when another process held the download lock all the deadline
+    (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
+    why = f"{url}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
+    local = folder / "bundle.warm"
+    if not _believed(local):
+        raise RemoteError(why)
+    return Fetched(local, False, f"{why}; using the last good copy {local}", why)
+
+
+def _believed(path: Path) -> bool:
+    """Whether the file at `path` is a copy this user alone wrote (a regular file, not a
+    link, hard or symbolic, nor another's); one that is not is removed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1:
+        return True
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return False
 
 
 def _read_meta(path: Path) -> dict[str, str]:

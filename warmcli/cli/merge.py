@@ -7,12 +7,14 @@ from pathlib import Path
 
 import typer
 
+from warmcli.bundle.location import is_url
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
     JsonOpt,
     SignKeyOpt,
     emit_json,
+    fail,
     guarded,
     out,
     readable_bundle,
@@ -27,7 +29,7 @@ def merge(
     bundles: list[str] = typer.Argument(
         ..., help="The bundles to merge (paths, or https:// and s3:// URLs)."
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="The merged bundle to write."),
+    output: str = typer.Option(..., "--output", "-o", help="The merged bundle to write."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
     key: Path | None = SignKeyOpt,
     as_json: bool = JsonOpt,
@@ -38,12 +40,14 @@ def merge(
     inputs' signatures do not carry over: --key signs OUT (under WARM_TRUSTED_KEYS, only
     inputs wholly signed by a trusted key).
     """
+    if is_url(output):  # typer's Path would make `https://h/b` a folder `https:/h/`
+        fail(f"{output} is a URL: merge writes a local bundle (-o PATH); warm push publishes it")
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     trusted = guarded(trusted_keys)
     paths = [readable_bundle(b) for b in bundles]
     report = guarded(
         lambda: merge_bundles(
-            paths, output, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+            paths, Path(output), overwrite=force, signing_key=signing_key, trusted_keys=trusted
         )
     )
     _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})

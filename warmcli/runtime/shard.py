@@ -56,7 +56,7 @@ def tune_token(operation: str, shape_key: str, checksum: str) -> str:
 def parse_shard(text: str) -> Shard:
     """`I/N` as a `Shard`; `ShardError` for anything else."""
     index, sep, count = text.strip().partition("/")
-    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+    if not sep or not _whole(index) or not _whole(count):
         raise ShardError(f"shard {text!r} is not I/N (such as 0/4)")
     if int(count) < 1:
         raise ShardError(f"shard {text!r}: N must be at least 1")
@@ -75,7 +75,7 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
         if count_var not in env:
             raise ShardError(f"{index_var} is set but {count_var} is not: set it to the count")
         values = [env[index_var], env[count_var], env.get(offset_var or "", "0") or "0"]
-        if not all(v.strip().isdigit() for v in values):
+        if not all(_whole(v) for v in values):
             raise ShardError(
                 f"{index_var}={env[index_var]!r} {count_var}={env[count_var]!r}: not whole numbers"
             )
@@ -86,6 +86,13 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
             raise ShardError(f"{index_var}={index} is outside {offset}..{offset + count - 1}")
         return _single(Shard(index - offset, count))
     return None
+
+
+def _whole(text: str) -> bool:
+    """Whether `text` is a whole number in ASCII digits (`str.isdigit` also takes `²`,
+    which `int` refuses)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()
 
 
 def _single(shard: Shard) -> Shard | None:

@@ -1,0 +1,137 @@
+"""Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
+
+`said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
+plain http:// to another machine (refused).
+`urlopen` opens a request, following a redirect only where `redirect_refused` finds
+nothing against it (never from https:// down to plain http://, nor to plain http://
+elsewhere), each wait (the connection, the answer, a read) `timeout` seconds at most;
+under a `Deadline`, every connection it opens is shut when the deadline passes, whatever
+it waits for (a store that drips its headers a byte at a time, each byte within the
+wait, is stopped there too). A `Deadline` owns its timer and the sockets it watches;
+this module never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from warmcli.errors import RemoteError
+from warmcli.printable import printable
+
+PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
+
+
+class Deadline:
+    """Shuts every connection `watch`ed, `seconds` after it is entered; `passed` says
+    whether it did."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.passed = seconds, False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        # a wait past the platform's clock is an error in the timer's thread: ~3 years will do
+        self._timer = threading.Timer(min(seconds, 1e8), self._shut)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.passed:
+                _shut(sock)
+
+    def _shut(self) -> None:
+        with self._lock:
+            self.passed = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake whatever waits on `sock` (the plain socket's shutdown: a TLS socket's own
+    would drop its state under a read in progress)."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def said(value: object) -> str:
+    """What a store said (a reason, a status line, a URL it redirects to), as one inert
+    line of at most 200 characters: it is shown in errors, and raised in production."""
+    return printable(" ".join(str(value).split()))[:200]
+
+
+def loopback(host: str | None) -> bool:
+    import ipaddress
+
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_elsewhere(url: str) -> bool:
+    """Whether `url` is plain http:// to another machine (or no http at all): refused."""
+    parts = urlsplit(url)
+    return parts.scheme != "https" and not (parts.scheme == "http" and loopback(parts.hostname))
+
+
+def redirect_refused(origin: str, to: str) -> str | None:
+    """Why a redirect from `origin` to `to` is not followed, or None: never from https://
+    down to plain http:// (this machine's too), nor to plain http:// elsewhere."""
+    if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
+        return "never from https:// down to plain http://: anyone on the way could change it"
+    return PLAIN if plain_elsewhere(to) else None
+
+
+def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> Any:
+    """`urllib.request.urlopen(request)`, a redirect followed only where `redirect_refused`
+    finds nothing against it (each hop judged from the URL it left); each wait `timeout`
+    seconds at most, and every connection shut when `deadline` passes."""
+    import http.client
+    import urllib.request
+
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
+            why = redirect_refused(args[0].full_url, args[-1])
+            if why:
+                to = said(args[-1])
+                raise RemoteError(f"{request.full_url}: redirect to {to} refused ({why})")
+            return super().redirect_request(*args)
+
+    handlers: list[Any] = [Redirects]
+    if deadline is not None:
+
+        class Http(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        class Https(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        class HttpHandler(urllib.request.HTTPHandler):
+            def http_open(self, req: Any) -> Any:
+                return self.do_open(Http, req)
+
+        class HttpsHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req: Any) -> Any:
+                return self.do_open(Https, req, context=self._context)
+
+        handlers += [HttpHandler, HttpsHandler]
+    return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
