@@ -208,11 +208,18 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bytes)
 
 
-def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) -> list[Any]:
+def _callable_identity(
+    check: Callable[..., Any], seen: set[Any] | None = None, depth: int = 0
+) -> list[Any]:
+    """`check`'s identity (see `check_identity`); `seen`: the helpers this walk keyed already,
+    each keyed once where first reached (not once per path: helpers calling each other as a
+    lattice have millions), `depth` calls below the check."""
+    seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func, seen), [repr(v) for v in given if _plain(v)]]
+        return [_callable_identity(check.func, seen, depth), [repr(v) for v in given if _plain(v)]]
     function = _function(check)
+    seen.add(function)
     code = getattr(function, "__code__", None)
     cells = getattr(function, "__closure__", None) or ()
     held = [
@@ -230,9 +237,9 @@ def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) ->
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
             and value not in seen
-            and len(seen) < _MAX_HELPERS
+            and depth < _MAX_HELPERS
         ):
-            shown.append([name, _callable_identity(value, (*seen, function))])
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         _code_digest(code) if isinstance(code, types.CodeType) else "",
