@@ -326,3 +326,26 @@ def test_a_check_whose_helpers_share_helpers_keys_each_once_in_a_moment(
     deep = LATTICE_CHECK.replace("def h15_2(a):\n    return a", "def h15_2(a):\n    return a * 1")
     edited = workload_file(deep, "edited.py")
     assert lattice.production(TUNED_READ, edited, 1, bundle=bundle)["tunes"] == 1
+
+
+# A check reading a module-level int too long for `repr` (Python refuses past 4,300 digits).
+BIG_CHECK = CHECKED.replace(
+    'CHECK = {"good"',
+    "MODULUS = 10**5000 + int(os.environ.get('PLUS', '0'))\n\n\n"
+    "def big(outputs, inputs):\n"
+    "    assert MODULUS > 0\n"
+    "    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)\n\n\n"
+    'CHECK = {"big": big, "good"',
+)
+
+
+def test_a_check_reading_an_int_too_long_to_print_keys_it_and_never_raises(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(BIG_CHECK)
+    bundle = tmp_path / "big.warm"
+    big = _with(warm, CHECK="big")
+    proc = big("run", path, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert big.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    assert _with(big, PLUS="1").production(TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1

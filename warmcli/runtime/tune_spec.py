@@ -208,6 +208,16 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bytes)
 
 
+def _text(value: Any) -> str:
+    """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, tuple):
+            return "(" + ",".join(_text(v) for v in value) + ")"
+        return hex(value)
+
+
 def _callable_identity(
     check: Callable[..., Any], seen: set[Any] | None = None, depth: int = 0
 ) -> list[Any]:
@@ -217,7 +227,7 @@ def _callable_identity(
     seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func, seen, depth), [repr(v) for v in given if _plain(v)]]
+        return [_callable_identity(check.func, seen, depth), [_text(v) for v in given if _plain(v)]]
     function = _function(check)
     seen.add(function)
     code = getattr(function, "__code__", None)
@@ -227,12 +237,12 @@ def _callable_identity(
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
-    shown: list[Any] = [repr(v) for v in held if _plain(v)]
+    shown: list[Any] = [_text(v) for v in held if _plain(v)]
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in code.co_names if isinstance(code, types.CodeType) else ():
         value = space.get(name)
         if name in space and _plain(value):  # none: keyed as before globals were
-            shown.append(f"{name}={value!r}")
+            shown.append(f"{name}={_text(value)}")
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
