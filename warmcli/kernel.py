@@ -15,10 +15,11 @@ float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A ho
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
 whose options name include folders (`-I`), or that reaches a header in one its compiler
-takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), the key covers the headers it
-reaches there (`warmcli.headers`); any other's is as before. Its only state is a bounded
-memo of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
-share), and those variables, read once; it compiles nothing.
+takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), or includes one by its absolute
+path, the key covers the headers it reaches there (`warmcli.headers`); any other's is as
+before. Its only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a
+toolchain, a source many kernels share), and of whether a source includes a header by its
+path, and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
