@@ -334,6 +334,26 @@ def test_a_header_a_source_only_asks_for_with_has_include_is_keyed(tmp_path: Pat
     assert key5 != key3, "a header that appeared, one key"
 
 
+def test_a_header_asked_for_by_its_absolute_path_with_has_include_is_keyed(
+    tmp_path: Path,
+) -> None:
+    """`__has_include("/abs/opt.h")`, no include folder named: as an `#include` of an
+    absolute path, the header's presence changes the build, so it changes the key."""
+    opt = tmp_path / "opt.h"
+    source = (
+        f'#if __has_include("{opt}")\n#define VAL 5.0f\n#else\n#define VAL 3.0f\n#endif\n'
+        'extern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
+    )
+    kernel = Kernel(source, "k", "P", language="cuda")
+    compiler = NVRTC.NvrtcCompiler(ptx="auto")
+    key3, built3 = _build(compiler, kernel)
+    assert b"1077936128" in built3.built[key3].ptx  # 3.0f
+    opt.write_text("\n")
+    key5, built5 = _build(compiler, kernel)
+    assert b"1084227584" in built5.built[key5].ptx  # 5.0f
+    assert key5 != key3, "a header that appeared, one key"
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="NVRTC is given the toolkit folders (packages', CUDA_HOME's) before the kernel's "

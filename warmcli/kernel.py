@@ -225,13 +225,17 @@ class Kernel(Record):
 
 # An option (or a part of a joined one) that tunes for the building CPU.
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
-_ABSOLUTE_INCLUDE = Pattern(r'(?m)^[ \t]*#[ \t]*include[ \t]*["<]/')
+# An `#include` of a header by its absolute path, or a `__has_include` asking for one.
+_ABSOLUTE_INCLUDE = Pattern(
+    r'(?m)(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
+)
 
 
 @functools.lru_cache(maxsize=64)
 def _by_path(source: str) -> bool:
-    """Whether `source` includes a header by its absolute path: once per source text (its
-    variants share it), as the scan reads all of it (45 us for 9 kB)."""
+    """Whether `source` includes a header by its absolute path (or asks for one with
+    `__has_include`): once per source text (its variants share it), as the scan reads all
+    of it (45 us for 9 kB)."""
     return _ABSOLUTE_INCLUDE.search(source) is not None
 
 
