@@ -10,6 +10,9 @@ could serve a binary this process would not build; so did a header included by i
 absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. An
 `sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
 a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
+Left as strict xfails: the host compiler nvcc finds on `PATH`, a `CUDA_HOME` header
+shadowing an `-I` folder's for NVRTC, and a header nvcc's gcc finds through `CPATH` or
+`CPLUS_INCLUDE_PATH`.
 """
 
 from __future__ import annotations
