@@ -319,3 +319,28 @@ def test_one_serving_rule_takes_ptx_where_no_cubin_runs() -> None:
     kernels = [(build("ptx80", "compute_80"), 0.0), (build("ptx100", "compute_100"), 0.0)]
     plan = plan_clean(kernels, [], machine)
     assert [r.key for r in plan.removals] == ["ptx100"]
+
+
+def test_clean_keeps_an_nvcc_build_of_another_nvcc_environment() -> None:
+    """A build whose nvcc read `NVCC_APPEND_FLAGS` (its toolchain names them) and one whose
+    did not are two configurations, each served only where nvcc reads the same: neither is
+    superseded by the other, whichever this machine's environment has; an older nvcc's build
+    of this machine's environment is."""
+    plain, flags = "nvcc:release 13.0", "nvcc:release 13.0; NVCC_APPEND_FLAGS=-DSCALE=5.0f"
+
+    def cubin(key: str, toolchain: str) -> KernelRecord:
+        record = _kernel(key, toolchain, key)
+        return dataclasses.replace(record, backend="cuda", device="cuda", arch="sm_90", label="k")
+
+    kernels = [(cubin("plain", plain), 1.0), (cubin("flags", flags), 1.0)]
+    kernels.append((cubin("older", "nvcc:release 12.8"), 1.0))
+    for mine, superseded in ((plain, {"older"}), (flags, set())):
+        machine = Machine(
+            {"nvcc": mine},
+            "x86_64",
+            frozenset(),
+            frozenset({"cuda"}),
+            frozenset({("sm_90", "13.0")}),
+        )
+        removed = {r.key for r in plan_clean(kernels, [], machine).removals}
+        assert removed == superseded, (mine, removed)

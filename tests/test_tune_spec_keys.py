@@ -290,3 +290,62 @@ def test_a_tune_keeps_only_its_own_threads_launches_on_the_measured_stream() -> 
             assert set(rt.read(z).tolist()) == {7.0}, "the tune undid another thread's write"
     finally:
         rt.close()
+
+
+# A check whose helpers call each other as a lattice: 16 levels, 3 helpers each calling all
+# 3 of the next level (43 million paths from the check, 48 helpers).
+LATTICE = "".join(
+    f"def h{i}_{j}(a):\n    return "
+    + (" + ".join(f"h{i + 1}_{n}(a)" for n in range(3)) if i < 15 else "a")
+    + "\n\n\n"
+    for i in range(16)
+    for j in range(3)
+)
+LATTICE_CHECK = CHECKED.replace(
+    'CHECK = {"good"',
+    LATTICE
+    + "def lattice(outputs, inputs):\n"
+    + "    assert h0_0  # named, not called: its calls would take as long as the paths\n"
+    + "    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)\n\n\n"
+    + 'CHECK = {"lattice": lattice, "good"',
+)
+
+
+def test_a_check_whose_helpers_share_helpers_keys_each_once_in_a_moment(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Each helper a check reaches is keyed once, not once per path to it: a lattice of
+    helpers (millions of paths) keys in a moment, and an edit deep in it is another check."""
+    assert "def h15_2(a):\n    return a\n" in LATTICE_CHECK
+    path = workload_file(LATTICE_CHECK)
+    bundle = tmp_path / "lattice.warm"
+    lattice = _with(warm, CHECK="lattice")
+    proc = lattice("run", path, "-b", bundle, "-q", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert lattice.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    deep = LATTICE_CHECK.replace("def h15_2(a):\n    return a", "def h15_2(a):\n    return a * 1")
+    edited = workload_file(deep, "edited.py")
+    assert lattice.production(TUNED_READ, edited, 1, bundle=bundle)["tunes"] == 1
+
+
+# A check reading a module-level int too long for `repr` (Python refuses past 4,300 digits).
+BIG_CHECK = CHECKED.replace(
+    'CHECK = {"good"',
+    "MODULUS = 10**5000 + int(os.environ.get('PLUS', '0'))\n\n\n"
+    "def big(outputs, inputs):\n"
+    "    assert MODULUS > 0\n"
+    "    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=1e-6)\n\n\n"
+    'CHECK = {"big": big, "good"',
+)
+
+
+def test_a_check_reading_an_int_too_long_to_print_keys_it_and_never_raises(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    path = workload_file(BIG_CHECK)
+    bundle = tmp_path / "big.warm"
+    big = _with(warm, CHECK="big")
+    proc = big("run", path, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert big.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    assert _with(big, PLUS="1").production(TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1

@@ -5,7 +5,7 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
 (`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
 NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
-covers them, and those a source includes by their absolute path.
+covers them, and those a source includes (or asks for) by their absolute path.
 It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
 asks for) of the source and of every header found, and resolves each name as the
 compiler does, in those folders (a quoted name in a header: that header's own folder
@@ -43,7 +43,9 @@ _MAX_MEMO = 4096
 # A file changed this recently is read again each time: an edit within the clock's tick
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
-_ABSOLUTE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]/', re.MULTILINE)  # by its path
+_ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
+    r'(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/', re.MULTILINE
+)
 # An `#include` line's name, or one `__has_include` asks for (its presence changes the build).
 _INCLUDE = re.compile(
     rb"(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"

@@ -83,7 +83,7 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         if why:
             return "toolchain", why
     if record.backend == "cuda":
-        theirs, ours = _environment(record.toolchain), _environment(target.toolchain or "")
+        theirs, ours = nvcc_environment(record.toolchain), nvcc_environment(target.toolchain or "")
         if target.toolchain is not None and theirs != ours:  # options: another kernel
             return "toolchain", (
                 f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, this "
@@ -100,7 +100,7 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     return None
 
 
-def _environment(identity: str) -> str:
+def nvcc_environment(identity: str) -> str:
     """What an nvcc identity says nvcc read from the environment (options, host compiler:
     they change what it builds), "" for none."""
     at = identity.find(NVCC_ENVIRONMENT)

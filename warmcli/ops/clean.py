@@ -6,7 +6,9 @@ builds it again. An entry is *foreign* when this machine would
 never serve it: a kernel whose binary runs on no device here (`warmcli.backends.serving`: a
 host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
 takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
-holds a build of this machine's toolchain for (superseded); a tune measured on a
+holds a build of this machine's toolchain for (superseded; not a build whose nvcc read
+other options from the environment, `NVCC_APPEND_FLAGS`...: another configuration); a
+tune measured on a
 device whose fingerprint is none of this machine's. What this machine cannot judge
 is kept and listed (`kept_unjudged`): kernels and tunes of a backend whose devices
 it cannot list (CUDA without a GPU), and pending tunes (compile-only, finished on
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.backends.machine import Inventory, inventory
-from warmcli.backends.serving import Target, same_kernel, why_not
+from warmcli.backends.serving import Target, nvcc_environment, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.file import DISK_FULL, FORMAT_VERSION, WRITE_FAILED, check_header
 from warmcli.bundle.rows import AS_STORED
@@ -161,7 +163,12 @@ def _kernel_foreign(
         return (first[1] if first else f"no {k.backend} device here"), None
     compiler = k.toolchain.split(":", 1)[0]
     current = machine.toolchains.get(compiler)
-    if current is not None and k.toolchain != current and _build_of(k) in local:
+    if (
+        current is not None
+        and k.toolchain != current
+        and nvcc_environment(k.toolchain) == nvcc_environment(current)  # else: another config
+        and _build_of(k) in local
+    ):
         return f"toolchain {k.toolchain} (superseded by this machine's {current})", None
     return None, None
 

@@ -208,11 +208,28 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bytes)
 
 
-def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) -> list[Any]:
+def _text(value: Any) -> str:
+    """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, tuple):
+            return "(" + ",".join(_text(v) for v in value) + ")"
+        return hex(value)
+
+
+def _callable_identity(
+    check: Callable[..., Any], seen: set[Any] | None = None, depth: int = 0
+) -> list[Any]:
+    """`check`'s identity (see `check_identity`); `seen`: the helpers this walk keyed already,
+    each keyed once where first reached (not once per path: helpers calling each other as a
+    lattice have millions), `depth` calls below the check."""
+    seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func, seen), [repr(v) for v in given if _plain(v)]]
+        return [_callable_identity(check.func, seen, depth), [_text(v) for v in given if _plain(v)]]
     function = _function(check)
+    seen.add(function)
     code = getattr(function, "__code__", None)
     cells = getattr(function, "__closure__", None) or ()
     held = [
@@ -220,19 +237,19 @@ def _callable_identity(check: Callable[..., Any], seen: tuple[Any, ...] = ()) ->
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
-    shown: list[Any] = [repr(v) for v in held if _plain(v)]
+    shown: list[Any] = [_text(v) for v in held if _plain(v)]
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in code.co_names if isinstance(code, types.CodeType) else ():
         value = space.get(name)
         if name in space and _plain(value):  # none: keyed as before globals were
-            shown.append(f"{name}={value!r}")
+            shown.append(f"{name}={_text(value)}")
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
             and value not in seen
-            and len(seen) < _MAX_HELPERS
+            and depth < _MAX_HELPERS
         ):
-            shown.append([name, _callable_identity(value, (*seen, function))])
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         _code_digest(code) if isinstance(code, types.CodeType) else "",

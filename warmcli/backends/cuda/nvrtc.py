@@ -12,13 +12,14 @@ whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where th
 NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
 with it, it is compiled again without, and only that result (log, error) is kept. Each
 program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
-Headers come from the toolkit packages' include folders and the kernel's `-I` folders,
-never the working folder (`PROGRAM`); a compile error is NVRTC's log, with each
-kernel's own file name and line. The PTX of the same program is kept beside the cubin
-for free. The toolchain identity is NVRTC's release and build, read from the banner of
-an empty program's PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of 28)
-once per library file (remembered in warm's home, and per process: `identity`; whether
-NVRTC knows `-minimal` and which SMs it builds are asked once per process).
+Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s
+(`include_dirs`), and the kernel's `-I` folders, never the working folder (`PROGRAM`); a
+compile error is NVRTC's log, with each kernel's own file name and line. The PTX of the
+same program is kept beside the cubin for free. The toolchain identity is NVRTC's
+release and build, read from the banner of an empty program's PTX (`-minimal` where NVRTC
+knows it, and `-G`: 11 ms instead of 28) once per library file (remembered in warm's home,
+and per process: `identity`; whether NVRTC knows `-minimal` and which SMs it builds are
+asked once per process).
 It owns no kernel cache and never loads what it builds; `cuda.bindings` is imported
 only to compile or to read a version.
 """
