@@ -123,6 +123,16 @@ def search_orders(
     return of("-iquote") + angled, angled
 
 
+@functools.lru_cache(maxsize=64)
+def _orders(
+    options: tuple[object, ...], cwd: str, env: tuple[str, str]
+) -> tuple[tuple[list[str], list[str]], frozenset[str]]:
+    """`search_orders(options, cwd, env)` and the folders `env[0]` alone adds, once per
+    process per (options, working folder, environment): the variants of a kernel share
+    them, and they name folders, never what is in them (every key still looks there)."""
+    return search_orders(options, cwd, env), frozenset(search_orders((), cwd, (env[0], ""))[1])
+
+
 def nvrtc_env(home: str) -> tuple[str, str]:
     """`home`'s include folder NVRTC reads (`nvrtc_folders`) and the packages' it reads
     first, each joined by `os.pathsep`: `headers_digest`'s `env` for an NVRTC kernel."""
@@ -218,10 +228,14 @@ def headers_digest(
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
-    orders = search_orders(options, cwd, env)
+    given = tuple(options)
+    if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
+        orders, shadowed_by = _orders(given, cwd, env)
+    else:
+        orders, shadowed_by = _orders.__wrapped__(given, cwd, env)
     if not orders[0] and not _ABSOLUTE.search(source):
         return ""
-    shadowed = (frozenset(search_orders((), cwd, (env[0], ""))[1]), before)
+    shadowed = (shadowed_by, before)
     by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
