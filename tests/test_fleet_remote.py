@@ -52,19 +52,27 @@ def _plant(home: Path, url: str, planted: bytes, etag_of: bytes, *, link: bool) 
     return folder
 
 
+def _pull_planted(
+    warm: Warm, tmp_path: Path, bundles: tuple[bytes, bytes], served: tuple, *, link: bool
+) -> tuple[subprocess.CompletedProcess[str], Path, Path, Path, Store]:
+    """`warm pull` of the store's bundle into `out.warm`, with a bundle planted in the copy
+    folder (0777 as a pre-made shared folder is, else 0700 holding a link to it)."""
+    store, base, _ = served
+    store.files["/b.warm"] = bundles[0]
+    url, home = f"{base}/b.warm", tmp_path / "home"
+    folder = _plant(home, url, bundles[1], bundles[0], link=link)
+    folder.chmod(0o700 if link else 0o777)
+    out = tmp_path / "out.warm"
+    return Warm(dict(warm.env, WARM_HOME=str(home)))("pull", url, out), out, folder, home, store
+
+
 def test_a_copy_folder_others_may_write_is_refused_not_served(
     warm: Warm,
     tmp_path: Path,
     built: tuple[bytes, bytes],  # noqa: F811
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    store.files["/b.warm"] = built[0]
-    url, home = f"{base}/b.warm", tmp_path / "home"
-    folder = _plant(home, url, built[1], built[0], link=False)
-    folder.chmod(0o777)  # as a pre-made shared folder is
-    out = tmp_path / "out.warm"
-    proc = Warm(dict(warm.env, WARM_HOME=str(home)))("pull", url, out)
+    proc, out, _, _, _ = _pull_planted(warm, tmp_path, built, http_store, link=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
     assert "others may write" in proc.stderr and not out.exists()
 
@@ -75,13 +83,7 @@ def test_a_linked_copy_is_not_believed_but_downloaded_afresh(
     built: tuple[bytes, bytes],  # noqa: F811
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    store.files["/b.warm"] = built[0]
-    url, home = f"{base}/b.warm", tmp_path / "home"
-    folder = _plant(home, url, built[1], built[0], link=True)
-    folder.chmod(0o700)
-    out = tmp_path / "out.warm"
-    proc = Warm(dict(warm.env, WARM_HOME=str(home)))("pull", url, out)
+    proc, out, folder, home, store = _pull_planted(warm, tmp_path, built, http_store, link=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert out.read_bytes() == built[0] and store.downloads == 1
     assert not (folder / "bundle.warm").is_symlink()
