@@ -255,3 +255,33 @@ def test_shape_explanation_names_the_nearest_shapes_first() -> None:
     held = [{"shape": f"float32[{n}] {n}"} for n in (1024, 120, 64, 2048)]
     detail = describe("shape", held, {"shape": "float32[128] 128"})
     assert detail.startswith("bundle has float32[120] 120 | float32[64] 64 | float32[1024] 1024")
+
+
+def launch_add_twice(
+    rt: Runtime, kernel: Kernel, x: object, n: int, *, stream: object = None
+) -> None:
+    rt.launch(kernel, x, n, stream=stream)
+    rt.launch(kernel, x, n, stream=stream)
+
+
+def test_a_checked_tunables_launch_function_is_named_among_what_may_differ(tmp_path: Path) -> None:
+    """With a check the launch function is in the checksum: the miss says it may be what changed."""
+    steps = {f"step{s}": Kernel(ADD, "add", "Pi", defines={"STEP": s}) for s in (1, 2)}
+    checked = Tunable(
+        "add", steps, launch_add, repeats=2, check="step1", check_tolerance=(10.0, 10.0)
+    )
+    path = tmp_path / "checked.warm"
+    with Bundle.open(path, write=True) as bundle:
+        rt = Runtime(HostDevice(), bundle, misses=None)
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode):
+                workload(rt, tunable=checked)
+        rt.persist(bundle)
+        rt.close()
+    edited = Tunable(
+        "add", steps, launch_add_twice, repeats=2, check="step1", check_tolerance=(10.0, 10.0)
+    )
+    miss = only(replay(path, tunable=edited), "tune")
+    assert miss.reason == "checksum"
+    assert "a candidate's kernel (or a header it includes), the output check or" in miss.detail
+    assert "the launch function (with a check) differs" in miss.detail

@@ -140,7 +140,8 @@ def describe(
         if names != {wanted["candidates"]}:
             return f"bundle has {' | '.join(sorted(names))}, {who} {wanted['candidates']}"
         return (
-            f"same candidate names, a candidate's kernel or the output check differs: bundle has "
+            "same candidate names, a candidate's kernel (or a header it includes), the output check"
+            f" or the launch function (with a check) differs: bundle has "
             f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first
