@@ -126,6 +126,22 @@ def test_an_unmodified_pycuda_script_is_warmed(warm: Warm, workload_file, tmp_pa
         assert "Traceback" not in plain.stderr
 
 
+def test_gpu_work_at_import_under_a_prebuild_is_one_line_naming_the_entry(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    at_import = UNMODIFIED + "\nmain()\n"  # its launch at import: there is no GPU to run it
+    script = workload_file(at_import, "at_import.py")
+    bundle = tmp_path / "at_import.warm"
+    proc = warm(
+        "run", script, "--pycuda", "--arch", "sm_90", "--allow-discarded-reads", "-b", bundle
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "at_import.py:" in line and "get_driver_version" not in line
+    assert "at import" in line and "entry function" in line
+    assert not bundle.exists()
+
+
 def test_copies_of_one_module_share_a_translation_unit() -> None:
     """Three kernels of one module, its helper and globals indented inside PyCUDA's
     `extern "C"` block: one nvcc process builds them all (no clashing C names)."""
@@ -268,3 +284,25 @@ def test_defines_and_undefines_keep_nvccs_order(warm: Warm, tmp_path: Path) -> N
         expected = _stored_value(out.read_bytes())
         assert expected == (777001, 777002, 777003)[i], "nvcc reads them in their order"
         assert _stored_value(ptx[f"setv{i}"]) == expected, options
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("drv.get_driver_version()", "pycuda.driver.get_driver_version"),
+        ("import pycuda.cumath", "pycuda.cumath"),
+        ("from pycuda.elementwise import ElementwiseKernel", "pycuda.elementwise"),
+    ],
+)
+def test_what_the_stand_ins_lack_is_named_as_theirs(
+    warm: Warm, workload_file, tmp_path: Path, line: str, named: str
+) -> None:
+    script = workload_file(
+        "import pycuda.autoinit\nimport pycuda.driver as drv\n\ndef main():\n    " + line + "\n",
+        "lacking.py",
+    )
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "l.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "lacking.py:5" in said and named in said and "GPU-less stand-in" in said
+    assert "warm run --pycuda, and --arch" not in said  # it was given both

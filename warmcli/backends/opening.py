@@ -12,6 +12,7 @@ opens devices and keeps none; it never prints.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from warmcli.backends.base import Device, DeviceError
@@ -58,6 +59,7 @@ def open_devices(
         return [HostDevice(cc)]
     indexed = spec.startswith("cuda:") and spec[len("cuda:") :].isdigit()
     if (spec == "cuda" or indexed) and not cuda_available():
+        _refuse_stand_in()
         raise DeviceError(
             "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
             "without a GPU, give the architecture: --arch sm_90 (repeat for several)"
@@ -68,6 +70,16 @@ def open_devices(
         return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
     named = " (the workload's DEVICE)" if given == "auto" else ""
     raise DeviceError(f"unknown device {spec!r}{named}: use host, cuda, cuda:N or --arch sm_XX")
+
+
+def _refuse_stand_in() -> None:
+    """Raise naming the pre-build when `pycuda.driver` is `warm run --pycuda --arch`'s
+    GPU-less stand-in: a PyCUDA script's GPU work ran where no pass had bound a runtime."""
+    if getattr(sys.modules.get("pycuda.driver"), "__warm_stand_in__", False):
+        raise DeviceError(
+            "no GPU in a GPU-less pre-build (--arch): GPU work ran at import; warm runs a "
+            "PyCUDA script's GPU work in its entry function (main() or workload(runtime))"
+        )
 
 
 def _keep_ptx(devices: list[Device], ptx: str | None) -> list[Device]:

@@ -55,11 +55,14 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
     is a shape-only stand-in."""
     saved = {name: sys.modules.get(name) for name in NAMES}
     patched: Any = None
+    finder: Any = None
     try:
         if gpu_less:
-            from warmcli.pycuda.standins import modules
+            from warmcli.pycuda.standins import LackingFinder, modules
 
             sys.modules.update(modules())
+            finder = LackingFinder()
+            sys.meta_path.append(finder)
             sys.modules["warmcli.pycuda.autoinit"] = sys.modules["pycuda.autoinit"]
         else:
             try:
@@ -76,6 +79,8 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
     finally:
         if patched is not None:
             patched.SourceModule = original
+        if finder is not None:
+            sys.meta_path.remove(finder)
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

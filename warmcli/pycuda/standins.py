@@ -9,13 +9,15 @@ nothing is ever launched or copied there), copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
-the call. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
+the call; what they lack (an attribute, a submodule: `LackingFinder`) is named as theirs. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
 (an argument like any other there). The module holds no state.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import math
+import sys
 import types
 from collections.abc import Sequence
 from typing import Any
@@ -192,8 +194,10 @@ def modules() -> dict[str, types.ModuleType]:
     """The stand-in modules by the names a PyCUDA script imports."""
     package = types.ModuleType("pycuda", "warm's GPU-less stand-in for pycuda (warm run --arch)")
     package.__path__ = []  # a package: `import pycuda.driver` looks in sys.modules
+    package.__warm_stand_in__ = True  # type: ignore[attr-defined]  (`LackingFinder` asks)
     driver = _module(
         "pycuda.driver",
+        __warm_stand_in__=True,  # what warm's CUDA backend asks before opening a device
         In=In,
         Out=Out,
         InOut=InOut,
@@ -241,7 +245,29 @@ def modules() -> dict[str, types.ModuleType]:
     }
 
 
+LACKING = "not in warm's GPU-less stand-in for pycuda (warm run --arch): it needs a GPU"
+
+
 def _module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
     module.__dict__.update(attributes)
+
+    def lacking(attribute: str) -> Any:  # what a stand-in lacks, named as its
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise AttributeError(f"{name}.{attribute}: {LACKING}")
+
+    module.__getattr__ = lacking  # type: ignore[method-assign]
     return module
+
+
+class LackingFinder(importlib.abc.MetaPathFinder):
+    """Last on `sys.meta_path` while the stand-ins are: a PyCUDA module they do not stand in
+    for (`pycuda.cumath`, `pycuda.elementwise`) is named as not theirs, not as not installed."""
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if name.startswith("pycuda.") and getattr(
+            sys.modules.get("pycuda"), "__warm_stand_in__", False
+        ):
+            raise ModuleNotFoundError(f"{name}: {LACKING}", name=name)
+        return None

@@ -163,7 +163,12 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
         failure = f"it called sys.exit({exc.code!r})"
     else:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
-    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "pycuda":
+    stand_in = getattr(sys.modules.get("pycuda"), "__warm_stand_in__", False)  # --pycuda --arch
+    if (
+        isinstance(exc, ModuleNotFoundError)
+        and (exc.name or "").split(".")[0] == "pycuda"
+        and not stand_in
+    ):
         failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 

@@ -69,6 +69,8 @@ def list_cuda_devices() -> list[dict[str, Any]]:
         cuda = _driver()
     except DeviceError:
         return []
+    if getattr(cuda, "__warm_stand_in__", False):  # `warm run --pycuda --arch`'s: no GPU
+        return []
     try:
         driver = _driver_version(cuda)
         found = []
