@@ -118,10 +118,13 @@ def _blob(conn: sqlite3.Connection, sha: str) -> sqlite3.Blob:
 
 def test_merge_refuses_a_corrupt_big_blob_and_writes_nothing(bundles: dict, tmp_path: Path) -> None:
     out = tmp_path / "merged.warm"
-    code, peak, text = _peak(bundles["warm"], "merge", bundles["bad"], bundles["base"], "-o", out)
+    code, peak, text = _peak(bundles["warm"], "merge", bundles["bad"], "-o", out)
     assert code == 2 and f"blob {bundles['bad_sha'][:16]} does not match its sha256" in text
     left = [p.name for p in tmp_path.iterdir() if p.name != "merged.warm.lock"]
     assert peak < BIG and not out.exists() and left == []
+    # beside an input holding a good copy (the base's), that copy is merged, and said
+    code, peak, text = _peak(bundles["warm"], "merge", bundles["bad"], bundles["base"], "-o", out)
+    assert code == 0 and peak < BIG and "copied from" in text, text
 
 
 @pytest.mark.parametrize("which", ["good", "bad"])

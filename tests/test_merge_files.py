@@ -171,3 +171,35 @@ def test_sqlites_full_error_is_named_a_full_disk(tmp_path: Path) -> None:
         with pytest.raises(BundleError, match="disk is full: nothing was written, the bundle"):
             bundle.put(fingerprints=[("x", "device", {"pad": "x" * 100_000})])
         assert bundle.fingerprints() == []
+
+
+def _corrupt_a_blob(path: Path) -> str:
+    """Flip one byte of one blob of `path` (its sha256 kept): the blob's sha256."""
+    conn = sqlite3.connect(path)
+    sha, data = conn.execute("SELECT sha256, data FROM blobs ORDER BY sha256 LIMIT 1").fetchone()
+    spoiled = bytearray(data)
+    spoiled[len(spoiled) // 2] ^= 1
+    conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (bytes(spoiled), sha))
+    conn.commit()
+    conn.close()
+    return str(sha)
+
+
+def test_a_corrupt_copy_is_merged_from_an_input_holding_a_good_one(
+    warm: Warm, tmp_path: Path
+) -> None:
+    good = bundle_of(warm, tmp_path, 1)
+    bad = tmp_path / "bad.warm"
+    shutil.copy(good, bad)
+    sha = _corrupt_a_blob(bad)
+    out = tmp_path / "merged.warm"
+    doc = warm.json("merge", bad, good, "-o", out)  # the corrupt copy's input first
+    (said,) = doc["mended"]
+    assert f"blob {sha[:16]} does not match its sha256" in said and f"copied from {good}" in said
+    with Bundle.open(out) as merged, Bundle.open(good) as source:
+        assert merged.blob(sha) == source.blob(sha)  # checked against its sha256
+        assert {k.key for k in merged.kernels()} == {k.key for k in source.kernels()}
+    assert warm("verify", out).returncode == 0
+    only_bad = warm("merge", bad, "-o", tmp_path / "alone.warm")  # no good copy: refused
+    one_error(only_bad, f"blob {sha[:16]} does not match its sha256")
+    assert not (tmp_path / "alone.warm").exists()

@@ -17,7 +17,8 @@ leads to) a FIFO or a device is refused, `--force` or not. The
 inputs' signatures do not carry over: given a key, the output is signed with it (every
 entry), else the report says the output is unsigned. A blob is copied a chunk at a time
 and checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size
-sets the memory a merge takes. Nothing here prints.
+sets the memory a merge takes; a copy that fails (or is missing) is taken from another
+input holding a good one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class MergeReport:
     contributed: dict[str, tuple[int, int]] = field(default_factory=dict)
     choices: list[TuneChoice] = field(default_factory=list)
     signature: str = ""  # signed by which key, or that the output is unsigned
+    mended: list[str] = field(default_factory=list)  # a bad copy, and the input copied instead
 
 
 def check_format_versions(paths: Sequence[Path]) -> None:
@@ -136,7 +138,7 @@ def merge_bundles(
             union = _read(bundles, report)
             # a link at OUT is kept: the file it leads to is replaced
             real = Path(os.path.realpath(out))
-            report.signature = _publish(bundles, union, real, kept, signing_key)
+            report.signature = _publish(bundles, union, real, kept, signing_key, report.mended)
     kernels, tunes = union.kernels, union.tunes
     report.kernels, report.tunes, report.fingerprints = (
         len(kernels),
@@ -204,10 +206,12 @@ def _publish(
     out: Path,
     kept: os.stat_result | None,
     signing_key: Any,
+    mended: list[str],
 ) -> str:
     """Write `union` beside `out`, give it `kept`'s mode, owner and group, and move it into
-    place, signed given `signing_key` (what is said of the signature is returned); on
-    any failure nothing is left behind and `out` is as it was."""
+    place, signed given `signing_key` (what is said of the signature is returned; each
+    blob copied from another input than its kernels', `_copy_kernels`, added to `mended`);
+    on any failure nothing is left behind and `out` is as it was."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
     try:
         tmp.unlink(missing_ok=True)
@@ -216,8 +220,7 @@ def _publish(
             for record, index in union.kernels.values():
                 by_blob.setdefault((index, record.sha256), []).append(record)
             for (index, sha), records in by_blob.items():
-                binary = streamed(bundles[index], sha)  # copied a chunk at a time
-                dest.put(kernels=[(r, binary) for r in records])
+                _copy_kernels(dest, bundles, index, sha, records, mended)
             dest.put(
                 tunes=[t for t, _ in union.tunes.values()],
                 fingerprints=[(i, kind, data) for i, (kind, data) in union.fingerprints.items()],
@@ -239,6 +242,41 @@ def _publish(
         ) from None
     finally:
         unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
+
+
+def _copy_kernels(
+    dest: Bundle,
+    bundles: Sequence[Bundle],
+    index: int,
+    sha: str,
+    records: list[KernelRecord],
+    mended: list[str],
+) -> None:
+    """Put `records` into `dest` with their blob `sha` from `bundles[index]`, copied a chunk
+    at a time. Where that copy is missing or fails its sha256, the same content is copied
+    from the first other input holding a good one (a sha256 names one content), and that
+    is said in `mended`; with none, the first refusal stands."""
+    try:
+        dest.put(
+            kernels=[(r, binary) for binary in [streamed(bundles[index], sha)] for r in records]
+        )
+        return
+    except BundleError as refused:
+        if not str(refused).startswith(f"{bundles[index].path}: blob "):
+            raise  # the output's (a full disk), not the input's copy
+        for other, bundle in enumerate(bundles):
+            if other == index:
+                continue
+            try:
+                binary = streamed(bundle, sha)
+                dest.put(kernels=[(r, binary) for r in records])
+            except BundleError as also:
+                if not str(also).startswith(f"{bundle.path}: blob "):
+                    raise
+                continue
+            mended.append(f"{refused}: copied from {bundle.path}")
+            return
+        raise
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:

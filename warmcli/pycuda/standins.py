@@ -9,7 +9,8 @@ nothing is ever launched or copied there), copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
-the call; what they lack (an attribute, a submodule: `LackingFinder`) is named as theirs. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
+the call; what they lack (an attribute, a submodule: `LackingFinder`) is named as
+theirs. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
 (an argument like any other there). The module holds no state.
 """
 

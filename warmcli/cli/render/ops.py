@@ -97,6 +97,7 @@ def merge_renderable(report: MergeReport) -> Group:
         parts.append(line(f"  from {source}: {k} kernel(s), {t} tune(s)"))
     if report.signature:
         parts.append(line(f"  {report.out}: {report.signature}", style="yellow"))
+    parts += [line(f"  {m}", style="yellow") for m in report.mended]
     for c in report.choices:
         parts.append(
             line(
