@@ -128,6 +128,39 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(warm: Warm, tmp_pa
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
 
 
+class _DripHandshake(_DripHeaders):
+    """An https:// store on 127.0.0.1 that takes the connection, then sends its TLS
+    handshake a byte at a time: a record header saying 16 kB, then a byte every 0.3 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.url = self.url.replace("http://", "https://", 1)
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = self.server.accept()
+            with conn:
+                conn.recv(65536)  # the ClientHello
+                conn.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16,384 bytes
+                while not self.stop.wait(0.3):
+                    conn.sendall(b"\x02")
+
+
+def test_a_store_that_drips_its_tls_handshake_stops_at_the_deadline(
+    warm: Warm, tmp_path: Path
+) -> None:
+    store = _DripHandshake()
+    try:
+        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="2")
+        began = time.monotonic()
+        proc = Warm(env)("stats", store.url, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 8, (took, proc.stderr)
+
+
 class _Answers:
     """A store on 127.0.0.1 that answers every request with `answer` (raw bytes, the
     port filled in for `%d`), then hangs up."""
