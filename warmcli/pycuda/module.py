@@ -39,6 +39,7 @@ from warmcli.pycuda.args import (
     check_letter,
     convert,
 )
+from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import (
     device_only_names,
@@ -160,8 +161,9 @@ class SourceModule:
         self.arch = arch
         self.code = code
         self.keep = keep  # PyCUDA keeps its build folder; warm keeps the cubin in the bundle
+        include_dirs = [*(include_dirs or ()), *own_include_dirs(source, include_dirs or ())]
         self.options, self.defines = _split_defines(
-            (*options, *(f"-I{d}" for d in include_dirs or ())), source
+            (*options, *(f"-I{d}" for d in include_dirs)), source
         )
         self.signatures = kernel_signatures(source)
         self._functions: dict[str, Function] = {}
