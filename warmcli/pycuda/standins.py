@@ -224,6 +224,9 @@ class _Device:
     def name(self) -> str:
         return f"compile-only {context.current_runtime().arch}"
 
+    def __getattr__(self, name: str) -> Any:
+        return _lacking("pycuda.driver.Device", name)
+
 
 class _Context:
     synchronize = staticmethod(_no_op)
@@ -233,6 +236,9 @@ class _Context:
     @staticmethod
     def get_device() -> _Device:
         return _Device()
+
+    def __getattr__(self, name: str) -> Any:
+        return _lacking("pycuda.driver.Context", name)
 
 
 def modules() -> dict[str, types.ModuleType]:
@@ -293,16 +299,18 @@ def modules() -> dict[str, types.ModuleType]:
 LACKING = "not in warm's GPU-less stand-in for pycuda (warm run --arch): it needs a GPU"
 
 
+def _lacking(owner: str, attribute: str) -> Any:
+    """What a stand-in lacks, named as its (a dunder: plain AttributeError)."""
+    if attribute.startswith("__"):
+        raise AttributeError(attribute)
+    raise AttributeError(f"{owner}.{attribute}: {LACKING}")
+
+
 def _module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
     module.__dict__.update(attributes)
 
-    def lacking(attribute: str) -> Any:  # what a stand-in lacks, named as its
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        raise AttributeError(f"{name}.{attribute}: {LACKING}")
-
-    module.__getattr__ = lacking  # type: ignore[method-assign]
+    module.__getattr__ = lambda attribute: _lacking(name, attribute)  # type: ignore[method-assign]
     return module
 
 
