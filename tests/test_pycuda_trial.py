@@ -68,3 +68,17 @@ def test_arch_compute_and_code_naming_the_device_are_taken() -> None:
             other = SourceModule(SOURCE, arch=arch, code=code).get_function("k")
             with pytest.raises(PyCudaError, match="warm builds cubins for the device"):
                 other(GPUArray(1, np.float32), np.int32(1), np.float32(1), block=(1, 1, 1))
+
+
+def test_a_kernel_named_by_token_pasting_is_got_and_compiled() -> None:
+    """PyCUDA finds `k_1` of `K(1)` with `#define K(n) __global__ void k_##n(...)` in its
+    cubin; warm refused it ("no such kernel") as the name is not in the source text."""
+    mod = SourceModule("#define K(n) __global__ void k_##n(float *x) { x[0] = n; }\nK(1)\nK(2)")
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                for name in ("k_1", "k_2"):
+                    mod.get_function(name)(GPUArray(1, np.float32), block=(1, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (2, 0)

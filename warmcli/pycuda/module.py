@@ -173,7 +173,9 @@ class SourceModule:
         """The kernel `name` of this module (compiled on its first launch, not now)."""
         function = self._functions.get(name)
         if function is None:
-            if not _IDENTIFIER.match(name) or not re.search(rf"\b{name}\b", self.source):
+            # in the text, or maybe pasted by a macro (`k_##n`): that one is not in the text
+            written = "##" in self.source or re.search(rf"\b{name}\b", self.source)
+            if not _IDENTIFIER.match(name) or not written:
                 raise PyCudaError(f"SourceModule.get_function({name!r}): no such kernel in it")
             if name in device_only_names(self.source):
                 raise PyCudaError(
@@ -252,9 +254,8 @@ def _no_references(call: str, name: str) -> str:
     )
 
 
-# PyCUDA `Function` attributes and settings of a loaded CUfunction, which warm's has not.
 # fmt: off
-_FUNCTION_API = frozenset({
+_FUNCTION_API = frozenset({  # PyCUDA's of a loaded CUfunction, which warm's is not
     "num_regs", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
     "max_threads_per_block", "get_attribute", "set_attribute", "set_cache_config",
     "set_shared_config", "set_block_shape", "set_shared_size", "param_set", "launch_grid",
