@@ -66,3 +66,13 @@ def main():
             with ProcessModeOverride(ProcessMode.COMPILE_ONLY):
                 with pytest.raises(ArgumentError, match="not contiguous"):
                     f(to_gpu(np.zeros((4, 8), np.float32))[:, 2:4], block=(1, 1, 1))
+
+
+def test_gpuarray_stand_in_copies_transposes_and_async_copies() -> None:
+    a = to_gpu(np.zeros((2, 3), np.float64))
+    b = a.copy()
+    assert b.shape == (2, 3) and b.gpudata is not a.gpudata and b.strides == (24, 8)
+    assert a.T.shape == (3, 2) and a.T.strides == (8, 24) and a.transpose((1, 0)).shape == (3, 2)
+    a.set_async(np.ones((2, 3)))
+    with pytest.raises(PyCudaError, match=r"GPUArray\.set: 5 elements into 6"):
+        a.set_async(np.ones(5))

@@ -6,7 +6,7 @@ stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
 `pycuda.compiler`: allocations know their size, shape and dtype and nothing else
 (like warm's own buffers on a compile-only device; their pointer is null, and
 nothing is ever launched or copied there), a `GPUArray`'s shape operations (`reshape`,
-`ravel`, `view`, slicing) give such arrays, copies to the device check
+`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
@@ -46,7 +46,7 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 class GPUArray:
     """A shape-only `pycuda.gpuarray.GPUArray`: PyCUDA's shape operations (`reshape`,
-    `ravel`, `view`, indexing and slicing) give shape-only arrays of its memory."""
+    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory."""
 
     def __init__(
         self,
@@ -99,13 +99,25 @@ class GPUArray:
     def __getitem__(self, index: Any) -> GPUArray:
         return self._like(_layout(self)[index])
 
+    def transpose(self, axes: Any = None) -> GPUArray:
+        return self._like(_layout(self).transpose(axes))
+
+    T = property(transpose)
+
+    def copy(self) -> GPUArray:
+        return GPUArray(self.shape, self.dtype)
+
     def set(self, ary: np.ndarray, **_: Any) -> None:
         if np.asarray(ary).size != self.size:
             raise PyCudaError(f"GPUArray.set: {np.asarray(ary).size} elements into {self.size}")
 
+    set_async = set
+
     def get(self, ary: np.ndarray | None = None, **_: Any) -> np.ndarray:
         _read(f"GPUArray {self.dtype}[{'x'.join(map(str, self.shape))}].get()")
         return ary if ary is not None else np.zeros(self.shape, self.dtype)
+
+    get_async = get
 
     def fill(self, value: Any, stream: Any = None) -> GPUArray:
         return self
