@@ -292,6 +292,10 @@ def test_defines_and_undefines_keep_nvccs_order(warm: Warm, tmp_path: Path) -> N
         ("drv.get_driver_version()", "pycuda.driver.get_driver_version"),
         ("import pycuda.cumath", "pycuda.cumath"),
         ("from pycuda.elementwise import ElementwiseKernel", "pycuda.elementwise"),
+        ("pycuda.autoinit.device.total_memory()", "pycuda.driver.Device.total_memory"),
+        ("drv.Device(0).get_attribute(1)", "pycuda.driver.Device.get_attribute"),
+        ("pycuda.autoinit.context.get_device().make_context()", "Device.make_context"),
+        ("pycuda.autoinit.context.get_api_version()", "pycuda.driver.Context.get_api_version"),
     ],
 )
 def test_what_the_stand_ins_lack_is_named_as_theirs(

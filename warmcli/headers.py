@@ -5,7 +5,8 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
 (`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
 NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
-covers them, and those a source includes (or asks for) by their absolute path.
+covers them, those a source includes (or asks for) by their absolute path, and those
+`-include`/`--pre-include` read before the source (found as a quoted name is).
 It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
 asks for) of the source and of every header found, and resolves each name as the
 compiler does, in those folders (a quoted name in a header: that header's own folder
@@ -84,6 +85,22 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]
                     take_next = flag
                 break
     return folders
+
+
+PRE_INCLUDE_FLAGS = ("--pre-include", "-include")  # a header read before the source
+
+
+def pre_included(options: Sequence[object]) -> list[str]:
+    """The headers `options` have read before the source (`-include h`, `--pre-include=h`)."""
+    names: list[str] = []
+    for before, option in zip(("", *options), options, strict=False):
+        if type(option) is not str:
+            continue
+        if before in PRE_INCLUDE_FLAGS:
+            names.append(option)
+        elif option.startswith(tuple(f + "=" for f in PRE_INCLUDE_FLAGS)):
+            names.append(option.split("=", 1)[1])
+    return names
 
 
 def absolute_include_options(options: Sequence[str]) -> list[str]:
@@ -233,12 +250,14 @@ def headers_digest(
         orders, shadowed_by = _orders(given, cwd, env)
     else:
         orders, shadowed_by = _orders.__wrapped__(given, cwd, env)
-    if not orders[0] and not _ABSOLUTE.search(source):
+    pre = pre_included(given)
+    if not orders[0] and not _ABSOLUTE.search(source) and not any(map(os.path.isabs, pre)):
         return ""
     shadowed = (shadowed_by, before)
     by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
-    pending = deque((name, quoted, here) for name, quoted in _source_includes(source))
+    pending = deque((name, True, here) for name in pre)  # read first, as quoted names
+    pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
     while pending:

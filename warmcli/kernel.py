@@ -14,7 +14,8 @@ defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, i
 float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`), or that reaches a header in one its compiler
+whose options name include folders (`-I`) or a header read first (`-include`), or that
+reaches a header in one its compiler
 takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), or includes one by its absolute
 path, the key covers the headers it reaches there (`warmcli.headers`); any other's is as
 before. Its only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a
@@ -168,8 +169,13 @@ class Kernel(Record):
 
     @_once
     def reads_headers(self) -> bool:
-        """Whether it names an include folder or includes a header by its absolute path."""
-        return self.names_include_folders or ("include" in self.source and _by_path(self.source))
+        """Whether it names an include folder or a header read before the source
+        (`-include`), or includes a header by its absolute path."""
+        return (
+            self.names_include_folders
+            or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in self.options)
+            or ("include" in self.source and _by_path(self.source))
+        )
 
     @_once
     def tunes_native(self) -> bool:
@@ -250,6 +256,7 @@ _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
 _INCLUDE_PREFIXES = ("-I", "--include-path", "-isystem", "-iquote", "-idirafter")
+_PRE_INCLUDE_PREFIXES = ("-include", "--pre-include")  # `warmcli.headers.PRE_INCLUDE_FLAGS`
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
 
 

@@ -114,10 +114,13 @@ def staged(obj: Any) -> Staged | None:
 
 
 def scalar(value: Any, letter: str, position: int) -> np.generic:
-    """`value` as the numpy scalar of PyCUDA letter `letter` (out of its range: refused)."""
+    """`value` as the numpy scalar of PyCUDA letter `letter` (out of its range, or a float
+    for an integer letter, as `struct.pack` refuses it: refused, never truncated)."""
     try:
         if letter == "?":
             return np.bool_(bool(value))
+        if letter not in "fd" and isinstance(value, float | np.floating):
+            raise TypeError("a float for an integer parameter (PyCUDA's struct.pack refuses it)")
         if letter in _UNSIGNED:
             return np.array(int(value), dtype=_UNSIGNED[letter])[()]
         return _SIGNED[letter](value)
@@ -187,8 +190,10 @@ def convert(
                 raise ArgumentError(f"{entry} argument {position}: {handler.label} for {letter!r}")
             handlers[position - 1] = handler
             values.append(Buffer(device_id, handler.array.shape, handler.array.dtype.name))
+        elif letter == "P" and _is_number(arg):  # an address, as PyCUDA packs one: no size
+            values.append(Buffer(device_id, (0,), "uint8", int(arg)))
         elif letter == "P":
-            values.append(int(arg) if _is_number(arg) else wrap(arg, device_id))
+            values.append(wrap(arg, device_id))
         elif letter in "lLqQ" and not isinstance(arg, int | float | np.generic):
             # prepare([np.intp, ...]) passes pointers as 64-bit integers, as PyCUDA packs them
             values.append(np.int64(wrap(arg, device_id).handle or 0))

@@ -12,7 +12,8 @@ arrays are copied as PyCUDA copies them when the launch executes; under a
 discarding launch the copy back is a read of a discarded buffer and gets the
 runtime's discarded-read policy, and the array is left as it was. `get_global` is
 served from the cubin of the module's one kernel; texture and surface references
-(gone since CUDA 12) are refused. A module owns its functions and their kernels.
+(gone since CUDA 12) are refused, and so are a `Function`'s CUfunction attributes and
+settings (`num_regs`, `set_cache_config`). A module owns its functions and their kernels.
 """
 
 from __future__ import annotations
@@ -38,8 +39,15 @@ from warmcli.pycuda.args import (
     check_letter,
     convert,
 )
+from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
-from warmcli.pycuda.source import isolated_source, kernel_signatures, mangled_global, wrap_source
+from warmcli.pycuda.source import (
+    device_only_names,
+    isolated_source,
+    kernel_signatures,
+    mangled_global,
+    wrap_source,
+)
 
 if TYPE_CHECKING:
     from warmcli.runtime.runtime import Runtime
@@ -153,8 +161,9 @@ class SourceModule:
         self.arch = arch
         self.code = code
         self.keep = keep  # PyCUDA keeps its build folder; warm keeps the cubin in the bundle
+        include_dirs = [*(include_dirs or ()), *own_include_dirs(source, include_dirs or ())]
         self.options, self.defines = _split_defines(
-            (*options, *(f"-I{d}" for d in include_dirs or ())), source
+            (*options, *(f"-I{d}" for d in include_dirs)), source
         )
         self.signatures = kernel_signatures(source)
         self._functions: dict[str, Function] = {}
@@ -164,8 +173,15 @@ class SourceModule:
         """The kernel `name` of this module (compiled on its first launch, not now)."""
         function = self._functions.get(name)
         if function is None:
-            if not _IDENTIFIER.match(name) or not re.search(rf"\b{name}\b", self.source):
+            # in the text, or maybe pasted by a macro (`k_##n`): that one is not in the text
+            written = "##" in self.source or re.search(rf"\b{name}\b", self.source)
+            if not _IDENTIFIER.match(name) or not written:
                 raise PyCudaError(f"SourceModule.get_function({name!r}): no such kernel in it")
+            if name in device_only_names(self.source):
+                raise PyCudaError(
+                    f"SourceModule.get_function({name!r}): {name} is not a __global__ "
+                    "function of it (declared __device__ or __constant__): no kernel to launch"
+                )
             function = self._functions[name] = Function(self, name)
         return function
 
@@ -178,8 +194,12 @@ class SourceModule:
         return found
 
     def check_target(self, runtime: Runtime) -> None:
-        """`arch=`/`code=` must name the device's own architecture: warm builds cubins for it."""
+        """`arch=`/`code=` must name the device's own architecture: warm builds cubins for it
+        (`arch="compute_90", code="sm_90"` too: nvcc's cubin of that is sm_90's)."""
+        virtual = "compute_" + runtime.arch.removeprefix("sm_")
         for what, value in (("arch", self.arch), ("code", self.code)):
+            if what == "arch" and value == virtual and self.code == runtime.arch:
+                continue
             if value is not None and value != runtime.arch:
                 raise PyCudaError(
                     f"SourceModule({what}={value!r}): warm builds cubins for the device's "
@@ -234,8 +254,25 @@ def _no_references(call: str, name: str) -> str:
     )
 
 
+# fmt: off
+_FUNCTION_API = frozenset({  # PyCUDA's of a loaded CUfunction, which warm's is not
+    "num_regs", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
+    "max_threads_per_block", "get_attribute", "set_attribute", "set_cache_config",
+    "set_shared_config", "set_block_shape", "set_shared_size", "param_set", "launch_grid",
+})
+# fmt: on
+
+
 class Function:
     """One kernel of a `SourceModule`, launched PyCUDA's ways through the bound runtime."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _FUNCTION_API:
+            raise PyCudaError(
+                f"{self.name}.{name}: warm does not serve it: its function is a warm kernel, "
+                "loaded from the bundle or compiled at its launch, not a CUfunction held here"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __init__(self, module: SourceModule, name: str) -> None:
         self.module = module
@@ -357,6 +394,7 @@ class Function:
             for handler in handlers.values():
                 if handler.copies_out:
                     rt.refuse_discarded_read(f"{handler.label} of {self.name}", stacklevel=3)
-            if timed:
+            if timed:  # an allowed read of a discarded launch's time: 0.0, as PyCUDA's a float
                 rt.refuse_discarded_read(f"the time of {self.name}", stacklevel=3)
+                return 0.0
         return seconds if timed else None

@@ -121,6 +121,18 @@ def declared_names(source: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
+def device_only_names(source: str) -> set[str]:
+    """Names the source declares at file scope `__device__`/`__constant__` and never
+    `__global__`: no kernel of that name can be got from its module."""
+    device: set[str] = set()
+    kernels: set[str] = set()
+    for statement in _file_scope_statements(source):
+        name = _declared_name(statement)
+        if name:
+            (kernels if re.search(r"\b__global__\b", statement) else device).add(name)
+    return device - kernels
+
+
 def _parameter_letter(parameter: str) -> str | None:
     tokens = re.findall(r"[A-Za-z_]\w*|\*|\[|&", parameter.split("=", 1)[0])
     if "*" in tokens or "[" in tokens:

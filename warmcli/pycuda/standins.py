@@ -5,7 +5,8 @@ which need libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modul
 stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
 `pycuda.compiler`: allocations know their size, shape and dtype and nothing else
 (like warm's own buffers on a compile-only device; their pointer is null, and
-nothing is ever launched or copied there), copies to the device check
+nothing is ever launched or copied there), a `GPUArray`'s shape operations (`reshape`,
+`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, copies to the device check
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
@@ -44,41 +45,79 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 
 class GPUArray:
-    """A shape-only `pycuda.gpuarray.GPUArray`."""
+    """A shape-only `pycuda.gpuarray.GPUArray`: PyCUDA's shape operations (`reshape`,
+    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory."""
 
     def __init__(
         self,
         shape: int | Sequence[int],
         dtype: Any = np.float64,
         allocator: Any = None,
+        base: Any = None,
         gpudata: Any = None,
+        strides: Sequence[int] | None = None,
+        order: str = "C",
         **_: Any,
     ) -> None:
         self.shape = _shape(shape)
         self.dtype = np.dtype(dtype)
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
-        steps = [self.dtype.itemsize]
-        for n in reversed(self.shape[1:]):
-            steps.append(steps[-1] * n)
-        self.strides = tuple(reversed(steps[: len(self.shape)]))  # C order's, as PyCUDA's
+        if strides is None:  # C order's (or Fortran's), as PyCUDA's
+            strides = _strides(self.shape, self.dtype.itemsize, order)
+        self.strides = tuple(int(s) for s in strides)
+        self.base = base
         self.gpudata = gpudata if gpudata is not None else StandInAllocation(self.nbytes)
-        self.ptr = self.gpudata
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
+    ndim = property(lambda self: len(self.shape))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    mem_size = property(lambda self: self.size)
+    ptr = property(lambda self: int(self.gpudata))  # PyCUDA's is an int (null here)
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    def _like(self, view: np.ndarray) -> GPUArray:  # a view of its memory, as PyCUDA's
+        return GPUArray(view.shape, view.dtype, base=self, strides=view.strides)
+
+    def reshape(self, *shape: Any, order: str = "C") -> GPUArray:
+        wanted = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        try:
+            return self._like(_layout(self).reshape(wanted, order=order))
+        except ValueError as exc:
+            raise PyCudaError(f"GPUArray.reshape{shape}: {exc}") from None
+
+    def ravel(self) -> GPUArray:
+        return self.reshape(self.size)
+
+    def view(self, dtype: Any = None) -> GPUArray:
+        try:
+            return self._like(_layout(self).view(dtype or self.dtype))
+        except (TypeError, ValueError) as exc:
+            raise PyCudaError(f"GPUArray.view({dtype!r}): {exc}") from None
+
+    def __getitem__(self, index: Any) -> GPUArray:
+        return self._like(_layout(self)[index])
+
+    def transpose(self, axes: Any = None) -> GPUArray:
+        return self._like(_layout(self).transpose(axes))
+
+    T = property(transpose)
+
+    def copy(self) -> GPUArray:
+        return GPUArray(self.shape, self.dtype)
 
     def set(self, ary: np.ndarray, **_: Any) -> None:
         if np.asarray(ary).size != self.size:
             raise PyCudaError(f"GPUArray.set: {np.asarray(ary).size} elements into {self.size}")
 
+    set_async = set
+
     def get(self, ary: np.ndarray | None = None, **_: Any) -> np.ndarray:
         _read(f"GPUArray {self.dtype}[{'x'.join(map(str, self.shape))}].get()")
         return ary if ary is not None else np.zeros(self.shape, self.dtype)
+
+    get_async = get
 
     def fill(self, value: Any, stream: Any = None) -> GPUArray:
         return self
@@ -92,13 +131,30 @@ class GPUArray:
         )
 
 
+def _strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ...]:
+    """A contiguous array's strides in C order (or Fortran's, `order="F"`)."""
+    fortran = order.upper() == "F"
+    dims = shape if fortran else shape[::-1]
+    steps = [itemsize * math.prod(dims[:i]) for i in range(len(dims))]
+    return tuple(steps) if fortran else tuple(reversed(steps))
+
+
+def _layout(array: GPUArray) -> np.ndarray:
+    """A numpy array of `array`'s shape, dtype and strides over one element of memory:
+    numpy's shape arithmetic for the views, nothing read or written."""
+    one = np.zeros(1, array.dtype)
+    return np.lib.stride_tricks.as_strided(one, array.shape, array.strides, writeable=False)
+
+
 def to_gpu(ary: np.ndarray, allocator: Any = None, **_: Any) -> GPUArray:
     ary = np.asarray(ary)
     return GPUArray(ary.shape, ary.dtype)
 
 
-def empty(shape: int | Sequence[int], dtype: Any = np.float64, **_: Any) -> GPUArray:
-    return GPUArray(shape, dtype)
+def empty(
+    shape: int | Sequence[int], dtype: Any = np.float64, order: str = "C", **_: Any
+) -> GPUArray:
+    return GPUArray(shape, dtype, order=order)
 
 
 def empty_like(other: Any, dtype: Any = None, **_: Any) -> GPUArray:
@@ -180,6 +236,9 @@ class _Device:
     def name(self) -> str:
         return f"compile-only {context.current_runtime().arch}"
 
+    def __getattr__(self, name: str) -> Any:
+        return _lacking("pycuda.driver.Device", name)
+
 
 class _Context:
     synchronize = staticmethod(_no_op)
@@ -189,6 +248,9 @@ class _Context:
     @staticmethod
     def get_device() -> _Device:
         return _Device()
+
+    def __getattr__(self, name: str) -> Any:
+        return _lacking("pycuda.driver.Context", name)
 
 
 def modules() -> dict[str, types.ModuleType]:
@@ -249,16 +311,18 @@ def modules() -> dict[str, types.ModuleType]:
 LACKING = "not in warm's GPU-less stand-in for pycuda (warm run --arch): it needs a GPU"
 
 
+def _lacking(owner: str, attribute: str) -> Any:
+    """What a stand-in lacks, named as its (a dunder: plain AttributeError)."""
+    if attribute.startswith("__"):
+        raise AttributeError(attribute)
+    raise AttributeError(f"{owner}.{attribute}: {LACKING}")
+
+
 def _module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
     module.__dict__.update(attributes)
 
-    def lacking(attribute: str) -> Any:  # what a stand-in lacks, named as its
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        raise AttributeError(f"{name}.{attribute}: {LACKING}")
-
-    module.__getattr__ = lacking  # type: ignore[method-assign]
+    module.__getattr__ = lambda attribute: _lacking(name, attribute)  # type: ignore[method-assign]
     return module
 
 

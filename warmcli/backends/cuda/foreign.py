@@ -90,7 +90,7 @@ def wrap(
     if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
         _refuse_gaps(obj, obj.shape, getattr(obj, "strides", None), obj.dtype)
         pointer = getattr(obj, "ptr", None)
-        if pointer is None and obj.gpudata is not None:
+        if pointer is None or _pointer(obj.gpudata) is None:  # a stand-in's: null, not 0
             pointer = obj.gpudata
         return Buffer(
             device_id, shape or tuple(obj.shape), dtype or np.dtype(obj.dtype).name,

@@ -1,0 +1,50 @@
+"""PyCUDA's own include folder, given to a module whose source includes its headers.
+
+PyCUDA's `compile` appends `pycuda/cuda` (`_find_pycuda_include_path`) to every
+module's `include_dirs`, so `#include <pycuda-complex.hpp>` needs none of the user's.
+warm appends it, last as PyCUDA does, only to a module whose source includes one of
+PyCUDA's headers by name (`pycuda-*.hpp`): the folder's path is then in the kernel's
+options and key, and no other kernel's key depends on where (or whether) pycuda is
+installed. pycuda is found on `sys.path` without being imported (the GPU-less
+stand-ins may stand in its place in `sys.modules`). No state; nothing is written.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import re
+from collections.abc import Sequence
+
+from warmcli.errors import PyCudaError
+
+_OWN_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](pycuda-[\w.-]+\.hpp)[>"]', re.MULTILINE)
+
+
+def pycuda_include_folder() -> str | None:
+    """`pycuda/cuda` of the pycuda package on `sys.path`, or None where there is none."""
+    spec = importlib.machinery.PathFinder.find_spec("pycuda")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = os.path.join(os.path.abspath(location), "cuda")
+        if os.path.isdir(folder):
+            return folder
+    return None
+
+
+def own_include_dirs(source: str, include_dirs: Sequence[str]) -> list[str]:
+    """PyCUDA's include folder when `source` includes one of its headers (else none);
+    without pycuda, a header the given folders do not hold is refused, named."""
+    headers = _OWN_HEADER.findall(source)
+    if not headers:
+        return []
+    folder = pycuda_include_folder()
+    if folder is not None:
+        return [folder]
+    for header in headers:
+        if not any(os.path.isfile(os.path.join(d, header)) for d in include_dirs):
+            raise PyCudaError(
+                f"SourceModule: the source includes {header}, PyCUDA's own header, which "
+                "PyCUDA finds in its include folder: pycuda is not installed here; install "
+                "it, or pass the folder holding the header in include_dirs"
+            )
+    return []
