@@ -182,6 +182,49 @@ def test_prefetch_chunks_resumed_by_rowid_are_those_by_offset(tmp_path) -> None:
         assert chunked._resume  # the chunks after the first were resumed
 
 
+def test_no_prefetched_value_is_long_whatever_its_column(tmp_path) -> None:
+    """A prefetched row holds no long value, in any column (`seconds` too, which no text
+    bound counted): a row holding one is left out of the chunk and read by its key when
+    asked for (refused there, as malformed); the rows before it are prefetched."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import BundleError
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 4)
+    conn = sqlite3.connect(path)
+    with conn:  # a blob a hundred times the bound where a number belongs
+        conn.execute(
+            "UPDATE kernels SET seconds = zeroblob(?) WHERE key = ?",
+            (100 * PREFETCH_VALUE_BYTES, records[2].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert records[2].key not in rows
+        assert records[0].key in rows  # (the row before it is stepped with it: by key too)
+        assert all(len(v) <= PREFETCH_VALUE_BYTES for r in rows.values() for v in r[:12]
+                   if isinstance(v, str | bytes))  # fmt: skip
+        with pytest.raises(BundleError, match="seconds"):
+            bundle.kernel(records[2].key, rows)
+
+
+def test_a_chunk_naming_many_blobs_has_every_size(tmp_path) -> None:
+    """A chunk naming more blobs than one JSON array of sha256s may hold under the
+    prefetch's value limit (a CUDA bundle: a blob a kernel) has each row's blob size."""
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    many = PREFETCH_VALUE_BYTES // 64 + 1  # their sha256s alone are longer than the limit
+    records = _stored(tmp_path / "b.warm", ["x86_64"] * many)
+    with Bundle.open(tmp_path / "b.warm") as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert len(rows) == many
+        assert all(rows[r.key][-1] == i for i, r in enumerate(records, 1))  # its blob's size
+
+
 # Python frames a served kernel's first launch runs, at most, launch included (issue 16):
 # 39.8 at 53a714c, 33.8 since (a few prefetches shared over the 63 counted).
 SERVED_FRAMES = 34
