@@ -89,12 +89,12 @@ def test_kernel_record_fast_path_checks_every_field_as_the_checked_one(
 ) -> None:
     """A row off the form warm writes (a field of another type, out of its bounds, another
     form) gives what the field-by-field path gives: the same record, or the same refusal;
-    prefetched (no over-limit column) or read by its key alike."""
+    prefetched (its rowid where the over-limit column is) or read by its key alike."""
     from warmcli.bundle.kernel_row import _checked_kernel_record, _kernel_record
     from warmcli.bundle.rows import _Malformed
 
     by_key = _row(**changes)
-    for row in (by_key, by_key[:-1]):
+    for row in (by_key, (*by_key[:-1], 7)):
         outcomes = []
         for parse in (_kernel_record, _checked_kernel_record):
             try:
@@ -129,9 +129,9 @@ def _stored(path, arches: list[str]) -> list:
 
 
 def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
-    """`kernel_rows` reads values as they are (its rows' texts are bounded): what it hands
-    `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its over-limit column), an
-    oversized name included, which both refuse alike, in the same words."""
+    """`kernel_rows` reads values as they are (its rows' values are bounded): what it hands
+    `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its rowid and the over-limit
+    column), an oversized name included, which both refuse alike, in the same words."""
     import sqlite3
 
     from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
@@ -153,8 +153,8 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
         for record in records:
             by_key = bundle._one(f"{KERNEL_SELECT} WHERE key = ?", (record.key,))
             assert by_key is not None
-            if by_key[-1] is None:  # the over-limit column: prefetched rows have none
-                assert rows[record.key] == by_key[:-1]
+            if by_key[-1] is None:  # the over-limit column: prefetched rows have their rowid
+                assert rows[record.key][:-1] == by_key[:-1]
                 assert bundle.kernel(record.key, rows) == bundle.kernel(record.key)
             else:
                 refusals = []

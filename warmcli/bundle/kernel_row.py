@@ -7,9 +7,8 @@ and a sha256's hex, an entry's and a symbol's form, components a JSON object, a 
 time, a blob's size). A hot start parses thousands, so a row as warm writes it passes
 the same checks written inline, in one frame; any other row takes the field-by-field
 path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's
-cursor, their values counted against its budget, by `stepped`, and handed out with their
-blobs' sizes by `sized` (those not known yet read at once, by the query its caller
-runs, into the caller's dict). It holds no state and runs no query itself.
+cursor, their values counted against its budget, by `stepped`. It holds no state and runs
+no query itself.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import json
 import math
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import suppress
 from typing import Any
 
@@ -37,18 +36,18 @@ from warmcli.bundle.rows import (
 from warmcli.records import KernelRecord
 
 PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for serving
-# A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
-# first 12 and its blob's size, read once per open bundle for the few blobs the rows name,
-# by `_BLOB_SIZES`: a subquery per row costs more than a chunk's blobs looked up once), of a
-# device's rows. No value longer than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it
-# (Python 3.11+: `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so
-# each value is read as it is, with no `length()` per column and row (half of SQLite's time
-# for a row); their memory is counted in Python (`_chars`). On Python 3.10 (no limit to
-# set) the WHERE bounds a row's texts by their bytes (`_TEXTS`: each known without
-# counting characters, never fewer than them; NULL when one is NULL: such a row is read by
-# its key). Its texts are few, far below the limit of a label, the components or a log, so
-# a name longer than a name may be is named here, as `KERNEL_SELECT`'s last column would
-# name it (`_over_limit`).
+# A prefetched row: `KERNEL_COLUMNS`, its blob's size (read as `KERNEL_SELECT` reads it, by
+# a subquery: a chunk's first row reads the blob's index pages the blob's read then finds
+# read, with no statement of its own), then its rowid, of a device's rows. No value longer
+# than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (Python 3.11+:
+# `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so each value is
+# read as it is, with no `length()` per column and row (half of SQLite's time for a row);
+# their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
+# bounds a row's texts by their bytes (`_TEXTS`: each known without counting characters,
+# never fewer than them; NULL when one is NULL: such a row is read by its key). Its texts
+# are few, far below the limit of a label, the components or a log, so a name longer than
+# a name may be is named here, as `KERNEL_SELECT`'s last column would name it
+# (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in KERNEL_COLUMNS.split(", ")[:11])
@@ -56,15 +55,10 @@ _BOUNDED = (
     "" if hasattr(sqlite3.Connection, "setlimit") else f"{_TEXTS} <= {PREFETCH_VALUE_BYTES} AND "
 )
 _PREFETCH_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
-    f"{_BOUNDED}rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), rowid "
+    f"FROM kernels WHERE backend = ? AND arch = ? AND {_BOUNDED}rowid >= ? "
+    "ORDER BY rowid LIMIT ? OFFSET ?"
 )  # from a rowid, or skipping
-# The sizes of the blobs a chunk names (a JSON array of their sha256s): its rows' last field;
-# of one blob (a host batch's chunk), by its sha256 alone: a process's first `json_each`
-# costs ~0.15 ms more (SQLite makes its table), which most serving processes never pay.
-_BLOB_SIZES = "SELECT sha256, size FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))"
-_BLOB_SIZE = "SELECT sha256, size FROM blobs WHERE sha256 IN (?)"
-_SIZES_AT_ONCE = 512  # sha256s in one `_BLOB_SIZES` array: ~35 KB of JSON
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
@@ -77,11 +71,8 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
     parses thousands: a row as warm writes it passes the same checks written inline (one
     frame); any other row takes the field-by-field path, which names what is wrong."""
-    n = len(row)
-    if n == 13 or (n == 14 and row[13] is None):  # prefetched, or by key
-        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = (
-            row if n == 13 else row[:13]
-        )
+    if len(row) == 14 and (row[13] is None or type(row[13]) is int):  # by key, or prefetched
+        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size, _ = row
         if (
             type(key) is str
             and type(sha) is str
@@ -129,28 +120,6 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     return _checked_kernel_record(row)
 
 
-def sized(
-    rows: list[tuple[object, ...]],
-    known: dict[str, object],
-    read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]],
-) -> dict[str, tuple[object, ...]]:
-    """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
-    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, from `known` (an
-    open bundle's, by sha256), where the sizes of the blobs it lacks are put first, read by
-    `read(_BLOB_SIZES, params)` (`_SIZES_AT_ONCE` a query: `params`, a JSON array, stays
-    far under the prefetch's value limit) or `read(_BLOB_SIZE, (sha256,))` for one. A size
-    is read once per open bundle: a sha256 names one content, and a blob is read
-    (`Bundle.blob`) only if its size is its length."""
-    wanted = {r[7] for r in rows if type(r[7]) is str and r[7] not in known}
-    if len(wanted) == 1:
-        known.update(read(_BLOB_SIZE, (next(iter(wanted)),)))
-    elif wanted:  # a few hundred at a time: each array far shorter than a prefetched value
-        names = sorted(wanted)
-        for at in range(0, len(names), _SIZES_AT_ONCE):
-            known.update(read(_BLOB_SIZES, (json.dumps(names[at : at + _SIZES_AT_ONCE]),)))
-    return {r[0]: (*r[:12], known.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
-
-
 def stepped(
     cursor: Iterable[tuple[Any, ...]], prefetched: int, budget: int
 ) -> tuple[list[tuple[Any, ...]], int]:
@@ -166,7 +135,7 @@ def stepped(
                     + len(row[5]) + len(row[6]) + len(row[7]) + len(row[8]) + len(row[9])
                     + len(row[10])
                 )  # fmt: skip
-                if type(row[11]) is not float:
+                if type(row[11]) is not float or type(row[12]) is not int:
                     chars = _chars(row)
             except TypeError:
                 chars = _chars(row)
@@ -180,7 +149,7 @@ def stepped(
 def _chars(row: tuple[object, ...]) -> int:
     """The characters of a prefetched row's values as Python holds them (a number counts as
     its text; a text's are never more than its bytes, which SQLite bounded)."""
-    return sum(len(v) if isinstance(v, str | bytes) else len(str(v)) for v in row[:12])
+    return sum(len(v) if isinstance(v, str | bytes) else len(str(v)) for v in row[:13])
 
 
 def _components(text: str) -> dict[str, str]:
@@ -208,8 +177,8 @@ def _over_limit(row: tuple[object, ...]) -> str | None:
 
 
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    if len(row) == 13:  # prefetched: named as read by its key
-        row = (*row, _over_limit(row))
+    if len(row) == 14 and type(row[13]) is int:  # prefetched: named as read by its key
+        row = (*row[:13], _over_limit(row))
     fields_row = _within_limits(row)
     fields: dict[str, object] = {}
     name = "?"

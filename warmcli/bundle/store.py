@@ -38,7 +38,6 @@ from warmcli.bundle.kernel_row import (
     _PREFETCH_SELECT,
     PREFETCH_VALUE_BYTES,
     _kernel_record,
-    sized,
     stepped,
 )
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
@@ -81,7 +80,6 @@ class Bundle(BundleAdmin):
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
-        self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -184,9 +182,10 @@ class Bundle(BundleAdmin):
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
     ) -> dict[str, tuple[Any, ...]]:
-        """Kernel rows built for `backend` and `arch`, unchecked, in stored order (`count` of
-        them from the `start`th; -1: all), streamed: what a device may serve, for `kernel(key,
-        fetched)` to check and parse one at a time. Bounded whatever the bundle holds: no value
+        """Kernel rows built for `backend` and `arch` (`KERNEL_COLUMNS`, the blob's size, the
+        rowid), unchecked, in stored order (`count` of them from the `start`th; -1: all),
+        streamed: what a device may serve, for `kernel(key, fetched)` to check and parse one
+        at a time. Bounded whatever the bundle holds: no value
         longer than `PREFETCH_VALUE_BYTES` is loaded (SQLite refuses it), at most
         `PREFETCH_CHARS` in all per open bundle, none from a row SQLite cannot hand back (a
         value too long, text no UTF-8: the chunk ends before it, or the row before it); a row
@@ -204,11 +203,7 @@ class Bundle(BundleAdmin):
                 cursor.close()
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
-            return sized(  # with their blobs' sizes, each read once per open bundle
-                got,
-                self._sizes,
-                lambda sql, p: _retrying(self.fspath, lambda: self._conn.execute(sql, p)),
-            )
+            return {r[0]: r for r in got if type(r[0]) is str}  # (a key no text: by key)
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None
