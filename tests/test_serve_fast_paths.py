@@ -212,8 +212,9 @@ def test_no_prefetched_value_is_long_whatever_its_column(tmp_path) -> None:
 
 
 def test_a_chunk_naming_many_blobs_has_every_size(tmp_path) -> None:
-    """A chunk naming more blobs than one JSON array of sha256s may hold under the
-    prefetch's value limit (a CUDA bundle: a blob a kernel) has each row's blob size."""
+    """A chunk naming more blobs than one JSON array of their sha256s could hold under the
+    prefetch's value limit (a CUDA bundle: a blob a kernel) has each row's blob size, as
+    `Bundle.kernel` reads it by key."""
     from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
     from warmcli.bundle.store import Bundle
 
@@ -222,7 +223,8 @@ def test_a_chunk_naming_many_blobs_has_every_size(tmp_path) -> None:
     with Bundle.open(tmp_path / "b.warm") as bundle:
         rows = bundle.kernel_rows("host", "x86_64")
         assert len(rows) == many
-        assert all(rows[r.key][-1] == i for i, r in enumerate(records, 1))  # its blob's size
+        assert all(rows[r.key][12] == i for i, r in enumerate(records, 1))  # its blob's size
+        assert all(bundle.kernel(r.key, rows) == bundle.kernel(r.key) for r in records[::97])
 
 
 # Python frames a served kernel's first launch runs, at most, launch included (issue 16):
