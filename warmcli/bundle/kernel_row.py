@@ -43,22 +43,29 @@ PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for ser
 # `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so each value is
 # read as it is, with no `length()` per column and row (half of SQLite's time for a row);
 # their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
-# bounds a row's texts by their bytes (`_TEXTS`: each known without counting characters,
-# never fewer than them; NULL when one is NULL: such a row is read by its key). Its texts
+# bounds a row's values by their bytes (`_TEXTS`, a number's as its text: each known without
+# counting characters, never fewer than them; NULL when one is NULL: such a row is read by
+# its key). Its texts
 # are few, far below the limit of a label, the components or a log, so a name longer than
 # a name may be is named here, as `KERNEL_SELECT`'s last column would name it
 # (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
-_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in KERNEL_COLUMNS.split(", ")[:11])
-_BOUNDED = (
-    "" if hasattr(sqlite3.Connection, "setlimit") else f"{_TEXTS} <= {PREFETCH_VALUE_BYTES} AND "
-)
-_PREFETCH_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, (SELECT size FROM blobs WHERE sha256 = kernels.sha256), rowid "
-    f"FROM kernels WHERE backend = ? AND arch = ? AND {_BOUNDED}rowid >= ? "
-    "ORDER BY rowid LIMIT ? OFFSET ?"
-)  # from a rowid, or skipping
+_SIZE = "(SELECT size FROM blobs WHERE sha256 = kernels.sha256)"
+_VALUES = (*KERNEL_COLUMNS.split(", "), _SIZE)  # every value but the rowid
+_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in _VALUES)
+
+
+def _prefetch_select(bounded: bool) -> str:
+    """The prefetch select; `bounded`: with the WHERE that bounds a row's values (3.10)."""
+    where = f"{_TEXTS} <= {PREFETCH_VALUE_BYTES} AND " if bounded else ""
+    return (
+        f"SELECT {', '.join(_VALUES)}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
+        f"{where}rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+    )  # from a rowid, or skipping
+
+
+_PREFETCH_SELECT = _prefetch_select(not hasattr(sqlite3.Connection, "setlimit"))
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
