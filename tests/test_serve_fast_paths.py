@@ -320,3 +320,32 @@ def test_variants_of_one_source_scan_it_for_absolute_includes_once(monkeypatch) 
             wanted = {"arch": "sm_90", "kernel": kernel.content_hash, "toolchain": toolchain}
             assert kernel_key(kernel, "sm_90", toolchain) == _digest(wanted)
         assert len(scans) <= 1, (language, len(scans))
+
+
+def test_a_long_compile_log_leaves_its_row_out_and_the_prefetch_goes_on(tmp_path) -> None:
+    """A row SQLite will not hand back whole (a warm-written compile log may run to 4 MB, past
+    what a prefetched value may be) is read by its key when asked for; the chunk still holds
+    as many rows as asked for, from the rows after it, so the prefetch goes on."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 10)
+    conn = sqlite3.connect(path)
+    with conn:  # a long compile log, as a kernel with many warnings has
+        conn.execute(
+            "UPDATE kernels SET compile_log = ? WHERE key = ?",
+            ("warning: w\n" * (PREFETCH_VALUE_BYTES // 5), records[4].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        first = bundle.kernel_rows("host", "x86_64", 0, 5)
+        second = bundle.kernel_rows("host", "x86_64", 5, 5)
+        assert len(first) == 5 and records[4].key not in first  # full: more may follow
+        fetched = {**first, **second}
+        assert records[4].key not in fetched and records[9].key in fetched
+        assert len(fetched) >= 8  # every row but the long one (and the one stepped with it)
+        long = bundle.kernel(records[4].key, fetched)  # by its key, whole
+        assert long is not None and long.compile_log.startswith("warning: w")

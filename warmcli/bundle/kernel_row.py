@@ -17,8 +17,7 @@ import json
 import math
 import re
 import sqlite3
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
@@ -66,6 +65,10 @@ def _prefetch_select(bounded: bool) -> str:
 
 
 _PREFETCH_SELECT = _prefetch_select(not hasattr(sqlite3.Connection, "setlimit"))
+# The first row at or after a rowid of a device's kernels: a row `chunk` passes over.
+_ROWID_FROM = (
+    "SELECT rowid FROM kernels WHERE backend = ? AND arch = ? AND rowid >= ? ORDER BY rowid LIMIT 1"
+)
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
@@ -127,14 +130,47 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     return _checked_kernel_record(row)
 
 
-def stepped(
-    cursor: Iterable[tuple[Any, ...]], prefetched: int, budget: int
+def chunk(
+    select: Callable[[int, int, int], sqlite3.Cursor],
+    rowid_from: Callable[[int], tuple[Any, ...] | None],
+    where: tuple[int, int, int],
+    prefetched: int,
+    budget: int,
 ) -> tuple[list[tuple[Any, ...]], int]:
-    """A chunk's rows stepped from `cursor` (`_PREFETCH_SELECT`), and the characters of the
-    open bundle's prefetched values with theirs (`_chars`), while those stay within
-    `budget`; a row SQLite cannot hand back (a value too long, text no UTF-8) ends it."""
+    """A prefetched chunk's rows and the characters prefetched with them (`stepped`):
+    `select(from_rowid, count, skip)` runs `_PREFETCH_SELECT` from `where` (a rowid, the
+    count of rows, or -1, and how many to skip). A row SQLite cannot hand back is passed
+    over (`rowid_from(rowid)`: the first row at or after it, `_ROWID_FROM`, which loads none
+    of its values) and the chunk goes on after it, strictly on, so it ends."""
+    first, skip, count = where
     got: list[tuple[Any, ...]] = []
-    with suppress(sqlite3.Error):
+    while True:
+        try:
+            cursor = select(first, count - len(got) if count >= 0 else -1, skip)
+        except sqlite3.Error:  # its first row: one it cannot hand back ("locked" is retried)
+            refused = True
+        else:
+            try:
+                prefetched, refused = stepped(cursor, prefetched, budget, got)
+            finally:
+                cursor.close()
+        if not refused or len(got) == count or (skip and not got):  # (skipping: from where?)
+            return got, prefetched
+        first = max(first, got[-1][-1] + 1) if got else first
+        after = rowid_from(first)
+        if after is None or after[0] >= 2**63 - 1:
+            return got, prefetched
+        first, skip = after[0] + 1, 0
+
+
+def stepped(
+    cursor: Iterable[tuple[Any, ...]], prefetched: int, budget: int, got: list[tuple[Any, ...]]
+) -> tuple[int, bool]:
+    """A chunk's rows stepped from `cursor` (`_PREFETCH_SELECT`) onto `got`, and the
+    characters of the open bundle's prefetched values with theirs (`_chars`), while those
+    stay within `budget`; a row SQLite cannot hand back (a value too long, text no UTF-8)
+    stops it: whether one did is the second value returned."""
+    try:
         for row in cursor:
             try:  # what `_chars` counts, in line for a row of texts and a number
                 chars = (
@@ -150,7 +186,9 @@ def stepped(
             if prefetched > budget:
                 break
             got.append(row)
-    return got, prefetched
+    except sqlite3.Error:
+        return prefetched, True
+    return prefetched, False
 
 
 def _chars(row: tuple[object, ...]) -> int:

@@ -36,9 +36,10 @@ from warmcli.bundle.blobs import MAX_LOADED_BYTES, Streamed, over_cap
 from warmcli.bundle.file import PAGE_BYTES, _open_connection, _retrying, _sqlite_errors
 from warmcli.bundle.kernel_row import (
     _PREFETCH_SELECT,
+    _ROWID_FROM,
     PREFETCH_VALUE_BYTES,
     _kernel_record,
-    stepped,
+    chunk,
 )
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
@@ -188,19 +189,24 @@ class Bundle(BundleAdmin):
         at a time. Bounded whatever the bundle holds: no value
         longer than `PREFETCH_VALUE_BYTES` is loaded (SQLite refuses it), at most
         `PREFETCH_CHARS` in all per open bundle, none from a row SQLite cannot hand back (a
-        value too long, text no UTF-8: the chunk ends before it, or the row before it); a row
-        left out is read by its key when asked for (a miss if bad). A chunk from where the
-        last one ended starts after its rowid (not scanning the rows before)."""
+        value too long, a compile log of many warnings, or text no UTF-8: left out with the
+        row stepped before it, the chunk going on after it); a row left out is read by its key
+        when asked for (a miss if bad). A chunk from where the last one ended starts after its
+        rowid (not scanning the rows before)."""
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
-        params = (backend, arch, first, count, skip)
         with self._reading(PREFETCH_VALUE_BYTES):  # no longer value loaded
-            cursor = _retrying(self.fspath, lambda: self._conn.execute(_PREFETCH_SELECT, params))
-            try:  # a row it cannot hand back ends the chunk: read by key
-                got, self._prefetched = stepped(cursor, self._prefetched, PREFETCH_CHARS)
-            finally:
-                cursor.close()
+            got, self._prefetched = chunk(
+                lambda at, n, k: _retrying(  # (its first row is stepped here)
+                    self.fspath,
+                    lambda: self._conn.execute(_PREFETCH_SELECT, (backend, arch, at, n, k)),
+                ),
+                lambda at: self._one(_ROWID_FROM, (backend, arch, at), PAGE_BYTES),
+                (first, skip, count),
+                self._prefetched,
+                PREFETCH_CHARS,
+            )
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
             return {r[0]: r for r in got if type(r[0]) is str}  # (a key no text: by key)
