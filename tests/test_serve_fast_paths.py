@@ -89,12 +89,12 @@ def test_kernel_record_fast_path_checks_every_field_as_the_checked_one(
 ) -> None:
     """A row off the form warm writes (a field of another type, out of its bounds, another
     form) gives what the field-by-field path gives: the same record, or the same refusal;
-    prefetched (no over-limit column) or read by its key alike."""
+    prefetched (its rowid where the over-limit column is) or read by its key alike."""
     from warmcli.bundle.kernel_row import _checked_kernel_record, _kernel_record
     from warmcli.bundle.rows import _Malformed
 
     by_key = _row(**changes)
-    for row in (by_key, by_key[:-1]):
+    for row in (by_key, (*by_key[:-1], 7)):
         outcomes = []
         for parse in (_kernel_record, _checked_kernel_record):
             try:
@@ -129,9 +129,9 @@ def _stored(path, arches: list[str]) -> list:
 
 
 def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
-    """`kernel_rows` reads values as they are (its rows' texts are bounded): what it hands
-    `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its over-limit column), an
-    oversized name included, which both refuse alike, in the same words."""
+    """`kernel_rows` reads values as they are (its rows' values are bounded): what it hands
+    `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its rowid and the over-limit
+    column), an oversized name included, which both refuse alike, in the same words."""
     import sqlite3
 
     from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
@@ -153,8 +153,8 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
         for record in records:
             by_key = bundle._one(f"{KERNEL_SELECT} WHERE key = ?", (record.key,))
             assert by_key is not None
-            if by_key[-1] is None:  # the over-limit column: prefetched rows have none
-                assert rows[record.key] == by_key[:-1]
+            if by_key[-1] is None:  # the over-limit column: prefetched rows have their rowid
+                assert rows[record.key][:-1] == by_key[:-1]
                 assert bundle.kernel(record.key, rows) == bundle.kernel(record.key)
             else:
                 refusals = []
@@ -180,6 +180,77 @@ def test_prefetch_chunks_resumed_by_rowid_are_those_by_offset(tmp_path) -> None:
                 assert got == other.kernel_rows("host", "x86_64", start, count)
             start += count
         assert chunked._resume  # the chunks after the first were resumed
+
+
+def test_no_prefetched_value_is_long_whatever_its_column(tmp_path) -> None:
+    """A prefetched row holds no long value, in any column (`seconds` too, which no text
+    bound counted): a row holding one is left out of the chunk and read by its key when
+    asked for (refused there, as malformed); the rows before it are prefetched."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import BundleError
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 4)
+    conn = sqlite3.connect(path)
+    with conn:  # a blob a hundred times the bound where a number belongs
+        conn.execute(
+            "UPDATE kernels SET seconds = zeroblob(?) WHERE key = ?",
+            (100 * PREFETCH_VALUE_BYTES, records[2].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert records[2].key not in rows
+        assert records[0].key in rows  # (the row before it is stepped with it: by key too)
+        assert all(len(v) <= PREFETCH_VALUE_BYTES for r in rows.values() for v in r[:12]
+                   if isinstance(v, str | bytes))  # fmt: skip
+        with pytest.raises(BundleError, match="seconds"):
+            bundle.kernel(records[2].key, rows)
+
+
+def test_where_no_length_limit_can_be_set_the_select_bounds_every_value(tmp_path) -> None:
+    """On Python 3.10 (no `setlimit`) the prefetch select itself leaves out a row holding a
+    long value in any column it reads: its `seconds`, its blob's size, a text."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES, _prefetch_select
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 4)
+    long = 2 * PREFETCH_VALUE_BYTES
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE kernels SET seconds = zeroblob(?) WHERE key = ?", (long, records[0].key)
+        )
+        conn.execute(
+            "UPDATE blobs SET size = zeroblob(?) WHERE sha256 = ?", (long, records[1].sha256)
+        )
+        conn.execute("UPDATE kernels SET label = zeroblob(?) WHERE key = ?", (long, records[2].key))
+    rows = conn.execute(
+        _prefetch_select(bounded=True), ("host", "x86_64", -(2**63), -1, 0)
+    ).fetchall()
+    conn.close()
+    assert [r[0] for r in rows] == [records[3].key]
+
+
+def test_a_chunk_naming_many_blobs_has_every_size(tmp_path) -> None:
+    """A chunk naming more blobs than one JSON array of their sha256s could hold under the
+    prefetch's value limit (a CUDA bundle: a blob a kernel) has each row's blob size, as
+    `Bundle.kernel` reads it by key."""
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    many = PREFETCH_VALUE_BYTES // 64 + 1  # their sha256s alone are longer than the limit
+    records = _stored(tmp_path / "b.warm", ["x86_64"] * many)
+    with Bundle.open(tmp_path / "b.warm") as bundle:
+        rows = bundle.kernel_rows("host", "x86_64")
+        assert len(rows) == many
+        assert all(rows[r.key][12] == i for i, r in enumerate(records, 1))  # its blob's size
+        assert all(bundle.kernel(r.key, rows) == bundle.kernel(r.key) for r in records[::97])
 
 
 # Python frames a served kernel's first launch runs, at most, launch included (issue 16):
@@ -249,3 +320,32 @@ def test_variants_of_one_source_scan_it_for_absolute_includes_once(monkeypatch) 
             wanted = {"arch": "sm_90", "kernel": kernel.content_hash, "toolchain": toolchain}
             assert kernel_key(kernel, "sm_90", toolchain) == _digest(wanted)
         assert len(scans) <= 1, (language, len(scans))
+
+
+def test_a_long_compile_log_leaves_its_row_out_and_the_prefetch_goes_on(tmp_path) -> None:
+    """A row SQLite will not hand back whole (a warm-written compile log may run to 4 MB, past
+    what a prefetched value may be) is read by its key when asked for; the chunk still holds
+    as many rows as asked for, from the rows after it, so the prefetch goes on."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 10)
+    conn = sqlite3.connect(path)
+    with conn:  # a long compile log, as a kernel with many warnings has
+        conn.execute(
+            "UPDATE kernels SET compile_log = ? WHERE key = ?",
+            ("warning: w\n" * (PREFETCH_VALUE_BYTES // 5), records[4].key),
+        )
+    conn.close()
+    with Bundle.open(path) as bundle:
+        first = bundle.kernel_rows("host", "x86_64", 0, 5)
+        second = bundle.kernel_rows("host", "x86_64", 5, 5)
+        assert len(first) == 5 and records[4].key not in first  # full: more may follow
+        fetched = {**first, **second}
+        assert records[4].key not in fetched and records[9].key in fetched
+        assert len(fetched) >= 8  # every row but the long one (and the one stepped with it)
+        long = bundle.kernel(records[4].key, fetched)  # by its key, whole
+        assert long is not None and long.compile_log.startswith("warning: w")

@@ -80,6 +80,35 @@ def test_each_blob_is_read_once_and_rows_in_few_queries(
     assert len(size_reads) <= len(row_reads), size_reads  # once per prefetched chunk
 
 
+def test_each_blob_is_hashed_once(
+    warmed: tuple[Warm, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob's sha256 is checked as it is read (`Bundle.blob`); the host library cache
+    names its file by that checked digest, not hashing the binary again."""
+    import hashlib
+
+    warm, workload, path = warmed
+    digested: list[int] = []
+    real = hashlib.sha256
+
+    def counting(data: bytes = b"", **kwargs: object) -> object:
+        digested.append(len(data))
+        return real(data, **kwargs)  # type: ignore[arg-type]
+
+    with Bundle.open(path) as bundle:
+        sizes = {size for (size,) in bundle._all("SELECT size FROM blobs")}
+        monkeypatch.setattr(hashlib, "sha256", counting)
+        rt, _ = _serve(workload, bundle, monkeypatch, warm.env["WARM_HOME"])
+        monkeypatch.setattr(hashlib, "sha256", real)
+        try:
+            served = rt.kernels.loaded_from_bundle()
+            blobs = {r.sha256 for r in (bundle.kernel(k) for k in served) if r is not None}
+        finally:
+            rt.close()
+    assert len(served) == KERNELS
+    assert len([n for n in digested if n in sizes]) == len(blobs), digested
+
+
 def test_a_row_edited_after_signing_is_not_served_when_fetched_together(
     warmed: tuple[Warm, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

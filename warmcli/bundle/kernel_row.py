@@ -6,9 +6,9 @@ checked as `warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a ke
 and a sha256's hex, an entry's and a symbol's form, components a JSON object, a finite
 time, a blob's size). A hot start parses thousands, so a row as warm writes it passes
 the same checks written inline, in one frame; any other row takes the field-by-field
-path, which names what is wrong. A prefetched chunk's rows are handed out with their
-blobs' sizes by `sized` (those not known yet read at once, by the query its caller
-runs, into the caller's dict). It holds no state and reads nothing itself.
+path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's
+cursor, their values counted against its budget, by `stepped`. It holds no state and runs
+no query itself.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,31 +34,41 @@ from warmcli.bundle.rows import (
 )
 from warmcli.records import KernelRecord
 
-PREFETCH_ROW_CHARS = 64 << 10  # a kernel row prefetched for serving has texts this short
-# The length of a kernel row's texts in bytes as SQLite holds them, never fewer than their
-# characters (`Bundle.kernel_rows` bounds it): each known without counting characters (a
-# text's `length()` counts them, to its first NUL); NULL when one is NULL, so such a row
-# is never prefetched (it is read by its key).
-_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in KERNEL_COLUMNS.split(", ")[:11])
-# A prefetched row: `KERNEL_COLUMNS`, then its rowid (`Bundle.kernel_rows` hands out the
-# first 12 and its blob's size, read once per open bundle for the few blobs the rows name,
-# by `_BLOB_SIZES`: a subquery per row costs more than a chunk's blobs looked up once), of a
-# device's rows whose texts `_TEXTS` bounds, in the WHERE
-# only (counted once; their memory is counted in Python, `_chars`). Its texts are few, far
-# below the limit of a label, the components or a log, so each value is read as it is,
-# not through a `length()` test each; a name longer than a name may be is named here, as
-# `KERNEL_SELECT`'s last column would name it (`_over_limit`).
+PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for serving
+# A prefetched row: `KERNEL_COLUMNS`, its blob's size (read as `KERNEL_SELECT` reads it, by
+# a subquery: a chunk's first row reads the blob's index pages the blob's read then finds
+# read, with no statement of its own), then its rowid, of a device's rows. No value longer
+# than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (Python 3.11+:
+# `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so each value is
+# read as it is, with no `length()` per column and row (half of SQLite's time for a row);
+# their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
+# bounds a row's values by their bytes (`_TEXTS`, a number's as its text: each known without
+# counting characters, never fewer than them; NULL when one is NULL: such a row is read by
+# its key). Its texts
+# are few, far below the limit of a label, the components or a log, so a name longer than
+# a name may be is named here, as `KERNEL_SELECT`'s last column would name it
+# (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
-_PREFETCH_SELECT = (
-    f"SELECT {KERNEL_COLUMNS}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
-    f"{_TEXTS} <= {PREFETCH_ROW_CHARS} AND rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
-)  # from a rowid, or skipping
-# The sizes of the blobs a chunk names (a JSON array of their sha256s): its rows' last field;
-# of one blob (a host batch's chunk), by its sha256 alone: a process's first `json_each`
-# costs ~0.15 ms more (SQLite makes its table), which most serving processes never pay.
-_BLOB_SIZES = "SELECT sha256, size FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))"
-_BLOB_SIZE = "SELECT sha256, size FROM blobs WHERE sha256 IN (?)"
+_SIZE = "(SELECT size FROM blobs WHERE sha256 = kernels.sha256)"
+_VALUES = (*KERNEL_COLUMNS.split(", "), _SIZE)  # every value but the rowid
+_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in _VALUES)
+
+
+def _prefetch_select(bounded: bool) -> str:
+    """The prefetch select; `bounded`: with the WHERE that bounds a row's values (3.10)."""
+    where = f"{_TEXTS} <= {PREFETCH_VALUE_BYTES} AND " if bounded else ""
+    return (
+        f"SELECT {', '.join(_VALUES)}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
+        f"{where}rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+    )  # from a rowid, or skipping
+
+
+_PREFETCH_SELECT = _prefetch_select(not hasattr(sqlite3.Connection, "setlimit"))
+# The first row at or after a rowid of a device's kernels: a row `chunk` passes over.
+_ROWID_FROM = (
+    "SELECT rowid FROM kernels WHERE backend = ? AND arch = ? AND rowid >= ? ORDER BY rowid LIMIT 1"
+)
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
 # matches a NUL, so the joined text matches iff each part matches its own pattern.
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
@@ -70,11 +81,8 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
     parses thousands: a row as warm writes it passes the same checks written inline (one
     frame); any other row takes the field-by-field path, which names what is wrong."""
-    n = len(row)
-    if n == 13 or (n == 14 and row[13] is None):  # prefetched, or by key
-        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size = (
-            row if n == 13 else row[:13]
-        )
+    if len(row) == 14 and (row[13] is None or type(row[13]) is int):  # by key, or prefetched
+        key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size, _ = row
         if (
             type(key) is str
             and type(sha) is str
@@ -122,32 +130,71 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
     return _checked_kernel_record(row)
 
 
-def sized(
-    rows: list[tuple[object, ...]],
-    known: dict[str, object],
-    read: Callable[[str, tuple[str]], Iterable[tuple[Any, Any]]],
-) -> dict[str, tuple[object, ...]]:
-    """A chunk's prefetched rows as `Bundle.kernel_rows` hands them out, by key (a row whose
-    key is no text is left out): `KERNEL_COLUMNS`, then its blob's size, from `known` (an
-    open bundle's, by sha256), where the sizes of the blobs it lacks are put first, read at
-    once by `read(_BLOB_SIZES, params)` (`read(_BLOB_SIZE, (sha256,))` for one). A size is
-    read once per open bundle: a sha256 names one content, and a blob is read
-    (`Bundle.blob`) only if its size is its length."""
-    wanted = {r[7] for r in rows if type(r[7]) is str and r[7] not in known}
-    if len(wanted) == 1:
-        known.update(read(_BLOB_SIZE, (next(iter(wanted)),)))
-    elif wanted:
-        known.update(read(_BLOB_SIZES, (json.dumps(sorted(wanted)),)))
-    return {r[0]: (*r[:12], known.get(r[7])) for r in rows if type(r[0]) is str}  # type: ignore[misc]
+def chunk(
+    select: Callable[[int, int, int], sqlite3.Cursor],
+    rowid_from: Callable[[int], tuple[Any, ...] | None],
+    where: tuple[int, int, int],
+    prefetched: int,
+    budget: int,
+) -> tuple[list[tuple[Any, ...]], int]:
+    """A prefetched chunk's rows and the characters prefetched with them (`stepped`):
+    `select(from_rowid, count, skip)` runs `_PREFETCH_SELECT` from `where` (a rowid, the
+    count of rows, or -1, and how many to skip). A row SQLite cannot hand back is passed
+    over (`rowid_from(rowid)`: the first row at or after it, `_ROWID_FROM`, which loads none
+    of its values) and the chunk goes on after it, strictly on, so it ends."""
+    first, skip, count = where
+    got: list[tuple[Any, ...]] = []
+    while True:
+        try:
+            cursor = select(first, count - len(got) if count >= 0 else -1, skip)
+        except sqlite3.Error:  # its first row: one it cannot hand back ("locked" is retried)
+            refused = True
+        else:
+            try:
+                prefetched, refused = stepped(cursor, prefetched, budget, got)
+            finally:
+                cursor.close()
+        if not refused or len(got) == count or (skip and not got):  # (skipping: from where?)
+            return got, prefetched
+        first = max(first, got[-1][-1] + 1) if got else first
+        after = rowid_from(first)
+        if after is None or after[0] >= 2**63 - 1:
+            return got, prefetched
+        first, skip = after[0] + 1, 0
+
+
+def stepped(
+    cursor: Iterable[tuple[Any, ...]], prefetched: int, budget: int, got: list[tuple[Any, ...]]
+) -> tuple[int, bool]:
+    """A chunk's rows stepped from `cursor` (`_PREFETCH_SELECT`) onto `got`, and the
+    characters of the open bundle's prefetched values with theirs (`_chars`), while those
+    stay within `budget`; a row SQLite cannot hand back (a value too long, text no UTF-8)
+    stops it: whether one did is the second value returned."""
+    try:
+        for row in cursor:
+            try:  # what `_chars` counts, in line for a row of texts and a number
+                chars = (
+                    len(row[0]) + len(row[1]) + len(row[2]) + len(row[3]) + len(row[4])
+                    + len(row[5]) + len(row[6]) + len(row[7]) + len(row[8]) + len(row[9])
+                    + len(row[10])
+                )  # fmt: skip
+                if type(row[11]) is not float or type(row[12]) is not int:
+                    chars = _chars(row)
+            except TypeError:
+                chars = _chars(row)
+            prefetched += chars
+            if prefetched > budget:
+                break
+            got.append(row)
+    except sqlite3.Error:
+        return prefetched, True
+    return prefetched, False
 
 
 def _chars(row: tuple[object, ...]) -> int:
-    """The characters of a prefetched row's texts as Python holds them (a number counts as
-    its text; a text's are never more than the bytes `_TEXTS` counted of it)."""
-    try:
-        return sum(map(len, row[:11]))  # type: ignore[arg-type]
-    except TypeError:
-        return sum(len(v) if isinstance(v, str | bytes) else len(str(v)) for v in row[:11])
+    """The characters of a prefetched row's values as Python holds them (a number counts as
+    its text; a text's are never more than its bytes, which SQLite bounded)."""
+    return sum(len(v) if isinstance(v, str | bytes) else len(str(v)) for v in row[:13])
 
 
 def _components(text: str) -> dict[str, str]:
@@ -175,8 +222,8 @@ def _over_limit(row: tuple[object, ...]) -> str | None:
 
 
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
-    if len(row) == 13:  # prefetched: named as read by its key
-        row = (*row, _over_limit(row))
+    if len(row) == 14 and type(row[13]) is int:  # prefetched: named as read by its key
+        row = (*row[:13], _over_limit(row))
     fields_row = _within_limits(row)
     fields: dict[str, object] = {}
     name = "?"

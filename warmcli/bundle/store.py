@@ -28,13 +28,19 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.admin import BundleAdmin
 from warmcli.bundle.blobs import MAX_LOADED_BYTES, Streamed, over_cap
 from warmcli.bundle.file import PAGE_BYTES, _open_connection, _retrying, _sqlite_errors
-from warmcli.bundle.kernel_row import _PREFETCH_SELECT, _chars, _kernel_record, sized
+from warmcli.bundle.kernel_row import (
+    _PREFETCH_SELECT,
+    _ROWID_FROM,
+    PREFETCH_VALUE_BYTES,
+    _kernel_record,
+    chunk,
+)
 from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
@@ -55,7 +61,7 @@ from warmcli.records import KernelRecord, TuneRecord
 if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet
 
-PREFETCH_CHARS = 64 << 20  # all prefetched rows' texts together (each: PREFETCH_ROW_CHARS)
+PREFETCH_CHARS = 64 << 20  # all prefetched rows' values together (each: PREFETCH_VALUE_BYTES)
 
 
 class Bundle(BundleAdmin):
@@ -75,7 +81,6 @@ class Bundle(BundleAdmin):
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
-        self._sizes: dict[str, object] = {}  # blob sizes the prefetched rows named, by sha256
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -178,45 +183,33 @@ class Bundle(BundleAdmin):
     def kernel_rows(
         self, backend: str, arch: str, start: int = 0, count: int = -1
     ) -> dict[str, tuple[Any, ...]]:
-        """Kernel rows built for `backend` and `arch`, unchecked, in stored order (`count` of
-        them from the `start`th; -1: all), streamed: what a device may serve, for `kernel(key,
-        fetched)` to check and parse one at a time. Bounded whatever the bundle holds: only rows
-        whose texts total at most `PREFETCH_ROW_CHARS`, at most `PREFETCH_CHARS` in all per open
-        bundle, none from a row SQLite cannot hand back on (text no UTF-8: the chunk ends before
-        it); a row left out is read by its key when asked for (a miss if bad). A chunk from
-        where the last one ended starts after its rowid (not scanning the rows before)."""
+        """Kernel rows built for `backend` and `arch` (`KERNEL_COLUMNS`, the blob's size, the
+        rowid), unchecked, in stored order (`count` of them from the `start`th; -1: all),
+        streamed: what a device may serve, for `kernel(key, fetched)` to check and parse one
+        at a time. Bounded whatever the bundle holds: no value
+        longer than `PREFETCH_VALUE_BYTES` is loaded (SQLite refuses it), at most
+        `PREFETCH_CHARS` in all per open bundle, none from a row SQLite cannot hand back (a
+        value too long, a compile log of many warnings, or text no UTF-8: left out with the
+        row stepped before it, the chunk going on after it); a row left out is read by its key
+        when asked for (a miss if bad). A chunk from where the last one ended starts after its
+        rowid (not scanning the rows before)."""
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
-        params = (backend, arch, first, count, skip)
-        got: list[tuple[Any, ...]] = []  # its rows stepped, their texts counted
-        with self._reading():
-            cursor = _retrying(self.fspath, lambda: self._conn.execute(_PREFETCH_SELECT, params))
-            prefetched = self._prefetched
-            try:
-                with suppress(sqlite3.Error):  # a row it cannot hand back (no UTF-8): by key
-                    for row in cursor:
-                        try:  # what `_chars` counts, in line for a row of texts and numbers
-                            prefetched += (
-                                len(row[0]) + len(row[1]) + len(row[2]) + len(row[3])
-                                + len(row[4]) + len(row[5]) + len(row[6]) + len(row[7])
-                                + len(row[8]) + len(row[9]) + len(row[10])
-                            )  # fmt: skip
-                        except TypeError:
-                            prefetched += _chars(row)
-                        if prefetched > PREFETCH_CHARS:
-                            break
-                        got.append(row)
-            finally:
-                self._prefetched = prefetched
-                cursor.close()
+        with self._reading(PREFETCH_VALUE_BYTES):  # no longer value loaded
+            got, self._prefetched = chunk(
+                lambda at, n, k: _retrying(  # (its first row is stepped here)
+                    self.fspath,
+                    lambda: self._conn.execute(_PREFETCH_SELECT, (backend, arch, at, n, k)),
+                ),
+                lambda at: self._one(_ROWID_FROM, (backend, arch, at), PAGE_BYTES),
+                (first, skip, count),
+                self._prefetched,
+                PREFETCH_CHARS,
+            )
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
-            return sized(  # with their blobs' sizes, each read once per open bundle
-                got,
-                self._sizes,
-                lambda sql, p: _retrying(self.fspath, lambda: self._conn.execute(sql, p)),
-            )
+            return {r[0]: r for r in got if type(r[0]) is str}  # (a key no text: by key)
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None

@@ -291,7 +291,7 @@ class KernelCache:
         module = self._modules.get(record.sha256)
         try:
             if module is None:
-                module = self.device.load_module(binary)
+                module = self.device.load_module(binary, record.sha256)  # checked: not rehashed
                 self._modules[record.sha256] = module
             function = self.device.get_function(module, record.symbol, kernel)
         except DeviceError:  # the device would not load this build (registered first)

@@ -141,7 +141,7 @@ class ArchDevice:
     def _no_gpu(self, what: str) -> DeviceError:
         return DeviceError(f"cannot {what}: {self.id} has no GPU: compile-only for {self.arch}")
 
-    def load_module(self, binary: bytes) -> bytes:
+    def load_module(self, binary: bytes, sha256: str | None = None) -> bytes:
         return require_loadable(self.id, binary, self.arch, "none")
 
     def get_function(self, module: Any, symbol: str, kernel: Kernel) -> None:

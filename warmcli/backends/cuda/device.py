@@ -181,7 +181,7 @@ class CudaDevice:
                 f"build it with --arch {self.arch}"
             )
 
-    def load_module(self, binary: bytes) -> Any:
+    def load_module(self, binary: bytes, sha256: str | None = None) -> Any:
         if is_ptx(binary):  # JIT by the driver: checked against this GPU and its driver first
             binary = require_loadable(self.id, binary, self.arch, self._driver) + b"\0"
         else:

@@ -129,9 +129,9 @@ class HostDevice:
             raise DeviceError(f"the host device compiles C kernels, not {language!r} ones")
         return self._compiler
 
-    def load_module(self, binary: bytes) -> ctypes.CDLL:
+    def load_module(self, binary: bytes, sha256: str | None = None) -> ctypes.CDLL:
         try:
-            library = self._files.load(binary)
+            library = self._files.load(binary, sha256)
         except OSError as exc:
             raise DeviceError(f"cannot load host kernel binary: {exc}") from exc
         self._libraries.append(library)

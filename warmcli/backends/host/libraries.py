@@ -59,9 +59,11 @@ class LibraryCache:
         self._private: str | None = None
         self._private_pid = 0  # the process that made `_private`
 
-    def load(self, binary: bytes) -> ctypes.CDLL:
-        """The binary, loaded; `OSError` if the loader refuses it wherever it is put."""
-        sha = hashlib.sha256(binary).hexdigest()
+    def load(self, binary: bytes, sha256: str | None = None) -> ctypes.CDLL:
+        """The binary, loaded; `OSError` if the loader refuses it wherever it is put. Its
+        file is named by `sha256` when given (its caller checked it: a bundle's blob), else
+        by its digest; a file is loaded only if its bytes are the binary's, whatever its name."""
+        sha = sha256 or hashlib.sha256(binary).hexdigest()
         shared = self._shared_directory()
         if shared is not None:
             path = os.path.join(shared, sha + ".so")
