@@ -1,0 +1,86 @@
+"""An adversarial user's trial of the workload side and the process lifecycle (round 6).
+
+Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`) and real
+production subprocesses, with the host backend (the system C compiler):
+- a `check=` callable that answers with numpy's `False` (`(a == b).all()`), an array, a
+  generator or a coroutine rejects the candidate (it was accepted: a wrong candidate
+  could be picked);
+- a Ctrl-C that reaches `warm run` after its passes stored the bundle (while it prints)
+  is `interrupted: N kernel(s) ... stored are kept`, exit 130 (it was exit 130 in
+  silence);
+- `use_bundle` given a wrong type is a `TypeError` naming the argument (one key path
+  given as a `str` was read one character a key).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+CHECKS = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SOURCE = "void f(float *y, int n) { for (int i = 0; i < n; i++) y[i] = i * MUL; }"
+CANDIDATES = {f"m{m}": Kernel(SOURCE, "f", "Pi", defines={"MUL": m}) for m in (1, 2)}
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+def numpy_bool(outputs, inputs):  # m2 is wrong: numpy's False
+    return (outputs[0] == np.arange(16, dtype=np.float32)).all()
+
+
+def array(outputs, inputs):  # an array of verdicts: no verdict at all
+    return outputs[0] == np.arange(16, dtype=np.float32)
+
+
+def generator(outputs, inputs):  # never run: no verdict at all
+    yield outputs[0][1] == 1.0
+
+
+async def coroutine(outputs, inputs):  # never awaited: no verdict at all
+    return True
+
+
+TUNABLES = [Tunable(name, CANDIDATES, launch, check=check) for name, check in
+            (("numpy_bool", numpy_bool), ("array", array), ("generator", generator),
+             ("coroutine", coroutine))]
+
+
+def workload(rt):
+    for tunable in TUNABLES:
+        if tunable.name == ONLY:
+            rt.tune(tunable, rt.buffer(16, "float32"), 16)
+"""
+
+
+def test_a_check_answering_numpy_false_rejects(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    proc = warm("run", workload_file(CHECKS + 'ONLY = "numpy_bool"'), "-b", bundle_path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    (tune,) = warm.json("stats", bundle_path)["tunes"]
+    status = {c["name"]: (c["status"], c["reason"]) for c in tune["candidates"]}
+    assert status["m1"][0] == "ok"
+    assert status["m2"] == ("failed", "check: the check callable rejected its outputs")
+    assert tune["pick"] == "m1"
+
+
+@pytest.mark.parametrize(
+    ("only", "kind"), [("array", "ndarray"), ("generator", "generator"), ("coroutine", "coroutine")]
+)
+def test_a_check_giving_no_verdict_rejects_with_one_line(
+    warm: Warm, workload_file, bundle_path: Path, only: str, kind: str
+) -> None:
+    proc = warm("run", workload_file(CHECKS + f"ONLY = {only!r}"), "-b", bundle_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "never awaited" not in proc.stderr
+    assert "every candidate failed" in proc.stderr.splitlines()[0]
+    reason = f"check: the check callable returned {kind}, not True, False or None"
+    assert proc.stderr.count(reason) == 2, proc.stderr
