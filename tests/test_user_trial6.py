@@ -14,10 +14,16 @@ production subprocesses, with the host backend (the system C compiler):
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 
 CHECKS = """
 import numpy as np
@@ -84,3 +90,59 @@ def test_a_check_giving_no_verdict_rejects_with_one_line(
     assert "every candidate failed" in proc.stderr.splitlines()[0]
     reason = f"check: the check callable returned {kind}, not True, False or None"
     assert proc.stderr.count(reason) == 2, proc.stderr
+
+
+ONE = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "f", "Pi")
+
+
+def workload(rt):
+    rt.launch(K, rt.upload(np.zeros(4, dtype=np.float32)), 4)
+"""
+
+
+def _worker_blocked_writing(pid: int) -> bool:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return any("pipe_write" in Path(f"/proc/{c}/wchan").read_text() for c in children)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux's /proc")
+def test_ctrl_c_while_the_run_prints_says_what_was_stored(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """stdout is a pipe nobody reads yet, filled beforehand: the worker stores the bundle,
+    then blocks printing its summary; Ctrl-C then stops it there."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)
+    os.set_blocking(write_end, True)
+    command = [sys.executable, "-m", "warmcli", "run", workload_file(ONE), "-b", bundle_path, "-q"]
+    proc = subprocess.Popen(
+        command, stdout=write_end, stderr=subprocess.PIPE, env=warm.env, cwd=ROOT, text=True
+    )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 120
+        while not _worker_blocked_writing(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, "never blocked"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(2)  # forwarded to the worker while it still blocks: then drain the pipe
+        with os.fdopen(read_end, "rb") as reader:
+            reader.read()
+        stderr = proc.stderr.read() if proc.stderr else ""
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stderr == "warm: interrupted: 1 kernel(s) and 0 tune(s) stored are kept\n"
+    assert warm("verify", bundle_path).returncode == 0
