@@ -146,3 +146,51 @@ def test_ctrl_c_while_the_run_prints_says_what_was_stored(
             proc.kill()
     assert stderr == "warm: interrupted: 1 kernel(s) and 0 tune(s) stored are kept\n"
     assert warm("verify", bundle_path).returncode == 0
+
+
+USE_BUNDLE = """
+import json, sys
+import warmcli
+try:
+    exec("warmcli.use_bundle(" + sys.argv[1] + ")")
+except Exception as exc:
+    print(json.dumps({"type": type(exc).__name__, "message": str(exc)}))
+else:
+    print(json.dumps({"type": None, "message": ""}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ("BUNDLE, trusted_keys=KEY", "trusted_keys"),  # one key path as a str
+        ("BUNDLE, trusted_keys=KEY.encode()", "trusted_keys"),
+        ("BUNDLE.encode()", "path"),
+        ("3", "path"),
+        ("[BUNDLE]", "path"),
+        ("BUNDLE, write='no'", "write"),
+        ("BUNDLE, write=None", "write"),
+    ],
+)
+def test_use_bundle_given_a_wrong_type_names_the_argument(
+    made: tuple[Warm, Path], tmp_path: Path, arguments: str, named: str
+) -> None:
+    warm, good = made
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    call = arguments.replace("BUNDLE", repr(str(good))).replace("KEY", repr(f"{key}.pub"))
+    got = warm.production(USE_BUNDLE, call)
+    assert got["type"] == "TypeError", got
+    assert got["message"].startswith(f"use_bundle: {named} "), got
+    assert "\n" not in got["message"]
+
+
+def test_use_bundle_takes_the_types_the_readme_shows(made: tuple[Warm, Path]) -> None:
+    warm, good = made
+    for call in (
+        f"{str(good)!r}",
+        f"__import__('pathlib').Path({str(good)!r}), write=False",
+        f"{str(good)!r}, write=True, strict='warn', trusted_keys=None",
+        "None",
+    ):
+        assert warm.production(USE_BUNDLE, call) == {"type": None, "message": ""}, call
