@@ -194,3 +194,53 @@ def test_use_bundle_takes_the_types_the_readme_shows(made: tuple[Warm, Path]) ->
         "None",
     ):
         assert warm.production(USE_BUNDLE, call) == {"type": None, "message": ""}, call
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux's /proc")
+def test_sigterm_to_a_reading_command_is_an_interrupt_and_leaves_no_reader(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm stats --json` of a bundle read by several processes, its stdout a full pipe:
+    SIGTERM is answered as Ctrl-C (one line, exit 130; it was killed by the signal, exit
+    -15, and left its readers waiting forever)."""
+    from big_bundle import build_big
+
+    bundle = tmp_path / "big.warm"
+    build_big(bundle, 100, 20000)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)
+    os.set_blocking(write_end, True)
+    command = [sys.executable, "-m", "warmcli", "stats", bundle, "--json"]
+    proc = subprocess.Popen(
+        command, stdout=write_end, stderr=subprocess.PIPE, env=warm.env, cwd=ROOT, text=True
+    )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 120
+        while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "never blocked"
+            time.sleep(0.05)
+        readers = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        with os.fdopen(read_end, "rb") as reader:
+            reader.read()
+        stderr = proc.stderr.read() if proc.stderr else ""
+        assert proc.wait(timeout=60) == 130, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stderr == "warm: interrupted\n"
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{r}").exists() for r in readers):
+        assert time.monotonic() < deadline, "a reader was left running"
+        time.sleep(0.1)
