@@ -244,3 +244,63 @@ def test_sigterm_to_a_reading_command_is_an_interrupt_and_leaves_no_reader(
     while any(Path(f"/proc/{r}").exists() for r in readers):
         assert time.monotonic() < deadline, "a reader was left running"
         time.sleep(0.1)
+
+
+SLOW_SOURCE = "\n".join(
+    ["#define S0(i) x[(i) % n] = x[(i) % n] * 1.0001f + (float)(i);"]
+    + [
+        f"#define S{d}(i) " + " ".join(f"S{d - 1}(i+{k * 4 ** (d - 1)})" for k in range(4))
+        for d in range(1, 7)
+    ]
+    + ["void slow(float *x, int n) { S6(0) }"]
+)
+FORK_KILL = f"""
+import glob, os, signal, threading, time
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+SLOW = Kernel({SLOW_SOURCE!r}, "slow", "Pi", options=("-O2",))
+
+
+def compiling():
+    return any(open(f).read().split() for f in glob.glob(f"/proc/{{os.getpid()}}/task/*/children"))
+
+
+def killer():
+    deadline = time.monotonic() + 5
+    while not compiling():  # the pass that compiles (the others only queue, or hit)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+    time.sleep(0.5)  # the compiler's group is known to warm by now
+    ready, told = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a child of the workload's own, stopped by it as a pool's workers are
+        os.write(told, b".")
+        time.sleep(30)
+        os._exit(0)
+    os.read(ready, 1)
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+
+
+def workload(rt):
+    x = rt.upload(np.zeros(64, dtype=np.float32))
+    thread = threading.Thread(target=killer)
+    thread.start()
+    rt.launch(SLOW, x, 64)
+    thread.join()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_a_workloads_child_stopped_by_sigterm_leaves_the_compilers_alone(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """The child took warm's interrupt handler for its own: SIGTERM made it kill the
+    compilers of its parent's run ('kernel slow failed to compile: cc exited with -9',
+    exit 2) and print a KeyboardInterrupt traceback."""
+    proc = warm("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr

@@ -317,11 +317,19 @@ def run_isolated(
 
 def interrupt_on_signals() -> None:
     """SIGINT and SIGTERM stop every compiler at once and raise `KeyboardInterrupt` (once:
-    a second signal only stops compilers again, so the cleanup finishes)."""
-    raised = False
+    a second signal only stops compilers again, so the cleanup finishes). In a process the
+    workload forked (a pool's worker) the signal does what it does without warm: it never
+    stops its parent's compilers."""
+    raised, owner = False, os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         nonlocal raised
+        if os.getpid() != owner:  # a child's: SIGTERM ends it, SIGINT is Python's own
+            if signum != signal.SIGTERM:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         stop_compilers()
         if not raised:
             raised = True
