@@ -304,3 +304,36 @@ def test_a_workloads_child_stopped_by_sigterm_leaves_the_compilers_alone(
     proc = warm("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+
+
+OLD_RUNTIME = """
+import json, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+
+SOURCE = '''void axpy(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += S * x[i];
+}'''
+AXPY = Tunable("axpy", {f"s{s}": Kernel(SOURCE, "axpy", "PPi", defines={"S": 2}, name=f"s{s}",
+                                         options=(f"-DUNUSED={s}",)) for s in (1, 2)},
+               lambda rt, k, y, x, n, *, stream=None: rt.launch(k, y, x, n, stream=stream))
+if sys.argv[1] != "none":
+    warmcli.use_bundle(sys.argv[1])
+old = warmcli.runtime("host")
+warmcli.use_bundle(None)  # closes `old`'s bundle: what it still does is served cold
+y, x = old.upload(np.ones(8, np.float32)), old.upload(np.arange(8, dtype=np.float32))
+old.tune(AXPY, y, x, 8)
+print(json.dumps({"y": old.read(y).tolist()}))
+"""
+
+
+def test_a_runtime_kept_past_use_bundle_still_tunes(
+    made: tuple[Warm, Path],
+) -> None:
+    """`use_bundle` closed the bundle under a runtime still in use: its next tune raised
+    `sqlite3.ProgrammingError: Cannot operate on a closed database.`"""
+    warm, good = made
+    want = {"y": [1.0 + 2 * i for i in range(8)]}
+    assert warm.production(OLD_RUNTIME, "none") == want
+    assert warm.production(OLD_RUNTIME, good) == want
