@@ -337,3 +337,40 @@ def test_a_runtime_kept_past_use_bundle_still_tunes(
     want = {"y": [1.0 + 2 * i for i in range(8)]}
     assert warm.production(OLD_RUNTIME, "none") == want
     assert warm.production(OLD_RUNTIME, good) == want
+
+
+MISUSE = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+K = Kernel("void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "f", "Pi")
+
+
+def workload(rt):
+    x = rt.upload(np.zeros(4, np.float32))
+    CALL
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ('rt.launch("K", x, 4)', "TypeError: launch: kernel must be a Kernel, not str"),
+        (
+            "rt.launch(K, x, 4, stream=5)",
+            "TypeError: launch: stream must be a stream from rt.stream(), not int",
+        ),
+        ("rt.tune(K, x, 4)", "TypeError: tune: tunable must be a Tunable, not Kernel"),
+        ("rt.tune(None, x, 4)", "TypeError: tune: tunable must be a Tunable, not NoneType"),
+    ],
+)
+def test_a_launch_or_tune_of_the_wrong_type_says_so(
+    warm: Warm, workload_file, bundle_path: Path, call: str, message: str
+) -> None:
+    """They were an AttributeError from inside warm ('str' object has no attribute
+    'params', 'int' object has no attribute 'mode', ... no attribute 'candidates')."""
+    proc = warm("run", workload_file(MISUSE.replace("CALL", call)), "-b", bundle_path)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert line.endswith(f"workload.py:11: {message}"), line
