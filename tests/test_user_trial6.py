@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm
+from conftest import ROOT, TUNED_READ, Warm
 
 CHECKS = """
 import numpy as np
@@ -374,3 +374,58 @@ def test_a_launch_or_tune_of_the_wrong_type_says_so(
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
     assert line.endswith(f"workload.py:11: {message}"), line
+
+
+STATEFUL_CHECK = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
+                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+class Close:
+    def __init__(self, tolerance):
+        self.tolerance = tolerance
+
+    def __call__(self, outputs, inputs):
+        return bool(np.abs(outputs[0] - inputs[0] ** 2).max() <= self.tolerance)
+
+    def method(self, outputs, inputs):
+        return self(outputs, inputs)
+
+
+CHECK = Close(float(os.environ["TOLERANCE"]))
+SQ = Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
+             check=CHECK.method if os.environ["KIND"] == "method" else CHECK)
+
+
+def workload(rt):
+    x = rt.upload(np.arange(64, dtype=np.float32))
+    y = rt.buffer(64, "float32")
+    rt.tune(SQ, x, y, 64)
+    return y
+"""
+
+
+@pytest.mark.parametrize("kind", ["object", "method"])
+def test_a_check_objects_state_keys_its_tune(
+    warm: Warm, workload_file, bundle_path: Path, kind: str
+) -> None:
+    """A check that is an object (or its bound method) holding its tolerance: a bundle
+    warmed under a loose one served its pick (the fast, wrong candidate) to a process whose
+    check is strict, unchecked."""
+    path = workload_file(STATEFUL_CHECK)
+    loose = Warm(dict(warm.env, TOLERANCE="1.0", KIND=kind))
+    strict = Warm(dict(warm.env, TOLERANCE="0.0", KIND=kind))
+    assert loose("run", path, "-b", bundle_path, "-q").returncode == 0
+    assert loose.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
+    assert strict.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 1}

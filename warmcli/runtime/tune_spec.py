@@ -238,6 +238,7 @@ def _callable_identity(
         *(c.cell_contents for c in cells if _filled(c)),
     ]
     shown: list[Any] = [_text(v) for v in held if _plain(v)]
+    shown += _state(check)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in code.co_names if isinstance(code, types.CodeType) else ():
         value = space.get(name)
@@ -257,13 +258,24 @@ def _callable_identity(
     ]
 
 
+def _state(check: Callable[..., Any]) -> list[str]:
+    """The plain attributes of the object a check is a method of, or is (a tolerance it
+    holds), but its dunders (`__module__` names the workload as `warm run` imported it)."""
+    owner = getattr(check, "__self__", None) if isinstance(check, types.MethodType) else check
+    if isinstance(owner, types.FunctionType | types.BuiltinFunctionType | types.ModuleType):
+        return []
+    held = getattr(owner, "__dict__", None) or {}
+    items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v))
+    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__")]
+
+
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
-    values of its defaults, closure, a partial's arguments and the module globals its
-    code names, and each function of its own module it names, keyed alike), and the
-    tolerance. Not the
-    callable's module: `warm run` imports a workload file under a name of its own."""
+    values of its defaults, closure, a partial's arguments, the attributes of the object
+    it is (or is a method of) and the module globals its code names, and each function
+    of its own module it names, keyed alike), and the tolerance. Not the callable's
+    module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
         return ["check", check, tol]
