@@ -443,3 +443,28 @@ def test_a_check_objects_state_keys_its_tune(
     assert loose("run", path, "-b", bundle_path, "-q").returncode == 0
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
     assert strict.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 1}
+
+
+def test_a_first_run_the_file_size_limit_stops_leaves_no_lock(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """`ulimit -f 50`: the new bundle cannot even be made. It said 'nothing was written'
+    and left `bundle.warm.lock` behind (a first run that fails before storing anything
+    leaves neither the bundle nor its lock)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (50 * 1024, 50 * 1024))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", workload_file(ONE), "-b", bundle_path, "-q"],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        cwd=ROOT,
+        preexec_fn=limited,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "a write to the disk failed" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in bundle_path.parent.iterdir() if "bundle" in p.name) == []
