@@ -468,3 +468,43 @@ def test_a_first_run_the_file_size_limit_stops_leaves_no_lock(
     assert proc.returncode == 2, proc.stderr
     assert "a write to the disk failed" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in bundle_path.parent.iterdir() if "bundle" in p.name) == []
+
+
+THREAD_COMPILE_FAILS = """
+import threading
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+BAD = Kernel("void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] += NOPE; }", "f", "Pi")
+GOOD = Kernel("void g(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "g", "Pi")
+EXCLUDED = Tunable("t", {"good": GOOD, "bad": BAD},
+                   lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, stream=stream))
+
+
+def workload(rt):
+    x = rt.upload(np.zeros(4, np.float32))
+    rt.tune(EXCLUDED, x, 4)  # a candidate that fails is excluded: no miss
+    if THREAD:
+        thread = threading.Thread(target=lambda: rt.launch(BAD, x, 4, stream=rt.stream()))
+        thread.start()
+        thread.join()
+    rt.launch(GOOD, x, 4)
+"""
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_kernel_failing_to_compile_in_a_thread_is_no_complete_bundle(
+    warm: Warm, workload_file, bundle_path: Path, thread: bool
+) -> None:
+    """The workload's thread raised the compile error (Python prints it and goes on): the
+    run said 'the bundle is complete', exit 0, and production compiled it again."""
+    path = workload_file(f"THREAD = {thread}\n" + THREAD_COMPILE_FAILS)
+    proc = warm("run", path, "-b", bundle_path, "-q")
+    if not thread:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert proc.returncode == 1, proc.stdout
+    assert "host: 1 kernel(s) failed to compile, not in the bundle" in proc.stdout
+    assert "the bundle is complete" not in proc.stdout
+    assert warm("verify", bundle_path, "--workload", path, "-q").returncode == 1

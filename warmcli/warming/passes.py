@@ -170,6 +170,8 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
     out = []
     if executing and c.compiled:
         out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
+    if executing and c.failed:  # launched where its error did not end the workload (a thread)
+        out.append(f"{device}: {c.failed} kernel(s) failed to compile, not in the bundle")
     if not executing and c.queued:
         out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
     if not executing and a.unrecorded:
