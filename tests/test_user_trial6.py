@@ -508,3 +508,23 @@ def test_a_kernel_failing_to_compile_in_a_thread_is_no_complete_bundle(
     assert "host: 1 kernel(s) failed to compile, not in the bundle" in proc.stdout
     assert "the bundle is complete" not in proc.stdout
     assert warm("verify", bundle_path, "--workload", path, "-q").returncode == 1
+
+
+@pytest.mark.parametrize("value", ["false", "off", "no", "False", " 0 "])
+def test_warm_bundle_write_false_writes_nothing(
+    made: tuple[Warm, Path], tmp_path: Path, workload_file, value: str
+) -> None:
+    """`WARM_BUNDLE_WRITE=false` wrote the process's misses back into the bundle (only
+    empty and `0` were off, where `WARM_EXPLAIN=false` is off)."""
+    import hashlib
+    import shutil
+
+    warm, good = made
+    bundle = tmp_path / "served.warm"
+    shutil.copy(good, bundle)
+    before = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    quiet = Warm(dict(warm.env, WARM_BUNDLE_WRITE=value, WARM_REPORT=value))
+    returns = ONE + "    return rt.upload(np.ones(4, np.float32))\n"
+    got = quiet.production(TUNED_READ, workload_file(returns), 0, bundle=bundle)
+    assert got == {"y": 1.0, "tunes": 0}
+    assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before
