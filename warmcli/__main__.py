@@ -73,11 +73,11 @@ def _hold_ctrl_c(signal: Any) -> None:
     """SIGINT is ignored from here on, by the system too: the interpreter's teardown puts
     back the default action of a signal with a Python handler, never of an ignored one, so
     a late Ctrl-C cannot kill `warm` by the signal. (`signal.signal` runs a handler for a
-    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.) SIGTERM too,
-    where it was answered."""
+    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.) SIGTERM, where
+    it was answered, gets its default action back: what stops a process once it is done."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if signal.getsignal(signal.SIGTERM) is _on_ctrl_c:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _interrupted() -> NoReturn:
