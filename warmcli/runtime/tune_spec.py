@@ -26,7 +26,6 @@ from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
-_MAX_HELD = 64  # the most entries of a list or dict a check reads that are keyed
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 
@@ -204,13 +203,9 @@ def _function(check: Callable[..., Any]) -> Any:
 
 def _plain(value: Any) -> bool:
     """Whether `value`'s repr is the same in every process (no object's address in it): a
-    number (numpy's too), text, or a tuple of them; a list or a str-keyed dict of them, of
-    at most `_MAX_HELD` entries (a tolerance table, not a data set)."""
+    number (numpy's too), text, or a tuple of them. Not a list or dict: one the workload
+    fills as it runs (a cache) would read apart in each pass and never be served."""
     if isinstance(value, tuple):
-        return all(_plain(v) for v in value)
-    if isinstance(value, list | dict) and len(value) <= _MAX_HELD:
-        if isinstance(value, dict):
-            return all(isinstance(k, str) and _plain(v) for k, v in value.items())
         return all(_plain(v) for v in value)
     return value is None or isinstance(value, str | int | float | bytes | np.number | np.bool_)
 
@@ -220,10 +215,6 @@ def _text(value: Any) -> str:
     a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
     if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
         return f"{type(value).__name__}({value.item()!r})"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k!r}:{_text(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_text(v) for v in value) + "]"
     try:
         return repr(value)
     except ValueError:
