@@ -522,3 +522,18 @@ def test_warm_bundle_write_false_writes_nothing(
     got = quiet.production(TUNED_READ, workload_file(returns), 0, bundle=bundle)
     assert got == {"y": 1.0, "tunes": 0}
     assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_workload_setting_a_stream_to_none_leaves_warms_output_alone(
+    warm: Warm, workload_file, bundle_path: Path, stream: str
+) -> None:
+    """`sys.stdout = None` (as under pythonw) in the workload: warm's worker died with its
+    own traceback, exit 1."""
+    source = ONE.replace(
+        "def workload(rt):\n", f"def workload(rt):\n    import sys; sys.{stream} = None\n"
+    )
+    proc = warm("run", workload_file(source), "-b", bundle_path, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "the bundle is complete" in proc.stdout
