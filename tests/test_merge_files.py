@@ -158,7 +158,7 @@ def test_a_full_disk_says_so_and_leaves_the_bundle_and_nothing_else(
         one_error(warm("run", writer, "--bundle", disk / "new.warm"), "the disk is full")
         assert digest(bundle) == before
         assert leftovers(bundle) == [f"{bundle.name}.lock"]
-        assert leftovers(disk / "new.warm") == ["new.warm.lock"]
+        assert leftovers(disk / "new.warm") == []  # a first run that made nothing: no lock
         filler.unlink()
         assert warm("verify", bundle).returncode == 0
 

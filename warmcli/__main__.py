@@ -3,7 +3,8 @@ before the CLI's own imports (typer, rich, every command) are paid for, and a pr
 whose work ran in a worker that has exited (`warm run`) ended without the interpreter's
 teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
-ignored and its exit code stands."""
+ignored and its exit code stands. SIGTERM (unless warm was started ignoring it)
+is answered as Ctrl-C is, so no command is ended by it in silence."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def main() -> None:
         import signal
 
         signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
+        if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:  # (started ignoring it: it stays so)
+            signal.signal(signal.SIGTERM, _on_ctrl_c)  # as Ctrl-C: one line, exit 130
         from warmcli.cli import main as cli_main
         from warmcli.cli.common import end_process, exit_interrupted
     except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
@@ -58,9 +61,10 @@ class _Ended:
 
 
 def _on_ctrl_c(signum: int, frame: object) -> None:
-    """SIGINT's handler: `KeyboardInterrupt`, as Python's own, until the command has ended;
-    nothing after (Python runs a handler only at a call or a loop's jump, never between
-    `except` and the store of `_Ended.now`, so no Ctrl-C escapes as the command ends)."""
+    """SIGINT's (and SIGTERM's) handler: `KeyboardInterrupt`, as Python's own, until the
+    command has ended; nothing after (Python runs a handler only at a call or a loop's jump,
+    never between `except` and the store of `_Ended.now`, so no Ctrl-C escapes as the
+    command ends)."""
     if not _Ended.now:
         raise KeyboardInterrupt
 
@@ -69,8 +73,11 @@ def _hold_ctrl_c(signal: Any) -> None:
     """SIGINT is ignored from here on, by the system too: the interpreter's teardown puts
     back the default action of a signal with a Python handler, never of an ignored one, so
     a late Ctrl-C cannot kill `warm` by the signal. (`signal.signal` runs a handler for a
-    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.)"""
+    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.) SIGTERM, where
+    it was answered, gets its default action back: what stops a process once it is done."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if signal.getsignal(signal.SIGTERM) is _on_ctrl_c:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _interrupted() -> NoReturn:

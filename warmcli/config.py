@@ -95,8 +95,8 @@ def _env(environ: Environ | None) -> Environ:
 
 
 def _flag(name: str, environ: Environ | None) -> bool:
-    """A `1` flag: set to anything but empty or `0`."""
-    return _env(environ).get(name, "") not in ("", "0")
+    """A `1` flag: set to anything but empty, `0`, `off`, `false` or `no` (any case)."""
+    return _env(environ).get(name, "").strip().lower() not in ("", "0", "off", "false", "no")
 
 
 def home(environ: Environ | None = None) -> str | None:
@@ -138,8 +138,8 @@ def report(environ: Environ | None = None) -> bool:
 
 
 def explain(environ: Environ | None = None) -> bool:
-    """`WARM_EXPLAIN`: log each miss (anything but empty, `0`, `off`, `false`)."""
-    return _env(environ).get("WARM_EXPLAIN", "").strip().lower() not in ("", "0", "off", "false")
+    """`WARM_EXPLAIN`: log each miss (anything but empty, `0`, `off`, `false`, `no`)."""
+    return _flag("WARM_EXPLAIN", environ)
 
 
 def strict(environ: Environ | None = None) -> str | None:

@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
+from warmcli.bundle import served as _served
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DeviceError
@@ -217,6 +218,7 @@ def use_bundle(
     public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
     is refused (`SignatureError`), and an entry none signed is not served.
     """
+    _served.check_types(path, write, trusted_keys)
     policy = MissPolicy.from_env(strict)
     keys = trusted(trusted_keys) if path is not None else None
     state = _STATE

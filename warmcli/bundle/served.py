@@ -9,7 +9,8 @@ a new one over it) would take the new file's crash journal for its own, play it 
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
 write-back goes at exit: the file the path names then, opened to write; `needs_writer`
 says whether one is opened (never to migrate an older format only to move last-used
-times). It owns no state and never prints.
+times). `check_types` refuses `use_bundle` arguments of the wrong type. It owns no state
+and never prints.
 """
 
 from __future__ import annotations
@@ -21,6 +22,34 @@ from collections.abc import Sequence
 from warmcli import config
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
+
+
+def check_types(path: object, write: object, trusted_keys: object) -> None:
+    """`use_bundle`'s arguments are of the types it takes, else a one-line `TypeError` naming
+    the argument (one key path as a `str` would be read one character a key)."""
+    if path is not None and not (
+        isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)
+    ):
+        raise TypeError(
+            f"use_bundle: path must be a str or os.PathLike (or None), not {_kind(path)}"
+        )
+    if not isinstance(write, bool):
+        raise TypeError(f"use_bundle: write must be True or False, not {_kind(write)}")
+    if isinstance(trusted_keys, str | bytes | os.PathLike) or not (
+        trusted_keys is None
+        or (
+            isinstance(trusted_keys, Sequence)
+            and all(isinstance(k, str | os.PathLike) for k in trusted_keys)
+        )
+    ):
+        raise TypeError(
+            "use_bundle: trusted_keys must be a list of key paths (or None), not "
+            f"{_kind(trusted_keys)}: trusted_keys=[path] for one"
+        )
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
 
 
 def trusted(

@@ -255,7 +255,9 @@ class Bundle(BundleAdmin):
         """The tune under `key` (None if absent, or not covered under trusted keys); its row
         and the kernel keys it names by id are read in one snapshot (a concurrent delete
         removes both), or in the transaction this thread is in."""
-        with self._lock, nullcontext() if self._conn.in_transaction else self.snapshot():
+        with self._lock, _sqlite_errors(self.fspath):  # closed (`use_bundle`): BundleError
+            inside = self._conn.in_transaction
+        with self._lock, nullcontext() if inside else self.snapshot():
             row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(key))
             if row is None:
                 return None

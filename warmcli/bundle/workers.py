@@ -11,7 +11,7 @@ meanwhile), so the caller reads that part itself. Every process reads the same s
 only where the caller keeps its own read transaction open the whole time (`snapshot`,
 as `warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile.
 `Workers` starts the processes (forked, all at once on the first `submit`, before its
-one thread starts; SIGINT blocked, then ignored: Ctrl-C is the caller's to answer, and
+one thread starts; SIGINT and SIGTERM blocked, then ignored: the caller's to answer, and
 `stop` drops what is not begun and waits for the part each is reading); a worker that
 dies (SIGKILL, out of memory) fails its part and every part not yet done (`done` gives
 None: the caller reads them itself), never hangs the caller. This module owns no state
@@ -70,13 +70,17 @@ class Reopen:
             return reading(bundle)
 
 
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _quiet() -> None:
-    """First in each worker: SIGINT (Ctrl-C reaches the whole process group) is ignored;
-    the caller stops its workers (`Workers.stop`) and says it was interrupted. A worker is
-    forked with SIGINT blocked (`Workers.submit`), so one sent before this is dropped
-    here, never raised in the fork's own start (an "Exception ignored" on stderr)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    """First in each worker: SIGINT (Ctrl-C reaches the whole process group) and SIGTERM
+    are ignored; the caller stops its workers (`Workers.stop`) and says it was interrupted.
+    A worker is forked with both blocked (`Workers.submit`), so one sent before this is
+    dropped here, never raised in the fork's own start (an "Exception ignored" on stderr)."""
+    for stop in _STOPS:
+        signal.signal(stop, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
 class Workers:
@@ -92,12 +96,12 @@ class Workers:
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Any:
         """A future of `fn(*args)` in a worker, or None where the pool is broken already."""
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # the forks'
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # the forks'
         try:
             return self._executor.submit(fn, *args)  # (the first forks the workers)
         except RuntimeError:  # BrokenProcessPool: a worker died; the caller reads it
             return None
-        finally:  # a SIGINT meanwhile is raised here, in the caller, as it is answered
+        finally:  # a SIGINT (SIGTERM) meanwhile is raised here, in the caller, as answered
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     @staticmethod

@@ -235,8 +235,8 @@ def run(
                 report = guarded(lambda: _passes(as_json, pycuda, bool(arch), progress))
         except RunInterrupted as exc:
             interrupted(exc.stored_kernels, exc.stored_tunes)
-        except KeyboardInterrupt:  # before the passes began
-            interrupted(0, 0)
+        # Any other Ctrl-C (before the passes began, or while this prints once they stored
+        # the bundle) is said by the supervisor, with what the worker's journal stored.
         if as_json:
             emit_json({**run_json(report), "compilers": report.compilers})
         else:

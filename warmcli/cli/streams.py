@@ -33,8 +33,8 @@ def workload_output_on_stderr(active: bool) -> Iterator[None]:
         yield
     finally:
         for stream in (sys.stdout, sys.stderr):  # what the workload left in Python's buffers
-            with contextlib.suppress(ValueError, OSError):  # (a stream it closed)
-                stream.flush()
+            with contextlib.suppress(ValueError, OSError, AttributeError):  # (one it closed,
+                stream.flush()  # or set to None)
         for fd, copy in enumerate(saved, start=1):
             os.dup2(copy, fd)
             os.close(copy)

@@ -46,6 +46,7 @@ from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
+from warmcli.runtime.misuse import refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 
@@ -226,32 +227,36 @@ class Runtime:
         stream: Stream | None = None,
     ) -> LaunchMode:
         """Issue one launch; returns the verdict it was given."""
-        stream = stream or self.default_stream
-        verdict = resolve_launch_mode(current_process_mode(), stream.mode)
-        collector = active_collector()
-        if (
-            self.shard is not None
-            and verdict is not LaunchMode.EXECUTE
-            and not self.shard.owns(kernel.content_hash)
-        ):
-            return verdict  # another shard's kernel: that shard builds it
-        if verdict is not LaunchMode.EXECUTE:
-            self._check_arguments(kernel, args)
-        function = self.kernels.obtain(kernel, verdict)
-        if verdict is LaunchMode.QUEUE:
-            collector.count(self.device.id, "execution", "queued")
-        elif verdict is LaunchMode.COMPILE:
-            collector.count(self.device.id, "execution", "discarded")
-        else:
-            config = _launch_config(grid, block, shared)
-            hooks = stream.on_launch
-            if hooks is not None:  # a tune measures on it: its buffers kept first
-                cover = hooks.get(get_ident())
-                if cover is not None:
-                    cover(args)
-            self.device.launch(function, kernel, args, config, stream)
-            collector.count(self.device.id, "execution", "executed")
-        return verdict
+        try:
+            stream = stream or self.default_stream
+            verdict = resolve_launch_mode(current_process_mode(), stream.mode)
+            collector = active_collector()
+            if (
+                self.shard is not None
+                and verdict is not LaunchMode.EXECUTE
+                and not self.shard.owns(kernel.content_hash)
+            ):
+                return verdict  # another shard's kernel: that shard builds it
+            if verdict is not LaunchMode.EXECUTE:
+                self._check_arguments(kernel, args)
+            function = self.kernels.obtain(kernel, verdict)
+            if verdict is LaunchMode.QUEUE:
+                collector.count(self.device.id, "execution", "queued")
+            elif verdict is LaunchMode.COMPILE:
+                collector.count(self.device.id, "execution", "discarded")
+            else:
+                config = _launch_config(grid, block, shared)
+                hooks = stream.on_launch
+                if hooks is not None:  # a tune measures on it: its buffers kept first
+                    cover = hooks.get(get_ident())
+                    if cover is not None:
+                        cover(args)
+                self.device.launch(function, kernel, args, config, stream)
+                collector.count(self.device.id, "execution", "executed")
+            return verdict
+        except AttributeError:  # of the wrong kind? Said so; else the error stands
+            refuse_wrong_kinds("launch", kernel=kernel, stream=stream)
+            raise
 
     def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
         """A discarded or queued launch's arguments are checked as an executed one's are
@@ -270,6 +275,8 @@ class Runtime:
         Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
         """
         stream = stream or self.default_stream
+        if not isinstance(tunable, Tunable) or not isinstance(stream, Stream):
+            refuse_wrong_kinds("tune", tunable=tunable, stream=stream)
         if len(tunable.candidates) == 1:  # answered, not tuned: counts nowhere
             return self._answer(tunable, *inputs, stream=stream)
         device_id = self.device.id

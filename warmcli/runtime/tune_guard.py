@@ -19,6 +19,7 @@ prints.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -218,12 +219,18 @@ def compare(
 def judge(
     check: Callable[..., Any], outputs: list[np.ndarray], inputs: tuple[Any, ...]
 ) -> str | None:
-    """A user check's verdict on one candidate's outputs: None to accept, else the reason."""
+    """A user check's verdict on one candidate's outputs: None to accept, else the reason.
+    It accepts with None or True and rejects with False (numpy's bools alike) or by raising;
+    any other answer (an array, a generator, a coroutine) is no verdict: rejected."""
     try:
         verdict = check(outputs, inputs)
     except Exception as exc:  # the user's check said why: its summary, the first lines
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:2]
         return f"check: {type(exc).__name__}: {'; '.join(lines)}".rstrip(": ")
-    if verdict is False:
+    if verdict is None or verdict is True or verdict is np.True_:
+        return None
+    if verdict is False or verdict is np.False_:  # `(a == b).all()` answers numpy's
         return "check: the check callable rejected its outputs"
-    return None
+    if inspect.iscoroutine(verdict):  # never awaited: close it, no warning at exit
+        verdict.close()
+    return f"check: the check callable returned {type(verdict).__name__}, not True, False or None"

@@ -202,14 +202,19 @@ def _function(check: Callable[..., Any]) -> Any:
 
 
 def _plain(value: Any) -> bool:
-    """Whether `value`'s repr is the same in every process (no object's address in it)."""
+    """Whether `value`'s repr is the same in every process (no object's address in it): a
+    number (numpy's too), text, or a tuple of them. Not a list or dict: one the workload
+    fills as it runs (a cache) would read apart in each pass and never be served."""
     if isinstance(value, tuple):
         return all(_plain(v) for v in value)
-    return value is None or isinstance(value, str | int | float | bytes)
+    return value is None or isinstance(value, str | int | float | bytes | np.number | np.bool_)
 
 
 def _text(value: Any) -> str:
-    """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex."""
+    """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex;
+    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
+    if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
+        return f"{type(value).__name__}({value.item()!r})"
     try:
         return repr(value)
     except ValueError:
@@ -238,6 +243,7 @@ def _callable_identity(
         *(c.cell_contents for c in cells if _filled(c)),
     ]
     shown: list[Any] = [_text(v) for v in held if _plain(v)]
+    shown += _state(check)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in code.co_names if isinstance(code, types.CodeType) else ():
         value = space.get(name)
@@ -257,13 +263,24 @@ def _callable_identity(
     ]
 
 
+def _state(check: Callable[..., Any]) -> list[str]:
+    """The plain attributes of the object a check is a method of, or is (a tolerance it
+    holds), but its dunders (`__module__` names the workload as `warm run` imported it)."""
+    owner = getattr(check, "__self__", None) if isinstance(check, types.MethodType) else check
+    if isinstance(owner, types.FunctionType | types.BuiltinFunctionType | types.ModuleType):
+        return []
+    held = getattr(owner, "__dict__", None) or {}
+    items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v))
+    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__")]
+
+
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
-    values of its defaults, closure, a partial's arguments and the module globals its
-    code names, and each function of its own module it names, keyed alike), and the
-    tolerance. Not the
-    callable's module: `warm run` imports a workload file under a name of its own."""
+    values of its defaults, closure, a partial's arguments, the attributes of the object
+    it is (or is a method of) and the module globals its code names, and each function
+    of its own module it names, keyed alike), and the tolerance. Not the callable's
+    module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
         return ["check", check, tol]

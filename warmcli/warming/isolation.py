@@ -102,7 +102,8 @@ class _WorkerJournal:
 @dataclass
 class WorkerCrash:
     """The worker died of a signal outside any candidate's measurement, or was killed
-    after an interrupt it did not stop for (`interrupted`)."""
+    after an interrupt it did not stop for, or stopped for one its work did not answer
+    (`interrupted`: an interrupt while the run printed, once the passes were stored)."""
 
     signal: int
     during: str | None = None
@@ -148,6 +149,7 @@ class _Journal:
     groups: set[int] = field(default_factory=set)
     stored: tuple[int, int] = (0, 0)
     finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
+    unanswered: bool = False  # it stopped for an interrupt its work did not answer
 
 
 def _read_journal(fd: int) -> _Journal:
@@ -171,7 +173,7 @@ def _read_journal(fd: int) -> _Journal:
             kernels, tunes = journal.stored
             journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
         elif kind == "exit":
-            journal.finished = True
+            journal.finished, journal.unanswered = True, bool(entry.get("unanswered"))
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
@@ -186,7 +188,7 @@ def _arm_parent_death(parent: int) -> None:
 
 def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
     """In the forked worker: run `work` with the journal armed, then exit with its code."""
-    code = 1
+    code, unanswered = 1, False
     try:
         for s, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, None)):
             if s in _heeded():  # the supervisor's handler must not run here
@@ -200,8 +202,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         code = work()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:  # `work` said nothing of it: the exit code says it
-        code = 130
+    except KeyboardInterrupt:  # `work` said nothing of it: the supervisor says it
+        code, unanswered = 130, True
     except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -212,10 +214,14 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
+            try:
                 stream.flush()
-        with contextlib.suppress(Exception):
-            _write("exit", code=code)
+            except KeyboardInterrupt:  # while its output was written out: unanswered
+                code, unanswered = 130, True
+            except BaseException:
+                pass
+        with contextlib.suppress(BaseException):
+            _write("exit", code=code, unanswered=unanswered)
         os._exit(code)
 
 
@@ -289,6 +295,8 @@ def run_isolated(
             if not seen.finished:  # the workload ended the process itself (`os._exit`)
                 code = os.WEXITSTATUS(status)
                 return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
+            if seen.unanswered:  # interrupted where the work could not say so (printing)
+                return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
             return os.WEXITSTATUS(status)
         number = os.WTERMSIG(status)
         if interrupted or number in (signal.SIGINT, signal.SIGTERM):
@@ -309,11 +317,19 @@ def run_isolated(
 
 def interrupt_on_signals() -> None:
     """SIGINT and SIGTERM stop every compiler at once and raise `KeyboardInterrupt` (once:
-    a second signal only stops compilers again, so the cleanup finishes)."""
-    raised = False
+    a second signal only stops compilers again, so the cleanup finishes). In a process the
+    workload forked (a pool's worker) the signal does what it does without warm: it never
+    stops its parent's compilers."""
+    raised, owner = False, os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         nonlocal raised
+        if os.getpid() != owner:  # a child's: SIGTERM ends it, SIGINT is Python's own
+            if signum != signal.SIGTERM:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         stop_compilers()
         if not raised:
             raised = True

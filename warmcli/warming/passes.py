@@ -26,6 +26,7 @@ returns reports and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import sign
-from warmcli.bundle.store import Bundle
+from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
@@ -169,6 +170,8 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
     out = []
     if executing and c.compiled:
         out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
+    if executing and c.failed:  # launched where its error did not end the workload (a thread)
+        out.append(f"{device}: {c.failed} kernel(s) failed to compile, not in the bundle")
     if not executing and c.queued:
         out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
     if not executing and a.unrecorded:
@@ -257,8 +260,11 @@ def _warm(
             signs = signing_key is not None
             bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
             probe.join()
-        except BaseException:  # an interrupt included: the probe's `--version` stops too
+        except BaseException as exc:  # an interrupt included: the probe's `--version` stops too
             probe.stop()
+            if created and isinstance(exc, BundleError) and not bundle_path.exists():
+                with contextlib.suppress(OSError):  # could not be made (a full disk): no lock
+                    remove_new(bundle_path)  # left either (never after an interrupt)
             raise
         dropped = 0 if created else drop_corrupt(bundle)
         runtimes = [
