@@ -130,7 +130,7 @@ def test_failed() -> None:
 def test_refused_by_the_device_at_load(monkeypatch: pytest.MonkeyPatch) -> None:
     rt, buf = host()
 
-    def refuse(binary: bytes) -> object:
+    def refuse(binary: bytes, sha256: str | None = None) -> object:
         raise DeviceError("the device refuses this build")
 
     monkeypatch.setattr(rt.device, "load_module", refuse)

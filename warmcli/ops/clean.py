@@ -20,7 +20,8 @@ to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
-that transaction is committed, Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
+that transaction is committed (Ctrl-C and SIGTERM held while it commits and is counted),
+Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
 `warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
@@ -29,11 +30,12 @@ prints.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -337,8 +339,9 @@ def clean_bundle(
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
-                bundle.delete(kernels, tunes)
-                removed[:] = len(kernels), len(tunes)
+                with _held_interrupts():  # committed and counted, or neither
+                    bundle.delete(kernels, tunes)
+                    removed[:] = len(kernels), len(tunes)
                 _vacuum(bundle, *removed)
         after = path.stat().st_size
     except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
@@ -346,6 +349,24 @@ def clean_bundle(
             raise
         raise CleanInterrupted(*removed) from None
     return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+
+
+@contextlib.contextmanager
+def _held_interrupts() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held (blocked, then delivered as the block ends) while a removal
+    commits and is counted: one landing between the two (the transaction's end: its lock
+    let go) would say "interrupted" of a removal that was kept."""
+    import signal
+
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:  # no POSIX signal masks: as it was
+        yield
+        return
+    held = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, held)
 
 
 def _malformed(kind: str, into: list[Removal]) -> Callable[[str, str], None]:
