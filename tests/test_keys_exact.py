@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import TUNED_READ, Warm
 
 from warmcli import Kernel
@@ -306,6 +307,35 @@ def test_a_check_reading_a_module_tolerance_keys_its_value(
     """Warmed with RTOL=0.1 ('off', 1% high, passes and wins); served with RTOL=1e-6, the
     check that would exclude it is another check: a miss, never 'off' unchecked."""
     path = workload_file(GLOBAL_TOLERANCE)
+    bundle = tmp_path / "k.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
+    tight = Warm(dict(warm.env, RTOL="1e-6"))
+    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
+
+
+CLASS_TOLERANCE = GLOBAL_TOLERANCE.replace(
+    'RTOL = float(os.environ.get("RTOL", "0.1"))',
+    'class Config:\n    RTOL = float(os.environ.get("RTOL", "0.1"))',
+).replace("rtol=RTOL", "rtol=Config.RTOL")
+MODULE_TOLERANCE = GLOBAL_TOLERANCE.replace(
+    'RTOL = float(os.environ.get("RTOL", "0.1"))',
+    "import sys\nsys.path.insert(0, os.path.dirname(__file__))  # (run by path)\nimport tolerances",
+).replace("rtol=RTOL", "rtol=tolerances.RTOL")
+
+
+@pytest.mark.parametrize("held_by", ["class", "module"])
+def test_a_tolerance_a_check_reads_through_a_class_or_module_keys_its_value(
+    warm: Warm, workload_file, tmp_path: Path, held_by: str
+) -> None:
+    """As a module global's (above): `Config.RTOL`, `tolerances.RTOL` (a module beside the
+    workload) read by the check are keyed; served with 1e-6, 'off' is never served unchecked."""
+    source = CLASS_TOLERANCE if held_by == "class" else MODULE_TOLERANCE
+    path = workload_file(source)
+    (path.parent / "tolerances.py").write_text(
+        'import os\nRTOL = float(os.environ.get("RTOL", "0.1"))\n'
+    )
     bundle = tmp_path / "k.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
     assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0

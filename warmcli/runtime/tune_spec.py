@@ -245,10 +245,13 @@ def _callable_identity(
     shown: list[Any] = [_text(v) for v in held if _plain(v)]
     shown += _state(check)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
-    for name in code.co_names if isinstance(code, types.CodeType) else ():
+    names = code.co_names if isinstance(code, types.CodeType) else ()
+    for name in names:
         value = space.get(name)
         if name in space and _plain(value):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
+        elif isinstance(value, types.ModuleType | type):  # one read through it: `cfg.RTOL`
+            shown += _attributes(name, value, names)
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
@@ -261,6 +264,21 @@ def _callable_identity(
         _code_digest(code) if isinstance(code, types.CodeType) else "",
         shown,
     ]
+
+
+def _attributes(name: str, holder: Any, names: tuple[str, ...]) -> list[str]:
+    """The plain values of the attributes among `names` (a code's names: each attribute it
+    reads is one) of `holder`, a module or a class (its bases' too), but dunders, read from
+    their dicts: no code runs (a module's `__getattr__`, a property)."""
+    spaces = [vars(holder)] if isinstance(holder, types.ModuleType) else [
+        vars(c) for c in getattr(holder, "__mro__", (holder,))
+    ]  # fmt: skip
+    shown = []
+    for attribute in names:
+        found = next((s for s in spaces if attribute in s), None)
+        if found is not None and not attribute.startswith("__") and _plain(found[attribute]):
+            shown.append(f"{name}.{attribute}={_text(found[attribute])}")
+    return shown
 
 
 def _state(check: Callable[..., Any]) -> list[str]:
@@ -278,8 +296,9 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and a digest of its code (bytecode, constants, names; with the plain
     values of its defaults, closure, a partial's arguments, the attributes of the object
-    it is (or is a method of) and the module globals its code names, and each function
-    of its own module it names, keyed alike), and the tolerance. Not the callable's
+    it is (or is a method of), the module globals its code names and the attributes it
+    names of a module or class it names (`cfg.RTOL`), and each function of its own module
+    it names, keyed alike), and the tolerance. Not the callable's
     module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
