@@ -537,3 +537,17 @@ def test_a_workload_setting_a_stream_to_none_leaves_warms_output_alone(
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "the bundle is complete" in proc.stdout
+
+
+def test_a_workload_emptying_sys_path_leaves_warm_whole(warm: Warm, workload_file) -> None:
+    """`sys.path` is put back after each pass, as the working folder is: a workload that
+    empties it (or points it elsewhere) left warm unable to import its own output modules."""
+    path = workload_file(
+        "import sys\nfrom warmcli import Kernel\nDEVICE = 'host'\n"
+        "K = Kernel('void f(int *p, int n) { p[0] = n; }', 'f', 'Pi')\n\n"
+        "def workload(rt):\n    b = rt.buffer(4, 'int32')\n    rt.launch(K, b, 3)\n"
+        "    sys.path.clear()\n    sys.path.append('/nonexistent')\n"
+    )
+    proc = warm("run", path, "-b", path.with_suffix(".warm"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout

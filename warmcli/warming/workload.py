@@ -1,29 +1,27 @@
 """Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
-A workload behaves as under `python workload.py`: its folder goes first on
-`sys.path`, so it imports the modules beside it. The file is imported as a fresh
-module under a private name, so two workloads never share state and nothing of it
-is imported twice by accident. `load_module` imports a module by its dotted name
-as `python -m` does (the current folder first on `sys.path`), so a workload inside
-a package may use relative imports. Every way this can go wrong (a missing file, a
-file that is not Python, a syntax error, an import that raises, no entry point, an
-entry point that takes no runtime argument, an exception (any `BaseException` but
-Ctrl-C's) or a `sys.exit` inside the entry point) becomes one `WorkloadError` whose
-message names the workload's own file and line. With a fallback entry (`main()` of
-a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take no
-argument: it is then called without the runtime. Either way the runtime is bound
-while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go
-through it; an `async def` or generator entry is run to its end (`asyncio.run`, or
-iterated: calling it ran nothing), and the working
-folder it changes is put back after each run (each pass starts where the first did;
-a relative bundle path holds). A run waits, as Python does before a process ends, for
-the non-daemon threads the entry left running (not an idle pool worker), and a process
-the entry forked that returns or raises out of it ends there (`os._exit`), never
-running warm's passes beside its parent. While it is imported, `warmcli.runtime()` hands out a
-runtime bound late (`warmcli.production.late_runtimes`): what the entry does on it
-is warmed; what the import itself does on it runs unwarmed, and where is kept
-(`unbound`).
-The module owns nothing once loaded; it never runs the passes itself.
+A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
+imports the modules beside it. The file is imported as a fresh module under a private name,
+so two workloads never share state and nothing of it is imported twice by accident.
+`load_module` imports a module by its dotted name as `python -m` does (the current folder
+first on `sys.path`), so a workload inside a package may use relative imports. Every way
+this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
+raises, no entry point, an entry point that takes no runtime argument, an exception (any
+`BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
+`WorkloadError` whose message names the workload's own file and line. With a fallback entry
+(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
+no argument: it is then called without the runtime. Either way the runtime is bound while
+the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an
+`async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
+nothing), and the working folder and the `sys.path` it changes are put back after each run
+(each pass starts where the first did; a relative bundle path holds, and warm's own imports
+after it). A run waits, as Python does before a process ends, for the non-daemon threads the
+entry left running (not an idle pool worker), and a process the entry forked that returns or
+raises out of it ends there (`os._exit`), never running warm's passes beside its parent.
+While it is imported, `warmcli.runtime()` hands out a runtime bound late
+(`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
+itself does on it runs unwarmed, and where is kept (`unbound`). The module owns nothing once
+loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
@@ -81,6 +79,7 @@ class Workload:
             folder: str | None = os.getcwd()
         except OSError:  # the folder was removed (by an earlier pass): nothing to go back to
             folder = None
+        path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
         try:
             with bound_runtime(runtime):
@@ -104,6 +103,7 @@ class Workload:
                 f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
         finally:
+            sys.path[:] = path
             if folder is not None:
                 with contextlib.suppress(OSError):  # a folder the workload removed stays left
                     os.chdir(folder)
