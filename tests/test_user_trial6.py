@@ -551,3 +551,20 @@ def test_a_workload_emptying_sys_path_leaves_warm_whole(warm: Warm, workload_fil
     proc = warm("run", path, "-b", path.with_suffix(".warm"))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert "stored 1 new kernel(s)" in proc.stdout
+
+
+def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
+    """`rt.read(3)` was an AttributeError from inside warm; `rt.upload(buffer)` said
+    'dtype object is not numeric'."""
+    import numpy as np
+
+    from warmcli.backends.host import HostDevice
+    from warmcli.runtime.runtime import Runtime
+
+    rt = Runtime(HostDevice())
+    buffer = rt.upload(np.arange(4, dtype=np.int32))
+    with pytest.raises(TypeError, match=r"^read: buffer must be a Buffer .*, not int$"):
+        rt.read(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^upload: array is a Buffer, already on the device"):
+        rt.upload(buffer)  # type: ignore[arg-type]
+    assert rt.read(buffer).tolist() == [0, 1, 2, 3]

@@ -46,7 +46,7 @@ from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
-from warmcli.runtime.misuse import refuse_wrong_kinds
+from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 
@@ -171,6 +171,7 @@ class Runtime:
 
     def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
         """A new buffer holding a copy of `array` (of numbers: `numeric_dtype`)."""
+        refuse_device_data("upload", array)
         data = np.asarray(array, dtype=None if dtype is None else numeric_dtype(dtype))
         buffer = self.device.allocate(data.shape, numeric_dtype(data.dtype))
         self.device.upload(buffer, data)
@@ -188,6 +189,7 @@ class Runtime:
 
     def read(self, buffer: Buffer) -> np.ndarray:
         """The buffer's contents; refused under a discarding process mode."""
+        refuse_wrong_kinds("read", buffer=buffer) if not isinstance(buffer, Buffer) else None
         if current_process_mode().discards:
             self.refuse_discarded_read(str(buffer), stacklevel=2)
             if not self.device.can_execute:
