@@ -1,0 +1,53 @@
+"""A new user's and an operator's trial of README's commands, bundle, misses and trust
+sections (readme18): what a user tried that the code did not keep, each through the real
+CLI on a real bundle made by `warm run`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from conftest import EXAMPLES, Warm
+
+MATMUL = EXAMPLES / "matmul_host.py"
+MANY = EXAMPLES / "many_kernels_host.py"
+
+
+def _signed_then_corrupted(warm: Warm, tmp_path: Path) -> Path:
+    """The host example's bundle, signed, its signature row then made malformed."""
+    bundle = tmp_path / "signed.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    assert warm("keygen", tmp_path / "ci.key").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("UPDATE signatures SET key_id = char(27) || '[31m' || key_id")
+    conn.close()
+    return bundle
+
+
+def test_verify_names_a_malformed_signature_row_and_exits_1(warm: Warm, tmp_path: Path) -> None:
+    """README: verify exits 1 when it found something corrupt, named on the output (a
+    malformed manifest or fingerprint row is); a malformed signature row stopped it with
+    exit 2 and no integrity report."""
+    bundle = _signed_then_corrupted(warm, tmp_path)
+    proc = warm("verify", bundle)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "integrity:" in proc.stdout and "corrupt signature entry" in proc.stdout
+    assert "signature: unsigned" not in proc.stdout
+    assert "\x1b" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    doc = json.loads(warm("verify", bundle, "--json").stdout)
+    assert doc["integrity"]["ok"] is False
+    assert any("corrupt signature entry" in p for p in doc["integrity"]["problems"])
+
+
+def test_run_over_a_malformed_signature_row_says_what_it_stored(warm: Warm, tmp_path: Path) -> None:
+    """`warm run` storing into a signed bundle whose signature row is malformed stored
+    the kernels, then failed (exit 2) on the row, never saying what it had stored."""
+    bundle = _signed_then_corrupted(warm, tmp_path)
+    env = dict(warm.env, WARM_EXAMPLE_KERNELS="10")
+    proc = Warm(env)("run", MANY, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stored 10 new kernel(s)" in proc.stdout
+    assert "unsigned" in proc.stdout + proc.stderr
