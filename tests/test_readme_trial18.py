@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
-from conftest import EXAMPLES, Warm
+import pytest
+from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
@@ -51,3 +54,30 @@ def test_run_over_a_malformed_signature_row_says_what_it_stored(warm: Warm, tmp_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stored 10 new kernel(s)" in proc.stdout
     assert "unsigned" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("off", ["false", "no", "off", "FALSE", " 0 "])
+def test_a_flag_set_to_a_word_for_off_is_off(
+    warm: Warm, tmp_path: Path, workload_file, off: str
+) -> None:
+    """WARM_BUNDLE_WRITE=false wrote the misses back into a production bundle, and
+    WARM_REPORT=no reported, WARM_EXPLAIN=no logged (WARM_STRICT=no was already off)."""
+    bundle = tmp_path / "empty.warm"
+    empty = workload_file("def workload(rt):\n    pass\n")
+    assert warm("run", empty, "-b", bundle, "-q").returncode == 0
+    before = bundle.read_bytes()
+    env = dict(
+        warm.env,
+        WARM_BUNDLE=str(bundle),
+        WARM_BUNDLE_WRITE=off,
+        WARM_REPORT=off,
+        WARM_EXPLAIN=off,
+        WARM_STRICT=off,
+    )
+    code = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(len(r.kernels))\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "6" and proc.stderr == "", proc.stderr
+    assert bundle.read_bytes() == before
