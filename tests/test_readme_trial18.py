@@ -81,3 +81,13 @@ def test_a_flag_set_to_a_word_for_off_is_off(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "6" and proc.stderr == "", proc.stderr
     assert bundle.read_bytes() == before
+
+
+def test_arch_given_a_virtual_architecture_names_no_flag_warm_lacks(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run --arch compute_90` said it "cannot go with --cubin", a flag warm has not."""
+    proc = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "compute_90", "-b", tmp_path / "b")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--cubin" not in proc.stderr and "use sm_90" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
