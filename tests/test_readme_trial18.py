@@ -91,3 +91,16 @@ def test_arch_given_a_virtual_architecture_names_no_flag_warm_lacks(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--cubin" not in proc.stderr and "use sm_90" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
+def test_merge_creates_at_most_out_s_own_directory(warm: Warm, tmp_path: Path) -> None:
+    """A mistyped -o grew a tree of directories (`warm run --bundle` creates at most the
+    bundle's own one), and `-o ""` said `.: is a directory`."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    proc = warm("merge", bundle, "-o", tmp_path / "typo" / "sub" / "m.warm")
+    assert proc.returncode == 2 and "no directory" in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "typo").exists()
+    proc = warm("merge", bundle, "-o", "")
+    assert proc.returncode == 2 and "empty" in proc.stderr, proc.stderr
+    assert warm("merge", bundle, "-o", tmp_path / "new" / "m.warm").returncode == 0
