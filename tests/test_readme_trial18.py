@@ -104,3 +104,18 @@ def test_merge_creates_at_most_out_s_own_directory(warm: Warm, tmp_path: Path) -
     proc = warm("merge", bundle, "-o", "")
     assert proc.returncode == 2 and "empty" in proc.stderr, proc.stderr
     assert warm("merge", bundle, "-o", tmp_path / "new" / "m.warm").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "option", [("--arch", "sm_90"), ("--device", "host"), ("--entry", "main"), ("--nvcc", "x")]
+)
+def test_verify_refuses_a_replay_option_without_a_workload(
+    warm: Warm, tmp_path: Path, option: tuple[str, str]
+) -> None:
+    """`warm verify B --arch sm_90` checked integrity only and said nothing of --arch, as
+    if the bundle had been replayed for sm_90 (the usage nests these under --workload)."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    proc = warm("verify", bundle, *option)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{option[0]} goes with --workload" in proc.stderr, proc.stderr
