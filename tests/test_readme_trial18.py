@@ -119,3 +119,26 @@ def test_verify_refuses_a_replay_option_without_a_workload(
     proc = warm("verify", bundle, *option)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{option[0]} goes with --workload" in proc.stderr, proc.stderr
+
+
+def test_check_under_trusted_keys_fails_what_production_would_not_serve(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """A signed bundle then warmed again without a key: production under WARM_TRUSTED_KEYS
+    serves none of the new entries (an `unsigned` miss each), but `warm check` under the
+    same keys said every entry was servable and exited 0."""
+    bundle = tmp_path / "b.warm"
+    empty = workload_file("def workload(rt):\n    pass\n")
+    assert warm("run", empty, "-b", bundle, "-q").returncode == 0
+    assert warm("keygen", tmp_path / "ci.key").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0  # 6 kernels, 3 tunes: unsigned
+    trusted = Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub")))
+    proc = trusted("check", bundle, "--device", "host", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["unservable_count"] == 9
+    assert {e["reason"] for e in doc["unservable"]} == {"unsigned"}
+    assert warm("check", bundle, "--device", "host").returncode == 0  # no trusted keys: served
+    assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
+    assert trusted("check", bundle, "--device", "host").returncode == 0
