@@ -142,3 +142,13 @@ def test_check_under_trusted_keys_fails_what_production_would_not_serve(
     assert warm("check", bundle, "--device", "host").returncode == 0  # no trusted keys: served
     assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
     assert trusted("check", bundle, "--device", "host").returncode == 0
+
+
+def test_an_empty_module_or_entry_name_is_said_so(warm: Warm, tmp_path: Path) -> None:
+    """`-m ""` said `.: is a directory, not a workload file`; `--entry ""` said the file
+    `defines no function (runtime)`."""
+    proc = warm("run", "-m", "", "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2 and "module name is empty" in proc.stderr, proc.stderr
+    proc = warm("run", MATMUL, "--entry", "", "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2 and "entry function's name is empty" in proc.stderr, proc.stderr
+    assert not (tmp_path / "b.warm").exists()

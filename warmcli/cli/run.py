@@ -153,7 +153,7 @@ def run(
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
     def loader() -> Workload:
-        if module:
+        if module is not None:
             return load_module(module, entry)
         return load_workload(workload or "", entry, fallback="main" if pycuda else None)
 
