@@ -6,6 +6,8 @@ CLI on a real bundle made by `warm run`.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -152,3 +154,36 @@ def test_an_empty_module_or_entry_name_is_said_so(warm: Warm, tmp_path: Path) ->
     proc = warm("run", MATMUL, "--entry", "", "-b", tmp_path / "b.warm")
     assert proc.returncode == 2 and "entry function's name is empty" in proc.stderr, proc.stderr
     assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_write_into_a_folder_not_writable_says_so(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -b` (sign, merge) on a bundle in a folder the user may not write said
+    `cannot take the write lock ...: No such file or directory`, of a file never named."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("root without setpriv: every folder is writable")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    (folder / "b.warm.lock").unlink()  # a bundle copied in: no writer has been there
+    folder.chmod(0o555)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root as an ordinary user: no capability to write others' folders
+        os.chown(folder, 65534, 65534)
+        caps = "-dac_override,-dac_read_search,-fowner"
+        prefix = [str(setpriv), f"--bounding-set={caps}", f"--inh-caps={caps}"]
+    sign = [sys.executable, "-m", "warmcli", "sign", str(bundle), "-k", str(tmp_path / "k")]
+    try:
+        proc = subprocess.run(
+            [*prefix, *sign],
+            capture_output=True,
+            text=True,
+            env=warm.env,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "No such file" not in proc.stderr and "not writable" in proc.stderr, proc.stderr
+    finally:
+        folder.chmod(0o755)
