@@ -187,3 +187,15 @@ def test_a_write_into_a_folder_not_writable_says_so(warm: Warm, tmp_path: Path) 
         assert "No such file" not in proc.stderr and "not writable" in proc.stderr, proc.stderr
     finally:
         folder.chmod(0o755)
+
+
+def test_merge_into_a_link_loop_names_out_in_one_line(warm: Warm, tmp_path: Path) -> None:
+    """`-o` a symbolic link loop printed `[Errno 40] Too many levels of symbolic links:
+    'loop1.warm'`, no context, where every other command names the bundle."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    (tmp_path / "loop1.warm").symlink_to(tmp_path / "loop2.warm")
+    (tmp_path / "loop2.warm").symlink_to(tmp_path / "loop1.warm")
+    proc = warm("merge", bundle, "-o", tmp_path / "loop1.warm", "--force")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "[Errno" not in proc.stderr and "nothing was merged" in proc.stderr, proc.stderr
