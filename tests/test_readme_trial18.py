@@ -105,6 +105,8 @@ def test_merge_creates_at_most_out_s_own_directory(warm: Warm, tmp_path: Path) -
     assert not (tmp_path / "typo").exists()
     proc = warm("merge", bundle, "-o", "")
     assert proc.returncode == 2 and "empty" in proc.stderr, proc.stderr
+    proc = warm("merge", bundle, "-o", bundle / "m.warm")  # said "(File exists)"
+    assert proc.returncode == 2 and f"{bundle} is not a directory" in proc.stderr, proc.stderr
     assert warm("merge", bundle, "-o", tmp_path / "new" / "m.warm").returncode == 0
 
 

@@ -222,6 +222,8 @@ def new_file_path(named: str | Path) -> Path:
     if not str(named).strip():
         fail("the bundle's name is empty: name the bundle file to write")
     given = Path(named)
+    if given.parent.exists() and not given.parent.is_dir():
+        fail(f"{given}: {given.parent} is not a directory")
     if not given.parent.parent.is_dir():
         fail(
             f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "
