@@ -201,3 +201,23 @@ def test_merge_into_a_link_loop_names_out_in_one_line(warm: Warm, tmp_path: Path
     proc = warm("merge", bundle, "-o", tmp_path / "loop1.warm", "--force")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "[Errno" not in proc.stderr and "nothing was merged" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("columns", [59, 60, 62, 64, 66])
+def test_a_table_a_little_too_wide_is_shown_as_records(
+    warm: Warm, tmp_path: Path, columns: int
+) -> None:
+    """README: in a terminal too narrow for a table's columns (every name whole, a folding
+    column at least 12 wide), a table is shown record after record. Between 59 and 66
+    columns the Contents table of the host example folded its first column to 6 cells
+    (`tunabl` / `e`, `host|A` / `MD`): the room the table's edges and column separators
+    take was not counted."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    proc = Warm(dict(warm.env, COLUMNS=str(columns)))("stats", bundle)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, proc.stdout
+    header = [line for line in lines if "arch" in line and "binary bytes" in line]
+    if header:  # shown as a table: the folding column (edge, then padding, a separator) >= 12
+        assert header[0].index("arch") - 4 >= 12, proc.stdout
