@@ -221,3 +221,26 @@ def test_a_table_a_little_too_wide_is_shown_as_records(
     header = [line for line in lines if "arch" in line and "binary bytes" in line]
     if header:  # shown as a table: the folding column (edge, then padding, a separator) >= 12
         assert header[0].index("arch") - 4 >= 12, proc.stdout
+
+
+def test_a_first_run_the_disk_refuses_leaves_only_its_lock(warm: Warm, tmp_path: Path) -> None:
+    """Under a file size limit smaller than an empty bundle, a first run says the write
+    failed (exit 2) and leaves no bundle and no temporary file: only its empty `.lock`,
+    which warm never removes while another writer may wait on it (README says so)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
+
+    bundle = tmp_path / "new.warm"
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b", str(bundle), "-q"],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        cwd=ROOT,
+        preexec_fn=limited,
+    )
+    assert proc.returncode == 2 and "a write to the disk failed" in proc.stderr, proc.stderr
+    left = sorted(p.name for p in tmp_path.iterdir() if "new" in p.name)
+    assert left in ([], ["new.warm.lock"]), left
