@@ -244,3 +244,22 @@ def test_a_first_run_the_disk_refuses_leaves_only_its_lock(warm: Warm, tmp_path:
     assert proc.returncode == 2 and "a write to the disk failed" in proc.stderr, proc.stderr
     left = sorted(p.name for p in tmp_path.iterdir() if "new" in p.name)
     assert left in ([], ["new.warm.lock"]), left
+
+
+def test_a_new_compiler_s_note_does_not_say_the_old_builds_are_not_served(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """README: a warm run with a new compiler builds afresh, while production serves any
+    toolchain's build that runs here. The run's note said the old builds were `not served
+    on host`, as if production would not serve them."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    cc = tmp_path / "othercc"
+    version = '[ "$1" = --version ] && { echo "othercc 9.9"; exit 0; }'
+    cc.write_text(f'#!/bin/sh\n{version}\nexec cc "$@"\n')
+    cc.chmod(0o755)
+    proc = Warm(dict(warm.env, WARM_CC=str(cc)))("run", MATMUL, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout + proc.stderr
+    assert "built by" in text and "not served on host" not in text, text
+    assert "production" in text, text
