@@ -263,3 +263,24 @@ def test_a_new_compiler_s_note_does_not_say_the_old_builds_are_not_served(
     text = proc.stdout + proc.stderr
     assert "built by" in text and "not served on host" not in text, text
     assert "production" in text, text
+
+
+def test_a_crashed_candidate_s_line_shows_its_names_inert(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """The stderr line naming a candidate that crashed printed the tunable's name raw (a
+    terminal escape in it reached the terminal), while the note after it escaped it."""
+    source = (
+        "from warmcli import Kernel, Tunable\n"
+        "SRC = 'void k(float *x, int n) { if (BAD) { volatile int *p = 0; *p = 1; }"
+        " for (int i = 0; i < n; i++) x[i] += 1.0f; }\\n'\n"
+        "T = Tunable(name='op\\x1b[31m', candidates={f'c{b}': Kernel(SRC, 'k', 'Pi',"
+        " defines={'BAD': b}) for b in (0, 1)},\n"
+        "    launch=lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream))\n"
+        "def workload(rt):\n"
+        "    rt.tune(T, rt.buffer(16, 'float32'), 16)\n"
+    )
+    proc = warm("run", workload_file(source), "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "crashed (SIGSEGV); it is excluded" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr and "op\\x1b[31m" in proc.stderr, proc.stderr
