@@ -284,3 +284,15 @@ def test_a_crashed_candidate_s_line_shows_its_names_inert(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "crashed (SIGSEGV); it is excluded" in proc.stderr, proc.stderr
     assert "\x1b" not in proc.stdout + proc.stderr and "op\\x1b[31m" in proc.stderr, proc.stderr
+
+
+def test_a_format_warm_does_not_read_names_those_it_does(warm: Warm, tmp_path: Path) -> None:
+    """`bundle format version 99, this warm reads 1 and 2 and 3`: now as merge says it."""
+    bundle = tmp_path / "a.warm"
+    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    proc = warm("stats", bundle)
+    assert proc.returncode == 2, proc.stderr
+    assert "format version 99, this warm reads formats 1, 2, 3" in proc.stderr, proc.stderr
