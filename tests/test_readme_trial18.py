@@ -296,3 +296,31 @@ def test_a_format_warm_does_not_read_names_those_it_does(warm: Warm, tmp_path: P
     proc = warm("stats", bundle)
     assert proc.returncode == 2, proc.stderr
     assert "format version 99, this warm reads formats 1, 2, 3" in proc.stderr, proc.stderr
+
+
+def test_max_size_evicts_a_batch_s_kernels_together_when_equally_recent(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Kernels one run wrote are equally recent; `--max-size` broke the tie by key, which
+    spreads over every batch's binary, so to free a few binaries it removed nearly every
+    kernel (1,072 of 1,100 to go from 369K to 287K): a binary is freed only with its last
+    kernel. Now a kept binary keeps every kernel it holds."""
+    bundle = tmp_path / "many.warm"
+    env = dict(warm.env, WARM_EXAMPLE_KERNELS="300")
+    assert Warm(env)("run", MANY, "-b", bundle, "-q", "--jobs", "8").returncode == 0
+
+    def per_blob() -> dict[str, int]:
+        with sqlite3.connect(bundle) as conn:
+            rows = conn.execute("SELECT sha256, count(*) FROM kernels GROUP BY sha256").fetchall()
+        conn.close()
+        return dict(rows)
+
+    before = per_blob()
+    assert len(before) > 2, before
+    with sqlite3.connect(bundle) as conn:
+        total = conn.execute("SELECT sum(size) FROM blobs").fetchone()[0]
+    conn.close()
+    proc = warm("clean", bundle, "--max-size", str(total * 2 // 3))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = per_blob()
+    assert after and all(after[sha] == before[sha] for sha in after), (before, after)
