@@ -94,9 +94,14 @@ def _env(environ: Environ | None) -> Environ:
     return os.environ if environ is None else environ
 
 
+# What turns a `1` flag off, as `WARM_STRICT` reads it too (any case, spaces stripped).
+OFF_WORDS = ("", "0", "off", "false", "no")
+
+
 def _flag(name: str, environ: Environ | None) -> bool:
-    """A `1` flag: set to anything but empty, `0`, `off`, `false` or `no` (any case)."""
-    return _env(environ).get(name, "").strip().lower() not in ("", "0", "off", "false", "no")
+    """A `1` flag: set to anything but one of `OFF_WORDS` (`WARM_BUNDLE_WRITE=false`
+    never writes)."""
+    return _env(environ).get(name, "").strip().lower() not in OFF_WORDS
 
 
 def home(environ: Environ | None = None) -> str | None:
@@ -138,7 +143,7 @@ def report(environ: Environ | None = None) -> bool:
 
 
 def explain(environ: Environ | None = None) -> bool:
-    """`WARM_EXPLAIN`: log each miss (anything but empty, `0`, `off`, `false`, `no`)."""
+    """`WARM_EXPLAIN`: log each miss (anything but one of `OFF_WORDS`)."""
     return _flag("WARM_EXPLAIN", environ)
 
 

@@ -347,8 +347,8 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
 def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     if version not in SCHEMAS:
         raise BundleError(
-            f"{path}: bundle format version {version}, this warm reads "
-            f"{' and '.join(map(str, sorted(SCHEMAS)))}"
+            f"{path}: bundle format version {version}, this warm reads formats "
+            f"{', '.join(map(str, sorted(SCHEMAS)))}"
         )
     schema, base = SCHEMAS[version]
     select = f"{SCHEMA_SELECT} LIMIT {len(declared_schema(schema)) + 8}"

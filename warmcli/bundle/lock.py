@@ -102,7 +102,12 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
     try:
         try:
             owned.append(os.open(name, os.O_RDWR | os.O_CREAT, 0o666))
-        except PermissionError:  # another user's lock file: locking needs only reading it
+        except PermissionError as denied:  # another user's lock file: reading it is enough
+            if not os.path.lexists(name):  # none to read: its folder may not be written
+                raise BundleError(
+                    f"{path}: cannot create the write lock {name}: its folder is not writable "
+                    f"by you ({denied.strerror})"
+                ) from None
             owned.append(os.open(name, os.O_RDONLY))
     except OSError as exc:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None

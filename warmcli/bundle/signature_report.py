@@ -1,7 +1,8 @@
 """What `warm verify` says of a bundle's signatures: `signature_report`.
 
 Each stored signature checked (valid or not, trusted or not, how many of the bundle's
-signed rows it covers, stale: signed in another format), and how many signed rows
+signed rows it covers, stale: signed in another format; a malformed row is named as
+corrupt, a problem), and how many signed rows
 (manifest, fingerprints, blobs, kernels, tunes) no valid current signature (by a
 trusted key, when keys are given) vouches for, the first few kernels and tunes among
 them named. Signatures and row hashes are read through the `SignedRows` protocol of
@@ -36,6 +37,7 @@ class SignatureReport:
     uncovered: int = 0  # rows no valid (trusted, when keys are given) signature covers
     uncovered_entries: list[str] = field(default_factory=list)  # kernels, tunes: the first few
     stale: list[str] = field(default_factory=list)  # valid signatures of another format: why
+    corrupt: list[str] = field(default_factory=list)  # malformed signature rows: why
     trust_required: bool = False
     vouched: bool = False  # some valid signature (by a trusted key, when keys are given)
 
@@ -48,7 +50,7 @@ class SignatureReport:
     def problems(self) -> list[str]:
         """Invalid and stale signatures; under trusted keys, also every row no trusted key
         signed."""
-        found = self.invalid + self.stale
+        found = self.corrupt + self.invalid + self.stale
         if self.trust_required and not self.vouched:
             found += [] if self.stale else ["not signed by a trusted key"]
         elif self.trust_required and self.uncovered:
@@ -62,7 +64,7 @@ class SignatureReport:
 def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> SignatureReport:
     """Check every signature of `bundle` and which of its rows they cover."""
     report = SignatureReport(trust_required=trusted is not None)
-    stored = bundle.signatures()
+    stored = bundle.signatures(on_error=lambda _key, why: report.corrupt.append(why))
     valid = {s.key_id: s.valid() for s in stored}
     sets = {s.key_id: RowSet([s.rows]) for s in stored if valid[s.key_id]}
     counts = dict.fromkeys(sets, 0)

@@ -23,7 +23,15 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying, _sqlite_errors
-from warmcli.bundle.rows import KERNEL_COLUMNS, MAX_BLOB_BYTES, MAX_NAME_CHARS, RowReader
+from warmcli.bundle.rows import (
+    KERNEL_COLUMNS,
+    MAX_BLOB_BYTES,
+    MAX_NAME_CHARS,
+    OnError,
+    RowReader,
+    _corrupt,
+    _Malformed,
+)
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.tune_row import TUNE_COLUMNS, signed_values
 from warmcli.errors import BundleError
@@ -81,9 +89,12 @@ class SignedRows(RowReader):
                         row = signed_values(row, self._kernel_key)
                     yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
 
-    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]:
+    def signatures(
+        self, keys: Sequence[bytes] | None = None, on_error: OnError | None = None
+    ) -> list[StoredSignature]:
         """The signatures the bundle stores (those of `keys`, raw public keys, if given),
-        read and type-checked but not verified."""
+        read and type-checked but not verified. A malformed row is a `BundleError`, or,
+        with `on_error`, passed to it and left out."""
         from warmcli.bundle.signing import StoredSignature
 
         if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
@@ -98,7 +109,15 @@ class SignedRows(RowReader):
             (MAX_BLOB_BYTES, *(keys or ())),
         )
         parse = StoredSignature.from_row
-        return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+        if on_error is None:
+            return [self._parse("signature", r[0], lambda r=r: parse(r)) for r in rows]
+        found = []
+        for row in rows:
+            try:
+                found.append(parse(row))
+            except _Malformed as exc:
+                on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt("signature", row[0], exc))
+        return found
 
     def _few(
         self, select: str, most: int, what: str, params: tuple[object, ...] = ()

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from warmcli import config
 from warmcli.bundle.file import read_start
-from warmcli.bundle.rows import _key_id, _Malformed, _named, _seconds
+from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
@@ -243,7 +243,9 @@ class SignedRows(Protocol):
         self, tables: Sequence[str], shown: int
     ) -> tuple[int, list[tuple[str, str]]]: ...
 
-    def signatures(self, keys: Sequence[bytes] | None = None) -> list[StoredSignature]: ...
+    def signatures(
+        self, keys: Sequence[bytes] | None = None, on_error: OnError | None = None
+    ) -> list[StoredSignature]: ...
 
     def sign(
         self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]

@@ -213,8 +213,17 @@ def bundle_to_write(named: str | None) -> Path:
     path the user gave, warm creates at most its last directory: a mistyped path fails
     rather than growing a tree of directories."""
     given = default_bundle(named)
-    if named is None:
-        return given
+    return given if named is None else new_file_path(given)
+
+
+def new_file_path(named: str | Path) -> Path:
+    """The bundle file the user `named`, if warm need create no more than its own
+    directory to write it (`merge -o` too); else one line, and exit 2."""
+    if not str(named).strip():
+        fail("the bundle's name is empty: name the bundle file to write")
+    given = Path(named)
+    if given.parent.exists() and not given.parent.is_dir():
+        fail(f"{given}: {given.parent} is not a directory")
     if not given.parent.parent.is_dir():
         fail(
             f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "

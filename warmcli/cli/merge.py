@@ -16,6 +16,7 @@ from warmcli.cli.common import (
     emit_json,
     fail,
     guarded,
+    new_file_path,
     out,
     readable_bundle,
     shown_name,
@@ -44,10 +45,11 @@ def merge(
         fail(f"{output} is a URL: merge writes a local bundle (-o PATH); warm push publishes it")
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     trusted = guarded(trusted_keys)
+    target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
     report = guarded(
         lambda: merge_bundles(
-            paths, Path(output), overwrite=force, signing_key=signing_key, trusted_keys=trusted
+            paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
         )
     )
     _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})

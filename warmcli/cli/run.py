@@ -50,6 +50,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
+from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
     CrashedCandidate,
@@ -153,7 +154,7 @@ def run(
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
     def loader() -> Workload:
-        if module:
+        if module is not None:
             return load_module(module, entry)
         return load_workload(workload or "", entry, fallback="main" if pycuda else None)
 
@@ -255,9 +256,11 @@ def run(
 
 
 def _excluded(crash: CrashedCandidate) -> None:
-    err.print(
-        f"warm: tune {crash.operation} {crash.shape}: candidate {crash.candidate} "
-        f"{crash.reason}; it is excluded and the passes run again",
+    err.print(  # a workload's names, shown inert as the bundle's are
+        printable(
+            f"warm: tune {crash.operation} {crash.shape}: candidate {crash.candidate} "
+            f"{crash.reason}; it is excluded and the passes run again"
+        ),
         markup=False,
         highlight=False,
     )

@@ -92,6 +92,17 @@ def verify(
     quiet: bool = QuietOpt,
 ) -> None:
     """Check the bundle's integrity; with --workload, replay it over the bundle too."""
+    if workload is None:  # the replay's options: never silently dropped
+        given = {
+            "--device": device != "auto",
+            "--arch": bool(arch),
+            "--entry": entry != "workload",
+            "--nvcc": nvcc is not None,
+            "--compiler": compiler is not None,
+            "--allow-discarded-reads": allow_discarded_reads,
+        }
+        for flag in (f for f, on in given.items() if on):
+            fail(f"{flag} goes with --workload (the replay): integrity alone takes none")
     path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))

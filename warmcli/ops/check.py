@@ -12,7 +12,10 @@ candidate set) must have a measured pick on that device's fingerprint (a pending
 not servable). The builds (tune records) for other archs of an entry servable here are
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
-(reason `corrupt`). `check_servable` returns what is not servable, each as a
+(reason `corrupt`), nor, in a bundle opened under trusted keys, a row none of them signed,
+which production never serves (a build or record so left out is no build for a device:
+reason `unsigned` where it was the one that device would have used). `check_servable`
+returns what is not servable, each as a
 `MissExplanation` (the differing component, and what the bundle has against what this
 machine has). The entries are streamed in the order that groups one kernel's builds (one
 tune's devices) together, and each group is read once, holding for each device here the
@@ -37,7 +40,7 @@ from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.runtime.explain import MissExplanation, corrupt_entry, explained
+from warmcli.runtime.explain import UNSIGNED, MissExplanation, corrupt_entry, explained
 
 MACHINE = "this machine has"
 LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
@@ -135,8 +138,22 @@ def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
         _check_kernels(bundle, builds, offers, report, blobs)
     tunes = bundle.each_tune(on_error=report.corrupt("tune"), order=TUNE_GROUPS)
     for _, same_tune in itertools.groupby(tunes, _tune_group):
-        _check_tunes(same_tune, offers, report)
+        _check_tunes(bundle, same_tune, offers, report)
     return report
+
+
+def _unsigned(bundle: Bundle, record: KernelRecord | TuneRecord) -> bool:
+    """Under trusted keys: whether no trusted key signed `record`'s row, which production
+    then never serves (`Bundle.kernel` and `Bundle.tune` read it as absent)."""
+    if bundle.covered is None:
+        return False
+    if isinstance(record, KernelRecord):
+        return bundle.kernel(record.key) is None
+    return bundle.tune(record.key) is None
+
+
+def _unsigned_miss(kind: str, key: str, label: str) -> MissExplanation:
+    return MissExplanation(kind, key, label, "unsigned", UNSIGNED, ("unsigned",))
 
 
 def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
@@ -186,6 +203,7 @@ def _check_kernels(
     archs = {o.arch for o in here}
     chosen: list[KernelRecord | None] = [None] * len(here)
     unfit: list[tuple[KernelRecord, tuple[str, str]] | None] = [None] * len(here)
+    unsigned: list[KernelRecord | None] = [None] * len(here)  # one that ran there, unsigned
     held: dict[str, bool] = {}  # arch -> a cubin's (not PTX), in the order met
     other = 0  # cubins for no arch here: counted in `report.other` if the kernel is servable
     for k in itertools.chain((first,), builds):
@@ -198,6 +216,11 @@ def _check_kernels(
         other += cubin and k.arch not in archs  # a build here serves is for an arch here
         if k.arch in held or len(held) < _NAMED:
             held[k.arch] = cubin
+        if _unsigned(bundle, k):  # never served: no build for any device here
+            for i, target in enumerate(targets):
+                if unsigned[i] is None and why_not(k, target) is None:
+                    unsigned[i] = k
+            continue
         for i, target in enumerate(targets):
             best = chosen[i]
             if best is None:  # `choose` of one build: it, where it runs on the target
@@ -209,9 +232,10 @@ def _check_kernels(
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
     served = True  # by every device here: only then are its other builds not for this machine
-    for o, target, pick, misfit in zip(here, targets, chosen, unfit, strict=True):
+    for o, target, pick, misfit, left in zip(here, targets, chosen, unfit, unsigned, strict=True):
         if pick is None:
-            report.refuse(_unrunnable(first, misfit, target, sorted(held)))
+            why = _unrunnable(first, misfit, target, sorted(held))
+            report.refuse(why if left is None else _unsigned_miss("kernel", left.key, left.label))
             served = False
         else:
             served = _served(bundle, pick, o, report, blobs, held) and served
@@ -268,7 +292,7 @@ def _unrunnable(
 
 
 def _check_tunes(
-    records: Iterator[TuneRecord], offers: list[DeviceInfo], report: CheckReport
+    bundle: Bundle, records: Iterator[TuneRecord], offers: list[DeviceInfo], report: CheckReport
 ) -> None:
     """One tune's records (every device) against every device here, read once: memory
     holds, for each device, its own record's key and whether one is measured, and the
@@ -279,6 +303,7 @@ def _check_tunes(
     here = [o for o in offers if o.backend == backend]
     archs, fingerprints = {o.arch for o in here}, {o.fingerprint for o in here}
     mine: dict[str, tuple[str, bool]] = {}  # a fingerprint here -> (its first key, measured)
+    unsigned: dict[str, str] = {}  # a fingerprint here -> the key of its record none signed
     held: dict[str, None] = {}  # the devices of the records, in the order met
     other = 0  # records for no arch here: counted in `report.other` if the tune is servable
     for t in itertools.chain((first,), records):
@@ -286,7 +311,9 @@ def _check_tunes(
         if not here:
             report.refuse(_absent("tune", t.key, label, backend, t.device))
             continue
-        if t.device in fingerprints:
+        if t.device in fingerprints and _unsigned(bundle, t):
+            unsigned.setdefault(t.device, t.key)
+        elif t.device in fingerprints:
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
         else:
@@ -298,6 +325,9 @@ def _check_tunes(
     for o in here:
         key, measured = mine.get(o.fingerprint, ("", False))
         if measured:
+            continue
+        if o.fingerprint in unsigned:
+            report.refuse(_unsigned_miss("tune", unsigned[o.fingerprint], label))
             continue
         if key:
             detail = f"bundle holds this tune only as pending (not measured) for {o.id}"

@@ -195,11 +195,13 @@ def _lru(
     listed: dict[str, tuple[str, int]],
 ) -> set[str]:
     """Evict the least recently used of `kept` (last used, key, blob) until the blobs the
-    rest use fit in `max_size`; the keys evicted."""
+    rest use fit in `max_size`; the keys evicted. Kernels used at the same time (one run
+    wrote them) go a blob at a time: a blob is freed only with its last kernel, and a tie
+    broken by key would spread the evictions over every blob, freeing none."""
     users = Counter(sha for _, _, sha in kept)
     size = sum(sizes[sha] for sha in users)
     evicted: set[str] = set()
-    for _, key, sha in sorted(kept):
+    for _, key, sha in sorted(kept, key=lambda e: (e[0], e[2], e[1])):
         if size <= max_size:
             break
         users[sha] -= 1

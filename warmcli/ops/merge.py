@@ -286,6 +286,8 @@ def _attributes_to_keep(out: Path) -> os.stat_result | None:
         st = os.stat(out)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a link loop, a folder that may not be searched
+        raise MergeError(f"{out}: cannot look at it ({exc.strerror}): nothing was merged") from None
     _refuse_special(out)  # made one since it was first looked at
     if not os.access(out, os.W_OK):
         raise MergeError(f"{out}: not writable by you: nothing was merged")

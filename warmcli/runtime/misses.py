@@ -182,9 +182,11 @@ class Misses:
         for h in held:
             if any_toolchain and h.kind == "kernel":
                 continue  # builds of other toolchains are served here when they run here
-            what = (
-                f"{h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}"
-                if h.kind == "kernel"
-                else f"{h.count} tune(s) measured on {h.by[:120]!r}"
-            )
+            if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
+                active_collector().note(
+                    f"bundle holds {h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}: "
+                    f"this run builds its own on {self.device.id} (production serves either)"
+                )
+                continue
+            what = f"{h.count} tune(s) measured on {h.by[:120]!r}"
             active_collector().note(f"bundle holds {what}: not served on {self.device.id}")

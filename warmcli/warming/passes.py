@@ -341,7 +341,8 @@ def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:
     run stored; else every entry. Without a key: say whether what was stored is unsigned."""
     if signing_key is None:
         stored = report.stored_kernels + report.stored_tunes
-        if stored and bundle.signatures():
+        signed: list[str] = []  # a malformed signature row is one too: the run stored
+        if stored and (bundle.signatures(on_error=lambda k, _why: signed.append(k)) or signed):
             return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
         return ""
     covered, written = bundle.covered, bundle.written

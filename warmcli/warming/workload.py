@@ -176,6 +176,8 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
 def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:
     """The module's entry point, which must take the runtime as its one argument; else
     `fallback` (a PyCUDA script's `main()`), called with the runtime or without."""
+    if not entry.strip():
+        raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
     if not callable(function) and fallback and callable(getattr(module, fallback, None)):
         return Workload(path, fallback, module, getattr(module, fallback))
@@ -251,6 +253,8 @@ def load_workload(
 def load_module(name: str, entry: str = "workload") -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
     the current folder first on `sys.path`, relative imports inside its package working."""
+    if not name.strip():
+        raise WorkloadError("the module name is empty: name a module (pkg.module)")
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it

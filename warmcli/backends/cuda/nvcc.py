@@ -144,8 +144,8 @@ def parse_arch(arch: str) -> int:
     v = _VIRTUAL.match(arch)
     if v:
         raise ArchError(
-            f"{arch} is a virtual (PTX) architecture and cannot go with --cubin: "
-            f"use sm_{v.group(1)}"
+            f"{arch} is a virtual (PTX) architecture, not a GPU's: use sm_{v.group(1)} "
+            "(its PTX is kept too, unless told otherwise)"
         )
     raise ArchError(f"{arch!r} is not a CUDA architecture: expected sm_<number>, e.g. sm_90")
 

@@ -38,8 +38,9 @@ class Listing(Table):
         _, right, _, left = self.padding
         widths = [_widest(c) if c.no_wrap else min(_widest(c), FOLDED) for c in self.columns]
         pads = (left + right) * len(widths) - (0 if self.pad_edge else left + right)
-        edges = 2 if self.box is not None and self.show_edge and self.box.head_left.strip() else 0
-        return sum(widths) + pads + edges
+        # A box's edges and column separators take a cell each, blank ones too (as Rich counts).
+        lines = (2 if self.show_edge else 0) + len(widths) - 1 if self.box is not None else 0
+        return sum(widths) + pads + lines
 
     def records(self) -> Iterator[Table | Text]:
         """The rows as records: its title, then each cell under its column's name (a

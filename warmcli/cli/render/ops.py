@@ -58,6 +58,8 @@ def integrity_renderable(report: IntegrityReport) -> Group:
 
 def signature_lines(report: SignatureReport) -> list[Text]:
     """One line per signature (which key, valid, trusted, what it covers), or "unsigned"."""
+    if not report.signatures and report.corrupt:  # named among the problems above
+        return [line("signature: none readable (a malformed signature row)", style="red")]
     if not report.signatures:
         return [line("signature: unsigned", style="yellow")]
     lines = []
