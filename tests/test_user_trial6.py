@@ -568,3 +568,57 @@ def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
     with pytest.raises(TypeError, match=r"^upload: array is a Buffer, already on the device"):
         rt.upload(buffer)  # type: ignore[arg-type]
     assert rt.read(buffer).tolist() == [0, 1, 2, 3]
+
+
+RECORDING_CHECK = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
+                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+class Close:
+    calls = 0  # how many candidates were judged, by every check
+
+    def __init__(self, tolerance):
+        self.tolerance = tolerance
+        self.worst = 0.0  # the largest error seen: state, not a setting
+
+    def __call__(self, outputs, inputs):
+        Close.calls += 1
+        n = inputs[2]
+        error = float(np.abs(outputs[0][:n] - inputs[0][:n] ** 2).max())
+        self.worst = max(self.worst, error)
+        return error <= self.tolerance
+
+
+CHECK = Close(0.0)
+
+
+def workload(rt):
+    x = rt.upload(np.arange(64, dtype=np.float32))
+    y = rt.buffer(64, "float32")
+    for n in (32, 64):  # a tunable per size, made as the workload reaches it
+        rt.tune(Tunable(f"sq{n}", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
+                        check=CHECK), x, y, n)
+    return y
+"""
+
+
+def test_a_checks_recorded_state_does_not_key_its_tune(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """A check object that records what it saw (its worst error, a count of calls on its
+    class) as it runs: that state is no setting, so a production process, whose served
+    tunes run no check, is served every tune `warm run` stored (the second tunable's key
+    took the state the first tune's checks left, and was never served)."""
+    path = workload_file(RECORDING_CHECK)
+    assert warm("run", path, "-b", bundle_path, "-q").returncode == 0
+    assert warm.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 0}
