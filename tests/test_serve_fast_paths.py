@@ -376,3 +376,27 @@ def test_the_row_stepped_before_a_long_one_is_prefetched(tmp_path) -> None:
         second = bundle.kernel_rows("host", "x86_64", 5, 5)
         assert len(first) == 5 and set(first) | set(second) == good
         assert all(bundle.kernel(k, first) for k in first)
+
+
+def test_another_devices_row_holding_a_long_name_leaves_the_prefetch_going(tmp_path) -> None:
+    """A row of another device whose architecture is past what a prefetched value may be
+    (a hostile or damaged bundle) is passed over by the prefetch, as a row of this device
+    is: the rows after it are prefetched; the chunk was a `BundleError`, so a serving
+    process missed every kernel, each explained as corrupt."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 6)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE kernels SET arch = ? WHERE key = ?",
+            ("a" * (PREFETCH_VALUE_BYTES + 1), records[2].key),
+        )
+    conn.close()
+    good = {r.key for r in records} - {records[2].key}
+    with Bundle.open(path) as bundle:
+        assert set(bundle.kernel_rows("host", "x86_64", 0, 6)) == good

@@ -39,7 +39,7 @@ PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for ser
 # a subquery: a chunk's first row reads the blob's index pages the blob's read then finds
 # read, with no statement of its own), then its rowid, of a device's rows. No value longer
 # than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (Python 3.11+:
-# `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so each value is
+# `Bundle.kernel_rows` reads under that limit; `chunk` passes over the row), so each value is
 # read as it is, with no `length()` per column and row (half of SQLite's time for a row);
 # their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
 # bounds a row's values by their bytes (`_TEXTS`, a number's as its text: each known without
