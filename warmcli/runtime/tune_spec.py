@@ -295,8 +295,6 @@ def _stored(code: Any, owner: Any) -> set[str]:
     dunders, `__call__` aside), assigns or deletes (`self.worst = ...`, `Close.calls += 1`):
     what it records as it runs, which each pass and each production process (whose served
     tunes run no check) holds apart."""
-    import dis  # imported on first use: a tunable with a check callable only
-
     codes = [code] if isinstance(code, types.CodeType) else []
     for holder in getattr(type(owner), "__mro__", ()) if owner is not None else ():
         codes += [  # not what makes it (`__init__` sets its settings)
@@ -304,15 +302,23 @@ def _stored(code: Any, owner: Any) -> set[str]:
             for name, f in vars(holder).items()
             if isinstance(f, types.FunctionType) and (name == "__call__" or name[:2] != "__")
         ]
-    stored: set[str] = set()
-    while codes:
-        each = codes.pop()
-        stored.update(i.argval for i in dis.get_instructions(each) if i.opname in _STORES)
-        codes += [c for c in each.co_consts if isinstance(c, types.CodeType)]
-    return stored
+    return set().union(*map(_stored_by, codes))
 
 
 _STORES = ("STORE_ATTR", "DELETE_ATTR")
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_by(code: types.CodeType) -> frozenset[str]:
+    """The attribute names `code` (and the code nested in it) assigns or deletes; read once
+    per code object (a tunable made per call pays no disassembly)."""
+    import dis  # imported on first use: a tunable with a check callable only
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+    for nested in code.co_consts:
+        if isinstance(nested, types.CodeType):
+            names |= _stored_by(nested)
+    return frozenset(names)
 
 
 def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
