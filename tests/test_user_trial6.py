@@ -553,6 +553,23 @@ def test_a_workload_emptying_sys_path_leaves_warm_whole(warm: Warm, workload_fil
     assert "stored 1 new kernel(s)" in proc.stdout
 
 
+@pytest.mark.parametrize("replaced", ["None", "()", "['/nonexistent']"])
+def test_a_workload_replacing_sys_path_leaves_warm_whole(
+    warm: Warm, workload_file, replaced: str
+) -> None:
+    """A workload that replaces `sys.path` (with no list at all, too) has it put back after
+    each pass: putting it back into what it left (`None`) was warm's own traceback, exit 1."""
+    path = workload_file(
+        "import sys\nfrom warmcli import Kernel\nDEVICE = 'host'\n"
+        "K = Kernel('void f(int *p, int n) { p[0] = n; }', 'f', 'Pi')\n\n"
+        f"def workload(rt):\n    b = rt.buffer(4, 'int32')\n    rt.launch(K, b, 3)\n"
+        f"    sys.path = {replaced}\n"
+    )
+    proc = warm("run", path, "-b", path.with_suffix(".warm"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout
+
+
 def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
     """`rt.read(3)` was an AttributeError from inside warm; `rt.upload(buffer)` said
     'dtype object is not numeric'."""
