@@ -291,18 +291,25 @@ def _owner(check: Callable[..., Any]) -> Any:
 
 
 def _stored(code: Any, owner: Any) -> set[str]:
-    """The attribute names the check's code, or a method of its object's class (but its
-    dunders, `__call__` aside), assigns or deletes (`self.worst = ...`, `Close.calls += 1`):
-    what it records as it runs, which each pass and each production process (whose served
-    tunes run no check) holds apart."""
-    codes = [code] if isinstance(code, types.CodeType) else []
-    for holder in getattr(type(owner), "__mro__", ()) if owner is not None else ():
-        codes += [  # not what makes it (`__init__` sets its settings)
-            f.__code__
-            for name, f in vars(holder).items()
-            if isinstance(f, types.FunctionType) and (name == "__call__" or name[:2] != "__")
-        ]
-    return set().union(*map(_stored_by, codes))
+    """The attribute names the check's code, or a method of its object's class that code
+    calls (`self._record(err)`, and what that calls), assigns or deletes (`self.worst =
+    ...`, `Close.calls += 1`): what it records as it runs, which each pass and each
+    production process (whose served tunes run no check) holds apart. Not what another
+    method sets (`__init__`, a setter): a setting, keyed."""
+    methods: dict[str, Any] = {}
+    for holder in reversed(getattr(type(owner), "__mro__", ())) if owner is not None else ():
+        methods.update((n, f) for n, f in vars(holder).items() if isinstance(f, types.FunctionType))
+    pending = [code] if isinstance(code, types.CodeType) else []
+    seen: set[Any] = set()
+    stored: set[str] = set()
+    while pending:
+        each = pending.pop()
+        if each in seen:
+            continue
+        seen.add(each)
+        stored |= _stored_by(each)
+        pending += [methods[n].__code__ for n in each.co_names if n in methods]
+    return stored
 
 
 _STORES = ("STORE_ATTR", "DELETE_ATTR")
