@@ -296,6 +296,9 @@ def test_defines_and_undefines_keep_nvccs_order(warm: Warm, tmp_path: Path) -> N
         ("drv.Device(0).get_attribute(1)", "pycuda.driver.Device.get_attribute"),
         ("pycuda.autoinit.context.get_device().make_context()", "Device.make_context"),
         ("pycuda.autoinit.context.get_api_version()", "pycuda.driver.Context.get_api_version"),
+        ("drv.Context.get_current()", "pycuda.driver.Context.get_current"),  # PyCUDA's static
+        ("drv.Context.set_limit(0, 1024)", "pycuda.driver.Context.set_limit"),
+        ("drv.Device.get_attribute(0)", "pycuda.driver.Device.get_attribute"),
     ],
 )
 def test_what_the_stand_ins_lack_is_named_as_theirs(

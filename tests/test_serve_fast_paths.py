@@ -349,3 +349,54 @@ def test_a_long_compile_log_leaves_its_row_out_and_the_prefetch_goes_on(tmp_path
         assert len(fetched) >= 8  # every row but the long one (and the one stepped with it)
         long = bundle.kernel(records[4].key, fetched)  # by its key, whole
         assert long is not None and long.compile_log.startswith("warning: w")
+
+
+def test_the_row_stepped_before_a_long_one_is_prefetched(tmp_path) -> None:
+    """SQLite's refusal of a row too long to hand back comes as the row before it is handed
+    out (Python's cursor steps one ahead): that row, a good one, is still prefetched (read
+    alone), so only the long row is read by its key."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 10)
+    conn = sqlite3.connect(path)
+    with conn:  # long compile logs: the first row's and the fifth's
+        for bad in (0, 4):
+            conn.execute(
+                "UPDATE kernels SET compile_log = ? WHERE key = ?",
+                ("warning: w\n" * (PREFETCH_VALUE_BYTES // 5), records[bad].key),
+            )
+    conn.close()
+    good = {r.key for i, r in enumerate(records) if i not in (0, 4)}
+    with Bundle.open(path) as bundle:
+        first = bundle.kernel_rows("host", "x86_64", 0, 5)
+        second = bundle.kernel_rows("host", "x86_64", 5, 5)
+        assert len(first) == 5 and set(first) | set(second) == good
+        assert all(bundle.kernel(k, first) for k in first)
+
+
+def test_another_devices_row_holding_a_long_name_leaves_the_prefetch_going(tmp_path) -> None:
+    """A row of another device whose architecture is past what a prefetched value may be
+    (a hostile or damaged bundle) is passed over by the prefetch, as a row of this device
+    is: the rows after it are prefetched; the chunk was a `BundleError`, so a serving
+    process missed every kernel, each explained as corrupt."""
+    import sqlite3
+
+    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
+    from warmcli.bundle.store import Bundle
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 6)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE kernels SET arch = ? WHERE key = ?",
+            ("a" * (PREFETCH_VALUE_BYTES + 1), records[2].key),
+        )
+    conn.close()
+    good = {r.key for r in records} - {records[2].key}
+    with Bundle.open(path) as bundle:
+        assert set(bundle.kernel_rows("host", "x86_64", 0, 6)) == good

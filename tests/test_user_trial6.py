@@ -402,6 +402,10 @@ class Close:
     def method(self, outputs, inputs):
         return self(outputs, inputs)
 
+    def set_tolerance(self, tolerance):  # a setting, though no __init__ sets it
+        self.tolerance = tolerance
+        return self
+
 
 AS_NUMPY = np.float32(os.environ["TOLERANCE"])
 
@@ -411,7 +415,8 @@ def by_numpy_global(outputs, inputs):
 
 
 CHECK = Close(float(os.environ["TOLERANCE"]))
-CHECKS = {"object": CHECK, "method": CHECK.method, "numpy": by_numpy_global}
+SET = Close(0.5).set_tolerance(float(os.environ["TOLERANCE"]))
+CHECKS = {"object": CHECK, "method": CHECK.method, "numpy": by_numpy_global, "setter": SET}
 SQ = Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
              check=CHECKS[os.environ["KIND"]])
 
@@ -424,7 +429,7 @@ def workload(rt):
 """
 
 
-@pytest.mark.parametrize("kind", ["object", "method", "numpy"])
+@pytest.mark.parametrize("kind", ["object", "method", "numpy", "setter"])
 def test_a_check_objects_state_keys_its_tune(
     warm: Warm, workload_file, bundle_path: Path, kind: str
 ) -> None:
@@ -553,6 +558,23 @@ def test_a_workload_emptying_sys_path_leaves_warm_whole(warm: Warm, workload_fil
     assert "stored 1 new kernel(s)" in proc.stdout
 
 
+@pytest.mark.parametrize("replaced", ["None", "()", "['/nonexistent']"])
+def test_a_workload_replacing_sys_path_leaves_warm_whole(
+    warm: Warm, workload_file, replaced: str
+) -> None:
+    """A workload that replaces `sys.path` (with no list at all, too) has it put back after
+    each pass: putting it back into what it left (`None`) was warm's own traceback, exit 1."""
+    path = workload_file(
+        "import sys\nfrom warmcli import Kernel\nDEVICE = 'host'\n"
+        "K = Kernel('void f(int *p, int n) { p[0] = n; }', 'f', 'Pi')\n\n"
+        f"def workload(rt):\n    b = rt.buffer(4, 'int32')\n    rt.launch(K, b, 3)\n"
+        f"    sys.path = {replaced}\n"
+    )
+    proc = warm("run", path, "-b", path.with_suffix(".warm"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout
+
+
 def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
     """`rt.read(3)` was an AttributeError from inside warm; `rt.upload(buffer)` said
     'dtype object is not numeric'."""
@@ -568,3 +590,60 @@ def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
     with pytest.raises(TypeError, match=r"^upload: array is a Buffer, already on the device"):
         rt.upload(buffer)  # type: ignore[arg-type]
     assert rt.read(buffer).tolist() == [0, 1, 2, 3]
+
+
+RECORDING_CHECK = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
+                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+
+
+class Close:
+    calls = 0  # how many candidates were judged, by every check
+
+    def __init__(self, tolerance):
+        self.tolerance = tolerance
+        self.worst = 0.0  # the largest error seen: state, not a setting
+
+    def __call__(self, outputs, inputs):
+        Close.calls += 1
+        n = inputs[2]
+        error = float(np.abs(outputs[0][:n] - inputs[0][:n] ** 2).max())
+        self._record(error)
+        return error <= self.tolerance
+
+    def _record(self, error):  # a helper it calls, recording
+        self.worst = max(self.worst, error)
+
+
+CHECK = Close(0.0)
+
+
+def workload(rt):
+    x = rt.upload(np.arange(64, dtype=np.float32))
+    y = rt.buffer(64, "float32")
+    for n in (32, 64):  # a tunable per size, made as the workload reaches it
+        rt.tune(Tunable(f"sq{n}", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
+                        check=CHECK), x, y, n)
+    return y
+"""
+
+
+def test_a_checks_recorded_state_does_not_key_its_tune(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """A check object that records what it saw (its worst error, a count of calls on its
+    class) as it runs: that state is no setting, so a production process, whose served
+    tunes run no check, is served every tune `warm run` stored (the second tunable's key
+    took the state the first tune's checks left, and was never served)."""
+    path = workload_file(RECORDING_CHECK)
+    assert warm("run", path, "-b", bundle_path, "-q").returncode == 0
+    assert warm.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 0}

@@ -39,7 +39,7 @@ PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for ser
 # a subquery: a chunk's first row reads the blob's index pages the blob's read then finds
 # read, with no statement of its own), then its rowid, of a device's rows. No value longer
 # than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (Python 3.11+:
-# `Bundle.kernel_rows` reads under that limit; the chunk ends before it), so each value is
+# `Bundle.kernel_rows` reads under that limit; `chunk` passes over the row), so each value is
 # read as it is, with no `length()` per column and row (half of SQLite's time for a row);
 # their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
 # bounds a row's values by their bytes (`_TEXTS`, a number's as its text: each known without
@@ -138,10 +138,13 @@ def chunk(
     budget: int,
 ) -> tuple[list[tuple[Any, ...]], int]:
     """A prefetched chunk's rows and the characters prefetched with them (`stepped`):
-    `select(from_rowid, count, skip)` runs `_PREFETCH_SELECT` from `where` (a rowid, the
-    count of rows, or -1, and how many to skip). A row SQLite cannot hand back is passed
+    `select(from_rowid, count, skip)` runs `_PREFETCH_SELECT` from `where` (a rowid, how
+    many to skip, and the count of rows, or -1). A row SQLite cannot hand back is passed
     over (`rowid_from(rowid)`: the first row at or after it, `_ROWID_FROM`, which loads none
-    of its values) and the chunk goes on after it, strictly on, so it ends."""
+    of its values) and the chunk goes on after it, strictly on, so it ends. The refusal may
+    come as the row before it is handed out (Python's cursor steps one ahead): the first
+    row not got is read alone (a select of one row steps no further), and passed over only
+    if that is refused too."""
     first, skip, count = where
     got: list[tuple[Any, ...]] = []
     while True:
@@ -161,6 +164,17 @@ def chunk(
         if after is None or after[0] >= 2**63 - 1:
             return got, prefetched
         first, skip = after[0] + 1, 0
+        try:  # that row alone: refused too, it is the one passed over
+            cursor = select(after[0], 1, 0)
+        except sqlite3.Error:
+            continue
+        try:
+            had = len(got)
+            prefetched, refused = stepped(cursor, prefetched, budget, got)
+        finally:
+            cursor.close()
+        if len(got) == count or (not refused and len(got) == had):  # full, or the budget spent
+            return got, prefetched
 
 
 def stepped(

@@ -186,13 +186,12 @@ class Bundle(BundleAdmin):
         """Kernel rows built for `backend` and `arch` (`KERNEL_COLUMNS`, the blob's size, the
         rowid), unchecked, in stored order (`count` of them from the `start`th; -1: all),
         streamed: what a device may serve, for `kernel(key, fetched)` to check and parse one
-        at a time. Bounded whatever the bundle holds: no value
-        longer than `PREFETCH_VALUE_BYTES` is loaded (SQLite refuses it), at most
-        `PREFETCH_CHARS` in all per open bundle, none from a row SQLite cannot hand back (a
-        value too long, a compile log of many warnings, or text no UTF-8: left out with the
-        row stepped before it, the chunk going on after it); a row left out is read by its key
-        when asked for (a miss if bad). A chunk from where the last one ended starts after its
-        rowid (not scanning the rows before)."""
+        at a time. Bounded whatever the bundle holds: no value longer than
+        `PREFETCH_VALUE_BYTES` is loaded (SQLite refuses it), at most `PREFETCH_CHARS` in all
+        per open bundle, none from a row SQLite cannot hand back (a value too long, a compile
+        log of many warnings, or text no UTF-8: left out, the chunk going on after it); a row
+        left out is read by its key when asked for (a miss if bad). A chunk from where the
+        last one ended starts after its rowid (not scanning the rows before)."""
         with self._lock:  # one statement either way (prepared once): from a rowid, or skipping
             first = self._resume.get((backend, arch, start))
         first, skip = (-(2**63), start) if first is None else (first, 0)  # from a rowid, skipping
@@ -202,7 +201,7 @@ class Bundle(BundleAdmin):
                     self.fspath,
                     lambda: self._conn.execute(_PREFETCH_SELECT, (backend, arch, at, n, k)),
                 ),
-                lambda at: self._one(_ROWID_FROM, (backend, arch, at), PAGE_BYTES),
+                lambda at: self._row_from(backend, arch, at),
                 (first, skip, count),
                 self._prefetched,
                 PREFETCH_CHARS,
@@ -210,6 +209,15 @@ class Bundle(BundleAdmin):
             if len(got) == count and got[-1][-1] < 2**63 - 1:  # the next chunk starts after it
                 self._resume[(backend, arch, start + count)] = got[-1][-1] + 1
             return {r[0]: r for r in got if type(r[0]) is str}  # (a key no text: by key)
+
+    def _row_from(self, backend: str, arch: str, rowid: int) -> tuple[Any, ...] | None:
+        """The first of a device's kernel rows at or after `rowid` (passed over by `chunk`),
+        read under any read's limit (another device's long name is passed as it is); None
+        where it cannot be read (the chunk ends: the rest read by key)."""
+        try:
+            return self._one(_ROWID_FROM, (backend, arch, rowid))
+        except BundleError:
+            return None
 
     def kernels(
         self, entry: str | None = None, on_error: OnError | None = None

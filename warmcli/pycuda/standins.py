@@ -221,7 +221,15 @@ class Event:
         return start.time_till(self)
 
 
-class _Device:
+class _Lacking(type):
+    """The stand-ins' classes: what one lacks, asked of the class (`Context.get_current()`,
+    as PyCUDA's static methods are called), is named as its, as an instance's is."""
+
+    def __getattr__(cls, name: str) -> Any:
+        return _lacking(f"pycuda.driver.{cls.__name__.lstrip('_')}", name)
+
+
+class _Device(metaclass=_Lacking):
     def __init__(self, number: int = 0) -> None:
         self.number = number
 
@@ -240,7 +248,7 @@ class _Device:
         return _lacking("pycuda.driver.Device", name)
 
 
-class _Context:
+class _Context(metaclass=_Lacking):
     synchronize = staticmethod(_no_op)
     pop = staticmethod(_no_op)
     push = _no_op

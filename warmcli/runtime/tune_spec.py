@@ -243,7 +243,8 @@ def _callable_identity(
         *(c.cell_contents for c in cells if _filled(c)),
     ]
     shown: list[Any] = [_text(v) for v in held if _plain(v)]
-    shown += _state(check)
+    stored = _stored(code, _owner(check))  # what it records as it runs: no setting
+    shown += _state(check, stored)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     names = code.co_names if isinstance(code, types.CodeType) else ()
     for name in names:
@@ -251,7 +252,7 @@ def _callable_identity(
         if name in space and _plain(value):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
         elif isinstance(value, types.ModuleType | type):  # one read through it: `cfg.RTOL`
-            shown += _attributes(name, value, names)
+            shown += _attributes(name, value, tuple(n for n in names if n not in stored))
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
@@ -281,15 +282,60 @@ def _attributes(name: str, holder: Any, names: tuple[str, ...]) -> list[str]:
     return shown
 
 
-def _state(check: Callable[..., Any]) -> list[str]:
-    """The plain attributes of the object a check is a method of, or is (a tolerance it
-    holds), but its dunders (`__module__` names the workload as `warm run` imported it)."""
+def _owner(check: Callable[..., Any]) -> Any:
+    """The object a check is a method of, or is; None for a function."""
     owner = getattr(check, "__self__", None) if isinstance(check, types.MethodType) else check
     if isinstance(owner, types.FunctionType | types.BuiltinFunctionType | types.ModuleType):
-        return []
-    held = getattr(owner, "__dict__", None) or {}
+        return None
+    return owner
+
+
+def _stored(code: Any, owner: Any) -> set[str]:
+    """The attribute names the check's code, or a method of its object's class that code
+    calls (`self._record(err)`, and what that calls), assigns or deletes (`self.worst =
+    ...`, `Close.calls += 1`): what it records as it runs, which each pass and each
+    production process (whose served tunes run no check) holds apart. Not what another
+    method sets (`__init__`, a setter): a setting, keyed."""
+    methods: dict[str, Any] = {}
+    for holder in reversed(getattr(type(owner), "__mro__", ())) if owner is not None else ():
+        methods.update((n, f) for n, f in vars(holder).items() if isinstance(f, types.FunctionType))
+    pending = [code] if isinstance(code, types.CodeType) else []
+    seen: set[Any] = set()
+    stored: set[str] = set()
+    while pending:
+        each = pending.pop()
+        if each in seen:
+            continue
+        seen.add(each)
+        stored |= _stored_by(each)
+        pending += [methods[n].__code__ for n in each.co_names if n in methods]
+    return stored
+
+
+_STORES = ("STORE_ATTR", "DELETE_ATTR")
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_by(code: types.CodeType) -> frozenset[str]:
+    """The attribute names `code` (and the code nested in it) assigns or deletes; read once
+    per code object (a tunable made per call pays no disassembly)."""
+    import dis  # imported on first use: a tunable with a check callable only
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+    for nested in code.co_consts:
+        if isinstance(nested, types.CodeType):
+            names |= _stored_by(nested)
+    return frozenset(names)
+
+
+def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
+    """The plain attributes of the object a check is a method of, or is (a tolerance it
+    holds), but its dunders (`__module__` names the workload as `warm run` imported it) and
+    those it records as it runs (`stored`)."""
+    owner = _owner(check)
+    held = (getattr(owner, "__dict__", None) or {}) if owner is not None else {}
     items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v))
-    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__")]
+    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__") and k not in stored]
 
 
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
@@ -297,8 +343,9 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     qualified name and a digest of its code (bytecode, constants, names; with the plain
     values of its defaults, closure, a partial's arguments, the attributes of the object
     it is (or is a method of), the module globals its code names and the attributes it
-    names of a module or class it names (`cfg.RTOL`), and each function of its own module
-    it names, keyed alike), and the tolerance. Not the callable's
+    names of a module or class it names (`cfg.RTOL`), but attributes it records into as it
+    runs (`_stored`), and each function of its own module it names, keyed alike), and the
+    tolerance. Not the callable's
     module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):

@@ -103,7 +103,10 @@ class Workload:
                 f"{type(exc).__name__}: {str(exc).strip()}"
             ) from exc
         finally:
-            sys.path[:] = path
+            if isinstance(sys.path, list):  # the list others may hold, as it was
+                sys.path[:] = path
+            else:  # none left (`sys.path = None`): a list again
+                sys.path = path
             if folder is not None:
                 with contextlib.suppress(OSError):  # a folder the workload removed stays left
                     os.chdir(folder)
