@@ -36,6 +36,7 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
+from warmcli.bundle.file import DISK_FULL, WRITE_FAILED
 from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
@@ -262,7 +263,10 @@ def _warm(
             probe.join()
         except BaseException as exc:  # an interrupt included: the probe's `--version` stops too
             probe.stop()
-            if created and isinstance(exc, BundleError) and not bundle_path.exists():
+            refused = isinstance(exc, BundleError) and any(  # by the disk: not "locked"
+                why in str(exc) for why in (DISK_FULL, WRITE_FAILED)
+            )  # (a lock another first run holds is never removed)
+            if created and refused and not bundle_path.exists():
                 with contextlib.suppress(OSError):  # could not be made (a full disk): no lock
                     remove_new(bundle_path)  # left either (never after an interrupt)
             raise
