@@ -80,7 +80,8 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
         if patched is not None:
             patched.SourceModule = original
         if finder is not None:
-            sys.meta_path.remove(finder)
+            with contextlib.suppress(ValueError):  # a workload that replaced sys.meta_path
+                sys.meta_path.remove(finder)
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)
