@@ -11,7 +11,8 @@ meanwhile), so the caller reads that part itself. Every process reads the same s
 only where the caller keeps its own read transaction open the whole time (`snapshot`,
 as `warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile.
 `Workers` starts the processes (forked, all at once on the first `submit`, before its
-one thread starts; SIGINT and SIGTERM blocked, then ignored: the caller's to answer, and
+one thread starts; SIGINT blocked, then ignored: the caller's to answer (SIGTERM ends a
+worker), and
 `stop` drops what is not begun and waits for the part each is reading); a worker that
 dies (SIGKILL, out of memory) fails its part and every part not yet done (`done` gives
 None: the caller reads them itself), never hangs the caller. This module owns no state
@@ -74,12 +75,14 @@ _STOPS = {signal.SIGINT, signal.SIGTERM}
 
 
 def _quiet() -> None:
-    """First in each worker: SIGINT (Ctrl-C reaches the whole process group) and SIGTERM
-    are ignored; the caller stops its workers (`Workers.stop`) and says it was interrupted.
-    A worker is forked with both blocked (`Workers.submit`), so one sent before this is
-    dropped here, never raised in the fork's own start (an "Exception ignored" on stderr)."""
-    for stop in _STOPS:
-        signal.signal(stop, signal.SIG_IGN)
+    """First in each worker: SIGINT (Ctrl-C reaches the whole process group) is ignored;
+    the caller stops its workers (`Workers.stop`) and says it was interrupted. SIGTERM
+    ends a worker by its default action, never the caller's handler (the pool terminates
+    the others so when one dies: ignored, they would hang it). A worker is forked with
+    both blocked (`Workers.submit`), so one sent before this is dropped or ends it here,
+    never raised in the fork's own start (an "Exception ignored" on stderr)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
