@@ -301,20 +301,6 @@ def workload(rt):
 """
 
 
-def test_a_check_reading_a_module_tolerance_keys_its_value(
-    warm: Warm, workload_file, tmp_path: Path
-) -> None:
-    """Warmed with RTOL=0.1 ('off', 1% high, passes and wins); served with RTOL=1e-6, the
-    check that would exclude it is another check: a miss, never 'off' unchecked."""
-    path = workload_file(GLOBAL_TOLERANCE)
-    bundle = tmp_path / "k.warm"
-    assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
-    tight = Warm(dict(warm.env, RTOL="1e-6"))
-    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
-    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
-
-
 CLASS_TOLERANCE = GLOBAL_TOLERANCE.replace(
     'RTOL = float(os.environ.get("RTOL", "0.1"))',
     'class Config:\n    RTOL = float(os.environ.get("RTOL", "0.1"))',
@@ -325,13 +311,15 @@ MODULE_TOLERANCE = GLOBAL_TOLERANCE.replace(
 ).replace("rtol=RTOL", "rtol=tolerances.RTOL")
 
 
-@pytest.mark.parametrize("held_by", ["class", "module"])
-def test_a_tolerance_a_check_reads_through_a_class_or_module_keys_its_value(
+@pytest.mark.parametrize("held_by", ["global", "class", "module"])
+def test_a_tolerance_a_check_reads_keys_its_value(
     warm: Warm, workload_file, tmp_path: Path, held_by: str
 ) -> None:
-    """As a module global's (above): `Config.RTOL`, `tolerances.RTOL` (a module beside the
-    workload) read by the check are keyed; served with 1e-6, 'off' is never served unchecked."""
-    source = CLASS_TOLERANCE if held_by == "class" else MODULE_TOLERANCE
+    """Warmed with RTOL=0.1 ('off', 1% high, passes and wins); served with RTOL=1e-6, the
+    check that would exclude it is another check: a miss, never 'off' unchecked. The
+    tolerance a module global, `Config.RTOL`, or `tolerances.RTOL` (a module beside it)."""
+    sources = {"global": GLOBAL_TOLERANCE, "class": CLASS_TOLERANCE, "module": MODULE_TOLERANCE}
+    source = sources[held_by]
     path = workload_file(source)
     (path.parent / "tolerances.py").write_text(
         'import os\nRTOL = float(os.environ.get("RTOL", "0.1"))\n'

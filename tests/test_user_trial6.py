@@ -376,12 +376,11 @@ def test_a_launch_or_tune_of_the_wrong_type_says_so(
     assert line.endswith(f"workload.py:11: {message}"), line
 
 
-STATEFUL_CHECK = """
-import os
+# A good candidate and a fast wrong one (0.5 high), and how each is launched.
+SQUARES = """
 import numpy as np
 from warmcli import Kernel, Tunable
 
-DEVICE = "host"
 GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
               "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
 FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
@@ -390,6 +389,14 @@ FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
 
 def launch(rt, k, x, y, n, *, stream=None):
     rt.launch(k, x, y, n, stream=stream)
+"""
+
+STATEFUL_CHECK = (
+    SQUARES
+    + """
+import os
+
+DEVICE = "host"
 
 
 class Close:
@@ -427,6 +434,7 @@ def workload(rt):
     rt.tune(SQ, x, y, 64)
     return y
 """
+)
 
 
 @pytest.mark.parametrize("kind", ["object", "method", "numpy", "setter"])
@@ -592,18 +600,9 @@ def test_read_and_upload_handed_the_wrong_kind_say_so() -> None:
     assert rt.read(buffer).tolist() == [0, 1, 2, 3]
 
 
-RECORDING_CHECK = """
-import numpy as np
-from warmcli import Kernel, Tunable
-
-GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
-              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
-FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
-                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
-
-
-def launch(rt, k, x, y, n, *, stream=None):
-    rt.launch(k, x, y, n, stream=stream)
+RECORDING_CHECK = (
+    SQUARES
+    + """
 
 
 class Close:
@@ -635,6 +634,7 @@ def workload(rt):
                         check=CHECK), x, y, n)
     return y
 """
+)
 
 
 def test_a_checks_recorded_state_does_not_key_its_tune(
