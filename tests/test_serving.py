@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -55,17 +56,22 @@ def _serve(
     return rt, statements
 
 
+def _served_blobs(rt: Any, bundle: Bundle) -> tuple[Any, set[str]]:
+    """The kernels `rt` served from `bundle` and the blobs they came from; `rt` closed."""
+    try:
+        served = rt.kernels.loaded_from_bundle()
+        return served, {r.sha256 for r in (bundle.kernel(k) for k in served) if r is not None}
+    finally:
+        rt.close()
+
+
 def test_each_blob_is_read_once_and_rows_in_few_queries(
     warmed: tuple[Warm, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     warm, workload, path = warmed
     with Bundle.open(path) as bundle:
         rt, statements = _serve(workload, bundle, monkeypatch, warm.env["WARM_HOME"])
-        try:
-            served = rt.kernels.loaded_from_bundle()
-            blobs = {r.sha256 for r in (bundle.kernel(k) for k in served) if r is not None}
-        finally:
-            rt.close()
+        served, blobs = _served_blobs(rt, bundle)
     assert len(served) == KERNELS
     assert 1 <= len(blobs) < KERNELS  # the batch shared its objects between kernels
     blob_reads = [  # a chunk's blob sizes (`IN`) or a row's (a subquery): not a blob read
@@ -100,11 +106,7 @@ def test_each_blob_is_hashed_once(
         monkeypatch.setattr(hashlib, "sha256", counting)
         rt, _ = _serve(workload, bundle, monkeypatch, warm.env["WARM_HOME"])
         monkeypatch.setattr(hashlib, "sha256", real)
-        try:
-            served = rt.kernels.loaded_from_bundle()
-            blobs = {r.sha256 for r in (bundle.kernel(k) for k in served) if r is not None}
-        finally:
-            rt.close()
+        served, blobs = _served_blobs(rt, bundle)
     assert len(served) == KERNELS
     assert len([n for n in digested if n in sizes]) == len(blobs), digested
 

@@ -113,18 +113,24 @@ def _worker_blocked_writing(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux's /proc")
-def test_ctrl_c_while_the_run_prints_says_what_was_stored(
-    warm: Warm, workload_file, bundle_path: Path
-) -> None:
-    """stdout is a pipe nobody reads yet, filled beforehand: the worker stores the bundle,
-    then blocks printing its summary; Ctrl-C then stops it there."""
+def _full_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) whose buffer is full: a write to it blocks."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     with contextlib.suppress(BlockingIOError):
         while True:
             os.write(write_end, b"x" * 4096)
     os.set_blocking(write_end, True)
+    return read_end, write_end
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux's /proc")
+def test_ctrl_c_while_the_run_prints_says_what_was_stored(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """stdout is a pipe nobody reads yet, filled beforehand: the worker stores the bundle,
+    then blocks printing its summary; Ctrl-C then stops it there."""
+    read_end, write_end = _full_pipe()
     command = [sys.executable, "-m", "warmcli", "run", workload_file(ONE), "-b", bundle_path, "-q"]
     proc = subprocess.Popen(
         command, stdout=write_end, stderr=subprocess.PIPE, env=warm.env, cwd=ROOT, text=True
@@ -214,12 +220,7 @@ def test_sigterm_to_a_reading_command_is_an_interrupt_and_leaves_no_reader(
 
     bundle = tmp_path / "big.warm"
     build_big(bundle, 100, 20000)
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(write_end, b"x" * 4096)
-    os.set_blocking(write_end, True)
+    read_end, write_end = _full_pipe()
     command = [sys.executable, "-m", "warmcli", "stats", bundle, "--json"]
     proc = subprocess.Popen(
         command, stdout=write_end, stderr=subprocess.PIPE, env=warm.env, cwd=ROOT, text=True
