@@ -152,3 +152,19 @@ def workload_file(tmp_path: Path):
         return path
 
     return write
+
+
+# A good candidate and a fast wrong one (0.5 high), and how each is launched.
+SQUARES = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
+FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
+                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
+
+
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+"""

@@ -18,26 +18,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, TUNED_READ, Warm
+from conftest import ROOT, SQUARES, TUNED_READ, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
 from warmcli.errors import TuneSpecError
 
-CHECKED = """
+CHECKED = (
+    SQUARES
+    + """
 import os
-import numpy as np
-from warmcli import Kernel, Tunable
 
 DEVICE = "host"
-GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
-              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
-FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
-                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
-
-
-def launch(rt, k, x, y, n, *, stream=None):
-    rt.launch(k, x, y, n, stream=stream)
 
 
 if os.environ.get("CHECK") == "strict":
@@ -57,6 +49,7 @@ def workload(rt):
     rt.tune(SQ, x, y, 1000)
     return y
 """
+)
 
 
 def _with(warm: Warm, **env: str) -> Warm:

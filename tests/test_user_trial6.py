@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TUNED_READ, Warm
+from conftest import ROOT, SQUARES, TUNED_READ, Warm
 
 CHECKS = """
 import numpy as np
@@ -376,21 +376,6 @@ def test_a_launch_or_tune_of_the_wrong_type_says_so(
     (line,) = proc.stderr.splitlines()
     assert line.endswith(f"workload.py:11: {message}"), line
 
-
-# A good candidate and a fast wrong one (0.5 high), and how each is launched.
-SQUARES = """
-import numpy as np
-from warmcli import Kernel, Tunable
-
-GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
-              "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
-FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
-                    "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
-
-
-def launch(rt, k, x, y, n, *, stream=None):
-    rt.launch(k, x, y, n, stream=stream)
-"""
 
 STATEFUL_CHECK = (
     SQUARES
