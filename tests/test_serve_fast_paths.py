@@ -6,6 +6,8 @@ digest the JSON encoder writes, byte for byte, whatever the kernel holds.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from warmcli.kernel import Kernel, _digest, kernel_key
@@ -113,6 +115,14 @@ def test_kernel_record_refuses_components_that_are_no_json_object(components: st
         _kernel_record(_row(components=components))
 
 
+def _set_column(path, column: str, value: object, key: str) -> None:
+    """Set one column of the kernel row under `key` in the bundle file at `path`."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE kernels SET {column} = ? WHERE key = ?", (value, key))
+
+
 def _stored(path, arches: list[str]) -> list:
     """A new bundle at `path` of one host kernel row for each of `arches`; their records."""
     from warmcli.bundle.store import Bundle
@@ -132,7 +142,6 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
     """`kernel_rows` reads values as they are (its rows' values are bounded): what it hands
     `Bundle.kernel` is what `KERNEL_SELECT` reads by key (less its rowid and the over-limit
     column), an oversized name included, which both refuse alike, in the same words."""
-    import sqlite3
 
     from warmcli.bundle.rows import KERNEL_SELECT, MAX_NAME_CHARS
     from warmcli.bundle.store import Bundle
@@ -140,13 +149,7 @@ def test_a_prefetched_row_is_the_row_read_by_key(tmp_path) -> None:
 
     path = tmp_path / "b.warm"
     records = _stored(path, ["x86_64"] * 3)
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute(
-            "UPDATE kernels SET toolchain = ? WHERE key = ?",
-            ("t" * (MAX_NAME_CHARS + 1), records[1].key),
-        )
-    conn.close()
+    _set_column(path, "toolchain", "t" * (MAX_NAME_CHARS + 1), records[1].key)
     with Bundle.open(path) as bundle:
         rows = bundle.kernel_rows("host", "x86_64")
         assert len(rows) == 3
@@ -326,20 +329,13 @@ def test_a_long_compile_log_leaves_its_row_out_and_the_prefetch_goes_on(tmp_path
     """A row SQLite will not hand back whole (a warm-written compile log may run to 4 MB, past
     what a prefetched value may be) is read by its key when asked for; the chunk still holds
     as many rows as asked for, from the rows after it, so the prefetch goes on."""
-    import sqlite3
 
     from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
     from warmcli.bundle.store import Bundle
 
     path = tmp_path / "b.warm"
     records = _stored(path, ["x86_64"] * 10)
-    conn = sqlite3.connect(path)
-    with conn:  # a long compile log, as a kernel with many warnings has
-        conn.execute(
-            "UPDATE kernels SET compile_log = ? WHERE key = ?",
-            ("warning: w\n" * (PREFETCH_VALUE_BYTES // 5), records[4].key),
-        )
-    conn.close()
+    _set_column(path, "compile_log", "warning: w\n" * (PREFETCH_VALUE_BYTES // 5), records[4].key)
     with Bundle.open(path) as bundle:
         first = bundle.kernel_rows("host", "x86_64", 0, 5)
         second = bundle.kernel_rows("host", "x86_64", 5, 5)
@@ -383,20 +379,13 @@ def test_another_devices_row_holding_a_long_name_leaves_the_prefetch_going(tmp_p
     (a hostile or damaged bundle) is passed over by the prefetch, as a row of this device
     is: the rows after it are prefetched; the chunk was a `BundleError`, so a serving
     process missed every kernel, each explained as corrupt."""
-    import sqlite3
 
     from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES
     from warmcli.bundle.store import Bundle
 
     path = tmp_path / "b.warm"
     records = _stored(path, ["x86_64"] * 6)
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute(
-            "UPDATE kernels SET arch = ? WHERE key = ?",
-            ("a" * (PREFETCH_VALUE_BYTES + 1), records[2].key),
-        )
-    conn.close()
+    _set_column(path, "arch", "a" * (PREFETCH_VALUE_BYTES + 1), records[2].key)
     good = {r.key for r in records} - {records[2].key}
     with Bundle.open(path) as bundle:
         assert set(bundle.kernel_rows("host", "x86_64", 0, 6)) == good
