@@ -249,6 +249,8 @@ def _callable_identity(
     names = code.co_names if isinstance(code, types.CodeType) else ()
     for name in names:
         value = space.get(name)
+        if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
+            continue
         if name in space and _plain(value):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
         elif isinstance(value, types.ModuleType | type):  # one read through it: `cfg.RTOL`
@@ -291,10 +293,11 @@ def _owner(check: Callable[..., Any]) -> Any:
 
 
 def _stored(code: Any, owner: Any) -> set[str]:
-    """The attribute names the check's code, or a method of its object's class that code
-    calls (`self._record(err)`, and what that calls), assigns or deletes (`self.worst =
-    ...`, `Close.calls += 1`): what it records as it runs, which each pass and each
-    production process (whose served tunes run no check) holds apart. Not what another
+    """The attribute (and global) names the check's code, or a method of its object's class
+    that code calls (`self._record(err)`, and what that calls), assigns or deletes
+    (`self.worst = ...`, `Close.calls += 1`, `global N; N += 1`): what it records as it
+    runs, which each pass and each production process (whose served tunes run no check)
+    holds apart. Not what another
     method sets (`__init__`, a setter): a setting, keyed."""
     methods: dict[str, Any] = {}
     for holder in reversed(getattr(type(owner), "__mro__", ())) if owner is not None else ():
@@ -312,12 +315,13 @@ def _stored(code: Any, owner: Any) -> set[str]:
     return stored
 
 
-_STORES = ("STORE_ATTR", "DELETE_ATTR")
+_STORES = ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL")
 
 
 @functools.lru_cache(maxsize=1024)
 def _stored_by(code: types.CodeType) -> frozenset[str]:
-    """The attribute names `code` (and the code nested in it) assigns or deletes; read once
+    """The attribute and global names `code` (and the code nested in it) assigns or
+    deletes (`global calls; calls += 1`: a count, not a setting); read once
     per code object (a tunable made per call pays no disassembly)."""
     import dis  # imported on first use: a tunable with a check callable only
 

@@ -1,0 +1,181 @@
+"""How a checked tunable's tune key treats each style in which a user holds a check's
+tolerance, through the real CLI (`warm run`, host backend) and fresh production processes.
+
+Each style, warmed with TOL=1.0 (the fast wrong candidate, 0.5 high, passes and wins):
+(A) served: a production process with the same TOL hits the tune (measures nothing),
+though the Tunable is made in the workload, after its check ran in `warm run`'s passes;
+(B) never a stale pick: one with TOL=0.0 (whose check would exclude it) misses and
+re-tunes, never serving the old pick unchecked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SQUARES, TUNED_READ, Warm
+
+STYLES = (
+    SQUARES
+    + """
+import dataclasses
+import enum
+import functools
+import os
+
+DEVICE = "host"
+CALLS = []
+COUNTS = {"n": 0}
+
+
+def close(outputs, inputs, tol):
+    return bool(np.abs(outputs[0] - inputs[0] ** 2).max() <= tol)
+
+
+def closure(tol):
+    def check(outputs, inputs):
+        return close(outputs, inputs, tol)
+    return check
+
+
+class Close:
+    def __init__(self, tolerance):
+        self.tolerance = tolerance
+
+    def __call__(self, outputs, inputs):
+        return close(outputs, inputs, self.tolerance)
+
+    def method(self, outputs, inputs):
+        return close(outputs, inputs, self.tolerance)
+
+
+class Static:
+    TOL = float(os.environ["TOL"])
+
+    @staticmethod
+    def static(outputs, inputs):
+        return close(outputs, inputs, Static.TOL)
+
+    @classmethod
+    def klass(cls, outputs, inputs):
+        return close(outputs, inputs, cls.TOL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    tol: float
+
+
+CFG = Cfg(float(os.environ["TOL"]))
+
+
+def by_dataclass(outputs, inputs):
+    return close(outputs, inputs, CFG.tol)
+
+
+class Level(enum.Enum):
+    TOL = float(os.environ["TOL"])
+
+
+def by_enum(outputs, inputs):
+    return close(outputs, inputs, Level.TOL.value)
+
+
+def by_environ(outputs, inputs):
+    return close(outputs, inputs, float(os.environ["TOL"]))
+
+
+def counting_list(outputs, inputs):
+    CALLS.append(1)
+    return close(outputs, inputs, Static.TOL)
+
+
+def counting_dict(outputs, inputs):
+    COUNTS["n"] += 1
+    return close(outputs, inputs, Static.TOL)
+
+
+N = 0
+
+
+def counting_global(outputs, inputs):
+    global N
+    N += 1
+    return close(outputs, inputs, Static.TOL)
+
+
+ARRAY = np.array([float(os.environ["TOL"])])
+
+
+def by_array(outputs, inputs):
+    return close(outputs, inputs, ARRAY[0])
+
+
+def by_array_default(outputs, inputs, tol=np.array([float(os.environ["TOL"])])):
+    return close(outputs, inputs, tol[0])
+
+
+def check():
+    tol = float(os.environ["TOL"])
+    return {
+        "lambda_default": lambda outputs, inputs, tol=tol: close(outputs, inputs, tol),
+        "partial": functools.partial(close, tol=tol),
+        "closure": closure(tol),
+        "instance": Close(tol),
+        "bound_method": Close(tol).method,
+        "staticmethod": Static.static,
+        "classmethod": Static.klass,
+        "dataclass_global": by_dataclass,
+        "enum_value": by_enum,
+        "environ_at_call": by_environ,
+        "counting_list": counting_list,
+        "counting_dict": counting_dict,
+        "counting_global": counting_global,
+        "array_global": by_array,
+        "array_default": by_array_default,
+    }[os.environ["KIND"]]
+
+
+def workload(rt):
+    x = rt.upload(np.arange(64, dtype=np.float32))
+    y = rt.buffer(64, "float32")
+    rt.tune(Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
+                    check=check()), x, y, 64)
+    return y
+"""
+)
+KEPT = [  # A and B both hold
+    "lambda_default", "partial", "closure", "instance", "bound_method", "staticmethod",
+    "classmethod", "counting_list", "counting_dict", "counting_global",
+]  # fmt: skip
+
+
+def _warmed(warm: Warm, workload_file, bundle: Path, kind: str) -> tuple[Path, Warm, Warm]:
+    path = workload_file(STYLES)
+    loose = Warm(dict(warm.env, TOL="1.0", KIND=kind))
+    strict = Warm(dict(warm.env, TOL="0.0", KIND=kind))
+    proc = loose("run", path, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr
+    return path, loose, strict
+
+
+@pytest.mark.parametrize("kind", KEPT)
+def test_a_check_style_is_served_and_never_stale(
+    warm: Warm, workload_file, bundle_path: Path, kind: str
+) -> None:
+    path, loose, strict = _warmed(warm, workload_file, bundle_path, kind)
+    assert loose.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.5, "tunes": 0}
+    served = strict.production(TUNED_READ, path, 1, bundle=bundle_path)
+    assert served == {"y": 1.0, "tunes": 1}, "a miss, never the pick made under TOL=1.0"
+
+
+def test_a_tolerance_read_from_the_environment_as_the_check_runs_is_served(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """What the check reads only as it runs is no part of the key: served (A); under
+    another TOL a bundle serves the pick made under the old one (B cannot be kept by a key,
+    as the README says: read it where the Tunable is made)."""
+    path, loose, strict = _warmed(warm, workload_file, bundle_path, "environ_at_call")
+    assert loose.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.5, "tunes": 0}
+    assert strict.production(TUNED_READ, path, 1) == {"y": 1.0, "tunes": 1}, "cold"
+    assert strict.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
