@@ -147,6 +147,7 @@ def workload(rt):
 KEPT = [  # A and B both hold
     "lambda_default", "partial", "closure", "instance", "bound_method", "staticmethod",
     "classmethod", "counting_list", "counting_dict", "counting_global",
+    "dataclass_global", "enum_value", "array_global", "array_default",
 ]  # fmt: skip
 
 

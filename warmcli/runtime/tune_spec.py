@@ -12,6 +12,7 @@ It owns no state, and never runs a kernel or a check.
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import json
@@ -202,17 +203,26 @@ def _function(check: Callable[..., Any]) -> Any:
 
 
 def _plain(value: Any) -> bool:
-    """Whether `value`'s repr is the same in every process (no object's address in it): a
-    number (numpy's too), text, or a tuple of them. Not a list or dict: one the workload
+    """Whether `value`'s text (`_text`) is the same in every process (no object's address
+    in it): a number (numpy's too), text, an Enum member of such a value, a numeric numpy
+    array whole in its text, or a tuple of them. Not a list or dict: one the workload
     fills as it runs (a cache) would read apart in each pass and never be served."""
     if isinstance(value, tuple):
         return all(_plain(v) for v in value)
+    if isinstance(value, enum.Enum):  # `Level.TOL`: its value
+        return _plain(value.value)
+    if isinstance(value, np.ndarray):  # `np.array([0.1])`: whole in its text
+        return value.dtype.kind in "biufc" and value.size <= np.get_printoptions()["threshold"]
     return value is None or isinstance(value, str | int | float | bytes | np.number | np.bool_)
 
 
 def _text(value: Any) -> str:
     """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex;
     a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}={_text(value.value)}"
+    if isinstance(value, np.ndarray):  # every digit (numpy prints 8 by default)
+        return f"{value.dtype}{list(value.shape)}{np.array2string(value, floatmode='unique')}"
     if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
         return f"{type(value).__name__}({value.item()!r})"
     try:
@@ -253,7 +263,7 @@ def _callable_identity(
             continue
         if name in space and _plain(value):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
-        elif isinstance(value, types.ModuleType | type):  # one read through it: `cfg.RTOL`
+        elif isinstance(value, types.ModuleType | type) or _instance(value):  # `cfg.RTOL`
             shown += _attributes(name, value, tuple(n for n in names if n not in stored))
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
@@ -271,17 +281,29 @@ def _callable_identity(
 
 def _attributes(name: str, holder: Any, names: tuple[str, ...]) -> list[str]:
     """The plain values of the attributes among `names` (a code's names: each attribute it
-    reads is one) of `holder`, a module or a class (its bases' too), but dunders, read from
-    their dicts: no code runs (a module's `__getattr__`, a property)."""
-    spaces = [vars(holder)] if isinstance(holder, types.ModuleType) else [
-        vars(c) for c in getattr(holder, "__mro__", (holder,))
-    ]  # fmt: skip
+    reads is one) of `holder`, a module, a class (its bases' too) or an object (its class's
+    too), but dunders, read from their dicts: no code runs (a module's `__getattr__`, a
+    property)."""
+    if isinstance(holder, types.ModuleType):
+        spaces = [vars(holder)]
+    elif isinstance(holder, type):  # an Enum's members by name too (`Level.TOL.value`)
+        members = dict(holder.__members__) if issubclass(holder, enum.Enum) else {}
+        spaces = [members, *(vars(c) for c in holder.__mro__)]
+    else:  # an object (`CFG.tol`, a frozen dataclass): its own, then its class's
+        spaces = [vars(holder), *(vars(c) for c in type(holder).__mro__)]
     shown = []
     for attribute in names:
         found = next((s for s in spaces if attribute in s), None)
         if found is not None and not attribute.startswith("__") and _plain(found[attribute]):
             shown.append(f"{name}.{attribute}={_text(found[attribute])}")
     return shown
+
+
+def _instance(value: Any) -> bool:
+    """Whether a global is an object of the workload's whose attributes a check may read
+    (`CFG.tol`): one with a `__dict__`, but no function, method or module (keyed apart)."""
+    callables = types.FunctionType | types.MethodType | types.BuiltinFunctionType
+    return hasattr(value, "__dict__") and not isinstance(value, callables | functools.partial)
 
 
 def _owner(check: Callable[..., Any]) -> Any:
@@ -347,9 +369,9 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     qualified name and a digest of its code (bytecode, constants, names; with the plain
     values of its defaults, closure, a partial's arguments, the attributes of the object
     it is (or is a method of), the module globals its code names and the attributes it
-    names of a module or class it names (`cfg.RTOL`), but attributes it records into as it
-    runs (`_stored`), and each function of its own module it names, keyed alike), and the
-    tolerance. Not the callable's
+    names of a module, class or object it names (`cfg.RTOL`, `CFG.tol`), but attributes
+    and globals it records into as it runs (`_stored`), and each function of its own
+    module it names, keyed alike), and the tolerance. Not the callable's
     module: `warm run` imports a workload file under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
