@@ -26,7 +26,9 @@ from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 
+_WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
+_ABSENT = object()
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 
@@ -202,17 +204,18 @@ def _function(check: Callable[..., Any]) -> Any:
     return type(check).__call__
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: Any, arrays: bool = True) -> bool:
     """Whether `value`'s text (`_text`) is the same in every process (no object's address
     in it): a number (numpy's too), text, an Enum member of such a value, a numeric numpy
-    array whole in its text, or a tuple of them. Not a list or dict: one the workload
+    array whole in its text (not where `arrays` is False: a check writing into an array by
+    index records there), or a tuple of them. Not a list or dict: one the workload
     fills as it runs (a cache) would read apart in each pass and never be served."""
     if isinstance(value, tuple):
-        return all(_plain(v) for v in value)
+        return all(_plain(v, arrays) for v in value)
     if isinstance(value, enum.Enum):  # `Level.TOL`: its value
-        return _plain(value.value)
+        return _plain(value.value, arrays)
     if isinstance(value, np.ndarray):  # `np.array([0.1])`: whole in its text
-        return value.dtype.kind in "biufc" and value.size <= np.get_printoptions()["threshold"]
+        return arrays and value.dtype.kind in "biufc" and value.size <= _WHOLE
     return value is None or isinstance(value, str | int | float | bytes | np.number | np.bool_)
 
 
@@ -252,8 +255,9 @@ def _callable_identity(
         *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
         *(c.cell_contents for c in cells if _filled(c)),
     ]
-    shown: list[Any] = [_text(v) for v in held if _plain(v)]
     stored = _stored(code, _owner(check))  # what it records as it runs: no setting
+    arrays = _SUBSCRIPT not in stored
+    shown: list[Any] = [_text(v) for v in held if _plain(v, arrays)]
     shown += _state(check, stored)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     names = code.co_names if isinstance(code, types.CodeType) else ()
@@ -261,10 +265,13 @@ def _callable_identity(
         value = space.get(name)
         if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
             continue
-        if name in space and _plain(value):  # none: keyed as before globals were
+        if name in space and _plain(value, arrays):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
-        elif isinstance(value, types.ModuleType | type) or _instance(value):  # `cfg.RTOL`
-            shown += _attributes(name, value, tuple(n for n in names if n not in stored))
+        elif isinstance(value, types.ModuleType | type) or (  # `cfg.RTOL`, `CFG.tol`
+            hasattr(value, "__dict__") and not callable(value)  # an object of the workload's
+        ):
+            keyed = tuple(n for n in names if n not in stored)
+            shown += _attributes(name, value, keyed, arrays)
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
             and value.__module__ == function.__module__
@@ -279,7 +286,7 @@ def _callable_identity(
     ]
 
 
-def _attributes(name: str, holder: Any, names: tuple[str, ...]) -> list[str]:
+def _attributes(name: str, holder: Any, names: tuple[str, ...], arrays: bool) -> list[str]:
     """The plain values of the attributes among `names` (a code's names: each attribute it
     reads is one) of `holder`, a module, a class (its bases' too) or an object (its class's
     too), but dunders, read from their dicts: no code runs (a module's `__getattr__`, a
@@ -293,17 +300,10 @@ def _attributes(name: str, holder: Any, names: tuple[str, ...]) -> list[str]:
         spaces = [vars(holder), *(vars(c) for c in type(holder).__mro__)]
     shown = []
     for attribute in names:
-        found = next((s for s in spaces if attribute in s), None)
-        if found is not None and not attribute.startswith("__") and _plain(found[attribute]):
-            shown.append(f"{name}.{attribute}={_text(found[attribute])}")
+        found = next((s[attribute] for s in spaces if attribute in s), _ABSENT)
+        if found is not _ABSENT and not attribute.startswith("__") and _plain(found, arrays):
+            shown.append(f"{name}.{attribute}={_text(found)}")
     return shown
-
-
-def _instance(value: Any) -> bool:
-    """Whether a global is an object of the workload's whose attributes a check may read
-    (`CFG.tol`): one with a `__dict__`, but no function, method or module (keyed apart)."""
-    callables = types.FunctionType | types.MethodType | types.BuiltinFunctionType
-    return hasattr(value, "__dict__") and not isinstance(value, callables | functools.partial)
 
 
 def _owner(check: Callable[..., Any]) -> Any:
@@ -337,7 +337,9 @@ def _stored(code: Any, owner: Any) -> set[str]:
     return stored
 
 
-_STORES = ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL")
+_STORES = ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_SUBSCR",
+           "DELETE_SUBSCR")  # fmt: skip
+_SUBSCRIPT = "[]"  # in `_stored`'s names where the code writes by index (`errors[0] = e`)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -347,7 +349,8 @@ def _stored_by(code: types.CodeType) -> frozenset[str]:
     per code object (a tunable made per call pays no disassembly)."""
     import dis  # imported on first use: a tunable with a check callable only
 
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+    stores = (i for i in dis.get_instructions(code) if i.opname in _STORES)
+    names = {_SUBSCRIPT if i.opname.endswith("SUBSCR") else i.argval for i in stores}
     for nested in code.co_consts:
         if isinstance(nested, types.CodeType):
             names |= _stored_by(nested)
@@ -360,7 +363,8 @@ def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
     those it records as it runs (`stored`)."""
     owner = _owner(check)
     held = (getattr(owner, "__dict__", None) or {}) if owner is not None else {}
-    items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v))
+    arrays = _SUBSCRIPT not in stored
+    items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v, arrays))
     return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__") and k not in stored]
 
 
