@@ -77,6 +77,14 @@ class Level(enum.Enum):
     TOL = float(os.environ["TOL"])
 
 
+def by_config(outputs, inputs, cfg):
+    return close(outputs, inputs, cfg.tol)
+
+
+def config_closure(cfg):
+    return lambda outputs, inputs: close(outputs, inputs, cfg.tol)
+
+
 def by_enum(outputs, inputs):
     return close(outputs, inputs, Level.TOL.value)
 
@@ -155,6 +163,9 @@ def check():
         "array_global": by_array,
         "array_default": by_array_default,
         "array_recorder": array_recorder,
+        "dataclass_closure": config_closure(Cfg(tol)),
+        "dataclass_partial": functools.partial(by_config, cfg=Cfg(tol)),
+        "dataclass_default": lambda outputs, inputs, cfg=Cfg(tol): close(outputs, inputs, cfg.tol),
         "array_recorder_attr": RECORDER,
     }[os.environ["KIND"]]
 
@@ -171,7 +182,8 @@ KEPT = [  # A and B both hold
     "lambda_default", "partial", "closure", "instance", "bound_method", "staticmethod",
     "classmethod", "counting_list", "counting_dict", "counting_global",
     "dataclass_global", "enum_value", "array_global", "array_default",
-    "array_recorder", "array_recorder_attr",
+    "array_recorder", "array_recorder_attr", "dataclass_closure", "dataclass_partial",
+    "dataclass_default",
 ]  # fmt: skip
 
 

@@ -179,8 +179,7 @@ def key_text(name: str, derived: Any) -> str:
 
 
 def _constant(value: Any) -> str:
-    """A code constant's text, the same in every process (a frozenset's elements sorted,
-    a nested function's code by its own digest)."""
+    """A code constant's text, the same in every process (a frozenset sorted, code digested)."""
     if isinstance(value, types.CodeType):
         return f"code:{_code_digest(value)}"
     if isinstance(value, tuple):
@@ -205,11 +204,9 @@ def _function(check: Callable[..., Any]) -> Any:
 
 
 def _plain(value: Any, arrays: bool = True) -> bool:
-    """Whether `value`'s text (`_text`) is the same in every process (no object's address
-    in it): a number (numpy's too), text, an Enum member of such a value, a numeric numpy
-    array whole in its text (not where `arrays` is False: a check writing into an array by
-    index records there), or a tuple of them. Not a list or dict: one the workload
-    fills as it runs (a cache) would read apart in each pass and never be served."""
+    """Whether `value`'s `_text` is the same in every process: a number (numpy's too), text,
+    an Enum member of one, a short numeric array (not if `arrays` is False: the check writes
+    by index), a tuple of them. No list or dict: a cache the workload fills as it runs."""
     if isinstance(value, tuple):
         return all(_plain(v, arrays) for v in value)
     if isinstance(value, enum.Enum):  # `Level.TOL`: its value
@@ -245,10 +242,15 @@ def _callable_identity(
     seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
         given = [*check.args, *sorted(check.keywords.items())]
-        return [_callable_identity(check.func, seen, depth), [_text(v) for v in given if _plain(v)]]
+        inner = getattr(_function(check.func), "__code__", None)
+        shown = [_text(v) for v in given if _plain(v)]
+        for v in (v for v in (*check.args, *check.keywords.values()) if _holder(v)):
+            shown += _attributes("arg", v, getattr(inner, "co_names", ()), True)  # `cfg.tol`
+        return [_callable_identity(check.func, seen, depth), shown]
     function = _function(check)
     seen.add(function)
     code = getattr(function, "__code__", None)
+    names = code.co_names if isinstance(code, types.CodeType) else ()
     cells = getattr(function, "__closure__", None) or ()
     held = [
         *(getattr(function, "__defaults__", None) or ()),
@@ -257,20 +259,19 @@ def _callable_identity(
     ]
     stored = _stored(code, _owner(check))  # what it records as it runs: no setting
     arrays = _SUBSCRIPT not in stored
+    keyed = tuple(n for n in names if n not in stored)
     shown: list[Any] = [_text(v) for v in held if _plain(v, arrays)]
+    for v in (v for v in held if not _plain(v, arrays) and _holder(v)):  # a closure's `cfg`
+        shown += _attributes("held", v, keyed, arrays)
     shown += _state(check, stored)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
-    names = code.co_names if isinstance(code, types.CodeType) else ()
     for name in names:
         value = space.get(name)
         if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
             continue
         if name in space and _plain(value, arrays):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
-        elif isinstance(value, types.ModuleType | type) or (  # `cfg.RTOL`, `CFG.tol`
-            hasattr(value, "__dict__") and not callable(value)  # an object of the workload's
-        ):
-            keyed = tuple(n for n in names if n not in stored)
+        elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
         elif (  # a helper of its own module it calls (not a library's: its version's code)
             isinstance(value, types.FunctionType)
@@ -287,10 +288,9 @@ def _callable_identity(
 
 
 def _attributes(name: str, holder: Any, names: tuple[str, ...], arrays: bool) -> list[str]:
-    """The plain values of the attributes among `names` (a code's names: each attribute it
-    reads is one) of `holder`, a module, a class (its bases' too) or an object (its class's
-    too), but dunders, read from their dicts: no code runs (a module's `__getattr__`, a
-    property)."""
+    """The plain values of the attributes among `names` (a code's names) of `holder`, a
+    module, class (and bases) or object (and class), but dunders, read from their dicts:
+    no code runs (a module's `__getattr__`, a property)."""
     if isinstance(holder, types.ModuleType):
         spaces = [vars(holder)]
     elif isinstance(holder, type):  # an Enum's members by name too (`Level.TOL.value`)
@@ -306,6 +306,12 @@ def _attributes(name: str, holder: Any, names: tuple[str, ...], arrays: bool) ->
     return shown
 
 
+def _holder(value: Any) -> bool:
+    """A module, class or object (with a `__dict__`, no callable) a check reads through."""
+    ns = isinstance(value, types.ModuleType | type)
+    return ns or (hasattr(value, "__dict__") and not callable(value))
+
+
 def _owner(check: Callable[..., Any]) -> Any:
     """The object a check is a method of, or is; None for a function."""
     owner = getattr(check, "__self__", None) if isinstance(check, types.MethodType) else check
@@ -315,12 +321,10 @@ def _owner(check: Callable[..., Any]) -> Any:
 
 
 def _stored(code: Any, owner: Any) -> set[str]:
-    """The attribute (and global) names the check's code, or a method of its object's class
-    that code calls (`self._record(err)`, and what that calls), assigns or deletes
-    (`self.worst = ...`, `Close.calls += 1`, `global N; N += 1`): what it records as it
-    runs, which each pass and each production process (whose served tunes run no check)
-    holds apart. Not what another
-    method sets (`__init__`, a setter): a setting, keyed."""
+    """The attribute and global names the check's code, or a method of its class it calls
+    (`self._record(e)`), assigns or deletes (`self.worst = ...`, `global N; N += 1`): what
+    it records as it runs, apart in each pass and production process (whose served tunes
+    run no check). Not what another method sets (`__init__`, a setter): a setting, keyed."""
     methods: dict[str, Any] = {}
     for holder in reversed(getattr(type(owner), "__mro__", ())) if owner is not None else ():
         methods.update((n, f) for n, f in vars(holder).items() if isinstance(f, types.FunctionType))
@@ -344,9 +348,8 @@ _SUBSCRIPT = "[]"  # in `_stored`'s names where the code writes by index (`error
 
 @functools.lru_cache(maxsize=1024)
 def _stored_by(code: types.CodeType) -> frozenset[str]:
-    """The attribute and global names `code` (and the code nested in it) assigns or
-    deletes (`global calls; calls += 1`: a count, not a setting); read once
-    per code object (a tunable made per call pays no disassembly)."""
+    """The attribute and global names `code` (and code nested in it) assigns or deletes,
+    `_SUBSCRIPT` if it writes by index; read once per code object."""
     import dis  # imported on first use: a tunable with a check callable only
 
     stores = (i for i in dis.get_instructions(code) if i.opname in _STORES)
@@ -358,9 +361,8 @@ def _stored_by(code: types.CodeType) -> frozenset[str]:
 
 
 def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
-    """The plain attributes of the object a check is a method of, or is (a tolerance it
-    holds), but its dunders (`__module__` names the workload as `warm run` imported it) and
-    those it records as it runs (`stored`)."""
+    """The plain attributes of the object a check is (a method of), but dunders (`__module__`
+    names the workload as `warm run` imported it) and what it records as it runs."""
     owner = _owner(check)
     held = (getattr(owner, "__dict__", None) or {}) if owner is not None else {}
     arrays = _SUBSCRIPT not in stored
@@ -370,13 +372,11 @@ def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
 
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
-    qualified name and a digest of its code (bytecode, constants, names; with the plain
-    values of its defaults, closure, a partial's arguments, the attributes of the object
-    it is (or is a method of), the module globals its code names and the attributes it
-    names of a module, class or object it names (`cfg.RTOL`, `CFG.tol`), but attributes
-    and globals it records into as it runs (`_stored`), and each function of its own
-    module it names, keyed alike), and the tolerance. Not the callable's
-    module: `warm run` imports a workload file under a name of its own."""
+    qualified name and code digest with the plain values it holds or reads (defaults,
+    closure, a partial's arguments, its object's attributes, module globals, attributes
+    read through a module, class or object: `cfg.RTOL`, `CFG.tol`; not what it records,
+    `_stored`), and each function of its own module it calls, keyed alike; and the
+    tolerance. Not its module: `warm run` imports a workload under a name of its own."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
         return ["check", check, tol]
