@@ -144,6 +144,13 @@ def by_array_default(outputs, inputs, tol=np.array([float(os.environ["TOL"])])):
 RECORDER = Recorder(float(os.environ["TOL"]))
 
 
+DICT = {"tol": float(os.environ["TOL"])}
+
+
+def by_dict(outputs, inputs):
+    return close(outputs, inputs, DICT["tol"])
+
+
 def check():
     tol = float(os.environ["TOL"])
     return {
@@ -163,6 +170,7 @@ def check():
         "array_global": by_array,
         "array_default": by_array_default,
         "array_recorder": array_recorder,
+        "dict_global": by_dict,
         "dataclass_closure": config_closure(Cfg(tol)),
         "dataclass_partial": functools.partial(by_config, cfg=Cfg(tol)),
         "dataclass_default": lambda outputs, inputs, cfg=Cfg(tol): close(outputs, inputs, cfg.tol),
@@ -206,13 +214,15 @@ def test_a_check_style_is_served_and_never_stale(
     assert served == {"y": 1.0, "tunes": 1}, "a miss, never the pick made under TOL=1.0"
 
 
-def test_a_tolerance_read_from_the_environment_as_the_check_runs_is_served(
-    warm: Warm, workload_file, bundle_path: Path
+@pytest.mark.parametrize("kind", ["environ_at_call", "dict_global"])
+def test_a_tolerance_read_as_the_check_runs_or_from_a_dict_is_served_unkeyed(
+    warm: Warm, workload_file, bundle_path: Path, kind: str
 ) -> None:
-    """What the check reads only as it runs is no part of the key: served (A); under
-    another TOL a bundle serves the pick made under the old one (B cannot be kept by a key,
-    as the README says: read it where the Tunable is made)."""
-    path, loose, strict = _warmed(warm, workload_file, bundle_path, "environ_at_call")
+    """What the check reads only as it runs (`os.environ`), or from a dict (which a
+    workload may fill as it runs), is no part of the key: served (A); under another TOL a
+    bundle serves the pick made under the old one (B is not kept, as the README says:
+    hold the tolerance where the Tunable is made, in a default, global or partial)."""
+    path, loose, strict = _warmed(warm, workload_file, bundle_path, kind)
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.5, "tunes": 0}
     assert strict.production(TUNED_READ, path, 1) == {"y": 1.0, "tunes": 1}, "cold"
     assert strict.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
