@@ -238,8 +238,17 @@ class PyCudaError(WarmError, ValueError):
 # -- the bundle's errors (raised by `warmcli.bundle`, caught by the runtime through its Store) --
 
 
+DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk refused
+WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
+
+
 class BundleError(WarmError):
     """A bundle is missing, corrupt, foreign, or of another format version."""
+
+    @property
+    def disk_refusal(self) -> str | None:
+        """`DISK_FULL` or `WRITE_FAILED` where it says the disk refused a write, else None."""
+        return next((why for why in (DISK_FULL, WRITE_FAILED) if why in str(self)), None)
 
     @property
     def problem(self) -> str:

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
-from warmcli.errors import BundleError
+from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.printable import Pattern, printable
 
 if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
@@ -50,8 +50,6 @@ SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
-DISK_FULL = "the disk is full"
-WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 _WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
 PAGE_BYTES = 16384
 

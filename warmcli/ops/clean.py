@@ -42,7 +42,7 @@ from pathlib import Path
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, nvcc_environment, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
-from warmcli.bundle.file import DISK_FULL, FORMAT_VERSION, WRITE_FAILED, check_header
+from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, CleanInterrupted
@@ -389,7 +389,7 @@ def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
     try:
         bundle.vacuum()
     except BundleError as exc:
-        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), str(exc))
+        why = exc.disk_refusal or str(exc)
         raise BundleError(
             f"{bundle.path}: {removed}, but the file was not vacuumed: {why}"
         ) from None

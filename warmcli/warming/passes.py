@@ -36,7 +36,6 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
-from warmcli.bundle.file import DISK_FULL, WRITE_FAILED
 from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
@@ -263,9 +262,8 @@ def _warm(
             probe.join()
         except BaseException as exc:  # an interrupt included: the probe's `--version` stops too
             probe.stop()
-            refused = isinstance(exc, BundleError) and any(  # by the disk: not "locked"
-                why in str(exc) for why in (DISK_FULL, WRITE_FAILED)
-            )  # (a lock another first run holds is never removed)
+            # refused by the disk, not "locked": a lock another first run holds stays
+            refused = isinstance(exc, BundleError) and exc.disk_refusal is not None
             if created and refused and not bundle_path.exists():
                 with contextlib.suppress(OSError):  # could not be made (a full disk): no lock
                     remove_new(bundle_path)  # left either (never after an interrupt)
