@@ -33,9 +33,7 @@ from typing import Any
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import (
-    DISK_FULL,
     SCHEMAS,
-    WRITE_FAILED,
     check_header,
     remove_leftovers,
     unlink_all,
@@ -232,7 +230,7 @@ def _publish(
         os.replace(tmp, out)
         return signature
     except BundleError as exc:
-        why = next((w for w in (DISK_FULL, WRITE_FAILED) if w in str(exc)), None)
+        why = exc.disk_refusal
         if why is not None:
             raise MergeError(f"{out}: {why}: nothing was merged, {out} is unchanged") from None
         raise
@@ -256,27 +254,22 @@ def _copy_kernels(
     at a time. Where that copy is missing or fails its sha256, the same content is copied
     from the first other input holding a good one (a sha256 names one content), and that
     is said in `mended`; with none, the first refusal stands."""
-    try:
-        dest.put(
-            kernels=[(r, binary) for binary in [streamed(bundles[index], sha)] for r in records]
-        )
+    order = [index, *(i for i in range(len(bundles)) if i != index)]  # its own input first
+    refused: BundleError | None = None
+    for at in order:
+        try:
+            binary = streamed(bundles[at], sha)
+            dest.put(kernels=[(r, binary) for r in records])
+        except BundleError as exc:
+            if not str(exc).startswith(f"{bundles[at].path}: blob "):
+                raise  # the output's (a full disk), not the input's copy
+            refused = refused or exc
+            continue
+        if refused is not None:
+            mended.append(f"{refused}: copied from {bundles[at].path}")
         return
-    except BundleError as refused:
-        if not str(refused).startswith(f"{bundles[index].path}: blob "):
-            raise  # the output's (a full disk), not the input's copy
-        for other, bundle in enumerate(bundles):
-            if other == index:
-                continue
-            try:
-                binary = streamed(bundle, sha)
-                dest.put(kernels=[(r, binary) for r in records])
-            except BundleError as also:
-                if not str(also).startswith(f"{bundle.path}: blob "):
-                    raise
-                continue
-            mended.append(f"{refused}: copied from {bundle.path}")
-            return
-        raise
+    assert refused is not None
+    raise refused
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
