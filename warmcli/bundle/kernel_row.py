@@ -147,33 +147,32 @@ def chunk(
     if that is refused too."""
     first, skip, count = where
     got: list[tuple[Any, ...]] = []
-    while True:
+
+    def step(at: int, n: int, k: int) -> bool:
+        """`select(at, n, k)`'s rows onto `got`; whether a row was refused."""
+        nonlocal prefetched
         try:
-            cursor = select(first, count - len(got) if count >= 0 else -1, skip)
+            cursor = select(at, n, k)
         except sqlite3.Error:  # its first row: one it cannot hand back ("locked" is retried)
-            refused = True
-        else:
-            try:
-                prefetched, refused = stepped(cursor, prefetched, budget, got)
-            finally:
-                cursor.close()
+            return True
+        try:
+            prefetched, refused = stepped(cursor, prefetched, budget, got)
+        finally:
+            cursor.close()
+        return refused
+
+    while True:
+        refused = step(first, count - len(got) if count >= 0 else -1, skip)
         if not refused or len(got) == count or (skip and not got):  # (skipping: from where?)
             return got, prefetched
         first = max(first, got[-1][-1] + 1) if got else first
         after = rowid_from(first)
         if after is None or after[0] >= 2**63 - 1:
             return got, prefetched
-        first, skip = after[0] + 1, 0
-        try:  # that row alone: refused too, it is the one passed over
-            cursor = select(after[0], 1, 0)
-        except sqlite3.Error:
+        first, skip, had = after[0] + 1, 0, len(got)
+        if step(after[0], 1, 0):  # that row alone: refused too, it is the one passed over
             continue
-        try:
-            had = len(got)
-            prefetched, refused = stepped(cursor, prefetched, budget, got)
-        finally:
-            cursor.close()
-        if len(got) == count or (not refused and len(got) == had):  # full, or the budget spent
+        if len(got) == count or len(got) == had:  # full, or the budget spent
             return got, prefetched
 
 
