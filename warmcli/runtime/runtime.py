@@ -189,7 +189,7 @@ class Runtime:
 
     def read(self, buffer: Buffer) -> np.ndarray:
         """The buffer's contents; refused under a discarding process mode."""
-        refuse_wrong_kinds("read", buffer=buffer) if not isinstance(buffer, Buffer) else None
+        refuse_wrong_kinds("read", buffer=buffer)  # (not hot: a read synchronizes)
         if current_process_mode().discards:
             self.refuse_discarded_read(str(buffer), stacklevel=2)
             if not self.device.can_execute:
