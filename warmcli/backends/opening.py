@@ -12,7 +12,6 @@ opens devices and keeps none; it never prints.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from warmcli.backends.base import Device, DeviceError
@@ -73,9 +72,11 @@ def open_devices(
 
 
 def _refuse_stand_in() -> None:
-    """Raise naming the pre-build when `pycuda.driver` is `warm run --pycuda --arch`'s
-    GPU-less stand-in: a PyCUDA script's GPU work ran where no pass had bound a runtime."""
-    if getattr(sys.modules.get("pycuda.driver"), "__warm_stand_in__", False):
+    """Raise naming the pre-build when `pycuda` is the GPU-less stand-in: a PyCUDA
+    script's GPU work ran where no pass had bound a runtime."""
+    from warmcli.backends.cuda.device import pycuda_stands_in
+
+    if pycuda_stands_in():
         raise DeviceError(
             "no GPU in a GPU-less pre-build (--arch): GPU work ran at import; warm runs a "
             "PyCUDA script's GPU work in its entry function (main() or workload(runtime))"

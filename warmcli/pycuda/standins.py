@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.abc
 import math
-import sys
 import types
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import DeviceError
+from warmcli.backends.cuda.device import pycuda_stands_in
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
@@ -265,10 +265,9 @@ def modules() -> dict[str, types.ModuleType]:
     """The stand-in modules by the names a PyCUDA script imports."""
     package = types.ModuleType("pycuda", "warm's GPU-less stand-in for pycuda (warm run --arch)")
     package.__path__ = []  # a package: `import pycuda.driver` looks in sys.modules
-    package.__warm_stand_in__ = True  # type: ignore[attr-defined]  (`LackingFinder` asks)
+    package.__warm_stand_in__ = True  # type: ignore[attr-defined]  (`pycuda_stands_in`)
     driver = _module(
         "pycuda.driver",
-        __warm_stand_in__=True,  # what warm's CUDA backend asks before opening a device
         In=In,
         Out=Out,
         InOut=InOut,
@@ -339,8 +338,6 @@ class LackingFinder(importlib.abc.MetaPathFinder):
     for (`pycuda.cumath`, `pycuda.elementwise`) is named as not theirs, not as not installed."""
 
     def find_spec(self, name: str, path: object, target: object = None) -> None:
-        if name.startswith("pycuda.") and getattr(
-            sys.modules.get("pycuda"), "__warm_stand_in__", False
-        ):
+        if name.startswith("pycuda.") and pycuda_stands_in():
             raise ModuleNotFoundError(f"{name}: {LACKING}", name=name)
         return None

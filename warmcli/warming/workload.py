@@ -166,7 +166,9 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
         failure = f"it called sys.exit({exc.code!r})"
     else:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
-    stand_in = getattr(sys.modules.get("pycuda"), "__warm_stand_in__", False)  # --pycuda --arch
+    from warmcli.backends.cuda.device import pycuda_stands_in  # (a failed import's only)
+
+    stand_in = pycuda_stands_in()  # --pycuda --arch: its missing modules are no hint's
     if (
         isinstance(exc, ModuleNotFoundError)
         and (exc.name or "").split(".")[0] == "pycuda"

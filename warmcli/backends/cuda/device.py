@@ -16,6 +16,7 @@ imported only inside functions: importing this module needs no pycuda, no driver
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -63,13 +64,19 @@ def _driver_version(cuda: Any) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
+def pycuda_stands_in() -> bool:
+    """Whether the `pycuda` imported is `warm run --pycuda --arch`'s GPU-less stand-in
+    (`warmcli.pycuda.standins`, marked so), which has no driver and no GPU."""
+    return getattr(sys.modules.get("pycuda"), "__warm_stand_in__", False) is True
+
+
 def list_cuda_devices() -> list[dict[str, Any]]:
     """Every visible GPU as a dict; [] when pycuda, libcuda or a device is missing."""
     try:
         cuda = _driver()
     except DeviceError:
         return []
-    if getattr(cuda, "__warm_stand_in__", False):  # `warm run --pycuda --arch`'s: no GPU
+    if pycuda_stands_in():  # `warm run --pycuda --arch`'s: no GPU
         return []
     try:
         driver = _driver_version(cuda)
