@@ -1,0 +1,180 @@
+"""Fleet trial 29: an operator running warm for a fleet, from the README's object-store
+sections, against real stores on 127.0.0.1 (test_remote's stdlib HTTP store, a raw
+socket store) and the real CLI in subprocesses.
+
+- AWS settings an S3 client cannot be made from (a profile that does not exist, an
+  endpoint that is no URL, a config file that does not parse, a region that is no
+  region) are one line naming the URL, exit 2 (production: a `RemoteError`), never
+  botocore's traceback.
+- A download the local disk refuses (a file size limit: `RLIMIT_FSIZE` in the child)
+  says the local copy cannot be kept, not that the store is unreachable; the last good
+  copy still serves.
+- `warm push` uploads one state of the bundle: a writer committing while the push reads
+  it waits for the push, so the bytes uploaded are the ones its digests name.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import resource
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+from test_live_bundle import Paused
+from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
+
+from warmcli.bundle.store import Bundle
+
+_S3_SETTINGS = {
+    "profile": {"AWS_PROFILE": "no-such-profile"},
+    "endpoint": {"AWS_ENDPOINT_URL": "not a url"},
+    "config": {"AWS_CONFIG_FILE": "{tmp}/aws-config"},
+    "region": {"AWS_DEFAULT_REGION": "no/region"},
+}
+
+
+@pytest.mark.parametrize("setting", sorted(_S3_SETTINGS))
+def test_aws_settings_no_client_can_be_made_from_are_one_line(
+    warm: Warm, tmp_path: Path, setting: str
+) -> None:
+    pytest.importorskip("boto3")
+    (tmp_path / "aws-config").write_text("[unclosed\n")
+    (tmp_path / "b.warm").write_bytes(b"")
+    aws = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    aws.update({k: v.format(tmp=tmp_path) for k, v in _S3_SETTINGS[setting].items()})
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), **aws)
+    env.pop("AWS_ENDPOINT_URL", None) if setting != "endpoint" else None
+    url = "s3://fleet/b.warm"
+    for args in (("stats", url), ("pull", url, tmp_path / "p.warm")):
+        proc = Warm(env)(*args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"warm: error: {url}: "), proc.stderr
+    served = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import warmcli\ntry:\n warmcli.runtime('host')\n"
+            "except warmcli.errors.RemoteError as e:\n print('RemoteError', e)",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(env, WARM_BUNDLE=url),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert served.stdout.startswith(f"RemoteError {url}: "), served.stdout + served.stderr
+
+
+class _OneStore:
+    """A store on 127.0.0.1 that serves `body` at one URL with one ETag, whole."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/b.warm"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.recv(65536)
+                head = b'HTTP/1.1 200 OK\r\nETag: "%d"\r\nContent-Length: %d\r\n\r\n'
+                conn.sendall(head % (len(self.body), len(self.body)) + self.body)
+
+
+def _limited(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_download_the_disk_refuses_says_so_and_the_last_good_copy_serves(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    store = _OneStore(built[1])
+    home = tmp_path / "home"
+    env = dict(warm.env, WARM_HOME=str(home))
+    full = [sys.executable, "-m", "warmcli", "stats", "--json", store.url]
+    limit = len(built[0]) // 2  # below either bundle: the download cannot be kept
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            full,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            preexec_fn=lambda: _limited(limit),
+        )
+
+    try:
+        first = run()  # no copy yet: one line, exit 2
+        assert Warm(env)("stats", store.url).returncode == 0  # a last good copy
+        store.body = built[0]  # changed: its download is refused by the disk
+        again = run()
+    finally:
+        store.server.close()
+    assert first.returncode == 2 and first.stderr.count("\n") == 1, first.stderr
+    doc = json.loads(first.stdout)
+    for said in (doc["error"], first.stderr):
+        assert "store unreachable" not in said and "cannot be kept" in said, said
+        assert "File too large" in said, said
+    assert again.returncode == 0, again.stderr
+    assert "cannot be kept" in again.stderr and "last good copy" in again.stderr, again.stderr
+    assert len(json.loads(again.stdout)["tunes"]) < 3  # the shard's bundle, as it was
+    assert not list((home / "remote").glob("*/*.tmp"))
+
+
+_TOUCH = "UPDATE manifest SET value = CAST(value AS REAL) + 1 WHERE key = 'updated'"
+
+
+def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    url = f"{base}/b.warm"
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    target = "warmcli.bundle.remote:_Http.upload"  # its digests read, its body not yet
+    pushing = Paused(Warm(env), tmp_path / "gate", target, "push", bundle, url)
+    writer = sqlite3.connect(bundle, timeout=0, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute(_TOUCH)  # as a write-back's commit does
+        with contextlib.suppress(sqlite3.OperationalError):  # busy: the push reads it
+            writer.execute("COMMIT")
+        pushed = pushing.go()
+        if writer.in_transaction:
+            writer.execute("COMMIT")  # once the push is done, the writer's commit lands
+    finally:
+        writer.close()
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    body = store.files["/b.warm"]
+    put = store.puts[-1]
+    assert put["X-Warm-Sha256"] == hashlib.sha256(body).hexdigest()
+    assert put["Content-MD5"] == base64.b64encode(hashlib.md5(body).digest()).decode()
+    sent = tmp_path / "sent.warm"
+    sent.write_bytes(body)
+    with Bundle.open(sent) as opened:
+        assert len(list(opened.each_kernel())) == 6
+    with Bundle.open(bundle) as opened:  # the writer's commit, kept
+        assert len(list(opened.each_kernel())) == 6
+    assert bundle.read_bytes() != built[0]
