@@ -178,3 +178,28 @@ def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
     with Bundle.open(bundle) as opened:  # the writer's commit, kept
         assert len(list(opened.each_kernel())) == 6
     assert bundle.read_bytes() != built[0]
+
+
+def test_a_slurm_array_with_a_step_gives_each_task_its_own_shard(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`sbatch --array=0-12:4` runs tasks 0, 4, 8 and 12 (COUNT 4, MIN 0, STEP 4): they
+    are shards 0 to 3, not shard 0 and three errors."""
+    from warmcli.runtime.shard import shard_from_environment
+
+    slurm = {"SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0"}
+    stepped = dict(slurm, SLURM_ARRAY_TASK_STEP="4")
+    got = [shard_from_environment(dict(stepped, SLURM_ARRAY_TASK_ID=str(i))) for i in (0, 4, 8, 12)]
+    assert [str(s) for s in got] == ["0/4", "1/4", "2/4", "3/4"]
+    off_step = dict(stepped, SLURM_ARRAY_TASK_ID="6")
+    from warmcli.errors import ShardError
+
+    with pytest.raises(ShardError, match="SLURM_ARRAY_TASK_STEP"):
+        shard_from_environment(off_step)
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), SLURM_ARRAY_TASK_ID="8", **stepped)
+    env.pop("WARM_SHARD", None)
+    proc = Warm(env)(
+        "run", ROOT / "examples" / "matmul_host.py", "-b", tmp_path / "s.warm", "--json"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["shard"] == "2/4"
