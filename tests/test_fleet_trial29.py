@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import resource
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -203,3 +204,32 @@ def test_a_slurm_array_with_a_step_gives_each_task_its_own_shard(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["shard"] == "2/4"
+
+
+def test_what_a_pull_killed_mid_copy_left_is_removed_by_the_next_write(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """A pull's copy into PATH goes through a temporary file beside it: one a SIGKILL
+    left there (as large as the bundle) is a dead writer's, removed by the next pull."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    target = tmp_path / "p.warm"
+    target.write_bytes(built[1])
+    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    # stopped with the temporary file open, its bytes not yet copied (Linux's copy)
+    copying = Paused(
+        env, tmp_path / "gate", "shutil:_fastcopy_sendfile", "pull", f"{base}/b.warm", target
+    )
+    copying.proc.send_signal(signal.SIGKILL)
+    copying.proc.communicate()
+    left = [p.name for p in tmp_path.glob(".p.warm.*")]
+    assert left and target.read_bytes() == built[1]  # PATH as it was; a temporary beside it
+    assert env("pull", f"{base}/b.warm", target).returncode == 0
+    assert target.read_bytes() == built[0]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".p", "p"))) == [
+        "p.warm",
+        "p.warm.lock",
+    ]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import typer
 
-from warmcli.bundle.file import check_header
+from warmcli.bundle.file import check_header, remove_leftovers
 from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
@@ -91,18 +90,20 @@ def _named_by(url: str) -> Path:
 def _copy(source: Path, target: Path, force: bool) -> None:
     """Under the target's write lock: copy through a temporary file beside the file
     `target` leads to (a link stays one), renamed over it at the end; a file there that
-    is no warm bundle is replaced only when `force`."""
+    is no warm bundle is replaced only when `force`. The temporary file is named as a
+    create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write."""
     with write_lock(target):
         if not force:
             _refuse_no_bundle(target)
+        remove_leftovers(target)
         real = Path(os.path.realpath(target))
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-        os.close(fd)
+        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
         try:
+            tmp.unlink(missing_ok=True)
             shutil.copyfile(source, tmp)
             os.replace(tmp, real)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
 
 
