@@ -233,3 +233,31 @@ def test_what_a_pull_killed_mid_copy_left_is_removed_by_the_next_write(
         "p.warm",
         "p.warm.lock",
     ]
+
+
+def test_a_pull_the_disk_refuses_names_path_and_leaves_it_as_it_was(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """The download is kept (its copy in WARM_HOME is current); the copy into PATH is
+    over the file size limit: one line naming PATH, not warm's own temporary files."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    assert Warm(env)("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
+    target = tmp_path / "p.warm"
+    target.write_bytes(built[1])
+    limit = len(built[0]) // 2
+    limited = lambda: _limited(limit)  # noqa: E731
+    pull = [sys.executable, "-m", "warmcli", "pull", f"{base}/b.warm", target]
+    proc = subprocess.run(
+        pull, capture_output=True, text=True, env=env, cwd=ROOT, preexec_fn=limited
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"warm: error: {target}: "), proc.stderr
+    assert "File too large" in proc.stderr and "nothing pulled" in proc.stderr, proc.stderr
+    assert ".tmp" not in proc.stderr and "remote" not in proc.stderr, proc.stderr
+    assert target.read_bytes() == built[1]
+    assert not list(tmp_path.glob(".p.warm*"))

@@ -102,6 +102,10 @@ def _copy(source: Path, target: Path, force: bool) -> None:
             tmp.unlink(missing_ok=True)
             shutil.copyfile(source, tmp)
             os.replace(tmp, real)
+        except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
+            tmp.unlink(missing_ok=True)
+            why = exc.strerror or type(exc).__name__
+            raise RemoteError(f"{target}: nothing pulled: {why} ({target} is as it was)") from None
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
