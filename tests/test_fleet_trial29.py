@@ -19,6 +19,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import resource
 import signal
 import socket
@@ -261,3 +262,52 @@ def test_a_pull_the_disk_refuses_names_path_and_leaves_it_as_it_was(
     assert ".tmp" not in proc.stderr and "remote" not in proc.stderr, proc.stderr
     assert target.read_bytes() == built[1]
     assert not list(tmp_path.glob(".p.warm*"))
+
+
+_KILLED_MID_WRITE = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # the cache spills: pages written before the commit
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE blobs SET data = zeroblob(length(data))")
+conn.execute("UPDATE kernels SET entry = entry || 'x'")
+os.kill(os.getpid(), 9)
+"""
+
+
+def _killed_mid_write(path: Path) -> None:
+    """A writer of the bundle at `path` killed mid-transaction: its crash journal beside."""
+    proc = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, path], cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    assert os.path.getsize(f"{path}-journal") > 0
+
+
+@pytest.mark.parametrize("command", ["pull", "merge"])
+def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    command: str,
+) -> None:
+    """The crash journal beside PATH (OUT) is the old file's: played into the new one by
+    its next opener, it made the bundle pulled (merged) `corrupt`."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    source = tmp_path / "source.warm"
+    source.write_bytes(built[0])
+    target = tmp_path / "t.warm"
+    target.write_bytes(built[1])
+    _killed_mid_write(target)
+    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    if command == "pull":
+        proc = env("pull", f"{base}/b.warm", target)
+    else:
+        proc = env("merge", source, "-o", target, "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verified = env("verify", target)
+    assert verified.returncode == 0 and "sound" in verified.stdout, (
+        verified.stdout + verified.stderr
+    )
+    assert len(env.json("stats", target)["tunes"]) == 3
+    assert not os.path.exists(f"{target}-journal")

@@ -19,6 +19,7 @@ from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
+from warmcli.bundle.replacing import put_in_place
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
 from warmcli.errors import BundleError, RemoteError
@@ -101,7 +102,7 @@ def _copy(source: Path, target: Path, force: bool) -> None:
         try:
             tmp.unlink(missing_ok=True)
             shutil.copyfile(source, tmp)
-            os.replace(tmp, real)
+            put_in_place(tmp, real)
         except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
             tmp.unlink(missing_ok=True)
             why = exc.strerror or type(exc).__name__
