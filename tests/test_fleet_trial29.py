@@ -311,3 +311,24 @@ def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
     )
     assert len(env.json("stats", target)["tunes"]) == 3
     assert not os.path.exists(f"{target}-journal")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_pull_into_a_folder_says_it_is_one_and_never_suggests_force(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    force: bool,
+) -> None:
+    """`warm pull URL DIR` said `exists and is not a warm bundle ...: pass --force to
+    replace it`; with --force, `nothing pulled: Is a directory`."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    folder = tmp_path / "bundles"
+    folder.mkdir()
+    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    proc = env("pull", f"{base}/b.warm", folder, *(["--force"] if force else []))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "a folder" in proc.stderr and "--force" not in proc.stderr, proc.stderr
+    assert list(folder.iterdir()) == []

@@ -69,6 +69,8 @@ def pull(
     kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
     if kind is not None:
         fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")
+    if target.is_dir():  # nor a folder: the file in it is named, never guessed
+        fail(f"{target}: a folder, not a bundle file: name the file to write in it")
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
