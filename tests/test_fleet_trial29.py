@@ -220,10 +220,8 @@ def test_what_a_pull_killed_mid_copy_left_is_removed_by_the_next_write(
     target = tmp_path / "p.warm"
     target.write_bytes(built[1])
     env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
-    # stopped with the temporary file open, its bytes not yet copied (Linux's copy)
-    copying = Paused(
-        env, tmp_path / "gate", "shutil:_fastcopy_sendfile", "pull", f"{base}/b.warm", target
-    )
+    # stopped with the temporary file made, its bytes not yet copied
+    copying = Paused(env, tmp_path / "gate", "shutil:copyfileobj", "pull", f"{base}/b.warm", target)
     copying.proc.send_signal(signal.SIGKILL)
     copying.proc.communicate()
     left = [p.name for p in tmp_path.glob(".p.warm.*")]
@@ -332,3 +330,33 @@ def test_a_pull_into_a_folder_says_it_is_one_and_never_suggests_force(
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "a folder" in proc.stderr and "--force" not in proc.stderr, proc.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_a_pulled_bundle_is_readable_as_any_file_the_user_makes(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """`warm pull URL /opt/app/warm.bundle`, for production processes of another user:
+    the pulled file was 0600 (a temporary file's mode), new or replacing a 0644 one, where
+    `warm run` and `warm merge` make 0644 under umask 022 and merge keeps OUT's mode."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = built[0]
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    new, kept = tmp_path / "new.warm", tmp_path / "kept.warm"
+    kept.write_bytes(built[1])
+    kept.chmod(0o640)
+    for target in (new, kept):
+        pull = [sys.executable, "-m", "warmcli", "pull", f"{base}/b.warm", target]
+        proc = subprocess.run(
+            pull,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            preexec_fn=lambda: os.umask(0o022),
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert target.read_bytes() == built[0]
+    assert (new.stat().st_mode & 0o777, kept.stat().st_mode & 0o777) == (0o644, 0o640)

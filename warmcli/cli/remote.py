@@ -8,21 +8,17 @@ the URL holds now, checked: never the last good copy a reader falls back to.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import typer
 
-from warmcli.bundle.file import check_header, remove_leftovers
 from warmcli.bundle.location import is_url, not_a_file
-from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
-from warmcli.bundle.replacing import put_in_place
+from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
-from warmcli.errors import BundleError, RemoteError
 
 
 @app.command()
@@ -74,7 +70,7 @@ def pull(
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    guarded(lambda: _copy(got.path, target, force))
+    guarded(lambda: copy_into(got.path, target, force))
     if as_json:
         emit_json({"url": url, "path": str(target)})
     else:
@@ -88,42 +84,3 @@ def _named_by(url: str) -> Path:
     if not name or name.startswith("."):
         fail(f"{url}: its name {name!r} is no bundle file to write here: name the file to write")
     return Path(name)
-
-
-def _copy(source: Path, target: Path, force: bool) -> None:
-    """Under the target's write lock: copy through a temporary file beside the file
-    `target` leads to (a link stays one), renamed over it at the end; a file there that
-    is no warm bundle is replaced only when `force`. The temporary file is named as a
-    create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write."""
-    with write_lock(target):
-        if not force:
-            _refuse_no_bundle(target)
-        remove_leftovers(target)
-        real = Path(os.path.realpath(target))
-        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
-        try:
-            tmp.unlink(missing_ok=True)
-            shutil.copyfile(source, tmp)
-            put_in_place(tmp, real)
-        except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
-            tmp.unlink(missing_ok=True)
-            why = exc.strerror or type(exc).__name__
-            raise RemoteError(f"{target}: nothing pulled: {why} ({target} is as it was)") from None
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-
-
-def _refuse_no_bundle(target: Path) -> None:
-    """`RemoteError` where `target` exists and is no warm bundle (the header check that
-    `warm merge` refuses its inputs by)."""
-    try:
-        check_header(target)
-    except FileNotFoundError:
-        return
-    except (BundleError, OSError) as exc:
-        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
-        raise RemoteError(
-            f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
-            "pass --force to replace it"
-        ) from None
