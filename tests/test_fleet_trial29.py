@@ -359,3 +359,20 @@ def test_a_pulled_bundle_is_readable_as_any_file_the_user_makes(
         assert proc.returncode == 0, proc.stderr
         assert target.read_bytes() == built[0]
     assert (new.stat().st_mode & 0o777, kept.stat().st_mode & 0o777) == (0o644, 0o640)
+
+
+def test_no_aws_credentials_are_said_so_not_a_store_unreachable(warm: Warm, tmp_path: Path) -> None:
+    pytest.importorskip("boto3")
+    env = {k: v for k, v in warm.env.items() if not k.startswith("AWS_")}
+    env.update(
+        WARM_HOME=str(tmp_path / "home"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_ENDPOINT_URL="http://127.0.0.1:9",  # never reached: no request is signed
+    )
+    (tmp_path / "b.warm").write_bytes(b"")
+    for args in (("stats", "s3://fleet/b.warm"), ("pull", "s3://fleet/b.warm", tmp_path / "p")):
+        proc = Warm(env)(*args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "no AWS credentials" in proc.stderr and "unreachable" not in proc.stderr, proc.stderr

@@ -277,10 +277,15 @@ class _S3:
             raise RemoteError(f"{url}: no S3 client from the AWS settings ({said(exc)})") from None
 
     def call(self, action: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
             return action(self.client)
+        except NoCredentialsError as exc:  # before any request: no store was asked
+            raise RemoteError(
+                f"{self.url}: no AWS credentials ({said(exc)}): set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            ) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
