@@ -167,6 +167,9 @@ def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
             writer.execute("COMMIT")  # once the push is done, the writer's commit lands
     finally:
         writer.close()
+        if pushing.proc.poll() is None and not pushing.gate.exists():  # a failure above
+            pushing.proc.kill()
+            pushing.proc.communicate()
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     body = store.files["/b.warm"]
     put = store.puts[-1]
