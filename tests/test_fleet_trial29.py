@@ -379,3 +379,59 @@ def test_no_aws_credentials_are_said_so_not_a_store_unreachable(warm: Warm, tmp_
         proc = Warm(env)(*args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "no AWS credentials" in proc.stderr and "unreachable" not in proc.stderr, proc.stderr
+
+
+class _Misbehaving(_OneStore):
+    """`_OneStore`, or (its `mode`) a body longer than announced, a 500, a chunked body
+    cut short: each with an ETag of its own, so each is a change to download."""
+
+    mode = "ok"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.recv(65536)
+                body, etag = self.body, b'ETag: "%s"\r\n' % self.mode.encode()
+                if self.mode == "ok":
+                    head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body))
+                    conn.sendall(head + body)
+                elif self.mode == "longer":  # announces less than it sends
+                    head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n"
+                    conn.sendall(head % (etag, len(body) - 4096) + body)
+                elif self.mode == "500":
+                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+                else:  # a chunked body cut short
+                    head = b"HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n1000\r\n" % etag
+                    conn.sendall(head + body[:4096] + b"\r\n")
+
+
+@pytest.mark.parametrize("mode", ["longer", "500", "chunked-cut"])
+def test_a_store_misbehaving_is_one_line_or_the_last_good_copy_with_one_warning(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    mode: str,
+) -> None:
+    store = _Misbehaving(built[0])
+    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    try:
+        store.mode = mode
+        first = env("stats", store.url)
+        store.mode = "ok"
+        assert env("stats", store.url).returncode == 0
+        store.mode = mode
+        again = env("stats", "--json", store.url)
+        pulled = env("pull", store.url, tmp_path / "p.warm")
+    finally:
+        store.server.close()
+    assert first.returncode == 2 and first.stderr.count("\n") == 1, first.stderr
+    assert again.returncode == 0 and again.stderr.count("\n") == 1, again.stderr
+    assert "; using the last good copy " in again.stderr, again.stderr  # said alike
+    assert len(json.loads(again.stdout)["tunes"]) == 3
+    assert pulled.returncode == 2 and "nothing pulled" in pulled.stderr, pulled.stderr
+    assert not (tmp_path / "p.warm").exists()
+    assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))

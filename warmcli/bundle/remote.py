@@ -121,7 +121,7 @@ def fetch(url: str) -> Fetched:
                 reason = f"{url}: download refused: {problem}"
                 if not have:
                     raise RemoteError(reason)
-                warning = f"{url}: download refused ({problem}); using {local}"
+                warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
             os.replace(tmp, local)
         finally:
