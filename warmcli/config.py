@@ -75,11 +75,17 @@ VARIABLES: tuple[Variable, ...] = (
 
 TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
 
-# (index variable, count variable, offset variable) per launcher, in the order read.
-LAUNCHERS: tuple[tuple[str, str, str | None], ...] = (
-    ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None),
-    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"),
-    ("RANK", "WORLD_SIZE", None),
+# (index variable, count variable, offset variable, step variable) per launcher, in the
+# order read: the shard is (index - offset) / step (`sbatch --array=0-12:4`: 0, 4, 8, 12).
+LAUNCHERS: tuple[tuple[str, str, str | None, str | None], ...] = (
+    ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None, None),
+    (
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_STEP",
+    ),
+    ("RANK", "WORLD_SIZE", None, None),
 )
 # Every variable that picks a process's shard.
 SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v))

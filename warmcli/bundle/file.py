@@ -233,7 +233,7 @@ def _read_only_uri(path: str | Path) -> str:
     return f"file://{''.join(chr(b) if b in _URI_SAFE else f'%{b:02X}' for b in raw)}?mode=ro"
 
 
-def _recover(path: str | Path) -> None:
+def recover(path: str | Path) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
     SQLite rolls a hot journal back on the first read, but only through a connection
@@ -327,7 +327,7 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
         if write:
             conn = _connect(path)
         else:
-            _recover(path)
+            recover(path)
             conn = _connect(_read_only_uri(path), uri=True)
         try:
             _validate(path, conn, version)

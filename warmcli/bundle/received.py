@@ -6,10 +6,11 @@
 copies a stream into a unique temporary file in the URL's cache folder, stopping with
 `RemoteError` at either bound (the stream is read a chunk as it arrives, so a store
 that drips stops at the deadline, not once per full chunk); `checked` holds the file to
-the size and sha256 the store announced. On every failure the temporary file is removed
-before the error leaves; `remove_temporaries` removes those a killed fetch left (its
-caller holds the folder's lock, so none is another fetch's). It owns no state and never
-prints.
+the size and sha256 the store announced. A write the local disk refuses is said so
+(the copy cannot be kept), never taken for the store's failure. On every failure the
+temporary file is removed before the error leaves; `remove_temporaries` removes those
+a killed fetch left (its caller holds the folder's lock, so none is another fetch's). It
+owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -74,7 +76,8 @@ def receive(
 
     read = getattr(stream, "read1", None) or stream.read  # read1: what has arrived
     stop = time.monotonic() + limits.seconds
-    fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
+    with _kept(url, folder):
+        fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
     digest, length = hashlib.sha256(), 0
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -88,12 +91,25 @@ def receive(
                         "not done (WARM_REMOTE_DEADLINE)"
                     )
                 digest.update(chunk)
-                fh.write(chunk)
+                with _kept(url, folder):
+                    fh.write(chunk)
+            with _kept(url, folder):
+                fh.flush()
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(name)
         raise
     return Path(name), digest.hexdigest(), length
+
+
+@contextlib.contextmanager
+def _kept(url: str, folder: Path) -> Iterator[None]:
+    """A write of the download that the local disk refuses (full, a file size limit, a
+    folder not writable): a `RemoteError` that says so, never "store unreachable"."""
+    try:
+        yield
+    except OSError as exc:
+        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
 
 
 def checked(

@@ -14,25 +14,27 @@ its ETag that is a link or another's is removed and downloaded afresh. When the 
 cannot be reached, sends something that is no bundle, or passes a bound, the last good
 copy is used and
 `Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
-`push` uploads a bundle (checked first to be one) whole, in one request, so a reader
-never sees a torn object and of two concurrent pushes one wins whole; its sha256 and MD5
-are read first, in one streamed pass, and stated with it (`Content-MD5`, which S3, GCS
-and Azure check against the body): to an `s3://` URL with its sha256 in the object's
-metadata; to an `https://` URL as an HTTP PUT, the way a presigned object-store URL
-takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT is conditional when the
-store says what it holds (a HEAD first): `If-Match` its ETag, or `If-None-Match: *`
-where there is none yet; a store that answers 412 (the object changed meanwhile: another
-push) leaves it as the other push made it, and `push` says so. The S3 client is
-boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint and
-credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
-...). A download is a bundle from elsewhere: untrusted input, opened by
-`warmcli.bundle.store` like any other. Plain `http://` is refused unless the host is this
-machine (`localhost`, a loopback address): anyone on the path could change the bundle or
-the sha256 announced beside it, as pip refuses an untrusted plain-http index; a redirect
-is followed only where it names such a URL, and never from https:// down to plain http://
-(not even to this machine: one line of `RemoteError` says so); `warmcli.bundle.http_open`
-opens them, a download's connections shut at its deadline.
-A length announced that is no number is a download refused, as a wrong one is.
+`push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
+holds that state of the file, writers waiting, until the upload ends) whole, in one
+request, so a reader never sees a torn object and of two concurrent pushes one wins
+whole; its sha256 and MD5 are read first, in one streamed pass, and stated with it
+(`Content-MD5`, which S3, GCS and Azure check against the body): to an `s3://` URL with
+its sha256 in the object's metadata; to an `https://` URL as an HTTP PUT, the way a
+presigned object-store URL takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT
+is conditional when the store says what it holds (a HEAD first): `If-Match` its ETag, or
+`If-None-Match: *` where there is none yet; a store that answers 412 (the object changed
+meanwhile: another push) leaves it as the other push made it, and `push` says so. The S3
+client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its
+endpoint and credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, ...; settings no client can be made from are a `RemoteError`). A
+download is a bundle from elsewhere: untrusted input, opened by `warmcli.bundle.store`
+like any other. Plain `http://` is refused unless the host is this machine (`localhost`,
+a loopback address): anyone on the path could change the bundle or the sha256 announced
+beside it, as pip refuses an untrusted plain-http index; a redirect is followed only
+where it names such a URL, and never from https:// down to plain http:// (not even to
+this machine: one line of `RemoteError` says so); `warmcli.bundle.http_open` opens them,
+a download's connections shut at its deadline. A length announced that is no number is a
+download refused, as a wrong one is.
 This module never prints.
 """
 
@@ -46,13 +48,14 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
 from warmcli.bundle.location import is_url
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
-from warmcli.errors import BundleError, RemoteError
+from warmcli.bundle.soundness import not_a_bundle, one_state
+from warmcli.errors import RemoteError
 from warmcli.home import private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
@@ -112,13 +115,13 @@ def fetch(url: str) -> Fetched:
             return Fetched(local, False)
         tmp, etag, digest = got
         try:
-            problem = _not_a_bundle(tmp)
+            problem = not_a_bundle(tmp)
             if problem:  # said of the URL: the temporary file it names is removed
                 problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
                 if not have:
                     raise RemoteError(reason)
-                warning = f"{url}: download refused ({problem}); using {local}"
+                warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
             os.replace(tmp, local)
         finally:
@@ -131,19 +134,20 @@ def fetch(url: str) -> Fetched:
 
 
 def push(bundle: Path, url: str) -> str:
-    """Upload `bundle` (checked first to be a bundle) to `url`; its sha256."""
+    """Upload `bundle` (checked first to be a bundle) to `url`; its sha256. One state of
+    the file is read, from its check to the upload's last byte: a writer committing
+    meanwhile waits (SQLite's read lock), so what is uploaded is what was checked and
+    hashed."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
-    problem = _not_a_bundle(bundle)
-    if problem:
-        raise RemoteError(f"{bundle}: not pushed: {problem}")
-    digest, md5 = _digests(bundle)
-    if urlsplit(url).scheme != "s3":
-        _Http(url).upload(bundle, digest, md5)
-        return digest
-    store = _S3(url)
-    stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-    with open(bundle, "rb") as fh:
+    store = _store(url)
+    with open(bundle, "rb") as fh, one_state(bundle, fh):
+        digest, md5 = _digests(fh)
+        fh.seek(0)
+        if isinstance(store, _Http):
+            store.upload(fh, digest, md5)
+            return digest
+        stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
         store.call(lambda c: c.put_object(Bucket=store.bucket, Key=store.key, Body=fh, **stated))
     return digest
 
@@ -206,15 +210,15 @@ class _Http:
             raise late
         return checked(self.url, tmp, digest, length, size, None, new_etag)
 
-    def upload(self, bundle: Path, digest: str, md5: bytes) -> None:
-        """One PUT of the whole file (its sha256 `digest` and raw `md5` stated), conditional
-        on what the store holds if it says."""
+    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> None:
+        """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
+        conditional on what the store holds if it says."""
         import urllib.error
         import urllib.request
 
         headers = {
             "Content-Type": "application/octet-stream",
-            "Content-Length": str(bundle.stat().st_size),
+            "Content-Length": str(os.fstat(fh.fileno()).st_size),
             "Content-MD5": base64.b64encode(md5).decode(),
             "X-Warm-Sha256": digest,
         }
@@ -223,20 +227,19 @@ class _Http:
             headers["If-Match"] = etag
         elif etag == "":
             headers["If-None-Match"] = "*"
-        with open(bundle, "rb") as fh:
-            request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
-            try:
-                urlopen(request, TIMEOUT).close()
-            except urllib.error.HTTPError as exc:
-                if exc.code == 412:
-                    raise RemoteError(
-                        f"{self.url}: not pushed: the object changed since this push began "
-                        "(another push won); push again to replace it"
-                    ) from None
-                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
-            except (urllib.error.URLError, OSError) as exc:
-                reason = said(getattr(exc, "reason", exc))
-                raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
+        try:
+            urlopen(request, TIMEOUT).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 412:
+                raise RemoteError(
+                    f"{self.url}: not pushed: the object changed since this push began "
+                    "(another push won); push again to replace it"
+                ) from None
+            raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = said(getattr(exc, "reason", exc))
+            raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
 
     def _etag(self) -> str | None:
         """The ETag of what the store holds at the URL; "" if nothing; None if it does not
@@ -265,15 +268,24 @@ class _S3:
         except ImportError:
             raise RemoteError(f"{url}: s3:// URLs need boto3: pip install 'warmcli[s3]'") from None
         from botocore.config import Config
+        from botocore.exceptions import BotoCoreError
 
         config = Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT, retries={"max_attempts": 1})
-        self.client = boto3.client("s3", config=config)
+        try:  # a profile or config file that is not there, an endpoint that is no URL
+            self.client = boto3.client("s3", config=config)
+        except (BotoCoreError, ValueError) as exc:
+            raise RemoteError(f"{url}: no S3 client from the AWS settings ({said(exc)})") from None
 
     def call(self, action: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
             return action(self.client)
+        except NoCredentialsError as exc:  # before any request: no store was asked
+            raise RemoteError(
+                f"{self.url}: no AWS credentials ({said(exc)}): set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            ) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
@@ -308,26 +320,6 @@ class _S3:
 # -- checks ------------------------------------------------------------------------------------
 
 
-def _not_a_bundle(path: Path) -> str | None:
-    """Why the file at `path` is no sound warm bundle (`warm verify`'s integrity check:
-    SQLite's, the manifest, every blob's sha256, every row; an invalid signature), or
-    None. A stale signature (signed before a migration) is sound: it matters only to
-    whoever trusts keys, and they refuse it when they open it."""
-    from warmcli.bundle.signature_report import signature_report
-    from warmcli.bundle.store import Bundle
-
-    try:
-        with Bundle.open(path) as bundle, bundle.snapshot():
-            with contextlib.closing(bundle.integrity()) as checks:  # ends its reads first
-                for _, problem in checks:
-                    if problem is not None:
-                        return problem
-            problems = signature_report(bundle, None).invalid  # stale: only under trust
-    except (BundleError, OSError) as exc:
-        return str(exc) or type(exc).__name__
-    return problems[0] if problems else None
-
-
 def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
     """The last good copy, when another process held the download lock all the deadline
     (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
@@ -360,12 +352,11 @@ def _read_meta(path: Path) -> dict[str, str]:
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}
 
 
-def _digests(path: Path) -> tuple[str, bytes]:
+def _digests(fh: BinaryIO) -> tuple[str, bytes]:
     """The file's sha256 (hex) and MD5 (raw, what an object store checks a PUT by), both
     in one pass, a chunk at a time."""
     sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            sha256.update(chunk)
-            md5.update(chunk)
+    while chunk := fh.read(CHUNK):
+        sha256.update(chunk)
+        md5.update(chunk)
     return sha256.hexdigest(), md5.digest()

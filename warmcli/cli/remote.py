@@ -8,21 +8,17 @@ the URL holds now, checked: never the last good copy a reader falls back to.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import typer
 
-from warmcli.bundle.file import check_header
 from warmcli.bundle.location import is_url, not_a_file
-from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
+from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
-from warmcli.errors import BundleError, RemoteError
 
 
 @app.command()
@@ -69,10 +65,12 @@ def pull(
     kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
     if kind is not None:
         fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")
+    if target.is_dir():  # nor a folder: the file in it is named, never guessed
+        fail(f"{target}: a folder, not a bundle file: name the file to write in it")
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    guarded(lambda: _copy(got.path, target, force))
+    guarded(lambda: copy_into(got.path, target, force))
     if as_json:
         emit_json({"url": url, "path": str(target)})
     else:
@@ -86,36 +84,3 @@ def _named_by(url: str) -> Path:
     if not name or name.startswith("."):
         fail(f"{url}: its name {name!r} is no bundle file to write here: name the file to write")
     return Path(name)
-
-
-def _copy(source: Path, target: Path, force: bool) -> None:
-    """Under the target's write lock: copy through a temporary file beside the file
-    `target` leads to (a link stays one), renamed over it at the end; a file there that
-    is no warm bundle is replaced only when `force`."""
-    with write_lock(target):
-        if not force:
-            _refuse_no_bundle(target)
-        real = Path(os.path.realpath(target))
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, real)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def _refuse_no_bundle(target: Path) -> None:
-    """`RemoteError` where `target` exists and is no warm bundle (the header check that
-    `warm merge` refuses its inputs by)."""
-    try:
-        check_header(target)
-    except FileNotFoundError:
-        return
-    except (BundleError, OSError) as exc:
-        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
-        raise RemoteError(
-            f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
-            "pass --force to replace it"
-        ) from None

@@ -40,6 +40,7 @@ from warmcli.bundle.file import (
 )
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
+from warmcli.bundle.replacing import put_in_place
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -227,7 +228,7 @@ def _publish(
             signature = _sign(dest, signing_key, bundles)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
-        os.replace(tmp, out)
+        put_in_place(tmp, out)
         return signature
     except BundleError as exc:
         why = exc.disk_refusal

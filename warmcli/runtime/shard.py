@@ -13,7 +13,8 @@ The shard comes from `--shard I/N`, else from the launcher's variables:
 `WARM_SHARD` (`I/N`), Kubernetes indexed jobs' `JOB_COMPLETION_INDEX` with
 `WARM_SHARD_COUNT` (the job's `completions`; Kubernetes sets no count itself),
 Slurm arrays' `SLURM_ARRAY_TASK_ID`/`SLURM_ARRAY_TASK_COUNT` (counted from
-`SLURM_ARRAY_TASK_MIN`), torchrun's `RANK`/`WORLD_SIZE` (read by `warmcli.config`).
+`SLURM_ARRAY_TASK_MIN` by `SLURM_ARRAY_TASK_STEP`), torchrun's `RANK`/`WORLD_SIZE` (read
+by `warmcli.config`).
 This module holds no state and never prints.
 """
 
@@ -69,22 +70,26 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
     env = config.shard_variables() if env is None else env
     if env.get("WARM_SHARD"):
         return _single(parse_shard(env["WARM_SHARD"]))
-    for index_var, count_var, offset_var in LAUNCHERS:
+    for index_var, count_var, offset_var, step_var in LAUNCHERS:
         if index_var not in env:
             continue
         if count_var not in env:
             raise ShardError(f"{index_var} is set but {count_var} is not: set it to the count")
         values = [env[index_var], env[count_var], env.get(offset_var or "", "0") or "0"]
+        values.append(env.get(step_var or "", "1") or "1")
         if not all(_whole(v) for v in values):
             raise ShardError(
                 f"{index_var}={env[index_var]!r} {count_var}={env[count_var]!r}: not whole numbers"
             )
-        index, count, offset = (int(v) for v in values)
+        index, count, offset, step = (int(v) for v in values)
         if count < 1:
             raise ShardError(f"{count_var}={count}: must be at least 1")
-        if not 0 <= index - offset < count:
-            raise ShardError(f"{index_var}={index} is outside {offset}..{offset + count - 1}")
-        return _single(Shard(index - offset, count))
+        if step < 1 or (index - offset) % step:
+            raise ShardError(f"{index_var}={index} is not {offset} plus a multiple of {step_var}")
+        if not 0 <= (index - offset) // step < count:
+            last = offset + (count - 1) * step
+            raise ShardError(f"{index_var}={index} is outside {offset}..{last}")
+        return _single(Shard((index - offset) // step, count))
     return None
 
 

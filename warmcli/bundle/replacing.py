@@ -1,0 +1,83 @@
+"""Putting a finished file in place of a bundle: `warm merge`'s OUT, `warm pull`'s PATH.
+
+`copy_into(source, target, force)` is `warm pull`'s copy of a fetched bundle into PATH,
+under PATH's write lock, through a temporary file beside it (named as a create's, so the
+next write removes one a killed pull left; PATH's mode kept, a new file made as any file
+is). `put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it)
+in one atomic step; its caller holds the bundle's write lock. A crash journal that a
+writer killed mid-write left beside `real` is the old file's, and SQLite plays a journal
+into whichever file bears the name when it is next opened: the new file would be made
+corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
+which removes it: a reader of the old file meanwhile sees it whole), or removed where the
+old file cannot be recovered (not writable, or no SQLite file). It owns no state and
+never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+
+from warmcli.bundle.file import check_header, recover, remove_leftovers
+from warmcli.bundle.lock import write_lock
+from warmcli.errors import BundleError, RemoteError
+
+
+def put_in_place(tmp: Path, real: Path) -> None:
+    """Rename `tmp` over `real`, no crash journal of the old file left to be played into
+    the new one."""
+    journal = Path(f"{real}-journal")
+    if journal.exists():
+        with contextlib.suppress(BundleError, OSError, sqlite3.Error):  # then: removed
+            recover(real)
+        with contextlib.suppress(FileNotFoundError):  # recovered: SQLite removed it
+            journal.unlink()
+    os.replace(tmp, real)
+
+
+def copy_into(source: Path, target: Path, force: bool) -> None:
+    """Under the target's write lock: copy through a temporary file beside the file
+    `target` leads to (a link stays one), renamed over it at the end; a file there that
+    is no warm bundle is replaced only when `force`. The temporary file is named as a
+    create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
+    keeps its mode; a new one is made as any file (0666 less the umask), never 0600."""
+    with write_lock(target):
+        if not force:
+            _refuse_no_bundle(target)
+        remove_leftovers(target)
+        real = Path(os.path.realpath(target))
+        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
+        try:
+            tmp.unlink(missing_ok=True)
+            made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            with os.fdopen(made, "wb") as out, open(source, "rb") as copy:
+                with contextlib.suppress(FileNotFoundError):  # PATH's mode is kept
+                    os.fchmod(out.fileno(), stat.S_IMODE(os.stat(real).st_mode))
+                shutil.copyfileobj(copy, out)  # into the file made here, never through a link
+            put_in_place(tmp, real)
+        except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
+            tmp.unlink(missing_ok=True)
+            why = exc.strerror or type(exc).__name__
+            raise RemoteError(f"{target}: nothing pulled: {why} ({target} is as it was)") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def _refuse_no_bundle(target: Path) -> None:
+    """`RemoteError` where `target` exists and is no warm bundle (the header check that
+    `warm merge` refuses its inputs by)."""
+    try:
+        check_header(target)
+    except FileNotFoundError:
+        return
+    except (BundleError, OSError) as exc:
+        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
+        raise RemoteError(
+            f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
+            "pass --force to replace it"
+        ) from None
