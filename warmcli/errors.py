@@ -70,6 +70,9 @@ class CompileFailure(WarmError):
 
 
 _ERROR = Pattern(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:fatal )?error\b")
+# The file name that marks the lines of warm's signature probe in a compiler's log
+# (`warmcli.backends.signature`): what failed there is said by warm's explanation above it.
+SIGNATURE_PROBE = "warm-signature"
 _CONTEXT = (": In function ", ": In member function ", ": In instantiation of ", ": At top level:")
 
 
@@ -78,8 +81,10 @@ def headline(text: str) -> str:
     failed: the first error line (gcc's and clang's `x.c:1:2: error:`, nvcc's and NVRTC's
     `x.cu(2): error:`, `fatal error:`), else the first line that is not gcc's context
     (`x.c: In function 'f':`, `In file included from`), so a warning before the error is
-    never the line shown."""
+    never the line shown. A line of warm's signature probe is none of these while another
+    line is: a failed probe's explanation (`kernel f: parameter letters ...`) is shown."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(SIGNATURE_PROBE)] or lines
     errors = (line for line in lines if _ERROR.search(line))
     first = next(errors, None)
     if first is not None:
