@@ -489,3 +489,35 @@ def test_a_candidate_with_wrong_letters_is_shown_with_warms_explanation(
     proc = warm("run", workload, "-b", tmp_path / "c.warm", "-q")
     assert proc.returncode == 2
     assert f"- wrong: kernel acc: {EXPLAINED}" in proc.stderr, proc.stderr
+
+
+UNDEFINED = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+GOOD = Kernel("void f(int *y, int n) { y[0] = n; }", "f", "Pi")
+UNDEFINED = Kernel("void f(int *y, int n) { y[0] = n; needs_feature_x(); }", "f", "Pi")
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+F = Tunable("f", {"good": GOOD, "undefined": UNDEFINED}, launch)
+
+def workload(rt):
+    rt.tune(F, rt.buffer(4, "int32"), 4)
+"""
+
+
+def test_a_link_error_is_shown_not_the_warning_before_it(warm: Warm, tmp_path: Path) -> None:
+    """A kernel calling a function nothing defines fails at link (`-z defs`): its log has
+    gcc's warning (implicit declaration, with a file:line), then ld's lines, no file:line
+    error; the note and `warm stats` showed the warning as the candidate's reason."""
+    workload = tmp_path / "w.py"
+    workload.write_text(UNDEFINED)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 0, proc.stderr
+    (note,) = {line for line in proc.stdout.splitlines() if "note: compile of f" in line}
+    assert "undefined reference to `needs_feature_x'" in note, note
+    shown = warm("stats", tmp_path / "b.warm", "--explain", "f").stdout
+    (row,) = [line for line in shown.splitlines() if line.lstrip().startswith("undefined")]
+    assert "failed: " in row and "undefined reference to `needs_feature_x'" in row, row
+    assert "warning" not in row
