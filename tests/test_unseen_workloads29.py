@@ -521,3 +521,52 @@ def test_a_link_error_is_shown_not_the_warning_before_it(warm: Warm, tmp_path: P
     (row,) = [line for line in shown.splitlines() if line.lstrip().startswith("undefined")]
     assert "failed: " in row and "undefined reference to `needs_feature_x'" in row, row
     assert "warning" not in row
+
+
+FALLBACK = r"""
+from warmcli import Kernel, KernelCompileError
+DEVICE = "host"
+FAST = Kernel("void f(int *y, int n) { for (int i = 0; i < n; i++) y[i] = i; needs_x(); }",
+              "f", "Pi", name="fast")
+SAFE = Kernel("void f(int *y, int n) { for (int i = 0; i < n; i++) y[i] = i; }", "f", "Pi",
+              name="safe")
+
+def workload(rt):
+    y = rt.buffer(4, "int32")
+    try:
+        rt.launch(FAST, y, 4)
+    except KernelCompileError:  # the fast kernel does not build here: the safe one
+        rt.launch(SAFE, y, 4)
+    return [y]
+"""
+REPORT = """
+import runpy, sys
+import warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+print(warmcli.report())
+"""
+
+
+def test_a_compile_that_failed_in_production_is_in_its_report(warm: Warm, tmp_path: Path) -> None:
+    """A workload that falls back when a kernel fails to compile: `warm run` exits 1 (its
+    verify pass failed to compile it, so the bundle cannot be complete); a production
+    process over that bundle runs the compiler for it at every start, and its report said
+    `served everything: compiled 0 kernels`."""
+    workload = tmp_path / "w.py"
+    workload.write_text(FALLBACK)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload, "-b", bundle, "-q")
+    assert proc.returncode == 1
+    assert "verify: host: 1 kernel(s) failed to compile, not in the bundle" in proc.stdout
+    assert _serve(warm, workload, "")["out"] == _serve(warm, workload, bundle)["out"]
+    served = subprocess.run(
+        [sys.executable, "-c", REPORT, str(workload)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, WARM_BUNDLE=str(bundle)),
+        timeout=120,
+    )
+    assert served.returncode == 0, served.stderr
+    assert "served everything" not in served.stdout, served.stdout
+    assert "lacked 1 kernel(s) and 0 tune(s)" in served.stdout
+    assert "kernel fast (failed to compile) on host" in served.stdout
