@@ -570,3 +570,39 @@ def test_a_compile_that_failed_in_production_is_in_its_report(warm: Warm, tmp_pa
     assert "served everything" not in served.stdout, served.stdout
     assert "lacked 1 kernel(s) and 0 tune(s)" in served.stdout
     assert "kernel fast (failed to compile) on host" in served.stdout
+
+
+BROKEN = r'''
+from warmcli import Kernel
+DEVICE = "host"
+OK = [Kernel("void ok(int *y, int n) { y[0] = N; }", "ok", "Pi", defines={"N": i})
+      for i in range(3)]
+BAD = Kernel("""static int helper(int v) { return v; }
+void bad(int *y, int n) {
+    y[0] = helper(n) + undefined_name;
+}""", "bad", "Pi", defines={"X": 1})
+
+def workload(rt):
+    y = rt.buffer(4, "int32")
+    for kernel in OK:
+        rt.launch(kernel, y, 4)
+    rt.launch(BAD, y, 4)
+'''
+
+
+def test_a_compile_error_names_the_users_function_not_warms_symbol(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A kernel that fails to compile beside others: exit 2, one line naming the kernel,
+    then the compiler's log at the kernel's own file and line; the log named the entry by
+    the symbol warm renames it to in a shared unit (`In function 'warm_50cada8a..._bad'`)."""
+    workload = tmp_path / "w.py"
+    workload.write_text(BROKEN)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "--json")
+    assert proc.returncode == 2
+    failed = json.loads(proc.stdout)
+    assert failed["error"].endswith("KernelCompileError: kernel bad[X=1] failed to compile:")
+    detail = failed["detail"]
+    assert "bad.c:3:24: error: " in detail and "undefined_name" in detail, detail
+    (function,) = [line for line in detail.splitlines() if "In function" in line]
+    assert "bad" in function and "warm_" not in detail, detail

@@ -44,9 +44,14 @@ class CompileUnit(Record):
         return " ".join([self.kernel.label, *self.kernel.options, f"(key {self.key[:8]})"])
 
     @property
+    def prefix(self) -> str:
+        """What a shared translation unit puts before the kernel's entry and helper names."""
+        return f"warm_{self.key[:16]}_"
+
+    @property
     def symbol(self) -> str:
         """The unique name the kernel's entry gets inside a shared translation unit."""
-        return f"warm_{self.key[:16]}_{self.kernel.entry}"
+        return self.prefix + self.kernel.entry
 
 
 class CompiledGroup(Record):
@@ -183,7 +188,7 @@ def isolated_section(
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
-    prefix = unit.symbol[: -len(k.entry)]
+    prefix = unit.prefix
     for helper in helpers if rename_helpers else ():
         if helper != k.entry and helper not in names:
             lines.append(f"#define {helper} {prefix}{helper}")
