@@ -569,7 +569,7 @@ def test_a_compile_that_failed_in_production_is_in_its_report(warm: Warm, tmp_pa
     assert served.returncode == 0, served.stderr
     assert "served everything" not in served.stdout, served.stdout
     assert "lacked 1 kernel(s) and 0 tune(s)" in served.stdout
-    assert "kernel fast (failed to compile) on host" in served.stdout
+    assert "kernel fast (failed to compile: nothing stored) on host" in served.stdout
 
 
 BROKEN = r'''

@@ -325,11 +325,11 @@ class KernelCache:
 
     def missed(self) -> list[tuple[str, str]]:
         """(label, key) of each kernel compiled here that the bundle does not hold yet, and of
-        each whose compile failed here (its label then says so): what a miss cost."""
+        each whose compile failed here (its label says so): what a miss cost."""
         built = [(record.label, record.key) for record, _ in self.unpersisted()]
         with self._lock:
             failed = [(f.units[0].kernel.label, k) for k, f in self._failed.items() if f.units]
-        return built + [(f"{label} (failed to compile)", key) for label, key in failed]
+        return built + [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
 
     def mark_persisted(self, keys: list[str]) -> None:
         self.ledger.mark_persisted(keys)
