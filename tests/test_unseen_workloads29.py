@@ -20,7 +20,14 @@ Bugs it found:
 - a tune candidate whose letters do not match its declaration was shown, by `warm stats`,
   `warm run`'s note and a failed tune's message, as the probe's raw `static assertion
   failed: "warm-signature:3:..."` instead of warm's explanation
-  (`parameter letters 'PPi' do not match acc(...)`).
+  (`parameter letters 'PPi' do not match acc(...)`);
+- a candidate calling a function nothing defines (a link error) was shown by gcc's
+  implicit-declaration warning, not by ld's `undefined reference`;
+- a production process that had to compile a kernel the bundle lacked, and failed (a
+  workload that falls back to another kernel), reported `served everything: compiled 0
+  kernels` while it ran the compiler at every start;
+- a compile error's log named the entry by warm's renamed symbol (`In function
+  'warm_50cada8a..._bad'`) rather than the user's function.
 """
 
 from __future__ import annotations
