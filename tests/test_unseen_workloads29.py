@@ -27,7 +27,10 @@ Bugs it found:
   workload that falls back to another kernel), reported `served everything: compiled 0
   kernels` while it ran the compiler at every start;
 - a compile error's log named the entry by warm's renamed symbol (`In function
-  'warm_50cada8a..._bad'`) rather than the user's function.
+  'warm_50cada8a..._bad'`) rather than the user's function;
+- a kernel whose options stop cc before it links (`-c`, `-E`, `-fsyntax-only`) blamed
+  WARM_CC, or was stored and failed at load (`invalid ELF header`): it is now that
+  kernel's compile failure, naming its options.
 """
 
 from __future__ import annotations
@@ -613,3 +616,31 @@ def test_a_compile_error_names_the_users_function_not_warms_symbol(
     assert "bad.c:3:24: error: " in detail and "undefined_name" in detail, detail
     (function,) = [line for line in detail.splitlines() if "In function" in line]
     assert "bad" in function and "warm_" not in detail, detail
+
+
+STOPS_EARLY = r"""
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void k(int *y, int n) { y[0] = n; }", "k", "Pi", options=(OPTION,))
+
+def workload(rt):
+    rt.launch(K, rt.buffer(2, "int32"), 7)
+"""
+
+
+@pytest.mark.parametrize("option", ["-fsyntax-only", "-c", "-E"])
+def test_an_option_that_stops_cc_before_linking_fails_that_kernel(
+    warm: Warm, tmp_path: Path, option: str
+) -> None:
+    """A kernel whose options stop cc before it links (`-c`, `-E`, `-fsyntax-only`): it
+    blamed WARM_CC (`exited 0 but wrote no shared library: WARM_CC must name a C
+    compiler`) or failed at load (`DeviceError: cannot load host kernel binary:
+    /tmp/warm-host-.../<sha>.so: invalid ELF header`), naming neither kernel nor option."""
+    workload = tmp_path / "w.py"
+    workload.write_text(f"OPTION = {option!r}\n" + STOPS_EARLY)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "--json")
+    assert proc.returncode == 2
+    failed = json.loads(proc.stdout)
+    assert failed["error"].endswith("KernelCompileError: kernel k failed to compile:"), failed
+    assert f"with the kernel's options ({option})" in failed["detail"], failed
+    assert "WARM_CC" not in failed["detail"] and not (tmp_path / "b.warm").exists()
