@@ -30,7 +30,11 @@ Bugs it found:
   'warm_50cada8a..._bad'`) rather than the user's function;
 - a kernel whose options stop cc before it links (`-c`, `-E`, `-fsyntax-only`) blamed
   WARM_CC, or was stored and failed at load (`invalid ELF header`): it is now that
-  kernel's compile failure, naming its options.
+  kernel's compile failure, naming its options;
+- a kernel that used a typedef, an enumerator or a struct tag only its neighbour in a
+  shared translation unit declared compiled there, was stored and served hot, where alone
+  (a cold start, a miss) it does not compile: tags, enumerators and typedef names are
+  renamed apart now, as helpers are (a typedef of a function type: a unit of its own).
 """
 
 from __future__ import annotations
@@ -645,3 +649,37 @@ def test_an_option_that_stops_cc_before_linking_fails_that_kernel(
     assert failed["error"].endswith("KernelCompileError: kernel k failed to compile:"), failed
     assert f"with the kernel's options ({option})" in failed["detail"], failed
     assert "WARM_CC" not in failed["detail"] and not (tmp_path / "b.warm").exists()
+
+
+LEAK = r"""
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+A = Kernel("typedef int myint;\nenum sz { SIZE = 4 };\nstruct pair { int x, y; };\n"
+           "void a(int *y, int n) { for (int i = 0; i < n; i++) y[i] = SIZE; }", "a", "Pi")
+B = Kernel("void b(int *y, int n) { " + USE + " for (int i = 0; i < n; i++) y[i] = s; }",
+           "b", "Pi")
+
+def workload(rt):
+    outs = [rt.buffer(4, "int32"), rt.buffer(4, "int32")]
+    rt.launch(A, outs[0], 4)
+    rt.launch(B, outs[1], 4)
+    return outs
+"""
+
+
+@pytest.mark.parametrize(
+    "use", ["myint s = 2;", "int s = SIZE;", "struct pair p = {1, 2}; int s = p.y;"]
+)
+def test_a_kernel_never_sees_a_neighbours_types(warm: Warm, tmp_path: Path, use: str) -> None:
+    """Kernel b uses a typedef, an enumerator or a struct tag that only kernel a declares:
+    alone (a cold start, or a miss) it does not compile, but batched after a in one unit it
+    did, was stored, and a production process served it: a hit ran what a cold start
+    refuses."""
+    workload = tmp_path / "w.py"
+    workload.write_text(f"USE = {use!r}\n" + LEAK)
+    with pytest.raises(AssertionError, match="kernel b failed to compile"):
+        _serve(warm, workload, "")
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--jobs", "1")
+    assert proc.returncode == 2, proc.stdout
+    assert "KernelCompileError: kernel b failed to compile" in proc.stderr.splitlines()[0]
