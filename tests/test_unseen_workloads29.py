@@ -34,7 +34,10 @@ Bugs it found:
 - a kernel that used a typedef, an enumerator or a struct tag only its neighbour in a
   shared translation unit declared compiled there, was stored and served hot, where alone
   (a cold start, a miss) it does not compile: tags, enumerators and typedef names are
-  renamed apart now, as helpers are (a typedef of a function type: a unit of its own).
+  renamed apart now, as helpers are (a typedef of a function type: a unit of its own);
+  likewise a helper warm did not rename (indented, or with `__attribute__((...))` before
+  it) was called by a later kernel that does not define it: an attribute's helper is
+  renamed now, an indented one's kernel compiled in a unit of its own.
 """
 
 from __future__ import annotations
@@ -683,3 +686,29 @@ def test_a_kernel_never_sees_a_neighbours_types(warm: Warm, tmp_path: Path, use:
     proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--jobs", "1")
     assert proc.returncode == 2, proc.stdout
     assert "KernelCompileError: kernel b failed to compile" in proc.stderr.splitlines()[0]
+
+
+INDENTED = r"""
+from warmcli import Kernel
+DEVICE = "host"
+A = Kernel("  static int helper(int v) { return v * 5; }\n"
+           "void a(int *y, int n) { for (int i = 0; i < n; i++) y[i] = helper(i); }", "a", "Pi")
+C = Kernel("void c(int *y, int n) { for (int i = 0; i < n; i++) y[i] = helper(i) + 2; }", "c",
+           "Pi")
+
+def workload(rt):
+    for kernel in (A, C):
+        rt.launch(kernel, rt.buffer(4, "int32"), 4)
+"""
+
+
+def test_a_kernel_never_calls_a_neighbours_indented_helper(warm: Warm, tmp_path: Path) -> None:
+    """Kernel c calls `helper`, which it does not define: alone it does not link; batched
+    after kernel a, whose helper is indented (not renamed: warm reads column 0), it called
+    a's and was stored."""
+    workload = tmp_path / "w.py"
+    workload.write_text(INDENTED)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--jobs", "1")
+    assert proc.returncode == 2, proc.stdout
+    assert "KernelCompileError: kernel c failed to compile" in proc.stderr.splitlines()[0]
+    assert "undefined reference to `helper'" in proc.stderr

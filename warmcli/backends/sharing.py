@@ -155,7 +155,8 @@ def _source_shares(
 
 # What a C source holds at file scope that a shared unit keeps apart: a function's definition
 # or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
-# `_Static_assert`, and a `static` variable of one declarator that is renamed (at column 0).
+# `_Static_assert`, and a `static` variable of one declarator; each function and variable
+# one that is renamed (at column 0: an indented one would reach the kernels after it).
 # Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
 # text could declare one used there) could be one object for two kernels (C merges
 # tentative definitions of one name): alone.
@@ -164,7 +165,8 @@ _STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a functio
 _ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
 _NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
 _KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}\w+\s*\([^{{}}=]*\)"
+    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
+    r"\s*\([^{}=]*\)"
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
 )
@@ -204,8 +206,11 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
         return False
     for piece in _STATEMENT_END.split(scope):
         each = " ".join(piece.split())
-        if _KEPT_APART.fullmatch(each):
+        kept_apart = _KEPT_APART.fullmatch(each)
+        if kept_apart and kept_apart.group("function") in (None, *renamed):
             continue
+        if kept_apart:  # a function warm does not rename (not at column 0): alone
+            return False
         one = _ONE_STATIC.fullmatch(each)
         if one is None or one.group(1) not in renamed:
             return False
