@@ -70,23 +70,32 @@ class CompileFailure(WarmError):
 
 
 _ERROR = Pattern(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:fatal )?error\b")
+# The file name that marks the lines of warm's signature probe in a compiler's log
+# (`warmcli.backends.signature`): what failed there is said by warm's explanation above it.
+SIGNATURE_PROBE = "warm-signature"
 _CONTEXT = (": In function ", ": In member function ", ": In instantiation of ", ": At top level:")
+_CONTEXT += (": in function `",)  # GNU ld's, before an undefined reference
+_REMARK = Pattern(r"(?::\d+(?::\d+)?:|\(\d+\):) (?:warning|note|remark)\b")  # no failure
 
 
 def headline(text: str) -> str:
     """The line of a failure's text (a compiler's log, a candidate's reason) that says what
     failed: the first error line (gcc's and clang's `x.c:1:2: error:`, nvcc's and NVRTC's
-    `x.cu(2): error:`, `fatal error:`), else the first line that is not gcc's context
-    (`x.c: In function 'f':`, `In file included from`), so a warning before the error is
-    never the line shown."""
+    `x.cu(2): error:`, `fatal error:`), else the first line that is not gcc's or ld's
+    context (`x.c: In function 'f':`, `In file included from`, `x.o: in function `f':`)
+    nor a warning or note (ld's `undefined reference to `g'` after gcc's warning that
+    `g` is declared implicitly), so a warning before the error is never the line shown.
+    A line of warm's signature probe is none of these while another line is: a failed
+    probe's explanation (`kernel f: parameter letters ...`) is shown."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(SIGNATURE_PROBE)] or lines
     errors = (line for line in lines if _ERROR.search(line))
     first = next(errors, None)
     if first is not None:
         return first
     for line in lines:
         context = any(c in line for c in _CONTEXT) or line.startswith(("In file included", "from "))
-        if not context:
+        if not context and not _REMARK.search(line):
             return line
     return lines[0] if lines else ""
 

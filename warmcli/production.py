@@ -356,7 +356,7 @@ def _signed(bundle: Bundle | None) -> bool:
 
 def _misses(rt: Runtime) -> list[Miss]:
     device = rt.device.id
-    kernels = [Miss("kernel", device, r.label, r.key) for r, _ in rt.kernels.unpersisted()]
+    kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
     tunes = [
         Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
     ]

@@ -165,9 +165,9 @@ def compile_batch(
         except CompileFailure as failure:
             with lock:
                 result.processes += 1
-                if len(group) == 1:
+                if len(group) == 1:  # its log names its functions as its source does
                     result.failures[group[0].key] = CompileFailure(
-                        failure.log, tuple(group), failure.timed_out
+                        failure.log.replace(group[0].prefix, ""), tuple(group), failure.timed_out
                     )
                     return []
             if failure.timed_out:  # one more timeout at most: every kernel alone, at once

@@ -44,9 +44,14 @@ class CompileUnit(Record):
         return " ".join([self.kernel.label, *self.kernel.options, f"(key {self.key[:8]})"])
 
     @property
+    def prefix(self) -> str:
+        """What a shared translation unit puts before the kernel's entry and helper names."""
+        return f"warm_{self.key[:16]}_"
+
+    @property
     def symbol(self) -> str:
         """The unique name the kernel's entry gets inside a shared translation unit."""
-        return f"warm_{self.key[:16]}_{self.kernel.entry}"
+        return self.prefix + self.kernel.entry
 
 
 class CompiledGroup(Record):
@@ -130,8 +135,10 @@ class Compiler(Protocol):
 
 _DEFINE = Pattern(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 # Names a kernel's source declares at file scope: functions (its helpers), static variables.
-_FUNCTION = Pattern(
-    r'^(?:extern\s+"C"\s+)?(?:[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(', re.MULTILINE
+_FUNCTION = Pattern(  # (a GNU attribute among its specifiers too)
+    r'^(?:extern\s+"C"\s+)?(?:__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)\s*|[A-Za-z_]\w*[\s*]+)+'
+    r"([A-Za-z_]\w*)\s*\(",
+    re.MULTILINE,
 )
 _STATIC_VARIABLE = Pattern(
     r"^static\s+[^;(={]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.MULTILINE
@@ -143,6 +150,44 @@ def file_scope_names(source: str) -> list[str]:
     """Functions and static variables a source declares at file scope (column 0)."""
     names = _FUNCTION.findall(source) + _STATIC_VARIABLE.findall(source)
     return [n for n in dict.fromkeys(names) if n not in _KEYWORDS and not n.startswith("__")]
+
+
+# Text no name is read from: comments, string and character literals, directives.
+UNSCANNED = Pattern(
+    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
+    re.MULTILINE,
+)
+_TAG = Pattern(r"\b(?:struct|union|enum)\s+([A-Za-z_]\w*)")
+_ENUM_BODY = Pattern(r"\benum\b[^{};]*\{([^{}]*)\}")
+_ENUMERATOR = Pattern(r"(?:^|,)\s*([A-Za-z_]\w*)")
+_INNERMOST = Pattern(r"\{[^{}]*\}")
+_TYPEDEF = Pattern(r"\btypedef\b([^;]*);")
+_TYPE_NAME = Pattern(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*")  # `name`, `name[4]`
+
+
+@functools.lru_cache(maxsize=256)
+def type_names(source: str) -> tuple[str, ...] | None:
+    """The struct, union and enum tags, enumerators and file-scope typedef names a C source
+    declares: a shared unit renames them too, so a kernel after it cannot use them where
+    alone it would not compile. None where a typedef's name is not read (a function or
+    function pointer type): such a kernel is compiled in a unit of its own."""
+    text = UNSCANNED.sub(" ", source)
+    names = _TAG.findall(text)
+    for body in _ENUM_BODY.findall(text):
+        names += _ENUMERATOR.findall(body)
+    flat, dropped = text, None
+    while dropped != flat:  # every brace's inside dropped: what is left is file scope
+        dropped, flat = flat, _INNERMOST.sub(" ", flat)
+    for declarators in _TYPEDEF.findall(flat):
+        if "(" in declarators:
+            return None
+        first, *more = declarators.split(",")
+        last = [m.group(1) for m in _TYPE_NAME.finditer(first)][-1:]
+        named = [_TYPE_NAME.fullmatch(item.strip().lstrip("*").strip()) for item in more]
+        if not last or None in named:
+            return None
+        names += last + [m.group(1) for m in named if m is not None]
+    return tuple(dict.fromkeys(names))
 
 
 Declared = tuple[list[str], list[str]]  # a body's file-scope names, the macros it defines
@@ -167,7 +212,8 @@ def isolated_section(
     Its defines are set before and undefined after, as are the macros its own source
     defines; its entry is renamed to the unit's unique symbol and, with `rename_helpers`
     (a C unit of several kernels), every other name it declares at file scope (helpers,
-    static tables) gets the unit's prefix, so two kernels with a helper of the same name
+    static tables) and its tags, enumerators and typedef names (`type_names`) get the unit's
+    prefix, so two kernels with a helper of the same name
     share a translation unit (a CUDA kernel's are closed in its namespace instead). `names_in`:
     what `declared(body)` says, read once by a caller wrapping many kernels of one source.
     The banner and `#line` name the kernel by its entry (`#line 1 "saxpy.cu"`), never by
@@ -176,6 +222,8 @@ def isolated_section(
     """
     helpers, macros = names_in if names_in is not None else declared(body)
     k = unit.kernel
+    if rename_helpers:  # a C unit of several: its types too (its source's, read once)
+        helpers = [*helpers, *(type_names(k.source) or ())]
     lines = [f"/* ---- warm kernel {k.entry} key {unit.key[:16]} ---- */"]  # (C identifiers)
     names = [name for name, _ in k.defines]
     for name, value in k.defines:  # a value ending in a backslash splices the empty line
@@ -183,7 +231,7 @@ def isolated_section(
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
-    prefix = unit.symbol[: -len(k.entry)]
+    prefix = unit.prefix
     for helper in helpers if rename_helpers else ():
         if helper != k.entry and helper not in names:
             lines.append(f"#define {helper} {prefix}{helper}")

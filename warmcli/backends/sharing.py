@@ -1,31 +1,31 @@
 """Whether a kernel may share a translation unit with other kernels, or needs one of its own.
 
-In a shared unit warm isolates what it knows a kernel declares: its defines and the
-macros its source defines are undone after it, its entry and file-scope names are
-renamed (C) or closed in a namespace of its own (CUDA). Anything else in a kernel's text
-could reach the kernels after it, or be reached by those before it: an `#include` or
-`#import` (a header's macros, declarations and include guards), a pragma (`#pragma`,
-`_Pragma`, `__pragma`: optimize, fast-math, diagnostics, packing; not `#pragma unroll`,
-`nounroll`, `GCC unroll N` or `GCC ivdep` on a line of their own, in a source with no line
-splice: they act on the loop right after them), any directive but the
-conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a line
-marker, ...), an `#undef` of a macro the kernel does not define, a macro, define, entry
-or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`, ...:
-undoing it would take the compiler's away), a CUDA helper named like a function CUDA
-declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
-global one from every call, where alone it overloads it), `__COUNTER__` (it counts
-across the unit),
-an `asm` in C, a C file-scope declaration it does not rename apart (a variable not
-`static`, of several declarators or with an attribute, or a macro whose text could declare
-one used at file scope: C merges two kernels' tentative definitions of one name into one
-object), and text that spells a directive or a name the raw text does not show: a
-trigraph `??`, the digraph `%:`, a directive written through a line splice or a comment,
-a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
-conservative, on the kernel's own text (its source, its defines' names and values, its
-entry); a kernel that fails it is compiled in a unit of its own,
-exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
-binary. Pure functions over text: the only state is a bounded memo per source text; no
-compiler runs here.
+In a shared unit warm isolates what it knows a kernel declares: its defines and the macros
+its source defines are undone after it, its entry and file-scope names (its tags,
+enumerators and typedef names too) are renamed (C) or closed in a namespace of its own
+(CUDA). Anything else in a kernel's text could reach the kernels after it, or be reached
+by those before it: an `#include` or `#import` (a header's macros, declarations and
+include guards), a pragma (`#pragma`, `_Pragma`, `__pragma`: optimize, fast-math,
+diagnostics, packing; not `#pragma unroll`, `nounroll`, `GCC unroll N` or `GCC ivdep` on a
+line of their own, in a source with no line splice: they act on the loop right after
+them), any directive but the conditionals, `#define`, `#undef`, `#error` and `#warning`
+(`#line`, `#ident`, a line marker, ...), an `#undef` of a macro the kernel does not
+define, a macro, define, entry or helper named like one the compiler may predefine (`__x`,
+`_X`, `linux`, `unix`, ...: undoing it would take the compiler's away), a CUDA helper
+named like a function CUDA declares globally (`exp`, `atomicAdd`, `min`...: closed in a
+namespace it would hide the global one from every call, where alone it overloads it),
+`__COUNTER__` (it counts across the unit), an `asm` in C, a C file-scope declaration it
+does not rename apart (a variable not `static`, of several declarators or with an
+attribute, or a macro whose text could declare one used at file scope: C merges two
+kernels' tentative definitions of one name into one object), a typedef whose name warm
+does not read (a function type), and text that spells a directive or a name the raw text
+does not show: a trigraph `??`, the digraph `%:`, a directive written through a line
+splice or a comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit`
+is that test, conservative, on the kernel's own text (its source, its defines' names and
+values, its entry); a kernel that fails it is compiled in a unit of its own, exactly as
+alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure
+functions over text: the only state is a bounded memo per source text; no compiler runs
+here.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import functools
 import re
 from collections.abc import Sequence
 
-from warmcli.backends.compiler import CompileUnit, declared
+from warmcli.backends.compiler import UNSCANNED, CompileUnit, declared, type_names
 from warmcli.kernel import Kernel
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
@@ -134,6 +134,9 @@ def _source_shares(
         return False
     if language == "c" and not _c_names_kept_apart(text, helpers, risky):
         return False
+    types = type_names(text) if language == "c" else ()
+    if types is None or any(_reserved(name) for name in types):
+        return False  # a typedef warm does not read (a function's type): it cannot rename it
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
@@ -152,20 +155,18 @@ def _source_shares(
 
 # What a C source holds at file scope that a shared unit keeps apart: a function's definition
 # or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
-# `_Static_assert`, and a `static` variable of one declarator that is renamed (at column 0).
+# `_Static_assert`, and a `static` variable of one declarator; each function and variable
+# one that is renamed (at column 0: an indented one would reach the kernels after it).
 # Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
 # text could declare one used there) could be one object for two kernels (C merges
 # tentative definitions of one name): alone.
-_UNSCANNED = re.compile(
-    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
-    re.MULTILINE,
-)
 _BRACE = re.compile(r"[{}]")
 _STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
 _ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
 _NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
 _KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}\w+\s*\([^{{}}=]*\)"
+    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
+    r"\s*\([^{}=]*\)"
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
 )
@@ -183,7 +184,7 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
     shared unit keeps apart from its neighbours' (see `_KEPT_APART`), and no macro whose
     text could declare something (function-like, or holding `;`, `,`, `=`, a bracket:
     `risky` of the kernel's defines, any of the source's) is used at file scope."""
-    flat = _UNSCANNED.sub(" ", text)
+    flat = UNSCANNED.sub(" ", text)
     depth, kept, start = 0, [], 0  # each brace block's inside dropped, `{}` kept
     for brace in _BRACE.finditer(flat):
         if brace.group() == "{":
@@ -205,8 +206,11 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
         return False
     for piece in _STATEMENT_END.split(scope):
         each = " ".join(piece.split())
-        if _KEPT_APART.fullmatch(each):
+        kept_apart = _KEPT_APART.fullmatch(each)
+        if kept_apart and kept_apart.group("function") in (None, *renamed):
             continue
+        if kept_apart:  # a function warm does not rename (not at column 0): alone
+            return False
         one = _ONE_STATIC.fullmatch(each)
         if one is None or one.group(1) not in renamed:
             return False

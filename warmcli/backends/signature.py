@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 
 from warmcli.backends.compiler import CompileFailure, CompileUnit, file_scope_names
+from warmcli.errors import SIGNATURE_PROBE
 from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 
-MARK = "warm-signature"
+MARK = SIGNATURE_PROBE
 _ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 

@@ -323,6 +323,14 @@ class KernelCache:
             built = [(b.record, b.binary) for b in self._built.values()]
         return self.ledger.unpersisted(built)
 
+    def missed(self) -> list[tuple[str, str]]:
+        """(label, key) of each kernel compiled here that the bundle does not hold yet, and of
+        each whose compile failed here (its label says so): what a miss cost."""
+        built = [(record.label, record.key) for record, _ in self.unpersisted()]
+        with self._lock:
+            failed = [(f.units[0].kernel.label, k) for k, f in self._failed.items() if f.units]
+        return built + [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
+
     def mark_persisted(self, keys: list[str]) -> None:
         self.ledger.mark_persisted(keys)
         self.registrations.record(keys, "stored")

@@ -15,9 +15,11 @@ the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through 
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
-after it). A run waits, as Python does before a process ends, for the non-daemon threads the
-entry left running (not an idle pool worker), and a process the entry forked that returns or
-raises out of it ends there (`os._exit`), never running warm's passes beside its parent.
+after it); while it is imported and run, `sys.argv` is `[its path]`, as Python gives a
+script run with no arguments (not warm's command line). A run waits, as Python does
+before a process ends, for the non-daemon threads the entry left running (not an idle pool
+worker), and a process the entry forked that returns or raises out of it ends there
+(`os._exit`), never running warm's passes beside its parent.
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`). The module owns nothing once
@@ -35,7 +37,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -82,7 +84,7 @@ class Workload:
         path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
         try:
-            with bound_runtime(runtime):
+            with bound_runtime(runtime), script_argv(self.path):
                 result = self.function(runtime) if self.takes_runtime else self.function()
                 _run_to_its_end(result)
                 _join_left(running)
@@ -140,6 +142,19 @@ def where(exc: BaseException, path: Path) -> str:
     mine = [f for f in frames if f.filename == resolved]
     frame = mine[-1] if mine else (frames[-1] if frames else None)
     return f"{frame.filename}:{frame.lineno}: " if frame else ""
+
+
+@contextlib.contextmanager
+def script_argv(path: Path | str) -> Iterator[None]:
+    """`sys.argv` as Python gives a script run with no arguments (`[path]`), not warm's own
+    command line, while the workload is imported or run: one that parses its command line
+    (`argparse`) runs as under `python workload.py`. Warm's is put back after."""
+    argv = sys.argv
+    sys.argv = [str(path)]
+    try:
+        yield
+    finally:
+        sys.argv = argv
 
 
 def _first_on_path(folder: str) -> None:
@@ -245,7 +260,7 @@ def load_workload(
     _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
-        with late_runtimes() as unbound:
+        with late_runtimes() as unbound, script_argv(resolved):
             spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
@@ -273,7 +288,7 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
     origin = Path(spec.origin)
     try:
-        with late_runtimes() as unbound:
+        with late_runtimes() as unbound, script_argv(origin):
             module = importlib.import_module(name)
     except KeyboardInterrupt:
         raise

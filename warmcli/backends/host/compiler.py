@@ -15,7 +15,9 @@ nothing defines is a link error naming it, never a stored binary that cannot loa
 The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative include
 folder is given as the working folder's, as the key reads it). This module owns that
 scratch directory per call and nothing else: it never loads what it builds and keeps
-no cache.
+no cache, but reads its ELF header: a compile that exits 0 with no loadable shared object
+(a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
+group's compile failure, never a binary stored and then refused at load.
 """
 
 from __future__ import annotations
@@ -88,6 +90,21 @@ class HostCompiler:
         flags = [*BASE_FLAGS, *DEFS_FLAGS, *load_flags(options)]
         return [self.toolchain.path, *flags, *options, "-o", output, source, "-lm"]
 
+    def _no_library(self, units: Sequence[CompileUnit], what: str) -> Exception:
+        """A compile that exited 0 with no loadable library: the kernels' failure where their
+        options may stop cc before it links (`-c`, `-E`, `-fsyntax-only`), else the compiler's."""
+        from warmcli.backends.compiler import CompileFailure
+
+        options = " ".join(units[0].kernel.options) if units else ""
+        if options:
+            return CompileFailure(
+                f"{self.toolchain.path} {what} with the kernel's options ({options}): an option "
+                "that stops it before it links a shared library (-c, -E, -S, -fsyntax-only) "
+                "is no kernel's",
+                tuple(units),
+            )
+        return ToolchainError(f"cc: {self.toolchain.path} {what}: WARM_CC must name a C compiler")
+
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
@@ -109,11 +126,14 @@ class HostCompiler:
             try:
                 with open(output, "rb") as fh:
                     binary = fh.read()
-            except FileNotFoundError:  # `true`, or a wrapper that drops its `-o`
-                raise ToolchainError(
-                    f"cc: {self.toolchain.path} exited 0 but wrote no shared library: "
-                    "WARM_CC must name a C compiler"
-                ) from None
+            except FileNotFoundError:  # `true`, a wrapper that drops its `-o`, `-fsyntax-only`
+                raise self._no_library(units, "exited 0 but wrote no shared library") from None
+        from warmcli.backends.host.binary import foreign_binary
+
+        unloadable = foreign_binary(binary)  # `-c`, `-E`, `-S`: an object, or text
+        if unloadable:
+            wrote = unloadable.replace("bundle's build", "its output")
+            raise self._no_library(units, f"wrote no loadable shared library ({wrote})")
         return CompiledGroup(
             binary=binary,
             symbols={u.key: u.symbol for u in units},
