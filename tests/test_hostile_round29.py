@@ -1,0 +1,131 @@
+"""Hostile files beside a bundle: a rollback journal handed over with it.
+
+SQLite rolls back a hot `-journal` it finds beside a database on the first read, before
+warm has checked anything; a journal is the attacker's file as much as the bundle is. One
+that names a super-journal makes SQLite delete that file once the rollback is done (any
+file the user may delete: their own bundle), and one that is a FIFO makes SQLite wait for
+a writer for ever, deaf to SIGTERM. warm never writes either (it attaches no database, so
+it never writes a super-journal), so both are refused, one line, before SQLite opens the
+bundle, and nothing elsewhere is touched. Every case runs the real CLI or a real
+production subprocess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from test_hostile_schema import matmul_bundle
+from test_production import MATMUL, serve
+
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+PAGE_BYTES = 16384
+
+
+def journal_naming(bundle: Path, other: Path) -> Path:
+    """A hot journal beside `bundle` that replays no page and names `other` as its
+    super-journal, as SQLite writes one for a transaction over attached databases."""
+    pages = bundle.stat().st_size // PAGE_BYTES
+    header = JOURNAL_MAGIC + struct.pack(">IIIII", 0, 0, pages, 512, PAGE_BYTES)
+    name = os.fsencode(other)
+    record = struct.pack(">I", 0) + name + struct.pack(">II", len(name), sum(name))
+    journal = Path(f"{bundle}-journal")
+    journal.write_bytes(header.ljust(512, b"\0") + record + JOURNAL_MAGIC)
+    return journal
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_line(proc: subprocess.CompletedProcess[str], words: str) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def handed(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
+    """(the attacker's bundle, the user's own bundle in another folder)."""
+    mine = tmp_path / "mine" / "app.warm"
+    mine.parent.mkdir()
+    matmul_bundle(warm, mine)
+    theirs = tmp_path / "download" / "evil.warm"
+    theirs.parent.mkdir()
+    shutil.copyfile(mine, theirs)
+    return theirs, mine
+
+
+def test_a_journal_naming_another_file_never_gets_it_deleted(
+    warm: Warm, handed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    evil, mine = handed
+    kept = digest(mine)
+    journal = journal_naming(evil, mine)
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    commands = [
+        ("stats", evil),
+        ("stats", evil, "--json"),
+        ("verify", evil),
+        ("check", evil),
+        ("diff", evil, mine),
+        ("clean", evil),
+        ("sign", evil, "--key", key),
+        ("merge", mine, evil, "-o", mine),
+        ("run", MATMUL, "--bundle", evil),
+    ]
+    for args in commands:
+        proc = warm(*args)
+        assert mine.exists(), f"warm {args[0]} let SQLite delete the user's bundle"
+        assert digest(mine) == kept
+        if "--json" in args:
+            assert proc.returncode == 2 and "journal" in proc.stdout, proc.stdout
+        else:
+            assert "names another file" in one_line(proc, str(journal.name))
+        assert journal.exists(), "the attacker's journal is left for the user to see"
+    for trusted in ("", f"{key}.pub"):
+        prod = serve(warm, evil, WARM_TRUSTED_KEYS=trusted)
+        _, err = prod.communicate(timeout=120)
+        assert prod.returncode != 0 and "names another file" in err
+        assert mine.exists() and digest(mine) == kept
+
+
+def test_a_journal_that_is_a_fifo_is_refused_never_waited_on(
+    warm: Warm, handed: tuple[Path, Path]
+) -> None:
+    evil, _ = handed
+    os.mkfifo(f"{evil}-journal")
+    for args in [("stats", evil), ("verify", evil), ("run", MATMUL, "--bundle", evil)]:
+        one_line(warm(*args, timeout=60), "not a regular file")  # SIGKILLed if it waits
+    prod = serve(warm, evil)
+    _, err = prod.communicate(timeout=60)
+    assert prod.returncode != 0 and "not a regular file" in err
+
+
+def test_a_journal_left_by_warms_own_interrupted_write_is_still_rolled_back(
+    warm: Warm, handed: tuple[Path, Path]
+) -> None:
+    """The check refuses only what warm never writes: a real hot journal (no super-journal
+    named) is rolled back as before, here one that puts the bundle's first page back."""
+    _, mine = handed
+    sound = mine.read_bytes()
+    header = JOURNAL_MAGIC + struct.pack(">IIIII", 1, 7, len(sound) // PAGE_BYTES, 512, PAGE_BYTES)
+    page = sound[:PAGE_BYTES]
+    checksum = (7 + sum(page[i] for i in range(PAGE_BYTES - 200, 0, -200))) & 0xFFFFFFFF
+    record = struct.pack(">I", 1) + page + struct.pack(">I", checksum)
+    Path(f"{mine}-journal").write_bytes(header.ljust(512, b"\0") + record)
+    torn = bytearray(sound)
+    torn[100:PAGE_BYTES] = bytes(PAGE_BYTES - 100)  # the schema page, half written
+    mine.write_bytes(bytes(torn))
+    proc = warm("stats", mine)
+    assert proc.returncode == 0, proc.stderr
+    assert mine.read_bytes() == sound and not Path(f"{mine}-journal").exists()
