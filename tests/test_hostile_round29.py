@@ -1,4 +1,4 @@
-"""Hostile files beside a bundle: a rollback journal handed over with it.
+"""Files beside a bundle: a rollback journal handed over with it, or left by a crash.
 
 SQLite rolls back a hot `-journal` it finds beside a database on the first read, before
 warm has checked anything; a journal is the attacker's file as much as the bundle is. One
@@ -6,8 +6,10 @@ that names a super-journal makes SQLite delete that file once the rollback is do
 file the user may delete: their own bundle), and one that is a FIFO makes SQLite wait for
 a writer for ever, deaf to SIGTERM. warm never writes either (it attaches no database, so
 it never writes a super-journal), so both are refused, one line, before SQLite opens the
-bundle, and nothing elsewhere is touched. Every case runs the real CLI or a real
-production subprocess.
+bundle, and nothing elsewhere is touched. A journal belongs to the file it was written
+for: one a crashed write left is never rolled into a new file that replaces that file
+(`warm run` after the bundle was deleted, `merge --force`, `pull`). Every case runs the
+real CLI or a real production subprocess.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import struct
 import subprocess
+import sys
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import Warm
 from test_hostile_schema import matmul_bundle
 from test_production import MATMUL, serve
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 PAGE_BYTES = 16384
@@ -37,6 +43,25 @@ def journal_naming(bundle: Path, other: Path) -> Path:
     record = struct.pack(">I", 0) + name + struct.pack(">II", len(name), sum(name))
     journal = Path(f"{bundle}-journal")
     journal.write_bytes(header.ljust(512, b"\0") + record + JOURNAL_MAGIC)
+    return journal
+
+
+CRASHED_WRITE = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # the pages spill: the journal is synced, hot
+conn.execute("BEGIN")
+conn.execute("UPDATE kernels SET compile_log = hex(randomblob(20000))")
+conn.execute("DELETE FROM tunes")
+os._exit(0)
+"""
+
+
+def crashed_write(bundle: Path) -> Path:
+    """`bundle` as a process killed in mid-write leaves it: half written, its journal hot."""
+    subprocess.run([sys.executable, "-c", CRASHED_WRITE, bundle], check=True)
+    journal = Path(f"{bundle}-journal")
+    assert journal.read_bytes()[:8] == JOURNAL_MAGIC
     return journal
 
 
@@ -129,3 +154,61 @@ def test_a_journal_left_by_warms_own_interrupted_write_is_still_rolled_back(
     proc = warm("stats", mine)
     assert proc.returncode == 0, proc.stderr
     assert mine.read_bytes() == sound and not Path(f"{mine}-journal").exists()
+
+
+def sound(warm: Warm, bundle: Path) -> None:
+    proc = warm("verify", bundle)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not Path(f"{bundle}-journal").exists()
+
+
+def test_a_journal_left_by_a_deleted_bundle_is_not_rolled_into_the_new_one(
+    warm: Warm, handed: tuple[Path, Path]
+) -> None:
+    _, mine = handed
+    crashed_write(mine)
+    mine.unlink()  # the broken bundle is deleted, its journal is not
+    proc = warm("run", MATMUL, "--bundle", mine)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sound(warm, mine)
+
+
+def test_merge_force_over_a_crashed_bundle_leaves_the_merged_one_sound(
+    warm: Warm, handed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    source, out = handed
+    crashed_write(out)
+    proc = warm("merge", source, "-o", out, "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sound(warm, out)
+    assert sqlite3.connect(out).execute("SELECT count(*) FROM tunes").fetchone() == (3,)
+
+
+def test_pull_over_a_crashed_bundle_leaves_the_pulled_one_sound(
+    warm: Warm,
+    handed: tuple[Path, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    source, mine = handed
+    conn = sqlite3.connect(source, isolation_level=None)
+    conn.execute("DELETE FROM tunes WHERE rowid = (SELECT min(rowid) FROM tunes)")
+    conn.execute("VACUUM")  # another file than the one the journal was written for
+    conn.close()
+    store, base, _ = http_store
+    store.files["/app.warm"] = source.read_bytes()
+    crashed_write(mine)
+    proc = warm("pull", f"{base}/app.warm", mine, "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sound(warm, mine)
+    assert mine.read_bytes() == source.read_bytes()
+
+
+def test_a_journal_that_cannot_be_removed_replaces_nothing(
+    warm: Warm, handed: tuple[Path, Path]
+) -> None:
+    source, out = handed
+    Path(f"{out}-journal").mkdir()
+    kept = digest(out)
+    proc = warm("merge", source, "-o", out, "--force")
+    assert "cannot remove app.warm-journal" in one_line(proc, "nothing was replaced")
+    assert digest(out) == kept

@@ -1,4 +1,5 @@
-"""The rollback journal beside a bundle, judged before SQLite is let near it.
+"""The rollback journal beside a bundle: judged before SQLite is let near it, and removed
+before a new bundle file replaces the one it belongs to.
 
 SQLite rolls back a hot `-journal` on its first read of a database, before warm has
 checked anything, and a journal handed over beside a bundle is as untrusted as the bundle.
@@ -6,8 +7,11 @@ Two kinds do harm outside the bundle: one that names a super-journal (SQLite del
 file once the rollback is done: any file the user may delete) and one that is no regular
 file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
 (it attaches no database, so it never writes a super-journal): `check_journal` refuses
-both, reading at most the journal's last 16 bytes, without waiting. It owns no state and
-never writes, removes or rolls back anything (SQLite rolls a sound journal back).
+both, reading at most the journal's last 16 bytes, without waiting. A journal belongs to
+the file beside it, not to its name: `publish`, which moves a new bundle into place, first
+removes the journal of the file it replaces (SQLite would roll that file's old pages back
+into the new one). It owns no state; it never writes or rolls back a journal (SQLite rolls
+a sound journal back into its own file).
 """
 
 from __future__ import annotations
@@ -43,6 +47,24 @@ def check_journal(path: str | os.PathLike[str]) -> None:
         os.close(fd)
     name = os.path.basename(journal)
     raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
+
+
+def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
+    """Move the new bundle file `tmp` into place at `real` (a file's own path, never a
+    link), under `real`'s write lock: the journal a crashed writer of the file it replaces
+    left (that file's, or one deleted since) is removed first, never rolled back into the
+    new file; one that cannot be removed is a `BundleError` and nothing is replaced."""
+    journal = f"{real}-journal"
+    try:
+        os.unlink(journal)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BundleError(
+            f"{real}: cannot remove {os.path.basename(journal)}, a journal left beside it "
+            f"({exc.strerror}); nothing was replaced"
+        ) from None
+    os.replace(tmp, real)
 
 
 def _names_super_journal(fd: int, size: int) -> bool:

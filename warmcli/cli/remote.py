@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import typer
 
 from warmcli.bundle.file import check_header
+from warmcli.bundle.journal import publish
 from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.remote import fetch
@@ -100,7 +101,7 @@ def _copy(source: Path, target: Path, force: bool) -> None:
         os.close(fd)
         try:
             shutil.copyfile(source, tmp)
-            os.replace(tmp, real)
+            publish(tmp, real)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
