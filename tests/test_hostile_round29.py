@@ -15,6 +15,7 @@ real CLI or a real production subprocess.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -212,3 +213,36 @@ def test_a_journal_that_cannot_be_removed_replaces_nothing(
     proc = warm("merge", source, "-o", out, "--force")
     assert "cannot remove app.warm-journal" in one_line(proc, "nothing was replaced")
     assert digest(out) == kept
+
+
+NOT_AS_WARM_WRITES = ("5", '[["TILE", "8", "9"]]', "nope", "[" * 100_000, '[1, {"a": 2}]', "{}")
+
+
+@pytest.mark.parametrize("component", ["defines", "options"])
+def test_a_miss_explained_against_components_warm_never_writes_is_still_a_miss(
+    warm: Warm, tmp_path: Path, component: str
+) -> None:
+    """The nearest entries' defines or options, shown in a miss's explanation, are JSON
+    text in the bundle: text that is not what warm writes there is shown as it is, and
+    the process (production, `warm verify --workload`) goes on, the kernel compiled."""
+    bundle = matmul_bundle(warm, tmp_path / "b.warm")
+    conn = sqlite3.connect(bundle)
+    conn.execute("DELETE FROM kernels WHERE label = 'matmul[TILE=64]'")  # the miss
+    rows = conn.execute("SELECT rowid, components FROM kernels WHERE entry = 'matmul'")
+    for (rowid, text), value in zip(rows.fetchall(), NOT_AS_WARM_WRITES, strict=False):
+        components = json.loads(text)
+        components[component] = value
+        conn.execute(
+            "UPDATE kernels SET components = ? WHERE rowid = ?", (json.dumps(components), rowid)
+        )
+    conn.commit()
+    conn.close()
+    prod = serve(warm, bundle, WARM_EXPLAIN="1")
+    out, err = prod.communicate(timeout=120)
+    assert prod.returncode == 0, err
+    assert out.split() == ["1", "0"]  # one kernel compiled, every tune served
+    assert f"matmul[TILE=64]: {component}: bundle has " in err and "Traceback" not in err
+    assert "[" * 201 not in err  # text warm never writes is cut
+    proc = warm("verify", bundle, "--workload", MATMUL)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"miss: kernel matmul[TILE=64]: {component}: bundle has " in proc.stdout
