@@ -246,3 +246,25 @@ def test_a_miss_explained_against_components_warm_never_writes_is_still_a_miss(
     proc = warm("verify", bundle, "--workload", MATMUL)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"miss: kernel matmul[TILE=64]: {component}: bundle has " in proc.stdout
+
+
+def test_stats_and_diff_show_components_warm_never_writes_without_a_traceback(
+    warm: Warm, tmp_path: Path
+) -> None:
+    bundle = matmul_bundle(warm, tmp_path / "b.warm")
+    conn = sqlite3.connect(bundle)
+    rows = conn.execute("SELECT rowid, components FROM kernels WHERE entry = 'matmul'")
+    for (rowid, text), value in zip(rows.fetchall(), NOT_AS_WARM_WRITES, strict=False):
+        components = dict(json.loads(text), defines=value, options=value)
+        conn.execute(
+            "UPDATE kernels SET components = ? WHERE rowid = ?", (json.dumps(components), rowid)
+        )
+    conn.commit()
+    conn.close()
+    for args in [("stats", bundle), ("diff", bundle, bundle), ("check", bundle)]:
+        proc = warm(*args)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        doc = json.loads(warm(*args, "--json").stdout)
+        if args[0] == "stats":  # read as no options and no defines, as before
+            shown = [k for k in doc["kernels"] if k["entry"] == "matmul"]
+            assert {(str(k["options"]), str(k["defines"])) for k in shown[:3]} == {("[]", "{}")}

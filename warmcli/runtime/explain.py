@@ -25,7 +25,6 @@ first miss (a process its bundle serves wholly never loads it).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import BundleError
+from warmcli.kernel_parts import stored
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
 
@@ -84,30 +84,16 @@ def nearest(
 
 def _show(component: str, value: str) -> str:
     if component in ("defines", "options"):
-        items = _listed(value, 2 if component == "defines" else 0)
+        items = stored(value, pairs=component == "defines")
         if items is None:  # not as warm writes it (a bundle's text): shown as it is, cut
             return value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}..."
-        return " ".join(items) or f"no {component}"
+        shown = (i if isinstance(i, str) else f"{i[0]}={i[1]}" for i in items)
+        return " ".join(shown) or f"no {component}"
     if component == "headers" and not value:
         return "no headers from include folders"
     if component in ("source", "checksum", "headers"):
         return f"sha256 {value[:12]}"
     return value or "none"
-
-
-def _listed(value: str, width: int) -> list[str] | None:
-    """The JSON list of texts (`width` 0) or of `[name, value]` pairs (2, shown `name=value`)
-    that warm writes as a kernel's options or defines; None where `value` is no such list."""
-    try:
-        items = json.loads(value) if value else []
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(items, list):
-        return None
-    if width == 0:
-        return items if all(isinstance(item, str) for item in items) else None
-    pairs = [item for item in items if isinstance(item, list) and len(item) == width]
-    return [f"{k}={v}" for k, v in pairs] if len(pairs) == len(items) else None
 
 
 _NUMBER = Pattern("[0-9]+")
