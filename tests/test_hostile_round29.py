@@ -268,3 +268,25 @@ def test_stats_and_diff_show_components_warm_never_writes_without_a_traceback(
         if args[0] == "stats":  # read as no options and no defines, as before
             shown = [k for k in doc["kernels"] if k["entry"] == "matmul"]
             assert {(str(k["options"]), str(k["defines"])) for k in shown[:3]} == {("[]", "{}")}
+
+
+@pytest.mark.parametrize("kernel_id", [-1, 2**32, 2**63 - 1])
+def test_a_kernel_id_a_tune_cannot_name_is_refused_by_a_run_onto_the_bundle(
+    warm: Warm, tmp_path: Path, kernel_id: int
+) -> None:
+    """A tune names its candidates' kernels by their `tune_kernels` id, packed in 32 bits:
+    an id outside them (or the id SQLite picks after one) is refused in one line, the
+    write rolled back."""
+    bundle = matmul_bundle(warm, tmp_path / "b.warm")
+    conn = sqlite3.connect(bundle)
+    conn.execute(
+        "UPDATE tune_kernels SET id = ? WHERE rowid = (SELECT min(id) FROM tune_kernels)",
+        (kernel_id,),
+    )
+    conn.execute("DELETE FROM tunes")  # measured again, and stored naming those kernels
+    conn.commit()
+    conn.close()
+    before = digest(bundle)
+    line = one_line(warm("run", MATMUL, "--bundle", bundle), "tune_kernels")
+    assert str(kernel_id) in line
+    assert digest(bundle) == before

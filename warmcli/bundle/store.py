@@ -363,7 +363,7 @@ class Bundle(BundleAdmin):
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],
             )
-            intern = interner(conn)
+            intern = interner(conn, self.path)
             for tune in tunes:
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
