@@ -6,11 +6,14 @@ or a sequence of pairs, each name a C identifier given once, each value as the c
 will read it (`define_value`: a bool is 1 or 0, a numpy number the Python number it
 holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the text after
 its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
-It owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it returns.
+`stored` reads options or defines back from a bundle's (untrusted) text, as
+`warmcli.kernel.key_components` writes them. It owns no state and reads nothing but its
+arguments; `warmcli.kernel` keys what it returns.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 
@@ -23,6 +26,26 @@ def is_identifier(name: object) -> bool:
     """Whether `name` is a `str` spelling a C identifier (`[A-Za-z_][A-Za-z0-9_]*`, whole:
     no trailing line break), told by `str` methods: no pattern compiled by a serving process."""
     return isinstance(name, str) and name.isascii() and name.isidentifier()
+
+
+def stored(text: str, pairs: bool) -> list[str] | list[tuple[str, str]] | None:
+    """A kernel's options (a JSON list of texts) or, given `pairs`, its defines (of
+    `[name, value]` text pairs) as a bundle holds them; None where `text` is no such list
+    (not what warm writes: a bundle's, shown as it is or not at all, never raised)."""
+    try:
+        items = json.loads(text) if text else []
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(items, list):
+        return None
+    if not pairs:
+        return items if all(isinstance(item, str) for item in items) else None
+    found = [
+        (item[0], item[1])
+        for item in items
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(v, str) for v in item)
+    ]
+    return found if len(found) == len(items) else None
 
 
 # A define value's tokens as far as comments go: a string or char literal, a comment, any other.

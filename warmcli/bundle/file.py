@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from warmcli.bundle.journal import check_journal
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.printable import Pattern, printable
@@ -247,6 +248,7 @@ def recover(path: str | Path) -> None:
             return
     except FileNotFoundError:
         return
+    check_journal(path)  # never played where SQLite would delete another file, or wait
     problem = f"a write was interrupted ({os.path.basename(journal)} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
 
@@ -320,6 +322,7 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened."""
     version, wal = check_header(path)
+    check_journal(path)  # before SQLite rolls a journal back: one warm never writes is refused
     with _sqlite_errors(path):
         if wal:
             _leave_wal(path)

@@ -9,7 +9,9 @@ writer killed mid-write left beside `real` is the old file's, and SQLite plays a
 into whichever file bears the name when it is next opened: the new file would be made
 corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
 which removes it: a reader of the old file meanwhile sees it whole), or removed where the
-old file cannot be recovered (not writable, or no SQLite file). It owns no state and
+old file cannot be recovered (not writable, no SQLite file, or a journal `check_journal`
+refuses) by `warmcli.bundle.journal.publish`, which refuses to replace anything where it
+cannot remove it. It owns no state and
 never prints.
 """
 
@@ -23,6 +25,7 @@ import stat
 from pathlib import Path
 
 from warmcli.bundle.file import check_header, recover, remove_leftovers
+from warmcli.bundle.journal import publish
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
 
@@ -34,9 +37,7 @@ def put_in_place(tmp: Path, real: Path) -> None:
     if journal.exists():
         with contextlib.suppress(BundleError, OSError, sqlite3.Error):  # then: removed
             recover(real)
-        with contextlib.suppress(FileNotFoundError):  # recovered: SQLite removed it
-            journal.unlink()
-    os.replace(tmp, real)
+    publish(tmp, real)  # what recovery left (or a journal SQLite may not play) is removed
 
 
 def copy_into(source: Path, target: Path, force: bool) -> None:

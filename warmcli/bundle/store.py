@@ -2,22 +2,21 @@
 the runtime makes of its rows and blobs, and which rows it serves under trusted keys.
 
 The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`;
-reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the
-signed rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x`
-name stays). Opened with trusted keys, a kernel or tune row no trusted signature
-covers is not served (`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is
-untrusted input: it is read with plain SQL, never unpickled or evaluated (and its
-binaries are native code); every field of every row is checked before it becomes a
-record, a blob whose size or sha256 does not match is never served, and every SQLite
-failure becomes a one-line `BundleError`. Kernels, tunes and blobs are read on
-demand, listings stream (`each_kernel`, `each_tune`), a batch of rows at a time, and
-`snapshot` reads several things in one read transaction. Writers take the file lock
-and write each batch in one transaction; a writer whose file was replaced meanwhile
-(a merge published over it, holding that lock) writes to the new one, and a writer's
-first write removes what dead writers left beside the file. A `Bundle` owns its one
-SQLite connection (shared by every thread, serialised by its lock; a forked child opens
-its own) and the set of rows it wrote; it is a `warmcli.runtime.store.Store` by its shape,
-importing nothing of the runtime.
+reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed
+rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays).
+Opened with trusted keys, a kernel or tune row no trusted signature covers is not served
+(`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is untrusted input: it is
+read with plain SQL, never unpickled or evaluated (and its binaries are native code); every
+field of every row is checked before it becomes a record, a blob whose size or sha256 does
+not match is never served, and every SQLite failure becomes a one-line `BundleError`.
+Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a
+batch of rows at a time, and `snapshot` reads several things in one read transaction.
+Writers take the file lock and write each batch in one transaction; a writer whose file was
+replaced meanwhile (a merge published over it, holding that lock) writes to the new one, and
+a writer's first write removes what dead writers left beside the file (`journal.publish`
+too). A `Bundle` owns its one SQLite connection (shared by every thread, serialised by its
+lock; a forked child opens its own) and the set of rows it wrote; it is a
+`warmcli.runtime.store.Store` by its shape, importing nothing of the runtime.
 """
 
 from __future__ import annotations
@@ -130,6 +129,7 @@ class Bundle(BundleAdmin):
         from pathlib import Path  # a writer's, as its lock: a serving process imports neither
 
         from warmcli.bundle.file import _write_empty, remove_leftovers, unlink_all
+        from warmcli.bundle.journal import publish
         from warmcli.bundle.lock import write_lock
 
         path = Path(path)
@@ -144,7 +144,7 @@ class Bundle(BundleAdmin):
                 tmp.unlink(missing_ok=True)
                 with _sqlite_errors(path):
                     _write_empty(tmp)
-                os.replace(tmp, real)  # a crash before this leaves no bundle, never half of one
+                publish(tmp, real)  # a crash before this leaves no bundle, never half of one
             except BaseException:
                 unlink_all(tmp, Path(f"{tmp}-journal"))
                 raise
@@ -363,7 +363,7 @@ class Bundle(BundleAdmin):
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],
             )
-            intern = interner(conn)
+            intern = interner(conn, self.path)
             for tune in tunes:
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",

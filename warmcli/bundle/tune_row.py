@@ -49,6 +49,7 @@ from warmcli.bundle.rows import (
     _within_limits,
 )
 from warmcli.bundle.schema import STATUS_TEXT, TUNE_STATUSES
+from warmcli.errors import BundleError
 from warmcli.records import TuneRecord, tune_key
 
 
@@ -74,6 +75,7 @@ TUNE_ORDER = "operation, shape_key"  # SQL: `each_tune`'s order (a listing's, it
 TUNE_COLUMNS = ", ".join(c[2] if len(c) > 2 else c[0] for c in _LIMITS)  # type: ignore[misc]  # the signed columns, read as hex and text
 TUNE_WIDTH = len(_LIMITS)
 _CANDIDATES = 7  # where a row's candidates are
+_MAX_ID = (1 << 32) - 1  # the largest kernel id a tune's packed candidates hold
 _STATUSES = {"ok", "failed", "pending"}
 _TUNE_FIELDS = (
     ("key", _hex64),
@@ -111,15 +113,22 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
     )
 
 
-def interner(conn: sqlite3.Connection) -> Intern:
-    """Inside one write transaction on `conn`: a kernel key's id in `tune_kernels`, the key
-    added where it is new (each key looked up once by the function returned)."""
+def interner(conn: sqlite3.Connection, path: object) -> Intern:
+    """Inside one write transaction on `conn` (the bundle at `path`): a kernel key's id in
+    `tune_kernels`, the key added where it is new (each key looked up once by the function
+    returned). An id a tune cannot name (candidates pack ids in 32 bits: a bundle's own, or
+    the one SQLite picks after it) is a `BundleError`, rolling the transaction back."""
     ids: dict[bytes, int] = {}
 
     def intern(key: bytes) -> int:
         if key not in ids:
             conn.execute("INSERT OR IGNORE INTO tune_kernels (key) VALUES (?)", (key,))
             row = conn.execute("SELECT id FROM tune_kernels WHERE key = ?", (key,)).fetchone()
+            if not 0 <= row[0] <= _MAX_ID:
+                raise BundleError(
+                    f"{path}: corrupt bundle: kernel id {row[0]} in tune_kernels is out of "
+                    f"range (0 to {_MAX_ID}); nothing was written"
+                )
             ids[key] = int(row[0])
         return ids[key]
 

@@ -1,24 +1,24 @@
 """Merging bundles: the union of several bundles' kernels and tunes in one new bundle.
 
-Bundles made on several machines or for several architectures are combined by key. A
-kernel key is content-addressed, so a kernel held by two bundles is the same kernel: it
-is stored once, with the latest `last_used` of its sources (a merge is not a use). A
-tune key measured in two bundles keeps the newer measurement, and the report says which
-one won and which was dropped. Bundles of a format version this warm does not read, and
-files that are no warm bundle, are refused before anything is read; older formats it
-reads merge into the current one. The output's write lock is held from the first read to
-the publish, so a writer of the output (a `warm run`, a production write-back, another
-merge into it) waits and then writes into the merged file: no write is lost. The result
-is written to a temporary file beside the output, given the output's mode, owner and
-group, and moved into place only when complete, so a failed merge leaves the output as
-it was and nothing beside it (what a killed merge left is removed by the next); an
-output that is a symbolic link stays one, the file it leads to replaced; one that is (or
-leads to) a FIFO or a device is refused, `--force` or not. The
-inputs' signatures do not carry over: given a key, the output is signed with it (every
-entry), else the report says the output is unsigned. A blob is copied a chunk at a time
-and checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size
-sets the memory a merge takes; a copy that fails (or is missing) is taken from another
-input holding a good one, and the report says so. Nothing here prints.
+Bundles made on several machines or for several architectures are combined by key. A kernel
+key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
+once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
+in two bundles keeps the newer measurement, and the report says which one won and which was
+dropped. Bundles of a format version this warm does not read, and files that are no warm
+bundle, are refused before anything is read; older formats it reads merge into the current
+one. The output's write lock is held from the first read to the publish, so a writer of the
+output (a `warm run`, a production write-back, another merge into it) waits and then writes
+into the merged file: no write is lost. The result is written to a temporary file beside the
+output, given the output's mode, owner and group, and moved into place only when complete
+(the output's journal, that a crashed writer left and SQLite would roll into the new file,
+removed first), so a failed merge leaves the output as it was and nothing beside it (what a
+killed merge left is removed by the next); an output that is a symbolic link stays one, the
+file it leads to replaced; one that is (or leads to) a FIFO or a device is refused,
+`--force` or not. The inputs' signatures do not carry over: given a key, the output is
+signed with it (every entry), else the report says the output is unsigned. A blob is copied
+a chunk at a time and checked against its sha256 as it is copied (`warmcli.bundle.blobs`):
+no blob's size sets the memory a merge takes; a copy that fails (or is missing) is taken
+from another input holding a good one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations

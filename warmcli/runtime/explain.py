@@ -14,7 +14,9 @@ entry or operation is skipped when looking for the nearest; one SQLite cannot ha
 which stops that listing, explains the miss as corrupt), `signature` when
 only the parameter letters or language differ, `unsigned` when the bundle holds the
 entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
-mode meets a compile or tune with no bundle loaded at all. What a runtime does with
+mode meets a compile or tune with no bundle loaded at all. A held entry's options or
+defines that are not the JSON warm writes are shown as the bundle's text, cut (never
+raised into the launch that missed). What a runtime does with
 an explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
 `warmcli.runtime.misses`. This module is pure: it only reads the bundle it is
 handed, owns no state, counts nothing and never prints or logs; it is imported at the
@@ -23,7 +25,6 @@ first miss (a process its bundle serves wholly never loads it).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import BundleError
+from warmcli.kernel_parts import stored
 from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
 
@@ -65,6 +67,7 @@ UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added sinc
 NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
 PROCESS = "this process wants"
 _SHOWN = 3
+_SHOWN_CHARS = 200  # of a component's text that is not what warm writes
 
 
 # -- finding the nearest entry -----------------------------------------------------------------
@@ -80,11 +83,12 @@ def nearest(
 
 
 def _show(component: str, value: str) -> str:
-    if component == "defines":
-        pairs = json.loads(value) if value else []
-        return " ".join(f"{k}={v}" for k, v in pairs) or "no defines"
-    if component == "options":
-        return " ".join(json.loads(value) if value else []) or "no options"
+    if component in ("defines", "options"):
+        items = stored(value, pairs=component == "defines")
+        if items is None:  # not as warm writes it (a bundle's text): shown as it is, cut
+            return value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}..."
+        shown = (i if isinstance(i, str) else f"{i[0]}={i[1]}" for i in items)
+        return " ".join(shown) or f"no {component}"
     if component == "headers" and not value:
         return "no headers from include folders"
     if component in ("source", "checksum", "headers"):

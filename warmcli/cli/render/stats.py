@@ -7,7 +7,6 @@ first built: a JSON document (`warm stats --json`) needs none of it.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, line, listing, natural, when
 from warmcli.errors import headline
+from warmcli.kernel_parts import stored
 from warmcli.printable import printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
@@ -43,8 +43,8 @@ def kernel_json(
         "entry": k.entry,
         "label": k.label,
         "candidates": candidates or [],
-        "options": _json_field(k.components.get("options"), []),
-        "defines": dict(_json_field(k.components.get("defines"), [])),
+        "options": stored(k.components.get("options", ""), pairs=False) or [],
+        "defines": dict(stored(k.components.get("defines", ""), pairs=True) or []),
         "bytes": k.size // shared_by if share is None else share,
         "blob_bytes": k.size,
         "shared_by": shared_by,
@@ -55,17 +55,6 @@ def kernel_json(
         "created": created,
         "last_used": last_used,
     }
-
-
-def _json_field(text: str | None, empty: Any) -> Any:
-    """A key component kept as JSON text (options, defines), or `empty` if it is not."""
-    if not text:  # most kernels have none: no error raised and caught for each
-        return empty
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return empty
-    return value if isinstance(value, type(empty)) else empty
 
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:

@@ -1,0 +1,75 @@
+"""The rollback journal beside a bundle: judged before SQLite is let near it, and removed
+before a new bundle file replaces the one it belongs to.
+
+SQLite rolls back a hot `-journal` on its first read of a database, before warm has
+checked anything, and a journal handed over beside a bundle is as untrusted as the bundle.
+Two kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that
+file once the rollback is done: any file the user may delete) and one that is no regular
+file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
+(it attaches no database, so it never writes a super-journal): `check_journal` refuses
+both, reading at most the journal's last 16 bytes, without waiting. A journal belongs to
+the file beside it, not to its name: `publish`, which moves a new bundle into place, first
+removes the journal of the file it replaces (SQLite would roll that file's old pages back
+into the new one). It owns no state; it never writes or rolls back a journal (SQLite rolls
+a sound journal back into its own file).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from warmcli.errors import BundleError
+
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # SQLite's; also ends a super-journal record
+_TAIL = 16  # a super-journal record ends: name length, checksum (4 bytes each), the magic
+_MAX_NAME = 512  # SQLite's unix VFS reads no longer super-journal name (mxPathname)
+
+
+def check_journal(path: str | os.PathLike[str]) -> None:
+    """Refuse the bundle at `path` (a `BundleError` naming its journal) when the journal
+    SQLite would roll back (beside the file a link names) names a super-journal, or is no
+    regular file; nothing when there is none, or it is one SQLite may roll back."""
+    journal = f"{os.path.realpath(path)}-journal"
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once
+    except OSError:
+        return  # none (or a dangling link: SQLite sees none either), or one it cannot open
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            why = "is not a regular file"
+        elif info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
+            why = "names another file for SQLite to delete (no warm write leaves one)"
+        else:
+            return
+    finally:
+        os.close(fd)
+    name = os.path.basename(journal)
+    raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
+
+
+def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
+    """Move the new bundle file `tmp` into place at `real` (a file's own path, never a
+    link), under `real`'s write lock: the journal a crashed writer of the file it replaces
+    left (that file's, or one deleted since) is removed first, never rolled back into the
+    new file; one that cannot be removed is a `BundleError` and nothing is replaced."""
+    journal = f"{real}-journal"
+    try:
+        os.unlink(journal)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BundleError(
+            f"{real}: cannot remove {os.path.basename(journal)}, a journal left beside it "
+            f"({exc.strerror}); nothing was replaced"
+        ) from None
+    os.replace(tmp, real)
+
+
+def _names_super_journal(fd: int, size: int) -> bool:
+    """Whether the journal ends in a super-journal record, as SQLite reads one (a name of
+    1 to 512 bytes before the length; its checksum is not needed to refuse it)."""
+    tail = os.pread(fd, _TAIL, size - _TAIL)
+    length = int.from_bytes(tail[:4], "big")
+    return tail[8:] == JOURNAL_MAGIC and 0 < length <= min(_MAX_NAME, size - _TAIL)
