@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from raw_store import RawStore
 from test_remote import PRODUCE, Store, built, http_store  # noqa: F401  (fixtures)
 
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
@@ -151,26 +152,16 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
 
 
-class _Answers:
+class _Answers(RawStore):
     """A store on 127.0.0.1 that answers every request with `answer` (raw bytes, the
     port filled in for `%d`), then hangs up."""
 
     def __init__(self, answer: bytes) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        port = self.server.getsockname()[1]
-        self.answer = answer.replace(b"%d", str(port).encode())
-        self.url = f"http://127.0.0.1:{port}/b.warm"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
+        self.said = answer.replace(b"%d", str(self.port).encode())
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with contextlib.suppress(OSError), conn:
-                conn.recv(65536)
-                conn.sendall(self.answer)
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        conn.sendall(self.said)
 
 
 @pytest.mark.parametrize(
@@ -199,40 +190,31 @@ def test_what_a_store_says_is_one_inert_line(
     assert not any(ord(c) < 32 for c in text), repr(text)
 
 
-class _DyingS3:
+class _DyingS3(RawStore):
     """An S3 endpoint on 127.0.0.1 that serves one object: whole (mode "ok"), or its
     GET cut short ("truncate": half the announced bytes, then the connection closed;
     "reset": a reset after 1000 bytes), or whole without an ETag ("no-etag"). Each other
     mode has its own ETag."""
 
+    threaded = True
+
     def __init__(self, body: bytes) -> None:
         self.body, self.mode = body, "ok"
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            request, body = conn.recv(65536), self.body
-            etag = b"" if self.mode == "no-etag" else b'ETag: "%s"\r\n' % self.mode.encode()
-            conn.sendall(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body)))
-            if request.startswith(b"HEAD"):
-                return
-            if self.mode in ("ok", "no-etag"):
-                conn.sendall(body)
-            elif self.mode == "truncate":
-                conn.sendall(body[: len(body) // 2])
-            else:
-                conn.sendall(body[:1000])
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        body = self.body
+        etag = b"" if self.mode == "no-etag" else b'ETag: "%s"\r\n' % self.mode.encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body)))
+        if request.startswith(b"HEAD"):
+            return
+        if self.mode in ("ok", "no-etag"):
+            conn.sendall(body)
+        elif self.mode == "truncate":
+            conn.sendall(body[: len(body) // 2])
+        else:
+            conn.sendall(body[:1000])
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
 
 
 @pytest.mark.parametrize("mode", ["truncate", "reset"])

@@ -26,12 +26,12 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from raw_store import RawStore
 from test_live_bundle import Paused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
@@ -76,25 +76,16 @@ def test_aws_settings_no_client_can_be_made_from_are_one_line(
     assert served.stdout.startswith(f"RemoteError {url}: "), served.stdout + served.stderr
 
 
-class _OneStore:
+class _OneStore(RawStore):
     """A store on 127.0.0.1 that serves `body` at one URL with one ETag, whole."""
 
     def __init__(self, body: bytes) -> None:
         self.body = body
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/b.warm"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with contextlib.suppress(OSError), conn:
-                conn.recv(65536)
-                head = b'HTTP/1.1 200 OK\r\nETag: "%d"\r\nContent-Length: %d\r\n\r\n'
-                conn.sendall(head % (len(self.body), len(self.body)) + self.body)
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head = b'HTTP/1.1 200 OK\r\nETag: "%d"\r\nContent-Length: %d\r\n\r\n'
+        conn.sendall(head % (len(self.body), len(self.body)) + self.body)
 
 
 def _limited(limit: int) -> None:
@@ -387,26 +378,19 @@ class _Misbehaving(_OneStore):
 
     mode = "ok"
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with contextlib.suppress(OSError), conn:
-                conn.recv(65536)
-                body, etag = self.body, b'ETag: "%s"\r\n' % self.mode.encode()
-                if self.mode == "ok":
-                    head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body))
-                    conn.sendall(head + body)
-                elif self.mode == "longer":  # announces less than it sends
-                    head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n"
-                    conn.sendall(head % (etag, len(body) - 4096) + body)
-                elif self.mode == "500":
-                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
-                else:  # a chunked body cut short
-                    head = b"HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n1000\r\n" % etag
-                    conn.sendall(head + body[:4096] + b"\r\n")
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        body, etag = self.body, b'ETag: "%s"\r\n' % self.mode.encode()
+        if self.mode == "ok":
+            head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (etag, len(body))
+            conn.sendall(head + body)
+        elif self.mode == "longer":  # announces less than it sends
+            head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n"
+            conn.sendall(head % (etag, len(body) - 4096) + body)
+        elif self.mode == "500":
+            conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+        else:  # a chunked body cut short
+            head = b"HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n1000\r\n" % etag
+            conn.sendall(head + body[:4096] + b"\r\n")
 
 
 @pytest.mark.parametrize("mode", ["longer", "500", "chunked-cut"])
