@@ -152,6 +152,26 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
 
 
+def production_runtime(
+    env: dict[str, str], url: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """A production process making its runtime over `url` (`WARM_BUNDLE`): prints
+    `RemoteError <its text>` where that is what it raised."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import warmcli\ntry:\n warmcli.runtime('host')\n"
+            "except warmcli.errors.RemoteError as e:\n print('RemoteError', e)",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(env, WARM_BUNDLE=url),
+        cwd=cwd,
+        timeout=60,
+    )
+
+
 class _Answers(RawStore):
     """A store on 127.0.0.1 that answers every request with `answer` (raw bytes, the
     port filled in for `%d`), then hangs up."""
@@ -318,19 +338,7 @@ def test_not_modified_to_a_request_for_the_whole_bundle_is_one_line_naming_the_u
     try:
         target = tmp_path / "x.warm"
         procs = [Warm(env)(*a) for a in (("stats", store.url), ("pull", store.url, target))]
-        served = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import warmcli\ntry:\n warmcli.runtime('host')\n"
-                "except warmcli.errors.RemoteError as e:\n print('RemoteError', e)",
-            ],
-            capture_output=True,
-            text=True,
-            env=dict(env, WARM_BUNDLE=store.url),
-            cwd=tmp_path,
-            timeout=60,
-        )
+        served = production_runtime(env, store.url, tmp_path)
     finally:
         store.server.close()
     for proc in procs:

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from raw_store import RawStore
+from test_fleet_remote import production_runtime
 from test_live_bundle import Paused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
@@ -60,19 +61,7 @@ def test_aws_settings_no_client_can_be_made_from_are_one_line(
         proc = Warm(env)(*args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.startswith(f"warm: error: {url}: "), proc.stderr
-    served = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import warmcli\ntry:\n warmcli.runtime('host')\n"
-            "except warmcli.errors.RemoteError as e:\n print('RemoteError', e)",
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(env, WARM_BUNDLE=url),
-        cwd=tmp_path,
-        timeout=60,
-    )
+    served = production_runtime(env, url, tmp_path)
     assert served.stdout.startswith(f"RemoteError {url}: "), served.stdout + served.stderr
 
 
