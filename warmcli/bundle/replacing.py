@@ -9,8 +9,11 @@ writer killed mid-write left beside `real` is the old file's, and SQLite plays a
 into whichever file bears the name when it is next opened: the new file would be made
 corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
 which removes it: a reader of the old file meanwhile sees it whole), or removed where the
-old file cannot be recovered (not writable, or no SQLite file). It owns no state and
-never prints.
+old file cannot be recovered (not writable, or no SQLite file). A `-wal` (and its `-shm`)
+that a writer of a file switched to WAL mode left is removed too: SQLite plays a `-wal`
+into the file of that name whatever its header says, and no reader of warm's reads the
+old file through one (it is switched back to a rollback journal first). It owns no state
+and never prints.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ from warmcli.errors import BundleError, RemoteError
 
 
 def put_in_place(tmp: Path, real: Path) -> None:
-    """Rename `tmp` over `real`, no crash journal of the old file left to be played into
-    the new one."""
+    """Rename `tmp` over `real`, no crash journal or `-wal` of the old file left to be
+    played into the new one."""
     journal = Path(f"{real}-journal")
     if journal.exists():
         with contextlib.suppress(BundleError, OSError, sqlite3.Error):  # then: removed
             recover(real)
         with contextlib.suppress(FileNotFoundError):  # recovered: SQLite removed it
             journal.unlink()
+    for log in (f"{real}-wal", f"{real}-shm"):  # the old file's, never the new one's
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(log)
     os.replace(tmp, real)
 
 
