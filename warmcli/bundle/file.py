@@ -17,12 +17,13 @@ index or generated column of a bundle ever runs), with `trusted_schema` off, and
 SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
 the system refused otherwise, is named so: the write was rolled back). The file stays in
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where
-it cannot be written), so a read-only copy opens, and a write interrupted by a crash is
-rolled back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
-which readers never take); `remove_leftovers` removes, under it, the temporary files,
-journals and locks that a killed create or merge left beside the bundle. This module owns
-no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
+it cannot be written), so a read-only copy opens, and a write a crash interrupted is rolled
+back by the next open (a journal no warm write leaves is refused: `warmcli.bundle.journal`).
+"Database is locked" is waited out by the busy timeout and then retried (`_retrying`), never
+shown. Writers take a file lock (`warmcli.bundle.lock`, which readers never take);
+`remove_leftovers` removes, under it, the temporary files, journals and locks that a killed
+create or merge left beside the bundle. This module owns no state; it never reads a kernel,
+tune or blob (`warmcli.bundle.store` does).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from warmcli.bundle.journal import refuse_foreign
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.printable import Pattern, printable
@@ -236,11 +238,10 @@ def _read_only_uri(path: str | Path) -> str:
 def recover(path: str | Path) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
-    SQLite rolls a hot journal back on the first read, but only through a connection
-    that may write; a read-only one fails instead. The rollback takes SQLite's own
-    locks, never warm's file lock, so readers never wait for warm's writers. The journal
-    is beside the file a symlinked `path` names, where SQLite keeps it.
-    """
+    SQLite rolls a hot journal back on the first read, but only through a connection that
+    may write; a read-only one fails instead. The rollback takes SQLite's own locks, never
+    warm's file lock, so readers never wait for warm's writers. The journal is beside the
+    file a symlinked `path` names, where SQLite keeps it."""
     journal = f"{os.path.realpath(path)}-journal"
     try:
         if os.stat(journal).st_size == 0:
@@ -321,6 +322,7 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
     and the (device, inode) of the file it opened."""
     version, wal = check_header(path)
     with _sqlite_errors(path):
+        refuse_foreign(path)  # before any open that may play it
         if wal:
             _leave_wal(path)
         st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write

@@ -9,11 +9,12 @@ writer killed mid-write left beside `real` is the old file's, and SQLite plays a
 into whichever file bears the name when it is next opened: the new file would be made
 corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
 which removes it: a reader of the old file meanwhile sees it whole), or removed where the
-old file cannot be recovered (not writable, or no SQLite file). A `-wal` (and its `-shm`)
-that a writer of a file switched to WAL mode left is removed too: SQLite plays a `-wal`
-into the file of that name whatever its header says, and no reader of warm's reads the
-old file through one (it is switched back to a rollback journal first). It owns no state
-and never prints.
+old file cannot be recovered (not writable, or no SQLite file) or the journal is no warm
+write's (`warmcli.bundle.journal`: one naming a file for SQLite to delete). A `-wal` (and
+its `-shm`) that a writer of a file switched to WAL mode left is removed too: SQLite plays
+a `-wal` into the file of that name whatever its header says, and no reader of warm's
+reads the old file through one (it is switched back to a rollback journal first). It owns
+no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import stat
 from pathlib import Path
 
 from warmcli.bundle.file import check_header, recover, remove_leftovers
+from warmcli.bundle.journal import refuse_foreign
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
 
@@ -34,8 +36,9 @@ def put_in_place(tmp: Path, real: Path) -> None:
     """Rename `tmp` over `real`, no crash journal or `-wal` of the old file left to be
     played into the new one."""
     journal = Path(f"{real}-journal")
-    if journal.exists():
+    if os.path.lexists(journal):
         with contextlib.suppress(BundleError, OSError, sqlite3.Error):  # then: removed
+            refuse_foreign(real)  # one naming a file to delete is never played
             recover(real)
         with contextlib.suppress(FileNotFoundError):  # recovered: SQLite removed it
             journal.unlink()
