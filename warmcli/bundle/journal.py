@@ -6,16 +6,18 @@ checked anything, and a journal handed over beside a bundle is as untrusted as t
 Two kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that
 file once the rollback is done: any file the user may delete) and one that is no regular
 file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
-(it attaches no database, so it never writes a super-journal): `check_journal` refuses
-both, reading at most the journal's last 16 bytes, without waiting. A journal belongs to
-the file beside it, not to its name: `publish`, which moves a new bundle into place, first
-removes the journal of the file it replaces (SQLite would roll that file's old pages back
-into the new one). It owns no state; it never writes or rolls back a journal (SQLite rolls
-a sound journal back into its own file).
+(it attaches no database, so it never writes a super-journal), nor a journal that is a
+link: `check_journal` refuses all three, reading at most the journal's last 16 bytes,
+without waiting. A journal belongs to the file beside it, not to its name: `publish`,
+which moves a new bundle into place, first removes the journal (and a `-wal` and `-shm`)
+of the file it replaces (SQLite would play that file's old pages into the new one). It
+owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
+into its own file).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -28,25 +30,33 @@ _MAX_NAME = 512  # SQLite's unix VFS reads no longer super-journal name (mxPathn
 
 def check_journal(path: str | os.PathLike[str]) -> None:
     """Refuse the bundle at `path` (a `BundleError` naming its journal) when the journal
-    SQLite would roll back (beside the file a link names) names a super-journal, or is no
-    regular file; nothing when there is none, or it is one SQLite may roll back."""
+    SQLite would roll back (beside the file a link names) names a super-journal, is a
+    link or is no regular file; nothing when there is none, or it is one SQLite may roll
+    back."""
     journal = f"{os.path.realpath(path)}-journal"
-    try:
-        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once
-    except OSError:
-        return  # none (or a dangling link: SQLite sees none either), or one it cannot open
+    why = _foreign(journal)
+    if why is not None:
+        name = os.path.basename(journal)
+        raise BundleError(
+            f"{path}: refused: its journal {name} {why}; remove it to open the bundle"
+        )
+
+
+def _foreign(journal: str) -> str | None:
+    """What makes `journal` one no warm write leaves, or None (none there, or sound)."""
+    try:  # a FIFO opens at once; a link is not followed
+        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:  # none, or one SQLite cannot open either
+        return "is a symbolic link" if exc.errno == errno.ELOOP else None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            why = "is not a regular file"
-        elif info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
-            why = "names another file for SQLite to delete (no warm write leaves one)"
-        else:
-            return
+            return "is not a regular file"
+        if info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
+            return "names another file for SQLite to delete (no warm write leaves one)"
+        return None
     finally:
         os.close(fd)
-    name = os.path.basename(journal)
-    raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
 
 
 def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
@@ -54,16 +64,16 @@ def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
     link), under `real`'s write lock: the journal a crashed writer of the file it replaces
     left (that file's, or one deleted since) is removed first, never rolled back into the
     new file; one that cannot be removed is a `BundleError` and nothing is replaced."""
-    journal = f"{real}-journal"
-    try:
-        os.unlink(journal)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise BundleError(
-            f"{real}: cannot remove {os.path.basename(journal)}, a journal left beside it "
-            f"({exc.strerror}); nothing was replaced"
-        ) from None
+    for left in (f"{real}-journal", f"{real}-wal", f"{real}-shm"):
+        try:
+            os.unlink(left)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise BundleError(
+                f"{real}: cannot remove {os.path.basename(left)}, a journal left beside it "
+                f"({exc.strerror}); nothing was replaced"
+            ) from None
     os.replace(tmp, real)
 
 

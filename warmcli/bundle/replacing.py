@@ -10,8 +10,11 @@ into whichever file bears the name when it is next opened: the new file would be
 corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
 which removes it: a reader of the old file meanwhile sees it whole), or removed where the
 old file cannot be recovered (not writable, no SQLite file, or a journal `check_journal`
-refuses) by `warmcli.bundle.journal.publish`, which refuses to replace anything where it
-cannot remove it. It owns no state and
+refuses: never played) by `warmcli.bundle.journal.publish`, which refuses to replace
+anything where it cannot remove it. A `-wal` (and its `-shm`) that a writer of a file
+switched to WAL mode left is removed there too: SQLite plays a `-wal` into the file of that
+name whatever its header says, and no reader of warm's reads the old file through one (it
+is switched back to a rollback journal first). It owns no state and
 never prints.
 """
 
@@ -31,10 +34,9 @@ from warmcli.errors import BundleError, RemoteError
 
 
 def put_in_place(tmp: Path, real: Path) -> None:
-    """Rename `tmp` over `real`, no crash journal of the old file left to be played into
-    the new one."""
-    journal = Path(f"{real}-journal")
-    if journal.exists():
+    """Rename `tmp` over `real`, no crash journal or `-wal` of the old file left to be
+    played into the new one."""
+    if os.path.lexists(f"{real}-journal"):
         with contextlib.suppress(BundleError, OSError, sqlite3.Error):  # then: removed
             recover(real)
     publish(tmp, real)  # what recovery left (or a journal SQLite may not play) is removed

@@ -6,8 +6,10 @@ every row) and no invalid signature; a stale signature (signed before a migratio
 sound: it matters only to whoever trusts keys, and they refuse it when they open it.
 `one_state` keeps the bundle in the read transaction its check ran in while the caller
 reads the file's bytes (a push's digests and body): a writer committing meanwhile waits
-for it (SQLite's read lock), so the bytes read are the state that was checked. It owns
-no state, writes nothing and never prints.
+for it (SQLite's read lock), so the bytes read are the state that was checked; while
+such a writer waits, a new reader of the file waits too (SQLite's pending lock). It
+owns no state and never prints; it writes nothing but what opening a bundle writes (a
+crashed write rolled back, WAL mode left), as every open does.
 """
 
 from __future__ import annotations
