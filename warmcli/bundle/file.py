@@ -240,8 +240,7 @@ def recover(path: str | Path) -> None:
     SQLite rolls a hot journal back on the first read, but only through a connection
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
-    is beside the file a symlinked `path` names, where SQLite keeps it.
-    """
+    is beside the file a symlinked `path` names, where SQLite keeps it."""
     journal = f"{os.path.realpath(path)}-journal"
     try:
         if os.stat(journal).st_size == 0:
