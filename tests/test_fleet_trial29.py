@@ -16,7 +16,6 @@ socket store) and the real CLI in subprocesses.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -123,7 +122,7 @@ def test_a_download_the_disk_refuses_says_so_and_the_last_good_copy_serves(
 _TOUCH = "UPDATE manifest SET value = CAST(value AS REAL) + 1 WHERE key = 'updated'"
 
 
-def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
+def test_a_push_uploads_one_state_and_holds_up_no_writer_or_reader_while_it_uploads(
     warm: Warm,
     tmp_path: Path,
     built: tuple[bytes, bytes],  # noqa: F811
@@ -137,14 +136,14 @@ def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
     target = "warmcli.bundle.remote:_Http.upload"  # its digests read, its body not yet
     pushing = Paused(Warm(env), tmp_path / "gate", target, "push", bundle, url)
     writer = sqlite3.connect(bundle, timeout=0, isolation_level=None)
-    try:
+    try:  # the upload holds up no writer and no reader: it sends a copy of the state checked
         writer.execute("BEGIN IMMEDIATE")
         writer.execute(_TOUCH)  # as a write-back's commit does
-        with contextlib.suppress(sqlite3.OperationalError):  # busy: the push reads it
-            writer.execute("COMMIT")
+        writer.execute("COMMIT")
+        reader = sqlite3.connect(f"file:{bundle}?mode=ro", uri=True, timeout=0)
+        assert reader.execute("SELECT count(*) FROM kernels").fetchone() == (6,)
+        reader.close()
         pushed = pushing.go()
-        if writer.in_transaction:
-            writer.execute("COMMIT")  # once the push is done, the writer's commit lands
     finally:
         writer.close()
         if pushing.proc.poll() is None and not pushing.gate.exists():  # a failure above
@@ -155,6 +154,7 @@ def test_a_push_uploads_one_state_of_a_bundle_a_writer_commits_to(
     put = store.puts[-1]
     assert put["X-Warm-Sha256"] == hashlib.sha256(body).hexdigest()
     assert put["Content-MD5"] == base64.b64encode(hashlib.md5(body).digest()).decode()
+    assert body == built[0]  # the state checked, not the commit made during the upload
     sent = tmp_path / "sent.warm"
     sent.write_bytes(body)
     with Bundle.open(sent) as opened:
@@ -408,3 +408,25 @@ def test_a_store_misbehaving_is_one_line_or_the_last_good_copy_with_one_warning(
     assert pulled.returncode == 2 and "nothing pulled" in pulled.stderr, pulled.stderr
     assert not (tmp_path / "p.warm").exists()
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
+
+
+def test_a_push_whose_temporary_copy_the_disk_refuses_is_one_line_and_sends_nothing(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """The state pushed is copied into a temporary file first: a copy the disk refuses (a
+    size limit under the bundle's) pushes nothing and says so in one line."""
+    store, base, _ = http_store
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    push = [sys.executable, "-m", "warmcli", "push", bundle, f"{base}/b.warm"]
+    limit = len(built[0]) // 2
+    proc = subprocess.run(
+        push, capture_output=True, text=True, env=env, cwd=ROOT, preexec_fn=lambda: _limited(limit)
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not pushed: its temporary copy failed (File too large)" in proc.stderr, proc.stderr
+    assert "/b.warm" not in store.files and bundle.read_bytes() == built[0]

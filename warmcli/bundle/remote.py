@@ -15,9 +15,10 @@ cannot be reached, sends something that is no bundle, or passes a bound, the las
 copy is used and
 `Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
-holds that state of the file, writers waiting, until the upload ends) whole, in one
-request, so a reader never sees a torn object and of two concurrent pushes one wins
-whole; its sha256 and MD5 are read first, in one streamed pass, and stated with it
+holds that state of the file, writers waiting, while it is copied into an anonymous
+temporary file: the upload holds up no writer and no reader) whole, in one request, so a
+reader never sees a torn object and of two concurrent pushes one wins whole; its sha256
+and MD5 are read as it is copied, in one streamed pass, and stated with it
 (`Content-MD5`, which S3, GCS and Azure check against the body): to an `s3://` URL with
 its sha256 in the object's metadata; to an `https://` URL as an HTTP PUT, the way a
 presigned object-store URL takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT
@@ -46,6 +47,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -135,20 +137,22 @@ def fetch(url: str) -> Fetched:
 
 def push(bundle: Path, url: str) -> str:
     """Upload `bundle` (checked first to be a bundle) to `url`; its sha256. One state of
-    the file is read, from its check to the upload's last byte: a writer committing
-    meanwhile waits (SQLite's read lock), so what is uploaded is what was checked and
-    hashed."""
+    the file is uploaded: the state checked is copied (and hashed) in the same read
+    transaction (a writer committing meanwhile waits for the check and the copy, not the
+    upload: while a writer waits, SQLite holds new readers up too) into an anonymous
+    temporary file, which is uploaded."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     store = _store(url)
-    with open(bundle, "rb") as fh, one_state(bundle, fh):
-        digest, md5 = _digests(fh)
-        fh.seek(0)
+    with open(bundle, "rb") as fh, _scratch(bundle) as copy:
+        with one_state(bundle, fh):
+            digest, md5 = _copied(bundle, fh, copy)
+        copy.seek(0)
         if isinstance(store, _Http):
-            store.upload(fh, digest, md5)
+            store.upload(copy, digest, md5)
             return digest
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-        store.call(lambda c: c.put_object(Bucket=store.bucket, Key=store.key, Body=fh, **stated))
+        store.call(lambda c: c.put_object(Bucket=store.bucket, Key=store.key, Body=copy, **stated))
     return digest
 
 
@@ -352,11 +356,32 @@ def _read_meta(path: Path) -> dict[str, str]:
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}
 
 
-def _digests(fh: BinaryIO) -> tuple[str, bytes]:
-    """The file's sha256 (hex) and MD5 (raw, what an object store checks a PUT by), both
-    in one pass, a chunk at a time."""
+@contextlib.contextmanager
+def _scratch(bundle: Path) -> Iterator[BinaryIO]:
+    """An anonymous temporary file (the system's temporary folder; gone when closed) for
+    the copy of `bundle` that is pushed; `RemoteError` where none can be made."""
+    import tempfile  # a push's: never a serving process's
+
+    try:
+        made = tempfile.TemporaryFile(prefix="warm-push-")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise RemoteError(f"{bundle}: not pushed: no temporary copy ({exc.strerror})") from None
+    with made:
+        yield made
+
+
+def _copied(bundle: Path, fh: BinaryIO, copy: BinaryIO) -> tuple[str, bytes]:
+    """`fh` copied into `copy`, and its sha256 (hex) and MD5 (raw, what an object store
+    checks a PUT by), all in one pass, a chunk at a time; `RemoteError` where the copy
+    cannot be written (a full disk)."""
     sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
-    while chunk := fh.read(CHUNK):
-        sha256.update(chunk)
-        md5.update(chunk)
+    try:
+        while chunk := fh.read(CHUNK):
+            sha256.update(chunk)
+            md5.update(chunk)
+            copy.write(chunk)
+        copy.flush()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise RemoteError(f"{bundle}: not pushed: its temporary copy failed ({why})") from None
     return sha256.hexdigest(), md5.digest()
