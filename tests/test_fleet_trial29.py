@@ -175,6 +175,8 @@ def test_a_slurm_array_with_a_step_gives_each_task_its_own_shard(
     stepped = dict(slurm, SLURM_ARRAY_TASK_STEP="4")
     got = [shard_from_environment(dict(stepped, SLURM_ARRAY_TASK_ID=str(i))) for i in (0, 4, 8, 12)]
     assert [str(s) for s in got] == ["0/4", "1/4", "2/4", "3/4"]
+    one = {"SLURM_ARRAY_TASK_COUNT": "1", "SLURM_ARRAY_TASK_MIN": "5", "SLURM_ARRAY_TASK_STEP": "0"}
+    assert shard_from_environment(dict(one, SLURM_ARRAY_TASK_ID="5")) is None  # --array=5: all
     off_step = dict(stepped, SLURM_ARRAY_TASK_ID="6")
     from warmcli.errors import ShardError
 

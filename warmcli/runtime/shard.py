@@ -84,6 +84,7 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
         index, count, offset, step = (int(v) for v in values)
         if count < 1:
             raise ShardError(f"{count_var}={count}: must be at least 1")
+        step = 1 if count == 1 and step == 0 else step  # one task has no step to speak of
         if step < 1 or (index - offset) % step:
             raise ShardError(f"{index_var}={index} is not {offset} plus a multiple of {step_var}")
         if not 0 <= (index - offset) // step < count:
