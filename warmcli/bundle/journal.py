@@ -26,15 +26,16 @@ _TAIL = 16  # a super-journal record ends: name length, checksum (4 bytes each),
 _MAX_NAME = 512  # SQLite's unix VFS reads no longer super-journal name (mxPathname)
 
 
-def check_journal(path: str | os.PathLike[str]) -> None:
+def check_journal(path: str | os.PathLike[str]) -> bool:
     """Refuse the bundle at `path` (a `BundleError` naming its journal) when the journal
     SQLite would roll back (beside the file a link names) names a super-journal, or is no
-    regular file; nothing when there is none, or it is one SQLite may roll back."""
+    regular file; else whether there is one to roll back (False: none, an empty one, or
+    one that cannot be opened). The one look for a journal at each open of a bundle."""
     journal = f"{os.path.realpath(path)}-journal"
     try:
         fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once
     except OSError:
-        return  # none (or a dangling link: SQLite sees none either), or one it cannot open
+        return False  # none (or a dangling link: SQLite sees none either), or unreadable
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -42,7 +43,7 @@ def check_journal(path: str | os.PathLike[str]) -> None:
         elif info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
             why = "names another file for SQLite to delete (no warm write leaves one)"
         else:
-            return
+            return info.st_size > 0
     finally:
         os.close(fd)
     name = os.path.basename(journal)
