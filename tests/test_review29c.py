@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 
-from warmcli.bundle.store import Bundle
+from warmcli.bundle.store import Bundle, BundleError
 
 
 def test_a_read_only_open_with_no_journal_looks_for_one_once(
@@ -50,3 +51,53 @@ def test_a_journal_sqlite_leaves_after_a_commit_opens_as_before(tmp_path: Path, 
     for write in (False, True):
         with Bundle.open(bundle, write=write) as opened:
             assert opened.manifest()["note"] == "kept"
+
+
+OPENED: list[str] = []  # what `os.open` was asked to open, while a test listens
+
+
+def _listen(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and LISTENING and isinstance(args[0], str):
+        OPENED.append(args[0])
+
+
+LISTENING: list[bool] = []
+sys.addaudithook(_listen)  # inert unless a test listens (a hook cannot be removed)
+
+
+def test_a_journal_that_is_no_regular_file_is_refused_without_being_opened(
+    tmp_path: Path,
+) -> None:
+    """Opening a device has effects of its own (a tape rewinds, a watchdog is armed, a tty
+    becomes the process's terminal): a journal linking to one is judged by `stat` alone."""
+    bundle = tmp_path / "b.warm"
+    Bundle.create(bundle).close()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    os.symlink(fifo, f"{bundle}-journal")
+    OPENED.clear()
+    LISTENING.append(True)
+    try:
+        with pytest.raises(BundleError, match="is not a regular file"):
+            Bundle.open(bundle)
+    finally:
+        LISTENING.clear()
+    assert f"{bundle}-journal" not in OPENED and str(fifo) not in OPENED
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "sparse"])
+def test_a_journal_linking_to_an_endless_or_huge_file_is_judged_by_its_tail(
+    tmp_path: Path, target: str
+) -> None:
+    bundle = tmp_path / "b.warm"
+    Bundle.create(bundle).close()
+    journal = Path(f"{bundle}-journal")
+    if target == "sparse":
+        with open(journal, "wb") as huge:
+            huge.truncate(1 << 36)  # 64 GiB of nothing: its last 16 bytes read, no more
+        with Bundle.open(bundle) as opened:
+            assert opened.manifest()["format_version"]
+    else:
+        journal.symlink_to(target)
+        with pytest.raises(BundleError, match="is not a regular file"):
+            Bundle.open(bundle)

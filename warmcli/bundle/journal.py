@@ -7,11 +7,11 @@ Two kinds do harm outside the bundle: one that names a super-journal (SQLite del
 file once the rollback is done: any file the user may delete) and one that is no regular
 file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
 (it attaches no database, so it never writes a super-journal): `check_journal` refuses
-both, reading at most the journal's last 16 bytes, without waiting. A journal belongs to
-the file beside it, not to its name: `publish`, which moves a new bundle into place, first
-removes the journal of the file it replaces (SQLite would roll that file's old pages back
-into the new one). It owns no state; it never writes or rolls back a journal (SQLite rolls
-a sound journal back into its own file).
+both, reading at most the journal's last 16 bytes, without waiting, never opening one that
+is no regular file. A journal belongs to the file beside it, not to its name: `publish`,
+which moves a new bundle into place, first removes the journal of the file it replaces
+(SQLite would roll that file's old pages back into the new one). It owns no state; it
+never writes or rolls back a journal (SQLite rolls a sound journal back into its own file).
 """
 
 from __future__ import annotations
@@ -33,21 +33,29 @@ def check_journal(path: str | os.PathLike[str]) -> bool:
     one that cannot be opened). The one look for a journal at each open of a bundle."""
     journal = f"{os.path.realpath(path)}-journal"
     try:
-        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once
+        why, size = _judged(journal)
     except OSError:
         return False  # none (or a dangling link: SQLite sees none either), or unreadable
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            why = "is not a regular file"
-        elif info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
-            why = "names another file for SQLite to delete (no warm write leaves one)"
-        else:
-            return info.st_size > 0
-    finally:
-        os.close(fd)
+    if why is None:
+        return size > 0
     name = os.path.basename(journal)
     raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
+
+
+def _judged(journal: str) -> tuple[str | None, int]:
+    """What is wrong with the journal at `journal` (None: nothing) and its size. One that
+    is no regular file is judged by `stat`, never opened (opening a device acts: a tape
+    rewinds, a watchdog is armed, a tty becomes the process's terminal)."""
+    info = os.stat(journal)
+    if stat.S_ISREG(info.st_mode):
+        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO since: no wait
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and _names_super_journal(fd, info.st_size):
+                return "names another file for SQLite to delete (no warm write leaves one)", 0
+        finally:
+            os.close(fd)
+    return (None, info.st_size) if stat.S_ISREG(info.st_mode) else ("is not a regular file", 0)
 
 
 def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
@@ -71,6 +79,8 @@ def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
 def _names_super_journal(fd: int, size: int) -> bool:
     """Whether the journal ends in a super-journal record, as SQLite reads one (a name of
     1 to 512 bytes before the length; its checksum is not needed to refuse it)."""
+    if size < _TAIL:
+        return False
     tail = os.pread(fd, _TAIL, size - _TAIL)
     length = int.from_bytes(tail[:4], "big")
     return tail[8:] == JOURNAL_MAGIC and 0 < length <= min(_MAX_NAME, size - _TAIL)
