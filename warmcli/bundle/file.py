@@ -241,14 +241,10 @@ def recover(path: str | Path) -> None:
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
     is beside the file a symlinked `path` names, where SQLite keeps it."""
-    journal = f"{os.path.realpath(path)}-journal"
-    try:
-        if os.stat(journal).st_size == 0:
-            return
-    except FileNotFoundError:
+    if not check_journal(path):  # none or empty (one SQLite must not play: refused)
         return
-    check_journal(path)  # never played where SQLite would delete another file, or wait
-    problem = f"a write was interrupted ({os.path.basename(journal)} is left)"
+    journal = f"{os.path.basename(os.path.realpath(path))}-journal"
+    problem = f"a write was interrupted ({journal} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
 
 
@@ -321,7 +317,7 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened."""
     version, wal = check_header(path)
-    check_journal(path)  # before SQLite rolls a journal back: one warm never writes is refused
+    journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
     with _sqlite_errors(path):
         if wal:
             _leave_wal(path)
@@ -329,7 +325,8 @@ def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection,
         if write:
             conn = _connect(path)
         else:
-            recover(path)
+            if journal:  # none (the production open): not looked for again
+                recover(path)
             conn = _connect(_read_only_uri(path), uri=True)
         try:
             _validate(path, conn, version)

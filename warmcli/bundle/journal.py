@@ -8,16 +8,15 @@ file once the rollback is done: any file the user may delete) and one that is no
 file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
 (it attaches no database, so it never writes a super-journal), nor a journal that is a
 link: `check_journal` refuses all three, reading at most the journal's last 16 bytes,
-without waiting. A journal belongs to the file beside it, not to its name: `publish`,
-which moves a new bundle into place, first removes the journal (and a `-wal` and `-shm`)
-of the file it replaces (SQLite would play that file's old pages into the new one). It
-owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
-into its own file).
+without waiting, never opening one that is a link or no regular file. A journal belongs to
+the file beside it, not to its name: `publish`, which moves a new bundle into place, first
+removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
+that file's old pages into the new one). It owns no state; it never writes or rolls back
+a journal (SQLite rolls a sound journal back into its own file).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 
@@ -28,33 +27,40 @@ _TAIL = 16  # a super-journal record ends: name length, checksum (4 bytes each),
 _MAX_NAME = 512  # SQLite's unix VFS reads no longer super-journal name (mxPathname)
 
 
-def check_journal(path: str | os.PathLike[str]) -> None:
+def check_journal(path: str | os.PathLike[str]) -> bool:
     """Refuse the bundle at `path` (a `BundleError` naming its journal) when the journal
-    SQLite would roll back (beside the file a link names) names a super-journal, is a
-    link or is no regular file; nothing when there is none, or it is one SQLite may roll
-    back."""
+    SQLite would roll back (beside the file a link names) names a super-journal, is a link
+    or is no regular file; else whether there is one to roll back (False: none, an empty
+    one, or one that cannot be read). The one look for a journal at each open of a bundle."""
     journal = f"{os.path.realpath(path)}-journal"
-    why = _foreign(journal)
-    if why is not None:
-        name = os.path.basename(journal)
-        raise BundleError(
-            f"{path}: refused: its journal {name} {why}; remove it to open the bundle"
-        )
+    try:
+        why, size = _judged(journal)
+    except OSError:
+        return False  # none, or one SQLite cannot read either
+    if why is None:
+        return size > 0
+    name = os.path.basename(journal)
+    raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
 
 
-def _foreign(journal: str) -> str | None:
-    """What makes `journal` one no warm write leaves, or None (none there, or sound)."""
-    try:  # a FIFO opens at once; a link is not followed
-        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError as exc:  # none, or one SQLite cannot open either
-        return "is a symbolic link" if exc.errno == errno.ELOOP else None
+def _judged(journal: str) -> tuple[str | None, int]:
+    """What is wrong with the journal at `journal` (None: nothing) and its size. One that
+    is a link or no regular file is judged by `lstat`, never opened (opening a device acts:
+    a tape rewinds, a watchdog is armed, a tty becomes the process's terminal)."""
+    info = os.lstat(journal)
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symbolic link", 0
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file", 0
+    # Swapped since for a link or a FIFO: not followed, no wait, never a terminal.
+    fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return "is not a regular file"
-        if info.st_size >= _TAIL and _names_super_journal(fd, info.st_size):
-            return "names another file for SQLite to delete (no warm write leaves one)"
-        return None
+            return "is not a regular file", 0
+        if _names_super_journal(fd, info.st_size):
+            return "names another file for SQLite to delete (no warm write leaves one)", 0
+        return None, info.st_size
     finally:
         os.close(fd)
 
@@ -80,6 +86,8 @@ def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:
 def _names_super_journal(fd: int, size: int) -> bool:
     """Whether the journal ends in a super-journal record, as SQLite reads one (a name of
     1 to 512 bytes before the length; its checksum is not needed to refuse it)."""
+    if size < _TAIL:
+        return False
     tail = os.pread(fd, _TAIL, size - _TAIL)
     length = int.from_bytes(tail[:4], "big")
     return tail[8:] == JOURNAL_MAGIC and 0 < length <= min(_MAX_NAME, size - _TAIL)
