@@ -152,11 +152,13 @@ def file_scope_names(source: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in _KEYWORDS and not n.startswith("__")]
 
 
-# Text no name is read from: comments, string and character literals, directives.
-UNSCANNED = Pattern(
-    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
-    re.MULTILINE,
-)
+# A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
+LINE_SPLICE = Pattern(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
+# Comments, string and character literals; and with directives, text no name is read from.
+_LITERALS = r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"
+_COMMENT_OR_LITERAL = Pattern(_LITERALS)
+UNSCANNED = Pattern(_LITERALS + r"|^[ \t]*#[^\n]*", re.MULTILINE)
+_PARENTHESES = Pattern(r"\([^()]*\)")
 _TAG = Pattern(r"\b(?:struct|union|enum)\s+([A-Za-z_]\w*)")
 _ENUM_BODY = Pattern(r"\benum\b[^{};]*\{([^{}]*)\}")
 _ENUMERATOR = Pattern(r"(?:^|,)\s*([A-Za-z_]\w*)")
@@ -168,12 +170,16 @@ _TYPE_NAME = Pattern(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*")  # `name`, `name[4]
 @functools.lru_cache(maxsize=256)
 def type_names(source: str) -> tuple[str, ...] | None:
     """The struct, union and enum tags, enumerators and file-scope typedef names a C source
-    declares: a shared unit renames them too, so a kernel after it cannot use them where
-    alone it would not compile. None where a typedef's name is not read (a function or
-    function pointer type): such a kernel is compiled in a unit of its own."""
+    declares (its lines spliced; a tag spelt in a directive too): a shared unit renames them
+    too, so a kernel after it cannot use them where alone it would not compile. None where
+    a typedef's name is not read (a function or function pointer type): such a kernel is
+    compiled in a unit of its own."""
+    source = LINE_SPLICE.sub("", source)  # as the compiler reads it
+    names = _TAG.findall(_COMMENT_OR_LITERAL.sub(" ", source))  # (a macro's `struct s` too)
     text = UNSCANNED.sub(" ", source)
-    names = _TAG.findall(text)
     for body in _ENUM_BODY.findall(text):
+        while _PARENTHESES.search(body):  # its top level: `A = MAX(2, sizeof(x))` names A
+            body = _PARENTHESES.sub(" ", body)
         names += _ENUMERATOR.findall(body)
     flat, dropped = text, None
     while dropped != flat:  # every brace's inside dropped: what is left is file scope
@@ -231,11 +237,12 @@ def isolated_section(
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
-    prefix = unit.prefix
+    prefix, seen = unit.prefix, {*names, k.entry}  # (a set: many names stay linear)
     for helper in helpers if rename_helpers else ():
-        if helper != k.entry and helper not in names:
+        if helper not in seen:
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
+            seen.add(helper)
     suffix = "cu" if k.language == "cuda" else "c"
     lines.append(f'#line 1 "{k.entry}.{suffix}"')
     lines.append(body)

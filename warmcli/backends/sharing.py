@@ -18,12 +18,14 @@ namespace it would hide the global one from every call, where alone it overloads
 does not rename apart (a variable not `static`, of several declarators or with an
 attribute, or a macro whose text could declare one used at file scope: C merges two
 kernels' tentative definitions of one name into one object), a typedef whose name warm
-does not read (a function type), and text that spells a directive or a name the raw text
-does not show: a trigraph `??`, the digraph `%:`, a directive written through a line
-splice or a comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit`
-is that test, conservative, on the kernel's own text (its source, its defines' names and
-values, its entry); a kernel that fails it is compiled in a unit of its own, exactly as
-alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure
+does not read (a function type), a name warm renames that one of its macros or defines
+spells (`#define T real` before `typedef float T;`: `real` would not be renamed), and
+text that spells a directive or a name the raw text does not show: a trigraph `??`, the
+digraph `%:`, a directive written through a line splice or a comment, a token paste
+(`##`) where a piece of `_Pragma` shows. `shares_unit` is that test, conservative, on
+the kernel's own text (its source, its defines' names and values, its entry); a kernel
+that fails it is compiled in a unit of its own, exactly as alone
+(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure
 functions over text: the only state is a bounded memo per source text; no compiler runs
 here.
 """
@@ -34,7 +36,13 @@ import functools
 import re
 from collections.abc import Sequence
 
-from warmcli.backends.compiler import UNSCANNED, CompileUnit, declared, type_names
+from warmcli.backends.compiler import (
+    LINE_SPLICE,
+    UNSCANNED,
+    CompileUnit,
+    declared,
+    type_names,
+)
 from warmcli.kernel import Kernel
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
@@ -44,8 +52,6 @@ _ALLOWED = frozenset(
 )
 # Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
 _PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
-# A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
-LINE_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
 _TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
 _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directive may hold
 # A directive: `#` first on a line or right after a comment's end, then its name.
@@ -134,9 +140,11 @@ def _source_shares(
         return False
     if language == "c" and not _c_names_kept_apart(text, helpers, risky):
         return False
-    types = type_names(text) if language == "c" else ()
+    types = type_names(source) if language == "c" else ()
     if types is None or any(_reserved(name) for name in types):
         return False  # a typedef warm does not read (a function's type): it cannot rename it
+    if not (own | set(macros)).isdisjoint([*helpers, *types]):
+        return False  # a name it renames that a macro spells otherwise: the macro's is not
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
@@ -204,15 +212,16 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
     }
     if risky and not risky.isdisjoint(_WORD.findall(scope)):
         return False
+    apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
     for piece in _STATEMENT_END.split(scope):
         each = " ".join(piece.split())
         kept_apart = _KEPT_APART.fullmatch(each)
-        if kept_apart and kept_apart.group("function") in (None, *renamed):
+        if kept_apart and kept_apart.group("function") in apart:
             continue
         if kept_apart:  # a function warm does not rename (not at column 0): alone
             return False
         one = _ONE_STATIC.fullmatch(each)
-        if one is None or one.group(1) not in renamed:
+        if one is None or one.group(1) not in apart:
             return False
     return True
 
