@@ -12,6 +12,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 - a name after a comma inside an enumerator's value (`MAX(2, sizeof(double))`,
   `_Generic(x, float: 4, ...)`) was read as an enumerator: `sizeof`, `float` renamed, a
   valid kernel failed to compile; only an enum body's top level is read now;
+- a name of a letter beyond ASCII (`\u00e9int`, `\u00e9A`) was not read whole: `int` renamed, a
+  valid kernel failed to compile, or an enumerator reached a neighbour: such a kernel is
+  compiled in a unit of its own now;
 - building a unit was quadratic in the names a source declares (a 2 MB source of 80,000
   took 50 s, 2.5 s before round 29): the names are kept in sets.
 """
@@ -52,15 +55,23 @@ CASES = {
         {},
         "#define V struct vec\nvoid b(int *y, int n) { V v = {5}; y[0] = v.x; }",
     ),
+    "an enumerator spelt with a universal character name": (
+        "enum e { \\u00e9A = 4 };\nvoid a(int *y, int n) { y[0] = \\u00e9A; }",
+        {},
+        "void b(int *y, int n) { y[0] = \\u00e9A; }",
+    ),
+    "a unicode enumerator": (
+        "enum e { \u00e9A = 4 };\nvoid a(int *y, int n) { y[0] = \u00e9A; }",
+        {},
+        "void b(int *y, int n) { y[0] = \u00e9A; }",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_name_spelt_through_a_macro_never_reaches_a_neighbour(
-    warm: Warm, tmp_path: Path, case: str
-) -> None:
-    """Kernel b uses a type name only kernel a declares, through a macro: alone it does not
-    compile, so batched after a it must not either."""
+def test_a_type_name_never_reaches_a_neighbour(warm: Warm, tmp_path: Path, case: str) -> None:
+    """Kernel b uses a type name only kernel a declares (through a macro, or beyond ASCII):
+    alone it does not compile, so batched after a it must not either."""
     source_a, defines_a, source_b = CASES[case]
     head = f"SOURCE_A = {source_a!r}\nDEFINES_A = {defines_a!r}\nSOURCE_B = {source_b!r}\n"
     workload = tmp_path / "w.py"
@@ -84,6 +95,8 @@ VALID_SOURCES = {
     "a comma inside an enumerator's value": "#define MAX(a, b) ((a) > (b) ? (a) : (b))\n"
     "enum e { BYTES = MAX(2, sizeof(double)) };\n"
     "void a(int *y, int n) { y[0] = BYTES + (int)sizeof(int); }",
+    "a unicode typedef name": "typedef int \u00e9int;\n"
+    "void a(int *y, int n) { \u00e9int v = 3; y[0] = v; }",
     "_Generic in an enumerator's value": "enum e { W = _Generic(1.0f, float: 4, default: 8) };\n"
     "void a(int *y, int n) { y[0] = W; }",
 }

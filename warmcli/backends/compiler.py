@@ -173,9 +173,13 @@ def type_names(source: str) -> tuple[str, ...] | None:
     declares (its lines spliced; a tag spelt in a directive too): a shared unit renames them
     too, so a kernel after it cannot use them where alone it would not compile. None where
     a typedef's name is not read (a function or function pointer type): such a kernel is
-    compiled in a unit of its own."""
+    compiled in a unit of its own, as is one whose code (not its comments or literals) holds
+    a character beyond ASCII or a universal character name (not read whole)."""
     source = LINE_SPLICE.sub("", source)  # as the compiler reads it
-    names = _TAG.findall(_COMMENT_OR_LITERAL.sub(" ", source))  # (a macro's `struct s` too)
+    code = _COMMENT_OR_LITERAL.sub(" ", source)
+    if not code.isascii() or "\\" in code:  # a name beyond ASCII (`éint`, `\u00e9int`)
+        return None
+    names = _TAG.findall(code)  # (a macro's `struct s` too)
     text = UNSCANNED.sub(" ", source)
     for body in _ENUM_BODY.findall(text):
         while _PARENTHESES.search(body):  # its top level: `A = MAX(2, sizeof(x))` names A

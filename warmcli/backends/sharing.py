@@ -3,31 +3,30 @@
 In a shared unit warm isolates what it knows a kernel declares: its defines and the macros
 its source defines are undone after it, its entry and file-scope names (its tags,
 enumerators and typedef names too) are renamed (C) or closed in a namespace of its own
-(CUDA). Anything else in a kernel's text could reach the kernels after it, or be reached
-by those before it: an `#include` or `#import` (a header's macros, declarations and
-include guards), a pragma (`#pragma`, `_Pragma`, `__pragma`: optimize, fast-math,
-diagnostics, packing; not `#pragma unroll`, `nounroll`, `GCC unroll N` or `GCC ivdep` on a
-line of their own, in a source with no line splice: they act on the loop right after
-them), any directive but the conditionals, `#define`, `#undef`, `#error` and `#warning`
-(`#line`, `#ident`, a line marker, ...), an `#undef` of a macro the kernel does not
-define, a macro, define, entry or helper named like one the compiler may predefine (`__x`,
-`_X`, `linux`, `unix`, ...: undoing it would take the compiler's away), a CUDA helper
-named like a function CUDA declares globally (`exp`, `atomicAdd`, `min`...: closed in a
-namespace it would hide the global one from every call, where alone it overloads it),
-`__COUNTER__` (it counts across the unit), an `asm` in C, a C file-scope declaration it
-does not rename apart (a variable not `static`, of several declarators or with an
-attribute, or a macro whose text could declare one used at file scope: C merges two
-kernels' tentative definitions of one name into one object), a typedef whose name warm
-does not read (a function type), a name warm renames that one of its macros or defines
-spells (`#define T real` before `typedef float T;`: `real` would not be renamed), and
-text that spells a directive or a name the raw text does not show: a trigraph `??`, the
-digraph `%:`, a directive written through a line splice or a comment, a token paste
-(`##`) where a piece of `_Pragma` shows. `shares_unit` is that test, conservative, on
-the kernel's own text (its source, its defines' names and values, its entry); a kernel
-that fails it is compiled in a unit of its own, exactly as alone
-(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure
-functions over text: the only state is a bounded memo per source text; no compiler runs
-here.
+(CUDA). Anything else in a kernel's text could reach the kernels after it, or be reached by
+those before it: an `#include` or `#import` (a header's macros, declarations and include
+guards), a pragma (`#pragma`, `_Pragma`, `__pragma`: optimize, fast-math, diagnostics,
+packing; not `#pragma unroll`, `nounroll`, `GCC unroll N` or `GCC ivdep` on a line of their
+own, in a source with no line splice: they act on the loop right after them), any directive
+but the conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a
+line marker, ...), an `#undef` of a macro the kernel does not define, a macro, define,
+entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`,
+...: undoing it would take the compiler's away), a CUDA helper named like a function CUDA
+declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
+global one from every call, where alone it overloads it), `__COUNTER__` (it counts across
+the unit), an `asm` in C, a C file-scope declaration it does not rename apart (a variable
+not `static`, of several declarators or with an attribute, or a macro whose text could
+declare one used at file scope: C merges two kernels' tentative definitions of one name
+into one object), a type name warm does not read (a function's typedef, a name beyond
+ASCII), a name warm renames that one of its macros or defines spells (`#define T real`
+before `typedef float T;`: `real` would not be renamed), and text that spells a directive
+or a name the raw text does not show: a trigraph `??`, the digraph `%:`, a directive
+written through a line splice or a comment, a token paste (`##`) where a piece of `_Pragma`
+shows. `shares_unit` is that test, conservative, on the kernel's own text (its source, its
+defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
+own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
+binary. Pure functions over text: the only state is a bounded memo per source text; no
+compiler runs here.
 """
 
 from __future__ import annotations
@@ -142,7 +141,7 @@ def _source_shares(
         return False
     types = type_names(source) if language == "c" else ()
     if types is None or any(_reserved(name) for name in types):
-        return False  # a typedef warm does not read (a function's type): it cannot rename it
+        return False  # a name warm does not read (a function's type, `éint`): not renamed
     if not (own | set(macros)).isdisjoint([*helpers, *types]):
         return False  # a name it renames that a macro spells otherwise: the macro's is not
     defined = set(macros)
