@@ -15,6 +15,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 - a name of a letter beyond ASCII (`\u00e9int`, `\u00e9A`) was not read whole: `int` renamed, a
   valid kernel failed to compile, or an enumerator reached a neighbour: such a kernel is
   compiled in a unit of its own now;
+- an enumerator or typedef named like an attribute (`packed`, `aligned`) renamed the
+  attribute too (`__attribute__((packed))`), which cc then ignored: the kernel computed
+  another `sizeof` than alone; such a kernel is compiled in a unit of its own now;
 - building a unit was quadratic in the names a source declares (a 2 MB source of 80,000
   took 50 s, 2.5 s before round 29): the names are kept in sets.
 """
@@ -23,8 +26,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import Warm
+
+from warmcli.backends.batch import compile_batch
+from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.host.compiler import HostCompiler
+from warmcli.backends.host.device import HostDevice
+from warmcli.kernel import Kernel, kernel_key
 
 LEAK = r"""
 from warmcli import Kernel
@@ -111,3 +121,48 @@ def test_a_valid_kernel_compiles_under_warm(warm: Warm, tmp_path: Path, case: st
     workload.write_text(f"SOURCE = {VALID_SOURCES[case]!r}\n" + VALID)
     proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--jobs", "1")
     assert proc.returncode == 0, proc.stderr
+
+
+def _computed(kernel: Kernel, neighbour: Kernel) -> list[int]:
+    """What `kernel` writes into four int zeros, built by warm's batch in one unit with
+    `neighbour`, with real cc."""
+    ident = HostCompiler().toolchain.identity
+    units = [CompileUnit(kernel_key(k, "host", ident), k, "host") for k in (kernel, neighbour)]
+    batch = compile_batch(HostCompiler(), units, jobs=1)
+    assert not batch.failures, batch.failures
+    built = batch.built[units[0].key]
+    device = HostDevice()
+    try:
+        module = device.load_module(built.binary)
+        fn = device.get_function(module, built.symbols[units[0].key], kernel)
+        y = np.zeros(4, dtype=np.int32)
+        fn(y.ctypes.data, 4)
+        return y.tolist()
+    finally:
+        device.close()
+
+
+NEIGHBOUR = Kernel("void z(int *y, int n) { y[0] = n; }", "z", "Pi")
+ATTRIBUTES = {  # what cc computes from each source alone, as written
+    "an enumerator named packed": (
+        "enum layout { packed = 1, loose = 2 };\n"
+        "struct S { char c; int i __attribute__((packed)); };\n"
+        "void a(int *y, int n) { y[0] = (int)sizeof(struct S); y[1] = packed; }",
+        [5, 1, 0, 0],
+    ),
+    "a typedef named aligned": (
+        "typedef int aligned;\n"
+        "void a(int *y, int n) { struct L { char c; } __attribute__((aligned(16))) l;\n"
+        "  aligned s = (int)sizeof l; y[0] = s; }",
+        [16, 0, 0, 0],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ATTRIBUTES)
+def test_a_type_named_like_an_attribute_leaves_the_attribute_alone(case: str) -> None:
+    """A renaming macro for `packed` (an enumerator) also renamed the attribute
+    `__attribute__((packed))`, which cc then ignored: the struct was not packed, so the
+    kernel computed another size than alone."""
+    source, alone = ATTRIBUTES[case]
+    assert _computed(Kernel(source, "a", "Pi"), NEIGHBOUR) == alone

@@ -19,14 +19,15 @@ not `static`, of several declarators or with an attribute, or a macro whose text
 declare one used at file scope: C merges two kernels' tentative definitions of one name
 into one object), a type name warm does not read (a function's typedef, a name beyond
 ASCII), a name warm renames that one of its macros or defines spells (`#define T real`
-before `typedef float T;`: `real` would not be renamed), and text that spells a directive
-or a name the raw text does not show: a trigraph `??`, the digraph `%:`, a directive
-written through a line splice or a comment, a token paste (`##`) where a piece of `_Pragma`
-shows. `shares_unit` is that test, conservative, on the kernel's own text (its source, its
-defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
-own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
-binary. Pure functions over text: the only state is a bounded memo per source text; no
-compiler runs here.
+before `typedef float T;`: `real` would not be renamed) or an attribute holds (an
+enumerator `packed` would rename `__attribute__((packed))`), and text that spells a
+directive or a name the raw text does not show: a trigraph `??`, the digraph `%:`, a
+directive written through a line splice or a comment, a token paste (`##`) where a piece of
+`_Pragma` shows. `shares_unit` is that test, conservative, on the kernel's own text (its
+source, its defines' names and values, its entry); a kernel that fails it is compiled in a
+unit of its own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour
+changes its binary. Pure functions over text: the only state is a bounded memo per source
+text; no compiler runs here.
 """
 
 from __future__ import annotations
@@ -142,8 +143,8 @@ def _source_shares(
     types = type_names(source) if language == "c" else ()
     if types is None or any(_reserved(name) for name in types):
         return False  # a name warm does not read (a function's type, `éint`): not renamed
-    if not (own | set(macros)).isdisjoint([*helpers, *types]):
-        return False  # a name it renames that a macro spells otherwise: the macro's is not
+    if not (own | set(macros) | _attribute_words(text)).isdisjoint([*helpers, *types]):
+        return False  # a name it renames that a macro spells otherwise, or an attribute's
     defined = set(macros)
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
@@ -158,6 +159,25 @@ def _source_shares(
             if name == "undef" and macro.group(1) not in defined | own:
                 return False
     return True
+
+
+_ATTRIBUTE_OPENING = re.compile(r"\b__attribute(?:__)?\s*\(|\[\[")
+_BRACKET = re.compile(r"[()\[\]]")
+
+
+def _attribute_words(text: str) -> set[str]:
+    """The words inside `text`'s attributes (`__attribute__((packed))`, `[[gnu::hot]]`, in a
+    macro too): a renaming macro of one of those names would rename the attribute, which
+    the compiler then ignores (a struct no longer packed)."""
+    words: set[str] = set()
+    for opening in _ATTRIBUTE_OPENING.finditer(text):
+        depth, start = 0, opening.start() if opening.group() == "[[" else opening.end() - 1
+        for bracket in _BRACKET.finditer(text, start):
+            depth += 1 if bracket.group() in "([" else -1
+            if depth == 0:
+                words.update(_WORD.findall(text, start, bracket.start()))
+                break
+    return words
 
 
 # What a C source holds at file scope that a shared unit keeps apart: a function's definition
