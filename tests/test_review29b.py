@@ -17,7 +17,8 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
   compiled in a unit of its own now;
 - an enumerator or typedef named like an attribute (`packed`, `aligned`) renamed the
   attribute too (`__attribute__((packed))`), which cc then ignored: the kernel computed
-  another `sizeof` than alone; such a kernel is compiled in a unit of its own now;
+  another `sizeof` than alone; such a kernel is compiled in a unit of its own now, as is
+  one that tests a name warm renames in a conditional (`#ifdef real`: true once renamed);
 - building a unit was quadratic in the names a source declares (a 2 MB source of 80,000
   took 50 s, 2.5 s before round 29): the names are kept in sets.
 """
@@ -143,7 +144,7 @@ def _computed(kernel: Kernel, neighbour: Kernel) -> list[int]:
 
 
 NEIGHBOUR = Kernel("void z(int *y, int n) { y[0] = n; }", "z", "Pi")
-ATTRIBUTES = {  # what cc computes from each source alone, as written
+COMPUTED = {  # what cc computes from each source alone, as written
     "an enumerator named packed": (
         "enum layout { packed = 1, loose = 2 };\n"
         "struct S { char c; int i __attribute__((packed)); };\n"
@@ -156,13 +157,18 @@ ATTRIBUTES = {  # what cc computes from each source alone, as written
         "  aligned s = (int)sizeof l; y[0] = s; }",
         [16, 0, 0, 0],
     ),
+    "a typedef name tested by #ifdef": (
+        "typedef int real;\n#ifdef real\n#define K 7\n#else\n#define K 1\n#endif\n"
+        "void a(int *y, int n) { real v = K; y[0] = v; }",
+        [1, 0, 0, 0],
+    ),
 }
 
 
-@pytest.mark.parametrize("case", ATTRIBUTES)
-def test_a_type_named_like_an_attribute_leaves_the_attribute_alone(case: str) -> None:
+@pytest.mark.parametrize("case", COMPUTED)
+def test_a_kernel_computes_what_cc_computes_from_it(case: str) -> None:
     """A renaming macro for `packed` (an enumerator) also renamed the attribute
     `__attribute__((packed))`, which cc then ignored: the struct was not packed, so the
-    kernel computed another size than alone."""
-    source, alone = ATTRIBUTES[case]
+    kernel computed another size than alone; one for `real` made `#ifdef real` true."""
+    source, alone = COMPUTED[case]
     assert _computed(Kernel(source, "a", "Pi"), NEIGHBOUR) == alone

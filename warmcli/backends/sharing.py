@@ -19,15 +19,15 @@ not `static`, of several declarators or with an attribute, or a macro whose text
 declare one used at file scope: C merges two kernels' tentative definitions of one name
 into one object), a type name warm does not read (a function's typedef, a name beyond
 ASCII), a name warm renames that one of its macros or defines spells (`#define T real`
-before `typedef float T;`: `real` would not be renamed) or an attribute holds (an
-enumerator `packed` would rename `__attribute__((packed))`), and text that spells a
-directive or a name the raw text does not show: a trigraph `??`, the digraph `%:`, a
-directive written through a line splice or a comment, a token paste (`##`) where a piece of
-`_Pragma` shows. `shares_unit` is that test, conservative, on the kernel's own text (its
-source, its defines' names and values, its entry); a kernel that fails it is compiled in a
-unit of its own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour
-changes its binary. Pure functions over text: the only state is a bounded memo per source
-text; no compiler runs here.
+before `typedef float T;`: `real` would not be renamed) or an attribute or a conditional
+holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef real` would
+be true), and text that spells a directive or a name the raw text does not show: a trigraph
+`??`, the digraph `%:`, a directive written through a line splice or a comment, a token
+paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test, conservative, on
+the kernel's own text (its source, its defines' names and values, its entry); a kernel that
+fails it is compiled in a unit of its own, exactly as alone
+(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure functions
+over text: the only state is a bounded memo per source text; no compiler runs here.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ _ALLOWED = frozenset(
     {"", "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else"}
     | {"endif", "error", "warning"}
 )
+_CONDITIONAL = frozenset({"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef"})
 # Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
 _PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
 _TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
@@ -145,11 +146,13 @@ def _source_shares(
         return False  # a name warm does not read (a function's type, `éint`): not renamed
     if not (own | set(macros) | _attribute_words(text)).isdisjoint([*helpers, *types]):
         return False  # a name it renames that a macro spells otherwise, or an attribute's
-    defined = set(macros)
+    defined, renamed = set(macros), {*helpers, *types}
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
         if name not in _ALLOWED:
             return False
+        if name in _CONDITIONAL and not renamed.isdisjoint(_WORD.findall(rest)):
+            return False  # `#ifdef real`: warm's renaming macro would make it defined
         if name in ("define", "undef"):
             macro = _MACRO_NAME.match(rest)
             if macro is None or _reserved(macro.group(1)):
