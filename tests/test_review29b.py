@@ -19,6 +19,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
   attribute too (`__attribute__((packed))`), which cc then ignored: the kernel computed
   another `sizeof` than alone; such a kernel is compiled in a unit of its own now, as is
   one that tests a name warm renames in a conditional (`#ifdef real`: true once renamed);
+- a workload that sets `sys.argv` at import (its own defaults) had each pass given
+  `[path]` again, so its `argparse` failed where `python w.py` runs it: each pass now
+  starts with the `sys.argv` its import left;
 - building a unit was quadratic in the names a source declares (a 2 MB source of 80,000
   took 50 s, 2.5 s before round 29): the names are kept in sets.
 """
@@ -172,3 +175,30 @@ def test_a_kernel_computes_what_cc_computes_from_it(case: str) -> None:
     kernel computed another size than alone; one for `real` made `#ifdef real` true."""
     source, alone = COMPUTED[case]
     assert _computed(Kernel(source, "a", "Pi"), NEIGHBOUR) == alone
+
+
+OWN_ARGV = r"""
+import argparse, sys
+from warmcli import Kernel
+DEVICE = "host"
+sys.argv = [sys.argv[0], "--size", "8"]  # the script's own defaults, set at import
+K = Kernel("void k(int *y, int n) { y[0] = n; }", "k", "Pi")
+
+def workload(rt):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, required=True)
+    size = parser.parse_args().size
+    sys.argv.append("--junk")  # a pass's own change: the next pass starts without it
+    rt.launch(K, rt.buffer(size, "int32"), size)
+"""
+
+
+def test_a_workload_that_sets_its_argv_at_import_keeps_it_for_its_passes(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Under `python w.py` the `sys.argv` a script sets at import is what its entry reads;
+    under `warm run` each pass was given `[path]` again, so its `argparse` exited 2."""
+    workload = tmp_path / "w.py"
+    workload.write_text(OWN_ARGV)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 0, proc.stderr
