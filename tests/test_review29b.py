@@ -12,6 +12,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 - a name after a comma inside an enumerator's value (`MAX(2, sizeof(double))`,
   `_Generic(x, float: 4, ...)`) was read as an enumerator: `sizeof`, `float` renamed, a
   valid kernel failed to compile; only an enum body's top level is read now;
+- a function taking an enum (`int f(enum e v) { return ...; }`) had its body read as an
+  enum's: `return` renamed, a valid kernel failed to compile; only `enum [tag] {` opens
+  an enum body now;
 - a name of a letter beyond ASCII (`\u00e9int`, `\u00e9A`) was not read whole: `int` renamed, a
   valid kernel failed to compile, or an enumerator reached a neighbour: such a kernel is
   compiled in a unit of its own now;
@@ -111,6 +114,9 @@ VALID_SOURCES = {
     "void a(int *y, int n) { y[0] = BYTES + (int)sizeof(int); }",
     "a unicode typedef name": "typedef int \u00e9int;\n"
     "void a(int *y, int n) { \u00e9int v = 3; y[0] = v; }",
+    "a function taking an enum": "enum e { RED, BLUE };\n"
+    "static int f(enum e v) { return v == BLUE; }\n"
+    "void a(int *y, int n) { y[0] = f(BLUE) + 1; }",
     "_Generic in an enumerator's value": "enum e { W = _Generic(1.0f, float: 4, default: 8) };\n"
     "void a(int *y, int n) { y[0] = W; }",
 }
