@@ -135,9 +135,9 @@ class Compiler(Protocol):
 
 _DEFINE = Pattern(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 # Names a kernel's source declares at file scope: functions (its helpers), static variables.
+ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"  # a GNU attribute
 _FUNCTION = Pattern(  # (a GNU attribute among its specifiers too)
-    r'^(?:extern\s+"C"\s+)?(?:__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)\s*|[A-Za-z_]\w*[\s*]+)+'
-    r"([A-Za-z_]\w*)\s*\(",
+    rf'^(?:extern\s+"C"\s+)?(?:{ATTRIBUTE}\s*|[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(',
     re.MULTILINE,
 )
 _STATIC_VARIABLE = Pattern(

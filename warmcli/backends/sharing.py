@@ -37,6 +37,7 @@ import re
 from collections.abc import Sequence
 
 from warmcli.backends.compiler import (
+    ATTRIBUTE,
     LINE_SPLICE,
     UNSCANNED,
     CompileUnit,
@@ -192,10 +193,9 @@ def _attribute_words(text: str) -> set[str]:
 # tentative definitions of one name): alone.
 _BRACE = re.compile(r"[{}]")
 _STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
-_ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
 _NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
 _KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
+    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
     r"\s*\([^{}=]*\)"
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
