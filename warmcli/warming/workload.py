@@ -158,7 +158,7 @@ def script_argv(argv: Sequence[str]) -> Iterator[list[str]]:
         yield left
     finally:
         if isinstance(sys.argv, (list, tuple)):
-            left[:] = [str(arg) for arg in sys.argv]
+            left[:] = sys.argv
         sys.argv = warms
 
 
