@@ -15,6 +15,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 - a function taking an enum (`int f(enum e v) { return ...; }`) had its body read as an
   enum's: `return` renamed, a valid kernel failed to compile; only `enum [tag] {` opens
   an enum body now;
+- a prototype of a function the source does not define (`double sqrt(double);`, no
+  `<math.h>`) was renamed like a helper: nothing defined the new name, a valid kernel
+  failed to link (before round 29 too): such a kernel is compiled in a unit of its own;
 - a name of a letter beyond ASCII (`\u00e9int`, `\u00e9A`) was not read whole: `int` renamed, a
   valid kernel failed to compile, or an enumerator reached a neighbour: such a kernel is
   compiled in a unit of its own now;
@@ -117,6 +120,8 @@ VALID_SOURCES = {
     "a function taking an enum": "enum e { RED, BLUE };\n"
     "static int f(enum e v) { return v == BLUE; }\n"
     "void a(int *y, int n) { y[0] = f(BLUE) + 1; }",
+    "a prototype of libm's sqrt": "double sqrt(double);\n"
+    "void a(int *y, int n) { y[0] = (int)sqrt(16.0 + n); }",
     "_Generic in an enumerator's value": "enum e { W = _Generic(1.0f, float: 4, default: 8) };\n"
     "void a(int *y, int n) { y[0] = W; }",
 }

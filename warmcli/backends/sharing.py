@@ -17,15 +17,16 @@ global one from every call, where alone it overloads it), `__COUNTER__` (it coun
 the unit), an `asm` in C, a C file-scope declaration it does not rename apart (a variable
 not `static`, of several declarators or with an attribute, or a macro whose text could
 declare one used at file scope: C merges two kernels' tentative definitions of one name
-into one object), a type name warm does not read (a function's typedef, a name beyond
-ASCII), a name warm renames that one of its macros or defines spells (`#define T real`
-before `typedef float T;`: `real` would not be renamed) or an attribute or a conditional
-holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef real` would
-be true), and text that spells a directive or a name the raw text does not show: a trigraph
-`??`, the digraph `%:`, a directive written through a line splice or a comment, a token
-paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test, conservative, on
-the kernel's own text (its source, its defines' names and values, its entry); a kernel that
-fails it is compiled in a unit of its own, exactly as alone
+into one object; a prototype of a function it does not define, `double sqrt(double);`:
+renamed, nothing would define it), a type name warm does not read (a function's typedef, a
+name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
+T real` before `typedef float T;`: `real` would not be renamed) or an attribute or a
+conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
+real` would be true), and text that spells a directive or a name the raw text does not
+show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
+comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
+conservative, on the kernel's own text (its source, its defines' names and values, its
+entry); a kernel that fails it is compiled in a unit of its own, exactly as alone
 (`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure functions
 over text: the only state is a bounded memo per source text; no compiler runs here.
 """
@@ -200,6 +201,8 @@ _KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no fu
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
 )
+# A function's name, parameters (a function pointer's too) and body.
+_DEFINITION = re.compile(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
 _ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
 
 
@@ -235,13 +238,15 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
     if risky and not risky.isdisjoint(_WORD.findall(scope)):
         return False
     apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
+    defined = {None, *_DEFINITION.findall(scope)}  # not a prototype of libm's `sqrt`
     for piece in _STATEMENT_END.split(scope):
         each = " ".join(piece.split())
         kept_apart = _KEPT_APART.fullmatch(each)
-        if kept_apart and kept_apart.group("function") in apart:
+        function = kept_apart.group("function") if kept_apart else None
+        if kept_apart and function in apart and function in defined:
             continue
-        if kept_apart:  # a function warm does not rename (not at column 0): alone
-            return False
+        if kept_apart:  # a function warm does not rename (not at column 0), or one it would
+            return False  # rename that the source does not define (nothing would define it)
         one = _ONE_STATIC.fullmatch(each)
         if one is None or one.group(1) not in apart:
             return False
