@@ -18,9 +18,9 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 - a prototype of a function the source does not define (`double sqrt(double);`, no
   `<math.h>`) was renamed like a helper: nothing defined the new name, a valid kernel
   failed to link (before round 29 too): such a kernel is compiled in a unit of its own;
-- a name of a letter beyond ASCII (`\u00e9int`, `\u00e9A`) was not read whole: `int` renamed, a
-  valid kernel failed to compile, or an enumerator reached a neighbour: such a kernel is
-  compiled in a unit of its own now;
+- a name of a letter beyond ASCII (`éint`, `éA`, or `éA` spelt as a universal character
+  name) was not read whole: `int` renamed, a valid kernel failed to compile, or an
+  enumerator reached a neighbour: such a kernel is compiled in a unit of its own now;
 - an enumerator or typedef named like an attribute (`packed`, `aligned`) renamed the
   attribute too (`__attribute__((packed))`), which cc then ignored: the kernel computed
   another `sizeof` than alone; such a kernel is compiled in a unit of its own now, as is
