@@ -135,9 +135,9 @@ class Compiler(Protocol):
 
 _DEFINE = Pattern(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 # Names a kernel's source declares at file scope: functions (its helpers), static variables.
+ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"  # a GNU attribute
 _FUNCTION = Pattern(  # (a GNU attribute among its specifiers too)
-    r'^(?:extern\s+"C"\s+)?(?:__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)\s*|[A-Za-z_]\w*[\s*]+)+'
-    r"([A-Za-z_]\w*)\s*\(",
+    rf'^(?:extern\s+"C"\s+)?(?:{ATTRIBUTE}\s*|[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\s*\(',
     re.MULTILINE,
 )
 _STATIC_VARIABLE = Pattern(
@@ -152,13 +152,16 @@ def file_scope_names(source: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in _KEYWORDS and not n.startswith("__")]
 
 
-# Text no name is read from: comments, string and character literals, directives.
-UNSCANNED = Pattern(
-    r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#[^\n]*",
-    re.MULTILINE,
-)
+# A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
+LINE_SPLICE = Pattern(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
+# Comments, string and character literals; and with directives, text no name is read from.
+_LITERALS = r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"
+_COMMENT_OR_LITERAL = Pattern(_LITERALS)
+UNSCANNED = Pattern(_LITERALS + r"|^[ \t]*#[^\n]*", re.MULTILINE)
+_PARENTHESES = Pattern(r"\([^()]*\)")
 _TAG = Pattern(r"\b(?:struct|union|enum)\s+([A-Za-z_]\w*)")
-_ENUM_BODY = Pattern(r"\benum\b[^{};]*\{([^{}]*)\}")
+# `enum {`, `enum tag {`, `enum tag : type {` (not `f(enum tag v) {`: a function's body)
+_ENUM_BODY = Pattern(r"\benum\s*(?:[A-Za-z_]\w*\s*)?(?::[^{};()]*)?\{([^{}]*)\}")
 _ENUMERATOR = Pattern(r"(?:^|,)\s*([A-Za-z_]\w*)")
 _INNERMOST = Pattern(r"\{[^{}]*\}")
 _TYPEDEF = Pattern(r"\btypedef\b([^;]*);")
@@ -168,12 +171,20 @@ _TYPE_NAME = Pattern(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*")  # `name`, `name[4]
 @functools.lru_cache(maxsize=256)
 def type_names(source: str) -> tuple[str, ...] | None:
     """The struct, union and enum tags, enumerators and file-scope typedef names a C source
-    declares: a shared unit renames them too, so a kernel after it cannot use them where
-    alone it would not compile. None where a typedef's name is not read (a function or
-    function pointer type): such a kernel is compiled in a unit of its own."""
+    declares (its lines spliced; a tag spelt in a directive too): a shared unit renames them
+    too, so a kernel after it cannot use them where alone it would not compile. None where
+    a typedef's name is not read (a function or function pointer type): such a kernel is
+    compiled in a unit of its own, as is one whose code (not its comments or literals) holds
+    a character beyond ASCII or a universal character name (not read whole)."""
+    source = LINE_SPLICE.sub("", source)  # as the compiler reads it
+    code = _COMMENT_OR_LITERAL.sub(" ", source)
+    if not code.isascii() or "\\" in code:  # a name beyond ASCII (`éint`, `\u00e9int`)
+        return None
+    names = _TAG.findall(code)  # (a macro's `struct s` too)
     text = UNSCANNED.sub(" ", source)
-    names = _TAG.findall(text)
     for body in _ENUM_BODY.findall(text):
+        while _PARENTHESES.search(body):  # its top level: `A = MAX(2, sizeof(x))` names A
+            body = _PARENTHESES.sub(" ", body)
         names += _ENUMERATOR.findall(body)
     flat, dropped = text, None
     while dropped != flat:  # every brace's inside dropped: what is left is file scope
@@ -231,11 +242,12 @@ def isolated_section(
     if entry_macro:
         lines.append(f"#define {k.entry} {unit.symbol}")
         names.append(k.entry)
-    prefix = unit.prefix
+    prefix, seen = unit.prefix, {*names, k.entry}  # (a set: many names stay linear)
     for helper in helpers if rename_helpers else ():
-        if helper != k.entry and helper not in names:
+        if helper not in seen:
             lines.append(f"#define {helper} {prefix}{helper}")
             names.append(helper)
+            seen.add(helper)
     suffix = "cu" if k.language == "cuda" else "c"
     lines.append(f'#line 1 "{k.entry}.{suffix}"')
     lines.append(body)

@@ -3,29 +3,32 @@
 In a shared unit warm isolates what it knows a kernel declares: its defines and the macros
 its source defines are undone after it, its entry and file-scope names (its tags,
 enumerators and typedef names too) are renamed (C) or closed in a namespace of its own
-(CUDA). Anything else in a kernel's text could reach the kernels after it, or be reached
-by those before it: an `#include` or `#import` (a header's macros, declarations and
-include guards), a pragma (`#pragma`, `_Pragma`, `__pragma`: optimize, fast-math,
-diagnostics, packing; not `#pragma unroll`, `nounroll`, `GCC unroll N` or `GCC ivdep` on a
-line of their own, in a source with no line splice: they act on the loop right after
-them), any directive but the conditionals, `#define`, `#undef`, `#error` and `#warning`
-(`#line`, `#ident`, a line marker, ...), an `#undef` of a macro the kernel does not
-define, a macro, define, entry or helper named like one the compiler may predefine (`__x`,
-`_X`, `linux`, `unix`, ...: undoing it would take the compiler's away), a CUDA helper
-named like a function CUDA declares globally (`exp`, `atomicAdd`, `min`...: closed in a
-namespace it would hide the global one from every call, where alone it overloads it),
-`__COUNTER__` (it counts across the unit), an `asm` in C, a C file-scope declaration it
-does not rename apart (a variable not `static`, of several declarators or with an
-attribute, or a macro whose text could declare one used at file scope: C merges two
-kernels' tentative definitions of one name into one object), a typedef whose name warm
-does not read (a function type), and text that spells a directive or a name the raw text
-does not show: a trigraph `??`, the digraph `%:`, a directive written through a line
-splice or a comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit`
-is that test, conservative, on the kernel's own text (its source, its defines' names and
-values, its entry); a kernel that fails it is compiled in a unit of its own, exactly as
-alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure
-functions over text: the only state is a bounded memo per source text; no compiler runs
-here.
+(CUDA). Anything else in a kernel's text could reach the kernels after it, or be reached by
+those before it: an `#include` or `#import` (a header's macros, declarations and include
+guards), a pragma (`#pragma`, `_Pragma`, `__pragma`: optimize, fast-math, diagnostics,
+packing; not `#pragma unroll`, `nounroll`, `GCC unroll N` or `GCC ivdep` on a line of their
+own, in a source with no line splice: they act on the loop right after them), any directive
+but the conditionals, `#define`, `#undef`, `#error` and `#warning` (`#line`, `#ident`, a
+line marker, ...), an `#undef` of a macro the kernel does not define, a macro, define,
+entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`,
+...: undoing it would take the compiler's away), a CUDA helper named like a function CUDA
+declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
+global one from every call, where alone it overloads it), `__COUNTER__` (it counts across
+the unit), an `asm` in C, a C file-scope declaration it does not rename apart (a variable
+not `static`, of several declarators or with an attribute, or a macro whose text could
+declare one used at file scope: C merges two kernels' tentative definitions of one name
+into one object; a prototype of a function it does not define, `double sqrt(double);`:
+renamed, nothing would define it), a type name warm does not read (a function's typedef, a
+name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
+T real` before `typedef float T;`: `real` would not be renamed) or an attribute or a
+conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
+real` would be true), and text that spells a directive or a name the raw text does not
+show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
+comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
+conservative, on the kernel's own text (its source, its defines' names and values, its
+entry); a kernel that fails it is compiled in a unit of its own, exactly as alone
+(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure functions
+over text: the only state is a bounded memo per source text; no compiler runs here.
 """
 
 from __future__ import annotations
@@ -34,7 +37,14 @@ import functools
 import re
 from collections.abc import Sequence
 
-from warmcli.backends.compiler import UNSCANNED, CompileUnit, declared, type_names
+from warmcli.backends.compiler import (
+    ATTRIBUTE,
+    LINE_SPLICE,
+    UNSCANNED,
+    CompileUnit,
+    declared,
+    type_names,
+)
 from warmcli.kernel import Kernel
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
@@ -42,10 +52,9 @@ _ALLOWED = frozenset(
     {"", "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else"}
     | {"endif", "error", "warning"}
 )
+_CONDITIONAL = frozenset({"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef"})
 # Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
 _PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
-# A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
-LINE_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
 _TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
 _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directive may hold
 # A directive: `#` first on a line or right after a comment's end, then its name.
@@ -134,14 +143,18 @@ def _source_shares(
         return False
     if language == "c" and not _c_names_kept_apart(text, helpers, risky):
         return False
-    types = type_names(text) if language == "c" else ()
+    types = type_names(source) if language == "c" else ()
     if types is None or any(_reserved(name) for name in types):
-        return False  # a typedef warm does not read (a function's type): it cannot rename it
-    defined = set(macros)
+        return False  # a name warm does not read (a function's type, `éint`): not renamed
+    if not (own | set(macros) | _attribute_words(text)).isdisjoint([*helpers, *types]):
+        return False  # a name it renames that a macro spells otherwise, or an attribute's
+    defined, renamed = set(macros), {*helpers, *types}
     for directive in _DIRECTIVE.finditer(text):
         name, rest = directive.group(1), directive.group(2)
         if name not in _ALLOWED:
             return False
+        if name in _CONDITIONAL and not renamed.isdisjoint(_WORD.findall(rest)):
+            return False  # `#ifdef real`: warm's renaming macro would make it defined
         if name in ("define", "undef"):
             macro = _MACRO_NAME.match(rest)
             if macro is None or _reserved(macro.group(1)):
@@ -153,6 +166,25 @@ def _source_shares(
     return True
 
 
+_ATTRIBUTE_OPENING = re.compile(r"\b__attribute(?:__)?\s*\(|\[\[")
+_BRACKET = re.compile(r"[()\[\]]")
+
+
+def _attribute_words(text: str) -> set[str]:
+    """The words inside `text`'s attributes (`__attribute__((packed))`, `[[gnu::hot]]`, in a
+    macro too): a renaming macro of one of those names would rename the attribute, which
+    the compiler then ignores (a struct no longer packed)."""
+    words: set[str] = set()
+    for opening in _ATTRIBUTE_OPENING.finditer(text):
+        depth, start = 0, opening.start() if opening.group() == "[[" else opening.end() - 1
+        for bracket in _BRACKET.finditer(text, start):
+            depth += 1 if bracket.group() in "([" else -1
+            if depth == 0:
+                words.update(_WORD.findall(text, start, bracket.start()))
+                break
+    return words
+
+
 # What a C source holds at file scope that a shared unit keeps apart: a function's definition
 # or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
 # `_Static_assert`, and a `static` variable of one declarator; each function and variable
@@ -162,14 +194,15 @@ def _source_shares(
 # tentative definitions of one name): alone.
 _BRACE = re.compile(r"[{}]")
 _STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
-_ATTRIBUTE = r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
 _NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
 _KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{_ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
+    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
     r"\s*\([^{}=]*\)"
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
 )
+# A function's name, parameters (a function pointer's too) and body.
+_DEFINITION = re.compile(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
 _ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
 
 
@@ -204,15 +237,18 @@ def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]
     }
     if risky and not risky.isdisjoint(_WORD.findall(scope)):
         return False
+    apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
+    defined = {None, *_DEFINITION.findall(scope)}  # not a prototype of libm's `sqrt`
     for piece in _STATEMENT_END.split(scope):
         each = " ".join(piece.split())
         kept_apart = _KEPT_APART.fullmatch(each)
-        if kept_apart and kept_apart.group("function") in (None, *renamed):
+        function = kept_apart.group("function") if kept_apart else None
+        if kept_apart and function in apart and function in defined:
             continue
-        if kept_apart:  # a function warm does not rename (not at column 0): alone
-            return False
+        if kept_apart:  # a function warm does not rename (not at column 0), or one it would
+            return False  # rename that the source does not define (nothing would define it)
         one = _ONE_STATIC.fullmatch(each)
-        if one is None or one.group(1) not in renamed:
+        if one is None or one.group(1) not in apart:
             return False
     return True
 

@@ -15,8 +15,9 @@ the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through 
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
-after it); while it is imported and run, `sys.argv` is `[its path]`, as Python gives a
-script run with no arguments (not warm's command line). A run waits, as Python does
+after it); while it is imported, `sys.argv` is `[its path]`, as Python gives a script run
+with no arguments (not warm's command line), and each run starts with the `sys.argv` its
+import left (a script's own defaults). A run waits, as Python does
 before a process ends, for the non-daemon threads the entry left running (not an idle pool
 worker), and a process the entry forked that returns or raises out of it ends there
 (`os._exit`), never running warm's passes beside its parent.
@@ -37,7 +38,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -57,6 +58,7 @@ class Workload:
     module: ModuleType
     function: Callable[[Any], Any]
     unbound: str = ""  # where its import used `warmcli.runtime()` before any pass (not warmed)
+    argv: tuple[str, ...] = ()  # the `sys.argv` its import left: each pass starts with it
 
     @property
     def device_hint(self) -> str | None:
@@ -84,7 +86,7 @@ class Workload:
         path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
         try:
-            with bound_runtime(runtime), script_argv(self.path):
+            with bound_runtime(runtime), script_argv(self.argv or [str(self.path)]):
                 result = self.function(runtime) if self.takes_runtime else self.function()
                 _run_to_its_end(result)
                 _join_left(running)
@@ -145,16 +147,19 @@ def where(exc: BaseException, path: Path) -> str:
 
 
 @contextlib.contextmanager
-def script_argv(path: Path | str) -> Iterator[None]:
-    """`sys.argv` as Python gives a script run with no arguments (`[path]`), not warm's own
-    command line, while the workload is imported or run: one that parses its command line
-    (`argparse`) runs as under `python workload.py`. Warm's is put back after."""
-    argv = sys.argv
-    sys.argv = [str(path)]
+def script_argv(argv: Sequence[str]) -> Iterator[list[str]]:
+    """`sys.argv` a copy of `argv` (at import: `[path]`, as Python gives a script run with
+    no arguments), not warm's own command line, while the workload is imported or run: one
+    that parses its command line (`argparse`) runs as under `python workload.py`. Yields
+    a list that holds, after, the `sys.argv` the workload left; warm's is put back."""
+    warms, left = sys.argv, list[str]()
+    sys.argv = list(argv)
     try:
-        yield
+        yield left
     finally:
-        sys.argv = argv
+        if isinstance(sys.argv, (list, tuple)):
+            left[:] = sys.argv
+        sys.argv = warms
 
 
 def _first_on_path(folder: str) -> None:
@@ -260,14 +265,15 @@ def load_workload(
     _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
-        with late_runtimes() as unbound, script_argv(resolved):
+        with late_runtimes() as unbound, script_argv([str(resolved)]) as argv:
             spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
-    return replace(_entry(module, resolved, entry, fallback), unbound="".join(unbound))
+    found = _entry(module, resolved, entry, fallback)
+    return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
 
 def load_module(name: str, entry: str = "workload") -> Workload:
@@ -288,10 +294,10 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
     origin = Path(spec.origin)
     try:
-        with late_runtimes() as unbound, script_argv(origin):
+        with late_runtimes() as unbound, script_argv([str(origin)]) as argv:
             module = importlib.import_module(name)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, origin) from None
-    return replace(_entry(module, origin, entry), unbound="".join(unbound))
+    return replace(_entry(module, origin, entry), unbound="".join(unbound), argv=tuple(argv))
