@@ -47,8 +47,10 @@ from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
-_ARCH = re.compile(r"^sm_(\d{2,3})([af]?)$")
-_VIRTUAL = re.compile(r"^compute_(\d{2,3})[af]?$")
+_ARCH = re.compile(r"^sm_([1-9]\d{1,2})([af]?)$")
+_VIRTUAL = re.compile(r"^compute_([1-9]\d{1,2})[af]?$")
+# The first SM of each suffix: arch-specific (`sm_90a`) and family-specific (`sm_100f`).
+_SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
 _RESERVED = (
     "-arch",
@@ -140,7 +142,13 @@ def parse_arch(arch: str) -> int:
     """The SM number of a real architecture (`sm_90a` → 90); one-line ArchError otherwise."""
     m = _ARCH.match(arch)
     if m:
-        return int(m.group(1))
+        sm, suffix = int(m.group(1)), m.group(2)
+        if suffix and sm < _SUFFIX_FROM[suffix]:
+            raise ArchError(
+                f"{arch!r} is no GPU's architecture: sm_XX{suffix} starts at "
+                f"sm_{_SUFFIX_FROM[suffix]}{suffix}; use sm_{sm}"
+            )
+        return sm
     v = _VIRTUAL.match(arch)
     if v:
         raise ArchError(
