@@ -72,3 +72,43 @@ def test_a_ptx_arch_with_a_leading_zero_is_refused_before_the_first_pass(
     proc = warm(*run, "--ptx", "compute_090")
     assert proc.returncode == 2 and "compute_XX" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not bundle.exists()
+
+
+HOPPER_ONLY = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" __global__ void hopper_only(float *y) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error this kernel needs sm_90a
+#endif
+    y[threadIdx.x] = 1.0f;
+}
+"""
+K = Kernel(SRC, "hopper_only", "P", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(128), grid=1, block=128)
+'''
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_an_sm90a_only_kernel_is_built_without_the_compute90_ptx_it_cannot_have(
+    warm: Warm, workload_file, tmp_path: Path, compiler: str
+) -> None:
+    """The PTX kept by default beside an `sm_90a` cubin is `compute_90`'s, a program of its
+    own: a kernel that builds only for sm_90a failed the whole run (exit 2, its `#error`)
+    though its cubin built; the cubin is kept, without PTX, and the compile log says why."""
+    bundle = tmp_path / "hopper.warm"
+    run = ("run", workload_file(HOPPER_ONLY), "--arch", "sm_90a", "--compiler", compiler)
+    proc = warm(*run, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = warm.json("stats", bundle)
+    assert [k["arch"] for k in doc["kernels"]] == ["sm_90a"]
+    assert warm("check", bundle, "--arch", "sm_90a", "--compiler", compiler).returncode == 0
+    from warmcli.bundle.store import Bundle
+
+    with Bundle.open(bundle) as opened:
+        (record,) = opened.kernels()
+        assert "compute_90" in record.compile_log and "needs sm_90a" in record.compile_log
+    explicit = warm(*run, "--ptx", "compute_90", "-b", tmp_path / "asked.warm")
+    assert explicit.returncode == 2 and "needs sm_90a" in explicit.stderr, "asked for: a failure"

@@ -40,7 +40,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
 from warmcli.errors import ArchError, CubinError
@@ -351,6 +351,9 @@ class NvccCompiler:
             binary = _written(tmp, "out.cubin", options, units)
             if ptx_arch and not same:
                 ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
-                run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+                try:
+                    run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+                except CompileFailure as failure:
+                    log, ptx_arch = log + ptx_not_kept(failure, self.ptx, ptx_arch), None
             ptx = (ptx_arch, _written(tmp, "tu.ptx", options, units)) if ptx_arch else None
         return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)

@@ -49,7 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     parse_arch,
     translation_unit,
 )
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders
 
@@ -357,15 +357,17 @@ class NvrtcCompiler:
             try:
                 if not ok:
                     failure = CompileFailure(text or f"NVRTC failed for {target}", tuple(units))
-                    raise signature.explain(failure)
-                if target == arch:
+                    if target == arch:
+                        raise signature.explain(failure)
+                    log += ptx_not_kept(signature.explain(failure), self.ptx, target)
+                elif target == arch:
                     log, used = text, extra
                     outputs["cubin"] = program.output("CUBIN")
-                if ptx_arch and (target != arch or same):
+                if ok and ptx_arch and (target != arch or same):
                     outputs["ptx"] = program.output("PTX")
             finally:
                 program.close()
-        ptx = (ptx_arch, outputs["ptx"]) if ptx_arch else None
+        ptx = (ptx_arch, outputs["ptx"]) if "ptx" in outputs else None
         seconds = time.perf_counter() - started
         command = ("nvrtc", *self.options(arch, options), *used, f"<{len(units)} kernel(s)>")
         return built_group(outputs["cubin"], arch, units, log, seconds, command, ptx)
