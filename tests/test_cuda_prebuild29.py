@@ -112,3 +112,139 @@ def test_an_sm90a_only_kernel_is_built_without_the_compute90_ptx_it_cannot_have(
         assert "compute_90" in record.compile_log and "needs sm_90a" in record.compile_log
     explicit = warm(*run, "--ptx", "compute_90", "-b", tmp_path / "asked.warm")
     assert explicit.returncode == 2 and "needs sm_90a" in explicit.stderr, "asked for: a failure"
+
+
+HOPPER_MIX = r'''
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+HALVES = """
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__constant__ float COEFF[3] = {1.0f, 0.5f, 0.25f};
+__device__ __forceinline__ float poly(float x) { return COEFF[0] + x * (COEFF[1] + x * COEFF[2]); }
+template <typename T, int U>
+__device__ void apply(T *y, int n) {
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * U;
+    #pragma unroll
+    for (int u = 0; u < U; u++)
+        if (i + u < n) y[i + u] = T(poly(float(y[i + u])) * SCALE);
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) apply_half(__half *y, int n) {
+    apply<__half, UNROLL>(y, n);
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) apply_bf16(__nv_bfloat16 *y, int n) {
+    apply<__nv_bfloat16, UNROLL>(y, n);
+}
+"""
+GROUPS = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void tile_sum(const float *x, float *out, int n) {
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cg::this_thread_block());
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    for (int o = tile.size() / 2; o > 0; o /= 2) v += tile.shfl_down(v, o);
+    if (tile.thread_rank() == 0) atomicAdd(out, v);
+}
+"""
+def half(entry, block, unroll=2):
+    defines = {"BLOCK": block, "UNROLL": unroll, "SCALE": 0.5, "FAST": True, "TAG": "x"}
+    return Kernel(HALVES, entry, "Pi", language="cuda", defines=defines)
+def launch(rt, kernel, y, n, *, stream=None):
+    b, u = int(kernel.define("BLOCK")), int(kernel.define("UNROLL"))
+    rt.launch(kernel, y, n, grid=(n + b * u - 1) // (b * u), block=b, stream=stream)
+TUNE = Tunable("apply_half", {f"b{b}": half("apply_half", b) for b in (128, 256)}, launch)
+BF16 = half("apply_bf16", 256, unroll=1)
+SUM = Kernel(GROUPS, "tile_sum", "PPi", language="cuda")
+def workload(rt):
+    y = rt.buffer(4096, "float16")
+    rt.tune(TUNE, y, 4096)
+    rt.launch(BF16, rt.buffer(1000, "uint16"), 1000, grid=4, block=256)
+    rt.launch(SUM, rt.buffer(1024), rt.buffer(1), 1024, grid=4, block=256)
+'''
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, Path]:
+    """HOPPER_MIX pre-built by NVRTC for sm_80 and sm_90 (4 kernels, each alone: they
+    include headers)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("mixed")
+    workload, bundle = base / "mix.py", base / "mix.warm"
+    workload.write_text(HOPPER_MIX)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(base / "home")
+    run = ["run", str(workload), "--arch", "sm_80", "--arch", "sm_90", "--compiler", "nvrtc"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", *run, "-b", str(bundle), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return bundle, json.loads(proc.stdout), workload
+
+
+def _reached(workload: Path) -> list:
+    import runpy
+
+    module = runpy.run_path(str(workload))
+    return [*module["TUNE"].candidates.values(), module["BF16"], module["SUM"]]
+
+
+def test_every_key_a_production_gpu_computes_is_a_loadable_build(mixed) -> None:
+    from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler
+    from warmcli.backends.cuda.ptx import check_ptx, cuda_for_isa, ptx_header
+    from warmcli.bundle.store import Bundle
+    from warmcli.kernel import kernel_key
+
+    bundle, doc, workload = mixed
+    assert doc["verified"] is True and doc["stored"]["kernels"] == 12, doc["stored"]
+    identity = NvrtcCompiler(ptx="auto").toolchain.identity
+    release = identity.split("release ")[1].split(",")[0]
+    with Bundle.open(bundle) as opened:
+        for kernel in _reached(workload):
+            for arch in ("sm_80", "sm_90", "compute_90"):
+                record = opened.kernel(kernel_key(kernel, arch, identity))
+                assert record is not None, f"{kernel.label} for {arch} missing"
+                blob = opened.blob(record.sha256)
+                if arch.startswith("compute"):
+                    isa = ptx_header(blob)[0]
+                    assert cuda_for_isa(isa) <= tuple(map(int, release.split(".")))
+                    check_ptx(blob, "sm_100", release)  # a newer GPU of this CUDA JITs it
+                    assert record.symbol.encode() in blob
+                else:
+                    check_cubin(blob, arch)
+                    assert record.symbol in cubin_functions(blob)
+        tunes = opened.tunes()
+        assert sorted(t.status for t in tunes) == ["pending", "pending"]
+        assert {len(t.candidates) for t in tunes} == {2}
+
+
+def test_gpu_less_verify_for_a_newer_arch_agrees_with_check_on_ptx(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """An sm_80 pre-build with its compute_80 PTX, replayed for sm_90 without a GPU: `warm
+    check --arch sm_90` counts it served by PTX JIT (as a GPU's verify, under Execute,
+    serves it), but `warm verify --workload --arch sm_90` queued it as missing (exit 1)."""
+    workload = workload_file(SMALL)
+    with_ptx, cubins = tmp_path / "ptx.warm", tmp_path / "cubins.warm"
+    for bundle, extra in ((with_ptx, ()), (cubins, ("--no-ptx",))):
+        proc = warm("run", workload, "--arch", "sm_80", "-b", bundle, "-q", *extra)
+        assert proc.returncode == 0, proc.stderr
+    assert warm("check", with_ptx, "--arch", "sm_90").returncode == 0
+    doc = warm.json("verify", with_ptx, "--workload", workload, "--arch", "sm_90")
+    assert doc["verified"] is True and doc["missing"] == [], doc["missing"]
+    compiled = doc["compilation"]
+    assert (compiled["queued"], compiled["loaded"], compiled["ptx_jit"]) == (0, 1, 1)
+    for arch in ("sm_90", "sm_75"):  # no PTX; PTX for a newer GPU than this one
+        bundle = cubins if arch == "sm_90" else with_ptx
+        assert warm("check", bundle, "--arch", arch).returncode == 1
+        replay = warm("verify", bundle, "--workload", workload, "--arch", arch)
+        assert replay.returncode == 1 and "1 kernel(s) queued, not in the bundle" in replay.stdout
