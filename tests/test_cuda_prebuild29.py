@@ -248,3 +248,101 @@ def test_gpu_less_verify_for_a_newer_arch_agrees_with_check_on_ptx(
         assert warm("check", bundle, "--arch", arch).returncode == 1
         replay = warm("verify", bundle, "--workload", workload, "--arch", arch)
         assert replay.returncode == 1 and "1 kernel(s) queued, not in the bundle" in replay.stdout
+
+
+INF = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" __global__ void clampinf(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && y[i] > LIMIT) y[i] = INFINITY;
+}
+"""
+K = Kernel(SRC, "clampinf", "Pi", language="cuda", defines={"LIMIT": 1e30})
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=64)
+'''
+
+
+def test_nvcc_and_nvrtc_bundles_merge_and_serve_each_other(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A kernel only nvcc builds (INFINITY comes from nvcc's host headers) pre-built by
+    nvcc, another by NVRTC, merged: `warm check` and `warm verify --workload` on a machine
+    whose compiler is NVRTC serve both, and a production lookup compiles nothing."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    inf, small = workload_file(INF, "inf.py"), workload_file(SMALL, "small.py")
+    by_nvcc, by_nvrtc, merged = (tmp_path / f"{n}.warm" for n in ("nvcc", "nvrtc", "merged"))
+    refused = warm("run", inf, "--arch", "sm_90", "--compiler", "nvrtc", "-b", by_nvrtc)
+    assert refused.returncode == 2 and 'identifier "INFINITY" is undefined' in refused.stderr
+    assert "Traceback" not in refused.stderr and not by_nvrtc.exists()
+    built = warm("run", inf, "--arch", "sm_90", "--compiler", "nvcc", "-b", by_nvcc, "-q")
+    assert built.returncode == 0, built.stderr
+    built = warm("run", small, "--arch", "sm_90", "--compiler", "nvrtc", "-b", by_nvrtc, "-q")
+    assert built.returncode == 0, built.stderr
+    assert warm("merge", by_nvcc, by_nvrtc, "-o", merged).returncode == 0
+    kernels = warm.json("stats", merged)["kernels"]
+    assert sorted((k["entry"], k["arch"]) for k in kernels) == [
+        ("clampinf", "compute_90"),
+        ("clampinf", "sm_90"),
+        ("scale", "compute_90"),
+        ("scale", "sm_90"),
+    ]
+    for compiler in ("nvrtc", "nvcc"):
+        doc = warm.json("check", merged, "--arch", "sm_90", "--compiler", compiler)
+        assert doc["servable"] is True and doc["kernels"] == 2 and doc["ptx_jit"] == []
+        for workload in (inf, small):
+            replay = warm("verify", merged, "--workload", workload, "--arch", "sm_90")
+            assert replay.returncode == 0, replay.stdout
+    newer = warm.json("check", merged, "--arch", "sm_100")
+    assert newer["servable"] is True and len(newer["ptx_jit"]) == 2
+    older = warm("check", merged, "--arch", "sm_80", "--json")
+    assert older.returncode == 1 and '"unservable_count": 2' in older.stdout
+
+    import runpy
+
+    from warmcli import ProcessMode, ProcessModeOverride, Runtime
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.bundle.store import Bundle
+
+    with Bundle.open(merged) as bundle, ProcessModeOverride(ProcessMode.EXECUTE) as seen:
+        rt = Runtime(ArchDevice("sm_90", compiler="nvrtc"), bundle)  # as a GPU's would
+        for path in (inf, small):
+            rt.kernels.get(runpy.run_path(str(path))["K"])
+    counts = seen.reader().compilation
+    assert (counts.compiled, counts.loaded, counts.ptx_jit) == (0, 2, 0)
+
+
+def test_many_archs_at_once_each_its_cubin_ptx_for_the_highest_listed_in_sm_order(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Eight archs in one run: a cubin each, PTX for the highest only, and `warm stats`
+    lists them as numbers sort (sm_75 before sm_100: it listed sm_100, sm_120, sm_121,
+    sm_75 ..., text order), in its tables and its JSON alike."""
+    from warmcli.backends.cuda.cubin import check_cubin
+    from warmcli.backends.cuda.ptx import ptx_header
+    from warmcli.bundle.store import Bundle
+
+    archs = ["sm_121", "sm_75", "sm_100", "sm_80", "sm_120", "sm_86", "sm_89", "sm_90"]
+    bundle = tmp_path / "many.warm"
+    run = [a for arch in archs for a in ("--arch", arch)]
+    proc = warm("run", workload_file(SMALL), *run, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as opened:
+        for k in opened.kernels():
+            blob = opened.blob(k.sha256)
+            if k.arch == "compute_121":
+                assert ptx_header(blob)[1:] == (121, "")
+            else:
+                check_cubin(blob, k.arch)
+    in_order = sorted(archs, key=lambda a: int(a[3:]))
+    doc = warm.json("stats", bundle)
+    assert [k["arch"] for k in doc["kernels"]] == [*in_order[:-1], "compute_121", "sm_121"]
+    shown = warm("stats", bundle).stdout
+    contents, kernels = shown.split("Contents")[1].split("Kernels (9)")
+    for table in (contents, kernels):
+        rows = [line.split()[0] for line in table.splitlines() if line.strip().startswith("sm_")]
+        assert rows == [*in_order, in_order[-1]][: len(rows)] and len(rows) == 9, table
