@@ -346,3 +346,12 @@ def test_many_archs_at_once_each_its_cubin_ptx_for_the_highest_listed_in_sm_orde
     for table in (contents, kernels):
         rows = [line.split()[0] for line in table.splitlines() if line.strip().startswith("sm_")]
         assert rows == [*in_order, in_order[-1]][: len(rows)] and len(rows) == 9, table
+
+
+def test_an_arch_nvrtc_does_not_build_names_its_release_once(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """It read `NVRTC NVRTC release 13.5, V13.5.37; Build CL-... does not build sm_70`."""
+    proc = warm("run", workload_file(SMALL), "--arch", "sm_70", "-b", tmp_path / "old.warm")
+    assert proc.returncode == 2 and "does not build sm_70; it builds sm_75" in proc.stderr
+    assert "NVRTC NVRTC" not in proc.stderr and "Build CL" not in proc.stderr, proc.stderr
