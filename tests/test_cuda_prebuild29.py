@@ -355,3 +355,63 @@ def test_an_arch_nvrtc_does_not_build_names_its_release_once(
     proc = warm("run", workload_file(SMALL), "--arch", "sm_70", "-b", tmp_path / "old.warm")
     assert proc.returncode == 2 and "does not build sm_70; it builds sm_75" in proc.stderr
     assert "NVRTC NVRTC" not in proc.stderr and "Build CL" not in proc.stderr, proc.stderr
+
+
+PYCUDA_TEMPLATES = r'''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+import pycuda.gpuarray as gpuarray
+from pycuda.compiler import SourceModule
+
+SRC = """
+__constant__ float BIAS[2];
+template <typename T, int WIDTH>
+__device__ T combine(T a, T b) { return a * (T)WIDTH + b + (T)BIAS[0]; }
+template <typename T>
+__global__ void __launch_bounds__(256) axpb(T *y, const T *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = combine<T, SCALE>(x[i], y[i]);
+}
+extern "C" {
+__global__ void axpb_f32(float *y, const float *x, int n) { axpb<float>(y, x, n); }
+__global__ void axpb_f64(double *y, const double *x, int n) { axpb<double>(y, x, n); }
+}
+"""
+
+def main():
+    n = 1000
+    for scale, arch in ((2, None), (3, "sm_90"), (3, None)):
+        mod = SourceModule(SRC, no_extern_c=True, options=[f"-DSCALE={scale}"], arch=arch)
+        for name, dtype in (("axpb_f32", np.float32), ("axpb_f64", np.float64)):
+            x = gpuarray.to_gpu(np.ones(n, dtype)); y = gpuarray.zeros(n, dtype)
+            mod.get_function(name)(y, x, np.int32(n), block=(256, 1, 1), grid=(4, 1))
+'''
+
+
+def test_an_unmodified_pycuda_script_of_templates_prebuilds_each_instance_once(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`no_extern_c` templates behind extern "C" wrappers, `-DSCALE` options, `arch=` the
+    device's own or None: one build per (entry, SCALE), each a cubin exporting its entry."""
+    from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
+    from warmcli.bundle.store import Bundle
+
+    bundle = tmp_path / "pycuda.warm"
+    script = workload_file(PYCUDA_TEMPLATES, "script.py")
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Bundle.open(bundle) as opened:
+        cubins = [k for k in opened.kernels() if k.arch == "sm_90"]
+        assert sorted(k.label for k in cubins) == [
+            "axpb_f32[SCALE=2]",
+            "axpb_f32[SCALE=3]",
+            "axpb_f64[SCALE=2]",
+            "axpb_f64[SCALE=3]",
+        ]
+        for k in cubins:
+            blob = opened.blob(k.sha256)
+            check_cubin(blob, "sm_90")
+            assert k.symbol in cubin_functions(blob)
+    other = warm("run", script, "--pycuda", "--arch", "sm_80", "-b", tmp_path / "80.warm")
+    assert other.returncode == 2 and "arch='sm_90'" in other.stderr and "drop arch=" in other.stderr
