@@ -27,7 +27,7 @@ from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-VIRTUAL = Pattern(r"^compute_(\d{2,3})$")
+VIRTUAL = Pattern(r"^compute_([1-9]\d{1,2})$")  # no compiler takes compute_090
 _RELEASE = Pattern(r"release (\d+)\.(\d+)")
 _VERSION = Pattern(r"^(\d+)\.(\d+)")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share

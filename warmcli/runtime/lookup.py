@@ -11,7 +11,8 @@ this device and toolchain by that rule, its blob's sha256 matches and it loads h
 differing part for another device's or toolchain's build) and rebuilt. When serving
 (not warming), a CUDA device newer than every cubin of a kernel is served the bundle's
 PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
-`ptx_jit`). A plain miss is explained (`warmcli.runtime.explain`) only when the miss
+`ptx_jit`; under CompileOnly, where nothing loads, held as served). A plain miss is
+explained (`warmcli.runtime.explain`) only when the miss
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
 the order they were stored, in chunks that grow with the kernels asked for (by half of
 them: a workload serves in a few queries what it launches in the order it was warmed).
@@ -31,7 +32,7 @@ from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.native import keyed_identity
 from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import ToolchainError
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, PtxError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_lock
@@ -228,11 +229,13 @@ class BundleLookup:
         return bundle.kernel(key, None if row is None else {key: row})
 
     def held(self, kernel: Kernel, key: str) -> bool:
-        """Whether the bundle holds a build under `key` that is served here."""
+        """Whether the bundle holds a build under `key` that is served here, or (serving) PTX
+        of it that `serve_ptx` would serve, its blob one this device's driver JITs (counted
+        `ptx_jit`: a GPU-less verify replay agrees with `warm check` and a GPU's replay)."""
         with self._lock:
             if key in self._in_bundle:
                 return True
-        if self.record(kernel, key) is None:
+        if self.record(kernel, key) is None and not self._ptx_held(kernel, key):
             return False
         with self._lock:
             self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
@@ -263,11 +266,11 @@ class BundleLookup:
         self.registrations.register_settled(collector, record.key, "loaded")
         return True
 
-    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
-        """Serve the bundle's PTX of this kernel to a CUDA device newer than every cubin of
-        it (the driver JITs it as it loads): when serving (not warming, which builds cubins)."""
+    def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
+        """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
+        served (the driver JITs it): when serving (not warming, which builds cubins)."""
         if self.bundle is None or self.misses.policy is None or self.device.backend != "cuda":
-            return False
+            return None
         identity = self._identities.get(key)
         ptx = (
             r
@@ -275,8 +278,28 @@ class BundleLookup:
             if virtual_sm(r.arch) is not None
             and (self.any_toolchain or identity is None or r.toolchain == identity)
         )
-        record = choose(ptx, self._target(identity), of_kernel(kernel))
-        if record is None:
+        return choose(ptx, self._target(identity), of_kernel(kernel))
+
+    def _ptx_held(self, kernel: Kernel, key: str) -> bool:
+        """Whether `serve_ptx` would serve this kernel's PTX here, its blob one this device's
+        driver JITs (counted `ptx_jit`); nothing is loaded."""
+        record = self._ptx(kernel, key)
+        if record is None or self.bundle is None:
+            return False
+        from warmcli.backends.cuda.ptx import check_ptx  # PTX: a CUDA device's only
+
+        driver = self._target(self._identities.get(key)).driver
+        try:
+            check_ptx(self.bundle.blob(record.sha256), self.device.arch, driver)
+        except (BundleError, PtxError):
+            return False
+        self._count("ptx_jit")
+        return True
+
+    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
+        """Serve the bundle's PTX of this kernel (`_ptx`): the driver JITs it as it loads."""
+        record = self._ptx(kernel, key)
+        if record is None or self.bundle is None:
             return False
         try:
             load(key, kernel, record, self.bundle.blob(record.sha256))

@@ -40,15 +40,17 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
 from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
-_ARCH = re.compile(r"^sm_(\d{2,3})([af]?)$")
-_VIRTUAL = re.compile(r"^compute_(\d{2,3})[af]?$")
+_ARCH = re.compile(r"^sm_([1-9]\d{1,2})([af]?)$")
+_VIRTUAL = re.compile(r"^compute_([1-9]\d{1,2})[af]?$")
+# The first SM of each suffix: arch-specific (`sm_90a`) and family-specific (`sm_100f`).
+_SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
 _RESERVED = (
     "-arch",
@@ -140,7 +142,13 @@ def parse_arch(arch: str) -> int:
     """The SM number of a real architecture (`sm_90a` → 90); one-line ArchError otherwise."""
     m = _ARCH.match(arch)
     if m:
-        return int(m.group(1))
+        sm, suffix = int(m.group(1)), m.group(2)
+        if suffix and sm < _SUFFIX_FROM[suffix]:
+            raise ArchError(
+                f"{arch!r} is no GPU's architecture: sm_XX{suffix} starts at "
+                f"sm_{_SUFFIX_FROM[suffix]}{suffix}; use sm_{sm}"
+            )
+        return sm
     v = _VIRTUAL.match(arch)
     if v:
         raise ArchError(
@@ -343,6 +351,9 @@ class NvccCompiler:
             binary = _written(tmp, "out.cubin", options, units)
             if ptx_arch and not same:
                 ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
-                run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+                try:
+                    run_compiler((*ptx_command, "-o", "tu.ptx", "tu.cu"), units, timeout, tmp)
+                except CompileFailure as failure:
+                    log, ptx_arch = log + ptx_not_kept(failure, self.ptx, ptx_arch), None
             ptx = (ptx_arch, _written(tmp, "tu.ptx", options, units)) if ptx_arch else None
         return built_group(binary, arch, units, log, time.perf_counter() - started, command, ptx)

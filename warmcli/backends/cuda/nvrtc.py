@@ -12,16 +12,15 @@ whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where th
 NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
 with it, it is compiled again without, and only that result (log, error) is kept. Each
 program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
-Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s
-(`include_dirs`), and the kernel's `-I` folders, never the working folder (`PROGRAM`); a
-compile error is NVRTC's log, with each kernel's own file name and line. The PTX of the
-same program is kept beside the cubin for free. The toolchain identity is NVRTC's
-release and build, read from the banner of an empty program's PTX (`-minimal` where NVRTC
-knows it, and `-G`: 11 ms instead of 28) once per library file (remembered in warm's home,
-and per process: `identity`; whether NVRTC knows `-minimal` and which SMs it builds are
-asked once per process).
-It owns no kernel cache and never loads what it builds; `cuda.bindings` is imported
-only to compile or to read a version.
+Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s (`include_dirs`),
+and the kernel's `-I` folders, never the working folder (`PROGRAM`); a compile error is NVRTC's
+log, with each kernel's file and line. The PTX of the same program is kept beside the cubin for
+free (another arch's, failing unasked, is left out: `ptx_not_kept`). The toolchain identity is
+NVRTC's release and build, read from the banner of an empty program's PTX (`-minimal` where
+NVRTC knows it, and `-G`: 11 ms instead of 28) once per library file (remembered in warm's home,
+and per process: `identity`; whether NVRTC knows `-minimal` and which SMs it builds are asked
+once per process). It owns no kernel cache and never loads what it builds; `cuda.bindings` is
+imported only to compile or to read a version.
 """
 
 from __future__ import annotations
@@ -43,13 +42,14 @@ from warmcli.backends.cuda.minimal import MINIMAL, knows_minimal, minimal_safe
 from warmcli.backends.cuda.nvcc import (
     ArchError,
     _package_roots,
+    _release,
     built_group,
     check_options,
     group_target,
     parse_arch,
     translation_unit,
 )
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders
 
@@ -338,7 +338,7 @@ class NvrtcCompiler:
         known = supported_sms()
         if known and sm not in known:
             raise ArchError(
-                f"NVRTC {self.toolchain.version} does not build {arch}; it builds "
+                f"NVRTC {_release(self.toolchain)} does not build {arch}; it builds "
                 + ", ".join(f"sm_{n}" for n in sorted(known))
             )
         check_options(options, units, _RESERVED)
@@ -357,15 +357,17 @@ class NvrtcCompiler:
             try:
                 if not ok:
                     failure = CompileFailure(text or f"NVRTC failed for {target}", tuple(units))
-                    raise signature.explain(failure)
-                if target == arch:
+                    if target == arch:
+                        raise signature.explain(failure)
+                    log += ptx_not_kept(signature.explain(failure), self.ptx, target)
+                elif target == arch:
                     log, used = text, extra
                     outputs["cubin"] = program.output("CUBIN")
-                if ptx_arch and (target != arch or same):
+                if ok and ptx_arch and (target != arch or same):
                     outputs["ptx"] = program.output("PTX")
             finally:
                 program.close()
-        ptx = (ptx_arch, outputs["ptx"]) if ptx_arch else None
+        ptx = (ptx_arch, outputs["ptx"]) if "ptx" in outputs else None
         seconds = time.perf_counter() - started
         command = ("nvrtc", *self.options(arch, options), *used, f"<{len(units)} kernel(s)>")
         return built_group(outputs["cubin"], arch, units, log, seconds, command, ptx)

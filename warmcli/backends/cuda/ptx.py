@@ -11,7 +11,8 @@ which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERS
 `warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
 functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come from an
 untrusted bundle: only its first lines are read, and anything unexpected is a
-`PtxError`.
+`PtxError`. A group whose default PTX has a program of its own (beside an arch-specific
+cubin) and does not build keeps its cubins without it (`ptx_not_kept`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import re
 
 from warmcli.backends.serving import virtual_sm
-from warmcli.errors import PtxError
+from warmcli.errors import CompileFailure, PtxError
 from warmcli.printable import Pattern
 
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
@@ -45,6 +46,16 @@ def ptx_in_program(arch: str, ptx_arch: str | None) -> bool:
     for an `sm_XX`. An arch-specific one's (`sm_90a`) writes `.target sm_90a` PTX, not the
     `compute_90` its key names (an `sm_90` build's): that comes from a program of its own."""
     return ptx_arch == ptx_arch_for(arch) and arch[-1].isdigit()
+
+
+def ptx_not_kept(failure: CompileFailure, ptx: str | None, ptx_arch: str) -> str:
+    """The compile log's note when the PTX kept by default (`ptx` "auto") has a program of
+    its own (`compute_90` beside an `sm_90a` cubin) that fails (code for that arch only):
+    the group keeps its cubin without it. Raises `failure` when that PTX was asked for
+    (`--ptx compute_XX`) or its program timed out."""
+    if ptx != "auto" or failure.timed_out:
+        raise failure
+    return f"\nno {ptx_arch} PTX kept: it does not build for {ptx_arch}:\n{failure.log.strip()}"
 
 
 def check_ptx_arch(ptx: str) -> None:

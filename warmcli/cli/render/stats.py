@@ -59,7 +59,7 @@ def kernel_json(
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     """How kernels are listed: by device, arch and label, numbers as numbers."""
-    return (k.device, k.arch, natural(k.label), k.key)
+    return (natural(k.device), natural(k.arch), natural(k.label), k.key)
 
 
 def kernels_json(
@@ -361,13 +361,13 @@ def summary_table(doc: dict[str, Any]) -> Table:
     places: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for k in doc["kernels"]:
         places.setdefault((k["device"], k["arch"]), []).append(k)
-    for (device, arch), ks in sorted(places.items()):
+    for (device, arch), ks in sorted(places.items(), key=lambda p: natural(p[0])):
         size = sum({k["sha256"]: k["blob_bytes"] for k in ks}.values())
         add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
     tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in doc["tunes"]:
         tunables.setdefault((t["operation"], t["device"]), []).append(t)
-    for (operation, device), ts in sorted(tunables.items()):
+    for (operation, device), ts in sorted(tunables.items(), key=lambda t: natural(t[0])):
         pending = sum(1 for t in ts if t["status"] == "pending")
         tunable_row(table, operation, device, str(len(ts)), str(pending))
     return table
