@@ -354,7 +354,10 @@ def alone(k: Kernel, scratch: Path) -> bytes | None:
     command = ["cc", *BASE_FLAGS, "-Wl,-z,defs", *defines, "-o", library, source, "-lm"]
     if subprocess.run(command, capture_output=True).returncode != 0:
         return None
-    return _run(library, k.entry)
+    try:
+        return _run(library, k.entry)
+    except AttributeError:  # it exports no such function (a `static` entry)
+        return None
 
 
 def batched(kernels: list[Kernel], scratch: Path) -> list[bytes | None]:

@@ -34,6 +34,7 @@ from warmcli.errors import ToolchainError
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
+    from warmcli.kernel import Kernel
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared")
 # Linux: a symbol the object leaves undefined is a link error naming it, not a binary
@@ -65,8 +66,8 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
-    if not shared and ALIASES:  # its entry keeps its name (`__func__`), exported as its symbol
-        (unit,) = units
+    if not shared and ALIASES and not static_entry(units[0].kernel):
+        (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
         section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
@@ -76,6 +77,17 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
         for unit in units
     ]
     return "\n".join(sections)
+
+
+def static_entry(kernel: Kernel) -> bool:
+    """Whether the kernel's entry looks `static` (cc exports no such function: an alias would
+    export it, so it is renamed as in a shared unit and, as there, not found)."""
+    import re
+
+    from warmcli.backends.compiler import UNSCANNED
+
+    code = UNSCANNED.sub(" ", kernel.source)
+    return bool(re.search(rf"\bstatic\b[^;{{}}()]*\b{kernel.entry}\s*\(", code))
 
 
 class HostCompiler:
