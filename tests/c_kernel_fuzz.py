@@ -61,8 +61,8 @@ def putd(expr: str) -> str:
 class _Kernel:
     """One kernel being generated: its file-scope text, its body, the names it took."""
 
-    def __init__(self, rng: random.Random, index: int) -> None:
-        self.rng, self.index = rng, index
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
         self.head: list[str] = []
         self.tail: list[str] = []  # after the entry (a helper's definition after its prototype)
         self.body: list[str] = []
@@ -305,10 +305,8 @@ def _leak(k: _Kernel) -> None:
     pick = k.rng.choice(
         [f"sizeof({t})" for t in TYPES] + [f"sizeof(struct {t})" for t in TAGS] + list(ENUMERATORS)
     )
-    names = {w for w in pick.replace("(", " ").replace(")", " ").split()}
-    if names & k.taken:
-        return
-    k.body.append(put(pick))
+    if not set(pick.replace("(", " ").replace(")", " ").split()) & k.taken:
+        k.body.append(put(pick))
 
 
 CONSTRUCTS: list[tuple[float, Callable[[_Kernel], None]]] = [
@@ -321,7 +319,7 @@ CONSTRUCTS: list[tuple[float, Callable[[_Kernel], None]]] = [
 
 def kernel(rng: random.Random, index: int) -> Kernel:
     """One generated kernel."""
-    k = _Kernel(rng, index)
+    k = _Kernel(rng)
     weights = [w for w, _ in CONSTRUCTS]
     for _ in range(rng.randint(2, 7)):
         rng.choices(CONSTRUCTS, weights)[0][1](k)

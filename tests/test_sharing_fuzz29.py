@@ -39,6 +39,71 @@ def test_the_generator_covers_what_it_claims(tmp_path: Path) -> None:
     assert any(alone(k, tmp_path) is None for k in kernels)
 
 
+# Sources that held (each computes R as alone), kernels between neighbours declaring the same
+# names otherwise; and names an earlier kernel declares, which a later one cannot use.
+HELD = [
+    "static int (helper)(int x) { return x + 1; }\n#define R helper(4)",
+    "static int helper(x) int x; { return x + 2; }\n#define R helper(4)",
+    "static int helper(int a[static 2]) { return a[0] + a[1]; }\n#define R helper((int[]){3, 4})",
+    "static _Thread_local int counter = 3;\n#define R (counter += 2)",
+    "static int *tbl = (int[]){5, 6, 7};\n#define R tbl[2]",
+    "struct pair { int helper; };\nstatic int helper(int x) { return x; }\n"
+    "#define R ((struct pair){ .helper = 9 }).helper + helper(1)",
+    "struct o { struct inner { int a; } i; enum e { X = 3, Y } v; };\n"
+    "#define R sizeof(struct inner) + Y",
+    "typedef int vec_t[4];\ntypedef int A_t, *B_t;\n#define R sizeof(vec_t) + sizeof(B_t)",
+    "struct pair { int a, b; };\n"
+    "static const struct pair tbl[] = { [1] = { .a = 1 }, [0] = { 3, 4 } };\n"
+    "#define R tbl[0].b + tbl[1].a + sizeof tbl",
+    'static const char msg[] = "helper";\n#define R sizeof msg',
+    "static int\nhelper (int x)\n{\n  return x * 3;\n}\n#define R helper (5)",
+    "__attribute__((weak)) int g_helper(int x) { return x + 7; }\n#define R g_helper(1)",
+    "static int counter;\n__attribute__((constructor)) static void init_c(void) { counter = 42; }"
+    "\n#define R counter",
+    "static int helper(int x) { return x - 1; }\n#define R ({ int helper(int); helper(10); })",
+    "static int helper(int x) { goto helper; helper: return x; }\n#define R helper(3)",
+    "static int counter;\nstatic int counter = 5;\n#define R counter",
+    "static int helper(int);\nint helper(int x) { return x * 13; }\n#define R helper(2)",
+    "static int twice(int x) { return 2 * x; }\nstatic int (*fp)(int) = twice;\n#define R fp(4)",
+    "typedef enum node { node_a = 2 } node;\n#define R node_a + sizeof(node)",
+    "typedef struct pair pair;\nstruct pair { int a; };\n#define R sizeof(pair)",
+    "struct mix { int a; };\nstatic int mix(int x) { return x + sizeof(struct mix); }\n"
+    "#define R mix(1)",
+]
+OTHERS = (
+    "typedef double T;\nstruct pair { double z[9]; };\nenum cell { Y = 41, X = 40, node_a = 5 };\n"
+    "static int helper(int x) { return 1000 + x; }\nstatic int counter = 1000;\n"
+    "int g_helper(int x) { return -x; }\nstatic int tbl[3] = {9, 9, 9};\n"
+)
+LATER = {
+    "struct o { struct inner { int a; } i; enum { X1 = 3, Y1 } v; };": "Y1 + sizeof(struct inner)",
+    "typedef int vec_t[4], *B_t;": "sizeof(vec_t) + sizeof(B_t)",
+    "typedef struct { int x; } P;": "sizeof(P)",
+    "typedef enum node { node_a = 2 } node;": "node_a + sizeof(node)",
+    "struct s { int a : 3; enum { Q1, Q2 } b : 2; };": "Q2",
+    "static int f(struct st { int w; } *p) { return 0; }": "sizeof(struct st)",
+    "enum { E1 = 1 } ev;": "E1 + ev",
+    "static enum col { RED2, BLUE2 } cv = BLUE2;": "cv + BLUE2",
+    "typedef struct tg { int a; } tg_t, *tg_p;": "sizeof(tg_p) + sizeof(struct tg)",
+}
+
+
+def _writing(name: str, value: str, head: str = "") -> Kernel:
+    """A kernel `name` that writes `value`'s two low bytes, after `head`."""
+    out = f"out[0] = (unsigned char)({value}); out[1] = (unsigned char)(({value}) >> 8);"
+    return Kernel(f"{head}\nvoid {name}(unsigned char *out) {{ {out} }}\n", name, "P")
+
+
+def test_hand_written_kernels_build_and_compute_as_alone(tmp_path: Path) -> None:
+    kernels = [_writing("z", "1", OTHERS)]
+    kernels += [_writing(f"k{i}", "R", head) for i, head in enumerate(HELD)]
+    for i, (head, use) in enumerate(LATER.items()):
+        kernels.insert(0, _writing(f"p{i}", "1", head))  # before: the later ones fail alone
+        kernels.append(_writing(f"u{i}", use))
+    assert differences(kernels, tmp_path) == []
+    assert [alone(k, tmp_path) is None for k in kernels].count(True) == len(LATER)
+
+
 NEIGHBOUR = Kernel("static int helper(void) { return 1; }\nvoid z(unsigned char *o) { }", "z", "P")
 NAMED = {
     "__func__ in the entry": "void k(unsigned char *o) { o[0] = sizeof(__func__); }",
