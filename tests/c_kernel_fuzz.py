@@ -263,11 +263,10 @@ def _macros(k: _Kernel) -> None:
 
 
 def _generic(k: _Kernel) -> None:
-    if "KIND" in k.macros:
-        return
-    k.head.append("#define KIND(x) _Generic((x), int: 1, float: 2, double: 3, default: 0)")
-    k.macros.add("KIND")
-    k.body += [put("KIND(1.0f)"), put("KIND('a')"), put("KIND(2.0)")]
+    if "KIND" not in k.macros:
+        k.macros.add("KIND")
+        k.head.append("#define KIND(x) _Generic((x), int: 1, float: 2, double: 3, default: 0)")
+        k.body += [put("KIND(1.0f)"), put("KIND('a')"), put("KIND(2.0)")]
 
 
 def _variadic(k: _Kernel) -> None:
@@ -344,7 +343,8 @@ def _run(library: Path, symbol: str) -> bytes:
 
 
 def alone(k: Kernel, scratch: Path) -> bytes | None:
-    """What `k` writes built alone by plain `cc` (None: it does not compile or load)."""
+    """What `k` writes built alone by `cc` (None: it does not compile or load; `-z defs`: a
+    function nothing defines fails here, not at its first call)."""
     digest = hashlib.sha256(repr((k.source, k.defines)).encode()).hexdigest()[:16]
     source, library = scratch / f"{digest}.c", scratch / f"{digest}.so"
     source.write_text(k.source)
