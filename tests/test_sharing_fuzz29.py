@@ -8,6 +8,8 @@ one unit: the same kernels compile and each writes the same bytes. Bugs it found
   saw warm's name for it (`warm_<key>_k`, its renamed helper's), in a shared unit and
   alone: such a kernel is compiled in a unit of its own now, and a kernel in a unit of its
   own keeps its entry's name as written (its symbol is its entry);
+- `__func__` made by token pasting (`CAT(__fu, nc__)`) still saw warm's name: a kernel
+  that pastes where a piece of such a name shows is compiled in a unit of its own;
 - a macro that stringizes its expanded argument (`XSTR(vec_t)`, `XSTR(k)`) spelt warm's
   name of a type, helper or entry (`"warm_<key>_vec_t"`): a C kernel whose macros
   stringize is compiled in a unit of its own now.
@@ -113,6 +115,8 @@ NAMED = {
     "void k(unsigned char *o) { o[0] = sizeof(XSTR(vec_t)); }",
     "the entry stringized": "#define STR(x) #x\n#define XSTR(x) STR(x)\n"
     "void k(unsigned char *o) { o[0] = sizeof(XSTR(k)); }",
+    "__func__ pasted": "#define CAT(a, b) a##b\n"
+    "void k(unsigned char *o) { o[0] = sizeof(CAT(__fu, nc__)) + sizeof(CAT(__FUNC, TION__)); }",
     "alone, __func__ in the entry": "#include <stddef.h>\n"
     "void k(unsigned char *o) { o[0] = sizeof(__func__) + sizeof(size_t); }",
 }

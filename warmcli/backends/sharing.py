@@ -26,11 +26,12 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
-conservative, on the kernel's own text (its source, its defines' names and values, its
-entry); a kernel that fails it is compiled in a unit of its own, exactly as alone
-(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure functions
-over text: the only state is a bounded memo per source text; no compiler runs here.
+comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows.
+`shares_unit` is that test, conservative, on the kernel's own text (its source, its
+defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
+own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
+binary. Pure functions over text: the only state is a bounded memo per source text; no
+compiler runs here.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directiv
 _DIRECTIVE = re.compile(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
 _MACRO_NAME = re.compile(rf"{_GAP}([A-Za-z_]\w*)")
 _UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
-# With token pasting, a piece of `_Pragma` or `__pragma` (a paste may make one).
-_PRAGMA_PIECE = re.compile(r"gma|_P|__p")
+# With token pasting, a piece of `_Pragma`, `__pragma`, `__func__` or `__FUNCTION__` (a
+# paste may make one).
+_PRAGMA_PIECE = re.compile(r"gma|_P|__p|unc|UNC")
 _ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
 _FUNCTION_NAME = re.compile(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
