@@ -14,8 +14,10 @@ entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`,
 ...: undoing it would take the compiler's away), a CUDA helper named like a function CUDA
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
 global one from every call, where alone it overloads it), `__COUNTER__` (it counts across
-the unit), an `asm` in C, a C file-scope declaration it does not rename apart (a variable
-not `static`, of several declarators or with an attribute, or a macro whose text could
+the unit), an `asm` in C, a C function's name as a string (`__func__`, `__FUNCTION__`, or a
+function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell warm's name of it),
+a C file-scope declaration it does not rename apart (a variable not `static`, of several
+declarators or with an attribute, or a macro whose text could
 declare one used at file scope: C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
 renamed, nothing would define it), a type name warm does not read (a function's typedef, a
@@ -24,11 +26,12 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` shows. `shares_unit` is that test,
-conservative, on the kernel's own text (its source, its defines' names and values, its
-entry); a kernel that fails it is compiled in a unit of its own, exactly as alone
-(`warmcli.backends.batch.plan_groups`), so no neighbour changes its binary. Pure functions
-over text: the only state is a bounded memo per source text; no compiler runs here.
+comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows.
+`shares_unit` is that test, conservative, on the kernel's own text (its source, its
+defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
+own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
+binary. Pure functions over text: the only state is a bounded memo per source text; no
+compiler runs here.
 """
 
 from __future__ import annotations
@@ -61,9 +64,13 @@ _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directiv
 _DIRECTIVE = re.compile(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
 _MACRO_NAME = re.compile(rf"{_GAP}([A-Za-z_]\w*)")
 _UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
-# With token pasting, a piece of `_Pragma` or `__pragma` (a paste may make one).
-_PRAGMA_PIECE = re.compile(r"gma|_P|__p")
+# With token pasting, a piece of `_Pragma`, `__pragma`, `__func__` or `__FUNCTION__` (a
+# paste may make one).
+_PRAGMA_PIECE = re.compile(r"gma|_P|__p|unc|UNC")
 _ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
+# A C function's own name as a string: warm's name of an entry or helper where renamed.
+_FUNCTION_NAME = re.compile(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
+_STRINGIZE = re.compile(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
 # A pragma that acts only on the loop right after it (CUDA's and GCC's unrolling), on a
 # line of its own: no comment, no splice (a source with any splice keeps every pragma).
 _LOOP_PRAGMA = re.compile(
@@ -114,11 +121,11 @@ def shares_unit(kernel: Kernel) -> bool:
 
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
-    digraph, no pragma, no `__COUNTER__` and (C) no `asm`."""
+    digraph, no pragma, no `__COUNTER__` and (C) no `asm` and no `__func__`."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
-        if language == "c" and _ASM.search(each):
+        if language == "c" and (_ASM.search(each) or _FUNCTION_NAME.search(each)):
             return False
     return True
 
@@ -143,6 +150,10 @@ def _source_shares(
         return False
     if language == "c" and not _c_names_kept_apart(text, helpers, risky):
         return False
+    if language == "c" and any(
+        m.group(2) and _STRINGIZE.search(m.group(3)) for m in _MACRO_TEXT.finditer(text)
+    ):
+        return False  # `XSTR(vec_t)` would spell warm's name of it
     types = type_names(source) if language == "c" else ()
     if types is None or any(_reserved(name) for name in types):
         return False  # a name warm does not read (a function's type, `éint`): not renamed

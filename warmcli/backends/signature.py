@@ -203,8 +203,9 @@ def explain(failure: CompileFailure) -> CompileFailure:
     tag = _tag(unit)
     declared = declared_parameters(kernel.source, kernel.entry)
     failed = {m.group(1) for m in _ASSERT.finditer(failure.log) if m.group(2) == tag}
+    entry = re.compile(rf"\b(?:{unit.symbol}|{kernel.entry})\b")  # alone, C keeps its name
     missing = any(
-        unit.symbol in line and ("undeclared" in line or "undefined" in line)
+        entry.search(line) and ("undeclared" in line or "undefined" in line)
         for line in failure.log.splitlines()
     )
     if missing:

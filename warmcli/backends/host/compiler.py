@@ -4,7 +4,8 @@ Each kernel's defines and the macros it defines itself are undefined after it, i
 entry and helpers are renamed to unique symbols, so a group of kernels shares one
 `cc -O2 -fPIC -shared` process; a kernel whose text could reach past that (an
 `#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
-as written after its defines (no helper renamed), exactly as alone. Each is
+as written after its defines (nothing renamed: on Linux its symbol is an alias of its
+entry, so `__func__` is the entry's name), exactly as alone. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -33,6 +34,7 @@ from warmcli.errors import ToolchainError
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
+    from warmcli.kernel import Kernel
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared")
 # Linux: a symbol the object leaves undefined is a link error naming it, not a binary
@@ -41,6 +43,8 @@ DEFS_FLAGS: tuple[str, ...] = ("-Wl,-z,defs",) if sys.platform.startswith("linux
 # Linux: no RELRO (GNU ld, gold and lld all take it), stripped unless the kernel asks for -g.
 FAST_LOAD_FLAGS: tuple[str, ...] = ("-Wl,-z,norelro",) if sys.platform.startswith("linux") else ()
 STRIP_FLAGS: tuple[str, ...] = ("-s",) if sys.platform.startswith("linux") else ()
+# ELF: a kernel alone keeps its entry's name and exports its symbol as an alias of it.
+ALIASES = sys.platform.startswith("linux")
 
 
 def load_flags(options: Sequence[str]) -> list[str]:
@@ -56,17 +60,34 @@ def host_cc() -> str:
 
 def translation_unit(units: Sequence[CompileUnit]) -> str:
     """The source of one group: each kernel isolated, in queue order; a kernel that needs a
-    unit of its own (`warmcli.backends.sharing`) is the only one, its helpers not renamed."""
+    unit of its own (`warmcli.backends.sharing`) is the only one, nothing of it renamed."""
     from warmcli.backends import signature  # on first use: a serving process never compiles
     from warmcli.backends.compiler import isolated_section
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
+    if not shared and ALIASES and not static_entry(units[0].kernel):
+        (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
+        entry, symbol = unit.kernel.entry, unit.symbol
+        source = unit.kernel.source + signature.probe(unit)
+        section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
+        return f'{section}extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
     sections = [
         isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
     return "\n".join(sections)
+
+
+def static_entry(kernel: Kernel) -> bool:
+    """Whether the kernel's entry looks `static` (cc exports no such function: an alias would
+    export it, so it is renamed as in a shared unit and, as there, not found)."""
+    import re
+
+    from warmcli.backends.compiler import UNSCANNED
+
+    code = UNSCANNED.sub(" ", kernel.source)
+    return bool(re.search(rf"\bstatic\b[^;{{}}()]*\b{kernel.entry}\s*\(", code))
 
 
 class HostCompiler:
