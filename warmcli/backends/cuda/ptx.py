@@ -11,8 +11,9 @@ which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERS
 `warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
 functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come from an
 untrusted bundle: only its first lines are read, and anything unexpected is a
-`PtxError`. A group whose default PTX has a program of its own (beside an arch-specific
-cubin) and does not build keeps its cubins without it (`ptx_not_kept`).
+`PtxError`. A kernel whose default PTX has a program of its own (beside an arch-specific
+cubin) and does not build keeps its cubin without it (`ptx_not_kept`; a group of several
+is split first, so no other kernel loses its PTX).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def ptx_not_kept(failure: CompileFailure, ptx: str | None, ptx_arch: str) -> str
     """The compile log's note when the PTX kept by default (`ptx` "auto") has a program of
     its own (`compute_90` beside an `sm_90a` cubin) that fails (code for that arch only):
     the group keeps its cubin without it. Raises `failure` when that PTX was asked for
-    (`--ptx compute_XX`) or its program timed out."""
-    if ptx != "auto" or failure.timed_out:
+    (`--ptx compute_XX`), its program timed out, or it holds more than one kernel (the batch
+    splits it: the others' PTX is kept, whatever `--jobs` grouped them with)."""
+    if ptx != "auto" or failure.timed_out or len(failure.units) > 1:
         raise failure
     return f"\nno {ptx_arch} PTX kept: it does not build for {ptx_arch}:\n{failure.log.strip()}"
 
