@@ -267,10 +267,7 @@ def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, .
 def _leave_wal(path: str | Path) -> None:
     """Switch a bundle whose header says write-ahead-log mode back to a rollback journal
     (what warm writes, so a read-only copy opens); refused where the file cannot be written.
-
-    The switch checkpoints any `-wal` file into the bundle; what it holds is checked with
-    the rest when the bundle is opened.
-    """
+    The switch checkpoints any `-wal` into the bundle, checked with the rest at the open."""
     problem = "the bundle is in WAL mode, which warm does not read"
     row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
     if row is None or str(row[0]).lower() != "delete":
@@ -313,21 +310,26 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row
 
 
-def _open_connection(path: str | Path, write: bool) -> tuple[sqlite3.Connection, tuple[int, int]]:
+def _open_connection(
+    path: str | Path, write: bool, locked: bool = False
+) -> tuple[sqlite3.Connection, tuple[int, int]]:
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
-    and the (device, inode) of the file it opened."""
+    and the (device, inode) of the file it opened; an older format opened for write is
+    migrated under the write lock, as any write (a merge never removes its live journal)."""
     version, wal = check_header(path)
+    if write and not locked and version != FORMAT_VERSION and version in SCHEMAS:
+        from warmcli.bundle.lock import write_lock  # only an old bundle's writer
+
+        with write_lock(path):  # the file opened is the one the lock's holders replace
+            return _open_connection(path, write, locked=True)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
     with _sqlite_errors(path):
         if wal:
             _leave_wal(path)
         st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write
-        if write:
-            conn = _connect(path)
-        else:
-            if journal:  # none (the production open): not looked for again
-                recover(path)
-            conn = _connect(_read_only_uri(path), uri=True)
+        if journal and not write:  # none (the production open): not looked for again
+            recover(path)  # (a writer's connection rolls it back itself)
+        conn = _connect(path) if write else _connect(_read_only_uri(path), uri=True)
         try:
             _validate(path, conn, version)
             if write and version != FORMAT_VERSION:

@@ -12,8 +12,7 @@ GET, an S3 HEAD) and downloads only if so. What that folder holds is believed on
 this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
 its ETag that is a link or another's is removed and downloaded afresh. When the store
 cannot be reached, sends something that is no bundle, or passes a bound, the last good
-copy is used and
-`Fetched.warning` says why (the caller shows it once); without one, `RemoteError`.
+copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
 holds that state of the file, writers waiting, while it is copied into an anonymous
 temporary file: the upload holds up no writer and no reader) whole, in one request, so a
@@ -365,7 +364,7 @@ def _scratch(bundle: Path) -> Iterator[BinaryIO]:
     try:
         made = tempfile.TemporaryFile(prefix="warm-push-")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise RemoteError(f"{bundle}: not pushed: no temporary copy ({exc.strerror})") from None
+        raise _no_copy(bundle, "could not be made", exc) from None
     with made:
         yield made
 
@@ -382,6 +381,20 @@ def _copied(bundle: Path, fh: BinaryIO, copy: BinaryIO) -> tuple[str, bytes]:
             copy.write(chunk)
         copy.flush()
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise RemoteError(f"{bundle}: not pushed: its temporary copy failed ({why})") from None
+        raise _no_copy(bundle, "failed", exc) from None
     return sha256.hexdigest(), md5.digest()
+
+
+def _no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
+    """The temporary copy of a push refused: said with its folder, which TMPDIR chooses."""
+    import tempfile
+
+    why = exc.strerror or type(exc).__name__
+    try:
+        folder = tempfile.gettempdir()
+    except OSError:  # none usable: none was named
+        folder = "the temporary folder"
+    return RemoteError(
+        f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
+        "it needs the bundle's size free there: set TMPDIR to a folder with room)"
+    )

@@ -13,7 +13,7 @@ Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `ea
 batch of rows at a time, and `snapshot` reads several things in one read transaction.
 Writers take the file lock and write each batch in one transaction; a writer whose file was
 replaced meanwhile (a merge published over it, holding that lock) writes to the new one, and
-a writer's first write removes what dead writers left beside the file (`journal.publish`
+a writer's first write removes what dead writers left beside the file (`create`: any journal
 too). A `Bundle` owns its one SQLite connection (shared by every thread, serialised by its
 lock; a forked child opens its own) and the set of rows it wrote; it is a
 `warmcli.runtime.store.Store` by its shape, importing nothing of the runtime.
