@@ -155,6 +155,11 @@ def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _fingerprint_order(fp: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """Devices and toolchains by kind, then identity, numbers as numbers (`sm_75` first)."""
+    return natural(fp.get("kind")), natural(fp.get("identity"))
+
+
 def stats_document(
     manifest: dict[str, str],
     fingerprints: list[dict[str, Any]],
@@ -185,7 +190,7 @@ def stats_document(
     return {
         **({} if format_version is None else {"format": format_version}),
         "manifest": manifest_json(manifest),
-        "fingerprints": fingerprints,
+        "fingerprints": sorted(fingerprints, key=_fingerprint_order),
         "kernels": (one(k, usage) for k, usage in kernels),
         "tunes": map(tune, tunes),
     }
