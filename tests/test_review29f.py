@@ -6,14 +6,19 @@ Bugs found:
   hidden by the option, was not exported and every launch failed: such a kernel's entry is
   renamed again (as before), so its symbol carries the entry's visibility;
 - a C99 `inline` entry alone (cc emits no function to alias) was told its parameter
-  letters do not match: it is told its function does not compile.
+  letters do not match: it is told its function does not compile;
+- a `static` entry with an attribute before its name (`static __attribute__((noinline))
+  void k(`) was not seen as static: alone, its alias exported what cc does not.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import Warm
+
+from warmcli.kernel import Kernel
 
 SERVE = """\
 import json, sys, warmcli
@@ -53,7 +58,7 @@ def test_an_inline_entry_alone_is_not_told_its_letters_mismatch(tmp_path: Path) 
     from warmcli.backends.batch import compile_batch
     from warmcli.backends.compiler import CompileUnit
     from warmcli.backends.host.compiler import HostCompiler
-    from warmcli.kernel import Kernel, kernel_key
+    from warmcli.kernel import kernel_key
 
     kernel = Kernel("inline void k(int *y, int n) { y[0] = sizeof(__func__); }", "k", "Pi")
     compiler = HostCompiler()
@@ -64,3 +69,22 @@ def test_an_inline_entry_alone_is_not_told_its_letters_mismatch(tmp_path: Path) 
     message = str(result.failures[unit.key])
     assert "parameter letters" not in message, message
     assert "does not compile" in message, message
+
+
+STATIC_ENTRIES = [
+    "static __attribute__((noinline)) void k(unsigned char *o) { o[0] = 1; }",
+    "static inline __attribute__((always_inline, unused)) void k(unsigned char *o) { o[0] = 1; }",
+]
+
+
+@pytest.mark.parametrize("source", STATIC_ENTRIES)
+def test_a_static_entry_with_an_attribute_is_exported_by_no_build(
+    source: str, tmp_path: Path
+) -> None:
+    """cc exports no `static` function, an attribute between or not: nor may the alias."""
+    from c_kernel_fuzz import alone, batched
+
+    kernel = Kernel("#include <stddef.h>\n" + source, "k", "P")
+    assert alone(kernel, tmp_path) is None
+    with pytest.raises(AttributeError):
+        batched([kernel], tmp_path)

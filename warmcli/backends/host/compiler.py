@@ -88,7 +88,8 @@ def static_entry(kernel: Kernel) -> bool:
     from warmcli.backends.compiler import UNSCANNED
 
     code = UNSCANNED.sub(" ", kernel.source)
-    return bool(re.search(rf"\bstatic\b[^;{{}}()]*\b{kernel.entry}\s*\(", code))
+    # (attributes between: `static __attribute__((noinline)) void k(`)
+    return bool(re.search(rf"\bstatic\b[^;{{}}]*?\b{kernel.entry}\s*\(", code))
 
 
 def _visibility(unit: CompileUnit) -> bool:
