@@ -205,7 +205,7 @@ def explain(failure: CompileFailure) -> CompileFailure:
     failed = {m.group(1) for m in _ASSERT.finditer(failure.log) if m.group(2) == tag}
     entry = re.compile(rf"\b(?:{unit.symbol}|{kernel.entry})\b")  # alone, C keeps its name
     missing = any(
-        entry.search(line) and ("undeclared" in line or "undefined" in line)
+        entry.search(line) and any(w in line for w in ("undeclared", "undefined", "aliased"))
         for line in failure.log.splitlines()
     )
     if missing:

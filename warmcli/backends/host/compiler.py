@@ -5,7 +5,8 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 `cc -O2 -fPIC -shared` process; a kernel whose text could reach past that (an
 `#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
-entry, so `__func__` is the entry's name), exactly as alone. Each is
+entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
+text names a visibility, which an alias would not share), exactly as alone. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -66,7 +67,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
-    if not shared and ALIASES and not static_entry(units[0].kernel):
+    if not shared and ALIASES and not static_entry(units[0].kernel) and not _visibility(units[0]):
         (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
@@ -87,7 +88,16 @@ def static_entry(kernel: Kernel) -> bool:
     from warmcli.backends.compiler import UNSCANNED
 
     code = UNSCANNED.sub(" ", kernel.source)
-    return bool(re.search(rf"\bstatic\b[^;{{}}()]*\b{kernel.entry}\s*\(", code))
+    # (attributes between: `static __attribute__((noinline)) void k(`)
+    return bool(re.search(rf"\bstatic\b[^;{{}}]*?\b{kernel.entry}\s*\(", code))
+
+
+def _visibility(unit: CompileUnit) -> bool:
+    """Whether the kernel may set a symbol's visibility (`-fvisibility=hidden`, an attribute,
+    a pragma): an alias would not share its entry's, so its entry is renamed instead."""
+    k = unit.kernel
+    texts = (k.source, *k.options, *(f"{name} {value}" for name, value in k.defines))
+    return any("visibility" in text for text in texts)
 
 
 class HostCompiler:
