@@ -282,8 +282,17 @@ def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
     target.write_bytes(built[1])
     _killed_mid_write(target)
     env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    replaced_soundly(env, command, f"{base}/b.warm", source, target, "-journal")
+
+
+def replaced_soundly(
+    env: Warm, command: str, url: str, source: Path, target: Path, left: str
+) -> None:
+    """`warm pull URL TARGET` or `warm merge SOURCE -o TARGET --force` (`command`) succeeds,
+    TARGET verifies sound with the source's three tunes, and nothing named TARGET`left`
+    (what the old file's writer left) is beside it."""
     if command == "pull":
-        proc = env("pull", f"{base}/b.warm", target)
+        proc = env("pull", url, target)
     else:
         proc = env("merge", source, "-o", target, "--force")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -292,7 +301,7 @@ def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
         verified.stdout + verified.stderr
     )
     assert len(env.json("stats", target)["tunes"]) == 3
-    assert not os.path.exists(f"{target}-journal")
+    assert not os.path.exists(f"{target}{left}")
 
 
 @pytest.mark.parametrize("force", [False, True])

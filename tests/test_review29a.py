@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from test_fleet_trial29 import replaced_soundly
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
 _KILLED_AFTER_WAL_COMMIT = """
@@ -56,17 +57,7 @@ def test_a_bundle_put_in_place_of_a_wal_one_is_not_played_the_old_wal(
     assert killed.returncode == -signal.SIGKILL
     assert os.path.getsize(f"{target}-wal") > 0
     env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
-    if command == "pull":
-        proc = env("pull", f"{base}/b.warm", target)
-    else:
-        proc = env("merge", source, "-o", target, "--force")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    verified = env("verify", target)
-    assert verified.returncode == 0 and "sound" in verified.stdout, (
-        verified.stdout + verified.stderr
-    )
-    assert len(env.json("stats", target)["tunes"]) == 3
-    assert not os.path.exists(f"{target}-wal")
+    replaced_soundly(env, command, f"{base}/b.warm", source, target, "-wal")
 
 
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
