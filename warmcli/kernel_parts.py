@@ -8,16 +8,16 @@ holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the tex
 its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
 `stored` reads options or defines back from a bundle's (untrusted) text, as
 `warmcli.kernel.key_components` writes them. It owns no state and reads nothing but its
-arguments; `warmcli.kernel` keys what it returns.
+arguments; `warmcli.kernel` keys what it returns. It never imports numpy (`warm stats`
+reads `stored`): a numpy define value is told by the numpy the process imported.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
-
-import numpy as np
 
 from warmcli.printable import Pattern
 
@@ -123,18 +123,22 @@ def checked_defines(entry: str, defines: object) -> list[tuple[str, str]]:
 
 def define_value(entry: str, name: str, value: object) -> str:
     """A define's value as the compiler sees it: a bool (Python's or numpy's) is 1 or 0, a
-    numpy number the Python number it holds, text and Python numbers as `str` writes them."""
-    if isinstance(value, bool | np.bool_):
+    numpy number the Python number it holds, text and Python numbers as `str` writes them.
+    numpy is not imported here (`warm stats` reads `stored` and never needs it): a value
+    can only be a numpy number where the process imported numpy already."""
+    np = sys.modules.get("numpy")
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
         return "1" if value else "0"
-    if isinstance(value, float | np.floating) and not math.isfinite(value):
+    floating = isinstance(value, float) or (np is not None and isinstance(value, np.floating))
+    if floating and not math.isfinite(value):  # type: ignore[arg-type]
         raise ValueError(f"kernel {entry}: define {name}: {value} is no C number (a finite float)")
     if isinstance(value, str) and "\x00" in value:
         raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
     if isinstance(value, str | int | float):
         return str(value)
-    if isinstance(value, np.integer):
+    if np is not None and isinstance(value, np.integer):
         return str(int(value))
-    if isinstance(value, np.floating):  # float16/32: as numpy writes it, the text typed
+    if floating:  # float16/32: as numpy writes it, the text typed
         return str(value)
     raise TypeError(
         f"kernel {entry}: define {name}: a value is a str, bool, int or float, "
