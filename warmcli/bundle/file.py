@@ -234,14 +234,15 @@ def _read_only_uri(path: str | Path) -> str:
     return f"file://{''.join(chr(b) if b in _URI_SAFE else f'%{b:02X}' for b in raw)}?mode=ro"
 
 
-def recover(path: str | Path) -> None:
+def recover(path: str | Path, judged: bool = False) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
     SQLite rolls a hot journal back on the first read, but only through a connection
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
-    is beside the file a symlinked `path` names, where SQLite keeps it."""
-    if not check_journal(path):  # none or empty (one SQLite must not play: refused)
+    is beside the file a symlinked `path` names, where SQLite keeps it (`judged`: an open
+    that `check_journal` found it for, its one look)."""
+    if not (judged or check_journal(path)):  # none or empty (one SQLite must not play: refused)
         return
     journal = f"{os.path.basename(os.path.realpath(path))}-journal"
     problem = f"a write was interrupted ({journal} is left)"
@@ -327,8 +328,8 @@ def _open_connection(
         if wal:
             _leave_wal(path)
         st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write
-        if journal and not write:  # none (the production open): not looked for again
-            recover(path)  # (a writer's connection rolls it back itself)
+        if journal and not write:  # (a writer's connection rolls it back itself)
+            recover(path, judged=True)
         conn = _connect(path) if write else _connect(_read_only_uri(path), uri=True)
         try:
             _validate(path, conn, version)

@@ -14,8 +14,7 @@ refuses: never played) by `warmcli.bundle.journal.publish`, which refuses to rep
 anything where it cannot remove it. A `-wal` (and its `-shm`) that a writer of a file
 switched to WAL mode left is removed there too: SQLite plays a `-wal` into the file of that
 name whatever its header says, and no reader of warm's reads the old file through one (it
-is switched back to a rollback journal first). It owns no state and
-never prints.
+is switched back to a rollback journal first). It owns no state and never prints.
 """
 
 from __future__ import annotations

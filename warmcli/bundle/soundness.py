@@ -5,9 +5,10 @@ Sound is `warm verify`'s integrity check (SQLite's, the manifest, every blob's s
 every row) and no invalid signature; a stale signature (signed before a migration) is
 sound: it matters only to whoever trusts keys, and they refuse it when they open it.
 `one_state` keeps the bundle in the read transaction its check ran in while the caller
-reads the file's bytes (a push's digests and body): a writer committing meanwhile waits
-for it (SQLite's read lock), so the bytes read are the state that was checked; while
-such a writer waits, a new reader of the file waits too (SQLite's pending lock). It
+reads the file's bytes (a push copies and hashes them, then uploads the copy): a writer
+committing meanwhile waits for it (SQLite's read lock), so the bytes read are the state
+that was checked; while such a writer waits, a new reader of the file waits too (SQLite's
+pending lock), so the caller reads no more than it must in there. It
 owns no state and never prints; it writes nothing but what opening a bundle writes (a
 crashed write rolled back, WAL mode left), as every open does.
 """

@@ -9,16 +9,17 @@ bundle, are refused before anything is read; older formats it reads merge into t
 one. The output's write lock is held from the first read to the publish, so a writer of the
 output (a `warm run`, a production write-back, another merge into it) waits and then writes
 into the merged file: no write is lost. The result is written to a temporary file beside the
-output, given the output's mode, owner and group, and moved into place only when complete
-(the output's journal, that a crashed writer left and SQLite would roll into the new file,
-removed first), so a failed merge leaves the output as it was and nothing beside it (what a
-killed merge left is removed by the next); an output that is a symbolic link stays one, the
-file it leads to replaced; one that is (or leads to) a FIFO or a device is refused,
-`--force` or not. The inputs' signatures do not carry over: given a key, the output is
-signed with it (every entry), else the report says the output is unsigned. A blob is copied
-a chunk at a time and checked against its sha256 as it is copied (`warmcli.bundle.blobs`):
-no blob's size sets the memory a merge takes; a copy that fails (or is missing) is taken
-from another input holding a good one, and the report says so. Nothing here prints.
+output, given the output's mode, owner and group, and moved into place only when complete (a
+journal or `-wal` a crashed writer of the old output left, which SQLite would play into the
+new file, rolled back into the old one or removed first: `warmcli.bundle.replacing`), so a
+failed merge leaves the output as it was and nothing beside it (what a killed merge left is
+removed by the next); an output that is a symbolic link stays one, the file it leads to
+replaced; one that is (or leads to) a FIFO or a device is refused, `--force` or not. The
+inputs' signatures do not carry over: given a key, the output is signed with it (every
+entry), else the report says the output is unsigned. A blob is copied a chunk at a time and
+checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size sets the
+memory a merge takes; a copy that fails (or is missing) is taken from another input holding
+a good one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
