@@ -17,17 +17,10 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from test_sharing_fuzz29 import SERVE, warmed_and_served
 
 from warmcli.kernel import Kernel
 
-SERVE = """\
-import json, sys, warmcli
-sys.path.insert(0, sys.argv[1])
-import workload
-warmcli.use_bundle(None if sys.argv[2] == "none" else sys.argv[2])
-rt = warmcli.runtime("host")
-print(json.dumps([int(v) for v in rt.read(workload.workload(rt))[:2]]))
-"""
 WORKLOAD = """\
 from warmcli import Kernel
 DEVICE = "host"
@@ -46,11 +39,7 @@ def workload(rt):
 
 
 def test_a_kernel_alone_with_hidden_visibility_loads(warm: Warm, tmp_path: Path) -> None:
-    (tmp_path / "workload.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    proc = warm("run", tmp_path / "workload.py", "-b", bundle, "--quiet", "--jobs", "1")
-    assert proc.returncode == 0, proc.stderr
-    assert warm.production(SERVE, tmp_path, bundle)[0] == 7
+    assert warmed_and_served(warm, tmp_path, WORKLOAD)[0] == 7
     assert warm.production(SERVE, tmp_path, "none")[0] == 7
 
 

@@ -159,9 +159,16 @@ def workload(rt):
 """
 
 
-def test_a_served_kernel_names_its_function_as_written(warm: Warm, tmp_path: Path) -> None:
-    (tmp_path / "workload.py").write_text(WORKLOAD)
+def warmed_and_served(warm: Warm, tmp_path: Path, workload: str) -> list[int]:
+    """`workload` (a `workload.py` whose entry returns a buffer) warmed by `warm run` into
+    `tmp_path`/b.warm, one compiler process at a time; its buffer's first two values, read
+    by a production process served from that bundle (`SERVE`)."""
+    (tmp_path / "workload.py").write_text(workload)
     bundle = tmp_path / "b.warm"
     proc = warm("run", tmp_path / "workload.py", "-b", bundle, "--quiet", "--jobs", "1")
     assert proc.returncode == 0, proc.stderr
-    assert warm.production(SERVE, tmp_path, bundle) == [2, 2]  # "a", "b"
+    return warm.production(SERVE, tmp_path, bundle)  # type: ignore[no-any-return]
+
+
+def test_a_served_kernel_names_its_function_as_written(warm: Warm, tmp_path: Path) -> None:
+    assert warmed_and_served(warm, tmp_path, WORKLOAD) == [2, 2]  # "a", "b"
