@@ -1,22 +1,22 @@
 """One start of a workload in a fresh process, to its first result (run as a module).
 
 `python -m bench.first_result WORKLOAD [BUNDLE]` (a module, so its code comes from
-bytecode as a production process's own modules do: run as a script it would be
-compiled afresh in every process, ~1.6 ms the floor does not carry) imports what a
-production process imports (warm, and numpy with `numpy.random`, which the example uses), loads the
-bundle (if given) with `use_bundle`, takes the production runtime for the host and
-runs the workload once under `Execute` (its first result), then once more on the
-same runtime (everything already loaded: what is left is the workload's own
-compute and dispatch). The workload file is imported as a production process imports
-its own code (by `importlib`, its folder first on `sys.path`), not through warm's
-workload loader, which only `warm run` needs. It prints one JSON object of seconds
-(`imports`, `first`, `opened`: the part of `first` before the workload starts, the
-bundle opened and the runtime made, `again`, and `workload`: importing the workload
-file) and counts, with `started` and `ended` (this module's first line and the JSON's
-making, on the machine's monotonic clock, which its parent reads too), then one line
-more when every other exit handler has run (warm's own: the bundle closed): that clock
-again; its parent times the whole process, so start and exit are measured apart. It
-never writes the bundle.
+bytecode as a production process's own modules do: run as a script it would be compiled
+afresh in every process, ~1.6 ms the floor does not carry) imports what a production
+process imports (warm, and numpy with `numpy.random`, which the example uses), loads the
+bundle (if given) with `use_bundle`, takes the production runtime for the workload's
+`DEVICE` (the host where it names none) and runs the workload once under `Execute` (its
+first result), then once more on the same runtime (everything already loaded: what is
+left is the workload's own compute and dispatch). The workload file is imported as a
+production process imports its own code (by `importlib`, its folder first on
+`sys.path`), not through warm's workload loader, which only `warm run` needs. It prints
+one JSON object of seconds (`imports`, `first`, `opened`: the part of `first` before the
+workload starts, the bundle opened and the runtime made, `again`, and `workload`:
+importing the workload file) and counts, with `started` and `ended` (this module's first
+line and the JSON's making, on the machine's monotonic clock, which its parent reads
+too), then one line more when every other exit handler has run (warm's own: the bundle
+closed): that clock again; its parent times the whole process, so start and exit are
+measured apart. It never writes the bundle.
 """
 
 from __future__ import annotations
@@ -42,24 +42,25 @@ from warmcli import production  # noqa: E402
 from warmcli.execution.process_mode import default_collector  # noqa: E402
 
 
-def load_workload(path: str) -> Callable[[Any], Any]:
-    """The workload file's `workload(runtime)`, imported as its own module."""
+def load_workload(path: str) -> tuple[Callable[[Any], Any], str]:
+    """The workload file's `workload(runtime)`, imported as its own module, and its
+    `DEVICE` (`host` where it names none)."""
     resolved = os.path.realpath(path)  # os.path, not pathlib: a production process imports none
     spec = importlib.util.spec_from_file_location("workload", resolved)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(resolved))  # it imports the modules beside it
     spec.loader.exec_module(module)
-    return module.workload  # type: ignore[no-any-return]
+    return module.workload, getattr(module, "DEVICE", "host")
 
 
 def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
     imported = time.perf_counter()
-    workload = load_workload(workload_path)
+    workload, device = load_workload(workload_path)
     begin = time.perf_counter()
     if bundle_path:
         production.use_bundle(bundle_path)
-    rt = production.runtime("host")
+    rt = production.runtime(device)
     opened = time.perf_counter()  # the bundle open and the runtime made: serving starts
     workload(rt)
     rt.synchronize()

@@ -1,7 +1,8 @@
 """Whole fresh processes: cold against hot start, hot against the floor, and the imports.
 
 Rows `hot_start` (the host example), `hot_start_generated` (a generated workload of
-`Size.generated` tiny kernels), `hot_vs_floor` and `import`. Every start is a fresh
+`Size.generated` tiny kernels), `hot_vs_floor`, `import` and, on a GPU, `hot_start_cuda`
+(the CUDA example). Every start is a fresh
 process (`python -m bench.first_result`) timed whole, from `exec` to exit: interpreter
 start, imports, the bundle's opening, the workload's first result. Cold has no bundle
 and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the workload would
@@ -40,11 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import generated
-from bench.rows import ROOT, Row, Size, at_least, at_most, median, ms, python
+from bench.rows import ROOT, Row, Size, at_least, at_most, median, ms, python, skipped
 
 WORKLOAD = ROOT / "examples" / "matmul_host.py"
+CUDA_WORKLOAD = ROOT / "examples" / "matmul_cuda.py"
 CHILD = "bench.first_result"  # run with -m: imported from bytecode, as a production module is
-CUDA_NOTE = "the CUDA example is not timed: executing it needs a GPU"
+CUDA_NOTE = "the CUDA example: `hot_start_cuda`, on a GPU"
 HOST_TARGET = 3.0
 GENERATED_TARGET = 40.0
 FLOOR_TARGET = 1.25
@@ -180,6 +182,29 @@ def starts(size: Size) -> list[Row]:
     )
     rows.append(at_most("hot_vs_floor", hot_s / floor, FLOOR_TARGET, floor_detail))
     return rows
+
+
+def cuda_start(size: Size) -> list[Row]:
+    """`hot_start_cuda`: the CUDA example's cold and hot starts, whole fresh processes, as
+    `hot_start` times the host example's (the CUDA context's creation on both sides)."""
+    from warmcli.backends.opening import cuda_available
+
+    if not cuda_available():
+        return [skipped("hot_start_cuda", f"≥ {HOST_TARGET:g}×", "skipped: no GPU")]
+    with tempfile.TemporaryDirectory(prefix="warm-bench-cuda-start-") as tmp_name:
+        result = _compare(Path(tmp_name), "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
+    cold, hot = result["cold"], result["hot"]
+    assert isinstance(cold, list) and isinstance(hot, list)
+    cold_s, hot_s = _m(cold, "wall"), _m(hot, "wall")
+    detail = (
+        f"{CUDA_WORKLOAD.name} on the GPU, whole fresh processes, median of {len(cold)} cold "
+        f"/ {len(hot)} hot: cold {ms(cold_s)} (compiled {cold[0]['compiled']}, measured "
+        f"{cold[0]['measured']} tunes), hot {ms(hot_s)} (loaded {hot[0]['loaded']}, "
+        f"{hot[0]['hits']} tune hits; of it imports {ms(_m(hot, 'imports'))}, the bundle "
+        f"and the device opened {ms(_m(hot, 'opened'))}, to first result "
+        f"{ms(_m(hot, 'first'))}, a second run {ms(_m(hot, 'again'))})"
+    )
+    return [at_least("hot_start_cuda", cold_s / hot_s, HOST_TARGET, detail)]
 
 
 def imports(size: Size) -> list[Row]:

@@ -117,6 +117,16 @@ def nvcc_or_skip() -> str:
         pytest.skip(f"no nvcc: {exc}")
 
 
+def gpu_arch_or_skip() -> str:
+    """The first GPU's architecture (`sm_90`), or skip the test (no CUDA device)."""
+    from warmcli.backends.cuda.device import list_cuda_devices
+
+    devices = list_cuda_devices()
+    if not devices:
+        pytest.skip("no CUDA GPU")
+    return str(devices[0]["arch"])
+
+
 @pytest.fixture
 def warm(tmp_path: Path) -> Warm:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}

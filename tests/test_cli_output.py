@@ -329,3 +329,22 @@ def test_a_compiler_named_wrong_is_one_line(piped: Warm) -> None:
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "'foo' is not a CUDA compiler" in proc.stderr + proc.stdout
+
+
+def test_a_pycuda_that_fails_to_load_is_named_in_one_line(warm: Warm, tmp_path: Path) -> None:
+    """A pycuda built against other CUDA headers than the driver's warns, then raises at
+    import (as PyCUDA does): warm says why in its one error line, and prints no warning."""
+    fake = tmp_path / "fake-site" / "pycuda"  # a stand-in named as such: pycuda's failure
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "driver.py").write_text(
+        "import warnings\n"
+        "warnings.warn('Failed to import the CUDA driver interface, with an error message "
+        "indicating that the version of your CUDA header does not match')\n"
+        "raise ImportError('_driver.so: undefined symbol: cuArrayCreate_v2')\n"
+    )
+    broken = Warm(dict(warm.env, PYTHONPATH=str(fake.parent)))
+    proc = broken("run", ROOT / "examples" / "saxpy_cuda.py", "-b", tmp_path / "s.warm")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Warning" not in proc.stderr, proc.stderr
+    assert "undefined symbol: cuArrayCreate_v2" in proc.stderr and "--arch sm_90" in proc.stderr

@@ -10,18 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, Warm, gpu_arch_or_skip
 
 pytestmark = pytest.mark.gpu
-
-
-def gpu_arch() -> str:
-    from warmcli.backends.cuda.device import list_cuda_devices
-
-    devices = list_cuda_devices()
-    if not devices:
-        pytest.skip("no CUDA GPU")
-    return str(devices[0]["arch"])
 
 
 def test_warm_run_measures_every_tune_and_verifies(warm: Warm, bundle_path: Path) -> None:
@@ -43,7 +34,7 @@ def test_warm_run_measures_every_tune_and_verifies(warm: Warm, bundle_path: Path
 
 
 def test_prebuilt_bundle_is_used_without_recompiling(warm: Warm, bundle_path: Path) -> None:
-    arch = gpu_arch()
+    arch = gpu_arch_or_skip()
     warm.json("run", EXAMPLES / "matmul_cuda.py", "--arch", arch, "--bundle", bundle_path)
     doc = warm.json(
         "run", EXAMPLES / "matmul_cuda.py", "--device", "cuda:0", "--bundle", bundle_path
@@ -57,7 +48,7 @@ def test_prebuilt_bundle_is_used_without_recompiling(warm: Warm, bundle_path: Pa
 
 
 def test_matmul_candidates_agree_with_numpy() -> None:
-    gpu_arch()
+    gpu_arch_or_skip()
     import importlib.util
 
     from warmcli import Runtime
@@ -110,7 +101,7 @@ print(json.dumps({
 def test_in_place_cuda_tunes_agree_with_numpy_cold_and_hot(warm: Warm, bundle_path: Path) -> None:
     """Device-side snapshots: a cold start (every tune measured on the caller's buffers)
     and a hot one (picks from the bundle) both apply saxpy and the sum exactly once."""
-    gpu_arch()
+    gpu_arch_or_skip()
     cold = warm.production(SERVE_SAXPY, EXAMPLES)
     assert cold["tunes"] == 2
     warm.json("run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path)
@@ -122,7 +113,7 @@ def test_in_place_cuda_tunes_agree_with_numpy_cold_and_hot(warm: Warm, bundle_pa
 
 
 def test_cuda_copy_and_free() -> None:
-    gpu_arch()
+    gpu_arch_or_skip()
     from warmcli.backends.cuda.device import CudaDevice
 
     device = CudaDevice(0)

@@ -60,8 +60,8 @@ def open_devices(
     if (spec == "cuda" or indexed) and not cuda_available():
         _refuse_stand_in()
         raise DeviceError(
-            "no CUDA device found (pycuda, an NVIDIA driver and a GPU needed); to compile "
-            "without a GPU, give the architecture: --arch sm_90 (repeat for several)"
+            f"no CUDA device found: {_why_no_cuda()}; to compile without a GPU, give the "
+            "architecture: --arch sm_90 (repeat for several)"
         )
     if spec == "cuda" or spec.startswith("cuda:"):
         from warmcli.backends.cuda.device import open_cuda_devices
@@ -69,6 +69,14 @@ def open_devices(
         return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
     named = " (the workload's DEVICE)" if given == "auto" else ""
     raise DeviceError(f"unknown device {spec!r}{named}: use host, cuda, cuda:N or --arch sm_XX")
+
+
+def _why_no_cuda() -> str:
+    try:
+        from warmcli.backends.cuda.device import why_no_cuda_device
+    except ImportError as exc:
+        return f"warm's CUDA backend did not import ({exc})"
+    return why_no_cuda_device()
 
 
 def _refuse_stand_in() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -47,7 +48,9 @@ COPY_PIECE = 1 << 30  # bytes per device-to-device copy call
 def _driver() -> Any:
     """`pycuda.driver`, initialised; DeviceError when pycuda, libcuda or a GPU is missing."""
     try:
-        import pycuda.driver as cuda
+        with warnings.catch_warnings():  # pycuda warns before it raises: the error says it
+            warnings.simplefilter("ignore")
+            import pycuda.driver as cuda
     except (ImportError, OSError) as exc:
         raise DeviceError(
             f"CUDA devices need pycuda and an NVIDIA driver ({exc}): pip install 'warmcli[cuda]'"
@@ -57,6 +60,15 @@ def _driver() -> Any:
     except cuda.Error as exc:
         raise DeviceError(f"the CUDA driver did not initialise: {exc}") from exc
     return cuda
+
+
+def why_no_cuda_device() -> str:
+    """Why `list_cuda_devices()` is empty, in pycuda's or the driver's own words."""
+    try:
+        _driver()
+    except DeviceError as exc:
+        return str(exc)
+    return "the CUDA driver sees no GPU"
 
 
 def _driver_version(cuda: Any) -> str:
@@ -107,7 +119,7 @@ def open_cuda_devices(
     if spec == "cuda":
         count = len(list_cuda_devices())
         if count == 0:
-            raise DeviceError("no CUDA device found (pycuda, an NVIDIA driver and a GPU needed)")
+            raise DeviceError(f"no CUDA device found: {why_no_cuda_device()}")
         return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
     prefix, _, number = spec.partition(":")
     if prefix != "cuda" or not number.isdigit():
