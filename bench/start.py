@@ -65,7 +65,7 @@ def env_for(home: Path) -> dict[str, str]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a production process imports from bytecode
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     env["WARM_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
     return env
 
 

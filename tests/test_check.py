@@ -17,7 +17,11 @@ import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
 from test_explain import ForeignArch, fake_cc, warm_into
 
+from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.host import HostDevice
+from warmcli.bundle.store import Bundle
+from warmcli.ops.check import check_servable
 
 TWICE = """
 from warmcli import Kernel
@@ -217,3 +221,27 @@ def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine
     assert said in miss["detail"], miss
     assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 1, doc
     assert "7 kernel(s), 3 tune(s): 1 not servable here" in text, text
+
+
+class FakeH200Seen(ArchDevice):
+    """Fake for the pure logic of `check_servable`: the compile-only sm_90 device (its real
+    compiler) with the fingerprint a GPU of that arch has, which no machine here has."""
+
+    @property
+    def fingerprint(self) -> DeviceFingerprint:
+        return DeviceFingerprint("cuda", "NVIDIA H200", self.arch, "13.0")
+
+
+def test_a_gpu_less_pre_builds_tunes_are_named_pending_on_the_gpu(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """On the GPU, the tunes a CI pre-build recorded without one are said to be pending
+    (measured by `warm run` there), not a device that differs in name."""
+    bundle = tmp_path / "pre.warm"
+    doc = warm.json("run", EXAMPLES / "matmul_cuda.py", "--arch", "sm_90", "-b", bundle)
+    assert doc["passes"][1]["autotune"]["pending"] == 3
+    with Bundle.open(bundle) as opened:
+        report = check_servable(opened, [FakeH200Seen("sm_90")])
+    tunes = [m for m in report.unservable if m.kind == "tune"]
+    assert len(tunes) == 3 and {m.reason for m in tunes} == {"pending"}
+    assert all("pre-built without a GPU for sm_90" in m.detail for m in tunes)

@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # a compiler's module is imported where one compiles
     from warmcli.backends.compiler import Compiler
 
 
+COMPILE_ONLY = "compile-only"  # the name in a GPU-less (`--arch`) device's fingerprint
+
+
 class DeviceFingerprint(Record):
     """What identifies a device for tuning: a pick measured on one is not served on another."""
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.backends.base import Device
+from warmcli.backends.base import COMPILE_ONLY, Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx
 from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
@@ -305,6 +305,7 @@ def _check_tunes(
     mine: dict[str, tuple[str, bool]] = {}  # a fingerprint here -> (its first key, measured)
     unsigned: dict[str, str] = {}  # a fingerprint here -> the key of its record none signed
     held: dict[str, None] = {}  # the devices of the records, in the order met
+    prebuilt: dict[str, str] = {}  # an arch here -> the key of its GPU-less pre-build's record
     other = 0  # records for no arch here: counted in `report.other` if the tune is servable
     for t in itertools.chain((first,), records):
         report.tunes += 1
@@ -317,7 +318,10 @@ def _check_tunes(
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
         else:
-            other += _arch_of(t.device) not in archs
+            arch = _arch_of(t.device)
+            other += arch not in archs
+            if arch in archs and t.device.split("|")[1:2] == [COMPILE_ONLY]:
+                prebuilt.setdefault(arch, t.key)
         if t.device in held or len(held) < _NAMED:
             held[t.device] = None
     if here and all(mine.get(o.fingerprint, ("", False))[1] for o in here):
@@ -332,6 +336,13 @@ def _check_tunes(
         if key:
             detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
             report.refuse(MissExplanation("tune", key, label, "pending", detail))
+            continue
+        if o.arch in prebuilt:
+            detail = (
+                f"pre-built without a GPU for {o.arch}, never measured: `warm run` on this "
+                "machine measures it"
+            )
+            report.refuse(MissExplanation("tune", prebuilt[o.arch], label, "pending", detail))
             continue
         devices = [{"device": d} for d in held]
         report.refuse(

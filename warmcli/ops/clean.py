@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warmcli.backends.base import COMPILE_ONLY
 from warmcli.backends.machine import Inventory, inventory
 from warmcli.backends.serving import Target, nvcc_environment, same_kernel, why_not
 from warmcli.bundle.admin import _corrupt_blobs
@@ -48,7 +49,6 @@ from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.records import KernelRecord, TuneRecord, where
 
-COMPILE_ONLY = "compile-only"
 LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 

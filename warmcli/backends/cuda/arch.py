@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, DeviceError, DeviceFingerprint, LaunchConfig, Stream
+from warmcli.backends.base import (
+    COMPILE_ONLY,
+    Buffer,
+    DeviceError,
+    DeviceFingerprint,
+    LaunchConfig,
+    Stream,
+)
 from warmcli.backends.cuda.choose import (
     CompilerChoice,
     CudaCompiler,
@@ -133,7 +140,7 @@ class ArchDevice:
 
     @property
     def fingerprint(self) -> DeviceFingerprint:
-        return DeviceFingerprint("cuda", "compile-only", self.arch, "none")
+        return DeviceFingerprint("cuda", COMPILE_ONLY, self.arch, "none")
 
     def compiler(self, language: str) -> CudaCompiler:
         return self.compilers.get(language)

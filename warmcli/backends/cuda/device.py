@@ -239,13 +239,18 @@ class CudaDevice:
     ) -> None:
         values = function.warm_convert(args)
         handle = stream.handle if isinstance(stream, CudaStream) else None
-        with self.active() as cuda:
-            try:
-                function.prepared_async_call(
-                    config.grid, config.block, handle, *values, shared_size=config.shared
-                )
-            except cuda.Error as exc:
-                raise LaunchError(f"{kernel.label} on {self.id}: {exc}") from exc
+        context, cuda = self._context, self._cuda
+        if context is None:
+            raise DeviceError(f"{self.id} is closed")
+        context.push()  # as `active()`, without a generator's cost on every launch
+        try:
+            function.prepared_async_call(
+                config.grid, config.block, handle, *values, shared_size=config.shared
+            )
+        except cuda.Error as exc:
+            raise LaunchError(f"{kernel.label} on {self.id}: {exc}") from exc
+        finally:
+            cuda.Context.pop()
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
         buffer = Buffer(self.id, shape, dtype)
