@@ -14,6 +14,7 @@ TEMPLATE = '''"""Generated: {n} distinct tiny host kernels, each launched once."
 
 from warmcli import Kernel
 
+DEVICE = "host"  # C kernels: the host, also where a GPU makes `--device auto` CUDA
 SOURCE = "void touch(int *p, int n) {{ if (n < 0) p[0] = V; }}"
 KERNELS = [Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}) for i in range({n})]
 

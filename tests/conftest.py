@@ -38,9 +38,21 @@ SERVE_MATMUL = (
 )
 
 
+def gpu_selected(config: pytest.Config) -> bool:
+    """Whether this run selects the `gpu` tests (`-m gpu`, as `scripts/gpu-check` runs them)."""
+    expr = config.getoption("markexpr") or ""
+    return "gpu" in expr.replace("not gpu", "")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In-process tests get warm's home in a temporary directory, never the user's cache
-    (the remembered compiler versions and the host library cache live there)."""
+    (the remembered compiler versions and the host library cache live there). Unless the
+    run selects the `gpu` tests, the GPUs are hidden (`CUDA_VISIBLE_DEVICES` empty, before
+    anything starts CUDA, and so in every process the tests start): every other test
+    states what warm does on a machine with no GPU, as CI is, and `--device auto` there
+    is the host."""
+    if not gpu_selected(config):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if "WARM_HOME" not in os.environ:
         home = tempfile.mkdtemp(prefix="warm-test-home-")
         os.environ["WARM_HOME"] = home
@@ -60,8 +72,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if any("gpu" in item.keywords for item in items):
         from warmcli.backends.opening import cuda_available
 
-        if not cuda_available():
+        if not gpu_selected(config):
+            skip = pytest.mark.skip(reason="gpu tests run alone: pytest -m gpu (scripts/gpu-check)")
+        elif not cuda_available():
             skip = pytest.mark.skip(reason="no CUDA device (pycuda or a GPU is missing)")
+        else:
+            skip = None
+        if skip is not None:
             for item in items:
                 if "gpu" in item.keywords:
                     item.add_marker(skip)

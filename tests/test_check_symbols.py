@@ -24,7 +24,7 @@ MISSING = "warm_0123456789abcdef_row_sum"  # a well-formed warm symbol no binary
 
 def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -> None:
     bundle = tmp_path / "sym.warm"
-    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q", "--jobs", "2")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert warm("check", bundle).returncode == 0
     with sqlite3.connect(bundle) as conn:

@@ -13,7 +13,7 @@ MATMUL = EXAMPLES / "matmul_host.py"
 
 
 def test_run_stats_verify_end_to_end(warm: Warm, bundle_path: Path) -> None:
-    doc = warm.json("run", MATMUL, "--bundle", bundle_path)
+    doc = warm.json("run", MATMUL, "--bundle", bundle_path, "--jobs", "2")  # (as on 2 cores)
     first, second, third = doc["passes"]
     assert first["mode"] == "CompileOnly"
     assert first["compilation"]["queued"] > 0

@@ -73,7 +73,7 @@ def named(piped: Warm, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("named")
     (base / "named.py").write_text(NAMED)
     path = base / "named.warm"
-    proc = piped("run", base / "named.py", "--bundle", path, "--verbose")
+    proc = piped("run", base / "named.py", "--bundle", path, "--verbose", "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
     (base / "run.txt").write_text(proc.stdout)
     return path

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.gpu
 
 def test_warm_run_measures_every_tune_and_verifies(warm: Warm, bundle_path: Path) -> None:
     doc = warm.json(
-        "run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path
-    )
+        "run", EXAMPLES / "saxpy_cuda.py", "--device", "cuda:0", "--bundle", bundle_path,
+        "--jobs", "2",
+    )  # fmt: skip
     first, second, verify = doc["passes"]
     assert first["compilation"]["queued"] > 0 and first["compilation"]["compiled"] == 0
     assert second["compilation"]["compiler_processes"] < second["compilation"]["compiled"]

@@ -128,10 +128,10 @@ __global__ void twice_plus(float *x, const float *y, int n) {{
 }}''')
 f = mod.get_function("twice_plus")
 n = 100003
-x = {make}(np.arange(n, dtype=np.float32))
-y = {make}(np.full(n, 0.5, dtype=np.float32))
+x = ({make})(np.arange(n, dtype=np.float32))
+y = ({make})(np.full(n, 0.5, dtype=np.float32))
 f(x, y, np.int32(n), block=(256, 1, 1), grid=((n + 255) // 256, 1))
-got = {back}(x)
+got = ({back})(x)
 print(json.dumps({{"ok": bool((got == 2.0 * np.arange(n, dtype=np.float32) + 0.5).all())}}))
 """
 FRAMEWORKS = {

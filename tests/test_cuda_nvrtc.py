@@ -221,7 +221,8 @@ def test_ptx_refused_when_newer_than_the_driver_or_the_gpu(nvrtc: NvrtcCompiler)
     isa, _, _ = ptx_header(ptx)
     check_ptx(ptx, "sm_100", "13.5")  # a newer GPU, a driver that knows this ISA
     check_ptx(ptx, "sm_100", "none")  # no driver here: cannot say, not refused
-    old = f"{cuda_for_isa(isa)[0]}.{cuda_for_isa(isa)[1] - 1}"
+    major, minor = cuda_for_isa(isa)
+    old = f"{major}.{minor - 1}" if minor else f"{major - 1}.9"  # the CUDA just before it
     with pytest.raises(PtxError, match="CUDA_ERROR_UNSUPPORTED_PTX_VERSION"):
         check_ptx(ptx, "sm_100", old)
     with pytest.raises(PtxError, match="newer than sm_80"):

@@ -43,6 +43,8 @@ def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             "sm_80",
             "--arch",
             "sm_90",
+            "--jobs",  # batches as on 2 cores (more cores: fewer kernels a process)
+            "2",
             "--bundle",
             str(path),
             "--json",

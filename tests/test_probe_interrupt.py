@@ -39,10 +39,11 @@ def test_an_interrupt_during_the_probe_stops_its_child_and_leaves_no_bundle(
     slow.chmod(0o755)
     bundle = tmp_path / "new.warm"
     env = {**os.environ, "WARM_HOME": str(tmp_path / "home"), "WARM_CC": str(slow)}
-    warm = Path(sys.executable).with_name("warm")
+    script = Path(sys.executable).with_name("warm")  # the installed command, as users run it
+    warm = [script] if script.exists() else [Path(sys.executable), "-m", "warmcli"]
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [warm, "run", ROOT / "examples" / "matmul_host.py", "--bundle", bundle, "--quiet"],
+        [*warm, "run", ROOT / "examples" / "matmul_host.py", "--bundle", bundle, "--quiet"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

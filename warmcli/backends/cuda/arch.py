@@ -95,7 +95,11 @@ class CompilerSlot:
 
     def get(self, language: str) -> CudaCompiler:
         if language != "cuda":
-            raise DeviceError(f"{self.device_id} compiles CUDA kernels only, not {language!r}")
+            other = "--device host" if self.device_id.startswith("cuda:") else "no --arch"
+            raise DeviceError(
+                f"{self.device_id} compiles CUDA kernels only, not {language!r}: a C kernel "
+                f'runs on the host (`DEVICE = "host"` in the workload, or {other})'
+            )
         with self._lock:
             if self._compiler is None:
                 choice = choose(self.requested, self.nvcc)
