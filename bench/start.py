@@ -141,22 +141,13 @@ def starts(size: Size) -> list[Row]:
         floor_imports, serving_imports = median([f[0] for f in floors]), median(servings)
         floor_start, floor_exit = median([f[1] for f in floors]), median([f[2] for f in floors])
         interpreter = median([python("-c", "pass", env=env)[1] for _ in range(size.hot_starts)])
-    rows = []
-    for name, what, result, target in (
-        ("hot_start", WORKLOAD.name, host, HOST_TARGET),
-        ("hot_start_generated", f"{size.generated} generated kernels", gen, GENERATED_TARGET),
-    ):
-        cold, hot = result["cold"], result["hot"]
-        assert isinstance(cold, list) and isinstance(hot, list)
-        cold_s, hot_s = _m(cold, "wall"), _m(hot, "wall")
-        detail = (
-            f"{what}, whole fresh processes, median of {len(cold)} cold / {len(hot)} hot: "
-            f"cold {ms(cold_s)} (compiled {cold[0]['compiled']}, measured "
-            f"{cold[0]['measured']} tunes), hot {ms(hot_s)} (loaded {hot[0]['loaded']}, "
-            f"{hot[0]['hits']} tune hits, compiled 0; of it imports {ms(_m(hot, 'imports'))}, "
-            f"to first result {ms(_m(hot, 'first'))}); interpreter alone {ms(interpreter)}"
+    rows = [
+        _cold_hot(name, what, result, target, f"); interpreter alone {ms(interpreter)}")
+        for name, what, result, target in (
+            ("hot_start", WORKLOAD.name, host, HOST_TARGET),
+            ("hot_start_generated", f"{size.generated} generated kernels", gen, GENERATED_TARGET),
         )
-        rows.append(at_least(name, cold_s / hot_s, target, detail))
+    ]
     hot = host["hot"]
     assert isinstance(hot, list)
     hot_s, again = _m(hot, "wall"), _m(hot, "again")
@@ -193,18 +184,28 @@ def cuda_start(size: Size) -> list[Row]:
         return [skipped("hot_start_cuda", f"≥ {HOST_TARGET:g}×", "skipped: no GPU")]
     with tempfile.TemporaryDirectory(prefix="warm-bench-cuda-start-") as tmp_name:
         result = _compare(Path(tmp_name), "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
+    hot = result["hot"]
+    assert isinstance(hot, list)
+    more = f", a second run {ms(_m(hot, 'again'))}; the bundle and the GPU opened in " + (
+        f"{ms(_m(hot, 'opened'))} of the first)"
+    )
+    what = f"{CUDA_WORKLOAD.name} on the GPU"
+    return [_cold_hot("hot_start_cuda", what, result, HOST_TARGET, more)]
+
+
+def _cold_hot(name: str, what: str, result: dict[str, object], target: float, more: str) -> Row:
+    """A cold/hot row of `_compare`'s `result`, its detail ending with `more`."""
     cold, hot = result["cold"], result["hot"]
     assert isinstance(cold, list) and isinstance(hot, list)
     cold_s, hot_s = _m(cold, "wall"), _m(hot, "wall")
     detail = (
-        f"{CUDA_WORKLOAD.name} on the GPU, whole fresh processes, median of {len(cold)} cold "
-        f"/ {len(hot)} hot: cold {ms(cold_s)} (compiled {cold[0]['compiled']}, measured "
+        f"{what}, whole fresh processes, median of {len(cold)} cold / {len(hot)} hot: "
+        f"cold {ms(cold_s)} (compiled {cold[0]['compiled']}, measured "
         f"{cold[0]['measured']} tunes), hot {ms(hot_s)} (loaded {hot[0]['loaded']}, "
-        f"{hot[0]['hits']} tune hits; of it imports {ms(_m(hot, 'imports'))}, the bundle "
-        f"and the device opened {ms(_m(hot, 'opened'))}, to first result "
-        f"{ms(_m(hot, 'first'))}, a second run {ms(_m(hot, 'again'))})"
+        f"{hot[0]['hits']} tune hits, compiled 0; of it imports {ms(_m(hot, 'imports'))}, "
+        f"to first result {ms(_m(hot, 'first'))}{more}"
     )
-    return [at_least("hot_start_cuda", cold_s / hot_s, HOST_TARGET, detail)]
+    return at_least(name, cold_s / hot_s, target, detail)
 
 
 def imports(size: Size) -> list[Row]:
