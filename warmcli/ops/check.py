@@ -306,7 +306,7 @@ def _check_tunes(
     unsigned: dict[str, str] = {}  # a fingerprint here -> the key of its record none signed
     held: dict[str, None] = {}  # the devices of the records, in the order met
     prebuilt: dict[str, str] = {}  # an arch here -> the key of its GPU-less pre-build's record
-    gauged: set[str] = set()  # archs here another GPU measured: its name or driver differs
+    gauged: set[str] = set()  # archs here some GPU measured: a pre-build's is not the miss
     other = 0  # records for no arch here: counted in `report.other` if the tune is servable
     for t in itertools.chain((first,), records):
         report.tunes += 1
@@ -318,6 +318,8 @@ def _check_tunes(
         elif t.device in fingerprints:
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
+            if t.status == "measured":
+                gauged.add(_arch_of(t.device))
         else:
             arch = _arch_of(t.device)
             other += arch not in archs
