@@ -306,6 +306,7 @@ def _check_tunes(
     unsigned: dict[str, str] = {}  # a fingerprint here -> the key of its record none signed
     held: dict[str, None] = {}  # the devices of the records, in the order met
     prebuilt: dict[str, str] = {}  # an arch here -> the key of its GPU-less pre-build's record
+    gauged: set[str] = set()  # archs here some GPU measured: a pre-build's is not the miss
     other = 0  # records for no arch here: counted in `report.other` if the tune is servable
     for t in itertools.chain((first,), records):
         report.tunes += 1
@@ -317,11 +318,15 @@ def _check_tunes(
         elif t.device in fingerprints:
             key, measured = mine.get(t.device, (t.key, False))
             mine[t.device] = (key, measured or t.status == "measured")
+            if t.status == "measured":
+                gauged.add(_arch_of(t.device))
         else:
             arch = _arch_of(t.device)
             other += arch not in archs
             if arch in archs and t.device.split("|")[1:2] == [COMPILE_ONLY]:
                 prebuilt.setdefault(arch, t.key)
+            elif arch in archs and t.status == "measured":
+                gauged.add(arch)
         if t.device in held or len(held) < _NAMED:
             held[t.device] = None
     if here and all(mine.get(o.fingerprint, ("", False))[1] for o in here):
@@ -337,7 +342,7 @@ def _check_tunes(
             detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
             report.refuse(MissExplanation("tune", key, label, "pending", detail))
             continue
-        if o.arch in prebuilt:
+        if o.arch in prebuilt and o.arch not in gauged:
             detail = (
                 f"pre-built without a GPU for {o.arch}, never measured: `warm run` on this "
                 "machine measures it"
