@@ -3,7 +3,7 @@ processes: a cold start and a strict hot one compute the same bits; a GPU-less p
 is pending until a GPU measures it, then served strictly; NVRTC and nvcc builds agree;
 PyTorch's and CuPy's device arrays launch warm's kernels in the primary context they share.
 
-Marked `gpu`: skipped cleanly without a CUDA device (every CI machine). Run by
+Marked `gpu`: run alone (`pytest -m gpu`), skipped cleanly without a CUDA device. Run by
 `scripts/gpu-check` on a GPU machine.
 """
 
