@@ -82,3 +82,35 @@ def test_host_run_names_no_driver(warm: Warm, tmp_path: Path) -> None:
             "run", EXAMPLES / "matmul_host.py", "--device", "host", "-b", tmp_path / "h.warm"
         ).stdout
     )
+
+
+def _kernel_refusals(warm: Warm, bundle: Path, *driver: str) -> list[dict]:
+    proc = warm("check", bundle, "--arch", "sm_90", *driver, "--json")
+    assert proc.returncode == 1, proc.stderr  # a GPU-less pre-build's tunes are pending
+    return [m for m in json.loads(proc.stdout)["unservable"] if m["kind"] == "kernel"]
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_check_answers_for_a_stated_fleet_driver(warm: Warm, tmp_path: Path, compiler: str) -> None:
+    assert _prebuild(warm, tmp_path, compiler, "--quiet").returncode == 0
+    bundle = tmp_path / f"{compiler}.warm"
+    version = json.loads(warm("devices", "--compiler", compiler, "--json").stdout)
+    release = next(c["needs_driver"] for c in version["compilers"] if c["device"] != "host")
+    assert _kernel_refusals(warm, bundle) == []  # no driver here: not judged
+    assert _kernel_refusals(warm, bundle, "--driver", release) == []
+    older = f"{int(release.split('.')[0]) - 1}.9"
+    refused = _kernel_refusals(warm, bundle, "--driver", older)
+    assert len(refused) == 8 and all(m["reason"] == "toolchain" for m in refused)
+    assert (
+        f"built by CUDA {release}, the driver supports CUDA {older}: pre-build"
+        in (refused[0]["detail"])
+    )
+
+
+@pytest.mark.parametrize("args", [["--arch", "sm_90", "--driver", "13"], ["--driver", "13.0"]])
+def test_a_bad_or_driverless_driver_option_is_one_line(
+    warm: Warm, tmp_path: Path, args: list[str]
+) -> None:
+    proc = warm("check", tmp_path / "none.warm", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "--driver" in proc.stderr
