@@ -28,6 +28,7 @@ from warmcli import config
 from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
 from warmcli.backends.opening import cuda_available, open_devices
+from warmcli.backends.serving import cuda_release
 from warmcli.backends.toolchain import ToolchainError, probe
 
 LANGUAGE = {"host": "c", "cuda": "cuda"}  # the language each backend's compiler builds
@@ -178,8 +179,9 @@ def inventory(
 
 
 def compiler_info(device: Device) -> dict[str, str]:
-    """Which compiler `device` builds with: its name, path, version, and why it was chosen
-    (`compiler` is "none" and `why` the reason when it has none)."""
+    """Which compiler `device` builds with: its name, path, version, why it was chosen
+    (`compiler` is "none" and `why` the reason when it has none), and the CUDA release a
+    driver must support to be served its builds (`needs_driver`, "" where none is)."""
     language = "cuda" if device.backend == "cuda" else "c"
     try:
         toolchain = device.compiler(language).toolchain
@@ -190,13 +192,23 @@ def compiler_info(device: Device) -> dict[str, str]:
             why = "WARM_CC" if config.cc() else "cc on PATH (the default)"
     except (ToolchainError, DeviceError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {"device": device.id, "compiler": "none", "path": "", "version": "", "why": why}
+        return {
+            "device": device.id,
+            "compiler": "none",
+            "path": "",
+            "version": "",
+            "why": why,
+            "needs_driver": "",
+        }
+    release = cuda_release(toolchain.version) if device.backend == "cuda" else None
     return {
         "device": device.id,
         "compiler": toolchain.name,
         "path": toolchain.path,
         "version": toolchain.version,
         "why": why,
+        # the oldest driver its cubins are served on (`serving.why_not`), "" for none
+        "needs_driver": f"{release[0]}.{release[1]}" if release else "",
     }
 
 

@@ -95,7 +95,8 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         if built and driver and built > driver:
             return "toolchain", (
                 f"built by CUDA {built[0]}.{built[1]}, the driver supports CUDA "
-                f"{driver[0]}.{driver[1]}"
+                f"{driver[0]}.{driver[1]}: pre-build with CUDA {driver[0]}.{driver[1]} or "
+                "older (--compiler nvcc of that release, or its NVRTC)"
             )
     return None
 

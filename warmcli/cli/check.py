@@ -15,6 +15,7 @@ from warmcli.cli.common import (
     JsonOpt,
     NvccOpt,
     emit_json,
+    fail,
     guarded,
     out,
     readable_bundle,
@@ -22,8 +23,10 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render import add_row, listing
 from warmcli.ops.check import CheckReport, check_servable
-from warmcli.printable import printable
+from warmcli.printable import Pattern, printable
 from warmcli.runtime.explain import REASONS, MissExplanation
+
+DRIVER = Pattern(r"^\d{1,3}\.\d{1,3}$")
 
 
 @app.command()
@@ -34,6 +37,12 @@ def check(
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
     as_json: bool = JsonOpt,
+    driver: str = typer.Option(
+        "",
+        "--driver",
+        metavar="X.Y",
+        help="With --arch: the CUDA release the fleet's driver supports (e.g. 13.0).",
+    ),
 ) -> None:
     """Can this machine serve every entry of BUNDLE, without running a workload?
 
@@ -41,9 +50,12 @@ def check(
     (its arch; a cubin's CUDA version within the driver's; any compiler) whose blob
     matches its sha256, and every tune a measured pick on it. A servable entry's builds
     for other architectures are counted as not for this machine, never failing.
+    --driver states the fleet's driver for an --arch device, which has none here.
 
     Exit 0 when every entry is servable here, 1 when not.
     """
+    if driver and (not arch or not DRIVER.match(driver)):
+        fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     path = readable_bundle(bundle)
     name = shown_name(bundle, path)
 
@@ -53,7 +65,7 @@ def check(
         with Bundle.open(path, trusted_keys=trusted(None)) as opened:
             devices = machine_devices(device, arch, nvcc, compiler)
             try:
-                return check_servable(opened, devices)
+                return check_servable(opened, devices, driver)
             finally:
                 for d in devices:
                     d.close()

@@ -245,6 +245,8 @@ def run(
                 for c in report.compilers:
                     out.print(compiler_line(c), markup=False, highlight=False, soft_wrap=True)
             out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
+            for line in filter(None, map(_driver_line, report.compilers if arch else [])):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
         return 1 if report.verified is False else 0
 
     existed = path.exists()
@@ -289,3 +291,14 @@ def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
 
     with pycuda_modules(gpu_less):
         return action()
+
+
+def _driver_line(info: dict[str, str]) -> str | None:
+    """What driver a CUDA device's builds need (`warm run --arch`), None where none."""
+    if not info.get("needs_driver"):
+        return None
+    return printable(
+        f"cuda {info['device']}: built by {info['compiler']} {info['needs_driver']}: needs a "
+        f"driver supporting CUDA >= {info['needs_driver']} (older drivers: pre-build with a "
+        "compiler of their CUDA release)"
+    )

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from warmcli.backends.base import COMPILE_ONLY, Device
@@ -122,15 +122,19 @@ def _arch_of(fingerprint: str) -> str:
     return parts[2] if len(parts) > 2 else ""
 
 
-def check_servable(bundle: Bundle, devices: Sequence[Device]) -> CheckReport:
+def check_servable(bundle: Bundle, devices: Sequence[Device], driver: str = "") -> CheckReport:
     """Every entry of `bundle` that a device here would use and cannot be served, and why.
 
     For each device here, each kernel the bundle holds (for any arch) must have a build
     that runs on it (`warmcli.backends.serving`) whose blob matches its sha256 (PTX: that its
     driver can JIT), and each tune a measured pick on its fingerprint. The builds of a
     servable entry that only other machines use are counted in `other`, never failing.
+    `driver` (a CUDA release such as `13.0`) stands for the driver of CUDA devices that
+    have none here (compile-only, `--arch`).
     """
     offers = [DeviceInfo.of(d) for d in devices]
+    if driver:  # the fleet's driver, stated for compile-only CUDA devices (`--arch`)
+        offers = [replace(o, driver=driver) if o.name == COMPILE_ONLY else o for o in offers]
     report = CheckReport(bundle.path, offers)
     blobs: Blobs = {}  # sha256 -> why its blob cannot be served ("" when it can), its names
     kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)

@@ -1,0 +1,116 @@
+"""A CUDA build refused for a driver older than its compiler: the reason names the fix."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm, nvcc_or_skip
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.backends.serving import Target, why_not
+from warmcli.records import KernelRecord
+
+NVRTC_13_5 = "NVRTC release 13.5, V13.5.12"
+
+
+def _cubin(toolchain: str) -> KernelRecord:
+    return KernelRecord("k", "cuda", "cuda", "sm_90", "matmul", "matmul", "s", "h", toolchain)
+
+
+def test_refusal_for_an_older_driver_names_the_fix_on_one_line() -> None:
+    component, reason = why_not(
+        _cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver="13.0")
+    ) or ("", "")
+    assert component == "toolchain"
+    assert reason.startswith("built by CUDA 13.5, the driver supports CUDA 13.0")
+    assert "pre-build with CUDA 13.0 or older" in reason and "--compiler nvcc" in reason
+    assert "\n" not in reason
+
+
+def test_a_driver_as_new_as_the_compiler_is_served() -> None:
+    assert why_not(_cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver="13.5")) is None
+
+
+MATMUL = EXAMPLES / "matmul_cuda.py"
+
+
+def _prebuild(
+    warm: Warm, tmp_path: Path, compiler: str, *more: str
+) -> subprocess.CompletedProcess[str]:
+    if compiler == "nvcc":
+        nvcc_or_skip()
+    elif find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    bundle = tmp_path / f"{compiler}.warm"
+    return warm(
+        "run", MATMUL, "--arch", "sm_90", "--compiler", compiler, "--jobs", "2", "-b", bundle, *more
+    )
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_prebuild_json_names_the_driver_its_cuda_builds_need(
+    warm: Warm, tmp_path: Path, compiler: str
+) -> None:
+    proc = _prebuild(warm, tmp_path, compiler, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (info,) = json.loads(proc.stdout)["compilers"]
+    release = re.search(r"release (\d+\.\d+)", info["version"])
+    assert info["compiler"] == compiler and release is not None
+    assert info["needs_driver"] == release.group(1)
+
+
+def test_prebuild_says_which_driver_it_needs_on_one_line(warm: Warm, tmp_path: Path) -> None:
+    proc = _prebuild(warm, tmp_path, "nvrtc", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    lines = [s for s in proc.stdout.splitlines() if "needs a driver supporting CUDA >=" in s]
+    assert len(lines) == 1 and "sm_90" in lines[0] and "nvrtc" in lines[0]
+
+
+def test_host_run_names_no_driver(warm: Warm, tmp_path: Path) -> None:
+    proc = warm(
+        "run", EXAMPLES / "matmul_host.py", "--device", "host", "-b", tmp_path / "h.warm", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert all(c["needs_driver"] == "" for c in json.loads(proc.stdout)["compilers"])
+    assert (
+        "needs a driver"
+        not in warm(
+            "run", EXAMPLES / "matmul_host.py", "--device", "host", "-b", tmp_path / "h.warm"
+        ).stdout
+    )
+
+
+def _kernel_refusals(warm: Warm, bundle: Path, *driver: str) -> list[dict]:
+    proc = warm("check", bundle, "--arch", "sm_90", *driver, "--json")
+    assert proc.returncode == 1, proc.stderr  # a GPU-less pre-build's tunes are pending
+    return [m for m in json.loads(proc.stdout)["unservable"] if m["kind"] == "kernel"]
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_check_answers_for_a_stated_fleet_driver(warm: Warm, tmp_path: Path, compiler: str) -> None:
+    assert _prebuild(warm, tmp_path, compiler, "--quiet").returncode == 0
+    bundle = tmp_path / f"{compiler}.warm"
+    version = json.loads(warm("devices", "--compiler", compiler, "--json").stdout)
+    release = next(c["needs_driver"] for c in version["compilers"] if c["device"] != "host")
+    assert _kernel_refusals(warm, bundle) == []  # no driver here: not judged
+    assert _kernel_refusals(warm, bundle, "--driver", release) == []
+    older = f"{int(release.split('.')[0]) - 1}.9"
+    refused = _kernel_refusals(warm, bundle, "--driver", older)
+    assert len(refused) == 8 and all(m["reason"] == "toolchain" for m in refused)
+    assert (
+        f"built by CUDA {release}, the driver supports CUDA {older}: pre-build"
+        in (refused[0]["detail"])
+    )
+
+
+@pytest.mark.parametrize("args", [["--arch", "sm_90", "--driver", "13"], ["--driver", "13.0"]])
+def test_a_bad_or_driverless_driver_option_is_one_line(
+    warm: Warm, tmp_path: Path, args: list[str]
+) -> None:
+    proc = warm("check", tmp_path / "none.warm", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "--driver" in proc.stderr
