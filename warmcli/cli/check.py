@@ -26,7 +26,7 @@ from warmcli.ops.check import CheckReport, check_servable
 from warmcli.printable import Pattern, printable
 from warmcli.runtime.explain import REASONS, MissExplanation
 
-DRIVER = Pattern(r"^\d{1,3}\.\d{1,3}$")
+DRIVER = Pattern(r"[0-9]{1,3}\.[0-9]{1,3}")  # ASCII X.Y, whole (`fullmatch`)
 
 
 @app.command()
@@ -54,7 +54,7 @@ def check(
 
     Exit 0 when every entry is servable here, 1 when not.
     """
-    if driver and (not arch or not DRIVER.match(driver)):
+    if driver and (not arch or not DRIVER.fullmatch(driver)):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     path = readable_bundle(bundle)
     name = shown_name(bundle, path)
