@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from warmcli.backends.base import COMPILE_ONLY
 from warmcli.backends.machine import machine_devices
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
@@ -86,16 +87,18 @@ def check(
             }
         )
     else:
-        _print(report, name)
+        _print(report, name, driver)
     if not report.servable:
         raise typer.Exit(1)
 
 
-def _print(report: CheckReport, name: str) -> None:
+def _print(report: CheckReport, name: str, driver: str) -> None:
     for o in report.offers:
         compiler = o.toolchain or f"no compiler ({o.problem})"
+        # a compile-only device answers for the driver --driver stated (`check_servable`)
+        stated = f"  driver {driver} (--driver)" if driver and o.name == COMPILE_ONLY else ""
         out.print(
-            printable(f"here: {o.id}  {o.fingerprint}  {compiler}"),
+            printable(f"here: {o.id}  {o.fingerprint}{stated}  {compiler}"),
             markup=False,
             highlight=False,
             soft_wrap=True,
