@@ -3,10 +3,11 @@ driver accepts, and how it is shown."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, Warm, nvcc_or_skip
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 
@@ -40,3 +41,33 @@ def test_check_text_says_which_driver_it_answered_for(warm: Warm, tmp_path: Path
     assert "driver 13.0 (--driver)" in line
     plain = warm("check", bundle, "--arch", "sm_90").stdout.splitlines()
     assert not any("--driver" in s for s in plain if s.startswith("here:"))
+
+
+def _kernel_refusals(warm: Warm, bundle: Path, driver: str) -> list[str]:
+    proc = warm("check", bundle, "--arch", "sm_90", "--driver", driver, "--json")
+    assert proc.returncode == 1, proc.stderr  # a GPU-less pre-build's tunes are pending
+    doc = json.loads(proc.stdout)
+    assert [d["driver"] for d in doc["devices"] if d["backend"] == "cuda"] == [driver]
+    return [m["detail"] for m in doc["unservable"] if m["kind"] == "kernel"]
+
+
+def test_a_stated_driver_judges_ptx_a_newer_gpu_would_jit(warm: Warm, tmp_path: Path) -> None:
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    bundle = tmp_path / "ptx.warm"
+    args = ("--arch", "sm_80", "--ptx", "compute_80", "--compiler", "nvrtc", "-b", bundle, "-q")
+    assert warm("run", MATMUL, *args).returncode == 0
+    assert _kernel_refusals(warm, bundle, "13.5") == []  # served on sm_90 by PTX JIT
+    refused = _kernel_refusals(warm, bundle, "13.0")
+    assert refused and all("the driver supports CUDA 13.0" in d for d in refused)
+
+
+def test_a_stated_driver_finds_the_older_toolchains_build(warm: Warm, tmp_path: Path) -> None:
+    nvcc_or_skip()
+    rtc = _nvrtc_prebuild(warm, tmp_path)
+    cc, both = tmp_path / "cc.warm", tmp_path / "both.warm"
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--jobs", "2", "-b", cc, "-q")
+    assert warm("run", MATMUL, *args).returncode == 0
+    assert warm("merge", rtc, cc, "-o", both).returncode == 0
+    assert _kernel_refusals(warm, both, "13.0") == []  # nvcc 13.0's builds, not NVRTC 13.5's
+    assert _kernel_refusals(warm, rtc, "13.0") != []
