@@ -11,8 +11,8 @@ maps one entry of the CUDA listing to a `DeviceInfo` (pure).
 Devices are opened by name in `warmcli.backends.opening` (`open_devices`,
 `cuda_available`), which a serving process uses without importing this inventory;
 `machine_devices` opens through it. `compiler_info` says which compiler a device
-builds with and why. The module lists devices and probes compilers; it keeps none,
-and never prints.
+builds with, why, and the driver its CUDA builds need. The module lists devices and
+probes compilers; it keeps none, and never prints.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Preflight: can this machine serve a bundle's entries, without running a workload?
 
 For every device here, every kernel the bundle holds (for any arch) must have a build
-that runs on that device by `warmcli.backends.serving`'s rule (arch, and for a cubin the
-driver's CUDA version; any toolchain, the device's own preferred), and the blob of that
-build must match its sha256 (a host build: be an ELF this machine's loader takes that
-exports the build's symbol, `warmcli.backends.host.binary`). A kernel whose cubins are
-all for older architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's
+that runs on that device by `warmcli.backends.serving`'s rule (arch, and the driver's
+CUDA version, which a compile-only device is given by `warm check --driver`; any
+toolchain, the device's own preferred), and the blob of that build must match its
+sha256 (a host build: be an ELF this machine's loader takes that exports the build's
+symbol, `warmcli.backends.host.binary`). A kernel whose cubins are all for older
+architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's
 driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart
 (`jit`): a slower first load, still no compile by warm. Every tune (operation, shapes,
 candidate set) must have a measured pick on that device's fingerprint (a pending tune is
