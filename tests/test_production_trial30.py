@@ -1,6 +1,6 @@
 """Production trials of an adopting service, in real subprocesses with the system cc: threads
 launching and tuning at once over a bundle (strict) compute bit for bit what a cold process
-computes and print nothing; a tune asked of a runtime that `use_bundle` closed."""
+computes and print nothing; a tune asked of a runtime that `use_bundle` closed is not called corrupt."""
 
 from __future__ import annotations
 
@@ -89,11 +89,6 @@ def test_threads_over_a_strict_bundle_compute_what_a_cold_process_does_silently(
     assert hot.stderr == "" and cold.stderr == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, not fixed yet: an old runtime's tune miss on its closed bundle is "
-    "explained as 'corrupt: bundle's entry: closed (...)' (a kernel's miss there is not reported)",
-)
 def test_a_tune_on_a_runtime_use_bundle_closed_is_not_called_corrupt(
     warm: Warm, tmp_path: Path, served: Path
 ) -> None:
