@@ -1,6 +1,7 @@
 """Production trials of an adopting service, in real subprocesses with the system cc: threads
 launching and tuning at once over a bundle (strict) compute bit for bit what a cold process
-computes and print nothing; a tune asked of a runtime that `use_bundle` closed is not called corrupt."""
+computes and print nothing; a tune asked of a runtime that `use_bundle` closed is not
+called corrupt."""
 
 from __future__ import annotations
 
