@@ -360,8 +360,7 @@ class Runtime:
     def _tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
-        """A tune the loaded bundle lacks: handed to the miss policy, as a kernel's miss is
-        (explained against the bundle's nearest tune, or as a corrupt row, on the first)."""
+        """A tune the loaded bundle lacks: to the miss policy, unless it was closed since."""
 
         def explain() -> MissExplanation:
             from warmcli.runtime.explain import corrupt_entry, explain_tune  # a miss only
@@ -382,7 +381,8 @@ class Runtime:
             )
 
         label = f"{tunable.name} {shape_key}"
-        self.misses.miss("tune", key, label, explain)
+        if not self.tunes.closed:  # a runtime use_bundle() closed: neither reported (README)
+            self.misses.miss("tune", key, label, explain)
 
     # -- persistence -----------------------------------------------------------------------
 
