@@ -223,13 +223,18 @@ def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine
     assert "7 kernel(s), 3 tune(s): 1 not servable here" in text, text
 
 
-class FakeH200Seen(ArchDevice):
-    """Fake for the pure logic of `check_servable`: the compile-only sm_90 device (its real
-    compiler) with the fingerprint a GPU of that arch has, which no machine here has."""
+class FakeGpuSeen(ArchDevice):
+    """Fake for the pure logic of `check_servable`: the compile-only device of `arch` (its
+    real compiler) with the fingerprint of a GPU of that arch (`gpu`, its `driver`), which
+    no machine here has."""
+
+    def __init__(self, arch: str, gpu: str = "NVIDIA H200", driver: str = "13.0") -> None:
+        super().__init__(arch)
+        self.gpu, self.driver = gpu, driver
 
     @property
     def fingerprint(self) -> DeviceFingerprint:
-        return DeviceFingerprint("cuda", "NVIDIA H200", self.arch, "13.0")
+        return DeviceFingerprint("cuda", self.gpu, self.arch, self.driver)
 
 
 def test_a_gpu_less_pre_builds_tunes_are_named_pending_on_the_gpu(
@@ -241,7 +246,7 @@ def test_a_gpu_less_pre_builds_tunes_are_named_pending_on_the_gpu(
     doc = warm.json("run", EXAMPLES / "matmul_cuda.py", "--arch", "sm_90", "-b", bundle)
     assert doc["passes"][1]["autotune"]["pending"] == 3
     with Bundle.open(bundle) as opened:
-        report = check_servable(opened, [FakeH200Seen("sm_90")])
+        report = check_servable(opened, [FakeGpuSeen("sm_90")])
     tunes = [m for m in report.unservable if m.kind == "tune"]
     assert len(tunes) == 3 and {m.reason for m in tunes} == {"pending"}
     assert all("pre-built without a GPU for sm_90" in m.detail for m in tunes)

@@ -6,10 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
-from test_check import FakeH200Seen
+from test_check import FakeGpuSeen
 
-from warmcli.backends.base import DeviceFingerprint
-from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.bundle.store import Bundle
 from warmcli.ops.check import check_servable
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
@@ -40,20 +38,11 @@ def test_a_pre_build_measured_on_another_gpu_is_not_said_never_measured(
     with Bundle.open(bundle, write=True) as opened:
         opened.put(tunes=[measured_elsewhere(t) for t in opened.tunes()])
     with Bundle.open(bundle) as opened:
-        report = check_servable(opened, [FakeH200Seen("sm_90")])
+        report = check_servable(opened, [FakeGpuSeen("sm_90")])
     tunes = [m for m in report.unservable if m.kind == "tune"]
     assert len(tunes) == 3, "\n".join(str(m.as_fields()) for m in tunes)
     assert not any("never measured" in m.detail for m in tunes), tunes
     assert all("NVIDIA H100" in m.detail for m in tunes), tunes
-
-
-class FakeH100Seen(ArchDevice):
-    """Fake for the pure logic of `check_servable`: a second sm_90 GPU here, the one
-    `OTHER_GPU` names."""
-
-    @property
-    def fingerprint(self) -> DeviceFingerprint:
-        return DeviceFingerprint("cuda", "NVIDIA H100", self.arch, "12.4")
 
 
 def test_with_two_gpus_here_one_measured_the_other_is_not_said_never_measured(
@@ -66,7 +55,9 @@ def test_with_two_gpus_here_one_measured_the_other_is_not_said_never_measured(
     with Bundle.open(bundle, write=True) as opened:
         opened.put(tunes=[measured_elsewhere(t) for t in opened.tunes()])
     with Bundle.open(bundle) as opened:
-        report = check_servable(opened, [FakeH200Seen("sm_90"), FakeH100Seen("sm_90")])
+        report = check_servable(
+            opened, [FakeGpuSeen("sm_90"), FakeGpuSeen("sm_90", "NVIDIA H100", "12.4")]
+        )
     tunes = [m for m in report.unservable if m.kind == "tune"]
     assert len(tunes) == 3, tunes
     assert not any("never measured" in m.detail for m in tunes), tunes
