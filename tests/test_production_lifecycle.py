@@ -349,8 +349,7 @@ def test_a_runtime_used_after_use_bundle_closed_it_is_not_called_corrupt(
         warm, script(tmp_path, OLD_RUNTIME), WARM_BUNDLE=str(bundle_path), WARM_EXPLAIN="1"
     )
     assert done.returncode == 0, done.stderr
-    assert "corrupt" not in done.stderr, done.stderr
-    assert "closed" in done.stderr, done.stderr
+    assert done.stderr == ""  # a closed runtime's misses are nobody's: not even explained
 
 
 FORK_HOLDING = """

@@ -11,7 +11,10 @@ bundle loaded, strict mode refuses a compile or tune as `no-bundle`. Without a p
 (the warming passes, where everything is a miss by design) nothing is explained,
 except a build the bundle holds but must not serve, which is counted once by reason.
 On a kernel's first miss it notes once what the bundle holds from other toolchains
-or devices. It owns the explanations it made and that one flag; it never prints
+or devices. Once its runtime is closed (`closed`, set before its bundle is, by
+`use_bundle`, `warmcli.close()` or at exit) a miss is nothing: neither explained,
+counted nor refused, the bundle being gone. It owns the explanations it made and those
+flags; it never prints
 (logging is the caller's to route) and never reads a kernel's bundle rows itself.
 """
 
@@ -133,6 +136,7 @@ class Misses:
         self.policy = policy
         self._explained: dict[tuple[str, str], MissExplanation] = {}  # (kind, key) -> its miss
         self._foreign_noted = False
+        self.closed = False  # the runtime was closed: its misses are no one's to report
 
     @property
     def log(self) -> bool:
@@ -143,7 +147,7 @@ class Misses:
         """A kernel or tune the loaded bundle cannot serve: explain (`explain()`, called on
         the first miss of `key` only) and count it once, then apply the policy (strict mode
         refuses every attempt, not only the first)."""
-        if self.policy is None:
+        if self.policy is None or self.closed:
             return
         if self.bundle is None:
             self.policy.without_bundle(self.device.id, kind, key, label)
@@ -169,7 +173,7 @@ class Misses:
     def note_foreign(self, toolchains: Iterable[str], any_toolchain: bool) -> None:
         """On the first kernel miss: note once what the bundle holds from other toolchains
         or devices (`any_toolchain`: other toolchains' builds are served here, not noted)."""
-        if self.bundle is None or self._foreign_noted:
+        if self.bundle is None or self._foreign_noted or self.closed:
             return
         self._foreign_noted = True
         fingerprint = self.device.fingerprint.identity

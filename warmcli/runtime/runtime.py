@@ -360,7 +360,7 @@ class Runtime:
     def _tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
-        """A tune the loaded bundle lacks: to the miss policy, unless it was closed since."""
+        """A tune the loaded bundle lacks: to the miss policy, as a kernel's miss is."""
 
         def explain() -> MissExplanation:
             from warmcli.runtime.explain import corrupt_entry, explain_tune  # a miss only
@@ -381,8 +381,7 @@ class Runtime:
             )
 
         label = f"{tunable.name} {shape_key}"
-        if not self.tunes.closed:  # a runtime use_bundle() closed: neither reported (README)
-            self.misses.miss("tune", key, label, explain)
+        self.misses.miss("tune", key, label, explain)
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -394,7 +393,8 @@ class Runtime:
         return n_kernels, n_tunes
 
     def close(self) -> None:
-        """Close the device; work registered and not settled by then is abandoned."""
+        """Close the device (misses are nothing from now on); unsettled work is abandoned."""
+        self.misses.closed = True
         self.kernels.registrations.abandon()
         self.tune_registrations.abandon()
         self.device.close()

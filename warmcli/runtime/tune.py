@@ -19,8 +19,7 @@ is excluded with its reason; the fastest wins and every measurement is kept.
 `CandidateRun` (the runtime's launch of one candidate), never the runtime itself. The
 `TuneCache` owns the records of one device and reads the bundle on demand (a
 malformed row is no record: it remembers what is wrong, for the runtime to explain
-the miss as `corrupt`; a bundle closed under it, by `use_bundle`, is `closed`, no bundle
-at all); it never writes the bundle itself.
+the miss as `corrupt`); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -161,7 +160,6 @@ class TuneCache:
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}
         self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
-        self.closed = False  # the bundle was closed under this cache: nothing to explain
 
     def get(self, key: str) -> TuneRecord | None:
         """The record under `key`; None when there is none, or the bundle's is malformed
@@ -172,9 +170,8 @@ class TuneCache:
             try:
                 record = self.bundle.tune(key)
             except BundleError as exc:
-                self.closed = exc.problem.startswith("closed (")  # by use_bundle(): no row
                 with self._lock:
-                    self._corrupt.update({} if self.closed else {key: exc.problem})
+                    self._corrupt[key] = exc.problem
                 return None
             if record is not None:
                 with self._lock:
