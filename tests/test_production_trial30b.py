@@ -40,3 +40,39 @@ def test_a_kernel_on_a_runtime_use_bundle_closed_runs_cold_unrefused(
     done = _py(tmp_path, warm, OLD_RUNTIME_KERNEL, str(served), WARM_EXPLAIN="1")
     assert done.returncode == 0 and done.stdout == "7.0\n", done.stderr
     assert "corrupt" not in done.stderr, done.stderr
+
+
+REPORTED = """
+import sys, numpy as np, warmcli, svc
+from warmcli import Kernel
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime()
+for i in range(4):
+    svc.one(rt, i)
+if len(sys.argv) > 2:  # a kernel and a tune the bundle lacks
+    y = rt.buffer(1, "float32")
+    rt.launch(Kernel("void z(float *y) { y[0] = 7; }", "z", "P", name="z"), y)
+    rt.tune(svc.T, rt.upload(np.ones(77, np.float32)), rt.buffer(77, "float32"), 77)
+print("done")
+"""
+
+
+def test_warm_report_at_exit_is_the_readmes_on_stderr_only(
+    warm: Warm, tmp_path: Path, served: Path
+) -> None:
+    hit = _py(tmp_path, warm, REPORTED, "b.warm", WARM_REPORT="1")
+    assert hit.returncode == 0 and hit.stdout == "done\n", hit.stderr
+    assert (
+        hit.stderr
+        == "warm: bundle b.warm served everything: compiled 0 kernels, tuned 0 operations\n"
+    )
+    miss = _py(tmp_path, warm, REPORTED, "b.warm", "miss", WARM_REPORT="1")
+    assert miss.returncode == 0 and miss.stdout == "done\n", miss.stderr
+    head, kernel, tune = miss.stderr.splitlines()
+    assert head == (
+        "warm: bundle b.warm lacked 1 kernel(s) and 1 tune(s); this process compiled and tuned "
+        "them itself (re-warm it with `warm run`):"
+    )
+    assert kernel.startswith("  kernel z on host (key ") and tune.startswith("  tune t float32[77]")
+    quiet = _py(tmp_path, warm, REPORTED, "b.warm", "miss")
+    assert quiet.returncode == 0 and quiet.stdout == "done\n" and quiet.stderr == ""
