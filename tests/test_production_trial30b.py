@@ -4,6 +4,12 @@ strict mode (as its tunes)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +82,61 @@ def test_warm_report_at_exit_is_the_readmes_on_stderr_only(
     assert kernel.startswith("  kernel z on host (key ") and tune.startswith("  tune t float32[77]")
     quiet = _py(tmp_path, warm, REPORTED, "b.warm", "miss")
     assert quiet.returncode == 0 and quiet.stdout == "done\n" and quiet.stderr == ""
+
+
+SLOW_CC = """#!/bin/sh
+case "$1" in --version) exec cc "$@";; esac
+echo $$ >> "$0.pids"
+exec sleep 60
+"""
+
+MISSING = """
+import sys, warmcli, svc
+from warmcli import Kernel
+warmcli.use_bundle(sys.argv[1], write=sys.argv[2] == "write")
+rt = warmcli.runtime()
+for i in range(4):
+    svc.one(rt, i)
+y = rt.buffer(1, "float32")
+rt.launch(Kernel("void z(float *y) { y[0] = 7; }", "z", "P", name="z"), y)  # compiles: slow
+"""
+
+
+def _entries(bundle: Path) -> list[tuple[str, ...]]:
+    with contextlib.closing(sqlite3.connect(f"file:{bundle}?mode=ro", uri=True)) as db:
+        rows = "SELECT hex(key) FROM kernels UNION ALL SELECT hex(key) FROM tunes ORDER BY 1"
+        return db.execute(rows).fetchall()
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_ctrl_c_while_a_miss_compiles_is_a_keyboardinterrupt_leaving_nothing(
+    warm: Warm, tmp_path: Path, served: Path, mode: str
+) -> None:
+    cc = tmp_path / "slowcc"
+    cc.write_text(SLOW_CC)
+    cc.chmod(0o755)
+    pids = Path(f"{cc}.pids")
+    before = _entries(served)
+    env = dict(warm.env, PYTHONPATH=f"{tmp_path}:{warm.env.get('PYTHONPATH', '')}")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MISSING, str(served), mode],
+        cwd=tmp_path,
+        env=dict(env, WARM_CC=str(cc)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not pids.exists() and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, err
+    assert err.splitlines()[-1] == "KeyboardInterrupt", err
+    compiler = int(pids.read_text().split()[0])
+    assert (
+        not Path(f"/proc/{compiler}").exists()
+        or "Z" in Path(f"/proc/{compiler}/stat").read_text().split()[2]
+    )
+    assert _entries(served) == before  # (write-back moves last-used times only)
+    assert not Path(f"{served}-journal").exists()
+    assert warm("verify", served).returncode == 0
