@@ -79,6 +79,7 @@ class KernelCache:
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
+        self._interrupted: dict[str, str] = {}  # key -> label: its batch raised (a Ctrl-C)
 
     def key(self, kernel: Kernel) -> str:
         """The kernel's key on this device (`warmcli.runtime.lookup`)."""
@@ -137,6 +138,7 @@ class KernelCache:
                 self._compile(by_language)
             except BaseException:  # the batch raised: what it had not settled is abandoned
                 self.registrations.settle((u.key for u in units), "abandoned")
+                self._interrupted.update((u.key, u.kernel.label) for u in units)
                 raise
 
     def _compile(self, by_language: dict[str, list[CompileUnit]]) -> None:
@@ -325,11 +327,14 @@ class KernelCache:
 
     def missed(self) -> list[tuple[str, str]]:
         """(label, key) of each kernel compiled here that the bundle does not hold yet, and of
-        each whose compile failed here (its label says so): what a miss cost."""
+        each whose compile failed or was interrupted here (its label says so): what a miss cost."""
         built = [(record.label, record.key) for record, _ in self.unpersisted()]
         with self._lock:
             failed = [(f.units[0].kernel.label, k) for k, f in self._failed.items() if f.units]
-        return built + [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
+            done = self._built.keys() | self._failed.keys()  # compiled since, or failed
+            cut = [(n, k) for k, n in self._interrupted.items() if k not in done]
+        failed = [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
+        return built + failed + [(f"{n} (compile interrupted: nothing stored)", k) for n, k in cut]
 
     def mark_persisted(self, keys: list[str]) -> None:
         self.ledger.mark_persisted(keys)
