@@ -1,22 +1,23 @@
 """The kernel cache of one device: its compile queue, its loaded kernels, what it built.
 
 A kernel is obtained for a launch under the `LaunchMode` verdict its runtime decided
-(`obtain(kernel, mode)`; the cache never derives a verdict itself): under `Queue` it
-is only put on the compile queue; otherwise it is obtained in this order: already
-loaded in this process; built by this process earlier; served from the bundle
+(`obtain(kernel, mode)`; the cache never derives a verdict itself): under `Queue` it is
+only put on the compile queue; otherwise it is obtained in this order: already loaded in
+this process; built by this process earlier; served from the bundle
 (`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
-checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt);
-else compiled. The first `get` that needs a compile takes *the whole queue* into one
-batch (`warmcli.backends.batch`), so a pass that queued everything first compiles it
-in a few parallel compiler processes. A kernel not yet obtained registers with the
-active collector, and `registrations` settles it there (compiled, loaded, failed;
-abandoned when its batch raises) and counts what follows (refused by the device at
-load, stored into the bundle). A kernel the loaded bundle lacks is handed to the runtime's miss
-policy (`warmcli.runtime.misses`), which may refuse the compile (strict mode) before it
-starts. `module` hands out the loaded module holding a kernel, with its binary, for
-module-level lookups (a global variable). The cache owns the queue, the loaded handles
-and the binaries built here (`unpersisted` hands them to `warmcli.runtime.persist`,
-whose `Ledger` keeps what was stored and served); it never writes the bundle itself.
+checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt); else
+compiled. The first `get` that needs a compile takes *the whole queue* into one batch
+(`warmcli.backends.batch`), so a pass that queued everything first compiles it in a few
+parallel compiler processes. A kernel not yet obtained registers with the active
+collector, and `registrations` settles it there (compiled, loaded, failed; abandoned
+when its batch raises, a Ctrl-C: `missed` names it so) and counts what follows (refused
+by the device at load, stored into the bundle). A kernel the loaded bundle lacks is
+handed to the runtime's miss policy (`warmcli.runtime.misses`), which may refuse the
+compile (strict mode) before it starts. `module` hands out the loaded module holding a
+kernel, with its binary, for module-level lookups (a global variable). The cache owns
+the queue, the loaded handles and the binaries built here (`unpersisted` hands them to
+`warmcli.runtime.persist`, whose `Ledger` keeps what was stored and served); it never
+writes the bundle itself.
 """
 
 from __future__ import annotations
