@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import shutil
 import sqlite3
 import tempfile
 from collections import Counter
@@ -62,10 +63,20 @@ def workload(rt):
 """
 
 
+@functools.cache
+def scratch_root() -> Path:
+    """One folder for every file this module writes (a copy of the template per example,
+    ~300 KiB each), removed when its tests end: runs never pile them up in the temp folder."""
+    return Path(tempfile.mkdtemp(prefix="warm-fuzz-"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def report_cases() -> Iterator[None]:
     yield
     print(f"\nfuzz cases tried: {sum(CASES.values())} {dict(CASES)}")
+    if scratch_root.cache_info().currsize:
+        shutil.rmtree(scratch_root(), ignore_errors=True)
+        scratch_root.cache_clear()
 
 
 def build(path: Path) -> None:
@@ -83,13 +94,13 @@ def build(path: Path) -> None:
 @functools.cache
 def template() -> bytes:
     """The bytes of one real bundle, built once (a plain function: hypothesis shows no fixture)."""
-    path = Path(tempfile.mkdtemp(prefix="warm-fuzz-template-")) / "b.warm"
+    path = Path(tempfile.mkdtemp(dir=scratch_root())) / "b.warm"
     build(path)
     return path.read_bytes()
 
 
 def scratch(data: bytes) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="warm-fuzz-")) / "b.warm"
+    path = Path(tempfile.mkdtemp(dir=scratch_root())) / "b.warm"
     path.write_bytes(data)
     return path
 
