@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import shutil
 import sqlite3
 import tempfile
 from collections import Counter
@@ -32,7 +33,7 @@ from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
 from warmcli.bundle import rows as rows_module
 from warmcli.bundle import store as bundle_module
-from warmcli.bundle.file import SQLITE_MAGIC
+from warmcli.bundle.file import PAGE_BYTES, SQLITE_MAGIC
 from warmcli.bundle.rows import MAX_NAME_CHARS, MAX_TEXT_CHARS
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import tune_key
@@ -62,10 +63,20 @@ def workload(rt):
 """
 
 
+@functools.cache
+def scratch_root() -> Path:
+    """One folder for every file this module writes (a copy of the template per example,
+    ~300 KiB each), removed when its tests end: runs never pile them up in the temp folder."""
+    return Path(tempfile.mkdtemp(prefix="warm-fuzz-"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def report_cases() -> Iterator[None]:
     yield
     print(f"\nfuzz cases tried: {sum(CASES.values())} {dict(CASES)}")
+    if scratch_root.cache_info().currsize:
+        shutil.rmtree(scratch_root(), ignore_errors=True)
+        scratch_root.cache_clear()
 
 
 def build(path: Path) -> None:
@@ -83,13 +94,13 @@ def build(path: Path) -> None:
 @functools.cache
 def template() -> bytes:
     """The bytes of one real bundle, built once (a plain function: hypothesis shows no fixture)."""
-    path = Path(tempfile.mkdtemp(prefix="warm-fuzz-template-")) / "b.warm"
+    path = Path(tempfile.mkdtemp(dir=scratch_root())) / "b.warm"
     build(path)
     return path.read_bytes()
 
 
 def scratch(data: bytes) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="warm-fuzz-")) / "b.warm"
+    path = Path(tempfile.mkdtemp(dir=scratch_root())) / "b.warm"
     path.write_bytes(data)
     return path
 
@@ -156,6 +167,22 @@ def test_truncated_or_flipped_bundles_are_read_right_or_refused(
     path = scratch(bytes(data))
     read_everything(path)
     serve(path)
+
+
+def schema_name_not_utf8(data: bytes) -> bytes:
+    """`data` with one byte of a table's name in `sqlite_master` (page 1) made no UTF-8:
+    SQLite's error then quotes the name, bytes Python cannot decode as its message."""
+    flipped = bytearray(data)
+    at = flipped.index(b"fingerprints", 0, PAGE_BYTES) + 5
+    flipped[at] = 0x99
+    return bytes(flipped)
+
+
+def test_a_schema_name_that_is_no_utf8_is_refused_in_one_line() -> None:
+    CASES["schema not UTF-8"] += 1  # once a flaky failure of the fuzz test above
+    path = scratch(schema_name_not_utf8(template()))
+    assert read_everything(path) == "refused"
+    assert serve(path) == "refused"
 
 
 SCHEMA_CHANGES = [
@@ -380,6 +407,7 @@ CLI_CASES = {
     "random bytes": lambda t: bytes(range(256)) * 8,
     "sqlite header over junk": lambda t: SQLITE_MAGIC + b"\x01" * 4000,
     "truncated": lambda t: t[: len(t) // 2],
+    "schema name not UTF-8": schema_name_not_utf8,
 }
 ROW_CASES = {
     "another version": "PRAGMA user_version = 99",

@@ -258,11 +258,8 @@ def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, .
         raise BundleError(
             f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )
-    conn = _connect(path)
-    try:
+    with _sqlite_errors(path), contextlib.closing(_connect(path)) as conn:  # (also outside an open)
         return _retrying(path, lambda: conn.execute(sql).fetchone())
-    finally:
-        conn.close()
 
 
 def _leave_wal(path: str | Path) -> None:
@@ -296,7 +293,9 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
     system refused (a full disk, a size limit) says so: rolled back, never "corrupt"."""
     try:
         yield
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
+        if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
+            exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
         why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
         if why:
