@@ -153,6 +153,19 @@ def warm(tmp_path: Path) -> Warm:
 
 
 @pytest.fixture
+def served(warm: Warm, tmp_path: Path) -> Path:
+    """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
+    `tmp_path`, warmed into the bundle returned."""
+    from test_production_trial30 import SERVICE
+
+    (tmp_path / "svc.py").write_text(SERVICE)
+    bundle = tmp_path / "b.warm"
+    done = warm("run", tmp_path / "svc.py", "--bundle", bundle)
+    assert done.returncode == 0, done.stderr
+    return bundle
+
+
+@pytest.fixture
 def bundle_path(tmp_path: Path) -> Path:
     return tmp_path / "bundle.warm"
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import Warm
 
 SERVICE = r"""
@@ -69,15 +68,6 @@ def _py(
         env=dict(warm.env, PYTHONPATH=f"{tmp_path}:{warm.env.get('PYTHONPATH', '')}", **env),
         timeout=120,
     )
-
-
-@pytest.fixture
-def served(warm: Warm, tmp_path: Path) -> Path:
-    (tmp_path / "svc.py").write_text(SERVICE)
-    bundle = tmp_path / "b.warm"
-    done = warm("run", tmp_path / "svc.py", "--bundle", bundle)
-    assert done.returncode == 0, done.stderr
-    return bundle
 
 
 def test_threads_over_a_strict_bundle_compute_what_a_cold_process_does_silently(

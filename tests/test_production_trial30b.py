@@ -14,18 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
-from test_production_trial30 import SERVICE, _py
-
-
-@pytest.fixture
-def served(warm: Warm, tmp_path: Path) -> Path:
-    """`svc.py` (trial 30's service) in `tmp_path`, warmed into the bundle returned."""
-    (tmp_path / "svc.py").write_text(SERVICE)
-    bundle = tmp_path / "b.warm"
-    done = warm("run", tmp_path / "svc.py", "--bundle", bundle)
-    assert done.returncode == 0, done.stderr
-    return bundle
-
+from test_production_trial30 import _py
 
 OLD_RUNTIME_KERNEL = """
 import sys, numpy as np, warmcli, svc
