@@ -257,11 +257,23 @@ os.kill(os.getpid(), 9)
 """
 
 
-def _killed_mid_write(path: Path) -> None:
-    """A writer of the bundle at `path` killed mid-transaction: its crash journal beside."""
-    proc = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, path], cwd=ROOT)
+def killed_writing(path: Path, script: str, left: str) -> None:
+    """A writer of the bundle at `path` (`script`, given the path) killed by SIGKILL: what
+    it left beside the bundle (`left`: `-journal`, `-wal`) is not empty."""
+    proc = subprocess.run([sys.executable, "-c", script, path], cwd=ROOT)
     assert proc.returncode == -signal.SIGKILL
-    assert os.path.getsize(f"{path}-journal") > 0
+    assert os.path.getsize(f"{path}{left}") > 0
+
+
+def old_and_new(store: Store, pair: tuple[bytes, bytes], tmp_path: Path) -> tuple[Path, Path]:
+    """The bundle to put in place (`pair[0]`, served at `/b.warm` and as `source.warm`)
+    and the one there (`pair[1]`, `t.warm`), as the put-in-place tests start."""
+    store.files["/b.warm"] = pair[0]
+    source = tmp_path / "source.warm"
+    source.write_bytes(pair[0])
+    target = tmp_path / "t.warm"
+    target.write_bytes(pair[1])
+    return source, target
 
 
 @pytest.mark.parametrize("command", ["pull", "merge"])
@@ -275,12 +287,8 @@ def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
     """The crash journal beside PATH (OUT) is the old file's: played into the new one by
     its next opener, it made the bundle pulled (merged) `corrupt`."""
     store, base, _ = http_store
-    store.files["/b.warm"] = built[0]
-    source = tmp_path / "source.warm"
-    source.write_bytes(built[0])
-    target = tmp_path / "t.warm"
-    target.write_bytes(built[1])
-    _killed_mid_write(target)
+    source, target = old_and_new(store, built, tmp_path)
+    killed_writing(target, _KILLED_MID_WRITE, "-journal")
     env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
     replaced_soundly(env, command, f"{base}/b.warm", source, target, "-journal")
 

@@ -16,15 +16,12 @@ what a file put in place of a bundle must never inherit from the old one.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from test_fleet_trial29 import replaced_soundly
+from test_fleet_trial29 import killed_writing, old_and_new, replaced_soundly
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
 _KILLED_AFTER_WAL_COMMIT = """
@@ -48,14 +45,8 @@ def test_a_bundle_put_in_place_of_a_wal_one_is_not_played_the_old_wal(
     command: str,
 ) -> None:
     store, base, _ = http_store
-    store.files["/b.warm"] = built[0]
-    source = tmp_path / "source.warm"
-    source.write_bytes(built[0])
-    target = tmp_path / "t.warm"
-    target.write_bytes(built[1])
-    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_WAL_COMMIT, target], cwd=ROOT)
-    assert killed.returncode == -signal.SIGKILL
-    assert os.path.getsize(f"{target}-wal") > 0
+    source, target = old_and_new(store, built, tmp_path)
+    killed_writing(target, _KILLED_AFTER_WAL_COMMIT, "-wal")
     env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
     replaced_soundly(env, command, f"{base}/b.warm", source, target, "-wal")
 
@@ -88,11 +79,7 @@ def test_a_journal_that_names_another_file_never_has_it_deleted(
     that opened it, or put a file in its place, delete a file of the user's choosing:
     `warm stats` played the journal and SQLite removed the file it named."""
     store, base, _ = http_store
-    store.files["/b.warm"] = built[0]
-    source = tmp_path / "source.warm"
-    source.write_bytes(built[0])
-    target = tmp_path / "t.warm"
-    target.write_bytes(built[1])
+    source, target = old_and_new(store, built, tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_text("the user's data\n")
     _hostile_journal(target, victim)
