@@ -177,16 +177,21 @@ class CudaDevice:
     def compiler(self, language: str) -> CudaCompiler:
         return self.compilers.get(language)
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[Any]:
-        """The primary context current on this thread for the block; `pycuda.driver` inside."""
+    def _push(self) -> Any:
+        """The primary context made current on this thread (the caller pops it); `pycuda.driver`."""
         if self._context is None:
             raise DeviceError(f"{self.id} is closed")
         self._context.push()
+        return self._cuda
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Any]:
+        """The primary context current on this thread for the block; `pycuda.driver` inside."""
+        cuda = self._push()
         try:
-            yield self._cuda
+            yield cuda
         finally:
-            self._cuda.Context.pop()
+            cuda.Context.pop()
 
     def _check_arch(self, binary: bytes) -> None:
         try:
@@ -239,10 +244,7 @@ class CudaDevice:
     ) -> None:
         values = function.warm_convert(args)
         handle = stream.handle if isinstance(stream, CudaStream) else None
-        context, cuda = self._context, self._cuda
-        if context is None:
-            raise DeviceError(f"{self.id} is closed")
-        context.push()  # as `active()`, without a generator's cost on every launch
+        cuda = self._push()  # as `active()`, without a generator's cost on every launch
         try:
             function.prepared_async_call(
                 config.grid, config.block, handle, *values, shared_size=config.shared
