@@ -11,7 +11,9 @@ link: `check_journal` refuses all three, reading at most the journal's last 16 b
 without waiting, never opening one that is a link or no regular file. A journal belongs to
 the file beside it, not to its name: `publish`, which moves a new bundle into place, first
 removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
-that file's old pages into the new one). It owns no state; it never writes or rolls back
+that file's old pages into the new one); `temp_beside` names the file a writer makes
+for it (`.NAME.PID.tmp`, which `file.remove_leftovers` removes once its writer is dead).
+It owns no state; it never writes or rolls back
 a journal (SQLite rolls a sound journal back into its own file).
 """
 
@@ -19,8 +21,12 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 
 from warmcli.errors import BundleError
+
+if TYPE_CHECKING:  # a serving process, which checks journals, imports no pathlib
+    from pathlib import Path
 
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # SQLite's; also ends a super-journal record
 _TAIL = 16  # a super-journal record ends: name length, checksum (4 bytes each), the magic
@@ -63,6 +69,11 @@ def _judged(journal: str) -> tuple[str | None, int]:
         return None, info.st_size
     finally:
         os.close(fd)
+
+
+def temp_beside(real: Path) -> Path:
+    """The temporary file a writer of the bundle file `real` makes beside it, to `publish`."""
+    return real.with_name(f".{real.name}.{os.getpid()}.tmp")
 
 
 def publish(tmp: str | os.PathLike[str], real: str | os.PathLike[str]) -> None:

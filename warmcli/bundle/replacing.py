@@ -27,7 +27,7 @@ import stat
 from pathlib import Path
 
 from warmcli.bundle.file import check_header, recover, remove_leftovers
-from warmcli.bundle.journal import publish
+from warmcli.bundle.journal import publish, temp_beside
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
 
@@ -52,7 +52,7 @@ def copy_into(source: Path, target: Path, force: bool) -> None:
             _refuse_no_bundle(target)
         remove_leftovers(target)
         real = Path(os.path.realpath(target))
-        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
+        tmp = temp_beside(real)
         try:
             tmp.unlink(missing_ok=True)
             made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)

@@ -129,7 +129,7 @@ class Bundle(BundleAdmin):
         from pathlib import Path  # a writer's, as its lock: a serving process imports neither
 
         from warmcli.bundle.file import _write_empty, remove_leftovers, unlink_all
-        from warmcli.bundle.journal import publish
+        from warmcli.bundle.journal import publish, temp_beside
         from warmcli.bundle.lock import write_lock
 
         path = Path(path)
@@ -139,7 +139,7 @@ class Bundle(BundleAdmin):
                 return cls.open(path, write=True)
             remove_leftovers(path)
             real = Path(os.path.realpath(path))  # a link's file is made, the link kept
-            tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
+            tmp = temp_beside(real)
             try:
                 tmp.unlink(missing_ok=True)
                 with _sqlite_errors(path):
