@@ -1,9 +1,11 @@
-"""Generated host workloads of N distinct kernels (rows `serve_per_kernel`, `hot_start`).
+"""Generated workloads of N distinct kernels (rows `serve_per_kernel`, `hot_start`,
+`hot_start_cuda_generated`).
 
 `write(path, n)` writes a workload file whose `workload(runtime)` launches `n`
 tiny C kernels, each distinct (its own `V` define), once each on one small
-buffer: a workload whose start is all kernel serving and no compute. Nothing
-here runs a workload or writes a bundle.
+buffer: a workload whose start is all kernel serving and no compute; `write(path, n,
+cuda=True)` the same of CUDA kernels, on the first GPU. Nothing here runs a workload or
+writes a bundle.
 """
 
 from __future__ import annotations
@@ -27,7 +29,26 @@ def workload(runtime):
 '''
 
 
-def write(path: Path, n: int) -> Path:
-    """Write the `n`-kernel workload to `path`; returns `path`."""
-    path.write_text(TEMPLATE.format(n=n))
+CUDA_TEMPLATE = '''"""Generated: {n} distinct tiny CUDA kernels, each launched once."""
+
+from warmcli import Kernel
+
+DEVICE = "cuda:0"
+SOURCE = "extern \\"C\\" __global__ void touch(int *p, int n) {{ if (n < 0) p[0] = V; }}"
+KERNELS = [
+    Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}, language="cuda") for i in range({n})
+]
+
+
+def workload(runtime):
+    buffer = runtime.buffer(4, "int32")
+    for kernel in KERNELS:
+        runtime.launch(kernel, buffer, 1, grid=1, block=32)
+    runtime.synchronize()
+'''
+
+
+def write(path: Path, n: int, cuda: bool = False) -> Path:
+    """Write the `n`-kernel workload (of CUDA kernels if `cuda`) to `path`; returns `path`."""
+    path.write_text((CUDA_TEMPLATE if cuda else TEMPLATE).format(n=n))
     return path

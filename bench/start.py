@@ -2,7 +2,7 @@
 
 Rows `hot_start` (the host example), `hot_start_generated` (a generated workload of
 `Size.generated` tiny kernels), `hot_vs_floor`, `import` and, on a GPU, `hot_start_cuda`
-(the CUDA example). Every start is a fresh
+(the CUDA example) and `hot_start_cuda_generated`. Every start is a fresh
 process (`python -m bench.first_result`) timed whole, from `exec` to exit: interpreter
 start, imports, the bundle's opening, the workload's first result. Cold has no bundle
 and an empty `WARM_HOME` (it compiles and tunes kernel by kernel, as the workload would
@@ -177,13 +177,28 @@ def starts(size: Size) -> list[Row]:
 
 def cuda_start(size: Size) -> list[Row]:
     """`hot_start_cuda`: the CUDA example's cold and hot starts, whole fresh processes, as
-    `hot_start` times the host example's (the CUDA context's creation on both sides)."""
+    `hot_start` times the host example's (the CUDA context's creation on both sides); and
+    `hot_start_cuda_generated`, the same of `Size.generated` CUDA kernels, as
+    `hot_start_generated`."""
     from warmcli.backends.opening import cuda_available
 
     if not cuda_available():
-        return [skipped("hot_start_cuda", f"≥ {HOST_TARGET:g}×", "skipped: no GPU")]
+        return [
+            skipped("hot_start_cuda", f"≥ {HOST_TARGET:g}×", "skipped: no GPU"),
+            skipped("hot_start_cuda_generated", f"≥ {GENERATED_TARGET:g}×", "skipped: no GPU"),
+        ]
     with tempfile.TemporaryDirectory(prefix="warm-bench-cuda-start-") as tmp_name:
-        result = _compare(Path(tmp_name), "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
+        tmp = Path(tmp_name)
+        result = _compare(tmp, "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
+        gen_path = generated.write(tmp / "generated_cuda.py", size.generated, cuda=True)
+        cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
+        gen = _compare(tmp, "generated-cuda", gen_path, cold_gen, size.hot_starts)
+    return [_cuda_row(result), _cuda_row(gen, f"{size.generated} generated CUDA kernels")]
+
+
+def _cuda_row(result: dict[str, object], generated_what: str = "") -> Row:
+    """`hot_start_cuda` (the example) or, given `generated_what`, `hot_start_cuda_generated`,
+    with the bound the CUDA context puts on it."""
     cold, hot = result["cold"], result["hot"]
     assert isinstance(cold, list) and isinstance(hot, list)
     # what serving adds to the first run: the first result less opening and a second run
@@ -194,8 +209,11 @@ def cuda_start(size: Size) -> list[Row]:
         f"{ms(_m(hot, 'opened'))} of the first, so serving added {ms(serving)}); bound: a hot "
         f"start serving in no time at all reaches {bound:.2f}×"
     )
+    if generated_what:
+        what = f"{generated_what} on the GPU"
+        return _cold_hot("hot_start_cuda_generated", what, result, GENERATED_TARGET, more)
     what = f"{CUDA_WORKLOAD.name} on the GPU"
-    return [_cold_hot("hot_start_cuda", what, result, HOST_TARGET, more)]
+    return _cold_hot("hot_start_cuda", what, result, HOST_TARGET, more)
 
 
 def _cold_hot(name: str, what: str, result: dict[str, object], target: float, more: str) -> Row:

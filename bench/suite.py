@@ -22,7 +22,7 @@ FAMILIES: dict[str, tuple[Family, tuple[str, ...]]] = {
         (*race.RACE, "compile_host"),
     ),
     "start": (start.starts, ("hot_start", "hot_start_generated", "hot_vs_floor")),
-    "cuda_start": (start.cuda_start, ("hot_start_cuda",)),
+    "cuda_start": (start.cuda_start, ("hot_start_cuda", "hot_start_cuda_generated")),
     "serve": (serve.serve_per_kernel, ("serve_per_kernel",)),
     "import": (start.imports, ("import",)),
     "dispatch": (

@@ -1,4 +1,6 @@
-"""A CUDA build refused for a driver older than its compiler: the reason names the fix."""
+"""A CUDA build for a driver older than its compiler: a cubin is served on any driver of its
+major release (minor version compatibility), PTX only on one of its release; a refusal
+names the fix."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
-from warmcli.backends.serving import Target, why_not
+from warmcli.backends.serving import Target, choose, why_not
 from warmcli.records import KernelRecord
 
 NVRTC_13_5 = "NVRTC release 13.5, V13.5.12"
@@ -21,18 +23,40 @@ def _cubin(toolchain: str) -> KernelRecord:
     return KernelRecord("k", "cuda", "cuda", "sm_90", "matmul", "matmul", "s", "h", toolchain)
 
 
-def test_refusal_for_an_older_driver_names_the_fix_on_one_line() -> None:
+def test_refusal_for_an_older_major_release_names_the_fix_on_one_line() -> None:
     component, reason = why_not(
-        _cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver="13.0")
+        _cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver="12.8")
     ) or ("", "")
     assert component == "toolchain"
-    assert reason.startswith("built by CUDA 13.5, the driver supports CUDA 13.0")
-    assert "pre-build with CUDA 13.0 or older" in reason and "--compiler nvcc" in reason
+    assert reason.startswith("built by CUDA 13.5, the driver supports CUDA 12.8")
+    assert "pre-build with CUDA 12.x or older" in reason and "--compiler nvcc" in reason
     assert "\n" not in reason
 
 
-def test_a_driver_as_new_as_the_compiler_is_served() -> None:
-    assert why_not(_cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver="13.5")) is None
+@pytest.mark.parametrize("driver", ["13.0", "13.5", "13.9", "14.0"])
+def test_a_cubin_is_served_on_any_driver_of_its_major_release(driver: str) -> None:
+    # CUDA's minor version compatibility: a cubin by 13.5 loads on a driver for 13.0
+    assert why_not(_cubin(NVRTC_13_5), Target(backend="cuda", arch="sm_90", driver=driver)) is None
+
+
+def test_ptx_needs_a_driver_as_new_as_its_compiler() -> None:
+    ptx = KernelRecord("k", "cuda", "cuda", "compute_90", "matmul", "matmul", "s", "h", NVRTC_13_5)
+    component, reason = why_not(ptx, Target(backend="cuda", arch="sm_90", driver="13.0")) or (
+        "",
+        "",
+    )
+    assert component == "toolchain" and "pre-build with CUDA 13.0 or older" in reason
+    assert why_not(ptx, Target(backend="cuda", arch="sm_90", driver="13.5")) is None
+
+
+def test_a_build_within_the_drivers_release_is_chosen_first() -> None:
+    nvcc = "nvcc:Cuda compilation tools, release 13.0, V13.0.48"
+    rtc, cc = _cubin(NVRTC_13_5), _cubin(nvcc)
+    target = Target(backend="cuda", arch="sm_90", driver="13.0", toolchain=None)
+    assert choose([rtc, cc], target, lambda _: True) is cc
+    assert choose([cc, rtc], target, lambda _: True) is cc
+    newer = Target(backend="cuda", arch="sm_90", driver="13.5", toolchain=None)
+    assert choose([rtc, cc], newer, lambda _: True) is rtc  # both within: the first
 
 
 MATMUL = EXAMPLES / "matmul_cuda.py"
@@ -60,14 +84,16 @@ def test_prebuild_json_names_the_driver_its_cuda_builds_need(
     (info,) = json.loads(proc.stdout)["compilers"]
     release = re.search(r"release (\d+\.\d+)", info["version"])
     assert info["compiler"] == compiler and release is not None
-    assert info["needs_driver"] == release.group(1)
+    assert info["needs_driver"] == release.group(1).split(".")[0] + ".0"  # its major release
+    assert info["ptx_needs_driver"] == release.group(1)  # a pre-build keeps PTX (`--ptx auto`)
 
 
 def test_prebuild_says_which_driver_it_needs_on_one_line(warm: Warm, tmp_path: Path) -> None:
     proc = _prebuild(warm, tmp_path, "nvrtc", "--quiet")
     assert proc.returncode == 0, proc.stderr
-    lines = [s for s in proc.stdout.splitlines() if "needs a driver supporting CUDA >=" in s]
+    lines = [s for s in proc.stdout.splitlines() if "need a driver supporting CUDA >=" in s]
     assert len(lines) == 1 and "sm_90" in lines[0] and "nvrtc" in lines[0]
+    assert "minor version compatibility" in lines[0] and "its PTX" in lines[0]
 
 
 def test_host_run_names_no_driver(warm: Warm, tmp_path: Path) -> None:
@@ -75,9 +101,10 @@ def test_host_run_names_no_driver(warm: Warm, tmp_path: Path) -> None:
         "run", EXAMPLES / "matmul_host.py", "--device", "host", "-b", tmp_path / "h.warm", "--json"
     )
     assert proc.returncode == 0, proc.stderr
-    assert all(c["needs_driver"] == "" for c in json.loads(proc.stdout)["compilers"])
+    compilers = json.loads(proc.stdout)["compilers"]
+    assert all(c["needs_driver"] == c["ptx_needs_driver"] == "" for c in compilers)
     assert (
-        "needs a driver"
+        "driver supporting"
         not in warm(
             "run", EXAMPLES / "matmul_host.py", "--device", "host", "-b", tmp_path / "h.warm"
         ).stdout
@@ -95,9 +122,13 @@ def test_check_answers_for_a_stated_fleet_driver(warm: Warm, tmp_path: Path, com
     assert _prebuild(warm, tmp_path, compiler, "--quiet").returncode == 0
     bundle = tmp_path / f"{compiler}.warm"
     version = json.loads(warm("devices", "--compiler", compiler, "--json").stdout)
-    release = next(c["needs_driver"] for c in version["compilers"] if c["device"] != "host")
+    cuda = next(c for c in version["compilers"] if c["device"] != "host")
+    found = re.search(r"release (\d+\.\d+)", cuda["version"])
+    assert found is not None
+    release = found.group(1)
     assert _kernel_refusals(warm, bundle) == []  # no driver here: not judged
     assert _kernel_refusals(warm, bundle, "--driver", release) == []
+    assert _kernel_refusals(warm, bundle, "--driver", cuda["needs_driver"]) == []  # its cubins
     older = f"{int(release.split('.')[0]) - 1}.9"
     refused = _kernel_refusals(warm, bundle, "--driver", older)
     assert len(refused) == 8 and all(m["reason"] == "toolchain" for m in refused)

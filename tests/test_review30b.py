@@ -69,5 +69,6 @@ def test_a_stated_driver_finds_the_older_toolchains_build(warm: Warm, tmp_path: 
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--jobs", "2", "-b", cc, "-q")
     assert warm("run", MATMUL, *args).returncode == 0
     assert warm("merge", rtc, cc, "-o", both).returncode == 0
-    assert _kernel_refusals(warm, both, "13.0") == []  # nvcc 13.0's builds, not NVRTC 13.5's
-    assert _kernel_refusals(warm, rtc, "13.0") != []
+    assert _kernel_refusals(warm, both, "13.0") == []
+    assert _kernel_refusals(warm, rtc, "13.0") == []  # its cubins: minor version compatibility
+    assert len(_kernel_refusals(warm, both, "12.8")) == len(_kernel_refusals(warm, rtc, "12.8")) > 0

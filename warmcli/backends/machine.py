@@ -181,7 +181,8 @@ def inventory(
 def compiler_info(device: Device) -> dict[str, str]:
     """Which compiler `device` builds with: its name, path, version, why it was chosen
     (`compiler` is "none" and `why` the reason when it has none), and the CUDA release a
-    driver must support to be served its builds (`needs_driver`, "" where none is)."""
+    driver must support to be served its cubins (`needs_driver`: any driver of the major
+    release that builds them) and the PTX it keeps (`ptx_needs_driver`), "" where none is."""
     language = "cuda" if device.backend == "cuda" else "c"
     try:
         toolchain = device.compiler(language).toolchain
@@ -199,16 +200,21 @@ def compiler_info(device: Device) -> dict[str, str]:
             "version": "",
             "why": why,
             "needs_driver": "",
+            "ptx_needs_driver": "",
         }
     release = cuda_release(toolchain.version) if device.backend == "cuda" else None
+    keeps_ptx = bool(getattr(slot, "ptx", None))
     return {
         "device": device.id,
         "compiler": toolchain.name,
         "path": toolchain.path,
         "version": toolchain.version,
         "why": why,
-        # the oldest driver its cubins are served on (`serving.why_not`), "" for none
-        "needs_driver": f"{release[0]}.{release[1]}" if release else "",
+        # the oldest driver its cubins are served on (`serving.why_not`: any of the CUDA
+        # major release that built them), "" for none
+        "needs_driver": f"{release[0]}.0" if release else "",
+        # the oldest driver that JITs the PTX it keeps (`--ptx`): its own release
+        "ptx_needs_driver": f"{release[0]}.{release[1]}" if release and keeps_ptx else "",
     }
 
 

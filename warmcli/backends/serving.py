@@ -4,7 +4,9 @@ and `warm explain` share.
 A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
 compiler builds afresh. Serving is looser: a build is served wherever its binary runs.
 A cubin runs on a device of its SM architecture whose driver supports the CUDA
-release that built it, whichever nvcc (or none) that machine has, unless the nvcc of
+major release that built it (CUDA's minor version compatibility: a cubin by CUDA 13.5 loads
+on a driver for CUDA 13.0; one the driver still refuses is a `binary` miss, rebuilt),
+whichever nvcc (or none) that machine has, unless the nvcc of
 either read options or a host compiler from the environment (`NVCC_APPEND_FLAGS`...)
 that the other did not; a host object runs
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
@@ -13,9 +15,9 @@ miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU
 the driver's JIT (`virtual_sm` reads XX; whether that driver knows its ISA is read from
 the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its
 key, recomputed, says so (`of_kernel`). Among a kernel's builds that run on a device, a
-cubin for its arch is preferred to PTX, and the device's own toolchain's build to
-another's. This module holds no state; it never opens a bundle, compiles, loads or
-prints.
+cubin for its arch is preferred to PTX, the device's own toolchain's build to
+another's, and a cubin of a CUDA release the driver supports to a newer one's. This
+module holds no state; it never opens a bundle, compiles, loads or prints.
 """
 
 from __future__ import annotations
@@ -89,16 +91,28 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, this "
                 f"compiler with {ours[2:] or 'nothing'}"
             )
-        built = cuda_release(record.toolchain)
-        found = _VERSION.match(target.driver)
-        driver = (int(found.group(1)), int(found.group(2))) if found else None
-        if built and driver and built > driver:
+        built, driver = cuda_release(record.toolchain), _driver(target)
+        ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA
+        if built and driver and (built > driver if ptx else built[0] > driver[0]):
             return "toolchain", (
                 f"built by CUDA {built[0]}.{built[1]}, the driver supports CUDA "
-                f"{driver[0]}.{driver[1]}: pre-build with CUDA {driver[0]}.{driver[1]} or "
-                "older (--compiler nvcc of that release, or its NVRTC)"
+                f"{driver[0]}.{driver[1]}: pre-build with CUDA "
+                f"{driver[0]}.{driver[1] if ptx else 'x'} or older (--compiler nvcc of "
+                "that release, or its NVRTC)"
             )
     return None
+
+
+def _driver(target: Target) -> tuple[int, int] | None:
+    found = _VERSION.match(target.driver)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def within_driver(record: KernelRecord, target: Target) -> bool:
+    """Whether a CUDA build's release is no newer than `target`'s driver (or either is
+    unknown): False for a cubin served by minor version compatibility alone."""
+    built, driver = cuda_release(record.toolchain), _driver(target)
+    return built is None or driver is None or built <= driver
 
 
 def nvcc_environment(identity: str) -> str:
@@ -122,7 +136,8 @@ def choose(
     """The build to serve on `target` among the `records` that `same` accepts as builds
     of the kernel wanted: one for the target's arch (its own toolchain's first, else any
     that runs there), else PTX its driver JITs (its own toolchain's first, the highest
-    `compute_XX`)."""
+    `compute_XX`); among other toolchains' cubins, the first of a release within the
+    driver's."""
     fallback = None
     ptx: tuple[tuple[bool, int], KernelRecord] | None = None
     for record in records:
@@ -135,5 +150,6 @@ def choose(
             continue
         if record.toolchain == target.toolchain:
             return record
-        fallback = fallback or record
+        if fallback is None or (within_driver(record, target) > within_driver(fallback, target)):
+            fallback = record
     return fallback or (ptx[1] if ptx else None)

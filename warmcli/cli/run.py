@@ -22,6 +22,7 @@ from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
+from warmcli.backends.serving import cuda_release
 from warmcli.bundle.lock import remove_new
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
@@ -295,10 +296,14 @@ def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
 
 def _driver_line(info: dict[str, str]) -> str | None:
     """What driver a CUDA device's builds need (`warm run --arch`), None where none."""
-    if not info.get("needs_driver"):
+    needs, ptx = info.get("needs_driver"), info.get("ptx_needs_driver")
+    if not needs:
         return None
+    major, release = needs.split(".")[0], cuda_release(info["version"]) or (0, 0)
+    jit = f"; its PTX a driver supporting CUDA >= {ptx}" if ptx else ""
     return printable(
-        f"cuda {info['device']}: built by {info['compiler']} {info['needs_driver']}: needs a "
-        f"driver supporting CUDA >= {info['needs_driver']} (older drivers: pre-build with a "
-        "compiler of their CUDA release)"
+        f"cuda {info['device']}: built by {info['compiler']} {release[0]}.{release[1]}: "
+        f"its cubins need a driver supporting CUDA >= {needs} (any CUDA {major}.x driver: "
+        f"minor version compatibility){jit}; older drivers: pre-build with a compiler of "
+        "their CUDA release"
     )
