@@ -195,11 +195,13 @@ def workload_file(tmp_path: Path):
 
 
 # A good candidate and a fast wrong one (0.5 high), and how each is launched.
+# A tunable whose wrong candidate must win on speed under a loose check: GOOD repeats its
+# work 4,000 times, so no noise on a loaded machine measures it faster.
 SQUARES = """
 import numpy as np
 from warmcli import Kernel, Tunable
 
-GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 200; r++) "
+GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 4000; r++) "
               "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
 FAST_WRONG = Kernel("void sq(const float *x, float *y, int n) { "
                     "for (int i = 0; i < n; i++) y[i] = x[i] * x[i] + 0.5f; }", "sq", "PPi")
