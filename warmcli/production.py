@@ -209,11 +209,11 @@ def use_bundle(
 ) -> None:
     """Serve kernels and tune picks from the bundle at `path` (a path or a URL) from now on
     (`None`: no bundle at all, whatever `WARM_BUNDLE` or the default bundle); `write=True`:
-    what this process missed is written back into it at exit.
+    what this process missed is written back into it at exit (a bundle made where none is).
 
-    Raises `BundleError` (one line) when the bundle is missing, unreadable or not warm's
-    (`RemoteError`: a URL not fetched, no last good copy; `TypeError`: an argument of the
-    wrong type); a bundle refused leaves no bundle in use, as `use_bundle(None)` does.
+    Raises `BundleError` (one line) when the bundle is missing (unless writing), unreadable
+    or not warm's (`RemoteError`: a URL not fetched, no last good copy; `TypeError`: an
+    argument of the wrong type); a bundle refused leaves none in use, as `use_bundle(None)`.
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
     `"warn"` logs it; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519 public key
     files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed is refused
