@@ -1,6 +1,6 @@
 """warm: make GPU processes start hot.
 
-A workload run under `ProcessMode.CompileOnly`, then `CompileAndAutotune`,
+A workload run under `ProcessMode.COMPILE_ONLY`, then `COMPILE_AND_AUTOTUNE`,
 gathers every kernel it compiles and every tune decision it reaches into an
 environment bundle; a production process that loads the bundle
 (`use_bundle(path)` or `WARM_BUNDLE`) compiles nothing and tunes nothing. This

@@ -17,9 +17,10 @@ none was found: a header added later changes it), in the order they are reached.
 not found there (the toolkit's, the system's) are left to the toolchain's identity; an
 `#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
 whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
-digest says so). The only state is two per-process memos: each file's digest and
-includes, by (path, mtime_ns, size), of files not changed in the last seconds, and the
-includes of the last sources read (variants share one): a kernel keyed again costs a
+digest says so). The only state is three per-process memos: each file's digest and
+includes, by (path, mtime_ns, size), of files not changed in the last seconds, the
+includes of the last sources read and the search orders of the last options (variants
+share them): a kernel keyed again costs a
 lookup of each header (`isfile` in each folder, a `stat`). It never runs a compiler,
 never writes and never raises for a missing or unreadable file.
 """

@@ -9,7 +9,7 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
 written whole, 0600, through a unique temporary file (`write_private`); for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
-reads them and owns no state.
+reads them; its only state is platformdirs' answer, once per value of what it reads.
 """
 
 from __future__ import annotations

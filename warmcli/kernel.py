@@ -1,7 +1,7 @@
 """Kernel definitions and the content-addressed kernel key.
 
 A `Kernel` is what a workload declares: source text, entry name, compile options,
-defines, the language the backend compiles (`c` for the host, `cuda` for nvcc) and
+defines, the language the backend compiles (`c` for the host, `cuda` for NVRTC or nvcc) and
 its parameter signature in `struct` letters (`P` pointer, `b B h H i I l L q Q`
 signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only,
 `f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
@@ -224,7 +224,7 @@ class Kernel(Record):
 
     @property
     def label(self) -> str:
-        """Short human name: entry plus its defines."""
+        """Short human name: its `name` (the entry unless `name=` was given) and defines."""
         defines = ",".join(f"{k}={v}" for k, v in self.defines)
         return f"{self.name}[{defines}]" if defines else self.name
 

@@ -6,8 +6,8 @@ this process serves kernels and picks from (`use_bundle(None)`: none); `runtime(
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
 device is bound, `warm run`'s passes, that one: what a workload does on it is warmed; while
 `warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
-miss still compiles or tunes, as it would without warm, and is counted into the process's
-default collector (`default_collector()`); `report()` names every kernel this process had to
+miss still compiles or tunes, as it would without warm, and is counted into the default
+collector (`warmcli.execution.default_collector()`); `report()` names every kernel it had to
 compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
 `report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
@@ -23,8 +23,8 @@ take an `https://` or `s3://` URL: the bundle is fetched once per machine into `
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
 bundle, runtimes and the misses of closed ones, in one object (`_Production`), and, for
-`warm run`'s imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was
-used unbound (`_LATE`); it prints nothing except that report, and only when asked.
+`warm run`'s imports, the `LateRuntime` per device (`_HANDED`) and where each was used
+unbound (`_LATE`); it prints that report when asked, else only a failed write-back's line.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class ProductionReport(Record, frozen=False):
     bundle: str | None
     write: bool
     misses: list[Miss] = factory(list)
-    signed: bool = False  # the bundle holds signatures, which do not cover a write-back
+    signed: bool = False  # written back into a bundle with signatures, which do not cover it
     write_error: str = ""  # why the write-back failed (at exit)
 
     @property
@@ -207,17 +207,17 @@ def use_bundle(
     strict: bool | str | None = None,
     trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
 ) -> None:
-    """Serve kernels and tune picks from the bundle at `path` from now on (`None`: from
-    no bundle at all, whatever `WARM_BUNDLE` or the default bundle).
+    """Serve kernels and tune picks from the bundle at `path` (a path or a URL) from now on
+    (`None`: no bundle at all, whatever `WARM_BUNDLE` or the default bundle); `write=True`:
+    what this process missed is written back into it at exit (a bundle made where none is).
 
-    Raises `BundleError` (one line) when the bundle is missing, unreadable or not
-    warm's: a production process fails fast on it, or catches it and runs cold (with no
-    bundle then, as `use_bundle(None)` leaves it: its report says so).
+    Raises `BundleError` (one line) when the bundle is missing (unless writing), unreadable
+    or not warm's (`RemoteError`: a URL not fetched, no last good copy; `TypeError`: an
+    argument of the wrong type); a bundle refused leaves none in use, as `use_bundle(None)`.
     `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
-    `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
-    public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
-    is refused (`SignatureError`), and an entry none signed is not served.
-    """
+    `"warn"` logs it; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519 public key
+    files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed is refused
+    (`SignatureError`), and an entry none signed is not served."""
     _served.check_types(path, write, trusted_keys)
     policy = MissPolicy.from_env(strict)
     keys = trusted(trusted_keys) if path is not None else None
@@ -338,8 +338,7 @@ WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer
 
 
 def _bounded_wait() -> contextlib.AbstractContextManager[None]:
-    """The write lock waited for `WRITE_BACK_WAIT_SECONDS` at most (the lock module is a
-    writer's: imported only where a write-back happens)."""
+    """The write lock, waited for `WRITE_BACK_WAIT_SECONDS` at most (imported to write back)."""
     from warmcli.bundle.lock import waiting_at_most
 
     return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
@@ -371,7 +370,8 @@ def report(*, at_exit: bool = False) -> ProductionReport:
 
 
 def close() -> None:
-    """Write back misses (when writing) and release every runtime and the bundle."""
+    """Write back misses (when writing: a failure raises once all is released), release every
+    runtime and the bundle, and forget `use_bundle`'s path (not `use_bundle(None)`)."""
     state = _STATE
     with state.lock:
         state._close()

@@ -9,8 +9,8 @@ which kernel broke it is the batch scheduler's job (`warmcli.backends.batch`), n
 compiler's. `run_compiler` runs one compiler process for any backend through
 `warmcli.backends.processes` (its own process group, stopped whole on a timeout, an
 interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
-start one while warm is stopping. This module owns no state; compilers own no cache
-and never load what they build.
+start one while warm is stopping. Its only state is a bounded memo of the type names
+each C source declares (`type_names`); compilers own no cache, never load what they build.
 """
 
 from __future__ import annotations

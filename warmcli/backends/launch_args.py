@@ -8,7 +8,8 @@ argument is a `LaunchError` naming the kernel, the argument's position, its lett
 and what was given. The fast path of each argument is one type test and a range
 test, so a launch stays cheap; that fast path is made once per signature and shared
 (`fast_converter`: a backend may call it alone, and make a kernel's own converter only
-for arguments off it). This module holds no state and never launches.
+for arguments off it). Its only state is bounded memos of those fast paths (per
+signature, per letter); it never launches.
 """
 
 from __future__ import annotations

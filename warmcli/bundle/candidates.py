@@ -19,7 +19,8 @@ before anything is read, and anything that is not what `pack` writes is a
 candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
 `_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
 `warmcli.bundle.tune_layout`).
-This module owns no state and never touches a file.
+Its only state is two memos of struct layouts, for counts up to 256 (`_SAMPLES`, `_IDS`:
+a larger count, a hostile one, is never kept); it never touches a file.
 """
 
 from __future__ import annotations

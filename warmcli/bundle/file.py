@@ -21,8 +21,8 @@ it cannot be written), so a read-only copy opens, and a write interrupted by a c
 rolled back by the next open. "Database is locked" is waited out by the busy timeout and
 then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary files,
-journals and locks that a killed create or merge left beside the bundle. This module owns
-no state; it never reads a kernel, tune or blob (`warmcli.bundle.store` does).
+journals and locks that a killed create or merge left beside the bundle. Its only state is
+warm's own schemas, read once; it never reads a kernel, tune or blob (`bundle.store` does).
 """
 
 from __future__ import annotations

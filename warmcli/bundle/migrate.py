@@ -12,7 +12,7 @@ a sha256 in hex, a status not warm's, candidates not warm's or over
 `MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
 name. A bundle holding signatures keeps every row's candidates as they are: its
 signatures cover them as signed (a signature covers a key, checksum and status as
-text, whichever way they are stored, see `warmcli.bundle.rows.SIGNED_ROWS`; the
+text, whichever way they are stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the
 reader reads every form), so migrating never unsigns an entry; rows written after are
 format 3's. It never re-signs: the manifest's format version it sets is not the one
 signed, so each signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says

@@ -3,7 +3,7 @@
 Each command lives in its own module and registers itself on `app` (`warmcli.cli.app`,
 imported first, then the command a command line names, or every command: no import
 cycle); what they share (consoles, errors, options) is in `common`. The CLI only parses
-and prints: all work is in `warmcli.warming.passes` and the modules below it.
+and prints: all work is in the library (`warmcli.warming`, `warmcli.ops` and below them).
 """
 
 from __future__ import annotations

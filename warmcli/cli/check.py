@@ -55,8 +55,10 @@ def check(
 
     Exit 0 when every entry is servable here, 1 when not.
     """
-    if driver and (not arch or not DRIVER.fullmatch(driver)):
+    if driver and not DRIVER.fullmatch(driver):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
+    if driver and not arch:
+        fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")
     path = readable_bundle(bundle)
     name = shown_name(bundle, path)
 

@@ -1,6 +1,7 @@
 """What every `warm` command shares: the consoles, one-line errors, JSON output, the default bundle.
 
-Exit codes: 0 ok; 1 verify found something missing; 2 bad input or environment
+Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found
+entries this machine cannot serve; 2 bad input or environment
 (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
 that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT
 or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
@@ -8,7 +9,8 @@ indented), never a traceback; under `--json` it is also one JSON object on stdou
 `{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
 only JSON never imports Rich); a command that has finished holding nothing says so
 (`holds_nothing`), and the entry point then ends the process without the interpreter's
-teardown (`end_process`). This module parses and prints nothing of its own.
+teardown (`end_process`). It prints only in warm's own forms what a command hands it:
+an error's line (`fail`), a warning line, `interrupted`, a command's JSON (`emit_json`).
 """
 
 from __future__ import annotations

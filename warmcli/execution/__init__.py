@@ -4,7 +4,7 @@
 `process_mode` (`ProcessMode` and its overrides), `stream_mode` (`StreamMode` and its
 overrides; a `Stream` itself is `warmcli.backends.base`'s) and `statistics` (what
 compiling and tuning cost, read by whoever asks). This file only re-exports them, each
-imported on first use. It owns the process-wide modes and collectors; it never compiles,
+imported on first use. The package owns the process-wide modes and collectors; it never compiles,
 loads or stores.
 """
 

@@ -2,18 +2,18 @@
 
 `SourceModule(source, ...)` takes PyCUDA's arguments with PyCUDA's meaning (see
 `warmcli.pycuda.source` for the `extern "C"` wrap); it compiles nothing itself.
-`get_function(name)` gives a `Function` whose calls (`f(*args, block=, grid=,
-shared=, stream=)`, `prepare` then `prepared_call`/`prepared_async_call`/
-`prepared_timed_call`) become warm `Kernel`s launched through the bound runtime
-(`warmcli.pycuda.context`): each launch resolves its `LaunchMode` there like any
-other (queued under CompileOnly, compiled and discarded under CompileAndAutotune,
-executed otherwise, served from the bundle in production). `drv.In`/`Out`/`InOut`
-arrays are copied as PyCUDA copies them when the launch executes; under a
-discarding launch the copy back is a read of a discarded buffer and gets the
+`get_function(name)` gives a `Function` whose calls (`f(*args, block=, grid=, shared=,
+stream=)`, `prepare` then `prepared_call`/`prepared_async_call`/`prepared_timed_call`)
+become warm `Kernel`s launched through the bound runtime (`warmcli.pycuda.context`): each
+launch resolves its `LaunchMode` there as any other (queued under CompileOnly, compiled and
+discarded under CompileAndAutotune, executed otherwise, served from the bundle).
+`drv.In`/`Out`/`InOut` arrays are copied as PyCUDA copies them when the launch executes;
+under a discarding launch the copy back is a read of a discarded buffer and gets the
 runtime's discarded-read policy, and the array is left as it was. `get_global` is
 served from the cubin of the module's one kernel; texture and surface references
 (gone since CUDA 12) are refused, and so are a `Function`'s CUfunction attributes and
-settings (`num_regs`, `set_cache_config`). A module owns its functions and their kernels.
+settings (`num_regs`, `set_cache_config`). A module owns its functions and their kernels;
+the module-level state is `recording`, per thread: a config's launches `autotune` records.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ bundle loaded, strict mode refuses a compile or tune as `no-bundle`. Without a p
 except a build the bundle holds but must not serve, which is counted once by reason.
 On a kernel's first miss it notes once what the bundle holds from other toolchains
 or devices. Once its runtime is closed (`closed`, set before its bundle is, by
-`use_bundle`, `warmcli.close()` or at exit) a miss is nothing: neither explained,
+`use_bundle`, `warmcli.production.close()` or at exit) a miss is nothing: neither explained,
 counted nor refused, the bundle being gone. It owns the explanations it made and those
 flags; it never prints
 (logging is the caller's to route) and never reads a kernel's bundle rows itself.

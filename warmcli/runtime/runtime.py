@@ -21,9 +21,9 @@ warming passes of `warm run --shard`), the runtime measures only that shard's tu
 queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`);
 everything else it skips. A tunable with a single candidate is answered with it, never
 measured nor registered. The runtime never prints; it counts into the active
-`StatisticsCollector`, and holds its tunes' registrations (`tune_ledger`): a tune
-settles measured, pending, failed or abandoned (its measuring raised, or the runtime
-closed with it still gathered).
+`StatisticsCollector`, and holds its tunes' registrations (`tune_registrations`): a tune settles
+measured, pending, failed or abandoned (its measuring raised, or the runtime closed with it
+still gathered). The module keeps a bounded memo of launch configurations (`_CONFIGS`).
 """
 
 from __future__ import annotations

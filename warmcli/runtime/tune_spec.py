@@ -6,8 +6,8 @@ callable's value (`key_text`: a value whose text is a default object repr, holdi
 memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a hash of its code; `judged_identity` adds the launch function the check judged) as
-text, and refuses a tunable's name or candidates that a bundle cannot hold (`check_names`).
-It owns no state, and never runs a kernel or a check.
+text, and refuses a tunable's name or candidates that a bundle cannot hold (`check_names`). Its
+only state is a memo of what each check's code assigns; it never runs a kernel or a check.
 """
 
 from __future__ import annotations

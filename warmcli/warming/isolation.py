@@ -17,8 +17,9 @@ warm. `interrupt_on_signals` makes SIGINT and SIGTERM stop every compiler and
 raise `KeyboardInterrupt` once.
 
 State: the excluded candidates and the worker's journal, one of each per process.
-The module never prints (the caller's `on_crash` and its exit code do) and never
-touches a bundle.
+The module prints nothing (the caller's `on_crash` and its exit code do), but in the
+worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
+bundle.
 """
 
 from __future__ import annotations

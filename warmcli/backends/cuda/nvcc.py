@@ -12,7 +12,8 @@ one `nvcc --cubin` in a temporary folder and killed with its children on timeout
 `--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
 options and host compiler nvcc reads from the environment, where set. The group checks
 (`group_target`, `check_options`, `built_group`) serve NVRTC too.
-It owns no cache and never imports `pycuda`; the toolkit's own `nvcc.profile`
+It owns no kernel cache (only which SMs each nvcc builds, asked once a process) and never
+imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
 
