@@ -119,7 +119,7 @@ def test_ctrl_c_while_a_miss_compiles_is_a_keyboardinterrupt_leaving_nothing(
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == (-signal.SIGINT if mode == "read" else 1), err  # 1: see below
+    assert proc.returncode == -signal.SIGINT, err  # by SIGINT, write-back or not
     assert "\nKeyboardInterrupt\n" in err, err
     assert "served everything" not in err  # the report names the kernel it lacked
     assert "  kernel z (compile interrupted: nothing stored) on host (key " in err, err
@@ -143,7 +143,6 @@ raise KeyboardInterrupt
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed: a write-back at exit turns it into 1")
 def test_a_keyboardinterrupt_after_a_miss_written_back_still_exits_by_sigint(
     warm: Warm, tmp_path: Path, served: Path
 ) -> None:

@@ -45,6 +45,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
+from warmcli.interrupted import keep_sigint_exit
 from warmcli.printable import printable, printable_lines
 from warmcli.records import Record, factory
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
@@ -79,10 +80,8 @@ class ProductionReport(Record, frozen=False):
 
     def __str__(self) -> str:
         if not self.bundle:
-            done = (
-                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
-                "operation(s) itself"
-            )
+            n = f"{len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
+            done = f"compiled {n} itself"
             lines = [
                 f"warm: no bundle is loaded: this process {done}"
                 + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
@@ -395,6 +394,7 @@ def _at_exit() -> None:
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
+    keep_sigint_exit()  # a process Ctrl-C ended still ends by SIGINT, written back or not
 
 
 atexit.register(_at_exit)

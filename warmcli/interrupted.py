@@ -1,0 +1,29 @@
+"""How a process that Ctrl-C ended still ends: by SIGINT, as CPython ends it.
+
+CPython ends a process whose main code raised KeyboardInterrupt by SIGINT (exit status
+130 in a shell, -2 to `subprocess`), so the shell and its loops know it was
+interrupted, but only while no code is executed from source between that exception and
+the exit: an exit handler that imports a module defining a dataclass (a write-back's
+signature check) resets it, and the process then ends with status 1.
+`keep_sigint_exit()`, called last in warm's exit handler, sets it again. It owns no state
+and never prints, signals or exits itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+# Evaluated from source (CPython's path for code run from a string, which records a
+# KeyboardInterrupt that escapes it as the process's own) and caught here.
+_RAISE = "raise KeyboardInterrupt"
+
+
+def keep_sigint_exit() -> None:
+    """When the process is ending on an unhandled KeyboardInterrupt, have CPython end it
+    by SIGINT again, whatever exit handlers executed since."""
+    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if not isinstance(last, KeyboardInterrupt):
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        exec(_RAISE)  # a constant: no outside text is executed
