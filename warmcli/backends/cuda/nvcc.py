@@ -12,7 +12,8 @@ one `nvcc --cubin` in a temporary folder and killed with its children on timeout
 `--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
 options and host compiler nvcc reads from the environment, where set. The group checks
 (`group_target`, `check_options`, `built_group`) serve NVRTC too.
-It owns no kernel cache (only which SMs each nvcc builds, asked once a process) and never
+It owns no kernel cache (only which SMs each nvcc builds, asked once a process and
+remembered across processes beside its version line) and never
 imports `pycuda`; the toolkit's own `nvcc.profile`
 supplies the include path, so no `-I` is passed.
 """
@@ -43,7 +44,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.sharing import alone_in
-from warmcli.backends.toolchain import Toolchain, ToolchainError, probe
+from warmcli.backends.toolchain import Toolchain, ToolchainError, probe, remembered
 from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
@@ -161,14 +162,30 @@ def parse_arch(arch: str) -> int:
 
 @functools.cache
 def supported_sms(nvcc: str) -> frozenset[int]:
-    """SM numbers this nvcc builds cubins for (`--list-gpu-code`); empty if it cannot say."""
+    """SM numbers this nvcc builds cubins for (`--list-gpu-code`); empty if it cannot say.
+    Remembered across processes as its version line is (`toolchain.remembered`, by the
+    binary's stamp), so a hot start keying its kernels starts no nvcc."""
+    try:
+        listed = remembered(_LISTED, nvcc, os.stat(nvcc), _list_gpu_code).version
+    except (OSError, ToolchainError):
+        return frozenset()
+    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", listed))
+
+
+_LISTED = "nvcc --list-gpu-code"  # what `toolchains.json` remembers it under
+
+
+def _list_gpu_code(name: str, nvcc: str) -> str:
+    """The cubin architectures `nvcc --list-gpu-code` names, one line; ToolchainError when
+    it names none (not remembered: asked again by the next process)."""
     try:
         out = processes.run([nvcc, "--list-gpu-code"], timeout=60)
-    except OSError:
-        return frozenset()
-    if out.timed_out:
-        return frozenset()
-    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", out.out))
+    except OSError as exc:
+        raise ToolchainError(f"{name}: {exc}") from exc
+    listed = re.findall(r"\bsm_\d+", out.out) if not out.timed_out else []
+    if not listed:
+        raise ToolchainError(f"{name}: no architecture listed")
+    return " ".join(listed)
 
 
 def _release(toolchain: Toolchain) -> str:
