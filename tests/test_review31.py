@@ -212,3 +212,53 @@ def test_check_serves_nvrtc_ptx_on_a_newer_gpu_only_with_a_driver_of_its_release
     assert len(refused) == 2 and {m["reason"] for m in refused} == {"toolchain"}
     assert "pre-build with CUDA 13.0 or older" in refused[0]["detail"]
     assert check("13.5")["unservable"] == []  # JIT by a driver of its release
+
+
+def test_a_build_the_device_refuses_at_load_is_a_binary_miss_rebuilt(tmp_path: Path) -> None:
+    # the path a cubin the driver still refuses takes (`serve` catches the DeviceError of
+    # the load): shown on the host, whose loader refuses a hash-true blob that is no object
+    import hashlib
+    import sqlite3
+
+    import numpy as np
+
+    from warmcli.backends.host import HostDevice
+
+    add = Kernel(
+        "void add(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1.0f; }", "add", "Pi"
+    )
+
+    def run(rt: Runtime, read: bool = True) -> object:
+        buf = rt.upload(np.zeros(8, dtype=np.float32))
+        rt.launch(add, buf, 8)
+        return rt.read(buf) if read else None
+
+    path = tmp_path / "h.warm"
+    with Bundle.open(path, write=True) as bundle:
+        rt = Runtime(HostDevice(), bundle, misses=None)
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode):
+                run(rt, read=False)
+        rt.persist(bundle)
+        rt.close()
+    junk = b"\x7fELF refused by the loader"
+    sha = hashlib.sha256(junk).hexdigest()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE blobs SET data = ?, sha256 = ?, size = ?", (junk, sha, len(junk)))
+        db.execute("UPDATE kernels SET sha256 = ?", (sha,))
+    db.close()
+    for strict in (Strictness.OFF, Strictness.RAISE):
+        collector = StatisticsCollector()
+        with Bundle.open(path) as bundle, ProcessModeOverride(ProcessMode.EXECUTE, collector):
+            rt = Runtime(HostDevice(), bundle, misses=MissPolicy(strict=strict))
+            try:
+                if strict is Strictness.OFF:
+                    assert list(run(rt)) == [1.0] * 8  # type: ignore[arg-type]
+                else:
+                    with pytest.raises(StrictMissError, match="binary"):
+                        run(rt)
+            finally:
+                rt.close()
+        reader = collector.reader()
+        assert [m.reason for m in reader.misses()] == ["binary"]
+        assert reader.compilation.compiled == (strict is Strictness.OFF)
