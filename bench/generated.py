@@ -12,43 +12,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TEMPLATE = '''"""Generated: {n} distinct tiny host kernels, each launched once."""
+TEMPLATE = '''"""Generated: {n} distinct tiny {what} kernels, each launched once."""
 
 from warmcli import Kernel
 
-DEVICE = "host"  # C kernels: the host, also where a GPU makes `--device auto` CUDA
-SOURCE = "void touch(int *p, int n) {{ if (n < 0) p[0] = V; }}"
-KERNELS = [Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}) for i in range({n})]
+DEVICE = "{device}"{device_note}
+SOURCE = "{source}"
+KERNELS = [Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}{language}) for i in range({n})]
 
 
 def workload(runtime):
     buffer = runtime.buffer(4, "int32")
     for kernel in KERNELS:
-        runtime.launch(kernel, buffer, 1)
+        runtime.launch(kernel, buffer, 1{launch})
     runtime.synchronize()
 '''
-
-
-CUDA_TEMPLATE = '''"""Generated: {n} distinct tiny CUDA kernels, each launched once."""
-
-from warmcli import Kernel
-
-DEVICE = "cuda:0"
-SOURCE = "extern \\"C\\" __global__ void touch(int *p, int n) {{ if (n < 0) p[0] = V; }}"
-KERNELS = [
-    Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}, language="cuda") for i in range({n})
-]
-
-
-def workload(runtime):
-    buffer = runtime.buffer(4, "int32")
-    for kernel in KERNELS:
-        runtime.launch(kernel, buffer, 1, grid=1, block=32)
-    runtime.synchronize()
-'''
+BODY = "void touch(int *p, int n) { if (n < 0) p[0] = V; }"
+HOST = {
+    "what": "host",
+    "device": "host",
+    "device_note": "  # C kernels: the host, also where a GPU makes `--device auto` CUDA",
+    "source": BODY,
+    "language": "",
+    "launch": "",
+}
+CUDA = {
+    "what": "CUDA",
+    "device": "cuda:0",
+    "device_note": "",
+    "source": 'extern \\"C\\" __global__ ' + BODY,
+    "language": ', language="cuda"',
+    "launch": ", grid=1, block=32",
+}
 
 
 def write(path: Path, n: int, cuda: bool = False) -> Path:
     """Write the `n`-kernel workload (of CUDA kernels if `cuda`) to `path`; returns `path`."""
-    path.write_text((CUDA_TEMPLATE if cuda else TEMPLATE).format(n=n))
+    path.write_text(TEMPLATE.format(n=n, **(CUDA if cuda else HOST)))
     return path

@@ -119,6 +119,14 @@ def _compare(
     return {"cold": cold, "hot": hot}
 
 
+def _compare_generated(tmp: Path, size: Size, cuda: bool = False) -> dict[str, object]:
+    """`_compare` of the generated workload of `Size.generated` kernels (CUDA's if `cuda`),
+    with half the cold starts: each compiles every kernel, one by one."""
+    name = "generated-cuda" if cuda else "generated"
+    path = generated.write(tmp / f"{name.replace('-', '_')}.py", size.generated, cuda=cuda)
+    return _compare(tmp, name, path, max(1, size.cold_starts // 2), size.hot_starts)
+
+
 def _m(starts: list[dict[str, float]], key: str) -> float:
     return median([s[key] for s in starts])
 
@@ -134,9 +142,7 @@ def starts(size: Size) -> list[Row]:
             servings.append(python("-m", FLOOR, "serving", env=env)[1])
 
         host = _compare(tmp, "host", WORKLOAD, size.cold_starts, size.hot_starts, beside)
-        gen_path = generated.write(tmp / "generated.py", size.generated)
-        cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
-        gen = _compare(tmp, "generated", gen_path, cold_gen, size.hot_starts)
+        gen = _compare_generated(tmp, size)
         env = env_for(tmp / "host-home")
         floor_imports, serving_imports = median([f[0] for f in floors]), median(servings)
         floor_start, floor_exit = median([f[1] for f in floors]), median([f[2] for f in floors])
@@ -190,9 +196,7 @@ def cuda_start(size: Size) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="warm-bench-cuda-start-") as tmp_name:
         tmp = Path(tmp_name)
         result = _compare(tmp, "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
-        gen_path = generated.write(tmp / "generated_cuda.py", size.generated, cuda=True)
-        cold_gen = max(1, size.cold_starts // 2)  # each compiles every kernel, one by one
-        gen = _compare(tmp, "generated-cuda", gen_path, cold_gen, size.hot_starts)
+        gen = _compare_generated(tmp, size, cuda=True)
     return [_cuda_row(result), _cuda_row(gen, f"{size.generated} generated CUDA kernels")]
 
 

@@ -222,11 +222,13 @@ def backend_compilers(
     host: Device, *, nvcc: str | None = None, compiler: str | None = None
 ) -> list[dict[str, str]]:
     """`compiler_info` of the host's compiler and of the CUDA compiler (`device` named
-    `host` and `cuda`), whether or not a GPU is here: `--arch` builds with it."""
+    `host` and `cuda`), whether or not a GPU is here: `--arch` builds with it, keeping
+    PTX as `warm run` does by default (`ptx_needs_driver`)."""
     from warmcli.backends.cuda.arch import ArchDevice
 
     infos = [compiler_info(host)]
-    infos.append({**compiler_info(ArchDevice("sm_90", nvcc, compiler=compiler)), "device": "cuda"})
+    cuda = ArchDevice("sm_90", nvcc, compiler=compiler, ptx="auto")
+    infos.append({**compiler_info(cuda), "device": "cuda"})
     return infos
 
 

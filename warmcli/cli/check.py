@@ -48,7 +48,8 @@ def check(
     """Can this machine serve every entry of BUNDLE, without running a workload?
 
     For every device here, every kernel BUNDLE holds must have a build that runs on it
-    (its arch; a cubin's CUDA version within the driver's; any compiler) whose blob
+    (its arch; a cubin's CUDA major release, PTX's release, no newer than the driver's;
+    any compiler) whose blob
     matches its sha256, and every tune a measured pick on it. A servable entry's builds
     for other architectures are counted as not for this machine, never failing.
     --driver states the fleet's driver for an --arch device, which has none here.

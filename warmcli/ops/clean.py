@@ -2,19 +2,14 @@
 
 A kernel is *corrupt* when its blob is missing or fails its sha256, and a kernel or tune
 when its row is malformed (as `warm verify` names it): removed, so the next `warm run`
-builds it again. An entry is *foreign* when this machine would
-never serve it: a kernel whose binary runs on no device here (`warmcli.backends.serving`: a
-host object of another CPU arch; a cubin of an arch, or a CUDA release, no GPU here
-takes; PTX no GPU here can JIT), or one another toolchain built that the bundle also
-holds a build of this machine's toolchain for (superseded; not a build whose nvcc read
-other options from the environment, `NVCC_APPEND_FLAGS`...: another configuration); a
-tune measured on a
-device whose fingerprint is none of this machine's. What this machine cannot judge
-is kept and listed (`kept_unjudged`): kernels and tunes of a backend whose devices
-it cannot list (CUDA without a GPU), and pending tunes (compile-only, finished on
-any GPU later). `max_size` then evicts the least recently used kernels until the
-binaries they need fit; a binary shared by a batch is freed with its last kernel.
-The entries stream through the plan, which counts every removal by reason and
+builds it again. An entry is *foreign* when this machine would never serve it
+(`warmcli.ops.foreign`: a kernel whose binary runs on no device here, or that this
+machine's toolchain's build, runnable here, supersedes; a tune of another device's).
+What this machine cannot judge is kept and listed (`kept_unjudged`): kernels and tunes
+of a backend whose devices it cannot list (CUDA without a GPU), and pending tunes
+(compile-only, finished on any GPU later). `max_size` then evicts the least recently
+used kernels until the binaries they need fit; a binary shared by a batch is freed
+with its last kernel. The entries stream through the plan, which counts every removal by reason and
 keeps the first `LISTED` whole (to show), and the keys to remove only when it is
 to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
@@ -32,47 +27,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmcli.backends.base import COMPILE_ONLY
-from warmcli.backends.machine import Inventory, inventory
-from warmcli.backends.serving import Target, nvcc_environment, same_kernel, why_not
+from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, CleanInterrupted
+from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
 from warmcli.records import KernelRecord, TuneRecord, where
 
 LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What this machine uses: compiler identities by name, host arch, device fingerprints."""
-
-    toolchains: Mapping[str, str]
-    host_arch: str
-    devices: frozenset[str]
-    backends: frozenset[str]
-    gpus: frozenset[tuple[str, str]] = frozenset()  # (arch, driver) of every GPU here
-
-    @classmethod
-    def of(cls, machine: Inventory) -> Machine:
-        """What this machine's inventory (`warmcli.backends.machine.inventory`) uses."""
-        return cls(
-            machine.toolchains,
-            machine.host_arch,
-            machine.fingerprints,
-            machine.backends,
-            machine.gpus,
-        )
 
 
 @dataclass(frozen=True)
@@ -125,65 +96,6 @@ class CleanReport:
     def would_migrate(self) -> bool:
         """An older format left as it was (a dry run): a clean would migrate it."""
         return self.format_after == self.format_before < FORMAT_VERSION
-
-
-def _build_of(k: KernelRecord) -> bytes:
-    """A digest of what makes `k` one kernel's build for one arch, whatever its toolchain."""
-    return hashlib.blake2b(repr((*same_kernel(k), k.arch)).encode(), digest_size=16).digest()
-
-
-def local_builds(
-    kernels: Iterable[KernelRecord], machine: Machine, corrupt: Collection[str] = ()
-) -> set[bytes]:
-    """`_build_of` every kernel built by this machine's toolchain of its compiler's name,
-    but those whose blob is `corrupt` (by sha256): a build that cannot be served
-    supersedes none."""
-    return {
-        _build_of(k)
-        for k in kernels
-        if machine.toolchains.get(k.toolchain.split(":", 1)[0]) == k.toolchain
-        and k.sha256 not in corrupt
-    }
-
-
-def _kernel_foreign(
-    k: KernelRecord, machine: Machine, local: Collection[bytes]
-) -> tuple[str | None, str | None]:
-    """(why it is foreign, why it cannot be judged); both None when it is this machine's.
-
-    Foreign: its binary runs on no device here (`warmcli.backends.serving`), or another toolchain
-    built it and the bundle holds this machine's toolchain's build of it (`local`)."""
-    if k.backend == "host":
-        targets = [Target("host", machine.host_arch)]
-    elif k.backend in machine.backends:
-        targets = [Target(k.backend, arch, driver) for arch, driver in sorted(machine.gpus)]
-    else:
-        return None, f"{k.backend} kernels (no {k.backend} device visible here)"
-    reasons = [why_not(k, t) for t in targets]
-    if all(r is not None for r in reasons):
-        first = next((r for r in reasons if r is not None), None)
-        return (first[1] if first else f"no {k.backend} device here"), None
-    compiler = k.toolchain.split(":", 1)[0]
-    current = machine.toolchains.get(compiler)
-    if (
-        current is not None
-        and k.toolchain != current
-        and nvcc_environment(k.toolchain) == nvcc_environment(current)  # else: another config
-        and _build_of(k) in local
-    ):
-        return f"toolchain {k.toolchain} (superseded by this machine's {current})", None
-    return None, None
-
-
-def _tune_foreign(t: TuneRecord, machine: Machine) -> tuple[str | None, str | None]:
-    backend, _, rest = t.device.partition("|")
-    if rest.startswith(COMPILE_ONLY + "|") or t.status == "pending":
-        return None, "pending tunes (measured later on a GPU)"
-    if backend not in machine.backends:
-        return None, f"tunes on {backend} devices (none visible here)"
-    if t.device not in machine.devices:
-        return f"device {t.device} is not here", None
-    return None, None
 
 
 def _lru(
@@ -246,7 +158,7 @@ def plan_clean(
     for k, last_used in kernels:
         sizes[k.sha256] = k.size
         bad = corrupt.get(k.sha256) if corrupt else None
-        foreign, cannot = (f"corrupt: {bad}", None) if bad else _kernel_foreign(k, machine, local)
+        foreign, cannot = (f"corrupt: {bad}", None) if bad else kernel_foreign(k, machine, local)
         if cannot:
             unjudged[cannot] += 1
         if foreign and (bad or not keep_foreign):
@@ -259,7 +171,7 @@ def plan_clean(
             kept.append((last_used, k.key, k.sha256))
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
     for t in tunes:
-        foreign, cannot = _tune_foreign(t, machine)
+        foreign, cannot = tune_foreign(t, machine)
         if cannot:
             unjudged[cannot] += 1
         label = f"{t.operation} {t.shape_key}"

@@ -180,11 +180,14 @@ def explain_kernel(
     key: str,
     wanted: Mapping[str, str],
     any_toolchain: bool = False,
+    refused: Callable[[], tuple[str, str] | None] = lambda: None,
 ) -> MissExplanation:
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
 
     `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a
-    miss, but for a kernel tuned for this CPU (`-march=native`)."""
+    miss, but for a kernel tuned for this CPU (`-march=native`); a build that matches in
+    every other part is then one the serving rule refuses here, and `refused` says why
+    (component, reason: a CUDA release the driver does not support), if it does."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
     held = _held(
@@ -207,6 +210,9 @@ def explain_kernel(
     found = explained("kernel", key, kernel.label, wanted, held, order)
     if found is not None:
         return found
+    why = refused() if any_toolchain else None
+    if why is not None:
+        return MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
     return MissExplanation(
         "kernel",
         key,

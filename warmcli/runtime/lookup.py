@@ -345,6 +345,24 @@ class BundleLookup:
             wanted = key_components(kernel, self.device.arch, identity)
             from warmcli.runtime.explain import explain_kernel  # a miss: serving never explains
 
-            return explain_kernel(self.bundle, kernel, key, wanted, self.any_toolchain)
+            return explain_kernel(
+                self.bundle,
+                kernel,
+                key,
+                wanted,
+                self.any_toolchain,
+                lambda: self._refusal(kernel, key),
+            )
 
         self.misses.miss("kernel", key, kernel.label, explain)
+
+    def _refusal(self, kernel: Kernel, key: str) -> tuple[str, str] | None:
+        """Why `warmcli.backends.serving` serves none of the bundle's builds of `kernel`
+        for this arch here (a CUDA release the driver does not support), None if it would."""
+        assert self.bundle is not None
+        target, mine = self._target(self._identities.get(key)), of_kernel(kernel)
+        for record in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None):
+            why = why_not(record, target) if record.arch == target.arch and mine(record) else None
+            if why is not None:
+                return why
+        return None
