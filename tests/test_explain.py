@@ -13,6 +13,7 @@ import dataclasses
 import json
 import platform
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
-from warmcli.backends.base import DeviceFingerprint
+from warmcli.backends.base import Device, DeviceFingerprint
 from warmcli.backends.host import HostDevice
 from warmcli.bundle.store import Bundle
 from warmcli.execution.statistics import StatisticsReader
@@ -78,13 +79,16 @@ def fake_cc(directory: Path) -> Path:
     return path
 
 
-def warm_into(path: Path, device: HostDevice) -> Path:
-    """Both warming passes of `workload` on `device`, stored in the bundle at `path`."""
+def warm_into(
+    path: Path, device: Device, run: Callable[[Runtime], object] = lambda rt: workload(rt)
+) -> Path:
+    """Both warming passes of `run` (default `workload`) on `device`, stored in the bundle
+    at `path`."""
     with Bundle.open(path, write=True) as bundle:
         rt = Runtime(device, bundle, misses=None)
         for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
             with ProcessModeOverride(mode):
-                workload(rt)
+                run(rt)
         rt.persist(bundle)
         rt.close()
     return path
@@ -270,14 +274,9 @@ def test_a_checked_tunables_launch_function_is_named_among_what_may_differ(tmp_p
     checked = Tunable(
         "add", steps, launch_add, repeats=2, check="step1", check_tolerance=(10.0, 10.0)
     )
-    path = tmp_path / "checked.warm"
-    with Bundle.open(path, write=True) as bundle:
-        rt = Runtime(HostDevice(), bundle, misses=None)
-        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
-            with ProcessModeOverride(mode):
-                workload(rt, tunable=checked)
-        rt.persist(bundle)
-        rt.close()
+    path = warm_into(
+        tmp_path / "checked.warm", HostDevice(), lambda rt: workload(rt, tunable=checked)
+    )
     edited = Tunable(
         "add", steps, launch_add_twice, repeats=2, check="step1", check_tolerance=(10.0, 10.0)
     )

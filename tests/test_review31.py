@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from test_explain import warm_into
 
 from bench import generated, start, suite
 from bench.rows import TINY
@@ -233,14 +234,7 @@ def test_a_build_the_device_refuses_at_load_is_a_binary_miss_rebuilt(tmp_path: P
         rt.launch(add, buf, 8)
         return rt.read(buf) if read else None
 
-    path = tmp_path / "h.warm"
-    with Bundle.open(path, write=True) as bundle:
-        rt = Runtime(HostDevice(), bundle, misses=None)
-        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
-            with ProcessModeOverride(mode):
-                run(rt, read=False)
-        rt.persist(bundle)
-        rt.close()
+    path = warm_into(tmp_path / "h.warm", HostDevice(), lambda rt: run(rt, read=False))
     junk = b"\x7fELF refused by the loader"
     sha = hashlib.sha256(junk).hexdigest()
     with sqlite3.connect(path) as db:
