@@ -9,8 +9,11 @@ Before loading a cubin it checks the cubin's SM against the device's compute
 capability, so a wrong build is a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU;
 PTX (served to a GPU newer than every cubin) is checked against the GPU and the
 driver's CUDA version first, then JIT-compiled by the driver as it loads.
-Timing records CUDA events on the measured stream itself. `pycuda.driver` is
-imported only inside functions: importing this module needs no pycuda, no driver.
+Timing records CUDA events on the measured stream itself. A buffer it allocates is of
+its own `CudaBuffer` subclass holding its address, which a launch passes without a call
+(the signature's fast path); freed, it is a plain `Buffer` again, refused by the full
+check. `pycuda.driver` is imported only inside functions: importing this module needs no
+pycuda, no driver.
 """
 
 from __future__ import annotations
@@ -140,6 +143,19 @@ class CudaStream(Stream):
             self.handle.synchronize()
 
 
+class CudaBuffer(Buffer):
+    """Live memory of one `CudaDevice` (each device makes its own subclass, so a launch's
+    fast path, a type test, knows the device); `address` is read once, at allocation."""
+
+    address: int
+
+
+def _freed(buffer: Buffer) -> None:
+    """`buffer` no longer live: no handle, and a plain `Buffer` (off every fast path)."""
+    buffer.handle = None
+    buffer.__class__ = Buffer
+
+
 class CudaDevice:
     """One GPU through PyCUDA; see the module doc."""
 
@@ -167,6 +183,7 @@ class CudaDevice:
         self.arch = f"sm_{self.capability[0]}{self.capability[1]}"
         self.compilers = CompilerSlot(self.id, self.arch, nvcc, compiler)
         self._buffers: list[Buffer] = []
+        self._buffer_type = type("CudaBuffer", (CudaBuffer,), {})  # this device's own
         self._modules: list[Any] = []
         self._streams: list[Any] = []
 
@@ -225,7 +242,8 @@ class CudaDevice:
             except cuda.Error as exc:
                 raise DeviceError(f"{kernel.label}: no {symbol} in its module: {exc}") from exc
             function.prepare(kernel.params.translate(PREPARE_LETTERS))
-        function.warm_convert = converter(kernel, self.id, self._address, FINISH)
+        fast = (self._buffer_type, "address")
+        function.warm_convert = converter(kernel, self.id, self._address, FINISH, fast)
         return function
 
     def _address(self, value: Any) -> int | None:
@@ -255,9 +273,10 @@ class CudaDevice:
             cuda.Context.pop()
 
     def allocate(self, shape: Sequence[int], dtype: str) -> Buffer:
-        buffer = Buffer(self.id, shape, dtype)
+        buffer = self._buffer_type(self.id, shape, dtype)
         with self.active() as cuda:
             buffer.handle = cuda.mem_alloc(max(buffer.nbytes, 1))
+        buffer.address = int(buffer.handle)
         self._buffers.append(buffer)
         return buffer
 
@@ -302,7 +321,7 @@ class CudaDevice:
         memory = self._memory(buffer)
         with self.active():
             memory.free()
-        buffer.handle = None
+        _freed(buffer)
         self._buffers = [b for b in self._buffers if b is not buffer]
 
     def new_stream(self) -> CudaStream:
@@ -332,7 +351,7 @@ class CudaDevice:
             for buffer in self._buffers:
                 with contextlib.suppress(cuda.Error):
                     buffer.handle.free()
-                buffer.handle = None
+                _freed(buffer)
             self._buffers.clear()
             self._modules.clear()
             self._streams.clear()
