@@ -29,7 +29,8 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.location import is_url
-from warmcli.errors import WarmError
+from warmcli.cli.output import drop_stdout, refused, writing_output
+from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, refuse_no_directory
 from warmcli.printable import printable, printable_lines
 
@@ -50,14 +51,16 @@ class _TrimmedStdout:
     def write(self, text: str) -> int:
         *lines, self._partial = (self._partial + text).split("\n")
         if lines:
-            sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
+            with writing_output():
+                sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
         return len(text)
 
     def flush(self) -> None:
-        if self._partial:
-            sys.stdout.write(self._partial)
-            self._partial = ""
-        sys.stdout.flush()
+        with writing_output():
+            if self._partial:
+                sys.stdout.write(self._partial)
+                self._partial = ""
+            sys.stdout.flush()
 
     def isatty(self) -> bool:
         return sys.stdout.isatty()
@@ -298,17 +301,15 @@ def end_process(code: object) -> None:
         sys.stderr.write(f"{code}\n")
     getattr(atexit, "_run_exitfuncs", lambda: None)()
     try:
-        made = vars(out).get("_console")  # (`out` is made only when something printed)
-        if made is not None:
-            made.file.flush()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
-        status = status or 1
-    except OSError as exc:  # the output could not be written whole (a full disk): say so
+        with writing_output():
+            made = vars(out).get("_console")  # (`out` is made only when something printed)
+            if made is not None:
+                made.file.flush()
+            sys.stdout.flush()
         with contextlib.suppress(OSError):
-            os.write(2, f"warm: error: output not written whole: {exc}\n".encode())
-        status = status or 1
+            sys.stderr.flush()
+    except OSError as exc:  # the reader went away (exit 1), or a full disk (one line, exit 2)
+        status = status or refused(exc)
     os._exit(status)
 
 
@@ -321,14 +322,18 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit;
     under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]
-    err.print(f"warm: {label}{first}", markup=False, highlight=False)
-    for line in rest:
-        err.print(f"    {line}", markup=False, highlight=False)
+    with contextlib.suppress(OSError):  # stderr refused too (`2> /dev/full`): the code stands
+        err.print(f"warm: {label}{first}", markup=False, highlight=False)
+        for line in rest:
+            err.print(f"    {line}", markup=False, highlight=False)
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
             doc["detail"] = "\n".join(rest)
-        emit_json(doc)
+        try:
+            emit_json(doc)
+        except OSError:  # stdout refused it (`| false`): the line above said it, the code stands
+            drop_stdout()
     raise typer.Exit(code)
 
 
@@ -338,6 +343,8 @@ def exit_code(action: Callable[[], int]) -> int:
         return action()
     except typer.Exit as exc:
         return exc.exit_code
+    except OSError as exc:  # its output refused (`> /dev/full`), past the command's answer
+        return refused(exc)
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
@@ -368,21 +375,23 @@ def guarded(action: Callable[[], Any]) -> Any:
     except BrokenPipeError:
         closed_pipe()
     except EXPECTED as exc:
+        if isinstance(exc, OutputError):  # what stdout still holds would fail again
+            drop_stdout()
         fail(str(exc))
 
 
 def closed_pipe() -> NoReturn:
     """stdout's reader went away: point stdout at /dev/null (so the interpreter's final
     flush cannot fail again) and exit 1, printing nothing."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    drop_stdout()
     raise SystemExit(1)
 
 
 def emit_json(doc: Any) -> None:
     text, _Emitted.json = json.dumps(doc, indent=2, default=str), True
-    sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
-    sys.stdout.flush()
+    with writing_output():
+        sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
+        sys.stdout.flush()
 
 
 def _indented(value: Any, depth: int) -> str:

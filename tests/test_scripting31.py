@@ -1,0 +1,174 @@
+"""warm driven from shell scripts and pipelines: output that cannot be written.
+
+Every command's stdout redirected to a full disk (`> /dev/full`), or into a pipe whose
+reader has gone (`| false`), and warm's standard streams closed by the script (`>&-`,
+`2>&-`, `<&-`): one line on stderr and a non-zero exit (2 for a disk that refuses the
+output, 1 for a reader gone, the error's own code on an error path), never a traceback;
+with a standard stream closed, the command does its work as with /dev/null there. All
+through `python -m warmcli`, as the real `warm` command runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT, Warm
+
+HOST = EXAMPLES / "matmul_host.py"
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One host bundle warmed by `warm run`, a signing key, and a folder to write in."""
+    where = tmp_path_factory.mktemp("scripting31")
+    env = dict(os.environ, WARM_HOME=str(where / "home"))
+    bundle = where / "host.warm"
+    for args in (["run", HOST, "-b", bundle, "-q"], ["keygen", where / "k.key"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", *map(str, args)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+    return {"bundle": bundle, "key": where / "k.key", "dir": where}
+
+
+def _commands(scripted: dict[str, Path]) -> dict[str, Callable[[], list[str | Path]]]:
+    """Each command, as a script runs it; one that writes is given a fresh copy."""
+    b, d = scripted["bundle"], scripted["dir"]
+
+    def copy(name: str) -> Path:
+        shutil.copy(b, d / name)
+        return d / name
+
+    def new_key() -> Path:
+        for stale in (d / "n.key", d / "n.key.pub"):
+            stale.unlink(missing_ok=True)
+        return d / "n.key"
+
+    return {
+        "version": lambda: ["--version"],
+        "help": lambda: ["stats", "--help"],
+        "stats": lambda: ["stats", b],
+        "stats --json": lambda: ["stats", b, "--json"],
+        "verify": lambda: ["verify", b],
+        "check --json": lambda: ["check", b, "--json"],
+        "diff": lambda: ["diff", b, b],
+        "devices --json": lambda: ["devices", "--json"],
+        "clean": lambda: ["clean", copy("c.warm"), "--dry-run"],
+        "merge --json": lambda: ["merge", b, "-o", d / "m.warm", "--force", "--json"],
+        "sign": lambda: ["sign", copy("s.warm"), "--key", scripted["key"]],
+        "keygen --json": lambda: ["keygen", new_key(), "--json"],
+        "run": lambda: ["run", HOST, "-b", copy("r.warm"), "--no-verify"],
+        "run --json": lambda: ["run", HOST, "-b", copy("r.warm"), "--no-verify", "--json"],
+    }
+
+
+COMMANDS = list(_commands({"bundle": Path(), "key": Path(), "dir": Path()}))
+
+
+def _warm(
+    warm: Warm, args: list[str | Path], *, stdout: int, shell: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`python -m warmcli ARGS` with stdout on `stdout` (a descriptor), under `sh` with
+    the redirections `shell` adds (`2>&-`) where given; stderr is captured."""
+    argv = [sys.executable, "-m", "warmcli", *map(str, args)]
+    if shell:
+        argv = ["sh", "-c", f'"$@" {shell}', "sh", *argv]
+    return subprocess.run(
+        argv, stdout=stdout, stderr=subprocess.PIPE, text=True, env=warm.env, timeout=300, cwd=ROOT
+    )
+
+
+def _no_traceback(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr, proc.stderr
+    return proc.stderr.splitlines()
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_stdout_on_a_full_disk_is_one_line_and_exit_2(
+    warm: Warm, scripted: dict[str, Path], name: str
+) -> None:
+    """`warm CMD > /dev/full`: every command but stats printed an OSError traceback (exit 1),
+    stats one line and exit 2."""
+    with open("/dev/full", "w") as full:
+        proc = _warm(warm, _commands(scripted)[name](), stdout=full.fileno())
+    lines = _no_traceback(proc)
+    assert proc.returncode == 2, (proc.returncode, lines)
+    assert [line for line in lines if line.startswith("warm: error:")] == lines[-1:], lines
+    assert "No space left on device" in lines[-1], lines
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_stdout_into_a_pipe_nobody_reads_is_exit_1_and_nothing_said(
+    warm: Warm, scripted: dict[str, Path], name: str
+) -> None:
+    """`warm CMD | false`: `warm --version` printed a BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before warm writes
+    try:
+        proc = _warm(warm, _commands(scripted)[name](), stdout=write)
+    finally:
+        os.close(write)
+    assert _no_traceback(proc) == [] and proc.returncode == 1, (proc.returncode, proc.stderr)
+
+
+def test_an_error_for_a_closed_pipe_or_a_full_disk_keeps_its_own_exit_code(
+    warm: Warm, scripted: dict[str, Path]
+) -> None:
+    """`warm stats missing.warm --json | false` printed a BrokenPipeError traceback and exit
+    1, `> /dev/full` an OSError one: the error (exit 2) is said on stderr and stands."""
+    args: list[str | Path] = ["stats", scripted["dir"] / "missing.warm", "--json"]
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        piped = _warm(warm, args, stdout=write)
+    finally:
+        os.close(write)
+    with open("/dev/full", "w") as full:
+        refused = _warm(warm, args, stdout=full.fileno())
+    for proc in (piped, refused):
+        lines = _no_traceback(proc)
+        assert proc.returncode == 2, (proc.returncode, lines)
+        assert lines[0] == f"warm: error: {args[1]}: no such bundle", lines
+
+
+def test_stderr_on_a_full_disk_keeps_the_exit_code(warm: Warm, scripted: dict[str, Path]) -> None:
+    """`warm stats missing.warm 2> /dev/full` exited 1 (its error line's OSError), not 2."""
+    proc = _warm(
+        warm,
+        ["stats", scripted["dir"] / "missing.warm"],
+        stdout=subprocess.DEVNULL,
+        shell="2>/dev/full",
+    )
+    assert proc.returncode == 2, proc.returncode
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-", "<&-", "<&- >&- 2>&-"])
+def test_a_closed_standard_stream_is_as_dev_null(
+    warm: Warm, scripted: dict[str, Path], closed: str
+) -> None:
+    """A script that closes warm's stdout (`>&-`) got an AttributeError traceback from every
+    command; with stderr closed (`2>&-`) `warm run` stored nothing and exited 1, and `warm
+    stats` exited 1 after printing everything. Each now works as with /dev/null there."""
+    bundle = scripted["dir"] / "closed.warm"
+    for stale in (bundle, bundle.with_name("closed.warm.lock")):
+        stale.unlink(missing_ok=True)
+    for args in (["run", HOST, "-b", bundle, "-q"], ["stats", bundle], ["stats", bundle, "--json"]):
+        proc = _warm(warm, args, stdout=subprocess.DEVNULL, shell=closed)
+        assert proc.returncode == 0, (args, proc.returncode, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
+    assert warm("verify", bundle).returncode == 0
+    missing = _warm(
+        warm, ["stats", bundle.with_name("nope.warm")], stdout=subprocess.DEVNULL, shell=closed
+    )
+    assert missing.returncode == 2, missing.stderr
