@@ -172,3 +172,25 @@ def test_a_closed_standard_stream_is_as_dev_null(
         warm, ["stats", bundle.with_name("nope.warm")], stdout=subprocess.DEVNULL, shell=closed
     )
     assert missing.returncode == 2, missing.stderr
+
+
+@pytest.mark.parametrize("args", [["stats"], ["check"], ["run", HOST, "--no-verify", "-b"]])
+def test_an_ascii_stdout_is_written_not_a_traceback(
+    warm: Warm, scripted: dict[str, Path], args: list[str | Path]
+) -> None:
+    """Under a locale whose stdout is ASCII (`PYTHONIOENCODING=ascii`, `LC_ALL=C
+    PYTHONUTF8=0`), every table's rule (─), `µs` and `×` were a UnicodeEncodeError traceback
+    (warm run: exit 1, its table unprinted): tables are drawn in ASCII there, and any other
+    character is written as its escape."""
+    shutil.copy(scripted["bundle"], scripted["dir"] / "ascii.warm")
+    env = dict(warm.env, PYTHONIOENCODING="ascii")
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", *map(str, args), scripted["dir"] / "ascii.warm"],
+        capture_output=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert proc.stderr == b"" and proc.stdout.isascii(), proc.stderr
+    assert args[0] == "check" or b"-----" in proc.stdout, proc.stdout.decode()  # (a table)

@@ -5,7 +5,8 @@ teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still impor
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
 ignored and its exit code stands. SIGTERM (unless warm was started ignoring it)
 is answered as Ctrl-C is, so no command is ended by it in silence. A standard stream the
-caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first (`_open_standard_streams`); output
+caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
+(`_open_standard_streams`); output
 that cannot be written (`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _open_standard_streams() -> None:
     """Descriptors 0, 1 and 2 that the caller closed are opened on /dev/null (and Python's
     `sys.stdin`/`stdout`/`stderr`, None then, made over them): a command works as with
     /dev/null there, and no file warm opens (a bundle) is given descriptor 0, 1 or 2, where
-    a print or a compiler would write."""
+    a print or a compiler would write. A stdout that is no UTF (an ASCII locale) writes a
+    character it cannot encode as its escape (`\\u2192`)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)
@@ -84,6 +86,9 @@ def _open_standard_streams() -> None:
         if getattr(sys, name) is None:
             stream = open(fd, "r" if fd == 0 else "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
             setattr(sys, name, stream)
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    if not encoding.startswith("utf") and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # an ASCII locale's: escapes, not errors
 
 
 class _Ended:

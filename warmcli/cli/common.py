@@ -29,7 +29,7 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.location import is_url
-from warmcli.cli.output import drop_stdout, refused, writing_output
+from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, refuse_no_directory
 from warmcli.printable import printable, printable_lines
@@ -39,34 +39,6 @@ if TYPE_CHECKING:
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 NARROWEST = 10  # the least width printed to: a narrower COLUMNS or terminal prints as this wide
-
-
-class _TrimmedStdout:
-    """The `out` console's file: `sys.stdout` (looked up at each write), every line written
-    without its trailing spaces, so that piped output and CI logs hold no padding."""
-
-    def __init__(self) -> None:
-        self._partial = ""
-
-    def write(self, text: str) -> int:
-        *lines, self._partial = (self._partial + text).split("\n")
-        if lines:
-            with writing_output():
-                sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
-        return len(text)
-
-    def flush(self) -> None:
-        with writing_output():
-            if self._partial:
-                sys.stdout.write(self._partial)
-                self._partial = ""
-            sys.stdout.flush()
-
-    def isatty(self) -> bool:
-        return sys.stdout.isatty()
-
-    def fileno(self) -> int:
-        return sys.stdout.fileno()
 
 
 def _columns() -> int | None:
@@ -96,7 +68,7 @@ def _stdout_console() -> Console:
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return _at_least_narrowest(Console(markup=False, emoji=False))
     width = _columns() or UNWRAPPED
-    return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
+    return Console(file=TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
 def _stderr_console() -> Console:

@@ -8,6 +8,7 @@ output's. Either way stdout is then pointed at /dev/null, so no later flush (the
 interpreter's own at exit) fails again and no traceback follows.
 (A standard stream a script closed, `>&-`, is /dev/null from the start: `warmcli.__main__`.)
 
+`TrimmedStdout` is the file Rich's console writes stdout through off a terminal.
 This module owns no state and imports neither Rich nor Typer; it prints only the one
 line of a refused write, with `os.write` (stderr may be refused too: then nothing).
 """
@@ -16,10 +17,44 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 
 from warmcli.errors import OutputError
 from warmcli.printable import printable
+
+
+class TrimmedStdout:
+    """The `out` console's file: `sys.stdout` (looked up at each write), every line written
+    without its trailing spaces, so that piped output and CI logs hold no padding."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            with writing_output():
+                sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        with writing_output():
+            if self._partial:
+                sys.stdout.write(self._partial)
+                self._partial = ""
+            sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+    @property
+    def encoding(self) -> str:
+        """stdout's: where it is no UTF (an ASCII or Latin-1 locale), Rich draws in ASCII."""
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
 @contextlib.contextmanager
