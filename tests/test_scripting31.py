@@ -10,6 +10,7 @@ through `python -m warmcli`, as the real `warm` command runs it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -194,3 +195,19 @@ def test_an_ascii_stdout_is_written_not_a_traceback(
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert proc.stderr == b"" and proc.stdout.isascii(), proc.stderr
     assert args[0] == "check" or b"-----" in proc.stdout, proc.stdout.decode()  # (a table)
+
+
+def test_sign_refuses_an_empty_file_as_every_reading_command_does(
+    warm: Warm, scripted: dict[str, Path]
+) -> None:
+    """`warm sign EMPTY --key K` (a `mktemp` name, a bundle truncated by a full disk) made a
+    new bundle there and signed it (exit 0: a signed bundle of nothing), where `stats`,
+    `verify`, `check` and `clean` say `not a warm bundle (an empty file)`, exit 2."""
+    empty = scripted["dir"] / "empty.warm"
+    empty.write_bytes(b"")
+    proc = warm("sign", empty, "--key", scripted["key"], "--json")
+    assert (proc.returncode, json.loads(proc.stdout)) == (
+        2,
+        {"error": f"{empty}: not a warm bundle (an empty file)", "exit": 2},
+    ), proc.stderr
+    assert empty.read_bytes() == b"" and not empty.with_name("empty.warm.lock").exists()
