@@ -143,15 +143,30 @@ def test_an_error_for_a_closed_pipe_or_a_full_disk_keeps_its_own_exit_code(
         assert lines[0] == f"warm: error: {args[1]}: no such bundle", lines
 
 
-def test_stderr_on_a_full_disk_keeps_the_exit_code(warm: Warm, scripted: dict[str, Path]) -> None:
-    """`warm stats missing.warm 2> /dev/full` exited 1 (its error line's OSError), not 2."""
-    proc = _warm(
-        warm,
-        ["stats", scripted["dir"] / "missing.warm"],
-        stdout=subprocess.DEVNULL,
-        shell="2>/dev/full",
-    )
-    assert proc.returncode == 2, proc.returncode
+def test_stderr_refused_keeps_the_exit_code_and_the_json(
+    warm: Warm, scripted: dict[str, Path]
+) -> None:
+    """`warm stats missing.warm --json 2> /dev/full` exited 1 (its error line's OSError), not
+    2; with stderr a pipe nobody reads, Rich's answer to the broken pipe pointed stdout at
+    /dev/null and exited 1: the JSON error was lost too."""
+    missing = scripted["dir"] / "missing.warm"
+    expected = {"error": f"{missing}: no such bundle", "exit": 2}
+    full = _warm(warm, ["stats", missing, "--json"], stdout=subprocess.PIPE, shell="2>/dev/full")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", "stats", str(missing), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=write,
+            text=True,
+            env=warm.env,
+            timeout=300,
+        )
+    finally:
+        os.close(write)
+    for done in (full, proc):
+        assert (done.returncode, json.loads(done.stdout)) == (2, expected)
 
 
 @pytest.mark.parametrize("closed", [">&-", "2>&-", "<&-", "<&- >&- 2>&-"])

@@ -72,9 +72,13 @@ def _stdout_console() -> Console:
 
 
 def _stderr_console() -> Console:
+    """Rich's console on stderr; stderr's reader gone, it goes quiet (Rich's own answer
+    points stdout at /dev/null and exits 1: a command's JSON and its exit code were lost)."""
     from rich.console import Console
 
-    return _at_least_narrowest(Console(stderr=True, soft_wrap=True, markup=False, emoji=False))
+    console = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+    console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
+    return _at_least_narrowest(console)
 
 
 class _Made:
