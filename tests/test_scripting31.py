@@ -226,3 +226,30 @@ def test_sign_refuses_an_empty_file_as_every_reading_command_does(
         {"error": f"{empty}: not a warm bundle (an empty file)", "exit": 2},
     ), proc.stderr
     assert empty.read_bytes() == b"" and not empty.with_name("empty.warm.lock").exists()
+
+
+def test_run_names_warms_home_it_cannot_make(warm: Warm, scripted: dict[str, Path]) -> None:
+    """`warm run W.py` with no bundle named, where the default bundle's folder cannot be
+    made (HOME read-only, WARM_HOME unset; here a file stands in its way, as root may
+    write anywhere) said only `[Errno 20] Not a directory: '.../home/.cache'`."""
+    home = scripted["dir"] / "rohome"
+    home.mkdir(exist_ok=True)
+    (home / ".cache").write_text("not a folder")
+    env = {k: v for k, v in warm.env.items() if k not in ("WARM_HOME", "XDG_CACHE_HOME")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", str(HOST), "-q", "--json"],
+        capture_output=True,
+        text=True,
+        env=dict(env, HOME=str(home)),
+        timeout=300,
+        cwd=ROOT,
+    )
+    folder = home / ".cache" / "warm"
+    assert (proc.returncode, json.loads(proc.stdout)) == (
+        2,
+        {
+            "error": f"cannot make warm's home {folder} for the default bundle (Not a "
+            "directory): set WARM_HOME, or name the bundle with --bundle",
+            "exit": 2,
+        },
+    ), proc.stderr

@@ -190,8 +190,17 @@ def compiler_line(info: dict[str, str]) -> str:
 def bundle_to_write(named: str | None) -> Path:
     """The bundle a command writes: `named` (`--bundle`), else `default_bundle()`. For a
     path the user gave, warm creates at most its last directory: a mistyped path fails
-    rather than growing a tree of directories."""
+    rather than growing a tree of directories. warm's home, for the default bundle, is made
+    here: one that cannot be (a read-only HOME) is one line saying what to do."""
     given = default_bundle(named)
+    if named is None and not config.bundle():
+        try:
+            given.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(
+                f"cannot make warm's home {given.parent} for the default bundle "
+                f"({exc.strerror}): set WARM_HOME, or name the bundle with --bundle"
+            )
     return given if named is None else new_file_path(given)
 
 
