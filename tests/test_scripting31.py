@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, Warm
+from tests.conftest import EXAMPLES, ROOT, Warm, nvcc_or_skip
 
 HOST = EXAMPLES / "matmul_host.py"
 
@@ -253,3 +253,45 @@ def test_run_names_warms_home_it_cannot_make(warm: Warm, scripted: dict[str, Pat
             "exit": 2,
         },
     ), proc.stderr
+
+
+SCALE_CU = """
+from warmcli import Kernel
+
+K = Kernel('extern "C" __global__ void scale(float *x, int n) { int i = threadIdx.x; '
+           'if (i < n) x[i] *= 2; }', "scale", "Pi", language="cuda")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(32), 32, grid=(1, 1, 1), block=(32, 1, 1))
+"""
+
+
+NVCC = ("--arch", "sm_90", "--compiler", "nvcc", "--no-ptx", "-q")
+
+
+@pytest.mark.parametrize("tmpdir", ["missing", "a file"])
+def test_nvcc_builds_where_tmpdir_is_unusable(
+    warm: Warm, scripted: dict[str, Path], tmpdir: str
+) -> None:
+    """A CI job whose TMPDIR names a folder that is not there (or no folder): warm's own
+    scratch folders fell back to /tmp, as Python's do, but every kernel failed its compile
+    with `nvcc fatal: Could not open output file '/nonexistent/tmpxft_...'` (nvcc reads
+    TMPDIR and does not fall back): nvcc is handed the folder Python found usable."""
+    nvcc_or_skip()
+    workload = scripted["dir"] / "scale_cu.py"
+    workload.write_text(SCALE_CU)
+    bundle = scripted["dir"] / f"nvcc-{tmpdir.replace(' ', '-')}.warm"
+    unusable = scripted["dir"] / "no-such-tmp"
+    if tmpdir == "a file":
+        unusable = scripted["key"]  # a file, where a folder is named
+    env = dict(warm.env, TMPDIR=str(unusable))
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", str(workload), *NVCC, "-b", str(bundle)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
