@@ -295,3 +295,22 @@ def test_nvcc_builds_where_tmpdir_is_unusable(
     )
     assert proc.returncode == 0, proc.stderr
     assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
+
+
+def test_install_completion_that_cannot_write_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    """`warm --install-completion` where the shell's rc file cannot be written (a read-only
+    HOME; here a folder in its place) printed Typer's IsADirectoryError traceback, exit 1."""
+    (tmp_path / ".bashrc").mkdir()
+    env = dict(warm.env, HOME=str(tmp_path), SHELL="/bin/bash")
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "--install-completion"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"warm: error: [Errno 21] Is a directory: '{tmp_path / '.bashrc'}'\n",
+    )
