@@ -314,3 +314,33 @@ def test_install_completion_that_cannot_write_is_one_line(warm: Warm, tmp_path: 
         2,
         f"warm: error: [Errno 21] Is a directory: '{tmp_path / '.bashrc'}'\n",
     )
+
+
+ONE_KERNEL = """
+from warmcli import Kernel
+
+K = Kernel("void one(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "one", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4), 4)
+"""
+
+
+def test_a_workload_whose_file_name_is_no_utf8_is_warmed(warm: Warm, tmp_path: Path) -> None:
+    """`warm run $'w\\xfd.py'` (a Latin-1 file name, as a script's glob hands it over)
+    printed a UnicodeEncodeError traceback ('surrogates not allowed'), exit 1, from `warm
+    run` and `warm verify --workload` alike."""
+    folder = os.fsencode(tmp_path)
+    script = folder + b"/w\xfd.py"
+    with open(script, "w") as file:
+        file.write(ONE_KERNEL)
+    bundle = str(tmp_path / "b.warm")
+    for args in (["run", script, "-b", bundle, "-q"], ["verify", bundle, "--workload", script]):
+        proc = subprocess.run(
+            [os.fsencode(sys.executable), b"-m", b"warmcli", *map(os.fsencode, args)],
+            capture_output=True,
+            env=warm.env,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
