@@ -344,3 +344,40 @@ def test_a_workload_whose_file_name_is_no_utf8_is_warmed(warm: Warm, tmp_path: P
             cwd=ROOT,
         )
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/é.warm", "http://127.0.0.1:9/\udcff.warm"])
+@pytest.mark.parametrize("command", [["stats"], ["pull"], ["push", "B"]])
+def test_a_url_that_is_no_ascii_is_one_line(
+    warm: Warm, scripted: dict[str, Path], url: str, command: list[str]
+) -> None:
+    """A bundle URL with a letter not percent-encoded (`é`), or a byte no UTF-8 decodes (as
+    a shell hands `$'\\xff'` over), was a UnicodeEncodeError traceback (exit 1) from every
+    command taking a URL: one line naming it, exit 2."""
+    args = [os.fsencode(scripted["bundle"]) if a == "B" else a.encode() for a in command]
+    proc = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"warmcli", *args, os.fsencode(url)],
+        capture_output=True,
+        env=warm.env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    lines = proc.stderr.decode(errors="replace").splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "percent-encode" in lines[0] or "no UTF-8" in lines[0], lines
+
+
+def test_production_names_a_url_that_is_no_ascii(warm: Warm) -> None:
+    """`WARM_BUNDLE=http://host/é.warm`: the runtime's UnicodeEncodeError, where README
+    promises a `RemoteError` (an `OSError`) to catch."""
+    code = (
+        "import warmcli\n"
+        "from warmcli.errors import RemoteError\n"
+        "try:\n    warmcli.runtime('host')\n"
+        "except RemoteError as exc:\n    print(exc)\n"
+    )
+    env = dict(warm.env, WARM_BUNDLE="http://127.0.0.1:9/é.warm")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0 and "percent-encode" in proc.stdout, proc.stderr
