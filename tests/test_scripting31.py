@@ -381,3 +381,20 @@ def test_production_names_a_url_that_is_no_ascii(warm: Warm) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert proc.returncode == 0 and "percent-encode" in proc.stdout, proc.stderr
+
+
+def test_stats_explain_of_a_name_no_utf8_spells_is_not_held(
+    warm: Warm, scripted: dict[str, Path]
+) -> None:
+    """`warm stats B --explain $'m\\xff'` was a UnicodeEncodeError traceback from the query:
+    no bundle can hold such a name, so it is one not held (exit 2)."""
+    bundle = os.fsencode(scripted["bundle"])
+    proc = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"warmcli", b"stats", bundle, b"--explain", b"m\xff"],
+        capture_output=True,
+        env=warm.env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    said = f"{scripted['bundle']}: no tunes for operation 'm\\udcff' (it holds: matmul)"
+    assert (proc.returncode, proc.stderr.decode()) == (2, f"warm: error: {said}\n")
