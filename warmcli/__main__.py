@@ -6,8 +6,8 @@ one line and exit 130, never the import's traceback; once a command has ended, C
 ignored and its exit code stands. SIGTERM (unless warm was started ignoring it)
 is answered as Ctrl-C is, so no command is ended by it in silence. A standard stream the
 caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
-(`_open_standard_streams`); output
-that cannot be written (`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
+(`_open_standard_streams`); output that cannot be written (`| false`, `> /dev/full`) is
+answered by `warmcli.cli.output`."""
 
 from __future__ import annotations
 

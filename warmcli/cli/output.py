@@ -5,12 +5,11 @@ nothing said, as Python's own tools do. A write the system refuses (`> /dev/full
 quota, a file size limit) is one line on stderr and exit 2, as any write it refuses:
 `OutputError` (an `OSError`, so every command's own answer to one holds) names it as the
 output's. Either way stdout is then pointed at /dev/null, so no later flush (the
-interpreter's own at exit) fails again and no traceback follows.
-(A standard stream a script closed, `>&-`, is /dev/null from the start: `warmcli.__main__`.)
-
-`TrimmedStdout` is the file Rich's console writes stdout through off a terminal.
-This module owns no state and imports neither Rich nor Typer; it prints only the one
-line of a refused write, with `os.write` (stderr may be refused too: then nothing).
+interpreter's own at exit) fails again and no traceback follows. (A standard stream a
+script closed, `>&-`, is /dev/null from the start: `warmcli.__main__`.) `TrimmedStdout` is
+the file Rich's console writes stdout through off a terminal (each holds its unfinished
+line). This module owns no state and imports neither Rich nor Typer; it prints only the
+one line of a refused write, with `os.write` (stderr may be refused too: then nothing).
 """
 
 from __future__ import annotations
