@@ -301,9 +301,9 @@ def test_install_completion_that_cannot_write_is_one_line(warm: Warm, tmp_path: 
     """`warm --install-completion` where the shell's rc file cannot be written (a read-only
     HOME; here a folder in its place) printed Typer's IsADirectoryError traceback, exit 1."""
     (tmp_path / ".bashrc").mkdir()
-    env = dict(warm.env, HOME=str(tmp_path), SHELL="/bin/bash")
+    env = dict(warm.env, HOME=str(tmp_path))
     proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "--install-completion"],
+        [sys.executable, "-m", "warmcli", "--install-completion", "bash"],
         capture_output=True,
         text=True,
         env=env,
