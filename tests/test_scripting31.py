@@ -297,13 +297,16 @@ def test_nvcc_builds_where_tmpdir_is_unusable(
     assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
 
 
+INSTALL = "--install-completion"  # for the shell it runs under (bash, kept as its parent)
+
+
 def test_install_completion_that_cannot_write_is_one_line(warm: Warm, tmp_path: Path) -> None:
     """`warm --install-completion` where the shell's rc file cannot be written (a read-only
     HOME; here a folder in its place) printed Typer's IsADirectoryError traceback, exit 1."""
     (tmp_path / ".bashrc").mkdir()
     env = dict(warm.env, HOME=str(tmp_path))
     proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "--install-completion", "bash"],
+        ["bash", "-c", '"$@"; exit $?', "bash", sys.executable, "-m", "warmcli", INSTALL],
         capture_output=True,
         text=True,
         env=env,
