@@ -294,7 +294,8 @@ def end_process(code: object) -> None:
         with contextlib.suppress(OSError):
             sys.stderr.flush()
     except OSError as exc:  # the reader went away (exit 1), or a full disk (one line, exit 2)
-        status = status or refused(exc)
+        said = refused(exc)  # (said whatever the code: a verify that found a miss, exit 1)
+        status = status or said
     os._exit(status)
 
 
