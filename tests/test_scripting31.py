@@ -401,3 +401,23 @@ def test_stats_explain_of_a_name_no_utf8_spells_is_not_held(
     )
     said = f"{scripted['bundle']}: no tunes for operation 'm\\udcff' (it holds: matmul)"
     assert (proc.returncode, proc.stderr.decode()) == (2, f"warm: error: {said}\n")
+
+
+@pytest.mark.parametrize("command", ["run", "pull"])
+def test_a_name_too_long_is_one_line_and_its_json(
+    warm: Warm, scripted: dict[str, Path], command: str
+) -> None:
+    """`warm run W.py -b NAME --json` (`warm pull URL NAME`) with a NAME over the system's
+    limit (ENAMETOOLONG, met checking its folder) printed an OSError traceback, exit 1; a
+    write the command did not answer is one line and, under --json, its JSON object."""
+    name = str(scripted["dir"] / ("a" * 300 + ".warm"))
+    args = (
+        ["run", HOST, "-b", name]
+        if command == "run"
+        else ["pull", "http://127.0.0.1:9/b.warm", name]
+    )
+    proc = warm(*args, "--json")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "File name too long" in lines[0], lines
+    assert json.loads(proc.stdout) == {"error": lines[0].removeprefix("warm: error: "), "exit": 2}

@@ -55,9 +55,9 @@ def main() -> None:
         interrupted = True
     except OSError as exc:  # a write no command answered (help into /dev/full): one line
         _Ended.now = True
-        from warmcli.cli.output import refused
+        from warmcli.cli.common import answer
 
-        code = refused(exc)
+        code = answer(exc)
     _Ended.now = True
     _hold_ctrl_c(signal)  # nor later: no traceback, no death by the signal
     if interrupted:  # one line, exit 130 (no second JSON object where one was printed)

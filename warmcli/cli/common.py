@@ -329,8 +329,20 @@ def exit_code(action: Callable[[], int]) -> int:
         return action()
     except typer.Exit as exc:
         return exc.exit_code
-    except OSError as exc:  # its output refused (`> /dev/full`), past the command's answer
+    except OSError as exc:  # its output refused (`> /dev/full`), past the command's guard
+        return answer(exc)
+
+
+def answer(exc: WarmError | OSError) -> int:
+    """The exit code of an expected failure (`guarded`'s, or one met before or past a
+    command's guard: stdout refused, a name too long): stdout's reader gone (`| head`) is
+    no failure of warm's, exit 1 said by nothing, as Python's own tools do; anything else
+    is one line (and its JSON under `--json`) and exit 2."""
+    if isinstance(exc, BrokenPipeError):
         return refused(exc)
+    if isinstance(exc, OutputError):  # what stdout still holds would fail again
+        drop_stdout()
+    return exit_code(lambda: fail(str(exc)))
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
@@ -354,23 +366,12 @@ def exit_interrupted() -> NoReturn:
 
 
 def guarded(action: Callable[[], Any]) -> Any:
-    """Run `action`; an expected failure becomes one line and exit 2. The reader of stdout
-    going away (`| head`) is no failure of warm's: exit 1 quietly, as Python's own tools do."""
+    """Run `action`; an expected failure is answered (`answer`: one line and exit 2; the
+    reader of stdout gone, exit 1 quietly)."""
     try:
         return action()
-    except BrokenPipeError:
-        closed_pipe()
     except EXPECTED as exc:
-        if isinstance(exc, OutputError):  # what stdout still holds would fail again
-            drop_stdout()
-        fail(str(exc))
-
-
-def closed_pipe() -> NoReturn:
-    """stdout's reader went away: point stdout at /dev/null (so the interpreter's final
-    flush cannot fail again) and exit 1, printing nothing."""
-    drop_stdout()
-    raise SystemExit(1)
+        raise typer.Exit(answer(exc)) from None
 
 
 def emit_json(doc: Any) -> None:
