@@ -4,10 +4,14 @@ whose work ran in a worker that has exited (`warm run`) ended without the interp
 teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
 ignored and its exit code stands. SIGTERM (unless warm was started ignoring it)
-is answered as Ctrl-C is, so no command is ended by it in silence."""
+is answered as Ctrl-C is, so no command is ended by it in silence. A standard stream the
+caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
+(`_open_standard_streams`); output that cannot be written (`| false`, `> /dev/full`) is
+answered by `warmcli.cli.output`."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
@@ -17,10 +21,17 @@ if TYPE_CHECKING:
 
 def main() -> None:
     """`warm`: `--version` alone is printed at once; anything else goes to the CLI."""
+    _open_standard_streams()
     if sys.argv[1:] == ["--version"]:
         from warmcli._version import __version__
 
-        sys.stdout.write(f"warm {__version__}\n")
+        try:
+            sys.stdout.write(f"warm {__version__}\n")
+            sys.stdout.flush()
+        except OSError as exc:  # (`| false`, `> /dev/full`): as any command's output
+            from warmcli.cli.output import as_output, refused
+
+            raise SystemExit(refused(as_output(exc))) from None
         return
     try:
         import signal
@@ -42,6 +53,11 @@ def main() -> None:
     except KeyboardInterrupt:  # past the command's own answer, as it ended
         _Ended.now = True
         interrupted = True
+    except OSError as exc:  # a write no command answered (help into /dev/full): one line
+        _Ended.now = True
+        from warmcli.cli.common import answer
+
+        code = answer(exc)
     _Ended.now = True
     _hold_ctrl_c(signal)  # nor later: no traceback, no death by the signal
     if interrupted:  # one line, exit 130 (no second JSON object where one was printed)
@@ -51,6 +67,28 @@ def main() -> None:
             code = said.code
     end_process(code)
     raise SystemExit(code)
+
+
+def _open_standard_streams() -> None:
+    """Descriptors 0, 1 and 2 that the caller closed are opened on /dev/null (and Python's
+    `sys.stdin`/`stdout`/`stderr`, None then, made over them): a command works as with
+    /dev/null there, and no file warm opens (a bundle) is given descriptor 0, 1 or 2, where
+    a print or a compiler would write. A stdout that is no UTF (an ASCII locale) writes a
+    character it cannot encode as its escape (`\\u2192`)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+        if getattr(sys, name) is None:
+            stream = open(fd, "r" if fd == 0 else "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    if not encoding.startswith("utf") and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # an ASCII locale's: escapes, not errors
 
 
 class _Ended:

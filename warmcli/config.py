@@ -241,6 +241,17 @@ def columns(environ: Environ | None = None) -> str | None:
     return _env(environ).get("COLUMNS")
 
 
+def compiler_environment(usable_tmp: str, environ: Environ | None = None) -> dict[str, str] | None:
+    """The environment a compiler warm runs gets: this process's (None), but where
+    `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
+    usable: it fell back from a missing or read-only `TMPDIR`), `TMPDIR` is that one."""
+    env = _env(environ)
+    named = env.get("TMPDIR")
+    if not named or os.path.abspath(named) == usable_tmp:
+        return None
+    return {**env, "TMPDIR": usable_tmp}
+
+
 def pycuda_nvcc_flags(environ: Environ | None = None) -> list[str]:
     """`PYCUDA_DEFAULT_NVCC_FLAGS`, PyCUDA's default compiler options, split at spaces."""
     return _env(environ).get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()

@@ -195,6 +195,11 @@ class RemoteError(WarmError, OSError):
     """A URL that cannot be fetched or pushed (and no last good copy to fall back on)."""
 
 
+class OutputError(WarmError, OSError):
+    """The CLI's stdout refused what a command printed (`> /dev/full`, a quota): its message
+    says so (`output not written whole: [Errno 28] ...`)."""
+
+
 class RemoteBundleWarning(WarmWarning):
     """A bundle named by URL is served from its last good copy: the store could not be
     reached, or sent something that is no bundle."""

@@ -10,8 +10,10 @@ piece of state), so `stop_compilers` kills them all at once, from a signal handl
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
 thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
-just those (`Owner.kill`: the compiler probe on an interrupt). Nothing here decides what
-runs, reads what a child prints, or prints.
+just those (`Owner.kill`: the compiler probe on an interrupt). A child's `TMPDIR` is the
+temporary folder Python found usable, where the caller's names none (missing, no folder):
+nvcc writes its intermediate files there and, unlike gcc, does not fall back. Nothing here
+decides what runs, reads what a child prints, or prints.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
+from warmcli import config
 from warmcli.forking import renew_on_fork
 
 _PR_SET_PDEATHSIG = 1
@@ -171,6 +174,7 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
         errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
         start_new_session=True,
         preexec_fn=_tie_to_parent(),  # only prctl: no Python state is touched
+        env=_environment(),
     )
     owner: Owner | None = getattr(_Live.owner, "current", None)
     try:
@@ -195,3 +199,12 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
     finally:
         _track(proc.pid, False, owner)
     return Finished(proc.returncode, out, err, False)
+
+
+def _environment() -> dict[str, str] | None:
+    """A child's environment: this process's (None), but with `TMPDIR` the folder Python's
+    `tempfile` fell back to where the caller's names no usable one (nvcc, unlike gcc, does
+    not fall back: it fails every compile with `Could not open output file`)."""
+    import tempfile  # imported on first use, as subprocess
+
+    return config.compiler_environment(tempfile.gettempdir())

@@ -1,14 +1,18 @@
 """Whether a bundle is named by URL rather than by path: what a reader asks of every bundle
 it is given, answered without importing the fetching layer (`warmcli.bundle.remote`,
 which a bundle named by path never needs); and whether a path that a whole new file is
-renamed over (a merge's OUT, a pull's PATH) names something that is no regular file. It
-holds no state, reads no file's content and never fetches."""
+renamed over (a merge's OUT, a pull's PATH) names something that is no regular file; and
+whether a URL's text can be sent at all (`url_text`). It holds no state, reads no file's
+content and never fetches."""
 
 from __future__ import annotations
 
 import os
 import stat
 from urllib.parse import urlsplit
+
+from warmcli.errors import RemoteError
+from warmcli.printable import printable
 
 SCHEMES = ("https", "http", "s3")
 
@@ -22,6 +26,21 @@ def is_url(text: str | os.PathLike[str]) -> bool:
         return urlsplit(text).scheme in SCHEMES
     except ValueError:
         return False
+
+
+def url_text(url: str) -> str:
+    """`url`, where it can be sent: else a `RemoteError` naming it. Text that is no UTF-8
+    (a byte a shell hands over undecoded, `$'\\xff'`) never can; an http(s) URL is ASCII,
+    its other letters percent-encoded as a browser sends them (S3 keys take any UTF-8)."""
+    try:
+        url.encode()
+    except UnicodeEncodeError:
+        raise RemoteError(f"{printable(url)}: the URL is no UTF-8 text") from None
+    if not url.isascii() and urlsplit(url).scheme != "s3":
+        raise RemoteError(
+            f"{url}: an http(s) URL is ASCII: percent-encode its other letters (é is %C3%A9)"
+        )
+    return url
 
 
 _KINDS = (

@@ -53,7 +53,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
-from warmcli.bundle.location import is_url
+from warmcli.bundle.location import is_url, url_text
 from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
@@ -75,7 +75,7 @@ class Fetched:
 
 def cache_dir(url: str) -> Path:
     """Where the local copy of `url` and what is remembered about it live."""
-    return warm_home() / "remote" / hashlib.sha256(url.encode()).hexdigest()[:32]
+    return warm_home() / "remote" / hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
 
 
 def fetch(url: str) -> Fetched:
@@ -142,7 +142,7 @@ def push(bundle: Path, url: str) -> str:
     temporary file, which is uploaded."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
-    store = _store(url)
+    store = _store(url_text(url))
     with open(bundle, "rb") as fh, _scratch(bundle) as copy:
         with one_state(bundle, fh):
             digest, md5 = _copied(bundle, fh, copy)

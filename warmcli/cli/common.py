@@ -31,7 +31,8 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.location import is_url
-from warmcli.errors import WarmError
+from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
+from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, refuse_no_directory
 from warmcli.printable import printable, printable_lines
 
@@ -40,32 +41,6 @@ if TYPE_CHECKING:
 
 UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
 NARROWEST = 10  # the least width printed to: a narrower COLUMNS or terminal prints as this wide
-
-
-class _TrimmedStdout:
-    """The `out` console's file: `sys.stdout` (looked up at each write), every line written
-    without its trailing spaces, so that piped output and CI logs hold no padding."""
-
-    def __init__(self) -> None:
-        self._partial = ""
-
-    def write(self, text: str) -> int:
-        *lines, self._partial = (self._partial + text).split("\n")
-        if lines:
-            sys.stdout.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
-        return len(text)
-
-    def flush(self) -> None:
-        if self._partial:
-            sys.stdout.write(self._partial)
-            self._partial = ""
-        sys.stdout.flush()
-
-    def isatty(self) -> bool:
-        return sys.stdout.isatty()
-
-    def fileno(self) -> int:
-        return sys.stdout.fileno()
 
 
 def _columns() -> int | None:
@@ -95,13 +70,17 @@ def _stdout_console() -> Console:
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return _at_least_narrowest(Console(markup=False, emoji=False))
     width = _columns() or UNWRAPPED
-    return Console(file=_TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
+    return Console(file=TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
 
 
 def _stderr_console() -> Console:
+    """Rich's console on stderr; stderr's reader gone, it goes quiet (Rich's own answer
+    points stdout at /dev/null and exits 1: a command's JSON and its exit code were lost)."""
     from rich.console import Console
 
-    return _at_least_narrowest(Console(stderr=True, soft_wrap=True, markup=False, emoji=False))
+    console = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+    console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
+    return _at_least_narrowest(console)
 
 
 class _Made:
@@ -213,8 +192,17 @@ def compiler_line(info: dict[str, str]) -> str:
 def bundle_to_write(named: str | None) -> Path:
     """The bundle a command writes: `named` (`--bundle`), else `default_bundle()`. For a
     path the user gave, warm creates at most its last directory: a mistyped path fails
-    rather than growing a tree of directories."""
+    rather than growing a tree of directories. warm's home, for the default bundle, is made
+    here: one that cannot be (a read-only HOME) is one line saying what to do."""
     given = default_bundle(named)
+    if named is None and not config.bundle():
+        try:
+            given.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(
+                f"cannot make warm's home {given.parent} for the default bundle "
+                f"({exc.strerror}): set WARM_HOME, or name the bundle with --bundle"
+            )
     return given if named is None else new_file_path(given)
 
 
@@ -300,17 +288,16 @@ def end_process(code: object) -> None:
         sys.stderr.write(f"{code}\n")
     getattr(atexit, "_run_exitfuncs", lambda: None)()
     try:
-        made = vars(out).get("_console")  # (`out` is made only when something printed)
-        if made is not None:
-            made.file.flush()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away: exit 1, as Python's own tools do
-        status = status or 1
-    except OSError as exc:  # the output could not be written whole (a full disk): say so
+        with writing_output():
+            made = vars(out).get("_console")  # (`out` is made only when something printed)
+            if made is not None:
+                made.file.flush()
+            sys.stdout.flush()
         with contextlib.suppress(OSError):
-            os.write(2, f"warm: error: output not written whole: {exc}\n".encode())
-        status = status or 1
+            sys.stderr.flush()
+    except OSError as exc:  # the reader went away (exit 1), or a full disk (one line, exit 2)
+        said = refused(exc)  # (said whatever the code: a verify that found a miss, exit 1)
+        status = status or said
     os._exit(status)
 
 
@@ -323,14 +310,18 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit;
     under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]
-    err.print(f"warm: {label}{first}", markup=False, highlight=False)
-    for line in rest:
-        err.print(f"    {line}", markup=False, highlight=False)
+    with contextlib.suppress(OSError):  # stderr refused too (`2> /dev/full`): the code stands
+        err.print(f"warm: {label}{first}", markup=False, highlight=False)
+        for line in rest:
+            err.print(f"    {line}", markup=False, highlight=False)
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
             doc["detail"] = "\n".join(rest)
-        emit_json(doc)
+        try:
+            emit_json(doc)
+        except OSError:  # stdout refused it (`| false`): the line above said it, the code stands
+            drop_stdout()
     raise typer.Exit(code)
 
 
@@ -340,6 +331,20 @@ def exit_code(action: Callable[[], int]) -> int:
         return action()
     except typer.Exit as exc:
         return exc.exit_code
+    except OSError as exc:  # its output refused (`> /dev/full`), past the command's guard
+        return answer(exc)
+
+
+def answer(exc: WarmError | OSError) -> int:
+    """The exit code of an expected failure (`guarded`'s, or one met before or past a
+    command's guard: stdout refused, a name too long): stdout's reader gone (`| head`) is
+    no failure of warm's, exit 1 said by nothing, as Python's own tools do; anything else
+    is one line (and its JSON under `--json`) and exit 2."""
+    if isinstance(exc, BrokenPipeError):
+        return refused(exc)
+    if isinstance(exc, OutputError):  # what stdout still holds would fail again
+        drop_stdout()
+    return exit_code(lambda: fail(str(exc)))
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
@@ -363,28 +368,19 @@ def exit_interrupted() -> NoReturn:
 
 
 def guarded(action: Callable[[], Any]) -> Any:
-    """Run `action`; an expected failure becomes one line and exit 2. The reader of stdout
-    going away (`| head`) is no failure of warm's: exit 1 quietly, as Python's own tools do."""
+    """Run `action`; an expected failure is answered (`answer`: one line and exit 2; the
+    reader of stdout gone, exit 1 quietly)."""
     try:
         return action()
-    except BrokenPipeError:
-        closed_pipe()
     except EXPECTED as exc:
-        fail(str(exc))
-
-
-def closed_pipe() -> NoReturn:
-    """stdout's reader went away: point stdout at /dev/null (so the interpreter's final
-    flush cannot fail again) and exit 1, printing nothing."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(1)
+        raise typer.Exit(answer(exc)) from None
 
 
 def emit_json(doc: Any) -> None:
     text, _Emitted.json = json.dumps(doc, indent=2, default=str), True
-    sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
-    sys.stdout.flush()
+    with writing_output():
+        sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
+        sys.stdout.flush()
 
 
 def _indented(value: Any, depth: int) -> str:

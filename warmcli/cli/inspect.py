@@ -33,7 +33,7 @@ from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
 from warmcli.ops.stats import summarise
-from warmcli.printable import printable
+from warmcli.printable import lone_surrogate, printable
 from warmcli.records import KernelRecord
 
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
@@ -124,7 +124,7 @@ def _stats(
     """Every entry streams (`--json`), or a large bundle is summarised: never all in memory.
     The bundle is named by its `url`, if given one (then `path`, its local copy, after it)."""
     shown, copy = (url, str(path)) if url is not None else (str(path), None)
-    if operation is not None and not bundle.has_operation(operation):
+    if operation is not None and (lone_surrogate(operation) or not bundle.has_operation(operation)):
         names = bundle.operations(HELD_SHOWN + 1)
         held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
         held += ", ..." if len(names) > HELD_SHOWN else ""

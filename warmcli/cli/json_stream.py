@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from warmcli.cli.common import _Emitted, _indented
+from warmcli.cli.output import writing_output
 from warmcli.cli.render.tune_line import JsonText
 
 
@@ -25,7 +26,13 @@ def stream_json(doc: dict[str, Any]) -> None:
     """`emit_json` of a document whose values may be iterators: each of their items is
     written as it is read, on one line of its own (JSON's C encoder: several times faster
     than an indented one; a `JsonText` item, or bytes, are JSON already and written as they
-    are). An error met meanwhile closes its list: the error's keys end the document."""
+    are). An error met meanwhile closes its list: the error's keys end the document. stdout
+    refusing it is an `OutputError` (`warmcli.cli.output`)."""
+    with writing_output():
+        _stream(doc)
+
+
+def _stream(doc: dict[str, Any]) -> None:
     write, listing = sys.stdout.write, False
     write("{")
     try:

@@ -257,7 +257,7 @@ def load_workload(
     if path.suffix != ".py":
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
-    name = "warm_workload_" + hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    name = "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise WorkloadError(f"{path}: cannot be imported")
