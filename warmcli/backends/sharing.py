@@ -13,7 +13,9 @@ line marker, ...), an `#undef` of a macro the kernel does not define, a macro, d
 entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`,
 ...: undoing it would take the compiler's away), a CUDA helper named like a function CUDA
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
-global one from every call, where alone it overloads it), `__COUNTER__` (it counts across
+global one from every call, where alone it overloads it), a CUDA name qualified by the
+global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's own
+`twice` is no longer global), `__COUNTER__` (it counts across
 the unit), an `asm` in C, a C function's name as a string (`__func__`, `__FUNCTION__`, or a
 function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell warm's name of it),
 a C file-scope declaration it does not rename apart (a variable not `static`, of several
@@ -99,6 +101,28 @@ _CUDA_GLOBALS = frozenset(
 )
 
 
+# `::` and what stands before it: a name (a qualifier, but for a keyword), `>` (a template's
+# qualifier when right before it), anything else (the global scope).
+_QUALIFIER = re.compile(r"(?:(?P<word>\b[A-Za-z_]\w*)|(?P<close>>)|[^\w\s>]|^)(?P<gap>\s*)::")
+_BEFORE_AN_EXPRESSION = re.compile(
+    r"return|case|else|do|new|delete|throw|sizeof|alignof|decltype|typeid|using|friend"
+    r"|co_return|co_yield|co_await|and|or|not|typename|template"
+)
+
+
+def _global_scope(text: str) -> bool:
+    """Whether C++ `text` qualifies a name by the global scope (`::f`, `return ::f(x)`,
+    `a > ::b`), which warm's namespace around a shared kernel would change."""
+    for m in _QUALIFIER.finditer(text):
+        word = m.group("word")
+        if word is not None:
+            if _BEFORE_AN_EXPRESSION.fullmatch(word):
+                return True
+        elif m.group("close") is None or m.group("gap"):
+            return True
+    return False
+
+
 def _reserved(name: str) -> bool:
     """Whether `name` may be a macro the compiler defines (reserved, or a GNU mode's)."""
     return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
@@ -121,11 +145,14 @@ def shares_unit(kernel: Kernel) -> bool:
 
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
-    digraph, no pragma, no `__COUNTER__` and (C) no `asm` and no `__func__`."""
+    digraph, no pragma, no `__COUNTER__`, (C) no `asm` and no `__func__`, and (CUDA) no
+    name qualified by the global scope."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
         if language == "c" and (_ASM.search(each) or _FUNCTION_NAME.search(each)):
+            return False
+        if language == "cuda" and "::" in each and _global_scope(each):
             return False
     return True
 

@@ -1,0 +1,111 @@
+"""An ML engineer's own CUDA kernels (CuPy RawModule, torch load_inline, PyCUDA) ported to
+warm from the README, pre-built for a named architecture on a CI machine with no GPU
+(round 31): real NVRTC and nvcc, the real CLI in a subprocess.
+
+Each kernel here compiles as it is with plain nvcc; warm broke some of them: a macro
+named on the command line (`-DN=1024`, as CuPy's `options=` and PyCUDA's `-D` with a
+header pass it) or by a header (`#define T float`) reached the templates of warm's
+signature probe (`template <int N, ...>`), failing the kernel with letters said not to
+match parameters that did; a kernel calling its own helper through the global scope
+(`::twice(v)`) failed inside the namespace warm closes a shared kernel in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm, nvcc_or_skip
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+    pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)
+
+COMPILERS = ["nvrtc", "nvcc"]
+
+
+def _run(warm: Warm, tmp_path: Path, workload: str, compiler: str, *extra: str):
+    """`warm run` of `workload` for sm_90 by `compiler` into tmp_path/b.warm."""
+    if compiler == "nvcc":
+        nvcc_or_skip()
+    path = tmp_path / "w.py"
+    path.write_text(workload)
+    bundle = tmp_path / "b.warm"
+    args = ("run", path, "--arch", "sm_90", "--compiler", compiler, "-b", bundle, "-q")
+    return warm(*args, *extra), bundle
+
+
+MACROS = r'''
+import os
+from warmcli import Kernel
+DEVICE = "cuda"
+HERE = os.path.dirname(os.path.abspath(__file__))
+FILL = """
+extern "C" __global__ void fill(float *y, float v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) y[i] = v;
+}
+"""
+FILL_T = """
+#include "params.h"
+extern "C" __global__ void fill_t(T *y, T v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < M) y[i] = v;
+}
+"""
+A = Kernel(FILL, "fill", "Pf", language="cuda", options=("-DN=1024", "-DR=2"))
+B = Kernel(FILL_T, "fill_t", "Pf", language="cuda", options=(f"-I{HERE}",))
+def workload(rt):
+    y = rt.buffer(1024)
+    rt.launch(A, y, 1.0, grid=4, block=256)
+    rt.launch(B, y, 1.0, grid=4, block=256)
+'''
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_macros_named_like_template_parameters_leave_the_signature_probe_alone(
+    warm: Warm, tmp_path: Path, compiler: str
+) -> None:
+    """`-DN=1024` on the command line and `#define T float` in a header: it read `kernel
+    fill: parameter letters 'Pf' do not match fill(float *y, float v): argument 1: letter
+    'P' (pointer: a buffer), declared 'float *y'` over warm's own `template <int 1024,
+    class... A>`."""
+    (tmp_path / "params.h").write_text("#pragma once\n#define T float\n#define M 1024\n")
+    proc, _ = _run(warm, tmp_path, MACROS, compiler)
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 4 new kernel(s)" in proc.stdout
+
+
+GLOBAL_SCOPE = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+QUAL = """
+__device__ float twice(float v) { return 2.0f * v; }
+namespace ops { __device__ float thrice(float v) { return 3.0f * v; } }
+extern "C" __global__ void qual(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = ::twice(y[i]) + ::ops::thrice(y[i]);
+}
+"""
+OTHER = """
+extern "C" __global__ void other(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }
+"""
+K1 = Kernel(QUAL, "qual", "Pi", language="cuda")
+K2 = Kernel(OTHER, "other", "Pi", language="cuda")
+def workload(rt):
+    y = rt.buffer(64)
+    rt.launch(K1, y, 64, grid=1, block=64)
+    rt.launch(K2, y, 64, grid=1, block=64)
+'''
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_a_helper_called_through_the_global_scope_compiles_as_alone(
+    warm: Warm, tmp_path: Path, compiler: str
+) -> None:
+    """`::twice(v)` names the source's own helper: it read `error: the global scope has no
+    "twice"`, the kernel wrapped in warm's namespace even in a group of its own."""
+    proc, _ = _run(warm, tmp_path, GLOBAL_SCOPE, compiler)
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 4 new kernel(s)" in proc.stdout
