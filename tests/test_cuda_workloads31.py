@@ -109,3 +109,31 @@ def test_a_helper_called_through_the_global_scope_compiles_as_alone(
     proc, _ = _run(warm, tmp_path, GLOBAL_SCOPE, compiler)
     assert proc.returncode == 0, proc.stderr
     assert "stored 4 new kernel(s)" in proc.stdout
+
+
+TEMPLATE_ENTRY = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+template <typename T> __global__ void tk(T *y, int n) { if (threadIdx.x < n) y[0] = T(0); }
+template __global__ void tk<float>(float *, int);
+"""
+K = Kernel(SRC, "tk", "Pi", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=64)
+'''
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_a_template_entry_is_named_as_one_not_as_letters_that_differ(
+    warm: Warm, tmp_path: Path, compiler: str
+) -> None:
+    """A CuPy user's `name_expressions=["tk<float>"]` kernel: it read `parameter letters
+    'Pi' do not match tk(T *y, int n): argument 1: letter 'P' (pointer: a buffer),
+    declared 'T *y'`, which they do."""
+    proc, _ = _run(warm, tmp_path, TEMPLATE_ENTRY, compiler)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "do not match" not in proc.stderr
+    assert "kernel tk: its entry 'tk' is a function template" in proc.stderr
+    assert 'extern "C" __global__' in proc.stderr
+    assert not (tmp_path / "b.warm").exists()

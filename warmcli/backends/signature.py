@@ -27,6 +27,8 @@ from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 MARK = SIGNATURE_PROBE
 _ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# The C++ front end's words for `decltype(entry)` of a template or an overload set.
+_NOT_ONE_FUNCTION = re.compile(r"instance of (?:function template|overloaded function)")
 
 # The types a scalar letter may be declared as, as `_Generic` associations (type: accept);
 # the CUDA probe reads the same table.
@@ -214,7 +216,13 @@ def explain(failure: CompileFailure) -> CompileFailure:
         entry.search(line) and any(w in line for w in ("undeclared", "undefined", "aliased"))
         for line in failure.log.splitlines()
     )
-    if missing:
+    if kernel.language == "cuda" and _NOT_ONE_FUNCTION.search(failure.log):
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is a function template or "
+            'overloaded, so no one function has its name: declare one extern "C" __global__ '
+            "function per instance (calling a __device__ template) and name that as the entry"
+        )
+    elif missing:
         defined = file_scope_names(kernel.source)
         if kernel.entry in defined:  # declared, but its declaration does not compile
             message = (
