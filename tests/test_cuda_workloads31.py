@@ -137,3 +137,44 @@ def test_a_template_entry_is_named_as_one_not_as_letters_that_differ(
     assert "kernel tk: its entry 'tk' is a function template" in proc.stderr
     assert 'extern "C" __global__' in proc.stderr
     assert not (tmp_path / "b.warm").exists()
+
+
+HOST_HEADER = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+#include <cstdint>
+extern "C" __global__ void clampk(float *y, int64_t n) {
+    int64_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fminf(y[i], 1.0f);
+}
+"""
+K = Kernel(SRC, "clampk", "Pq", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=64)
+'''
+
+
+def test_a_host_header_nvrtc_lacks_is_said_so_not_blamed_on_the_working_folder(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#include <cstdint>` (a torch extension's habit) builds with nvcc; NVRTC, which has
+    no host compiler's headers, failed it with the hint `NVRTC reads no header from the
+    working folder: name it with -I`, a folder that holds no such header."""
+    proc, _ = _run(warm, tmp_path, HOST_HEADER, "nvrtc")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert 'cannot open source file "cstdint"' in proc.stderr
+    assert "working folder" not in proc.stderr
+    assert "--compiler nvcc" in proc.stderr and "<cuda/std/" in proc.stderr
+    proc, _ = _run(warm, tmp_path, HOST_HEADER, "nvcc")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_quoted_header_nvrtc_does_not_find_still_names_the_folder_option(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "mine.cuh").write_text("#define ONE 1.0f\n")
+    workload = HOST_HEADER.replace("<cstdint>", '"mine.cuh"').replace("int64_t", "int")
+    proc, _ = _run(warm, tmp_path, workload.replace('"Pq"', '"Pi"'), "nvrtc")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "reads no header from the working folder: name it with -I" in proc.stderr
