@@ -12,6 +12,7 @@ match parameters that did; a kernel calling its own helper through the global sc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,66 @@ def test_a_quoted_header_nvrtc_does_not_find_still_names_the_folder_option(
     proc, _ = _run(warm, tmp_path, workload.replace('"Pq"', '"Pi"'), "nvrtc")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "reads no header from the working folder: name it with -I" in proc.stderr
+
+
+C_LINKAGE_HELPER = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" {
+__device__ float act(float x) { return x > 0.f ? x : x * ALPHA; }
+__global__ void leaky(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = act(y[i]);
+}
+}
+"""
+KS = [Kernel(SRC, "leaky", "Pi", language="cuda", defines={"ALPHA": f"{a}.0f"}) for a in range(4)]
+def workload(rt):
+    y = rt.buffer(1024)
+    for k in KS:
+        rt.launch(k, y, 1024, grid=4, block=256)
+'''
+
+
+def _compile_pass(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["passes"][1]["compilation"]
+
+
+def test_variants_of_a_helper_of_c_linkage_are_built_apart_not_bisected(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """CuPy's `extern "C" { ... }` around a whole source gives its helper C linkage: in one
+    unit the variants' `act` were one function defined four times, so the group failed
+    and was bisected down to single kernels (7 programs for 4 kernels, 11 for 6)."""
+    proc, _ = _run(warm, tmp_path, C_LINKAGE_HELPER, "nvrtc", "--jobs", "1", "--json")
+    compiled = _compile_pass(proc)
+    assert (compiled["compiled"], compiled["failed"], compiled["compiler_processes"]) == (4, 0, 4)
+
+
+PYCUDA_MODULE = r'''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+mod = SourceModule("""
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void k_one(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = twice(y[0]); }
+__global__ void k_two(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = twice(1.0f); }
+""")
+def main():
+    y = drv.mem_alloc(4 * 256)
+    mod.get_function("k_one")(y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+    mod.get_function("k_two")(y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+'''
+
+
+def test_a_pycuda_modules_kernels_with_a_helper_at_column_0_are_not_bisected(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The README's module shape: PyCUDA's `extern "C"` wrap gives `twice` C linkage in
+    each kernel's copy; warm renames only indented names, so the shared unit clashed."""
+    proc, _ = _run(warm, tmp_path, PYCUDA_MODULE, "nvrtc", "--pycuda", "--jobs", "1", "--json")
+    compiled = _compile_pass(proc)
+    assert (compiled["compiled"], compiled["failed"], compiled["compiler_processes"]) == (2, 0, 2)

@@ -15,12 +15,14 @@ entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`,
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
 global one from every call, where alone it overloads it), a CUDA name qualified by the
 global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's own
-`twice` is no longer global), `__COUNTER__` (it counts across
-the unit), an `asm` in C, a C function's name as a string (`__func__`, `__FUNCTION__`, or a
-function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell warm's name of it),
-a C file-scope declaration it does not rename apart (a variable not `static`, of several
-declarators or with an attribute, or a macro whose text could
-declare one used at file scope: C merges two kernels' tentative definitions of one name
+`twice` is no longer global), a CUDA name of C linkage but the entry (an `extern "C" { }`
+around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` would be one
+function defined twice, a group failing until bisected to single kernels), `__COUNTER__`
+(it counts across the unit), an `asm` in C, a C function's name as a string (`__func__`,
+`__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell
+warm's name of it), a C file-scope declaration it does not rename apart (a variable not
+`static`, of several declarators or with an attribute, or a macro whose text could declare
+one used at file scope: C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
 renamed, nothing would define it), a type name warm does not read (a function's typedef, a
 name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
@@ -128,10 +130,31 @@ def _reserved(name: str) -> bool:
     return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
 
 
+_EXTERN_C = re.compile(r'\bextern\s*"C"\s*(\{)?([^({\[=;]*)')
+_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+
+
+@functools.lru_cache(maxsize=256)
+def _c_linkage_helpers(source: str, entry: str) -> bool:
+    """Whether CUDA `source` gives C linkage to a file-scope name but `entry` (which the
+    unit renames) that it does not rename itself (PyCUDA's `#define`s): a block around one
+    (any such name, conservatively), or a declaration of one."""
+    helpers, macros = declared(source)
+    others = set(helpers) - set(macros) - {entry}
+    for linkage in _EXTERN_C.finditer(_COMMENT.sub(" ", source)):
+        names = _WORD.findall(linkage.group(2))
+        if (others and linkage.group(1)) or (names and names[-1] in others):
+            return True
+    return False
+
+
 def shares_unit(kernel: Kernel) -> bool:
     """Whether `kernel` can be compiled in a unit with other kernels and build exactly what
     it builds alone (see the module doc); False sends it to a unit of its own."""
     if any(_reserved(name) for name, _ in kernel.defines) or _reserved(kernel.entry):
+        return False
+    source = kernel.source
+    if kernel.language == "cuda" and '"C"' in source and _c_linkage_helpers(source, kernel.entry):
         return False
     values = " ".join(value for _, value in kernel.defines)
     if not _text_shares(values, kernel.language) or (
