@@ -242,3 +242,37 @@ def test_a_pycuda_modules_kernels_with_a_helper_at_column_0_are_not_bisected(
     proc, _ = _run(warm, tmp_path, PYCUDA_MODULE, "nvrtc", "--pycuda", "--jobs", "1", "--json")
     compiled = _compile_pass(proc)
     assert (compiled["compiled"], compiled["failed"], compiled["compiler_processes"]) == (2, 0, 2)
+
+
+NVCC_HABITS = r'''
+import json, os
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" __global__ void clampk(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fminf(y[i], INFINITY) + (float)M_PI;
+}
+"""
+K = Kernel(SRC, "clampk", "Pi", language="cuda", options=OPTIONS)
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=64)
+'''
+
+
+@pytest.mark.parametrize(
+    ("options", "shown"),
+    [
+        ("()", 'identifier "INFINITY" is undefined'),
+        ('("-O3",)', "unrecognized option -O3"),
+    ],
+)
+def test_what_only_nvcc_takes_fails_under_nvrtc_naming_compiler_nvcc(
+    warm: Warm, tmp_path: Path, options: str, shown: str
+) -> None:
+    """A torch/PyCUDA kernel built by nvcc until now, run by warm's default NVRTC: the log
+    said what NVRTC lacks, and nothing said that nvcc, installed beside it, builds it."""
+    proc, _ = _run(warm, tmp_path, NVCC_HABITS.replace("OPTIONS", options), "nvrtc")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert shown in proc.stderr and "--compiler nvcc" in proc.stderr
+    assert "working folder" not in proc.stderr

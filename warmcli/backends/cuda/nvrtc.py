@@ -14,7 +14,7 @@ with it, it is compiled again without, and only that result (log, error) is kept
 program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
 Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s (`include_dirs`),
 and the kernel's `-I` folders, never the working folder (`PROGRAM`); a compile error is NVRTC's
-log, with each kernel's file and line (a header not found: `nvrtc_log`'s hint). The PTX of
+log, with each kernel's file and line (and `nvrtc_log`'s hint). The PTX of
 the same program is kept beside the cubin for free (another arch's, failing unasked, is left
 out: `ptx_not_kept`). The toolchain identity is NVRTC's release and build, read from the
 banner of an empty program's PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of
@@ -49,7 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     parse_arch,
     translation_unit,
 )
-from warmcli.backends.cuda.nvrtc_log import not_found_hint
+from warmcli.backends.cuda.nvrtc_log import hint
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders
@@ -385,7 +385,7 @@ def _compiled(
         try:
             begins()
             ok, text = program.compile([*options, *extra])
-            text += "" if ok else not_found_hint(text)
+            text += "" if ok else hint(text)
         except CompileFailure:
             if not extra:
                 program.close()
