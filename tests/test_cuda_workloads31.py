@@ -276,3 +276,29 @@ def test_what_only_nvcc_takes_fails_under_nvrtc_naming_compiler_nvcc(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert shown in proc.stderr and "--compiler nvcc" in proc.stderr
     assert "working folder" not in proc.stderr
+
+
+HOPPER_ONLY = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "hopper only"
+#endif
+extern "C" __global__ void hop(float *y) { y[0] = 1.0f; }
+"""
+K = Kernel(SRC, "hop", "P", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+'''
+
+
+def test_a_kernel_that_fails_for_one_of_two_archs_names_that_arch(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`--arch sm_80 --arch sm_90`: it read `kernel hop failed to compile:`, which of the
+    two builds failed left to the log's `#error`."""
+    proc, _ = _run(warm, tmp_path, HOPPER_ONLY, "nvrtc", "--arch", "sm_80")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "kernel hop failed to compile for sm_80:" in proc.stderr
+    assert '#error directive: "hopper only"' in proc.stderr
