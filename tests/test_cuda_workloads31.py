@@ -302,3 +302,23 @@ def test_a_kernel_that_fails_for_one_of_two_archs_names_that_arch(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kernel hop failed to compile for sm_80:" in proc.stderr
     assert '#error directive: "hopper only"' in proc.stderr
+
+
+PYCUDA_KERNELS_ONLY = (
+    PYCUDA_MODULE.replace(
+        "__device__ float twice(float v) { return 2.0f * v; }", "__constant__ float coef[2];"
+    )
+    .replace("twice(y[0])", "coef[0]")
+    .replace("twice(1.0f)", "coef[1]")
+)
+
+
+def test_a_pycuda_modules_kernels_at_column_0_still_share_a_unit(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Each kernel's copy of the module holds the other kernels, of C linkage: no two copies
+    define the same one (each copy renames its own), so they share one program."""
+    workload = PYCUDA_KERNELS_ONLY
+    proc, _ = _run(warm, tmp_path, workload, "nvrtc", "--pycuda", "--jobs", "1", "--json")
+    compiled = _compile_pass(proc)
+    assert (compiled["compiled"], compiled["failed"], compiled["compiler_processes"]) == (2, 0, 1)

@@ -138,9 +138,16 @@ _COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 def _c_linkage_helpers(source: str, entry: str) -> bool:
     """Whether CUDA `source` gives C linkage to a file-scope name but `entry` (which the
     unit renames) that it does not rename itself (PyCUDA's `#define`s): a block around one
-    (any such name, conservatively), or a declaration of one."""
+    (any such name, conservatively), or a declaration of one. Its other kernels do not
+    count: a module's copy for each of its kernels renames that one, so no two copies of
+    the module define one `__global__` of C linkage (variants of one entry still clash, as
+    they did, bisected)."""
     helpers, macros = declared(source)
-    others = set(helpers) - set(macros) - {entry}
+    others = {
+        name
+        for name in set(helpers) - set(macros) - {entry}
+        if not re.search(rf"__global__[^;{{}}]*\b{name}\s*\(", source)
+    }
     for linkage in _EXTERN_C.finditer(_COMMENT.sub(" ", source)):
         names = _WORD.findall(linkage.group(2))
         if (others and linkage.group(1)) or (names and names[-1] in others):
