@@ -131,6 +131,9 @@ class KernelCompileError(WarmError, RuntimeError):
         self.log = failure.log
         self.timed_out = failure.timed_out
         what = "timed out compiling" if failure.timed_out else "failed to compile"
+        archs = sorted({u.arch for u in failure.units})
+        if kernel.language == "cuda" and len(archs) == 1:  # which of a pre-build's archs
+            what += f" for {archs[0]}"
         super().__init__(f"kernel {kernel.label} {what}:\n{failure.log.strip()}")
 
 

@@ -13,12 +13,16 @@ line marker, ...), an `#undef` of a macro the kernel does not define, a macro, d
 entry or helper named like one the compiler may predefine (`__x`, `_X`, `linux`, `unix`,
 ...: undoing it would take the compiler's away), a CUDA helper named like a function CUDA
 declares globally (`exp`, `atomicAdd`, `min`...: closed in a namespace it would hide the
-global one from every call, where alone it overloads it), `__COUNTER__` (it counts across
-the unit), an `asm` in C, a C function's name as a string (`__func__`, `__FUNCTION__`, or a
-function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell warm's name of it),
-a C file-scope declaration it does not rename apart (a variable not `static`, of several
-declarators or with an attribute, or a macro whose text could
-declare one used at file scope: C merges two kernels' tentative definitions of one name
+global one from every call, where alone it overloads it), a CUDA name qualified by the
+global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's own
+`twice` is no longer global), a CUDA name of C linkage but the entry (an `extern "C" { }`
+around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` would be one
+function defined twice, a group failing until bisected to single kernels), `__COUNTER__`
+(it counts across the unit), an `asm` in C, a C function's name as a string (`__func__`,
+`__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell
+warm's name of it), a C file-scope declaration it does not rename apart (a variable not
+`static`, of several declarators or with an attribute, or a macro whose text could declare
+one used at file scope: C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
 renamed, nothing would define it), a type name warm does not read (a function's typedef, a
 name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
@@ -99,15 +103,65 @@ _CUDA_GLOBALS = frozenset(
 )
 
 
+# `::` and what stands before it: a name (a qualifier, but for a keyword), `>` (a template's
+# qualifier when right before it), anything else (the global scope).
+_QUALIFIER = re.compile(r"(?:(?P<word>\b[A-Za-z_]\w*)|(?P<close>>)|[^\w\s>]|^)(?P<gap>\s*)::")
+_BEFORE_AN_EXPRESSION = re.compile(
+    r"return|case|else|do|new|delete|throw|sizeof|alignof|decltype|typeid|using|friend"
+    r"|co_return|co_yield|co_await|and|or|not|typename|template"
+)
+
+
+def _global_scope(text: str) -> bool:
+    """Whether C++ `text` qualifies a name by the global scope (`::f`, `return ::f(x)`,
+    `a > ::b`), which warm's namespace around a shared kernel would change."""
+    for m in _QUALIFIER.finditer(text):
+        word = m.group("word")
+        if word is not None:
+            if _BEFORE_AN_EXPRESSION.fullmatch(word):
+                return True
+        elif m.group("close") is None or m.group("gap"):
+            return True
+    return False
+
+
 def _reserved(name: str) -> bool:
     """Whether `name` may be a macro the compiler defines (reserved, or a GNU mode's)."""
     return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
+
+
+_EXTERN_C = re.compile(r'\bextern\s*"C"\s*(\{)?([^({\[=;]*)')
+_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+
+
+@functools.lru_cache(maxsize=256)
+def _c_linkage_helpers(source: str, entry: str) -> bool:
+    """Whether CUDA `source` gives C linkage to a file-scope name but `entry` (which the
+    unit renames) that it does not rename itself (PyCUDA's `#define`s): a block around one
+    (any such name, conservatively), or a declaration of one. Its other kernels do not
+    count: a module's copy for each of its kernels renames that one, so no two copies of
+    the module define one `__global__` of C linkage (variants of one entry still clash, as
+    they did, bisected)."""
+    helpers, macros = declared(source)
+    others = {
+        name
+        for name in set(helpers) - set(macros) - {entry}
+        if not re.search(rf"__global__[^;{{}}]*\b{name}\s*\(", source)
+    }
+    for linkage in _EXTERN_C.finditer(_COMMENT.sub(" ", source)):
+        names = _WORD.findall(linkage.group(2))
+        if (others and linkage.group(1)) or (names and names[-1] in others):
+            return True
+    return False
 
 
 def shares_unit(kernel: Kernel) -> bool:
     """Whether `kernel` can be compiled in a unit with other kernels and build exactly what
     it builds alone (see the module doc); False sends it to a unit of its own."""
     if any(_reserved(name) for name, _ in kernel.defines) or _reserved(kernel.entry):
+        return False
+    source = kernel.source
+    if kernel.language == "cuda" and '"C"' in source and _c_linkage_helpers(source, kernel.entry):
         return False
     values = " ".join(value for _, value in kernel.defines)
     if not _text_shares(values, kernel.language) or (
@@ -121,11 +175,14 @@ def shares_unit(kernel: Kernel) -> bool:
 
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
-    digraph, no pragma, no `__COUNTER__` and (C) no `asm` and no `__func__`."""
+    digraph, no pragma, no `__COUNTER__`, (C) no `asm` and no `__func__`, and (CUDA) no
+    name qualified by the global scope."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
         if language == "c" and (_ASM.search(each) or _FUNCTION_NAME.search(each)):
+            return False
+        if language == "cuda" and "::" in each and _global_scope(each):
             return False
     return True
 

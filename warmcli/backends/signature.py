@@ -4,7 +4,9 @@ Each kernel's section of a translation unit gets a *signature probe* after its s
 code that only compiles when the entry exists and its declared parameters are what
 the letters say (their count, pointer or scalar, and each scalar's exact type). For
 CUDA (C++) the probe is `static_assert`s over `decltype(entry)` with small templates
-(`CUDA_HELPERS`, once per translation unit), so nothing is parsed. For C, the probe
+(`CUDA_HELPERS`, once per translation unit), so nothing is parsed; every name they and
+the probe spell starts with `warm_`, so no macro of the kernel's (`-DN=1024`, a header's
+`#define T float`), still defined where the probe follows it, reaches them. For C, the probe
 calls the entry with the letters' count of arguments (the compiler checks the count)
 and, when the entry's definition is found in the source, repeats its parameter list
 in a function whose `_Static_assert`s test each parameter with `_Generic` and
@@ -25,6 +27,8 @@ from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 MARK = SIGNATURE_PROBE
 _ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# The C++ front end's words for `decltype(entry)` of a template or an overload set.
+_NOT_ONE_FUNCTION = re.compile(r"instance of (?:function template|overloaded function)")
 
 # The types a scalar letter may be declared as, as `_Generic` associations (type: accept);
 # the CUDA probe reads the same table.
@@ -48,38 +52,42 @@ _C_TYPES: dict[str, str] = {
 def _cuda_condition(letter: str, t: str) -> str:
     """The C++ condition that type `t` is one a parameter of `letter` may be declared as."""
     if letter == "P":
-        return f"warm_sig::is_ptr<{t}>::value"
+        return f"warm_sig::warm_is_ptr<{t}>::warm_value"
     if letter == "e":
-        return f"warm_sig::is_half<{t}>::value"
+        return f"warm_sig::warm_is_half<{t}>::warm_value"
     accepted = []
     for association in _C_TYPES[letter].split(", "):
         name, condition = association.split(": ")
         name = "bool" if name == "_Bool" else name
-        accepted.append(f"(warm_sig::same<{t}, {name}>::value && ({condition}))")
+        accepted.append(f"(warm_sig::warm_same<{t}, {name}>::warm_value && ({condition}))")
     return " || ".join(accepted)
 
 
 CUDA_HELPERS = """\
 #line 1 "warm-signature"
 namespace warm_sig {
-template <class T, class U> struct same { static const bool value = false; };
-template <class T> struct same<T, T> { static const bool value = true; };
-template <class T> struct is_ptr { static const bool value = false; };
-template <class T> struct is_ptr<T *> { static const bool value = true; };
-template <int N, class... A> struct at { typedef void type; };
-template <class H, class... R> struct at<0, H, R...> { typedef H type; };
-template <int N, class H, class... R> struct at<N, H, R...> {
-    typedef typename at<N - 1, R...>::type type;
+template <class warm_T, class warm_U> struct warm_same { static const bool warm_value = false; };
+template <class warm_T> struct warm_same<warm_T, warm_T> { static const bool warm_value = true; };
+template <class warm_T> struct warm_is_ptr { static const bool warm_value = false; };
+template <class warm_T> struct warm_is_ptr<warm_T *> { static const bool warm_value = true; };
+template <int warm_N, class... warm_A> struct warm_at { typedef void warm_type; };
+template <class warm_H, class... warm_R> struct warm_at<0, warm_H, warm_R...> {
+    typedef warm_H warm_type;
 };
-template <class F> struct params;
-template <class R, class... A> struct params<R(A...)> {
-    static const int count = sizeof...(A);
-    template <int N> using arg = typename at<N, A...>::type;
+template <int warm_N, class warm_H, class... warm_R> struct warm_at<warm_N, warm_H, warm_R...> {
+    typedef typename warm_at<warm_N - 1, warm_R...>::warm_type warm_type;
+};
+template <class warm_F> struct warm_params;
+template <class warm_Z, class... warm_A> struct warm_params<warm_Z(warm_A...)> {
+    static const int warm_count = sizeof...(warm_A);
+    template <int warm_N> using warm_arg = typename warm_at<warm_N, warm_A...>::warm_type;
 };
 #if defined(__CUDA_FP16_TYPES_EXIST__)
-template <class T> struct is_half { static const bool value = same<T, __half>::value; };
+template <class warm_T> struct warm_is_half {
+    static const bool warm_value = warm_same<warm_T, __half>::warm_value;
+};
 #else
-template <class T> struct is_half { static const bool value = false; };
+template <class warm_T> struct warm_is_half { static const bool warm_value = false; };
 #endif
 }
 """
@@ -142,13 +150,13 @@ def probe(unit: CompileUnit) -> str:
 
 
 def _cuda_probe(kernel: Kernel, tag: str, symbol: str) -> str:
-    sig = f"warm_sig::params<decltype({symbol})>"
+    sig = f"warm_sig::warm_params<decltype({symbol})>"
     lines = [
         f'#line 1 "{MARK}"',
-        f'static_assert({sig}::count == {len(kernel.params)}, "{MARK}:count:{tag}");',
+        f'static_assert({sig}::warm_count == {len(kernel.params)}, "{MARK}:count:{tag}");',
     ]
     for i, letter in enumerate(kernel.params):
-        condition = _cuda_condition(letter, f"{sig}::arg<{i}>")
+        condition = _cuda_condition(letter, f"{sig}::warm_arg<{i}>")
         lines.append(f'static_assert({condition}, "{MARK}:{i + 1}:{tag}");')
     return "\n" + "\n".join(lines) + "\n"
 
@@ -208,7 +216,13 @@ def explain(failure: CompileFailure) -> CompileFailure:
         entry.search(line) and any(w in line for w in ("undeclared", "undefined", "aliased"))
         for line in failure.log.splitlines()
     )
-    if missing:
+    if kernel.language == "cuda" and _NOT_ONE_FUNCTION.search(failure.log):
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is a function template or "
+            'overloaded, so no one function has its name: declare one extern "C" __global__ '
+            "function per instance (calling a __device__ template) and name that as the entry"
+        )
+    elif missing:
         defined = file_scope_names(kernel.source)
         if kernel.entry in defined:  # declared, but its declaration does not compile
             message = (

@@ -14,13 +14,13 @@ with it, it is compiled again without, and only that result (log, error) is kept
 program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
 Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s (`include_dirs`),
 and the kernel's `-I` folders, never the working folder (`PROGRAM`); a compile error is NVRTC's
-log, with each kernel's file and line. The PTX of the same program is kept beside the cubin for
-free (another arch's, failing unasked, is left out: `ptx_not_kept`). The toolchain identity is
-NVRTC's release and build, read from the banner of an empty program's PTX (`-minimal` where
-NVRTC knows it, and `-G`: 11 ms instead of 28) once per library file (remembered in warm's home,
-and per process: `identity`; whether NVRTC knows `-minimal` and which SMs it builds are asked
-once per process). It owns no kernel cache and never loads what it builds; `cuda.bindings` is
-imported only to compile or to read a version.
+log, with each kernel's file and line (and `nvrtc_log`'s hint). The PTX of
+the same program is kept beside the cubin for free (another arch's, failing unasked, is left
+out: `ptx_not_kept`). The toolchain identity is NVRTC's release and build, read from the
+banner of an empty program's PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of
+28) once per library file (remembered in warm's home, and per process: `identity`; whether
+NVRTC knows `-minimal` and which SMs it builds are asked once per process). It owns no kernel
+cache and never loads what it builds; `cuda.bindings` is imported only to compile or to read.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     parse_arch,
     translation_unit,
 )
+from warmcli.backends.cuda.nvrtc_log import hint
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders
@@ -59,7 +60,6 @@ _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/
 # name the working folder, which no key covers); in one that cannot exist it looks only
 # where nvcc does (the `-I` folders, keyed). Its log says `warm.cu`.
 PROGRAM = "/proc/self/warm-no-folder/warm.cu"
-_NOT_FOUND = "warm: as nvcc, NVRTC reads no header from the working folder: name it with -I"
 # NVRTC options that would change what is built: warm sets the architecture itself.
 _RESERVED = ("-arch", "--gpu-architecture", "-o", "--ptx", "-ptx", "--cubin", "-cubin")
 
@@ -385,7 +385,7 @@ def _compiled(
         try:
             begins()
             ok, text = program.compile([*options, *extra])
-            text += f"\n{_NOT_FOUND}" if not ok and "cannot open source file" in text else ""
+            text += "" if ok else hint(text)
         except CompileFailure:
             if not extra:
                 program.close()
