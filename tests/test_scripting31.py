@@ -284,15 +284,7 @@ def test_nvcc_builds_where_tmpdir_is_unusable(
     unusable = scripted["dir"] / "no-such-tmp"
     if tmpdir == "a file":
         unusable = scripted["key"]  # a file, where a folder is named
-    env = dict(warm.env, TMPDIR=str(unusable))
-    proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", str(workload), *NVCC, "-b", str(bundle)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=ROOT,
-    )
+    proc = Warm(dict(warm.env, TMPDIR=str(unusable)))("run", workload, *NVCC, "-b", bundle)
     assert proc.returncode == 0, proc.stderr
     assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
 
