@@ -203,7 +203,7 @@ renew_on_fork(_STATE, "lock")
 def use_bundle(
     path: str | os.PathLike[str] | None,
     *,
-    write: bool = False,
+    write: bool | None = None,
     strict: bool | str | None = None,
     trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
 ) -> None:
@@ -212,13 +212,13 @@ def use_bundle(
 
     Raises `BundleError` (one line) when the bundle is missing, unreadable or not
     warm's: a production process fails fast on it, or catches it and runs cold (with no
-    bundle then, as `use_bundle(None)` leaves it: its report says so).
-    `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
-    `"warn"` logs it instead; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519
-    public key files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed
-    is refused (`SignatureError`), and an entry none signed is not served.
+    bundle then, as `use_bundle(None)` leaves it: its report says so). `write=True` writes
+    the misses back at exit; `strict=True` makes any compile or tune the bundle lacks raise
+    `StrictMissError` (`"warn"` logs it instead); `trusted_keys` (Ed25519 public key files):
+    a bundle no trusted key signed is refused (`SignatureError`), and an entry none signed is
+    not served. `None` reads `WARM_BUNDLE_WRITE`, `WARM_STRICT`, `WARM_TRUSTED_KEYS`.
     """
-    _served.check_types(path, write, trusted_keys)
+    write = _served.check_types(path, write, trusted_keys)
     policy = MissPolicy.from_env(strict)
     keys = trusted(trusted_keys) if path is not None else None
     state = _STATE
