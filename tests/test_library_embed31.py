@@ -293,3 +293,32 @@ def test_warm_bundle_write_writes_back_what_a_librarys_use_bundle_missed(
     assert _entries(bundle) == before + 6
     done = _run(warm, base, LIBRARY_OPENS, str(bundle), WARM_STRICT="1")
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+KEPT_RUNTIME = """
+import sys, warmcli, mylib
+warmcli.use_bundle(sys.argv[1])  # library one, at its import, keeps its runtime
+ONE = warmcli.runtime()
+mylib.one(ONE, 0)
+warmcli.use_bundle(sys.argv[1])  # library two (here the same bundle), at its import
+mylib.one(warmcli.runtime(), 0)
+mylib.one(ONE, 1)  # library one's runtime, closed by library two: tuned cold
+ONE.launch(warmcli.Kernel("void k(int *y) { y[0] = 9; }", "k", "P"), ONE.buffer(1, "int32"))
+"""
+
+
+def test_the_report_counts_what_a_runtime_use_bundle_closed_did_cold(
+    lib: tuple[Warm, Path],
+) -> None:
+    """The report said 'served everything: compiled 0 kernels, tuned 0 operations' of a
+    process whose first library's runtime, closed by the second library's `use_bundle`,
+    measured a tune and compiled a kernel cold."""
+    warm, base = lib
+    full = str(base / "site" / "mylib" / "warm.bundle")
+    done = _run(warm, base, KEPT_RUNTIME, full, WARM_REPORT="1")
+    assert done.returncode == 0, done.stderr
+    assert "compiled 0 kernels" not in done.stderr, done.stderr
+    assert done.stderr.endswith(
+        "a runtime that an earlier use_bundle() closed compiled 1 kernel(s) and tuned 1 "
+        "operation(s) cold (ask warmcli.runtime() again after use_bundle)\n"
+    ), done.stderr

@@ -8,7 +8,8 @@ device is bound, `warm run`'s passes, that one: what a workload does on it is wa
 `warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
 miss still compiles or tunes, as it would without warm, and is counted into the process's
 default collector (`default_collector()`); `report()` names every kernel this process had to
-compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
+compile and every tune it had to measure because the bundle lacked them, and counts what a
+runtime `use_bundle` closed did cold since (`warmcli.production_report`; `WARM_REPORT=1`, or
 `report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
 transaction under the bundle's lock, so several processes may do it at once (another
@@ -22,9 +23,10 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
-bundle, runtimes and the misses of closed ones, in one object (`_Production`), and, for
-`warm run`'s imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was
-used unbound (`_LATE`); it prints nothing except that report, and only when asked.
+bundle, runtimes, the misses of closed ones and what each closed one had done when closed,
+in one object (`_Production`), and, for `warm run`'s imports, the `LateRuntime` handed out
+per device (`_HANDED`) and where each was used unbound (`_LATE`); it prints nothing except
+that report, and only when asked.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import contextlib
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -46,65 +49,9 @@ from warmcli.errors import DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
 from warmcli.printable import printable, printable_lines
-from warmcli.records import Record, factory
+from warmcli.production_report import Miss, ProductionReport
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
-
-
-class Miss(Record):
-    """One thing production had to do itself: a kernel compiled or a tune measured."""
-
-    kind: str  # "kernel" or "tune"
-    device: str
-    name: str
-    key: str
-
-
-class ProductionReport(Record, frozen=False):
-    """Everything this process compiled or tuned because its bundle lacked it."""
-
-    bundle: str | None
-    write: bool
-    misses: list[Miss] = factory(list)
-    signed: bool = False  # the bundle holds signatures, which do not cover a write-back
-    write_error: str = ""  # why the write-back failed (at exit)
-
-    @property
-    def kernels(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == "kernel"]
-
-    @property
-    def tunes(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == "tune"]
-
-    def __str__(self) -> str:
-        if not self.bundle:
-            done = (
-                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
-                "operation(s) itself"
-            )
-            lines = [
-                f"warm: no bundle is loaded: this process {done}"
-                + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
-            ]
-        elif not self.misses:
-            served = "served everything: compiled 0 kernels, tuned 0 operations"
-            return f"warm: bundle {self.bundle} {served}"
-        else:
-            if not self.write:
-                then = "re-warm it with `warm run`"
-            elif self.write_error:
-                then = f"NOT written back: {self.write_error}"
-            else:
-                then = "written back into it"
-                if self.signed:
-                    then += ", unsigned: sign the bundle again with `warm sign`"
-            lines = [
-                f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
-                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
-            ]
-        lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
-        return "\n".join(lines)
 
 
 class _Production:
@@ -120,6 +67,11 @@ class _Production:
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
+        # each runtime closed (while alive): what it had done then (`_done`), so that what
+        # it did cold afterwards (another library's `use_bundle` closed it) is counted
+        self.closed: weakref.WeakKeyDictionary[Runtime, tuple[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.report_at_exit = False
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
@@ -158,7 +110,11 @@ class _Production:
         for rt in self.runtimes.values():
             misses += _misses(rt)
         signed = self.write and bool(misses) and _signed(self.bundle)
-        return ProductionReport(self.path, self.write, misses, signed)
+        kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
+        for rt, (then_kernels, then_tunes) in list(self.closed.items()):
+            now_kernels, now_tunes = _done(rt)
+            kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
+        return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
 
     def _close(self) -> None:
         """Write back (when writing), then release everything, even when a write-back fails:
@@ -179,6 +135,7 @@ class _Production:
                 failure = exc
             finally:
                 rt.close()
+                self.closed[rt] = _done(rt)
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
@@ -352,6 +309,11 @@ def _signed(bundle: Bundle | None) -> bool:
         return bundle is not None and bool(bundle.signatures())
     except BundleError:
         return False
+
+
+def _done(rt: Runtime) -> tuple[int, int]:
+    """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
+    return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
 
 
 def _misses(rt: Runtime) -> list[Miss]:
