@@ -322,3 +322,30 @@ def test_the_report_counts_what_a_runtime_use_bundle_closed_did_cold(
         "a runtime that an earlier use_bundle() closed compiled 1 kernel(s) and tuned 1 "
         "operation(s) cold (ask warmcli.runtime() again after use_bundle)\n"
     ), done.stderr
+
+
+ZIPPED = """
+import sys, warmcli
+sys.path.insert(0, sys.argv[1])
+import mylib
+try:
+    mylib.open_shipped()
+except TypeError as exc:
+    print(exc)
+"""
+
+
+def test_a_bundle_inside_a_zipped_package_is_refused_naming_what_it_is(
+    lib: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`importlib.resources.files(pkg) / name` of a zipped package is a `zipfile.Path`, no
+    `os.PathLike`: the refusal said 'not Path', of what reads as a path."""
+    warm, base = lib
+    archive = tmp_path / "lib.zip"
+    shutil.make_archive(str(archive.with_suffix("")), "zip", base / "site", "mylib")
+    done = _run(warm, base, ZIPPED, str(archive))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "use_bundle: path must be a str or os.PathLike (or None), not zipfile.Path: a file "
+        "inside an archive, which SQLite cannot open: copy it out to a file and name that\n"
+    ), done.stdout

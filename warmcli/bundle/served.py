@@ -31,9 +31,12 @@ def check_types(path: object, write: object, trusted_keys: object) -> bool:
     if path is not None and not (
         isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)
     ):
-        raise TypeError(
-            f"use_bundle: path must be a str or os.PathLike (or None), not {_kind(path)}"
-        )
+        kind, why = _kind(path), ""
+        if hasattr(path, "joinpath") and hasattr(path, "read_bytes"):  # a resource's Traversable
+            kind = f"{type(path).__module__.split('._')[0]}.{kind}"  # zipfile._path: zipfile
+            why = ": a file inside an archive, which SQLite cannot open: "
+            why += "copy it out to a file and name that"
+        raise TypeError(f"use_bundle: path must be a str or os.PathLike (or None), not {kind}{why}")
     if write is not None and not isinstance(write, bool):
         raise TypeError(f"use_bundle: write must be True, False or None, not {_kind(write)}")
     if isinstance(trusted_keys, str | bytes | os.PathLike) or not (
