@@ -349,3 +349,34 @@ def test_a_bundle_inside_a_zipped_package_is_refused_naming_what_it_is(
         "use_bundle: path must be a str or os.PathLike (or None), not zipfile.Path: a file "
         "inside an archive, which SQLite cannot open: copy it out to a file and name that\n"
     ), done.stdout
+
+
+CLOSED_WHILE_KEYING = """
+import sys, warmcli, mylib
+from warmcli import Kernel
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime()
+mylib.one(rt, 0)
+def closing(frame, event, arg):  # another library's use_bundle, just as the bundle is asked
+    if event == "call" and frame.f_code.co_name == "_served_key":  # for another's build
+        sys.settrace(None)
+        warmcli.use_bundle(None)
+    return None
+sys.settrace(closing)
+y = rt.buffer(1, "int32")
+rt.launch(Kernel("void q(int *y) { y[0] = 5; }", "q", "P"), y)  # a miss: compiled cold
+print(rt.read(y)[0])
+"""
+
+
+def test_a_launch_whose_runtime_use_bundle_closes_meanwhile_runs_cold(
+    lib: tuple[Warm, Path],
+) -> None:
+    """A thread's launch or tune, on a runtime another thread's `use_bundle` closed between
+    its lookups, raised `BundleError: ...: closed (Cannot operate on a closed database.)`
+    (four threads and a `use_bundle` every 0.15 s: once in a few thousand launches)."""
+    warm, base = lib
+    full = str(base / "site" / "mylib" / "warm.bundle")
+    done = _run(warm, base, CLOSED_WHILE_KEYING, full)
+    assert done.returncode == 0 and done.stdout == "5\n", done.stderr
+    assert done.stderr == ""
