@@ -380,3 +380,29 @@ def test_a_launch_whose_runtime_use_bundle_closes_meanwhile_runs_cold(
     done = _run(warm, base, CLOSED_WHILE_KEYING, full)
     assert done.returncode == 0 and done.stdout == "5\n", done.stderr
     assert done.stderr == ""
+
+
+FORKED_REPORT = """
+import os, sys, warmcli, mylib
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime()
+[mylib.one(rt, i) for i in range(4)]  # 3: compiled and tuned by the parent
+pid = os.fork()
+if pid == 0:  # a worker forked after the parent's miss (gunicorn's --preload)
+    mylib.one(rt, 4)  # the child's own miss
+    sys.exit(0)  # through atexit: its own report
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_child_reports_its_own_misses_not_its_parents(
+    lib: tuple[Warm, Path],
+) -> None:
+    """Each forked child reported its parent's misses as its own ('this process compiled and
+    tuned them itself'): N workers forked after one miss told it N + 1 times."""
+    warm, base = lib
+    done = _run(warm, base, FORKED_REPORT, "part.warm", WARM_REPORT="1")
+    assert done.returncode == 0, done.stderr
+    child, parent = done.stderr.split("warm: bundle ")[1:]
+    assert "lacked 1 kernel(s) and 1 tune(s)" in child and "kernel scale[SC=4.5f]" in child
+    assert "lacked 1 kernel(s) and 1 tune(s)" in parent and "kernel scale[SC=3.5f]" in parent

@@ -10,7 +10,8 @@ miss still compiles or tunes, as it would without warm, and is counted into the 
 default collector (`default_collector()`); `report()` names every kernel this process had to
 compile and every tune it had to measure because the bundle lacked them, and counts what a
 runtime `use_bundle` closed did cold since (`warmcli.production_report`; `WARM_REPORT=1`, or
-`report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
+`report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm; a forked
+child's names what it did, not its parent). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
 transaction under the bundle's lock, so several processes may do it at once (another
 writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends). A read-only
@@ -23,10 +24,10 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
-bundle, runtimes, the misses of closed ones and what each closed one had done when closed,
-in one object (`_Production`), and, for `warm run`'s imports, the `LateRuntime` handed out
-per device (`_HANDED`) and where each was used unbound (`_LATE`); it prints nothing except
-that report, and only when asked.
+bundle, runtimes, the misses of closed ones (and a forked child's parent's), and what each
+closed one had done when closed, in one object (`_Production`), and, for `warm run`'s
+imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was used unbound
+(`_LATE`); it prints nothing except that report, and only when asked.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class _Production:
         self.closed: weakref.WeakKeyDictionary[Runtime, tuple[int, int]] = (
             weakref.WeakKeyDictionary()
         )
+        self.inherited: set[tuple[str, str]] = set()  # a forked child: its parent's misses
         self.report_at_exit = False
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
@@ -109,6 +111,7 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += _misses(rt)
+        misses = [m for m in misses if (m.kind, m.key) not in self.inherited]
         signed = self.write and bool(misses) and _signed(self.bundle)
         kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
@@ -155,6 +158,20 @@ class _Production:
 
 _STATE = _Production()
 renew_on_fork(_STATE, "lock")
+
+
+def _forked() -> None:
+    """In a forked child (its locks renewed first): what its parent compiled and tuned so
+    far, in memory, is not the child's to report (written back, it may be)."""
+    state = _STATE
+    misses = state.closed_misses + [m for rt in state.runtimes.values() for m in _misses(rt)]
+    state.inherited.update((m.kind, m.key) for m in misses)
+    for rt in list(state.closed.keys()):
+        state.closed[rt] = _done(rt)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def use_bundle(
