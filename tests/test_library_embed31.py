@@ -406,3 +406,24 @@ def test_a_forked_child_reports_its_own_misses_not_its_parents(
     child, parent = done.stderr.split("warm: bundle ")[1:]
     assert "lacked 1 kernel(s) and 1 tune(s)" in child and "kernel scale[SC=4.5f]" in child
     assert "lacked 1 kernel(s) and 1 tune(s)" in parent and "kernel scale[SC=3.5f]" in parent
+
+
+FORKED_THEN_SWITCHED = """
+import os, sys, warmcli, mylib
+warmcli.use_bundle(sys.argv[1])
+[mylib.one(warmcli.runtime(), i) for i in range(4)]  # 3: compiled and tuned by the parent
+if os.fork() == 0:
+    warmcli.use_bundle(sys.argv[1])  # the child's own runtime, a cache of its own
+    mylib.one(warmcli.runtime(), 3)  # so compiled and tuned again, by the child
+    os._exit(0 if [m.name for m in warmcli.report().misses] == ["scale[SC=3.5f]",
+              "t float32[53] float32[53] 53"] else 1)
+print(os.waitstatus_to_exitcode(os.wait()[1]))
+"""
+
+
+def test_a_forked_child_that_takes_a_bundle_again_reports_what_it_redid(
+    lib: tuple[Warm, Path],
+) -> None:
+    warm, base = lib
+    done = _run(warm, base, FORKED_THEN_SWITCHED, "part.warm")
+    assert done.returncode == 0 and done.stdout == "0\n", done.stderr

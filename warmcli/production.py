@@ -73,7 +73,10 @@ class _Production:
         self.closed: weakref.WeakKeyDictionary[Runtime, tuple[int, int]] = (
             weakref.WeakKeyDictionary()
         )
-        self.inherited: set[tuple[str, str]] = set()  # a forked child: its parent's misses
+        # a forked child's runtime (while alive): the misses its parent had made on it
+        self.inherited: weakref.WeakKeyDictionary[Runtime, set[tuple[str, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.report_at_exit = False
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
@@ -110,14 +113,18 @@ class _Production:
     def _report(self) -> ProductionReport:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
-            misses += _misses(rt)
-        misses = [m for m in misses if (m.kind, m.key) not in self.inherited]
+            misses += self._own_misses(rt)
         signed = self.write and bool(misses) and _signed(self.bundle)
         kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
             now_kernels, now_tunes = _done(rt)
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
+
+    def _own_misses(self, rt: Runtime) -> list[Miss]:
+        """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
+        parents = self.inherited.get(rt, set())
+        return [m for m in _misses(rt) if (m.kind, m.key) not in parents]
 
     def _close(self) -> None:
         """Write back (when writing), then release everything, even when a write-back fails:
@@ -126,7 +133,7 @@ class _Production:
         written = 0
         writer = None
         for rt in self.runtimes.values():
-            self.closed_misses.extend(_misses(rt))
+            self.closed_misses.extend(self._own_misses(rt))
             try:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
@@ -164,8 +171,9 @@ def _forked() -> None:
     """In a forked child (its locks renewed first): what its parent compiled and tuned so
     far, in memory, is not the child's to report (written back, it may be)."""
     state = _STATE
-    misses = state.closed_misses + [m for rt in state.runtimes.values() for m in _misses(rt)]
-    state.inherited.update((m.kind, m.key) for m in misses)
+    state.closed_misses.clear()
+    for rt in state.runtimes.values():
+        state.inherited[rt] = {(m.kind, m.key) for m in _misses(rt)}
     for rt in list(state.closed.keys()):
         state.closed[rt] = _done(rt)
 
