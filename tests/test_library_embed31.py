@@ -427,3 +427,47 @@ def test_a_forked_child_that_takes_a_bundle_again_reports_what_it_redid(
     warm, base = lib
     done = _run(warm, base, FORKED_THEN_SWITCHED, "part.warm")
     assert done.returncode == 0 and done.stdout == "0\n", done.stderr
+
+
+FORK_WHILE_IMPORTING = """
+import os, sys, threading, time, warmcli, mylib
+warmcli.use_bundle(sys.argv[1], write=True)
+rt = warmcli.runtime()
+[mylib.one(rt, i) for i in range(4)]  # 3: a miss, written back by the thread below
+importing = threading.Event()
+def gate(frame, event, arg):  # the thread is in the first import of warm's write lock module
+    code = frame.f_code
+    if code.co_name == "<module>" and code.co_filename.endswith("/bundle/lock.py"):
+        importing.set()
+        time.sleep(0.5)
+    return None
+def switch():  # another library's use_bundle: writes back (the process's first write)
+    sys.settrace(gate)
+    warmcli.use_bundle(sys.argv[1], write=True)
+threading.Thread(target=switch).start()
+importing.wait(30)
+pid = os.fork()
+if pid == 0:
+    mylib.one(warmcli.runtime(), 4)
+    sys.exit(0)  # its write-back at exit imports the lock module too
+deadline = time.time() + 30
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    if time.time() > deadline:
+        os.kill(pid, 9)
+        sys.exit("the child hung")
+    time.sleep(0.05)
+"""
+
+
+def test_a_fork_while_a_thread_imports_warms_writer_leaves_a_child_that_ends(
+    lib: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A child forked while another thread ran the first import of a module warm loads on
+    first use (the write lock's, for a `use_bundle` write-back) waited for ever on that
+    module's import lock when it imported it (its write-back at exit): it never ended."""
+    warm, base = lib
+    bundle = tmp_path / "b.warm"
+    shutil.copy(base / "part.warm", bundle)
+    done = _run(warm, base, FORK_WHILE_IMPORTING, str(bundle))
+    assert done.returncode == 0, done.stderr
+    assert warm("verify", bundle).returncode == 0
