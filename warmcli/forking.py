@@ -69,8 +69,7 @@ def _before() -> None:
     `HOLD_SECONDS` at most in all; then `_REGISTRY`, held across the fork (the child's
     `_RENEWED` whole)."""
     deadline = time.monotonic() + HOLD_SECONDS
-    while _importing_elsewhere() and time.monotonic() < deadline:  # first: the import may
-        time.sleep(0.001)  # lead to a bundle made and written (a write-back's first import)
+    _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     taken = _taken.__dict__.setdefault("locks", [])
     with _REGISTRY:  # another thread may be registering (a new bundle)
         held = list(_HELD.items())
@@ -78,8 +77,15 @@ def _before() -> None:
         lock = getattr(owner, name, None)
         if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             taken.append(lock)
+    _imports_ended(deadline)  # and again: one begun while the locks were waited for
     _REGISTRY.acquire()
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
+
+
+def _imports_ended(deadline: float) -> None:
+    """Wait, until `deadline` at most, for no other thread to be importing a module."""
+    while _importing_elsewhere() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _importing_elsewhere() -> bool:
