@@ -471,3 +471,35 @@ def test_a_fork_while_a_thread_imports_warms_writer_leaves_a_child_that_ends(
     done = _run(warm, base, FORK_WHILE_IMPORTING, str(bundle))
     assert done.returncode == 0, done.stderr
     assert warm("verify", bundle).returncode == 0
+
+
+# While this process explains its tune miss, another process writes that very tune back.
+WRITTEN_MEANWHILE = """
+import os, subprocess, sys, warmcli, mylib
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime()
+mylib.one(rt, 0)
+WRITE = "import sys, warmcli, mylib; warmcli.use_bundle(sys.argv[1], write=True); "
+WRITE += "mylib.one(warmcli.runtime(), 3)"
+def gate(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "explain_tune":
+        sys.settrace(None)
+        subprocess.run([sys.executable, "-c", WRITE, sys.argv[1]], check=True)
+    return None
+sys.settrace(gate)
+print(mylib.digest([mylib.one(rt, 3)]))  # a miss here, written meanwhile by the other
+"""
+
+
+def test_a_tune_another_process_wrote_while_this_one_missed_it_is_explained(
+    lib: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Two processes sharing a bundle, one writing back: the other's miss, explained after
+    the tune was written, failed `assert found is not None` in `explain_tune` (an
+    `AssertionError` out of `rt.tune`)."""
+    warm, base = lib
+    bundle = tmp_path / "b.warm"
+    shutil.copy(base / "part.warm", bundle)
+    done = _run(warm, base, WRITTEN_MEANWHILE, str(bundle), WARM_EXPLAIN="1")
+    assert done.returncode == 0 and len(done.stdout) == 65, done.stderr
+    assert "warm: miss: tune t float32[53] float32[53] 53: absent: " in done.stderr, done.stderr
