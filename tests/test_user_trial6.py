@@ -175,7 +175,7 @@ else:
         ("3", "path"),
         ("[BUNDLE]", "path"),
         ("BUNDLE, write='no'", "write"),
-        ("BUNDLE, write=None", "write"),
+        ("BUNDLE, write=1", "write"),  # (None reads WARM_BUNDLE_WRITE, as strict=None)
     ],
 )
 def test_use_bundle_given_a_wrong_type_names_the_argument(
@@ -197,6 +197,7 @@ def test_use_bundle_takes_the_types_the_readme_shows(made: tuple[Warm, Path]) ->
         f"{str(good)!r}",
         f"__import__('pathlib').Path({str(good)!r}), write=False",
         f"{str(good)!r}, write=True, strict='warn', trusted_keys=None",
+        f"{str(good)!r}, write=None",
         "None",
     ):
         assert warm.production(USE_BUNDLE, call) == {"type": None, "message": ""}, call

@@ -12,7 +12,12 @@ other thread was doing (a compile) is not done in the child, which does it again
 needs it. A lock `held` besides (a bundle's, around every SQLite call on its connection)
 is taken before the fork, for up to `HOLD_SECONDS` in all, and released after it in the
 parent: SQLite's own mutexes, which no renewal reaches, are then free when the child is
-made. The objects are held weakly; a registration and a fork's look at the registry take
+made. Within that time, and first, a fork waits for another thread's import to end (warm
+imports a writer's, a compiler's modules on first use): a module's import lock held by a
+thread the child lacks, the child would wait for ever importing that module (the lock is
+importlib's, read where it keeps them; not found there, nothing is waited for), and the
+import may lead to a bundle made and written, whose lock is then taken. The objects are
+held weakly; a registration and a fork's look at the registry take
 `_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
 that registry only (and, per thread, the locks a fork took); it never forks, and reads or
 writes nothing else.
@@ -21,6 +26,7 @@ writes nothing else.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import weakref
@@ -59,9 +65,11 @@ def renew_on_fork(owner: Any, *names: str) -> None:
 
 
 def _before() -> None:
-    """Before a fork: take the held locks, waiting `HOLD_SECONDS` at most in all; then
-    `_REGISTRY`, held across the fork (the child's `_RENEWED` whole)."""
+    """Before a fork: let another thread's import end, then take the held locks, waiting
+    `HOLD_SECONDS` at most in all; then `_REGISTRY`, held across the fork (the child's
+    `_RENEWED` whole)."""
     deadline = time.monotonic() + HOLD_SECONDS
+    _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     taken = _taken.__dict__.setdefault("locks", [])
     with _REGISTRY:  # another thread may be registering (a new bundle)
         held = list(_HELD.items())
@@ -69,8 +77,29 @@ def _before() -> None:
         lock = getattr(owner, name, None)
         if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             taken.append(lock)
+    _imports_ended(deadline)  # and again: one begun while the locks were waited for
     _REGISTRY.acquire()
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
+
+
+def _imports_ended(deadline: float) -> None:
+    """Wait, until `deadline` at most, for no other thread to be importing a module."""
+    while _importing_elsewhere() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _importing_elsewhere() -> bool:
+    """Whether another thread holds a module's import lock (importlib's `_module_locks`,
+    each a weak reference to a lock whose `owner` is the importing thread's id)."""
+    locks = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
+    if not isinstance(locks, dict):
+        return False
+    me = threading.get_ident()
+    for ref in list(locks.values()):
+        owner = getattr(ref() if callable(ref) else None, "owner", None)
+        if owner not in (None, 0, me):
+            return True
+    return False
 
 
 def _after_in_parent() -> None:

@@ -6,10 +6,12 @@ this process serves kernels and picks from (`use_bundle(None)`: none); `runtime(
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
 device is bound, `warm run`'s passes, that one: what a workload does on it is warmed; while
 `warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
-miss still compiles or tunes, as it would without warm, and is counted into the default
-collector (`warmcli.execution.default_collector()`); `report()` names every kernel it had to
-compile and every tune it had to measure because the bundle lacked them (`WARM_REPORT=1`, or
-`report(at_exit=True)`, prints that on stderr at exit, so a user knows to re-warm). With
+miss still compiles or tunes, as it would without warm, and is counted into the process's
+default collector (`warmcli.execution.default_collector()`); `report()` names every kernel
+this process had to compile and every tune it had to measure because the bundle lacked them,
+and counts what a runtime `use_bundle` closed did cold since (`warmcli.production_report`;
+`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a user knows to
+re-warm; a forked child's names what it did, not its parent). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
 transaction under the bundle's lock, so several processes may do it at once (another
 writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends). A read-only
@@ -22,9 +24,10 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
-bundle, runtimes and the misses of closed ones, in one object (`_Production`), and, for
-`warm run`'s imports, the `LateRuntime` per device (`_HANDED`) and where each was used
-unbound (`_LATE`); it prints that report when asked, else only a failed write-back's line.
+bundle, runtimes, the misses of closed ones (and a forked child's parent's), and what each
+closed one had done when closed, in one object (`_Production`), and, for `warm run`'s
+imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was used unbound
+(`_LATE`); it prints that report when asked, else only a failed write-back's line.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import contextlib
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -47,63 +51,9 @@ from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
 from warmcli.interrupted import keep_sigint_exit
 from warmcli.printable import printable, printable_lines
-from warmcli.records import Record, factory
+from warmcli.production_report import Miss, ProductionReport
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
-
-
-class Miss(Record):
-    """One thing production had to do itself: a kernel compiled or a tune measured."""
-
-    kind: str  # "kernel" or "tune"
-    device: str
-    name: str
-    key: str
-
-
-class ProductionReport(Record, frozen=False):
-    """Everything this process compiled or tuned because its bundle lacked it."""
-
-    bundle: str | None
-    write: bool
-    misses: list[Miss] = factory(list)
-    signed: bool = False  # written back into a bundle with signatures, which do not cover it
-    write_error: str = ""  # why the write-back failed (at exit)
-
-    @property
-    def kernels(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == "kernel"]
-
-    @property
-    def tunes(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == "tune"]
-
-    def __str__(self) -> str:
-        if not self.bundle:
-            n = f"{len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
-            done = f"compiled {n} itself"
-            lines = [
-                f"warm: no bundle is loaded: this process {done}"
-                + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
-            ]
-        elif not self.misses:
-            served = "served everything: compiled 0 kernels, tuned 0 operations"
-            return f"warm: bundle {self.bundle} {served}"
-        else:
-            if not self.write:
-                then = "re-warm it with `warm run`"
-            elif self.write_error:
-                then = f"NOT written back: {self.write_error}"
-            else:
-                then = "written back into it"
-                if self.signed:
-                    then += ", unsigned: sign the bundle again with `warm sign`"
-            lines = [
-                f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
-                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
-            ]
-        lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
-        return "\n".join(lines)
 
 
 class _Production:
@@ -119,6 +69,15 @@ class _Production:
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
+        # each runtime closed (while alive): what it had done then (`_done`), so that what
+        # it did cold afterwards (another library's `use_bundle` closed it) is counted
+        self.closed: weakref.WeakKeyDictionary[Runtime, tuple[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        # a forked child's runtime (while alive): the misses its parent had made on it
+        self.inherited: weakref.WeakKeyDictionary[Runtime, set[tuple[str, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.report_at_exit = False
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
@@ -155,9 +114,18 @@ class _Production:
     def _report(self) -> ProductionReport:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
-            misses += _misses(rt)
+            misses += self._own_misses(rt)
         signed = self.write and bool(misses) and _signed(self.bundle)
-        return ProductionReport(self.path, self.write, misses, signed)
+        kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
+        for rt, (then_kernels, then_tunes) in list(self.closed.items()):
+            now_kernels, now_tunes = _done(rt)
+            kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
+        return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
+
+    def _own_misses(self, rt: Runtime) -> list[Miss]:
+        """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
+        parents = self.inherited.get(rt, set())
+        return [m for m in _misses(rt) if (m.kind, m.key) not in parents]
 
     def _close(self) -> None:
         """Write back (when writing), then release everything, even when a write-back fails:
@@ -166,7 +134,7 @@ class _Production:
         written = 0
         writer = None
         for rt in self.runtimes.values():
-            self.closed_misses.extend(_misses(rt))
+            self.closed_misses.extend(self._own_misses(rt))
             try:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
@@ -178,6 +146,7 @@ class _Production:
                 failure = exc
             finally:
                 rt.close()
+                self.closed[rt] = _done(rt)
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
@@ -199,10 +168,25 @@ _STATE = _Production()
 renew_on_fork(_STATE, "lock")
 
 
+def _forked() -> None:
+    """In a forked child (its locks renewed first): what its parent compiled and tuned so
+    far, in memory, is not the child's to report (written back, it may be)."""
+    state = _STATE
+    state.closed_misses.clear()
+    for rt in state.runtimes.values():
+        state.inherited[rt] = {(m.kind, m.key) for m in _misses(rt)}
+    for rt in list(state.closed.keys()):
+        state.closed[rt] = _done(rt)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def use_bundle(
     path: str | os.PathLike[str] | None,
     *,
-    write: bool = False,
+    write: bool | None = None,
     strict: bool | str | None = None,
     trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
 ) -> None:
@@ -212,12 +196,13 @@ def use_bundle(
 
     Raises `BundleError` (one line) when the bundle is missing (unless writing), unreadable
     or not warm's (`RemoteError`: a URL not fetched, no last good copy; `TypeError`: an
-    argument of the wrong type); a bundle refused leaves none in use, as `use_bundle(None)`.
-    `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`,
-    `"warn"` logs it; `None` reads `WARM_STRICT`. `trusted_keys` (Ed25519 public key
-    files; `None` reads `WARM_TRUSTED_KEYS`): a bundle no trusted key signed is refused
-    (`SignatureError`), and an entry none signed is not served."""
-    _served.check_types(path, write, trusted_keys)
+    argument of the wrong type): a production process fails fast on it, or catches it and
+    runs cold (a bundle refused leaves none in use, as `use_bundle(None)`: its report says
+    so). `strict=True` makes any compile or tune the bundle lacks raise `StrictMissError`
+    (`"warn"` logs it instead); `trusted_keys` (Ed25519 public key files): a bundle no
+    trusted key signed is refused (`SignatureError`), and an entry none signed is not
+    served. `None` reads `WARM_BUNDLE_WRITE`, `WARM_STRICT`, `WARM_TRUSTED_KEYS`."""
+    write = _served.check_types(path, write, trusted_keys)
     policy = MissPolicy.from_env(strict)
     keys = trusted(trusted_keys) if path is not None else None
     state = _STATE
@@ -350,6 +335,11 @@ def _signed(bundle: Bundle | None) -> bool:
         return bundle is not None and bool(bundle.signatures())
     except BundleError:
         return False
+
+
+def _done(rt: Runtime) -> tuple[int, int]:
+    """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
+    return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
 
 
 def _misses(rt: Runtime) -> list[Miss]:

@@ -21,8 +21,8 @@ it cannot be written), so a read-only copy opens, and a write interrupted by a c
 rolled back by the next open. "Database is locked" is waited out by the busy timeout and
 then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary files,
-journals and locks that a killed create or merge left beside the bundle. Its only state is
-warm's own schemas, read once; it never reads a kernel, tune or blob (`bundle.store` does).
+journals and locks a killed create or merge left beside the bundle. State: warm's schemas (read
+once) and `_lock` (held around an open: a fork waits for it); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import functools
 import os
 import sqlite3
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from warmcli.bundle.journal import check_journal
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
+from warmcli.forking import new_rlock
 from warmcli.printable import Pattern, printable
 
 if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
@@ -53,6 +55,7 @@ BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 _WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
 PAGE_BYTES = 16384
+_lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
@@ -208,8 +211,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
-    # One connection per open bundle, shared by every thread of the process (the runtime may
-    # launch from worker threads); `Bundle` serialises its use with a lock.
+    # One connection per open bundle, shared by the process's threads (`Bundle` locks it).
     conn = sqlite3.connect(
         target,
         uri=uri,
@@ -217,9 +219,8 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
         isolation_level=None,
         check_same_thread=False,
     )
-    # A bundle's schema is untrusted: SQL functions with side effects never run from it,
-    # and (where this Python exposes it) SQLite's defensive mode forbids writing the
-    # schema or the file's pages directly. `timeout` is SQLite's busy timeout.
+    # An untrusted schema: SQL functions with side effects never run from it, and SQLite's
+    # defensive mode (where exposed) forbids writing the schema or pages. `timeout`: busy.
     conn.execute("PRAGMA trusted_schema = OFF")
     defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
     if defensive is not None and hasattr(conn, "setconfig"):
@@ -258,7 +259,7 @@ def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, .
         raise BundleError(
             f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )
-    with _sqlite_errors(path), contextlib.closing(_connect(path)) as conn:  # (also outside an open)
+    with _lock, _sqlite_errors(path), contextlib.closing(_connect(path)) as conn:  # (also alone)
         return _retrying(path, lambda: conn.execute(sql).fetchone())
 
 
@@ -323,7 +324,7 @@ def _open_connection(
         with write_lock(path):  # the file opened is the one the lock's holders replace
             return _open_connection(path, write, locked=True)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
-    with _sqlite_errors(path):
+    with _lock, _sqlite_errors(path):
         if wal:
             _leave_wal(path)
         st = os.stat(path)  # before connecting: a file replaced meanwhile is seen at a write

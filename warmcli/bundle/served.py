@@ -9,8 +9,8 @@ a new one over it) would take the new file's crash journal for its own, play it 
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
 write-back goes at exit: the file the path names then, opened to write; `needs_writer`
 says whether one is opened (never to migrate an older format only to move last-used
-times). `check_types` refuses `use_bundle` arguments of the wrong type. It owns no state
-and never prints.
+times). `check_types` refuses `use_bundle` arguments of the wrong type (and reads
+`WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -24,17 +24,21 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
 
 
-def check_types(path: object, write: object, trusted_keys: object) -> None:
+def check_types(path: object, write: object, trusted_keys: object) -> bool:
     """`use_bundle`'s arguments are of the types it takes, else a one-line `TypeError` naming
-    the argument (one key path as a `str` would be read one character a key)."""
+    the argument (one key path as a `str` would be read one character a key); returns
+    whether to write back (`write`, or `WARM_BUNDLE_WRITE` where it is None)."""
     if path is not None and not (
         isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)
     ):
-        raise TypeError(
-            f"use_bundle: path must be a str or os.PathLike (or None), not {_kind(path)}"
-        )
-    if not isinstance(write, bool):
-        raise TypeError(f"use_bundle: write must be True or False, not {_kind(write)}")
+        kind, why = _kind(path), ""
+        if hasattr(path, "joinpath") and hasattr(path, "read_bytes"):  # a resource's Traversable
+            kind = f"{type(path).__module__.split('._')[0]}.{kind}"  # zipfile._path: zipfile
+            why = ": a file inside an archive, which SQLite cannot open: "
+            why += "copy it out to a file and name that"
+        raise TypeError(f"use_bundle: path must be a str or os.PathLike (or None), not {kind}{why}")
+    if write is not None and not isinstance(write, bool):
+        raise TypeError(f"use_bundle: write must be True, False or None, not {_kind(write)}")
     if isinstance(trusted_keys, str | bytes | os.PathLike) or not (
         trusted_keys is None
         or (
@@ -46,6 +50,7 @@ def check_types(path: object, write: object, trusted_keys: object) -> None:
             "use_bundle: trusted_keys must be a list of key paths (or None), not "
             f"{_kind(trusted_keys)}: trusted_keys=[path] for one"
         )
+    return config.bundle_write() if write is None else write
 
 
 def _kind(value: object) -> str:

@@ -291,5 +291,7 @@ def explain_tune(
     if not held:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
-    assert found is not None  # equal components would be an equal key
+    if found is None:  # equal components, an equal key: another process wrote it since
+        detail = "bundle holds it now: another process wrote it after this one looked"
+        return MissExplanation("tune", key, label, "absent", detail)
     return found

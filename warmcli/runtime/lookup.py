@@ -159,11 +159,14 @@ class BundleLookup:
         if self.bundle is None:
             return None
         arch = self.device.arch
-        found = choose(
-            self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
-            self._target(identity),
-            of_kernel(kernel),
-        )
+        try:
+            found = choose(
+                self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
+                self._target(identity),
+                of_kernel(kernel),
+            )
+        except BundleError:  # unreadable (closed by `use_bundle` meanwhile): ours, a miss
+            return None
         if found is None:
             return None
         if found.arch != arch:  # PTX the driver JITs: served by `serve_ptx`, keyed as its cubin

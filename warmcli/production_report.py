@@ -1,0 +1,80 @@
+"""What a production process reports: `ProductionReport`, every kernel it compiled and every
+tune it measured because its bundle lacked them (`Miss`), and what runtimes `use_bundle`
+closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
+`WARM_REPORT=1` prints at exit. Plain records: it owns no state, reads nothing and never
+prints (`warmcli.production` fills and prints them)."""
+
+from __future__ import annotations
+
+from warmcli.records import Record, factory
+
+
+class Miss(Record):
+    """One thing production had to do itself: a kernel compiled or a tune measured."""
+
+    kind: str  # "kernel" or "tune"
+    device: str
+    name: str
+    key: str
+
+
+class ProductionReport(Record, frozen=False):
+    """Everything this process compiled or tuned because its bundle lacked it."""
+
+    bundle: str | None
+    write: bool
+    misses: list[Miss] = factory(list)
+    signed: bool = False  # the bundle holds signatures, which do not cover a write-back
+    write_error: str = ""  # why the write-back failed (at exit)
+    cold_kernels: int = 0  # compiled by runtimes `use_bundle` closed, after it closed them
+    cold_tunes: int = 0  # measured by them, likewise
+
+    @property
+    def kernels(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == "kernel"]
+
+    @property
+    def tunes(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == "tune"]
+
+    def _cold(self) -> str:
+        """What closed runtimes did cold, said where it happened ("" where nothing)."""
+        if not (self.cold_kernels or self.cold_tunes):
+            return ""
+        return (
+            f"a runtime that an earlier use_bundle() closed compiled {self.cold_kernels} "
+            f"kernel(s) and tuned {self.cold_tunes} operation(s) cold "
+            "(ask warmcli.runtime() again after use_bundle)"
+        )
+
+    def __str__(self) -> str:
+        cold = self._cold()
+        if not self.bundle:
+            done = (
+                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
+                "operation(s) itself"
+            )
+            lines = [
+                f"warm: no bundle is loaded: this process {done}"
+                + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
+            ]
+        elif not self.misses:
+            if cold:
+                return f"warm: bundle {self.bundle} served all its runtimes asked for; {cold}"
+            served = "served everything: compiled 0 kernels, tuned 0 operations"
+            return f"warm: bundle {self.bundle} {served}"
+        else:
+            if not self.write:
+                then = "re-warm it with `warm run`"
+            elif self.write_error:
+                then = f"NOT written back: {self.write_error}"
+            else:
+                then = "written back into it"
+                if self.signed:
+                    then += ", unsigned: sign the bundle again with `warm sign`"
+            lines = [
+                f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
+                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
+            ]
+        lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
+        return "\n".join(lines + ([f"  {cold}"] if cold else []))
