@@ -1,0 +1,70 @@
+"""Review of session 31's merges: a process not ended by Ctrl-C ends as it would without
+warm (keep_sigint_exit), toolchains.json's remembered SMs, CudaBuffer's address, and
+bundles warmed before the merges."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+
+def _exit(tmp_path: Path, body: str, warm: bool, *flags: str, stdin: str = "") -> int:
+    """The exit status of `body` run as a script, with warm's production module imported
+    (its exit handler registered) or not."""
+    script = tmp_path / "main.py"
+    script.write_text(("import warmcli.production\n" if warm else "") + body)
+    env = {"PYTHONPATH": str(ROOT), "WARM_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, *flags, str(script)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    return done.returncode
+
+
+HANDLED_IN_A_CONSOLE = (
+    "import code\ncode.InteractiveInterpreter().runsource('raise KeyboardInterrupt')\n"
+)
+A_SUBCLASS = "class Stop(KeyboardInterrupt):\n    pass\nraise Stop\n"
+SET_BY_HAND = "import sys\nsys.last_value = KeyboardInterrupt()\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "flags", "stdin"),
+    [
+        (HANDLED_IN_A_CONSOLE, (), ""),  # a console's shown KeyboardInterrupt: exit 0
+        (A_SUBCLASS, (), ""),  # CPython signals only for KeyboardInterrupt itself: exit 1
+        (SET_BY_HAND, (), ""),  # sys.last_value set by code, never raised: exit 0
+        ("raise KeyboardInterrupt\n", ("-i",), "print(1)\n"),  # -i: the REPL ran after: 0
+        ("raise KeyboardInterrupt\n", (), ""),  # Ctrl-C's own: by SIGINT, as without warm
+    ],
+)
+def test_a_process_ends_as_it_would_without_warm(
+    tmp_path: Path, body: str, flags: tuple[str, ...], stdin: str
+) -> None:
+    plain = _exit(tmp_path, body, False, *flags, stdin=stdin)
+    assert _exit(tmp_path, body, True, *flags, stdin=stdin) == plain
+
+
+def test_ctrl_c_in_a_function_of_a_module_run_by_dash_m_still_exits_by_sigint(
+    tmp_path: Path,
+) -> None:
+    """An exit handler after warm's registration executes source (resetting CPython's
+    record); warm's sets it again for a KeyboardInterrupt from deep in `python -m`'s run."""
+    body = (
+        "import atexit\natexit.register(lambda: exec('1'))\n"
+        "def f():\n    raise KeyboardInterrupt\nf()\n"
+    )
+    (tmp_path / "kmod.py").write_text("import warmcli.production\n" + body)
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "WARM_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kmod"], capture_output=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == -2, done.stderr
