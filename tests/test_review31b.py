@@ -4,6 +4,7 @@ bundles warmed before the merges."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,34 @@ def test_ctrl_c_in_a_function_of_a_module_run_by_dash_m_still_exits_by_sigint(
         [sys.executable, "-m", "kmod"], capture_output=True, env=env, timeout=60, check=False
     )
     assert done.returncode == -2, done.stderr
+
+
+def test_compilers_in_use_stay_remembered_beside_64_stale_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """toolchains.json full of entries for binaries long gone (other venvs' nvcc, each
+    with its `--list-gpu-code` line): the two compilers a process uses are both kept, so
+    the next process runs neither (they evicted each other, every process, as the file
+    was kept in key order and cut from its front)."""
+    from warmcli.backends import toolchain
+
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(toolchain, "RACY_SECONDS", 0.0)
+    stale = {f"nvrtc|/gone/venv{i}/libnvrtc.so|1|2|{i}|4|5": "12.0" for i in range(64)}
+    toolchain.versions_file().parent.mkdir(parents=True)
+    toolchain.write_private(
+        str(toolchain.versions_file().parent),
+        str(toolchain.versions_file()),
+        json.dumps(stale).encode(),
+    )
+    compilers = []
+    for name in ("cc1", "cc2"):
+        compilers.append(tmp_path / name)
+        compilers[-1].write_text(f"#!/bin/sh\necho '{name} 1.0'\n")
+        compilers[-1].chmod(0o755)
+    for _ in range(2):  # two processes' probes
+        toolchain.probe.cache_clear()
+        for cc in compilers:
+            toolchain.probe("cc", str(cc))
+    assert all(toolchain.is_remembered("cc", str(cc)) for cc in compilers)
+    toolchain.probe.cache_clear()
