@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, Warm, nvcc_or_skip
 
 
 def _exit(tmp_path: Path, body: str, warm: bool, *flags: str, stdin: str = "") -> int:
@@ -100,3 +100,33 @@ def test_compilers_in_use_stay_remembered_beside_64_stale_entries(
             toolchain.probe("cc", str(cc))
     assert all(toolchain.is_remembered("cc", str(cc)) for cc in compilers)
     toolchain.probe.cache_clear()
+
+
+SCALE_CU = """
+from warmcli import Kernel
+K = Kernel('extern "C" __global__ void scale(float *x, int n) { int i = threadIdx.x; '
+           'if (i < n) x[i] *= 2; }', "scale", "Pi", language="cuda")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(32), 32, grid=(1, 1, 1), block=(32, 1, 1))
+"""
+
+
+def test_nvcc_builds_where_tmpdir_is_a_relative_folder(warm: Warm, tmp_path: Path) -> None:
+    """TMPDIR=tmp, a folder in the working directory (usable: Python's tempfile took it):
+    nvcc, run in a scratch folder, read it there and failed every kernel ('nvcc fatal :
+    Could not open output file tmp/tmpxft_...'); it is handed the folder as Python found it."""
+    nvcc_or_skip()
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "scale_cu.py").write_text(SCALE_CU)
+    nvcc = ("--arch", "sm_90", "--compiler", "nvcc", "--no-ptx", "-q")
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", "scale_cu.py", *nvcc, "-b", "b.warm"],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, TMPDIR="tmp"),
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
