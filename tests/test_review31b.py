@@ -130,3 +130,40 @@ def test_nvcc_builds_where_tmpdir_is_a_relative_folder(warm: Warm, tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stderr
     assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
+
+
+def test_pure_logic_only_a_live_buffer_of_the_device_passes_its_address() -> None:
+    """Pure logic, no GPU, no pycuda (a stand-in with the device's id for `CudaDevice`):
+    the launch converter a CudaDevice makes takes the fast path for its own live buffers
+    only; a freed one (`_freed`, as free and close leave it) and another device object's
+    buffer for the same GPU whose memory is freed never pass an address."""
+    import functools
+    from types import SimpleNamespace
+
+    from warmcli import Kernel
+    from warmcli.backends.cuda.device import FINISH, CudaBuffer, CudaDevice, _freed
+    from warmcli.backends.launch_args import converter
+    from warmcli.errors import LaunchError
+
+    stand_in = SimpleNamespace(id="cuda:0")
+    own = type("CudaBuffer", (CudaBuffer,), {})  # as each CudaDevice makes its own
+    other = type("CudaBuffer", (CudaBuffer,), {})
+    kernel = Kernel('extern "C" __global__ void k(float *x) {}', "k", "P", language="cuda")
+    address = functools.partial(CudaDevice._address, stand_in)
+    convert = converter(kernel, "cuda:0", address, FINISH, (own, "address"))
+
+    def made(kind: type, at: int) -> CudaBuffer:
+        buffer = kind("cuda:0", (4,), "float32")
+        buffer.handle, buffer.address = at, at  # (pycuda's allocation: an int's stand-in)
+        return buffer
+
+    live = made(own, 4096)
+    assert convert([live]) == (4096,)
+    _freed(live)
+    with pytest.raises(LaunchError):
+        convert([live])
+    elsewhere = made(other, 8192)
+    assert convert([elsewhere]) == (8192,)  # the full check: live memory of this GPU
+    _freed(elsewhere)
+    with pytest.raises(LaunchError):
+        convert([elsewhere])
