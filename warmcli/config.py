@@ -244,10 +244,12 @@ def columns(environ: Environ | None = None) -> str | None:
 def compiler_environment(usable_tmp: str, environ: Environ | None = None) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
-    usable: it fell back from a missing or read-only `TMPDIR`), `TMPDIR` is that one."""
+    usable: it fell back from a missing or read-only `TMPDIR`, or made a relative one
+    absolute, which a compiler run in a scratch folder would look for there), `TMPDIR`
+    is that one."""
     env = _env(environ)
     named = env.get("TMPDIR")
-    if not named or os.path.abspath(named) == usable_tmp:
+    if not named or named == usable_tmp:
         return None
     return {**env, "TMPDIR": usable_tmp}
 

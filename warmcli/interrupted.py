@@ -5,7 +5,9 @@ CPython ends a process whose main code raised KeyboardInterrupt by SIGINT (exit 
 interrupted, but only while no code is executed from source between that exception and
 the exit: an exit handler that imports a module defining a dataclass (a write-back's
 signature check) resets it, and the process then ends with status 1.
-`keep_sigint_exit()`, called last in warm's exit handler, sets it again. It owns no state
+`keep_sigint_exit()`, called last in warm's exit handler, sets it again, only for a
+process CPython itself would end so: its main code's own KeyboardInterrupt (that very
+class, escaping the program's outermost frame), no REPL run since. It owns no state
 and never prints, signals or exits itself.
 """
 
@@ -19,11 +21,23 @@ import sys
 _RAISE = "raise KeyboardInterrupt"
 
 
+def ended_by_ctrl_c() -> bool:
+    """Whether the process is ending on its main code's unhandled KeyboardInterrupt: the
+    last exception shown is of that class exactly (CPython's own test), it escaped the
+    program's outermost frame (not one a console or a shell caught and showed), and no
+    interactive prompt ran after it (`python -i`, the REPL)."""
+    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if type(last) is not KeyboardInterrupt or last.__traceback__ is None:
+        return False
+    if sys.flags.inspect or hasattr(sys, "ps1"):
+        return False
+    return last.__traceback__.tb_frame.f_back is None
+
+
 def keep_sigint_exit() -> None:
     """When the process is ending on an unhandled KeyboardInterrupt, have CPython end it
     by SIGINT again, whatever exit handlers executed since."""
-    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    if not isinstance(last, KeyboardInterrupt):
+    if not ended_by_ctrl_c():
         return
     with contextlib.suppress(KeyboardInterrupt):
         exec(_RAISE)  # a constant: no outside text is executed

@@ -11,7 +11,8 @@ and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` l
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
 thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
 just those (`Owner.kill`: the compiler probe on an interrupt). A child's `TMPDIR` is the
-temporary folder Python found usable, where the caller's names none (missing, no folder):
+temporary folder Python found usable, where the caller's names none (missing, no folder)
+or names it relative to this process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back. Nothing here
 decides what runs, reads what a child prints, or prints.
 """

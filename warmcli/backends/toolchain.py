@@ -218,14 +218,16 @@ def _read_versions() -> dict[str, str]:
 
 def _remember(stamp: str, version: str) -> None:
     """Keep a version line for the next process (a 0600 file); a cache directory that
-    cannot be written only costs that process one `--version` run."""
+    cannot be written only costs that process one `--version` run. The file keeps the
+    order lines were remembered in, the oldest dropped past `MAX_REMEMBERED` (in key
+    order, binaries long gone outlived the compilers in use, which evicted each other)."""
     path = versions_file()
     versions = {**_read_versions(), stamp: version}
     if len(versions) > MAX_REMEMBERED:
         versions = dict(list(versions.items())[-MAX_REMEMBERED:])
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(versions, indent=0, sort_keys=True)
+        text = json.dumps(versions, indent=0)
         write_private(str(path.parent), str(path), text.encode())
 
 
