@@ -134,6 +134,24 @@ def nvcc_or_skip() -> str:
         pytest.skip(f"no nvcc: {exc}")
 
 
+def nvrtc_release_or_skip(older_minor: bool = False) -> tuple[int, int]:
+    """The installed NVRTC's CUDA release (13.5 from the pip wheel here, 13.0 on a GPU
+    machine's toolkit), or skip (no NVRTC; with `older_minor`, a release X.0, below which no
+    driver of its major release is)."""
+    import re
+
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    found = re.search(r"release (\d+)\.(\d+)", NvrtcCompiler().toolchain.version)
+    assert found is not None
+    release = int(found.group(1)), int(found.group(2))
+    if older_minor and release[1] == 0:
+        pytest.skip(f"NVRTC {release[0]}.0: no older driver of its major release")
+    return release
+
+
 def gpu_arch_or_skip() -> str:
     """The first GPU's architecture (`sm_90`), or skip the test (no CUDA device)."""
     from warmcli.backends.cuda.device import list_cuda_devices

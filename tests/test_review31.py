@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Warm, nvcc_or_skip
+from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip
 from test_explain import warm_into
 
 from bench import generated, start, suite
@@ -73,23 +73,27 @@ def _serve(path: Path, device: Stated, policy: MissPolicy) -> StatisticsCollecto
 def test_a_build_the_driver_refuses_is_explained_by_the_driver(tmp_path: Path) -> None:
     # NVRTC 13.5's cubin on a 12.8 driver, served by a process whose compiler is nvcc: the
     # bundle holds the build, its release is what refuses it (not "parameter letters")
+    major, minor = nvrtc_release_or_skip()
     path = _nvrtc_bundle(tmp_path / "rtc.warm")
-    reader = _serve(path, Stated("sm_90", "12.8", "nvcc"), MissPolicy()).reader()
+    older = f"{major - 1}.8"
+    reader = _serve(path, Stated("sm_90", older, "nvcc"), MissPolicy()).reader()
     ((reason, detail),) = [(m.reason, m.detail) for m in reader.misses()]
     assert reason == "toolchain", detail
-    assert "built by CUDA 13.5, the driver supports CUDA 12.8" in detail
+    assert f"built by CUDA {major}.{minor}, the driver supports CUDA {older}" in detail
     assert reader.compilation.queued == 1  # rebuilt here, not an error
 
 
 def test_strict_mode_names_the_driver_as_the_reason(tmp_path: Path) -> None:
+    major, _ = nvrtc_release_or_skip()
     path = _nvrtc_bundle(tmp_path / "rtc.warm")
-    with pytest.raises(StrictMissError, match=r"driver supports CUDA 12\.8"):
-        _serve(path, Stated("sm_90", "12.8", "nvcc"), MissPolicy(strict=Strictness.RAISE))
+    with pytest.raises(StrictMissError, match=rf"driver supports CUDA {major - 1}\.8"):
+        _serve(path, Stated("sm_90", f"{major - 1}.8", "nvcc"), MissPolicy(strict=Strictness.RAISE))
 
 
 def test_a_newer_minor_release_is_served_by_another_toolchains_process(tmp_path: Path) -> None:
+    major, _ = nvrtc_release_or_skip(older_minor=True)
     path = _nvrtc_bundle(tmp_path / "rtc.warm")
-    reader = _serve(path, Stated("sm_90", "13.0", "nvcc"), MissPolicy()).reader()
+    reader = _serve(path, Stated("sm_90", f"{major}.0", "nvcc"), MissPolicy()).reader()
     assert reader.misses() == [] and reader.compilation.queued == 0
 
 
@@ -137,12 +141,12 @@ def test_clean_still_drops_a_build_its_own_servable_toolchains_supersedes() -> N
 
 def test_devices_json_names_the_driver_the_ptx_a_prebuild_keeps_needs(warm: Warm) -> None:
     # `warm run --arch` keeps PTX by default (`--ptx auto`): its JIT needs the release
-    if find_nvrtc() is None:
-        pytest.skip("NVRTC not installed")
+    major, minor = nvrtc_release_or_skip()
     proc = warm("devices", "--compiler", "nvrtc", "--json")
     assert proc.returncode == 0, proc.stderr
     cuda = next(c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda")
-    assert cuda["needs_driver"] == "13.0" and cuda["ptx_needs_driver"] == "13.5"
+    assert cuda["needs_driver"] == f"{major}.0"
+    assert cuda["ptx_needs_driver"] == f"{major}.{minor}"
 
 
 def test_check_help_says_a_cubin_needs_its_major_release(warm: Warm) -> None:
@@ -197,8 +201,7 @@ def test_what_a_rows_toolchain_claims_is_judged_against_a_13_0_driver(
 def test_check_serves_nvrtc_ptx_on_a_newer_gpu_only_with_a_driver_of_its_release(
     warm: Warm, tmp_path: Path
 ) -> None:
-    if find_nvrtc() is None:
-        pytest.skip("NVRTC not installed")
+    major, minor = nvrtc_release_or_skip(older_minor=True)
     path = generated.write(tmp_path / "gen.py", 2, cuda=True)
     bundle = tmp_path / "g.warm"
     args = ("--arch", "sm_90", "--compiler", "nvrtc", "-q")
@@ -209,10 +212,10 @@ def test_check_serves_nvrtc_ptx_on_a_newer_gpu_only_with_a_driver_of_its_release
         assert proc.returncode in (0, 1), proc.stderr
         return json.loads(proc.stdout)
 
-    refused = check("13.0")["unservable"]
+    refused = check(f"{major}.0")["unservable"]
     assert len(refused) == 2 and {m["reason"] for m in refused} == {"toolchain"}
-    assert "pre-build with CUDA 13.0 or older" in refused[0]["detail"]
-    assert check("13.5")["unservable"] == []  # JIT by a driver of its release
+    assert f"pre-build with CUDA {major}.0 or older" in refused[0]["detail"]
+    assert check(f"{major}.{minor}")["unservable"] == []  # JIT by a driver of its release
 
 
 def test_a_build_the_device_refuses_at_load_is_a_binary_miss_rebuilt(tmp_path: Path) -> None:

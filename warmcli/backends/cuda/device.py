@@ -13,12 +13,14 @@ Timing records CUDA events on the measured stream itself. A buffer it allocates 
 its own `CudaBuffer` subclass holding its address, which a launch passes without a call
 (the signature's fast path); freed, it is a plain `Buffer` again, refused by the full
 check. `pycuda.driver` is imported only inside functions: importing this module needs no
-pycuda, no driver.
+pycuda, no driver. Its one process state: whether this process initialised CUDA, so that a
+child forked after that is told CUDA is not for it (`_Initialised`) instead of crashing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -48,8 +50,31 @@ FINISH = {"?": int, "e": lambda v: int(np.float16(v).view(np.uint16))}
 COPY_PIECE = 1 << 30  # bytes per device-to-device copy call
 
 
+class _Initialised:
+    """Whether this process initialised the CUDA driver (`cuInit`, which starts threads of
+    its own), and whether it is a child forked after that: CUDA does not survive a fork,
+    and `cuInit` in such a child can crash it (seen on the H200: a child's `runtime()`
+    probing for a GPU died of SIGSEGV)."""
+
+    here = False
+    forked_after = False
+
+
+def _forked() -> None:
+    _Initialised.forked_after = _Initialised.forked_after or _Initialised.here
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _driver() -> Any:
-    """`pycuda.driver`, initialised; DeviceError when pycuda, libcuda or a GPU is missing."""
+    """`pycuda.driver`, initialised; DeviceError when pycuda, libcuda or a GPU is missing, or
+    in a child forked after this process's parent initialised CUDA."""
+    if _Initialised.forked_after:
+        raise DeviceError(
+            "CUDA cannot be used in a process forked after its parent initialised CUDA: start "
+            "workers with multiprocessing's 'spawn' start method"
+        )
     try:
         with warnings.catch_warnings():  # pycuda warns before it raises: the error says it
             warnings.simplefilter("ignore")
@@ -58,6 +83,7 @@ def _driver() -> Any:
         raise DeviceError(
             f"CUDA devices need pycuda and an NVIDIA driver ({exc}): pip install 'warmcli[cuda]'"
         ) from exc
+    _Initialised.here = True  # a failed cuInit may have started the driver's threads too
     try:
         cuda.init()
     except cuda.Error as exc:
