@@ -9,6 +9,7 @@ compiles; a cold start, a partial bundle and a full one compute the same bytes.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -319,10 +320,14 @@ def test_the_report_counts_what_a_runtime_use_bundle_closed_did_cold(
     done = _run(warm, base, KEPT_RUNTIME, full, WARM_REPORT="1")
     assert done.returncode == 0, done.stderr
     assert "compiled 0 kernels" not in done.stderr, done.stderr
-    assert done.stderr.endswith(
-        "a runtime that an earlier use_bundle() closed compiled 1 kernel(s) and tuned 1 "
-        "operation(s) cold (ask warmcli.runtime() again after use_bundle)\n"
-    ), done.stderr
+    # how many kernels it compiled cold depends on what that runtime had loaded: 1 (the
+    # kernel k) here, 4 on the GPU machine's Python 3.12 (its tune's candidates too)
+    said = re.search(
+        r"a runtime that an earlier use_bundle\(\) closed compiled (\d+) kernel\(s\) and "
+        r"tuned 1 operation\(s\) cold \(ask warmcli.runtime\(\) again after use_bundle\)\n$",
+        done.stderr,
+    )
+    assert said is not None and int(said.group(1)) >= 1, done.stderr
 
 
 ZIPPED = """
