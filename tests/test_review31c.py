@@ -1,0 +1,90 @@
+"""Review of wl31's fork handling (`warmcli.forking`): what a fork waits for, in real
+processes forked by `os.fork` and `multiprocessing`, each run under a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GATE = """
+import threading
+started, forked = threading.Event(), threading.Event()
+def square(x):
+    return x * x
+"""
+# A module whose import lasts until the main thread has forked (a warm-up, a plugin's server).
+PLUGIN = """
+import gate
+gate.started.set()
+gate.forked.wait(120)
+"""
+# HOLD_SECONDS made long: a fork that waits for the user's import shows as a hang.
+FORKS_WHILE_A_THREAD_IMPORTS = """
+import os, sys, threading, warmcli, warmcli.forking
+warmcli.use_bundle(None)
+warmcli.forking.HOLD_SECONDS = 600
+import gate
+threading.Thread(target=lambda: __import__("plugin")).start()
+gate.started.wait(60)
+for _ in range(3):  # a pool of short workers
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+gate.forked.set()
+"""
+# The main thread inside a user's import that runs a pool: its handler thread forks each
+# new worker (one task each) while the main thread's import waits for the results.
+POOL_AT_IMPORT = """
+import multiprocessing as mp, gate
+with mp.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+    print(sum(pool.map(gate.square, range(6), chunksize=1)))
+"""
+POOL_MAIN = """
+import warmcli, warmcli.forking
+warmcli.use_bundle(None)
+warmcli.forking.HOLD_SECONDS = 600
+import pooled
+"""
+
+
+def _run(tmp_path: Path, code: str, **modules: str) -> subprocess.CompletedProcess[str]:
+    for name, text in dict(modules, gate=GATE).items():
+        (tmp_path / f"{name}.py").write_text(text)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}:{ROOT}", WARM_HOME=str(tmp_path / "home"))
+    env = {k: v for k, v in env.items() if not k.startswith("WARM_") or k == "WARM_HOME"}
+    script = tmp_path / "main.py"
+    script.write_text(code)
+    try:
+        return subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process hung: a fork waited on another thread's import")
+
+
+def test_a_fork_never_waits_for_a_users_import_in_another_thread(tmp_path: Path) -> None:
+    """A process using warm whose other thread was in a long import of its own module (a
+    plugin, a model loaded at import) waited 5 s in every `os.fork` (a pool of short
+    workers: 5 s a worker): warm waited for every module's import, not warm's only."""
+    done = _run(tmp_path, FORKS_WHILE_A_THREAD_IMPORTS, plugin=PLUGIN)
+    assert done.returncode == 0 and done.stdout == "7\n7\n7\n", done.stderr
+
+
+def test_a_pool_run_from_an_import_forks_its_workers_at_once(tmp_path: Path) -> None:
+    """A `multiprocessing` pool with `maxtasksperchild` run by a module's import: each worker
+    its handler thread forked waited 5 s for the main thread's import to end (which waited
+    for those very workers)."""
+    done = _run(tmp_path, POOL_MAIN, pooled=POOL_AT_IMPORT)
+    assert done.returncode == 0 and done.stdout == "55\n", done.stderr
