@@ -88,3 +88,37 @@ def test_a_pool_run_from_an_import_forks_its_workers_at_once(tmp_path: Path) -> 
     for those very workers)."""
     done = _run(tmp_path, POOL_MAIN, pooled=POOL_AT_IMPORT)
     assert done.returncode == 0 and done.stdout == "55\n", done.stderr
+
+
+# A fork while another thread makes a new bundle (`use_bundle(path, write=True)` where none
+# is yet): the child starts after SQLite wrote the empty bundle, as after any open.
+FORK_WHILE_CREATING = """
+import os, sqlite3, sys, threading, time, warmcli
+made, wrote = threading.Event(), []
+def gate(frame, event, arg):  # SQLite's connect of the new bundle, about to take its mutexes
+    if frame.f_code.co_name != "_write_empty" or arg is not sqlite3.connect:
+        return
+    if event == "c_call":
+        made.set()
+        time.sleep(0.5)
+    elif event == "c_return":
+        wrote.append(True)
+def other():
+    sys.setprofile(gate)
+    warmcli.use_bundle(sys.argv[1], write=True)
+threading.Thread(target=other).start()
+made.wait(30)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if wrote else 1)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_fork_while_another_thread_makes_a_bundle_waits_for_it(tmp_path: Path) -> None:
+    """A child forked while another thread made a new bundle (SQLite's connect and writes of
+    the empty bundle, outside the lock a fork waits for) could stop for ever in its own
+    first SQLite call, as one forked during an open did."""
+    code = FORK_WHILE_CREATING.replace("sys.argv[1]", repr(str(tmp_path / "n.warm")))
+    done = _run(tmp_path, code)
+    assert done.returncode == 0 and done.stdout == "0\n", done.stderr
