@@ -71,7 +71,7 @@ def _run(tmp_path: Path, code: str, **modules: str) -> subprocess.CompletedProce
             timeout=60,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("the process hung: a fork waited on another thread's import")
+        pytest.fail("the process hung: a fork, or its child, waited for ever")
 
 
 def test_a_fork_never_waits_for_a_users_import_in_another_thread(tmp_path: Path) -> None:
@@ -121,4 +121,49 @@ def test_a_fork_while_another_thread_makes_a_bundle_waits_for_it(tmp_path: Path)
     first SQLite call, as one forked during an open did."""
     code = FORK_WHILE_CREATING.replace("sys.argv[1]", repr(str(tmp_path / "n.warm")))
     done = _run(tmp_path, code)
+    assert done.returncode == 0 and done.stdout == "0\n", done.stderr
+
+
+# A fork while another thread reads the device's fingerprint for the first time (a cached
+# value, read at a first tune): the child tunes on that very runtime.
+FORK_WHILE_FINGERPRINTING = """
+import os, sys, threading, time
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+SRC = "void scale(const float *x, float *y, int n) { for (int i = 0; i < n; i++) y[i] = x[i]*SC; }"
+def launch(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+T = Tunable(
+    name="t", launch=launch,
+    candidates={f"c{i}": Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.0f"}) for i in (2, 3)},
+)
+warmcli.use_bundle(None)
+def tune():
+    rt = warmcli.runtime()
+    x, y = rt.upload(np.arange(8, dtype=np.float32)), rt.buffer(8, "float32")
+    return rt.tune(T, x, y, 8)
+reading = threading.Event()
+def gate(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "fingerprint" and not reading.is_set():
+        reading.set()
+        time.sleep(0.5)
+    return None
+threading.settrace(gate)
+threading.Thread(target=tune).start()
+reading.wait(60)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if tune() in ("c2", "c3") else 3)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_fork_while_another_thread_reads_the_fingerprint_leaves_a_child_that_tunes(
+    tmp_path: Path,
+) -> None:
+    """A child forked while another thread read its device's fingerprint for the first time
+    (`functools.cached_property`, which on Python 3.10 and 3.11 holds one lock per property,
+    for every instance, while it computes) stopped for ever at its first tune."""
+    done = _run(tmp_path, FORK_WHILE_FINGERPRINTING)
     assert done.returncode == 0 and done.stdout == "0\n", done.stderr
