@@ -12,15 +12,17 @@ other thread was doing (a compile) is not done in the child, which does it again
 needs it. A lock `held` besides (a bundle's, around every SQLite call on its connection)
 is taken before the fork, for up to `HOLD_SECONDS` in all, and released after it in the
 parent: SQLite's own mutexes, which no renewal reaches, are then free when the child is
-made. Within that time, and first, a fork waits for another thread's import to end (warm
-imports a writer's, a compiler's modules on first use): a module's import lock held by a
-thread the child lacks, the child would wait for ever importing that module (the lock is
-importlib's, read where it keeps them; not found there, nothing is waited for), and the
-import may lead to a bundle made and written, whose lock is then taken. The objects are
-held weakly; a registration and a fork's look at the registry take
+made. Within that time, and first, a fork waits for another thread's import for warm to
+end (warm imports a writer's, a compiler's modules on first use): a module's import lock
+held by a thread the child lacks, the child would wait for ever importing that module (the
+lock is importlib's, read where it keeps them; not found there, nothing is waited for), and
+the import may lead to a bundle made and written, whose lock is then taken. An import of
+the user's own (not a module of warm's, not begun by warm's code) is never waited for: it
+may last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
+The objects are held weakly; a registration and a fork's look at the registry take
 `_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
-that registry only (and, per thread, the locks a fork took); it never forks, and reads or
-writes nothing else.
+that registry only (and, per thread, the locks a fork took); it never forks, and writes
+nothing else (it reads importlib's module locks and the stacks of the threads holding one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 import weakref
+from types import FrameType
 from typing import Any
 
 HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
@@ -39,6 +42,7 @@ _RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDicti
 _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
+_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
 
 def new_lock(owner: Any) -> threading.Lock:
@@ -83,23 +87,50 @@ def _before() -> None:
 
 
 def _imports_ended(deadline: float) -> None:
-    """Wait, until `deadline` at most, for no other thread to be importing a module."""
+    """Wait, until `deadline` at most, for no other thread to be importing for warm."""
     while _importing_elsewhere() and time.monotonic() < deadline:
         time.sleep(0.001)
 
 
 def _importing_elsewhere() -> bool:
     """Whether another thread holds a module's import lock (importlib's `_module_locks`,
-    each a weak reference to a lock whose `owner` is the importing thread's id)."""
+    each a weak reference to a lock whose `owner` is the importing thread's id) for warm: a
+    module of warm's, or one that warm's code imports (another module's import, a user's
+    that may last or wait on this thread, is the user's: a fork never waits for it)."""
     locks = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
     if not isinstance(locks, dict):
         return False
     me = threading.get_ident()
+    owners: set[int] = set()
     for ref in list(locks.values()):
-        owner = getattr(ref() if callable(ref) else None, "owner", None)
+        lock = ref() if callable(ref) else None
+        owner = getattr(lock, "owner", None)
         if owner not in (None, 0, me):
-            return True
+            if _warms(getattr(lock, "name", None)):
+                return True
+            owners.add(owner)
+    if not owners:
+        return False
+    frames = getattr(sys, "_current_frames", dict)()
+    return any(_imports_for_warm(frames.get(owner)) for owner in owners)
+
+
+def _imports_for_warm(frame: FrameType | None) -> bool:
+    """Whether the thread at `frame` is in an import begun by warm's code."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_find_and_load" and code.co_filename.startswith(_IMPORTLIB):
+            caller = frame.f_back
+            while caller is not None and caller.f_code.co_filename.startswith(_IMPORTLIB):
+                caller = caller.f_back
+            if caller is not None and _warms(caller.f_globals.get("__name__")):
+                return True
+        frame = frame.f_back
     return False
+
+
+def _warms(name: object) -> bool:
+    return isinstance(name, str) and (name == "warmcli" or name.startswith("warmcli."))
 
 
 def _after_in_parent() -> None:

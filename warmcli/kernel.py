@@ -28,8 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from warmcli.kernel_parts import (
     kind_of,
     opens_comment,
 )
+from warmcli.once import once as _once
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
 
@@ -76,23 +76,6 @@ CUDA_ONLY_LETTERS = frozenset("e")
 def accepted_letters() -> str:
     """Every accepted parameter letter with its meaning, for an error message."""
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
-
-
-if TYPE_CHECKING:  # typed as what it does; at run time a plain class (no `Generic` made)
-    from functools import cached_property as _once
-else:
-
-    class _once:  # a decorator, named as `functools.cached_property` is
-        """`functools.cached_property` without its lock (Python 3.11 takes one per first
-        read): a pure value computed at most a few times over, kept in the instance's dict."""
-
-        def __init__(self, compute: Callable[[Any], Any]) -> None:
-            self.compute, self.name = compute, compute.__name__
-
-        def __get__(self, instance: object, owner: type | None = None) -> Any:
-            if instance is None:
-                return self
-            return instance.__dict__.setdefault(self.name, self.compute(instance))
 
 
 class Kernel(Record):

@@ -26,6 +26,7 @@ from warmcli.backends import processes
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
+from warmcli.once import once
 from warmcli.printable import Pattern
 from warmcli.records import Record
 
@@ -66,12 +67,12 @@ class CompiledGroup(Record):
     ptx: bytes = b""  # PTX of the same group for `ptx_arch` (`compute_90`), when kept
     ptx_arch: str = ""
 
-    @functools.cached_property
+    @once
     def sha256(self) -> str:
         """The binary's digest, computed once per group (every kernel's record carries it)."""
         return hashlib.sha256(self.binary).hexdigest()
 
-    @functools.cached_property
+    @once
     def ptx_sha256(self) -> str:
         """The PTX's digest, computed once per group."""
         return hashlib.sha256(self.ptx).hexdigest()

@@ -22,7 +22,8 @@ rolled back by the next open. "Database is locked" is waited out by the busy tim
 then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary files,
 journals and locks a killed create or merge left beside the bundle. State: warm's schemas (read
-once) and `_lock` (held around an open: a fork waits for it); reads no kernel, tune, blob.
+once) and `_lock` (held around an open or a create: a fork waits for it); reads no kernel,
+tune, blob.
 """
 
 from __future__ import annotations
@@ -372,18 +373,14 @@ def _write_empty(tmp: Path) -> None:
     (`fsync`) so what the rename publishes is on disk."""
     from warmcli._version import __version__  # a writer's: never a serving process's
 
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
+    now = repr(time.time())
+    manifest = [("format_version", str(FORMAT_VERSION)), ("warm_version", __version__)]
+    manifest += [("created", now), ("updated", now)]
+    # SQLite's own mutexes taken in this thread: a fork waits for `_lock`, as for an open
+    with _lock, contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
         conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages, few wasted
-        now = repr(time.time())
-        manifest = (
-            ("format_version", str(FORMAT_VERSION)),
-            ("warm_version", __version__),
-            ("created", now),
-            ("updated", now),
-        )
         conn.execute("BEGIN")
         for statement in statements(SCHEMA):
             conn.execute(statement)
@@ -391,8 +388,6 @@ def _write_empty(tmp: Path) -> None:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)
         conn.execute("COMMIT")
-    finally:
-        conn.close()
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)

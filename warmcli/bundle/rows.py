@@ -25,11 +25,11 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors
 from warmcli.errors import BundleError
+from warmcli.once import once
 from warmcli.printable import Pattern
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ class RowReader:
             if self._pid == _PROCESS[0]:
                 self._connection.close()
 
-    @cached_property
+    @once
     def path(self) -> Path:
         """The bundle's file, made on first use: a process that only serves imports no pathlib."""
         from pathlib import Path

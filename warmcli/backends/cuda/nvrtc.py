@@ -1,26 +1,25 @@
 """NVRTC: CUDA compiled in process, with no nvcc, no host C++ compiler and no driver.
 
-`find_nvrtc` says where the NVRTC library is (the `nvidia-cuda-nvrtc` package in
-site-packages, found without importing anything, else where `cuda-bindings` loads
-it from) or None when `cuda-bindings` or the library is missing. `NvrtcCompiler`
-implements the `Compiler` protocol: a group of units becomes ONE program (the very
-translation unit nvcc gets: one namespace per kernel, its defines set and undone,
-its entry renamed), its source built and compiled (`nvrtcCompileProgram`) in the
-thread that compiles the group (NVRTC releases the GIL, so `compile_batch`'s thread
-pool runs `--jobs` programs at once, each source built beside the others' compiles). A program
-whose units pass `warmcli.backends.cuda.minimal`'s gate gets `-minimal` where this
-NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost; if it fails
-with it, it is compiled again without, and only that result (log, error) is kept. Each
-program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
+`find_nvrtc` says where the NVRTC library is (the `nvidia-cuda-nvrtc` package in site-packages,
+found without importing anything, else where `cuda-bindings` loads it from) or None when
+`cuda-bindings` or the library is missing. `NvrtcCompiler` implements the `Compiler` protocol: a
+group of units becomes ONE program (the very translation unit nvcc gets: one namespace per
+kernel, its defines set and undone, its entry renamed), its source built and compiled
+(`nvrtcCompileProgram`) in the thread that compiles the group (NVRTC releases the GIL, so
+`compile_batch`'s thread pool runs `--jobs` programs at once, each source built beside the
+others' compiles). A program whose units pass `warmcli.backends.cuda.minimal`'s gate gets
+`-minimal` where this NVRTC knows it (`takes_minimal`): the same bytes, a fifth less fixed cost;
+if it fails with it, it is compiled again without, and only that result (log, error) is kept.
+Each program (that retry, a PTX program of another arch) has the whole `--compile-timeout`.
 Headers come from the toolkit packages' include folders, then `CUDA_HOME`'s (`include_dirs`),
 and the kernel's `-I` folders, never the working folder (`PROGRAM`); a compile error is NVRTC's
-log, with each kernel's file and line (and `nvrtc_log`'s hint). The PTX of
-the same program is kept beside the cubin for free (another arch's, failing unasked, is left
-out: `ptx_not_kept`). The toolchain identity is NVRTC's release and build, read from the
-banner of an empty program's PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of
-28) once per library file (remembered in warm's home, and per process: `identity`; whether
-NVRTC knows `-minimal` and which SMs it builds are asked once per process). It owns no kernel
-cache and never loads what it builds; `cuda.bindings` is imported only to compile or to read.
+log, with each kernel's file and line (and `nvrtc_log`'s hint). The PTX of the same program is
+kept beside the cubin for free (another arch's, failing unasked, is left out: `ptx_not_kept`).
+The toolchain identity is NVRTC's release and build, read from the banner of an empty program's
+PTX (`-minimal` where NVRTC knows it, and `-G`: 11 ms instead of 28) once per library file
+(remembered in warm's home, and per process: `identity`; whether NVRTC knows `-minimal` and
+which SMs it builds are asked once per process). It owns no kernel cache and never loads what it
+builds; `cuda.bindings` is imported only to compile or to read.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from warmcli.backends.cuda.nvrtc_log import hint
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders
+from warmcli.once import once
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
 _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -302,7 +302,7 @@ class NvrtcCompiler:
         self.ptx = ptx
         self._includes = [f"-I{d}" for d in include_dirs()]
 
-    @functools.cached_property
+    @once
     def toolchain(self) -> Toolchain:
         """NVRTC's identity; read once per compiler (a hot start keys every kernel by it)."""
         return identity(self.path)

@@ -31,6 +31,7 @@ from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.libraries import LibraryCache
 from warmcli.backends.launch_args import converter, fast_converter
 from warmcli.kernel import CUDA_ONLY_LETTERS, PARAM_DTYPES, Kernel
+from warmcli.once import once
 
 if TYPE_CHECKING:
     from warmcli.backends.compiler import Compiler
@@ -119,7 +120,7 @@ class HostDevice:
         self._files = LibraryCache()
         self._libraries: list[ctypes.CDLL] = []
 
-    @functools.cached_property
+    @once
     def fingerprint(self) -> DeviceFingerprint:
         """Read once: every tune keys on it, and the CPU does not change under a process."""
         return DeviceFingerprint("host", cpu_name(), self.arch, platform.system().lower())
