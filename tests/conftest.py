@@ -212,6 +212,32 @@ def workload_file(tmp_path: Path):
     return write
 
 
+# A service module's body (import numpy, Kernel and Tunable first): N distinct `scale`
+# kernels KS, a tunable T of three candidates, and `one(rt, i)`, which launches KS[i] and
+# tunes T on a shape of its own, returning what both wrote (`scaled(n)` makes it).
+SCALED = """
+SRC = ("void scale(const float *x, float *y, int n) "
+       "{ for (int i = 0; i < n; i++) y[i] = x[i] * SC + 1.0f/3.0f; }")
+KS = [Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.5f"}, name="scale") for i in range(N)]
+def launch_t(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+def cand(i):
+    return Kernel(SRC, "scale", "PPi", defines={"SC": "2.0f", "U": i}, name="scale")
+T = Tunable(name="t", candidates={f"c{i}": cand(i) for i in range(3)}, launch=launch_t)
+def one(rt, i, read=True):
+    x = rt.upload(np.arange(50 + i, dtype=np.float32) / 7)
+    y, z = rt.buffer(50 + i, "float32"), rt.buffer(50 + i, "float32")
+    rt.launch(KS[i], x, y, 50 + i)
+    rt.tune(T, x, z, 50 + i)
+    return rt.read(y).tobytes() + rt.read(z).tobytes() if read else b""
+"""
+
+
+def scaled(n: int) -> str:
+    """`SCALED` with `n` kernels."""
+    return SCALED.replace("range(N)", f"range({n})")
+
+
 # A good candidate and a fast wrong one (0.5 high), and how each is launched.
 # A tunable whose wrong candidate must win on speed under a loose check: GOOD repeats its
 # work 4,000 times, so no noise on a loaded machine measures it faster.

@@ -17,34 +17,24 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import Warm, scaled
 
 # The library: kernels, a tunable, and the bundle it ships beside its code.
-LIBRARY = r"""
+LIBRARY = (
+    r"""
 import hashlib
 from importlib import resources
 import numpy as np
 import warmcli
 from warmcli import Kernel, Tunable
-SRC = ("void scale(const float *x, float *y, int n) "
-       "{ for (int i = 0; i < n; i++) y[i] = x[i] * SC + 1.0f/3.0f; }")
-KS = [Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.5f"}, name="scale") for i in range(6)]
-def launch_t(rt, k, x, y, n, *, stream=None):
-    rt.launch(k, x, y, n, stream=stream)
-def cand(i):
-    return Kernel(SRC, "scale", "PPi", defines={"SC": "2.0f", "U": i}, name="scale")
-T = Tunable(name="t", candidates={f"c{i}": cand(i) for i in range(3)}, launch=launch_t)
-def one(rt, i, read=True):
-    x = rt.upload(np.arange(50 + i, dtype=np.float32) / 7)
-    y, z = rt.buffer(50 + i, "float32"), rt.buffer(50 + i, "float32")
-    rt.launch(KS[i], x, y, 50 + i)
-    rt.tune(T, x, z, 50 + i)
-    return rt.read(y).tobytes() + rt.read(z).tobytes() if read else b""
-def open_shipped(path=None, **kw):
+"""
+    + scaled(6)
+    + r"""def open_shipped(path=None, **kw):
     warmcli.use_bundle(resources.files("mylib") / "warm.bundle" if path is None else path, **kw)
 def digest(parts):
     return hashlib.sha256(b"".join(parts)).hexdigest()
 """
+)
 # Warmed with PART=3 (kernels and tunes 0-2) for a partial bundle, else all six.
 WORKLOAD = """
 import os, mylib

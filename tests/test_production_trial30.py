@@ -9,30 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Warm
+from conftest import Warm, scaled
 
-SERVICE = r"""
+SERVICE = (
+    r"""
 import numpy as np
 from warmcli import Kernel, Tunable
 DEVICE = "host"
-SRC = ("void scale(float *x, float *y, int n) "
-       "{ for (int i = 0; i < n; i++) y[i] = x[i] * SC + 1.0f/3.0f; }")
-KS = [Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.5f"}, name="scale") for i in range(4)]
-def launch_t(rt, k, x, y, n, *, stream=None):
-    rt.launch(k, x, y, n, stream=stream)
-def cand(i):
-    return Kernel(SRC, "scale", "PPi", defines={"SC": "2.0f", "U": i}, name="scale")
-T = Tunable(name="t", candidates={f"c{i}": cand(i) for i in range(3)}, launch=launch_t)
-def one(rt, i, read=True):
-    x = rt.upload(np.arange(50 + i, dtype=np.float32) / 7)
-    y, z = rt.buffer(50 + i, "float32"), rt.buffer(50 + i, "float32")
-    rt.launch(KS[i], x, y, 50 + i)
-    rt.tune(T, x, z, 50 + i)
-    return rt.read(y).tobytes() + rt.read(z).tobytes() if read else b""
-def workload(rt):
+"""
+    + scaled(4)
+    + r"""def workload(rt):
     for i in range(4):
         one(rt, i, False)
 """
+)
 
 THREADS = """
 import hashlib, sys, threading, warmcli, svc
