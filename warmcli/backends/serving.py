@@ -31,7 +31,7 @@ from warmcli.records import KernelRecord, Record
 
 VIRTUAL = Pattern(r"^compute_([1-9]\d{1,2})$")  # no compiler takes compute_090
 _RELEASE = Pattern(r"release (\d+)\.(\d+)")
-_VERSION = Pattern(r"^(\d+)\.(\d+)")
+_VERSION = Pattern(r"^(\d+)\.(\d+)$")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"^sm_(\d{2,3})")
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
@@ -91,7 +91,7 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, this "
                 f"compiler with {ours[2:] or 'nothing'}"
             )
-        built, driver = cuda_release(record.toolchain), _driver(target)
+        built, driver = cuda_release(record.toolchain), driver_release(target.driver)
         ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA
         if built and driver and (built > driver if ptx else built[0] > driver[0]):
             return "toolchain", (
@@ -103,15 +103,16 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     return None
 
 
-def _driver(target: Target) -> tuple[int, int] | None:
-    found = _VERSION.match(target.driver)
+def driver_release(driver: str) -> tuple[int, int] | None:
+    """A driver's CUDA version (`"12.8"` → (12, 8)); None when unknown (no GPU here)."""
+    found = _VERSION.match(driver)
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def within_driver(record: KernelRecord, target: Target) -> bool:
     """Whether a CUDA build's release is no newer than `target`'s driver (or either is
     unknown): False for a cubin served by minor version compatibility alone."""
-    built, driver = cuda_release(record.toolchain), _driver(target)
+    built, driver = cuda_release(record.toolchain), driver_release(target.driver)
     return built is None or driver is None or built <= driver
 
 

@@ -64,7 +64,8 @@ def _forked() -> None:
     _Initialised.forked_after = _Initialised.forked_after or _Initialised.here
 
 
-os.register_at_fork(after_in_child=_forked)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _driver() -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from warmcli.backends.serving import virtual_sm
+from warmcli.backends.serving import driver_release, virtual_sm
 from warmcli.errors import CompileFailure, PtxError
 from warmcli.printable import Pattern
 
@@ -92,12 +92,6 @@ def cuda_for_isa(isa: tuple[int, int]) -> tuple[int, int]:
     return 10, 2  # older ISAs: any driver a CUDA 11+ toolkit supports
 
 
-def driver_cuda(driver: str) -> tuple[int, int] | None:
-    """A driver's CUDA version (`"12.8"` → (12, 8)); None when unknown (no GPU here)."""
-    m = re.match(r"^(\d+)\.(\d+)$", driver)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def check_ptx(data: bytes, arch: str, driver: str) -> None:
     """Raise PtxError unless a device of `arch` with driver `driver` can JIT this PTX."""
     isa, target, suffix = ptx_header(data)
@@ -108,7 +102,7 @@ def check_ptx(data: bytes, arch: str, driver: str) -> None:
         raise PtxError(f"PTX is for sm_{target}, newer than {arch}: the driver cannot JIT it")
     if suffix:
         raise PtxError(f"PTX targets sm_{target}{suffix}, which runs on sm_{target} only")
-    need, have = cuda_for_isa(isa), driver_cuda(driver)
+    need, have = cuda_for_isa(isa), driver_release(driver)
     if have is not None and have < need:
         raise PtxError(
             f"PTX ISA {isa[0]}.{isa[1]} needs a driver for CUDA {need[0]}.{need[1]} or newer; "
