@@ -155,8 +155,10 @@ def file_scope_names(source: str) -> list[str]:
 
 # A line splice: a backslash, blanks, a line break (the compiler joins the lines first).
 LINE_SPLICE = Pattern(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
-# Comments, string and character literals; and with directives, text no name is read from.
-_LITERALS = r"//[^\n]*|/\*[\s\S]*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"
+# Comments; with string and character literals; and with directives, text no name is read from.
+_COMMENTS = r"//[^\n]*|/\*[\s\S]*?\*/"
+COMMENT = Pattern(_COMMENTS)
+_LITERALS = _COMMENTS + r"|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"
 _COMMENT_OR_LITERAL = Pattern(_LITERALS)
 UNSCANNED = Pattern(_LITERALS + r"|^[ \t]*#[^\n]*", re.MULTILINE)
 _PARENTHESES = Pattern(r"\([^()]*\)")

@@ -46,6 +46,7 @@ from collections.abc import Sequence
 
 from warmcli.backends.compiler import (
     ATTRIBUTE,
+    COMMENT,
     LINE_SPLICE,
     UNSCANNED,
     CompileUnit,
@@ -131,7 +132,6 @@ def _reserved(name: str) -> bool:
 
 
 _EXTERN_C = re.compile(r'\bextern\s*"C"\s*(\{)?([^({\[=;]*)')
-_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,7 +148,7 @@ def _c_linkage_helpers(source: str, entry: str) -> bool:
         for name in set(helpers) - set(macros) - {entry}
         if not re.search(rf"__global__[^;{{}}]*\b{name}\s*\(", source)
     }
-    for linkage in _EXTERN_C.finditer(_COMMENT.sub(" ", source)):
+    for linkage in _EXTERN_C.finditer(COMMENT.sub(" ", source)):
         names = _WORD.findall(linkage.group(2))
         if (others and linkage.group(1)) or (names and names[-1] in others):
             return True

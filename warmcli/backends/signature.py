@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import re
 
-from warmcli.backends.compiler import CompileFailure, CompileUnit, file_scope_names
+from warmcli.backends.compiler import COMMENT, CompileFailure, CompileUnit, file_scope_names
 from warmcli.errors import SIGNATURE_PROBE
 from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 
 MARK = SIGNATURE_PROBE
 _ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 # The C++ front end's words for `decltype(entry)` of a template or an overload set.
 _NOT_ONE_FUNCTION = re.compile(r"instance of (?:function template|overloaded function)")
 
@@ -121,7 +120,7 @@ def _split(params: str) -> list[str]:
 
 def declared_parameters(source: str, entry: str) -> list[str] | None:
     """The parameters of `entry`'s definition in `source`, as written; None if not found."""
-    text = _COMMENT.sub(" ", source)
+    text = COMMENT.sub(" ", source)
     for m in re.finditer(rf"\b{re.escape(entry)}\s*\(", text):
         before = text[: m.start()].rstrip()
         if not before or not (before[-1].isalnum() or before[-1] in "_*)"):
