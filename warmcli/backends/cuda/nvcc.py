@@ -43,6 +43,7 @@ from warmcli.backends.compiler import (
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
+from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe, remembered
 from warmcli.errors import ArchError, CubinError
@@ -189,8 +190,8 @@ def _list_gpu_code(name: str, nvcc: str) -> str:
 
 
 def _release(toolchain: Toolchain) -> str:
-    m = re.search(r"release (\d+\.\d+)", toolchain.version)
-    return m.group(1) if m else toolchain.version
+    found = cuda_release(toolchain.version)
+    return f"{found[0]}.{found[1]}" if found else toolchain.version
 
 
 def check_options(
