@@ -197,12 +197,19 @@ def cuda_start(size: Size) -> list[Row]:
         tmp = Path(tmp_name)
         result = _compare(tmp, "cuda", CUDA_WORKLOAD, size.cold_starts, size.hot_starts)
         gen = _compare_generated(tmp, size, cuda=True)
-    return [_cuda_row(result), _cuda_row(gen, f"{size.generated} generated CUDA kernels")]
+    return [
+        _cuda_row("hot_start_cuda", CUDA_WORKLOAD.name, result, HOST_TARGET),
+        _cuda_row(
+            "hot_start_cuda_generated",
+            f"{size.generated} generated CUDA kernels",
+            gen,
+            GENERATED_TARGET,
+        ),
+    ]
 
 
-def _cuda_row(result: dict[str, object], generated_what: str = "") -> Row:
-    """`hot_start_cuda` (the example) or, given `generated_what`, `hot_start_cuda_generated`,
-    with the bound the CUDA context puts on it."""
+def _cuda_row(name: str, what: str, result: dict[str, object], target: float) -> Row:
+    """A CUDA cold/hot row of `what` on the GPU, with the bound the CUDA context puts on it."""
     cold, hot = result["cold"], result["hot"]
     assert isinstance(cold, list) and isinstance(hot, list)
     # what serving adds to the first run: the first result less opening and a second run
@@ -213,11 +220,7 @@ def _cuda_row(result: dict[str, object], generated_what: str = "") -> Row:
         f"{ms(_m(hot, 'opened'))} of the first, so serving added {ms(serving)}); bound: a hot "
         f"start serving in no time at all reaches {bound:.2f}×"
     )
-    if generated_what:
-        what = f"{generated_what} on the GPU"
-        return _cold_hot("hot_start_cuda_generated", what, result, GENERATED_TARGET, more)
-    what = f"{CUDA_WORKLOAD.name} on the GPU"
-    return _cold_hot("hot_start_cuda", what, result, HOST_TARGET, more)
+    return _cold_hot(name, f"{what} on the GPU", result, target, more)
 
 
 def _cold_hot(name: str, what: str, result: dict[str, object], target: float, more: str) -> Row:
