@@ -3,8 +3,8 @@
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
 `-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
-(`CUDA_HOME`'s include folder, after the toolkit packages': `nvrtc_folders`, which
-NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
+(the system toolkit's include folders, after the toolkit packages': `nvrtc_folders`,
+which NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
 covers them, those a source includes (or asks for) by their absolute path, and those
 `-include`/`--pre-include` read before the source (found as a quoted name is).
 It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
@@ -32,6 +32,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +57,10 @@ _INCLUDE = re.compile(
 )
 # The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
+# A system toolkit's include folders NVRTC is given, after the packages' (CUDA 13 keeps
+# CCCL's in `include/cccl`), and where a toolkit is when nothing names one.
+TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
+DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 
@@ -151,17 +156,39 @@ def _orders(
     return search_orders(options, cwd, env), frozenset(search_orders((), cwd, (env[0], ""))[1])
 
 
-def nvrtc_env(home: str) -> tuple[str, str]:
-    """`home`'s include folder NVRTC reads (`nvrtc_folders`) and the packages' it reads
+def nvrtc_env(home: str | None) -> tuple[str, str]:
+    """`home`'s include folders NVRTC reads (`nvrtc_folders`) and the packages' it reads
     first, each joined by `os.pathsep`: `headers_digest`'s `env` for an NVRTC kernel."""
     packages, homes = nvrtc_folders(home)
     return (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
 
 
+def toolkit_home() -> str | None:
+    """The system CUDA toolkit NVRTC is given the headers of, found as nvcc and CuPy find
+    it: the first of `CUDA_HOME`, `CUDA_PATH`; else the folder above the `bin` of the nvcc
+    on `PATH` (its links followed), else /usr/local/cuda, where it holds a toolkit's
+    headers; None where none is."""
+    from warmcli.config import cuda_homes, path
+
+    home = next((h for h in cuda_homes().values() if h), None)
+    if home is not None:
+        return home
+    nvcc = shutil.which("nvcc", path=path())
+    found = os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+    return next((h for h in (found, DEFAULT_TOOLKIT) if h and _is_toolkit(h)), None)
+
+
+def _is_toolkit(home: str) -> bool:
+    """Whether `home` holds a CUDA toolkit's headers (not /usr/local's own include folder,
+    above a wrapper script named nvcc)."""
+    return os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
+
+
 def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
     """The include folders NVRTC is given, in its order, those that exist: the toolkit
-    packages' (their headers go with NVRTC's identity) and `home`'s `include` (the first
-    of `CUDA_HOME`, `CUDA_PATH`: a system toolkit's, whose headers key a kernel)."""
+    packages' (their headers go with NVRTC's identity) and `home`'s `include` and its
+    `include/cccl` (CUDA 13's CCCL headers, which nvcc searches by itself): a system
+    toolkit's (`toolkit_home`), whose headers key a kernel."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -169,8 +196,8 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
     roots = list(spec.submodule_search_locations or []) if spec is not None else []
     packages = [os.path.join(root, layout) for root in roots for layout in NVRTC_INCLUDES]
     packages = [f for f in dict.fromkeys(packages) if os.path.isdir(f)]
-    own = os.path.join(home, "include") if home else ""
-    return packages, [own] if own and os.path.isdir(own) and own not in packages else []
+    own = [os.path.join(home, *layout) for layout in TOOLKIT_INCLUDES] if home else []
+    return packages, [f for f in own if os.path.isdir(f) and f not in packages]
 
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:

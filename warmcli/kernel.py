@@ -260,13 +260,13 @@ def _env_includes(language: str) -> tuple[str, str]:
     """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" (`nvrtc_env`) takes
     from the environment, read once per process; ("", "") where none is set, and for nvcc."""
     if (found := _ENV_INCLUDES.get(language)) is None:
-        from warmcli.config import compiler_include_paths, cuda_homes
+        from warmcli.config import compiler_include_paths
 
         found = compiler_include_paths() if language == "c" else ("", "")
-        if language == "nvrtc" and (home := next((h for h in cuda_homes().values() if h), "")):
-            from warmcli.headers import nvrtc_env
+        if language == "nvrtc":
+            from warmcli.headers import nvrtc_env, toolkit_home
 
-            found = nvrtc_env(home)
+            found = nvrtc_env(toolkit_home())
         _ENV_INCLUDES[language] = found
     return found
 
@@ -276,8 +276,8 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or ""."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
-    if not kernel.reads_headers and env == ("", ""):
-        return ""  # a serving process never imports `warmcli.headers` for these
+    if not kernel.reads_headers and (env == ("", "") or "include" not in kernel.source):
+        return ""  # reaches no header: a serving process never imports `warmcli.headers`
     from warmcli.headers import headers_digest
 
     return headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)

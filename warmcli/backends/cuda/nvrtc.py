@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda.minimal import MINIMAL, knows_minimal, minimal_safe
@@ -51,7 +50,7 @@ from warmcli.backends.cuda.nvcc import (
 from warmcli.backends.cuda.nvrtc_log import hint
 from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
-from warmcli.headers import nvrtc_folders
+from warmcli.headers import nvrtc_folders, toolkit_home
 from warmcli.once import once
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
@@ -90,8 +89,8 @@ def find_nvrtc() -> str | None:
 
 def include_dirs() -> list[str]:
     """The toolkit headers NVRTC is pointed at (it has no default include path): the
-    packages', then CUDA_HOME's (whose headers the key covers: `headers.nvrtc_folders`)."""
-    packages, home = nvrtc_folders(next((h for h in config.cuda_homes().values() if h), None))
+    packages', then the system toolkit's (whose headers the key covers: `headers.nvrtc_folders`)."""
+    packages, home = nvrtc_folders(toolkit_home())
     return packages + home
 
 
