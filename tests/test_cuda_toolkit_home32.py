@@ -102,5 +102,5 @@ def test_an_nvcc_wrapper_outside_a_toolkit_gives_nvrtc_no_system_folder(
     (local / "include" / "warm_cccl_only" / "v.h").write_text("#define TKV 1.0f\n")
     no_home.setenv("PATH", f"{local / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     no_home.setattr(headers, "DEFAULT_TOOLKIT", str(tmp_path / "none"))
-    assert headers.toolkit_home() is None
+    assert headers.toolkit_home([None], os.environ["PATH"]) is None
     assert not _build()[1], "NVRTC read /usr/local/include's like headers"

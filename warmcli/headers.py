@@ -35,7 +35,7 @@ import re
 import shutil
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
 # folder in the next option.
@@ -163,17 +163,15 @@ def nvrtc_env(home: str | None) -> tuple[str, str]:
     return (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
 
 
-def toolkit_home() -> str | None:
+def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
     """The system CUDA toolkit NVRTC is given the headers of, found as nvcc and CuPy find
-    it: the first of `CUDA_HOME`, `CUDA_PATH`; else the folder above the `bin` of the nvcc
-    on `PATH` (its links followed), else /usr/local/cuda, where it holds a toolkit's
-    headers; None where none is."""
-    from warmcli.config import cuda_homes, path
-
-    home = next((h for h in cuda_homes().values() if h), None)
+    it: the first of `homes` set (`CUDA_HOME`, `CUDA_PATH`); else the folder above the
+    `bin` of the nvcc on the `search` path (its links followed), else /usr/local/cuda,
+    where it holds a toolkit's headers; None where none is."""
+    home = next((h for h in homes if h), None)
     if home is not None:
         return home
-    nvcc = shutil.which("nvcc", path=path())
+    nvcc = shutil.which("nvcc", path=search)
     found = os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
     return next((h for h in (found, DEFAULT_TOOLKIT) if h and _is_toolkit(h)), None)
 

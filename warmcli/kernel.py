@@ -260,13 +260,13 @@ def _env_includes(language: str) -> tuple[str, str]:
     """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" (`nvrtc_env`) takes
     from the environment, read once per process; ("", "") where none is set, and for nvcc."""
     if (found := _ENV_INCLUDES.get(language)) is None:
-        from warmcli.config import compiler_include_paths
+        from warmcli.config import compiler_include_paths, cuda_homes, path
 
         found = compiler_include_paths() if language == "c" else ("", "")
         if language == "nvrtc":
             from warmcli.headers import nvrtc_env, toolkit_home
 
-            found = nvrtc_env(toolkit_home())
+            found = nvrtc_env(toolkit_home(cuda_homes().values(), path()))
         _ENV_INCLUDES[language] = found
     return found
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda.minimal import MINIMAL, knows_minimal, minimal_safe
@@ -90,7 +91,7 @@ def find_nvrtc() -> str | None:
 def include_dirs() -> list[str]:
     """The toolkit headers NVRTC is pointed at (it has no default include path): the
     packages', then the system toolkit's (whose headers the key covers: `headers.nvrtc_folders`)."""
-    packages, home = nvrtc_folders(toolkit_home())
+    packages, home = nvrtc_folders(toolkit_home(config.cuda_homes().values(), config.path()))
     return packages + home
 
 
