@@ -1,5 +1,6 @@
-"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers
-(its devices, whether pycuda is there, and the compilers warm would use)."""
+"""`warm stats` and `warm devices`: what a bundle holds (read in one snapshot: a writer's
+commit waits until all is written out), and what this machine offers (its devices, whether
+pycuda is there, and the compilers warm would use)."""
 
 from __future__ import annotations
 
@@ -114,8 +115,16 @@ def stats(
     given = bundle or config.bundle()  # a URL is named as given, its copy after it
     url = given if given is not None and is_url(given) else None
     with guarded(lambda: Bundle.open(path)) as opened:
-        guarded(lambda: _stats(path, opened, operation, as_json, url))
+        # one state of the file, however long it is written out: a writer's commit waits
+        guarded(lambda: _stats_of_one_state(path, opened, operation, as_json, url))
     holds_nothing()  # the bundle is closed, all is printed: no teardown needed
+
+
+def _stats_of_one_state(
+    path: Path, bundle: Bundle, operation: str | None, as_json: bool, url: str | None
+) -> None:
+    with bundle.snapshot():
+        _stats(path, bundle, operation, as_json, url)
 
 
 def _stats(

@@ -1,0 +1,94 @@
+"""What warm reports is true: `warm stats` (tables and `--json`), `warm run --json`'s and
+`warm verify`'s counts and `WARM_REPORT`'s lines, each checked against what really happened,
+counted apart from warm (a `cc` wrapper on PATH that logs each kernel it is handed, the
+rows another process committed), with the real CLI in subprocesses, real cc and real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT, Warm
+
+# One tunable of two candidates: the source bundle the concurrent writer copies from.
+TWO = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += STEP; }"
+def launch(rt, k, x, n, *, stream=None):
+    rt.launch(k, x, n, stream=stream)
+T = Tunable("op", {"a": Kernel(SRC, "k", "Pi", defines={"STEP": 1}),
+                   "b": Kernel(SRC, "k", "Pi", defines={"STEP": 2})}, launch, warmup=0, repeats=1)
+def workload(rt):
+    rt.tune(T, rt.upload(np.zeros(4, dtype=np.float32)), 4)
+"""
+
+# Another process writing the bundle as a production write-back does (`Bundle.put`: two
+# kernels and the tune that picks between them, in one transaction), one tune after
+# another, until it has written `LIMIT` (or is killed); `ready` is made after the first.
+WRITER = """
+import dataclasses, hashlib, sys
+from warmcli.bundle.store import Bundle
+from warmcli.records import tune_key
+src, dst, ready = sys.argv[1:4]
+with Bundle.open(src) as s:
+    (t0,) = s.tunes()
+    kernels = {k.key: (k, s.blob(k.sha256)) for k in s.kernels()}
+out = Bundle.open(dst, write=True)
+for i in range(1, 3001):
+    news, cands = [], []
+    for c in t0.candidates:
+        k, blob = kernels[c.kernel_key]
+        key = hashlib.sha256(f"{k.key}{i}".encode()).hexdigest()
+        news.append((dataclasses.replace(k, key=key), blob))
+        cands.append(dataclasses.replace(c, kernel_key=key))
+    shape = f"float32[{i}] {i}"
+    key = tune_key(t0.operation, shape, t0.device, t0.checksum)
+    out.put(news, [dataclasses.replace(t0, shape_key=shape, candidates=tuple(cands), key=key)])
+    if i == 1:
+        open(ready, "w").close()
+out.close()
+"""
+
+
+def _consistent(doc: dict[str, Any]) -> list[str]:
+    """What in one `warm stats --json` document no single state of the bundle could hold
+    (every state the writer leaves has two kernels per tune, each named by its tune)."""
+    keys = {k["key"] for k in doc["kernels"]}
+    named = {k["key"] for k in doc["kernels"] if k["candidates"]}
+    used = [c["kernel"] for t in doc["tunes"] for c in t["candidates"]]
+    wrong = [f"tune names kernel {k[:8]}, not listed" for k in used if k not in keys]
+    wrong += [f"kernel {k[:8]} listed without its tune" for k in keys if k not in named]
+    if len(keys) != 2 * len(doc["tunes"]):
+        wrong.append(f"{len(keys)} kernels for {len(doc['tunes'])} tunes")
+    return wrong
+
+
+def test_stats_of_a_bundle_another_process_writes_is_one_state(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    src, dst, ready = tmp_path / "src.warm", tmp_path / "dst.warm", tmp_path / "ready"
+    done = warm("run", workload_file(TWO), "-b", src, "-q")
+    assert done.returncode == 0, done.stderr
+    env = dict(warm.env, PYTHONPATH=str(ROOT))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, src, dst, ready], env=env)
+    try:
+        while not ready.exists():
+            assert writer.poll() is None, "the writer ended before its first tune"
+            time.sleep(0.02)
+        seen = []
+        for _ in range(4):
+            got = warm("stats", dst, "--json")
+            assert got.returncode == 0, got.stderr
+            doc = json.loads(got.stdout)
+            seen.append((len(doc["tunes"]), _consistent(doc)))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert all(not wrong for _, wrong in seen), seen
+    assert len({n for n, _ in seen}) > 1 or seen[0][0] >= 3000  # it was written meanwhile
