@@ -92,3 +92,42 @@ def test_stats_of_a_bundle_another_process_writes_is_one_state(
         writer.wait()
     assert all(not wrong for _, wrong in seen), seen
     assert len({n for n, _ in seen}) > 1 or seen[0][0] >= 3000  # it was written meanwhile
+
+
+# A CUDA tunable reached on two shapes, the second twice: pre-built without a GPU.
+REACHED_TWICE = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void k(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] += S; }'
+def launch(rt, k, x, n, *, stream=None):
+    rt.launch(k, x, n, grid=1, block=32, stream=stream)
+T = Tunable("op", {"a": Kernel(SRC, "k", "Pi", language="cuda", defines={"S": 1}),
+                   "b": Kernel(SRC, "k", "Pi", language="cuda", defines={"S": 2})}, launch)
+def workload(rt):
+    x = rt.upload(np.zeros(4, dtype=np.float32))
+    rt.tune(T, x, 4)
+    for _ in range(REACHES):
+        rt.tune(T, x, 5)
+"""
+
+
+def test_compile_only_verify_counts_a_tune_reached_twice_once(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """`warm verify --arch` names each tune the bundle lacks once, and says how many there
+    are: one tune reached twice is one tune missing, as its one miss line says."""
+    from tests.conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    bundle = tmp_path / "b.warm"
+    first = workload_file(REACHED_TWICE.replace("REACHES", "0"), "first.py")
+    done = warm("run", first, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    both = workload_file(REACHED_TWICE.replace("REACHES", "2"), "both.py")
+    got = warm("verify", bundle, "--workload", both, "--arch", "sm_90", "--json")
+    assert got.returncode == 1, got.stderr
+    doc = json.loads(got.stdout)
+    assert [e["label"] for e in doc["explanations"]] == ["op float32[4] 5"]
+    assert doc["missing"] == ["sm_90: 1 tune(s) reached, not recorded in the bundle"]
+    assert doc["autotune"]["unrecorded"] == 1
