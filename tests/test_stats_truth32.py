@@ -131,3 +131,41 @@ def test_compile_only_verify_counts_a_tune_reached_twice_once(
     assert [e["label"] for e in doc["explanations"]] == ["op float32[4] 5"]
     assert doc["missing"] == ["sm_90: 1 tune(s) reached, not recorded in the bundle"]
     assert doc["autotune"]["unrecorded"] == 1
+
+
+# A tunable whose every candidate fails (its launch function raises), tuned in a thread
+# the workload outlives: no pick is ever stored, so production measures it on every start.
+FAILS_IN_A_THREAD = """
+import threading
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += S; }"
+def launch(rt, k, x, n, *, stream=None):
+    raise RuntimeError("no launch today")
+T = Tunable("op", {"a": Kernel(SRC, "k", "Pi", defines={"S": 1}),
+                   "b": Kernel(SRC, "k", "Pi", defines={"S": 2})}, launch)
+def workload(rt):
+    x = rt.upload(np.zeros(4, dtype=np.float32))
+    t = threading.Thread(target=lambda: rt.tune(T, x, 4))
+    t.start()
+    t.join()
+"""
+
+
+def test_verify_never_calls_complete_a_bundle_missing_a_failed_tune(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """The verify pass met a tune the bundle lacks (its miss explained) and failed to
+    measure it: the bundle is not complete (strict production refuses that tune), and the
+    miss is named on the output, as a kernel that failed to compile in a thread is."""
+    bundle, workload = tmp_path / "b.warm", workload_file(FAILS_IN_A_THREAD)
+    run = warm("run", workload, "-b", bundle, "--json")
+    doc = json.loads(run.stdout)
+    assert [e["label"] for e in doc["explanations"]] == ["op float32[4] 4"]
+    assert run.returncode == 1 and doc["verified"] is False, doc["missing"]
+    assert doc["missing"] == ["host: 1 tune(s) failed (every candidate), not in the bundle"]
+    got = warm("verify", bundle, "--workload", workload, "-q")
+    assert got.returncode == 1, got.stdout
+    assert "the bundle is complete" not in got.stdout
+    assert "miss: tune op float32[4] 4: absent" in got.stdout, got.stdout
