@@ -169,3 +169,35 @@ def test_verify_never_calls_complete_a_bundle_missing_a_failed_tune(
     assert got.returncode == 1, got.stdout
     assert "the bundle is complete" not in got.stdout
     assert "miss: tune op float32[4] 4: absent" in got.stdout, got.stdout
+
+
+# Served from a bundle holding the tune's kernels but not the tune: every candidate fails.
+SERVE_FAILING_TUNE = """
+import runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+x = rt.upload(module["np"].zeros(4, dtype=module["np"].float32))
+try:
+    rt.tune(module["T"], x, 4)
+except warmcli.errors.TuneFailure:
+    pass
+"""
+
+
+def test_report_never_says_served_everything_after_a_tune_it_lacked(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """WARM_REPORT: a tune the bundle lacked was measured (every candidate failed, the
+    process went on): the bundle did not serve everything, and the report names the tune."""
+    bundle, workload = tmp_path / "b.warm", workload_file(FAILS_IN_A_THREAD)
+    warm("run", workload, "-b", bundle, "--no-verify", "-q")
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1")
+    got = subprocess.run(
+        [sys.executable, "-c", SERVE_FAILING_TUNE, workload],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "served everything" not in got.stderr, got.stderr
+    assert "lacked 0 kernel(s) and 1 tune(s)" in got.stderr, got.stderr
+    assert "tune op float32[4] 4 (every candidate failed: nothing stored)" in got.stderr

@@ -348,6 +348,7 @@ class Runtime:
                 shape_key,
             )
         except TuneFailure:
+            self.tunes.failed[key] = f"{tunable.name} {shape_key}"  # a report names it
             self.tune_registrations.settle(key, "failed")
             raise
         except BaseException:
