@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, Warm
 
 # One tunable of two candidates: the source bundle the concurrent writer copies from.
@@ -201,3 +203,44 @@ def test_report_never_says_served_everything_after_a_tune_it_lacked(
     assert "served everything" not in got.stderr, got.stderr
     assert "lacked 0 kernel(s) and 1 tune(s)" in got.stderr, got.stderr
     assert "tune op float32[4] 4 (every candidate failed: nothing stored)" in got.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("for (int i = 0; i < n; i++) x[i] += 1; ", "a brace, comment or string left open"),
+        ("syntax error here }", "unknown type name"),
+    ],
+)
+def test_a_broken_kernel_is_not_called_a_letters_mismatch(
+    warm: Warm, tmp_path: Path, workload_file: Any, body: str, said: str
+) -> None:
+    """A kernel whose source is broken (cut short, a syntax error) fails to compile; its
+    letters match its declaration, so warm must not say they do not, neither when it is
+    launched nor in the reason `warm stats` shows for a tune's candidate."""
+    source = f"""
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+K = Kernel("void k(float *x, int n) {{ {body}", "k", "Pi")
+GOOD = Kernel("void k(float *x, int n) {{ x[0] = n; }}", "k", "Pi")
+def launch(rt, k, x, n, *, stream=None):
+    rt.launch(k, x, n, stream=stream)
+T = Tunable("op", {{"broken": K, "good": GOOD}}, launch)
+def workload(rt):
+    x = rt.upload(np.zeros(4, dtype=np.float32))
+    rt.tune(T, x, 4)
+    if LAUNCH:
+        rt.launch(K, x, 4)
+"""
+    bundle = tmp_path / "b.warm"
+    launched = warm("run", workload_file(source.replace("LAUNCH", "True")), "-b", bundle, "--json")
+    assert launched.returncode == 2, launched.stdout
+    doc = json.loads(launched.stdout)
+    text = doc["error"] + "\n" + doc.get("detail", "")
+    assert "do not match" not in text and said in text, text
+    tuned = warm("run", workload_file(source.replace("LAUNCH", "False")), "-b", bundle, "-q")
+    assert tuned.returncode == 0, tuned.stderr
+    (tune,) = warm.json("stats", bundle)["tunes"]
+    reason = {c["name"]: c["reason"] for c in tune["candidates"]}["broken"]
+    assert "do not match" not in reason and said in reason, reason
