@@ -244,3 +244,36 @@ def workload(rt):
     (tune,) = warm.json("stats", bundle)["tunes"]
     reason = {c["name"]: c["reason"] for c in tune["candidates"]}["broken"]
     assert "do not match" not in reason and said in reason, reason
+
+
+def test_check_fails_a_tune_whose_pick_kernel_clean_removed(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """`warm clean` removed a corrupt kernel that a tune picks (the tune kept): production
+    hits the tune, then compiles its pick. `warm check` must not call every entry servable."""
+    import sqlite3
+
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload_file(TWO), "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    (tune,) = warm.json("stats", bundle)["tunes"]
+    with sqlite3.connect(bundle) as conn:  # the pick's binary rots on disk
+        (sha,) = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (tune["pick_kernel"],))
+        conn.execute("UPDATE blobs SET data = zeroblob(length(data)) WHERE sha256 = ?", sha)
+    conn.close()
+    assert warm("clean", bundle).returncode == 0
+    assert tune["pick_kernel"] not in {k["key"] for k in warm.json("stats", bundle)["kernels"]}
+    serve = "import runpy, sys, warmcli\nrunpy.run_path(sys.argv[1])['workload'](warmcli.runtime())"
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1")
+    served = subprocess.run(
+        [sys.executable, "-c", serve, workload_file(TWO)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert "lacked 1 kernel(s) and 0 tune(s)" in served.stderr, served.stderr  # what happens
+    got = warm("check", bundle, "--json")
+    assert got.returncode == 1, got.stdout
+    doc = json.loads(got.stdout)
+    assert not doc["servable"] and doc["unservable_count"] == 1, doc
+    (why,) = doc["unservable"]
+    assert why["kind"] == "tune" and why["reason"] == "absent", why
+    assert tune["pick_kernel"][:16] in why["detail"], why
