@@ -32,17 +32,17 @@ def workload(rt):
 
 # Another process writing the bundle as a production write-back does (`Bundle.put`: two
 # kernels and the tune that picks between them, in one transaction), one tune after
-# another, until it has written `LIMIT` (or is killed); `ready` is made after the first.
+# another, the tunes FIRST to LAST (or until it is killed); `ready` is made after the first.
 WRITER = """
 import dataclasses, hashlib, sys
 from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
-src, dst, ready = sys.argv[1:4]
+src, dst, ready, first, last = sys.argv[1:6]
 with Bundle.open(src) as s:
     (t0,) = s.tunes()
     kernels = {k.key: (k, s.blob(k.sha256)) for k in s.kernels()}
 out = Bundle.open(dst, write=True)
-for i in range(1, 3001):
+for i in range(int(first), int(last) + 1):
     news, cands = [], []
     for c in t0.candidates:
         k, blob = kernels[c.kernel_key]
@@ -52,7 +52,7 @@ for i in range(1, 3001):
     shape = f"float32[{i}] {i}"
     key = tune_key(t0.operation, shape, t0.device, t0.checksum)
     out.put(news, [dataclasses.replace(t0, shape_key=shape, candidates=tuple(cands), key=key)])
-    if i == 1:
+    if i == int(first):
         open(ready, "w").close()
 out.close()
 """
@@ -78,13 +78,13 @@ def test_stats_of_a_bundle_another_process_writes_is_one_state(
     done = warm("run", workload_file(TWO), "-b", src, "-q")
     assert done.returncode == 0, done.stderr
     env = dict(warm.env, PYTHONPATH=str(ROOT))
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, src, dst, ready], env=env)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, src, dst, ready, "1", "2000"], env=env)
     try:
         while not ready.exists():
             assert writer.poll() is None, "the writer ended before its first tune"
             time.sleep(0.02)
         seen = []
-        for _ in range(4):
+        for _ in range(3):
             got = warm("stats", dst, "--json")
             assert got.returncode == 0, got.stderr
             doc = json.loads(got.stdout)
@@ -93,7 +93,7 @@ def test_stats_of_a_bundle_another_process_writes_is_one_state(
         writer.kill()
         writer.wait()
     assert all(not wrong for _, wrong in seen), seen
-    assert len({n for n, _ in seen}) > 1 or seen[0][0] >= 3000  # it was written meanwhile
+    assert len({n for n, _ in seen}) > 1 or seen[0][0] >= 2000  # it was written meanwhile
 
 
 # A CUDA tunable reached on two shapes, the second twice: pre-built without a GPU.
@@ -277,3 +277,33 @@ def test_check_fails_a_tune_whose_pick_kernel_clean_removed(
     (why,) = doc["unservable"]
     assert why["kind"] == "tune" and why["reason"] == "absent", why
     assert tune["pick_kernel"][:16] in why["detail"], why
+
+
+def test_stats_of_a_small_bundle_holds_no_writer_while_its_reader_waits(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """Its snapshot ends once all is read: a `warm stats --json | less` left open never
+    keeps a production write-back (or `warm run`) from committing."""
+    src, dst, ready = tmp_path / "src.warm", tmp_path / "dst.warm", tmp_path / "ready"
+    assert warm("run", workload_file(TWO), "-b", src, "-q").returncode == 0
+    env = dict(warm.env, PYTHONPATH=str(ROOT))
+
+    def write(first: int, last: int) -> subprocess.CompletedProcess[str]:
+        args = [sys.executable, "-c", WRITER, src, dst, ready, str(first), str(last)]
+        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+
+    assert write(1, 150).returncode == 0  # its --json is far more than a pipe holds
+    stats = subprocess.Popen(
+        [sys.executable, "-m", "warmcli", "stats", dst, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=warm.env, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert stats.stdout is not None and stats.stdout.readline() == b"{\n"  # then unread
+        wrote = write(151, 151)
+        assert wrote.returncode == 0, wrote.stderr
+    finally:
+        stats.kill()
+        stats.wait()
+        assert stats.stdout is not None
+        stats.stdout.close()
+    assert len(warm.json("stats", dst)["tunes"]) == 151
