@@ -307,3 +307,36 @@ def test_stats_of_a_small_bundle_holds_no_writer_while_its_reader_waits(
         assert stats.stdout is not None
         stats.stdout.close()
     assert len(warm.json("stats", dst)["tunes"]) == 151
+
+
+# A kernel the bundle lacks, launched where no C compiler is: the launch fails (caught).
+SERVE_WITHOUT_CC = """
+import runpy, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime())  # served by the bundle
+NEW = Kernel("void k(float *x, int n) { x[0] = n; }", "k", "Pi", defines={"NEW": 1})
+try:
+    warmcli.runtime().launch(NEW, warmcli.runtime().upload(np.zeros(4, np.float32)), 4)
+except warmcli.errors.ToolchainError as exc:
+    print("launch failed:", exc, file=sys.stderr)
+"""
+
+
+def test_report_names_a_kernel_it_lacked_where_no_compiler_is(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """A serving machine with no compiler: the bundle serves what it holds; a kernel it
+    lacks cannot be built, and the report says so, never that it served everything."""
+    bundle, workload = tmp_path / "b.warm", workload_file(TWO)
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1", WARM_CC=str(tmp_path / "no"))
+    got = subprocess.run(
+        [sys.executable, "-c", SERVE_WITHOUT_CC, workload],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == 0 and "launch failed: cc: compiler" in got.stderr, got.stderr
+    assert "served everything" not in got.stderr, got.stderr
+    assert "lacked 1 kernel(s) and 0 tune(s)" in got.stderr, got.stderr
+    assert "kernel k[NEW=1] (no compiler here: nothing compiled)" in got.stderr, got.stderr
