@@ -348,6 +348,8 @@ def _misses(rt: Runtime) -> list[Miss]:
     tunes = [
         Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
     ]
+    failed = "(every candidate failed: nothing stored)"
+    tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
     return kernels + tunes
 
 

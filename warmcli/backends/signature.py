@@ -12,7 +12,9 @@ and, when the entry's definition is found in the source, repeats its parameter l
 in a function whose `_Static_assert`s test each parameter with `_Generic` and
 `__builtin_classify_type`. The probe's lines are marked `#line 1 "warm-signature"`,
 so a failure is recognised in the compiler's log and turned into one clear message
-that shows the letters and the declared parameters (`explain`). This module holds
+that shows the letters and the declared parameters (`explain`) where it finds a letter or
+the count wrong; else the source's own error is left as the compiler gave it, and a source
+that runs on into the probe (a brace left open) is said so. This module holds
 no state and runs no compiler.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 
 from warmcli.backends.compiler import COMMENT, CompileFailure, CompileUnit, file_scope_names
-from warmcli.errors import SIGNATURE_PROBE
+from warmcli.errors import SIGNATURE_PROBE, headline
 from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 
 MARK = SIGNATURE_PROBE
@@ -250,5 +252,13 @@ def explain(failure: CompileFailure) -> CompileFailure:
                 f"  argument {position}: letter {letter!r} ({PARAM_DESCRIPTIONS[letter]}), "
                 f"declared {what!r}"
             )
+        if len(lines) == 1 and MARK not in headline(failure.log):
+            return failure  # no letter nor count found wrong: the source's own error, as it is
+        if len(lines) == 1:  # nor in the source: it runs on into the probe
+            lines = [
+                f"kernel {kernel.label}: its source does not compile to its end (a brace, comment "
+                "or string left open?): the compiler's errors fall after it, where warm checks "
+                "its parameter letters"
+            ]
         message = "\n".join(lines)
     return CompileFailure(f"{message}\n\ncompiler log:\n{failure.log}", failure.units, False)

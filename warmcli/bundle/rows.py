@@ -202,14 +202,14 @@ class RowReader:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Every read inside sees one state of the file (one read transaction): a writer's
-        commit waits until it ends, so what is read together agrees."""
+        commit waits until it ends, so what is read together agrees (nested: the outer's)."""
         with self._lock, _sqlite_errors(self.fspath):
-            self._conn.execute("BEGIN")  # deferred: the first read takes the shared lock
+            self._conn.execute("SAVEPOINT snapshot")  # outermost, deferred: read takes the lock
             try:
                 yield
             finally:  # closed meanwhile (a listing closed after its bundle): nothing to end
                 if _is_open(self._conn) and self._conn.in_transaction:
-                    self._conn.execute("COMMIT")  # nothing was written: the read ends
+                    self._conn.execute("RELEASE snapshot")  # nothing written; outermost: it ends
 
     @property
     def _kernel_key(self) -> Callable[[int], str]:

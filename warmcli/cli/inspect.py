@@ -1,5 +1,6 @@
-"""`warm stats` and `warm devices`: what a bundle holds, and what this machine offers
-(its devices, whether pycuda is there, and the compilers warm would use)."""
+"""`warm stats` and `warm devices`: what a bundle holds (read in one snapshot: a writer's
+commit waits until all is read), and what this machine offers (its devices, whether
+pycuda is there, and the compilers warm would use)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def stats_stream(
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[Any] = bundle.each_tune(operation)
     tune: Callable[[Any], Any] = tune_line if as_text else tune_json
-    large = max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
+    large = _streamed(bundle)
     lines = None
     if large and as_text and not operation:
         from warmcli.bundle.listing import converted_tunes  # a large listing only
@@ -122,7 +123,9 @@ def _stats(
     path: Path, bundle: Bundle, operation: str | None, as_json: bool, url: str | None
 ) -> None:
     """Every entry streams (`--json`), or a large bundle is summarised: never all in memory.
-    The bundle is named by its `url`, if given one (then `path`, its local copy, after it)."""
+    The bundle is named by its `url`, if given one (then `path`, its local copy, after it).
+    What is shown is read in one snapshot (a writer's commit waits for it), which ends
+    before it is written out, but where a large listing streams (`--json`): then after."""
     shown, copy = (url, str(path)) if url is not None else (str(path), None)
     if operation is not None and (lone_surrogate(operation) or not bundle.has_operation(operation)):
         names = bundle.operations(HELD_SHOWN + 1)
@@ -131,18 +134,30 @@ def _stats(
         fail(f"{shown}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
     if as_json:  # a reader gone or Ctrl-C: the listing's processes stop, then the bundle closes
         with contextlib.ExitStack() as live:
+            live.enter_context(bundle.snapshot())  # ends last: after the listing stops
             tunes = stats_stream(bundle, operation, as_text=True, live=live)
-            stream_json({"bundle": shown, **({"copy": copy} if copy else {}), **tunes})
+            doc = {"bundle": shown, **({"copy": copy} if copy else {}), **tunes}
+            if not _streamed(bundle):  # all read already: the snapshot ends before writing
+                doc = {k: iter(list(v)) if isinstance(v, Iterator) else v for k, v in doc.items()}
+                live.close()
+            stream_json(doc)
         return
-    summary = summarise(bundle, operation=operation)
+    with bundle.snapshot():
+        summary = summarise(bundle, operation=operation)
+        if summary is None:
+            doc = {
+                key: list(v) if isinstance(v, Iterator) else v
+                for key, v in stats_stream(bundle, operation).items()
+            }
     if summary is not None:  # too large to list: counts by SQL, a few tunes shown
         out.print(summary_renderable(shown, summary, copy))
         return
-    doc = {
-        key: list(v) if isinstance(v, Iterator) else v
-        for key, v in stats_stream(bundle, operation).items()
-    }
     out.print(stats_renderable(shown, doc, every_candidate=operation is not None, copy=copy))
+
+
+def _streamed(bundle: Bundle) -> bool:
+    """Whether `stats_stream` reads the bundle as its entries are written (a large one)."""
+    return max(bundle.count("tunes"), bundle.count("kernels")) > NAMED_TUNES
 
 
 PYCUDA_MISSING = "pycuda is not installed: no CUDA device can be listed or used (extra: cuda)"

@@ -13,11 +13,12 @@ candidate set) must have a measured pick on that device's fingerprint (a pending
 not servable). The builds (tune records) for other archs of an entry servable here are
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
-(reason `corrupt`), nor, in a bundle opened under trusted keys, a row none of them signed,
-which production never serves (a build or record so left out is no build for a device:
-reason `unsigned` where it was the one that device would have used). `check_servable`
-returns what is not servable, each as a
-`MissExplanation` (the differing component, and what the bundle has against what this
+(reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
+(reason `absent`: production would compile it; one point read per such tune), nor, in a
+bundle opened under trusted keys, a row none of them signed, which production never serves
+(a build or record so left out is no build for a device: reason `unsigned` where it was
+the one that device would have used). `check_servable` returns what is not servable, each
+as a `MissExplanation` (the differing component, and what the bundle has against what this
 machine has). The entries are streamed in the order that groups one kernel's builds (one
 tune's devices) together, and each group is read once, holding for each device here the
 build it would be served (its tune record) and the first `_NAMED` archs (devices) to
@@ -296,6 +297,19 @@ def _unrunnable(
     return MissExplanation("kernel", first.key, first.label, "arch", detail, ("arch",))
 
 
+def _pick_served(bundle: Bundle, t: TuneRecord, label: str, report: CheckReport) -> None:
+    """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
+    under trusted keys) is not servable: production hits it, then compiles that kernel."""
+    kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
+    try:
+        if bundle.kernel(kernel) is not None:
+            return
+    except BundleError:  # malformed: refused as the kernel it is (`corrupt`)
+        return
+    detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
+    report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
+
+
 def _check_tunes(
     bundle: Bundle, records: Iterator[TuneRecord], offers: list[DeviceInfo], report: CheckReport
 ) -> None:
@@ -325,6 +339,7 @@ def _check_tunes(
             mine[t.device] = (key, measured or t.status == "measured")
             if t.status == "measured":
                 gauged.add(_arch_of(t.device))
+                _pick_served(bundle, t, label, report)
         else:
             arch = _arch_of(t.device)
             other += arch not in archs

@@ -10,7 +10,8 @@ compiled. The first `get` that needs a compile takes *the whole queue* into one 
 (`warmcli.backends.batch`), so a pass that queued everything first compiles it in a few
 parallel compiler processes. A kernel not yet obtained registers with the active
 collector, and `registrations` settles it there (compiled, loaded, failed; abandoned
-when its batch raises, a Ctrl-C: `missed` names it so) and counts what follows (refused
+when its batch raises, a Ctrl-C: `missed` names it so, as one no compiler here could
+build, nor the bundle serve) and counts what follows (refused
 by the device at load, stored into the bundle). A kernel the loaded bundle lacks is
 handed to the runtime's miss policy (`warmcli.runtime.misses`), which may refuse the
 compile (strict mode) before it starts. `module` hands out the loaded module holding a
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.native import keyed_identity
 from warmcli.backends.toolchain import Toolchain
-from warmcli.errors import KernelCompileError, headline
+from warmcli.errors import KernelCompileError, ToolchainError, headline
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
@@ -81,6 +82,7 @@ class KernelCache:
         self._built: dict[str, _Built] = {}
         self._failed: dict[str, CompileFailure] = {}
         self._interrupted: dict[str, str] = {}  # key -> label: its batch raised (a Ctrl-C)
+        self._uncompiled: dict[str, str] = {}  # content hash -> label: no compiler, no build
 
     def key(self, kernel: Kernel) -> str:
         """The kernel's key on this device (`warmcli.runtime.lookup`)."""
@@ -243,7 +245,12 @@ class KernelCache:
                 self._hits[id(kernel)] = (kernel, hit[1], collector)
             return hit[1]
         lookup = self.lookup
-        key = lookup.key(kernel)
+        try:
+            key = lookup.key(kernel)
+        except ToolchainError:  # no compiler here, nor a build of it the bundle serves
+            with self._lock:
+                self._uncompiled[kernel.content_hash] = kernel.label
+            raise
         with self._lock:
             if key in self._loaded:
                 function = self._loaded[key]
@@ -328,14 +335,18 @@ class KernelCache:
 
     def missed(self) -> list[tuple[str, str]]:
         """(label, key) of each kernel compiled here that the bundle does not hold yet, and of
-        each whose compile failed or was interrupted here (its label says so): what a miss cost."""
+        each whose compile failed or was interrupted here, or that no compiler here could
+        build (its label says so; its key then its content hash): what a miss cost."""
         built = [(record.label, record.key) for record, _ in self.unpersisted()]
         with self._lock:
             failed = [(f.units[0].kernel.label, k) for k, f in self._failed.items() if f.units]
             done = self._built.keys() | self._failed.keys()  # compiled since, or failed
             cut = [(n, k) for k, n in self._interrupted.items() if k not in done]
+            none = [(n, h) for h, n in self._uncompiled.items()]
         failed = [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
-        return built + failed + [(f"{n} (compile interrupted: nothing stored)", k) for n, k in cut]
+        none = [(f"{n} (no compiler here: nothing compiled)", h) for n, h in none]
+        cut = [(f"{n} (compile interrupted: nothing stored)", k) for n, k in cut]
+        return built + failed + cut + none
 
     def mark_persisted(self, keys: list[str]) -> None:
         self.ledger.mark_persisted(keys)

@@ -273,9 +273,7 @@ class Runtime:
 
     def tune(self, tunable: Tunable, *inputs: Any, stream: Stream | None = None) -> str | None:
         """Run the picked candidate on `inputs`, measuring first on a miss; returns the pick.
-
-        Under `CompileOnly` a miss only queues every candidate's kernel (and returns None).
-        """
+        Under `CompileOnly` a miss only queues every candidate's kernel (and returns None)."""
         stream = stream or self.default_stream
         if not isinstance(tunable, Tunable) or not isinstance(stream, Stream):
             refuse_wrong_kinds("tune", tunable=tunable, stream=stream)
@@ -295,10 +293,10 @@ class Runtime:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
-            if record is None or self.device.can_execute:  # gathered, for a pass that measures
-                self._register_tune(tunable, key)
+            gathering = record is None or self.device.can_execute  # for a pass that measures
+            if gathering and self._register_tune(tunable, key) and record is None:
+                collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
             if record is None:  # a compile-only verify names it (once: the miss policy's)
-                collector.count(device_id, "autotune", "unrecorded")
                 self._tune_miss(tunable, key, shape_key, record)
             # A kernel whose compile is recorded as failed under the key it has here is not
             # due again (another toolchain's failure, another key, is not this one's).
@@ -328,10 +326,11 @@ class Runtime:
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
 
-    def _register_tune(self, tunable: Tunable, key: str) -> None:
-        if self.tune_registrations.register(active_collector(), key):
-            n = len(tunable.candidates)
-            active_collector().count(self.device.id, "autotune", "candidates_registered", n)
+    def _register_tune(self, tunable: Tunable, key: str) -> bool:
+        new = self.tune_registrations.register(active_collector(), key)  # once per collector
+        n = len(tunable.candidates) if new else 0
+        active_collector().count(self.device.id, "autotune", "candidates_registered", n)
+        return new
 
     def _measure(
         self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
@@ -349,6 +348,7 @@ class Runtime:
                 shape_key,
             )
         except TuneFailure:
+            self.tunes.failed[key] = f"{tunable.name} {shape_key}"  # a report names it
             self.tune_registrations.settle(key, "failed")
             raise
         except BaseException:

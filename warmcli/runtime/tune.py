@@ -19,7 +19,8 @@ is excluded with its reason; the fastest wins and every measurement is kept.
 `CandidateRun` (the runtime's launch of one candidate), never the runtime itself. The
 `TuneCache` owns the records of one device and reads the bundle on demand (a
 malformed row is no record: it remembers what is wrong, for the runtime to explain
-the miss as `corrupt`); it never writes the bundle itself.
+the miss as `corrupt`), and the tunes whose every candidate failed here (`failed`: no
+record, for a report to name); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class TuneCache:
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}
         self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
+        self.failed: dict[str, str] = {}  # key -> label: every candidate failed here, no record
 
     def get(self, key: str) -> TuneRecord | None:
         """The record under `key`; None when there is none, or the bundle's is malformed
@@ -187,6 +189,7 @@ class TuneCache:
         with self._lock:
             self._records[record.key] = record
             self._new[record.key] = record
+            self.failed.pop(record.key, None)
 
     def unpersisted(self) -> list[TuneRecord]:
         with self._lock:

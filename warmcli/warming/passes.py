@@ -5,7 +5,7 @@ and its tunes reach is queued), then under `CompileAndAutotune` (the first load
 compiles the whole queue in one batch, every tune measures), writes what was
 built and measured into the bundle, and finally runs a verify pass with fresh
 runtimes over the freshly opened bundle: under `Execute` on devices that can
-execute (it must compile 0 kernels and measure 0 tunes), under `CompileOnly` on
+execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under `CompileOnly` on
 compile-only devices (it must queue 0 kernels); each miss there is explained
 (`PassReport.misses`). Under trusted keys the bundle is opened trusting only
 them (`warmcli.bundle.signing`); with a signing key, what the run stored is signed
@@ -178,6 +178,8 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
         out.append(f"{device}: {a.unrecorded} tune(s) reached, not recorded in the bundle")
     if a.measured:
         out.append(f"{device}: {a.measured} tune(s) measured, not in the bundle")
+    if a.failed:  # reached where its error did not end the workload (a thread): none stored
+        out.append(f"{device}: {a.failed} tune(s) failed (every candidate), not in the bundle")
     return out
 
 
