@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.journal import check_journal
+from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.forking import new_rlock
@@ -269,6 +269,7 @@ def _leave_wal(path: str | Path) -> None:
     (what warm writes, so a read-only copy opens); refused where the file cannot be written.
     The switch checkpoints any `-wal` into the bundle, checked with the rest at the open."""
     problem = "the bundle is in WAL mode, which warm does not read"
+    check_wal_files(path)  # a `-shm` hard-linked to another file would be rewritten
     row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
     if row is None or str(row[0]).lower() != "delete":
         raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")

@@ -1,0 +1,50 @@
+"""Attacks of review 32: what a bundle (and the files handed over beside it) from elsewhere
+could make warm do to a user's other files, its memory or its terminal.
+
+Every case is real: bundles made by `warm run examples/matmul_host.py`, changed with
+Python's sqlite3, read by the real CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+PRECIOUS = "precious user data\n" * 100
+
+
+def wal_bundle(made: tuple[Warm, Path], folder: Path) -> Path:
+    """A copy of the example's bundle switched to WAL mode by SQLite itself (as a foreign
+    SQLite user would leave it), in `folder`."""
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    shutil.copy(made[1], bundle)
+    with sqlite3.connect(bundle) as conn:
+        assert conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+    conn.close()
+    return bundle
+
+
+@pytest.mark.parametrize("side", ["-shm", "-wal"])
+def test_a_wal_index_hard_linked_to_a_users_file_never_gets_it_overwritten(
+    made: tuple[Warm, Path], tmp_path: Path, side: str
+) -> None:
+    """Switching a WAL bundle back opens its `-shm` (and `-wal`) for writing: one that is a
+    hard link to another file of the user's is refused, the user's file left as it was
+    (SQLite truncated and rewrote it as its WAL index: `warm stats` lost the user's data)."""
+    warm, _ = made
+    bundle = wal_bundle(made, tmp_path / "handed")
+    victim = tmp_path / "notes.txt"
+    victim.write_text(PRECIOUS)
+    os.link(victim, f"{bundle}{side}")
+    for command in (["stats", bundle], ["verify", bundle], ["check", bundle, "--json"]):
+        done = warm(*command)
+        assert victim.read_bytes() == PRECIOUS.encode(), command
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"b.warm{side} is a hard link" in done.stderr + done.stdout
+        assert "Traceback" not in done.stderr
