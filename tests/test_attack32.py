@@ -48,3 +48,54 @@ def test_a_wal_index_hard_linked_to_a_users_file_never_gets_it_overwritten(
         assert done.returncode == 2, done.stdout + done.stderr
         assert f"b.warm{side} is a hard link" in done.stderr + done.stdout
         assert "Traceback" not in done.stderr
+
+
+WAITS_THEN_FAILS = """
+import os, time
+DEVICE = "host"
+def workload(rt):
+    deadline = time.monotonic() + 120
+    while not os.path.exists({go!r}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    raise RuntimeError("this workload fails")
+"""
+
+
+def test_a_failed_first_run_never_removes_what_another_run_stored_meanwhile(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Two `warm run`s into a new bundle: the first creates it and its workload fails; the
+    second stores into it meanwhile. The failed run removes a bundle it only created, not
+    one holding another run's kernels and tunes (it deleted them: 6 kernels, 3 tunes lost)."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import EXAMPLES, ROOT
+
+    bundle, go = tmp_path / "shared.warm", tmp_path / "go"
+    failing = tmp_path / "fails.py"
+    failing.write_text(WAITS_THEN_FAILS.format(go=str(go)))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "warmcli", "run", failing, "-b", bundle, "-q"],
+        env=warm.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not bundle.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bundle.exists(), "the failing run never created its bundle"
+        second = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+        assert second.returncode == 0, second.stderr
+    finally:
+        go.write_text("")
+        _, err = first.communicate(timeout=120)
+    assert first.returncode == 2, err
+    assert "this workload fails" in err
+    assert bundle.exists(), "the failed run removed the bundle another run stored into"
+    stats = warm.json("stats", bundle)
+    assert (len(stats["kernels"]), len(stats["tunes"])) == (6, 3)
