@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, ROOT, Warm
+from test_production_defaults import serve
 
 PRECIOUS = "precious user data\n" * 100
 
@@ -67,12 +71,6 @@ def test_a_failed_first_run_never_removes_what_another_run_stored_meanwhile(
     """Two `warm run`s into a new bundle: the first creates it and its workload fails; the
     second stores into it meanwhile. The failed run removes a bundle it only created, not
     one holding another run's kernels and tunes (it deleted them: 6 kernels, 3 tunes lost)."""
-    import subprocess
-    import sys
-    import time
-
-    from conftest import EXAMPLES, ROOT
-
     bundle, go = tmp_path / "shared.warm", tmp_path / "go"
     failing = tmp_path / "fails.py"
     failing.write_text(WAITS_THEN_FAILS.format(go=str(go)))
@@ -99,3 +97,33 @@ def test_a_failed_first_run_never_removes_what_another_run_stored_meanwhile(
     assert bundle.exists(), "the failed run removed the bundle another run stored into"
     stats = warm.json("stats", bundle)
     assert (len(stats["kernels"]), len(stats["tunes"])) == (6, 3)
+
+
+@pytest.mark.parametrize("planted", ["file", "folder"])
+def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
+    warm: Warm, tmp_path: Path, planted: str
+) -> None:
+    """The default bundle is loaded without anyone naming it, and its kernels are native
+    code: like the host libraries and remote copies beside it in warm's home, it is believed
+    only where no other user may write it (a world-writable file, or one in a folder others
+    may write, is someone else's to fill). Such a one costs a cold start, logged; before,
+    a production process served every kernel from it."""
+    home = Path(warm.env["WARM_HOME"])
+    done = warm("run", EXAMPLES / "matmul_host.py", "-q")
+    assert done.returncode == 0, done.stderr
+    bundle = home / "bundle.warm"
+    hot = serve(warm)
+    assert "served everything: compiled 0 kernels" in hot.stderr, hot.stderr
+    (bundle if planted == "file" else home).chmod(0o777 if planted == "folder" else 0o666)
+    try:
+        cold = serve(warm)
+        strict = serve(warm, WARM_STRICT="1")
+        named = serve(warm, WARM_BUNDLE=str(bundle))  # named by the user: served as asked
+    finally:
+        home.chmod(0o755)
+    assert cold.returncode == 0, cold.stderr
+    assert "warm: default bundle not loaded:" in cold.stderr
+    assert "others may write" in cold.stderr
+    assert "warm: no bundle is loaded: this process compiled 6 kernel(s)" in cold.stderr
+    assert strict.returncode == 1 and "BundleError" in strict.stderr
+    assert "served everything: compiled 0 kernels" in named.stderr, named.stderr
