@@ -127,3 +127,29 @@ def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
     assert "warm: no bundle is loaded: this process compiled 6 kernel(s)" in cold.stderr
     assert strict.returncode == 1 and "BundleError" in strict.stderr
     assert "served everything: compiled 0 kernels" in named.stderr, named.stderr
+
+
+def test_a_write_lock_that_is_a_symbolic_link_creates_no_file_where_it_points(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A bundle handed over with `b.warm.lock` beside it, a symbolic link to a path outside
+    its folder: a writer refuses it (one line, exit 2) rather than follow it (`warm run`
+    created an empty file there, any file the user may create: `/etc/nologin` as root)."""
+    warm, good = made
+    folder = tmp_path / "handed"
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    shutil.copy(good, bundle)
+    elsewhere = tmp_path / "elsewhere" / "made_by_warm"
+    elsewhere.parent.mkdir()
+    (folder / "b.warm.lock").symlink_to(elsewhere)
+    for command in (
+        ["run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q"],
+        ["merge", good, bundle, "-o", bundle],
+    ):
+        done = warm(*command)
+        assert not elsewhere.exists(), command
+        assert done.returncode == 2, (command, done.stdout + done.stderr)
+        assert "b.warm.lock is a symbolic link" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert bundle.read_bytes() == good.read_bytes()
