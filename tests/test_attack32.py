@@ -119,6 +119,7 @@ def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
         cold = serve(warm)
         strict = serve(warm, WARM_STRICT="1")
         named = serve(warm, WARM_BUNDLE=str(bundle))  # named by the user: served as asked
+        commands = [warm("run", EXAMPLES / "matmul_host.py", "-q"), warm("stats")]
     finally:
         home.chmod(0o755)
     assert cold.returncode == 0, cold.stderr
@@ -127,6 +128,9 @@ def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
     assert "warm: no bundle is loaded: this process compiled 6 kernel(s)" in cold.stderr
     assert strict.returncode == 1 and "BundleError" in strict.stderr
     assert "served everything: compiled 0 kernels" in named.stderr, named.stderr
+    for done in commands:  # warm's commands that take the default bundle refuse it too
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "others may write it" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_write_lock_that_is_a_symbolic_link_creates_no_file_where_it_points(

@@ -62,10 +62,18 @@ def path_str(path: str | os.PathLike[str]) -> str:
 def default_bundle_path(*, strict: bool = False) -> Path:
     """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home.
     `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory, or
-    that lies below a file: what they keep in it would fail with a bare "Not a directory"."""
+    that lies below a file: what they keep in it would fail with a bare "Not a directory";
+    and a default bundle others may write (`others_may_write`): its kernels would be loaded."""
     if strict:
         refuse_no_directory()
-    return warm_home() / "bundle.warm"
+    path = warm_home() / "bundle.warm"
+    why = others_may_write(str(path)) if strict and path.exists() else ""
+    if why:  # its kernels would be loaded: native code another user may have put there
+        raise ConfigError(
+            f"the default bundle {path}: others may write it ({why}): name a bundle with "
+            "--bundle, or a WARM_HOME of your own"
+        )
+    return path
 
 
 def refuse_no_directory() -> None:
