@@ -157,3 +157,86 @@ def test_a_write_lock_that_is_a_symbolic_link_creates_no_file_where_it_points(
         assert "b.warm.lock is a symbolic link" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
     assert bundle.read_bytes() == good.read_bytes()
+
+
+class _Dripping:
+    """A store on this machine that reads a request (a HEAD, or a PUT and its whole body)
+    and then drips an answer a header line a second, never ending it: each read of the
+    answer is within any per-read wait, and the answer never completes."""
+
+    def __init__(self, drip_on: str) -> None:
+        import socket
+        import threading
+
+        self.drip_on = drip_on
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.stopped = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: object) -> None:
+        import socket
+
+        assert isinstance(conn, socket.socket)
+        with conn:
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                top, _, body = head.partition(b"\r\n\r\n")
+                method = top.split(b" ", 1)[0].decode()
+                if method != self.drip_on:  # a HEAD the store answers plainly: nothing here
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    return
+                length = next(
+                    (int(line.split(b":")[1]) for line in top.split(b"\r\n")[1:]
+                     if line.lower().startswith(b"content-length:")),
+                    0,
+                )  # fmt: skip
+                while len(body) < length:
+                    body += conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                while not self.stopped.wait(1.0):
+                    conn.sendall(b"X-Drip: 1\r\n")
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.server.close()
+
+
+@pytest.mark.parametrize("drip_on", ["HEAD", "PUT"])
+def test_a_push_to_a_store_that_drips_its_answer_stops_at_the_deadline(
+    made: tuple[Warm, Path], drip_on: str
+) -> None:
+    """`warm push` to a store that answers its HEAD (or, once the upload is sent, its PUT)
+    a header line a second, for ever: it stops at `WARM_REMOTE_DEADLINE` (one line, exit 2)
+    rather than wait for ever (each line came within the 10 s read wait: it never ended)."""
+    warm, good = made
+    store = _Dripping(drip_on)
+    try:
+        url = f"http://127.0.0.1:{store.port}/b.warm"
+        env = dict(warm.env, WARM_REMOTE_DEADLINE="2")
+        done = subprocess.run(
+            [sys.executable, "-m", "warmcli", "push", good, url],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        store.close()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "WARM_REMOTE_DEADLINE" in done.stderr and "Traceback" not in done.stderr
