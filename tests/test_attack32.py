@@ -240,3 +240,44 @@ def test_a_push_to_a_store_that_drips_its_answer_stops_at_the_deadline(
         store.close()
     assert done.returncode == 2, done.stdout + done.stderr
     assert "WARM_REMOTE_DEADLINE" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_clean_of_a_bundle_of_millions_of_kernel_ids_stays_flat_in_memory(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A bundle holding 1,500,000 interned kernel keys no tune names and one corrupt tune:
+    `warm clean` removes the tune and the unused ids without reading the table into memory
+    (it held every id in a Python list and set: ~190 MiB peak here, growing with the rows)."""
+    from test_blob_memory import _PEAK
+
+    warm, good = made
+    plain, bundle = tmp_path / "plain.warm", tmp_path / "many.warm"
+    for each in (plain, bundle):
+        shutil.copy(good, each)
+        with sqlite3.connect(each) as conn:
+            if each == bundle:
+                junk = range(1 << 40, (1 << 40) + 1_500_000)
+                insert = "INSERT INTO tune_kernels (key) VALUES (?)"
+                conn.executemany(insert, ((i.to_bytes(32, "big"),) for i in junk))
+            first = "(SELECT min(rowid) FROM tunes)"
+            conn.execute(f"UPDATE tunes SET candidates = x'ff' WHERE rowid = {first}")
+        conn.close()
+
+    def peak(path: Path) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", _PEAK, "clean", str(path)],
+            env=warm.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "removed 0 kernel(s) and 1 tune(s)" in done.stdout
+        return int(done.stderr.strip().splitlines()[-1].split()[1])
+
+    baseline, many = peak(plain), peak(bundle)  # the same clean, without the junk rows
+    assert many < baseline + (30 << 20), f"peak {many >> 20} MiB, {baseline >> 20} without"
+    with sqlite3.connect(bundle) as conn:
+        assert conn.execute("SELECT count(*) FROM tune_kernels").fetchone()[0] < 10
+    conn.close()
