@@ -37,10 +37,12 @@ def _drop_unused_kernel_ids(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("DELETE FROM temp.warm_named")
         insert = "INSERT OR IGNORE INTO temp.warm_named VALUES (?)"
-        for (candidates,) in conn.execute(_NAMING):  # format 3's documents (a blob's tag)
+        tunes = conn.execute(_NAMING)  # format 3's documents (a blob's tag)
+        for (candidates,) in tunes:
             try:
                 ids = kernel_ids(candidates)[0]
             except ValueError:
+                tunes.close()  # ended before its table is dropped
                 return  # a tune's ids are unknown: none is removed
             conn.executemany(insert, ((i,) for i in ids))
         conn.execute(
