@@ -198,10 +198,13 @@ def remove_new(path: Path) -> None:
     from pathlib import Path  # on first use: a failed first run's
 
     real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
-    with write_lock(path):
-        if os.path.lexists(real) and not _holds_nothing(real):
-            return
-        Path(real).unlink(missing_ok=True)
+    try:
+        with write_lock(path):
+            if os.path.lexists(real) and not _holds_nothing(real):
+                return
+            Path(real).unlink(missing_ok=True)
+    except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
+        return
     Path(f"{real}.lock").unlink(missing_ok=True)
 
 
