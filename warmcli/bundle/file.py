@@ -17,7 +17,8 @@ index or generated column of a bundle ever runs), with `trusted_schema` off, and
 SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
 the system refused otherwise, is named so: the write was rolled back). The file stays in
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where
-it cannot be written), so a read-only copy opens, and a write interrupted by a crash is
+it cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
+read-only copy opens, and a write interrupted by a crash is
 rolled back by the next open. "Database is locked" is waited out by the busy timeout and
 then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary files,
