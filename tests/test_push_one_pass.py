@@ -15,6 +15,7 @@ from test_remote import Store, http_store  # noqa: F401  (a fixture)
 from test_unused_kernel_ids import _tune
 
 from warmcli.bundle import remote
+from warmcli.bundle.received import CHUNK
 from warmcli.bundle.store import Bundle
 
 
@@ -50,7 +51,7 @@ def test_push_reads_the_file_once_for_both_digests(
         bundle.put(tunes=[_tune(f"s{i}", "d", [hashlib.sha256(b"%d" % i).hexdigest()])
                           for i in range(2000)])  # fmt: skip
     size = path.stat().st_size
-    assert size > 3 * remote.CHUNK // 4
+    assert size > 3 * CHUNK // 4
     seen: list[int] = []
 
     def counting_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
@@ -64,4 +65,4 @@ def test_push_reads_the_file_once_for_both_digests(
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
     assert store.puts[-1]["Content-MD5"] == md5
     assert sum(seen) <= 2 * size  # the digests' pass and the PUT's body, no more
-    assert max(seen) <= remote.CHUNK  # streamed
+    assert max(seen) <= CHUNK  # streamed

@@ -7,7 +7,8 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 (as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
-written whole, 0600, through a unique temporary file (`write_private`); for warm's
+written whole, 0600, through a unique temporary file (`write_private`); the default
+bundle, loaded unasked, only where no other user may write it (`others_may_write`); for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
 reads them; its only state is platformdirs' answer, once per value of what it reads.
 """
@@ -61,10 +62,18 @@ def path_str(path: str | os.PathLike[str]) -> str:
 def default_bundle_path(*, strict: bool = False) -> Path:
     """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home.
     `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory, or
-    that lies below a file: what they keep in it would fail with a bare "Not a directory"."""
+    that lies below a file: what they keep in it would fail with a bare "Not a directory";
+    and a default bundle others may write (`others_may_write`): its kernels would be loaded."""
     if strict:
         refuse_no_directory()
-    return warm_home() / "bundle.warm"
+    path = warm_home() / "bundle.warm"
+    why = others_may_write(str(path)) if strict and path.exists() else ""
+    if why:  # its kernels would be loaded: native code another user may have put there
+        raise ConfigError(
+            f"the default bundle {path}: others may write it ({why}): name a bundle with "
+            "--bundle, or a WARM_HOME of your own"
+        )
+    return path
 
 
 def refuse_no_directory() -> None:
@@ -119,6 +128,27 @@ def private(st: os.stat_result) -> bool:
     its home (native code, version lines) must be so."""
     owner = not hasattr(os, "getuid") or st.st_uid == os.getuid()
     return owner and not st.st_mode & 0o022
+
+
+def others_may_write(path: str) -> str:
+    """Why a user other than this one (or root) could write the file at `path`, or put
+    another in its place ("" where none could): it or its folder (the link's and the
+    file's) is another user's, the file is writable by all, or a folder is writable by
+    all without the sticky bit. Group write is allowed (a user's own group, umask 002)."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid is None:
+        return ""
+    folders = {os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.realpath(path))}
+    for each, is_file in ((path, True), *((folder, False) for folder in sorted(folders))):
+        try:
+            st = os.stat(each)
+        except OSError:
+            continue  # gone meanwhile: its open says so
+        if st.st_uid not in (uid, 0):
+            return f"{each} belongs to another user (uid {st.st_uid})"
+        if st.st_mode & 0o002 and (is_file or not st.st_mode & 0o1000):
+            return f"{each} is writable by every user"
+    return ""
 
 
 def write_private(directory: str, path: str, data: bytes) -> None:

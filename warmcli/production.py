@@ -1,7 +1,8 @@
 """The production side: a process that loads a bundle and runs its workload code unchanged.
 
 `use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty: none), else
-the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists, is the bundle
+the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (and no other
+user may write it or its folder: native code nobody named), is the bundle
 this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
 device is bound, `warm run`'s passes, that one: what a workload does on it is warmed; while
@@ -48,7 +49,7 @@ from warmcli.bundle.served import needs_writer, open_served, serving, trusted, w
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DeviceError
 from warmcli.forking import renew_on_fork
-from warmcli.home import default_bundle_path
+from warmcli.home import default_bundle_path, others_may_write
 from warmcli.interrupted import keep_sigint_exit
 from warmcli.printable import printable, printable_lines
 from warmcli.production_report import Miss, ProductionReport
@@ -98,6 +99,9 @@ class _Production:
                 self.looked = True
                 return None
             try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
+                why = others_may_write(str(default))  # native code nobody named: this user's
+                if why:
+                    raise BundleError(f"{default}: others may write it ({why})")
                 self.bundle = serving(str(default), write, trusted(None))
             except BundleError as exc:
                 if self.policy.strict is Strictness.RAISE:

@@ -17,7 +17,8 @@ index or generated column of a bundle ever runs), with `trusted_schema` off, and
 SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
 the system refused otherwise, is named so: the write was rolled back). The file stays in
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where
-it cannot be written), so a read-only copy opens, and a write interrupted by a crash is
+it cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
+read-only copy opens, and a write interrupted by a crash is
 rolled back by the next open. "Database is locked" is waited out by the busy timeout and
 then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
 which readers never take); `remove_leftovers` removes, under it, the temporary files,
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.journal import check_journal
+from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.forking import new_rlock
@@ -269,6 +270,7 @@ def _leave_wal(path: str | Path) -> None:
     (what warm writes, so a read-only copy opens); refused where the file cannot be written.
     The switch checkpoints any `-wal` into the bundle, checked with the rest at the open."""
     problem = "the bundle is in WAL mode, which warm does not read"
+    check_wal_files(path)  # a `-shm` hard-linked to another file would be rewritten
     row = _mend(path, problem, "switch it back", "PRAGMA journal_mode = DELETE")
     if row is None or str(row[0]).lower() != "delete":
         raise BundleError(f"{path}: the bundle is in WAL mode and could not be switched back")

@@ -7,8 +7,8 @@ nothing against it (never from https:// down to plain http://, nor to plain http
 elsewhere), each wait (the connection, the answer, a read) `timeout` seconds at most;
 under a `Deadline`, every connection it opens is shut when the deadline passes, whatever
 it waits for (a store that drips its headers a byte at a time, each byte within the
-wait, is stopped there too). A `Deadline` owns its timer and the sockets it watches;
-this module never prints.
+wait, is stopped there too); an upload's deadline bounds only the wait for its answer.
+A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
 
 
 class Deadline:
-    """Shuts every connection `watch`ed, `seconds` after it is entered; `passed` says
-    whether it did."""
+    """Shuts every connection `watch`ed, `seconds` after it is entered (`answer_only`: after
+    the request was sent whole, when its answer is first waited for: an upload's own time
+    is not bounded); `passed` says whether it did."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds, self.passed = seconds, False
+    def __init__(self, seconds: float, *, answer_only: bool = False) -> None:
+        self.seconds, self.passed, self.answer_only = seconds, False, answer_only
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         # a wait past the platform's clock is an error in the timer's thread: ~3 years will do
@@ -38,8 +39,15 @@ class Deadline:
         self._timer.daemon = True
 
     def __enter__(self) -> Deadline:
-        self._timer.start()
+        if not self.answer_only:
+            self._timer.start()
         return self
+
+    def answer_awaited(self) -> None:
+        """The request was sent: an `answer_only` deadline starts now (once)."""
+        with self._lock:
+            if self.answer_only and not self._timer.is_alive() and not self.passed:
+                self._timer.start()
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
@@ -120,10 +128,18 @@ def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> A
                 super().connect()
                 deadline.watch(self.sock)
 
+            def getresponse(self) -> Any:
+                deadline.answer_awaited()
+                return super().getresponse()
+
         class Https(http.client.HTTPSConnection):
             def connect(self) -> None:
                 super().connect()
                 deadline.watch(self.sock)
+
+            def getresponse(self) -> Any:
+                deadline.answer_awaited()
+                return super().getresponse()
 
         class HttpHandler(urllib.request.HTTPHandler):
             def http_open(self, req: Any) -> Any:

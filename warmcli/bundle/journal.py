@@ -8,7 +8,10 @@ file once the rollback is done: any file the user may delete) and one that is no
 file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
 (it attaches no database, so it never writes a super-journal), nor a journal that is a
 link: `check_journal` refuses all three, reading at most the journal's last 16 bytes,
-without waiting, never opening one that is a link or no regular file. A journal belongs to
+without waiting, never opening one that is a link or no regular file. A WAL bundle's
+`-wal` and `-shm`, which SQLite opens for writing when warm switches the bundle back (it
+rewrites the `-shm` whole), are refused by `check_wal_files` when they are links (a hard
+link too: its other name is another of the user's files) or no regular files. A journal belongs to
 the file beside it, not to its name: `publish`, which moves a new bundle into place, first
 removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
 that file's old pages into the new one); `temp_beside` names the file a writer makes
@@ -47,6 +50,31 @@ def check_journal(path: str | os.PathLike[str]) -> bool:
         return size > 0
     name = os.path.basename(journal)
     raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
+
+
+def check_wal_files(path: str | os.PathLike[str]) -> None:
+    """Refuse the bundle at `path` (a `BundleError` naming the file) before SQLite opens its
+    `-wal` and `-shm` for writing to switch a WAL bundle back: one that is a link (symbolic,
+    or hard: SQLite would truncate and rewrite the file it shares, another of the user's) or
+    no regular file. Each is judged by `lstat`, never opened; none at all is fine."""
+    real = os.path.realpath(path)
+    for side in (f"{real}-wal", f"{real}-shm"):
+        try:
+            info = os.lstat(side)
+        except OSError:
+            continue  # none (SQLite makes its own), or none SQLite can reach either
+        why = (
+            "is a symbolic link"
+            if stat.S_ISLNK(info.st_mode)
+            else "is not a regular file"
+            if not stat.S_ISREG(info.st_mode)
+            else "is a hard link (it shares its content with another file)"
+            if info.st_nlink > 1
+            else None
+        )
+        if why is not None:
+            name = os.path.basename(side)
+            raise BundleError(f"{path}: refused: {name} {why}; remove it to open the bundle")
 
 
 def _judged(journal: str) -> tuple[str | None, int]:

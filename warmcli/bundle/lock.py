@@ -1,7 +1,9 @@
 """The bundle's write lock: `write_lock`, an exclusive `flock` of `<bundle>.lock`.
 
 The lock file is beside the file the path leads to (`os.path.realpath`): a bundle
-named through a symbolic link and by its own name takes one lock.
+named through a symbolic link and by its own name takes one lock. The lock file itself
+is never followed: one that is a symbolic link (planted beside a bundle handed over, it
+would have warm create the file it names) or no regular file is refused.
 
 Writers of a bundle (a run's passes, a merge, a clean, production's write-back) take
 it; readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies with
@@ -16,13 +18,15 @@ name would wait for ever): importing it costs tens of milliseconds that every
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
 (and how often), forgotten in a forked child (the lock is its parent's), and how long it
 waits for other writers (`waiting_at_most`; unbounded otherwise). It never
-reads or writes a bundle; `remove_new` removes one a failed first run only created.
+reads or writes a bundle; `remove_new` removes one a failed first run only created
+(under its lock, and only while it holds nothing: another writer may have stored into it).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +34,7 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from warmcli.errors import BundleError
+from warmcli.printable import printable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,6 +70,9 @@ def write_lock(path: Path) -> Iterator[None]:
             _release(fd, unlock=os.getpid() == pid)
 
 
+# Opened without following a link (one planted beside a bundle would have warm create, or
+# open as its terminal, whatever it names), nor waiting on a FIFO.
+_NO_FOLLOW = sum(getattr(os, f"O_{f}", 0) for f in ("NOFOLLOW", "NONBLOCK", "NOCTTY", "CLOEXEC"))
 _held = threading.local()  # per thread: the lock files it holds, and how many times
 
 
@@ -101,15 +109,22 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
         return False
     try:
         try:
-            owned.append(os.open(name, os.O_RDWR | os.O_CREAT, 0o666))
+            owned.append(os.open(name, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o666))
         except PermissionError as denied:  # another user's lock file: reading it is enough
             if not os.path.lexists(name):  # none to read: its folder may not be written
                 raise BundleError(
                     f"{path}: cannot create the write lock {name}: its folder is not writable "
                     f"by you ({denied.strerror})"
                 ) from None
-            owned.append(os.open(name, os.O_RDONLY))
+            owned.append(os.open(name, os.O_RDONLY | _NO_FOLLOW))
+        if not stat.S_ISREG(os.fstat(owned[-1]).st_mode):
+            raise BundleError(f"{path}: refused: its write lock {name} is not a regular file")
     except OSError as exc:
+        if os.path.islink(name):  # never followed: a link would have warm create its target
+            raise BundleError(
+                f"{path}: refused: its write lock {os.path.basename(name)} is a symbolic link "
+                f"(to {printable(os.readlink(name))}); remove it"
+            ) from None
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:
@@ -177,10 +192,36 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
 
 
 def remove_new(path: Path) -> None:
-    """Remove a bundle a failed first run only created, and its lock file (never a lock
-    another writer holds: the run that created the bundle was its only writer)."""
+    """Remove a bundle a failed first run only created, and its lock file: under its write
+    lock, and only while it holds no kernel and no tune (another run, or a production
+    write-back, may have stored into it meanwhile: then both are kept)."""
     from pathlib import Path  # on first use: a failed first run's
 
     real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
-    for each in (Path(real), Path(f"{real}.lock")):
-        each.unlink(missing_ok=True)
+    try:
+        with write_lock(path):
+            if os.path.lexists(real) and not _holds_nothing(real):
+                return
+            Path(real).unlink(missing_ok=True)
+    except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
+        return
+    Path(f"{real}.lock").unlink(missing_ok=True)
+
+
+def _holds_nothing(real: str) -> bool:
+    """Whether the bundle file `real` holds no kernel and no tune (False where it cannot
+    be read so: it is kept). Read-only, its schema's SQL never trusted."""
+    import sqlite3  # on first use: a failed first run's
+    from urllib.parse import quote
+
+    uri = f"file:{quote(real)}?mode=ro"
+    query = "SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=60)
+        try:
+            conn.execute("PRAGMA trusted_schema = OFF")
+            return conn.execute(query).fetchone() == (0,)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False

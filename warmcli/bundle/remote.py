@@ -15,7 +15,9 @@ cannot be reached, sends something that is no bundle, or passes a bound, the las
 copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
 holds that state of the file, writers waiting, while it is copied into an anonymous
-temporary file: the upload holds up no writer and no reader) whole, in one request, so a
+temporary file, `warmcli.bundle.push_copy`: the upload holds up no writer and no reader;
+an https:// store's answers, to its HEAD and once the upload is sent to its PUT, are
+waited for `WARM_REMOTE_DEADLINE` at most) whole, in one request, so a
 reader never sees a torn object and of two concurrent pushes one wins whole; its sha256
 and MD5 are read as it is copied, in one streamed pass, and stated with it
 (`Content-MD5`, which S3, GCS and Azure check against the body): to an `s3://` URL with
@@ -46,7 +48,6 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -54,7 +55,8 @@ from urllib.parse import urlsplit
 
 from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
 from warmcli.bundle.location import is_url, url_text
-from warmcli.bundle.received import CHUNK, Bounds, bounds, checked, receive, remove_temporaries
+from warmcli.bundle.push_copy import copied, scratch
+from warmcli.bundle.received import Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
 from warmcli.home import private, warm_home, write_private
@@ -143,9 +145,9 @@ def push(bundle: Path, url: str) -> str:
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     store = _store(url_text(url))
-    with open(bundle, "rb") as fh, _scratch(bundle) as copy:
+    with open(bundle, "rb") as fh, scratch(bundle) as copy:
         with one_state(bundle, fh):
-            digest, md5 = _copied(bundle, fh, copy)
+            digest, md5 = copied(bundle, fh, copy)
         copy.seek(0)
         if isinstance(store, _Http):
             store.upload(copy, digest, md5)
@@ -216,6 +218,7 @@ class _Http:
     def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> None:
         """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
         conditional on what the store holds if it says."""
+        import http.client
         import urllib.error
         import urllib.request
 
@@ -225,14 +228,22 @@ class _Http:
             "Content-MD5": base64.b64encode(md5).decode(),
             "X-Warm-Sha256": digest,
         }
-        etag = self._etag()
+        seconds = bounds().seconds  # a bad WARM_REMOTE_DEADLINE is an error, as for a fetch
+        late = RemoteError(
+            f"{self.url}: not pushed: the store did not answer in {seconds:g} s "
+            "(WARM_REMOTE_DEADLINE)"
+        )
+        etag = self._etag(seconds, late)
         if etag:
             headers["If-Match"] = etag
         elif etag == "":
             headers["If-None-Match"] = "*"
         request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
-        try:
-            urlopen(request, TIMEOUT).close()
+        try:  # the upload takes its time; the answer to it, the deadline at most
+            with Deadline(seconds, answer_only=True) as deadline:
+                urlopen(request, TIMEOUT, deadline).close()
+            if deadline.passed:  # an answer cut short at the deadline reads as whole
+                raise late
         except urllib.error.HTTPError as exc:
             if exc.code == 412:
                 raise RemoteError(
@@ -240,24 +251,38 @@ class _Http:
                     "(another push won); push again to replace it"
                 ) from None
             raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if deadline.passed:
+                raise late from None
+            if exc is late:
+                raise
             reason = said(getattr(exc, "reason", exc))
             raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
 
-    def _etag(self) -> str | None:
+    def _etag(self, seconds: float, late: RemoteError) -> str | None:
         """The ETag of what the store holds at the URL; "" if nothing; None if it does not
-        say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only)."""
+        say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only). Answered
+        within `seconds`, else `late` is raised."""
+        import http.client
         import urllib.error
         import urllib.request
 
         request = urllib.request.Request(self.url, method="HEAD")
-        try:
-            with urlopen(request, TIMEOUT) as response:
-                return response.headers.get("ETag")
-        except urllib.error.HTTPError as exc:
-            return "" if exc.code == 404 else None
-        except (urllib.error.URLError, OSError):
-            return None  # the PUT says whether the store is reachable
+        with Deadline(seconds) as deadline:
+            try:
+                with urlopen(request, TIMEOUT, deadline) as response:
+                    etag: str | None = response.headers.get("ETag")
+            except urllib.error.HTTPError as exc:
+                if deadline.passed:
+                    raise late from None
+                return "" if exc.code == 404 else None
+            except (urllib.error.URLError, http.client.HTTPException, OSError):
+                if deadline.passed:
+                    raise late from None
+                return None  # the PUT says whether the store is reachable
+        if deadline.passed:  # headers cut short at the deadline read as whole
+            raise late
+        return etag
 
 
 class _S3:
@@ -353,48 +378,3 @@ def _read_meta(path: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}
-
-
-@contextlib.contextmanager
-def _scratch(bundle: Path) -> Iterator[BinaryIO]:
-    """An anonymous temporary file (the system's temporary folder; gone when closed) for
-    the copy of `bundle` that is pushed; `RemoteError` where none can be made."""
-    import tempfile  # a push's: never a serving process's
-
-    try:
-        made = tempfile.TemporaryFile(prefix="warm-push-")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise _no_copy(bundle, "could not be made", exc) from None
-    with made:
-        yield made
-
-
-def _copied(bundle: Path, fh: BinaryIO, copy: BinaryIO) -> tuple[str, bytes]:
-    """`fh` copied into `copy`, and its sha256 (hex) and MD5 (raw, what an object store
-    checks a PUT by), all in one pass, a chunk at a time; `RemoteError` where the copy
-    cannot be written (a full disk)."""
-    sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
-    try:
-        while chunk := fh.read(CHUNK):
-            sha256.update(chunk)
-            md5.update(chunk)
-            copy.write(chunk)
-        copy.flush()
-    except OSError as exc:
-        raise _no_copy(bundle, "failed", exc) from None
-    return sha256.hexdigest(), md5.digest()
-
-
-def _no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
-    """The temporary copy of a push refused: said with its folder, which TMPDIR chooses."""
-    import tempfile
-
-    why = exc.strerror or type(exc).__name__
-    try:
-        folder = tempfile.gettempdir()
-    except OSError:  # none usable: none was named
-        folder = "the temporary folder"
-    return RemoteError(
-        f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
-        "it needs the bundle's size free there: set TMPDIR to a folder with room)"
-    )

@@ -7,7 +7,9 @@ went, every interned kernel key (`tune_kernels`) no tune's candidates name any m
 The highest id always stays, named or not: a new key takes the id after it, so an id
 is never reused and a reader that kept an id's key never reads another kernel under
 it. Where a tune's candidates cannot be read (a corrupt entry), the ids it names are
-unknown and no key is removed. This module owns no state, opens no file, never prints.
+unknown and no key is removed. The ids named are gathered in a temporary table, never in
+memory, so memory stays flat whatever the number of rows. This module owns no state beyond
+that table, dropped before it returns; it opens no file and never prints.
 """
 
 from __future__ import annotations
@@ -27,16 +29,28 @@ DELETE FROM fingerprints WHERE
 _NAMING = "SELECT candidates FROM tunes WHERE substr(candidates, 1, 1) IN (x'02', x'03')"
 
 
-def _unused_kernel_ids(conn: sqlite3.Connection) -> list[int]:
-    """The ids of `tune_kernels` that no tune names, but the highest (see the module doc)."""
-    named: set[int] = set()
-    for (candidates,) in conn.execute(_NAMING):  # format 3's documents (a blob's tag)
-        try:
-            named.update(kernel_ids(candidates)[0])
-        except ValueError:
-            return []
-    held = [int(i) for (i,) in conn.execute("SELECT id FROM tune_kernels ORDER BY id")]
-    return [i for i in held[:-1] if i not in named]
+def _drop_unused_kernel_ids(conn: sqlite3.Connection) -> None:
+    """Remove the ids of `tune_kernels` that no tune names, but the highest (see the module
+    doc): the named ids gathered in a temporary table, never in memory, so a bundle of any
+    number of rows costs a clean no more memory than a few tunes."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS warm_named (id INTEGER PRIMARY KEY)")
+    try:
+        conn.execute("DELETE FROM temp.warm_named")
+        insert = "INSERT OR IGNORE INTO temp.warm_named VALUES (?)"
+        tunes = conn.execute(_NAMING)  # format 3's documents (a blob's tag)
+        for (candidates,) in tunes:
+            try:
+                ids = kernel_ids(candidates)[0]
+            except ValueError:
+                tunes.close()  # ended before its table is dropped
+                return  # a tune's ids are unknown: none is removed
+            conn.executemany(insert, ((i,) for i in ids))
+        conn.execute(
+            "DELETE FROM tune_kernels WHERE id < (SELECT max(id) FROM tune_kernels)"
+            " AND id NOT IN (SELECT id FROM temp.warm_named)"
+        )
+    finally:
+        conn.execute("DROP TABLE IF EXISTS temp.warm_named")
 
 
 def drop_unused(conn: sqlite3.Connection, tunes_removed: bool) -> int:
@@ -46,6 +60,5 @@ def drop_unused(conn: sqlite3.Connection, tunes_removed: bool) -> int:
     removed = blobs.rowcount
     conn.execute(_DELETE_UNUSED_FINGERPRINTS)
     if tunes_removed:
-        unused = _unused_kernel_ids(conn)
-        conn.executemany("DELETE FROM tune_kernels WHERE id = ?", [(i,) for i in unused])
+        _drop_unused_kernel_ids(conn)
     return removed

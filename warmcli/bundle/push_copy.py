@@ -1,0 +1,62 @@
+"""The copy `warmcli.bundle.remote.push` uploads: one state of a bundle, copied into an
+anonymous temporary file (`scratch`, in `TMPDIR`) and hashed as it is copied (`copied`:
+its sha256 and MD5 in one pass). A copy the system refuses (no temporary folder, a full
+disk) is a one-line `RemoteError` naming the folder and the room it needs. It owns no
+state beyond the file it is handed and never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from warmcli.bundle.received import CHUNK
+from warmcli.errors import RemoteError
+
+
+@contextlib.contextmanager
+def scratch(bundle: Path) -> Iterator[BinaryIO]:
+    """An anonymous temporary file (the system's temporary folder; gone when closed) for
+    the copy of `bundle` that is pushed; `RemoteError` where none can be made."""
+    import tempfile  # a push's: never a serving process's
+
+    try:
+        made = tempfile.TemporaryFile(prefix="warm-push-")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise no_copy(bundle, "could not be made", exc) from None
+    with made:
+        yield made
+
+
+def copied(bundle: Path, fh: BinaryIO, copy: BinaryIO) -> tuple[str, bytes]:
+    """`fh` copied into `copy`, and its sha256 (hex) and MD5 (raw, what an object store
+    checks a PUT by), all in one pass, a chunk at a time; `RemoteError` where the copy
+    cannot be written (a full disk)."""
+    sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+    try:
+        while chunk := fh.read(CHUNK):
+            sha256.update(chunk)
+            md5.update(chunk)
+            copy.write(chunk)
+        copy.flush()
+    except OSError as exc:
+        raise no_copy(bundle, "failed", exc) from None
+    return sha256.hexdigest(), md5.digest()
+
+
+def no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
+    """The temporary copy of a push refused: said with its folder, which TMPDIR chooses."""
+    import tempfile
+
+    why = exc.strerror or type(exc).__name__
+    try:
+        folder = tempfile.gettempdir()
+    except OSError:  # none usable: none was named
+        folder = "the temporary folder"
+    return RemoteError(
+        f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
+        "it needs the bundle's size free there: set TMPDIR to a folder with room)"
+    )
