@@ -242,16 +242,22 @@ class RowReader:
             self.__dict__.pop("_kernel_keys", None)
 
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch."""
+        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch.
+        A statement is stepped only under the bundle's lock, which a fork waits for, and
+        its first batch with it: a listing that fits in one batch has ended (the statement
+        reset, its shared lock on the file let go) before the lock is, so a child forked
+        meanwhile does not inherit the lock as held (it could not write the file then); a
+        longer one is active between its batches."""
         with self._reading():
             cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
+            rows = cursor.fetchmany(READ_BATCH)
         try:
-            while True:
+            while rows:
+                yield from rows
+                if len(rows) < READ_BATCH:  # the statement has ended
+                    return
                 with self._reading():
                     rows = cursor.fetchmany(READ_BATCH)
-                if not rows:
-                    return
-                yield from rows
         finally:
             with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
                 cursor.close()
