@@ -44,7 +44,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from warmcli.errors import WorkloadError
+from warmcli.errors import WorkloadError, message_of
 from warmcli.production import late_runtimes
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -104,7 +104,7 @@ class Workload:
             _forked_child_ends(pid, 1)
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
-                f"{type(exc).__name__}: {str(exc).strip()}"
+                f"{type(exc).__name__}: {message_of(exc).strip()}"
             ) from exc
         finally:
             if isinstance(sys.path, list):  # the list others may hold, as it was
@@ -133,7 +133,7 @@ def _run_to_its_end(result: Any) -> None:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
 
 
