@@ -24,6 +24,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 # An application error whose message is looked up, and the lookup fails (its `__str__` raises).
@@ -88,3 +89,25 @@ def workload(rt):
     stats = json.dumps(warm.json("stats", bundle))
     assert stats.count("AppError") == 2, stats
     assert stats.count("<exception str() failed>") == 2, stats
+
+
+@pytest.mark.parametrize("letter", ["f", "d"])
+def test_a_long_double_past_the_letters_range_is_refused_not_passed_as_inf(
+    warm: Warm, tmp_path: Path, letter: str
+) -> None:
+    """A finite `np.longdouble` beyond what the letter's type holds is refused, as a
+    float64 beyond `f`'s range is (it was passed as inf); an inf given stays inf."""
+    ctype = {"f": "float", "d": "double"}[letter]
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        f"""import numpy as np
+from warmcli import Kernel
+K = Kernel("void k({ctype} *o, {ctype} v) {{ o[0] = v; }}", "k", "P{letter}")
+def workload(rt):
+    o = rt.buffer(1, "{ctype.replace("float", "float32").replace("double", "float64")}")
+    rt.launch(K, o, np.longdouble("inf"))
+    rt.launch(K, o, np.longdouble("-1e4000"))
+"""
+    )
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    _one_line_error(done, "w.py:7", f"argument 2 ('{letter}',", "rounds to a finite one")
