@@ -111,3 +111,30 @@ def workload(rt):
     )
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     _one_line_error(done, "w.py:7", f"argument 2 ('{letter}',", "rounds to a finite one")
+
+
+def test_a_package_run_with_dash_m_runs_its_main_module_as_python_does(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run -m app`, where `python -m app` runs the package's `__main__.py`, takes the
+    workload from there (its relative imports working); a package without one keeps
+    its own `workload`."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "kernels.py").write_text(
+        'from warmcli import Kernel\nK = Kernel("void k(int *x) { x[0] += 5; }", "k", "P")\n'
+    )
+    (app / "__main__.py").write_text(
+        "import numpy as np\nfrom .kernels import K\n"
+        "def workload(rt):\n    rt.launch(K, rt.upload(np.zeros(1, np.int32)))\n"
+        'if __name__ == "__main__":\n    raise SystemExit("not as a script")\n'
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", "-m", "app", "-b", bundle, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "stored 1 new kernel(s)" in done.stdout, done.stdout
+    (app / "__main__.py").unlink()
+    (app / "__init__.py").write_text("def workload(rt):\n    pass\n")
+    done = warm("run", "-m", "app", "-b", bundle, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr

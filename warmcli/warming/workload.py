@@ -4,7 +4,8 @@ A workload behaves as under `python workload.py`: its folder goes first on `sys.
 imports the modules beside it. The file is imported as a fresh module under a private name,
 so two workloads never share state and nothing of it is imported twice by accident.
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
-first on `sys.path`), so a workload inside a package may use relative imports. Every way
+first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
+package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
@@ -276,9 +277,18 @@ def load_workload(
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
 
+def _package_main(package: str) -> Any:
+    """The spec of package `package`'s `__main__` module, or None when it has none."""
+    try:
+        return importlib.util.find_spec(f"{package}.__main__")
+    except ImportError:
+        return None
+
+
 def load_module(name: str, entry: str = "workload") -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
-    the current folder first on `sys.path`, relative imports inside its package working."""
+    the current folder first on `sys.path`, relative imports inside its package working,
+    a package's `__main__` module where it has one (else the package itself)."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
     _first_on_path(os.getcwd())
@@ -290,6 +300,10 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, name) from None
+    if spec is not None and spec.submodule_search_locations is not None:
+        main = _package_main(name)  # a package: `python -m` runs its `__main__`
+        if main is not None:
+            name, spec = f"{name}.__main__", main
     if spec is None or spec.origin in (None, "built-in", "frozen"):
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
     origin = Path(spec.origin)
