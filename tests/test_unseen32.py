@@ -15,13 +15,20 @@ Bugs it found:
   import, `warm run` died with warm's traceback and exit 1; raised by a tune candidate's
   launch function, the candidate was not excluded, the whole run failed with the
   `__str__`'s `KeyError` instead. Such an exception now reads as Python shows it,
-  `<exception str() failed>`, and is handled as any other.
+  `<exception str() failed>`, and is handled as any other;
+- a finite `np.longdouble` past an `f` or `d` letter's range was passed as inf (a float64
+  past `f`'s is refused);
+- `warm run -m pkg` took `pkg/__init__.py` where `python -m pkg` runs `pkg/__main__.py`;
+- a checked tunable whose check or launch function has a docstring was never served to a
+  process under `python -OO` (which strips docstrings, shifting the bytecode's constant
+  indices): the code is now keyed by what its instructions do.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +145,61 @@ def test_a_package_run_with_dash_m_runs_its_main_module_as_python_does(
     (app / "__init__.py").write_text("def workload(rt):\n    pass\n")
     done = warm("run", "-m", "app", "-b", bundle, "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+# A checked tunable whose check and launch function (and a helper in the check) have
+# docstrings; `python -OO` (or PYTHONOPTIMIZE=2) strips them, and nothing else.
+DOCUMENTED = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+def adds_one(value):
+    \"\"\"Whether a candidate added one.\"\"\"
+    return value == 1.0
+def check(outputs, inputs):
+    \"\"\"Every candidate must add one.\"\"\"
+    def first(o):
+        \"\"\"The first element.\"\"\"
+        return o[0][0]
+    return bool(adds_one(first(outputs)))
+def launch(rt, k, y, *, stream=None):
+    \"\"\"Launch one candidate.\"\"\"
+    rt.launch(k, y, stream=stream)
+SRC = "void k(float *y) { y[0] += 1 + I - I; }"
+T = Tunable("t", {f"c{i}": Kernel(SRC, "k", "P", defines={"I": i}) for i in range(3)}, launch,
+            check=check)
+def workload(rt):
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.tune(T, y)
+    return y
+"""
+STRICT_SERVE = """
+import runpy, sys, warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime()
+print(rt.read(module["workload"](rt))[0])
+"""
+
+
+def test_a_docstring_python_oo_strips_keeps_a_checked_tune_served(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A checked tune warmed by plain `python` is served to a production process run with
+    `python -OO`, which strips docstrings (and the other way round): a docstring is no
+    part of what a check or launch function does, so none is in its key."""
+    workload = tmp_path / "w.py"
+    workload.write_text(DOCUMENTED)
+    for warm_flags, serve_flags in (((), ("-OO",)), (("-OO",), ())):
+        bundle = tmp_path / f"b{len(warm_flags)}.warm"
+        done = subprocess.run(
+            [sys.executable, *warm_flags, "-m", "warmcli", "run", workload, "-b", bundle, "-q"],
+            capture_output=True, text=True, env=warm.env, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+        served = subprocess.run(
+            [sys.executable, *serve_flags, "-c", STRICT_SERVE, workload],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert served.returncode == 0, served.stderr
+        assert served.stdout.strip() == "1.0", served.stdout
