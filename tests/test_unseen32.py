@@ -21,7 +21,10 @@ Bugs it found:
 - `warm run -m pkg` took `pkg/__init__.py` where `python -m pkg` runs `pkg/__main__.py`;
 - a checked tunable whose check or launch function has a docstring was never served to a
   process under `python -OO` (which strips docstrings, shifting the bytecode's constant
-  indices): the code is now keyed by what its instructions do.
+  indices): the code is now keyed by what its instructions do;
+- a workload file mapping a function of its own over a `spawn` pool hung `warm run` (the
+  workers could not import warm's private module name, died, and were restarted forever):
+  the file is now imported by its own name where that is free.
 """
 
 from __future__ import annotations
@@ -203,3 +206,30 @@ def test_a_docstring_python_oo_strips_keeps_a_checked_tune_served(
         )  # fmt: skip
         assert served.returncode == 0, served.stderr
         assert served.stdout.strip() == "1.0", served.stdout
+
+
+def test_a_workload_using_a_spawn_pool_runs_as_under_python(warm: Warm, tmp_path: Path) -> None:
+    """A workload that maps a function of its own over a `spawn` (or `forkserver`) pool, as
+    `python w.py` runs it: the workers unpickle the function by its module's name, which
+    they must be able to import (it was warm's private name: every worker died at once,
+    the pool started new ones, and `warm run` hung)."""
+    workload = tmp_path / "prep_job.py"
+    workload.write_text(
+        """import multiprocessing as mp
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] *= 2; }", "k", "Pl")
+def prep(i):
+    return float(i) * 1.5
+def workload(rt):
+    with mp.get_context("spawn").Pool(1) as pool:
+        values = pool.map(prep, range(4))
+    y = rt.upload(np.array(values, np.float32))
+    rt.launch(K, y, 4)
+    return y
+"""
+    )
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q", timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "stored 1 new kernel(s)" in done.stdout, done.stdout

@@ -1,8 +1,10 @@
 """Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
 A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
-imports the modules beside it. The file is imported as a fresh module under a private name,
-so two workloads never share state and nothing of it is imported twice by accident.
+imports the modules beside it. The file is imported as a fresh module under its own name
+(its stem, which a `spawn` or `forkserver` worker imports to unpickle a function of it, as
+it imports `__main__`'s under Python), or under a private name where that name is taken or
+finds another module, so two workloads never share state.
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way
@@ -33,8 +35,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
+import keyword
 import os
 import sys
 import threading
@@ -245,6 +249,31 @@ def _forked_child_ends(parent: int, code: int) -> None:
         os._exit(code)
 
 
+def _importable_name(path: Path) -> str | None:
+    """The name a child process imports the workload file `path` by (its stem: a `spawn` or
+    `forkserver` worker unpickles a function by its module's name), where that names no
+    module imported yet, finds this very file (its folder first on `sys.path`) and names
+    no other module the rest of `sys.path` holds (a `statistics.py` would hide Python's)."""
+    stem = path.stem
+    if not stem.isidentifier() or keyword.iskeyword(stem) or stem in sys.modules:
+        return None
+    if stem in sys.builtin_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(stem)
+        rest = [
+            p
+            for p in sys.path
+            if isinstance(p, str) and Path(os.path.abspath(p or os.curdir)) != path.parent
+        ]
+        other = importlib.machinery.PathFinder.find_spec(stem, rest)
+    except (ImportError, ValueError):
+        return None
+    if other is not None or spec is None or spec.origin is None:
+        return None
+    return stem if os.path.isfile(spec.origin) and Path(spec.origin).resolve() == path else None
+
+
 def load_workload(
     path: str | Path, entry: str = "workload", fallback: str | None = None
 ) -> Workload:
@@ -258,12 +287,13 @@ def load_workload(
     if path.suffix != ".py":
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
-    name = "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
+    _first_on_path(str(resolved.parent))
+    name = _importable_name(resolved)
+    name = name or "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise WorkloadError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
-    _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
         with late_runtimes() as unbound, script_argv([str(resolved)]) as argv:
