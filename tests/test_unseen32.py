@@ -24,7 +24,9 @@ Bugs it found:
   indices): the code is now keyed by what its instructions do;
 - a workload file mapping a function of its own over a `spawn` pool hung `warm run` (the
   workers could not import warm's private module name, died, and were restarted forever):
-  the file is now imported by its own name where that is free.
+  the file is now imported by its own name where that is free;
+- `warm run -m .main` was reported at `<frozen importlib.util>:32:`: a relative module name
+  is now refused naming it, as `python -m` refuses it.
 """
 
 from __future__ import annotations
@@ -233,3 +235,11 @@ def workload(rt):
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q", timeout=90)
     assert done.returncode == 0, done.stderr
     assert "stored 1 new kernel(s)" in done.stdout, done.stdout
+
+
+def test_a_relative_module_name_is_refused_in_one_line(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -m .main` (as `python -m .main`, which says relative names are not
+    supported) is one line naming the module, not importlib's frozen frame."""
+    done = warm("run", "-m", ".main", "-b", tmp_path / "b.warm", "-q", cwd=tmp_path)
+    _one_line_error(done, ".main", "relative")
+    assert "frozen" not in done.stderr, done.stderr

@@ -321,6 +321,8 @@ def load_module(name: str, entry: str = "workload") -> Workload:
     a package's `__main__` module where it has one (else the package itself)."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
+    if name.startswith("."):  # as `python -m` refuses it
+        raise WorkloadError(f"{name}: a relative module name: name it whole (pkg.module)")
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it
