@@ -24,7 +24,8 @@ Bugs it found:
   indices): the code is now keyed by what its instructions do;
 - a workload file mapping a function of its own over a `spawn` pool hung `warm run` (the
   workers could not import warm's private module name, died, and were restarted forever):
-  the file is now imported by its own name where that is free;
+  the module is now known by its file's name too where that is free, its functions named
+  as of it;
 - `warm run -m .main` was reported at `<frozen importlib.util>:32:`: a relative module name
   is now refused naming it, as `python -m` refuses it.
 """
@@ -243,3 +244,20 @@ def test_a_relative_module_name_is_refused_in_one_line(warm: Warm, tmp_path: Pat
     done = warm("run", "-m", ".main", "-b", tmp_path / "b.warm", "-q", cwd=tmp_path)
     _one_line_error(done, ".main", "relative")
     assert "frozen" not in done.stderr, done.stderr
+
+
+def test_a_module_beside_the_workload_may_import_it_back_as_under_python(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A module beside the workload that imports names from it while it is being imported
+    (a circular `from app import SCALE`) gets a copy of it of its own, as under Python, so
+    the workload being known by its file's name (for spawned workers) changes nothing."""
+    (tmp_path / "helpers.py").write_text("from app import SCALE\ndef scale():\n    return SCALE\n")
+    (tmp_path / "app.py").write_text(
+        "import numpy as np\nimport helpers\nfrom warmcli import Kernel\nSCALE = 3\n"
+        'K = Kernel("void k(float *y) { y[0] += 1; }", "k", "P")\n'
+        "def workload(rt):\n    assert helpers.scale() == 3\n"
+        "    rt.launch(K, rt.upload(np.zeros(1, np.float32)))\n"
+    )
+    done = warm("run", tmp_path / "app.py", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr

@@ -1,10 +1,12 @@
 """Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
 A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
-imports the modules beside it. The file is imported as a fresh module under its own name
-(its stem, which a `spawn` or `forkserver` worker imports to unpickle a function of it, as
-it imports `__main__`'s under Python), or under a private name where that name is taken or
-finds another module, so two workloads never share state.
+imports the modules beside it. The file is imported as a fresh module under a private name,
+so two workloads never share state and nothing of it is imported twice by accident; then,
+where its file's own name (its stem) is free (no module imported, none elsewhere on
+`sys.path`), it is known by that name too, its functions and classes named as of it, so a
+`spawn` or `forkserver` worker imports the file by that name to unpickle one of them (as it
+imports `__main__`'s under Python).
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way
@@ -43,6 +45,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -274,6 +277,26 @@ def _importable_name(path: Path) -> str | None:
     return stem if os.path.isfile(spec.origin) and Path(spec.origin).resolve() == path else None
 
 
+def _known_by(module: ModuleType, stem: str, path: Path) -> None:
+    """The imported workload `module` known by `stem` too, and its functions and classes
+    (their methods too) named as of module `stem`, so a worker a `spawn` or `forkserver`
+    pool starts imports the file by that name to unpickle one (as it imports a script's
+    `__main__` under Python). Not where `stem` is by now another module (but a copy of
+    this file a module beside it imported while it ran, as Python would: replaced)."""
+    there = sys.modules.get(stem)
+    if there is not None and getattr(there, "__file__", None) != str(path):
+        return
+    sys.modules[stem] = module
+    private = module.__name__
+    for value in list(vars(module).values()):
+        if isinstance(value, type | types.FunctionType) and value.__module__ == private:
+            value.__module__ = stem
+            for member in vars(value).values() if isinstance(value, type) else ():
+                member = getattr(member, "__func__", member)  # a static or class method's
+                if isinstance(member, types.FunctionType) and member.__module__ == private:
+                    member.__module__ = stem
+
+
 def load_workload(
     path: str | Path, entry: str = "workload", fallback: str | None = None
 ) -> Workload:
@@ -288,8 +311,8 @@ def load_workload(
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
     _first_on_path(str(resolved.parent))
-    name = _importable_name(resolved)
-    name = name or "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
+    stem = _importable_name(resolved)
+    name = "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise WorkloadError(f"{path}: cannot be imported")
@@ -303,6 +326,8 @@ def load_workload(
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
+    if stem is not None:
+        _known_by(module, stem, resolved)
     found = _entry(module, resolved, entry, fallback)
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
