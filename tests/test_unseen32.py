@@ -261,3 +261,37 @@ def test_a_module_beside_the_workload_may_import_it_back_as_under_python(
     )
     done = warm("run", tmp_path / "app.py", "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_tunable_made_inside_the_workload_is_served_strict(warm: Warm, tmp_path: Path) -> None:
+    """A checked tunable made as the workload runs, whose check (a lambda) calls a helper of
+    the workload's module: `warm run` keys it as a production process does (the helper
+    counted as of the check's own module in both), so its tune is served strict."""
+    workload = tmp_path / "tuned_inside.py"
+    workload.write_text(
+        """import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+TOL = 0.5
+def within(outputs):
+    return abs(float(outputs[0][0]) - 1.0) < TOL
+SRC = "void k(float *y) { y[0] += 1 + I - I; }"
+def workload(rt):
+    t = Tunable("t", {f"c{i}": Kernel(SRC, "k", "P", defines={"I": i}) for i in range(2)},
+                lambda rt, k, y, *, stream=None: rt.launch(k, y, stream=stream),
+                check=lambda outputs, inputs: within(outputs))
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.tune(t, y)
+    return y
+"""
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    served = subprocess.run(
+        [sys.executable, "-c", STRICT_SERVE, workload],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.strip() == "1.0", served.stdout

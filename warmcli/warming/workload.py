@@ -278,8 +278,9 @@ def _importable_name(path: Path) -> str | None:
 
 
 def _known_by(module: ModuleType, stem: str, path: Path) -> None:
-    """The imported workload `module` known by `stem` too, and its functions and classes
-    (their methods too) named as of module `stem`, so a worker a `spawn` or `forkserver`
+    """The imported workload `module` known by `stem` too, named so (what it defines as it
+    runs is of `stem`), and its functions and classes (their methods too) named as of
+    module `stem` alike, so a worker a `spawn` or `forkserver`
     pool starts imports the file by that name to unpickle one (as it imports a script's
     `__main__` under Python). Not where `stem` is by now another module (but a copy of
     this file a module beside it imported while it ran, as Python would: replaced)."""
@@ -287,14 +288,18 @@ def _known_by(module: ModuleType, stem: str, path: Path) -> None:
     if there is not None and getattr(there, "__file__", None) != str(path):
         return
     sys.modules[stem] = module
-    private = module.__name__
-    for value in list(vars(module).values()):
-        if isinstance(value, type | types.FunctionType) and value.__module__ == private:
+    private, module.__name__ = module.__name__, stem  # what it defines from now on too
+    pending, seen = list(vars(module).values()), set()
+    while pending:  # its functions, classes, and (in classes) methods and classes
+        value = pending.pop()
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if not isinstance(value, type | types.FunctionType) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if value.__module__ == private:
             value.__module__ = stem
-            for member in vars(value).values() if isinstance(value, type) else ():
-                member = getattr(member, "__func__", member)  # a static or class method's
-                if isinstance(member, types.FunctionType) and member.__module__ == private:
-                    member.__module__ = stem
+            pending += list(vars(value).values()) if isinstance(value, type) else []
 
 
 def load_workload(
