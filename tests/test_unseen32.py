@@ -295,3 +295,139 @@ def workload(rt):
     )  # fmt: skip
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "1.0", served.stdout
+
+
+# Realistic small programs, each cut short by PART=1 (what a bundle warmed from part of it
+# holds). `SERVE_ALL` runs one as production does and prints its results' bytes.
+DTYPES_WORKLOAD = r'''
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+PART = os.environ.get("PART") == "1"
+HALF = Kernel("""
+#include <stdint.h>
+void h2(uint16_t *x, long n) { for (long i = 0; i < n; i++) x[i] ^= 0x8000; }""", "h2", "Pl")
+CPLX = Kernel("""
+#include <complex.h>
+void cmul(float complex *x, const float complex *y, long n) {
+    for (long i = 0; i < n; i++) x[i] = x[i] * y[i]; }""", "cmul", "PPl")
+U64 = Kernel("""
+#include <stdint.h>
+#include <stdbool.h>
+void u64(uint64_t *x, const bool *m, long n, uint64_t add, int8_t s) {
+    for (long i = 0; i < n; i++) x[i] = m[i] ? x[i] + add : (uint64_t)(int64_t)s; }""",
+    "u64", "PPlQb")
+F64 = Kernel("""
+void f64(double *x, long n, double v) { for (long i = 0; i < n; i++) x[i] = x[i] * 2 + v; }""",
+             "f64", "Pld", defines={"NEG": -3, "NAME": '"f64"', "RATIO": 0.1})
+SCALE = Tunable("scale", {f"u{u}": Kernel(f"""
+void scale(float *x, long n) {{
+    for (long i = 0; i < n; i += {u})
+        for (int j = 0; j < {u} && i + j < n; j++) x[i + j] += 1; }}""",
+    "scale", "Pl") for u in (1, 2, 3, 4, 8)},
+    lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, stream=stream))
+def workload(rt):
+    out = []
+    h = rt.upload(np.array([1.5, -0.0, np.inf, np.nan, 65504], dtype=np.float16))
+    rt.launch(HALF, h, 5); out.append(h)
+    a = np.asfortranarray(np.arange(12, dtype=np.complex64).reshape(3, 4) * (1 + 2j))
+    c, c2 = rt.upload(a), rt.upload(a[:, ::2].T)  # Fortran order, a strided view
+    rt.launch(CPLX, c, c, 12); out.append(c)
+    if not PART:
+        rt.launch(CPLX, c2, c2, 6); out.append(c2)
+    x = rt.upload(np.array([0, 2**64 - 1, 2**63, 5], dtype=np.uint64))
+    m = rt.upload(np.array([True, True, False, True]))
+    rt.launch(U64, x, m, 4, 2**64 - 1, -128); out.append(x)
+    z = rt.upload(np.zeros(0)); rt.launch(F64, z, 0, float("-inf")); out.append(z)
+    one = rt.upload(np.array([3.0])); rt.launch(F64, one, 1, float("nan")); out.append(one)
+    for n in (7,) if PART else (7, 1, 0):
+        f = rt.upload(np.linspace(0, 1, n, dtype=np.float32)); rt.tune(SCALE, f, n); out.append(f)
+    return out
+'''
+GENERATOR_WORKLOAD = r'''
+import asyncio, os, threading
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SIZES = [(4, 5), (1, 1), (0, 3)][: 1 if os.environ.get("PART") == "1" else 3]
+STENCILS = {(r, sign): Kernel(f"""
+void st_{r}(float *out, const float *in, long m, long n) {{
+  for (long i = 0; i < m; i++) for (long j = 0; j < n; j++) {{
+    float s = 0; int c = 0;
+    for (long di = -R; di <= R; di++) for (long dj = -R; dj <= R; dj++) {{
+      long a = i + di, b = j + dj;
+      if (a >= 0 && a < m && b >= 0 && b < n) {{ s += in[a * n + b]; c++; }}
+    }}
+    out[i * n + j] = SIGN * s / (c ? c : 1) + OFFSET;
+  }}
+}}""", f"st_{r}", "PPll", defines={"R": r, "SIGN": sign, "OFFSET": "(-1.5f)"})
+    for r in range(2) for sign in (-1, 1)}
+RED = Tunable("red", {f"u{u}_{o}": Kernel("""
+void red(double *out, const float *in, long n) {
+  double s = 0; long i = 0;
+  for (; i + UNROLL <= n; i += UNROLL) for (int u = 0; u < UNROLL; u++) s += in[i + u];
+  for (; i < n; i++) s += in[i];
+  out[0] = s;
+}""", "red", "PPl", defines={"UNROLL": u}, options=(o,)) for u in (1, 4) for o in ("-O1", "-O2")},
+    lambda rt, k, out, x, n, *, stream=None: rt.launch(k, out, x, n, stream=stream),
+    check="u1_-O1", restore=())
+def workload(rt):
+    rng = np.random.default_rng(7)
+    for m, n in SIZES:
+        x = rt.upload(rng.integers(-8, 8, (m, n)).astype(np.float32))
+        ys = {key: rt.buffer((m, n)) for key in sorted(STENCILS)}
+        def run(key, y=None):
+            stream = rt.stream()
+            rt.launch(STENCILS[key], ys[key], x, m, n, stream=stream)
+            stream.synchronize()
+        threads = [threading.Thread(target=run, args=(key,)) for key in sorted(STENCILS)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        for key in sorted(STENCILS):
+            total = rt.buffer(1, "float64")
+            rt.tune(RED, total, ys[key], m * n)
+            yield ys[key]
+            yield total
+'''
+SERVE_ALL = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime()
+out = list(module["workload"](rt))  # a generator workload runs as it is iterated
+report = warmcli.report()
+print(json.dumps({"out": [rt.read(b).tobytes().hex() + str(rt.read(b).shape) for b in out],
+                  "kernels": len(report.kernels), "tunes": len(report.tunes)}))
+"""
+
+
+@pytest.mark.parametrize("program", [DTYPES_WORKLOAD, GENERATOR_WORKLOAD], ids=["dtypes", "gen"])
+def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, program: str) -> None:
+    workload = tmp_path / "program.py"
+    workload.write_text(program)
+
+    def serve(bundle: Path | None, **env: str) -> dict[str, object]:
+        given = dict(warm.env, WARM_BUNDLE=str(bundle) if bundle else "", **env)
+        done = subprocess.run(
+            [sys.executable, "-c", SERVE_ALL, workload],
+            capture_output=True, text=True, env=given, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    cold = serve(None)
+    assert cold["kernels"] and cold["tunes"]
+    hit, miss = tmp_path / "hit.warm", tmp_path / "miss.warm"
+    done = warm("run", workload, "-b", hit, "-q")
+    assert done.returncode == 0 and "the bundle is complete" in done.stdout, done.stderr
+    warm.env["PART"] = "1"
+    done = warm("run", workload, "-b", miss, "-q")
+    del warm.env["PART"]
+    assert done.returncode == 0, done.stderr
+    served = serve(hit, WARM_STRICT="1")
+    assert (served["kernels"], served["tunes"]) == (0, 0)
+    assert served["out"] == cold["out"]
+    missed = serve(miss)
+    assert missed["tunes"], missed
+    assert missed["out"] == cold["out"]
