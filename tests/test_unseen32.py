@@ -211,12 +211,16 @@ def test_a_docstring_python_oo_strips_keeps_a_checked_tune_served(
         assert served.stdout.strip() == "1.0", served.stdout
 
 
-def test_a_workload_using_a_spawn_pool_runs_as_under_python(warm: Warm, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["prep_job.py", "prep-job.py"])
+def test_a_workload_using_a_spawn_pool_runs_as_under_python(
+    warm: Warm, tmp_path: Path, name: str
+) -> None:
     """A workload that maps a function of its own over a `spawn` (or `forkserver`) pool, as
     `python w.py` runs it: the workers unpickle the function by its module's name, which
     they must be able to import (it was warm's private name: every worker died at once,
-    the pool started new ones, and `warm run` hung)."""
-    workload = tmp_path / "prep_job.py"
+    the pool started new ones, and `warm run` hung). A file name that is no identifier
+    too: Python imports `prep-job` from `prep-job.py` all the same."""
+    workload = tmp_path / name
     workload.write_text(
         """import multiprocessing as mp
 import numpy as np

@@ -40,7 +40,6 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
-import keyword
 import os
 import sys
 import threading
@@ -257,8 +256,8 @@ def _importable_name(path: Path) -> str | None:
     `forkserver` worker unpickles a function by its module's name), where that names no
     module imported yet, finds this very file (its folder first on `sys.path`) and names
     no other module the rest of `sys.path` holds (a `statistics.py` would hide Python's)."""
-    stem = path.stem
-    if not stem.isidentifier() or keyword.iskeyword(stem) or stem in sys.modules:
+    stem = path.stem  # (Python imports `my-job` from `my-job.py` too: no identifier needed)
+    if not stem or "." in stem or stem in sys.modules:
         return None
     if stem in sys.builtin_module_names:
         return None
