@@ -27,7 +27,11 @@ Bugs it found:
   the module is now known by its file's name too where that is free, its functions named
   as of it;
 - `warm run -m .main` was reported at `<frozen importlib.util>:32:`: a relative module name
-  is now refused naming it, as `python -m` refuses it.
+  is now refused naming it, as `python -m` refuses it;
+- a C kernel whose options hold it to its standard (`-std=c99 -pedantic-errors`, `-ansi
+  -Wpedantic -Werror`), which cc builds alone, failed under warm with 'parameter letters
+  do not match': warm's own signature probe used C11's `_Static_assert` and `_Generic`
+  (and mixed declarations and code): it is now marked `__extension__`, asserts first.
 """
 
 from __future__ import annotations
@@ -435,3 +439,32 @@ def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, program:
     missed = serve(miss)
     assert missed["tunes"], missed
     assert missed["out"] == cold["out"]
+
+
+@pytest.mark.parametrize(
+    "options", [("-std=c99", "-pedantic-errors"), ("-ansi", "-Wall", "-Wpedantic", "-Werror")]
+)
+def test_a_kernel_built_strict_to_its_standard_compiles_as_cc_builds_it(
+    warm: Warm, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """A kernel whose options hold it to C99 or C89 with pedantic errors, which cc builds
+    alone, compiles under warm too (warm's signature probe, C11's `_Static_assert` and
+    `_Generic`, failed it: 'ISO C99 does not support _Static_assert'); the probe still
+    catches letters that do not match."""
+    source = (
+        "static float twice(float v) { return 2 * v; }\n"
+        "void scale(float *y, int n) { int i; for (i = 0; i < n; i++) y[i] = twice(y[i]); }\n"
+    )
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        "import numpy as np\nfrom warmcli import Kernel\n"
+        f"K = Kernel({source!r}, 'scale', 'Pi', options={options!r})\n"
+        f"BAD = Kernel({source!r}, 'scale', 'Pl', options={options!r})\n"
+        "def workload(rt):\n    rt.launch(K, rt.upload(np.ones(3, np.float32)), 3)\n"
+    )
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    workload.write_text(workload.read_text() + "    rt.launch(BAD, rt.upload(np.ones(3)), 3)\n")
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2, done.stderr
+    assert "parameter letters 'Pl' do not match" in done.stderr, done.stderr

@@ -10,10 +10,11 @@ the probe spell starts with `warm_`, so no macro of the kernel's (`-DN=1024`, a 
 calls the entry with the letters' count of arguments (the compiler checks the count)
 and, when the entry's definition is found in the source, repeats its parameter list
 in a function whose `_Static_assert`s test each parameter with `_Generic` and
-`__builtin_classify_type`. The probe's lines are marked `#line 1 "warm-signature"`,
-so a failure is recognised in the compiler's log and turned into one clear message
-that shows the letters and the declared parameters (`explain`). This module holds
-no state and runs no compiler.
+`__builtin_classify_type` (marked `__extension__`: a kernel whose options hold it to C99 or
+C89 with pedantic errors builds as cc builds it alone). The probe's lines are marked
+`#line 1 "warm-signature"`, so a failure is recognised in the compiler's log and turned
+into one clear message that shows the letters and the declared parameters (`explain`).
+This module holds no state and runs no compiler.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
     ]
     declared = declared_parameters(kernel.source, kernel.entry)
     if declared is not None and len(declared) == len(kernel.params):
-        body = []
+        body, used = [], []
         for i, (letter, text) in enumerate(zip(kernel.params, declared, strict=True)):
             name = _parameter_name(text)
             if name is None:
@@ -179,12 +180,15 @@ def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
             if letter == "P":
                 test = f"__builtin_classify_type({name}) == 5"  # pointer_type_class
             else:
-                test = f"_Generic(({name}), {_C_TYPES[letter]}, default: 0)"
-            body.append(f'    _Static_assert({test}, "{MARK}:{i + 1}:{tag}"); (void){name};')
+                test = f"__extension__ _Generic(({name}), {_C_TYPES[letter]}, default: 0)"
+            # (`__extension__`: no pedantic error where the options hold the kernel to C99
+            # or C89, and every assertion before any statement, as C89 declares)
+            body.append(f'    __extension__ _Static_assert({test}, "{MARK}:{i + 1}:{tag}");')
+            used.append(f"(void){name};")
         lines.append(
             f"static void __attribute__((unused)) warm_sig_{symbol}_types({', '.join(declared)}) {{"
         )
-        lines += [*body, "}"]
+        lines += [*body, "    " + " ".join(used), "}"]
     return "\n" + "\n".join(lines) + "\n"
 
 
