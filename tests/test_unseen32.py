@@ -31,7 +31,9 @@ Bugs it found:
 - a C kernel whose options hold it to its standard (`-std=c99 -pedantic-errors`, `-ansi
   -Wpedantic -Werror`), which cc builds alone, failed under warm with 'parameter letters
   do not match': warm's own signature probe used C11's `_Static_assert` and `_Generic`
-  (and mixed declarations and code): it is now marked `__extension__`, asserts first.
+  (and mixed declarations and code): it is now marked `__extension__`, asserts first;
+  likewise a kernel declared `nonnull` built with `-Wall -Werror` failed on the probe's
+  call with null pointers: it passes pointers to an object now.
 """
 
 from __future__ import annotations
@@ -442,18 +444,25 @@ def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, program:
 
 
 @pytest.mark.parametrize(
-    "options", [("-std=c99", "-pedantic-errors"), ("-ansi", "-Wall", "-Wpedantic", "-Werror")]
+    ("options", "attribute"),
+    [
+        (("-std=c99", "-pedantic-errors"), ""),
+        (("-ansi", "-Wall", "-Wpedantic", "-Werror"), ""),
+        (("-O2", "-Wall", "-Werror"), "__attribute__((nonnull)) "),
+    ],
 )
 def test_a_kernel_built_strict_to_its_standard_compiles_as_cc_builds_it(
-    warm: Warm, tmp_path: Path, options: tuple[str, ...]
+    warm: Warm, tmp_path: Path, options: tuple[str, ...], attribute: str
 ) -> None:
-    """A kernel whose options hold it to C99 or C89 with pedantic errors, which cc builds
-    alone, compiles under warm too (warm's signature probe, C11's `_Static_assert` and
-    `_Generic`, failed it: 'ISO C99 does not support _Static_assert'); the probe still
-    catches letters that do not match."""
+    """A kernel whose options hold it to C99 or C89 with pedantic errors, or one declared
+    `nonnull` built with `-Wall -Werror`, which cc builds alone, compiles under warm too
+    (warm's signature probe, C11's `_Static_assert` and `_Generic`, failed the first, and
+    its call with null pointers the last); the probe still catches letters that do not
+    match."""
     source = (
         "static float twice(float v) { return 2 * v; }\n"
-        "void scale(float *y, int n) { int i; for (i = 0; i < n; i++) y[i] = twice(y[i]); }\n"
+        f"{attribute}void scale(float *y, int n) "
+        "{ int i; for (i = 0; i < n; i++) y[i] = twice(y[i]); }\n"
     )
     workload = tmp_path / "w.py"
     workload.write_text(

@@ -7,7 +7,8 @@ CUDA (C++) the probe is `static_assert`s over `decltype(entry)` with small templ
 (`CUDA_HELPERS`, once per translation unit), so nothing is parsed; every name they and
 the probe spell starts with `warm_`, so no macro of the kernel's (`-DN=1024`, a header's
 `#define T float`), still defined where the probe follows it, reaches them. For C, the probe
-calls the entry with the letters' count of arguments (the compiler checks the count)
+calls the entry (in dead code) with the letters' count of arguments (the compiler checks
+the count; a `P`'s is a pointer to an object, not null, for an entry declared `nonnull`)
 and, when the entry's definition is found in the source, repeats its parameter list
 in a function whose `_Static_assert`s test each parameter with `_Generic` and
 `__builtin_classify_type` (marked `__extension__`: a kernel whose options hold it to C99 or
@@ -162,12 +163,18 @@ def _cuda_probe(kernel: Kernel, tag: str, symbol: str) -> str:
 
 
 def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
-    zeros = ", ".join("0" for _ in kernel.params)
+    # A pointer an object's (apart for each, as `restrict` wants), not null: an entry
+    # declared `nonnull` would warn of a null one, an error under `-Werror`.
+    given = ", ".join(
+        f"(void *)(warm_at + {i})" if letter == "P" else "0"
+        for i, letter in enumerate(kernel.params)
+    )
     lines = [
         f'#line 1 "{MARK}"',
         f"static void __attribute__((unused)) warm_sig_{symbol}_count(void) {{",
+        f"    static char warm_at[{len(kernel.params) or 1}];",
         f"    (void)sizeof(&{kernel.entry});",  # an entry the source lacks: undeclared
-        f"    if (0) {kernel.entry}({zeros});",  # the count, checked by the compiler
+        f"    if (0) {kernel.entry}({given});",  # the count, checked by the compiler
         "}",
     ]
     declared = declared_parameters(kernel.source, kernel.entry)
