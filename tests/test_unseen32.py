@@ -33,7 +33,7 @@ Bugs it found:
   do not match': warm's own signature probe used C11's `_Static_assert` and `_Generic`
   (and mixed declarations and code): it is now marked `__extension__`, asserts first;
   likewise a kernel declared `nonnull` built with `-Wall -Werror` failed on the probe's
-  call with null pointers: it passes pointers to an object now.
+  call with null pointers: it calls the entry with its own parameters now.
 """
 
 from __future__ import annotations
@@ -449,6 +449,7 @@ def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, program:
         (("-std=c99", "-pedantic-errors"), ""),
         (("-ansi", "-Wall", "-Wpedantic", "-Werror"), ""),
         (("-O2", "-Wall", "-Werror"), "__attribute__((nonnull)) "),
+        (("-Werror", "-Wc++-compat", "-Wstrict-prototypes"), "__attribute__((nonnull)) "),
     ],
 )
 def test_a_kernel_built_strict_to_its_standard_compiles_as_cc_builds_it(
