@@ -33,7 +33,12 @@ Bugs it found:
   do not match': warm's own signature probe used C11's `_Static_assert` and `_Generic`
   (and mixed declarations and code): it is now marked `__extension__`, asserts first;
   likewise a kernel declared `nonnull` built with `-Wall -Werror` failed on the probe's
-  call with null pointers: it calls the entry with its own parameters now.
+  call with null pointers: it calls the entry with its own parameters now;
+- a cold process compiling from several threads failed now and then (about 1 run in 10
+  under load) with `RuntimeError: release unlocked lock` in the compile pool's `submit`:
+  Python's thread pool module, first imported by one thread's compile while another
+  thread's compiler fork waited in warm's at-fork hook for that import, had its at-fork
+  release run without its take. It is imported with the module that forks compilers now.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 
 # An application error whose message is looked up, and the lookup fails (its `__str__` raises).
 APP_ERROR = """
@@ -478,3 +483,22 @@ def test_a_kernel_built_strict_to_its_standard_compiles_as_cc_builds_it(
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 2, done.stderr
     assert "parameter letters 'Pl' do not match" in done.stderr, done.stderr
+
+
+def test_the_thread_pools_fork_hooks_are_registered_before_warm_forks() -> None:
+    """`concurrent.futures.thread` registers at-fork hooks (its shutdown lock taken before a
+    fork, released after it in the parent) when first imported. Imported by one thread's
+    compile (warm's batch, lazily) while another thread forked a compiler and waited in
+    warm's own at-fork hook for that import, the release ran without the take, on the lock
+    the first thread then held: a cold process compiling from several threads failed now
+    and then with `RuntimeError: release unlocked lock` in `pool.submit`. The module that
+    forks warm's compilers imports it first, so every fork sees the hooks whole."""
+    probe = (
+        "import sys\nimport warmcli.backends.processes\n"
+        "print('concurrent.futures.thread' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
