@@ -38,7 +38,9 @@ Bugs it found:
   under load) with `RuntimeError: release unlocked lock` in the compile pool's `submit`:
   Python's thread pool module, first imported by one thread's compile while another
   thread's compiler fork waited in warm's at-fork hook for that import, had its at-fork
-  release run without its take. It is imported with the module that forks compilers now.
+  release run without its take. It is imported with the module that forks compilers now;
+- a `restore=` callable returning None, or one buffer bare, failed with Python's
+  `'NoneType' object is not iterable`, naming no tunable.
 """
 
 from __future__ import annotations
@@ -502,3 +504,23 @@ def test_the_thread_pools_fork_hooks_are_registered_before_warm_forks() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("restore", ["lambda y, n: None", "lambda y, n: y"])
+def test_a_restore_callable_giving_no_list_is_named(
+    warm: Warm, tmp_path: Path, restore: str
+) -> None:
+    """A `restore=` callable that returns no list of buffers (None, or one buffer bare) is
+    an error naming the tunable and what it gave, not Python's `'NoneType' object is not
+    iterable`."""
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        "import numpy as np\nfrom warmcli import Kernel, Tunable\n"
+        'SRC = "void k(int *y, long n) { for (long j = 0; j < n; j++) y[j] += 1 + I - I; }"\n'
+        'T = Tunable("t", {f"c{i}": Kernel(SRC, "k", "Pl", defines={"I": i}) for i in range(2)},\n'
+        "            lambda rt, k, y, n, *, stream=None: rt.launch(k, y, n, stream=stream),\n"
+        f"            restore={restore})\n"
+        "def workload(rt):\n    rt.tune(T, rt.upload(np.zeros(4, np.int32)), 4)\n"
+    )
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    _one_line_error(done, "tunable t: restore gave", "not a list of buffers")

@@ -54,7 +54,11 @@ def written_buffers(
     if restore is None:
         chosen = _buffers_in(inputs)
     elif callable(restore):
-        chosen = list(restore(*inputs))
+        given = restore(*inputs)
+        if isinstance(given, Buffer) or not isinstance(given, Iterable):
+            shown = type(given).__name__
+            raise TuneSpecError(f"tunable {name}: restore gave {shown}, not a list of buffers")
+        chosen = list(given)
     else:
         chosen = []
         for position in positions:
