@@ -28,6 +28,16 @@ class WarmError(Exception):
     """The base of every error warm raises on purpose."""
 
 
+def message_of(exc: BaseException) -> str:
+    """`str(exc)` of an exception a user's code raised, or what Python shows where its
+    `__str__` itself raises (an app error that looks its message up): `<exception str()
+    failed>`, so warm's report of it never fails in turn."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
+
+
 class WarmWarning(UserWarning):
     """The base of every warning warm issues."""
 

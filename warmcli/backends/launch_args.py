@@ -109,8 +109,10 @@ def _float_step(kernel: Kernel, position: int) -> Step:
                 number = float(value)
             except OverflowError:  # an int past every float: out of range
                 raise argument_error(kernel, position, expected, value) from None
-            if -limit <= number <= limit or number != number or abs(number) == float("inf"):
+            if -limit <= number <= limit or number != number:
                 return number
+            if abs(number) == float("inf") and np.isinf(value):  # an inf given, not a
+                return number  # finite long double past float64's range, which float() makes
         raise argument_error(kernel, position, expected, value)
 
     return step

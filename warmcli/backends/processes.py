@@ -14,7 +14,8 @@ just those (`Owner.kill`: the compiler probe on an interrupt). A child's `TMPDIR
 temporary folder Python found usable, where the caller's names none (missing, no folder)
 or names it relative to this process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back. Nothing here
-decides what runs, reads what a child prints, or prints.
+decides what runs, reads what a child prints, or prints. It imports Python's thread pool
+before any fork (its at-fork hooks must be whole for every fork: see the import).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from typing import ClassVar, NamedTuple
 
 from warmcli import config
 from warmcli.forking import renew_on_fork
+
+# Python's thread pool's at-fork hooks (a lock taken before a fork, released after) are
+# registered before warm's first fork, never while one is under way: a compile thread's
+# pool imported then would have the release run without the take, on the lock it holds.
+# (First imported at interpreter shutdown, the import fails: no pool starts then.)
+with contextlib.suppress(RuntimeError):
+    import concurrent.futures.thread  # noqa: F401
 
 _PR_SET_PDEATHSIG = 1
 

@@ -7,15 +7,17 @@ CUDA (C++) the probe is `static_assert`s over `decltype(entry)` with small templ
 (`CUDA_HELPERS`, once per translation unit), so nothing is parsed; every name they and
 the probe spell starts with `warm_`, so no macro of the kernel's (`-DN=1024`, a header's
 `#define T float`), still defined where the probe follows it, reaches them. For C, the probe
-calls the entry with the letters' count of arguments (the compiler checks the count)
-and, when the entry's definition is found in the source, repeats its parameter list
-in a function whose `_Static_assert`s test each parameter with `_Generic` and
-`__builtin_classify_type`. The probe's lines are marked `#line 1 "warm-signature"`,
-so a failure is recognised in the compiler's log and turned into one clear message
-that shows the letters and the declared parameters (`explain`) where it finds a letter or
-the count wrong; else the source's own error is left as the compiler gave it, and a source
-that runs on into the probe (a brace left open) is said so. This module holds
-no state and runs no compiler.
+takes the entry's address and, when the entry's definition is found in the source, repeats
+its parameter list in a function that calls it (in dead code) with those parameters (no null
+pointer for an entry declared `nonnull`, no conversion) and whose `_Static_assert`s test
+each parameter with `_Generic` and `__builtin_classify_type` (marked `__extension__`: a
+kernel whose options hold it to C99 or C89 with pedantic errors builds as cc builds it
+alone); else it calls the entry with the letters' count of zeros (the compiler checks the
+count). The probe's lines are marked `#line 1 "warm-signature"`, so a failure is
+recognised in the compiler's log and turned into one clear message that shows the letters
+and the declared parameters (`explain`) where it finds a letter or the count wrong; else
+the source's own error is left as the compiler gave it, and a source that runs on into the
+probe (a brace left open) is said so. This module holds no state and runs no compiler.
 """
 
 from __future__ import annotations
@@ -163,30 +165,36 @@ def _cuda_probe(kernel: Kernel, tag: str, symbol: str) -> str:
 
 
 def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
-    zeros = ", ".join("0" for _ in kernel.params)
-    lines = [
+    head = [
         f'#line 1 "{MARK}"',
         f"static void __attribute__((unused)) warm_sig_{symbol}_count(void) {{",
         f"    (void)sizeof(&{kernel.entry});",  # an entry the source lacks: undeclared
-        f"    if (0) {kernel.entry}({zeros});",  # the count, checked by the compiler
-        "}",
     ]
+    zeros = ", ".join("0" for _ in kernel.params)
+    alone = [*head, f"    if (0) {kernel.entry}({zeros});", "}"]  # the count, by the compiler
     declared = declared_parameters(kernel.source, kernel.entry)
-    if declared is not None and len(declared) == len(kernel.params):
-        body = []
-        for i, (letter, text) in enumerate(zip(kernel.params, declared, strict=True)):
-            name = _parameter_name(text)
-            if name is None:
-                return "\n" + "\n".join(lines) + "\n"
-            if letter == "P":
-                test = f"__builtin_classify_type({name}) == 5"  # pointer_type_class
-            else:
-                test = f"_Generic(({name}), {_C_TYPES[letter]}, default: 0)"
-            body.append(f'    _Static_assert({test}, "{MARK}:{i + 1}:{tag}"); (void){name};')
-        lines.append(
-            f"static void __attribute__((unused)) warm_sig_{symbol}_types({', '.join(declared)}) {{"
-        )
-        lines += [*body, "}"]
+    if declared is None or len(declared) != len(kernel.params):
+        return "\n" + "\n".join(alone) + "\n"
+    body, names = [], []
+    for i, (letter, text) in enumerate(zip(kernel.params, declared, strict=True)):
+        name = _parameter_name(text)
+        if name is None:
+            return "\n" + "\n".join(alone) + "\n"
+        if letter == "P":
+            test = f"__builtin_classify_type({name}) == 5"  # pointer_type_class
+        else:
+            test = f"__extension__ _Generic(({name}), {_C_TYPES[letter]}, default: 0)"
+        # (`__extension__`: no pedantic error where the options hold the kernel to C99 or
+        # C89, and every assertion before any statement, as C89 declares)
+        body.append(f'    __extension__ _Static_assert({test}, "{MARK}:{i + 1}:{tag}");')
+        names.append(name)
+    # The count checked by a call with the entry's own parameters: no null pointer (an
+    # entry declared `nonnull` warns of one), no conversion (`-Wc++-compat` warns of one).
+    lines = [*head, "}"]
+    params = ", ".join(declared) or "void"
+    lines.append(f"static void __attribute__((unused)) warm_sig_{symbol}_types({params}) {{")
+    lines += [*body, f"    if (0) {kernel.entry}({', '.join(names)});"]
+    lines += ["    " + " ".join(f"(void){n};" for n in names), "}"]
     return "\n" + "\n".join(lines) + "\n"
 
 

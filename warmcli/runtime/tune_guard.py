@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream
-from warmcli.errors import TuneSpecError
+from warmcli.errors import TuneSpecError, message_of
 
 
 def last_line(exc: BaseException) -> str:
     """An exception as one line: its type and the last line of its message."""
-    lines = str(exc).strip().splitlines()
+    lines = message_of(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
@@ -54,7 +54,11 @@ def written_buffers(
     if restore is None:
         chosen = _buffers_in(inputs)
     elif callable(restore):
-        chosen = list(restore(*inputs))
+        given = restore(*inputs)
+        if isinstance(given, Buffer) or not isinstance(given, Iterable):
+            shown = type(given).__name__
+            raise TuneSpecError(f"tunable {name}: restore gave {shown}, not a list of buffers")
+        chosen = list(given)
     else:
         chosen = []
         for position in positions:
@@ -225,7 +229,7 @@ def judge(
     try:
         verdict = check(outputs, inputs)
     except Exception as exc:  # the user's check said why: its summary, the first lines
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:2]
+        lines = [line.strip() for line in message_of(exc).splitlines() if line.strip()][:2]
         return f"check: {type(exc).__name__}: {'; '.join(lines)}".rstrip(": ")
     if verdict is None or verdict is True or verdict is np.True_:
         return None

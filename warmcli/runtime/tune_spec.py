@@ -5,16 +5,16 @@ bundle never serves it. This module renders the inputs (`describe_input`), a `ke
 callable's value (`key_text`: a value whose text is a default object repr, holding a
 memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
-and a hash of its code; `judged_identity` adds the launch function the check judged) as
-text, and refuses a tunable's name or candidates that a bundle cannot hold (`check_names`). Its
-only state is a memo of what each check's code assigns; it never runs a kernel or a check.
+and a digest of what its code does, `warmcli.runtime.code_digest`; `judged_identity` adds
+the launch function the check judged) as text, and refuses a tunable's name or candidates
+that a bundle cannot hold (`check_names`). Its only state is a memo of what each check's
+code assigns; it never runs a kernel or a check.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import hashlib
 import json
 import types
 from collections.abc import Callable, Mapping
@@ -25,6 +25,7 @@ import numpy as np
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
+from warmcli.runtime.code_digest import code_digest
 
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
@@ -178,22 +179,6 @@ def key_text(name: str, derived: Any) -> str:
     return text
 
 
-def _constant(value: Any) -> str:
-    """A code constant's text, the same in every process (a frozenset sorted, code digested)."""
-    if isinstance(value, types.CodeType):
-        return f"code:{_code_digest(value)}"
-    if isinstance(value, tuple):
-        return "(" + ",".join(_constant(v) for v in value) + ")"
-    if isinstance(value, frozenset):
-        return "frozenset(" + ",".join(sorted(_constant(v) for v in value)) + ")"
-    return f"{type(value).__name__}:{value!r}"
-
-
-def _code_digest(code: types.CodeType) -> str:
-    parts = [code.co_code.hex(), *(_constant(c) for c in code.co_consts), *code.co_names]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
 def _function(check: Callable[..., Any]) -> Any:
     """The Python function behind a check callable (a method's, an object's `__call__`)."""
     if isinstance(check, types.MethodType):
@@ -282,7 +267,7 @@ def _callable_identity(
             shown.append([name, _callable_identity(value, seen, depth + 1)])
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
-        _code_digest(code) if isinstance(code, types.CodeType) else "",
+        code_digest(code) if isinstance(code, types.CodeType) else "",
         shown,
     ]
 

@@ -2,9 +2,14 @@
 
 A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
 imports the modules beside it. The file is imported as a fresh module under a private name,
-so two workloads never share state and nothing of it is imported twice by accident.
+so two workloads never share state and nothing of it is imported twice by accident; then,
+where its file's own name (its stem) is free (no module imported, none elsewhere on
+`sys.path`), it is known by that name too, its functions and classes named as of it, so a
+`spawn` or `forkserver` worker imports the file by that name to unpickle one of them (as it
+imports `__main__`'s under Python).
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
-first on `sys.path`), so a workload inside a package may use relative imports. Every way
+first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
+package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
@@ -32,19 +37,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from warmcli.errors import WorkloadError
+from warmcli.errors import WorkloadError, message_of
 from warmcli.production import late_runtimes
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -104,7 +111,7 @@ class Workload:
             _forked_child_ends(pid, 1)
             raise WorkloadError(
                 f"workload raised during {pass_name}: {where(exc, self.path)}"
-                f"{type(exc).__name__}: {str(exc).strip()}"
+                f"{type(exc).__name__}: {message_of(exc).strip()}"
             ) from exc
         finally:
             if isinstance(sys.path, list):  # the list others may hold, as it was
@@ -133,7 +140,7 @@ def _run_to_its_end(result: Any) -> None:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
 
 
@@ -244,6 +251,56 @@ def _forked_child_ends(parent: int, code: int) -> None:
         os._exit(code)
 
 
+def _importable_name(path: Path) -> str | None:
+    """The name a child process imports the workload file `path` by (its stem: a `spawn` or
+    `forkserver` worker unpickles a function by its module's name), where that names no
+    module imported yet, finds this very file (its folder first on `sys.path`) and names
+    no other module the rest of `sys.path` holds (a `statistics.py` would hide Python's)."""
+    stem = path.stem  # (Python imports `my-job` from `my-job.py` too: no identifier needed)
+    if not stem or "." in stem or stem in sys.modules:
+        return None
+    if stem in sys.builtin_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(stem)
+        rest = [
+            p
+            for p in sys.path
+            if isinstance(p, str) and Path(os.path.abspath(p or os.curdir)) != path.parent
+        ]
+        other = importlib.machinery.PathFinder.find_spec(stem, rest)
+    except (ImportError, ValueError):
+        return None
+    if other is not None or spec is None or spec.origin is None:
+        return None
+    return stem if os.path.isfile(spec.origin) and Path(spec.origin).resolve() == path else None
+
+
+def _known_by(module: ModuleType, stem: str, path: Path) -> None:
+    """The imported workload `module` known by `stem` too, named so (what it defines as it
+    runs is of `stem`), and its functions and classes (their methods too) named as of
+    module `stem` alike, so a worker a `spawn` or `forkserver`
+    pool starts imports the file by that name to unpickle one (as it imports a script's
+    `__main__` under Python). Not where `stem` is by now another module (but a copy of
+    this file a module beside it imported while it ran, as Python would: replaced)."""
+    there = sys.modules.get(stem)
+    if there is not None and getattr(there, "__file__", None) != str(path):
+        return
+    sys.modules[stem] = module
+    private, module.__name__ = module.__name__, stem  # what it defines from now on too
+    pending, seen = list(vars(module).values()), set()
+    while pending:  # its functions, classes, and (in classes) methods and classes
+        value = pending.pop()
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if not isinstance(value, type | types.FunctionType) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if value.__module__ == private:
+            value.__module__ = stem
+            pending += list(vars(value).values()) if isinstance(value, type) else []
+
+
 def load_workload(
     path: str | Path, entry: str = "workload", fallback: str | None = None
 ) -> Workload:
@@ -257,12 +314,13 @@ def load_workload(
     if path.suffix != ".py":
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
+    _first_on_path(str(resolved.parent))
+    stem = _importable_name(resolved)
     name = "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise WorkloadError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
-    _first_on_path(str(resolved.parent))
     sys.modules[name] = module
     try:
         with late_runtimes() as unbound, script_argv([str(resolved)]) as argv:
@@ -272,15 +330,28 @@ def load_workload(
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
+    if stem is not None:
+        _known_by(module, stem, resolved)
     found = _entry(module, resolved, entry, fallback)
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
 
+def _package_main(package: str) -> Any:
+    """The spec of package `package`'s `__main__` module, or None when it has none."""
+    try:
+        return importlib.util.find_spec(f"{package}.__main__")
+    except ImportError:
+        return None
+
+
 def load_module(name: str, entry: str = "workload") -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
-    the current folder first on `sys.path`, relative imports inside its package working."""
+    the current folder first on `sys.path`, relative imports inside its package working,
+    a package's `__main__` module where it has one (else the package itself)."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
+    if name.startswith("."):  # as `python -m` refuses it
+        raise WorkloadError(f"{name}: a relative module name: name it whole (pkg.module)")
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it
@@ -290,6 +361,10 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, name) from None
+    if spec is not None and spec.submodule_search_locations is not None:
+        main = _package_main(name)  # a package: `python -m` runs its `__main__`
+        if main is not None:
+            name, spec = f"{name}.__main__", main
     if spec is None or spec.origin in (None, "built-in", "frozen"):
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
     origin = Path(spec.origin)

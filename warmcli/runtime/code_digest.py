@@ -1,0 +1,61 @@
+"""A digest of what a Python function's code does, the same in every process that runs it.
+
+A checked tunable keys its check and launch function by their code (`tune_spec`), so a
+bundle warmed by one process serves another only where both hash the code alike. The
+digest is of the instructions as `dis` reads them, each with what it uses (a constant's
+value, a name, a jump's target by its place among the instructions), not of the raw
+bytecode: `python -OO` strips docstrings, which shifts every constant's index and leaves a
+`NOP` in the docstring's place, so a raw hash would differ for code that does the same.
+Constants no instruction loads (a function's docstring) are left out; code nested in a
+constant (a lambda, an inner function) is digested alike. What `python -O` removes (an
+`assert`) is code that differs: a different digest. It follows the Python version (its
+bytecode). Its only state is a bounded memo per code object; it runs no code it reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import types
+from typing import Any
+
+
+def constant_text(value: Any) -> str:
+    """A code constant's text, the same in every process (a frozenset sorted, code digested)."""
+    if isinstance(value, types.CodeType):
+        return f"code:{code_digest(value)}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(constant_text(v) for v in value) + ")"
+    if isinstance(value, frozenset):
+        return "frozenset(" + ",".join(sorted(constant_text(v) for v in value)) + ")"
+    return f"{type(value).__name__}:{value!r}"
+
+
+@functools.lru_cache(maxsize=1024)
+def code_digest(code: types.CodeType) -> str:
+    """The sha256 of `code`'s instructions (`NOP`s left out), each as its name and what it
+    uses: a constant by its value, a jump by its target's place, anything else by `dis`'s
+    value (a name, a count)."""
+    import dis  # imported on first use: a tunable with a check callable only
+
+    steps = [i for i in dis.get_instructions(code) if i.opname not in ("NOP", "EXTENDED_ARG")]
+    place = {i.offset: n for n, i in enumerate(steps)}
+    jumps = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+    parts = []
+    for step in steps:
+        if step.opcode in dis.hasconst:
+            used = constant_text(step.argval)
+        elif step.opcode in jumps and isinstance(step.argval, int):
+            used = f"->{_target(place, step.argval)}"
+        else:
+            used = repr(step.argval)
+        parts.append(f"{step.opname} {used}")
+    parts += code.co_names  # (as before: a name read only through `getattr` text counts)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _target(place: dict[int, int], offset: int) -> int:
+    """The place of the instruction at `offset`, or of the first one after it (a `NOP`
+    target, left out)."""
+    later = [p for o, p in place.items() if o >= offset]
+    return min(later) if later else len(place)
