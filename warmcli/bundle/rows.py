@@ -242,12 +242,9 @@ class RowReader:
             self.__dict__.pop("_kernel_keys", None)
 
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """The rows of `sql`, fetched `READ_BATCH` at a time: memory stays that of a batch.
-        A statement is stepped only under the bundle's lock, which a fork waits for, and
-        its first batch with it: a listing that fits in one batch has ended (the statement
-        reset, its shared lock on the file let go) before the lock is, so a child forked
-        meanwhile does not inherit the lock as held (it could not write the file then); a
-        longer one is active between its batches."""
+        """The rows of `sql`, `READ_BATCH` at a time (memory stays a batch's), each stepped
+        under the lock a fork waits for: one batch's listing has ended (its shared lock on
+        the file let go) before it, so a forked child never inherits that lock as held."""
         with self._reading():
             cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
             rows = cursor.fetchmany(READ_BATCH)
