@@ -9,8 +9,8 @@ its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.ker
 or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
 `RowReader` (the reads `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at
 a time) names as a `BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`).
-Its only state is this process's id (`_PROCESS`); it never decides what is served
-(`warmcli.bundle.store` does), and opens only a forked child's own connection (`_conn`).
+Its only state is this process's id (`_PROCESS`); it never decides what is served, and
+opens only a forked child's own connection (`_conn`).
 """
 
 from __future__ import annotations
@@ -96,8 +96,7 @@ OnError = Callable[[str, str], None]  # (an entry's key, what is wrong with it)
 
 def _corrupt(what: str, key: object, exc: Exception) -> str:
     """What is wrong with one row, naming the entry by the start of its key."""
-    name = key[:16] if isinstance(key, str) else "?"
-    return f"corrupt {what} entry {name!r} ({exc})"
+    return f"corrupt {what} entry {(key[:16] if isinstance(key, str) else '?')!r} ({exc})"
 
 
 class _Malformed(ValueError):
@@ -163,8 +162,7 @@ class RowReader:
     def _close_connection(self) -> None:
         """Close the connection (a forked child's inherited one is never used, see `_conn`)."""
         with self._lock:
-            if self._pid == _PROCESS[0]:
-                self._connection.close()
+            self._connection.close() if self._pid == _PROCESS[0] else None
 
     @once
     def path(self) -> Path:
@@ -242,14 +240,13 @@ class RowReader:
             self.__dict__.pop("_kernel_keys", None)
 
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """The rows of `sql`, `READ_BATCH` at a time (memory stays a batch's), each stepped
-        under the lock a fork waits for: one batch's listing has ended (its shared lock on
-        the file let go) before it, so a forked child never inherits that lock as held."""
+        """The rows of `sql`, `READ_BATCH` at a time, stepped under the lock a fork waits for
+        (a one-batch listing ends there: no forked child inherits its shared lock as held)."""
         with self._reading():
             cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
             rows = cursor.fetchmany(READ_BATCH)
         try:
-            while rows:
+            while True:
                 yield from rows
                 if len(rows) < READ_BATCH:  # the statement has ended
                     return
