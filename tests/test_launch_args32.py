@@ -192,3 +192,39 @@ def test_a_loaded_kernels_launch_checks_nothing_twice(monkeypatch: pytest.Monkey
             rt.launch(put, x)  # the device's own check
     finally:
         rt.close()
+
+
+# -- a numpy bool is an integer letter's 1 or 0, as Python's is ----------------------------
+
+BOOLS = (
+    HEAD
+    + """
+def workload(rt):
+    out = []
+    for b in (np.True_, np.False_, True, False, np.bool_(1)):
+        out.append(rt.upload(np.full(3, 9, np.float32)))
+        rt.launch(PUT, out[-1], b)
+    return out
+"""
+)
+# Runs a workload file's `workload` on the host runtime, over WARM_BUNDLE, and prints what
+# it returned (a buffer's first element, read back) and how many misses it had.
+SERVE = """
+import json, runpy, sys, warmcli
+from warmcli.backends.base import Buffer
+rt = warmcli.runtime("host")
+got = runpy.run_path(sys.argv[1])["workload"](rt)
+got = [float(rt.read(v)[0]) if isinstance(v, Buffer) else v for v in got]
+print(json.dumps([got, len(warmcli.report().misses)]))
+"""
+
+
+def test_a_numpy_bool_passes_an_integer_letter_as_pythons_does(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    path = workload_file(BOOLS)
+    proc = warm("run", path, "--bundle", bundle_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    served = _production(warm, SERVE, str(path), WARM_BUNDLE=str(bundle_path), WARM_STRICT="1")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout) == [[1.0, 0.0, 1.0, 0.0, 1.0], 0]

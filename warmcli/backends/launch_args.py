@@ -88,8 +88,8 @@ def _integer_step(kernel: Kernel, position: int) -> Step:
     def step(value: Any) -> Any:
         if type(value) is int and lo <= value <= hi:
             return value
-        if isinstance(value, int | np.integer) and lo <= int(value) <= hi:
-            return int(value)
+        if isinstance(value, int | np.integer | np.bool_) and lo <= int(value) <= hi:
+            return int(value)  # a bool, Python's or numpy's, is 1 or 0
         raise argument_error(kernel, position, expected, value)
 
     return step
