@@ -48,6 +48,7 @@ WRONG = {
     "rt.launch(PUT, x, 2**40)": VALUE + " 1099511627776 (int)",
     "rt.launch(PUT, 1.5, 2)": "kernel put: argument 1 ('P', pointer: a buffer) must be a buffer "
     "on host, got 1.5 (float)",
+    "rt.launch(PUT, x, 2**20000)": VALUE + " 0x1000000000",  # past repr's 4,300 digits
 }
 # Runs each wrong launch under each process mode (production's Execute last), then prints
 # what each raised and what the process compiled, queued or missed.
@@ -228,3 +229,46 @@ def test_a_numpy_bool_passes_an_integer_letter_as_pythons_does(
     served = _production(warm, SERVE, str(path), WARM_BUNDLE=str(bundle_path), WARM_STRICT="1")
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout) == [[1.0, 0.0, 1.0, 0.0, 1.0], 0]
+
+
+# -- a tune input past Python's 4,300 int digits -------------------------------------------
+
+TUNE_HUGE = (
+    HEAD
+    + """
+def workload(rt):
+    y = rt.upload(np.zeros(2, np.float32))
+    return [rt.tune(T, y, 2**20000), y]
+"""
+)
+
+
+def test_a_huge_int_tune_input_is_keyed_alike_in_warm_run_and_production(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    path = workload_file(TUNE_HUGE)
+    proc = warm("run", path, "--bundle", bundle_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    for limit in ("4300", "640", "0"):  # the key does not depend on Python's digit limit
+        served = _production(
+            warm,
+            SERVE,
+            str(path),
+            WARM_BUNDLE=str(bundle_path),
+            WARM_STRICT="1",
+            PYTHONINTMAXSTRDIGITS=limit,
+        )
+        assert served.returncode == 0, served.stderr
+        (pick, y0), misses = json.loads(served.stdout)
+        assert pick in ("c0", "c1") and y0 == 20001 % 1000 and misses == 0
+
+
+def test_describe_input_of_ints_past_the_digit_limit() -> None:
+    from warmcli.runtime.tune_spec import describe_input
+
+    assert describe_input(12345) == "12345"
+    assert describe_input(10**4300 - 1) == "9" * 4300
+    assert describe_input(10**4300) == hex(10**4300)
+    assert describe_input(-(2**20000)) == "-" + hex(2**20000)
+    assert describe_input((2**20000, 3)) == f"({hex(2**20000)},3)"

@@ -60,7 +60,10 @@ _LARGEST = {  # each type's largest value, as numpy writes it (float16's whole: 
 
 
 def _given(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300 digits of text: shown in hex
+        text = hex(value) if isinstance(value, int) else f"<{type(value).__name__}>"
     if len(text) > 60:
         text = text[:57] + "..."
     return text if isinstance(value, Buffer) else f"{text} ({type(value).__name__})"
