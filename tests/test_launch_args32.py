@@ -272,3 +272,24 @@ def test_describe_input_of_ints_past_the_digit_limit() -> None:
     assert describe_input(10**4300) == hex(10**4300)
     assert describe_input(-(2**20000)) == "-" + hex(2**20000)
     assert describe_input((2**20000, 3)) == f"({hex(2**20000)},3)"
+
+
+# -- a bool is no buffer shape -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["True", "(2, True)", "[False]"])
+def test_a_bool_is_no_buffer_shape(
+    warm: Warm, workload_file, bundle_path: Path, shape: str
+) -> None:
+    path = workload_file(HEAD + f"def workload(rt):\n    rt.buffer({shape})\n")
+    proc = warm("run", path, "--bundle", bundle_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    message = f"ValueError: a buffer's shape takes integer sizes >= 0, not {shape}"
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    served = _production(
+        warm,
+        HEAD + f"rt = warmcli.runtime('host')\nrt.buffer({shape})\n",
+    )
+    assert served.returncode == 1 and message in served.stderr
+    ok = _production(warm, HEAD + "print(warmcli.runtime('host').buffer((2, 1)).shape)\n")
+    assert ok.returncode == 0 and ok.stdout.strip() == "(2, 1)"

@@ -1,7 +1,7 @@
 """A buffer's shape and dtype, and a launch's grid, block and shared size, as given.
 
-A shape is integer sizes >= 0 (Python's or numpy's), a dtype one a kernel
-reads as numbers (`numeric_dtype`), a grid and a block 1 to 3 positive integer
+A shape is integer sizes >= 0 (Python's or numpy's; a bool is no size), a dtype one a
+kernel reads as numbers (`numeric_dtype`), a grid and a block 1 to 3 positive integer
 sizes, a shared size a number of bytes; anything else is a `ValueError` saying what is
 taken. Its only state is a bounded memo of launch configurations (`_CONFIGS`); it never
 allocates nor launches.
@@ -49,7 +49,10 @@ def _shared(value: int) -> int:
 
 def buffer_shape(value: int | Sequence[int]) -> tuple[int, ...]:
     dims = _sizes(value)
-    if dims is None or any(d < 0 for d in dims):
+    bools = isinstance(value, bool) or (
+        isinstance(value, tuple | list) and any(isinstance(d, bool) for d in value)
+    )  # a bool is an int to `operator.index`, but no size (numpy's has no index)
+    if dims is None or any(d < 0 for d in dims) or bools:
         raise ValueError(f"a buffer's shape takes integer sizes >= 0, not {value!r}")
     return dims
 
