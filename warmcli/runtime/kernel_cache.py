@@ -6,7 +6,7 @@ only put on the compile queue; otherwise it is obtained in this order: already l
 this process; built by this process earlier; served from the bundle
 (`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
 checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt); else
-compiled; an executed launch's arguments (`get(kernel, args)`) are checked against the
+compiled; a launch's arguments (`get(kernel, args)`) are checked against the
 kernel's letters before any of these, where it is not loaded yet (a loaded kernel's hit
 path checks nothing: the device checks its launch). The first `get` that needs a compile
 takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that queued
@@ -226,14 +226,14 @@ class KernelCache:
 
     # -- obtaining -------------------------------------------------------------------------
 
-    def obtain(self, kernel: Kernel, mode: LaunchMode) -> Any:
+    def obtain(self, kernel: Kernel, mode: LaunchMode, args: Sequence[Any] | None = None) -> Any:
         """What a launch under the verdict `mode` needs of `kernel`: under `Queue` it is
-        only queued (None); under `Compile` and `Execute` the loaded kernel (`get`; an
-        executed launch calls `get` itself, with its arguments)."""
+        only queued (None); under `Compile` and `Execute` the loaded kernel (`get`, which
+        checks the launch's `args` first where the kernel is not loaded yet)."""
         if mode is LaunchMode.QUEUE:
             self.queue(kernel)
             return None
-        return self.get(kernel)
+        return self.get(kernel, args)
 
     def get(self, kernel: Kernel, args: Sequence[Any] | None = None) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled.
