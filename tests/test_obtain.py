@@ -40,9 +40,9 @@ def test_launch_hands_its_verdict_to_the_kernel_cache(
     handed: list[LaunchMode] = []
     obtain = rt.kernels.obtain
 
-    def spy(kernel: object, mode: LaunchMode) -> object:
-        handed.append(mode)
-        return obtain(kernel, mode)  # type: ignore[arg-type]
+    def spy(kernel: object, mode: LaunchMode, args: object = None) -> object:
+        handed.append(mode)  # (the launch's arguments, checked before a load, go on too)
+        return obtain(kernel, mode, args)  # type: ignore[arg-type]
 
     rt.kernels.obtain = spy  # type: ignore[method-assign]
     x = rt.upload(np.ones(8, dtype=np.float32))

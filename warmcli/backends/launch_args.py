@@ -1,15 +1,16 @@
 """Launch arguments checked against the kernel's parameter letters, never guessed.
 
-A converter is made once per kernel (and device) and then only called: it checks
-the number of arguments, that a `P` gets a buffer of the device, that an integer
-letter gets an integer in its width's range and a float letter a real number, and
-turns each argument into what the backend passes (an address, a number). Any other
-argument is a `LaunchError` naming the kernel, the argument's position, its letter
-and what was given. The fast path of each argument is one type test and a range
-test, so a launch stays cheap; that fast path is made once per signature and shared
-(`fast_converter`: a backend may call it alone, and make a kernel's own converter only
-for arguments off it). Its only state is bounded memos of those fast paths (per
-signature, per letter); it never launches.
+A converter is made once per kernel (and device) and then only called: it checks the
+number of arguments, that a `P` gets a buffer of the device, that an integer letter gets
+an integer in its width's range and a float letter a real number, and turns each argument
+into what the backend passes (an address, a number). Any other argument is a
+`LaunchError` naming the kernel, the argument's position, its letter and what was given.
+The fast path of each argument is one type test and a range test, so a launch stays
+cheap; that fast path is made once per signature and shared (`fast_converter`: a backend
+may call it alone, and make a kernel's own converter only for arguments off it).
+`check_before_load` checks an executed launch's arguments before its kernel is loaded, so
+a wrong one compiles and looks up nothing. Its only state is bounded memos of those fast
+paths (per signature, per letter); it never launches.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ _LARGEST = {  # each type's largest value, as numpy writes it (float16's whole: 
 
 
 def _given(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300 digits of text: shown in hex
+        text = hex(value) if isinstance(value, int) else f"<{type(value).__name__}>"
     if len(text) > 60:
         text = text[:57] + "..."
     return text if isinstance(value, Buffer) else f"{text} ({type(value).__name__})"
@@ -87,8 +91,8 @@ def _integer_step(kernel: Kernel, position: int) -> Step:
     def step(value: Any) -> Any:
         if type(value) is int and lo <= value <= hi:
             return value
-        if isinstance(value, int | np.integer) and lo <= int(value) <= hi:
-            return int(value)
+        if isinstance(value, int | np.integer | np.bool_) and lo <= int(value) <= hi:
+            return int(value)  # a bool, Python's or numpy's, is 1 or 0
         raise argument_error(kernel, position, expected, value)
 
     return step
@@ -365,3 +369,31 @@ def any_buffer_of(device: str) -> Step:
         return 0 if isinstance(value, Buffer) and value.device_id == device else None
 
     return pointer
+
+
+def check_before_load(kernel: Kernel, device: str, args: Sequence[Any]) -> None:
+    """An executed launch's arguments checked before its kernel is loaded (keyed, looked up
+    in the bundle or compiled): a `LaunchError` for what its letters do not take, the same
+    as the device's. Arguments on the fast path (a buffer of `device` for `P`, a Python
+    number in range, a bool for `?`) pass in this one frame (a served kernel's first launch
+    pays little); any other goes through a checker made for the call, not kept (the device
+    checks every later launch)."""
+    params = kernel.params
+    if len(args) == len(params):
+        for letter, value in zip(params, args, strict=True):
+            if letter == "P":
+                if not (isinstance(value, Buffer) and value.device_id == device):
+                    break
+            elif letter in INT_RANGES:
+                low, high = INT_RANGES[letter]
+                if not (type(value) is int and low <= value <= high):
+                    break
+            elif letter in FLOAT_LIMITS:
+                limit = FLOAT_LIMITS[letter]
+                if not (type(value) is float and -limit <= value <= limit):
+                    break
+            elif type(value) is not bool:
+                break
+        else:
+            return
+    converter(kernel, device, any_buffer_of(device))(args)

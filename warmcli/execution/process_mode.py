@@ -5,7 +5,7 @@ process-wide (each device's compile queue, the tune cache, measurements that any
 other work on a device would skew). `ProcessModeOverride` is the one way to change
 it: a context manager that sets the mode and names the `StatisticsCollector` that
 everything the mode triggers is counted into. A stream's default mode follows it
-(`default_for`, installed into `warmcli.backends.base` on import). One override is
+(`default_for`'s rule, installed into `warmcli.backends.base` on import). One override is
 open at a time; a second one with another mode or another collector is refused,
 never silently nested. This module owns that process-wide slot and nothing else: it
 never compiles, launches or prints.
@@ -56,8 +56,11 @@ def default_for(process_mode: ProcessMode) -> StreamMode:
 
 
 # A stream with no override takes its mode from here: the process mode leaves `Execute`
-# only through this module, so the default is in place whenever it matters.
-set_default_stream_mode(lambda: default_for(_mode))
+# only through this module, so the default is in place whenever it matters. Read on every
+# launch: `default_for(_mode)` written out, so it costs no call but this one.
+set_default_stream_mode(
+    lambda: StreamMode.EXECUTE if _mode is ProcessMode.EXECUTE else StreamMode.DISCARD
+)
 
 
 def active_collector() -> StatisticsCollector:

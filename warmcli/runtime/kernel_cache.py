@@ -6,26 +6,30 @@ only put on the compile queue; otherwise it is obtained in this order: already l
 this process; built by this process earlier; served from the bundle
 (`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
 checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt); else
-compiled. The first `get` that needs a compile takes *the whole queue* into one batch
-(`warmcli.backends.batch`), so a pass that queued everything first compiles it in a few
-parallel compiler processes. A kernel not yet obtained registers with the active
-collector, and `registrations` settles it there (compiled, loaded, failed; abandoned
-when its batch raises, a Ctrl-C: `missed` names it so, as one no compiler here could
-build, nor the bundle serve) and counts what follows (refused
-by the device at load, stored into the bundle). A kernel the loaded bundle lacks is
-handed to the runtime's miss policy (`warmcli.runtime.misses`), which may refuse the
+compiled; a launch's arguments (`get(kernel, args)`) are checked against the
+kernel's letters before any of these, where it is not loaded yet (a loaded kernel's hit
+path checks nothing: the device checks its launch). The first `get` that needs a compile
+takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that queued
+everything first compiles it in a few parallel compiler processes. A kernel not yet
+obtained registers with the active collector, and `registrations` settles it there
+(compiled, loaded, failed; abandoned when its batch raises, a Ctrl-C: `missed` names it
+so, as one no compiler here could build, nor the bundle serve) and counts what follows
+(refused by the device at load, stored into the bundle). A kernel the loaded bundle lacks
+is handed to the runtime's miss policy (`warmcli.runtime.misses`), which may refuse the
 compile (strict mode) before it starts. `module` hands out the loaded module holding a
-kernel, with its binary, for module-level lookups (a global variable). The cache owns
-the queue, the loaded handles and the binaries built here (`unpersisted` hands them to
+kernel, with its binary, for module-level lookups (a global variable). The cache owns the
+queue, the loaded handles and the binaries built here (`unpersisted` hands them to
 `warmcli.runtime.persist`, whose `Ledger` keeps what was stored and served); it never
 writes the bundle itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.launch_args import check_before_load
 from warmcli.backends.native import keyed_identity
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError, ToolchainError, headline
@@ -222,21 +226,25 @@ class KernelCache:
 
     # -- obtaining -------------------------------------------------------------------------
 
-    def obtain(self, kernel: Kernel, mode: LaunchMode) -> Any:
+    def obtain(self, kernel: Kernel, mode: LaunchMode, args: Sequence[Any] | None = None) -> Any:
         """What a launch under the verdict `mode` needs of `kernel`: under `Queue` it is
-        only queued (None); under `Compile` and `Execute` the loaded kernel (`get`)."""
+        only queued (None); under `Compile` and `Execute` the loaded kernel (`get`, which
+        checks the launch's `args` first where the kernel is not loaded yet)."""
         if mode is LaunchMode.QUEUE:
             self.queue(kernel)
             return None
-        return self.get(kernel)
+        return self.get(kernel, args)
 
-    def get(self, kernel: Kernel) -> Any:
+    def get(self, kernel: Kernel, args: Sequence[Any] | None = None) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled.
 
         A kernel the bundle serves takes one path: its key, its (prefetched) record
         checked, its module (loaded once per blob) and function, registered and settled
         `loaded` at once; anything else (a record it must not serve, PTX, a miss, a
-        build) is registered as it was obtained and goes on to `_obtain`."""
+        build) is registered as it was obtained and goes on to `_obtain`. `args`, an
+        executed launch's arguments, are checked against the kernel's letters where it is
+        not loaded yet, before anything is keyed, looked up or compiled (a loaded kernel's
+        launch is checked by the device alone)."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
         if hit is not None and hit[0] is kernel:
@@ -244,6 +252,8 @@ class KernelCache:
                 self._register(kernel)
                 self._hits[id(kernel)] = (kernel, hit[1], collector)
             return hit[1]
+        if args is not None:
+            check_before_load(kernel, self.device.id, args)
         lookup = self.lookup
         try:
             key = lookup.key(kernel)
@@ -268,9 +278,12 @@ class KernelCache:
                 raise
             if served:
                 self.ledger.served(key)
-                return self._loaded[key]
-            self.registrations.register(collector, key)
-            return self._obtain(kernel, key, record)
+                function = self._loaded[key]
+            else:
+                self.registrations.register(collector, key)
+                function = self._obtain(kernel, key, record)
+            self._hits[id(kernel)] = (kernel, function, collector)  # registered in it: a hit next
+            return function
 
     def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:
         """`get` past the bundle's build (under the lock): the bundle's PTX, else built here

@@ -8,27 +8,29 @@ here, where it is issued, from the process mode and the mode of the stream it go
 on, and hands that verdict down (`kernels.obtain(kernel, mode)`: queue the kernel, or
 obtain it to discard or execute the launch); the arguments of a launch that is only
 queued or compiled are checked against the kernel's letters as an executed launch's are
-(by the device), so a mistake shows in the first pass. A read of a buffer under a
-discarding process mode is refused (`DiscardedReadError`), or warned about when the
-runtime allows it, because buffers are left as they were. What the loaded bundle lacks
-(a kernel to compile, a tune to measure) goes through one miss policy for both
-(`warmcli.runtime.misses`: explained once by `warmcli.runtime.explain`, counted, refused
-in strict mode; `None` for the warming passes, where everything is a miss by design).
-What was built and measured is written by `persist` (`warmcli.runtime.persist`). Memory
-the caller already owns (PyCUDA's, or anything with `__cuda_array_interface__`) becomes
-a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`). Given a `Shard` (the
-warming passes of `warm run --shard`), the runtime measures only that shard's tunes and
-queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`);
-everything else it skips. A tunable with a single candidate is answered with it, never
-measured nor registered. The runtime never prints; it counts into the active
-`StatisticsCollector`, and holds its tunes' registrations (`tune_registrations`): a tune settles
-measured, pending, failed or abandoned (its measuring raised, or the runtime closed with it
-still gathered). The module keeps a bounded memo of launch configurations (`_CONFIGS`).
+(by the device), so a mistake shows in the first pass, and an executed launch's before
+its kernel is loaded (`kernels.obtain(kernel, mode, args)`), so a wrong one compiles
+nothing. A read of a buffer under a discarding process mode is refused
+(`DiscardedReadError`), or warned about when the runtime allows it, because buffers are
+left as they were. What the loaded bundle lacks (a kernel to compile, a tune to measure)
+goes through one miss policy for both (`warmcli.runtime.misses`: explained once by
+`warmcli.runtime.explain`, counted, refused in strict mode; `None` for the warming
+passes, where everything is a miss by design). What was built and measured is written by
+`persist` (`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or
+anything with `__cuda_array_interface__`) becomes a `Buffer` through `wrap`
+(`warmcli.backends.cuda.foreign`). Given a `Shard` (the warming passes of `warm run
+--shard`), the runtime measures only that shard's tunes and queues or compiles only the
+launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
+with a single candidate is answered with it, never measured nor registered. The runtime
+never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
+registrations (`tune_registrations`): a tune settles measured, pending, failed or
+abandoned (its measuring raised, or the runtime closed with it still gathered). A
+buffer's shape and dtype and a launch's configuration are read by
+`warmcli.runtime.launch_sizes`.
 """
 
 from __future__ import annotations
 
-import operator
 import warnings
 from _thread import get_ident
 from collections.abc import Sequence
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device, LaunchConfig, Stream
+from warmcli.backends.base import Buffer, Device, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.errors import DiscardedReadError, DiscardedReadWarning
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
@@ -45,6 +47,7 @@ from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
+from warmcli.runtime.launch_sizes import buffer_shape, launch_config, numeric_dtype
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
@@ -53,78 +56,6 @@ from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
     from warmcli.runtime.store import Store
-
-
-def _sizes(value: Any) -> tuple[int, ...] | None:
-    """An integer (a Python or numpy one) or a sequence of them as a tuple; None if not."""
-    try:
-        return (operator.index(value),)
-    except TypeError:
-        pass
-    try:
-        return tuple(map(operator.index, value))
-    except TypeError:
-        return None
-
-
-def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
-    dims = _sizes(value)
-    if dims is None or not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise ValueError(f"grid and block take 1 to 3 positive integer sizes, not {value!r}")
-    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
-
-
-def _shared(value: int) -> int:
-    try:
-        shared = operator.index(value)
-    except TypeError:
-        shared = -1
-    if shared < 0:
-        raise ValueError(f"shared takes a number of bytes, an integer >= 0, not {value!r}")
-    return shared
-
-
-def _shape(value: int | Sequence[int]) -> tuple[int, ...]:
-    dims = _sizes(value)
-    if dims is None or any(d < 0 for d in dims):
-        raise ValueError(f"a buffer's shape takes integer sizes >= 0, not {value!r}")
-    return dims
-
-
-def numeric_dtype(dtype: Any) -> str:
-    """The name of `dtype` when a buffer may hold it (bool, integers, floats, complex);
-    `ValueError` naming it otherwise: objects, strings, bytes, records and dates hold
-    nothing a kernel can read as numbers (a kernel launched on objects crashes)."""
-    try:
-        found = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"buffer dtype {dtype!r} is not a numpy dtype") from None
-    if found.kind not in "biufc":
-        shown = f"record {found}" if found.names else found.name  # (a record's name: void64)
-        raise ValueError(
-            f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
-            "as numbers (bool, integers, floats or complex)"
-        )
-    return found.name
-
-
-_CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
-_MAX_CONFIGS = 4096
-
-
-def _launch_config(
-    grid: int | Sequence[int], block: int | Sequence[int], shared: int
-) -> LaunchConfig:
-    """The launch's configuration, made once per distinct (grid, block, shared) given."""
-    try:
-        return _CONFIGS[(grid, block, shared)]
-    except KeyError:
-        config = LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
-        if len(_CONFIGS) < _MAX_CONFIGS:
-            _CONFIGS[(grid, block, shared)] = config
-        return config
-    except TypeError:  # a list is not hashable: nothing to remember it by
-        return LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
 
 
 class Runtime:
@@ -167,7 +98,7 @@ class Runtime:
 
     def buffer(self, shape: int | Sequence[int], dtype: str = "float32") -> Buffer:
         """A new device buffer (zeroed on the host; shape-only on a compile-only device)."""
-        return self.device.allocate(_shape(shape), numeric_dtype(dtype))
+        return self.device.allocate(buffer_shape(shape), numeric_dtype(dtype))
 
     def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
         """A new buffer holding a copy of `array` (of numbers: `numeric_dtype`)."""
@@ -241,13 +172,13 @@ class Runtime:
                 return verdict  # another shard's kernel: that shard builds it
             if verdict is not LaunchMode.EXECUTE:
                 self._check_arguments(kernel, args)
-            function = self.kernels.obtain(kernel, verdict)
+            function = self.kernels.obtain(kernel, verdict, args)  # checked before a load
             if verdict is LaunchMode.QUEUE:
                 collector.count(self.device.id, "execution", "queued")
             elif verdict is LaunchMode.COMPILE:
                 collector.count(self.device.id, "execution", "discarded")
             else:
-                config = _launch_config(grid, block, shared)
+                config = launch_config(grid, block, shared)
                 hooks = stream.on_launch
                 if hooks is not None:  # a tune measures on it: its buffers kept first
                     cover = hooks.get(get_ident())

@@ -13,6 +13,7 @@ code assigns; it never runs a kernel or a check.
 
 from __future__ import annotations
 
+import decimal
 import enum
 import functools
 import json
@@ -27,6 +28,9 @@ from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 from warmcli.runtime.code_digest import code_digest
 
+# An int input keys as its decimal text below this (Python's default limit on an int's text,
+# 4,300 digits), in hex from it: the same text in every process, whatever its limit is set to.
+_DECIMAL = 10**4300
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
 _ABSENT = object()
@@ -67,7 +71,8 @@ def pow2(n: int) -> int:
 def describe_input(value: Any, bucket: str | None = None) -> str:
     """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
 
-    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`).
+    A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`); an int of
+    more than 4,300 digits, in hex (`_DECIMAL`).
     """
     if isinstance(value, np.generic):
         value = value.item()
@@ -77,7 +82,13 @@ def describe_input(value: Any, bucket: str | None = None) -> str:
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int):
-        return str(pow2(value) if bucket == "pow2" else value)
+        number = pow2(value) if bucket == "pow2" else value
+        if -_DECIMAL < number < _DECIMAL:
+            try:
+                return str(number)
+            except ValueError:  # Python's limit on int text set lower: the same digits
+                return str(decimal.Decimal(number))
+        return hex(number)  # past the default limit: in hex, whatever the limit is set to
     if isinstance(value, float | str):
         return repr(value)
     if isinstance(value, tuple | list):

@@ -1,0 +1,93 @@
+"""A buffer's shape and dtype, and a launch's grid, block and shared size, as given.
+
+A shape is integer sizes >= 0 (Python's or numpy's; a bool is no size), a dtype one a
+kernel reads as numbers (`numeric_dtype`), a grid and a block 1 to 3 positive integer
+sizes, a shared size a number of bytes; anything else is a `ValueError` saying what is
+taken. Its only state is a bounded memo of launch configurations (`_CONFIGS`); it never
+allocates nor launches.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from warmcli.backends.base import LaunchConfig
+
+
+def _sizes(value: Any) -> tuple[int, ...] | None:
+    """An integer (a Python or numpy one) or a sequence of them as a tuple; None if not."""
+    try:
+        return (operator.index(value),)
+    except TypeError:
+        pass
+    try:
+        return tuple(map(operator.index, value))
+    except TypeError:
+        return None
+
+
+def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
+    dims = _sizes(value)
+    if dims is None or not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"grid and block take 1 to 3 positive integer sizes, not {value!r}")
+    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def _shared(value: int) -> int:
+    try:
+        shared = operator.index(value)
+    except TypeError:
+        shared = -1
+    if shared < 0:
+        raise ValueError(f"shared takes a number of bytes, an integer >= 0, not {value!r}")
+    return shared
+
+
+def buffer_shape(value: int | Sequence[int]) -> tuple[int, ...]:
+    dims = _sizes(value)
+    bools = isinstance(value, bool) or (
+        isinstance(value, tuple | list) and any(isinstance(d, bool) for d in value)
+    )  # a bool is an int to `operator.index`, but no size (numpy's has no index)
+    if dims is None or any(d < 0 for d in dims) or bools:
+        raise ValueError(f"a buffer's shape takes integer sizes >= 0, not {value!r}")
+    return dims
+
+
+def numeric_dtype(dtype: Any) -> str:
+    """The name of `dtype` when a buffer may hold it (bool, integers, floats, complex);
+    `ValueError` naming it otherwise: objects, strings, bytes, records and dates hold
+    nothing a kernel can read as numbers (a kernel launched on objects crashes)."""
+    try:
+        found = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"buffer dtype {dtype!r} is not a numpy dtype") from None
+    if found.kind not in "biufc":
+        shown = f"record {found}" if found.names else found.name  # (a record's name: void64)
+        raise ValueError(
+            f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
+            "as numbers (bool, integers, floats or complex)"
+        )
+    return found.name
+
+
+_CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
+_MAX_CONFIGS = 4096
+
+
+def launch_config(
+    grid: int | Sequence[int], block: int | Sequence[int], shared: int
+) -> LaunchConfig:
+    """The launch's configuration, made once per distinct (grid, block, shared) given."""
+    try:
+        return _CONFIGS[(grid, block, shared)]
+    except KeyError:
+        config = LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
+        if len(_CONFIGS) < _MAX_CONFIGS:
+            _CONFIGS[(grid, block, shared)] = config
+        return config
+    except TypeError:  # a list is not hashable: nothing to remember it by
+        return LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
