@@ -7,8 +7,12 @@ value, a name, a jump's target by its place among the instructions), not of the 
 bytecode: `python -OO` strips docstrings, which shifts every constant's index and leaves a
 `NOP` in the docstring's place, so a raw hash would differ for code that does the same.
 Constants no instruction loads (a function's docstring) are left out; code nested in a
-constant (a lambda, an inner function) is digested alike. What `python -O` removes (an
-`assert`) is code that differs: a different digest. It follows the Python version (its
+constant (a lambda, an inner function) is digested alike. What the instructions alone do
+not say is in it too: the code's signature (its counts of parameters, its flags, its
+variable names in order: `LOAD_FAST` names a variable, not its place, so `(out, inp)` and
+`(inp, out)` differ only there) and its exception table (what each `try` covers), by
+instruction place. What `python -O` removes (an `assert`) is code that differs: a
+different digest. It follows the Python version (its
 bytecode). Its only state is a bounded memo per code object; it runs no code it reads.
 """
 
@@ -31,6 +35,11 @@ def constant_text(value: Any) -> str:
     return f"{type(value).__name__}:{value!r}"
 
 
+# Flags that change nothing the code does: CO_NESTED (defined inside a function) and
+# CO_HAS_DOCSTRING (Python 3.14: `-OO` clears it).
+_NO_BEHAVIOUR = 0x10 | 0x4000000
+
+
 @functools.lru_cache(maxsize=1024)
 def code_digest(code: types.CodeType) -> str:
     """The sha256 of `code`'s instructions (`NOP`s left out), each as its name and what it
@@ -51,6 +60,12 @@ def code_digest(code: types.CodeType) -> str:
             used = repr(step.argval)
         parts.append(f"{step.opname} {used}")
     parts += code.co_names  # (as before: a name read only through `getattr` text counts)
+    counts = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount)
+    parts.append(f"signature {counts} {code.co_flags & ~_NO_BEHAVIOUR}")
+    parts += [repr(code.co_varnames), repr(code.co_cellvars), repr(code.co_freevars)]
+    for entry in dis.Bytecode(code).exception_entries:  # what each `try` covers, by place
+        ends = (_target(place, o) for o in (entry.start, entry.end, entry.target))
+        parts.append(f"try {tuple(ends)} {entry.depth} {entry.lasti}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

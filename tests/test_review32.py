@@ -1,0 +1,143 @@
+"""A senior review of round 32's changes: what they broke for a legitimate user.
+
+Through the real CLI in subprocesses and real cc on the host backend (pure logic where
+only a digest is compared).
+
+Bugs it found:
+- the new code digest of a check's and launch function's code (`code_digest`, keyed by
+  instruction names and values so `python -OO` is served what plain python warmed) lost
+  what the raw bytecode had told apart: the order of a function's parameters (`LOAD_FAST`
+  by name: `def check(out, inp)` and `def check(inp, out)` with the same body hashed
+  alike) and the ranges a `try` covers (the exception table; a `try:`'s `NOP` was left
+  out, so a `try` around one statement more hashed alike). A bundle warmed with one check
+  was served strict to a process with the other: a check that computes differently, its
+  pick never judged by it. Kind-only parameters and `*args` were never told apart either;
+  the digest now holds the code's signature (counts, flags, variable names in order) and
+  its exception table by instruction place.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+from warmcli.runtime.code_digest import code_digest
+from warmcli.runtime.tune_spec import check_identity
+
+
+def _out_first(out, inp):  # type: ignore[no-untyped-def]
+    return out[0][0] == 1.0
+
+
+def _inp_first(inp, out):  # type: ignore[no-untyped-def]
+    return out[0][0] == 1.0
+
+
+def _try_both(out, inp):  # type: ignore[no-untyped-def]
+    try:
+        y = out[0]
+        return inp[0] is y
+    except IndexError:
+        return False
+
+
+def _try_one(out, inp):  # type: ignore[no-untyped-def]
+    y = out[0]
+    try:
+        return inp[0] is y
+    except IndexError:
+        return False
+
+
+def _kind_only(out, *, inp=None):  # type: ignore[no-untyped-def]
+    return out
+
+
+def _positional(out, inp=None):  # type: ignore[no-untyped-def]
+    return out
+
+
+def _varargs(out, *inp):  # type: ignore[no-untyped-def]
+    return out
+
+
+def _one_more(out, inp):  # type: ignore[no-untyped-def]
+    return out
+
+
+def _nested_order(out, inp):  # type: ignore[no-untyped-def]
+    return lambda a, b: a - b
+
+
+def _nested_swapped(out, inp):  # type: ignore[no-untyped-def]
+    return lambda b, a: a - b
+
+
+def test_functions_computing_differently_have_different_check_keys() -> None:
+    """Each pair computes differently for the same call: parameter order (also in a nested
+    lambda), what a `try` covers, a keyword-only or a star parameter."""
+    pairs = [
+        (_out_first, _inp_first),
+        (_try_both, _try_one),
+        (_kind_only, _positional),
+        (_varargs, _one_more),
+        (_nested_order, _nested_swapped),
+    ]
+    for a, b in pairs:
+        assert code_digest(a.__code__) != code_digest(b.__code__), (a, b)
+        assert check_identity(a, (0.0, 0.0))[1][1] != check_identity(b, (0.0, 0.0))[1][1]
+
+
+def test_the_same_function_keeps_its_digest() -> None:
+    def again(out, inp):  # type: ignore[no-untyped-def]
+        return out[0][0] == 1.0
+
+    assert code_digest(again.__code__) == code_digest(_out_first.__code__)
+
+
+CHECKED = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+def check({params}):
+    return bool(out[0][0] == 1.0)
+def launch(rt, k, y, *, stream=None):
+    rt.launch(k, y, stream=stream)
+SRC = "void k(float *y) {{ y[0] += 1 + I - I; }}"
+T = Tunable("t", {{f"c{{i}}": Kernel(SRC, "k", "P", defines={{"I": i}}) for i in range(2)}},
+            launch, check=check)
+def workload(rt):
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.tune(T, y)
+    return y
+"""
+SERVE = """
+import runpy, sys, warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime()
+print(rt.read(module["workload"](rt))[0])
+"""
+
+
+def test_a_check_with_its_parameters_swapped_is_not_served_the_others_pick(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A bundle warmed with `check(out, inp)` is a strict miss for `check(inp, out)` with
+    the same body: that one judges other buffers (it was served the first's pick)."""
+    warmed = tmp_path / "warmed.py"
+    warmed.write_text(CHECKED.format(params="out, inp"))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", warmed, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    for params, served_strict in (("out, inp", True), ("inp, out", False)):
+        served = tmp_path / f"served{len(params)}{params[0]}.py"
+        served.write_text(CHECKED.format(params=params))
+        ran = subprocess.run(
+            [sys.executable, "-c", SERVE, served],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert (ran.returncode == 0) is served_strict, (params, ran.stdout, ran.stderr)
