@@ -13,7 +13,10 @@ Bugs it found:
   was served strict to a process with the other: a check that computes differently, its
   pick never judged by it. Kind-only parameters and `*args` were never told apart either;
   the digest now holds the code's signature (counts, flags, variable names in order) and
-  its exception table by instruction place.
+  its exception table by instruction place;
+- a call's keyword names were no part of it either (Python 3.11's `dis` gives `KW_NAMES`
+  no value: `<unknown>`), so `np.isclose(o, 1.0, rtol=0.5)` and `np.isclose(o, 1.0,
+  atol=0.5)` hashed alike; a constant is now read from the code's own table by its index.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
 from conftest import Warm
 
 from warmcli.runtime.code_digest import code_digest
@@ -68,6 +73,14 @@ def _one_more(out, inp):  # type: ignore[no-untyped-def]
     return out
 
 
+def _relative(out, inp):  # type: ignore[no-untyped-def]
+    return np.isclose(out[0][0], 1.0, rtol=0.5)
+
+
+def _absolute(out, inp):  # type: ignore[no-untyped-def]
+    return np.isclose(out[0][0], 1.0, atol=0.5)
+
+
 def _nested_order(out, inp):  # type: ignore[no-untyped-def]
     return lambda a, b: a - b
 
@@ -85,6 +98,7 @@ def test_functions_computing_differently_have_different_check_keys() -> None:
         (_kind_only, _positional),
         (_varargs, _one_more),
         (_nested_order, _nested_swapped),
+        (_relative, _absolute),
     ]
     for a, b in pairs:
         assert code_digest(a.__code__) != code_digest(b.__code__), (a, b)
@@ -103,7 +117,7 @@ import numpy as np
 from warmcli import Kernel, Tunable
 DEVICE = "host"
 def check({params}):
-    return bool(out[0][0] == 1.0)
+    return {body}
 def launch(rt, k, y, *, stream=None):
     rt.launch(k, y, stream=stream)
 SRC = "void k(float *y) {{ y[0] += 1 + I - I; }}"
@@ -122,20 +136,34 @@ print(rt.read(module["workload"](rt))[0])
 """
 
 
-def test_a_check_with_its_parameters_swapped_is_not_served_the_others_pick(
-    warm: Warm, tmp_path: Path
+SAME = "bool(out[0][0] == 1.0)"
+
+
+@pytest.mark.parametrize(
+    ("warmed_with", "served_with"),
+    [
+        (("out, inp", SAME), ("inp, out", SAME)),
+        (
+            ("out, inp", "bool(np.isclose(out[0][0], 1.0, rtol=0.5))"),
+            ("out, inp", "bool(np.isclose(out[0][0], 1.0, atol=0.5))"),
+        ),
+    ],
+)
+def test_a_check_computing_otherwise_is_not_served_the_others_pick(
+    warm: Warm, tmp_path: Path, warmed_with: tuple[str, str], served_with: tuple[str, str]
 ) -> None:
-    """A bundle warmed with `check(out, inp)` is a strict miss for `check(inp, out)` with
-    the same body: that one judges other buffers (it was served the first's pick)."""
+    """A bundle warmed with one check is a strict miss for a check of the same text but
+    for its parameters' order, or a keyword's name: that one judges otherwise (it was
+    served the first's pick unjudged)."""
     warmed = tmp_path / "warmed.py"
-    warmed.write_text(CHECKED.format(params="out, inp"))
+    warmed.write_text(CHECKED.format(params=warmed_with[0], body=warmed_with[1]))
     bundle = tmp_path / "b.warm"
     done = warm("run", warmed, "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    for params, served_strict in (("out, inp", True), ("inp, out", False)):
-        served = tmp_path / f"served{len(params)}{params[0]}.py"
-        served.write_text(CHECKED.format(params=params))
+    for (params, body), served_strict in ((warmed_with, True), (served_with, False)):
+        served = tmp_path / f"served{served_strict}.py"
+        served.write_text(CHECKED.format(params=params, body=body))
         ran = subprocess.run(
             [sys.executable, "-c", SERVE, served],
             capture_output=True, text=True, env=env, timeout=300,

@@ -4,7 +4,8 @@ A checked tunable keys its check and launch function by their code (`tune_spec`)
 bundle warmed by one process serves another only where both hash the code alike. The
 digest is of the instructions as `dis` reads them, each with what it uses (a constant's
 value, a name, a jump's target by its place among the instructions), not of the raw
-bytecode: `python -OO` strips docstrings, which shifts every constant's index and leaves a
+bytecode (a constant read by its index from the code's own table: a call's keyword names
+too): `python -OO` strips docstrings, which shifts every constant's index and leaves a
 `NOP` in the docstring's place, so a raw hash would differ for code that does the same.
 Constants no instruction loads (a function's docstring) are left out; code nested in a
 constant (a lambda, an inner function) is digested alike. What the instructions alone do
@@ -52,8 +53,8 @@ def code_digest(code: types.CodeType) -> str:
     jumps = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
     parts = []
     for step in steps:
-        if step.opcode in dis.hasconst:
-            used = constant_text(step.argval)
+        if step.opcode in dis.hasconst:  # by its index: 3.11's dis gives KW_NAMES no value
+            used = constant_text(_constant(code, step))
         elif step.opcode in jumps and isinstance(step.argval, int):
             used = f"->{_target(place, step.argval)}"
         else:
@@ -67,6 +68,14 @@ def code_digest(code: types.CodeType) -> str:
         ends = (_target(place, o) for o in (entry.start, entry.end, entry.target))
         parts.append(f"try {tuple(ends)} {entry.depth} {entry.lasti}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _constant(code: types.CodeType, step: Any) -> Any:
+    """The constant `step` uses, read from `code`'s own table where its index is in it (a
+    call's keyword names too: Python 3.11's `dis` shows them as `<unknown>`)."""
+    if isinstance(step.arg, int) and 0 <= step.arg < len(code.co_consts):
+        return code.co_consts[step.arg]
+    return step.argval
 
 
 def _target(place: dict[int, int], offset: int) -> int:
