@@ -16,7 +16,12 @@ Bugs it found:
   its exception table by instruction place;
 - a call's keyword names were no part of it either (Python 3.11's `dis` gives `KW_NAMES`
   no value: `<unknown>`), so `np.isclose(o, 1.0, rtol=0.5)` and `np.isclose(o, 1.0,
-  atol=0.5)` hashed alike; a constant is now read from the code's own table by its index.
+  atol=0.5)` hashed alike; a constant is now read from the code's own table by its index;
+- a workload known by its file's name has the functions its module holds renamed as of
+  that name, but not a lambda kept in a dict: a check made so, calling a helper of its
+  module, lost that helper from its key under `warm run` (no longer "of its module"),
+  while a process importing the module keyed it: a strict miss. A helper is of the
+  check's module by its name or by its globals now.
 """
 
 from __future__ import annotations
@@ -169,3 +174,50 @@ def test_a_check_computing_otherwise_is_not_served_the_others_pick(
             capture_output=True, text=True, env=env, timeout=300,
         )  # fmt: skip
         assert (ran.returncode == 0) is served_strict, (params, ran.stdout, ran.stderr)
+
+
+# A check made as a lambda kept in a dict at import (no module global of its own), calling
+# a helper of its module; the tunable is made inside workload().
+KEPT_IN_A_DICT = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+def adds_one(outputs):
+    return outputs[0][0] == 1.0
+def launch(rt, k, y, *, stream=None):
+    rt.launch(k, y, stream=stream)
+CHECKS = {"one": lambda outputs, inputs: bool(adds_one(outputs))}
+SRC = "void k(float *y) { y[0] += 1 + I - I; }"
+def workload(rt):
+    t = Tunable("t", {f"c{i}": Kernel(SRC, "k", "P", defines={"I": i}) for i in range(2)},
+                launch, check=CHECKS["one"])
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.tune(t, y)
+    return y
+"""
+IMPORTED = """
+import sys, warmcli
+sys.path.insert(0, sys.argv[1])
+import dict_job
+rt = warmcli.runtime()
+print(rt.read(dict_job.workload(rt))[0])
+"""
+
+
+def test_a_check_kept_in_a_dict_calling_a_helper_is_served_strict(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The workload known by its file's name renamed its module's functions, but not a
+    lambda kept in a dict: its helper was no longer of its module, dropped from its key
+    under `warm run` (kept by a process importing the module): a strict miss."""
+    (tmp_path / "dict_job.py").write_text(KEPT_IN_A_DICT)
+    bundle = tmp_path / "b.warm"
+    done = warm("run", tmp_path / "dict_job.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    served = subprocess.run(
+        [sys.executable, "-c", IMPORTED, tmp_path],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.strip() == "1.0", served.stdout

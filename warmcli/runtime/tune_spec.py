@@ -258,9 +258,12 @@ def _callable_identity(
             shown.append(f"{name}={_text(value)}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-        elif (  # a helper of its own module it calls (not a library's: its version's code)
+        # a helper of its own module it calls (not a library's: its version's code); of its
+        # module by name, or by its globals: `warm run` renames what the module holds to
+        # the file's name, not a lambda kept in a dict (`warmcli.warming.workload`)
+        elif (
             isinstance(value, types.FunctionType)
-            and value.__module__ == function.__module__
+            and (value.__module__ == function.__module__ or value.__globals__ is space)
             and value not in seen
             and depth < _MAX_HELPERS
         ):
