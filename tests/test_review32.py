@@ -21,7 +21,11 @@ Bugs it found:
   that name, but not a lambda kept in a dict: a check made so, calling a helper of its
   module, lost that helper from its key under `warm run` (no longer "of its module"),
   while a process importing the module keyed it: a strict miss. A helper is of the
-  check's module by its name or by its globals now.
+  check's module by its name or by its globals now;
+- under umask 0 (a container's entry point may set it) warm made its own home writable by
+  every user, then refused the default bundle in it: the second `warm run` without
+  `--bundle` failed with exit 2 ('others may write it'), and a production process ran
+  cold. A folder warm makes is never writable by every user now (`home.make_folder`).
 """
 
 from __future__ import annotations
@@ -221,3 +225,30 @@ def test_a_check_kept_in_a_dict_calling_a_helper_is_served_strict(
     )  # fmt: skip
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "1.0", served.stdout
+
+
+TINY = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void k(float *y) { y[0] += 1; }", "k", "P")
+def workload(rt):
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.launch(K, y)
+"""
+
+
+def test_warms_own_home_made_under_umask_0_is_not_refused(warm: Warm, tmp_path: Path) -> None:
+    """Under umask 0 (a container's entry point may set it) warm made its home writable by
+    every user, then refused the default bundle in it: the second `warm run` failed."""
+    workload = tmp_path / "tiny.py"
+    workload.write_text(TINY)
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home" / "warm"))
+    env.pop("WARM_BUNDLE", None)
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "warmcli", "run", workload, "-q"],
+            capture_output=True, text=True, env=env, timeout=300, umask=0,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "home" / "warm").stat().st_mode & 0o002
