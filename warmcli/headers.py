@@ -263,8 +263,9 @@ def headers_digest(
     """The sha256 of the headers `source` reaches in the include folders `options` name,
     or the environment's `env` (`search_orders`; see the module doc); "" where they name
     none, or only the environment does and no header is found there. For `nvrtc`, `env`
-    is `nvrtc_env`'s: `CUDA_HOME`'s folder searched as `CPATH`'s, but never for a name
-    one of the toolkit packages' folders holds (NVRTC searches those first)."""
+    is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`) searched as `CPATH`'s,
+    but never for a name one of the toolkit packages' folders holds (NVRTC searches those
+    first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:

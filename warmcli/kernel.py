@@ -16,7 +16,7 @@ whose options tune for the building CPU (`tunes_native`) is keyed with that CPU 
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
 whose options name include folders (`-I`) or a header read first (`-include`), or that
 reaches a header in one its compiler
-takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), or includes one by its absolute
+takes from the environment (`CPATH`; NVRTC's system toolkit), or includes one by its absolute
 path, the key covers the headers it reaches there (`warmcli.headers`); any other's is as
 before. Its only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a
 toolchain, a source many kernels share), and of whether a source includes a header by its
