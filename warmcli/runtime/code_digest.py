@@ -19,6 +19,7 @@ bytecode). Its only state is a bounded memo per code object; it runs no code it 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import types
@@ -49,7 +50,7 @@ def code_digest(code: types.CodeType) -> str:
     import dis  # imported on first use: a tunable with a check callable only
 
     steps = [i for i in dis.get_instructions(code) if i.opname not in ("NOP", "EXTENDED_ARG")]
-    place = {i.offset: n for n, i in enumerate(steps)}
+    place = [i.offset for i in steps]  # ascending: an instruction's place is its index
     jumps = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
     parts = []
     for step in steps:
@@ -78,8 +79,7 @@ def _constant(code: types.CodeType, step: Any) -> Any:
     return step.argval
 
 
-def _target(place: dict[int, int], offset: int) -> int:
+def _target(place: list[int], offset: int) -> int:
     """The place of the instruction at `offset`, or of the first one after it (a `NOP`
     target, left out)."""
-    later = [p for o, p in place.items() if o >= offset]
-    return min(later) if later else len(place)
+    return bisect.bisect_left(place, offset)  # (one search: a check may have many jumps)
