@@ -28,7 +28,10 @@ Bugs it found:
   cold. A folder warm makes is never writable by every user now (`home.make_folder`);
 - the code digest found each jump's target by scanning every instruction: a generated
   check of 30,000 branches took minutes to key (in every process, at its first tune); a
-  binary search now.
+  binary search now;
+- a `bundle.warm` link to no file, planted in a `WARM_HOME` every user may write, was not
+  refused (who may write it was asked only where it exists): `warm run` made the file the
+  link names, wherever another user chose. A link is judged as the bundle now.
 """
 
 from __future__ import annotations
@@ -277,3 +280,27 @@ def test_a_check_of_many_branches_is_digested_in_one_pass() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "64"
+
+
+def test_a_dangling_link_planted_as_the_default_bundle_is_refused(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A `bundle.warm` link to no file, planted in a home every user may write: the check
+    of who may write the default bundle ran only where it exists (following the link), so
+    `warm run` made the file the link names (wherever another user chose)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o777)
+    target = tmp_path / "elsewhere.warm"
+    (home / "bundle.warm").symlink_to(target)
+    workload = tmp_path / "tiny.py"
+    workload.write_text(TINY)
+    env = dict(warm.env, WARM_HOME=str(home))
+    env.pop("WARM_BUNDLE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", workload, "-q"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "others may write it" in done.stderr, done.stderr
+    assert not target.exists()

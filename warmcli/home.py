@@ -69,7 +69,8 @@ def default_bundle_path(*, strict: bool = False) -> Path:
     if strict:
         refuse_no_directory()
     path = warm_home() / "bundle.warm"
-    why = others_may_write(str(path)) if strict and path.exists() else ""
+    # (a link to no file too: warm would make the file it names, wherever that is)
+    why = others_may_write(str(path)) if strict and os.path.lexists(path) else ""
     if why:  # its kernels would be loaded: native code another user may have put there
         raise ConfigError(
             f"the default bundle {path}: others may write it ({why}): name a bundle with "
