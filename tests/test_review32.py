@@ -31,7 +31,10 @@ Bugs it found:
   binary search now;
 - a `bundle.warm` link to no file, planted in a `WARM_HOME` every user may write, was not
   refused (who may write it was asked only where it exists): `warm run` made the file the
-  link names, wherever another user chose. A link is judged as the bundle now.
+  link names, wherever another user chose. A link is judged as the bundle now;
+- a header a host kernel reads by `#import` (GCC's extension) or `#include_next` through
+  `CPATH` was not keyed (only `#include` lines were read; today's shortcut tested for the
+  word "include"): its edit was served the old build, 1.0 where the source now gives 2.0.
 """
 
 from __future__ import annotations
@@ -304,3 +307,47 @@ def test_a_dangling_link_planted_as_the_default_bundle_is_refused(
     assert done.returncode == 2, done.stderr
     assert "others may write it" in done.stderr, done.stderr
     assert not target.exists()
+
+
+IMPORTED_HEADER = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("#{directive} <warm_v.h>\\nvoid k(float *y) {{ y[0] = V; }}", "k", "P")
+def workload(rt):
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.launch(K, y)
+    return y
+"""
+RUN_IT = """
+import runpy, sys, warmcli
+rt = warmcli.runtime()
+print(rt.read(runpy.run_path(sys.argv[1])["workload"](rt))[0])
+"""
+
+
+@pytest.mark.parametrize("directive", ["import", "include_next"])
+def test_a_header_read_by_import_or_include_next_is_keyed(
+    warm: Warm, tmp_path: Path, directive: str
+) -> None:
+    """cc reads a header by `#import` (GCC's extension) and `#include_next` as by
+    `#include`; found through `CPATH`, its edit was served the old build: 1.0, not 2.0."""
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    (folder / "warm_v.h").write_text("#define V 1\n")
+    workload = tmp_path / "w.py"
+    workload.write_text(IMPORTED_HEADER.format(directive=directive))
+    bundle = tmp_path / "b.warm"
+    env = dict(warm.env, CPATH=str(folder), WARM_BUNDLE=str(bundle))
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", workload, "-q"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (folder / "warm_v.h").write_text("#define V 2\n")
+    served = subprocess.run(
+        [sys.executable, "-c", RUN_IT, workload],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.strip() == "2.0", served.stdout

@@ -47,11 +47,14 @@ _MAX_MEMO = 4096
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
-    r'(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/', re.MULTILINE
+    r"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
+    re.MULTILINE,
 )
-# An `#include` line's name, or one `__has_include` asks for (its presence changes the build).
+# An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
+# asks for (its presence changes the build).
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
     re.MULTILINE,
 )
