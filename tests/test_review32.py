@@ -34,7 +34,10 @@ Bugs it found:
   link names, wherever another user chose. A link is judged as the bundle now;
 - a header a host kernel reads by `#import` (GCC's extension) or `#include_next` through
   `CPATH` was not keyed (only `#include` lines were read; today's shortcut tested for the
-  word "include"): its edit was served the old build, 1.0 where the source now gives 2.0.
+  word "include"): its edit was served the old build, 1.0 where the source now gives 2.0;
+- `warm run -m pkg` whose `__init__.py` raises printed warm's traceback (exit 1): its
+  `__main__` was looked for by importing the package outside the guarded import. It is
+  looked for as a file in the package's folders now, the package imported where guarded.
 """
 
 from __future__ import annotations
@@ -351,3 +354,21 @@ def test_a_header_read_by_import_or_include_next_is_keyed(
     )  # fmt: skip
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "2.0", served.stdout
+
+
+@pytest.mark.parametrize("with_main", [False, True])
+def test_a_package_whose_init_raises_run_with_dash_m_is_one_line(
+    warm: Warm, tmp_path: Path, with_main: bool
+) -> None:
+    """`warm run -m pkg` looked for the package's `__main__` by importing the package
+    outside the guard that turns an import's failure into one line: warm's traceback."""
+    package = tmp_path / "broken_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text('raise ValueError("bad init")\n')
+    if with_main:
+        (package / "__main__.py").write_text("def workload(rt):\n    pass\n")
+    done = warm("run", "-m", "broken_pkg", "-b", tmp_path / "b.warm", "-q", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ValueError: bad init" in lines[0], done.stderr
