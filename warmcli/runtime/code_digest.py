@@ -37,9 +37,11 @@ def constant_text(value: Any) -> str:
     return f"{type(value).__name__}:{value!r}"
 
 
-# Flags that change nothing the code does: CO_NESTED (defined inside a function) and
-# CO_HAS_DOCSTRING (Python 3.14: `-OO` clears it).
-_NO_BEHAVIOUR = 0x10 | 0x4000000
+# The flags that say how the code runs (its `*args`, `**kwargs`, a generator, a coroutine):
+# CO_OPTIMIZED to CO_ASYNC_GENERATOR but CO_NESTED (defined inside a function). Not the
+# `__future__` flags (what they change is in the instructions; a `compile` call inherits
+# them from its caller), nor Python 3.14's CO_HAS_DOCSTRING (`-OO` clears it).
+_BEHAVIOUR = 0x3FF & ~0x10
 
 
 @functools.lru_cache(maxsize=1024)
@@ -63,7 +65,7 @@ def code_digest(code: types.CodeType) -> str:
         parts.append(f"{step.opname} {used}")
     parts += code.co_names  # (as before: a name read only through `getattr` text counts)
     counts = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount)
-    parts.append(f"signature {counts} {code.co_flags & ~_NO_BEHAVIOUR}")
+    parts.append(f"signature {counts} {code.co_flags & _BEHAVIOUR}")
     parts += [repr(code.co_varnames), repr(code.co_cellvars), repr(code.co_freevars)]
     for entry in dis.Bytecode(code).exception_entries:  # what each `try` covers, by place
         ends = (_target(place, o) for o in (entry.start, entry.end, entry.target))
