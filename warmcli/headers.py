@@ -7,7 +7,8 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 which NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
 covers them, those a source includes (or asks for) by their absolute path, and those
 `-include`/`--pre-include` read before the source (found as a quoted name is).
-It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
+It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
+and the names `__has_include`
 asks for) of the source and of every header found, and resolves each name as the
 compiler does, in those folders (a quoted name in a header: that header's own folder
 first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
