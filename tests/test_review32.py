@@ -37,7 +37,10 @@ Bugs it found:
   word "include"): its edit was served the old build, 1.0 where the source now gives 2.0;
 - `warm run -m pkg` whose `__init__.py` raises printed warm's traceback (exit 1): its
   `__main__` was looked for by importing the package outside the guarded import. It is
-  looked for as a file in the package's folders now, the package imported where guarded.
+  looked for as a file in the package's folders now, the package imported where guarded;
+- a module global naming a library's function that a check calls (`compare = np.greater`)
+  was no part of the key: a bundle warmed with `np.greater` was served strict to a process
+  whose `compare` is `np.less`. Which function it names is keyed now (module and name).
 """
 
 from __future__ import annotations
@@ -372,3 +375,44 @@ def test_a_package_whose_init_raises_run_with_dash_m_is_one_line(
     assert "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "ValueError: bad init" in lines[0], done.stderr
+
+
+ALIASED = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+compare = np.{name}
+def check(out, inp):
+    return bool(compare(out[0][0], 0.5))
+def launch(rt, k, y, *, stream=None):
+    rt.launch(k, y, stream=stream)
+SRC = "void k(float *y) {{ y[0] += 1 + I - I; }}"
+T = Tunable("t", {{f"c{{i}}": Kernel(SRC, "k", "P", defines={{"I": i}}) for i in range(2)}},
+            launch, check=check)
+def workload(rt):
+    y = rt.upload(np.zeros(1, np.float32))
+    rt.tune(T, y)
+    return y
+"""
+
+
+def test_a_check_calling_a_library_function_by_another_global_is_keyed_apart(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A module global naming a library's function (`compare = np.greater`), called by the
+    check: what it names was no part of the key, so a bundle warmed with `np.greater` was
+    served strict to a process whose `compare` is `np.less` (a check that fails the pick)."""
+    warmed = tmp_path / "warmed.py"
+    warmed.write_text(ALIASED.format(name="greater"))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", warmed, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    for name, served_strict in (("greater", True), ("less", False)):
+        served = tmp_path / f"served_{name}.py"
+        served.write_text(ALIASED.format(name=name))
+        ran = subprocess.run(
+            [sys.executable, "-c", SERVE, served],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert (ran.returncode == 0) is served_strict, (name, ran.stdout, ran.stderr)
