@@ -7,7 +7,8 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 which NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
 covers them, those a source includes (or asks for) by their absolute path, and those
 `-include`/`--pre-include` read before the source (found as a quoted name is).
-It reads the `#include "..."` and `#include <...>` lines (and the names `__has_include`
+It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
+and the names `__has_include`
 asks for) of the source and of every header found, and resolves each name as the
 compiler does, in those folders (a quoted name in a header: that header's own folder
 first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
@@ -47,11 +48,14 @@ _MAX_MEMO = 4096
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
-    r'(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/', re.MULTILINE
+    r"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
+    re.MULTILINE,
 )
-# An `#include` line's name, or one `__has_include` asks for (its presence changes the build).
+# An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
+# asks for (its presence changes the build).
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
     re.MULTILINE,
 )
@@ -263,8 +267,9 @@ def headers_digest(
     """The sha256 of the headers `source` reaches in the include folders `options` name,
     or the environment's `env` (`search_orders`; see the module doc); "" where they name
     none, or only the environment does and no header is found there. For `nvrtc`, `env`
-    is `nvrtc_env`'s: `CUDA_HOME`'s folder searched as `CPATH`'s, but never for a name
-    one of the toolkit packages' folders holds (NVRTC searches those first)."""
+    is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`) searched as `CPATH`'s,
+    but never for a name one of the toolkit packages' folders holds (NVRTC searches those
+    first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:

@@ -8,7 +8,8 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
 written whole, 0600, through a unique temporary file (`write_private`); the default
-bundle, loaded unasked, only where no other user may write it (`others_may_write`); for warm's
+bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
+folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
 reads them; its only state is platformdirs' answer, once per value of what it reads.
 """
@@ -16,6 +17,7 @@ reads them; its only state is platformdirs' answer, once per value of what it re
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -67,7 +69,8 @@ def default_bundle_path(*, strict: bool = False) -> Path:
     if strict:
         refuse_no_directory()
     path = warm_home() / "bundle.warm"
-    why = others_may_write(str(path)) if strict and path.exists() else ""
+    # (a link to no file too: warm would make the file it names, wherever that is)
+    why = others_may_write(str(path)) if strict and os.path.lexists(path) else ""
     if why:  # its kernels would be loaded: native code another user may have put there
         raise ConfigError(
             f"the default bundle {path}: others may write it ({why}): name a bundle with "
@@ -149,6 +152,23 @@ def others_may_write(path: str) -> str:
         if st.st_mode & 0o002 and (is_file or not st.st_mode & 0o1000):
             return f"{each} is writable by every user"
     return ""
+
+
+def make_folder(path: str | os.PathLike[str]) -> None:
+    """Make folder `path` and the folders above it that are missing, none writable by
+    every user whatever the umask (under umask 0 warm's home would be, and its default
+    bundle refused: `others_may_write`); group write is left to the umask. An existing
+    file in the way raises `FileExistsError`, as `mkdir(parents=True, exist_ok=True)`."""
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for each in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile: checked below
+            os.mkdir(each, 0o775)
+    if not os.path.isdir(path):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
 
 
 def write_private(directory: str, path: str, data: bytes) -> None:

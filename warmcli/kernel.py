@@ -16,7 +16,7 @@ whose options tune for the building CPU (`tunes_native`) is keyed with that CPU 
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
 whose options name include folders (`-I`) or a header read first (`-include`), or that
 reaches a header in one its compiler
-takes from the environment (`CPATH`; NVRTC's `CUDA_HOME`), or includes one by its absolute
+takes from the environment (`CPATH`; NVRTC's system toolkit), or includes one by its absolute
 path, the key covers the headers it reaches there (`warmcli.headers`); any other's is as
 before. Its only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a
 toolchain, a source many kernels share), and of whether a source includes a header by its
@@ -157,7 +157,7 @@ class Kernel(Record):
         return (
             self.names_include_folders
             or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in self.options)
-            or ("include" in self.source and _by_path(self.source))
+            or (_may_include(self.source) and _by_path(self.source))
         )
 
     @_once
@@ -216,8 +216,15 @@ class Kernel(Record):
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 # An `#include` of a header by its absolute path, or a `__has_include` asking for one.
 _ABSOLUTE_INCLUDE = Pattern(
-    r'(?m)(?:^[ \t]*#[ \t]*include[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
+    r"(?m)(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
 )
+
+
+def _may_include(source: str) -> bool:
+    """Whether `source` may read a header (`#include`, `#include_next`, GCC's `#import`,
+    `__has_include`): a test of two words before any scan."""
+    return "include" in source or "import" in source
 
 
 @functools.lru_cache(maxsize=64)
@@ -276,7 +283,7 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or ""."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
-    if not kernel.reads_headers and (env == ("", "") or "include" not in kernel.source):
+    if not kernel.reads_headers and (env == ("", "") or not _may_include(kernel.source)):
         return ""  # reaches no header: a serving process never imports `warmcli.headers`
     from warmcli.headers import headers_digest
 
@@ -294,7 +301,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     if (
         kernel.language == "c"
         and not kernel.options
-        and "include" not in kernel.source
+        and not _may_include(kernel.source)
         and _ENV_INCLUDES.get("c") == ("", "")
     ):
         headers = ""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.errors import ToolchainError
-from warmcli.home import in_home, private, warm_home, write_private
+from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.records import Record
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def _remember(stamp: str, version: str) -> None:
     if len(versions) > MAX_REMEMBERED:
         versions = dict(list(versions.items())[-MAX_REMEMBERED:])
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         text = json.dumps(versions, indent=0)
         write_private(str(path.parent), str(path), text.encode())
 

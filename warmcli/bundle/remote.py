@@ -59,7 +59,7 @@ from warmcli.bundle.push_copy import copied, scratch
 from warmcli.bundle.received import Bounds, bounds, checked, receive, remove_temporaries
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
-from warmcli.home import private, warm_home, write_private
+from warmcli.home import make_folder, private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
@@ -87,7 +87,8 @@ def fetch(url: str) -> Fetched:
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
     folder = cache_dir(url)
     try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folder(folder.parent)  # warm's home: never writable by all
+        folder.mkdir(exist_ok=True, mode=0o700)
         st = os.lstat(folder)
     except OSError as exc:
         raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None

@@ -54,7 +54,7 @@ from warmcli.bundle.tune_row import (
 )
 from warmcli.errors import BundleError
 from warmcli.forking import new_rlock
-from warmcli.home import path_str
+from warmcli.home import make_folder, path_str
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Bundle(BundleAdmin):
         from warmcli.bundle.lock import write_lock
 
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         with write_lock(path):
             if path.exists() and path.stat().st_size > 0:
                 return cls.open(path, write=True)

@@ -33,7 +33,7 @@ from warmcli import config
 from warmcli.bundle.location import is_url
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
-from warmcli.home import default_bundle_path, refuse_no_directory
+from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
 from warmcli.printable import printable, printable_lines
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def bundle_to_write(named: str | None) -> Path:
     given = default_bundle(named)
     if named is None and not config.bundle():
         try:
-            given.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(given.parent)
         except OSError as exc:
             fail(
                 f"cannot make warm's home {given.parent} for the default bundle "

@@ -269,18 +269,34 @@ def _callable_identity(
             shown.append(f"{name}={_text(value)}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-        elif (  # a helper of its own module it calls (not a library's: its version's code)
+        # a helper of its module (by name, or globals: `warm run` renames not all it holds)
+        elif (
             isinstance(value, types.FunctionType)
-            and value.__module__ == function.__module__
+            and (value.__module__ == function.__module__ or value.__globals__ is space)
             and value not in seen
             and depth < _MAX_HELPERS
         ):
             shown.append([name, _callable_identity(value, seen, depth + 1)])
+        elif (library := _library_callable(value, function, space)) is not None:
+            shown.append(f"{name}=<{library}>")  # `compare = np.greater`: which one it names
     return [
         getattr(function, "__qualname__", type(check).__qualname__),
         code_digest(code) if isinstance(code, types.CodeType) else "",
         shown,
     ]
+
+
+def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
+    """`module.qualname` of a library function a global names (`cmp = np.less`), else None."""
+    if isinstance(value, types.FunctionType):
+        if value.__module__ == function.__module__ or value.__globals__ is space:
+            return None
+    elif not callable(value) or (
+        type(value).__module__ != "numpy" and not isinstance(value, types.BuiltinFunctionType)
+    ):  # (a ufunc, numpy 2's function dispatchers: of numpy's types; no code runs)
+        return None
+    module, named = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    return f"{module}.{named}" if isinstance(module, str) and isinstance(named, str) else None
 
 
 def _attributes(name: str, holder: Any, names: tuple[str, ...], arrays: bool) -> list[str]:
@@ -369,10 +385,9 @@ def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and code digest with the plain values it holds or reads (defaults,
-    closure, a partial's arguments, its object's attributes, module globals, attributes
-    read through a module, class or object: `cfg.RTOL`, `CFG.tol`; not what it records,
-    `_stored`), and each function of its own module it calls, keyed alike; and the
-    tolerance. Not its module: `warm run` imports a workload under a name of its own."""
+    closure, a partial's arguments, its object's attributes, globals, `cfg.RTOL`; not what
+    it records, `_stored`), the library functions its globals name, and each function of
+    its own module it calls, keyed alike; and the tolerance. Not its module's name."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
         return ["check", check, tol]

@@ -336,12 +336,15 @@ def load_workload(
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
 
-def _package_main(package: str) -> Any:
-    """The spec of package `package`'s `__main__` module, or None when it has none."""
-    try:
-        return importlib.util.find_spec(f"{package}.__main__")
-    except ImportError:
-        return None
+def _package_main(spec: Any) -> str | None:
+    """The path of the `__main__.py` of the package `spec` finds, or None when it has none:
+    looked for in its folders, never imported (its import, and the package's, raise where
+    the workload's import is guarded)."""
+    for folder in spec.submodule_search_locations or ():
+        main = os.path.join(folder, "__main__.py")
+        if isinstance(folder, str) and os.path.isfile(main):
+            return main
+    return None
 
 
 def load_module(name: str, entry: str = "workload") -> Workload:
@@ -361,13 +364,14 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, name) from None
+    found = spec.origin if spec is not None else None
     if spec is not None and spec.submodule_search_locations is not None:
-        main = _package_main(name)  # a package: `python -m` runs its `__main__`
+        main = _package_main(spec)  # a package: `python -m` runs its `__main__`
         if main is not None:
-            name, spec = f"{name}.__main__", main
-    if spec is None or spec.origin in (None, "built-in", "frozen"):
+            name, found = f"{name}.__main__", main
+    if spec is None or found in (None, "built-in", "frozen"):
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
-    origin = Path(spec.origin)
+    origin = Path(found)
     try:
         with late_runtimes() as unbound, script_argv([str(origin)]) as argv:
             module = importlib.import_module(name)

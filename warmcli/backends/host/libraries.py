@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from warmcli.forking import renew_on_fork
-from warmcli.home import TMP_SUFFIX, in_home, private, write_private
+from warmcli.home import TMP_SUFFIX, in_home, make_folder, private, write_private
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
@@ -260,6 +260,7 @@ def _usable_directory(path: str) -> str | None:
         st = os.stat(path)
     except FileNotFoundError:
         try:
+            make_folder(os.path.dirname(path))  # warm's home: never writable by all
             os.makedirs(path, mode=0o700, exist_ok=True)
             st = os.stat(path)
         except OSError:
