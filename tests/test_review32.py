@@ -54,8 +54,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, Warm
 
+from warmcli.runtime.check_keys import check_identity
 from warmcli.runtime.code_digest import code_digest
-from warmcli.runtime.tune_spec import check_identity
 
 
 def _out_first(out, inp):  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """A digest of what a Python function's code does, the same in every process that runs it.
 
-A checked tunable keys its check and launch function by their code (`tune_spec`), so a
+A checked tunable keys its check and launch function by their code (`check_keys`), so a
 bundle warmed by one process serves another only where both hash the code alike. The
 digest is of the instructions as `dis` reads them, each with what it uses (a constant's
 value, a name, a jump's target by its place among the instructions), not of the raw

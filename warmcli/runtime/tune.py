@@ -48,7 +48,8 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, describe_input, judged_identity, key_text
+from warmcli.runtime.check_keys import judged_identity
+from warmcli.runtime.tune_spec import check_names, describe_input, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store

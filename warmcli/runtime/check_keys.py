@@ -1,0 +1,246 @@
+"""What of a tunable's `check=` callable keys its tunes: its identity as text.
+
+`check_identity` renders a `check=` spec as text stable across processes: a candidate's
+name, or a callable by its qualified name and a digest of what its code does
+(`warmcli.runtime.code_digest`), with the module state and helpers it reads
+(`_MAX_HELPERS` calls deep); `judged_identity` adds the launch function the check judged.
+Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
+a memo of what each check's code assigns; it never runs a kernel or a check.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from warmcli.runtime.code_digest import code_digest
+from warmcli.runtime.tune_spec import _WHOLE
+
+_MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
+_ABSENT = object()
+
+
+def _function(check: Callable[..., Any]) -> Any:
+    """The Python function behind a check callable (a method's, an object's `__call__`)."""
+    if isinstance(check, types.MethodType):
+        return check.__func__
+    if isinstance(check, types.FunctionType):
+        return check
+    return type(check).__call__
+
+
+def _plain(value: Any, arrays: bool = True) -> bool:
+    """Whether `value`'s `_text` is the same in every process: a number (numpy's too), text,
+    an Enum member of one, a short numeric array (not if `arrays` is False: the check writes
+    by index), a tuple of them. No list or dict: a cache the workload fills as it runs."""
+    if isinstance(value, tuple):
+        return all(_plain(v, arrays) for v in value)
+    if isinstance(value, enum.Enum):  # `Level.TOL`: its value
+        return _plain(value.value, arrays)
+    if isinstance(value, np.ndarray):  # `np.array([0.1])`: whole in its text
+        return arrays and value.dtype.kind in "biufc" and value.size <= _WHOLE
+    return value is None or isinstance(value, str | int | float | bytes | np.number | np.bool_)
+
+
+def _text(value: Any) -> str:
+    """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex;
+    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}={_text(value.value)}"
+    if isinstance(value, np.ndarray):  # every digit (numpy prints 8 by default)
+        return f"{value.dtype}{list(value.shape)}{np.array2string(value, floatmode='unique')}"
+    if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
+        return f"{type(value).__name__}({value.item()!r})"
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, tuple):
+            return "(" + ",".join(_text(v) for v in value) + ")"
+        return hex(value)
+
+
+def _callable_identity(
+    check: Callable[..., Any], seen: set[Any] | None = None, depth: int = 0
+) -> list[Any]:
+    """`check`'s identity (see `check_identity`); `seen`: the helpers this walk keyed already,
+    each keyed once where first reached (not once per path: helpers calling each other as a
+    lattice have millions), `depth` calls below the check."""
+    seen = set() if seen is None else seen
+    if isinstance(check, functools.partial):
+        given = [*check.args, *sorted(check.keywords.items())]
+        inner = getattr(_function(check.func), "__code__", None)
+        shown = [_text(v) for v in given if _plain(v)]
+        for v in (v for v in (*check.args, *check.keywords.values()) if _holder(v)):
+            shown += _attributes("arg", v, getattr(inner, "co_names", ()), True)  # `cfg.tol`
+        return [_callable_identity(check.func, seen, depth), shown]
+    function = _function(check)
+    seen.add(function)
+    code = getattr(function, "__code__", None)
+    names = code.co_names if isinstance(code, types.CodeType) else ()
+    cells = getattr(function, "__closure__", None) or ()
+    held = [
+        *(getattr(function, "__defaults__", None) or ()),
+        *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
+        *(c.cell_contents for c in cells if _filled(c)),
+    ]
+    stored = _stored(code, _owner(check))  # what it records as it runs: no setting
+    arrays = _SUBSCRIPT not in stored
+    keyed = tuple(n for n in names if n not in stored)
+    shown: list[Any] = [_text(v) for v in held if _plain(v, arrays)]
+    for v in (v for v in held if not _plain(v, arrays) and _holder(v)):  # a closure's `cfg`
+        shown += _attributes("held", v, keyed, arrays)
+    shown += _state(check, stored)
+    space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
+    for name in names:
+        value = space.get(name)
+        if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
+            continue
+        if name in space and _plain(value, arrays):  # none: keyed as before globals were
+            shown.append(f"{name}={_text(value)}")
+        elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
+            shown += _attributes(name, value, keyed, arrays)
+        # a helper of its module (by name, or globals: `warm run` renames not all it holds)
+        elif (
+            isinstance(value, types.FunctionType)
+            and (value.__module__ == function.__module__ or value.__globals__ is space)
+            and value not in seen
+            and depth < _MAX_HELPERS
+        ):
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
+        elif (library := _library_callable(value, function, space)) is not None:
+            shown.append(f"{name}=<{library}>")  # `compare = np.greater`: which one it names
+    return [
+        getattr(function, "__qualname__", type(check).__qualname__),
+        code_digest(code) if isinstance(code, types.CodeType) else "",
+        shown,
+    ]
+
+
+def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
+    """`module.qualname` of a library function a global names (`cmp = np.less`), else None."""
+    if isinstance(value, types.FunctionType):
+        if value.__module__ == function.__module__ or value.__globals__ is space:
+            return None
+    elif not callable(value) or (
+        type(value).__module__ != "numpy" and not isinstance(value, types.BuiltinFunctionType)
+    ):  # (a ufunc, numpy 2's function dispatchers: of numpy's types; no code runs)
+        return None
+    module, named = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    return f"{module}.{named}" if isinstance(module, str) and isinstance(named, str) else None
+
+
+def _attributes(name: str, holder: Any, names: tuple[str, ...], arrays: bool) -> list[str]:
+    """The plain values of the attributes among `names` (a code's names) of `holder`, a
+    module, class (and bases) or object (and class), but dunders, read from their dicts:
+    no code runs (a module's `__getattr__`, a property)."""
+    if isinstance(holder, types.ModuleType):
+        spaces = [vars(holder)]
+    elif isinstance(holder, type):  # an Enum's members by name too (`Level.TOL.value`)
+        members = dict(holder.__members__) if issubclass(holder, enum.Enum) else {}
+        spaces = [members, *(vars(c) for c in holder.__mro__)]
+    else:  # an object (`CFG.tol`, a frozen dataclass): its own, then its class's
+        spaces = [vars(holder), *(vars(c) for c in type(holder).__mro__)]
+    shown = []
+    for attribute in names:
+        found = next((s[attribute] for s in spaces if attribute in s), _ABSENT)
+        if found is not _ABSENT and not attribute.startswith("__") and _plain(found, arrays):
+            shown.append(f"{name}.{attribute}={_text(found)}")
+    return shown
+
+
+def _holder(value: Any) -> bool:
+    """A module, class or object (with a `__dict__`, no callable) a check reads through."""
+    ns = isinstance(value, types.ModuleType | type)
+    return ns or (hasattr(value, "__dict__") and not callable(value))
+
+
+def _owner(check: Callable[..., Any]) -> Any:
+    """The object a check is a method of, or is; None for a function."""
+    owner = getattr(check, "__self__", None) if isinstance(check, types.MethodType) else check
+    if isinstance(owner, types.FunctionType | types.BuiltinFunctionType | types.ModuleType):
+        return None
+    return owner
+
+
+def _stored(code: Any, owner: Any) -> set[str]:
+    """The attribute and global names the check's code, or a method of its class it calls
+    (`self._record(e)`), assigns or deletes (`self.worst = ...`, `global N; N += 1`): what
+    it records as it runs, apart in each pass and production process (whose served tunes
+    run no check). Not what another method sets (`__init__`, a setter): a setting, keyed."""
+    methods: dict[str, Any] = {}
+    for holder in reversed(getattr(type(owner), "__mro__", ())) if owner is not None else ():
+        methods.update((n, f) for n, f in vars(holder).items() if isinstance(f, types.FunctionType))
+    pending = [code] if isinstance(code, types.CodeType) else []
+    seen: set[Any] = set()
+    stored: set[str] = set()
+    while pending:
+        each = pending.pop()
+        if each in seen:
+            continue
+        seen.add(each)
+        stored |= _stored_by(each)
+        pending += [methods[n].__code__ for n in each.co_names if n in methods]
+    return stored
+
+
+_STORES = ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_SUBSCR",
+           "DELETE_SUBSCR")  # fmt: skip
+_SUBSCRIPT = "[]"  # in `_stored`'s names where the code writes by index (`errors[0] = e`)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_by(code: types.CodeType) -> frozenset[str]:
+    """The attribute and global names `code` (and code nested in it) assigns or deletes,
+    `_SUBSCRIPT` if it writes by index; read once per code object."""
+    import dis  # imported on first use: a tunable with a check callable only
+
+    stores = (i for i in dis.get_instructions(code) if i.opname in _STORES)
+    names = {_SUBSCRIPT if i.opname.endswith("SUBSCR") else i.argval for i in stores}
+    for nested in code.co_consts:
+        if isinstance(nested, types.CodeType):
+            names |= _stored_by(nested)
+    return frozenset(names)
+
+
+def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
+    """The plain attributes of the object a check is (a method of), but dunders (`__module__`
+    names the workload as `warm run` imported it) and what it records as it runs."""
+    owner = _owner(check)
+    held = (getattr(owner, "__dict__", None) or {}) if owner is not None else {}
+    arrays = _SUBSCRIPT not in stored
+    items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v, arrays))
+    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__") and k not in stored]
+
+
+def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:
+    """The output check as it keys a tune: a reference candidate's name, or a callable's
+    qualified name and code digest with the plain values it holds or reads (defaults,
+    closure, a partial's arguments, its object's attributes, globals, `cfg.RTOL`; not what
+    it records, `_stored`), the library functions its globals name, and each function of
+    its own module it calls, keyed alike; and the tolerance. Not its module's name."""
+    tol = [float(t) for t in tolerance]
+    if isinstance(check, str):
+        return ["check", check, tol]
+    return ["check", _callable_identity(check), tol]
+
+
+def judged_identity(
+    check: str | Callable[..., Any], tolerance: tuple[float, float], launch: Callable[..., Any]
+) -> list[Any]:
+    """A checked tunable's check (`check_identity`) and its launch function, keyed as a
+    callable check is: an edit of what the launch passes its candidates can make a pick the
+    check passed wrong."""
+    return [check_identity(check, tolerance), ["launch", _callable_identity(launch)]]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
