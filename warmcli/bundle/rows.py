@@ -240,12 +240,12 @@ class RowReader:
             self.__dict__.pop("_kernel_keys", None)
 
     def _iter(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """The rows of `sql`, `READ_BATCH` at a time, stepped under the lock a fork waits for
-        (a one-batch listing ends there: no forked child inherits its shared lock as held)."""
-        with self._reading():
-            cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
-            rows = cursor.fetchmany(READ_BATCH)
-        try:
+        """The rows of `sql`, `READ_BATCH` at a time, each batch stepped under the lock."""
+        cursor = None  # a one-batch listing ends under the lock a fork waits for: no forked
+        try:  # child inherits its shared lock on the file as held (it could never write it)
+            with self._reading():
+                cursor = _retrying(self.fspath, lambda: self._conn.execute(sql, params))
+                rows = cursor.fetchmany(READ_BATCH)
             while True:
                 yield from rows
                 if len(rows) < READ_BATCH:  # the statement has ended
@@ -254,7 +254,7 @@ class RowReader:
                     rows = cursor.fetchmany(READ_BATCH)
         finally:
             with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
-                cursor.close()
+                cursor.close() if cursor is not None else None
 
     def _rows(
         self, select: str, order: str, column: str, value: str | None, limit: int = -1
