@@ -48,7 +48,6 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.check_keys import judged_identity
 from warmcli.runtime.tune_spec import check_names, describe_input, key_text
 
 if TYPE_CHECKING:
@@ -117,6 +116,8 @@ class Tunable(Record):
             for name, k in self.candidates.items()
         )
         if self.check is not None:  # a tunable without a check keys as it always has
+            from warmcli.runtime.check_keys import judged_identity  # (a checked one's only)
+
             payload = [payload, *judged_identity(self.check, self.check_tolerance, self.launch)]
         digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
         object.__setattr__(self, "checksum", digest)

@@ -13,7 +13,6 @@ and never runs a kernel or a check.
 
 from __future__ import annotations
 
-import decimal
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -81,6 +80,8 @@ def describe_input(value: Any, bucket: str | None = None) -> str:
             try:
                 return str(number)
             except ValueError:  # Python's limit on int text set lower: the same digits
+                import decimal  # (imported here: no serving process needs it)
+
                 return str(decimal.Decimal(number))
         return hex(number)  # past the default limit: in hex, whatever the limit is set to
     if isinstance(value, float | str):
