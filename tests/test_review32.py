@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT, Warm
+from test_unseen32 import STRICT_SERVE
 
 from warmcli.runtime.check_keys import check_identity
 from warmcli.runtime.code_digest import code_digest
@@ -137,13 +138,8 @@ def test_the_same_function_keeps_its_digest() -> None:
     assert code_digest(again.__code__) == code_digest(_out_first.__code__)
 
 
-CHECKED = """
-import numpy as np
-from warmcli import Kernel, Tunable
-DEVICE = "host"
-def check({params}):
-    return {body}
-def launch(rt, k, y, *, stream=None):
+# A checked tunable of two candidates, its check's module and definition before it.
+TUNED = """def launch(rt, k, y, *, stream=None):
     rt.launch(k, y, stream=stream)
 SRC = "void k(float *y) {{ y[0] += 1 + I - I; }}"
 T = Tunable("t", {{f"c{{i}}": Kernel(SRC, "k", "P", defines={{"I": i}}) for i in range(2)}},
@@ -153,12 +149,17 @@ def workload(rt):
     rt.tune(T, y)
     return y
 """
-SERVE = """
-import runpy, sys, warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime()
-print(rt.read(module["workload"](rt))[0])
+CHECKED = (
+    """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+def check({params}):
+    return {body}
 """
+    + TUNED
+)
+SERVE = STRICT_SERVE  # a workload file's result, served (strict where WARM_STRICT says)
 
 
 SAME = "bool(out[0][0] == 1.0)"
@@ -377,23 +378,17 @@ def test_a_package_whose_init_raises_run_with_dash_m_is_one_line(
     assert len(lines) == 1 and "ValueError: bad init" in lines[0], done.stderr
 
 
-ALIASED = """
+ALIASED = (
+    """
 import numpy as np
 from warmcli import Kernel, Tunable
 DEVICE = "host"
 compare = np.{name}
 def check(out, inp):
     return bool(compare(out[0][0], 0.5))
-def launch(rt, k, y, *, stream=None):
-    rt.launch(k, y, stream=stream)
-SRC = "void k(float *y) {{ y[0] += 1 + I - I; }}"
-T = Tunable("t", {{f"c{{i}}": Kernel(SRC, "k", "P", defines={{"I": i}}) for i in range(2)}},
-            launch, check=check)
-def workload(rt):
-    y = rt.upload(np.zeros(1, np.float32))
-    rt.tune(T, y)
-    return y
 """
+    + TUNED
+)
 
 
 def test_a_check_calling_a_library_function_by_another_global_is_keyed_apart(
