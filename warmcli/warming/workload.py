@@ -350,7 +350,8 @@ def _package_main(spec: Any) -> str | None:
 def load_module(name: str, entry: str = "workload") -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
     the current folder first on `sys.path`, relative imports inside its package working,
-    a package's `__main__` module where it has one (else the package itself)."""
+    a package's `__main__` module where it has one (else, or where that defines no `entry`
+    and the package does, as a command-line script there does not, the package itself)."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
     if name.startswith("."):  # as `python -m` refuses it
@@ -379,4 +380,7 @@ def load_module(name: str, entry: str = "workload") -> Workload:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         raise _import_failure(exc, origin) from None
+    package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
+    if not hasattr(module, entry) and callable(getattr(package, entry, None)):
+        module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
     return replace(_entry(module, origin, entry), unbound="".join(unbound), argv=tuple(argv))
