@@ -18,8 +18,7 @@ name would wait for ever): importing it costs tens of milliseconds that every
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
 (and how often), forgotten in a forked child (the lock is its parent's), and how long it
 waits for other writers (`waiting_at_most`; unbounded otherwise). It never
-reads or writes a bundle; `remove_new` removes one a failed first run only created
-(under its lock, and only while it holds nothing: another writer may have stored into it).
+reads or writes a bundle.
 """
 
 from __future__ import annotations
@@ -189,39 +188,3 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def remove_new(path: Path) -> None:
-    """Remove a bundle a failed first run only created, and its lock file: under its write
-    lock, and only while it holds no kernel and no tune (another run, or a production
-    write-back, may have stored into it meanwhile: then both are kept)."""
-    from pathlib import Path  # on first use: a failed first run's
-
-    real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
-    try:
-        with write_lock(path):
-            if os.path.lexists(real) and not _holds_nothing(real):
-                return
-            Path(real).unlink(missing_ok=True)
-    except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
-        return
-    Path(f"{real}.lock").unlink(missing_ok=True)
-
-
-def _holds_nothing(real: str) -> bool:
-    """Whether the bundle file `real` holds no kernel and no tune (False where it cannot
-    be read so: it is kept). Read-only, its schema's SQL never trusted."""
-    import sqlite3  # on first use: a failed first run's
-    from urllib.parse import quote
-
-    uri = f"file:{quote(real)}?mode=ro"
-    query = "SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=60)
-        try:
-            conn.execute("PRAGMA trusted_schema = OFF")
-            return conn.execute(query).fetchone() == (0,)
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return False

@@ -11,7 +11,9 @@ corrupt. So that journal is first rolled back into the old file (SQLite's own re
 which removes it: a reader of the old file meanwhile sees it whole), or removed where the
 old file cannot be recovered (not writable, no SQLite file, or a journal `check_journal`
 refuses: never played) by `warmcli.bundle.journal.publish`, which refuses to replace
-anything where it cannot remove it. A `-wal` (and its `-shm`) that a writer of a file
+anything where it cannot remove it. `remove_new` takes away a bundle a failed first run
+only created (under its write lock, and only while it holds nothing: another writer may
+have stored into it meanwhile). A `-wal` (and its `-shm`) that a writer of a file
 switched to WAL mode left is removed there too: SQLite plays a `-wal` into the file of that
 name whatever its header says, and no reader of warm's reads the old file through one (it
 is switched back to a rollback journal first). It owns no state and never prints.
@@ -26,7 +28,13 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from warmcli.bundle.file import check_header, recover, remove_leftovers
+from warmcli.bundle.file import (
+    _connect,
+    _read_only_uri,
+    check_header,
+    recover,
+    remove_leftovers,
+)
 from warmcli.bundle.journal import publish, temp_beside
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
@@ -83,3 +91,30 @@ def _refuse_no_bundle(target: Path) -> None:
             f"{target}: exists and is not a warm bundle{why}; nothing pulled: "
             "pass --force to replace it"
         ) from None
+
+
+def remove_new(path: Path) -> None:
+    """Remove a bundle a failed first run only created, and its lock file: under its write
+    lock, and only while it holds no kernel and no tune (another run, or a production
+    write-back, may have stored into it meanwhile: then both are kept)."""
+    real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
+    try:
+        with write_lock(path):
+            if os.path.lexists(real) and not _holds_nothing(real):
+                return
+            Path(real).unlink(missing_ok=True)
+    except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
+        return
+    Path(f"{real}.lock").unlink(missing_ok=True)
+
+
+def _holds_nothing(real: str) -> bool:
+    """Whether the bundle file `real` holds no kernel and no tune (False where it cannot
+    be read so: it is kept), read as every read-only open connects (its schema's SQL never
+    trusted, any name the file system takes)."""
+    query = "SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)"
+    try:
+        with contextlib.closing(_connect(_read_only_uri(real), uri=True)) as conn:
+            return conn.execute(query).fetchone() == (0,)  # type: ignore[no-any-return]
+    except sqlite3.Error:
+        return False

@@ -23,7 +23,7 @@ from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
 from warmcli.backends.serving import cuda_release
-from warmcli.bundle.lock import remove_new
+from warmcli.bundle.replacing import remove_new
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (

@@ -36,7 +36,7 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
-from warmcli.bundle.lock import remove_new
+from warmcli.bundle.replacing import remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
