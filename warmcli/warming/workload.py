@@ -341,8 +341,8 @@ def _package_main(spec: Any) -> str | None:
     looked for in its folders, never imported (its import, and the package's, raise where
     the workload's import is guarded)."""
     for folder in spec.submodule_search_locations or ():
-        main = os.path.join(folder, "__main__.py")
-        if isinstance(folder, str) and os.path.isfile(main):
+        main = os.path.join(folder, "__main__.py") if isinstance(folder, str) else ""
+        if main and os.path.isfile(main):
             return main
     return None
 
