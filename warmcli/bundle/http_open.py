@@ -123,7 +123,7 @@ def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> A
     handlers: list[Any] = [Redirects]
     if deadline is not None:
 
-        class Http(http.client.HTTPConnection):
+        class Watched(http.client.HTTPConnection):  # its socket watched, its answer timed
             def connect(self) -> None:
                 super().connect()
                 deadline.watch(self.sock)
@@ -132,18 +132,12 @@ def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> A
                 deadline.answer_awaited()
                 return super().getresponse()
 
-        class Https(http.client.HTTPSConnection):
-            def connect(self) -> None:
-                super().connect()
-                deadline.watch(self.sock)
-
-            def getresponse(self) -> Any:
-                deadline.answer_awaited()
-                return super().getresponse()
+        class Https(Watched, http.client.HTTPSConnection):
+            pass
 
         class HttpHandler(urllib.request.HTTPHandler):
             def http_open(self, req: Any) -> Any:
-                return self.do_open(Http, req)
+                return self.do_open(Watched, req)
 
         class HttpsHandler(urllib.request.HTTPSHandler):
             def https_open(self, req: Any) -> Any:
