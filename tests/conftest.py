@@ -102,6 +102,17 @@ class Warm:
             cwd=cwd,
         )
 
+    def popen(self, *args: str | Path, **options: Any) -> subprocess.Popen[Any]:
+        """`python -m warmcli *args` started, not waited for (its output piped, as text,
+        unless `options` say otherwise)."""
+        piped = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        return subprocess.Popen(
+            [sys.executable, "-m", "warmcli", *map(str, args)],
+            env=self.env,
+            cwd=ROOT,
+            **{**piped, **options},
+        )
+
     def production(self, code: str, *args: str | Path, bundle: Path | None = None) -> Any:
         """Run `code` in a fresh Python process, as a production process would (over
         `bundle` through WARM_BUNDLE, if given); returns the JSON it prints."""

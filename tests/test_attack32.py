@@ -74,14 +74,7 @@ def test_a_failed_first_run_never_removes_what_another_run_stored_meanwhile(
     bundle, go = tmp_path / "shared.warm", tmp_path / "go"
     failing = tmp_path / "fails.py"
     failing.write_text(WAITS_THEN_FAILS.format(go=str(go)))
-    first = subprocess.Popen(
-        [sys.executable, "-m", "warmcli", "run", failing, "-b", bundle, "-q"],
-        env=warm.env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = warm.popen("run", failing, "-b", bundle, "-q")
     try:
         deadline = time.monotonic() + 120
         while not bundle.exists() and first.poll() is None and time.monotonic() < deadline:

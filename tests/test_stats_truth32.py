@@ -293,10 +293,7 @@ def test_stats_of_a_small_bundle_holds_no_writer_while_its_reader_waits(
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
 
     assert write(1, 150).returncode == 0  # its --json is far more than a pipe holds
-    stats = subprocess.Popen(
-        [sys.executable, "-m", "warmcli", "stats", dst, "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=warm.env, cwd=ROOT,
-    )  # fmt: skip
+    stats = warm.popen("stats", dst, "--json", stderr=subprocess.DEVNULL, text=False)
     try:
         assert stats.stdout is not None and stats.stdout.readline() == b"{\n"  # then unread
         wrote = write(151, 151)
