@@ -258,11 +258,12 @@ def clean_bundle(
                     removed[:] = len(kernels), len(tunes)
                 _vacuum(bundle, *removed)
         after = path.stat().st_size
+        # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too
+        return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
     except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
         if not removed:
             raise
         raise CleanInterrupted(*removed) from None
-    return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
 
 
 @contextlib.contextmanager
