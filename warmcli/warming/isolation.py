@@ -16,7 +16,9 @@ the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
 warm. `interrupt_on_signals` makes SIGINT and SIGTERM stop every compiler and
 raise `KeyboardInterrupt` once.
 
-State: the excluded candidates and the worker's journal, one of each per process.
+State: the excluded candidates and the worker's journal, one of each per process (and,
+made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
+process removes at its end however the worker ends).
 The module prints nothing (the caller's `on_crash` and its exit code do), but in the
 worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
 bundle.
@@ -42,6 +44,7 @@ from warmcli.backends.processes import (
     parent_death_signal,
     stop_compilers,
 )
+from warmcli.warming.worker_names import make_folder
 
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
@@ -280,6 +283,7 @@ def run_isolated(
     """
     import tempfile  # imported on first use: only `warm run` and a replay isolate
 
+    make_folder()  # here: this process removes it however the worker ends
     for _ in range(max_restarts + 1):
         with tempfile.TemporaryFile() as fh:
             journal = fh.fileno()

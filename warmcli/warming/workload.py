@@ -6,7 +6,8 @@ so two workloads never share state and nothing of it is imported twice by accide
 where its file's own name (its stem) is free (no module imported, none elsewhere on
 `sys.path`), it is known by that name too, its functions and classes named as of it, so a
 `spawn` or `forkserver` worker imports the file by that name to unpickle one of them (as it
-imports `__main__`'s under Python).
+imports `__main__`'s under Python); where it is not free, the worker imports it by the
+private name, from a stub (`warmcli.warming.worker_names`).
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way
@@ -44,7 +45,6 @@ import os
 import sys
 import threading
 import traceback
-import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +53,7 @@ from typing import Any
 
 from warmcli.errors import WorkloadError, message_of
 from warmcli.production import late_runtimes
+from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
@@ -251,56 +252,6 @@ def _forked_child_ends(parent: int, code: int) -> None:
         os._exit(code)
 
 
-def _importable_name(path: Path) -> str | None:
-    """The name a child process imports the workload file `path` by (its stem: a `spawn` or
-    `forkserver` worker unpickles a function by its module's name), where that names no
-    module imported yet, finds this very file (its folder first on `sys.path`) and names
-    no other module the rest of `sys.path` holds (a `statistics.py` would hide Python's)."""
-    stem = path.stem  # (Python imports `my-job` from `my-job.py` too: no identifier needed)
-    if not stem or "." in stem or stem in sys.modules:
-        return None
-    if stem in sys.builtin_module_names:
-        return None
-    try:
-        spec = importlib.util.find_spec(stem)
-        rest = [
-            p
-            for p in sys.path
-            if isinstance(p, str) and Path(os.path.abspath(p or os.curdir)) != path.parent
-        ]
-        other = importlib.machinery.PathFinder.find_spec(stem, rest)
-    except (ImportError, ValueError):
-        return None
-    if other is not None or spec is None or spec.origin is None:
-        return None
-    return stem if os.path.isfile(spec.origin) and Path(spec.origin).resolve() == path else None
-
-
-def _known_by(module: ModuleType, stem: str, path: Path) -> None:
-    """The imported workload `module` known by `stem` too, named so (what it defines as it
-    runs is of `stem`), and its functions and classes (their methods too) named as of
-    module `stem` alike, so a worker a `spawn` or `forkserver`
-    pool starts imports the file by that name to unpickle one (as it imports a script's
-    `__main__` under Python). Not where `stem` is by now another module (but a copy of
-    this file a module beside it imported while it ran, as Python would: replaced)."""
-    there = sys.modules.get(stem)
-    if there is not None and getattr(there, "__file__", None) != str(path):
-        return
-    sys.modules[stem] = module
-    private, module.__name__ = module.__name__, stem  # what it defines from now on too
-    pending, seen = list(vars(module).values()), set()
-    while pending:  # its functions, classes, and (in classes) methods and classes
-        value = pending.pop()
-        if isinstance(value, staticmethod | classmethod):
-            value = value.__func__
-        if not isinstance(value, type | types.FunctionType) or id(value) in seen:
-            continue
-        seen.add(id(value))
-        if value.__module__ == private:
-            value.__module__ = stem
-            pending += list(vars(value).values()) if isinstance(value, type) else []
-
-
 def load_workload(
     path: str | Path, entry: str = "workload", fallback: str | None = None
 ) -> Workload:
@@ -315,7 +266,7 @@ def load_workload(
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
     _first_on_path(str(resolved.parent))
-    stem = _importable_name(resolved)
+    stem = importable_name(resolved)
     name = "warm_workload_" + hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
@@ -331,7 +282,9 @@ def load_workload(
         sys.modules.pop(name, None)
         raise _import_failure(exc, resolved) from None
     if stem is not None:
-        _known_by(module, stem, resolved)
+        known_by(module, stem, resolved)
+    else:  # a worker imports it by its private name, through a stub
+        importable_by_stub(name, resolved)
     found = _entry(module, resolved, entry, fallback)
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 

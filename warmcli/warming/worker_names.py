@@ -1,0 +1,117 @@
+"""The names a worker process imports a workload file by, to unpickle what it defines.
+
+A `spawn` or `forkserver` worker (multiprocessing, `concurrent.futures`) unpickles a
+function by its module's name and imports that module afresh, as it imports a script's
+`__main__` under Python. `warm run` imports the workload under a private name; where the
+file's own name (its stem) is free, the module is known by that name too (`known_by`), so
+the worker imports the file itself. Where it is not (a `test.py` or `calendar.py` would hide
+Python's own module), the worker imports it by its private name, from a stub file that runs
+the workload file as that module (`importable_by_stub`): one folder of stubs per process,
+private to this user (made by `mkdtemp`, 0700, before `warm run` forks its worker), last on
+`sys.path` (which a spawned worker inherits; the private names hide nothing), removed when
+the process that made it ends. This module owns that folder; it never imports or runs a
+workload itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import types
+from pathlib import Path
+from types import ModuleType
+
+# A stub: the workload file run as this module, its `__file__` the file's own.
+_STUB = """# warm: the workload file {path!r}, imported by a worker process by warm's private name.
+__file__ = {path!r}
+with open(__file__, "rb") as _warm_source:
+    _warm_code = compile(_warm_source.read(), __file__, "exec")
+del _warm_source
+exec(_warm_code)
+"""
+_folder: list[str] = []  # this process's stub folder, once made
+
+
+def importable_name(path: Path) -> str | None:
+    """The name a child process imports the workload file `path` by (its stem: a `spawn` or
+    `forkserver` worker unpickles a function by its module's name), where that names no
+    module imported yet, finds this very file (its folder first on `sys.path`) and names
+    no other module the rest of `sys.path` holds (a `statistics.py` would hide Python's)."""
+    stem = path.stem  # (Python imports `my-job` from `my-job.py` too: no identifier needed)
+    if not stem or "." in stem or stem in sys.modules:
+        return None
+    if stem in sys.builtin_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(stem)
+        rest = [
+            p
+            for p in sys.path
+            if isinstance(p, str) and Path(os.path.abspath(p or os.curdir)) != path.parent
+        ]
+        other = importlib.machinery.PathFinder.find_spec(stem, rest)
+    except (ImportError, ValueError):
+        return None
+    if other is not None or spec is None or spec.origin is None:
+        return None
+    return stem if os.path.isfile(spec.origin) and Path(spec.origin).resolve() == path else None
+
+
+def known_by(module: ModuleType, stem: str, path: Path) -> None:
+    """The imported workload `module` known by `stem` too, named so (what it defines as it
+    runs is of `stem`), and its functions and classes (their methods too) named as of
+    module `stem` alike, so a worker a `spawn` or `forkserver`
+    pool starts imports the file by that name to unpickle one (as it imports a script's
+    `__main__` under Python). Not where `stem` is by now another module (but a copy of
+    this file a module beside it imported while it ran, as Python would: replaced)."""
+    there = sys.modules.get(stem)
+    if there is not None and getattr(there, "__file__", None) != str(path):
+        return
+    sys.modules[stem] = module
+    private, module.__name__ = module.__name__, stem  # what it defines from now on too
+    pending, seen = list(vars(module).values()), set()
+    while pending:  # its functions, classes, and (in classes) methods and classes
+        value = pending.pop()
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if not isinstance(value, type | types.FunctionType) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if value.__module__ == private:
+            value.__module__ = stem
+            pending += list(vars(value).values()) if isinstance(value, type) else []
+
+
+def make_folder() -> None:
+    """Make this process's stub folder now, and remove it when this process ends: called
+    before `warm run` forks the worker that imports the workload, so the folder goes
+    whatever way the worker ends (it ends by `os._exit`, or by a crash). Nothing where it
+    cannot be made (a worker then fails to unpickle, as under Python for a function it
+    cannot import)."""
+    if not _folder:
+        try:
+            _folder.append(tempfile.mkdtemp(prefix="warm-workers-"))
+        except OSError:
+            return
+        atexit.register(shutil.rmtree, _folder[0], True)
+
+
+def importable_by_stub(name: str, path: Path) -> None:
+    """Make the workload file `path`, imported as module `name`, importable by that name in
+    the worker processes this process starts: a stub file in this process's stub folder
+    (`make_folder`), the folder last on `sys.path`."""
+    make_folder()
+    if not _folder:
+        return
+    try:
+        with open(os.path.join(_folder[0], name + ".py"), "w", encoding="utf-8") as out:
+            out.write(_STUB.format(path=os.fsdecode(path)))
+    except OSError:
+        return
+    if _folder[0] not in sys.path:
+        sys.path.append(_folder[0])
