@@ -9,7 +9,8 @@ covers them, those a source includes (or asks for) by their absolute path, and t
 `-include`/`--pre-include` read before the source (found as a quoted name is).
 It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
 and the names `__has_include`
-asks for) of the source and of every header found, and resolves each name as the
+asks for) of the source and of every header found, however they are spelled (`%:include`,
+a comment or a line splice inside the directive: `warmcli.directives`), and resolves each name as the
 compiler does, in those folders (a quoted name in a header: that header's own folder
 first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
 `-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
@@ -38,6 +39,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
+from warmcli.directives import may_hide, spliced
+
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
 # folder in the next option.
 INCLUDE_FLAGS = ("--include-path", "-isystem", "-iquote", "-idirafter", "-I")
@@ -48,14 +51,15 @@ _MAX_MEMO = 4096
 # can keep its mtime and its size.
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
-    r"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
     re.MULTILINE,
 )
 # An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
 # asks for (its presence changes the build).
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    rb"|__has_include(?:_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
     re.MULTILINE,
 )
@@ -203,8 +207,27 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
 
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
-    found = _INCLUDE.findall(data[:MAX_SCANNED])
+    """The includes of `data` as written, then those only its directives as the preprocessor
+    reads them show (`warmcli.directives`: spliced lines, comments)."""
+    head = data[:MAX_SCANNED]
+    found = _INCLUDE.findall(head)
+    if may_hide(head):
+        plain = set(found)
+        found += [f for f in dict.fromkeys(_INCLUDE.findall(spliced(head))) if f not in plain]
     return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+
+
+@functools.lru_cache(maxsize=64)
+def _by_path(source: str) -> bool:
+    """Whether `source` includes a header by its absolute path (or asks for one), however
+    its directive is spelled: once per source text (its variants share it)."""
+    if _ABSOLUTE.search(source):
+        return True
+    data = source.encode(errors="surrogatepass")
+    return (
+        may_hide(data)
+        and _ABSOLUTE.search(spliced(data).decode(errors="surrogatepass")) is not None
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -282,7 +305,7 @@ def headers_digest(
     else:
         orders, shadowed_by = _orders.__wrapped__(given, cwd, env)
     pre = pre_included(given)
-    if not orders[0] and not _ABSOLUTE.search(source) and not any(map(os.path.isabs, pre)):
+    if not orders[0] and not _by_path(source) and not any(map(os.path.isabs, pre)):
         return ""
     shadowed = (shadowed_by, before)
     by_env_only = not include_folders(options)

@@ -216,23 +216,31 @@ class Kernel(Record):
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 # An `#include` of a header by its absolute path, or a `__has_include` asking for one.
 _ABSOLUTE_INCLUDE = Pattern(
-    r"(?m)(?:^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*"
+    r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
 )
 
 
 def _may_include(source: str) -> bool:
     """Whether `source` may read a header (`#include`, `#include_next`, GCC's `#import`,
-    `__has_include`): a test of two words before any scan."""
-    return "include" in source or "import" in source
+    `__has_include`): a test of two words (and a backslash, which may splice one) before any
+    scan."""
+    return "include" in source or "import" in source or "\\" in source
 
 
 @functools.lru_cache(maxsize=64)
 def _by_path(source: str) -> bool:
     """Whether `source` includes a header by its absolute path (or asks for one with
     `__has_include`): once per source text (its variants share it), as the scan reads all
-    of it (45 us for 9 kB)."""
-    return _ABSOLUTE_INCLUDE.search(source) is not None
+    of it (45 us for 9 kB); however its directive is spelled (`warmcli.directives`: lines
+    spliced, comments)."""
+    if _ABSOLUTE_INCLUDE.search(source) is not None:
+        return True
+    from warmcli.directives import may_hide, spliced  # only where a plain scan found none
+
+    data = source.encode(errors="surrogatepass")
+    text = spliced(data).decode(errors="surrogatepass") if may_hide(data) else ""
+    return _ABSOLUTE_INCLUDE.search(text) is not None
 
 
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.

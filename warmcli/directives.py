@@ -1,0 +1,38 @@
+"""A C or CUDA source as its preprocessor reads its directives: lines spliced, comments gone.
+
+Before it reads a directive, the preprocessor joins a line ending in a backslash to the
+next (`#inc\\<newline>lude`) and makes each comment one space (`#/**/include`, a block
+comment across lines inside a directive): `spliced` does the same to a source's bytes, its
+string and character literals kept, so the scans of `warmcli.headers` and `warmcli.kernel`
+find an include however it is spelled. `may_hide` says cheaply whether a source holds
+anything that could hide one (a backslash, a comment, a digraph or trigraph `#`); where it
+does not, the plain text is what the preprocessor reads. State: none. It never reads a file.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A backslash ending a line (GCC allows blanks between the two), and what stands between
+# a comment and the code around it: a literal (kept as written) or a comment (one space).
+_SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
+_LITERAL_OR_COMMENT = re.compile(
+    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?(?:\*/|\Z)|//[^\n]*', re.DOTALL
+)
+
+
+def may_hide(data: bytes) -> bool:
+    """Whether `data` holds what could hide an include from a plain scan: a line splice,
+    a comment, the digraph `%:` or the trigraph `??=` (both `#`)."""
+    return b"\\" in data or b"/*" in data or b"%:" in data or b"??=" in data
+
+
+def _keep_literal(match: re.Match[bytes]) -> bytes:
+    text = match[0]
+    return text if text[:1] in (b'"', b"'") else b" "
+
+
+def spliced(data: bytes) -> bytes:
+    """`data` with its line splices joined and each comment made one space, its literals
+    kept as written."""
+    return _LITERAL_OR_COMMENT.sub(_keep_literal, _SPLICE.sub(b"", data))
