@@ -10,8 +10,8 @@ covers them, those a source includes (or asks for) by their absolute path, and t
 It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
 and the names `__has_include`
 asks for) of the source and of every header found, however they are spelled (`%:include`,
-a comment or a line splice inside the directive: `warmcli.directives`), and resolves each name as the
-compiler does, in those folders (a quoted name in a header: that header's own folder
+a comment or a line splice inside the directive: `warmcli.directives`), and resolves each
+name as the compiler does, in those folders (a quoted name in a header: that header's own folder
 first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
 `-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
 digest is over each name as written and the sha256 of the file it resolved to (or that
