@@ -30,7 +30,7 @@ DIRECTIVES = {
     "digraph with a comment": '%:/**/include "k.h"',
     "has_include spliced": '#if __has_inc\\\nlude("k.h")\n#include "k.h"\n#endif',
 }
-BODY = '\nvoid k(int *p, int n) { if (n > 0) p[0] = V; }\n'
+BODY = "\nvoid k(int *p, int n) { if (n > 0) p[0] = V; }\n"
 
 
 def _key(source: str, options: tuple[str, ...] = ()) -> str:
