@@ -1,0 +1,90 @@
+"""Fleet trial 33: a fleet sharing one bundle, tried from the README alone, through the
+real CLI, real cc, real SQLite files and a real HTTP server on 127.0.0.1.
+
+- A shard count in more digits than Python's `int` reads from text (4,300) is one line
+  and exit 2, never a traceback, from `--shard` and every launcher's variables alike.
+- A URL's local copy in WARM_HOME/remote/ that changed since warm published it (replaced,
+  truncated, written to) is not the store's bundle: the next start downloads it again,
+  rather than serve it, or its damage, under the store's ETag for ever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
+
+from warmcli.bundle.remote import cache_dir
+from warmcli.runtime.shard import LAUNCHERS
+
+LAUNCHER_VARS = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
+HUGE = "9" * 5000  # over the 4,300 digits `int(str)` reads
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--shard", f"0/{HUGE}"], {}),
+        (["--shard", f"{HUGE}/4"], {}),
+        ([], {"WARM_SHARD": f"1/{HUGE}"}),
+        ([], {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": HUGE}),
+        (
+            [],
+            {
+                "SLURM_ARRAY_TASK_ID": "0",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_STEP": HUGE,
+            },
+        ),  # noqa: E501
+        ([], {"RANK": HUGE, "WORLD_SIZE": "2"}),
+        ([], {"JOB_COMPLETION_INDEX": "1", "WARM_SHARD_COUNT": HUGE}),
+    ],
+)
+def test_a_shard_number_too_long_for_int_is_one_line(
+    warm: Warm, tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    warm.env = {k: v for k, v in warm.env.items() if k not in LAUNCHER_VARS} | env
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, *args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and not bundle.exists()
+
+
+def _kernels(warm: Warm, location: str | Path) -> int:
+    return len(warm.json("stats", location)["kernels"])
+
+
+@pytest.mark.parametrize("damage", ["replaced", "truncated"])
+def test_a_local_copy_changed_since_it_was_published_is_downloaded_again(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    built: tuple[bytes, bytes],  # noqa: F811
+    damage: str,
+) -> None:
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = built[0]
+    full = tmp_path / "full.warm"
+    full.write_bytes(built[0])
+    held = _kernels(warm, full)
+    assert _kernels(warm, url) == held and store.downloads == 1
+    os.environ["WARM_HOME"], saved = warm.env["WARM_HOME"], os.environ["WARM_HOME"]
+    try:
+        copy = cache_dir(url) / "bundle.warm"
+    finally:
+        os.environ["WARM_HOME"] = saved
+    if damage == "replaced":  # another bundle copied over it (a restore, a mistaken cp)
+        copy.write_bytes(built[1])
+    else:  # cut short (a disk that filled, a backup tool)
+        with open(copy, "r+b") as fh:
+            fh.truncate(8192)
+    proc = warm("diff", url, full, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["same"], proc.stdout + proc.stderr
+    assert store.downloads == 2 and copy.read_bytes() == built[0]
+    assert _kernels(warm, url) == held and store.downloads == 2  # believed again: no download
