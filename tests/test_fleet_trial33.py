@@ -40,7 +40,7 @@ HUGE = "9" * 5000  # over the 4,300 digits `int(str)` reads
                 "SLURM_ARRAY_TASK_COUNT": "4",
                 "SLURM_ARRAY_TASK_STEP": HUGE,
             },
-        ),  # noqa: E501
+        ),
         ([], {"RANK": HUGE, "WORLD_SIZE": "2"}),
         ([], {"JOB_COMPLETION_INDEX": "1", "WARM_SHARD_COUNT": HUGE}),
     ],
@@ -88,3 +88,18 @@ def test_a_local_copy_changed_since_it_was_published_is_downloaded_again(
     assert proc.returncode == 0 and json.loads(proc.stdout)["same"], proc.stdout + proc.stderr
     assert store.downloads == 2 and copy.read_bytes() == built[0]
     assert _kernels(warm, url) == held and store.downloads == 2  # believed again: no download
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_push_of_a_fifo_or_folder_says_what_it_is_not_that_none_exists(
+    warm: Warm, tmp_path: Path, kind: str
+) -> None:
+    given = tmp_path / "fleet.warm"
+    if kind == "fifo":
+        os.mkfifo(given)
+    else:
+        given.mkdir()
+    proc = warm("push", given, "http://127.0.0.1:9/fleet.warm")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    said = "a FIFO" if kind == "fifo" else "a folder"
+    assert said in proc.stderr and "no such" not in proc.stderr, proc.stderr
