@@ -103,3 +103,16 @@ def test_a_push_of_a_fifo_or_folder_says_what_it_is_not_that_none_exists(
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     said = "a FIFO" if kind == "fifo" else "a folder"
     assert said in proc.stderr and "no such" not in proc.stderr, proc.stderr
+
+
+def test_a_size_in_more_digits_than_a_float_holds_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    bundle = tmp_path / "b.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    before = bundle.read_bytes()
+    proc = warm("clean", bundle, "--max-size", "9" * 400)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and bundle.read_bytes() == before
+    huge = Warm(dict(warm.env, WARM_REMOTE_MAX_SIZE="9" * 5000))
+    proc = huge("stats", "http://127.0.0.1:9/fleet.warm")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "WARM_REMOTE_MAX_SIZE" in proc.stderr and "Traceback" not in proc.stderr

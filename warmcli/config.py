@@ -196,11 +196,13 @@ def parse_seconds(text: str) -> float:
 
 
 def parse_size(text: str) -> int:
-    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine)."""
+    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine);
+    `ValueError` naming it for anything else, a number past what a float holds too."""
     match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    size = float(match.group(1)) * _UNITS[match.group(2).upper()] if match else math.nan
+    if not math.isfinite(size):  # 400 digits read as a float are infinite
+        raise ValueError(f"not a size: {text[:40]!r} (use bytes, or a number with K, M, G or T)")
+    return int(size)
 
 
 def cc(environ: Environ | None = None) -> str | None:
