@@ -116,3 +116,20 @@ def test_a_size_in_more_digits_than_a_float_holds_is_one_line(warm: Warm, tmp_pa
     proc = huge("stats", "http://127.0.0.1:9/fleet.warm")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "WARM_REMOTE_MAX_SIZE" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "env", [{"COLUMNS": "\u00b2"}, {"LINES": "\u00b2"}, {"COLUMNS": HUGE}, {"LINES": HUGE}]
+)
+def test_a_terminal_size_int_cannot_read_is_as_unset(
+    warm: Warm, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`COLUMNS` (and `LINES`) that is no number `int` reads, though `str.isdigit` takes it,
+    is as unset: the tables print, an error is its one line."""
+    bundle = tmp_path / "b.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    odd = Warm({k: v for k, v in warm.env.items() if k not in ("COLUMNS", "LINES")} | env)
+    proc = odd("stats", bundle)
+    assert proc.returncode == 0 and "matmul" in proc.stdout and not proc.stderr, proc.stderr
+    proc = odd("stats", tmp_path / "missing.warm")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
