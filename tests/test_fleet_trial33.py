@@ -133,3 +133,32 @@ def test_a_terminal_size_int_cannot_read_is_as_unset(
     assert proc.returncode == 0 and "matmul" in proc.stdout and not proc.stderr, proc.stderr
     proc = odd("stats", tmp_path / "missing.warm")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_tune_held_by_three_shards_names_the_one_kept_on_every_line(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Three inputs (one of format 2) measured one tune key at 7, 9 and 8 s: the newest is
+    kept, and each line the merge prints of that tune says so; none names as kept a
+    measurement a later input displaced."""
+    import dataclasses
+
+    from test_format3 import _format2, _tune
+
+    from warmcli.bundle.store import Bundle
+
+    tune = _tune(0)
+    older, newest, middle = (tmp_path / f"{n}.warm" for n in ("older", "newest", "middle"))
+    _format2(older, [tune])  # measured at 7.0
+    for path, when, pick in ((newest, 9.0, "c2"), (middle, 8.0, "c0")):
+        with Bundle.create(path) as bundle:
+            bundle.put(tunes=[dataclasses.replace(tune, measured_at=when, pick=pick)])
+    out = tmp_path / "fleet.warm"
+    doc = warm.json("merge", older, middle, newest, "-o", out)
+    assert {(c["kept"], c["kept_pick"], c["kept_measured_at"]) for c in doc["choices"]} == {
+        (str(newest), "c2", 9.0)
+    }, doc["choices"]
+    assert sorted(c["dropped"] for c in doc["choices"]) == sorted([str(older), str(middle)])
+    proc = warm("merge", older, middle, newest, "-o", out, "--force")
+    assert proc.returncode == 0 and str(middle) + " (newer)" not in proc.stdout, proc.stdout
+    assert [t["pick"] for t in warm.json("stats", out)["tunes"]] == ["c2"]
