@@ -162,3 +162,35 @@ def test_a_tune_held_by_three_shards_names_the_one_kept_on_every_line(
     proc = warm("merge", older, middle, newest, "-o", out, "--force")
     assert proc.returncode == 0 and str(middle) + " (newer)" not in proc.stdout, proc.stdout
     assert [t["pick"] for t in warm.json("stats", out)["tunes"]] == ["c2"]
+
+
+MERGED_MEANWHILE = """
+import os, subprocess, sys
+from matmul_host import DEVICE, workload as base
+
+CALLS = []
+
+def workload(rt):
+    CALLS.append(1)
+    base(rt)
+    if len(CALLS) == 1:  # another shard stores the same kernels while this pass compiles
+        full, bundle = os.environ["FULL"], os.environ["INTO"]
+        merge = [sys.executable, "-m", "warmcli", "merge", full, bundle, "-o", bundle]
+        subprocess.run(merge, check=True, capture_output=True)
+"""
+
+
+def test_kernels_another_writer_stored_meanwhile_are_not_counted_as_new(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Shards writing into one bundle at once each build the candidates their tunes share:
+    the one storing a kernel the bundle already holds (same binary) did not add it."""
+    full = tmp_path / "full.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", full, "-q").returncode == 0
+    workload = tmp_path / "meanwhile.py"
+    workload.write_text(MERGED_MEANWHILE)
+    bundle = tmp_path / "fleet.warm"
+    env = dict(warm.env, FULL=str(full), INTO=str(bundle), PYTHONPATH=str(EXAMPLES))
+    doc = Warm(env).json("run", workload, "-b", bundle)
+    assert doc["stored"]["kernels"] == 0, doc["stored"]
+    assert len(warm.json("stats", bundle)["kernels"]) == len(warm.json("stats", full)["kernels"])
