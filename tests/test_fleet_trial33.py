@@ -194,3 +194,39 @@ def test_kernels_another_writer_stored_meanwhile_are_not_counted_as_new(
     doc = Warm(env).json("run", workload, "-b", bundle)
     assert doc["stored"]["kernels"] == 0, doc["stored"]
     assert len(warm.json("stats", bundle)["kernels"]) == len(warm.json("stats", full)["kernels"])
+
+
+def test_a_folder_in_place_of_the_local_copy_is_one_remote_error(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    """A folder where a URL's copy goes (made by hand, a restore gone wrong) cannot be
+    replaced: the CLI says the copy cannot be kept, production raises `RemoteError` (the
+    OSError the README promises), never a bare IsADirectoryError naming a temporary file."""
+    import subprocess
+    import sys
+
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = built[0]
+    os.environ["WARM_HOME"], saved = warm.env["WARM_HOME"], os.environ["WARM_HOME"]
+    try:
+        copy = cache_dir(url) / "bundle.warm"
+    finally:
+        os.environ["WARM_HOME"] = saved
+    copy.mkdir(parents=True)
+    copy.parent.chmod(0o700)
+    proc = warm("stats", url)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "cannot be kept" in proc.stderr and ".tmp" not in proc.stderr, proc.stderr
+    code = (
+        "import sys, warmcli\nfrom warmcli.errors import RemoteError\n"
+        "try:\n    warmcli.use_bundle(sys.argv[1])\n"
+        "except RemoteError as exc:\n    print('RemoteError', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, env=warm.env
+    )
+    assert done.stdout.startswith("RemoteError") and "cannot be kept" in done.stdout, done

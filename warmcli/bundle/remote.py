@@ -131,7 +131,11 @@ def fetch(url: str) -> Fetched:
                     raise RemoteError(reason)
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
-            os.replace(tmp, local)
+            try:  # a folder in its place: said of the copy, never of the temporary file
+                os.replace(tmp, local)
+            except OSError as exc:
+                why = f"{url}: its local copy cannot be kept ({local}: {exc.strerror})"
+                raise RemoteError(why) from None
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
         meta_doc = {"etag": etag, "sha256": digest, "copy": _identity(local)}
