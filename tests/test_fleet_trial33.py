@@ -230,3 +230,21 @@ def test_a_folder_in_place_of_the_local_copy_is_one_remote_error(
         [sys.executable, "-c", code, url], capture_output=True, text=True, env=warm.env
     )
     assert done.stdout.startswith("RemoteError") and "cannot be kept" in done.stdout, done
+
+
+def test_a_pull_refused_over_a_file_not_warms_leaves_nothing_beside_it(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    store.files["/notes.txt"] = built[0]
+    folder = tmp_path / "work"
+    folder.mkdir()
+    notes = folder / "notes.txt"
+    notes.write_text("my notes\n")
+    proc = warm("pull", f"{base}/notes.txt", notes)
+    assert proc.returncode == 2 and "--force" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]  # no notes.txt.lock
+    assert notes.read_text() == "my notes\n"
