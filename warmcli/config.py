@@ -243,6 +243,17 @@ def columns(environ: Environ | None = None) -> str | None:
     return _env(environ).get("COLUMNS")
 
 
+def rich_environment(environ: Environ | None = None) -> dict[str, str]:
+    """The environment for Rich's consoles, less a `COLUMNS` or `LINES` that is no number
+    `int` reads (`²`, which `str.isdigit` takes, or 5,000 digits): Rich would raise on it."""
+
+    def readable(value: str) -> bool:  # by `int`, which reads at most 4,300 digits
+        return value.isascii() and value.isdigit() and len(value) <= 4000
+
+    sizes = ("COLUMNS", "LINES")
+    return {k: v for k, v in _env(environ).items() if k not in sizes or readable(v)}
+
+
 def compiler_environment(usable_tmp: str, environ: Environ | None = None) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found

@@ -61,24 +61,13 @@ def _at_least_narrowest(console: Console) -> Console:
     return console
 
 
-def _rich_environ() -> dict[str, str]:
-    """The environment Rich reads, less a `COLUMNS` or `LINES` that is no number `int` reads
-    (`²`, which `str.isdigit` takes, or 5,000 digits): Rich would raise; it is as unset."""
-    sized = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return sized | {
-        k: v
-        for k in ("COLUMNS", "LINES")
-        if (v := os.environ.get(k, "")).isascii() and v.isdigit() and len(v) <= 4000
-    }
-
-
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
     log), nothing wraps: the width is `COLUMNS` when a number (`_columns`), else wide enough
     for any row."""
     from rich.console import Console
 
-    plain = {"markup": False, "emoji": False, "_environ": _rich_environ()}
+    plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
         return _at_least_narrowest(Console(**plain))
     return Console(file=TrimmedStdout(), width=_columns() or UNWRAPPED, **plain)  # type: ignore[arg-type]
@@ -90,7 +79,7 @@ def _stderr_console() -> Console:
     from rich.console import Console
 
     console = Console(
-        stderr=True, soft_wrap=True, markup=False, emoji=False, _environ=_rich_environ()
+        stderr=True, soft_wrap=True, markup=False, emoji=False, _environ=config.rich_environment()
     )
     console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
     return _at_least_narrowest(console)
