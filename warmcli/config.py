@@ -196,11 +196,13 @@ def parse_seconds(text: str) -> float:
 
 
 def parse_size(text: str) -> int:
-    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine)."""
+    """Bytes from `123`, `500K`, `10M`, `1.5G` (powers of 1024; a trailing `B`/`iB` is fine);
+    `ValueError` naming it for anything else, a number past what a float holds too."""
     match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"not a size: {text!r} (use bytes, or a number with K, M, G or T)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    size = float(match.group(1)) * _UNITS[match.group(2).upper()] if match else math.nan
+    if not math.isfinite(size):  # 400 digits read as a float are infinite
+        raise ValueError(f"not a size: {text[:40]!r} (use bytes, or a number with K, M, G or T)")
+    return int(size)
 
 
 def cc(environ: Environ | None = None) -> str | None:
@@ -239,6 +241,17 @@ def path(environ: Environ | None = None) -> str:
 def columns(environ: Environ | None = None) -> str | None:
     """`COLUMNS`, the terminal width the CLI's output follows off a terminal."""
     return _env(environ).get("COLUMNS")
+
+
+def rich_environment(environ: Environ | None = None) -> dict[str, str]:
+    """The environment for Rich's consoles, less a `COLUMNS` or `LINES` that is no number
+    `int` reads (`²`, which `str.isdigit` takes, or 5,000 digits): Rich would raise on it."""
+
+    def readable(value: str) -> bool:  # by `int`, which reads at most 4,300 digits
+        return value.isascii() and value.isdigit() and len(value) <= 4000
+
+    sizes = ("COLUMNS", "LINES")
+    return {k: v for k, v in _env(environ).items() if k not in sizes or readable(v)}
 
 
 def compiler_environment(usable_tmp: str, environ: Environ | None = None) -> dict[str, str] | None:

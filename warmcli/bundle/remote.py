@@ -10,7 +10,9 @@ integrity check) before one atomic rename publishes it. The ETag (or sha256) is
 remembered beside it: the next fetch asks the store whether it changed (a conditional
 GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
 this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
-its ETag that is a link or another's is removed and downloaded afresh. When the store
+its ETag that is a link or another's is removed and downloaded afresh, and a copy whose
+size or modification time is not what was remembered when it was published (replaced, cut
+short, written to) is downloaded afresh, not asked about by its ETag. When the store
 cannot be reached, sends something that is no bundle, or passes a bound, the last good
 copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
@@ -109,6 +111,8 @@ def fetch(url: str) -> Fetched:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
         have = _believed(local)  # a link or another's: downloaded afresh, never served
         meta = _read_meta(meta_path) if have and _believed(meta_path) else {}
+        if meta.get("copy") != _identity(local):  # changed since published: not the ETag's
+            meta = {}
         try:
             got = _store(url).download(meta.get("etag"), folder, limits)
         except RemoteError as exc:
@@ -127,10 +131,14 @@ def fetch(url: str) -> Fetched:
                     raise RemoteError(reason)
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
-            os.replace(tmp, local)
+            try:  # a folder in its place: said of the copy, never of the temporary file
+                os.replace(tmp, local)
+            except OSError as exc:
+                why = f"{url}: its local copy cannot be kept ({local}: {exc.strerror})"
+                raise RemoteError(why) from None
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
-        meta_doc = {"etag": etag, "sha256": digest}
+        meta_doc = {"etag": etag, "sha256": digest, "copy": _identity(local)}
         write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)
     finally:
@@ -371,6 +379,17 @@ def _believed(path: Path) -> bool:
     with contextlib.suppress(OSError):
         path.unlink()
     return False
+
+
+def _identity(path: Path) -> str:
+    """What says the copy at `path` is the file warm published: its size and modification
+    time (a copy replaced, cut short or written to since has others; a WARM_HOME copied
+    whole with its times, into an image, keeps them); "" when there is none."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _read_meta(path: Path) -> dict[str, str]:

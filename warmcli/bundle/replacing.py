@@ -55,8 +55,10 @@ def copy_into(source: Path, target: Path, force: bool) -> None:
     is no warm bundle is replaced only when `force`. The temporary file is named as a
     create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
     keeps its mode; a new one is made as any file (0666 less the umask), never 0600."""
+    if not force:  # first without the lock: a refusal leaves no `.lock` beside a file not warm's
+        _refuse_no_bundle(target)
     with write_lock(target):
-        if not force:
+        if not force:  # again under it: what a writer put there meanwhile
             _refuse_no_bundle(target)
         remove_leftovers(target)
         real = Path(os.path.realpath(target))

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet
 
 PREFETCH_CHARS = 64 << 20  # all prefetched rows' values together (each: PREFETCH_VALUE_BYTES)
+_HELD_BINARY = "SELECT sha256 FROM kernels WHERE key = ?"  # a kernel's binary, where held
 
 
 class Bundle(BundleAdmin):
@@ -327,7 +328,7 @@ class Bundle(BundleAdmin):
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
     ) -> tuple[int, int]:
-        """Store kernels (with their binaries), tunes and fingerprints in one transaction."""
+        """Store kernels, tunes, fingerprints in one transaction: (kernels added, tunes written)."""
         now = time.time()
         n_kernels = n_tunes = 0
         with self.transaction() as conn:
@@ -339,8 +340,8 @@ class Bundle(BundleAdmin):
                 self.written.add(("fingerprints", identity))
             replaced: set[str] = set()  # blobs of rebuilt kernels: freed when none uses them
             for record, binary in kernels:
-                old = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
-                replaced.update(str(r[0]) for r in old.fetchall() if r[0] != record.sha256)
+                held = [str(r[0]) for r in conn.execute(_HELD_BINARY, (record.key,))]
+                replaced.update(sha for sha in held if sha != record.sha256)
                 if isinstance(binary, Streamed):  # another bundle's, copied a chunk at a time
                     binary.store(conn)
                 else:
@@ -358,7 +359,7 @@ class Bundle(BundleAdmin):
                     ),
                 )  # fmt: skip
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
-                n_kernels += 1
+                n_kernels += held != [record.sha256]  # held so (another writer's): not added
             conn.executemany(
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],
@@ -378,11 +379,10 @@ class Bundle(BundleAdmin):
         if not last_used:
             return 0
         with self.transaction() as conn:
-            cursor = conn.executemany(
+            return conn.executemany(
                 "UPDATE kernels SET last_used = ? WHERE key = ?",
                 [(when, key) for key, when in last_used.items()],
-            )
-            return cursor.rowcount
+            ).rowcount
 
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a

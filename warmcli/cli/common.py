@@ -67,10 +67,10 @@ def _stdout_console() -> Console:
     for any row."""
     from rich.console import Console
 
+    plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
     if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
-        return _at_least_narrowest(Console(markup=False, emoji=False))
-    width = _columns() or UNWRAPPED
-    return Console(file=TrimmedStdout(), width=width, markup=False, emoji=False)  # type: ignore[arg-type]
+        return _at_least_narrowest(Console(**plain))
+    return Console(file=TrimmedStdout(), width=_columns() or UNWRAPPED, **plain)  # type: ignore[arg-type]
 
 
 def _stderr_console() -> Console:
@@ -78,7 +78,9 @@ def _stderr_console() -> Console:
     points stdout at /dev/null and exits 1: a command's JSON and its exit code were lost)."""
     from rich.console import Console
 
-    console = Console(stderr=True, soft_wrap=True, markup=False, emoji=False)
+    console = Console(
+        stderr=True, soft_wrap=True, markup=False, emoji=False, _environ=config.rich_environment()
+    )
     console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
     return _at_least_narrowest(console)
 

@@ -36,8 +36,9 @@ def push(
     To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
     held when the push began, where the store says: a concurrent push is refused, not lost.
     """
-    if not bundle.is_file():
-        fail(f"{bundle}: no such bundle")
+    if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
+        kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
+        fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
     digest = guarded(lambda: push_bundle(bundle, url))
     if as_json:
         emit_json({"bundle": str(bundle), "url": url, "sha256": digest})

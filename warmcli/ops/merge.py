@@ -4,22 +4,23 @@ Bundles made on several machines or for several architectures are combined by ke
 key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
 in two bundles keeps the newer measurement, and the report says which one won and which was
-dropped. Bundles of a format version this warm does not read, and files that are no warm
-bundle, are refused before anything is read; older formats it reads merge into the current
-one. The output's write lock is held from the first read to the publish, so a writer of the
-output (a `warm run`, a production write-back, another merge into it) waits and then writes
-into the merged file: no write is lost. The result is written to a temporary file beside the
-output, given the output's mode, owner and group, and moved into place only when complete (a
-journal or `-wal` a crashed writer of the old output left, which SQLite would play into the
-new file, rolled back into the old one or removed first: `warmcli.bundle.replacing`), so a
-failed merge leaves the output as it was and nothing beside it (what a killed merge left is
-removed by the next); an output that is a symbolic link stays one, the file it leads to
-replaced; one that is (or leads to) a FIFO or a device is refused, `--force` or not. The
-inputs' signatures do not carry over: given a key, the output is signed with it (every
-entry), else the report says the output is unsigned. A blob is copied a chunk at a time and
-checked against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size sets the
-memory a merge takes; a copy that fails (or is missing) is taken from another input holding
-a good one, and the report says so. Nothing here prints.
+dropped (in more: each one dropped, beside the one kept in the end). Bundles of a format
+version this warm does not read, and files that are no warm bundle, are refused before
+anything is read; older formats it reads merge into the current one. The output's write lock
+is held from the first read to the publish, so a writer of the output (a `warm run`, a
+production write-back, another merge into it) waits and then writes into the merged file: no
+write is lost. The result is written to a temporary file beside the output, given the
+output's mode, owner and group, and moved into place only when complete (a journal or `-wal`
+a crashed writer of the old output left, which SQLite would play into the new file, rolled
+back into the old one or removed first: `warmcli.bundle.replacing`), so a failed merge
+leaves the output as it was and nothing beside it (what a killed merge left is removed by
+the next); an output that is a symbolic link stays one, the file it leads to replaced; one
+that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs'
+signatures do not carry over: given a key, the output is signed with it (every entry), else
+the report says the output is unsigned. A blob is copied a chunk at a time and checked
+against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size sets the memory
+a merge takes; a copy that fails (or is missing) is taken from another input holding a good
+one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,7 @@ class _Union:
     last_used: dict[str, float] = field(default_factory=dict)
     tunes: dict[str, tuple[TuneRecord, int]] = field(default_factory=dict)
     fingerprints: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
+    chosen: dict[str, list[int]] = field(default_factory=dict)  # tune key -> its choices' places
 
 
 def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
@@ -193,7 +195,7 @@ def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
             used = usage.get(record.key, (0.0, 0.0))[1]
             union.last_used[record.key] = max(used, union.last_used.get(record.key, 0.0))
         for tune in bundle.tunes():
-            _choose(union.tunes, tune, index, report)
+            _choose(union, tune, index, report)
         for fp in bundle.fingerprints():
             data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
             union.fingerprints[str(fp["identity"])] = (str(fp["kind"]), data)
@@ -323,10 +325,11 @@ def _distinct(paths: list[Path]) -> list[Path]:
     return seen
 
 
-def _choose(
-    tunes: dict[str, tuple[TuneRecord, int]], tune: TuneRecord, index: int, report: MergeReport
-) -> None:
-    """Keep the newer measurement of a tune key; note the choice when both differ."""
+def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) -> None:
+    """Keep the newer measurement of a tune key; note the choice when both differ. A tune
+    held by several inputs is noted once per measurement dropped, each naming the one kept
+    in the end (one a later input displaced is named as dropped, never as kept)."""
+    tunes = union.tunes
     held = tunes.get(tune.key)
     if held is None:
         tunes[tune.key] = (tune, index)
@@ -338,6 +341,15 @@ def _choose(
         (tune, index, old, old_index) if _rank(tune) > _rank(old) else (old, old_index, tune, index)
     )
     tunes[tune.key] = (newer, newer_index)
+    places = union.chosen.setdefault(tune.key, [])
+    for at in places if newer is tune else ():  # the lines naming the one displaced as kept
+        report.choices[at] = replace(
+            report.choices[at],
+            kept=report.sources[index],
+            kept_pick=tune.pick,
+            kept_measured_at=tune.measured_at,
+        )
+    places.append(len(report.choices))
     report.choices.append(
         TuneChoice(
             operation=newer.operation,

@@ -58,7 +58,9 @@ def parse_shard(text: str) -> Shard:
     """`I/N` as a `Shard`; `ShardError` for anything else."""
     index, sep, count = text.strip().partition("/")
     if not sep or not _whole(index) or not _whole(count):
-        raise ShardError(f"shard {text!r} is not I/N (such as 0/4)")
+        raise ShardError(
+            f"shard {text[:40]!r} is not I/N (such as 0/4; at most {MAX_DIGITS} digits each)"
+        )
     if int(count) < 1:
         raise ShardError(f"shard {text!r}: N must be at least 1")
     return Shard(int(index), int(count))
@@ -77,10 +79,10 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
             raise ShardError(f"{index_var} is set but {count_var} is not: set it to the count")
         values = [env[index_var], env[count_var], env.get(offset_var or "", "0") or "0"]
         values.append(env.get(step_var or "", "1") or "1")
-        if not all(_whole(v) for v in values):
-            raise ShardError(
-                f"{index_var}={env[index_var]!r} {count_var}={env[count_var]!r}: not whole numbers"
-            )
+        names = (index_var, count_var, offset_var, step_var)
+        bad = [f"{n}={v[:40]!r}" for n, v in zip(names, values, strict=True) if not _whole(v)]
+        if bad:
+            raise ShardError(f"{' '.join(bad)}: not a whole number of at most {MAX_DIGITS} digits")
         index, count, offset, step = (int(v) for v in values)
         if count < 1:
             raise ShardError(f"{count_var}={count}: must be at least 1")
@@ -94,11 +96,14 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
     return None
 
 
+MAX_DIGITS = 18  # far above any shard count, far below the 4,300 digits `int(str)` reads
+
+
 def _whole(text: str) -> bool:
-    """Whether `text` is a whole number in ASCII digits (`str.isdigit` also takes `²`,
-    which `int` refuses)."""
+    """Whether `text` is a whole number in at most `MAX_DIGITS` ASCII digits (`str.isdigit`
+    also takes `²`, which `int` refuses, as it refuses 5,000 digits)."""
     text = text.strip()
-    return text.isascii() and text.isdigit()
+    return text.isascii() and text.isdigit() and len(text.lstrip("0")) <= MAX_DIGITS
 
 
 def _single(shard: Shard) -> Shard | None:
