@@ -3,7 +3,8 @@
 Bundles made on several machines or for several architectures are combined by key. A kernel
 key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
-in two bundles keeps the newer measurement, and the report says which one won and which was
+in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
+below every other), and the report says which one won and which was
 dropped (in more: each one dropped, beside the one kept in the end). Bundles of a format
 version this warm does not read, and files that are no warm bundle, are refused before
 anything is read; older formats it reads merge into the current one. The output's write lock
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -184,6 +186,7 @@ class _Union:
     tunes: dict[str, tuple[TuneRecord, int]] = field(default_factory=dict)
     fingerprints: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
     chosen: dict[str, list[int]] = field(default_factory=dict)  # tune key -> its choices' places
+    now: float = field(default_factory=time.time)  # when the merge read (`_rank`)
 
 
 def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
@@ -338,7 +341,9 @@ def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) ->
     if (old.measured_at, old.pick) == (tune.measured_at, tune.pick):
         return
     newer, newer_index, older, older_index = (
-        (tune, index, old, old_index) if _rank(tune) > _rank(old) else (old, old_index, tune, index)
+        (tune, index, old, old_index)
+        if _rank(tune, union.now) > _rank(old, union.now)
+        else (old, old_index, tune, index)
     )
     tunes[tune.key] = (newer, newer_index)
     places = union.chosen.setdefault(tune.key, [])
@@ -365,6 +370,14 @@ def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) ->
     )
 
 
-def _rank(tune: TuneRecord) -> tuple[bool, float]:
-    """A measured pick beats a pending one; then the newer measurement wins."""
-    return (tune.status == "measured", tune.measured_at)
+_SKEW = 86400.0  # how far ahead of this machine's clock another's may be, in seconds
+
+
+def _rank(tune: TuneRecord, now: float) -> tuple[bool, bool, float]:
+    """A measured pick beats a pending one; then the newer measurement wins. One dated more
+    than a day after `now` (a clock set wrong, or a bundle from elsewhere dated so to win
+    every merge) ranks below every measurement dated sanely, whatever their dates; of two
+    such, the earlier input's stays."""
+    at = tune.measured_at
+    sane = at <= now + _SKEW
+    return (tune.status == "measured", sane, at if sane else 0.0)
