@@ -205,7 +205,17 @@ def bundle_to_write(named: str | None) -> Path:
                 f"cannot make warm's home {given.parent} for the default bundle "
                 f"({exc.strerror}): set WARM_HOME, or name the bundle with --bundle"
             )
-    return given if named is None else new_file_path(given)
+    if named is None:
+        refuse_folder_name(str(config.bundle() or ""), "WARM_BUNDLE=")
+    return given if named is None else new_file_path(named)
+
+
+def refuse_folder_name(named: str, shown: str = "") -> None:
+    """A file to write named with a trailing `/` names a folder: one line and exit 2, never a
+    file made under the folder's name (a path drops the `/`), nor one whose name warm
+    guesses in it."""
+    if named.endswith(("/", os.sep)) and named.strip("/" + os.sep):
+        fail(f"{shown}{named}: ends in '/', so names a folder: name the bundle file to write")
 
 
 def new_file_path(named: str | Path) -> Path:
@@ -213,6 +223,8 @@ def new_file_path(named: str | Path) -> Path:
     directory to write it (`merge -o` too); else one line, and exit 2."""
     if not str(named).strip():
         fail("the bundle's name is empty: name the bundle file to write")
+    if isinstance(named, str):
+        refuse_folder_name(named)
     given = Path(named)
     if given.parent.exists() and not given.parent.is_dir():
         fail(f"{given}: {given.parent} is not a directory")

@@ -18,7 +18,7 @@ from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out
+from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, refuse_folder_name
 
 
 @app.command()
@@ -49,7 +49,7 @@ def push(
 @app.command()
 def pull(
     url: str = typer.Argument(..., help="The bundle's https:// or s3:// URL."),
-    path: Path | None = typer.Argument(None, help="Where to put it [default: its file name]."),
+    path: str | None = typer.Argument(None, help="Where to put it [default: its file name]."),
     force: bool = typer.Option(False, "--force", help="Replace PATH even if it is no bundle."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -62,7 +62,11 @@ def pull(
     """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
-    target = path or _named_by(url)
+    if path is not None:
+        refuse_folder_name(path)
+        if not path.strip():
+            fail("PATH is empty: name the bundle file to write, or leave it out for its own")
+    target = Path(path) if path is not None else _named_by(url)
     kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
     if kind is not None:
         fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")
