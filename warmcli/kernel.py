@@ -239,8 +239,9 @@ def _by_path(source: str) -> bool:
     from warmcli.directives import may_hide, spliced  # only where a plain scan found none
 
     data = source.encode(errors="surrogatepass")
-    text = spliced(data).decode(errors="surrogatepass") if may_hide(data) else ""
-    return _ABSOLUTE_INCLUDE.search(text) is not None
+    if not may_hide(data):
+        return False
+    return _ABSOLUTE_INCLUDE.search(spliced(data).decode(errors="surrogatepass")) is not None
 
 
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.
