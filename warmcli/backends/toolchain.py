@@ -10,7 +10,8 @@ when this user alone may write it, as the host library cache) by the binary's
 path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot
 start keys its kernels without starting a compiler nor walking links again: finding
 the compiler costs a `stat` per PATH entry, its identity one read of that file.
-`remembered` does the same for a compiler that is a library (NVRTC): its
+A C compiler that is a script (a wrapper, which may add flags) has its text's digest in
+its version too. `remembered` does the same for a compiler that is a library (NVRTC): its
 version is read once per library file on a machine (`is_remembered` says whether a
 process would find it). Nothing here compiles.
 """
@@ -39,6 +40,10 @@ VERSIONS_FILE = "toolchains.json"  # in warm's home: the remembered version line
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
+MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
+# What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
+# line remembered before is read again once).
+REMEMBERED_FORM = 2
 
 
 class Toolchain(Record):
@@ -108,6 +113,7 @@ def _version_line(name: str, where: str) -> str:
     """A compiler's `--version` banner, reduced to its version line."""
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
+    script = "" if name == "nvcc" else _wrapper(where)  # read first: the file that answers
     try:
         out = processes.run([where, "--version"], VERSION_TIMEOUT)
     except OSError as exc:
@@ -119,7 +125,25 @@ def _version_line(name: str, where: str) -> str:
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
-    return _nvcc_version(lines) if name == "nvcc" else lines[0]
+    return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
+
+
+def _wrapper(where: str) -> str:
+    """For a C compiler that is a script (`#!`: a wrapper, which may add flags or pick
+    another compiler by what it holds), its text's digest, to be told from the compiler it
+    runs; "" for a binary. Not for nvcc: toolkits and packages ship it as a wrapper script
+    that only finds the real one (its version line is the build's), and a bundle built by
+    one must serve where the toolkit's own runs."""
+    import hashlib
+
+    try:
+        with open(where, "rb") as script:
+            if script.read(2) != b"#!":
+                return ""
+            text = script.read(MAX_WRAPPER)
+    except OSError:
+        return ""
+    return f" (wrapper script sha256:{hashlib.sha256(text).hexdigest()[:16]})"
 
 
 def _as_binary(version: str, where: str) -> str:
@@ -189,7 +213,7 @@ def _stamp(name: str, path: str, st: os.stat_result) -> str | None:
     if time.time() - max(st.st_mtime, st.st_ctime) < RACY_SECONDS:
         return None
     ident = f"{st.st_size}|{st.st_dev}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
-    return f"{name}|{path}|{ident}"
+    return f"{name}|{path}|{ident}|{REMEMBERED_FORM}"
 
 
 def _read_versions() -> dict[str, str]:
