@@ -39,8 +39,9 @@ from warmcli.bundle.kernel_row import (
     PREFETCH_VALUE_BYTES,
     _kernel_record,
     chunk,
+    write_kernel_row,
 )
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
+from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -326,8 +327,10 @@ class Bundle(BundleAdmin):
         kernels: Iterable[tuple[KernelRecord, bytes | Streamed]] = (),
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
+        held: set[str] | None = None,
     ) -> tuple[int, int]:
-        """Store kernels (with their binaries), tunes and fingerprints in one transaction."""
+        """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
+        many of each it stored (a kernel row another writer stored alike is kept, in `held`)."""
         now = time.time()
         n_kernels = n_tunes = 0
         with self.transaction() as conn:
@@ -348,17 +351,11 @@ class Bundle(BundleAdmin):
                         "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
                         (record.sha256, len(binary), sqlite3.Binary(binary)),
                     )
-                conn.execute(
-                    "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        record.key, record.device, record.backend, record.arch, record.entry,
-                        record.label, record.symbol, record.sha256, record.toolchain,
-                        json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
-                        record.seconds, now, now,
-                    ),
-                )  # fmt: skip
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
-                n_kernels += 1
+                if write_kernel_row(conn, record, now):
+                    n_kernels += 1
+                elif held is not None:
+                    held.add(record.key)
             conn.executemany(
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],

@@ -1,0 +1,90 @@
+"""A CI engineer's GPU-less pre-build (`warm run --arch`), gated by what warm prints.
+
+Real parts only: the CLI in a subprocess, NVRTC and nvcc compiling for real without a
+GPU, real SQLite bundles. What a CI script reads must be true: `stored` is what a run
+added (two jobs building one bundle at once add it once between them), and an input or
+environment error (an architecture the chosen compiler does not build, an nvcc that is
+not there) is refused before the first pass, as warm's input, not blamed on the
+workload's line.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+    pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)
+
+# Two kernels; on its first call (the CompileOnly pass, which only looks the bundle up and
+# queues) the workload waits until as many jobs as BARRIER_COUNT have got there too, so
+# every job has found the bundle empty before any of them stores.
+TWO_JOBS = r'''
+import os, time
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """extern "C" __global__ void k(float *y, int n) {
+    int i = threadIdx.x; if (i < n) y[i] = y[i] * F;
+}"""
+KS = [Kernel(SRC, "k", "Pi", language="cuda", defines={"F": f"{i}.5f"}) for i in range(2)]
+CALLS = [0]
+def workload(rt):
+    y = rt.buffer(64)
+    for k in KS:
+        rt.launch(k, y, 64, grid=1, block=64)
+    CALLS[0] += 1
+    if CALLS[0] == 1:
+        folder = os.environ["BARRIER"]
+        open(os.path.join(folder, str(os.getpid())), "w").close()
+        deadline = time.monotonic() + 120
+        while len(os.listdir(folder)) < int(os.environ["BARRIER_COUNT"]):
+            assert time.monotonic() < deadline, "the other job never came"
+            time.sleep(0.05)
+'''
+
+
+def _kernel_rows(bundle: Path) -> list[tuple[str, str, float]]:
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT key, sha256, created FROM kernels ORDER BY key")
+        return [(str(k), str(s), float(c)) for k, s, c in rows]
+
+
+def test_two_jobs_building_one_bundle_at_once_count_what_each_added(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Both jobs said `stored 2 new kernel(s)` (JSON `stored.kernels` 2 each) for a bundle
+    that holds 2 kernels: the later one rewrote the rows the first had stored, and counted
+    them as its own. A CI script summing what its jobs added counted every kernel twice."""
+    workload = tmp_path / "two_jobs.py"
+    workload.write_text(TWO_JOBS)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    bundle = tmp_path / "shared.warm"
+    jobs = Warm(dict(warm.env, BARRIER=str(barrier), BARRIER_COUNT="2"))
+    args = ("run", workload, "--arch", "sm_90", "--no-ptx", "--compiler", "nvrtc")
+    started = [jobs.popen(*args, "-b", bundle, "--json") for _ in range(2)]
+    outputs = [p.communicate(timeout=240) for p in started]
+    for proc, (out, err) in zip(started, outputs, strict=True):
+        assert proc.returncode == 0, err + out
+    stored = [json.loads(out)["stored"]["kernels"] for out, _ in outputs]
+    rows = _kernel_rows(bundle)
+    assert len(rows) == 2
+    assert sorted(stored) == [0, 2], stored  # one job added both, the other nothing
+    # The job that added nothing says so in its pass table too ("into bundle").
+    for (out, _), n in zip(outputs, stored, strict=True):
+        compile_pass = json.loads(out)["passes"][1]["compilation"]
+        assert compile_pass["stored"] == n, compile_pass
+
+    # A third run of the same inputs adds nothing and leaves every row as it was.
+    again = Warm(dict(warm.env, BARRIER=str(barrier), BARRIER_COUNT="0"))
+    third = again(*args, "-b", bundle, "--json")
+    assert third.returncode == 0, third.stderr
+    assert json.loads(third.stdout)["stored"] == {"kernels": 0, "tunes": 0}
+    assert [(k, s) for k, s, _ in _kernel_rows(bundle)] == [(k, s) for k, s, _ in rows]
+
