@@ -88,3 +88,59 @@ def test_two_jobs_building_one_bundle_at_once_count_what_each_added(
     assert json.loads(third.stdout)["stored"] == {"kernels": 0, "tunes": 0}
     assert [(k, s) for k, s, _ in _kernel_rows(bundle)] == [(k, s) for k, s, _ in rows]
 
+
+ONE = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel("""extern "C" __global__ void one(float *y, int n) { if (threadIdx.x < n) y[0] = n; }""",
+           "one", "Pi", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=1)
+'''
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (("--arch", "sm_35", "--compiler", "nvrtc"), "does not build sm_35; it builds sm_75"),
+        (("--arch", "sm_35", "--compiler", "nvcc"), "does not build sm_35; it builds sm_75"),
+        (("--arch", "sm_90", "--nvcc", "/nonexistent/nvcc"), "/nonexistent/nvcc"),
+    ],
+)
+def test_a_compiler_that_cannot_build_is_refused_before_the_first_pass(
+    warm: Warm, tmp_path: Path, options: tuple[str, ...], said: str
+) -> None:
+    """It was blamed on the workload's launch line, in whichever pass first keyed a kernel:
+    `warm: error: workload raised during CompileOnly: w.py:7: ArchError: nvcc 13.0 does not
+    build sm_35; ...` (and `... ToolchainError: nvcc from --nvcc (...) is not an executable
+    file`), as if the workload were wrong, not the command line or the machine."""
+    workload = tmp_path / "w.py"
+    workload.write_text(ONE)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload, *options, "-b", bundle)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], proc.stderr
+    assert "workload raised" not in proc.stderr and "w.py" not in proc.stderr, proc.stderr
+    assert not proc.stdout and not bundle.exists() and not Path(f"{bundle}.lock").exists()
+    as_json = warm("run", workload, *options, "-b", bundle, "--json")
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit"] == 2
+    assert said in json.loads(as_json.stdout)["error"], as_json.stdout
+
+
+def test_a_host_run_without_its_c_compiler_is_refused_before_the_first_pass(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The same for the host backend (`WARM_CC` naming no compiler): it said `workload raised
+    during CompileOnly: matmul_host.py:83: ToolchainError: cc: compiler '/nonexistent/cc'
+    not found`."""
+    from conftest import EXAMPLES
+
+    bundle = tmp_path / "h.warm"
+    proc = Warm(dict(warm.env, WARM_CC="/nonexistent/cc"))(
+        "run", EXAMPLES / "matmul_host.py", "-b", bundle
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "/nonexistent/cc" in lines[0], proc.stderr
+    assert "workload raised" not in proc.stderr and not bundle.exists(), proc.stderr

@@ -28,6 +28,7 @@ from warmcli.backends.base import (
 from warmcli.backends.cuda.choose import (
     CompilerChoice,
     CudaCompiler,
+    check_builds,
     check_name,
     check_ptx_target,
     choose,
@@ -82,8 +83,11 @@ class CompilerSlot:
         nvcc: str | None,
         compiler: str | None = None,
         ptx: str | None = None,
+        *,
+        compile_only: bool = False,
     ) -> None:
         check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
+        self.compile_only = compile_only  # its compiler asked, at first use, if it builds arch
         self.device_id = device_id
         self.arch = arch
         self.nvcc = nvcc
@@ -104,7 +108,10 @@ class CompilerSlot:
             if self._compiler is None:
                 choice = choose(self.requested, self.nvcc)
                 compiler = make_compiler(choice, self.nvcc, self.ptx)
-                compiler.check_arch(self.arch)
+                if self.compile_only:
+                    check_builds(compiler, self.arch)
+                else:
+                    compiler.check_arch(self.arch)
                 self._compiler, self.choice = compiler, choice
             return self._compiler
 
@@ -140,7 +147,7 @@ class ArchDevice:
         parse_arch(arch)
         self.arch = arch
         self.id = arch
-        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx)
+        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx, compile_only=True)
 
     @property
     def fingerprint(self) -> DeviceFingerprint:
