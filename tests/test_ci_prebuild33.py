@@ -144,3 +144,40 @@ def test_a_host_run_without_its_c_compiler_is_refused_before_the_first_pass(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "/nonexistent/cc" in lines[0], proc.stderr
     assert "workload raised" not in proc.stderr and not bundle.exists(), proc.stderr
+
+
+GPU_AT_IMPORT = r'''
+import warmcli
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel("""extern "C" __global__ void k(float *y, int n) { }""", "k", "Pi", language="cuda")
+RT = warmcli.runtime({device})
+RT.launch(K, RT.buffer(64), 64, grid=1, block=1)
+def workload(rt):
+    rt.launch(K, rt.buffer(64), 64, grid=1, block=1)
+'''
+
+
+@pytest.mark.parametrize("device", ["", "'cuda'"])
+def test_gpu_work_at_import_in_a_gpu_less_prebuild_says_so(
+    warm: Warm, tmp_path: Path, device: str
+) -> None:
+    """With `--arch sm_90` given, it said `workload failed to import: DeviceError: no CUDA
+    device found: ...; to compile without a GPU, give the architecture: --arch sm_90` (or,
+    for `runtime()`, `the host device compiles C kernels, not 'cuda' ones`)."""
+    workload = tmp_path / "gpu_import.py"
+    workload.write_text(GPU_AT_IMPORT.replace("{device}", device))
+    bundle = tmp_path / "g.warm"
+    for command in (("run", workload, "-b", bundle), ("verify", bundle, "--workload", workload)):
+        if command[0] == "verify":
+            ok = tmp_path / "ok.py"
+            ok.write_text(ONE)
+            made = warm("run", ok, "--arch", "sm_90", "-b", bundle, "-q")
+            assert made.returncode == 0, made.stderr
+        proc = warm(*command, "--arch", "sm_90")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        error = proc.stderr.strip().splitlines()[-1]
+        assert f"{workload}:7: workload failed to import" in error, proc.stderr
+        assert "at import" in error and "--arch" in error, error
+        assert "give the architecture" not in error and "C kernels" not in error, error
+        assert "Traceback" not in proc.stderr

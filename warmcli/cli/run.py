@@ -156,8 +156,9 @@ def run(
 
     def loader() -> Workload:
         if module is not None:
-            return load_module(module, entry)
-        return load_workload(workload or "", entry, fallback="main" if pycuda else None)
+            return load_module(module, entry, gpu_less=bool(arch))
+        fallback = "main" if pycuda else None
+        return load_workload(workload or "", entry, fallback, gpu_less=bool(arch))
 
     if dask is not None:
         if shard_text is not None:
