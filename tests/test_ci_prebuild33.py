@@ -181,3 +181,18 @@ def test_gpu_work_at_import_in_a_gpu_less_prebuild_says_so(
         assert "at import" in error and "--arch" in error, error
         assert "give the architecture" not in error and "C kernels" not in error, error
         assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("arch", ["sm_1000", "sm_9", "SM_90", "sm_90,sm_80", ""])
+def test_an_arch_that_is_no_sm_number_says_what_one_is(
+    warm: Warm, tmp_path: Path, arch: str
+) -> None:
+    """`sm_1000` said `'sm_1000' is not a CUDA architecture: expected sm_<number>`, and it
+    is one: the form is sm_ and two or three digits (an a or f after, for sm_90a, sm_100f)."""
+    workload = tmp_path / "w.py"
+    workload.write_text(ONE)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload, "--arch", arch, "-b", bundle)
+    assert proc.returncode == 2 and not bundle.exists(), proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "two or three digits" in lines[0], proc.stderr

@@ -158,7 +158,10 @@ def parse_arch(arch: str) -> int:
             f"{arch} is a virtual (PTX) architecture, not a GPU's: use sm_{v.group(1)} "
             "(its PTX is kept too, unless told otherwise)"
         )
-    raise ArchError(f"{arch!r} is not a CUDA architecture: expected sm_<number>, e.g. sm_90")
+    raise ArchError(
+        f"{arch!r} is not a CUDA architecture: expected sm_ and two or three digits, e.g. "
+        "sm_90 or sm_100 (sm_90a, sm_100f: arch- or family-specific), one --arch each"
+    )
 
 
 @functools.cache
