@@ -196,3 +196,19 @@ def test_an_arch_that_is_no_sm_number_says_what_one_is(
     assert proc.returncode == 2 and not bundle.exists(), proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "two or three digits" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("arch", "use"),
+    [("compute_90a", "sm_90a"), ("compute_100f", "sm_100f"), ("compute_80a", "sm_80 ")],
+)
+def test_a_virtual_arch_names_the_gpu_arch_with_its_suffix(
+    warm: Warm, tmp_path: Path, arch: str, use: str
+) -> None:
+    """`--arch compute_90a` said `use sm_90`, which builds no arch-specific (wgmma) code."""
+    workload = tmp_path / "w.py"
+    workload.write_text(ONE)
+    proc = warm("run", workload, "--arch", arch, "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"use {use}" in lines[0], proc.stderr
