@@ -35,12 +35,14 @@ def open_devices(
     nvcc: str | None = None,
     compiler: str | None = None,
     ptx: str | None = None,
+    builds: bool = False,
 ) -> list[Device]:
     """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
 
     `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
     `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
-    highest architecture keep PTX beside its cubins; None keeps none.
+    highest architecture keep PTX beside its cubins; None keeps none. `builds` (`warm run`'s):
+    an `--arch` device's compiler must build its architecture (a replay's or check's need not).
     """
     if archs and spec != "auto":
         raise DeviceError(f"--arch {archs[0]} stands in for a GPU: leave out --device {spec}")
@@ -48,7 +50,8 @@ def open_devices(
         from warmcli.backends.cuda.arch import ArchDevice
 
         devices: list[Device] = [
-            ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
+            ArchDevice(arch, nvcc=nvcc, compiler=compiler, builds=builds)
+            for arch in dict.fromkeys(archs)
         ]
         return _keep_ptx(devices, ptx)
     given = spec

@@ -205,6 +205,7 @@ def run(
                 nvcc=nvcc,
                 compiler=compiler,
                 ptx=None if no_ptx else ptx or "auto",
+                builds=True,
             )
 
         return warm_bundle(

@@ -74,7 +74,8 @@ def require_loadable(device_id: str, binary: bytes, arch: str, driver: str) -> b
 
 class CompilerSlot:
     """A CUDA device's one compiler (NVRTC or nvcc, see `warmcli.backends.cuda.choose`), made (and
-    its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`."""
+    its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`;
+    `builds` (a run's `--arch` device): NVRTC too is asked then whether it builds the arch."""
 
     def __init__(
         self,
@@ -84,10 +85,10 @@ class CompilerSlot:
         compiler: str | None = None,
         ptx: str | None = None,
         *,
-        compile_only: bool = False,
+        builds: bool = False,
     ) -> None:
         check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
-        self.compile_only = compile_only  # its compiler asked, at first use, if it builds arch
+        self.builds = builds  # a run's: its compiler asked, at first use, if it builds arch
         self.device_id = device_id
         self.arch = arch
         self.nvcc = nvcc
@@ -108,7 +109,7 @@ class CompilerSlot:
             if self._compiler is None:
                 choice = choose(self.requested, self.nvcc)
                 compiler = make_compiler(choice, self.nvcc, self.ptx)
-                if self.compile_only:
+                if self.builds:
                     check_builds(compiler, self.arch)
                 else:
                     compiler.check_arch(self.arch)
@@ -143,11 +144,12 @@ class ArchDevice:
         *,
         compiler: str | None = None,
         ptx: str | None = None,
+        builds: bool = False,
     ) -> None:
         parse_arch(arch)
         self.arch = arch
         self.id = arch
-        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx, compile_only=True)
+        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx, builds=builds)
 
     @property
     def fingerprint(self) -> DeviceFingerprint:
