@@ -214,17 +214,21 @@ def test_a_virtual_arch_names_the_gpu_arch_with_its_suffix(
     assert len(lines) == 1 and f"use {use}" in lines[0], proc.stderr
 
 
-def test_verify_for_an_arch_nvrtc_does_not_build_names_the_misses(
-    warm: Warm, tmp_path: Path
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_verify_for_an_arch_the_compiler_does_not_build_names_the_misses(
+    warm: Warm, tmp_path: Path, compiler: str
 ) -> None:
     """A replay serves, it builds nothing: asked for `sm_35` (which NVRTC 13 does not build)
     over an `sm_90` bundle, it names each kernel missed, exit 1, as `warm check` says it is
-    not servable there; the run's refusal of such an arch is no replay's."""
+    not servable there; the run's refusal of such an arch is no replay's. With nvcc it said
+    `workload raised during Verify (CompileOnly): w.py:7: ArchError: nvcc 13.0 does not
+    build sm_35; ...` (exit 2)."""
     workload = tmp_path / "w.py"
     workload.write_text(ONE)
     bundle = tmp_path / "b.warm"
-    made = warm("run", workload, "--arch", "sm_90", "--compiler", "nvrtc", "-b", bundle, "-q")
+    made = warm("run", workload, "--arch", "sm_90", "--compiler", compiler, "-b", bundle, "-q")
     assert made.returncode == 0, made.stderr
-    proc = warm("verify", bundle, "--workload", workload, "--arch", "sm_35", "--compiler", "nvrtc")
+    replay = ("verify", bundle, "--workload", workload, "--arch", "sm_35")
+    proc = warm(*replay, "--compiler", compiler)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "miss: kernel one: arch:" in proc.stdout and "sm_35" in proc.stdout, proc.stdout

@@ -75,7 +75,9 @@ def require_loadable(device_id: str, binary: bytes, arch: str, driver: str) -> b
 class CompilerSlot:
     """A CUDA device's one compiler (NVRTC or nvcc, see `warmcli.backends.cuda.choose`), made (and
     its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`;
-    `builds` (a run's `--arch` device): NVRTC too is asked then whether it builds the arch."""
+    `builds`: True (a run's `--arch` device): asked then whether it builds the arch, NVRTC too;
+    False (a replay's or check's, which serve): the arch only parsed; None (a GPU's): checked
+    as the compiler checks it."""
 
     def __init__(
         self,
@@ -85,10 +87,10 @@ class CompilerSlot:
         compiler: str | None = None,
         ptx: str | None = None,
         *,
-        builds: bool = False,
+        builds: bool | None = None,
     ) -> None:
         check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
-        self.builds = builds  # a run's: its compiler asked, at first use, if it builds arch
+        self.builds = builds
         self.device_id = device_id
         self.arch = arch
         self.nvcc = nvcc
@@ -111,8 +113,10 @@ class CompilerSlot:
                 compiler = make_compiler(choice, self.nvcc, self.ptx)
                 if self.builds:
                     check_builds(compiler, self.arch)
-                else:
+                elif self.builds is None:
                     compiler.check_arch(self.arch)
+                else:
+                    parse_arch(self.arch)
                 self._compiler, self.choice = compiler, choice
             return self._compiler
 
