@@ -42,7 +42,8 @@ def open_devices(
     `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
     `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
     highest architecture keep PTX beside its cubins; None keeps none. `builds` (`warm run`'s):
-    an `--arch` device's compiler must build its architecture (a replay's or check's need not).
+    an `--arch` device's compiler, where one is here, must build its architecture, checked
+    now (a replay's or check's need not).
     """
     if archs and spec != "auto":
         raise DeviceError(f"--arch {archs[0]} stands in for a GPU: leave out --device {spec}")
@@ -53,7 +54,10 @@ def open_devices(
             ArchDevice(arch, nvcc=nvcc, compiler=compiler, builds=builds)
             for arch in dict.fromkeys(archs)
         ]
-        return _keep_ptx(devices, ptx)
+        devices = _keep_ptx(devices, ptx)  # first: a compiler is made with the PTX it keeps
+        for device in devices if builds else ():
+            device.compilers.check_builds()  # type: ignore[attr-defined]
+        return devices
     given = spec
     if spec == "auto":
         spec = hint or ("cuda" if cuda_available() else "host")

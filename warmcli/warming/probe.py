@@ -2,14 +2,11 @@
 
 `CompilerProbe` starts a thread that calls `compiler_info` for every device (a
 `--version` process, or a library's version) while the run opens its bundle; `join`
-returns and raises what the thread raised, or a `ToolchainError` saying why a device has
-no compiler (none found, or one that does not build its `--arch`): the run's input or
-machine, refused before the first pass, never blamed on the workload's first launch;
-`stop` (on an interrupt) kills the process groups the thread started
-(`warmcli.backends.processes.Owner`: a `--version` and its children), then joins for a
-moment. State: the thread, the owner of its processes, what it raised and why a device has
-no compiler (what it found goes into the caller's list). It never opens a bundle and never
-prints.
+returns and raises what the thread raised; `stop` (on an interrupt) kills the process
+groups the thread started (`warmcli.backends.processes.Owner`: a `--version` and its
+children), then joins for a moment. State: the thread, the owner of its processes and
+what it raised (what it found goes into the caller's list). It never opens a bundle and
+never prints.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from collections.abc import Sequence
 from warmcli.backends.base import Device
 from warmcli.backends.machine import compiler_info
 from warmcli.backends.processes import Owner, owned_by
-from warmcli.errors import ToolchainError
 
 STOP_WAIT = 2.0  # seconds `stop` waits for the thread once its processes are killed
 
@@ -30,15 +26,12 @@ class CompilerProbe:
 
     def __init__(self, devices: Sequence[Device], compilers: list[dict[str, str]]) -> None:
         self._failed: list[BaseException] = []
-        self._none: list[str] = []  # why a device has no compiler, one per such device
         self._children = Owner()
 
         def probe() -> None:
             try:
                 with owned_by(self._children):
-                    found = [compiler_info(d) for d in devices]
-                compilers.extend(found)
-                self._none.extend(c.get("why", "") for c in found if c.get("compiler") == "none")
+                    compilers.extend(compiler_info(d) for d in devices)
             except BaseException as exc:  # for the caller's thread, after the join
                 self._failed.append(exc)
 
@@ -46,12 +39,10 @@ class CompilerProbe:
         self._thread.start()
 
     def join(self) -> None:
-        """Wait for the probe; raise what it raised, or why a device has no compiler."""
+        """Wait for the probe; raise what it raised."""
         self._thread.join()
         if self._failed:
             raise self._failed[0]
-        if self._none:
-            raise ToolchainError(self._none[0])
 
     def stop(self) -> None:
         """Kill the processes the probe's thread started (each in its own group, with their

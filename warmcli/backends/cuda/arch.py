@@ -38,6 +38,7 @@ from warmcli.backends.cuda.choose import (
 from warmcli.backends.cuda.cubin import CubinError, check_cubin
 from warmcli.backends.cuda.nvcc import NvccCompiler, parse_arch
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
+from warmcli.errors import ToolchainError
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 
@@ -119,6 +120,15 @@ class CompilerSlot:
                     parse_arch(self.arch)
                 self._compiler, self.choice = compiler, choice
             return self._compiler
+
+    def check_builds(self) -> None:
+        """ArchError at once when this device's compiler does not build its arch: what a run
+        checks before its first pass. No compiler here is left to the first compile it fails:
+        a run over a bundle that holds all it reaches compiles nothing and needs none."""
+        try:
+            self.get("cuda")
+        except ToolchainError:
+            return
 
     def check_ptx(self) -> None:
         """ArchError at once when this device's compiler cannot build the PTX it keeps
