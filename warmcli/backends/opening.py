@@ -35,12 +35,15 @@ def open_devices(
     nvcc: str | None = None,
     compiler: str | None = None,
     ptx: str | None = None,
+    builds: bool = False,
 ) -> list[Device]:
     """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
 
     `compiler` names the CUDA compiler (`nvrtc`, `nvcc`; default: see
     `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
-    highest architecture keep PTX beside its cubins; None keeps none.
+    highest architecture keep PTX beside its cubins; None keeps none. `builds` (`warm run`'s):
+    an `--arch` device's compiler, where one is here, must build its architecture, checked
+    now (a replay's or check's need not).
     """
     if archs and spec != "auto":
         raise DeviceError(f"--arch {archs[0]} stands in for a GPU: leave out --device {spec}")
@@ -48,9 +51,13 @@ def open_devices(
         from warmcli.backends.cuda.arch import ArchDevice
 
         devices: list[Device] = [
-            ArchDevice(arch, nvcc=nvcc, compiler=compiler) for arch in dict.fromkeys(archs)
+            ArchDevice(arch, nvcc=nvcc, compiler=compiler, builds=builds)
+            for arch in dict.fromkeys(archs)
         ]
-        return _keep_ptx(devices, ptx)
+        devices = _keep_ptx(devices, ptx)  # first: a compiler is made with the PTX it keeps
+        for device in devices if builds else ():
+            device.compilers.check_builds()  # type: ignore[attr-defined]
+        return devices
     given = spec
     if spec == "auto":
         spec = hint or ("cuda" if cuda_available() else "host")

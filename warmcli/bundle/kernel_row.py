@@ -7,8 +7,8 @@ and a sha256's hex, an entry's and a symbol's form, components a JSON object, a 
 time, a blob's size). A hot start parses thousands, so a row as warm writes it passes
 the same checks written inline, in one frame; any other row takes the field-by-field
 path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's
-cursor, their values counted against its budget, by `stepped`. It holds no state and runs
-no query itself.
+cursor, their values counted against its budget, by `stepped`. `write_kernel_row` writes
+one record's row for a writer; else it holds no state and runs no query itself.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from warmcli.bundle.rows import (
     _SYMBOL,
     KERNEL_COLUMNS,
     MAX_NAME_CHARS,
+    _clip,
     _json_object,
     _Malformed,
     _within_limits,
@@ -128,6 +129,34 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             )  # fmt: skip
             return record
     return _checked_kernel_record(row)
+
+
+# A kernel row as a writer would write it, but for its times (`write_kernel_row`).
+_SAME_KERNEL = (
+    "SELECT 1 FROM kernels WHERE key = ? AND device = ? AND backend = ? AND arch = ? AND "
+    "entry = ? AND label = ? AND symbol = ? AND sha256 = ? AND toolchain = ? AND "
+    "components = ? AND compile_log = ? AND typeof(seconds) = 'real' AND "
+    "seconds BETWEEN 0 AND 1.7976931348623157e308"
+)
+
+
+def write_kernel_row(conn: sqlite3.Connection, record: KernelRecord, now: float) -> bool:
+    """Write `record`'s row, created and last used `now`, in the writer's transaction on
+    `conn`; whether it wrote it. A row the bundle holds alike but for its times (the same
+    build, by another writer of one bundle: two CI jobs at once) is kept as it is: the run
+    that wrote it first stored it, this one adds nothing."""
+    row = (
+        record.key, record.device, record.backend, record.arch, record.entry, record.label,
+        record.symbol, record.sha256, record.toolchain,
+        json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
+    )  # fmt: skip
+    if conn.execute(_SAME_KERNEL, row).fetchone():
+        return False
+    conn.execute(
+        "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (*row, record.seconds, now, now),
+    )
+    return True
 
 
 def chunk(

@@ -39,8 +39,9 @@ from warmcli.bundle.kernel_row import (
     PREFETCH_VALUE_BYTES,
     _kernel_record,
     chunk,
+    write_kernel_row,
 )
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _clip, _corrupt, _Malformed
+from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet
 
 PREFETCH_CHARS = 64 << 20  # all prefetched rows' values together (each: PREFETCH_VALUE_BYTES)
-_HELD_BINARY = "SELECT sha256 FROM kernels WHERE key = ?"  # a kernel's binary, where held
 
 
 class Bundle(BundleAdmin):
@@ -327,8 +327,10 @@ class Bundle(BundleAdmin):
         kernels: Iterable[tuple[KernelRecord, bytes | Streamed]] = (),
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
+        held: set[str] | None = None,
     ) -> tuple[int, int]:
-        """Store kernels, tunes, fingerprints in one transaction: (kernels added, tunes written)."""
+        """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
+        many of each it stored (a kernel row another writer stored alike is kept, in `held`)."""
         now = time.time()
         n_kernels = n_tunes = 0
         with self.transaction() as conn:
@@ -340,8 +342,8 @@ class Bundle(BundleAdmin):
                 self.written.add(("fingerprints", identity))
             replaced: set[str] = set()  # blobs of rebuilt kernels: freed when none uses them
             for record, binary in kernels:
-                held = [str(r[0]) for r in conn.execute(_HELD_BINARY, (record.key,))]
-                replaced.update(sha for sha in held if sha != record.sha256)
+                old = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
+                replaced.update(str(r[0]) for r in old.fetchall() if r[0] != record.sha256)
                 if isinstance(binary, Streamed):  # another bundle's, copied a chunk at a time
                     binary.store(conn)
                 else:
@@ -349,17 +351,11 @@ class Bundle(BundleAdmin):
                         "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
                         (record.sha256, len(binary), sqlite3.Binary(binary)),
                     )
-                conn.execute(
-                    "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        record.key, record.device, record.backend, record.arch, record.entry,
-                        record.label, record.symbol, record.sha256, record.toolchain,
-                        json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
-                        record.seconds, now, now,
-                    ),
-                )  # fmt: skip
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
-                n_kernels += held != [record.sha256]  # held so (another writer's): not added
+                if write_kernel_row(conn, record, now):
+                    n_kernels += 1
+                elif held is not None:
+                    held.add(record.key)
             conn.executemany(
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],

@@ -156,8 +156,9 @@ def run(
 
     def loader() -> Workload:
         if module is not None:
-            return load_module(module, entry)
-        return load_workload(workload or "", entry, fallback="main" if pycuda else None)
+            return load_module(module, entry, gpu_less=bool(arch))
+        fallback = "main" if pycuda else None
+        return load_workload(workload or "", entry, fallback, gpu_less=bool(arch))
 
     if dask is not None:
         if shard_text is not None:
@@ -204,6 +205,7 @@ def run(
                 nvcc=nvcc,
                 compiler=compiler,
                 ptx=None if no_ptx else ptx or "auto",
+                builds=True,
             )
 
         return warm_bundle(

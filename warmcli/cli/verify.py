@@ -114,7 +114,7 @@ def verify(
     def worker() -> int:
         def replayed_here() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                loaded = load_workload(chosen, entry)
+                loaded = load_workload(chosen, entry, gpu_less=bool(arch))
                 return replay(
                     path, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
                 )

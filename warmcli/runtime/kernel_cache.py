@@ -361,9 +361,12 @@ class KernelCache:
         cut = [(f"{n} (compile interrupted: nothing stored)", k) for n, k in cut]
         return built + failed + cut + none
 
-    def mark_persisted(self, keys: list[str]) -> None:
+    def mark_persisted(
+        self, keys: list[str], held: set[str] | frozenset[str] = frozenset()
+    ) -> None:
+        """`keys` are in the bundle now: stored by this cache, but those in `held`."""
         self.ledger.mark_persisted(keys)
-        self.registrations.record(keys, "stored")
+        self.registrations.record([k for k in keys if k not in held], "stored")
 
     def loaded_from_bundle(self) -> list[str]:
         """Keys of the kernels this cache served from the bundle."""

@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at
 
     class _Kernels(Protocol):
         def unpersisted(self) -> list[tuple[KernelRecord, bytes]]: ...
-        def mark_persisted(self, keys: list[str]) -> None: ...
+        def mark_persisted(self, keys: list[str], held: set[str]) -> None: ...
         def loaded_from_bundle(self) -> list[str]: ...
         def toolchains(self) -> list[Toolchain]: ...
 
@@ -80,7 +80,8 @@ def persist(
     fp: DeviceFingerprint, kernels: _Kernels, tunes: _Tunes, bundle: Store
 ) -> tuple[int, int, list[str]]:
     """Write what `kernels` built and `tunes` measured into `bundle`: (kernels written,
-    tunes written, the keys of the tunes handed over, for the caller to count)."""
+    tunes written, the keys of the tunes handed over, for the caller to count). A kernel
+    another writer stored alike meanwhile is held, not written by this one, nor counted."""
     built: list[tuple[KernelRecord, bytes]] = kernels.unpersisted()
     measured: list[TuneRecord] = tunes.unpersisted()
     fingerprints: list[tuple[str, str, dict[str, object]]] = [
@@ -89,10 +90,11 @@ def persist(
     for toolchain in kernels.toolchains():
         fingerprints.append(("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict()))
     n_kernels = n_tunes = 0
+    held: set[str] = set()  # built here, and stored alike by another writer meanwhile
     if built or measured:
-        n_kernels, n_tunes = bundle.put(built, measured, fingerprints)
+        n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held)
     # What was served from the bundle was used: its LRU time moves (writers only).
     bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
-    kernels.mark_persisted([r.key for r, _ in built])
+    kernels.mark_persisted([r.key for r, _ in built], held)
     tunes.mark_persisted([t.key for t in measured])
     return n_kernels, n_tunes, [t.key for t in measured]

@@ -78,8 +78,10 @@ class Store(Protocol):
         kernels: Iterable[tuple[KernelRecord, bytes]] = (),
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
+        held: set[str] | None = None,
     ) -> tuple[int, int]:
-        """Store kernels (with their binaries), tunes and fingerprints at once."""
+        """Store kernels (with their binaries), tunes and fingerprints at once: how many of
+        each were stored (a kernel another writer stored alike is kept, its key in `held`)."""
         ...
 
     def touch(self, last_used: Mapping[str, float]) -> int:

@@ -29,8 +29,9 @@ worker), and a process the entry forked that returns or raises out of it ends th
 (`os._exit`), never running warm's passes beside its parent.
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
-itself does on it runs unwarmed, and where is kept (`unbound`). The module owns nothing once
-loaded; it never runs the passes itself.
+itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
+(`gpu_less`: `--arch`) an import that failed for want of a GPU is said so. The module owns
+nothing once loaded; it never runs the passes itself.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from warmcli.errors import WorkloadError, message_of
+from warmcli.errors import DeviceError, WorkloadError, message_of
 from warmcli.production import late_runtimes
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -183,7 +184,7 @@ def _ran_code(exc: BaseException) -> bool:
     return any(f.filename != __file__ and not f.filename.startswith("<frozen") for f in frames)
 
 
-def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
+def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> WorkloadError:
     if isinstance(exc, SyntaxError) and exc.filename is None:  # null bytes, on Python 3.12+
         return WorkloadError(f"{path}: not a Python source file ({exc.msg})")
     if isinstance(exc, SyntaxError):
@@ -192,6 +193,9 @@ def _import_failure(exc: BaseException, path: Path | str) -> WorkloadError:
         return WorkloadError(f"{path}: not a Python source file ({first_line(exc)})")
     if isinstance(exc, SystemExit):
         failure = f"it called sys.exit({exc.code!r})"
+    elif gpu_less and isinstance(exc, DeviceError):  # its own hint is no GPU-less run's
+        failure = "DeviceError: it used a GPU at import, and a GPU-less pre-build (--arch) has "
+        failure += "none: warm builds what the entry function does on its runtime: do it there"
     else:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
     from warmcli.backends.cuda.device import pycuda_stands_in  # (a failed import's only)
@@ -253,10 +257,11 @@ def _forked_child_ends(parent: int, code: int) -> None:
 
 
 def load_workload(
-    path: str | Path, entry: str = "workload", fallback: str | None = None
+    path: str | Path, entry: str = "workload", fallback: str | None = None, gpu_less: bool = False
 ) -> Workload:
     """Import the workload file (its folder first on `sys.path`) and find its entry point
-    (else `fallback`, if it has one)."""
+    (else `fallback`, if it has one). `gpu_less`: for a pre-build (`--arch`), whose import
+    finds no GPU (its failure to is said so)."""
     path = Path(path)
     if path.is_dir():
         raise WorkloadError(f"{path}: is a directory, not a workload file")
@@ -280,7 +285,7 @@ def load_workload(
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         sys.modules.pop(name, None)
-        raise _import_failure(exc, resolved) from None
+        raise _import_failure(exc, resolved, gpu_less) from None
     if stem is not None:
         known_by(module, stem, resolved)
     else:  # a worker imports it by its private name, through a stub
@@ -300,11 +305,12 @@ def _package_main(spec: Any) -> str | None:
     return None
 
 
-def load_module(name: str, entry: str = "workload") -> Workload:
+def load_module(name: str, entry: str = "workload", gpu_less: bool = False) -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
     the current folder first on `sys.path`, relative imports inside its package working,
     a package's `__main__` module where it has one (else, or where that defines no `entry`
-    and the package does, as a command-line script there does not, the package itself)."""
+    and the package does, as a command-line script there does not, the package itself);
+    `gpu_less` as for `load_workload`."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
     if name.startswith("."):  # as `python -m` refuses it
@@ -317,7 +323,7 @@ def load_module(name: str, entry: str = "workload") -> Workload:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
-        raise _import_failure(exc, name) from None
+        raise _import_failure(exc, name, gpu_less) from None
     found = spec.origin if spec is not None else None
     if spec is not None and spec.submodule_search_locations is not None:
         main = _package_main(spec)  # a package: `python -m` runs its `__main__`
@@ -332,7 +338,7 @@ def load_module(name: str, entry: str = "workload") -> Workload:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
-        raise _import_failure(exc, origin) from None
+        raise _import_failure(exc, origin, gpu_less) from None
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI

@@ -28,6 +28,7 @@ from warmcli.backends.base import (
 from warmcli.backends.cuda.choose import (
     CompilerChoice,
     CudaCompiler,
+    check_builds,
     check_name,
     check_ptx_target,
     choose,
@@ -37,6 +38,7 @@ from warmcli.backends.cuda.choose import (
 from warmcli.backends.cuda.cubin import CubinError, check_cubin
 from warmcli.backends.cuda.nvcc import NvccCompiler, parse_arch
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
+from warmcli.errors import ToolchainError
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 
@@ -73,7 +75,10 @@ def require_loadable(device_id: str, binary: bytes, arch: str, driver: str) -> b
 
 class CompilerSlot:
     """A CUDA device's one compiler (NVRTC or nvcc, see `warmcli.backends.cuda.choose`), made (and
-    its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`."""
+    its arch checked) on first use. `ptx` is what PTX it keeps: None, `auto`, `compute_XX`;
+    `builds`: True (a run's `--arch` device): asked then whether it builds the arch, NVRTC too;
+    False (a replay's or check's, which serve): the arch only parsed; None (a GPU's): checked
+    as the compiler checks it."""
 
     def __init__(
         self,
@@ -82,8 +87,11 @@ class CompilerSlot:
         nvcc: str | None,
         compiler: str | None = None,
         ptx: str | None = None,
+        *,
+        builds: bool | None = None,
     ) -> None:
         check_name(compiler)  # a wrong name fails at once, not only when a compile is needed
+        self.builds = builds
         self.device_id = device_id
         self.arch = arch
         self.nvcc = nvcc
@@ -104,9 +112,23 @@ class CompilerSlot:
             if self._compiler is None:
                 choice = choose(self.requested, self.nvcc)
                 compiler = make_compiler(choice, self.nvcc, self.ptx)
-                compiler.check_arch(self.arch)
+                if self.builds:
+                    check_builds(compiler, self.arch)
+                elif self.builds is None:
+                    compiler.check_arch(self.arch)
+                else:
+                    parse_arch(self.arch)
                 self._compiler, self.choice = compiler, choice
             return self._compiler
+
+    def check_builds(self) -> None:
+        """ArchError at once when this device's compiler does not build its arch: what a run
+        checks before its first pass. No compiler here is left to the first compile it fails:
+        a run over a bundle that holds all it reaches compiles nothing and needs none."""
+        try:
+            self.get("cuda")
+        except ToolchainError:
+            return
 
     def check_ptx(self) -> None:
         """ArchError at once when this device's compiler cannot build the PTX it keeps
@@ -136,11 +158,12 @@ class ArchDevice:
         *,
         compiler: str | None = None,
         ptx: str | None = None,
+        builds: bool = False,
     ) -> None:
         parse_arch(arch)
         self.arch = arch
         self.id = arch
-        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx)
+        self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx, builds=builds)
 
     @property
     def fingerprint(self) -> DeviceFingerprint:

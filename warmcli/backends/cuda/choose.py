@@ -5,8 +5,9 @@ The order: `--compiler nvrtc|nvcc` (the `compiler` argument), else
 else NVRTC when `cuda-bindings` and the NVRTC library are installed (in process,
 fastest), else nvcc (found as `warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps
 the reason in words, for `warm devices` and `warm run --verbose`. This module
-decides and builds the compiler, and checks up front that it builds the PTX asked for
-(`check_ptx_target`); it keeps no state and compiles nothing.
+decides and builds the compiler, and checks up front that it builds the architecture
+(`check_builds`) and the PTX asked for (`check_ptx_target`); it keeps no state and
+compiles nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmcli import config
-from warmcli.backends.cuda.nvcc import NvccCompiler, _release, nvcc_candidates
+from warmcli.backends.cuda.nvcc import NvccCompiler, _release, nvcc_candidates, parse_arch
 from warmcli.backends.cuda.nvcc import supported_sms as nvcc_sms
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
 from warmcli.backends.cuda.nvrtc import supported_sms as nvrtc_sms
@@ -91,4 +92,19 @@ def check_ptx_target(compiler: CudaCompiler, ptx: str) -> None:
         raise ArchError(
             f"--ptx {ptx}: the installed {name} does not build it; it builds "
             + ", ".join(f"compute_{n}" for n in sorted(known))
+        )
+
+
+def check_builds(compiler: CudaCompiler, arch: str) -> None:
+    """ArchError in one line when `compiler` does not build `arch` (`sm_XX`), naming what it
+    does, asked of NVRTC too (its `check_arch` leaves that to its first compile, so that a
+    hot start never loads its bindings): what a compile-only device checks at first use."""
+    if not isinstance(compiler, NvrtcCompiler):
+        compiler.check_arch(arch)
+        return
+    known = nvrtc_sms()
+    if known and parse_arch(arch) not in known:
+        raise ArchError(
+            f"NVRTC {_release(compiler.toolchain)} does not build {arch}; it builds "
+            + ", ".join(f"sm_{n}" for n in sorted(known))
         )

@@ -51,7 +51,7 @@ from warmcli.errors import ArchError, CubinError
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
 _ARCH = re.compile(r"^sm_([1-9]\d{1,2})([af]?)$")
-_VIRTUAL = re.compile(r"^compute_([1-9]\d{1,2})[af]?$")
+_VIRTUAL = re.compile(r"^compute_([1-9]\d{1,2})([af]?)$")
 # The first SM of each suffix: arch-specific (`sm_90a`) and family-specific (`sm_100f`).
 _SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
@@ -153,12 +153,17 @@ def parse_arch(arch: str) -> int:
             )
         return sm
     v = _VIRTUAL.match(arch)
-    if v:
+    if v:  # its GPU's, with its suffix where a GPU has it (`compute_90a`: sm_90a)
+        sm, suffix = int(v.group(1)), v.group(2)
+        real = f"sm_{sm}{suffix if suffix and sm >= _SUFFIX_FROM[suffix] else ''}"
         raise ArchError(
-            f"{arch} is a virtual (PTX) architecture, not a GPU's: use sm_{v.group(1)} "
+            f"{arch} is a virtual (PTX) architecture, not a GPU's: use {real} "
             "(its PTX is kept too, unless told otherwise)"
         )
-    raise ArchError(f"{arch!r} is not a CUDA architecture: expected sm_<number>, e.g. sm_90")
+    raise ArchError(
+        f"{arch!r} is not a CUDA architecture: expected sm_ and two or three digits, e.g. "
+        "sm_90 or sm_100 (sm_90a, sm_100f: arch- or family-specific), one --arch each"
+    )
 
 
 @functools.cache
