@@ -211,9 +211,8 @@ def bundle_to_write(named: str | None) -> Path:
 
 
 def refuse_folder_name(named: str, shown: str = "") -> None:
-    """A file to write named with a trailing `/` names a folder: one line and exit 2, never a
-    file made under the folder's name (a path drops the `/`), nor one whose name warm
-    guesses in it."""
+    """A file to write named with a trailing `/` names a folder: one line and exit 2, never
+    a file made under the folder's name (a path drops the `/`) nor one named by a guess."""
     if named.endswith(("/", os.sep)) and named.strip("/" + os.sep):
         fail(f"{shown}{named}: ends in '/', so names a folder: name the bundle file to write")
 
