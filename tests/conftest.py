@@ -199,16 +199,27 @@ def bundle_path(tmp_path: Path) -> Path:
     return tmp_path / "bundle.warm"
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """warm with a home of its own, and the example workload's bundle it made (once per
-    module): what the hostile-input tests copy and attack."""
-    base = tmp_path_factory.mktemp("hostile")
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `good.warm`, the example workload's bundle, and `home`, the warm home
+    that made it (once per test process): what `made` copies for each module."""
+    base = tmp_path_factory.mktemp("made-once")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    good = base / "good.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
-    return warm, good
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", base / "good.warm", "-q").returncode == 0
+    return base
+
+
+@pytest.fixture(scope="module")
+def made(made_once: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    """warm with a home of its own, and the example workload's bundle it made (a module's
+    own copy of `made_once`'s folder, as a run there would leave it): what the
+    hostile-input tests copy and attack."""
+    base = tmp_path_factory.mktemp("hostile")
+    shutil.copytree(made_once, base, dirs_exist_ok=True, symlinks=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    return warm, base / "good.warm"
 
 
 @pytest.fixture
