@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,19 @@ def made(made_once: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[War
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
     return warm, base / "good.warm"
+
+
+@pytest.fixture
+def host_bundle(made_once: Path) -> Callable[[Path], Path]:
+    """Puts at a path the host example's bundle, as `warm run examples/matmul_host.py -b
+    PATH -q` makes it (a copy of `made_once`'s, no lock file beside it), and returns the
+    path: for tests that only read or attack such a bundle."""
+
+    def put(path: Path) -> Path:
+        shutil.copyfile(made_once / "good.warm", path)
+        return path
+
+    return put
 
 
 @pytest.fixture
