@@ -182,17 +182,30 @@ def warm(tmp_path: Path) -> Warm:
     return Warm(env)
 
 
-@pytest.fixture
-def served(warm: Warm, tmp_path: Path) -> Path:
-    """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
-    `tmp_path`, warmed into the bundle returned."""
+@pytest.fixture(scope="session")
+def served_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `svc.py` (the production trials' service,
+    `test_production_trial30.SERVICE`), `b.warm`, its bundle, and `home`, the warm home that
+    warmed it (once per test process): what `served` copies for each test."""
     from test_production_trial30 import SERVICE
 
-    (tmp_path / "svc.py").write_text(SERVICE)
-    bundle = tmp_path / "b.warm"
-    done = warm("run", tmp_path / "svc.py", "--bundle", bundle)
+    base = tmp_path_factory.mktemp("served-once")
+    (base / "svc.py").write_text(SERVICE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    done = warm("run", base / "svc.py", "--bundle", base / "b.warm")
     assert done.returncode == 0, done.stderr
-    return bundle
+    return base
+
+
+@pytest.fixture
+def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
+    """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
+    `tmp_path`, warmed into the bundle returned (`served_once`'s copied, with the warm home
+    that warmed it as `warm`'s home, as a run there would leave them)."""
+    shutil.copytree(served_once, tmp_path, dirs_exist_ok=True, symlinks=True)
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
+    return tmp_path / "b.warm"
 
 
 @pytest.fixture
