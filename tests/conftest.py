@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,17 +182,30 @@ def warm(tmp_path: Path) -> Warm:
     return Warm(env)
 
 
-@pytest.fixture
-def served(warm: Warm, tmp_path: Path) -> Path:
-    """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
-    `tmp_path`, warmed into the bundle returned."""
+@pytest.fixture(scope="session")
+def served_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `svc.py` (the production trials' service,
+    `test_production_trial30.SERVICE`), `b.warm`, its bundle, and `home`, the warm home that
+    warmed it (once per test process): what `served` copies for each test."""
     from test_production_trial30 import SERVICE
 
-    (tmp_path / "svc.py").write_text(SERVICE)
-    bundle = tmp_path / "b.warm"
-    done = warm("run", tmp_path / "svc.py", "--bundle", bundle)
+    base = tmp_path_factory.mktemp("served-once")
+    (base / "svc.py").write_text(SERVICE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    done = warm("run", base / "svc.py", "--bundle", base / "b.warm")
     assert done.returncode == 0, done.stderr
-    return bundle
+    return base
+
+
+@pytest.fixture
+def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
+    """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
+    `tmp_path`, warmed into the bundle returned (`served_once`'s copied, with the warm home
+    that warmed it as `warm`'s home, as a run there would leave them)."""
+    shutil.copytree(served_once, tmp_path, dirs_exist_ok=True, symlinks=True)
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
+    return tmp_path / "b.warm"
 
 
 @pytest.fixture
@@ -199,16 +213,40 @@ def bundle_path(tmp_path: Path) -> Path:
     return tmp_path / "bundle.warm"
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """warm with a home of its own, and the example workload's bundle it made (once per
-    module): what the hostile-input tests copy and attack."""
-    base = tmp_path_factory.mktemp("hostile")
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `good.warm`, the example workload's bundle, and `home`, the warm home
+    that made it (once per test process): what `made` copies for each module."""
+    base = tmp_path_factory.mktemp("made-once")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    good = base / "good.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", good, "-q").returncode == 0
-    return warm, good
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", base / "good.warm", "-q").returncode == 0
+    return base
+
+
+@pytest.fixture(scope="module")
+def made(made_once: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    """warm with a home of its own, and the example workload's bundle it made (a module's
+    own copy of `made_once`'s folder, as a run there would leave it): what the
+    hostile-input tests copy and attack."""
+    base = tmp_path_factory.mktemp("hostile")
+    shutil.copytree(made_once, base, dirs_exist_ok=True, symlinks=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    return warm, base / "good.warm"
+
+
+@pytest.fixture
+def host_bundle(made_once: Path) -> Callable[[Path], Path]:
+    """Puts at a path the host example's bundle, as `warm run examples/matmul_host.py -b
+    PATH -q` makes it (a copy of `made_once`'s, no lock file beside it), and returns the
+    path: for tests that only read or attack such a bundle."""
+
+    def put(path: Path) -> Path:
+        shutil.copyfile(made_once / "good.warm", path)
+        return path
+
+    return put
 
 
 @pytest.fixture

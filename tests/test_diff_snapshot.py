@@ -6,20 +6,24 @@ connection trying to commit in the middle of the diff."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 
 from warmcli.ops import diff as diff_module
 
 
 def test_a_writer_cannot_commit_while_diff_checks_the_rows(
-    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    warm: Warm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host_bundle: Callable[[Path], Path],
 ) -> None:
     a, b = tmp_path / "a.warm", tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", a, "-q").returncode == 0
+    host_bundle(a)  # as `warm run examples/matmul_host.py -b a.warm -q` makes it
     b.write_bytes(a.read_bytes())
     commits: list[str] = []
     real = diff_module.TuneChecks

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,11 +96,13 @@ def test_arch_given_a_virtual_architecture_names_no_flag_warm_lacks(
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
 
 
-def test_merge_creates_at_most_out_s_own_directory(warm: Warm, tmp_path: Path) -> None:
+def test_merge_creates_at_most_out_s_own_directory(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """A mistyped -o grew a tree of directories (`warm run --bundle` creates at most the
     bundle's own one), and `-o ""` said `.: is a directory`."""
     bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    host_bundle(bundle)
     proc = warm("merge", bundle, "-o", tmp_path / "typo" / "sub" / "m.warm")
     assert proc.returncode == 2 and "no directory" in proc.stderr, proc.stdout + proc.stderr
     assert not (tmp_path / "typo").exists()
@@ -114,12 +117,12 @@ def test_merge_creates_at_most_out_s_own_directory(warm: Warm, tmp_path: Path) -
     "option", [("--arch", "sm_90"), ("--device", "host"), ("--entry", "main"), ("--nvcc", "x")]
 )
 def test_verify_refuses_a_replay_option_without_a_workload(
-    warm: Warm, tmp_path: Path, option: tuple[str, str]
+    warm: Warm, tmp_path: Path, option: tuple[str, str], host_bundle: Callable[[Path], Path]
 ) -> None:
     """`warm verify B --arch sm_90` checked integrity only and said nothing of --arch, as
     if the bundle had been replayed for sm_90 (the usage nests these under --workload)."""
     bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    host_bundle(bundle)
     proc = warm("verify", bundle, *option)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{option[0]} goes with --workload" in proc.stderr, proc.stderr
@@ -191,11 +194,13 @@ def test_a_write_into_a_folder_not_writable_says_so(warm: Warm, tmp_path: Path) 
         folder.chmod(0o755)
 
 
-def test_merge_into_a_link_loop_names_out_in_one_line(warm: Warm, tmp_path: Path) -> None:
+def test_merge_into_a_link_loop_names_out_in_one_line(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """`-o` a symbolic link loop printed `[Errno 40] Too many levels of symbolic links:
     'loop1.warm'`, no context, where every other command names the bundle."""
     bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    host_bundle(bundle)
     (tmp_path / "loop1.warm").symlink_to(tmp_path / "loop2.warm")
     (tmp_path / "loop2.warm").symlink_to(tmp_path / "loop1.warm")
     proc = warm("merge", bundle, "-o", tmp_path / "loop1.warm", "--force")
@@ -205,7 +210,7 @@ def test_merge_into_a_link_loop_names_out_in_one_line(warm: Warm, tmp_path: Path
 
 @pytest.mark.parametrize("columns", [59, 60, 62, 64, 66])
 def test_a_table_a_little_too_wide_is_shown_as_records(
-    warm: Warm, tmp_path: Path, columns: int
+    warm: Warm, tmp_path: Path, columns: int, host_bundle: Callable[[Path], Path]
 ) -> None:
     """README: in a terminal too narrow for a table's columns (every name whole, a folding
     column at least 12 wide), a table is shown record after record. Between 59 and 66
@@ -213,7 +218,7 @@ def test_a_table_a_little_too_wide_is_shown_as_records(
     (`tunabl` / `e`, `host|A` / `MD`): the room the table's edges and column separators
     take was not counted."""
     bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    host_bundle(bundle)
     proc = Warm(dict(warm.env, COLUMNS=str(columns)))("stats", bundle)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -286,10 +291,12 @@ def test_a_crashed_candidate_s_line_shows_its_names_inert(
     assert "\x1b" not in proc.stdout + proc.stderr and "op\\x1b[31m" in proc.stderr, proc.stderr
 
 
-def test_a_format_warm_does_not_read_names_those_it_does(warm: Warm, tmp_path: Path) -> None:
+def test_a_format_warm_does_not_read_names_those_it_does(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """`bundle format version 99, this warm reads 1 and 2 and 3`: now as merge says it."""
     bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    host_bundle(bundle)
     with sqlite3.connect(bundle) as conn:
         conn.execute("PRAGMA user_version = 99")
     conn.close()

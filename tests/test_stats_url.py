@@ -4,17 +4,19 @@ subprocesses."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
 
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 from test_remote import Store, _handler
 
 
-def test_stats_of_a_url_names_the_url_and_its_copy(warm: Warm, tmp_path: Path) -> None:
-    made = tmp_path / "made.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", made, "-q").returncode == 0
+def test_stats_of_a_url_names_the_url_and_its_copy(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    made = host_bundle(tmp_path / "made.warm")  # as `warm run examples/matmul_host.py` makes it
     store = Store()
     store.files["/b.warm"] = made.read_bytes()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store))

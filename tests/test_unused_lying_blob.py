@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 
 
 def _plant(path: Path, data: bytes, size: int, *, used: bool) -> str:
@@ -22,10 +23,9 @@ def _plant(path: Path, data: bytes, size: int, *, used: bool) -> str:
 
 
 def test_only_a_lying_blob_a_kernel_uses_makes_diff_say_cannot_serve(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
-    base = tmp_path / "a.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", base, "-q").returncode == 0
+    base = host_bundle(tmp_path / "a.warm")  # as `warm run examples/matmul_host.py` makes it
     unused = tmp_path / "unused.warm"
     unused.write_bytes(base.read_bytes())
     sha = _plant(unused, b"x", 5, used=False)
@@ -46,13 +46,14 @@ def test_only_a_lying_blob_a_kernel_uses_makes_diff_say_cannot_serve(
     assert "cannot serve" in diffed.stdout and f"blob {sha[:16]} is 1 bytes" in diffed.stdout
 
 
-def test_one_scan_names_the_lies_a_kernel_uses_first(warm: Warm, tmp_path: Path) -> None:
+def test_one_scan_names_the_lies_a_kernel_uses_first(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """`blob_problems(unused=True)` (one verify's) reads the blobs' sizes in one query and
     names the lies a kernel uses before those none does; without `unused`, only the first."""
     from warmcli import Bundle
 
-    path = tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", path, "-q").returncode == 0
+    path = host_bundle(tmp_path / "b.warm")  # as `warm run examples/matmul_host.py` makes it
     spare = _plant(path, b"x", 5, used=False)
     served = _plant(path, b"y", 7, used=True)
     with Bundle.open(path) as bundle:

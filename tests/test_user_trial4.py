@@ -9,6 +9,7 @@ workload's; a `Tunable` with a negative warmup or no repeats is refused where it
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -140,14 +141,11 @@ def test_a_ptx_arch_the_compiler_cannot_build_is_refused_before_any_pass(
 
 
 def test_a_narrow_terminal_shows_every_name_of_warm_stats_whole(
-    warm: Warm, bundle_path: Path
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """`COLUMNS=40 warm stats`: the "device / tunable" column shrank to nothing and names
     were cut to `x8…`; under the width its columns need, one record follows another."""
-    from conftest import EXAMPLES
-
-    built = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle_path, "-q")
-    assert built.returncode == 0, built.stdout + built.stderr
+    host_bundle(bundle_path)  # as `warm run examples/matmul_host.py -b B -q` makes it
     doc = warm.json("stats", bundle_path)
     wide = warm("stats", bundle_path).stdout
     warm.env["COLUMNS"] = "40"

@@ -269,10 +269,10 @@ def compiling():
     return any(open(f).read().split() for f in glob.glob(f"/proc/{{os.getpid()}}/task/*/children"))
 
 
-def killer():
+def killer(launched):
     deadline = time.monotonic() + 5
     while not compiling():  # the pass that compiles (the others only queue, or hit)
-        if time.monotonic() > deadline:
+        if launched.is_set() or time.monotonic() > deadline:  # no compile in this pass
             return
         time.sleep(0.01)
     time.sleep(0.5)  # the compiler's group is known to warm by now
@@ -289,9 +289,11 @@ def killer():
 
 def workload(rt):
     x = rt.upload(np.zeros(64, dtype=np.float32))
-    thread = threading.Thread(target=killer)
+    launched = threading.Event()  # the launch returned: it compiles nothing more
+    thread = threading.Thread(target=killer, args=(launched,))
     thread.start()
     rt.launch(SLOW, x, 64)
+    launched.set()
     thread.join()
 """
 
