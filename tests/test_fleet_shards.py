@@ -31,11 +31,18 @@ LAUNCHER_VARS = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
 def test_a_shard_in_digits_int_cannot_read_is_one_line(
     warm: Warm, tmp_path: Path, args: list[str], env: dict[str, str]
 ) -> None:
+    shard_refused(warm, tmp_path, args, env)
+
+
+def shard_refused(warm: Warm, tmp_path: Path, args: list[str], env: dict[str, str]) -> str:
+    """`warm run` of the host example with only the launcher variables `env` (and `args`)
+    is one line and exit 2, no traceback, no bundle left; returns the line."""
     warm.env = {k: v for k, v in warm.env.items() if k not in LAUNCHER_VARS} | env
     bundle = tmp_path / "b.warm"
     proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, *args)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr and not bundle.exists()
+    return proc.stderr
 
 
 @pytest.mark.parametrize("target", ["https://127.0.0.1:9/fleet.warm", "s3://fleet/fleet.warm"])

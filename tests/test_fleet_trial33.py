@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from test_fleet_shards import shard_refused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
 from warmcli.bundle.remote import cache_dir
-from warmcli.runtime.shard import LAUNCHERS
 
-LAUNCHER_VARS = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
 HUGE = "9" * 5000  # over the 4,300 digits `int(str)` reads
 
 
@@ -48,11 +47,7 @@ HUGE = "9" * 5000  # over the 4,300 digits `int(str)` reads
 def test_a_shard_number_too_long_for_int_is_one_line(
     warm: Warm, tmp_path: Path, args: list[str], env: dict[str, str]
 ) -> None:
-    warm.env = {k: v for k, v in warm.env.items() if k not in LAUNCHER_VARS} | env
-    bundle = tmp_path / "b.warm"
-    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, *args)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "Traceback" not in proc.stderr and not bundle.exists()
+    shard_refused(warm, tmp_path, args, env)
 
 
 def _kernels(warm: Warm, location: str | Path) -> int:
