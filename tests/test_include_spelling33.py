@@ -109,3 +109,29 @@ def test_a_stale_build_is_not_served_after_the_header_changes(warm: Warm, tmp_pa
     assert got["v"] == 2, got
     assert got["compiled"] == 1, got
     json.dumps(got)
+
+
+def test_a_header_no_literal_ends_in_is_scanned_in_one_pass(tmp_path: Path) -> None:
+    """A header line of 2 MB of escaped quotes in a literal never closed (`"\\"\\"\\"...`),
+    or of comment openers: the scan that reads directives as the preprocessor does went
+    back over the line from each quote (8,000 of them took a second, quadratic: a 4 MB
+    header, hours). Keyed in a fresh process that must end well within its deadline."""
+    import subprocess
+    import sys
+
+    for name, data in (
+        ("quotes.h", b'"' + b'\\"' * 1_000_000 + b"\n"),
+        ("ticks.h", b"'" + b"\\'" * 1_000_000 + b"\n"),
+        ("comments.h", b"/*" * 1_000_000),
+    ):
+        (tmp_path / name).write_bytes(data)
+        code = (
+            "import sys\nfrom warmcli.kernel import Kernel, kernel_key\n"
+            f"k = Kernel('#include \"{name}\"\\n' + {BODY!r}, 'k', 'Pi',"
+            " options=['-I' + sys.argv[1]])\n"
+            "print(kernel_key(k, 'host', 'cc-test'))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and len(done.stdout.strip()) == 64, done.stderr

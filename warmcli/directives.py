@@ -15,9 +15,13 @@ import re
 
 # A backslash ending a line (GCC allows blanks between the two), and what stands between
 # a comment and the code around it: a literal (kept as written) or a comment (one space).
+# Each alternative matches wherever it starts (a literal left open ends with its line, as
+# the preprocessor lexes it; a comment left open, with the text), so no text makes the
+# scan go back over what it read: linear in the text, whatever it holds.
 _SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
 _LITERAL_OR_COMMENT = re.compile(
-    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?(?:\*/|\Z)|//[^\n]*', re.DOTALL
+    rb'"(?:\\.|[^"\\\n])*(?:"|$)|\'(?:\\.|[^\'\\\n])*(?:\'|$)|/\*.*?(?:\*/|\Z)|//[^\n]*',
+    re.DOTALL | re.MULTILINE,
 )
 
 
