@@ -113,8 +113,8 @@ def test_a_stale_build_is_not_served_after_the_header_changes(warm: Warm, tmp_pa
 
 def test_a_header_no_literal_ends_in_is_scanned_in_one_pass(tmp_path: Path) -> None:
     """A header line of 2 MB of escaped quotes in a literal never closed (`"\\"\\"\\"...`),
-    or of comment openers: the scan that reads directives as the preprocessor does went
-    back over the line from each quote (8,000 of them took a second, quadratic: a 4 MB
+    or of comment openers, or of `__has_include(<` never closed: the scans went back over
+    the line from each quote or `<` (8,000 of them took 1 s and 9 s, quadratic: a 4 MB
     header, hours). Keyed in a fresh process that must end well within its deadline."""
     import subprocess
     import sys
@@ -123,6 +123,7 @@ def test_a_header_no_literal_ends_in_is_scanned_in_one_pass(tmp_path: Path) -> N
         ("quotes.h", b'"' + b'\\"' * 1_000_000 + b"\n"),
         ("ticks.h", b"'" + b"\\'" * 1_000_000 + b"\n"),
         ("comments.h", b"/*" * 1_000_000),
+        ("asks.h", b"__has_include(<" * 300_000),  # (older: 8,000 of them took 9 s)
     ):
         (tmp_path / name).write_bytes(data)
         code = (

@@ -60,7 +60,7 @@ _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__ha
 _INCLUDE = re.compile(
     rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     rb"|__has_include(?:_next)?[ \t]*\([ \t]*)"
-    rb'(?:"([^"\n]+)"|<([^>\n]+)>)',
+    rb'(?:"([^"\n]+)"|<([^<>\n]+)>)',  # (no `<` in a name: a scan stops at the next)
     re.MULTILINE,
 )
 # The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
