@@ -12,6 +12,7 @@ own), as Python's workers import `__main__`'s; the stubs' folder is gone after t
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -48,14 +49,14 @@ def test_a_workload_hiding_a_python_module_runs_its_spawn_pool(
     folder.mkdir()
     workload = folder / name
     workload.write_text(WORKLOAD.replace("{method}", method))
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    warm.env["TMPDIR"] = str(temp)
-    done = warm("run", workload, "-b", tmp_path / "b.warm", timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "stored 1 new kernel(s)" in done.stdout, done.stdout
-    assert f"worker sees {workload} False" in done.stdout, done.stdout
-    assert not [p for p in os.listdir(temp) if p.startswith("warm-workers-")]
+    # a short TMPDIR of its own (a forkserver's socket path must fit AF_UNIX's 108 bytes)
+    with tempfile.TemporaryDirectory(prefix="w33", dir="/tmp") as temp:
+        warm.env["TMPDIR"] = temp
+        done = warm("run", workload, "-b", tmp_path / "b.warm", timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "stored 1 new kernel(s)" in done.stdout, done.stdout
+        assert f"worker sees {workload} False" in done.stdout, done.stdout
+        assert not [p for p in os.listdir(temp) if p.startswith("warm-workers-")]
 
 
 def test_a_workload_hiding_a_python_module_still_sees_python_s(warm: Warm, tmp_path: Path) -> None:
