@@ -14,10 +14,15 @@ from __future__ import annotations
 import re
 
 # A backslash ending a line (GCC allows blanks between the two), and what stands between
-# a comment and the code around it: a literal (kept as written) or a comment (one space).
+# a comment and the code around it: a number with a digit separator (`1'000`, C23 and
+# C++14), a literal (kept as written; one a line ends unclosed runs to its end, as GCC
+# lexes it: never scanned again from a later quote, which was quadratic on `"\"\"...`) or a
+# comment (one space).
 _SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
 _LITERAL_OR_COMMENT = re.compile(
-    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?(?:\*/|\Z)|//[^\n]*', re.DOTALL
+    rb"(?<![\w.])\.?[0-9](?:[eEpP][+-]|[\w.])*'\w(?:[eEpP][+-]|'\w|[\w.])*"
+    rb'|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?|/\*.*?(?:\*/|\Z)|//[^\n]*',
+    re.DOTALL,
 )
 
 
@@ -29,7 +34,7 @@ def may_hide(data: bytes) -> bool:
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
     text = match[0]
-    return text if text[:1] in (b'"', b"'") else b" "
+    return b" " if text[:1] == b"/" else text
 
 
 def spliced(data: bytes) -> bytes:

@@ -1,0 +1,44 @@
+"""Review of stop 33's changes: what a user or a hostile file hits in them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Warm
+
+# A header no compiler reads a character of (`#if 0`), but every scan of warm's reads:
+# each line a literal or an `__has_include(<` that never closes, repeated. A scan that
+# retries at each quote (or each `<`) inside the line takes hours on it.
+HOSTILE = (
+    "#if 0\n"
+    + '"\\' * 300_000
+    + "\n"
+    + "'\\" * 300_000
+    + "\n"
+    + "__has_include(<" * 60_000
+    + "\n#endif\n#define SCALE 2\n"
+)
+INCLUDING = """import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel('#include "hostile.h"\\n/* a comment */\\n'
+           'void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] *= SCALE; }',
+           "k", "Pl", options=["-I", {folder!r}])
+def workload(rt):
+    y = rt.upload(np.ones(4, np.float32))
+    rt.launch(K, y, 4)
+    return y
+"""
+
+
+def test_a_hostile_header_is_scanned_in_linear_time(warm: Warm, tmp_path: Path) -> None:
+    """A header of unclosed literals and `__has_include(<`s (1.7 MB, under the 4 MiB warm
+    scans) took hours to key (the scans' regexes were quadratic on it): `warm run` hung."""
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    (folder / "hostile.h").write_text(HOSTILE)
+    workload = tmp_path / "w.py"
+    workload.write_text(INCLUDING.replace("{folder!r}", repr(str(folder))))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "stored 1 new kernel(s)" in done.stdout, done.stdout
