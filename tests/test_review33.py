@@ -42,3 +42,31 @@ def test_a_hostile_header_is_scanned_in_linear_time(warm: Warm, tmp_path: Path) 
     done = warm("run", workload, "-b", tmp_path / "b.warm", timeout=120)
     assert done.returncode == 0, done.stderr
     assert "stored 1 new kernel(s)" in done.stdout, done.stdout
+
+
+TINY = """import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] *= 2; }", "k", "Pl")
+def workload(rt):
+    y = rt.upload(np.ones(4, np.float32))
+    rt.launch(K, y, 4)
+    return y
+"""
+
+
+def test_a_bundle_named_as_a_folder_s_dot_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`-b out/.` (or WARM_BUNDLE=out/.) names the folder `out` as `out/` does, but a path
+    drops the `.`: warm run wrote a bundle file named `out`, as `out/` did before."""
+    workload = tmp_path / "w.py"
+    workload.write_text(TINY)
+    for name in ("out/.", f"{tmp_path}/out2/."):
+        done = warm("run", workload, "-b", name, cwd=tmp_path, timeout=60)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "names a folder" in done.stderr, done.stderr
+    warm.env["WARM_BUNDLE"] = "out3/."
+    done = warm("run", workload, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "WARM_BUNDLE=out3/." in done.stderr, done.stderr
+    done = warm("merge", "-o", "out4/.", "nothere.warm", cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "names a folder" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.py"]
