@@ -70,3 +70,21 @@ def test_a_bundle_named_as_a_folder_s_dot_is_refused(warm: Warm, tmp_path: Path)
     done = warm("merge", "-o", "out4/.", "nothere.warm", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "names a folder" in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.py"]
+
+
+ZEROS = "0" * 5000  # leading zeros: `int(str)` counts them in its 4,300 digits
+
+
+def test_a_shard_in_leading_zeros_past_int_s_digits_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    """`--shard 0/000...4` (5,000 zeros) passed the digit check (zeros not counted), then
+    `int` refused it: a ValueError traceback; so did a launcher's variable so written."""
+    workload = tmp_path / "w.py"
+    workload.write_text(TINY)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "--shard", f"0/{ZEROS}4", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr[-300:]
+    warm.env.update(SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_TASK_COUNT=f"{ZEROS}4")
+    done = warm("run", workload, "-b", tmp_path / "b.warm", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "SLURM_ARRAY_TASK_COUNT" in done.stderr, done.stderr
+    assert not (tmp_path / "b.warm").exists()
