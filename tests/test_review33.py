@@ -88,3 +88,14 @@ def test_a_shard_in_leading_zeros_past_int_s_digits_is_one_line(warm: Warm, tmp_
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "SLURM_ARRAY_TASK_COUNT" in done.stderr, done.stderr
     assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_digit_separator_is_no_quote_to_the_include_scan() -> None:
+    """`1'0` (C23, C++14) opened a character literal to the scan, up to the next `'` on its
+    line: a `'/*'` after it became a comment's start, hiding the include spliced below it."""
+    from warmcli.headers import _includes
+
+    source = b"int x = 1'0 + c('/*');\n#include \\\n\"k.h\"\nint y; /* */\n"
+    assert _includes(source) == (("k.h", True),)
+    prefixed = b"char c = u8'/*';\n#include \\\n\"u8.h\"\n/* */"  # a literal: no comment
+    assert _includes(prefixed) == (("u8.h", True),)
