@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Warm
+from conftest import ROOT, Warm
 
 # A header no compiler reads a character of (`#if 0`), but every scan of warm's reads:
 # each line a literal or an `__has_include(<` that never closes, repeated. A scan that
@@ -99,3 +99,40 @@ def test_a_digit_separator_is_no_quote_to_the_include_scan() -> None:
     assert _includes(source) == (("k.h", True),)
     prefixed = b"char c = u8'/*';\n#include \\\n\"u8.h\"\n/* */"  # a literal: no comment
     assert _includes(prefixed) == (("u8.h", True),)
+
+
+SERVE = """import numpy as np, warmcli
+from warmcli import Kernel
+K = Kernel("void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] *= 2; }", "k", "Pl")
+try:
+    rt = warmcli.runtime("host")
+except warmcli.BundleError as exc:
+    print("refused:", exc)
+else:
+    y = rt.upload(np.ones(4, np.float32))
+    rt.launch(K, y, 4)
+    print("served", float(rt.read(y)[0]))
+"""
+
+
+def test_a_write_back_into_a_folder_s_name_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """WARM_BUNDLE=newdir/ (or newdir/.) with WARM_BUNDLE_WRITE=1: production made a bundle
+    file named `newdir` at exit, which `warm run` refuses to since stop 33."""
+    import subprocess
+    import sys
+
+    (tmp_path / "serve.py").write_text(SERVE)
+    for name in ("newdir/", "newdir/."):
+        env = {**warm.env, "WARM_BUNDLE": name, "WARM_BUNDLE_WRITE": "1", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "serve.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"refused: {name}: ends in"), done.stdout
+        assert "names a folder" in done.stdout, done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve.py"]
