@@ -136,3 +136,18 @@ def test_a_write_back_into_a_folder_s_name_is_refused(warm: Warm, tmp_path: Path
         assert done.stdout.startswith(f"refused: {name}: ends in"), done.stdout
         assert "names a folder" in done.stdout, done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["serve.py"]
+
+
+def test_an_arch_with_a_newline_or_other_digits_is_refused_up_front(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`--arch $'sm_90\\n'` passed parse_arch (`$` matches before a last newline) and each
+    compile failed ('workload raised during CompileAndAutotune ... TuneFailure'); `sm_9٠`
+    (an Arabic-Indic zero, which `\\d` and `int` take) alike."""
+    workload = ROOT / "examples" / "saxpy_cuda.py"
+    for arch in ("sm_90\n", "sm_9\u0660", "compute_90\n"):
+        done = warm("run", workload, "-b", tmp_path / "b.warm", "--arch", arch, timeout=120)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "is not a CUDA architecture" in done.stderr, done.stderr
+    assert not (tmp_path / "b.warm").exists()
