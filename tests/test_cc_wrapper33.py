@@ -4,9 +4,10 @@ The host toolchain's identity was the compiler's version line: `WARM_CC=./fast-c
 script running `cc -DSCALE=3 "$@"` (a Spack or Nix wrapper, or one adding `-ffast-math`),
 keyed as plain `cc`: `warm run` through it stored nothing (cc's build held its key) and a
 process through it was served cc's build, a different result from its cold start. A
-script's text is in its identity now; editing it makes another toolchain. (Serving stays
-as README's "Where a build is served" says: a host build runs on its CPU whichever
-compiler built it, this machine's own toolchain's build preferred.) nvcc is not concerned:
+script's text is in its identity now; editing it makes another toolchain. (Serving is as
+README's "Where a build is served" says: a wrapper script's builds and other compilers'
+are not served for each other, this machine's own toolchain's build preferred; see
+test_review33.) nvcc is not concerned:
 toolkits ship it as a wrapper script finding the real one, and a pre-build must serve where
 the toolkit's runs.
 """

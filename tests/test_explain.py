@@ -68,14 +68,20 @@ class ForeignArch(HostDevice):
 
 
 def fake_cc(directory: Path) -> Path:
-    """A C compiler that reports another version: `cc` behind a wrapper script."""
-    path = directory / "cc-wrapper"
-    path.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = "--version" ]; then echo "cc (warm test wrapper) 99.1"; exit 0; fi\n'
-        'exec cc "$@"\n'
+    """A C compiler that reports another version: `cc` behind a wrapper binary (a wrapper
+    script is a toolchain whose builds no other compiler is served: it may add options)."""
+    import subprocess
+
+    source, path = directory / "cc-wrapper.c", directory / "cc-wrapper"
+    source.write_text(
+        "#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+        "int main(int argc, char **argv) {\n"
+        '  if (argc > 1 && !strcmp(argv[1], "--version")) {\n'
+        '    puts("cc (warm test wrapper) 99.1");\n    return 0;\n  }\n'
+        '  argv[0] = "cc";\n  execvp("cc", argv);\n  return 127;\n}\n'
     )
-    path.chmod(0o755)
+    subprocess.run(["cc", "-o", str(path), str(source)], check=True)
+    source.unlink()
     return path
 
 

@@ -73,10 +73,27 @@ def test_warm_report_at_exit_is_the_readmes_on_stderr_only(
     assert quiet.returncode == 0 and quiet.stdout == "done\n" and quiet.stderr == ""
 
 
-SLOW_CC = """#!/bin/sh
-case "$1" in --version) exec cc "$@";; esac
-echo $$ >> "$0.pids"
-exec sleep 60
+# A C compiler that answers `--version` as cc does and takes a minute to build anything,
+# noting its pid in `<its path>.pids`: a binary, as cc's builds are served to cc's binary (a
+# wrapper script's identity is its own: it may add options).
+SLOW_CC = r"""#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  char pids[4096];
+  FILE *f;
+  if (argc > 1 && !strcmp(argv[1], "--version")) {
+    argv[0] = "cc";
+    execvp("cc", argv);
+    return 127;
+  }
+  snprintf(pids, sizeof pids, "%s.pids", argv[0]);
+  f = fopen(pids, "a");
+  fprintf(f, "%d\n", (int)getpid());
+  fclose(f);
+  execlp("sleep", "sleep", "60", (char *)0);
+  return 127;
+}
 """
 
 MISSING = """
@@ -102,8 +119,8 @@ def test_ctrl_c_while_a_miss_compiles_is_a_keyboardinterrupt_leaving_nothing(
     warm: Warm, tmp_path: Path, served: Path, mode: str
 ) -> None:
     cc = tmp_path / "slowcc"
-    cc.write_text(SLOW_CC)
-    cc.chmod(0o755)
+    (tmp_path / "slowcc.c").write_text(SLOW_CC)
+    subprocess.run(["cc", "-o", str(cc), str(tmp_path / "slowcc.c")], check=True)
     pids = Path(f"{cc}.pids")
     before = _entries(served)
     env = dict(warm.env, PYTHONPATH=f"{tmp_path}:{warm.env.get('PYTHONPATH', '')}")

@@ -14,14 +14,17 @@ from __future__ import annotations
 import re
 
 # A backslash ending a line (GCC allows blanks between the two), and what stands between
-# a comment and the code around it: a literal (kept as written) or a comment (one space).
-# Each alternative matches wherever it starts (a literal left open ends with its line, as
-# the preprocessor lexes it; a comment left open, with the text), so no text makes the
-# scan go back over what it read: linear in the text, whatever it holds.
+# a comment and the code around it: a literal, kept as written (a `'` after a letter or
+# digit is a digit separator, `1'000` in C23 and C++14, unless it follows a prefix: `L'`,
+# `u'`, `U'`, `u8'`; one a line ends unclosed runs to its end, as GCC lexes it, never
+# scanned again from a later quote: that was quadratic on `"\"\"...`), or a comment (one
+# space).
 _SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
 _LITERAL_OR_COMMENT = re.compile(
-    rb'"(?:\\.|[^"\\\n])*(?:"|$)|\'(?:\\.|[^\'\\\n])*(?:\'|$)|/\*.*?(?:\*/|\Z)|//[^\n]*',
-    re.DOTALL | re.MULTILINE,
+    rb'"(?:\\.|[^"\\\n])*"?'
+    rb"|'(?:(?<!\w')|(?<=(?<!\w)[LuU]')|(?<=(?<!\w)u8'))(?:\\.|[^'\\\n])*'?"
+    rb"|/\*.*?(?:\*/|\Z)|//[^\n]*",
+    re.DOTALL,
 )
 
 
@@ -33,7 +36,7 @@ def may_hide(data: bytes) -> bool:
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
     text = match[0]
-    return text if text[:1] in (b'"', b"'") else b" "
+    return b" " if text[:1] == b"/" else text
 
 
 def spliced(data: bytes) -> bytes:

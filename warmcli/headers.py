@@ -56,7 +56,8 @@ _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__ha
     re.MULTILINE,
 )
 # An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
-# asks for (its presence changes the build).
+# asks for (its presence changes the build). An angled name holds no `<`: a line of
+# `__has_include(<` never closed is scanned once, not to its end from each (quadratic).
 _INCLUDE = re.compile(
     rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     rb"|__has_include(?:_next)?[ \t]*\([ \t]*)"

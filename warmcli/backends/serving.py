@@ -8,7 +8,8 @@ major release that built it (CUDA's minor version compatibility: a cubin by CUDA
 on a driver for CUDA 13.0; one the driver still refuses is a `binary` miss, rebuilt),
 whichever nvcc (or none) that machine has, unless the nvcc of
 either read options or a host compiler from the environment (`NVCC_APPEND_FLAGS`...)
-that the other did not; a host object runs
+that the other did not; a host object runs (whichever C compiler that machine has, unless
+either is a wrapper script, which may add options, and not the other's same script)
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
 miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU only
 (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from warmcli.backends.native import NATIVE, foreign_cpu
+from warmcli.backends.toolchain import WRAPPER_MARK
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
@@ -84,6 +86,13 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
+    if record.backend == "host" and target.toolchain is not None:  # a wrapper's options
+        theirs, ours = _wrapper(record.toolchain), _wrapper(target.toolchain)
+        if theirs != ours:
+            return "toolchain", (
+                f"built through {theirs or 'no wrapper script'}, this C compiler through "
+                f"{ours or 'no wrapper script'}: a wrapper may add options"
+            )
     if record.backend == "cuda":
         theirs, ours = nvcc_environment(record.toolchain), nvcc_environment(target.toolchain or "")
         if target.toolchain is not None and theirs != ours:  # options: another kernel
@@ -101,6 +110,12 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 "that release, or its NVRTC)"
             )
     return None
+
+
+def _wrapper(identity: str) -> str:
+    """The wrapper script an identity names (`warmcli.backends.toolchain`), "" for none."""
+    at = identity.find(WRAPPER_MARK) + len(WRAPPER_MARK)
+    return "wrapper script sha256:" + identity[at : at + 16] if at >= len(WRAPPER_MARK) else ""
 
 
 def driver_release(driver: str) -> tuple[int, int] | None:

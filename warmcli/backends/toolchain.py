@@ -41,6 +41,7 @@ MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
+WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that is a script
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).
 REMEMBERED_FORM = 2
@@ -143,7 +144,7 @@ def _wrapper(where: str) -> str:
             text = script.read(MAX_WRAPPER)
     except OSError:
         return ""
-    return f" (wrapper script sha256:{hashlib.sha256(text).hexdigest()[:16]})"
+    return f"{WRAPPER_MARK}{hashlib.sha256(text).hexdigest()[:16]})"
 
 
 def _as_binary(version: str, where: str) -> str:

@@ -76,7 +76,11 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     opened at exit, on the file the path names then: a connection that wrote through a file
     since replaced would take the new file's journal for its own), made where writing back
     into a bundle not there yet. A relative path is taken from the working folder now: a
-    process that changes it later (a daemon) still writes back there."""
+    process that changes it later (a daemon) still writes back there. One to write back into
+    named as a folder (ending in `/`, `/.` or `/..`, which a path drops) is refused."""
+    end = "/" if path.endswith(("/", os.sep)) else os.path.basename(path)
+    if write and (end in (".", "..") or (end == "/" and path.strip("/" + os.sep))):
+        raise BundleError(f"{path}: ends in '{end}', so names a folder: name the bundle file")
     path = os.path.abspath(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)
     return Bundle.open(path, write=create, trusted_keys=keys)

@@ -78,9 +78,8 @@ def _stderr_console() -> Console:
     points stdout at /dev/null and exits 1: a command's JSON and its exit code were lost)."""
     from rich.console import Console
 
-    console = Console(
-        stderr=True, soft_wrap=True, markup=False, emoji=False, _environ=config.rich_environment()
-    )
+    plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
+    console = Console(stderr=True, soft_wrap=True, **plain)  # type: ignore[arg-type]
     console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
     return _at_least_narrowest(console)
 
@@ -211,10 +210,11 @@ def bundle_to_write(named: str | None) -> Path:
 
 
 def refuse_folder_name(named: str, shown: str = "") -> None:
-    """A file to write named with a trailing `/` names a folder: one line and exit 2, never
-    a file made under the folder's name (a path drops the `/`) nor one named by a guess."""
-    if named.endswith(("/", os.sep)) and named.strip("/" + os.sep):
-        fail(f"{shown}{named}: ends in '/', so names a folder: name the bundle file to write")
+    """A file to write named ending in `/`, `/.` or `/..` names a folder: one line and exit 2,
+    never a file made under the folder's name (a path drops a last `/` or `.`)."""
+    end = "/" if named.endswith(("/", os.sep)) else os.path.basename(named)
+    if end in (".", "..") or (end == "/" and named.strip("/" + os.sep)):
+        fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to write")
 
 
 def new_file_path(named: str | Path) -> Path:

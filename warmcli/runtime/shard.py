@@ -100,10 +100,11 @@ MAX_DIGITS = 18  # far above any shard count, far below the 4,300 digits `int(st
 
 
 def _whole(text: str) -> bool:
-    """Whether `text` is a whole number in at most `MAX_DIGITS` ASCII digits (`str.isdigit`
-    also takes `²`, which `int` refuses, as it refuses 5,000 digits)."""
+    """Whether `text` is a whole number in at most `MAX_DIGITS` ASCII digits, leading zeros
+    counted as `int` counts them (`str.isdigit` also takes `²`, which `int` refuses, as it
+    refuses 5,000 digits, zeros or not)."""
     text = text.strip()
-    return text.isascii() and text.isdigit() and len(text.lstrip("0")) <= MAX_DIGITS
+    return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
 
 
 def _single(shard: Shard) -> Shard | None:

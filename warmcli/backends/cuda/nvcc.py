@@ -50,8 +50,8 @@ from warmcli.errors import ArchError, CubinError
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
-_ARCH = re.compile(r"^sm_([1-9]\d{1,2})([af]?)$")
-_VIRTUAL = re.compile(r"^compute_([1-9]\d{1,2})([af]?)$")
+_ARCH = re.compile(r"sm_([1-9][0-9]{1,2})([af]?)")  # whole (`fullmatch`), ASCII digits
+_VIRTUAL = re.compile(r"compute_([1-9][0-9]{1,2})([af]?)")
 # The first SM of each suffix: arch-specific (`sm_90a`) and family-specific (`sm_100f`).
 _SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
@@ -143,7 +143,7 @@ def nvcc_candidates() -> list[tuple[str, str]]:
 
 def parse_arch(arch: str) -> int:
     """The SM number of a real architecture (`sm_90a` → 90); one-line ArchError otherwise."""
-    m = _ARCH.match(arch)
+    m = _ARCH.fullmatch(arch)
     if m:
         sm, suffix = int(m.group(1)), m.group(2)
         if suffix and sm < _SUFFIX_FROM[suffix]:
@@ -152,7 +152,7 @@ def parse_arch(arch: str) -> int:
                 f"sm_{_SUFFIX_FROM[suffix]}{suffix}; use sm_{sm}"
             )
         return sm
-    v = _VIRTUAL.match(arch)
+    v = _VIRTUAL.fullmatch(arch)
     if v:  # its GPU's, with its suffix where a GPU has it (`compute_90a`: sm_90a)
         sm, suffix = int(v.group(1)), v.group(2)
         real = f"sm_{sm}{suffix if suffix and sm >= _SUFFIX_FROM[suffix] else ''}"
