@@ -135,6 +135,26 @@ class Warm:
         return json.loads(proc.stdout)
 
 
+def cc_binary(path: Path, version: str) -> Path:
+    """A C compiler binary at `path` answering `--version` with the line `version` and
+    building as `cc` does (it runs cc): a stand-in for another compiler. A binary, not a
+    script: a wrapper script's version is its own (it may add options) and never
+    remembered."""
+    source = path.with_name(path.name + ".c")
+    line = json.dumps(version)  # a C string literal, for the ASCII lines tests give
+    source.write_text(
+        "#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+        "int main(int argc, char **argv) {\n"
+        f'  if (argc > 1 && !strcmp(argv[1], "--version")) {{ puts({line}); return 0; }}\n'
+        '  argv[0] = "cc";\n  execvp("cc", argv);\n  return 127;\n}\n'
+    )
+    temporary = path.with_name(path.name + ".new")  # moved over `path`: a new file each time
+    subprocess.run(["cc", "-o", str(temporary), str(source)], check=True)
+    source.unlink()
+    os.replace(temporary, path)
+    return path
+
+
 def nvcc_or_skip() -> str:
     """The nvcc warm would use, or skip the test (a machine without the nvcc extra)."""
     from warmcli.backends.cuda.nvcc import find_nvcc

@@ -76,3 +76,34 @@ def test_a_binary_compiler_keeps_its_identity() -> None:
     from warmcli.backends.toolchain import _version_line
 
     assert "wrapper script" not in _version_line("cc", host_cc())
+
+
+def test_a_wrapper_s_version_follows_the_compiler_it_runs(warm: Warm, tmp_path: Path) -> None:
+    """A wrapper running whichever `gcc` is first on PATH: its version line was remembered
+    by the script's own stamp, so after the compiler under it changed, every process keyed
+    with the old compiler's version. It is read in each process now."""
+    bins = []
+    for release in ("1.0", "2.0"):
+        folder = tmp_path / f"cc{release[0]}"
+        folder.mkdir()
+        fake = folder / "gcc"
+        fake.write_text(
+            '#!/bin/sh\ncase " $* " in *" --version "*)'
+            f' echo "gcc (fake) {release}"; exit 0;; esac\nexec cc "$@"\n'
+        )
+        fake.chmod(0o755)
+        bins.append(folder)
+    wrapper = tmp_path / "mycc"
+    wrapper.write_text('#!/bin/sh\nexec gcc -O2 "$@"\n')
+    wrapper.chmod(0o755)
+    time.sleep(2.5)  # settled (its ctime too): a version line of it could be remembered
+    seen = []
+    for folder in bins:
+        env = dict(warm.env, WARM_CC=str(wrapper), PATH=f"{folder}:{os.environ['PATH']}")
+        seen.append(
+            Warm(env).production(
+                "import json; from warmcli.backends.host.compiler import HostCompiler\n"
+                "print(json.dumps(HostCompiler().toolchain.version))\n"
+            )
+        )
+    assert seen[0].startswith("gcc (fake) 1.0") and seen[1].startswith("gcc (fake) 2.0"), seen

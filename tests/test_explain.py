@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, Warm, cc_binary
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector, Tunable
 from warmcli.backends.base import Device, DeviceFingerprint
@@ -70,19 +70,7 @@ class ForeignArch(HostDevice):
 def fake_cc(directory: Path) -> Path:
     """A C compiler that reports another version: `cc` behind a wrapper binary (a wrapper
     script is a toolchain whose builds no other compiler is served: it may add options)."""
-    import subprocess
-
-    source, path = directory / "cc-wrapper.c", directory / "cc-wrapper"
-    source.write_text(
-        "#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
-        "int main(int argc, char **argv) {\n"
-        '  if (argc > 1 && !strcmp(argv[1], "--version")) {\n'
-        '    puts("cc (warm test wrapper) 99.1");\n    return 0;\n  }\n'
-        '  argv[0] = "cc";\n  execvp("cc", argv);\n  return 127;\n}\n'
-    )
-    subprocess.run(["cc", "-o", str(path), str(source)], check=True)
-    source.unlink()
-    return path
+    return cc_binary(directory / "cc-wrapper", "cc (warm test wrapper) 99.1")
 
 
 def warm_into(

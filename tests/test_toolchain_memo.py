@@ -1,7 +1,8 @@
 """The compiler version line remembered across processes, keyed by the binary's stamp.
 
-A real executable script stands in for a compiler (it answers `--version`); the
-remembered file is the real one under a temporary `WARM_HOME`.
+A small compiled binary stands in for a compiler (it answers `--version`: a script's
+version is never remembered); the remembered file is the real one under a temporary
+`WARM_HOME`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import cc_binary
 
 from warmcli.backends import toolchain
 from warmcli.backends.toolchain import ToolchainError, probe, versions_file
 
 
 def _compiler(path: Path, version: str) -> Path:
-    path.write_text(f"#!/bin/sh\necho '{version}'\n")
-    path.chmod(0o755)
-    return path
+    return cc_binary(path, version)  # a binary: a script's version is never remembered
 
 
 def _line(found: toolchain.Toolchain) -> str:

@@ -11,9 +11,10 @@ path, size, inode, mtime and ctime, named as the binary it resolved to then, so 
 start keys its kernels without starting a compiler nor walking links again: finding
 the compiler costs a `stat` per PATH entry, its identity one read of that file.
 A C compiler that is a script (a wrapper, which may add flags) has its text's digest in
-its version too. `remembered` does the same for a compiler that is a library (NVRTC): its
-version is read once per library file on a machine (`is_remembered` says whether a
-process would find it). Nothing here compiles.
+its version too, and its version line is read in each process, never remembered (the
+compiler it runs may change while the script does not). `remembered` does the same for a
+compiler that is a library (NVRTC): its version is read once per library file on a machine
+(`is_remembered` says whether a process would find it). Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -84,13 +85,16 @@ def remembered(
     """The toolchain of the file `where`: its version line remembered across processes by
     the file's stamp, else `read_version(name, where)` (which raises ToolchainError),
     remembered only if the file's stamp is the same after it ran as before (a binary
-    swapped in meanwhile is never stored under the old one's stamp)."""
+    swapped in meanwhile is never stored under the old one's stamp), and never for a
+    wrapper script: the compiler it runs may change while its own stamp does not (read in
+    each process, then)."""
     stamp = _stamp(name, where, st)
     known = _read_versions().get(stamp) if stamp else None
     if known is not None:  # remembered as the binary named it: no link walked again
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
-    if stamp and _stamp_now(name, where) == stamp:  # else swapped while it ran: not kept
+    kept = stamp and WRAPPER_MARK not in version
+    if kept and _stamp_now(name, where) == stamp:  # else swapped while it ran: not kept
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=version)
 

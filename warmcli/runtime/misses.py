@@ -189,7 +189,8 @@ class Misses:
             if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
                 active_collector().note(
                     f"bundle holds {h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}: "
-                    f"this run builds its own on {self.device.id} (production serves either)"
+                    f"this run builds its own on {self.device.id} (production serves either "
+                    "where it runs, as README's 'Where a build is served' says)"
                 )
                 continue
             what = f"{h.count} tune(s) measured on {h.by[:120]!r}"
