@@ -21,8 +21,8 @@ from warmcli.backends.cuda import nvrtc as nvrtc_module
 from warmcli.backends.cuda.minimal import MINIMAL
 from warmcli.backends.cuda.nvrtc import NvrtcCompiler
 
-SLOW = 1.5  # seconds each program takes more than NVRTC's own compile
-TIMEOUT = 2.5  # more than one program takes, less than two
+SLOW = 2.0  # seconds each program takes more than NVRTC's own compile
+TIMEOUT = 4.5  # more than one program takes (its own NVRTC up to 2.5 s, loaded), less than two
 
 
 @pytest.fixture
