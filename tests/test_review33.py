@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from test_cc_wrapper33 import PRODUCTION, WORKLOAD, _wrapper
 
 # A header no compiler reads a character of (`#if 0`), but every scan of warm's reads:
 # each line a literal or an `__has_include(<` that never closes, repeated. A scan that
@@ -153,26 +154,7 @@ def test_an_arch_with_a_newline_or_other_digits_is_refused_up_front(
     assert not (tmp_path / "b.warm").exists()
 
 
-SCALED = """import numpy as np
-from warmcli import Kernel
-SOURCE = '''
-#ifndef SCALE
-#define SCALE 1
-#endif
-void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] = SCALE; }
-'''
-K = Kernel(SOURCE, "k", "Pl")
-def workload(rt):
-    y = rt.upload(np.zeros(2, np.float32))
-    rt.launch(K, y, 2)
-    return y
-"""
-READ_SCALED = (
-    "import json, runpy, sys, warmcli\n"
-    "rt = warmcli.runtime('host')\n"
-    "y = runpy.run_path(sys.argv[1])['workload'](rt)\n"
-    "print(json.dumps({'y': float(rt.read(y)[0]), 'compiled': len(warmcli.report().kernels)}))\n"
-)
+SCALED, READ_SCALED = WORKLOAD, PRODUCTION  # test_cc_wrapper33's: y is the SCALE built with
 
 
 def test_a_wrapper_s_build_and_a_plain_one_are_never_served_for_each_other(
@@ -183,16 +165,9 @@ def test_a_wrapper_s_build_and_a_plain_one_are_never_served_for_each_other(
     built by plain cc served its build to a process through the wrapper (1.0, not 3.0):
     another toolchain's build is served where it runs, and a wrapper changes what it
     builds, as nvcc's options from the environment do."""
-    import os
-    import time
-
     workload = tmp_path / "w.py"
     workload.write_text(SCALED)
-    wrapper = tmp_path / "fast-cc"
-    wrapper.write_text('#!/bin/sh\nexec cc -DSCALE=3 "$@"\n')
-    wrapper.chmod(0o755)
-    past = time.time() - 10  # settled: its version line is remembered, as on a real machine
-    os.utime(wrapper, (past, past))
+    wrapper = _wrapper(tmp_path / "fast-cc", 3)
     through = Warm(dict(warm.env, WARM_CC=str(wrapper)))
     wrapped, plain = tmp_path / "wrapped.warm", tmp_path / "plain.warm"
     assert through("run", workload, "-b", wrapped, "-q", timeout=120).returncode == 0
