@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm, nvcc_or_skip
+from conftest import ROOT, Warm, cc_binary, nvcc_or_skip
 
 
 def _exit(tmp_path: Path, body: str, warm: bool, *flags: str, stdin: str = "") -> int:
@@ -90,10 +90,8 @@ def test_compilers_in_use_stay_remembered_beside_64_stale_entries(
         json.dumps(stale).encode(),
     )
     compilers = []
-    for name in ("cc1", "cc2"):
-        compilers.append(tmp_path / name)
-        compilers[-1].write_text(f"#!/bin/sh\necho '{name} 1.0'\n")
-        compilers[-1].chmod(0o755)
+    for name in ("cc1", "cc2"):  # binaries: a script's version is never remembered
+        compilers.append(cc_binary(tmp_path / name, f"{name} 1.0"))
     for _ in range(2):  # two processes' probes
         toolchain.probe.cache_clear()
         for cc in compilers:

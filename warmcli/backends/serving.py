@@ -86,7 +86,12 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
-    if record.backend == "host" and target.toolchain is not None:  # a wrapper's options
+    if (  # a wrapper's options; tested without a call where neither is one (every launch)
+        record.backend == "host"
+        and target.toolchain is not None
+        and record.toolchain != target.toolchain
+        and (WRAPPER_MARK in record.toolchain or WRAPPER_MARK in target.toolchain)
+    ):
         theirs, ours = _wrapper(record.toolchain), _wrapper(target.toolchain)
         if theirs != ours:
             return "toolchain", (
