@@ -261,7 +261,7 @@ class BundleAdmin(SignedRows):
                     "blob",
                     None if actual == sha else f"blob {sha[:16]} does not match its sha256",
                 )
-            kernels = self.each_kernel
+            kernels = self.each_kernel_used  # its times too, as `warm stats` reads them
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
             yield from (("", problem) for problem in self.blob_problems(unused=True))
             yield from tunes
