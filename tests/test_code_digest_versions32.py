@@ -1,7 +1,8 @@
-"""A checked tunable's code digest on every Python warm supports (>= 3.10), each run in a
-subprocess of that interpreter where this machine has it: on 3.10 `dis.Bytecode` has no
-`exception_entries` (a `try` is in the instructions themselves there), and reading it
-raised AttributeError at every checked tunable's making."""
+"""A checked tunable's code digest on every Python from 3.10 (warm needs 3.11; 3.10 is kept
+here as the oldest bytecode layout the digest reads), each run in a subprocess of that
+interpreter where this machine has it: on 3.10 `dis.Bytecode` has no `exception_entries`
+(a `try` is in the instructions themselves there), and reading it raised AttributeError at
+every checked tunable's making."""
 
 from __future__ import annotations
 

@@ -301,8 +301,6 @@ def test_a_shape_holding_a_number_of_any_length_is_sorted_and_explained(
 def test_verify_hashes_a_large_blob_a_chunk_at_a_time(tmp_path: Path) -> None:
     """`warm verify` hashes every blob: a 96 MB one is read a chunk at a time, never made
     one bytes object (with SQLite's own copy, ~3x its size in memory before)."""
-    if sys.version_info < (3, 11):
-        pytest.skip("Python 3.10 has no incremental blob handle: a blob is read whole")
     path = tmp_path / "large.warm"
     Bundle.create(path).close()
     conn = sqlite3.connect(path)

@@ -56,6 +56,7 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 _WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
+_FULL = 13  # SQLITE_FULL (Python 3.10's sqlite3 names no result code)
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
@@ -301,7 +302,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
-        why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
+        why = DISK_FULL if code == _FULL else WRITE_FAILED if code in _WRITES else ""
         if why:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"
