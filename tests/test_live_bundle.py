@@ -48,8 +48,8 @@ sys.argv[0] = "warm"
 main()
 """
 MERGE_PUBLISH = "warmcli.ops.merge:_publish"  # a merge, after its reads
-VERIFY_KERNELS = (
-    "warmcli.bundle.store:Bundle.each_kernel"  # verify, after the blobs, before the kernels
+VERIFY_KERNELS = (  # verify, after the blobs, before the kernels (with their times)
+    "warmcli.bundle.admin:BundleAdmin.each_kernel_used"
 )
 
 
