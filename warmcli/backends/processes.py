@@ -4,7 +4,8 @@ start, track, stop and reap them.
 `run` starts a command in its own process group (so stopping it stops its children
 too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on
 Linux to the thread that started it (a parent-death signal: a killed warm leaves none
-running), waits for it with a timeout, and on a timeout or an exception in the caller
+running; not in an atexit callback on Python 3.12, which refuses it there), waits for it
+with a timeout, and on a timeout or an exception in the caller
 (Ctrl-C) kills the whole group and reaps it. Every live group is known (the module's one
 piece of state), so `stop_compilers` kills them all at once, from a signal handler too,
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
@@ -174,17 +175,25 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
     group is killed and reaped; the timeout is returned (`timed_out`), the exception raised."""
     import subprocess  # imported on first use: a serving process starts no child
 
-    proc = subprocess.Popen(
-        list(command),
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
-        start_new_session=True,
-        preexec_fn=_tie_to_parent(),  # only prctl: no Python state is touched
-        env=_environment(),
-    )
+    def start(tie: Callable[[], None] | None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
+            start_new_session=True,
+            preexec_fn=tie,  # only prctl: no Python state is touched
+            env=_environment(),
+        )
+
+    try:
+        proc = start(_tie_to_parent())
+    except RuntimeError as exc:  # Python 3.12 refuses a preexec_fn in an atexit callback
+        if "shutdown" not in str(exc):  # (before it forks): started untied, as at exit
+            raise
+        proc = start(None)
     owner: Owner | None = getattr(_Live.owner, "current", None)
     try:
         if _track(proc.pid, True, owner):
