@@ -214,32 +214,6 @@ def test_no_prefetched_value_is_long_whatever_its_column(tmp_path) -> None:
             bundle.kernel(records[2].key, rows)
 
 
-def test_where_no_length_limit_can_be_set_the_select_bounds_every_value(tmp_path) -> None:
-    """On Python 3.10 (no `setlimit`) the prefetch select itself leaves out a row holding a
-    long value in any column it reads: its `seconds`, its blob's size, a text."""
-    import sqlite3
-
-    from warmcli.bundle.kernel_row import PREFETCH_VALUE_BYTES, _prefetch_select
-
-    path = tmp_path / "b.warm"
-    records = _stored(path, ["x86_64"] * 4)
-    long = 2 * PREFETCH_VALUE_BYTES
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute(
-            "UPDATE kernels SET seconds = zeroblob(?) WHERE key = ?", (long, records[0].key)
-        )
-        conn.execute(
-            "UPDATE blobs SET size = zeroblob(?) WHERE sha256 = ?", (long, records[1].sha256)
-        )
-        conn.execute("UPDATE kernels SET label = zeroblob(?) WHERE key = ?", (long, records[2].key))
-    rows = conn.execute(
-        _prefetch_select(bounded=True), ("host", "x86_64", -(2**63), -1, 0)
-    ).fetchall()
-    conn.close()
-    assert [r[0] for r in rows] == [records[3].key]
-
-
 def test_a_chunk_naming_many_blobs_has_every_size(tmp_path) -> None:
     """A chunk naming more blobs than one JSON array of their sha256s could hold under the
     prefetch's value limit (a CUDA bundle: a blob a kernel) has each row's blob size, as

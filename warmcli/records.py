@@ -26,15 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _quoted  # what `json.dumps` quotes with
-from typing import Any, ClassVar
-
-try:  # tells type checkers and editors a record's `__init__` (its fields), as a dataclass's
-    from typing import dataclass_transform
-except ImportError:  # Python 3.10: a no-op there
-
-    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:  # type: ignore[no-redef]
-        return lambda cls: cls
-
+from typing import Any, ClassVar, dataclass_transform  # the last: a record's `__init__`
 
 from warmcli.printable import printable
 

@@ -6,7 +6,7 @@ one without reading it (one under it is held whole, twice while SQLite hands it 
 memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
 (`digest`) or copied between bundles (`streamed`, what `warm merge` writes),
 `CHUNK_BYTES` at a time through SQLite's incremental blob handles
-(`Connection.blobopen`, Python 3.11+; before it, whole, within `MAX_BLOB_BYTES`). A copy
+(`Connection.blobopen`). A copy
 is hashed as it is written and checked before its transaction commits: a blob failing
 its sha256 or size (one another process rewrote after its size was read, longer or
 shorter) is refused as `Bundle.blob` refuses it. It owns no state beyond one
@@ -39,15 +39,9 @@ def over_cap(path: object, short: str, length: int, limit: int) -> BundleError:
 
 
 def chunks(reader: RowReader, rowid: int) -> Iterator[bytes]:
-    """The data of the blob in row `rowid`, `CHUNK_BYTES` at a time (whole before 3.11)."""
-    conn = reader._conn
-    if not hasattr(conn, "blobopen"):  # Python 3.10: read whole, within the limit
-        row = reader._one("SELECT data FROM blobs WHERE rowid = ?", (rowid,), MAX_BLOB_BYTES)
-        if row is not None and type(row[0]) is bytes:
-            yield row[0]
-        return
+    """The data of the blob in row `rowid`, `CHUNK_BYTES` at a time."""
     with reader._lock, _sqlite_errors(reader.path):
-        with conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
+        with reader._conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
             while chunk := blob.read(CHUNK_BYTES):
                 yield chunk
 
@@ -80,19 +74,13 @@ class Streamed:
             (self.sha256, self.size, self.size),
         )
         hashed, at = hashlib.sha256(), 0
-        if hasattr(conn, "blobopen"):
-            with conn.blobopen("blobs", "data", cursor.lastrowid) as out:
-                for chunk in chunks(self.source, self._rowid):
-                    at += len(chunk)
-                    if at > self.size:  # grown since its size was read: refused below
-                        break
-                    hashed.update(chunk)
-                    out.write(chunk)
-        else:  # Python 3.10: whole, within the limit
-            data = b"".join(chunks(self.source, self._rowid))
-            hashed.update(data)
-            at = len(data)
-            conn.execute("UPDATE blobs SET data = ? WHERE rowid = ?", (data, cursor.lastrowid))
+        with conn.blobopen("blobs", "data", cursor.lastrowid) as out:
+            for chunk in chunks(self.source, self._rowid):
+                at += len(chunk)
+                if at > self.size:  # grown since its size was read: refused below
+                    break
+                hashed.update(chunk)
+                out.write(chunk)
         if at != self.size or hashed.hexdigest() != self.sha256:  # the transaction rolls back
             short = self.sha256[:16]
             raise BundleError(f"{self.source.path}: blob {short} does not match its sha256")

@@ -56,7 +56,7 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 _WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
-_FULL = 13  # SQLITE_FULL (Python 3.10's sqlite3 names no result code)
+_FULL = sqlite3.SQLITE_FULL
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 

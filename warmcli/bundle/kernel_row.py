@@ -39,33 +39,20 @@ PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for ser
 # A prefetched row: `KERNEL_COLUMNS`, its blob's size (read as `KERNEL_SELECT` reads it, by
 # a subquery: a chunk's first row reads the blob's index pages the blob's read then finds
 # read, with no statement of its own), then its rowid, of a device's rows. No value longer
-# than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (Python 3.11+:
-# `Bundle.kernel_rows` reads under that limit; `chunk` passes over the row), so each value is
-# read as it is, with no `length()` per column and row (half of SQLite's time for a row);
-# their memory is counted in Python (`_chars`). On Python 3.10 (no limit to set) the WHERE
-# bounds a row's values by their bytes (`_TEXTS`, a number's as its text: each known without
-# counting characters, never fewer than them; NULL when one is NULL: such a row is read by
-# its key). Its texts
-# are few, far below the limit of a label, the components or a log, so a name longer than
-# a name may be is named here, as `KERNEL_SELECT`'s last column would name it
-# (`_over_limit`).
+# than `PREFETCH_VALUE_BYTES` is loaded: SQLite refuses it (`Bundle.kernel_rows` reads under
+# that limit; `chunk` passes over the row), so each value is read as it is, with no
+# `length()` per column and row (half of SQLite's time for a row); their memory is counted
+# in Python (`_chars`). Its texts are few, far below the limit of a label, the components
+# or a log, so a name longer than a name may be is named here, as `KERNEL_SELECT`'s last
+# column would name it (`_over_limit`).
 _NAMES = ("key", "device", "backend", "arch", "entry", "symbol", "sha256", "toolchain")
 _NAMED_AT = tuple(zip(_NAMES, (0, 1, 2, 3, 4, 6, 7, 8), strict=True))  # in KERNEL_COLUMNS
 _SIZE = "(SELECT size FROM blobs WHERE sha256 = kernels.sha256)"
 _VALUES = (*KERNEL_COLUMNS.split(", "), _SIZE)  # every value but the rowid
-_TEXTS = " + ".join(f"length(CAST({c} AS BLOB))" for c in _VALUES)
-
-
-def _prefetch_select(bounded: bool) -> str:
-    """The prefetch select; `bounded`: with the WHERE that bounds a row's values (3.10)."""
-    where = f"{_TEXTS} <= {PREFETCH_VALUE_BYTES} AND " if bounded else ""
-    return (
-        f"SELECT {', '.join(_VALUES)}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
-        f"{where}rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
-    )  # from a rowid, or skipping
-
-
-_PREFETCH_SELECT = _prefetch_select(not hasattr(sqlite3.Connection, "setlimit"))
+_PREFETCH_SELECT = (  # from a rowid, or skipping
+    f"SELECT {', '.join(_VALUES)}, rowid FROM kernels WHERE backend = ? AND arch = ? AND "
+    "rowid >= ? ORDER BY rowid LIMIT ? OFFSET ?"
+)
 # The first row at or after a rowid of a device's kernels: a row `chunk` passes over.
 _ROWID_FROM = (
     "SELECT rowid FROM kernels WHERE backend = ? AND arch = ? AND rowid >= ? ORDER BY rowid LIMIT 1"

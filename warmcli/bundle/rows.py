@@ -174,18 +174,13 @@ class RowReader:
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
         """Hold the connection, with SQLite refusing (as an error) to load any value longer
-        than `limit` bytes, so no hostile value is loaded whole (Python 3.11+ sets the limit;
-        on 3.10 the `length()` checks of `_bounded_select` alone keep it out of Python)."""
-        setlimit = getattr(self._conn, "setlimit", None)  # Python 3.11+
+        than `limit` bytes, so no hostile value is loaded whole."""
         with self._lock, _sqlite_errors(self.fspath):
-            if setlimit is None:
-                yield
-                return
-            before = setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
             try:
                 yield
             finally:
-                setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+                self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():

@@ -12,7 +12,7 @@ constant (a lambda, an inner function) is digested alike. What the instructions 
 not say is in it too: the code's signature (its counts of parameters, its flags, its
 variable names in order: `LOAD_FAST` names a variable, not its place, so `(out, inp)` and
 `(inp, out)` differ only there) and its exception table (what each `try` covers), by
-instruction place (Python 3.11 on: 3.10's `SETUP_FINALLY` instructions say it). What
+instruction place. What
 `python -O` removes (an `assert`) is code that differs: a different digest. It follows
 the Python version (its bytecode). Its only state is a bounded memo per code object; it
 runs no code it reads.
@@ -68,8 +68,7 @@ def code_digest(code: types.CodeType) -> str:
     counts = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount)
     parts.append(f"signature {counts} {code.co_flags & _BEHAVIOUR}")
     parts += [repr(code.co_varnames), repr(code.co_cellvars), repr(code.co_freevars)]
-    # What each `try` covers, by place (3.11 on; 3.10's `try` is in its instructions).
-    for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
+    for entry in dis.Bytecode(code).exception_entries:  # what each `try` covers, by place
         ends = (_target(place, o) for o in (entry.start, entry.end, entry.target))
         parts.append(f"try {tuple(ends)} {entry.depth} {entry.lasti}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
