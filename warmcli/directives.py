@@ -43,3 +43,10 @@ def spliced(data: bytes) -> bytes:
     """`data` with its line splices joined and each comment made one space, its literals
     kept as written."""
     return _LITERAL_OR_COMMENT.sub(_keep_literal, _SPLICE.sub(b"", data))
+
+
+def spliced_text(source: str) -> str | None:
+    """`source` as its preprocessor reads its directives (`spliced`), or None where nothing
+    in it could hide one (`may_hide`): the plain text is then what it reads."""
+    data = source.encode(errors="surrogatepass")
+    return spliced(data).decode(errors="surrogatepass") if may_hide(data) else None

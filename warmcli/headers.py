@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from warmcli.directives import may_hide, spliced
+from warmcli.directives import may_hide, spliced, spliced_text
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
 # folder in the next option.
@@ -224,11 +224,8 @@ def _by_path(source: str) -> bool:
     its directive is spelled: once per source text (its variants share it)."""
     if _ABSOLUTE.search(source):
         return True
-    data = source.encode(errors="surrogatepass")
-    return (
-        may_hide(data)
-        and _ABSOLUTE.search(spliced(data).decode(errors="surrogatepass")) is not None
-    )
+    text = spliced_text(source)
+    return text is not None and _ABSOLUTE.search(text) is not None
 
 
 @functools.lru_cache(maxsize=64)

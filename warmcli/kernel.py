@@ -236,12 +236,10 @@ def _by_path(source: str) -> bool:
     spliced, comments)."""
     if _ABSOLUTE_INCLUDE.search(source) is not None:
         return True
-    from warmcli.directives import may_hide, spliced  # only where a plain scan found none
+    from warmcli.directives import spliced_text  # only where a plain scan found none
 
-    data = source.encode(errors="surrogatepass")
-    if not may_hide(data):
-        return False
-    return _ABSOLUTE_INCLUDE.search(spliced(data).decode(errors="surrogatepass")) is not None
+    text = spliced_text(source)
+    return text is not None and _ABSOLUTE_INCLUDE.search(text) is not None
 
 
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.

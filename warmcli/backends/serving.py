@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from warmcli.backends.native import NATIVE, foreign_cpu
-from warmcli.backends.toolchain import WRAPPER_MARK
+from warmcli.backends.toolchain import WRAPPER_MARK, wrapper_named
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
@@ -92,7 +92,7 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         and record.toolchain != target.toolchain
         and (WRAPPER_MARK in record.toolchain or WRAPPER_MARK in target.toolchain)
     ):
-        theirs, ours = _wrapper(record.toolchain), _wrapper(target.toolchain)
+        theirs, ours = wrapper_named(record.toolchain), wrapper_named(target.toolchain)
         if theirs != ours:
             return "toolchain", (
                 f"built through {theirs or 'no wrapper script'}, this C compiler through "
@@ -115,12 +115,6 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 "that release, or its NVRTC)"
             )
     return None
-
-
-def _wrapper(identity: str) -> str:
-    """The wrapper script an identity names (`warmcli.backends.toolchain`), "" for none."""
-    at = identity.find(WRAPPER_MARK) + len(WRAPPER_MARK)
-    return "wrapper script sha256:" + identity[at : at + 16] if at >= len(WRAPPER_MARK) else ""
 
 
 def driver_release(driver: str) -> tuple[int, int] | None:

@@ -133,6 +133,13 @@ def _version_line(name: str, where: str) -> str:
     return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
 
 
+def wrapper_named(identity: str) -> str:
+    """The wrapper script a toolchain's identity (or version) names, as `_wrapper` wrote
+    it (`wrapper script sha256:…`), "" for none."""
+    at = identity.find(WRAPPER_MARK) + len(WRAPPER_MARK)
+    return "wrapper script sha256:" + identity[at : at + 16] if at >= len(WRAPPER_MARK) else ""
+
+
 def _wrapper(where: str) -> str:
     """For a C compiler that is a script (`#!`: a wrapper, which may add flags or pick
     another compiler by what it holds), its text's digest, to be told from the compiler it
