@@ -24,6 +24,13 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
 
 
+def folder_end(path: str) -> str | None:
+    """How a path names a folder where a file to write is meant (a last `/`, `.` or `..`,
+    which a `Path` drops, so a file would be made under the folder's name), else None."""
+    end = "/" if path.endswith(("/", os.sep)) else os.path.basename(path)
+    return end if end in (".", "..") or (end == "/" and path.strip("/" + os.sep)) else None
+
+
 def check_types(path: object, write: object, trusted_keys: object) -> bool:
     """`use_bundle`'s arguments are of the types it takes, else a one-line `TypeError` naming
     the argument (one key path as a `str` would be read one character a key); returns
@@ -78,8 +85,8 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     into a bundle not there yet. A relative path is taken from the working folder now: a
     process that changes it later (a daemon) still writes back there. One to write back into
     named as a folder (ending in `/`, `/.` or `/..`, which a path drops) is refused."""
-    end = "/" if path.endswith(("/", os.sep)) else os.path.basename(path)
-    if write and (end in (".", "..") or (end == "/" and path.strip("/" + os.sep))):
+    end = folder_end(path) if write else None
+    if end is not None:
         raise BundleError(f"{path}: ends in '{end}', so names a folder: name the bundle file")
     path = os.path.abspath(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)

@@ -210,10 +210,10 @@ def bundle_to_write(named: str | None) -> Path:
 
 
 def refuse_folder_name(named: str, shown: str = "") -> None:
-    """A file to write named ending in `/`, `/.` or `/..` names a folder: one line and exit 2,
-    never a file made under the folder's name (a path drops a last `/` or `.`)."""
-    end = "/" if named.endswith(("/", os.sep)) else os.path.basename(named)
-    if end in (".", "..") or (end == "/" and named.strip("/" + os.sep)):
+    """A file to write named as a folder (`bundle.served.folder_end`): one line and exit 2."""
+    from warmcli.bundle.served import folder_end  # production's rule: a write's only
+
+    if (end := folder_end(named)) is not None:
         fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to write")
 
 
