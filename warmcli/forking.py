@@ -36,6 +36,7 @@ from types import FrameType
 from typing import Any
 
 HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
+_ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after bundle)
 
 _RLOCK = type(threading.RLock())
 _RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
@@ -71,18 +72,28 @@ def renew_on_fork(owner: Any, *names: str) -> None:
 def _before() -> None:
     """Before a fork: let another thread's import end, then take the held locks, waiting
     `HOLD_SECONDS` at most in all; then `_REGISTRY`, held across the fork (the child's
-    `_RENEWED` whole)."""
+    `_RENEWED` whole). The held locks are listed again until no new one is registered (a
+    bundle another thread opened while they were waited for: its SQLite work is waited for
+    too), up to `_ROUNDS` times within the same time."""
     deadline = time.monotonic() + HOLD_SECONDS
     _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     taken = _taken.__dict__.setdefault("locks", [])
-    with _REGISTRY:  # another thread may be registering (a new bundle)
-        held = list(_HELD.items())
-    for owner, name in held:
-        lock = getattr(owner, name, None)
-        if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            taken.append(lock)
-    _imports_ended(deadline)  # and again: one begun while the locks were waited for
-    _REGISTRY.acquire()
+    seen: dict[int, Any] = {}  # the owners whose lock was waited for (kept: no id reused)
+    for _ in range(_ROUNDS):
+        with _REGISTRY:  # another thread may be registering (a new bundle)
+            held = [(o, n) for o, n in _HELD.items() if id(o) not in seen]
+        for owner, name in held:
+            seen[id(owner)] = owner
+            lock = getattr(owner, name, None)
+            if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                taken.append(lock)
+        _imports_ended(deadline)  # and again: one begun while the locks were waited for
+        _REGISTRY.acquire()
+        if len(_HELD) <= len(seen) or time.monotonic() >= deadline:
+            break
+        _REGISTRY.release()  # one registered meanwhile: waited for too (a few rounds)
+    else:
+        _REGISTRY.acquire()
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
 
 
