@@ -72,7 +72,9 @@ def _leaf(annotation: Any, info: Any) -> Any:
 
         def number(value: Any, param: Any, ctx: Any) -> Any:
             number = parse(value) if isinstance(value, str) else annotation(value)
-            if high is not None and not number <= high:  # first, as Pydantic (nan: this)
+            if number != number:  # nan: no bound holds, nor says why
+                raise ValueError("Input should be a valid number, not NaN (not a number)")
+            if high is not None and not number <= high:  # first, as Pydantic
                 raise ValueError(f"Input should be less than or equal to {high}")
             if low is not None and not number >= low:
                 raise ValueError(f"Input should be greater than or equal to {low}")

@@ -52,7 +52,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from warmcli.errors import DeviceError, WorkloadError, message_of
+from warmcli.errors import DeviceError, ToolchainError, WorkloadError, message_of
 from warmcli.production import late_runtimes
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -109,6 +109,12 @@ class Workload:
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
             ) from None
+        except ToolchainError as exc:  # the machine's: no compiler, not the workload's code
+            _forked_child_ends(pid, 1)
+            at = where(exc, self.path).rstrip(": ")
+            raise WorkloadError(
+                f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
+            ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
             _forked_child_ends(pid, 1)
             raise WorkloadError(

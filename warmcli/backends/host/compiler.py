@@ -110,7 +110,11 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        return probe("cc", self._cc)
+        try:
+            return probe("cc", self._cc)
+        except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
+            hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
+            raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
