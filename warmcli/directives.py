@@ -14,15 +14,17 @@ from __future__ import annotations
 import re
 
 # A backslash ending a line (GCC allows blanks between the two), and what stands between
-# a comment and the code around it: a literal, kept as written (a `'` after a letter or
-# digit is a digit separator, `1'000` in C23 and C++14, unless it follows a prefix: `L'`,
-# `u'`, `U'`, `u8'`; one a line ends unclosed runs to its end, as GCC lexes it, never
-# scanned again from a later quote: that was quadratic on `"\"\"...`), or a comment (one
-# space).
+# a comment and the code around it: a number (a pp-number: a digit, or `.` and a digit,
+# then letters, digits, dots, exponent signs and `'` digit separators, `1'000` in C23 and
+# C++14: a `'` inside a number only, not after a word: `return'/*'` holds a literal), a
+# literal, kept as written (one a line ends unclosed runs to its end, as GCC lexes it,
+# never scanned again from a later quote: that was quadratic on `"\"\"...`), or a comment
+# (one space).
 _SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
 _LITERAL_OR_COMMENT = re.compile(
-    rb'"(?:\\.|[^"\\\n])*"?'
-    rb"|'(?:(?<!\w')|(?<=(?<!\w)[LuU]')|(?<=(?<!\w)u8'))(?:\\.|[^'\\\n])*'?"
+    rb"(?<![\w.])\.?[0-9](?:[eEpP][+-]|[\w.]|'\w)*"
+    rb'|"(?:\\.|[^"\\\n])*"?'
+    rb"|'(?:\\.|[^'\\\n])*'?"
     rb"|/\*.*?(?:\*/|\Z)|//[^\n]*",
     re.DOTALL,
 )
