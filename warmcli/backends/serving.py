@@ -31,11 +31,11 @@ from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-VIRTUAL = Pattern(r"^compute_([1-9]\d{1,2})$")  # no compiler takes compute_090
-_RELEASE = Pattern(r"release (\d+)\.(\d+)")
-_VERSION = Pattern(r"^(\d+)\.(\d+)$")
+VIRTUAL = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
+_RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")
+_VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
-_SM = Pattern(r"^sm_(\d{2,3})")
+_SM = Pattern(r"sm_([0-9]{2,3})")
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
 
