@@ -28,6 +28,29 @@ def test_a_missing_c_compiler_is_named_as_the_machines_not_the_workloads(
     assert not (tmp_path / "b.warm").exists()
 
 
+AT_IMPORT = """import numpy as np, warmcli
+from warmcli import Kernel
+K = Kernel("void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] *= 2; }", "k", "Pl")
+rt = warmcli.runtime("host")
+rt.launch(K, rt.upload(np.ones(4, np.float32)), 4)
+def main(rt):
+    pass
+"""
+
+
+def test_a_missing_c_compiler_at_the_workloads_import_is_the_machines_too(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "w.py").write_text(AT_IMPORT)
+    warm.env["WARM_CC"] = str(tmp_path / "no-cc")
+    done = warm("run", tmp_path / "w.py", "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith(f"warm: error: cc: compiler '{tmp_path / 'no-cc'}' not found"), line
+    assert "ToolchainError" not in line and "failed to import" not in line, line
+    assert f"{tmp_path / 'w.py'}:5" in line and "\n" not in line, line
+
+
 @pytest.mark.parametrize("value", ["nan", "-nan", "NaN"])
 def test_a_compile_timeout_that_is_no_number_is_said_so(
     warm: Warm, tmp_path: Path, value: str

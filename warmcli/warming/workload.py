@@ -197,6 +197,9 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         return WorkloadError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}")
     if isinstance(exc, UnicodeDecodeError | ValueError) and not _ran_code(exc):
         return WorkloadError(f"{path}: not a Python source file ({first_line(exc)})")
+    if isinstance(exc, ToolchainError):  # the machine's: no compiler, not the workload's code
+        at = where(exc, Path(path)).rstrip(": ")
+        return WorkloadError(f"{first_line(exc)}; needed at {at} while the workload was imported")
     if isinstance(exc, SystemExit):
         failure = f"it called sys.exit({exc.code!r})"
     elif gpu_less and isinstance(exc, DeviceError):  # its own hint is no GPU-less run's
