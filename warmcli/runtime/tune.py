@@ -48,7 +48,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, describe_input, key_text
+from warmcli.runtime.tune_spec import check_names, describe_input, fits, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -144,10 +144,10 @@ class Tunable(Record):
         return names.index(which)
 
     def shape_key(self, inputs: tuple[Any, ...]) -> str:
-        """The inputs' part of the tune key, as stable text."""
+        """The inputs' part of the tune key, as stable text a bundle's row holds (`fits`)."""
         if self.key is None:
-            return " ".join(describe_input(v, self.bucket) for v in inputs)
-        return key_text(self.name, self.key(*inputs))
+            return fits(self.name, " ".join(describe_input(v, self.bucket) for v in inputs))
+        return fits(self.name, key_text(self.name, self.key(*inputs)))
 
     def tune_key(self, shape_key: str, device_identity: str) -> str:
         return tune_key(self.name, shape_key, device_identity, self.checksum)

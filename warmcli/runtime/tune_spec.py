@@ -7,8 +7,8 @@ memory address, or a set of no stable order is refused with a `TuneSpecError`) a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
-tunable's name or candidates that a bundle cannot hold (`check_names`). It owns no state
-and never runs a kernel or a check.
+tunable's name or candidates (`check_names`), or a tune key's text (`fits`), that a bundle
+cannot hold. It owns no state and never runs a kernel or a check.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ _DECIMAL = 10**4300
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
+MAX_KEY_TEXT = 4 << 20  # characters of a tune key's text a bundle holds (`MAX_TEXT_CHARS`)
 
 
 def check_names(name: object, candidates: object, kernel: type) -> None:
@@ -55,6 +56,17 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
         if not isinstance(k, kernel):
             raise TypeError(f"tunable {name}: candidate {each!r} is no Kernel "
                             f"({type(k).__name__})")  # fmt: skip
+
+
+def fits(name: str, text: str) -> str:
+    """`text`, the inputs' part of a tune key of tunable `name`; a `TuneSpecError` where it
+    is longer than a bundle's row holds (every reader would call the row corrupt)."""
+    if len(text) > MAX_KEY_TEXT:
+        raise TuneSpecError(
+            f"tunable {name}: its tune key's text is {len(text)} characters, over the "
+            f"{MAX_KEY_TEXT} a bundle holds: key on a digest of the inputs (key=)"
+        )
+    return text
 
 
 def pow2(n: int) -> int:
