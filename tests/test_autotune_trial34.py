@@ -6,6 +6,9 @@ subprocess, the host backend (real cc), real bundles.
   corrupt: the verify pass failed (`1 tune(s) measured, not in the bundle`, exit 1)
   printing the megabytes of key twice; production missed it on every start. It is
   refused where the tune is called, in one line naming the tunable.
+- `check=` compared only the inputs' buffers, not a buffer the launch function launches
+  on that is none of the inputs (one the app keeps), which warm keeps too: a candidate
+  writing a wrong result there passed the check (`ok`) and could be picked.
 """
 
 from __future__ import annotations
@@ -60,3 +63,48 @@ def test_the_key_text_limit_is_the_bundles() -> None:
     from warmcli.runtime.tune_spec import MAX_KEY_TEXT
 
     assert MAX_KEY_TEXT == MAX_TEXT_CHARS
+
+
+BESIDE = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(const float *x, float *out, int n) { for (int i = 0; i < n; i++) out[i] = x[i] * F; }"
+STATE = {}
+
+
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, STATE["out"], n, stream=stream)  # the app's own output buffer
+
+
+def ok(outputs, inputs):  # the output must be twice the input
+    return bool((outputs[-1] == inputs[0] * 2).all())
+
+
+KS = {"good": Kernel(SRC, "f", "PPi", defines={"F": 2}),
+      "wrong": Kernel(SRC, "f", "PPi", defines={"F": 3}),
+      "good2": Kernel(SRC, "f", "PPi", defines={"F": 2, "G": 1})}
+T = Tunable("beside", KS, launch, check=CHECK)
+
+
+def workload(rt):
+    x = rt.upload(np.arange(64, dtype=np.float32))
+    STATE["out"] = rt.buffer(64, "float32")
+    rt.tune(T, x, 64)
+"""
+
+
+@pytest.mark.parametrize("check", ['"good"', "ok"])
+def test_the_check_compares_a_kept_buffer_that_is_none_of_the_inputs(
+    warm: Warm, workload_file, bundle_path: Path, check: str
+) -> None:
+    script = workload_file(BESIDE.replace("CHECK", check))
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    [tune] = warm.json("stats", bundle_path)["tunes"]
+    status = {c["name"]: (c["status"], c.get("reason") or "") for c in tune["candidates"]}
+    assert status["good"][0] == status["good2"][0] == "ok", status
+    assert status["wrong"][0] == "failed", status
+    assert status["wrong"][1].startswith("check: "), status
+    assert tune["pick"] in ("good", "good2"), tune
