@@ -9,6 +9,10 @@ subprocess, the host backend (real cc), real bundles.
 - `check=` compared only the inputs' buffers, not a buffer the launch function launches
   on that is none of the inputs (one the app keeps), which warm keeps too: a candidate
   writing a wrong result there passed the check (`ok`) and could be picked.
+- A tune inside a tunable's launch function (nested, on the same stream) dropped the
+  outer tune's watch on its launches when it finished: a buffer the outer candidates
+  then wrote in place, none of the inputs, was not kept, so a cold start or a miss
+  accumulated every warm-up and repeat into it (13.0 where a hit computed 1.0).
 """
 
 from __future__ import annotations
@@ -108,3 +112,59 @@ def test_the_check_compares_a_kept_buffer_that_is_none_of_the_inputs(
     assert status["wrong"][0] == "failed", status
     assert status["wrong"][1].startswith("check: "), status
     assert tune["pick"] in ("good", "good2"), tune
+
+
+NESTED = """\
+import json
+import sys
+
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+ID = "void f(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * 1.0f; }"
+ACC = "void acc(const float *x, float *out, int n) { for (int i = 0; i < n; i++) out[i] += x[i]; }"
+STATE = {}
+
+
+def launch_inner(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+INNER = Tunable("inner", {f"i{i}": Kernel(ID, "f", "Pi", defines={"W": i}) for i in range(2)},
+                launch_inner)
+
+
+def launch_outer(rt, kernel, x, n, *, stream=None):
+    rt.tune(INNER, x, n, stream=stream)  # a tune inside the outer's candidates
+    rt.launch(kernel, x, STATE["out"], n, stream=stream)  # the app's own buffer, in place
+
+
+OUTER = Tunable("outer", {f"o{i}": Kernel(ACC, "acc", "PPi", defines={"W": i}) for i in range(2)},
+                launch_outer)
+
+
+def workload(rt):
+    x = rt.upload(np.ones(4, dtype=np.float32))
+    STATE["out"] = rt.upload(np.zeros(4, dtype=np.float32))
+    rt.tune(OUTER, x, 4)
+
+
+if __name__ == "__main__":
+    warmcli.use_bundle(sys.argv[1] if len(sys.argv) > 1 else None)
+    rt = warmcli.runtime("host")
+    workload(rt)
+    print(json.dumps(rt.read(STATE["out"]).tolist()))
+"""
+
+
+def test_a_nested_tune_keeps_the_outer_tunes_watch_cold_miss_and_hit_agree(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    script = workload_file(NESTED)
+    code = f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+    assert warm.production(code) == [1.0] * 4  # cold: no bundle
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert warm.production(code, bundle_path) == [1.0] * 4  # a hit

@@ -90,6 +90,7 @@ class TuneGuard:
         self._copies: list[Buffer] = []
         self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
+        self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
         try:
             for buffer in self.buffers:
                 self._copies.append(self._copy(buffer))
@@ -111,9 +112,11 @@ class TuneGuard:
         launches on and that is none of `inputs` (whose buffers `restore=` chose among),
         before its first launch runs; another thread's launches on the stream are its own."""
         self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
-        self.stream.watch_launches(self._cover)
+        self._outer = self.stream.watch_launches(self._cover)
 
     def _cover(self, args: tuple[Any, ...]) -> None:
+        if self._outer is not None:  # a tune inside another's candidate: the outer keeps too
+            self._outer(args)
         for buffer in _buffers_in(args):
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
@@ -148,8 +151,9 @@ class TuneGuard:
 
     def release(self) -> None:
         """Free the copies (after the stream has finished with them); launches are no
-        longer watched."""
-        self.stream.watch_launches(None)
+        longer watched by this guard (an outer tune's guard watches them again)."""
+        self.stream.watch_launches(self._outer)
+        self._outer = None
         if not self._copies:
             return
         self.stream.synchronize()
