@@ -13,6 +13,10 @@ subprocess, the host backend (real cc), real bundles.
   outer tune's watch on its launches when it finished: a buffer the outer candidates
   then wrote in place, none of the inputs, was not kept, so a cold start or a miss
   accumulated every warm-up and repeat into it (13.0 where a hit computed 1.0).
+- A tune's candidates document over the 4 MiB a bundle reads (every sample of 2
+  candidates x 300,000 repeats; a candidate's reason of megabytes, from its exception's
+  message) was stored, then every reader called the row corrupt (the verify pass
+  failed). The samples are refused where the Tunable is made; a reason is cut to fit.
 """
 
 from __future__ import annotations
@@ -168,3 +172,58 @@ def test_a_nested_tune_keeps_the_outer_tunes_watch_cold_miss_and_hit_agree(
     proc = warm("run", script, "-b", bundle_path, "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert warm.production(code, bundle_path) == [1.0] * 4  # a hit
+
+
+SAMPLES = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * 1.0f; }"
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    if str(dict(kernel.defines)["W"]) == "1":
+        raise RuntimeError("bad " * (2 << 20))  # a reason of 8 MiB
+    rt.launch(kernel, y, n, stream=stream)
+
+
+KS = {f"c{i}": Kernel(SRC, "f", "Pi", defines={"W": i}) for i in range(CANDIDATES)}
+T = Tunable("rows", KS, launch, warmup=0, repeats=REPEATS, restore=())
+
+
+def workload(rt):
+    rt.tune(T, rt.upload(np.ones(1, dtype=np.float32)), 1)
+"""
+
+
+def test_samples_over_what_a_tunes_row_holds_are_refused_where_the_tunable_is_made(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    script = workload_file(SAMPLES.replace("CANDIDATES", "1 + 2").replace("REPEATS", "150_000"))
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "workload failed to import: " in line, line
+    assert "tunable rows: 3 candidates x 150000 repeats" in line, line
+    assert not bundle_path.exists() or bundle_path.stat().st_size == 0
+
+
+def test_a_reason_of_megabytes_is_cut_to_fit_the_tunes_row(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    script = workload_file(SAMPLES.replace("CANDIDATES", "3").replace("REPEATS", "5"))
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stderr[:2000]
+    assert "the bundle is complete" in proc.stdout, proc.stdout[:2000]
+    [tune] = warm.json("stats", bundle_path)["tunes"]
+    reason = {c["name"]: c.get("reason") or "" for c in tune["candidates"]}["c1"]
+    assert reason.startswith("RuntimeError: bad bad "), reason[:100]
+    assert "characters cut ...]" in reason and len(reason) < 4 << 20, len(reason)
+
+
+def test_the_row_limits_are_the_bundles() -> None:
+    from warmcli.bundle.candidates import MAX_PACKED_BYTES
+    from warmcli.runtime.tune_spec import MAX_TUNE_ROW
+
+    assert MAX_TUNE_ROW == MAX_PACKED_BYTES

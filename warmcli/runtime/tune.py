@@ -48,7 +48,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, describe_input, fits, key_text
+from warmcli.runtime.tune_spec import check_names, check_samples, describe_input, fits, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -75,9 +75,7 @@ class Tunable(Record):
     restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
-        check_names(self.name, self.candidates, Kernel)
-        if not self.candidates:
-            raise ValueError(f"tunable {self.name} has no candidates")
+        check_names(self.name, self.candidates, Kernel)  # and that there are some
         if self.bucket not in (None, "pow2"):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
         for arg, least, what in (("warmup", 0, "launches"), ("repeats", 1, "timed launches")):
@@ -89,6 +87,7 @@ class Tunable(Record):
                     f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
                 )
             object.__setattr__(self, arg, number)  # a plain int from here on
+        check_samples(self.name, self.candidates, self.repeats)
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "
