@@ -17,6 +17,9 @@ subprocess, the host backend (real cc), real bundles.
   candidates x 300,000 repeats; a candidate's reason of megabytes, from its exception's
   message) was stored, then every reader called the row corrupt (the verify pass
   failed). The samples are refused where the Tunable is made; a reason is cut to fit.
+- `key=["n"]`, a list of argument names as Triton's autotune takes, was accepted where
+  the Tunable was made and failed at its first tune with `TypeError: 'list' object is not
+  callable`, naming neither the tunable nor `key=`. It is refused where it is made.
 """
 
 from __future__ import annotations
@@ -227,3 +230,16 @@ def test_the_row_limits_are_the_bundles() -> None:
     from warmcli.runtime.tune_spec import MAX_TUNE_ROW
 
     assert MAX_TUNE_ROW == MAX_PACKED_BYTES
+
+
+def test_a_key_that_is_no_callable_is_refused_where_the_tunable_is_made(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    source = SAMPLES.replace("CANDIDATES", "2").replace("REPEATS", "5")
+    script = workload_file(source.replace("restore=()", 'restore=(), key=["n"]'))
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "workload failed to import: " in line, line
+    assert "tunable rows: key= is a callable of the inputs" in line, line
+    assert "not a list" in line, line

@@ -48,7 +48,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, check_samples, describe_input, fits, key_text
+from warmcli.runtime.tune_spec import check_names, check_spec, describe_input, fits, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -87,7 +87,7 @@ class Tunable(Record):
                     f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
                 )
             object.__setattr__(self, arg, number)  # a plain int from here on
-        check_samples(self.name, self.candidates, self.repeats)
+        check_spec(self.name, self.candidates, self.repeats, self.key)
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "

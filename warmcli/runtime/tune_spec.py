@@ -7,9 +7,9 @@ memory address, or a set of no stable order is refused with a `TuneSpecError`) a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
-tunable's name or candidates (`check_names`), its samples (`check_samples`), or a tune
-key's text (`fits`), that a bundle cannot hold. It owns no state and never runs a kernel
-or a check.
+tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
+that is no callable), or a tune key's text (`fits`), that a bundle cannot hold. It owns
+no state and never runs a kernel or a check.
 """
 
 from __future__ import annotations
@@ -63,10 +63,16 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
         raise ValueError(f"tunable {name} has no candidates")
 
 
-def check_samples(name: str, candidates: Mapping[str, object], repeats: int) -> None:
+def check_spec(name: str, candidates: Mapping[str, object], repeats: int, key: object) -> None:
     """`TuneSpecError` where every candidate's samples (`repeats` each) and name take more
     than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest for the reasons that
-    candidates fail with, cut to fit when the row is written): no reader would read it."""
+    candidates fail with, cut to fit when the row is written): no reader would read it;
+    and where `key` is neither None nor a callable (a list of names, as Triton takes)."""
+    if key is not None and not callable(key):
+        raise TuneSpecError(
+            f"tunable {name}: key= is a callable of the inputs that returns the key "
+            f"(key=lambda x, n: n), not a {type(key).__name__}"
+        )
     need = len(candidates) * repeats * 8 + sum(
         _ROW_PER_CANDIDATE + len(n.encode("utf-8", "surrogatepass")) for n in candidates
     )
