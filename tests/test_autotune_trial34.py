@@ -20,6 +20,10 @@ subprocess, the host backend (real cc), real bundles.
 - `key=["n"]`, a list of argument names as Triton's autotune takes, was accepted where
   the Tunable was made and failed at its first tune with `TypeError: 'list' object is not
   callable`, naming neither the tunable nor `key=`. It is refused where it is made.
+- A `check=` callable with no Python code of its own (a builtin, a C or Cython function,
+  a numpy function) was keyed by its type's `__call__`, the same for every such function:
+  a bundle warmed under one check served its pick to a process checking with another,
+  never run (a cold start raised `every candidate failed` where the hit computed).
 """
 
 from __future__ import annotations
@@ -243,3 +247,62 @@ def test_a_key_that_is_no_callable_is_refused_where_the_tunable_is_made(
     assert "workload failed to import: " in line, line
     assert "tunable rows: key= is a callable of the inputs" in line, line
     assert "not a list" in line, line
+
+
+BUILTIN_CHECK = """\
+import operator
+import os
+import sys
+
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * 2.0f; }"
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+KS = {f"c{i}": Kernel(SRC, "f", "Pi", defines={"W": i}) for i in range(2)}
+# operator.is_not accepts every candidate; operator.is_ rejects every one
+T = Tunable("builtin", KS, launch, check=getattr(operator, os.environ["CHECK"]))
+
+
+def workload(rt):
+    rt.tune(T, rt.upload(np.ones(4, dtype=np.float32)), 4)
+
+
+if __name__ == "__main__":
+    warmcli.use_bundle(sys.argv[1] if len(sys.argv) > 1 else None)
+    try:
+        workload(warmcli.runtime("host"))
+    except warmcli.TuneFailure:
+        print("every candidate failed")
+    else:
+        print("computed")
+"""
+
+
+def test_checks_with_no_python_code_of_their_own_key_apart(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    script = workload_file(BUILTIN_CHECK)
+    warm.env["CHECK"] = "is_not"  # warmed under a check accepting every candidate
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+
+    def serve(*bundle: Path) -> str:
+        env = dict(warm.env, CHECK="is_")
+        run = [sys.executable, str(script), *map(str, bundle)]
+        done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert serve() == "every candidate failed"  # cold
+    assert serve(bundle_path) == "every candidate failed"  # the bundle's pick is another check's

@@ -2,9 +2,10 @@
 
 `check_identity` renders a `check=` spec as text stable across processes: a candidate's
 name, or a callable by its qualified name and a digest of what its code does
-(`warmcli.runtime.code_digest`), with the module state and helpers it reads
-(`_MAX_HELPERS` calls deep); `judged_identity` adds the launch function the check judged.
-Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
+(`warmcli.runtime.code_digest`; one with no Python code, by its module and qualified
+name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep);
+`judged_identity` adds the launch function the check judged. Split from
+`warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
 a memo of what each check's code assigns; it never runs a kernel or a check.
 """
 
@@ -114,11 +115,18 @@ def _callable_identity(
             shown.append([name, _callable_identity(value, seen, depth + 1)])
         elif (library := _library_callable(value, function, space)) is not None:
             shown.append(f"{name}=<{library}>")  # `compare = np.greater`: which one it names
-    return [
-        getattr(function, "__qualname__", type(check).__qualname__),
-        code_digest(code) if isinstance(code, types.CodeType) else "",
-        shown,
-    ]
+    if not isinstance(code, types.CodeType):  # a builtin, C or Cython function: by its name
+        return [_native_name(check), "", shown]  # (its type's `__call__` is every one's)
+    return [getattr(function, "__qualname__", type(check).__qualname__), code_digest(code), shown]
+
+
+def _native_name(check: Callable[..., Any]) -> str:
+    """A callable with no Python code as `module.qualname` (`_operator.eq`); an object of
+    such a type with no name of its own, as its type's."""
+    module, named = getattr(check, "__module__", None), getattr(check, "__qualname__", None)
+    if not isinstance(named, str):
+        module, named = type(check).__module__, type(check).__qualname__
+    return f"{module}.{named}" if isinstance(module, str) else named
 
 
 def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
