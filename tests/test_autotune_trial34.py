@@ -24,6 +24,10 @@ subprocess, the host backend (real cc), real bundles.
   a numpy function) was keyed by its type's `__call__`, the same for every such function:
   a bundle warmed under one check served its pick to a process checking with another,
   never run (a cold start raised `every candidate failed` where the hit computed).
+- A function a check holds (in its closure, a default, a `functools.partial`'s
+  arguments, its object's attributes: `make_check(strict)`, `partial(compare,
+  cmp=np.allclose)`, `Judge(strict)`) was not keyed:
+  changing it to another kept the old picks, checked by the other function.
 """
 
 from __future__ import annotations
@@ -306,3 +310,78 @@ def test_checks_with_no_python_code_of_their_own_key_apart(
 
     assert serve() == "every candidate failed"  # cold
     assert serve(bundle_path) == "every candidate failed"  # the bundle's pick is another check's
+
+
+def _strict(outputs, inputs):
+    return bool((outputs[0] == inputs[0] * 2).all())
+
+
+def _loose(outputs, inputs):
+    return True
+
+
+def _make_check(judge):
+    return lambda outputs, inputs: judge(outputs, inputs)
+
+
+def _compare(outputs, inputs, cmp=None):
+    return bool(cmp(outputs[0], inputs[0] * 2))
+
+
+def _with_default(outputs, inputs, judge=_strict):
+    return judge(outputs, inputs)
+
+
+class _Judge:
+    def __init__(self, judge):
+        self.judge = judge
+
+    def __call__(self, outputs, inputs):
+        return self.judge(outputs, inputs)
+
+
+def _defaulted(judge):
+    def check(outputs, inputs, judge=judge):  # the same code, another default
+        return judge(outputs, inputs)
+
+    return check
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "closure",
+        "partial of a library function",
+        "partial of a function",
+        "default",
+        "attribute",
+    ],
+)
+def test_a_function_a_check_holds_keys_its_tunes(pair: str) -> None:
+    import functools
+
+    import numpy as np
+
+    from warmcli import Kernel, Tunable
+
+    src = "void f(float *y, int n) { }"
+    ks = {f"c{i}": Kernel(src, "f", "Pi", defines={"W": i}) for i in range(2)}
+
+    def launch(rt, kernel, y, n, *, stream=None):
+        rt.launch(kernel, y, n, stream=stream)
+
+    one, other = {
+        "closure": (_make_check(_strict), _make_check(_loose)),
+        "partial of a library function": (
+            functools.partial(_compare, cmp=np.allclose),
+            functools.partial(_compare, cmp=np.array_equal),
+        ),
+        "partial of a function": (
+            functools.partial(_with_default, judge=_strict),
+            functools.partial(_with_default, judge=_loose),
+        ),
+        "default": (_defaulted(_strict), _defaulted(_loose)),
+        "attribute": (_Judge(_strict), _Judge(_loose)),
+    }[pair]
+    sums = {Tunable("op", ks, launch, check=c).checksum for c in (one, other)}
+    assert len(sums) == 2, pair
