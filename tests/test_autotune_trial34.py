@@ -28,6 +28,8 @@ subprocess, the host backend (real cc), real bundles.
   arguments, its object's attributes: `make_check(strict)`, `partial(compare,
   cmp=np.allclose)`, `Judge(strict)`) was not keyed:
   changing it to another kept the old picks, checked by the other function.
+- `warm merge` printed each tune it kept or dropped with its whole shape key (a key= of
+  3 MiB: 6 MB of output), where stats and diff cut a cell to 512 characters.
 """
 
 from __future__ import annotations
@@ -385,3 +387,18 @@ def test_a_function_a_check_holds_keys_its_tunes(pair: str) -> None:
     }[pair]
     sums = {Tunable("op", ks, launch, check=c).checksum for c in (one, other)}
     assert len(sums) == 2, pair
+
+
+def test_merge_cuts_a_long_shape_key_as_stats_and_diff_do(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    script = workload_file(HEAD.format(key=", key=lambda y, n, tag: tag", tag='"x" * (3 << 20)'))
+    paths = [tmp_path / f"{n}.warm" for n in "abm"]
+    for path in paths[:2]:
+        proc = warm("run", script, "-b", path, "--quiet")
+        assert proc.returncode == 0, proc.stderr[:2000]
+    proc = warm("merge", *paths[:2], "-o", paths[2])
+    assert proc.returncode == 0, proc.stderr[:2000]
+    assert "tune big" in proc.stdout, proc.stdout[:2000]
+    assert len(proc.stdout) < 20_000, len(proc.stdout)
+    assert "(3,145,728 characters)" in proc.stdout, proc.stdout[:2000]
