@@ -402,3 +402,45 @@ def test_merge_cuts_a_long_shape_key_as_stats_and_diff_do(
     assert "tune big" in proc.stdout, proc.stdout[:2000]
     assert len(proc.stdout) < 20_000, len(proc.stdout)
     assert "(3,145,728 characters)" in proc.stdout, proc.stdout[:2000]
+
+
+SIDE_EFFECT = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] * 2.0f; }"
+POKE = "void poke(float *s, int n) { for (int i = 0; i < n; i++) s[i] = 7.0f; }"
+STATE = {}
+
+
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+    if dict(kernel.defines).get("POKE"):  # this candidate also writes the app's scratch
+        rt.launch(STATE["poke"], STATE["scratch"], n, stream=stream)
+
+
+KS = {"good": Kernel(SRC, "f", "Pi", defines={"W": 0}),
+      "sneaky": Kernel(SRC, "f", "Pi", defines={"W": 1, "POKE": 1}),
+      "good2": Kernel(SRC, "f", "Pi", defines={"W": 2})}
+T = Tunable("side", KS, launch, check="good")
+
+
+def workload(rt):
+    STATE["poke"] = Kernel(POKE, "poke", "Pi")
+    STATE["scratch"] = rt.upload(np.zeros(16, dtype=np.float32))
+    rt.tune(T, rt.upload(np.arange(16, dtype=np.float32)), 16)
+"""
+
+
+def test_a_buffer_only_another_candidate_writes_is_compared_as_it_was(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    proc = warm("run", workload_file(SIDE_EFFECT), "-b", bundle_path, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    [tune] = warm.json("stats", bundle_path)["tunes"]
+    status = {c["name"]: (c["status"], c.get("reason") or "") for c in tune["candidates"]}
+    assert status["good"][0] == status["good2"][0] == "ok", status
+    assert status["sneaky"][0] == "failed", status
+    assert "check: output 2 (float32[16])" in status["sneaky"][1], status
+    assert "7.0 != 0.0" in status["sneaky"][1], status
