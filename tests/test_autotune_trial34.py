@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 
 HEAD = """\
 import numpy as np
@@ -304,7 +304,7 @@ def test_checks_with_no_python_code_of_their_own_key_apart(
     assert proc.returncode == 0, proc.stderr
 
     def serve(*bundle: Path) -> str:
-        env = dict(warm.env, CHECK="is_")
+        env = dict(warm.env, CHECK="is_", PYTHONPATH=str(ROOT))  # this tree's warmcli
         run = [sys.executable, str(script), *map(str, bundle)]
         done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
@@ -444,3 +444,47 @@ def test_a_buffer_only_another_candidate_writes_is_compared_as_it_was(
     assert status["sneaky"][0] == "failed", status
     assert "check: output 2 (float32[16])" in status["sneaky"][1], status
     assert "7.0 != 0.0" in status["sneaky"][1], status
+
+
+SELF_HELD = """\
+from warmcli import Kernel, Tunable
+
+
+class Judge:  # every method held by the object itself: keyed once each, not as a lattice
+    def __init__(self):
+        self.a, self.b, self.c, self.d = self.m1, self.m2, self.m3, self.m1
+
+    def m1(self, outputs, inputs):
+        return True
+
+    def m2(self, outputs, inputs):
+        return self.a(outputs, inputs)
+
+    def m3(self, outputs, inputs):
+        return self.b(outputs, inputs)
+
+    def __call__(self, outputs, inputs):
+        return self.c(outputs, inputs)
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+KS = {f"c{i}": Kernel("void f(float *y, int n) { }", "f", "Pi", defines={"W": i}) for i in range(2)}
+print(Tunable("op", KS, launch, check=Judge()).checksum)
+"""
+
+
+def test_a_check_object_holding_its_own_methods_is_keyed_at_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "held.py"
+    script.write_text(SELF_HELD)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # this tree's warmcli
+    run = [sys.executable, str(script)]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.strip()) == 64, done.stdout

@@ -142,11 +142,14 @@ def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth
     for name, value in held:
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
             continue
-        if not isinstance(value, types.FunctionType):  # a partial, builtin, method, object
-            shown.append([name, _callable_identity(value, seen, depth + 1)])
-        elif value in seen:
-            shown.append([name, value.__qualname__])
-        elif value.__globals__ is space or value.__module__ == module:
+        inner = value if isinstance(value, functools.partial) else _function(value)
+        if isinstance(inner, types.FunctionType) and inner in seen:  # keyed once: no lattice
+            shown.append([name, inner.__qualname__])  # (`self.f = self.g` of every method)
+        elif (
+            not isinstance(value, types.FunctionType)  # a partial, builtin, method, object
+            or value.__globals__ is space  # or a function of the check's own module
+            or value.__module__ == module
+        ):
             shown.append([name, _callable_identity(value, seen, depth + 1)])
         else:  # a library's
             shown.append(f"{name}=<{value.__module__}.{value.__qualname__}>")
