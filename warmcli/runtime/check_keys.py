@@ -134,25 +134,27 @@ def _callable_identity(
 
 def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth: int) -> list[Any]:
     """The callables among `held` (named values a check holds: a closure's, a default's, a
-    partial's), each as the helpers it calls are: a function of the check's own module
-    keyed alike (once), a library one by its module and name, another callable alike."""
+    partial's, its object's), each as the helpers it calls are: one of the check's own
+    module (a function, a method, an object with a `__call__`) keyed alike, once; a
+    library's by its module and name; a partial by what it holds."""
     space = getattr(function, "__globals__", None) or {}
     module = getattr(function, "__module__", None)
     shown: list[Any] = []
     for name, value in held:
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
             continue
-        inner = value if isinstance(value, functools.partial) else _function(value)
-        if isinstance(inner, types.FunctionType) and inner in seen:  # keyed once: no lattice
-            shown.append([name, inner.__qualname__])  # (`self.f = self.g` of every method)
-        elif (
-            not isinstance(value, types.FunctionType)  # a partial, builtin, method, object
-            or value.__globals__ is space  # or a function of the check's own module
-            or value.__module__ == module
-        ):
+        if isinstance(value, functools.partial):
             shown.append([name, _callable_identity(value, seen, depth + 1)])
-        else:  # a library's
-            shown.append(f"{name}=<{value.__module__}.{value.__qualname__}>")
+            continue
+        inner = _function(value)
+        if not isinstance(inner, types.FunctionType):  # a builtin, C or Cython function
+            shown.append(f"{name}=<{_native_name(value)}>")
+        elif inner in seen:  # keyed once: no lattice (`self.f = self.g` of every method)
+            shown.append([name, inner.__qualname__])
+        elif inner.__globals__ is space or inner.__module__ == module:
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
+        else:  # a library's (its state, a logger's say, is none of the check's)
+            shown.append(f"{name}=<{inner.__module__}.{inner.__qualname__}>")
     return shown
 
 
