@@ -125,16 +125,22 @@ class Stream:
         self._overrides: list[StreamMode] = []
         self._lock = new_lock(self)
 
-    def watch_launches(self, cover: Callable[[tuple[Any, ...]], None] | None) -> None:
+    def watch_launches(
+        self, cover: Callable[[tuple[Any, ...]], None] | None
+    ) -> Callable[[tuple[Any, ...]], None] | None:
         """From now, `cover` is shown the arguments of each launch this thread executes on
-        the stream, before it runs (None: no longer); other threads' launches are theirs."""
+        the stream, before it runs (None: no longer); other threads' launches are theirs.
+        Returns the cover it replaces (a tune measuring inside another's candidate hands
+        the outer one back when it is done)."""
         with self._lock:
             hooks = dict(self.on_launch or {})
             if cover is None:
-                hooks.pop(threading.get_ident(), None)
+                previous = hooks.pop(threading.get_ident(), None)
             else:
+                previous = hooks.get(threading.get_ident())
                 hooks[threading.get_ident()] = cover
             self.on_launch = hooks or None
+        return previous
 
     @property
     def mode(self) -> StreamMode:

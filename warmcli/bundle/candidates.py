@@ -1,8 +1,10 @@
 """A tune's candidates as a bundle stores them: one compact binary document.
 
 `pack` writes every candidate of a `TuneRecord` (name, kernel key, status, median
-and every sample, reason) as little-endian fields: counts and lengths as uint32,
-times as float64 (every sample kept exactly, never rounded). A kernel key that is a
+and every sample, reason: cut, head and tail kept, where the document would not fit
+`MAX_PACKED_BYTES`, as an exception's message of megabytes would not) as little-endian
+fields: counts and lengths as uint32, times as float64 (every sample kept exactly,
+never rounded). A kernel key that is a
 sha256 in hex is written as its 32 bytes (format 2), or, given `intern` (format 3),
 as its index in the document's head: the uint32 ids under which the bundle holds
 each kernel's 32 bytes once (`tune_kernels`: a tune's candidates name the same few
@@ -105,7 +107,7 @@ def joined(parts: Iterable[Part]) -> bytes:
 def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = None) -> bytes:
     """The stored form of `candidates`: format 3's with `intern` (a kernel key's 32 bytes
     to the id the bundle holds them under), else format 2's (see the module doc)."""
-    items = tuple(candidates)
+    items = _fitted(tuple(candidates))
     if intern is None:
         raw = _encode(items, None)
         deflated, tags, head = zlib.compress(raw, 6), (RAW, DEFLATED), b""
@@ -119,6 +121,36 @@ def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = Non
     if len(deflated) < len(raw):
         return bytes((tags[1],)) + head + deflated
     return bytes((tags[0],)) + head + raw
+
+
+def _fitted(items: tuple[CandidateMeasurement, ...]) -> tuple[CandidateMeasurement, ...]:
+    """`items` with their reasons cut (head and tail kept) so that the document fits in
+    `MAX_PACKED_BYTES` (a reason is an exception's message: it may be megabytes); the
+    samples and names, which `Tunable` bounds, are kept whole."""
+    rough = sum(4 * len(c.reason) + 8 * len(c.samples) + 4 * len(c.name) + 128 for c in items)
+    if rough <= MAX_PACKED_BYTES:  # nearly every tune: not encoded twice
+        return items
+    sizes = [len(c.reason.encode("utf-8", "surrogatepass")) for c in items]
+    spare = MAX_PACKED_BYTES - 4096 - (len(_encode(items, None)) - sum(sizes))
+    long = [n for n in sizes if n > 0]
+    if sum(sizes) <= spare or not long:
+        return items
+    each = max(spare, 0) // len(long) // 4  # characters, at most 4 bytes each in UTF-8
+    return tuple(
+        c
+        if len(c.reason) <= each
+        else CandidateMeasurement(
+            c.name, c.kernel_key, c.status, c.seconds, c.samples, _cut(c.reason, each)
+        )
+        for c in items
+    )
+
+
+def _cut(text: str, chars: int) -> str:
+    """`text` as at most about `chars` characters: its head and tail, the middle counted."""
+    half = max(chars // 2 - 32, 0)
+    head, tail = text[:half], text[len(text) - half :]
+    return f"{head}\n[... {len(text) - 2 * half} characters cut ...]\n{tail}"
 
 
 def interned(value: object) -> bool:

@@ -2,9 +2,10 @@
 
 `check_identity` renders a `check=` spec as text stable across processes: a candidate's
 name, or a callable by its qualified name and a digest of what its code does
-(`warmcli.runtime.code_digest`), with the module state and helpers it reads
-(`_MAX_HELPERS` calls deep); `judged_identity` adds the launch function the check judged.
-Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
+(`warmcli.runtime.code_digest`; one with no Python code, by its module and qualified
+name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep);
+`judged_identity` adds the launch function the check judged. Split from
+`warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
 a memo of what each check's code assigns; it never runs a kernel or a check.
 """
 
@@ -31,6 +32,8 @@ def _function(check: Callable[..., Any]) -> Any:
         return check.__func__
     if isinstance(check, types.FunctionType):
         return check
+    if isinstance(check, staticmethod | classmethod):  # one held in a class's namespace
+        return check.__func__
     return type(check).__call__
 
 
@@ -77,6 +80,8 @@ def _callable_identity(
         shown = [_text(v) for v in given if _plain(v)]
         for v in (v for v in (*check.args, *check.keywords.values()) if _holder(v)):
             shown += _attributes("arg", v, getattr(inner, "co_names", ()), True)  # `cfg.tol`
+        named = [*((f"arg{i}", v) for i, v in enumerate(check.args)), *given[len(check.args) :]]
+        shown += _functions(named, _function(check.func), seen, depth)  # `cmp=np.allclose`
         return [_callable_identity(check.func, seen, depth), shown]
     function = _function(check)
     seen.add(function)
@@ -95,6 +100,14 @@ def _callable_identity(
     for v in (v for v in held if not _plain(v, arrays) and _holder(v)):  # a closure's `cfg`
         shown += _attributes("held", v, keyed, arrays)
     shown += _state(check, stored)
+    free = getattr(code, "co_freevars", ())
+    names_held = [  # a function it holds: `make_check(strict)`'s, `judge=strict`'s
+        *((f"default{i}", v) for i, v in enumerate(getattr(function, "__defaults__", None) or ())),
+        *sorted((getattr(function, "__kwdefaults__", None) or {}).items()),
+        *((n, c.cell_contents) for n, c in zip(free, cells, strict=False) if _filled(c)),
+        *_attributes_held(_owner(check), stored),  # `Judge(strict)`'s `self.judge`
+    ]
+    shown += _functions(names_held, function, seen, depth)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in names:
         value = space.get(name)
@@ -114,11 +127,57 @@ def _callable_identity(
             shown.append([name, _callable_identity(value, seen, depth + 1)])
         elif (library := _library_callable(value, function, space)) is not None:
             shown.append(f"{name}=<{library}>")  # `compare = np.greater`: which one it names
-    return [
-        getattr(function, "__qualname__", type(check).__qualname__),
-        code_digest(code) if isinstance(code, types.CodeType) else "",
-        shown,
-    ]
+    if not isinstance(code, types.CodeType):  # a builtin, C or Cython function: by its name
+        return [_native_name(check), "", shown]  # (its type's `__call__` is every one's)
+    return [getattr(function, "__qualname__", type(check).__qualname__), code_digest(code), shown]
+
+
+def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth: int) -> list[Any]:
+    """The callables among `held` (named values a check holds: a closure's, a default's, a
+    partial's, its object's), each as the helpers it calls are: one of the check's own
+    module (a function, a method, an object with a `__call__`) keyed alike, once; a
+    library's by its module and name; a partial by what it holds."""
+    space = getattr(function, "__globals__", None) or {}
+    module = getattr(function, "__module__", None)
+    shown: list[Any] = []
+    for name, value in held:
+        if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
+            continue
+        if isinstance(value, functools.partial):
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
+            continue
+        inner = _function(value)
+        if not isinstance(inner, types.FunctionType):  # a builtin, C or Cython function
+            shown.append(f"{name}=<{_native_name(value)}>")
+        elif inner in seen:  # keyed once: no lattice (`self.f = self.g` of every method)
+            shown.append([name, inner.__qualname__])
+        elif inner.__globals__ is space or inner.__module__ == module:
+            shown.append([name, _callable_identity(value, seen, depth + 1)])
+        else:  # a library's (its state, a logger's say, is none of the check's)
+            shown.append(f"{name}=<{inner.__module__}.{inner.__qualname__}>")
+    return shown
+
+
+def _attributes_held(owner: Any, stored: set[str]) -> list[tuple[str, Any]]:
+    """The attributes of the object a check is (a method of), by name, but dunders and what
+    it records as it runs (as `_state` reads the plain ones); none of a class."""
+    if owner is None or isinstance(owner, type):  # a class's: its methods, keyed by code
+        return []
+    held = getattr(owner, "__dict__", None) or {}
+    return sorted(
+        (f"self.{k}", v)
+        for k, v in held.items()
+        if isinstance(k, str) and not k.startswith("__") and k not in stored
+    )
+
+
+def _native_name(check: Callable[..., Any]) -> str:
+    """A callable with no Python code as `module.qualname` (`_operator.eq`); an object of
+    such a type with no name of its own, as its type's."""
+    module, named = getattr(check, "__module__", None), getattr(check, "__qualname__", None)
+    if not isinstance(named, str):
+        module, named = type(check).__module__, type(check).__qualname__
+    return f"{module}.{named}" if isinstance(module, str) else named
 
 
 def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
@@ -221,8 +280,9 @@ def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, floa
     """The output check as it keys a tune: a reference candidate's name, or a callable's
     qualified name and code digest with the plain values it holds or reads (defaults,
     closure, a partial's arguments, its object's attributes, globals, `cfg.RTOL`; not what
-    it records, `_stored`), the library functions its globals name, and each function of
-    its own module it calls, keyed alike; and the tolerance. Not its module's name."""
+    it records, `_stored`), the library functions its globals name or it holds, and each
+    function of its own module it calls or holds, keyed alike; and the tolerance. Not its
+    module's name."""
     tol = [float(t) for t in tolerance]
     if isinstance(check, str):
         return ["check", check, tol]

@@ -48,7 +48,7 @@ from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, describe_input, key_text
+from warmcli.runtime.tune_spec import check_names, check_spec, describe_input, fits, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -75,9 +75,7 @@ class Tunable(Record):
     restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
-        check_names(self.name, self.candidates, Kernel)
-        if not self.candidates:
-            raise ValueError(f"tunable {self.name} has no candidates")
+        check_names(self.name, self.candidates, Kernel)  # and that there are some
         if self.bucket not in (None, "pow2"):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
         for arg, least, what in (("warmup", 0, "launches"), ("repeats", 1, "timed launches")):
@@ -89,6 +87,7 @@ class Tunable(Record):
                     f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
                 )
             object.__setattr__(self, arg, number)  # a plain int from here on
+        check_spec(self.name, self.candidates, self.repeats, self.key)
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "
@@ -144,10 +143,10 @@ class Tunable(Record):
         return names.index(which)
 
     def shape_key(self, inputs: tuple[Any, ...]) -> str:
-        """The inputs' part of the tune key, as stable text."""
+        """The inputs' part of the tune key, as stable text a bundle's row holds (`fits`)."""
         if self.key is None:
-            return " ".join(describe_input(v, self.bucket) for v in inputs)
-        return key_text(self.name, self.key(*inputs))
+            return fits(self.name, " ".join(describe_input(v, self.bucket) for v in inputs))
+        return fits(self.name, key_text(self.name, self.key(*inputs)))
 
     def tune_key(self, shape_key: str, device_identity: str) -> str:
         return tune_key(self.name, shape_key, device_identity, self.checksum)

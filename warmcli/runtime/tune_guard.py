@@ -9,12 +9,12 @@ that runs once afterwards, starts from the original contents. A buffer a candida
 launch writes that is none of the inputs (one the app keeps, one inside an object) is
 kept too, when first launched on by the measuring thread (`watch`: the stream shows it
 each launch's arguments; another thread's launches on that stream are left alone). With
-`Tunable(check=...)` it also reads each candidate's outputs (after one run on the
-original contents) and says why they are rejected: they differ from a reference
-candidate's, or a user callable refused them. It is handed the tunable's `restore`
-and `check` specs, never the tunable. The guard owns its copies for the span of one
-measurement and frees them in `release`; it never measures, never picks and never
-prints.
+`Tunable(check=...)` it also reads each candidate's outputs (the kept buffers, those
+kept beside the inputs too, after one run on the original contents) and says why they
+are rejected: they differ from a reference candidate's, or a user callable refused them.
+It is handed the tunable's `restore` and `check` specs, never the tunable. The guard
+owns its copies for the span of one measurement and frees them in `release`; it never
+measures, never picks and never prints.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class TuneGuard:
         self._copies: list[Buffer] = []
         self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
+        self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
         try:
             for buffer in self.buffers:
                 self._copies.append(self._copy(buffer))
@@ -111,9 +112,11 @@ class TuneGuard:
         launches on and that is none of `inputs` (whose buffers `restore=` chose among),
         before its first launch runs; another thread's launches on the stream are its own."""
         self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
-        self.stream.watch_launches(self._cover)
+        self._outer = self.stream.watch_launches(self._cover)
 
     def _cover(self, args: tuple[Any, ...]) -> None:
+        if self._outer is not None:  # a tune inside another's candidate: the outer keeps too
+            self._outer(args)
         for buffer in _buffers_in(args):
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
@@ -127,20 +130,30 @@ class TuneGuard:
 
     def outputs(
         self, run: Callable[[], None], buffers: Sequence[Buffer] | None = None
-    ) -> list[np.ndarray]:
-        """Run once on the original contents, read `buffers` (default: the kept ones),
-        then restore."""
+    ) -> tuple[list[Buffer], list[np.ndarray]]:
+        """Run once on the original contents, read `buffers` (default: the inputs' kept
+        ones) and every buffer kept beside them by now, then restore; the buffers read and
+        their contents."""
         run()
         self.stream.synchronize()
         try:
-            return [self.device.download(b) for b in (self.buffers if buffers is None else buffers)]
+            read = [*(self.buffers if buffers is None else buffers), *self._beside]
+            return read, [self.device.download(b) for b in read]
         finally:
             self.restore()
 
+    def original(self, buffer: Buffer) -> np.ndarray:
+        """A kept buffer's contents as they were before any candidate ran (its copy)."""
+        kept = [*self.buffers, *self._beside]
+        at = next(i for i, b in enumerate(kept) if b is buffer)
+        self.stream.synchronize()
+        return self.device.download(self._copies[at])
+
     def release(self) -> None:
         """Free the copies (after the stream has finished with them); launches are no
-        longer watched."""
-        self.stream.watch_launches(None)
+        longer watched by this guard (an outer tune's guard watches them again)."""
+        self.stream.watch_launches(self._outer)
+        self._outer = None
         if not self._copies:
             return
         self.stream.synchronize()
@@ -168,23 +181,29 @@ class OutputCheck:
         self.tolerance = tolerance
         self.reference = check if isinstance(check, str) else None
         self.user = None if isinstance(check, str) else check
-        self.expected: list[np.ndarray] | None = None
+        self.expected: dict[int, np.ndarray] | None = None  # by buffer id: the reference's
         self.inputs: tuple[Any, ...] = ()
         if self.user is not None:
             guard.stream.synchronize()
             self.inputs = tuple(_read_back(v, guard.device) for v in inputs)
 
     def verdict(self, name: str, run: Callable[[], None]) -> str | None:
-        """Run the candidate once on the original contents; None if its outputs pass."""
-        outputs = self.guard.outputs(run, self.compared)
+        """Run the candidate once on the original contents; None if its outputs pass. The
+        outputs are the compared inputs' buffers, then those kept beside them (a buffer the
+        launch function launched on that is none of the inputs), in the order first met."""
+        read, outputs = self.guard.outputs(run, self.compared)
         if self.user is not None:
             return judge(self.user, outputs, self.inputs)
         if name == self.reference:
-            self.expected = outputs
+            self.expected = {id(b): out for b, out in zip(read, outputs, strict=True)}
             return None
         if self.expected is None:
             return f"check: the reference candidate {self.reference!r} failed: nothing to compare"
-        return compare(outputs, self.expected, str(self.reference), self.tolerance)
+        # A buffer the reference never launched on is expected as it was before any run.
+        wanted = [
+            self.expected[id(b)] if id(b) in self.expected else self.guard.original(b) for b in read
+        ]
+        return compare(outputs, wanted, str(self.reference), self.tolerance)
 
 
 def _read_back(value: Any, device: Device) -> Any:

@@ -7,8 +7,9 @@ memory address, or a set of no stable order is refused with a `TuneSpecError`) a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
-tunable's name or candidates that a bundle cannot hold (`check_names`). It owns no state
-and never runs a kernel or a check.
+tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
+that is no callable), or a tune key's text (`fits`), that a bundle cannot hold. It owns
+no state and never runs a kernel or a check.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ _DECIMAL = 10**4300
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
+MAX_TUNE_ROW = 4 << 20  # bytes of a tune's candidates a bundle reads (`MAX_PACKED_BYTES`)
+_ROW_PER_CANDIDATE = 128  # bytes of a candidate's row besides its name, samples and reason
+MAX_KEY_TEXT = 4 << 20  # characters of a tune key's text a bundle holds (`MAX_TEXT_CHARS`)
 
 
 def check_names(name: object, candidates: object, kernel: type) -> None:
@@ -55,6 +59,40 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
         if not isinstance(k, kernel):
             raise TypeError(f"tunable {name}: candidate {each!r} is no Kernel "
                             f"({type(k).__name__})")  # fmt: skip
+    if not candidates:
+        raise ValueError(f"tunable {name} has no candidates")
+
+
+def check_spec(name: str, candidates: Mapping[str, object], repeats: int, key: object) -> None:
+    """`TuneSpecError` where every candidate's samples (`repeats` each) and name take more
+    than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest for the reasons that
+    candidates fail with, cut to fit when the row is written): no reader would read it;
+    and where `key` is neither None nor a callable (a list of names, as Triton takes)."""
+    if key is not None and not callable(key):
+        raise TuneSpecError(
+            f"tunable {name}: key= is a callable of the inputs that returns the key "
+            f"(key=lambda x, n: n), not a {type(key).__name__}"
+        )
+    need = len(candidates) * repeats * 8 + sum(
+        _ROW_PER_CANDIDATE + len(n.encode("utf-8", "surrogatepass")) for n in candidates
+    )
+    if need > MAX_TUNE_ROW * 3 // 4:
+        raise TuneSpecError(
+            f"tunable {name}: {len(candidates)} candidates x {repeats} repeats keep {need} "
+            f"bytes of samples and names, over the {MAX_TUNE_ROW * 3 // 4} a bundle's tune "
+            "row holds for them: give fewer repeats or candidates"
+        )
+
+
+def fits(name: str, text: str) -> str:
+    """`text`, the inputs' part of a tune key of tunable `name`; a `TuneSpecError` where it
+    is longer than a bundle's row holds (every reader would call the row corrupt)."""
+    if len(text) > MAX_KEY_TEXT:
+        raise TuneSpecError(
+            f"tunable {name}: its tune key's text is {len(text)} characters, over the "
+            f"{MAX_KEY_TEXT} a bundle holds: key on a digest of the inputs (key=)"
+        )
+    return text
 
 
 def pow2(n: int) -> int:

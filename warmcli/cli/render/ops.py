@@ -16,7 +16,7 @@ from rich.text import Text
 
 from warmcli.backends.machine import DeviceInfo, Inventory
 from warmcli.bundle.signature_report import SignatureReport
-from warmcli.cli.render import add_row, line, listing, when
+from warmcli.cli.render import add_row, cell, line, listing, when
 from warmcli.cli.render.stats import (
     kernel_name,
     kernel_options,
@@ -103,9 +103,10 @@ def merge_renderable(report: MergeReport) -> Group:
     for c in report.choices:
         parts.append(
             line(
-                f"  tune {c.operation} {c.shape} on {c.device}: kept {c.kept_pick or 'pending'} "
+                f"  tune {cell(c.operation)} {cell(c.shape)} on {cell(c.device)}: kept "
+                f"{cell(c.kept_pick or 'pending')} "
                 f"measured {when(str(c.kept_measured_at))} in {c.kept} (newer); dropped "
-                f"{c.dropped_pick or 'pending'} measured {when(str(c.dropped_measured_at))} "
+                f"{cell(c.dropped_pick or 'pending')} measured {when(str(c.dropped_measured_at))} "
                 f"in {c.dropped}",
                 style="yellow",
             )
