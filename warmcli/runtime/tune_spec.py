@@ -15,7 +15,7 @@ no state and never runs a kernel or a check.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -63,11 +63,21 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
         raise ValueError(f"tunable {name} has no candidates")
 
 
-def check_spec(name: str, candidates: Mapping[str, object], repeats: int, key: object) -> None:
+def check_spec(
+    name: str, candidates: Mapping[str, object], repeats: int, key: object, restore: object
+) -> None:
     """`TuneSpecError` where every candidate's samples (`repeats` each) and name take more
     than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest for the reasons that
     candidates fail with, cut to fit when the row is written): no reader would read it;
-    and where `key` is neither None nor a callable (a list of names, as Triton takes)."""
+    where `key` is neither None nor a callable (a list of names, as Triton takes); and
+    where `restore` is neither None, a callable nor a list or other iterable (a str is no
+    list of names)."""
+    listed = isinstance(restore, Iterable) and not isinstance(restore, str | bytes)
+    if not (restore is None or callable(restore) or listed):
+        raise TuneSpecError(
+            f"tunable {name}: restore= is a list of input positions or names (restore=[...]),"
+            f" or a callable of the inputs, not a {type(restore).__name__}"
+        )
     if key is not None and not callable(key):
         raise TuneSpecError(
             f"tunable {name}: key= is a callable of the inputs that returns the key "
