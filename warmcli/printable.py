@@ -7,6 +7,7 @@ forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would sho
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
 (`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
+`cut` shortens a text a line names to its first `CUT_CHARS` (a shape may be megabytes).
 `lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+CUT_CHARS = 512  # what a line or a table cell shows of one text (`cut`)
 _METHODS = ("fullmatch", "match", "search", "sub", "subn", "split", "findall", "finditer")
 
 
@@ -55,6 +57,13 @@ def _escape(match: re.Match[str]) -> str:
 def printable(value: object) -> str:
     """`value` as text on one line, every control or reordering character visibly escaped."""
     return _UNSAFE.sub(_escape, str(value))
+
+
+def cut(value: object, limit: int = CUT_CHARS) -> str:
+    """`value` as text, cut after `limit` characters, saying its length (a bundle's label or
+    a tune's shape may be megabytes long: a line names it, the JSON document holds it)."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def printable_lines(value: object) -> list[str]:

@@ -6,6 +6,7 @@ prints (`warmcli.production` fills and prints them)."""
 
 from __future__ import annotations
 
+from warmcli.printable import cut
 from warmcli.records import Record, factory
 
 
@@ -76,5 +77,5 @@ class ProductionReport(Record, frozen=False):
                 f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
                 f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
             ]
-        lines += [f"  {m.kind} {m.name} on {m.device} (key {m.key[:16]})" for m in self.misses]
+        lines += [f"  {m.kind} {cut(m.name)} on {m.device} (key {m.key[:16]})" for m in self.misses]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _quoted  # what `json.dumps` quotes with
 from typing import Any, ClassVar, dataclass_transform  # the last: a record's `__init__`
 
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
 
 
 class _Factory:
@@ -345,7 +345,7 @@ class MissExplanation(Record):
     def line(self) -> str:
         """One line to print or log: the bundle's text in it has its control characters
         escaped, so it cannot forge a line or drive a terminal."""
-        return printable(f"{self.kind} {self.label}: {self.reason}: {self.detail}")
+        return printable(f"{self.kind} {cut(self.label)}: {self.reason}: {cut(self.detail, 4096)}")
 
     def as_dict(self) -> dict[str, object]:
         return {**self.as_fields(), "differs": list(self.differs)}

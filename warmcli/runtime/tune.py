@@ -47,6 +47,7 @@ from warmcli.errors import (
 from warmcli.execution.process_mode import active_collector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
+from warmcli.printable import cut
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
 from warmcli.runtime.tune_spec import check_names, check_spec, describe_input, fits, key_text
 
@@ -378,8 +379,8 @@ def measure(
     if not device.can_execute and len(failed) < len(results):  # none runs: not pending
         status, pick = "pending", None
     elif not ok:
-        reasons = "\n".join(f"- {c.name}: {headline(c.reason) or '?'}" for c in failed)
-        raise TuneFailure(f"tune {tunable.name} {shape_key}: every candidate failed\n{reasons}")
+        reasons = "".join(f"\n- {c.name}: {headline(c.reason) or '?'}" for c in failed)
+        raise TuneFailure(f"tune {tunable.name} {cut(shape_key)}: every candidate failed{reasons}")
     else:
         status = "measured"
         pick = min(ok, key=lambda c: c.seconds or 0.0).name

@@ -17,7 +17,7 @@ import datetime
 import re
 from typing import TYPE_CHECKING, Any
 
-from warmcli.printable import printable
+from warmcli.printable import CUT_CHARS, cut, printable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -42,14 +42,13 @@ def line(text: object, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
-CELL_CHARS = 512  # a table cell shows this much of a text (a bundle's label may be 4M long)
+CELL_CHARS = CUT_CHARS  # a table cell shows this much of a text (a label may be 4M long)
 
 
 def cell(value: object) -> str:
     """`value` as a table shows it: a text over `CELL_CHARS` cut, saying its length (its
     whole is in the JSON document)."""
-    text = str(value)
-    return text if len(text) <= CELL_CHARS else f"{text[:CELL_CHARS]}… ({len(text):,} characters)"
+    return cut(value, CELL_CHARS)
 
 
 def add_row(table: Table, *cells: object, style: str | None = None) -> None:
