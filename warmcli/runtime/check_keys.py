@@ -3,7 +3,10 @@
 `check_identity` renders a `check=` spec as text stable across processes: a candidate's
 name, or a callable by its qualified name and a digest of what its code does
 (`warmcli.runtime.code_digest`), with the module state and helpers it reads
-(`_MAX_HELPERS` calls deep); `judged_identity` adds the launch function the check judged.
+(`_MAX_HELPERS` calls deep: those of its own module, and those of the user's code, any
+module whose file is outside the standard library and the site-packages folders, such as
+a `checks.py` beside the workload; a library's only by its name); `judged_identity` adds
+the launch function the check judged.
 Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
 a memo of what each check's code assigns; it never runs a kernel or a check.
 """
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -104,10 +109,13 @@ def _callable_identity(
             shown.append(f"{name}={_text(value)}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-        # a helper of its module (by name, or globals: `warm run` renames not all it holds)
+            if isinstance(value, types.ModuleType) and _users_file(getattr(value, "__file__", 0)):
+                shown += _module_helpers(name, value, keyed, seen, depth)  # `checks.close`
+        # a helper of its module (by name, or globals: `warm run` renames not all it holds),
+        # or of the user's code elsewhere (`from checks import close`)
         elif (
             isinstance(value, types.FunctionType)
-            and (value.__module__ == function.__module__ or value.__globals__ is space)
+            and _helper(value, function, space)
             and value not in seen
             and depth < _MAX_HELPERS
         ):
@@ -121,10 +129,52 @@ def _callable_identity(
     ]
 
 
+def _helper(value: types.FunctionType, function: Any, space: dict[str, Any]) -> bool:
+    """Whether `value`, a function the check names, is keyed by its code: one of the check's
+    own module, or of the user's code (`_users_file`), not a library's."""
+    same = value.__module__ == function.__module__ or value.__globals__ is space
+    return same or _users_file(value.__code__.co_filename)
+
+
+def _module_helpers(
+    name: str, module: types.ModuleType, names: tuple[str, ...], seen: set[Any], depth: int
+) -> list[Any]:
+    """The functions among `names` (a code's names) of a user's `module` the check reads
+    through it (`checks.close(a, b)`), each keyed by its code, as deep as `_MAX_HELPERS`."""
+    space = vars(module)
+    shown: list[Any] = []
+    for attribute in names:
+        value = space.get(attribute)
+        if isinstance(value, types.FunctionType) and value not in seen and depth < _MAX_HELPERS:
+            shown.append([f"{name}.{attribute}", _callable_identity(value, seen, depth + 1)])
+    return shown
+
+
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """The folders a library's files lie in: the standard library's (`os`'s folder, its
+    `lib-dynload`) and every `site-packages` or `dist-packages` folder on `sys.path`."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))
+    folders = {stdlib, *(p for p in sys.path if os.path.basename(p) in _SITE_FOLDERS)}
+    return tuple(os.path.join(os.path.realpath(f), "") for f in folders if f)
+
+
+_SITE_FOLDERS = ("site-packages", "dist-packages")
+
+
+@functools.lru_cache(maxsize=1024)
+def _users_file(filename: Any) -> bool:
+    """Whether a code's (or module's) file is the user's: a path outside the standard library
+    and the site-packages folders (not `<frozen ...>`, `<string>`, a built-in module)."""
+    if not isinstance(filename, str) or not os.path.isabs(filename):
+        return False
+    return not os.path.realpath(filename).startswith(_library_folders())
+
+
 def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
     """`module.qualname` of a library function a global names (`cmp = np.less`), else None."""
     if isinstance(value, types.FunctionType):
-        if value.__module__ == function.__module__ or value.__globals__ is space:
+        if _helper(value, function, space):
             return None
     elif not callable(value) or (
         type(value).__module__ != "numpy" and not isinstance(value, types.BuiltinFunctionType)
