@@ -7,8 +7,10 @@ close`), edited after warming, is another check, never the old pick served unche
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from conftest import TUNED_READ, Warm
 from test_keys_exact import GLOBAL_TOLERANCE
 
@@ -57,3 +59,75 @@ def test_a_check_helper_read_through_a_module_beside_it_is_keyed(
     warm: Warm, workload_file, tmp_path: Path
 ) -> None:
     _served_after_helper_edit(warm, workload_file, tmp_path, "module")
+
+
+# A host kernel whose options make cc read a file: SCALE comes from it (OPTS, as JSON, with
+# HERE for the workload's folder).
+FILE_OPTIONS = """
+import json, os
+from warmcli import Kernel
+
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPTS = tuple(o.replace("HERE", HERE) for o in json.loads(os.environ["OPTS"]))
+K = Kernel('''#include <stdio.h>
+void k(float *y, int n) { for (int i = 0; i < n; i++) y[i] = SCALE; }''', "k", "Pi",
+           options=OPTS)
+
+
+def workload(rt):
+    y = rt.buffer(4)
+    rt.launch(K, y, 4)
+    return y
+"""
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["-includeHERE/scale.h"],
+        ["--include=HERE/scale.h"],
+        ["--include", "HERE/scale.h"],
+        ["-imacros", "HERE/scale.h"],
+        ["-imacrosHERE/scale.h"],
+        ["--imacros=HERE/scale.h"],
+        ["--include-directory=HERE/inc", "-include", "scale.h"],
+        ["--include-directory", "HERE/inc", "-include", "scale.h"],
+        ["--include-directory-after=HERE/inc", "-include", "scale.h"],
+    ],
+)
+def test_a_header_cc_reads_before_the_source_in_any_spelling_is_keyed(
+    warm: Warm, workload_file, tmp_path: Path, options: list[str]
+) -> None:
+    """gcc's other spellings of `-include`, `-I` and `-idirafter`, and `-imacros`: the
+    header edited after warming is another kernel (a miss, 3.0), never the old build (2.0)."""
+    path = workload_file(FILE_OPTIONS)
+    (tmp_path / "inc").mkdir()
+    headers = [tmp_path / "scale.h", tmp_path / "inc" / "scale.h"]
+    for header in headers:
+        header.write_text("#define SCALE 2\n")
+    env = Warm(dict(warm.env, OPTS=json.dumps(options)))
+    bundle = tmp_path / "o.warm"
+    done = env("run", path, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    assert env.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 2.0, "tunes": 0}
+    for header in headers:
+        header.write_text("#define SCALE 3\n")
+    assert env.production(TUNED_READ, path, 0) == {"y": 3.0, "tunes": 0}, "cold"
+    assert env.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 3.0, "tunes": 0}
+
+
+@pytest.mark.parametrize("option", ["@HERE/flags.txt", "-Wl,@HERE/link.txt"])
+def test_an_option_file_cc_would_read_fails_the_kernel_naming_it(
+    warm: Warm, workload_file, tmp_path: Path, option: str
+) -> None:
+    """gcc's `@file` reads options no key covers (an edit of -DSCALE=2 was served the old
+    build): the kernel's compile fails naming the option, as nvcc's --options-file does."""
+    path = workload_file(FILE_OPTIONS)
+    (tmp_path / "flags.txt").write_text("-DSCALE=2\n")
+    (tmp_path / "link.txt").write_text("-lm\n")
+    opts = [option] if option.startswith("@") else [option, "-DSCALE=2"]
+    done = Warm(dict(warm.env, OPTS=json.dumps(opts)))("run", path, "-b", tmp_path / "f.warm")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "reads a file" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
