@@ -7,12 +7,18 @@ close`), edited after warming, is another check, never the old pick served unche
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TUNED_READ, Warm
 from test_keys_exact import GLOBAL_TOLERANCE
+from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
+
+from warmcli.bundle.remote import fetch
 
 IMPORTED_HELPER = GLOBAL_TOLERANCE.replace(
     """def squares(outputs, inputs):
@@ -131,3 +137,56 @@ def test_an_option_file_cc_would_read_fails_the_kernel_naming_it(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "reads a file" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+ONE_KERNEL = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void k(float *y, int n) { for (int i = 0; i < n; i++) y[i] = 2.0f; }", "k", "Pi")
+
+
+def workload(rt):
+    y = rt.buffer(4)
+    rt.launch(K, y, 4)
+    return y
+"""
+
+
+def _newer_format(good: Path, to: Path) -> bytes:
+    """`good` as a newer warm would have written it: format 4, which this warm does not read."""
+    to.write_bytes(good.read_bytes())
+    with contextlib.closing(sqlite3.connect(to)) as conn:
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute("UPDATE manifest SET value = '4' WHERE key = 'format_version'")
+        conn.commit()
+    return to.read_bytes()
+
+
+def test_a_newer_formats_bundle_refused_is_not_downloaded_again_at_every_start(
+    http_store: tuple[Store, str, Any],  # noqa: F811
+    warm: Warm,
+    workload_file,
+    tmp_path: Path,
+    home: Path,  # noqa: F811
+) -> None:
+    """A newer warm pushed format 4 to the store the fleet serves from: each process of this
+    warm downloaded it whole, refused it and served its last good copy; the next process
+    downloaded it again (a conditional GET under the good copy's ETag). Now the refusal is
+    remembered by the ETag it was made of (and this warm's version): the store is asked
+    only whether it still holds that one, and the refusal is said again, no download."""
+    store, base, _ = http_store
+    good = tmp_path / "good.warm"
+    assert warm("run", workload_file(ONE_KERNEL), "-b", good, "-q").returncode == 0
+    url = base + "/b.warm"
+    store.files["/b.warm"] = good.read_bytes()
+    assert fetch(url).downloaded and store.downloads == 1
+    store.files["/b.warm"] = _newer_format(good, tmp_path / "four.warm")
+    for _ in range(3):
+        kept = fetch(url)
+        assert not kept.downloaded and kept.path.read_bytes() == good.read_bytes()
+        assert "format version 4" in (kept.warning or ""), kept.warning
+        assert "last good copy" in (kept.warning or "")
+    assert store.downloads == 2  # the good copy once, the refused one once
+    store.files["/b.warm"] = good.read_bytes() + b""  # the store holds a readable one again
+    assert fetch(url).warning is None
