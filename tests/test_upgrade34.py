@@ -190,3 +190,28 @@ def test_a_newer_formats_bundle_refused_is_not_downloaded_again_at_every_start(
     assert store.downloads == 2  # the good copy once, the refused one once
     store.files["/b.warm"] = good.read_bytes() + b""  # the store holds a readable one again
     assert fetch(url).warning is None
+
+
+def _explained(warm: Warm, bundle: Path, workload: Path) -> list[str]:
+    done = warm("verify", bundle, "--workload", workload, "--json")
+    assert done.returncode == 1, done.stderr
+    return [e["detail"] for e in json.loads(done.stdout)["explanations"] if e["kind"] == "tune"]
+
+
+def test_a_checked_tunes_miss_says_whether_a_kernel_or_the_check_differs(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Same candidate names, another checksum: the explanation said only that a kernel, the
+    check or the launch function differed (a Python upgrade, which changes every check's
+    code digest, read as a kernel edit). Now it names the candidate whose kernel is not the
+    bundle's build, or says every kernel is and the check or launch function differs."""
+    path = workload_file(GLOBAL_TOLERANCE)
+    bundle = tmp_path / "c.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    check = workload_file(GLOBAL_TOLERANCE.replace("rtol=RTOL", "rtol=RTOL / 2"), "check.py")
+    (detail,) = _explained(warm, bundle, check)
+    assert detail.startswith("same candidates and kernels as the bundle's: the output check")
+    assert "another Python version" in detail
+    kernel = workload_file(GLOBAL_TOLERANCE.replace("1.01f", "1.02f"), "kernel.py")
+    (detail,) = _explained(warm, bundle, kernel)
+    assert detail.startswith("same candidate names, candidate 'off''s kernel"), detail
