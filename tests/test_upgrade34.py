@@ -215,3 +215,37 @@ def test_a_checked_tunes_miss_says_whether_a_kernel_or_the_check_differs(
     kernel = workload_file(GLOBAL_TOLERANCE.replace("1.01f", "1.02f"), "kernel.py")
     (detail,) = _explained(warm, bundle, kernel)
     assert detail.startswith("same candidate names, candidate 'off''s kernel"), detail
+
+
+SCALED = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void k(float *y, int n) { for (int i = 0; i < n; i++) y[i] = SCALE; }", "k", "Pi")
+
+
+def workload(rt):
+    y = rt.buffer(4)
+    rt.launch(K, y, 4)
+    return y
+"""
+
+
+def test_a_wrapper_compilers_flags_from_the_environment_key_its_builds(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`exec gcc $EXTRA_CFLAGS "$@"` as WARM_CC: warmed with -DSCALE=2, served where the
+    environment says -DSCALE=3, the old build was served (2.0) where a cold process computed
+    3.0, and `warm run` there built nothing new. The variables a wrapper names are keyed."""
+    wrapper = tmp_path / "wcc"
+    wrapper.write_text('#!/bin/sh\nexec cc $EXTRA_CFLAGS "$@"\n')
+    wrapper.chmod(0o755)
+    path, bundle = workload_file(SCALED), tmp_path / "w.warm"
+    two = Warm(dict(warm.env, WARM_CC=str(wrapper), EXTRA_CFLAGS="-DSCALE=2"))
+    assert two("run", path, "-b", bundle, "-q").returncode == 0
+    assert two.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 2.0, "tunes": 0}
+    three = Warm(dict(two.env, EXTRA_CFLAGS="-DSCALE=3"))
+    assert three.production(TUNED_READ, path, 0) == {"y": 3.0, "tunes": 0}, "cold"
+    assert three.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 3.0, "tunes": 0}
+    done = three("run", path, "-b", bundle)
+    assert done.returncode == 0 and "stored 1 new kernel" in done.stdout, done.stdout
