@@ -231,14 +231,22 @@ def workload(rt):
 """
 
 
+WRAPPERS = {
+    "shell": '#!/bin/sh\nexec cc $EXTRA_CFLAGS "$@"\n',
+    "python": "#!/usr/bin/env python3\nimport os, sys\n"
+    'os.execvp("cc", ["cc", *os.environ.get("EXTRA_CFLAGS", "").split(), *sys.argv[1:]])\n',
+}
+
+
+@pytest.mark.parametrize("language", sorted(WRAPPERS))
 def test_a_wrapper_compilers_flags_from_the_environment_key_its_builds(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, language: str
 ) -> None:
     """`exec gcc $EXTRA_CFLAGS "$@"` as WARM_CC: warmed with -DSCALE=2, served where the
     environment says -DSCALE=3, the old build was served (2.0) where a cold process computed
     3.0, and `warm run` there built nothing new. The variables a wrapper names are keyed."""
     wrapper = tmp_path / "wcc"
-    wrapper.write_text('#!/bin/sh\nexec cc $EXTRA_CFLAGS "$@"\n')
+    wrapper.write_text(WRAPPERS[language])
     wrapper.chmod(0o755)
     path, bundle = workload_file(SCALED), tmp_path / "w.warm"
     two = Warm(dict(warm.env, WARM_CC=str(wrapper), EXTRA_CFLAGS="-DSCALE=2"))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
 if TYPE_CHECKING:
@@ -143,7 +144,6 @@ def _wrapper(where: str) -> str:
     (its version line is the build's), and a bundle built by one must serve where the
     toolkit's own runs."""
     import hashlib
-    import re
 
     try:
         with open(where, "rb") as script:
@@ -153,13 +153,19 @@ def _wrapper(where: str) -> str:
     except OSError:
         return ""
     digest = hashlib.sha256(text)
-    named = {n.decode() for n in re.findall(rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)}
+    named = {b"".join(n).decode() for n in _NAMED.findall(text)}
     values = config.named_variables(sorted(named - _UNBUILT))  # one unset adds nothing
     for name, value in values.items():
         digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
     return f"{WRAPPER_MARK}{digest.hexdigest()[:16]})"
 
 
+# A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
+# `environ.get("NAME")`, `getenv("NAME")`.
+_NAMED = Pattern(
+    rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
+    rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']"
+)
 # Variables a wrapper may name that build no other kernel: where the compiler it runs is
 # found (the version line it prints, read in each process, says which), the user, the locale.
 _UNBUILT = frozenset(
