@@ -13,11 +13,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import TUNED_READ, Warm
 from test_keys_exact import GLOBAL_TOLERANCE
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 
+from warmcli import Kernel, Tunable
 from warmcli.bundle.remote import fetch
 
 IMPORTED_HELPER = GLOBAL_TOLERANCE.replace(
@@ -257,3 +259,37 @@ def test_a_wrapper_compilers_flags_from_the_environment_key_its_builds(
     assert three.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 3.0, "tunes": 0}
     done = three("run", path, "-b", bundle)
     assert done.returncode == 0 and "stored 1 new kernel" in done.stdout, done.stdout
+
+
+TOL64 = np.float64(0.1)
+BOUNDS = (np.float64(0.5), np.float32(2.0))
+STRICT = np.bool_(True)
+
+
+def _square_check(outputs: Any, inputs: Any) -> None:
+    np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=TOL64)
+    assert BOUNDS[0] <= BOUNDS[1] or not STRICT
+
+
+def _launch(rt: Any, k: Any, x: Any, y: Any, n: int, *, stream: Any = None) -> None:
+    rt.launch(k, x, y, n, stream=stream)
+
+
+def test_a_checks_numpy_values_key_alike_under_numpy_1_and_2_printing() -> None:
+    """A check reading `TOL = np.float64(0.1)` keyed it by its repr, which numpy 2 prints
+    `np.float64(0.1)` and numpy 1 `0.1` (a bundle warmed before a numpy upgrade missed every
+    such checked tune: measured again for nothing); `np.bool_` is `bool_` in numpy 1, `bool`
+    in 2. numpy 2's legacy printing (`legacy="1.25"`) prints scalars as numpy 1 did."""
+    sq = Kernel("void sq(const float *x, float *y, int n) { y[0] = x[0]; }", "sq", "PPi")
+
+    def made() -> str:
+        return Tunable("sq", {"a": sq}, _launch, check=_square_check).checksum
+
+    now = made()
+    saved = np.get_printoptions()
+    try:
+        np.set_printoptions(legacy="1.25")
+        assert repr(TOL64) == "0.1"  # as numpy 1 prints it
+        assert made() == now
+    finally:
+        np.set_printoptions(**saved)

@@ -54,19 +54,31 @@ def _plain(value: Any, arrays: bool = True) -> bool:
 
 def _text(value: Any) -> str:
     """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex;
-    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
+    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart, `np.float64
+    (0.1)` and `0.1`; `np.bool_` is `bool` in numpy 2, `bool_` in 1), in a tuple too."""
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}={_text(value.value)}"
     if isinstance(value, np.ndarray):  # every digit (numpy prints 8 by default)
         return f"{value.dtype}{list(value.shape)}{np.array2string(value, floatmode='unique')}"
-    if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
-        return f"{type(value).__name__}({value.item()!r})"
+    if isinstance(value, np.number | np.bool_):  # np.float64 too, a float of its own repr
+        name = "bool" if isinstance(value, np.bool_) else type(value).__name__
+        return f"{name}({value.item()!r})"
+    if isinstance(value, tuple) and _holds_numpy(value):  # (a plain tuple keyed as before)
+        return "(" + ",".join(_text(v) for v in value) + ")"
     try:
         return repr(value)
     except ValueError:
         if isinstance(value, tuple):
             return "(" + ",".join(_text(v) for v in value) + ")"
         return hex(value)
+
+
+def _holds_numpy(value: tuple[Any, ...]) -> bool:
+    """Whether a tuple holds a numpy number, in a tuple in it too."""
+    return any(
+        isinstance(v, np.number | np.bool_) or (isinstance(v, tuple) and _holds_numpy(v))
+        for v in value
+    )
 
 
 def _callable_identity(
