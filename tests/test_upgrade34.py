@@ -20,7 +20,7 @@ from test_keys_exact import GLOBAL_TOLERANCE
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 
 from warmcli import Kernel, Tunable
-from warmcli.bundle.remote import fetch
+from warmcli.bundle.remote import cache_dir, fetch
 
 IMPORTED_HELPER = GLOBAL_TOLERANCE.replace(
     """def squares(outputs, inputs):
@@ -190,6 +190,10 @@ def test_a_newer_formats_bundle_refused_is_not_downloaded_again_at_every_start(
         assert "format version 4" in (kept.warning or ""), kept.warning
         assert "last good copy" in (kept.warning or "")
     assert store.downloads == 2  # the good copy once, the refused one once
+    meta = cache_dir(url) / "meta.json"  # as another warm (reading other formats) wrote it
+    doc = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**doc, "refused_by": "warm 0.0.9 formats 1,2"}))
+    assert not fetch(url).downloaded and store.downloads == 3  # asked again, then refused
     store.files["/b.warm"] = good.read_bytes() + b""  # the store holds a readable one again
     assert fetch(url).warning is None
 

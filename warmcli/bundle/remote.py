@@ -71,11 +71,15 @@ from warmcli.bundle.received import (
     receive,
     remove_temporaries,
 )
+from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
 from warmcli.home import make_folder, private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
+# Which warm refused a download, as remembered beside the copy: its version and the formats it
+# reads (a build of one version that reads a newer format downloads it anew).
+_READER = f"warm {__version__} formats {','.join(map(str, sorted(SCHEMAS)))}"
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 
 
@@ -127,7 +131,7 @@ def fetch(url: str) -> Fetched:
             meta = {}
         # A download this warm refused, by its ETag: the store is asked whether it still
         # holds that one (then said again, not downloaded again at every process start).
-        refused = meta.get("refused") if meta.get("refused_by") == __version__ else None
+        refused = meta.get("refused") if meta.get("refused_by") == _READER else None
         try:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
         except RemoteError as exc:
@@ -148,7 +152,7 @@ def fetch(url: str) -> Fetched:
                     raise RemoteError(reason)
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
-                    memo["refused_by"] = __version__  # an upgraded warm may read it
+                    memo["refused_by"] = _READER  # an upgraded warm may read it
                     write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
