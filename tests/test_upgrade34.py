@@ -8,14 +8,18 @@ close`), edited after warming, is another check, never the old pick served unche
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TUNED_READ, Warm
+from conftest import ROOT, TUNED_READ, Warm
 from test_keys_exact import GLOBAL_TOLERANCE
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 
@@ -297,3 +301,80 @@ def test_a_checks_numpy_values_key_alike_under_numpy_1_and_2_printing() -> None:
         assert made() == now
     finally:
         np.set_printoptions(**saved)
+
+
+SERVE_EXPLAINED = """
+import json, logging, runpy, sys
+import warmcli
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append(record.getMessage())
+logging.getLogger("warmcli").addHandler(Keep())
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+y = rt.read(module["workload"](rt))
+r = warmcli.report()
+print(json.dumps({"y": float(y[9]), "kernels": len(r.kernels), "tunes": len(r.tunes),
+                  "explained": seen}))
+"""
+CROSS = GLOBAL_TOLERANCE.replace(
+    "    rt.tune(SQ, x, y, 1000)\n",
+    "    rt.tune(SQ, x, y, 1000)\n    rt.tune(PLAIN, x, y, 1000)\n",
+).replace(
+    "SQ = Tunable(",
+    'PLAIN = Tunable("plain", {"good": GOOD, "off": OFF}, launch, restore=(1,))\nSQ = Tunable(',
+)
+
+
+def _other_pythons() -> list[str]:
+    """Interpreters of another Python version than this one that run warm from this checkout
+    (its dependencies importable): `WARM_TEST_PYTHONS` (paths joined by `os.pathsep`), then
+    pyenv's 3.11 and newer."""
+    named = [p for p in os.environ.get("WARM_TEST_PYTHONS", "").split(os.pathsep) if p]
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    named += sorted(glob.glob(os.path.join(root, "versions", "3.1[1-9]*", "bin", "python3")))
+    found = []
+    probe = "import sys, numpy, typer, rich, platformdirs, filelock; print(sys.version_info[:2])"
+    for python in named:
+        done = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )  # fmt: skip
+        if done.returncode == 0 and done.stdout.strip() != str(sys.version_info[:2]):
+            found.append(python)
+    return found
+
+
+def _served(python: str, path: Path, env: dict[str, str]) -> Any:
+    """The workload at `path` served by `python` in `env` (warm from this checkout)."""
+    done = subprocess.run(
+        [python, "-c", SERVE_EXPLAINED, str(path)],
+        capture_output=True,
+        text=True,
+        env=dict(env, PYTHONPATH=str(ROOT), WARM_EXPLAIN="1"),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_bundle_warmed_under_one_python_serves_another_or_misses_cleanly(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Warmed under this Python, served under another: the kernels and the unchecked tune are
+    served (nothing in their keys is Python's), the checked tune is measured again (its
+    check's code digest is Python's bytecode), said so, and the result is a cold start's."""
+    others = _other_pythons()
+    if not others:
+        pytest.skip("no other Python version here runs warm (WARM_TEST_PYTHONS)")
+    path, bundle = workload_file(CROSS), tmp_path / "py.warm"
+    assert warm("run", path, "-b", bundle, "-q").returncode == 0
+    for python in others:
+        cold = _served(python, path, warm.env)
+        hot = _served(python, path, dict(warm.env, WARM_BUNDLE=str(bundle)))
+        assert hot["y"] == cold["y"] and hot["kernels"] == 0, (python, hot)
+        assert hot["tunes"] <= 1, hot  # the checked one, where the digests differ
+        if hot["tunes"]:
+            (line,) = hot["explained"]
+            assert "another Python version" in line, line
