@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, TUNED_READ, Warm
+from test_compact_tunes import _format1
 from test_keys_exact import GLOBAL_TOLERANCE
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 
@@ -378,3 +379,30 @@ def test_a_bundle_warmed_under_one_python_serves_another_or_misses_cleanly(
         if hot["tunes"]:
             (line,) = hot["explained"]
             assert "another Python version" in line, line
+
+
+def test_a_write_back_that_migrates_an_older_format_says_so(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A production process writing back (WARM_BUNDLE_WRITE=1) into a format-1 bundle
+    migrated it to format 3 without a word (`warm clean` says so): every warm of the fleet
+    still reading only format 1 then refused it at start. It says so, once, on stderr."""
+    path, bundle = workload_file(ONE_KERNEL), tmp_path / "one.warm"
+    _format1(bundle, [])
+    with sqlite3.connect(bundle) as conn:  # the whole manifest, as warm wrote it
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [("warm_version", "1.0"), ("created", "1.0"), ("updated", "1.0")],
+        )
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1")
+    done = subprocess.run(
+        [sys.executable, "-c", TUNED_READ, str(path), "0"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"y": 2.0, "tunes": 0}
+    assert "migrated it from format 1 to 3" in done.stderr, done.stderr
+    assert "cannot read it now" in done.stderr and "Traceback" not in done.stderr
+    with contextlib.closing(sqlite3.connect(bundle)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (1,)
