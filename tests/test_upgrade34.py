@@ -406,3 +406,30 @@ def test_a_write_back_that_migrates_an_older_format_says_so(
     with contextlib.closing(sqlite3.connect(bundle)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (3,)
         assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (1,)
+
+
+def _format1_bundle(path: Path) -> Path:
+    """An empty format-1 bundle at `path`, its manifest whole, as warm 1 wrote it."""
+    _format1(path, [])
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [("warm_version", "1.0"), ("created", "1.0"), ("updated", "1.0")],
+        )
+    return path
+
+
+def test_warm_run_into_an_older_formats_bundle_says_it_migrated_it(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`warm run -b` a format-1 bundle (a warm upgraded in CI) migrated it to format 3 and
+    said nothing (`warm clean` says it): the fleet's older warms then refused it at start."""
+    path, bundle = workload_file(ONE_KERNEL), _format1_bundle(tmp_path / "one.warm")
+    done = warm("run", path, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "migrated from format 1 to 3: a warm that reads only format 1 cannot read" in said
+    doc = warm.json("run", path, "-b", _format1_bundle(tmp_path / "two.warm"))
+    assert doc["format"] == {"before": 1, "after": 3}
+    doc = warm.json("run", path, "-b", tmp_path / "two.warm")  # now format 3: nothing to say
+    assert doc["format"] == {"before": 3, "after": 3}
