@@ -433,3 +433,23 @@ def test_warm_run_into_an_older_formats_bundle_says_it_migrated_it(
     assert doc["format"] == {"before": 1, "after": 3}
     doc = warm.json("run", path, "-b", tmp_path / "two.warm")  # now format 3: nothing to say
     assert doc["format"] == {"before": 3, "after": 3}
+
+
+def test_warm_diff_says_a_tune_in_both_differs_by_its_checksum(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Bundles warmed under two Pythons (or with the check edited) hold one checked tune each
+    for the same operation, shape and device: `warm diff` listed it as only in A and only in
+    B, twice the same row, without a word of why. It says the two differ by their candidate
+    set's checksum, and whether their candidates' kernels are the same."""
+    a, b = tmp_path / "a.warm", tmp_path / "b.warm"
+    assert warm("run", workload_file(GLOBAL_TOLERANCE), "-b", a, "-q").returncode == 0
+    edited = workload_file(GLOBAL_TOLERANCE.replace("rtol=RTOL", "rtol=RTOL / 2"), "edited.py")
+    assert warm("run", edited, "-b", b, "-q").returncode == 0
+    done = warm("diff", a, b)
+    said = " ".join(done.stdout.split())
+    assert "1 tune(s) in A and B for the same operation, shapes and device" in said, said
+    assert "same candidate kernels: the output check or the launch function differs" in said
+    doc = warm.json("diff", a, b)
+    (twin,) = doc["tunes"]["checksum_differs"]
+    assert twin["operation"] == "sq" and twin["same_kernels"] is True
