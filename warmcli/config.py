@@ -8,7 +8,8 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
 `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
-folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`). The
+folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`) and the variables a C
+compiler that is a wrapper script names (`named_variables`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
 `warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from warmcli.records import Record
 
@@ -290,3 +291,10 @@ def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:
     `CPATH`, then `C_INCLUDE_PATH`; "" for one unset."""
     env = os.environ if environ is None else environ
     return env.get("CPATH", ""), env.get("C_INCLUDE_PATH", "")
+
+
+def named_variables(names: Iterable[str], environ: Environ | None = None) -> dict[str, str]:
+    """The variables among `names` that are set: those a C compiler that is a wrapper
+    script names (`$CFLAGS`), which may change what it builds."""
+    env = _env(environ)
+    return {name: env[name] for name in names if name in env}

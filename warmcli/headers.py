@@ -1,12 +1,13 @@
 """The headers a kernel includes from the folders its options name, as one digest for its key.
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
-`-iquote`, `-idirafter`, joined or in the next option; PyCUDA's `include_dirs` become
-`-I`), or whose C compiler's environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's
-(the system toolkit's include folders, after the toolkit packages': `nvrtc_folders`,
-which NVRTC is given too), reads headers that its source text does not hold: `headers_digest`
-covers them, those a source includes (or asks for) by their absolute path, and those
-`-include`/`--pre-include` read before the source (found as a quoted name is).
+`-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or in the next option;
+PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
+`C_INCLUDE_PATH`), or NVRTC's (the system toolkit's include folders, after the toolkit
+packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its source text
+does not hold: `headers_digest` covers them, those a source includes (or asks for) by
+their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
+read before the source (found as a quoted name is).
 It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
 and the names `__has_include`
 asks for) of the source and of every header found, however they are spelled (`%:include`,
@@ -43,7 +44,17 @@ from warmcli.directives import may_hide, spliced, spliced_text
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
 # folder in the next option.
-INCLUDE_FLAGS = ("--include-path", "-isystem", "-iquote", "-idirafter", "-I")
+INCLUDE_FLAGS = (
+    "--include-path",
+    "--include-directory-after",  # gcc's long spelling of `-idirafter` (before its prefix)
+    "--include-directory",  # gcc's long spelling of `-I`
+    "-isystem",
+    "-iquote",
+    "-idirafter",
+    "-I",
+)
+_AS_I = ("-I", "--include-path", "--include-directory")  # the flags searched as `-I`
+_AS_DIRAFTER = ("-idirafter", "--include-directory-after")
 MAX_HEADERS = 512
 MAX_SCANNED = 4 << 20
 _MAX_MEMO = 4096
@@ -102,11 +113,16 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]
     return folders
 
 
-PRE_INCLUDE_FLAGS = ("--pre-include", "-include")  # a header read before the source
+# A header read before the source: its flags as gcc and nvcc spell them (`-imacros` reads
+# one's macros alone), each with the file in the next option or after `=`; gcc's short ones
+# also joined (`-includeh.h`).
+PRE_INCLUDE_FLAGS = ("--pre-include", "-include", "--include", "-imacros", "--imacros")
+_JOINED_PRE_INCLUDES = ("-include", "-imacros")
 
 
 def pre_included(options: Sequence[object]) -> list[str]:
-    """The headers `options` have read before the source (`-include h`, `--pre-include=h`)."""
+    """The headers `options` have read before the source (`-include h`, `--pre-include=h`,
+    `--include=h`, `-includeh`, `-imacros h`)."""
     names: list[str] = []
     for before, option in zip(("", *options), options, strict=False):
         if type(option) is not str:
@@ -115,6 +131,9 @@ def pre_included(options: Sequence[object]) -> list[str]:
             names.append(option)
         elif option.startswith(tuple(f + "=" for f in PRE_INCLUDE_FLAGS)):
             names.append(option.split("=", 1)[1])
+        elif option.startswith(_JOINED_PRE_INCLUDES) and option not in PRE_INCLUDE_FLAGS:
+            joined = next(f for f in _JOINED_PRE_INCLUDES if option.startswith(f))
+            names.append(option[len(joined) :])
     return names
 
 
@@ -151,7 +170,7 @@ def search_orders(
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
 
-    angled = of("-I", "--include-path") + cpath + of("-isystem") + system + of("-idirafter")
+    angled = of(*_AS_I) + cpath + of("-isystem") + system + of(*_AS_DIRAFTER)
     return of("-iquote") + angled, angled
 
 

@@ -144,7 +144,7 @@ class _Production:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
                     if writer is not None or needs_writer(self.bundle, news):
                         with _bounded_wait():  # another writer is waited for, not for ever
-                            writer = writer or write_back_into(self.bundle)
+                            writer = writer or write_back_into(self.bundle, warn)
                             written += sum(rt.persist(writer))
             except BundleError as exc:
                 failure = exc

@@ -11,10 +11,11 @@ path, size, inode, mtime and ctime, named as the binary it resolved to then, so 
 start keys its kernels without starting a compiler nor walking links again: finding
 the compiler costs a `stat` per PATH entry, its identity one read of that file.
 A C compiler that is a script (a wrapper, which may add flags) has its text's digest in
-its version too, and its version line is read in each process, never remembered (the
-compiler it runs may change while the script does not). `remembered` does the same for a
-compiler that is a library (NVRTC): its version is read once per library file on a machine
-(`is_remembered` says whether a process would find it). Nothing here compiles.
+its version too, with the values of the environment variables it names (`$CFLAGS`), and
+its version line is read in each process, never remembered (the compiler it runs, or what
+it reads from the environment, may change while the script does not). `remembered` does the
+same for a compiler that is a library (NVRTC): its version is read once per library file on a
+machine (`is_remembered` says whether a process would find it). Nothing here compiles.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
 if TYPE_CHECKING:
@@ -142,10 +144,12 @@ def wrapper_named(identity: str) -> str:
 
 def _wrapper(where: str) -> str:
     """For a C compiler that is a script (`#!`: a wrapper, which may add flags or pick
-    another compiler by what it holds), its text's digest, to be told from the compiler it
-    runs; "" for a binary. Not for nvcc: toolkits and packages ship it as a wrapper script
-    that only finds the real one (its version line is the build's), and a bundle built by
-    one must serve where the toolkit's own runs."""
+    another compiler by what it holds), the digest of its text and of the values of the
+    environment variables it names (`exec gcc $CFLAGS "$@"`: a flag from the environment
+    builds another kernel), to be told from the compiler it runs; "" for a binary. Not for
+    nvcc: toolkits and packages ship it as a wrapper script that only finds the real one
+    (its version line is the build's), and a bundle built by one must serve where the
+    toolkit's own runs."""
     import hashlib
 
     try:
@@ -155,7 +159,26 @@ def _wrapper(where: str) -> str:
             text = script.read(MAX_WRAPPER)
     except OSError:
         return ""
-    return f"{WRAPPER_MARK}{hashlib.sha256(text).hexdigest()[:16]})"
+    digest = hashlib.sha256(text)
+    named = {b"".join(n).decode() for n in _NAMED.findall(text)}
+    values = config.named_variables(sorted(named - _UNBUILT))  # one unset adds nothing
+    for name, value in values.items():
+        digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
+    return f"{WRAPPER_MARK}{digest.hexdigest()[:16]})"
+
+
+# A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
+# `environ.get("NAME")`, `getenv("NAME")`.
+_NAMED = Pattern(
+    rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
+    rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']"
+)
+# Variables a wrapper may name that build no other kernel: where the compiler it runs is
+# found (the version line it prints, read in each process, says which), the user, the locale.
+_UNBUILT = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "LANG", "LC_ALL",
+     "LC_MESSAGES", "TERM", "HOSTNAME"}
+)  # fmt: skip
 
 
 def _as_binary(version: str, where: str) -> str:

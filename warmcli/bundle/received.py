@@ -9,15 +9,18 @@ that drips stops at the deadline, not once per full chunk); `checked` holds the 
 the size and sha256 the store announced. A write the local disk refuses is said so
 (the copy cannot be kept), never taken for the store's failure. On every failure the
 temporary file is removed before the error leaves; `remove_temporaries` removes those
-a killed fetch left (its caller holds the folder's lock, so none is another fetch's). It
-owns no state and never prints.
+a killed fetch left (its caller holds the folder's lock, so none is another fetch's).
+`believed`, `copy_identity` and `read_meta` say what of a published copy, and of what is
+remembered beside it, a fetch may believe. It owns no state and never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ from typing import Any, BinaryIO
 
 from warmcli import config
 from warmcli.errors import RemoteError
-from warmcli.home import TMP_SUFFIX
+from warmcli.home import TMP_SUFFIX, private
 
 MAX_BYTES = 4 << 30  # the most a download may take, unless WARM_REMOTE_MAX_SIZE says
 DEADLINE = 300.0  # seconds a download may take in all, unless WARM_REMOTE_DEADLINE says
@@ -138,3 +141,37 @@ def remove_temporaries(folder: Path) -> None:
             if entry.name.startswith("tmp") and entry.name.endswith(TMP_SUFFIX):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
+
+
+def believed(path: Path) -> bool:
+    """Whether the file at `path` is a copy this user alone wrote (a regular file, not a
+    link, hard or symbolic, nor another's); one that is not is removed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1:
+        return True
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return False
+
+
+def copy_identity(path: Path) -> str:
+    """What says the copy at `path` is the file warm published: its size and modification
+    time (a copy replaced, cut short or written to since has others; a WARM_HOME copied
+    whole with its times, into an image, keeps them); "" when there is none."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def read_meta(path: Path) -> dict[str, str]:
+    """What is remembered beside a copy (its ETag, sha256, identity), text values only."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}

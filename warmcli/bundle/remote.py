@@ -15,6 +15,9 @@ size or modification time is not what was remembered when it was published (repl
 short, written to) is downloaded afresh, not asked about by its ETag. When the store
 cannot be reached, sends something that is no bundle, or passes a bound, the last good
 copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
+A download refused for what it holds (a newer warm's format) is remembered by its ETag and
+this warm's version: the next fetch asks whether the store still holds it (then says so
+again), never downloading it again at each process start.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
 holds that state of the file, writers waiting, while it is copied into an anonymous
 temporary file, `warmcli.bundle.push_copy`: the upload holds up no writer and no reader;
@@ -45,7 +48,6 @@ This module never prints.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -55,15 +57,29 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from warmcli._version import __version__
 from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
 from warmcli.bundle.location import is_url, url_text
 from warmcli.bundle.push_copy import copied, scratch
-from warmcli.bundle.received import Bounds, bounds, checked, receive, remove_temporaries
+from warmcli.bundle.received import (
+    Bounds,
+    believed,
+    bounds,
+    checked,
+    copy_identity,
+    read_meta,
+    receive,
+    remove_temporaries,
+)
+from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
 from warmcli.home import make_folder, private, warm_home, write_private
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
+# Which warm refused a download, as remembered beside the copy: its version and the formats it
+# reads (a build of one version that reads a newer format downloads it anew).
+_READER = f"warm {__version__} formats {','.join(map(str, sorted(SCHEMAS)))}"
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 
 
@@ -109,18 +125,23 @@ def fetch(url: str) -> Fetched:
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
-        have = _believed(local)  # a link or another's: downloaded afresh, never served
-        meta = _read_meta(meta_path) if have and _believed(meta_path) else {}
-        if meta.get("copy") != _identity(local):  # changed since published: not the ETag's
+        have = believed(local)  # a link or another's: downloaded afresh, never served
+        meta = read_meta(meta_path) if have and believed(meta_path) else {}
+        if meta.get("copy") != copy_identity(local):  # changed since published: not the ETag's
             meta = {}
+        # A download this warm refused, by its ETag: the store is asked whether it still
+        # holds that one (then said again, not downloaded again at every process start).
+        refused = meta.get("refused") if meta.get("refused_by") == _READER else None
         try:
-            got = _store(url).download(meta.get("etag"), folder, limits)
+            got = _store(url).download(refused or meta.get("etag"), folder, limits)
         except RemoteError as exc:
             if not have:
                 raise
             return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
-        if got is None:  # unchanged
-            return Fetched(local, False)
+        if got is None:  # unchanged, or still the one refused (said again)
+            why = meta.get("refused_why") if refused else None
+            warning = f"{why}; using the last good copy {local}" if why else None
+            return Fetched(local, False, warning, why)
         tmp, etag, digest = got
         try:
             problem = not_a_bundle(tmp)
@@ -129,6 +150,10 @@ def fetch(url: str) -> Fetched:
                 reason = f"{url}: download refused: {problem}"
                 if not have:
                     raise RemoteError(reason)
+                if etag:  # what the store holds, read whole and refused: remembered
+                    memo = {**meta, "refused": etag, "refused_why": reason}
+                    memo["refused_by"] = _READER  # an upgraded warm may read it
+                    write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
             try:  # a folder in its place: said of the copy, never of the temporary file
@@ -138,7 +163,7 @@ def fetch(url: str) -> Fetched:
                 raise RemoteError(why) from None
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
-        meta_doc = {"etag": etag, "sha256": digest, "copy": _identity(local)}
+        meta_doc = {"etag": etag, "sha256": digest, "copy": copy_identity(local)}
         write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)
     finally:
@@ -362,39 +387,6 @@ def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
     (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
     why = f"{url}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
     local = folder / "bundle.warm"
-    if not _believed(local):
+    if not believed(local):
         raise RemoteError(why)
     return Fetched(local, False, f"{why}; using the last good copy {local}", why)
-
-
-def _believed(path: Path) -> bool:
-    """Whether the file at `path` is a copy this user alone wrote (a regular file, not a
-    link, hard or symbolic, nor another's); one that is not is removed."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    if stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1:
-        return True
-    with contextlib.suppress(OSError):
-        path.unlink()
-    return False
-
-
-def _identity(path: Path) -> str:
-    """What says the copy at `path` is the file warm published: its size and modification
-    time (a copy replaced, cut short or written to since has others; a WARM_HOME copied
-    whole with its times, into an image, keeps them); "" when there is none."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return ""
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
-def _read_meta(path: Path) -> dict[str, str]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}

@@ -7,7 +7,8 @@ the last good copy stands in), to serve: read-only even in a process that writes
 (`serving`), since a connection that wrote through a file since replaced (a merge publishes
 a new one over it) would take the new file's crash journal for its own, play it into the
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
-write-back goes at exit: the file the path names then, opened to write; `needs_writer`
+write-back goes at exit: the file the path names then, opened to write (migrating an older
+format, said in one line to the logger it is handed); `needs_writer`
 says whether one is opened (never to migrate an older format only to move last-used
 times). `check_types` refuses `use_bundle` arguments of the wrong type (and reads
 `WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never prints.
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from warmcli import config
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
+from warmcli.printable import printable
 
 
 def folder_end(path: str) -> str | None:
@@ -120,7 +122,27 @@ def needs_writer(served: Bundle, news: bool) -> bool:
     return news or served.writable or served.format_version() == FORMAT_VERSION
 
 
-def write_back_into(served: Bundle) -> Bundle:
+def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> Bundle:
     """Where a write-back goes: the bundle served, when it was made writable (new), else
-    the file its path names now, opened to write."""
-    return served if served.writable else Bundle.open(served.fspath, write=True)
+    the file its path names now, opened to write: one of an older format is migrated then,
+    and `say` (a logger's `warning`) is told so in one line (a warm that reads only that
+    format cannot read it now)."""
+    if served.writable:
+        return served
+    from warmcli.bundle.file import FORMAT_VERSION, check_header
+
+    try:
+        before = check_header(served.fspath)[0]
+    except (OSError, BundleError):  # gone, or no bundle now: the open below says why
+        before = FORMAT_VERSION
+    writer = Bundle.open(served.fspath, write=True)
+    if say is not None and before != FORMAT_VERSION == writer.format_version():
+        say(
+            "warm: writing back into %s migrated it from format %d to %d: a warm that reads "
+            "only format %d cannot read it now (upgrade every warm that serves it)",
+            printable(served.fspath),
+            before,
+            FORMAT_VERSION,
+            before,
+        )
+    return writer

@@ -3,9 +3,12 @@
 `check_identity` renders a `check=` spec as text stable across processes: a candidate's
 name, or a callable by its qualified name and a digest of what its code does
 (`warmcli.runtime.code_digest`; one with no Python code, by its module and qualified
-name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep);
-`judged_identity` adds the launch function the check judged. Split from
-`warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
+name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep: those of its
+own module, and those of the user's code, any module whose file is outside the standard
+library and the site-packages folders, such as a `checks.py` beside the workload; a
+library's only by its name), and the callables it holds (a closure's, a default's, a
+partial's, its object's); `judged_identity` adds the launch function the check judged.
+Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
 a memo of what each check's code assigns; it never runs a kernel or a check.
 """
 
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -52,19 +57,31 @@ def _plain(value: Any, arrays: bool = True) -> bool:
 
 def _text(value: Any) -> str:
     """A plain value's `repr`; an int too long for it (past Python's 4,300 digits), in hex;
-    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart)."""
+    a numpy number's type and value (not its repr: numpy 2 and 1 print it apart, `np.float64
+    (0.1)` and `0.1`; `np.bool_` is `bool` in numpy 2, `bool_` in 1), in a tuple too."""
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}={_text(value.value)}"
     if isinstance(value, np.ndarray):  # every digit (numpy prints 8 by default)
         return f"{value.dtype}{list(value.shape)}{np.array2string(value, floatmode='unique')}"
-    if isinstance(value, np.number | np.bool_) and not isinstance(value, float):
-        return f"{type(value).__name__}({value.item()!r})"
+    if isinstance(value, np.number | np.bool_):  # np.float64 too, a float of its own repr
+        name = "bool" if isinstance(value, np.bool_) else type(value).__name__
+        return f"{name}({value.item()!r})"
+    if isinstance(value, tuple) and _holds_numpy(value):  # (a plain tuple keyed as before)
+        return "(" + ",".join(_text(v) for v in value) + ")"
     try:
         return repr(value)
     except ValueError:
         if isinstance(value, tuple):
             return "(" + ",".join(_text(v) for v in value) + ")"
         return hex(value)
+
+
+def _holds_numpy(value: tuple[Any, ...]) -> bool:
+    """Whether a tuple holds a numpy number, in a tuple in it too."""
+    return any(
+        isinstance(v, np.number | np.bool_) or (isinstance(v, tuple) and _holds_numpy(v))
+        for v in value
+    )
 
 
 def _callable_identity(
@@ -117,10 +134,13 @@ def _callable_identity(
             shown.append(f"{name}={_text(value)}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-        # a helper of its module (by name, or globals: `warm run` renames not all it holds)
+            if isinstance(value, types.ModuleType) and _users_file(getattr(value, "__file__", 0)):
+                shown += _module_helpers(name, value, keyed, seen, depth)  # `checks.close`
+        # a helper of its module (by name, or globals: `warm run` renames not all it holds),
+        # or of the user's code elsewhere (`from checks import close`)
         elif (
             isinstance(value, types.FunctionType)
-            and (value.__module__ == function.__module__ or value.__globals__ is space)
+            and _helper(value, function, space)
             and value not in seen
             and depth < _MAX_HELPERS
         ):
@@ -135,10 +155,9 @@ def _callable_identity(
 def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth: int) -> list[Any]:
     """The callables among `held` (named values a check holds: a closure's, a default's, a
     partial's, its object's), each as the helpers it calls are: one of the check's own
-    module (a function, a method, an object with a `__call__`) keyed alike, once; a
-    library's by its module and name; a partial by what it holds."""
+    module or the user's code (a function, a method, an object with a `__call__`) keyed
+    alike, once; a library's by its module and name; a partial by what it holds."""
     space = getattr(function, "__globals__", None) or {}
-    module = getattr(function, "__module__", None)
     shown: list[Any] = []
     for name, value in held:
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
@@ -151,7 +170,7 @@ def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth
             shown.append(f"{name}=<{_native_name(value)}>")
         elif inner in seen:  # keyed once: no lattice (`self.f = self.g` of every method)
             shown.append([name, inner.__qualname__])
-        elif inner.__globals__ is space or inner.__module__ == module:
+        elif _helper(inner, function, space):  # its module's, or the user's code elsewhere
             shown.append([name, _callable_identity(value, seen, depth + 1)])
         else:  # a library's (its state, a logger's say, is none of the check's)
             shown.append(f"{name}=<{inner.__module__}.{inner.__qualname__}>")
@@ -180,10 +199,52 @@ def _native_name(check: Callable[..., Any]) -> str:
     return f"{module}.{named}" if isinstance(module, str) else named
 
 
+def _helper(value: types.FunctionType, function: Any, space: dict[str, Any]) -> bool:
+    """Whether `value`, a function the check names, is keyed by its code: one of the check's
+    own module, or of the user's code (`_users_file`), not a library's."""
+    same = value.__module__ == function.__module__ or value.__globals__ is space
+    return same or _users_file(value.__code__.co_filename)
+
+
+def _module_helpers(
+    name: str, module: types.ModuleType, names: tuple[str, ...], seen: set[Any], depth: int
+) -> list[Any]:
+    """The functions among `names` (a code's names) of a user's `module` the check reads
+    through it (`checks.close(a, b)`), each keyed by its code, as deep as `_MAX_HELPERS`."""
+    space = vars(module)
+    shown: list[Any] = []
+    for attribute in names:
+        value = space.get(attribute)
+        if isinstance(value, types.FunctionType) and value not in seen and depth < _MAX_HELPERS:
+            shown.append([f"{name}.{attribute}", _callable_identity(value, seen, depth + 1)])
+    return shown
+
+
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """The folders a library's files lie in: the standard library's (`os`'s folder, its
+    `lib-dynload`) and every `site-packages` or `dist-packages` folder on `sys.path`."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))
+    folders = {stdlib, *(p for p in sys.path if os.path.basename(p) in _SITE_FOLDERS)}
+    return tuple(os.path.join(os.path.realpath(f), "") for f in folders if f)
+
+
+_SITE_FOLDERS = ("site-packages", "dist-packages")
+
+
+@functools.lru_cache(maxsize=1024)
+def _users_file(filename: Any) -> bool:
+    """Whether a code's (or module's) file is the user's: a path outside the standard library
+    and the site-packages folders (not `<frozen ...>`, `<string>`, a built-in module)."""
+    if not isinstance(filename, str) or not os.path.isabs(filename):
+        return False
+    return not os.path.realpath(filename).startswith(_library_folders())
+
+
 def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:
     """`module.qualname` of a library function a global names (`cmp = np.less`), else None."""
     if isinstance(value, types.FunctionType):
-        if value.__module__ == function.__module__ or value.__globals__ is space:
+        if _helper(value, function, space):
             return None
     elif not callable(value) or (
         type(value).__module__ != "numpy" and not isinstance(value, types.BuiltinFunctionType)

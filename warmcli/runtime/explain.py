@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
@@ -68,6 +68,7 @@ NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)
 PROCESS = "this process wants"
 _SHOWN = 3
 _SHOWN_CHARS = 200  # of a component's text that is not what warm writes
+_Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's record
 
 
 # -- finding the nearest entry -----------------------------------------------------------------
@@ -229,7 +230,7 @@ def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanatio
     return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
 
 
-def _held(read: Callable[[], list[dict[str, str]]]) -> list[dict[str, str]] | str:
+def _held(read: Callable[[], list[_Row]]) -> list[_Row] | str:
     """The components `read` lists of an entry's or operation's rows, or the problem that
     stopped the listing (a row SQLite cannot hand back: text that is not UTF-8, a value
     longer than warm reads), which explains the miss as corrupt."""
@@ -261,14 +262,16 @@ def explain_tune(
     bundle: Store,
     operation: str,
     checksum: str,
-    candidates: Iterable[str],
+    candidates: Iterable[str] | Mapping[str, Kernel],
     key: str,
     shape_key: str,
     device_identity: str,
     record: TuneRecord | None,
 ) -> MissExplanation:
     """Why the bundle has no measured pick under `key` for the tunable `operation` (its
-    candidate set's `checksum` and candidate names) on these inputs."""
+    candidate set's `checksum` and candidates: names, or names to kernels, which tell a
+    candidate's kernel that differs from a check or launch function that does) on these
+    inputs."""
     label = f"{operation} {shape_key}"
     if bundle.refused(key):
         return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
@@ -285,13 +288,70 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(candidates)),
     }
-    held = _held(lambda: [tune_components(r) for r in bundle.tunes(operation, _skip)])
-    if isinstance(held, str):
-        return corrupt_entry("tune", key, label, held)
-    if not held:
+    records = _held(lambda: list(bundle.tunes(operation, _skip)))
+    if isinstance(records, str):
+        return corrupt_entry("tune", key, label, records)
+    if not records:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
+    held = [tune_components(r) for r in records]
     found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
     if found is None:  # equal components, an equal key: another process wrote it since
         detail = "bundle holds it now: another process wrote it after this one looked"
         return MissExplanation("tune", key, label, "absent", detail)
+    if found.reason == "checksum" and isinstance(candidates, Mapping):
+        return _which_part(bundle, found, records, wanted, candidates)
     return found
+
+
+def _which_part(
+    bundle: Store,
+    found: MissExplanation,
+    records: Sequence[TuneRecord],
+    wanted: Mapping[str, str],
+    kernels: Mapping[str, Kernel],
+) -> MissExplanation:
+    """A checksum miss among the same candidate names, told apart: a candidate whose kernel
+    is not the bundle's build of it (its key recomputed), or, every kernel the bundle's, the
+    output check or launch function (keyed by their code: a Python upgrade changes it)."""
+    same = [r for r in records if tune_components(r)["candidates"] == wanted["candidates"]]
+    near = [r for r in same if r.device == wanted["device"]] or same
+    record = next((r for r in near if r.shape_key == wanted["shape"]), near[0] if near else None)
+    if record is None:
+        return found
+    try:
+        differs = _differing_kernel(bundle, record, kernels)
+    except BundleError:  # a malformed kernel row: said as before
+        return found
+    if differs is None:
+        return found
+    what = (
+        f"same candidate names, candidate {differs!r}'s kernel (or a header it includes) is "
+        "not the bundle's"
+        if differs
+        else "same candidates and kernels as the bundle's: the output check or the launch "
+        "function differs (an edit, a value they read, or another Python version: their code "
+        "is keyed as this Python compiles it)"
+    )
+    detail = (
+        f"{what}: bundle has {_show('checksum', record.checksum)}, "
+        f"{PROCESS} {_show('checksum', wanted['checksum'])}"
+    )
+    return MissExplanation(found.kind, found.key, found.label, "checksum", detail, found.differs)
+
+
+def _differing_kernel(
+    bundle: Store, record: TuneRecord, kernels: Mapping[str, Kernel]
+) -> str | None:
+    """The first of `record`'s candidates whose kernel here is not the build the bundle
+    holds for it; "" when every one is; None when that cannot be told (a candidate that
+    failed, a build the bundle does not serve)."""
+    from warmcli.kernel import kernel_key
+
+    for candidate in record.candidates:
+        kernel = kernels.get(candidate.name)
+        built = bundle.kernel(candidate.kernel_key)
+        if kernel is None or built is None:
+            return None
+        if kernel_key(kernel, built.arch, built.toolchain) != candidate.kernel_key:
+            return candidate.name
+    return ""

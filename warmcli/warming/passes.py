@@ -36,6 +36,7 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
+from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.replacing import remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
@@ -77,6 +78,7 @@ class RunReport:
     signature: str = ""  # signed by which key, or why what was stored is unsigned
     shard: str = ""  # "I/N" when the run did one shard's part
     compilers: list[dict[str, str]] = field(default_factory=list)  # `compiler_info` a device
+    format_before: int = FORMAT_VERSION  # the bundle's format before the run opened it
 
     @property
     def verified(self) -> bool | None:
@@ -260,6 +262,9 @@ def _warm(
         probe = CompilerProbe(devices, report.compilers)
         try:
             signs = signing_key is not None
+            if not created:  # an older one is migrated as it opens to write: said so
+                with contextlib.suppress(OSError, BundleError):
+                    report.format_before = check_header(bundle_path)[0]
             bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
             probe.join()
         except BaseException as exc:  # an interrupt included: the probe's `--version` stops too

@@ -19,7 +19,8 @@ folder is given as the working folder's, as the key reads it). This module owns 
 scratch directory per call and nothing else: it never loads what it builds and keeps
 no cache, but reads its ELF header: a compile that exits 0 with no loadable shared object
 (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
-group's compile failure, never a binary stored and then refused at load.
+group's compile failure, never a binary stored and then refused at load; so is an option
+that reads a file no key covers (`@file`, `-iprefix`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ FAST_LOAD_FLAGS: tuple[str, ...] = ("-Wl,-z,norelro",) if sys.platform.startswit
 STRIP_FLAGS: tuple[str, ...] = ("-s",) if sys.platform.startswith("linux") else ()
 # ELF: a kernel alone keeps its entry's name and exports its symbol as an alias of it.
 ALIASES = sys.platform.startswith("linux")
+
+
+# Options that make cc read a file no kernel key covers (more options, an include prefix):
+# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
+_UNKEYED_FILES = ("-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix")
+
+
+def unkeyed_file(option: str) -> bool:
+    """Whether `option` makes cc (or its linker) read a file no kernel key covers."""
+    pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
+    return any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
 
 
 def load_flags(options: Sequence[str]) -> list[str]:
@@ -148,6 +160,14 @@ class HostCompiler:
         from warmcli.backends import signature
         from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
 
+        refused = next((o for u in units for o in u.kernel.options if unkeyed_file(o)), None)
+        if refused is not None:
+            raise CompileFailure(
+                f"option {refused!r} reads a file (options, or an include prefix) no kernel "
+                "key covers (an edit there would be served the old build): give them in "
+                "options (-D..., -I folder, -include header)",
+                tuple(units),
+            )
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")

@@ -134,6 +134,7 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "only_a_count": diff.count("tunes_only_a"),
             "only_b_count": diff.count("tunes_only_b"),
             "picks_changed_count": diff.count("picks_changed"),
+            "checksum_differs": checksum_twins(diff),
         },
         "corrupt": {
             "a": list(diff.corrupt_a),
@@ -142,6 +143,47 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "b_count": diff.count("corrupt_b"),
         },
     }
+
+
+def checksum_twins(diff: BundleDiff) -> list[dict[str, Any]]:
+    """The listed tunes only in A and only in B for the same operation, shapes and device:
+    their candidate sets' checksums differ (`same_kernels`: their candidates name the same
+    kernel keys, so the output check or the launch function does: an edit, or another
+    Python, whose bytecode keys a check's code)."""
+    theirs = {(t.operation, t.shape_key, t.device): t for t in diff.tunes_only_b}
+    twins = []
+    for t in sorted(diff.tunes_only_a, key=tune_order):
+        other = theirs.get((t.operation, t.shape_key, t.device))
+        if other is not None:
+            kernels = {(c.name, c.kernel_key) for c in t.candidates}
+            same = kernels == {(c.name, c.kernel_key) for c in other.candidates}
+            twins.append(
+                {"operation": t.operation, "shape": t.shape_key, "device": t.device,
+                 "same_kernels": same}
+            )  # fmt: skip
+    return twins
+
+
+def _twins_line(diff: BundleDiff) -> list[Text]:
+    """What `checksum_twins` finds, said in one line."""
+    twins = checksum_twins(diff)
+    if not twins:
+        return []
+    same = all(t["same_kernels"] for t in twins)
+    why = (
+        "same candidate kernels: the output check or the launch function differs (an edit, "
+        "or another Python version: a check's code is keyed as the Python that warmed it "
+        "compiles it)"
+        if same
+        else "a candidate, a candidate's kernel, the output check or the launch function differs"
+    )
+    return [
+        line(
+            f"{len(twins)} tune(s) in A and B for the same operation, shapes and device under "
+            f"another candidate-set checksum: {why}",
+            style="yellow",
+        )
+    ]
 
 
 def _unlisted(diff: BundleDiff) -> list[Text]:
@@ -213,6 +255,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
                 micros(c.b_seconds),
             )
         parts.append(table)
+    parts += _twins_line(diff)
     for side, problems in (("A", diff.corrupt_a), ("B", diff.corrupt_b)):
         if problems:
             count = diff.count(f"corrupt_{side.lower()}")

@@ -11,6 +11,7 @@ import dataclasses
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.schema import FORMAT_VERSION
 from warmcli.cli.render import add_row, line, listing
 from warmcli.execution.statistics import (
     KERNEL_LATER,
@@ -82,6 +83,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "bundle": str(report.bundle),
         "devices": report.devices,
         "stored": {"kernels": report.stored_kernels, "tunes": report.stored_tunes},
+        "format": {"before": report.format_before, "after": FORMAT_VERSION},
         "verified": report.verified,
         "missing": report.missing,
         "signature": report.signature,
@@ -173,6 +175,15 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
             line(
                 f"bundle {report.bundle}: stored {report.stored_kernels} new kernel(s) "
                 f"and {report.stored_tunes} new tune(s)"
+            )
+        )
+    if report.format_before != FORMAT_VERSION:
+        before = report.format_before
+        parts.append(
+            line(
+                f"bundle {report.bundle}: migrated from format {before} to {FORMAT_VERSION}: "
+                f"a warm that reads only format {before} cannot read it now",
+                style="yellow",
             )
         )
     if report.signature:
