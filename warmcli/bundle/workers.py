@@ -11,8 +11,8 @@ meanwhile), so the caller reads that part itself. Every process reads the same s
 only where the caller keeps its own read transaction open the whole time (`snapshot`,
 as `warm verify`, `warm diff` and `warm stats --json` do): no writer commits meanwhile.
 `Workers` starts the processes (forked, all at once on the first `submit`, before its
-one thread starts; SIGINT blocked, then ignored: the caller's to answer (SIGTERM ends a
-worker), and
+one thread starts; SIGINT blocked, then ignored: the caller's to answer (SIGTERM and
+SIGHUP end a worker), and
 `stop` drops what is not begun and waits for the part each is reading); a worker that
 dies (SIGKILL, out of memory) fails its part and every part not yet done (`done` gives
 None: the caller reads them itself), never hangs the caller. This module owns no state
@@ -71,18 +71,19 @@ class Reopen:
             return reading(bundle)
 
 
-_STOPS = {signal.SIGINT, signal.SIGTERM}
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _quiet() -> None:
     """First in each worker: SIGINT (Ctrl-C reaches the whole process group) is ignored;
     the caller stops its workers (`Workers.stop`) and says it was interrupted. SIGTERM
-    ends a worker by its default action, never the caller's handler (the pool terminates
+    (SIGHUP) ends a worker by its default action, never the caller's handler (the pool terminates
     the others so when one dies: ignored, they would hang it). A worker is forked with
     both blocked (`Workers.submit`), so one sent before this is dropped or ends it here,
     never raised in the fork's own start (an "Exception ignored" on stderr)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 

@@ -3,8 +3,8 @@
 Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found
 entries this machine cannot serve; 2 bad input or environment
 (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
-that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT
-or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
+that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT,
+SIGTERM or SIGHUP). Every such error is one line on stderr (a compiler's log follows it,
 indented), never a traceback; under `--json` it is also one JSON object on stdout,
 `{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
 only JSON never imports Rich); a command that has finished holding nothing says so
@@ -361,7 +361,7 @@ def answer(exc: WarmError | OSError) -> int:
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
-    """Stopped by SIGINT or SIGTERM: say what this run stored (it is kept), exit 130."""
+    """Stopped by SIGINT, SIGTERM or SIGHUP: say what this run stored (it is kept), exit 130."""
     stored = f"{kernels} kernel(s) and {tunes} tune(s) stored are kept"
     fail(f"interrupted: {stored}", EXIT_INTERRUPTED, label="")
 

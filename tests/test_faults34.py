@@ -1,0 +1,104 @@
+"""warm when the machine misbehaves: a hangup (SIGHUP: a closed terminal, an ssh session
+that drops) is answered as SIGTERM is, one line and exit 130 keeping what was stored,
+never death by the signal leaving warm's temporary files; an interrupted compile leaves
+none of the compiler's own temporary files in `TMPDIR`. The real CLI in a subprocess, a
+real cc (behind a stand-in `WARM_CC` that marks where it is), real bundles.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from big_bundle import build_big
+from conftest import ROOT, Warm
+
+# A workload whose tune pass stores its kernels, then (where WARM_TEST_MARK names a file)
+# says so there and waits to be stopped.
+SLEEPS = """\
+import os, time
+from warmcli import Kernel
+from warmcli.execution.process_mode import current_process_mode
+
+DEVICE = "host"
+KS = [Kernel(f"void k{i}(float *x) {{ x[0] += {i}.0f; }}", f"k{i}", "P") for i in range(4)]
+
+def workload(rt):
+    x = rt.buffer(4)
+    for k in KS:
+        rt.launch(k, x)
+    rt.synchronize()
+    if current_process_mode().value == "CompileAndAutotune" and "WARM_TEST_MARK" in os.environ:
+        open(os.environ["WARM_TEST_MARK"], "w").close()
+        time.sleep(120)
+"""
+
+
+def _start(warm: Warm, *args: str | Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "warmcli", *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=warm.env, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _wait_for(found: object, proc: subprocess.Popen[str], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not found():  # type: ignore[operator]
+        assert proc.poll() is None, f"warm ended before {what}: {proc.stderr.read()}"  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.02)
+
+
+def _private_tmp(warm: Warm, tmp_path: Path) -> Path:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    warm.env["TMPDIR"] = str(tmp)
+    return tmp
+
+
+@pytest.mark.parametrize("name", ["calendar.py", "sleeps.py"])
+def test_a_hangup_to_warm_run_is_an_interrupt_that_keeps_what_was_stored(
+    warm: Warm, tmp_path: Path, name: str
+) -> None:
+    """(`calendar.py` hides Python's module: the run makes a `warm-workers-*` stub folder,
+    which a SIGHUP that killed warm by the signal left in TMPDIR.)"""
+    tmp = _private_tmp(warm, tmp_path)
+    path = tmp_path / name
+    path.write_text(SLEEPS)
+    mark, bundle = tmp_path / "mark", tmp_path / "b.warm"
+    warm.env["WARM_TEST_MARK"] = str(mark)
+    proc = _start(warm, "run", path, "--bundle", bundle)
+    _wait_for(mark.exists, proc, "the tune pass")
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip() == "warm: interrupted: 4 kernel(s) and 0 tune(s) stored are kept", err
+    assert not list(tmp.iterdir()), "warm left temporary files"
+    assert len(warm.json("stats", bundle)["kernels"]) == 4
+    warm.env.pop("WARM_TEST_MARK")
+    again = warm("run", path, "--bundle", bundle)
+    assert again.returncode == 0, again.stderr
+    assert not list(tmp.iterdir())
+
+
+def test_a_hangup_to_warm_merge_is_an_interrupt_that_leaves_no_temporary_file(
+    warm: Warm, tmp_path: Path
+) -> None:
+    big = build_big(tmp_path / "big.warm", 20000, 20000)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = _start(warm, "merge", big, "-o", out_dir / "m.warm")
+
+    def merging() -> bool:
+        return any(p.name.endswith(".merge") for p in out_dir.iterdir())
+
+    _wait_for(merging, proc, "the merge's temporary file")
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip() == "warm: interrupted", err
+    assert sorted(p.name for p in out_dir.iterdir()) in ([], ["m.warm.lock"])
