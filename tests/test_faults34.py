@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from big_bundle import build_big
 from conftest import ROOT, Warm
+from test_reliability import compiler_wrapper
 
 # A workload whose tune pass stores its kernels, then (where WARM_TEST_MARK names a file)
 # says so there and waits to be stopped.
@@ -102,3 +103,27 @@ def test_a_hangup_to_warm_merge_is_an_interrupt_that_leaves_no_temporary_file(
     assert proc.returncode == 130, (proc.returncode, err)
     assert err.strip() == "warm: interrupted", err
     assert sorted(p.name for p in out_dir.iterdir()) in ([], ["m.warm.lock"])
+
+
+def test_an_interrupted_compile_leaves_no_compiler_temporary_file(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A compiler stopped mid compile (killed, as an interrupt stops every compiler) leaves
+    the temporary files it made (gcc's `ccXXXXXX.s`) where its `TMPDIR` is: warm's own
+    scratch folder, removed with it, never the user's TMPDIR."""
+    tmp = _private_tmp(warm, tmp_path)
+    started = tmp_path / "started"
+    warm.env["WARM_CC"] = str(
+        compiler_wrapper(
+            tmp_path,
+            f': > "$(mktemp "${{TMPDIR:-/tmp}}/ccXXXXXX.s")"; : > {started}; sleep 300',
+        )
+    )
+    path = tmp_path / "sleeps.py"
+    path.write_text(SLEEPS)
+    proc = _start(warm, "run", path, "--bundle", tmp_path / "b.warm")
+    _wait_for(started.exists, proc, "the compiler started")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert not list(tmp.iterdir()), "a compiler's temporary file was left"
