@@ -7,6 +7,7 @@ real cc (behind a stand-in `WARM_CC` that marks where it is), real bundles.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,3 +128,44 @@ def test_an_interrupted_compile_leaves_no_compiler_temporary_file(
     proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert not list(tmp.iterdir()), "a compiler's temporary file was left"
+
+
+# A kernel whose source is larger than the tmpfs below: the compiler's scratch source
+# (batch.c, in TMPDIR) cannot be written.
+BIG_SOURCE = """\
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("/*" + "x" * 300_000 + "*/ void k(float *x) { x[0] += 1.0f; }", "k", "P")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4))
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_compile_whose_scratch_files_cannot_be_written_names_the_temporary_folder(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A full TMPDIR (a small tmpfs, mounted in a mount namespace of the command's own)
+    was said as the workload's own error, naming no folder: `workload raised during
+    CompileAndAutotune: big.py:7: OSError: [Errno 28] No space left on device`."""
+    tmp = _private_tmp(warm, tmp_path)
+    path = tmp_path / "big.py"
+    path.write_text(BIG_SOURCE)
+    script = (
+        f'mount -t tmpfs -o size=128k tmpfs "$TMPDIR" || exit 99; '
+        f"{sys.executable} -m warmcli run {path} --bundle {tmp_path / 'b.warm'}; rc=$?; "
+        f'ls -A "$TMPDIR" >&2; exit $rc'
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # (and nothing left in TMPDIR: no line)
+    assert f"the temporary folder {tmp}" in line, line
+    assert "No space left on device" in line and "TMPDIR" in line, line
