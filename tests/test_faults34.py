@@ -7,6 +7,8 @@ real cc (behind a stand-in `WARM_CC` that marks where it is), real bundles.
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import signal
 import subprocess
@@ -169,3 +171,17 @@ def test_a_compile_whose_scratch_files_cannot_be_written_names_the_temporary_fol
     (line,) = proc.stderr.strip().splitlines()  # (and nothing left in TMPDIR: no line)
     assert f"the temporary folder {tmp}" in line, line
     assert "No space left on device" in line and "TMPDIR" in line, line
+
+
+def test_what_a_refused_scratch_file_says_to_do_follows_why() -> None:
+    """(Pure wording.) Too many open files is no folder's fault: a hint to set TMPDIR to
+    a folder with room was wrong there."""
+    from warmcli.backends.batch import scratch_refused
+
+    def said(number: int) -> str:
+        return str(scratch_refused(OSError(number, os.strerror(number))))
+
+    assert said(errno.ENOSPC).endswith("set TMPDIR to a folder with room")
+    assert said(errno.EROFS).endswith("set TMPDIR to a folder warm may write")
+    emfile = said(errno.EMFILE)
+    assert "TMPDIR" not in emfile and "ulimit -n" in emfile, emfile

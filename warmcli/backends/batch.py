@@ -213,17 +213,22 @@ def compile_batch(
 
 
 def scratch_refused(exc: OSError) -> ScratchError:
-    """A compiler's scratch files refused: said with the folder, which TMPDIR chooses."""
+    """A compiler's scratch files refused: said with the folder, which TMPDIR chooses, and
+    what to do (more room there; a higher limit on open files, which no folder gives)."""
+    import errno
     import tempfile
 
     why = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return ScratchError(f"cannot compile: {why}: raise the limit (ulimit -n)")
     try:
         folder = tempfile.gettempdir()
     except OSError:  # none usable: none was named
         folder = "the temporary folder"
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     return ScratchError(
         f"cannot compile: the temporary folder {folder} refused the compiler's files ({why}): "
-        "set TMPDIR to a folder with room"
+        f"set TMPDIR to a folder {'with room' if full else 'warm may write'}"
     )
 
 
