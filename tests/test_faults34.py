@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -185,3 +186,34 @@ def test_what_a_refused_scratch_file_says_to_do_follows_why() -> None:
     assert said(errno.EROFS).endswith("set TMPDIR to a folder warm may write")
     emfile = said(errno.EMFILE)
     assert "TMPDIR" not in emfile and "ulimit -n" in emfile, emfile
+
+
+def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_warm(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify` of a large bundle under `ulimit -n 16` said `[Errno 24] Too many open
+    files` and then hung forever at exit: the one worker forked before the pool's next pipe
+    was refused waited for work that never came, and Python's exit waited for it. A pool
+    that cannot start is given up (what it started is ended) and the caller reads the parts
+    itself, as where a worker dies."""
+    big = build_big(tmp_path / "big.warm", 20000, 20000)
+    ends = []
+    for limit in range(12, 30, 2):
+
+        def few() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
+
+        for args in (["verify", big], ["stats", "--json", big]):
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "warmcli", *map(str, args)],
+                    capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=few,
+                    timeout=60,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"warm {args[0]} hung under ulimit -n {limit}")
+            assert "Traceback" not in proc.stderr, proc.stderr
+            if proc.returncode != 0:
+                assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+            ends.append(proc.returncode)
+    assert 0 in ends
