@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from big_bundle import build_big
-from conftest import ROOT, Warm
+from conftest import EXAMPLES, ROOT, Warm
 from test_reliability import compiler_wrapper
 
 # A workload whose tune pass stores its kernels, then (where WARM_TEST_MARK names a file)
@@ -217,3 +217,30 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
                 assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
             ends.append(proc.returncode)
     assert 0 in ends
+
+
+def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corrupt(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm run` under `ulimit -n 8` said of a sound bundle `corrupt bundle (unable to open
+    database file)`: SQLite could not open the file or its journal (no descriptor left),
+    which says nothing of the bundle's state."""
+    warm, good = made
+    bundle = tmp_path / "b.warm"
+    said = []
+    for limit in range(5, 13):
+        shutil.copy(good, bundle)
+
+        def few() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
+
+        for args in (["run", EXAMPLES / "matmul_host.py", "-b", bundle], ["clean", bundle]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "warmcli", *map(str, args)],
+                capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=few,
+                timeout=120,
+            )  # fmt: skip
+            assert "Traceback" not in proc.stderr and "corrupt" not in proc.stderr, proc.stderr
+            said.append(proc.stderr)
+        assert warm("verify", bundle).returncode == 0
+    assert any("unable to open database file" in line for line in said), said
