@@ -198,7 +198,7 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
     itself, as where a worker dies."""
     big = build_big(tmp_path / "big.warm", 20000, 20000)
     ends = []
-    for limit in range(12, 30, 2):
+    for limit in (14, 16, 20):
 
         def few() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
@@ -244,3 +244,31 @@ def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corru
             said.append(proc.stderr)
         assert warm("verify", bundle).returncode == 0
     assert any("unable to open database file" in line for line in said), said
+
+
+def test_too_little_memory_is_one_line_never_a_traceback_nor_corruption(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm stats --json` of a large bundle under `ulimit -v` printed a `MemoryError`
+    traceback, or (zlib out of memory: its error -4) called a sound tune `corrupt tune entry
+    (candidates: not deflated (Error -4 while decompressing data))`."""
+    big = build_big(tmp_path / "big.warm", 20000, 20000)
+    ends = []
+    for megabytes in (50, 90, 130, 170):
+
+        def little() -> None:
+            size = megabytes << 20  # noqa: B023
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", "stats", "--json", big],
+            capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=little,
+            timeout=120,
+        )  # fmt: skip
+        assert "Traceback" not in proc.stderr and "corrupt" not in proc.stderr, proc.stderr
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1, (megabytes, proc.returncode, proc.stderr, proc.stdout[-300:])
+            assert proc.returncode == 2 and "out of memory" in lines[0], (proc.returncode, lines)
+        ends.append(proc.returncode)
+    assert 2 in ends, ends

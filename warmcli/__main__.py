@@ -60,6 +60,14 @@ def main() -> None:
         from warmcli.cli.common import answer
 
         code = answer(exc)
+    except MemoryError:  # out of memory where no command answered it (an import): one line
+        _Ended.now = True
+        from warmcli.cli.common import OUT_OF_MEMORY, exit_now
+
+        try:
+            exit_now(OUT_OF_MEMORY, 2)
+        except SystemExit as said:
+            code = said.code
     _Ended.now = True
     _hold_ctrl_c(signal)  # nor later: no traceback, no death by the signal
     if interrupted:  # one line, exit 130 (no second JSON object where one was printed)

@@ -323,10 +323,16 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit;
     under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]
-    with contextlib.suppress(OSError):  # stderr refused too (`2> /dev/full`): the code stands
+    try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:
             err.print(f"    {line}", markup=False, highlight=False)
+    except (OSError, MemoryError):  # or Rich could not be imported (no memory, no descriptor)
+        if getattr(err, "_console", None) is None:  # then in plain words, as said
+            with contextlib.suppress(OSError, MemoryError):
+                lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]
+                sys.stderr.write("\n".join(lines) + "\n")
+                sys.stderr.flush()
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
@@ -346,6 +352,8 @@ def exit_code(action: Callable[[], int]) -> int:
         return exc.exit_code
     except OSError as exc:  # its output refused (`> /dev/full`), past the command's guard
         return answer(exc)
+    except MemoryError:  # (`warm run`'s worker, past its passes)
+        return exit_code(lambda: fail(OUT_OF_MEMORY))
 
 
 def answer(exc: WarmError | OSError) -> int:
@@ -380,13 +388,19 @@ def exit_interrupted() -> NoReturn:
     exit_now("interrupted", EXIT_INTERRUPTED, label="")
 
 
+# What running out of memory says (`ulimit -v`, a container's limit): nothing of the bundle.
+OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"
+
+
 def guarded(action: Callable[[], Any]) -> Any:
     """Run `action`; an expected failure is answered (`answer`: one line and exit 2; the
-    reader of stdout gone, exit 1 quietly)."""
+    reader of stdout gone, exit 1 quietly), and so is running out of memory."""
     try:
         return action()
     except EXPECTED as exc:
         raise typer.Exit(answer(exc)) from None
+    except MemoryError:
+        raise typer.Exit(exit_code(lambda: fail(OUT_OF_MEMORY))) from None
 
 
 def emit_json(doc: Any) -> None:
