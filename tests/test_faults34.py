@@ -341,3 +341,28 @@ def test_a_failed_pull_into_a_new_bundle_leaves_no_lock_file(
     assert proc.returncode == 2, proc.stderr
     assert "nothing pulled" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.strip() == "", "left in PATH's folder: " + proc.stdout
+
+
+def test_a_sigkilled_warm_run_leaves_no_stub_folder_its_worker_outlived(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`kill -9` of `warm run` (its worker then stops, by the parent-death signal, and
+    stores what it had) left the `warm-workers-*` stub folder in TMPDIR: removed by the
+    process that made it at its exit, which SIGKILL skips. The worker removes it then."""
+    tmp = _private_tmp(warm, tmp_path)
+    path = tmp_path / "calendar.py"
+    path.write_text(SLEEPS)
+    mark, bundle = tmp_path / "mark", tmp_path / "b.warm"
+    warm.env["WARM_TEST_MARK"] = str(mark)
+    proc = _start(warm, "run", path, "--bundle", bundle)
+    _wait_for(mark.exists, proc, "the tune pass")
+    assert [p.name[:13] for p in tmp.iterdir()] == ["warm-workers-"]
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(tmp.iterdir()), "the stub folder was left"
+    warm.env.pop("WARM_TEST_MARK")
+    assert warm("run", path, "--bundle", bundle).returncode == 0
+    assert len(warm.json("stats", bundle)["kernels"]) == 4

@@ -18,7 +18,8 @@ raise `KeyboardInterrupt` once.
 
 State: the excluded candidates and the worker's journal, one of each per process (and,
 made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
-process removes at its end however the worker ends).
+process removes at its end however the worker ends, and the worker where this process
+was killed first).
 The module prints nothing (the caller's `on_crash` and its exit code do), but in the
 worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
 bundle.
@@ -44,7 +45,7 @@ from warmcli.backends.processes import (
     parent_death_signal,
     stop_compilers,
 )
-from warmcli.warming.worker_names import make_folder
+from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
@@ -228,6 +229,9 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
                 pass
         with contextlib.suppress(BaseException):
             _write("exit", code=code, unanswered=unanswered)
+        if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+            with contextlib.suppress(BaseException):
+                remove_folder()
         os._exit(code)
 
 
