@@ -205,7 +205,7 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
         def few() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
 
-        for args in (["verify", big], ["stats", "--json", big]):
+        for args in (["verify", big], ["stats", "--json", big], ["diff", big, big]):
             try:
                 proc = subprocess.run(
                     [sys.executable, "-m", "warmcli", *map(str, args)],

@@ -137,13 +137,13 @@ class Workers:
             with contextlib.suppress(OSError, ValueError):
                 process.terminate()
                 process.join()
+        with contextlib.suppress(Exception):  # its pipes let go now: the caller needs them
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
         """Drop every part not begun and wait for the workers to end: each finishes the part
         it is reading (never killed: one killed while it sends its result would leave the
         pool's reader waiting for the rest of it forever)."""
         if self._broken:  # (nothing to wait for: `_give_up` did)
-            with contextlib.suppress(Exception):
-                self._executor.shutdown(wait=False, cancel_futures=True)
             return
         self._executor.shutdown(wait=True, cancel_futures=True)
