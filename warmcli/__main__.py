@@ -3,11 +3,12 @@ before the CLI's own imports (typer, rich, every command) are paid for, and a pr
 whose work ran in a worker that has exited (`warm run`) ended without the interpreter's
 teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
-ignored and its exit code stands. SIGTERM (unless warm was started ignoring it)
-is answered as Ctrl-C is, so no command is ended by it in silence. A standard stream the
-caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
-(`_open_standard_streams`); output that cannot be written (`| false`, `> /dev/full`) is
-answered by `warmcli.cli.output`."""
+ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped ssh
+session; each unless warm was started ignoring it, as under `nohup`) are answered as
+Ctrl-C is, so no command is ended by them in silence, its temporary files left.
+A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an
+ASCII stdout writes escapes (`_open_standard_streams`); output that cannot be written
+(`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def main() -> None:
         import signal
 
         signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
-        if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:  # (started ignoring it: it stays so)
-            signal.signal(signal.SIGTERM, _on_ctrl_c)  # as Ctrl-C: one line, exit 130
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(stop) != signal.SIG_IGN:  # (started ignoring it: it stays so)
+                signal.signal(stop, _on_ctrl_c)  # as Ctrl-C: one line, exit 130
         from warmcli.cli import main as cli_main
         from warmcli.cli.common import end_process, exit_interrupted
     except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
@@ -58,6 +60,14 @@ def main() -> None:
         from warmcli.cli.common import answer
 
         code = answer(exc)
+    except MemoryError:  # out of memory where no command answered it (an import): one line
+        _Ended.now = True
+        from warmcli.cli.common import OUT_OF_MEMORY, exit_now
+
+        try:
+            exit_now(OUT_OF_MEMORY, 2)
+        except SystemExit as said:
+            code = said.code
     _Ended.now = True
     _hold_ctrl_c(signal)  # nor later: no traceback, no death by the signal
     if interrupted:  # one line, exit 130 (no second JSON object where one was printed)
@@ -99,7 +109,7 @@ class _Ended:
 
 
 def _on_ctrl_c(signum: int, frame: object) -> None:
-    """SIGINT's (and SIGTERM's) handler: `KeyboardInterrupt`, as Python's own, until the
+    """SIGINT's (and SIGTERM's, SIGHUP's) handler: `KeyboardInterrupt`, as Python's own, until the
     command has ended; nothing after (Python runs a handler only at a call or a loop's jump,
     never between `except` and the store of `_Ended.now`, so no Ctrl-C escapes as the
     command ends)."""
@@ -111,11 +121,13 @@ def _hold_ctrl_c(signal: Any) -> None:
     """SIGINT is ignored from here on, by the system too: the interpreter's teardown puts
     back the default action of a signal with a Python handler, never of an ignored one, so
     a late Ctrl-C cannot kill `warm` by the signal. (`signal.signal` runs a handler for a
-    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.) SIGTERM, where
-    it was answered, gets its default action back: what stops a process once it is done."""
+    Ctrl-C that came before it first: `_on_ctrl_c`, which no longer raises.) SIGTERM and
+    SIGHUP, where answered, get their default action back: what stops a process once it is
+    done."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if signal.getsignal(signal.SIGTERM) is _on_ctrl_c:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(stop) is _on_ctrl_c:
+            signal.signal(stop, signal.SIG_DFL)
 
 
 def _interrupted() -> NoReturn:

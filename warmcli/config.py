@@ -255,15 +255,17 @@ def rich_environment(environ: Environ | None = None) -> dict[str, str]:
     return {k: v for k, v in _env(environ).items() if k not in sizes or readable(v)}
 
 
-def compiler_environment(usable_tmp: str, environ: Environ | None = None) -> dict[str, str] | None:
+def compiler_environment(
+    usable_tmp: str, environ: Environ | None = None, scratch: bool = False
+) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
     usable: it fell back from a missing or read-only `TMPDIR`, or made a relative one
     absolute, which a compiler run in a scratch folder would look for there), `TMPDIR`
-    is that one."""
+    is that one; and always so where `usable_tmp` is the compiler's own `scratch` folder."""
     env = _env(environ)
     named = env.get("TMPDIR")
-    if not named or named == usable_tmp:
+    if not scratch and (not named or named == usable_tmp):
         return None
     return {**env, "TMPDIR": usable_tmp}
 

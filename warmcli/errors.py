@@ -57,6 +57,10 @@ class ToolchainError(WarmError, RuntimeError):
     """A compiler could not be found or did not answer `--version`."""
 
 
+class ScratchError(WarmError, RuntimeError):
+    """The temporary folder refused a compiler's scratch files (full, read-only, a quota)."""
+
+
 class CompileFailure(WarmError):
     """A group (or a single kernel) failed to compile; `log` is the compiler's output.
 

@@ -12,7 +12,9 @@ contiguous part of the queue. Queue order is kept inside every group. A group th
 is bisected until the kernels that break it are found alone; they are reported with
 their own compiler log and every other kernel is kept. A group that *times out* is not
 bisected (every half would wait the timeout again): each of its kernels is compiled
-alone, in parallel, so a hanging kernel costs about two timeouts in all. Interrupted
+alone, in parallel, so a hanging kernel costs about two timeouts in all. A compile whose scratch
+files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `ScratchError`
+naming that folder, never bisected (every half would be refused alike). Interrupted
 (Ctrl-C), the batch stops every compiler it started before it returns. While the
 interpreter shuts down (a compile in an atexit callback or a daemon thread), when no
 thread pool may start, the groups are compiled one after another in the caller's thread.
@@ -39,6 +41,7 @@ from warmcli.backends.compiler import (
 )
 from warmcli.backends.processes import resume_compilers, stop_compilers
 from warmcli.backends.sharing import shares_unit
+from warmcli.errors import ScratchError
 
 JOBS_PER_CPU = 4  # --jobs above this many compiler processes per usable CPU is capped
 RUN = 2  # queued kernels dealt together when a plan has one group per job
@@ -162,6 +165,8 @@ def compile_batch(
         try:
             # its digests made here, in the thread that compiled it, beside the other groups
             built = compiler.compile_group(group, timeout=timeout).digested()
+        except OSError as exc:  # its scratch files (a compiler's start is a CompileFailure)
+            raise scratch_refused(exc) from None
         except CompileFailure as failure:
             with lock:
                 result.processes += 1
@@ -205,6 +210,26 @@ def compile_batch(
     pool.shutdown(wait=True)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def scratch_refused(exc: OSError) -> ScratchError:
+    """A compiler's scratch files refused: said with the folder, which TMPDIR chooses, and
+    what to do (more room there; a higher limit on open files, which no folder gives)."""
+    import errno
+    import tempfile
+
+    why = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return ScratchError(f"cannot compile: {why}: raise the limit (ulimit -n)")
+    try:
+        folder = tempfile.gettempdir()
+    except OSError:  # none usable: none was named
+        folder = "the temporary folder"
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return ScratchError(
+        f"cannot compile: the temporary folder {folder} refused the compiler's files ({why}): "
+        f"set TMPDIR to a folder {'with room' if full else 'warm may write'}"
+    )
 
 
 def _one_by_one(

@@ -96,12 +96,14 @@ def run_compiler(
     The compiler runs in its own process group, and a timeout, an exception in the
     caller (Ctrl-C) or `stop_compilers` kills the whole group: a compiler driver's
     children (cc1, as, ld, or a wrapper's) never outlive it (`warmcli.backends.processes`).
+    Its `TMPDIR` is `cwd`, the caller's scratch folder: what a killed compiler left there
+    goes when that folder is removed.
     """
     if processes.refusing():
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
     started = time.perf_counter()
     try:
-        done = processes.run(command, timeout, cwd)
+        done = processes.run(command, timeout, cwd, tmp=cwd)  # its temporary files go with cwd
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
     if done.timed_out:

@@ -11,9 +11,11 @@ piece of state), so `stop_compilers` kills them all at once, from a signal handl
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
 thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
-just those (`Owner.kill`: the compiler probe on an interrupt). A child's `TMPDIR` is the
-temporary folder Python found usable, where the caller's names none (missing, no folder)
-or names it relative to this process's working folder:
+just those (`Owner.kill`: the compiler probe on an interrupt). A compiler's `TMPDIR` is
+the scratch folder it runs in (`run`'s `tmp`), so the temporary files of one that is
+killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
+user's; any other child's is the temporary folder Python found usable, where the caller's
+names none (missing, no folder) or names it relative to this process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back. Nothing here
 decides what runs, reads what a child prints, or prints. It imports Python's thread pool
 before any fork (its at-fork hooks must be whole for every fork: see the import).
@@ -169,8 +171,11 @@ def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
     return started and (stopped or _Live.refusing)
 
 
-def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -> Finished:
-    """Run `command` in its own process group (see the module doc) and wait for it; raises
+def run(
+    command: Sequence[str], timeout: float | None, cwd: str | None = None, tmp: str | None = None
+) -> Finished:
+    """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
+    with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
     `OSError` where it cannot start. On a timeout, or an exception here (Ctrl-C), its whole
     group is killed and reaped; the timeout is returned (`timed_out`), the exception raised."""
     import subprocess  # imported on first use: a serving process starts no child
@@ -185,7 +190,7 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
             errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
             start_new_session=True,
             preexec_fn=tie,  # only prctl: no Python state is touched
-            env=_environment(),
+            env=_environment(tmp),
         )
 
     try:
@@ -219,10 +224,13 @@ def run(command: Sequence[str], timeout: float | None, cwd: str | None = None) -
     return Finished(proc.returncode, out, err, False)
 
 
-def _environment() -> dict[str, str] | None:
-    """A child's environment: this process's (None), but with `TMPDIR` the folder Python's
-    `tempfile` fell back to where the caller's names no usable one (nvcc, unlike gcc, does
-    not fall back: it fails every compile with `Could not open output file`)."""
+def _environment(tmp: str | None) -> dict[str, str] | None:
+    """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
+    where given, else the folder Python's `tempfile` fell back to where the caller's names
+    no usable one (nvcc, unlike gcc, does not fall back: it fails every compile with `Could
+    not open output file`)."""
     import tempfile  # imported on first use, as subprocess
 
+    if tmp is not None:
+        return config.compiler_environment(tmp, scratch=True)
     return config.compiler_environment(tempfile.gettempdir())

@@ -192,6 +192,8 @@ def _inflate(data: bytes, at: int = 1) -> bytes:
     try:
         raw = inflater.decompress(data[at:], MAX_PACKED_BYTES)
     except zlib.error as exc:
+        if "Error -4 " in str(exc):  # Z_MEM_ERROR: zlib ran out of memory, the data is not bad
+            raise MemoryError(str(exc)) from None
         raise ValueError(f"not deflated ({exc})") from None
     if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")

@@ -56,7 +56,7 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
 _WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
-_FULL = sqlite3.SQLITE_FULL
+CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
@@ -295,20 +295,22 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
 @contextmanager
 def _sqlite_errors(path: str | Path) -> Iterator[None]:
     """Every SQLite failure, as a one-line `BundleError` (its words escaped); a write the
-    system refused (a full disk, a size limit) says so: rolled back, never "corrupt"."""
+    system refused (a full disk, a size limit) says so: rolled back, never "corrupt"; nor
+    is a file SQLite could not open (no descriptor left: `ulimit -n`)."""
     try:
         yield
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
-        why = DISK_FULL if code == _FULL else WRITE_FAILED if code in _WRITES else ""
+        why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
         if why:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"
             ) from None
         closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        what = CANNOT_OPEN if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what  # (or its journal)
         what = "closed" if closed else what  # by use_bundle() or close(), and used since
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"

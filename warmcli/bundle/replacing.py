@@ -13,10 +13,12 @@ old file cannot be recovered (not writable, no SQLite file, or a journal `check_
 refuses: never played) by `warmcli.bundle.journal.publish`, which refuses to replace
 anything where it cannot remove it. `remove_new` takes away a bundle a failed first run
 only created (under its write lock, and only while it holds nothing: another writer may
-have stored into it meanwhile). A `-wal` (and its `-shm`) that a writer of a file
-switched to WAL mode left is removed there too: SQLite plays a `-wal` into the file of that
-name whatever its header says, and no reader of warm's reads the old file through one (it
-is switched back to a rollback journal first). It owns no state and never prints.
+have stored into it meanwhile); `new_or_nothing` does so for a merge or a pull into a new
+bundle that fails or is interrupted (no `OUT.lock` left where no OUT was made). A `-wal`
+(and its `-shm`) that a writer of a file switched to WAL mode left is removed there too:
+SQLite plays a `-wal` into the file of that name whatever its header says, and no reader
+of warm's reads the old file through one (it is switched back to a rollback journal
+first). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import shutil
 import sqlite3
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from warmcli.bundle.file import (
@@ -108,6 +111,19 @@ def remove_new(path: Path) -> None:
     except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
         return
     Path(f"{real}.lock").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def new_or_nothing(path: Path) -> Iterator[None]:
+    """What runs inside writes `path`: where no bundle was there before and it fails (or
+    is interrupted), the lock file it left beside `path` is removed (`remove_new`)."""
+    existed = os.path.lexists(path)
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            remove_new(path)
+        raise
 
 
 def _holds_nothing(real: str) -> bool:

@@ -31,7 +31,8 @@ ENV_HELP = (
     f"Environment: {_variables(False)}; in production, {_variables(True)}."
     "\n\n"
     "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found entries "
-    "this machine cannot serve; 2 bad input or environment; 130 interrupted (SIGINT, SIGTERM). "
+    "this machine cannot serve; 2 bad input or environment; "
+    "130 interrupted (SIGINT, SIGTERM, SIGHUP). "
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
 

@@ -3,8 +3,8 @@
 Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found
 entries this machine cannot serve; 2 bad input or environment
 (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
-that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT
-or SIGTERM). Every such error is one line on stderr (a compiler's log follows it,
+that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT,
+SIGTERM or SIGHUP). Every such error is one line on stderr (a compiler's log follows it,
 indented), never a traceback; under `--json` it is also one JSON object on stdout,
 `{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
 only JSON never imports Rich); a command that has finished holding nothing says so
@@ -323,10 +323,16 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (any further lines, such as a compiler log, indented), then exit;
     under `--json` also `{"error": ..., "exit": code}` on stdout."""
     first, *rest = printable_lines(str(message).strip()) or ["error"]
-    with contextlib.suppress(OSError):  # stderr refused too (`2> /dev/full`): the code stands
+    try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:
             err.print(f"    {line}", markup=False, highlight=False)
+    except (OSError, MemoryError):  # or Rich could not be imported (no memory, no descriptor)
+        if getattr(err, "_console", None) is None:  # then in plain words, as said
+            with contextlib.suppress(OSError, MemoryError):
+                lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]
+                sys.stderr.write("\n".join(lines) + "\n")
+                sys.stderr.flush()
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
@@ -346,6 +352,8 @@ def exit_code(action: Callable[[], int]) -> int:
         return exc.exit_code
     except OSError as exc:  # its output refused (`> /dev/full`), past the command's guard
         return answer(exc)
+    except MemoryError:  # (`warm run`'s worker, past its passes)
+        return exit_code(lambda: fail(OUT_OF_MEMORY))
 
 
 def answer(exc: WarmError | OSError) -> int:
@@ -361,7 +369,7 @@ def answer(exc: WarmError | OSError) -> int:
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:
-    """Stopped by SIGINT or SIGTERM: say what this run stored (it is kept), exit 130."""
+    """Stopped by SIGINT, SIGTERM or SIGHUP: say what this run stored (it is kept), exit 130."""
     stored = f"{kernels} kernel(s) and {tunes} tune(s) stored are kept"
     fail(f"interrupted: {stored}", EXIT_INTERRUPTED, label="")
 
@@ -380,13 +388,19 @@ def exit_interrupted() -> NoReturn:
     exit_now("interrupted", EXIT_INTERRUPTED, label="")
 
 
+# What running out of memory says (`ulimit -v`, a container's limit): nothing of the bundle.
+OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"
+
+
 def guarded(action: Callable[[], Any]) -> Any:
     """Run `action`; an expected failure is answered (`answer`: one line and exit 2; the
-    reader of stdout gone, exit 1 quietly)."""
+    reader of stdout gone, exit 1 quietly), and so is running out of memory."""
     try:
         return action()
     except EXPECTED as exc:
         raise typer.Exit(answer(exc)) from None
+    except MemoryError:
+        raise typer.Exit(exit_code(lambda: fail(OUT_OF_MEMORY))) from None
 
 
 def emit_json(doc: Any) -> None:

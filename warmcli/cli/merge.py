@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from warmcli.bundle.location import is_url
+from warmcli.bundle.replacing import new_or_nothing
 from warmcli.bundle.signing import load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -47,11 +48,12 @@ def merge(
     trusted = guarded(trusted_keys)
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
-    report = guarded(
-        lambda: merge_bundles(
-            paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+    with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either
+        report = guarded(
+            lambda: merge_bundles(
+                paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+            )
         )
-    )
     _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})
     if as_json:
         emit_json(merge_json(report))

@@ -16,7 +16,7 @@ import typer
 from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
-from warmcli.bundle.replacing import copy_into
+from warmcli.bundle.replacing import copy_into, new_or_nothing
 from warmcli.cli.app import app
 from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, refuse_folder_name
 
@@ -75,7 +75,8 @@ def pull(
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    guarded(lambda: copy_into(got.path, target, force))
+    with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
+        guarded(lambda: copy_into(got.path, target, force))
     if as_json:
         emit_json({"url": url, "path": str(target)})
     else:

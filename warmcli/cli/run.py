@@ -2,7 +2,7 @@
 
 The run happens in a worker process (`warmcli.warming.isolation`): a tune candidate that
 crashes it is excluded and the run starts again; a workload that crashes outside
-tuning is one line and exit 2. SIGINT or SIGTERM stops every compiler at once,
+tuning is one line and exit 2. SIGINT, SIGTERM or SIGHUP stops every compiler at once,
 keeps what was stored, says how much and exits 130. `--dask` fans the run out
 (`warmcli.cli.run_dask`, imported only then). Once the worker has exited, this process
 holds nothing and ends without the interpreter's teardown (`common.holds_nothing`).

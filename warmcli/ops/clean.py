@@ -15,7 +15,7 @@ to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
-that transaction is committed (Ctrl-C and SIGTERM held while it commits and is counted),
+that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
@@ -268,7 +268,7 @@ def clean_bundle(
 
 @contextlib.contextmanager
 def _held_interrupts() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held (blocked, then delivered as the block ends) while a removal
+    """Ctrl-C, SIGTERM and SIGHUP held (blocked, then delivered as the block ends) while a removal
     commits and is counted: one landing between the two (the transaction's end: its lock
     let go) would say "interrupted" of a removal that was kept."""
     import signal
@@ -277,7 +277,7 @@ def _held_interrupts() -> Iterator[None]:
     if mask is None:  # no POSIX signal masks: as it was
         yield
         return
-    held = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    held = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     try:
         yield
     finally:

@@ -11,14 +11,15 @@ tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tun
 the tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run
 starts again in a fresh worker; a crash anywhere else is returned as a
 `WorkerCrash` naming the pass. Either way the compiler groups the worker left are
-killed. SIGINT and SIGTERM sent to the supervisor are forwarded to the worker, and
-the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
-warm. `interrupt_on_signals` makes SIGINT and SIGTERM stop every compiler and
+killed. SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker,
+and the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
+warm. `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
 raise `KeyboardInterrupt` once.
 
 State: the excluded candidates and the worker's journal, one of each per process (and,
 made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
-process removes at its end however the worker ends).
+process removes at its end however the worker ends, and the worker where this process
+was killed first).
 The module prints nothing (the caller's `on_crash` and its exit code do), but in the
 worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
 bundle.
@@ -44,11 +45,13 @@ from warmcli.backends.processes import (
     parent_death_signal,
     stop_compilers,
 )
-from warmcli.warming.worker_names import make_folder
+from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 )
+# What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
 
 
@@ -194,9 +197,9 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
     """In the forked worker: run `work` with the journal armed, then exit with its code."""
     code, unanswered = 1, False
     try:
-        for s, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, None)):
-            if s in _heeded():  # the supervisor's handler must not run here
-                signal.signal(s, handler or signal.SIG_DFL)
+        for s in _heeded():  # the supervisor's handler must not run here
+            interrupt = s == signal.SIGINT
+            signal.signal(s, signal.default_int_handler if interrupt else signal.SIG_DFL)
         _State.journal = journal
         from warmcli.runtime.tune import set_measure_journal  # only a worker measures here
 
@@ -226,11 +229,14 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
                 pass
         with contextlib.suppress(BaseException):
             _write("exit", code=code, unanswered=unanswered)
+        if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+            with contextlib.suppress(BaseException):
+                remove_folder()
         os._exit(code)
 
 
 def _wait(pid: int) -> tuple[int, bool]:
-    """Wait for the worker, forwarding SIGINT and SIGTERM; kill it if it will not stop
+    """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status and whether it was
     interrupted. The handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
@@ -304,7 +310,7 @@ def run_isolated(
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
             return os.WEXITSTATUS(status)
         number = os.WTERMSIG(status)
-        if interrupted or number in (signal.SIGINT, signal.SIGTERM):
+        if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
@@ -321,7 +327,7 @@ def run_isolated(
 
 
 def interrupt_on_signals() -> None:
-    """SIGINT and SIGTERM stop every compiler at once and raise `KeyboardInterrupt` (once:
+    """SIGINT, SIGTERM and SIGHUP stop every compiler at once and raise `KeyboardInterrupt` (once:
     a second signal only stops compilers again, so the cleanup finishes). In a process the
     workload forked (a pool's worker) the signal does what it does without warm: it never
     stops its parent's compilers."""
@@ -329,8 +335,8 @@ def interrupt_on_signals() -> None:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         nonlocal raised
-        if os.getpid() != owner:  # a child's: SIGTERM ends it, SIGINT is Python's own
-            if signum != signal.SIGTERM:
+        if os.getpid() != owner:  # a child's: SIGTERM (SIGHUP) ends it, SIGINT is Python's own
+            if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -345,6 +351,6 @@ def interrupt_on_signals() -> None:
 
 
 def _heeded() -> list[int]:
-    """SIGINT and SIGTERM, less any this process was started ignoring (`nohup`, a
+    """SIGINT, SIGTERM and SIGHUP, less any this process was started ignoring (`nohup`, a
     background job of a non-interactive shell): those stay ignored, as Python leaves them."""
-    return [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) != signal.SIG_IGN]
+    return [s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN]

@@ -9,8 +9,9 @@ Python's own module), the worker imports it by its private name, from a stub fil
 the workload file as that module (`importable_by_stub`): one folder of stubs per process,
 private to this user (made by `mkdtemp`, 0700, before `warm run` forks its worker), last on
 `sys.path` (which a spawned worker inherits; the private names hide nothing), removed when
-the process that made it ends. This module owns that folder; it never imports or runs a
-workload itself.
+the process that made it ends, or (`remove_folder`) by `warm run`'s worker where that
+process was killed (SIGKILL: no exit handler runs). This module owns that folder; it
+never imports or runs a workload itself.
 """
 
 from __future__ import annotations
@@ -99,6 +100,13 @@ def make_folder() -> None:
         except OSError:
             return
         atexit.register(shutil.rmtree, _folder[0], True)
+
+
+def remove_folder() -> None:
+    """Remove this process's stub folder now (made by the process it was forked from, which
+    a SIGKILL ended before it could)."""
+    if _folder:
+        shutil.rmtree(_folder[0], True)
 
 
 def importable_by_stub(name: str, path: Path) -> None:
