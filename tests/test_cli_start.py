@@ -27,6 +27,9 @@ TEXTS = [
 ]  # fmt: skip
 
 
+NAN = "Input should be a valid number, not NaN (not a number)"
+
+
 def _outcome(runtime: Any, value: Any, param: Any) -> Any:
     try:
         return ("ok", runtime.coerce(value, param=param, ctx=None))
@@ -54,10 +57,10 @@ def test_every_parameter_of_warm_converts_as_typer_does() -> None:
         many = param.multiple or param.nargs == -1
         for text in TEXTS:
             value: Any = (text, text) if many else text
-            assert _outcome(ours, value, param) == _outcome(theirs, value, param), (
-                param.name,
-                text,
-            )
+            expected = _outcome(theirs, value, param)
+            if text == "nan" and "should be" in str(expected[1]) and "than" in str(expected[1]):
+                expected = ("error", NAN)  # a bound NaN misses: warm says why instead
+            assert _outcome(ours, value, param) == expected, (param.name, text)
     assert covered == len(params), "every parameter of warm's is plain"
 
 

@@ -34,7 +34,7 @@ from warmcli.bundle.location import is_url
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
-from warmcli.printable import printable, printable_lines
+from warmcli.printable import printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -177,17 +177,6 @@ def _named(given: str | None) -> str | None:
     if given is not None and not given.strip():
         fail("the bundle's name is empty: give a bundle's path, or leave it out for the default")
     return given or config.bundle()
-
-
-def compiler_line(info: dict[str, str]) -> str:
-    """One device's compiler as `warm devices` and `warm run --verbose` show it (inert: a
-    compiler's version line is text warm did not write)."""
-    if info["compiler"] == "none":
-        return printable(f"compiler: {info['device']}: none ({info['why']})")
-    return printable(
-        f"compiler: {info['device']}: {info['compiler']} {info['path']} "
-        f"({info['version']}): {info['why']}"
-    )
 
 
 def bundle_to_write(named: str | None) -> Path:
@@ -408,7 +397,3 @@ def emit_json(doc: Any) -> None:
     with writing_output():
         sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
         sys.stdout.flush()
-
-
-def _indented(value: Any, depth: int) -> str:
-    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)

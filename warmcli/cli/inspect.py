@@ -20,7 +20,6 @@ from warmcli.cli.common import (
     CompilerOpt,
     JsonOpt,
     NvccOpt,
-    compiler_line,
     emit_json,
     fail,
     guarded,
@@ -29,7 +28,7 @@ from warmcli.cli.common import (
     readable_bundle,
 )
 from warmcli.cli.json_stream import stream_json
-from warmcli.cli.render import line
+from warmcli.cli.render import compiler_line, line
 from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from warmcli.cli.common import _Emitted, _indented
+from warmcli.cli.common import _Emitted
 from warmcli.cli.output import writing_output
 from warmcli.cli.render.tune_line import JsonText
 
@@ -96,3 +96,7 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | byte
             batch = []
     if batch:
         yield batch
+
+
+def _indented(value: Any, depth: int) -> str:
+    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)

@@ -39,7 +39,6 @@ from warmcli.cli.common import (
     SignKeyOpt,
     VerboseOpt,
     bundle_to_write,
-    compiler_line,
     emit_json,
     err,
     exit_code,
@@ -49,6 +48,7 @@ from warmcli.cli.common import (
     interrupted,
     out,
 )
+from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.printable import printable

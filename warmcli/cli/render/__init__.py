@@ -79,3 +79,14 @@ def _number(digits: str) -> tuple[int, str]:
 
 
 _DIGITS = re.compile("([0-9]+)")
+
+
+def compiler_line(info: dict[str, str]) -> str:
+    """One device's compiler as `warm devices` and `warm run --verbose` show it (inert: a
+    compiler's version line is text warm did not write)."""
+    if info["compiler"] == "none":
+        return printable(f"compiler: {info['device']}: none ({info['why']})")
+    return printable(
+        f"compiler: {info['device']}: {info['compiler']} {info['path']} "
+        f"({info['version']}): {info['why']}"
+    )
