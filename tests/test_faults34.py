@@ -174,6 +174,7 @@ def test_a_compile_whose_scratch_files_cannot_be_written_names_the_temporary_fol
     (line,) = proc.stderr.strip().splitlines()  # (and nothing left in TMPDIR: no line)
     assert f"the temporary folder {tmp}" in line, line
     assert "No space left on device" in line and "TMPDIR" in line, line
+    assert "workload raised" not in line and "ScratchError" not in line, line  # the machine's
 
 
 def test_what_a_refused_scratch_file_says_to_do_follows_why() -> None:

@@ -52,7 +52,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from warmcli.errors import DeviceError, ToolchainError, WorkloadError, message_of
+from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
 from warmcli.production import late_runtimes
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -109,7 +109,7 @@ class Workload:
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
             ) from None
-        except ToolchainError as exc:  # the machine's: no compiler, not the workload's code
+        except (ToolchainError, ScratchError) as exc:  # the machine's: not the workload's code
             _forked_child_ends(pid, 1)
             at = where(exc, self.path).rstrip(": ")
             raise WorkloadError(
@@ -197,7 +197,7 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         return WorkloadError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}")
     if isinstance(exc, UnicodeDecodeError | ValueError) and not _ran_code(exc):
         return WorkloadError(f"{path}: not a Python source file ({first_line(exc)})")
-    if isinstance(exc, ToolchainError):  # the machine's: no compiler, not the workload's code
+    if isinstance(exc, ToolchainError | ScratchError):  # the machine's: not the workload's
         at = where(exc, Path(path)).rstrip(": ")
         return WorkloadError(f"{first_line(exc)}; needed at {at} while the workload was imported")
     if isinstance(exc, SystemExit):
