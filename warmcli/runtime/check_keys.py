@@ -4,7 +4,9 @@
 name, or a callable by its qualified name and a digest of what its code does
 (`warmcli.runtime.code_digest`; one with no Python code, by its module and qualified
 name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep);
-`judged_identity` adds the launch function the check judged. Split from
+`judged_identity` adds the launch function the check judged. Each function it holds or
+calls is keyed once per object it is a method of (two objects of one class, apart), each
+partial once: the walk is as long as what the check reaches, never a lattice. Split from
 `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
 a memo of what each check's code assigns; it never runs a kernel or a check.
 """
@@ -75,6 +77,7 @@ def _callable_identity(
     lattice have millions), `depth` calls below the check."""
     seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
+        seen.add(_walked(check))
         given = [*check.args, *sorted(check.keywords.items())]
         inner = getattr(_function(check.func), "__code__", None)
         shown = [_text(v) for v in given if _plain(v)]
@@ -82,9 +85,9 @@ def _callable_identity(
             shown += _attributes("arg", v, getattr(inner, "co_names", ()), True)  # `cfg.tol`
         named = [*((f"arg{i}", v) for i, v in enumerate(check.args)), *given[len(check.args) :]]
         shown += _functions(named, _function(check.func), seen, depth)  # `cmp=np.allclose`
-        return [_callable_identity(check.func, seen, depth), shown]
+        return [_once(check.func, seen, depth), shown]
     function = _function(check)
-    seen.add(function)
+    seen.add(_walked(check))
     code = getattr(function, "__code__", None)
     names = code.co_names if isinstance(code, types.CodeType) else ()
     cells = getattr(function, "__closure__", None) or ()
@@ -121,7 +124,7 @@ def _callable_identity(
         elif (
             isinstance(value, types.FunctionType)
             and (value.__module__ == function.__module__ or value.__globals__ is space)
-            and value not in seen
+            and _walked(value) not in seen
             and depth < _MAX_HELPERS
         ):
             shown.append([name, _callable_identity(value, seen, depth + 1)])
@@ -144,18 +147,38 @@ def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
             continue
         if isinstance(value, functools.partial):
-            shown.append([name, _callable_identity(value, seen, depth + 1)])
+            shown.append([name, _once(value, seen, depth + 1)])
             continue
         inner = _function(value)
         if not isinstance(inner, types.FunctionType):  # a builtin, C or Cython function
             shown.append(f"{name}=<{_native_name(value)}>")
-        elif inner in seen:  # keyed once: no lattice (`self.f = self.g` of every method)
-            shown.append([name, inner.__qualname__])
         elif inner.__globals__ is space or inner.__module__ == module:
-            shown.append([name, _callable_identity(value, seen, depth + 1)])
+            shown.append([name, _once(value, seen, depth + 1)])
         else:  # a library's (its state, a logger's say, is none of the check's)
             shown.append(f"{name}=<{inner.__module__}.{inner.__qualname__}>")
     return shown
+
+
+def _walked(check: Callable[..., Any]) -> tuple[Any, int | None]:
+    """What of `check` its walk keys, as `seen` holds it: its function and the object it is
+    (a method of), by identity (two objects of one class hold settings apart); a partial
+    by its own identity. No code of theirs runs (no `__hash__`, no `__eq__`); each is
+    reachable from the check, alive while it is walked."""
+    if isinstance(check, functools.partial):
+        return functools.partial, id(check)
+    owner = _owner(check)
+    return _function(check), None if owner is None else id(owner)
+
+
+def _once(check: Callable[..., Any], seen: set[Any], depth: int) -> Any:
+    """`check` keyed (`_callable_identity`) where this walk reaches it first; named only
+    where it reached it already (keyed once: no lattice, `self.f = self.g` of every method,
+    `self.p = partial(self.m)` of each)."""
+    if _walked(check) not in seen:
+        return _callable_identity(check, seen, depth)
+    if isinstance(check, functools.partial):
+        return ["partial", _once(check.func, seen, depth)]
+    return getattr(_function(check), "__qualname__", type(check).__qualname__)
 
 
 def _attributes_held(owner: Any, stored: set[str]) -> list[tuple[str, Any]]:

@@ -1,0 +1,112 @@
+"""Review of stop 34's merged change: what its fixes left open, each with real parts.
+
+- A check holding two objects of one class (`Judge(Strict(1e-3), Strict(1e-3))`, two
+  bound methods of two objects) keyed the second by its qualified name only, as if it
+  were the first reached again: changing the second's setting kept the old picks.
+- A check object holding `functools.partial`s of its own methods (`self.close =
+  partial(self._cmp, rtol=...)`) was walked again along every path: two took seconds
+  where the Tunable was made (at import, in production too), three minutes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import ROOT
+
+from warmcli import Kernel, Tunable
+
+_SRC = "void f(float *y, int n) { }"
+_KS = {f"c{i}": Kernel(_SRC, "f", "Pi", defines={"W": i}) for i in range(2)}
+
+
+def _launch(rt, kernel, y, n, *, stream=None):  # type: ignore[no-untyped-def]
+    rt.launch(kernel, y, n, stream=stream)
+
+
+class _Strict:
+    def __init__(self, rtol: float) -> None:
+        self.rtol = rtol
+
+    def __call__(self, outputs, inputs):  # type: ignore[no-untyped-def]
+        return np.allclose(outputs[0], inputs[0], rtol=self.rtol)
+
+
+class _Both:
+    def __init__(self, a, b) -> None:  # type: ignore[no-untyped-def]
+        self.a, self.b = a, b
+
+    def __call__(self, outputs, inputs):  # type: ignore[no-untyped-def]
+        return self.a(outputs, inputs) and self.b(outputs, inputs)
+
+
+def _sum(check) -> str:  # type: ignore[no-untyped-def]
+    return Tunable("op", _KS, _launch, check=check).checksum
+
+
+def test_two_objects_of_one_class_a_check_holds_are_each_keyed() -> None:
+    same = _sum(_Both(_Strict(1e-3), _Strict(1e-3)))
+    assert _sum(_Both(_Strict(1e-3), _Strict(0.5))) != same
+    assert _sum(_Both(_Strict(0.5), _Strict(1e-3))) != same
+    assert _sum(_Both(_Strict(1e-3), _Strict(1e-3))) == same  # stable
+
+
+def test_bound_methods_of_two_objects_a_check_holds_are_each_keyed() -> None:
+    same = _sum(_Both(_Strict(1e-3).__call__, _Strict(1e-3).__call__))
+    assert _sum(_Both(_Strict(1e-3).__call__, _Strict(0.5).__call__)) != same
+
+
+PARTIALS = """
+import functools
+import numpy as np
+from warmcli import Kernel, Tunable
+
+SRC = "void f(float *y, int n) { }"
+KS = {f"c{i}": Kernel(SRC, "f", "Pi", defines={"W": i}) for i in range(2)}
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+class Judge:
+    def __init__(self, n):
+        for i in range(n):
+            setattr(self, f"p{i}", functools.partial(self._cmp, rtol=10.0 ** -i))
+
+    def _cmp(self, outputs, inputs, rtol=1e-3):
+        return np.allclose(outputs[0], inputs[0], rtol=rtol)
+
+    def __call__(self, outputs, inputs):
+        return self.p0(outputs, inputs)
+
+
+sums = {Tunable("op", KS, launch, check=Judge(n)).checksum for n in (1, 6)}
+print(len(sums))
+"""
+
+
+def test_a_check_holding_partials_of_its_own_methods_is_keyed_at_once(tmp_path: Path) -> None:
+    script = tmp_path / "partials.py"
+    script.write_text(PARTIALS)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # this tree's warmcli
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"
+
+
+def test_a_partial_held_twice_keys_its_arguments() -> None:
+    def cmp(outputs, inputs, rtol):  # type: ignore[no-untyped-def]
+        return np.allclose(outputs[0], inputs[0], rtol=rtol)
+
+    one = functools.partial(cmp, rtol=1e-3)
+    assert _sum(_Both(one, functools.partial(cmp, rtol=1e-3))) != _sum(
+        _Both(one, functools.partial(cmp, rtol=0.5))
+    )
