@@ -176,8 +176,8 @@ def _once(check: Callable[..., Any], seen: set[Any], depth: int) -> Any:
     `self.p = partial(self.m)` of each)."""
     if _walked(check) not in seen:
         return _callable_identity(check, seen, depth)
-    if isinstance(check, functools.partial):
-        return ["partial", _once(check.func, seen, depth)]
+    if isinstance(check, functools.partial):  # keyed where first reached, with its function
+        return "partial"
     return getattr(_function(check), "__qualname__", type(check).__qualname__)
 
 
