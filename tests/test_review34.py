@@ -6,6 +6,9 @@
 - A check object holding `functools.partial`s of its own methods (`self.close =
   partial(self._cmp, rtol=...)`) was walked again along every path: two took seconds
   where the Tunable was made (at import, in production too), three minutes.
+- A helper of the check's module behind `functools.cache` (a global it calls, a function
+  it holds) was not keyed, or keyed by its name only (a C wrapper: no code of its own):
+  changing what it returns kept the old picks.
 """
 
 from __future__ import annotations
@@ -110,3 +113,52 @@ def test_a_partial_held_twice_keys_its_arguments() -> None:
     assert _sum(_Both(one, functools.partial(cmp, rtol=1e-3))) != _sum(
         _Both(one, functools.partial(cmp, rtol=0.5))
     )
+
+
+CACHED = """
+import functools
+import numpy as np
+from warmcli import Kernel, Tunable
+
+SRC = "void f(float *y, int n) {{ }}"
+KS = {{f"c{{i}}": Kernel(SRC, "f", "Pi", defines={{"W": i}}) for i in range(2)}}
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+@functools.cache
+def tol_for(kind):
+    return {tol}
+
+
+def check(outputs, inputs):
+    return np.allclose(outputs[0], inputs[0], rtol=tol_for(outputs[0].dtype.kind))
+
+
+def make(judge):
+    def held(outputs, inputs):
+        return judge(outputs[0].dtype.kind) > 0
+
+    return held
+
+
+print(Tunable("op", KS, launch, check=check).checksum)
+print(Tunable("op", KS, launch, check=make(tol_for)).checksum)
+"""
+
+
+def test_a_helper_behind_functools_cache_keys_the_check(tmp_path: Path) -> None:
+    sums = []
+    for tol in ("1e-3", "0.5"):
+        script = tmp_path / "app.py"  # one module, two versions of its helper's code
+        script.write_text(CACHED.format(tol=tol))
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        sums.append(done.stdout.split())
+    assert sums[0][0] != sums[1][0], "a global the check calls"
+    assert sums[0][1] != sums[1][1], "a function the check holds"

@@ -113,7 +113,7 @@ def _callable_identity(
     shown += _functions(names_held, function, seen, depth)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in names:
-        value = space.get(name)
+        value = _unwrapped(space.get(name))  # `@functools.cache def tol_for`: its function
         if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
             continue
         if name in space and _plain(value, arrays):  # none: keyed as before globals were
@@ -146,6 +146,7 @@ def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth
     for name, value in held:
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
             continue
+        value = _unwrapped(value)
         if isinstance(value, functools.partial):
             shown.append([name, _once(value, seen, depth + 1)])
             continue
@@ -192,6 +193,22 @@ def _attributes_held(owner: Any, stored: set[str]) -> list[tuple[str, Any]]:
         for k, v in held.items()
         if isinstance(k, str) and not k.startswith("__") and k not in stored
     )
+
+
+def _unwrapped(value: Any) -> Any:
+    """The Python function a C-level wrapper holds (`functools.cache`'s, `lru_cache`'s:
+    `__wrapped__` in its own dict, read with no code of it run), else `value`: its name is
+    the function's, its code none, so it was keyed as a builtin, by name."""
+    if isinstance(value, types.FunctionType | types.MethodType | functools.partial | type):
+        return value
+    if not callable(value) or isinstance(_function(value), types.FunctionType):
+        return value  # no callable, or one of Python code: keyed by that code
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return value
+    inner = own.get("__wrapped__") if isinstance(own, dict) else None
+    return inner if isinstance(inner, types.FunctionType) else value
 
 
 def _native_name(check: Callable[..., Any]) -> str:
