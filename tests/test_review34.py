@@ -9,6 +9,11 @@
 - A helper of the check's module behind `functools.cache` (a global it calls, a function
   it holds) was not keyed, or keyed by its name only (a C wrapper: no code of its own):
   changing what it returns kept the old picks.
+- A launch function making its own workspace on every call (`ws = rt.buffer(n)`) failed
+  every candidate but the reference under `check=` (identical kernels: `check: output 2
+  differs ... 0.0 != 2.0`): each run's workspace, kept beside the inputs, was compared
+  with the reference's, which the candidate never launched on, or with its contents
+  before the run; a callable check was handed a list of outputs growing with each run.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import ROOT
+import pytest
+from conftest import ROOT, Warm
 
 from warmcli import Kernel, Tunable
 
@@ -162,3 +168,43 @@ def test_a_helper_behind_functools_cache_keys_the_check(tmp_path: Path) -> None:
         sums.append(done.stdout.split())
     assert sums[0][0] != sums[1][0], "a global the check calls"
     assert sums[0][1] != sums[1][1], "a function the check holds"
+
+
+TEMPORARY = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = '''void f(float *y, float *ws, int n) {
+  for (int i = 0; i < n; i++) ws[i] = y[i] * 2.0f;
+  for (int i = 0; i < n; i++) y[i] = ws[i] + 1.0f;
+}'''
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    ws = rt.buffer(n)  # a workspace of its own, made on every call
+    rt.launch(kernel, y, ws, n, stream=stream)
+
+
+def ok(outputs, inputs):
+    return len(outputs) == 1 and bool((outputs[0] == inputs[0] * 2 + 1).all())
+
+
+KS = {f"t{i}": Kernel(SRC, "f", "PPi", defines={"UNUSED": i}) for i in range(3)}
+T = Tunable("temporary", KS, launch, check=CHECK)
+
+
+def workload(rt):
+    rt.tune(T, rt.upload(np.arange(8, dtype=np.float32)), 8)
+"""
+
+
+@pytest.mark.parametrize("check", ['"t0"', "ok"])
+def test_a_workspace_the_launch_function_makes_per_call_fails_no_candidate(
+    warm: Warm, workload_file, bundle_path: Path, check: str
+) -> None:
+    proc = warm("run", workload_file(TEMPORARY.replace("CHECK", check)), "-b", bundle_path)
+    assert proc.returncode == 0, proc.stderr
+    [tune] = warm.json("stats", bundle_path)["tunes"]
+    status = {c["name"]: (c["status"], c.get("reason") or "") for c in tune["candidates"]}
+    assert all(s == "ok" for s, _ in status.values()), status
