@@ -208,3 +208,15 @@ def test_a_workspace_the_launch_function_makes_per_call_fails_no_candidate(
     [tune] = warm.json("stats", bundle_path)["tunes"]
     status = {c["name"]: (c["status"], c.get("reason") or "") for c in tune["candidates"]}
     assert all(s == "ok" for s, _ in status.values()), status
+
+
+def test_a_partial_that_holds_itself_is_keyed_once() -> None:
+    def cmp(outputs, inputs, judge=None):  # type: ignore[no-untyped-def]
+        return True
+
+    looped = functools.partial(cmp)
+    looped.__setstate__((looped, (), {}, None))  # its function: itself (pickle can make one)
+    held = functools.partial(cmp)
+    held.__setstate__((cmp, (), {"judge": held}, None))
+    for check in (looped, held):
+        assert len(_sum(check)) == 64
