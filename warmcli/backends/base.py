@@ -58,12 +58,26 @@ class DeviceFingerprint(Record):
         }
 
 
+_SERIALS = itertools.count()  # the order buffers are made in (`Buffer.serial`)
+
+
+def next_serial() -> int:
+    """The serial the next buffer made will have, or a later one: buffers made from now on
+    have one at least this."""
+    return next(_SERIALS)
+
+
 class Buffer:
-    """Device memory of a shape and dtype; `handle` is the backend's (None when shape-only)."""
+    """Device memory of a shape and dtype; `handle` is the backend's (None when shape-only);
+    `serial`, the order it was made in (a tune tells a launch function's own workspace,
+    made while it ran, from the app's buffers)."""
+
+    serial = -1  # one made without `__init__`: as if before any other
 
     def __init__(
         self, device_id: str, shape: Sequence[int], dtype: str, handle: Any = None
     ) -> None:
+        self.serial = next(_SERIALS)
         self.device_id = device_id
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype).name

@@ -8,16 +8,17 @@ own module, and those of the user's code, any module whose file is outside the s
 library and the site-packages folders, such as a `checks.py` beside the workload; a
 library's only by its name), and the callables it holds (a closure's, a default's, a
 partial's, its object's); `judged_identity` adds the launch function the check judged.
-Split from `warmcli.runtime.tune_spec`, whose input rendering it shares. Its only state is
-a memo of what each check's code assigns; it never runs a kernel or a check.
+Each function it holds or calls is keyed once per object it is a method of (two objects
+of one class, apart), each partial once: the walk is as long as what the check reaches,
+never a lattice. Split from `warmcli.runtime.tune_spec`, whose input rendering it shares.
+Its only state is a memo of what each check's code assigns; it never runs a kernel or a
+check.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import os
-import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 
 from warmcli.runtime.code_digest import code_digest
 from warmcli.runtime.tune_spec import _WHOLE
+from warmcli.runtime.users_code import users_file
 
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
 _ABSENT = object()
@@ -92,6 +94,7 @@ def _callable_identity(
     lattice have millions), `depth` calls below the check."""
     seen = set() if seen is None else seen
     if isinstance(check, functools.partial):
+        seen.add(_walked(check))
         given = [*check.args, *sorted(check.keywords.items())]
         inner = getattr(_function(check.func), "__code__", None)
         shown = [_text(v) for v in given if _plain(v)]
@@ -99,9 +102,9 @@ def _callable_identity(
             shown += _attributes("arg", v, getattr(inner, "co_names", ()), True)  # `cfg.tol`
         named = [*((f"arg{i}", v) for i, v in enumerate(check.args)), *given[len(check.args) :]]
         shown += _functions(named, _function(check.func), seen, depth)  # `cmp=np.allclose`
-        return [_callable_identity(check.func, seen, depth), shown]
+        return [_once(check.func, seen, depth), shown]
     function = _function(check)
-    seen.add(function)
+    seen.add(_walked(check))
     code = getattr(function, "__code__", None)
     names = code.co_names if isinstance(code, types.CodeType) else ()
     cells = getattr(function, "__closure__", None) or ()
@@ -127,21 +130,21 @@ def _callable_identity(
     shown += _functions(names_held, function, seen, depth)
     space = getattr(function, "__globals__", None) or {}  # a module-level tolerance it reads
     for name in names:
-        value = space.get(name)
+        value = _unwrapped(space.get(name))  # `@functools.cache def tol_for`: its function
         if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
             continue
         if name in space and _plain(value, arrays):  # none: keyed as before globals were
             shown.append(f"{name}={_text(value)}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-            if isinstance(value, types.ModuleType) and _users_file(getattr(value, "__file__", 0)):
+            if isinstance(value, types.ModuleType) and users_file(getattr(value, "__file__", 0)):
                 shown += _module_helpers(name, value, keyed, seen, depth)  # `checks.close`
         # a helper of its module (by name, or globals: `warm run` renames not all it holds),
         # or of the user's code elsewhere (`from checks import close`)
         elif (
             isinstance(value, types.FunctionType)
             and _helper(value, function, space)
-            and value not in seen
+            and _walked(value) not in seen
             and depth < _MAX_HELPERS
         ):
             shown.append([name, _callable_identity(value, seen, depth + 1)])
@@ -162,19 +165,40 @@ def _functions(held: list[tuple[str, Any]], function: Any, seen: set[Any], depth
     for name, value in held:
         if not callable(value) or isinstance(value, type) or depth >= _MAX_HELPERS:
             continue
+        value = _unwrapped(value)
         if isinstance(value, functools.partial):
-            shown.append([name, _callable_identity(value, seen, depth + 1)])
+            shown.append([name, _once(value, seen, depth + 1)])
             continue
         inner = _function(value)
         if not isinstance(inner, types.FunctionType):  # a builtin, C or Cython function
             shown.append(f"{name}=<{_native_name(value)}>")
-        elif inner in seen:  # keyed once: no lattice (`self.f = self.g` of every method)
-            shown.append([name, inner.__qualname__])
         elif _helper(inner, function, space):  # its module's, or the user's code elsewhere
-            shown.append([name, _callable_identity(value, seen, depth + 1)])
+            shown.append([name, _once(value, seen, depth + 1)])
         else:  # a library's (its state, a logger's say, is none of the check's)
             shown.append(f"{name}=<{inner.__module__}.{inner.__qualname__}>")
     return shown
+
+
+def _walked(check: Callable[..., Any]) -> tuple[Any, int | None]:
+    """What of `check` its walk keys, as `seen` holds it: its function and the object it is
+    (a method of), by identity (two objects of one class hold settings apart); a partial
+    by its own identity. No code of theirs runs (no `__hash__`, no `__eq__`); each is
+    reachable from the check, alive while it is walked."""
+    if isinstance(check, functools.partial):
+        return functools.partial, id(check)
+    owner = _owner(check)
+    return _function(check), None if owner is None else id(owner)
+
+
+def _once(check: Callable[..., Any], seen: set[Any], depth: int) -> Any:
+    """`check` keyed (`_callable_identity`) where this walk reaches it first; named only
+    where it reached it already (keyed once: no lattice, `self.f = self.g` of every method,
+    `self.p = partial(self.m)` of each)."""
+    if _walked(check) not in seen:
+        return _callable_identity(check, seen, depth)
+    if isinstance(check, functools.partial):  # keyed where first reached, with its function
+        return "partial"
+    return getattr(_function(check), "__qualname__", type(check).__qualname__)
 
 
 def _attributes_held(owner: Any, stored: set[str]) -> list[tuple[str, Any]]:
@@ -190,6 +214,22 @@ def _attributes_held(owner: Any, stored: set[str]) -> list[tuple[str, Any]]:
     )
 
 
+def _unwrapped(value: Any) -> Any:
+    """The Python function a C-level wrapper holds (`functools.cache`'s, `lru_cache`'s:
+    `__wrapped__` in its own dict, read with no code of it run), else `value`: its name is
+    the function's, its code none, so it was keyed as a builtin, by name."""
+    if isinstance(value, types.FunctionType | types.MethodType | functools.partial | type):
+        return value
+    if not callable(value) or isinstance(_function(value), types.FunctionType):
+        return value  # no callable, or one of Python code: keyed by that code
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return value
+    inner = own.get("__wrapped__") if isinstance(own, dict) else None
+    return inner if isinstance(inner, types.FunctionType) else value
+
+
 def _native_name(check: Callable[..., Any]) -> str:
     """A callable with no Python code as `module.qualname` (`_operator.eq`); an object of
     such a type with no name of its own, as its type's."""
@@ -201,9 +241,9 @@ def _native_name(check: Callable[..., Any]) -> str:
 
 def _helper(value: types.FunctionType, function: Any, space: dict[str, Any]) -> bool:
     """Whether `value`, a function the check names, is keyed by its code: one of the check's
-    own module, or of the user's code (`_users_file`), not a library's."""
+    own module, or of the user's code (`users_file`), not a library's."""
     same = value.__module__ == function.__module__ or value.__globals__ is space
-    return same or _users_file(value.__code__.co_filename)
+    return same or users_file(value.__code__.co_filename)
 
 
 def _module_helpers(
@@ -215,30 +255,9 @@ def _module_helpers(
     shown: list[Any] = []
     for attribute in names:
         value = space.get(attribute)
-        if isinstance(value, types.FunctionType) and value not in seen and depth < _MAX_HELPERS:
-            shown.append([f"{name}.{attribute}", _callable_identity(value, seen, depth + 1)])
+        if isinstance(value, types.FunctionType) and depth < _MAX_HELPERS:
+            shown.append([f"{name}.{attribute}", _once(value, seen, depth + 1)])
     return shown
-
-
-@functools.cache
-def _library_folders() -> tuple[str, ...]:
-    """The folders a library's files lie in: the standard library's (`os`'s folder, its
-    `lib-dynload`) and every `site-packages` or `dist-packages` folder on `sys.path`."""
-    stdlib = os.path.dirname(os.path.realpath(os.__file__))
-    folders = {stdlib, *(p for p in sys.path if os.path.basename(p) in _SITE_FOLDERS)}
-    return tuple(os.path.join(os.path.realpath(f), "") for f in folders if f)
-
-
-_SITE_FOLDERS = ("site-packages", "dist-packages")
-
-
-@functools.lru_cache(maxsize=1024)
-def _users_file(filename: Any) -> bool:
-    """Whether a code's (or module's) file is the user's: a path outside the standard library
-    and the site-packages folders (not `<frozen ...>`, `<string>`, a built-in module)."""
-    if not isinstance(filename, str) or not os.path.isabs(filename):
-        return False
-    return not os.path.realpath(filename).startswith(_library_folders())
 
 
 def _library_callable(value: Any, function: Any, space: dict[str, Any]) -> str | None:

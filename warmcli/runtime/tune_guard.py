@@ -10,7 +10,8 @@ launch writes that is none of the inputs (one the app keeps, one inside an objec
 kept too, when first launched on by the measuring thread (`watch`: the stream shows it
 each launch's arguments; another thread's launches on that stream are left alone). With
 `Tunable(check=...)` it also reads each candidate's outputs (the kept buffers, those
-kept beside the inputs too, after one run on the original contents) and says why they
+kept beside the inputs too, but a workspace the launch function made as it ran, after
+one run on the original contents) and says why they
 are rejected: they differ from a reference candidate's, or a user callable refused them.
 It is handed the tunable's `restore` and `check` specs, never the tunable. The guard
 owns its copies for the span of one measurement and frees them in `release`; it never
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import Buffer, Device, Stream
+from warmcli.backends.base import Buffer, Device, Stream, next_serial
 from warmcli.errors import TuneSpecError, message_of
 
 
@@ -91,6 +92,7 @@ class TuneGuard:
         self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
         self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
+        self.launched: set[int] = set()  # ids of the buffers launched on since `outputs` began
         try:
             for buffer in self.buffers:
                 self._copies.append(self._copy(buffer))
@@ -118,6 +120,7 @@ class TuneGuard:
         if self._outer is not None:  # a tune inside another's candidate: the outer keeps too
             self._outer(args)
         for buffer in _buffers_in(args):
+            self.launched.add(id(buffer))
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
                 self._copies.append(self._copy(buffer))
@@ -129,15 +132,21 @@ class TuneGuard:
             self.device.copy(buffer, copy, self.stream)
 
     def outputs(
-        self, run: Callable[[], None], buffers: Sequence[Buffer] | None = None
+        self,
+        run: Callable[[], None],
+        buffers: Sequence[Buffer] | None = None,
+        beside: Callable[[Buffer, int], bool] = lambda b, made: True,
     ) -> tuple[list[Buffer], list[np.ndarray]]:
         """Run once on the original contents, read `buffers` (default: the inputs' kept
-        ones) and every buffer kept beside them by now, then restore; the buffers read and
-        their contents."""
+        ones) and the buffers kept beside them by now that `beside` takes (given each and
+        the serial from which a buffer was made during this run: `launched` holds the ids
+        this run launched on), then restore; the buffers read and their contents."""
+        made, self.launched = next_serial(), set()
         run()
         self.stream.synchronize()
         try:
-            read = [*(self.buffers if buffers is None else buffers), *self._beside]
+            chosen = [b for b in self._beside if beside(b, made)]
+            read = [*(self.buffers if buffers is None else buffers), *chosen]
             return read, [self.device.download(b) for b in read]
         finally:
             self.restore()
@@ -182,6 +191,7 @@ class OutputCheck:
         self.reference = check if isinstance(check, str) else None
         self.user = None if isinstance(check, str) else check
         self.expected: dict[int, np.ndarray] | None = None  # by buffer id: the reference's
+        self.made = 0  # the serial from which buffers were made during the reference's run
         self.inputs: tuple[Any, ...] = ()
         if self.user is not None:
             guard.stream.synchronize()
@@ -190,11 +200,26 @@ class OutputCheck:
     def verdict(self, name: str, run: Callable[[], None]) -> str | None:
         """Run the candidate once on the original contents; None if its outputs pass. The
         outputs are the compared inputs' buffers, then those kept beside them (a buffer the
-        launch function launched on that is none of the inputs), in the order first met."""
-        read, outputs = self.guard.outputs(run, self.compared)
+        launch function launched on that is none of the inputs), in the order first met:
+        each this run launched on but one made while it ran (the launch function's own
+        workspace), and each the reference's run launched on that was made before it (the
+        app's, which this candidate left as it was)."""
+        reference = name == self.reference
+
+        def beside(b: Buffer, made: int) -> bool:
+            launched = self.guard.launched  # this run's (`outputs` begins it anew)
+            if reference:  # every one: a workspace the app keeps may be made in its run
+                self.made = made
+                return id(b) in launched
+            expected = self.expected or {}
+            if id(b) in launched:
+                return id(b) in expected or b.serial < made
+            return self.user is None and id(b) in expected and b.serial < self.made
+
+        read, outputs = self.guard.outputs(run, self.compared, beside)
         if self.user is not None:
             return judge(self.user, outputs, self.inputs)
-        if name == self.reference:
+        if reference:
             self.expected = {id(b): out for b, out in zip(read, outputs, strict=True)}
             return None
         if self.expected is None:

@@ -1,0 +1,36 @@
+"""Whose code a function is: the user's own (a file outside the standard library and the
+site-packages folders, such as a `checks.py` beside the workload) or a library's.
+
+A checked tunable keys the user's helpers by their code and a library's by their name
+(`warmcli.runtime.check_keys`): an edit of the user's changes the key, a library's upgrade
+does not. State: the library folders, read once from `sys.path`, and a bounded memo of
+the files judged. It never reads a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any
+
+
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """The folders a library's files lie in: the standard library's (`os`'s folder, its
+    `lib-dynload`) and every `site-packages` or `dist-packages` folder on `sys.path`."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))
+    folders = {stdlib, *(p for p in sys.path if os.path.basename(p) in _SITE_FOLDERS)}
+    return tuple(os.path.join(os.path.realpath(f), "") for f in folders if f)
+
+
+_SITE_FOLDERS = ("site-packages", "dist-packages")
+
+
+@functools.lru_cache(maxsize=1024)
+def users_file(filename: Any) -> bool:
+    """Whether a code's (or module's) file is the user's: a path outside the standard library
+    and the site-packages folders (not `<frozen ...>`, `<string>`, a built-in module)."""
+    if not isinstance(filename, str) or not os.path.isabs(filename):
+        return False
+    return not os.path.realpath(filename).startswith(_library_folders())
