@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from warmcli.backends import toolchain
 from warmcli.backends.native import NATIVE, foreign_cpu
-from warmcli.backends.toolchain import WRAPPER_MARK, wrapper_named
+from warmcli.backends.toolchain import RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
@@ -86,6 +87,12 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
+    ours = toolchain.BUILD_RECIPE  # (read here: no call on a launch where neither names one)
+    if (RECIPE_MARK in record.toolchain or ours != 1) and recipe_of(record.toolchain) != ours:
+        return "toolchain", (
+            f"built by warm's build recipe {recipe_of(record.toolchain)}, this warm builds "
+            f"with recipe {ours}: another way of building may compute otherwise"
+        )
     if (  # a wrapper's options; tested without a call where neither is one (every launch)
         record.backend == "host"
         and target.toolchain is not None

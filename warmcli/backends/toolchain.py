@@ -45,6 +45,12 @@ RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
 WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that is a script
+# How warm builds a kernel (the flags it adds, how it writes a group's translation unit and
+# isolates each kernel): raised where that changes what a build computes. A toolchain's
+# identity names it from 2 on (`RECIPE_MARK`), so a build keys apart and serving never
+# serves one of another recipe (`recipe_of`; none named: 1, a name no warm writes: 0).
+BUILD_RECIPE = 1
+RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).
 REMEMBERED_FORM = 2
@@ -65,7 +71,8 @@ class Toolchain(Record):
         the output is the same; keying on it would make every bundle miss everywhere
         but where it was built. The path is kept beside the bundle's fingerprints.
         """
-        return f"{self.name}:{self.version}"
+        recipe = f"{RECIPE_MARK}{BUILD_RECIPE}]" if BUILD_RECIPE != 1 else ""
+        return f"{self.name}:{self.version}{recipe}"
 
     def as_dict(self) -> dict[str, str]:
         return {"name": self.name, "path": self.path, "version": self.version}
@@ -133,6 +140,18 @@ def _version_line(name: str, where: str) -> str:
     if out.returncode != 0 or not lines:
         raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
     return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
+
+
+def recipe_of(identity: str) -> int:
+    """The build recipe a toolchain identity names (`BUILD_RECIPE`): 1 where it names none,
+    0 where what it names is no recipe warm writes (a number of at most 9 ASCII digits)."""
+    at = identity.rfind(RECIPE_MARK)
+    if at < 0:
+        return 1
+    named = identity[at + len(RECIPE_MARK) :]
+    digits = named[:-1]
+    ok = named.endswith("]") and digits.isascii() and digits.isdigit() and len(digits) <= 9
+    return int(digits) if ok else 0
 
 
 def wrapper_named(identity: str) -> str:
