@@ -217,8 +217,8 @@ class OutputCheck:
             return self.user is None and id(b) in expected and b.serial < self.made
 
         read, outputs = self.guard.outputs(run, self.compared, beside)
-        if self.user is not None:
-            return judge(self.user, outputs, self.inputs)
+        if self.user is not None:  # its own copy of the inputs: a check may edit them
+            return judge(self.user, outputs, _fresh(self.inputs))
         if reference:
             self.expected = {id(b): out for b, out in zip(read, outputs, strict=True)}
             return None
@@ -237,6 +237,15 @@ def _read_back(value: Any, device: Device) -> Any:
         return device.download(value)
     if isinstance(value, tuple | list):
         return type(value)(_read_back(v, device) for v in value)
+    return value
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of the read-back inputs' arrays (in their tuples and lists), for one check."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple | list):
+        return type(value)(_fresh(v) for v in value)
     return value
 
 
