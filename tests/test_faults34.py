@@ -151,6 +151,25 @@ def workload(rt):
 """
 
 
+def _on_small_tmpfs(
+    warm: Warm, folder: str, size: str, command: str, listing: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`command` run with a tmpfs of `size` mounted on `folder` (a shell word), in a mount
+    namespace of its own, then what is left in that folder listed (on stdout, or where
+    `listing` sends it); skipped where no tmpfs can be mounted (not root)."""
+    script = (
+        f"mount -t tmpfs -o size={size} tmpfs {folder} || exit 99; "
+        f"{command}; rc=$?; ls -A {folder} {listing}; exit $rc"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    return proc
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
 def test_a_compile_whose_scratch_files_cannot_be_written_names_the_temporary_folder(
     warm: Warm, tmp_path: Path
@@ -161,17 +180,8 @@ def test_a_compile_whose_scratch_files_cannot_be_written_names_the_temporary_fol
     tmp = _private_tmp(warm, tmp_path)
     path = tmp_path / "big.py"
     path.write_text(BIG_SOURCE)
-    script = (
-        f'mount -t tmpfs -o size=128k tmpfs "$TMPDIR" || exit 99; '
-        f"{sys.executable} -m warmcli run {path} --bundle {tmp_path / 'b.warm'}; rc=$?; "
-        f'ls -A "$TMPDIR" >&2; exit $rc'
-    )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    run = f"{sys.executable} -m warmcli run {path} --bundle {tmp_path / 'b.warm'}"
+    proc = _on_small_tmpfs(warm, '"$TMPDIR"', "128k", run, ">&2")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     (line,) = proc.stderr.strip().splitlines()  # (and nothing left in TMPDIR: no line)
@@ -313,17 +323,8 @@ def test_a_failed_pull_into_a_new_bundle_leaves_no_lock_file(
     store.files["/b.warm"] = good.read_bytes()
     dest = tmp_path / "dest"
     dest.mkdir()
-    script = (
-        f"mount -t tmpfs -o size=64k tmpfs {dest} || exit 99; "
-        f"{sys.executable} -m warmcli pull {base}/b.warm {dest / 'new.warm'}; rc=$?; "
-        f"ls -A {dest}; exit $rc"
-    )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    pull = f"{sys.executable} -m warmcli pull {base}/b.warm {dest / 'new.warm'}"
+    proc = _on_small_tmpfs(warm, str(dest), "64k", pull)
     assert proc.returncode == 2, proc.stderr
     assert "nothing pulled" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.strip() == "", "left in PATH's folder: " + proc.stdout
