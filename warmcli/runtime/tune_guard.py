@@ -8,7 +8,9 @@ narrows it) and puts it back after each candidate run, so every run, and the pic
 that runs once afterwards, starts from the original contents. A buffer a candidate's
 launch writes that is none of the inputs (one the app keeps, one inside an object) is
 kept too, when first launched on by the measuring thread (`watch`: the stream shows it
-each launch's arguments; another thread's launches on that stream are left alone). With
+each launch's arguments; another thread's launches on that stream are left alone), held
+weakly: one the app drops (a workspace the launch function makes on every call) is put
+back no more and its copy is freed, so a tune holds no call's workspace past it. With
 `Tunable(check=...)` it also reads each candidate's outputs (the kept buffers, those
 kept beside the inputs too, but a workspace the launch function made as it ran, after
 one run on the original contents) and says why they
@@ -21,6 +23,7 @@ measures, never picks and never prints.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -88,9 +91,10 @@ class TuneGuard:
         self.device = device
         self.stream = stream
         self.buffers = list(buffers)
-        self._copies: list[Buffer] = []
-        self._beside: list[Buffer] = []  # kept when first launched on: none of the inputs
-        self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept
+        self._copies: list[Buffer] = []  # of `buffers`
+        # Kept when first launched on (none of the inputs), held weakly, with its copy.
+        self._beside: list[tuple[weakref.ref[Buffer], Buffer]] = []
+        self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept, alive
         self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
         self.launched: set[int] = set()  # ids of the buffers launched on since `outputs` began
         try:
@@ -122,14 +126,23 @@ class TuneGuard:
         for buffer in _buffers_in(args):
             self.launched.add(id(buffer))
             if id(buffer) not in self._seen:
-                self._seen.add(id(buffer))  # held in `_beside`: its id stays its own
-                self._copies.append(self._copy(buffer))
-                self._beside.append(buffer)
+                self._seen.add(id(buffer))  # until it dies (then its id may be another's)
+                kept = weakref.ref(buffer, lambda _, at=id(buffer): self._seen.discard(at))
+                self._beside.append((kept, self._copy(buffer)))
 
     def restore(self) -> None:
         """Put every kept buffer back as it was (queued on the measured stream)."""
-        for buffer, copy in zip([*self.buffers, *self._beside], self._copies, strict=True):
+        for buffer, copy in zip(self.buffers, self._copies, strict=True):
             self.device.copy(buffer, copy, self.stream)
+        if any(kept() is None for kept, _ in self._beside):  # dropped: its copy freed
+            self.stream.synchronize()
+            for _, copy in (pair for pair in self._beside if pair[0]() is None):
+                self.device.free(copy)
+            self._beside = [pair for pair in self._beside if pair[0]() is not None]
+        for kept, copy in self._beside:
+            buffer = kept()
+            if buffer is not None:
+                self.device.copy(buffer, copy, self.stream)
 
     def outputs(
         self,
@@ -145,7 +158,7 @@ class TuneGuard:
         run()
         self.stream.synchronize()
         try:
-            chosen = [b for b in self._beside if beside(b, made)]
+            chosen = [b for b in self._kept_beside() if beside(b, made)]
             read = [*(self.buffers if buffers is None else buffers), *chosen]
             return read, [self.device.download(b) for b in read]
         finally:
@@ -153,22 +166,29 @@ class TuneGuard:
 
     def original(self, buffer: Buffer) -> np.ndarray:
         """A kept buffer's contents as they were before any candidate ran (its copy)."""
-        kept = [*self.buffers, *self._beside]
-        at = next(i for i, b in enumerate(kept) if b is buffer)
+        pairs = [*zip(self.buffers, self._copies, strict=True)]
+        pairs += [(kept(), copy) for kept, copy in self._beside]
+        copy = next(c for b, c in pairs if b is buffer)
         self.stream.synchronize()
-        return self.device.download(self._copies[at])
+        return self.device.download(copy)
+
+    def _kept_beside(self) -> list[Buffer]:
+        """The buffers kept beside the inputs that are alive, in the order first met."""
+        return [b for kept, _ in self._beside if (b := kept()) is not None]
 
     def release(self) -> None:
         """Free the copies (after the stream has finished with them); launches are no
         longer watched by this guard (an outer tune's guard watches them again)."""
         self.stream.watch_launches(self._outer)
         self._outer = None
-        if not self._copies:
+        copies = [*self._copies, *(copy for _, copy in self._beside)]
+        self._copies.clear()
+        self._beside.clear()
+        if not copies:
             return
         self.stream.synchronize()
-        for copy in self._copies:
+        for copy in copies:
             self.device.free(copy)
-        self._copies.clear()
 
 
 class OutputCheck:
