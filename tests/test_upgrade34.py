@@ -130,12 +130,17 @@ def test_a_header_cc_reads_before_the_source_in_any_spelling_is_keyed(
     assert env.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 3.0, "tunes": 0}
 
 
-@pytest.mark.parametrize("option", ["@HERE/flags.txt", "-Wl,@HERE/link.txt"])
+@pytest.mark.parametrize(
+    "option",
+    ["@HERE/flags.txt", "-Wl,@HERE/link.txt", "--sysroot=HERE", "-isysroot", "-specs=HERE/x"],
+)
 def test_an_option_file_cc_would_read_fails_the_kernel_naming_it(
     warm: Warm, workload_file, tmp_path: Path, option: str
 ) -> None:
     """gcc's `@file` reads options no key covers (an edit of -DSCALE=2 was served the old
-    build): the kernel's compile fails naming the option, as nvcc's --options-file does."""
+    build): the kernel's compile fails naming the option, as nvcc's --options-file does;
+    so do a system root (`--sysroot`, `-isysroot`: system headers no key covers) and a
+    specs file (`-specs=`: more options)."""
     path = workload_file(FILE_OPTIONS)
     (tmp_path / "flags.txt").write_text("-DSCALE=2\n")
     (tmp_path / "link.txt").write_text("-lm\n")

@@ -49,9 +49,13 @@ STRIP_FLAGS: tuple[str, ...] = ("-s",) if sys.platform.startswith("linux") else 
 ALIASES = sys.platform.startswith("linux")
 
 
-# Options that make cc read a file no kernel key covers (more options, an include prefix):
-# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
-_UNKEYED_FILES = ("-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix")
+# Options that make cc read a file no kernel key covers (more options, an include prefix, a
+# system root's headers, a specs file): refused, as nvcc's `--options-file` is. `@file`
+# (cc's or, through `-Wl,`, the linker's).
+_UNKEYED_FILES = (
+    "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
+    "--sysroot", "-isysroot", "-specs", "--specs",
+)  # fmt: skip
 
 
 def unkeyed_file(option: str) -> bool:
