@@ -1,0 +1,61 @@
+"""A GPU engineer's trial of `warm run SCRIPT --pycuda --arch sm_90` on PyCUDA code written as
+real projects write it: `main(argv=None)` with argparse, names PyCUDA has and the GPU-less
+stand-ins do not (`from pycuda.compiler import DynamicSourceModule`), `gpuarray` arithmetic.
+Each must pre-build what a GPU run compiles, or stop on one line naming what is not served.
+The real CLI in a subprocess, real NVRTC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.bundle.store import Bundle
+
+if find_nvrtc() is None:  # pragma: no cover - make test installs NVRTC
+    pytest.skip("NVRTC not installed", allow_module_level=True)
+
+HEAD = """
+import argparse
+import sys
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as cuda
+from pycuda.compiler import SourceModule
+
+SRC = "__global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0f; }"
+"""
+
+
+def _prebuild(warm: Warm, script: Path, bundle: Path):
+    return warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+
+
+def test_main_taking_argv_with_a_default_is_called_without_the_runtime(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`def main(argv=None): parser.parse_args(argv)` is the usual testable script; warm
+    passed its runtime as argv (`TypeError: 'Runtime' object is not iterable`)."""
+    script = workload_file(
+        HEAD
+        + """
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=64)
+    args = p.parse_args(argv)
+    x = cuda.mem_alloc(4 * args.n)
+    SourceModule(SRC).get_function("fill")(x, np.int32(args.n), block=(args.n, 1, 1))
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+""",
+        "argv_default.py",
+    )
+    bundle = tmp_path / "a.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as b:
+        assert {k.entry for k in b.kernels()} == {"fill"}
