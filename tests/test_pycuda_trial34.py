@@ -59,3 +59,28 @@ if __name__ == "__main__":
     assert proc.returncode == 0, proc.stderr
     with Bundle.open(bundle) as b:
         assert {k.entry for k in b.kernels()} == {"fill"}
+
+
+@pytest.mark.parametrize(
+    ("line", "named", "where"),
+    [
+        ("from pycuda.compiler import DynamicSourceModule", "pycuda.compiler", "import"),
+        ("from pycuda.driver import module_from_buffer", "pycuda.driver", "import"),
+        ("    from pycuda.gpuarray import arange", "pycuda.gpuarray", "CompileOnly"),
+    ],
+)
+def test_a_name_the_stand_ins_lack_imported_from_them_is_named_as_theirs(
+    warm: Warm, workload_file, tmp_path: Path, line: str, named: str, where: str
+) -> None:
+    """`from pycuda.compiler import DynamicSourceModule` said only `cannot import name ...
+    (unknown location)`, as if pycuda were broken, not that warm's stand-in lacks it."""
+    at_import = where == "import"
+    tail = f"{line}\n\ndef main():\n    pass\n" if at_import else f"\ndef main():\n{line}\n"
+    body = HEAD + tail
+    script = workload_file(body, "lacking_from.py")
+    proc = _prebuild(warm, script, tmp_path / "l.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    name = line.split()[-1]
+    assert f"{named}.{name}" in said and "GPU-less stand-in" in said and "lacking_from.py:" in said
+    assert "unknown location" not in said

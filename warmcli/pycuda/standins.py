@@ -10,15 +10,17 @@ nothing is ever launched or copied there), a `GPUArray`'s shape operations (`res
 sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
-the call; what they lack (an attribute, a submodule: `LackingFinder`) is named as
-theirs. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
-(an argument like any other there). The module holds no state.
+the call; what they lack (an attribute, a name imported from one, a submodule:
+`LackingFinder`) is named as theirs. `SourceModule` is warm's; `StandInAllocation` lives
+in `warmcli.pycuda.args` (an argument like any other there). The module holds no state.
 """
 
 from __future__ import annotations
 
+import dis
 import importlib.abc
 import math
+import sys
 import types
 from collections.abc import Sequence
 from typing import Any
@@ -325,11 +327,26 @@ def _lacking(owner: str, attribute: str) -> Any:
     raise AttributeError(f"{owner}.{attribute}: {LACKING}")
 
 
+_IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+
+
+def _imported_from(frame: types.FrameType) -> bool:
+    """Is `frame` running `from module import name`? Python turns the AttributeError of
+    that lookup into its own `cannot import name ... (unknown location)`, dropping ours."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] == _IMPORT_FROM
+
+
 def _module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
     module.__dict__.update(attributes)
 
-    module.__getattr__ = lambda attribute: _lacking(name, attribute)  # type: ignore[method-assign]
+    def attribute(attribute: str) -> Any:
+        if not attribute.startswith("__") and _imported_from(sys._getframe(1)):
+            raise ImportError(f"{name}.{attribute}: {LACKING}", name=name)
+        return _lacking(name, attribute)
+
+    module.__getattr__ = attribute  # type: ignore[method-assign]
     return module
 
 
