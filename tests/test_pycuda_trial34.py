@@ -84,3 +84,40 @@ def test_a_name_the_stand_ins_lack_imported_from_them_is_named_as_theirs(
     name = line.split()[-1]
     assert f"{named}.{name}" in said and "GPU-less stand-in" in said and "lacking_from.py:" in said
     assert "unknown location" not in said
+
+
+def test_gpuarray_arithmetic_is_named_as_not_warms(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """The README promises gpuarray arithmetic fails on one line naming it; the stand-in
+    said `TypeError: unsupported operand type(s) for *: 'GPUArray' and 'int'`, as if the
+    script were wrong."""
+    script = workload_file(
+        HEAD
+        + """
+import pycuda.gpuarray as gpuarray
+
+def main():
+    x = gpuarray.to_gpu(np.ones(8, np.float32))
+    y = 2 * x + 1
+""",
+        "arith.py",
+    )
+    proc = _prebuild(warm, script, tmp_path / "x.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "arith.py:" in said and "GPUArray" in said and "not warm's" in said
+    assert "unsupported operand" not in said
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["x + x", "x - 1", "1.5 * x", "x / 2", "x ** 2", "-x", "abs(x)", "x < 0", "x.__iadd__(1)"],
+)
+def test_each_gpuarray_operator_is_named(expression: str) -> None:
+    from warmcli.pycuda import PyCudaError
+    from warmcli.pycuda.standins import GPUArray
+
+    x = GPUArray(4, "float32")
+    with pytest.raises(PyCudaError, match=r"GPUArray .*not warm's"):
+        eval(expression, {"x": x})  # fixed test expressions

@@ -6,8 +6,9 @@ stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
 `pycuda.compiler`: allocations know their size, shape and dtype and nothing else
 (like warm's own buffers on a compile-only device; their pointer is null, and
 nothing is ever launched or copied there), a `GPUArray`'s shape operations (`reshape`,
-`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, copies to the device check
-sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
+`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's
+elementwise kernels) is refused naming the operator, copies to the device check sizes and do
+nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
 time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
 the call; what they lack (an attribute, a name imported from one, a submodule:
@@ -127,10 +128,34 @@ class GPUArray:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise PyCudaError(
-            f"GPUArray.{name}: a GPU-less stand-in only has a shape (warm run --arch); "
-            "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
-        )
+        raise PyCudaError(f"GPUArray.{name}: {_NOT_WARMS}")
+
+
+_NOT_WARMS = (
+    "a GPU-less stand-in only has a shape (warm run --arch); "
+    "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
+)
+# PyCUDA's GPUArray operators, each an elementwise kernel PyCUDA compiles: named, not a
+# bare `unsupported operand type(s)` (Python's operators skip `__getattr__`).
+_OPERATORS = {
+    **{f"__{n}__": s for n, s in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"))},
+    **{f"__{n}__": s for n, s in (("floordiv", "//"), ("mod", "%"), ("pow", "**"))},
+    **{f"__{n}__": s for n, s in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))},
+    **{f"__{n}__": s for n, s in (("neg", "unary -"), ("pos", "unary +"), ("abs", "abs()"))},
+}
+for _name, _symbol in list(_OPERATORS.items())[:7]:  # reflected and in-place forms
+    _OPERATORS[_name.replace("__", "__r", 1)] = _OPERATORS[_name.replace("__", "__i", 1)] = _symbol
+
+
+def _operator(symbol: str) -> Any:
+    def refused(self: GPUArray, *_: Any) -> Any:
+        raise PyCudaError(f"GPUArray {symbol}: {_NOT_WARMS}")
+
+    return refused
+
+
+for _name, _symbol in _OPERATORS.items():
+    setattr(GPUArray, _name, _operator(_symbol))
 
 
 def _strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ...]:
