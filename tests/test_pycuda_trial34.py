@@ -121,3 +121,34 @@ def test_each_gpuarray_operator_is_named(expression: str) -> None:
     x = GPUArray(4, "float32")
     with pytest.raises(PyCudaError, match=r"GPUArray .*not warm's"):
         eval(expression, {"x": x})  # fixed test expressions
+
+
+def test_the_primary_context_retained_by_hand_is_stood_in_for(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`Device(0).retain_primary_context()` then `push()`/`pop()`/`detach()` is how a PyCUDA
+    script shares the context warm launches in (the device's primary one); the GPU-less
+    stand-in refused it as needing a GPU, so such a script could not be pre-built."""
+    script = workload_file(
+        HEAD.replace("import pycuda.autoinit\n", "")
+        + """
+cuda.init()
+
+def main():
+    ctx = cuda.Device(0).retain_primary_context()
+    ctx.push()
+    try:
+        x = cuda.mem_alloc(4 * 32)
+        SourceModule(SRC).get_function("fill")(x, np.int32(32), block=(32, 1, 1))
+        ctx.synchronize()
+    finally:
+        ctx.pop()
+        ctx.detach()
+""",
+        "primary.py",
+    )
+    bundle = tmp_path / "p.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as b:
+        assert {k.entry for k in b.kernels()} == {"fill"}

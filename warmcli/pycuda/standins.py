@@ -3,9 +3,10 @@
 A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends,
 which need libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules
 stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
-`pycuda.compiler`: allocations know their size, shape and dtype and nothing else
-(like warm's own buffers on a compile-only device; their pointer is null, and
-nothing is ever launched or copied there), a `GPUArray`'s shape operations (`reshape`,
+`pycuda.compiler`: the primary context (`retain_primary_context`) is the one warm
+launches in, allocations know their size, shape and dtype and nothing else (like warm's
+own buffers on a compile-only device; their pointer is null, and nothing is ever launched
+or copied there), a `GPUArray`'s shape operations (`reshape`,
 `ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's
 elementwise kernels) is refused naming the operator, copies to the device check sizes and do
 nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
@@ -271,6 +272,10 @@ class _Device(metaclass=_Lacking):
     def name(self) -> str:
         return f"compile-only {context.current_runtime().arch}"
 
+    def retain_primary_context(self) -> _Context:
+        """The primary context: the one warm launches in (not `make_context`'s own)."""
+        return _Context()
+
     def __getattr__(self, name: str) -> Any:
         return _lacking("pycuda.driver.Device", name)
 
@@ -278,7 +283,7 @@ class _Device(metaclass=_Lacking):
 class _Context(metaclass=_Lacking):
     synchronize = staticmethod(_no_op)
     pop = staticmethod(_no_op)
-    push = _no_op
+    push = detach = _no_op
 
     @staticmethod
     def get_device() -> _Device:
