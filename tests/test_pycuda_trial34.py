@@ -152,3 +152,35 @@ def main():
     assert proc.returncode == 0, proc.stderr
     with Bundle.open(bundle) as b:
         assert {k.entry for k in b.kernels()} == {"fill"}
+
+
+@pytest.mark.parametrize(
+    ("mangled", "advice"),
+    [("_Z6squareIfEvPT_", "get that kernel by its name"), ("_Z5plainPf", "get_function('plain')")],
+)
+def test_a_mangled_name_is_refused_as_one_not_as_no_such_kernel(
+    warm: Warm, workload_file, tmp_path: Path, mangled: str, advice: str
+) -> None:
+    """With `no_extern_c=True` PyCUDA code gets a C++ kernel by its mangled name; warm said
+    `no such kernel in it`, though the module defines it: the name is one warm does not
+    serve (README), and the line must say so and how to get the kernel."""
+    script = workload_file(
+        HEAD
+        + f'''
+mod = SourceModule("""
+template <typename T> __global__ void square(T *x) {{ x[threadIdx.x] *= x[threadIdx.x]; }}
+template __global__ void square<float>(float *);
+__global__ void plain(float *x) {{ x[threadIdx.x] = 1.f; }}
+""", no_extern_c=True)
+
+def main():
+    mod.get_function("{mangled}")(cuda.mem_alloc(128), block=(32, 1, 1))
+''',
+        "mangled.py",
+    )
+    proc = _prebuild(warm, script, tmp_path / "m.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "mangled.py:" in said and f"get_function('{mangled}')" in said
+    assert "mangled" in said.split("get_function", 1)[1] and 'extern "C"' in said
+    assert said.endswith(advice) and "no such kernel" not in said
