@@ -184,3 +184,27 @@ def main():
     assert "mangled.py:" in said and f"get_function('{mangled}')" in said
     assert "mangled" in said.split("get_function", 1)[1] and 'extern "C"' in said
     assert said.endswith(advice) and "no such kernel" not in said
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ('options=[b"-use_fast_math"]', "options"),
+        ("options=[None]", "options"),
+        ('options=["-DX=1", 5]', "options"),
+        ("include_dirs=[None]", "include_dirs"),
+    ],
+)
+def test_an_option_that_is_no_text_is_refused_naming_it(
+    warm: Warm, workload_file, tmp_path: Path, arguments: str, named: str
+) -> None:
+    """An option of bytes or None said `'NoneType' object has no attribute 'startswith'`,
+    naming no option; `include_dirs=[None]` was built as `-INone` without a word."""
+    script = workload_file(
+        HEAD + f"\ndef main():\n    SourceModule(SRC, {arguments})\n", "options_type.py"
+    )
+    proc = _prebuild(warm, script, tmp_path / "o.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "options_type.py:" in said and f"SourceModule({named}=" in said
+    assert "has no attribute" not in said and "bytes-like" not in said

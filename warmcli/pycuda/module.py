@@ -18,6 +18,7 @@ the module-level state is `recording`, per thread: a config's launches `autotune
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -153,9 +154,11 @@ class SourceModule:
                 "(--nvcc or WARM_NVCC)"
             )
         for arg, value in (("options", options), ("include_dirs", include_dirs)):
-            if isinstance(value, str):  # PyCUDA takes a list: one str is one entry a char
-                raise PyCudaError(f"SourceModule({arg}={value!r}): a list, one entry each: "
-                                  f"{arg}=[{value!r}]")  # fmt: skip
+            kinds = (str, os.PathLike) if arg == "include_dirs" else str
+            bad = [e for e in value or () if not isinstance(e, kinds)]  # None, bytes: no option
+            if isinstance(value, str) or bad:  # PyCUDA takes a list: one str is one entry a char
+                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}=[{value!r}]"
+                raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
             options = config.pycuda_nvcc_flags()
         self.source = source
