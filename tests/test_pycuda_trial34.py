@@ -208,3 +208,30 @@ def test_an_option_that_is_no_text_is_refused_naming_it(
     (said,) = proc.stderr.strip().splitlines()
     assert "options_type.py:" in said and f"SourceModule({named}=" in said
     assert "has no attribute" not in said and "bytes-like" not in said
+
+
+def test_device_to_device_copies_and_async_memsets_are_stood_in_for(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`memcpy_dtod` (a scratch copy of an input before an in-place kernel) and the async
+    memsets move no data back to the host: the GPU-less stand-in refused them as needing
+    a GPU, so such a script could not be pre-built."""
+    script = workload_file(
+        HEAD
+        + """
+def main():
+    a, b = cuda.mem_alloc(128), cuda.mem_alloc(128)
+    s = cuda.Stream()
+    cuda.memset_d32_async(a, 0, 32, s)
+    cuda.memset_d8_async(b, 0, 128, s)
+    cuda.memcpy_dtod(b, a, 128)
+    cuda.memcpy_dtod_async(b, a, 128, s)
+    SourceModule(SRC).get_function("fill")(b, np.int32(32), block=(32, 1, 1), stream=s)
+""",
+        "dtod.py",
+    )
+    bundle = tmp_path / "d.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as b:
+        assert {k.entry for k in b.kernels()} == {"fill"}

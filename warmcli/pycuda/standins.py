@@ -6,11 +6,11 @@ stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
 `pycuda.compiler`: the primary context (`retain_primary_context`) is the one warm
 launches in, allocations know their size, shape and dtype and nothing else (like warm's
 own buffers on a compile-only device; their pointer is null, and nothing is ever launched
-or copied there), a `GPUArray`'s shape operations (`reshape`,
-`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's
-elementwise kernels) is refused naming the operator, copies to the device check sizes and do
-nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
-time) is a read of a discarded buffer, refused or warned about by the bound
+or copied there), a `GPUArray`'s shape operations (`reshape`, `ravel`, `view`,
+`transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's elementwise
+kernels) is refused naming the operator, copies to and on the device check sizes and do
+nothing (memsets do nothing), and every read back (`memcpy_dtoh`, `GPUArray.get`, an
+event's time) is a read of a discarded buffer, refused or warned about by the bound
 runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
 the call; what they lack (an attribute, a name imported from one, a submodule:
 `LackingFinder`) is named as theirs. `SourceModule` is warm's; `StandInAllocation` lives
@@ -211,6 +211,13 @@ def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
         raise PyCudaError(f"memcpy_htod: {np.asarray(src).nbytes} bytes into {size}")
 
 
+def memcpy_dtod(dest: Any, src: Any, size: int, *_: Any) -> None:
+    for memory in (dest, src):
+        known = _nbytes(memory)
+        if known is not None and int(size) > known:
+            raise PyCudaError(f"memcpy_dtod: {int(size)} bytes of a {known}-byte allocation")
+
+
 def memcpy_dtoh(dest: np.ndarray, src: Any, *_: Any) -> None:
     _read(f"memcpy_dtoh of {np.asarray(dest).nbytes} bytes")
 
@@ -317,9 +324,9 @@ def modules() -> dict[str, types.ModuleType]:
         memcpy_htod_async=memcpy_htod,
         memcpy_dtoh=memcpy_dtoh,
         memcpy_dtoh_async=memcpy_dtoh,
-        memset_d8=_no_op,
-        memset_d16=_no_op,
-        memset_d32=_no_op,
+        memcpy_dtod=memcpy_dtod,
+        memcpy_dtod_async=memcpy_dtod,
+        **{f"memset_d{bits}{form}": _no_op for bits in (8, 16, 32) for form in ("", "_async")},
         pagelocked_empty=lambda shape, dtype, *a, **k: np.empty(shape, dtype),
         pagelocked_zeros=lambda shape, dtype, *a, **k: np.zeros(shape, dtype),
     )
