@@ -235,3 +235,30 @@ def main():
     assert proc.returncode == 0, proc.stderr
     with Bundle.open(bundle) as b:
         assert {k.entry for k in b.kernels()} == {"fill"}
+
+
+def test_a_pycuda_module_run_with_dash_m_falls_back_to_its_main(warm: Warm, tmp_path: Path) -> None:
+    """`warm run app.py --pycuda` calls a script's `main()`; `warm run -m app.bench --pycuda`
+    of the same code in a package said `defines no function workload(runtime)`."""
+    package = tmp_path / "app"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "bench.py").write_text(
+        HEAD
+        + """
+def main(argv=None):
+    x = cuda.mem_alloc(4 * 32)
+    SourceModule(SRC).get_function("fill")(x, np.int32(32), block=(32, 1, 1))
+
+if __name__ == "__main__":
+    main()
+"""
+    )
+    bundle = tmp_path / "m.warm"
+    proc = warm(
+        "run", "-m", "app.bench", "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as b:
+        assert {k.entry for k in b.kernels()} == {"fill"}

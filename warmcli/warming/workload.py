@@ -319,12 +319,14 @@ def _package_main(spec: Any) -> str | None:
     return None
 
 
-def load_module(name: str, entry: str = "workload", gpu_less: bool = False) -> Workload:
+def load_module(
+    name: str, entry: str = "workload", fallback: str | None = None, gpu_less: bool = False
+) -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
     the current folder first on `sys.path`, relative imports inside its package working,
     a package's `__main__` module where it has one (else, or where that defines no `entry`
     and the package does, as a command-line script there does not, the package itself);
-    `gpu_less` as for `load_workload`."""
+    `fallback` and `gpu_less` as for `load_workload`."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
     if name.startswith("."):  # as `python -m` refuses it
@@ -356,4 +358,5 @@ def load_module(name: str, entry: str = "workload", gpu_less: bool = False) -> W
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
-    return replace(_entry(module, origin, entry), unbound="".join(unbound), argv=tuple(argv))
+    found_entry = _entry(module, origin, entry, fallback)
+    return replace(found_entry, unbound="".join(unbound), argv=tuple(argv))
