@@ -262,3 +262,36 @@ if __name__ == "__main__":
     assert proc.returncode == 0, proc.stderr
     with Bundle.open(bundle) as b:
         assert {k.entry for k in b.kernels()} == {"fill"}
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "grid=(1000 / 256, 1)",  # Python 3's true division: a float grid
+        "grid=(0, 1)",
+        "shared=-1",
+    ],
+)
+def test_a_launch_size_production_refuses_fails_the_prebuild(
+    warm: Warm, workload_file, tmp_path: Path, launch: str
+) -> None:
+    """Launches are discarded in a GPU-less pre-build, and their grid, block and shared
+    size were not checked there: the pre-build passed and production's first launch failed
+    on `grid and block take 1 to 3 positive integer sizes`. Arguments are checked in the
+    first pass that makes a mistake; so must these be."""
+    script = workload_file(
+        HEAD
+        + f"""
+def main():
+    x = cuda.mem_alloc(4 * 32)
+    SourceModule(SRC).get_function("fill")(x, np.int32(32), block=(32, 1, 1), {launch})
+""",
+        "sizes.py",
+    )
+    bundle = tmp_path / "s.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "sizes.py:" in said and "CompileOnly" in said
+    assert "grid and block take" in said or "shared takes" in said
+    assert not bundle.exists()
