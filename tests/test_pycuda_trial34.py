@@ -295,3 +295,15 @@ def main():
     assert "sizes.py:" in said and "CompileOnly" in said
     assert "grid and block take" in said or "shared takes" in said
     assert not bundle.exists()
+
+
+def test_what_the_stand_in_package_lacks_is_named_as_its(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`pycuda.VERSION` (a script's version check) said `module 'pycuda' has no attribute
+    'VERSION'`, as if pycuda were broken, where its modules' lacks are named as warm's."""
+    script = workload_file(HEAD + "\ndef main():\n    assert pycuda.VERSION >= (2022, 1)\n", "v.py")
+    proc = _prebuild(warm, script, tmp_path / "v.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()
+    assert "v.py:" in said and "pycuda.VERSION" in said and "GPU-less stand-in" in said

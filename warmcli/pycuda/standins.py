@@ -302,7 +302,7 @@ class _Context(metaclass=_Lacking):
 
 def modules() -> dict[str, types.ModuleType]:
     """The stand-in modules by the names a PyCUDA script imports."""
-    package = types.ModuleType("pycuda", "warm's GPU-less stand-in for pycuda (warm run --arch)")
+    package = _module("pycuda")
     package.__path__ = []  # a package: `import pycuda.driver` looks in sys.modules
     package.__warm_stand_in__ = True  # type: ignore[attr-defined]  (`pycuda_stands_in`)
     driver = _module(
