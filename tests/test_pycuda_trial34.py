@@ -307,3 +307,31 @@ def test_what_the_stand_in_package_lacks_is_named_as_its(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (said,) = proc.stderr.strip().splitlines()
     assert "v.py:" in said and "pycuda.VERSION" in said and "GPU-less stand-in" in said
+
+
+def test_a_stream_has_pycudas_stream_api(warm: Warm, workload_file, tmp_path: Path) -> None:
+    """`drv.Stream()` under the stand-ins was warm's own stream: `s.wait_for_event(e)`
+    failed on `'Stream' object has no attribute 'wait_for_event'`, and `is_done()` too."""
+    script = workload_file(
+        HEAD
+        + """
+def main():
+    s = cuda.Stream()
+    e = cuda.Event()
+    x = cuda.mem_alloc(4 * 32)
+    f = SourceModule(SRC).get_function("fill")
+    f(x, np.int32(32), block=(32, 1, 1), stream=s)
+    e.record(s)
+    s.wait_for_event(e)
+    while not s.is_done():
+        pass
+    f.prepare("Pi").prepared_async_call((1, 1), (32, 1, 1), s, x, 32)
+    s.synchronize()
+    s.get_flags()
+""",
+        "streams.py",
+    )
+    proc = _prebuild(warm, script, tmp_path / "s.warm")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (said,) = proc.stderr.strip().splitlines()  # all but what it lacks was stood in for
+    assert "streams.py:23" in said and "pycuda.driver.Stream.get_flags" in said, said
