@@ -155,9 +155,9 @@ def run(
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
 
     def loader() -> Workload:
-        if module is not None:
-            return load_module(module, entry, gpu_less=bool(arch))
         fallback = "main" if pycuda else None
+        if module is not None:
+            return load_module(module, entry, fallback, gpu_less=bool(arch))
         return load_workload(workload or "", entry, fallback, gpu_less=bool(arch))
 
     if dask is not None:

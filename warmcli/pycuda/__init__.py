@@ -7,8 +7,8 @@ the bundle like any warm launch (`module`). PyCUDA's argument objects become war
 buffers and scalars on the way (`args`); `autotune` turns a hand-rolled timing loop
 into a `Tunable` (`tune`); `warm run --pycuda` redirects an unmodified script's
 imports (`hook`), with shape-only stand-ins for PyCUDA's allocation calls under
-`--arch` (`standins`). Importing this package never imports pycuda; nothing here
-prints.
+`--arch` (`standins`; what they lack is named as theirs by `lacking`). Importing this
+package never imports pycuda; nothing here prints.
 """
 
 from warmcli.pycuda.args import ArgumentError, In, InOut, Out, wrap

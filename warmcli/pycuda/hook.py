@@ -58,7 +58,8 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
     finder: Any = None
     try:
         if gpu_less:
-            from warmcli.pycuda.standins import LackingFinder, modules
+            from warmcli.pycuda.lacking import LackingFinder
+            from warmcli.pycuda.standins import modules
 
             sys.modules.update(modules())
             finder = LackingFinder()

@@ -1,7 +1,8 @@
 """How one PyCUDA-style launch reaches the device: its stream, and its copied arrays.
 
 A launch names a warm `Stream`, a PyCUDA stream (wrapped once in a warm `CudaStream`
-on the runtime's GPU) or none (the bound stream, else the runtime's default). An
+on the runtime's GPU; a GPU-less stand-in's holds warm's own) or none (the bound stream,
+else the runtime's default). An
 executing launch with `drv.In`/`Out`/`InOut` arguments gets device memory for each
 array for the span of the launch: copied in before, the stream synchronised and
 copied back after, then freed, as PyCUDA does. The module owns the map from PyCUDA
@@ -29,6 +30,9 @@ def warm_stream(rt: Runtime, stream: Any) -> Stream:
         return context.default_stream(rt)
     if isinstance(stream, Stream):
         return stream
+    inner = getattr(stream, "__warm_stream__", None)  # a GPU-less stand-in's `drv.Stream()`
+    if isinstance(inner, Stream):
+        return inner
     from warmcli.backends.cuda.device import CudaDevice, CudaStream
 
     if not isinstance(rt.device, CudaDevice):

@@ -18,6 +18,7 @@ the module-level state is `recording`, per thread: a config's launches `autotune
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -46,6 +47,8 @@ from warmcli.pycuda.source import (
     isolated_source,
     kernel_signatures,
     mangled_global,
+    mangled_refusal,
+    no_references,
     wrap_source,
 )
 
@@ -151,9 +154,11 @@ class SourceModule:
                 "(--nvcc or WARM_NVCC)"
             )
         for arg, value in (("options", options), ("include_dirs", include_dirs)):
-            if isinstance(value, str):  # PyCUDA takes a list: one str is one entry a char
-                raise PyCudaError(f"SourceModule({arg}={value!r}): a list, one entry each: "
-                                  f"{arg}=[{value!r}]")  # fmt: skip
+            kinds = (str, os.PathLike) if arg == "include_dirs" else str
+            bad = [e for e in value or () if not isinstance(e, kinds)]  # None, bytes: no option
+            if isinstance(value, str) or bad:  # PyCUDA takes a list: one str is one entry a char
+                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}=[{value!r}]"
+                raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
             options = config.pycuda_nvcc_flags()
         self.source = source
@@ -174,7 +179,10 @@ class SourceModule:
         function = self._functions.get(name)
         if function is None:
             # in the text, or maybe pasted by a macro (`k_##n`): that one is not in the text
-            written = "##" in self.source or re.search(rf"\b{name}\b", self.source)
+            in_text = re.search(rf"\b{re.escape(name)}\b", self.source)
+            if name.startswith("_Z") and not in_text:
+                raise PyCudaError(mangled_refusal(name))
+            written = "##" in self.source or in_text
             if not _IDENTIFIER.match(name) or not written:
                 raise PyCudaError(f"SourceModule.get_function({name!r}): no such kernel in it")
             if name in device_only_names(self.source):
@@ -240,18 +248,10 @@ class SourceModule:
         return pointer, int(size)
 
     def get_texref(self, name: str) -> Any:
-        raise PyCudaError(_no_references("get_texref", name))
+        raise PyCudaError(no_references("get_texref", name))
 
     def get_surfref(self, name: str) -> Any:
-        raise PyCudaError(_no_references("get_surfref", name))
-
-
-def _no_references(call: str, name: str) -> str:
-    return (
-        f"SourceModule.{call}({name!r}): texture and surface references were removed in "
-        "CUDA 12, so no cubin holds one: pass a texture or surface object "
-        "(cudaTextureObject_t) as a kernel argument instead"
-    )
+        raise PyCudaError(no_references("get_surfref", name))
 
 
 # fmt: off
@@ -306,7 +306,7 @@ class Function:
     ) -> Function:
         """Fix the parameters' letters, as PyCUDA's `prepare`; returns the function."""
         if texrefs:
-            raise PyCudaError(_no_references("prepare(texrefs=...)", self.name))
+            raise PyCudaError(no_references("prepare(texrefs=...)", self.name))
         letters = _format(arg_types)
         if self.signature is not None and len(letters) != len(self.signature):
             raise PyCudaError(
@@ -332,7 +332,7 @@ class Function:
         if block is None:
             raise PyCudaError(f"{self.name}(...): must specify block size")
         if texrefs:
-            raise PyCudaError(_no_references(f"{self.name}(texrefs=...)", self.name))
+            raise PyCudaError(no_references(f"{self.name}(texrefs=...)", self.name))
         letters = self.signature
         if letters is None:
             letters = "".join(call_letter(a, i) for i, a in enumerate(args, start=1))

@@ -1,5 +1,6 @@
 """PyCUDA's source conventions as pure text functions: the `extern "C"` wrap, what a
-module declares, and each kernel's parameter letters.
+module declares, each kernel's parameter letters, and the refusals of a C++ mangled name
+and of texture references.
 
 `SourceModule` wraps its source in `extern "C" { ... }` unless `no_extern_c`, exactly
 as PyCUDA does, so `get_function(name)` finds the unmangled entry. warm builds each
@@ -197,3 +198,25 @@ def mangled_global(symbols: dict[str, int], name: str) -> str | None:
         if re.fullmatch(static, symbol) or (m and m.group(1).endswith(str(len(m.group(2))))):
             found.append(symbol)
     return found[0] if len(found) == 1 else None
+
+
+def mangled_refusal(name: str) -> str:
+    """Why `get_function` refuses a C++ mangled name (`_Z5plainPf`), naming the kernel's."""
+    m = re.match(r"_Z(\d+)", name)
+    end = m.end() + int(m.group(1)) if m else 0
+    template = name[end : end + 1] == "I"  # `square<float>`: its wrapper has a name of its own
+    own = name[m.end() : end] if m and not template else ""
+    return (
+        f"SourceModule.get_function({name!r}): a C++ mangled name, which warm does not serve: "
+        "it gets a kernel by the name written in the source, which must have C linkage: "
+        'declare it extern "C" __global__ (a template\'s instance: an extern "C" kernel that '
+        "calls it) and " + (f"get_function({own!r})" if own else "get that kernel by its name")
+    )
+
+
+def no_references(call: str, name: str) -> str:
+    return (
+        f"SourceModule.{call}({name!r}): texture and surface references were removed in "
+        "CUDA 12, so no cubin holds one: pass a texture or surface object "
+        "(cudaTextureObject_t) as a kernel argument instead"
+    )

@@ -1,23 +1,25 @@
 """Shape-only stand-ins for PyCUDA's allocation calls, for a GPU-less pre-build (`--arch`).
 
-A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends,
-which need libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules
-stand in for `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and
-`pycuda.compiler`: allocations know their size, shape and dtype and nothing else
-(like warm's own buffers on a compile-only device; their pointer is null, and
-nothing is ever launched or copied there), a `GPUArray`'s shape operations (`reshape`,
-`ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, copies to the device check
-sizes and do nothing, and every read back (`memcpy_dtoh`, `GPUArray.get`, an event's
-time) is a read of a discarded buffer, refused or warned about by the bound
-runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming
-the call; what they lack (an attribute, a submodule: `LackingFinder`) is named as
-theirs. `SourceModule` is warm's; `StandInAllocation` lives in `warmcli.pycuda.args`
-(an argument like any other there). The module holds no state.
+A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends, which need
+libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules stand in for
+`pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and `pycuda.compiler`: the
+primary context (`retain_primary_context`) is the one warm launches in, allocations know
+their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
+device; their pointer is null, and nothing is ever launched or copied there), a `GPUArray`'s
+shape operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such
+arrays, its arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies
+to and on the device check sizes and do nothing (memsets do nothing), a `drv.Stream()` has
+PyCUDA's stream methods around a stream of the bound runtime (all done at once), and every
+read back (`memcpy_dtoh`, `GPUArray.get`, an event's time) is a read of a discarded buffer,
+refused or warned about by the bound runtime's policy. What a stand-in cannot honestly do
+raises `PyCudaError` naming the call; what they lack (an attribute, a name imported from
+one, a submodule: `warmcli.pycuda.lacking`) is named as theirs. `SourceModule` is warm's;
+`StandInAllocation` lives in `warmcli.pycuda.args` (an argument like any other there). The
+module holds no state.
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import math
 import types
 from collections.abc import Sequence
@@ -26,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import DeviceError
-from warmcli.backends.cuda.device import pycuda_stands_in
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
+from warmcli.pycuda.lacking import LackingClass, lacking, stand_in_module
 from warmcli.pycuda.module import PyCudaError, SourceModule
 
 
@@ -125,10 +127,34 @@ class GPUArray:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise PyCudaError(
-            f"GPUArray.{name}: a GPU-less stand-in only has a shape (warm run --arch); "
-            "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
-        )
+        raise PyCudaError(f"GPUArray.{name}: {_NOT_WARMS}")
+
+
+_NOT_WARMS = (
+    "a GPU-less stand-in only has a shape (warm run --arch); "
+    "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
+)
+# PyCUDA's GPUArray operators, each an elementwise kernel PyCUDA compiles: named, not a
+# bare `unsupported operand type(s)` (Python's operators skip `__getattr__`).
+_OPERATORS = {
+    **{f"__{n}__": s for n, s in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"))},
+    **{f"__{n}__": s for n, s in (("floordiv", "//"), ("mod", "%"), ("pow", "**"))},
+    **{f"__{n}__": s for n, s in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))},
+    **{f"__{n}__": s for n, s in (("neg", "unary -"), ("pos", "unary +"), ("abs", "abs()"))},
+}
+for _name, _symbol in list(_OPERATORS.items())[:7]:  # reflected and in-place forms
+    _OPERATORS[_name.replace("__", "__r", 1)] = _OPERATORS[_name.replace("__", "__i", 1)] = _symbol
+
+
+def _operator(symbol: str) -> Any:
+    def refused(self: GPUArray, *_: Any) -> Any:
+        raise PyCudaError(f"GPUArray {symbol}: {_NOT_WARMS}")
+
+    return refused
+
+
+for _name, _symbol in _OPERATORS.items():
+    setattr(GPUArray, _name, _operator(_symbol))
 
 
 def _strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ...]:
@@ -183,6 +209,13 @@ def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
         raise PyCudaError(f"memcpy_htod: {np.asarray(src).nbytes} bytes into {size}")
 
 
+def memcpy_dtod(dest: Any, src: Any, size: int, *_: Any) -> None:
+    for memory in (dest, src):
+        known = _nbytes(memory)
+        if known is not None and int(size) > known:
+            raise PyCudaError(f"memcpy_dtod: {int(size)} bytes of a {known}-byte allocation")
+
+
 def memcpy_dtoh(dest: np.ndarray, src: Any, *_: Any) -> None:
     _read(f"memcpy_dtoh of {np.asarray(dest).nbytes} bytes")
 
@@ -192,10 +225,25 @@ def _no_op(*_: Any, **__: Any) -> None:
 
 
 class Stream:
-    """`drv.Stream()`: a stream of the bound runtime."""
+    """`drv.Stream()`: PyCUDA's stream API around a stream of the bound runtime, which its
+    launches go out on (`__warm_stream__`); nothing runs, so all is done at once."""
 
-    def __new__(cls, flags: int = 0) -> Any:
-        return context.current_runtime().stream()
+    handle = 0
+
+    def __init__(self, flags: int = 0) -> None:
+        self.__warm_stream__ = context.current_runtime().stream()
+
+    def synchronize(self) -> None:
+        self.__warm_stream__.synchronize()
+
+    def is_done(self) -> bool:
+        return True
+
+    def wait_for_event(self, event: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return lacking("pycuda.driver.Stream", name)
 
 
 class Event:
@@ -221,15 +269,7 @@ class Event:
         return start.time_till(self)
 
 
-class _Lacking(type):
-    """The stand-ins' classes: what one lacks, asked of the class (`Context.get_current()`,
-    as PyCUDA's static methods are called), is named as its, as an instance's is."""
-
-    def __getattr__(cls, name: str) -> Any:
-        return _lacking(f"pycuda.driver.{cls.__name__.lstrip('_')}", name)
-
-
-class _Device(metaclass=_Lacking):
+class _Device(metaclass=LackingClass):
     def __init__(self, number: int = 0) -> None:
         self.number = number
 
@@ -244,29 +284,33 @@ class _Device(metaclass=_Lacking):
     def name(self) -> str:
         return f"compile-only {context.current_runtime().arch}"
 
+    def retain_primary_context(self) -> _Context:
+        """The primary context: the one warm launches in (not `make_context`'s own)."""
+        return _Context()
+
     def __getattr__(self, name: str) -> Any:
-        return _lacking("pycuda.driver.Device", name)
+        return lacking("pycuda.driver.Device", name)
 
 
-class _Context(metaclass=_Lacking):
+class _Context(metaclass=LackingClass):
     synchronize = staticmethod(_no_op)
     pop = staticmethod(_no_op)
-    push = _no_op
+    push = detach = _no_op
 
     @staticmethod
     def get_device() -> _Device:
         return _Device()
 
     def __getattr__(self, name: str) -> Any:
-        return _lacking("pycuda.driver.Context", name)
+        return lacking("pycuda.driver.Context", name)
 
 
 def modules() -> dict[str, types.ModuleType]:
     """The stand-in modules by the names a PyCUDA script imports."""
-    package = types.ModuleType("pycuda", "warm's GPU-less stand-in for pycuda (warm run --arch)")
+    package = stand_in_module("pycuda")
     package.__path__ = []  # a package: `import pycuda.driver` looks in sys.modules
     package.__warm_stand_in__ = True  # type: ignore[attr-defined]  (`pycuda_stands_in`)
-    driver = _module(
+    driver = stand_in_module(
         "pycuda.driver",
         In=In,
         Out=Out,
@@ -285,13 +329,13 @@ def modules() -> dict[str, types.ModuleType]:
         memcpy_htod_async=memcpy_htod,
         memcpy_dtoh=memcpy_dtoh,
         memcpy_dtoh_async=memcpy_dtoh,
-        memset_d8=_no_op,
-        memset_d16=_no_op,
-        memset_d32=_no_op,
+        memcpy_dtod=memcpy_dtod,
+        memcpy_dtod_async=memcpy_dtod,
+        **{f"memset_d{bits}{form}": _no_op for bits in (8, 16, 32) for form in ("", "_async")},
         pagelocked_empty=lambda shape, dtype, *a, **k: np.empty(shape, dtype),
         pagelocked_zeros=lambda shape, dtype, *a, **k: np.zeros(shape, dtype),
     )
-    gpuarray = _module(
+    gpuarray = stand_in_module(
         "pycuda.gpuarray",
         GPUArray=GPUArray,
         to_gpu=to_gpu,
@@ -301,8 +345,8 @@ def modules() -> dict[str, types.ModuleType]:
         empty_like=empty_like,
         zeros_like=empty_like,
     )
-    compiler = _module("pycuda.compiler", SourceModule=SourceModule)
-    autoinit = _module("pycuda.autoinit", device=_Device(), context=_Context())
+    compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule)
+    autoinit = stand_in_module("pycuda.autoinit", device=_Device(), context=_Context())
     for name, module in (("driver", driver), ("gpuarray", gpuarray), ("compiler", compiler)):
         setattr(package, name, module)
     package.autoinit = autoinit  # type: ignore[attr-defined]
@@ -313,31 +357,3 @@ def modules() -> dict[str, types.ModuleType]:
         "pycuda.compiler": compiler,
         "pycuda.autoinit": autoinit,
     }
-
-
-LACKING = "not in warm's GPU-less stand-in for pycuda (warm run --arch): it needs a GPU"
-
-
-def _lacking(owner: str, attribute: str) -> Any:
-    """What a stand-in lacks, named as its (a dunder: plain AttributeError)."""
-    if attribute.startswith("__"):
-        raise AttributeError(attribute)
-    raise AttributeError(f"{owner}.{attribute}: {LACKING}")
-
-
-def _module(name: str, **attributes: Any) -> types.ModuleType:
-    module = types.ModuleType(name, f"warm's GPU-less stand-in for {name} (warm run --arch)")
-    module.__dict__.update(attributes)
-
-    module.__getattr__ = lambda attribute: _lacking(name, attribute)  # type: ignore[method-assign]
-    return module
-
-
-class LackingFinder(importlib.abc.MetaPathFinder):
-    """Last on `sys.meta_path` while the stand-ins are: a PyCUDA module they do not stand in
-    for (`pycuda.cumath`, `pycuda.elementwise`) is named as not theirs, not as not installed."""
-
-    def find_spec(self, name: str, path: object, target: object = None) -> None:
-        if name.startswith("pycuda.") and pycuda_stands_in():
-            raise ModuleNotFoundError(f"{name}: {LACKING}", name=name)
-        return None

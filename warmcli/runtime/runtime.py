@@ -1,32 +1,31 @@
 """The runtime a workload talks to: buffers, launches and tunes on one device.
 
 A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both reading the
-bundle, if one is loaded). A buffer holds numbers (`numeric_dtype`: no objects, strings
-or records, which a kernel would crash on) in a shape of integer sizes; a launch's grid,
-block and shared size are integers (numpy's too). Every launch resolves its `LaunchMode`
-here, where it is issued, from the process mode and the mode of the stream it goes out
-on, and hands that verdict down (`kernels.obtain(kernel, mode)`: queue the kernel, or
-obtain it to discard or execute the launch); the arguments of a launch that is only
-queued or compiled are checked against the kernel's letters as an executed launch's are
-(by the device), so a mistake shows in the first pass, and an executed launch's before
-its kernel is loaded (`kernels.obtain(kernel, mode, args)`), so a wrong one compiles
-nothing. A read of a buffer under a discarding process mode is refused
+bundle, if one is loaded). A buffer holds numbers (`numeric_dtype`: no objects, strings or
+records, which a kernel would crash on) in a shape of integer sizes; a launch's grid, block
+and shared size are integers (numpy's too). Every launch resolves its `LaunchMode` here,
+where it is issued, from the process mode and the mode of the stream it goes out on, and
+hands that verdict down (`kernels.obtain(kernel, mode)`: queue the kernel, or obtain it to
+discard or execute the launch); the arguments of a launch that is only queued or compiled
+are checked against the kernel's letters as an executed launch's are (by the device), and
+its grid, block and shared size too, so a mistake shows in the first pass, and an executed
+launch's before its kernel is loaded (`kernels.obtain(kernel, mode, args)`), so a wrong one
+compiles nothing. A read of a buffer under a discarding process mode is refused
 (`DiscardedReadError`), or warned about when the runtime allows it, because buffers are
 left as they were. What the loaded bundle lacks (a kernel to compile, a tune to measure)
 goes through one miss policy for both (`warmcli.runtime.misses`: explained once by
-`warmcli.runtime.explain`, counted, refused in strict mode; `None` for the warming
-passes, where everything is a miss by design). What was built and measured is written by
-`persist` (`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or
-anything with `__cuda_array_interface__`) becomes a `Buffer` through `wrap`
+`warmcli.runtime.explain`, counted, refused in strict mode; `None` for the warming passes,
+where everything is a miss by design). What was built and measured is written by `persist`
+(`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or anything with
+`__cuda_array_interface__`) becomes a `Buffer` through `wrap`
 (`warmcli.backends.cuda.foreign`). Given a `Shard` (the warming passes of `warm run
 --shard`), the runtime measures only that shard's tunes and queues or compiles only the
 launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
 with a single candidate is answered with it, never measured nor registered. The runtime
 never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
-registrations (`tune_registrations`): a tune settles measured, pending, failed or
-abandoned (its measuring raised, or the runtime closed with it still gathered). A
-buffer's shape and dtype and a launch's configuration are read by
-`warmcli.runtime.launch_sizes`.
+registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned
+(its measuring raised, or the runtime closed with it still gathered). A buffer's shape and
+dtype and a launch's configuration are read by `warmcli.runtime.launch_sizes`.
 """
 
 from __future__ import annotations
@@ -170,8 +169,9 @@ class Runtime:
                 and not self.shard.owns(kernel.content_hash)
             ):
                 return verdict  # another shard's kernel: that shard builds it
-            if verdict is not LaunchMode.EXECUTE:
+            if verdict is not LaunchMode.EXECUTE:  # checked as an executed launch's are
                 self._check_arguments(kernel, args)
+                launch_config(grid, block, shared)
             function = self.kernels.obtain(kernel, verdict, args)  # checked before a load
             if verdict is LaunchMode.QUEUE:
                 collector.count(self.device.id, "execution", "queued")

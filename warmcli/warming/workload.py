@@ -16,8 +16,9 @@ raises, no entry point, an entry point that takes no runtime argument, an except
 `BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
 `WorkloadError` whose message names the workload's own file and line. With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
-no argument: it is then called without the runtime. Either way the runtime is bound while
-the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an
+no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
+runtime. Either way the runtime is bound while the entry runs (`warmcli.runtime.binding`),
+so PyCUDA-style launches go through it; an
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
@@ -68,6 +69,7 @@ class Workload:
     function: Callable[[Any], Any]
     unbound: str = ""  # where its import used `warmcli.runtime()` before any pass (not warmed)
     argv: tuple[str, ...] = ()  # the `sys.argv` its import left: each pass starts with it
+    fallback: bool = False  # a PyCUDA script's `main()`: only a required parameter is the runtime
 
     @property
     def device_hint(self) -> str | None:
@@ -77,11 +79,14 @@ class Workload:
 
     @property
     def takes_runtime(self) -> bool:
-        """Whether the entry takes the runtime (`workload(rt)`) or nothing (`main()`)."""
+        """Whether the entry takes the runtime (`workload(rt)`) or nothing (`main()`; and a
+        fallback `main(argv=None)`, whose defaulted parameter is the script's, not warm's)."""
         try:
             parameters = inspect.signature(self.function).parameters.values()
         except (TypeError, ValueError):
             return True
+        if self.fallback:
+            return any(p.kind in _POSITIONAL[:2] and p.default is p.empty for p in parameters)
         return any(p.kind in _POSITIONAL for p in parameters)
 
     def run(self, runtime: Any, pass_name: str) -> None:
@@ -226,7 +231,7 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
     if not callable(function) and fallback and callable(getattr(module, fallback, None)):
-        return Workload(path, fallback, module, getattr(module, fallback))
+        return Workload(path, fallback, module, getattr(module, fallback), fallback=True)
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
         raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}")
@@ -314,12 +319,14 @@ def _package_main(spec: Any) -> str | None:
     return None
 
 
-def load_module(name: str, entry: str = "workload", gpu_less: bool = False) -> Workload:
+def load_module(
+    name: str, entry: str = "workload", fallback: str | None = None, gpu_less: bool = False
+) -> Workload:
     """Import the workload module `name` (dotted, e.g. `pkg.module`) as `python -m` would:
     the current folder first on `sys.path`, relative imports inside its package working,
     a package's `__main__` module where it has one (else, or where that defines no `entry`
     and the package does, as a command-line script there does not, the package itself);
-    `gpu_less` as for `load_workload`."""
+    `fallback` and `gpu_less` as for `load_workload`."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
     if name.startswith("."):  # as `python -m` refuses it
@@ -351,4 +358,5 @@ def load_module(name: str, entry: str = "workload", gpu_less: bool = False) -> W
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
-    return replace(_entry(module, origin, entry), unbound="".join(unbound), argv=tuple(argv))
+    found_entry = _entry(module, origin, entry, fallback)
+    return replace(found_entry, unbound="".join(unbound), argv=tuple(argv))
