@@ -3,8 +3,9 @@
 A shape is integer sizes >= 0 (Python's or numpy's; a bool is no size), a dtype one a
 kernel reads as numbers (`numeric_dtype`), a grid and a block 1 to 3 positive integer
 sizes, a shared size a number of bytes; anything else is a `ValueError` saying what is
-taken. Its only state is a bounded memo of launch configurations (`_CONFIGS`); it never
-allocates nor launches.
+taken (and a CUDA launch's sizes past what any GPU takes, `check_cuda_limits`). Its only
+state is a bounded memo of launch configurations (`_CONFIGS`); it never allocates nor
+launches.
 """
 
 from __future__ import annotations
@@ -91,3 +92,22 @@ def launch_config(
         return config
     except TypeError:  # a list is not hashable: nothing to remember it by
         return LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
+
+
+def check_cuda_limits(config: LaunchConfig) -> None:
+    """`ValueError` for a CUDA launch no GPU takes (every compute capability since 3.0):
+    over 1,024 threads a block, a block's x or y over 1,024 or its z over 64, a grid's x
+    over 2**31 - 1 or its y or z over 65,535 (a pre-build without a GPU says so, as the
+    GPU would at production's first launch)."""
+    (gx, gy, gz), (bx, by, bz) = config.grid, config.block
+    threads = bx * by * bz
+    problems = [
+        f"{threads} threads a block (at most 1024)" if threads > 1024 else "",
+        f"block x {bx} or y {by} (at most 1024)" if max(bx, by) > 1024 else "",
+        f"block z {bz} (at most 64)" if bz > 64 else "",
+        f"grid x {gx} (at most {2**31 - 1})" if gx > 2**31 - 1 else "",
+        f"grid y {gy} or z {gz} (at most 65535)" if max(gy, gz) > 65535 else "",
+    ]
+    if any(problems):
+        shown = "; ".join(p for p in problems if p)
+        raise ValueError(f"no GPU launches grid {config.grid}, block {config.block}: {shown}")

@@ -46,7 +46,12 @@ from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
-from warmcli.runtime.launch_sizes import buffer_shape, launch_config, numeric_dtype
+from warmcli.runtime.launch_sizes import (
+    buffer_shape,
+    check_cuda_limits,
+    launch_config,
+    numeric_dtype,
+)
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
@@ -171,7 +176,9 @@ class Runtime:
                 return verdict  # another shard's kernel: that shard builds it
             if verdict is not LaunchMode.EXECUTE:  # checked as an executed launch's are
                 self._check_arguments(kernel, args)
-                launch_config(grid, block, shared)
+                checked = launch_config(grid, block, shared)
+                if self.device.backend == "cuda":  # as a GPU would refuse it (none here)
+                    check_cuda_limits(checked)
             function = self.kernels.obtain(kernel, verdict, args)  # checked before a load
             if verdict is LaunchMode.QUEUE:
                 collector.count(self.device.id, "execution", "queued")
