@@ -92,3 +92,6 @@ def test_verify_and_check_name_a_kernel_row_whose_symbol_is_another_keys(
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert "symbol" in verify.stdout + verify.stderr
     assert "Traceback" not in verify.stderr
+    check = warm("check", swapped)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "corrupt" in check.stdout and "symbol" in check.stdout
