@@ -56,11 +56,11 @@ def serve(warm: Warm, bundle: Path | None) -> subprocess.CompletedProcess[str]:
     )
 
 
-def swap_keys(bundle: Path, entry_a: str, entry_b: str) -> None:
+def swap_keys(bundle: Path, label_a: str, label_b: str) -> None:
     """Two kernel rows' keys swapped, every other field (blob, symbol) left as it is."""
     conn = sqlite3.connect(bundle)
-    (a,) = conn.execute("SELECT key FROM kernels WHERE entry = ?", (entry_a,)).fetchone()
-    (b,) = conn.execute("SELECT key FROM kernels WHERE entry = ?", (entry_b,)).fetchone()
+    (a,) = conn.execute("SELECT key FROM kernels WHERE label = ?", (label_a,)).fetchone()
+    (b,) = conn.execute("SELECT key FROM kernels WHERE label = ?", (label_b,)).fetchone()
     conn.execute("UPDATE kernels SET key = 'swapping' WHERE key = ?", (a,))
     conn.execute("UPDATE kernels SET key = ? WHERE key = ?", (a, b))
     conn.execute("UPDATE kernels SET key = ? WHERE key = 'swapping'", (b,))
@@ -68,10 +68,12 @@ def swap_keys(bundle: Path, entry_a: str, entry_b: str) -> None:
     conn.close()
 
 
-@pytest.fixture
-def swapped(warm: Warm, tmp_path: Path) -> Path:
+@pytest.fixture(params=[("row_sum", "bias_relu"), ("matmul[TILE=8]", "matmul[TILE=64]")])
+def swapped(warm: Warm, tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The example's bundle with two kernel rows under each other's keys: of two entries,
+    or of one entry built with other defines."""
     bundle = matmul_bundle(warm, tmp_path / "b.warm")
-    swap_keys(bundle, "row_sum", "bias_relu")
+    swap_keys(bundle, *request.param)
     return bundle
 
 
