@@ -19,7 +19,7 @@ from conftest import EXAMPLES, Warm
 
 from warmcli.backends.host.binary import exported_symbols
 
-MISSING = "warm_0123456789abcdef_row_sum"  # a well-formed warm symbol no binary defines
+GONE = "row_sum_gone"  # an entry no binary defines: the row's symbol, warm's form for its key
 
 
 def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -> None:
@@ -33,15 +33,16 @@ def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -
         key, label = conn.execute(
             "SELECT key, label FROM kernels WHERE entry = 'row_sum'"
         ).fetchone()
-        conn.execute("UPDATE kernels SET symbol = ? WHERE key = ?", (MISSING, key))
+        missing = f"warm_{key[:16]}_{GONE}"
+        conn.execute("UPDATE kernels SET entry = ?, symbol = ? WHERE key = ?", (GONE, missing, key))
     proc = warm("check", bundle, "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (miss,) = json.loads(proc.stdout)["unservable"]
     assert (miss["kind"], miss["key"], miss["reason"]) == ("kernel", key, "binary")
-    assert f"does not export {MISSING}" in miss["detail"]
+    assert f"does not export {missing}" in miss["detail"]
     text = warm("check", bundle)
     assert text.returncode == 1
-    assert "1 not servable here" in text.stdout and MISSING in text.stdout
+    assert "1 not servable here" in text.stdout and missing in text.stdout
     assert label in text.stdout
 
 

@@ -43,7 +43,7 @@ def _row(**changes: object) -> tuple[object, ...]:
         "arch": "x86_64",
         "entry": "touch",
         "label": "touch[V=1]",
-        "symbol": "warm_0123456789abcdef_touch",
+        "symbol": "warm_aaaaaaaaaaaaaaaa_touch",  # warm's symbol of its entry under its key
         "sha256": "b" * 64,
         "toolchain": "cc:gcc 12",
         "components": '{"arch": "x86_64", "defines": "[[\\"V\\", \\"1\\"]]", "toolchain": "cc"}',
@@ -82,7 +82,9 @@ def test_kernel_record_fast_path_is_the_checked_one(components: str) -> None:
         {"key": b"a" * 64}, {"sha256": 7}, {"device": None}, {"label": 1.5}, {"label": b"x"},
         {"components": b"{}"}, {"compile_log": 0}, {"seconds": 1}, {"seconds": float("nan")},
         {"seconds": -1.0}, {"size": True}, {"size": 1.0}, {"size": -1}, {"size": None},
-        {"symbol": "warm_0123456789abcdef_t\n"}, {"entry": "1x"}, {"arch": "x" * 5000},
+        {"symbol": "warm_aaaaaaaaaaaaaaaa_t\n"}, {"entry": "1x"},
+        {"symbol": "warm_0123456789abcdef_touch"}, {"entry": "other"},
+        {"arch": "compute_90", "symbol": "warm_0123456789abcdef_touch"}, {"arch": "x" * 5000},
         {"label": "x" * ((4 << 20) + 1)}, {"components": '{"a": 1.5, "b": "c"}'},
     ],
 )  # fmt: skip
@@ -130,7 +132,8 @@ def _stored(path, arches: list[str]) -> list:
 
     records = [
         KernelRecord(f"{i:064x}", "host", "host", arch, "touch", f"touch[{i}]",
-                     f"warm_{i:016x}_touch", f"{i:064x}", "cc:gcc", {"toolchain": "cc:gcc"})
+                     f"warm_{i:064x}"[:21] + "_touch", f"{i:064x}", "cc:gcc",
+                     {"toolchain": "cc:gcc"})
         for i, arch in enumerate(arches, 1)
     ]  # fmt: skip
     with Bundle.create(path) as bundle:

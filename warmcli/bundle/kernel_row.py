@@ -3,9 +3,10 @@
 `_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, which raises the
 `BundleError` naming a malformed row; `each_kernel`, the admin's reads): each field
 checked as `warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a key's
-and a sha256's hex, an entry's and a symbol's form, components a JSON object, a finite
-time, a blob's size). A hot start parses thousands, so a row as warm writes it passes
-the same checks written inline, in one frame; any other row takes the field-by-field
+and a sha256's hex, an entry's and a symbol's form, the symbol the one warm gives its
+entry under its key (`_symbol_fits`), components a JSON object, a finite time, a blob's
+size). A hot start parses thousands, so a row as warm writes it passes the same checks
+written inline, in one frame; any other row takes the field-by-field
 path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's
 cursor, their values counted against its budget, by `stepped`. `write_kernel_row` writes
 one record's row for a writer; else it holds no state and runs no query itself.
@@ -83,6 +84,8 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
             and max(len(device), len(backend), len(arch), len(tool), len(entry), len(symbol))
             <= limits.MAX_NAME_CHARS
             and _JOINED.fullmatch(f"{key}\x00{sha}\x00{entry}\x00{symbol}")
+            and symbol[22:] == entry  # `_symbol_fits`, inline (no frame per row)
+            and (symbol[5:21] == key[:16] or arch[:8] == "compute_")
             and type(label) is str
             and type(log) is str
             and type(comps) is str
@@ -250,6 +253,16 @@ def _over_limit(row: tuple[object, ...]) -> str | None:
     return None
 
 
+def _symbol_fits(key: str, arch: str, entry: str, symbol: str) -> bool:
+    """Whether `symbol` (of warm's form) is the one warm gives `entry` built under `key`:
+    `warm_<key[:16]>_<entry>`; a PTX row (arch `compute_XX`) keeps its cubin's symbol, so
+    only its entry is tied. A row moved under another kernel's key (its blob and symbol
+    those of another kernel) is malformed, never launched for the kernel the key names."""
+    return symbol == f"warm_{symbol[5:21]}_{entry}" and (
+        symbol[5:21] == key[:16] or arch[:8] == "compute_"
+    )
+
+
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
     if len(row) == 14 and type(row[13]) is int:  # prefetched: named as read by its key
         row = (*row[:13], _over_limit(row))
@@ -261,6 +274,10 @@ def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
             fields[name] = check(value)
     except _Malformed as exc:
         raise _Malformed(f"{name}: {exc}") from None
+    key, arch, entry, symbol = (fields[n] for n in ("key", "arch", "entry", "symbol"))
+    assert isinstance(key, str) and isinstance(arch, str) and isinstance(entry, str)
+    if not _symbol_fits(key, arch, entry, str(symbol)):
+        raise _Malformed(f"symbol: {symbol} is not the symbol of entry {entry} under key {key}")
     comps = fields["components"]
     assert isinstance(comps, dict)
     fields["components"] = {str(k): str(v) for k, v in comps.items()}
