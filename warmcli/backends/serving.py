@@ -15,7 +15,8 @@ miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU
 (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
 the driver's JIT (`virtual_sm` reads XX; whether that driver knows its ISA is read from
 the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its
-key, recomputed, says so (`of_kernel`). Among a kernel's builds that run on a device, a
+key, recomputed, says so, and PTX only when its symbol is that of the kernel's own
+cubin too (`of_kernel`). Among a kernel's builds that run on a device, a
 cubin for its arch is preferred to PTX, the device's own toolchain's build to
 another's, and a cubin of a CUDA release the driver supports to a newer one's. This
 module holds no state; it never opens a bundle, compiles, loads or prints.
@@ -37,6 +38,7 @@ _RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")
 _VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"sm_([0-9]{2,3})")
+_LAST_SM = 199  # the newest SM a PTX row's cubin is looked for (`_ptx_symbol_fits`)
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
 
@@ -58,8 +60,25 @@ def virtual_sm(arch: str) -> int | None:
 
 
 def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
-    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted)."""
-    return lambda record: record.key == kernel_key(kernel, record.arch, record.toolchain)
+    """Whether a record is truly `kernel`'s build (its key recomputed, not trusted; PTX's
+    symbol too, `_ptx_symbol_fits`)."""
+    return lambda record: (
+        record.key == kernel_key(kernel, record.arch, record.toolchain)
+        and (record.arch[:8] != "compute_" or _ptx_symbol_fits(kernel, record))
+    )
+
+
+def _ptx_symbol_fits(kernel: Kernel, record: KernelRecord) -> bool:
+    """Whether a PTX row's symbol is `kernel`'s: PTX keeps its cubin's symbol
+    (`warm_<key[:16]>_<entry>`, the key of the kernel built for an `sm_XX`, XX at least the
+    PTX's, `a` or `f` after it or not), which its own key does not tie (another build's PTX
+    moved under this one's key would be JIT-compiled and its symbol found there)."""
+    tag, least = record.symbol[5:21], virtual_sm(record.arch) or 0
+    return any(
+        kernel_key(kernel, f"sm_{sm}{suffix}", record.toolchain)[:16] == tag
+        for sm in range(least, max(least, _LAST_SM) + 1)
+        for suffix in ("", "a", "f")
+    )
 
 
 def cuda_release(identity: str) -> tuple[int, int] | None:

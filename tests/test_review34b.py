@@ -1,0 +1,61 @@
+"""Bugs found by review34b, each through the real CLI over a real bundle made by `warm run`."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import Warm
+
+# One entry built with two defines: each build's cubin and PTX are rows of one entry.
+TWO_FACTORS = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" __global__ void scale(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = y[i] * FACTOR;
+}
+"""
+K2 = Kernel(SRC, "scale", "Pi", language="cuda", defines={"FACTOR": 2})
+K3 = Kernel(SRC, "scale", "Pi", language="cuda", defines={"FACTOR": 3})
+def workload(rt):
+    y = rt.buffer(64)
+    rt.launch(K2, y, 64, grid=1, block=64)
+    rt.launch(K3, y, 64, grid=1, block=64)
+'''
+
+
+def _swap_ptx_keys(bundle: Path, label_a: str, label_b: str) -> None:
+    """Two PTX rows' keys swapped, every other field (blob, symbol, components) kept."""
+    conn = sqlite3.connect(bundle)
+    query = "SELECT key FROM kernels WHERE label = ? AND arch LIKE 'compute_%'"
+    (a,) = conn.execute(query, (label_a,)).fetchone()
+    (b,) = conn.execute(query, (label_b,)).fetchone()
+    conn.execute("UPDATE kernels SET key = 'swapping' WHERE key = ?", (a,))
+    conn.execute("UPDATE kernels SET key = ? WHERE key = ?", (a, b))
+    conn.execute("UPDATE kernels SET key = ? WHERE key = 'swapping'", (b,))
+    conn.commit()
+    conn.close()
+
+
+def test_a_ptx_row_under_another_builds_key_is_never_served_for_it(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """fuzz34 tied a cubin row's symbol to its key, but a PTX row only to its entry: the PTX
+    of scale[FACTOR=2] moved under scale[FACTOR=3]'s PTX key was served to a newer GPU
+    (the driver JITs it, finding its symbol there) as FACTOR=3's build: `warm verify
+    --workload --arch sm_90` counted both kernels loaded by PTX JIT, the bundle complete.
+    A PTX row's symbol is its cubin's, whose key is the kernel's for an sm arch: served only
+    where the kernel's own key for such an arch gives that symbol."""
+    workload = workload_file(TWO_FACTORS)
+    bundle = tmp_path / "b.warm"
+    built = warm("run", workload, "--arch", "sm_80", "-b", bundle, "-q")
+    assert built.returncode == 0, built.stderr
+    sound = warm.json("verify", bundle, "--workload", workload, "--arch", "sm_90")
+    assert sound["verified"] is True and sound["compilation"]["ptx_jit"] == 2, sound
+    _swap_ptx_keys(bundle, "scale[FACTOR=2]", "scale[FACTOR=3]")
+    replay = warm("verify", bundle, "--workload", workload, "--arch", "sm_90")
+    assert replay.returncode == 1, replay.stdout
+    assert "2 kernel(s) queued, not in the bundle" in replay.stdout, replay.stdout
+    assert "Traceback" not in replay.stderr
