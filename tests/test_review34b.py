@@ -59,3 +59,33 @@ def test_a_ptx_row_under_another_builds_key_is_never_served_for_it(
     assert replay.returncode == 1, replay.stdout
     assert "2 kernel(s) queued, not in the bundle" in replay.stdout, replay.stdout
     assert "Traceback" not in replay.stderr
+
+
+NATIVE_WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+K = Kernel("void k(float *y, long n) { for (long i = 0; i < n; i++) y[i] = y[i] * 2 + 1; }",
+           "k", "Pl", options=("-march=native",))
+def workload(rt):
+    y = rt.upload(np.ones(4, np.float32))
+    rt.launch(K, y, 4)
+"""
+
+
+def test_a_kernel_tuned_for_this_cpu_is_served_by_a_raised_recipe(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A kernel built with -march=native is keyed with the CPU after the toolchain identity
+    (`cc:... [warm build recipe 2] +native <cpu>`): `recipe_of` read the recipe only at the
+    identity's end, so once `BUILD_RECIPE` is raised such a build was of recipe 0 and never
+    served, even by the warm that made it (compiled again in every production process)."""
+    from test_build_recipe34 import _serve, _warm
+
+    (tmp_path / "w.py").write_text(NATIVE_WORKLOAD)
+    bundle = tmp_path / "two.warm"
+    done = _warm(warm, True, "run", tmp_path / "w.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _serve(warm, True, tmp_path, bundle) == {"y": 3.0, "compiled": 0}
+    assert _serve(warm, False, tmp_path, bundle) == {"y": 3.0, "compiled": 1}
+    checked = _warm(warm, True, "check", bundle)
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]

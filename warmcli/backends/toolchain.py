@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from warmcli import config
+from warmcli.backends.native import NATIVE
 from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
@@ -144,7 +145,9 @@ def _version_line(name: str, where: str) -> str:
 
 def recipe_of(identity: str) -> int:
     """The build recipe a toolchain identity names (`BUILD_RECIPE`): 1 where it names none,
-    0 where what it names is no recipe warm writes (a number of at most 9 ASCII digits)."""
+    0 where what it names is no recipe warm writes (a number of at most 9 ASCII digits). The
+    CPU a kernel tuned for it is keyed with comes after it (`warmcli.backends.native`)."""
+    identity = identity.partition(NATIVE)[0]
     at = identity.rfind(RECIPE_MARK)
     if at < 0:
         return 1
