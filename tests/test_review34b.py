@@ -61,6 +61,21 @@ def test_a_ptx_row_under_another_builds_key_is_never_served_for_it(
     assert "Traceback" not in replay.stderr
 
 
+def test_ptx_of_another_arch_than_its_cubins_is_still_served(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """The PTX row's symbol is looked for among the kernel's keys for any sm arch: PTX kept
+    for a newer arch than the cubins (`--arch sm_80 --ptx compute_90`) or beside an
+    arch-specific one's (`--arch sm_90a`) is served to a newer GPU as before."""
+    workload = workload_file(TWO_FACTORS)
+    for i, args in enumerate((("sm_80", "--ptx", "compute_90"), ("sm_90a",))):
+        bundle = tmp_path / f"b{i}.warm"
+        built = warm("run", workload, "--arch", *args, "-b", bundle, "-q")
+        assert built.returncode == 0, built.stderr
+        doc = warm.json("verify", bundle, "--workload", workload, "--arch", "sm_100")
+        assert doc["verified"] is True and doc["compilation"]["ptx_jit"] == 2, doc
+
+
 NATIVE_WORKLOAD = """
 import numpy as np
 from warmcli import Kernel
