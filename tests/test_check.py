@@ -205,6 +205,10 @@ def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine
             f"INSERT INTO kernels (key, arch, {columns}) "
             f"SELECT lower(hex(randomblob(32))), '{away}', {columns} FROM kernels WHERE {here}"
         )
+        conn.execute(  # its symbol the one warm gives its entry under its key
+            "UPDATE kernels SET symbol = 'warm_' || substr(key, 1, 16) || '_' || entry "
+            f"WHERE arch = '{away}'"
+        )
         conn.execute("INSERT INTO blobs VALUES (?, 1, x'00')", (_TAMPERED,))
         if broken:
             conn.execute(broken.format(here=here))
