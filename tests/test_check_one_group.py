@@ -22,10 +22,10 @@ ROWS = 60_000
 GROWTH = 32  # MiB over `warm check` on the small bundle it was made from
 _BUILDS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
-INSERT INTO kernels SELECT lower(hex(randomblob(32))), 'host', 'host', '{arch}', 'e', 'l',
-    symbol, sha256, toolchain, '{{}}', '', 0.1, 1.0, 1.0
-FROM n, (SELECT symbol, sha256, toolchain FROM kernels LIMIT 1)
-"""
+INSERT INTO kernels SELECT substr(key, 1, 16) || lower(hex(randomblob(24))), 'host', 'host',
+    '{arch}', entry, 'l', symbol, sha256, toolchain, '{{}}', '', 0.1, 1.0, 1.0
+FROM n, (SELECT key, entry, symbol, sha256, toolchain FROM kernels LIMIT 1)
+"""  # each key as the row's symbol names it (`warm_<key[:16]>_<entry>`), else a corrupt row
 _DEVICES = f"""
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
 INSERT INTO tunes SELECT warm_key(operation, shape_key, d, checksum), operation, shape_key,
