@@ -104,3 +104,31 @@ def test_a_kernel_tuned_for_this_cpu_is_served_by_a_raised_recipe(
     assert _serve(warm, False, tmp_path, bundle) == {"y": 3.0, "compiled": 1}
     checked = _warm(warm, True, "check", bundle)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+
+
+def test_an_entry_whose_symbol_no_bundle_holds_is_refused_where_the_kernel_is_made(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A kernel row's symbol is `warm_<key[:16]>_<entry>`, 22 characters more than its entry,
+    and a bundle holds names of at most 4,096: an entry of 4,075 to 4,096 characters was
+    built and stored as a row warm itself calls corrupt (`warm run` exit 1, `warm verify`:
+    'symbol: 4108 characters, over the limit'). It is refused as the Kernel is made."""
+    import pytest
+
+    from warmcli import Kernel
+
+    longest = "k" * 4074
+    Kernel(f"void {longest}(float *y) {{ y[0] = 1; }}", longest, "P")
+    with pytest.raises(ValueError, match="4075 characters"):
+        Kernel("void f(float *y) { y[0] = 1; }", longest + "k", "P")
+    entry = "k" * 4086
+    workload = workload_file(
+        "from warmcli import Kernel\n"
+        f"K = Kernel('void {entry}(float *y) {{ y[0] = 1; }}', '{entry}', 'P')\n"
+        "def workload(rt):\n    rt.launch(K, rt.buffer(1))\n"
+    )
+    bundle = tmp_path / "long.warm"
+    done = warm("run", workload, "-b", bundle, "-q")
+    assert done.returncode == 2 and "4086 characters" in done.stderr, done.stderr[-600:]
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not bundle.exists()

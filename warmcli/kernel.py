@@ -78,6 +78,11 @@ def accepted_letters() -> str:
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
 
 
+# The longest entry: its symbol (`warm_<key[:16]>_<entry>`, 22 characters more) within the
+# names a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`).
+MAX_ENTRY = 4096 - 22
+
+
 class Kernel(Record):
     """One kernel as the workload declares it."""
 
@@ -103,6 +108,11 @@ class Kernel(Record):
         if not is_identifier(entry):
             error = ValueError if isinstance(entry, str) else TypeError
             raise error(f"kernel entry {entry!r} is not a C identifier")
+        if len(entry) > MAX_ENTRY:
+            raise ValueError(
+                f"kernel entry {entry[:40]}... of {len(entry)} characters: at most {MAX_ENTRY} "
+                "(its symbol in a bundle, warm_<key>_<entry>, holds at most 4096)"
+            )
         if not isinstance(source, str):
             raise TypeError(
                 f"kernel {entry}: source is text (a str), not {kind_of(source)}"
