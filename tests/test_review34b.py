@@ -132,3 +132,32 @@ def test_an_entry_whose_symbol_no_bundle_holds_is_refused_where_the_kernel_is_ma
     assert done.returncode == 2 and "4086 characters" in done.stderr, done.stderr[-600:]
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not bundle.exists()
+
+
+SHARED = """
+from warmcli import Kernel
+K = Kernel('extern "C" __global__ void k(float *y) {{ extern __shared__ float s[]; '
+           's[threadIdx.x] = 1.0f; y[threadIdx.x] = s[threadIdx.x]; }}', "k", "P",
+           language="cuda")
+def workload(rt):
+    y = rt.buffer(32)
+    rt.launch(K, y, grid=1, block=32, shared={shared})
+"""
+
+
+def test_dynamic_shared_memory_no_gpu_takes_fails_the_prebuild(warm: Warm, tmp_path: Path) -> None:
+    """A launch's dynamic shared memory over 48 KiB is refused by every GPU unless its
+    function opts in (`cuFuncSetAttribute`), which warm never does (and its PyCUDA
+    `set_attribute` is refused): `shared=65536` passed `warm run --arch sm_90` (exit 0, a
+    bundle written) as 5957d44's other sizes did, to fail production's first launch."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    for shared, code in ((65536, 2), (49152, 0)):
+        (tmp_path / "w.py").write_text(SHARED.format(shared=shared))
+        bundle = tmp_path / f"b{shared}.warm"
+        done = warm("run", tmp_path / "w.py", "--arch", "sm_90", "-b", bundle, "-q")
+        assert done.returncode == code, done.stdout[-1000:] + done.stderr[-1000:]
+        if code:
+            assert "shared memory 65536 bytes" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr and not bundle.exists()

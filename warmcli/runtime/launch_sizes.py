@@ -3,9 +3,9 @@
 A shape is integer sizes >= 0 (Python's or numpy's; a bool is no size), a dtype one a
 kernel reads as numbers (`numeric_dtype`), a grid and a block 1 to 3 positive integer
 sizes, a shared size a number of bytes; anything else is a `ValueError` saying what is
-taken (and a CUDA launch's sizes past what any GPU takes, `check_cuda_limits`). Its only
-state is a bounded memo of launch configurations (`_CONFIGS`); it never allocates nor
-launches.
+taken (and a CUDA launch's sizes past what any GPU takes without an opt-in warm never
+makes, `check_cuda_limits`). Its only state is a bounded memo of launch configurations
+(`_CONFIGS`); it never allocates nor launches.
 """
 
 from __future__ import annotations
@@ -94,11 +94,15 @@ def launch_config(
         return LaunchConfig(_dim3(grid), _dim3(block), _shared(shared))
 
 
+MAX_DYNAMIC_SHARED = 48 * 1024  # bytes a launch's dynamic shared memory takes, no opt-in
+
+
 def check_cuda_limits(config: LaunchConfig) -> None:
     """`ValueError` for a CUDA launch no GPU takes (every compute capability since 3.0):
     over 1,024 threads a block, a block's x or y over 1,024 or its z over 64, a grid's x
-    over 2**31 - 1 or its y or z over 65,535 (a pre-build without a GPU says so, as the
-    GPU would at production's first launch)."""
+    over 2**31 - 1 or its y or z over 65,535, dynamic shared memory over 48 KiB (more takes
+    the function's opt-in, `cuFuncSetAttribute`, which warm never makes) (a pre-build without
+    a GPU says so, as the GPU would at production's first launch)."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
     threads = bx * by * bz
     problems = [
@@ -107,7 +111,13 @@ def check_cuda_limits(config: LaunchConfig) -> None:
         f"block z {bz} (at most 64)" if bz > 64 else "",
         f"grid x {gx} (at most {2**31 - 1})" if gx > 2**31 - 1 else "",
         f"grid y {gy} or z {gz} (at most 65535)" if max(gy, gz) > 65535 else "",
+        f"dynamic shared memory {config.shared} bytes (at most {MAX_DYNAMIC_SHARED})"
+        if config.shared > MAX_DYNAMIC_SHARED
+        else "",
     ]
     if any(problems):
         shown = "; ".join(p for p in problems if p)
-        raise ValueError(f"no GPU launches grid {config.grid}, block {config.block}: {shown}")
+        raise ValueError(
+            f"no GPU launches grid {config.grid}, block {config.block}, shared "
+            f"{config.shared}: {shown}"
+        )
