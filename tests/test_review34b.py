@@ -161,3 +161,41 @@ def test_dynamic_shared_memory_no_gpu_takes_fails_the_prebuild(warm: Warm, tmp_p
         if code:
             assert "shared memory 65536 bytes" in done.stderr, done.stderr
             assert "Traceback" not in done.stderr and not bundle.exists()
+
+
+WRAPPED = """
+import json
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+from warmcli.backends.host.device import HostBuffer
+ADD = "void %s(float *y, long n) { for (long i = 0; i < n; i++) y[i] += 1; }"
+CANDIDATES = {e: Kernel(ADD % e, e, "Pl") for e in ("a", "b")}
+app = np.ones(4, np.float32)  # the app's memory, wrapped afresh on every call
+def launch(rt, k, n, stream=None):
+    rt.launch(k, HostBuffer(rt.device.id, (4,), "float32", app), n, stream=stream)
+rt = warmcli.runtime("host")
+rt.tune(Tunable("acc", CANDIDATES, launch), 4)
+print(json.dumps(app.tolist()))
+"""
+
+
+def test_memory_the_app_owns_wrapped_on_every_call_is_put_back_after_a_tune(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """e2605e4 held every buffer kept beside a tune's inputs weakly, to free a workspace the
+    launch function makes on every call; but a wrapper of the app's own memory made on every
+    call (as `rt.wrap(x)` in a launch function, and warm's PyCUDA arguments, make a `Buffer`
+    per launch) died as well, and the memory it names was put back no more: the tune of an
+    in-place `y += 1` left the app's array at 14.0 where one run (a bundle's hit) leaves 2.0.
+    Only a buffer warm allocated (`rt.buffer`, `rt.upload`) is held weakly."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPED], capture_output=True, text=True,
+        env=warm.env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == [2.0] * 4

@@ -73,6 +73,7 @@ class Buffer:
     made while it ran, from the app's buffers)."""
 
     serial = -1  # one made without `__init__`: as if before any other
+    owned = False  # its memory allocated for it by warm (`Runtime.buffer`, `upload`), no wrap
 
     def __init__(
         self, device_id: str, shape: Sequence[int], dtype: str, handle: Any = None

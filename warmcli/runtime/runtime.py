@@ -102,13 +102,16 @@ class Runtime:
 
     def buffer(self, shape: int | Sequence[int], dtype: str = "float32") -> Buffer:
         """A new device buffer (zeroed on the host; shape-only on a compile-only device)."""
-        return self.device.allocate(buffer_shape(shape), numeric_dtype(dtype))
+        buffer = self.device.allocate(buffer_shape(shape), numeric_dtype(dtype))
+        buffer.owned = True  # its memory goes with it (a tune holds such a buffer weakly)
+        return buffer
 
     def upload(self, array: np.ndarray | Sequence[Any], dtype: str | None = None) -> Buffer:
         """A new buffer holding a copy of `array` (of numbers: `numeric_dtype`)."""
         refuse_device_data("upload", array)
         data = np.asarray(array, dtype=None if dtype is None else numeric_dtype(dtype))
         buffer = self.device.allocate(data.shape, numeric_dtype(data.dtype))
+        buffer.owned = True
         self.device.upload(buffer, data)
         return buffer
 

@@ -8,9 +8,11 @@ narrows it) and puts it back after each candidate run, so every run, and the pic
 that runs once afterwards, starts from the original contents. A buffer a candidate's
 launch writes that is none of the inputs (one the app keeps, one inside an object) is
 kept too, when first launched on by the measuring thread (`watch`: the stream shows it
-each launch's arguments; another thread's launches on that stream are left alone), held
-weakly: one the app drops (a workspace the launch function makes on every call) is put
-back no more and its copy is freed, so a tune holds no call's workspace past it. With
+each launch's arguments; another thread's launches on that stream are left alone). One
+warm allocated (`Buffer.owned`) is held weakly: one the app drops (a workspace the launch
+function makes on every call) is put back no more and its copy is freed, so a tune holds no
+call's workspace past it; a wrapper of memory the app owns (`rt.wrap`, PyCUDA's arguments:
+made afresh on every call) is held, so the memory it names is put back. With
 `Tunable(check=...)` it also reads each candidate's outputs (the kept buffers, those
 kept beside the inputs too, but a workspace the launch function made as it ran, after
 one run on the original contents) and says why they
@@ -92,8 +94,9 @@ class TuneGuard:
         self.stream = stream
         self.buffers = list(buffers)
         self._copies: list[Buffer] = []  # of `buffers`
-        # Kept when first launched on (none of the inputs), held weakly, with its copy.
-        self._beside: list[tuple[weakref.ref[Buffer], Buffer]] = []
+        # Kept when first launched on (none of the inputs), with its copy: held weakly where
+        # warm allocated it (dropped, its memory is gone), else held.
+        self._beside: list[tuple[Callable[[], Buffer | None], Buffer]] = []
         self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept, alive
         self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
         self.launched: set[int] = set()  # ids of the buffers launched on since `outputs` began
@@ -127,7 +130,11 @@ class TuneGuard:
             self.launched.add(id(buffer))
             if id(buffer) not in self._seen:
                 self._seen.add(id(buffer))  # until it dies (then its id may be another's)
-                kept = weakref.ref(buffer, lambda _, at=id(buffer): self._seen.discard(at))
+                kept: Callable[[], Buffer | None] = (
+                    weakref.ref(buffer, lambda _, at=id(buffer): self._seen.discard(at))
+                    if buffer.owned
+                    else (lambda held=buffer: held)  # the app's memory: put back each run
+                )
                 self._beside.append((kept, self._copy(buffer)))
 
     def restore(self) -> None:
