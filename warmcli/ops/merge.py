@@ -20,14 +20,16 @@ that is (or leads to) a FIFO or a device is refused, `--force` or not. The input
 signatures do not carry over: given a key, the output is signed with it (every entry), else
 the report says the output is unsigned. A blob is copied a chunk at a time and checked
 against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size sets the memory
-a merge takes; a copy that fails (or is missing) is taken from another input holding a good
-one, and the report says so. Nothing here prints.
+a merge takes; all kernels are written in one transaction (one commit, not one per blob),
+a savepoint each blob. A copy that fails (or is missing) is taken from another input
+holding a good one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import stat
 import time
 from collections.abc import Sequence
@@ -42,6 +44,7 @@ from warmcli.bundle.file import (
     remove_leftovers,
     unlink_all,
 )
+from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place
@@ -224,8 +227,10 @@ def _publish(
             by_blob: dict[tuple[int, str], list[KernelRecord]] = {}
             for record, index in union.kernels.values():
                 by_blob.setdefault((index, record.sha256), []).append(record)
-            for (index, sha), records in by_blob.items():
-                _copy_kernels(dest, bundles, index, sha, records, mended)
+            with dest.transaction() as conn:  # one commit for all, not one per binary
+                now = time.time()
+                for (index, sha), records in by_blob.items():
+                    _copy_kernels(conn, bundles, index, sha, records, mended, now)
             dest.put(
                 tunes=[t for t, _ in union.tunes.values()],
                 fingerprints=[(i, kind, data) for i, (kind, data) in union.fingerprints.items()],
@@ -250,15 +255,17 @@ def _publish(
 
 
 def _copy_kernels(
-    dest: Bundle,
+    conn: sqlite3.Connection,
     bundles: Sequence[Bundle],
     index: int,
     sha: str,
     records: list[KernelRecord],
     mended: list[str],
+    now: float,
 ) -> None:
-    """Put `records` into `dest` with their blob `sha` from `bundles[index]`, copied a chunk
-    at a time. Where that copy is missing or fails its sha256, the same content is copied
+    """Write `records` in the output's open transaction `conn` with their blob `sha` from
+    `bundles[index]`, copied a chunk at a time (a savepoint each: a failed copy is undone
+    alone). Where that copy is missing or fails its sha256, the same content is copied
     from the first other input holding a good one (a sha256 names one content), and that
     is said in `mended`; with none, the first refusal stands."""
     order = [index, *(i for i in range(len(bundles)) if i != index)]  # its own input first
@@ -266,7 +273,16 @@ def _copy_kernels(
     for at in order:
         try:
             binary = streamed(bundles[at], sha)
-            dest.put(kernels=[(r, binary) for r in records])
+            conn.execute("SAVEPOINT copy")
+            try:
+                binary.store(conn)
+                for record in records:
+                    write_kernel_row(conn, record, now)
+            except BundleError:
+                conn.execute("ROLLBACK TO copy")
+                raise
+            finally:
+                conn.execute("RELEASE copy")
         except BundleError as exc:
             if not str(exc).startswith(f"{bundles[at].path}: blob "):
                 raise  # the output's (a full disk), not the input's copy
