@@ -40,3 +40,20 @@ def test_merge_commits_once_not_once_per_binary(
         assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == KERNELS
     assert _commits(out) < 20
 
+
+def test_production_report_lists_the_first_thousand_misses_and_counts_the_rest() -> None:
+    # Before: WARM_REPORT=1 printed one line per miss at exit: a process serving 3,000
+    # kernels over a bundle of 1,500 wrote 1,800 lines to stderr, no summary at their end.
+    # Pure logic (the text of the report): 1,000 misses take a production process minutes.
+    from warmcli.production_report import LISTED, Miss, ProductionReport
+
+    misses = [
+        Miss(kind="kernel", device="host", name=f"k{i}", key=f"{i:064x}") for i in range(3000)
+    ]
+    misses += [Miss(kind="tune", device="host", name=f"op{i}", key=f"{i:064x}") for i in range(600)]
+    text = str(ProductionReport(bundle="b.warm", write=False, misses=misses))
+    lines = text.splitlines()
+    assert lines[0].startswith("warm: bundle b.warm lacked 3000 kernel(s) and 600 tune(s)")
+    assert len(lines) == 1 + LISTED + 1
+    assert lines[-1] == "  and 2,600 more not listed (warmcli.report() names every one)"
+    assert lines[1] == "  kernel k0 on host (key 0000000000000000)"
