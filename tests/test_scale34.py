@@ -57,3 +57,25 @@ def test_production_report_lists_the_first_thousand_misses_and_counts_the_rest()
     assert len(lines) == 1 + LISTED + 1
     assert lines[-1] == "  and 2,600 more not listed (warmcli.report() names every one)"
     assert lines[1] == "  kernel k0 on host (key 0000000000000000)"
+
+
+def test_merge_lists_the_first_thousand_tunes_it_chose_between(warm: Warm, tmp_path: Path) -> None:
+    # Before: one line per tune measured in two inputs, however many: merging a shard
+    # with its re-tuned self (20,000 tunes) printed 20,003 lines, with no count at the end.
+    import shutil
+
+    from warmcli.ops.merge import LISTED
+
+    tunes = LISTED + 200
+    old = build_big(tmp_path / "old.warm", 10, tunes)
+    new = tmp_path / "new.warm"
+    shutil.copyfile(old, new)
+    with sqlite3.connect(new) as conn:
+        conn.execute("UPDATE tunes SET measured_at = measured_at + 5")
+    done = warm("merge", "-o", tmp_path / "out.warm", old, new)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sum(" (newer); dropped " in s for s in lines) == LISTED
+    assert lines[-1] == "  and 200 more tune(s) measured in several inputs: the newer kept"
+    doc = warm.json("merge", "--force", "-o", tmp_path / "out.warm", old, new)
+    assert (len(doc["choices"]), doc["unlisted_choices"]) == (LISTED, 200)

@@ -4,10 +4,10 @@ Bundles made on several machines or for several architectures are combined by ke
 key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
 in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
-below every other), and the report says which one won and which was
-dropped (in more: each one dropped, beside the one kept in the end). Bundles of a format
-version this warm does not read, and files that are no warm bundle, are refused before
-anything is read; older formats it reads merge into the current one. The output's write lock
+below every other), and the report says which one won and which was dropped (in more: each
+one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
+a format version this warm does not read, and files that are no warm bundle, are refused
+before anything is read; older formats it reads merge into the current one. The output's write lock
 is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no
 write is lost. The result is written to a temporary file beside the output, given the
@@ -38,12 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.bundle.blobs import streamed
-from warmcli.bundle.file import (
-    SCHEMAS,
-    check_header,
-    remove_leftovers,
-    unlink_all,
-)
+from warmcli.bundle.file import SCHEMAS, check_header, remove_leftovers, unlink_all
 from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
@@ -53,6 +48,8 @@ from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
 from warmcli.records import KernelRecord, TuneRecord
+
+LISTED = 1_000  # tune choices a report names (as other listings); the rest are counted
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,8 @@ class MergeReport:
     tunes: int = 0
     fingerprints: int = 0
     contributed: dict[str, tuple[int, int]] = field(default_factory=dict)
-    choices: list[TuneChoice] = field(default_factory=list)
+    choices: list[TuneChoice] = field(default_factory=list)  # the first `LISTED`
+    unlisted_choices: int = 0  # the measurements dropped beyond them, counted
     signature: str = ""  # signed by which key, or that the output is unsigned
     mended: list[str] = field(default_factory=list)  # a bad copy, and the input copied instead
 
@@ -362,7 +360,7 @@ def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) ->
         else (old, old_index, tune, index)
     )
     tunes[tune.key] = (newer, newer_index)
-    places = union.chosen.setdefault(tune.key, [])
+    places = union.chosen.get(tune.key, [])
     for at in places if newer is tune else ():  # the lines naming the one displaced as kept
         report.choices[at] = replace(
             report.choices[at],
@@ -370,7 +368,10 @@ def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) ->
             kept_pick=tune.pick,
             kept_measured_at=tune.measured_at,
         )
-    places.append(len(report.choices))
+    if len(report.choices) >= LISTED:
+        report.unlisted_choices += 1
+        return
+    union.chosen.setdefault(tune.key, []).append(len(report.choices))
     report.choices.append(
         TuneChoice(
             operation=newer.operation,

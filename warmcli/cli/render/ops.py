@@ -111,6 +111,9 @@ def merge_renderable(report: MergeReport) -> Group:
                 style="yellow",
             )
         )
+    if report.unlisted_choices:
+        more = f"{report.unlisted_choices:,} more tune(s) measured in several inputs"
+        parts.append(line(f"  and {more}: the newer kept", style="yellow"))
     return Group(*parts)
 
 
