@@ -79,3 +79,21 @@ def test_merge_lists_the_first_thousand_tunes_it_chose_between(warm: Warm, tmp_p
     assert lines[-1] == "  and 200 more tune(s) measured in several inputs: the newer kept"
     doc = warm.json("merge", "--force", "-o", tmp_path / "out.warm", old, new)
     assert (len(doc["choices"]), doc["unlisted_choices"]) == (LISTED, 200)
+
+
+def test_clean_max_size_counts_as_kept_only_what_it_kept(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: on a CUDA bundle cleaned without a GPU, `--max-size` evicted 38,720 of 40,000
+    # kernels (and every tune, their picks' kernels evicted) and then said "kept 40000
+    # cuda kernels (no cuda device visible here): cannot judge", "kept 10000 tunes ...".
+    monkeypatch.setattr(big_bundle, "BLOBS", 40)
+    path = build_big(tmp_path / "b.warm", 40, 8)  # 40 binaries of 4,096 bytes
+    doc = warm.json("clean", path, "--max-size", str(10 * 4096))
+    assert doc["removed_by_reason"] == {
+        "least recently used (over 40,960 bytes)": 30,
+        "its pick's kernel evicted": 8,
+    }, doc["removed_by_reason"]
+    assert doc["kept_unjudged"] == [
+        "kept 10 cuda kernels (no cuda device visible here): cannot judge"
+    ], doc["kept_unjudged"]
