@@ -116,3 +116,20 @@ def test_merge_memory_is_flat_whatever_the_inputs_hold(warm: Warm, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "20000 kernel(s), 8000 tune(s)" in done.stdout
     assert peak - small_peak < 32, f"{peak:.0f} MiB, on ten rows {small_peak:.0f}"
+
+
+def test_diff_headers_say_how_many_of_how_many_are_listed(warm: Warm, tmp_path: Path) -> None:
+    # Before: "Kernels only in A (1000)" over a listing of the first 1,000 of 2,000, and
+    # "Tunes only in A (1000)" likewise: the header said a count that was not the count.
+    from warmcli.ops.diff import LISTED
+
+    a = build_big(tmp_path / "a.warm", LISTED + 300, LISTED + 100)
+    b = build_big(tmp_path / "b.warm", 10, 10)
+    done = warm("diff", a, b)
+    assert done.returncode == 0, done.stderr
+    lines = [s.strip() for s in done.stdout.splitlines()]
+    heads = [s for s in lines if s.startswith(("Kernels only", "Tunes only"))]
+    assert [h.split(", built by")[0] for h in heads] == [
+        f"Kernels only in A (the first {LISTED:,} of {LISTED + 290:,})",
+        f"Tunes only in A (the first {LISTED:,} of {LISTED + 90:,})",
+    ], heads
