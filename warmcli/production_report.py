@@ -1,13 +1,16 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
 tune it measured because its bundle lacked them (`Miss`), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
-`WARM_REPORT=1` prints at exit. Plain records: it owns no state, reads nothing and never
-prints (`warmcli.production` fills and prints them)."""
+`WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted). Plain
+records: it owns no state, reads nothing and never prints (`warmcli.production` fills and
+prints them)."""
 
 from __future__ import annotations
 
 from warmcli.printable import cut
 from warmcli.records import Record, factory
+
+LISTED = 1_000  # misses the text names (as other listings); the rest are counted
 
 
 class Miss(Record):
@@ -77,5 +80,9 @@ class ProductionReport(Record, frozen=False):
                 f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
                 f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
             ]
-        lines += [f"  {m.kind} {cut(m.name)} on {m.device} (key {m.key[:16]})" for m in self.misses]
+        listed = self.misses[:LISTED]
+        lines += [f"  {m.kind} {cut(m.name)} on {m.device} (key {m.key[:16]})" for m in listed]
+        if len(self.misses) > LISTED:
+            more = len(self.misses) - LISTED
+            lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         return "\n".join(lines + ([f"  {cold}"] if cold else []))

@@ -5,7 +5,8 @@ when its row is malformed (as `warm verify` names it): removed, so the next `war
 builds it again. An entry is *foreign* when this machine would never serve it
 (`warmcli.ops.foreign`: a kernel whose binary runs on no device here, or that this
 machine's toolchain's build, runnable here, supersedes; a tune of another device's).
-What this machine cannot judge is kept and listed (`kept_unjudged`): kernels and tunes
+What this machine cannot judge is kept and counted (`kept_unjudged`, less what `max_size`
+evicts of it): kernels and tunes
 of a backend whose devices it cannot list (CUDA without a GPU), and pending tunes
 (compile-only, finished on any GPU later). `max_size` then evicts the least recently
 used kernels until the binaries they need fit; a binary shared by a batch is freed
@@ -155,6 +156,7 @@ def plan_clean(
     kept_sizes: dict[str, int] = {}  # by blob: what the kept kernels use
     kept: list[tuple[float, str, str]] = []  # (last used, key, blob), for `max_size` only
     listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
+    unjudged_of: dict[tuple[str, str], str] = {}  # kept entries' `cannot`, for `max_size`
     for k, last_used in kernels:
         sizes[k.sha256] = k.size
         bad = corrupt.get(k.sha256) if corrupt else None
@@ -169,6 +171,8 @@ def plan_clean(
         kept_sizes[k.sha256] = k.size
         if max_size is not None:
             kept.append((last_used, k.key, k.sha256))
+            if cannot:
+                unjudged_of["kernel", k.key] = cannot
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
     for t in tunes:
         foreign, cannot = tune_foreign(t, machine)
@@ -180,18 +184,25 @@ def plan_clean(
         elif max_size is not None and t.pick is not None:
             pick = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
             picks.append((pick, t.key, label, t.device))
-    plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in sorted(unjudged.items())]
+            if cannot:
+                unjudged_of["tune", t.key] = cannot
     plan.binary_bytes_before = sum(sizes.values())
     plan.binary_bytes_after = sum(kept_sizes.values())
     staying = set(kept_sizes)
     if max_size is not None:
         evicted = _lru(kept, sizes, max_size, plan, labels, listed)
+        gone = {("kernel", key) for key in evicted}
         for pick, key, label, device in picks:  # a pick no longer held: its tune goes too
             if pick in evicted:
                 plan.remove(Removal("tune", key, label, device, "its pick's kernel evicted"))
+                gone.add(("tune", key))
+        for entry in gone & unjudged_of.keys():  # evicted: no longer kept
+            unjudged[unjudged_of[entry]] -= 1
         in_use = {sha for _, key, sha in kept if key not in evicted}
         plan.binary_bytes_after = sum(sizes[sha] for sha in in_use)
         staying = in_use
+    kept_unjudged = sorted((what, n) for what, n in unjudged.items() if n)
+    plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in kept_unjudged]
     _bytes_freed(plan, listed, staying)
     return plan
 

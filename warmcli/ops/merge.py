@@ -4,10 +4,10 @@ Bundles made on several machines or for several architectures are combined by ke
 key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
 in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
-below every other), and the report says which one won and which was
-dropped (in more: each one dropped, beside the one kept in the end). Bundles of a format
-version this warm does not read, and files that are no warm bundle, are refused before
-anything is read; older formats it reads merge into the current one. The output's write lock
+below every other), and the report says which one won and which was dropped (in more: each
+one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
+a format version this warm does not read, and files that are no warm bundle, are refused
+before anything is read; older formats it reads merge into the current one. The output's write lock
 is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no
 write is lost. The result is written to a temporary file beside the output, given the
@@ -18,10 +18,11 @@ leaves the output as it was and nothing beside it (what a killed merge left is r
 the next); an output that is a symbolic link stays one, the file it leads to replaced; one
 that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs'
 signatures do not carry over: given a key, the output is signed with it (every entry), else
-the report says the output is unsigned. A blob is copied a chunk at a time and checked
-against its sha256 as it is copied (`warmcli.bundle.blobs`): no blob's size sets the memory
-a merge takes; a copy that fails (or is missing) is taken from another input holding a good
-one, and the report says so. Nothing here prints.
+the report says the output is unsigned. The inputs are streamed into the output's one
+transaction (`warmcli.ops.merge_union`: no table of any input, nor any blob's size, sets
+the memory a merge takes; one commit, not one per blob); a blob copy that fails (or is
+missing) is taken from another input holding a good one, and the report says so. Nothing
+here prints.
 """
 
 from __future__ import annotations
@@ -35,13 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from warmcli.bundle.blobs import streamed
-from warmcli.bundle.file import (
-    SCHEMAS,
-    check_header,
-    remove_leftovers,
-    unlink_all,
-)
+from warmcli.bundle.file import SCHEMAS, check_header, remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place
@@ -49,7 +44,10 @@ from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.ops.merge_union import Held, Written, write_union
+from warmcli.records import TuneRecord
+
+LISTED = 1_000  # tune choices a report names (as other listings); the rest are counted
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,8 @@ class MergeReport:
     tunes: int = 0
     fingerprints: int = 0
     contributed: dict[str, tuple[int, int]] = field(default_factory=dict)
-    choices: list[TuneChoice] = field(default_factory=list)
+    choices: list[TuneChoice] = field(default_factory=list)  # the first `LISTED`
+    unlisted_choices: int = 0  # the measurements dropped beyond them, counted
     signature: str = ""  # signed by which key, or that the output is unsigned
     mended: list[str] = field(default_factory=list)  # a bad copy, and the input copied instead
 
@@ -138,21 +137,13 @@ def merge_bundles(
             bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
             if signing_key is not None and trusted_keys is not None:
                 _check_vouched(bundles, paths, trusted_keys)
-            union = _read(bundles, report)
             # a link at OUT is kept: the file it leads to is replaced
             real = Path(os.path.realpath(out))
-            report.signature = _publish(bundles, union, real, kept, signing_key, report.mended)
-    kernels, tunes = union.kernels, union.tunes
-    report.kernels, report.tunes, report.fingerprints = (
-        len(kernels),
-        len(tunes),
-        len(union.fingerprints),
-    )
+            written, report.signature = _publish(bundles, real, kept, signing_key, report)
+    report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
+    report.fingerprints = written.fingerprints
     for index, path in enumerate(paths):
-        report.contributed[str(path)] = (
-            sum(1 for _, i in kernels.values() if i == index),
-            sum(1 for _, i in tunes.values() if i == index),
-        )
+        report.contributed[str(path)] = (written.kernels[index], written.tunes[index])
     return report
 
 
@@ -177,65 +168,34 @@ def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:
     return ""
 
 
-@dataclass
-class _Union:
-    """Everything the inputs hold, by key, with the index of the input each entry is from."""
-
-    kernels: dict[str, tuple[KernelRecord, int]] = field(default_factory=dict)
-    last_used: dict[str, float] = field(default_factory=dict)
-    tunes: dict[str, tuple[TuneRecord, int]] = field(default_factory=dict)
-    fingerprints: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
-    chosen: dict[str, list[int]] = field(default_factory=dict)  # tune key -> its choices' places
-    now: float = field(default_factory=time.time)  # when the merge read (`_rank`)
-
-
-def _read(bundles: Sequence[Bundle], report: MergeReport) -> _Union:
-    union = _Union()
-    for index, bundle in enumerate(bundles):
-        usage = bundle.usage()
-        for record in bundle.kernels():
-            union.kernels.setdefault(record.key, (record, index))
-            used = usage.get(record.key, (0.0, 0.0))[1]
-            union.last_used[record.key] = max(used, union.last_used.get(record.key, 0.0))
-        for tune in bundle.tunes():
-            _choose(union, tune, index, report)
-        for fp in bundle.fingerprints():
-            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
-            union.fingerprints[str(fp["identity"])] = (str(fp["kind"]), data)
-    return union
-
-
 def _publish(
     bundles: Sequence[Bundle],
-    union: _Union,
     out: Path,
     kept: os.stat_result | None,
     signing_key: Any,
-    mended: list[str],
-) -> str:
-    """Write `union` beside `out`, give it `kept`'s mode, owner and group, and move it into
-    place, signed given `signing_key` (what is said of the signature is returned; each
-    blob copied from another input than its kernels', `_copy_kernels`, added to `mended`);
-    on any failure nothing is left behind and `out` is as it was."""
+    report: MergeReport,
+) -> tuple[Written, str]:
+    """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
+    copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
+    signed given `signing_key` (what each input contributed and what is said of the
+    signature are returned); on any failure nothing is left behind and `out` is as it was."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
+    chosen: dict[str, list[int]] = {}  # a listed choice's tune key -> its lines
+    now = time.time()  # when the merge read (`_rank`)
+
+    def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
+        return _choose(chosen, now, held, tune, index, report)
+
     try:
         tmp.unlink(missing_ok=True)
         with Bundle.create(tmp) as dest:
-            by_blob: dict[tuple[int, str], list[KernelRecord]] = {}
-            for record, index in union.kernels.values():
-                by_blob.setdefault((index, record.sha256), []).append(record)
-            for (index, sha), records in by_blob.items():
-                _copy_kernels(dest, bundles, index, sha, records, mended)
-            dest.put(
-                tunes=[t for t, _ in union.tunes.values()],
-                fingerprints=[(i, kind, data) for i, (kind, data) in union.fingerprints.items()],
-            )
-            dest.touch(union.last_used)
+            with dest.transaction() as conn:  # one commit for all, not one per binary
+                written = write_union(conn, dest, bundles, choose, report.mended)
             signature = _sign(dest, signing_key, bundles)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
         put_in_place(tmp, out)
-        return signature
+        return written, signature
     except BundleError as exc:
         why = exc.disk_refusal
         if why is not None:
@@ -247,36 +207,6 @@ def _publish(
         ) from None
     finally:
         unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
-
-
-def _copy_kernels(
-    dest: Bundle,
-    bundles: Sequence[Bundle],
-    index: int,
-    sha: str,
-    records: list[KernelRecord],
-    mended: list[str],
-) -> None:
-    """Put `records` into `dest` with their blob `sha` from `bundles[index]`, copied a chunk
-    at a time. Where that copy is missing or fails its sha256, the same content is copied
-    from the first other input holding a good one (a sha256 names one content), and that
-    is said in `mended`; with none, the first refusal stands."""
-    order = [index, *(i for i in range(len(bundles)) if i != index)]  # its own input first
-    refused: BundleError | None = None
-    for at in order:
-        try:
-            binary = streamed(bundles[at], sha)
-            dest.put(kernels=[(r, binary) for r in records])
-        except BundleError as exc:
-            if not str(exc).startswith(f"{bundles[at].path}: blob "):
-                raise  # the output's (a full disk), not the input's copy
-            refused = refused or exc
-            continue
-        if refused is not None:
-            mended.append(f"{refused}: copied from {bundles[at].path}")
-        return
-    assert refused is not None
-    raise refused
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
@@ -328,33 +258,36 @@ def _distinct(paths: list[Path]) -> list[Path]:
     return seen
 
 
-def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) -> None:
-    """Keep the newer measurement of a tune key; note the choice when both differ. A tune
-    held by several inputs is noted once per measurement dropped, each naming the one kept
-    in the end (one a later input displaced is named as dropped, never as kept)."""
-    tunes = union.tunes
-    held = tunes.get(tune.key)
+def _choose(
+    chosen: dict[str, list[int]],
+    now: float,
+    held: Held | None,
+    tune: TuneRecord,
+    index: int,
+    report: MergeReport,
+) -> bool:
+    """Whether `tune` (of input `index`) replaces `held`: the newer measurement of a tune key
+    is kept; the choice is noted when both differ. A tune held by several inputs is noted
+    once per measurement dropped, each naming the one kept in the end (one a later input
+    displaced is named as dropped, never as kept; `chosen`: the lines of a listed key)."""
     if held is None:
-        tunes[tune.key] = (tune, index)
-        return
-    old, old_index = held
-    if (old.measured_at, old.pick) == (tune.measured_at, tune.pick):
-        return
-    newer, newer_index, older, older_index = (
-        (tune, index, old, old_index)
-        if _rank(tune, union.now) > _rank(old, union.now)
-        else (old, old_index, tune, index)
-    )
-    tunes[tune.key] = (newer, newer_index)
-    places = union.chosen.setdefault(tune.key, [])
-    for at in places if newer is tune else ():  # the lines naming the one displaced as kept
+        return True
+    if (held.measured_at, held.pick) == (tune.measured_at, tune.pick):
+        return False
+    wins = _rank(tune, now) > _rank(held, now)
+    newer, older = (tune, held) if wins else (held, tune)
+    newer_index, older_index = (index, held.index) if wins else (held.index, index)
+    for at in chosen.get(tune.key, []) if wins else ():  # lines naming the displaced as kept
         report.choices[at] = replace(
             report.choices[at],
             kept=report.sources[index],
             kept_pick=tune.pick,
             kept_measured_at=tune.measured_at,
         )
-    places.append(len(report.choices))
+    if len(report.choices) >= LISTED:
+        report.unlisted_choices += 1
+        return wins
+    chosen.setdefault(tune.key, []).append(len(report.choices))
     report.choices.append(
         TuneChoice(
             operation=newer.operation,
@@ -368,12 +301,13 @@ def _choose(union: _Union, tune: TuneRecord, index: int, report: MergeReport) ->
             dropped_measured_at=older.measured_at,
         )
     )
+    return wins
 
 
 _SKEW = 86400.0  # how far ahead of this machine's clock another's may be, in seconds
 
 
-def _rank(tune: TuneRecord, now: float) -> tuple[bool, bool, float]:
+def _rank(tune: TuneRecord | Held, now: float) -> tuple[bool, bool, float]:
     """A measured pick beats a pending one; then the newer measurement wins. One dated more
     than a day after `now` (a clock set wrong, or a bundle from elsewhere dated so to win
     every merge) ranks below every measurement dated sanely, whatever their dates; of two

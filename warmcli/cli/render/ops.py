@@ -111,6 +111,9 @@ def merge_renderable(report: MergeReport) -> Group:
                 style="yellow",
             )
         )
+    if report.unlisted_choices:
+        more = f"{report.unlisted_choices:,} more tune(s) measured in several inputs"
+        parts.append(line(f"  and {more}: the newer kept", style="yellow"))
     return Group(*parts)
 
 
@@ -206,6 +209,15 @@ def _unlisted(diff: BundleDiff) -> list[Text]:
     return lines
 
 
+def _how_many(here: int, listed: int, total: int) -> str:
+    """A listing's header count: `here` of the `listed` first of `total` entries."""
+    if total <= listed:
+        return f"{here}"
+    if here == listed:
+        return f"the first {listed:,} of {total:,}"
+    return f"{here:,} of the first {listed:,} of {total:,}"
+
+
 def diff_renderable(diff: BundleDiff) -> Group:
     parts: list[Any] = [
         line(f"A {diff.a}"),
@@ -214,11 +226,13 @@ def diff_renderable(diff: BundleDiff) -> Group:
     ]
     doc = diff_json(diff)["kernels"]
     for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
+        n = diff.count(f"kernels_only_{side.lower()}")
         by_toolchain: dict[str, list[dict[str, Any]]] = {}
         for k in kernels:  # one table per toolchain, not its long identity on every row
             by_toolchain.setdefault(k["toolchain"], []).append(k)
         for toolchain, built in by_toolchain.items():
-            parts.append(line(f"Kernels only in {side} ({len(built)}), built by {toolchain}"))
+            shown = _how_many(len(built), len(kernels), n)
+            parts.append(line(f"Kernels only in {side} ({shown}), built by {toolchain}"))
             table = listing()
             options = kernel_options(built)
             columns = ("device", "kernel", *(() if options is None else ("options",)), "bytes")
@@ -234,14 +248,16 @@ def diff_renderable(diff: BundleDiff) -> Group:
             parts.append(table)
     for side, tunes in (("A", diff.tunes_only_a), ("B", diff.tunes_only_b)):
         if tunes:
-            table = listing(f"Tunes only in {side} ({len(tunes)})")
+            shown = _how_many(len(tunes), len(tunes), diff.count(f"tunes_only_{side.lower()}"))
+            table = listing(f"Tunes only in {side} ({shown})")
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
             for t in sorted(tunes, key=tune_order):
                 add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:
-        table = listing(f"Picks that differ ({len(diff.picks_changed)})")
+        n = len(diff.picks_changed)
+        table = listing(f"Picks that differ ({_how_many(n, n, diff.count('picks_changed'))})")
         for col in ("operation", "shape", "A pick", "A median", "B pick", "B median"):
             table.add_column(col, justify="right" if "median" in col else "left")
         for c in diff.picks_changed:

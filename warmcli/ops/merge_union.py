@@ -1,0 +1,157 @@
+"""A merge's union written into its output, streamed: `write_union` reads each input a row
+at a time, in the inputs' order, and writes into the output's one open transaction, where
+what is already written decides. A kernel key keeps the first input's row, with the latest
+last use of any; a tune key keeps what the caller's `choose` picks of the one held and
+the one read (which input each tune came from, with its status, pick and measurement time,
+is a temporary table of the output's connection, never held in Python); each blob is
+copied once, a chunk at a time and checked against its sha256 (`warmcli.bundle.blobs`), in
+a savepoint of its own: a copy that fails (or is missing) is undone and taken from another
+input holding a good one, and that is said in `mended`. So no table of any input sets the
+memory a merge takes. It owns no state beyond one merge's; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from warmcli.bundle.blobs import streamed
+from warmcli.bundle.kernel_row import write_kernel_row
+from warmcli.bundle.rows import AS_STORED
+from warmcli.bundle.store import Bundle
+from warmcli.bundle.tune_row import interner, tune_values
+from warmcli.errors import BundleError
+from warmcli.records import TuneRecord
+
+
+@dataclass(frozen=True)
+class Held:
+    """The measurement a tune key holds in the output so far, and the input it came from."""
+
+    status: str
+    pick: str | None
+    measured_at: float
+    operation: str
+    shape_key: str
+    device: str
+    index: int
+
+
+# `choose(held, tune, index)`: whether `tune` (of input `index`) replaces what is held
+Choose = Callable[[Held | None, TuneRecord, int], bool]
+
+
+@dataclass
+class Written:
+    """What each input contributed to the output (kernels, tunes), and its fingerprints."""
+
+    kernels: list[int]
+    tunes: list[int]
+    fingerprints: int
+
+
+def write_union(
+    conn: sqlite3.Connection,
+    dest: Bundle,
+    bundles: Sequence[Bundle],
+    choose: Choose,
+    mended: list[str],
+) -> Written:
+    """Write the union of `bundles` into `dest` in its open transaction `conn` (see the
+    module doc)."""
+    now = time.time()
+    written = Written([0] * len(bundles), [0] * len(bundles), 0)
+    for index, bundle in enumerate(bundles):
+        for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
+            held = conn.execute("SELECT 1 FROM kernels WHERE key = ?", (record.key,)).fetchone()
+            if held is None:
+                have = "SELECT 1 FROM blobs WHERE sha256 = ?"
+                if conn.execute(have, (record.sha256,)).fetchone() is None:
+                    _copy_blob(conn, bundles, index, record.sha256, mended)
+                write_kernel_row(conn, record, now)
+                written.kernels[index] += 1
+                used_sql = "UPDATE kernels SET last_used = ? WHERE key = ?"
+            else:  # the first input's row, the latest last use
+                used_sql = "UPDATE kernels SET last_used = max(last_used, ?) WHERE key = ?"
+            conn.execute(used_sql, (used, record.key))
+    conn.execute(
+        "CREATE TEMP TABLE merge_held (key TEXT PRIMARY KEY, input INTEGER, status TEXT, "
+        "pick TEXT, measured_at REAL)"
+    )
+    try:
+        _write_tunes(conn, dest, bundles, choose, now)
+        for index, count in conn.execute("SELECT input, count(*) FROM merge_held GROUP BY 1"):
+            written.tunes[index] = count
+    finally:
+        conn.execute("DROP TABLE temp.merge_held")
+    fingerprints: dict[str, tuple[str, str]] = {}
+    for bundle in bundles:
+        for fp in bundle.fingerprints():
+            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
+            fingerprints[str(fp["identity"])] = (str(fp["kind"]), json.dumps(data, sort_keys=True))
+    conn.executemany(
+        "INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)",
+        [(i, kind, data) for i, (kind, data) in fingerprints.items()],
+    )
+    written.fingerprints = len(fingerprints)
+    return written
+
+
+def _write_tunes(
+    conn: sqlite3.Connection, dest: Bundle, bundles: Sequence[Bundle], choose: Choose, now: float
+) -> None:
+    intern = interner(conn, dest.path)
+    for index, bundle in enumerate(bundles):
+        for tune in bundle.each_tune(order=AS_STORED):
+            row = conn.execute(
+                "SELECT input, status, pick, measured_at FROM merge_held WHERE key = ?",
+                (tune.key,),
+            ).fetchone()
+            held = None
+            if row is not None:
+                at, status, pick, measured_at = row
+                t = tune
+                held = Held(status, pick, measured_at, t.operation, t.shape_key, t.device, at)
+            if choose(held, tune, index):
+                conn.execute(
+                    "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    tune_values(tune, intern, now),
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO merge_held VALUES (?, ?, ?, ?, ?)",
+                    (tune.key, index, tune.status, tune.pick, tune.measured_at),
+                )
+
+
+def _copy_blob(
+    conn: sqlite3.Connection, bundles: Sequence[Bundle], index: int, sha: str, mended: list[str]
+) -> None:
+    """Copy blob `sha` from `bundles[index]` into `conn`'s transaction, in a savepoint; where
+    that copy is missing or fails its sha256, from the first other input holding a good one
+    (a sha256 names one content), said in `mended`; with none, the first refusal stands."""
+    order = [index, *(i for i in range(len(bundles)) if i != index)]  # its own input first
+    refused: BundleError | None = None
+    for at in order:
+        try:
+            binary = streamed(bundles[at], sha)
+            conn.execute("SAVEPOINT copy")
+            try:
+                binary.store(conn)
+            except BundleError:
+                conn.execute("ROLLBACK TO copy")
+                raise
+            finally:
+                conn.execute("RELEASE copy")
+        except BundleError as exc:
+            if not str(exc).startswith(f"{bundles[at].path}: blob "):
+                raise  # the output's (a full disk), not the input's copy
+            refused = refused or exc
+            continue
+        if refused is not None:
+            mended.append(f"{refused}: copied from {bundles[at].path}")
+        return
+    assert refused is not None
+    raise refused
