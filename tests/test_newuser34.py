@@ -1,0 +1,34 @@
+"""What a new user meets following the README literally (stop 34).
+
+Each test is one place where warm did not do what the README shows: the README's own
+command, run as printed, through the real CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from conftest import Warm
+
+
+def test_keygen_makes_the_keys_own_folder_as_the_readme_shows_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README, Trust: `warm keygen ~/.warm/ci.key` on a machine with no ~/.warm yet.
+    home = tmp_path / "user"
+    home.mkdir()
+    proc = warm("keygen", home / ".warm" / "ci.key")
+    assert proc.returncode == 0, proc.stderr
+    assert (home / ".warm" / "ci.key").is_file()
+    assert (home / ".warm" / "ci.key.pub").is_file()
+    # a folder made for a private key is this user's alone
+    assert stat.S_IMODE((home / ".warm").stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / ".warm" / "ci.key").stat().st_mode) == 0o600
+
+
+def test_keygen_creates_no_more_than_the_keys_own_folder(warm: Warm, tmp_path: Path) -> None:
+    proc = warm("keygen", tmp_path / "typo" / "keys" / "ci.key")
+    assert proc.returncode == 2
+    assert "no directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "typo").exists()
