@@ -32,3 +32,28 @@ def test_keygen_creates_no_more_than_the_keys_own_folder(warm: Warm, tmp_path: P
     assert proc.returncode == 2
     assert "no directory" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "typo").exists()
+
+
+OVERSIZED = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('extern "C" __global__ void k(float *x) { x[0] = 1; }', "k", "P", language="cuda")
+def workload(rt):
+    x = rt.buffer(4)
+    rt.launch(K, x, grid=(1, 70000), block=(2048,))
+"""
+
+
+def test_an_oversized_launch_names_only_the_sizes_over_their_limits(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README: a pre-build's launch over a GPU's limits fails "naming them"; the block's y
+    # (1) and the grid's z (1) are within theirs, so the error does not name them.
+    workload = tmp_path / "big.py"
+    workload.write_text(OVERSIZED)
+    proc = warm("run", workload, "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "block x 2048 (at most 1024)" in proc.stderr, proc.stderr
+    assert "grid y 70000 (at most 65535)" in proc.stderr, proc.stderr
+    assert "y 1 " not in proc.stderr and "z 1 " not in proc.stderr, proc.stderr
