@@ -57,3 +57,27 @@ def test_an_oversized_launch_names_only_the_sizes_over_their_limits(
     assert "block x 2048 (at most 1024)" in proc.stderr, proc.stderr
     assert "grid y 70000 (at most 65535)" in proc.stderr, proc.stderr
     assert "y 1 " not in proc.stderr and "z 1 " not in proc.stderr, proc.stderr
+
+
+HOST_WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void k(float *x, int n) { x[0] = n; }", "k", "Pi")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), 4)
+"""
+
+
+def test_a_host_workload_under_arch_is_not_told_to_set_the_device_it_set(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README: `DEVICE = "host"` picks the device under `--device auto`; `--arch` stands in
+    # for a GPU whatever DEVICE says, so the hint must be to leave out --arch.
+    workload = tmp_path / "host.py"
+    workload.write_text(HOST_WORKLOAD)
+    proc = warm("run", workload, "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "compiles CUDA kernels only" in proc.stderr, proc.stderr
+    assert 'DEVICE = "host"` in the workload' not in proc.stderr, proc.stderr
+    assert "without --arch" in proc.stderr, proc.stderr
