@@ -81,3 +81,38 @@ def test_a_host_workload_under_arch_is_not_told_to_set_the_device_it_set(
     assert "compiles CUDA kernels only" in proc.stderr, proc.stderr
     assert 'DEVICE = "host"` in the workload' not in proc.stderr, proc.stderr
     assert "without --arch" in proc.stderr, proc.stderr
+
+
+def test_a_restore_that_is_no_list_is_named_plainly() -> None:
+    # README: `restore="y"`, `restore=2` are refused where the Tunable is made.
+    import pytest
+
+    from warmcli import Kernel, Tunable
+    from warmcli.errors import TuneSpecError
+
+    k = Kernel("void k(float *x) { x[0] = 1; }", "k", "P")
+    for restore, shown in (("y", "not 'y' (str)"), (2, "not 2 (int)")):
+        with pytest.raises(TuneSpecError) as caught:
+            Tunable("t", {"a": k, "b": k}, lambda *a, stream=None: None, restore=restore)
+        assert shown in str(caught.value), str(caught.value)
+
+
+FLOAT_ARGS = """
+import json, warmcli
+from warmcli import Kernel
+rt = warmcli.runtime("host")
+k = Kernel("void k(float *x, float s) { x[0] = s; }", "k", "Pf")
+x = rt.buffer(1)
+rt.launch(k, x, float("inf"))
+try:
+    rt.launch(k, x, 3.5e38)
+except warmcli.errors.LaunchError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_an_out_of_range_float_argument_says_inf_and_nan_are_taken(warm: Warm) -> None:
+    # README: `f` takes a real number within ±3.4e38, "inf and nan too"; the error for
+    # 3.5e38 must not read as if inf were refused.
+    shown = warm.production(FLOAT_ARGS)
+    assert "or inf or nan" in shown, shown

@@ -76,7 +76,7 @@ def check_spec(
     if not (restore is None or callable(restore) or listed):
         raise TuneSpecError(
             f"tunable {name}: restore= is a list of input positions or names (restore=[...]),"
-            f" or a callable of the inputs, not a {type(restore).__name__}"
+            f" or a callable of the inputs, not {restore!r:.80} ({type(restore).__name__})"
         )
     if key is not None and not callable(key):
         raise TuneSpecError(
