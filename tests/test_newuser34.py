@@ -116,3 +116,24 @@ def test_an_out_of_range_float_argument_says_inf_and_nan_are_taken(warm: Warm) -
     # 3.5e38 must not read as if inf were refused.
     shown = warm.production(FLOAT_ARGS)
     assert "or inf or nan" in shown, shown
+
+
+def test_a_blank_warm_bundle_is_an_empty_one_not_a_file_named_by_spaces(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README: WARM_BUNDLE set and empty is no bundle in production and the default bundle
+    # for a command (as `--bundle " "` is refused as empty); a blank one wrote a bundle
+    # file named " " in the working folder.
+    workload = tmp_path / "host.py"
+    workload.write_text(HOST_WORKLOAD)
+    blank = Warm(dict(warm.env, WARM_BUNDLE="  "))
+    proc = blank("run", workload, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "  ").exists()
+    assert (Path(warm.env["WARM_HOME"]) / "bundle.warm").is_file()
+    served = blank.production(
+        "import json, runpy, warmcli\n"
+        f"runpy.run_path({str(workload)!r})['workload'](warmcli.runtime('host'))\n"
+        "print(json.dumps(warmcli.report().bundle))\n"
+    )
+    assert served is None
