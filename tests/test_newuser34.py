@@ -137,3 +137,25 @@ def test_a_blank_warm_bundle_is_an_empty_one_not_a_file_named_by_spaces(
         "print(json.dumps(warmcli.report().bundle))\n"
     )
     assert served is None
+
+
+STRICT_ARGS = """
+import json, warmcli
+shown = []
+for strict in (2, [], "bogus"):
+    try:
+        warmcli.use_bundle(None, strict=strict)
+    except Exception as exc:
+        shown.append([type(exc).__name__, str(exc)])
+print(json.dumps(shown))
+"""
+
+
+def test_use_bundle_names_a_strict_of_the_wrong_type_or_value(warm: Warm) -> None:
+    # README: an argument of the wrong type is a TypeError naming it; strict=2 was an
+    # AttributeError ('int' object has no attribute 'strip'), and strict="bogus" blamed
+    # WARM_STRICT, which was not set.
+    shown = warm.production(STRICT_ARGS)
+    assert [kind for kind, _ in shown] == ["TypeError", "TypeError", "ConfigError"], shown
+    assert all("strict" in text and "WARM_STRICT" not in text for _, text in shown), shown
+    assert shown[0][1].startswith("use_bundle: strict must be"), shown
