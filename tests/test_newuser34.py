@@ -159,3 +159,20 @@ def test_use_bundle_names_a_strict_of_the_wrong_type_or_value(warm: Warm) -> Non
     assert [kind for kind, _ in shown] == ["TypeError", "TypeError", "ConfigError"], shown
     assert all("strict" in text and "WARM_STRICT" not in text for _, text in shown), shown
     assert shown[0][1].startswith("use_bundle: strict must be"), shown
+
+
+def test_a_pass_table_in_a_narrow_terminal_keeps_each_count_beside_its_name(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README: in a terminal too narrow for a table, each value is under its column's
+    # name; a pass table's counts sit in a column with no name, so they were shown each
+    # on a line of its own, under nothing ("Compilation  registered" then "  3").
+    workload = tmp_path / "host.py"
+    workload.write_text(HOST_WORKLOAD)
+    narrow = Warm(dict(warm.env, COLUMNS="50"))
+    proc = narrow("run", workload, "-b", tmp_path / "b.warm")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "Compilation  registered  1" in lines, proc.stdout
+    assert "Execution    executed  0" in lines, proc.stdout
+    assert not [ln for ln in lines if ln.strip().isdigit()], proc.stdout
