@@ -176,3 +176,20 @@ def test_a_pass_table_in_a_narrow_terminal_keeps_each_count_beside_its_name(
     assert "Compilation  registered  1" in lines, proc.stdout
     assert "Execution    executed  0" in lines, proc.stdout
     assert not [ln for ln in lines if ln.strip().isdigit()], proc.stdout
+
+
+def test_check_refuses_an_unsigned_bundle_under_trusted_keys_with_exit_2(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # README, Trust: a bundle no trusted key signed is refused: `warm check` too, exit 2
+    # in one line (not exit 1 and a table of `unsigned` rows, which is for a signed bundle
+    # with rows added after signing).
+    workload = tmp_path / "host.py"
+    workload.write_text(HOST_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    assert warm("keygen", tmp_path / "ci.key").returncode == 0
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub")))
+    proc = trusting("check", bundle)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "unsigned" in proc.stderr, proc.stderr
