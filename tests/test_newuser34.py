@@ -193,3 +193,28 @@ def test_check_refuses_an_unsigned_bundle_under_trusted_keys_with_exit_2(
     proc = trusting("check", bundle)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "unsigned" in proc.stderr, proc.stderr
+
+
+FORKED_RAISES = """
+import os
+from warmcli import Kernel
+K = Kernel("void k(float *x, int n) { x[0] = n; }", "k", "Pi")
+def workload(rt):
+    rt.launch(K, rt.buffer(2), 2)
+    pid = os.fork()
+    if pid == 0:
+        raise ValueError("child boom")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+"""
+
+
+def test_a_forked_child_that_raises_says_why_as_python_would(warm: Warm, tmp_path: Path) -> None:
+    # README: a forked child that raises out of workload() ends there, exit code 1. Under
+    # Python its exception is printed as it dies; under warm it vanished without a word.
+    workload = tmp_path / "forks.py"
+    workload.write_text(FORKED_RAISES)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "ValueError: child boom" in proc.stderr, proc.stderr
+    assert "forks.py:9" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
