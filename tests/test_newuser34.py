@@ -218,3 +218,16 @@ def test_a_forked_child_that_raises_says_why_as_python_would(warm: Warm, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "ValueError: child boom" in proc.stderr, proc.stderr
     assert "forks.py:9" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_tunable_whose_launch_is_no_callable_is_refused_where_it_is_made() -> None:
+    # README: warm calls `launch(rt, kernel, *inputs, stream=stream)`; a Tunable made with
+    # a launch that is no function (its arguments swapped, say) was taken, and every tune
+    # of it failed later, each candidate "'int' object is not callable".
+    import pytest
+
+    from warmcli import Kernel, Tunable
+
+    k = Kernel("void k(float *x) { x[0] = 1; }", "k", "P")
+    with pytest.raises(TypeError, match=r"tunable t: launch is no callable \(int\)"):
+        Tunable("t", {"a": k, "b": k}, 3)  # type: ignore[arg-type]
