@@ -32,7 +32,7 @@ WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
 b(r, sha256) AS (SELECT row_number() OVER (ORDER BY sha256) - 1, sha256 FROM blobs)
 INSERT INTO kernels SELECT
     printf('%064x', i), arch, 'cuda', arch, 'k' || (i % 97), 'k' || (i % 97) || '[V=' || i || ']',
-    'warm_' || printf('%016x', i) || '_k' || (i % 97),
+    'warm_' || substr(printf('%064x', i), 1, 16) || '_k' || (i % 97),
     b.sha256, ?,
     '{"arch":"' || arch || '"}', '', 0.01, 1000.0 + i, 1000.0 + i
 FROM (SELECT i, CASE i % 2 WHEN 0 THEN 'sm_80' ELSE 'sm_90' END AS arch FROM n)

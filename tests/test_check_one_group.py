@@ -22,9 +22,9 @@ ROWS = 60_000
 GROWTH = 32  # MiB over `warm check` on the small bundle it was made from
 _BUILDS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
-INSERT INTO kernels SELECT lower(hex(randomblob(32))), 'host', 'host', '{arch}', 'e', 'l',
-    symbol, sha256, toolchain, '{{}}', '', 0.1, 1.0, 1.0
-FROM n, (SELECT symbol, sha256, toolchain FROM kernels LIMIT 1)
+INSERT INTO kernels SELECT substr(k0, 1, 16) || lower(hex(randomblob(24))), 'host', 'host',
+    '{arch}', e0, 'l', symbol, sha256, toolchain, '{{}}', '', 0.1, 1.0, 1.0
+FROM n, (SELECT key AS k0, entry AS e0, symbol, sha256, toolchain FROM kernels LIMIT 1)
 """
 _DEVICES = f"""
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
