@@ -203,7 +203,9 @@ def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine
     with conn:  # the same kernel built for another arch: a row of its own key
         conn.execute(
             f"INSERT INTO kernels (key, arch, {columns}) "
-            f"SELECT lower(hex(randomblob(32))), '{away}', {columns} FROM kernels WHERE {here}"
+            # its symbol, warm_<key[:16]>_<entry>, is still its key's (else a corrupt row)
+            f"SELECT substr(key, 1, 16) || lower(hex(randomblob(24))), '{away}', {columns} "
+            f"FROM kernels WHERE {here}"
         )
         conn.execute(  # its symbol the one warm gives its entry under its key
             "UPDATE kernels SET symbol = 'warm_' || substr(key, 1, 16) || '_' || entry "

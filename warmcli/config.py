@@ -134,9 +134,11 @@ def android_app(environ: Environ | None = None) -> bool:
 
 def bundle(environ: Environ | None = None) -> str | None:
     """`WARM_BUNDLE`, the one rule the commands and production share: None when unset;
-    `""` when set and empty (production serves no bundle, a command its default bundle);
-    else a bundle's path or an `https://` or `s3://` URL."""
-    return _env(environ).get("WARM_BUNDLE")
+    `""` when set and empty or blank (production serves no bundle, a command its default
+    bundle, as for `WARM_TRUSTED_KEYS`: never a file named by spaces); else a bundle's path
+    or an `https://` or `s3://` URL."""
+    named = _env(environ).get("WARM_BUNDLE")
+    return "" if named is not None and not named.strip() else named
 
 
 def bundle_write(environ: Environ | None = None) -> bool:

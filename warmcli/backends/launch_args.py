@@ -101,7 +101,7 @@ def _integer_step(kernel: Kernel, position: int) -> Step:
 def _float_step(kernel: Kernel, position: int) -> Step:
     letter = kernel.params[position]
     limit = FLOAT_LIMITS[letter]
-    expected = f"a real number that rounds to a finite one (within ±{_LARGEST[letter]})"
+    expected = f"a real number that rounds to a finite one (±{_LARGEST[letter]}), or inf or nan"
 
     def step(value: Any) -> Any:
         if type(value) is float and -limit <= value <= limit:

@@ -162,12 +162,26 @@ def trusted_keys(
 
 def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """A new Ed25519 key pair: the private key at `path` (mode 0600), the public at `path`.pub;
-    an existing file is never overwritten."""
+    an existing file is never overwritten. The key's own folder is made (mode 0700) where
+    it is missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
     serialization, ed25519 = _crypto()
     private, public = Path(path), Path(f"{path}.pub")
     for target in (private, public):
         if os.path.lexists(target):
             raise SignatureError(f"{target}: exists; keygen never overwrites a key")
+    folder = private.parent
+    if not os.path.lexists(folder):
+        if not folder.parent.is_dir():
+            raise SignatureError(
+                f"{private}: no directory {folder.parent} (warm creates only the key's own "
+                f"directory, {folder.name})"
+            )
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made meanwhile
+        except OSError as exc:
+            raise SignatureError(f"{folder}: cannot make its folder: {exc.strerror}") from None
     key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM,

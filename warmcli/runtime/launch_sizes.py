@@ -105,16 +105,17 @@ def check_cuda_limits(config: LaunchConfig) -> None:
     a GPU says so, as the GPU would at production's first launch)."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
     threads = bx * by * bz
-    problems = [
-        f"{threads} threads a block (at most 1024)" if threads > 1024 else "",
-        f"block x {bx} or y {by} (at most 1024)" if max(bx, by) > 1024 else "",
-        f"block z {bz} (at most 64)" if bz > 64 else "",
-        f"grid x {gx} (at most {2**31 - 1})" if gx > 2**31 - 1 else "",
-        f"grid y {gy} or z {gz} (at most 65535)" if max(gy, gz) > 65535 else "",
-        f"dynamic shared memory {config.shared} bytes (at most {MAX_DYNAMIC_SHARED})"
-        if config.shared > MAX_DYNAMIC_SHARED
-        else "",
-    ]
+    limits = (
+        ("block x", bx, 1024),
+        ("block y", by, 1024),
+        ("block z", bz, 64),
+        ("grid x", gx, 2**31 - 1),
+        ("grid y", gy, 65535),
+        ("grid z", gz, 65535),
+        ("dynamic shared memory", config.shared, MAX_DYNAMIC_SHARED),
+    )
+    problems = [f"{threads} threads a block (at most 1024)" if threads > 1024 else ""]
+    problems += [f"{name} {size} (at most {most})" for name, size, most in limits if size > most]
     if any(problems):
         shown = "; ".join(p for p in problems if p)
         raise ValueError(

@@ -64,10 +64,15 @@ class Strictness:
         return getattr, (Strictness, self.name)
 
     @classmethod
-    def parse(cls, value: bool | str | None) -> Strictness:
-        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither."""
+    def parse(cls, value: bool | str | None, source: str = "WARM_STRICT") -> Strictness:
+        """`True`/`"1"`/`"raise"` raise, `"warn"` logs, `False`/`""`/`"0"`/`"off"` neither;
+        `source` is where the value came from, named by the error for any other."""
         if isinstance(value, bool) or value is None:
             return cls.RAISE if value else cls.OFF
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{source} must be True, False, 'warn' or None, not {type(value).__name__}"
+            )
         text = value.strip().lower()
         if text in ("", "0", "off", "false", "no"):
             return cls.OFF
@@ -75,7 +80,7 @@ class Strictness:
             return cls.WARN
         if text in ("1", "raise", "true", "on", "yes"):
             return cls.RAISE
-        raise ConfigError(f"WARM_STRICT must be 1, warn or 0, not {value!r}")
+        raise ConfigError(f"{source} must be 1, warn or 0, not {value!r}")
 
 
 Strictness.OFF, Strictness.WARN, Strictness.RAISE = (
@@ -94,7 +99,10 @@ class MissPolicy(Record):
         cls, strict: bool | str | None = None, environ: Mapping[str, str] | None = None
     ) -> MissPolicy:
         """`WARM_EXPLAIN` and `WARM_STRICT`; an explicit `strict` wins over the variable."""
-        chosen = Strictness.parse(config.strict(environ) if strict is None else strict)
+        if strict is None:
+            chosen = Strictness.parse(config.strict(environ))
+        else:
+            chosen = Strictness.parse(strict, "use_bundle: strict")
         return cls(log=config.explain(environ), strict=chosen)
 
     def report(self, device_id: str, explanation: MissExplanation) -> None:

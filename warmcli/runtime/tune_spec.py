@@ -64,19 +64,29 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
 
 
 def check_spec(
-    name: str, candidates: Mapping[str, object], repeats: int, key: object, restore: object
+    name: str,
+    candidates: Mapping[str, object],
+    repeats: int,
+    key: object,
+    restore: object,
+    launch: object,
 ) -> None:
     """`TuneSpecError` where every candidate's samples (`repeats` each) and name take more
     than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest for the reasons that
     candidates fail with, cut to fit when the row is written): no reader would read it;
     where `key` is neither None nor a callable (a list of names, as Triton takes); and
     where `restore` is neither None, a callable nor a list or other iterable (a str is no
-    list of names)."""
+    list of names). `TypeError` where `launch` is no callable (every tune would fail)."""
+    if not callable(launch):
+        raise TypeError(
+            f"tunable {name}: launch is no callable ({type(launch).__name__}): give the "
+            "function that runs one candidate, launch(rt, kernel, *inputs, stream=stream)"
+        )
     listed = isinstance(restore, Iterable) and not isinstance(restore, str | bytes)
     if not (restore is None or callable(restore) or listed):
         raise TuneSpecError(
             f"tunable {name}: restore= is a list of input positions or names (restore=[...]),"
-            f" or a callable of the inputs, not a {type(restore).__name__}"
+            f" or a callable of the inputs, not {restore!r:.80} ({type(restore).__name__})"
         )
     if key is not None and not callable(key):
         raise TuneSpecError(

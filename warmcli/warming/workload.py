@@ -27,7 +27,8 @@ with no arguments (not warm's command line), and each run starts with the `sys.a
 import left (a script's own defaults). A run waits, as Python does
 before a process ends, for the non-daemon threads the entry left running (not an idle pool
 worker), and a process the entry forked that returns or raises out of it ends there
-(`os._exit`), never running warm's passes beside its parent.
+(`os._exit`; what it raised said in one line on its stderr), never running warm's passes
+beside its parent.
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
@@ -54,6 +55,7 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
+from warmcli.printable import printable
 from warmcli.production import late_runtimes
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -121,11 +123,9 @@ class Workload:
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
-            _forked_child_ends(pid, 1)
-            raise WorkloadError(
-                f"workload raised during {pass_name}: {where(exc, self.path)}"
-                f"{type(exc).__name__}: {message_of(exc).strip()}"
-            ) from exc
+            said = f"{where(exc, self.path)}{type(exc).__name__}: {message_of(exc).strip()}"
+            _forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
+            raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
             if isinstance(sys.path, list):  # the list others may hold, as it was
                 sys.path[:] = path
@@ -260,10 +260,15 @@ def _join_left(running: set[threading.Thread]) -> None:
             thread.join()
 
 
-def _forked_child_ends(parent: int, code: int) -> None:
+def _forked_child_ends(parent: int, code: int, said: str = "") -> None:
     """A process the workload forked that returned (or raised, `code` 1) out of its entry
-    ends here, its output flushed: warm's passes and store are its parent's alone."""
+    ends here, its output flushed: warm's passes and store are its parent's alone. What
+    it raised is `said` on its stderr, in one line, as Python prints a dying process's
+    exception (the child's own last words: no parent reports them)."""
     if os.getpid() != parent:
+        if said:
+            with contextlib.suppress(Exception):
+                sys.stderr.write(printable(said) + "\n")
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

@@ -103,10 +103,14 @@ class CompilerSlot:
 
     def get(self, language: str) -> CudaCompiler:
         if language != "cuda":
-            other = "--device host" if self.device_id.startswith("cuda:") else "no --arch"
+            where = (
+                '(`DEVICE = "host"` in the workload, or --device host)'
+                if self.device_id.startswith("cuda:")
+                else "(run it without --arch, which stands in for a GPU whatever DEVICE says)"
+            )
             raise DeviceError(
                 f"{self.device_id} compiles CUDA kernels only, not {language!r}: a C kernel "
-                f'runs on the host (`DEVICE = "host"` in the workload, or {other})'
+                f"runs on the host {where}"
             )
         with self._lock:
             if self._compiler is None:

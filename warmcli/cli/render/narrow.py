@@ -4,7 +4,8 @@ A Rich table in a terminal narrower than its columns shrinks them until a name i
 to `x8…` or a column to nothing (`COLUMNS=40 warm stats`). A `Listing` is a Rich table
 that, when the terminal cannot give each column its text (a folding column at least
 `FOLDED` cells), shows one record after another instead: each non-empty cell on a line
-of its own, under its column's name, folded to the width there is. Names and their
+of its own, under its column's name (a cell of a column with no name beside the one
+before it, as a pass table's count beside its name), folded to the width there is. Names and their
 values (those records, a bundle's manifest) are `Pairs`: where a name and its value do
 not both fit, the name is cut (`…`), never the value. Each decides at each render, from
 the width it is given; it owns only its rows and prints nothing itself.
@@ -53,9 +54,18 @@ class Listing(Table):
         for i, row in enumerate(self.rows):
             if i:
                 grid.add_row("", "")
+            shown: list[tuple[str, Text]] = []
             for column, values in zip(self.columns, cells, strict=True):
-                if _text(values[i]):
-                    grid.add_row(Text(str(column.header)), values[i], style=row.style)
+                value, header = values[i], str(column.header)
+                if not _text(value):
+                    continue
+                cell = value if isinstance(value, Text) else Text(str(value))
+                if not header and shown:  # a column with no name goes on with the one before
+                    shown[-1] = (shown[-1][0], Text.assemble(shown[-1][1], "  ", cell))
+                else:
+                    shown.append((header, cell))
+            for header, cell in shown:
+                grid.add_row(Text(header), cell, style=row.style)
         yield grid
         yield Text()
 
