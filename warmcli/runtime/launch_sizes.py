@@ -112,10 +112,13 @@ def check_cuda_limits(config: LaunchConfig) -> None:
         ("grid x", gx, 2**31 - 1),
         ("grid y", gy, 65535),
         ("grid z", gz, 65535),
-        ("dynamic shared memory", config.shared, MAX_DYNAMIC_SHARED),
     )
     problems = [f"{threads} threads a block (at most 1024)" if threads > 1024 else ""]
     problems += [f"{name} {size} (at most {most})" for name, size, most in limits if size > most]
+    if config.shared > MAX_DYNAMIC_SHARED:
+        problems.append(
+            f"dynamic shared memory {config.shared} bytes (at most {MAX_DYNAMIC_SHARED})"
+        )
     if any(problems):
         shown = "; ".join(p for p in problems if p)
         raise ValueError(
