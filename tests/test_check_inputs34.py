@@ -5,11 +5,7 @@ values. Each check call gets its own copy now."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from conftest import ROOT, Warm
+from conftest import Warm
 
 CODE = """
 import json, numpy as np, warmcli
@@ -33,12 +29,6 @@ print(json.dumps({"seen": SEEN, "y": float(rt.read(y)[0])}))
 
 
 def test_each_check_call_gets_the_inputs_as_they_were(warm: Warm) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", CODE],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-        env=dict(warm.env, WARM_BUNDLE=""),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout)
+    got = warm.production(CODE)  # a fresh process, no bundle: a cold tune
     assert got["seen"] == [8.0, 8.0, 8.0], got
     assert got["y"] == 2.0, got

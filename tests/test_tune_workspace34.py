@@ -6,11 +6,7 @@ dropped is neither held nor put back, and its copy is freed."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from conftest import ROOT, Warm
+from conftest import Warm
 
 CODE = """
 import json, resource, numpy as np, warmcli
@@ -33,12 +29,6 @@ print(json.dumps({"grew_mb": (after - before) / 1024, "x": float(rt.read(x)[0])}
 
 
 def test_a_per_call_workspace_is_not_held_by_the_tune(warm: Warm) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", CODE],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-        env=dict(warm.env, WARM_BUNDLE=""),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout)
+    got = warm.production(CODE)  # a fresh process, no bundle: a cold tune
     assert got["x"] == 2.0, got  # the pick ran once, on the original contents
     assert got["grew_mb"] < 120, got  # 3 x 41 calls x 2 x 4 MiB held: about 1 GB before
