@@ -72,6 +72,7 @@ def test_merge_lists_the_first_thousand_tunes_it_chose_between(warm: Warm, tmp_p
     shutil.copyfile(old, new)
     with sqlite3.connect(new) as conn:
         conn.execute("UPDATE tunes SET measured_at = measured_at + 5")
+    warm.env["COLUMNS"] = "100000"  # one line a tune, however long its paths (xdist's)
     done = warm("merge", "-o", tmp_path / "out.warm", old, new)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

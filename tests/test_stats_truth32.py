@@ -46,7 +46,7 @@ for i in range(int(first), int(last) + 1):
     news, cands = [], []
     for c in t0.candidates:
         k, blob = kernels[c.kernel_key]
-        key = hashlib.sha256(f"{k.key}{i}".encode()).hexdigest()
+        key = k.key[:16] + hashlib.sha256(f"{k.key}{i}".encode()).hexdigest()[:48]  # (symbol's)
         news.append((dataclasses.replace(k, key=key), blob))
         cands.append(dataclasses.replace(c, kernel_key=key))
     shape = f"float32[{i}] {i}"
