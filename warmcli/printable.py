@@ -7,7 +7,8 @@ forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would sho
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
 (`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
-`cut` shortens a text a line names to its first `CUT_CHARS` (a shape may be megabytes).
+`cut` shortens a text a line names to its first `CUT_CHARS` (a shape may be megabytes);
+`LISTED` is how many entries of a list any report names.
 `lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
@@ -21,6 +22,7 @@ import re
 from typing import Any
 
 CUT_CHARS = 512  # what a line or a table cell shows of one text (`cut`)
+LISTED = 1_000  # entries a report names of a longer list (every command's); the rest counted
 _METHODS = ("fullmatch", "match", "search", "sub", "subn", "split", "findall", "finditer")
 
 

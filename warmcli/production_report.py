@@ -7,10 +7,8 @@ prints them)."""
 
 from __future__ import annotations
 
-from warmcli.printable import cut
+from warmcli.printable import LISTED, cut
 from warmcli.records import Record, factory
-
-LISTED = 1_000  # misses the text names (as other listings); the rest are counted
 
 
 class Miss(Record):

@@ -41,11 +41,11 @@ from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import UNSIGNED, MissExplanation, corrupt_entry, explained
 
 MACHINE = "this machine has"
-LISTED = 1_000  # explanations kept (and shown by `warm check --json`); the rest are counted
 
 
 @dataclass

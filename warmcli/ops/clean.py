@@ -41,9 +41,9 @@ from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
+from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord, where
 
-LISTED = 1_000  # removals a plan keeps whole (and shows); every one is counted by reason
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 
 

@@ -27,9 +27,9 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from warmcli.bundle.checking import TuneChecks, checked
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
 
-LISTED = 1_000  # entries of each kind a diff keeps (and shows); the rest are counted
 Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
 
 

@@ -45,9 +45,8 @@ from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError
 from warmcli.ops.merge_union import Held, Written, write_union
+from warmcli.printable import LISTED
 from warmcli.records import TuneRecord
-
-LISTED = 1_000  # tune choices a report names (as other listings); the rest are counted
 
 
 @dataclass(frozen=True)

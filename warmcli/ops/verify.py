@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
-
-LISTED = 1_000  # problems named in a report; the rest are counted in `unlisted`
+from warmcli.printable import LISTED
 
 
 @dataclass
