@@ -224,6 +224,12 @@ class KernelRecord(Record):
         fields["size"] = size
 
 
+def symbol_prefix(key: str) -> str:
+    """What a kernel's entry is prefixed with in its binary, under `key`: `warm_<key[:16]>_`
+    (written by `CompileUnit.symbol`, checked against its key by a bundle's reader)."""
+    return f"warm_{key[:16]}_"
+
+
 def where(device: str, arch: str) -> str:
     """A kernel's device and arch in one phrase (a compile-only device is named by its arch)."""
     return device if device == arch else f"{device} {arch}"

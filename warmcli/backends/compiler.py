@@ -28,7 +28,7 @@ from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
 from warmcli.once import once
 from warmcli.printable import Pattern
-from warmcli.records import Record
+from warmcli.records import Record, symbol_prefix
 
 
 class CompileUnit(Record):
@@ -47,7 +47,7 @@ class CompileUnit(Record):
     @property
     def prefix(self) -> str:
         """What a shared translation unit puts before the kernel's entry and helper names."""
-        return f"warm_{self.key[:16]}_"
+        return symbol_prefix(self.key)
 
     @property
     def symbol(self) -> str:

@@ -34,7 +34,7 @@ from warmcli.bundle.rows import (
     _Malformed,
     _within_limits,
 )
-from warmcli.records import KernelRecord
+from warmcli.records import KernelRecord, symbol_prefix
 
 PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for serving
 # A prefetched row: `KERNEL_COLUMNS`, its blob's size (read as `KERNEL_SELECT` reads it, by
@@ -258,9 +258,9 @@ def _symbol_fits(key: str, arch: str, entry: str, symbol: str) -> bool:
     `warm_<key[:16]>_<entry>`; a PTX row (arch `compute_XX`) keeps its cubin's symbol, so
     only its entry is tied. A row moved under another kernel's key (its blob and symbol
     those of another kernel) is malformed, never launched for the kernel the key names."""
-    return symbol == f"warm_{symbol[5:21]}_{entry}" and (
-        symbol[5:21] == key[:16] or arch[:8] == "compute_"
-    )
+    if arch[:8] == "compute_":  # its cubin's symbol: of warm's form, its entry
+        return symbol == symbol_prefix(symbol[5:21]) + entry
+    return symbol == symbol_prefix(key) + entry
 
 
 def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
