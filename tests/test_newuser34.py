@@ -7,6 +7,7 @@ command, run as printed, through the real CLI in a subprocess.
 from __future__ import annotations
 
 import stat
+import subprocess
 from pathlib import Path
 
 from conftest import Warm
@@ -45,15 +46,20 @@ def workload(rt):
 """
 
 
+def _refused_prebuild(warm: Warm, workload: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """`warm run` of `source`, written at `workload`, pre-built for sm_90: refused (exit 2)."""
+    workload.write_text(source)
+    proc = warm("run", workload, "--arch", "sm_90", "-b", workload.with_suffix(".warm"), "-q")
+    assert proc.returncode == 2, proc.stderr
+    return proc
+
+
 def test_an_oversized_launch_names_only_the_sizes_over_their_limits(
     warm: Warm, tmp_path: Path
 ) -> None:
     # README: a pre-build's launch over a GPU's limits fails "naming them"; the block's y
     # (1) and the grid's z (1) are within theirs, so the error does not name them.
-    workload = tmp_path / "big.py"
-    workload.write_text(OVERSIZED)
-    proc = warm("run", workload, "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
-    assert proc.returncode == 2, proc.stderr
+    proc = _refused_prebuild(warm, tmp_path / "big.py", OVERSIZED)
     assert "block x 2048 (at most 1024)" in proc.stderr, proc.stderr
     assert "grid y 70000 (at most 65535)" in proc.stderr, proc.stderr
     assert "y 1 " not in proc.stderr and "z 1 " not in proc.stderr, proc.stderr
@@ -74,10 +80,7 @@ def test_a_host_workload_under_arch_is_not_told_to_set_the_device_it_set(
 ) -> None:
     # README: `DEVICE = "host"` picks the device under `--device auto`; `--arch` stands in
     # for a GPU whatever DEVICE says, so the hint must be to leave out --arch.
-    workload = tmp_path / "host.py"
-    workload.write_text(HOST_WORKLOAD)
-    proc = warm("run", workload, "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
-    assert proc.returncode == 2, proc.stderr
+    proc = _refused_prebuild(warm, tmp_path / "host.py", HOST_WORKLOAD)
     assert "compiles CUDA kernels only" in proc.stderr, proc.stderr
     assert 'DEVICE = "host"` in the workload' not in proc.stderr, proc.stderr
     assert "without --arch" in proc.stderr, proc.stderr

@@ -34,6 +34,14 @@ def _prebuild(warm: Warm, script: Path, bundle: Path):
     return warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
 
 
+def _prebuilt_entries(warm: Warm, script: Path, bundle: Path) -> set[str]:
+    """The entries of the kernels a pre-build of `script` stored (it must succeed)."""
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    with Bundle.open(bundle) as b:
+        return {k.entry for k in b.kernels()}
+
+
 def test_main_taking_argv_with_a_default_is_called_without_the_runtime(
     warm: Warm, workload_file, tmp_path: Path
 ) -> None:
@@ -55,10 +63,7 @@ if __name__ == "__main__":
         "argv_default.py",
     )
     bundle = tmp_path / "a.warm"
-    proc = _prebuild(warm, script, bundle)
-    assert proc.returncode == 0, proc.stderr
-    with Bundle.open(bundle) as b:
-        assert {k.entry for k in b.kernels()} == {"fill"}
+    assert _prebuilt_entries(warm, script, bundle) == {"fill"}
 
 
 @pytest.mark.parametrize(
@@ -148,10 +153,7 @@ def main():
         "primary.py",
     )
     bundle = tmp_path / "p.warm"
-    proc = _prebuild(warm, script, bundle)
-    assert proc.returncode == 0, proc.stderr
-    with Bundle.open(bundle) as b:
-        assert {k.entry for k in b.kernels()} == {"fill"}
+    assert _prebuilt_entries(warm, script, bundle) == {"fill"}
 
 
 @pytest.mark.parametrize(
@@ -231,10 +233,7 @@ def main():
         "dtod.py",
     )
     bundle = tmp_path / "d.warm"
-    proc = _prebuild(warm, script, bundle)
-    assert proc.returncode == 0, proc.stderr
-    with Bundle.open(bundle) as b:
-        assert {k.entry for k in b.kernels()} == {"fill"}
+    assert _prebuilt_entries(warm, script, bundle) == {"fill"}
 
 
 def test_a_pycuda_module_run_with_dash_m_falls_back_to_its_main(warm: Warm, tmp_path: Path) -> None:
