@@ -113,8 +113,20 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     command has ended; nothing after (Python runs a handler only at a call or a loop's jump,
     never between `except` and the store of `_Ended.now`, so no Ctrl-C escapes as the
     command ends)."""
-    if not _Ended.now:
-        raise KeyboardInterrupt
+    if _Ended.now:
+        return
+    code = getattr(frame, "f_code", None)
+    if code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB):
+        # importlib's weakref callback, where an exception is only printed ("Exception
+        # ignored in ...", its traceback): the signal again, handled once it has returned
+        import signal
+
+        signal.raise_signal(signum)
+        return
+    raise KeyboardInterrupt
+
+
+_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
 
 def _hold_ctrl_c(signal: Any) -> None:
