@@ -16,7 +16,9 @@ name as the compiler does, in those folders (a quoted name in a header: that hea
 first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
 `-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
 digest is over each name as written and the sha256 of the file it resolved to (or that
-none was found: a header added later changes it), in the order they are reached. Headers
+none was found: a header added later changes it), in the order they are reached; the
+folders' paths are not (`keyed_options` takes them out of the key's options), so a
+checkout at another path keys alike. Headers
 not found there (the toolkit's, the system's) are left to the toolchain's identity; an
 `#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
 whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
@@ -148,6 +150,21 @@ def absolute_include_options(options: Sequence[str]) -> list[str]:
     for _, folder, at, before in _named_folders(options):
         made[at] = before + os.path.join(cwd, folder)
     return made
+
+
+# What a keyed option says in place of the include folder it names (`keyed_options`).
+FOLDER_MARK = "<include folder>"
+
+
+def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
+    """`options` as a kernel's key takes them: each include folder's path replaced by
+    `FOLDER_MARK` (its flag and place kept), as ccache's base folder does. What a folder
+    holds is keyed by `headers_digest` (each header the kernel reaches, by name and
+    content), so one checkout pre-built in CI at one path serves another at another."""
+    keyed = list(options)
+    for _, _, at, before in _named_folders(options):
+        keyed[at] = before + FOLDER_MARK
+    return tuple(keyed)
 
 
 def include_folders(options: Sequence[object]) -> tuple[str, ...]:

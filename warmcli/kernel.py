@@ -15,12 +15,13 @@ float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A ho
 whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
 callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
 whose options name include folders (`-I`) or a header read first (`-include`), or that
-reaches a header in one its compiler
-takes from the environment (`CPATH`; NVRTC's system toolkit), or includes one by its absolute
-path, the key covers the headers it reaches there (`warmcli.headers`); any other's is as
-before. Its only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a
-toolchain, a source many kernels share), and of whether a source includes a header by its
-path, and those variables, read once; it compiles nothing.
+reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system
+toolkit), or includes one by its absolute path, the key covers the headers it reaches
+there (`warmcli.headers`), by their names and content, not the include folders' paths
+(`keyed_options`); any other's is as before. Its only state is bounded memos of the texts
+keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share), and of
+whether a source includes a header by its path, and those variables, read once; it
+compiles nothing.
 """
 
 from __future__ import annotations
@@ -161,6 +162,17 @@ class Kernel(Record):
         return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
 
     @_once
+    def keyed_options(self) -> tuple[str, ...]:
+        """Its options as its key takes them: an include folder's path out of them
+        (`warmcli.headers.keyed_options`: the headers reached there are keyed by content),
+        unless its source includes a header a macro names, which no key follows."""
+        if not self.names_include_folders or _COMPUTED_INCLUDE.search(self.source):
+            return self.options
+        from warmcli.headers import keyed_options
+
+        return keyed_options(self.options)
+
+    @_once
     def reads_headers(self) -> bool:
         """Whether it names an include folder or a header read before the source
         (`-include`), or includes a header by its absolute path."""
@@ -188,9 +200,12 @@ class Kernel(Record):
 
         Computed once per kernel (a kernel is immutable): every launch keys on it. The
         digest of `{"defines", "entry", "language", "options", "params", "source"}` as
-        `_digest` writes it, written directly (a process serving thousands keys them all).
+        `_digest` writes it, written directly (a process serving thousands keys them all);
+        its options are `keyed_options` (no include folder's path).
         """
         options, defines, source = self.options, self.defines, self.source
+        if options:  # (most kernels name none: no further lookup for them)
+            options = self.keyed_options
         if len(defines) == 1:  # one define: the common variant, written without a list
             ((name, value),) = defines
             written = f"[{_STRING(name)},{_STRING(value)}]"
@@ -211,7 +226,7 @@ class Kernel(Record):
             "entry": self.entry,
             "params": self.params,
             "language": self.language,
-            "options": list(self.options),
+            "options": list(self.keyed_options),
             "defines": [list(d) for d in self.defines],
         }
 
@@ -229,6 +244,10 @@ _ABSOLUTE_INCLUDE = Pattern(
     r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
 )
+
+
+# An `#include` (`#include_next`) of a header a macro names: not followed by the key.
+_COMPUTED_INCLUDE = Pattern(r"(?m)^[ \t]*(?:#|%:|\?\?=)[ \t]*include(?:_next)?[ \t]+[A-Za-z_]")
 
 
 def _may_include(source: str) -> bool:
@@ -341,7 +360,7 @@ def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[s
         **({"headers": headers} if headers else {}),
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
         "entry": kernel.entry,
-        "options": json.dumps(list(kernel.options)),
+        "options": json.dumps(list(kernel.keyed_options)),  # as keyed: folders unnamed
         "defines": json.dumps([list(d) for d in kernel.defines]),
         "arch": arch,
         "toolchain": toolchain_identity,
