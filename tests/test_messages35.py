@@ -1,16 +1,19 @@
 """Messages a user meets outside the CLI's own flags say what to do where they are.
 
 A production process (`warmcli.runtime("cuda")`, no GPU here) is told to pre-build with
-`warm run ... --arch`, not handed a bare flag it has no command line for.
+`warm run ... --arch`, not handed a bare flag it has no command line for. A workload whose
+work sits under `if __name__ == "__main__":` (which `warm run` never runs: it imports the
+file) is told so, where it defines no entry and where its run did nothing.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, Warm
 
 from warmcli.backends.opening import cuda_available
 
@@ -22,3 +25,30 @@ def test_a_library_caller_without_a_gpu_is_told_which_command_takes_arch() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert "give `warm run` the architecture: --arch sm_90" in proc.stdout, proc.stdout
+
+
+KERNEL = 'from warmcli import Kernel\nK = Kernel("void k(float *x) { x[0] = 1; }", "k", "P")\n'
+GUARDED = (
+    'if __name__ == "__main__":\n    rt = warmcli.runtime("host")\n    rt.launch(K, rt.buffer(1))\n'
+)
+
+
+def test_work_under_a_main_guard_is_named_where_the_workload_has_no_entry(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "job.py").write_text("import warmcli\n" + KERNEL + GUARDED)
+    proc = warm("run", tmp_path / "job.py", "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2 and "defines no function workload(runtime)" in proc.stderr
+    assert '`if __name__ == "__main__":` block does not run under warm' in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_run_that_did_nothing_names_its_main_guard(warm: Warm, tmp_path: Path) -> None:
+    empty = "def workload(rt):\n    pass\n"
+    (tmp_path / "job.py").write_text("import warmcli\n" + KERNEL + empty + GUARDED)
+    proc = warm("run", tmp_path / "job.py", "-b", tmp_path / "b.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert "the workload did nothing: its `if __name__" in proc.stdout, proc.stdout
+    (tmp_path / "plain.py").write_text("import warmcli\n" + KERNEL + empty)  # no guard: no note
+    plain = warm("run", tmp_path / "plain.py", "-b", tmp_path / "b.warm")
+    assert plain.returncode == 0 and "__main__" not in plain.stdout, plain.stdout

@@ -49,7 +49,7 @@ from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
-from warmcli.warming.workload import Workload
+from warmcli.warming.workload import MAIN_GUARD_HINT, Workload, guarded_main
 
 Observer = Callable[[str, StatisticsReader], None]
 
@@ -84,6 +84,16 @@ class RunReport:
     def verified(self) -> bool | None:
         has_verify = any(p.mode.startswith("Verify") for p in self.passes)
         return None if not has_verify else not self.missing
+
+
+def did_something(stats: DeviceStatistics) -> bool:
+    """Whether a pass registered a kernel or a tune, or launched anything."""
+    e = stats.execution
+    return bool(
+        stats.compilation.registered
+        or stats.autotune.registered
+        or e.executed + e.discarded + e.queued
+    )
 
 
 def run_pass(
@@ -295,6 +305,8 @@ def _warm(
             report.passes[-1].notes.insert(
                 0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
             )
+        if not shard and not did_something(report.passes[-1].total) and guarded_main(workload.path):
+            report.passes[-1].notes.append(f"the workload did nothing: {MAIN_GUARD_HINT}")
 
         def persist() -> None:
             # Whatever was built or measured before a failure stays stored.

@@ -33,7 +33,8 @@ While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
 (`gpu_less`: `--arch`) an import that failed for want of a GPU is said so. The module owns
-nothing once loaded; it never runs the passes itself.
+nothing once loaded; it never runs the passes itself. `guarded_main` tells a file whose
+work sits under `if __name__ == "__main__":` (never run here), for the hint errors give.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
-from warmcli.printable import printable
+from warmcli.printable import Pattern, printable
 from warmcli.production import late_runtimes
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -224,6 +225,28 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 
 
+# A script's own entry, at the top level: `if __name__ == "__main__":` (either way round).
+_MAIN_GUARD = Pattern(
+    r"""(?m)^if[ \t(]+(?:__name__[ \t]*==[ \t]*(['"])__main__\1"""
+    r"""|(['"])__main__\2[ \t]*==[ \t]*__name__)"""
+)
+MAIN_GUARD_HINT = (
+    'its `if __name__ == "__main__":` block does not run under warm, which imports the file '
+    "and calls its entry function: call that code from there"
+)
+
+
+def guarded_main(path: Path) -> bool:
+    """Whether the workload file at `path` has a top-level `if __name__ == "__main__":`
+    block (False where it cannot be read)."""
+    try:
+        with open(path, "rb") as source:
+            text = source.read(4 << 20).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return _MAIN_GUARD.search(text) is not None
+
+
 def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:
     """The module's entry point, which must take the runtime as its one argument; else
     `fallback` (a PyCUDA script's `main()`), called with the runtime or without."""
@@ -234,7 +257,8 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
         return Workload(path, fallback, module, getattr(module, fallback), fallback=True)
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
-        raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}")
+        hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
+        raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}{hint}")
     try:
         inspect.signature(function).bind(None)
     except TypeError:

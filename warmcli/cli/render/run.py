@@ -21,7 +21,7 @@ from warmcli.execution.statistics import (
     DeviceStatistics,
 )
 from warmcli.runtime.explain import MissExplanation
-from warmcli.warming.passes import PassReport, RunReport
+from warmcli.warming.passes import PassReport, RunReport, did_something
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -135,16 +135,6 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
             row += list(column[i]) if i < len(column) else ["", ""]
         add_row(table, *row)
     return table
-
-
-def did_something(stats: DeviceStatistics) -> bool:
-    """Whether a pass registered a kernel or a tune, or launched anything."""
-    e = stats.execution
-    return bool(
-        stats.compilation.registered
-        or stats.autotune.registered
-        or e.executed + e.discarded + e.queued
-    )
 
 
 def launched_nothing(report: RunReport) -> bool:
