@@ -49,7 +49,8 @@ from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
-from warmcli.warming.workload import MAIN_GUARD_HINT, Workload, guarded_main
+from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
+from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
 

@@ -33,8 +33,9 @@ While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
 (`gpu_less`: `--arch`) an import that failed for want of a GPU is said so. The module owns
-nothing once loaded; it never runs the passes itself. `guarded_main` tells a file whose
-work sits under `if __name__ == "__main__":` (never run here), for the hint errors give.
+nothing once loaded; it never runs the passes itself. A fallback `main(argv)` whose
+argument is required is passed what the script's `if __name__ == "__main__":` block passes
+it (`sys.argv`, `sys.argv[1:]`: `warmcli.warming.script_main`), else the runtime.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
-from warmcli.printable import Pattern, printable
+from warmcli.printable import printable
 from warmcli.production import late_runtimes
+from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -92,6 +94,12 @@ class Workload:
             return any(p.kind in _POSITIONAL[:2] and p.default is p.empty for p in parameters)
         return any(p.kind in _POSITIONAL for p in parameters)
 
+    def _argument(self, runtime: Any) -> Any:
+        """The runtime, but a fallback `main(argv)`'s argv: what its script passes it
+        (`sys.argv`, `sys.argv[1:]`; `main_argv`), from the script's `sys.argv` now."""
+        argv = main_argv(self.path, self.entry) if self.fallback else None
+        return runtime if argv is None else argv(sys.argv)
+
     def run(self, runtime: Any, pass_name: str) -> None:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
         from warmcli.runtime.binding import bound_runtime
@@ -104,7 +112,11 @@ class Workload:
         pid, running = os.getpid(), set(threading.enumerate())
         try:
             with bound_runtime(runtime), script_argv(self.argv or [str(self.path)]):
-                result = self.function(runtime) if self.takes_runtime else self.function()
+                result = (
+                    self.function(self._argument(runtime))
+                    if self.takes_runtime
+                    else self.function()
+                )
                 _run_to_its_end(result)
                 _join_left(running)
                 _forked_child_ends(pid, 0)
@@ -223,28 +235,6 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     ):
         failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
-
-
-# A script's own entry, at the top level: `if __name__ == "__main__":` (either way round).
-_MAIN_GUARD = Pattern(
-    r"""(?m)^if[ \t(]+(?:__name__[ \t]*==[ \t]*(['"])__main__\1"""
-    r"""|(['"])__main__\2[ \t]*==[ \t]*__name__)"""
-)
-MAIN_GUARD_HINT = (
-    'its `if __name__ == "__main__":` block does not run under warm, which imports the file '
-    "and calls its entry function: call that code from there"
-)
-
-
-def guarded_main(path: Path) -> bool:
-    """Whether the workload file at `path` has a top-level `if __name__ == "__main__":`
-    block (False where it cannot be read)."""
-    try:
-        with open(path, "rb") as source:
-            text = source.read(4 << 20).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return _MAIN_GUARD.search(text) is not None
 
 
 def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:

@@ -1,0 +1,102 @@
+"""What a workload file's `if __name__ == "__main__":` block says, read, never run.
+
+`warm run` imports a workload file and calls its entry function, so the block a script
+runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
+one (for the hint `MAIN_GUARD_HINT` errors and empty runs give), and `main_argv` what a
+PyCUDA script's block passes its `main(argv)`: `sys.argv` or `sys.argv[1:]`, so warm
+passes the same (the script's own `sys.argv`), not its runtime. Read from the file's text
+(its syntax tree, for `main_argv`); no state, nothing imported or run, never raises for a
+file it cannot read or parse.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+from warmcli.printable import Pattern
+
+# A script's own entry, at the top level: `if __name__ == "__main__":` (either way round).
+_MAIN_GUARD = Pattern(
+    r"""(?m)^if[ \t(]+(?:__name__[ \t]*==[ \t]*(['"])__main__\1"""
+    r"""|(['"])__main__\2[ \t]*==[ \t]*__name__)"""
+)
+MAIN_GUARD_HINT = (
+    'its `if __name__ == "__main__":` block does not run under warm, which imports the file '
+    "and calls its entry function: call that code from there"
+)
+_MAX_READ = 4 << 20  # a workload file's bytes read for these questions
+
+
+def _text(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as source:
+            return source.read(_MAX_READ).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def guarded_main(path: Path) -> bool:
+    """Whether the workload file at `path` has a top-level `if __name__ == "__main__":`
+    block (False where it cannot be read)."""
+    text = _text(path)
+    return text is not None and _MAIN_GUARD.search(text) is not None
+
+
+def _is_argv(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "argv"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _guard_calls(tree: ast.Module, name: str) -> list[ast.Call]:
+    """The calls of `name(...)` at the top of each `if __name__ == "__main__":` block (a
+    statement, or `sys.exit(name(...))`)."""
+    calls = []
+    for node in tree.body:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+            continue
+        names = [node.test.left, *node.test.comparators]
+        if not any(isinstance(n, ast.Name) and n.id == "__name__" for n in names):
+            continue
+        for statement in node.body:
+            call = statement.value if isinstance(statement, ast.Expr) else None
+            if isinstance(call, ast.Call) and call.args and isinstance(call.func, ast.Attribute):
+                call = call.args[0]  # `sys.exit(main(...))`, `raise SystemExit(...)` aside
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                calls += [call] if call.func.id == name else []
+    return calls
+
+
+def main_argv(path: Path, name: str = "main") -> Callable[[list[str]], list[str]] | None:
+    """What the file's `if __name__ == "__main__":` block passes `name(argv)`, as a function
+    of the script's `sys.argv`: all of it (`main(sys.argv)`) or past its name
+    (`main(sys.argv[1:])`); None where the block passes anything else, or there is none."""
+    text = _text(path)
+    if text is None or _MAIN_GUARD.search(text) is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for call in _guard_calls(tree, name):
+        if len(call.args) != 1 or call.keywords:
+            continue
+        arg = call.args[0]
+        if _is_argv(arg):
+            return list
+        if (
+            isinstance(arg, ast.Subscript)
+            and _is_argv(arg.value)
+            and isinstance(arg.slice, ast.Slice)
+            and arg.slice.upper is None
+            and arg.slice.step is None
+            and isinstance(arg.slice.lower, ast.Constant)
+            and arg.slice.lower.value == 1
+        ):
+            return lambda argv: list(argv[1:])
+    return None
