@@ -76,3 +76,19 @@ def test_a_header_a_macro_names_keeps_the_folders_path(tmp_path: Path) -> None:
     assert key(f"{tmp_path}/a") != key(f"{tmp_path}/b")
     guarded = Kernel("#include_next <val.h>\nint x;", "f", "", options=(f"-I{tmp_path}/a",))
     assert guarded.keyed_options == ("-I<include folder>",)  # `_next` is no macro's name
+
+
+def test_a_header_read_first_by_its_absolute_path_keys_by_content(tmp_path: Path) -> None:
+    for name, value in (("a", "1"), ("b", "1"), ("c", "2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cfg.h").write_text(f"#define VAL {value}\n")
+    source = "void setv(float *x) { x[0] = VAL; }"
+
+    def key(*options: str) -> str:
+        return kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", "cc 1")
+
+    for spelling in ("-include {}", "-include{}", "--pre-include={}", "-imacros {}"):
+        a, b, c = (spelling.format(tmp_path / n / "cfg.h").split(" ") for n in "abc")
+        assert key(*a) == key(*b), spelling
+        assert key(*a) != key(*c), spelling  # another content
+    assert key("-include", f"{tmp_path}/a/cfg.h") != key("-imacros", f"{tmp_path}/a/cfg.h")

@@ -122,21 +122,28 @@ PRE_INCLUDE_FLAGS = ("--pre-include", "-include", "--include", "-imacros", "--im
 _JOINED_PRE_INCLUDES = ("-include", "-imacros")
 
 
-def pre_included(options: Sequence[object]) -> list[str]:
-    """The headers `options` have read before the source (`-include h`, `--pre-include=h`,
-    `--include=h`, `-includeh`, `-imacros h`)."""
-    names: list[str] = []
-    for before, option in zip(("", *options), options, strict=False):
+def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
+    """Each header `options` read before the source: the option that names it (its
+    position), that option's text before the name, and the name."""
+    found: list[tuple[int, str, str]] = []
+    for at, (before, option) in enumerate(zip(("", *options), options, strict=False)):
         if type(option) is not str:
             continue
         if before in PRE_INCLUDE_FLAGS:
-            names.append(option)
+            found.append((at, "", option))
         elif option.startswith(tuple(f + "=" for f in PRE_INCLUDE_FLAGS)):
-            names.append(option.split("=", 1)[1])
+            flag = option.split("=", 1)[0] + "="
+            found.append((at, flag, option[len(flag) :]))
         elif option.startswith(_JOINED_PRE_INCLUDES) and option not in PRE_INCLUDE_FLAGS:
             joined = next(f for f in _JOINED_PRE_INCLUDES if option.startswith(f))
-            names.append(option[len(joined) :])
-    return names
+            found.append((at, joined, option[len(joined) :]))
+    return found
+
+
+def pre_included(options: Sequence[object]) -> list[str]:
+    """The headers `options` have read before the source (`-include h`, `--pre-include=h`,
+    `--include=h`, `-includeh`, `-imacros h`)."""
+    return [name for _, _, name in _pre_included_at(options)]
 
 
 def absolute_include_options(options: Sequence[str]) -> list[str]:
@@ -154,16 +161,21 @@ def absolute_include_options(options: Sequence[str]) -> list[str]:
 
 # What a keyed option says in place of the include folder it names (`keyed_options`).
 FOLDER_MARK = "<include folder>"
+HEADER_MARK = "<header>"  # and in place of a header read first named by its absolute path
 
 
 def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
     """`options` as a kernel's key takes them: each include folder's path replaced by
-    `FOLDER_MARK` (its flag and place kept), as ccache's base folder does. What a folder
-    holds is keyed by `headers_digest` (each header the kernel reaches, by name and
+    `FOLDER_MARK` (its flag and place kept), and a header read first named by its absolute
+    path (`-include /repo/cfg.h`) by `HEADER_MARK`, as ccache's base folder does. What they
+    hold is keyed by `headers_digest` (each header the kernel reaches, by name and
     content), so one checkout pre-built in CI at one path serves another at another."""
     keyed = list(options)
     for _, _, at, before in _named_folders(options):
         keyed[at] = before + FOLDER_MARK
+    for at, before, name in _pre_included_at(options):
+        if os.path.isabs(name):
+            keyed[at] = before + HEADER_MARK
     return tuple(keyed)
 
 
@@ -345,6 +357,7 @@ def headers_digest(
     by_env_only = not include_folders(options)
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, True, here) for name in pre)  # read first, as quoted names
+    marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
@@ -352,7 +365,8 @@ def headers_digest(
         name, quoted, here = pending.popleft()
         path = _resolve(name, quoted, here, orders, shadowed)
         read = _read(path) if path is not None else None
-        written.append(f"{'q' if quoted else 'a'}{name}\0{read[0] if read else '-'}")
+        shown = HEADER_MARK if name in marked else name  # (keyed by its content)
+        written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         if path is None or read is None or path in seen:
             continue
         seen.add(path)

@@ -163,11 +163,14 @@ class Kernel(Record):
 
     @_once
     def keyed_options(self) -> tuple[str, ...]:
-        """Its options as its key takes them: an include folder's path out of them
-        (`warmcli.headers.keyed_options`: the headers reached there are keyed by content),
+        """Its options as its key takes them: an include folder's path out of them, and a
+        header's read first (`warmcli.headers.keyed_options`: those are keyed by content),
         unless its source includes a header a macro names, which no key follows."""
-        if not self.names_include_folders or _COMPUTED_INCLUDE.search(self.source):
-            return self.options
+        options = self.options
+        if _COMPUTED_INCLUDE.search(self.source) or not (
+            self.names_include_folders or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in options)
+        ):
+            return options
         from warmcli.headers import keyed_options
 
         return keyed_options(self.options)
