@@ -52,3 +52,22 @@ def test_a_run_that_did_nothing_names_its_main_guard(warm: Warm, tmp_path: Path)
     (tmp_path / "plain.py").write_text("import warmcli\n" + KERNEL + empty)  # no guard: no note
     plain = warm("run", tmp_path / "plain.py", "-b", tmp_path / "b.warm")
     assert plain.returncode == 0 and "__main__" not in plain.stdout, plain.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [("stats",), ("stats", "--json"), ("verify",), ("check", "--arch", "sm_90")]
+)
+def test_a_path_given_with_a_newline_is_named_on_one_line(
+    warm: Warm, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    odd = tmp_path / "new\nline.warm"
+    odd.write_bytes(b"not a bundle")
+    proc = warm(*command, odd)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "new\\x0aline.warm" in proc.stderr, proc.stderr
+
+
+def test_a_workload_path_with_a_newline_is_named_on_one_line(warm: Warm, tmp_path: Path) -> None:
+    proc = warm("run", tmp_path / "no\nsuch.py")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no\\x0asuch.py: no such workload file" in proc.stderr, proc.stderr

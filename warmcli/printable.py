@@ -7,7 +7,8 @@ forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would sho
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
 (`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
-`cut` shortens a text a line names to its first `CUT_CHARS` (a shape may be megabytes);
+`escaped_within` escapes the user's own texts inside a message so. `cut` shortens a
+text a line names to its first `CUT_CHARS` (a shape may be megabytes);
 `LISTED` is how many entries of a list any report names.
 `lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
@@ -18,7 +19,9 @@ use it). This module owns no state but each `Pattern`'s compiled form, and never
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 CUT_CHARS = 512  # what a line or a table cell shows of one text (`cut`)
@@ -66,6 +69,17 @@ def cut(value: object, limit: int = CUT_CHARS) -> str:
     a tune's shape may be megabytes long: a line names it, the JSON document holds it)."""
     text = str(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def escaped_within(message: str, texts: Iterable[str | None]) -> str:
+    """`message` with each of `texts` (a path the user gave, as given or made absolute)
+    that holds a character `printable` escapes written as it writes it: a path with a
+    newline in it names it on one line, not two."""
+    for text in texts:
+        if text and _UNSAFE.search(text) is not None:
+            for form in dict.fromkeys((text, os.path.abspath(text))):
+                message = message.replace(form, printable(form))
+    return message
 
 
 def printable_lines(value: object) -> list[str]:

@@ -34,7 +34,7 @@ from warmcli.bundle.location import is_url
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
-from warmcli.printable import printable_lines
+from warmcli.printable import escaped_within, printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -309,9 +309,10 @@ def json_requested() -> bool:
 
 
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
-    """One line on stderr (any further lines, such as a compiler log, indented), then exit;
-    under `--json` also `{"error": ..., "exit": code}` on stdout."""
-    first, *rest = printable_lines(str(message).strip()) or ["error"]
+    """One line on stderr (further lines, a compiler log, indented; a path given with a
+    newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
+    given = (*sys.argv[1:], os.environ.get("WARM_BUNDLE"), os.environ.get("WARM_HOME"))
+    first, *rest = printable_lines(escaped_within(str(message).strip(), given)) or ["error"]
     try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:
