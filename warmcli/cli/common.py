@@ -311,7 +311,7 @@ def json_requested() -> bool:
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
     newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
-    given = (*sys.argv[1:], os.environ.get("WARM_BUNDLE"), os.environ.get("WARM_HOME"))
+    given = (*sys.argv[1:], config.bundle(), config.home())
     first, *rest = printable_lines(escaped_within(str(message).strip(), given)) or ["error"]
     try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
