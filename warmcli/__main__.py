@@ -118,11 +118,16 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     code = getattr(frame, "f_code", None)
     if code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB):
         # importlib's weakref callback, where an exception is only printed ("Exception
-        # ignored in ...", its traceback): the signal again, handled once it has returned
-        import signal
+        # ignored in ...", its traceback): the signal again, handled once it has returned.
+        # Sent by a thread of its own: sent from here (`signal.raise_signal`, `os.kill`),
+        # Python would handle it at once, in this frame, still inside the callback.
+        import _thread
 
-        signal.raise_signal(signum)
-        return
+        try:
+            _thread.start_new_thread(os.kill, (os.getpid(), signum))
+            return
+        except RuntimeError:  # no thread to be had: raised here, as Python's own would
+            pass
     raise KeyboardInterrupt
 
 
