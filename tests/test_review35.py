@@ -5,14 +5,23 @@
   in the handler's own frame, so the second `KeyboardInterrupt` was raised inside the
   callback all the same: `Exception ignored in: <function cb ...>`, a traceback, and the
   command went on (the test of it blocked the signal, which no Ctrl-C does).
+- `warm merge` wrote the union of its inputs' fingerprints whatever their number: two
+  inputs of 600 each (a fleet's machines, or one hostile input) made an output of 1,200,
+  more than any reader takes (`FINGERPRINT_ROWS`): exit 0, and the output, the user's own
+  bundle when merged into, was "corrupt fingerprints" to `verify` and to the next merge.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, Warm
 
 # A weakref callback compiled as importlib's `cb`, a SIGINT arriving while it runs.
 _IN_CALLBACK = """
@@ -45,3 +54,37 @@ def test_a_ctrl_c_in_importlibs_callback_is_raised_once_it_has_returned() -> Non
     )
     assert "Exception ignored" not in done.stderr, done.stderr
     assert done.stdout.strip() == "interrupted after the callback", done.stdout + done.stderr
+
+
+def _with_devices(path: Path, names: range, tag: str) -> Path:
+    """The bundle at `path` with a device fingerprint for each of `names` added."""
+    conn = sqlite3.connect(path)
+    rows = []
+    for i in names:
+        data = {"arch": "x86_64", "backend": "host", "driver": "linux", "name": f"{tag} {i}"}
+        rows.append((f"device:host|{tag} {i}|x86_64|linux", "device", json.dumps(data)))
+    conn.executemany("INSERT INTO fingerprints VALUES (?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_merge_never_writes_more_fingerprints_than_a_bundle_may_hold(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    mine = _with_devices(host_bundle(tmp_path / "mine.warm"), range(600), "CPU A")
+    theirs = _with_devices(host_bundle(tmp_path / "theirs.warm"), range(600), "CPU B")
+    before = _digest(mine)
+    done = warm("merge", mine, theirs, "-o", mine)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "fingerprint" in done.stderr and "1024" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert _digest(mine) == before  # the user's bundle as it was
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert warm("verify", mine).returncode == 0
+    done = warm("merge", mine, theirs, "-o", tmp_path / "new.warm")
+    assert done.returncode == 2 and not (tmp_path / "new.warm").exists(), done.stderr

@@ -7,7 +7,9 @@ in two bundles keeps the newer measurement (one dated more than a day after the 
 below every other), and the report says which one won and which was dropped (in more: each
 one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
 a format version this warm does not read, and files that are no warm bundle, are refused
-before anything is read; older formats it reads merge into the current one. The output's write lock
+before anything is read; older formats it reads merge into the current one. Inputs naming
+more devices and toolchains together (fingerprints) than a bundle may hold are refused,
+nothing written: every reader would refuse the output. The output's write lock
 is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no
 write is lost. The result is written to a temporary file beside the output, given the
