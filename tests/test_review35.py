@@ -9,19 +9,27 @@
   inputs of 600 each (a fleet's machines, or one hostile input) made an output of 1,200,
   more than any reader takes (`FINGERPRINT_ROWS`): exit 0, and the output, the user's own
   bundle when merged into, was "corrupt fingerprints" to `verify` and to the next merge.
+- `warm merge` said of every tune it chose between that the one kept was "(newer)", also
+  where it was older: a measured pick kept over a later pending one, one dated sanely over
+  one dated a year ahead, the first input's of two dated alike. It now says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from test_format3 import _tune
+
+from warmcli.bundle.store import Bundle
 
 # A weakref callback compiled as importlib's `cb`, a SIGINT arriving while it runs.
 _IN_CALLBACK = """
@@ -88,3 +96,40 @@ def test_a_merge_never_writes_more_fingerprints_than_a_bundle_may_hold(
     assert warm("verify", mine).returncode == 0
     done = warm("merge", mine, theirs, "-o", tmp_path / "new.warm")
     assert done.returncode == 2 and not (tmp_path / "new.warm").exists(), done.stderr
+
+
+def _one_tune(path: Path, when: float, pick: str | None) -> Path:
+    status = "measured" if pick is not None else "pending"
+    with Bundle.create(path) as bundle:
+        bundle.put(tunes=[dataclasses.replace(_tune(0, status), measured_at=when, pick=pick)])
+    return path
+
+
+def test_merge_says_why_it_kept_a_measurement_never_newer_when_it_is_older(
+    warm: Warm, tmp_path: Path
+) -> None:
+    now = time.time()
+    mine = _one_tune(tmp_path / "mine.warm", now - 3600, "c0")
+    cases = {  # the other input -> why mine is kept
+        _one_tune(tmp_path / "ahead.warm", now + 365 * 86400, "c2"): "dated over a day ahead",
+        _one_tune(tmp_path / "pending.warm", now, None): "pending",
+        _one_tune(tmp_path / "older.warm", now - 7200, "c2"): "newer",
+        _one_tune(tmp_path / "alike.warm", now - 3600, "c2"): "first",
+    }
+    for other, why in cases.items():
+        done = warm("merge", mine, other, "-o", tmp_path / "out.warm", "--force")
+        assert done.returncode == 0, done.stderr
+        said = [ln for ln in done.stdout.splitlines() if ln.strip().startswith("tune ")]
+        assert len(said) == 1 and "kept c0" in said[0] and why in said[0], (other, said)
+        assert ("(newer)" in said[0]) == (why == "newer"), (other, said)
+        doc = warm.json("merge", mine, other, "-o", tmp_path / "out.warm", "--force")
+        assert why in doc["choices"][0]["why"], doc["choices"]
+    # a later input displacing the one kept: its line says why that one is kept
+    later = _one_tune(tmp_path / "later.warm", now - 60, "c2")
+    pending = tmp_path / "pending.warm"
+    doc = warm.json("merge", mine, pending, later, "-o", tmp_path / "out.warm", "--force")
+    assert [(c["kept_pick"], c["dropped_pick"]) for c in doc["choices"]] == [
+        ("c2", None),
+        ("c2", "c0"),
+    ], doc["choices"]
+    assert "pending" in doc["choices"][0]["why"] and doc["choices"][1]["why"] == "newer"
