@@ -9,6 +9,9 @@
   inputs of 600 each (a fleet's machines, or one hostile input) made an output of 1,200,
   more than any reader takes (`FINGERPRINT_ROWS`): exit 0, and the output, the user's own
   bundle when merged into, was "corrupt fingerprints" to `verify` and to the next merge.
+- `warm run` (any writer) added a new device's or toolchain's fingerprint to a bundle
+  holding `FINGERPRINT_ROWS` (a merge may write that many): the bundle was then "corrupt
+  fingerprints" to `verify`, `check`, `stats` and `merge`.
 - `warm merge` said of every tune it chose between that the one kept was "(newer)", also
   where it was older: a measured pick kept over a later pending one, one dated sanely over
   one dated a year ahead, the first input's of two dated alike. It now says why.
@@ -133,3 +136,22 @@ def test_merge_says_why_it_kept_a_measurement_never_newer_when_it_is_older(
         ("c2", "c0"),
     ], doc["choices"]
     assert "pending" in doc["choices"][0]["why"] and doc["choices"][1]["why"] == "newer"
+
+
+def test_a_writer_never_makes_a_bundle_hold_more_fingerprints_than_a_reader_takes(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    from warmcli.bundle.manifest import FINGERPRINT_ROWS
+
+    full = _with_devices(host_bundle(tmp_path / "full.warm"), range(FINGERPRINT_ROWS - 2), "CPU")
+    wrapper = tmp_path / "mycc"  # a wrapper script: a toolchain the bundle does not name
+    wrapper.write_text('#!/bin/sh\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    warm.env["WARM_CC"] = str(wrapper)
+    workload = ROOT / "examples" / "matmul_host.py"
+    done = warm("run", workload, "-b", full, "-q")
+    assert done.returncode == 0, done.stderr
+    for command in ("verify", "stats"):
+        done = warm(command, full)
+        assert done.returncode == 0, (command, done.stdout[-500:], done.stderr)
+    assert len(warm.json("stats", full)["kernels"]) == 9  # the wrapper's builds stored too
