@@ -5,7 +5,8 @@ teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still impor
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
 ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped ssh
 session; each unless warm was started ignoring it, as under `nohup`) are answered as
-Ctrl-C is, so no command is ended by them in silence, its temporary files left.
+Ctrl-C is, so no command is ended by them in silence, its temporary files left; none
+answered ends the process by the signal after all (`_exit`).
 A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an
 ASCII stdout writes escapes (`_open_standard_streams`); output that cannot be written
 (`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
@@ -76,7 +77,7 @@ def main() -> None:
         except SystemExit as said:
             code = said.code
     end_process(code)
-    raise SystemExit(code)
+    _exit(code)
 
 
 def _open_standard_streams() -> None:
@@ -152,7 +153,17 @@ def _interrupted() -> NoReturn:
     sys.stderr.write("warm: interrupted\n")
     if "--json" in sys.argv[1:]:
         sys.stdout.write('{\n  "error": "interrupted",\n  "exit": 130\n}\n')
-    raise SystemExit(130)
+    _exit(130)
+
+
+def _exit(code: object) -> NoReturn:
+    """`SystemExit(code)`, once Python's note of an interrupt left unhandled is forgotten: a
+    `KeyboardInterrupt` out of code Python ran from a string (a namedtuple's or a
+    dataclass's methods, made at an import) sets it, and `python -m` ends a process holding
+    it by SIGINT, not with `code`, though warm answered that interrupt. CPython clears the
+    note as it begins to run any string: an empty one."""
+    exec("")  # (no code: the note cleared)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
