@@ -16,6 +16,9 @@
 - `warm run` (any writer) added a new device's or toolchain's fingerprint to a bundle
   holding `FINGERPRINT_ROWS` (a merge may write that many): the bundle was then "corrupt
   fingerprints" to `verify`, `check`, `stats` and `merge`.
+- A disk filling up while `warm merge` copied a blob was "corrupt bundle (no such
+  savepoint: copy)" of the merge's temporary file: SQLite had rolled the whole transaction
+  back, and undoing the copy's savepoint failed over the disk's error.
 - `warm merge` said of every tune it chose between that the one kept was "(newer)", also
   where it was older: a measured pick kept over a later pending one, one dated sanely over
   one dated a year ahead, the first input's of two dated alike. It now says why.
@@ -34,6 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
 from test_format3 import _tune
 
@@ -199,3 +203,38 @@ def test_a_ctrl_c_inside_code_run_from_a_string_exits_130_not_by_the_signal(
         assert "Traceback" not in done.stderr, (at, done.stderr[-1000:])
         codes.append(done.returncode)
     assert 130 in codes, codes
+
+
+def _with_big_blobs(path: Path) -> Path:
+    """The bundle at `path` with each blob made 3 MiB of random bytes (its sha256 anew)."""
+    conn = sqlite3.connect(path)
+    for (sha,) in conn.execute("SELECT sha256 FROM blobs").fetchall():
+        data = os.urandom(3 << 20)
+        new = hashlib.sha256(data).hexdigest()
+        conn.execute(
+            "UPDATE blobs SET sha256 = ?, size = ?, data = ? WHERE sha256 = ?",
+            (new, len(data), data, sha),
+        )
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_disk_filling_up_as_a_merge_copies_a_blob_says_so(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    big = _with_big_blobs(host_bundle(tmp_path / "big.warm"))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        done = warm("merge", big, "-o", disk / "m.warm")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "disk is full" in done.stderr and "corrupt" not in done.stderr, done.stderr
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -14,6 +14,7 @@ It owns no state beyond one merge's; nothing here prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -157,11 +158,10 @@ def _copy_blob(
             conn.execute("SAVEPOINT copy")
             try:
                 binary.store(conn)
-            except BundleError:
-                conn.execute("ROLLBACK TO copy")
+            except BaseException:
+                _undo_copy(conn)
                 raise
-            finally:
-                conn.execute("RELEASE copy")
+            conn.execute("RELEASE copy")
         except BundleError as exc:
             if not str(exc).startswith(f"{bundles[at].path}: blob "):
                 raise  # the output's (a full disk), not the input's copy
@@ -172,3 +172,11 @@ def _copy_blob(
         return
     assert refused is not None
     raise refused
+
+
+def _undo_copy(conn: sqlite3.Connection) -> None:
+    """Undo a blob's copy (its savepoint), where there is one to undo: a full disk may have
+    made SQLite roll the whole transaction back, whose error then stands, never this one's."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK TO copy")
+        conn.execute("RELEASE copy")
