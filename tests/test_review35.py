@@ -5,6 +5,9 @@
   in the handler's own frame, so the second `KeyboardInterrupt` was raised inside the
   callback all the same: `Exception ignored in: <function cb ...>`, a traceback, and the
   command went on (the test of it blocked the signal, which no Ctrl-C does).
+- `warm run`'s own handler (`interrupt_on_signals`) had no such care at all: a Ctrl-C in
+  that callback stopped the compilers, was printed as ignored, and the run went on, every
+  later Ctrl-C only stopping compilers again (the first had been "raised").
 - A Ctrl-C raised inside code Python ran from a string (a namedtuple's or a dataclass's
   methods, made as `warm` imports) left Python's note of an unhandled interrupt set:
   `python -m warmcli` said "warm: interrupted" and then died by SIGINT (status -2), not
@@ -43,11 +46,16 @@ from test_format3 import _tune
 
 from warmcli.bundle.store import Bundle
 
-# A weakref callback compiled as importlib's `cb`, a SIGINT arriving while it runs.
+# A weakref callback compiled as importlib's `cb`, a SIGINT arriving while it runs (under
+# the handler `python -c _IN_CALLBACK run` installs: warm's, or `warm run`'s).
 _IN_CALLBACK = """
-import os, signal, time, weakref
-from warmcli.__main__ import _on_ctrl_c
-signal.signal(signal.SIGINT, _on_ctrl_c)
+import os, signal, sys, time, weakref
+if sys.argv[1] == "run":
+    from warmcli.warming.isolation import interrupt_on_signals
+    interrupt_on_signals()
+else:
+    from warmcli.__main__ import _on_ctrl_c
+    signal.signal(signal.SIGINT, _on_ctrl_c)
 source = "def cb(ref):\\n    os.kill(os.getpid(), signal.SIGINT)\\n    len('x')\\n"
 scope = {"os": os, "signal": signal}
 exec(compile(source, "<frozen importlib._bootstrap>", "exec"), scope)
@@ -64,9 +72,10 @@ except KeyboardInterrupt:
 """
 
 
-def test_a_ctrl_c_in_importlibs_callback_is_raised_once_it_has_returned() -> None:
+@pytest.mark.parametrize("handler", ["warm", "run"])
+def test_a_ctrl_c_in_importlibs_callback_is_raised_once_it_has_returned(handler: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _IN_CALLBACK],
+        [sys.executable, "-c", _IN_CALLBACK, handler],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from warmcli.interrupted import forget_interrupt, in_import_callback, send_again
+
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -116,23 +118,9 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     command ends)."""
     if _Ended.now:
         return
-    code = getattr(frame, "f_code", None)
-    if code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB):
-        # importlib's weakref callback, where an exception is only printed ("Exception
-        # ignored in ...", its traceback): the signal again, handled once it has returned.
-        # Sent by a thread of its own: sent from here (`signal.raise_signal`, `os.kill`),
-        # Python would handle it at once, in this frame, still inside the callback.
-        import _thread
-
-        try:
-            _thread.start_new_thread(os.kill, (os.getpid(), signum))
-            return
-        except RuntimeError:  # no thread to be had: raised here, as Python's own would
-            pass
+    if in_import_callback(frame) and send_again(signum):  # only printed there: handled later
+        return
     raise KeyboardInterrupt
-
-
-_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
 
 def _hold_ctrl_c(signal: Any) -> None:
@@ -157,12 +145,10 @@ def _interrupted() -> NoReturn:
 
 
 def _exit(code: object) -> NoReturn:
-    """`SystemExit(code)`, once Python's note of an interrupt left unhandled is forgotten: a
-    `KeyboardInterrupt` out of code Python ran from a string (a namedtuple's or a
-    dataclass's methods, made at an import) sets it, and `python -m` ends a process holding
-    it by SIGINT, not with `code`, though warm answered that interrupt. CPython clears the
-    note as it begins to run any string: an empty one."""
-    exec("")  # (no code: the note cleared)
+    """`SystemExit(code)`, once Python's note of an interrupt left unhandled is forgotten
+    (`warmcli.interrupted.forget_interrupt`: else `python -m` ends the process by SIGINT,
+    not with `code`, though warm answered that interrupt)."""
+    forget_interrupt()
     raise SystemExit(code)
 
 
