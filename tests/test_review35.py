@@ -22,6 +22,9 @@
 - A disk filling up while `warm merge` copied a blob was "corrupt bundle (no such
   savepoint: copy)" of the merge's temporary file: SQLite had rolled the whole transaction
   back, and undoing the copy's savepoint failed over the disk's error.
+- A `check=` object reading a setting of its class (`class Close: rtol = 1e-3`, `self.rtol`
+  in `__call__`) was keyed by its own attributes only: changing the class's setting kept
+  the old picks, a hit serving one the new check may refuse, where a cold start tunes anew.
 - `warm merge` said of every tune it chose between that the one kept was "(newer)", also
   where it was older: a measured pick kept over a later pending one, one dated sanely over
   one dated a year ahead, the first input's of two dated alike. It now says why.
@@ -247,3 +250,33 @@ def test_a_disk_filling_up_as_a_merge_copies_a_blob_says_so(
         assert list(disk.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _close_checksum(rtol: float, own: float | None = None) -> str:
+    """The checksum of a tunable whose check reads its class's `rtol` (and, given `own`, an
+    attribute of its own besides)."""
+    import numpy as np
+
+    from warmcli import Kernel, Tunable
+
+    class Close:
+        def __call__(self, outputs, inputs):  # type: ignore[no-untyped-def]
+            return np.allclose(outputs[0], inputs[0], rtol=self.rtol, atol=getattr(self, "a", 0))
+
+    Close.rtol = rtol  # type: ignore[attr-defined]
+    check = Close()
+    if own is not None:
+        check.a = own  # type: ignore[attr-defined]
+    source = "void f(float *y, int n) { }"
+    kernels = {f"c{i}": Kernel(source, "f", "Pi", defines={"W": i}) for i in range(2)}
+
+    def launch(rt, kernel, y, n, *, stream=None):  # type: ignore[no-untyped-def]
+        rt.launch(kernel, y, n, stream=stream)
+
+    return Tunable("op", kernels, launch, check=check).checksum
+
+
+def test_a_check_objects_class_setting_it_reads_keys_its_tunes() -> None:
+    assert _close_checksum(1e-3) != _close_checksum(0.5)
+    assert _close_checksum(1e-3) == _close_checksum(1e-3)  # stable
+    assert _close_checksum(1e-3, 0.1) != _close_checksum(1e-3, 0.2)  # its own, as before
