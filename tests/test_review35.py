@@ -19,9 +19,10 @@
 - `warm run` (any writer) added a new device's or toolchain's fingerprint to a bundle
   holding `FINGERPRINT_ROWS` (a merge may write that many): the bundle was then "corrupt
   fingerprints" to `verify`, `check`, `stats` and `merge`.
-- A disk filling up while `warm merge` copied a blob was "corrupt bundle (no such
-  savepoint: copy)" of the merge's temporary file: SQLite had rolled the whole transaction
-  back, and undoing the copy's savepoint failed over the disk's error.
+- A disk filling up while `warm merge` copied a blob, or wrote the tunes, was "corrupt
+  bundle (no such savepoint: copy)" or "(no such table: temp.merge_held)" of the merge's
+  temporary file: SQLite had rolled the whole transaction back, and undoing the copy's
+  savepoint, or dropping the tunes' table, failed over the disk's error.
 - A `check=` object reading a setting of its class (`class Close: rtol = 1e-3`, `self.rtol`
   in `__call__`) was keyed by its own attributes only: changing the class's setting kept
   the old picks, a hit serving one the new check may refuse, where a cold start tunes anew.
@@ -44,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from big_bundle import build_big
 from conftest import ROOT, Warm
 from test_format3 import _tune
 
@@ -234,13 +236,17 @@ def _with_big_blobs(path: Path) -> Path:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="mounting a small tmpfs needs root")
-def test_a_disk_filling_up_as_a_merge_copies_a_blob_says_so(
-    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+@pytest.mark.parametrize("filled", ["blobs", "tunes"])
+def test_a_disk_filling_up_as_a_merge_writes_says_so(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path], filled: str
 ) -> None:
-    big = _with_big_blobs(host_bundle(tmp_path / "big.warm"))
+    if filled == "blobs":  # 3 MiB blobs on a 4 MiB disk
+        big, size = _with_big_blobs(host_bundle(tmp_path / "big.warm")), "4m"
+    else:  # 20,000 tunes (some 7 MB) on a 2 MiB disk
+        big, size = build_big(tmp_path / "big.warm", 100, 20000), "2m"
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)])
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)])
     if mounted.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here")
     try:

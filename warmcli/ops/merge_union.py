@@ -90,8 +90,9 @@ def write_union(
         _write_tunes(conn, dest, bundles, choose, now)
         for index, count in conn.execute("SELECT input, count(*) FROM merge_held GROUP BY 1"):
             written.tunes[index] = count
-    finally:
-        conn.execute("DROP TABLE temp.merge_held")
+    finally:  # (gone where a full disk made SQLite roll back: that error stands)
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("DROP TABLE IF EXISTS temp.merge_held")
     conn.executemany(
         "INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)",
         [(i, kind, data) for i, (kind, data) in fingerprints.items()],
