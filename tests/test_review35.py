@@ -150,6 +150,11 @@ def test_merge_says_why_it_kept_a_measurement_never_newer_when_it_is_older(
         assert ("(newer)" in said[0]) == (why == "newer"), (other, said)
         doc = warm.json("merge", mine, other, "-o", tmp_path / "out.warm", "--force")
         assert why in doc["choices"][0]["why"], doc["choices"]
+    ahead = [_one_tune(tmp_path / f"ahead{i}.warm", now + i * 86400, "c2") for i in (5, 9)]
+    for first, second in (ahead, ahead[::-1]):
+        doc = warm.json("merge", first, second, "-o", tmp_path / "out.warm", "--force")
+        assert "both dated over a day ahead" in doc["choices"][0]["why"], doc["choices"]
+        assert doc["choices"][0]["kept"] == str(first), doc["choices"]
     # a later input displacing the one kept: its line says why that one is kept
     later = _one_tune(tmp_path / "later.warm", now - 60, "c2")
     pending = tmp_path / "pending.warm"

@@ -325,6 +325,8 @@ def _why(kept: _Rank, dropped: _Rank) -> str:
         return "measured; the other pending"
     if kept[1] != dropped[1]:
         return "the other dated over a day ahead of this machine's clock"
+    if not kept[1]:
+        return "the first input's: both dated over a day ahead of this machine's clock"
     return "newer" if kept[2] > dropped[2] else "the first input's: the other dated alike"
 
 
