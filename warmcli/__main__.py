@@ -5,7 +5,8 @@ teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still impor
 one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
 ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped ssh
 session; each unless warm was started ignoring it, as under `nohup`) are answered as
-Ctrl-C is, so no command is ended by them in silence, its temporary files left.
+Ctrl-C is, so no command is ended by them in silence, its temporary files left; none
+answered ends the process by the signal after all (`_exit`).
 A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an
 ASCII stdout writes escapes (`_open_standard_streams`); output that cannot be written
 (`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
+
+from warmcli.interrupted import forget_interrupt, in_import_callback, send_again
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
 if TYPE_CHECKING:
@@ -76,7 +79,7 @@ def main() -> None:
         except SystemExit as said:
             code = said.code
     end_process(code)
-    raise SystemExit(code)
+    _exit(code)
 
 
 def _open_standard_streams() -> None:
@@ -115,18 +118,9 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     command ends)."""
     if _Ended.now:
         return
-    code = getattr(frame, "f_code", None)
-    if code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB):
-        # importlib's weakref callback, where an exception is only printed ("Exception
-        # ignored in ...", its traceback): the signal again, handled once it has returned
-        import signal
-
-        signal.raise_signal(signum)
+    if in_import_callback(frame) and send_again(signum):  # only printed there: handled later
         return
     raise KeyboardInterrupt
-
-
-_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
 
 def _hold_ctrl_c(signal: Any) -> None:
@@ -147,7 +141,15 @@ def _interrupted() -> NoReturn:
     sys.stderr.write("warm: interrupted\n")
     if "--json" in sys.argv[1:]:
         sys.stdout.write('{\n  "error": "interrupted",\n  "exit": 130\n}\n')
-    raise SystemExit(130)
+    _exit(130)
+
+
+def _exit(code: object) -> NoReturn:
+    """`SystemExit(code)`, once Python's note of an interrupt left unhandled is forgotten
+    (`warmcli.interrupted.forget_interrupt`: else `python -m` ends the process by SIGINT,
+    not with `code`, though warm answered that interrupt)."""
+    forget_interrupt()
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,22 @@ the exit: an exit handler that imports a module defining a dataclass (a write-ba
 signature check) resets it, and the process then ends with status 1.
 `keep_sigint_exit()`, called last in warm's exit handler, sets it again, only for a
 process CPython itself would end so: its main code's own KeyboardInterrupt (that very
-class, escaping the program's outermost frame), no REPL run since. It owns no state
-and never prints, signals or exits itself.
+class, escaping the program's outermost frame), no REPL run since. The other way round,
+`forget_interrupt()` clears it where a KeyboardInterrupt escaped code run from a string (a
+namedtuple's, a dataclass's methods made at an import) and was caught and answered (`warm`
+exits 130), which `python -m` would else end by SIGINT all the same.
+A handler raising KeyboardInterrupt where Python only prints it (importlib's weakref
+callback, `in_import_callback`: "Exception ignored in ...", and the program goes on) has
+the signal sent again instead (`send_again`), by a thread of its own, so that it is
+handled once the callback has returned (sent from the handler, Python would handle it at
+once, still inside the callback). It owns no state and never prints nor exits itself.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import os
 import sys
 
 # Evaluated from source (CPython's path for code run from a string, which records a
@@ -41,3 +50,29 @@ def keep_sigint_exit() -> None:
         return
     with contextlib.suppress(KeyboardInterrupt):
         exec(_RAISE)  # a constant: no outside text is executed
+
+
+def forget_interrupt() -> None:
+    """Clear CPython's note of a KeyboardInterrupt escaping code it ran from a string (see
+    the module doc): it clears it as it begins to run any string, here an empty one."""
+    exec("")  # (no code: the note cleared)
+
+
+_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
+
+
+def in_import_callback(frame: object) -> bool:
+    """Whether a signal handler was called in importlib's weakref callback (a module lock
+    collected), where what it raises is only printed."""
+    code = getattr(frame, "f_code", None)
+    return code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB)
+
+
+def send_again(signum: int) -> bool:
+    """Send `signum` to this process again, from a new thread (handled once the frame it
+    interrupted has gone on); False when no thread can be started."""
+    try:
+        _thread.start_new_thread(os.kill, (os.getpid(), signum))
+    except RuntimeError:
+        return False
+    return True

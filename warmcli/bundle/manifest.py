@@ -5,17 +5,19 @@ and updated times) and a fingerprint for each device and toolchain that wrote en
 (a few, short). `MANIFEST_SELECT` and `FINGERPRINT_SELECT` read at most `MANIFEST_ROWS`
 and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
 named), so a table of millions of rows or of huge values costs no memory or time:
-`BundleAdmin.manifest` and `fingerprints` refuse one of more rows.
+`BundleAdmin.manifest` and `fingerprints` refuse one of more rows, so `put_fingerprint`
+(a writer's) adds none past `FINGERPRINT_ROWS`.
 `metadata_problems` says what `warm verify` finds wrong in their rows: each corrupt
 row, named in the words `warm stats` refuses the bundle with (`BundleAdmin.manifest`,
 `fingerprints`), and `manifest_problems` of the rest (a field missing, a time that is
 no finite number, a format that is not the header's). This module owns
-no state, opens no file and never prints.
+no state, opens no file (it writes one row into a writer's open transaction) and never prints.
 """
 
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 
 from warmcli.bundle.file import FORMAT_VERSION
@@ -49,6 +51,23 @@ FINGERPRINT_SELECT = (
     )
     + f" ORDER BY kind, identity LIMIT {FINGERPRINT_ROWS + 1}"
 )
+
+
+# One fingerprint stored, its identity's replaced; a new one while fewer are held than a
+# reader takes (counted no further than that: a hostile bundle may hold millions).
+_PUT_FINGERPRINT = (
+    "INSERT OR REPLACE INTO fingerprints SELECT ?, ?, ? WHERE ? IN (SELECT identity FROM "
+    f"fingerprints) OR (SELECT count(*) FROM (SELECT 1 FROM fingerprints LIMIT "
+    f"{FINGERPRINT_ROWS})) < {FINGERPRINT_ROWS}"
+)
+
+
+def put_fingerprint(conn: sqlite3.Connection, identity: str, kind: str, data: str) -> None:
+    """Store one fingerprint in `conn`'s open transaction, replacing its identity's; a new
+    identity only while the bundle holds fewer than `FINGERPRINT_ROWS`, which every reader
+    refuses to exceed (past them a device or toolchain goes unnamed; its entries are stored
+    all the same, each naming its own)."""
+    conn.execute(_PUT_FINGERPRINT, (identity, kind, data, identity))
 
 
 def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:

@@ -335,10 +335,9 @@ class Bundle(BundleAdmin):
         n_kernels = n_tunes = 0
         with self.transaction() as conn:
             for identity, kind, data in fingerprints:
-                conn.execute(
-                    "INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)",
-                    (identity, kind, json.dumps(data, sort_keys=True)),
-                )
+                from warmcli.bundle.manifest import put_fingerprint  # (never a serving process)
+
+                put_fingerprint(conn, identity, kind, json.dumps(data, sort_keys=True))
                 self.written.add(("fingerprints", identity))
             replaced: set[str] = set()  # blobs of rebuilt kernels: freed when none uses them
             for record, binary in kernels:

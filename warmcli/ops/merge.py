@@ -4,10 +4,13 @@ Bundles made on several machines or for several architectures are combined by ke
 key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
 in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
-below every other), and the report says which one won and which was dropped (in more: each
+below every other; a measured pick beats a pending one), and the report says which one won,
+which was dropped and why (in more: each
 one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
 a format version this warm does not read, and files that are no warm bundle, are refused
-before anything is read; older formats it reads merge into the current one. The output's write lock
+before anything is read; older formats it reads merge into the current one. Inputs naming
+more devices and toolchains together (fingerprints) than a bundle may hold are refused,
+nothing written: every reader would refuse the output. The output's write lock
 is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no
 write is lost. The result is written to a temporary file beside the output, given the
@@ -62,6 +65,7 @@ class TuneChoice:
     dropped: str
     dropped_pick: str | None
     dropped_measured_at: float
+    why: str  # why the one kept outranks the one dropped (`_why`): "newer", or another reason
 
 
 @dataclass
@@ -179,7 +183,7 @@ def _publish(
     signed given `signing_key` (what each input contributed and what is said of the
     signature are returned); on any failure nothing is left behind and `out` is as it was."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
-    chosen: dict[str, list[int]] = {}  # a listed choice's tune key -> its lines
+    chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
@@ -258,7 +262,7 @@ def _distinct(paths: list[Path]) -> list[Path]:
 
 
 def _choose(
-    chosen: dict[str, list[int]],
+    chosen: dict[str, list[tuple[int, _Rank]]],
     now: float,
     held: Held | None,
     tune: TuneRecord,
@@ -268,25 +272,29 @@ def _choose(
     """Whether `tune` (of input `index`) replaces `held`: the newer measurement of a tune key
     is kept; the choice is noted when both differ. A tune held by several inputs is noted
     once per measurement dropped, each naming the one kept in the end (one a later input
-    displaced is named as dropped, never as kept; `chosen`: the lines of a listed key)."""
+    displaced is named as dropped, never as kept; `chosen`: the lines of a listed key, with
+    the rank of the one each dropped), and why it outranks the one dropped."""
     if held is None:
         return True
     if (held.measured_at, held.pick) == (tune.measured_at, tune.pick):
         return False
-    wins = _rank(tune, now) > _rank(held, now)
+    ranks = _rank(tune, now), _rank(held, now)
+    wins = ranks[0] > ranks[1]
     newer, older = (tune, held) if wins else (held, tune)
     newer_index, older_index = (index, held.index) if wins else (held.index, index)
-    for at in chosen.get(tune.key, []) if wins else ():  # lines naming the displaced as kept
+    for at, dropped in chosen.get(tune.key, []) if wins else ():  # lines naming the displaced
         report.choices[at] = replace(
             report.choices[at],
             kept=report.sources[index],
             kept_pick=tune.pick,
             kept_measured_at=tune.measured_at,
+            why=_why(ranks[0], dropped),
         )
     if len(report.choices) >= LISTED:
         report.unlisted_choices += 1
         return wins
-    chosen.setdefault(tune.key, []).append(len(report.choices))
+    kept_rank, dropped_rank = ranks if wins else ranks[::-1]
+    chosen.setdefault(tune.key, []).append((len(report.choices), dropped_rank))
     report.choices.append(
         TuneChoice(
             operation=newer.operation,
@@ -298,6 +306,7 @@ def _choose(
             dropped=report.sources[older_index],
             dropped_pick=older.pick,
             dropped_measured_at=older.measured_at,
+            why=_why(kept_rank, dropped_rank),
         )
     )
     return wins
@@ -306,7 +315,22 @@ def _choose(
 _SKEW = 86400.0  # how far ahead of this machine's clock another's may be, in seconds
 
 
-def _rank(tune: TuneRecord | Held, now: float) -> tuple[bool, bool, float]:
+_Rank = tuple[bool, bool, float]  # measured, dated sanely, when (`_rank`)
+
+
+def _why(kept: _Rank, dropped: _Rank) -> str:
+    """Why a measurement of rank `kept` outranks (or, ranked alike, stays before) one of
+    rank `dropped`: said in the report (the one kept is not always the newer)."""
+    if kept[0] != dropped[0]:
+        return "measured; the other pending"
+    if kept[1] != dropped[1]:
+        return "the other dated over a day ahead of this machine's clock"
+    if not kept[1]:
+        return "the first input's: both dated over a day ahead of this machine's clock"
+    return "newer" if kept[2] > dropped[2] else "the first input's: the other dated alike"
+
+
+def _rank(tune: TuneRecord | Held, now: float) -> _Rank:
     """A measured pick beats a pending one; then the newer measurement wins. One dated more
     than a day after `now` (a clock set wrong, or a bundle from elsewhere dated so to win
     every merge) ranks below every measurement dated sanely, whatever their dates; of two

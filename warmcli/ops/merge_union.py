@@ -7,11 +7,14 @@ is a temporary table of the output's connection, never held in Python); each blo
 copied once, a chunk at a time and checked against its sha256 (`warmcli.bundle.blobs`), in
 a savepoint of its own: a copy that fails (or is missing) is undone and taken from another
 input holding a good one, and that is said in `mended`. So no table of any input sets the
-memory a merge takes. It owns no state beyond one merge's; nothing here prints.
+memory a merge takes. The inputs' fingerprints are read first: more together than a bundle
+may hold (`FINGERPRINT_ROWS`, which every reader refuses) are refused, nothing written.
+It owns no state beyond one merge's; nothing here prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -20,10 +23,11 @@ from dataclasses import dataclass
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.kernel_row import write_kernel_row
+from warmcli.bundle.manifest import FINGERPRINT_ROWS
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, MergeError
 from warmcli.records import TuneRecord
 
 
@@ -63,6 +67,7 @@ def write_union(
     """Write the union of `bundles` into `dest` in its open transaction `conn` (see the
     module doc)."""
     now = time.time()
+    fingerprints = _fingerprints(bundles)  # first: a union no reader takes is refused
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
@@ -85,19 +90,33 @@ def write_union(
         _write_tunes(conn, dest, bundles, choose, now)
         for index, count in conn.execute("SELECT input, count(*) FROM merge_held GROUP BY 1"):
             written.tunes[index] = count
-    finally:
-        conn.execute("DROP TABLE temp.merge_held")
-    fingerprints: dict[str, tuple[str, str]] = {}
-    for bundle in bundles:
-        for fp in bundle.fingerprints():
-            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
-            fingerprints[str(fp["identity"])] = (str(fp["kind"]), json.dumps(data, sort_keys=True))
+    finally:  # (gone where a full disk made SQLite roll back: that error stands)
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("DROP TABLE IF EXISTS temp.merge_held")
     conn.executemany(
         "INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)",
         [(i, kind, data) for i, (kind, data) in fingerprints.items()],
     )
     written.fingerprints = len(fingerprints)
     return written
+
+
+def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:
+    """The union of the inputs' fingerprints (identity -> kind, data), the last input's
+    where several hold one; `MergeError` where there are more than a bundle may hold
+    (`FINGERPRINT_ROWS`: every reader would refuse the output as corrupt)."""
+    fingerprints: dict[str, tuple[str, str]] = {}
+    for bundle in bundles:
+        for fp in bundle.fingerprints():
+            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
+            fingerprints[str(fp["identity"])] = (str(fp["kind"]), json.dumps(data, sort_keys=True))
+            if len(fingerprints) > FINGERPRINT_ROWS:
+                raise MergeError(
+                    f"cannot merge: the inputs name more than {FINGERPRINT_ROWS} devices and "
+                    f"toolchains together (fingerprints), more than a bundle may hold: nothing "
+                    "was merged"
+                )
+    return fingerprints
 
 
 def _write_tunes(
@@ -140,11 +159,10 @@ def _copy_blob(
             conn.execute("SAVEPOINT copy")
             try:
                 binary.store(conn)
-            except BundleError:
-                conn.execute("ROLLBACK TO copy")
+            except BaseException:
+                _undo_copy(conn)
                 raise
-            finally:
-                conn.execute("RELEASE copy")
+            conn.execute("RELEASE copy")
         except BundleError as exc:
             if not str(exc).startswith(f"{bundles[at].path}: blob "):
                 raise  # the output's (a full disk), not the input's copy
@@ -155,3 +173,11 @@ def _copy_blob(
         return
     assert refused is not None
     raise refused
+
+
+def _undo_copy(conn: sqlite3.Connection) -> None:
+    """Undo a blob's copy (its savepoint), where there is one to undo: a full disk may have
+    made SQLite roll the whole transaction back, whose error then stands, never this one's."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK TO copy")
+        conn.execute("RELEASE copy")

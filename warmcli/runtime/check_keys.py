@@ -6,8 +6,9 @@ name, or a callable by its qualified name and a digest of what its code does
 name), with the module state and helpers it reads (`_MAX_HELPERS` calls deep: those of its
 own module, and those of the user's code, any module whose file is outside the standard
 library and the site-packages folders, such as a `checks.py` beside the workload; a
-library's only by its name), and the callables it holds (a closure's, a default's, a
-partial's, its object's); `judged_identity` adds the launch function the check judged.
+library's only by its name), its object's settings (its own, and its class's it reads),
+and the callables it holds (a closure's, a default's, a partial's, its object's);
+`judged_identity` adds the launch function the check judged.
 Each function it holds or calls is keyed once per object it is a method of (two objects
 of one class, apart), each partial once: the walk is as long as what the check reaches,
 never a lattice. Split from `warmcli.runtime.tune_spec`, whose input rendering it shares.
@@ -119,7 +120,7 @@ def _callable_identity(
     shown: list[Any] = [_text(v) for v in held if _plain(v, arrays)]
     for v in (v for v in held if not _plain(v, arrays) and _holder(v)):  # a closure's `cfg`
         shown += _attributes("held", v, keyed, arrays)
-    shown += _state(check, stored)
+    shown += _state(check, stored, keyed)
     free = getattr(code, "co_freevars", ())
     names_held = [  # a function it holds: `make_check(strict)`'s, `judge=strict`'s
         *((f"default{i}", v) for i, v in enumerate(getattr(function, "__defaults__", None) or ())),
@@ -346,14 +347,24 @@ def _stored_by(code: types.CodeType) -> frozenset[str]:
     return frozenset(names)
 
 
-def _state(check: Callable[..., Any], stored: set[str]) -> list[str]:
+def _state(check: Callable[..., Any], stored: set[str], names: tuple[str, ...]) -> list[str]:
     """The plain attributes of the object a check is (a method of), but dunders (`__module__`
-    names the workload as `warm run` imported it) and what it records as it runs."""
+    names the workload as `warm run` imported it) and what it records as it runs; then those
+    of its class (and bases) among `names`, its code's, that it has none of its own of (a
+    setting in the class body, `rtol = 1e-3`, read as `self.rtol`)."""
     owner = _owner(check)
     held = (getattr(owner, "__dict__", None) or {}) if owner is not None else {}
     arrays = _SUBSCRIPT not in stored
     items = sorted((k, v) for k, v in held.items() if isinstance(k, str) and _plain(v, arrays))
-    return [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__") and k not in stored]
+    shown = [f"self.{k}={_text(v)}" for k, v in items if not k.startswith("__") and k not in stored]
+    if owner is None or isinstance(owner, type):
+        return shown
+    spaces = [vars(c) for c in type(owner).__mro__]
+    for name in sorted(set(names) - set(held)):
+        found = next((s[name] for s in spaces if name in s), _ABSENT)
+        if found is not _ABSENT and not name.startswith("__") and _plain(found, arrays):
+            shown.append(f"self.{name}={_text(found)}")
+    return shown
 
 
 def check_identity(check: str | Callable[..., Any], tolerance: tuple[float, float]) -> list[Any]:

@@ -14,7 +14,8 @@ starts again in a fresh worker; a crash anywhere else is returned as a
 killed. SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker,
 and the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
 warm. `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
-raise `KeyboardInterrupt` once.
+raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
+`warmcli.interrupted`).
 
 State: the excluded candidates and the worker's journal, one of each per process (and,
 made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
@@ -45,6 +46,7 @@ from warmcli.backends.processes import (
     parent_death_signal,
     stop_compilers,
 )
+from warmcli.interrupted import in_import_callback, send_again
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
@@ -342,6 +344,8 @@ def interrupt_on_signals() -> None:
             os.kill(os.getpid(), signum)
             return
         stop_compilers()
+        if in_import_callback(frame) and send_again(signum):  # only printed there: later
+            return
         if not raised:
             raised = True
             raise KeyboardInterrupt

@@ -105,7 +105,7 @@ def merge_renderable(report: MergeReport) -> Group:
             line(
                 f"  tune {cell(c.operation)} {cell(c.shape)} on {cell(c.device)}: kept "
                 f"{cell(c.kept_pick or 'pending')} "
-                f"measured {when(str(c.kept_measured_at))} in {c.kept} (newer); dropped "
+                f"measured {when(str(c.kept_measured_at))} in {c.kept} ({c.why}); dropped "
                 f"{cell(c.dropped_pick or 'pending')} measured {when(str(c.dropped_measured_at))} "
                 f"in {c.dropped}",
                 style="yellow",
