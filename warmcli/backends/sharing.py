@@ -30,8 +30,11 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows.
-`shares_unit` is that test, conservative, on the kernel's own text (its source, its
+comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and options
+that read a header before the source (`-include cfg.h`: it may define any name) or set a
+macro (`-DSCALE=2`) that the kernel's section defines and then undoes (a define, a macro
+of its source, its entry, a name it renames): the option's macro would be gone after it.
+`shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
 binary. Pure functions over text: the only state is a bounded memo per source text; no
@@ -53,6 +56,7 @@ from warmcli.backends.compiler import (
     declared,
     type_names,
 )
+from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
@@ -168,9 +172,71 @@ def shares_unit(kernel: Kernel) -> bool:
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):
         return False
+    if kernel.options and not _options_kept_apart(kernel):
+        return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     return _source_shares(kernel.source, kernel.language, own, risky)
+
+
+# Options that define or undefine a macro, as gcc, nvcc and NVRTC spell them: the name
+# joined (`-DSCALE=2`, `-USCALE`), after `=` (`--define-macro=SCALE`) or in the next option;
+# and the wrappers that hand the preprocessor an option (`-Wp,-DX`, `-Xpreprocessor -DX`).
+_MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")
+_OPTION_MACRO = re.compile(r"[\s=]*([A-Za-z_]\w*)")
+
+
+def _preprocessor_options(options: Sequence[str]) -> list[str]:
+    """`options` with `-Wp,a,b` split into its options and `-Xpreprocessor` dropped."""
+    flat: list[str] = []
+    for option in options:
+        if option.startswith("-Wp,"):
+            flat.extend(option[4:].split(","))
+        elif option != "-Xpreprocessor":
+            flat.append(option)
+    return flat
+
+
+def option_macros(options: Sequence[str]) -> set[str] | None:
+    """The macros `options` define or undefine (`-DSCALE=2`, `-U NDEBUG`), or None where
+    one such option's name is not read (then any name may be one)."""
+    names: set[str] = set()
+    for before, option in zip(("", *options), options, strict=False):
+        if before in _MACRO_FLAGS:
+            text = option
+        elif option.startswith(("--define-macro=", "--undefine-macro=")):
+            text = option.split("=", 1)[1]
+        elif option.startswith(("-D", "-U")) and option not in _MACRO_FLAGS:
+            text = option[2:]
+        else:
+            continue
+        name = _OPTION_MACRO.match(text)
+        if name is None:
+            return None
+        names.add(name.group(1))
+    return names
+
+
+def _options_kept_apart(kernel: Kernel) -> bool:
+    """Whether no macro `kernel`'s options set is one that its section of a shared unit
+    defines and then undoes (a define, a macro of its source, its entry or, in C, a name it
+    renames): undone, the option's macro would be gone from every kernel after it
+    (`-DSCALE=2` and `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true
+    alone). A header read before the source (`-include cfg.h`) may define any name, so
+    such a kernel is compiled alone."""
+    options = _preprocessor_options(kernel.options)
+    if pre_included(options):
+        return False
+    set_by_options = option_macros(options)
+    if set_by_options is None:
+        return False
+    if not set_by_options:
+        return True
+    helpers, macros = declared(kernel.source)
+    names = {kernel.entry, *(name for name, _ in kernel.defines), *macros}
+    if kernel.language == "c":
+        names.update(helpers, type_names(kernel.source) or ())
+    return names.isdisjoint(set_by_options)
 
 
 def _text_shares(text: str, language: str) -> bool:

@@ -1,0 +1,97 @@
+"""A user's many small host kernels give the same numbers cold, warmed and served.
+
+Real `warm run` in a subprocess (its verify pass writes what the kernels computed), a real
+cold production process (no bundle: every kernel compiled on its first launch, alone) and
+a real hit (`WARM_BUNDLE`), real cc: each must write the same numbers. Kernels whose
+options set a macro (`-DSCALE=2`, `-include cfg.h`) that a kernel's own define, `#undef`
+or renamed helper also names are compiled in a unit of their own, so warm's undoing of
+that kernel's names never takes the option's macro from the kernels after it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+# Runs the workload file argv[1] as a production process would (cold without a bundle,
+# served with `WARM_BUNDLE`); the workload writes its numbers to argv[2].
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+module["workload"](warmcli.runtime("host"))
+print(json.dumps({"misses": len(warmcli.report().misses)}))
+"""
+
+OPTION_MACROS = r"""
+import json, os
+from warmcli import Kernel
+DEVICE = "host"
+OUT = os.environ["L35_OUT"]
+D = ("-DSCALE=2",)
+PRE = ("-include", os.environ["L35_CFG"])  # it defines SCALE 2
+IFDEF = "void {0}(double *o) {{\n#ifdef {1}\n o[0] = {1};\n#else\n o[0] = -1;\n#endif\n}}"
+KERNELS = {
+    # each group: a kernel naming the option's macro itself, then two that only read it
+    "a": Kernel("void a(double *o) { o[0] = SCALE; }", "a", "P", options=D, defines={"SCALE": 5}),
+    "b": Kernel(IFDEF.format("b", "SCALE"), "b", "P", options=D),
+    "a2": Kernel("#undef SCALE\n#define SCALE 7\nvoid a2(double *o) { o[0] = SCALE; }", "a2", "P",
+                 options=D),
+    "c": Kernel(IFDEF.format("c", "SCALE"), "c", "P", options=D),
+    "p": Kernel("void p(double *o) { o[0] = SCALE; }", "p", "P", options=PRE,
+                defines={"SCALE": 5}),
+    "q": Kernel(IFDEF.format("q", "SCALE"), "q", "P", options=PRE),
+    "r": Kernel(IFDEF.format("r", "SCALE"), "r", "P", options=PRE),
+}
+def workload(rt):
+    out = {}
+    for name, kernel in KERNELS.items():
+        o = rt.buffer(1, "float64")
+        rt.launch(kernel, o)
+        out[name] = float(rt.read(o)[0])
+    with open(OUT, "w") as f:
+        json.dump(out, f)
+"""
+OPTION_MACROS_WANT = {
+    "a": 5.0, "b": 2.0, "a2": 7.0, "c": 2.0, "p": 5.0, "q": 2.0, "r": 2.0,
+}  # fmt: skip
+
+
+def _cold_warm_hit(
+    warm: Warm, tmp_path: Path, source: str, env: dict[str, str]
+) -> tuple[dict, dict, dict]:
+    """What the workload `source` wrote cold, under `warm run` (its verify pass) and served
+    from the bundle `warm run` made."""
+    workload = tmp_path / "w.py"
+    workload.write_text(source)
+    bundle = tmp_path / "b.warm"
+    seen = []
+    for step in ("cold", "warm", "hit"):
+        out = tmp_path / f"{step}.json"
+        warm.env.update(env, L35_OUT=str(out))
+        if step == "warm":
+            done = warm("run", workload, "-b", bundle, "-q", "--allow-discarded-reads", "-j", "1")
+            assert done.returncode == 0, done.stderr
+        else:
+            served = warm.production(SERVE, workload, bundle=bundle if step == "hit" else None)
+            assert served["misses"] == (0 if step == "hit" else len(OPTION_MACROS_WANT))
+        seen.append(json.loads(out.read_text()))
+    return seen[0], seen[1], seen[2]
+
+
+def test_a_kernel_naming_its_options_macro_never_takes_it_from_its_neighbours(
+    warm: Warm, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "cfg.h"
+    cfg.write_text("#define SCALE 2\n")
+    cold, warmed, hit = _cold_warm_hit(warm, tmp_path, OPTION_MACROS, {"L35_CFG": str(cfg)})
+    assert cold == OPTION_MACROS_WANT
+    assert warmed == cold
+    assert hit == cold
+
+
+if __name__ == "__main__":  # (run alone: python tests/test_launch35.py)
+    sys.exit("run with pytest")
