@@ -11,6 +11,7 @@ that kernel's names never takes the option's macro from the kernels after it.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +96,40 @@ def test_a_kernel_naming_its_options_macro_never_takes_it_from_its_neighbours(
 
 if __name__ == "__main__":  # (run alone: python tests/test_launch35.py)
     sys.exit("run with pytest")
+
+
+WRAP_ON_HOST = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+PUT = Kernel("void put(double *o, int n) { o[0] = n; }", "put", "Pi")
+class Interfaced:  # memory that says it is a GPU's (as CuPy's and torch's arrays do)
+    def __init__(self, a):
+        self.a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
+                                         "data": (a.ctypes.data, False), "version": 3}
+def workload(rt):
+    w = rt.wrap(Interfaced(np.zeros(2)))
+    rt.launch(PUT, w, 5)
+"""
+
+
+def test_rt_wrap_on_the_host_is_refused_in_the_first_pass_in_one_line(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`rt.wrap` of GPU memory on the host runtime made a `Buffer` the discarding passes
+    launched on but the host could not: `warm run` passed two passes to fail the verify
+    pass's launch with `must be a buffer on host, got Buffer(host, ...)`, and a production
+    process's `rt.read` of it read its pointer as the data. It is refused where it is made."""
+    workload = tmp_path / "w.py"
+    workload.write_text(WRAP_ON_HOST)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and "during CompileOnly" in line, line
+    assert "rt.wrap" in line and "host" in line and "rt.upload" in line, line
+    cold = subprocess.run(
+        [sys.executable, "-c", SERVE, workload], capture_output=True, text=True,
+        env=warm.env, timeout=120,
+    )  # fmt: skip
+    assert cold.returncode == 1 and "ArgumentError: rt.wrap" in cold.stderr, cold.stderr
