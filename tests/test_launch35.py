@@ -133,3 +133,48 @@ def test_rt_wrap_on_the_host_is_refused_in_the_first_pass_in_one_line(
         env=warm.env, timeout=120,
     )  # fmt: skip
     assert cold.returncode == 1 and "ArgumentError: rt.wrap" in cold.stderr, cold.stderr
+
+
+ONE_KERNEL = """
+import json, os
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel(os.environ["L35_SOURCE"], "put", os.environ["L35_PARAMS"])
+def workload(rt):
+    o = rt.buffer(1, "float64")
+    rt.launch(K, o, 2.5 if "f" in K.params or "d" in K.params else 7)
+    with open(os.environ["L35_OUT"], "w") as f:
+        json.dump(rt.read(o).tolist(), f)
+"""
+
+
+def test_an_entry_whose_definition_declares_no_parameter_types_is_refused_named(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """An old-style (K&R) entry, `void put(o, n) double *o; float n; {...}`, takes its
+    parameters promoted (a float as a double) and no call checks their count: its letters
+    passed every check, and `put(o, 2.5f)` through ctypes wrote 0.0 cold, warmed and served
+    alike, silently. So did `void put() {...}` for any letters. Both now fail the kernel's
+    compile, named, as a mismatch of its letters does."""
+    workload = tmp_path / "w.py"
+    workload.write_text(ONE_KERNEL)
+    cases = {
+        "void put(o, n) double *o; float n; { o[0] = n; }": ("Pf", "old-style"),
+        "void put(o, n)\n  double *o;\n  int n;\n{ o[0] = n; }": ("Pi", "old-style"),
+        "void put() { }": ("Pi", "2 letter(s) for 0 declared parameter(s)"),
+    }
+    for i, (source, (params, said)) in enumerate(cases.items()):
+        warm.env.update(L35_SOURCE=source, L35_PARAMS=params, L35_OUT=str(tmp_path / "o.json"))
+        done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
+        assert done.returncode == 2, (source, done.stderr)
+        assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    # a prototype's definition, `put(void)` and a parameterless `put()` without letters build
+    fine = {
+        "void put(double *o, float n) { o[0] = n; }": ("Pf", [2.5]),
+        "void put(double *o, int n);\nvoid put(double *o, int n) { o[0] = n; }": ("Pi", [7.0]),
+    }
+    for i, (source, (params, want)) in enumerate(fine.items()):
+        warm.env.update(L35_SOURCE=source, L35_PARAMS=params, L35_OUT=str(tmp_path / "o.json"))
+        done = warm("run", workload, "-b", tmp_path / f"f{i}.warm", "-q", "--allow-discarded-reads")
+        assert done.returncode == 0, (source, done.stderr)
+        assert json.loads((tmp_path / "o.json").read_text()) == want
