@@ -178,3 +178,19 @@ def test_an_entry_whose_definition_declares_no_parameter_types_is_refused_named(
         done = warm("run", workload, "-b", tmp_path / f"f{i}.warm", "-q", "--allow-discarded-reads")
         assert done.returncode == 0, (source, done.stderr)
         assert json.loads((tmp_path / "o.json").read_text()) == want
+
+
+def test_a_static_entry_fails_its_compile_named(warm: Warm, tmp_path: Path) -> None:
+    """`static void put(...)` exports no function: it compiled, was stored in the bundle (a
+    build `warm check` calls unusable) and failed at load with `binary has no symbol
+    warm_4491fcb351231246_put for kernel put`, warm's internal name. It fails its compile
+    now, named, as an entry the source does not define does."""
+    workload = tmp_path / "w.py"
+    workload.write_text(ONE_KERNEL)
+    source = "static void put(double *o, int n) { o[0] = n; }"
+    warm.env.update(L35_SOURCE=source, L35_PARAMS="Pi", L35_OUT=str(tmp_path / "o.json"))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "-b", bundle, "-q", "--allow-discarded-reads")
+    assert done.returncode == 2, done.stderr
+    assert "its entry 'put' is defined static" in done.stderr, done.stderr
+    assert "no symbol" not in done.stderr and "Traceback" not in done.stderr

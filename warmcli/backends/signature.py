@@ -14,7 +14,8 @@ each parameter with `_Generic` and `__builtin_classify_type` (marked `__extensio
 kernel whose options hold it to C99 or C89 with pedantic errors builds as cc builds it
 alone); else it calls the entry with the letters' count of zeros (the compiler checks the
 count). An entry defined old-style (K&R) or with empty parentheses, given letters, gets
-a probe that fails, named: no call would check its arguments' count or types. The probe's
+a probe that fails, named: no call would check its arguments' count or types; so does an
+entry defined `static`, which the binary would not export. The probe's
 lines are marked `#line 1 "warm-signature"`, so a failure is
 recognised in the compiler's log and turned into one clear message that shows the letters
 and the declared parameters (`explain`) where it finds a letter or the count wrong; else
@@ -169,6 +170,17 @@ def unprototyped(source: str, entry: str) -> str | None:
     return None
 
 
+def defined_static(source: str, entry: str) -> bool:
+    """Whether `entry`'s definition in `source` is declared `static` (internal linkage: the
+    binary exports no function of that name), as written in its own declaration."""
+    text = COMMENT.sub(" ", source)
+    for opening, close in _declarators(text, entry):
+        if text[close + 1 :].lstrip().startswith("{"):
+            head = re.split(r"[;}]|^[ \t]*#.*$", text[:opening], flags=re.MULTILINE)[-1]
+            return re.search(r"\bstatic\b", head) is not None
+    return False
+
+
 def _tag(unit: CompileUnit) -> str:
     return unit.key[:16]
 
@@ -201,8 +213,10 @@ def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
         f"    (void)sizeof(&{kernel.entry});",  # an entry the source lacks: undeclared
     ]
     unchecked = unprototyped(kernel.source, kernel.entry) if kernel.params else None
+    if defined_static(kernel.source, kernel.entry):
+        unchecked = "static"  # nothing exported to call: refused, named
     if unchecked is not None:  # no call would check its count or types: refused, named
-        what = "count" if unchecked == "empty" else "old-style"
+        what = "count" if unchecked == "empty" else unchecked
         failed = f'    __extension__ _Static_assert(0, "{MARK}:{what}:{tag}");'
         return "\n" + "\n".join([*head, failed, "}"]) + "\n"
     zeros = ", ".join("0" for _ in kernel.params)
@@ -265,6 +279,11 @@ def explain(failure: CompileFailure) -> CompileFailure:
             f"kernel {kernel.label}: its entry {kernel.entry!r} is a function template or "
             'overloaded, so no one function has its name: declare one extern "C" __global__ '
             "function per instance (calling a __device__ template) and name that as the entry"
+        )
+    elif "static" in failed:
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is defined static, so its "
+            "binary exports no function of that name to launch: drop the `static`"
         )
     elif "old-style" in failed:
         message = (
