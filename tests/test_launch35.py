@@ -194,3 +194,32 @@ def test_a_static_entry_fails_its_compile_named(warm: Warm, tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "its entry 'put' is defined static" in done.stderr, done.stderr
     assert "no symbol" not in done.stderr and "Traceback" not in done.stderr
+
+
+MANY = """
+from warmcli import Kernel
+DEVICE = "host"
+N = {n}
+SRC = "void many(" + ", ".join(f"int a{{i}}" for i in range(N)) + ") {{ }}"
+K = Kernel(SRC, "many", "i" * N)
+def workload(rt):
+    rt.launch(K, *range(N))
+"""
+
+
+def test_a_host_kernel_of_more_parameters_than_ctypes_passes_is_refused_where_made(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """ctypes calls a function of at most 1,024 arguments: a host kernel of 1,025 compiled
+    under `warm run`, then failed its load with ctypes' `ArgumentError: _argtypes_ has too
+    many arguments (1026)...`, and a production process's launch raised it from ctypes. The
+    `Kernel` is refused where it is made, named, as its `e` letter is."""
+    for n, code in ((1024, 0), (1025, 2)):
+        workload = tmp_path / f"w{n}.py"
+        workload.write_text(MANY.format(n=n))
+        done = warm("run", workload, "-b", tmp_path / f"b{n}.warm", "-q")
+        assert done.returncode == code, done.stderr
+        if code:
+            line = done.stderr.strip()
+            assert "\n" not in line and "failed to import" in line, line
+            assert "kernel many: 1025 parameters" in line and "1024" in line, line
