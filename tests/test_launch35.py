@@ -62,7 +62,7 @@ OPTION_MACROS_WANT = {
 
 
 def _cold_warm_hit(
-    warm: Warm, tmp_path: Path, source: str, env: dict[str, str]
+    warm: Warm, tmp_path: Path, source: str, env: dict[str, str], misses: int
 ) -> tuple[dict, dict, dict]:
     """What the workload `source` wrote cold, under `warm run` (its verify pass) and served
     from the bundle `warm run` made."""
@@ -78,7 +78,7 @@ def _cold_warm_hit(
             assert done.returncode == 0, done.stderr
         else:
             served = warm.production(SERVE, workload, bundle=bundle if step == "hit" else None)
-            assert served["misses"] == (0 if step == "hit" else len(OPTION_MACROS_WANT))
+            assert served["misses"] == (0 if step == "hit" else misses)
         seen.append(json.loads(out.read_text()))
     return seen[0], seen[1], seen[2]
 
@@ -88,7 +88,9 @@ def test_a_kernel_naming_its_options_macro_never_takes_it_from_its_neighbours(
 ) -> None:
     cfg = tmp_path / "cfg.h"
     cfg.write_text("#define SCALE 2\n")
-    cold, warmed, hit = _cold_warm_hit(warm, tmp_path, OPTION_MACROS, {"L35_CFG": str(cfg)})
+    cold, warmed, hit = _cold_warm_hit(
+        warm, tmp_path, OPTION_MACROS, {"L35_CFG": str(cfg)}, misses=len(OPTION_MACROS_WANT)
+    )
     assert cold == OPTION_MACROS_WANT
     assert warmed == cold
     assert hit == cold
@@ -223,3 +225,44 @@ def test_a_host_kernel_of_more_parameters_than_ctypes_passes_is_refused_where_ma
             line = done.stderr.strip()
             assert "\n" not in line and "failed to import" in line, line
             assert "kernel many: 1025 parameters" in line and "1024" in line, line
+
+
+WRAPPED_CC_MACRO = r"""
+import json, os
+from warmcli import Kernel
+DEVICE = "host"
+IFDEF = "void {0}(double *o) {{\n#ifdef SCALE\n o[0] = SCALE;\n#else\n o[0] = -1;\n#endif\n}}"
+KERNELS = {
+    "a": Kernel("void a(double *o) { o[0] = SCALE; }", "a", "P", defines={"SCALE": 5}),
+    "b": Kernel(IFDEF.format("b"), "b", "P"),
+    "a2": Kernel("#undef SCALE\n#define SCALE 7\nvoid a2(double *o) { o[0] = SCALE; }", "a2", "P"),
+    "c": Kernel(IFDEF.format("c"), "c", "P"),
+}
+def workload(rt):
+    out = {}
+    for name, kernel in KERNELS.items():
+        o = rt.buffer(1, "float64")
+        rt.launch(kernel, o)
+        out[name] = float(rt.read(o)[0])
+    with open(os.environ["L35_OUT"], "w") as f:
+        json.dump(out, f)
+"""
+
+
+def test_a_macro_the_c_compiler_wrapper_sets_reaches_every_kernel_of_a_shared_unit(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A C compiler that is a wrapper script adding `-DSCALE=2` (no option of the kernels
+    says so): a kernel defining SCALE itself undid it for the kernels after it in a shared
+    unit (-1 where a cold start computed 2). Each C kernel's section now saves and restores
+    the macros it names (`#pragma push_macro`/`pop_macro`)."""
+    wrapper = tmp_path / "mycc"
+    wrapper.write_text('#!/bin/sh\nexec cc -DSCALE=2 "$@"\n')
+    wrapper.chmod(0o755)
+    want = {"a": 5.0, "b": 2.0, "a2": 7.0, "c": 2.0}
+    cold, warmed, hit = _cold_warm_hit(
+        warm, tmp_path, WRAPPED_CC_MACRO, {"WARM_CC": str(wrapper)}, misses=len(want)
+    )
+    assert cold == want
+    assert warmed == cold
+    assert hit == cold
