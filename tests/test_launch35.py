@@ -198,6 +198,38 @@ def test_a_static_entry_fails_its_compile_named(warm: Warm, tmp_path: Path) -> N
     assert "no symbol" not in done.stderr and "Traceback" not in done.stderr
 
 
+def test_an_entry_the_binary_does_not_export_fails_its_compile_named(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """An `inline` entry (C99: no external definition) or one hidden by
+    `-fvisibility=hidden` built, then failed at load with `DeviceError: binary has no symbol
+    warm_005b53bf42ade307_put for kernel put`, warm's internal name, in the pass after the
+    build. The build is checked for the entry's symbol: the kernel fails its compile, named."""
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        ONE_KERNEL.replace(
+            '"put", os.environ["L35_PARAMS"]',
+            '"put", "Pi", options=tuple(os.environ["L35_OPTS"].split())',
+        )
+    )
+    cases = {
+        ("inline void put(double *o, int n) { o[0] = n; }", ""),
+        ("void put(double *o, int n) { o[0] = n; }", "-fvisibility=hidden"),
+        ('__attribute__((visibility("hidden"))) void put(double *o, int n) { o[0] = n; }', ""),
+    }
+    for i, (source, options) in enumerate(sorted(cases)):
+        warm.env.update(L35_SOURCE=source, L35_OPTS=options, L35_OUT=str(tmp_path / "o.json"))
+        done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
+        assert done.returncode == 2, (source, done.stderr)
+        assert "its entry 'put' is not exported" in done.stderr, done.stderr
+        assert "no symbol" not in done.stderr and "Traceback" not in done.stderr
+    fine = '__attribute__((visibility("default"))) void put(double *o, int n) { o[0] = n; }'
+    warm.env.update(L35_SOURCE=fine, L35_OPTS="-fvisibility=hidden")
+    done = warm("run", workload, "-b", tmp_path / "fine.warm", "-q", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "o.json").read_text()) == [7.0]
+
+
 MANY = """
 from warmcli import Kernel
 DEVICE = "host"

@@ -19,8 +19,10 @@ folder is given as the working folder's, as the key reads it). This module owns 
 scratch directory per call and nothing else: it never loads what it builds and keeps
 no cache, but reads its ELF header: a compile that exits 0 with no loadable shared object
 (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
-group's compile failure, never a binary stored and then refused at load; so is an option
-that reads a file no key covers (`@file`, `-iprefix`), refused before cc runs.
+group's compile failure, never a binary stored and then refused at load; so is a library
+that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that
+kernel's, named), and an option that reads a file no key covers (`@file`, `-iprefix`),
+refused before cc runs.
 """
 
 from __future__ import annotations
@@ -187,12 +189,23 @@ class HostCompiler:
                     binary = fh.read()
             except FileNotFoundError:  # `true`, a wrapper that drops its `-o`, `-fsyntax-only`
                 raise self._no_library(units, "exited 0 but wrote no shared library") from None
-        from warmcli.backends.host.binary import foreign_binary
+        from warmcli.backends.host.binary import exported_symbols, foreign_binary
 
         unloadable = foreign_binary(binary)  # `-c`, `-E`, `-S`: an object, or text
         if unloadable:
             wrote = unloadable.replace("bundle's build", "its output")
             raise self._no_library(units, f"wrote no loadable shared library ({wrote})")
+        exported = exported_symbols(binary)
+        hidden = [u for u in units if exported is not None and u.symbol not in exported]
+        if hidden:  # built, but no process could launch it: its compile fails, named
+            kernel = hidden[0].kernel
+            raise CompileFailure(
+                f"kernel {kernel.label}: its entry {kernel.entry!r} is not exported by the "
+                "binary cc built (an `inline` entry without `extern`, or one hidden: "
+                "`-fvisibility=hidden`, a visibility attribute or pragma), so no process could "
+                "launch it: make it a plain external function",
+                tuple(units),
+            )
         return CompiledGroup(
             binary=binary,
             symbols={u.key: u.symbol for u in units},
