@@ -298,3 +298,41 @@ def test_a_macro_the_c_compiler_wrapper_sets_reaches_every_kernel_of_a_shared_un
     assert cold == want
     assert warmed == cold
     assert hit == cold
+
+
+PYCUDA_IN = """
+import os
+import numpy as np
+import pycuda.driver as drv
+import warmcli.pycuda.autoinit  # noqa: F401
+from warmcli.pycuda import SourceModule
+mod = SourceModule("__global__ void f(float *d, const float *a) { d[0] = a[0]; }")
+f = mod.get_function("f")
+def workload(rt):
+    d, a = np.zeros(4, np.float32), np.ones(4, np.float32)
+    f(drv.Out(d), drv.In(a.astype(os.environ["L35_DTYPE"])), block=(1, 1, 1))
+"""
+
+
+def test_a_pycuda_array_of_the_other_byte_order_is_refused_named(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`drv.In(a.astype('>f4'))` copied the array's bytes as they are: a `float *` kernel
+    read byte-swapped floats (1.0 as 4.6e-41), silently. It is refused, named, as a
+    non-contiguous array is; a native one builds."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    workload = tmp_path / "w.py"
+    workload.write_text(PYCUDA_IN)
+    swapped = ">f4" if sys.byteorder == "little" else "<f4"
+    for dtype, code in ((swapped, 2), ("=f4", 0)):
+        warm.env["L35_DTYPE"] = dtype
+        done = warm(
+            "run", workload, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q",
+            "--allow-discarded-reads",
+        )  # fmt: skip
+        assert done.returncode == code, done.stderr
+        if code:
+            line = done.stderr.strip()
+            assert "\n" not in line and "byte order" in line, line
