@@ -336,3 +336,19 @@ def test_a_pycuda_array_of_the_other_byte_order_is_refused_named(
         if code:
             line = done.stderr.strip()
             assert "\n" not in line and "byte order" in line, line
+
+
+def test_a_numpy_array_passed_as_device_memory_is_told_what_to_pass(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The one-line error for a bare numpy array where a PyCUDA kernel takes device memory
+    stopped mid-sentence (`... or an object with __cuda_array_interface__ is`)."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    workload = tmp_path / "w.py"
+    workload.write_text(PYCUDA_IN.replace('drv.In(a.astype(os.environ["L35_DTYPE"]))', "a"))
+    done = warm("run", workload, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    line = done.stderr.strip()
+    assert done.returncode == 2 and "\n" not in line, line
+    assert line.endswith("is needed (a numpy array: drv.In/Out/InOut, or rt.upload)"), line
