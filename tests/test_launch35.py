@@ -352,3 +352,35 @@ def test_a_numpy_array_passed_as_device_memory_is_told_what_to_pass(
     line = done.stderr.strip()
     assert done.returncode == 2 and "\n" not in line, line
     assert line.endswith("is needed (a numpy array: drv.In/Out/InOut, or rt.upload)"), line
+
+
+THREAD_RAISES = """
+import threading
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void put(double *o, int n) { o[0] = n; }", "put", "Pi")
+def workload(rt):
+    o = rt.buffer(1, "float64")
+    t = threading.Thread(target=lambda: rt.launch(K, o, 2**40, stream=rt.stream()), name="feeder")
+    t.start()
+    t.join()
+    rt.launch(K, o, 1)
+"""
+
+
+def test_a_wrong_launch_in_a_thread_the_workload_outlives_is_one_line_not_a_traceback(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A thread's uncaught `LaunchError` went to Python's own hook: `warm run` printed three
+    tracebacks of warm's frames (one per pass) and called the bundle complete. The workload
+    outlives it, as under Python, so the run still passes; each pass names it in one line."""
+    workload = tmp_path / "w.py"
+    workload.write_text(THREAD_RAISES)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out and "launch_args.py" not in out, out
+    flat = " ".join(out.split())  # (a long note may wrap)
+    assert flat.count("thread feeder raised during") == 3, out
+    assert "thread feeder raised during CompileOnly, and the workload went on without it" in flat
+    assert flat.count("w.py:8: LaunchError: kernel put: argument 2") == 3, out
