@@ -384,3 +384,45 @@ def test_a_wrong_launch_in_a_thread_the_workload_outlives_is_one_line_not_a_trac
     assert flat.count("thread feeder raised during") == 3, out
     assert "thread feeder raised during CompileOnly, and the workload went on without it" in flat
     assert flat.count("w.py:8: LaunchError: kernel put: argument 2") == 3, out
+
+
+NVCC_ENV_MACRO = """
+from warmcli import Kernel
+DEVICE = "cuda"
+IFDEF = ('extern "C" __global__ void {0}(float *o) {{\\n#ifdef SCALE\\n o[0] = SCALE + 0.25f;\\n'
+         '#else\\n o[0] = -1.75f;\\n#endif\\n}}')
+KERNELS = [Kernel('extern "C" __global__ void a(float *o) { o[0] = SCALE; }', "a", "P",
+                  language="cuda", defines={"SCALE": 5})]
+KERNELS += [Kernel(IFDEF.format(e), e, "P", language="cuda") for e in ("b", "c")]
+def workload(rt):
+    o = rt.buffer(1)
+    for kernel in KERNELS:
+        rt.launch(kernel, o)
+"""
+
+
+def test_a_macro_nvcc_takes_from_its_environment_reaches_every_kernel_of_a_shared_unit(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`NVCC_APPEND_FLAGS=-DSCALE=2`: a CUDA kernel defining SCALE itself undid it for the
+    kernels after it in a shared nvcc unit, so their cubins stored -1.75 where each built
+    alone stores 2.25 (NVRTC knows no `#pragma push_macro` to put it back): such a kernel
+    is compiled alone."""
+    import sqlite3
+    import struct
+
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    workload = tmp_path / "w.py"
+    workload.write_text(NVCC_ENV_MACRO)
+    bundle = tmp_path / "b.warm"
+    warm.env["NVCC_APPEND_FLAGS"] = "-DSCALE=2"
+    done = warm(
+        "run", workload, "--arch", "sm_90", "--compiler", "nvcc", "-j", "1", "-b", bundle, "-q"
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(bundle) as db:
+        blobs = [bytes(row[0]) for row in db.execute("SELECT data FROM blobs")]
+    assert any(struct.pack("<f", 2.25) in blob for blob in blobs)
+    assert not any(struct.pack("<f", -1.75) in blob for blob in blobs)

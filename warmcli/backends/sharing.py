@@ -32,8 +32,9 @@ real` would be true), and text that spells a directive or a name the raw text do
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
 comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and options
 that read a header before the source (`-include cfg.h`: it may define any name) or set a
-macro (`-DSCALE=2`) that the kernel's section defines and then undoes (a define, a macro
-of its source, its entry, a name it renames): the option's macro would be gone after it.
+macro (`-DSCALE=2`; CUDA's in nvcc's environment flags too) that the kernel's section
+defines and then undoes (a define, a macro of its source, its entry, a name it renames):
+the option's macro would be gone after it.
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -47,6 +48,7 @@ import functools
 import re
 from collections.abc import Sequence
 
+from warmcli import config
 from warmcli.backends.compiler import (
     ATTRIBUTE,
     COMMENT,
@@ -56,6 +58,7 @@ from warmcli.backends.compiler import (
     declared,
     type_names,
 )
+from warmcli.backends.option_macros import option_macros, preprocessor_options
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 
@@ -172,49 +175,11 @@ def shares_unit(kernel: Kernel) -> bool:
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):
         return False
-    if kernel.options and not _options_kept_apart(kernel):
+    if not _options_kept_apart(kernel):
         return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     return _source_shares(kernel.source, kernel.language, own, risky)
-
-
-# Options that define or undefine a macro, as gcc, nvcc and NVRTC spell them: the name
-# joined (`-DSCALE=2`, `-USCALE`), after `=` (`--define-macro=SCALE`) or in the next option;
-# and the wrappers that hand the preprocessor an option (`-Wp,-DX`, `-Xpreprocessor -DX`).
-_MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")
-_OPTION_MACRO = re.compile(r"[\s=]*([A-Za-z_]\w*)")
-
-
-def _preprocessor_options(options: Sequence[str]) -> list[str]:
-    """`options` with `-Wp,a,b` split into its options and `-Xpreprocessor` dropped."""
-    flat: list[str] = []
-    for option in options:
-        if option.startswith("-Wp,"):
-            flat.extend(option[4:].split(","))
-        elif option != "-Xpreprocessor":
-            flat.append(option)
-    return flat
-
-
-def option_macros(options: Sequence[str]) -> set[str] | None:
-    """The macros `options` define or undefine (`-DSCALE=2`, `-U NDEBUG`), or None where
-    one such option's name is not read (then any name may be one)."""
-    names: set[str] = set()
-    for before, option in zip(("", *options), options, strict=False):
-        if before in _MACRO_FLAGS:
-            text = option
-        elif option.startswith(("--define-macro=", "--undefine-macro=")):
-            text = option.split("=", 1)[1]
-        elif option.startswith(("-D", "-U")) and option not in _MACRO_FLAGS:
-            text = option[2:]
-        else:
-            continue
-        name = _OPTION_MACRO.match(text)
-        if name is None:
-            return None
-        names.add(name.group(1))
-    return names
 
 
 def _options_kept_apart(kernel: Kernel) -> bool:
@@ -223,8 +188,15 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     renames): undone, the option's macro would be gone from every kernel after it
     (`-DSCALE=2` and `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true
     alone). A header read before the source (`-include cfg.h`) may define any name, so
-    such a kernel is compiled alone."""
-    options = _preprocessor_options(kernel.options)
+    such a kernel is compiled alone. A CUDA kernel's options include those nvcc takes from
+    the environment (`NVCC_APPEND_FLAGS=-DSCALE=2`): NVRTC knows no `#pragma pop_macro`."""
+    given = list(kernel.options)
+    if kernel.language == "cuda":
+        for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
+            given += flags.split()
+    if not given:
+        return True
+    options = preprocessor_options(given)
     if pre_included(options):
         return False
     set_by_options = option_macros(options)
