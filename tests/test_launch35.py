@@ -426,3 +426,21 @@ def test_a_macro_nvcc_takes_from_its_environment_reaches_every_kernel_of_a_share
         blobs = [bytes(row[0]) for row in db.execute("SELECT data FROM blobs")]
     assert any(struct.pack("<f", 2.25) in blob for blob in blobs)
     assert not any(struct.pack("<f", -1.75) in blob for blob in blobs)
+
+
+def test_a_note_said_many_times_in_a_pass_is_one_line_with_its_count(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A workload reading a result after each of its 40 launches under
+    `--allow-discarded-reads` printed 80 identical notes (40 a discarding pass)."""
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        "from warmcli import Kernel\nDEVICE = 'host'\n"
+        "K = Kernel('void put(double *o, int n) { o[0] = n; }', 'put', 'Pi')\n"
+        "def workload(rt):\n    o = rt.buffer(1, 'float64')\n"
+        "    for i in range(40):\n        rt.launch(K, o, i)\n        rt.read(o)\n"
+    )
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stdout.splitlines() if "note: read of Buffer" in line]
+    assert len(notes) == 2 and all(n.endswith("(40 times)") for n in notes), done.stdout
