@@ -30,11 +30,11 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and options
-that read a header before the source (`-include cfg.h`: it may define any name) or set a
-macro (`-DSCALE=2`; CUDA's in nvcc's environment flags too) that the kernel's section
-defines and then undoes (a define, a macro of its source, its entry, a name it renames):
-the option's macro would be gone after it.
+comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and (CUDA)
+options that read a header before the source (`-include cfg.h`: it may define any name)
+or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
+defines and then undoes (a define, a macro of its source, its entry): the option's macro
+would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -183,17 +183,19 @@ def shares_unit(kernel: Kernel) -> bool:
 
 
 def _options_kept_apart(kernel: Kernel) -> bool:
-    """Whether no macro `kernel`'s options set is one that its section of a shared unit
-    defines and then undoes (a define, a macro of its source, its entry or, in C, a name it
-    renames): undone, the option's macro would be gone from every kernel after it
-    (`-DSCALE=2` and `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true
-    alone). A header read before the source (`-include cfg.h`) may define any name, so
-    such a kernel is compiled alone. A CUDA kernel's options include those nvcc takes from
-    the environment (`NVCC_APPEND_FLAGS=-DSCALE=2`): NVRTC knows no `#pragma pop_macro`."""
+    """Whether no macro a CUDA `kernel`'s options set is one that its section of a shared
+    unit defines and then undoes (a define, a macro of its source, its entry): undone, the
+    option's macro would be gone from every kernel after it (`-DSCALE=2` and
+    `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true alone). A header
+    read before the source (`-include cfg.h`) may define any name, so such a kernel is
+    compiled alone. Its options include those nvcc takes from the environment
+    (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
+    (`#pragma pop_macro`, which NVRTC does not know): it shares."""
+    if kernel.language != "cuda":
+        return True
     given = list(kernel.options)
-    if kernel.language == "cuda":
-        for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
-            given += flags.split()
+    for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
+        given += flags.split()
     if not given:
         return True
     options = preprocessor_options(given)
@@ -204,10 +206,8 @@ def _options_kept_apart(kernel: Kernel) -> bool:
         return False
     if not set_by_options:
         return True
-    helpers, macros = declared(kernel.source)
+    macros = declared(kernel.source)[1]
     names = {kernel.entry, *(name for name, _ in kernel.defines), *macros}
-    if kernel.language == "c":
-        names.update(helpers, type_names(kernel.source) or ())
     return names.isdisjoint(set_by_options)
 
 
