@@ -461,3 +461,28 @@ def test_c_kernels_with_option_macros_still_share_a_unit_cuda_ones_go_alone() ->
         assert not shares_unit(cuda)
     plain = Kernel(cu, "a", "P", language="cuda", options=("-DOTHER=1",), defines={"SCALE": 5})
     assert shares_unit(plain)
+
+
+def test_a_host_kernel_option_that_compiles_another_language_is_named(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`options=("-x", "c++")` made cc read the kernel as C++, where warm's C signature probe
+    cannot compile: the error blamed the source (`does not compile to its end (a brace,
+    comment or string left open?)`). The option is named."""
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        ONE_KERNEL.replace(
+            '"put", os.environ["L35_PARAMS"]',
+            '"put", "Pi", options=tuple(os.environ["L35_OPTS"].split())',
+        )
+    )
+    source = "void put(double *o, int n) { o[0] = n; }"
+    for i, options in enumerate(("-x c++", "-xc++", "-x assembler")):
+        warm.env.update(L35_SOURCE=source, L35_OPTS=options, L35_OUT=str(tmp_path / "o.json"))
+        done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
+        assert done.returncode == 2, done.stderr
+        assert "reads the kernel as another language" in done.stderr, done.stderr
+        assert "brace" not in done.stderr
+    warm.env.update(L35_OPTS="-x c")
+    done = warm("run", workload, "-b", tmp_path / "c.warm", "-q", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr

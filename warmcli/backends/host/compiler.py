@@ -21,8 +21,8 @@ no cache, but reads its ELF header: a compile that exits 0 with no loadable shar
 (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
 group's compile failure, never a binary stored and then refused at load; so is a library
 that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that
-kernel's, named), and an option that reads a file no key covers (`@file`, `-iprefix`),
-refused before cc runs.
+kernel's, named), and an option that reads a file no key covers (`@file`, `-iprefix`)
+or the source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -64,6 +64,16 @@ def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker) read a file no kernel key covers."""
     pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
     return any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
+
+
+def other_language(options: Sequence[str]) -> str | None:
+    """The language other than C that `options` make cc read the source as (`-x c++`,
+    `-xc++`), or None."""
+    for before, option in zip(("", *options), options, strict=False):
+        language = option if before == "-x" else option[2:] if option.startswith("-x") else None
+        if language is not None and option != "-x" and language not in ("c", "none"):
+            return language
+    return None
 
 
 def load_flags(options: Sequence[str]) -> list[str]:
@@ -172,6 +182,13 @@ class HostCompiler:
                 f"option {refused!r} reads a file (options, or an include prefix) no kernel "
                 "key covers (an edit there would be served the old build): give them in "
                 "options (-D..., -I folder, -include header)",
+                tuple(units),
+            )
+        language = next((x for u in units if (x := other_language(u.kernel.options))), None)
+        if language is not None:
+            raise CompileFailure(
+                f"option -x {language} reads the kernel as another language than C: a host "
+                "kernel is C (warm checks its parameter letters in C)",
                 tuple(units),
             )
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
