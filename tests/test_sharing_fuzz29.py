@@ -130,10 +130,11 @@ def test_a_kernel_that_spells_its_names_sees_them_as_written(case: str, tmp_path
 
 @pytest.mark.parametrize("head", ["", "#include <stddef.h>\n"])
 def test_a_static_entry_is_exported_by_no_build(head: str, tmp_path: Path) -> None:
-    """cc exports no `static` function; alone (an alias of its entry) warm must not either."""
+    """cc exports no `static` function; alone (an alias of its entry) warm must not either:
+    such an entry fails its compile, named (test_launch35), its neighbour built."""
     kernel = Kernel(head + "static void k(unsigned char *o) { o[0] = 1; }", "k", "P")
-    with pytest.raises(AttributeError):
-        batched([kernel, NEIGHBOUR], tmp_path)
+    built = batched([kernel, NEIGHBOUR], tmp_path)
+    assert built[0] is None and built[1] is not None
     assert alone(kernel, tmp_path) is None
 
 

@@ -72,6 +72,8 @@ PARAM_DESCRIPTIONS: dict[str, str] = {
 }
 # Letters the host backend cannot pass (ctypes has no half type).
 CUDA_ONLY_LETTERS = frozenset("e")
+# The most arguments ctypes passes in one call (`_argtypes_`): a host kernel's parameters.
+HOST_MAX_PARAMS = 1024
 
 
 def accepted_letters() -> str:
@@ -133,6 +135,11 @@ class Kernel(Record):
             raise ValueError(
                 f"kernel {entry}: 'e' (float16) is for CUDA kernels only: the host backend "
                 "calls C through ctypes, which has no half type (pass a float, 'f')"
+            )
+        if language == "c" and len(params) > HOST_MAX_PARAMS:
+            raise ValueError(
+                f"kernel {entry}: {len(params)} parameters, but the host backend calls C through "
+                f"ctypes, which passes at most {HOST_MAX_PARAMS} arguments (pass them in a buffer)"
             )
         if not isinstance(name, str):
             raise TypeError(f"kernel {entry}: name is a label (a str), not {kind_of(name)}")

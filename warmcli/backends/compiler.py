@@ -226,8 +226,10 @@ def isolated_section(
     """A kernel's source wrapped so its defines and entry name cannot leak into the next one.
 
     Its defines are set before and undefined after, as are the macros its own source
-    defines; its entry is renamed to the unit's unique symbol and, with `rename_helpers`
-    (a C unit of several kernels), every other name it declares at file scope (helpers,
+    defines (in C each such name is saved first, `#pragma push_macro`, and put back after,
+    so a macro the compiler itself was given, by an option or a wrapper, outlives it); its
+    entry is renamed to the unit's unique symbol and, with `rename_helpers` (a C unit of
+    several kernels), every other name it declares at file scope (helpers,
     static tables) and its tags, enumerators and typedef names (`type_names`) get the unit's
     prefix, so two kernels with a helper of the same name
     share a translation unit (a CUDA kernel's are closed in its namespace instead). `names_in`:
@@ -256,6 +258,11 @@ def isolated_section(
     suffix = "cu" if k.language == "cuda" else "c"
     lines.append(f'#line 1 "{k.entry}.{suffix}"')
     lines.append(body)
-    names += macros
-    lines += [f"#undef {name}" for name in dict.fromkeys(names)]
-    return "\n".join(lines) + "\n"
+    names = list(dict.fromkeys([*names, *macros]))
+    if k.language != "c":
+        return "\n".join([*lines, *(f"#undef {name}" for name in names)]) + "\n"
+    # C: each name saved before and put back after, so a macro the compiler was given
+    # (a wrapper's `-DSCALE=2`) that the kernel redefines or undoes is its neighbours' still.
+    saved = [f'#pragma push_macro("{name}")' for name in names]
+    put_back = [f'#undef {name}\n#pragma pop_macro("{name}")' for name in names]
+    return "\n".join([lines[0], *saved, *lines[1:], *put_back]) + "\n"

@@ -30,8 +30,12 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows.
-`shares_unit` is that test, conservative, on the kernel's own text (its source, its
+comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and (CUDA)
+options that read a header before the source (`-include cfg.h`: it may define any name)
+or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
+defines and then undoes (a define, a macro of its source, its entry): the option's macro
+would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`).
+`shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
 binary. Pure functions over text: the only state is a bounded memo per source text; no
@@ -44,6 +48,7 @@ import functools
 import re
 from collections.abc import Sequence
 
+from warmcli import config
 from warmcli.backends.compiler import (
     ATTRIBUTE,
     COMMENT,
@@ -53,6 +58,8 @@ from warmcli.backends.compiler import (
     declared,
     type_names,
 )
+from warmcli.backends.option_macros import option_macros, preprocessor_options
+from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
@@ -168,9 +175,40 @@ def shares_unit(kernel: Kernel) -> bool:
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):
         return False
+    if not _options_kept_apart(kernel):
+        return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     return _source_shares(kernel.source, kernel.language, own, risky)
+
+
+def _options_kept_apart(kernel: Kernel) -> bool:
+    """Whether no macro a CUDA `kernel`'s options set is one that its section of a shared
+    unit defines and then undoes (a define, a macro of its source, its entry): undone, the
+    option's macro would be gone from every kernel after it (`-DSCALE=2` and
+    `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true alone). A header
+    read before the source (`-include cfg.h`) may define any name, so such a kernel is
+    compiled alone. Its options include those nvcc takes from the environment
+    (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
+    (`#pragma pop_macro`, which NVRTC does not know): it shares."""
+    if kernel.language != "cuda":
+        return True
+    given = list(kernel.options)
+    for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
+        given += flags.split()
+    if not given:
+        return True
+    options = preprocessor_options(given)
+    if pre_included(options):
+        return False
+    set_by_options = option_macros(options)
+    if set_by_options is None:
+        return False
+    if not set_by_options:
+        return True
+    macros = declared(kernel.source)[1]
+    names = {kernel.entry, *(name for name, _ in kernel.defines), *macros}
+    return names.isdisjoint(set_by_options)
 
 
 def _text_shares(text: str, language: str) -> bool:

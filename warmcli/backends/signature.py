@@ -13,7 +13,10 @@ pointer for an entry declared `nonnull`, no conversion) and whose `_Static_asser
 each parameter with `_Generic` and `__builtin_classify_type` (marked `__extension__`: a
 kernel whose options hold it to C99 or C89 with pedantic errors builds as cc builds it
 alone); else it calls the entry with the letters' count of zeros (the compiler checks the
-count). The probe's lines are marked `#line 1 "warm-signature"`, so a failure is
+count). An entry defined old-style (K&R) or with empty parentheses, given letters, gets
+a probe that fails, named: no call would check its arguments' count or types; so does an
+entry defined `static`, which the binary would not export. The probe's
+lines are marked `#line 1 "warm-signature"`, so a failure is
 recognised in the compiler's log and turned into one clear message that shows the letters
 and the declared parameters (`explain`) where it finds a letter or the count wrong; else
 the source's own error is left as the compiler gave it, and a source that runs on into the
@@ -29,7 +32,7 @@ from warmcli.errors import SIGNATURE_PROBE, headline
 from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
 
 MARK = SIGNATURE_PROBE
-_ASSERT = re.compile(MARK + r":(\w+):([0-9a-f]{16})")
+_ASSERT = re.compile(MARK + r":([\w-]+):([0-9a-f]{16})")
 # The C++ front end's words for `decltype(entry)` of a template or an overload set.
 _NOT_ONE_FUNCTION = re.compile(r"instance of (?:function template|overloaded function)")
 
@@ -122,9 +125,10 @@ def _split(params: str) -> list[str]:
     return [] if parts in ([""], ["void"]) else parts
 
 
-def declared_parameters(source: str, entry: str) -> list[str] | None:
-    """The parameters of `entry`'s definition in `source`, as written; None if not found."""
-    text = COMMENT.sub(" ", source)
+def _declarators(text: str, entry: str) -> list[tuple[int, int]]:
+    """Where `entry` is declared in `text` (comments blanked): each declarator's opening
+    and closing parenthesis (the list ends at one never closed)."""
+    found = []
     for m in re.finditer(rf"\b{re.escape(entry)}\s*\(", text):
         before = text[: m.start()].rstrip()
         if not before or not (before[-1].isalnum() or before[-1] in "_*)"):
@@ -133,10 +137,48 @@ def declared_parameters(source: str, entry: str) -> list[str] | None:
             continue
         close = _matching(text, m.end() - 1)
         if close < 0:
-            return None
+            break
+        found.append((m.end() - 1, close))
+    return found
+
+
+def declared_parameters(source: str, entry: str) -> list[str] | None:
+    """The parameters of `entry`'s definition in `source`, as written; None if not found."""
+    text = COMMENT.sub(" ", source)
+    for opening, close in _declarators(text, entry):
         if text[close + 1 :].lstrip().startswith("{"):
-            return _split(text[m.end() : close])
+            return _split(text[opening + 1 : close])
     return None
+
+
+# An old-style (K&R) definition's tail: its identifier list, then declarations, then `{`.
+_IDENTIFIERS = re.compile(r"\s*[A-Za-z_]\w*\s*(?:,\s*[A-Za-z_]\w*\s*)*")
+_OLD_DECLARATIONS = re.compile(r"\s*(?:[^;{}()]+;\s*)+\{")
+
+
+def unprototyped(source: str, entry: str) -> str | None:
+    """How `entry`'s definition in `source` leaves its parameters' types undeclared to a
+    caller: "old-style" (K&R: `put(o, n) double *o; float n; {`, each argument promoted, a
+    float passed as a double), "empty" (`put() {`: any count taken), else None."""
+    text = COMMENT.sub(" ", source)
+    for opening, close in _declarators(text, entry):
+        inside, after = text[opening + 1 : close], text[close + 1 :]
+        if not inside.strip() and after.lstrip().startswith("{"):
+            return "empty"
+        if _IDENTIFIERS.fullmatch(inside) and _OLD_DECLARATIONS.match(after):
+            return "old-style"
+    return None
+
+
+def defined_static(source: str, entry: str) -> bool:
+    """Whether `entry`'s definition in `source` is declared `static` (internal linkage: the
+    binary exports no function of that name), as written in its own declaration."""
+    text = COMMENT.sub(" ", source)
+    for opening, close in _declarators(text, entry):
+        if text[close + 1 :].lstrip().startswith("{"):
+            head = re.split(r"[;}]|^[ \t]*#.*$", text[:opening], flags=re.MULTILINE)[-1]
+            return re.search(r"\bstatic\b", head) is not None
+    return False
 
 
 def _tag(unit: CompileUnit) -> str:
@@ -170,6 +212,13 @@ def _c_probe(kernel: Kernel, tag: str, symbol: str) -> str:
         f"static void __attribute__((unused)) warm_sig_{symbol}_count(void) {{",
         f"    (void)sizeof(&{kernel.entry});",  # an entry the source lacks: undeclared
     ]
+    unchecked = unprototyped(kernel.source, kernel.entry) if kernel.params else None
+    if defined_static(kernel.source, kernel.entry):
+        unchecked = "static"  # nothing exported to call: refused, named
+    if unchecked is not None:  # no call would check its count or types: refused, named
+        what = "count" if unchecked == "empty" else unchecked
+        failed = f'    __extension__ _Static_assert(0, "{MARK}:{what}:{tag}");'
+        return "\n" + "\n".join([*head, failed, "}"]) + "\n"
     zeros = ", ".join("0" for _ in kernel.params)
     alone = [*head, f"    if (0) {kernel.entry}({zeros});", "}"]  # the count, by the compiler
     declared = declared_parameters(kernel.source, kernel.entry)
@@ -230,6 +279,18 @@ def explain(failure: CompileFailure) -> CompileFailure:
             f"kernel {kernel.label}: its entry {kernel.entry!r} is a function template or "
             'overloaded, so no one function has its name: declare one extern "C" __global__ '
             "function per instance (calling a __device__ template) and name that as the entry"
+        )
+    elif "static" in failed:
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is defined static, so its "
+            "binary exports no function of that name to launch: drop the `static`"
+        )
+    elif "old-style" in failed:
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is defined old-style (K&R, its "
+            "parameters' types declared after the parentheses), so a call passes its arguments "
+            "promoted (a float as a double) and unchecked: declare the parameters inside the "
+            f"parentheses, as letters {kernel.params!r} say"
         )
     elif missing:
         defined = file_scope_names(kernel.source)

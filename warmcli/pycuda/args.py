@@ -110,6 +110,12 @@ def staged(obj: Any) -> Staged | None:
         raise ArgumentError(
             f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
         )
+    if not array.dtype.isnative:  # its bytes copied as they are: a kernel reads them swapped
+        raise ArgumentError(
+            f"{type(obj).__name__} needs an array in this machine's byte order, not "
+            f"{array.dtype.str} (the kernel would read its bytes swapped): pass "
+            f"a.astype({array.dtype.newbyteorder('=').str!r})"
+        )
     return Staged(array, copies_in, copies_out)
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
-from warmcli.errors import DiscardedReadError, DiscardedReadWarning
+from warmcli.errors import ArgumentError, DiscardedReadError, DiscardedReadWarning
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
@@ -120,9 +120,16 @@ class Runtime:
     ) -> Buffer:
         """Memory the caller already owns on this device as a `Buffer` for `launch`: a
         PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
-        anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays)."""
+        anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays). The host
+        device launches on its own buffers only: there, anything else is refused, as no
+        host launch or read could use it."""
         from warmcli.backends.cuda.foreign import wrap
 
+        if self.device.backend != "cuda" and not isinstance(obj, Buffer):
+            raise ArgumentError(
+                f"rt.wrap: the {self.device.backend} device launches on its own buffers only, "
+                f"not a {type(obj).__name__} (GPU memory): copy the data in with rt.upload"
+            )
         return wrap(obj, self.device.id, shape, dtype)
 
     def read(self, buffer: Buffer) -> np.ndarray:

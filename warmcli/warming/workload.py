@@ -26,9 +26,10 @@ after it); while it is imported, `sys.argv` is `[its path]`, as Python gives a s
 with no arguments (not warm's command line), and each run starts with the `sys.argv` its
 import left (a script's own defaults). A run waits, as Python does
 before a process ends, for the non-daemon threads the entry left running (not an idle pool
-worker), and a process the entry forked that returns or raises out of it ends there
-(`os._exit`; what it raised said in one line on its stderr), never running warm's passes
-beside its parent.
+worker), and an exception a thread of it does not catch ends that thread as under Python,
+said in one line (a note of the pass) where Python would print its traceback; a process
+the entry forked that returns or raises out of it ends there (`os._exit`; what it raised
+said in one line on its stderr), never running warm's passes beside its parent.
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
@@ -57,6 +58,7 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
+from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
 from warmcli.production import late_runtimes
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv
@@ -110,6 +112,9 @@ class Workload:
             folder = None
         path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
+        hook = _thread_raised(pass_name, self.path)
+        if threading.excepthook is threading.__excepthook__:  # (not one the workload set)
+            threading.excepthook = hook
         try:
             with bound_runtime(runtime), script_argv(self.argv or [str(self.path)]):
                 result = (
@@ -140,6 +145,8 @@ class Workload:
             _forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
+            if threading.excepthook is hook:
+                threading.excepthook = threading.__excepthook__
             if isinstance(sys.path, list):  # the list others may hold, as it was
                 sys.path[:] = path
             else:  # none left (`sys.path = None`): a list again
@@ -261,6 +268,27 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     except ValueError:  # no signature to read (a builtin): called as it is
         pass
     return Workload(path, entry, module, function)
+
+
+def _thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
+    """Python's hook for an exception a thread of the entry did not catch, said in one line
+    (a note of the pass: where in the workload, its type, its first line) instead of
+    Python's traceback through warm's frames; the entry goes on without the thread, as
+    under Python (what it did not reach is named by the verify pass)."""
+
+    def hook(args: Any) -> None:
+        if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
+            return
+        exc = args.exc_value
+        said = f"{args.exc_type.__name__}: {first_line(exc)}" if exc is not None else ""
+        if exc is not None:
+            said = where(exc, path) + said
+        name = args.thread.name if args.thread is not None else "?"
+        active_collector().note(
+            f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
+        )
+
+    return hook
 
 
 def _join_left(running: set[threading.Thread]) -> None:

@@ -104,5 +104,6 @@ def wrap(
         return Buffer(device_id, shape, dtype or "uint8", _pointer(obj))
     raise ArgumentError(
         f"cannot pass a {type(obj).__name__} as device memory: a Buffer, DeviceAllocation, "
-        "GPUArray or an object with __cuda_array_interface__ is"
+        "GPUArray or an object with __cuda_array_interface__ is needed (a numpy array: "
+        "drv.In/Out/InOut, or rt.upload)"
     )

@@ -19,8 +19,10 @@ folder is given as the working folder's, as the key reads it). This module owns 
 scratch directory per call and nothing else: it never loads what it builds and keeps
 no cache, but reads its ELF header: a compile that exits 0 with no loadable shared object
 (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
-group's compile failure, never a binary stored and then refused at load; so is an option
-that reads a file no key covers (`@file`, `-iprefix`), refused before cc runs.
+group's compile failure, never a binary stored and then refused at load; so is a library
+that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that
+kernel's, named), and an option that reads a file no key covers (`@file`, `-iprefix`)
+or the source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker) read a file no kernel key covers."""
     pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
     return any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
+
+
+def other_language(options: Sequence[str]) -> str | None:
+    """The language other than C that `options` make cc read the source as (`-x c++`,
+    `-xc++`), or None."""
+    for before, option in zip(("", *options), options, strict=False):
+        language = option if before == "-x" else option[2:] if option.startswith("-x") else None
+        if language is not None and option != "-x" and language not in ("c", "none"):
+            return language
+    return None
 
 
 def load_flags(options: Sequence[str]) -> list[str]:
@@ -172,6 +184,13 @@ class HostCompiler:
                 "options (-D..., -I folder, -include header)",
                 tuple(units),
             )
+        language = next((x for u in units if (x := other_language(u.kernel.options))), None)
+        if language is not None:
+            raise CompileFailure(
+                f"option -x {language} reads the kernel as another language than C: a host "
+                "kernel is C (warm checks its parameter letters in C)",
+                tuple(units),
+            )
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
@@ -187,12 +206,23 @@ class HostCompiler:
                     binary = fh.read()
             except FileNotFoundError:  # `true`, a wrapper that drops its `-o`, `-fsyntax-only`
                 raise self._no_library(units, "exited 0 but wrote no shared library") from None
-        from warmcli.backends.host.binary import foreign_binary
+        from warmcli.backends.host.binary import exported_symbols, foreign_binary
 
         unloadable = foreign_binary(binary)  # `-c`, `-E`, `-S`: an object, or text
         if unloadable:
             wrote = unloadable.replace("bundle's build", "its output")
             raise self._no_library(units, f"wrote no loadable shared library ({wrote})")
+        exported = exported_symbols(binary)
+        hidden = [u for u in units if exported is not None and u.symbol not in exported]
+        if hidden:  # built, but no process could launch it: its compile fails, named
+            kernel = hidden[0].kernel
+            raise CompileFailure(
+                f"kernel {kernel.label}: its entry {kernel.entry!r} is not exported by the "
+                "binary cc built (an `inline` entry without `extern`, or one hidden: "
+                "`-fvisibility=hidden`, a visibility attribute or pragma), so no process could "
+                "launch it: make it a plain external function",
+                tuple(units),
+            )
         return CompiledGroup(
             binary=binary,
             symbols={u.key: u.symbol for u in units},

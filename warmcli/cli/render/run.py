@@ -1,6 +1,7 @@
 """How `warm run` and `warm verify` look: each pass's counts per device, notes, the
 compiler commands (`records.CompilerCommand`, shown under `--verbose`), misses, and the
-run's JSON document. Pure presentation over a `RunReport`; it owns no state and never
+run's JSON document (a note said again in a pass is shown once, with its count). Pure
+presentation over a `RunReport`; it owns no state and never
 prints (the CLI does). Rich is imported by the renderables only: `warm run --json`
 builds its document without it.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.schema import FORMAT_VERSION
@@ -154,7 +156,11 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
                 parts.append(pass_table(i, p, device, stats))
         if verbose:
             parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
-        parts += [line(f"  note: {n}", style="yellow") for n in p.notes]
+        times = Counter(p.notes)  # a note said again in the pass: once, with its count
+        parts += [
+            line(f"  note: {n}" + (f" ({times[n]} times)" if times[n] > 1 else ""), style="yellow")
+            for n in times
+        ]
     if launched_nothing(report) and report.shard:
         said = f"shard {report.shard}: nothing of this workload falls in this shard"
         parts.append(line(said, style="yellow"))
