@@ -29,7 +29,8 @@ before a process ends, for the non-daemon threads the entry left running (not an
 worker), and an exception a thread of it does not catch ends that thread as under Python,
 said in one line (a note of the pass) where Python would print its traceback; a process
 the entry forked that returns or raises out of it ends there (`os._exit`; what it raised
-said in one line on its stderr), never running warm's passes beside its parent.
+said in one line on its stderr), never running warm's passes beside its parent
+(`warmcli.warming.leftovers`).
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
@@ -58,9 +59,14 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
-from warmcli.execution.process_mode import active_collector
-from warmcli.printable import printable
 from warmcli.production import late_runtimes
+from warmcli.warming.leftovers import (
+    first_line,
+    forked_child_ends,
+    join_left,
+    thread_raised,
+    where,
+)
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
@@ -112,7 +118,7 @@ class Workload:
             folder = None
         path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
-        hook = _thread_raised(pass_name, self.path)
+        hook = thread_raised(pass_name, self.path)
         if threading.excepthook is threading.__excepthook__:  # (not one the workload set)
             threading.excepthook = hook
         try:
@@ -123,26 +129,26 @@ class Workload:
                     else self.function()
                 )
                 _run_to_its_end(result)
-                _join_left(running)
-                _forked_child_ends(pid, 0)
+                join_left(running)
+                forked_child_ends(pid, 0)
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
-            _forked_child_ends(pid, 1)
+            forked_child_ends(pid, 1)
             raise
         except SystemExit as exc:
-            _forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
+            forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
             ) from None
         except (ToolchainError, ScratchError) as exc:  # the machine's: not the workload's code
-            _forked_child_ends(pid, 1)
+            forked_child_ends(pid, 1)
             at = where(exc, self.path).rstrip(": ")
             raise WorkloadError(
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
             said = f"{where(exc, self.path)}{type(exc).__name__}: {message_of(exc).strip()}"
-            _forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
+            forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
             if threading.excepthook is hook:
@@ -170,20 +176,6 @@ def _run_to_its_end(result: Any) -> None:
                 pass
 
         asyncio.run(result if inspect.iscoroutine(result) else drained())
-
-
-def first_line(exc: BaseException) -> str:
-    text = message_of(exc).strip()
-    return text.splitlines()[0] if text else ""
-
-
-def where(exc: BaseException, path: Path) -> str:
-    """`file:line: ` of the innermost frame in the workload's file, else of the raise."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    resolved = str(path.resolve())
-    mine = [f for f in frames if f.filename == resolved]
-    frame = mine[-1] if mine else (frames[-1] if frames else None)
-    return f"{frame.filename}:{frame.lineno}: " if frame else ""
 
 
 @contextlib.contextmanager
@@ -268,53 +260,6 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     except ValueError:  # no signature to read (a builtin): called as it is
         pass
     return Workload(path, entry, module, function)
-
-
-def _thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
-    """Python's hook for an exception a thread of the entry did not catch, said in one line
-    (a note of the pass: where in the workload, its type, its first line) instead of
-    Python's traceback through warm's frames; the entry goes on without the thread, as
-    under Python (what it did not reach is named by the verify pass)."""
-
-    def hook(args: Any) -> None:
-        if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
-            return
-        exc = args.exc_value
-        said = f"{args.exc_type.__name__}: {first_line(exc)}" if exc is not None else ""
-        if exc is not None:
-            said = where(exc, path) + said
-        name = args.thread.name if args.thread is not None else "?"
-        active_collector().note(
-            f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
-        )
-
-    return hook
-
-
-def _join_left(running: set[threading.Thread]) -> None:
-    """Wait, as Python does before a process ends, for each non-daemon thread the entry
-    started and left running: what it launches is part of the pass. An idle worker of a
-    thread pool the entry left open is not waited for (Python's exit stops those)."""
-    pools = sys.modules.get("concurrent.futures.thread")
-    idle = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
-    for thread in threading.enumerate():
-        if thread not in running and not thread.daemon and thread not in idle:
-            thread.join()
-
-
-def _forked_child_ends(parent: int, code: int, said: str = "") -> None:
-    """A process the workload forked that returned (or raised, `code` 1) out of its entry
-    ends here, its output flushed: warm's passes and store are its parent's alone. What
-    it raised is `said` on its stderr, in one line, as Python prints a dying process's
-    exception (the child's own last words: no parent reports them)."""
-    if os.getpid() != parent:
-        if said:
-            with contextlib.suppress(Exception):
-                sys.stderr.write(printable(said) + "\n")
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
 
 
 def load_workload(

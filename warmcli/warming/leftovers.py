@@ -1,0 +1,86 @@
+"""What a workload's entry leaves when it returns or raises, and how its errors are named.
+
+A thread the entry started and left running is waited for, as Python waits before a
+process ends (`join_left`); an exception one does not catch ends it as under Python, said
+in one line, a note of the pass (`thread_raised`), not Python's traceback through warm's
+frames; a process the entry forked that returns or raises out of it ends there
+(`forked_child_ends`), never running warm's passes beside its parent. `first_line` and
+`where` name an exception of the workload: its first line, and the `file:line` in the
+workload's file where it rose. No state; it never runs a workload itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from warmcli.errors import message_of
+from warmcli.execution.process_mode import active_collector
+from warmcli.printable import printable
+
+
+def first_line(exc: BaseException) -> str:
+    text = message_of(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def where(exc: BaseException, path: Path) -> str:
+    """`file:line: ` of the innermost frame in the workload's file, else of the raise."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    resolved = str(path.resolve())
+    mine = [f for f in frames if f.filename == resolved]
+    frame = mine[-1] if mine else (frames[-1] if frames else None)
+    return f"{frame.filename}:{frame.lineno}: " if frame else ""
+
+
+def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
+    """Python's hook for an exception a thread of the entry did not catch, said in one line
+    (a note of the pass: where in the workload, its type, its first line) instead of
+    Python's traceback through warm's frames; the entry goes on without the thread, as
+    under Python (what it did not reach is named by the verify pass)."""
+
+    def hook(args: Any) -> None:
+        if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
+            return
+        exc = args.exc_value
+        said = f"{args.exc_type.__name__}: {first_line(exc)}" if exc is not None else ""
+        if exc is not None:
+            said = where(exc, path) + said
+        name = args.thread.name if args.thread is not None else "?"
+        active_collector().note(
+            f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
+        )
+
+    return hook
+
+
+def join_left(running: set[threading.Thread]) -> None:
+    """Wait, as Python does before a process ends, for each non-daemon thread the entry
+    started and left running: what it launches is part of the pass. An idle worker of a
+    thread pool the entry left open is not waited for (Python's exit stops those)."""
+    pools = sys.modules.get("concurrent.futures.thread")
+    idle = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
+    for thread in threading.enumerate():
+        if thread not in running and not thread.daemon and thread not in idle:
+            thread.join()
+
+
+def forked_child_ends(parent: int, code: int, said: str = "") -> None:
+    """A process the workload forked that returned (or raised, `code` 1) out of its entry
+    ends here, its output flushed: warm's passes and store are its parent's alone. What
+    it raised is `said` on its stderr, in one line, as Python prints a dying process's
+    exception (the child's own last words: no parent reports them)."""
+    if os.getpid() != parent:
+        if said:
+            with contextlib.suppress(Exception):
+                sys.stderr.write(printable(said) + "\n")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
