@@ -70,10 +70,10 @@ STATIC_ENTRIES = [
 def test_a_static_entry_with_an_attribute_is_exported_by_no_build(
     source: str, tmp_path: Path
 ) -> None:
-    """cc exports no `static` function, an attribute between or not: nor may the alias."""
+    """cc exports no `static` function, an attribute between or not: nor may the alias
+    (warm's build of it fails, named, as plain cc's exports nothing)."""
     from c_kernel_fuzz import alone, batched
 
     kernel = Kernel("#include <stddef.h>\n" + source, "k", "P")
     assert alone(kernel, tmp_path) is None
-    with pytest.raises(AttributeError):
-        batched([kernel], tmp_path)
+    assert batched([kernel], tmp_path) == [None]
