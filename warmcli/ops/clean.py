@@ -36,6 +36,7 @@ from pathlib import Path
 
 from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
@@ -242,6 +243,7 @@ def clean_bundle(
     removed: list[int] = []  # kernels and tunes, once their removal is committed
     try:
         with Bundle.open(path, write=not dry_run) as bundle:
+            require_consistent(bundle)  # what its indexes say is what its rows say
             format_after = bundle.format_version()
             corrupt = _corrupt_blobs(bundle)
             malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from warmcli.bundle.checking import TuneChecks, checked
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
@@ -209,6 +210,8 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
     # One read transaction each (`snapshot`): the tune checks' worker processes and this one
     # read the same state, no writer commits in between.
     with Bundle.open(a) as ba, Bundle.open(b) as bb, ba.snapshot(), bb.snapshot():
+        require_consistent(ba)  # what their indexes say is what their rows say
+        require_consistent(bb)
 
         def keys(bundle: Bundle, table: str) -> Iterator[Key]:
             return (Key(*row) for row in bundle.keys(table))

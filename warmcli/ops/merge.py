@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import SCHEMAS, check_header, remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
@@ -134,6 +135,8 @@ def merge_bundles(
         kept = _attributes_to_keep(out)
         with contextlib.ExitStack() as stack:
             bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+            for opened in bundles:  # what its indexes say is what its rows say
+                require_consistent(opened)
             if signing_key is not None and trusted_keys is not None:
                 _check_vouched(bundles, paths, trusted_keys)
             # a link at OUT is kept: the file it leads to is replaced
