@@ -176,13 +176,15 @@ def _change(ta: Any, tb: Any) -> PickChange | None:
 
 def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
     """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
-    or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them
+    or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them (a
+    kernel's times too)
     (`checked`; the tunes of a large bundle in other processes, `TuneChecks`), in the order
     stored, and every kernel whose blob is missing or whose blob's size lies (no blob is
     hashed: a blob that fails its sha256 only `warm verify` names)."""
     tunes = TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
     try:
-        kernels = checked("kernel", lambda bad: bundle.each_kernel(on_error=bad, order=AS_STORED))
+        used = bundle.each_kernel_used  # its times too, as `warm verify` and `warm stats` read
+        kernels = checked("kernel", lambda bad: used(on_error=bad, order=AS_STORED))
         blobs = (("", problem) for problem in bundle.blob_problems())
         for _, problem in itertools.chain(kernels, blobs, tunes):
             if problem is not None:
