@@ -10,6 +10,10 @@ the file holds no other) entry by entry with its table's rows (their indexed col
 rowid, both ways, by SQL's `EXCEPT`: no row is held in Python), and each unique index's
 columns for repeats; `require_consistent` raises the one-line `BundleError` naming the
 first problem. `warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
+`require_well_formed` reads every row a listing reads (a kernel's times too), one at a
+time and none kept, raising the `BundleError` naming the first malformed one: what `warm
+stats` of a bundle too large to list, and `warm sign`, say of it (a listing, a merge say
+the same as they read it).
 This module owns no state, never writes and never prints.
 """
 
@@ -21,6 +25,7 @@ from warmcli.errors import BundleError
 
 if TYPE_CHECKING:
     from warmcli.bundle.rows import RowReader
+    from warmcli.bundle.store import Bundle
 
 INCONSISTENT = "inconsistent bundle"
 
@@ -76,3 +81,14 @@ def require_consistent(reader: RowReader) -> None:
             f"{reader.fspath}: {INCONSISTENT}: {problems[0]}{more} (its indexes disagree "
             "with its rows; warm verify lists every problem)"
         )
+
+
+def require_well_formed(bundle: Bundle, operation: str | None = None) -> None:
+    """Every kernel row (with its times) and every tune row (`operation`'s only, if given)
+    parsed and dropped: the first malformed raises the `BundleError` naming it."""
+    from warmcli.bundle.rows import AS_STORED
+
+    for _ in bundle.each_kernel_used(order=AS_STORED):
+        pass
+    for _ in bundle.each_tune(operation, order=AS_STORED):
+        pass
