@@ -159,9 +159,12 @@ def test_an_index_out_of_step_with_its_rows_is_one_verdict(
     changed under a stale `kernels_entry`: `warm verify` called it unsound (SQLite's check),
     but `warm stats` listed 4 kernels of 3 keys (exit 0), `warm diff` against the sound
     bundle said 'the bundles hold the same kernels and tunes', `warm check` 'every entry is
-    servable here' (a blob's row copied in beside its index: likewise). Every reader now
-    names it inconsistent in one line (exit 2), and those
-    that write (clean, sign, merge) leave the file and OUT as they were."""
+    servable here' (a blob's row copied in beside its index: likewise), and `warm run`
+    wrote into it ('the bundle is complete', still inconsistent). Every reader now names
+    it inconsistent in one line (exit 2), and those that write (clean, sign, merge, run)
+    leave the file and OUT as they were."""
+    from conftest import EXAMPLES
+
     sound, env = host_bundle
     warm = Warm(env)
     bundle = tmp_path / "b.warm"
@@ -182,6 +185,7 @@ def test_an_index_out_of_step_with_its_rows_is_one_verdict(
         ("clean", bundle, "--dry-run"),
         ("clean", bundle),
         ("sign", bundle, "--key", key),
+        ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q"),
     ):
         done = warm(*args)
         said = done.stderr if "--json" not in args else json.loads(done.stdout)["error"]
