@@ -73,8 +73,13 @@ def index_problems(reader: RowReader) -> list[str]:
 
 def require_consistent(reader: RowReader) -> None:
     """`BundleError` naming the first of `index_problems`, if any (read in one snapshot)."""
-    with reader.snapshot():
-        problems = index_problems(reader)
+    from warmcli.bundle.oversize import refused
+
+    try:
+        with reader.snapshot():
+            problems = index_problems(reader)
+    except BundleError as exc:  # a value too long to read: the entry holding it is named
+        raise refused(reader, exc) from None
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(
