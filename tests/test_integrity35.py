@@ -334,3 +334,36 @@ def test_clean_removes_kernels_whose_blob_size_lies(
     assert doc["removed_count"]["kernels"] == 3, doc  # the three kernels of that blob
     assert all(r.startswith("corrupt: its blob is") for r in doc["removed_by_reason"]), doc
     assert warm("verify", bundle).returncode == 0
+
+
+def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """A host kernel row pointed at another kernel's blob (sound, of the right size): its
+    symbol is not in that binary, so production never serves it (`dlsym`: a miss, compiled)
+    and `warm check` says `binary`; but `warm verify` called the bundle sound and `warm
+    clean` kept the kernel ('would remove 0'). Verify names it; clean removes it, corrupt."""
+    from conftest import EXAMPLES
+
+    sound, env = host_bundle
+    warm = Warm(env)
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(sound.read_bytes())
+    conn = sqlite3.connect(bundle)
+    conn.execute(
+        "UPDATE kernels SET sha256 = (SELECT sha256 FROM kernels WHERE entry = 'bias_relu') "
+        f"{ROW_SUM}"
+    )
+    conn.commit()
+    conn.close()
+    checked = warm("check", bundle, "--json")
+    assert checked.returncode == 1 and '"binary"' in checked.stdout, checked.stdout[-800:]
+    verified = warm("verify", bundle)
+    assert verified.returncode == 1 and "does not export warm_" in verified.stdout, verified.stdout
+    served = warm.production(SERVED, EXAMPLES, bundle=bundle)
+    assert served == {"kernels": 1, "tunes": 0}, served
+    cleaned = warm("clean", bundle, "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    doc = json.loads(cleaned.stdout)
+    assert doc["removed_by_reason"] == {"corrupt: its binary does not export its symbol": 1}
+    assert warm("verify", bundle).returncode == 0
