@@ -240,12 +240,9 @@ def test_stats_of_a_large_bundle_names_a_malformed_row_as_a_small_ones_does(
 ROW_SUM = "WHERE entry = 'row_sum'"
 MALFORMED = {
     "a kernel's last use no time": f"UPDATE kernels SET last_used = 'x' {ROW_SUM}",
-    "a kernel under another content": "UPDATE kernels SET components = json_set(components, "
-    f"'$.kernel', '{'ab' * 32}') {ROW_SUM}",
     "a kernel's arch changed": f"UPDATE kernels SET arch = 'aarch64' {ROW_SUM}",
     "its components' toolchain another": "UPDATE kernels SET components = "
     f"json_set(components, '$.toolchain', 'cc:another') {ROW_SUM}",
-    "a tune's pick no candidate": "UPDATE tunes SET pick = 'nope' WHERE rowid = 1",
     "a tune's kernel id gone": "DELETE FROM tune_kernels WHERE id = 1",
 }
 TIMES = ("a kernel's last use no time",)
