@@ -25,7 +25,8 @@ build it would be served (its tune record) and the first `_NAMED` archs (devices
 name: memory holds that, the first `LISTED` explanations and the counts, however many
 builds one kernel has and whatever the bundle's size. It reads the bundle, hashes the
 blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is
-named so, unread) and probes compilers; it never compiles, launches or prints.
+named so, unread) and probes compilers; it never compiles, launches or prints. A bundle
+whose SQL indexes disagree with its rows is refused first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits 
 Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
-`warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
-prints.
+`warmcli.backends.machine.inventory`, with the compilers the caller names. A bundle whose
+SQL indexes disagree with its rows is refused before anything is read or removed
+(`warmcli.bundle.consistency`). Nothing here prints.
 """
 
 from __future__ import annotations

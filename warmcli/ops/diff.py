@@ -12,8 +12,9 @@ changed pick (past the first `LISTED` of a kind, whose rows are not read, it is 
 there too). Both bundles' keys
 (and picks) are read as two streams ordered by key and joined as they go, so memory
 does not grow with their size: a `BundleDiff` counts everything and keeps the first
-`LISTED` entries of each kind, whose rows alone are read whole. This module reads
-both bundles; it never writes or prints.
+`LISTED` entries of each kind, whose rows alone are read whole. A bundle whose SQL
+indexes disagree with its rows is refused first (`warmcli.bundle.consistency`). This
+module reads both bundles; it never writes or prints.
 """
 
 from __future__ import annotations

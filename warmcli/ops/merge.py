@@ -6,7 +6,8 @@ once, with the latest `last_used` of its sources (a merge is not a use). A tune 
 in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
 below every other), and the report says which one won and which was dropped (in more: each
 one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
-a format version this warm does not read, and files that are no warm bundle, are refused
+a format version this warm does not read, files that are no warm bundle, and bundles whose
+SQL indexes disagree with their rows (`warmcli.bundle.consistency`) are refused
 before anything is read; older formats it reads merge into the current one. The output's write lock
 is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no
