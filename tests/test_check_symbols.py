@@ -34,7 +34,11 @@ def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -
             "SELECT key, label FROM kernels WHERE entry = 'row_sum'"
         ).fetchone()
         missing = f"warm_{key[:16]}_{GONE}"
-        conn.execute("UPDATE kernels SET entry = ?, symbol = ? WHERE key = ?", (GONE, missing, key))
+        conn.execute(  # its components name its entry as the row does (else corrupt)
+            "UPDATE kernels SET entry = ?, symbol = ?, "
+            "components = json_set(components, '$.entry', ?) WHERE key = ?",
+            (GONE, missing, GONE, key),
+        )
     proc = warm("check", bundle, "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (miss,) = json.loads(proc.stdout)["unservable"]

@@ -335,6 +335,11 @@ def foreign_copy(**changes: object) -> Path:
         conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
     for column, value in changes.items():
         conn.execute(f"UPDATE kernels SET {column} = ? WHERE entry = 'inc'", (value,))
+    if {"arch", "toolchain"} & set(changes):  # a made-up build: its key recomputes from no
+        conn.execute(  # content hash (else a corrupt row: integrity35), as an older warm's
+            "UPDATE kernels SET components = json_remove(components, '$.kernel') "
+            "WHERE entry = 'inc'"
+        )
     conn.commit()
     conn.close()
     return path

@@ -42,7 +42,11 @@ def hostile_copy(source: Path, path: Path) -> Path:
             (f"device:{HOSTILE}", json.dumps({"name": HOSTILE})),
         )
         conn.execute("UPDATE kernels SET label = ? || label", (HOSTILE,))
-        conn.execute("UPDATE kernels SET toolchain = ? WHERE entry = 'row_sum'", (HOSTILE,))
+        conn.execute(  # no content hash to recompute its key from (else corrupt: integrity35)
+            "UPDATE kernels SET toolchain = ?, components = json_remove(components, '$.kernel') "
+            "WHERE entry = 'row_sum'",
+            (HOSTILE,),
+        )
         rows = conn.execute(  # format 3: a key and a checksum as bytes, kernel keys by id
             "SELECT key, operation, shape_key, device, lower(hex(checksum)), candidates FROM tunes"
         ).fetchall()

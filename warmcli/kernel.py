@@ -364,10 +364,12 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
-    """The parts a key is made of, kept beside it so a miss can be explained."""
+    """The parts a key is made of, kept beside it so a miss can be explained, and its key
+    recomputed (`warmcli.kernel_parts.key_of`: `kernel` is the kernel's `content_hash`)."""
     headers = included_headers(kernel, toolchain_identity)
     return {
         **({"headers": headers} if headers else {}),
+        "kernel": kernel.content_hash,
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
         "entry": kernel.entry,
         "options": json.dumps(list(kernel.keyed_options)),  # as keyed: folders unnamed

@@ -7,17 +7,20 @@ will read it (`define_value`: a bool is 1 or 0, a numpy number the Python number
 holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the text after
 its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
 `stored` reads options or defines back from a bundle's (untrusted) text, as
-`warmcli.kernel.key_components` writes them. It owns no state and reads nothing but its
-arguments; `warmcli.kernel` keys what it returns. It never imports numpy (`warm stats`
-reads `stored`): a numpy define value is told by the numpy the process imported.
+`warmcli.kernel.key_components` writes them; `key_of` recomputes a kernel's key from the
+parts such a row keeps (its content hash, arch, headers, toolchain), and `cubin_archs`
+names the archs whose cubin a PTX build's symbol may name. It owns no state and reads
+nothing but its arguments; `warmcli.kernel` keys what it returns. It never imports numpy
+(`warm stats` reads `stored`): a numpy define value is told by the numpy the process imported.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from warmcli.printable import Pattern
 
@@ -144,3 +147,30 @@ def define_value(entry: str, name: str, value: object) -> str:
         f"kernel {entry}: define {name}: a value is a str, bool, int or float, "
         f"not {value!r} ({kind_of(value)})"
     )
+
+
+PTX_SMS = range(10, 200)  # the SMs a PTX row's cubin is looked for in (`cubin_archs`)
+_VIRTUAL_SM = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
+_STRING = json.encoder.encode_basestring_ascii  # one string as `warmcli.kernel` quotes it
+
+
+def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> str:
+    """`kernel_key` from its parts, as a bundle row's components keep them (`key_components`:
+    the kernel's `content_hash` as `kernel`, and its `headers`, "" for none): a reader
+    recomputes a row's key from them, so a row moved under another build's key is known."""
+    keyed = f'"headers":{_STRING(headers)},' if headers else ""
+    return hashlib.sha256(
+        f'{{"arch":{_STRING(arch)},{keyed}"kernel":{_STRING(content)},'
+        f'"toolchain":{_STRING(toolchain_identity)}}}'.encode()
+    ).hexdigest()
+
+
+def cubin_archs(ptx_arch: str) -> Iterator[str]:
+    """The SM archs whose cubin PTX of `ptx_arch` (`compute_XX`) may have been built beside,
+    whose key its symbol names (`warm_<key[:16]>_`): XX first, then every other SM of
+    `PTX_SMS` (`--arch sm_80 --ptx compute_90`), each plain and with its `a` or `f`."""
+    found = _VIRTUAL_SM.match(ptx_arch)
+    first = int(found.group(1)) if found else PTX_SMS[0]
+    for sm in (first, *PTX_SMS):
+        for suffix in ("", "a", "f"):
+            yield f"sm_{sm}{suffix}"

@@ -30,6 +30,7 @@ from warmcli.backends import toolchain
 from warmcli.backends.native import NATIVE, foreign_cpu
 from warmcli.backends.toolchain import RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.kernel import Kernel, kernel_key
+from warmcli.kernel_parts import cubin_archs
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
@@ -38,7 +39,6 @@ _RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")
 _VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"sm_([0-9]{2,3})")
-_FIRST_SM, _LAST_SM = 10, 199  # the SMs a PTX row's cubin is looked for in (`_ptx_symbol_fits`)
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
 
@@ -71,14 +71,13 @@ def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
 def _ptx_symbol_fits(kernel: Kernel, record: KernelRecord) -> bool:
     """Whether a PTX row's symbol is `kernel`'s: PTX keeps its cubin's symbol
     (`warm_<key[:16]>_<entry>`, the key of the kernel built for an `sm_XX`, the PTX's XX
-    first, then any other (`--arch sm_80 --ptx compute_90`), `a` or `f` after it or not),
+    first, then any other (`--arch sm_80 --ptx compute_90`), `a` or `f` after it or not:
+    `warmcli.kernel.cubin_archs`),
     which its own key does not tie (another build's PTX moved under this one's key would be
     JIT-compiled and its symbol found there)."""
-    tag, first = record.symbol[5:21], virtual_sm(record.arch) or _FIRST_SM
+    tag = record.symbol[5:21]
     return any(
-        kernel_key(kernel, f"sm_{sm}{suffix}", record.toolchain)[:16] == tag
-        for sm in (first, *range(_FIRST_SM, _LAST_SM + 1))
-        for suffix in ("", "a", "f")
+        kernel_key(kernel, arch, record.toolchain)[:16] == tag for arch in cubin_archs(record.arch)
     )
 
 

@@ -6,8 +6,9 @@ kernel's, `tune_row` reads, parses and writes a tune's), `store` (the `Bundle` c
 reads and writes of rows and blobs), `admin` (maintenance and aggregates `Bundle`
 inherits), `signed` (the signature rows), `candidates` (a tune's candidates packed,
 their kernel keys interned in format 3), `migrate` (formats 1 and 2 to 3, on a first
-open for write), `signing` (Ed25519 signatures over rows) and `remote`
-(bundles by URL, opened by `http_open`). A bundle knows records and errors, never the
+open for write), `signing` (Ed25519 signatures over rows), `consistency` (whether its
+SQL indexes agree with its rows, for every reader that lists it) and `remote` (bundles by
+URL, opened by `http_open`). A bundle knows records and errors, never the
 runtime: it fills storage and is never a runtime layer (the runtime sees it only as a
 `warmcli.runtime.store.Store`). Everything in a bundle is untrusted input.
 """

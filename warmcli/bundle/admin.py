@@ -373,12 +373,15 @@ class BundleAdmin(SignedRows):
 
 
 def _corrupt_blobs(bundle: BundleAdmin) -> dict[str, str]:
-    """Every kernel's blob that is missing or fails its sha256 (read one at a time)."""
+    """Every kernel's blob that is missing, fails its sha256 (read one at a time) or whose
+    size lies (never served: `blob_problems`)."""
     bad = {
         sha: "its blob does not match its sha256"
         for sha, _, actual in bundle.blob_digests()
         if actual != sha
     }
+    for sha, size, length, _ in bundle._iter(_SIZE_LIES):
+        bad.setdefault(str(sha), f"its blob is {length} bytes, its entry says {size}")
     for k in bundle.each_orphan():
         bad[k.sha256] = "its blob is missing"
     return bad

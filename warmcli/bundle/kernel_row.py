@@ -5,15 +5,22 @@
 checked as `warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a key's
 and a sha256's hex, an entry's and a symbol's form, the symbol the one warm gives its
 entry under its key (`_symbol_fits`), components a JSON object, a finite time, a blob's
-size). A hot start parses thousands, so a row as warm writes it passes the same checks
-written inline, in one frame; any other row takes the field-by-field
-path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's
-cursor, their values counted against its budget, by `stepped`. `write_kernel_row` writes
-one record's row for a writer; else it holds no state and runs no query itself.
+size), and, where its components keep the kernel's content hash (`kernel`: every row
+this warm writes), its key the one they give (`_key_problem`: `warmcli.kernel_parts.key_of`),
+their arch, toolchain and entry its own, and a PTX row's symbol that of a cubin of that
+kernel, as production ties it (a row moved under another build's key, whose symbol alone
+ties no PTX, is malformed, never judged servable by `warm check`; an older warm's row
+without it is judged by its symbol alone). A hot start parses thousands, so a row as warm
+writes it passes the same checks written inline, in one frame; any other row takes the
+field-by-field path, which names what is wrong. A prefetched chunk's rows are stepped
+from its caller's cursor, their values counted against its budget, by `stepped`.
+`write_kernel_row` writes one record's row for a writer; else it holds no state and runs
+no query itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -34,6 +41,7 @@ from warmcli.bundle.rows import (
     _Malformed,
     _within_limits,
 )
+from warmcli.kernel_parts import cubin_archs, key_of
 from warmcli.records import KernelRecord, symbol_prefix
 
 PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for serving
@@ -64,6 +72,9 @@ _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER
 _NEW = object.__new__
 _SET = object.__setattr__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
+_HEX64_TEXT = re.compile("[0-9a-f]{64}").fullmatch  # `_HEX64`'s, with no frame of its own
+_SHA256 = hashlib.sha256
+_QUOTE = json.encoder.encode_basestring_ascii  # one string as `key_of` writes it
 
 
 def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
@@ -106,6 +117,24 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
                     if type(v) is not str:  # each value as text
                         components = {k: str(v) for k, v in components.items()}
                         break
+            content = components.get("kernel")
+            if content is not None:  # `_key_problem`, inline for a cubin's row (`key_of`)
+                headers = components.get("headers")
+                keyed = f'"headers":{_QUOTE(headers)},' if headers else ""
+                if (
+                    arch[:8] == "compute_"
+                    or components.get("arch") != arch
+                    or components.get("toolchain") != tool
+                    or components.get("entry") != entry
+                    or type(content) is not str
+                    or not _HEX64_TEXT(content)
+                    or key
+                    != _SHA256(
+                        f'{{"arch":{_QUOTE(arch)},{keyed}"kernel":"{content}",'
+                        f'"toolchain":{_QUOTE(tool)}}}'.encode()
+                    ).hexdigest()
+                ):
+                    return _checked_kernel_record(row)  # a PTX row's checks, or what is wrong
             record = _NEW(KernelRecord)  # its fields, checked above, set as its __init__ would
             _SET(  # as its dict, made once (not copied into one)
                 record,
@@ -280,5 +309,32 @@ def _checked_kernel_record(row: tuple[object, ...]) -> KernelRecord:
         raise _Malformed(f"symbol: {symbol} is not the symbol of entry {entry} under key {key}")
     comps = fields["components"]
     assert isinstance(comps, dict)
-    fields["components"] = {str(k): str(v) for k, v in comps.items()}
+    fields["components"] = texts = {str(k): str(v) for k, v in comps.items()}
+    problem = _key_problem(key, arch, str(fields["toolchain"]), entry, str(symbol), texts)
+    if problem:
+        raise _Malformed(problem)
     return KernelRecord(**fields)  # type: ignore[arg-type]
+
+
+def _key_problem(
+    key: str, arch: str, toolchain: str, entry: str, symbol: str, components: dict[str, str]
+) -> str | None:
+    """What is wrong with a row's key (a PTX row's symbol) by the kernel its components
+    name (`kernel`: its content hash; `headers`), or with the arch, toolchain and entry
+    they name, its own; None for a row without one (an older warm's)."""
+    content = components.get("kernel")
+    if content is None:
+        return None
+    if not _HEX64.fullmatch(content):
+        return "components: kernel is not a sha256 in hex"
+    for name, value in (("arch", arch), ("toolchain", toolchain), ("entry", entry)):
+        if components.get(name) != value:
+            return f"components: its {name} is not the row's"
+    headers = components.get("headers", "")
+    if key != key_of(content, arch, headers, toolchain):
+        return f"key: not the key of kernel {content[:16]} built for {arch} by its toolchain"
+    if arch[:8] == "compute_" and not any(
+        key_of(content, sm, headers, toolchain)[:16] == symbol[5:21] for sm in cubin_archs(arch)
+    ):
+        return f"symbol: {symbol} is the symbol of no cubin of kernel {content[:16]}"
+    return None

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from warmcli import config
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.location import is_url
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
@@ -126,6 +127,7 @@ def _stats(
     What is shown is read in one snapshot (a writer's commit waits for it), which ends
     before it is written out, but where a large listing streams (`--json`): then after."""
     shown, copy = (url, str(path)) if url is not None else (str(path), None)
+    require_consistent(bundle)  # what its indexes say is what its rows say
     if operation is not None and (lone_surrogate(operation) or not bundle.has_operation(operation)):
         names = bundle.operations(HELD_SHOWN + 1)
         held = ", ".join(printable(n) for n in names[:HELD_SHOWN])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from warmcli.bundle.consistency import require_consistent, require_well_formed
 from warmcli.bundle.file import check_header
 from warmcli.bundle.signing import generate_key_pair, load_private_key, sign
 from warmcli.bundle.store import Bundle, BundleError
@@ -27,6 +28,8 @@ def sign_path(path: Path, key: Path) -> tuple[str, int]:
         raise BundleError(f"{path}: no such bundle")
     check_header(path)  # an empty file is no bundle to sign (a writer would make one there)
     with Bundle.open(path, write=True) as bundle:
+        require_consistent(bundle)  # what its indexes say is what its rows say
+        require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
         signature = sign(bundle, private)
     return signature.key_id, signature.count
 

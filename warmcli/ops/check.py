@@ -25,7 +25,8 @@ build it would be served (its tune record) and the first `_NAMED` archs (devices
 name: memory holds that, the first `LISTED` explanations and the counts, however many
 builds one kernel has and whatever the bundle's size. It reads the bundle, hashes the
 blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is
-named so, unread) and probes compilers; it never compiles, launches or prints.
+named so, unread) and probes compilers; it never compiles, launches or prints. A bundle
+whose SQL indexes disagree with its rows is refused first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from warmcli.backends.cuda.ptx import PtxError, check_ptx
 from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
@@ -137,6 +139,7 @@ def check_servable(bundle: Bundle, devices: Sequence[Device], driver: str = "") 
     offers = [DeviceInfo.of(d) for d in devices]
     if driver:  # the fleet's driver, stated for compile-only CUDA devices (`--arch`)
         offers = [replace(o, driver=driver) if o.name == COMPILE_ONLY else o for o in offers]
+    require_consistent(bundle)  # what its indexes say is what its rows say
     report = CheckReport(bundle.path, offers)
     blobs: Blobs = {}  # sha256 -> why its blob cannot be served ("" when it can), its names
     kernels = bundle.each_kernel(on_error=report.corrupt("kernel"), order=KERNEL_GROUPS)

@@ -1,6 +1,7 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-A kernel is *corrupt* when its blob is missing or fails its sha256, and a kernel or tune
+A kernel is *corrupt* when its blob is missing, fails its sha256 or (a host kernel's) does
+not export its symbol (`warmcli.ops.exported`), and a kernel or tune
 when its row is malformed (as `warm verify` names it): removed, so the next `warm run`
 builds it again. An entry is *foreign* when this machine would never serve it
 (`warmcli.ops.foreign`: a kernel whose binary runs on no device here, or that this
@@ -20,8 +21,9 @@ that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits 
 Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
-`warmcli.backends.machine.inventory`, with the compilers the caller names. Nothing here
-prints.
+`warmcli.backends.machine.inventory`, with the compilers the caller names. A bundle whose
+SQL indexes disagree with its rows is refused before anything is read or removed
+(`warmcli.bundle.consistency`). Nothing here prints.
 """
 
 from __future__ import annotations
@@ -36,14 +38,17 @@ from pathlib import Path
 
 from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, CleanInterrupted
+from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord, where
 
+UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 
 
@@ -141,12 +146,14 @@ def plan_clean(
     labels: Callable[[str], KernelRecord | None] = lambda key: None,
     corrupt: Mapping[str, str] | None = None,
     local: Collection[bytes] | None = None,
+    unserved: Mapping[str, str] | None = None,
 ) -> CleanPlan:
     """What a clean removes, and why (pure: each kernel with its last-used time, and each
     tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
     a kernel evicted by `max_size` (by its key); `corrupt`: the sha256 of every blob
     that fails it, and why (its kernels are removed); `local`: `local_builds` of the
-    kernels (else read from `kernels`, which is then read twice)."""
+    kernels (else read from `kernels`, which is then read twice); `unserved`: the key of
+    every kernel whose binary does not export its symbol, and why (removed as corrupt)."""
     if local is None:
         kernels = list(kernels)
         local = local_builds((k for k, _ in kernels), machine, corrupt or ())
@@ -160,6 +167,7 @@ def plan_clean(
     for k, last_used in kernels:
         sizes[k.sha256] = k.size
         bad = corrupt.get(k.sha256) if corrupt else None
+        bad = bad or (unserved.get(k.key) if unserved else None)
         foreign, cannot = (f"corrupt: {bad}", None) if bad else kernel_foreign(k, machine, local)
         if cannot:
             unjudged[cannot] += 1
@@ -242,6 +250,7 @@ def clean_bundle(
     removed: list[int] = []  # kernels and tunes, once their removal is committed
     try:
         with Bundle.open(path, write=not dry_run) as bundle:
+            require_consistent(bundle)  # what its indexes say is what its rows say
             format_after = bundle.format_version()
             corrupt = _corrupt_blobs(bundle)
             malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt
@@ -255,6 +264,7 @@ def clean_bundle(
                 apply=not dry_run,
                 labels=bundle.kernel,
                 corrupt=corrupt,
+                unserved={k.key: UNEXPORTED for k, _ in unexported(bundle)},
                 local=local_builds(
                     bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
                 ),

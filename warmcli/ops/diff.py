@@ -12,8 +12,9 @@ changed pick (past the first `LISTED` of a kind, whose rows are not read, it is 
 there too). Both bundles' keys
 (and picks) are read as two streams ordered by key and joined as they go, so memory
 does not grow with their size: a `BundleDiff` counts everything and keeps the first
-`LISTED` entries of each kind, whose rows alone are read whole. This module reads
-both bundles; it never writes or prints.
+`LISTED` entries of each kind, whose rows alone are read whole. A bundle whose SQL
+indexes disagree with its rows is refused first (`warmcli.bundle.consistency`). This
+module reads both bundles; it never writes or prints.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from warmcli.bundle.checking import TuneChecks, checked
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
@@ -175,13 +177,15 @@ def _change(ta: Any, tb: Any) -> PickChange | None:
 
 def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
     """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
-    or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them
+    or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them (a
+    kernel's times too)
     (`checked`; the tunes of a large bundle in other processes, `TuneChecks`), in the order
     stored, and every kernel whose blob is missing or whose blob's size lies (no blob is
     hashed: a blob that fails its sha256 only `warm verify` names)."""
     tunes = TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
     try:
-        kernels = checked("kernel", lambda bad: bundle.each_kernel(on_error=bad, order=AS_STORED))
+        used = bundle.each_kernel_used  # its times too, as `warm verify` and `warm stats` read
+        kernels = checked("kernel", lambda bad: used(on_error=bad, order=AS_STORED))
         blobs = (("", problem) for problem in bundle.blob_problems())
         for _, problem in itertools.chain(kernels, blobs, tunes):
             if problem is not None:
@@ -209,6 +213,8 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
     # One read transaction each (`snapshot`): the tune checks' worker processes and this one
     # read the same state, no writer commits in between.
     with Bundle.open(a) as ba, Bundle.open(b) as bb, ba.snapshot(), bb.snapshot():
+        require_consistent(ba)  # what their indexes say is what their rows say
+        require_consistent(bb)
 
         def keys(bundle: Bundle, table: str) -> Iterator[Key]:
             return (Key(*row) for row in bundle.keys(table))

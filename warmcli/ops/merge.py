@@ -7,7 +7,8 @@ in two bundles keeps the newer measurement (one dated more than a day after the 
 below every other; a measured pick beats a pending one), and the report says which one won,
 which was dropped and why (in more: each
 one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
-a format version this warm does not read, and files that are no warm bundle, are refused
+a format version this warm does not read, files that are no warm bundle, and bundles whose
+SQL indexes disagree with their rows (`warmcli.bundle.consistency`) are refused
 before anything is read; older formats it reads merge into the current one. Inputs naming
 more devices and toolchains together (fingerprints) than a bundle may hold are refused,
 nothing written: every reader would refuse the output. The output's write lock
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import SCHEMAS, check_header, remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
@@ -138,6 +140,8 @@ def merge_bundles(
         kept = _attributes_to_keep(out)
         with contextlib.ExitStack() as stack:
             bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+            for opened in bundles:  # what its indexes say is what its rows say
+                require_consistent(opened)
             if signing_key is not None and trusted_keys is not None:
                 _check_vouched(bundles, paths, trusted_keys)
             # a link at OUT is kept: the file it leads to is replaced

@@ -1,14 +1,17 @@
 """A bundle's summary: what `warm stats` shows of a bundle too large to list entry by entry.
 
 A bundle with more than `LARGE_KERNELS` kernels or `LARGE_TUNES` tunes is
-summarised from SQL aggregates (`Bundle.aggregate`), never by reading every row:
+summarised from SQL aggregates (`Bundle.aggregate`), never by listing every row:
 kernels per device and arch with the bytes of their distinct blobs, tunes per
 operation and device with how many are pending, and one line for each of only the
 `SAMPLE_TUNES` tunes, a few of each operation. `warm stats --explain OPERATION` still
 lists one operation's tunes with every candidate (its first `SAMPLE_EXPLAINED` on a
-large bundle), and `--json` still has every entry. This module reads and returns data
-(`BundleSummary`); `warmcli.cli.render.stats` presents it. It never writes the bundle,
-never builds output and never prints.
+large bundle), and `--json` still has every entry. Every row a listing of the bundle
+would read is still read and checked, one at a time and none kept (`require_well_formed`): a
+malformed one is the `BundleError` naming it, as the listing of a smaller bundle raises,
+whatever the count of rows. This module reads and returns data (`BundleSummary`);
+`warmcli.cli.render.stats` presents it. It never writes the bundle, never builds output
+and never prints.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.consistency import require_well_formed
 from warmcli.bundle.store import Bundle
 from warmcli.records import TuneRecord
 
@@ -66,6 +70,7 @@ def summarise(
         return None
     if operation is not None:
         sample = SAMPLE_EXPLAINED
+    require_well_formed(bundle, operation)  # what a listing of each row would say
     kernels, tunes, first = bundle.aggregate(sample, operation)
     if operation is not None:
         tunes = [t for t in tunes if t[0] == operation]

@@ -5,7 +5,8 @@ a warm bundle or is of another format version) and then runs `Bundle.integrity`
 (`warmcli.bundle.admin`: SQLite's own page-level consistency, the manifest's
 fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
-pick is one of them) and checks every signature
+pick is one of them), that every host kernel's binary exports its symbol
+(`warmcli.ops.exported`: production would never serve it), and checks every signature
 (`warmcli.bundle.signature_report`): by which key, valid or not, stale (signed before a
 migration: it covers nothing) or not, what it covers; an invalid or stale one is a
 problem, and so, under trusted keys, is a row none of them signed (a bundle no valid
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
+from warmcli.ops.exported import unexported
 from warmcli.printable import LISTED
 
 
@@ -67,6 +69,8 @@ def check_bundle(
                 setattr(report, counters[what], getattr(report, counters[what]) + 1)
             if problem is not None:
                 report.add(problem)
+        for _, problem in unexported(bundle):  # never served: as `warm check` says
+            report.add(problem)
         report.signatures = signature_report(bundle, trusted_keys)
         for problem in report.signatures.problems:
             report.add(problem)

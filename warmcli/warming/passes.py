@@ -16,10 +16,11 @@ it must queue none of the shard's kernels and find every one of its tunes.
 While the bundle is opened (created and synced), a thread finds each device's
 compiler and reads its version (`warmcli.warming.probe`, into `RunReport.compilers`;
 memoised, so the first pass keys its kernels with it, after the join; an interrupt
-kills its `--version` process). Interrupted (`KeyboardInterrupt`, which
-a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
-`RunInterrupted` says how much. Each pass announces itself to the crash journal
-(`warmcli.warming.isolation`) and counts into its own
+kills its `--version` process). An existing bundle whose SQL indexes disagree with its
+rows is refused before anything is written (`warmcli.bundle.consistency`). Interrupted
+(`KeyboardInterrupt`, which a SIGINT or SIGTERM handler raises), what was built and
+measured so far is stored and `RunInterrupted` says how much. Each pass announces itself
+to the crash journal (`warmcli.warming.isolation`) and counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -36,6 +37,7 @@ from typing import Any
 
 from warmcli.backends.base import Device
 from warmcli.bundle.admin import drop_corrupt
+from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.replacing import remove_new
 from warmcli.bundle.signing import sign
@@ -277,6 +279,8 @@ def _warm(
                 with contextlib.suppress(OSError, BundleError):
                     report.format_before = check_header(bundle_path)[0]
             bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
+            if not created:  # a write beside a stale index adds to it: refused, as readers do
+                require_consistent(bundle)
             probe.join()
         except BaseException as exc:  # an interrupt included: the probe's `--version` stops too
             probe.stop()

@@ -1,0 +1,99 @@
+"""Whether a bundle's SQL indexes agree with its rows: the verdict every reader that lists
+a bundle shares (`warm stats`, `diff`, `check`, `merge`, `clean`, `sign`).
+
+A listing reads the rows by a scan of their table, a lookup by key reads an index: where
+the two disagree (a row missing from its index, an index entry that names no row or a
+stale value, two rows of one key beside a unique index), one reader would count a row
+another cannot find, and a bundle would look sound to one command and not to another.
+`index_problems` compares each index of warm's schema (`warmcli.bundle.file` checked that
+the file holds no other) entry by entry with its table's rows (their indexed columns and
+rowid, both ways, by SQL's `EXCEPT`: no row is held in Python), and each unique index's
+columns for repeats; `require_consistent` raises the one-line `BundleError` naming the
+first problem. `warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
+`require_well_formed` reads every row a listing reads (a kernel's times too), one at a
+time and none kept, raising the `BundleError` naming the first malformed one: what `warm
+stats` of a bundle too large to list, and `warm sign`, say of it (a listing, a merge say
+the same as they read it).
+This module owns no state, never writes and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from warmcli.errors import BundleError
+
+if TYPE_CHECKING:
+    from warmcli.bundle.rows import RowReader
+    from warmcli.bundle.store import Bundle
+
+INCONSISTENT = "inconsistent bundle"
+
+
+def _quoted(name: object) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def index_problems(reader: RowReader) -> list[str]:
+    """What each index of the open bundle says that its table's rows do not (see the
+    module doc), one line each; [] when they agree. Call it inside `snapshot`."""
+    problems: list[str] = []
+    indexes = reader._all(
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY tbl_name, name"
+    )
+    for name, table in indexes:
+        columns = [str(r[2]) for r in reader._all(f"PRAGMA index_info({_quoted(name)})")]
+        unique = any(
+            r[1] == name and r[2] for r in reader._all(f"PRAGMA index_list({_quoted(table)})")
+        )
+        if not columns:
+            continue
+        listed = ", ".join(_quoted(c) for c in columns)
+        scan = f"SELECT {listed}, rowid FROM {_quoted(table)} NOT INDEXED"
+        by_index = f"SELECT {listed}, rowid FROM {_quoted(table)} INDEXED BY {_quoted(name)}"
+        missing = reader._one(f"SELECT count(*) FROM ({scan} EXCEPT {by_index})")
+        stale = reader._one(f"SELECT count(*) FROM ({by_index} EXCEPT {scan})")
+        if missing and missing[0]:
+            problems.append(f"{missing[0]} row(s) of {table} missing from its index {name}")
+        if stale and stale[0]:
+            problems.append(f"index {name} holds {stale[0]} entry(ies) no row of {table} has")
+        if unique:
+            not_null = " AND ".join(f"{_quoted(c)} IS NOT NULL" for c in columns)
+            repeated = reader._one(
+                f"SELECT count(*) FROM (SELECT 1 FROM {_quoted(table)} NOT INDEXED "
+                f"WHERE {not_null} GROUP BY {listed} HAVING count(*) > 1)"
+            )
+            if repeated and repeated[0]:
+                problems.append(
+                    f"{repeated[0]} {', '.join(columns)} value(s) of {table} held by more "
+                    "than one row"
+                )
+    return problems
+
+
+def require_consistent(reader: RowReader) -> None:
+    """`BundleError` naming the first of `index_problems`, if any (read in one snapshot)."""
+    from warmcli.bundle.oversize import refused
+
+    try:
+        with reader.snapshot():
+            problems = index_problems(reader)
+    except BundleError as exc:  # a value too long to read: the entry holding it is named
+        raise refused(reader, exc) from None
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BundleError(
+            f"{reader.fspath}: {INCONSISTENT}: {problems[0]}{more} (its indexes disagree "
+            "with its rows; warm verify lists every problem)"
+        )
+
+
+def require_well_formed(bundle: Bundle, operation: str | None = None) -> None:
+    """Every kernel row (with its times) and every tune row (`operation`'s only, if given)
+    parsed and dropped: the first malformed raises the `BundleError` naming it."""
+    from warmcli.bundle.rows import AS_STORED
+
+    for _ in bundle.each_kernel_used(order=AS_STORED):
+        pass
+    for _ in bundle.each_tune(operation, order=AS_STORED):
+        pass
