@@ -135,6 +135,15 @@ class Warm:
         return json.loads(proc.stdout)
 
 
+def this_warms(identity: str) -> str:
+    """A toolchain `identity` as this warm's builds name it: with its build recipe's mark
+    (`warmcli.backends.toolchain.BUILD_RECIPE`, named from 2 on), as hand-made rows need to
+    be served."""
+    from warmcli.backends.toolchain import BUILD_RECIPE, RECIPE_MARK
+
+    return identity + (f"{RECIPE_MARK}{BUILD_RECIPE}]" if BUILD_RECIPE != 1 else "")
+
+
 def cc_binary(path: Path, version: str) -> Path:
     """A C compiler binary at `path` answering `--version` with the line `version` and
     building as `cc` does (it runs cc): a stand-in for another compiler. A binary, not a

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from conftest import ROOT, Warm
 
+from warmcli.backends.toolchain import BUILD_RECIPE
+
 WORKLOAD = """
 import numpy as np
 from warmcli import Kernel
@@ -36,7 +38,7 @@ y = rt.upload(np.ones(4, np.float32))
 rt.launch(w.K, y, 4)
 print(json.dumps({"y": float(rt.read(y)[0]), "compiled": len(warmcli.report().kernels)}))
 """
-RAISED = "import warmcli.backends.toolchain as t; t.BUILD_RECIPE = 2; "
+RAISED = f"import warmcli.backends.toolchain as t; t.BUILD_RECIPE = {BUILD_RECIPE + 1}; "
 
 
 def _recipe(raised: bool) -> list[str]:
@@ -78,7 +80,8 @@ def test_a_build_of_another_recipe_is_never_served_either_way(warm: Warm, tmp_pa
     # `warm check` says why the other's builds are not servable here.
     done = _warm(warm, False, "check", tmp_path / "two.warm", "--json")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "build recipe 2" in done.stdout and "recipe 1" in done.stdout, done.stdout[-2000:]
+    said = (f"build recipe {BUILD_RECIPE + 1}", f"recipe {BUILD_RECIPE}")
+    assert all(s in done.stdout for s in said), done.stdout[-2000:]
     done = _warm(warm, True, "check", tmp_path / "two.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, Warm, this_warms
 from rich.console import Console
 
 from warmcli.backends.serving import Target, choose
@@ -262,16 +262,21 @@ def _tune(key: str, device: str) -> TuneRecord:
 def test_plan_clean_judges_only_what_it_can() -> None:
     """Pure logic on hand-made records and a named machine (no bundle, no compiler)."""
     machine = Machine(
-        {"cc": "cc:gcc 12"}, "x86_64", frozenset({"host|cpu|x86_64|linux"}), frozenset({"host"})
+        {"cc": this_warms("cc:gcc 12")},
+        "x86_64",
+        frozenset({"host|cpu|x86_64|linux"}),
+        frozenset({"host"}),
     )
     kernels = [
-        _kernel("mine-old", "cc:gcc 12", "s1"),
-        _kernel("mine-new", "cc:gcc 12", "s2"),
-        _kernel("foreign", "cc:gcc 13", "s3"),  # runs on this CPU, no build of ours: kept
+        _kernel("mine-old", this_warms("cc:gcc 12"), "s1"),
+        _kernel("mine-new", this_warms("cc:gcc 12"), "s2"),
+        _kernel(
+            "foreign", this_warms("cc:gcc 13"), "s3"
+        ),  # runs on this CPU, no build of ours: kept
         dataclasses.replace(
-            _kernel("cubin", "nvcc:release 13.0", "s4"), backend="cuda", arch="sm_90"
+            _kernel("cubin", this_warms("nvcc:release 13.0"), "s4"), backend="cuda", arch="sm_90"
         ),
-        dataclasses.replace(_kernel("old-cc", "cc:gcc 11", "s5"), label="mine-new"),
+        dataclasses.replace(_kernel("old-cc", this_warms("cc:gcc 11"), "s5"), label="mine-new"),
     ]
     tunes = [
         _tune("t-here", "host|cpu|x86_64|linux"),
@@ -299,7 +304,7 @@ def test_one_serving_rule_takes_ptx_where_no_cubin_runs() -> None:
     """Pure logic on hand-made records: a GPU newer than every cubin is served the PTX
     (its own toolchain's first), a cubin of its arch is preferred, and clean keeps PTX a
     GPU here can JIT while it removes PTX for a newer SM."""
-    nvcc, other = "nvcc:release 13.0", "nvcc:release 12.8"
+    nvcc, other = this_warms("nvcc:release 13.0"), this_warms("nvcc:release 12.8")
 
     def build(key: str, arch: str, toolchain: str = nvcc) -> KernelRecord:
         return dataclasses.replace(
@@ -327,14 +332,15 @@ def test_clean_keeps_an_nvcc_build_of_another_nvcc_environment() -> None:
     did not are two configurations, each served only where nvcc reads the same: neither is
     superseded by the other, whichever this machine's environment has; an older nvcc's build
     of this machine's environment is."""
-    plain, flags = "nvcc:release 13.0", "nvcc:release 13.0; NVCC_APPEND_FLAGS=-DSCALE=5.0f"
+    plain = this_warms("nvcc:release 13.0")
+    flags = this_warms("nvcc:release 13.0; NVCC_APPEND_FLAGS=-DSCALE=5.0f")
 
     def cubin(key: str, toolchain: str) -> KernelRecord:
         record = _kernel(key, toolchain, key)
         return dataclasses.replace(record, backend="cuda", device="cuda", arch="sm_90", label="k")
 
     kernels = [(cubin("plain", plain), 1.0), (cubin("flags", flags), 1.0)]
-    kernels.append((cubin("older", "nvcc:release 12.8"), 1.0))
+    kernels.append((cubin("older", this_warms("nvcc:release 12.8")), 1.0))
     for mine, superseded in ((plain, {"older"}), (flags, set())):
         machine = Machine(
             {"nvcc": mine},

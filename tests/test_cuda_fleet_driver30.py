@@ -10,17 +10,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm, nvcc_or_skip
+from conftest import EXAMPLES, Warm, nvcc_or_skip, this_warms
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.backends.serving import Target, choose, why_not
 from warmcli.records import KernelRecord
 
-NVRTC_13_5 = "NVRTC release 13.5, V13.5.12"
+NVRTC_13_5 = this_warms("NVRTC release 13.5, V13.5.12")
 
 
 def _cubin(toolchain: str) -> KernelRecord:
-    return KernelRecord("k", "cuda", "cuda", "sm_90", "matmul", "matmul", "s", "h", toolchain)
+    return KernelRecord(
+        "k", "cuda", "cuda", "sm_90", "matmul", "matmul", "s", "h", this_warms(toolchain)
+    )  # fmt: skip
 
 
 def test_refusal_for_an_older_major_release_names_the_fix_on_one_line() -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip
+from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip, this_warms
 from test_explain import warm_into
 
 from bench import generated, start, suite
@@ -101,7 +101,7 @@ NVCC = "nvcc:Cuda compilation tools, release {}, V{}.1"
 
 
 def _build(arch: str, release: str) -> KernelRecord:
-    toolchain = NVCC.format(release, release)
+    toolchain = this_warms(NVCC.format(release, release))
     parts = {"toolchain": toolchain, "arch": arch, "source": "s", "options": "[]"}
     return KernelRecord(
         f"k{arch}{release}", f"cuda|{arch}", "cuda", arch, "touch", "touch", "touch",
@@ -110,7 +110,7 @@ def _build(arch: str, release: str) -> KernelRecord:
 
 
 def _machine(release: str, gpu: str, driver: str) -> Machine:
-    toolchains = {"nvcc": NVCC.format(release, release)}
+    toolchains = {"nvcc": this_warms(NVCC.format(release, release))}
     backends, gpus = frozenset({"host", "cuda"}), frozenset({(gpu, driver)})
     return Machine(toolchains, "x86_64", frozenset(), backends, gpus)
 
@@ -190,7 +190,7 @@ def test_what_a_rows_toolchain_claims_is_judged_against_a_13_0_driver(
 ) -> None:
     from warmcli.backends.serving import Target, choose, why_not
 
-    toolchain = f"nvrtc:NVRTC {claims}"
+    toolchain = this_warms(f"nvrtc:NVRTC {claims}")
     record = KernelRecord("k", "cuda", "cuda", arch, "t", "t", "t", "h", toolchain)
     for driver, judged in (("13.0", True), ("13", False), ("none", False), ("", False)):
         target = Target("cuda", "sm_100" if arch.startswith("compute") else "sm_90", driver)

@@ -106,8 +106,13 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
-    ours = toolchain.BUILD_RECIPE  # (read here: no call on a launch where neither names one)
-    if (RECIPE_MARK in record.toolchain or ours != 1) and recipe_of(record.toolchain) != ours:
+    ours = toolchain.BUILD_RECIPE  # (read here; no call where the identity ends naming it)
+    named = RECIPE_MARK in record.toolchain
+    if (
+        (named or ours != 1)
+        and not (named and record.toolchain.endswith(f"{RECIPE_MARK}{ours}]"))
+        and recipe_of(record.toolchain) != ours
+    ):
         return "toolchain", (
             f"built by warm's build recipe {recipe_of(record.toolchain)}, this warm builds "
             f"with recipe {ours}: another way of building may compute otherwise"

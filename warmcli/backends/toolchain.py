@@ -50,7 +50,10 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # isolates each kernel): raised where that changes what a build computes. A toolchain's
 # identity names it from 2 on (`RECIPE_MARK`), so a build keys apart and serving never
 # serves one of another recipe (`recipe_of`; none named: 1, a name no warm writes: 0).
-BUILD_RECIPE = 1
+# 2: each C kernel's section saves and restores the macros it names (`#pragma push_macro`),
+# a CUDA kernel colliding with an option's macro is built alone (a neighbour's `#undef`
+# took a compiler-given macro from the kernels after it: recipe 1's builds computed -1).
+BUILD_RECIPE = 2
 RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).
