@@ -10,12 +10,13 @@ this warm writes), its key the one they give (`_key_problem`: `warmcli.kernel_pa
 their arch, toolchain and entry its own, and a PTX row's symbol that of a cubin of that
 kernel, as production ties it (a row moved under another build's key, whose symbol alone
 ties no PTX, is malformed, never judged servable by `warm check`; an older warm's row
-without it is judged by its symbol alone). A hot start parses thousands, so a row as warm
-writes it passes the same checks written inline, in one frame; any other row takes the
-field-by-field path, which names what is wrong. A prefetched chunk's rows are stepped
-from its caller's cursor, their values counted against its budget, by `stepped`.
-`write_kernel_row` writes one record's row for a writer; else it holds no state and runs
-no query itself.
+without it is judged by its symbol alone; production, which keys a row from its own
+kernel, skips the first for a cubin's or host build's row). A hot start parses
+thousands, so a row as warm writes it passes the same checks written inline, in one
+frame; any other row takes the field-by-field path, which names what is wrong. A
+prefetched chunk's rows are stepped from its caller's cursor, their values counted
+against its budget, by `stepped`. `write_kernel_row` writes one record's row for a
+writer; else it holds no state and runs no query itself.
 """
 
 from __future__ import annotations
@@ -77,10 +78,13 @@ _SHA256 = hashlib.sha256
 _QUOTE = json.encoder.encode_basestring_ascii  # one string as `key_of` writes it
 
 
-def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
+def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord:
     """A kernel row as a record: each field checked as `_KERNEL_FIELDS` says. A hot start
     parses thousands: a row as warm writes it passes the same checks written inline (one
-    frame); any other row takes the field-by-field path, which names what is wrong."""
+    frame); any other row takes the field-by-field path, which names what is wrong.
+    `keyed`: the caller keyed the row itself, from its own kernel, and judges the build by
+    that kernel (production: `serving.of_kernel`), so a cubin's or host build's row is not
+    keyed again from its components (a sha256 a row, ~2 µs a served kernel)."""
     if len(row) == 14 and (row[13] is None or type(row[13]) is int):  # by key, or prefetched
         key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size, _ = row
         if (
@@ -118,7 +122,7 @@ def _kernel_record(row: tuple[object, ...]) -> KernelRecord:
                         components = {k: str(v) for k, v in components.items()}
                         break
             content = components.get("kernel")
-            if content is not None:  # `_key_problem`, inline for a cubin's row (`key_of`)
+            if content is not None and not (keyed and arch[:8] != "compute_"):  # `key_of`
                 headers = components.get("headers")
                 keyed = f'"headers":{_QUOTE(headers)},' if headers else ""
                 if (

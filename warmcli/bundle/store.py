@@ -165,10 +165,11 @@ class Bundle(BundleAdmin):
     # -- reading ---------------------------------------------------------------------------
 
     def kernel(
-        self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None
+        self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None, keyed: bool = False
     ) -> KernelRecord | None:
         """The kernel under `key` (None if absent, or not covered under trusted keys); its row
-        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way."""
+        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way
+        (`keyed`: `key` is the caller's own kernel's, see `_kernel_record`)."""
         row = fetched.get(key) if fetched is not None else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
@@ -177,7 +178,7 @@ class Bundle(BundleAdmin):
         ):
             return None
         try:  # named as `_parse` names it, in this frame: a hot start parses thousands
-            return _kernel_record(row)
+            return _kernel_record(row, keyed)
         except _Malformed as exc:
             raise BundleError(f"{self.fspath}: {_corrupt('kernel', row[0], exc)}") from None
 

@@ -229,7 +229,7 @@ class BundleLookup:
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
             row = rows.pop(key, None)
-        return bundle.kernel(key, None if row is None else {key: row})
+        return bundle.kernel(key, None if row is None else {key: row}, keyed=True)
 
     def held(self, kernel: Kernel, key: str) -> bool:
         """Whether the bundle holds a build under `key` that is served here, or (serving) PTX
