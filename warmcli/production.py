@@ -313,13 +313,16 @@ class LateRuntime:
 
 
 def _bound(device: str) -> Runtime | None:
-    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else None."""
+    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else the
+    pass's runtime of `device` where it warms one (`companion`), else None."""
     binding = sys.modules.get("warmcli.runtime.binding")  # imported only where one is bound
     active = binding.bound() if binding is not None else None
     if active is None:
         return None
     own = active.device.id
-    return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
+    if device in ("auto", own) or (device == "cuda" and own != "host"):
+        return active
+    return binding.companion(device)  # a pass's runtime of that device, where it warms one
 
 
 WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock

@@ -1,0 +1,120 @@
+"""A CI engineer wiring warm in as a pre-build step, each finding with real parts.
+
+- A GPU-less pre-build (`warm run --arch sm_90`) of a workload that also launches and
+  tunes host kernels on `warmcli.runtime("host")` (its CUDA part on the runtime it is
+  given) ran that host part on the process's own production runtime, outside the passes:
+  compiled cold in every pass, never stored, unseen by the verify pass, which said "the
+  bundle is complete" (exit 0). Production then compiled and tuned the host part itself
+  (`WARM_STRICT=1` refused it). The host runtime a workload asks for during a pass on
+  another device is now the run's own, warmed, stored and verified with the others.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+
+# A CUDA kernel on the runtime `warm run` gives it, a host kernel and a host tune on the
+# host runtime it asks warm for (`host_part`, which production also calls alone).
+MIXED = r'''
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+
+DEVICE = "cuda"
+CU = Kernel("""extern "C" __global__ void k(float *y, int n) {
+    int i = threadIdx.x; if (i < n) y[i] *= 2.0f;
+}""", "k", "Pi", language="cuda")
+ADD = Kernel("void add(float *y, int n) { for (int i = 0; i < n; i++) y[i] += 1.5f; }", "add", "Pi")
+UP = "void sc(float *y, int n) { for (int i = 0; i < n; i++) y[i] *= 3.0f; }"
+DOWN = "void sc(float *y, int n) { for (int i = n - 1; i >= 0; i--) y[i] *= 3.0f; }"
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+SCALE = Tunable("scale", {"up": Kernel(UP, "sc", "Pi"), "down": Kernel(DOWN, "sc", "Pi")}, launch)
+
+def host_part(h):
+    z = h.upload(np.arange(16, dtype=np.float32))
+    h.launch(ADD, z, 16)
+    h.tune(SCALE, z, 16)
+    return z
+
+def workload(rt):
+    y = rt.buffer(64)
+    rt.launch(CU, y, 64, grid=1, block=64)
+    host_part(warmcli.runtime("host"))
+'''
+
+# A production process serving the host part alone (no GPU here): its values and misses.
+SERVE_HOST = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+h = warmcli.runtime("host")
+z = h.read(module["host_part"](h))
+r = warmcli.report()
+print(json.dumps({"z": [float(v) for v in z], "kernels": len(r.kernels), "tunes": len(r.tunes)}))
+"""
+
+
+def _serve(
+    warm: Warm, workload: Path, bundle: Path | None, strict: bool
+) -> subprocess.CompletedProcess[str]:
+    env = dict(warm.env, WARM_BUNDLE="" if bundle is None else str(bundle))
+    if strict:
+        env["WARM_STRICT"] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", SERVE_HOST, str(workload)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+@needs_nvrtc
+def test_a_prebuild_warms_the_host_runtime_the_workload_asks_for(
+    warm: Warm, tmp_path: Path
+) -> None:
+    workload, bundle = tmp_path / "mixed.py", tmp_path / "b.warm"
+    workload.write_text(MIXED)
+    run = warm("run", workload, "--arch", "sm_90", "-b", bundle, "--json")
+    assert run.returncode == 0, run.stderr + run.stdout
+    out = json.loads(run.stdout)
+    assert out["stored"] == {"kernels": 5, "tunes": 1}, out["stored"]  # sm_90 + PTX, 3 host
+    # A CI re-run with nothing changed stores nothing new.
+    again = json.loads(warm("run", workload, "--arch", "sm_90", "-b", bundle, "--json").stdout)
+    assert again["stored"] == {"kernels": 0, "tunes": 0}
+    served = _serve(warm, workload, bundle, strict=True)
+    assert served.returncode == 0, served.stderr
+    hot = json.loads(served.stdout)
+    assert (hot["kernels"], hot["tunes"]) == (0, 0)
+    cold = json.loads(_serve(warm, workload, None, strict=False).stdout)
+    assert cold["z"] == hot["z"] == [(i + 1.5) * 3.0 for i in range(16)]
+
+
+@needs_nvrtc
+def test_verify_names_a_host_part_the_bundle_lacks(warm: Warm, tmp_path: Path) -> None:
+    cuda_only = tmp_path / "cuda_only.py"
+    cuda_only.write_text(MIXED.replace('    host_part(warmcli.runtime("host"))\n', ""))
+    workload, bundle = tmp_path / "mixed.py", tmp_path / "b.warm"
+    workload.write_text(MIXED)
+    assert warm("run", cuda_only, "--arch", "sm_90", "-b", bundle, "-q").returncode == 0
+    verify = warm("verify", bundle, "--workload", workload, "--arch", "sm_90", "-q")
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert "host: 3 kernel(s) queued, not in the bundle" in verify.stdout, verify.stdout
+    assert "host: 1 tune(s) reached, not recorded in the bundle" in verify.stdout
+    assert warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q").returncode == 0
+    verify = warm("verify", bundle, "--workload", workload, "--arch", "sm_90", "-q")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
