@@ -118,3 +118,40 @@ def test_verify_names_a_host_part_the_bundle_lacks(warm: Warm, tmp_path: Path) -
     assert warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q").returncode == 0
     verify = warm("verify", bundle, "--workload", workload, "--arch", "sm_90", "-q")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+HOST_ONLY = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+ADD = Kernel("void add(float *y, int n) { for (int i = 0; i < n; i++) y[i] += 1.0f; }", "add", "Pi")
+def workload(rt):
+    rt.launch(ADD, rt.upload(np.zeros(4, dtype=np.float32)), 4)
+"""
+
+
+def test_under_trusted_keys_an_unsigned_bundle_fails_each_ci_gate(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """What the README's exit codes say a CI script gets: `warm run` and `warm check`
+    refuse the bundle (exit 2), `warm verify` names it a problem (exit 1), with or
+    without `--workload`; signed, each passes."""
+    workload, bundle, key = tmp_path / "w.py", tmp_path / "b.warm", tmp_path / "ci.key"
+    workload.write_text(HOST_ONLY)
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    assert warm("keygen", key).returncode == 0
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    for args, code in (
+        (("run", workload, "-b", bundle, "-q"), 2),
+        (("check", bundle), 2),
+        (("verify", bundle), 1),
+        (("verify", bundle, "--workload", workload), 1),
+    ):
+        proc = trusting(*args)
+        assert proc.returncode == code, (args, proc.stdout, proc.stderr)
+        said = proc.stdout + proc.stderr
+        assert "not signed by a trusted key" in said or "unsigned" in said, said
+    assert warm("sign", bundle, "--key", key).returncode == 0
+    for args in (("check", bundle), ("verify", bundle, "--workload", workload)):
+        proc = trusting(*args)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
