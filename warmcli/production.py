@@ -5,8 +5,8 @@ the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (a
 user may write it or its folder: native code nobody named), is the bundle
 this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
-device is bound, `warm run`'s passes, that one, and the pass's own host runtime for `host`
-asked on another device: what a workload does on it is warmed; while `warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
+device is bound, `warm run`'s passes, that one, and for `host` on another the pass's own:
+what a workload does on it is warmed; at import, a `LateRuntime` going to the pass's). A
 miss still compiles or tunes, as it would without warm, and is counted into the process's
 default collector (`warmcli.execution.default_collector()`); `report()` names every kernel
 this process had to compile and every tune it had to measure because the bundle lacked them,
