@@ -155,3 +155,30 @@ def test_under_trusted_keys_an_unsigned_bundle_fails_each_ci_gate(
     for args in (("check", bundle), ("verify", bundle, "--workload", workload)):
         proc = trusting(*args)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("tail", ["/", "/bundles/", "", "/bundles/?X-Amz-Signature=abc"])
+def test_a_push_to_a_folder_url_is_refused_naming_it(warm: Warm, tmp_path: Path, tail: str) -> None:
+    """`warm push app.warm https://store/bundles/` (as `aws s3 cp` takes a prefix) stored an
+    object named `bundles/`, exit 0, that no reader of `.../bundles/app.warm` finds: a URL
+    naming a folder is refused before anything is sent, as a bundle path ending in `/` is."""
+    import socket
+
+    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    workload.write_text(HOST_ONLY)
+    assert warm("run", workload, "-b", bundle, "-q", "--no-verify").returncode == 0
+    listener = socket.socket()  # nothing may reach it: the refusal comes first
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.01)
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}{tail}"
+        proc = Warm(dict(warm.env, WARM_REMOTE_DEADLINE="5"))("push", bundle, url, timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and "folder" in proc.stderr, proc.stderr
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+    s3 = warm("push", bundle, "s3://bucket/bundles/", timeout=60)
+    assert s3.returncode == 2 and "folder" in s3.stderr, s3.stderr
