@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -182,3 +183,44 @@ def test_a_push_to_a_folder_url_is_refused_naming_it(warm: Warm, tmp_path: Path,
         listener.close()
     s3 = warm("push", bundle, "s3://bucket/bundles/", timeout=60)
     assert s3.returncode == 2 and "folder" in s3.stderr, s3.stderr
+
+
+def test_a_rerun_with_the_key_signs_what_a_cancelled_first_run_left_unsigned(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Under trusted keys, a first `warm run --key` cancelled (SIGTERM) after storing and
+    before signing left entries and no signature: every re-run was refused (`bundle
+    refused: unsigned`, exit 2), the restored cache stuck for good, where a signed bundle
+    with unsigned rows is rebuilt and signed. A run with the key now takes it as that: no
+    unsigned entry served, each it reaches rebuilt and signed; without a key it is still
+    refused."""
+    workload, bundle, key = tmp_path / "w.py", tmp_path / "b.warm", tmp_path / "ci.key"
+    workload.write_text(HOST_ONLY)
+    assert warm("keygen", key).returncode == 0
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0  # as the cancelled run left it
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    refused = trusting("run", workload, "-b", bundle, "-q")
+    assert refused.returncode == 2 and "unsigned" in refused.stderr, refused.stderr
+    rerun = trusting("run", workload, "-b", bundle, "-q", "--key", key)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    verify = trusting("verify", bundle, "--workload", workload)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    covers = re.search(r"valid, trusted, covers (\d+) of (\d+) row", verify.stdout)
+    assert covers and covers[1] == covers[2], verify.stdout
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE_ADD, str(workload)],
+        capture_output=True,
+        text=True,
+        env=dict(trusting.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1"),
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert served.returncode == 0 and served.stdout.strip() == "0", served.stderr
+
+
+SERVE_ADD = """
+import runpy, sys
+import warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+print(len(warmcli.report().kernels))
+"""
