@@ -224,3 +224,23 @@ import warmcli
 runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
 print(len(warmcli.report().kernels))
 """
+
+
+def test_a_run_signing_with_a_key_its_trusted_keys_lack_is_refused_before_it_warms(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`WARM_TRUSTED_KEYS=prod.pub warm run W --key ci.key` (ci.key not among them) warmed,
+    stored, signed with ci.key, then refused its own bundle in the verify pass (exit 2),
+    leaving a new bundle signed only by a key its trusted keys refuse: every re-run refused
+    it too. It is now refused before anything runs, naming the key, and no bundle is made."""
+    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    workload.write_text(HOST_ONLY)
+    ci, prod = tmp_path / "ci.key", tmp_path / "prod.key"
+    assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    proc = trusting("run", workload, "-b", bundle, "-q", "--key", ci)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "WARM_TRUSTED_KEYS" in proc.stderr, proc.stderr
+    assert str(ci) in proc.stderr and "Pass" not in proc.stdout, proc.stderr
+    assert not bundle.exists()
+    assert trusting("run", workload, "-b", bundle, "-q", "--key", prod).returncode == 0

@@ -144,6 +144,11 @@ def _raw_public(key: Any) -> bytes:
     return raw
 
 
+def is_trusted(private_key: Any, trusted: Sequence[bytes]) -> bool:
+    """Whether what `private_key` signs is signed by one of the `trusted` keys."""
+    return _raw_public(private_key.public_key()) in trusted
+
+
 def trusted_keys(
     given: Iterable[str | os.PathLike[str]] | None = None,
 ) -> list[bytes] | None:
