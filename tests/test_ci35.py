@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -244,3 +245,76 @@ def test_a_run_signing_with_a_key_its_trusted_keys_lack_is_refused_before_it_war
     assert str(ci) in proc.stderr and "Pass" not in proc.stdout, proc.stderr
     assert not bundle.exists()
     assert trusting("run", workload, "-b", bundle, "-q", "--key", prod).returncode == 0
+
+
+APP_UTIL = """
+import numpy as np
+RTOL = 1e-4
+def within(a, b):
+    return bool(np.allclose(a, b, rtol=RTOL))
+def near(a, b):
+    return within(a, b)
+"""
+APP_WORK = """
+import numpy as np
+from warmcli import Kernel, Tunable
+from app import util
+from app.util import within
+DEVICE = "host"
+SRC = "void s(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * 2.0f + U; }"
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(k, y, n, stream=stream)
+def close(outs, ins):
+    return within(outs[0], outs[0]) and util.near(outs[0], outs[0])
+KS = {f"u{u}": Kernel(SRC, "s", "Pi", defines={"U": u}) for u in (0, 1)}
+T = Tunable("t", KS, launch, check=close)
+def workload(rt):
+    y = rt.upload(np.arange(8, dtype=np.float32))
+    rt.tune(T, y, 8)
+    return y
+"""
+SERVE_APP = """
+import json
+import os
+import warmcli
+import app.work
+h = warmcli.runtime("host")
+y = h.read(app.work.workload(h))
+print(json.dumps({"y": [float(v) for v in y], "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_a_checked_tune_warmed_from_a_checkout_is_served_where_the_app_is_installed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """CI warms from its checkout (`warm run -m app.work`, the app's helpers outside any
+    site-packages: keyed by their code); production runs the app pip-installed (its helpers
+    in site-packages: a library's, keyed by name only). The check's key differed, so every
+    checked tune was a `checksum` miss in production (`WARM_STRICT=1` refused it). A helper
+    of the check's own top-level package is now keyed by its code wherever it lies."""
+    import shutil
+
+    checkout = tmp_path / "ci" / "app"
+    checkout.mkdir(parents=True)
+    (checkout / "__init__.py").write_text("")
+    (checkout / "util.py").write_text(APP_UTIL)
+    (checkout / "work.py").write_text(APP_WORK)
+    bundle = tmp_path / "b.warm"
+    run = warm("run", "-m", "app.work", "-b", bundle, "-q", cwd=checkout.parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    site = tmp_path / "prod" / "venv" / "lib" / "python3" / "site-packages"
+    shutil.copytree(checkout, site / "app")
+    path = os.pathsep.join([str(site), *filter(None, [warm.env.get("PYTHONPATH")])])
+
+    def serve(**extra: str) -> subprocess.CompletedProcess[str]:
+        env = dict(warm.env, PYTHONPATH=path, **extra)
+        return subprocess.run(
+            [sys.executable, "-c", SERVE_APP], capture_output=True, text=True, env=env,
+            timeout=300, cwd=tmp_path / "prod",
+        )  # fmt: skip
+
+    hot = serve(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    assert hot.returncode == 0, hot.stderr
+    cold = serve(WARM_BUNDLE="")
+    assert json.loads(hot.stdout)["tunes"] == 0
+    assert json.loads(hot.stdout)["y"] == json.loads(cold.stdout)["y"]

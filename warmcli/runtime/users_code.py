@@ -1,5 +1,7 @@
 """Whose code a function is: the user's own (a file outside the standard library and the
-site-packages folders, such as a `checks.py` beside the workload) or a library's.
+site-packages folders, such as a `checks.py` beside the workload) or a library's; and
+whether two modules are of one top-level package (`same_package`: `app.util` and
+`app.work`), so an app's helpers key alike in a CI checkout and pip-installed.
 
 A checked tunable keys the user's helpers by their code and a library's by their name
 (`warmcli.runtime.check_keys`): an edit of the user's changes the key, a library's upgrade
@@ -34,3 +36,20 @@ def users_file(filename: Any) -> bool:
     if not isinstance(filename, str) or not os.path.isabs(filename):
         return False
     return not os.path.realpath(filename).startswith(_library_folders())
+
+
+def same_package(module: Any, other: Any) -> bool:
+    """Whether the modules named `module` and `other` (dotted names) are of one top-level
+    package (`app.util`, `app.work`), wherever its files lie."""
+    if not (isinstance(module, str) and isinstance(other, str)):
+        return False
+    top = module.partition(".")[0]
+    return bool(top) and top == other.partition(".")[0]
+
+
+def users_module(module: Any, function: Any) -> bool:
+    """Whether a module a check reads through (`checks.close`) is the user's code: outside
+    the libraries' folders, or of the check `function`'s own top-level package wherever it
+    lies (a CI checkout's `app.util` and production's pip-installed one key alike)."""
+    kin = same_package(getattr(module, "__name__", None), getattr(function, "__module__", None))
+    return kin or users_file(getattr(module, "__file__", 0))
