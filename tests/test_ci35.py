@@ -318,3 +318,43 @@ def test_a_checked_tune_warmed_from_a_checkout_is_served_where_the_app_is_instal
     cold = serve(WARM_BUNDLE="")
     assert json.loads(hot.stdout)["tunes"] == 0
     assert json.loads(hot.stdout)["y"] == json.loads(cold.stdout)["y"]
+
+
+HERE_CHECK = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+REF = os.path.join(HERE, "data", "ref.txt")
+SRC = "void s(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * 2.0f + U; }"
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(k, y, n, stream=stream)
+def close(outs, ins, ref=REF):
+    return bool(os.path.join(HERE, "data")) and bool(ref)
+KS = {f"u{u}": Kernel(SRC, "s", "Pi", defines={"U": u}) for u in (0, 1)}
+T = Tunable("t", KS, launch, check=close)
+def workload(rt):
+    rt.tune(T, rt.upload(np.arange(8, dtype=np.float32)), 8)
+"""
+
+
+def test_a_check_reading_its_own_folder_keys_alike_in_another_checkout(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A check reading `HERE = os.path.dirname(__file__)` (a global, or a default made from
+    it) was keyed by the checkout's absolute path: the same workload warmed at
+    `/builds/1/repo` stored its tune again at `/builds/2/repo`, and production at `/app`
+    missed it. A path inside the check's own folder is keyed relative to that folder."""
+    first, second = tmp_path / "builds1" / "repo", tmp_path / "elsewhere" / "app"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+        (folder / "w.py").write_text(HERE_CHECK)
+    bundle = tmp_path / "b.warm"
+    ran = warm.json("run", first / "w.py", "-b", bundle, "-q")
+    assert ran["stored"] == {"kernels": 2, "tunes": 1}
+    again = warm.json("run", second / "w.py", "-b", bundle, "-q")
+    assert again["stored"] == {"kernels": 0, "tunes": 0}, again["stored"]
+    (second / "w.py").write_text(HERE_CHECK.replace('"data"', '"other"'))
+    moved = warm.json("run", second / "w.py", "-b", bundle, "-q")
+    assert moved["stored"] == {"kernels": 0, "tunes": 1}  # another file: another check
