@@ -358,3 +358,28 @@ def test_a_check_reading_its_own_folder_keys_alike_in_another_checkout(
     (second / "w.py").write_text(HERE_CHECK.replace('"data"', '"other"'))
     moved = warm.json("run", second / "w.py", "-b", bundle, "-q")
     assert moved["stored"] == {"kernels": 0, "tunes": 1}  # another file: another check
+
+
+TUNED_AT = "y = rt.buffer(64)\n"
+CUDA_TUNE = "    rt.tune(CT, y)\n"
+CUDA_TUNABLE = """
+def lc(rt, k, y, *, stream=None):
+    rt.launch(k, y, 64, grid=1, block=64, stream=stream)
+SLOW = Kernel(CU.source.replace("2.0f", "2.0f + 0.0f"), "k", "Pi", language="cuda")
+CT = Tunable("ct", {"a": CU, "b": SLOW}, lc)
+"""
+
+
+@needs_nvrtc
+def test_adding_an_arch_names_the_pending_tunes_as_pending_not_measured(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A CI pre-build adding `--arch sm_80` to an `sm_90` bundle noted its tunes as
+    "measured on 'cuda|compile-only|sm_90|none'", which no GPU ever measured."""
+    workload, bundle = tmp_path / "mixed.py", tmp_path / "b.warm"
+    workload.write_text(MIXED.replace(TUNED_AT, TUNED_AT + CUDA_TUNE) + CUDA_TUNABLE)
+    assert warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q").returncode == 0
+    proc = warm("run", workload, "--arch", "sm_90", "--arch", "sm_80", "-b", bundle)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tune(s) pending (recorded without a GPU) for 'cuda|compile-only|sm_90" in proc.stdout
+    assert "measured on 'cuda|compile-only" not in proc.stdout
