@@ -383,3 +383,26 @@ def test_adding_an_arch_names_the_pending_tunes_as_pending_not_measured(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tune(s) pending (recorded without a GPU) for 'cuda|compile-only|sm_90" in proc.stdout
     assert "measured on 'cuda|compile-only" not in proc.stdout
+
+
+def test_a_merge_signing_with_a_key_its_trusted_keys_lack_is_refused(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`WARM_TRUSTED_KEYS=prod.pub warm merge s0 s1 -o fleet.warm --key ci.key` wrote a
+    fleet bundle signed only by ci.key, exit 0, that the same environment then refused
+    (`warm check`, production: `bundle refused: signed only by untrusted ... key(s)`). It is
+    refused before anything is written, as `warm run --key` is."""
+    workload = tmp_path / "w.py"
+    workload.write_text(HOST_ONLY)
+    ci, prod = tmp_path / "ci.key", tmp_path / "prod.key"
+    assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
+    shard = tmp_path / "s.warm"
+    assert warm("run", workload, "-b", shard, "-q", "--key", prod).returncode == 0
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    out = tmp_path / "fleet.warm"
+    proc = trusting("merge", shard, "-o", out, "--key", ci)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "WARM_TRUSTED_KEYS" in proc.stderr, proc.stderr
+    assert not out.exists() and not Path(f"{out}.lock").exists()
+    assert trusting("merge", shard, "-o", out, "--key", prod).returncode == 0
+    assert trusting("check", out).returncode == 0
