@@ -406,3 +406,41 @@ def test_a_merge_signing_with_a_key_its_trusted_keys_lack_is_refused(
     assert not out.exists() and not Path(f"{out}.lock").exists()
     assert trusting("merge", shard, "-o", out, "--key", prod).returncode == 0
     assert trusting("check", out).returncode == 0
+
+
+ACCENTED = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+SRC = "// café\\nvoid addu(float *y, int n) { for (int i = 0; i < n; i++) y[i] += sizeof(L); }"
+ADD = Kernel(SRC, "addu", "Pi", defines={"L": '"é"'})
+def workload(rt):
+    y = rt.upload(np.zeros(4, dtype=np.float32))
+    rt.launch(ADD, y, 4)
+    return y
+"""
+
+
+def test_a_kernel_with_non_ascii_text_builds_alike_under_any_locale(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A CI job in a plain POSIX locale (no UTF-8 mode: `LC_ALL=C PYTHONUTF8=0
+    PYTHONCOERCECLOCALE=0`) failed a kernel whose text held a non-ASCII character
+    (`UnicodeEncodeError: 'ascii' codec ...`, exit 2): its translation unit was written in
+    the locale's encoding, which also made another locale's build of the same key another
+    binary. It is written as UTF-8, as the key reads it, whatever the locale."""
+    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    workload.write_text(ACCENTED, encoding="utf-8")
+    plain = Warm(dict(warm.env, LC_ALL="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0"))
+    ran = plain("run", workload, "-b", bundle, "-q")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    again = warm.json("run", workload, "-b", bundle, "-q")  # a UTF-8 locale: the same key
+    assert again["stored"] == {"kernels": 0, "tunes": 0}
+    code = "import runpy, sys, warmcli\nrt = warmcli.runtime('host')\n"
+    code += "print(float(rt.read(runpy.run_path(sys.argv[1])['workload'](rt))[0]))"
+    cold = subprocess.run(
+        [sys.executable, "-c", code, str(workload)], capture_output=True, text=True,
+        env=dict(plain.env, WARM_BUNDLE=""), timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert cold.returncode == 0, cold.stderr
+    assert float(cold.stdout) == 3.0  # sizeof("é") in UTF-8: two bytes and the NUL
