@@ -317,10 +317,10 @@ def _warm(
             )
 
         runtimes = [make(d) for d in devices]
-        extra = Companions(make, runtimes)
+        extra = hosts = Companions(make, runtimes)
         report.passes.append(
             run_pass(
-                ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer, extra=extra
+                ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer, extra=hosts
             )
         )
         if dropped:
@@ -332,7 +332,7 @@ def _warm(
 
         def persist() -> None:
             # Whatever was built or measured before a failure stays stored.
-            for runtime in runtimes + extra.runtimes:
+            for runtime in runtimes + hosts.runtimes:
                 k, t = runtime.persist(warming)
                 note_stored(k, t)
                 report.stored_kernels += k
@@ -346,7 +346,7 @@ def _warm(
                 runtimes,
                 observer,
                 finish=persist,
-                extra=extra,
+                extra=hosts,
             )
         )
         finished = True
