@@ -5,8 +5,8 @@ the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (a
 user may write it or its folder: native code nobody named), is the bundle
 this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
-device is bound, `warm run`'s passes, that one: what a workload does on it is warmed; while
-`warm run` imports the workload, a `LateRuntime` that goes to the pass bound when used). A
+device is bound, `warm run`'s passes, that one, and for `host` on another the pass's own:
+what a workload does on it is warmed; at import, a `LateRuntime` going to the pass's). A
 miss still compiles or tunes, as it would without warm, and is counted into the process's
 default collector (`warmcli.execution.default_collector()`); `report()` names every kernel
 this process had to compile and every tune it had to measure because the bundle lacked them,
@@ -231,7 +231,8 @@ def bundle() -> Bundle | None:
 def runtime(device: str = "auto") -> Runtime:
     """The process's runtime for `device` (`host`, `cuda:N`, `cuda`: the first GPU, `auto`),
     over the bundle in use; one per device, however it is named. Under a bound runtime of
-    that device (`warm run`'s passes), that runtime, so what the workload does there is warmed."""
+    that device (`warm run`'s passes), that runtime (`host` on another: the pass's own), so
+    what the workload does there is warmed."""
     if not isinstance(device, str):
         raise DeviceError(f"device {device!r} is no str: use host, cuda, cuda:N or auto")
     active = _bound(device)
@@ -313,13 +314,16 @@ class LateRuntime:
 
 
 def _bound(device: str) -> Runtime | None:
-    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else None."""
+    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else the
+    pass's runtime of `device` where it warms one (`companion`), else None."""
     binding = sys.modules.get("warmcli.runtime.binding")  # imported only where one is bound
     active = binding.bound() if binding is not None else None
     if active is None:
         return None
     own = active.device.id
-    return active if device in ("auto", own) or (device == "cuda" and own != "host") else None
+    if device in ("auto", own) or (device == "cuda" and own != "host"):
+        return active
+    return binding.companion(device)  # a pass's runtime of that device, where it warms one
 
 
 WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock

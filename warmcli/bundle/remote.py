@@ -178,6 +178,8 @@ def push(bundle: Path, url: str) -> str:
     temporary file, which is uploaded."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
+    if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
+        raise RemoteError(f"{url}: names a folder, not a bundle: name the bundle (.../b.warm)")
     store = _store(url_text(url))
     with open(bundle, "rb") as fh, scratch(bundle) as copy:
         with one_state(bundle, fh):

@@ -13,10 +13,11 @@ A signature vouches for a bundle only in the format it was signed in (its manife
 before a migration is `stale`, named so by `warm verify`, and vouches for nothing
 until the bundle is signed again (a migration never re-signs).
 Under trusted keys (`WARM_TRUSTED_KEYS`, or `use_bundle(..., trusted_keys=...)`) a
-bundle that holds entries but no valid, current signature of a trusted key is refused, and a
-kernel or tune row no such signature covers is never served (`Bundle.kernel`,
-`Bundle.tune`). The `cryptography` package (extra `sign`) is imported only when a
-key is read or a signature made or checked. A bundle is reached through the `SignedRows`
+bundle that holds entries but no valid, current signature of a trusted key is refused (but
+to a writer that signs, `warm run --key`: none of its entries served), and a kernel or
+tune row no such signature covers is never served (`Bundle.kernel`, `Bundle.tune`). The
+`cryptography` package (extra `sign`) is imported only when a key is read or a signature
+made or checked. A bundle is reached through the `SignedRows`
 protocol (`Bundle` is one; this module never imports it). What `warm verify` says of a
 bundle's signatures is `warmcli.bundle.signature_report`. It owns no state and never prints.
 """
@@ -141,6 +142,11 @@ def _raw_public(key: Any) -> bytes:
     serialization, _ = _crypto()
     raw: bytes = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return raw
+
+
+def is_trusted(private_key: Any, trusted: Sequence[bytes]) -> bool:
+    """Whether what `private_key` signs is signed by one of the `trusted` keys."""
+    return _raw_public(private_key.public_key()) in trusted
 
 
 def trusted_keys(
@@ -341,7 +347,7 @@ def judged_before_migration(
     if version == FORMAT_VERSION or version not in SCHEMAS:
         return None
     with opener.open(path) as bundle:  # judged once, here (an open with keys judges too)
-        rows = covered(bundle, trusted)
+        rows = covered(bundle, trusted)  # refused as it is: never migrated, signing or not
         held = bundle.holds_entries()
     if held and not signs:
         raise SignatureError(
@@ -352,14 +358,20 @@ def judged_before_migration(
     return RowSet([*rows._lists, format_row(FORMAT_VERSION)])
 
 
-def covered(bundle: SignedRows, trusted: Sequence[bytes]) -> RowSet:
+def covered(bundle: SignedRows, trusted: Sequence[bytes], signs: bool = False) -> RowSet:
     """The row hashes that valid signatures of `trusted` keys cover; a bundle holding
-    entries that no trusted key validly signed in its format is refused with `SignatureError`."""
+    entries that no trusted key validly signed in its format is refused with `SignatureError`,
+    but to a writer that `signs` (`warm run --key`) one of this format, for which it covers
+    its manifest only: as a signed bundle's unsigned rows, no entry is served, and what the
+    writer stores it signs (an older format is refused before it migrates, signing or not)."""
     version = bundle.format_version()
     judged = [(s, stale(s, version)) for s in bundle.signatures(trusted) if s.valid()]
     why = [w for _, w in judged if w]
     good = [s for s, w in judged if w is None]
     refused = not good and bundle.holds_entries()
+    if refused and signs:  # a first run cancelled before it signed: its re-run signs
+        manifest = {h for t, _, h in bundle.row_hashes() if t == "manifest"}  # no entry
+        return RowSet([b"".join(sorted(manifest | {format_row(version)}))])
     if refused and why:
         raise SignatureError(f"{bundle.path}: bundle refused: {why[0]}")
     if refused:

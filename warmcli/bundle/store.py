@@ -95,8 +95,9 @@ class Bundle(BundleAdmin):
     ) -> Bundle:
         """Open an existing bundle (read-only unless `write`); `create` makes a new one.
         With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
-        key signed is refused (an older format before it migrates), and only rows they
-        signed are served."""
+        key signed is refused (an older format before it migrates), but by a writer that
+        `signs` (none of it is served: each entry it reaches is written and signed again),
+        and only rows they signed are served."""
         path, judged = path_str(path), None  # `str(Path(path))`, without importing pathlib
         if write and trusted_keys is not None:  # the signing layer sits above this module
             from warmcli.bundle.signing import judged_before_migration
@@ -110,15 +111,17 @@ class Bundle(BundleAdmin):
             if write:
                 return cls.create(path)._trusting(trusted_keys, None)
             raise BundleError(f"{path}: no such bundle") from None
-        return cls(path, conn, write, ident)._trusting(trusted_keys, judged)
+        return cls(path, conn, write, ident)._trusting(trusted_keys, judged, write and signs)
 
-    def _trusting(self, trusted_keys: Sequence[bytes] | None, judged: RowSet | None) -> Bundle:
+    def _trusting(
+        self, trusted_keys: Sequence[bytes] | None, judged: RowSet | None, signs: bool = False
+    ) -> Bundle:
         if trusted_keys is None:
             return self
         from warmcli.bundle.signing import covered  # the signing layer sits above this module
 
         try:
-            self.covered = judged if judged is not None else covered(self, trusted_keys)
+            self.covered = judged if judged is not None else covered(self, trusted_keys, signs)
         except BaseException:
             self.close()
             raise

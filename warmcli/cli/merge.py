@@ -9,7 +9,7 @@ import typer
 
 from warmcli.bundle.location import is_url
 from warmcli.bundle.replacing import new_or_nothing
-from warmcli.bundle.signing import load_private_key, trusted_keys
+from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
     JsonOpt,
@@ -46,6 +46,11 @@ def merge(
         fail(f"{output} is a URL: merge writes a local bundle (-o PATH); warm push publishes it")
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     trusted = guarded(trusted_keys)
+    if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
+        fail(
+            f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
+            "signs would be refused here: sign with a trusted key, or trust its .pub"
+        )
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
     with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either

@@ -24,7 +24,7 @@ from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
 from warmcli.backends.serving import cuda_release
 from warmcli.bundle.replacing import remove_new
-from warmcli.bundle.signing import load_private_key, trusted_keys
+from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
     AllowReadsOpt,
@@ -153,6 +153,11 @@ def run(
     path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
+        fail(  # the verify pass would refuse what it signed, after all the work
+            f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
+            "signs would be refused here: sign with a trusted key, or trust its .pub"
+        )
 
     def loader() -> Workload:
         fallback = "main" if pycuda else None

@@ -5,9 +5,12 @@ that names no runtime (a PyCUDA-style launch, `warmcli.pycuda.context`) goes thr
 the innermost bound one (`bound`). While a runtime is bound, the primary context of
 its CUDA device is current on the thread, so the caller's own allocations share
 memory with warm's launches. A tune measuring a candidate names the stream its
-launches go out on (`launch_stream`, per thread). The module owns those two slots (a
-stack each) and nothing else: it never opens a runtime (the fallback to the
-production runtime is `warmcli.pycuda.context`'s) and never launches.
+launches go out on (`launch_stream`, per thread). A pass also names who provides the
+runtime of another device its workload asks for (`warmcli.runtime("host")` in a pass on
+`sm_90`: `companions`, `companion`), so that one is warmed too. The module owns those
+three slots (a stack each) and nothing else: it never opens a runtime itself (the
+fallback to the production runtime is `warmcli.pycuda.context`'s and
+`warmcli.production`'s) and never launches.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from warmcli.forking import renew_on_fork
@@ -28,6 +31,8 @@ _lock = threading.Lock()
 renew_on_fork(sys.modules[__name__])
 _runtimes: list[Runtime] = []
 _local = threading.local()
+Provider = Callable[[str], "Runtime | None"]  # a device's name -> the pass's runtime of it
+_providers: list[Provider] = []
 
 
 @contextlib.contextmanager
@@ -49,6 +54,27 @@ def bound() -> Runtime | None:
     """The innermost bound runtime, or None when none is bound."""
     with _lock:
         return _runtimes[-1] if _runtimes else None
+
+
+@contextlib.contextmanager
+def companions(provide: Provider) -> Iterator[None]:
+    """In the block, `companion(device)` asks `provide` for the runtime of a device the
+    bound runtime is not (None: not one it warms)."""
+    with _lock:
+        _providers.append(provide)
+    try:
+        yield
+    finally:
+        with _lock:
+            _providers.remove(provide)
+
+
+def companion(device: str) -> Runtime | None:
+    """The innermost provider's runtime for `device`, or None (no provider, or none it
+    gives for that device)."""
+    with _lock:
+        provide = _providers[-1] if _providers else None
+    return provide(device) if provide is not None else None
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import numpy as np
 
 from warmcli.runtime.code_digest import code_digest
 from warmcli.runtime.tune_spec import _WHOLE
-from warmcli.runtime.users_code import users_file
+from warmcli.runtime.users_code import located, same_package, users_file, users_module
 
 _MAX_HELPERS = 16  # how deep a check's calls to its module's helpers are keyed
 _ABSENT = object()
@@ -117,7 +117,7 @@ def _callable_identity(
     stored = _stored(code, _owner(check))  # what it records as it runs: no setting
     arrays = _SUBSCRIPT not in stored
     keyed = tuple(n for n in names if n not in stored)
-    shown: list[Any] = [_text(v) for v in held if _plain(v, arrays)]
+    shown: list[Any] = [_text(located(v, function)) for v in held if _plain(v, arrays)]
     for v in (v for v in held if not _plain(v, arrays) and _holder(v)):  # a closure's `cfg`
         shown += _attributes("held", v, keyed, arrays)
     shown += _state(check, stored, keyed)
@@ -135,10 +135,10 @@ def _callable_identity(
         if name in stored:  # a global it counts into as it runs (`global N; N += 1`)
             continue
         if name in space and _plain(value, arrays):  # none: keyed as before globals were
-            shown.append(f"{name}={_text(value)}")
+            shown.append(f"{name}={_text(located(value, function))}")
         elif _holder(value):  # one read through it: `cfg.RTOL`, `Config.RTOL`, `CFG.tol`
             shown += _attributes(name, value, keyed, arrays)
-            if isinstance(value, types.ModuleType) and users_file(getattr(value, "__file__", 0)):
+            if isinstance(value, types.ModuleType) and users_module(value, function):
                 shown += _module_helpers(name, value, keyed, seen, depth)  # `checks.close`
         # a helper of its module (by name, or globals: `warm run` renames not all it holds),
         # or of the user's code elsewhere (`from checks import close`)
@@ -242,9 +242,11 @@ def _native_name(check: Callable[..., Any]) -> str:
 
 def _helper(value: types.FunctionType, function: Any, space: dict[str, Any]) -> bool:
     """Whether `value`, a function the check names, is keyed by its code: one of the check's
-    own module, or of the user's code (`users_file`), not a library's."""
+    own module or top-level package (wherever installed), or of the user's code
+    (`users_file`), not a library's."""
     same = value.__module__ == function.__module__ or value.__globals__ is space
-    return same or users_file(value.__code__.co_filename)
+    kin = same_package(value.__module__, getattr(function, "__module__", None))
+    return same or kin or users_file(value.__code__.co_filename)
 
 
 def _module_helpers(

@@ -201,5 +201,10 @@ class Misses:
                     "where it runs, as README's 'Where a build is served' says)"
                 )
                 continue
-            what = f"{h.count} tune(s) measured on {h.by[:120]!r}"
+            how = (
+                "pending (recorded without a GPU) for"
+                if "|compile-only|" in h.by
+                else "measured on"
+            )
+            what = f"{h.count} tune(s) {how} {h.by[:120]!r}"
             active_collector().note(f"bundle holds {what}: not served on {self.device.id}")

@@ -19,8 +19,10 @@ memoised, so the first pass keys its kernels with it, after the join; an interru
 kills its `--version` process). An existing bundle whose SQL indexes disagree with its
 rows is refused before anything is written (`warmcli.bundle.consistency`). Interrupted
 (`KeyboardInterrupt`, which a SIGINT or SIGTERM handler raises), what was built and
-measured so far is stored and `RunInterrupted` says how much. Each pass announces itself
-to the crash journal (`warmcli.warming.isolation`) and counts into its own
+measured so far is stored and `RunInterrupted` says how much. A host runtime the workload
+asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
+warmed, stored and verified beside the others. Each pass announces itself to the crash
+journal (`warmcli.warming.isolation`) and counts into its own
 `StatisticsCollector`; an observer may read it while the pass runs. The module
 returns reports and never prints.
 """
@@ -49,6 +51,7 @@ from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
+from warmcli.warming.companions import Companions
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
@@ -91,12 +94,8 @@ class RunReport:
 
 def did_something(stats: DeviceStatistics) -> bool:
     """Whether a pass registered a kernel or a tune, or launched anything."""
-    e = stats.execution
-    return bool(
-        stats.compilation.registered
-        or stats.autotune.registered
-        or e.executed + e.discarded + e.queued
-    )
+    e, c = stats.execution, stats.compilation
+    return bool(c.registered or stats.autotune.registered or e.executed + e.discarded + e.queued)
 
 
 def run_pass(
@@ -106,9 +105,13 @@ def run_pass(
     runtimes: Sequence[Runtime],
     observer: Observer | None = None,
     finish: Callable[[], None] | None = None,
+    extra: Companions | None = None,
 ) -> PassReport:
-    """Run the workload once on every runtime under `mode`; `finish` runs inside the
-    override even when the workload fails (persisting what was obtained so far)."""
+    """Run the workload once on every runtime under `mode` (the host runtime it asks for
+    besides: `extra`'s); `finish` runs inside the override even when the workload fails
+    (persisting what was obtained so far)."""
+    from warmcli.runtime.binding import companions
+
     note_pass(label)
     collector = StatisticsCollector()
     if observer is not None:
@@ -118,9 +121,12 @@ def run_pass(
         # An allowed discarded read is noted (the report's notes say it); not warned again.
         warnings.simplefilter("ignore", DiscardedReadWarning)
         try:
-            for runtime in runtimes:
-                workload.run(runtime, label)
-                runtime.synchronize()
+            with companions(extra.provide) if extra else contextlib.nullcontext():
+                for runtime in runtimes:
+                    workload.run(runtime, label)
+                    runtime.synchronize()
+                for runtime in extra.runtimes if extra else ():
+                    runtime.synchronize()
         finally:
             if finish is not None:
                 finish()
@@ -158,8 +164,9 @@ def verify_pass(
             group = [d for d in devices if (d.can_execute and shard is None) is executing]
             if not group:
                 continue
-            runtimes = [
-                Runtime(
+
+            def make(d: Device) -> Runtime:
+                return Runtime(
                     d,
                     bundle,
                     jobs=jobs,
@@ -167,13 +174,17 @@ def verify_pass(
                     allow_discarded_reads=allow_discarded_reads,  # compile-only: reads discard
                     shard=shard,
                 )
-                for d in group
-            ]
+
+            runtimes = [make(d) for d in group]
+            extra = Companions(make, runtimes)
             mode = ProcessMode.EXECUTE if executing else ProcessMode.COMPILE_ONLY
             label = f"Verify ({mode.value})"
-            report = run_pass(mode, label, workload, runtimes, observer)
+            try:
+                report = run_pass(mode, label, workload, runtimes, observer, extra=extra)
+            finally:
+                extra.close()
             reports.append(report)
-            for runtime in runtimes:
+            for runtime in runtimes + extra.runtimes:
                 stats = report.per_device.get(runtime.device.id, DeviceStatistics())
                 missing += _missed(runtime.device.id, stats, executing)
     report = reports[0] if len(reports) == 1 else _merge(reports)
@@ -270,6 +281,7 @@ def _warm(
     report.devices = [d.id for d in devices]
     created = not bundle_path.exists()
     bundle: Bundle | None = None
+    extra: Companions | None = None
     finished = False
     try:
         probe = CompilerProbe(devices, report.compilers)
@@ -291,20 +303,25 @@ def _warm(
                     remove_new(bundle_path)  # left either (never after an interrupt)
             raise
         dropped = 0 if created else drop_corrupt(bundle)
-        runtimes = [
-            Runtime(
+        warming = bundle
+
+        def make(d: Device) -> Runtime:
+            return Runtime(
                 d,
-                bundle,
+                warming,
                 jobs=jobs,
                 compile_timeout=compile_timeout,
                 allow_discarded_reads=allow_discarded_reads,
                 misses=None,  # warming: every miss is expected, none is explained
                 shard=shard,
             )
-            for d in devices
-        ]
+
+        runtimes = [make(d) for d in devices]
+        extra = hosts = Companions(make, runtimes)
         report.passes.append(
-            run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer)
+            run_pass(
+                ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer, extra=hosts
+            )
         )
         if dropped:
             report.passes[-1].notes.insert(
@@ -315,8 +332,8 @@ def _warm(
 
         def persist() -> None:
             # Whatever was built or measured before a failure stays stored.
-            for runtime in runtimes:
-                k, t = runtime.persist(bundle)
+            for runtime in runtimes + hosts.runtimes:
+                k, t = runtime.persist(warming)
                 note_stored(k, t)
                 report.stored_kernels += k
                 report.stored_tunes += t
@@ -329,6 +346,7 @@ def _warm(
                 runtimes,
                 observer,
                 finish=persist,
+                extra=hosts,
             )
         )
         finished = True
@@ -336,6 +354,9 @@ def _warm(
     finally:
         for d in devices:
             d.close()
+        if extra is not None:
+            report.devices += [r.device.id for r in extra.runtimes]
+            extra.close()
         if bundle is not None:
             bundle.close()
             if created and not finished and not (report.stored_kernels or report.stored_tunes):

@@ -367,7 +367,7 @@ class NvccCompiler:
         command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
-            Path(tmp, "tu.cu").write_text(translation_unit(units))
+            Path(tmp, "tu.cu").write_text(translation_unit(units), encoding="utf-8")  # any locale
             try:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:

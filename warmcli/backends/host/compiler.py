@@ -194,7 +194,7 @@ class HostCompiler:
         with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
-            with open(source, "w") as fh:
+            with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale
                 fh.write(translation_unit(units))
             command = self.command(units, source, output)
             try:
