@@ -18,7 +18,8 @@ first; then gcc's order, whatever the options' order: `-iquote` for quoted names
 digest is over each name as written and the sha256 of the file it resolved to (or that
 none was found: a header added later changes it), in the order they are reached; the
 folders' paths are not (`keyed_options` takes them out of the key's options), so a
-checkout at another path keys alike. Headers
+checkout at another path keys alike, unless a file reached may compute with them (an
+`#include` or `__has_include` of a macro, `__FILE__`: `BY_FOLDER`, then they are). Headers
 not found there (the toolkit's, the system's) are left to the toolchain's identity; an
 `#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
 whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
@@ -77,6 +78,15 @@ _INCLUDE = re.compile(
     rb'(?:"([^"\n]+)"|<([^<>\n]+)>)',  # (no `<` in a name: a scan stops at the next)
     re.MULTILINE,
 )
+# What makes a build depend on the include folders' paths, not only on the headers found
+# there: a header a macro names (`#include CFG`, `__has_include(NAME)`), which no digest
+# follows, and a file's own path (`__FILE__`); `_includes` lists it as `BY_FOLDER`.
+_PATH_BOUND = re.compile(
+    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]+[A-Za-z_]"
+    rb"|__has_include(?:_next)?[ \t]*\([ \t]*[A-Za-z_]|__FILE__|__builtin_FILE",
+    re.MULTILINE,
+)
+BY_FOLDER = ("\0by folder", False)
 # The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 # A system toolkit's include folders NVRTC is given, after the packages' (CUDA 13 keeps
@@ -257,13 +267,17 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
     """The includes of `data` as written, then those only its directives as the preprocessor
-    reads them show (`warmcli.directives`: spliced lines, comments)."""
+    reads them show (`warmcli.directives`: spliced lines, comments); and `BY_FOLDER` last
+    where what it computes may depend on its folder's path (`_PATH_BOUND`)."""
     head = data[:MAX_SCANNED]
     found = _INCLUDE.findall(head)
+    bound = _PATH_BOUND.search(head) is not None
     if may_hide(head):
-        plain = set(found)
-        found += [f for f in dict.fromkeys(_INCLUDE.findall(spliced(head))) if f not in plain]
-    return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+        plain, head = set(found), spliced(head)
+        found += [f for f in dict.fromkeys(_INCLUDE.findall(head)) if f not in plain]
+        bound = bound or _PATH_BOUND.search(head) is not None
+    names = tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+    return (*names, BY_FOLDER) if bound else names
 
 
 @functools.lru_cache(maxsize=64)
@@ -361,8 +375,12 @@ def headers_digest(
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
+    bound = False  # what a file computes depends on its folder's path (`BY_FOLDER`)
     while pending:
         name, quoted, here = pending.popleft()
+        if (name, quoted) == BY_FOLDER:
+            bound = True
+            continue
         path = _resolve(name, quoted, here, orders, shadowed)
         read = _read(path) if path is not None else None
         shown = HEADER_MARK if name in marked else name  # (keyed by its content)
@@ -376,4 +394,6 @@ def headers_digest(
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
     if by_env_only and not seen:  # nothing found where only the environment looks: as before
         return ""
+    if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
+        written += ["\0folders", *orders[0], "\0", *orders[1], "\0", *sorted(marked)]
     return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
