@@ -7,6 +7,10 @@ bundle index consistency), each finding with real parts.
   a `__has_include(NAME)` of a macro, and a header's `__FILE__` (its folder's path is
   what it computes with) then keyed alike at two paths whose builds differ: a checkout
   at another path was strictly served the other's build (a stale hit).
+- `warm run --pycuda` passes a script's `main(argv)` what its `__main__` block passes, but
+  read only `main(...)` and `sys.exit(main(...))`: the idioms `raise SystemExit(main(
+  sys.argv[1:]))` and `exit(main(sys.argv[1:]))` (and `sys.exit(main(argv=...))`, a
+  keyword) passed `main` the runtime, as before the change.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from test_kernel_headers import WORKLOAD, _served
 
 from warmcli.kernel import Kernel, kernel_key
+from warmcli.warming.script_main import main_argv
 
 
 def _key(source: str, folder: Path) -> str:
@@ -61,3 +67,32 @@ def test_a_header_s_file_name_keeps_the_folders_path(tmp_path: Path) -> None:
     for name in ("a", "bb"):
         (tmp_path / name / "plain.h").write_text("#define ONE 1\n")
     assert _key(plain, tmp_path / "a") == _key(plain, tmp_path / "bb")  # still shared
+
+
+def test_main_argv_reads_the_common_exit_idioms(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    given = ["s.py", "--n", "3"]
+    for block, argv in [
+        ("raise SystemExit(main(sys.argv[1:]))", given[1:]),
+        ("raise SystemExit(main(sys.argv))", given),
+        ("exit(main(sys.argv[1:]))", given[1:]),
+        ("quit(main(sys.argv))", given),
+        ("sys.exit(main())", None),  # no argv: the runtime, as before
+        ("raise SystemExit(other(sys.argv))", None),
+        ("raise SystemExit", None),
+    ]:
+        script.write_text(
+            f"import sys\ndef main(a): pass\nif __name__ == '__main__':\n    {block}\n"
+        )
+        found = main_argv(script)
+        assert (found(given) if found else None) == argv, block
+
+
+def test_raise_system_exit_main_is_passed_its_argv(warm: Warm, workload_file, tmp_path) -> None:
+    """Through the real CLI and NVRTC (`test_script_main35`'s script)."""
+    pytest.importorskip("test_script_main35")  # skips where NVRTC is not installed
+    from test_script_main35 import BODY, HEAD, _prebuilt_entries
+
+    call = "raise SystemExit(main(sys.argv[1:]))"
+    script = workload_file(HEAD + BODY.format(call=call, skip=0), "argv_raised.py")
+    assert _prebuilt_entries(warm, script, tmp_path / "a.warm") == {"fill"}
