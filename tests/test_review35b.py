@@ -7,6 +7,10 @@ bundle index consistency), each finding with real parts.
   a `__has_include(NAME)` of a macro, and a header's `__FILE__` (its folder's path is
   what it computes with) then keyed alike at two paths whose builds differ: a checkout
   at another path was strictly served the other's build (a stale hit).
+- A header's `#include "../cfg.h"` in an include folder that is a link was resolved by
+  its path spelled shorter (`normpath`: `x/cfg.h`), not where the compiler reads it (the
+  link's target's parent): the key covered another file, or none, and an edit of the one
+  compiled was a stale hit.
 - `warm run --pycuda` passes a script's `main(argv)` what its `__main__` block passes, but
   read only `main(...)` and `sys.exit(main(...))`: the idioms `raise SystemExit(main(
   sys.argv[1:]))` and `exit(main(sys.argv[1:]))` (and `sys.exit(main(argv=...))`, a
@@ -96,3 +100,21 @@ def test_raise_system_exit_main_is_passed_its_argv(warm: Warm, workload_file, tm
     call = "raise SystemExit(main(sys.argv[1:]))"
     script = workload_file(HEAD + BODY.format(call=call, skip=0), "argv_raised.py")
     assert _prebuilt_entries(warm, script, tmp_path / "a.warm") == {"fill"}
+
+
+def test_a_header_s_parent_through_a_linked_folder_is_the_one_the_compiler_reads(
+    tmp_path: Path,
+) -> None:
+    """`-I x/inc`, `x/inc` a link to `real/deep/inc`, its header `#include "../cfg.h"`: the
+    compiler reads `real/deep/cfg.h` (`..` of the folder the link names), which the key
+    must cover; it read `x/cfg.h` (the path spelled shorter), found none and keyed that."""
+    real = tmp_path / "real" / "deep"
+    (real / "inc").mkdir(parents=True)
+    (real / "inc" / "val.h").write_text('#include "../cfg.h"\n#define VAL CFG\n')
+    (real / "cfg.h").write_text("#define CFG 1\n")
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "inc").symlink_to(real / "inc")
+    source = '#include "val.h"\nvoid setv(float *x) { x[0] = VAL; }'
+    before = _key(source, tmp_path / "x" / "inc")
+    (real / "cfg.h").write_text("#define CFG 2\n")  # what the compiler now reads
+    assert _key(source, tmp_path / "x" / "inc") != before

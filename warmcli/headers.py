@@ -340,7 +340,7 @@ def _resolve(
                 os.path.isfile(os.path.join(f, name)) for f in shadowed[1]
             ):
                 return None
-            return os.path.normpath(path)
+            return path  # as spelled: its `..` taken where a link leads, as the compiler does
     return None
 
 
@@ -382,12 +382,13 @@ def headers_digest(
             bound = True
             continue
         path = _resolve(name, quoted, here, orders, shadowed)
-        read = _read(path) if path is not None else None
+        real = os.path.realpath(path) if path is not None else ""  # the file read (once)
+        read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else name  # (keyed by its content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
-        if path is None or read is None or path in seen:
+        if path is None or read is None or real in seen:
             continue
-        seen.add(path)
+        seen.add(real)
         if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:
             written.append("\0more")
             break
