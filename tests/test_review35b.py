@@ -11,6 +11,9 @@ bundle index consistency), each finding with real parts.
   its path spelled shorter (`normpath`: `x/cfg.h`), not where the compiler reads it (the
   link's target's parent): the key covered another file, or none, and an edit of the one
   compiled was a stale hit.
+- A header's `#include_next <val.h>` was looked up from the first folder again (finding
+  itself): the file the compiler reads next was never keyed, and an edit of it was a
+  stale hit. Every file of that name along the chain is keyed now (by place, not path).
 - `warm run --pycuda` passes a script's `main(argv)` what its `__main__` block passes, but
   read only `main(...)` and `sys.exit(main(...))`: the idioms `raise SystemExit(main(
   sys.argv[1:]))` and `exit(main(sys.argv[1:]))` (and `sys.exit(main(argv=...))`, a
@@ -118,3 +121,43 @@ def test_a_header_s_parent_through_a_linked_folder_is_the_one_the_compiler_reads
     before = _key(source, tmp_path / "x" / "inc")
     (real / "cfg.h").write_text("#define CFG 2\n")  # what the compiler now reads
     assert _key(source, tmp_path / "x" / "inc") != before
+
+
+def test_an_include_next_s_header_is_keyed(tmp_path: Path) -> None:
+    """`a/val.h` holds `#include_next <val.h>`: the compiler reads `b/val.h` too, which the
+    key skipped (it looked `val.h` up from the first folder again, and found `a/val.h`)."""
+    import warmcli.headers
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "a" / "val.h").write_text("#include_next <val.h>\n")
+    (tmp_path / "b" / "val.h").write_text("#define VAL 1\n")
+    source = "#include <val.h>\nvoid setv(float *x) { x[0] = VAL; }"
+    options = (f"-I{tmp_path}/a", f"-I{tmp_path}/b")
+
+    def key() -> str:
+        warmcli.headers._memo.clear()  # (an edit within the same second keeps mtime and size)
+        return kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", "cc 1")
+
+    before = key()
+    (tmp_path / "b" / "val.h").write_text("#define VAL 2\n")  # what the compiler reads
+    assert key() != before
+    has_next = "#if __has_include_next(<val.h>)\n#include_next <val.h>\n#endif\n"
+    (tmp_path / "a" / "val.h").write_text(has_next)
+    before = key()
+    (tmp_path / "b" / "val.h").write_text("#define VAL 3\n")
+    assert key() != before
+
+
+def test_an_include_next_keys_alike_at_another_path(tmp_path: Path) -> None:
+    for root in ("ci", "app"):
+        for name, text in (("a", "#include_next <val.h>\n"), ("b", "#define VAL 1\n")):
+            (tmp_path / root / name).mkdir(parents=True)
+            (tmp_path / root / name / "val.h").write_text(text)
+    source = "#include <val.h>\nvoid setv(float *x) { x[0] = VAL; }"
+
+    def key(root: Path) -> str:
+        options = (f"-I{root}/a", f"-I{root}/b")
+        return kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", "cc 1")
+
+    assert key(tmp_path / "ci") == key(tmp_path / "app")

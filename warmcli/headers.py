@@ -8,27 +8,26 @@ packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its so
 does not hold: `headers_digest` covers them, those a source includes (or asks for) by
 their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
 read before the source (found as a quoted name is).
-It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
-and the names `__has_include`
-asks for) of the source and of every header found, however they are spelled (`%:include`,
-a comment or a line splice inside the directive: `warmcli.directives`), and resolves each
-name as the compiler does, in those folders (a quoted name in a header: that header's own folder
-first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
-`-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
-digest is over each name as written and the sha256 of the file it resolved to (or that
-none was found: a header added later changes it), in the order they are reached; the
-folders' paths are not (`keyed_options` takes them out of the key's options), so a
-checkout at another path keys alike, unless a file reached may compute with them (an
-`#include` or `__has_include` of a macro, `__FILE__`: `BY_FOLDER`, then they are). Headers
-not found there (the toolkit's, the system's) are left to the toolchain's identity; an
-`#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
-whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
-digest says so). The only state is three per-process memos: each file's digest and
-includes, by (path, mtime_ns, size), of files not changed in the last seconds, the
-includes of the last sources read and the search orders of the last options (variants
-share them): a kernel keyed again costs a
-lookup of each header (`isfile` in each folder, a `stat`). It never runs a compiler,
-never writes and never raises for a missing or unreadable file.
+It reads the `#include "..."` and `#include <...>` lines (`#import` alike; and the names
+`__has_include` asks for) of the source and of every header found, however they are
+spelled (`%:include`, a comment or a line splice inside the directive:
+`warmcli.directives`), and resolves each name as the compiler does, in those folders (a
+quoted name in a header: that header's own folder first, its `..` where a link leads;
+then gcc's order, whatever the options' order: `-iquote` for quoted names only, `-I`,
+`-isystem`, `-idirafter`; `#include_next`: every file of its name along them); a relative
+folder is taken from the working folder. The digest is over each name as written and
+the sha256 of the file it resolved to (or that none was found: a header added later
+changes it), in the order they are reached; the folders' paths are not (`keyed_options`
+takes them out of the key's options), so a checkout at another path keys alike, unless a
+file reached there may compute with them (an `#include` or `__has_include` of a macro,
+which is not followed, `__FILE__`: then they are). Headers not found there (the
+toolkit's, the system's) are left to the toolchain's identity. Bounded: at most
+`MAX_HEADERS` files, each hashed whole but scanned for includes in its first
+`MAX_SCANNED` bytes. State: three per-process memos (each file's digest and includes, by
+(path, mtime_ns, size), of files unchanged in the last seconds; the includes of the last
+sources; the search orders of the last options): a kernel keyed again costs a lookup of
+each header. It never runs a compiler, never writes and never raises for a missing or
+unreadable file.
 """
 
 from __future__ import annotations
@@ -69,28 +68,25 @@ _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__ha
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
     re.MULTILINE,
 )
-# An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
-# asks for (its presence changes the build). An angled name holds no `<`: a line of
-# `__has_include(<` never closed is scanned once, not to its end from each (quadratic).
+# An `#include` line's name (`#import`'s; `_next` kept), or one `__has_include` asks for. No
+# `<` in an angled name: an unclosed `__has_include(<` line is scanned once, not quadratically.
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
-    rb"|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(_next)?|import)[ \t]*"
+    rb"|__has_include(_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^<>\n]+)>)',  # (no `<` in a name: a scan stops at the next)
     re.MULTILINE,
 )
-# What makes a build depend on the include folders' paths, not only on the headers found
-# there: a header a macro names (`#include CFG`, `__has_include(NAME)`), which no digest
-# follows, and a file's own path (`__FILE__`); `_includes` lists it as `BY_FOLDER`.
+NEXT = "\0next:"  # before a name `#include_next` reads (`__has_include_next` asks for)
+# What makes a build depend on the include folders' paths, not only on the headers there
+# (`#include CFG`, `__has_include(NAME)`, `__FILE__`): `_includes` lists it as `BY_FOLDER`.
 _PATH_BOUND = re.compile(
     rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]+[A-Za-z_]"
     rb"|__has_include(?:_next)?[ \t]*\([ \t]*[A-Za-z_]|__FILE__|__builtin_FILE",
     re.MULTILINE,
 )
 BY_FOLDER = ("\0by folder", False)
-# The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
+# The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
-# A system toolkit's include folders NVRTC is given, after the packages' (CUDA 13 keeps
-# CCCL's in `include/cccl`), and where a toolkit is when nothing names one.
 TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
 DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
@@ -175,11 +171,9 @@ HEADER_MARK = "<header>"  # and in place of a header read first named by its abs
 
 
 def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
-    """`options` as a kernel's key takes them: each include folder's path replaced by
-    `FOLDER_MARK` (its flag and place kept), and a header read first named by its absolute
-    path (`-include /repo/cfg.h`) by `HEADER_MARK`, as ccache's base folder does. What they
-    hold is keyed by `headers_digest` (each header the kernel reaches, by name and
-    content), so one checkout pre-built in CI at one path serves another at another."""
+    """`options` as a kernel's key takes them: each include folder's path `FOLDER_MARK`
+    (its flag and place kept), a header read first by its absolute path `HEADER_MARK` (as
+    ccache's base folder): `headers_digest` keys what they hold, by name and content."""
     keyed = list(options)
     for _, _, at, before in _named_folders(options):
         keyed[at] = before + FOLDER_MARK
@@ -197,12 +191,10 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
 def search_orders(
     options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
 ) -> tuple[list[str], list[str]]:
-    """The folders the compiler searches for a quoted name (after the including file's
-    own folder) and for an angled one, as gcc orders them whatever the options' order:
-    `-iquote` (quoted names only), then `-I` (`--include-path`) and `CPATH`'s (`env[0]`),
-    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), and `-idirafter` last; a relative
-    folder taken from `cwd` (an empty entry of a variable, the compiler's own scratch
-    folder, names nothing)."""
+    """The folders the compiler searches for a quoted name (after the including file's)
+    and for an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s
+    (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`; a relative
+    folder from `cwd` (an empty entry of a variable names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
 
@@ -251,9 +243,8 @@ def _is_toolkit(home: str) -> bool:
 
 def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
     """The include folders NVRTC is given, in its order, those that exist: the toolkit
-    packages' (their headers go with NVRTC's identity) and `home`'s `include` and its
-    `include/cccl` (CUDA 13's CCCL headers, which nvcc searches by itself): a system
-    toolkit's (`toolkit_home`), whose headers key a kernel."""
+    packages' (keyed by NVRTC's identity), and `home`'s `include` and `include/cccl` (a
+    system toolkit's, `toolkit_home`: its headers key a kernel)."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -276,7 +267,10 @@ def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
         plain, head = set(found), spliced(head)
         found += [f for f in dict.fromkeys(_INCLUDE.findall(head)) if f not in plain]
         bound = bound or _PATH_BOUND.search(head) is not None
-    names = tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+    names = tuple(
+        (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
+        for n, m, quoted, angled in found
+    )
     return (*names, BY_FOLDER) if bound else names
 
 
@@ -351,8 +345,7 @@ def headers_digest(
     or the environment's `env` (`search_orders`; see the module doc); "" where they name
     none, or only the environment does and no header is found there. For `nvrtc`, `env`
     is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`) searched as `CPATH`'s,
-    but never for a name one of the toolkit packages' folders holds (NVRTC searches those
-    first)."""
+    never for a name a toolkit package's folder holds (NVRTC searches those first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -375,16 +368,23 @@ def headers_digest(
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
-    bound = False  # what a file computes depends on its folder's path (`BY_FOLDER`)
+    own = (*(os.path.join(cwd, f) for f in include_folders(options)), *map(os.path.dirname, marked))
+    bound, shown_as = False, {}  # a file of `own` computes with its path (`BY_FOLDER`)
     while pending:
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
-            bound = True
+            bound = bound or here is None or here.startswith(own)
+            continue
+        if name.startswith(NEXT):  # each file of its name along the chain (one is read)
+            name, chain = name[len(NEXT) :], dict.fromkeys([here, *orders[0], *orders[1]])
+            found = [p for p in (os.path.join(f, name) for f in chain if f) if os.path.isfile(p)]
+            shown_as.update(dict.fromkeys(found, NEXT + name))  # keyed by place, not path
+            pending.extendleft((p, False, here) for p in reversed(found))
             continue
         path = _resolve(name, quoted, here, orders, shadowed)
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
-        shown = HEADER_MARK if name in marked else name  # (keyed by its content)
+        shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         if path is None or read is None or real in seen:
             continue
@@ -396,5 +396,5 @@ def headers_digest(
     if by_env_only and not seen:  # nothing found where only the environment looks: as before
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
-        written += ["\0folders", *orders[0], "\0", *orders[1], "\0", *sorted(marked)]
+        written += ["\0folders", *own]
     return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
