@@ -14,6 +14,10 @@ bundle index consistency), each finding with real parts.
 - A header's `#include_next <val.h>` was looked up from the first folder again (finding
   itself): the file the compiler reads next was never keyed, and an edit of it was a
   stale hit. Every file of that name along the chain is keyed now (by place, not path).
+- A kernel row's components keep its headers' digest (a sha256), from which a reader
+  recomputes its key, a PTX row's for each of ~570 archs its symbol may name: a hostile
+  PTX row's `headers` of megabytes was hashed ~570 times (a 10 MB bundle took `warm
+  check` 15 s). Its headers must be a sha256 as warm writes it, else the row is malformed.
 - `warm run --pycuda` passes a script's `main(argv)` what its `__main__` block passes, but
   read only `main(...)` and `sys.exit(main(...))`: the idioms `raise SystemExit(main(
   sys.argv[1:]))` and `exit(main(sys.argv[1:]))` (and `sys.exit(main(argv=...))`, a
@@ -22,7 +26,10 @@ bundle index consistency), each finding with real parts.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -161,3 +168,46 @@ def test_an_include_next_keys_alike_at_another_path(tmp_path: Path) -> None:
         return kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", "cc 1")
 
     assert key(tmp_path / "ci") == key(tmp_path / "app")
+
+
+def test_a_ptx_row_s_headers_must_be_a_sha256(warm: Warm, host_bundle, tmp_path: Path) -> None:
+    from warmcli.kernel_parts import key_of
+
+    bundle = host_bundle(tmp_path / "h.warm")
+    conn = sqlite3.connect(bundle)
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(kernels)")]
+    row = dict(zip(cols, conn.execute("SELECT * FROM kernels LIMIT 1").fetchone(), strict=True))
+    content, headers = os.urandom(32).hex(), "ab" * 50_000  # (no sha256)
+    components = json.loads(row["components"]) | {"kernel": content, "headers": headers}
+    components["arch"] = "compute_90"
+    row |= {
+        "key": key_of(content, "compute_90", headers, row["toolchain"]),
+        "arch": "compute_90",
+        "symbol": f"warm_{'0' * 16}_{row['entry']}",
+        "components": json.dumps(components, sort_keys=True),
+    }
+    conn.execute(f"INSERT INTO kernels VALUES ({', '.join('?' * len(cols))})", [*row.values()])
+    conn.commit()
+    conn.close()
+    done = warm("stats", bundle)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "components: headers is not a sha256 in hex" in done.stderr, done.stderr
+
+
+def test_a_cubin_row_s_headers_must_be_a_sha256_too(warm: Warm, host_bundle, tmp_path) -> None:
+    from warmcli.kernel_parts import key_of
+
+    bundle = host_bundle(tmp_path / "h.warm")
+    conn = sqlite3.connect(bundle)
+    key, toolchain, text = conn.execute("SELECT key, toolchain, components FROM kernels").fetchone()
+    components = json.loads(text) | {"headers": "not a digest"}
+    new = key_of(components["kernel"], components["arch"], "not a digest", toolchain)
+    symbol = f"warm_{new[:16]}_{components['entry']}"
+    conn.execute(
+        "UPDATE kernels SET key = ?, symbol = ?, components = ? WHERE key = ?",
+        (new, symbol, json.dumps(components, sort_keys=True), key),
+    )
+    conn.commit()
+    conn.close()
+    done = warm("stats", bundle)
+    assert done.returncode == 2 and "headers is not a sha256 in hex" in done.stderr, done.stderr
