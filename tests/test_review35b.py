@@ -7,6 +7,10 @@ bundle index consistency), each finding with real parts.
   a `__has_include(NAME)` of a macro, and a header's `__FILE__` (its folder's path is
   what it computes with) then keyed alike at two paths whose builds differ: a checkout
   at another path was strictly served the other's build (a stale hit).
+- gcc drops an `-I` folder also named `-isystem` (`-I x -I y -isystem x` reads y's header
+  first), which the key's search does not follow: `-I x -I y -isystem x` and `-I x -I y
+  -isystem z` keyed alike (no paths now) and compiled y's and x's headers. A folder named
+  twice keeps the folders' paths in the key (the search itself is unchanged: listed).
 - A header's `#include "../cfg.h"` in an include folder that is a link was resolved by
   its path spelled shorter (`normpath`: `x/cfg.h`), not where the compiler reads it (the
   link's target's parent): the key covered another file, or none, and an edit of the one
@@ -211,3 +215,20 @@ def test_a_cubin_row_s_headers_must_be_a_sha256_too(warm: Warm, host_bundle, tmp
     conn.close()
     done = warm("stats", bundle)
     assert done.returncode == 2 and "headers is not a sha256 in hex" in done.stderr, done.stderr
+
+
+def test_a_folder_named_twice_keeps_the_folders_paths(tmp_path: Path) -> None:
+    """gcc drops an `-I` folder that is also `-isystem` (`-I x -I y -isystem x` reads y's
+    header first), which the key's search does not: such options at two paths, their
+    folders' files alike but placed otherwise, keyed alike and compiled otherwise."""
+    source = "#include <val.h>\nvoid setv(float *x) { x[0] = VAL; }"
+    for name, value in (("x", "10"), ("y", "20"), ("z", "30")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "val.h").write_text(f"#define VAL {value}\n")
+
+    def key(*folders: str) -> str:
+        flags = ("-I", "-I", "-isystem")
+        options = tuple(f"{f}{tmp_path / d}" for f, d in zip(flags, folders, strict=True))
+        return kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", "cc 1")
+
+    assert key("x", "y", "x") != key("x", "y", "z")  # cc reads y's (20), then x's (10)

@@ -341,11 +341,10 @@ def _resolve(
 def headers_digest(
     source: str, options: Sequence[object], env: tuple[str, str] = ("", ""), nvrtc: bool = False
 ) -> str:
-    """The sha256 of the headers `source` reaches in the include folders `options` name,
-    or the environment's `env` (`search_orders`; see the module doc); "" where they name
-    none, or only the environment does and no header is found there. For `nvrtc`, `env`
-    is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`) searched as `CPATH`'s,
-    never for a name a toolkit package's folder holds (NVRTC searches those first)."""
+    """The sha256 of the headers `source` reaches in the include folders `options` name, or
+    `env`'s (`search_orders`; the module doc); "" where none is named, or found in `env`'s
+    only. For `nvrtc`, `env` is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`)
+    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -361,15 +360,16 @@ def headers_digest(
     if not orders[0] and not _by_path(source) and not any(map(os.path.isabs, pre)):
         return ""
     shadowed = (shadowed_by, before)
-    by_env_only = not include_folders(options)
+    folders = [os.path.join(cwd, f) for f in include_folders(options)]  # none: `env`'s only
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, True, here) for name in pre)  # read first, as quoted names
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
-    own = (*(os.path.join(cwd, f) for f in include_folders(options)), *map(os.path.dirname, marked))
-    bound, shown_as = False, {}  # a file of `own` computes with its path (`BY_FOLDER`)
+    own = (*folders, *map(os.path.dirname, marked))  # a file here may compute with its path
+    # (`BY_FOLDER`); so may a folder named twice (gcc drops one: `-I x -isystem x`)
+    bound, shown_as = len({*map(os.path.realpath, folders)}) < len(folders), {}
     while pending:
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
@@ -393,7 +393,7 @@ def headers_digest(
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
-    if by_env_only and not seen:  # nothing found where only the environment looks: as before
+    if not folders and not seen:  # nothing found where only the environment looks: as before
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
         written += ["\0folders", *own]
