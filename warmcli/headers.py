@@ -20,14 +20,13 @@ the sha256 of the file it resolved to (or that none was found: a header added la
 changes it), in the order they are reached; the folders' paths are not (`keyed_options`
 takes them out of the key's options), so a checkout at another path keys alike, unless a
 file reached there may compute with them (an `#include` or `__has_include` of a macro,
-which is not followed, `__FILE__`: then they are). Headers not found there (the
-toolkit's, the system's) are left to the toolchain's identity. Bounded: at most
-`MAX_HEADERS` files, each hashed whole but scanned for includes in its first
-`MAX_SCANNED` bytes. State: three per-process memos (each file's digest and includes, by
-(path, mtime_ns, size), of files unchanged in the last seconds; the includes of the last
-sources; the search orders of the last options): a kernel keyed again costs a lookup of
-each header. It never runs a compiler, never writes and never raises for a missing or
-unreadable file.
+which is not followed, `__FILE__`; a folder named twice: then they are). Headers not
+found there (the toolkit's, the system's) are left to the toolchain's identity. Bounded:
+at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
+State: three per-process memos (each file's digest and includes, by (path, mtime_ns,
+size), of files unchanged in the last seconds; the includes of the last sources; the
+search orders of the last options): a kernel keyed again costs a lookup of each header.
+It never runs a compiler, never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
