@@ -8,26 +8,25 @@ packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its so
 does not hold: `headers_digest` covers them, those a source includes (or asks for) by
 their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
 read before the source (found as a quoted name is).
-It reads the `#include "..."` and `#include <...>` lines (`#include_next`, `#import` alike;
-and the names `__has_include`
-asks for) of the source and of every header found, however they are spelled (`%:include`,
-a comment or a line splice inside the directive: `warmcli.directives`), and resolves each
-name as the compiler does, in those folders (a quoted name in a header: that header's own folder
-first; then gcc's order, whatever the options' order: `-iquote` for quoted names only,
-`-I`, `-isystem`, `-idirafter`); a relative folder is taken from the working folder. The
-digest is over each name as written and the sha256 of the file it resolved to (or that
-none was found: a header added later changes it), in the order they are reached; the
-folders' paths are not (`keyed_options` takes them out of the key's options), so a
-checkout at another path keys alike. Headers
-not found there (the toolkit's, the system's) are left to the toolchain's identity; an
-`#include` of a macro is not followed. Bounded: at most `MAX_HEADERS` files, each hashed
-whole but scanned for includes in its first `MAX_SCANNED` bytes (past the bound the
-digest says so). The only state is three per-process memos: each file's digest and
-includes, by (path, mtime_ns, size), of files not changed in the last seconds, the
-includes of the last sources read and the search orders of the last options (variants
-share them): a kernel keyed again costs a
-lookup of each header (`isfile` in each folder, a `stat`). It never runs a compiler,
-never writes and never raises for a missing or unreadable file.
+It reads the `#include "..."` and `#include <...>` lines (`#import` alike; and the names
+`__has_include` asks for) of the source and of every header found, however they are
+spelled (`%:include`, a comment or a line splice inside the directive:
+`warmcli.directives`), and resolves each name as the compiler does, in those folders (a
+quoted name in a header: that header's own folder first, its `..` where a link leads;
+then gcc's order, whatever the options' order: `-iquote` for quoted names only, `-I`,
+`-isystem`, `-idirafter`; `#include_next`: every file of its name along them); a relative
+folder is taken from the working folder. The digest is over each name as written and
+the sha256 of the file it resolved to (or that none was found: a header added later
+changes it), in the order they are reached; the folders' paths are not (`keyed_options`
+takes them out of the key's options), so a checkout at another path keys alike, unless a
+file reached there may compute with them (an `#include` or `__has_include` of a macro,
+which is not followed, `__FILE__`; a folder named twice: then they are). Headers not
+found there (the toolkit's, the system's) are left to the toolchain's identity. Bounded:
+at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
+State: three per-process memos (each file's digest and includes, by (path, mtime_ns,
+size), of files unchanged in the last seconds; the includes of the last sources; the
+search orders of the last options): a kernel keyed again costs a lookup of each header.
+It never runs a compiler, never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -68,19 +67,25 @@ _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__ha
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
     re.MULTILINE,
 )
-# An `#include` line's name (`#include_next`'s, GCC's `#import`'s too), or one `__has_include`
-# asks for (its presence changes the build). An angled name holds no `<`: a line of
-# `__has_include(<` never closed is scanned once, not to its end from each (quadratic).
+# An `#include` line's name (`#import`'s; `_next` kept), or one `__has_include` asks for. No
+# `<` in an angled name: an unclosed `__has_include(<` line is scanned once, not quadratically.
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
-    rb"|__has_include(?:_next)?[ \t]*\([ \t]*)"
+    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(_next)?|import)[ \t]*"
+    rb"|__has_include(_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^<>\n]+)>)',  # (no `<` in a name: a scan stops at the next)
     re.MULTILINE,
 )
-# The toolkit packages' include folders NVRTC is given (under the `nvidia` package).
+NEXT = "\0next:"  # before a name `#include_next` reads (`__has_include_next` asks for)
+# What makes a build depend on the include folders' paths, not only on the headers there
+# (`#include CFG`, `__has_include(NAME)`, `__FILE__`): `_includes` lists it as `BY_FOLDER`.
+_PATH_BOUND = re.compile(
+    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]+[A-Za-z_]"
+    rb"|__has_include(?:_next)?[ \t]*\([ \t]*[A-Za-z_]|__FILE__|__builtin_FILE",
+    re.MULTILINE,
+)
+BY_FOLDER = ("\0by folder", False)
+# The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
-# A system toolkit's include folders NVRTC is given, after the packages' (CUDA 13 keeps
-# CCCL's in `include/cccl`), and where a toolkit is when nothing names one.
 TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
 DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
@@ -165,11 +170,9 @@ HEADER_MARK = "<header>"  # and in place of a header read first named by its abs
 
 
 def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
-    """`options` as a kernel's key takes them: each include folder's path replaced by
-    `FOLDER_MARK` (its flag and place kept), and a header read first named by its absolute
-    path (`-include /repo/cfg.h`) by `HEADER_MARK`, as ccache's base folder does. What they
-    hold is keyed by `headers_digest` (each header the kernel reaches, by name and
-    content), so one checkout pre-built in CI at one path serves another at another."""
+    """`options` as a kernel's key takes them: each include folder's path `FOLDER_MARK`
+    (its flag and place kept), a header read first by its absolute path `HEADER_MARK` (as
+    ccache's base folder): `headers_digest` keys what they hold, by name and content."""
     keyed = list(options)
     for _, _, at, before in _named_folders(options):
         keyed[at] = before + FOLDER_MARK
@@ -187,12 +190,10 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
 def search_orders(
     options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
 ) -> tuple[list[str], list[str]]:
-    """The folders the compiler searches for a quoted name (after the including file's
-    own folder) and for an angled one, as gcc orders them whatever the options' order:
-    `-iquote` (quoted names only), then `-I` (`--include-path`) and `CPATH`'s (`env[0]`),
-    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), and `-idirafter` last; a relative
-    folder taken from `cwd` (an empty entry of a variable, the compiler's own scratch
-    folder, names nothing)."""
+    """The folders the compiler searches for a quoted name (after the including file's)
+    and for an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s
+    (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`; a relative
+    folder from `cwd` (an empty entry of a variable names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
 
@@ -241,9 +242,8 @@ def _is_toolkit(home: str) -> bool:
 
 def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
     """The include folders NVRTC is given, in its order, those that exist: the toolkit
-    packages' (their headers go with NVRTC's identity) and `home`'s `include` and its
-    `include/cccl` (CUDA 13's CCCL headers, which nvcc searches by itself): a system
-    toolkit's (`toolkit_home`), whose headers key a kernel."""
+    packages' (keyed by NVRTC's identity), and `home`'s `include` and `include/cccl` (a
+    system toolkit's, `toolkit_home`: its headers key a kernel)."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -257,13 +257,20 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
     """The includes of `data` as written, then those only its directives as the preprocessor
-    reads them show (`warmcli.directives`: spliced lines, comments)."""
+    reads them show (`warmcli.directives`: spliced lines, comments); and `BY_FOLDER` last
+    where what it computes may depend on its folder's path (`_PATH_BOUND`)."""
     head = data[:MAX_SCANNED]
     found = _INCLUDE.findall(head)
+    bound = _PATH_BOUND.search(head) is not None
     if may_hide(head):
-        plain = set(found)
-        found += [f for f in dict.fromkeys(_INCLUDE.findall(spliced(head))) if f not in plain]
-    return tuple((os.fsdecode(quoted or angled), bool(quoted)) for quoted, angled in found)
+        plain, head = set(found), spliced(head)
+        found += [f for f in dict.fromkeys(_INCLUDE.findall(head)) if f not in plain]
+        bound = bound or _PATH_BOUND.search(head) is not None
+    names = tuple(
+        (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
+        for n, m, quoted, angled in found
+    )
+    return (*names, BY_FOLDER) if bound else names
 
 
 @functools.lru_cache(maxsize=64)
@@ -326,19 +333,17 @@ def _resolve(
                 os.path.isfile(os.path.join(f, name)) for f in shadowed[1]
             ):
                 return None
-            return os.path.normpath(path)
+            return path  # as spelled: its `..` taken where a link leads, as the compiler does
     return None
 
 
 def headers_digest(
     source: str, options: Sequence[object], env: tuple[str, str] = ("", ""), nvrtc: bool = False
 ) -> str:
-    """The sha256 of the headers `source` reaches in the include folders `options` name,
-    or the environment's `env` (`search_orders`; see the module doc); "" where they name
-    none, or only the environment does and no header is found there. For `nvrtc`, `env`
-    is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`) searched as `CPATH`'s,
-    but never for a name one of the toolkit packages' folders holds (NVRTC searches those
-    first)."""
+    """The sha256 of the headers `source` reaches in the include folders `options` name, or
+    `env`'s (`search_orders`; the module doc); "" where none is named, or found in `env`'s
+    only. For `nvrtc`, `env` is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`)
+    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -354,26 +359,41 @@ def headers_digest(
     if not orders[0] and not _by_path(source) and not any(map(os.path.isabs, pre)):
         return ""
     shadowed = (shadowed_by, before)
-    by_env_only = not include_folders(options)
+    folders = [os.path.join(cwd, f) for f in include_folders(options)]  # none: `env`'s only
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((name, True, here) for name in pre)  # read first, as quoted names
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
+    own = (*folders, *map(os.path.dirname, marked))  # a file here may compute with its path
+    # (`BY_FOLDER`); so may a folder named twice (gcc drops one: `-I x -isystem x`)
+    bound, shown_as = len({*map(os.path.realpath, folders)}) < len(folders), {}
     while pending:
         name, quoted, here = pending.popleft()
-        path = _resolve(name, quoted, here, orders, shadowed)
-        read = _read(path) if path is not None else None
-        shown = HEADER_MARK if name in marked else name  # (keyed by its content)
-        written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
-        if path is None or read is None or path in seen:
+        if (name, quoted) == BY_FOLDER:
+            bound = bound or here is None or here.startswith(own)
             continue
-        seen.add(path)
+        if name.startswith(NEXT):  # each file of its name along the chain (one is read)
+            name, chain = name[len(NEXT) :], dict.fromkeys([here, *orders[0], *orders[1]])
+            found = [p for p in (os.path.join(f, name) for f in chain if f) if os.path.isfile(p)]
+            shown_as.update(dict.fromkeys(found, NEXT + name))  # keyed by place, not path
+            pending.extendleft((p, False, here) for p in reversed(found))
+            continue
+        path = _resolve(name, quoted, here, orders, shadowed)
+        real = os.path.realpath(path) if path is not None else ""  # the file read (once)
+        read = _read(real) if path is not None else None
+        shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
+        written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
+        if path is None or read is None or real in seen:
+            continue
+        seen.add(real)
         if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
-    if by_env_only and not seen:  # nothing found where only the environment looks: as before
+    if not folders and not seen:  # nothing found where only the environment looks: as before
         return ""
+    if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
+        written += ["\0folders", *own]
     return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()

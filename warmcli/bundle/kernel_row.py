@@ -132,6 +132,7 @@ def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord
                     or components.get("entry") != entry
                     or type(content) is not str
                     or not _HEX64_TEXT(content)
+                    or (headers and not _HEX64_TEXT(headers))
                     or key
                     != _SHA256(
                         f'{{"arch":{_QUOTE(arch)},{keyed}"kernel":"{content}",'
@@ -324,8 +325,9 @@ def _key_problem(
     key: str, arch: str, toolchain: str, entry: str, symbol: str, components: dict[str, str]
 ) -> str | None:
     """What is wrong with a row's key (a PTX row's symbol) by the kernel its components
-    name (`kernel`: its content hash; `headers`), or with the arch, toolchain and entry
-    they name, its own; None for a row without one (an older warm's)."""
+    name (`kernel`: its content hash; `headers`: their digest, as `kernel_key` keeps it),
+    or with the arch, toolchain and entry they name, its own; None for a row without one
+    (an older warm's)."""
     content = components.get("kernel")
     if content is None:
         return None
@@ -335,6 +337,8 @@ def _key_problem(
         if components.get(name) != value:
             return f"components: its {name} is not the row's"
     headers = components.get("headers", "")
+    if headers and not _HEX64.fullmatch(headers):  # (hashed per arch below: never megabytes)
+        return "components: headers is not a sha256 in hex"
     if key != key_of(content, arch, headers, toolchain):
         return f"key: not the key of kernel {content[:16]} built for {arch} by its toolchain"
     if arch[:8] == "compute_" and not any(

@@ -55,7 +55,8 @@ def _is_argv(node: ast.expr) -> bool:
 
 def _guard_calls(tree: ast.Module, name: str) -> list[ast.Call]:
     """The calls of `name(...)` at the top of each `if __name__ == "__main__":` block (a
-    statement, or `sys.exit(name(...))`)."""
+    statement, or the one argument of another call or a raise: `sys.exit(name(...))`,
+    `exit(name(...))`, `raise SystemExit(name(...))`)."""
     calls = []
     for node in tree.body:
         if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
@@ -65,8 +66,13 @@ def _guard_calls(tree: ast.Module, name: str) -> list[ast.Call]:
             continue
         for statement in node.body:
             call = statement.value if isinstance(statement, ast.Expr) else None
-            if isinstance(call, ast.Call) and call.args and isinstance(call.func, ast.Attribute):
-                call = call.args[0]  # `sys.exit(main(...))`, `raise SystemExit(...)` aside
+            call = statement.exc if isinstance(statement, ast.Raise) else call
+            if (
+                isinstance(call, ast.Call)
+                and len(call.args) == 1
+                and not (isinstance(call.func, ast.Name) and call.func.id == name)
+            ):
+                call = call.args[0]  # `sys.exit(main(...))`, `raise SystemExit(main(...))`
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
                 calls += [call] if call.func.id == name else []
     return calls
