@@ -10,8 +10,9 @@ old file and remove it; a bundle not there yet is made. `write_back_into` is whe
 write-back goes at exit: the file the path names then, opened to write (migrating an older
 format, said in one line to the logger it is handed); `needs_writer`
 says whether one is opened (never to migrate an older format only to move last-used
-times). `check_types` refuses `use_bundle` arguments of the wrong type (and reads
-`WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never prints.
+times), `signed` whether a bundle holds signatures. `check_types` refuses `use_bundle`
+arguments of the wrong type (and reads `WARM_BUNDLE_WRITE` where `write` is None). It owns
+no state and never prints.
 """
 
 from __future__ import annotations
@@ -146,3 +147,12 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
             before,
         )
     return writer
+
+
+def signed(bundle: Bundle | None) -> bool:
+    """Whether `bundle` holds signatures (False where it cannot be read any more: a file
+    that is no bundle was put in its place)."""
+    try:
+        return bundle is not None and bool(bundle.signatures())
+    except BundleError:
+        return False

@@ -1,0 +1,148 @@
+"""Production under an SRE's hands (stop 35): pre-fork servers, bundles replaced or removed
+under serving processes, write-back interrupted at exit, many kernels in one process.
+
+Each test is a real production process (`python -c`, the real bundle, the real cc) whose
+report, exit and bundle are checked afterwards. An interruption at a given point of the
+exit's write-back is raised there by a trace hook, as a SIGTERM handler calling
+`sys.exit` does when the signal lands at that point (Python runs handlers between
+bytecodes), so the test needs no timing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+# A production process: `argv[1]` the bundle, written back at exit; `argv[2]` how many
+# kernels it launches (each its own, mostly not in the example bundle); prints a digest.
+SERVE = """
+import hashlib, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel
+warmcli.use_bundle(sys.argv[1], write=True)
+rt = warmcli.runtime()
+src = "void f(float *x, int n) { for (int j = 0; j < n; j++) x[j] = x[j] * 0.5f + (float)ID; }"
+h = hashlib.sha256()
+for i in range(int(sys.argv[2])):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    rt.launch(Kernel(src, "f", "Pi", defines={"ID": i}, name=f"f{i}"), x, 8)
+    h.update(rt.read(x).tobytes())
+print(h.hexdigest())
+"""
+
+# Appended to SERVE: at exit, before warm's write-back (atexit runs last-registered first),
+# trace calls so that the first call of `name` in warm's module `module` raises SystemExit.
+INTERRUPT_AT = """
+import atexit
+def _tracer(frame, event, arg):
+    code = frame.f_code
+    if event == "call" and code.co_name == {name!r} and code.co_filename.endswith({module!r}):
+        sys.settrace(None)
+        raise SystemExit(0)
+atexit.register(lambda: sys.settrace(_tracer))
+"""
+
+
+def _run(warm: Warm, code: str, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, **env),
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def _kernels(bundle: Path) -> int:
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM kernels").fetchone()[0])
+
+
+def test_an_interrupt_after_the_misses_are_stored_does_not_say_not_written_back(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # A SIGTERM handler's sys.exit landing after the write-back's transaction committed
+    # (while it moved the served kernels' last-used times) said "NOT written back:
+    # interrupted" of kernels the bundle then held.
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "app.warm")
+    before = _kernels(bundle)
+    code = SERVE + INTERRUPT_AT.format(name="touch", module="store.py")
+    proc = _run(warm, code, bundle, "4", WARM_REPORT="1")
+    assert proc.returncode == 0, proc.stderr
+    assert _kernels(bundle) == before + 4
+    assert "NOT written back" not in proc.stderr, proc.stderr
+    assert "written back into it" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    quiet = shutil.copyfile(good, tmp_path / "quiet.warm")
+    proc = _run(warm, code, quiet, "4")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert _kernels(quiet) == before + 4
+
+
+def test_an_interrupt_before_the_misses_are_stored_still_says_so(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "app.warm")
+    before = _kernels(bundle)
+    code = SERVE + INTERRUPT_AT.format(name="put", module="store.py")
+    proc = _run(warm, code, bundle, "4", WARM_REPORT="1")
+    assert proc.returncode == 0, proc.stderr
+    assert _kernels(bundle) == before
+    assert "NOT written back: interrupted" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# The example workload's kernels and tunes, all of them in the example bundle: a process
+# the bundle serves entirely (it prints a digest of what it computed).
+EXAMPLE = """
+import hashlib, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, "examples")
+from matmul_host import BIAS_RELU, MATMUL, ROW_SUM, SHAPES
+rt = warmcli.runtime()
+rng = np.random.default_rng(0)
+h = hashlib.sha256()
+for m, n, k in SHAPES:
+    a = rt.upload(rng.standard_normal((m, k), dtype=np.float32))
+    b = rt.upload(rng.standard_normal((k, n), dtype=np.float32))
+    bias = rt.upload(rng.standard_normal(n, dtype=np.float32))
+    c = rt.buffer((m, n), "float32")
+    out = rt.buffer(m, "float32")
+    rt.tune(MATMUL, a, b, c, m, n, k)
+    rt.launch(BIAS_RELU, c, bias, m, n)
+    rt.launch(ROW_SUM, c, out, m, n)
+    h.update(rt.read(out).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_a_served_process_that_cannot_move_last_used_times_says_nothing(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # WARM_BUNDLE_WRITE=1 on a bundle whose lock cannot be taken (a read-only mount, here a
+    # lock path that is a folder): a process the bundle served entirely printed "warm: could
+    # not write back into the bundle: ..." at every exit, with nothing to write back, where
+    # WARM_REPORT=1 says it served everything.
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "app.warm")
+    Path(f"{bundle}.lock").mkdir()
+    cold = _run(warm, EXAMPLE, WARM_BUNDLE="")
+    assert cold.returncode == 0, cold.stderr
+    proc = _run(warm, EXAMPLE, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, cold.stdout, "")
+    proc = _run(warm, EXAMPLE, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    assert proc.stdout == cold.stdout
+    assert (
+        proc.stderr
+        == f"warm: bundle {bundle} served everything: compiled 0 kernels, tuned 0 operations\n"
+    )
