@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
 
 # A production process: `argv[1]` the bundle, written back at exit; `argv[2]` how many
@@ -146,3 +147,65 @@ def test_a_served_process_that_cannot_move_last_used_times_says_nothing(
         proc.stderr
         == f"warm: bundle {bundle} served everything: compiled 0 kernels, tuned 0 operations\n"
     )
+
+
+def _limited_files(limit: int):  # type: ignore[no-untyped-def]
+    import resource
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return limit_files
+
+
+def test_a_process_under_ulimit_n_64_compiles_and_serves_hundreds_of_kernels(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # Every host library a process loaded kept a descriptor open for its life: under
+    # `ulimit -n 64` the 55th kernel failed, "cannot run /usr/bin/cc: [Errno 24] Too many
+    # open files", a KernelCompileError, cold or served.
+    warm, _ = made
+    bundle = tmp_path / "many.warm"
+    cold = _run(
+        warm, SERVE.replace("use_bundle(sys.argv[1], write=True)", "use_bundle(None)"), "-", "150"
+    )
+    assert cold.returncode == 0, cold.stderr
+
+    def limited(*env: tuple[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", SERVE, str(bundle), "150"],
+            capture_output=True,
+            text=True,
+            env=dict(warm.env, **dict(env)),
+            timeout=300,
+            cwd=ROOT,
+            preexec_fn=_limited_files(64),
+        )
+
+    first = limited()  # compiles all 150, writes them back
+    assert (first.returncode, first.stdout, first.stderr) == (0, cold.stdout, "")
+    assert _kernels(bundle) == 150
+    home = str(tmp_path / "home2")  # another home: every library file written, then loaded
+    again = limited(("WARM_REPORT", "1"), ("WARM_HOME", home))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == cold.stdout
+    assert "served everything" in again.stderr, again.stderr
+
+
+def test_a_library_loaded_after_another_closed_its_descriptor_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Libraries are loaded from `/proc/self/fd/N`, the descriptor closed once loaded: the
+    # next file opened takes the same N, and the loader, which knows a library by the name
+    # it was opened by, must not hand back the first library for it.
+    from warmcli.backends.host.libraries import LibraryCache
+
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    answers = []
+    for value in (41, 42, 43):
+        source = tmp_path / f"k{value}.c"
+        source.write_text(f"int answer(void) {{ return {value}; }}\n")
+        so = tmp_path / f"k{value}.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", so, source], check=True)
+        answers.append(LibraryCache().load(so.read_bytes()).answer())
+    assert answers == [41, 42, 43]
