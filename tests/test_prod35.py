@@ -209,3 +209,19 @@ def test_a_library_loaded_after_another_closed_its_descriptor_is_its_own(
         subprocess.run(["cc", "-shared", "-fPIC", "-o", so, source], check=True)
         answers.append(LibraryCache().load(so.read_bytes()).answer())
     assert answers == [41, 42, 43]
+
+
+def test_a_bundle_removed_under_a_served_process_is_not_made_again_empty(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # An operator retires the bundle (`rm`) while a WARM_BUNDLE_WRITE=1 process the bundle
+    # served entirely runs: its exit made an empty bundle at the path, only to move the
+    # last-used times of kernels it no longer holds.
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "app.warm")
+    code = EXAMPLE + "import os\nos.unlink(os.environ['WARM_BUNDLE'])\n"
+    cold = _run(warm, EXAMPLE, WARM_BUNDLE="")
+    proc = _run(warm, code, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    assert (proc.returncode, proc.stdout) == (0, cold.stdout), proc.stderr
+    assert "served everything" in proc.stderr, proc.stderr
+    assert not bundle.exists()
