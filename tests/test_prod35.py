@@ -225,3 +225,61 @@ def test_a_bundle_removed_under_a_served_process_is_not_made_again_empty(
     assert (proc.returncode, proc.stdout) == (0, cold.stdout), proc.stderr
     assert "served everything" in proc.stderr, proc.stderr
     assert not bundle.exists()
+
+
+# A C compiler whose builds (not its `--version`) say they started (`started` beside it),
+# then wait for `go` to exist.
+SLOW_CC = """#!/bin/sh
+case " $* " in *" -o "*)
+  touch "$(dirname "$0")/started"
+  while [ ! -e "$(dirname "$0")/go" ]; do sleep 0.02; done;;
+esac
+exec cc "$@"
+"""
+
+# A pre-fork server: a thread compiles a kernel (cold) while the main thread forks a worker
+# that ends at once (sys.exit, as a worker does); then the compile goes on, in the parent.
+FORK_DURING_COMPILE = """
+import os, sys, threading, time
+import numpy as np
+import warmcli
+from warmcli import Kernel
+folder = sys.argv[1]
+warmcli.use_bundle(None)
+rt = warmcli.runtime()
+k = Kernel("void f(float *x, int n) { for (int j = 0; j < n; j++) x[j] = x[j] * 2 + 1; }",
+           "f", "Pi")
+out = []
+def compile_and_launch():
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    rt.launch(k, x, 4)
+    out.append(rt.read(x).tolist())
+thread = threading.Thread(target=compile_and_launch)
+thread.start()
+while not os.path.exists(os.path.join(folder, "started")):
+    time.sleep(0.02)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+open(os.path.join(folder, "go"), "w").close()
+thread.join()
+print(code, out)
+"""
+
+
+def test_a_worker_forked_while_a_thread_compiles_leaves_the_parents_compile_alone(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # The compile's scratch folder was a tempfile.TemporaryDirectory, whose exit finalizer
+    # the forked worker inherited and ran at its exit: the parent's cc then wrote into a
+    # removed folder, "ToolchainError: cc: ... exited 0 but wrote no shared library: WARM_CC
+    # must name a C compiler", a traceback in the parent's thread.
+    warm, _ = made
+    cc = tmp_path / "slow-cc"
+    cc.write_text(SLOW_CC)
+    cc.chmod(0o755)
+    proc = _run(warm, FORK_DURING_COMPILE, tmp_path, WARM_CC=str(cc))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "0 [[1.0, 3.0, 5.0, 7.0]]\n", proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
