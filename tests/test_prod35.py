@@ -283,3 +283,70 @@ def test_a_worker_forked_while_a_thread_compiles_leaves_the_parents_compile_alon
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "0 [[1.0, 3.0, 5.0, 7.0]]\n", proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+# A process forks a worker and ends (a daemon's double fork, a server's master restarting):
+# the worker, left alone, launches a kernel new to it.
+ORPHAN = """
+import os, sys, time
+import numpy as np
+import warmcli
+from warmcli import Kernel
+src = "void f(float *x, int n) { for (int j = 0; j < n; j++) x[j] = x[j] * 0.5f + (float)ID; }"
+warmcli.use_bundle(None)
+rt = warmcli.runtime()
+def val(i):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    rt.launch(Kernel(src, "f", "Pi", defines={"ID": i}), x, 8)
+    return rt.read(x).tolist()
+val(1)
+done = sys.argv[1]
+if os.fork() == 0:
+    quiet = os.open(os.devnull, os.O_WRONLY)  # the parent's pipes closed: it ends alone
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    while os.path.exists(os.path.join(done, "parent-running")):
+        time.sleep(0.02)
+    try:
+        result = repr(val(2))
+    except Exception as exc:
+        result = f"{type(exc).__name__}: {exc}"
+    with open(os.path.join(done, "child.txt"), "w") as fh:
+        fh.write(result)
+    os._exit(0)
+print(val(2))
+"""
+
+
+def test_a_worker_its_parent_left_still_loads_new_kernels_without_a_usable_home(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    # Where warm's home cannot hold host libraries (here another user could write its
+    # folder), they go to a private temporary folder that the process removes at exit: a
+    # forked worker wrote into its parent's, gone once the parent ended, and failed:
+    # "DeviceError: cannot load host kernel binary: [Errno 2] No such file or directory".
+    import time
+
+    warm, _ = made
+    home = tmp_path / "home"
+    (home / "host-libraries").mkdir(parents=True)
+    (home / "host-libraries").chmod(0o777)
+    running = tmp_path / "parent-running"
+    running.touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(warm.env, WARM_HOME=str(home)),
+        cwd=ROOT,
+    )
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    running.unlink()  # the parent has ended: the worker goes on
+    child = tmp_path / "child.txt"
+    for _ in range(3000):
+        if child.exists() and child.read_text():
+            break
+        time.sleep(0.02)
+    assert child.read_text() == out.strip(), err

@@ -22,9 +22,9 @@ after every `dlopen`: a cold process, which loads every tune candidate, computes
 a hot one, which loads only the pick (whoever built the binary). Where the
 directory cannot be used, a private temporary directory of this process is, and
 `close` removes it (in the process that made it: a forked child leaves it to its
-parent). The process's state here is the libraries it loaded from the shared directory
-(by file: each loaded once; no descriptor is held, so a process may load thousands under
-`ulimit -n 64`), and libc's
+parent, and writes into one of its own). The process's state here is the libraries it
+loaded from the shared directory (by file: each loaded once; no descriptor is held, so a
+process may load thousands under `ulimit -n 64`), and libc's
 `fegetenv`/`fesetenv`, looked up once. This module never reads a bundle and never
 decides what to load.
 """
@@ -106,7 +106,9 @@ class LibraryCache:
         return self._shared  # type: ignore[return-value]
 
     def _write_private(self, name: str, binary: bytes) -> str:
-        if self._private is None:
+        # A forked child writes into a folder of its own: its parent's goes when the parent
+        # ends, which may be first (a daemon's double fork, a server's master restarting).
+        if self._private is None or self._private_pid != os.getpid():
             import tempfile  # imported on first use: most processes never need a private folder
 
             self._private = tempfile.mkdtemp(prefix="warm-host-")
