@@ -19,10 +19,14 @@ lock is importlib's, read where it keeps them; not found there, nothing is waite
 the import may lead to a bundle made and written, whose lock is then taken. An import of
 the user's own (not a module of warm's, not begun by warm's code) is never waited for: it
 may last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
-The objects are held weakly; a registration and a fork's look at the registry take
+A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
+whose exit-time finalizer a forked child inherits: a worker forked while another thread
+compiled removed the folder at its own exit, under the parent's compiler. The objects are
+held weakly; a registration and a fork's look at the registry take
 `_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
 that registry only (and, per thread, the locks a fork took); it never forks, and writes
-nothing else (it reads importlib's module locks and the stacks of the threads holding one).
+nothing else but the scratch folders (it reads importlib's module locks and the stacks of
+the threads holding one).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -44,6 +50,22 @@ _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
+
+
+@contextmanager
+def scratch_folder(prefix: str) -> Iterator[str]:
+    """A new private temporary folder for the `with` block, removed at its end, only by the
+    process that made it (a forked child, which has not the thread in the block, never)."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    made_by = os.getpid()
+    try:
+        yield folder
+    finally:
+        if os.getpid() == made_by:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def new_lock(owner: Any) -> threading.Lock:

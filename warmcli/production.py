@@ -15,7 +15,8 @@ and counts what a runtime `use_bundle` closed did cold since (`warmcli.productio
 re-warm; a forked child's names what it did, not its parent). With
 `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
 transaction under the bundle's lock, so several processes may do it at once (another
-writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends). A read-only
+writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends; a
+failure once every miss is stored, moving last-used times only, is no failure). A read-only
 process never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged
 on logger `warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under
 `strict=True` or `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys
@@ -83,6 +84,8 @@ class _Production:
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
         self.looked = False  # the environment and the default bundle were consulted
+        # misses the last close had to write back and did not (an exit cut it short, say)
+        self.unstored = 0
 
     def _bundle(self) -> Bundle | None:
         if self.bundle is not None or self.path is not None or self.looked or self.off:
@@ -119,7 +122,7 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += self._own_misses(rt)
-        signed = self.write and bool(misses) and _signed(self.bundle)
+        signed = self.write and bool(misses) and _served.signed(self.bundle)
         kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
             now_kernels, now_tunes = _done(rt)
@@ -131,14 +134,20 @@ class _Production:
         parents = self.inherited.get(rt, set())
         return [m for m in _misses(rt) if (m.kind, m.key) not in parents]
 
+    def _pending(self) -> int:
+        """How many misses a write-back would store now (0 when not writing)."""
+        return sum(rt.unstored() for rt in self.runtimes.values()) if self.write else 0
+
     def _close(self) -> None:
         """Write back (when writing), then release everything, even when a write-back fails:
         the first failure is raised once all is released."""
         failure: BundleError | None = None
         written = 0
         writer = None
+        self.unstored = self._pending()
         for rt in self.runtimes.values():
             self.closed_misses.extend(self._own_misses(rt))
+            left = rt.unstored() if self.write else 0
             try:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
@@ -149,13 +158,15 @@ class _Production:
             except BundleError as exc:
                 failure = exc
             finally:
+                if self.write:  # what this write stored (all of it: the rest is LRU times)
+                    self.unstored -= left - rt.unstored()
                 rt.close()
                 self.closed[rt] = _done(rt)
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
         self.asked.clear()
-        if written and _signed(self.bundle):
+        if written and _served.signed(self.bundle):
             warn(
                 "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
                 written,
@@ -164,7 +175,7 @@ class _Production:
         if self.bundle is not None:
             self.bundle.close()
             self.bundle = None
-        if failure is not None:
+        if failure is not None and self.unstored:  # else only last-used times were lost
             raise failure
 
 
@@ -336,15 +347,6 @@ def _bounded_wait() -> contextlib.AbstractContextManager[None]:
     return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
 
 
-def _signed(bundle: Bundle | None) -> bool:
-    """Whether `bundle` holds signatures (False where it cannot be read any more: a file
-    that is no bundle was put in its place)."""
-    try:
-        return bundle is not None and bool(bundle.signatures())
-    except BundleError:
-        return False
-
-
 def _done(rt: Runtime) -> tuple[int, int]:
     """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
     return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
@@ -382,14 +384,16 @@ def _at_exit() -> None:
     with _STATE.lock:
         wanted = _STATE.report_at_exit or config.report()
         final = _STATE._report() if wanted else None
+        _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
     try:
         close()
     except (BundleError, KeyboardInterrupt, SystemExit) as exc:
-        # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted")
+        # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted"),
+        # unless every miss was stored before it (only last-used times were not moved)
         why = str(exc) if isinstance(exc, BundleError) else "interrupted"
-        if final is None:
+        if _STATE.unstored and final is None:
             sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
-        else:
+        elif _STATE.unstored and final is not None:
             final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")

@@ -9,8 +9,9 @@ a new one over it) would take the new file's crash journal for its own, play it 
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
 write-back goes at exit: the file the path names then, opened to write (migrating an older
 format, said in one line to the logger it is handed); `needs_writer`
-says whether one is opened (never to migrate an older format only to move last-used
-times). `check_types` refuses `use_bundle` arguments of the wrong type (and reads
+says whether one is opened (never to migrate an older format, nor to make a bundle where
+the path names none now, only to move last-used times), `signed` whether a bundle holds
+signatures. `check_types` refuses `use_bundle` arguments of the wrong type (and reads
 `WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never prints.
 """
 
@@ -116,10 +117,15 @@ def open_served(
 def needs_writer(served: Bundle, news: bool) -> bool:
     """Whether a write-back opens a writer: for what it built or measured (`news`), else
     only to move the served kernels' last-used times, which never migrates a bundle of an
-    older format (a signed one's signature would stop vouching for it)."""
+    older format (a signed one's signature would stop vouching for it) nor makes one where
+    the path names none now."""
     from warmcli.bundle.file import FORMAT_VERSION
 
-    return news or served.writable or served.format_version() == FORMAT_VERSION
+    if news or served.writable:
+        return True
+    # last-used times only: never into a bundle of an older format, nor one made anew where
+    # the served one was removed meanwhile (retired: no empty bundle put in its place)
+    return os.path.isfile(served.fspath) and served.format_version() == FORMAT_VERSION
 
 
 def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> Bundle:
@@ -146,3 +152,12 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
             before,
         )
     return writer
+
+
+def signed(bundle: Bundle | None) -> bool:
+    """Whether `bundle` holds signatures (False where it cannot be read any more: a file
+    that is no bundle was put in its place)."""
+    try:
+        return bundle is not None and bool(bundle.signatures())
+    except BundleError:
+        return False

@@ -93,8 +93,8 @@ def persist(
     held: set[str] = set()  # built here, and stored alike by another writer meanwhile
     if built or measured:
         n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held)
+    kernels.mark_persisted([r.key for r, _ in built], held)  # stored: marked before the
+    tunes.mark_persisted([t.key for t in measured])  # touch, which an exit may cut short
     # What was served from the bundle was used: its LRU time moves (writers only).
     bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
-    kernels.mark_persisted([r.key for r, _ in built], held)
-    tunes.mark_persisted([t.key for t in measured])
     return n_kernels, n_tunes, [t.key for t in measured]

@@ -340,6 +340,10 @@ class Runtime:
         self.tune_registrations.record(tunes, "persisted")
         return n_kernels, n_tunes
 
+    def unstored(self) -> int:
+        """How many kernels and tunes this runtime built or measured that no write stored."""
+        return len(self.kernels.unpersisted()) + len(self.tunes.unpersisted())
+
     def close(self) -> None:
         """Close the device (misses are nothing from now on); unsettled work is abandoned."""
         self.misses.closed = True

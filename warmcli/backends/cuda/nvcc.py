@@ -25,7 +25,6 @@ import importlib.util
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe, remembered
 from warmcli.errors import ArchError, CubinError
+from warmcli.forking import scratch_folder
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -366,7 +366,7 @@ class NvccCompiler:
         same = ptx_in_program(arch, ptx_arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="warm-nvcc-") as tmp:
+        with scratch_folder("warm-nvcc-") as tmp:  # (a forked child's exit never removes it)
             Path(tmp, "tu.cu").write_text(translation_unit(units), encoding="utf-8")  # any locale
             try:
                 log, _ = run_compiler(command, units, timeout, tmp)

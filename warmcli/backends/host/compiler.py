@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, probe
 from warmcli.errors import ToolchainError
+from warmcli.forking import scratch_folder
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
@@ -171,8 +172,6 @@ class HostCompiler:
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
-        import tempfile  # imported on first use: a serving process never compiles
-
         from warmcli.backends import signature
         from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
 
@@ -191,7 +190,7 @@ class HostCompiler:
                 "kernel is C (warm checks its parameter letters in C)",
                 tuple(units),
             )
-        with tempfile.TemporaryDirectory(prefix="warm-cc-") as scratch:
+        with scratch_folder("warm-cc-") as scratch:  # (a forked child's exit never removes it)
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
             with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale

@@ -22,8 +22,9 @@ after every `dlopen`: a cold process, which loads every tune candidate, computes
 a hot one, which loads only the pick (whoever built the binary). Where the
 directory cannot be used, a private temporary directory of this process is, and
 `close` removes it (in the process that made it: a forked child leaves it to its
-parent). The process's state here is the descriptors of the libraries it loaded from
-the shared directory, held open for its life (one per file), and libc's
+parent, and writes into one of its own). The process's state here is the libraries it
+loaded from the shared directory (by file: each loaded once; no descriptor is held, so a
+process may load thousands under `ulimit -n 64`), and libc's
 `fegetenv`/`fesetenv`, looked up once. This module never reads a bundle and never
 decides what to load.
 """
@@ -105,7 +106,9 @@ class LibraryCache:
         return self._shared  # type: ignore[return-value]
 
     def _write_private(self, name: str, binary: bytes) -> str:
-        if self._private is None:
+        # A forked child writes into a folder of its own: its parent's goes when the parent
+        # ends, which may be first (a daemon's double fork, a server's master restarting).
+        if self._private is None or self._private_pid != os.getpid():
             import tempfile  # imported on first use: most processes never need a private folder
 
             self._private = tempfile.mkdtemp(prefix="warm-host-")
@@ -180,8 +183,8 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
 
     The file is opened without following links, read back and compared with `binary`
     (what was hashed to its name), and loaded from the open descriptor
-    (`/proc/self/fd/N`, kept open: the loader knows a library by that name, so the
-    number must never name another file), so what runs is what was hashed.
+    (`/proc/self/fd/N`, spelled as no earlier load spelled it: see `_descriptor_name`), so
+    what runs is what was hashed; the descriptor is closed once loaded.
     """
     try:  # a FIFO opens at once (no regular file: written again)
         fd = os.open(
@@ -189,7 +192,6 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
         )
     except OSError:  # none there, or a symbolic link
         return None
-    keep = False
     try:
         st = os.fstat(fd)
         size = len(binary)
@@ -199,10 +201,10 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
         if time.time() - st.st_mtime > TOUCH_AFTER_S:
             with contextlib.suppress(OSError):
                 os.utime(fd)  # the LRU order the prune goes by
-        by_descriptor = f"/proc/self/fd/{fd}"
         with _held_lock:
             held = _held.get((st.st_dev, st.st_ino))
-            if held is None:  # else: this very file, loaded already (its descriptor is held)
+            if held is None:  # else: this very file, loaded already
+                by_descriptor = _descriptor_name(fd, len(_held))
                 try:  # /proc looked at only if the loader fails (a first look costs ~30 µs)
                     held = _Library(by_descriptor)
                 except OSError:
@@ -210,11 +212,18 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
                         raise
                     return _Library(path)  # no /proc: the file just checked, in a private directory
                 _held[st.st_dev, st.st_ino] = held
-                keep = True
         return held
     finally:
-        if not keep:
-            os.close(fd)
+        os.close(fd)  # the loader keeps the mapping; the name it knows is never spelled again
+
+
+def _descriptor_name(fd: int, count: int) -> str:
+    """`/proc/self/fd/<fd>` spelled uniquely for the `count`th library loaded: the loader
+    knows a library by the name it was opened by (a later `dlopen` of that very string is
+    handed the library loaded first), and a descriptor's number is reused once closed, so
+    each load spells its own: `count`'s binary digits as `./` (0) and `.//` (1)."""
+    spelled = "".join(".//" if bit == "1" else "./" for bit in format(count, "b"))
+    return f"/proc/self/fd/{spelled}{fd}"
 
 
 def _holds(fd: int, binary: bytes) -> bool:
