@@ -53,7 +53,7 @@ from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path, others_may_write
 from warmcli.interrupted import keep_sigint_exit
 from warmcli.printable import printable, printable_lines
-from warmcli.production_report import Miss, ProductionReport
+from warmcli.production_report import Miss, ProductionReport, done_cold, misses_of
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
 
@@ -125,14 +125,14 @@ class _Production:
         signed = self.write and bool(misses) and _served.signed(self.bundle)
         kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
-            now_kernels, now_tunes = _done(rt)
+            now_kernels, now_tunes = done_cold(rt)
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
         parents = self.inherited.get(rt, set())
-        return [m for m in _misses(rt) if (m.kind, m.key) not in parents]
+        return [m for m in misses_of(rt) if (m.kind, m.key) not in parents]
 
     def _pending(self) -> int:
         """How many misses a write-back would store now (0 when not writing)."""
@@ -161,7 +161,7 @@ class _Production:
                 if self.write:  # what this write stored (all of it: the rest is LRU times)
                     self.unstored -= left - rt.unstored()
                 rt.close()
-                self.closed[rt] = _done(rt)
+                self.closed[rt] = done_cold(rt)
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
@@ -189,9 +189,9 @@ def _forked() -> None:
     state = _STATE
     state.closed_misses.clear()
     for rt in state.runtimes.values():
-        state.inherited[rt] = {(m.kind, m.key) for m in _misses(rt)}
+        state.inherited[rt] = {(m.kind, m.key) for m in misses_of(rt)}
     for rt in list(state.closed.keys()):
-        state.closed[rt] = _done(rt)
+        state.closed[rt] = done_cold(rt)
 
 
 if hasattr(os, "register_at_fork"):
@@ -345,22 +345,6 @@ def _bounded_wait() -> contextlib.AbstractContextManager[None]:
     from warmcli.bundle.lock import waiting_at_most
 
     return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
-
-
-def _done(rt: Runtime) -> tuple[int, int]:
-    """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
-    return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
-
-
-def _misses(rt: Runtime) -> list[Miss]:
-    device = rt.device.id
-    kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
-    tunes = [
-        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
-    ]
-    failed = "(every candidate failed: nothing stored)"
-    tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
-    return kernels + tunes
 
 
 def report(*, at_exit: bool = False) -> ProductionReport:

@@ -1,14 +1,20 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
 tune it measured because its bundle lacked them (`Miss`), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
-`WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted). Plain
-records: it owns no state, reads nothing and never prints (`warmcli.production` fills and
+`WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
+`misses_of` and `done_cold` read them off a runtime. Plain records: it owns no state,
+reads nothing but a runtime's counts and never prints (`warmcli.production` fills and
 prints them)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from warmcli.printable import LISTED, cut
 from warmcli.records import Record, factory
+
+if TYPE_CHECKING:
+    from warmcli.runtime.runtime import Runtime
 
 
 class Miss(Record):
@@ -84,3 +90,20 @@ class ProductionReport(Record, frozen=False):
             more = len(self.misses) - LISTED
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+
+def done_cold(rt: Runtime) -> tuple[int, int]:
+    """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
+    return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
+
+
+def misses_of(rt: Runtime) -> list[Miss]:
+    """What `rt` compiled or tuned itself, its failed tunes too."""
+    device = rt.device.id
+    kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
+    tunes = [
+        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
+    ]
+    failed = "(every candidate failed: nothing stored)"
+    tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
+    return kernels + tunes
