@@ -312,22 +312,31 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
         assert served["kernels"] + served["tunes"] >= (0 if timed else 1), (case, served)
 
 
+def _spoiled(
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, edit: str
+) -> tuple[Warm, Path]:
+    """A copy of the host bundle with the SQL `edit` made, and a `warm` in its environment."""
+    sound, env = host_bundle
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(sound.read_bytes())
+    conn = sqlite3.connect(bundle)
+    conn.execute(edit)
+    conn.commit()
+    conn.close()
+    return Warm(env), bundle
+
+
 def test_clean_removes_kernels_whose_blob_size_lies(
     host_bundle: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     """A blob whose size column is not its length is never served (`warm check`: binary,
     verify names it) but `warm clean` kept its kernels ('would remove 0 kernel(s)'), so no
     command repaired the bundle. They are removed as corrupt, and verify passes after."""
-    sound, env = host_bundle
-    warm = Warm(env)
-    bundle = tmp_path / "b.warm"
-    bundle.write_bytes(sound.read_bytes())
-    conn = sqlite3.connect(bundle)
-    conn.execute(
-        f"UPDATE blobs SET size = size + 1 WHERE sha256 = (SELECT sha256 FROM kernels {ROW_SUM})"
+    warm, bundle = _spoiled(
+        host_bundle,
+        tmp_path,
+        f"UPDATE blobs SET size = size + 1 WHERE sha256 = (SELECT sha256 FROM kernels {ROW_SUM})",
     )
-    conn.commit()
-    conn.close()
     assert warm("verify", bundle).returncode == 1
     cleaned = warm("clean", bundle, "--json")
     assert cleaned.returncode == 0, cleaned.stderr
@@ -346,17 +355,12 @@ def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
     clean` kept the kernel ('would remove 0'). Verify names it; clean removes it, corrupt."""
     from conftest import EXAMPLES
 
-    sound, env = host_bundle
-    warm = Warm(env)
-    bundle = tmp_path / "b.warm"
-    bundle.write_bytes(sound.read_bytes())
-    conn = sqlite3.connect(bundle)
-    conn.execute(
-        "UPDATE kernels SET sha256 = (SELECT sha256 FROM kernels WHERE entry = 'bias_relu') "
-        f"{ROW_SUM}"
+    warm, bundle = _spoiled(
+        host_bundle,
+        tmp_path,
+        f"UPDATE kernels SET sha256 = (SELECT sha256 FROM kernels WHERE entry = 'bias_relu') "
+        f"{ROW_SUM}",
     )
-    conn.commit()
-    conn.close()
     checked = warm("check", bundle, "--json")
     assert checked.returncode == 1 and '"binary"' in checked.stdout, checked.stdout[-800:]
     verified = warm("verify", bundle)
