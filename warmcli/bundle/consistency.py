@@ -49,9 +49,11 @@ def index_problems(reader: RowReader) -> list[str]:
         )
         if not columns:
             continue
-        if _agree(reader, name, table, columns, unique):
-            continue
         listed = ", ".join(_quoted(c) for c in columns)
+        if _agree(reader, name, table, columns) and not (
+            unique and _repeated(reader, table, columns, f"INDEXED BY {_quoted(name)}")
+        ):
+            continue
         scan = f"SELECT {listed}, rowid FROM {_quoted(table)} NOT INDEXED"
         by_index = f"SELECT {listed}, rowid FROM {_quoted(table)} INDEXED BY {_quoted(name)}"
         missing = reader._one(f"SELECT count(*) FROM ({scan} EXCEPT {by_index})")
@@ -60,27 +62,33 @@ def index_problems(reader: RowReader) -> list[str]:
             problems.append(f"{missing[0]} row(s) of {table} missing from its index {name}")
         if stale and stale[0]:
             problems.append(f"index {name} holds {stale[0]} entry(ies) no row of {table} has")
-        if unique:
-            not_null = " AND ".join(f"{_quoted(c)} IS NOT NULL" for c in columns)
-            repeated = reader._one(
-                f"SELECT count(*) FROM (SELECT 1 FROM {_quoted(table)} NOT INDEXED "
-                f"WHERE {not_null} GROUP BY {listed} HAVING count(*) > 1)"
+        repeated = _repeated(reader, table, columns, "NOT INDEXED") if unique else 0
+        if repeated:
+            problems.append(
+                f"{repeated} {', '.join(columns)} value(s) of {table} held by more than one row"
             )
-            if repeated and repeated[0]:
-                problems.append(
-                    f"{repeated[0]} {', '.join(columns)} value(s) of {table} held by more "
-                    "than one row"
-                )
     return problems
 
 
-def _agree(reader: RowReader, name: str, table: str, columns: list[str], unique: bool) -> bool:
+def _repeated(reader: RowReader, table: str, columns: list[str], source: str) -> int:
+    """How many values of `columns` (none NULL) more than one row of `table` holds, read
+    from `source` (`NOT INDEXED`: its rows; `INDEXED BY` an index: in the index's order)."""
+    listed = ", ".join(map(_quoted, columns))
+    not_null = " AND ".join(f"{c} IS NOT NULL" for c in map(_quoted, columns))
+    found = reader._one(
+        f"SELECT count(*) FROM (SELECT 1 FROM {_quoted(table)} {source} WHERE {not_null} "
+        f"GROUP BY {listed} HAVING count(*) > 1)"
+    )
+    return int(found[0]) if found and found[0] else 0
+
+
+def _agree(reader: RowReader, name: str, table: str, columns: list[str]) -> bool:
     """Whether index `name` and its table's rows agree by a fingerprint of both, read by two
     aggregate scans (an `EXCEPT` both ways costs 3-6 times more on 100,000 tunes): how many,
     their rowids, and each column's lengths and first and last characters, weighted by
-    rowid; and, `unique`, no value repeated (read in the index's order). Where they do not,
-    the `EXCEPT`s name what differs; a difference these miss is one no reader's lookup sees
-    as a row's other value (production checks a row's key)."""
+    rowid. Where they do not, the `EXCEPT`s name what differs; a difference these miss
+    leaves a lookup by that index a row of another value, which its own checks then judge
+    (a kernel row's symbol names its key: another's binary lacks it, and is not served)."""
     parts = ["count(*)", "total(rowid)"]
     for c in map(_quoted, columns):
         parts += [
@@ -90,17 +98,7 @@ def _agree(reader: RowReader, name: str, table: str, columns: list[str], unique:
         ]
     fingerprint = f"SELECT {', '.join(parts)} FROM {_quoted(table)}"
     scanned = reader._one(f"{fingerprint} NOT INDEXED")
-    if scanned != reader._one(f"{fingerprint} INDEXED BY {_quoted(name)}"):
-        return False
-    if unique:
-        listed = ", ".join(map(_quoted, columns))
-        not_null = " AND ".join(f"{c} IS NOT NULL" for c in map(_quoted, columns))
-        repeated = reader._one(
-            f"SELECT 1 FROM {_quoted(table)} INDEXED BY {_quoted(name)} WHERE {not_null} "
-            f"GROUP BY {listed} HAVING count(*) > 1 LIMIT 1"
-        )
-        return repeated is None
-    return True
+    return scanned == reader._one(f"{fingerprint} INDEXED BY {_quoted(name)}")
 
 
 def require_consistent(reader: RowReader) -> None:
