@@ -9,9 +9,10 @@ its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kerne
 `stored` reads options or defines back from a bundle's (untrusted) text, as
 `warmcli.kernel.key_components` writes them; `key_of` recomputes a kernel's key from the
 parts such a row keeps (its content hash, arch, headers, toolchain), and `cubin_archs`
-names the archs whose cubin a PTX build's symbol may name. It owns no state and reads
-nothing but its arguments; `warmcli.kernel` keys what it returns. It never imports numpy
-(`warm stats` reads `stored`): a numpy define value is told by the numpy the process imported.
+names the archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's
+SM). It owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it
+returns. It never imports numpy (`warm stats` reads `stored`): a numpy define value is
+told by the numpy the process imported.
 """
 
 from __future__ import annotations
@@ -150,8 +151,14 @@ def define_value(entry: str, name: str, value: object) -> str:
 
 
 PTX_SMS = range(10, 200)  # the SMs a PTX row's cubin is looked for in (`cubin_archs`)
-_VIRTUAL_SM = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
+_VIRTUAL = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
 _STRING = json.encoder.encode_basestring_ascii  # one string as `warmcli.kernel` quotes it
+
+
+def virtual_sm(arch: str) -> int | None:
+    """The SM number of a virtual architecture (`compute_90` → 90), else None."""
+    m = _VIRTUAL.match(arch)
+    return int(m.group(1)) if m else None
 
 
 def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> str:
@@ -169,8 +176,6 @@ def cubin_archs(ptx_arch: str) -> Iterator[str]:
     """The SM archs whose cubin PTX of `ptx_arch` (`compute_XX`) may have been built beside,
     whose key its symbol names (`warm_<key[:16]>_`): XX first, then every other SM of
     `PTX_SMS` (`--arch sm_80 --ptx compute_90`), each plain and with its `a` or `f`."""
-    found = _VIRTUAL_SM.match(ptx_arch)
-    first = int(found.group(1)) if found else PTX_SMS[0]
-    for sm in (first, *PTX_SMS):
+    for sm in (virtual_sm(ptx_arch) or PTX_SMS[0], *PTX_SMS):
         for suffix in ("", "a", "f"):
             yield f"sm_{sm}{suffix}"

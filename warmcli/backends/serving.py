@@ -30,11 +30,10 @@ from warmcli.backends import toolchain
 from warmcli.backends.native import NATIVE, foreign_cpu
 from warmcli.backends.toolchain import RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.kernel_parts import cubin_archs
+from warmcli.kernel_parts import cubin_archs, virtual_sm
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-VIRTUAL = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
 _RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")
 _VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
@@ -53,12 +52,6 @@ class Target(Record):
     toolchain: str | None = None  # None: no compiler there
 
 
-def virtual_sm(arch: str) -> int | None:
-    """The SM number of a virtual architecture (`compute_90` → 90), else None."""
-    m = VIRTUAL.match(arch)
-    return int(m.group(1)) if m else None
-
-
 def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
     """Whether a record is truly `kernel`'s build (its key recomputed, not trusted; PTX's
     symbol too, `_ptx_symbol_fits`)."""
@@ -72,7 +65,7 @@ def _ptx_symbol_fits(kernel: Kernel, record: KernelRecord) -> bool:
     """Whether a PTX row's symbol is `kernel`'s: PTX keeps its cubin's symbol
     (`warm_<key[:16]>_<entry>`, the key of the kernel built for an `sm_XX`, the PTX's XX
     first, then any other (`--arch sm_80 --ptx compute_90`), `a` or `f` after it or not:
-    `warmcli.kernel.cubin_archs`),
+    `warmcli.kernel_parts.cubin_archs`),
     which its own key does not tie (another build's PTX moved under this one's key would be
     JIT-compiled and its symbol found there)."""
     tag = record.symbol[5:21]

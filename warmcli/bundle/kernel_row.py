@@ -124,7 +124,7 @@ def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord
             content = components.get("kernel")
             if content is not None and not (keyed and arch[:8] != "compute_"):  # `key_of`
                 headers = components.get("headers")
-                keyed = f'"headers":{_QUOTE(headers)},' if headers else ""
+                held = f'"headers":{_QUOTE(headers)},' if headers else ""
                 if (
                     arch[:8] == "compute_"
                     or components.get("arch") != arch
@@ -135,7 +135,7 @@ def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord
                     or (headers and not _HEX64_TEXT(headers))
                     or key
                     != _SHA256(
-                        f'{{"arch":{_QUOTE(arch)},{keyed}"kernel":"{content}",'
+                        f'{{"arch":{_QUOTE(arch)},{held}"kernel":"{content}",'
                         f'"toolchain":{_QUOTE(tool)}}}'.encode()
                     ).hexdigest()
                 ):
