@@ -171,16 +171,17 @@ class Kernel(Record):
     @_once
     def keyed_options(self) -> tuple[str, ...]:
         """Its options as its key takes them: an include folder's path out of them, and a
-        header's read first (`warmcli.headers.keyed_options`: those are keyed by content),
-        unless its source includes a header a macro names, which no key follows."""
+        header's read first (`warmcli.headers.keyed_options`: those are keyed by content;
+        where a file reached may compute with their paths, a source including a header a
+        macro names, say, the headers digest keys the paths)."""
         options = self.options
-        if _COMPUTED_INCLUDE.search(self.source) or not (
+        if not (
             self.names_include_folders or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in options)
         ):
             return options
         from warmcli.headers import keyed_options
 
-        return keyed_options(self.options)
+        return keyed_options(options)
 
     @_once
     def reads_headers(self) -> bool:
@@ -254,10 +255,6 @@ _ABSOLUTE_INCLUDE = Pattern(
     r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
     r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
 )
-
-
-# An `#include` (`#include_next`) of a header a macro names: not followed by the key.
-_COMPUTED_INCLUDE = Pattern(r"(?m)^[ \t]*(?:#|%:|\?\?=)[ \t]*include(?:_next)?[ \t]+[A-Za-z_]")
 
 
 def _may_include(source: str) -> bool:
