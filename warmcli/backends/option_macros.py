@@ -2,7 +2,8 @@
 
 `option_macros` names them (`-DSCALE=2`, `-U NDEBUG`, `--define-macro=N`, and through
 `-Wp,` and `-Xpreprocessor`), for `warmcli.backends.sharing`: a kernel that defines or
-undoes one of them itself is compiled alone. Pure functions over text: no state, no
+undoes one of them itself is compiled alone; `macros_named` lists them in order (PyCUDA's
+`-D` options made defines count them). Pure functions over text: no state, no
 compiler run.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 # Options that define or undefine a macro, as gcc, nvcc and NVRTC spell them: the name
 # joined (`-DSCALE=2`, `-USCALE`), after `=` (`--define-macro=SCALE`) or in the next option;
 # and the wrappers that hand the preprocessor an option (`-Wp,-DX`, `-Xpreprocessor -DX`).
-_MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")
+MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")
 _OPTION_MACRO = re.compile(r"[\s=]*([A-Za-z_]\w*)")
 
 
@@ -29,21 +30,26 @@ def preprocessor_options(options: Sequence[str]) -> list[str]:
     return flat
 
 
-def option_macros(options: Sequence[str]) -> set[str] | None:
-    """The macros `options` define or undefine (`-DSCALE=2`, `-U NDEBUG`), or None where
-    one such option's name is not read (then any name may be one)."""
-    names: set[str] = set()
+def macros_named(options: Sequence[str]) -> list[str | None]:
+    """Every macro a `-D`/`-U` option of `options` names (joined, after `=`, or in the
+    next option), in order; None for one whose name is not read."""
+    names: list[str | None] = []
     for before, option in zip(("", *options), options, strict=False):
-        if before in _MACRO_FLAGS:
+        if before in MACRO_FLAGS:
             text = option
         elif option.startswith(("--define-macro=", "--undefine-macro=")):
             text = option.split("=", 1)[1]
-        elif option.startswith(("-D", "-U")) and option not in _MACRO_FLAGS:
+        elif option.startswith(("-D", "-U")) and option not in MACRO_FLAGS:
             text = option[2:]
         else:
             continue
         name = _OPTION_MACRO.match(text)
-        if name is None:
-            return None
-        names.add(name.group(1))
+        names.append(name.group(1) if name else None)
     return names
+
+
+def option_macros(options: Sequence[str]) -> set[str] | None:
+    """The macros `options` define or undefine (`-DSCALE=2`, `-U NDEBUG`), or None where
+    one such option's name is not read (then any name may be one)."""
+    names = macros_named(options)
+    return None if None in names else set(names)  # type: ignore[arg-type]

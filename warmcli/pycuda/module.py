@@ -28,6 +28,7 @@ import numpy as np
 
 from warmcli import config
 from warmcli.backends.cuda.cubin import cubin_globals
+from warmcli.backends.option_macros import MACRO_FLAGS, macros_named
 from warmcli.errors import PyCudaError
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode
@@ -81,26 +82,10 @@ def _format(arg_types: str | Sequence[Any]) -> str:
     return letters
 
 
-_MACRO_FLAGS = ("-D", "-U", "--define-macro", "--undefine-macro")  # the name in the next token
-_JOINED = re.compile(r"(?:--define-macro=|--undefine-macro=|-[DU]=?)([A-Za-z_]\w*)")
-_NAME = re.compile(r"[A-Za-z_]\w*")
 # Macros the headers nvcc and NVRTC include before the source read (`NDEBUG`: `assert`;
 # names reserved to the implementation; CUDA's own): set by a `#define` in the source,
 # they would come too late, so such a `-D` stays on the command line.
 _READ_BY_HEADERS = re.compile(r"__|_[A-Z]|NDEBUG$|NOMINMAX$|CUDA|CU_|NV_")
-
-
-def _macros_named(options: Sequence[str]) -> list[str]:
-    """Every macro a `-D`/`-U` option names (joined, `=`, or in the next token), in order."""
-    names: list[str] = []
-    for before, option in zip(("", *options), options, strict=False):
-        if before in _MACRO_FLAGS:
-            m = _NAME.match(option)
-            names += [m.group(0)] if m else []
-        else:
-            m = _JOINED.match(option)
-            names += [m.group(1)] if m else []
-    return names
 
 
 def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -114,14 +99,14 @@ def _split_defines(options: Sequence[str], source: str) -> tuple[tuple[str, ...]
     pre_includes = any(o.startswith(("-include", "--pre-include")) for o in options)
     if pre_includes or re.search(r"^\s*#\s*include", source, re.MULTILINE):
         return tuple(options), {}
-    named = _macros_named(options)
+    named = macros_named(options)
     rest: list[str] = []
     defines: dict[str, str] = {}
     for before, option in zip(("", *options), options, strict=False):
         m = re.fullmatch(r"-D([A-Za-z_]\w*)(?:=(.*))?", option)
         if (
             m is None
-            or before in _MACRO_FLAGS
+            or before in MACRO_FLAGS
             or named.count(m.group(1)) > 1
             or _READ_BY_HEADERS.match(m.group(1))
         ):
