@@ -83,6 +83,8 @@ class Workload:
     unbound: str = ""  # where its import used `warmcli.runtime()` before any pass (not warmed)
     argv: tuple[str, ...] = ()  # the `sys.argv` its import left: each pass starts with it
     fallback: bool = False  # a PyCUDA script's `main()`: only a required parameter is the runtime
+    # what that `main(argv)` is passed, of the script's `sys.argv` (`main_argv`, read once)
+    main_args: Callable[[list[str]], list[str]] | None = None
 
     @property
     def device_hint(self) -> str | None:
@@ -105,8 +107,7 @@ class Workload:
     def _argument(self, runtime: Any) -> Any:
         """The runtime, but a fallback `main(argv)`'s argv: what its script passes it
         (`sys.argv`, `sys.argv[1:]`; `main_argv`), from the script's `sys.argv` now."""
-        argv = main_argv(self.path, self.entry) if self.fallback else None
-        return runtime if argv is None else argv(sys.argv)
+        return runtime if self.main_args is None else self.main_args(sys.argv)
 
     def run(self, runtime: Any, pass_name: str) -> None:
         """Call the entry with `runtime` bound (PyCUDA-style launches go through it)."""
@@ -243,7 +244,10 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
     if not callable(function) and fallback and callable(getattr(module, fallback, None)):
-        return Workload(path, fallback, module, getattr(module, fallback), fallback=True)
+        function = getattr(module, fallback)
+        return Workload(
+            path, fallback, module, function, fallback=True, main_args=main_argv(path, fallback)
+        )
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
         hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
