@@ -13,7 +13,7 @@ pointer for an entry declared `nonnull`, no conversion) and whose `_Static_asser
 each parameter with `_Generic` and `__builtin_classify_type` (marked `__extension__`: a
 kernel whose options hold it to C99 or C89 with pedantic errors builds as cc builds it
 alone); else it calls the entry with the letters' count of zeros (the compiler checks the
-count). An entry defined old-style (K&R) or with empty parentheses, given letters, gets
+count). An entry defined old-style (K&R), variadic or with empty parentheses, given letters, gets
 a probe that fails, named: no call would check its arguments' count or types; so does an
 entry defined `static`, which the binary would not export. The probe's
 lines are marked `#line 1 "warm-signature"`, so a failure is
@@ -159,12 +159,16 @@ _OLD_DECLARATIONS = re.compile(r"\s*(?:[^;{}()]+;\s*)+\{")
 def unprototyped(source: str, entry: str) -> str | None:
     """How `entry`'s definition in `source` leaves its parameters' types undeclared to a
     caller: "old-style" (K&R: `put(o, n) double *o; float n; {`, each argument promoted, a
-    float passed as a double), "empty" (`put() {`: any count taken), else None."""
+    float passed as a double), "empty" (`put() {`: any count taken), "variadic" (`put(double
+    *o, ...) {`: what follows its named parameters is passed unchecked, a float as a float
+    where the callee reads a double), else None."""
     text = COMMENT.sub(" ", source)
     for opening, close in _declarators(text, entry):
         inside, after = text[opening + 1 : close], text[close + 1 :]
         if not inside.strip() and after.lstrip().startswith("{"):
             return "empty"
+        if after.lstrip().startswith("{") and _split(inside)[-1:] == ["..."]:
+            return "variadic"
         if _IDENTIFIERS.fullmatch(inside) and _OLD_DECLARATIONS.match(after):
             return "old-style"
     return None
@@ -284,6 +288,12 @@ def explain(failure: CompileFailure) -> CompileFailure:
         message = (
             f"kernel {kernel.label}: its entry {kernel.entry!r} is defined static, so its "
             "binary exports no function of that name to launch: drop the `static`"
+        )
+    elif "variadic" in failed:
+        message = (
+            f"kernel {kernel.label}: its entry {kernel.entry!r} is variadic (`...`), so a call "
+            "passes what follows its named parameters unchecked (a float where it reads a "
+            f"double): declare every parameter the letters {kernel.params!r} pass"
         )
     elif "old-style" in failed:
         message = (
