@@ -95,6 +95,9 @@ def test_a_prebuild_warms_the_host_runtime_the_workload_asks_for(
     assert run.returncode == 0, run.stderr + run.stdout
     out = json.loads(run.stdout)
     assert out["stored"] == {"kernels": 5, "tunes": 1}, out["stored"]  # sm_90 + PTX, 3 host
+    # `compilers` names the host runtime's compiler too, beside the arch's (it was left out)
+    assert [c["device"] for c in out["compilers"]][-1] == "host", out["compilers"]
+    assert out["compilers"][-1]["compiler"] != "none", out["compilers"]
     # A CI re-run with nothing changed stores nothing new.
     again = json.loads(warm("run", workload, "--arch", "sm_90", "-b", bundle, "--json").stdout)
     assert again["stored"] == {"kernels": 0, "tunes": 0}

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.backends.base import Device
+from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
@@ -356,6 +357,7 @@ def _warm(
             d.close()
         if extra is not None:
             report.devices += [r.device.id for r in extra.runtimes]
+            report.compilers += [compiler_info(r.device) for r in extra.runtimes]
             extra.close()
         if bundle is not None:
             bundle.close()
