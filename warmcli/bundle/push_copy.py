@@ -1,8 +1,11 @@
 """The copy `warmcli.bundle.remote.push` uploads: one state of a bundle, copied into an
 anonymous temporary file (`scratch`, in `TMPDIR`) and hashed as it is copied (`copied`:
 its sha256 and MD5 in one pass). A copy the system refuses (no temporary folder, a full
-disk) is a one-line `RemoteError` naming the folder and the room it needs. It owns no
-state beyond the file it is handed and never prints.
+disk) is a one-line `RemoteError` naming the folder and the room it needs. `held` says
+whether what a store states of its object (the sha256 a push stated, else an ETag that is
+the MD5 S3 gives a one-part upload; and its length) is this copy: then nothing is sent, as
+`aws s3 sync` and rsync send nothing. It owns no state beyond the file it is handed and
+never prints.
 """
 
 from __future__ import annotations
@@ -60,3 +63,16 @@ def no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
         f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
         "it needs the bundle's size free there: set TMPDIR to a folder with room)"
     )
+
+
+def held(
+    stated: str | None, etag: str | None, length: object, digest: str, md5: bytes, size: int
+) -> bool:
+    """Whether a store's object is the copy of `size` bytes, `digest` (sha256, hex) and `md5`
+    (raw): by the sha256 it states (a push's own), else by an ETag that is its MD5 (S3's for
+    one part; another store's ETag says nothing here); a length it states must match too."""
+    if length is not None and str(length).strip() != str(size):
+        return False
+    if stated:
+        return stated.strip().lower() == digest
+    return bool(etag) and str(etag).strip().strip('"').lower() == md5.hex()

@@ -35,15 +35,19 @@ def push(
 
     To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
     held when the push began, where the store says: a concurrent push is refused, not lost.
+    Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
-    digest = guarded(lambda: push_bundle(bundle, url))
+    digest, sent = guarded(lambda: push_bundle(bundle, url))
     if as_json:
-        emit_json({"bundle": str(bundle), "url": url, "sha256": digest})
-    else:
+        emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
+    elif sent:
         out.print(f"pushed {bundle} to {url} (sha256 {digest[:16]})", markup=False, highlight=False)
+    else:  # as `aws s3 sync` or rsync: the store holds these very bytes
+        said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+        out.print(said, markup=False, highlight=False)
 
 
 @app.command()
