@@ -173,3 +173,70 @@ def test_s3_push_unchanged_sends_nothing_and_a_key_never_pushed_is_said(
     assert warm.json("push", other, "s3://fleet/b.warm")["sent"] is True
     assert warm("pull", "s3://fleet/b.warm", tmp_path / "b.warm").returncode == 0
     assert (tmp_path / "b.warm").read_bytes() == other.read_bytes()
+
+
+# Two CI jobs warming one bundle at once: each measures tune T in its tuning pass (the
+# second call of the workload) and waits there for the other, so both have measured it
+# before either stores it. c0 is far the fastest: both pick it.
+RACING = """
+import os, re, time
+from pathlib import Path
+import numpy as np
+from warmcli import Kernel, Tunable
+
+SRC = ("void scale(const float *x, float *y, int n) "
+       "{ for (int r = 0; r < REPEAT; r++) for (int i = 0; i < n; i++) y[i] = x[i] * 2.0f; }")
+def launch_t(rt, k, x, y, n, *, stream=None):
+    rt.launch(k, x, y, n, stream=stream)
+T = Tunable(name="t", launch=launch_t, candidates={
+    f"c{i}": Kernel(SRC, "scale", "PPi", defines={"REPEAT": 1 + 3000 * i}, name="scale")
+    for i in range(3)})
+SYNC = Path(os.environ["SYNC"])
+def workload(rt):
+    me, other = os.environ["JOB"], os.environ["OTHER"]
+    with open(SYNC / f"{me}.calls", "a") as f:
+        f.write("x")
+    x = rt.upload(np.arange(256, dtype=np.float32))
+    y = rt.buffer(256, "float32")
+    rt.tune(T, x, y, 256)
+    if len((SYNC / f"{me}.calls").read_text()) == 2:
+        (SYNC / f"{me}.tuned").touch()
+        end = time.time() + 60
+        while not (SYNC / f"{other}.tuned").exists() and time.time() < end:
+            time.sleep(0.02)
+"""
+
+
+def test_two_runs_that_measured_one_tune_at_once_count_it_once(
+    warm: Warm, workload_file: Any, tmp_path: Path
+) -> None:
+    import re
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = workload_file(RACING)
+    bundle = tmp_path / "ci.warm"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "warmcli", "run", script, "-b", bundle, "-q"],
+            env=dict(warm.env, SYNC=str(tmp_path), JOB=me, OTHER=other),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for me, other in (("a", "b"), ("b", "a"))
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert (tmp_path / "a.tuned").exists() and (tmp_path / "b.tuned").exists()
+    stored = [
+        re.search(r"stored (\d+) new kernel\(s\) and (\d+) new tune\(s\)", out).groups()
+        for out, _ in outs
+    ]
+    assert sum(int(k) for k, _ in stored) == 3, outs  # each kernel stored by one of them
+    assert sum(int(t) for _, t in stored) == 1, outs  # and the tune too, not by both
+    stats = warm.json("stats", bundle)
+    assert len(stats["tunes"]) == 1 and len(stats["kernels"]) == 3
