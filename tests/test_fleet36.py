@@ -19,10 +19,12 @@ from conftest import EXAMPLES, Warm
 
 
 class S3Like:
-    """What the store holds (path -> bytes) and the PUT bodies it took."""
+    """What the store holds (path -> bytes), the sha256 metadata it states of some (as
+    S3 gives an object's `x-amz-meta-sha256`) and the PUTs it took."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.meta: dict[str, str] = {}
         self.puts: list[str] = []
         self.lock = threading.Lock()
 
@@ -37,6 +39,8 @@ def _handler(store: S3Like) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("ETag", _md5_etag(body))
             self.send_header("Content-Length", str(len(body)))
+            if self.path in store.meta:
+                self.send_header("x-amz-meta-sha256", store.meta[self.path])
             self.end_headers()
 
         def do_GET(self) -> None:
@@ -240,3 +244,22 @@ def test_two_runs_that_measured_one_tune_at_once_count_it_once(
     assert sum(int(t) for _, t in stored) == 1, outs  # and the tune too, not by both
     stats = warm.json("stats", bundle)
     assert len(stats["tunes"]) == 1 and len(stats["kernels"]) == 3
+
+
+def test_an_https_download_is_checked_against_the_sha256_the_store_states(
+    s3_like: tuple[S3Like, str], built: tuple[Path, Path], warm: Warm, tmp_path: Path
+) -> None:
+    store, base = s3_like
+    full, other = built
+    store.files["/b.warm"] = full.read_bytes()  # a sound bundle, but not the one pushed
+    store.meta["/b.warm"] = hashlib.sha256(other.read_bytes()).hexdigest()
+    target = tmp_path / "b.warm"
+    proc = warm("pull", f"{base}/b.warm", target)
+    assert proc.returncode == 2 and not target.exists(), proc.stdout
+    assert "download refused" in proc.stderr and "differs from the stated" in proc.stderr
+    store.meta["/b.warm"] = hashlib.sha256(full.read_bytes()).hexdigest().upper()
+    assert warm("pull", f"{base}/b.warm", target).returncode == 0
+    assert target.read_bytes() == full.read_bytes()
+    # a push of those bytes is sent nothing: the stated sha256 says the store holds them
+    assert warm.json("push", full, f"{base}/b.warm")["sent"] is False
+    assert store.puts == []

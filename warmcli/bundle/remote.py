@@ -5,7 +5,8 @@ is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
 that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that
 cannot be reached), into a unique temporary file (`warmcli.bundle.received`: bounded
 in size and in time, removed on any failure; a killed fetch's is removed by the next)
-that is checked (its size, the sha256 the store states, then `warm verify`'s
+that is checked (its size, the sha256 the store states: an S3 object's metadata, also as
+an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s
 integrity check) before one atomic rename publishes it. The ETag (or sha256) is
 remembered beside it: the next fetch asks the store whether it changed (a conditional
 GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
@@ -245,6 +246,7 @@ class _Http:
                     limits.too_long(self.url, size)
                     tmp, digest, length = receive(self.url, response, folder, limits)
                     new_etag = response.headers.get("ETag") or digest
+                    stated = _stated(response.headers)
             except RemoteError:  # a redirect refused (an OSError too)
                 raise
             except urllib.error.HTTPError as exc:
@@ -259,7 +261,7 @@ class _Http:
         if deadline.passed:  # what was read before the connection was shut
             tmp.unlink(missing_ok=True)
             raise late
-        return checked(self.url, tmp, digest, length, size, None, new_etag)
+        return checked(self.url, tmp, digest, length, size, stated, new_etag)
 
     def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
@@ -283,7 +285,7 @@ class _Http:
         etag = self._etag(seconds, late)
         head = self.head
         if head is not None and held(
-            head.get("X-Warm-Sha256") or head.get("x-amz-meta-sha256"),
+            _stated(head),
             etag,
             head.get("Content-Length"),
             digest,
@@ -346,6 +348,14 @@ class _Http:
 
 
 # -- checks ------------------------------------------------------------------------------------
+
+
+def _stated(headers: Any) -> str | None:
+    """The sha256 a store's answer states of its object: S3's metadata that an `s3://` push
+    wrote (`x-amz-meta-sha256`, as a presigned or public GET of it gives), or the header an
+    https push sent, where the store gives it back."""
+    value = headers.get("x-amz-meta-sha256") or headers.get("X-Warm-Sha256")
+    return str(value).strip().lower() if value else None
 
 
 def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
