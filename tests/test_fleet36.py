@@ -263,3 +263,29 @@ def test_an_https_download_is_checked_against_the_sha256_the_store_states(
     # a push of those bytes is sent nothing: the stated sha256 says the store holds them
     assert warm.json("push", full, f"{base}/b.warm")["sent"] is False
     assert store.puts == []
+
+
+def test_a_pull_over_a_local_bundle_says_what_it_held_that_the_pull_lacks(
+    s3_like: tuple[S3Like, str], built: tuple[Path, Path], warm: Warm, tmp_path: Path
+) -> None:
+    store, base = s3_like
+    full, other = built
+    store.files["/b.warm"] = other.read_bytes()  # CI's bundle: less than the local copy holds
+    local = tmp_path / "local.warm"  # the copy production wrote its misses back into
+    local.write_bytes(full.read_bytes())
+    held, pulled = warm.json("stats", full), warm.json("stats", other)
+    lacks = (
+        len({k["key"] for k in held["kernels"]} - {k["key"] for k in pulled["kernels"]}),
+        len({t["key"] for t in held["tunes"]} - {t["key"] for t in pulled["tunes"]}),
+    )
+    assert lacks[0] > 0 and lacks[1] > 0
+    proc = warm("pull", f"{base}/b.warm", local)
+    assert proc.returncode == 0 and local.read_bytes() == other.read_bytes(), proc.stderr
+    assert (
+        f"replaced: {local} held {lacks[0]} kernel(s) and {lacks[1]} tune(s) that "
+        f"{base}/b.warm lacks; they are gone"
+    ) in proc.stdout, proc.stdout
+    doc = warm.json("pull", f"{base}/b.warm", local)  # the same again: nothing dropped
+    assert doc["dropped"] == {"kernels": 0, "tunes": 0}
+    again = warm("pull", f"{base}/b.warm", local)
+    assert again.returncode == 0 and "replaced" not in again.stdout

@@ -60,7 +60,8 @@ def pull(
     """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH.
 
     A download refused (no sound bundle) or a store unreachable copies nothing: PATH
-    keeps what it held (the last good copy, if any, is named). A PATH that is no warm
+    keeps what it held (the last good copy, if any, is named). What a bundle replaced held
+    that the pulled one lacks is said (it is gone). A PATH that is no warm
     bundle is replaced only with --force; through a link, the file it leads to is. A
     PATH that is (or leads to) a FIFO or a device is never replaced.
     """
@@ -80,11 +81,19 @@ def pull(
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
     with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
-        guarded(lambda: copy_into(got.path, target, force))
+        kernels, tunes = guarded(lambda: copy_into(got.path, target, force))
     if as_json:
-        emit_json({"url": url, "path": str(target)})
-    else:
-        out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+        emit_json(
+            {"url": url, "path": str(target), "dropped": {"kernels": kernels, "tunes": tunes}}
+        )
+        return
+    out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+    if kernels or tunes:  # a production write-back's entries, say: gone with the old file
+        said = (
+            f"replaced: {target} held {kernels} kernel(s) and {tunes} tune(s) that {url} lacks; "
+            "they are gone (to keep them, pull to another path and warm merge both)"
+        )
+        out.print(said, markup=False, highlight=False)
 
 
 def _named_by(url: str) -> Path:
