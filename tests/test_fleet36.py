@@ -263,6 +263,10 @@ def test_an_https_download_is_checked_against_the_sha256_the_store_states(
     # a push of those bytes is sent nothing: the stated sha256 says the store holds them
     assert warm.json("push", full, f"{base}/b.warm")["sent"] is False
     assert store.puts == []
+    # metadata that says so over other bytes (their MD5 ETag differs): sent again, mended
+    store.files["/b.warm"] = other.read_bytes()
+    assert warm.json("push", full, f"{base}/b.warm")["sent"] is True
+    assert store.files["/b.warm"] == full.read_bytes()
 
 
 def test_a_pull_over_a_local_bundle_says_what_it_held_that_the_pull_lacks(
