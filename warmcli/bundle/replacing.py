@@ -95,10 +95,10 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
     read-only open reads them (each file's schema never trusted): (0, 0) where there is no
     `old`, where the two are not both of this format (their keys are stored differently),
     or where either cannot be read so (a crash journal beside `old`, say)."""
-    query = (
-        "SELECT (SELECT count(*) FROM old.kernels WHERE key NOT IN (SELECT key FROM "
-        "main.kernels)), (SELECT count(*) FROM old.tunes WHERE key NOT IN (SELECT key FROM "
-        "main.tunes))"
+    query = (  # each old key looked up in the new file's primary key: memory flat
+        "SELECT (SELECT count(*) FROM old.kernels o WHERE NOT EXISTS (SELECT 1 FROM "
+        "main.kernels n WHERE n.key = o.key)), (SELECT count(*) FROM old.tunes o WHERE NOT "
+        "EXISTS (SELECT 1 FROM main.tunes n WHERE n.key = o.key))"
     )
     try:
         if check_header(old)[0] != FORMAT_VERSION or check_header(new)[0] != FORMAT_VERSION:
