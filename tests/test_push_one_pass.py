@@ -59,9 +59,9 @@ def test_push_reads_the_file_once_for_both_digests(
         return _Counting(fh, seen) if Path(file) == path and "r" in mode else fh
 
     monkeypatch.setattr(remote, "open", counting_open, raising=False)
-    digest = remote.push(path, f"{base}/b.warm")
+    digest, sent = remote.push(path, f"{base}/b.warm")
     body = path.read_bytes()
-    assert store.files["/b.warm"] == body and digest == hashlib.sha256(body).hexdigest()
+    assert store.files["/b.warm"] == body and digest == hashlib.sha256(body).hexdigest() and sent
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
     assert store.puts[-1]["Content-MD5"] == md5
     assert sum(seen) <= 2 * size  # the digests' pass and the PUT's body, no more

@@ -1,7 +1,8 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
 `said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
-plain http:// to another machine (refused).
+plain http:// to another machine (refused); `failed` says a store's HTTP refusal (a 404:
+nothing was pushed there yet). `TIMEOUT` is the wait for a store's answer.
 `urlopen` opens a request, following a redirect only where `redirect_refused` finds
 nothing against it (never from https:// down to plain http://, nor to plain http://
 elsewhere), each wait (the connection, the answer, a read) `timeout` seconds at most;
@@ -145,3 +146,13 @@ def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> A
 
         handlers += [HttpHandler, HttpsHandler]
     return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
+
+
+TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
+
+
+def failed(url: str, code: int, reason: str) -> str:
+    """A store's refusal of a download, said; nothing at the URL as never pushed there."""
+    if code == 404:
+        return f"{url}: no bundle there (HTTP 404 {reason}): none was pushed to it yet (warm push)"
+    return f"{url}: HTTP {code} {reason}"

@@ -1,8 +1,11 @@
 """The copy `warmcli.bundle.remote.push` uploads: one state of a bundle, copied into an
 anonymous temporary file (`scratch`, in `TMPDIR`) and hashed as it is copied (`copied`:
 its sha256 and MD5 in one pass). A copy the system refuses (no temporary folder, a full
-disk) is a one-line `RemoteError` naming the folder and the room it needs. It owns no
-state beyond the file it is handed and never prints.
+disk) is a one-line `RemoteError` naming the folder and the room it needs. `held` says
+whether what a store states of its object (the sha256 a push stated, an ETag that is the
+MD5 S3 gives a one-part upload, its length: all it states) is this copy: then nothing is
+sent, as `aws s3 sync` and rsync send nothing. It owns no state beyond the file it is
+handed and never prints.
 """
 
 from __future__ import annotations
@@ -60,3 +63,22 @@ def no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
         f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
         "it needs the bundle's size free there: set TMPDIR to a folder with room)"
     )
+
+
+def held(
+    stated: str | None, etag: str | None, length: object, digest: str, md5: bytes, size: int
+) -> bool:
+    """Whether a store's object is the copy of `size` bytes, `digest` (sha256, hex) and `md5`
+    (raw): each of what the store states must match, and one at least must be stated: the
+    sha256 (a push's own metadata), an ETag that is an MD5 (S3's of one part, computed by the
+    store from the bytes it holds: an object whose metadata matches but bytes do not is
+    sent again; another store's ETag says nothing here), and the length."""
+    if length is not None and str(length).strip() != str(size):
+        return False
+    tag = str(etag or "").strip().removeprefix("W/").strip('"').lower()
+    is_md5 = len(tag) == 32 and all(c in "0123456789abcdef" for c in tag)
+    if is_md5 and tag != md5.hex():
+        return False
+    if stated:
+        return stated.strip().lower() == digest
+    return is_md5

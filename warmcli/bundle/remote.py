@@ -5,7 +5,8 @@ is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
 that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that
 cannot be reached), into a unique temporary file (`warmcli.bundle.received`: bounded
 in size and in time, removed on any failure; a killed fetch's is removed by the next)
-that is checked (its size, the sha256 the store states, then `warm verify`'s
+that is checked (its size, the sha256 the store states: an S3 object's metadata, also as
+an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s
 integrity check) before one atomic rename publishes it. The ETag (or sha256) is
 remembered beside it: the next fetch asks the store whether it changed (a conditional
 GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
@@ -30,7 +31,11 @@ its sha256 in the object's metadata; to an `https://` URL as an HTTP PUT, the wa
 presigned object-store URL takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT
 is conditional when the store says what it holds (a HEAD first): `If-Match` its ETag, or
 `If-None-Match: *` where there is none yet; a store that answers 412 (the object changed
-meanwhile: another push) leaves it as the other push made it, and `push` says so. The S3
+meanwhile: another push) leaves it as the other push made it, and `push` says so. The
+`s3://` store is `warmcli.bundle.remote_s3`'s. A store
+whose object is already the bundle (by the sha256 stated with it, or an MD5 ETag: see
+`push_copy.held`) is sent nothing. A URL with nothing there (HTTP 404) is said as never
+pushed, distinct from a store that fails. The S3
 client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its
 endpoint and credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`,
 `AWS_ACCESS_KEY_ID`, ...; settings no client can be made from are a `RemoteError`). A
@@ -58,9 +63,17 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warmcli._version import __version__
-from warmcli.bundle.http_open import PLAIN, Deadline, plain_elsewhere, said, urlopen
+from warmcli.bundle.http_open import (
+    PLAIN,
+    TIMEOUT,
+    Deadline,
+    failed,
+    plain_elsewhere,
+    said,
+    urlopen,
+)
 from warmcli.bundle.location import is_url, url_text
-from warmcli.bundle.push_copy import copied, scratch
+from warmcli.bundle.push_copy import copied, held, scratch
 from warmcli.bundle.received import (
     Bounds,
     believed,
@@ -71,16 +84,15 @@ from warmcli.bundle.received import (
     receive,
     remove_temporaries,
 )
+from warmcli.bundle.remote_s3 import S3  # boto3 imported only when one is made
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import RemoteError
 from warmcli.home import make_folder, private, warm_home, write_private
 
-TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
 # reads (a build of one version that reads a newer format downloads it anew).
 _READER = f"warm {__version__} formats {','.join(map(str, sorted(SCHEMAS)))}"
-SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 
 
 @dataclass(frozen=True)
@@ -170,8 +182,9 @@ def fetch(url: str) -> Fetched:
         lock.release()
 
 
-def push(bundle: Path, url: str) -> str:
-    """Upload `bundle` (checked first to be a bundle) to `url`; its sha256. One state of
+def push(bundle: Path, url: str) -> tuple[str, bool]:
+    """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it
+    was sent (not where the store holds it already: `push_copy.held`). One state of
     the file is uploaded: the state checked is copied (and hashed) in the same read
     transaction (a writer committing meanwhile waits for the check and the copy, not the
     upload: while a writer waits, SQLite holds new readers up too) into an anonymous
@@ -185,12 +198,7 @@ def push(bundle: Path, url: str) -> str:
         with one_state(bundle, fh):
             digest, md5 = copied(bundle, fh, copy)
         copy.seek(0)
-        if isinstance(store, _Http):
-            store.upload(copy, digest, md5)
-            return digest
-        stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-        store.call(lambda c: c.put_object(Bucket=store.bucket, Key=store.key, Body=copy, **stated))
-    return digest
+        return digest, store.upload(copy, digest, md5)
 
 
 def local_bundle(location: str | os.PathLike[str]) -> tuple[Path, str | None]:
@@ -204,8 +212,10 @@ def local_bundle(location: str | os.PathLike[str]) -> tuple[Path, str | None]:
 # -- the stores --------------------------------------------------------------------------------
 
 
-def _store(url: str) -> _Http | _S3:
-    return _S3(url) if urlsplit(url).scheme == "s3" else _Http(url)
+def _store(url: str) -> _Http | S3:
+    if urlsplit(url).scheme == "s3":
+        return S3(url)
+    return _Http(url)
 
 
 class _Http:
@@ -216,6 +226,7 @@ class _Http:
                 f"use https://; {PLAIN}"
             )
         self.url = url
+        self.head: Any = None  # the headers of the store's answer to the last HEAD
 
     def download(
         self, etag: str | None, folder: Path, limits: Bounds
@@ -235,12 +246,13 @@ class _Http:
                     limits.too_long(self.url, size)
                     tmp, digest, length = receive(self.url, response, folder, limits)
                     new_etag = response.headers.get("ETag") or digest
+                    stated = _stated(response.headers)
             except RemoteError:  # a redirect refused (an OSError too)
                 raise
             except urllib.error.HTTPError as exc:
                 if exc.code == 304 and etag:  # to anything but our ETag: an error
                     return None
-                raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
+                raise RemoteError(failed(self.url, exc.code, said(exc.reason))) from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if deadline.passed:
                     raise late from None
@@ -249,11 +261,12 @@ class _Http:
         if deadline.passed:  # what was read before the connection was shut
             tmp.unlink(missing_ok=True)
             raise late
-        return checked(self.url, tmp, digest, length, size, None, new_etag)
+        return checked(self.url, tmp, digest, length, size, stated, new_etag)
 
-    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> None:
+    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
-        conditional on what the store holds if it says."""
+        conditional on what the store holds if it says; none where the store's HEAD says it
+        holds this file already (then False: nothing sent)."""
         import http.client
         import urllib.error
         import urllib.request
@@ -270,6 +283,16 @@ class _Http:
             "(WARM_REMOTE_DEADLINE)"
         )
         etag = self._etag(seconds, late)
+        head = self.head
+        if head is not None and held(
+            _stated(head),
+            etag,
+            head.get("Content-Length"),
+            digest,
+            md5,
+            int(headers["Content-Length"]),
+        ):
+            return False
         if etag:
             headers["If-Match"] = etag
         elif etag == "":
@@ -294,20 +317,23 @@ class _Http:
                 raise
             reason = said(getattr(exc, "reason", exc))
             raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
+        return True
 
     def _etag(self, seconds: float, late: RemoteError) -> str | None:
         """The ETag of what the store holds at the URL; "" if nothing; None if it does not
         say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only). Answered
-        within `seconds`, else `late` is raised."""
+        within `seconds`, else `late` is raised. The answer's headers are kept in `head`."""
         import http.client
         import urllib.error
         import urllib.request
 
         request = urllib.request.Request(self.url, method="HEAD")
+        self.head = None
         with Deadline(seconds) as deadline:
             try:
                 with urlopen(request, TIMEOUT, deadline) as response:
                     etag: str | None = response.headers.get("ETag")
+                    self.head = response.headers
             except urllib.error.HTTPError as exc:
                 if deadline.passed:
                     raise late from None
@@ -321,67 +347,15 @@ class _Http:
         return etag
 
 
-class _S3:
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.url, self.bucket, self.key = url, parts.netloc, parts.path.lstrip("/")
-        if not self.bucket or not self.key:
-            raise RemoteError(f"{url}: an S3 URL is s3://bucket/key")
-        try:
-            import boto3
-        except ImportError:
-            raise RemoteError(f"{url}: s3:// URLs need boto3: pip install 'warmcli[s3]'") from None
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError
-
-        config = Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT, retries={"max_attempts": 1})
-        try:  # a profile or config file that is not there, an endpoint that is no URL
-            self.client = boto3.client("s3", config=config)
-        except (BotoCoreError, ValueError) as exc:
-            raise RemoteError(f"{url}: no S3 client from the AWS settings ({said(exc)})") from None
-
-    def call(self, action: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-        try:
-            return action(self.client)
-        except NoCredentialsError as exc:  # before any request: no store was asked
-            raise RemoteError(
-                f"{self.url}: no AWS credentials ({said(exc)}): set AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
-            ) from None
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code, message = said(error.get("Code")), said(error.get("Message"))
-            raise RemoteError(f"{self.url}: {code}: {message}") from None
-        except BotoCoreError as exc:
-            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
-
-    def download(
-        self, etag: str | None, folder: Path, limits: Bounds
-    ) -> tuple[Path, str, str] | None:
-        head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
-        if etag is not None and head.get("ETag") == etag:
-            return None
-        limits.too_long(self.url, head.get("ContentLength"))
-        from botocore.exceptions import BotoCoreError
-
-        got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
-        body = got["Body"]
-        try:
-            tmp, digest, length = receive(self.url, body, folder, limits)
-        except RemoteError:  # a bound passed
-            raise
-        except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
-            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
-        finally:
-            body.close()
-        stated = (got.get("Metadata") or {}).get(SHA_META)
-        etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
-        return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
-
-
 # -- checks ------------------------------------------------------------------------------------
+
+
+def _stated(headers: Any) -> str | None:
+    """The sha256 a store's answer states of its object: S3's metadata that an `s3://` push
+    wrote (`x-amz-meta-sha256`, as a presigned or public GET of it gives), or the header an
+    https push sent, where the store gives it back."""
+    value = headers.get("x-amz-meta-sha256") or headers.get("X-Warm-Sha256")
+    return str(value).strip().lower() if value else None
 
 
 def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:

@@ -3,8 +3,10 @@
 `copy_into(source, target, force)` is `warm pull`'s copy of a fetched bundle into PATH,
 under PATH's write lock, through a temporary file beside it (named as a create's, so the
 next write removes one a killed pull left; PATH's mode kept, a new file made as any file
-is). `put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it)
-in one atomic step; its caller holds the bundle's write lock. A crash journal that a
+is); it counts what the bundle it replaces held that the pulled one lacks (`replaced_only`:
+a production write-back's entries, say), which `warm pull` says are gone.
+`put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it) in
+one atomic step; its caller holds the bundle's write lock. A crash journal that a
 writer killed mid-write left beside `real` is the old file's, and SQLite plays a journal
 into whichever file bears the name when it is next opened: the new file would be made
 corrupt. So that journal is first rolled back into the old file (SQLite's own recovery,
@@ -32,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from warmcli.bundle.file import (
+    FORMAT_VERSION,
     _connect,
     _read_only_uri,
     check_header,
@@ -52,12 +55,14 @@ def put_in_place(tmp: Path, real: Path) -> None:
     publish(tmp, real)  # what recovery left (or a journal SQLite may not play) is removed
 
 
-def copy_into(source: Path, target: Path, force: bool) -> None:
+def copy_into(source: Path, target: Path, force: bool) -> tuple[int, int]:
     """Under the target's write lock: copy through a temporary file beside the file
     `target` leads to (a link stays one), renamed over it at the end; a file there that
     is no warm bundle is replaced only when `force`. The temporary file is named as a
     create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
-    keeps its mode; a new one is made as any file (0666 less the umask), never 0600."""
+    keeps its mode; a new one is made as any file (0666 less the umask), never 0600.
+    Returns how many kernels and tunes the bundle replaced held that `source` lacks
+    (`replaced_only`), for the caller to say what the pull dropped."""
     if not force:  # first without the lock: a refusal leaves no `.lock` beside a file not warm's
         _refuse_no_bundle(target)
     with write_lock(target):
@@ -73,6 +78,7 @@ def copy_into(source: Path, target: Path, force: bool) -> None:
                 with contextlib.suppress(FileNotFoundError):  # PATH's mode is kept
                     os.fchmod(out.fileno(), stat.S_IMODE(os.stat(real).st_mode))
                 shutil.copyfileobj(copy, out)  # into the file made here, never through a link
+            dropped = replaced_only(real, tmp)
             put_in_place(tmp, real)
         except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
             tmp.unlink(missing_ok=True)
@@ -81,6 +87,28 @@ def copy_into(source: Path, target: Path, force: bool) -> None:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+    return dropped
+
+
+def replaced_only(old: Path, new: Path) -> tuple[int, int]:
+    """How many kernels and tunes the bundle `old` holds that `new` lacks, by key, as a
+    read-only open reads them (each file's schema never trusted): (0, 0) where there is no
+    `old`, where the two are not both of this format (their keys are stored differently),
+    or where either cannot be read so (a crash journal beside `old`, say)."""
+    query = (  # each old key looked up in the new file's primary key: memory flat
+        "SELECT (SELECT count(*) FROM old.kernels o WHERE NOT EXISTS (SELECT 1 FROM "
+        "main.kernels n WHERE n.key = o.key)), (SELECT count(*) FROM old.tunes o WHERE NOT "
+        "EXISTS (SELECT 1 FROM main.tunes n WHERE n.key = o.key))"
+    )
+    try:
+        if check_header(old)[0] != FORMAT_VERSION or check_header(new)[0] != FORMAT_VERSION:
+            return 0, 0
+        with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:
+            conn.execute("ATTACH DATABASE ? AS old", (_read_only_uri(old),))
+            kernels, tunes = conn.execute(query).fetchone()
+            return int(kernels), int(tunes)
+    except (BundleError, OSError, sqlite3.Error, TypeError, ValueError):
+        return 0, 0
 
 
 def _refuse_no_bundle(target: Path) -> None:

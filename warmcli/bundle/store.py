@@ -52,6 +52,7 @@ from warmcli.bundle.tune_row import (
     parsed_tunes,
     signed_values,
     tune_values,
+    write_tune_row,
 )
 from warmcli.errors import BundleError
 from warmcli.forking import new_rlock
@@ -75,6 +76,7 @@ class Bundle(BundleAdmin):
         self.writable = writable
         self._ident = ident  # the (device, inode) of the file `_conn` opened
         self._swept = False  # leftovers of dead writers removed (at the first write)
+        self._opened = time.time()  # a tune stored alike since by another writer is kept
         self._lock = new_rlock(self, held=True)
         self.covered: RowSet | None = None  # under trusted keys: the row hashes served
         self._refused: set[str] = set()  # keys of rows held but not covered
@@ -334,7 +336,8 @@ class Bundle(BundleAdmin):
         held: set[str] | None = None,
     ) -> tuple[int, int]:
         """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
-        many of each it stored (a kernel row another writer stored alike is kept, in `held`)."""
+        many of each it stored (a kernel row another writer stored alike is kept, in `held`;
+        a tune row one stored alike since this bundle was opened is kept: `write_tune_row`)."""
         now = time.time()
         n_kernels = n_tunes = 0
         with self.transaction() as conn:
@@ -364,13 +367,9 @@ class Bundle(BundleAdmin):
                 [(sha,) for sha in replaced],
             )
             intern = interner(conn, self.path)
-            for tune in tunes:
-                conn.execute(
-                    "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    tune_values(tune, intern, now),
-                )
+            for tune in tunes:  # one another writer stored alike meanwhile: kept, not counted
                 self.written.add(("tunes", tune.key))
-                n_tunes += 1
+                n_tunes += write_tune_row(conn, tune_values(tune, intern, now), self._opened)
         return n_kernels, n_tunes
 
     def touch(self, last_used: Mapping[str, float]) -> int:

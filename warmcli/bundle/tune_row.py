@@ -113,6 +113,27 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
     )
 
 
+# A tune row another writer of one bundle stored since `since` (two CI jobs at once) with the
+# same decision: the same operation, shape, device, candidate set, status and pick.
+_SAME_TUNE = (
+    "SELECT 1 FROM tunes WHERE key = ? AND operation = ? AND shape_key = ? AND device = ? AND "
+    "checksum = ? AND status = ? AND pick IS ? AND updated >= ?"
+)
+
+
+def write_tune_row(conn: sqlite3.Connection, values: tuple[object, ...], since: float) -> bool:
+    """Write the tune row `values` (`tune_values`) in the writer's transaction on `conn`;
+    whether it wrote it. A row another writer stored since `since` (when this writer
+    opened the bundle) with the same decision is kept as it is, as `write_kernel_row`
+    keeps a kernel stored alike: the run that stored it first stored it, this one adds
+    nothing (its own samples differ, its pick does not). An older row is replaced, as a
+    run re-measures one on purpose (one no trusted key signed, say)."""
+    if conn.execute(_SAME_TUNE, (*values[:7], since)).fetchone():
+        return False
+    conn.execute("INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
+    return True
+
+
 def interner(conn: sqlite3.Connection, path: object) -> Intern:
     """Inside one write transaction on `conn` (the bundle at `path`): a kernel key's id in
     `tune_kernels`, the key added where it is new (each key looked up once by the function

@@ -35,15 +35,19 @@ def push(
 
     To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
     held when the push began, where the store says: a concurrent push is refused, not lost.
+    Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
-    digest = guarded(lambda: push_bundle(bundle, url))
+    digest, sent = guarded(lambda: push_bundle(bundle, url))
     if as_json:
-        emit_json({"bundle": str(bundle), "url": url, "sha256": digest})
-    else:
+        emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
+    elif sent:
         out.print(f"pushed {bundle} to {url} (sha256 {digest[:16]})", markup=False, highlight=False)
+    else:  # as `aws s3 sync` or rsync: the store holds these very bytes
+        said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+        out.print(said, markup=False, highlight=False)
 
 
 @app.command()
@@ -56,7 +60,8 @@ def pull(
     """Download the bundle at URL (once: WARM_HOME keeps it) and copy it to PATH.
 
     A download refused (no sound bundle) or a store unreachable copies nothing: PATH
-    keeps what it held (the last good copy, if any, is named). A PATH that is no warm
+    keeps what it held (the last good copy, if any, is named). What a bundle replaced held
+    that the pulled one lacks is said (it is gone). A PATH that is no warm
     bundle is replaced only with --force; through a link, the file it leads to is. A
     PATH that is (or leads to) a FIFO or a device is never replaced.
     """
@@ -76,11 +81,19 @@ def pull(
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
     with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
-        guarded(lambda: copy_into(got.path, target, force))
+        kernels, tunes = guarded(lambda: copy_into(got.path, target, force))
     if as_json:
-        emit_json({"url": url, "path": str(target)})
-    else:
-        out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+        emit_json(
+            {"url": url, "path": str(target), "dropped": {"kernels": kernels, "tunes": tunes}}
+        )
+        return
+    out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+    if kernels or tunes:  # a production write-back's entries, say: gone with the old file
+        said = (
+            f"replaced: {target} held {kernels} kernel(s) and {tunes} tune(s) that {url} lacks; "
+            "they are gone (to keep them, pull to another path and warm merge both)"
+        )
+        out.print(said, markup=False, highlight=False)
 
 
 def _named_by(url: str) -> Path:

@@ -1,0 +1,99 @@
+"""The `s3://bucket/key` store of `warmcli.bundle.remote`: boto3 (`pip install
+warmcli[s3]`), imported only for such a URL, its endpoint and credentials from the usual
+AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...; settings no client can be
+made from are a `RemoteError`). A download is checked against the sha256 `push` put in
+the object's metadata; a push sends nothing where the object is this bundle already
+(`push_copy.held`). It owns no state beyond its client and never prints.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+from warmcli.bundle.http_open import TIMEOUT, failed, said
+from warmcli.bundle.push_copy import held
+from warmcli.bundle.received import Bounds, checked, receive
+from warmcli.errors import RemoteError
+
+SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
+
+
+class S3:
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.url, self.bucket, self.key = url, parts.netloc, parts.path.lstrip("/")
+        if not self.bucket or not self.key:
+            raise RemoteError(f"{url}: an S3 URL is s3://bucket/key")
+        try:
+            import boto3
+        except ImportError:
+            raise RemoteError(f"{url}: s3:// URLs need boto3: pip install 'warmcli[s3]'") from None
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError
+
+        config = Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT, retries={"max_attempts": 1})
+        try:  # a profile or config file that is not there, an endpoint that is no URL
+            self.client = boto3.client("s3", config=config)
+        except (BotoCoreError, ValueError) as exc:
+            raise RemoteError(f"{url}: no S3 client from the AWS settings ({said(exc)})") from None
+
+    def call(self, action: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        try:
+            return action(self.client)
+        except NoCredentialsError as exc:  # before any request: no store was asked
+            raise RemoteError(
+                f"{self.url}: no AWS credentials ({said(exc)}): set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            ) from None
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code, message = said(error.get("Code")), said(error.get("Message"))
+            if code in ("404", "NoSuchKey"):
+                raise RemoteError(failed(self.url, 404, message)) from None
+            raise RemoteError(f"{self.url}: {code}: {message}") from None
+        except BotoCoreError as exc:
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+
+    def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
+        """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
+        the object is this copy already (`held`: False, nothing sent)."""
+        try:  # nothing there, or no HEAD allowed: the PUT says what is wrong
+            head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
+        except RemoteError:
+            head = {}
+        size = os.fstat(copy.fileno()).st_size
+        sha = (head.get("Metadata") or {}).get(SHA_META)
+        if head and held(sha, head.get("ETag"), head.get("ContentLength"), digest, md5, size):
+            return False
+        stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
+        self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=copy, **stated))
+        return True
+
+    def download(
+        self, etag: str | None, folder: Path, limits: Bounds
+    ) -> tuple[Path, str, str] | None:
+        head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
+        if etag is not None and head.get("ETag") == etag:
+            return None
+        limits.too_long(self.url, head.get("ContentLength"))
+        from botocore.exceptions import BotoCoreError
+
+        got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
+        body = got["Body"]
+        try:
+            tmp, digest, length = receive(self.url, body, folder, limits)
+        except RemoteError:  # a bound passed
+            raise
+        except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
+            raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+        finally:
+            body.close()
+        stated = (got.get("Metadata") or {}).get(SHA_META)
+        etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
+        return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
