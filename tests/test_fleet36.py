@@ -293,3 +293,27 @@ def test_a_pull_over_a_local_bundle_says_what_it_held_that_the_pull_lacks(
     assert doc["dropped"] == {"kernels": 0, "tunes": 0}
     again = warm("pull", f"{base}/b.warm", local)
     assert again.returncode == 0 and "replaced" not in again.stdout
+
+
+def test_a_pull_over_a_local_file_whose_schema_is_not_warms_runs_none_of_it(
+    s3_like: tuple[S3Like, str], built: tuple[Path, Path], warm: Warm, tmp_path: Path
+) -> None:
+    """Counting what the replaced bundle held read its tables as they were: a local file
+    whose `kernels` is a view of an endless recursive query (its header warm's) hung `warm
+    pull` for ever. Its schema is checked first, as every open checks it: nothing counted."""
+    import sqlite3
+
+    store, base = s3_like
+    full, other = built
+    store.files["/b.warm"] = other.read_bytes()
+    local = tmp_path / "local.warm"
+    local.write_bytes(full.read_bytes())
+    conn = sqlite3.connect(local)
+    conn.executescript(
+        "DROP TABLE kernels; CREATE VIEW kernels AS WITH RECURSIVE c(x) AS (SELECT 1 UNION "
+        "ALL SELECT x + 1 FROM c) SELECT CAST(x AS TEXT) AS key FROM c;"
+    )
+    conn.close()
+    proc = warm("pull", f"{base}/b.warm", local, timeout=60)
+    assert proc.returncode == 0 and local.read_bytes() == other.read_bytes(), proc.stderr
+    assert "replaced" not in proc.stdout, proc.stdout

@@ -37,6 +37,7 @@ from warmcli.bundle.file import (
     FORMAT_VERSION,
     _connect,
     _read_only_uri,
+    _validate,
     check_header,
     recover,
     remove_leftovers,
@@ -103,6 +104,9 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
     try:
         if check_header(old)[0] != FORMAT_VERSION or check_header(new)[0] != FORMAT_VERSION:
             return 0, 0
+        for path in (old, new):  # a view or trigger of a file's own never runs: each checked
+            with contextlib.closing(_connect(_read_only_uri(path), uri=True)) as conn:
+                _validate(path, conn, FORMAT_VERSION)
         with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:
             conn.execute("ATTACH DATABASE ? AS old", (_read_only_uri(old),))
             kernels, tunes = conn.execute(query).fetchone()
