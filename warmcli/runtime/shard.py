@@ -93,6 +93,12 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
             last = offset + (count - 1) * step
             raise ShardError(f"{index_var}={index} is outside {offset}..{last}")
         return _single(Shard((index - offset) // step, count))
+    named = env.get("WARM_SHARD_COUNT", "").strip()
+    if named and named != "1":  # a count no index goes with: every job would do all the work
+        raise ShardError(
+            f"WARM_SHARD_COUNT={named[:40]!r} is set but JOB_COMPLETION_INDEX is not (a "
+            "Kubernetes Indexed Job sets it): give the shard with --shard I/N or WARM_SHARD"
+        )
     return None
 
 
