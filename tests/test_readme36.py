@@ -53,3 +53,38 @@ def test_a_run_into_an_empty_file_that_stores_keeps_its_bundle(warm: Warm, tmp_p
     assert done.returncode == 0, done.stderr
     assert bundle.stat().st_size > 0
     assert warm("stats", bundle).returncode == 0
+
+
+TUNES = r"""
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] = V; }"
+def launch(rt, k, x, n, *, stream=None):
+    rt.launch(k, x, n, stream=stream)
+T = Tunable("t", {f"c{v}": Kernel(SRC, "k", "Pi", defines={"V": v}) for v in (1, 2)}, launch)
+def workload(rt):
+    rt.tune(T, rt.upload(np.zeros(4, np.float32)), 4)
+"""
+
+
+@pytest.mark.parametrize("name", ["statistics", "decimal"])
+def test_a_workload_named_as_a_stdlib_module_warm_tuning_imports_tunes(
+    warm: Warm, tmp_path: Path, name: str
+) -> None:
+    """README (The workload contract): the workload's folder comes first on `sys.path`, as
+    under Python, and a `statistics.py` workload is named as one warm runs. warm's tuning
+    imported `statistics` (which imports `decimal`) on its first measurement, after that
+    folder was put first: a tuning workload named `statistics.py` or `decimal.py` failed
+    (`ImportError: cannot import name 'median' from 'statistics'`, exit 2), blamed on its
+    `rt.tune` line. A median needs no module."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    workload = folder / f"{name}.py"
+    workload.write_text(TUNES)
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "-b", bundle, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    tunes = warm("stats", bundle, "--json", cwd=tmp_path)
+    assert tunes.returncode == 0, tunes.stderr
+    assert '"status": "ok"' in tunes.stdout
