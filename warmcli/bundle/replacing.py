@@ -15,7 +15,8 @@ old file cannot be recovered (not writable, no SQLite file, or a journal `check_
 refuses: never played) by `warmcli.bundle.journal.publish`, which refuses to replace
 anything where it cannot remove it. `remove_new` takes away a bundle a failed first run
 only created (under its write lock, and only while it holds nothing: another writer may
-have stored into it meanwhile); `new_or_nothing` does so for a merge or a pull into a new
+have stored into it meanwhile), or empties again the empty file it was given (`mktemp`'s,
+`is_empty_file`); `new_or_nothing` does so for a merge or a pull into a new
 bundle that fails or is interrupted (no `OUT.lock` left where no OUT was made). A `-wal`
 (and its `-shm`) that a writer of a file switched to WAL mode left is removed there too:
 SQLite plays a `-wal` into the file of that name whatever its header says, and no reader
@@ -130,16 +131,32 @@ def _refuse_no_bundle(target: Path) -> None:
         ) from None
 
 
-def remove_new(path: Path) -> None:
+def is_empty_file(path: Path) -> bool:
+    """Whether `path` is (or leads to) an empty regular file, as `mktemp` makes one: a run
+    given it makes a new bundle there."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
+def remove_new(path: Path, *, was_empty: bool = False) -> None:
     """Remove a bundle a failed first run only created, and its lock file: under its write
     lock, and only while it holds no kernel and no tune (another run, or a production
-    write-back, may have stored into it meanwhile: then both are kept)."""
+    write-back, may have stored into it meanwhile: then both are kept). `was_empty`: the
+    run was given an empty file there, which is emptied again, not removed."""
     real = os.path.realpath(path)  # through a link: the file it leads to, the link kept
     try:
         with write_lock(path):
-            if os.path.lexists(real) and not _holds_nothing(real):
+            untouched = was_empty and is_empty_file(Path(real))  # not made a bundle yet
+            if os.path.lexists(real) and not untouched and not _holds_nothing(real):
                 return
-            Path(real).unlink(missing_ok=True)
+            if was_empty:
+                with contextlib.suppress(FileNotFoundError):
+                    os.truncate(real, 0)
+            else:
+                Path(real).unlink(missing_ok=True)
     except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
         return
     Path(f"{real}.lock").unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
 from warmcli.backends.serving import cuda_release
-from warmcli.bundle.replacing import remove_new
+from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -257,11 +257,11 @@ def run(
                 out.print(line, markup=False, highlight=False, soft_wrap=True)
         return 1 if report.verified is False else 0
 
-    existed = path.exists()
+    existed, empty = path.exists(), is_empty_file(path)  # an empty file given: a new bundle
     outcome = run_isolated(lambda: exit_code(worker), on_crash=_excluded)
     holds_nothing()  # the worker did the run and has exited: no teardown needed here
     if isinstance(outcome, WorkerCrash):
-        _crashed(outcome, path, existed)
+        _crashed(outcome, path, existed and not empty, empty)
     raise typer.Exit(outcome)
 
 
@@ -276,7 +276,7 @@ def _excluded(crash: CrashedCandidate) -> None:
     )
 
 
-def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
+def _crashed(crash: WorkerCrash, path: Path, existed: bool, empty: bool) -> None:
     """The worker died outside any candidate: one line, exit 130 (interrupted) or 2."""
     kernels, tunes = crash.stored
     if crash.interrupted:
@@ -286,7 +286,7 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool) -> None:
         kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {path} before it are kept"
     else:
         if not existed:  # a bundle the crashed run only created leaves nothing behind,
-            remove_new(path)  # and no lock file of it either
+            remove_new(path, was_empty=empty)  # and no lock file of it (an empty file: empty)
         kept = f"nothing was stored in {path}"
     fail(f"{crash.what} during {during}: {kept}")
 

@@ -320,9 +320,9 @@ def _measure_candidates(
         if problem is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
         else:
-            from statistics import median as median_of  # on first use: a hot start tunes nothing
-
-            median = median_of(samples)
+            # statistics.median, not imported: a workload's statistics.py may be first on sys.path
+            ordered, half = sorted(samples), len(samples) // 2
+            median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
     return [results[name] for name in tunable.candidates]
 

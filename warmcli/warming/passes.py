@@ -42,7 +42,7 @@ from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
-from warmcli.bundle.replacing import remove_new
+from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
@@ -280,7 +280,7 @@ def _warm(
     bundle_path = report.bundle
     devices = open_devices()
     report.devices = [d.id for d in devices]
-    created = not bundle_path.exists()
+    created, empty = not bundle_path.exists(), is_empty_file(bundle_path)  # mktemp's: new
     bundle: Bundle | None = None
     extra: Companions | None = None
     finished = False
@@ -361,10 +361,11 @@ def _warm(
             extra.close()
         if bundle is not None:
             bundle.close()
-            if created and not finished and not (report.stored_kernels or report.stored_tunes):
-                # A run that failed before storing anything leaves no empty bundle behind,
-                # and no lock file of it either.
-                remove_new(bundle_path)
+            stored = report.stored_kernels or report.stored_tunes
+            if (created or empty) and not finished and not stored:
+                # A run that failed before storing anything leaves no empty bundle behind
+                # (an empty file given, empty), and no lock file of it either.
+                remove_new(bundle_path, was_empty=empty)
     if verify:
         fresh = open_devices()
         try:
