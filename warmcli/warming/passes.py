@@ -21,10 +21,10 @@ rows is refused before anything is written (`warmcli.bundle.consistency`). Inter
 (`KeyboardInterrupt`, which a SIGINT or SIGTERM handler raises), what was built and
 measured so far is stored and `RunInterrupted` says how much. A host runtime the workload
 asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
-warmed, stored and verified beside the others. Each pass announces itself to the crash
-journal (`warmcli.warming.isolation`) and counts into its own
-`StatisticsCollector`; an observer may read it while the pass runs. The module
-returns reports and never prints.
+warmed, stored and verified beside the others (its compiler listed in `compilers`). Each
+pass announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its
+own `StatisticsCollector`; an observer may read it while the pass runs. The module returns
+reports and never prints.
 """
 
 from __future__ import annotations
@@ -363,8 +363,7 @@ def _warm(
             bundle.close()
             stored = report.stored_kernels or report.stored_tunes
             if (created or empty) and not finished and not stored:
-                # A run that failed before storing anything leaves no empty bundle behind
-                # (an empty file given, empty), and no lock file of it either.
+                # failed, nothing stored: no bundle left (an empty file given: empty), no lock
                 remove_new(bundle_path, was_empty=empty)
     if verify:
         fresh = open_devices()
