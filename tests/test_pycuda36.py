@@ -1,0 +1,170 @@
+"""A PyCUDA code base moved onto warm: template-built modules, a `no_extern_c` C++ module
+with an include folder, `prepare`/`prepared_call` written as older PyCUDA code writes it,
+and a struct passed by value. Each must pre-build what a GPU run compiles, or stop on one
+line naming what warm does not serve (never a line about something else). The real CLI in
+a subprocess with real NVRTC, or the real `warmcli.pycuda` on a compile-only sm_90 device.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Warm
+
+from warmcli import DiscardedReadWarning, ProcessMode, ProcessModeOverride
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.bundle.store import Bundle
+from warmcli.errors import ArgumentError
+from warmcli.pycuda import PyCudaError, SourceModule, bound_runtime
+from warmcli.pycuda.standins import GPUArray, Stream
+from warmcli.runtime.runtime import Runtime
+
+if find_nvrtc() is None:  # pragma: no cover - make test installs NVRTC
+    pytest.skip("NVRTC not installed", allow_module_level=True)
+
+APP = r'''
+import os
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+import pycuda.gpuarray as gpuarray
+from pycuda.compiler import SourceModule
+
+INC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inc")
+TEMPLATE = """
+#define BLOCK %(block)d
+__global__ void saxpy_%(name)s(float *y, const float *x, float a, int n)
+{
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+CPP = """
+#include "common.cuh"
+template <typename T>
+__device__ void axpy(T *y, const T *x, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * sq(x[i]) + y[i] * SCALE;
+}
+extern "C" __global__ void axpy_f(float *y, const float *x, float a, int n)
+{ axpy<float>(y, x, a, n); }
+"""
+
+def main():
+    n = 1024
+    x = gpuarray.to_gpu(np.ones(n, np.float32))
+    y = gpuarray.zeros(n, np.float32)
+    for block, name in ((128, "a"), (256, "b"), (128, "a")):
+        f = SourceModule(TEMPLATE % {"block": block, "name": name}).get_function("saxpy_" + name)
+        f(y, x, np.float32(2.0), np.int32(n), block=(block, 1, 1), grid=(n // block, 1))
+    af = SourceModule(CPP, no_extern_c=True, include_dirs=[INC]).get_function("axpy_f")
+    af.prepare("PPfi")
+    af.prepared_call((4, 1), (256, 1, 1), y.gpudata, x.gpudata, np.float32(1.5), n)
+'''
+
+HEADER = "#pragma once\n#define SCALE %s\n__device__ inline float sq(float x) { return x * x; }\n"
+
+
+def _prebuild(warm: Warm, script: Path, bundle: Path):
+    return warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+
+
+def test_template_modules_and_a_header_are_keyed_as_pycuda_keys_them(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Each template variant is a kernel of its own, the repeated one is the same key, and
+    a changed header (PyCUDA's cache checks its dependencies) is a new build of its user."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "common.cuh").write_text(HEADER % "2.0f")
+    script = tmp_path / "app.py"
+    script.write_text(APP)
+    bundle = tmp_path / "a.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 6 new kernel(s)" in proc.stdout  # 3 kernels: cubin and PTX each
+    with Bundle.open(bundle) as b:
+        assert sorted(k.entry for k in b.kernels()) == sorted(2 * ["saxpy_a", "saxpy_b", "axpy_f"])
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0 and "stored 0 new kernel(s)" in proc.stdout, proc.stdout
+    (tmp_path / "inc" / "common.cuh").write_text(HEADER % "3.0f")
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0 and "stored 2 new kernel(s)" in proc.stdout, proc.stdout
+
+
+LEGACY = """
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+import pycuda.gpuarray as gpuarray
+from pycuda.compiler import SourceModule
+SRC = "__global__ void k(float *y, const float *x, int n) { if (threadIdx.x < n) y[0] = x[0]; }"
+def main():
+    x = gpuarray.zeros(256, np.float32); y = gpuarray.zeros(256, np.float32)
+    f = SourceModule(SRC).get_function("k")
+    f.prepare("PPi", block=(256, 1, 1))
+    f.prepared_call((1, 1), y.gpudata, x.gpudata, 256)
+"""
+
+
+def test_a_block_given_to_prepare_is_refused_naming_it(warm: Warm, tmp_path: Path) -> None:
+    """Code written for PyCUDA before 2011.1 sets the block in `prepare(..., block=)` and
+    leaves it out of `prepared_call`; today's PyCUDA refuses that keyword. warm took it,
+    dropped it, and then said `k takes 3 arguments ('PPi'), got 2` of a call passing 3."""
+    script = tmp_path / "legacy.py"
+    script.write_text(LEGACY)
+    proc = _prebuild(warm, script, tmp_path / "l.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "got 2" not in proc.stderr, proc.stderr
+    assert "k.prepare(block=(256, 1, 1))" in proc.stderr, proc.stderr
+    assert "prepared_call(grid, block, *args" in proc.stderr, proc.stderr
+
+
+SOURCE = "__global__ void k(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }"
+
+
+@pytest.mark.parametrize("keyword", ["block", "shared"])
+def test_prepare_takes_no_block_or_shared_size(keyword: str) -> None:
+    f = SourceModule(SOURCE).get_function("k")
+    value = (64, 1, 1) if keyword == "block" else 256
+    with pytest.raises(PyCudaError, match=rf"k\.prepare\({keyword}=.*: .* on each call"):
+        f.prepare("Pi", **{keyword: value})
+
+
+@pytest.mark.parametrize("call", ["prepared_call", "prepared_async_call", "prepared_timed_call"])
+def test_a_prepared_call_without_its_block_is_named_as_such(call: str) -> None:
+    """`prepared_async_call(grid, stream, *args)` (the block left out, as pre-2011 code
+    does) took the stream as the block and the first argument as the stream:
+    `a StandInAllocation stream on sm_90, which has no GPU`."""
+    f = SourceModule(SOURCE).get_function("k").prepare("Pi")
+    y = GPUArray(64, np.float32)
+    rt = Runtime(ArchDevice("sm_90"))
+    rt.allow_discarded_reads = True  # the timed call's time
+    with bound_runtime(rt), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        args = (Stream(), y.gpudata, 64) if call == "prepared_async_call" else (y.gpudata, 64)
+        with pytest.raises(PyCudaError, match=rf"k\.{call}: its block, .* is no block size"):
+            getattr(f, call)((1, 1), *args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DiscardedReadWarning)
+            getattr(f, call)((1, 1), [64, 1, 1], *args)  # a list is a block size to warm
+
+
+STRUCT = """
+struct Params { float a; int n; };
+__global__ void ks(float *y, Params p) { if (threadIdx.x < p.n) y[threadIdx.x] *= p.a; }
+"""
+
+
+def test_a_struct_passed_by_value_is_refused_as_one() -> None:
+    """PyCUDA passes a numpy structured scalar as its bytes; warm passes no struct by
+    value, and said `cannot pass a void as device memory` (as if it were a pointer)."""
+    p = np.zeros((), dtype=[("a", np.float32), ("n", np.int32)])[()]
+    f = SourceModule(STRUCT).get_function("ks")
+    with bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        with pytest.raises(ArgumentError, match=r"argument 2: a struct passed by value"):
+            f(GPUArray(64, np.float32), p, block=(64, 1, 1))
+    with pytest.raises(PyCudaError, match=r"ks\.prepare.*a struct passed by value"):
+        f.prepare([np.intp, p.dtype])
