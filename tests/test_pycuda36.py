@@ -168,3 +168,39 @@ def test_a_struct_passed_by_value_is_refused_as_one() -> None:
             f(GPUArray(64, np.float32), p, block=(64, 1, 1))
     with pytest.raises(PyCudaError, match=r"ks\.prepare.*a struct passed by value"):
         f.prepare([np.intp, p.dtype])
+
+
+OPERATORS = """
+__device__ float2 operator+(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+__device__ inline float2 operator*(float s, float2 a) { return make_float2(s * a.x, s * a.y); }
+__global__ void axpy2(float2 *y, const float2 *x, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = y[i] + 2.0f * x[i];
+}
+__global__ void add2(float2 *y, const float2 *x, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = y[i] + x[i];
+}
+"""
+
+
+@pytest.mark.parametrize("no_extern_c", [False, True])
+def test_a_module_defining_operators_compiles_as_under_pycuda(no_extern_c: bool) -> None:
+    """nvcc compiles a module whose `__device__` helpers are operator overloads (in PyCUDA's
+    `extern "C"` wrap too); warm renamed `operator` per kernel with a `#define`, so every
+    kernel of it failed its compile (`expected a ";"`, `defines no function named ...`)."""
+    source = OPERATORS
+    if no_extern_c:
+        source = source.replace("__global__", 'extern "C" __global__')
+    mod = SourceModule(source, no_extern_c=no_extern_c)
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    y = GPUArray(64, np.complex64)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                for name in ("axpy2", "add2"):
+                    mod.get_function(name)(y, y, np.int32(64), block=(64, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (2, 0)

@@ -8,7 +8,8 @@ kernel of a module as its own warm `Kernel` and may put copies of one module's s
 into one translation unit; names with C linkage would then clash, so every other
 name the module declares at file scope (`__global__`/`__device__` functions,
 `__device__`/`__constant__` variables) is renamed per kernel with a `#define`,
-except names also used as a member (`.w`, `->x`), which would break. Each
+except names also used as a member (`.w`, `->x`), which would break, and operator
+overloads (`operator+`), which no macro can rename. Each
 `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
@@ -113,6 +114,8 @@ def _declared_name(statement: str) -> str | None:
     bare = _ATTRIBUTE.sub(" ", statement)
     head = bare.split("(", 1)[0] if "(" in bare else re.split(r"[\[=,]", bare, maxsplit=1)[0]
     names = _IDENT.findall(head)
+    if "operator" in names:  # `operator+`: no name a macro can rename
+        return None
     return names[-1] if names and not names[-1].startswith("__") else None
 
 
