@@ -20,6 +20,7 @@ from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.bundle.store import Bundle
 from warmcli.errors import ArgumentError
 from warmcli.pycuda import PyCudaError, SourceModule, bound_runtime
+from warmcli.pycuda.source import declared_names
 from warmcli.pycuda.standins import GPUArray, Stream
 from warmcli.runtime.runtime import Runtime
 
@@ -202,5 +203,29 @@ def test_a_module_defining_operators_compiles_as_under_pycuda(no_extern_c: bool)
             with ProcessModeOverride(mode) as collector:
                 for name in ("axpy2", "add2"):
                     mod.get_function(name)(y, y, np.int32(64), block=(64, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (2, 0)
+
+
+POINTERS = """
+__device__ float twice(float x) { return 2.0f * x; }
+__device__ float (*op)(float) = twice;
+__global__ void apply(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = op(y[threadIdx.x]); }
+__global__ void fill(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }
+"""
+
+
+def test_a_device_function_pointer_is_renamed_by_its_own_name() -> None:
+    """`__device__ float (*op)(float) = twice;` (a dispatch table's entry) declares `op`;
+    warm read its name as `float` and renamed the type (`#define float warm_pc..._float`),
+    so no kernel of the module compiled."""
+    mod = SourceModule(POINTERS)
+    assert "float" not in declared_names(POINTERS) and "op" in declared_names(POINTERS)
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                for name in ("apply", "fill"):
+                    mod.get_function(name)(GPUArray(64, np.float32), np.int32(64), block=(64, 1, 1))
     c = collector.reader().compilation
     assert (c.compiled, c.failed) == (2, 0)

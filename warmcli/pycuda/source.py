@@ -34,6 +34,11 @@ _ATTRIBUTE = re.compile(
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _EXTERN_C_BLOCK = re.compile(r'^\s*extern\s+"C"\s*$')
 _MEMBER_USE = r"(?:\.|->)\s*{}\b"
+# Words of a declaration's type, never the name it declares (a macro must not rename them).
+_TYPE_WORDS = frozenset(
+    {"void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"}
+    | {"auto", "const", "volatile", "static", "inline", "struct", "union", "enum"}
+)
 _QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "restrict", "register"})
 # Parameter types and the PyCUDA letter each is passed as (LP64: long is 64 bits).
 _SCALAR_TYPES: dict[tuple[str, ...], str] = {
@@ -116,7 +121,11 @@ def _declared_name(statement: str) -> str | None:
     names = _IDENT.findall(head)
     if "operator" in names:  # `operator+`: no name a macro can rename
         return None
-    return names[-1] if names and not names[-1].startswith("__") else None
+    pointer = re.match(r"[^(]*\(\s*\*\s*([A-Za-z_]\w*)\s*[)\[]", bare)  # `float (*op)(float)`
+    if pointer:
+        return pointer.group(1)
+    last = names[-1] if names else "__"
+    return None if last.startswith("__") or last in _TYPE_WORDS else last
 
 
 def declared_names(source: str) -> list[str]:
