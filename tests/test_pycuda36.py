@@ -18,7 +18,7 @@ from warmcli import DiscardedReadWarning, ProcessMode, ProcessModeOverride
 from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.bundle.store import Bundle
-from warmcli.errors import ArgumentError
+from warmcli.errors import ArgumentError, KernelCompileError
 from warmcli.pycuda import PyCudaError, SourceModule, bound_runtime
 from warmcli.pycuda.source import declared_names
 from warmcli.pycuda.standins import GPUArray, Stream
@@ -229,3 +229,20 @@ def test_a_device_function_pointer_is_renamed_by_its_own_name() -> None:
                     mod.get_function(name)(GPUArray(64, np.float32), np.int32(64), block=(64, 1, 1))
     c = collector.reader().compilation
     assert (c.compiled, c.failed) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "options", [["-gencode", "arch=compute_90,code=sm_90"], ["-code=sm_90"], ["-c"]]
+)
+def test_an_nvcc_target_option_is_reserved_under_nvrtc_too(options: list[str]) -> None:
+    """NVRTC (the default) answered `-gencode ...` with its log and `warm: NVRTC takes its own
+    options, not nvcc's: --compiler nvcc takes nvcc's`, where nvcc then refuses it as
+    reserved: the advice led to a second failure. It is reserved under both."""
+    f = SourceModule(SOURCE, options=options).get_function("k")
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt), pytest.raises(KernelCompileError) as failed:
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode):
+                f(GPUArray(64, np.float32), np.int32(64), block=(64, 1, 1))
+    assert f"option {options[0]!r} is reserved" in str(failed.value), str(failed.value)
+    assert "--compiler nvcc" not in str(failed.value)
