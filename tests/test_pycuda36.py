@@ -246,3 +246,25 @@ def test_an_nvcc_target_option_is_reserved_under_nvrtc_too(options: list[str]) -
                 f(GPUArray(64, np.float32), np.int32(64), block=(64, 1, 1))
     assert f"option {options[0]!r} is reserved" in str(failed.value), str(failed.value)
     assert "--compiler nvcc" not in str(failed.value)
+
+
+def test_prepare_letters_of_the_declared_width_take_the_declared_type() -> None:
+    """`prepare("PiBI")` for `(float *, unsigned int, bool, int)`: PyCUDA packs each value
+    in the width the kernel reads, as an unprepared call's np.int32 for an `unsigned int`,
+    which warm takes; warm built the kernel for the letters as given and failed its compile
+    (`parameter letters 'PiBI' do not match ...`). A wider letter is still refused there."""
+    source = (
+        "__global__ void k(float *y, unsigned int n, bool on, int m)"
+        " { if (on && threadIdx.x < n) y[threadIdx.x] = m; }"
+    )
+    f = SourceModule(source).get_function("k").prepare("PiBI")
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    y = GPUArray(64, np.float32)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                f.prepared_call((1, 1), (64, 1, 1), y.gpudata, 64, True, 3)
+        c = collector.reader().compilation
+        assert (c.compiled, c.failed) == (1, 0)
+        with pytest.raises(ArgumentError, match=r"argument 2: -1 is no 'I' value"):
+            f.prepared_call((1, 1), (64, 1, 1), y.gpudata, -1, True, 3)

@@ -200,12 +200,19 @@ def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
         return
     if letter == "P":
         raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
-    given = value.dtype.char
-    if np.dtype(given).itemsize != _width(letter) or _kind(given) != _kind(letter):
+    if not same_bytes(value.dtype.char, letter):
         raise ArgumentError(
             f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "
             f"{np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).name}"
         )
+
+
+def same_bytes(given: str, declared: str) -> bool:
+    """Whether a value of letter `given` is packed in the bytes a parameter of letter
+    `declared` reads: the same width and kind (integer or float; signedness and bool aside)."""
+    if "P" in (given, declared):
+        return given == declared
+    return _width(given) == _width(declared) and _kind(given) == _kind(declared)
 
 
 def _width(letter: str) -> int:

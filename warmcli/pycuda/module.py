@@ -40,6 +40,7 @@ from warmcli.pycuda.args import (
     check_letter,
     convert,
     prepare_letters,
+    same_bytes,
 )
 from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
@@ -285,9 +286,12 @@ class Function:
                 f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
                 f"parameters, not {len(letters)}"
             )
-        if self.signature is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer
+        if self.signature is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer;
+            # `i` for an `unsigned int` (the same bytes, as PyCUDA packs it): the declared type
             pairs = zip(letters, self.signature, strict=True)
-            letters = "".join("P" if d == "P" and c in "lLqQ" else c for c, d in pairs)
+            letters = "".join(
+                "P" if d == "P" and c in "lLqQ" else d if same_bytes(c, d) else c for c, d in pairs
+            )
         self.arg_format = letters
         return self
 
