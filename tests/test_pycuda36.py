@@ -268,3 +268,27 @@ def test_prepare_letters_of_the_declared_width_take_the_declared_type() -> None:
         assert (c.compiled, c.failed) == (1, 0)
         with pytest.raises(ArgumentError, match=r"argument 2: -1 is no 'I' value"):
             f.prepared_call((1, 1), (64, 1, 1), y.gpudata, -1, True, 3)
+
+
+FP16 = """
+#include <cuda_fp16.h>
+__constant__ float y[9];
+extern "C" __global__ void conv(float *out, int n)
+{ if (threadIdx.x < n) out[threadIdx.x] = y[0] + __half2float(__float2half(1.0f)); }
+"""
+
+
+def test_a_cpp_linkage_global_is_not_renamed_into_the_headers() -> None:
+    """In a `no_extern_c` module a file-scope `__constant__ float y[9]` has C++ linkage
+    (each kernel's namespace keeps it apart); warm renamed it with a `#define` before the
+    source's `#include <cuda_fp16.h>`, whose `float2`'s `a.y` then named no member: nvcc
+    (as PyCUDA runs it) builds the module. Its `get_global` is still served."""
+    mod = SourceModule(FP16, no_extern_c=True)
+    rt = Runtime(ArchDevice("sm_90", compiler="nvcc"), jobs=1)
+    with bound_runtime(rt):
+        with ProcessModeOverride(ProcessMode.COMPILE_ONLY) as collector:
+            _, size = mod.get_global("y")
+            mod.get_function("conv")(GPUArray(64, np.float32), np.int32(64), block=(64, 1, 1))
+    assert size == 36
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (1, 0)

@@ -161,7 +161,7 @@ class SourceModule:
         """The source nvcc sees for kernel `entry`, and the names renamed in it."""
         found = self._sources.get(entry)
         if found is None:
-            body, renames = isolated_source(self.source, entry, self.options)
+            body, renames = isolated_source(self.source, entry, self.options, self.no_extern_c)
             found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
         return found
 

@@ -6,11 +6,12 @@ and of texture references.
 as PyCUDA does, so `get_function(name)` finds the unmangled entry. warm builds each
 kernel of a module as its own warm `Kernel` and may put copies of one module's source
 into one translation unit; names with C linkage would then clash, so every other
-name the module declares at file scope (`__global__`/`__device__` functions,
-`__device__`/`__constant__` variables) is renamed per kernel with a `#define`,
-except names also used as a member (`.w`, `->x`), which would break, and operator
-overloads (`operator+`), which no macro can rename. Each
-`__global__` function's parameters are read from its declaration and written in
+name of C linkage the module declares at file scope (`__global__`/`__device__`
+functions, `__device__`/`__constant__` variables: all of them in the wrap, under
+`no_extern_c` those it declares `extern "C"`; each kernel's namespace keeps the others
+apart) is renamed per kernel with a `#define`, except names also used as a member
+(`.w`, `->x`), which would break, and operator overloads (`operator+`), which no macro
+can rename. Each `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
 the letters then come from the call's arguments as PyCUDA does. Pure: no state,
@@ -86,8 +87,14 @@ def wrap_source(source: str, no_extern_c: bool = False) -> str:
 def _file_scope_statements(source: str) -> list[str]:
     """The text of each file-scope declaration (up to its `{` or `;`), comments and
     preprocessor lines removed; the inside of an `extern "C" { }` block is file scope."""
+    return [statement for statement, _ in _statements(source)]
+
+
+def _statements(source: str) -> list[tuple[str, bool]]:
+    """`_file_scope_statements`, each with whether it has C linkage as written (inside an
+    `extern "C" { }` block, or declared `extern "C"`)."""
     text = _PREPROCESSOR.sub("", _COMMENT.sub(" ", source))
-    statements: list[str] = []
+    statements: list[tuple[str, bool]] = []
     stack: list[bool] = []  # per open brace: is it an extern "C" block (transparent)?
     start = 0
     for i, ch in enumerate(text):
@@ -96,7 +103,7 @@ def _file_scope_statements(source: str) -> list[str]:
             chunk = text[start:i]
             transparent = at_file_scope and bool(_EXTERN_C_BLOCK.match(chunk))
             if at_file_scope and not transparent:
-                statements.append(chunk)
+                statements.append((chunk, bool(stack)))
             stack.append(transparent)
             start = i + 1
         elif ch == "}":
@@ -104,9 +111,11 @@ def _file_scope_statements(source: str) -> list[str]:
                 stack.pop()
             start = i + 1
         elif ch == ";" and at_file_scope:
-            statements.append(text[start:i])
+            statements.append((text[start:i], bool(stack)))
             start = i + 1
-    return [s.strip() for s in statements if s.strip()]
+    return [
+        (s.strip(), c or s.strip().startswith('extern "C"')) for s, c in statements if s.strip()
+    ]
 
 
 def _declared_name(statement: str) -> str | None:
@@ -128,9 +137,10 @@ def _declared_name(statement: str) -> str | None:
     return None if last.startswith("__") or last in _TYPE_WORDS else last
 
 
-def declared_names(source: str) -> list[str]:
-    """Functions and variables the source declares at file scope for the device."""
-    names = (_declared_name(s) for s in _file_scope_statements(source))
+def declared_names(source: str, c_linkage_only: bool = False) -> list[str]:
+    """Functions and variables the source declares at file scope for the device (only
+    those of C linkage as written, if `c_linkage_only`)."""
+    names = (_declared_name(s) for s, c in _statements(source) if c or not c_linkage_only)
     return list(dict.fromkeys(n for n in names if n))
 
 
@@ -177,16 +187,19 @@ def kernel_signatures(source: str) -> dict[str, str | None]:
 
 
 def isolated_source(
-    source: str, entry: str, options: tuple[str, ...] = ()
+    source: str, entry: str, options: tuple[str, ...] = (), no_extern_c: bool = False
 ) -> tuple[str, dict[str, str]]:
     """`source` with every file-scope name but `entry` renamed for this one kernel, and
     the renames (`{"c": "warm_pc1a2b..._c"}`): copies of one module for several kernels
-    then share a translation unit without clashing names of C linkage."""
+    then share a translation unit without clashing names of C linkage. Under `no_extern_c`
+    only the names the source gives C linkage itself: one of C++ linkage is kept apart by
+    the kernel's namespace, and a `#define` of it would rename it in the headers the
+    source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a `__constant__ float y`)."""
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     renames = {
         name: f"warm_pc{digest}_{name}"
-        for name in declared_names(source)
+        for name in declared_names(source, c_linkage_only=no_extern_c)
         if name not in renamed_by_warm
         and not re.search(_MEMBER_USE.format(re.escape(name)), source)
     }
