@@ -292,3 +292,22 @@ def test_a_cpp_linkage_global_is_not_renamed_into_the_headers() -> None:
     assert size == 36
     c = collector.reader().compilation
     assert (c.compiled, c.failed) == (1, 0)
+
+
+@pytest.mark.parametrize("indent", ["", "  "])
+def test_a_kernel_named_by_a_define_option_is_got_and_compiled(indent: str) -> None:
+    """`__global__ void KNAME(...)` built with `options=["-DKNAME=fill_128"]` has the entry
+    `fill_128` in PyCUDA's cubin; warm refused `get_function("fill_128")` ("no such kernel
+    in it"), reading the name in the source text only, and (indented) renamed the macro
+    `KNAME` per kernel, so its compile found no `fill_128`."""
+    source = indent + "__global__ void KNAME(float *y) { y[threadIdx.x] = 1.0f; }"
+    mod = SourceModule(source, options=["-DKNAME=fill_128"])
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                mod.get_function("fill_128")(GPUArray(64, np.float32), block=(64, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (1, 0)
+    with pytest.raises(PyCudaError, match="no such kernel"):
+        mod.get_function("fill_64")

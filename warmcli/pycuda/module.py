@@ -142,8 +142,9 @@ class SourceModule:
         """The kernel `name` of this module (compiled on its first launch, not now)."""
         function = self._functions.get(name)
         if function is None:
-            # in the text, or maybe pasted by a macro (`k_##n`): that one is not in the text
-            in_text = re.search(rf"\b{re.escape(name)}\b", self.source)
+            # in the text or a -D option's value, or maybe pasted by a macro (`k_##n`)
+            text = "\n".join((self.source, *self.options, *self.defines.values()))
+            in_text = re.search(rf"\b{re.escape(name)}\b", text)
             if name.startswith("_Z") and not in_text:
                 raise PyCudaError(mangled_refusal(name))
             written = "##" in self.source or in_text
@@ -161,7 +162,9 @@ class SourceModule:
         """The source nvcc sees for kernel `entry`, and the names renamed in it."""
         found = self._sources.get(entry)
         if found is None:
-            body, renames = isolated_source(self.source, entry, self.options, self.no_extern_c)
+            body, renames = isolated_source(
+                self.source, entry, self.options, self.no_extern_c, self.defines
+            )
             found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
         return found
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 from warmcli.backends.compiler import file_scope_names
+from warmcli.backends.option_macros import macros_named
 
 EXTERN_C = 'extern "C" {\n%s\n}\n'
 
@@ -35,6 +37,7 @@ _ATTRIBUTE = re.compile(
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _EXTERN_C_BLOCK = re.compile(r'^\s*extern\s+"C"\s*$')
 _MEMBER_USE = r"(?:\.|->)\s*{}\b"
+_SOURCE_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 # Words of a declaration's type, never the name it declares (a macro must not rename them).
 _TYPE_WORDS = frozenset(
     {"void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"}
@@ -187,16 +190,24 @@ def kernel_signatures(source: str) -> dict[str, str | None]:
 
 
 def isolated_source(
-    source: str, entry: str, options: tuple[str, ...] = (), no_extern_c: bool = False
+    source: str,
+    entry: str,
+    options: tuple[str, ...] = (),
+    no_extern_c: bool = False,
+    macros: Iterable[str] = (),
 ) -> tuple[str, dict[str, str]]:
     """`source` with every file-scope name but `entry` renamed for this one kernel, and
     the renames (`{"c": "warm_pc1a2b..._c"}`): copies of one module for several kernels
     then share a translation unit without clashing names of C linkage. Under `no_extern_c`
     only the names the source gives C linkage itself: one of C++ linkage is kept apart by
     the kernel's namespace, and a `#define` of it would rename it in the headers the
-    source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a `__constant__ float y`)."""
+    source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a `__constant__ float y`).
+    A macro (`macros`, warm's defines; a `-D` option; a `#define` of the source) is never
+    renamed: `void KNAME(...)` with `-DKNAME=fill_128` declares `fill_128`."""
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
+    macros = {*macros, *filter(None, macros_named(options)), *_SOURCE_MACRO.findall(source)}
+    renamed_by_warm |= macros  # a macro names no declaration of its own
     renames = {
         name: f"warm_pc{digest}_{name}"
         for name in declared_names(source, c_linkage_only=no_extern_c)
