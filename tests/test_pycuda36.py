@@ -311,3 +311,29 @@ def test_a_kernel_named_by_a_define_option_is_got_and_compiled(indent: str) -> N
     assert (c.compiled, c.failed) == (1, 0)
     with pytest.raises(PyCudaError, match="no such kernel"):
         mod.get_function("fill_64")
+
+
+PRECISION = """
+#ifdef USE_DOUBLE
+__global__ void scale(double *y, double a)
+#else
+__global__ void scale(float *y, float a)
+#endif
+{ y[threadIdx.x] *= a; }
+"""
+
+
+def test_a_kernel_declared_in_two_preprocessor_branches_takes_its_arguments() -> None:
+    """A precision switch (`#ifdef USE_DOUBLE` around two declarations of one kernel) was
+    read as one declaration of three parameters, 'PPf': no call could launch it
+    (`scale takes 3 arguments ('PPf'), got 2`). Its types come from the arguments then,
+    as PyCUDA's do."""
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    for options, dtype in (([], np.float32), (["-DUSE_DOUBLE"], np.float64)):
+        f = SourceModule(PRECISION, options=options).get_function("scale")
+        with bound_runtime(rt):
+            for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+                with ProcessModeOverride(mode) as collector:
+                    f(GPUArray(64, dtype), dtype(2), block=(64, 1, 1))
+        c = collector.reader().compilation
+        assert (c.compiled, c.failed) == (1, 0)

@@ -169,7 +169,9 @@ def _parameter_letter(parameter: str) -> str | None:
 
 def kernel_signatures(source: str) -> dict[str, str | None]:
     """Every `__global__` function the source declares -> its parameters in PyCUDA
-    letters (`"fPPi"`), or None when a parameter's type cannot be read."""
+    letters (`"fPPi"`), or None when a parameter's type cannot be read, or the source
+    declares it twice with other parameters (`#ifdef USE_DOUBLE` around two declarations:
+    the preprocessor keeps one, which this cannot tell)."""
     found: dict[str, str | None] = {}
     for statement in _file_scope_statements(source):
         if not re.search(r"\b__global__\b", statement) or "(" not in statement:
@@ -179,14 +181,20 @@ def kernel_signatures(source: str) -> dict[str, str | None]:
         match = re.search(rf"\b{name}\s*\((.*)\)\s*$", bare, re.DOTALL) if name else None
         if name is None or match is None:
             continue
-        inner = match.group(1).strip()
-        if inner in ("", "void"):
-            found[name] = ""
-            continue
-        letters = [_parameter_letter(p) for p in inner.split(",")]
-        known = [letter for letter in letters if letter is not None]
-        found[name] = "".join(known) if len(known) == len(letters) and "<" not in inner else None
+        signature = _signature(match.group(1).strip())
+        if len(re.findall(r"\b__global__\b", bare)) > 1 or found.get(name, signature) != signature:
+            signature = None  # declarations of #if branches, their directives dropped
+        found[name] = signature
     return found
+
+
+def _signature(inner: str) -> str | None:
+    """The letters of a parameter list's text, or None when a type cannot be read."""
+    if inner in ("", "void"):
+        return ""
+    letters = [_parameter_letter(p) for p in inner.split(",")]
+    known = [letter for letter in letters if letter is not None]
+    return "".join(known) if len(known) == len(letters) and "<" not in inner else None
 
 
 def isolated_source(
