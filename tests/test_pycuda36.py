@@ -1,8 +1,11 @@
 """A PyCUDA code base moved onto warm: template-built modules, a `no_extern_c` C++ module
 with an include folder, `prepare`/`prepared_call` written as older PyCUDA code writes it,
-and a struct passed by value. Each must pre-build what a GPU run compiles, or stop on one
-line naming what warm does not serve (never a line about something else). The real CLI in
-a subprocess with real NVRTC, or the real `warmcli.pycuda` on a compile-only sm_90 device.
+a struct passed by value, operator overloads, a device function pointer, a `__constant__`
+beside `cuda_fp16.h`, nvcc's target options, a kernel named by a `-D` option, a precision
+switch in `#ifdef` branches. Each must pre-build what a GPU run compiles (what nvcc builds
+for PyCUDA), or stop on one line naming what warm does not serve (never a line about
+something else). The real CLI in a subprocess with real NVRTC, or the real
+`warmcli.pycuda` on a compile-only sm_90 device (real NVRTC or nvcc).
 """
 
 from __future__ import annotations
