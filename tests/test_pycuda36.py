@@ -340,3 +340,20 @@ def test_a_kernel_declared_in_two_preprocessor_branches_takes_its_arguments() ->
                     f(GPUArray(64, dtype), dtype(2), block=(64, 1, 1))
         c = collector.reader().compilation
         assert (c.compiled, c.failed) == (1, 0)
+
+
+def test_prepare_intp_is_a_pointer_beside_a_type_not_read() -> None:
+    """PyCUDA's `prepare([np.intp, np.float32])` for `k(real *y, real a)` (`real` a typedef):
+    `a`'s type is not read, so warm read no parameter at all and built the kernel for 'lf',
+    which failed its compile (`letter 'l' (int64), declared 'real *y'`)."""
+    source = "typedef float real;\n__global__ void k(real *y, real a) { y[threadIdx.x] *= a; }\n"
+    f = SourceModule(source).get_function("k").prepare([np.intp, np.float32])
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                f.prepared_call((1, 1), (64, 1, 1), GPUArray(64, np.float32).gpudata, 2.0)
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (1, 0)
+    with pytest.raises(PyCudaError, match=r"it declares 2 parameters, not 3"):
+        f.prepare([np.intp, np.float32, np.int32])

@@ -135,6 +135,7 @@ class SourceModule:
             (*options, *(f"-I{d}" for d in include_dirs)), source
         )
         self.signatures = kernel_signatures(source)
+        self.partial_signatures = kernel_signatures(source, partial=True)  # `_`: not read
         self._functions: dict[str, Function] = {}
         self._sources: dict[str, tuple[str, dict[str, str]]] = {}
 
@@ -284,16 +285,18 @@ class Function:
                     "prepared_call(grid, block, *args, shared_size=...)"
                 )
         letters = prepare_letters(arg_types, self.name)
-        if self.signature is not None and len(letters) != len(self.signature):
+        declared = self.module.partial_signatures.get(self.name)  # `_`: a type not read
+        if declared is not None and len(letters) != len(declared):
             raise PyCudaError(
-                f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
+                f"{self.name}.prepare({arg_types!r}): it declares {len(declared)} "
                 f"parameters, not {len(letters)}"
             )
-        if self.signature is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer;
+        if declared is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer;
             # `i` for an `unsigned int` (the same bytes, as PyCUDA packs it): the declared type
-            pairs = zip(letters, self.signature, strict=True)
+            pairs = zip(letters, declared, strict=True)
             letters = "".join(
-                "P" if d == "P" and c in "lLqQ" else d if same_bytes(c, d) else c for c, d in pairs
+                "P" if d == "P" and c in "lLqQ" else d if d != "_" and same_bytes(c, d) else c
+                for c, d in pairs
             )
         self.arg_format = letters
         return self

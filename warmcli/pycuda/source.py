@@ -167,11 +167,12 @@ def _parameter_letter(parameter: str) -> str | None:
     return _SCALAR_TYPES.get(kept) or _SCALAR_TYPES.get(kept[:-1])
 
 
-def kernel_signatures(source: str) -> dict[str, str | None]:
+def kernel_signatures(source: str, partial: bool = False) -> dict[str, str | None]:
     """Every `__global__` function the source declares -> its parameters in PyCUDA
-    letters (`"fPPi"`), or None when a parameter's type cannot be read, or the source
-    declares it twice with other parameters (`#ifdef USE_DOUBLE` around two declarations:
-    the preprocessor keeps one, which this cannot tell)."""
+    letters (`"fPPi"`), or None when a parameter's type cannot be read (with `partial`:
+    that parameter's letter is `_`, a pointer's `P` still), or the source declares it
+    twice with other parameters (`#ifdef USE_DOUBLE` around two declarations: the
+    preprocessor keeps one, which this cannot tell)."""
     found: dict[str, str | None] = {}
     for statement in _file_scope_statements(source):
         if not re.search(r"\b__global__\b", statement) or "(" not in statement:
@@ -181,20 +182,22 @@ def kernel_signatures(source: str) -> dict[str, str | None]:
         match = re.search(rf"\b{name}\s*\((.*)\)\s*$", bare, re.DOTALL) if name else None
         if name is None or match is None:
             continue
-        signature = _signature(match.group(1).strip())
+        signature = _signature(match.group(1).strip(), partial)
         if len(re.findall(r"\b__global__\b", bare)) > 1 or found.get(name, signature) != signature:
             signature = None  # declarations of #if branches, their directives dropped
         found[name] = signature
     return found
 
 
-def _signature(inner: str) -> str | None:
-    """The letters of a parameter list's text, or None when a type cannot be read."""
+def _signature(inner: str, partial: bool = False) -> str | None:
+    """The letters of a parameter list's text, or None when a type cannot be read (with
+    `partial`, `_` for each such type, but for a template's, whose commas are not read)."""
     if inner in ("", "void"):
         return ""
-    letters = [_parameter_letter(p) for p in inner.split(",")]
-    known = [letter for letter in letters if letter is not None]
-    return "".join(known) if len(known) == len(letters) and "<" not in inner else None
+    if "<" in inner:
+        return None
+    letters = [_parameter_letter(p) or ("_" if partial else None) for p in inner.split(",")]
+    return None if None in letters else "".join(letters)  # type: ignore[arg-type]
 
 
 def isolated_source(
