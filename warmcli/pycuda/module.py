@@ -285,13 +285,14 @@ class Function:
                     "prepared_call(grid, block, *args, shared_size=...)"
                 )
         letters = prepare_letters(arg_types, self.name)
-        declared = self.module.partial_signatures.get(self.name)  # `_`: a type not read
-        if declared is not None and len(letters) != len(declared):
+        if self.signature is not None and len(letters) != len(self.signature):
             raise PyCudaError(
-                f"{self.name}.prepare({arg_types!r}): it declares {len(declared)} "
+                f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
                 f"parameters, not {len(letters)}"
             )
-        if declared is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer;
+        declared = self.module.partial_signatures.get(self.name)  # `_`: a type not read
+        if declared is not None and len(declared) == len(letters):  # (a macro may be several)
+            # prepare([np.intp, ...]): a pointer as a 64-bit integer;
             # `i` for an `unsigned int` (the same bytes, as PyCUDA packs it): the declared type
             pairs = zip(letters, declared, strict=True)
             letters = "".join(
