@@ -355,3 +355,24 @@ def test_prepare_intp_is_a_pointer_beside_a_type_not_read() -> None:
                 f.prepared_call((1, 1), (64, 1, 1), GPUArray(64, np.float32).gpudata, 2.0)
     c = collector.reader().compilation
     assert (c.compiled, c.failed) == (1, 0)
+
+
+def test_a_global_named_as_a_vector_member_is_not_renamed_into_a_header(tmp_path: Path) -> None:
+    """`__constant__ float w[4]` (a filter's weights) in a module whose header reads a
+    `float4`'s `.w`: warm's `#define w warm_pc..._w` reached the header, so neither
+    kernel compiled (`class "float4" has no member "warm_pc..._w"`)."""
+    (tmp_path / "vec.cuh").write_text("__device__ inline float last(float4 v) { return v.w; }\n")
+    source = """#include "vec.cuh"
+__constant__ float w[4];
+__global__ void k1(float *y) { y[threadIdx.x] = w[0] + last(make_float4(1, 2, 3, 4)); }
+__global__ void k2(float *y) { y[threadIdx.x] = w[1]; }
+"""
+    mod = SourceModule(source, include_dirs=[str(tmp_path)])
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt):
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                for name in ("k1", "k2"):
+                    mod.get_function(name)(GPUArray(64, np.float32), block=(64, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (2, 0)

@@ -10,7 +10,8 @@ name of C linkage the module declares at file scope (`__global__`/`__device__`
 functions, `__device__`/`__constant__` variables: all of them in the wrap, under
 `no_extern_c` those it declares `extern "C"`; each kernel's namespace keeps the others
 apart) is renamed per kernel with a `#define`, except names also used as a member
-(`.w`, `->x`), which would break, and operator overloads (`operator+`), which no macro
+(`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
+header the source includes may use), macros, and operator overloads (`operator+`), which no macro
 can rename. Each `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
@@ -37,6 +38,9 @@ _ATTRIBUTE = re.compile(
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _EXTERN_C_BLOCK = re.compile(r'^\s*extern\s+"C"\s*$')
 _MEMBER_USE = r"(?:\.|->)\s*{}\b"
+# Members of CUDA's vector types and `dim3`, declared before any source: a header the
+# source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
+_BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
 _SOURCE_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 # Words of a declaration's type, never the name it declares (a macro must not rename them).
 _TYPE_WORDS = frozenset(
@@ -218,7 +222,7 @@ def isolated_source(
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     macros = {*macros, *filter(None, macros_named(options)), *_SOURCE_MACRO.findall(source)}
-    renamed_by_warm |= macros  # a macro names no declaration of its own
+    renamed_by_warm |= macros | _BUILTIN_MEMBERS  # a macro names no declaration of its own
     renames = {
         name: f"warm_pc{digest}_{name}"
         for name in declared_names(source, c_linkage_only=no_extern_c)
