@@ -8,8 +8,10 @@ scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` 
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
 (`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
 `i`, its bits kept: an unsigned value travels as the signed type of its width).
-PyCUDA's own classes are recognised by name, so pycuda is never imported here; this
-module holds no state and never touches a device.
+A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named;
+`prepare_letters` is `prepare`'s reading of its types. PyCUDA's own classes are
+recognised by name, so pycuda is never imported here; this module holds no state and
+never touches a device.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer
 from warmcli.backends.cuda.foreign import ArgumentError, _class_names, wrap  # re-exported
+from warmcli.errors import PyCudaError
 
 # PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
 # checks each one against the kernel's declaration (an unsigned or bool parameter must
@@ -135,6 +138,39 @@ def scalar(value: Any, letter: str, position: int) -> np.generic:
         raise ArgumentError(message) from None
 
 
+STRUCT_BY_VALUE = (
+    "a struct passed by value (a numpy structured scalar), which warm does not pass: its "
+    "kernels take pointers and numbers only: pass the fields as parameters of their own, "
+    "or the struct in device memory as a pointer"
+)
+
+
+def prepare_letters(arg_types: str | Sequence[Any], entry: str) -> str:
+    """PyCUDA's `prepare` letters for `arg_types` (a string, or numpy types), as PyCUDA
+    makes them (a structured dtype, PyCUDA's `%ds`, is refused: see `STRUCT_BY_VALUE`)."""
+    if isinstance(arg_types, str):
+        letters = arg_types
+    else:
+        parts = []
+        for t in arg_types:
+            if isinstance(t, str):
+                parts.append(t)
+            elif isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
+                if np.dtype(t).kind == "V":
+                    raise PyCudaError(f"{entry}.prepare({arg_types!r}): {STRUCT_BY_VALUE}")
+                parts.append(np.dtype(t).char)
+            else:
+                parts.append(np.dtype(np.uintp).char)
+        letters = "".join(parts)
+    bad = sorted(set(letters) - set(WARM_LETTER))
+    if bad:
+        raise PyCudaError(
+            f"{entry}.prepare({arg_types!r}): warm passes the letters {''.join(WARM_LETTER)}, "
+            f"not {bad}"
+        )
+    return letters
+
+
 def call_letter(value: Any, position: int) -> str:
     """The letter PyCUDA's unprepared call gives an argument (its numpy type, or `P`)."""
     if isinstance(value, np.number | np.bool_):
@@ -147,6 +183,8 @@ def call_letter(value: Any, position: int) -> str:
             f"argument {position}: a Python {type(value).__name__} has no C type: pass a numpy "
             f"scalar (np.int32({value!r}), np.float32(...)) as PyCUDA requires, or prepare()"
         )
+    if isinstance(value, np.void):
+        raise ArgumentError(f"argument {position}: {STRUCT_BY_VALUE}")
     if isinstance(value, np.ndarray):
         raise ArgumentError(
             f"argument {position}: a numpy array is host memory: wrap it in drv.In/Out/InOut "
@@ -162,12 +200,19 @@ def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
         return
     if letter == "P":
         raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
-    given = value.dtype.char
-    if np.dtype(given).itemsize != _width(letter) or _kind(given) != _kind(letter):
+    if not same_bytes(value.dtype.char, letter):
         raise ArgumentError(
             f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "
             f"{np.dtype(_SIGNED.get(letter) or _UNSIGNED[letter]).name}"
         )
+
+
+def same_bytes(given: str, declared: str) -> bool:
+    """Whether a value of letter `given` is packed in the bytes a parameter of letter
+    `declared` reads: the same width and kind (integer or float; signedness and bool aside)."""
+    if "P" in (given, declared):
+        return given == declared
+    return _width(given) == _width(declared) and _kind(given) == _kind(declared)
 
 
 def _width(letter: str) -> int:

@@ -12,8 +12,9 @@ under a discarding launch the copy back is a read of a discarded buffer and gets
 runtime's discarded-read policy, and the array is left as it was. `get_global` is
 served from the cubin of the module's one kernel; texture and surface references
 (gone since CUDA 12) are refused, and so are a `Function`'s CUfunction attributes and
-settings (`num_regs`, `set_cache_config`). A module owns its functions and their kernels;
-the module-level state is `recording`, per thread: a config's launches `autotune` records.
+settings (`num_regs`, `set_cache_config`) and `prepare`'s `block=`/`shared=` of PyCUDA
+before 2011.1 (each prepared call takes its block). A module owns its functions and their
+kernels; the module-level state is `recording`, per thread: a config's launches `autotune` records.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from warmcli import config
 from warmcli.backends.cuda.cubin import cubin_globals
@@ -40,6 +39,8 @@ from warmcli.pycuda.args import (
     call_letter,
     check_letter,
     convert,
+    prepare_letters,
+    same_bytes,
 )
 from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
@@ -58,28 +59,6 @@ if TYPE_CHECKING:
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 recording = threading.local()  # set by `autotune` while it finds a config's kernels
-
-
-def _format(arg_types: str | Sequence[Any]) -> str:
-    """PyCUDA's `prepare` letters for `arg_types` (a string, or numpy types), as PyCUDA does."""
-    if isinstance(arg_types, str):
-        letters = arg_types
-    else:
-        parts = []
-        for t in arg_types:
-            if isinstance(t, str):
-                parts.append(t)
-            elif isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
-                parts.append(np.dtype(t).char)
-            else:
-                parts.append(np.dtype(np.uintp).char)
-        letters = "".join(parts)
-    bad = sorted(set(letters) - set(WARM_LETTER))
-    if bad:
-        raise PyCudaError(
-            f"prepare({arg_types!r}): warm passes the letters {''.join(WARM_LETTER)}, not {bad}"
-        )
-    return letters
 
 
 # Macros the headers nvcc and NVRTC include before the source read (`NDEBUG`: `assert`;
@@ -156,6 +135,7 @@ class SourceModule:
             (*options, *(f"-I{d}" for d in include_dirs)), source
         )
         self.signatures = kernel_signatures(source)
+        self.partial_signatures = kernel_signatures(source, partial=True)  # `_`: not read
         self._functions: dict[str, Function] = {}
         self._sources: dict[str, tuple[str, dict[str, str]]] = {}
 
@@ -163,8 +143,9 @@ class SourceModule:
         """The kernel `name` of this module (compiled on its first launch, not now)."""
         function = self._functions.get(name)
         if function is None:
-            # in the text, or maybe pasted by a macro (`k_##n`): that one is not in the text
-            in_text = re.search(rf"\b{re.escape(name)}\b", self.source)
+            # in the text or a -D option's value, or maybe pasted by a macro (`k_##n`)
+            text = "\n".join((self.source, *self.options, *self.defines.values()))
+            in_text = re.search(rf"\b{re.escape(name)}\b", text)
             if name.startswith("_Z") and not in_text:
                 raise PyCudaError(mangled_refusal(name))
             written = "##" in self.source or in_text
@@ -182,7 +163,9 @@ class SourceModule:
         """The source nvcc sees for kernel `entry`, and the names renamed in it."""
         found = self._sources.get(entry)
         if found is None:
-            body, renames = isolated_source(self.source, entry, self.options)
+            body, renames = isolated_source(
+                self.source, entry, self.options, self.no_extern_c, self.defines
+            )
             found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
         return found
 
@@ -289,18 +272,33 @@ class Function:
     def prepare(
         self, arg_types: str | Sequence[Any], block: Any = None, shared: Any = None, texrefs=None
     ) -> Function:
-        """Fix the parameters' letters, as PyCUDA's `prepare`; returns the function."""
+        """Fix the parameters' letters, as PyCUDA's `prepare`; returns the function. The
+        `block=`/`shared=` of PyCUDA before 2011.1 are refused, as today's PyCUDA refuses them
+        (warm would drop them, and its call then take an argument for the block)."""
         if texrefs:
             raise PyCudaError(no_references("prepare(texrefs=...)", self.name))
-        letters = _format(arg_types)
+        for keyword, value in (("block", block), ("shared", shared)):
+            if value is not None:
+                raise PyCudaError(
+                    f"{self.name}.prepare({keyword}={value!r}): PyCUDA takes the block and the "
+                    "shared size on each call since 2011.1, not in prepare(): "
+                    "prepared_call(grid, block, *args, shared_size=...)"
+                )
+        letters = prepare_letters(arg_types, self.name)
         if self.signature is not None and len(letters) != len(self.signature):
             raise PyCudaError(
                 f"{self.name}.prepare({arg_types!r}): it declares {len(self.signature)} "
                 f"parameters, not {len(letters)}"
             )
-        if self.signature is not None:  # prepare([np.intp, ...]): a pointer as a 64-bit integer
-            pairs = zip(letters, self.signature, strict=True)
-            letters = "".join("P" if d == "P" and c in "lLqQ" else c for c, d in pairs)
+        declared = self.module.partial_signatures.get(self.name)  # `_`: a type not read
+        if declared is not None and len(declared) == len(letters):  # (a macro may be several)
+            # prepare([np.intp, ...]): a pointer as a 64-bit integer;
+            # `i` for an `unsigned int` (the same bytes, as PyCUDA packs it): the declared type
+            pairs = zip(letters, declared, strict=True)
+            letters = "".join(
+                "P" if d == "P" and c in "lLqQ" else d if d != "_" and same_bytes(c, d) else c
+                for c, d in pairs
+            )
         self.arg_format = letters
         return self
 
@@ -326,24 +324,29 @@ class Function:
                 check_letter(arg, letter, position, self.name)
         return self._launch(letters, args, grid, block, shared, stream, time_kernel)
 
-    def _prepared(self, call: str) -> str:
+    def _prepared(self, call: str, block: Any) -> str:
         if self.arg_format is None:
             raise PyCudaError(f"{self.name}.{call}: prepare() the function first")
+        if not isinstance(block, tuple | list):  # pre-2011 code leaves the block out
+            raise PyCudaError(
+                f"{self.name}.{call}: its block, {type(block).__name__} {block!r:.40}, is no "
+                f"block size: {call}(grid, block, *args), block a tuple (64, 1, 1)"
+            )
         return self.arg_format
 
     def prepared_call(self, grid: Any, block: Any, *args: Any, shared_size: int = 0) -> None:
-        self._launch(self._prepared("prepared_call"), args, grid, block, shared_size, None)
+        self._launch(self._prepared("prepared_call", block), args, grid, block, shared_size, None)
 
     def prepared_async_call(
         self, grid: Any, block: Any, stream: Any, *args: Any, shared_size: int = 0
     ) -> None:
-        letters = self._prepared("prepared_async_call")
+        letters = self._prepared("prepared_async_call", block)
         self._launch(letters, args, grid, block, shared_size, stream)
 
     def prepared_timed_call(
         self, grid: Any, block: Any, *args: Any, shared_size: int = 0
     ) -> Callable[[], float]:
-        letters = self._prepared("prepared_timed_call")
+        letters = self._prepared("prepared_timed_call", block)
         seconds = self._launch(letters, args, grid, block, shared_size, None, True)
         return lambda: seconds or 0.0
 

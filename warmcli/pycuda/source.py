@@ -6,10 +6,13 @@ and of texture references.
 as PyCUDA does, so `get_function(name)` finds the unmangled entry. warm builds each
 kernel of a module as its own warm `Kernel` and may put copies of one module's source
 into one translation unit; names with C linkage would then clash, so every other
-name the module declares at file scope (`__global__`/`__device__` functions,
-`__device__`/`__constant__` variables) is renamed per kernel with a `#define`,
-except names also used as a member (`.w`, `->x`), which would break. Each
-`__global__` function's parameters are read from its declaration and written in
+name of C linkage the module declares at file scope (`__global__`/`__device__`
+functions, `__device__`/`__constant__` variables: all of them in the wrap, under
+`no_extern_c` those it declares `extern "C"`; each kernel's namespace keeps the others
+apart) is renamed per kernel with a `#define`, except names also used as a member
+(`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
+header the source includes may use), macros, and operator overloads (`operator+`), which no macro
+can rename. Each `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
 the letters then come from the call's arguments as PyCUDA does. Pure: no state,
@@ -20,8 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 from warmcli.backends.compiler import file_scope_names
+from warmcli.backends.option_macros import macros_named
 
 EXTERN_C = 'extern "C" {\n%s\n}\n'
 
@@ -33,6 +38,15 @@ _ATTRIBUTE = re.compile(
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _EXTERN_C_BLOCK = re.compile(r'^\s*extern\s+"C"\s*$')
 _MEMBER_USE = r"(?:\.|->)\s*{}\b"
+# Members of CUDA's vector types and `dim3`, declared before any source: a header the
+# source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
+_BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
+_SOURCE_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+# Words of a declaration's type, never the name it declares (a macro must not rename them).
+_TYPE_WORDS = frozenset(
+    {"void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"}
+    | {"auto", "const", "volatile", "static", "inline", "struct", "union", "enum"}
+)
 _QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "restrict", "register"})
 # Parameter types and the PyCUDA letter each is passed as (LP64: long is 64 bits).
 _SCALAR_TYPES: dict[tuple[str, ...], str] = {
@@ -80,8 +94,14 @@ def wrap_source(source: str, no_extern_c: bool = False) -> str:
 def _file_scope_statements(source: str) -> list[str]:
     """The text of each file-scope declaration (up to its `{` or `;`), comments and
     preprocessor lines removed; the inside of an `extern "C" { }` block is file scope."""
+    return [statement for statement, _ in _statements(source)]
+
+
+def _statements(source: str) -> list[tuple[str, bool]]:
+    """`_file_scope_statements`, each with whether it has C linkage as written (inside an
+    `extern "C" { }` block, or declared `extern "C"`)."""
     text = _PREPROCESSOR.sub("", _COMMENT.sub(" ", source))
-    statements: list[str] = []
+    statements: list[tuple[str, bool]] = []
     stack: list[bool] = []  # per open brace: is it an extern "C" block (transparent)?
     start = 0
     for i, ch in enumerate(text):
@@ -90,7 +110,7 @@ def _file_scope_statements(source: str) -> list[str]:
             chunk = text[start:i]
             transparent = at_file_scope and bool(_EXTERN_C_BLOCK.match(chunk))
             if at_file_scope and not transparent:
-                statements.append(chunk)
+                statements.append((chunk, bool(stack)))
             stack.append(transparent)
             start = i + 1
         elif ch == "}":
@@ -98,9 +118,11 @@ def _file_scope_statements(source: str) -> list[str]:
                 stack.pop()
             start = i + 1
         elif ch == ";" and at_file_scope:
-            statements.append(text[start:i])
+            statements.append((text[start:i], bool(stack)))
             start = i + 1
-    return [s.strip() for s in statements if s.strip()]
+    return [
+        (s.strip(), c or s.strip().startswith('extern "C"')) for s, c in statements if s.strip()
+    ]
 
 
 def _declared_name(statement: str) -> str | None:
@@ -113,12 +135,19 @@ def _declared_name(statement: str) -> str | None:
     bare = _ATTRIBUTE.sub(" ", statement)
     head = bare.split("(", 1)[0] if "(" in bare else re.split(r"[\[=,]", bare, maxsplit=1)[0]
     names = _IDENT.findall(head)
-    return names[-1] if names and not names[-1].startswith("__") else None
+    if "operator" in names:  # `operator+`: no name a macro can rename
+        return None
+    pointer = re.match(r"[^(]*\(\s*\*\s*([A-Za-z_]\w*)\s*[)\[]", bare)  # `float (*op)(float)`
+    if pointer:
+        return pointer.group(1)
+    last = names[-1] if names else "__"
+    return None if last.startswith("__") or last in _TYPE_WORDS else last
 
 
-def declared_names(source: str) -> list[str]:
-    """Functions and variables the source declares at file scope for the device."""
-    names = (_declared_name(s) for s in _file_scope_statements(source))
+def declared_names(source: str, c_linkage_only: bool = False) -> list[str]:
+    """Functions and variables the source declares at file scope for the device (only
+    those of C linkage as written, if `c_linkage_only`)."""
+    names = (_declared_name(s) for s, c in _statements(source) if c or not c_linkage_only)
     return list(dict.fromkeys(n for n in names if n))
 
 
@@ -142,9 +171,12 @@ def _parameter_letter(parameter: str) -> str | None:
     return _SCALAR_TYPES.get(kept) or _SCALAR_TYPES.get(kept[:-1])
 
 
-def kernel_signatures(source: str) -> dict[str, str | None]:
+def kernel_signatures(source: str, partial: bool = False) -> dict[str, str | None]:
     """Every `__global__` function the source declares -> its parameters in PyCUDA
-    letters (`"fPPi"`), or None when a parameter's type cannot be read."""
+    letters (`"fPPi"`), or None when a parameter's type cannot be read (with `partial`:
+    that parameter's letter is `_`, a pointer's `P` still), or the source declares it
+    twice with other parameters (`#ifdef USE_DOUBLE` around two declarations: the
+    preprocessor keeps one, which this cannot tell)."""
     found: dict[str, str | None] = {}
     for statement in _file_scope_statements(source):
         if not re.search(r"\b__global__\b", statement) or "(" not in statement:
@@ -154,27 +186,46 @@ def kernel_signatures(source: str) -> dict[str, str | None]:
         match = re.search(rf"\b{name}\s*\((.*)\)\s*$", bare, re.DOTALL) if name else None
         if name is None or match is None:
             continue
-        inner = match.group(1).strip()
-        if inner in ("", "void"):
-            found[name] = ""
-            continue
-        letters = [_parameter_letter(p) for p in inner.split(",")]
-        known = [letter for letter in letters if letter is not None]
-        found[name] = "".join(known) if len(known) == len(letters) and "<" not in inner else None
+        signature = _signature(match.group(1).strip(), partial)
+        if len(re.findall(r"\b__global__\b", bare)) > 1 or found.get(name, signature) != signature:
+            signature = None  # declarations of #if branches, their directives dropped
+        found[name] = signature
     return found
 
 
+def _signature(inner: str, partial: bool = False) -> str | None:
+    """The letters of a parameter list's text, or None when a type cannot be read (with
+    `partial`, `_` for each such type, but for a template's, whose commas are not read)."""
+    if inner in ("", "void"):
+        return ""
+    if "<" in inner:
+        return None
+    letters = [_parameter_letter(p) or ("_" if partial else None) for p in inner.split(",")]
+    return None if None in letters else "".join(letters)  # type: ignore[arg-type]
+
+
 def isolated_source(
-    source: str, entry: str, options: tuple[str, ...] = ()
+    source: str,
+    entry: str,
+    options: tuple[str, ...] = (),
+    no_extern_c: bool = False,
+    macros: Iterable[str] = (),
 ) -> tuple[str, dict[str, str]]:
     """`source` with every file-scope name but `entry` renamed for this one kernel, and
     the renames (`{"c": "warm_pc1a2b..._c"}`): copies of one module for several kernels
-    then share a translation unit without clashing names of C linkage."""
+    then share a translation unit without clashing names of C linkage. Under `no_extern_c`
+    only the names the source gives C linkage itself: one of C++ linkage is kept apart by
+    the kernel's namespace, and a `#define` of it would rename it in the headers the
+    source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a `__constant__ float y`).
+    A macro (`macros`, warm's defines; a `-D` option; a `#define` of the source) is never
+    renamed: `void KNAME(...)` with `-DKNAME=fill_128` declares `fill_128`."""
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
+    macros = {*macros, *filter(None, macros_named(options)), *_SOURCE_MACRO.findall(source)}
+    renamed_by_warm |= macros | _BUILTIN_MEMBERS  # a macro names no declaration of its own
     renames = {
         name: f"warm_pc{digest}_{name}"
-        for name in declared_names(source)
+        for name in declared_names(source, c_linkage_only=no_extern_c)
         if name not in renamed_by_warm
         and not re.search(_MEMBER_USE.format(re.escape(name)), source)
     }

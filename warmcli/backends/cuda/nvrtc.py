@@ -60,8 +60,6 @@ _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/
 # name the working folder, which no key covers); in one that cannot exist it looks only
 # where nvcc does (the `-I` folders, keyed). Its log says `warm.cu`.
 PROGRAM = "/proc/self/warm-no-folder/warm.cu"
-# NVRTC options that would change what is built: warm sets the architecture itself.
-_RESERVED = ("-arch", "--gpu-architecture", "-o", "--ptx", "-ptx", "--cubin", "-cubin")
 
 
 def bindings_installed() -> bool:
@@ -341,7 +339,7 @@ class NvrtcCompiler:
                 f"NVRTC {_release(self.toolchain)} does not build {arch}; it builds "
                 + ", ".join(f"sm_{n}" for n in sorted(known))
             )
-        check_options(options, units, _RESERVED)
+        check_options(options, units)  # nvcc's reserved: --compiler nvcc refuses them too
         nvrtc = _nvrtc()
         source = translation_unit(units)
         minimal = takes_minimal() and minimal_safe(units)
