@@ -114,10 +114,11 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
 
 
 # A tune row another writer of one bundle stored since `since` (two CI jobs at once) with the
-# same decision: the same operation, shape, device, candidate set, status and pick.
+# same decision: the same operation, shape, device, candidate set, status and pick; stored
+# no later than this write (a row stamped in the future is no writer's of this run's time).
 _SAME_TUNE = (
     "SELECT 1 FROM tunes WHERE key = ? AND operation = ? AND shape_key = ? AND device = ? AND "
-    "checksum = ? AND status = ? AND pick IS ? AND updated >= ?"
+    "checksum = ? AND status = ? AND pick IS ? AND updated BETWEEN ? AND ?"
 )
 
 
@@ -127,8 +128,11 @@ def write_tune_row(conn: sqlite3.Connection, values: tuple[object, ...], since: 
     opened the bundle) with the same decision is kept as it is, as `write_kernel_row`
     keeps a kernel stored alike: the run that stored it first stored it, this one adds
     nothing (its own samples differ, its pick does not). An older row is replaced, as a
-    run re-measures one on purpose (one no trusted key signed, say)."""
-    if conn.execute(_SAME_TUNE, (*values[:7], since)).fetchone():
+    run re-measures one on purpose (one no trusted key signed, say), and so is one stamped
+    after this write (`values`' own `updated`): a bundle from elsewhere, or a clock that
+    jumped, says nothing of a writer since; kept, its foreign row would be signed as this
+    run's."""
+    if conn.execute(_SAME_TUNE, (*values[:7], since, values[-1])).fetchone():
         return False
     conn.execute("INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
     return True
