@@ -7,17 +7,36 @@ Real parts only: the CLI in subprocesses, the system cc, SQLite files.
   (`updated` past now: a bundle from another machine, or a clock that jumped) read as
   stored since: a run re-measuring it under WARM_TRUSTED_KEYS (its row no trusted key
   covers) kept the foreign row, said "0 new tune(s)", and signed it with the trusted key.
+- A PyCUDA file-scope global named `x`..`w` is no longer renamed per kernel (a header the
+  source includes may read a vector's `.w`). Two template-built modules, each with its own
+  `__constant__ float w[4]` (a filter's weights) and no `#include`, have their kernels
+  built into one cubin, which a device loads once: both modules' `w` was one symbol `w`
+  there, so module A's `get_global("w")` was module B's (the weights B set read by A's
+  kernel; a miss, compiling A alone, had A's own). A source that includes nothing has no
+  header for the rename to reach: its `x`..`w` are renamed again.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import warnings
 from pathlib import Path
 
+import numpy as np
+import pytest
 from conftest import Warm
+
+from warmcli import DiscardedReadWarning, ProcessMode, ProcessModeOverride
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.cubin import cubin_globals
+from warmcli.pycuda import SourceModule, bound_runtime
+from warmcli.pycuda.source import mangled_global
+from warmcli.pycuda.standins import GPUArray
+from warmcli.runtime.runtime import Runtime
 
 TUNED = r"""
 import numpy as np
+import pytest
 from warmcli import Kernel, Tunable
 DEVICE = "host"
 SRC = ("void scale(const float *x, float *y, int n) "
@@ -53,3 +72,33 @@ def test_a_foreign_tune_row_stamped_in_the_future_is_measured_again_not_signed(
         seconds, updated = conn.execute("SELECT seconds, updated FROM tunes").fetchone()
     conn.close()
     assert seconds != 777.0 and updated < 4e9  # this run's row, which its key signed
+
+
+FILTER = """
+__constant__ float w[4];
+__global__ void filter_%s(float *y) { y[threadIdx.x] = w[0] * y[threadIdx.x] + w[3]; }
+"""
+
+
+@pytest.mark.parametrize("no_extern_c", [False, True])
+def test_two_modules_globals_stay_apart_in_one_cubin(no_extern_c: bool) -> None:
+    source = FILTER.replace("__global__", 'extern "C" __global__') if no_extern_c else FILTER
+    mods = {name: SourceModule(source % name, no_extern_c=no_extern_c) for name in ("a", "b")}
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    served = []
+    with bound_runtime(rt), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiscardedReadWarning)
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                for name, mod in mods.items():
+                    f = mod.get_function(f"filter_{name}")
+                    f(GPUArray(64, np.float32), block=(64, 1, 1))
+        c = collector.reader().compilation
+        assert (c.compiled, c.failed, c.compiler_processes) == (2, 0, 1)  # one cubin
+        for name, mod in mods.items():
+            assert mod.get_global("w")[1] == 16
+            f = mod.get_function(f"filter_{name}")
+            _, binary = rt.kernels.module(f.kernel(f.letters()))
+            renamed = mod.kernel_source(f"filter_{name}")[1].get("w", "w")
+            served.append(mangled_global(cubin_globals(binary), renamed))  # what get_global reads
+    assert None not in served and served[0] != served[1], served

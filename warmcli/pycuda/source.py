@@ -6,13 +6,15 @@ and of texture references.
 as PyCUDA does, so `get_function(name)` finds the unmangled entry. warm builds each
 kernel of a module as its own warm `Kernel` and may put copies of one module's source
 into one translation unit; names with C linkage would then clash, so every other
-name of C linkage the module declares at file scope (`__global__`/`__device__`
-functions, `__device__`/`__constant__` variables: all of them in the wrap, under
-`no_extern_c` those it declares `extern "C"`; each kernel's namespace keeps the others
-apart) is renamed per kernel with a `#define`, except names also used as a member
+name the module declares at file scope (`__global__`/`__device__` functions,
+`__device__`/`__constant__` variables; in a source that includes a header, under
+`no_extern_c` only those it declares `extern "C"`: each kernel's namespace keeps the
+others apart) is renamed per kernel with a `#define`, except names also used as a member
 (`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
-header the source includes may use), macros, and operator overloads (`operator+`), which no macro
-can rename. Each `__global__` function's parameters are read from its declaration and written in
+header the source includes may use: where it includes one), macros, and operator
+overloads (`operator+`), which no macro can rename. Kernels of several modules share one
+cubin, loaded once: a global left unrenamed there would be one for all of them. Each
+`__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
 the letters then come from the call's arguments as PyCUDA does. Pure: no state,
@@ -41,6 +43,7 @@ _MEMBER_USE = r"(?:\.|->)\s*{}\b"
 # Members of CUDA's vector types and `dim3`, declared before any source: a header the
 # source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
 _BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.MULTILINE)
 _SOURCE_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 # Words of a declaration's type, never the name it declares (a macro must not rename them).
 _TYPE_WORDS = frozenset(
@@ -214,18 +217,24 @@ def isolated_source(
     """`source` with every file-scope name but `entry` renamed for this one kernel, and
     the renames (`{"c": "warm_pc1a2b..._c"}`): copies of one module for several kernels
     then share a translation unit without clashing names of C linkage. Under `no_extern_c`
-    only the names the source gives C linkage itself: one of C++ linkage is kept apart by
-    the kernel's namespace, and a `#define` of it would rename it in the headers the
-    source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a `__constant__ float y`).
+    only the names the source gives C linkage itself, where it includes a header: one of
+    C++ linkage is kept apart by the kernel's namespace, and a `#define` of it would rename
+    it in the headers the source includes too (`float2`'s `.y` in `cuda_fp16.h`, for a
+    `__constant__ float y`); so are `x`..`w` there. A source that includes nothing (no
+    header comes after the `#define`s) has them all renamed: its kernels share a cubin with
+    other modules', where a global of theirs must be no other module's (`get_global`).
     A macro (`macros`, warm's defines; a `-D` option; a `#define` of the source) is never
     renamed: `void KNAME(...)` with `-DKNAME=fill_128` declares `fill_128`."""
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     macros = {*macros, *filter(None, macros_named(options)), *_SOURCE_MACRO.findall(source)}
-    renamed_by_warm |= macros | _BUILTIN_MEMBERS  # a macro names no declaration of its own
+    renamed_by_warm |= macros  # a macro names no declaration of its own
+    includes = _INCLUDE.search(source) is not None  # a header read after the `#define`s
+    if includes:  # (alone in its cubin then: nothing of another module's beside it)
+        renamed_by_warm |= _BUILTIN_MEMBERS
     renames = {
         name: f"warm_pc{digest}_{name}"
-        for name in declared_names(source, c_linkage_only=no_extern_c)
+        for name in declared_names(source, c_linkage_only=no_extern_c and includes)
         if name not in renamed_by_warm
         and not re.search(_MEMBER_USE.format(re.escape(name)), source)
     }
