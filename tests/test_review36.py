@@ -80,25 +80,67 @@ __global__ void filter_%s(float *y) { y[threadIdx.x] = w[0] * y[threadIdx.x] + w
 """
 
 
-@pytest.mark.parametrize("no_extern_c", [False, True])
-def test_two_modules_globals_stay_apart_in_one_cubin(no_extern_c: bool) -> None:
-    source = FILTER.replace("__global__", 'extern "C" __global__') if no_extern_c else FILTER
-    mods = {name: SourceModule(source % name, no_extern_c=no_extern_c) for name in ("a", "b")}
+# A gain fixed by a macro where FIXED_GAIN is set, else a `__constant__` the host sets.
+GAINED = """
+#ifdef FIXED_GAIN
+#define gain 2.0f
+#else
+__constant__ float gain;
+#endif
+__global__ void filter_%s(float *y) { y[threadIdx.x] *= gain; }
+"""
+
+
+@pytest.mark.parametrize(
+    "source, no_extern_c, name, size",
+    [
+        (FILTER, False, "w", 16),
+        (FILTER.replace("__global__", 'extern "C" __global__'), True, "w", 16),
+        (GAINED, False, "gain", 4),
+    ],
+)
+def test_two_modules_globals_stay_apart_in_one_cubin(
+    source: str, no_extern_c: bool, name: str, size: int
+) -> None:
+    mods = {e: SourceModule(source % e, no_extern_c=no_extern_c) for e in ("a", "b")}
     rt = Runtime(ArchDevice("sm_90"), jobs=1)
     served = []
     with bound_runtime(rt), warnings.catch_warnings():
         warnings.simplefilter("ignore", DiscardedReadWarning)
         for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
             with ProcessModeOverride(mode) as collector:
-                for name, mod in mods.items():
-                    f = mod.get_function(f"filter_{name}")
+                for entry, mod in mods.items():
+                    f = mod.get_function(f"filter_{entry}")
                     f(GPUArray(64, np.float32), block=(64, 1, 1))
         c = collector.reader().compilation
         assert (c.compiled, c.failed, c.compiler_processes) == (2, 0, 1)  # one cubin
-        for name, mod in mods.items():
-            assert mod.get_global("w")[1] == 16
-            f = mod.get_function(f"filter_{name}")
+        for entry, mod in mods.items():
+            assert mod.get_global(name)[1] == size
+            f = mod.get_function(f"filter_{entry}")
             _, binary = rt.kernels.module(f.kernel(f.letters()))
-            renamed = mod.kernel_source(f"filter_{name}")[1].get("w", "w")
+            renamed = mod.kernel_source(f"filter_{entry}")[1].get(name, name)
             served.append(mangled_global(cubin_globals(binary), renamed))  # what get_global reads
     assert None not in served and served[0] != served[1], served
+
+
+NAMED = """
+#ifndef KNAME
+#define KNAME fill_default
+#endif
+__global__ void KNAME(float *y) { y[threadIdx.x] = 1.0f; }
+"""
+
+
+@pytest.mark.parametrize("options, name", [([], "fill_default"), (["-DKNAME=fill_64"], "fill_64")])
+def test_a_kernel_named_by_a_macro_with_a_default_is_got_and_compiled(
+    options: list[str], name: str
+) -> None:
+    mod = SourceModule(NAMED, options=options)
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    with bound_runtime(rt), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiscardedReadWarning)
+        for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+            with ProcessModeOverride(mode) as collector:
+                mod.get_function(name)(GPUArray(64, np.float32), block=(64, 1, 1))
+    c = collector.reader().compilation
+    assert (c.compiled, c.failed) == (1, 0)

@@ -11,9 +11,10 @@ name the module declares at file scope (`__global__`/`__device__` functions,
 `no_extern_c` only those it declares `extern "C"`: each kernel's namespace keeps the
 others apart) is renamed per kernel with a `#define`, except names also used as a member
 (`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
-header the source includes may use: where it includes one), macros, and operator
-overloads (`operator+`), which no macro can rename. Kernels of several modules share one
-cubin, loaded once: a global left unrenamed there would be one for all of them. Each
+header the source includes may use: where it includes one), macros (a `-D`, or a
+`#define` of the source outside a branch: `certain_macros`), and operator overloads
+(`operator+`), which no macro can rename. Kernels of several modules share one cubin,
+loaded once: a global left unrenamed there would be one for all of them. Each
 `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
@@ -44,7 +45,10 @@ _MEMBER_USE = r"(?:\.|->)\s*{}\b"
 # source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
 _BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.MULTILINE)
-_SOURCE_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_DIRECTIVE = re.compile(
+    r"^[ \t]*#[ \t]*(ifdef|ifndef|if|elif|else|endif|define)\b[ \t]*([^\n]*)", re.MULTILINE
+)
+_NOT_DEFINED = re.compile(r"!\s*defined\s*\(?\s*([A-Za-z_]\w*)\s*\)?\s*")
 # Words of a declaration's type, never the name it declares (a macro must not rename them).
 _TYPE_WORDS = frozenset(
     {"void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"}
@@ -207,6 +211,28 @@ def _signature(inner: str, partial: bool = False) -> str | None:
     return None if None in letters else "".join(letters)  # type: ignore[arg-type]
 
 
+def certain_macros(source: str) -> set[str]:
+    """The macros `source` defines however it is compiled: unconditionally, or as the
+    default of an `#ifndef NAME` (`#if !defined(NAME)`) that a `-D` may set instead. One
+    defined in a branch (`#ifdef FIXED_GAIN` / `#define gain 2.0f` / `#else` / `__constant__
+    float gain;`) may name a declaration in another: not one of these."""
+    guards: list[str | None] = []  # per open conditional: the name it is the default of
+    found: set[str] = set()
+    for kind, rest in _DIRECTIVE.findall(_COMMENT.sub(" ", source)):
+        name = _IDENT.match(rest)
+        if kind in ("if", "ifdef", "ifndef"):
+            negated = _NOT_DEFINED.fullmatch(rest.strip()) if kind == "if" else None
+            guard = name.group() if kind == "ifndef" and name else None
+            guards.append(negated.group(1) if negated else guard)
+        elif kind in ("elif", "else") and guards:
+            guards[-1] = None
+        elif kind == "endif" and guards:
+            guards.pop()
+        elif kind == "define" and name and all(g == name.group() for g in guards):
+            found.add(name.group())
+    return found
+
+
 def isolated_source(
     source: str,
     entry: str,
@@ -223,11 +249,12 @@ def isolated_source(
     `__constant__ float y`); so are `x`..`w` there. A source that includes nothing (no
     header comes after the `#define`s) has them all renamed: its kernels share a cubin with
     other modules', where a global of theirs must be no other module's (`get_global`).
-    A macro (`macros`, warm's defines; a `-D` option; a `#define` of the source) is never
-    renamed: `void KNAME(...)` with `-DKNAME=fill_128` declares `fill_128`."""
+    A macro (`macros`, warm's defines; a `-D` option; a `#define` of the source wherever
+    it is compiled: `certain_macros`) is never renamed: `void KNAME(...)` with
+    `-DKNAME=fill_128` declares `fill_128`."""
     digest = hashlib.sha256("\0".join((source, entry, *options)).encode()).hexdigest()[:12]
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
-    macros = {*macros, *filter(None, macros_named(options)), *_SOURCE_MACRO.findall(source)}
+    macros = {*macros, *filter(None, macros_named(options)), *certain_macros(source)}
     renamed_by_warm |= macros  # a macro names no declaration of its own
     includes = _INCLUDE.search(source) is not None  # a header read after the `#define`s
     if includes:  # (alone in its cubin then: nothing of another module's beside it)
