@@ -14,6 +14,13 @@ Real parts only: the CLI in subprocesses, the system cc, SQLite files.
   there, so module A's `get_global("w")` was module B's (the weights B set read by A's
   kernel; a miss, compiling A alone, had A's own). A source that includes nothing has no
   header for the rename to reach: its `x`..`w` are renamed again.
+- A `#define` of the source was never renamed; one made in a branch (`#ifdef FIXED_GAIN`
+  `#define gain 2.0f` `#else` `__constant__ float gain;`) left `gain` one symbol for two
+  modules in one cubin. An `#ifndef KNAME` default still names its kernel.
+- A precision switch read as "no signature" where two declarations are at file scope read
+  only the first where each branch opens the body (`... a) {` `#else` `... a) {`): a float
+  call of the float branch was refused ("a float32 scalar for a parameter declared
+  float64").
 """
 
 from __future__ import annotations
@@ -144,3 +151,29 @@ def test_a_kernel_named_by_a_macro_with_a_default_is_got_and_compiled(
                 mod.get_function(name)(GPUArray(64, np.float32), block=(64, 1, 1))
     c = collector.reader().compilation
     assert (c.compiled, c.failed) == (1, 0)
+
+
+# A precision switch whose branches each open the kernel's body: only the first
+# declaration is at file scope once the directives are dropped.
+PRECISION = """
+#ifdef USE_DOUBLE
+__global__ void scale(double *y, double a) {
+#else
+__global__ void scale(float *y, float a) {
+#endif
+  y[threadIdx.x] *= a;
+}
+"""
+
+
+def test_a_kernel_opened_in_two_preprocessor_branches_takes_its_arguments() -> None:
+    rt = Runtime(ArchDevice("sm_90"), jobs=1)
+    for options, dtype in (([], np.float32), (["-DUSE_DOUBLE"], np.float64)):
+        f = SourceModule(PRECISION, options=options).get_function("scale")
+        with bound_runtime(rt), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DiscardedReadWarning)
+            for mode in (ProcessMode.COMPILE_ONLY, ProcessMode.COMPILE_AND_AUTOTUNE):
+                with ProcessModeOverride(mode) as collector:
+                    f(GPUArray(64, dtype), dtype(2), block=(64, 1, 1))
+        c = collector.reader().compilation
+        assert (c.compiled, c.failed) == (1, 0)

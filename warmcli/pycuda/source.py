@@ -182,8 +182,8 @@ def kernel_signatures(source: str, partial: bool = False) -> dict[str, str | Non
     """Every `__global__` function the source declares -> its parameters in PyCUDA
     letters (`"fPPi"`), or None when a parameter's type cannot be read (with `partial`:
     that parameter's letter is `_`, a pointer's `P` still), or the source declares it
-    twice with other parameters (`#ifdef USE_DOUBLE` around two declarations: the
-    preprocessor keeps one, which this cannot tell)."""
+    twice with other parameters (`#ifdef USE_DOUBLE` around two declarations, or each
+    branch opening its body: the preprocessor keeps one, which this cannot tell)."""
     found: dict[str, str | None] = {}
     for statement in _file_scope_statements(source):
         if not re.search(r"\b__global__\b", statement) or "(" not in statement:
@@ -197,6 +197,13 @@ def kernel_signatures(source: str, partial: bool = False) -> dict[str, str | Non
         if len(re.findall(r"\b__global__\b", bare)) > 1 or found.get(name, signature) != signature:
             signature = None  # declarations of #if branches, their directives dropped
         found[name] = signature
+    text = _PREPROCESSOR.sub("", _COMMENT.sub(" ", source))
+    for name in [n for n, signature in found.items() if signature is not None]:
+        # each branch opening the body (`#ifdef W` `k(double *y) {` `#else` `k(float *y) {`):
+        # the second is inside the first's braces once the directives are dropped
+        declared = re.findall(rf"\b__global__\b[^;{{}}]*?\b{name}\s*\(([^;{{}}]*)\)\s*[{{;]", text)
+        if len({_signature(d.strip(), partial) for d in declared}) > 1:
+            found[name] = None
     return found
 
 
