@@ -7,9 +7,13 @@ and PyCUDA scripts' 0-d array arguments and `pycuda.compiler`/`pycuda.tools` nam
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 MANY_OPS = r"""
@@ -59,3 +63,79 @@ def test_stats_samples_a_large_bundles_tunes_with_numbers_sorted_as_numbers(
     assert proc.returncode == 0, proc.stderr
     shapes = re.findall(r"^wide float32\[128\] (\d+) ", proc.stdout, re.M)
     assert shapes == [str(n) for n in range(1, 101)], shapes
+
+
+ONE_KERNEL = r"""
+from warmcli import Kernel
+
+K = Kernel("void half(float *x, int n) { for (int j = 0; j < n; j++) x[j] *= 0.5f; }",
+           "half", "Pi")
+
+
+def workload(rt):
+    rt.launch(K, rt.buffer(16, "float32"), 16)
+"""
+
+
+def test_run_refuses_verbose_with_quiet_in_one_line(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -v -q` printed every compiler command line, though `--quiet` says the
+    summary only: the pair contradicts itself, refused before anything runs."""
+    script, bundle = tmp_path / "one.py", tmp_path / "one.warm"
+    script.write_text(ONE_KERNEL)
+    for flags in (("-v", "-q"), ("--quiet", "--verbose")):
+        proc = warm("run", script, "-b", bundle, *flags)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "--verbose" in proc.stderr and "--quiet" in proc.stderr, proc.stderr
+        assert not bundle.exists()
+    proc = warm("run", script, "-b", bundle, "-v")
+    assert proc.returncode == 0 and "cc" in proc.stdout, proc.stderr
+
+
+def test_warm_strict_error_names_every_accepted_value(warm: Warm, tmp_path: Path) -> None:
+    """`WARM_STRICT=2` said "must be 1, warn or 0" though true/yes/on/off... are taken too."""
+    code = "import warmcli, sys; warmcli.use_bundle(sys.argv[1])"
+    env = dict(warm.env, WARM_STRICT="2")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "none.warm")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "WARM_STRICT" in last and "'2'" in last, last
+    for word in ("1", "true", "yes", "on", "warn", "0", "false", "no", "off"):
+        assert re.search(rf"\b{word}\b", last), (word, last)
+
+
+def test_run_json_format_before_is_null_for_a_new_bundle(warm: Warm, tmp_path: Path) -> None:
+    """`warm run --json` on a brand-new bundle said `"before": 3`: there was none before."""
+    script, bundle = tmp_path / "one.py", tmp_path / "one.warm"
+    script.write_text(ONE_KERNEL)
+    proc = warm("run", script, "-b", bundle, "--json")
+    assert proc.returncode == 0, proc.stderr
+    first = json.loads(proc.stdout)["format"]
+    assert first["before"] is None and first["after"] == 3, first
+    proc = warm("run", script, "-b", bundle, "--json")
+    assert json.loads(proc.stdout)["format"] == {"before": 3, "after": 3}
+    empty = tmp_path / "empty.warm"
+    empty.touch()  # as `mktemp` makes it: a new bundle
+    proc = warm("run", script, "-b", empty, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["format"]["before"] is None
+    proc = warm("run", script, "-b", tmp_path / "plain.warm")
+    assert "migrated" not in proc.stdout, proc.stdout
+
+
+def test_dask_run_json_format_before_is_null_for_a_new_bundle(warm: Warm, tmp_path: Path) -> None:
+    """`warm run --dask` said `"before": 3` of a bundle it made, as a local run did."""
+    distributed = pytest.importorskip("distributed")
+    script, bundle = tmp_path / "one.py", tmp_path / "one.warm"
+    script.write_text(ONE_KERNEL)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+        host="127.0.0.1",
+    ) as cluster:  # fmt: skip
+        for before in (None, 3):
+            proc = warm("run", script, "-b", bundle, "--json", "--dask", cluster.scheduler_address)
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads(proc.stdout)["format"] == {"before": before, "after": 3}
