@@ -139,3 +139,42 @@ def test_dask_run_json_format_before_is_null_for_a_new_bundle(warm: Warm, tmp_pa
             proc = warm("run", script, "-b", bundle, "--json", "--dask", cluster.scheduler_address)
             assert proc.returncode == 0, proc.stderr
             assert json.loads(proc.stdout)["format"] == {"before": before, "after": 3}
+
+
+ZERO_D = r"""
+import numpy as np
+import pycuda.autoinit
+import pycuda.gpuarray as gpuarray
+from pycuda.compiler import SourceModule
+
+# A declaration warm cannot read (a macro): the call's own types are the letters.
+HIDDEN = '#define DECL(n) __global__ void n(int *y, int v)\nextern "C" DECL(hidden) { y[0] = v; }'
+SEEN = "__global__ void seen(int *y, int v) { y[threadIdx.x] = v; }"
+
+
+def main():
+    y = gpuarray.zeros(64, np.int32)
+    hidden = SourceModule(HIDDEN, no_extern_c=True).get_function("hidden")
+    hidden(y, np.array(5, np.int32), block=(64, 1, 1))
+    seen = SourceModule(SEEN).get_function("seen")
+    seen(y, np.array(VALUE), block=(64, 1, 1))
+    seen.prepare("Pi")
+    seen.prepared_call((1, 1), (64, 1, 1), y.gpudata, np.array(VALUE))
+"""
+
+
+def test_pycuda_0d_array_is_passed_as_the_scalar_it_holds(warm: Warm, tmp_path: Path) -> None:
+    """A 0-d numpy array passed for an `int` parameter was refused as "host memory" where
+    warm could not read the declaration, and a 0-d float64 array was truncated into an
+    `int` parameter where it could (its scalar is refused): PyCUDA packs a 0-d array's
+    bytes, as it packs the numpy scalar it holds, so warm takes it as that scalar."""
+    pytest.importorskip("warmcli.backends.cuda.nvrtc").find_nvrtc() or pytest.skip("no NVRTC")
+    script, bundle = tmp_path / "zero_d.py", tmp_path / "zero_d.warm"
+    script.write_text(ZERO_D.replace("VALUE", "6, np.int32"))
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 4 new kernel(s)" in proc.stdout, proc.stdout  # two, as cubin and PTX
+    script.write_text(ZERO_D.replace("VALUE", "2.5"))
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+    assert proc.returncode == 2, proc.stdout
+    assert "seen argument 2: a float64 scalar for a parameter declared int32" in proc.stderr
