@@ -178,3 +178,26 @@ def test_pycuda_0d_array_is_passed_as_the_scalar_it_holds(warm: Warm, tmp_path: 
     proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
     assert proc.returncode == 2, proc.stdout
     assert "seen argument 2: a float64 scalar for a parameter declared int32" in proc.stderr
+
+
+NOT_STOOD_IN = {
+    "tools.py": "import numpy as np\nimport pycuda.autoinit\n"
+    "from pycuda.tools import dtype_to_ctype\n\n\ndef main():\n    dtype_to_ctype(np.float32)\n",
+    "compile.py": "import pycuda.autoinit\nimport pycuda.compiler\n\n\ndef main():\n"
+    '    pycuda.compiler.compile("__global__ void k() {}")\n',
+}
+
+
+def test_pycuda_standin_names_its_real_limit(warm: Warm, tmp_path: Path) -> None:
+    """`pycuda.tools.dtype_to_ctype` and `pycuda.compiler.compile` were refused under
+    `--arch` "...: it needs a GPU", though neither needs one: the stand-in holds only what
+    a pre-build of `SourceModule` launches uses, which is what the line must say."""
+    for name, text in NOT_STOOD_IN.items():
+        script = tmp_path / name
+        script.write_text(text)
+        proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "x.warm")
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+        said = proc.stderr
+        assert "pycuda.tools" in said or "pycuda.compiler.compile" in said, said
+        assert "needs a GPU" not in said, said
+        assert "SourceModule" in said and "without --arch" in said, said
