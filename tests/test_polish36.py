@@ -7,14 +7,17 @@ and PyCUDA scripts' 0-d array arguments and `pycuda.compiler`/`pycuda.tools` nam
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 
 MANY_OPS = r"""
 from warmcli import Kernel, Tunable
@@ -201,3 +204,46 @@ def test_pycuda_standin_names_its_real_limit(warm: Warm, tmp_path: Path) -> None
         assert "pycuda.tools" in said or "pycuda.compiler.compile" in said, said
         assert "needs a GPU" not in said, said
         assert "SourceModule" in said and "without --arch" in said, said
+
+
+def _spoil(bundle: Path, *statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(bundle)) as db:
+        for sql in statements:
+            db.execute(sql)
+        db.commit()
+
+
+FIRST = "WHERE rowid = (SELECT min(rowid) FROM {})"
+
+
+def test_diff_counts_an_entry_corrupt_in_either_bundle_only_as_corrupt(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm diff A B` of a copy whose kernel holds `seconds='x'` said "6 kernel(s) ... in
+    both" and listed that kernel as corrupt in A too: A cannot serve it, so it is not in
+    both (nor counted twice where both hold it corrupt)."""
+    a, b = tmp_path / "a.warm", tmp_path / "b.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", a, "--quiet").returncode == 0
+    shutil.copy(a, b)
+    orphaned = shutil.copy(a, tmp_path / "orphaned.warm")
+    pristine = shutil.copy(a, tmp_path / "pristine.warm")
+    whole = json.loads(warm("diff", a, b, "--json").stdout)
+    kernels, tunes = whole["kernels"]["shared"], whole["tunes"]["shared"]
+    assert kernels >= 2 and tunes >= 2, whole
+    _spoil(
+        a,
+        f"UPDATE kernels SET seconds = 'x' {FIRST.format('kernels')}",
+        f"UPDATE tunes SET seconds = 'x' {FIRST.format('tunes')}",
+    )
+    proc = warm("diff", a, b)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{kernels - 1} kernel(s) and {tunes - 1} tune(s) in both" in proc.stdout, proc.stdout
+    assert "Corrupt in A (2" in proc.stdout, proc.stdout
+    _spoil(b, f"UPDATE kernels SET seconds = 'x' {FIRST.format('kernels')}")  # the same one
+    doc = json.loads(warm("diff", a, b, "--json").stdout)
+    assert (doc["kernels"]["shared"], doc["tunes"]["shared"]) == (kernels - 1, tunes - 1), doc
+    assert (doc["corrupt"]["a_count"], doc["corrupt"]["b_count"]) == (2, 1), doc
+    _spoil(orphaned, "DELETE FROM blobs WHERE sha256 = (SELECT sha256 FROM kernels LIMIT 1)")
+    doc = json.loads(warm("diff", orphaned, pristine, "--json").stdout)
+    lost = doc["corrupt"]["a_count"]  # the kernels of that blob's batch
+    assert lost >= 1 and doc["kernels"]["shared"] == kernels - lost, doc
