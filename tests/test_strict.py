@@ -123,7 +123,7 @@ def test_strict_setting_is_parsed_strictly() -> None:
     assert MissPolicy.from_env(environ={"WARM_STRICT": "warn"}).strict is Strictness.WARN
     assert MissPolicy.from_env(environ={"WARM_STRICT": "0"}).strict is Strictness.OFF
     assert MissPolicy.from_env(False, environ={"WARM_STRICT": "1"}).strict is Strictness.OFF
-    with pytest.raises(ValueError, match="WARM_STRICT must be 1, warn or 0") as refused:
+    with pytest.raises(ValueError, match=r"WARM_STRICT must be 1 .*warn, or 0") as refused:
         MissPolicy.from_env(environ={"WARM_STRICT": "always"})
     assert isinstance(refused.value, WarmError)  # one line from the CLI, like every error
 

@@ -14,7 +14,8 @@ text a line names to its first `CUT_CHARS` (a shape may be megabytes);
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
 define patterns (compiling one costs 40-700 µs at import, in processes that may never
-use it). This module owns no state but each `Pattern`'s compiled form, and never prints.
+use it). `natural` is the sort key that orders numbers as numbers, wherever warm lists
+a bundle's names. This module owns no state but each `Pattern`'s compiled form, and never prints.
 """
 
 from __future__ import annotations
@@ -105,3 +106,19 @@ def refuse_lone_surrogate(owner: str, what: str, text: str) -> None:
     if (bad := lone_surrogate(text)) is not None:
         raise ValueError(f"{owner}: {what} holds {bad!r}, a lone surrogate: no file can hold "
                          "it (UTF-8 has no form for it)")  # fmt: skip
+
+
+def natural(text: object) -> list[Any]:
+    """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
+    `64x64` before `200x200` (text and numbers alternate, so any two keys compare). A
+    number is its digits' count and digits (leading zeros off): a bundle's may have any
+    length, past what `int()` takes."""
+    return [_number(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+
+
+def _number(digits: str) -> tuple[int, str]:
+    digits = digits.lstrip("0")
+    return len(digits), digits
+
+
+_DIGITS = Pattern("([0-9]+)")

@@ -17,6 +17,7 @@ never by a process that only serves. This module owns no state and never prints.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -39,6 +40,7 @@ from warmcli.bundle.rows import (
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
 from warmcli.errors import BundleError
+from warmcli.printable import natural
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
@@ -311,35 +313,33 @@ class BundleAdmin(SignedRows):
             return (
                 [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
                 [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-                list(self.each_tune(operation, limit=sample))
-                if operation is not None
-                else self._sample_tunes(sample),
+                self._sample_tunes(sample, operation),
             )
         except BundleError as exc:
             raise refused(self, exc) from None
 
-    def _sample_tunes(self, sample: int) -> list[TuneRecord]:
-        """`sample` tunes, a few of each operation: each one's first by shape, then second..."""
-        keys = self._all(
-            f"SELECT {KEY_HEX} FROM (SELECT key, operation, row_number() OVER "
-            "(PARTITION BY operation ORDER BY shape_key, key) AS nth FROM tunes) "
-            "ORDER BY nth, operation LIMIT ?",
-            (sample,),
-        )
-        found = []
-        for (key,) in keys:
+    def _sample_tunes(self, sample: int, operation: str | None) -> list[TuneRecord]:
+        """`sample` tunes by shape, numbers as numbers (`natural`): of `operation` if given,
+        else of the first operations by name, each one's first, then second, ..."""
+        shapes = f"SELECT substr(shape_key, 1, {MAX_NAME_CHARS}), {KEY_HEX} FROM tunes WHERE "
+        ops = [operation] if operation is not None else self.operations(sample)
+        rows = (self._iter(f"{shapes} operation = ?", (op,)) for op in ops)
+        firsts = [
+            heapq.nsmallest(sample, r, key=lambda r: (natural(r[0]), str(r[1]))) for r in rows
+        ]
+        found: list[TuneRecord] = []
+        for key in [each[n][1] for n in range(sample) for each in firsts if n < len(each)]:
             with contextlib.suppress(BundleError):  # a malformed one is not shown
-                record = self.tune(str(key)[:MAX_NAME_CHARS])
-                if record is not None:
-                    found.append(record)
+                found += filter(None, [self.tune(str(key)[:MAX_NAME_CHARS])])
+            if len(found) == sample:
+                break
         return found
 
     def operations(self, limit: int) -> list[str]:
-        """The first `limit` operations the bundle holds tunes of, by name (well-formed ones)."""
-        rows = self._all(
-            "SELECT DISTINCT operation FROM tunes ORDER BY operation LIMIT ?", (limit,)
-        )
-        return [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= MAX_NAME_CHARS]
+        """The first `limit` operations held (well-formed ones), by name, numbers as numbers."""
+        names = self._iter("SELECT DISTINCT operation FROM tunes")
+        ok = (n for (n,) in names if isinstance(n, str) and len(n) <= MAX_NAME_CHARS)
+        return heapq.nsmallest(limit, ok, key=natural)
 
     def format_version(self) -> int:
         """The format the open file is in (its header's `user_version`, read through the

@@ -6,7 +6,8 @@ and each row is checked on its own. `TuneChecks` starts, for a bundle of at leas
 `PARALLEL_TUNES` tunes on a machine with more than one CPU, one forked process per
 CPU (`warmcli.bundle.workers`); each opens the bundle read-only, reads one range of rowids through
 `tunes_between` (the same reader and checks as `each_tune`) and returns how many rows
-it read and every problem, in order (`TuneChecks`). The caller's open read transaction (`snapshot`)
+it read and every problem, in order, with the keys of those rows (`TuneChecks`, which
+tells them to an `on_corrupt` given it). The caller's open read transaction (`snapshot`)
 holds SQLite's shared lock the whole time, so no writer can commit meanwhile and every
 process reads the same state (a bundle is never in WAL mode); a worker that finds the
 path now names another file (replaced meanwhile), or fails or dies, leaves its range
@@ -52,27 +53,43 @@ def checked(what: str, listing: Callable[[OnError], Iterable[object]]) -> Checks
     yield from ((what, b) for b in bad)
 
 
-def _check_range(source: Reopen, low: int, high: int) -> tuple[int, list[str]] | None:
-    """In a worker: (rows read, their problems) of the tunes with rowid in (low, high], or
-    None if the bundle's path is no longer the file the caller holds open."""
+def keyed(bad: OnError, on_corrupt: Callable[[str], None] | None) -> OnError:
+    """`bad`, telling `on_corrupt` (if any) each corrupt entry's key first."""
+    if on_corrupt is None:
+        return bad
+    return lambda key, problem: (on_corrupt(key), bad(key, problem))[-1]
 
-    def check(bundle: Any) -> tuple[int, list[str]]:
-        rows, problems = 0, []
-        for _, problem in checked("tune", lambda bad: bundle.tunes_between(low, high, bad)):
+
+def _check_range(source: Reopen, low: int, high: int) -> tuple[int, list[str], list[str]] | None:
+    """In a worker: (rows read, their problems, the keys of those rows) of the tunes with
+    rowid in (low, high], or None if the bundle's path is no longer the file the caller
+    holds open."""
+
+    def check(bundle: Any) -> tuple[int, list[str], list[str]]:
+        rows, problems, keys = 0, [], []
+        between = lambda bad: bundle.tunes_between(low, high, keyed(bad, keys.append))  # noqa: E731
+        for _, problem in checked("tune", between):
             rows += 1
             if problem is not None:
                 problems.append(problem)
-        return rows, problems
+        return rows, problems, keys
 
     return source.read(check)
 
 
 class TuneChecks:
     """Every tune of an open bundle being checked: iterate it once for
-    ("tune", problem or None) of every row, in rowid order; `close` stops the processes."""
+    ("tune", problem or None) of every row, in rowid order (each corrupt one's key told to
+    `on_corrupt`, if given); `close` stops the processes."""
 
-    def __init__(self, bundle: Tunes, here: Callable[[OnError], Iterable[object]]) -> None:
-        self._bundle, self._here = bundle, here
+    def __init__(
+        self,
+        bundle: Tunes,
+        here: Callable[[OnError], Iterable[object]],
+        on_corrupt: Callable[[str], None] | None = None,
+    ) -> None:
+        self._bundle, self._on_corrupt = bundle, on_corrupt
+        self._here = lambda bad: here(keyed(bad, on_corrupt))
         self._pool: Workers | None = None
         self._ranges: list[tuple[int, int, Any]] = []
         workers = worker_count()
@@ -100,14 +117,16 @@ class TuneChecks:
                 if done is None:
                     yield from checked("tune", lambda bad, a=a, b=b: self._between(a, b, bad))
                     continue
-                rows, problems = done
+                rows, problems, keys = done
+                for key in keys if self._on_corrupt is not None else ():
+                    self._on_corrupt(key)
                 yield from (("tune", p) for p in problems)
                 yield from (("tune", None) for _ in range(rows - len(problems)))
         finally:
             self.close()
 
     def _between(self, low: int, high: int, on_error: OnError) -> Iterable[object]:
-        return self._bundle.tunes_between(low, high, on_error)
+        return self._bundle.tunes_between(low, high, keyed(on_error, self._on_corrupt))
 
     def close(self) -> None:
         if self._pool is not None:

@@ -150,6 +150,8 @@ def run(
         fail("give a workload file or -m MODULE (one of them)")
     if ptx is not None and no_ptx:
         fail("--ptx keeps PTX, --no-ptx keeps none: give one of them")
+    if verbose and quiet:
+        fail("--verbose shows every compiler command, --quiet the summary only: give one of them")
     path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else guarded(lambda: load_private_key(key))

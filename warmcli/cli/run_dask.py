@@ -15,12 +15,15 @@ from typing import Any
 
 import typer
 
+from warmcli.bundle.file import check_header
+from warmcli.bundle.replacing import is_empty_file
 from warmcli.cli.common import emit_json, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
+from warmcli.errors import BundleError
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.warming.fanout import FanOutReport, fan_out, shard_passes
 from warmcli.warming.passes import PassReport, RunReport
@@ -38,6 +41,9 @@ def dask_run(
     """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
     passes shown are the shards' summed, then the verify pass, as a local run's."""
     as_json, quiet, verbose = show
+    before: int | None = None  # the bundle's format before the run (None: a new one)
+    with contextlib.suppress(OSError, BundleError):
+        before = None if is_empty_file(path) else check_header(path)[0]
     progress = ShardProgress(out) if not (as_json or quiet) else None
     with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
         shards = [*argv, "--no-verify"]
@@ -72,6 +78,7 @@ def dask_run(
         shard_passes([r.report for r in fanned.shards]),
         stored_kernels=merged.kernels,
         stored_tunes=merged.tunes,
+        format_before=before,
     )
     if verify_args is not None:
         hooked, loader, *rest = verify_args  # `hooked`: under --pycuda, warm's PyCUDA

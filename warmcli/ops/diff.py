@@ -9,10 +9,11 @@ that bundle, which cannot serve it: two bundles are never called the same while 
 any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
 exits 1); a malformed row is listed there only, never as "only in" one bundle or as a
 changed pick (past the first `LISTED` of a kind, whose rows are not read, it is counted
-there too). Both bundles' keys
-(and picks) are read as two streams ordered by key and joined as they go, so memory
-does not grow with their size: a `BundleDiff` counts everything and keeps the first
-`LISTED` entries of each kind, whose rows alone are read whole. A bundle whose SQL
+there too), nor counted in both, as a kernel with no blob is not (of the first `LISTED`
+corrupt entries of each bundle). Both bundles' keys (and picks) are read as two streams
+ordered by key and joined as they go, so memory does not grow with their size: a
+`BundleDiff` counts everything and keeps the first `LISTED` entries of each kind, whose
+rows alone are read whole. A bundle whose SQL
 indexes disagree with its rows is refused first (`warmcli.bundle.consistency`). This
 module reads both bundles; it never writes or prints.
 """
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from warmcli.bundle.checking import TuneChecks, checked
+from warmcli.bundle.checking import TuneChecks, checked, keyed
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
@@ -175,23 +176,45 @@ def _change(ta: Any, tb: Any) -> PickChange | None:
     )
 
 
-def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> None:
+def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> set[tuple[str, str]]:
     """Count (and keep the first `LISTED` of) the entries of `bundle` that cannot be read,
     or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them (a
     kernel's times too)
     (`checked`; the tunes of a large bundle in other processes, `TuneChecks`), in the order
     stored, and every kernel whose blob is missing or whose blob's size lies (no blob is
-    hashed: a blob that fails its sha256 only `warm verify` names)."""
-    tunes = TuneChecks(bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED))
+    hashed: a blob that fails its sha256 only `warm verify` names). Returns the (kind, key)
+    of the first `LISTED` malformed rows and kernels with no blob (not those whose blob's
+    size lies: a blob's problem names no kernel)."""
+    keys: set[tuple[str, str]] = set()
+
+    def note(kind: str) -> Callable[[str], None]:
+        return lambda key: None if len(keys) >= LISTED else keys.add((kind, key))
+
+    tunes = TuneChecks(
+        bundle, lambda bad: bundle.each_tune(on_error=bad, order=AS_STORED), note("tune")
+    )
     try:
         used = bundle.each_kernel_used  # its times too, as `warm verify` and `warm stats` read
-        kernels = checked("kernel", lambda bad: used(on_error=bad, order=AS_STORED))
+        kernels = checked(
+            "kernel", lambda bad: used(on_error=keyed(bad, note("kernel")), order=AS_STORED)
+        )
         blobs = (("", problem) for problem in bundle.blob_problems())
         for _, problem in itertools.chain(kernels, blobs, tunes):
             if problem is not None:
                 diff.keep(f"corrupt_{side}", lambda p=problem: p)
     finally:
         tunes.close()
+    for orphan in itertools.islice(bundle.each_orphan(), LISTED):
+        note("kernel")(orphan.key)
+    return keys
+
+
+def _held(bundle: Bundle, kind: str, key: str) -> bool:
+    """Whether `bundle` holds an entry of `kind` under `key` (a malformed one too)."""
+    try:
+        return (bundle.kernel(key) if kind == "kernel" else bundle.tune(key)) is not None
+    except BundleError:
+        return True
 
 
 def _reader(bundle: Bundle) -> Reader:
@@ -226,8 +249,10 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
             (keys(ba, "tunes"), keys(bb, "tunes")),
             (_reader(ba), _reader(bb)),
         )
-        corrupt_entries(diff, "a", ba)
-        corrupt_entries(diff, "b", bb)
+        corrupt = corrupt_entries(diff, "a", ba) | corrupt_entries(diff, "b", bb)
+        for kind, key in corrupt:  # in both, but not served by both: not counted in both
+            if _held(ba, kind, key) and _held(bb, kind, key):
+                setattr(diff, f"{kind}s_shared", getattr(diff, f"{kind}s_shared") - 1)
         diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
         diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
         return diff

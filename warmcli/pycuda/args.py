@@ -2,7 +2,8 @@
 
 PyCUDA code passes device memory as `DeviceAllocation`s, `GPUArray`s, anything with
 `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and `drv.In`/`Out`/`InOut`
-around numpy arrays, and scalars as numpy scalars. This layer turns each into a warm
+around numpy arrays, and scalars as numpy scalars (or 0-d arrays, taken as the scalar
+they hold, whose bytes PyCUDA packs). This layer turns each into a warm
 `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
@@ -171,6 +172,12 @@ def prepare_letters(arg_types: str | Sequence[Any], entry: str) -> str:
     return letters
 
 
+def held_scalar(value: Any) -> Any:
+    """A 0-d numpy array as the numpy scalar it holds (PyCUDA packs its bytes, which are
+    that scalar's); any other value as it is."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
 def call_letter(value: Any, position: int) -> str:
     """The letter PyCUDA's unprepared call gives an argument (its numpy type, or `P`)."""
     if isinstance(value, np.number | np.bool_):
@@ -234,7 +241,8 @@ def convert(
         )
     values: list[Any] = []
     handlers: dict[int, Staged] = {}
-    for position, (letter, arg) in enumerate(zip(letters, args, strict=True), start=1):
+    for position, (letter, given) in enumerate(zip(letters, args, strict=True), start=1):
+        arg = held_scalar(given)
         handler = staged(arg)
         if handler is not None:
             if letter != "P":
@@ -259,6 +267,7 @@ def _is_number(value: Any) -> bool:
 
 def describe(value: Any) -> Any:
     """What of one argument keys a tune: arrays by dtype and shape, scalars by value."""
+    value = held_scalar(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, bool | int | float | str) or value is None:

@@ -1,6 +1,8 @@
 """What warm's GPU-less PyCUDA stand-ins (`warmcli.pycuda.standins`) lack, named as theirs.
 
-A script run by `warm run --pycuda --arch` may ask the stand-ins for what only a GPU has:
+A script run by `warm run --pycuda --arch` may ask the stand-ins for what they do not hold
+(what only a GPU has, or a part of PyCUDA a pre-build of `SourceModule` launches never
+uses, such as `pycuda.tools` or `pycuda.compiler.compile`):
 an attribute of a module, class or instance (`drv.mem_get_info`, `Device.make_context`),
 a name imported from a module (`from pycuda.compiler import DynamicSourceModule`, which
 Python would turn into its own `cannot import name ... (unknown location)`), or a submodule
@@ -19,7 +21,11 @@ from typing import Any
 
 from warmcli.backends.cuda.device import pycuda_stands_in
 
-LACKING = "not in warm's GPU-less stand-in for pycuda (warm run --arch): it needs a GPU"
+LACKING = (  # what the stand-ins hold: a pre-build's needs, whether or not a name needs a GPU
+    "not in warm's GPU-less stand-in for pycuda (warm run --arch), which holds only what a "
+    "pre-build of SourceModule launches uses: run the script on a GPU (warm run --pycuda, "
+    "without --arch)"
+)
 
 
 def lacking(owner: str, attribute: str) -> Any:

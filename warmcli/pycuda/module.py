@@ -39,6 +39,7 @@ from warmcli.pycuda.args import (
     call_letter,
     check_letter,
     convert,
+    held_scalar,
     prepare_letters,
     same_bytes,
 )
@@ -316,7 +317,7 @@ class Function:
             raise PyCudaError(f"{self.name}(...): must specify block size")
         if texrefs:
             raise PyCudaError(no_references(f"{self.name}(texrefs=...)", self.name))
-        letters = self.signature
+        letters, args = self.signature, tuple(map(held_scalar, args))
         if letters is None:
             letters = "".join(call_letter(a, i) for i, a in enumerate(args, start=1))
         elif len(letters) == len(args):

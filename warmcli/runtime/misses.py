@@ -80,7 +80,10 @@ class Strictness:
             return cls.WARN
         if text in ("1", "raise", "true", "on", "yes"):
             return cls.RAISE
-        raise ConfigError(f"{source} must be 1, warn or 0, not {value!r}")
+        raise ConfigError(
+            f"{source} must be 1 (or true, yes, on, raise), warn, or 0 (or false, no, off, "
+            f"empty), not {value!r}"
+        )
 
 
 Strictness.OFF, Strictness.WARN, Strictness.RAISE = (

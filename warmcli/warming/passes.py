@@ -85,7 +85,7 @@ class RunReport:
     signature: str = ""  # signed by which key, or why what was stored is unsigned
     shard: str = ""  # "I/N" when the run did one shard's part
     compilers: list[dict[str, str]] = field(default_factory=list)  # `compiler_info` a device
-    format_before: int = FORMAT_VERSION  # the bundle's format before the run opened it
+    format_before: int | None = FORMAT_VERSION  # the bundle's before the run (None: new)
 
     @property
     def verified(self) -> bool | None:
@@ -288,9 +288,9 @@ def _warm(
         probe = CompilerProbe(devices, report.compilers)
         try:
             signs = signing_key is not None
-            if not created:  # an older one is migrated as it opens to write: said so
-                with contextlib.suppress(OSError, BundleError):
-                    report.format_before = check_header(bundle_path)[0]
+            report.format_before = None if created or empty else FORMAT_VERSION  # None: new
+            with contextlib.suppress(OSError, BundleError):  # an older one is migrated as it
+                report.format_before = check_header(bundle_path)[0]  # opens to write: said so
             bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
             if not created:  # a write beside a stale index adds to it: refused, as readers do
                 require_consistent(bundle)

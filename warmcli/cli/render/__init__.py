@@ -5,7 +5,7 @@ returns a Rich renderable or a JSON-ready dict. Every string shown goes through
 `line` (or `add_row`): a Rich `Text`, never markup, with control characters escaped
 (`warmcli.printable`), since a bundle's text is untrusted. Nothing here runs a pass, opens a
 device or writes a file; the CLI decides where the output goes. This module holds the
-pieces every view shares (`listing`, `line`, `add_row`, `natural`, `when`); the views are
+pieces every view shares (`listing`, `line`, `add_row`, `when`); the views are
 `run` (a run's passes), `stats` (a bundle's contents, whole or summarised) and `ops`
 (verify, merge, diff, clean). It owns no state. Rich is imported when a view is first
 built, not with this module: a JSON document needs none of it.
@@ -14,8 +14,7 @@ built, not with this module: a JSON document needs none of it.
 from __future__ import annotations
 
 import datetime
-import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from warmcli.printable import CUT_CHARS, cut, printable
 
@@ -63,22 +62,6 @@ def when(stamp: str | float | None, timespec: str = "seconds") -> str:
         return datetime.datetime.fromtimestamp(float(stamp or "")).isoformat(timespec=timespec)
     except (ValueError, OverflowError, OSError):
         return str(stamp)
-
-
-def natural(text: object) -> list[Any]:
-    """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
-    `64x64` before `200x200` (text and numbers alternate, so any two keys compare). A
-    number is its digits' count and digits (leading zeros off): a bundle's may have any
-    length, past what `int()` takes."""
-    return [_number(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
-
-
-def _number(digits: str) -> tuple[int, str]:
-    digits = digits.lstrip("0")
-    return len(digits), digits
-
-
-_DIGITS = re.compile("([0-9]+)")
 
 
 def compiler_line(info: dict[str, str]) -> str:

@@ -173,7 +173,7 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
                 f"and {report.stored_tunes} new tune(s)"
             )
         )
-    if report.format_before != FORMAT_VERSION:
+    if report.format_before not in (None, FORMAT_VERSION):
         before = report.format_before
         parts.append(
             line(

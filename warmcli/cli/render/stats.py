@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.cli.render import add_row, line, listing, natural, when
+from warmcli.cli.render import add_row, line, listing, when
 from warmcli.errors import headline
 from warmcli.kernel_parts import stored
-from warmcli.printable import printable
+from warmcli.printable import natural, printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from warmcli.cli.render import add_row, line, natural
+from warmcli.cli.render import add_row, line
 from warmcli.cli.render.stats import (
     EXPLAIN_HINT,
     candidates_table,
@@ -20,6 +20,7 @@ from warmcli.cli.render.stats import (
     tunes_table,
 )
 from warmcli.ops.stats import BundleSummary
+from warmcli.printable import natural
 
 if TYPE_CHECKING:
     from rich.console import Group
