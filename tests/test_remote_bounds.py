@@ -110,7 +110,7 @@ def test_a_dripping_download_stops_at_the_deadline_and_the_last_good_copy_serves
     made: tuple[Warm, Path], served: tuple[_Serve, str], tmp_path: Path
 ) -> None:
     serve, url = served
-    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="2", WARM_REMOTE_MAX_SIZE="2M")
+    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="1", WARM_REMOTE_MAX_SIZE="2M")
     assert warm("stats", url).returncode == 0  # a good copy is cached
     for mode in ("drip", "endless"):
         serve.mode = mode
