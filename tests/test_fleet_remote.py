@@ -141,7 +141,7 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(
     wait, min(10 s, the deadline))."""
     store = dripping()
     try:
-        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="2")
+        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
         began = time.monotonic()
         proc = Warm(env)("stats", store.url, timeout=60)
         took = time.monotonic() - began
