@@ -222,7 +222,8 @@ def test_an_interrupt_while_writing_back_at_exit_is_one_line(
 ) -> None:
     warmed(warm, tmp_path, bundle_path, 0)
     before = bundle_path.read_bytes()
-    argv = script(tmp_path, "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\n")
+    body = "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\nprint('ran')\n"
+    argv = script(tmp_path, body)
     argv[1:1] = ["-u"]
     with open(f"{bundle_path}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another writer: the write-back waits at exit
@@ -234,7 +235,8 @@ def test_an_interrupt_while_writing_back_at_exit_is_one_line(
             text=True,
             cwd=ROOT,
         )
-        time.sleep(3)  # compiled, and waiting for the lock
+        assert proc.stdout.readline() == "ran\n"  # (-u: printed at once) compiled, then
+        time.sleep(1)  # its write-back at exit waiting for the lock
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
