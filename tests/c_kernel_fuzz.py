@@ -344,14 +344,20 @@ def _run(library: Path, symbol: str) -> bytes:
 
 def alone(k: Kernel, scratch: Path) -> bytes | None:
     """What `k` writes built alone by `cc` (None: it does not compile or load; `-z defs`: a
-    function nothing defines fails here, not at its first call)."""
+    function nothing defines fails here, not at its first call). Built once per `scratch`:
+    a second call for the same source and defines reuses the library (or the failure)."""
     digest = hashlib.sha256(repr((k.source, k.defines)).encode()).hexdigest()[:16]
     source, library = scratch / f"{digest}.c", scratch / f"{digest}.so"
-    source.write_text(k.source)
-    defines = [f"-D{name}={value}" for name, value in k.defines]
-    command = ["cc", *BASE_FLAGS, "-Wl,-z,defs", *defines, "-o", library, source, "-lm"]
-    if subprocess.run(command, capture_output=True).returncode != 0:
+    failed = scratch / f"{digest}.failed"
+    if failed.exists():
         return None
+    if not library.exists():
+        source.write_text(k.source)
+        defines = [f"-D{name}={value}" for name, value in k.defines]
+        command = ["cc", *BASE_FLAGS, "-Wl,-z,defs", *defines, "-o", library, source, "-lm"]
+        if subprocess.run(command, capture_output=True).returncode != 0:
+            failed.touch()
+            return None
     try:
         return _run(library, k.entry)
     except AttributeError:  # it exports no such function (a `static` entry)

@@ -240,7 +240,8 @@ def test_clean_of_a_bundle_of_millions_of_kernel_ids_stays_flat_in_memory(
 ) -> None:
     """A bundle holding 1,500,000 interned kernel keys no tune names and one corrupt tune:
     `warm clean` removes the tune and the unused ids without reading the table into memory
-    (it held every id in a Python list and set: ~190 MiB peak here, growing with the rows)."""
+    (it held every id in a Python list and set: ~190 MiB peak here, growing with the rows;
+    179 MiB, 106 without them, in one run: 1,200,000 rows were only 45 MiB over)."""
     from test_blob_memory import _PEAK
 
     warm, good = made
@@ -249,9 +250,11 @@ def test_clean_of_a_bundle_of_millions_of_kernel_ids_stays_flat_in_memory(
         shutil.copy(good, each)
         with sqlite3.connect(each) as conn:
             if each == bundle:
-                junk = range(1 << 40, (1 << 40) + 1_500_000)
-                insert = "INSERT INTO tune_kernels (key) VALUES (?)"
-                conn.executemany(insert, ((i.to_bytes(32, "big"),) for i in junk))
+                conn.execute(  # 32-byte keys, each its own
+                    "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n"
+                    " WHERE i + 1 < 1500000) INSERT INTO tune_kernels (key)"
+                    " SELECT CAST(printf('junk%028d', i) AS BLOB) FROM n"
+                )
             first = "(SELECT min(rowid) FROM tunes)"
             conn.execute(f"UPDATE tunes SET candidates = x'ff' WHERE rowid = {first}")
         conn.close()

@@ -42,6 +42,8 @@ def test_ctrl_c_after_the_removal_says_what_was_removed(warm: Warm, tmp_path: Pa
     assert made.returncode == 0, made.stdout + made.stderr
     seen = 0
     for _ in range(5):  # the removal is seen (once vacuumed), then SIGINT lands
+        if seen:
+            break  # (the case this is for has been seen and checked)
         bundle = tmp_path / "b.warm"
         bundle.write_bytes(source.read_bytes())
         proc = subprocess.Popen(

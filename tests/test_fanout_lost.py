@@ -71,7 +71,7 @@ def test_every_worker_lost_is_one_line_and_exit_2_not_a_hang(
         client.close()
         run = subprocess.Popen(
             [*RUN, str(workload), "-b", str(bundle), "--dask", lonely_scheduler],
-            env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "3"},
+            env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

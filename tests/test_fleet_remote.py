@@ -141,7 +141,7 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(
     wait, min(10 s, the deadline))."""
     store = dripping()
     try:
-        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="2")
+        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
         began = time.monotonic()
         proc = Warm(env)("stats", store.url, timeout=60)
         took = time.monotonic() - began
@@ -289,7 +289,7 @@ def test_a_download_lock_held_elsewhere_is_waited_for_no_longer_than_the_deadlin
     store, base, _ = http_store
     store.files["/b.warm"] = built[0]
     url, home = f"{base}/b.warm", tmp_path / "home"
-    env = dict(warm.env, WARM_HOME=str(home), WARM_REMOTE_DEADLINE="2")
+    env = dict(warm.env, WARM_HOME=str(home), WARM_REMOTE_DEADLINE="1")
     monkeypatch.setenv("WARM_HOME", str(home))
     folder = cache_dir(url)
     folder.mkdir(parents=True, mode=0o700)

@@ -107,7 +107,12 @@ if how == "_exit":
     os._exit(4)
 raise RuntimeError("the app failed")
 """
-SLOW_CC = '#!/bin/sh\ncase "$*" in *--version*) ;; *) sleep 0.6 ;; esac\nexec cc "$@"\n'
+# Slow for kernel 4's source only (`SC` its define): the process ends while it compiles; the
+# misses before it (kernels 0-3, the tunable's candidates) compile at cc's own speed.
+SLOW_CC = """#!/bin/sh
+for f in "$@"; do case "$f" in *.c) grep -q 'define SC 4.5f' "$f" && sleep 0.6 ;; esac; done
+exec cc "$@"
+"""
 
 
 @pytest.fixture(scope="module")

@@ -43,11 +43,13 @@ def script(tmp_path: Path, body: str) -> list[str]:
     return [sys.executable, str(path)]
 
 
-def slow_cc(tmp_path: Path, seconds: float) -> str:
-    """A cc that takes `seconds` over each compile (its `--version` at once)."""
+def slow_cc(tmp_path: Path, seconds: float, started: Path | None = None) -> str:
+    """A cc that takes `seconds` over each compile (its `--version` at once), making the
+    file `started` (where given) as each compile begins."""
     path = tmp_path / "slowcc"
+    mark = f": > {str(started)!r}; " if started else ""
     path.write_text(
-        f'#!/bin/sh\ncase "$*" in *--version*) ;; *) sleep {seconds} ;; esac\nexec cc "$@"\n'
+        f'#!/bin/sh\ncase "$*" in *--version*) ;; *) {mark}sleep {seconds} ;; esac\nexec cc "$@"\n'
     )
     path.chmod(0o755)
     return str(path)
@@ -94,7 +96,9 @@ rt = warmcli.runtime("host")
 kernels.run(rt, 0)  # served: the bundle is open
 compiling = threading.Thread(target=kernels.run, args=(rt, 5))  # a miss: the slow cc
 compiling.start()
-time.sleep(1.0)  # fork while that thread compiles, holding the kernel cache's lock
+while not os.path.exists(os.environ["CC_STARTED"]):  # (made by the slow cc as it starts)
+    time.sleep(0.01)
+time.sleep(0.1)  # fork while that thread compiles, holding the kernel cache's lock
 pid = os.fork()
 if pid == 0:
     try:
@@ -114,7 +118,9 @@ def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
 ) -> None:
     warmed(warm, tmp_path, bundle_path, 0, 1)
     argv = script(tmp_path, FORK_WHILE_COMPILING)
-    done = produce(warm, argv, WARM_BUNDLE=str(bundle_path), WARM_CC=slow_cc(tmp_path, 3))
+    started = tmp_path / "cc-started"
+    cc = slow_cc(tmp_path, 1.0, started)
+    done = produce(warm, argv, WARM_BUNDLE=str(bundle_path), WARM_CC=cc, CC_STARTED=str(started))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
 
@@ -216,7 +222,8 @@ def test_an_interrupt_while_writing_back_at_exit_is_one_line(
 ) -> None:
     warmed(warm, tmp_path, bundle_path, 0)
     before = bundle_path.read_bytes()
-    argv = script(tmp_path, "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\n")
+    body = "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\nprint('ran')\n"
+    argv = script(tmp_path, body)
     argv[1:1] = ["-u"]
     with open(f"{bundle_path}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another writer: the write-back waits at exit
@@ -228,7 +235,8 @@ def test_an_interrupt_while_writing_back_at_exit_is_one_line(
             text=True,
             cwd=ROOT,
         )
-        time.sleep(3)  # compiled, and waiting for the lock
+        assert proc.stdout.readline() == "ran\n"  # (-u: printed at once) compiled, then
+        time.sleep(1)  # its write-back at exit waiting for the lock
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err

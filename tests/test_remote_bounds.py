@@ -110,7 +110,7 @@ def test_a_dripping_download_stops_at_the_deadline_and_the_last_good_copy_serves
     made: tuple[Warm, Path], served: tuple[_Serve, str], tmp_path: Path
 ) -> None:
     serve, url = served
-    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="2", WARM_REMOTE_MAX_SIZE="2M")
+    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="1", WARM_REMOTE_MAX_SIZE="2M")
     assert warm("stats", url).returncode == 0  # a good copy is cached
     for mode in ("drip", "endless"):
         serve.mode = mode
@@ -165,8 +165,8 @@ def test_a_store_that_never_answers_stops_at_a_deadline_under_the_read_wait(
     made: tuple[Warm, Path], served: tuple[_Serve, str], tmp_path: Path
 ) -> None:
     serve, url = served
-    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="2")
-    serve.mode = "silent"  # each read would wait 10 s: the 2 s deadline comes first
+    warm, home = _bounded(made, tmp_path, WARM_REMOTE_DEADLINE="1")
+    serve.mode = "silent"  # each read would wait 10 s: the 1 s deadline comes first
     began = time.monotonic()
     proc = warm("stats", url, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
