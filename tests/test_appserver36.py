@@ -1,0 +1,90 @@
+"""Production inside a long-running application server (stop 36): a worker that serves a
+bundle for its whole life while other processes write it, crash writing it, or replace it.
+
+Each test is a real production process (`python -c`, a real bundle made by a real
+write-back, the real cc) whose output, report and bundle are checked afterwards; what
+happens to the bundle meanwhile is done by a real process at a fixed point of the worker's
+life (a line of its code), so no test depends on timing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm, scaled
+
+# A service: `argv[1]` the bundle, `argv[2]` `make` (write every miss back: makes the
+# bundle), else `serve`: request 0 is served, then the command in `argv[3:]` runs (another
+# process, at that point of the worker's life), then requests 1..5, each a kernel and a
+# tune of their own that the worker has not read yet; prints a digest of what each computed.
+SERVICE = (
+    """
+import hashlib, subprocess, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+"""
+    + scaled(6)
+    + """
+warmcli.use_bundle(sys.argv[1], write=sys.argv[2] == "make")
+rt = warmcli.runtime("host")
+h = hashlib.sha256(one(rt, 0))
+if sys.argv[3:]:
+    subprocess.run(sys.argv[3:])
+for i in range(1, 6):
+    h.update(one(rt, i))
+print(h.hexdigest())
+"""
+)
+
+# A writer SIGKILLed inside its transaction (a `WARM_BUNDLE_WRITE=1` worker recycled by
+# SIGKILL while it wrote back): its pages spilled into the bundle, its journal left hot.
+CRASHED_WRITER = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # spill: the bundle itself holds the half-written pages
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE kernels SET seconds = seconds + 1")
+conn.execute("DELETE FROM blobs")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _service(warm: Warm, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SERVICE, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, **env),
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def _made(warm: Warm, bundle: Path) -> str:
+    """Make `bundle` by a write-back of every request; returns what a cold process computes."""
+    proc = _service(warm, bundle, "make")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_a_worker_serving_when_a_writer_crashed_mid_write_still_serves_the_bundle(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # A worker that had the bundle open when another process died inside its write-back
+    # (SIGKILL, leaving a hot journal) read nothing more for the rest of its life: every
+    # kernel and tune it had not read yet was "corrupt: bundle's entry: cannot write the
+    # bundle (attempt to write a readonly database)", compiled and tuned cold, and
+    # WARM_REPORT told to re-warm a bundle that held them all (a new process served it all).
+    bundle = tmp_path / "app.warm"
+    cold = _made(warm, bundle)
+    crash = [sys.executable, "-c", CRASHED_WRITER, str(bundle)]
+    proc = _service(warm, bundle, "serve", *crash, WARM_REPORT="1", WARM_EXPLAIN="1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == cold
+    assert "corrupt" not in proc.stderr and "Traceback" not in proc.stderr
+    assert "served everything: compiled 0 kernels, tuned 0 operations" in proc.stderr
+    assert not Path(f"{bundle}-journal").exists()  # rolled back, as a new process does
+    assert "sound" in warm("verify", bundle).stdout
