@@ -88,3 +88,58 @@ def test_a_worker_serving_when_a_writer_crashed_mid_write_still_serves_the_bundl
     assert "served everything: compiled 0 kernels, tuned 0 operations" in proc.stderr
     assert not Path(f"{bundle}-journal").exists()  # rolled back, as a new process does
     assert "sound" in warm("verify", bundle).stdout
+
+
+# Six request threads tune one new shape at once: the tunable's key function (public API)
+# holds each until all six have asked, so all six meet the miss together.
+SIX_AT_ONCE = (
+    """
+import sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+from warmcli.execution import default_collector
+"""
+    + scaled(1)
+    + """
+meet = threading.Barrier(6)
+def key(x, z, n):
+    meet.wait(timeout=120)
+    return n
+TK = Tunable(name="t", candidates=T.candidates, launch=launch_t, key=key)
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+def request(_):
+    x = rt.upload(np.arange(77, dtype=np.float32) / 7)
+    z = rt.buffer(77, "float32")
+    rt.tune(TK, x, z, 77)
+    return rt.read(z).tobytes()
+with ThreadPoolExecutor(6) as pool:
+    assert len(set(pool.map(request, range(6)))) == 1
+misses = default_collector().reader().total().autotune.misses
+print(dict(misses))
+"""
+)
+
+
+def test_a_miss_six_request_threads_meet_at_once_is_explained_and_counted_once(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # A tune that six request threads of a worker asked for at once was explained six times
+    # (six `warm: miss:` lines under WARM_EXPLAIN, six `warm: strict:` under warn) and
+    # counted six times in the miss statistics, though "each key is explained once".
+    bundle = tmp_path / "app.warm"
+    _made(warm, bundle)
+    for strict, line in (("0", "warm: miss: tune"), ("warn", "warm: strict: tune")):
+        proc = subprocess.run(
+            [sys.executable, "-c", SIX_AT_ONCE, str(bundle)],
+            capture_output=True,
+            text=True,
+            env=dict(warm.env, WARM_EXPLAIN="1", WARM_STRICT=strict),
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count(line) == 1, proc.stderr
+        assert proc.stdout.strip() == "{'shape': 1}"
