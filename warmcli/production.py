@@ -122,6 +122,7 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += self._own_misses(rt)
+        misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
         signed = self.write and bool(misses) and _served.signed(self.bundle)
         kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
