@@ -195,3 +195,59 @@ def test_a_sigterm_during_a_reloads_write_back_reports_each_miss_once(
     assert len(listed) == len(set(listed)) == 9, proc.stderr
     stats = warm.json("stats", bundle)
     assert (len(stats["kernels"]), len(stats["tunes"])) == (6, 3)  # 3 kernels + 3 candidates
+
+
+# A request thread gets the runtime, another thread's hot reload (`use_bundle` again)
+# closes it mid-request, the request goes on on it (a kernel and a tune of its own, cold)
+# and ends, dropping the runtime, as a request handler does.
+LATE_REQUEST = (
+    """
+import gc, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+"""
+    + scaled(6)
+    + """
+warmcli.use_bundle(sys.argv[1])
+def request(i):
+    rt = warmcli.runtime("host")
+    warmcli.use_bundle(sys.argv[1])  # the hot reload, landing mid-request
+    return one(rt, i)
+request(5)  # the bundle lacks it: the report must count it
+gc.collect()
+"""
+)
+
+
+def test_a_request_a_hot_reload_cut_still_counts_once_its_runtime_is_gone(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # What a runtime did cold after a hot reload closed it was counted by the report at
+    # exit only while that runtime was still referenced: a request handler that dropped it
+    # left "served everything: compiled 0 kernels, tuned 0 operations" of a process that
+    # compiled and tuned cold.
+    short = tmp_path / "short.warm"
+    code = SERVICE.replace("range(1, 6)", "range(1, 5)")  # requests 0..4 only
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(short), "make"],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-c", LATE_REQUEST, str(short)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, WARM_REPORT="1"),
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "served everything" not in proc.stderr, proc.stderr
+    # its kernel, and the tune's 3 candidates: a closed runtime serves nothing from the bundle
+    cold = "use_bundle() closed compiled 4 kernel(s) and tuned 1 operation(s) cold"
+    assert cold in proc.stderr, proc.stderr
