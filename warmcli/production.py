@@ -26,10 +26,11 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
-bundle, runtimes, the misses of closed ones (and a forked child's parent's), and what each
-closed one had done when closed, in one object (`_Production`), and, for `warm run`'s
-imports, the `LateRuntime` handed out per device (`_HANDED`) and where each was used unbound
-(`_LATE`); it prints that report when asked, else only a failed write-back's line.
+bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
+closed one had done when closed (and did since, once collected), in one object
+(`_Production`), and, for `warm run`'s imports, the `LateRuntime` handed out per device
+(`_HANDED`) and where each was used unbound (`_LATE`); it prints that report when asked,
+else only a failed write-back's line.
 """
 
 from __future__ import annotations
@@ -71,11 +72,10 @@ class _Production:
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
-        # each runtime closed (while alive): what it had done then (`_done`), so that what
-        # it did cold afterwards (another library's `use_bundle` closed it) is counted
-        self.closed: weakref.WeakKeyDictionary[Runtime, tuple[int, int]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # each runtime closed (while alive): what it had done then, so that what it did
+        # cold afterwards (another library's `use_bundle` closed it) is counted
+        self.closed: weakref.WeakKeyDictionary[Runtime, list[int]] = weakref.WeakKeyDictionary()
+        self.gone: list[tuple[int, int]] = []  # that, of each one collected since (a request's)
         # a forked child's runtime (while alive): the misses its parent had made on it
         self.inherited: weakref.WeakKeyDictionary[Runtime, set[tuple[str, str]]] = (
             weakref.WeakKeyDictionary()
@@ -122,8 +122,10 @@ class _Production:
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += self._own_misses(rt)
+        misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
         signed = self.write and bool(misses) and _served.signed(self.bundle)
-        kernels = tunes = 0  # what runtimes closed meanwhile did cold, since they were closed
+        # what runtimes closed meanwhile did cold since (those collected since, then the others)
+        kernels, tunes = map(sum, zip((0, 0), *list(self.gone), strict=True))
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
             now_kernels, now_tunes = done_cold(rt)
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
@@ -161,7 +163,9 @@ class _Production:
                 if self.write:  # what this write stored (all of it: the rest is LRU times)
                     self.unstored -= left - rt.unstored()
                 rt.close()
-                self.closed[rt] = done_cold(rt)
+                self.closed[rt] = then = list(done_cold(rt))
+                gone = weakref.finalize(rt, _gone, self.gone, rt.kernels, rt.tunes, then)
+                gone.atexit = False  # (one alive at exit is in `closed`, counted there)
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
@@ -190,8 +194,16 @@ def _forked() -> None:
     state.closed_misses.clear()
     for rt in state.runtimes.values():
         state.inherited[rt] = {(m.kind, m.key) for m in misses_of(rt)}
-    for rt in list(state.closed.keys()):
-        state.closed[rt] = done_cold(rt)
+    for rt, then in list(state.closed.items()):
+        then[:] = done_cold(rt)  # (the list its finalizer holds too)
+    state.gone.clear()
+
+
+def _gone(into: list[tuple[int, int]], kernels: Any, tunes: Any, then: list[int]) -> None:
+    """A closed runtime collected: what it did cold since closed, for the report (no lock:
+    a collection may run where this thread holds one); most did nothing: no entry."""
+    if any(cold := (len(kernels.missed()) - then[0], len(tunes.unpersisted()) - then[1])):
+        into.append(cold)
 
 
 if hasattr(os, "register_at_fork"):

@@ -16,13 +16,14 @@ row by row with what SQLite makes of it by `schema_problems`, so no trigger, vie
 index or generated column of a bundle ever runs), with `trusted_schema` off, and every
 SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
 the system refused otherwise, is named so: the write was rolled back). The file stays in
-rollback-journal mode (a file switched to WAL is switched back on open, or refused where
-it cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
-read-only copy opens, and a write interrupted by a crash is
-rolled back by the next open. "Database is locked" is waited out by the busy timeout and
-then retried (`_retrying`), never shown. Writers take a file lock (`warmcli.bundle.lock`,
-which readers never take); `remove_leftovers` removes, under it, the temporary files,
-journals and locks a killed create or merge left beside the bundle. State: warm's schemas (read
+rollback-journal mode (a file switched to WAL is switched back on open, or refused where it
+cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
+read-only copy opens, and a write a crash interrupted is rolled back by the next open, or
+read of a process that had it open. "Database is locked" is waited out by the busy timeout
+and then retried (`_retrying`, which rolls back that crash too), never shown. Writers take
+a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
+removes, under it, the temporary files, journals and locks a killed create or merge left
+beside the bundle. State: warm's schemas (read
 once) and `_lock` (held around an open or a create: a fork waits for it); reads no kernel,
 tune, blob.
 """
@@ -44,7 +45,7 @@ from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
 from warmcli.forking import new_rlock
-from warmcli.printable import Pattern, printable
+from warmcli.printable import printable
 
 if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
     from pathlib import Path
@@ -63,7 +64,6 @@ _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork wa
 SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
     "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 )
-_LEFTOVER = Pattern(r"([0-9]{1,9})\.(?:tmp|merge|merge\.[0-9]{1,9}\.tmp)(?:-journal|\.lock)?")
 
 
 @functools.cache
@@ -118,43 +118,6 @@ def schema_problems(
     return problems
 
 
-def unlink_all(*paths: Path) -> None:
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process
-    return True
-
-
-def remove_leftovers(path: Path) -> None:
-    """Under `path`'s write lock: remove what a dead writer left beside it (beside a link's
-    file): a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge` (journal, lock, temporary)."""
-    folder, base = os.path.split(os.path.realpath(path))
-    lead = f".{base}."
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        stripped = name[1:] if name.startswith("..") else name
-        if not stripped.startswith(lead):
-            continue
-        found = _LEFTOVER.fullmatch(stripped[len(lead) :])
-        if found and not _alive(int(found[1])):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(folder, name))
-
-
 _T = TypeVar("_T")
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
@@ -182,9 +145,9 @@ def read_header(path: str | Path) -> tuple[int, int, bool]:
     """
     try:
         head = read_start(path, SQLITE_HEADER_BYTES)
-    except FileNotFoundError:
-        raise
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
         raise BundleError(f"{path}: cannot read bundle: {exc.strerror}") from None
     if head is None:
         raise BundleError(f"{path}: not a warm bundle (not a regular file)")
@@ -278,14 +241,22 @@ def _leave_wal(path: str | Path) -> None:
 
 
 def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
-    """Run one SQLite operation; retry "database is locked" past the busy timeout."""
-    for attempt in range(LOCK_RETRIES + 1):
+    """Run one SQLite operation; retry "database is locked" past the busy timeout, and once
+    a hot journal a read-only connection cannot roll back (a writer killed mid-write since
+    it opened: every later read failed), rolled back by `recover` as the next open does."""
+    mended = False
+    for attempt in range(LOCK_RETRIES + 2):  # (one more: the retry after a rollback)
         try:
             return op()
         except sqlite3.Error as exc:
+            hot = getattr(exc, "sqlite_errorcode", 0) == sqlite3.SQLITE_READONLY_ROLLBACK
+            if hot and not mended:  # (no live writer holds a hot journal: none waited for)
+                recover(path)  # (a journal gone meanwhile: nothing to do; refused: one line)
+                mended = True
+                continue
             if not _is_busy(exc):
                 raise
-            if attempt == LOCK_RETRIES:
+            if attempt == LOCK_RETRIES + mended:
                 locked = "bundle stayed locked by another process"
                 raise BundleError(f"{path}: {locked} ({exc})") from None
             time.sleep(min(2.0, 0.05 * 2**attempt))

@@ -15,18 +15,20 @@ link too: its other name is another of the user's files) or no regular files. A 
 the file beside it, not to its name: `publish`, which moves a new bundle into place, first
 removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
 that file's old pages into the new one); `temp_beside` names the file a writer makes
-for it (`.NAME.PID.tmp`, which `file.remove_leftovers` removes once its writer is dead).
+for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
 It owns no state; it never writes or rolls back
 a journal (SQLite rolls a sound journal back into its own file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from typing import TYPE_CHECKING
 
 from warmcli.errors import BundleError
+from warmcli.printable import Pattern
 
 if TYPE_CHECKING:  # a serving process, which checks journals, imports no pathlib
     from pathlib import Path
@@ -130,3 +132,41 @@ def _names_super_journal(fd: int, size: int) -> bool:
     tail = os.pread(fd, _TAIL, size - _TAIL)
     length = int.from_bytes(tail[:4], "big")
     return tail[8:] == JOURNAL_MAGIC and 0 < length <= min(_MAX_NAME, size - _TAIL)
+
+
+_LEFTOVER = Pattern(r"([0-9]{1,9})\.(?:tmp|merge|merge\.[0-9]{1,9}\.tmp)(?:-journal|\.lock)?")
+
+
+def unlink_all(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # (this process's own pid: alive)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def remove_leftovers(path: Path) -> None:
+    """Under `path`'s write lock: remove what a dead writer left beside it (beside a link's
+    file): a create's `.NAME.PID.tmp`, a merge's `.NAME.PID.merge` (journal, lock, temporary)."""
+    folder, base = os.path.split(os.path.realpath(path))
+    lead = f".{base}."
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        stripped = name[1:] if name.startswith("..") else name
+        if not stripped.startswith(lead):
+            continue
+        found = _LEFTOVER.fullmatch(stripped[len(lead) :])
+        if found and not _alive(int(found[1])):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))

@@ -41,9 +41,8 @@ from warmcli.bundle.file import (
     _validate,
     check_header,
     recover,
-    remove_leftovers,
 )
-from warmcli.bundle.journal import publish, temp_beside
+from warmcli.bundle.journal import publish, remove_leftovers, temp_beside
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
 

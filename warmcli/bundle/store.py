@@ -134,8 +134,8 @@ class Bundle(BundleAdmin):
         """Create a new bundle file (or open it if another process just did)."""
         from pathlib import Path  # a writer's, as its lock: a serving process imports neither
 
-        from warmcli.bundle.file import _write_empty, remove_leftovers, unlink_all
-        from warmcli.bundle.journal import publish, temp_beside
+        from warmcli.bundle.file import _write_empty
+        from warmcli.bundle.journal import publish, remove_leftovers, temp_beside, unlink_all
         from warmcli.bundle.lock import write_lock
 
         path = Path(path)
@@ -307,7 +307,7 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        from warmcli.bundle.file import remove_leftovers  # a writer's: a serving process
+        from warmcli.bundle.journal import remove_leftovers  # a writer's: a serving process
         from warmcli.bundle.lock import write_lock  # never locks nor sweeps
 
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from warmcli.bundle.consistency import require_consistent
-from warmcli.bundle.file import SCHEMAS, check_header, remove_leftovers, unlink_all
+from warmcli.bundle.file import SCHEMAS, check_header
+from warmcli.bundle.journal import remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place

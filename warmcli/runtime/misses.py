@@ -5,17 +5,18 @@ explains it): it always counts it (per reason) into the active collector, logs i
 on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under strict mode
 (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying the cold cost.
 `Misses` applies one policy to one runtime's misses, kernels and tunes alike: each
-key is explained once (the explanation is only computed on the first miss) and
-counted once, and strict mode refuses every attempt, not only the first; with no
-bundle loaded, strict mode refuses a compile or tune as `no-bundle`. Without a policy
+key is explained once (the explanation is only computed on the first miss, by the first
+of the threads that meet it at once, under its lock) and counted once, and strict mode
+refuses every attempt, not only the first; with no bundle loaded, strict mode refuses a
+compile or tune as `no-bundle`. Without a policy
 (the warming passes, where everything is a miss by design) nothing is explained,
 except a build the bundle holds but must not serve, which is counted once by reason.
 On a kernel's first miss it notes once what the bundle holds from other toolchains
 or devices. Once its runtime is closed (`closed`, set before its bundle is, by
 `use_bundle`, `warmcli.production.close()` or at exit) a miss is nothing: neither explained,
-counted nor refused, the bundle being gone. It owns the explanations it made and those
-flags; it never prints
-(logging is the caller's to route) and never reads a kernel's bundle rows itself.
+counted nor refused, the bundle being gone. It owns the explanations it made, those
+flags and the lock around them; it never prints (logging is the caller's to route) and
+never reads a kernel's bundle rows itself.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector
+from warmcli.forking import new_rlock
 from warmcli.records import MissExplanation, Record
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
@@ -146,6 +148,7 @@ class Misses:
         self.bundle = bundle
         self.policy = policy
         self._explained: dict[tuple[str, str], MissExplanation] = {}  # (kind, key) -> its miss
+        self._lock = new_rlock(self)  # around explaining a miss (an explanation may miss)
         self._foreign_noted = False
         self.closed = False  # the runtime was closed: its misses are no one's to report
 
@@ -163,13 +166,14 @@ class Misses:
         if self.bundle is None:
             self.policy.without_bundle(self.device.id, kind, key, label)
             return
-        known = self._explained.get((kind, key))
-        if known is not None:
-            self.policy.refuse(known)
-            return
-        why = explain()
-        self._explained[(kind, key)] = why
-        self.policy.report(self.device.id, why)
+        with self._lock:  # threads meeting one key's miss at once: the first explains it
+            known = self._explained.get((kind, key))
+            if known is None:
+                why = explain()
+                self._explained[(kind, key)] = why
+                self.policy.report(self.device.id, why)
+                return
+        self.policy.refuse(known)
 
     def not_served(self, why: MissExplanation) -> None:
         """The bundle holds an entry it must not serve: a miss under a policy; while warming
