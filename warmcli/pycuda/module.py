@@ -164,8 +164,9 @@ class SourceModule:
         """The source nvcc sees for kernel `entry`, and the names renamed in it."""
         found = self._sources.get(entry)
         if found is None:
-            body, renames = isolated_source(
-                self.source, entry, self.options, self.no_extern_c, self.defines
+            defined = tuple(f"-D{name}={value}" for name, value in self.defines.items())
+            body, renames = isolated_source(  # (its names then differ from another -D's)
+                self.source, entry, (*self.options, *defined), self.no_extern_c, self.defines
             )
             found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
         return found
@@ -191,8 +192,9 @@ class SourceModule:
         if len(kernels) != 1:
             raise PyCudaError(
                 f"{call}: the module holds {len(kernels)} kernels ({', '.join(kernels) or '-'}); "
-                "warm builds each kernel into a cubin of its own, so one global cannot be served "
-                "for them all: give a global to one kernel per module, or pass it as an argument"
+                "warm builds each kernel with a copy of its own of the module's globals (in a "
+                "cubin shared with other kernels, or alone), so one global cannot be served for "
+                "them all: give a global to one kernel per module, or pass it as an argument"
             )
         function = self.get_function(kernels[0])
         letters = function.letters()

@@ -14,7 +14,10 @@ others apart) is renamed per kernel with a `#define`, except names also used as 
 header the source includes may use: where it includes one), macros (a `-D`, or a
 `#define` of the source outside a branch: `certain_macros`), and operator overloads
 (`operator+`), which no macro can rename. Kernels of several modules share one cubin,
-loaded once: a global left unrenamed there would be one for all of them. Each
+loaded once: a global left unrenamed there would be one for all of them, so a kernel whose
+source keeps one (any of the above, one in a namespace, a declarator after the first, a
+`__`-name) is built in a cubin of its own (`warmcli.backends.c_linkage`, which the sharing
+rule asks); the `warm_pc<digest>_` names differ by source, entry, options and defines. Each
 `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
