@@ -97,6 +97,20 @@ STATIC = """
   static __device__ float gain;
 __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; gain = y[0]; }
 """
+MACRO_DECLARES = """
+#define DECL(n) __constant__ float n
+DECL(gain);
+__global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
+"""
+OPTION_DECLARES = """
+GLOBAL;
+__global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
+"""
+UNDEFINED = """
+#undef gain
+__constant__ float gain;
+__global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
+"""
 INITIALIZED = """
 __constant__ float gain = %s;
 __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
@@ -119,6 +133,9 @@ extern "C" __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
         (OPTION_NAMED, {"options": ["-DGAIN_NAME=gain"]}),
         (STATIC, {}),
         (C_BLOCK, {"no_extern_c": True}),
+        (MACRO_DECLARES, {}),
+        (OPTION_DECLARES, {"options": ["-DGLOBAL=__constant__ float gain"]}),
+        (UNDEFINED, {}),
     ],
     ids=[
         "member",
@@ -130,6 +147,9 @@ extern "C" __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
         "option-macro",
         "static",
         "extern-c-block",
+        "macro-declares",
+        "option-declares",
+        "undef",
     ],
 )
 def test_a_global_of_two_modules_is_never_one_symbol(source: str, kwargs: dict) -> None:

@@ -7,7 +7,9 @@ wrap puts the whole source, or declared `extern "C"`) is one symbol whatever nam
 is in: two kernels' `__constant__ float gain;` (no initializer, so no redefinition error)
 are one object in the cubin, the constants one kernel set read by the other. A source
 that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUDA layer,
-unique per kernel: `#define gain warm_pc<digest>_gain`) keeps it apart. `unrenamed_c_names`
+unique per kernel: `#define gain warm_pc<digest>_gain`, and no `#undef gain`) keeps it
+apart; a macro whose text holds a device keyword may declare one wherever it is used
+(`#define DECL(n) __constant__ float n;`): its name counts as one. `unrenamed_c_names`
 reads the `__device__`/`__constant__`/`__managed__`/`__shared__` variables and the
 `__device__` functions declared outside any function body, in any namespace, each
 declarator of a declaration; `extern __shared__` arrays are left out (every one is the
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from warmcli.backends.compiler import ATTRIBUTE, UNSCANNED
+from warmcli.backends.compiler import ATTRIBUTE, LINE_SPLICE, UNSCANNED
 
 _DEVICE = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__|__global__)\b")
 _EXTERN_C_WRITTEN = re.compile(r'\bextern\s*"C"')
@@ -27,6 +29,8 @@ _NAMESPACE = re.compile(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
 _SKIPPED = re.compile(r"\s*(?:typedef|using|template|static_assert|friend)\b")
 _TYPE_ONLY = re.compile(r"\s*(?:struct|union|enum|class)\b")
 _WARM_RENAME = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+warm_\w+[ \t]*$", re.M)
+_UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)([^\n]*)", re.M)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CLOSE = {"(": ")", "[": "]", "<": ">"}
 
@@ -112,9 +116,16 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     it does not rename to a `warm_` name itself (see the module doc)."""
     if '"C"' not in source:
         return set()
-    renamed = set(_WARM_RENAME.findall(source))
-    found: set[str] = set()
+    spliced = LINE_SPLICE.sub("", source)
+    renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced))
+    # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`)
+    found = {name for name, text in _MACRO.findall(spliced) if _DEVICE.search(text)}
     for declaration, c_linkage in _declarations(source):
         if c_linkage and not re.search(r"\b__global__\b", declaration):
             found.update(_declared(declaration))
     return found - renamed - {entry}
+
+
+def declares_for_device(text: str) -> bool:
+    """Whether `text` (a define's value) holds a device keyword: it may declare a name."""
+    return _DEVICE.search(text) is not None

@@ -50,7 +50,7 @@ import re
 from collections.abc import Sequence
 
 from warmcli import config
-from warmcli.backends.c_linkage import unrenamed_c_names
+from warmcli.backends.c_linkage import declares_for_device, unrenamed_c_names
 from warmcli.backends.compiler import (
     ATTRIBUTE,
     COMMENT,
@@ -172,9 +172,13 @@ def shares_unit(kernel: Kernel) -> bool:
     if any(_reserved(name) for name, _ in kernel.defines) or _reserved(kernel.entry):
         return False
     source = kernel.source
-    if kernel.language == "cuda" and '"C"' in source and _c_linkage_helpers(source, kernel.entry):
-        return False
     values = " ".join(value for _, value in kernel.defines)
+    if (
+        kernel.language == "cuda"
+        and '"C"' in source  # (a define's value may declare one too: `-DDECL=__constant__ ...`)
+        and (_c_linkage_helpers(source, kernel.entry) or declares_for_device(values))
+    ):
+        return False
     if not _text_shares(values, kernel.language) or (
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):

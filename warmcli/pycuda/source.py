@@ -12,12 +12,13 @@ name the module declares at file scope (`__global__`/`__device__` functions,
 others apart) is renamed per kernel with a `#define`, except names also used as a member
 (`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
 header the source includes may use: where it includes one), macros (a `-D`, or a
-`#define` of the source outside a branch: `certain_macros`), and operator overloads
-(`operator+`), which no macro can rename. Kernels of several modules share one cubin,
-loaded once: a global left unrenamed there would be one for all of them, so a kernel whose
-source keeps one (any of the above, one in a namespace, a declarator after the first, a
-`__`-name) is built in a cubin of its own (`warmcli.backends.c_linkage`, which the sharing
-rule asks); the `warm_pc<digest>_` names differ by source, entry, options and defines. Each
+`#define` of the source outside a branch: `certain_macros`), names the source `#undef`s
+(it would undo the rename), and operator overloads (`operator+`), which no macro can
+rename. Kernels of several modules share one cubin, loaded once: a global left unrenamed
+there would be one for all of them, so a kernel whose source keeps one (any of the above,
+one in a namespace, a declarator after the first, a `__`-name, one a macro declares) is
+built in a cubin of its own (`warmcli.backends.c_linkage`, which the sharing rule asks);
+the `warm_pc<digest>_` names differ by source, entry, options and defines. Each
 `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
@@ -47,6 +48,7 @@ _MEMBER_USE = r"(?:\.|->)\s*{}\b"
 # Members of CUDA's vector types and `dim3`, declared before any source: a header the
 # source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
 _BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
+_UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.MULTILINE)
 _DIRECTIVE = re.compile(
     r"^[ \t]*#[ \t]*(ifdef|ifndef|if|elif|else|endif|define)\b[ \t]*([^\n]*)", re.MULTILINE
@@ -266,6 +268,7 @@ def isolated_source(
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     macros = {*macros, *filter(None, macros_named(options)), *certain_macros(source)}
     renamed_by_warm |= macros  # a macro names no declaration of its own
+    renamed_by_warm |= set(_UNDEF.findall(source))  # its `#undef` would undo warm's rename
     includes = _INCLUDE.search(source) is not None  # a header read after the `#define`s
     if includes:  # (alone in its cubin then: nothing of another module's beside it)
         renamed_by_warm |= _BUILTIN_MEMBERS
