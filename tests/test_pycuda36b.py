@@ -53,11 +53,13 @@ def _build(mods: list[tuple[SourceModule, str, str]]) -> tuple[int, list[tuple[b
         assert (c.compiled, c.failed) == (len(mods), 0)
         for mod, entry, name in mods:
             f = mod.get_function(entry)
-            _, binary = rt.kernels.module(f.kernel(f.letters()))
+            kernel = f.kernel(f.letters())
+            _, binary = rt.kernels.module(kernel)
             if name:
                 assert mod.get_global(name)[1] == 4  # served, from this module's cubin
                 renamed = mod.kernel_source(entry)[1].get(name, name)
-                served.append((bytes(binary), mangled_global(cubin_globals(binary), renamed)))
+                symbol = mangled_global(cubin_globals(binary), renamed, rt.kernels.key(kernel))
+                served.append((bytes(binary), symbol))
             else:
                 served.append((bytes(binary), None))
     return c.compiler_processes, served
@@ -163,14 +165,18 @@ def test_a_global_of_two_modules_is_never_one_symbol(source: str, kwargs: dict) 
 
 
 def test_constants_of_other_initializers_and_renamed_globals_still_share_one_cubin() -> None:
-    mods = [
+    cpp = MEMBER.replace("__global__", 'extern "C" __global__')  # C++ linkage: a namespace each
+    mods = [(SourceModule(cpp % e, no_extern_c=True), f"k_{e}", "gain") for e in ("d", "e")]
+    mods += [
         (SourceModule(INITIALIZED % (value, e)), f"k_{e}", "gain")
         for value, e in (("1.0f", "a"), ("2.0f", "b"))
     ]
+    static = cpp.replace("__constant__", "static __device__")  # (C++ linkage too)
+    mods += [(SourceModule(static % e, no_extern_c=True), f"k_{e}", "gain") for e in ("f", "g")]
     mods += [(SourceModule(C_BLOCK.replace("gain", "g") % "c", no_extern_c=True), "k_c", "g")]
     processes, served = _build(mods)
     assert processes == 1, "renamed apart: no reason to build any alone"
-    assert len({symbol for _, symbol in served}) == 3, served
+    assert len({symbol for _, symbol in served}) == 7, served
 
 
 def test_two_modules_of_one_template_with_other_defines_keep_their_own_global() -> None:
@@ -198,6 +204,13 @@ __global__ void k_%s(float *y) {
 """
     mods = [(SourceModule(helper % (v, e)), f"k_{e}", "") for v, e in (("2", "a"), ("3", "b"))]
     _build(mods)  # compiled, none failed: each helper its own (renamed, or alone)
+    other = helper.replace("float buf", "double buf")  # one array, declared two ways
+    _build(
+        [
+            (SourceModule(helper % ("2", "c")), "k_c", ""),
+            (SourceModule(other % ("3", "d")), "k_d", ""),
+        ]
+    )
 
 
 def test_unrenamed_c_names_reads_every_declarator_and_namespace() -> None:

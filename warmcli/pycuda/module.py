@@ -209,7 +209,7 @@ class SourceModule:
         module, binary = rt.kernels.module(kernel)
         renamed = self.kernel_source(function.name)[1].get(name, name)
         symbols = cubin_globals(binary)
-        symbol = mangled_global(symbols, renamed)
+        symbol = mangled_global(symbols, renamed, rt.kernels.key(kernel))
         if symbol is None:
             raise PyCudaError(f"{call}: no such __device__ or __constant__ variable in the cubin")
         if isinstance(module, bytes | bytearray):  # a GPU-less device: nothing behind it

@@ -284,12 +284,16 @@ def isolated_source(
     return defines + source, renames
 
 
-def mangled_global(symbols: dict[str, int], name: str) -> str | None:
+def mangled_global(symbols: dict[str, int], name: str, key: str = "") -> str | None:
     """The cubin symbol a global `name` was compiled to: its own name (C linkage), the
     name the batch gave a file-scope static (`warm_<key>_<name>`), or either as the last
-    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`)."""
+    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`): the
+    one in the namespace of the kernel of `key` where other kernels' share the cubin."""
     if name in symbols:
         return name
+    own = f"{len(key[:16]) + 5}warm_{key[:16]}"  # its namespace, `warm_<key[:16]>`, mangled
+    if key and any(own in symbol for symbol in symbols):  # (after `_ZN`, or a static's prefix)
+        symbols = {s: size for s, size in symbols.items() if own in s}
     static = rf"warm_[0-9a-f]{{16}}_{re.escape(name)}"
     last = re.compile(rf"(\d+)({re.escape(name)}|{static})E$")
     found = []
