@@ -113,6 +113,13 @@ UNDEFINED = """
 __constant__ float gain;
 __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
 """
+RESPELT = """
+#ifdef ALT
+#define gain alt_gain
+#endif
+__constant__ float gain;
+__global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
+"""
 INITIALIZED = """
 __constant__ float gain = %s;
 __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
@@ -138,6 +145,7 @@ extern "C" __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
         (MACRO_DECLARES, {}),
         (OPTION_DECLARES, {"options": ["-DGLOBAL=__constant__ float gain"]}),
         (UNDEFINED, {}),
+        (RESPELT, {"options": ["-DALT"]}),
     ],
     ids=[
         "member",
@@ -152,10 +160,11 @@ extern "C" __global__ void k_%s(float *y) { y[threadIdx.x] *= gain; }
         "macro-declares",
         "option-declares",
         "undef",
+        "respelt-in-a-branch",
     ],
 )
 def test_a_global_of_two_modules_is_never_one_symbol(source: str, kwargs: dict) -> None:
-    name = "__gain" if source == DUNDER else "gain"
+    name = {DUNDER: "__gain", RESPELT: "alt_gain"}.get(source, "gain")
     mods = [(SourceModule(source % e, **kwargs), f"k_{e}", name) for e in ("a", "b")]
     _, served = _build(mods)
     (binary_a, symbol_a), (binary_b, symbol_b) = served

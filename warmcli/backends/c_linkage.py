@@ -7,7 +7,8 @@ wrap puts the whole source, or declared `extern "C"`) is one symbol whatever nam
 is in: two kernels' `__constant__ float gain;` (no initializer, so no redefinition error)
 are one object in the cubin, the constants one kernel set read by the other. A source
 that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUDA layer,
-unique per kernel: `#define gain warm_pc<digest>_gain`, and no `#undef gain`) keeps it
+unique per kernel: `#define gain warm_pc<digest>_gain`, with no `#undef gain` and no other
+`#define gain` to a text that names something, `alt_gain`, as a branch may) keeps it
 apart; a macro whose text holds a device keyword may declare one wherever it is used
 (`#define DECL(n) __constant__ float n;`): its name counts as one. `unrenamed_c_names`
 reads the `__device__`/`__constant__`/`__managed__`/`__shared__` variables and the
@@ -31,6 +32,8 @@ _TYPE_ONLY = re.compile(r"\s*(?:struct|union|enum|class)\b")
 _WARM_RENAME = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+warm_\w+[ \t]*$", re.M)
 _UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)([^\n]*)", re.M)
+_WARM = re.compile(r"[ \t]+warm_\w+[ \t]*")  # the text of a `#define` that renames
+_NAMING = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name in a macro's text (not `2.0f`'s f)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CLOSE = {"(": ")", "[": "]", "<": ">"}
 
@@ -117,9 +120,12 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     if '"C"' not in source:
         return set()
     spliced = LINE_SPLICE.sub("", source)
-    renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced))
+    macros = _MACRO.findall(spliced)
+    # defined elsewhere to a text that names something (`#ifdef ALT` `#define gain alt_gain`)
+    respelt = {n for n, text in macros if _NAMING.search(text) and not _WARM.fullmatch(text)}
+    renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced)) - respelt
     # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`)
-    found = {name for name, text in _MACRO.findall(spliced) if _DEVICE.search(text)}
+    found = {name for name, text in macros if _DEVICE.search(text)}
     for declaration, c_linkage in _declarations(source):
         if c_linkage and not re.search(r"\b__global__\b", declaration):
             found.update(_declared(declaration))
