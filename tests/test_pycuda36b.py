@@ -30,7 +30,7 @@ from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.pycuda import PyCudaError, SourceModule, bound_runtime
-from warmcli.pycuda.source import mangled_global
+from warmcli.pycuda.source import mangled_global, wrap_source
 from warmcli.pycuda.standins import GPUArray
 from warmcli.runtime.runtime import Runtime
 
@@ -171,6 +171,16 @@ def test_a_global_of_two_modules_is_never_one_symbol(source: str, kwargs: dict) 
     assert symbol_a is not None and symbol_b is not None
     # one cubin, loaded once: each module's global must be a symbol of its own there
     assert binary_a != binary_b or symbol_a != symbol_b, (symbol_a, symbol_b)
+
+
+@pytest.mark.parametrize("source", [MEMBER, NAMESPACE, SECOND_DECLARATOR])
+def test_a_module_built_alone_is_keyed_apart_from_a_shared_cubin_built_before(source: str) -> None:
+    """warm before this built such a module in a cubin shared with others, keyed by the
+    source PyCUDA's wrap makes (its renames before it): a bundle of then must not serve it."""
+    mod = SourceModule(source % "a")
+    text, renames = mod.kernel_source("k_a")
+    renamed = "".join(f"#define {name} {new}\n" for name, new in renames.items())
+    assert text != wrap_source(renamed + source % "a")
 
 
 def test_constants_of_other_initializers_and_renamed_globals_still_share_one_cubin() -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from warmcli import config
+from warmcli.backends.c_linkage import unrenamed_c_names
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.backends.option_macros import MACRO_FLAGS, macros_named
 from warmcli.errors import PyCudaError
@@ -46,6 +47,7 @@ from warmcli.pycuda.args import (
 from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import (
+    ALONE_NOTE,
     device_only_names,
     isolated_source,
     kernel_signatures,
@@ -161,14 +163,18 @@ class SourceModule:
         return function
 
     def kernel_source(self, entry: str) -> tuple[str, dict[str, str]]:
-        """The source nvcc sees for kernel `entry`, and the names renamed in it."""
+        """The source nvcc sees for kernel `entry`, and the names renamed in it (`ALONE_NOTE`
+        after it where a global of C linkage is left as written: built alone)."""
         found = self._sources.get(entry)
         if found is None:
             defined = tuple(f"-D{name}={value}" for name, value in self.defines.items())
             body, renames = isolated_source(  # (its names then differ from another -D's)
                 self.source, entry, (*self.options, *defined), self.no_extern_c, self.defines
             )
-            found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
+            wrapped = wrap_source(body, self.no_extern_c)
+            if unrenamed_c_names(wrapped, entry):  # keyed apart from a bundle's shared cubin
+                wrapped += ALONE_NOTE  # (one that warm built before it told such a module)
+            found = self._sources[entry] = (wrapped, renames)
         return found
 
     def check_target(self, runtime: Runtime) -> None:

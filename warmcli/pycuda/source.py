@@ -36,6 +36,9 @@ from warmcli.backends.compiler import file_scope_names
 from warmcli.backends.option_macros import macros_named
 
 EXTERN_C = 'extern "C" {\n%s\n}\n'
+# After the source of a kernel with a global of C linkage it does not rename: built in a
+# cubin of its own, and so keyed apart from the shared cubin a warm before that built.
+ALONE_NOTE = "/* warm: a global not renamed apart: built in a cubin of its own */\n"
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _PREPROCESSOR = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
