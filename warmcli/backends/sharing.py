@@ -17,10 +17,11 @@ global one from every call, where alone it overloads it), a CUDA name qualified 
 global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's own
 `twice` is no longer global), a CUDA name of C linkage but the entry (an `extern "C" { }`
 around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` would be one
-function defined twice, a group failing until bisected to single kernels), `__COUNTER__`
-(it counts across the unit), an `asm` in C, a C function's name as a string (`__func__`,
-`__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)` would spell
-warm's name of it), a C file-scope declaration it does not rename apart (a variable not
+function defined twice, a group failing until bisected to single kernels; a variable, in a
+namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
+`__COUNTER__` (it counts across the unit), an `asm` in C, a C function's name as a string
+(`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
+would spell warm's name of it), a C file-scope declaration it does not rename apart (a variable not
 `static`, of several declarators or with an attribute, or a macro whose text could declare
 one used at file scope: C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
@@ -49,6 +50,7 @@ import re
 from collections.abc import Sequence
 
 from warmcli import config
+from warmcli.backends.c_linkage import declares_for_device, unrenamed_c_names
 from warmcli.backends.compiler import (
     ATTRIBUTE,
     COMMENT,
@@ -149,6 +151,8 @@ def _c_linkage_helpers(source: str, entry: str) -> bool:
     count: a module's copy for each of its kernels renames that one, so no two copies of
     the module define one `__global__` of C linkage (variants of one entry still clash, as
     they did, bisected)."""
+    if unrenamed_c_names(source, entry):  # a variable too, in a namespace too: one symbol
+        return True
     helpers, macros = declared(source)
     others = {
         name
@@ -168,9 +172,13 @@ def shares_unit(kernel: Kernel) -> bool:
     if any(_reserved(name) for name, _ in kernel.defines) or _reserved(kernel.entry):
         return False
     source = kernel.source
-    if kernel.language == "cuda" and '"C"' in source and _c_linkage_helpers(source, kernel.entry):
-        return False
     values = " ".join(value for _, value in kernel.defines)
+    if (
+        kernel.language == "cuda"
+        and '"C"' in source  # (a define's value may declare one too: `-DDECL=__constant__ ...`)
+        and (_c_linkage_helpers(source, kernel.entry) or declares_for_device(values))
+    ):
+        return False
     if not _text_shares(values, kernel.language) or (
         "##" in kernel.source and _PRAGMA_PIECE.search(values)
     ):

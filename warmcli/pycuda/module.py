@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from warmcli import config
+from warmcli.backends.c_linkage import unrenamed_c_names
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.backends.option_macros import MACRO_FLAGS, macros_named
 from warmcli.errors import PyCudaError
@@ -46,6 +47,7 @@ from warmcli.pycuda.args import (
 from warmcli.pycuda.includes import own_include_dirs
 from warmcli.pycuda.launch import run_staged, warm_stream
 from warmcli.pycuda.source import (
+    ALONE_NOTE,
     device_only_names,
     isolated_source,
     kernel_signatures,
@@ -161,13 +163,18 @@ class SourceModule:
         return function
 
     def kernel_source(self, entry: str) -> tuple[str, dict[str, str]]:
-        """The source nvcc sees for kernel `entry`, and the names renamed in it."""
+        """The source nvcc sees for kernel `entry`, and the names renamed in it (`ALONE_NOTE`
+        after it where a global of C linkage is left as written: built alone)."""
         found = self._sources.get(entry)
         if found is None:
-            body, renames = isolated_source(
-                self.source, entry, self.options, self.no_extern_c, self.defines
+            defined = tuple(f"-D{name}={value}" for name, value in self.defines.items())
+            body, renames = isolated_source(  # (its names then differ from another -D's)
+                self.source, entry, (*self.options, *defined), self.no_extern_c, self.defines
             )
-            found = self._sources[entry] = (wrap_source(body, self.no_extern_c), renames)
+            wrapped = wrap_source(body, self.no_extern_c)
+            if unrenamed_c_names(wrapped, entry):  # keyed apart from a bundle's shared cubin
+                wrapped += ALONE_NOTE  # (one that warm built before it told such a module)
+            found = self._sources[entry] = (wrapped, renames)
         return found
 
     def check_target(self, runtime: Runtime) -> None:
@@ -191,8 +198,9 @@ class SourceModule:
         if len(kernels) != 1:
             raise PyCudaError(
                 f"{call}: the module holds {len(kernels)} kernels ({', '.join(kernels) or '-'}); "
-                "warm builds each kernel into a cubin of its own, so one global cannot be served "
-                "for them all: give a global to one kernel per module, or pass it as an argument"
+                "warm builds each kernel with a copy of its own of the module's globals (in a "
+                "cubin shared with other kernels, or alone), so one global cannot be served for "
+                "them all: give a global to one kernel per module, or pass it as an argument"
             )
         function = self.get_function(kernels[0])
         letters = function.letters()
@@ -207,7 +215,7 @@ class SourceModule:
         module, binary = rt.kernels.module(kernel)
         renamed = self.kernel_source(function.name)[1].get(name, name)
         symbols = cubin_globals(binary)
-        symbol = mangled_global(symbols, renamed)
+        symbol = mangled_global(symbols, renamed, rt.kernels.key(kernel))
         if symbol is None:
             raise PyCudaError(f"{call}: no such __device__ or __constant__ variable in the cubin")
         if isinstance(module, bytes | bytearray):  # a GPU-less device: nothing behind it

@@ -12,9 +12,13 @@ name the module declares at file scope (`__global__`/`__device__` functions,
 others apart) is renamed per kernel with a `#define`, except names also used as a member
 (`.w`, `->x`), which would break, the members of CUDA's vector types (`x`..`w`, which a
 header the source includes may use: where it includes one), macros (a `-D`, or a
-`#define` of the source outside a branch: `certain_macros`), and operator overloads
-(`operator+`), which no macro can rename. Kernels of several modules share one cubin,
-loaded once: a global left unrenamed there would be one for all of them. Each
+`#define` of the source outside a branch: `certain_macros`), names the source `#undef`s
+(it would undo the rename), and operator overloads (`operator+`), which no macro can
+rename. Kernels of several modules share one cubin, loaded once: a global left unrenamed
+there would be one for all of them, so a kernel whose source keeps one (any of the above,
+one in a namespace, a declarator after the first, a `__`-name, one a macro declares) is
+built in a cubin of its own (`warmcli.backends.c_linkage`, which the sharing rule asks);
+the `warm_pc<digest>_` names differ by source, entry, options and defines. Each
 `__global__` function's parameters are read from its declaration and written in
 PyCUDA's `prepare` letters (`P` pointer, `i`/`I` 32-bit, `q`/`Q` 64-bit, `f`, `d`,
 ...); a parameter type this cannot read makes the signature unknown (`None`), and
@@ -32,6 +36,9 @@ from warmcli.backends.compiler import file_scope_names
 from warmcli.backends.option_macros import macros_named
 
 EXTERN_C = 'extern "C" {\n%s\n}\n'
+# After the source of a kernel with a global of C linkage it does not rename: built in a
+# cubin of its own, and so keyed apart from the shared cubin a warm before that built.
+ALONE_NOTE = "/* warm: a global not renamed apart: built in a cubin of its own */\n"
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _PREPROCESSOR = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
@@ -44,6 +51,7 @@ _MEMBER_USE = r"(?:\.|->)\s*{}\b"
 # Members of CUDA's vector types and `dim3`, declared before any source: a header the
 # source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
 _BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
+_UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.MULTILINE)
 _DIRECTIVE = re.compile(
     r"^[ \t]*#[ \t]*(ifdef|ifndef|if|elif|else|endif|define)\b[ \t]*([^\n]*)", re.MULTILINE
@@ -263,6 +271,7 @@ def isolated_source(
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     macros = {*macros, *filter(None, macros_named(options)), *certain_macros(source)}
     renamed_by_warm |= macros  # a macro names no declaration of its own
+    renamed_by_warm |= set(_UNDEF.findall(source))  # its `#undef` would undo warm's rename
     includes = _INCLUDE.search(source) is not None  # a header read after the `#define`s
     if includes:  # (alone in its cubin then: nothing of another module's beside it)
         renamed_by_warm |= _BUILTIN_MEMBERS
@@ -278,12 +287,16 @@ def isolated_source(
     return defines + source, renames
 
 
-def mangled_global(symbols: dict[str, int], name: str) -> str | None:
+def mangled_global(symbols: dict[str, int], name: str, key: str = "") -> str | None:
     """The cubin symbol a global `name` was compiled to: its own name (C linkage), the
     name the batch gave a file-scope static (`warm_<key>_<name>`), or either as the last
-    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`)."""
+    part of a C++ name in warm's per-kernel namespace (`_ZN<n>warm_...<len><name>E`): the
+    one in the namespace of the kernel of `key` where other kernels' share the cubin."""
     if name in symbols:
         return name
+    own = f"{len(key[:16]) + 5}warm_{key[:16]}"  # its namespace, `warm_<key[:16]>`, mangled
+    if key and any(own in symbol for symbol in symbols):  # (after `_ZN`, or a static's prefix)
+        symbols = {s: size for s, size in symbols.items() if own in s}
     static = rf"warm_[0-9a-f]{{16}}_{re.escape(name)}"
     last = re.compile(rf"(\d+)({re.escape(name)}|{static})E$")
     found = []
