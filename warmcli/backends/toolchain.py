@@ -53,7 +53,10 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # 2: each C kernel's section saves and restores the macros it names (`#pragma push_macro`),
 # a CUDA kernel colliding with an option's macro is built alone (a neighbour's `#undef`
 # took a compiler-given macro from the kernels after it: recipe 1's builds computed -1).
-BUILD_RECIPE = 2
+# 3: a CUDA kernel with a device variable of C linkage no `#define` renames (`extern "C" {
+# __device__ int counter; }`) is built alone (`backends.c_linkage`): in a shared cubin two
+# kernels' `counter` were one object, so a hit computed what a cold start did not.
+BUILD_RECIPE = 3
 RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).
