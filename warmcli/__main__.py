@@ -9,7 +9,8 @@ Ctrl-C is, so no command is ended by them in silence, its temporary files left; 
 answered ends the process by the signal after all (`_exit`).
 A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an
 ASCII stdout writes escapes (`_open_standard_streams`); output that cannot be written
-(`| false`, `> /dev/full`) is answered by `warmcli.cli.output`."""
+(`| false`, `> /dev/full`) is answered by `warmcli.cli.output`. A finalizer out of memory
+says nothing beside the command's one line (`_unraisable`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def main() -> None:
 
             raise SystemExit(refused(as_output(exc))) from None
         return
+    sys.unraisablehook = _unraisable
     try:
         import signal
 
@@ -102,6 +104,19 @@ def _open_standard_streams() -> None:
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     if not encoding.startswith("utf") and hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")  # an ASCII locale's: escapes, not errors
+
+
+def _unraisable(unraisable: Any) -> None:
+    """`sys.unraisablehook` of the CLI: an object's finalizer that ran out of memory (under
+    `ulimit -v`, as the command unwinds) says nothing, the command's own line saying it
+    (Python's hook printed `Exception ignored in: ...` and, itself out of memory, more);
+    anything else as Python says it."""
+    if isinstance(unraisable.exc_value, MemoryError):
+        return
+    try:
+        sys.__unraisablehook__(unraisable)
+    except MemoryError:
+        pass
 
 
 class _Ended:
