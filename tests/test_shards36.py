@@ -126,6 +126,12 @@ def test_a_shard_run_again_into_its_bundle_is_still_that_shard(
     assert code == 0 and stderr == "", stdout + stderr
     code, stdout, stderr, _ = merged(shards, tmp_path, str(again), "0_2")
     assert code == 1 and "shard 1/2" in stderr, stdout + stderr
+    # the other shard run into the same bundle: it holds the whole run
+    proc = warm("run", WORKLOAD, "--shard", "1/2", "-b", again, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "shard " not in warm("stats", again).stdout
+    code, stdout, stderr, _ = merged(shards, tmp_path, str(again))
+    assert code == 0 and stderr == "", stdout + stderr
 
 
 def test_an_older_bundle_without_the_record_merges_as_before(

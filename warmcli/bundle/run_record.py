@@ -4,16 +4,17 @@
 workload's content, its entry and the devices warmed: shards of one run on identical
 machines agree) and its file name: an unsharded run is shard 0 of 1 (whole); a run with
 `--shard I/N` into a new bundle is shard I of N, and into one holding shards of the same
-run and count adds I (a shard re-run is the same shard). A shard run into a bundle that
-held anything else records nothing it cannot vouch for: the bundle keeps what it said.
-`warm merge` joins its inputs' records (`join`): every run some input holds whole, or whose
-shards together are all N, is whole; for each other the line names the shards missing, or
-the counts their shards were made with when they differ. An input with no record (from an
-older warm, or a merge of several runs) or a record that is not what warm writes (a bundle
-is untrusted: `parse` is strict, never raises) may hold any run: then nothing is told, and
-the output records none. The output of inputs holding parts of one run records that run
-and the shards held; of several runs, none. This module owns no state, opens no
-file (it writes one row into a writer's transaction) and never prints.
+run and count adds I (a shard re-run is the same shard; all N are a whole run). A shard
+run into a bundle that held anything else records nothing it cannot vouch for: the
+bundle keeps what it said. `warm merge` joins its inputs' records (`join`): every run
+some input holds whole, or whose shards together are all N, is whole; for each other the
+line names the shards missing, or the counts their shards were made with when they
+differ. An input with no record (from an older warm, or a merge of several runs) or a
+record that is not what warm writes (a bundle is untrusted: `parse` is strict, never
+raises) may hold any run: then nothing is told, and the output records none. The output
+of inputs holding parts of one run records that run and the shards held; of several
+runs, none. This module owns no state, opens no file (it writes one row into a writer's
+transaction) and never prints.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def recorded(
     if count == 1 or new:
         return RunRecord(run, name, count, frozenset({index}))
     if held is not None and (held.run, held.count) == (run, count):
-        return RunRecord(run, name, count, held.shards | {index})
+        shards = held.shards | {index}
+        return RunRecord(run, name, *((count, shards) if len(shards) < count else (1, {0})))
     return held
 
 
