@@ -179,3 +179,24 @@ def test_a_hostile_record_is_no_shard_and_shown_inert(
     code, stdout, stderr, _ = merged(shards, tmp_path, str(bad), "0_4")
     assert code == 0 and stderr == "", stdout + stderr  # a record warm never writes: none
     assert warm("stats", bad).returncode == 0
+
+
+def test_a_run_storing_nothing_leaves_a_signed_older_bundle_wholly_signed(
+    shards: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    warm, folder = shards
+    signed = tmp_path / "signed.warm"
+    shutil.copy(folder / "whole.warm", signed)
+    with sqlite3.connect(signed) as conn:  # as an older warm wrote it: no record
+        conn.execute("DELETE FROM manifest WHERE key = 'run'")
+    conn.close()
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    assert warm("sign", signed, "--key", tmp_path / "k").returncode == 0
+    proc = warm("run", WORKLOAD, "-b", signed, "-q")  # no key: it stores nothing new
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warm.env["WARM_TRUSTED_KEYS"] = str(tmp_path / "k.pub")
+    try:
+        proc = warm("verify", signed)
+    finally:
+        del warm.env["WARM_TRUSTED_KEYS"]
+    assert proc.returncode == 0 and "not signed" not in proc.stdout, proc.stdout

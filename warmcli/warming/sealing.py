@@ -1,7 +1,7 @@
 """What a run does to its bundle once both warming passes stored all: it records the run
-(`warmcli.bundle.run_record`: which workload, which shard of how many), then signs what
-the run may vouch for, or says that what it stored is unsigned. It owns no state and
-never prints.
+(`warmcli.bundle.run_record`: which workload, which shard of how many; not in a signed
+bundle it stored nothing in and signs not), then signs what the run may vouch for, or
+says that what it stored is unsigned. It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,11 +26,19 @@ def seal(
 ) -> str:
     """Record the `run` (its workload, the devices warmed, its shard) in `bundle` (`new`: it
     held nothing before), then sign it given `signing_key` (`_sign_stored`; `stored`: how
-    many entries the run stored); what is said of the signature."""
+    many entries the run stored); what is said of the signature. A signed bundle the run
+    stored nothing in and signs not is left as it was (its record too)."""
     workload, devices, shard = run
     held = None if shard is None else (shard.index, shard.count)
-    note_run(bundle, workload.path, workload.entry, devices, held, new)
-    return _sign_stored(bundle, signing_key, stored)
+    if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this run
+        note_run(bundle, workload.path, workload.entry, devices, held, new)  # left as it was
+    return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: no row unsigned
+
+
+def _signed(bundle: Bundle) -> bool:
+    """Whether `bundle` holds a signature (a malformed one too)."""
+    malformed: list[str] = []
+    return bool(bundle.signatures(on_error=lambda k, _why: malformed.append(k)) or malformed)
 
 
 def _sign_stored(bundle: Bundle, signing_key: Any, stored: int) -> str:
