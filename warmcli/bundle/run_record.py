@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,9 +62,12 @@ class RunRecord:
 def run_id(workload: Path, entry: str, devices: Sequence[str]) -> str:
     """What names one run: the workload file's content, its entry and the devices warmed."""
     digest = hashlib.sha256()
-    with open(workload, "rb") as file:  # (the workload was just loaded from it)
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with open(workload, "rb") as file:  # (the workload was just loaded from it)
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:  # a module loaded from elsewhere (an archive): named by its path
+        digest.update(os.fsencode(workload))
     digest.update(json.dumps([entry, sorted(devices)]).encode())
     return digest.hexdigest()[:16]
 
