@@ -200,3 +200,18 @@ def test_a_run_storing_nothing_leaves_a_signed_older_bundle_wholly_signed(
     finally:
         del warm.env["WARM_TRUSTED_KEYS"]
     assert proc.returncode == 0 and "not signed" not in proc.stdout, proc.stdout
+
+
+def test_a_huge_count_in_a_record_sets_no_list_size(
+    shards: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    _, folder = shards
+    bad = tmp_path / "huge.warm"
+    shutil.copy(folder / "0_2.warm", bad)
+    record = {"run": "0" * 16, "workload": "w.py", "count": 1 << 20, "shards": [0]}
+    with sqlite3.connect(bad) as conn:
+        conn.execute("UPDATE manifest SET value = ? WHERE key = 'run'", (json.dumps(record),))
+    conn.close()
+    code, stdout, stderr, _ = merged(shards, tmp_path, str(bad), json_out=True)
+    assert code == 1 and stderr.count("\n") == 1 and "1048567 more" in stderr, stderr
+    assert len(json.loads(stdout)["shards"]["missing"]) == 1000

@@ -25,10 +25,12 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from warmcli.bundle.rows import MAX_NAME_CHARS
 from warmcli.bundle.store import Bundle
+from warmcli.printable import LISTED
 
 KEY = "run"  # the manifest row
 MAX_COUNT = 1 << 20  # far above any shard count
@@ -129,7 +131,7 @@ class Joined:
 
     record: RunRecord | None
     problem: str  # one line, "" when every run some input holds part of is whole
-    missing: list[str]  # each shard missing, I/N
+    missing: list[str]  # each shard missing, I/N (of each run, the first `LISTED`)
 
 
 def join(records: Sequence[RunRecord | None]) -> Joined:
@@ -147,14 +149,15 @@ def join(records: Sequence[RunRecord | None]) -> Joined:
         if any(len(held) == count for count, held in counts.items()):
             continue  # held whole by some input, or by its shards together
         if len(counts) > 1:
-            given = ", ".join(f"{i}/{n}" for n in sorted(counts) for i in sorted(counts[n]))
-            said.append(f"{names[run]}'s shards were cut in different counts ({given})")
+            given = [f"{i}/{n}" for n in sorted(counts) for i in sorted(counts[n])]
+            said.append(f"{names[run]}'s shards were cut in different counts ({_few(given)})")
             continue
         (count, held), = counts.items()  # fmt: skip
-        gone = [f"{i}/{count}" for i in range(count) if i not in held]
+        # the first `LISTED` named (a bundle's count, up to `MAX_COUNT`, sets no list's size)
+        gone = list(islice((f"{i}/{count}" for i in range(count) if i not in held), LISTED))
         missing += gone
-        shown = ", ".join(gone) if len(gone) <= 8 else f"{', '.join(gone[:8])}, ..."
-        said.append(f"{names[run]}: shard {shown} missing ({len(gone)} of {count})")
+        total = count - len(held)
+        said.append(f"{names[run]}: shard {_few(gone, total)} missing ({total} of {count})")
     record = None
     if len(runs) == 1:
         (run, counts), = runs.items()  # fmt: skip
@@ -185,3 +188,13 @@ def note_run(
         with bundle.transaction() as conn:
             put(conn, record)
         bundle.written.add(("manifest", KEY))
+
+
+SHOWN = 8  # shards a line names
+
+
+def _few(shards: list[str], total: int | None = None) -> str:
+    """The first `SHOWN` of `shards` (of `total`, when more), then how many more."""
+    total = len(shards) if total is None else total
+    more = f", and {total - SHOWN} more" if total > SHOWN else ""
+    return ", ".join(shards[:SHOWN]) + more
