@@ -1,7 +1,7 @@
 """The bundle file: warm's schema, opening, validating and locking one SQLite file.
 
 Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by
-`PRAGMA application_id`): `manifest` (format and warm versions, created/updated times),
+`PRAGMA application_id`): `manifest` (format and warm versions, created/updated times, its run),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries by sha256:
 kernels compiled in one batch share one), `kernels` (key, device, arch, entry, symbol, blob
 sha256, compile log, seconds), `tunes` (tune key, pick, every candidate's measurement,

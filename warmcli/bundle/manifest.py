@@ -1,12 +1,12 @@
 """What a bundle says of itself: its manifest and fingerprints, read bounded, each row checked.
 
 warm writes four manifest rows (`MANIFEST_FIELDS`: its format and version, the created
-and updated times) and a fingerprint for each device and toolchain that wrote entries
-(a few, short). `MANIFEST_SELECT` and `FINGERPRINT_SELECT` read at most `MANIFEST_ROWS`
-and `FINGERPRINT_ROWS` rows + 1, each value no longer than its limit (else NULL,
-named), so a table of millions of rows or of huge values costs no memory or time:
-`BundleAdmin.manifest` and `fingerprints` refuse one of more rows, so `put_fingerprint`
-(a writer's) adds none past `FINGERPRINT_ROWS`.
+and updated times; a run adds `run`, `warmcli.bundle.run_record`) and a fingerprint for
+each device and toolchain that wrote entries (a few, short). `MANIFEST_SELECT` and
+`FINGERPRINT_SELECT` read at most `MANIFEST_ROWS` and `FINGERPRINT_ROWS` rows + 1, each
+value no longer than its limit (else NULL, named), so a table of millions of rows or of
+huge values costs no memory or time: `BundleAdmin.manifest` and `fingerprints` refuse
+one of more rows, so `put_fingerprint` (a writer's) adds none past `FINGERPRINT_ROWS`.
 `metadata_problems` says what `warm verify` finds wrong in their rows: each corrupt
 row, named in the words `warm stats` refuses the bundle with (`BundleAdmin.manifest`,
 `fingerprints`), and `manifest_problems` of the rest (a field missing, a time that is
@@ -35,7 +35,7 @@ from warmcli.bundle.rows import (
 )
 
 MANIFEST_FIELDS = ("format_version", "warm_version", "created", "updated")
-MANIFEST_ROWS = 64  # warm writes 4: a manifest of more is refused, never read whole
+MANIFEST_ROWS = 64  # warm writes 5: a manifest of more is refused, never read whole
 MANIFEST_SELECT = (
     f"{_bounded_select((('key', MAX_NAME_CHARS), ('value', MAX_NAME_CHARS)), 'manifest')} "
     f"ORDER BY rowid LIMIT {MANIFEST_ROWS + 1}"

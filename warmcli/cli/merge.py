@@ -1,4 +1,5 @@
-"""`warm merge A B ... -o OUT`: the union of several bundles' kernels and tunes."""
+"""`warm merge A B ... -o OUT`: the union of several bundles' kernels and tunes; shards that
+are not one whole run said (one line on stderr, exit 1; OUT is written)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from warmcli.cli.common import (
     JsonOpt,
     SignKeyOpt,
     emit_json,
+    err,
     fail,
     guarded,
     new_file_path,
@@ -24,6 +26,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.ops.merge import MergeReport, merge_bundles
+from warmcli.printable import printable
 
 
 @app.command()
@@ -40,7 +43,8 @@ def merge(
 
     A tune measured in two bundles keeps the newer measurement, and says so. The
     inputs' signatures do not carry over: --key signs OUT (under WARM_TRUSTED_KEYS, only
-    inputs wholly signed by a trusted key).
+    inputs wholly signed by a trusted key). Shards that do not make one whole run (a
+    shard missing, counts that differ) are said in one line, and exit 1: OUT is written.
     """
     if is_url(output):  # typer's Path would make `https://h/b` a folder `https:/h/`
         fail(f"{output} is a URL: merge writes a local bundle (-o PATH); warm push publishes it")
@@ -64,6 +68,13 @@ def merge(
         emit_json(merge_json(report))
     else:
         out.print(merge_renderable(report))
+    if report.shards.get("problem"):  # written, but not what a fleet's merge should be
+        err.print(
+            printable(f"warm: {shown_name(output, target)}: {report.shards['problem']}"),
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 def _named_as_given(report: MergeReport, names: dict[str, str]) -> None:

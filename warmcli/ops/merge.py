@@ -22,7 +22,10 @@ leaves the output as it was and nothing beside it (what a killed merge left is r
 the next); an output that is a symbolic link stays one, the file it leads to replaced; one
 that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs'
 signatures do not carry over: given a key, the output is signed with it (every entry), else
-the report says the output is unsigned. The inputs are streamed into the output's one
+the report says the output is unsigned. Each input's record of the run it holds, and of
+which shards (`warmcli.bundle.run_record`), is joined: the output records the result, and
+the report says (`shards`) which shards are missing, or that one run's shards were cut in
+different counts: the output is written all the same. The inputs are streamed into the output's one
 transaction (`warmcli.ops.merge_union`: no table of any input, nor any blob's size, sets
 the memory a merge takes; one commit, not one per blob); a blob copy that fails (or is
 missing) is taken from another input holding a good one, and the report says so. Nothing
@@ -46,6 +49,7 @@ from warmcli.bundle.journal import remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place
+from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -83,6 +87,7 @@ class MergeReport:
     unlisted_choices: int = 0  # the measurements dropped beyond them, counted
     signature: str = ""  # signed by which key, or that the output is unsigned
     mended: list[str] = field(default_factory=list)  # a bad copy, and the input copied instead
+    shards: dict[str, Any] = field(default_factory=dict)  # whole, problem, missing (`join`)
 
 
 def check_format_versions(paths: Sequence[Path]) -> None:
@@ -147,7 +152,10 @@ def merge_bundles(
                 _check_vouched(bundles, paths, trusted_keys)
             # a link at OUT is kept: the file it leads to is replaced
             real = Path(os.path.realpath(out))
-            written, report.signature = _publish(bundles, real, kept, signing_key, report)
+            joined = join([_record(b) for b in bundles])
+            report.shards = {"whole": not joined.problem, "problem": joined.problem}
+            report.shards["missing"] = joined.missing
+            written, report.signature = _publish(bundles, real, kept, signing_key, report, joined)
     report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
     report.fingerprints = written.fingerprints
     for index, path in enumerate(paths):
@@ -182,6 +190,7 @@ def _publish(
     kept: os.stat_result | None,
     signing_key: Any,
     report: MergeReport,
+    joined: Joined,
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
     copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
@@ -199,6 +208,7 @@ def _publish(
         with Bundle.create(tmp) as dest:
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended)
+                put(conn, joined.record)  # which run OUT holds, and which of its shards
             signature = _sign(dest, signing_key, bundles)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
@@ -215,6 +225,15 @@ def _publish(
         ) from None
     finally:
         unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
+
+
+def _record(bundle: Bundle) -> RunRecord | None:
+    """The run `bundle` records (`warmcli.bundle.run_record`); None where its manifest
+    cannot be read (as from an older warm: no shard of any run)."""
+    try:
+        return parse(bundle.manifest().get(KEY))
+    except BundleError:
+        return None
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:

@@ -43,7 +43,6 @@ from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.replacing import is_empty_file, remove_new
-from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
@@ -56,6 +55,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
+from warmcli.warming.sealing import seal
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -351,7 +351,9 @@ def _warm(
             )
         )
         finished = True
-        report.signature = _sign_stored(bundle, signing_key, report)
+        stored = report.stored_kernels + report.stored_tunes
+        run = (workload, report.devices, shard)
+        report.signature = seal(bundle, signing_key, stored, run, created or empty)
     finally:
         for d in devices:
             d.close()
@@ -383,18 +385,3 @@ def _warm(
         finally:
             for d in fresh:
                 d.close()
-
-
-def _sign_stored(bundle: Bundle, signing_key: Any, report: RunReport) -> str:
-    """Sign what the run may vouch for: under trusted keys, what they signed and what this
-    run stored; else every entry. Without a key: say whether what was stored is unsigned."""
-    if signing_key is None:
-        stored = report.stored_kernels + report.stored_tunes
-        signed: list[str] = []  # a malformed signature row is one too: the run stored
-        if stored and (bundle.signatures(on_error=lambda k, _why: signed.append(k)) or signed):
-            return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
-        return ""
-    covered, written = bundle.covered, bundle.written
-    keep = None if covered is None else (lambda t, n, h: h in covered or (t, n) in written)
-    signature = sign(bundle, signing_key, keep)
-    return f"signed by key {signature.key_id}: {signature.count} row(s)"

@@ -7,11 +7,14 @@ first built: a JSON document (`warm stats --json`) needs none of it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.run_record import KEY as RUN_KEY
+from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.errors import headline
 from warmcli.kernel_parts import stored
@@ -144,9 +147,14 @@ MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "upd
 
 def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
     """The manifest with its numbers as numbers (the bundle keeps text; a value that is
-    not the number it should be, or is no finite number JSON can hold, is shown as it is)."""
+    not the number it should be, or is no finite number JSON can hold, is shown as it is),
+    its `run` record as an object (one that is not what warm writes: as it is)."""
     out: dict[str, Any] = {}
     for key, value in manifest.items():
+        record = parse(value) if key == RUN_KEY else None
+        if record is not None:  # the run and shards the bundle holds, as an object
+            out[key] = {**json.loads(value), "shards": sorted(record.shards)}
+            continue
         try:
             number = MANIFEST_TYPES.get(key, str)(value)
         except ValueError:
@@ -293,7 +301,7 @@ def manifest_grid(
 ) -> Table:
     """The bundle's path (its URL, then where its local `copy` is), format (`fmt`, the
     file's own, when known; the manifest's claim beside it where it differs) and times,
-    and every toolchain and device that wrote it."""
+    the shards it holds of a sharded run, and every toolchain and device that wrote it."""
     from warmcli.cli.render.narrow import pairs
 
     head = pairs()
@@ -306,6 +314,10 @@ def manifest_grid(
     add_row(head, "format", f"{shown} (warm {m.get('warm_version')}{differs})")
     add_row(head, "created", when(m.get("created")))
     add_row(head, "updated", when(m.get("updated")))
+    run = m.get(RUN_KEY)
+    record = parse(json.dumps(run) if isinstance(run, dict) else run)
+    if record is not None and record.count > 1:
+        add_row(head, "shard", str(record))
     for fp in fingerprints:
         add_row(head, str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
     return head

@@ -1,0 +1,200 @@
+"""Which run a bundle holds, and which of its shards: the manifest's `run` row.
+
+`warm run` records (`note_run`) the run it wrote, named by `run_id` (a digest of the
+workload's content, its entry and the devices warmed: shards of one run on identical
+machines agree) and its file name: an unsharded run is shard 0 of 1 (whole); a run with
+`--shard I/N` into a new bundle is shard I of N, and into one holding shards of the same
+run and count adds I (a shard re-run is the same shard; all N are a whole run). A shard
+run into a bundle that held anything else records nothing it cannot vouch for: the
+bundle keeps what it said. `warm merge` joins its inputs' records (`join`): every run
+some input holds whole, or whose shards together are all N, is whole; for each other the
+line names the shards missing, or the counts their shards were made with when they
+differ. An input with no record (from an older warm, or a merge of several runs) or a
+record that is not what warm writes (a bundle is untrusted: `parse` is strict, never
+raises) may hold any run: then nothing is told, and the output records none. The output
+of inputs holding parts of one run records that run and the shards held; of several
+runs, none. This module owns no state, opens no file (it writes one row into a writer's
+transaction) and never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from warmcli.bundle.rows import MAX_NAME_CHARS
+from warmcli.bundle.store import Bundle
+from warmcli.printable import LISTED
+
+KEY = "run"  # the manifest row
+MAX_COUNT = 1 << 20  # far above any shard count
+MAX_WORKLOAD_CHARS = 255  # a file name
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Shards `shards` of the `count` a run (`run`, its `workload` file's name) was cut in."""
+
+    run: str
+    workload: str
+    count: int
+    shards: frozenset[int]
+
+    @property
+    def whole(self) -> bool:
+        return len(self.shards) == self.count
+
+    def __str__(self) -> str:
+        held = ", ".join(f"{i}/{self.count}" for i in sorted(self.shards))
+        return f"{held} of {self.workload}"
+
+    def text(self) -> str | None:
+        """The row's value; None where it would be longer than a manifest value may be."""
+        fields = {"run": self.run, "workload": self.workload, "count": self.count}
+        value = json.dumps({**fields, "shards": sorted(self.shards)})
+        return value if len(value) <= MAX_NAME_CHARS else None
+
+
+def run_id(workload: Path, entry: str, devices: Sequence[str]) -> str:
+    """What names one run: the workload file's content, its entry and the devices warmed."""
+    digest = hashlib.sha256()
+    try:
+        with open(workload, "rb") as file:  # (the workload was just loaded from it)
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:  # a module loaded from elsewhere (an archive): named by its path
+        digest.update(os.fsencode(workload))
+    digest.update(json.dumps([entry, sorted(devices)]).encode())
+    return digest.hexdigest()[:16]
+
+
+def parse(text: object) -> RunRecord | None:
+    """A manifest `run` value as a record; None where it is none warm writes."""
+    if not isinstance(text, str) or len(text) > MAX_NAME_CHARS:
+        return None
+    try:
+        doc = json.loads(text, parse_constant=_refuse)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or set(doc) != {"run", "workload", "count", "shards"}:
+        return None
+    run, workload, count, shards = doc["run"], doc["workload"], doc["count"], doc["shards"]
+    if not (isinstance(run, str) and len(run) == 16 and all(c in "0123456789abcdef" for c in run)):
+        return None
+    if not isinstance(workload, str) or not 0 < len(workload) <= MAX_WORKLOAD_CHARS:
+        return None
+    if type(count) is not int or not 1 <= count <= MAX_COUNT or not isinstance(shards, list):
+        return None
+    if not shards or any(type(i) is not int or not 0 <= i < count for i in shards):
+        return None
+    return RunRecord(run, workload, count, frozenset(shards))
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(name)  # NaN, Infinity: no JSON warm writes
+
+
+def recorded(
+    held: RunRecord | None, run: str, workload: str, shard: tuple[int, int] | None, new: bool
+) -> RunRecord | None:
+    """The record of the run just written (see the module doc): `held`, the bundle's before;
+    `shard`, (I, N) or None for a whole run; `new`, whether the bundle held nothing before
+    the run. `held` itself where the run adds nothing it can vouch for."""
+    index, count = shard or (0, 1)
+    name = workload[:MAX_WORKLOAD_CHARS] or "?"
+    if count == 1 or new:
+        return RunRecord(run, name, count, frozenset({index}))
+    if held is not None and (held.run, held.count) == (run, count):
+        shards = held.shards | {index}
+        return RunRecord(run, name, *((count, shards) if len(shards) < count else (1, {0})))
+    return held
+
+
+def put(conn: sqlite3.Connection, record: RunRecord | None) -> None:
+    """Store `record` (None, or one too long for a manifest value: no record)."""
+    text = None if record is None else record.text()
+    if text is None:
+        conn.execute("DELETE FROM manifest WHERE key = ?", (KEY,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (KEY, text))
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What a merge's inputs' records say: the output's record, and what is not whole."""
+
+    record: RunRecord | None
+    problem: str  # one line, "" when every run some input holds part of is whole
+    missing: list[str]  # each shard missing, I/N (of each run, the first `LISTED`)
+
+
+def join(records: Sequence[RunRecord | None]) -> Joined:
+    """The records of a merge's inputs joined (see the module doc)."""
+    if not all(records):  # an input holding runs no record names: nothing can be told
+        return Joined(None, "", [])
+    runs: dict[str, dict[int, set[int]]] = {}  # run -> count -> shards held
+    names: dict[str, str] = {}
+    for r in filter(None, records):
+        runs.setdefault(r.run, {}).setdefault(r.count, set()).update(r.shards)
+        names.setdefault(r.run, r.workload)
+    said: list[str] = []
+    missing: list[str] = []
+    for run, counts in runs.items():
+        if any(len(held) == count for count, held in counts.items()):
+            continue  # held whole by some input, or by its shards together
+        if len(counts) > 1:
+            given = [f"{i}/{n}" for n in sorted(counts) for i in sorted(counts[n])]
+            said.append(f"{names[run]}'s shards were cut in different counts ({_few(given)})")
+            continue
+        (count, held), = counts.items()  # fmt: skip
+        # the first `LISTED` named (a bundle's count, up to `MAX_COUNT`, sets no list's size)
+        gone = list(islice((f"{i}/{count}" for i in range(count) if i not in held), LISTED))
+        missing += gone
+        total = count - len(held)
+        said.append(f"{names[run]}: shard {_few(gone, total)} missing ({total} of {count})")
+    record = None
+    if len(runs) == 1:
+        (run, counts), = runs.items()  # fmt: skip
+        whole = [n for n, held in counts.items() if len(held) == n]
+        count = 1 if whole else next(iter(counts)) if len(counts) == 1 else 0
+        if count:
+            held = frozenset({0}) if whole else frozenset(counts[count])
+            record = RunRecord(run, names[run], count, held)
+    problem = f"not one whole run: {'; '.join(said)}" if said else ""
+    return Joined(record, problem, missing)
+
+
+def note_run(
+    bundle: Bundle,
+    workload: Path,
+    entry: str,
+    devices: Sequence[str],
+    shard: tuple[int, int] | None,
+    new: bool,
+) -> None:
+    """Record in `bundle` (open to write) the run just written into it (`recorded`), in a
+    transaction of its own where the row changes; the row is the run's to sign
+    (`Bundle.written`)."""
+    before = bundle.manifest().get(KEY)
+    record = recorded(parse(before), run_id(workload, entry, devices), workload.name, shard, new)
+    text = None if record is None else record.text()
+    if text is not None and text != before:  # as it was: no row rewritten (nor left unsigned)
+        with bundle.transaction() as conn:
+            put(conn, record)
+        bundle.written.add(("manifest", KEY))
+
+
+SHOWN = 8  # shards a line names
+
+
+def _few(shards: list[str], total: int | None = None) -> str:
+    """The first `SHOWN` of `shards` (of `total`, when more), then how many more."""
+    total = len(shards) if total is None else total
+    more = f", and {total - SHOWN} more" if total > SHOWN else ""
+    return ", ".join(shards[:SHOWN]) + more

@@ -1,0 +1,55 @@
+"""What a run does to its bundle once both warming passes stored all: it records the run
+(`warmcli.bundle.run_record`: which workload, which shard of how many; not in a signed
+bundle it stored nothing in and signs not), then signs what the run may vouch for, or
+says that what it stored is unsigned. It owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from warmcli.bundle.run_record import note_run
+from warmcli.bundle.signing import sign
+from warmcli.bundle.store import Bundle
+
+if TYPE_CHECKING:
+    from warmcli.runtime.shard import Shard
+    from warmcli.warming.workload import Workload
+
+
+def seal(
+    bundle: Bundle,
+    signing_key: Any,
+    stored: int,
+    run: tuple[Workload, list[str], Shard | None],
+    new: bool,
+) -> str:
+    """Record the `run` (its workload, the devices warmed, its shard) in `bundle` (`new`: it
+    held nothing before), then sign it given `signing_key` (`_sign_stored`; `stored`: how
+    many entries the run stored); what is said of the signature. A signed bundle the run
+    stored nothing in and signs not is left as it was (its record too)."""
+    workload, devices, shard = run
+    held = None if shard is None else (shard.index, shard.count)
+    if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this run
+        note_run(bundle, workload.path, workload.entry, devices, held, new)  # left as it was
+    return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: no row unsigned
+
+
+def _signed(bundle: Bundle) -> bool:
+    """Whether `bundle` holds a signature (a malformed one too)."""
+    malformed: list[str] = []
+    return bool(bundle.signatures(on_error=lambda k, _why: malformed.append(k)) or malformed)
+
+
+def _sign_stored(bundle: Bundle, signing_key: Any, stored: int) -> str:
+    """Sign what the run may vouch for: under trusted keys, what they signed and what this
+    run stored; else every entry. Without a key: say whether what was stored is unsigned."""
+    if signing_key is None:
+        signed: list[str] = []  # a malformed signature row is one too: the run stored
+        if stored and (bundle.signatures(on_error=lambda k, _why: signed.append(k)) or signed):
+            return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
+        return ""
+    covered, written = bundle.covered, bundle.written
+    keep = None if covered is None else (lambda t, n, h: h in covered or (t, n) in written)
+    signature = sign(bundle, signing_key, keep)
+    return f"signed by key {signature.key_id}: {signature.count} row(s)"
