@@ -113,7 +113,7 @@ def _unraisable(unraisable: Any) -> None:
     anything else as Python says it."""
     if isinstance(unraisable.exc_value, MemoryError):
         return
-    try:
+    try:  # noqa: SIM105  (no contextlib: `warm --version` imports nothing it need not)
         sys.__unraisablehook__(unraisable)
     except MemoryError:
         pass
