@@ -25,6 +25,7 @@ NOT_WHILE_SERVING = (
     "logging",  # explaining a miss
     "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
     "copy",  # (imported by dataclasses)
+    "heapq",  # the tunes `warm stats` samples of a large bundle
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
     "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 CUT_CHARS = 512  # what a line or a table cell shows of one text (`cut`)
 LISTED = 1_000  # entries a report names of a longer list (every command's); the rest counted
@@ -114,6 +116,14 @@ def natural(text: object) -> list[Any]:
     number is its digits' count and digits (leading zeros off): a bundle's may have any
     length, past what `int()` takes."""
     return [_number(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+
+
+def first_naturally(n: int, items: Iterable[_T], key: Callable[[_T], Any] = natural) -> list[_T]:
+    """The `n` first of `items` by `key` (`natural`: numbers as numbers), holding `n` at a
+    time (`heapq.nsmallest`, imported here on first use: a serving process needs none)."""
+    from heapq import nsmallest
+
+    return nsmallest(n, items, key=key)
 
 
 def _number(digits: str) -> tuple[int, str]:

@@ -17,7 +17,6 @@ never by a process that only serves. This module owns no state and never prints.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -40,7 +39,7 @@ from warmcli.bundle.rows import (
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
 from warmcli.errors import BundleError
-from warmcli.printable import natural
+from warmcli.printable import first_naturally, natural
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
 
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
@@ -325,7 +324,7 @@ class BundleAdmin(SignedRows):
         ops = [operation] if operation is not None else self.operations(sample)
         rows = (self._iter(f"{shapes} operation = ?", (op,)) for op in ops)
         firsts = [
-            heapq.nsmallest(sample, r, key=lambda r: (natural(r[0]), str(r[1]))) for r in rows
+            first_naturally(sample, r, key=lambda r: (natural(r[0]), str(r[1]))) for r in rows
         ]
         found: list[TuneRecord] = []
         for key in [each[n][1] for n in range(sample) for each in firsts if n < len(each)]:
@@ -339,7 +338,7 @@ class BundleAdmin(SignedRows):
         """The first `limit` operations held (well-formed ones), by name, numbers as numbers."""
         names = self._iter("SELECT DISTINCT operation FROM tunes")
         ok = (n for (n,) in names if isinstance(n, str) and len(n) <= MAX_NAME_CHARS)
-        return heapq.nsmallest(limit, ok, key=natural)
+        return first_naturally(limit, ok)
 
     def format_version(self) -> int:
         """The format the open file is in (its header's `user_version`, read through the
