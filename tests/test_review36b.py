@@ -72,3 +72,86 @@ def test_whole_run_again_into_its_own_bundle_stays_whole(warm: Warm, tmp_path: P
     with sqlite3.connect(out) as conn:
         (value,) = conn.execute("SELECT value FROM manifest WHERE key = 'run'").fetchone()
     assert '"count": 1' in value, value
+
+
+LINKED_BY_MACRO = '''
+import numpy as np
+from warmcli import Kernel
+ONE = r"""
+#define LINK extern "C"
+LINK __device__ int hits;
+LINK __global__ void %s(int *out) { hits += 1; out[0] = hits; }
+"""
+BLOCK = r"""
+#define OPEN_C extern "C" {
+#define CLOSE_C }
+OPEN_C
+__device__ int hits2;
+__global__ void %s(int *out) { hits2 += 1; out[0] = hits2; }
+CLOSE_C
+"""
+KS = [Kernel(ONE % n, n, "P", language="cuda") for n in ("bump_a", "bump_b")]
+KS += [Kernel(BLOCK % n, n, "P", language="cuda") for n in ("bump_c", "bump_d")]
+def workload(rt):
+    out = rt.upload(np.zeros(1, np.int32))
+    for k in KS:
+        rt.launch(k, out, grid=1, block=1)
+    return out
+'''
+
+
+def test_a_global_given_c_linkage_by_a_macro_is_never_one_symbol_of_two_kernels(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#define LINK extern "C"` (or a macro opening an `extern "C" {` block): two kernels'
+    `__device__ int hits;` were one `.global hits` in their shared cubin (a hit counted 2
+    where each kernel, cold, counts 1). Each such kernel is built in a cubin of its own."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    script, bundle = tmp_path / "linked.py", tmp_path / "b.warm"
+    script.write_text(LINKED_BY_MACRO)
+    ok(warm("run", script, "--arch", "sm_90", "-j", "1", "-b", bundle, "--no-verify", "-q"))
+    with sqlite3.connect(bundle) as conn:
+        rows = conn.execute(
+            "SELECT k.entry, k.sha256 FROM kernels k JOIN blobs b ON b.sha256 = k.sha256 "
+            "WHERE substr(b.data, 1, 4) = x'7f454c46'"  # the cubins (ELF), not the PTX
+        ).fetchall()
+    cubin = dict(rows)
+    assert set(cubin) == {"bump_a", "bump_b", "bump_c", "bump_d"}, rows
+    assert cubin["bump_a"] != cubin["bump_b"] and cubin["bump_c"] != cubin["bump_d"], rows
+
+
+KERNEL_MACRO = '''
+import numpy as np
+from warmcli import Kernel
+SRC = r"""
+#define KERNEL extern "C" __global__
+KERNEL void %s(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] += %d.0f; }
+"""
+KS = [Kernel(SRC % ("add%d" % i, i), "add%d" % i, "Pi", language="cuda") for i in range(4)]
+def workload(rt):
+    x = rt.upload(np.zeros(256, np.float32))
+    for k in KS:
+        rt.launch(k, x, 256, grid=1, block=256)
+    return x
+'''
+
+
+def test_kernels_declared_by_a_kernel_macro_still_share_one_cubin(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#define KERNEL extern "C" __global__` declares kernels only (no global, no helper):
+    pycuda36b built each such kernel alone (6 kernels: 6 compiler processes, not 1)."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    script, bundle = tmp_path / "kernels.py", tmp_path / "b.warm"
+    script.write_text(KERNEL_MACRO)
+    ok(warm("run", script, "--arch", "sm_90", "-j", "1", "-b", bundle, "--no-verify", "-q"))
+    with sqlite3.connect(bundle) as conn:
+        (entries, cubins) = conn.execute(
+            "SELECT count(DISTINCT k.entry), count(DISTINCT k.sha256) FROM kernels k "
+            "JOIN blobs b ON b.sha256 = k.sha256 WHERE substr(b.data, 1, 4) = x'7f454c46'"
+        ).fetchone()
+    assert (entries, cubins) == (4, 1)

@@ -10,7 +10,10 @@ that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUD
 unique per kernel: `#define gain warm_pc<digest>_gain`, with no `#undef gain` and no other
 `#define gain` to a text that names something, `alt_gain`, as a branch may) keeps it
 apart; a macro whose text holds a device keyword may declare one wherever it is used
-(`#define DECL(n) __constant__ float n;`): its name counts as one. `unrenamed_c_names`
+(`#define DECL(n) __constant__ float n;`; one of `__global__` alone declares kernels,
+`#define KERNEL extern "C" __global__`: not one): its name counts as one; a macro whose text
+gives C linkage (`#define LINK extern "C"`) gives it to each declaration naming it, and one
+that opens an `extern "C" {` block to every declaration. `unrenamed_c_names`
 reads the `__device__`/`__constant__`/`__managed__`/`__shared__` variables and the
 `__device__` functions declared outside any function body, in any namespace, each
 declarator of a declaration; `extern __shared__` arrays are left out (every one is the
@@ -24,6 +27,9 @@ import re
 from warmcli.backends.compiler import ATTRIBUTE, LINE_SPLICE, UNSCANNED
 
 _DEVICE = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__|__global__)\b")
+# what a macro's (or a define's) text must hold to declare a variable or a helper: one of
+# only `__global__` (`#define KERNEL extern "C" __global__`) declares kernels, each renamed
+_DECLARING = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__)\b")
 _EXTERN_C_WRITTEN = re.compile(r'\bextern\s*"C"')
 _EXTERN_C = re.compile(r"\s*\bextern_C\b\s*")  # (`extern "C"` once its literal is read)
 _NAMESPACE = re.compile(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
@@ -125,13 +131,37 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     respelt = {n for n, text in macros if _NAMING.search(text) and not _WARM.fullmatch(text)}
     renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced)) - respelt
     # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`)
-    found = {name for name, text in macros if _DEVICE.search(text)}
+    found = {name for name, text in macros if _DECLARING.search(text)}
+    linkers, opens_block = _linking_macros(macros)
     for declaration, c_linkage in _declarations(source):
-        if c_linkage and not re.search(r"\b__global__\b", declaration):
+        linked = (
+            c_linkage
+            or opens_block
+            or any(re.search(rf"\b{name}\b", declaration) for name in linkers)
+        )
+        if linked and not re.search(r"\b__global__\b", declaration):
             found.update(_declared(declaration))
     return found - renamed - {entry}
 
 
+def _linking_macros(macros: list[tuple[str, str]]) -> tuple[set[str], bool]:
+    """The macros whose text gives C linkage (`#define LINK extern "C"`, or names one that
+    does), and whether one opens an `extern "C" {` block (then any declaration may be in
+    it: every one counts, conservatively)."""
+    linkers = {name for name, text in macros if _EXTERN_C_WRITTEN.search(text)}
+    grown = bool(linkers)
+    while grown:  # `#define LINK C_ABI`, `#define C_ABI extern "C"`
+        more = {
+            name
+            for name, text in macros
+            if name not in linkers and any(re.search(rf"\b{n}\b", text) for n in linkers)
+        }
+        linkers |= more
+        grown = bool(more)
+    # (the `}` that closes such a block may be another macro's: every declaration counts)
+    return linkers, any("{" in text for name, text in macros if name in linkers)
+
+
 def declares_for_device(text: str) -> bool:
     """Whether `text` (a define's value) holds a device keyword: it may declare a name."""
-    return _DEVICE.search(text) is not None
+    return _DECLARING.search(text) is not None
