@@ -155,3 +155,49 @@ def test_kernels_declared_by_a_kernel_macro_still_share_one_cubin(
             "JOIN blobs b ON b.sha256 = k.sha256 WHERE substr(b.data, 1, 4) = x'7f454c46'"
         ).fetchone()
     assert (entries, cubins) == (4, 1)
+
+
+LINKED_PAST_A_COMMENT = '''
+import numpy as np
+from warmcli import Kernel
+ONE = r"""
+extern /* C linkage */ "C" __device__ int hits;
+extern "C" __global__ void %s(int *out) { hits += 1; out[0] = hits; }
+"""
+BLOCK = r"""
+extern \\
+"C" {
+__device__ int hits2;
+}
+extern "C" __global__ void %s(int *out) { hits2 += 1; out[0] = hits2; }
+"""
+KS = [Kernel(ONE % n, n, "P", language="cuda") for n in ("bump_a", "bump_b")]
+KS += [Kernel(BLOCK % n, n, "P", language="cuda") for n in ("bump_c", "bump_d")]
+def workload(rt):
+    out = rt.upload(np.zeros(1, np.int32))
+    for k in KS:
+        rt.launch(k, out, grid=1, block=1)
+    return out
+'''
+
+
+def test_a_global_given_c_linkage_past_a_comment_or_a_line_splice_is_never_shared(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`extern /* ... */ "C"`, or `extern` and `"C"` on two lines spliced, gives C linkage
+    as `extern "C"` does: two kernels' `hits` were one `.global hits` in their shared cubin."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    script, bundle = tmp_path / "linked.py", tmp_path / "b.warm"
+    script.write_text(LINKED_PAST_A_COMMENT)
+    ok(warm("run", script, "--arch", "sm_90", "-j", "1", "-b", bundle, "--no-verify", "-q"))
+    with sqlite3.connect(bundle) as conn:
+        cubin = dict(
+            conn.execute(
+                "SELECT k.entry, k.sha256 FROM kernels k JOIN blobs b ON b.sha256 = k.sha256 "
+                "WHERE substr(b.data, 1, 4) = x'7f454c46'"
+            ).fetchall()
+        )
+    assert len(cubin) == 4, cubin
+    assert cubin["bump_a"] != cubin["bump_b"] and cubin["bump_c"] != cubin["bump_d"], cubin

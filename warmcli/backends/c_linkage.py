@@ -3,7 +3,8 @@ in one shared unit would have as one symbol.
 
 Warm closes each CUDA kernel of a shared unit in a namespace of its own, which keeps apart
 every name of C++ linkage; a name of C linkage (in an `extern "C" { }` block, as PyCUDA's
-wrap puts the whole source, or declared `extern "C"`) is one symbol whatever namespace it
+wrap puts the whole source, or declared `extern "C"`, with a comment or a line splice
+between `extern` and `"C"` too) is one symbol whatever namespace it
 is in: two kernels' `__constant__ float gain;` (no initializer, so no redefinition error)
 are one object in the cubin, the constants one kernel set read by the other. A source
 that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUDA layer,
@@ -44,10 +45,21 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CLOSE = {"(": ")", "[": "]", "<": ">"}
 
 
+# (`extern /* ... */ "C"` is `extern "C"`: comments go before it is read, literals stay)
+_COMMENT_OR_STRING = re.compile(
+    r'//[^\n]*|/\*[\s\S]*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
+)
+
+
+def _comment_out(found: re.Match[str]) -> str:
+    return found[0] if found[0][0] in "\"'" else " "
+
+
 def _declarations(source: str) -> list[tuple[str, bool]]:
     """Each declaration outside any function or type body (in an `extern "C"` block or a
     namespace too), brace blocks inside it dropped, with whether it has C linkage."""
-    text = UNSCANNED.sub(" ", _EXTERN_C_WRITTEN.sub(" extern_C ", source))
+    uncommented = _COMMENT_OR_STRING.sub(_comment_out, LINE_SPLICE.sub("", source))
+    text = UNSCANNED.sub(" ", _EXTERN_C_WRITTEN.sub(" extern_C ", uncommented))
     found: list[tuple[str, bool]] = []
     stack: list[str] = []  # per open brace: "C" (extern "C"), "N" (namespace), "O" (other)
     buffer, depth_o = "", 0
@@ -148,7 +160,11 @@ def _linking_macros(macros: list[tuple[str, str]]) -> tuple[set[str], bool]:
     """The macros whose text gives C linkage (`#define LINK extern "C"`, or names one that
     does), and whether one opens an `extern "C" {` block (then any declaration may be in
     it: every one counts, conservatively)."""
-    linkers = {name for name, text in macros if _EXTERN_C_WRITTEN.search(text)}
+    linkers = {
+        name
+        for name, text in macros
+        if _EXTERN_C_WRITTEN.search(_COMMENT_OR_STRING.sub(_comment_out, text))
+    }
     grown = bool(linkers)
     while grown:  # `#define LINK C_ABI`, `#define C_ABI extern "C"`
         more = {
