@@ -201,3 +201,57 @@ def test_a_global_given_c_linkage_past_a_comment_or_a_line_splice_is_never_share
         )
     assert len(cubin) == 4, cubin
     assert cubin["bump_a"] != cubin["bump_b"] and cubin["bump_c"] != cubin["bump_d"], cubin
+
+
+HOST_DEVICE_HELPER = '''
+import numpy as np
+from warmcli import Kernel
+SRC = r"""
+#define HD __host__ __device__
+HD inline float sq(float v) { return v * v; }
+extern "C" __global__ void %s(float *x, int n)
+{ int i = threadIdx.x; if (i < n) x[i] = sq(x[i]) + %d; }
+"""
+KS = [Kernel(SRC % ("k%d" % i, i), "k%d" % i, "Pi", language="cuda") for i in range(4)]
+def workload(rt):
+    x = rt.upload(np.zeros(256, np.float32))
+    for k in KS:
+        rt.launch(k, x, 256, grid=1, block=256)
+    return x
+'''
+
+
+def test_kernels_with_a_host_device_macro_helper_of_cpp_linkage_share_one_cubin(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#define HD __host__ __device__` on a helper outside any `extern "C"` (C++ linkage,
+    kept apart by each kernel's namespace): pycuda36b built each kernel alone (4 cubins)."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    script, bundle = tmp_path / "helpers.py", tmp_path / "b.warm"
+    script.write_text(HOST_DEVICE_HELPER)
+    ok(warm("run", script, "--arch", "sm_90", "-j", "1", "-b", bundle, "--no-verify", "-q"))
+    with sqlite3.connect(bundle) as conn:
+        (entries, cubins) = conn.execute(
+            "SELECT count(DISTINCT k.entry), count(DISTINCT k.sha256) FROM kernels k "
+            "JOIN blobs b ON b.sha256 = k.sha256 WHERE substr(b.data, 1, 4) = x'7f454c46'"
+        ).fetchone()
+    assert (entries, cubins) == (4, 1)
+
+
+def test_a_declaring_macro_used_with_c_linkage_still_counts() -> None:
+    """Pure text: a device macro counts where a declaration of C linkage uses it (the last
+    of a block with no `;`, through another macro, PyCUDA's wrap), not elsewhere."""
+    from warmcli.backends.c_linkage import unrenamed_c_names
+    from warmcli.pycuda.source import wrap_source
+
+    decl = "#define DECL(n) __constant__ float n;\n"
+    last = decl + 'extern "C" {\n__global__ void k(float *x) { x[0] = gain; }\nDECL(gain)\n}\n'
+    assert "DECL" in unrenamed_c_names(last, "k")
+    chained = decl + '#define DECL2(n) DECL(n)\nextern "C" {\nDECL2(gain)\n}\n'
+    assert "DECL2" in unrenamed_c_names(chained, "k")
+    helper = "#define HD __host__ __device__\nHD float sq(float v) { return v * v; }\n"
+    kernel = 'extern "C" __global__ void k(float *x) { x[0] = sq(x[0]); }\n'
+    assert unrenamed_c_names(helper + kernel, "k") == set()
+    assert "HD" in unrenamed_c_names(wrap_source(helper + "__global__ void k(float *x) {}"), "k")

@@ -11,8 +11,10 @@ that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUD
 unique per kernel: `#define gain warm_pc<digest>_gain`, with no `#undef gain` and no other
 `#define gain` to a text that names something, `alt_gain`, as a branch may) keeps it
 apart; a macro whose text holds a device keyword may declare one wherever it is used
-(`#define DECL(n) __constant__ float n;`; one of `__global__` alone declares kernels,
-`#define KERNEL extern "C" __global__`: not one): its name counts as one; a macro whose text
+(`#define DECL(n) __constant__ float n;`, or one naming such a macro; one of `__global__`
+alone declares kernels, `#define KERNEL extern "C" __global__`: not one): its name counts
+as one where a declaration of C linkage names it (`#define HD __host__ __device__` used
+outside any `extern "C"`: not); a macro whose text
 gives C linkage (`#define LINK extern "C"`) gives it to each declaration naming it, and one
 that opens an `extern "C" {` block to every declaration. `unrenamed_c_names`
 reads the `__device__`/`__constant__`/`__managed__`/`__shared__` variables and the
@@ -82,7 +84,8 @@ def _declarations(source: str) -> list[tuple[str, bool]]:
                 continue
             buffer = ""
         elif ch == "}":
-            if stack:
+            if stack:  # (a block's last macro use, `DECL(gain)` with no `;`, is one too)
+                found.append((buffer, "C" in stack))
                 stack.pop()
             buffer = ""
         elif ch == ";":
@@ -90,6 +93,7 @@ def _declarations(source: str) -> list[tuple[str, bool]]:
             buffer = ""
         else:
             buffer += ch
+    found.append((buffer, "C" in stack))  # (the file's last, with no `;`)
     return [
         (d.strip(), c or bool(_EXTERN_C.match(d)))
         for d, c in found
@@ -142,18 +146,31 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     # defined elsewhere to a text that names something (`#ifdef ALT` `#define gain alt_gain`)
     respelt = {n for n, text in macros if _NAMING.search(text) and not _WARM.fullmatch(text)}
     renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced)) - respelt
-    # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`)
-    found = {name for name, text in macros if _DECLARING.search(text)}
+    # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`),
+    # named by a declaration of C linkage (`#define HD __host__ __device__` elsewhere: none)
+    declaring = _naming({name for name, text in macros if _DECLARING.search(text)}, macros)
     linkers, opens_block = _linking_macros(macros)
+    found: set[str] = set()
     for declaration, c_linkage in _declarations(source):
-        linked = (
-            c_linkage
-            or opens_block
-            or any(re.search(rf"\b{name}\b", declaration) for name in linkers)
-        )
+        linked = c_linkage or opens_block or bool(_named(linkers, declaration))
+        if linked:
+            found |= _named(declaring, declaration)
         if linked and not re.search(r"\b__global__\b", declaration):
             found.update(_declared(declaration))
     return found - renamed - {entry}
+
+
+def _named(names: set[str], text: str) -> set[str]:
+    """Those of `names` that `text` names (as words)."""
+    return {name for name in names if re.search(rf"\b{name}\b", text)}
+
+
+def _naming(names: set[str], macros: list[tuple[str, str]]) -> set[str]:
+    """`names`, and every macro whose text names one of them (`#define B A`), transitively."""
+    names = set(names)
+    while more := {n for n, text in macros if n not in names and _named(names, text)}:
+        names |= more
+    return names
 
 
 def _linking_macros(macros: list[tuple[str, str]]) -> tuple[set[str], bool]:
@@ -165,15 +182,7 @@ def _linking_macros(macros: list[tuple[str, str]]) -> tuple[set[str], bool]:
         for name, text in macros
         if _EXTERN_C_WRITTEN.search(_COMMENT_OR_STRING.sub(_comment_out, text))
     }
-    grown = bool(linkers)
-    while grown:  # `#define LINK C_ABI`, `#define C_ABI extern "C"`
-        more = {
-            name
-            for name, text in macros
-            if name not in linkers and any(re.search(rf"\b{n}\b", text) for n in linkers)
-        }
-        linkers |= more
-        grown = bool(more)
+    linkers = _naming(linkers, macros)  # `#define LINK C_ABI`, `#define C_ABI extern "C"`
     # (the `}` that closes such a block may be another macro's: every declaration counts)
     return linkers, any("{" in text for name, text in macros if name in linkers)
 
