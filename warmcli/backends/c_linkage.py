@@ -3,14 +3,20 @@ in one shared unit would have as one symbol.
 
 Warm closes each CUDA kernel of a shared unit in a namespace of its own, which keeps apart
 every name of C++ linkage; a name of C linkage (in an `extern "C" { }` block, as PyCUDA's
-wrap puts the whole source, or declared `extern "C"`) is one symbol whatever namespace it
+wrap puts the whole source, or declared `extern "C"`, with a comment or a line splice
+between `extern` and `"C"` too) is one symbol whatever namespace it
 is in: two kernels' `__constant__ float gain;` (no initializer, so no redefinition error)
 are one object in the cubin, the constants one kernel set read by the other. A source
 that renames such a name itself with a `#define` to a `warm_` name (warm's PyCUDA layer,
 unique per kernel: `#define gain warm_pc<digest>_gain`, with no `#undef gain` and no other
 `#define gain` to a text that names something, `alt_gain`, as a branch may) keeps it
 apart; a macro whose text holds a device keyword may declare one wherever it is used
-(`#define DECL(n) __constant__ float n;`): its name counts as one. `unrenamed_c_names`
+(`#define DECL(n) __constant__ float n;`, or one naming such a macro; one of `__global__`
+alone declares kernels, `#define KERNEL extern "C" __global__`: not one): its name counts
+as one where a declaration of C linkage names it (`#define HD __host__ __device__` used
+outside any `extern "C"`: not); a macro whose text
+gives C linkage (`#define LINK extern "C"`) gives it to each declaration naming it, and one
+that opens an `extern "C" {` block to every declaration. `unrenamed_c_names`
 reads the `__device__`/`__constant__`/`__managed__`/`__shared__` variables and the
 `__device__` functions declared outside any function body, in any namespace, each
 declarator of a declaration; `extern __shared__` arrays are left out (every one is the
@@ -24,6 +30,9 @@ import re
 from warmcli.backends.compiler import ATTRIBUTE, LINE_SPLICE, UNSCANNED
 
 _DEVICE = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__|__global__)\b")
+# what a macro's (or a define's) text must hold to declare a variable or a helper: one of
+# only `__global__` (`#define KERNEL extern "C" __global__`) declares kernels, each renamed
+_DECLARING = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__)\b")
 _EXTERN_C_WRITTEN = re.compile(r'\bextern\s*"C"')
 _EXTERN_C = re.compile(r"\s*\bextern_C\b\s*")  # (`extern "C"` once its literal is read)
 _NAMESPACE = re.compile(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
@@ -38,10 +47,21 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CLOSE = {"(": ")", "[": "]", "<": ">"}
 
 
+# (`extern /* ... */ "C"` is `extern "C"`: comments go before it is read, literals stay)
+_COMMENT_OR_STRING = re.compile(
+    r'//[^\n]*|/\*[\s\S]*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
+)
+
+
+def _comment_out(found: re.Match[str]) -> str:
+    return found[0] if found[0][0] in "\"'" else " "
+
+
 def _declarations(source: str) -> list[tuple[str, bool]]:
     """Each declaration outside any function or type body (in an `extern "C"` block or a
     namespace too), brace blocks inside it dropped, with whether it has C linkage."""
-    text = UNSCANNED.sub(" ", _EXTERN_C_WRITTEN.sub(" extern_C ", source))
+    uncommented = _COMMENT_OR_STRING.sub(_comment_out, LINE_SPLICE.sub("", source))
+    text = UNSCANNED.sub(" ", _EXTERN_C_WRITTEN.sub(" extern_C ", uncommented))
     found: list[tuple[str, bool]] = []
     stack: list[str] = []  # per open brace: "C" (extern "C"), "N" (namespace), "O" (other)
     buffer, depth_o = "", 0
@@ -64,7 +84,8 @@ def _declarations(source: str) -> list[tuple[str, bool]]:
                 continue
             buffer = ""
         elif ch == "}":
-            if stack:
+            if stack:  # (a block's last macro use, `DECL(gain)` with no `;`, is one too)
+                found.append((buffer, "C" in stack))
                 stack.pop()
             buffer = ""
         elif ch == ";":
@@ -72,6 +93,7 @@ def _declarations(source: str) -> list[tuple[str, bool]]:
             buffer = ""
         else:
             buffer += ch
+    found.append((buffer, "C" in stack))  # (the file's last, with no `;`)
     return [
         (d.strip(), c or bool(_EXTERN_C.match(d)))
         for d, c in found
@@ -124,14 +146,47 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     # defined elsewhere to a text that names something (`#ifdef ALT` `#define gain alt_gain`)
     respelt = {n for n, text in macros if _NAMING.search(text) and not _WARM.fullmatch(text)}
     renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced)) - respelt
-    # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`)
-    found = {name for name, text in macros if _DEVICE.search(text)}
+    # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`),
+    # named by a declaration of C linkage (`#define HD __host__ __device__` elsewhere: none)
+    declaring = _naming({name for name, text in macros if _DECLARING.search(text)}, macros)
+    linkers, opens_block = _linking_macros(macros)
+    found: set[str] = set()
     for declaration, c_linkage in _declarations(source):
-        if c_linkage and not re.search(r"\b__global__\b", declaration):
+        linked = c_linkage or opens_block or bool(_named(linkers, declaration))
+        if linked:
+            found |= _named(declaring, declaration)
+        if linked and not re.search(r"\b__global__\b", declaration):
             found.update(_declared(declaration))
     return found - renamed - {entry}
 
 
+def _named(names: set[str], text: str) -> set[str]:
+    """Those of `names` that `text` names (as words)."""
+    return {name for name in names if re.search(rf"\b{name}\b", text)}
+
+
+def _naming(names: set[str], macros: list[tuple[str, str]]) -> set[str]:
+    """`names`, and every macro whose text names one of them (`#define B A`), transitively."""
+    names = set(names)
+    while more := {n for n, text in macros if n not in names and _named(names, text)}:
+        names |= more
+    return names
+
+
+def _linking_macros(macros: list[tuple[str, str]]) -> tuple[set[str], bool]:
+    """The macros whose text gives C linkage (`#define LINK extern "C"`, or names one that
+    does), and whether one opens an `extern "C" {` block (then any declaration may be in
+    it: every one counts, conservatively)."""
+    linkers = {
+        name
+        for name, text in macros
+        if _EXTERN_C_WRITTEN.search(_COMMENT_OR_STRING.sub(_comment_out, text))
+    }
+    linkers = _naming(linkers, macros)  # `#define LINK C_ABI`, `#define C_ABI extern "C"`
+    # (the `}` that closes such a block may be another macro's: every declaration counts)
+    return linkers, any("{" in text for name, text in macros if name in linkers)
+
+
 def declares_for_device(text: str) -> bool:
     """Whether `text` (a define's value) holds a device keyword: it may declare a name."""
-    return _DEVICE.search(text) is not None
+    return _DECLARING.search(text) is not None

@@ -2,11 +2,13 @@
 
 `warm run` records (`note_run`) the run it wrote, named by `run_id` (a digest of the
 workload's content, its entry and the devices warmed: shards of one run on identical
-machines agree) and its file name: an unsharded run is shard 0 of 1 (whole); a run with
-`--shard I/N` into a new bundle is shard I of N, and into one holding shards of the same
-run and count adds I (a shard re-run is the same shard; all N are a whole run). A shard
-run into a bundle that held anything else records nothing it cannot vouch for: the
-bundle keeps what it said. `warm merge` joins its inputs' records (`join`): every run
+machines agree) and its file name: into a new bundle, an unsharded run is shard 0 of 1
+(whole), a run with `--shard I/N` shard I of N; into one recording the same run, an
+unsharded run (or any into the run held whole) is whole, a shard of the same count adds
+I (a shard re-run is the same shard; all N are a whole run). A run into a bundle that
+holds anything else (no record, another run's, shards of another count) records no run:
+a record says every shard its bundle holds, so a merge never calls a held shard missing.
+A manifest warm cannot read is no record. `warm merge` joins its inputs' records (`join`): every run
 some input holds whole, or whose shards together are all N, is whole; for each other the
 line names the shards missing, or the counts their shards were made with when they
 differ. An input with no record (from an older warm, or a merge of several runs) or a
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from warmcli.bundle.rows import MAX_NAME_CHARS
 from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
 from warmcli.printable import LISTED
 
 KEY = "run"  # the manifest row
@@ -105,15 +108,19 @@ def recorded(
 ) -> RunRecord | None:
     """The record of the run just written (see the module doc): `held`, the bundle's before;
     `shard`, (I, N) or None for a whole run; `new`, whether the bundle held nothing before
-    the run. `held` itself where the run adds nothing it can vouch for."""
+    the run. None where the bundle holds more than one record can say."""
     index, count = shard or (0, 1)
     name = workload[:MAX_WORKLOAD_CHARS] or "?"
-    if count == 1 or new:
+    if new:
         return RunRecord(run, name, count, frozenset({index}))
-    if held is not None and (held.run, held.count) == (run, count):
+    if held is None or held.run != run:  # the bundle holds another run's entries too
+        return None
+    if count == 1 or held.whole:
+        return RunRecord(run, name, 1, frozenset({0}))
+    if held.count == count:
         shards = held.shards | {index}
         return RunRecord(run, name, *((count, shards) if len(shards) < count else (1, {0})))
-    return held
+    return None  # shards of one run cut in two counts: no record says both
 
 
 def put(conn: sqlite3.Connection, record: RunRecord | None) -> None:
@@ -181,13 +188,17 @@ def note_run(
     """Record in `bundle` (open to write) the run just written into it (`recorded`), in a
     transaction of its own where the row changes; the row is the run's to sign
     (`Bundle.written`)."""
-    before = bundle.manifest().get(KEY)
+    try:
+        before, readable = bundle.manifest().get(KEY), True
+    except BundleError:  # a row warm cannot read (its own `run` too): no record held
+        before, readable = None, False
     record = recorded(parse(before), run_id(workload, entry, devices), workload.name, shard, new)
     text = None if record is None else record.text()
-    if text is not None and text != before:  # as it was: no row rewritten (nor left unsigned)
-        with bundle.transaction() as conn:
+    if text != before or (text is None and not readable):  # as it was: no row rewritten
+        with bundle.transaction() as conn:  # (nor left unsigned)
             put(conn, record)
-        bundle.written.add(("manifest", KEY))
+        if text is not None:
+            bundle.written.add(("manifest", KEY))
 
 
 SHOWN = 8  # shards a line names
