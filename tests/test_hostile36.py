@@ -1,0 +1,107 @@
+"""What ships beside a bundle from elsewhere (stop 36): a hot `-journal` planted beside a
+bundle a process already has open, whose pages rewrite the bundle's schema when rolled back.
+
+A new process rolls such a journal back before it checks the schema, and refuses the
+bundle; a process that had the bundle open (a worker, a writer) checked the schema once, at
+its open, and then read (or wrote) through whatever schema the rollback left: a view of the
+bundle's answered its reads, a trigger of the bundle's ran at its writes. Each test is a
+real process over a real bundle (made by `warm run` with the real cc) and a real journal
+(an SQLite transaction's, copied aside while it was open).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+# A process with the bundle `argv[1]` open (`argv[2]`: "write" to open it for write) reads
+# it, then the journal `argv[3]` is planted beside it, then it reads (or writes) again.
+LIVE = """
+import shutil, sys
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
+b = Bundle.open(sys.argv[1], write=sys.argv[2] == "write")
+kernels = b.kernels()
+print(len(kernels), len(b.tunes()))
+shutil.copyfile(sys.argv[3], sys.argv[1] + "-journal")
+try:
+    if sys.argv[2] == "write":
+        b.touch({kernels[0].key: 1.0})
+    print(len(b.kernels()), len(b.tunes()))
+except BundleError as exc:
+    print("error:", exc)
+"""
+
+
+def hostile_journal(good: Path, out: Path, *statements: str) -> Path:
+    """A hot journal (at `out`) whose rollback turns a copy of `good` into `good` with
+    `statements` run: their pages (the schema's) as the journal restores them."""
+    copy = out.with_name(out.name + ".db")
+    shutil.copyfile(good, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("PRAGMA writable_schema = ON")
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")  # its record count says "to the end": played
+    conn.execute("BEGIN")
+    conn.execute("CREATE TABLE zz (x)")  # page 1, the schema's, journaled as it was
+    shutil.copyfile(f"{copy}-journal", out)
+    conn.execute("ROLLBACK")
+    conn.close()
+    return out
+
+
+def _live(warm: Warm, bundle: Path, mode: str, journal: Path) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", LIVE, str(bundle), mode, str(journal)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_a_view_a_journal_planted_beside_an_open_bundle_restores_never_answers_a_read(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # A worker with the bundle open read 0 kernels after the journal was rolled back (its
+    # next read did it, `_retrying`): `kernels` was then the bundle's view (of none), which
+    # the worker's reads ran; a new process refused that schema.
+    bundle = host_bundle(tmp_path / "b.warm")
+    view = "CREATE VIEW kernels AS SELECT * FROM k0 WHERE 0"
+    journal = hostile_journal(
+        bundle, tmp_path / "view.journal", "ALTER TABLE kernels RENAME TO k0", view
+    )
+    lines = _live(warm, bundle, "read", journal)
+    assert lines[0] == "6 3"
+    assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
+    assert len(lines) == 2
+    refused = warm("stats", bundle)
+    assert refused.returncode == 2 and "not warm's" in refused.stderr
+
+
+def test_a_trigger_a_journal_planted_beside_an_open_bundle_restores_never_runs_at_a_write(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # A writer with the bundle open (production's write-back, a merge) wrote through the
+    # bundle's trigger once its write rolled the journal back: the trigger deleted every tune.
+    bundle = host_bundle(tmp_path / "b.warm")
+    trigger = "CREATE TRIGGER t AFTER UPDATE ON kernels BEGIN DELETE FROM tunes; END"
+    journal = hostile_journal(bundle, tmp_path / "trigger.journal", trigger)
+    lines = _live(warm, bundle, "write", journal)
+    assert lines[0] == "6 3"
+    assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM tunes").fetchone() == (3,)  # none deleted
