@@ -11,8 +11,10 @@ real process over a real bundle (made by `warm run` with the real cc) and a real
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 from collections.abc import Callable
@@ -57,6 +59,39 @@ def hostile_journal(good: Path, out: Path, *statements: str) -> Path:
     conn.execute("ROLLBACK")
     conn.close()
     return out
+
+
+def wal_journal(good: Path, out: Path) -> Path:
+    """A hot journal (at `out`) whose rollback leaves `good`'s copy as it was, but for its
+    header's file format bytes: write-ahead-log mode (no journal warm writes restores it)."""
+    journal = bytearray(hostile_journal(good, out).read_bytes())
+    first = int.from_bytes(journal[20:24], "big")  # the sector size: where records start
+    assert int.from_bytes(journal[first : first + 4], "big") == 1  # page 1's image
+    journal[first + 4 + 18 : first + 4 + 20] = b"\2\2"  # (bytes no checksum covers)
+    out.write_bytes(journal)
+    return out
+
+
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def journal_naming(bundle: Path, other: Path, out: Path) -> Path:
+    """A hot journal (at `out`) for `bundle` that replays no page and names `other` as its
+    super-journal, as SQLite writes one for a transaction over attached databases."""
+    pages = bundle.stat().st_size // 16384
+    header = JOURNAL_MAGIC + struct.pack(">IIIII", 0, 0, pages, 512, 16384)
+    name = os.fsencode(other)
+    record = struct.pack(">I", 0) + name + struct.pack(">II", len(name), sum(name))
+    out.write_bytes(header.ljust(512, b"\0") + record + JOURNAL_MAGIC)
+    return out
+
+
+def _user_file_as_shm(bundle: Path) -> Path:
+    """A file of the user's, hard-linked as the bundle's `-shm` (shipped beside it)."""
+    precious = bundle.with_name("precious.txt")
+    precious.write_text("the user's data\n")
+    os.link(precious, f"{bundle}-shm")
+    return precious
 
 
 def _live(warm: Warm, bundle: Path, mode: str, journal: Path) -> list[str]:
@@ -105,3 +140,48 @@ def test_a_trigger_a_journal_planted_beside_an_open_bundle_restores_never_runs_a
     assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
     with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
         assert conn.execute("SELECT count(*) FROM tunes").fetchone() == (3,)  # none deleted
+
+
+def test_a_journal_restoring_wal_mode_never_has_sqlite_rewrite_a_user_file_linked_as_shm(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # `warm stats` rolled the journal back (page 1 then said WAL), so SQLite opened the
+    # `-shm` beside it, a hard link to a user's file, and rewrote it as its WAL index
+    # (32768 bytes of binary); the `-shm` is checked only when the header says WAL at open.
+    bundle = host_bundle(tmp_path / "b.warm")
+    precious = _user_file_as_shm(bundle)
+    shutil.copyfile(wal_journal(bundle, tmp_path / "wal.journal"), f"{bundle}-journal")
+    proc = warm("stats", bundle)
+    assert precious.read_bytes() == b"the user's data\n"
+    assert proc.returncode == 2, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "b.warm-shm is a hard link" in lines[0], proc.stderr
+
+
+def test_a_journal_restoring_wal_mode_beside_an_open_bundle_rewrites_no_user_file(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # A reader's next read (`_retrying`'s rollback) and a writer's next write (SQLite's own
+    # rollback) each rewrote the user's file hard-linked as the bundle's `-shm`.
+    for mode in ("read", "write"):
+        bundle = host_bundle(tmp_path / f"{mode}.warm")
+        precious = _user_file_as_shm(bundle)
+        lines = _live(warm, bundle, mode, wal_journal(bundle, tmp_path / f"{mode}.journal"))
+        assert precious.read_bytes() == b"the user's data\n", mode
+        assert lines[0] == "6 3"
+        assert lines[1].startswith("error: ") and "is a hard link" in lines[1], (mode, lines)
+        precious.unlink()
+
+
+def test_a_journal_naming_a_super_journal_beside_a_bundle_a_writer_has_open_deletes_nothing(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # A writer's next write had SQLite roll the journal back, then delete the file it named.
+    bundle = host_bundle(tmp_path / "b.warm")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's data\n")
+    journal = journal_naming(bundle, precious, tmp_path / "super.journal")
+    lines = _live(warm, bundle, "write", journal)
+    assert precious.read_bytes() == b"the user's data\n"
+    assert lines[0] == "6 3"
+    assert lines[1].startswith("error: ") and "names another file" in lines[1], lines

@@ -221,9 +221,11 @@ def recover(path: str | Path, judged: bool = False) -> None:
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
     is beside the file a symlinked `path` names, where SQLite keeps it (`judged`: an open
-    that `check_journal` found it for, its one look)."""
+    that `check_journal` found it for, its one look). A journal may restore a header that
+    says WAL, so a `-wal` or `-shm` that is a link is refused first (`check_wal_files`)."""
     if not (judged or check_journal(path)):  # none or empty (one SQLite must not play: refused)
         return
+    check_wal_files(path)  # its page 1 may say WAL: SQLite would open a `-shm` link at once
     journal = f"{os.path.basename(os.path.realpath(path))}-journal"
     problem = f"a write was interrupted ({journal} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")

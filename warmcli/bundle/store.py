@@ -307,8 +307,8 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        from warmcli.bundle.journal import remove_leftovers  # a writer's: a serving process
-        from warmcli.bundle.lock import write_lock  # never locks nor sweeps
+        from warmcli.bundle.journal import check_beside, remove_leftovers  # a writer's:
+        from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
@@ -316,6 +316,7 @@ class Bundle(BundleAdmin):
                 remove_leftovers(self.path)
                 self._swept = True
             conn = self._conn
+            check_beside(self.path)  # SQLite plays a hot journal itself here: a sound one
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
