@@ -185,3 +185,21 @@ def test_a_journal_naming_a_super_journal_beside_a_bundle_a_writer_has_open_dele
     assert precious.read_bytes() == b"the user's data\n"
     assert lines[0] == "6 3"
     assert lines[1].startswith("error: ") and "names another file" in lines[1], lines
+
+
+def test_a_journal_hard_linked_to_a_user_file_is_never_written(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # `warm clean --max-size 1K` wrote its transaction's journal into the `-journal` beside
+    # the bundle, a hard link to a user's file whose first byte is NUL (so SQLite found no
+    # hot journal in it): the user's file became 279 KB of the bundle's pages.
+    bundle = host_bundle(tmp_path / "b.warm")
+    precious = tmp_path / "precious.bin"
+    precious.write_bytes(b"\0\0the user's data\n")
+    os.link(precious, f"{bundle}-journal")
+    for args in (("clean", bundle, "--max-size", "1K"), ("stats", bundle)):
+        proc = warm(*args)
+        assert precious.read_bytes() == b"\0\0the user's data\n", args
+        assert proc.returncode == 2, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "b.warm-journal is a hard link" in lines[0], proc.stderr

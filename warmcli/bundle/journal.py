@@ -3,17 +3,19 @@ before a new bundle file replaces the one it belongs to.
 
 SQLite rolls back a hot `-journal` on its first read of a database, before warm has
 checked anything, and a journal handed over beside a bundle is as untrusted as the bundle.
-Two kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that
-file once the rollback is done: any file the user may delete) and one that is no regular
-file (a FIFO, which SQLite's open waits on for ever, deaf to signals). warm writes neither
-(it attaches no database, so it never writes a super-journal), nor a journal that is a
-link: `check_journal` refuses all three, reading at most the journal's last 16 bytes,
-without waiting, never opening one that is a link or no regular file (at each open, and
-by `check_beside` before each write of a bundle open since: a journal planted after). A WAL bundle's
-`-wal` and `-shm`, which SQLite opens for writing when warm switches the bundle back (it
-rewrites the `-shm` whole), are refused by `check_wal_files` when they are links (a hard
-link too: its other name is another of the user's files) or no regular files. A journal belongs to
-the file beside it, not to its name: `publish`, which moves a new bundle into place, first
+Three kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that
+file once the rollback is done: any file the user may delete), one that is no regular
+file (a FIFO, which SQLite's open waits on for ever, deaf to signals) and a hard link (one
+SQLite finds no hot journal in, its first byte NUL, is written over by the next write: the
+other name's file too). warm writes none of them (it attaches no database, so it never
+writes a super-journal), nor a journal that is a symbolic link: `check_journal` refuses
+all, reading at most the journal's last 16 bytes, without waiting, never opening one
+that is a link or no regular file (at each open, and by `check_beside` before each write
+of a bundle open since: a journal planted after). A WAL bundle's `-wal` and `-shm`,
+which SQLite opens for writing when warm switches the bundle back (it rewrites the `-shm`
+whole), are refused by `check_wal_files` when they are links (a hard link too: its other
+name is another of the user's files) or no regular files. A journal belongs to the file
+beside it, not to its name: `publish`, which moves a new bundle into place, first
 removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
 that file's old pages into the new one); `temp_beside` names the file a writer makes
 for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
@@ -103,6 +105,8 @@ def _judged(journal: str) -> tuple[str | None, int]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return "is not a regular file", 0
+        if info.st_nlink > 1:  # SQLite writes a journal in place: the other name's file too
+            return "is a hard link (it shares its content with another file)", 0
         if _names_super_journal(fd, info.st_size):
             return "names another file for SQLite to delete (no warm write leaves one)", 0
         return None, info.st_size
