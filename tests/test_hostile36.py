@@ -18,9 +18,11 @@ import struct
 import subprocess
 import sys
 from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 # A process with the bundle `argv[1]` open (`argv[2]`: "write" to open it for write) reads
 # it, then the journal `argv[3]` is planted beside it, then it reads (or writes) again.
@@ -203,3 +205,25 @@ def test_a_journal_hard_linked_to_a_user_file_is_never_written(
         assert proc.returncode == 2, proc.stdout
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "b.warm-journal is a hard link" in lines[0], proc.stderr
+
+
+def test_a_pull_over_a_wal_bundle_rewrites_no_user_file_linked_as_its_shm(
+    warm: Warm,
+    tmp_path: Path,
+    host_bundle: Callable[[Path], Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    # The pull counted what PATH held that the pulled bundle lacks through a read-only
+    # connection, which opened PATH's `-shm` (PATH's header says WAL), a hard link to a
+    # user's file, and rewrote it as its WAL index; the pull itself went on, exit 0.
+    store, base, _ = http_store
+    store.files["/b.warm"] = host_bundle(tmp_path / "src.warm").read_bytes()
+    target = host_bundle(tmp_path / "b.warm")
+    with sqlite3.connect(target) as conn:
+        assert conn.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+    conn.close()
+    precious = _user_file_as_shm(target)
+    proc = warm("pull", f"{base}/b.warm", target)
+    assert precious.read_bytes() == b"the user's data\n"
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert target.read_bytes() == store.files["/b.warm"]  # pulled, its -shm not read

@@ -42,7 +42,7 @@ from warmcli.bundle.file import (
     check_header,
     recover,
 )
-from warmcli.bundle.journal import publish, remove_leftovers, temp_beside
+from warmcli.bundle.journal import check_wal_files, publish, remove_leftovers, temp_beside
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, RemoteError
 
@@ -95,7 +95,8 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
     """How many kernels and tunes the bundle `old` holds that `new` lacks, by key, as a
     read-only open reads them (each file's schema never trusted): (0, 0) where there is no
     `old`, where the two are not both of this format (their keys are stored differently),
-    or where either cannot be read so (a crash journal beside `old`, say)."""
+    or where either cannot be read so (a crash journal beside `old`, say, or a `-wal` or
+    `-shm` that is a link: a WAL file's reader would write it, `check_wal_files`)."""
     query = (  # each old key looked up in the new file's primary key: memory flat
         "SELECT (SELECT count(*) FROM old.kernels o WHERE NOT EXISTS (SELECT 1 FROM "
         "main.kernels n WHERE n.key = o.key)), (SELECT count(*) FROM old.tunes o WHERE NOT "
@@ -105,6 +106,7 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
         if check_header(old)[0] != FORMAT_VERSION or check_header(new)[0] != FORMAT_VERSION:
             return 0, 0
         for path in (old, new):  # a view or trigger of a file's own never runs: each checked
+            check_wal_files(path)  # a WAL file's reader writes its `-shm`: never a link
             with contextlib.closing(_connect(_read_only_uri(path), uri=True)) as conn:
                 _validate(path, conn, FORMAT_VERSION)
         with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:
