@@ -227,3 +227,27 @@ def test_a_pull_over_a_wal_bundle_rewrites_no_user_file_linked_as_its_shm(
     assert precious.read_bytes() == b"the user's data\n"
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert target.read_bytes() == store.files["/b.warm"]  # pulled, its -shm not read
+
+
+def test_a_fifo_journal_planted_beside_a_bundle_a_writer_has_open_never_hangs_it(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # A writer's next write had SQLite open the `-journal` to see whether it was hot: a
+    # FIFO's open waits for a writer of it, for ever, deaf to signals.
+    bundle = host_bundle(tmp_path / "b.warm")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code = LIVE.replace(
+        "shutil.copyfile(sys.argv[3], sys.argv[1] + ", "os.rename(sys.argv[3], sys.argv[1] + "
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os\n" + code, str(bundle), "write", str(fifo)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "6 3"
+    assert lines[1].startswith("error: ") and "is not a regular file" in lines[1], lines
