@@ -1,8 +1,8 @@
 """What a hot production start no longer pays at import (perf36) still means the same.
 
-The launch argument limits are told from each type's width, not asked of numpy at
-import: they must be numpy's to the last bit, and the message naming a float's range
-(made on a bad argument's first) must read as it did."""
+The launch argument limits and the letters' type names are told from each type's width,
+not asked of numpy at import: they must be numpy's to the last bit, and the message
+naming a float's range (made on a bad argument's first) must read as it did."""
 
 from __future__ import annotations
 
@@ -42,3 +42,10 @@ def test_a_float_arguments_range_reads_as_numpy_writes_it() -> None:
     assert launch_args._float_expected("e") == expected.format("65504")
     assert launch_args._float_expected("f") == expected.format("3.4028235e+38")
     assert launch_args._float_expected("d") == expected.format("1.7976931348623157e+308")
+
+
+def test_each_letters_type_name_is_numpys() -> None:
+    """`PARAM_DTYPES` is told from each type's kind and width, not asked of numpy."""
+    from warmcli.kernel import PARAM_DTYPES
+
+    assert {x: np.dtype(t).name for x, t in PARAM_SCALARS.items()} == PARAM_DTYPES
