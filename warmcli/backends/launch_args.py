@@ -10,7 +10,7 @@ cheap; that fast path is made once per signature and shared (`fast_converter`: a
 may call it alone, and make a kernel's own converter only for arguments off it).
 `check_before_load` checks an executed launch's arguments before its kernel is loaded, so
 a wrong one compiles and looks up nothing. Its only state is bounded memos of those fast
-paths (per signature, per letter); it never launches.
+paths (per signature, per letter) and of a float letter's range message; it never launches.
 """
 
 from __future__ import annotations
