@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from warmcli.printable import Pattern
 from warmcli.records import Record
 
 Environ = Mapping[str, str]
@@ -178,7 +179,7 @@ def remote_deadline(environ: Environ | None = None) -> str | None:
     return _env(environ).get("WARM_REMOTE_DEADLINE", "").strip() or None
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_SIZE = Pattern(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)  # on first use
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
