@@ -13,9 +13,8 @@ unsigned). A bundle is untrusted input: `read_header` and `check_header` read it
 header without SQL; `_open_connection` checks that its schema is exactly warm's
 (`sqlite_master` equal to the rows warm's schema declares, `declared_schema`, else compared
 row by row with what SQLite makes of it by `schema_problems`, so no trigger, view, extra
-index or generated column of a bundle ever runs), with `trusted_schema` off and an
-authorizer that refuses whatever a trigger or view asks (`_top_level_only`: a hot journal
-rolled back while a process has the bundle open may restore one, unchecked), and every
+index or generated column of a bundle ever runs), with `trusted_schema` off (a journal
+warm rolls back, `recover`, has the schema it restores checked again), and every
 SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
 the system refused otherwise, is named so: the write was rolled back). The file stays in
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where it
@@ -193,18 +192,7 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
     if defensive is not None and hasattr(conn, "setconfig"):
         conn.setconfig(defensive, True)
-    conn.set_authorizer(_top_level_only)
     return conn
-
-
-def _top_level_only(
-    action: int, a: str | None, b: str | None, db: str | None, by: str | None
-) -> int:
-    """SQLite's authorizer of every statement a connection prepares: nothing a trigger or
-    a view asks (`by` names it) is allowed. The open checks the schema once; a hot journal
-    rolled back since (planted beside a bundle a process has open) may restore one with a
-    view or trigger, which then never runs: the statement fails (`SQLITE_AUTH`)."""
-    return sqlite3.SQLITE_OK if by is None else sqlite3.SQLITE_DENY
 
 
 def _read_only_uri(path: str | Path) -> str:
@@ -229,6 +217,20 @@ def recover(path: str | Path, judged: bool = False) -> None:
     journal = f"{os.path.basename(os.path.realpath(path))}-journal"
     problem = f"a write was interrupted ({journal} is left)"
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
+    # What it restored is checked as an open checks it: one planted beside a bundle a
+    # process has open may restore a view or trigger that no open has seen (refused).
+    with _sqlite_errors(path), contextlib.closing(_connect(_read_only_uri(path), uri=True)) as c:
+        _validate(path, c, check_header(path)[0])
+
+
+def settle_journal(path: str | Path) -> None:
+    """Before a writer's transaction on a bundle open since: a journal left or planted
+    beside it since is rolled back here and what it restored checked (`recover`), never by
+    SQLite inside the transaction, where a restored trigger would run; a `-wal` or `-shm`
+    that is a link is refused (`check_wal_files`: the journal's page 1 may say WAL)."""
+    if check_journal(path):
+        recover(path, judged=True)
+    check_wal_files(path)
 
 
 def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
@@ -298,8 +300,6 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         what = CANNOT_OPEN if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what  # (or its journal)
         what = "closed" if closed else what  # by use_bundle() or close(), and used since
-        if code == sqlite3.SQLITE_AUTH:  # `_top_level_only`: a view or trigger, restored since
-            what = "refused: its schema is not warm's (a view or trigger of it would run)"
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"
         raise BundleError(f"{path}: {what} ({printable(exc)})") from None  # it may quote a row

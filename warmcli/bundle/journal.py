@@ -10,8 +10,8 @@ SQLite finds no hot journal in, its first byte NUL, is written over by the next 
 other name's file too). warm writes none of them (it attaches no database, so it never
 writes a super-journal), nor a journal that is a symbolic link: `check_journal` refuses
 all, reading at most the journal's last 16 bytes, without waiting, never opening one
-that is a link or no regular file (at each open, and by `check_beside` before each write
-of a bundle open since: a journal planted after). A WAL bundle's `-wal` and `-shm`,
+that is a link or no regular file (at each open, and by `file.settle_journal` before each
+write of a bundle open since: a journal planted after). A WAL bundle's `-wal` and `-shm`,
 which SQLite opens for writing when warm switches the bundle back (it rewrites the `-shm`
 whole), are refused by `check_wal_files` when they are links (a hard link too: its other
 name is another of the user's files) or no regular files. A journal belongs to the file
@@ -80,14 +80,6 @@ def check_wal_files(path: str | os.PathLike[str]) -> None:
         if why is not None:
             name = os.path.basename(side)
             raise BundleError(f"{path}: refused: {name} {why}; remove it to open the bundle")
-
-
-def check_beside(path: str | os.PathLike[str]) -> None:
-    """Before a writer's transaction on the bundle at `path`, open since (SQLite rolls a hot
-    journal back itself there, planted since its open): `check_journal`, then
-    `check_wal_files` (the journal's page 1 may say WAL: SQLite would open the `-shm`)."""
-    check_journal(path)
-    check_wal_files(path)
 
 
 def _judged(journal: str) -> tuple[str | None, int]:

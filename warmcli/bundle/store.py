@@ -307,7 +307,8 @@ class Bundle(BundleAdmin):
         """One write transaction, under the bundle's file lock (other writers wait)."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        from warmcli.bundle.journal import check_beside, remove_leftovers  # a writer's:
+        from warmcli.bundle.file import settle_journal  # a writer's:
+        from warmcli.bundle.journal import remove_leftovers
         from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
@@ -316,7 +317,7 @@ class Bundle(BundleAdmin):
                 remove_leftovers(self.path)
                 self._swept = True
             conn = self._conn
-            check_beside(self.path)  # SQLite plays a hot journal itself here: a sound one
+            settle_journal(self.path)  # not SQLite inside the transaction: checked after
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
