@@ -39,7 +39,7 @@ _NAMESPACE = re.compile(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
 _SKIPPED = re.compile(r"\s*(?:typedef|using|template|static_assert|friend)\b")
 _TYPE_ONLY = re.compile(r"\s*(?:struct|union|enum|class)\b")
 _WARM_RENAME = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+warm_\w+[ \t]*$", re.M)
-_UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)
+UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)  # (pycuda.source too)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)([^\n]*)", re.M)
 _WARM = re.compile(r"[ \t]+warm_\w+[ \t]*")  # the text of a `#define` that renames
 _NAMING = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name in a macro's text (not `2.0f`'s f)
@@ -145,7 +145,7 @@ def unrenamed_c_names(source: str, entry: str) -> set[str]:
     macros = _MACRO.findall(spliced)
     # defined elsewhere to a text that names something (`#ifdef ALT` `#define gain alt_gain`)
     respelt = {n for n, text in macros if _NAMING.search(text) and not _WARM.fullmatch(text)}
-    renamed = set(_WARM_RENAME.findall(spliced)) - set(_UNDEF.findall(spliced)) - respelt
+    renamed = set(_WARM_RENAME.findall(spliced)) - set(UNDEF.findall(spliced)) - respelt
     # a macro that may declare one where it is used (`#define DECL(n) __constant__ float n;`),
     # named by a declaration of C linkage (`#define HD __host__ __device__` elsewhere: none)
     declaring = _naming({name for name, text in macros if _DECLARING.search(text)}, macros)

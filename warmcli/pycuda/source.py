@@ -32,6 +32,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from warmcli.backends.c_linkage import UNDEF
 from warmcli.backends.compiler import file_scope_names
 from warmcli.backends.option_macros import macros_named
 
@@ -51,7 +52,6 @@ _MEMBER_USE = r"(?:\.|->)\s*{}\b"
 # Members of CUDA's vector types and `dim3`, declared before any source: a header the
 # source includes may use them (`v.w`) where the source does not; a `#define` would reach it.
 _BUILTIN_MEMBERS = frozenset({"x", "y", "z", "w"})
-_UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.MULTILINE)
 _DIRECTIVE = re.compile(
     r"^[ \t]*#[ \t]*(ifdef|ifndef|if|elif|else|endif|define)\b[ \t]*([^\n]*)", re.MULTILINE
@@ -271,7 +271,7 @@ def isolated_source(
     renamed_by_warm = {entry, *file_scope_names(source)}  # the batch's own renames
     macros = {*macros, *filter(None, macros_named(options)), *certain_macros(source)}
     renamed_by_warm |= macros  # a macro names no declaration of its own
-    renamed_by_warm |= set(_UNDEF.findall(source))  # its `#undef` would undo warm's rename
+    renamed_by_warm |= set(UNDEF.findall(source))  # its `#undef` would undo warm's rename
     includes = _INCLUDE.search(source) is not None  # a header read after the `#define`s
     if includes:  # (alone in its cubin then: nothing of another module's beside it)
         renamed_by_warm |= _BUILTIN_MEMBERS
