@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
-from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.bundle.file import _retrying, _sqlite_errors, settle_journal
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -90,6 +90,7 @@ class BundleAdmin(SignedRows):
 
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
+            settle_journal(self.path)  # a journal planted since the open: never SQLite's
             _retrying(self.path, lambda: self._conn.execute("VACUUM"))
 
     # -- listings for maintenance ----------------------------------------------------------

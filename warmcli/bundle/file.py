@@ -223,14 +223,14 @@ def recover(path: str | Path, judged: bool = False) -> None:
         _validate(path, c, check_header(path)[0])
 
 
-def settle_journal(path: str | Path) -> None:
-    """Before a writer's transaction on a bundle open since: a journal left or planted
-    beside it since is rolled back here and what it restored checked (`recover`), never by
-    SQLite inside the transaction, where a restored trigger would run; a `-wal` or `-shm`
+def settle_journal(path: str | Path, sides: bool = True) -> None:
+    """Before a writer's transaction (or read) on a bundle open since: a journal left or
+    planted beside it since is rolled back here and what it restored checked (`recover`),
+    never by SQLite, where a restored trigger would run; with `sides`, a `-wal` or `-shm`
     that is a link is refused (`check_wal_files`: the journal's page 1 may say WAL)."""
     if check_journal(path):
         recover(path, judged=True)
-    check_wal_files(path)
+    check_wal_files(path) if sides else None
 
 
 def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors
+from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
 from warmcli.errors import BundleError
 from warmcli.once import once
 from warmcli.printable import Pattern
@@ -174,8 +174,11 @@ class RowReader:
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
         """Hold the connection, with SQLite refusing (as an error) to load any value longer
-        than `limit` bytes, so no hostile value is loaded whole."""
+        than `limit` bytes, so no hostile value is loaded whole; a writer's has warm roll back
+        a journal planted since its open (`settle_journal`), never SQLite, unchecked."""
         with self._lock, _sqlite_errors(self.fspath):
+            if self.writable and not self._conn.in_transaction:
+                settle_journal(self.fspath, sides=False)
             before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
             try:
                 yield
@@ -197,6 +200,8 @@ class RowReader:
         """Every read inside sees one state of the file (one read transaction): a writer's
         commit waits until it ends, so what is read together agrees (nested: the outer's)."""
         with self._lock, _sqlite_errors(self.fspath):
+            if self.writable and not self._conn.in_transaction:
+                settle_journal(self.fspath, sides=False)  # (as `_reading` does)
             self._conn.execute("SAVEPOINT snapshot")  # outermost, deferred: read takes the lock
             try:
                 yield

@@ -1,0 +1,72 @@
+"""A journal planted beside a bundle a writer has open (stop 37), met at a read or a vacuum.
+
+A writer's connection may write, so SQLite itself rolls back a hot journal it finds at the
+writer's next read, unchecked: one naming a super-journal had SQLite delete the file it
+named, one restoring a view had the writer's reads answered by the view. `warm clean`'s
+vacuum ran outside the write transaction that settles a journal first, with the same
+effect. Each test is a real process over a real bundle (`warm run`, real cc) and a real
+journal (`tests/test_hostile36`'s).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import ROOT, Warm
+from test_hostile36 import hostile_journal, journal_naming
+
+# A writer with the bundle `argv[1]` open reads it, then the journal `argv[2]` is planted
+# beside it, then it does `argv[3]`: "read" (its kernels) or "vacuum".
+WRITER = """
+import shutil, sys
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
+b = Bundle.open(sys.argv[1], write=True)
+print(len(b.kernels()))
+shutil.copyfile(sys.argv[2], sys.argv[1] + "-journal")
+try:
+    print(len(b.kernels()) if sys.argv[3] == "read" else b.vacuum())
+except BundleError as exc:
+    print("error:", exc)
+"""
+
+
+def _writer(warm: Warm, bundle: Path, journal: Path, then: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", WRITER, str(bundle), str(journal), then],
+        capture_output=True, text=True, env=warm.env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_a_writers_read_or_vacuum_never_has_sqlite_delete_the_file_a_planted_journal_names(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    for then in ("read", "vacuum"):
+        precious = tmp_path / f"precious-{then}.txt"
+        precious.write_text("the user's data\n")
+        journal = journal_naming(bundle, precious, tmp_path / f"super-{then}.journal")
+        lines = _writer(warm, bundle, journal, then)
+        assert precious.read_bytes() == b"the user's data\n", then  # it was deleted
+        assert lines[0] == "6" and len(lines) == 2, lines
+        assert lines[1].startswith("error: ") and "names another file" in lines[1], lines
+        Path(f"{bundle}-journal").unlink()
+
+
+def test_a_view_a_journal_planted_beside_a_writers_bundle_restores_never_answers_its_read(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    # The writer's second read said 0 kernels: the restored view's (of none).
+    bundle = host_bundle(tmp_path / "b.warm")
+    view = "CREATE VIEW kernels AS SELECT * FROM k0 WHERE 0"
+    journal = hostile_journal(
+        bundle, tmp_path / "view.journal", "ALTER TABLE kernels RENAME TO k0", view
+    )
+    lines = _writer(warm, bundle, journal, "read")
+    assert lines[0] == "6" and len(lines) == 2, lines
+    assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
