@@ -68,8 +68,11 @@ _ROWID_FROM = (
     "SELECT rowid FROM kernels WHERE backend = ? AND arch = ? AND rowid >= ? ORDER BY rowid LIMIT 1"
 )
 # A row's key, sha256, entry and symbol, joined by NUL, checked in one match: no pattern
-# matches a NUL, so the joined text matches iff each part matches its own pattern.
+# matches a NUL, so the joined text matches iff each part matches its own pattern. Its
+# names that take any text (device, backend, arch, toolchain) follow, unmatched
+# (`_NAMES_MATCH`: the four, then a NUL, at the start of all eight joined).
 _JOINED = re.compile("\x00".join(p.pattern for p in (_HEX64, _HEX64, _IDENTIFIER, _SYMBOL)))
+_NAMES_MATCH = re.compile(_JOINED.pattern + "\x00").match
 _NEW = object.__new__
 _SET = object.__setattr__
 _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as configured there
@@ -87,24 +90,19 @@ def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord
     keyed again from its components (a sha256 a row, ~2 µs a served kernel)."""
     if len(row) == 14 and (row[13] is None or type(row[13]) is int):  # by key, or prefetched
         key, device, backend, arch, entry, label, symbol, sha, tool, comps, log, secs, size, _ = row
-        if (
-            type(key) is str
-            and type(sha) is str
-            and type(device) is str
-            and type(backend) is str
-            and type(arch) is str
-            and type(tool) is str
-            and type(entry) is str
-            and type(symbol) is str
-            and max(len(device), len(backend), len(arch), len(tool), len(entry), len(symbol))
-            <= limits.MAX_NAME_CHARS
-            and _JOINED.fullmatch(f"{key}\x00{sha}\x00{entry}\x00{symbol}")
+        try:  # its names as one text: a value no text (a number, bytes, NULL) raises here
+            names = "\x00".join((key, sha, entry, symbol, device, backend, arch, tool))
+        except TypeError:
+            names = ""  # matches no pattern: the field-by-field path names it
+        if (  # stricter than `_KERNEL_FIELDS` where it may be (lengths summed): else that path
+            len(names) <= limits.MAX_NAME_CHARS
+            and _NAMES_MATCH(names)
             and symbol[22:] == entry  # `_symbol_fits`, inline (no frame per row)
             and (symbol[5:21] == key[:16] or arch[:8] == "compute_")
             and type(label) is str
             and type(log) is str
             and type(comps) is str
-            and max(len(label), len(log), len(comps)) <= limits.MAX_TEXT_CHARS
+            and len(label) + len(log) + len(comps) <= limits.MAX_TEXT_CHARS
             and type(secs) is float
             and 0 <= secs < math.inf
             and type(size) is int
