@@ -86,3 +86,19 @@ def test_a_row_is_parsed_as_the_field_by_field_checks_parse_it(keyed: bool) -> N
         assert _outcome(row, keyed) == _by_fields(row), row[:9]
     assert not isinstance(_outcome(rows[1], keyed), str)  # long names, each within: served
     assert "device" in str(_outcome(rows[3], keyed))  # the field named, as before
+
+
+def test_a_dtype_is_named_as_numpy_names_it() -> None:
+    import numpy as np
+
+    from warmcli.backends.base import dtype_name
+
+    for code in np.typecodes["All"] + "?":
+        for order in ("", "<", ">", "=", "|"):
+            try:
+                found = np.dtype(order + code)
+            except TypeError:
+                continue
+            assert dtype_name(found) == found.name, order + code
+    for given in (np.longlong, np.intc, np.bool_, np.longdouble, np.clongdouble, int, bool):
+        assert dtype_name(np.dtype(given)) == np.dtype(given).name
