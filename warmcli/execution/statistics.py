@@ -138,7 +138,8 @@ class StatisticsCollector:
         self._notes: list[str] = []
         self._commands: list[CompilerCommand] = []
         self._misses: list[MissExplanation] = []
-        self._seen: set[tuple[str, str, str]] = set()
+        # The keys registered, by device and view: no tuple made (nor kept) per key.
+        self._seen: dict[str, dict[str, set[str]]] = {}
 
     def count(self, device: str, view: str, name: str, amount: float = 1) -> None:
         """Add `amount` to one counter; `view` is one of the three statistics kinds."""
@@ -171,11 +172,14 @@ class StatisticsCollector:
     def _new(self, device: str, view: str, key: str, outcome: str | None) -> bool:
         """Count `key` registered (and `outcome`, if any) unless registered here already; if
         it was new. One frame, one hold of the lock (a served kernel registers each)."""
-        seen = (device, view, key)
         with self._lock:
-            if seen in self._seen:
+            by_view = self._seen.get(device)
+            if by_view is None:
+                by_view = self._seen[device] = {v: set() for v in _OUTCOMES}
+            seen = by_view[view]
+            if key in seen:
                 return False
-            self._seen.add(seen)
+            seen.add(key)
             views = self._counts.get(device)
             if views is None:
                 views = self._counts[device] = {v: Counter() for v in _VIEWS}
