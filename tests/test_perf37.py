@@ -102,3 +102,20 @@ def test_a_dtype_is_named_as_numpy_names_it() -> None:
             assert dtype_name(found) == found.name, order + code
     for given in (np.longlong, np.intc, np.bool_, np.longdouble, np.clongdouble, int, bool):
         assert dtype_name(np.dtype(given)) == np.dtype(given).name
+
+
+def test_a_prefetched_row_is_counted_as_its_values_hold() -> None:
+    from warmcli.bundle.kernel_row import _chars, stepped
+
+    texts = tuple("é" * n for n in range(11))
+    for row in (
+        (*texts, 0.5, 10, 1),
+        (*texts[:10], b"\x00" * 7, 0.5, 10, 1),
+        (*texts[:3], None, *texts[4:], 2, None, 1),
+        (*texts[:9], 12345, "x", 0.5, 10, 1),
+    ):
+        got: list[tuple[object, ...]] = []
+        texts_only = all(type(v) is str for v in row[:11]) and type(row[11]) is float
+        counted = sum(map(len, row[:11])) if texts_only else _chars(row)  # (with the numbers)
+        assert stepped([row], 0, 10**9, got) == (counted, False)
+        assert got == [row]

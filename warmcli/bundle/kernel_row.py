@@ -80,6 +80,7 @@ _SCAN = json.JSONDecoder().scan_once  # the decoder `json.loads` uses, as config
 _HEX64_TEXT = re.compile("[0-9a-f]{64}").fullmatch  # `_HEX64`'s, with no frame of its own
 _SHA256 = hashlib.sha256
 _QUOTE = json.encoder.encode_basestring_ascii  # one string as `key_of` writes it
+_EMPTY_JOIN = "".join
 
 
 def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord:
@@ -237,12 +238,8 @@ def stepped(
     stops it: whether one did is the second value returned."""
     try:
         for row in cursor:
-            try:  # what `_chars` counts, in line for a row of texts and a number
-                chars = (
-                    len(row[0]) + len(row[1]) + len(row[2]) + len(row[3]) + len(row[4])
-                    + len(row[5]) + len(row[6]) + len(row[7]) + len(row[8]) + len(row[9])
-                    + len(row[10])
-                )  # fmt: skip
+            try:  # what `_chars` counts, in one call for a row of texts (then a number)
+                chars = len(_EMPTY_JOIN(row[:11]))  # (a value no text raises: `_chars`)
                 if type(row[11]) is not float or type(row[12]) is not int:
                     chars = _chars(row)
             except TypeError:
