@@ -24,7 +24,7 @@ def test_one_joined_match_accepts_what_the_four_patterns_do() -> None:
             p.fullmatch(v)
             for p, v in ((_HEX64, key), (_HEX64, sha), (_IDENTIFIER, entry), (_SYMBOL, symbol))
         )
-        joined = _JOINED.fullmatch(f"{key}\x00{sha}\x00{entry}\x00{symbol}")
+        joined = _JOINED.fullmatch(f"{key}\x00{sha}\x00{entry}\x00{symbol}\x00")
         assert bool(joined) == each, (key, sha, entry, symbol)
 
 

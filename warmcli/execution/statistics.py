@@ -138,7 +138,7 @@ class StatisticsCollector:
         self._notes: list[str] = []
         self._commands: list[CompilerCommand] = []
         self._misses: list[MissExplanation] = []
-        self._seen: set[tuple[str, str, str]] = set()
+        self._seen: dict[tuple[str, str], set[str]] = {}  # by device and view: no tuple a key
 
     def count(self, device: str, view: str, name: str, amount: float = 1) -> None:
         """Add `amount` to one counter; `view` is one of the three statistics kinds."""
@@ -171,11 +171,11 @@ class StatisticsCollector:
     def _new(self, device: str, view: str, key: str, outcome: str | None) -> bool:
         """Count `key` registered (and `outcome`, if any) unless registered here already; if
         it was new. One frame, one hold of the lock (a served kernel registers each)."""
-        seen = (device, view, key)
         with self._lock:
-            if seen in self._seen:
+            seen = self._seen.get((device, view)) or self._seen.setdefault((device, view), set())
+            if key in seen:
                 return False
-            self._seen.add(seen)
+            seen.add(key)
             views = self._counts.get(device)
             if views is None:
                 views = self._counts[device] = {v: Counter() for v in _VIEWS}
@@ -276,6 +276,7 @@ class Registrations:
         # settled one registered so at once held as (collector, outcome) (`_settled_of`).
         self._open: dict[str, Registration | list[Registration]] = {}
         self._settled: dict[str, Registration | list[Registration] | tuple[Any, str]] = {}
+        self._pair: tuple[Any, str] = (None, "")  # the last (collector, outcome) held so
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
@@ -297,8 +298,10 @@ class Registrations:
         with self._lock:
             done = self._open.pop(key, None)
             if done is None and key not in self._settled:  # a key seen the first time
-                if new:
-                    self._settled[key] = (collector, outcome)
+                if new:  # one (collector, outcome) shared by the keys held so: none made a key
+                    if self._pair[0] is not collector or self._pair[1] != outcome:
+                        self._pair = (collector, outcome)
+                    self._settled[key] = self._pair
                 return
             mine = (Registration(collector, self.device, self.view, outcome),) if new else ()
             held = [*_each(self._settled_of(key)), *_each(done), *mine]
@@ -370,10 +373,7 @@ class StatisticsReader:
         return self._collector._snapshot()[0]
 
     def total(self) -> DeviceStatistics:
-        total = DeviceStatistics()
-        for stats in self.per_device().values():
-            total = total + stats
-        return total
+        return sum(self.per_device().values(), DeviceStatistics())
 
     def notes(self) -> list[str]:
         return self._collector._snapshot()[1]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from warmcli.backends.base import LaunchConfig
+from warmcli.backends.base import LaunchConfig, dtype_name
 
 
 def _sizes(value: Any) -> tuple[int, ...] | None:
@@ -72,7 +72,7 @@ def numeric_dtype(dtype: Any) -> str:
             f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
             "as numbers (bool, integers, floats or complex)"
         )
-    return found.name
+    return dtype_name(found)
 
 
 _CONFIGS: dict[tuple[Any, Any, Any], LaunchConfig] = {}
