@@ -122,3 +122,38 @@ def test_a_kernel_with_a_constructor_runs_it_when_it_loads_served_as_cold(tmp_pa
     hot, report = trial.served()
     served_everything(report)
     same(cold, hot)
+
+
+CPATH_WORKLOAD = r"""
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("#include <cpv.h>\nvoid c(int *o) { o[0] = CPV; }", "c", "P")
+def workload(rt):
+    o = rt.buffer(1, "int32")
+    rt.launch(K, o)
+    return {"o": o}
+"""
+
+
+def test_relative_and_empty_cpath_entries_are_the_working_folders_as_cc_reads_them(
+    tmp_path: Path,
+) -> None:
+    """`CPATH=sub` names `./sub` and `CPATH=:` the working folder, as cc reads them (an
+    empty entry is the working folder). warm keyed `sub` from the working folder but ran cc
+    in its scratch folder, where `sub` is not: a cold start failed to compile (`cpv.h: No
+    such file or directory`) what a bundle warmed with the same folder named absolutely
+    served; and it keyed an empty entry as no folder, so `CPATH=:` was a miss whose compile
+    failed."""
+    trial = Trial(tmp_path, CPATH_WORKLOAD)
+    (tmp_path / "cpv.h").write_text("#define CPV 7\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "cpv.h").write_text("#define CPV 2\n")
+    trial.env["CPATH"] = str(tmp_path)
+    trial.warmed()
+    assert trial.cold(CPATH="sub")["o"].tolist() == [2]
+    assert trial.cold(CPATH=":")["o"].tolist() == [7]
+    hot, report = trial.served(CPATH=":")
+    served_everything(report)
+    assert hot["o"].tolist() == [7]
+    missed, report = trial.served(CPATH="sub")
+    assert "lacked 1 kernel(s)" in report and missed["o"].tolist() == [2], report

@@ -193,9 +193,10 @@ def search_orders(
     """The folders the compiler searches for a quoted name (after the including file's)
     and for an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s
     (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`; a relative
-    folder from `cwd` (an empty entry of a variable names nothing)."""
+    folder from `cwd` (an empty entry of a variable is `cwd`, as cc reads it; an empty
+    variable names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
-    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
+    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if text] for text in env)
 
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
