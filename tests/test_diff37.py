@@ -489,3 +489,39 @@ def test_verify_and_stats_describe_the_suite_bundle(suite: Suite) -> None:
     said = "miss: kernel mix[EXTRA=1]: defines: bundle has EXTRA=0, this process wants EXTRA=1"
     assert said in out, out
     assert "Traceback" not in out, out
+
+
+PRE_INCLUDED = r"""
+from warmcli import Kernel
+DEVICE = "host"
+KS = [Kernel("void a(int *o) { o[0] = RV; }", "a", "P", options=("-include", "rv.h")),
+      Kernel("void c(int *o) { o[0] = RV2; }", "c", "P", options=("-imacros", "sub/rv2.h"))]
+def workload(rt):
+    out = {}
+    for i, k in enumerate(KS):
+        out[f"k{i}"] = rt.buffer(1, "int32")
+        rt.launch(k, out[f"k{i}"])
+    return out
+"""
+
+
+def test_a_header_read_first_by_a_relative_name_is_the_working_folders_and_keyed(
+    tmp_path: Path,
+) -> None:
+    """cc reads `-include rv.h` (`-imacros sub/rv2.h`) from its working folder first: warm
+    ran cc in a scratch folder, so every such kernel failed to compile (`rv.h: No such file
+    or directory`), cold and under `warm run`. It is the working folder's file now, for the
+    compiler and the key: an edit of it is a miss, never the old build."""
+    trial = Trial(tmp_path, PRE_INCLUDED)
+    (tmp_path / "rv.h").write_text("#define RV 3\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rv2.h").write_text("#define RV2 4\n")
+    trial.warmed()
+    hot, report = trial.served()
+    served_everything(report)
+    assert {k: v.tolist() for k, v in hot.items()} == {"k0": [3], "k1": [4]}
+    (tmp_path / "rv.h").write_text("#define RV 30\n")
+    (tmp_path / "sub" / "rv2.h").write_text("#define RV2 40\n")
+    missed, report = trial.served()
+    assert "lacked 2 kernel(s)" in report, report
+    assert {k: v.tolist() for k, v in missed.items()} == {"k0": [30], "k1": [40]}
