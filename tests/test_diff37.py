@@ -368,6 +368,22 @@ def workload(rt):
     return out
 ''',
     "f_constructor": CONSTRUCTOR.replace('DEVICE = "host"\n', ""),
+    "f_option_state": r"""
+import os
+from warmcli import Kernel
+STATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state.h")  # static int counter;
+SRC = "void k(int *o) { counter += ID; o[0] = counter; }"
+PRE = [Kernel(SRC, "k", "P", defines={"ID": i}, options=("-include", STATE)) for i in (1, 2)]
+DECL = [Kernel("DECL\n" + SRC, "k", "P", defines={"ID": i},
+               options=("-DDECL=static int counter;",)) for i in (3, 4)]
+def workload(rt):
+    out = {}
+    for i, k in enumerate(PRE + DECL):
+        out[f"k{i}"] = rt.buffer(1, "int32")
+        rt.launch(k, out[f"k{i}"])
+        rt.launch(k, out[f"k{i}"])
+    return out
+""",
 }
 SUITE = (
     "DEVICE = 'host'\n"
@@ -408,6 +424,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     (headers / "cfg.h").write_text("#define HV 1.5\n", encoding="utf-8")
     (headers / "top.h").write_text('#include "sub.h"\n')
     (headers / "sub.h").write_text("static double hv(void) { return HV * 2; }\n")
+    (folder / "state.h").write_text("static int counter;\n")
     got = Suite()
     got.trial = trial
     got.cold = trial.cold()
@@ -525,3 +542,13 @@ def test_a_header_read_first_by_a_relative_name_is_the_working_folders_and_keyed
     missed, report = trial.served()
     assert "lacked 2 kernel(s)" in report, report
     assert {k: v.tolist() for k, v in missed.items()} == {"k0": [30], "k1": [40]}
+
+
+def test_kernels_whose_options_declare_state_keep_it_their_own(suite: Suite) -> None:
+    """Two C kernels whose options pre-include a header declaring `static int counter;`
+    (`-include state.h`), or define a macro that declares it (`-DDECL=static int
+    counter;`, used at file scope), shared one unit, so one `counter`: a hit computed 6
+    where a cold start, building each alone, computed 4. Each is built alone now."""
+    mine = sorted(k for k in suite.cold if k.startswith("f_option_state__"))
+    assert [int(suite.cold[k][0]) for k in mine] == [2, 4, 6, 8]
+    same({k: suite.cold[k] for k in mine}, {k: suite.hot[k] for k in mine})

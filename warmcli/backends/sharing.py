@@ -38,7 +38,10 @@ comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; an
 options that read a header before the source (`-include cfg.h`: it may define any name)
 or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
-would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`).
+would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`); and (C)
+options that read a header before the source (its file-scope `static int counter;` would be
+one object for the unit's kernels) or set a macro the source names at file scope (`-DDECL=
+static int counter;`, as a risky define is).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -193,6 +196,11 @@ def shares_unit(kernel: Kernel) -> bool:
         return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
+    if kernel.language == "c":  # a macro its options set may declare, where used at file scope
+        set_by_options = option_macros(preprocessor_options(list(kernel.options)))
+        if set_by_options is None:
+            return False
+        risky |= set_by_options
     return _source_shares(kernel.source, kernel.language, own, risky)
 
 
@@ -202,11 +210,12 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     option's macro would be gone from every kernel after it (`-DSCALE=2` and
     `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true alone). A header
     read before the source (`-include cfg.h`) may define any name, so such a kernel is
-    compiled alone. Its options include those nvcc takes from the environment
+    compiled alone, in C too (a `static int counter;` there would be one object for every
+    kernel of the unit). Its options include those nvcc takes from the environment
     (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
     (`#pragma pop_macro`, which NVRTC does not know): it shares."""
     if kernel.language != "cuda":
-        return True
+        return not pre_included(preprocessor_options(list(kernel.options)))
     given = list(kernel.options)
     for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
         given += flags.split()
