@@ -9,9 +9,12 @@ rest). Every array must match the cold one bit for bit. Real `warm run` and real
 Found here: a C kernel with `__attribute__((constructor))` shared a translation unit (one
 binary) with other kernels, so a hit ran its constructor when any of them loaded, before the
 kernels launched ahead of it (`srand(12345)` reseeded `rand()` for kernels that a cold start
-ran unseeded): it is built alone now (build recipe 4). And a relative `CPATH` entry was
-keyed from the working folder but given as is to cc, which runs in a scratch folder: a cold
-start failed to compile what a bundle served.
+ran unseeded): it is built alone now (build recipe 4), as is one whose options pre-include a
+header or set a macro its source uses at file scope (`static int counter;` there was one
+object for the unit). A relative `CPATH` entry was keyed from the working folder but given as
+is to cc, which runs in a scratch folder: a cold start failed to compile what a bundle
+served. A header read first by a relative name (`-include rv.h`) failed every host kernel's
+compile, and an NVRTC kernel's edit of it was served the old cubin.
 """
 
 from __future__ import annotations
@@ -552,3 +555,31 @@ def test_kernels_whose_options_declare_state_keep_it_their_own(suite: Suite) -> 
     mine = sorted(k for k in suite.cold if k.startswith("f_option_state__"))
     assert [int(suite.cold[k][0]) for k in mine] == [2, 4, 6, 8]
     same({k: suite.cold[k] for k in mine}, {k: suite.hot[k] for k in mine})
+
+
+CUDA_PRE_INCLUDED = r"""
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('extern "C" __global__ void a(int *o) { o[0] = RV; }', "a", "P", language="cuda",
+           options=("-include", "rv.h"))
+def workload(rt):
+    o = rt.buffer(1, "int32")
+    rt.launch(K, o, grid=1, block=1)
+"""
+
+
+def test_an_nvrtc_kernels_relative_pre_included_header_edited_is_a_miss(tmp_path: Path) -> None:
+    """NVRTC, in process, reads `-include rv.h` from the working folder, but the key did not
+    cover a header read first by a relative name: an edit of it was served the old cubin
+    (`warm verify` said the bundle is complete)."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    trial = Trial(tmp_path, CUDA_PRE_INCLUDED)
+    (tmp_path / "rv.h").write_text("#define RV 3\n")
+    trial.warmed("--arch", "sm_90")
+    (tmp_path / "rv.h").write_text("#define RV 4\n")
+    done = trial.warm("verify", trial.bundle, "--workload", trial.workload, "--arch", "sm_90")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "miss: kernel a: headers: bundle has sha256" in done.stdout, done.stdout
