@@ -8,7 +8,8 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
 `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
-folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`) and the variables a C
+folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
+`CPLUS_INCLUDE_PATH` too) and the variables a C
 compiler that is a wrapper script names (`named_variables`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
@@ -265,12 +266,40 @@ def compiler_environment(
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
     usable: it fell back from a missing or read-only `TMPDIR`, or made a relative one
     absolute, which a compiler run in a scratch folder would look for there), `TMPDIR`
-    is that one; and always so where `usable_tmp` is the compiler's own `scratch` folder."""
+    is that one; and always so where `usable_tmp` is the compiler's own `scratch` folder.
+    The include folders it reads from the environment (`INCLUDE_PATHS`) are given as the
+    working folder's where relative or empty (an empty entry is the working folder to cc),
+    as the key reads them: a compiler runs in a scratch folder."""
     env = _env(environ)
     named = env.get("TMPDIR")
-    if not scratch and (not named or named == usable_tmp):
+    folders = _absolute_include_paths(env)
+    if not scratch and (not named or named == usable_tmp) and not folders:
         return None
-    return {**env, "TMPDIR": usable_tmp}
+    made = {**env, **folders}
+    if scratch or (named and named != usable_tmp):
+        made["TMPDIR"] = usable_tmp
+    return made
+
+
+# The include folders a C (or C++, under nvcc) compiler reads from the environment.
+INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+
+
+def _absolute_include_paths(env: Environ) -> dict[str, str]:
+    """Each of `INCLUDE_PATHS` set to a list with a relative or empty entry, each such
+    entry taken from the working folder (none where the working folder is gone)."""
+    made: dict[str, str] = {}
+    for name in INCLUDE_PATHS:
+        value = env.get(name, "")
+        entries = value.split(os.pathsep) if value else []
+        if all(os.path.isabs(entry) for entry in entries):
+            continue
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            return {}
+        made[name] = os.pathsep.join(os.path.join(cwd, entry) for entry in entries)
+    return made
 
 
 def pycuda_nvcc_flags(environ: Environ | None = None) -> list[str]:

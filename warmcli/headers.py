@@ -7,7 +7,7 @@ PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`C
 packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its source text
 does not hold: `headers_digest` covers them, those a source includes (or asks for) by
 their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
-read before the source (found as a quoted name is).
+read before the source (found in the working folder first, then as a quoted name is).
 It reads the `#include "..."` and `#include <...>` lines (`#import` alike; and the names
 `__has_include` asks for) of the source and of every header found, however they are
 spelled (`%:include`, a comment or a line splice inside the directive:
@@ -152,8 +152,8 @@ def pre_included(options: Sequence[object]) -> list[str]:
 
 
 def absolute_include_options(options: Sequence[str]) -> list[str]:
-    """`options` with each relative include folder taken from the working folder, as the
-    key takes it (`headers_digest`): the compiler runs in a scratch folder of its own."""
+    """`options` with each relative include folder, and each header read first found there,
+    taken from the working folder (as the key takes them): cc runs in a scratch folder."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
@@ -161,6 +161,9 @@ def absolute_include_options(options: Sequence[str]) -> list[str]:
     made = list(options)
     for _, folder, at, before in _named_folders(options):
         made[at] = before + os.path.join(cwd, folder)
+    for at, before, name in _pre_included_at(options):  # cc's working folder, first
+        if os.path.isfile(os.path.join(cwd, name)):
+            made[at] = before + os.path.join(cwd, name)
     return made
 
 
@@ -193,9 +196,10 @@ def search_orders(
     """The folders the compiler searches for a quoted name (after the including file's)
     and for an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s
     (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`; a relative
-    folder from `cwd` (an empty entry of a variable names nothing)."""
+    folder from `cwd` (an empty entry of a variable is `cwd`, as cc reads it; an empty
+    variable names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
-    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if f] for text in env)
+    cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if text] for text in env)
 
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
@@ -212,13 +216,6 @@ def _orders(
     process per (options, working folder, environment): the variants of a kernel share
     them, and they name folders, never what is in them (every key still looks there)."""
     return search_orders(options, cwd, env), frozenset(search_orders((), cwd, (env[0], ""))[1])
-
-
-def nvrtc_env(home: str | None) -> tuple[str, str]:
-    """`home`'s include folders NVRTC reads (`nvrtc_folders`) and the packages' it reads
-    first, each joined by `os.pathsep`: `headers_digest`'s `env` for an NVRTC kernel."""
-    packages, homes = nvrtc_folders(home)
-    return (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
 
 
 def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
@@ -342,8 +339,9 @@ def headers_digest(
 ) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name, or
     `env`'s (`search_orders`; the module doc); "" where none is named, or found in `env`'s
-    only. For `nvrtc`, `env` is `nvrtc_env`'s: the system toolkit's folders (`toolkit_home`)
-    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first)."""
+    only. For `nvrtc`, `env` is `kernel._env_includes`': the system toolkit's folders
+    (`toolkit_home`) searched as `CPATH`'s, never for a name a toolkit package's folder holds
+    (NVRTC's first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -356,18 +354,19 @@ def headers_digest(
     else:
         orders, shadowed_by = _orders.__wrapped__(given, cwd, env)
     pre = pre_included(given)
-    if not orders[0] and not _by_path(source) and not any(map(os.path.isabs, pre)):
+    local = {n for n in pre if not os.path.isabs(n) and os.path.isfile(os.path.join(cwd, n))}
+    if not (orders[0] or _by_path(source) or local or any(map(os.path.isabs, pre))):
         return ""
     shadowed = (shadowed_by, before)
     folders = [os.path.join(cwd, f) for f in include_folders(options)]  # none: `env`'s only
     here: str | None = None  # the source's own quoted names: the folders only
-    pending = deque((name, True, here) for name in pre)  # read first, as quoted names
+    pending = deque((n, True, cwd if n in local else here) for n in pre)  # read first, quoted
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     seen: set[str] = set()
     written: list[str] = []
-    own = (*folders, *map(os.path.dirname, marked))  # a file here may compute with its path
-    # (`BY_FOLDER`); so may a folder named twice (gcc drops one: `-I x -isystem x`)
+    own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
+    # may compute with its path (`BY_FOLDER`); so may a folder named twice (`-I x -isystem x`)
     bound, shown_as = len({*map(os.path.realpath, folders)}) < len(folders), {}
     while pending:
         name, quoted, here = pending.popleft()

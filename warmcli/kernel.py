@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -314,16 +315,19 @@ def _digest(payload: object) -> str:
 
 
 def _env_includes(language: str) -> tuple[str, str]:
-    """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" (`nvrtc_env`) takes
-    from the environment, read once per process; ("", "") where none is set, and for nvcc."""
+    """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" takes from the
+    environment, read once per process; ("", "") where none is set, and for nvcc. NVRTC's:
+    the system toolkit's folders it reads (`headers.nvrtc_folders`), then the packages' it
+    reads first, each joined by `os.pathsep` (`headers_digest`'s `env` for such a kernel)."""
     if (found := _ENV_INCLUDES.get(language)) is None:
         from warmcli.config import compiler_include_paths, cuda_homes, path
 
         found = compiler_include_paths() if language == "c" else ("", "")
         if language == "nvrtc":
-            from warmcli.headers import nvrtc_env, toolkit_home
+            from warmcli.headers import nvrtc_folders, toolkit_home
 
-            found = nvrtc_env(toolkit_home(cuda_homes().values(), path()))
+            packages, homes = nvrtc_folders(toolkit_home(cuda_homes().values(), path()))
+            found = (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
         _ENV_INCLUDES[language] = found
     return found
 

@@ -19,7 +19,10 @@ global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's 
 around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` would be one
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
-`__COUNTER__` (it counts across the unit), an `asm` in C, a C function's name as a string
+`__COUNTER__` (it counts across the unit), an `asm` in C, (C) the word `constructor`,
+`destructor` or `ifunc` (`__attribute__((constructor))`: code the loader runs when the
+binary loads, so a hit would run it when any neighbour loads, before the kernels launched
+ahead of it, where a cold start runs it at the kernel's own load), a C function's name as a string
 (`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
 would spell warm's name of it), a C file-scope declaration it does not rename apart (a variable not
 `static`, of several declarators or with an attribute, or a macro whose text could declare
@@ -35,7 +38,10 @@ comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; an
 options that read a header before the source (`-include cfg.h`: it may define any name)
 or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
-would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`).
+would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`); and (C)
+options that read a header before the source (its file-scope `static int counter;` would be
+one object for the unit's kernels) or set a macro the source names at file scope (`-DDECL=
+static int counter;`, as a risky define is).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -82,6 +88,9 @@ _UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
 # paste may make one).
 _PRAGMA_PIECE = re.compile(r"gma|_P|__p|unc|UNC")
 _ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
+# Code the dynamic loader runs as a binary loads (or unloads): a C constructor or destructor
+# function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process).
+_LOAD_TIME = re.compile(r"\b(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b")
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
 _FUNCTION_NAME = re.compile(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
 _STRINGIZE = re.compile(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
@@ -187,6 +196,11 @@ def shares_unit(kernel: Kernel) -> bool:
         return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
+    if kernel.language == "c":  # a macro its options set may declare, where used at file scope
+        set_by_options = option_macros(preprocessor_options(list(kernel.options)))
+        if set_by_options is None:
+            return False
+        risky |= set_by_options
     return _source_shares(kernel.source, kernel.language, own, risky)
 
 
@@ -196,11 +210,12 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     option's macro would be gone from every kernel after it (`-DSCALE=2` and
     `defines={"SCALE": 5}`: `#ifdef SCALE` false in its neighbours, true alone). A header
     read before the source (`-include cfg.h`) may define any name, so such a kernel is
-    compiled alone. Its options include those nvcc takes from the environment
+    compiled alone, in C too (a `static int counter;` there would be one object for every
+    kernel of the unit). Its options include those nvcc takes from the environment
     (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
     (`#pragma pop_macro`, which NVRTC does not know): it shares."""
     if kernel.language != "cuda":
-        return True
+        return not pre_included(preprocessor_options(list(kernel.options)))
     given = list(kernel.options)
     for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
         given += flags.split()
@@ -221,12 +236,15 @@ def _options_kept_apart(kernel: Kernel) -> bool:
 
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
-    digraph, no pragma, no `__COUNTER__`, (C) no `asm` and no `__func__`, and (CUDA) no
-    name qualified by the global scope."""
+    digraph, no pragma, no `__COUNTER__`, (C) no `asm`, no `__func__` and no code the loader
+    runs (`constructor`, `destructor`, `ifunc`), and (CUDA) no name qualified by the global
+    scope."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
-        if language == "c" and (_ASM.search(each) or _FUNCTION_NAME.search(each)):
+        if language == "c" and (
+            _ASM.search(each) or _FUNCTION_NAME.search(each) or _LOAD_TIME.search(each)
+        ):
             return False
         if language == "cuda" and "::" in each and _global_scope(each):
             return False

@@ -56,7 +56,12 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # 3: a CUDA kernel with a device variable of C linkage no `#define` renames (`extern "C" {
 # __device__ int counter; }`) is built alone (`backends.c_linkage`): in a shared cubin two
 # kernels' `counter` were one object, so a hit computed what a cold start did not.
-BUILD_RECIPE = 3
+# 4: a C kernel with code the loader runs (`__attribute__((constructor))`) is built alone:
+# in a shared binary a hit ran it when a neighbour loaded, ahead of the kernels launched
+# before it (a constructor's `srand(12345)` reseeded their `rand()`: a cold start's differed);
+# so is one whose options read a header first (`-include state.h`) or set a macro its source
+# uses at file scope (`-DDECL=static int counter;`): its kernels shared one `counter`.
+BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).

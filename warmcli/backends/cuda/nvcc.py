@@ -358,7 +358,7 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
-        if units[0].kernel.names_include_folders:  # nvcc runs in a scratch folder
+        if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
             options = tuple(absolute_include_options(options))

@@ -15,14 +15,16 @@ symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
 which takes a load from about 80 µs to about 25 µs; and with `-z defs`, so a symbol
 nothing defines is a link error naming it, never a stored binary that cannot load.
 The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative include
-folder is given as the working folder's, as the key reads it). This module owns that
-scratch directory per call and nothing else: it never loads what it builds and keeps
-no cache, but reads its ELF header: a compile that exits 0 with no loadable shared object
-(a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that
-group's compile failure, never a binary stored and then refused at load; so is a library
-that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that
-kernel's, named), and an option that reads a file no key covers (`@file`, `-iprefix`)
-or the source as another language (`-x c++`), refused before cc runs.
+folder, a header read first by a relative name found in the working folder, `-include h`,
+and the relative entries of `CPATH` are given as the working folder's, as the key reads
+them). This module owns that scratch directory per call and nothing else: it never loads
+what it builds and keeps no cache, but reads its ELF header: a compile that exits 0 with
+no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc
+before it linked) is that group's compile failure, never a binary stored and then refused
+at load; so is a library that does not export a kernel's symbol (an `inline` entry,
+`-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
+covers (`@file`, `-iprefix`) or the source as another language (`-x c++`), refused before
+cc runs.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ class HostCompiler:
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
-        if units and units[0].kernel.names_include_folders:  # it runs in a scratch folder
+        if units and units[0].kernel.reads_headers:  # it runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
             options = absolute_include_options(options)
