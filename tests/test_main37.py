@@ -70,3 +70,32 @@ def test_a_view_a_journal_planted_beside_a_writers_bundle_restores_never_answers
     lines = _writer(warm, bundle, journal, "read")
     assert lines[0] == "6" and len(lines) == 2, lines
     assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
+
+
+# Two kernels of one label (`name="h"`), apart only in an option, both reading `h.h`.
+TWO_OF_ONE_LABEL = """
+import os
+from warmcli import Kernel
+SRC = '#include "h.h"\\nvoid h(float *o) { o[0] = V; }\\n'
+HERE = os.path.dirname(os.path.abspath(__file__))
+A = Kernel(SRC, "h", "P", options=("-I", HERE, "-O1"), name="h")
+B = Kernel(SRC, "h", "P", options=("-I", HERE, "-O2"), name="h")
+def workload(rt):
+    o = rt.buffer(1, "float32")
+    rt.launch(A, o)
+    rt.launch(B, o)
+"""
+
+
+def test_two_misses_that_would_read_alike_each_name_their_key(warm: Warm, tmp_path: Path) -> None:
+    # `warm verify --workload` after the header changed said the same line twice.
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_OF_ONE_LABEL)
+    (tmp_path / "h.h").write_text("#define V 1.0f\n")
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    (tmp_path / "h.h").write_text("#define V 2.0f\n")
+    done = warm("verify", bundle, "--workload", workload)
+    misses = [line for line in done.stdout.splitlines() if line.startswith("miss: kernel h:")]
+    assert done.returncode == 1 and len(misses) == 2, done.stdout[-2000:]
+    assert misses[0] != misses[1] and all("(key " in m for m in misses), misses

@@ -101,10 +101,18 @@ def verify_misses(report: RunReport) -> list[MissExplanation]:
 
 
 def miss_lines(misses: list[MissExplanation]) -> list[Text]:
-    """One line per miss: what was missed, the part of its key that differs, both values."""
+    """One line per miss: what was missed, the part of its key that differs, both values;
+    lines that would read alike (one label, two kernels) each end with their key's start."""
+    from collections import Counter
+
     from rich.text import Text
 
-    return [Text(f"miss: {m.line()}", style="red") for m in misses]
+    lines = [m.line() for m in misses]
+    seen = Counter(lines)
+    return [
+        Text(f"miss: {line}" + (f" (key {m.key[:16]})" if seen[line] > 1 else ""), style="red")
+        for m, line in zip(misses, lines, strict=True)
+    ]
 
 
 def commands(report: PassReport) -> list[str]:
