@@ -1,4 +1,5 @@
-"""A journal planted beside a bundle a writer has open (stop 37), met at a read or a vacuum.
+"""Found on main at stop 37: a journal planted beside a bundle a writer has open, met at a
+read or a vacuum; two miss lines that read alike; an option's C-linkage CUDA variable.
 
 A writer's connection may write, so SQLite itself rolls back a hot journal it finds at the
 writer's next read, unchecked: one naming a super-journal had SQLite delete the file it
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from test_entry36 import needs_nvrtc
 from test_hostile36 import hostile_journal, journal_naming
 
 # A writer with the bundle `argv[1]` open reads it, then the journal `argv[2]` is planted
@@ -99,3 +101,33 @@ def test_two_misses_that_would_read_alike_each_name_their_key(warm: Warm, tmp_pa
     misses = [line for line in done.stdout.splitlines() if line.startswith("miss: kernel h:")]
     assert done.returncode == 1 and len(misses) == 2, done.stdout[-2000:]
     assert misses[0] != misses[1] and all("(key " in m for m in misses), misses
+
+
+# Two CUDA kernels whose C-linkage device variable an option's macro declares.
+CUDA_OPTION_COUNTERS = r"""
+from warmcli import Kernel
+DECL = '-DDECL=extern "C" __device__ int counter;'
+def src(v):
+    return ('DECL\nextern "C" __global__ void k%d(int *o) '
+            '{ counter += %d; o[0] = counter; }\n' % (v, v))
+KS = [Kernel(src(v), f"k{v}", "P", language="cuda", options=(DECL,)) for v in (1, 2)]
+def workload(rt):
+    o = rt.buffer(1, "int32")
+    for k in KS:
+        rt.launch(k, o, grid=1, block=1)
+"""
+
+
+@needs_nvrtc
+def test_cuda_kernels_whose_option_declares_a_c_linkage_variable_never_share_one_cubin(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # They shared one cubin (one blob): one `counter` object for both, as in test_entry36.
+    workload = tmp_path / "w.py"
+    workload.write_text(CUDA_OPTION_COUNTERS)
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q", "-j", "1")
+    assert done.returncode == 0, done.stderr
+    kernels = warm.json("stats", bundle)["kernels"]
+    blobs = {k["label"]: k["sha256"] for k in kernels if k["arch"] == "sm_90"}
+    assert len(blobs) == 2 and blobs["k1"] != blobs["k2"], blobs

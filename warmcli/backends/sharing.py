@@ -182,10 +182,11 @@ def shares_unit(kernel: Kernel) -> bool:
         return False
     source = kernel.source
     values = " ".join(value for _, value in kernel.defines)
+    given = " ".join(kernel.options)  # a define's value, an option's macro, may declare one
     if (
         kernel.language == "cuda"
-        and '"C"' in source  # (a define's value may declare one too: `-DDECL=__constant__ ...`)
-        and (_c_linkage_helpers(source, kernel.entry) or declares_for_device(values))
+        and '"C"' in source + values + given  # (`-DDECL=extern "C" __device__ int n;`)
+        and (_c_linkage_helpers(source, kernel.entry) or declares_for_device(values + given))
     ):
         return False
     if not _text_shares(values, kernel.language) or (
