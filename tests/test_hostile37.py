@@ -8,12 +8,9 @@ and production computes the numbers a cold start computes, or refuses in one lin
 
 from __future__ import annotations
 
-import os
-import resource
-import selectors
 import sqlite3
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 from conftest import Warm
@@ -21,7 +18,7 @@ from conftest import Warm
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "examples" / "matmul_host.py"
 _BUNDLE: list[bytes] = []  # the example's bundle, made once per test process
-_COLD: list[str] = []  # what the example computes with no bundle, once per test process
+_COLD: list[tuple[str, int]] = []  # what the example computes with no bundle, once per test process
 MIB = 1 << 20
 PAGE = 16384
 BIDI = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -64,61 +61,39 @@ def matmul_bundle(warm: Warm, path: Path) -> Path:
     return path
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (1536 * MIB, 1536 * MIB))
+# Runs argv[1:] under a 1.5 GiB address-space limit (killed after 120 s: a hang is status -9)
+# and says its exit status and its own peak memory (KiB) on a last stderr line: a child
+# forked from pytest itself would report pytest's peak (Linux keeps the highest resident
+# size a process had, across its exec).
+MEASURE = """
+import os, resource, signal, sys
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+    os.execv(sys.argv[1], sys.argv[1:])
+signal.signal(signal.SIGALRM, lambda *_: os.kill(pid, signal.SIGKILL))  # a hang: ended
+signal.alarm(120)
+_, status, usage = os.wait4(pid, 0)
+os.write(2, b"\\nmeasured %d %d\\n" % (os.waitstatus_to_exitcode(status), usage.ru_maxrss))
+"""
 
 
 def cli(warm: Warm, *args: object) -> tuple[int, str, str, int]:
     return peak_of([sys.executable, "-m", "warmcli", *map(str, args)], warm.env)
 
 
-def peak_of(
-    argv: list[str], env: dict[str, str], timeout: float = 120
-) -> tuple[int, str, str, int]:
-    """`argv` run under a 1.5 GiB address-space limit (no hang: `timeout`): its exit status
+def peak_of(argv: list[str], env: dict[str, str]) -> tuple[int, str, str, int]:
+    """`argv` run under a 1.5 GiB address-space limit (no hang: `MEASURE`): its exit status
     (negative: the signal that ended it), stdout, stderr (neither holding an escape byte),
-    and its own peak resident memory in KiB (`os.wait4`)."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: limited, its output on the pipes, then exec
-        try:
-            os.close(out_r)
-            os.close(err_r)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            os.chdir(ROOT)
-            _limit_memory()
-            os.execve(argv[0], argv, env)
-        finally:
-            os._exit(127)
-    os.close(out_w)
-    os.close(err_w)
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-    sel = selectors.DefaultSelector()
-    for fd in chunks:
-        sel.register(fd, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while sel.get_map():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            raise AssertionError(f"hung: {argv}")
-        for key, _ in sel.select(left):
-            data = os.read(key.fd, 65536)
-            if data:
-                chunks[key.fd].append(data)
-            else:
-                sel.unregister(key.fd)
-                os.close(key.fd)
-    _, status, usage = os.wait4(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    said = b"".join(chunks[out_r]), b"".join(chunks[err_r])
-    out, err = (text.decode("utf-8", "surrogateescape") for text in said)
-    for bad in ESCAPES:  # a stray byte 0x9b (no UTF-8) is read as the surrogate \udc9b
-        assert bad not in out + err and "\udc9b" not in out + err, (argv, bad, out, err)
-    return code, out, err, usage.ru_maxrss
+    and its own peak resident memory in KiB."""
+    measure = [sys.executable, "-c", MEASURE, *argv]
+    done = subprocess.run(measure, capture_output=True, env=env, timeout=300, cwd=ROOT)
+    said, _, last = done.stderr.rstrip(b"\n").rpartition(b"\n")
+    _, code, peak = last.split()
+    out, err = (text.decode("utf-8", "surrogateescape") for text in (done.stdout, said))
+    for bad in ESCAPES:  # a stray byte 0x9b (no UTF-8) is read as the surrogate \\udc9b
+        assert bad not in out + err and "\\udc9b" not in out + err, (argv, bad, out, err)
+    return int(code), out, err, int(peak)
 
 
 def one_line_or_ok(argv: object, code: int, err: str) -> None:
@@ -161,4 +136,43 @@ def test_oversized_signature_fields_are_never_read_whole(warm: Warm, tmp_path: P
     code, out, err, peak = cli(warm, "merge", hostile, "-o", target)
     one_line_or_ok("merge", code, err)
     assert peak < base + 20 * 1024, (base, peak)
+    assert hostile.read_bytes() == before
+
+
+# --- a kernel miss's note of what the bundle holds from other toolchains and devices ---
+
+
+def long_values(bundle: Path, table: str, column: str, chars: int) -> None:
+    """Every row's `column` of `table` made a distinct text of `chars` characters."""
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(f"UPDATE {table} SET {column} = printf('%.*c', ?, 'a') || rowid", (chars,))
+    conn.close()
+
+
+def cold(warm: Warm) -> tuple[str, int]:
+    """What the example computes with no bundle (each kernel compiled, each tune measured),
+    and the peak memory (KiB) that took."""
+    if not _COLD:
+        code, out, err, peak = peak_of(
+            [sys.executable, "-c", SERVE], dict(warm.env, WARM_BUNDLE="")
+        )
+        assert code == 0 and out.startswith("["), err
+        _COLD.append((out, peak))
+    return _COLD[0]
+
+
+def test_a_miss_holds_no_long_toolchain_of_the_bundle_in_memory(warm: Warm, tmp_path: Path) -> None:
+    """A production process's first kernel miss notes what the bundle holds from other
+    toolchains (`Bundle.foreign`): its `GROUP BY toolchain` held every toolchain whole in
+    SQLite's temporary B-tree, over its limit or not, so six kernels of 6 MB toolchains
+    (a 36 MB bundle) made the process hold ~66 MB more. Counted as they stream now, each
+    within its bound: the process serves the cold numbers in flat memory."""
+    numbers, base = cold(warm)  # a process that compiles every kernel itself
+    hostile = matmul_bundle(warm, tmp_path / "hostile.warm")
+    long_values(hostile, "kernels", "toolchain", 6 * MIB)
+    before = hostile.read_bytes()
+    env = dict(warm.env, WARM_BUNDLE=str(hostile))
+    code, out, err, peak = peak_of([sys.executable, "-c", SERVE], env)
+    assert code == 0 and out == numbers, err[-600:]
+    assert peak < base + 25 * 1024, (base, peak)  # KiB: not the 36 MB of toolchains
     assert hostile.read_bytes() == before

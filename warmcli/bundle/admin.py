@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
 from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.bundle.grouped import grouped
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -152,17 +153,15 @@ class BundleAdmin(SignedRows):
         or another device measured: one record per toolchain or device, never served here."""
         ours = set(toolchains)
         held = []
-        for toolchain, n in self._all(
-            "SELECT toolchain, count(*) FROM kernels WHERE backend = ? AND arch = ? "
-            "GROUP BY toolchain",
-            (backend, arch),
-        ):
+        bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
+        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ?"
+        for toolchain, n in grouped(self._iter(kernels, (backend, arch))):
             if toolchain not in ours:
                 theirs = self._parse(
                     "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
                 )
                 held.append(HeldElsewhere("kernel", theirs, int(n), arch))
-        for identity, n in self._all("SELECT device, count(*) FROM tunes GROUP BY device"):
+        for identity, n in grouped(self._iter(f"{bounded.format('device')} tunes")):
             if identity != device and str(identity).startswith(backend + "|"):
                 theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
                 held.append(HeldElsewhere("tune", theirs, int(n)))
