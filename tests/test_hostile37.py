@@ -8,6 +8,7 @@ and production computes the numbers a cold start computes, or refuses in one lin
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import subprocess
 import sys
@@ -176,3 +177,83 @@ def test_a_miss_holds_no_long_toolchain_of_the_bundle_in_memory(warm: Warm, tmp_
     assert code == 0 and out == numbers, err[-600:]
     assert peak < base + 25 * 1024, (base, peak)  # KiB: not the 36 MB of toolchains
     assert hostile.read_bytes() == before
+
+
+# --- a sample of what held: raw and structured mutations against the commands ---
+
+
+def flipped(data: bytes, seed: int) -> bytes:
+    """`data` with a few bytes of one page past the header changed (seeded)."""
+    rng, out = random.Random(seed), bytearray(data)
+    page = rng.randrange(1, len(data) // PAGE)
+    for _ in range(4):
+        out[page * PAGE + rng.randrange(PAGE)] ^= rng.randrange(1, 256)
+    return bytes(out)
+
+
+def edited(data: bytes, path: Path, *statements: str) -> bytes:
+    """`data` with `statements` run on a copy at `path` (NOT NULL lifted while they run)."""
+    path.write_bytes(data)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA writable_schema = ON")
+    schema = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    conn.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'")
+    conn.commit()
+    conn.close()
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.executemany("UPDATE sqlite_master SET sql = ? WHERE name = ?", [(s, n) for n, s in schema])
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+ESCAPED = "CAST(x'1b5b324a1b5d35323b633b61476b3d07e280ae9bff' AS TEXT)"  # ESC[2J, OSC 52, U+202E
+DEEP = "'" + "[" * 100_000 + "]" * 100_000 + "'"
+SAMPLE = {
+    "bytes flipped": lambda data, path: flipped(data, 37),
+    "cut at a page": lambda data, path: data[: len(data) // PAGE // 2 * PAGE],
+    "grown by pages": lambda data, path: data + random.Random(7).randbytes(3 * PAGE),
+    "escapes, not UTF-8": lambda data, path: edited(
+        data,
+        path,
+        f"UPDATE kernels SET label = {ESCAPED} WHERE label = 'row_sum'",
+        f"UPDATE manifest SET value = {ESCAPED} WHERE key = 'warm_version'",
+        f"UPDATE tunes SET pick = {ESCAPED}",
+    ),
+    "deep JSON, huge sizes": lambda data, path: edited(
+        data,
+        path,
+        f"UPDATE fingerprints SET data = {DEEP}",
+        f"UPDATE manifest SET value = {DEEP} WHERE key = 'run'",
+        f"UPDATE blobs SET size = {2**63 - 1}",
+        f"UPDATE kernels SET seconds = {-(2**63)}, components = NULL",
+    ),
+}
+
+
+def test_a_sample_of_hostile_bundles_against_the_commands(warm: Warm, tmp_path: Path) -> None:
+    """Each sample (bytes flipped in a page, cut at a page, grown by random pages; texts of
+    escapes that are no UTF-8; JSON nested 100,000 deep, sizes at 64-bit limits, NULL in a
+    NOT NULL column): `stats`, `verify --json` and `merge` exit 0, 1 or say one line and
+    exit 2, print no escape, leave the bundle as it was and a merge's target intact when
+    it fails; a production process over the last computes the cold numbers."""
+    good = matmul_bundle(warm, tmp_path / "good.warm").read_bytes()
+    target = tmp_path / "target.warm"
+    for name, make in SAMPLE.items():
+        bundle = tmp_path / f"{name.replace(' ', '-').replace(',', '')}.warm"
+        bundle.write_bytes(make(good, bundle))
+        before = bundle.read_bytes()
+        for args in (("stats", bundle), ("verify", bundle, "--json")):
+            code, _, err, _ = cli(warm, *args)
+            one_line_or_ok((name, *args), code, err)
+        target.write_bytes(good)
+        code, _, err, _ = cli(warm, "merge", bundle, "-o", target, "--force")
+        one_line_or_ok((name, "merge"), code, err)
+        assert code == 0 or target.read_bytes() == good, name
+        assert bundle.read_bytes() == before, name
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_EXPLAIN="1", WARM_REPORT="1")
+    code, out, err, _ = peak_of([sys.executable, "-c", SERVE], env)
+    assert code == 0 and out == cold(warm)[0], err[-600:]
