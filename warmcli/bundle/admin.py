@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
 from warmcli.bundle.file import _retrying, _sqlite_errors
-from warmcli.bundle.grouped import grouped
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -151,6 +150,8 @@ class BundleAdmin(SignedRows):
     ) -> list[HeldElsewhere]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
         or another device measured: one record per toolchain or device, never served here."""
+        from warmcli.bundle.grouped import grouped  # on a first miss only
+
         ours = set(toolchains)
         held = []
         bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
