@@ -257,3 +257,22 @@ def test_a_sample_of_hostile_bundles_against_the_commands(warm: Warm, tmp_path: 
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_EXPLAIN="1", WARM_REPORT="1")
     code, out, err, _ = peak_of([sys.executable, "-c", SERVE], env)
     assert code == 0 and out == cold(warm)[0], err[-600:]
+
+
+def test_sqlites_two_line_finding_is_one_line_of_push_and_verify(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A header whose incremental-vacuum field is set (byte 64) has SQLite's own check say
+    `*** in database main ***` and its finding on two lines: `warm push` (and `warm pull`,
+    whose download is checked the same way) refused the bundle in those two lines. SQLite's
+    words are one line now, as every refusal is."""
+    bundle = matmul_bundle(warm, tmp_path / "vacuum.warm")
+    data = bytearray(bundle.read_bytes())
+    data[64] = 149
+    bundle.write_bytes(bytes(data))
+    code, _, err, _ = cli(warm, "push", bundle, "http://127.0.0.1:9/never.warm")
+    one_line_or_ok("push", code, err)
+    assert code == 2 and "not pushed: sqlite: *** in database main *** incremental" in err, err
+    code, out, err, _ = cli(warm, "verify", bundle)
+    assert code == 1 and "sqlite: *** in database main *** incremental_vacuum" in out, out + err
+    assert bundle.read_bytes() == bytes(data)

@@ -252,8 +252,8 @@ class BundleAdmin(SignedRows):
 
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:
-            for line in self.integrity_check():
-                yield "", f"sqlite: {line}"
+            for line in self.integrity_check():  # one finding may span lines: one line
+                yield "", f"sqlite: {' '.join(line.split())}"
             metadata = self._metadata("manifest"), self._metadata("fingerprints")
             for problem in metadata_problems(*metadata, self.format_version()):
                 yield "", problem
