@@ -151,19 +151,19 @@ class BundleAdmin(SignedRows):
     ) -> list[HeldElsewhere]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
         or another device measured: one record per toolchain or device, never served here."""
+        from warmcli.bundle.grouped import grouped  # on a first miss only
+
         ours = set(toolchains)
         held = []
-        for toolchain, n in self._all(
-            "SELECT toolchain, count(*) FROM kernels WHERE backend = ? AND arch = ? "
-            "GROUP BY toolchain",
-            (backend, arch),
-        ):
+        bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
+        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ?"
+        for toolchain, n in grouped(self._iter(kernels, (backend, arch))):
             if toolchain not in ours:
                 theirs = self._parse(
                     "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
                 )
                 held.append(HeldElsewhere("kernel", theirs, int(n), arch))
-        for identity, n in self._all("SELECT device, count(*) FROM tunes GROUP BY device"):
+        for identity, n in grouped(self._iter(f"{bounded.format('device')} tunes")):
             if identity != device and str(identity).startswith(backend + "|"):
                 theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
                 held.append(HeldElsewhere("tune", theirs, int(n)))
@@ -253,8 +253,8 @@ class BundleAdmin(SignedRows):
 
         tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
         try:
-            for line in self.integrity_check():
-                yield "", f"sqlite: {line}"
+            for line in self.integrity_check():  # one finding may span lines: one line
+                yield "", f"sqlite: {' '.join(line.split())}"
             metadata = self._metadata("manifest"), self._metadata("fingerprints")
             for problem in metadata_problems(*metadata, self.format_version()):
                 yield "", problem

@@ -7,8 +7,10 @@ text whichever way a format stores them, and its interned kernel keys with it, s
 `warmcli.bundle.tune_row.signed_values`, so a migration never unsigns an entry, though
 it changes the manifest's format version, which leaves the signature stale); the
 stored signatures, read and type-checked but never verified here (signing does
-that), at most `SIGNATURES` of them (more is refused) and lists of `MAX_BLOB_BYTES`
-all together (a list past that is read as none: its signature is invalid), so no
+that), at most `SIGNATURES` of them (more is refused), lists of `MAX_BLOB_BYTES`
+all together (a list past that is read as none: its signature is invalid), and each
+key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
+a longer one is read as none, a corrupt signature entry), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
 signature stored in one write transaction; which rows an open `Bundle` serves under
 trusted keys (`_serves`, `refused`: only those its `covered` holds).
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet, StoredSignature
 
 SIGNATURES = 64  # a bundle's signatures (one per signer key) read at most: more is refused
+KEY_BYTES = 256  # a public key or signature longer is not read (Ed25519's: 32 and 64 bytes)
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
 SIGNED_ROWS = (
@@ -99,14 +102,20 @@ class SignedRows(RowReader):
 
         if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
             return []  # a bundle made before signatures existed
-        wanted = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))})"
+        among = "" if keys is None else f"public_key IN ({', '.join('?' * len(keys))})"
+        # Each column read within its bound; a list only while the lists up to it, all
+        # together, stay within theirs (summed by a subquery of lengths: a window function
+        # would hold every selected value, oversized or not, in memory).
         rows = self._few(  # lists past the size limit, all together, are never read (invalid)
-            "SELECT key_id, public_key, signature, signed_at, CASE WHEN sum(length(rows)) OVER "
-            f"(ORDER BY key_id) <= ? THEN rows END FROM signatures {wanted} ORDER BY key_id "
-            f"LIMIT {SIGNATURES + 1}",
+            f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} THEN key_id END, "
+            f"CASE WHEN length(public_key) <= {KEY_BYTES} THEN public_key END, "
+            f"CASE WHEN length(signature) <= {KEY_BYTES} THEN signature END, signed_at, "
+            "CASE WHEN (SELECT sum(length(t.rows)) FROM signatures AS t WHERE t.key_id <= "
+            f"s.key_id{among and ' AND t.' + among}) <= ? THEN rows END FROM signatures AS s "
+            f"{among and 'WHERE s.' + among} ORDER BY key_id LIMIT {SIGNATURES + 1}",
             SIGNATURES,  # one per signer: never read (nor checked) by the thousand
             "signatures",
-            (MAX_BLOB_BYTES, *(keys or ())),
+            (*(keys or ()), MAX_BLOB_BYTES, *(keys or ())),
         )
         parse = StoredSignature.from_row
         if on_error is None:
