@@ -28,29 +28,28 @@ from __future__ import annotations
 import re
 
 from warmcli.backends.compiler import ATTRIBUTE, LINE_SPLICE, UNSCANNED
+from warmcli.printable import Pattern
 
-_DEVICE = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__|__global__)\b")
+_DEVICE = Pattern(r"\b(?:__device__|__constant__|__managed__|__shared__|__global__)\b")
 # what a macro's (or a define's) text must hold to declare a variable or a helper: one of
 # only `__global__` (`#define KERNEL extern "C" __global__`) declares kernels, each renamed
-_DECLARING = re.compile(r"\b(?:__device__|__constant__|__managed__|__shared__)\b")
-_EXTERN_C_WRITTEN = re.compile(r'\bextern\s*"C"')
-_EXTERN_C = re.compile(r"\s*\bextern_C\b\s*")  # (`extern "C"` once its literal is read)
-_NAMESPACE = re.compile(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
-_SKIPPED = re.compile(r"\s*(?:typedef|using|template|static_assert|friend)\b")
-_TYPE_ONLY = re.compile(r"\s*(?:struct|union|enum|class)\b")
-_WARM_RENAME = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+warm_\w+[ \t]*$", re.M)
-UNDEF = re.compile(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)  # (pycuda.source too)
-_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)([^\n]*)", re.M)
-_WARM = re.compile(r"[ \t]+warm_\w+[ \t]*")  # the text of a `#define` that renames
-_NAMING = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name in a macro's text (not `2.0f`'s f)
-_IDENT = re.compile(r"[A-Za-z_]\w*")
+_DECLARING = Pattern(r"\b(?:__device__|__constant__|__managed__|__shared__)\b")
+_EXTERN_C_WRITTEN = Pattern(r'\bextern\s*"C"')
+_EXTERN_C = Pattern(r"\s*\bextern_C\b\s*")  # (`extern "C"` once its literal is read)
+_NAMESPACE = Pattern(r"\s*(?:inline\s+)?namespace\b[\w\s:]*")
+_SKIPPED = Pattern(r"\s*(?:typedef|using|template|static_assert|friend)\b")
+_TYPE_ONLY = Pattern(r"\s*(?:struct|union|enum|class)\b")
+_WARM_RENAME = Pattern(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+warm_\w+[ \t]*$", re.M)
+UNDEF = Pattern(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", re.M)  # (pycuda.source too)
+_MACRO = Pattern(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)([^\n]*)", re.M)
+_WARM = Pattern(r"[ \t]+warm_\w+[ \t]*")  # the text of a `#define` that renames
+_NAMING = Pattern(r"(?<![\w.])[A-Za-z_]\w*")  # a name in a macro's text (not `2.0f`'s f)
+_IDENT = Pattern(r"[A-Za-z_]\w*")
 _CLOSE = {"(": ")", "[": "]", "<": ">"}
 
 
 # (`extern /* ... */ "C"` is `extern "C"`: comments go before it is read, literals stay)
-_COMMENT_OR_STRING = re.compile(
-    r'//[^\n]*|/\*[\s\S]*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
-)
+_COMMENT_OR_STRING = Pattern(r'//[^\n]*|/\*[\s\S]*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 
 
 def _comment_out(found: re.Match[str]) -> str:

@@ -69,6 +69,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.option_macros import option_macros, preprocessor_options
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
+from warmcli.printable import Pattern
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
 _ALLOWED = frozenset(
@@ -78,25 +79,25 @@ _ALLOWED = frozenset(
 _CONDITIONAL = frozenset({"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef"})
 # Macros a compiler may define without a reserved name (GNU modes of GCC and clang).
 _PREDEFINED = frozenset({"linux", "unix", "i386", "i686", "sun", "sparc", "mips", "vax"})
-_TRIGRAPH_OR_DIGRAPH = re.compile(r"\?\?[=/'()!<>\-]|%:")
+_TRIGRAPH_OR_DIGRAPH = Pattern(r"\?\?[=/'()!<>\-]|%:")
 _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directive may hold
 # A directive: `#` first on a line or right after a comment's end, then its name.
-_DIRECTIVE = re.compile(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
-_MACRO_NAME = re.compile(rf"{_GAP}([A-Za-z_]\w*)")
-_UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
+_DIRECTIVE = Pattern(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
+_MACRO_NAME = Pattern(rf"{_GAP}([A-Za-z_]\w*)")
+_UNIT_WIDE = Pattern(r"[Pp]ragma|__COUNTER__")
 # With token pasting, a piece of `_Pragma`, `__pragma`, `__func__` or `__FUNCTION__` (a
 # paste may make one).
-_PRAGMA_PIECE = re.compile(r"gma|_P|__p|unc|UNC")
-_ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
+_PRAGMA_PIECE = Pattern(r"gma|_P|__p|unc|UNC")
+_ASM = Pattern(r"\b(?:__)?asm(?:__)?\b")
 # Code the dynamic loader runs as a binary loads (or unloads): a C constructor or destructor
 # function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process).
-_LOAD_TIME = re.compile(r"\b(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b")
+_LOAD_TIME = Pattern(r"\b(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b")
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
-_FUNCTION_NAME = re.compile(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
-_STRINGIZE = re.compile(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
+_FUNCTION_NAME = Pattern(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
+_STRINGIZE = Pattern(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
 # A pragma that acts only on the loop right after it (CUDA's and GCC's unrolling), on a
 # line of its own: no comment, no splice (a source with any splice keeps every pragma).
-_LOOP_PRAGMA = re.compile(
+_LOOP_PRAGMA = Pattern(
     r"^[ \t]*#[ \t]*pragma[ \t]+(?:unroll(?:[ \t]+\w+|[ \t]*\([\w \t+*/-]*\))?|nounroll"
     r"|GCC[ \t]+(?:unroll[ \t]+\d+|ivdep))[ \t]*$",
     re.MULTILINE,
@@ -124,8 +125,8 @@ _CUDA_GLOBALS = frozenset(
 
 # `::` and what stands before it: a name (a qualifier, but for a keyword), `>` (a template's
 # qualifier when right before it), anything else (the global scope).
-_QUALIFIER = re.compile(r"(?:(?P<word>\b[A-Za-z_]\w*)|(?P<close>>)|[^\w\s>]|^)(?P<gap>\s*)::")
-_BEFORE_AN_EXPRESSION = re.compile(
+_QUALIFIER = Pattern(r"(?:(?P<word>\b[A-Za-z_]\w*)|(?P<close>>)|[^\w\s>]|^)(?P<gap>\s*)::")
+_BEFORE_AN_EXPRESSION = Pattern(
     r"return|case|else|do|new|delete|throw|sizeof|alignof|decltype|typeid|using|friend"
     r"|co_return|co_yield|co_await|and|or|not|typename|template"
 )
@@ -149,7 +150,7 @@ def _reserved(name: str) -> bool:
     return name.startswith("__") or bool(re.match(r"_[A-Z]", name)) or name in _PREDEFINED
 
 
-_EXTERN_C = re.compile(r'\bextern\s*"C"\s*(\{)?([^({\[=;]*)')
+_EXTERN_C = Pattern(r'\bextern\s*"C"\s*(\{)?([^({\[=;]*)')
 
 
 @functools.lru_cache(maxsize=256)
@@ -299,8 +300,8 @@ def _source_shares(
     return True
 
 
-_ATTRIBUTE_OPENING = re.compile(r"\b__attribute(?:__)?\s*\(|\[\[")
-_BRACKET = re.compile(r"[()\[\]]")
+_ATTRIBUTE_OPENING = Pattern(r"\b__attribute(?:__)?\s*\(|\[\[")
+_BRACKET = Pattern(r"[()\[\]]")
 
 
 def _attribute_words(text: str) -> set[str]:
@@ -325,24 +326,24 @@ def _attribute_words(text: str) -> set[str]:
 # Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
 # text could declare one used there) could be one object for two kernels (C merges
 # tentative definitions of one name): alone.
-_BRACE = re.compile(r"[{}]")
-_STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
+_BRACE = Pattern(r"[{}]")
+_STATEMENT_END = Pattern(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
 _NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
-_KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
+_KEPT_APART = Pattern(  # a function: a type, its name, its parameters (no function pointer)
     rf"|(?!.*\(\s*\*)(?:[\w\s*]|{ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
     r"\s*\([^{}=]*\)"
     r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
     re.DOTALL,
 )
 # A function's name, parameters (a function pointer's too) and body.
-_DEFINITION = re.compile(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
-_ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
+_DEFINITION = Pattern(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
+_ONE_STATIC = Pattern(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
 
 
 # A macro's text that could make or extend a declaration where it is used at file scope.
-_RISKY = re.compile(r"[;,{}=()\[\]]")
-_MACRO_TEXT = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(?)([^\n]*)", re.MULTILINE)
-_WORD = re.compile(r"[A-Za-z_]\w*")
+_RISKY = Pattern(r"[;,{}=()\[\]]")
+_MACRO_TEXT = Pattern(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(?)([^\n]*)", re.MULTILINE)
+_WORD = Pattern(r"[A-Za-z_]\w*")
 
 
 def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]) -> bool:

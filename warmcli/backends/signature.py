@@ -30,11 +30,12 @@ import re
 from warmcli.backends.compiler import COMMENT, CompileFailure, CompileUnit, file_scope_names
 from warmcli.errors import SIGNATURE_PROBE, headline
 from warmcli.kernel import PARAM_DESCRIPTIONS, Kernel
+from warmcli.printable import Pattern
 
 MARK = SIGNATURE_PROBE
-_ASSERT = re.compile(MARK + r":([\w-]+):([0-9a-f]{16})")
+_ASSERT = Pattern(MARK + r":([\w-]+):([0-9a-f]{16})")
 # The C++ front end's words for `decltype(entry)` of a template or an overload set.
-_NOT_ONE_FUNCTION = re.compile(r"instance of (?:function template|overloaded function)")
+_NOT_ONE_FUNCTION = Pattern(r"instance of (?:function template|overloaded function)")
 
 # The types a scalar letter may be declared as, as `_Generic` associations (type: accept);
 # the CUDA probe reads the same table.
@@ -152,8 +153,8 @@ def declared_parameters(source: str, entry: str) -> list[str] | None:
 
 
 # An old-style (K&R) definition's tail: its identifier list, then declarations, then `{`.
-_IDENTIFIERS = re.compile(r"\s*[A-Za-z_]\w*\s*(?:,\s*[A-Za-z_]\w*\s*)*")
-_OLD_DECLARATIONS = re.compile(r"\s*(?:[^;{}()]+;\s*)+\{")
+_IDENTIFIERS = Pattern(r"\s*[A-Za-z_]\w*\s*(?:,\s*[A-Za-z_]\w*\s*)*")
+_OLD_DECLARATIONS = Pattern(r"\s*(?:[^;{}()]+;\s*)+\{")
 
 
 def unprototyped(source: str, entry: str) -> str | None:

@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -186,19 +186,39 @@ def note_run(
     new: bool,
 ) -> None:
     """Record in `bundle` (open to write) the run just written into it (`recorded`), in a
-    transaction of its own where the row changes; the row is the run's to sign
-    (`Bundle.written`)."""
+    transaction of its own where the row changes (`run_write`)."""
+    write = run_write(bundle, workload, entry, devices, shard, new)
+    if write is not None:
+        with bundle.transaction() as conn:
+            write(conn)
+
+
+def run_write(
+    bundle: Bundle,
+    workload: Path,
+    entry: str,
+    devices: Sequence[str],
+    shard: tuple[int, int] | None,
+    new: bool,
+) -> Callable[[sqlite3.Connection], None] | None:
+    """What records the run (`note_run`) in a transaction of `bundle`'s (`warm run`'s last
+    store: `Bundle.joining`); None where the row is as it would be (nor rewritten, nor left
+    unsigned). The row is the run's to sign (`Bundle.written`)."""
     try:
         before, readable = bundle.manifest().get(KEY), True
     except BundleError:  # a row warm cannot read (its own `run` too): no record held
         before, readable = None, False
     record = recorded(parse(before), run_id(workload, entry, devices), workload.name, shard, new)
     text = None if record is None else record.text()
-    if text != before or (text is None and not readable):  # as it was: no row rewritten
-        with bundle.transaction() as conn:  # (nor left unsigned)
-            put(conn, record)
+    if text == before and (text is not None or readable):  # as it was: no row rewritten
+        return None
+
+    def write(conn: sqlite3.Connection) -> None:
+        put(conn, record)
         if text is not None:
             bundle.written.add(("manifest", KEY))
+
+    return write
 
 
 SHOWN = 8  # shards a line names

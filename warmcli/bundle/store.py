@@ -15,8 +15,8 @@ Writers take the file lock and write each batch in one transaction; a writer who
 replaced meanwhile (a merge published over it, holding that lock) writes to the new one, and
 a writer's first write removes what dead writers left beside the file (`create`: any journal
 too). A `Bundle` owns its one SQLite connection (shared by every thread, serialised by its
-lock; a forked child opens its own) and the set of rows it wrote; it is a
-`warmcli.runtime.store.Store` by its shape, importing nothing of the runtime.
+lock; a forked child opens its own), the set of rows it wrote and a write to join its next
+(`joining`); it is a `warmcli.runtime.store.Store` by its shape, importing no runtime module.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,7 @@ class Bundle(BundleAdmin):
         self.written: set[tuple[str, str]] = set()  # (table, key) this object wrote
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
+        self.joining: Callable[[sqlite3.Connection], None] | None = None  # the next write's too
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -304,7 +305,8 @@ class Bundle(BundleAdmin):
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, under the bundle's file lock (other writers wait)."""
+        """One write transaction, under the bundle's file lock (other writers wait); the write
+        `joining` names (if any) is in it too, once."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
         from warmcli.bundle.file import settle_journal  # a writer's:
@@ -316,11 +318,12 @@ class Bundle(BundleAdmin):
             if not self._swept:
                 remove_leftovers(self.path)
                 self._swept = True
-            conn = self._conn
+            conn, joining, self.joining = self._conn, self.joining, None  # once, even if it fails
             settle_journal(self.path)  # not SQLite inside the transaction: checked after
             _retrying(self.path, lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
+                joining(conn) if joining is not None else None
                 conn.execute(
                     "INSERT OR REPLACE INTO manifest VALUES ('updated', ?)", (repr(time.time()),)
                 )
@@ -340,8 +343,7 @@ class Bundle(BundleAdmin):
         """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
         many of each it stored (a kernel row another writer stored alike is kept, in `held`;
         a tune row one stored alike since this bundle was opened is kept: `write_tune_row`)."""
-        now = time.time()
-        n_kernels = n_tunes = 0
+        now, n_kernels, n_tunes = time.time(), 0, 0
         with self.transaction() as conn:
             for identity, kind, data in fingerprints:
                 from warmcli.bundle.manifest import put_fingerprint  # (never a serving process)
@@ -378,11 +380,9 @@ class Bundle(BundleAdmin):
         """Set kernels' `last_used` times (a load by a writing process, a merge); returns rows."""
         if not last_used:
             return 0
+        rows = [(when, key) for key, when in last_used.items()]
         with self.transaction() as conn:
-            return conn.executemany(
-                "UPDATE kernels SET last_used = ? WHERE key = ?",
-                [(when, key) for key, when in last_used.items()],
-            ).rowcount
+            return conn.executemany("UPDATE kernels SET last_used = ? WHERE key = ?", rows).rowcount
 
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a

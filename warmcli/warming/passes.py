@@ -55,7 +55,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
-from warmcli.warming.sealing import seal
+from warmcli.warming.sealing import join_record, seal
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -105,12 +105,12 @@ def run_pass(
     workload: Workload,
     runtimes: Sequence[Runtime],
     observer: Observer | None = None,
-    finish: Callable[[], None] | None = None,
+    finish: Callable[[bool], None] | None = None,
     extra: Companions | None = None,
 ) -> PassReport:
     """Run the workload once on every runtime under `mode` (the host runtime it asks for
     besides: `extra`'s); `finish` runs inside the override even when the workload fails
-    (persisting what was obtained so far)."""
+    (persisting what was obtained so far), told whether the workload ran to its end."""
     from warmcli.runtime.binding import companions
 
     note_pass(label)
@@ -121,6 +121,7 @@ def run_pass(
     with ProcessModeOverride(mode, collector), warnings.catch_warnings():
         # An allowed discarded read is noted (the report's notes say it); not warned again.
         warnings.simplefilter("ignore", DiscardedReadWarning)
+        completed = False
         try:
             with companions(extra.provide) if extra else contextlib.nullcontext():
                 for runtime in runtimes:
@@ -128,9 +129,10 @@ def run_pass(
                     runtime.synchronize()
                 for runtime in extra.runtimes if extra else ():
                     runtime.synchronize()
+            completed = True
         finally:
             if finish is not None:
-                finish()
+                finish(completed)
     seconds = time.perf_counter() - started
     reader = collector.reader()
     return PassReport(
@@ -304,7 +306,7 @@ def _warm(
                     remove_new(bundle_path)  # left either (never after an interrupt)
             raise
         dropped = 0 if created else drop_corrupt(bundle)
-        warming = bundle
+        warming, new = bundle, created or empty
 
         def make(d: Device) -> Runtime:
             return Runtime(
@@ -331,13 +333,21 @@ def _warm(
         if not shard and not did_something(report.passes[-1].total) and guarded_main(workload.path):
             report.passes[-1].notes.append(f"the workload did nothing: {MAIN_GUARD_HINT}")
 
-        def persist() -> None:
-            # Whatever was built or measured before a failure stays stored.
-            for runtime in runtimes + hosts.runtimes:
-                k, t = runtime.persist(warming)
-                note_stored(k, t)
-                report.stored_kernels += k
-                report.stored_tunes += t
+        def persist(completed: bool) -> None:
+            # Whatever was built or measured before a failure stays stored; once the workload
+            # ran to its end, the run's record is in the last write (one commit: `join_record`).
+            every = runtimes + hosts.runtimes
+            last = max((i for i, r in enumerate(every) if r.unstored()), default=-1)
+            try:
+                for i, runtime in enumerate(every):
+                    if completed and i == last:
+                        join_record(warming, signing_key, (workload, report.devices, shard), new)
+                    k, t = runtime.persist(warming)
+                    note_stored(k, t)
+                    report.stored_kernels += k
+                    report.stored_tunes += t
+            finally:
+                warming.joining = None  # (none consumed it: `seal` records the run)
 
         report.passes.append(
             run_pass(
@@ -353,7 +363,7 @@ def _warm(
         finished = True
         stored = report.stored_kernels + report.stored_tunes
         run = (workload, report.devices, shard)
-        report.signature = seal(bundle, signing_key, stored, run, created or empty)
+        report.signature = seal(bundle, signing_key, stored, run, new)
     finally:
         for d in devices:
             d.close()
