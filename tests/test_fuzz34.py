@@ -16,14 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "examples" / "matmul_host.py"
 _BUNDLE: list[bytes] = []  # the example's bundle, made once per test process
 
-# The example workload run over WARM_BUNDLE: its row sums, one line.
-SERVE = f"""
-import sys
-sys.path.insert(0, {str(ROOT / "examples")!r})
-import numpy as np
-import warmcli
-import matmul_host as m
-rt = warmcli.runtime()
+# What the example workload computes on a runtime `rt`: its row sums, one line.
+ROW_SUMS = """
 rng = np.random.default_rng(0)
 sums = []
 for mm, n, k in m.SHAPES:
@@ -38,6 +32,19 @@ for mm, n, k in m.SHAPES:
     sums.append(rt.read(out))
 print(repr(np.concatenate(sums).round(1).tolist()))
 """
+
+# The example workload run over WARM_BUNDLE: its row sums, one line.
+SERVE = (
+    f"""
+import sys
+sys.path.insert(0, {str(ROOT / "examples")!r})
+import numpy as np
+import warmcli
+import matmul_host as m
+rt = warmcli.runtime()
+"""
+    + ROW_SUMS
+)
 
 
 def matmul_bundle(warm: Warm, path: Path) -> Path:

@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from test_fuzz34 import ROW_SUMS, matmul_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
-MATMUL = ROOT / "examples" / "matmul_host.py"
-_BUNDLE: list[bytes] = []  # the example's bundle, made once per test process
 _COLD: list[tuple[str, int]] = []  # what the example computes with no bundle, once per test process
 MIB = 1 << 20
 PAGE = 16384
@@ -26,7 +25,8 @@ BIDI = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
 ESCAPES = ("\x1b", "\x9b", *map(chr, BIDI))  # none printed as it is
 
 # The example workload served over WARM_BUNDLE: its row sums, one line (a refusal: one line).
-SERVE = f"""
+SERVE = (
+    f"""
 import sys
 sys.path.insert(0, {str(ROOT / "examples")!r})
 import numpy as np
@@ -37,29 +37,9 @@ try:
 except warmcli.WarmError as exc:
     print("refused:", exc)
     raise SystemExit(0)
-rng = np.random.default_rng(0)
-sums = []
-for mm, n, k in m.SHAPES:
-    a = rt.upload(rng.standard_normal((mm, k), dtype=np.float32))
-    b = rt.upload(rng.standard_normal((k, n), dtype=np.float32))
-    bias = rt.upload(rng.standard_normal(n, dtype=np.float32))
-    c = rt.buffer((mm, n), "float32")
-    out = rt.buffer(mm, "float32")
-    rt.tune(m.MATMUL, a, b, c, mm, n, k)
-    rt.launch(m.BIAS_RELU, c, bias, mm, n)
-    rt.launch(m.ROW_SUM, c, out, mm, n)
-    sums.append(rt.read(out))
-print(repr(np.concatenate(sums).round(1).tolist()))
 """
-
-
-def matmul_bundle(warm: Warm, path: Path) -> Path:
-    if not _BUNDLE:
-        done = warm("run", MATMUL, "-b", path, "-q")
-        assert done.returncode == 0, done.stderr
-        _BUNDLE.append(path.read_bytes())
-    path.write_bytes(_BUNDLE[0])
-    return path
+    + ROW_SUMS
+)
 
 
 # Runs argv[1:] under a 1.5 GiB address-space limit (killed after 120 s: a hang is status -9)
