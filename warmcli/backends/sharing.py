@@ -20,7 +20,8 @@ around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` wo
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
 `__COUNTER__` (it counts across the unit), an `asm` in C, (C) the word `constructor`,
-`destructor` or `ifunc` (`__attribute__((constructor))`: code the loader runs when the
+`destructor`, `ifunc` or `section` (`__attribute__((constructor))`, a function's pointer put
+in `.init_array` from a function's body: code the loader runs when the
 binary loads, so a hit would run it when any neighbour loads, before the kernels launched
 ahead of it, where a cold start runs it at the kernel's own load), a C function's name as a string
 (`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
@@ -34,7 +35,7 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and (CUDA)
+comment, a paste (`##`) where a piece of `_Pragma`, `__func__` or (C) `section` shows; and (CUDA)
 options that read a header before the source (`-include cfg.h`: it may define any name)
 or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
@@ -89,8 +90,10 @@ _UNIT_WIDE = re.compile(r"[Pp]ragma|__COUNTER__")
 _PRAGMA_PIECE = re.compile(r"gma|_P|__p|unc|UNC")
 _ASM = re.compile(r"\b(?:__)?asm(?:__)?\b")
 # Code the dynamic loader runs as a binary loads (or unloads): a C constructor or destructor
-# function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process).
-_LOAD_TIME = re.compile(r"\b(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b")
+# function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process), a
+# pointer put in a section it runs (`section(".init_array")`, from a function's body too).
+_LOAD_TIME = re.compile(r"\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b")
+_SECTION_PIECE = re.compile(r"sec|cti")  # a paste's piece of it: any cut leaves one whole
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
 _FUNCTION_NAME = re.compile(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
 _STRINGIZE = re.compile(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
@@ -237,8 +240,8 @@ def _options_kept_apart(kernel: Kernel) -> bool:
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
     digraph, no pragma, no `__COUNTER__`, (C) no `asm`, no `__func__` and no code the loader
-    runs (`constructor`, `destructor`, `ifunc`), and (CUDA) no name qualified by the global
-    scope."""
+    runs (`constructor`, `destructor`, `ifunc`, `section`), and (CUDA) no name qualified by
+    the global scope."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
@@ -262,7 +265,9 @@ def _source_shares(
     if not _text_shares(source, language):
         return False
     text = LINE_SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
-    if "##" in text and _PRAGMA_PIECE.search(text):
+    if "##" in text and (
+        _PRAGMA_PIECE.search(text) or (language == "c" and _SECTION_PIECE.search(text))
+    ):
         return False
     helpers, macros = declared(source)  # what the shared unit renames and undoes
     if any(_reserved(name) for name in helpers):

@@ -56,7 +56,8 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # 3: a CUDA kernel with a device variable of C linkage no `#define` renames (`extern "C" {
 # __device__ int counter; }`) is built alone (`backends.c_linkage`): in a shared cubin two
 # kernels' `counter` were one object, so a hit computed what a cold start did not.
-# 4: a C kernel with code the loader runs (`__attribute__((constructor))`) is built alone:
+# 4: a C kernel with code the loader runs (`__attribute__((constructor))`, a pointer put in
+# `.init_array` by `__attribute__((section(...)))`, from a function's body too) is built alone:
 # in a shared binary a hit ran it when a neighbour loaded, ahead of the kernels launched
 # before it (a constructor's `srand(12345)` reseeded their `rand()`: a cold start's differed);
 # so is one whose options read a header first (`-include state.h`) or set a macro its source
