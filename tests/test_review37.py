@@ -5,6 +5,14 @@ Found here: a C kernel that puts a function pointer in `.init_array` from a func
 loader runs as much as a constructor is, but `_LOAD_TIME` knew only the words `constructor`,
 `destructor` and `ifunc`: it shared a unit, so a hit ran `seed` when a neighbour loaded and
 its neighbours' `rand()` differed from a cold start's.
+
+A macro used at file scope whose text could declare something keeps a C kernel alone, but
+only where it was used by its own name outside braces: one reached through another macro of
+the source (`#define Y static int counter;` `#define X Y` `X`; `#define X DECL` with
+`-DDECL=static int counter;`, the option-macro rule 9e85071 added) or used inside a
+file-scope struct's braces (`struct s { DECLF };`, its text closing the struct) shared a unit,
+and the unit's kernels shared one `counter`: a hit computed 1, 12, 23 where a cold start
+computed 1, 11, 21.
 """
 
 from __future__ import annotations
@@ -72,3 +80,69 @@ def test_a_section_named_by_a_paste_is_built_alone() -> None:
         '__attribute__((CAT(sec, tion)(".init_array"), used)) = seed; o[0] = rand(); }\n'
     )
     assert not shares_unit(Kernel(source, "b", "P"))
+
+
+STATE = r"""
+from warmcli import Kernel
+DEVICE = "host"
+NESTED = ("#define Y static int counter;\n#define X Y\nX\n"
+          "void k(int *o) { o[0] = ++counter + 10 * ID; }\n")
+KS = [Kernel(NESTED, "k", "P", defines={"ID": i}) for i in range(3)]
+BY_OPTION = "#define X DECL\nX\nvoid q(int *o) { o[0] = ++counter + 10 * ID; }\n"
+QS = [Kernel(BY_OPTION, "q", "P", defines={"ID": i}, options=["-DDECL=static int counter;"])
+      for i in range(3)]
+IN_STRUCT = "struct s { DECLF };\nvoid r(int *o) { o[0] = ++counter + 10 * ID; }\n"
+RS = [Kernel(IN_STRUCT, "r", "P", defines={"ID": i},
+             options=["-DDECLF=int a; }; static int counter; struct { int b;"]) for i in range(3)]
+def workload(rt):
+    out = {}
+    for name, ks in (("k", KS), ("q", QS), ("r", RS)):
+        for i, k in enumerate(ks):
+            out[f"{name}{i}"] = rt.buffer(1, "int32")
+            rt.launch(k, out[f"{name}{i}"])
+    return out
+"""
+
+
+def test_file_scope_state_a_macro_declares_indirectly_is_one_per_kernel(tmp_path: Path) -> None:
+    """Each kernel counts from its own `counter`, cold and served alike."""
+    trial = Trial(tmp_path / "w", STATE)
+    cold = trial.cold()
+    assert [int(cold[f"k{i}"][0]) for i in range(3)] == [1, 11, 21]
+    trial.warmed("-j", "1")
+    hot, report = trial.served()
+    served_everything(report)
+    same(cold, hot)
+
+
+_USE = "void k(int *o) { o[0] = ++counter; }\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "options", "defines"),
+    [
+        ("#define Y static int counter;\n#define X Y\nX\n" + _USE, [], {}),
+        ("#define Z static int counter;\n#define Y Z\n#define X Y\nX\n" + _USE, [], {}),
+        ("#define X DECL\nX\n" + _USE, ["-DDECL=static int counter;"], {}),
+        ("#define X DECL\nX\n" + _USE, [], {"DECL": "static int counter;"}),
+        ("struct s { DECLF };\n" + _USE, ["-DDECLF=int a; }; static int counter; struct {"], {}),
+        ("union u { DECLF };\n" + _USE, [], {"DECLF": "int a; }; static int counter; union {"}),
+        ("static int t[] = { V };\n" + _USE, ["-DV=0 }; static int counter[] = { 0"], {}),
+    ],
+)
+def test_a_macro_that_declares_where_it_is_reached_keeps_a_kernel_alone(
+    source: str, options: list[str], defines: dict[str, str]
+) -> None:
+    assert not shares_unit(Kernel(source, "k", "P", options=options, defines=defines))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#define N 4\n#define M N\nvoid k(int *o) { o[0] = M; }\n",
+        "#define F(x) ((x) + 1)\nvoid k(int *o) { o[0] = F(2); }\n",
+        "struct s { int a; };\nvoid k(int *o) { struct s v = { 1 }; o[0] = v.a; }\n",
+    ],
+)
+def test_kernels_whose_macros_declare_nothing_at_file_scope_still_share(source: str) -> None:
+    assert shares_unit(Kernel(source, "k", "P", options=["-DSCALE=(2)"]))

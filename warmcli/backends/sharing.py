@@ -27,7 +27,8 @@ ahead of it, where a cold start runs it at the kernel's own load), a C function'
 (`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
 would spell warm's name of it), a C file-scope declaration it does not rename apart (a variable not
 `static`, of several declarators or with an attribute, or a macro whose text could declare
-one used at file scope: C merges two kernels' tentative definitions of one name
+one, or names one that could, used at file scope or in a struct's or initializer's braces
+there (`c_names_kept_apart`): C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
 renamed, nothing would define it), a type name warm does not read (a function's typedef, a
 name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
@@ -59,14 +60,16 @@ from collections.abc import Sequence
 from warmcli import config
 from warmcli.backends.c_linkage import declares_for_device, unrenamed_c_names
 from warmcli.backends.compiler import (
-    ATTRIBUTE,
     COMMENT,
     LINE_SPLICE,
-    UNSCANNED,
     CompileUnit,
     declared,
     type_names,
 )
+from warmcli.backends.file_scope import MACRO_TEXT as _MACRO_TEXT
+from warmcli.backends.file_scope import RISKY as _RISKY
+from warmcli.backends.file_scope import WORD as _WORD
+from warmcli.backends.file_scope import c_names_kept_apart
 from warmcli.backends.option_macros import option_macros, preprocessor_options
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
@@ -259,7 +262,7 @@ def _source_shares(
     source: str, language: str, own: frozenset[str], risky: frozenset[str] = frozenset()
 ) -> bool:
     """`shares_unit` on a source (variants of one source ask once per define-name set;
-    `risky`: the defines whose value could make a declaration, `_c_names_kept_apart`)."""
+    `risky`: the defines whose value could make a declaration, `c_names_kept_apart`)."""
     if not LINE_SPLICE.search(source):
         source = _LOOP_PRAGMA.sub("", source)  # a loop's own: reaches no other kernel
     if not _text_shares(source, language):
@@ -274,7 +277,7 @@ def _source_shares(
         return False
     if language == "cuda" and not _CUDA_GLOBALS.isdisjoint(helpers):
         return False
-    if language == "c" and not _c_names_kept_apart(text, helpers, risky):
+    if language == "c" and not c_names_kept_apart(text, helpers, risky):
         return False
     if language == "c" and any(
         m.group(2) and _STRINGIZE.search(m.group(3)) for m in _MACRO_TEXT.finditer(text)
@@ -320,74 +323,6 @@ def _attribute_words(text: str) -> set[str]:
                 words.update(_WORD.findall(text, start, bracket.start()))
                 break
     return words
-
-
-# What a C source holds at file scope that a shared unit keeps apart: a function's definition
-# or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
-# `_Static_assert`, and a `static` variable of one declarator; each function and variable
-# one that is renamed (at column 0: an indented one would reach the kernels after it).
-# Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
-# text could declare one used there) could be one object for two kernels (C merges
-# tentative definitions of one name): alone.
-_BRACE = re.compile(r"[{}]")
-_STATEMENT_END = re.compile(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
-_NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
-_KEPT_APART = re.compile(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
-    r"\s*\([^{}=]*\)"
-    r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
-    re.DOTALL,
-)
-# A function's name, parameters (a function pointer's too) and body.
-_DEFINITION = re.compile(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
-_ONE_STATIC = re.compile(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
-
-
-# A macro's text that could make or extend a declaration where it is used at file scope.
-_RISKY = re.compile(r"[;,{}=()\[\]]")
-_MACRO_TEXT = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(?)([^\n]*)", re.MULTILINE)
-_WORD = re.compile(r"[A-Za-z_]\w*")
-
-
-def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]) -> bool:
-    """Whether every file-scope declaration of the C `text` (its lines spliced) is one a
-    shared unit keeps apart from its neighbours' (see `_KEPT_APART`), and no macro whose
-    text could declare something (function-like, or holding `;`, `,`, `=`, a bracket:
-    `risky` of the kernel's defines, any of the source's) is used at file scope."""
-    flat = UNSCANNED.sub(" ", text)
-    depth, kept, start = 0, [], 0  # each brace block's inside dropped, `{}` kept
-    for brace in _BRACE.finditer(flat):
-        if brace.group() == "{":
-            if depth == 0:
-                kept.append(flat[start : brace.end()])
-            depth += 1
-        else:
-            depth -= 1
-            if depth < 0:
-                return False
-            if depth == 0:
-                start = brace.start()
-    kept.append(flat[start:] if depth == 0 else "")
-    scope = "".join(kept)
-    risky = risky | {
-        m.group(1) for m in _MACRO_TEXT.finditer(text) if m.group(2) or _RISKY.search(m.group(3))
-    }
-    if risky and not risky.isdisjoint(_WORD.findall(scope)):
-        return False
-    apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
-    defined = {None, *_DEFINITION.findall(scope)}  # not a prototype of libm's `sqrt`
-    for piece in _STATEMENT_END.split(scope):
-        each = " ".join(piece.split())
-        kept_apart = _KEPT_APART.fullmatch(each)
-        function = kept_apart.group("function") if kept_apart else None
-        if kept_apart and function in apart and function in defined:
-            continue
-        if kept_apart:  # a function warm does not rename (not at column 0), or one it would
-            return False  # rename that the source does not define (nothing would define it)
-        one = _ONE_STATIC.fullmatch(each)
-        if one is None or one.group(1) not in apart:
-            return False
-    return True
 
 
 def alone_in(units: Sequence[CompileUnit]) -> bool:

@@ -61,7 +61,8 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # in a shared binary a hit ran it when a neighbour loaded, ahead of the kernels launched
 # before it (a constructor's `srand(12345)` reseeded their `rand()`: a cold start's differed);
 # so is one whose options read a header first (`-include state.h`) or set a macro its source
-# uses at file scope (`-DDECL=static int counter;`): its kernels shared one `counter`.
+# uses at file scope (`-DDECL=static int counter;`, through a macro of its own too, or in a
+# struct's braces), or whose own macro declares through another: they shared one `counter`.
 BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
