@@ -13,10 +13,16 @@ the source (`#define Y static int counter;` `#define X Y` `X`; `#define X DECL` 
 file-scope struct's braces (`struct s { DECLF };`, its text closing the struct) shared a unit,
 and the unit's kernels shared one `counter`: a hit computed 1, 12, 23 where a cold start
 computed 1, 11, 21.
+
+The C rules of recipe 4 read the kernel's own options only: a C compiler that is a wrapper
+script adding `-include state.h` (`static int counter;`) or `-DDECL=static int counter;`
+(`WARM_CC=wrap.sh`, `exec cc -include ... "$@"`) let such kernels share a unit, and one
+`counter`, as the options rule was written to prevent.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -146,3 +152,60 @@ def test_a_macro_that_declares_where_it_is_reached_keeps_a_kernel_alone(
 )
 def test_kernels_whose_macros_declare_nothing_at_file_scope_still_share(source: str) -> None:
     assert shares_unit(Kernel(source, "k", "P", options=["-DSCALE=(2)"]))
+
+
+WRAPPED = r"""
+from warmcli import Kernel
+DEVICE = "host"
+FROM_HEADER = "void k(int *o) { o[0] = ++counter + 10 * ID; }\n"
+KS = [Kernel(FROM_HEADER, "k", "P", defines={"ID": i}) for i in range(3)]
+FROM_MACRO = "DECL\nvoid q(int *o) { o[0] = ++counted + 10 * ID; }\n"
+QS = [Kernel(FROM_MACRO, "q", "P", defines={"ID": i}) for i in range(3)]
+def workload(rt):
+    out = {}
+    for name, ks in (("k", KS), ("q", QS)):
+        for i, k in enumerate(ks):
+            out[f"{name}{i}"] = rt.buffer(1, "int32")
+            rt.launch(k, out[f"{name}{i}"])
+    return out
+"""
+
+
+def test_a_wrapper_script_that_reads_a_header_first_keeps_c_kernels_alone(tmp_path: Path) -> None:
+    """`WARM_CC` names a script that adds `-include state.h` and a `-D` that declares."""
+    trial = Trial(tmp_path / "w", WRAPPED)
+    (trial.folder / "state.h").write_text("static int counter;\n")
+    wrap = trial.folder / "wrap.sh"
+    wrap.write_text(
+        f"#!/bin/sh\nexec cc -include {trial.folder / 'state.h'} "
+        "-DDECL='static int counted;' \"$@\"\n"
+    )
+    wrap.chmod(0o755)
+    trial.env["WARM_CC"] = str(wrap)
+    cold = trial.cold()
+    assert [int(cold[f"q{i}"][0]) for i in range(3)] == [1, 11, 21]
+    trial.warmed("-j", "1")
+    hot, report = trial.served()
+    served_everything(report)
+    same(cold, hot)
+
+
+def test_a_wrapper_script_keeps_alone_what_its_flags_could_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its text and the variables it names are read as options: a macro they set keeps a
+    kernel that uses it at file scope alone, a header they read first every C kernel."""
+    wrap = tmp_path / "wrap.sh"
+    wrap.write_text('#!/bin/sh\nexec cc $CFLAGS -O2 -DNDEBUG "$@"\n')
+    wrap.chmod(0o755)
+    monkeypatch.setenv("WARM_CC", str(wrap))
+    monkeypatch.setenv("CFLAGS", "-DDECL=static")
+    plain = "void k(int *o) { o[0] = NDEBUG; }\n"
+    assert shares_unit(Kernel(plain, "k", "P"))
+    assert not shares_unit(Kernel("DECL int n;\n" + _USE, "k", "P"))
+    assert not shares_unit(Kernel("NDEBUG\n" + _USE, "k", "P"))
+    monkeypatch.setenv("CFLAGS", "-O2 --include=x.h")
+    assert not shares_unit(Kernel(plain + " ", "k", "P"))
+    monkeypatch.delenv("WARM_CC")
+    assert shares_unit(Kernel(plain + "  ", "k", "P"))
+    assert os.environ["CFLAGS"]

@@ -43,7 +43,8 @@ defines and then undoes (a define, a macro of its source, its entry): the option
 would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`); and (C)
 options that read a header before the source (its file-scope `static int counter;` would be
 one object for the unit's kernels) or set a macro the source names at file scope (`-DDECL=
-static int counter;`, as a risky define is).
+static int counter;`, as a risky define is), its own or those its C compiler adds where that
+is a wrapper script (`WARM_CC`: its text and the variables it names, `script_words`).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -71,6 +72,7 @@ from warmcli.backends.file_scope import RISKY as _RISKY
 from warmcli.backends.file_scope import WORD as _WORD
 from warmcli.backends.file_scope import c_names_kept_apart
 from warmcli.backends.option_macros import option_macros, preprocessor_options
+from warmcli.backends.toolchain import script_words
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 
@@ -203,7 +205,7 @@ def shares_unit(kernel: Kernel) -> bool:
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     if kernel.language == "c":  # a macro its options set may declare, where used at file scope
-        set_by_options = option_macros(preprocessor_options(list(kernel.options)))
+        set_by_options = option_macros(preprocessor_options(_c_options(kernel)))
         if set_by_options is None:
             return False
         risky |= set_by_options
@@ -221,7 +223,7 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
     (`#pragma pop_macro`, which NVRTC does not know): it shares."""
     if kernel.language != "cuda":
-        return not pre_included(preprocessor_options(list(kernel.options)))
+        return not pre_included(preprocessor_options(_c_options(kernel)))
     given = list(kernel.options)
     for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
         given += flags.split()
@@ -238,6 +240,12 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     macros = declared(kernel.source)[1]
     names = {kernel.entry, *(name for name, _ in kernel.defines), *macros}
     return names.isdisjoint(set_by_options)
+
+
+def _c_options(kernel: Kernel) -> list[str]:
+    """A C kernel's options, then those its C compiler may add where it is a wrapper script
+    (`WARM_CC=wrap.sh`, `exec cc -include state.h $CFLAGS "$@"`: `script_words`)."""
+    return [*kernel.options, *script_words(config.cc() or "cc")]
 
 
 def _text_shares(text: str, language: str) -> bool:
