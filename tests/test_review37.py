@@ -18,6 +18,11 @@ The C rules of recipe 4 read the kernel's own options only: a C compiler that is
 script adding `-include state.h` (`static int counter;`) or `-DDECL=static int counter;`
 (`WARM_CC=wrap.sh`, `exec cc -include ... "$@"`) let such kernels share a unit, and one
 `counter`, as the options rule was written to prevent.
+
+A paste was refused where a piece of `_Pragma`, `__func__` (or now `section`) showed, two
+pieces at most: three (`CAT3(_, Prag, ma)`, `CAT3(se, ct, ion)`) or pieces from a define's
+value formed the word all the same; now a word that the source's, defines' and options'
+tokens can spell when pasted is refused however many pieces it takes.
 """
 
 from __future__ import annotations
@@ -209,3 +214,41 @@ def test_a_wrapper_script_keeps_alone_what_its_flags_could_reach(
     monkeypatch.delenv("WARM_CC")
     assert shares_unit(Kernel(plain + "  ", "k", "P"))
     assert os.environ["CFLAGS"]
+
+
+@pytest.mark.parametrize(
+    ("source", "defines"),
+    [
+        (
+            "#define CAT(a, b, c) a##b##c\n" + _SEED + "void b(int *o) { static void (*p)(void) "
+            '__attribute__((CAT(se, ct, ion)(".init_array"), used)) = seed; o[0] = rand(); }\n',
+            {},
+        ),
+        (
+            "#define CAT(a, b, c) a##b##c\n"
+            'void k(int *o) { CAT(_, Prag, ma)("GCC optimize(\\"O0\\")") o[0] = 1; }\n',
+            {},
+        ),
+        (
+            "#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n"
+            + _SEED
+            + "void b(int *o) { static void (*p)(void) "
+            '__attribute__((CAT(A, B)(".init_array"), used)) = seed; o[0] = rand(); }\n',
+            {"A": "se", "B": "ction"},
+        ),
+        (
+            "#define CAT(a, b, c) a##b##c\n"
+            "void k(char *o) { const char *n = CAT(__, fu, nc__); o[0] = n[0]; }\n",
+            {},
+        ),
+    ],
+)
+def test_a_word_any_paste_could_spell_keeps_a_kernel_alone(
+    source: str, defines: dict[str, str]
+) -> None:
+    assert not shares_unit(Kernel(source, "k", "P", defines=defines))
+
+
+def test_a_paste_that_spells_nothing_of_note_still_shares() -> None:
+    source = "#define CAT(a, b) a##b\nvoid k(int *o) { int CAT(x, 1) = 2; o[0] = x1; }\n"
+    assert shares_unit(Kernel(source, "k", "P"))

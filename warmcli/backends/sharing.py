@@ -202,6 +202,8 @@ def shares_unit(kernel: Kernel) -> bool:
         return False
     if not _options_kept_apart(kernel):
         return False
+    if "##" in source and _pastes_a_word(kernel):
+        return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     if kernel.language == "c":  # a macro its options set may declare, where used at file scope
@@ -240,6 +242,32 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     macros = declared(kernel.source)[1]
     names = {kernel.entry, *(name for name, _ in kernel.defines), *macros}
     return names.isdisjoint(set_by_options)
+
+
+# Words a paste must not spell (each refused where written whole): a pragma, `__COUNTER__`,
+# and (C) a function's name as a string, an `asm`, code the loader runs.
+_PASTED = ("_Pragma", "__pragma", "__COUNTER__")
+_PASTED_IN_C = ("__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "asm", "__asm", "__asm__")
+_PASTED_IN_C += ("constructor", "destructor", "ifunc", "section")
+_TOKEN = re.compile(r"\w+")
+
+
+def _pastes_a_word(kernel: Kernel) -> bool:
+    """Whether a paste could spell a word of `_PASTED` from tokens of the kernel's source,
+    defines and options (a paste joins whole tokens, however many: `CAT3(_, Prag, ma)`; a
+    macro's argument is expanded first where passed on, `A` to a define's value)."""
+    c = kernel.language == "c"
+    texts = [kernel.source, *(f"{n} {v}" for n, v in kernel.defines), *kernel.options]
+    pieces = set(_TOKEN.findall(" ".join(texts + (_c_options(kernel) if c else []))))
+    for word in _PASTED + (_PASTED_IN_C if c else ()):
+        reach = [True] + [False] * len(word)  # whether its first i characters are spelt
+        for i in range(len(word)):
+            if reach[i]:
+                for j in range(i + 1, len(word) + 1):
+                    reach[j] = reach[j] or word[i:j] in pieces
+        if reach[-1]:
+            return True
+    return False
 
 
 def _c_options(kernel: Kernel) -> list[str]:
