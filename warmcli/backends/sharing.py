@@ -36,7 +36,9 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a paste (`##`) where a piece of `_Pragma`, `__func__` or (C) `section` shows; and (CUDA)
+comment, a paste (`##`) where a piece of `_Pragma`, `__func__` or (C) `section` shows, or whose
+tokens (its source's, defines', options') could spell such a word in any number of pieces
+(`CAT3(_, Prag, ma)`: `_pastes_a_word`); and (CUDA)
 options that read a header before the source (`-include cfg.h`: it may define any name)
 or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
