@@ -139,6 +139,17 @@ _USE = "void k(int *o) { o[0] = ++counter; }\n"
         ("struct s { DECLF };\n" + _USE, ["-DDECLF=int a; }; static int counter; struct {"], {}),
         ("union u { DECLF };\n" + _USE, [], {"DECLF": "int a; }; static int counter; union {"}),
         ("static int t[] = { V };\n" + _USE, ["-DV=0 }; static int counter[] = { 0"], {}),
+        (
+            "#define W(i) i }; static int counter; int z[] = { 0\nstatic int t[] = { W(0) };\n"
+            + _USE,
+            [],
+            {},
+        ),
+        (
+            "#define C };\n#define W(i) i C\nstatic int t[] = { W(0) static int counter;\n" + _USE,
+            [],
+            {},
+        ),
     ],
 )
 def test_a_macro_that_declares_where_it_is_reached_keeps_a_kernel_alone(
@@ -153,6 +164,8 @@ def test_a_macro_that_declares_where_it_is_reached_keeps_a_kernel_alone(
         "#define N 4\n#define M N\nvoid k(int *o) { o[0] = M; }\n",
         "#define F(x) ((x) + 1)\nvoid k(int *o) { o[0] = F(2); }\n",
         "struct s { int a; };\nvoid k(int *o) { struct s v = { 1 }; o[0] = v.a; }\n",
+        "#define W(i) ((i) * 2)\nstatic const int t[] = { W(0), W(1) };\n"
+        "void k(int *o) { o[0] = t[1]; }\n",
     ],
 )
 def test_kernels_whose_macros_declare_nothing_at_file_scope_still_share(source: str) -> None:

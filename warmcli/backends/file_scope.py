@@ -68,10 +68,14 @@ def c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str])
             if depth == 0:
                 start = brace.start()
                 inside += () if body else (flat[opened:start],)
-    kept.append(flat[start:] if depth == 0 else "")
-    scope = "".join(kept)
-    if not _reached(text, risky).isdisjoint(WORD.findall(" ".join([scope, *inside]))):
+    if depth:  # a brace its text leaves open: a macro closes it (`#define END };`)
         return False
+    kept.append(flat[start:])
+    scope = "".join(kept)
+    if not _reached(text, risky).isdisjoint(WORD.findall(scope)):
+        return False
+    if inside and not _reached(text, risky, _CLOSES).isdisjoint(WORD.findall(" ".join(inside))):
+        return False  # a macro whose text closes the braces it is used in (`0 }; int n;`)
     apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
     defined = {None, *_DEFINITION.findall(scope)}  # not a prototype of libm's `sqrt`
     for piece in _STATEMENT_END.split(scope):
@@ -88,16 +92,20 @@ def c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str])
     return True
 
 
-def _reached(text: str, risky: frozenset[str]) -> set[str]:
+_CLOSES = re.compile(r"[{};]")  # a macro's text that may end the braces it is used in
+
+
+def _reached(text: str, risky: frozenset[str], closes: re.Pattern[str] | None = None) -> set[str]:
     """`risky` and the macros of `text` that could declare something: function-like, with
-    text `RISKY` matches, or naming one of those (`#define X DECL`), to any depth."""
+    text `RISKY` matches (`closes`, where given, instead), or naming one of those (`#define
+    X DECL`), to any depth."""
     users: dict[str, list[str]] = {}
     found = set(risky)
     for macro in MACRO_TEXT.finditer(text):
-        name = macro.group(1)
-        if macro.group(2) or RISKY.search(macro.group(3)):
+        name, body = macro.group(1), macro.group(3)
+        if closes.search(body) if closes else macro.group(2) or RISKY.search(body):
             found.add(name)
-        for word in set(WORD.findall(macro.group(3))):
+        for word in set(WORD.findall(body)):
             users.setdefault(word, []).append(name)
     pending = list(found)
     while pending:
