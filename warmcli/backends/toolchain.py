@@ -207,19 +207,19 @@ def script_words(path: str) -> list[str]:
     """The words of the C compiler `path` where it is a script (a wrapper: `exec cc -include
     h.h "$@"`) and of the values of the variables it names (`$CFLAGS`), as options it may
     add (`warmcli.backends.sharing` keeps apart what they could reach); [] for a binary."""
-    found = _find(path)
-    if found is None:
-        return []
-    where, st = found
-    text, named = _script(where, st.st_mtime_ns, st.st_size, st.st_ino)
+    text, named = _script(path, config.path())
     values = config.named_variables(named)
-    return _WORDS.findall(" ".join([text, *values.values()]))
+    return _WORDS.findall(" ".join([text, *values.values()])) if text else []
 
 
 @functools.lru_cache(maxsize=8)
-def _script(where: str, *stamp: int) -> tuple[str, tuple[str, ...]]:
-    """The text of the script `where` (as of `stamp`) and the variables it names; ("", ())
-    for a binary, or a file not read."""
+def _script(path: str, search: str) -> tuple[str, tuple[str, ...]]:
+    """The text of the script `path` names (on `search`, PATH) and the variables it names,
+    read once per process as its identity is (`probe`); ("", ()) for a binary or none."""
+    found = _find(path)
+    if found is None:
+        return "", ()
+    where = found[0]
     try:
         with open(where, "rb") as script:
             if script.read(2) != b"#!":
