@@ -85,6 +85,16 @@ def test_code_the_loader_runs_from_a_section_is_built_alone(body: str) -> None:
     assert not shares_unit(Kernel(source, "b", "P"))
 
 
+def test_a_section_an_option_macro_names_is_built_alone() -> None:
+    """`-DS=__attribute__((section(".init_array"), used))`, used in a function's body."""
+    source = f"{_SEED}void b(int *o) {{ static void (*p)(void) S = seed; o[0] = rand(); }}\n"
+    option = '-DS=__attribute__((section(".init_array"), used))'
+    assert not shares_unit(Kernel(source, "b", "P", options=[option]))
+    assert shares_unit(
+        Kernel(_USE.replace("++counter", "1"), "k", "P", options=["-ffunction-sections"])
+    )
+
+
 def test_a_section_named_by_a_paste_is_built_alone() -> None:
     source = (
         f"#define CAT(a, b) a##b\n{_SEED}void b(int *o) {{ static void (*p)(void) "

@@ -209,7 +209,10 @@ def shares_unit(kernel: Kernel) -> bool:
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     if kernel.language == "c":  # a macro its options set may declare, where used at file scope
-        set_by_options = option_macros(preprocessor_options(_c_options(kernel)))
+        given = _c_options(kernel)  # or put code the loader runs in a function's body
+        if _LOAD_TIME.search(" ".join(given)):  # (`-DS=__attribute__((section(...)))`)
+            return False
+        set_by_options = option_macros(preprocessor_options(given))
         if set_by_options is None:
             return False
         risky |= set_by_options
