@@ -20,8 +20,8 @@ around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` wo
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
 `__COUNTER__` (it counts across the unit), an `asm` in C, (C) the word `constructor`,
-`destructor`, `ifunc` or `section` (`__attribute__((constructor))`, a function's pointer put
-in `.init_array` from a function's body: code the loader runs when the
+`destructor`, `ifunc` or `section`, in its options too (`__attribute__((constructor))`, a
+function's pointer put in `.init_array` from a function's body: code the loader runs when the
 binary loads, so a hit would run it when any neighbour loads, before the kernels launched
 ahead of it, where a cold start runs it at the kernel's own load), a C function's name as a string
 (`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
