@@ -450,15 +450,18 @@ def test_a_note_said_many_times_in_a_pass_is_one_line_with_its_count(
 
 def test_c_kernels_with_option_macros_still_share_a_unit_cuda_ones_go_alone() -> None:
     """C puts back what a kernel's section undoes (`#pragma pop_macro`), so a C kernel whose
-    options set a macro it defines itself, or read a header first, still shares a unit (one
-    cc process for many); CUDA (NVRTC knows no `pop_macro`) compiles it alone."""
+    options set a macro it defines itself still shares a unit (one cc process for many);
+    CUDA (NVRTC knows no `pop_macro`) compiles it alone. One whose options read a header
+    first is alone in C too since build recipe 4 (its `static int counter;` would be one
+    object for the unit's kernels)."""
     from warmcli import Kernel
     from warmcli.backends.sharing import shares_unit
 
     c = "void a(double *o) { o[0] = SCALE; }"
     cu = 'extern "C" __global__ void a(float *o) { o[0] = SCALE; }'
     for options in (("-DSCALE=2",), ("-include", "cfg.h")):
-        assert shares_unit(Kernel(c, "a", "P", options=options, defines={"SCALE": 5}))
+        shared = shares_unit(Kernel(c, "a", "P", options=options, defines={"SCALE": 5}))
+        assert shared == (options == ("-DSCALE=2",))
         cuda = Kernel(cu, "a", "P", language="cuda", options=options, defines={"SCALE": 5})
         assert not shares_unit(cuda)
     plain = Kernel(cu, "a", "P", language="cuda", options=("-DOTHER=1",), defines={"SCALE": 5})

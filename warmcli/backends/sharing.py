@@ -20,13 +20,15 @@ around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` wo
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
 `__COUNTER__` (it counts across the unit), an `asm` in C, (C) the word `constructor`,
-`destructor` or `ifunc` (`__attribute__((constructor))`: code the loader runs when the
+`destructor`, `ifunc` or `section`, in its options too (`__attribute__((constructor))`, a
+function's pointer put in `.init_array` from a function's body: code the loader runs when the
 binary loads, so a hit would run it when any neighbour loads, before the kernels launched
 ahead of it, where a cold start runs it at the kernel's own load), a C function's name as a string
 (`__func__`, `__FUNCTION__`, or a function-like macro that stringizes, `#x`: `XSTR(vec_t)`
 would spell warm's name of it), a C file-scope declaration it does not rename apart (a variable not
 `static`, of several declarators or with an attribute, or a macro whose text could declare
-one used at file scope: C merges two kernels' tentative definitions of one name
+one, or names one that could, used at file scope or in a struct's or initializer's braces
+there (`c_names_kept_apart`): C merges two kernels' tentative definitions of one name
 into one object; a prototype of a function it does not define, `double sqrt(double);`:
 renamed, nothing would define it), a type name warm does not read (a function's typedef, a
 name beyond ASCII), a name warm renames that one of its macros or defines spells (`#define
@@ -34,14 +36,17 @@ T real` before `typedef float T;`: `real` would not be renamed) or an attribute 
 conditional holds (an enumerator `packed` would rename `__attribute__((packed))`; `#ifdef
 real` would be true), and text that spells a directive or a name the raw text does not
 show: a trigraph `??`, the digraph `%:`, a directive written through a line splice or a
-comment, a token paste (`##`) where a piece of `_Pragma` or `__func__` shows; and (CUDA)
+comment, a paste (`##`) where a piece of `_Pragma`, `__func__` or (C) `section` shows, or whose
+tokens (its source's, defines', options') could spell such a word in any number of pieces
+(`CAT3(_, Prag, ma)`: `_pastes_a_word`); and (CUDA)
 options that read a header before the source (`-include cfg.h`: it may define any name)
 or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
 would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`); and (C)
 options that read a header before the source (its file-scope `static int counter;` would be
 one object for the unit's kernels) or set a macro the source names at file scope (`-DDECL=
-static int counter;`, as a risky define is).
+static int counter;`, as a risky define is), its own or those its C compiler adds where that
+is a wrapper script (`WARM_CC`: its text and the variables it names, `script_words`).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -58,15 +63,18 @@ from collections.abc import Sequence
 from warmcli import config
 from warmcli.backends.c_linkage import declares_for_device, unrenamed_c_names
 from warmcli.backends.compiler import (
-    ATTRIBUTE,
     COMMENT,
     LINE_SPLICE,
-    UNSCANNED,
     CompileUnit,
     declared,
     type_names,
 )
+from warmcli.backends.file_scope import MACRO_TEXT as _MACRO_TEXT
+from warmcli.backends.file_scope import RISKY as _RISKY
+from warmcli.backends.file_scope import WORD as _WORD
+from warmcli.backends.file_scope import c_names_kept_apart
 from warmcli.backends.option_macros import option_macros, preprocessor_options
+from warmcli.backends.toolchain import script_words
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 from warmcli.printable import Pattern
@@ -90,8 +98,10 @@ _UNIT_WIDE = Pattern(r"[Pp]ragma|__COUNTER__")
 _PRAGMA_PIECE = Pattern(r"gma|_P|__p|unc|UNC")
 _ASM = Pattern(r"\b(?:__)?asm(?:__)?\b")
 # Code the dynamic loader runs as a binary loads (or unloads): a C constructor or destructor
-# function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process).
-_LOAD_TIME = Pattern(r"\b(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b")
+# function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process), a
+# pointer put in a section it runs (`section(".init_array")`, from a function's body too).
+_LOAD_TIME = Pattern(r"\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b")
+_SECTION_PIECE = Pattern(r"sec|cti")  # a paste's piece of it: any cut leaves one whole
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
 _FUNCTION_NAME = Pattern(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
 _STRINGIZE = Pattern(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
@@ -196,10 +206,15 @@ def shares_unit(kernel: Kernel) -> bool:
         return False
     if not _options_kept_apart(kernel):
         return False
+    if "##" in source and _pastes_a_word(kernel):
+        return False
     own = frozenset(name for name, _ in kernel.defines)
     risky = frozenset(name for name, value in kernel.defines if _RISKY.search(value))
     if kernel.language == "c":  # a macro its options set may declare, where used at file scope
-        set_by_options = option_macros(preprocessor_options(list(kernel.options)))
+        given = _c_options(kernel)  # or put code the loader runs in a function's body
+        if _LOAD_TIME.search(" ".join(given)):  # (`-DS=__attribute__((section(...)))`)
+            return False
+        set_by_options = option_macros(preprocessor_options(given))
         if set_by_options is None:
             return False
         risky |= set_by_options
@@ -217,7 +232,7 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
     (`#pragma pop_macro`, which NVRTC does not know): it shares."""
     if kernel.language != "cuda":
-        return not pre_included(preprocessor_options(list(kernel.options)))
+        return not pre_included(preprocessor_options(_c_options(kernel)))
     given = list(kernel.options)
     for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
         given += flags.split()
@@ -236,11 +251,43 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     return names.isdisjoint(set_by_options)
 
 
+# Words a paste must not spell (each refused where written whole): a pragma, `__COUNTER__`,
+# and (C) a function's name as a string, an `asm`, code the loader runs.
+_PASTED = ("_Pragma", "__pragma", "__COUNTER__")
+_PASTED_IN_C = ("__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "asm", "__asm", "__asm__")
+_PASTED_IN_C += ("constructor", "destructor", "ifunc", "section")
+_TOKEN = Pattern(r"\w+")
+
+
+def _pastes_a_word(kernel: Kernel) -> bool:
+    """Whether a paste could spell a word of `_PASTED` from tokens of the kernel's source,
+    defines and options (a paste joins whole tokens, however many: `CAT3(_, Prag, ma)`; a
+    macro's argument is expanded first where passed on, `A` to a define's value)."""
+    c = kernel.language == "c"
+    texts = [kernel.source, *(f"{n} {v}" for n, v in kernel.defines), *kernel.options]
+    pieces = set(_TOKEN.findall(" ".join(texts + (_c_options(kernel) if c else []))))
+    for word in _PASTED + (_PASTED_IN_C if c else ()):
+        reach = [True] + [False] * len(word)  # whether its first i characters are spelt
+        for i in range(len(word)):
+            if reach[i]:
+                for j in range(i + 1, len(word) + 1):
+                    reach[j] = reach[j] or word[i:j] in pieces
+        if reach[-1]:
+            return True
+    return False
+
+
+def _c_options(kernel: Kernel) -> list[str]:
+    """A C kernel's options, then those its C compiler may add where it is a wrapper script
+    (`WARM_CC=wrap.sh`, `exec cc -include state.h $CFLAGS "$@"`: `script_words`)."""
+    return [*kernel.options, *script_words(config.cc() or "cc")]
+
+
 def _text_shares(text: str, language: str) -> bool:
     """Whether `text`, as written and with its lines spliced, holds no trigraph or
     digraph, no pragma, no `__COUNTER__`, (C) no `asm`, no `__func__` and no code the loader
-    runs (`constructor`, `destructor`, `ifunc`), and (CUDA) no name qualified by the global
-    scope."""
+    runs (`constructor`, `destructor`, `ifunc`, `section`), and (CUDA) no name qualified by
+    the global scope."""
     for each in (text, LINE_SPLICE.sub("", text)):
         if _TRIGRAPH_OR_DIGRAPH.search(each) or _UNIT_WIDE.search(each):
             return False
@@ -258,20 +305,22 @@ def _source_shares(
     source: str, language: str, own: frozenset[str], risky: frozenset[str] = frozenset()
 ) -> bool:
     """`shares_unit` on a source (variants of one source ask once per define-name set;
-    `risky`: the defines whose value could make a declaration, `_c_names_kept_apart`)."""
+    `risky`: the defines whose value could make a declaration, `c_names_kept_apart`)."""
     if not LINE_SPLICE.search(source):
         source = _LOOP_PRAGMA.sub("", source)  # a loop's own: reaches no other kernel
     if not _text_shares(source, language):
         return False
     text = LINE_SPLICE.sub("", source).replace("\r\n", "\n").replace("\r", "\n")
-    if "##" in text and _PRAGMA_PIECE.search(text):
+    if "##" in text and (
+        _PRAGMA_PIECE.search(text) or (language == "c" and _SECTION_PIECE.search(text))
+    ):
         return False
     helpers, macros = declared(source)  # what the shared unit renames and undoes
     if any(_reserved(name) for name in helpers):
         return False
     if language == "cuda" and not _CUDA_GLOBALS.isdisjoint(helpers):
         return False
-    if language == "c" and not _c_names_kept_apart(text, helpers, risky):
+    if language == "c" and not c_names_kept_apart(text, helpers, risky):
         return False
     if language == "c" and any(
         m.group(2) and _STRINGIZE.search(m.group(3)) for m in _MACRO_TEXT.finditer(text)
@@ -317,74 +366,6 @@ def _attribute_words(text: str) -> set[str]:
                 words.update(_WORD.findall(text, start, bracket.start()))
                 break
     return words
-
-
-# What a C source holds at file scope that a shared unit keeps apart: a function's definition
-# or prototype (no function pointer), a typedef, a tag's definition, an `extern` or
-# `_Static_assert`, and a `static` variable of one declarator; each function and variable
-# one that is renamed (at column 0: an indented one would reach the kernels after it).
-# Anything else (`int n;`, `static int a, b;`, an attribute on a variable, a macro whose
-# text could declare one used there) could be one object for two kernels (C merges
-# tentative definitions of one name): alone.
-_BRACE = Pattern(r"[{}]")
-_STATEMENT_END = Pattern(r";|(?<=\))\s*\{\}")  # a statement's `;`, a function's body
-_NOT_A_NAME = r"(?!(?:__attribute__|__declspec|_Alignas|alignas|typeof|__typeof__|asm|__asm__)\b)"
-_KEPT_APART = Pattern(  # a function: a type, its name, its parameters (no function pointer)
-    rf"|(?!.*\(\s*\*)(?:[\w\s*]|{ATTRIBUTE})*?\b\w+[\s*]+{_NOT_A_NAME}(?P<function>\w+)"
-    r"\s*\([^{}=]*\)"
-    r"|typedef\b.*|(?:struct|union|enum)\s+\w+\s*\{\}|extern\s[^=]*|_Static_assert\b.*",
-    re.DOTALL,
-)
-# A function's name, parameters (a function pointer's too) and body.
-_DEFINITION = Pattern(r"(\w+)\s*\([^{};()]*(?:\([^{};()]*\)[^{};()]*)*\)\s*\{\}")
-_ONE_STATIC = Pattern(r"static\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^,]*)?")
-
-
-# A macro's text that could make or extend a declaration where it is used at file scope.
-_RISKY = Pattern(r"[;,{}=()\[\]]")
-_MACRO_TEXT = Pattern(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(?)([^\n]*)", re.MULTILINE)
-_WORD = Pattern(r"[A-Za-z_]\w*")
-
-
-def _c_names_kept_apart(text: str, renamed: Sequence[str], risky: frozenset[str]) -> bool:
-    """Whether every file-scope declaration of the C `text` (its lines spliced) is one a
-    shared unit keeps apart from its neighbours' (see `_KEPT_APART`), and no macro whose
-    text could declare something (function-like, or holding `;`, `,`, `=`, a bracket:
-    `risky` of the kernel's defines, any of the source's) is used at file scope."""
-    flat = UNSCANNED.sub(" ", text)
-    depth, kept, start = 0, [], 0  # each brace block's inside dropped, `{}` kept
-    for brace in _BRACE.finditer(flat):
-        if brace.group() == "{":
-            if depth == 0:
-                kept.append(flat[start : brace.end()])
-            depth += 1
-        else:
-            depth -= 1
-            if depth < 0:
-                return False
-            if depth == 0:
-                start = brace.start()
-    kept.append(flat[start:] if depth == 0 else "")
-    scope = "".join(kept)
-    risky = risky | {
-        m.group(1) for m in _MACRO_TEXT.finditer(text) if m.group(2) or _RISKY.search(m.group(3))
-    }
-    if risky and not risky.isdisjoint(_WORD.findall(scope)):
-        return False
-    apart: set[str | None] = {None, *renamed}  # (a set: many names stay linear)
-    defined = {None, *_DEFINITION.findall(scope)}  # not a prototype of libm's `sqrt`
-    for piece in _STATEMENT_END.split(scope):
-        each = " ".join(piece.split())
-        kept_apart = _KEPT_APART.fullmatch(each)
-        function = kept_apart.group("function") if kept_apart else None
-        if kept_apart and function in apart and function in defined:
-            continue
-        if kept_apart:  # a function warm does not rename (not at column 0), or one it would
-            return False  # rename that the source does not define (nothing would define it)
-        one = _ONE_STATIC.fullmatch(each)
-        if one is None or one.group(1) not in apart:
-            return False
-    return True
 
 
 def alone_in(units: Sequence[CompileUnit]) -> bool:

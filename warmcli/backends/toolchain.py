@@ -56,11 +56,14 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # 3: a CUDA kernel with a device variable of C linkage no `#define` renames (`extern "C" {
 # __device__ int counter; }`) is built alone (`backends.c_linkage`): in a shared cubin two
 # kernels' `counter` were one object, so a hit computed what a cold start did not.
-# 4: a C kernel with code the loader runs (`__attribute__((constructor))`) is built alone:
+# 4: a C kernel with code the loader runs (`__attribute__((constructor))`, a pointer put in
+# `.init_array` by `__attribute__((section(...)))`, from a function's body too) is built alone:
 # in a shared binary a hit ran it when a neighbour loaded, ahead of the kernels launched
 # before it (a constructor's `srand(12345)` reseeded their `rand()`: a cold start's differed);
-# so is one whose options read a header first (`-include state.h`) or set a macro its source
-# uses at file scope (`-DDECL=static int counter;`): its kernels shared one `counter`.
+# so is one whose options (or its C compiler's, a wrapper script's) read a header first
+# (`-include state.h`) or set a macro its source
+# uses at file scope (`-DDECL=static int counter;`, through a macro of its own too, or in a
+# struct's braces), or whose own macro declares through another: they shared one `counter`.
 BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
@@ -198,6 +201,37 @@ def _wrapper(where: str) -> str:
     for name, value in values.items():
         digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
     return f"{WRAPPER_MARK}{digest.hexdigest()[:16]})"
+
+
+def script_words(path: str) -> list[str]:
+    """The words of the C compiler `path` where it is a script (a wrapper: `exec cc -include
+    h.h "$@"`) and of the values of the variables it names (`$CFLAGS`), as options it may
+    add (`warmcli.backends.sharing` keeps apart what they could reach); [] for a binary."""
+    text, named = _script(path, config.path())
+    values = config.named_variables(named)
+    return _WORDS.findall(" ".join([text, *values.values()])) if text else []
+
+
+@functools.lru_cache(maxsize=8)
+def _script(path: str, search: str) -> tuple[str, tuple[str, ...]]:
+    """The text of the script `path` names (on `search`, PATH) and the variables it names,
+    read once per process as its identity is (`probe`); ("", ()) for a binary or none."""
+    found = _find(path)
+    if found is None:
+        return "", ()
+    where = found[0]
+    try:
+        with open(where, "rb") as script:
+            if script.read(2) != b"#!":
+                return "", ()
+            text = script.read(MAX_WRAPPER)
+    except OSError:
+        return "", ()
+    named = sorted({b"".join(n).decode() for n in _NAMED.findall(text)} - _UNBUILT)
+    return text.decode(errors="replace"), tuple(named)
+
+
+_WORDS = Pattern(r"[^\s'\"]+")  # a script's words, as its quotes would split them, near enough
 
 
 # A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
