@@ -98,3 +98,29 @@ def test_re_warming_an_older_warms_bundle_never_says_production_serves_its_build
     # Served now by today's warm, compiling nothing; and by the older one (mid-rollout).
     assert json.loads(_run(warm, False, WARM_BUNDLE=str(bundle)).stdout)["compiled"] == 0
     assert json.loads(_run(warm, True, WARM_BUNDLE=str(bundle)).stdout)["compiled"] == 0
+
+
+def test_a_re_warmed_bundle_passes_warm_check_before_and_after_warm_clean(
+    yesterday: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """The re-warm README prescribes after an upgrade leaves a bundle `warm check` passes: the
+    tunes' candidates built by this warm too (not only by the older one, which this warm never
+    serves), and, once `warm clean` removed the older builds, picks naming this warm's builds
+    (`warm check` said `its pick 'tile16' is kernel …, which the bundle does not serve`, a
+    kernel production compiled nothing for)."""
+    warm, base = yesterday
+    bundle = shutil.copyfile(base / "old.warm", tmp_path / "b.warm")
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = warm("check", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = warm("clean", bundle, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    removed = json.loads(done.stdout)["removed_count"]
+    assert removed == {"kernels": 6, "tunes": 0}, done.stdout  # the older builds
+    done = warm("check", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(_run(warm, False, WARM_BUNDLE=str(bundle)).stdout) == {
+        "compiled": 0, "tuned": 0}  # fmt: skip
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")  # nothing more to do
+    assert "stored 0 new kernel(s) and 0 new tune(s)" in done.stdout + done.stderr, done.stdout
