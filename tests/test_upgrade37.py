@@ -124,3 +124,42 @@ def test_a_re_warmed_bundle_passes_warm_check_before_and_after_warm_clean(
         "compiled": 0, "tuned": 0}  # fmt: skip
     done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")  # nothing more to do
     assert "stored 0 new kernel(s) and 0 new tune(s)" in done.stdout + done.stderr, done.stdout
+
+
+CUDA = """
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('extern "C" __global__ void twice(float *y) { y[threadIdx.x] *= 2.0f; }', "twice", "P",
+           language="cuda")
+def workload(rt):
+    y = rt.buffer(32)
+    rt.launch(K, y, grid=1, block=32)
+"""
+
+
+def test_warm_clean_without_a_gpu_removes_an_older_warms_cuda_builds(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A build of another recipe is served by no warm of this one on any device: `warm clean`
+    on a machine with no GPU (a CI machine that pre-builds `--arch sm_90`) removed none of the
+    older warm's cubins and PTX, keeping them as CUDA kernels it `cannot judge`."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    (tmp_path / "w.py").write_text(CUDA)
+    bundle = tmp_path / "b.warm"
+    for older in (True, False):
+        done = _run(warm, older, "run", tmp_path / "w.py", "--arch", "sm_90", "-b", bundle, "-q")
+        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    builds = len(warm.json("stats", bundle)["kernels"])
+    done = warm("clean", bundle, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    cleaned = json.loads(done.stdout)
+    assert cleaned["removed_count"]["kernels"] == builds // 2, cleaned
+    assert {r["reason"] for r in cleaned["removed"]} == {
+        f"built by an older warm (build recipe {BUILD_RECIPE - 1}), this warm builds with "
+        f"recipe {BUILD_RECIPE} and never serves it: re-warm with `warm run`"}  # fmt: skip
+    # What stays is this warm's: a GPU-less pre-build `warm check --arch` still serves.
+    done = warm("check", bundle, "--arch", "sm_90")
+    assert done.returncode == 0, done.stdout + done.stderr

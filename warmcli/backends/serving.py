@@ -105,6 +105,20 @@ def other_recipe(theirs: int, ours: int) -> str:
     )
 
 
+def recipe_differs(identity: str) -> str | None:
+    """Why this warm serves no build of the toolchain `identity` on any device (another
+    warm's build recipe built it: `other_recipe`), else None."""
+    ours = toolchain.BUILD_RECIPE  # (read here; no call where the identity ends naming it)
+    named = RECIPE_MARK in identity
+    if (
+        (named or ours != 1)
+        and not (named and identity.endswith(f"{RECIPE_MARK}{ours}]"))
+        and recipe_of(identity) != ours
+    ):
+        return other_recipe(recipe_of(identity), ours)
+    return None
+
+
 def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     """None when `record`'s binary runs on `target`, else (component, reason)."""
     if record.backend != target.backend:
@@ -118,14 +132,9 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
-    ours = toolchain.BUILD_RECIPE  # (read here; no call where the identity ends naming it)
-    named = RECIPE_MARK in record.toolchain
-    if (
-        (named or ours != 1)
-        and not (named and record.toolchain.endswith(f"{RECIPE_MARK}{ours}]"))
-        and recipe_of(record.toolchain) != ours
-    ):
-        return "toolchain", other_recipe(recipe_of(record.toolchain), ours)
+    recipe = recipe_differs(record.toolchain)
+    if recipe is not None:
+        return "toolchain", recipe
     if (  # a wrapper's options; tested without a call where neither is one (every launch)
         record.backend == "host"
         and target.toolchain is not None
