@@ -86,6 +86,39 @@ def jits_on(record: KernelRecord, arch: str) -> bool:
     return record.backend == "cuda" and v is not None and sm is not None and v <= int(sm.group(1))
 
 
+def other_recipe(theirs: int, ours: int) -> str:
+    """Why a build of warm's build recipe `theirs` is not served by this warm (of `ours`),
+    and what makes the bundle serve here: an older warm's is built again by `warm run`."""
+    if 0 < theirs < ours:
+        return (
+            f"built by an older warm (build recipe {theirs}), this warm builds with recipe "
+            f"{ours} and never serves it: re-warm with `warm run`"
+        )
+    if theirs > ours:
+        return (
+            f"built by a newer warm (build recipe {theirs}), this warm builds with recipe "
+            f"{ours} and never serves it: upgrade warm, or re-warm with this one's `warm run`"
+        )
+    return (
+        f"its toolchain names a build recipe no warm writes, this warm builds with recipe "
+        f"{ours} and never serves it: re-warm with `warm run`"
+    )
+
+
+def recipe_differs(identity: str) -> str | None:
+    """Why this warm serves no build of the toolchain `identity` on any device (another
+    warm's build recipe built it: `other_recipe`), else None."""
+    ours = toolchain.BUILD_RECIPE  # (read here; no call where the identity ends naming it)
+    named = RECIPE_MARK in identity
+    if (
+        (named or ours != 1)
+        and not (named and identity.endswith(f"{RECIPE_MARK}{ours}]"))
+        and recipe_of(identity) != ours
+    ):
+        return other_recipe(recipe_of(identity), ours)
+    return None
+
+
 def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     """None when `record`'s binary runs on `target`, else (component, reason)."""
     if record.backend != target.backend:
@@ -99,17 +132,9 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
-    ours = toolchain.BUILD_RECIPE  # (read here; no call where the identity ends naming it)
-    named = RECIPE_MARK in record.toolchain
-    if (
-        (named or ours != 1)
-        and not (named and record.toolchain.endswith(f"{RECIPE_MARK}{ours}]"))
-        and recipe_of(record.toolchain) != ours
-    ):
-        return "toolchain", (
-            f"built by warm's build recipe {recipe_of(record.toolchain)}, this warm builds "
-            f"with recipe {ours}: another way of building may compute otherwise"
-        )
+    recipe = recipe_differs(record.toolchain)
+    if recipe is not None:
+        return "toolchain", recipe
     if (  # a wrapper's options; tested without a call where neither is one (every launch)
         record.backend == "host"
         and target.toolchain is not None

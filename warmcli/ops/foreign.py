@@ -5,7 +5,8 @@ host object of another CPU arch; a cubin of an arch, or a CUDA major release, no
 takes; PTX no GPU here can JIT, or of a CUDA release newer than its driver's), or when
 another toolchain built it and the bundle also holds a build of it by this machine's
 toolchain that runs here (superseded; not a build whose nvcc read other options from the
-environment, `NVCC_APPEND_FLAGS`...: another configuration). A tune is foreign when
+environment, `NVCC_APPEND_FLAGS`...: another configuration), or when another warm's build
+recipe built it (served by no device, so judged with none here). A tune is foreign when
 measured on a device whose fingerprint is none of this machine's. What cannot be judged
 (a backend with no device listed here, a pending tune) is said, not judged. `Machine` is
 what this machine uses, from the one inventory (`warmcli.backends.machine.inventory`).
@@ -20,7 +21,13 @@ from dataclasses import dataclass
 
 from warmcli.backends.base import COMPILE_ONLY
 from warmcli.backends.machine import Inventory
-from warmcli.backends.serving import Target, nvcc_environment, same_kernel, why_not
+from warmcli.backends.serving import (
+    Target,
+    nvcc_environment,
+    recipe_differs,
+    same_kernel,
+    why_not,
+)
 from warmcli.records import KernelRecord, TuneRecord
 
 
@@ -84,6 +91,9 @@ def kernel_foreign(
 
     Foreign: its binary runs on no device here (`warmcli.backends.serving`), or another toolchain
     built it and the bundle holds this machine's toolchain's build of it (`local`)."""
+    recipe = recipe_differs(k.toolchain)  # served by no device: judged without one
+    if recipe is not None:
+        return recipe, None
     targets = _targets(k, machine)
     if targets is None:
         return None, f"{k.backend} kernels (no {k.backend} device visible here)"

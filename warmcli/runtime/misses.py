@@ -202,11 +202,7 @@ class Misses:
             if any_toolchain and h.kind == "kernel":
                 continue  # builds of other toolchains are served here when they run here
             if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
-                active_collector().note(
-                    f"bundle holds {h.count} kernel(s) for {h.arch} built by {h.by[:120]!r}: "
-                    f"this run builds its own on {self.device.id} (production serves either "
-                    "where it runs, as README's 'Where a build is served' says)"
-                )
+                active_collector().note(_foreign_kernels(h.count, h.arch, h.by, self.device.id))
                 continue
             how = (
                 "pending (recorded without a GPU) for"
@@ -215,3 +211,23 @@ class Misses:
             )
             what = f"{h.count} tune(s) {how} {h.by[:120]!r}"
             active_collector().note(f"bundle holds {what}: not served on {self.device.id}")
+
+
+def _foreign_kernels(count: int, arch: str, by: str, device_id: str) -> str:
+    """The note on a bundle's kernels of another toolchain while warming: production serves
+    them where they run, but never a build of another warm's build recipe."""
+    from warmcli.backends import toolchain
+    from warmcli.backends.serving import other_recipe
+
+    held = f"bundle holds {count} kernel(s) for {arch} built by {by[:120]!r}"
+    theirs, ours = toolchain.recipe_of(by), toolchain.BUILD_RECIPE
+    if theirs != ours:
+        return (
+            f"{held}: {other_recipe(theirs, ours).partition(': ')[0]}: this run builds its "
+            f"own on {device_id} (`warm clean` removes them: run it once no warm of recipe "
+            f"{theirs} serves this bundle)"
+        )
+    return (
+        f"{held}: this run builds its own on {device_id} (production serves either where it "
+        "runs, as README's 'Where a build is served' says)"
+    )

@@ -21,7 +21,9 @@ where everything is a miss by design). What was built and measured is written by
 (`warmcli.backends.cuda.foreign`). Given a `Shard` (the warming passes of `warm run
 --shard`), the runtime measures only that shard's tunes and queues or compiles only the
 launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
-with a single candidate is answered with it, never measured nor registered. The runtime
+with a single candidate is answered with it, never measured nor registered. While warming,
+a measured pick whose kernel another warm's build recipe built is measured again
+(`_older_recipe`); serving takes it. The runtime
 never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
 registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned
 (its measuring raised, or the runtime closed with it still gathered). A buffer's shape and
@@ -237,7 +239,10 @@ class Runtime:
                 return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         record = self.tunes.get(key)
-        if record is not None and record.status == "measured" and record.pick in tunable.candidates:
+        measured = record is not None and record.status == "measured"
+        if record is not None and measured and record.pick in tunable.candidates:
+            record = None if self._older_recipe(tunable, record) else record
+        if record is not None and measured and record.pick in tunable.candidates:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
         elif current_process_mode() is ProcessMode.COMPILE_ONLY:
@@ -267,6 +272,26 @@ class Runtime:
             pick = record.pick
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
+
+    def _older_recipe(self, tunable: Tunable, record: TuneRecord) -> bool:
+        """Warming only (no miss policy): whether a measured pick's kernel is recorded as a
+        build of another warm's build recipe (or one no longer in the bundle) where this
+        warm keys it otherwise: measured again, every candidate built, as a fresh warm does,
+        so the bundle's tunes name builds this warm serves (`warm check`, after `warm clean`
+        removed the older ones). Serving takes such a pick as it is."""
+        if self.misses.policy is not None or self.bundle is None:
+            return False
+        recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
+        if recorded == self.kernels.key(tunable.candidates[record.pick]):
+            return False
+        from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of  # (a re-warm only)
+        from warmcli.errors import BundleError
+
+        try:
+            held = self.bundle.kernel(recorded)
+        except BundleError:  # malformed: `warm check` names it, not this
+            return False
+        return held is None or recipe_of(held.toolchain) != BUILD_RECIPE
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
         """A tunable with one candidate: that candidate, launched; nothing measured."""
