@@ -42,6 +42,7 @@ from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
+from warmcli.bundle.unreadable import skip_unreadable
 from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
@@ -50,6 +51,8 @@ from warmcli.records import KernelRecord, TuneRecord, where
 
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
+CORRUPT_ROW = "corrupt: a malformed row"
+WHATS = ("kernel", "tune")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Removal:
     where: str
     reason: str
     bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
+    by_rowid: bool = False  # a row no listing reads: removed by its rowid, not by `key`
 
 
 @dataclass
@@ -83,7 +87,7 @@ class CleanPlan:
         self.removed[removal.kind] += 1
         if len(self.removals) < LISTED:
             self.removals.append(removal)
-        if self.keys is not None:
+        if self.keys is not None and not removal.by_rowid:
             self.keys.setdefault(removal.kind, []).append(removal.key)
 
 
@@ -248,10 +252,12 @@ def clean_bundle(
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
     removed: list[int] = []  # kernels and tunes, once their removal is committed
+    format_after = format_before
     try:
         with Bundle.open(path, write=not dry_run) as bundle:
-            require_consistent(bundle)  # what its indexes say is what its rows say
             format_after = bundle.format_version()
+            require_consistent(bundle)  # what its indexes say is what its rows say
+            unreadable = skip_unreadable(bundle)  # rows no listing reads: skipped, then removed
             corrupt = _corrupt_blobs(bundle)
             malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt
             kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
@@ -271,16 +277,26 @@ def clean_bundle(
             )
             for removal in malformed:
                 plan.remove(removal)
+            for u in unreadable:
+                plan.remove(Removal(u.what, u.key, u.problem, "", CORRUPT_ROW, by_rowid=True))
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
                 with _held_interrupts():  # committed and counted, or neither
-                    bundle.delete(kernels, tunes)
-                    removed[:] = len(kernels), len(tunes)
+                    rows = tuple(
+                        [(u.rowid, u.raw_key) for u in unreadable if u.what == w] for w in WHATS
+                    )
+                    bundle.delete(kernels, tunes, rows)
+                    removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
                 _vacuum(bundle, *removed)
         after = path.stat().st_size
         # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too
         return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+    except BundleError as exc:  # after a migration (its own transaction, committed): say so
+        if format_after == format_before:
+            raise
+        done = f"migrated from format {format_before} to {format_after} first, and stays so"
+        raise BundleError(f"{exc}; the bundle was {done}") from None
     except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
         if not removed:
             raise
@@ -311,7 +327,7 @@ def _malformed(kind: str, into: list[Removal]) -> Callable[[str, str], None]:
 
     def bad(key: str, problem: str) -> None:
         if len(key) == 64 and all(c in "0123456789abcdef" for c in key):
-            into.append(Removal(kind, key, problem, "", "corrupt: a malformed row"))
+            into.append(Removal(kind, key, problem, "", CORRUPT_ROW))
 
     return bad
 

@@ -5,7 +5,8 @@ a warm bundle or is of another format version) and then runs `Bundle.integrity`
 (`warmcli.bundle.admin`: SQLite's own page-level consistency, the manifest's
 fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
-pick is one of them), that every host kernel's binary exports its symbol
+pick is one of them; a row no listing can read, `warmcli.bundle.unreadable`, is named
+first and skipped), that every host kernel's binary exports its symbol
 (`warmcli.ops.exported`: production would never serve it), and checks every signature
 (`warmcli.bundle.signature_report`): by which key, valid or not, stale (signed before a
 migration: it covers nothing) or not, what it covers; an invalid or stale one is a
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
+from warmcli.bundle.unreadable import skip_unreadable
 from warmcli.ops.exported import unexported
 from warmcli.printable import LISTED
 
@@ -64,6 +66,9 @@ def check_bundle(
     counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
     with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
         report.format_version = bundle.format_version()  # the file's, not this warm's
+        for row in skip_unreadable(bundle):  # no listing reads it: named, then skipped
+            setattr(report, f"{row.what}s", getattr(report, f"{row.what}s") + 1)
+            report.add(row.problem)
         for what, problem in bundle.integrity():
             if what:
                 setattr(report, counters[what], getattr(report, counters[what]) + 1)
