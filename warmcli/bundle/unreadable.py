@@ -7,11 +7,13 @@ rows are. `unreadable_rows` finds every one of a table in one pass in rowid orde
 loading an oversized value (SQLite refuses it: the scan goes on past that row, and
 `typeof()` and an incremental blob handle's length name the column and its size without
 reading it) and never decoding a text in Python unless SQL says it holds a byte that is
-not printable ASCII (then its bytes, within the limit, are decoded). A repair
-(`warm verify`, `warm clean`) has its reader skip them (`RowReader.skip_rows`), names each
-by its key (shown escaped) and removes it by its rowid: a key that is not hex or not UTF-8
-too. Serving never reads them (`Bundle.kernel`, `Bundle.tune` take one row, and a row
-they cannot read is a miss). It owns no state, never writes and never prints.
+not ASCII, or a NUL (then its bytes, within the limit, are decoded). A repair
+(`warm verify`, `warm clean`) has its reader skip them (`skip_unreadable`,
+`RowReader.skip_rows`), names each by its key (`_key`, shown escaped) and removes it by its
+rowid (if its key is still the one read): a key that is not hex or not UTF-8 too;
+`warmcli.bundle.oversize` names the first for a listing that meets one. Serving never
+reads them (`Bundle.kernel`, `Bundle.tune` take one row, and a row they cannot read is a
+miss). It owns no state, never writes and never prints.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ TABLES = {"kernel": "kernels", "tune": "tunes"}
 TOO_BIG = "string or blob too big"  # SQLite's words for a value over its length limit
 _NOT_ASCII = "*[^\x01-\x7f]*"  # a text SQL cannot vouch for: its bytes are decoded
 SCAN_BATCH = 256
+KEY_BYTES = 128  # a longer key is not kept: its row is removed by its rowid alone
 _HEX_TEXT = "typeof(key) = 'text' AND length(key) = 64 AND NOT key GLOB '*[^0-9a-f]*'"
 _BAD_KEY = {  # SQL: whether a row's key is not one a listing can name it by (hex)
     "kernel": f"NOT ({_HEX_TEXT})",
@@ -48,12 +51,12 @@ class Unreadable:
     rowid: int
     key: str  # as a listing names it (hex of a tune's 32 bytes); "?" where unreadable
     problem: str  # `_corrupt`'s line naming it
-    raw_key: bytes | None  # the key's stored bytes (within `MAX_NAME_CHARS`), else None
+    raw_key: bytes | None  # its key's stored bytes (up to `KEY_BYTES`: removed only if still so)
 
 
 def unreadable_rows(reader: RowReader, what: str) -> list[Unreadable]:
-    """Every row of `what`'s table (`TABLES`) that holds a value longer than warm reads or
-    a text that is not UTF-8, in rowid order."""
+    """Every row of `what`'s table (`TABLES`) that holds a value longer than warm reads, a
+    text that is not UTF-8 or a key a listing cannot name it by, in rowid order."""
     table = TABLES[what]
     conn = reader._conn
     found: list[Unreadable] = []
@@ -143,9 +146,9 @@ def _unreadable(conn: sqlite3.Connection, what: str, rowid: int, problem: str) -
     raw: bytes | None = None
     with contextlib.suppress(sqlite3.Error, ValueError):
         with conn.blobopen(TABLES[what], "key", rowid, readonly=True) as blob:
-            raw = blob.read() if len(blob) <= MAX_NAME_CHARS else None
+            raw = blob.read() if len(blob) <= KEY_BYTES else None
     line = _corrupt(what, key if key != "?" else None, _Malformed(problem))
-    return Unreadable(what, rowid, key, line, raw)
+    return Unreadable(what, rowid, key[:64], line, raw)
 
 
 def skip_unreadable(reader: RowReader) -> list[Unreadable]:
