@@ -171,11 +171,32 @@ def test_a_key_not_hex_or_not_utf8_is_removed_by_its_rowid(
     verified = warm("verify", bundle)
     assert verified.returncode == 1, verified.stdout + verified.stderr
     assert "'zz' (key: not a sha256 in hex)" in verified.stdout, verified.stdout
-    assert "(key: not UTF-8)" in verified.stdout and "'\\x00'" in verified.stdout
+    assert "(key: not UTF-8)" in verified.stdout and "'00' (key: not a tune key)" in verified.stdout
     cleaned = warm("clean", bundle)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert "removed 2 kernel(s) and 1 tune(s)" in cleaned.stdout, cleaned.stdout
     assert _counts(bundle) == (kernels - 2, tunes - 1)
+    assert warm("verify", bundle).returncode == 0
+
+
+def test_a_key_not_hex_alone_is_removed_by_its_rowid(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A key that is not hex in rows every listing reads: verify named them, but clean kept
+    them (it removes by key)."""
+    warm, good = made
+    kernels, tunes = _counts(good)
+    bundle = _copy(
+        good,
+        tmp_path,
+        "UPDATE kernels SET key = 'zz' WHERE entry = 'bias_relu'",
+        "UPDATE tunes SET key = x'0011' WHERE rowid = 2",
+    )
+    cleaned = warm("clean", bundle)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert "removed 1 kernel(s) and 1 tune(s)" in cleaned.stdout, cleaned.stdout
+    assert "'zz'" in cleaned.stdout and "'0011'" in cleaned.stdout, cleaned.stdout
+    assert _counts(bundle) == (kernels - 1, tunes - 1)
     assert warm("verify", bundle).returncode == 0
 
 

@@ -28,10 +28,9 @@ from warmcli.bundle.rows import (
     _corrupt,
     _Malformed,
 )
-from warmcli.bundle.unreadable import TOO_BIG, _key, unreadable_rows
+from warmcli.bundle.unreadable import NOT_UTF8, TOO_BIG, _key, unreadable_rows
 from warmcli.errors import BundleError
 
-NOT_UTF8 = "Could not decode to UTF-8"  # Python's, for a text that is not UTF-8
 TABLES = {"kernel": "kernels", "tune": "tunes"}
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 TABLES = {"kernel": "kernels", "tune": "tunes"}
 TOO_BIG = "string or blob too big"  # SQLite's words for a value over its length limit
+NOT_UTF8 = "Could not decode to UTF-8"  # Python's, for a text that is not UTF-8
 _NOT_ASCII = "*[^\x01-\x7f]*"  # a text SQL cannot vouch for: its bytes are decoded
 SCAN_BATCH = 256
 KEY_BYTES = 128  # a longer key is not kept: its row is removed by its rowid alone
@@ -151,6 +152,11 @@ def _unreadable(conn: sqlite3.Connection, what: str, rowid: int, problem: str) -
     return Unreadable(what, rowid, key[:64], line, raw)
 
 
+def unreadable_error(exc: BundleError) -> bool:
+    """Whether `exc` is a listing's refusal of a row `unreadable_rows` finds (named or not)."""
+    return any(w in str(exc) for w in ("longer than warm reads", "not UTF-8", NOT_UTF8, TOO_BIG))
+
+
 def skip_unreadable(reader: RowReader) -> list[Unreadable]:
     """Find every unreadable kernel and tune row and have `reader`'s listings skip them
     (`RowReader.skip_rows`); the rows found, kernels first."""
@@ -173,7 +179,7 @@ def _key(conn: sqlite3.Connection, table: str, rowid: int) -> str:
             with conn.blobopen(table, "key", rowid, readonly=True) as blob:
                 if len(blob) <= MAX_NAME_CHARS:
                     raw = blob.read()
-                    if kind == "blob" and len(raw) == 32:
+                    if kind == "blob":  # as `KEY_HEX` reads it
                         return raw.hex()
                     return raw.decode("utf-8", "replace")
     return "?"
