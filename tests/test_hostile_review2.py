@@ -56,7 +56,8 @@ def test_a_row_sqlite_cannot_decode_is_one_miss_never_its_neighbours(
     """A kernel row whose label is no UTF-8 makes SQLite refuse to hand it back: a serving
     process's prefetch of the device's rows passes over it (and goes on after it),
     so that kernel alone is a miss, explained as corrupt; every other kernel is served. Read
-    by its key, the row is a `BundleError`; `warm check`, `stats`, `verify` say it in a line."""
+    by its key, the row is a `BundleError`; `warm check`, `stats` say it in a line naming
+    it, `warm verify` names it among its problems (`test_clean37`)."""
     warm, good = made
     path = crafted(
         good,
@@ -82,9 +83,13 @@ def test_a_row_sqlite_cannot_decode_is_one_miss_never_its_neighbours(
         assert all(bundle.kernel(k, fetched) for k in keys if k != bad)
         with pytest.raises(BundleError, match=r"corrupt bundle.*decode"):
             bundle.kernel(bad, fetched)
-    for command in ("check", "stats", "verify"):  # one line each, never a traceback
+    named = f"corrupt kernel entry '{bad[:16]}' (label: not UTF-8)"
+    for command in ("check", "stats"):  # one line each naming the entry, never a traceback
         for args in ((command, path), (command, "--json", path)):
             proc = warm(*args)  # type: ignore[operator]
             lines = proc.stderr.splitlines()
             assert proc.returncode == 2 and len(lines) == 1, (args, proc.stdout + proc.stderr)
-            assert "corrupt bundle" in lines[0] and "decode" in lines[0], (args, lines)
+            assert named in lines[0], (args, lines)
+    for args in (("verify", path), ("verify", "--json", path)):  # named among its problems
+        proc = warm(*args)  # type: ignore[operator]
+        assert proc.returncode == 1 and named in proc.stdout, (args, proc.stdout + proc.stderr)

@@ -48,6 +48,9 @@ _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (thos
     f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
+_BY_ROWID = "DELETE FROM {} WHERE rowid = ?1 AND (?2 IS NULL OR CAST(key AS BLOB) = ?2)"
+Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes
+
 
 class BundleAdmin(SignedRows):
     """Maintenance and aggregates of an open bundle; see the module doc."""
@@ -116,8 +119,8 @@ class BundleAdmin(SignedRows):
         """The well-formed kernels whose blob the bundle does not hold, streamed."""
         from warmcli.bundle.oversize import each_named  # as every listing here: on first use
 
-        orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs)"
-        rows = self._iter(f"{orphans} ORDER BY device, arch, label")
+        orphans = f"{KERNEL_SELECT} WHERE sha256 NOT IN (SELECT sha256 FROM blobs) AND "
+        rows = self._iter(f"{orphans}{self.skipped('kernels')} ORDER BY device, arch, label")
         return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
 
     def blob_problems(self, *, unused: bool = False) -> Iterator[str]:
@@ -178,28 +181,29 @@ class BundleAdmin(SignedRows):
         """The (created, last_used) times of the kernels under `keys` (a listing's, bounded)."""
         found: dict[str, tuple[float, float]] = {}
         for start in range(0, len(keys), 500):
-            chunk = list(keys[start : start + 500])
-            marks = ", ".join("?" * len(chunk))
-            rows = self._all(
-                f"SELECT key, created, last_used FROM kernels WHERE key IN ({marks})", tuple(chunk)
-            )
-            for r in rows:
-                key, times = self._parse("kernel", r[0], lambda r=r: _usage_row(r))
-                found[key] = times
+            chunk = tuple(keys[start : start + 500])
+            sql = "SELECT key, created, last_used FROM kernels WHERE key IN (%s)"
+            for r in self._all(sql % ", ".join("?" * len(chunk)), chunk):
+                found.update([self._parse("kernel", r[0], lambda r=r: _usage_row(r))])
         return found
 
     # -- maintenance: removal, vacuum, integrity (warm clean, merge, verify) ----------------
 
-    def delete(self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = ()) -> int:
-        """Remove kernels and tunes, then, in the same transaction, what no entry uses any
-        more (`warmcli.bundle.unused`: blobs, fingerprints, interned kernel keys); returns
-        blobs removed."""
+    def delete(
+        self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = (), rows: Rows = ((), ())
+    ) -> int:
+        """Remove kernels and tunes (and `rows`: kernels', tunes' (rowid, its key's bytes) no
+        listing reads, each if its key is still those bytes, `warmcli.bundle.unreadable`), then,
+        in the same transaction, what no entry uses any more (`warmcli.bundle.unused`: blobs,
+        fingerprints, interned kernel keys); returns blobs removed."""
         from warmcli.bundle.unused import drop_unused
 
         with self.transaction() as conn:
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
             tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
-            return drop_unused(conn, tunes.rowcount > 0)
+            for table, ids in zip(("kernels", "tunes"), rows, strict=True):
+                conn.executemany(_BY_ROWID.format(table), ids)
+            return drop_unused(conn, tunes.rowcount > 0 or bool(rows[1]))
 
     def tune_keys(self) -> list[str]:
         rows = self._all(f"SELECT {KEY_HEX} FROM tunes ORDER BY key")
@@ -221,7 +225,8 @@ class BundleAdmin(SignedRows):
         `shown` of those of `tables`, in its order: what a signature report needs of a
         bundle no valid signature covers, without hashing every row."""
         total, first = 0, []
-        for table, select in SIGNED_ROWS:
+        for table, select in SIGNED_ROWS:  # those no listing reads skipped (named as corrupt)
+            select += f" {'AND' if ' WHERE ' in select else 'WHERE'} {self.skipped(table)}"
             row = self._one(f"SELECT count(*) FROM ({select})")
             total += int(row[0]) if row else 0
             if table in tables and len(first) < shown:
@@ -274,8 +279,8 @@ class BundleAdmin(SignedRows):
         """`each_tune`'s checks of the rows whose rowid is in (low, high], in rowid order."""
         from warmcli.bundle.tune_layout import laid_tunes  # verify's: never a serving one
 
-        sql = f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
-        return laid_tunes(self, self._iter(sql, (low, high)), on_error)
+        sql = f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? AND {self.skipped('tunes')}"
+        return laid_tunes(self, self._iter(f"{sql} ORDER BY rowid", (low, high)), on_error)
 
     def rowid_span(self, table: str) -> tuple[int, int]:
         """The least and greatest rowid of `table` ((1, 0) when it is empty)."""
@@ -342,21 +347,18 @@ class BundleAdmin(SignedRows):
         return first_naturally(limit, ok)
 
     def format_version(self) -> int:
-        """The format the open file is in (its header's `user_version`, read through the
-        connection: a format-1 bundle opened read-only stays format 1)."""
+        """The open file's format (its header's `user_version`: format 1 read-only stays 1)."""
         row = self._one("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     def count(self, table: str) -> int:
         """How many kernels or tunes the bundle holds."""
-        assert table in ("kernels", "tunes")
+        assert table in ("kernels", "blobs", "tunes")
         row = self._one(f"SELECT count(*) FROM {table}")
         return int(row[0]) if row else 0
 
     def counts(self) -> dict[str, int]:
-        return {
-            t: int(self._one(f"SELECT count(*) FROM {t}")[0]) for t in ("kernels", "blobs", "tunes")
-        }  # type: ignore[index]
+        return {t: self.count(t) for t in ("kernels", "blobs", "tunes")}
 
     def blob_users(self) -> dict[str, int]:
         """How many kernels use each binary that more than one kernel uses (a batch's)."""
@@ -367,9 +369,7 @@ class BundleAdmin(SignedRows):
         return {str(sha): int(n) for sha, n in rows}
 
     def has_operation(self, operation: str) -> bool:
-        return (
-            self._one("SELECT 1 FROM tunes WHERE operation = ? LIMIT 1", (operation,)) is not None
-        )
+        return self._one("SELECT 1 FROM tunes WHERE operation = ?", (operation,)) is not None
 
 
 def _corrupt_blobs(bundle: BundleAdmin) -> dict[str, str]:

@@ -37,13 +37,21 @@ from warmcli.bundle.rows import (
     _SYMBOL,
     KERNEL_COLUMNS,
     MAX_NAME_CHARS,
-    _clip,
     _json_object,
     _Malformed,
     _within_limits,
 )
 from warmcli.kernel_parts import cubin_archs, key_of
 from warmcli.records import KernelRecord, symbol_prefix
+
+
+def _clip(log: str) -> str:
+    """A compile log cut to what a bundle may hold (its head and its tail)."""
+    if len(log) <= limits.MAX_TEXT_CHARS:
+        return log
+    half = limits.MAX_TEXT_CHARS // 2 - 64
+    return f"{log[:half]}\n[... {len(log) - 2 * half} characters cut ...]\n{log[-half:]}"
+
 
 PREFETCH_VALUE_BYTES = 64 << 10  # each value of a kernel row prefetched for serving
 # A prefetched row: `KERNEL_COLUMNS`, its blob's size (read as `KERNEL_SELECT` reads it, by

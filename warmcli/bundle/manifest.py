@@ -16,13 +16,13 @@ no state, opens no file (it writes one row into a writer's open transaction) and
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.rows import (
-    _STANDARD_JSON,
     MAX_NAME_CHARS,
     _bounded_select,
     _corrupt,
@@ -40,6 +40,22 @@ MANIFEST_SELECT = (
     f"{_bounded_select((('key', MAX_NAME_CHARS), ('value', MAX_NAME_CHARS)), 'manifest')} "
     f"ORDER BY rowid LIMIT {MANIFEST_ROWS + 1}"
 )
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; `ValueError` where it is none (1e999: no JSON number)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: what `json.dumps` would write back
+
+
+# JSON as the standard has it: what a document warm shows as JSON (a fingerprint) is read with
+_STANDARD_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
 
 
 FINGERPRINT_ROWS = 1024  # one per device and toolchain that wrote entries

@@ -6,7 +6,8 @@ stops at such a row with SQLite's "too big", which names no row (so does SQLite'
 own check of an index holding one). `each_named` parses a listing's rows (the one way
 every listing of kernels or tunes does) and turns that error into a `BundleError` naming
 the first entry (in rowid order) that holds such a value, its column and its size in
-bytes (`refused`: any read's error so), found without loading any value: `typeof()` and
+bytes (`refused`: any read's error so; a text not UTF-8, that Python refused, named as
+`warmcli.bundle.unreadable` finds it), found without loading any value: `typeof()` and
 an incremental blob handle's length (`Connection.blobopen`, Python 3.11+, the versions
 that set the limit) read only the record's header. Where none is found, the error stays
 SQLite's. It owns no state, never writes and never prints.
@@ -27,9 +28,9 @@ from warmcli.bundle.rows import (
     _corrupt,
     _Malformed,
 )
+from warmcli.bundle.unreadable import NOT_UTF8, TOO_BIG, _key, unreadable_rows
 from warmcli.errors import BundleError
 
-TOO_BIG = "string or blob too big"  # SQLite's words for a value over its length limit
 TABLES = {"kernel": "kernels", "tune": "tunes"}
 
 
@@ -71,6 +72,11 @@ def refused(
 ) -> BundleError:
     """`exc`, or where it is SQLite's refusal of a value too long, a `BundleError` naming
     the first entry of `whats` that holds one (its key, column and size)."""
+    if NOT_UTF8 in str(exc):  # a text Python cannot decode: named as the scan names it
+        for what in whats:
+            found = [u for u in unreadable_rows(reader, what) if "not UTF-8" in u.problem]
+            if found:
+                return BundleError(f"{reader.path}: {found[0].problem}")
     if TOO_BIG not in str(exc):
         return exc
     for what in whats:
@@ -99,19 +105,3 @@ def _oversized(reader: RowReader, table: str) -> tuple[str, str] | None:
                     problem = f"{column}: {size} bytes, longer than warm reads, not read"
                     return _key(conn, table, rowid), problem
     return None
-
-
-def _key(conn: sqlite3.Connection, table: str, rowid: int) -> str:
-    """A row's key as a listing names it (hex where it is stored as 32 bytes); "?" if it
-    cannot be read."""
-    with contextlib.suppress(sqlite3.Error):
-        row = conn.execute(f"SELECT typeof(key) FROM {table} WHERE rowid = ?", (rowid,))
-        kind = row.fetchone()[0]
-        if kind in ("text", "blob"):
-            with conn.blobopen(table, "key", rowid, readonly=True) as blob:
-                if len(blob) <= MAX_NAME_CHARS:
-                    raw = blob.read()
-                    if kind == "blob" and len(raw) == 32:
-                        return raw.hex()
-                    return raw.decode("utf-8", "replace")
-    return "?"

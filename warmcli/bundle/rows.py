@@ -9,7 +9,8 @@ its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.ker
 or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
 `RowReader` (the reads `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at
 a time) names as a `BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`).
-Its only state is this process's id (`_PROCESS`); it never decides what is served, and
+Its only state is this process's id (`_PROCESS`) and a reader's rows to skip (`skip_rows`:
+those no listing can read, `warmcli.bundle.unreadable`); it never decides what is served, and
 opens only a forked child's own connection (`_conn`).
 """
 
@@ -259,9 +260,19 @@ class RowReader:
     def _rows(
         self, select: str, order: str, column: str, value: str | None, limit: int = -1
     ) -> Iterator[tuple[Any, ...]]:
-        """The rows of `select` (those whose `column` is `value`, if given), streamed."""
-        where, params = (f"WHERE {column} = ?", (value,)) if value is not None else ("", ())
+        """The rows of `select` (those whose `column` is `value`, if given), streamed: those
+        `skip_rows` names left out."""
+        where, params = (f"{column} = ?", (value,)) if value is not None else ("1", ())
+        where = f"WHERE {where} AND {self.skipped(select.rpartition(' FROM ')[2].split()[0])}"
         return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))
+
+    def skip_rows(self, table: str, rowids: list[int]) -> None:
+        """Have every listing of `table` skip these rows (`warmcli.bundle.unreadable`)."""
+        self.__dict__.setdefault("_skipped", {})[table] = ",".join(map(str, map(int, rowids)))
+
+    def skipped(self, table: str) -> str:  # a condition leaving out the rows skipped
+        rowids = self.__dict__.get("_skipped", {}).get(table)
+        return f"{table}.rowid NOT IN ({rowids})" if rowids else "1"
 
     def _parse(self, what: str, key: object, parse: Callable[[], _T]) -> _T:
         """Run a row parser; a malformed field becomes a `BundleError` naming the entry."""
@@ -272,14 +283,6 @@ class RowReader:
 
 
 # -- field checks: what warm writes, and nothing else, becomes a record -----------------------
-
-
-def _clip(log: str) -> str:
-    """A compile log cut to what a bundle may hold (its head and its tail)."""
-    if len(log) <= MAX_TEXT_CHARS:
-        return log
-    half = MAX_TEXT_CHARS // 2 - 64
-    return f"{log[:half]}\n[... {len(log) - 2 * half} characters cut ...]\n{log[-half:]}"
 
 
 def _text(value: object, limit: int = MAX_TEXT_CHARS) -> str:
@@ -327,22 +330,6 @@ def _size(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BLOB_BYTES:
         raise _Malformed(f"{value!r} is not a blob size")
     return value
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float; `ValueError` where it is none (1e999: no JSON number)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:20]} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: what `json.dumps` would write back
-
-
-# JSON as the standard has it: what a document warm shows as JSON (a fingerprint) is read with
-_STANDARD_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
 
 
 def _json_value(text: str, loads: Callable[[str], object] = json.loads) -> object:

@@ -3,7 +3,10 @@
 A kernel is *corrupt* when its blob is missing, fails its sha256 or (a host kernel's) does
 not export its symbol (`warmcli.ops.exported`), and a kernel or tune
 when its row is malformed (as `warm verify` names it): removed, so the next `warm run`
-builds it again. An entry is *foreign* when this machine would never serve it
+builds it again; a row no listing can read (`warmcli.bundle.unreadable`: a value over
+the length limit, a text not UTF-8, a key not hex), once a listing meets one, has every
+such row found and skipped, the plan made again, and each removed by its rowid.
+An entry is *foreign* when this machine would never serve it
 (`warmcli.ops.foreign`: a kernel whose binary runs on no device here, or that this
 machine's toolchain's build, runnable here, supersedes; a tune of another device's).
 What this machine cannot judge is kept and counted (`kept_unjudged`, less what `max_size`
@@ -42,6 +45,7 @@ from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
+from warmcli.bundle.unreadable import Unreadable, skip_unreadable, unreadable_error
 from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
@@ -50,6 +54,8 @@ from warmcli.records import KernelRecord, TuneRecord, where
 
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
+CORRUPT_ROW = "corrupt: a malformed row"
+WHATS = ("kernel", "tune")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class Removal:
     where: str
     reason: str
     bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
+    by_rowid: bool = False  # a row no listing reads: removed by its rowid, not by `key`
 
 
 @dataclass
@@ -83,7 +90,7 @@ class CleanPlan:
         self.removed[removal.kind] += 1
         if len(self.removals) < LISTED:
             self.removals.append(removal)
-        if self.keys is not None:
+        if self.keys is not None and not removal.by_rowid:
             self.keys.setdefault(removal.kind, []).append(removal.key)
 
 
@@ -248,43 +255,83 @@ def clean_bundle(
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
     removed: list[int] = []  # kernels and tunes, once their removal is committed
+    format_after = format_before
     try:
         with Bundle.open(path, write=not dry_run) as bundle:
-            require_consistent(bundle)  # what its indexes say is what its rows say
             format_after = bundle.format_version()
-            corrupt = _corrupt_blobs(bundle)
-            malformed: list[Removal] = []  # rows no reader can serve: removed, as corrupt
-            kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
-            plan = plan_clean(
-                ((k, used) for k, (_, used) in kernels_used),
-                bundle.each_tune(on_error=_malformed("tune", malformed), order=AS_STORED),
-                machine,
-                keep_foreign=keep_foreign,
-                max_size=max_size,
-                apply=not dry_run,
-                labels=bundle.kernel,
-                corrupt=corrupt,
-                unserved={k.key: UNEXPORTED for k, _ in unexported(bundle)},
-                local=local_builds(
-                    bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
-                ),
-            )
-            for removal in malformed:
-                plan.remove(removal)
+            require_consistent(bundle)  # what its indexes say is what its rows say
+            options = (machine, keep_foreign, max_size, dry_run)
+            unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
+            try:
+                plan = _plan(bundle, *options, unreadable)
+            except BundleError as exc:  # a listing stopped at one: skip every one, plan again
+                if not unreadable_error(exc):
+                    raise
+                unreadable = skip_unreadable(bundle)
+                plan = _plan(bundle, *options, unreadable, True)
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
                 with _held_interrupts():  # committed and counted, or neither
-                    bundle.delete(kernels, tunes)
-                    removed[:] = len(kernels), len(tunes)
+                    rows = tuple(
+                        [(u.rowid, u.raw_key) for u in unreadable if u.what == w] for w in WHATS
+                    )
+                    bundle.delete(kernels, tunes, rows)
+                    removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
                 _vacuum(bundle, *removed)
         after = path.stat().st_size
         # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too
         return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+    except BundleError as exc:  # after a migration (its own transaction, committed): say so
+        if format_after == format_before:
+            raise
+        done = f"migrated from format {format_before} to {format_after} first, and stays so"
+        raise BundleError(f"{exc}; the bundle was {done}") from None
     except KeyboardInterrupt:  # Ctrl-C once the removal is committed: it is kept, say so
         if not removed:
             raise
         raise CleanInterrupted(*removed) from None
+
+
+def _plan(
+    bundle: Bundle,
+    machine: Machine,
+    keep_foreign: bool,
+    max_size: int | None,
+    dry_run: bool,
+    unreadable: list[Unreadable],
+    scanned: bool = False,
+) -> CleanPlan:
+    """`plan_clean` of `bundle`, its malformed rows and `unreadable` removed as corrupt;
+    unless `scanned`, a key no listing names a row by (not hex) has every unreadable row
+    found (added to `unreadable`, skipped) and the plan made again. A listing that stops at
+    an unreadable row not skipped is a `BundleError` (`unreadable_error`)."""
+    corrupt = _corrupt_blobs(bundle)
+    malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
+    kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
+    plan = plan_clean(
+        ((k, used) for k, (_, used) in kernels_used),
+        bundle.each_tune(on_error=_malformed("tune", malformed), order=AS_STORED),
+        machine,
+        keep_foreign=keep_foreign,
+        max_size=max_size,
+        apply=not dry_run,
+        labels=bundle.kernel,
+        corrupt=corrupt,
+        unserved={k.key: UNEXPORTED for k, _ in unexported(bundle)},
+        local=local_builds(
+            bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
+        ),
+    )
+    if None in malformed and not scanned:  # a key not hex: found, to be removed by rowid
+        unreadable += skip_unreadable(bundle)
+        return _plan(bundle, machine, keep_foreign, max_size, dry_run, unreadable, True)
+    for removal in malformed:
+        if removal is not None:
+            plan.remove(removal)
+    for u in unreadable:
+        plan.remove(Removal(u.what, u.key, u.problem, "", CORRUPT_ROW, by_rowid=True))
+    return plan
 
 
 @contextlib.contextmanager
@@ -305,13 +352,16 @@ def _held_interrupts() -> Iterator[None]:
         mask(signal.SIG_SETMASK, held)
 
 
-def _malformed(kind: str, into: list[Removal]) -> Callable[[str, str], None]:
-    """An `on_error` that adds each malformed row of `kind` whose key is one warm writes
-    (64 hex digits: the key its removal is made by) to `into`, as a corrupt removal."""
+def _malformed(kind: str, into: list[Removal | None]) -> Callable[[str, str], None]:
+    """An `on_error` that adds each malformed row of `kind` to `into`, as a corrupt removal
+    if its key is one warm writes (64 hex digits: the key its removal is made by), else as
+    None (removed by its rowid, once found: `warmcli.bundle.unreadable`)."""
 
     def bad(key: str, problem: str) -> None:
         if len(key) == 64 and all(c in "0123456789abcdef" for c in key):
-            into.append(Removal(kind, key, problem, "", "corrupt: a malformed row"))
+            into.append(Removal(kind, key, problem, "", CORRUPT_ROW))
+        else:
+            into.append(None)
 
     return bad
 

@@ -5,7 +5,9 @@ a warm bundle or is of another format version) and then runs `Bundle.integrity`
 (`warmcli.bundle.admin`: SQLite's own page-level consistency, the manifest's
 fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
-pick is one of them), that every host kernel's binary exports its symbol
+pick is one of them; where a listing stops at a row it cannot read, the checks run again
+with every such row, `warmcli.bundle.unreadable`, named first and skipped), that every
+host kernel's binary exports its symbol
 (`warmcli.ops.exported`: production would never serve it), and checks every signature
 (`warmcli.bundle.signature_report`): by which key, valid or not, stale (signed before a
 migration: it covers nothing) or not, what it covers; an invalid or stale one is a
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
+from warmcli.bundle.unreadable import skip_unreadable, unreadable_error
+from warmcli.errors import BundleError
 from warmcli.ops.exported import unexported
 from warmcli.printable import LISTED
 
@@ -60,18 +64,33 @@ def check_bundle(
     path: str | os.PathLike[str], trusted_keys: Sequence[bytes] | None = None
 ) -> IntegrityReport:
     """Check everything the bundle at `path` holds; raises `BundleError` if it is no bundle."""
-    report = IntegrityReport(str(path))
-    counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
     with Bundle.open(path) as bundle, bundle.snapshot():  # writers may commit meanwhile
-        report.format_version = bundle.format_version()  # the file's, not this warm's
-        for what, problem in bundle.integrity():
-            if what:
-                setattr(report, counters[what], getattr(report, counters[what]) + 1)
-            if problem is not None:
-                report.add(problem)
-        for _, problem in unexported(bundle):  # never served: as `warm check` says
+        try:
+            return _checked(bundle, IntegrityReport(str(path)), trusted_keys)
+        except BundleError as exc:  # a listing stopped at a row it cannot read: again,
+            if not unreadable_error(exc):  # every such row named first, then skipped
+                raise
+            report = IntegrityReport(str(path))
+            for row in skip_unreadable(bundle):
+                setattr(report, f"{row.what}s", getattr(report, f"{row.what}s") + 1)
+                report.add(row.problem)
+            return _checked(bundle, report, trusted_keys)
+
+
+def _checked(
+    bundle: Bundle, report: IntegrityReport, trusted_keys: Sequence[bytes] | None
+) -> IntegrityReport:
+    """`report` with every check of the open `bundle` added (read in its snapshot)."""
+    counters = {"blob": "blobs", "kernel": "kernels", "tune": "tunes"}
+    report.format_version = bundle.format_version()  # the file's, not this warm's
+    for what, problem in bundle.integrity():
+        if what:
+            setattr(report, counters[what], getattr(report, counters[what]) + 1)
+        if problem is not None:
             report.add(problem)
-        report.signatures = signature_report(bundle, trusted_keys)
-        for problem in report.signatures.problems:
-            report.add(problem)
+    for _, problem in unexported(bundle):  # never served: as `warm check` says
+        report.add(problem)
+    report.signatures = signature_report(bundle, trusted_keys)
+    for problem in report.signatures.problems:
+        report.add(problem)
     return report
