@@ -31,32 +31,23 @@ import os
 from pathlib import Path
 
 import pytest
-from test_diff37 import Trial, same, served_everything
+from test_diff37 import CONSTRUCTOR, Trial, same, served_everything
 
 from warmcli.backends.sharing import shares_unit
 from warmcli.kernel import Kernel
 
 _SEED = "static void seed(void) { srand(12345); }\n"
-INIT_ARRAY = r"""
-from warmcli import Kernel
-DEVICE = "host"
-PLAIN = [Kernel("void a(int *o) { o[0] = rand() % 1000 + ID; }", "a", "P", defines={"ID": i})
-         for i in range(3)]
-SEEDS = Kernel(
-    "static void seed(void) { srand(12345); }\n"
-    "void b(int *o) {\n"
-    "  static void (*p)(void) __attribute__((section(\".init_array\"), used)) = seed;\n"
-    "  o[0] = rand() % 1000;\n"
-    "}\n", "b", "P")
-def workload(rt):
-    out = {}
-    for i, k in enumerate(PLAIN):
-        out[f"a{i}"] = rt.buffer(1, "int32")
-        rt.launch(k, out[f"a{i}"])
-    out["b"] = rt.buffer(1, "int32")
-    rt.launch(SEEDS, out["b"])
-    return out
-"""
+# test_diff37's constructor workload, its seeding kernel putting `seed` in `.init_array`.
+INIT_ARRAY = CONSTRUCTOR.replace(
+    '    "__attribute__((constructor)) static void seed(void) { srand(12345); }\\n"\n'
+    '    "void b(int *o) { o[0] = rand() % 1000; }", "b", "P")',
+    '    "static void seed(void) { srand(12345); }\\n"\n'
+    '    "void b(int *o) {\\n"\n'
+    '    "  static void (*p)(void) __attribute__((section(\\".init_array\\"), used)) = seed;\\n"\n'
+    '    "  o[0] = rand() % 1000;\\n"\n'
+    '    "}\\n", "b", "P")',
+)
+assert INIT_ARRAY != CONSTRUCTOR
 
 
 def test_a_kernel_that_fills_init_array_from_its_body_is_served_as_cold(tmp_path: Path) -> None:
