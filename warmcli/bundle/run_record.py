@@ -203,20 +203,30 @@ def run_write(
 ) -> Callable[[sqlite3.Connection], None] | None:
     """What records the run (`note_run`) in a transaction of `bundle`'s (`warm run`'s last
     store: `Bundle.joining`); None where the row is as it would be (nor rewritten, nor left
-    unsigned). The row is the run's to sign (`Bundle.written`)."""
+    unsigned). The record is made again from the row the transaction reads, under the write
+    lock: another run may have recorded itself since (then the bundle is new to neither).
+    The row is the run's to sign (`Bundle.written`)."""
     try:
         before, readable = bundle.manifest().get(KEY), True
     except BundleError:  # a row warm cannot read (its own `run` too): no record held
         before, readable = None, False
-    record = recorded(parse(before), run_id(workload, entry, devices), workload.name, shard, new)
+    run, name = run_id(workload, entry, devices), workload.name
+    record = recorded(parse(before), run, name, shard, new)
     text = None if record is None else record.text()
     if text == before and (text is not None or readable):  # as it was: no row rewritten
         return None
 
     def write(conn: sqlite3.Connection) -> None:
-        put(conn, record)
-        if text is not None:
-            bundle.written.add(("manifest", KEY))
+        try:
+            row = conn.execute("SELECT value FROM manifest WHERE key = ?", (KEY,)).fetchone()
+        except sqlite3.DatabaseError:  # (the store stays: `seal` reads no more of it)
+            row = (None,)
+        held = None if row is None else row[0]
+        now = recorded(parse(held), run, name, shard, new and row is None)
+        if held is not None or now is not None:
+            put(conn, now)
+            if now is not None and now.text() is not None:
+                bundle.written.add(("manifest", KEY))
 
     return write
 

@@ -1,0 +1,98 @@
+"""review37b: an adversary's review of overhead37 (the run record joining the last store),
+upgrade37 and hostile37, through the real CLI (subprocesses, the system cc, SQLite files)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from conftest import Warm
+
+# Each call of `workload` is one pass; in the second (CompileAndAutotune), the workload says
+# it reached its end (`<name>.ready`) and waits for `go`, then builds a kernel the first pass
+# never saw: what the pass stores last, which the run's record joins.
+GATED = """
+import os, time
+from pathlib import Path
+import numpy as np
+from warmcli import Kernel
+
+NAME = {name!r}
+HERE = Path({here!r})
+FIRST = Kernel("void first_%s(float *x) {{ x[0] = 1.0f; }}" % NAME, "first_%s" % NAME, "P")
+LAST = Kernel("void last_%s(float *x) {{ x[0] = 2.0f; }}" % NAME, "last_%s" % NAME, "P")
+CALLS = []
+
+
+def workload(rt):
+    CALLS.append(1)
+    x = rt.upload(np.zeros(1, dtype=np.float32))
+    rt.launch(FIRST, x)
+    if len(CALLS) == 2:
+        (HERE / (NAME + ".ready")).write_text("")
+        deadline = time.monotonic() + 120
+        while not (HERE / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rt.launch(LAST, x)
+    rt.synchronize()
+"""
+
+
+def _waiters(lock: Path) -> int:
+    """How many flocks of `lock` wait (/proc/locks' '->' lines on its inode)."""
+    st = os.stat(lock)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(1 for line in lines if "->" in line and line.split()[-3] == dev)
+
+
+def _wait_for(done: object, what: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def _run_record(bundle: Path) -> str | None:
+    with sqlite3.connect(bundle) as conn:
+        row = conn.execute("SELECT value FROM manifest WHERE key = 'run'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_two_runs_into_one_bundle_at_once_record_no_run(warm: Warm, tmp_path: Path) -> None:
+    """Two `warm run`s of different workloads into one new bundle, their last stores waiting
+    for each other's lock: the bundle holds both runs' entries, so it records no run (the
+    second run's record, read before it waited, said its run alone was the bundle, whole:
+    `warm merge` would then call nothing missing of a bundle holding another run)."""
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(b"")  # an empty file (mktemp's): new to both runs
+    procs = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(GATED.format(name=name, here=str(tmp_path)))
+        procs.append(warm.popen("run", path, "-b", bundle, "-q"))
+    try:
+        ready = [tmp_path / "a.ready", tmp_path / "b.ready"]
+        _wait_for(lambda: all(p.exists() for p in ready), "both workloads reach their end")
+        lock = Path(f"{os.path.realpath(bundle)}.lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            (tmp_path / "go").write_text("")
+            _wait_for(lambda: _waiters(lock) == 2, "both runs wait for the lock")
+        finally:
+            os.close(fd)
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and "Traceback" not in err, out + err
+    with sqlite3.connect(bundle) as conn:
+        names = {r[0] for r in conn.execute("SELECT entry FROM kernels")}
+    assert {"first_a", "last_a", "first_b", "last_b"} <= names, names
+    assert _run_record(bundle) is None
