@@ -96,3 +96,39 @@ def test_two_runs_into_one_bundle_at_once_record_no_run(warm: Warm, tmp_path: Pa
         names = {r[0] for r in conn.execute("SELECT entry FROM kernels")}
     assert {"first_a", "last_a", "first_b", "last_b"} <= names, names
     assert _run_record(bundle) is None
+
+
+NEW_KERNEL = """
+import numpy as np
+from warmcli import Kernel
+K = Kernel("void newk(float *x) { x[0] = 3.0f; }", "newk", "P")
+def workload(rt):
+    x = rt.upload(np.zeros(1, dtype=np.float32))
+    rt.launch(K, x)
+    rt.synchronize()
+"""
+
+
+def test_another_cpus_tunes_are_noted_beside_many_gpus_tunes(warm: Warm, tmp_path: Path) -> None:
+    """A bundle of this machine's host tunes, 64 GPUs' (a fleet's fingerprints) and another
+    CPU's: a host run's first miss notes the other CPU's tunes. `grouped` kept the first 64
+    distinct devices of every backend, this machine's own first, so the GPUs took every
+    place and the other CPU's tunes were never said (a GROUP BY said them)."""
+    from conftest import EXAMPLES
+
+    bundle = tmp_path / "b.warm"
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(bundle) as conn:
+        row = list(conn.execute("SELECT * FROM tunes LIMIT 1").fetchone())
+        marks = ", ".join("?" * len(row))
+        devices = [f"cuda|forged GPU {i}|sm_90|none" for i in range(64)] + ["host|other CPU"]
+        for i, device in enumerate(devices):
+            row[0], row[3] = bytes([i]) * 32, device
+            conn.execute(f"INSERT INTO tunes VALUES ({marks})", row)
+    (tmp_path / "miss.py").write_text(NEW_KERNEL)
+    done = warm("run", tmp_path / "miss.py", "-b", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "tune(s) measured on 'host|other CPU'" in out, out
+    assert "forged GPU" not in out, out  # not this backend's: never said to a host run

@@ -150,23 +150,21 @@ class BundleAdmin(SignedRows):
         self, backend: str, arch: str, toolchains: Iterable[str], device: str
     ) -> list[HeldElsewhere]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
-        or another device measured: one record per toolchain or device, never served here."""
+        or another device measured: one record per toolchain or device, never served here
+        (only those rows are grouped: ours, or another backend's, take none of its places)."""
         from warmcli.bundle.grouped import grouped  # on a first miss only
 
-        ours = set(toolchains)
-        held = []
+        ours, held = sorted(set(toolchains)), []
         bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
-        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ?"
-        for toolchain, n in grouped(self._iter(kernels, (backend, arch))):
-            if toolchain not in ours:
-                theirs = self._parse(
-                    "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
-                )
-                held.append(HeldElsewhere("kernel", theirs, int(n), arch))
-        for identity, n in grouped(self._iter(f"{bounded.format('device')} tunes")):
-            if identity != device and str(identity).startswith(backend + "|"):
-                theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
-                held.append(HeldElsewhere("tune", theirs, int(n)))
+        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ? AND "
+        mine = f"toolchain NOT IN ({', '.join('?' * len(ours))})"
+        for toolchain, n in grouped(self._iter(kernels + mine, (backend, arch, *ours))):
+            theirs = self._parse("kernel", "?", lambda t=toolchain: _named("toolchain", _name, t))
+            held.append(HeldElsewhere("kernel", theirs, int(n), arch))
+        tunes = f"{bounded.format('device')} tunes WHERE substr(device, 1, ?) = ? AND device != ?"
+        for identity, n in grouped(self._iter(tunes, (len(backend) + 1, backend + "|", device))):
+            theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
+            held.append(HeldElsewhere("tune", theirs, int(n)))
         return held
 
     def usage(self) -> dict[str, tuple[float, float]]:
