@@ -132,3 +132,28 @@ def test_another_cpus_tunes_are_noted_beside_many_gpus_tunes(warm: Warm, tmp_pat
     out = done.stdout + done.stderr
     assert "tune(s) measured on 'host|other CPU'" in out, out
     assert "forged GPU" not in out, out  # not this backend's: never said to a host run
+
+
+def test_past_64_other_devices_the_rest_of_their_tunes_are_counted(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """70 other CPUs' tunes: the first 64 devices are noted one by one and the tunes of the
+    other 6 counted together (`grouped` dropped them: the notes said 6 tunes fewer than the
+    bundle holds, with nothing saying more were left out)."""
+    from conftest import EXAMPLES
+
+    bundle = tmp_path / "b.warm"
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(bundle) as conn:
+        row = list(conn.execute("SELECT * FROM tunes LIMIT 1").fetchone())
+        marks = ", ".join("?" * len(row))
+        for i in range(70):
+            row[0], row[3] = bytes([i]) * 32, f"host|other CPU {i}"
+            conn.execute(f"INSERT INTO tunes VALUES ({marks})", row)
+    (tmp_path / "miss.py").write_text(NEW_KERNEL)
+    done = warm("run", tmp_path / "miss.py", "-b", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert out.count("bundle holds 1 tune(s) measured on 'host|other CPU") == 64, out
+    assert "bundle holds 6 more tune(s) measured on other devices" in out, out
