@@ -157,3 +157,28 @@ def test_past_64_other_devices_the_rest_of_their_tunes_are_counted(
     out = done.stdout + done.stderr
     assert out.count("bundle holds 1 tune(s) measured on 'host|other CPU") == 64, out
     assert "bundle holds 6 more tune(s) measured on other devices" in out, out
+
+
+def test_a_run_another_run_stored_beside_records_no_run(warm: Warm, tmp_path: Path) -> None:
+    """A run (b) opens a new bundle; while its workload runs, another run (a) stores its own
+    kernel in it and ends: b then records no run (it recorded its own whole, over a's
+    entries: the bundle was new when b opened it)."""
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(b"")
+    (tmp_path / "b.py").write_text(GATED.format(name="b", here=str(tmp_path)))
+    (tmp_path / "a.py").write_text(NEW_KERNEL)
+    gated = warm.popen("run", tmp_path / "b.py", "-b", bundle, "-q")
+    try:
+        _wait_for((tmp_path / "b.ready").exists, "b's workload reaches its end")
+        done = warm("run", tmp_path / "a.py", "-b", bundle, "-q")
+        assert done.returncode == 0, done.stdout + done.stderr
+        (tmp_path / "go").write_text("")
+        out, err = gated.communicate(timeout=120)
+    finally:
+        if gated.poll() is None:
+            gated.kill()
+    assert gated.returncode == 0 and "Traceback" not in err, out + err
+    with sqlite3.connect(bundle) as conn:
+        names = {r[0] for r in conn.execute("SELECT entry FROM kernels")}
+    assert {"newk", "first_b", "last_b"} <= names, names
+    assert _run_record(bundle) is None
