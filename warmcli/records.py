@@ -371,7 +371,8 @@ def tune_key(operation: str, shape_key: str, device_identity: str, checksum: str
 class HeldElsewhere(Record):
     """Entries a bundle holds for a backend that are never served on this device: `count`
     kernels for `arch` that another toolchain (`by`) built (`kind` "kernel"), or tunes
-    that another device (`by`, its fingerprint identity) measured (`kind` "tune")."""
+    that another device (`by`, its fingerprint identity) measured (`kind` "tune"); `by` ""
+    for those of every toolchain or device past the ones a bundle's reader counts alone."""
 
     kind: str
     by: str

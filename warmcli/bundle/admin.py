@@ -153,23 +153,23 @@ class BundleAdmin(SignedRows):
         self, backend: str, arch: str, toolchains: Iterable[str], device: str
     ) -> list[HeldElsewhere]:
         """What the bundle holds for this backend that another toolchain built (for `arch`)
-        or another device measured: one record per toolchain or device, never served here."""
-        from warmcli.bundle.grouped import grouped  # on a first miss only
+        or another device measured, never served here (only those rows grouped): one record
+        per toolchain or device, past `grouped`'s first ones one (`by` "") for all others."""
+        from warmcli.bundle.grouped import OTHERS, grouped  # on a first miss only
 
-        ours = set(toolchains)
-        held = []
+        def by(kind: str, field: str, value: object) -> str:  # "" for `OTHERS`
+            parse = lambda: _named(field, _name, value)  # noqa: E731
+            return "" if value is OTHERS else self._parse(kind, "?", parse)
+
+        ours, held = sorted(set(toolchains)), []
         bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
-        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ?"
-        for toolchain, n in grouped(self._iter(kernels, (backend, arch))):
-            if toolchain not in ours:
-                theirs = self._parse(
-                    "kernel", "?", lambda t=toolchain: _named("toolchain", _name, t)
-                )
-                held.append(HeldElsewhere("kernel", theirs, int(n), arch))
-        for identity, n in grouped(self._iter(f"{bounded.format('device')} tunes")):
-            if identity != device and str(identity).startswith(backend + "|"):
-                theirs = self._parse("tune", "?", lambda d=identity: _named("device", _name, d))
-                held.append(HeldElsewhere("tune", theirs, int(n)))
+        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ? AND "
+        mine = f"toolchain NOT IN ({', '.join('?' * len(ours))})"
+        for toolchain, n in grouped(self._iter(kernels + mine, (backend, arch, *ours))):
+            held.append(HeldElsewhere("kernel", by("kernel", "toolchain", toolchain), n, arch))
+        tunes = f"{bounded.format('device')} tunes WHERE substr(device, 1, ?) = ? AND device != ?"
+        for identity, n in grouped(self._iter(tunes, (len(backend) + 1, backend + "|", device))):
+            held.append(HeldElsewhere("tune", by("tune", "device", identity), n))
         return held
 
     def usage(self) -> dict[str, tuple[float, float]]:

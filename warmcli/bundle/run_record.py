@@ -6,7 +6,8 @@ machines agree) and its file name: into a new bundle, an unsharded run is shard 
 (whole), a run with `--shard I/N` shard I of N; into one recording the same run, an
 unsharded run (or any into the run held whole) is whole, a shard of the same count adds
 I (a shard re-run is the same shard; all N are a whole run). A run into a bundle that
-holds anything else (no record, another run's, shards of another count) records no run:
+holds anything else (no record, another run's, shards of another count; what another writer
+stored or recorded while the run ran: judged in the recording transaction) records no run:
 a record says every shard its bundle holds, so a merge never calls a held shard missing.
 A manifest warm cannot read is no record. `warm merge` joins its inputs' records (`join`): every run
 some input holds whole, or whose shards together are all N, is whole; for each other the
@@ -203,22 +204,45 @@ def run_write(
 ) -> Callable[[sqlite3.Connection], None] | None:
     """What records the run (`note_run`) in a transaction of `bundle`'s (`warm run`'s last
     store: `Bundle.joining`); None where the row is as it would be (nor rewritten, nor left
-    unsigned). The row is the run's to sign (`Bundle.written`)."""
+    unsigned). The record is made again from the row the transaction reads, under the write
+    lock: another run may have stored or recorded itself since the bundle was opened (then
+    the bundle is new to neither: `_only_written`).
+    The row is the run's to sign (`Bundle.written`)."""
     try:
         before, readable = bundle.manifest().get(KEY), True
     except BundleError:  # a row warm cannot read (its own `run` too): no record held
         before, readable = None, False
-    record = recorded(parse(before), run_id(workload, entry, devices), workload.name, shard, new)
+    run, name = run_id(workload, entry, devices), workload.name
+    record = recorded(parse(before), run, name, shard, new)
     text = None if record is None else record.text()
     if text == before and (text is not None or readable):  # as it was: no row rewritten
         return None
 
     def write(conn: sqlite3.Connection) -> None:
-        put(conn, record)
-        if text is not None:
-            bundle.written.add(("manifest", KEY))
+        try:
+            row = conn.execute("SELECT value FROM manifest WHERE key = ?", (KEY,)).fetchone()
+            fresh = new and row is None and _only_written(conn, bundle)
+        except sqlite3.DatabaseError:  # (the store stays: `seal` reads no more of it)
+            row, fresh = (None,), False
+        held = None if row is None else row[0]
+        now = recorded(parse(held), run, name, shard, fresh)
+        if held is not None or now is not None:
+            put(conn, now)
+            if now is not None and now.text() is not None:
+                bundle.written.add(("manifest", KEY))
 
     return write
+
+
+def _only_written(conn: sqlite3.Connection, bundle: Bundle) -> bool:
+    """Whether every kernel and tune `conn`'s bundle holds is one `bundle` wrote (a bundle
+    new to the run: what another writer stored since it was opened is another run's). A tune's
+    key, stored as its 32 bytes, is written down in hex."""
+    for table in ("kernels", "tunes"):
+        for (key,) in conn.execute(f"SELECT key FROM {table}"):  # (new: this run's rows)
+            if (table, key.hex() if isinstance(key, bytes) else key) not in bundle.written:
+                return False
+    return True
 
 
 SHOWN = 8  # shards a line names

@@ -201,6 +201,10 @@ class Misses:
         for h in held:
             if any_toolchain and h.kind == "kernel":
                 continue  # builds of other toolchains are served here when they run here
+            if h.kind == "kernel" and not h.by:  # past the toolchains counted one by one
+                what = f"{h.count} more kernel(s) for {h.arch} built by other toolchains"
+                active_collector().note(f"bundle holds {what}: this run builds its own")
+                continue
             if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
                 active_collector().note(_foreign_kernels(h.count, h.arch, h.by, self.device.id))
                 continue
@@ -210,6 +214,7 @@ class Misses:
                 else "measured on"
             )
             what = f"{h.count} tune(s) {how} {h.by[:120]!r}"
+            what = what if h.by else f"{h.count} more tune(s) measured on other devices"
             active_collector().note(f"bundle holds {what}: not served on {self.device.id}")
 
 
