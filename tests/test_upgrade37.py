@@ -163,3 +163,16 @@ def test_warm_clean_without_a_gpu_removes_an_older_warms_cuda_builds(
     # What stays is this warm's: a GPU-less pre-build `warm check --arch` still serves.
     done = warm("check", bundle, "--arch", "sm_90")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_older_warm_re_warming_a_newer_ones_bundle_keeps_its_tunes(
+    yesterday: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Mid-rollout, a warm of the older recipe re-warms the bundle the newer one made: it
+    builds its own kernels, but the tunes, whose picks the newer warm built, are kept as
+    they are (they re-measured: each version's re-warm then re-measured the other's)."""
+    warm, base = yesterday
+    bundle = shutil.copyfile(base / "new.warm", tmp_path / "b.warm")
+    done = _run(warm, True, "run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "and 0 new tune(s)" in done.stdout + done.stderr, done.stdout + done.stderr

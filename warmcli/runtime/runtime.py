@@ -275,7 +275,7 @@ class Runtime:
 
     def _older_recipe(self, tunable: Tunable, record: TuneRecord) -> bool:
         """Warming only (no miss policy): whether a measured pick's kernel is recorded as a
-        build of another warm's build recipe (or one no longer in the bundle) where this
+        build of an older warm's build recipe (or one no longer in the bundle) where this
         warm keys it otherwise: measured again, every candidate built, as a fresh warm does,
         so the bundle's tunes name builds this warm serves (`warm check`, after `warm clean`
         removed the older ones). Serving takes such a pick as it is."""
@@ -291,7 +291,7 @@ class Runtime:
             held = self.bundle.kernel(recorded)
         except BundleError:  # malformed: `warm check` names it, not this
             return False
-        return held is None or recipe_of(held.toolchain) != BUILD_RECIPE
+        return held is None or recipe_of(held.toolchain) < BUILD_RECIPE  # (a newer's: kept)
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
         """A tunable with one candidate: that candidate, launched; nothing measured."""
