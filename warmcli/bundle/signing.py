@@ -257,7 +257,7 @@ class SignedRows(Protocol):
 
     path: Path
 
-    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]: ...
+    def row_hashes(self, on_error: OnError | None = None) -> Iterator[tuple[str, str, bytes]]: ...
 
     def signed_rows(
         self, tables: Sequence[str], shown: int
