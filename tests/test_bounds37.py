@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
-from test_hostile37 import MIB, cli, one_line_or_ok
+from test_hostile37 import MIB, ROOT, cli, one_line_or_ok
 
 WIDE = (  # six kernels, each with three 6 MB values over their limits (not over SQLite's)
     "UPDATE kernels SET symbol = printf('%.*c', 6000000, 'a'), "
@@ -109,3 +109,18 @@ def test_sign_and_merge_refuse_an_oversized_row_in_one_line_within_memory(
             assert peak < clean[name] + cost + SLACK, (name, sql, peak, clean, cost)
         assert bad.read_bytes() == before
         assert not out_file.exists()
+
+
+def test_a_signing_run_over_a_bundle_with_an_oversized_row_goes_on(
+    warm: Warm, host_bundle, tmp_path: Path
+) -> None:
+    """`warm run --key` under trusted keys, on a bundle no trusted key signed, covers its
+    manifest alone: an oversized kernel row is never hashed, nor stops the run."""
+    key = tmp_path / "keys" / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    one = "UPDATE kernels SET symbol = printf('%.*c', 6000000, 'a') WHERE rowid = 1"
+    bad = planted(host_bundle(tmp_path / "r.warm"), one)
+    warm.env["WARM_TRUSTED_KEYS"] = f"{key}.pub"
+    done = warm("run", ROOT / "examples" / "matmul_host.py", "-b", bad, "--key", key)
+    assert done.returncode == 0, done.stderr
+    assert "signed by key" in done.stdout, done.stdout
