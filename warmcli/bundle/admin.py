@@ -36,7 +36,7 @@ from warmcli.bundle.rows import (
     _named,
     _usage_row,
 )
-from warmcli.bundle.signed import SIGNED_ROWS, SignedRows
+from warmcli.bundle.signed import SIGNED_ROWS, SignedRows, key_select
 from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
 from warmcli.errors import BundleError
 from warmcli.printable import first_naturally, natural
@@ -221,17 +221,17 @@ class BundleAdmin(SignedRows):
             yield str(sha)[:MAX_NAME_CHARS], stored_size, actual
 
     def signed_rows(self, tables: Sequence[str], shown: int) -> tuple[int, list[tuple[str, str]]]:
-        """How many rows `row_hashes` hashes, counted in SQL, and (table, key) of the first
-        `shown` of those of `tables`, in its order: what a signature report needs of a
-        bundle no valid signature covers, without hashing every row."""
+        """How many rows `row_hashes` reads, counted in SQL, and (table, key) of the first
+        `shown` of `tables`' in its order: a report on a bundle none covers, no row hashed."""
         total, first = 0, []
         for table, select in SIGNED_ROWS:  # those no listing reads skipped (named as corrupt)
             select += f" {'AND' if ' WHERE ' in select else 'WHERE'} {self.skipped(table)}"
             row = self._one(f"SELECT count(*) FROM ({select})")
             total += int(row[0]) if row else 0
             if table in tables and len(first) < shown:
-                with self._lock, _sqlite_errors(self.path):  # read as `row_hashes` reads them
-                    cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                keys = key_select(table, select)  # its key alone: no other value loaded
+                with self._reading():
+                    cursor = _retrying(self.path, lambda s=keys: self._conn.execute(s))
                     rows = cursor.fetchmany(shown - len(first))
                     cursor.close()
                 first += [(table, str(r[0])[:MAX_NAME_CHARS]) for r in rows]

@@ -84,7 +84,15 @@ def signature_report(bundle: SignedRows, trusted: Sequence[bytes] | None) -> Sig
         report.rows, first = bundle.signed_rows(("kernels", "tunes"), SHOWN)
         report.uncovered = report.rows
         report.uncovered_entries = [f"{table} {name[:16]}" for table, name in first]
-    for table, name, h in bundle.row_hashes() if sets else ():
+
+    def over(name: str, why: str) -> None:  # a row over a limit (named by the integrity
+        report.rows += 1  # check as corrupt): never hashed, so no signature covers it
+        report.uncovered += 1
+        table = next((t for t in ("kernels", "tunes") if why.startswith(f"corrupt {t[:-1]} ")), "")
+        if table and len(report.uncovered_entries) < SHOWN:  # as `signed_rows` names it
+            report.uncovered_entries.append(f"{table} {name[:16]}")
+
+    for table, name, h in bundle.row_hashes(over) if sets else ():
         report.rows += 1
         for k, hashes in sets.items():
             counts[k] += h in hashes

@@ -5,7 +5,9 @@ checks and stores.
 hash, streamed one at a time (`SIGNED_ROWS`: a tune's key, checksum and status as
 text whichever way a format stores them, and its interned kernel keys with it, see
 `warmcli.bundle.tune_row.signed_values`, so a migration never unsigns an entry, though
-it changes the manifest's format version, which leaves the signature stale); the
+it changes the manifest's format version, which leaves the signature stale), each value
+read only within its limit, as listings read it (`_HASHED`: a row holding a longer one is
+never hashed, but named as corrupt; `key_select` reads a row's key alone); the
 stored signatures, read and type-checked but never verified here (signing does
 that), at most `SIGNATURES` of them (more is refused), lists of `MAX_BLOB_BYTES`
 all together (a list past that is read as none: its signature is invalid), and each
@@ -24,18 +26,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.file import _retrying, _sqlite_errors
+from warmcli.bundle.file import _retrying
 from warmcli.bundle.rows import (
     KERNEL_COLUMNS,
+    KERNEL_SELECT,
+    KERNEL_WIDTH,
     MAX_BLOB_BYTES,
     MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
     OnError,
     RowReader,
+    _bounded_select,
     _corrupt,
     _Malformed,
+    _within_limits,
 )
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
-from warmcli.bundle.tune_row import TUNE_COLUMNS, signed_values
+from warmcli.bundle.tune_row import KEY_HEX, TUNE_COLUMNS, TUNE_SELECT, TUNE_WIDTH, signed_values
 from warmcli.errors import BundleError
 
 if TYPE_CHECKING:
@@ -52,6 +59,28 @@ SIGNED_ROWS = (
     ("kernels", f"SELECT {KERNEL_COLUMNS} FROM kernels"),
     ("tunes", f"SELECT {TUNE_COLUMNS} FROM tunes"),
 )
+_KEYS = {"manifest": "key", "fingerprints": "identity", "blobs": "sha256", "kernels": "key"}
+_FINGERPRINT = ("identity", "kind", "data")
+_TEXT = MAX_TEXT_CHARS  # a metadata value longer is not what warm writes: never hashed
+# `SIGNED_ROWS` as `row_hashes` reads them: each value only within its limit (a kernel's
+# and a tune's, those of their listings), then a column naming the first over it (NULL when
+# none), and how many columns are signed (those that lead).
+_HASHED = (
+    ("manifest", _bounded_select((("key", _TEXT), ("value", _TEXT)), "manifest"), 2),
+    ("fingerprints", _bounded_select(tuple((c, _TEXT) for c in _FINGERPRINT), "fingerprints"), 3),
+    ("blobs", _bounded_select((("sha256", _TEXT), ("size", None)), "blobs"), 2),
+    ("kernels", KERNEL_SELECT, KERNEL_WIDTH),
+    ("tunes", TUNE_SELECT, TUNE_WIDTH),
+)
+_SIGNED = {"manifest": "key IS NOT 'updated'"}  # SQL: which of a table's rows are signed
+_WHAT = {"kernels": "kernel", "tunes": "tune", "fingerprints": "fingerprint", "blobs": "blob"}
+
+
+def key_select(table: str, select: str) -> str:
+    """`select`, a select of `SIGNED_ROWS` (with its condition), as one of its rows' keys
+    alone, in the order `row_hashes` reads them (no other value is read)."""
+    key = _KEYS.get(table, KEY_HEX)  # a tune's, as hex whichever way it is stored
+    return f"SELECT {key} {select[select.index(' FROM ') + 1 :]} ORDER BY {table}.rowid"
 
 
 class SignedRows(RowReader):
@@ -79,18 +108,36 @@ class SignedRows(RowReader):
         with self._lock:
             return key in self._refused
 
-    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]:
+    def row_hashes(self, on_error: OnError | None = None) -> Iterator[tuple[str, str, bytes]]:
         """(table, the row's key, its `row_hash`) of every signed row, read one at a time (a
-        tune's as `signed_values` says)."""
+        tune's as `signed_values` says), each value only within its limit: a row holding a
+        value over it is never hashed, but a `BundleError` naming it, or, with `on_error`,
+        passed to it (its key and the problem) and left out. Rows `skip_rows` names are left
+        out; a value longer than warm reads at all, a `BundleError` naming its entry."""
+        from warmcli.bundle.oversize import refused
         from warmcli.bundle.signing import row_hash
 
-        for table, select in SIGNED_ROWS:
-            with self._lock, _sqlite_errors(self.path):
-                cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
-                for row in cursor:
-                    if table == "tunes":
-                        row = signed_values(row, self._kernel_key)
-                    yield table, str(row[0])[:MAX_NAME_CHARS], row_hash(table, row)
+        for table, select, width in _HASHED:
+            select += f" WHERE {_SIGNED.get(table, '1')} AND {self.skipped(table)}"
+            select += f" ORDER BY {table}.rowid"
+            try:
+                with self._reading():
+                    cursor = _retrying(self.path, lambda s=select: self._conn.execute(s))
+                    for row in cursor:
+                        key = str(row[0])[:MAX_NAME_CHARS]
+                        try:  # a value over its limit: not what warm writes, never hashed
+                            signed = _within_limits(row)[:width]
+                        except _Malformed as exc:
+                            problem = _corrupt(_WHAT.get(table, table), row[0], exc)
+                            if on_error is None:
+                                raise BundleError(f"{self.path}: {problem}") from None
+                            on_error(key, problem)
+                            continue
+                        if table == "tunes":
+                            signed = signed_values(signed, self._kernel_key)
+                        yield table, key, row_hash(table, signed)
+            except BundleError as exc:
+                raise refused(self, exc) from None
 
     def signatures(
         self, keys: Sequence[bytes] | None = None, on_error: OnError | None = None

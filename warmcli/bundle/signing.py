@@ -25,6 +25,7 @@ bundle's signatures is `warmcli.bundle.signature_report`. It owns no state and n
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import struct
@@ -257,7 +258,7 @@ class SignedRows(Protocol):
 
     path: Path
 
-    def row_hashes(self) -> Iterator[tuple[str, str, bytes]]: ...
+    def row_hashes(self, on_error: OnError | None = None) -> Iterator[tuple[str, str, bytes]]: ...
 
     def signed_rows(
         self, tables: Sequence[str], shown: int
@@ -370,7 +371,8 @@ def covered(bundle: SignedRows, trusted: Sequence[bytes], signs: bool = False) -
     good = [s for s, w in judged if w is None]
     refused = not good and bundle.holds_entries()
     if refused and signs:  # a first run cancelled before it signed: its re-run signs
-        manifest = {h for t, _, h in bundle.row_hashes() if t == "manifest"}  # no entry
+        rows = bundle.row_hashes(lambda _key, _why: None)  # the manifest's: read first
+        manifest = {h for t, _, h in itertools.takewhile(lambda r: r[0] == "manifest", rows)}
         return RowSet([b"".join(sorted(manifest | {format_row(version)}))])
     if refused and why:
         raise SignatureError(f"{bundle.path}: bundle refused: {why[0]}")
