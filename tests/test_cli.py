@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
@@ -127,9 +128,9 @@ def test_a_usage_error_is_one_line_naming_the_commands_help(warm: Warm, bundle_p
 
 
 def test_compile_error_shows_the_log_and_keeps_what_was_stored(
-    warm: Warm, bundle_path: Path, workload_file
+    warm: Warm, bundle_path: Path, workload_file, host_bundle: Callable[[Path], Path]
 ) -> None:
-    warm.json("run", MATMUL, "--bundle", bundle_path)
+    host_bundle(bundle_path)  # as `warm run MATMUL --bundle bundle_path` makes it
     broken = workload_file(
         "from warmcli import Kernel\n"
         "K = Kernel('void bad(float *x) { x[0] = missing_symbol; }', 'bad', 'P')\n"

@@ -11,6 +11,7 @@ import dataclasses
 import io
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,10 +110,10 @@ def test_diff_reports_a_changed_pick_and_merge_keeps_the_newer(
 
 
 def test_merge_holds_both_and_clean_removes_the_foreign_toolchain(
-    warm: Warm, tmp_path: Path, foreign_cc: Path
+    warm: Warm, tmp_path: Path, foreign_cc: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     here, there, merged = tmp_path / "here.warm", tmp_path / "there.warm", tmp_path / "m.warm"
-    warm.json("run", MATMUL, "--bundle", here)
+    host_bundle(here)  # as `warm run MATMUL --bundle here` makes it
     Warm(dict(warm.env, WARM_CC=str(foreign_cc))).json("run", MATMUL, "--bundle", there)
     warm.json("merge", here, there, "-o", merged)
     kernels = warm.json("stats", merged)["kernels"]
@@ -181,8 +182,10 @@ def test_merge_of_two_single_arch_bundles_holds_both(warm: Warm, tmp_path: Path)
     assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
-def test_verify_checks_integrity_without_a_workload(warm: Warm, bundle_path: Path) -> None:
-    warm.json("run", MATMUL, "--bundle", bundle_path)
+def test_verify_checks_integrity_without_a_workload(
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    host_bundle(bundle_path)  # as `warm run MATMUL --bundle bundle_path` makes it
     doc = warm.json("verify", bundle_path)
     assert doc["verified"] is True and doc["integrity"]["blobs"] >= 1
     conn = sqlite3.connect(bundle_path)

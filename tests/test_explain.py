@@ -226,10 +226,12 @@ def test_warming_passes_explain_nothing(tmp_path: Path) -> None:
     assert collector.reader().compilation.compiled > 0
 
 
-def test_warm_verify_explains_each_miss(warm: Warm, workload_file, bundle_path: Path) -> None:
+def test_warm_verify_explains_each_miss(
+    warm: Warm, workload_file, bundle_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """The real CLI: warm the example, edit one kernel and add a shape, verify."""
     source = (EXAMPLES / "matmul_host.py").read_text()
-    assert warm("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path).returncode == 0
+    host_bundle(bundle_path)  # as `warm run EXAMPLE --bundle bundle_path` makes it
     edited = workload_file(
         source.replace("double acc = 0.0;", "double acc = 0.0; /* edited */").replace(
             "(160, 160, 160)]", "(160, 160, 160), (32, 48, 40)]"

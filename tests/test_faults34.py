@@ -92,13 +92,24 @@ def test_a_hangup_to_warm_run_is_an_interrupt_that_keeps_what_was_stored(
     assert not list(tmp.iterdir())
 
 
+@pytest.fixture(scope="module")
+def big_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of 20,000 kernels and 20,000 tunes, built once per module: each test that
+    reads one copies it (`_big`), so none sees another's leftovers."""
+    return build_big(tmp_path_factory.mktemp("big") / "big.warm", 20000, 20000)
+
+
+def _big(big_once: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(big_once, tmp_path / "big.warm"))
+
+
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
 def test_an_interrupted_merge_into_a_new_bundle_leaves_no_file(
-    warm: Warm, tmp_path: Path, sig: signal.Signals
+    warm: Warm, tmp_path: Path, sig: signal.Signals, big_once: Path
 ) -> None:
     """A hangup killed `warm merge`, leaving its `.merge` file, journal and lock; an
     interrupt left the new bundle's lock: one line, exit 130, nothing left now."""
-    big = build_big(tmp_path / "big.warm", 20000, 20000)
+    big = _big(big_once, tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     proc = _start(warm, "merge", big, "-o", out_dir / "m.warm")
@@ -269,12 +280,12 @@ def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corru
 
 
 def test_too_little_memory_is_one_line_never_a_traceback_nor_corruption(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, big_once: Path
 ) -> None:
     """`warm stats --json` of a large bundle under `ulimit -v` printed a `MemoryError`
     traceback, or (zlib out of memory: its error -4) called a sound tune `corrupt tune entry
     (candidates: not deflated (Error -4 while decompressing data))`."""
-    big = build_big(tmp_path / "big.warm", 20000, 20000)
+    big = _big(big_once, tmp_path)
     ends = []
     for megabytes in (50, 90, 130, 170):
 

@@ -9,7 +9,6 @@ user would run it, and a production process logs its misses with `WARM_EXPLAIN=1
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -76,13 +75,11 @@ def hostile_copy(source: Path, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path, Path]:
-    base = tmp_path_factory.mktemp("hostile")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    clean = base / "clean.warm"
-    warm.json("run", MATMUL, "--bundle", clean)
-    return warm, clean, hostile_copy(clean, base / "hostile.warm")
+def bundles(made: tuple[Warm, Path]) -> tuple[Warm, Path, Path]:
+    """conftest's `made` (the host example's bundle, as `warm run` makes it) and a hostile
+    copy of it beside it."""
+    warm, clean = made
+    return warm, clean, hostile_copy(clean, clean.parent / "hostile.warm")
 
 
 def assert_inert(proc: subprocess.CompletedProcess[str], codes: tuple[int, ...] = (0,)) -> str:

@@ -135,20 +135,11 @@ STALE = {
 
 
 @pytest.fixture(scope="module")
-def host_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+def host_bundle(made: tuple[Warm, Path]) -> tuple[Path, dict[str, str]]:
     """The host example's bundle (six kernels, three tunes) as `warm run` made it, and the
-    environment it was made in."""
-    import os
-
-    from conftest import EXAMPLES
-
-    folder = tmp_path_factory.mktemp("host")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env["WARM_HOME"] = str(folder / "home")
-    bundle = folder / "h.warm"
-    done = Warm(env)("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stderr
-    return bundle, env
+    environment it was made in (conftest's `made`: one run shared by every module)."""
+    warm, bundle = made
+    return bundle, warm.env
 
 
 @pytest.mark.parametrize("case", sorted(STALE))

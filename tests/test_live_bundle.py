@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,9 +112,11 @@ def settle(proc: subprocess.Popen[str], seconds: float) -> None:
         proc.wait(timeout=seconds)
 
 
-def test_a_write_back_during_a_merge_onto_its_bundle_is_kept(warm: Warm, tmp_path: Path) -> None:
-    bundle = tmp_path / "a.warm"
-    partial_bundle(warm, bundle)  # production will write row_sum and a tune back
+def test_a_write_back_during_a_merge_onto_its_bundle_is_kept(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "a.warm")
+    partial_bundle(bundle)  # production will write row_sum and a tune back
     other = bundle_of(warm, tmp_path, 1)
     merge = Paused(warm, tmp_path / "gate", MERGE_PUBLISH, "merge", bundle, other, "-o", bundle)
     writer = serve(warm, bundle, WARM_BUNDLE_WRITE="1", WARM_REPORT="1")

@@ -14,10 +14,11 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 
 MANY_OPS = r"""
 from warmcli import Kernel, Tunable
@@ -217,13 +218,13 @@ FIRST = "WHERE rowid = (SELECT min(rowid) FROM {})"
 
 
 def test_diff_counts_an_entry_corrupt_in_either_bundle_only_as_corrupt(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """`warm diff A B` of a copy whose kernel holds `seconds='x'` said "6 kernel(s) ... in
     both" and listed that kernel as corrupt in A too: A cannot serve it, so it is not in
     both (nor counted twice where both hold it corrupt)."""
     a, b = tmp_path / "a.warm", tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", a, "--quiet").returncode == 0
+    host_bundle(a)  # as `warm run EXAMPLE -b a --quiet` makes it
     shutil.copy(a, b)
     orphaned = shutil.copy(a, tmp_path / "orphaned.warm")
     pristine = shutil.copy(a, tmp_path / "pristine.warm")

@@ -7,6 +7,7 @@ import hashlib
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
@@ -33,9 +34,9 @@ def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
-def partial_bundle(warm: Warm, path: Path) -> str:
-    """A bundle made by `warm run`, then missing row_sum and the 64x64 tune; its shape key."""
-    warm.json("run", MATMUL, "--bundle", path)
+def partial_bundle(path: Path) -> str:
+    """The bundle at `path` (the host example's, as `warm run` makes it: conftest's
+    `host_bundle`), then missing row_sum and the 64x64 tune; its shape key."""
     conn = sqlite3.connect(path)
     conn.execute("DELETE FROM kernels WHERE entry = 'row_sum'")
     shape = conn.execute(
@@ -47,8 +48,10 @@ def partial_bundle(warm: Warm, path: Path) -> str:
     return shape
 
 
-def test_partial_bundle_reports_exactly_what_was_missing(warm: Warm, bundle_path: Path) -> None:
-    shape = partial_bundle(warm, bundle_path)
+def test_partial_bundle_reports_exactly_what_was_missing(
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    shape = partial_bundle(host_bundle(bundle_path))
     before = hashlib.sha256(bundle_path.read_bytes()).hexdigest()
     out, err = finish(serve(warm, bundle_path, WARM_REPORT="1"))
     assert out.split() == ["1", "1"]
@@ -66,8 +69,10 @@ def test_partial_bundle_reports_exactly_what_was_missing(warm: Warm, bundle_path
     assert quiet_out.split() == ["1", "1"] and "lacked" not in quiet_err
 
 
-def test_write_back_from_two_processes_completes_the_bundle(warm: Warm, bundle_path: Path) -> None:
-    partial_bundle(warm, bundle_path)
+def test_write_back_from_two_processes_completes_the_bundle(
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    partial_bundle(host_bundle(bundle_path))
     procs = [serve(warm, bundle_path, WARM_BUNDLE_WRITE="1", WARM_REPORT="1") for _ in range(2)]
     errs = [finish(proc)[1] for proc in procs]
     # One may start reading after the other wrote back at exit: then it missed nothing.
@@ -124,11 +129,11 @@ def test_the_report_is_about_the_bundle_in_use(tmp_path: Path, monkeypatch) -> N
 
 
 def test_a_write_back_that_fails_at_exit_is_one_line_and_loses_nothing(
-    warm: Warm, bundle_path: Path
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """The bundle's write lock cannot be taken when the process exits: one line on stderr,
     no traceback, and the bundle still serves what it held."""
-    partial_bundle(warm, bundle_path)
+    partial_bundle(host_bundle(bundle_path))
     lock = Path(f"{bundle_path}.lock")
     lock.unlink(missing_ok=True)
     lock.mkdir()  # a lock file that cannot be made

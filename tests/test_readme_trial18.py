@@ -21,10 +21,10 @@ MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
 
 
-def _signed_then_corrupted(warm: Warm, tmp_path: Path) -> Path:
-    """The host example's bundle, signed, its signature row then made malformed."""
-    bundle = tmp_path / "signed.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+def _signed_then_corrupted(warm: Warm, tmp_path: Path, put: Callable[[Path], Path]) -> Path:
+    """The host example's bundle (`put` there: conftest's `host_bundle`), signed, its
+    signature row then made malformed."""
+    bundle = put(tmp_path / "signed.warm")
     assert warm("keygen", tmp_path / "ci.key").returncode == 0
     assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
     with sqlite3.connect(bundle) as conn:
@@ -33,11 +33,13 @@ def _signed_then_corrupted(warm: Warm, tmp_path: Path) -> Path:
     return bundle
 
 
-def test_verify_names_a_malformed_signature_row_and_exits_1(warm: Warm, tmp_path: Path) -> None:
+def test_verify_names_a_malformed_signature_row_and_exits_1(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """README: verify exits 1 when it found something corrupt, named on the output (a
     malformed manifest or fingerprint row is); a malformed signature row stopped it with
     exit 2 and no integrity report."""
-    bundle = _signed_then_corrupted(warm, tmp_path)
+    bundle = _signed_then_corrupted(warm, tmp_path, host_bundle)
     proc = warm("verify", bundle)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "integrity:" in proc.stdout and "corrupt signature entry" in proc.stdout
@@ -48,10 +50,12 @@ def test_verify_names_a_malformed_signature_row_and_exits_1(warm: Warm, tmp_path
     assert any("corrupt signature entry" in p for p in doc["integrity"]["problems"])
 
 
-def test_run_over_a_malformed_signature_row_says_what_it_stored(warm: Warm, tmp_path: Path) -> None:
+def test_run_over_a_malformed_signature_row_says_what_it_stored(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """`warm run` storing into a signed bundle whose signature row is malformed stored
     the kernels, then failed (exit 2) on the row, never saying what it had stored."""
-    bundle = _signed_then_corrupted(warm, tmp_path)
+    bundle = _signed_then_corrupted(warm, tmp_path, host_bundle)
     env = dict(warm.env, WARM_EXAMPLE_KERNELS="10")
     proc = Warm(env)("run", MANY, "-b", bundle, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -252,13 +256,12 @@ def test_a_first_run_the_disk_refuses_leaves_only_its_lock(warm: Warm, tmp_path:
 
 
 def test_a_new_compiler_s_note_does_not_say_the_old_builds_are_not_served(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """README: a warm run with a new compiler builds afresh, while production serves any
     toolchain's build that runs here. The run's note said the old builds were `not served
     on host`, as if production would not serve them."""
-    bundle = tmp_path / "a.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    bundle = host_bundle(tmp_path / "a.warm")  # as `warm run MATMUL -b a.warm -q` makes it
     cc = tmp_path / "othercc"
     version = '[ "$1" = --version ] && { echo "othercc 9.9"; exit 0; }'
     cc.write_text(f'#!/bin/sh\n{version}\nexec cc "$@"\n')

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm, nvcc_or_skip
@@ -21,8 +22,10 @@ def corrupt_one_blob(path: Path) -> str:
     return str(sha)
 
 
-def test_run_repairs_a_corrupt_blob_so_verify_passes(warm: Warm, bundle_path: Path) -> None:
-    assert warm("run", MATMUL, "--bundle", bundle_path).returncode == 0
+def test_run_repairs_a_corrupt_blob_so_verify_passes(
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    host_bundle(bundle_path)  # as `warm run MATMUL --bundle bundle_path` makes it
     sha = corrupt_one_blob(bundle_path)
     broken = warm("verify", bundle_path)
     assert broken.returncode == 1 and f"blob {sha[:16]} does not match" in broken.stdout
@@ -34,9 +37,9 @@ def test_run_repairs_a_corrupt_blob_so_verify_passes(warm: Warm, bundle_path: Pa
 
 
 def test_clean_removes_corrupt_entries_and_lists_what_it_kept(
-    warm: Warm, bundle_path: Path
+    warm: Warm, bundle_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
-    assert warm("run", MATMUL, "--bundle", bundle_path).returncode == 0
+    host_bundle(bundle_path)  # as `warm run MATMUL --bundle bundle_path` makes it
     sha = corrupt_one_blob(bundle_path)
     users = (
         sqlite3.connect(bundle_path)
