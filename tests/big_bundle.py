@@ -19,13 +19,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from warmcli.backends.toolchain import BUILD_RECIPE, RECIPE_MARK
 from warmcli.bundle.candidates import as_bytes, decode, pack
 from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 
 BLOBS = 8
 OPERATIONS = 50
-TOOLCHAIN = "nvcc:release 12.0, V12.0.0 (a toolchain from elsewhere)"
+# A toolchain from elsewhere, of this warm's build recipe (an older recipe's builds are
+# never served: `warm clean` removes them on any machine).
+TOOLCHAIN = f"nvcc:release 12.0, V12.0.0 (a toolchain from elsewhere){RECIPE_MARK}{BUILD_RECIPE}]"
 
 _KERNELS = """
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),

@@ -132,7 +132,8 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
-    recipe = recipe_differs(record.toolchain)
+    served = record.toolchain.endswith(f"{RECIPE_MARK}{toolchain.BUILD_RECIPE}]")  # no call
+    recipe = None if served else recipe_differs(record.toolchain)
     if recipe is not None:
         return "toolchain", recipe
     if (  # a wrapper's options; tested without a call where neither is one (every launch)
