@@ -178,17 +178,9 @@ def join(records: Sequence[RunRecord | None]) -> Joined:
     return Joined(record, problem, missing)
 
 
-def note_run(
-    bundle: Bundle,
-    workload: Path,
-    entry: str,
-    devices: Sequence[str],
-    shard: tuple[int, int] | None,
-    new: bool,
-) -> None:
-    """Record in `bundle` (open to write) the run just written into it (`recorded`), in a
-    transaction of its own where the row changes (`run_write`)."""
-    write = run_write(bundle, workload, entry, devices, shard, new)
+def note_run(bundle: Bundle, write: Callable[[sqlite3.Connection], None] | None) -> None:
+    """Record in `bundle` (open to write) the run just written into it, as `run_write`
+    gave it (`write`; None: the row is as it would be), in a transaction of its own."""
     if write is not None:
         with bundle.transaction() as conn:
             write(conn)

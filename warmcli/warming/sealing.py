@@ -14,6 +14,9 @@ from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 
 if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+
     from warmcli.runtime.shard import Shard
     from warmcli.warming.workload import Workload
 
@@ -29,11 +32,18 @@ def seal(
     held nothing before), then sign it given `signing_key` (`_sign_stored`; `stored`: how
     many entries the run stored); what is said of the signature. A signed bundle the run
     stored nothing in and signs not is left as it was (its record too)."""
+    if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this run
+        note_run(bundle, _run_write(bundle, run, new))  # stored nothing in is left as it was
+    return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: no row unsigned
+
+
+def _run_write(
+    bundle: Bundle, run: tuple[Workload, list[str], Shard | None], new: bool
+) -> Callable[[sqlite3.Connection], None] | None:
+    """`run_record.run_write` of the `run` (its workload, the devices warmed, its shard)."""
     workload, devices, shard = run
     held = None if shard is None else (shard.index, shard.count)
-    if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this run
-        note_run(bundle, workload.path, workload.entry, devices, held, new)  # left as it was
-    return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: no row unsigned
+    return run_write(bundle, workload.path, workload.entry, devices, held, new)
 
 
 def join_record(
@@ -44,11 +54,9 @@ def join_record(
     own after it (four fsyncs fewer on most runs). Not in a signed bundle without
     `signing_key`: whether `seal` records the run there depends on what was stored, known
     only once written."""
-    workload, devices, shard = run
-    held = None if shard is None else (shard.index, shard.count)
     try:
         if signing_key is not None or not _signed(bundle):
-            bundle.joining = run_write(bundle, workload.path, workload.entry, devices, held, new)
+            bundle.joining = _run_write(bundle, run, new)
     except Exception:  # (nothing joins: what the store stores is stored; `seal` says it)
         bundle.joining = None
 
