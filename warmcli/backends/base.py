@@ -28,6 +28,7 @@ from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
+from warmcli.kernel import dtype_name as dtype_name  # (launch_sizes reads it here)
 from warmcli.records import Record
 
 if TYPE_CHECKING:  # a compiler's module is imported where one compiles
@@ -65,21 +66,6 @@ def next_serial() -> int:
     """The serial the next buffer made will have, or a later one: buffers made from now on
     have one at least this."""
     return next(_SERIALS)
-
-
-# A native numeric dtype's name is its kind's and its bits (`dtype_name`).
-_KIND_NAMES = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
-
-
-def dtype_name(found: np.dtype[Any]) -> str:
-    """`found.name`, which numpy makes in Python (~5 µs, the first ~20 µs: a buffer made
-    reads it twice), written here for a native builtin numeric dtype as numpy writes it:
-    its kind's name and its bits (`bool` none); numpy's own for any other."""
-    if found.isbuiltin == 1:
-        kind = _KIND_NAMES.get(found.kind)
-        if kind is not None:
-            return kind if kind == "bool" else f"{kind}{found.itemsize * 8}"
-    return found.name
 
 
 class Buffer:
