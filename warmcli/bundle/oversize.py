@@ -28,7 +28,14 @@ from warmcli.bundle.rows import (
     _corrupt,
     _Malformed,
 )
-from warmcli.bundle.unreadable import NOT_UTF8, TOO_BIG, _key, unreadable_rows
+from warmcli.bundle.unreadable import (
+    NOT_UTF8,
+    TOO_BIG,
+    _key,
+    table_columns,
+    too_long,
+    unreadable_rows,
+)
 from warmcli.errors import BundleError
 
 TABLES = {"kernel": "kernels", "tune": "tunes"}
@@ -92,8 +99,7 @@ def _oversized(reader: RowReader, table: str) -> tuple[str, str] | None:
     warm reads, or None (none, or this Python cannot tell)."""
     conn = reader._conn
     with reader._lock, contextlib.suppress(sqlite3.Error, AttributeError, ValueError):
-        columns = [str(c[1]) for c in conn.execute(f"PRAGMA table_info({table})")]
-        columns = [c for c in columns if '"' not in c]  # as warm names them: quoted as is
+        columns = table_columns(conn, table)
         kinds = ", ".join(f'typeof("{c}")' for c in columns)
         for rowid, *types in conn.execute(f"SELECT rowid, {kinds} FROM {table} ORDER BY rowid"):
             for column, kind in zip(columns, types, strict=True):
@@ -102,6 +108,5 @@ def _oversized(reader: RowReader, table: str) -> tuple[str, str] | None:
                 with conn.blobopen(table, column, rowid, readonly=True) as blob:
                     size = len(blob)
                 if size > MAX_VALUE_BYTES:
-                    problem = f"{column}: {size} bytes, longer than warm reads, not read"
-                    return _key(conn, table, rowid), problem
+                    return _key(conn, table, rowid), too_long(column, size)
     return None

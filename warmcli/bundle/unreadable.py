@@ -62,8 +62,7 @@ def unreadable_rows(reader: RowReader, what: str) -> list[Unreadable]:
     conn = reader._conn
     found: list[Unreadable] = []
     with reader._reading():
-        columns = [str(c[1]) for c in conn.execute(f"PRAGMA table_info({table})")]
-        columns = [c for c in columns if '"' not in c]  # as warm names them: quoted as is
+        columns = table_columns(conn, table)
         # each text is measured (so SQLite refuses an oversized one) and read only when
         # SQL cannot say it is ASCII (a NUL in it: `length()` stops there)
         reads = ", ".join(
@@ -128,8 +127,7 @@ def _not_utf8(columns: list[str], values: list[object]) -> str | None:
 def _oversized(conn: sqlite3.Connection, table: str, rowid: int) -> str | None:
     """Which value of the row at `rowid` is longer than warm reads, and its size in bytes,
     read from the record's header only."""
-    columns = [str(c[1]) for c in conn.execute(f"PRAGMA table_info({table})")]
-    columns = [c for c in columns if '"' not in c]
+    columns = table_columns(conn, table)
     kinds = ", ".join(f'typeof("{c}")' for c in columns)
     types = conn.execute(f"SELECT {kinds} FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
     for column, kind in zip(columns, types or (), strict=False):
@@ -138,8 +136,19 @@ def _oversized(conn: sqlite3.Connection, table: str, rowid: int) -> str | None:
                 with conn.blobopen(table, column, rowid, readonly=True) as blob:
                     size = len(blob)
                 if size > MAX_VALUE_BYTES:
-                    return f"{column}: {size} bytes, longer than warm reads, not read"
+                    return too_long(column, size)
     return None
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """`table`'s columns, those warm names (quoted as they are: none holds a quote)."""
+    columns = [str(c[1]) for c in conn.execute(f"PRAGMA table_info({table})")]
+    return [c for c in columns if '"' not in c]
+
+
+def too_long(column: str, size: int) -> str:
+    """The problem of a value of `size` bytes in `column`, longer than warm reads."""
+    return f"{column}: {size} bytes, longer than warm reads, not read"
 
 
 def _unreadable(conn: sqlite3.Connection, what: str, rowid: int, problem: str) -> Unreadable:
