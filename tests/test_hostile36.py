@@ -63,6 +63,12 @@ def hostile_journal(good: Path, out: Path, *statements: str) -> Path:
     return out
 
 
+def view_journal(good: Path, out: Path) -> Path:
+    """A hot journal (at `out`) whose rollback makes `good`'s `kernels` a view of none."""
+    view = "CREATE VIEW kernels AS SELECT * FROM k0 WHERE 0"
+    return hostile_journal(good, out, "ALTER TABLE kernels RENAME TO k0", view)
+
+
 def wal_journal(good: Path, out: Path) -> Path:
     """A hot journal (at `out`) whose rollback leaves `good`'s copy as it was, but for its
     header's file format bytes: write-ahead-log mode (no journal warm writes restores it)."""
@@ -117,11 +123,7 @@ def test_a_view_a_journal_planted_beside_an_open_bundle_restores_never_answers_a
     # next read did it, `_retrying`): `kernels` was then the bundle's view (of none), which
     # the worker's reads ran; a new process refused that schema.
     bundle = host_bundle(tmp_path / "b.warm")
-    view = "CREATE VIEW kernels AS SELECT * FROM k0 WHERE 0"
-    journal = hostile_journal(
-        bundle, tmp_path / "view.journal", "ALTER TABLE kernels RENAME TO k0", view
-    )
-    lines = _live(warm, bundle, "read", journal)
+    lines = _live(warm, bundle, "read", view_journal(bundle, tmp_path / "view.journal"))
     assert lines[0] == "6 3"
     assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
     assert len(lines) == 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from conftest import ROOT, Warm
 from test_entry36 import needs_nvrtc
-from test_hostile36 import hostile_journal, journal_naming
+from test_hostile36 import journal_naming, view_journal
 
 # A writer with the bundle `argv[1]` open reads it, then the journal `argv[2]` is planted
 # beside it, then it does `argv[3]`: "read" (its kernels) or "vacuum".
@@ -65,11 +65,7 @@ def test_a_view_a_journal_planted_beside_a_writers_bundle_restores_never_answers
 ) -> None:
     # The writer's second read said 0 kernels: the restored view's (of none).
     bundle = host_bundle(tmp_path / "b.warm")
-    view = "CREATE VIEW kernels AS SELECT * FROM k0 WHERE 0"
-    journal = hostile_journal(
-        bundle, tmp_path / "view.journal", "ALTER TABLE kernels RENAME TO k0", view
-    )
-    lines = _writer(warm, bundle, journal, "read")
+    lines = _writer(warm, bundle, view_journal(bundle, tmp_path / "view.journal"), "read")
     assert lines[0] == "6" and len(lines) == 2, lines
     assert lines[1].startswith("error: ") and "not warm's" in lines[1], lines
 
