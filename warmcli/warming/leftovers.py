@@ -6,7 +6,8 @@ in one line, a note of the pass (`thread_raised`), not Python's traceback throug
 frames; a process the entry forked that returns or raises out of it ends there
 (`forked_child_ends`), never running warm's passes beside its parent. `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
-workload's file where it rose. No state; it never runs a workload itself.
+workload's file where it rose (else in the user's own code: a package the file imports).
+No state; it never runs a workload itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from warmcli.errors import message_of
 from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
+from warmcli.runtime.users_code import users_file
 
 
 def first_line(exc: BaseException) -> str:
@@ -31,12 +33,23 @@ def first_line(exc: BaseException) -> str:
 
 
 def where(exc: BaseException, path: Path) -> str:
-    """`file:line: ` of the innermost frame in the workload's file, else of the raise."""
+    """`file:line: ` of the innermost frame in the workload's file, else in the user's code
+    (a workload the file imports from the user's package: `app/warmup.py`, not the line of
+    numpy's or argparse's that raised for it), else of the raise."""
     frames = traceback.extract_tb(exc.__traceback__)
     resolved = str(path.resolve())
     mine = [f for f in frames if f.filename == resolved]
-    frame = mine[-1] if mine else (frames[-1] if frames else None)
+    users = [f for f in frames if users_file(f.filename) and not _warms(f.filename)]
+    frame = (mine or users or frames or [None])[-1]
     return f"{frame.filename}:{frame.lineno}: " if frame else ""
+
+
+_WARM_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
+
+
+def _warms(filename: str) -> bool:
+    """Whether `filename` is one of warm's own modules (a checkout's too: not the user's)."""
+    return os.path.realpath(filename).startswith(_WARM_FOLDER)
 
 
 def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:

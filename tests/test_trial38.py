@@ -1,0 +1,116 @@
+"""trial38: a CI team adopts warm for an existing package from the README alone.
+
+Their project is a package (`app`, kernels in several modules, a header in an include
+folder), warmed as `warm run -m app.warmup` and through a file that imports it; the
+workload parses its own arguments, reads a data file beside it and an environment
+variable. The real CLI in a subprocess, the real cc, real bundles.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Warm
+
+KERNELS = {
+    "scale.py": (
+        "import os\nfrom warmcli import Kernel\n"
+        "INC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "
+        '"include")\n'
+        'SCALE = Kernel(\'#include "common.h"\\n'
+        "void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = SCALE_OF(x[i]); }',\n"
+        '    "scale", "Pi", options=("-I" + INC,))\n'
+    ),
+    "axpy.py": (
+        "from warmcli import Kernel, Tunable\n"
+        'SRC = "void axpy(float a, const float *x, float *y, int n) '
+        '{ for (int i = 0; i < n; i++) y[i] += a * x[i] * STEP / STEP; }"\n'
+        "def launch(rt, kernel, a, x, y, n, *, stream=None):\n"
+        "    rt.launch(kernel, a, x, y, n, stream=stream)\n"
+        'AXPY = Tunable("axpy", {f"step{s}": Kernel(SRC, "axpy", "fPPi", defines={"STEP": s})'
+        ' for s in (1, 4)}, launch, check="step1")\n'
+    ),
+}
+WARMUP = """import argparse
+import os
+import numpy as np
+from .kernels.scale import SCALE
+from .kernels.axpy import AXPY
+
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def parse():
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, {n})
+    return p.parse_args()
+
+def workload(rt):
+    n = parse().n
+    data = np.load(os.path.join(HERE, "{data}")).astype(np.float32)
+    x = rt.upload(data[:n].copy())
+    y = rt.upload(np.ones(n, np.float32))
+    rt.launch(SCALE, x, n)
+    rt.tune(AXPY, float(os.environ.get("APP_A", "0.5")), x, y, n)
+    return y
+"""
+
+
+def make_project(root: Path, *, n: str = "default=16", data: str = "data.npy") -> Path:
+    """The team's checkout at `root`: the `app` package and `warm_entry.py`, a file that
+    imports its workload."""
+    (root / "app" / "kernels").mkdir(parents=True)
+    (root / "app" / "include").mkdir()
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "kernels" / "__init__.py").write_text("")
+    for name, text in KERNELS.items():
+        (root / "app" / "kernels" / name).write_text(text)
+    (root / "app" / "include" / "common.h").write_text("#define SCALE_OF(x) ((x) * 2.0f)\n")
+    (root / "app" / "warmup.py").write_text(WARMUP.format(n=n, data=data))
+    np.save(root / "app" / "data.npy", np.arange(32, dtype=np.float32) * 0.37)
+    entry = 'from app.warmup import workload  # noqa\nDEVICE = "host"\n'
+    (root / "warm_entry.py").write_text(entry)
+    return root
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    """The real CLI (its own warm home) and a folder for the team's checkouts."""
+    base = tmp_path_factory.mktemp("trial38")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(base / "home")
+    env["COLUMNS"] = "200"
+    return Warm(env), base
+
+
+@pytest.fixture(scope="module")
+def warmed(team: tuple[Warm, Path]) -> tuple[Path, Path]:
+    """The checkout, and its bundle warmed by `warm run -m app.warmup`."""
+    warm, base = team
+    project = make_project(base / "checkout")
+    bundle = base / "app.warm"
+    done = warm("run", "-m", "app.warmup", "-b", bundle, "-q", cwd=project)
+    assert done.returncode == 0, done.stderr
+    return project, bundle
+
+
+def test_a_file_workload_importing_the_package_names_the_users_line(
+    team: tuple[Warm, Path],
+) -> None:
+    """The workload imported from the package by a file: what it raised inside a library
+    (numpy's `np.load`, argparse's `sys.exit`) is named at the user's line in
+    `app/warmup.py`, as under `-m app.warmup`, never at numpy's or argparse's own line."""
+    warm, base = team
+    missing = make_project(base / "missing", data="nodata.npy")
+    required = make_project(base / "required", n="required=True")
+    for project, line in ((missing, 17), (required, 13)):
+        for form in (["warm_entry.py"], ["-m", "app.warmup"]):
+            done = warm("run", *form, "-b", project / "b.warm", cwd=project)
+            assert done.returncode == 2, done.stderr
+            error = done.stderr.strip().splitlines()[-1]
+            assert error.startswith("warm: error: "), done.stderr
+            assert f"{project / 'app' / 'warmup.py'}:{line}: " in error, error
+            assert "site-packages" not in error and "argparse.py" not in error, error
