@@ -8,7 +8,9 @@ variable. The real CLI in a subprocess, the real cc, real bundles.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -114,3 +116,28 @@ def test_a_file_workload_importing_the_package_names_the_users_line(
             assert error.startswith("warm: error: "), done.stderr
             assert f"{project / 'app' / 'warmup.py'}:{line}: " in error, error
             assert "site-packages" not in error and "argparse.py" not in error, error
+
+
+def test_verify_replays_a_module_workload(
+    team: tuple[Warm, Path], warmed: tuple[Path, Path]
+) -> None:
+    """`warm verify --workload` says what is stale: for a team that warms `-m app.warmup`
+    (its relative imports run only as a module) `warm verify -m app.warmup` replays it as
+    `warm run -m` does; an edited header is named, exit 1."""
+    warm, base = team
+    project, bundle = warmed
+    done = warm("verify", bundle, "-m", "app.warmup", "-q", cwd=project)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "the bundle is complete" in done.stdout, done.stdout
+    edited = base / "edited"
+    shutil.copytree(project, edited)
+    (edited / "app" / "include" / "common.h").write_text("#define SCALE_OF(x) ((x) * 3.0f)\n")
+    done = warm("verify", bundle, "--module", "app.warmup", "--json", cwd=edited)
+    assert done.returncode == 1, done.stderr + done.stdout
+    misses = json.loads(done.stdout)["explanations"]
+    assert [(m["label"], m["reason"]) for m in misses] == [("scale", "headers")], misses
+    both = warm("verify", bundle, "-w", "warm_entry.py", "-m", "app.warmup", cwd=project)
+    assert both.returncode == 2 and "Traceback" not in both.stderr, both.stderr
+    assert both.stderr.strip() == (
+        "warm: error: give a workload file (--workload) or -m MODULE, not both"
+    ), both.stderr

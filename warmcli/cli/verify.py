@@ -3,10 +3,11 @@
 Integrity: SQLite's own check, the manifest, every blob against its sha256, every
 kernel's blob present, every tune readable, and the signatures (by which key, valid
 or not; under WARM_TRUSTED_KEYS every row must be signed by a trusted key). With
-`--workload` the workload is replayed over the bundle: it must compile 0 kernels
-and measure 0 tunes; each kernel and tune it missed is named with the reason (text
-and `--json`). The replay runs in a worker process (`warmcli.warming.isolation`), so a
-workload that ends or crashes the process is one line and exit 2. Exit 0 when both
+`--workload` (or `-m pkg.module`, as `warm run -m` takes it) the workload is replayed
+over the bundle: it must compile 0 kernels and measure 0 tunes; each kernel and tune it
+missed is named with the reason (text and `--json`). The replay runs in a worker process
+(`warmcli.warming.isolation`), so a workload that ends or crashes the process is one line
+and exit 2. Exit 0 when both
 hold, 1 naming what is corrupt or missing, 2 on bad input.
 """
 
@@ -47,7 +48,7 @@ from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.isolation import WorkerCrash, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
-from warmcli.warming.workload import Workload, load_workload
+from warmcli.warming.workload import Workload, load_module, load_workload
 
 
 def replay(
@@ -76,6 +77,12 @@ def verify(
     workload: Path | None = typer.Option(
         None, "--workload", "-w", help="Also replay this workload: it must compile nothing."
     ),
+    module: str | None = typer.Option(
+        None,
+        "--module",
+        "-m",
+        help="Replay a workload module instead (pkg.module), as warm run -m runs it.",
+    ),
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     entry: str = EntryOpt,
@@ -91,8 +98,10 @@ def verify(
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ) -> None:
-    """Check the bundle's integrity; with --workload, replay it over the bundle too."""
-    if workload is None:  # the replay's options: never silently dropped
+    """Check the bundle's integrity; with --workload (or -m), replay it over the bundle too."""
+    if workload is not None and module is not None:
+        fail("give a workload file (--workload) or -m MODULE, not both")
+    if workload is None and module is None:  # the replay's options: never silently dropped
         given = {
             "--device": device != "auto",
             "--arch": bool(arch),
@@ -102,19 +111,22 @@ def verify(
             "--allow-discarded-reads": allow_discarded_reads,
         }
         for flag in (f for f, on in given.items() if on):
-            fail(f"{flag} goes with --workload (the replay): integrity alone takes none")
+            fail(f"{flag} goes with --workload or -m (the replay): integrity alone takes none")
     path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
     integrity = guarded(lambda: check_bundle(path, trusted))
     integrity.path = shown_name(bundle, path)  # a URL, not its local copy
-    if workload is None or not integrity.ok:
+    if (workload is None and module is None) or not integrity.ok:
         raise typer.Exit(_report(path, integrity, None, as_json, quiet))
-    chosen = workload
 
     def worker() -> int:
         def replayed_here() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                loaded = load_workload(chosen, entry, gpu_less=bool(arch))
+                loaded = (
+                    load_module(module, entry, gpu_less=bool(arch))
+                    if module is not None
+                    else load_workload(workload or "", entry, gpu_less=bool(arch))
+                )
                 return replay(
                     path, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
                 )
