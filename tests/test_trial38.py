@@ -141,3 +141,54 @@ def test_verify_replays_a_module_workload(
     assert both.stderr.strip() == (
         "warm: error: give a workload file (--workload) or -m MODULE, not both"
     ), both.stderr
+
+
+GPU = """import os
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "cuda"
+INC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+CSCALE = Kernel('#include "common.h"\\n'
+    'extern "C" __global__ void cscale(float *x, int n) '
+    '{ int i = threadIdx.x; if (i < n) x[i] = SCALE_OF(x[i]); }',
+    "cscale", "Pi", language="cuda", options=("-I" + INC,))
+
+def workload(rt):
+    rt.launch(CSCALE, rt.upload(np.ones(16, np.float32)), 16, grid=1, block=32)
+"""
+
+
+def test_a_second_run_that_asks_for_ptx_builds_it_beside_the_cubins_it_holds(
+    team: tuple[Warm, Path], warmed: tuple[Path, Path]
+) -> None:
+    """CI warmed `--arch sm_90 --no-ptx`, then drops `--no-ptx` (or names `--ptx
+    compute_80`) to serve newer GPUs: the cubin is in the bundle, but the PTX the run keeps
+    is not, so the run builds it (it said 'the bundle is complete' and stored nothing, and
+    an sm_100 or sm_86 fleet was not servable)."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    warm, base = team
+    project, _ = warmed
+    (project / "app" / "gpu.py").write_text(GPU)
+    bundle = base / "gpu.warm"
+
+    def run(*flags: str) -> dict[str, int]:
+        done = warm("run", "-m", "app.gpu", "-b", bundle, "--json", *flags, cwd=project)
+        assert done.returncode == 0, done.stderr + done.stdout
+        return json.loads(done.stdout)["stored"]
+
+    def ptx_served(arch: str) -> list[str]:
+        done = warm("check", bundle, "--arch", arch, "--json")
+        return [k["label"] for k in json.loads(done.stdout)["ptx_jit"]]
+
+    assert run("--arch", "sm_90", "--no-ptx") == {"kernels": 1, "tunes": 0}
+    assert run("--arch", "sm_90", "--no-ptx") == {"kernels": 0, "tunes": 0}  # incremental
+    assert ptx_served("sm_100") == []
+    assert run("--arch", "sm_90") == {"kernels": 1, "tunes": 0}  # its compute_90 PTX
+    assert ptx_served("sm_100") == ["cscale"]
+    assert run("--arch", "sm_90") == {"kernels": 0, "tunes": 0}
+    assert run("--arch", "sm_90", "--ptx", "compute_80") == {"kernels": 1, "tunes": 0}
+    assert ptx_served("sm_86") == ["cscale"]
+    assert run("--arch", "sm_90", "--ptx", "compute_80") == {"kernels": 0, "tunes": 0}

@@ -5,8 +5,9 @@ A kernel is obtained for a launch under the `LaunchMode` verdict its runtime dec
 only put on the compile queue; otherwise it is obtained in this order: already loaded in
 this process; built by this process earlier; served from the bundle
 (`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
-checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt); else
-compiled; a launch's arguments (`get(kernel, args)`) are checked against the
+checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt, and
+one queued while warming, which lacks the PTX the run keeps, is built with the queue);
+else compiled; a launch's arguments (`get(kernel, args)`) are checked against the
 kernel's letters before any of these, where it is not loaded yet (a loaded kernel's hit
 path checks nothing: the device checks its launch). The first `get` that needs a compile
 takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that queued
@@ -270,8 +271,14 @@ class KernelCache:
                 return self._from_build(kernel, key)
             try:  # registered and settled at once when served (`lookup.serve`)
                 record = lookup.record(kernel, key)
-                served = record is not None and lookup.serve(
-                    kernel, record, self._load, record.sha256 in self._modules, collector
+                # Queued though the bundle holds its build: the PTX this run keeps is not
+                # there (`lookup.held`), so it is built with the queue.
+                served = (
+                    record is not None
+                    and key not in self._queue
+                    and lookup.serve(
+                        kernel, record, self._load, record.sha256 in self._modules, collector
+                    )
                 )
             except BaseException:  # a strict miss: registered as it was obtained, unsettled
                 self.registrations.register(collector, key)

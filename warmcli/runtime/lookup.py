@@ -11,7 +11,10 @@ this device and toolchain by that rule, its blob's sha256 matches and it loads h
 differing part for another device's or toolchain's build) and rebuilt. When serving
 (not warming), a CUDA device newer than every cubin of a kernel is served the bundle's
 PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
-`ptx_jit`; under CompileOnly, where nothing loads, held as served). A plain miss is
+`ptx_jit`; under CompileOnly, where nothing loads, held as served). While warming, a
+CUDA kernel whose cubin the bundle holds is held only with the PTX this run keeps
+(`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle lacks builds it.
+A plain miss is
 explained (`warmcli.runtime.explain`) only when the miss
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
 the order they were stored, in chunks that grow with the kernels asked for (by half of
@@ -240,6 +243,8 @@ class BundleLookup:
                 return True
         if self.record(kernel, key) is None and not self._ptx_held(kernel, key):
             return False
+        if not self._kept_ptx_held(kernel):
+            return False
         with self._lock:
             self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
         return True
@@ -268,6 +273,29 @@ class BundleLookup:
             return False
         self.registrations.register_settled(collector, record.key, "loaded")
         return True
+
+    def _kept_ptx_held(self, kernel: Kernel) -> bool:
+        """While warming a CUDA device that keeps PTX (`--ptx`, else the highest `--arch`'s):
+        whether the bundle holds it beside the cubin (not after a `--no-ptx` run)."""
+        if self.bundle is None or self.misses.policy is not None or self.device.backend != "cuda":
+            return True
+        try:
+            compiler = self.device.compiler(kernel.language)
+        except ToolchainError:  # none here: the cubin is served as it is
+            return True
+        if not (ptx := getattr(compiler, "ptx", None)):
+            return True
+        from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+
+        arch = self.device.arch
+        ptx_arch = ptx_arch_for(arch) if ptx == "auto" else ptx
+        if ptx == "auto" and not ptx_in_program(arch, ptx_arch):
+            return True  # (an `sm_90a` cubin's: kept where it builds, its log says why not)
+        try:
+            held = self.bundle.kernel(kernel_key(kernel, ptx_arch, compiler.toolchain.identity))
+        except BundleError:  # a malformed row: built again
+            return False
+        return held is not None
 
     def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
