@@ -192,3 +192,23 @@ def test_a_second_run_that_asks_for_ptx_builds_it_beside_the_cubins_it_holds(
     assert run("--arch", "sm_90", "--ptx", "compute_80") == {"kernels": 1, "tunes": 0}
     assert ptx_served("sm_86") == ["cscale"]
     assert run("--arch", "sm_90", "--ptx", "compute_80") == {"kernels": 0, "tunes": 0}
+
+
+def test_a_package_module_given_as_a_file_is_told_to_use_dash_m(
+    team: tuple[Warm, Path], warmed: tuple[Path, Path]
+) -> None:
+    """`warm run app/warmup.py` fails at its relative import, as under `python
+    app/warmup.py`; the one line names the fix: `-m app.warmup`, from the package's folder."""
+    warm, base = team
+    project, bundle = warmed
+    for command in (
+        ["run", "app/warmup.py", "-b", base / "f.warm"],
+        ["verify", bundle, "-w", "app/warmup.py"],
+    ):
+        done = warm(*command, cwd=project)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert "attempted relative import" in done.stderr, done.stderr
+        assert f"a module of a package: give -m app.warmup, from {project}" in done.stderr, (
+            done.stderr
+        )

@@ -14,7 +14,8 @@ package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
-`WorkloadError` whose message names the workload's own file and line. With a fallback entry
+`WorkloadError` whose message names the workload's own file and line (a file of a package
+whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
 no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
 runtime. Either way the runtime is bound while the entry runs (`warmcli.runtime.binding`),
@@ -234,7 +235,21 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         and not stand_in
     ):
         failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
+    if isinstance(exc, ImportError) and "no known parent package" in str(exc):
+        failure += _as_module(Path(path))
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
+
+
+def _as_module(path: Path) -> str:
+    """The hint for a file of a package run as a script (its relative import failed): the
+    `-m` name it has from the folder above its outermost package (`__init__.py` folders)."""
+    folder, names = path.resolve().parent, [path.stem]
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.insert(0, folder.name)
+        folder = folder.parent
+    if len(names) < 2:
+        return ""
+    return f" (a module of a package: give -m {'.'.join(names)}, from {folder})"
 
 
 def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:
