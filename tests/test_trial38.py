@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +214,44 @@ def test_a_package_module_given_as_a_file_is_told_to_use_dash_m(
         assert f"a module of a package: give -m app.warmup, from {project}" in done.stderr, (
             done.stderr
         )
+
+
+SERVE = """import sys
+import warmcli
+from app.warmup import workload
+rt = warmcli.runtime()
+sys.stdout.write(rt.read(workload(rt)).tobytes().hex())
+"""
+
+
+def test_deployed_to_another_checkout_and_home_it_serves_a_cold_starts_bits(
+    team: tuple[Warm, Path], warmed: tuple[Path, Path]
+) -> None:
+    """The bundle copied to another folder, served to a checkout at another path under
+    another HOME (strict: it compiles and tunes nothing) computes a cold start's bits."""
+    warm, base = team
+    project, bundle = warmed
+    elsewhere = base / "srv" / "app-checkout"
+    shutil.copytree(project, elsewhere, ignore=shutil.ignore_patterns("*.warm"))
+    (elsewhere / "serve.py").write_text(SERVE)
+    shipped = base / "opt" / "app.warm"
+    shipped.parent.mkdir()
+    shutil.copy(bundle, shipped)
+    env = {k: v for k, v in warm.env.items() if not k.startswith("WARM_")}
+    env.update(HOME=str(base / "other-home"), PYTHONPATH=os.pathsep.join(sys.path))
+
+    def serve(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "serve.py"],
+            cwd=elsewhere,
+            env=dict(env, **extra),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    cold = serve(WARM_BUNDLE="", WARM_HOME=str(base / "cold-home"))
+    hot = serve(WARM_BUNDLE=str(shipped), WARM_STRICT="1", WARM_REPORT="1")
+    assert cold.returncode == 0 and hot.returncode == 0, cold.stderr + hot.stderr
+    assert hot.stdout == cold.stdout and len(cold.stdout) == 16 * 8, (cold.stdout, hot.stdout)
+    assert "served everything: compiled 0 kernels, tuned 0 operations" in hot.stderr
