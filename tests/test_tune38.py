@@ -1,0 +1,137 @@
+"""tune38: a tune's pick never changes what a process computes (real CLI, real cc).
+
+A checked tunable's pick was judged on the build `warm run` made of it. Where this
+process builds that candidate otherwise (another compiler, or a flag a wrapper `WARM_CC`
+adds from `$CFLAGS`: another kernel key), the stored pick's verdict is of another binary:
+it was served unchecked all the same, and computed what a cold start (whose check refuses
+that build) does not. Such a pick is measured again, in production and in `warm run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORKLOAD = '''
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+from warmcli.execution.process_mode import current_process_mode
+
+DEVICE = "host"
+SRC = """
+void axpy(float *y, const float *x, long n) {
+    for (int r = 0; r < REPS; r++) { volatile float s = 0; for (long i = 0; i < n; i++) s += x[i]; }
+#ifdef FAST
+    if (REPS == 0) { for (long i = 0; i < n; i++) y[i] = 0; return; }
+#endif
+    for (long i = 0; i < n; i++) y[i] = y[i] * 2 + x[i];
+}"""
+
+
+def launch(rt, kernel, y, x, n, *, stream=None):
+    rt.launch(kernel, y, x, n, stream=stream)
+
+
+CHECKED = Tunable(
+    "checked",
+    {
+        "ref": Kernel(SRC, "axpy", "PPl", defines={"REPS": 300}),
+        "quick": Kernel(SRC, "axpy", "PPl", defines={"REPS": 0}),
+    },
+    launch,
+    check="ref",
+)
+
+
+def workload(rt):
+    n = 64
+    y = rt.upload(np.arange(n, dtype=np.float32))
+    x = rt.upload(np.linspace(-1, 1, n, dtype=np.float32))
+    pick = rt.tune(CHECKED, y, x, n)
+    if not current_process_mode().discards and os.environ.get("OUT"):
+        np.save(os.environ["OUT"], rt.read(y))
+        print("pick", pick)
+'''
+
+PRODUCTION = (
+    "import runpy, sys, warmcli; runpy.run_path(sys.argv[1])['workload'](warmcli.runtime())"
+)
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `w.py`, `cc.sh` (a C compiler that adds `$CFLAGS`) and `b.warm`,
+    warmed by `warm run` with that compiler and no `CFLAGS`."""
+    base = tmp_path_factory.mktemp("tune38")
+    (base / "w.py").write_text(WORKLOAD)
+    (base / "cc.sh").write_text('#!/bin/sh\nexec cc $CFLAGS "$@"\n')
+    (base / "cc.sh").chmod(0o755)
+    done = _run(base, [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"])
+    assert done.returncode == 0, done.stderr
+    return base
+
+
+def _env(base: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_") and k != "CFLAGS"}
+    env.update(WARM_HOME=str(base / "home"), WARM_CC=str(base / "cc.sh"), PYTHONPATH=str(ROOT))
+    return {**env, **extra}
+
+
+def _run(base: Path, argv: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+    env = _env(base, **extra)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=base, timeout=120)
+
+
+def _production(base: Path, out: str, **extra: str) -> tuple[np.ndarray, str, str]:
+    """The workload run as a production process: its output array, stdout and stderr."""
+    done = _run(base, [sys.executable, "-c", PRODUCTION, "w.py"], OUT=str(base / out), **extra)
+    assert done.returncode == 0, done.stderr
+    return np.load(base / out), done.stdout, done.stderr
+
+
+def test_a_checked_pick_built_otherwise_here_is_measured_again_not_served(warmed: Path) -> None:
+    cold, cold_pick, _ = _production(warmed, "cold.npy", CFLAGS="-DFAST")
+    assert cold_pick.split() == ["pick", "ref"]  # the check refuses quick's build here
+    served, pick, report = _production(
+        warmed, "served.npy", CFLAGS="-DFAST", WARM_BUNDLE="b.warm", WARM_REPORT="1"
+    )
+    assert pick.split() == ["pick", "ref"], report
+    assert served.tobytes() == cold.tobytes()
+    assert "1 tune(s)" in report and "tune checked" in report
+
+
+def test_the_same_build_is_served_and_computes_what_cold_does(warmed: Path) -> None:
+    cold, _, _ = _production(warmed, "cold0.npy")
+    served, _, report = _production(warmed, "served0.npy", WARM_BUNDLE="b.warm", WARM_REPORT="1")
+    assert "served everything" in report
+    y, x = np.arange(64, dtype=np.float32), np.linspace(-1, 1, 64, dtype=np.float32)
+    assert served.tobytes() == cold.tobytes() == (y * 2 + x).tobytes()
+
+
+def test_warm_run_with_another_build_measures_the_pick_again(warmed: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes((warmed / "b.warm").read_bytes())
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", str(bundle), "-q"]
+    done = _run(warmed, argv, CFLAGS="-DFAST")
+    assert done.returncode == 0, done.stderr
+    assert "1 new tune(s)" in done.stderr + done.stdout
+    _, pick, report = _production(
+        warmed, "rewarmed.npy", CFLAGS="-DFAST", WARM_BUNDLE=str(bundle), WARM_REPORT="1"
+    )
+    assert "served everything" in report and pick.split() == ["pick", "ref"]
+
+
+def test_warm_check_names_the_tune_whose_pick_is_built_otherwise_here(warmed: Path) -> None:
+    argv = [sys.executable, "-m", "warmcli", "check", "b.warm", "--json"]
+    done = _run(warmed, argv, CFLAGS="-DFAST")
+    assert done.returncode == 1, done.stderr
+    assert '"tune"' in done.stdout and "checked" in done.stdout, done.stdout
+    same = _run(warmed, argv)
+    assert same.returncode == 0, same.stdout + same.stderr
