@@ -135,3 +135,22 @@ def test_warm_check_names_the_tune_whose_pick_is_built_otherwise_here(warmed: Pa
     assert '"tune"' in done.stdout and "checked" in done.stdout, done.stdout
     same = _run(warmed, argv)
     assert same.returncode == 0, same.stdout + same.stderr
+
+
+def test_a_pick_measured_on_a_build_served_alike_here_is_kept(warmed: Path, tmp_path: Path) -> None:
+    """Another compiler version whose builds serve each other's: a re-warm by it builds its
+    own kernels beside but keeps the tune (no two compilers re-measuring each other's picks),
+    and a production process with it is served everything."""
+    from conftest import cc_binary
+
+    other = cc_binary(tmp_path / "cc-other", "cc (Other) 99.1")
+    bundle = tmp_path / "b.warm"
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", str(bundle), "-q"]
+    assert _run(warmed, argv, WARM_CC="cc").returncode == 0
+    done = _run(warmed, argv, WARM_CC=str(other))
+    assert done.returncode == 0, done.stderr
+    assert "and 0 new tune(s)" in done.stderr + done.stdout, done.stdout
+    _, _, report = _production(
+        warmed, "other.npy", WARM_CC=str(other), WARM_BUNDLE=str(bundle), WARM_REPORT="1"
+    )
+    assert "served everything" in report, report

@@ -6,8 +6,8 @@ query, run only on a miss), taking the nearest one (fewest differing key
 components) and naming the component that differs: `toolchain`, `arch`,
 `options`, `defines`, `source`, `headers` (those it includes from its include
 folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check), `shape`
-(shape/dtype key), `toolchain` (its pick recorded as another build of its kernel than this
-process makes: measured again) for a tune; `absent` when the bundle
+(shape/dtype key), `toolchain` (its pick measured on a build of its kernel not served here
+as this process's: measured again) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
 entry whose row is malformed (it is never served; a malformed row of the same
@@ -282,8 +282,9 @@ def explain_tune(
         )
     if record is not None and record.pick in candidates:  # measured on another build of it
         detail = (
-            f"bundle's pick {record.pick!r} was measured on another build of its kernel than "
-            "this process's (another compiler or version, or flags): measured again here"
+            f"bundle's pick {record.pick!r} was measured on another build of its kernel, one "
+            "not served here as this process's (a wrapper's other flags, another CPU's): "
+            "measured again here"
         )
         return MissExplanation("tune", key, label, "toolchain", detail, ("toolchain",))
     if record is not None:

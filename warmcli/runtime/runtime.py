@@ -22,9 +22,9 @@ where everything is a miss by design). What was built and measured is written by
 --shard`), the runtime measures only that shard's tunes and queues or compiles only the
 launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
 with a single candidate is answered with it, never measured nor registered. While warming,
-a measured pick whose kernel is recorded as another build than this process's (another
-compiler, flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`:
-its timing and check were of that binary); one of another warm's build recipe is served
+a measured pick whose kernel is recorded as a build not served here as this process's
+(flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its
+timing and check were of that binary); one of another warm's build recipe is served
 as it is, and measured again by a re-warm where that recipe is older. The runtime
 never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
 registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned
@@ -94,7 +94,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
-        self._kept: set[tuple[str, str]] = set()  # picks of another recipe's build, served
+        self._kept: set[tuple[str, str]] = set()  # picks of a build served alike here
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -284,36 +284,21 @@ class Runtime:
         return pick
 
     def _built_otherwise(self, tunable: Tunable, record: TuneRecord) -> bool:
-        """Whether a measured pick's kernel is recorded as another build than the one this
-        process makes or is served of it (another compiler or version, a flag a wrapper
-        `WARM_CC` adds; or no longer in the bundle): its timing, and any check's verdict,
-        are of that binary, so the tune is measured again (checked on this build), serving
-        or warming. A build of another warm's build recipe is told apart: serving takes its
-        pick as it is; warming measures an older one's again, as a fresh warm does, so the
-        bundle's tunes name builds this warm serves (`warm check`, after `warm clean` removed
-        the older ones), but keeps a newer one's (two warms writing one bundle do not replace
-        each other's picks). A pick of a malformed kernel row is kept (`warm check` says)."""
+        """Whether a measured pick's kernel is recorded as a build that is not served here
+        as this process's (`BundleLookup.measured_otherwise`: a wrapper `WARM_CC` with other
+        `$CFLAGS`, say): its timing and any check's verdict are of that binary, so the tune is
+        measured again on this build, serving or warming (asked once per pick kept)."""
         recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
         try:
             here = self.kernels.key(tunable.candidates[record.pick])
         except ToolchainError:  # no compiler here, nor a build to serve: the launch says so
             return False
-        if recorded == here or self.bundle is None or (record.key, recorded) in self._kept:
+        if recorded == here or (record.key, recorded) in self._kept:
             return False
-        from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of  # (a differing build)
-        from warmcli.errors import BundleError
-
-        try:
-            held = self.bundle.kernel(recorded)
-        except BundleError:  # malformed: `warm check` names it, not this
-            held = None
-            theirs = BUILD_RECIPE + 1  # kept
-        else:
-            theirs = BUILD_RECIPE if held is None else recipe_of(held.toolchain)
         warming = self.misses.policy is None
-        if theirs == BUILD_RECIPE or (warming and theirs < BUILD_RECIPE):
+        if self.kernels.lookup.measured_otherwise(recorded, here, warming=warming):
             return True
-        self._kept.add((record.key, recorded))  # asked once: a hit reads no kernel row again
+        self._kept.add((record.key, recorded))  # a hit reads no kernel row again
         return False
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
