@@ -94,7 +94,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
-        self._kept: set[tuple[str, str]] = set()  # picks of a build served alike here
+        self._kept: dict[str, TuneRecord] = {}  # tune key -> its record, its pick served
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -287,18 +287,18 @@ class Runtime:
         """Whether a measured pick's kernel is recorded as a build that is not served here
         as this process's (`BundleLookup.measured_otherwise`: a wrapper `WARM_CC` with other
         `$CFLAGS`, say): its timing and any check's verdict are of that binary, so the tune is
-        measured again on this build, serving or warming (asked once per pick kept)."""
+        measured again on this build, serving or warming (a record kept is asked once)."""
+        if self._kept.get(record.key) is record:  # (the hot path: one dict read)
+            return False
         recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
         try:
             here = self.kernels.key(tunable.candidates[record.pick])
         except ToolchainError:  # no compiler here, nor a build to serve: the launch says so
             return False
-        if recorded == here or (record.key, recorded) in self._kept:
-            return False
-        warming = self.misses.policy is None
-        if self.kernels.lookup.measured_otherwise(recorded, here, warming=warming):
+        lookup, warming = self.kernels.lookup, self.misses.policy is None
+        if recorded != here and lookup.measured_otherwise(recorded, here, warming=warming):
             return True
-        self._kept.add((record.key, recorded))  # a hit reads no kernel row again
+        self._kept[record.key] = record
         return False
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
