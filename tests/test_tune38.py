@@ -154,3 +154,68 @@ def test_a_pick_measured_on_a_build_served_alike_here_is_kept(warmed: Path, tmp_
         warmed, "other.npy", WARM_CC=str(other), WARM_BUNDLE=str(bundle), WARM_REPORT="1"
     )
     assert "served everything" in report, report
+
+
+SLOW = '''
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = """
+#include <fcntl.h>
+#include <unistd.h>
+void axpy(float *y, const float *x, long n) {
+    for (long i = 0; i < n; i++) y[i] = y[i] * 2 + x[i];
+    if (SLOW) { close(creat("measuring", 0644)); usleep(200000); }
+}"""
+
+
+def launch(rt, kernel, y, x, n, *, stream=None):
+    rt.launch(kernel, y, x, n, stream=stream)
+
+
+T = Tunable(
+    "slow",
+    {
+        "fast": Kernel(SRC, "axpy", "PPl", defines={"SLOW": 0}),
+        "slow": Kernel(SRC, "axpy", "PPl", defines={"SLOW": 1}),
+    },
+    launch,
+    repeats=50,
+)
+
+
+def workload(rt):
+    y = rt.upload(np.arange(8, dtype=np.float32))
+    x = rt.upload(np.ones(8, dtype=np.float32))
+    rt.tune(T, y, x, 8)
+'''
+
+
+def test_a_tune_a_ctrl_c_cut_short_is_named_by_the_report(tmp_path: Path) -> None:
+    """A production process a Ctrl-C interrupted while it measured a tune the bundle lacked
+    said `compiled 2 kernel(s) and tuned 0 operation(s)`: the tune it had to measure was
+    not named (a compile a Ctrl-C cut short is)."""
+    import signal
+    import time
+
+    (tmp_path / "w.py").write_text(SLOW)
+    env = _env(tmp_path, WARM_REPORT="1", WARM_CC="cc")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCTION, "w.py"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "measuring").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the slow candidate never ran"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, err
+    assert "compiled 2 kernel(s) and tuned 1 operation(s)" in err, err
+    assert "tune slow float32[8] float32[8] 8 (measuring interrupted: nothing stored)" in err, err

@@ -94,6 +94,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
+        self.tunes_cut: dict[str, str] = {}  # key -> label: its measuring interrupted
         self._kept: dict[str, TuneRecord] = {}  # tune key -> its record, its pick served
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
@@ -331,11 +332,14 @@ class Runtime:
         except TuneFailure:
             self.tunes.failed[key] = f"{tunable.name} {shape_key}"  # a report names it
             self.tune_registrations.settle(key, "failed")
+            self.tunes_cut.pop(key, None)
             raise
-        except BaseException:
+        except BaseException:  # a Ctrl-C: nothing stored, but a report names it
             self.tune_registrations.settle(key, "abandoned")
+            self.tunes_cut[key] = f"{tunable.name} {shape_key}"
             raise
         self.tune_registrations.settle(key, record.status)
+        self.tunes_cut.pop(key, None)
         return record
 
     def _tune_miss(
