@@ -219,3 +219,61 @@ def test_a_tune_a_ctrl_c_cut_short_is_named_by_the_report(tmp_path: Path) -> Non
     assert proc.returncode == -signal.SIGINT, err
     assert "compiled 2 kernel(s) and tuned 1 operation(s)" in err, err
     assert "tune slow float32[8] float32[8] 8 (measuring interrupted: nothing stored)" in err, err
+
+
+LATE = """
+import os
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *y, long n) { for (long i = 0; i < n; i++) y[i] = y[i] * 2; }"
+CANDIDATES = {"a": Kernel(SRC, "f", "Pl"), "b": Kernel(SRC + " ", "f", "Pl")}
+
+
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+T = Tunable("late", CANDIDATES, launch, check="a")
+T.candidates["c"] = Kernel(os.environ.get("EDITED", SRC) + "  ", "f", "Pl")
+
+
+def workload(rt):
+    rt.tune(T, rt.buffer(4), 4)
+"""
+
+
+def test_candidates_added_after_the_tunable_is_made_are_refused(tmp_path: Path) -> None:
+    """A tunable keyed its candidate set where it was made, but held the caller's dict: a
+    candidate added to it afterwards (`T.candidates["c"] = ...`) was measured, and picked,
+    under the old checksum, so an edit of it (`EDITED`: `y[i] = -1`, which the check refuses
+    cold) was served that pick unmeasured, unchecked (`served everything`). The candidates are
+    fixed where the Tunable is made: a change is refused, naming it."""
+    (tmp_path / "w.py").write_text(LATE)
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"]
+    done = _run(tmp_path, argv, WARM_CC="cc")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "tunable late: its candidates are fixed where the Tunable is made" in done.stderr
+
+
+def test_fixed_candidates_still_copy_and_pickle() -> None:
+    import copy
+    import pickle
+
+    from warmcli import Kernel, Tunable
+
+    k = Kernel("void f(float *y) { }", "f", "P")
+    mine = {"a": k, "b": Kernel("void f(float *y) {  }", "f", "P")}
+    t = Tunable("t", mine, _launch_nothing)
+    mine["c"] = k  # the caller's own dict: the tunable keeps the set its checksum keys
+    assert list(t.candidates) == ["a", "b"]
+    again = pickle.loads(pickle.dumps(t.candidates))
+    assert dict(again) == dict(t.candidates) and copy.copy(t.candidates) == t.candidates
+    assert {**t.candidates, "c": k}["c"] is k  # a new mapping from it is the caller's own
+    with pytest.raises(TypeError, match="tunable t: its candidates are fixed"):
+        again["c"] = k  # type: ignore[index]
+
+
+def _launch_nothing(rt: object, kernel: object, y: object, *, stream: object = None) -> None:
+    pass
