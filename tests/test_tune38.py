@@ -1,10 +1,15 @@
 """tune38: a tune's pick never changes what a process computes (real CLI, real cc).
 
 A checked tunable's pick was judged on the build `warm run` made of it. Where this
-process builds that candidate otherwise (another compiler, or a flag a wrapper `WARM_CC`
-adds from `$CFLAGS`: another kernel key), the stored pick's verdict is of another binary:
-it was served unchecked all the same, and computed what a cold start (whose check refuses
-that build) does not. Such a pick is measured again, in production and in `warm run`."""
+process builds that candidate otherwise (a flag a wrapper `WARM_CC` adds from `$CFLAGS`:
+another kernel key, a build not served here), the stored pick's verdict is of another
+binary: it was served unchecked all the same, and computed what a cold start (whose check
+refuses that build) does not. Such a pick is measured again, in production and in `warm
+run`, and `warm check` says so; a pick of a build served alike (another compiler version)
+is kept. A candidate added to `tunable.candidates` after it was made was measured and
+served under a checksum without it: refused. A tune a Ctrl-C cut short is named by the
+production report.
+"""
 
 from __future__ import annotations
 
