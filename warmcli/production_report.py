@@ -1,5 +1,6 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
-tune it measured because its bundle lacked them (`Miss`), and what runtimes `use_bundle`
+tune it measured because its bundle lacked them (`Miss`: one whose every candidate failed, or
+whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
 `misses_of` and `done_cold` read them off a runtime. Plain records: it owns no state,
@@ -106,4 +107,6 @@ def misses_of(rt: Runtime) -> list[Miss]:
     ]
     failed = "(every candidate failed: nothing stored)"
     tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
+    cut_short = "(measuring interrupted: nothing stored)"  # by a Ctrl-C
+    tunes += [Miss("tune", device, f"{n} {cut_short}", k) for k, n in list(rt.tunes_cut.items())]
     return kernels + tunes

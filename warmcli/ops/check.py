@@ -14,7 +14,9 @@ not servable). The builds (tune records) for other archs of an entry servable he
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
 (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
-(reason `absent`: production would compile it; one point read per such tune), nor, in a
+(reason `absent`: production would compile it; one point read per such tune) or whose
+build of it is another toolchain's (of this warm's build recipe) that does not run here
+(reason `toolchain`: production measures the tune again on its own build), nor, in a
 bundle opened under trusted keys, a row none of them signed, which production never serves
 (a build or record so left out is no build for a device: reason `unsigned` where it was
 the one that device would have used). `check_servable` returns what is not servable, each
@@ -41,6 +43,7 @@ from warmcli.backends.cuda.ptx import PtxError, check_ptx
 from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
+from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
@@ -300,17 +303,32 @@ def _unrunnable(
     return MissExplanation("kernel", first.key, first.label, "arch", detail, ("arch",))
 
 
-def _pick_served(bundle: Bundle, t: TuneRecord, label: str, report: CheckReport) -> None:
+def _pick_served(
+    bundle: Bundle, t: TuneRecord, label: str, report: CheckReport, offer: DeviceInfo
+) -> None:
     """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
-    under trusted keys) is not servable: production hits it, then compiles that kernel."""
+    under trusted keys) is not servable: production hits it, then compiles that kernel; nor
+    is one whose pick's build does not run on `offer` (another toolchain's that is not
+    served there: production builds its own, and measures the tune again on it)."""
     kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
     try:
-        if bundle.kernel(kernel) is not None:
-            return
+        record = bundle.kernel(kernel)
     except BundleError:  # malformed: refused as the kernel it is (`corrupt`)
         return
-    detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
-    report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
+    if record is None:
+        detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
+        report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
+        return
+    if recipe_of(record.toolchain) != BUILD_RECIPE:  # another warm's: its pick is served
+        return
+    target = Target(offer.backend, offer.arch, offer.driver, offer.toolchain)
+    why = why_not(record, target)
+    if why is not None and why[0] == "toolchain":
+        detail = (
+            f"its pick {t.pick!r} was measured on a build this machine is not served "
+            f"({why[1]}): production measures the tune again"
+        )
+        report.refuse(MissExplanation("tune", t.key, label, "toolchain", detail, ("toolchain",)))
 
 
 def _check_tunes(
@@ -342,7 +360,8 @@ def _check_tunes(
             mine[t.device] = (key, measured or t.status == "measured")
             if t.status == "measured":
                 gauged.add(_arch_of(t.device))
-                _pick_served(bundle, t, label, report)
+                offer = next(o for o in here if o.fingerprint == t.device)
+                _pick_served(bundle, t, label, report, offer)
         else:
             arch = _arch_of(t.device)
             other += arch not in archs

@@ -6,7 +6,8 @@ query, run only on a miss), taking the nearest one (fewest differing key
 components) and naming the component that differs: `toolchain`, `arch`,
 `options`, `defines`, `source`, `headers` (those it includes from its include
 folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check), `shape`
-(shape/dtype key) for a tune; `absent` when the bundle
+(shape/dtype key), `toolchain` (its pick measured on a build of its kernel not served here
+as this process's: measured again) for a tune; `absent` when the bundle
 holds nothing of that entry or operation, `pending` for a tune only recorded
 without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
 entry whose row is malformed (it is never served; a malformed row of the same
@@ -279,6 +280,13 @@ def explain_tune(
         return MissExplanation(
             "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"
         )
+    if record is not None and record.pick in candidates:  # measured on another build of it
+        detail = (
+            f"bundle's pick {record.pick!r} was measured on another build of its kernel, one "
+            "not served here as this process's (a wrapper's other flags, another CPU's): "
+            "measured again here"
+        )
+        return MissExplanation("tune", key, label, "toolchain", detail, ("toolchain",))
     if record is not None:
         detail = f"bundle's pick {record.pick!r} is not a candidate here"
         return MissExplanation("tune", key, label, "checksum", detail, ("checksum",))

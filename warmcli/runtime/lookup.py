@@ -21,7 +21,8 @@ the order they were stored, in chunks that grow with the kernels asked for (by h
 them: a workload serves in a few queries what it launches in the order it was warmed).
 It owns the keys it gave (and by which toolchain), the keys found served, the records
 read while keying, the rows prefetched, and what it asks once (the compiler's identity
-per language, the serving target per toolchain); it never compiles, never writes the
+per language, the serving target per toolchain); it says whether a tune's pick measured on
+another build is measured again (`measured_otherwise`); it never compiles, never writes the
 bundle and never prints.
 Loading is the cache's: it is handed the cache's `load`.
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from warmcli.backends import toolchain
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.native import keyed_identity
 from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
@@ -177,6 +179,28 @@ class BundleLookup:
         return found.key
 
     # -- the bundle's builds ---------------------------------------------------------------
+
+    def measured_otherwise(self, recorded: str, here: str, *, warming: bool) -> bool:
+        """Whether a tune's pick measured on the bundle's build `recorded` is measured again
+        where its kernel is keyed `here`: that build does not run here as this device's
+        toolchain's would (`why_not`: a wrapper's other options, a foreign `-march=native`),
+        so its timing and check verdict are not this binary's. Another warm's build recipe
+        is told apart: serving takes its pick, warming measures an older one's again (as a
+        fresh warm does, so the bundle's tunes name builds this warm serves) and keeps a
+        newer one's (two warms' re-warms never re-measure each other's). A build no longer
+        in the bundle is measured again while warming; a malformed row is kept."""
+        if self.bundle is None:  # (a record of this process's own: keyed alike)
+            return False
+        try:
+            held = self.bundle.kernel(recorded)
+        except BundleError:  # malformed: `warm check` names it, not this
+            return False
+        if held is None:
+            return warming
+        theirs = toolchain.recipe_of(held.toolchain)
+        if theirs != toolchain.BUILD_RECIPE:
+            return warming and theirs < toolchain.BUILD_RECIPE
+        return why_not(held, self._target(self._identities.get(here))) is not None
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)

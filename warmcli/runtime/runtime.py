@@ -22,8 +22,10 @@ where everything is a miss by design). What was built and measured is written by
 --shard`), the runtime measures only that shard's tunes and queues or compiles only the
 launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
 with a single candidate is answered with it, never measured nor registered. While warming,
-a measured pick whose kernel another warm's build recipe built is measured again
-(`_older_recipe`); serving takes it. The runtime
+a measured pick whose kernel is recorded as a build not served here as this process's
+(flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its
+timing and check were of that binary); one of another warm's build recipe is served
+as it is, and measured again by a re-warm where that recipe is older. The runtime
 never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
 registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned
 (its measuring raised, or the runtime closed with it still gathered). A buffer's shape and
@@ -41,6 +43,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
+from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import ArgumentError, DiscardedReadError, DiscardedReadWarning
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
@@ -91,6 +94,8 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
+        self.tunes_cut: dict[str, str] = {}  # key -> label: its measuring interrupted
+        self._kept: dict[str, TuneRecord] = {}  # tune key -> its record, its pick served
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -240,8 +245,14 @@ class Runtime:
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         record = self.tunes.get(key)
         measured = record is not None and record.status == "measured"
-        if record is not None and measured and record.pick in tunable.candidates:
-            record = None if self._older_recipe(tunable, record) else record
+        built_otherwise = None  # a measured pick of another build than this process's
+        if (
+            record is not None
+            and measured
+            and record.pick in tunable.candidates
+            and self._built_otherwise(tunable, record)
+        ):
+            built_otherwise, record = record, None
         if record is not None and measured and record.pick in tunable.candidates:
             collector.count(device_id, "autotune", "hits")
             pick = record.pick
@@ -250,7 +261,7 @@ class Runtime:
             if gathering and self._register_tune(tunable, key) and record is None:
                 collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
             if record is None:  # a compile-only verify names it (once: the miss policy's)
-                self._tune_miss(tunable, key, shape_key, record)
+                self._tune_miss(tunable, key, shape_key, built_otherwise)
             # A kernel whose compile is recorded as failed under the key it has here is not
             # due again (another toolchain's failure, another key, is not this one's).
             recorded = record.candidates if record is not None else ()
@@ -263,7 +274,7 @@ class Runtime:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
             return None
         else:
-            self._tune_miss(tunable, key, shape_key, record)
+            self._tune_miss(tunable, key, shape_key, record or built_otherwise)
             self._register_tune(tunable, key)
             record = self._measure(tunable, inputs, stream, key, shape_key)
             self.tunes.put(record)
@@ -273,25 +284,23 @@ class Runtime:
         tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
         return pick
 
-    def _older_recipe(self, tunable: Tunable, record: TuneRecord) -> bool:
-        """Warming only (no miss policy): whether a measured pick's kernel is recorded as a
-        build of an older warm's build recipe (or one no longer in the bundle) where this
-        warm keys it otherwise: measured again, every candidate built, as a fresh warm does,
-        so the bundle's tunes name builds this warm serves (`warm check`, after `warm clean`
-        removed the older ones). Serving takes such a pick as it is."""
-        if self.misses.policy is not None or self.bundle is None:
+    def _built_otherwise(self, tunable: Tunable, record: TuneRecord) -> bool:
+        """Whether a measured pick's kernel is recorded as a build that is not served here
+        as this process's (`BundleLookup.measured_otherwise`: a wrapper `WARM_CC` with other
+        `$CFLAGS`, say): its timing and any check's verdict are of that binary, so the tune is
+        measured again on this build, serving or warming (a record kept is asked once)."""
+        if self._kept.get(record.key) is record:  # (the hot path: one dict read)
             return False
         recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
-        if recorded == self.kernels.key(tunable.candidates[record.pick]):
-            return False
-        from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of  # (a re-warm only)
-        from warmcli.errors import BundleError
-
         try:
-            held = self.bundle.kernel(recorded)
-        except BundleError:  # malformed: `warm check` names it, not this
+            here = self.kernels.key(tunable.candidates[record.pick])
+        except ToolchainError:  # no compiler here, nor a build to serve: the launch says so
             return False
-        return held is None or recipe_of(held.toolchain) < BUILD_RECIPE  # (a newer's: kept)
+        lookup, warming = self.kernels.lookup, self.misses.policy is None
+        if recorded != here and lookup.measured_otherwise(recorded, here, warming=warming):
+            return True
+        self._kept[record.key] = record
+        return False
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:
         """A tunable with one candidate: that candidate, launched; nothing measured."""
@@ -323,11 +332,14 @@ class Runtime:
         except TuneFailure:
             self.tunes.failed[key] = f"{tunable.name} {shape_key}"  # a report names it
             self.tune_registrations.settle(key, "failed")
+            self.tunes_cut.pop(key, None)
             raise
-        except BaseException:
+        except BaseException:  # a Ctrl-C: nothing stored, but a report names it
             self.tune_registrations.settle(key, "abandoned")
+            self.tunes_cut[key] = f"{tunable.name} {shape_key}"
             raise
         self.tune_registrations.settle(key, record.status)
+        self.tunes_cut.pop(key, None)
         return record
 
     def _tune_miss(

@@ -76,7 +76,7 @@ class Tunable(Record):
     restore_positions: tuple[int, ...] = derived(())
 
     def __post_init__(self) -> None:
-        check_names(self.name, self.candidates, Kernel)  # and that there are some
+        object.__setattr__(self, "candidates", check_names(self.name, self.candidates, Kernel))
         if self.bucket not in (None, "pow2"):
             raise ValueError(f"tunable {self.name}: bucket must be None or 'pow2'")
         for arg, least, what in (("warmup", 0, "launches"), ("repeats", 1, "timed launches")):

@@ -8,8 +8,9 @@ memory address, or a set of no stable order is refused with a `TuneSpecError`) a
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
 tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
-that is no callable), or a tune key's text (`fits`), that a bundle cannot hold. It owns
-no state and never runs a kernel or a check.
+that is no callable), or a tune key's text (`fits`), that a bundle cannot hold; it fixes a
+tunable's candidates where it is made (`FixedCandidates`). It owns no state and never runs
+a kernel or a check.
 """
 
 from __future__ import annotations
@@ -35,10 +36,36 @@ _ROW_PER_CANDIDATE = 128  # bytes of a candidate's row besides its name, samples
 MAX_KEY_TEXT = 4 << 20  # characters of a tune key's text a bundle holds (`MAX_TEXT_CHARS`)
 
 
-def check_names(name: object, candidates: object, kernel: type) -> None:
-    """`TypeError` or `ValueError` naming the tunable where its name, or a candidate's
-    name or kernel, is not what a bundle holds (each name a str of at most `MAX_NAME`
-    characters, each candidate a `kernel`, the candidates a mapping)."""
+class FixedCandidates(dict[str, Any]):
+    """A tunable's candidates, fixed where it is made (its checksum keys them): a change is a
+    `TypeError` naming the tunable, never a candidate measured, picked and served under the
+    checksum of a set without it. A copy (`dict(c)`, `{**c}`) is the caller's own."""
+
+    def __init__(self, name: str, candidates: Mapping[str, Any]) -> None:
+        super().__init__(candidates)
+        self.tunable = name
+
+    def _refuse(self, *_: object, **__: object) -> Any:
+        raise TypeError(
+            f"tunable {self.tunable}: its candidates are fixed where the Tunable is made (its "
+            "tunes are keyed by them): make the Tunable from the finished mapping"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    pop = popitem = clear = update = setdefault = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickle would set its items one by one)
+        return FixedCandidates, (self.tunable, dict(self))
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def check_names(name: object, candidates: object, kernel: type) -> FixedCandidates:
+    """The candidates, fixed (`FixedCandidates`); a `TypeError` or `ValueError` naming the
+    tunable where its name, or a candidate's name or kernel, is not what a bundle holds
+    (each name a str of at most `MAX_NAME` characters, each candidate a `kernel`, the
+    candidates a mapping)."""
     if not isinstance(name, str):
         raise TypeError(f"tunable {name!r}: its name is no str ({type(name).__name__})")
     refuse_lone_surrogate(f"tunable {name}", "its name", name)
@@ -61,6 +88,7 @@ def check_names(name: object, candidates: object, kernel: type) -> None:
                             f"({type(k).__name__})")  # fmt: skip
     if not candidates:
         raise ValueError(f"tunable {name} has no candidates")
+    return FixedCandidates(name, candidates)
 
 
 def check_spec(
