@@ -8,12 +8,9 @@ no compiler). A build the bundle holds under a key is served only if it was made
 this device and toolchain by that rule, its blob's sha256 matches and it loads here
 (counted `loaded`); otherwise it is noted, handed to the miss policy as not served
 (`corrupt` for a malformed row, `binary` for a blob that cannot be served, the
-differing part for another device's or toolchain's build) and rebuilt. When serving
-(not warming), a CUDA device newer than every cubin of a kernel is served the bundle's
-PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
-`ptx_jit`; under CompileOnly, where nothing loads, held as served). While warming, a
-CUDA kernel whose cubin the bundle holds is held only with the PTX this run keeps
-(`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle lacks builds it.
+differing part for another device's or toolchain's build) and rebuilt. PTX served to a
+CUDA device newer than every cubin (under CompileOnly, where nothing loads, held as
+served), and PTX kept beside a held cubin while warming, are `warmcli.runtime.lookup_ptx`'s.
 A plain miss is
 explained (`warmcli.runtime.explain`) only when the miss
 policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
@@ -29,21 +26,21 @@ Loading is the cache's: it is handed the cache's `load`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends import toolchain
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.native import keyed_identity
-from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm, why_not
+from warmcli.backends.serving import Target, choose, of_kernel, why_not
 from warmcli.backends.toolchain import ToolchainError
-from warmcli.errors import BundleError, PtxError
+from warmcli.errors import BundleError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation
-from warmcli.runtime.misses import Misses, warn
+from warmcli.runtime.lookup_ptx import Load, PtxLookup
+from warmcli.runtime.misses import Misses
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
     from warmcli.runtime.store import Store
@@ -51,11 +48,8 @@ if TYPE_CHECKING:  # the storage seam, named in annotations only
 # The first chunk of this device's kernel rows prefetched (the least any chunk is).
 PREFETCH_AFTER = 8
 
-# The kernel cache's loader: (key, kernel, record, binary) -> the loaded function.
-Load = Callable[[str, Kernel, KernelRecord, bytes], Any]
 
-
-class BundleLookup:
+class BundleLookup(PtxLookup):
     """See the module doc; one per kernel cache."""
 
     def __init__(
@@ -296,80 +290,6 @@ class BundleLookup:
             self._not_served(kernel, record.key, unusable_binary(kernel, record.key, str(exc)))
             return False
         self.registrations.register_settled(collector, record.key, "loaded")
-        return True
-
-    def _kept_ptx_held(self, kernel: Kernel) -> bool:
-        """While warming a CUDA device that keeps PTX (`--ptx`, else the highest `--arch`'s):
-        whether the bundle holds it beside the cubin (not after a `--no-ptx` run)."""
-        if self.bundle is None or self.misses.policy is not None or self.device.backend != "cuda":
-            return True
-        try:
-            compiler = self.device.compiler(kernel.language)
-        except ToolchainError:  # none here: the cubin is served as it is
-            return True
-        if not (ptx := getattr(compiler, "ptx", None)):
-            return True
-        from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
-
-        arch = self.device.arch
-        ptx_arch = ptx_arch_for(arch) if ptx == "auto" else ptx
-        if ptx == "auto" and not ptx_in_program(arch, ptx_arch):
-            return True  # (an `sm_90a` cubin's: kept where it builds, its log says why not)
-        try:
-            held = self.bundle.kernel(kernel_key(kernel, ptx_arch, compiler.toolchain.identity))
-        except BundleError:  # a malformed row: built again
-            return False
-        return held is not None
-
-    def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
-        """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
-        served (the driver JITs it): when serving (not warming, which builds cubins)."""
-        if self.bundle is None or self.misses.policy is None or self.device.backend != "cuda":
-            return None
-        identity = self._identities.get(key)
-        ptx = (
-            r
-            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
-            if virtual_sm(r.arch) is not None
-            and (self.any_toolchain or identity is None or r.toolchain == identity)
-        )
-        return choose(ptx, self._target(identity), of_kernel(kernel))
-
-    def _ptx_held(self, kernel: Kernel, key: str) -> bool:
-        """Whether `serve_ptx` would serve this kernel's PTX here, its blob one this device's
-        driver JITs (counted `ptx_jit`); nothing is loaded."""
-        record = self._ptx(kernel, key)
-        if record is None or self.bundle is None:
-            return False
-        from warmcli.backends.cuda.ptx import check_ptx  # PTX: a CUDA device's only
-
-        driver = self._target(self._identities.get(key)).driver
-        try:
-            check_ptx(self.bundle.blob(record.sha256), self.device.arch, driver)
-        except (BundleError, PtxError):
-            return False
-        self._count("ptx_jit")
-        return True
-
-    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
-        """Serve the bundle's PTX of this kernel (`_ptx`): the driver JITs it as it loads."""
-        record = self._ptx(kernel, key)
-        if record is None or self.bundle is None:
-            return False
-        try:
-            load(key, kernel, record, self.bundle.blob(record.sha256))
-        except (BundleError, DeviceError) as exc:
-            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
-            return False
-        self.registrations.settle(key, "loaded")
-        self._count("ptx_jit")
-        line = (
-            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
-            "slower first load, no compile by warm"
-        )
-        active_collector().note(line)
-        if self.misses.log:
-            warn("warm: ptx: %s", line)
         return True
 
     # -- misses ----------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""PTX served and kept: the part of the kernel cache's bundle reads (`warmcli.runtime.lookup`)
+that is a CUDA device's only.
+
+When serving (not warming), a CUDA device newer than every cubin of a kernel is served the
+bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
+`ptx_jit`). While warming, a CUDA kernel whose cubin the bundle holds is held only with the
+PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
+lacks builds it. It owns no state of its own (its methods read `BundleLookup`'s); it never
+compiles, never writes the bundle and never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.errors import BundleError, PtxError
+from warmcli.execution.process_mode import active_collector
+from warmcli.execution.statistics import Registrations
+from warmcli.kernel import Kernel, kernel_key
+from warmcli.records import KernelRecord
+from warmcli.runtime.misses import Misses, warn
+
+if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.store import Store
+
+# The kernel cache's loader: (key, kernel, record, binary) -> the loaded function.
+Load = Callable[[str, Kernel, KernelRecord, bytes], Any]
+
+
+class PtxLookup:
+    """`BundleLookup`'s PTX reads; see the module doc."""
+
+    device: Device
+    bundle: Store | None
+    misses: Misses
+    any_toolchain: bool
+    registrations: Registrations
+    _identities: dict[str, str]
+
+    def _target(self, identity: str | None) -> Target:
+        raise NotImplementedError
+
+    def _count(self, name: str, amount: float = 1) -> None:
+        raise NotImplementedError
+
+    def _kept_ptx_held(self, kernel: Kernel) -> bool:
+        """While warming a CUDA device that keeps PTX (`--ptx`, else the highest `--arch`'s):
+        whether the bundle holds it beside the cubin (not after a `--no-ptx` run)."""
+        if self.bundle is None or self.misses.policy is not None or self.device.backend != "cuda":
+            return True
+        try:
+            compiler = self.device.compiler(kernel.language)
+        except ToolchainError:  # none here: the cubin is served as it is
+            return True
+        if not (ptx := getattr(compiler, "ptx", None)):
+            return True
+        from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+
+        arch = self.device.arch
+        ptx_arch = ptx_arch_for(arch) if ptx == "auto" else ptx
+        if ptx == "auto" and not ptx_in_program(arch, ptx_arch):
+            return True  # (an `sm_90a` cubin's: kept where it builds, its log says why not)
+        try:
+            held = self.bundle.kernel(kernel_key(kernel, ptx_arch, compiler.toolchain.identity))
+        except BundleError:  # a malformed row: built again
+            return False
+        return held is not None
+
+    def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
+        """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
+        served (the driver JITs it): when serving (not warming, which builds cubins)."""
+        if self.bundle is None or self.misses.policy is None or self.device.backend != "cuda":
+            return None
+        identity = self._identities.get(key)
+        ptx = (
+            r
+            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
+            if virtual_sm(r.arch) is not None
+            and (self.any_toolchain or identity is None or r.toolchain == identity)
+        )
+        return choose(ptx, self._target(identity), of_kernel(kernel))
+
+    def _ptx_held(self, kernel: Kernel, key: str) -> bool:
+        """Whether `serve_ptx` would serve this kernel's PTX here, its blob one this device's
+        driver JITs (counted `ptx_jit`); nothing is loaded."""
+        record = self._ptx(kernel, key)
+        if record is None or self.bundle is None:
+            return False
+        from warmcli.backends.cuda.ptx import check_ptx  # PTX: a CUDA device's only
+
+        driver = self._target(self._identities.get(key)).driver
+        try:
+            check_ptx(self.bundle.blob(record.sha256), self.device.arch, driver)
+        except (BundleError, PtxError):
+            return False
+        self._count("ptx_jit")
+        return True
+
+    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
+        """Serve the bundle's PTX of this kernel (`_ptx`): the driver JITs it as it loads."""
+        record = self._ptx(kernel, key)
+        if record is None or self.bundle is None:
+            return False
+        try:
+            load(key, kernel, record, self.bundle.blob(record.sha256))
+        except (BundleError, DeviceError) as exc:
+            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
+            return False
+        self.registrations.settle(key, "loaded")
+        self._count("ptx_jit")
+        line = (
+            f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
+            "slower first load, no compile by warm"
+        )
+        active_collector().note(line)
+        if self.misses.log:
+            warn("warm: ptx: %s", line)
+        return True
