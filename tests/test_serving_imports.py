@@ -52,6 +52,7 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
+    "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.warming",
     "warmcli.ops",
     "warmcli.cli",

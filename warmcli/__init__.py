@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     )
     from warmcli.execution.stream_mode import StreamModeOverride
     from warmcli.kernel import Kernel
-    from warmcli.production import ProductionReport, report, runtime, use_bundle
+    from warmcli.production import report, runtime, use_bundle
+    from warmcli.production_report import ProductionReport
     from warmcli.records import MissExplanation
     from warmcli.runtime.runtime import Runtime
     from warmcli.runtime.tune import Tunable
@@ -69,7 +70,7 @@ _HOMES = {
     "OverrideError": "warmcli.errors",
     "ProcessMode": "warmcli.execution.process_mode",
     "ProcessModeOverride": "warmcli.execution.process_mode",
-    "ProductionReport": "warmcli.production",
+    "ProductionReport": "warmcli.production_report",
     "Runtime": "warmcli.runtime.runtime",
     "SignatureError": "warmcli.errors",
     "StatisticsCollector": "warmcli.execution.statistics",

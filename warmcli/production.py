@@ -42,7 +42,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
@@ -54,9 +54,11 @@ from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path, others_may_write
 from warmcli.interrupted import keep_sigint_exit
 from warmcli.printable import printable, printable_lines
-from warmcli.production_report import Miss, ProductionReport, done_cold, misses_of
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
+
+if TYPE_CHECKING:  # `warmcli.production_report`: imported where a report or a miss is read
+    from warmcli.production_report import Miss, ProductionReport
 
 
 class _Production:
@@ -119,6 +121,8 @@ class _Production:
         return self.bundle
 
     def _report(self) -> ProductionReport:
+        from warmcli.production_report import ProductionReport
+
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
             misses += self._own_misses(rt)
@@ -127,12 +131,16 @@ class _Production:
         # what runtimes closed meanwhile did cold since (those collected since, then the others)
         kernels, tunes = map(sum, zip((0, 0), *list(self.gone), strict=True))
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
-            now_kernels, now_tunes = done_cold(rt)
+            now_kernels, now_tunes = rt.done_cold()
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
+        if not (any(rt.done_cold()) or rt.tunes.failed):
+            return []  # a hot runtime: the report's records are not even imported
+        from warmcli.production_report import misses_of
+
         parents = self.inherited.get(rt, set())
         return [m for m in misses_of(rt) if (m.kind, m.key) not in parents]
 
@@ -154,7 +162,9 @@ class _Production:
                 if self.write and self.bundle is not None and failure is None:
                     news = bool(rt.kernels.unpersisted() or rt.tunes.unpersisted())
                     if writer is not None or needs_writer(self.bundle, news):
-                        with _bounded_wait():  # another writer is waited for, not for ever
+                        from warmcli.bundle.lock import waiting_at_most  # (to write back)
+
+                        with waiting_at_most(WRITE_BACK_WAIT_SECONDS):  # not for ever
                             writer = writer or write_back_into(self.bundle, warn)
                             written += sum(rt.persist(writer))
             except BundleError as exc:
@@ -163,19 +173,15 @@ class _Production:
                 if self.write:  # what this write stored (all of it: the rest is LRU times)
                     self.unstored -= left - rt.unstored()
                 rt.close()
-                self.closed[rt] = then = list(done_cold(rt))
-                gone = weakref.finalize(rt, _gone, self.gone, rt.kernels, rt.tunes, then)
-                gone.atexit = False  # (one alive at exit is in `closed`, counted there)
+                self.closed[rt] = then = list(rt.done_cold())  # (counted here if alive at exit)
+                weakref.finalize(rt, _gone, self.gone, rt.kernels, rt.tunes, then).atexit = False
         if writer is not None and writer is not self.bundle:
             writer.close()
         self.runtimes.clear()
         self.asked.clear()
         if written and _served.signed(self.bundle):
-            warn(
-                "warm: wrote %d entries back into %s; they are unsigned: sign it again (warm sign)",
-                written,
-                printable(self.bundle.path),
-            )
+            unsigned = "warm: wrote %d entries back into %s; they are unsigned: sign it again"
+            warn(f"{unsigned} (warm sign)", written, printable(self.bundle.path))
         if self.bundle is not None:
             self.bundle.close()
             self.bundle = None
@@ -190,12 +196,14 @@ renew_on_fork(_STATE, "lock")
 def _forked() -> None:
     """In a forked child (its locks renewed first): what its parent compiled and tuned so
     far, in memory, is not the child's to report (written back, it may be)."""
+    from warmcli.production_report import misses_of
+
     state = _STATE
     state.closed_misses.clear()
     for rt in state.runtimes.values():
         state.inherited[rt] = {(m.kind, m.key) for m in misses_of(rt)}
     for rt, then in list(state.closed.items()):
-        then[:] = done_cold(rt)  # (the list its finalizer holds too)
+        then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()
 
 
@@ -352,13 +360,6 @@ def _bound(device: str) -> Runtime | None:
 WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
 
 
-def _bounded_wait() -> contextlib.AbstractContextManager[None]:
-    """The write lock, waited for `WRITE_BACK_WAIT_SECONDS` at most (imported to write back)."""
-    from warmcli.bundle.lock import waiting_at_most
-
-    return waiting_at_most(WRITE_BACK_WAIT_SECONDS)
-
-
 def report(*, at_exit: bool = False) -> ProductionReport:
     """What this process compiled or tuned that the bundle lacked; `at_exit`: print it then."""
     with _STATE.lock:
@@ -372,8 +373,7 @@ def close() -> None:
     state = _STATE
     with state.lock:
         state._close()
-        state.path = None
-        state.looked = state.off
+        state.path, state.looked = None, state.off
 
 
 def _at_exit() -> None:

@@ -3,9 +3,10 @@ tune it measured because its bundle lacked them (`Miss`: one whose every candida
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
-`misses_of` and `done_cold` read them off a runtime. Plain records: it owns no state,
-reads nothing but a runtime's counts and never prints (`warmcli.production` fills and
-prints them)."""
+`misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
+owns no state, reads nothing but a runtime's misses and never prints (`warmcli.production`
+fills and prints them, and imports this module only once a runtime missed something or a
+report is asked for: a hot process never does)."""
 
 from __future__ import annotations
 
@@ -91,11 +92,6 @@ class ProductionReport(Record, frozen=False):
             more = len(self.misses) - LISTED
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
-
-
-def done_cold(rt: Runtime) -> tuple[int, int]:
-    """How many kernels `rt` compiled and tunes it measured that its bundle does not hold."""
-    return len(rt.kernels.missed()), len(rt.tunes.unpersisted())
 
 
 def misses_of(rt: Runtime) -> list[Miss]:

@@ -377,6 +377,10 @@ class Runtime:
         self.tune_registrations.record(tunes, "persisted")
         return n_kernels, n_tunes
 
+    def done_cold(self) -> tuple[int, int]:
+        """How many kernels it compiled and tunes it measured that its bundle does not hold."""
+        return len(self.kernels.missed()), len(self.tunes.unpersisted())
+
     def unstored(self) -> int:
         """How many kernels and tunes this runtime built or measured that no write stored."""
         return len(self.kernels.unpersisted()) + len(self.tunes.unpersisted())
