@@ -36,7 +36,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -47,6 +46,7 @@ from warmcli.backends.processes import (
     stop_compilers,
 )
 from warmcli.interrupted import in_import_callback, send_again
+from warmcli.records import Record, factory
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
@@ -108,8 +108,7 @@ class _WorkerJournal:
     measuring = staticmethod(measuring)
 
 
-@dataclass
-class WorkerCrash:
+class WorkerCrash(Record, frozen=False):
     """The worker died of a signal outside any candidate's measurement, or was killed
     after an interrupt it did not stop for, or stopped for one its work did not answer
     (`interrupted`: an interrupt while the run printed, once the passes were stored)."""
@@ -136,8 +135,7 @@ class WorkerCrash:
         return f"the run was killed ({self.reason}; out of memory?)"
 
 
-@dataclass
-class CrashedCandidate:
+class CrashedCandidate(Record, frozen=False):
     """A candidate that crashed a worker, now excluded; the run starts again."""
 
     signal: int
@@ -151,11 +149,10 @@ class CrashedCandidate:
         return f"crashed ({signal_name(self.signal)})"
 
 
-@dataclass
-class _Journal:
+class _Journal(Record, frozen=False):
     during: str | None = None
     candidate: dict[str, Any] | None = None
-    groups: set[int] = field(default_factory=set)
+    groups: set[int] = factory(set)
     stored: tuple[int, int] = (0, 0)
     finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
     unanswered: bool = False  # it stopped for an interrupt its work did not answer
