@@ -97,3 +97,91 @@ print(json.dumps({"made": made, "generated": generated,
         "execution": asdict["execution"],
     }
     assert list(made["compilation"]) == [*asdict["compilation"], "settled"]  # its order
+
+
+# A compiler warm starts is tied to the thread that started it (a parent-death signal: a
+# killed warm leaves none running). Tied by a `preexec_fn`, every start was a `fork` of the
+# whole process (`warm run`'s worker: numpy, the bundle, the compiled kernels), which Python
+# never does by `vfork` with one, and the page faults of the copy-on-write after it cost the
+# worker half its minor faults (~3,500, ~7 ms of system time). Where util-linux's `setpriv`
+# takes `--pdeathsig`, it arms the signal instead and the start is a `vfork`.
+TIED = r"""
+import os, shutil, sys, threading, time
+from warmcli.backends import processes
+started = []
+processes.on_compiler(lambda pgid, on: on and started.append(pgid))
+sleep = os.path.realpath(shutil.which("sleep"))
+threading.Thread(target=processes.run, args=([sleep, "60"], None), daemon=True).start()
+while not started:
+    time.sleep(0.01)
+print(started[0], flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_child_dies_with_the_process_that_started_it_killed(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TIED], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert _alive(child)
+        os.kill(proc.pid, signal.SIGKILL)  # no handler runs: only the tie can stop it
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(child), "the child outlived the process that started it"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_children_start_tied_by_setpriv_where_it_takes_pdeathsig() -> None:
+    """Pure logic: the prefix `run` starts a child behind (none where no `setpriv` taking
+    `--pdeathsig` is installed, or the command is no absolute path to an executable file
+    that `execve` itself runs: a name looked up on PATH, a missing file, a script without
+    `#!`; those start as before, by `fork` and a `preexec_fn`)."""
+    import os
+    import shutil
+
+    from warmcli.backends import processes
+
+    sleep = os.path.realpath(shutil.which("sleep") or "/bin/sleep")
+    helper = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.path.isfile(p)), None)
+    if helper is None or b"pdeathsig" not in Path(helper).read_bytes():
+        assert processes.tying_prefix([sleep, "1"]) == []
+        return
+    assert processes.tying_prefix([sleep, "1"]) == [helper, "--pdeathsig", "KILL", "--"]
+    assert processes.tying_prefix(["sleep", "1"]) == []
+    assert processes.tying_prefix(["/no/such/compiler"]) == []
+
+
+def test_a_command_that_cannot_start_still_raises(tmp_path: Path) -> None:
+    """A missing compiler and an executable file `execve` refuses (no `#!`) raise
+    `OSError` where warm starts them, as before: never a child's exit status."""
+    import pytest
+
+    from warmcli.backends import processes
+
+    plain = tmp_path / "plain"
+    plain.write_text("echo not a binary\n")
+    plain.chmod(0o755)
+    for command in ([str(tmp_path / "missing")], [str(plain)]):
+        with pytest.raises(OSError):
+            processes.run(command, 30)
