@@ -185,3 +185,41 @@ def test_a_command_that_cannot_start_still_raises(tmp_path: Path) -> None:
     for command in ([str(tmp_path / "missing")], [str(plain)]):
         with pytest.raises(OSError):
             processes.run(command, 30)
+
+
+# `warm run`'s supervisor goes on once its worker has returned its code and closed its end
+# of a pipe (and its output), last of all: it no longer waits for the system to tear the
+# worker down (its memory map: milliseconds). The code is the journal's, as it exits with.
+CHANGES = r"""
+import os
+from warmcli import Kernel
+DEVICE = "host"
+def workload(rt):
+    count = os.environ["COUNT"]
+    n = int(open(count).read()) if os.path.exists(count) else 0
+    with open(count, "w") as fh:
+        fh.write(str(n + 1))
+    k = Kernel("void f(float *o) { o[0] = %d.0f; }" % n, "f", "P")  # another each pass
+    rt.launch(k, rt.buffer(1, "float32"))
+"""
+
+
+def test_a_verify_that_misses_still_exits_1(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "changes.py"
+    workload.write_text(CHANGES)
+    warm.env = dict(warm.env, COUNT=str(tmp_path / "count"))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "--json")
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["verified"] is False
+    assert (tmp_path / "count").read_text() == "3"
+
+
+def test_a_worker_ended_by_the_workload_is_still_said_so(warm: Warm, tmp_path: Path) -> None:
+    """`os._exit` in the workload: the worker never returned its code (no let-go): one line
+    naming it, exit 2, as before."""
+    workload = tmp_path / "ends.py"
+    workload.write_text("import os\nDEVICE = 'host'\ndef workload(rt):\n    os._exit(3)\n")
+    done = warm("run", workload, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2
+    assert "ended the process itself (exit status 3" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
