@@ -1,16 +1,17 @@
-"""`python -m warmcli` and the `warm` command: the CLI, with `warm --version` answered
-before the CLI's own imports (typer, rich, every command) are paid for, and a process
-whose work ran in a worker that has exited (`warm run`) ended without the interpreter's
-teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still imported is
-one line and exit 130, never the import's traceback; once a command has ended, Ctrl-C is
-ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped ssh
-session; each unless warm was started ignoring it, as under `nohup`) are answered as
+"""`python -m warmcli` and the `warm` command: the CLI, with `warm --version` answered before
+the CLI's own imports (typer, rich, every command) are paid for, those imports made with
+Python's cyclic garbage collector paused (`warmcli.cli.main` turns it on again), and a
+process whose work ran in a worker that has exited (`warm run`) ended without the
+interpreter's teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still
+imported is one line and exit 130, never the import's traceback; once a command has ended,
+Ctrl-C is ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped
+ssh session; each unless warm was started ignoring it, as under `nohup`) are answered as
 Ctrl-C is, so no command is ended by them in silence, its temporary files left; none
-answered ends the process by the signal after all (`_exit`).
-A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an
-ASCII stdout writes escapes (`_open_standard_streams`); output that cannot be written
-(`| false`, `> /dev/full`) is answered by `warmcli.cli.output`. A finalizer out of memory
-says nothing beside the command's one line (`_unraisable`)."""
+answered ends the process by the signal after all (`_exit`). A standard stream the caller
+closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
+(`_open_standard_streams`); output that cannot be written (`| false`, `> /dev/full`) is
+answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
+command's one line (`_unraisable`)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def main() -> None:
             raise SystemExit(refused(as_output(exc))) from None
         return
     sys.unraisablehook = _unraisable
+    import gc
+
+    gc.disable()  # until the command's modules are imported (`warmcli.cli.main` turns it on)
     try:
         import signal
 

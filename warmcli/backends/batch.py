@@ -30,7 +30,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
 
 from warmcli.backends.compiler import (
     DEFAULT_COMPILE_TIMEOUT,
@@ -42,18 +41,18 @@ from warmcli.backends.compiler import (
 from warmcli.backends.processes import resume_compilers, stop_compilers
 from warmcli.backends.sharing import shares_unit
 from warmcli.errors import ScratchError
+from warmcli.records import Record, factory
 
 JOBS_PER_CPU = 4  # --jobs above this many compiler processes per usable CPU is capped
 RUN = 2  # queued kernels dealt together when a plan has one group per job
 
 
-@dataclass
-class BatchResult:
+class BatchResult(Record, frozen=False):
     """What one batch compile produced."""
 
-    built: dict[str, CompiledGroup] = field(default_factory=dict)
-    failures: dict[str, CompileFailure] = field(default_factory=dict)
-    groups: list[CompiledGroup] = field(default_factory=list)
+    built: dict[str, CompiledGroup] = factory(dict)
+    failures: dict[str, CompileFailure] = factory(dict)
+    groups: list[CompiledGroup] = factory(list)
     processes: int = 0
     seconds: float = 0.0
 

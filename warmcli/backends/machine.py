@@ -21,7 +21,6 @@ import contextlib
 import functools
 import importlib.util
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from warmcli import config
@@ -30,12 +29,12 @@ from warmcli.backends.host import HostDevice
 from warmcli.backends.opening import cuda_available, open_devices
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.toolchain import ToolchainError, probe
+from warmcli.records import Record
 
 LANGUAGE = {"host": "c", "cuda": "cuda"}  # the language each backend's compiler builds
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
+class DeviceInfo(Record):
     """One device here: what it is, and what it offers a bundle (its compiler's identity)."""
 
     id: str
@@ -89,8 +88,7 @@ def listed_cuda_device(entry: Mapping[str, Any]) -> DeviceInfo:
     )
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(Record):
     """What this machine offers: its devices (the host first), whether pycuda is here, and
     (probed on first use) each backend's compiler and every toolchain identity by name."""
 

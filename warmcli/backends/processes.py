@@ -4,9 +4,10 @@ start, track, stop and reap them.
 `run` starts a command in its own process group (so stopping it stops its children
 too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on
 Linux to the thread that started it (a parent-death signal: a killed warm leaves none
-running; not in an atexit callback on Python 3.12, which refuses it there), waits for it
-with a timeout, and on a timeout or an exception in the caller
-(Ctrl-C) kills the whole group and reaps it. Every live group is known (the module's one
+running; armed by util-linux's `setpriv` where one is installed, so the start is a `vfork`
+(`tying_prefix`), else by a `preexec_fn`, which Python 3.12 refuses in an atexit callback:
+started untied there), waits for it with a timeout, and on a timeout or an exception in the
+caller (Ctrl-C) kills the whole group and reaps it. Every live group is known (the module's one
 piece of state), so `stop_compilers` kills them all at once, from a signal handler too,
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
@@ -45,6 +46,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 DRAIN_SECONDS = 1.0  # after a timeout's kill: the output read, at most this long
+# util-linux's `setpriv`, which arms a parent-death signal and execs the command: found here
+# only (never on PATH), and used where it takes `--pdeathsig` (util-linux 2.33 and later).
+SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
+_STARTS = (b"\x7fELF", b"#!")  # what `execve` runs itself: an ELF binary, a script with `#!`
 
 
 class Finished(NamedTuple):
@@ -81,6 +86,7 @@ class _Live:
     # Told (pgid, True) when a group starts and (pgid, False) when it is gone.
     observer: Callable[[int, bool], None] | None = None
     prctl: Callable[..., int] | None = None
+    setpriv: list[str] | None = None  # `tying_prefix`'s helper, once looked for ([]: none)
     owner = threading.local()  # the `Owner` a thread's starts are gathered into, if any
 
 
@@ -158,6 +164,42 @@ def _tie_to_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def tying_prefix(command: Sequence[str]) -> list[str]:
+    """What `run` starts `command` behind to tie it to the starting thread: `setpriv
+    --pdeathsig KILL --`, where one that takes it is installed and `command` names an
+    executable file by its absolute path that `execve` runs itself (an ELF binary, a script
+    with `#!`: what cannot start still raises `OSError` here, never a helper's exit status);
+    else nothing (`run` ties it by a `preexec_fn`). Started so, a child is a `vfork`: a
+    `preexec_fn` makes every start a `fork` of this whole process, whose copy-on-write page
+    faults (a `warm run` worker holding numpy, a bundle and the kernels) cost milliseconds."""
+    if _Live.setpriv is None:
+        _Live.setpriv = _setpriv()
+    program = command[0] if command else ""
+    if not _Live.setpriv or not os.path.isabs(program) or not os.access(program, os.X_OK):
+        return []
+    try:
+        with open(program, "rb") as fh:
+            start = fh.read(4)
+    except OSError:  # a folder, no permission to read: as before
+        return []
+    return [*_Live.setpriv, "--pdeathsig", "KILL", "--"] if start.startswith(_STARTS) else []
+
+
+def _setpriv() -> list[str]:
+    """`[path]` of the installed `setpriv` that takes `--pdeathsig` (its option table names
+    it: told without starting it), else `[]`."""
+    if not sys.platform.startswith("linux"):
+        return []
+    for path in SETPRIV:
+        try:
+            with open(path, "rb") as fh:
+                if os.access(path, os.X_OK) and b"pdeathsig" in fh.read(1 << 20):
+                    return [path]
+        except OSError:
+            continue
+    return []
+
+
 def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
     """Note a group started (or gone); whether a started one must be killed at once (its
     owner was stopped, or every compiler was, between the caller's start and this)."""
@@ -181,15 +223,16 @@ def run(
     import subprocess  # imported on first use: a serving process starts no child
 
     def start(tie: Callable[[], None] | None) -> subprocess.Popen[str]:
+        helper = tying_prefix(command) if tie is not None else []  # tied by it, else by `tie`
         return subprocess.Popen(
-            list(command),
+            [*helper, *command],
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
             start_new_session=True,
-            preexec_fn=tie,  # only prctl: no Python state is touched
+            preexec_fn=None if helper else tie,  # only prctl: no Python state is touched
             env=_environment(tmp),
         )
 

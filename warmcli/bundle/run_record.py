@@ -27,7 +27,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -35,14 +34,14 @@ from warmcli.bundle.rows import MAX_NAME_CHARS
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
 from warmcli.printable import LISTED
+from warmcli.records import Record
 
 KEY = "run"  # the manifest row
 MAX_COUNT = 1 << 20  # far above any shard count
 MAX_WORKLOAD_CHARS = 255  # a file name
 
 
-@dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Record):
     """Shards `shards` of the `count` a run (`run`, its `workload` file's name) was cut in."""
 
     run: str
@@ -133,8 +132,7 @@ def put(conn: sqlite3.Connection, record: RunRecord | None) -> None:
         conn.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (KEY, text))
 
 
-@dataclass(frozen=True)
-class Joined:
+class Joined(Record):
     """What a merge's inputs' records say: the output's record, and what is not whole."""
 
     record: RunRecord | None

@@ -31,7 +31,6 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +40,7 @@ from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
+from warmcli.records import Record
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
@@ -213,8 +213,7 @@ def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
 # -- signing and checking -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StoredSignature:
+class StoredSignature(Record):
     """One row of a bundle's `signatures` table, as read (not yet checked)."""
 
     key_id: str

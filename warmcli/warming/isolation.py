@@ -3,7 +3,9 @@ worker process that journals its work.
 
 A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
 take `warm run` down. `run_isolated` forks a worker that does the whole run and
-waits for it. The worker appends to a journal (an unlinked temporary file both
+waits for it: until it exits, or once it has returned its code, journaled, and closed its
+output and its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds,
+is no longer waited for). The worker appends to a journal (an unlinked temporary file both
 share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
 compiler process group it starts. When the worker dies of a crash signal while a
 candidate is being measured, that candidate is excluded (`excluded`, read by the
@@ -29,6 +31,7 @@ bundle.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -36,7 +39,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -47,6 +49,7 @@ from warmcli.backends.processes import (
     stop_compilers,
 )
 from warmcli.interrupted import in_import_callback, send_again
+from warmcli.records import Record, factory
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
@@ -108,8 +111,7 @@ class _WorkerJournal:
     measuring = staticmethod(measuring)
 
 
-@dataclass
-class WorkerCrash:
+class WorkerCrash(Record, frozen=False):
     """The worker died of a signal outside any candidate's measurement, or was killed
     after an interrupt it did not stop for, or stopped for one its work did not answer
     (`interrupted`: an interrupt while the run printed, once the passes were stored)."""
@@ -136,8 +138,7 @@ class WorkerCrash:
         return f"the run was killed ({self.reason}; out of memory?)"
 
 
-@dataclass
-class CrashedCandidate:
+class CrashedCandidate(Record, frozen=False):
     """A candidate that crashed a worker, now excluded; the run starts again."""
 
     signal: int
@@ -151,13 +152,13 @@ class CrashedCandidate:
         return f"crashed ({signal_name(self.signal)})"
 
 
-@dataclass
-class _Journal:
+class _Journal(Record, frozen=False):
     during: str | None = None
     candidate: dict[str, Any] | None = None
-    groups: set[int] = field(default_factory=set)
+    groups: set[int] = factory(set)
     stored: tuple[int, int] = (0, 0)
     finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
+    code: int = 0  # the exit code it returned (what it exits with)
     unanswered: bool = False  # it stopped for an interrupt its work did not answer
 
 
@@ -183,9 +184,15 @@ def _read_journal(fd: int) -> _Journal:
             journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
         elif kind == "exit":
             journal.finished, journal.unanswered = True, bool(entry.get("unanswered"))
+            journal.code = entry["code"] if isinstance(entry.get("code"), int) else 1
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
+
+
+def _finished(journal: int) -> bool:
+    """Whether the worker's journal says it returned its exit code."""
+    return _read_journal(journal).finished
 
 
 def _arm_parent_death(parent: int) -> None:
@@ -195,8 +202,9 @@ def _arm_parent_death(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
-    """In the forked worker: run `work` with the journal armed, then exit with its code."""
+def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> None:
+    """In the forked worker: run `work` with the journal armed, then exit with its code,
+    its output and `done` closed first (`_let_go`)."""
     code, unanswered = 1, False
     try:
         for s in _heeded():  # the supervisor's handler must not run here
@@ -234,13 +242,26 @@ def _worker(work: Callable[[], int], journal: int, parent: int) -> None:
         if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
             with contextlib.suppress(BaseException):
                 remove_folder()
+        _let_go(done)
         os._exit(code)
 
 
-def _wait(pid: int) -> tuple[int, bool]:
+def _let_go(done: int) -> None:
+    """The worker's standard output and error and its end of `done` closed, last of all: the
+    supervisor (woken by `done`'s end, its code in the journal) and whoever reads warm's
+    output go on while the system tears this process down (milliseconds: its memory map,
+    much of it shared with the supervisor's)."""
+    for fd in (1, 2, done):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _wait(pid: int, done: int, finished: Callable[[], bool]) -> tuple[int | None, bool]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status and whether it was
-    interrupted. The handler never raises, so no status is ever lost to it."""
+    interrupted; None for the status where the worker let go (`done` ended) once `finished`
+    (its journal says it returned its code): it is not waited for, as it is torn down. The
+    handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -254,18 +275,20 @@ def _wait(pid: int) -> tuple[int, bool]:
         pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
     except OSError:
         pidfd = None
+    watched = [done] if pidfd is None else [pidfd, done]  # pidfd: readable once it exits
     try:
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+            if reaped:
                 return status, bool(deadline)
             if deadline and time.monotonic() > deadline[0]:
                 os.kill(pid, signal.SIGKILL)
                 return os.waitpid(pid, 0)[1], True
-            if pidfd is not None:  # readable when the worker exits
-                select.select([pidfd], [], [], 0.25)
-            else:
-                time.sleep(0.02)
+            ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
+            if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
+                watched.remove(done)
+                if finished():
+                    return None, bool(deadline)
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -298,12 +321,23 @@ def run_isolated(
             sys.stdout.flush()
             sys.stderr.flush()
             parent = os.getpid()
+            done, let_go = os.pipe()  # the worker's end closed last: it let go
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
-                _worker(work, journal, parent)
-            status, interrupted = _wait(pid)
+                os.close(done)
+                _worker(work, journal, parent, let_go)
+            os.close(let_go)
+            finished = functools.partial(_finished, journal)
+            try:
+                status, interrupted = _wait(pid, done, finished)
+            finally:
+                os.close(done)
             seen = _read_journal(journal)
         _kill_groups(seen.groups)
+        if status is None:  # it returned its code and let go: it exits with it
+            if seen.unanswered:
+                return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
+            return seen.code & 0xFF
         if os.WIFEXITED(status):
             if not seen.finished:  # the workload ended the process itself (`os._exit`)
                 code = os.WEXITSTATUS(status)

@@ -47,7 +47,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
-from warmcli.records import CompilerCommand
+from warmcli.records import CompilerCommand, Record, factory
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
@@ -74,17 +74,16 @@ class PassReport:
     reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass
-class RunReport:
+class RunReport(Record, frozen=False):
     bundle: Path
     devices: list[str]
-    passes: list[PassReport] = field(default_factory=list)
+    passes: list[PassReport] = factory(list)
     stored_kernels: int = 0
     stored_tunes: int = 0
-    missing: list[str] = field(default_factory=list)
+    missing: list[str] = factory(list)
     signature: str = ""  # signed by which key, or why what was stored is unsigned
     shard: str = ""  # "I/N" when the run did one shard's part
-    compilers: list[dict[str, str]] = field(default_factory=list)  # `compiler_info` a device
+    compilers: list[dict[str, str]] = factory(list)  # `compiler_info` a device
     format_before: int | None = FORMAT_VERSION  # the bundle's before the run (None: new)
 
     @property

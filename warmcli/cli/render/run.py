@@ -8,7 +8,6 @@ builds its document without it.
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from warmcli.execution.statistics import (
     TUNE_OUTCOMES,
     DeviceStatistics,
 )
+from warmcli.records import Record
 from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport, did_something
 
@@ -46,13 +46,16 @@ LABELS = {
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
     return {
-        "compilation": {
-            **dataclasses.asdict(stats.compilation),
-            "settled": stats.compilation.settled,
-        },
-        "autotune": {**dataclasses.asdict(stats.autotune), "settled": stats.autotune.settled},
-        "execution": dataclasses.asdict(stats.execution),
+        "compilation": {**_fields(stats.compilation), "settled": stats.compilation.settled},
+        "autotune": {**_fields(stats.autotune), "settled": stats.autotune.settled},
+        "execution": _fields(stats.execution),
     }
+
+
+def _fields(record: Record) -> dict[str, Any]:
+    """A statistics record's fields, each mapping (`misses`) a copy: `dataclasses.asdict`'s
+    document, without the dataclass code it makes for a record's class on first use."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in record.as_fields().items()}
 
 
 def settled_json(report: PassReport) -> dict[str, dict[str, int]]:
