@@ -1,0 +1,35 @@
+"""review38: today's merges (trial38, tune38) reviewed as a user and an attacker would.
+
+Each test names the bug it covers; the real CLI in a subprocess, the real cc and real
+bundles where a process is involved, plain calls for pure logic.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from warmcli import Kernel, Tunable
+
+
+def _launch_nothing(rt: object, kernel: object, y: object, *, stream: object = None) -> None:
+    pass
+
+
+def test_a_tunable_still_converts_with_dataclasses_asdict() -> None:
+    """Records document `dataclasses.asdict` as working; tune38's fixed candidates broke it
+    (`FixedCandidates.__init__() missing 1 required positional argument`), as it did
+    `astuple` and `type(c).fromkeys`. The candidates come out as a plain dict, the caller's
+    own, and the tunable's own stay fixed."""
+    a, b = Kernel("void f(float *y) { }", "f", "P"), Kernel("void f(float *y) {  }", "f", "P")
+    t = Tunable("t", {"a": a, "b": b}, _launch_nothing)
+    out = dataclasses.asdict(t)
+    assert type(out["candidates"]) is dict and list(out["candidates"]) == ["a", "b"]
+    out["candidates"]["c"] = {}  # the caller's own
+    assert list(t.candidates) == ["a", "b"]
+    assert len(dataclasses.astuple(t)[1]) == 2
+    assert dict(type(t.candidates).fromkeys(["a"])) == {"a": None}
+    with pytest.raises(TypeError, match="tunable t: its candidates are fixed"):
+        copy.deepcopy(t).candidates["c"] = a  # type: ignore[index]
