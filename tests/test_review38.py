@@ -33,3 +33,26 @@ def test_a_tunable_still_converts_with_dataclasses_asdict() -> None:
     assert dict(type(t.candidates).fromkeys(["a"])) == {"a": None}
     with pytest.raises(TypeError, match="tunable t: its candidates are fixed"):
         copy.deepcopy(t).candidates["c"] = a  # type: ignore[index]
+
+
+class _Lazy(dict):  # type: ignore[type-arg]
+    """A dict subclass that holds sources and reads them as Kernels (`items`, `[]`)."""
+
+    def __getitem__(self, name: str) -> Kernel:
+        return Kernel(super().__getitem__(name), "f", "P")
+
+    def items(self):  # type: ignore[no-untyped-def,override]
+        return [(name, self[name]) for name in self]
+
+
+def test_a_dict_subclass_is_fixed_as_it_was_checked() -> None:
+    """tune38 checked the candidates through their `items()` but fixed a copy of the dict's
+    own storage (what `dict(c)` reads of a subclass): a subclass that reads its values as
+    Kernels was checked as Kernels and then held its raw values, `AttributeError: 'str'
+    object has no attribute 'content_hash'` where the Tunable was made. What was checked
+    is what is fixed."""
+    lazy = _Lazy({"a": "void f(float *y) { }", "b": "void f(float *y) {  }"})
+    t = Tunable("t", lazy, _launch_nothing)
+    assert [type(k) for k in t.candidates.values()] == [Kernel, Kernel]
+    plain = Tunable("t", dict(lazy.items()), _launch_nothing)
+    assert t.checksum == plain.checksum

@@ -50,7 +50,7 @@ class FixedCandidates(dict[str, Any]):
             return dict(candidates)
         return super().__new__(cls)
 
-    def __init__(self, candidates: Mapping[str, Any], /, tunable: str) -> None:
+    def __init__(self, candidates: Any, /, tunable: str) -> None:
         super().__init__(candidates)
         self.tunable = tunable
 
@@ -84,7 +84,8 @@ def check_names(name: object, candidates: object, kernel: type) -> FixedCandidat
     if not isinstance(candidates, Mapping):
         raise TypeError(f"tunable {name}: its candidates are a mapping of names to kernels, "
                         f"not a {type(candidates).__name__}")  # fmt: skip
-    for each, k in candidates.items():
+    pairs = list(candidates.items())  # read once: what is checked is what is fixed
+    for each, k in pairs:
         if not isinstance(each, str):
             raise TypeError(f"tunable {name}: candidate name {each!r} ({type(each).__name__}) "
                             "is no str")  # fmt: skip
@@ -95,9 +96,9 @@ def check_names(name: object, candidates: object, kernel: type) -> FixedCandidat
         if not isinstance(k, kernel):
             raise TypeError(f"tunable {name}: candidate {each!r} is no Kernel "
                             f"({type(k).__name__})")  # fmt: skip
-    if not candidates:
+    if not pairs:
         raise ValueError(f"tunable {name} has no candidates")
-    return FixedCandidates(candidates, name)
+    return FixedCandidates(pairs, name)
 
 
 def check_spec(
