@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from warmcli import Kernel, Tunable
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _launch_nothing(rt: object, kernel: object, y: object, *, stream: object = None) -> None:
@@ -56,3 +62,36 @@ def test_a_dict_subclass_is_fixed_as_it_was_checked() -> None:
     assert [type(k) for k in t.candidates.values()] == [Kernel, Kernel]
     plain = Tunable("t", dict(lazy.items()), _launch_nothing)
     assert t.checksum == plain.checksum
+
+
+SPEC_ERROR = """
+import numpy as np, warmcli
+from warmcli import Kernel, Tunable
+SRC = "void f(float *y, long n) { for (long i = 0; i < n; i++) y[i] += A; }"
+def launch(rt, kernel, y, n, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+T = Tunable("spec", {"a": Kernel(SRC, "f", "Pl", defines={"A": 1}),
+                     "b": Kernel(SRC, "f", "Pl", defines={"A": 2})}, launch, restore=[5])
+rt = warmcli.runtime()
+try:
+    rt.tune(T, rt.upload(np.zeros(4, np.float32)), 4)
+except ValueError as e:  # a TuneSpecError
+    print("caught", e)
+"""
+
+
+def test_a_tune_refused_for_its_spec_is_not_reported_as_interrupted(tmp_path: Path) -> None:
+    """tune38 named every tune whose measuring raised anything but a `TuneFailure` as one a
+    Ctrl-C cut short: a `restore=` naming no input (a `TuneSpecError` the workload catches)
+    was reported `tune spec ... (measuring interrupted: nothing stored)`, `tuned 1
+    operation(s)`, though nothing was measured nor interrupted. Only a Ctrl-C is."""
+    (tmp_path / "w.py").write_text(SPEC_ERROR)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(tmp_path / "home"), WARM_REPORT="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "w.py"], capture_output=True, text=True, env=env, cwd=tmp_path,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "caught tunable spec: restore" in done.stdout, done.stderr
+    assert "interrupted" not in done.stderr, done.stderr
+    assert "tuned 0 operation(s)" in done.stderr, done.stderr
