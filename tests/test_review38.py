@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from warmcli import Kernel, Tunable
@@ -95,3 +96,41 @@ def test_a_tune_refused_for_its_spec_is_not_reported_as_interrupted(tmp_path: Pa
     assert done.returncode == 0 and "caught tunable spec: restore" in done.stdout, done.stderr
     assert "interrupted" not in done.stderr, done.stderr
     assert "tuned 0 operation(s)" in done.stderr, done.stderr
+
+
+def test_a_pick_served_without_a_compiler_runs_the_build_it_was_checked_on(
+    tmp_path: Path,
+) -> None:
+    """Two setups share a bundle: one warmed through a wrapper `WARM_CC` adding `-DFAST`
+    (whose `quick` build the check refuses), then one without (its re-warm measures the
+    tune again on its own builds: pick `quick`, checked on the plain build). A production
+    machine with no compiler is served a build of each candidate, the wrapper's: tune38
+    judged the plain pick against no toolchain at all (everything serves where nothing
+    compiles) and served `quick` unchecked on the `-DFAST` build, which zeroes `y` where
+    every cold start computes `y * 2 + x`. The pick is judged against the build that runs."""
+    from test_tune38 import PRODUCTION, WORKLOAD
+
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    (tmp_path / "cc.sh").write_text('#!/bin/sh\nexec cc $CFLAGS "$@"\n')
+    (tmp_path / "cc.sh").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_") and k != "CFLAGS"}
+    env.update(WARM_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    env["WARM_CC"] = str(tmp_path / "cc.sh")
+
+    def run(argv: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, env={**env, **extra}, cwd=tmp_path, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    warm = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"]
+    run(warm, CFLAGS="-DFAST")
+    run(warm)
+    out = tmp_path / "out.npy"
+    served = run(
+        [sys.executable, "-c", PRODUCTION, "w.py"],
+        WARM_CC=str(tmp_path / "no-such-cc"), WARM_BUNDLE="b.warm", OUT=str(out),
+    )  # fmt: skip
+    y, x = np.arange(64, dtype=np.float32), np.linspace(-1, 1, 64, dtype=np.float32)
+    assert np.load(out).tobytes() == (y * 2 + x).tobytes(), served.stdout + served.stderr
