@@ -134,3 +134,8 @@ def test_a_pick_served_without_a_compiler_runs_the_build_it_was_checked_on(
     )  # fmt: skip
     y, x = np.arange(64, dtype=np.float32), np.linspace(-1, 1, 64, dtype=np.float32)
     assert np.load(out).tobytes() == (y * 2 + x).tobytes(), served.stdout + served.stderr
+    # `warm check` on that machine says what production does: the tune is measured again.
+    check = [sys.executable, "-m", "warmcli", "check", "b.warm", "--json"]
+    nothing = {**env, "WARM_CC": str(tmp_path / "no-such-cc")}
+    said = subprocess.run(check, capture_output=True, text=True, env=nothing, cwd=tmp_path)
+    assert said.returncode == 1 and '"toolchain"' in said.stdout, said.stdout + said.stderr
