@@ -16,7 +16,8 @@ are not (the entry is counted once, as not servable); a malformed entry is not s
 (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
 (reason `absent`: production would compile it; one point read per such tune) or whose
 build of it is another toolchain's (of this warm's build recipe) that does not run here
-(reason `toolchain`: production measures the tune again on its own build), nor, in a
+as its own, or, with no compiler, as the build it is served (reason `toolchain`:
+production measures the tune again on the build it runs; the entry's builds read), nor, in a
 bundle opened under trusted keys, a row none of them signed, which production never serves
 (a build or record so left out is no build for a device: reason `unsigned` where it was
 the one that device would have used). `check_servable` returns what is not servable, each
@@ -308,8 +309,8 @@ def _pick_served(
 ) -> None:
     """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
     under trusted keys) is not servable: production hits it, then compiles that kernel; nor
-    is one whose pick's build does not run on `offer` (another toolchain's that is not
-    served there: production builds its own, and measures the tune again on it)."""
+    is one whose pick's build does not run on `offer` as its own (or, with no compiler, as
+    the build it is served): production measures the tune again on that one."""
     kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
     try:
         record = bundle.kernel(kernel)
@@ -322,12 +323,14 @@ def _pick_served(
     if recipe_of(record.toolchain) != BUILD_RECIPE:  # another warm's: its pick is served
         return
     target = Target(offer.backend, offer.arch, offer.driver, offer.toolchain)
+    if offer.toolchain is None:  # no compiler: production runs the build it is served
+        kin, builds = same_kernel(record), bundle.each_kernel(record.entry, lambda *_: None)
+        if served := choose((k for k in builds if same_kernel(k) == kin), target, _any):
+            target = Target(offer.backend, offer.arch, offer.driver, served.toolchain)
     why = why_not(record, target)
     if why is not None and why[0] == "toolchain":
-        detail = (
-            f"its pick {t.pick!r} was measured on a build this machine is not served "
-            f"({why[1]}): production measures the tune again"
-        )
+        detail = f"its pick {t.pick!r} was measured on a build this machine is not served "
+        detail += f"({why[1]}): production measures the tune again"
         report.refuse(MissExplanation("tune", t.key, label, "toolchain", detail, ("toolchain",)))
 
 

@@ -182,11 +182,17 @@ class BundleLookup(PtxLookup):
         is told apart: serving takes its pick, warming measures an older one's again (as a
         fresh warm does, so the bundle's tunes name builds this warm serves) and keeps a
         newer one's (two warms' re-warms never re-measure each other's). A build no longer
-        in the bundle is measured again while warming; a malformed row is kept."""
+        in the bundle is measured again while warming; a malformed row is kept. Where `here`
+        is a build the bundle serves this process (another toolchain's, or any where no
+        compiler is here), the recorded one is judged against that build's toolchain: the
+        binary that runs here, not a process that would serve any build."""
         if self.bundle is None:  # (a record of this process's own: keyed alike)
             return False
         try:
             held = self.bundle.kernel(recorded)
+            identity = self._identities.get(here)
+            if identity is None and (served := self.bundle.kernel(here)) is not None:
+                identity = served.toolchain  # the build that runs here
         except BundleError:  # malformed: `warm check` names it, not this
             return False
         if held is None:
@@ -194,7 +200,7 @@ class BundleLookup(PtxLookup):
         theirs = toolchain.recipe_of(held.toolchain)
         if theirs != toolchain.BUILD_RECIPE:
             return warming and theirs < toolchain.BUILD_RECIPE
-        return why_not(held, self._target(self._identities.get(here))) is not None
+        return why_not(held, self._target(identity)) is not None
 
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)

@@ -334,9 +334,10 @@ class Runtime:
             self.tune_registrations.settle(key, "failed")
             self.tunes_cut.pop(key, None)
             raise
-        except BaseException:  # a Ctrl-C: nothing stored, but a report names it
+        except BaseException as exc:  # nothing stored; a Ctrl-C's a report names
             self.tune_registrations.settle(key, "abandoned")
-            self.tunes_cut[key] = f"{tunable.name} {shape_key}"
+            if isinstance(exc, KeyboardInterrupt):  # (not a TuneSpecError: nothing measured)
+                self.tunes_cut[key] = f"{tunable.name} {shape_key}"
             raise
         self.tune_registrations.settle(key, record.status)
         self.tunes_cut.pop(key, None)

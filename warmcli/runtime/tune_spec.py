@@ -39,11 +39,20 @@ MAX_KEY_TEXT = 4 << 20  # characters of a tune key's text a bundle holds (`MAX_T
 class FixedCandidates(dict[str, Any]):
     """A tunable's candidates, fixed where it is made (its checksum keys them): a change is a
     `TypeError` naming the tunable, never a candidate measured, picked and served under the
-    checksum of a set without it. A copy (`dict(c)`, `{**c}`) is the caller's own."""
+    checksum of a set without it. A copy (`dict(c)`, `{**c}`) is the caller's own, as is
+    what `dataclasses.asdict`, `astuple` or `fromkeys` make of it (a plain dict: made, as
+    they make a dict subclass, with no tunable named)."""
 
-    def __init__(self, name: str, candidates: Mapping[str, Any]) -> None:
+    tunable: str
+
+    def __new__(cls, candidates: Any = (), /, tunable: str | None = None) -> Any:
+        if tunable is None:  # `type(c)(pairs)`, as `dataclasses.asdict` copies a dict
+            return dict(candidates)
+        return super().__new__(cls)
+
+    def __init__(self, candidates: Any, /, tunable: str) -> None:
         super().__init__(candidates)
-        self.tunable = name
+        self.tunable = tunable
 
     def _refuse(self, *_: object, **__: object) -> Any:
         raise TypeError(
@@ -55,7 +64,7 @@ class FixedCandidates(dict[str, Any]):
     pop = popitem = clear = update = setdefault = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:  # (pickle would set its items one by one)
-        return FixedCandidates, (self.tunable, dict(self))
+        return FixedCandidates, (dict(self), self.tunable)
 
     def copy(self) -> dict[str, Any]:
         return dict(self)
@@ -75,7 +84,8 @@ def check_names(name: object, candidates: object, kernel: type) -> FixedCandidat
     if not isinstance(candidates, Mapping):
         raise TypeError(f"tunable {name}: its candidates are a mapping of names to kernels, "
                         f"not a {type(candidates).__name__}")  # fmt: skip
-    for each, k in candidates.items():
+    pairs = list(candidates.items())  # read once: what is checked is what is fixed
+    for each, k in pairs:
         if not isinstance(each, str):
             raise TypeError(f"tunable {name}: candidate name {each!r} ({type(each).__name__}) "
                             "is no str")  # fmt: skip
@@ -86,9 +96,9 @@ def check_names(name: object, candidates: object, kernel: type) -> FixedCandidat
         if not isinstance(k, kernel):
             raise TypeError(f"tunable {name}: candidate {each!r} is no Kernel "
                             f"({type(k).__name__})")  # fmt: skip
-    if not candidates:
+    if not pairs:
         raise ValueError(f"tunable {name} has no candidates")
-    return FixedCandidates(name, candidates)
+    return FixedCandidates(pairs, name)
 
 
 def check_spec(
