@@ -1,0 +1,89 @@
+"""polish38: five small truths a user trial noticed, each through the real CLI in a
+subprocess (real cc, real SQLite bundles; CUDA compiled for real with NVRTC under
+`--arch`, no GPU): a merged bundle's `"run"` in `warm stats --json` (absent, not null,
+where the merge records no run); a multi-arch `warm verify`'s miss lines, which did not
+say which device each is on; the pass tables' `into bundle` and `compilation.stored`,
+which counted cubins but not the PTX a run stored beside them; `warm stats`'s tune keys
+`""` and `" "` (alike) and zero-width characters (not escaped); and a workload given
+arguments (`warm run -m app.warmup -- --n 8`), refused as click's "unexpected extra
+argument(s)" without saying a workload takes none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import Warm
+
+HOST = """from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void bump(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] += {v}; }}",
+           "bump", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(8, "float32"), 8)
+"""
+
+GPU = """import os
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "cuda"
+INC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+CSCALE = Kernel('#include "common.h"\\n'
+    'extern "C" __global__ void cscale(float *x, int n) '
+    '{ int i = threadIdx.x; if (i < n) x[i] = SCALE_OF(x[i]); }',
+    "cscale", "Pi", language="cuda", options=("-I" + INC,))
+
+def workload(rt):
+    rt.launch(CSCALE, rt.upload(np.ones(16, np.float32)), 16, grid=1, block=32)
+"""
+
+KEYS = """import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void inc(float *x, int n) { for (int i = 0; i < n; i++) x[i] += STEP - STEP + 1; }"
+
+def launch(rt, kernel, x, n, key, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+
+T = Tunable("inc", {f"s{s}": Kernel(SRC, "inc", "Pi", defines={"STEP": s}) for s in (1, 2)},
+            launch, key=lambda x, n, key: key, warmup=0, repeats=1)
+
+def workload(rt):
+    x = rt.upload(np.zeros(8, np.float32))
+    for key in ("", " ", "\\ufeff", "\\u200b", "a b"):
+        rt.tune(T, x, 8, key)
+"""
+
+
+def gpu_project(root: Path) -> Path:
+    """`gpu_entry.py` and the header it includes, under `root`."""
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "common.h").write_text("#define SCALE_OF(x) ((x) * 2.0f)\n")
+    (root / "gpu_entry.py").write_text(GPU)
+    return root / "gpu_entry.py"
+
+
+def test_stats_json_always_carries_run_null_where_a_merge_records_none(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm merge` of two runs (two workloads; or sm_80 and sm_90 runs: the devices warmed
+    name a run) records no run: `warm stats --json` had no `"run"` key at all, though the
+    README lists it among the manifest's keys; it is `null` now, an object for one run."""
+    bundles = []
+    for v in (1, 2):
+        script, bundle = tmp_path / f"w{v}.py", tmp_path / f"w{v}.warm"
+        script.write_text(HOST.format(v=v))
+        done = warm("run", script, "-b", bundle, "-q")
+        assert done.returncode == 0, done.stderr
+        bundles.append(bundle)
+    one = json.loads(warm("stats", bundles[0], "--json").stdout)["manifest"]
+    assert one["run"]["workload"] == "w1.py" and one["run"]["shards"] == [0], one
+    merged = tmp_path / "m.warm"
+    done = warm("merge", *bundles, "-o", merged)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(warm("stats", merged, "--json").stdout)["manifest"]
+    assert "run" in manifest and manifest["run"] is None, manifest
