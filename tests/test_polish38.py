@@ -87,3 +87,28 @@ def test_stats_json_always_carries_run_null_where_a_merge_records_none(
     assert done.returncode == 0, done.stderr
     manifest = json.loads(warm("stats", merged, "--json").stdout)["manifest"]
     assert "run" in manifest and manifest["run"] is None, manifest
+
+
+def test_a_multi_arch_verify_names_the_device_of_each_miss(warm: Warm, tmp_path: Path) -> None:
+    """After a header edit, `warm verify --arch sm_80 --arch sm_90` printed two `miss:
+    kernel cscale: headers: ...` lines told apart only by `(key ...)`: each names its
+    device now, in the line and in `--json`'s explanations."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    entry = gpu_project(tmp_path / "proj")
+    bundle = tmp_path / "c1b.warm"
+    archs = ("--arch", "sm_80", "--arch", "sm_90")
+    done = warm("run", entry, "-b", bundle, *archs, "-q")
+    assert done.returncode == 0, done.stderr
+    (entry.parent / "include" / "common.h").write_text("#define SCALE_OF(x) ((x) * 3.0f)\n")
+    done = warm("verify", bundle, "--workload", entry, *archs)
+    assert done.returncode == 1, done.stderr + done.stdout
+    misses = sorted(line for line in done.stdout.splitlines() if line.startswith("miss:"))
+    assert len(misses) == 2, done.stdout
+    for miss, arch in zip(misses, ("sm_80", "sm_90"), strict=True):
+        assert miss.startswith(f"miss: {arch}: kernel cscale: headers: "), misses
+        assert "(key " not in miss, misses
+    done = warm("verify", bundle, "--workload", entry, *archs, "--json")
+    explained = json.loads(done.stdout)["explanations"]
+    assert sorted(m["device"] for m in explained) == ["sm_80", "sm_90"], explained

@@ -22,6 +22,7 @@ from warmcli.execution.statistics import (
     TUNE_OUTCOMES,
     DeviceStatistics,
 )
+from warmcli.printable import printable
 from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport, did_something
 
@@ -101,13 +102,15 @@ def verify_misses(report: RunReport) -> list[MissExplanation]:
 
 
 def miss_lines(misses: list[MissExplanation]) -> list[Text]:
-    """One line per miss: what was missed, the part of its key that differs, both values;
+    """One line per miss: the device it is on where the misses are on several (a replay
+    of several `--arch`), what was missed, the part of its key that differs, both values;
     lines that would read alike (one label, two kernels) each end with their key's start."""
     from collections import Counter
 
     from rich.text import Text
 
-    lines = [m.line() for m in misses]
+    several = len({m.device for m in misses}) > 1
+    lines = [(f"{printable(m.device)}: " if several else "") + m.line() for m in misses]
     seen = Counter(lines)
     return [
         Text(f"miss: {line}" + (f" (key {m.key[:16]})" if seen[line] > 1 else ""), style="red")
