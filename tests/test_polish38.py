@@ -112,3 +112,33 @@ def test_a_multi_arch_verify_names_the_device_of_each_miss(warm: Warm, tmp_path:
     done = warm("verify", bundle, "--workload", entry, *archs, "--json")
     explained = json.loads(done.stdout)["explanations"]
     assert sorted(m["device"] for m in explained) == ["sm_80", "sm_90"], explained
+
+
+def test_the_pass_tables_count_the_ptx_a_run_stored(warm: Warm, tmp_path: Path) -> None:
+    """A fresh `--arch sm_90` run stores the cubin and its compute_90 PTX: the summary said
+    2 kernels stored, the pass said `into bundle 1` (`compilation.stored` 1). The PTX is
+    counted now (`ptx_stored`, `1 + 1 PTX` in the table): the passes add up to the summary;
+    so for a run that stores only the PTX beside a cubin held (after `--no-ptx`)."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    entry = gpu_project(tmp_path / "proj")
+
+    def passes_add_up(*flags: str) -> tuple[int, int, int]:
+        done = warm("run", entry, "-b", tmp_path / "b.warm", "--json", *flags)
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        stored = sum(p["compilation"]["stored"] for p in doc["passes"])
+        ptx = sum(p["compilation"]["ptx_stored"] for p in doc["passes"])
+        warming = next(p for p in doc["passes"] if p["mode"] == "CompileAndAutotune")
+        by_end = warming["settled_by_end"]["compilation"]
+        assert stored + ptx == doc["stored"]["kernels"], doc
+        assert (by_end["stored"], by_end["ptx_stored"]) == (stored, ptx), doc
+        return stored, ptx, doc["stored"]["kernels"]
+
+    done = warm("run", entry, "-b", tmp_path / "a.warm", "--arch", "sm_90")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if " into bundle " in line]
+    assert ["into", "bundle", "1", "+", "1", "PTX"] in [r[:6] for r in rows], done.stdout
+    assert passes_add_up("--arch", "sm_90", "--no-ptx") == (1, 0, 1)
+    assert passes_add_up("--arch", "sm_90") == (0, 1, 1)  # its PTX, beside the cubin held

@@ -127,6 +127,12 @@ def _fmt(value: float) -> str:
     return f"{value:.3f} s" if isinstance(value, float) else str(value)
 
 
+def _cell(values: object, key: str) -> str:
+    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`)."""
+    ptx = getattr(values, "ptx_stored", 0) if key == "stored" else 0
+    return _fmt(getattr(values, key)) + (f" + {ptx} PTX" if ptx else "")
+
+
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
     """One pass on one device: compilation, autotune and execution side by side."""
     table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
@@ -139,9 +145,7 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
         values = getattr(stats, view)
         table.add_column(view.capitalize(), style="bold")
         table.add_column("", justify="right")
-        columns.append(
-            [(LABELS.get(k, k.replace("_", " ")), _fmt(getattr(values, k))) for k in keys]
-        )
+        columns.append([(LABELS.get(k, k.replace("_", " ")), _cell(values, k)) for k in keys])
     for i in range(max(len(c) for c in columns)):
         row: list[str] = []
         for column in columns:
