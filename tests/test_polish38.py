@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 HOST = """from warmcli import Kernel
@@ -142,3 +143,37 @@ def test_the_pass_tables_count_the_ptx_a_run_stored(warm: Warm, tmp_path: Path) 
     assert ["into", "bundle", "1", "+", "1", "PTX"] in [r[:6] for r in rows], done.stdout
     assert passes_add_up("--arch", "sm_90", "--no-ptx") == (1, 0, 1)
     assert passes_add_up("--arch", "sm_90") == (0, 1, 1)  # its PTX, beside the cubin held
+
+
+def test_stats_shows_blank_and_invisible_tune_keys_visibly(warm: Warm, tmp_path: Path) -> None:
+    """Tune keys `""` and `" "` read alike in `warm stats`, and a zero-width U+FEFF or
+    U+200B went to the terminal as it is (two rows that look the same): a blank key is
+    quoted, an invisible character escaped; an ordinary key reads as before."""
+    script, bundle = tmp_path / "keys.py", tmp_path / "keys.warm"
+    script.write_text(KEYS)
+    done = warm("run", script, "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    shown = warm("stats", bundle).stdout
+    headings = {line.split(" → ")[0] for line in shown.splitlines() if " → " in line}
+    assert headings == {'inc ""', 'inc " "', "inc \\ufeff", "inc \\u200b", "inc a b"}, headings
+    assert "\ufeff" not in shown and "\u200b" not in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\u200b", "\u200c", "\u200d", "\u2060", "\u2064", "\ufeff", "\u00ad", "\U000e0041"],
+)
+def test_printable_escapes_every_invisible_format_character(text: str) -> None:
+    """Pure logic: each invisible format character is escaped, ordinary text unchanged."""
+    from warmcli.printable import printable, visible
+
+    code = ord(text)
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    escape = escape if code < 0x10000 else f"\\U{code:08x}"
+    assert printable(f"a{text}b") == f"a{escape}b"
+    assert visible(f"a{text}b") == f"a{escape}b"
+    ordinary = "matmul 64x64 float32 → ü café (é) tab-free"
+    assert printable(ordinary) == ordinary == visible(ordinary)
+    blanks = [visible(text) for text in ("", " ", "  ", "\u00a0", "\t")]
+    assert blanks == ['""', '" "', '"  "', '"\\xa0"', '"\\x09"']
+    assert printable("") == "" and printable(" ") == " "  # every other command's text as it was

@@ -18,7 +18,7 @@ from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.errors import headline
 from warmcli.kernel_parts import stored
-from warmcli.printable import natural, printable
+from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord, where
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)
@@ -262,7 +262,7 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
         add_row(
             table,
             t["operation"],
-            t["shape"],
+            visible(t["shape"]),
             device_brief(t["device"]),
             pick,
             median,
@@ -278,7 +278,7 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
 
     heading = Text.assemble(
         (f"{printable(t['operation'])} ", "bold"),
-        printable(t["shape"]),
+        visible(t["shape"]),
         " → ",
         (printable(t["pick"] or t["status"]), "bold green"),
         (f"   on {printable(t['device'])}", "dim"),
