@@ -177,3 +177,28 @@ def test_printable_escapes_every_invisible_format_character(text: str) -> None:
     blanks = [visible(text) for text in ("", " ", "  ", "\u00a0", "\t")]
     assert blanks == ['""', '" "', '"  "', '"\\xa0"', '"\\x09"']
     assert printable("") == "" and printable(" ") == " "  # every other command's text as it was
+
+
+def test_a_workload_given_arguments_is_told_it_takes_none(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -m app.warmup -b x.warm -- --n 8 --json` said `Got unexpected extra
+    argument(s) (8 --json)`: a workload sees no arguments, and the one line says so and
+    what to do instead, for `run` and `verify` alike; the bundle is not made."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "warmup.py").write_text(HOST.format(v=1))
+    bundle = tmp_path / "x.warm"
+    for command in (
+        ["run", "-m", "app.warmup", "-b", bundle, "--", "--n", "8", "--json"],
+        ["run", tmp_path / "app" / "warmup.py", "-b", bundle, "8"],
+        ["verify", bundle, "-m", "app.warmup", "--", "--n", "8"],
+        ["verify", bundle, "--workload", tmp_path / "app" / "warmup.py", "8"],
+    ):
+        done = warm(*command, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("warm: error: "), done.stderr
+        assert "a workload takes no arguments" in lines[0], lines[0]
+        assert "environment variable" in lines[0] and "Got unexpected" not in lines[0], lines
+        assert not bundle.exists()
+    done = warm("verify", bundle, "other.warm", cwd=tmp_path)  # no workload: click's own line
+    assert done.returncode == 2 and "workload takes no" not in done.stderr, done.stderr
