@@ -6,7 +6,10 @@ reader's terminal (clear it, set its title, plant a hyperlink), a CR or LF would
 forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would show
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
-(`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line.
+(`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line;
+so is an invisible one (a zero-width space, a byte order mark), which would make two
+different texts read alike. `visible` shows a user's name that is empty or blank (a tune
+key `""` or `" "`) quoted, so that it reads as what it is.
 `escaped_within` escapes the user's own texts inside a message so. `cut` shortens a
 text a line names to its first `CUT_CHARS` (a shape may be megabytes);
 `LISTED` is how many entries of a list any report names.
@@ -49,22 +52,38 @@ class Pattern:
         return getattr(compiled, name)
 
 
-# C0 and C1 controls, DEL, the invisible format characters that reorder or break lines,
-# and lone surrogates (a packed document's text, read with "surrogatepass": no terminal's
-# encoding can write one).
+# C0 and C1 controls, DEL, the invisible format characters (that reorder or break lines,
+# or show nothing: a soft hyphen, zero-width spaces and joiners, word joiners and invisible
+# operators, a byte order mark, tags), and lone surrogates (a packed document's text, read
+# with "surrogatepass": no terminal's encoding can write one).
 _UNSAFE = Pattern(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
 )
+_BLANK = Pattern("[^ ]")  # what a text of spaces only shows escaped (`visible`)
 
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(value: object) -> str:
-    """`value` as text on one line, every control or reordering character visibly escaped."""
+    """`value` as text on one line, every control, reordering or invisible character
+    visibly escaped."""
     return _UNSAFE.sub(_escape, str(value))
+
+
+def visible(value: object) -> str:
+    """`printable(value)`, where the text is empty or blank (spaces, tabs, no-break spaces)
+    quoted with each character but a space escaped (`""`, `" "`, `"\\xa0"`): a name a
+    user chose (a tune's key) that would read as nothing, or as another blank."""
+    text = str(value)
+    if text.strip():
+        return printable(text)
+    return f'"{_BLANK.sub(_escape, text)}"'
 
 
 def cut(value: object, limit: int = CUT_CHARS) -> str:

@@ -338,8 +338,9 @@ class TuneRecord(Record):
 
 
 class MissExplanation(Record):
-    """One miss: what was missed, the key component that differs, and the two values
-    (`warmcli.runtime.explain` builds them; statistics, checks and reports carry them)."""
+    """One miss: what was missed, the key component that differs, the two values, and
+    the device it was missed on (`warmcli.runtime.explain` builds them; the miss policy
+    names the device; statistics, checks and reports carry them)."""
 
     kind: str  # "kernel" or "tune"
     key: str
@@ -347,6 +348,11 @@ class MissExplanation(Record):
     reason: str  # one of `warmcli.runtime.explain.REASONS`
     detail: str  # "bundle has X, this process wants Y"
     differs: tuple[str, ...] = ()  # every component the nearest entry differs in
+    device: str = ""  # the device id it was missed on (set where it is counted: `on`)
+
+    def on(self, device: str) -> MissExplanation:
+        """This miss, on the device `device` (its id: `sm_90`, `host`)."""
+        return MissExplanation(**{**self.as_fields(), "device": device})
 
     def line(self) -> str:
         """One line to print or log: the bundle's text in it has its control characters

@@ -17,6 +17,7 @@ from warmcli._version import __version__
 from warmcli.cli.common import exit_interrupted, out
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
+from warmcli.printable import printable
 
 
 def _variables(production: bool) -> str:
@@ -58,6 +59,28 @@ class WarmCommand(_PlainParams, TyperCommand):
         except KeyboardInterrupt:  # (a forked worker ignores it: its caller stops it)
             exit_interrupted()
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """A command that runs a workload (`run`, `verify`), given arguments past its own:
+        one line saying a workload takes none, and what to do instead."""
+        if self.name not in WORKLOAD_COMMANDS:
+            return super().parse_args(ctx, args)
+        ctx.allow_extra_args = True  # what is left over is refused here, said so
+        rest = super().parse_args(ctx, args)
+        ctx.allow_extra_args = False
+        if not ctx.args or ctx.resilient_parsing:
+            return rest
+        params = ctx.params
+        extra = [*([params["workload"]] if params.get("workload") and params.get("module") and
+                   self.name == "run" else []), *ctx.args]  # fmt: skip
+        given = printable(" ".join(map(str, extra)))
+        if not (params.get("workload") or params.get("module")):  # no workload: the parser's
+            ctx.fail(f"Got unexpected extra argument(s) ({given})")
+        ctx.fail(
+            f"a workload takes no arguments ({given}): warm runs it with sys.argv holding only "
+            "its path; give it settings in environment variables, or warm a module of your "
+            "own that sets them and calls it"
+        )
+
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
         for param in params:
@@ -97,6 +120,7 @@ class WarmGroup(_PlainParams, TyperGroup):
             exit_interrupted()
 
 
+WORKLOAD_COMMANDS = ("run", "verify")  # commands that run a workload (it sees no arguments)
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
     "check": "check",
     "clean": "clean",

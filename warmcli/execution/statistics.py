@@ -1,26 +1,25 @@
 """Counts of what a pass triggered, per device, readable from any thread.
 
 The code doing the work (compile queue, tune cache, launch path) counts into a
-`StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from
-any thread while a pass runs (progress bars poll one). Snapshots are frozen
-records (`warmcli.records.Record`): `CompilationStatistics`, `AutotuneStatistics`,
+`StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from any thread
+while a pass runs (progress bars poll one). Snapshots are frozen records
+(`warmcli.records.Record`): `CompilationStatistics`, `AutotuneStatistics`,
 `ExecutionStatistics` per device. A miss a bundle could not serve (a
-`warmcli.records.MissExplanation`) is counted by the reason `warmcli.runtime.explain`
-gives (the `misses` mapping, reason to count) and kept whole.
+`warmcli.records.MissExplanation`) is counted by the reason `warmcli.runtime.explain` gives
+(the `misses` mapping, reason to count) and kept whole.
 
 Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
-`execution/statistics.rs`): a key registers once per collector, with the collector
-of the override open then, and *settles* there exactly once, wherever and whenever
-that is, even after that override closed: a kernel `compiled`, `loaded`, `failed`
-or `abandoned` (dropped before settling: its batch raised, its runtime closed);
-a tune `measured`, `failed`, `pending` (warm's: its device cannot execute, the
-measuring waits for one that can) or `abandoned`. Afterwards a kernel may be
-`refused` by the device at load and `stored` into the bundle, a tune `persisted`,
-each counted once per registration. So one collector read after its work is done
-gives `settled == registered`. A `Registrations` holds one owner's registrations by key
-(a device's kernel cache, a runtime's tunes) so that it can settle them later.
-The collector owns the counters and a lock; it never decides what is counted,
-and never prints.
+`execution/statistics.rs`): a key registers once per collector, with the collector of the
+override open then, and *settles* there exactly once, wherever and whenever that is, even after
+that override closed: a kernel `compiled`, `loaded`, `failed` or `abandoned` (dropped before
+settling: its batch raised, its runtime closed); a tune `measured`, `failed`, `pending` (warm's:
+its device cannot execute, the measuring waits for one that can) or `abandoned`. Afterwards a
+kernel may be `refused` by the device at load and `stored` into the bundle (`ptx_stored`: its
+PTX too), a tune `persisted`, each counted once per registration. So one collector read after
+its work is done gives `settled == registered`. A `Registrations` holds one owner's
+registrations by key (a device's kernel cache, a runtime's tunes) so that it can settle them
+later. The collector owns the counters and a lock; it never decides what is counted, and never
+prints.
 """
 
 from __future__ import annotations
@@ -36,15 +35,15 @@ MISS = "misses."  # counter-name prefix of a miss's reason
 
 
 KERNEL_OUTCOMES = ("compiled", "loaded", "failed", "abandoned")
-KERNEL_LATER = ("refused", "stored")
+KERNEL_LATER = ("refused", "stored", "ptx_stored")
 TUNE_OUTCOMES = ("measured", "failed", "pending", "abandoned")
 TUNE_LATER = ("persisted",)
 
 
 class CompilationStatistics(Record):
-    """Kernels: registered, then settled once as compiled, loaded (served by a bundle),
-    failed or abandoned (its batch raised, its runtime closed first); of those, refused
-    by the device at load, stored into the bundle. Queued and batches run besides."""
+    """Kernels: registered, then settled once as compiled, loaded (served by a bundle), failed
+    or abandoned (its batch raised, its runtime closed first); of those, refused by the device
+    at load, stored into the bundle (`ptx_stored`: the PTX kept beside it too). Queued, batches."""
 
     registered: int = 0
     queued: int = 0
@@ -55,6 +54,7 @@ class CompilationStatistics(Record):
     abandoned: int = 0
     refused: int = 0
     stored: int = 0
+    ptx_stored: int = 0
     batches: int = 0
     compiler_processes: int = 0
     seconds: float = 0.0

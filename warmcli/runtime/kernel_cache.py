@@ -85,6 +85,7 @@ class KernelCache:
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, _Built] = {}
+        self._ptx_of: dict[str, str] = {}  # a PTX build's key -> the key of the cubin beside it
         self._failed: dict[str, CompileFailure] = {}
         self._interrupted: dict[str, str] = {}  # key -> label: its batch raised (a Ctrl-C)
         self._uncompiled: dict[str, str] = {}  # content hash -> label: no compiler, no build
@@ -181,6 +182,8 @@ class KernelCache:
         for unit in group:
             for key, entry in kept.get(unit.key, ()):
                 self._built[key] = entry
+                if key != unit.key:  # its PTX: stored as a row of its own, counted with it
+                    self._ptx_of[key] = unit.key
         for key, failure in result.failures.items():
             self._failed[key] = failure
             self.registrations.settle(key, "failed")
@@ -371,9 +374,13 @@ class KernelCache:
     def mark_persisted(
         self, keys: list[str], held: set[str] | frozenset[str] = frozenset()
     ) -> None:
-        """`keys` are in the bundle now: stored by this cache, but those in `held`."""
+        """`keys` are in the bundle now: stored by this cache, but those in `held` (a PTX
+        build counted `ptx_stored` with the kernel it was built with)."""
         self.ledger.mark_persisted(keys)
-        self.registrations.record([k for k in keys if k not in held], "stored")
+        stored = [k for k in keys if k not in held]
+        self.registrations.record([k for k in stored if k not in self._ptx_of], "stored")
+        ptx = [self._ptx_of[k] for k in stored if k in self._ptx_of]
+        self.registrations.record(ptx, "ptx_stored")
 
     def loaded_from_bundle(self) -> list[str]:
         """Keys of the kernels this cache served from the bundle."""

@@ -113,7 +113,7 @@ class MissPolicy(Record):
     def report(self, device_id: str, explanation: MissExplanation) -> None:
         """Count the miss by reason, then log it, warn or raise as this policy says."""
         view = "compilation" if explanation.kind == "kernel" else "autotune"
-        active_collector().miss(device_id, view, explanation)
+        active_collector().miss(device_id, view, explanation.on(device_id))
         self.refuse(explanation)
         if self.strict is Strictness.WARN:
             warn("warm: strict: %s", explanation.line())

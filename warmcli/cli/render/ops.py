@@ -29,6 +29,7 @@ from warmcli.ops.clean import CleanReport, Removal
 from warmcli.ops.diff import BundleDiff
 from warmcli.ops.merge import MergeReport
 from warmcli.ops.verify import IntegrityReport
+from warmcli.printable import visible
 from warmcli.records import where
 
 
@@ -103,7 +104,7 @@ def merge_renderable(report: MergeReport) -> Group:
     for c in report.choices:
         parts.append(
             line(
-                f"  tune {cell(c.operation)} {cell(c.shape)} on {cell(c.device)}: kept "
+                f"  tune {cell(c.operation)} {cell(visible(c.shape))} on {cell(c.device)}: kept "
                 f"{cell(c.kept_pick or 'pending')} "
                 f"measured {when(str(c.kept_measured_at))} in {c.kept} ({c.why}); dropped "
                 f"{cell(c.dropped_pick or 'pending')} measured {when(str(c.dropped_measured_at))} "
@@ -253,7 +254,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
             for col in ("operation", "shape", "pick", "device"):
                 table.add_column(col)
             for t in sorted(tunes, key=tune_order):
-                add_row(table, t.operation, t.shape_key, t.pick or t.status, t.device)
+                add_row(table, t.operation, visible(t.shape_key), t.pick or t.status, t.device)
             parts.append(table)
     if diff.picks_changed:
         n = len(diff.picks_changed)
@@ -264,7 +265,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
             add_row(
                 table,
                 c.operation,
-                c.shape,
+                visible(c.shape),
                 c.a_pick or "pending",
                 micros(c.a_seconds),
                 c.b_pick or "pending",

@@ -21,6 +21,7 @@ from warmcli.execution.statistics import (
     TUNE_OUTCOMES,
     DeviceStatistics,
 )
+from warmcli.printable import printable
 from warmcli.records import Record
 from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport, did_something
@@ -104,13 +105,15 @@ def verify_misses(report: RunReport) -> list[MissExplanation]:
 
 
 def miss_lines(misses: list[MissExplanation]) -> list[Text]:
-    """One line per miss: what was missed, the part of its key that differs, both values;
+    """One line per miss: the device it is on where the misses are on several (a replay
+    of several `--arch`), what was missed, the part of its key that differs, both values;
     lines that would read alike (one label, two kernels) each end with their key's start."""
     from collections import Counter
 
     from rich.text import Text
 
-    lines = [m.line() for m in misses]
+    several = len({m.device for m in misses}) > 1
+    lines = [(f"{printable(m.device)}: " if several else "") + m.line() for m in misses]
     seen = Counter(lines)
     return [
         Text(f"miss: {line}" + (f" (key {m.key[:16]})" if seen[line] > 1 else ""), style="red")
@@ -127,6 +130,12 @@ def _fmt(value: float) -> str:
     return f"{value:.3f} s" if isinstance(value, float) else str(value)
 
 
+def _cell(values: object, key: str) -> str:
+    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`)."""
+    ptx = getattr(values, "ptx_stored", 0) if key == "stored" else 0
+    return _fmt(getattr(values, key)) + (f" + {ptx} PTX" if ptx else "")
+
+
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
     """One pass on one device: compilation, autotune and execution side by side."""
     table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
@@ -139,9 +148,7 @@ def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatist
         values = getattr(stats, view)
         table.add_column(view.capitalize(), style="bold")
         table.add_column("", justify="right")
-        columns.append(
-            [(LABELS.get(k, k.replace("_", " ")), _fmt(getattr(values, k))) for k in keys]
-        )
+        columns.append([(LABELS.get(k, k.replace("_", " ")), _cell(values, k)) for k in keys])
     for i in range(max(len(c) for c in columns)):
         row: list[str] = []
         for column in columns:

@@ -18,7 +18,7 @@ from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.errors import headline
 from warmcli.kernel_parts import stored
-from warmcli.printable import natural, printable
+from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord, where
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)
@@ -148,7 +148,8 @@ MANIFEST_TYPES: dict[str, type] = {"format_version": int, "created": float, "upd
 def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
     """The manifest with its numbers as numbers (the bundle keeps text; a value that is
     not the number it should be, or is no finite number JSON can hold, is shown as it is),
-    its `run` record as an object (one that is not what warm writes: as it is)."""
+    its `run` record as an object (one that is not what warm writes: as it is; null where
+    the bundle records no run: a merge of several runs, an older warm's bundle)."""
     out: dict[str, Any] = {}
     for key, value in manifest.items():
         record = parse(value) if key == RUN_KEY else None
@@ -160,6 +161,7 @@ def manifest_json(manifest: dict[str, str]) -> dict[str, Any]:
         except ValueError:
             number = value
         out[key] = value if isinstance(number, float) and not math.isfinite(number) else number
+    out.setdefault(RUN_KEY, None)
     return out
 
 
@@ -260,7 +262,7 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
         add_row(
             table,
             t["operation"],
-            t["shape"],
+            visible(t["shape"]),
             device_brief(t["device"]),
             pick,
             median,
@@ -276,7 +278,7 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
 
     heading = Text.assemble(
         (f"{printable(t['operation'])} ", "bold"),
-        printable(t["shape"]),
+        visible(t["shape"]),
         " → ",
         (printable(t["pick"] or t["status"]), "bold green"),
         (f"   on {printable(t['device'])}", "dim"),
