@@ -58,10 +58,10 @@ class PtxLookup:
             return True
         if not (ptx := getattr(compiler, "ptx", None)):
             return True
-        from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program
+        from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program
 
         arch = self.device.arch
-        ptx_arch = ptx_arch_for(arch) if ptx == "auto" else ptx
+        ptx_arch = kept_ptx_arch(arch, ptx)
         if ptx == "auto" and not ptx_in_program(arch, ptx_arch):
             return True  # (an `sm_90a` cubin's: kept where it builds, its log says why not)
         try:

@@ -41,7 +41,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
+from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import Toolchain, ToolchainError, probe, remembered
@@ -362,7 +362,7 @@ class NvccCompiler:
             from warmcli.headers import absolute_include_options
 
             options = tuple(absolute_include_options(options))
-        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        ptx_arch = kept_ptx_arch(arch, self.ptx)
         same = ptx_in_program(arch, ptx_arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)
         started = time.perf_counter()

@@ -49,7 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     translation_unit,
 )
 from warmcli.backends.cuda.nvrtc_log import hint
-from warmcli.backends.cuda.ptx import ptx_arch_for, ptx_in_program, ptx_not_kept
+from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders, toolkit_home
 from warmcli.once import once
@@ -317,7 +317,7 @@ class NvrtcCompiler:
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
         arch, options = group_target(units, "NvrtcCompiler")
-        ptx_arch = ptx_arch_for(arch) if self.ptx == "auto" else self.ptx
+        ptx_arch = kept_ptx_arch(arch, self.ptx)
         # Everything else, the source built included, in the thread that compiles it: the
         # first program starts at once and the next group's source is built beside it.
         return _run(

@@ -42,6 +42,12 @@ def ptx_arch_for(arch: str) -> str:
     return f"compute_{m.group(1)}"
 
 
+def kept_ptx_arch(arch: str, ptx: str | None) -> str | None:
+    """The virtual architecture whose PTX a build for `arch` keeps under `--ptx`: "auto" (the
+    default) `ptx_arch_for(arch)`, else the one asked for (None or "" under `--no-ptx`)."""
+    return ptx_arch_for(arch) if ptx == "auto" else ptx
+
+
 def ptx_in_program(arch: str, ptx_arch: str | None) -> bool:
     """Whether the cubin's own program writes the PTX of `ptx_arch`: its plain `compute_XX`
     for an `sm_XX`. An arch-specific one's (`sm_90a`) writes `.target sm_90a` PTX, not the
