@@ -31,8 +31,9 @@ def _variables(production: bool) -> str:
 ENV_HELP = (
     f"Environment: {_variables(False)}; in production, {_variables(True)}."
     "\n\n"
-    "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found entries "
-    "this machine cannot serve; 2 bad input or environment; "
+    "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries "
+    "this machine cannot serve, or merge wrote OUT but its shards are not one whole run; "
+    "2 bad input or environment; "
     "130 interrupted (SIGINT, SIGTERM, SIGHUP). "
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )

@@ -1,10 +1,10 @@
 """What every `warm` command shares: the consoles, one-line errors, JSON output, the default bundle.
 
-Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, or check found
-entries this machine cannot serve; 2 bad input or environment
-(a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
-that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT,
-SIGTERM or SIGHUP). Every such error is one line on stderr (a compiler's log follows it,
+Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found
+entries this machine cannot serve, or merge wrote OUT but its shards are not one whole run;
+2 bad input or environment (a missing or broken workload, a corrupt or foreign bundle, no
+compiler, a kernel that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted
+(SIGINT, SIGTERM or SIGHUP). Every such error is one line on stderr (a compiler's log follows it,
 indented), never a traceback; under `--json` it is also one JSON object on stdout,
 `{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
 only JSON never imports Rich); a command that has finished holding nothing says so

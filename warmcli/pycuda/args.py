@@ -9,7 +9,8 @@ scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` 
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
 (`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
 `i`, its bits kept: an unsigned value travels as the signed type of its width).
-A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named;
+A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
+as is a text or a complex number for a scalar parameter (never converted);
 `prepare_letters` is `prepare`'s reading of its types. PyCUDA's own classes are
 recognised by name, so pycuda is never imported here; this module holds no state and
 never touches a device.
@@ -125,7 +126,17 @@ def staged(obj: Any) -> Staged | None:
 
 def scalar(value: Any, letter: str, position: int) -> np.generic:
     """`value` as the numpy scalar of PyCUDA letter `letter` (out of its range, or a float
-    for an integer letter, as `struct.pack` refuses it: refused, never truncated)."""
+    for an integer letter, as `struct.pack` refuses it: refused, never truncated). A text
+    or a complex number is no such value, and a numpy structured scalar is a struct by
+    value, which warm does not pass: each refused, never converted."""
+    if isinstance(value, np.void):
+        raise ArgumentError(f"argument {position}: {STRUCT_BY_VALUE}")
+    if isinstance(value, str | bytes | complex | np.complexfloating):
+        kind = "number" if isinstance(value, str | bytes) else "real number"
+        raise ArgumentError(
+            f"argument {position}: {value!r} ({type(value).__name__}) is no {kind}: a {letter!r} "
+            "parameter takes an int or a float (PyCUDA's struct.pack refuses it)"
+        )
     try:
         if letter == "?":
             return np.bool_(bool(value))
@@ -205,6 +216,9 @@ def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
     passed with the wrong bytes by PyCUDA: refused, naming both."""
     if not isinstance(value, np.number | np.bool_):
         return
+    if value.dtype.char not in WARM_LETTER:  # complex, float16, long double: no C letter
+        message = f"{entry} argument {position}: a {value.dtype} scalar has no kernel letter"
+        raise ArgumentError(message)
     if letter == "P":
         raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
     if not same_bytes(value.dtype.char, letter):
