@@ -1,0 +1,117 @@
+"""One key, one build: what a host kernel's build reads is in its key.
+
+Found by a brute-force property run (same key => same build bytes) over what can change
+what cc makes: an object file a kernel's options link (`/opt/lib/helper.o`, or through
+`-Wl,`/`-Xlinker`) was keyed by its path only, so after it was rebuilt with other code a
+bundle served the old build (a stale hit: it computed what a cold start did not) and
+`warm verify --workload` called it a hit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+from warmcli.linked import linked_digest
+
+HELPER = "float helper(int i) {{ return i * {scale}.0f; }}\n"
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel(
+    "float helper(int i);\\n"
+    "void f(float *o, int n) { for (int i = 0; i < n; i++) o[i] = helper(i); }\\n",
+    "f", "Pi", options=OPTIONS,
+)
+
+def values(rt):
+    b = rt.buffer(4, "float32")
+    rt.launch(K, b, 4)
+    return b
+
+def workload(rt):
+    values(rt)
+"""
+
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+print(json.dumps({"values": [float(v) for v in rt.read(module["values"](rt))],
+                  "compiled": len(warmcli.report().kernels)}))
+"""
+
+
+def _object(folder: Path, scale: int) -> Path:
+    """`helper.o` in `folder`, built (again) by the system cc with `helper` scaling by `scale`."""
+    folder.mkdir(exist_ok=True)
+    source = folder / "helper.c"
+    source.write_text(HELPER.format(scale=scale))
+    subprocess.run(
+        ["cc", "-O2", "-fPIC", "-c", str(source), "-o", str(folder / "helper.o")], check=True
+    )
+    return folder / "helper.o"
+
+
+def _serve(warm: Warm, workload: Path, bundle: Path) -> dict[str, object]:
+    env = dict(warm.env, WARM_BUNDLE=str(bundle))
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("spelling", ["{o}", "-Wl,{o}", "-Xlinker|{o}"])
+def test_an_object_a_kernel_links_rebuilt_with_other_code_is_a_miss(
+    warm: Warm, tmp_path: Path, spelling: str
+) -> None:
+    obj = _object(tmp_path / "lib", 2)
+    options = tuple(spelling.format(o=obj).split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    bundle = tmp_path / "b.warm"
+    run = warm("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    verify = warm("verify", bundle, "--workload", workload, "-q")
+    assert verify.returncode == 0, verify.stdout + verify.stderr  # unchanged: a hit
+    assert _serve(warm, workload, bundle) == {"values": [0.0, 2.0, 4.0, 6.0], "compiled": 0}
+
+    _object(tmp_path / "lib", 3)  # the same path, other code
+    verify = warm("verify", bundle, "--workload", workload, "-q")
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    served = _serve(warm, workload, bundle)  # what a cold start computes, never the old build
+    assert served["values"] == [0.0, 3.0, 6.0, 9.0], served
+
+
+def test_only_files_named_by_path_outside_includes_and_defines_are_keyed(tmp_path: Path) -> None:
+    """Pure logic: which option texts name a linked file (a folder, a relative name, an
+    include folder's or a header's path, a define's value are not), by content."""
+    obj = tmp_path / "helper.o"
+    obj.write_bytes(b"one")
+    script = tmp_path / "v.map"
+    script.write_text("{ global: *; };")
+    assert linked_digest(["-O3", f"-I{tmp_path}", "-I", str(tmp_path), "helper.o"]) == ""
+    assert linked_digest(["-include", str(obj), f"-imacros{obj}", f"-DX={obj}"]) == ""
+    assert linked_digest([f"-L{tmp_path}", "-Wl,-rpath," + str(tmp_path)]) == ""
+    named = [str(obj), f"-Wl,--version-script={script}", "-T", str(script)]
+    first = [linked_digest([option]) for option in named[:2]] + [linked_digest(named[2:])]
+    assert all(first) and first[0] != first[1]
+    obj.write_bytes(b"two")
+    script.write_text("{ global: f; local: *; };")
+    again = [linked_digest([option]) for option in named[:2]] + [linked_digest(named[2:])]
+    assert all(a != b for a, b in zip(first, again, strict=True))
