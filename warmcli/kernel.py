@@ -18,11 +18,10 @@ whose options name include folders (`-I`) or a header read first (`-include`), o
 reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system
 toolkit), or includes one by its absolute path, the key covers the headers it reaches
 there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`); a host kernel whose options name a file cc links (an object, a linker
-script: `warmcli.linked`) is keyed with its content too; any other's is as before. Its
-only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain,
-a source many kernels share), and of whether a source includes a header by its path, and
-those variables, read once; it compiles nothing.
+(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); any
+other's is as before. Its only state is bounded memos of the texts keys repeat, JSON-quoted
+(an arch, a toolchain, a source many kernels share), and of whether a source includes a
+header by its path, and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from warmcli.kernel_parts import (
     kind_of,
     opens_comment,
 )
+from warmcli.linked import with_linked
 from warmcli.once import once as _once
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
@@ -345,30 +345,17 @@ def _env_includes(language: str) -> tuple[str, str]:
 
 
 def included_headers(kernel: Kernel, toolchain: str = "") -> str:
-    """The digest of the headers a kernel reaches in the include folders its options name,
-    or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), and
-    of the files a host kernel's options link into its build (`warmcli.linked`), or ""."""
+    """The digest of the headers a kernel reaches in the include folders its options name, or
+    that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or "";
+    with the files a host kernel's options link into its build (`warmcli.linked`)."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
-    linked = _linked_files(kernel)
-    if not kernel.reads_headers and (env == ("", "") or not _may_include(kernel.source)):
-        return linked  # reaches no header: a serving process never imports `warmcli.headers`
-    from warmcli.headers import headers_digest
+    headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
+    if kernel.reads_headers or (env != ("", "") and _may_include(kernel.source)):
+        from warmcli.headers import headers_digest
 
-    headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
-    if not linked:
-        return headers
-    return hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
-
-
-def _linked_files(kernel: Kernel) -> str:
-    """The digest of the files a host kernel's options give cc or its linker as input (an
-    object, an archive, a linker script: `warmcli.linked`), or "" where they name none."""
-    if kernel.language != "c" or not kernel.options:
-        return ""
-    from warmcli.linked import linked_digest, may_name_files
-
-    return linked_digest(kernel.options) if may_name_files(kernel.options) else ""
+        headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
+    return with_linked(headers, kernel.options) if kernel.language == "c" else headers
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:

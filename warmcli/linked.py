@@ -76,11 +76,6 @@ def _file_digest(path: str) -> str | None:
     return found
 
 
-def may_name_files(options: Sequence[str]) -> bool:
-    """Whether any of `options` holds an absolute path at all (cheap: no file looked at)."""
-    return any("/" in option for option in options)
-
-
 def linked_digest(options: Sequence[str]) -> str:
     """The sha256 over each file `options` name by its absolute path and its content's
     sha256, in the order named; "" where they name none."""
@@ -91,3 +86,12 @@ def linked_digest(options: Sequence[str]) -> str:
     if not lines:
         return ""
     return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
+
+
+def with_linked(headers: str, options: Sequence[str]) -> str:
+    """A kernel's headers digest (`warmcli.headers`) with the files its `options` link:
+    `headers` itself where they name none (its key as before)."""
+    linked = linked_digest(options) if any("/" in option for option in options) else ""
+    if not linked:
+        return headers
+    return hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
