@@ -52,13 +52,16 @@ print(json.dumps({"values": [float(v) for v in rt.read(module["values"](rt))],
 
 
 def _object(folder: Path, scale: int) -> Path:
-    """`helper.o` in `folder`, built (again) by the system cc with `helper` scaling by `scale`."""
+    """`helper.o` in `folder`, built (again) by the system cc with `helper` scaling by `scale`,
+    and the archive `libhelper.a` holding it."""
     folder.mkdir(exist_ok=True)
     source = folder / "helper.c"
     source.write_text(HELPER.format(scale=scale))
     subprocess.run(
         ["cc", "-O2", "-fPIC", "-c", str(source), "-o", str(folder / "helper.o")], check=True
     )
+    (folder / "libhelper.a").unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", str(folder / "libhelper.a"), str(folder / "helper.o")], check=True)
     return folder / "helper.o"
 
 
@@ -76,12 +79,19 @@ def _serve(warm: Warm, workload: Path, bundle: Path) -> dict[str, object]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("spelling", ["{o}", "-Wl,{o}", "-Xlinker|{o}"])
+# (`-Wl,-u,helper`: the archive comes before the kernel's source on cc's command line)
+ARCHIVE = "-L{d}|-Wl,-u,helper|-lhelper"
+
+
+@pytest.mark.parametrize("spelling", ["{o}", "-Wl,{o}", "-Xlinker|{o}", ARCHIVE, "LIBRARY_PATH"])
 def test_an_object_a_kernel_links_rebuilt_with_other_code_is_a_miss(
     warm: Warm, tmp_path: Path, spelling: str
 ) -> None:
     obj = _object(tmp_path / "lib", 2)
-    options = tuple(spelling.format(o=obj).split("|"))
+    if spelling == "LIBRARY_PATH":  # the folder the linker searches named by the environment
+        warm.env["LIBRARY_PATH"] = str(obj.parent)
+        spelling = ARCHIVE.split("|", 1)[1]
+    options = tuple(spelling.format(o=obj, d=obj.parent).split("|"))
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
     bundle = tmp_path / "b.warm"
@@ -115,3 +125,22 @@ def test_only_files_named_by_path_outside_includes_and_defines_are_keyed(tmp_pat
     script.write_text("{ global: f; local: *; };")
     again = [linked_digest([option]) for option in named[:2]] + [linked_digest(named[2:])]
     assert all(a != b for a, b in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize(
+    "options", [("-B{d}/",), ("-B", "{d}"), ("--prefix={d}/",), ("-wrapper", "{d}/w,-v")]
+)
+def test_a_folder_of_compiler_programs_is_refused_naming_it(
+    warm: Warm, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """`-B folder/` runs the `cc1` (`as`, `ld`) found there, which no key covers: refused in
+    one line, as `-iprefix` is, never a build an edit there is served."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    given = tuple(o.format(d=folder) for o in options)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(given)))
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"option {given[0]!r} reads a file" in run.stderr, run.stderr
+    assert "compiler programs" in run.stderr and "Traceback" not in run.stderr

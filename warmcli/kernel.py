@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from warmcli import config
 from warmcli.kernel_parts import (
     checked_defines,
     checked_options,
@@ -346,8 +347,7 @@ def _env_includes(language: str) -> tuple[str, str]:
 
 def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     """The digest of the headers a kernel reaches in the include folders its options name, or
-    that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or "";
-    with the files a host kernel's options link into its build (`warmcli.linked`)."""
+    its compiler's (`toolchain`) from the environment, and of the files it links, or ""."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
     headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
@@ -355,7 +355,8 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
         from warmcli.headers import headers_digest
 
         headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
-    return with_linked(headers, kernel.options) if kernel.language == "c" else headers
+    c = kernel.language == "c"  # a host kernel: with the files it links (`warmcli.linked`)
+    return with_linked(headers, kernel.options, config.library_path) if c else headers
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:

@@ -23,8 +23,8 @@ no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopp
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
-covers (`@file`, `-iprefix`) or the source as another language (`-x c++`), refused before
-cc runs.
+covers (`@file`, `-iprefix`, compiler programs from `-B folder/`) or the source as another
+language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ ALIASES = sys.platform.startswith("linux")
 
 
 # Options that make cc read a file no kernel key covers (more options, an include prefix, a
-# system root's headers, a specs file): refused, as nvcc's `--options-file` is. `@file`
-# (cc's or, through `-Wl,`, the linker's).
+# system root's headers, a specs file; a folder of compiler programs, `-B`, in `unkeyed_file`):
+# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
 _UNKEYED_FILES = (
     "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
     "--sysroot", "-isysroot", "-specs", "--specs",
@@ -64,9 +64,12 @@ _UNKEYED_FILES = (
 
 
 def unkeyed_file(option: str) -> bool:
-    """Whether `option` makes cc (or its linker) read a file no kernel key covers."""
+    """Whether `option` makes cc (or its linker) read a file no kernel key covers, or run
+    compiler programs found in a folder it names (`-B folder/`, `--prefix`, `-wrapper`)."""
     pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
-    return any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
+    programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
+    programs = programs or (option.startswith("-B") and "/" in option)
+    return programs or any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
 
 
 def other_language(options: Sequence[str]) -> str | None:
@@ -180,9 +183,9 @@ class HostCompiler:
         refused = next((o for u in units for o in u.kernel.options if unkeyed_file(o)), None)
         if refused is not None:
             raise CompileFailure(
-                f"option {refused!r} reads a file (options, or an include prefix) no kernel "
-                "key covers (an edit there would be served the old build): give them in "
-                "options (-D..., -I folder, -include header)",
+                f"option {refused!r} reads a file (options, an include prefix, compiler "
+                "programs) no kernel key covers (an edit there would be served the old build): "
+                "give them in options (-D..., -I folder, -include header)",
                 tuple(units),
             )
         language = next((x for u in units if (x := other_language(u.kernel.options))), None)
