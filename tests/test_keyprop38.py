@@ -144,3 +144,39 @@ def test_a_folder_of_compiler_programs_is_refused_naming_it(
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"option {given[0]!r} reads a file" in run.stderr, run.stderr
     assert "compiler programs" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_cc1_from_compiler_path_builds_another_kernel(warm: Warm, tmp_path: Path) -> None:
+    """cc runs the `cc1` it finds in `COMPILER_PATH` (or under `GCC_EXEC_PREFIX`): one that
+    defines SCALE built other code under the plain compiler's key, so a process without it
+    was served that build (and one with it the plain one). Now the variable is in cc's
+    identity: `warm verify` calls it a miss, and each process computes what it would cold."""
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    cc1 = subprocess.run(
+        ["cc", "-print-prog-name=cc1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (folder / "cc1").write_text(f'#!/bin/sh\nexec {cc1} -D SCALE=3.0f "$@"\n')
+    (folder / "cc1").chmod(0o755)
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        WORKLOAD.replace(
+            "float helper(int i);\\n", "#ifndef SCALE\\n#define SCALE 2.0f\\n#endif\\n"
+        )
+        .replace("o[i] = helper(i)", "o[i] = i * SCALE")
+        .replace("OPTIONS", "()")
+    )
+    plain, other = tmp_path / "plain.warm", tmp_path / "other.warm"
+    run = warm("run", workload, "-b", plain, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    programs = Warm(dict(warm.env, COMPILER_PATH=str(folder)))
+    run = programs("run", workload, "-b", other, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    for bundle, who, values in ((other, warm, 2.0), (plain, programs, 3.0)):
+        verify = who("verify", bundle, "--workload", workload, "-q")
+        assert verify.returncode == 1, verify.stdout + verify.stderr
+        assert "COMPILER_PATH" in verify.stdout, verify.stdout
+        served = _serve(who, workload, bundle)
+        assert served["values"] == [0.0, values, 2 * values, 3 * values], served
+    verify = programs("verify", other, "--workload", workload, "-q")
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -144,11 +144,19 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
+        """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
+        environment says (`config.compiler_programs`): they change what it builds, so they
+        key (`serving.host_programs`)."""
         try:
-            return probe("cc", self._cc)
+            found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
+        programs = config.compiler_programs()
+        if not programs:
+            return found
+        added = "".join(f"; {name}={value}" for name, value in programs.items())
+        return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
