@@ -23,8 +23,8 @@ no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopp
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
-covers (`@file`, `-iprefix`, compiler programs from `-B folder/`) or the source as another
-language (`-x c++`), refused before cc runs.
+covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`) or the
+source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -61,15 +61,25 @@ _UNKEYED_FILES = (
     "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
     "--sysroot", "-isysroot", "-specs", "--specs",
 )  # fmt: skip
+# What, given through `-Wp,`, names an include folder or a header (`-I`, `-isystem`, `-include`,
+# `-imacros`, ...): the key reads those only as the kernel's own options.
+_PREPROCESSOR = ("-I", "-i", "--include", "--imacros", "--pre-include")
 
 
 def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker) read a file no kernel key covers, or run
-    compiler programs found in a folder it names (`-B folder/`, `--prefix`, `-wrapper`)."""
-    pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
+    compiler programs found in a folder it names (`-B folder/`, `--prefix`, `-wrapper`), or
+    hands the preprocessor an include folder or header past the key (`-Wp,-I,folder`)."""
+    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,")) else (option,)
     programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
     programs = programs or (option.startswith("-B") and "/" in option)
-    return programs or any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
+    headers = option.startswith("-Wp,") and any(p.startswith(_PREPROCESSOR) for p in pieces)
+    return (
+        programs
+        or headers
+        or any(p.startswith("@") for p in pieces)
+        or option.startswith(_UNKEYED_FILES)
+    )
 
 
 def other_language(options: Sequence[str]) -> str | None:
@@ -191,9 +201,9 @@ class HostCompiler:
         refused = next((o for u in units for o in u.kernel.options if unkeyed_file(o)), None)
         if refused is not None:
             raise CompileFailure(
-                f"option {refused!r} reads a file (options, an include prefix, compiler "
-                "programs) no kernel key covers (an edit there would be served the old build): "
-                "give them in options (-D..., -I folder, -include header)",
+                f"option {refused!r} reads a file (options, an include prefix or folder, "
+                "compiler programs) no kernel key covers (an edit there would be served the old "
+                "build): give them in options (-D..., -I folder, -include header)",
                 tuple(units),
             )
         language = next((x for u in units if (x := other_language(u.kernel.options))), None)
