@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm
+from conftest import ROOT, Warm, nvcc_or_skip
 
+from warmcli.backends.cuda.host_options import hidden_include
 from warmcli.linked import linked_digest
 
 HELPER = "float helper(int i) {{ return i * {scale}.0f; }}\n"
@@ -188,3 +189,50 @@ def test_a_cc1_from_compiler_path_builds_another_kernel(warm: Warm, tmp_path: Pa
         assert served["values"] == [0.0, values, 2 * values, 3 * values], served
     verify = programs("verify", other, "--workload", workload, "-q")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+CUDA_WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "cuda"
+K = Kernel(
+    '#ifndef SCALE\\n#define SCALE 1.0f\\n#endif\\n'
+    'extern "C" __global__ void f(float *o, int n) '
+    '{ int i = threadIdx.x; if (i < n) o[i] = i * SCALE; }',
+    "f", "Pi", language="cuda", options=OPTIONS,
+)
+
+def workload(rt):
+    b = rt.buffer(4, "float32")
+    rt.launch(K, b, 4, grid=(1,), block=(4,))
+"""
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "-Xcompiler|-include,{d}/pre.h",  # nvcc preprocesses device code with these too
+        "-Xcompiler=-I{d}/inc",
+        "--compiler-options=-include,{d}/pre.h",
+        "-Xcompiler|-I{d}/inc,-O2",
+    ],
+)
+def test_nvcc_host_compiler_options_naming_headers_the_key_misses_are_refused(
+    warm: Warm, tmp_path: Path, spelling: str
+) -> None:
+    """`-Xcompiler -include,pre.h` (or `-Xcompiler=-Idir`): nvcc's host compiler read a header
+    there for the device code, which the key never saw (an edit of SCALE there was served the
+    old cubin). Refused in one line before nvcc runs; `-Xcompiler -I/dir` alone, which the
+    key reads as the kernel's `-I`, is not."""
+    assert hidden_include(["-Xcompiler", "-I/opt/inc", "-Xcompiler", "-O3,-Wall"]) is None
+    nvcc_or_skip()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "pre.h").write_text("#define SCALE 3.0f\n")
+    options = tuple(spelling.format(d=tmp_path).split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(CUDA_WORKLOAD.replace("OPTIONS", repr(options)))
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = warm("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "hands nvcc's host compiler an include folder or header" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
