@@ -236,3 +236,19 @@ def test_nvcc_host_compiler_options_naming_headers_the_key_misses_are_refused(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "hands nvcc's host compiler an include folder or header" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_another_source_in_a_kernels_options_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`options=("/opt/helper.c", "-I/opt/inc")`: cc compiled helper.c with the kernel, and the
+    key never followed its `#include "h.h"` (an edit of SCALE there was served the old build).
+    Refused in one line; a header read first (`-include /opt/cfg.h`) is not such a source."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "h.h").write_text("#define SCALE 2.0f\n")
+    helper = tmp_path / "helper.c"
+    helper.write_text('#include "h.h"\nfloat helper(int i) { return i * SCALE; }\n')
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr((str(helper), f"-I{tmp_path}/inc"))))
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"option {str(helper)!r} is a source cc would compile" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

@@ -2,7 +2,7 @@
 
 A host C kernel's options may name a file that cc builds into the kernel's binary: an
 object or archive to link (`/opt/lib/helper.o`, `-Wl,/opt/lib/helper.o`, `-Xlinker ...`),
-another source, a linker script (`-T`, `-Wl,--version-script=...`), a plugin
+a linker script (`-T`, `-Wl,--version-script=...`), a plugin
 (`-fplugin=...`), a library (`-lhelper`) found in a folder `-L` or `LIBRARY_PATH` names.
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a

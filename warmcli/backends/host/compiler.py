@@ -23,8 +23,9 @@ no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopp
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
-covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`) or the
-source as another language (`-x c++`), refused before cc runs.
+covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
+source to compile (`/opt/x.c`: its headers unkeyed) or the source as another language
+(`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -80,6 +81,26 @@ def unkeyed_file(option: str) -> bool:
         or any(p.startswith("@") for p in pieces)
         or option.startswith(_UNKEYED_FILES)
     )
+
+
+# What cc compiles (rather than links) when an option names it: C, C++, preprocessed, assembly.
+_SOURCES = (".c", ".i", ".cc", ".cp", ".cxx", ".cpp", ".c++", ".C", ".ii", ".s", ".S", ".sx")
+# Options whose value is the next option (a header, a folder, a macro...): no input file.
+_VALUED = (
+    "-include", "-imacros", "-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-x",
+    "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-L", "-l", "-u",
+    "-T", "-z", "-e", "-aux-info", "--include-directory", "--include-directory-after",
+)  # fmt: skip
+
+
+def other_source(options: Sequence[str]) -> str | None:
+    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`), or
+    None: the key holds its content (`warmcli.linked`) but never follows its `#include`s."""
+    for before, option in zip(("", *options), options, strict=False):
+        named = before not in _VALUED and not option.startswith("-")
+        if named and os.path.splitext(option)[1] in _SOURCES:
+            return option
+    return None
 
 
 def other_language(options: Sequence[str]) -> str | None:
@@ -204,6 +225,14 @@ class HostCompiler:
                 f"option {refused!r} reads a file (options, an include prefix or folder, "
                 "compiler programs) no kernel key covers (an edit there would be served the old "
                 "build): give them in options (-D..., -I folder, -include header)",
+                tuple(units),
+            )
+        other = next((o for u in units if (o := other_source(u.kernel.options))), None)
+        if other is not None:
+            raise CompileFailure(
+                f"option {other!r} is a source cc would compile with the kernel, whose "
+                "#includes no kernel key follows (an edited header would be served the old "
+                "build): put its code in the kernel's source, or link its object",
                 tuple(units),
             )
         language = next((x for u in units if (x := other_language(u.kernel.options))), None)
