@@ -252,3 +252,32 @@ def test_another_source_in_a_kernels_options_is_refused(warm: Warm, tmp_path: Pa
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"option {str(helper)!r} is a source cc would compile" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+INCBIN_WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel(
+    '__asm__(".section .rodata\\\\n.global tbl\\\\ntbl: .incbin \\\\"TABLE\\\\"\\\\n.previous");\\n'
+    'extern const unsigned char tbl[];\\n'
+    'void f(float *o, int n) { for (int i = 0; i < n; i++) o[i] = tbl[i]; }\\n',
+    "f", "Pi",
+)
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4, "float32"), 4)
+"""
+
+
+def test_a_file_the_kernels_assembly_reads_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`__asm__(".incbin \\"/opt/table.bin\\"")`: the assembler put the file's bytes in the build
+    and no key covered them (a rewritten table was served the old one). Refused in one line."""
+    table = tmp_path / "table.bin"
+    table.write_bytes(bytes([2] * 8))
+    workload = tmp_path / "w.py"
+    workload.write_text(INCBIN_WORKLOAD.replace("TABLE", str(table)))
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

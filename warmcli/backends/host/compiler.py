@@ -24,13 +24,14 @@ before it linked) is that group's compile failure, never a binary stored and the
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
-source to compile (`/opt/x.c`: its headers unkeyed) or the source as another language
-(`-x c++`), refused before cc runs.
+source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembly reads
+(`.incbin`) or the source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -93,6 +94,10 @@ _VALUED = (
 )  # fmt: skip
 
 
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`).
+_ASSEMBLER_READS = re.compile(r'\.inc(?:bin|lude)\s*\\?"')
+
+
 def other_source(options: Sequence[str]) -> str | None:
     """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`), or
     None: the key holds its content (`warmcli.linked`) but never follows its `#include`s."""
@@ -148,7 +153,6 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
 def static_entry(kernel: Kernel) -> bool:
     """Whether the kernel's entry looks `static` (cc exports no such function: an alias would
     export it, so it is renamed as in a shared unit and, as there, not found)."""
-    import re
 
     from warmcli.backends.compiler import UNSCANNED
 
@@ -234,6 +238,14 @@ class HostCompiler:
                 "#includes no kernel key follows (an edited header would be served the old "
                 "build): put its code in the kernel's source, or link its object",
                 tuple(units),
+            )
+        reads = next((u for u in units if _ASSEMBLER_READS.search(u.kernel.source)), None)
+        if reads is not None:
+            raise CompileFailure(
+                f"kernel {reads.kernel.label}: its assembly reads a file (.incbin, .include) no "
+                "kernel key covers (an edit there would be served the old build): put the data "
+                "in the source, or pass it through a buffer",
+                (reads,),
             )
         language = next((x for u in units if (x := other_language(u.kernel.options))), None)
         if language is not None:
