@@ -281,3 +281,28 @@ def test_a_file_the_kernels_assembly_reads_is_refused(warm: Warm, tmp_path: Path
     assert run.returncode == 2, run.stdout + run.stderr
     assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("spelling", ["--system-include={d}", "--system-include|{d}"])
+def test_an_nvcc_system_include_folders_header_is_keyed(
+    warm: Warm, tmp_path: Path, spelling: str
+) -> None:
+    """nvcc's `--system-include` (its long `-isystem`) was not read as an include folder: an
+    edited `<cfg.h>` there kept the key, and `warm verify` called the old cubin a hit."""
+    nvcc_or_skip()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define SCALE 2.0f\n")
+    options = tuple(spelling.format(d=tmp_path / "inc").split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        CUDA_WORKLOAD.replace("OPTIONS", repr(options)).replace(
+            "'#ifndef SCALE", "'#include <cfg.h>\\n#ifndef SCALE"
+        )
+    )
+    bundle, args = tmp_path / "b.warm", ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = warm("run", workload, "-b", bundle, *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (tmp_path / "inc" / "cfg.h").write_text("#define SCALE 3.0f\n")
+    verify = warm("verify", bundle, "--workload", workload, *args)
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert "headers" in verify.stdout, verify.stdout

@@ -308,7 +308,7 @@ _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
 _INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "-iquote",
-                     "-idirafter")  # fmt: skip
+                     "-idirafter", "--system-include")  # fmt: skip
 # `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
 _PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
