@@ -1,10 +1,16 @@
-"""One key, one build: what a host kernel's build reads is in its key.
+"""One key, one build: what a kernel's build reads is in its key, or refused.
 
 Found by a brute-force property run (same key => same build bytes) over what can change
-what cc makes: an object file a kernel's options link (`/opt/lib/helper.o`, or through
-`-Wl,`/`-Xlinker`) was keyed by its path only, so after it was rebuilt with other code a
-bundle served the old build (a stale hit: it computed what a cold start did not) and
-`warm verify --workload` called it a hit.
+what cc, nvcc and NVRTC make. Each was a stale hit (a bundle served a build that computed
+what a cold start did not, and `warm verify --workload` called it a hit): an object, archive
+or linker script a host kernel's options link (`/opt/lib/helper.o`, `-Wl,`, `-Xlinker`, a
+`-lhelper` found through `-L` or `LIBRARY_PATH`), now keyed by content; a `cc1` found
+through `COMPILER_PATH` (or `GCC_EXEC_PREFIX`), now in cc's identity and served only where
+cc reads the same; nvcc's `--system-include` folder, now read as `-isystem`. Refused in one
+line, as `@file` is: compiler programs from `-B folder/` (`--prefix`, `-wrapper`), a header
+or folder given through `-Wp,` or nvcc's `-Xcompiler` in a spelling the key does not read,
+another source in a host kernel's options (its `#include`s unfollowed) and a file its
+assembly reads (`.incbin`).
 """
 
 from __future__ import annotations
