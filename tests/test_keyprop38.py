@@ -125,6 +125,7 @@ def test_only_files_named_by_path_outside_includes_and_defines_are_keyed(tmp_pat
     assert linked_digest(["-O3", f"-I{tmp_path}", "-I", str(tmp_path), "helper.o"]) == ""
     assert linked_digest(["-include", str(obj), f"-imacros{obj}", f"-DX={obj}"]) == ""
     assert linked_digest([f"-L{tmp_path}", "-Wl,-rpath," + str(tmp_path)]) == ""
+    assert linked_digest(["-MF", str(obj), f"-Wp,-MD,{obj}", "-o", str(obj)]) == ""  # written
     named = [str(obj), f"-Wl,--version-script={script}", "-T", str(script)]
     first = [linked_digest([option]) for option in named[:2]] + [linked_digest(named[2:])]
     assert all(first) and first[0] != first[1]

@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
-# content in `warmcli.headers`), defines. The next option is their value where given alone.
+# content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
+# its content changes with each build). The next option (or piece) is their value where given
+# alone.
 _NOT_FILES = (
     "-I", "--include-path", "--include-directory", "-isystem", "-iquote", "-idirafter",
     "-include", "--pre-include", "--include", "-imacros", "--imacros", "-D", "-U",
+    "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD", "--system-include",
 )  # fmt: skip
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
@@ -35,22 +39,23 @@ _memo: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def _candidates(options: Sequence[str]) -> Iterator[str]:
-    """Each text of `options` that may name a file cc or its linker reads."""
+    """Each text of `options` that may name a file cc or its linker reads: each option, or
+    each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
+    tokens = (
+        piece
+        for option in options
+        for piece in (option[4:].split(",") if option.startswith(_PIECES) else (option,))
+    )
     skip_next = False
-    for option in options:
-        if skip_next:
-            skip_next = False
+    for token in tokens:
+        if skip_next or token.startswith(_NOT_FILES):
+            skip_next = not skip_next and token in _NOT_FILES
             continue
-        if option.startswith(_NOT_FILES):
-            skip_next = option in _NOT_FILES
-            continue
-        pieces = option[4:].split(",") if option.startswith(_PIECES) else [option]
-        for piece in pieces:
-            yield piece
-            if "=" in piece:
-                yield piece.split("=", 1)[1]
-            if piece.startswith("-T") and len(piece) > 2:
-                yield piece[2:]
+        yield token
+        if "=" in token:
+            yield token.split("=", 1)[1]
+        if token.startswith("-T") and len(token) > 2:
+            yield token[2:]
 
 
 def _file_digest(path: str) -> str | None:
@@ -59,7 +64,7 @@ def _file_digest(path: str) -> str | None:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):
         return None
     stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     if (known := _memo.get(stamp)) is not None:
