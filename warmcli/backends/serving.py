@@ -152,13 +152,14 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"built through {theirs or 'no wrapper script'}, this C compiler through "
                 f"{ours or 'no wrapper script'}: a wrapper may add options"
             )
-    if (
+    if (  # another cc1, as or ld (tested without a call where the toolchains are one)
         record.backend == "host"
         and target.toolchain is not None
+        and record.toolchain != target.toolchain
         and any(m in record.toolchain or m in target.toolchain for m in HOST_PROGRAMS)
     ):
         theirs, ours = host_programs(record.toolchain), host_programs(target.toolchain)
-        if theirs != ours:  # another cc1, as or ld: another build
+        if theirs != ours:
             return "toolchain", (
                 f"built by cc with {theirs or 'its own programs'}, this compiler with "
                 f"{ours or 'its own programs'}"
