@@ -8,11 +8,11 @@ The key's options hold its path only, so an edited file was served the old build
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
 `-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there.
-Include folders, headers read first (`warmcli.headers` keys those by content) and defines
-are not looked at, so the keys of kernels naming no such file are as before. State: one
-per-process memo of each file's digest by its stat stamp (path, size, inode, mtime and
-ctime), of files unchanged in the last seconds. It never runs a compiler, never writes and
-never raises for a missing or unreadable file.
+Include folders, headers read first (`warmcli.headers` keys those by content), defines and
+what cc writes (`-o`, `-MF`) are not looked at, so the keys of kernels naming no such file
+are as before. State: one per-process memo of each file's digest by its stat stamp (path,
+size, inode, mtime and ctime), of files unchanged in the last seconds. It never runs a
+compiler, never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
