@@ -9,7 +9,8 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
 `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
 folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
-`CPLUS_INCLUDE_PATH` too) and the variables a C
+`CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
+(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), and the variables a C
 compiler that is a wrapper script names (`named_variables`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
@@ -325,6 +326,23 @@ def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:
     `CPATH`, then `C_INCLUDE_PATH`; "" for one unset."""
     env = os.environ if environ is None else environ
     return env.get("CPATH", ""), env.get("C_INCLUDE_PATH", "")
+
+
+def library_path(environ: Environ | None = None) -> str:
+    """`LIBRARY_PATH`, the folders the host C compiler's linker searches for a `-l` library
+    after those `-L` names (`warmcli.linked` keys what it finds there); "" unset."""
+    return _env(environ).get("LIBRARY_PATH", "")
+
+
+# What makes gcc run compiler programs (`cc1`, `as`, `ld`) from a folder it names.
+COMPILER_PROGRAMS = ("GCC_EXEC_PREFIX", "COMPILER_PATH")
+
+
+def compiler_programs(environ: Environ | None = None) -> dict[str, str]:
+    """`GCC_EXEC_PREFIX` and `COMPILER_PATH`, each where set and not empty: the host C
+    compiler runs the programs it finds there, which no kernel key covers."""
+    env = _env(environ)
+    return {name: env[name] for name in COMPILER_PROGRAMS if env.get(name)}
 
 
 def named_variables(names: Iterable[str], environ: Environ | None = None) -> dict[str, str]:

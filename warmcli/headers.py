@@ -1,8 +1,8 @@
 """The headers a kernel includes from the folders its options name, as one digest for its key.
 
-A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
-`-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or in the next option;
-PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
+A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
+`--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined
+or next; PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
 `C_INCLUDE_PATH`), or NVRTC's (the system toolkit's include folders, after the toolkit
 packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its source text
 does not hold: `headers_digest` covers them, those a source includes (or asks for) by
@@ -49,6 +49,7 @@ INCLUDE_FLAGS = (
     "--include-path",
     "--include-directory-after",  # gcc's long spelling of `-idirafter` (before its prefix)
     "--include-directory",  # gcc's long spelling of `-I`
+    "--system-include",  # nvcc's long spelling of `-isystem`
     "-isystem",
     "-iquote",
     "-idirafter",
@@ -204,7 +205,7 @@ def search_orders(
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
 
-    angled = of(*_AS_I) + cpath + of("-isystem") + system + of(*_AS_DIRAFTER)
+    angled = of(*_AS_I) + cpath + of("-isystem", "--system-include") + system + of(*_AS_DIRAFTER)
     return of("-iquote") + angled, angled
 
 

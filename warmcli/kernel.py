@@ -18,10 +18,10 @@ whose options name include folders (`-I`) or a header read first (`-include`), o
 reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system
 toolkit), or includes one by its absolute path, the key covers the headers it reaches
 there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`); any other's is as before. Its only state is bounded memos of the texts
-keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share), and of
-whether a source includes a header by its path, and those variables, read once; it
-compiles nothing.
+(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); any
+other's is as before. Its only state is bounded memos of the texts keys repeat, JSON-quoted
+(an arch, a toolchain, a source many kernels share), and of whether a source includes a
+header by its path, and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from warmcli import config
 from warmcli.kernel_parts import (
     checked_defines,
     checked_options,
@@ -42,6 +43,7 @@ from warmcli.kernel_parts import (
     kind_of,
     opens_comment,
 )
+from warmcli.linked import with_linked
 from warmcli.once import once as _once
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
@@ -306,7 +308,7 @@ _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
 _INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "-iquote",
-                     "-idirafter")  # fmt: skip
+                     "-idirafter", "--system-include")  # fmt: skip
 # `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
 _PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
@@ -344,15 +346,17 @@ def _env_includes(language: str) -> tuple[str, str]:
 
 
 def included_headers(kernel: Kernel, toolchain: str = "") -> str:
-    """The digest of the headers a kernel reaches in the include folders its options name,
-    or that its compiler (`toolchain`) takes from the environment (`warmcli.headers`), or ""."""
+    """The digest of the headers a kernel reaches in the include folders its options name, or
+    its compiler's (`toolchain`) from the environment, and of the files it links, or ""."""
     nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
     env = _env_includes("nvrtc" if nvrtc else kernel.language)
-    if not kernel.reads_headers and (env == ("", "") or not _may_include(kernel.source)):
-        return ""  # reaches no header: a serving process never imports `warmcli.headers`
-    from warmcli.headers import headers_digest
+    headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
+    if kernel.reads_headers or (env != ("", "") and _may_include(kernel.source)):
+        from warmcli.headers import headers_digest
 
-    return headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
+        headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
+    c = kernel.language == "c"  # a host kernel: with the files it links (`warmcli.linked`)
+    return with_linked(headers, kernel.options, config.library_path) if c else headers
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:

@@ -9,7 +9,8 @@ on a driver for CUDA 13.0; one the driver still refuses is a `binary` miss, rebu
 whichever nvcc (or none) that machine has, unless the nvcc of
 either read options or a host compiler from the environment (`NVCC_APPEND_FLAGS`...)
 that the other did not; a host object runs (whichever C compiler that machine has, unless
-either is a wrapper script, which may add options, and not the other's same script)
+either is a wrapper script, which may add options, and not the other's same script, or
+either ran the programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not)
 on a CPU of its architecture (one of another OS fails to load, and is a `binary`
 miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU only
 (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable
 from warmcli.backends import toolchain
 from warmcli.backends.native import NATIVE, foreign_cpu
 from warmcli.backends.toolchain import RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
+from warmcli.config import COMPILER_PROGRAMS
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.kernel_parts import cubin_archs, virtual_sm
 from warmcli.printable import Pattern
@@ -40,6 +42,8 @@ SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's bu
 _SM = Pattern(r"sm_([0-9]{2,3})")
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
+# Where a cc identity names the folders cc runs its programs from (`HostCompiler.toolchain`).
+HOST_PROGRAMS = tuple(f"; {name}=" for name in COMPILER_PROGRAMS)
 
 
 class Target(Record):
@@ -148,6 +152,18 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"built through {theirs or 'no wrapper script'}, this C compiler through "
                 f"{ours or 'no wrapper script'}: a wrapper may add options"
             )
+    if (  # another cc1, as or ld (tested without a call where the toolchains are one)
+        record.backend == "host"
+        and target.toolchain is not None
+        and record.toolchain != target.toolchain
+        and any(m in record.toolchain or m in target.toolchain for m in HOST_PROGRAMS)
+    ):
+        theirs, ours = host_programs(record.toolchain), host_programs(target.toolchain)
+        if theirs != ours:
+            return "toolchain", (
+                f"built by cc with {theirs or 'its own programs'}, this compiler with "
+                f"{ours or 'its own programs'}"
+            )
     if record.backend == "cuda":
         theirs, ours = nvcc_environment(record.toolchain), nvcc_environment(target.toolchain or "")
         if target.toolchain is not None and theirs != ours:  # options: another kernel
@@ -185,6 +201,16 @@ def nvcc_environment(identity: str) -> str:
     they change what it builds), "" for none."""
     at = identity.find(NVCC_ENVIRONMENT)
     return identity[at:] if at >= 0 else ""
+
+
+def host_programs(identity: str) -> str:
+    """Where a cc identity says cc found its programs (`config.COMPILER_PROGRAMS`: another
+    `cc1`, `as` or `ld`), "" for its own."""
+    at = min((i for m in HOST_PROGRAMS if (i := identity.find(m)) >= 0), default=-1)
+    if at < 0:
+        return ""
+    end = identity.find(RECIPE_MARK, at)
+    return identity[at + 2 : end if end >= 0 else None]
 
 
 def same_kernel(record: KernelRecord) -> tuple[str, ...]:

@@ -23,13 +23,15 @@ no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopp
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
-covers (`@file`, `-iprefix`) or the source as another language (`-x c++`), refused before
-cc runs.
+covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
+source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembly reads
+(`.incbin`) or the source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -55,18 +57,55 @@ ALIASES = sys.platform.startswith("linux")
 
 
 # Options that make cc read a file no kernel key covers (more options, an include prefix, a
-# system root's headers, a specs file): refused, as nvcc's `--options-file` is. `@file`
-# (cc's or, through `-Wl,`, the linker's).
+# system root's headers, a specs file; a folder of compiler programs, `-B`, in `unkeyed_file`):
+# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
 _UNKEYED_FILES = (
     "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
     "--sysroot", "-isysroot", "-specs", "--specs",
 )  # fmt: skip
+# What, given through `-Wp,`, names an include folder or a header (`-I`, `-isystem`, `-include`,
+# `-imacros`, ...): the key reads those only as the kernel's own options.
+_PREPROCESSOR = ("-I", "-i", "--include", "--imacros", "--pre-include")
 
 
 def unkeyed_file(option: str) -> bool:
-    """Whether `option` makes cc (or its linker) read a file no kernel key covers."""
-    pieces = option[4:].split(",") if option.startswith("-Wl,") else (option,)
-    return any(p.startswith("@") for p in pieces) or option.startswith(_UNKEYED_FILES)
+    """Whether `option` makes cc (or its linker) read a file no kernel key covers, or run
+    compiler programs found in a folder it names (`-B folder/`, `--prefix`, `-wrapper`), or
+    hands the preprocessor an include folder or header past the key (`-Wp,-I,folder`)."""
+    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,")) else (option,)
+    programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
+    programs = programs or (option.startswith("-B") and "/" in option)
+    headers = option.startswith("-Wp,") and any(p.startswith(_PREPROCESSOR) for p in pieces)
+    return (
+        programs
+        or headers
+        or any(p.startswith("@") for p in pieces)
+        or option.startswith(_UNKEYED_FILES)
+    )
+
+
+# What cc compiles (rather than links) when an option names it: C, C++, preprocessed, assembly.
+_SOURCES = (".c", ".i", ".cc", ".cp", ".cxx", ".cpp", ".c++", ".C", ".ii", ".s", ".S", ".sx")
+# Options whose value is the next option (a header, a folder, a macro...): no input file.
+_VALUED = (
+    "-include", "-imacros", "-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-x",
+    "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-L", "-l", "-u",
+    "-T", "-z", "-e", "-aux-info", "--include-directory", "--include-directory-after",
+)  # fmt: skip
+
+
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`).
+_ASSEMBLER_READS = re.compile(r'\.inc(?:bin|lude)\s*\\?"')
+
+
+def other_source(options: Sequence[str]) -> str | None:
+    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`), or
+    None: the key holds its content (`warmcli.linked`) but never follows its `#include`s."""
+    for before, option in zip(("", *options), options, strict=False):
+        named = before not in _VALUED and not option.startswith("-")
+        if named and os.path.splitext(option)[1] in _SOURCES:
+            return option
+    return None
 
 
 def other_language(options: Sequence[str]) -> str | None:
@@ -114,7 +153,6 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
 def static_entry(kernel: Kernel) -> bool:
     """Whether the kernel's entry looks `static` (cc exports no such function: an alias would
     export it, so it is renamed as in a shared unit and, as there, not found)."""
-    import re
 
     from warmcli.backends.compiler import UNSCANNED
 
@@ -141,11 +179,19 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
+        """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
+        environment says (`config.compiler_programs`): they change what it builds, so they
+        key (`serving.host_programs`)."""
         try:
-            return probe("cc", self._cc)
+            found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
+        programs = config.compiler_programs()
+        if not programs:
+            return found
+        added = "".join(f"; {name}={value}" for name, value in programs.items())
+        return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
@@ -180,10 +226,26 @@ class HostCompiler:
         refused = next((o for u in units for o in u.kernel.options if unkeyed_file(o)), None)
         if refused is not None:
             raise CompileFailure(
-                f"option {refused!r} reads a file (options, or an include prefix) no kernel "
-                "key covers (an edit there would be served the old build): give them in "
-                "options (-D..., -I folder, -include header)",
+                f"option {refused!r} reads a file (options, an include prefix or folder, "
+                "compiler programs) no kernel key covers (an edit there would be served the old "
+                "build): give them in options (-D..., -I folder, -include header)",
                 tuple(units),
+            )
+        other = next((o for u in units if (o := other_source(u.kernel.options))), None)
+        if other is not None:
+            raise CompileFailure(
+                f"option {other!r} is a source cc would compile with the kernel, whose "
+                "#includes no kernel key follows (an edited header would be served the old "
+                "build): put its code in the kernel's source, or link its object",
+                tuple(units),
+            )
+        reads = next((u for u in units if _ASSEMBLER_READS.search(u.kernel.source)), None)
+        if reads is not None:
+            raise CompileFailure(
+                f"kernel {reads.kernel.label}: its assembly reads a file (.incbin, .include) no "
+                "kernel key covers (an edit there would be served the old build): put the data "
+                "in the source, or pass it through a buffer",
+                (reads,),
             )
         language = next((x for u in units if (x := other_language(u.kernel.options))), None)
         if language is not None:

@@ -1,0 +1,134 @@
+"""The files a host kernel's options give cc or its linker as input, as one digest for its key.
+
+A host C kernel's options may name a file that cc builds into the kernel's binary: an
+object or archive to link (`/opt/lib/helper.o`, `-Wl,/opt/lib/helper.o`, `-Xlinker ...`),
+a linker script (`-T`, `-Wl,--version-script=...`), a plugin
+(`-fplugin=...`), a library (`-lhelper`) found in a folder `-L` or `LIBRARY_PATH` names.
+The key's options hold its path only, so an edited file was served the old build:
+`linked_digest` covers the content of each file the options name by its absolute path (a
+relative one is not found: cc runs in a scratch folder), whole options, each piece of
+`-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there.
+Include folders, headers read first (`warmcli.headers` keys those by content), defines and
+what cc writes (`-o`, `-MF`) are not looked at, so the keys of kernels naming no such file
+are as before. State: one per-process memo of each file's digest by its stat stamp (path,
+size, inode, mtime and ctime), of files unchanged in the last seconds. It never runs a
+compiler, never writes and never raises for a missing or unreadable file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+# Options whose value is no linked file: include folders and headers read first (keyed by
+# content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
+# its content changes with each build). The next option (or piece) is their value where given
+# alone.
+_NOT_FILES = (
+    "-I", "--include-path", "--include-directory", "-isystem", "-iquote", "-idirafter",
+    "-include", "--pre-include", "--include", "-imacros", "--imacros", "-D", "-U",
+    "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD", "--system-include",
+)  # fmt: skip
+_PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
+_MAX_MEMO = 1024
+_SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
+_memo: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def _candidates(options: Sequence[str]) -> Iterator[str]:
+    """Each text of `options` that may name a file cc or its linker reads: each option, or
+    each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
+    tokens = (
+        piece
+        for option in options
+        for piece in (option[4:].split(",") if option.startswith(_PIECES) else (option,))
+    )
+    skip_next = False
+    for token in tokens:
+        if skip_next or token.startswith(_NOT_FILES):
+            skip_next = not skip_next and token in _NOT_FILES
+            continue
+        yield token
+        if "=" in token:
+            yield token.split("=", 1)[1]
+        if token.startswith("-T") and len(token) > 2:
+            yield token[2:]
+
+
+def _file_digest(path: str) -> str | None:
+    """The sha256 of the regular file at `path`, or None where there is none to read."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    if (known := _memo.get(stamp)) is not None:
+        return known
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    found = digest.hexdigest()
+    if len(_memo) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        _memo[stamp] = found
+    return found
+
+
+def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
+    """The value of each `flag` option in `options`, joined (`-Lfolder`) or the next one."""
+    for before, option in zip(("", *options), options, strict=False):
+        if before == flag:
+            yield option
+        elif option.startswith(flag) and option != flag:
+            yield option[len(flag) :]
+
+
+def _libraries(options: Sequence[str], library_path: str) -> Iterator[str]:
+    """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
+    its absolute path (as the linker searches them: the first folder holding it), its name
+    and the file found; a library found only in the system's folders is the toolchain's."""
+    folders = [*_separate(options, "-L"), *library_path.split(os.pathsep)]
+    folders = [folder for folder in folders if os.path.isabs(folder)]
+    for name in _separate(options, "-l") if folders else ():
+        files = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
+        for folder in folders:
+            found = [p for p in (os.path.join(folder, f) for f in files) if os.path.isfile(p)]
+            if found:
+                yield from (f"-l{name}\0{path}" for path in found)
+                break
+
+
+def linked_digest(options: Sequence[str], library_path: str = "") -> str:
+    """The sha256 over each file `options` name by its absolute path and its content's
+    sha256, in the order named, then each library they link from their `-L` folders (or
+    `library_path`, `LIBRARY_PATH`'s); "" where they name none."""
+    lines = []
+    for text in _candidates(options):
+        if os.path.isabs(text) and (found := _file_digest(text)) is not None:
+            lines.append(f"{text}\0{found}")
+    for library in _libraries(options, library_path):
+        if (found := _file_digest(library.split("\0", 1)[1])) is not None:
+            lines.append(f"{library}\0{found}")
+    if not lines:
+        return ""
+    return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
+
+
+def with_linked(headers: str, options: Sequence[str], library_path: Callable[[], str]) -> str:
+    """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
+    (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
+    where they name none (its key as before)."""
+    libraries = any(option.startswith("-l") for option in options)
+    named = libraries or any("/" in option for option in options)
+    linked = linked_digest(options, library_path() if libraries else "") if named else ""
+    if not linked:
+        return headers
+    return hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
