@@ -1,0 +1,103 @@
+"""review38b: today's process-level speed changes, tried as an attacker would.
+
+Compilers started behind util-linux's `setpriv --pdeathsig` (so Python starts them by
+`vfork`): a compiler that cannot start (a `#!` script whose interpreter is missing, a file
+that looks like ELF but is none) must still be the one line it was, `cc: cannot run PATH:
+[Errno N] ...`, raised as `OSError` by `processes.run`, never setpriv's own exit status
+and message. Real CLI in a subprocess, real files, real processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.backends import processes
+
+WORKLOAD = r"""
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+def workload(rt):
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+def _unstartable(tmp_path: Path, kind: str) -> Path:
+    """An executable file `execve` refuses: a `#!` script whose interpreter is missing
+    (ENOENT), this machine's binary whose loader is missing (ENOENT: a binary of another
+    libc), or a file that starts as ELF but is none (ENOEXEC, which setpriv's `execvp`
+    ran by `/bin/sh`)."""
+    path = tmp_path / f"{kind}-cc"
+    if kind == "script":
+        path.write_text(f'#!{tmp_path}/no-such-interpreter\nexec cc "$@"\n')
+    elif kind == "loader":
+        binary = Path(os.path.realpath("/bin/true")).read_bytes()
+        at = binary.index(b"/ld-", 0, 4096)  # PT_INTERP's path: near the start, by ld
+        path.write_bytes(binary[:at] + b"/no" + binary[at + 3 :])
+    else:
+        path.write_bytes(b"\x7fELF" + b"\0" * 60)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "errno"), [("script", 2), ("loader", 2), ("elf", 8)])
+def test_a_compiler_that_cannot_start_raises_as_before(
+    tmp_path: Path, kind: str, errno: int
+) -> None:
+    """`processes.run` raises `OSError` (its errno) for a command `execve` refuses, tied by
+    setpriv or not; it never returns setpriv's `failed to execute` exit status."""
+    program = _unstartable(tmp_path, kind)
+    with pytest.raises(OSError) as raised:
+        processes.run([str(program), "--version"], 30)
+    assert raised.value.errno == errno
+
+
+@pytest.mark.parametrize(("kind", "errno"), [("script", 2), ("loader", 2), ("elf", 8)])
+def test_warm_run_says_a_compiler_that_cannot_start_in_the_one_line_it_did(
+    warm: Warm, tmp_path: Path, kind: str, errno: int
+) -> None:
+    program = _unstartable(tmp_path, kind)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    warm.env = dict(warm.env, WARM_CC=str(program), WARM_HOME=str(tmp_path / "home"))
+    done = warm("run", workload, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"warm: error: cc: cannot run {program}: [Errno {errno}] " in lines[0]
+    assert "setpriv" not in done.stderr
+    assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_started_compilers_own_exit_127_is_its_own(tmp_path: Path) -> None:
+    """A compiler that started and exits 127 itself (a tool it runs is missing) is returned
+    as it ran, once: its output is its own."""
+    count = tmp_path / "count"
+    script = tmp_path / "cc"
+    script.write_text(f"#!/bin/sh\necho x >> {count}\necho 'cc: cc1: not found' >&2\nexit 127\n")
+    script.chmod(0o755)
+    done = processes.run([str(script)], 30)
+    assert (done.returncode, done.err) == (127, "cc: cc1: not found\n")
+    assert count.read_text() == "x\n"
+    assert os.path.exists(script)
+
+
+def test_what_execve_runs_itself_is_still_started_behind_setpriv(tmp_path: Path) -> None:
+    """The check is no blanket refusal: this interpreter's binary and a `#!` script of a
+    binary (spaced `#! /bin/sh` too) are still tied by setpriv where one takes
+    `--pdeathsig`, so they start by `vfork`."""
+    if not processes._setpriv():
+        pytest.skip("no setpriv taking --pdeathsig at /usr/bin or /bin")
+    script = tmp_path / "wrap.sh"
+    script.write_text('#! /bin/sh\nexec cc "$@"\n')
+    script.chmod(0o755)
+    for program in (os.path.realpath(sys.executable), str(script)):
+        assert processes.tying_prefix([program])[1:] == ["--pdeathsig", "KILL", "--"], program
+    assert processes.run([str(script), "--version"], 60).returncode == 0
