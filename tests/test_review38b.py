@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,48 @@ def test_what_execve_runs_itself_is_still_started_behind_setpriv(tmp_path: Path)
     for program in (os.path.realpath(sys.executable), str(script)):
         assert processes.tying_prefix([program])[1:] == ["--pdeathsig", "KILL", "--"], program
     assert processes.run([str(script), "--version"], 60).returncode == 0
+
+
+# A worker whose main thread is slow once it has let go (its output and `done` closed): a
+# busy Python thread of the workload holding the GIL, or the machine's load, delays its
+# `os._exit`; warm's supervisor takes the journaled code and exits meanwhile, and its death
+# signals the worker (SIGTERM, its parent-death signal), whose handler raised
+# KeyboardInterrupt before `os._exit`: the forked worker escaped into the supervisor's own
+# code and ran to its end, the workload's `atexit` functions (which a worker never runs)
+# among it, and its `warm: interrupted` written to whatever file then held descriptor 1 or
+# 2. A workload with a busy thread did so one run in two; here a profile function (called
+# as `os.close` returns in `_let_go`) waits for the supervisor to exit, so it does every time.
+SLOW_AT_EXIT = r"""
+import atexit, os, sys, time
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+PARENT = os.getppid()
+def slow_once_let_go(frame, event, arg):
+    if event == "c_return" and frame.f_code.co_name == "_let_go":
+        if frame.f_locals.get("fd") not in (1, 2):  # `done` closed: the supervisor goes on
+            deadline = time.monotonic() + 10
+            while os.getppid() == PARENT and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # its death's signal delivered
+def workload(rt):
+    atexit.register(lambda: open(os.environ["MARK"], "a").write("atexit\n"))
+    sys.setprofile(slow_once_let_go)
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+def test_a_worker_that_let_go_never_runs_on_as_the_supervisor(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(SLOW_AT_EXIT)
+    mark = tmp_path / "mark"
+    warm.env = dict(warm.env, MARK=str(mark))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    time.sleep(1.5)  # the worker, slow, has exited (or run on as the supervisor)
+    assert not mark.exists(), mark.read_text()
+    assert warm("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
+    time.sleep(1.5)
+    assert not mark.exists(), mark.read_text()

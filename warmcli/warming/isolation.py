@@ -1,21 +1,23 @@
 """Crash isolation for `warm run` (and `warm verify --workload`'s replay): the passes in a
 worker process that journals its work.
 
-A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
-take `warm run` down. `run_isolated` forks a worker that does the whole run and
-waits for it: until it exits, or once it has returned its code, journaled, and closed its
-output and its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds,
-is no longer waited for). The worker appends to a journal (an unlinked temporary file both
-share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
-compiler process group it starts. When the worker dies of a crash signal while a
-candidate is being measured, that candidate is excluded (`excluded`, read by the
-tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tune`;
-the tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run
-starts again in a fresh worker; a crash anywhere else is returned as a
-`WorkerCrash` naming the pass. Either way the compiler groups the worker left are
-killed. SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker,
-and the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
-warm. `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
+A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm
+run` down. `run_isolated` forks a worker that does the whole run and waits for it: until it
+exits, or once it has returned its code, journaled, and closed its output and its end of a
+pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is no longer waited for).
+The worker appends to a journal (an unlinked temporary file both share) the pass it is in,
+the tune candidate it is measuring (`measuring`) and every compiler process group it starts.
+When the worker dies of a crash signal while a candidate is being measured, that candidate
+is excluded (`excluded`, read by the tuner through the `MeasureJournal` the worker installs
+into `warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed
+(SIGSEGV)`) and the run starts again in a fresh worker; a crash anywhere else is returned as
+a `WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
+SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the
+worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its
+code is decided the worker ignores them (`_ignore_stops`: a supervisor gone on after
+`_let_go` may exit first, and that SIGTERM's `KeyboardInterrupt` ran the forked worker on as
+the supervisor, the workload's `atexit` functions with it; nothing raised there passes its
+`os._exit`). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
 raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
 `warmcli.interrupted`).
 
@@ -31,7 +33,6 @@ bundle.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import select
@@ -190,11 +191,6 @@ def _read_journal(fd: int) -> _Journal:
     return journal
 
 
-def _finished(journal: int) -> bool:
-    """Whether the worker's journal says it returned its exit code."""
-    return _read_journal(journal).finished
-
-
 def _arm_parent_death(parent: int) -> None:
     """The worker gets SIGTERM (an interrupt) if the supervisor dies (Linux)."""
     parent_death_signal(signal.SIGTERM)
@@ -237,13 +233,23 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
                 code, unanswered = 130, True
             except BaseException:
                 pass
-        with contextlib.suppress(BaseException):
-            _write("exit", code=code, unanswered=unanswered)
-        if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+        try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
+            _ignore_stops()
             with contextlib.suppress(BaseException):
-                remove_folder()
-        _let_go(done)
-        os._exit(code)
+                _write("exit", code=code, unanswered=unanswered)
+            if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+                with contextlib.suppress(BaseException):
+                    remove_folder()
+            _let_go(done)
+        finally:
+            os._exit(code)
+
+
+def _ignore_stops() -> None:
+    """In a worker whose code is decided: the stop signals ignored (see the module doc)."""
+    for s in _heeded():
+        with contextlib.suppress(BaseException):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _let_go(done: int) -> None:
@@ -256,11 +262,11 @@ def _let_go(done: int) -> None:
             os.close(fd)
 
 
-def _wait(pid: int, done: int, finished: Callable[[], bool]) -> tuple[int | None, bool]:
+def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status and whether it was
-    interrupted; None for the status where the worker let go (`done` ended) once `finished`
-    (its journal says it returned its code): it is not waited for, as it is torn down. The
+    interrupted; None for the status where the worker let go (`done` ended) once its
+    `journal` says it returned its code: it is not waited for, as it is torn down. The
     handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
 
@@ -287,7 +293,7 @@ def _wait(pid: int, done: int, finished: Callable[[], bool]) -> tuple[int | None
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if finished():
+                if _read_journal(journal).finished:
                     return None, bool(deadline)
     finally:
         if pidfd is not None:
@@ -327,9 +333,8 @@ def run_isolated(
                 os.close(done)
                 _worker(work, journal, parent, let_go)
             os.close(let_go)
-            finished = functools.partial(_finished, journal)
             try:
-                status, interrupted = _wait(pid, done, finished)
+                status, interrupted = _wait(pid, done, journal)
             finally:
                 os.close(done)
             seen = _read_journal(journal)
