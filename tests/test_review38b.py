@@ -104,31 +104,27 @@ def test_what_execve_runs_itself_is_still_started_behind_setpriv(tmp_path: Path)
     assert processes.run([str(script), "--version"], 60).returncode == 0
 
 
-# A worker whose main thread is slow once it has let go (its output and `done` closed): a
-# busy Python thread of the workload holding the GIL, or the machine's load, delays its
-# `os._exit`; warm's supervisor takes the journaled code and exits meanwhile, and its death
-# signals the worker (SIGTERM, its parent-death signal), whose handler raised
-# KeyboardInterrupt before `os._exit`: the forked worker escaped into the supervisor's own
-# code and ran to its end, the workload's `atexit` functions (which a worker never runs)
-# among it, and its `warm: interrupted` written to whatever file then held descriptor 1 or
-# 2. A workload with a busy thread did so one run in two; here a profile function (called
-# as `os.close` returns in `_let_go`) waits for the supervisor to exit, so it does every time.
-SLOW_AT_EXIT = r"""
-import atexit, os, sys, time
+# A worker signalled once it has let go (its output and `done` closed): its supervisor's
+# death (SIGTERM, the worker's parent-death signal: the supervisor went on, and a busy
+# thread of the workload, or the machine's load, kept the worker from its `os._exit` until
+# the supervisor had exited, one run in two), or a SIGTERM or Ctrl-C it forwards. Its
+# handler raised KeyboardInterrupt before `os._exit`: the forked worker escaped into the
+# supervisor's own code and ran to its end, the workload's `atexit` functions (which a
+# worker never runs) among it, and its `warm: interrupted` written to whatever file then
+# held descriptor 1 or 2. Here a profile function sends the signal as `os.close` of `done`
+# returns in `_let_go`, so it lands there every time.
+SIGNALLED_AT_EXIT = r"""
+import atexit, os, signal, sys
 from warmcli import Kernel
 DEVICE = "host"
 K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
-PARENT = os.getppid()
-def slow_once_let_go(frame, event, arg):
+def signalled_once_let_go(frame, event, arg):
     if event == "c_return" and frame.f_code.co_name == "_let_go":
         if frame.f_locals.get("fd") not in (1, 2):  # `done` closed: the supervisor goes on
-            deadline = time.monotonic() + 10
-            while os.getppid() == PARENT and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.2)  # its death's signal delivered
+            os.kill(os.getpid(), signal.SIGTERM)
 def workload(rt):
     atexit.register(lambda: open(os.environ["MARK"], "a").write("atexit\n"))
-    sys.setprofile(slow_once_let_go)
+    sys.setprofile(signalled_once_let_go)
     o = rt.buffer(4, "float32")
     rt.launch(K, o, 4)
     return o
@@ -137,13 +133,46 @@ def workload(rt):
 
 def test_a_worker_that_let_go_never_runs_on_as_the_supervisor(warm: Warm, tmp_path: Path) -> None:
     workload = tmp_path / "w.py"
-    workload.write_text(SLOW_AT_EXIT)
+    workload.write_text(SIGNALLED_AT_EXIT)
     mark = tmp_path / "mark"
     warm.env = dict(warm.env, MARK=str(mark))
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 0, done.stderr
-    time.sleep(1.5)  # the worker, slow, has exited (or run on as the supervisor)
+    time.sleep(1)  # the worker has exited (or run on as the supervisor)
     assert not mark.exists(), mark.read_text()
     assert warm("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
-    time.sleep(1.5)
+    time.sleep(1)
     assert not mark.exists(), mark.read_text()
+
+
+# A caller that reaps orphans (a subreaper: a container's init, a service manager, a CI
+# runner) runs `warm run` and `warm verify --workload`: warm's supervisor no longer waited
+# for its worker once the worker let go, so each worker, orphaned, became the caller's
+# child, a zombie of it for as long as it lives (one per run).
+SUBREAPER = r"""
+import ctypes, json, os, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+warm = [sys.executable, "-m", "warmcli"]
+workload, bundle = sys.argv[1], sys.argv[2]
+codes = [subprocess.run([*warm, *args], capture_output=True).returncode for args in (
+    ["run", workload, "-b", bundle, "-q"], ["run", workload, "-b", bundle, "-q"],
+    ["verify", bundle, "-w", workload, "-q"])]
+time.sleep(0.5)  # a worker torn down after warm exited is gone by now (a zombie stays)
+me, left = str(os.getpid()), []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if fields[1] == me:
+        left.append(fields[0])
+print(json.dumps({"codes": codes, "children": left}))
+"""
+
+
+def test_a_caller_that_reaps_orphans_is_left_no_worker(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    done = warm.production(SUBREAPER, workload, tmp_path / "b.warm")
+    assert done == {"codes": [0, 0, 0], "children": []}

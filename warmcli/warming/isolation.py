@@ -4,34 +4,33 @@ worker process that journals its work.
 A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm
 run` down. `run_isolated` forks a worker that does the whole run and waits for it: until it
 exits, or once it has returned its code, journaled, and closed its output and its end of a
-pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is no longer waited for).
-The worker appends to a journal (an unlinked temporary file both share) the pass it is in,
-the tune candidate it is measuring (`measuring`) and every compiler process group it starts.
-When the worker dies of a crash signal while a candidate is being measured, that candidate
-is excluded (`excluded`, read by the tuner through the `MeasureJournal` the worker installs
-into `warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed
-(SIGSEGV)`) and the run starts again in a fresh worker; a crash anywhere else is returned as
-a `WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
-SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the
-worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its
-code is decided the worker ignores them (`_ignore_stops`: a supervisor gone on after
-`_let_go` may exit first, and that SIGTERM's `KeyboardInterrupt` ran the forked worker on as
-the supervisor, the workload's `atexit` functions with it; nothing raised there passes its
-`os._exit`). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
-raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
-`warmcli.interrupted`).
+pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited for only as
+this process ends, `_reap`, overlapping its own). The worker appends to a journal (an
+unlinked temporary file both share) the pass it is in, the tune candidate it is measuring
+(`measuring`) and every compiler process group it starts. When the worker dies of a crash
+signal while a candidate is being measured, that candidate is excluded (`excluded`, read by
+the tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tune`; the
+tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run starts again in
+a fresh worker; a crash anywhere else is returned as a `WorkerCrash` naming the pass. Either
+way the compiler groups the worker left are killed. SIGINT, SIGTERM and SIGHUP sent to the
+supervisor are forwarded to the worker, and the worker gets SIGTERM if the supervisor dies
+(Linux), so no compiler outlives warm; once its code is decided the worker ignores them, and
+nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran it on as the
+supervisor, the workload's `atexit` functions with it). `interrupt_on_signals` makes SIGINT,
+SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing where
+Python only prints it is sent again: `warmcli.interrupted`).
 
-State: the excluded candidates and the worker's journal, one of each per process (and,
-made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
-process removes at its end however the worker ends, and the worker where this process
-was killed first).
-The module prints nothing (the caller's `on_crash` and its exit code do), but in the
+State: the excluded candidates and the worker's journal, one of each per process (and, made
+before the first fork, the stub folder of `warmcli.warming.worker_names`, which this process
+removes at its end however the worker ends, and the worker where this process was killed
+first). The module prints nothing (the caller's `on_crash` and its exit code do), but in the
 worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
 bundle.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -234,7 +233,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
             except BaseException:
                 pass
         try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
-            _ignore_stops()
+            for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
+                signal.signal(s, signal.SIG_IGN)
             with contextlib.suppress(BaseException):
                 _write("exit", code=code, unanswered=unanswered)
             if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
@@ -243,13 +243,6 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
             _let_go(done)
         finally:
             os._exit(code)
-
-
-def _ignore_stops() -> None:
-    """In a worker whose code is decided: the stop signals ignored (see the module doc)."""
-    for s in _heeded():
-        with contextlib.suppress(BaseException):
-            signal.signal(s, signal.SIG_IGN)
 
 
 def _let_go(done: int) -> None:
@@ -266,7 +259,7 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status and whether it was
     interrupted; None for the status where the worker let go (`done` ended) once its
-    `journal` says it returned its code: it is not waited for, as it is torn down. The
+    `journal` says it returned its code: reaped as this process ends (`_reap`). The
     handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
 
@@ -300,6 +293,13 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
             os.close(pidfd)
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _reap(pid: int) -> None:
+    """A worker that let go, reaped as this process ends: never an orphan, a zombie of a
+    caller that adopts them (a subreaper: a container's init, a service manager)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _kill_groups(groups: set[int]) -> None:
@@ -340,6 +340,7 @@ def run_isolated(
             seen = _read_journal(journal)
         _kill_groups(seen.groups)
         if status is None:  # it returned its code and let go: it exits with it
+            atexit.register(_reap, pid)  # as this process ends, its teardown overlapped
             if seen.unanswered:
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
             return seen.code & 0xFF
