@@ -176,3 +176,38 @@ def test_a_caller_that_reaps_orphans_is_left_no_worker(warm: Warm, tmp_path: Pat
     workload.write_text(WORKLOAD)
     done = warm.production(SUBREAPER, workload, tmp_path / "b.warm")
     assert done == {"codes": [0, 0, 0], "children": []}
+
+
+# A workload's threads run on until the worker's `os._exit`. The worker closed its standard
+# output and error as it let go, so a file a thread opened then took descriptor 1 and what
+# another printed went into it: the workload's data file got warm's stray output. Here a
+# profile function, called as the worker's first `os.close` in `_let_go` returns, stands in
+# for those threads: it opens the workload's file and prints.
+LATE_FILE = r"""
+import os, sys
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+KEPT = []
+def late(frame, event, arg):
+    if event == "c_return" and frame.f_code.co_name == "_let_go" and not KEPT:
+        KEPT.append(open(os.environ["DATA"], "w"))  # a thread's file, open to the end
+        KEPT[0].write("data\n")
+        KEPT[0].flush()
+        print("a late line", flush=True)  # another thread's output
+def workload(rt):
+    sys.setprofile(late)
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+def test_a_workloads_file_never_gets_warms_output(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(LATE_FILE)
+    data = tmp_path / "data.txt"
+    warm.env = dict(warm.env, DATA=str(data))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert data.read_text() == "data\n"

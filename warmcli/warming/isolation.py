@@ -3,22 +3,23 @@ worker process that journals its work.
 
 A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm
 run` down. `run_isolated` forks a worker that does the whole run and waits for it: until it
-exits, or once it has returned its code, journaled, and closed its output and its end of a
-pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited for only as
-this process ends, `_reap`, overlapping its own). The worker appends to a journal (an
-unlinked temporary file both share) the pass it is in, the tune candidate it is measuring
-(`measuring`) and every compiler process group it starts. When the worker dies of a crash
-signal while a candidate is being measured, that candidate is excluded (`excluded`, read by
-the tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tune`; the
-tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run starts again in
-a fresh worker; a crash anywhere else is returned as a `WorkerCrash` naming the pass. Either
-way the compiler groups the worker left are killed. SIGINT, SIGTERM and SIGHUP sent to the
-supervisor are forwarded to the worker, and the worker gets SIGTERM if the supervisor dies
-(Linux), so no compiler outlives warm; once its code is decided the worker ignores them, and
-nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran it on as the
-supervisor, the workload's `atexit` functions with it). `interrupt_on_signals` makes SIGINT,
-SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing where
-Python only prints it is sent again: `warmcli.interrupted`).
+exits, or once it has returned its code, journaled, and made its output /dev/null and closed
+its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited
+for only as this process ends, `_reap`, overlapping its own). The worker appends to a
+journal (an unlinked temporary file both share) the pass it is in, the tune candidate it is
+measuring (`measuring`) and every compiler process group it starts. When the worker dies of
+a crash signal while a candidate is being measured, that candidate is excluded (`excluded`,
+read by the tuner through the `MeasureJournal` the worker installs into
+`warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed (SIGSEGV)`)
+and the run starts again in a fresh worker; a crash anywhere else is returned as a
+`WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
+SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the
+worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its
+code is decided the worker ignores them, and nothing raised then passes its `os._exit` (a
+`KeyboardInterrupt` there ran it on as the supervisor, the workload's `atexit` functions
+with it). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
+raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
+`warmcli.interrupted`).
 
 State: the excluded candidates and the worker's journal, one of each per process (and, made
 before the first fork, the stub folder of `warmcli.warming.worker_names`, which this process
@@ -42,12 +43,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from warmcli.backends.processes import (
-    kill_group,
-    on_compiler,
-    parent_death_signal,
-    stop_compilers,
-)
+from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.worker_names import make_folder, remove_folder
@@ -199,7 +195,7 @@ def _arm_parent_death(parent: int) -> None:
 
 def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> None:
     """In the forked worker: run `work` with the journal armed, then exit with its code,
-    its output and `done` closed first (`_let_go`)."""
+    its output made /dev/null and `done` closed first (`_let_go`)."""
     code, unanswered = 1, False
     try:
         for s in _heeded():  # the supervisor's handler must not run here
@@ -246,13 +242,17 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
 
 
 def _let_go(done: int) -> None:
-    """The worker's standard output and error and its end of `done` closed, last of all: the
-    supervisor (woken by `done`'s end, its code in the journal) and whoever reads warm's
-    output go on while the system tears this process down (milliseconds: its memory map,
-    much of it shared with the supervisor's)."""
-    for fd in (1, 2, done):
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    """The worker's standard output and error made /dev/null (never closed: a file a workload's
+    thread opens meanwhile would take their descriptors) and `done` closed, last of all: the
+    supervisor (woken by `done`'s end, its code in the journal) goes on."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
+    with contextlib.suppress(OSError):
+        os.close(done)
 
 
 def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
