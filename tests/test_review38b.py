@@ -211,3 +211,20 @@ def test_a_workloads_file_never_gets_warms_output(warm: Warm, tmp_path: Path) ->
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 0, done.stderr
     assert data.read_text() == "data\n"
+
+
+def test_a_setpriv_that_refuses_is_never_the_compilers_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setpriv that names `--pdeathsig` but refuses it (`unrecognized option`, exit 1:
+    another build) or cannot arm it (`set parent death signal failed`, 127): the command is
+    started as before, by a `preexec_fn`, never failed with setpriv's words. The one
+    substitution: where warm found its setpriv (a real executable file, here a script)."""
+    for code, said in ((1, "unrecognized option '--pdeathsig'"), (127, "set parent death")):
+        fake = tmp_path / f"setpriv{code}"
+        fake.write_text(f'#!/bin/sh\necho "setpriv: {said}" >&2\nexit {code}\n')
+        fake.chmod(0o755)
+        monkeypatch.setattr(processes._Live, "setpriv", [str(fake)])
+        assert processes.tying_prefix([sys.executable])[0] == str(fake)
+        done = processes.run([sys.executable, "-c", "print('ran')"], 60)
+        assert (done.returncode, done.out, done.err) == (0, "ran\n", "")

@@ -7,22 +7,22 @@ thread that started it (a parent-death signal: a killed warm leaves none running
 util-linux's `setpriv` where one is installed and the command is a binary of this machine or
 a `#!` script of one, so the start is a `vfork` (`tying_prefix`), else by a `preexec_fn`,
 which Python 3.12 refuses in an atexit callback: started untied there; a command setpriv
-could not execute is started again by the `preexec_fn`, its `OSError` raised as without
-setpriv, never setpriv's exit status nor its `/bin/sh`), waits for it with a timeout, and on
-a timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps it. Every
-live group is known (the module's one piece of state), so `stop_compilers` kills them all at
-once, from a signal handler too, and has `run_compiler` refuse new ones until
-`resume_compilers`; `on_compiler` lets a supervisor journal the groups it must clean up
-after a hard crash. An `Owner` held by a thread (`owned_by`) gathers the groups that thread
-starts, so another thread can stop just those (`Owner.kill`: the compiler probe on an
-interrupt). A compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the
-temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with
-that folder, never left in the user's; any other child's is the temporary folder Python
-found usable, where the caller's names none (missing, no folder) or names it relative to
-this process's working folder: nvcc writes its intermediate files there and, unlike gcc,
-does not fall back. Nothing here decides what runs, reads what a child prints, or prints. It
-imports Python's thread pool before any fork (its at-fork hooks must be whole for every
-fork: see the import).
+failed (could not execute it, or arm the signal) is started again by the `preexec_fn`, its
+`OSError` raised as without setpriv, never setpriv's exit status nor its `/bin/sh`), waits
+for it with a timeout, and on a timeout or an exception in the caller (Ctrl-C) kills the
+whole group and reaps it. Every live group is known (the module's one piece of state), so
+`stop_compilers` kills them all at once, from a signal handler too, and has `run_compiler`
+refuse new ones until `resume_compilers`; `on_compiler` lets a supervisor journal the groups
+it must clean up after a hard crash. An `Owner` held by a thread (`owned_by`) gathers the
+groups that thread starts, so another thread can stop just those (`Owner.kill`: the compiler
+probe on an interrupt). A compiler's `TMPDIR` is the scratch folder it runs in (`run`'s
+`tmp`), so the temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's
+intermediates) go with that folder, never left in the user's; any other child's is the
+temporary folder Python found usable, where the caller's names none (missing, no folder) or
+names it relative to this process's working folder: nvcc writes its intermediate files there
+and, unlike gcc, does not fall back. Nothing here decides what runs, reads what a child
+prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must
+be whole for every fork: see the import).
 """
 
 from __future__ import annotations
@@ -257,9 +257,9 @@ def run(
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
     `OSError` where it cannot start. On a timeout, or an exception here (Ctrl-C), its whole
     group is killed and reaped; the timeout is returned (`timed_out`), the exception raised.
-    Where `setpriv` could not execute it (a `#!` script whose interpreter is missing, a file
-    that is no binary of this machine: its `failed to execute`), it is started again by a
-    `preexec_fn`, so its `OSError` is raised as before, never setpriv's exit status."""
+    Where `setpriv` failed (could not execute it: a binary whose loader is missing; could
+    not arm the signal), it is started again by a `preexec_fn`, so its `OSError` is raised
+    as before, never setpriv's exit status nor its words."""
     finished, helped = _run(command, timeout, cwd, tmp, tied_by_helper=True)
     if helped and _unexecuted(finished):
         finished = _run(command, timeout, cwd, tmp, tied_by_helper=False)[0]
@@ -267,10 +267,11 @@ def run(
 
 
 def _unexecuted(finished: Finished) -> bool:
-    """Whether `setpriv` said it could not execute the command (126, 127: util-linux's
-    `errexec`, its message prefixed by its name in any locale)."""
+    """Whether `setpriv` said it failed, its message prefixed by its name in any locale: it
+    could not execute the command (126, 127: util-linux's `errexec`), arm the signal (127),
+    or took no `--pdeathsig` after all (1)."""
     code, err = finished.returncode, finished.err
-    return not finished.timed_out and code in (126, 127) and err.startswith("setpriv: ")
+    return not finished.timed_out and code != 0 and err.startswith("setpriv: ")
 
 
 def _run(
