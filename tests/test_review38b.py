@@ -228,3 +228,31 @@ def test_a_setpriv_that_refuses_is_never_the_compilers_failure(
         assert processes.tying_prefix([sys.executable])[0] == str(fake)
         done = processes.run([sys.executable, "-c", "print('ran')"], 60)
         assert (done.returncode, done.out, done.err) == (0, "ran\n", "")
+
+
+# hotfloor38: a hot production process never imports `warmcli.production_report`. Its fork
+# hook did, in every forked child (a pool's worker, a `preexec_fn`'s child before its exec):
+# slower forks, and under `ulimit -n` a child's `Exception ignored in: <function _forked>`
+# traceback (`warm verify`'s reader pool: test_faults34).
+HOT_FORK = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import warmcli, matmul_host
+matmul_host.workload(warmcli.runtime("host"))
+read, write = os.pipe()
+if os.fork() == 0:
+    os.write(write, json.dumps("warmcli.production_report" in sys.modules).encode())
+    os._exit(0)
+os.close(write)
+child = json.loads(os.read(read, 100))
+os.wait()
+print(json.dumps({"parent": "warmcli.production_report" in sys.modules, "child": child}))
+"""
+
+
+def test_a_hot_process_forks_without_importing_the_report(warm: Warm, tmp_path: Path) -> None:
+    bundle = tmp_path / "b.warm"
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert warm("run", examples / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    seen = warm.production(HOT_FORK, examples, bundle=bundle)
+    assert seen == {"parent": False, "child": False}
