@@ -30,6 +30,9 @@ def workload(rt):
 """
 
 
+UNSTARTABLE = [("script", 2), ("loader", 2), ("header", 8), ("elf", 8)]  # kind, errno
+
+
 def _unstartable(tmp_path: Path, kind: str) -> Path:
     """An executable file `execve` refuses: a `#!` script whose interpreter is missing
     (ENOENT), this machine's binary whose loader is missing (ENOENT: a binary of another
@@ -42,13 +45,16 @@ def _unstartable(tmp_path: Path, kind: str) -> Path:
         binary = Path(os.path.realpath("/bin/true")).read_bytes()
         at = binary.index(b"/ld-", 0, 4096)  # PT_INTERP's path: near the start, by ld
         path.write_bytes(binary[:at] + b"/no" + binary[at + 3 :])
+    elif kind == "header":  # this machine's ELF identity, then no program headers: a shell's
+        binary = Path(os.path.realpath("/bin/true")).read_bytes()
+        path.write_bytes(binary[:20] + b"\0" * 44 + b"\necho run by a shell\n")
     else:
         path.write_bytes(b"\x7fELF" + b"\0" * 60)
     path.chmod(0o755)
     return path
 
 
-@pytest.mark.parametrize(("kind", "errno"), [("script", 2), ("loader", 2), ("elf", 8)])
+@pytest.mark.parametrize(("kind", "errno"), UNSTARTABLE)
 def test_a_compiler_that_cannot_start_raises_as_before(
     tmp_path: Path, kind: str, errno: int
 ) -> None:
@@ -60,7 +66,7 @@ def test_a_compiler_that_cannot_start_raises_as_before(
     assert raised.value.errno == errno
 
 
-@pytest.mark.parametrize(("kind", "errno"), [("script", 2), ("loader", 2), ("elf", 8)])
+@pytest.mark.parametrize(("kind", "errno"), UNSTARTABLE)
 def test_warm_run_says_a_compiler_that_cannot_start_in_the_one_line_it_did(
     warm: Warm, tmp_path: Path, kind: str, errno: int
 ) -> None:

@@ -184,10 +184,11 @@ def tying_prefix(command: Sequence[str]) -> list[str]:
 
 def _runs_itself(program: str, depth: int = 0) -> bool:
     """Whether `execve` runs the file `program` (an absolute path) itself: a binary of this
-    machine (an ELF file whose class, byte order and machine are this interpreter's), or a
-    script whose `#!` names one by its absolute path. setpriv runs what `execve` refuses
-    with `ENOEXEC` (a foreign or broken binary) by `/bin/sh`, as `execvp` does: such a file
-    is started as before (its `OSError`), never read by a shell."""
+    machine (an ELF file whose class, byte order, machine and program header size are this
+    interpreter's, with program headers), or a script whose `#!` names one by its absolute
+    path. setpriv runs what `execve` refuses with `ENOEXEC` (a foreign or broken binary) by
+    `/bin/sh`, as `execvp` does: such a file is started as before (its `OSError`), never read
+    by a shell (one broken past its headers still may be)."""
     if depth > 2 or not os.path.isabs(program) or not os.access(program, os.X_OK):
         return False
     try:
@@ -199,15 +200,17 @@ def _runs_itself(program: str, depth: int = 0) -> bool:
         words = start[2:].split(b"\n", 1)[0].split()
         return bool(words) and _runs_itself(os.fsdecode(words[0]), depth + 1)
     own = _own_elf()
-    return len(start) >= 20 and start[:7] == own[:7] and start[16:20] in _elf_kinds(own)
+    ph = 54 if own[4:5] == b"\x02" else 42  # e_phentsize, then e_phnum (64-bit, 32-bit)
+    known = start[:7] == own[:7] and start[16:20] in _elf_kinds(own)
+    return known and start[ph : ph + 2] == own[ph : ph + 2] and start[ph + 2 : ph + 4] != b"\0\0"
 
 
 def _own_elf() -> bytes:
-    """The first 20 bytes of this interpreter's own binary (an ELF header on Linux)."""
+    """The first 64 bytes of this interpreter's own binary (an ELF header on Linux)."""
     if _Live.elf is None:
         try:
             with open("/proc/self/exe", "rb") as fh:
-                _Live.elf = fh.read(20)
+                _Live.elf = fh.read(64)
         except OSError:
             _Live.elf = b""
     return _Live.elf
