@@ -1,10 +1,16 @@
 """review38b: today's process-level speed changes, tried as an attacker would.
 
-Compilers started behind util-linux's `setpriv --pdeathsig` (so Python starts them by
-`vfork`): a compiler that cannot start (a `#!` script whose interpreter is missing, a file
-that looks like ELF but is none) must still be the one line it was, `cc: cannot run PATH:
-[Errno N] ...`, raised as `OSError` by `processes.run`, never setpriv's own exit status
-and message. Real CLI in a subprocess, real files, real processes.
+- setpriv (ee6787b): a compiler that cannot start (a `#!` script whose interpreter is
+  missing, a binary whose loader is, a file with an ELF header but no binary) is still the
+  one line it was, `cc: cannot run PATH: [Errno N] ...`, never setpriv's exit status and
+  words, nor run by `/bin/sh` (setpriv's `execvp` on ENOEXEC); a setpriv that refuses is
+  never the compiler's failure.
+- the worker letting go (e3bc52a): a signal then (its supervisor's death, forwarded)
+  never runs it on as the supervisor; a caller that adopts orphans is left no zombie; a
+  workload's file never gets the worker's output.
+- hotfloor38 (1b56c8a): a hot process's forked child imports no production_report.
+
+Real CLI in a subprocess, real cc, real files and processes.
 """
 
 from __future__ import annotations
