@@ -195,13 +195,13 @@ renew_on_fork(_STATE, "lock")
 
 def _forked() -> None:
     """In a forked child (its locks renewed first): what its parent compiled and tuned so
-    far, in memory, is not the child's to report (written back, it may be)."""
-    from warmcli.production_report import misses_of
-
+    far, in memory, is not the child's to report (written back, it may be); a hot runtime
+    missed nothing: the report's records are not imported for it (`_own_misses`)."""
     state = _STATE
     state.closed_misses.clear()
     for rt in state.runtimes.values():
-        state.inherited[rt] = {(m.kind, m.key) for m in misses_of(rt)}
+        state.inherited.pop(rt, None)  # all it missed, its parent's before it too
+        state.inherited[rt] = {(m.kind, m.key) for m in state._own_misses(rt)}
     for rt, then in list(state.closed.items()):
         then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()

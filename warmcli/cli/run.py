@@ -4,7 +4,7 @@ The run happens in a worker process (`warmcli.warming.isolation`): a tune candid
 crashes it is excluded and the run starts again; a workload that crashes outside
 tuning is one line and exit 2. SIGINT, SIGTERM or SIGHUP stops every compiler at once,
 keeps what was stored, says how much and exits 130. `--dask` fans the run out
-(`warmcli.cli.run_dask`, imported only then). Once the worker has exited, this process
+(`warmcli.cli.run_dask`, imported only then). Once the worker has returned its code, this process
 holds nothing and ends without the interpreter's teardown (`common.holds_nothing`).
 """
 
@@ -261,7 +261,7 @@ def run(
 
     existed, empty = path.exists(), is_empty_file(path)  # an empty file given: a new bundle
     outcome = run_isolated(lambda: exit_code(worker), on_crash=_excluded)
-    holds_nothing()  # the worker did the run and has exited: no teardown needed here
+    holds_nothing()  # the worker did the run (reaped at this process's end): no teardown
     if isinstance(outcome, WorkerCrash):
         _crashed(outcome, path, existed and not empty, empty)
     raise typer.Exit(outcome)

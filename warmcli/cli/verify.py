@@ -137,7 +137,7 @@ def verify(
     # The replay runs in a worker process, as `warm run`'s passes do: a workload that ends
     # the process itself (`os._exit`) or crashes it is one line and exit 2, never silence.
     outcome = run_isolated(lambda: exit_code(worker))
-    holds_nothing()  # the worker replayed, printed and has exited
+    holds_nothing()  # the worker replayed and printed (reaped at this process's end)
     if isinstance(outcome, WorkerCrash):
         if outcome.interrupted:
             exit_interrupted()

@@ -1,37 +1,38 @@
 """Crash isolation for `warm run` (and `warm verify --workload`'s replay): the passes in a
 worker process that journals its work.
 
-A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
-take `warm run` down. `run_isolated` forks a worker that does the whole run and
-waits for it: until it exits, or once it has returned its code, journaled, and closed its
-output and its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds,
-is no longer waited for). The worker appends to a journal (an unlinked temporary file both
-share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
-compiler process group it starts. When the worker dies of a crash signal while a
-candidate is being measured, that candidate is excluded (`excluded`, read by the
-tuner through the `MeasureJournal` the worker installs into `warmcli.runtime.tune`;
-the tuner records it as failed with the reason `crashed (SIGSEGV)`) and the run
-starts again in a fresh worker; a crash anywhere else is returned as a
-`WorkerCrash` naming the pass. Either way the compiler groups the worker left are
-killed. SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker,
-and the worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives
-warm. `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
+A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm
+run` down. `run_isolated` forks a worker that does the whole run and waits for it: until it
+exits, or once it has returned its code, journaled, and made its output /dev/null and closed
+its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited
+for only as this process ends, `_reap`, overlapping its own). The worker appends to a
+journal (an unlinked temporary file both share) the pass it is in, the tune candidate it is
+measuring (`measuring`) and every compiler process group it starts. When the worker dies of
+a crash signal while a candidate is being measured, that candidate is excluded (`excluded`,
+read by the tuner through the `MeasureJournal` the worker installs into
+`warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed (SIGSEGV)`)
+and the run starts again in a fresh worker; a crash anywhere else is returned as a
+`WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
+SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the
+worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its
+code is decided the worker ignores them, and nothing raised then passes its `os._exit` (a
+`KeyboardInterrupt` there ran it on as the supervisor, the workload's `atexit` functions
+with it). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
 raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
 `warmcli.interrupted`).
 
-State: the excluded candidates and the worker's journal, one of each per process (and,
-made before the first fork, the stub folder of `warmcli.warming.worker_names`, which this
-process removes at its end however the worker ends, and the worker where this process
-was killed first).
-The module prints nothing (the caller's `on_crash` and its exit code do), but in the
+State: the excluded candidates and the worker's journal, one of each per process (and, made
+before the first fork, the stub folder of `warmcli.warming.worker_names`, which this process
+removes at its end however the worker ends, and the worker where this process was killed
+first). The module prints nothing (the caller's `on_crash` and its exit code do), but in the
 worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
 bundle.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import functools
 import json
 import os
 import select
@@ -42,12 +43,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from warmcli.backends.processes import (
-    kill_group,
-    on_compiler,
-    parent_death_signal,
-    stop_compilers,
-)
+from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.worker_names import make_folder, remove_folder
@@ -190,11 +186,6 @@ def _read_journal(fd: int) -> _Journal:
     return journal
 
 
-def _finished(journal: int) -> bool:
-    """Whether the worker's journal says it returned its exit code."""
-    return _read_journal(journal).finished
-
-
 def _arm_parent_death(parent: int) -> None:
     """The worker gets SIGTERM (an interrupt) if the supervisor dies (Linux)."""
     parent_death_signal(signal.SIGTERM)
@@ -204,7 +195,7 @@ def _arm_parent_death(parent: int) -> None:
 
 def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> None:
     """In the forked worker: run `work` with the journal armed, then exit with its code,
-    its output and `done` closed first (`_let_go`)."""
+    its output made /dev/null and `done` closed first (`_let_go`)."""
     code, unanswered = 1, False
     try:
         for s in _heeded():  # the supervisor's handler must not run here
@@ -237,30 +228,38 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
                 code, unanswered = 130, True
             except BaseException:
                 pass
-        with contextlib.suppress(BaseException):
-            _write("exit", code=code, unanswered=unanswered)
-        if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+        try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
+            for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
+                signal.signal(s, signal.SIG_IGN)
             with contextlib.suppress(BaseException):
-                remove_folder()
-        _let_go(done)
-        os._exit(code)
+                _write("exit", code=code, unanswered=unanswered)
+            if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
+                with contextlib.suppress(BaseException):
+                    remove_folder()
+            _let_go(done)
+        finally:
+            os._exit(code)
 
 
 def _let_go(done: int) -> None:
-    """The worker's standard output and error and its end of `done` closed, last of all: the
-    supervisor (woken by `done`'s end, its code in the journal) and whoever reads warm's
-    output go on while the system tears this process down (milliseconds: its memory map,
-    much of it shared with the supervisor's)."""
-    for fd in (1, 2, done):
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    """The worker's standard output and error made /dev/null (never closed: a file a workload's
+    thread opens meanwhile would take their descriptors) and `done` closed, last of all: the
+    supervisor (woken by `done`'s end, its code in the journal) goes on."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
+    with contextlib.suppress(OSError):
+        os.close(done)
 
 
-def _wait(pid: int, done: int, finished: Callable[[], bool]) -> tuple[int | None, bool]:
+def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status and whether it was
-    interrupted; None for the status where the worker let go (`done` ended) once `finished`
-    (its journal says it returned its code): it is not waited for, as it is torn down. The
+    interrupted; None for the status where the worker let go (`done` ended) once its
+    `journal` says it returned its code: reaped as this process ends (`_reap`). The
     handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
 
@@ -287,13 +286,20 @@ def _wait(pid: int, done: int, finished: Callable[[], bool]) -> tuple[int | None
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if finished():
+                if _read_journal(journal).finished:
                     return None, bool(deadline)
     finally:
         if pidfd is not None:
             os.close(pidfd)
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _reap(pid: int) -> None:
+    """A worker that let go, reaped as this process ends: never an orphan, a zombie of a
+    caller that adopts them (a subreaper: a container's init, a service manager)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _kill_groups(groups: set[int]) -> None:
@@ -327,14 +333,14 @@ def run_isolated(
                 os.close(done)
                 _worker(work, journal, parent, let_go)
             os.close(let_go)
-            finished = functools.partial(_finished, journal)
             try:
-                status, interrupted = _wait(pid, done, finished)
+                status, interrupted = _wait(pid, done, journal)
             finally:
                 os.close(done)
             seen = _read_journal(journal)
         _kill_groups(seen.groups)
         if status is None:  # it returned its code and let go: it exits with it
+            atexit.register(_reap, pid)  # as this process ends, its teardown overlapped
             if seen.unanswered:
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
             return seen.code & 0xFF

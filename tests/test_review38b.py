@@ -1,0 +1,270 @@
+"""review38b: today's process-level speed changes, tried as an attacker would.
+
+- setpriv (ee6787b): a compiler that cannot start (a `#!` script whose interpreter is
+  missing, a binary whose loader is, a file with an ELF header but no binary) is still the
+  one line it was, `cc: cannot run PATH: [Errno N] ...`, never setpriv's exit status and
+  words, nor run by `/bin/sh` (setpriv's `execvp` on ENOEXEC); a setpriv that refuses is
+  never the compiler's failure.
+- the worker letting go (e3bc52a): a signal then (its supervisor's death, forwarded)
+  never runs it on as the supervisor; a caller that adopts orphans is left no zombie; a
+  workload's file never gets the worker's output.
+- hotfloor38 (1b56c8a): a hot process's forked child imports no production_report.
+
+Real CLI in a subprocess, real cc, real files and processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.backends import processes
+
+WORKLOAD = r"""
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+def workload(rt):
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+UNSTARTABLE = [("script", 2), ("loader", 2), ("header", 8), ("elf", 8)]  # kind, errno
+
+
+def _unstartable(tmp_path: Path, kind: str) -> Path:
+    """An executable file `execve` refuses: a `#!` script whose interpreter is missing
+    (ENOENT), this machine's binary whose loader is missing (ENOENT: a binary of another
+    libc), or a file that starts as ELF but is none (ENOEXEC, which setpriv's `execvp`
+    ran by `/bin/sh`)."""
+    path = tmp_path / f"{kind}-cc"
+    if kind == "script":
+        path.write_text(f'#!{tmp_path}/no-such-interpreter\nexec cc "$@"\n')
+    elif kind == "loader":
+        binary = Path(os.path.realpath("/bin/true")).read_bytes()
+        at = binary.index(b"/ld-", 0, 4096)  # PT_INTERP's path: near the start, by ld
+        path.write_bytes(binary[:at] + b"/no" + binary[at + 3 :])
+    elif kind == "header":  # this machine's ELF identity, then no program headers: a shell's
+        binary = Path(os.path.realpath("/bin/true")).read_bytes()
+        path.write_bytes(binary[:20] + b"\0" * 44 + b"\necho run by a shell\n")
+    else:
+        path.write_bytes(b"\x7fELF" + b"\0" * 60)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "errno"), UNSTARTABLE)
+def test_a_compiler_that_cannot_start_raises_as_before(
+    tmp_path: Path, kind: str, errno: int
+) -> None:
+    """`processes.run` raises `OSError` (its errno) for a command `execve` refuses, tied by
+    setpriv or not; it never returns setpriv's `failed to execute` exit status."""
+    program = _unstartable(tmp_path, kind)
+    with pytest.raises(OSError) as raised:
+        processes.run([str(program), "--version"], 30)
+    assert raised.value.errno == errno
+
+
+@pytest.mark.parametrize(("kind", "errno"), UNSTARTABLE)
+def test_warm_run_says_a_compiler_that_cannot_start_in_the_one_line_it_did(
+    warm: Warm, tmp_path: Path, kind: str, errno: int
+) -> None:
+    program = _unstartable(tmp_path, kind)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    warm.env = dict(warm.env, WARM_CC=str(program), WARM_HOME=str(tmp_path / "home"))
+    done = warm("run", workload, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"warm: error: cc: cannot run {program}: [Errno {errno}] " in lines[0]
+    assert "setpriv" not in done.stderr
+    assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_started_compilers_own_exit_127_is_its_own(tmp_path: Path) -> None:
+    """A compiler that started and exits 127 itself (a tool it runs is missing) is returned
+    as it ran, once: its output is its own."""
+    count = tmp_path / "count"
+    script = tmp_path / "cc"
+    script.write_text(f"#!/bin/sh\necho x >> {count}\necho 'cc: cc1: not found' >&2\nexit 127\n")
+    script.chmod(0o755)
+    done = processes.run([str(script)], 30)
+    assert (done.returncode, done.err) == (127, "cc: cc1: not found\n")
+    assert count.read_text() == "x\n"
+    assert os.path.exists(script)
+
+
+def test_what_execve_runs_itself_is_still_started_behind_setpriv(tmp_path: Path) -> None:
+    """The check is no blanket refusal: this interpreter's binary and a `#!` script of a
+    binary (spaced `#! /bin/sh` too) are still tied by setpriv where one takes
+    `--pdeathsig`, so they start by `vfork`."""
+    if not processes._setpriv():
+        pytest.skip("no setpriv taking --pdeathsig at /usr/bin or /bin")
+    script = tmp_path / "wrap.sh"
+    script.write_text('#! /bin/sh\nexec cc "$@"\n')
+    script.chmod(0o755)
+    for program in (os.path.realpath(sys.executable), str(script)):
+        assert processes.tying_prefix([program])[1:] == ["--pdeathsig", "KILL", "--"], program
+    assert processes.run([str(script), "--version"], 60).returncode == 0
+
+
+# A worker signalled once it has let go (its output and `done` closed): its supervisor's
+# death (SIGTERM, the worker's parent-death signal: the supervisor went on, and a busy
+# thread of the workload, or the machine's load, kept the worker from its `os._exit` until
+# the supervisor had exited, one run in two), or a SIGTERM or Ctrl-C it forwards. Its
+# handler raised KeyboardInterrupt before `os._exit`: the forked worker escaped into the
+# supervisor's own code and ran to its end, the workload's `atexit` functions (which a
+# worker never runs) among it, and its `warm: interrupted` written to whatever file then
+# held descriptor 1 or 2. Here a profile function sends the signal as `os.close` of `done`
+# returns in `_let_go`, so it lands there every time.
+SIGNALLED_AT_EXIT = r"""
+import atexit, os, signal, sys
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+def signalled_once_let_go(frame, event, arg):
+    if event == "c_return" and frame.f_code.co_name == "_let_go":
+        if frame.f_locals.get("fd") not in (1, 2):  # `done` closed: the supervisor goes on
+            os.kill(os.getpid(), signal.SIGTERM)
+def workload(rt):
+    atexit.register(lambda: open(os.environ["MARK"], "a").write("atexit\n"))
+    sys.setprofile(signalled_once_let_go)
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+def test_a_worker_that_let_go_never_runs_on_as_the_supervisor(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(SIGNALLED_AT_EXIT)
+    mark = tmp_path / "mark"
+    warm.env = dict(warm.env, MARK=str(mark))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    time.sleep(1)  # the worker has exited (or run on as the supervisor)
+    assert not mark.exists(), mark.read_text()
+    assert warm("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
+    time.sleep(1)
+    assert not mark.exists(), mark.read_text()
+
+
+# A caller that reaps orphans (a subreaper: a container's init, a service manager, a CI
+# runner) runs `warm run` and `warm verify --workload`: warm's supervisor no longer waited
+# for its worker once the worker let go, so each worker, orphaned, became the caller's
+# child, a zombie of it for as long as it lives (one per run).
+SUBREAPER = r"""
+import ctypes, json, os, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+warm = [sys.executable, "-m", "warmcli"]
+workload, bundle = sys.argv[1], sys.argv[2]
+codes = [subprocess.run([*warm, *args], capture_output=True).returncode for args in (
+    ["run", workload, "-b", bundle, "-q"], ["run", workload, "-b", bundle, "-q"],
+    ["verify", bundle, "-w", workload, "-q"])]
+time.sleep(0.5)  # a worker torn down after warm exited is gone by now (a zombie stays)
+me, left = str(os.getpid()), []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if fields[1] == me:
+        left.append(fields[0])
+print(json.dumps({"codes": codes, "children": left}))
+"""
+
+
+def test_a_caller_that_reaps_orphans_is_left_no_worker(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    done = warm.production(SUBREAPER, workload, tmp_path / "b.warm")
+    assert done == {"codes": [0, 0, 0], "children": []}
+
+
+# A workload's threads run on until the worker's `os._exit`. The worker closed its standard
+# output and error as it let go, so a file a thread opened then took descriptor 1 and what
+# another printed went into it: the workload's data file got warm's stray output. Here a
+# profile function, called as the worker's first `os.close` in `_let_go` returns, stands in
+# for those threads: it opens the workload's file and prints.
+LATE_FILE = r"""
+import os, sys
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
+KEPT = []
+def late(frame, event, arg):
+    if event == "c_return" and frame.f_code.co_name == "_let_go" and not KEPT:
+        KEPT.append(open(os.environ["DATA"], "w"))  # a thread's file, open to the end
+        KEPT[0].write("data\n")
+        KEPT[0].flush()
+        print("a late line", flush=True)  # another thread's output
+def workload(rt):
+    sys.setprofile(late)
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+
+
+def test_a_workloads_file_never_gets_warms_output(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text(LATE_FILE)
+    data = tmp_path / "data.txt"
+    warm.env = dict(warm.env, DATA=str(data))
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert data.read_text() == "data\n"
+
+
+def test_a_setpriv_that_refuses_is_never_the_compilers_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setpriv that names `--pdeathsig` but refuses it (`unrecognized option`, exit 1:
+    another build) or cannot arm it (`set parent death signal failed`, 127): the command is
+    started as before, by a `preexec_fn`, never failed with setpriv's words. The one
+    substitution: where warm found its setpriv (a real executable file, here a script)."""
+    for code, said in ((1, "unrecognized option '--pdeathsig'"), (127, "set parent death")):
+        fake = tmp_path / f"setpriv{code}"
+        fake.write_text(f'#!/bin/sh\necho "setpriv: {said}" >&2\nexit {code}\n')
+        fake.chmod(0o755)
+        monkeypatch.setattr(processes._Live, "setpriv", [str(fake)])
+        assert processes.tying_prefix([sys.executable])[0] == str(fake)
+        done = processes.run([sys.executable, "-c", "print('ran')"], 60)
+        assert (done.returncode, done.out, done.err) == (0, "ran\n", "")
+
+
+# hotfloor38: a hot production process never imports `warmcli.production_report`. Its fork
+# hook did, in every forked child (a pool's worker, a `preexec_fn`'s child before its exec):
+# slower forks, and under `ulimit -n` a child's `Exception ignored in: <function _forked>`
+# traceback (`warm verify`'s reader pool: test_faults34).
+HOT_FORK = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import warmcli, matmul_host
+matmul_host.workload(warmcli.runtime("host"))
+read, write = os.pipe()
+if os.fork() == 0:
+    os.write(write, json.dumps("warmcli.production_report" in sys.modules).encode())
+    os._exit(0)
+os.close(write)
+child = json.loads(os.read(read, 100))
+os.wait()
+print(json.dumps({"parent": "warmcli.production_report" in sys.modules, "child": child}))
+"""
+
+
+def test_a_hot_process_forks_without_importing_the_report(warm: Warm, tmp_path: Path) -> None:
+    bundle = tmp_path / "b.warm"
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert warm("run", examples / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    seen = warm.production(HOT_FORK, examples, bundle=bundle)
+    assert seen == {"parent": False, "child": False}
