@@ -232,3 +232,29 @@ def test_a_warm_killed_as_its_compiler_starts_leaves_none_running() -> None:
         while _alive(child) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(child), "the compiler outlived the warm that started it"
+
+
+GC_OFF_BY_CALLER = r"""
+import gc, sys
+gc.disable()
+sys.argv = ["warm", "stats", sys.argv[1]]
+from warmcli.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(gc.isenabled(), gc.get_freeze_count())
+"""
+
+
+def test_a_caller_that_turned_the_collector_off_keeps_it_off(tmp_path: Path) -> None:
+    """`warmcli.cli.main()` called in a process that turned the collector off itself: it
+    stays off and nothing is frozen (only `warm`'s entry point pauses it, and turns it on)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", GC_OFF_BY_CALLER, str(tmp_path / "none.warm")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.split() == ["False", "0"], done.stdout + done.stderr

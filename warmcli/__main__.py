@@ -42,6 +42,7 @@ def main() -> None:
     sys.unraisablehook = _unraisable
     import gc
 
+    paused = gc.isenabled()  # (a caller's own choice to run without it stays so)
     gc.disable()  # until the command's modules are imported (`warmcli.cli.main` turns it on)
     try:
         import signal
@@ -50,7 +51,10 @@ def main() -> None:
         for stop in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(stop) != signal.SIG_IGN:  # (started ignoring it: it stays so)
                 signal.signal(stop, _on_ctrl_c)  # as Ctrl-C: one line, exit 130
+        from warmcli import cli
         from warmcli.cli import main as cli_main
+
+        cli.Collector.paused_by_entry = paused
         from warmcli.cli.common import end_process, exit_interrupted
     except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
         _interrupted()

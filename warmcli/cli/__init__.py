@@ -50,6 +50,14 @@ def _collect_from_here() -> None:
     `warm run`, twice a bare `import numpy`'s). Here it runs again, over what is made from
     now on only: what the imports made is frozen (`gc.freeze`), never scanned again, nor
     written to by a collection in the worker `warm run` forks (pages it shares)."""
-    if not gc.isenabled():
+    if Collector.paused_by_entry and not gc.isenabled():
+        Collector.paused_by_entry = False
         gc.freeze()
         gc.enable()
+
+
+class Collector:
+    """Whether the entry point paused the collector (a `main()` called otherwise, in a
+    process that turned it off itself, leaves it as that process chose)."""
+
+    paused_by_entry = False
