@@ -5,7 +5,9 @@ random moment or at the Nth of a system call): a SIGINT, SIGTERM or SIGHUP that 
 `warm merge` moved OUT into place said only `warm: interrupted` (exit 130) of a merge that
 was complete and kept; into a new OUT, OUT and `OUT.lock` stayed and the same command then
 refused (`OUT exists`), the user told nothing was merged. Now the interrupt is held across
-the move and the merge's end, then said with what was merged and kept.
+the move and the merge's end, then said with what was merged and kept. Likewise `warm
+sign` interrupted once its signature was committed said a bare `warm: interrupted` of a
+bundle that was signed: now it says what it signed (kept).
 
 The real CLI in a subprocess over real bundles; the signal sent at a precise point by the
 process itself (a hook around `os.replace`, then warm's own `main`).
@@ -22,16 +24,25 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 
-# Runs `warm ARGS...` after wrapping `os.replace`: once the rename onto a path ending in
-# WARM_TEST_AT has happened, the process sends itself WARM_TEST_SIGNAL.
+# Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a
+# precise point: once a rename onto a path ending in WARM_TEST_AT has happened, or (with
+# WARM_TEST_AT "unlock") once a write lock was let go, which follows a commit ("lock": once
+# it was taken, before any write).
 HOOK = """
-import os, signal, sys
-real = os.replace
+import fcntl, os, signal, sys
+at = os.environ["WARM_TEST_AT"]
+def send():
+    os.kill(os.getpid(), getattr(signal, os.environ["WARM_TEST_SIGNAL"]))
+real_replace, real_flock = os.replace, fcntl.flock
 def replace(a, b, *args, **kw):
-    real(a, b, *args, **kw)
-    if str(b).endswith(os.environ["WARM_TEST_AT"]):
-        os.kill(os.getpid(), getattr(signal, os.environ["WARM_TEST_SIGNAL"]))
-os.replace = replace
+    real_replace(a, b, *args, **kw)
+    if str(b).endswith(at):
+        send()
+def flock(fd, op):
+    real_flock(fd, op)
+    if (at, op) in (("unlock", fcntl.LOCK_UN), ("lock", fcntl.LOCK_EX)):
+        send()
+os.replace, fcntl.flock = replace, flock
 sys.argv[0] = "warm"
 from warmcli.__main__ import main
 main()
@@ -95,3 +106,32 @@ def test_interrupt_as_an_out_that_is_an_input_is_replaced_says_it_was_merged(
     assert len(proc.stderr.splitlines()) == 1 and "merged" in proc.stderr, proc.stderr
     assert _keys(out) == _keys(a) | _keys(b)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.warm", "a.warm.lock"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupt_once_the_signature_is_committed_says_it_was_signed(
+    shards: tuple[Path, Path], warm: Warm, tmp_path: Path, sig: str
+) -> None:
+    bundle, key = tmp_path / "b.warm", tmp_path / "key"
+    bundle.write_bytes(shards[0].read_bytes())
+    assert warm("keygen", key).returncode == 0
+    proc = _hooked(warm, "unlock", sig, "sign", bundle, "--key", key)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "interrupted: signed" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (1,)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock", "key", "key.pub"]
+
+
+def test_interrupt_before_the_signature_is_committed_signs_nothing(
+    shards: tuple[Path, Path], warm: Warm, tmp_path: Path
+) -> None:
+    bundle, key = tmp_path / "b.warm", tmp_path / "key"
+    bundle.write_bytes(shards[0].read_bytes())
+    before = bundle.read_bytes()
+    assert warm("keygen", key).returncode == 0
+    proc = _hooked(warm, "lock", "SIGINT", "sign", bundle, "--key", key)  # as the lock is taken
+    assert proc.returncode == 130 and proc.stderr == "warm: interrupted\n", proc.stderr
+    assert bundle.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock", "key", "key.pub"]
