@@ -7,7 +7,9 @@ was complete and kept; into a new OUT, OUT and `OUT.lock` stayed and the same co
 refused (`OUT exists`), the user told nothing was merged. Now the interrupt is held across
 the move and the merge's end, then said with what was merged and kept. Likewise `warm
 sign` interrupted once its signature was committed said a bare `warm: interrupted` of a
-bundle that was signed: now it says what it signed (kept).
+bundle that was signed: now it says what it signed (kept). And `warm pull` interrupted once
+PATH was in place said a bare `warm: interrupted`, never that the bundle it replaced had
+lost entries the pulled one lacks: now it says both.
 
 The real CLI in a subprocess over real bundles; the signal sent at a precise point by the
 process itself (a hook around `os.replace`, then warm's own `main`).
@@ -19,10 +21,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from test_fleet36 import S3Like, _handler
 
 # Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a
 # precise point: once a rename onto a path ending in WARM_TEST_AT has happened, or (with
@@ -63,6 +69,17 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         Path(f"{path}.lock").unlink()
         made.append(path)
     return made[0], made[1]
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[S3Like, str]]:
+    """An object store on 127.0.0.1 that answers as S3 does (`test_fleet36`'s)."""
+    held = S3Like()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(held))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield held, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
 
 
 def _hooked(warm: Warm, at: str, sig: str, *args: object) -> subprocess.CompletedProcess[str]:
@@ -135,3 +152,19 @@ def test_interrupt_before_the_signature_is_committed_signs_nothing(
     assert proc.returncode == 130 and proc.stderr == "warm: interrupted\n", proc.stderr
     assert bundle.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock", "key", "key.pub"]
+
+
+def test_interrupt_once_a_pull_is_in_place_says_it_was_pulled_and_what_went(
+    shards: tuple[Path, Path], warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+) -> None:
+    held, base = store
+    held.files["/b.warm"] = shards[0].read_bytes()
+    target = tmp_path / "b.warm"
+    target.write_bytes(shards[1].read_bytes())  # holds what the pulled one lacks
+    proc = _hooked(warm, "/b.warm", "SIGINT", "pull", f"{base}/b.warm", target)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert f"interrupted: pulled {base}/b.warm into {target} (kept)" in proc.stderr
+    assert "replaced:" in proc.stderr and "they are gone" in proc.stderr, proc.stderr
+    assert target.read_bytes() == shards[0].read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock", "home"]

@@ -7,8 +7,8 @@ caught those still does; every warning derives from `WarmWarning` (a `UserWarnin
 The modules that raise them import them from here, and still export them under
 their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
 
-The exceptions to the rule are `RunInterrupted`, `CleanInterrupted` and
-`MergeInterrupted`: each is a
+The exceptions to the rule are `RunInterrupted`, `CleanInterrupted`,
+`MergeInterrupted` and `PullInterrupted`: each is a
 `KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
 WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
 above the leaves.
@@ -264,6 +264,17 @@ class MergeInterrupted(KeyboardInterrupt):
     def __init__(self, report: object) -> None:
         super().__init__(report)
         self.report = report
+
+
+class PullInterrupted(KeyboardInterrupt):
+    """`warm pull` was interrupted once PATH was moved into place: the pull is complete and
+    kept; the bundle it replaced held `kernels` and `tunes` the pulled one lacks (gone). A
+    `KeyboardInterrupt`, as `CleanInterrupted` is."""
+
+    def __init__(self, kernels: int, tunes: int) -> None:
+        super().__init__(kernels, tunes)
+        self.kernels = kernels
+        self.tunes = tunes
 
 
 # The PyCUDA stand-ins.
