@@ -9,7 +9,10 @@ the move and the merge's end, then said with what was merged and kept. Likewise 
 sign` interrupted once its signature was committed said a bare `warm: interrupted` of a
 bundle that was signed: now it says what it signed (kept). And `warm pull` interrupted once
 PATH was in place said a bare `warm: interrupted`, never that the bundle it replaced had
-lost entries the pulled one lacks: now it says both.
+lost entries the pulled one lacks: now it says both. A `warm run` whose worker was killed
+(SIGKILL, as the OOM killer does) while it stored said "nothing was stored" and left the
+worker's hot journal beside the bundle (a read-only reader, `sqlite3`'s, could not open it;
+a new bundle stayed, with its lock): now the journal is rolled back before it says so.
 
 The real CLI in a subprocess over real bundles; the signal sent at a precise point by the
 process itself (a hook around `os.replace`, then warm's own `main`).
@@ -168,3 +171,45 @@ def test_interrupt_once_a_pull_is_in_place_says_it_was_pulled_and_what_went(
     assert "replaced:" in proc.stderr and "they are gone" in proc.stderr, proc.stderr
     assert target.read_bytes() == shards[0].read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock", "home"]
+
+
+# A workload whose worker is killed (SIGKILL, as by the OOM killer) in the middle of storing:
+# once the first kernel row of a store is written, before its commit.
+KILLED_STORING = """
+import os, signal, sys
+sys.path.insert(0, {examples!r})
+from matmul_host import *  # noqa
+from warmcli.bundle.store import Bundle
+real_put = Bundle.put
+def put(self, kernels=(), *args, **kw):
+    def killing():
+        for i, item in enumerate(kernels):
+            yield item
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real_put(self, killing(), *args, **kw)
+Bundle.put = put
+"""
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_a_worker_killed_as_it_stores_leaves_no_journal(
+    shards: tuple[Path, Path], warm: Warm, tmp_path: Path, new: bool
+) -> None:
+    workload = tmp_path / "work" / "killed.py"
+    workload.parent.mkdir()
+    workload.write_text(KILLED_STORING.format(examples=str(EXAMPLES)))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    if not new:
+        bundle.write_bytes(shards[0].read_bytes())
+    proc = warm("run", workload, "-b", bundle, "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "the run was killed (SIGKILL" in proc.stderr, proc.stderr
+    assert "nothing was stored" in proc.stderr, proc.stderr
+    if new:
+        assert list(folder.iterdir()) == []
+        return
+    assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
+    assert bundle.read_bytes() == shards[0].read_bytes()  # as before the run
+    assert _keys(bundle) == _keys(shards[0])  # a read-only reader opens it
