@@ -9,7 +9,9 @@ the move and the merge's end, then said with what was merged and kept. Likewise 
 sign` interrupted once its signature was committed said a bare `warm: interrupted` of a
 bundle that was signed: now it says what it signed (kept). And `warm pull` interrupted once
 PATH was in place said a bare `warm: interrupted`, never that the bundle it replaced had
-lost entries the pulled one lacks: now it says both. A `warm run` whose worker was killed
+lost entries the pulled one lacks: now it says both; `warm push` interrupted once the
+store had answered its upload said a bare `warm: interrupted` of a bundle the store held.
+A `warm run` whose worker was killed
 (SIGKILL, as the OOM killer does) while it stored said "nothing was stored" and left the
 worker's hot journal beside the bundle (a read-only reader, `sqlite3`'s, could not open it;
 a new bundle stayed, with its lock): now the journal is rolled back before it says so.
@@ -36,7 +38,7 @@ from test_fleet36 import S3Like, _handler
 # Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a
 # precise point: once a rename onto a path ending in WARM_TEST_AT has happened, or (with
 # WARM_TEST_AT "unlock") once a write lock was let go, which follows a commit ("lock": once
-# it was taken, before any write).
+# it was taken, before any write; "put-answered": once the answer to an HTTP PUT is closed).
 HOOK = """
 import fcntl, os, signal, sys
 at = os.environ["WARM_TEST_AT"]
@@ -52,6 +54,13 @@ def flock(fd, op):
     if (at, op) in (("unlock", fcntl.LOCK_UN), ("lock", fcntl.LOCK_EX)):
         send()
 os.replace, fcntl.flock = replace, flock
+import http.client
+real_close, closed = http.client.HTTPResponse.close, []
+def close(self):
+    real_close(self)
+    if at == "put-answered" and getattr(self, "_method", "") == "PUT" and not closed:
+        closed.append(send())
+http.client.HTTPResponse.close = close
 sys.argv[0] = "warm"
 from warmcli.__main__ import main
 main()
@@ -213,3 +222,14 @@ def test_a_worker_killed_as_it_stores_leaves_no_journal(
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
     assert bundle.read_bytes() == shards[0].read_bytes()  # as before the run
     assert _keys(bundle) == _keys(shards[0])  # a read-only reader opens it
+
+
+def test_interrupt_once_the_store_answered_a_push_says_it_was_pushed(
+    shards: tuple[Path, Path], warm: Warm, store: tuple[S3Like, str]
+) -> None:
+    held, base = store
+    proc = _hooked(warm, "put-answered", "SIGINT", "push", shards[0], f"{base}/p.warm")
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert f"interrupted: pushed {shards[0]} to {base}/p.warm (kept)" in proc.stderr
+    assert held.files["/p.warm"] == shards[0].read_bytes()

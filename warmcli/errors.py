@@ -8,7 +8,7 @@ The modules that raise them import them from here, and still export them under
 their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
 
 The exceptions to the rule are `RunInterrupted`, `CleanInterrupted`,
-`MergeInterrupted` and `PullInterrupted`: each is a
+`MergeInterrupted`, `PullInterrupted` and `PushInterrupted`: each is a
 `KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
 WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
 above the leaves.
@@ -275,6 +275,11 @@ class PullInterrupted(KeyboardInterrupt):
         super().__init__(kernels, tunes)
         self.kernels = kernels
         self.tunes = tunes
+
+
+class PushInterrupted(KeyboardInterrupt):
+    """`warm push` was interrupted once the store had answered its upload: the store holds
+    the bundle. A `KeyboardInterrupt`, as `CleanInterrupted` is."""
 
 
 # The PyCUDA stand-ins.

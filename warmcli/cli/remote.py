@@ -4,7 +4,8 @@ Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; th
 commands name what they did in one line (or one JSON object). `pull` copies only what
 the URL holds now, checked: never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
-and what the bundle it replaced held that is gone, exit 130.
+and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
+store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from warmcli.cli.common import (
     out,
     refuse_folder_name,
 )
-from warmcli.errors import PullInterrupted
+from warmcli.errors import PullInterrupted, PushInterrupted
 
 
 @app.command()
@@ -52,14 +53,24 @@ def push(
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
-    digest, sent = guarded(lambda: push_bundle(bundle, url))
-    if as_json:
-        emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
-    elif sent:
-        out.print(f"pushed {bundle} to {url} (sha256 {digest[:16]})", markup=False, highlight=False)
-    else:  # as `aws s3 sync` or rsync: the store holds these very bytes
-        said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
-        out.print(said, markup=False, highlight=False)
+    pushed = f"interrupted: pushed {bundle} to {url} (kept)"
+    try:
+        digest, sent = guarded(lambda: push_bundle(bundle, url))
+    except PushInterrupted:  # the store answered the upload: it holds the bundle
+        fail(pushed, EXIT_INTERRUPTED, label="")
+    try:
+        if as_json:
+            emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
+        elif sent:
+            said = f"pushed {bundle} to {url} (sha256 {digest[:16]})"
+            out.print(said, markup=False, highlight=False)
+        else:  # as `aws s3 sync` or rsync: the store holds these very bytes
+            said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+            out.print(said, markup=False, highlight=False)
+    except KeyboardInterrupt:  # before it was said
+        if not sent:
+            raise
+        fail(pushed, EXIT_INTERRUPTED, label="")
 
 
 @app.command()
