@@ -15,7 +15,10 @@ A handler raising KeyboardInterrupt where Python only prints it (importlib's wea
 callback, `in_import_callback`: "Exception ignored in ...", and the program goes on) has
 the signal sent again instead (`send_again`), by a thread of its own, so that it is
 handled once the callback has returned (sent from the handler, Python would handle it at
-once, still inside the callback). It owns no state and never prints nor exits itself.
+once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
+while a step that must not be cut in two (a commit and its count, a file moved into place)
+runs: one sent meanwhile is delivered as the block ends. It owns no state and never
+prints nor exits itself.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import _thread
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 # Evaluated from source (CPython's path for code run from a string, which records a
 # KeyboardInterrupt that escapes it as the process's own) and caught here.
@@ -76,3 +81,34 @@ def send_again(signum: int) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held while what runs inside completes, then answered as
+    their handler answers them (`KeyboardInterrupt`): one landing there (a commit's last
+    step) would say "interrupted" of a change that was kept. Held by a handler of its own
+    for the while, not by a signal mask: a signal sent to the process is delivered to any
+    of its threads that does not block it (a library's native thread), and Python runs
+    the handler in the main thread all the same. Outside the main thread, or where a
+    signal has no Python handler (ignored, or its default action), nothing is held."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[tuple[int, Any]] = []
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handlers = {s: signal.getsignal(s) for s in stops}
+    held = {s: h for s, h in handlers.items() if callable(h)}
+    for stop in held:
+        signal.signal(stop, lambda signum, frame: came.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for stop, handler in held.items():
+            signal.signal(stop, handler)
+        if came:  # the first one, as it would have been answered
+            signum, frame = came[0]
+            held[signum](signum, frame)

@@ -87,7 +87,7 @@ from warmcli.bundle.received import (
 from warmcli.bundle.remote_s3 import S3  # boto3 imported only when one is made
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
-from warmcli.errors import RemoteError
+from warmcli.errors import PushInterrupted, RemoteError
 from warmcli.home import make_folder, private, warm_home, write_private
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
@@ -188,17 +188,23 @@ def push(bundle: Path, url: str) -> tuple[str, bool]:
     the file is uploaded: the state checked is copied (and hashed) in the same read
     transaction (a writer committing meanwhile waits for the check and the copy, not the
     upload: while a writer waits, SQLite holds new readers up too) into an anonymous
-    temporary file, which is uploaded."""
+    temporary file, which is uploaded. An interrupt once the store answered the upload is
+    `PushInterrupted`: the store holds the bundle."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
         raise RemoteError(f"{url}: names a folder, not a bundle: name the bundle (.../b.warm)")
     store = _store(url_text(url))
-    with open(bundle, "rb") as fh, scratch(bundle) as copy:
-        with one_state(bundle, fh):
-            digest, md5 = copied(bundle, fh, copy)
-        copy.seek(0)
-        return digest, store.upload(copy, digest, md5)
+    try:
+        with open(bundle, "rb") as fh, scratch(bundle) as copy:
+            with one_state(bundle, fh):
+                digest, md5 = copied(bundle, fh, copy)
+            copy.seek(0)
+            return digest, store.upload(copy, digest, md5)
+    except KeyboardInterrupt:  # once the store answered the upload, it holds the bundle
+        if not store.sent:
+            raise
+        raise PushInterrupted() from None
 
 
 def local_bundle(location: str | os.PathLike[str]) -> tuple[Path, str | None]:
@@ -227,6 +233,7 @@ class _Http:
             )
         self.url = url
         self.head: Any = None  # the headers of the store's answer to the last HEAD
+        self.sent = False  # the store answered the upload: it holds it
 
     def download(
         self, etag: str | None, folder: Path, limits: Bounds
@@ -300,7 +307,9 @@ class _Http:
         request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
         try:  # the upload takes its time; the answer to it, the deadline at most
             with Deadline(seconds, answer_only=True) as deadline:
-                urlopen(request, TIMEOUT, deadline).close()
+                answer = urlopen(request, TIMEOUT, deadline)  # (an error answer raises)
+                self.sent = True
+                answer.close()
             if deadline.passed:  # an answer cut short at the deadline reads as whole
                 raise late
         except urllib.error.HTTPError as exc:

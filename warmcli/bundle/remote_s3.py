@@ -26,6 +26,7 @@ class S3:
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
         self.url, self.bucket, self.key = url, parts.netloc, parts.path.lstrip("/")
+        self.sent = False  # the store answered the upload: it holds it
         if not self.bucket or not self.key:
             raise RemoteError(f"{url}: an S3 URL is s3://bucket/key")
         try:
@@ -73,6 +74,7 @@ class S3:
             return False
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
         self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=copy, **stated))
+        self.sent = True  # the store answered the upload: it holds it
         return True
 
     def download(

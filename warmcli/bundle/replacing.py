@@ -4,7 +4,9 @@
 under PATH's write lock, through a temporary file beside it (named as a create's, so the
 next write removes one a killed pull left; PATH's mode kept, a new file made as any file
 is); it counts what the bundle it replaces held that the pulled one lacks (`replaced_only`:
-a production write-back's entries, say), which `warm pull` says are gone.
+a production write-back's entries, say), which `warm pull` says are gone. An interrupt
+that lands once the copy is moved into place is held until its lock is let go, then
+raised as `PullInterrupted` with those counts: the pull is kept.
 `put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it) in
 one atomic step; its caller holds the bundle's write lock. A crash journal that a
 writer killed mid-write left beside `real` is the old file's, and SQLite plays a journal
@@ -44,7 +46,8 @@ from warmcli.bundle.file import (
 )
 from warmcli.bundle.journal import check_wal_files, publish, remove_leftovers, temp_beside
 from warmcli.bundle.lock import write_lock
-from warmcli.errors import BundleError, RemoteError
+from warmcli.errors import BundleError, PullInterrupted, RemoteError
+from warmcli.interrupted import held_interrupts
 
 
 def put_in_place(tmp: Path, real: Path) -> None:
@@ -66,6 +69,20 @@ def copy_into(source: Path, target: Path, force: bool) -> tuple[int, int]:
     (`replaced_only`), for the caller to say what the pull dropped."""
     if not force:  # first without the lock: a refusal leaves no `.lock` beside a file not warm's
         _refuse_no_bundle(target)
+    holding = contextlib.ExitStack()  # interrupts, held from the move into place on
+    with holding:
+        dropped = _copy_locked(source, target, force, holding)
+        try:
+            holding.close()  # an interrupt held since the copy was moved into place: delivered
+        except KeyboardInterrupt:
+            raise PullInterrupted(*dropped) from None
+    return dropped
+
+
+def _copy_locked(
+    source: Path, target: Path, force: bool, holding: contextlib.ExitStack
+) -> tuple[int, int]:
+    """`copy_into`'s work under the lock; interrupts held in `holding` from the move on."""
     with write_lock(target):
         if not force:  # again under it: what a writer put there meanwhile
             _refuse_no_bundle(target)
@@ -80,6 +97,7 @@ def copy_into(source: Path, target: Path, force: bool) -> tuple[int, int]:
                     os.fchmod(out.fileno(), stat.S_IMODE(os.stat(real).st_mode))
                 shutil.copyfileobj(copy, out)  # into the file made here, never through a link
             dropped = replaced_only(real, tmp)
+            holding.enter_context(held_interrupts())  # moved and said, or neither
             put_in_place(tmp, real)
         except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
             tmp.unlink(missing_ok=True)

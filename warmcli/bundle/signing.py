@@ -139,6 +139,11 @@ def load_public_key(path: str | os.PathLike[str]) -> bytes:
     return _raw_public(_load_key(path, private=False))
 
 
+def public_raw(private_key: Any) -> bytes:
+    """The raw public key of `private_key` (as a signature row stores it)."""
+    return _raw_public(private_key.public_key())
+
+
 def _raw_public(key: Any) -> bytes:
     serialization, _ = _crypto()
     raw: bytes = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)

@@ -1,10 +1,13 @@
 """`warm merge A B ... -o OUT`: the union of several bundles' kernels and tunes; shards that
-are not one whole run said (one line on stderr, exit 1; OUT is written)."""
+are not one whole run said (one line on stderr, exit 1; OUT is written). An interrupt once
+OUT was moved into place (`MergeInterrupted`), or as the report is shown, says what was
+merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that is there."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -13,6 +16,7 @@ from warmcli.bundle.replacing import new_or_nothing
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
     JsonOpt,
     SignKeyOpt,
     emit_json,
@@ -25,6 +29,7 @@ from warmcli.cli.common import (
     shown_name,
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
+from warmcli.errors import MergeInterrupted
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.printable import printable
 
@@ -57,17 +62,26 @@ def merge(
         )
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
+    done: MergeReport | None = None
     with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either
-        report = guarded(
-            lambda: merge_bundles(
-                paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+        try:
+            report = guarded(
+                lambda: merge_bundles(
+                    paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
+                )
             )
-        )
+        except MergeInterrupted as exc:  # OUT is in place: kept, never removed as new
+            done = exc.report  # type: ignore[assignment]
+    if done is not None:
+        _interrupted(done, output)
     _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})
-    if as_json:
-        emit_json(merge_json(report))
-    else:
-        out.print(merge_renderable(report))
+    try:
+        if as_json:
+            emit_json(merge_json(report))
+        else:
+            out.print(merge_renderable(report))
+    except KeyboardInterrupt:  # before the report was shown: what was merged is said
+        _interrupted(report, output)
     if report.shards.get("problem"):  # written, but not what a fleet's merge should be
         err.print(
             printable(f"warm: {shown_name(output, target)}: {report.shards['problem']}"),
@@ -75,6 +89,13 @@ def merge(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def _interrupted(report: MergeReport, output: str) -> NoReturn:
+    """An interrupt once OUT was in place: what was merged into it (kept), exit 130."""
+    merged = f"{report.kernels} kernel(s) and {report.tunes} tune(s)"
+    where = shown_name(output, report.out)
+    fail(f"interrupted: merged {merged} into {where} (kept)", EXIT_INTERRUPTED, label="")
 
 
 def _named_as_given(report: MergeReport, names: dict[str, str]) -> None:

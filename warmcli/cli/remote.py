@@ -2,13 +2,17 @@
 
 Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; these
 commands name what they did in one line (or one JSON object). `pull` copies only what
-the URL holds now, checked: never the last good copy a reader falls back to.
+the URL holds now, checked: never the last good copy a reader falls back to; an interrupt
+once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
+and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
+store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import typer
@@ -18,7 +22,16 @@ from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.replacing import copy_into, new_or_nothing
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, fail, guarded, out, refuse_folder_name
+from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
+    JsonOpt,
+    emit_json,
+    fail,
+    guarded,
+    out,
+    refuse_folder_name,
+)
+from warmcli.errors import PullInterrupted, PushInterrupted
 
 
 @app.command()
@@ -40,14 +53,24 @@ def push(
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
-    digest, sent = guarded(lambda: push_bundle(bundle, url))
-    if as_json:
-        emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
-    elif sent:
-        out.print(f"pushed {bundle} to {url} (sha256 {digest[:16]})", markup=False, highlight=False)
-    else:  # as `aws s3 sync` or rsync: the store holds these very bytes
-        said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
-        out.print(said, markup=False, highlight=False)
+    pushed = f"interrupted: pushed {bundle} to {url} (kept)"
+    try:
+        digest, sent = guarded(lambda: push_bundle(bundle, url))
+    except PushInterrupted:  # the store answered the upload: it holds the bundle
+        fail(pushed, EXIT_INTERRUPTED, label="")
+    try:
+        if as_json:
+            emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
+        elif sent:
+            said = f"pushed {bundle} to {url} (sha256 {digest[:16]})"
+            out.print(said, markup=False, highlight=False)
+        else:  # as `aws s3 sync` or rsync: the store holds these very bytes
+            said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+            out.print(said, markup=False, highlight=False)
+    except KeyboardInterrupt:  # before it was said
+        if not sent:
+            raise
+        fail(pushed, EXIT_INTERRUPTED, label="")
 
 
 @app.command()
@@ -80,8 +103,25 @@ def pull(
     got = guarded(lambda: fetch(url))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
+    done: PullInterrupted | None = None
     with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
-        kernels, tunes = guarded(lambda: copy_into(got.path, target, force))
+        try:
+            kernels, tunes = guarded(lambda: copy_into(got.path, target, force))
+        except PullInterrupted as exc:  # PATH is in place: kept, never removed as new
+            done = exc
+    if done is not None:
+        _interrupted(url, target, done.kernels, done.tunes)
+    try:
+        _said(url, target, kernels, tunes, as_json)
+    except KeyboardInterrupt:  # before it was said: the pull is kept, said so
+        _interrupted(url, target, kernels, tunes)
+
+
+def _gone(url: str, target: Path, kernels: int, tunes: int) -> str:
+    return f"{target} held {kernels} kernel(s) and {tunes} tune(s) that {url} lacks; they are gone"
+
+
+def _said(url: str, target: Path, kernels: int, tunes: int, as_json: bool) -> None:
     if as_json:
         emit_json(
             {"url": url, "path": str(target), "dropped": {"kernels": kernels, "tunes": tunes}}
@@ -90,10 +130,16 @@ def pull(
     out.print(f"pulled {url} into {target}", markup=False, highlight=False)
     if kernels or tunes:  # a production write-back's entries, say: gone with the old file
         said = (
-            f"replaced: {target} held {kernels} kernel(s) and {tunes} tune(s) that {url} lacks; "
-            "they are gone (to keep them, pull to another path and warm merge both)"
+            f"replaced: {_gone(url, target, kernels, tunes)} "
+            "(to keep them, pull to another path and warm merge both)"
         )
         out.print(said, markup=False, highlight=False)
+
+
+def _interrupted(url: str, target: Path, kernels: int, tunes: int) -> NoReturn:
+    """An interrupt once PATH was in place: it was pulled (kept), and what went, exit 130."""
+    gone = f"; replaced: {_gone(url, target, kernels, tunes)}" if kernels or tunes else ""
+    fail(f"interrupted: pulled {url} into {target} (kept){gone}", EXIT_INTERRUPTED, label="")
 
 
 def _named_by(url: str) -> Path:

@@ -5,12 +5,17 @@ crashes it is excluded and the run starts again; a workload that crashes outside
 tuning is one line and exit 2. SIGINT, SIGTERM or SIGHUP stops every compiler at once,
 keeps what was stored, says how much and exits 130. `--dask` fans the run out
 (`warmcli.cli.run_dask`, imported only then). Once the worker has returned its code, this process
-holds nothing and ends without the interpreter's teardown (`common.holds_nothing`).
+holds nothing and ends without the interpreter's teardown (`common.holds_nothing`). A
+worker that died (killed, as by the OOM killer, or after an interrupt it did not stop for)
+in the middle of a store left its journal: it is rolled back (or, never synced, removed)
+here first, so the bundle is what the one line says it holds, no journal beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +28,8 @@ from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
 from warmcli.backends.serving import cuda_release
+from warmcli.bundle.file import recover
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
@@ -51,6 +58,7 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
+from warmcli.errors import BundleError
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.isolation import (
@@ -280,6 +288,7 @@ def _excluded(crash: CrashedCandidate) -> None:
 
 def _crashed(crash: WorkerCrash, path: Path, existed: bool, empty: bool) -> None:
     """The worker died outside any candidate: one line, exit 130 (interrupted) or 2."""
+    _roll_back_left_write(path)
     kernels, tunes = crash.stored
     if crash.interrupted:
         interrupted(kernels, tunes)
@@ -291,6 +300,20 @@ def _crashed(crash: WorkerCrash, path: Path, existed: bool, empty: bool) -> None
             remove_new(path, was_empty=empty)  # and no lock file of it (an empty file: empty)
         kept = f"nothing was stored in {path}"
     fail(f"{crash.what} during {during}: {kept}")
+
+
+def _roll_back_left_write(path: Path) -> None:
+    """Under the bundle's write lock (no writer of warm's is mid-write then), roll back the
+    write a dead worker left unfinished, as the next writer would (a hot journal: SQLite's
+    recovery removes it), and remove a journal it left that no write will play (its header
+    never synced: cold). Nothing where there is none, or where it cannot be done (a bundle
+    no longer writable: the next writable open does)."""
+    journal = Path(f"{os.path.realpath(path)}-journal")
+    if not os.path.lexists(journal):
+        return
+    with contextlib.suppress(BundleError, OSError, sqlite3.Error), write_lock(path):
+        recover(path)
+        journal.unlink(missing_ok=True)
 
 
 def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:

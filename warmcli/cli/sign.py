@@ -3,21 +3,42 @@
 A bundle's binaries are native code that production loads; `sign` records which
 rows the key's owner vouches for (see `warmcli.bundle.signing`), and processes given
 `WARM_TRUSTED_KEYS` serve only those. `keygen` makes a key pair (openssl's
-`genpkey -algorithm ed25519` makes the same). `verify` reports signatures.
+`genpkey -algorithm ed25519` makes the same). `verify` reports signatures. An interrupt
+once the signature was committed (its lock let go, the report not yet shown) says what was
+signed (kept), exit 130: never a bare "interrupted" of a bundle that is signed, found by
+reading the bundle for this key's signature made since the command began.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
 from warmcli.bundle.consistency import require_consistent, require_well_formed
 from warmcli.bundle.file import check_header
-from warmcli.bundle.signing import generate_key_pair, load_private_key, sign
+from warmcli.bundle.signing import (
+    StoredSignature,
+    generate_key_pair,
+    key_id,
+    load_private_key,
+    public_raw,
+    sign,
+)
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli.app import app
-from warmcli.cli.common import BundleArg, JsonOpt, default_bundle, emit_json, guarded, out
+from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
+    BundleArg,
+    JsonOpt,
+    default_bundle,
+    emit_json,
+    fail,
+    guarded,
+    out,
+)
 from warmcli.printable import printable
 
 
@@ -27,11 +48,43 @@ def sign_path(path: Path, key: Path) -> tuple[str, int]:
     if not path.exists():
         raise BundleError(f"{path}: no such bundle")
     check_header(path)  # an empty file is no bundle to sign (a writer would make one there)
-    with Bundle.open(path, write=True) as bundle:
-        require_consistent(bundle)  # what its indexes say is what its rows say
-        require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
-        signature = sign(bundle, private)
+    began = time.time()
+    try:
+        with Bundle.open(path, write=True) as bundle:
+            require_consistent(bundle)  # what its indexes say is what its rows say
+            require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
+            signature = sign(bundle, private)
+    except KeyboardInterrupt:
+        kept = _signed_since(path, public_raw(private), began)
+        if kept is None:
+            raise
+        raise _SignedThenInterrupted(kept) from None
     return signature.key_id, signature.count
+
+
+class _SignedThenInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGTERM, SIGHUP) once the signature was committed: it is kept."""
+
+    def __init__(self, signature: StoredSignature) -> None:
+        super().__init__(signature)
+        self.signature = signature
+
+
+def _signed_since(path: Path, public: bytes, began: float) -> StoredSignature | None:
+    """The signature by `public` the bundle at `path` holds, made since `began` (this
+    command's, committed); None where there is none, or it cannot be read."""
+    try:
+        with Bundle.open(path) as bundle:
+            found = bundle.signatures([public])
+    except BundleError:
+        return None
+    return next((s for s in found if s.signed_at >= began), None)
+
+
+def _interrupted(path: Path, rows: int, signer: str) -> NoReturn:
+    """An interrupt once the signature was committed: what was signed (kept), exit 130."""
+    said = f"signed {path}: {rows} row(s) by key {signer}"
+    fail(f"interrupted: {said} (kept)", EXIT_INTERRUPTED, label="")
 
 
 @app.command("sign")
@@ -46,11 +99,21 @@ def sign_command(
     later is not covered until the bundle is signed again.
     """
     path = default_bundle(bundle)
-    key_id, rows = guarded(lambda: sign_path(path, key))
-    if as_json:
-        emit_json({"bundle": str(path), "key_id": key_id, "rows": rows})
-    else:
-        out.print(printable(f"signed {path}: {rows} row(s) by key {key_id}"))
+    try:
+        signer, rows = guarded(lambda: sign_path(path, key))
+    except _SignedThenInterrupted as exc:
+        _interrupted(path, exc.signature.count, key_id(exc.signature.public_key))
+    try:
+        if as_json:
+            emit_json({"bundle": str(path), "key_id": signer, "rows": rows})
+        else:
+            out.print(printable(f"signed {path}: {rows} row(s) by key {signer}"))
+    except KeyboardInterrupt:  # before it was said: the signature is kept, said so
+        fail(
+            f"interrupted: signed {path}: {rows} row(s) by key {signer} (kept)",
+            EXIT_INTERRUPTED,
+            label="",
+        )
 
 
 @app.command()

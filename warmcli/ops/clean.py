@@ -31,11 +31,10 @@ SQL indexes disagree with its rows is refused before anything is read or removed
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +46,7 @@ from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.unreadable import Unreadable, skip_unreadable, unreadable_error
 from warmcli.errors import BundleError, CleanInterrupted
+from warmcli.interrupted import held_interrupts
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
 from warmcli.printable import LISTED
@@ -272,7 +272,7 @@ def clean_bundle(
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
-                with _held_interrupts():  # committed and counted, or neither
+                with held_interrupts():  # committed and counted, or neither
                     rows = tuple(
                         [(u.rowid, u.raw_key) for u in unreadable if u.what == w] for w in WHATS
                     )
@@ -332,24 +332,6 @@ def _plan(
     for u in unreadable:
         plan.remove(Removal(u.what, u.key, u.problem, "", CORRUPT_ROW, by_rowid=True))
     return plan
-
-
-@contextlib.contextmanager
-def _held_interrupts() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP held (blocked, then delivered as the block ends) while a removal
-    commits and is counted: one landing between the two (the transaction's end: its lock
-    let go) would say "interrupted" of a removal that was kept."""
-    import signal
-
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:  # no POSIX signal masks: as it was
-        yield
-        return
-    held = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-    try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, held)
 
 
 def _malformed(kind: str, into: list[Removal | None]) -> Callable[[str, str], None]:

@@ -19,7 +19,10 @@ output's mode, owner and group, and moved into place only when complete (a journ
 a crashed writer of the old output left, which SQLite would play into the new file, rolled
 back into the old one or removed first: `warmcli.bundle.replacing`), so a failed merge
 leaves the output as it was and nothing beside it (what a killed merge left is removed by
-the next); an output that is a symbolic link stays one, the file it leads to replaced; one
+the next); a SIGINT, SIGTERM or SIGHUP that lands once the output is moved into place is
+held until the merge has ended, then raised as `MergeInterrupted`, its report with it: the
+merge is complete and kept (it said only "interrupted"); an output that is a symbolic
+link stays one, the file it leads to replaced; one
 that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs'
 signatures do not carry over: given a key, the output is signed with it (every entry), else
 the report says the output is unsigned. Each input's record of the run it holds, and of
@@ -53,7 +56,8 @@ from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
-from warmcli.errors import BundleError, MergeError
+from warmcli.errors import BundleError, MergeError, MergeInterrupted
+from warmcli.interrupted import held_interrupts
 from warmcli.ops.merge_union import Held, Written, write_union
 from warmcli.printable import LISTED
 from warmcli.records import TuneRecord
@@ -138,28 +142,38 @@ def merge_bundles(
     except OSError as exc:
         raise MergeError(f"{out}: cannot make its directory ({exc.strerror})") from None
     report = MergeReport(out, [str(p) for p in paths])
-    with write_lock(out):  # OUT's writers wait from the first read to the publish
-        remove_leftovers(out)
-        in_sources = out.exists() and any(p.samefile(out) for p in paths)
-        if out.exists() and not (overwrite or in_sources):
-            raise MergeError(f"{out} exists: name it as an input to merge into it, or pass --force")
-        kept = _attributes_to_keep(out)
-        with contextlib.ExitStack() as stack:
-            bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
-            for opened in bundles:  # what its indexes say is what its rows say
-                require_consistent(opened)
-            if signing_key is not None and trusted_keys is not None:
-                _check_vouched(bundles, paths, trusted_keys)
-            # a link at OUT is kept: the file it leads to is replaced
-            real = Path(os.path.realpath(out))
-            joined = join([_record(b) for b in bundles])
-            report.shards = {"whole": not joined.problem, "problem": joined.problem}
-            report.shards["missing"] = joined.missing
-            written, report.signature = _publish(bundles, real, kept, signing_key, report, joined)
-    report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
-    report.fingerprints = written.fingerprints
-    for index, path in enumerate(paths):
-        report.contributed[str(path)] = (written.kernels[index], written.tunes[index])
+    holding = contextlib.ExitStack()  # interrupts, held from the move into place (`_publish`)
+    with holding:
+        with write_lock(out):  # OUT's writers wait from the first read to the publish
+            remove_leftovers(out)
+            in_sources = out.exists() and any(p.samefile(out) for p in paths)
+            if out.exists() and not (overwrite or in_sources):
+                raise MergeError(
+                    f"{out} exists: name it as an input to merge into it, or pass --force"
+                )
+            kept = _attributes_to_keep(out)
+            with contextlib.ExitStack() as stack:
+                bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
+                for opened in bundles:  # what its indexes say is what its rows say
+                    require_consistent(opened)
+                if signing_key is not None and trusted_keys is not None:
+                    _check_vouched(bundles, paths, trusted_keys)
+                # a link at OUT is kept: the file it leads to is replaced
+                real = Path(os.path.realpath(out))
+                joined = join([_record(b) for b in bundles])
+                report.shards = {"whole": not joined.problem, "problem": joined.problem}
+                report.shards["missing"] = joined.missing
+                written, report.signature = _publish(
+                    bundles, real, kept, signing_key, report, joined, holding
+                )
+        report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
+        report.fingerprints = written.fingerprints
+        for index, path in enumerate(paths):
+            report.contributed[str(path)] = (written.kernels[index], written.tunes[index])
+        try:
+            holding.close()  # an interrupt held since OUT was moved into place: delivered
+        except KeyboardInterrupt:
+            raise MergeInterrupted(report) from None
     return report
 
 
@@ -191,11 +205,13 @@ def _publish(
     signing_key: Any,
     report: MergeReport,
     joined: Joined,
+    holding: contextlib.ExitStack,
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
     copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
     signed given `signing_key` (what each input contributed and what is said of the
-    signature are returned); on any failure nothing is left behind and `out` is as it was."""
+    signature are returned); on any failure nothing is left behind and `out` is as it was.
+    Interrupts are held from the move on, in `holding` (its caller lets them go)."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
@@ -212,6 +228,7 @@ def _publish(
             signature = _sign(dest, signing_key, bundles)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
+        holding.enter_context(held_interrupts())  # moved and said, or neither
         put_in_place(tmp, out)
         return written, signature
     except BundleError as exc:
