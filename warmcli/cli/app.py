@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoSuchOption, UsageError  # (Typer's own click)
 from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
@@ -61,26 +62,54 @@ class WarmCommand(_PlainParams, TyperCommand):
             exit_interrupted()
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """A command that runs a workload (`run`, `verify`), given arguments past its own:
-        one line saying a workload takes none, and what to do instead."""
+        """A command that runs a workload (`run`, `verify`), given arguments past its own
+        after the workload (an unknown option, a value, `run -m MODULE -- 8`'s `8`): one
+        line saying a workload takes none, and what to do instead."""
         if self.name not in WORKLOAD_COMMANDS:
             return super().parse_args(ctx, args)
+        given_args = list(args)  # (the parser consumes the list it is given)
         ctx.allow_extra_args = True  # what is left over is refused here, said so
-        rest = super().parse_args(ctx, args)
+        try:
+            rest = super().parse_args(ctx, args)
+        except NoSuchOption as exc:  # an option of the workload's, after it: say so
+            at = _token(given_args, exc.option_name)
+            if ctx.resilient_parsing or at is None or not self._workload_in(ctx, given_args, at):
+                raise
+            said = _no_arguments(given_args[at])  # (as given: `--n=8`; what follows may be warm's)
+            raise UsageError(f"{exc.format_message()}; {said}", ctx) from None
         ctx.allow_extra_args = False
-        if not ctx.args or ctx.resilient_parsing:
-            return rest
         params = ctx.params
-        extra = [*([params["workload"]] if params.get("workload") and params.get("module") and
-                   self.name == "run" else []), *ctx.args]  # fmt: skip
-        given = printable(" ".join(map(str, extra)))
+        both = bool(params.get("workload") and params.get("module") and self.name == "run")
+        after = both and self._module_first(ctx, given_args)  # `-m app -- 8`: 8 is extra
+        if not (ctx.args or after) or ctx.resilient_parsing:
+            return rest
+        extra = [*([params["workload"]] if both else []), *ctx.args]
+        given = " ".join(map(str, extra))
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
-            ctx.fail(f"Got unexpected extra argument(s) ({given})")
-        ctx.fail(
-            f"a workload takes no arguments ({given}): warm runs it with sys.argv holding only "
-            "its path; give it settings in environment variables, or warm a module of your "
-            "own that sets them and calls it"
-        )
+            ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
+        ctx.fail(_no_arguments(given))
+
+    def _parsed(self, ctx: Any, args: list[str]) -> dict[str, Any]:
+        """What the parser makes of `args` alone (each parameter given, by name); {} where
+        it refuses them."""
+        try:
+            opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
+        except UsageError:
+            return {}
+        return {name: value for name, value in opts.items() if value is not None}
+
+    def _workload_in(self, ctx: Any, args: list[str], end: int) -> bool:
+        """Whether `args[:end]` names the workload (its file or `-m MODULE`)."""
+        given = self._parsed(ctx, args[:end])
+        return "module" in given or "workload" in given
+
+    def _module_first(self, ctx: Any, args: list[str]) -> bool:
+        """Whether `run`'s `-m MODULE` came before its WORKLOAD (then the file is extra)."""
+        for end in range(1, len(args) + 1):
+            given = self._parsed(ctx, args[:end])
+            if "module" in given:
+                return "workload" not in given
+        return False
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -119,6 +148,29 @@ class WarmGroup(_PlainParams, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+
+
+def _token(args: list[str], option: str) -> int | None:
+    """Where the unknown `option` is in `args` (as given: `--n`, `--n=8`, `-nq`), else None."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return None
+        if (
+            arg == option
+            or arg.startswith(f"{option}=")
+            or (not option.startswith("--") and arg.startswith(option) and not arg.startswith("--"))
+        ):
+            return i
+    return None
+
+
+def _no_arguments(given: str) -> str:
+    """The one line for arguments meant for the workload (`given`)."""
+    return (
+        f"a workload takes no arguments ({printable(given)}): warm runs it with sys.argv "
+        "holding only its path; give it settings in environment variables, or warm a module "
+        "of your own that sets them and calls it"
+    )
 
 
 WORKLOAD_COMMANDS = ("run", "verify")  # commands that run a workload (it sees no arguments)

@@ -147,6 +147,8 @@ def run(
 ) -> None:
     """Run WORKLOAD under CompileOnly, then CompileAndAutotune; store everything; verify.
 
+    A workload takes no arguments (its sys.argv holds only its path): give it settings in
+    environment variables, or warm a module of your own that sets them and calls it.
 
     With a shard, only that shard's tunes are measured and its kernels built; its verify
     pass checks that part under CompileOnly.

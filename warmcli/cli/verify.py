@@ -98,7 +98,10 @@ def verify(
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ) -> None:
-    """Check the bundle's integrity; with --workload (or -m), replay it over the bundle too."""
+    """Check the bundle's integrity; with --workload (or -m), replay it over the bundle too.
+
+    A workload takes no arguments (its sys.argv holds only its path): give it settings in
+    environment variables, or warm a module of your own that sets them and calls it."""
     if workload is not None and module is not None:
         fail("give a workload file (--workload) or -m MODULE, not both")
     if workload is None and module is None:  # the replay's options: never silently dropped

@@ -164,7 +164,8 @@ def launched_nothing(report: RunReport) -> bool:
 
 
 def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = True) -> Group:
-    """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`."""
+    """The passes' tables (unless not `tables`), notes, compiler commands when `verbose`.
+    Under the tables, a pass's commands and notes end with a blank line, as a table does."""
     from rich.console import Group
 
     parts: list[Any] = []
@@ -172,13 +173,15 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         if tables:
             for device, stats in sorted(p.per_device.items()) or [("no device", p.total)]:
                 parts.append(pass_table(i, p, device, stats))
+        below: list[Any] = []
         if verbose:
-            parts += [line(f"  $ {c}", style="dim") for c in commands(p)]
+            below += [line(f"  $ {c}", style="dim") for c in commands(p)]
         times = Counter(p.notes)  # a note said again in the pass: once, with its count
-        parts += [
+        below += [
             line(f"  note: {n}" + (f" ({times[n]} times)" if times[n] > 1 else ""), style="yellow")
             for n in times
         ]
+        parts += below + ([line("")] if below and tables else [])
     if launched_nothing(report) and report.shard:
         said = f"shard {report.shard}: nothing of this workload falls in this shard"
         parts.append(line(said, style="yellow"))

@@ -375,13 +375,16 @@ def tunable_row(table: Table, operation: str, device: str, tunes: str, pending: 
 
 
 def summary_table(doc: dict[str, Any]) -> Table:
-    """One row per device and arch (kernels, binary bytes), one per tunable and device."""
+    """One row per device and arch (kernels, binary bytes), one per tunable and device.
+    A row's bytes are its kernels' shares of their binaries (`kernel_json`'s `bytes`):
+    every binary's size once where all its kernels are listed, and where only some are
+    (`--explain`: one operation's), theirs, never the whole of a binary shared with others."""
     table = contents_table()
     places: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for k in doc["kernels"]:
         places.setdefault((k["device"], k["arch"]), []).append(k)
     for (device, arch), ks in sorted(places.items(), key=lambda p: natural(p[0])):
-        size = sum({k["sha256"]: k["blob_bytes"] for k in ks}.values())
+        size = sum(int(k["bytes"]) for k in ks)
         add_row(table, device, arch, str(len(ks)), f"{size:,}", "", "")
     tunables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in doc["tunes"]:
