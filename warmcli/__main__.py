@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 import sys
 
-from warmcli.interrupted import forget_interrupt, in_import_callback, send_again
-
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`: `warm --version` imports no typing (nor re)
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -27,6 +25,7 @@ if TYPE_CHECKING:
 
 def main() -> None:
     """`warm`: `--version` alone is printed at once; anything else goes to the CLI."""
+    _answer_early_stops()
     _open_standard_streams()
     if sys.argv[1:] == ["--version"]:
         from warmcli._version import __version__
@@ -46,6 +45,8 @@ def main() -> None:
     gc.disable()  # until the command's modules are imported (`warmcli.cli.main` turns it on)
     try:
         import signal
+
+        import warmcli.interrupted  # noqa: F401  (`_on_ctrl_c`'s, loaded before it answers)
 
         signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
         for stop in (signal.SIGTERM, signal.SIGHUP):
@@ -90,6 +91,26 @@ def main() -> None:
             code = said.code
     end_process(code)
     _exit(code)
+
+
+def _answer_early_stops() -> None:
+    """SIGINT, SIGTERM and SIGHUP (each unless ignored) end the process in one line, exit
+    130, until `main` answers them as the command does: warm has done nothing yet, and its
+    first imports (`warmcli.interrupted`'s `typing`) printed Python's traceback. The
+    interpreter's own `_signal`: `warm --version` imports nothing more."""
+    import _signal
+
+    for stop in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        if _signal.getsignal(stop) != _signal.SIG_IGN:
+            _signal.signal(stop, _stopped_early)
+
+
+def _stopped_early(signum: int, frame: object) -> None:
+    """`_answer_early_stops`'s handler: nothing to keep, so nothing but the line is done."""
+    os.write(2, b"warm: interrupted\n")
+    if "--json" in sys.argv[1:]:
+        os.write(1, b'{\n  "error": "interrupted",\n  "exit": 130\n}\n')
+    os._exit(130)
 
 
 def _open_standard_streams() -> None:
@@ -141,6 +162,8 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     command ends)."""
     if _Ended.now:
         return
+    from warmcli.interrupted import in_import_callback, send_again  # (imported by `main`)
+
     if in_import_callback(frame) and send_again(signum):  # only printed there: handled later
         return
     raise KeyboardInterrupt
@@ -171,6 +194,8 @@ def _exit(code: object) -> NoReturn:
     """`SystemExit(code)`, once Python's note of an interrupt left unhandled is forgotten
     (`warmcli.interrupted.forget_interrupt`: else `python -m` ends the process by SIGINT,
     not with `code`, though warm answered that interrupt)."""
+    from warmcli.interrupted import forget_interrupt
+
     forget_interrupt()
     raise SystemExit(code)
 
