@@ -29,6 +29,7 @@ process its bundle serves wholly never loads it).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -78,9 +79,23 @@ _Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's re
 
 
 def listed_kernels(bundle: Store, entry: str) -> Listed[Mapping[str, str]]:
-    """The components of the bundle's builds of the entry name `entry`, for its misses."""
-    held = _held(lambda: [r.components for r in bundle.kernels(entry, _skip) if r.components])
-    return Listed(held)
+    """The components of the bundle's builds of the entry name `entry`, for its misses:
+    those an explanation compares, each text kept once however many builds name it."""
+    return Listed(
+        _held(
+            lambda: [
+                _compared(r.components) for r in bundle.each_kernel(entry, _skip) if r.components
+            ]
+        )
+    )
+
+
+def _compared(components: Mapping[str, str]) -> dict[str, str]:
+    return {
+        c: sys.intern(v) if type(v) is str else v
+        for c, v in components.items()
+        if c in KERNEL_COMPONENTS
+    }
 
 
 def listed_tunes(bundle: Store, operation: str) -> Listed[TuneRecord]:

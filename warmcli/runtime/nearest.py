@@ -7,7 +7,7 @@ held entries as a miss listed them, kept by its caller (`warmcli.runtime.misses`
 the next miss of the same entry, so a workload that misses many builds of one entry
 name lists its rows once, not once a miss: it answers `nearest` by an index of the held
 entries on all components but one (the usual miss differs in one: a kernel's defines or
-source, a tune's shape), built on the first miss that asks for an order, and by the
+source, a tune's shape), each built on the first miss that asks for it, and by the
 whole scan otherwise (no entry within one component, or a value that is not text), and
 keeps what the explanation says of them for the next miss: each value's shown text
 (`shown`), what it says of one index bucket (`said`), whether any held entry passes a
@@ -26,8 +26,9 @@ from warmcli.printable import Pattern
 
 _Row = TypeVar("_Row")  # what a listing holds: a kernel's components, a tune's record
 Found = tuple[tuple[str, ...], list[Mapping[str, str]]]
-# component -> (the other components' values -> the held entries with them, in held order)
-_Index = dict[str, dict[tuple[str | None, ...], list[Mapping[str, str]]]]
+# the other components' values -> the held entries with them, in held order
+_Index = dict[tuple[str | None, ...], list[Mapping[str, str]]]
+_BucketName = tuple[tuple[str, ...], int, tuple[str | None, ...]]  # (order, i, the others)
 
 
 def nearest(
@@ -53,9 +54,10 @@ class Listed(Generic[_Row]):
             held if held is not None else [] if isinstance(rows, str) else rows  # type: ignore[assignment]
         )
         self.shown: dict[tuple[str, str], str] = {}  # (component, value) -> its text shown
-        self._indexes: dict[tuple[str, ...], _Index | None] = {}
-        self._buckets: dict[int, list[Mapping[str, str]]] = {}  # id -> an index's bucket
-        self._said: dict[tuple[str, int], str] = {}
+        self._text: dict[tuple[str, ...], bool] = {}  # order -> every held value text or none
+        self._indexes: dict[tuple[tuple[str, ...], int], _Index] = {}  # (order, i) -> index
+        self._last: tuple[list[Mapping[str, str]], _BucketName] | None = None  # `said`'s
+        self._said: dict[tuple[str, _BucketName], str] = {}
         self._holds: dict[str, bool] = {}
 
     def said(
@@ -63,11 +65,12 @@ class Listed(Generic[_Row]):
     ) -> str:
         """`say()`, what is said of `component` in `near`: once for a bucket of the index
         (the same nearest entries at each miss), else every time."""
-        if self._buckets.get(id(near)) is not near:
+        last = self._last
+        if last is None or last[0] is not near:
             return say()
-        text = self._said.get((component, id(near)))
+        text = self._said.get((component, last[1]))
         if text is None:
-            text = self._said[(component, id(near))] = say()
+            text = self._said[(component, last[1])] = say()
         return text
 
     def holds(self, test: Callable[[Mapping[str, str]], bool], name: str) -> bool:
@@ -79,34 +82,42 @@ class Listed(Generic[_Row]):
 
     def nearest(self, wanted: Mapping[str, str], order: Sequence[str]) -> Found:
         """`nearest(wanted, self.held, order)`, by the index where it answers."""
-        index = self._index(tuple(order))
-        if index is None or not all(isinstance(wanted.get(c), str | None) for c in order):
+        order = tuple(order)
+        if not self._textual(order) or not all(
+            isinstance(wanted.get(c), str | None) for c in order
+        ):
             return nearest(wanted, self.held, order)
         values = tuple(wanted.get(c) for c in order)
         for i, component in enumerate(order):
-            near = index[component].get(values[:i] + values[i + 1 :])
+            others = values[:i] + values[i + 1 :]
+            near = self._index(order, i).get(others)
             if near is None:
                 continue
             exact = [h for h in near if h.get(component) == values[i]]
             if exact:  # one equal in every component: nearer than any
                 return (), exact
+            self._last = (near, (order, i, others))
             return (component,), near  # the first component in order that alone differs
         return nearest(wanted, self.held, order)
 
-    def _index(self, order: tuple[str, ...]) -> _Index | None:
-        if order in self._indexes:
-            return self._indexes[order]
-        index: _Index | None = {c: {} for c in order}
-        for h in self.held:
-            values = tuple(h.get(c) for c in order)
-            if not all(isinstance(v, str | None) for v in values):
-                index = None  # (a bundle's odd component: compared by the scan, as ever)
-                break
-            for i, component in enumerate(order):
-                bucket = index[component].setdefault(values[:i] + values[i + 1 :], [])
-                bucket.append(h)
-                self._buckets[id(bucket)] = bucket
-        self._indexes[order] = index
+    def _textual(self, order: tuple[str, ...]) -> bool:
+        """Whether every held value of `order`'s components is text or absent (else a
+        bundle's odd value: compared by the scan, as ever)."""
+        found = self._text.get(order)
+        if found is None:
+            found = all(isinstance(h.get(c), str | None) for h in self.held for c in order)
+            self._text[order] = found
+        return found
+
+    def _index(self, order: tuple[str, ...], i: int) -> _Index:
+        """The held entries by their values of `order`'s components but the `i`th (made
+        when a miss first asks: the components before the one that differs)."""
+        index = self._indexes.get((order, i))
+        if index is None:
+            index = self._indexes[(order, i)] = {}
+            for h in self.held:
+                values = tuple(h.get(c) for c in order)
+                index.setdefault(values[:i] + values[i + 1 :], []).append(h)
         return index
 
 
