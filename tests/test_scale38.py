@@ -94,3 +94,127 @@ def test_a_listings_index_finds_what_the_scan_finds() -> None:
         for _ in range(5):
             wanted = {c: rng.choice(["x", "y", "z", "w"]) for c in order}
             assert listed.nearest(wanted, order) == nearest(wanted, held, order), (held, wanted)
+
+
+TUNES = 200
+TUNE_WORKLOAD = """
+import os
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SOURCE = "void step(int *p, int n) {{ if (n < 0) p[0] = T; }}"
+
+
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+
+
+STEP = Tunable(
+    "step",
+    {{f"t{{t}}": Kernel(SOURCE, "step", "Pi", defines={{"T": t}}) for t in range(2)}},
+    launch,
+    key=lambda x, n: n,
+    warmup=0,
+    repeats=1,
+)
+SHAPES = list(range(1, {n} + 1))
+if os.environ.get("EDIT") == "1":  # one in ten shapes new
+    SHAPES += [10**6 + 7 * s for s in range({n} // 10)]
+
+
+def workload(runtime):
+    buffer = runtime.buffer(4, "int32")
+    for shape in SHAPES:
+        runtime.tune(STEP, buffer, shape)
+    runtime.synchronize()
+"""
+
+# A production process that counts the tune rows it parses and the shape distances it
+# computes to explain a miss (`shape_distance` where an older warm sorted by it).
+COUNTING_TUNES = """
+import json, logging, runpy, sys
+import warmcli
+from warmcli.bundle import store, tune_row
+from warmcli.runtime import explain, nearest
+
+counts = {"parsed": 0, "distances": 0}
+
+
+def counted(module, name, what):
+    original = getattr(module, name)
+
+    def count(*args, **kwargs):
+        counts[what] += 1
+        return original(*args, **kwargs)
+
+    setattr(module, name, count)
+
+
+counted(store, "_tune_record", "parsed")
+counted(tune_row, "_tune_record", "parsed")
+counted(nearest, "_distance", "distances")
+if hasattr(explain, "shape_distance"):
+    counted(explain, "shape_distance", "distances")
+lines = []
+logging.getLogger("warmcli").addHandler(logging.Handler())
+logging.getLogger("warmcli").handlers[0].emit = lambda r: lines.append(r.getMessage())
+logging.getLogger("warmcli").setLevel(logging.INFO)
+rt = warmcli.runtime("host")
+runpy.run_path(sys.argv[1])["workload"](rt)
+report = warmcli.report()
+print(json.dumps({**counts, "tuned": len(report.tunes), "lines": lines}))
+"""
+
+
+def test_tune_misses_of_one_operation_read_and_rank_its_shapes_once(
+    warm: Warm, tmp_path: Path
+) -> None:
+    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    workload.write_text(TUNE_WORKLOAD.format(n=TUNES))
+    made = warm("run", workload, "--bundle", bundle, "-q")
+    assert made.returncode == 0, made.stderr + made.stdout
+    warm.env.update(EDIT="1", WARM_EXPLAIN="1")
+    got = warm.production(COUNTING_TUNES, workload, bundle=bundle)
+    misses = TUNES // 10
+    assert got["tuned"] == misses
+    # Every miss explained, the nearest shapes first, as ever.
+    said = [line for line in got["lines"] if "miss: tune step" in line]
+    assert len(said) == misses, got["lines"]
+    assert said[0].endswith(
+        "shape: bundle has 200 | 199 | 198 (+197 more), this process wants 1000000"
+    ), said[0]
+    # Served: each tune parsed once; the misses: the operation's tunes listed once (it was
+    # once a miss: 20 * 200), its shapes ranked near the one wanted (it was every shape
+    # at every miss: 20 * 200).
+    assert got["parsed"] <= 2 * TUNES + 2 * misses, got
+    assert got["distances"] <= TUNES + 20 * misses, got
+
+
+def test_the_nearest_shapes_are_those_a_sort_gives() -> None:
+    """Pure logic: what is said of the nearest shapes (by bisection among one-number
+    shapes of a listing's bucket, or by a partial ranking) is what sorting every one by
+    `shape_distance` says, ties and leading zeros included."""
+    import random
+
+    from warmcli.runtime.nearest import Listed, nearest_values, shape_distance
+
+    rng = random.Random(380)
+
+    def shape() -> str:
+        n = rng.choice(["1", "2", "7", "64", "064", "0064", "100", "128", "99999999999999999"])
+        return rng.choice([n, f"f32[{n}]", f"f32[{n}x{rng.randint(1, 9)}]", "none", ""])
+
+    for _ in range(300):
+        held = [{"device": "d", "checksum": "c", "shape": shape()} for _ in range(30)]
+        listed = Listed(held)
+        wanted = {"device": "d", "checksum": "c", "shape": shape()}
+        differs, near = listed.nearest(wanted, ("device", "checksum", "shape"))
+        if differs != ("shape",):
+            continue
+        ordered = sorted(near, key=lambda h: shape_distance(h["shape"], wanted["shape"]))
+        shown = list(dict.fromkeys(h["shape"] or "none" for h in ordered))
+        more = f" (+{len(shown) - 3} more)" if len(shown) > 3 else ""
+        expected = " | ".join(shown[:3]) + more
+        text = lambda h: h["shape"] or "none"  # noqa: E731
+        assert nearest_values(near, wanted["shape"], listed, text, 3) == expected
+        assert nearest_values(list(near), wanted["shape"], None, text, 3) == expected

@@ -38,7 +38,7 @@ from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import BundleError
 from warmcli.kernel_parts import stored
 from warmcli.records import MissExplanation
-from warmcli.runtime.nearest import Listed, nearest, shape_distance
+from warmcli.runtime.nearest import Listed, nearest, nearest_values
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -170,7 +170,10 @@ def describe(
             f"{_values(component, held, listed)}, {who} {_show(component, wanted[component])}"
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first
-        held = sorted(held, key=lambda h: shape_distance(h.get("shape", ""), wanted["shape"]))
+        memo = listed.shown if listed is not None else {}
+        text = lambda h: _memo_show(component, h.get(component, ""), memo)  # noqa: E731
+        values = nearest_values(held, wanted["shape"], listed, text, _SHOWN)
+        return f"bundle has {values}, {who} {_show(component, wanted['shape'])}"
     ours = _show(component, wanted.get(component, ""))  # headers: none keyed in this process
     return f"bundle has {_values(component, held, listed)}, {who} {ours}"
 
