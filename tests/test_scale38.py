@@ -218,3 +218,62 @@ def test_the_nearest_shapes_are_those_a_sort_gives() -> None:
         text = lambda h: h["shape"] or "none"  # noqa: E731
         assert nearest_values(near, wanted["shape"], listed, text, 3) == expected
         assert nearest_values(list(near), wanted["shape"], None, text, 3) == expected
+
+
+# A production process that says what it compiled and why (the lines logged).
+EXPLAINED = """
+import json, logging, runpy, sys
+import warmcli
+
+lines = []
+log = logging.getLogger("warmcli")
+log.addHandler(logging.Handler())
+log.handlers[0].emit = lambda r: lines.append(r.getMessage())
+log.setLevel(logging.INFO)
+rt = warmcli.runtime("host")
+runpy.run_path(sys.argv[1])["workload"](rt)
+print(json.dumps({"compiled": len(warmcli.report().kernels), "lines": lines}))
+"""
+
+UNSIGNED_WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SOURCE = "void touch(int *p, int n) {{ if (n < 0) p[0] = V; }}"
+COUNT = int(os.environ.get("COUNT", "{n}"))
+KERNELS = [Kernel(SOURCE, "touch", "Pi", defines={{"V": i}}) for i in range(COUNT)]
+
+
+def workload(runtime):
+    buffer = runtime.buffer(4, "int32")
+    for kernel in KERNELS:
+        runtime.launch(kernel, buffer, 1)
+    runtime.synchronize()
+"""
+
+
+def test_another_toolchains_build_no_trusted_key_signed_is_still_named_unsigned(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Served builds are read by key, and a build no trusted key signed is not served: the
+    miss it makes is still explained as `unsigned` (the build found, not served), never as
+    another one."""
+    from tests.conftest import cc_binary
+
+    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    workload.write_text(UNSIGNED_WORKLOAD.format(n=3))
+    other = cc_binary(tmp_path / "other-cc", "other-cc (warm scale38) 1.0")
+    warm.env.update(WARM_CC=str(other))
+    assert warm("run", workload, "--bundle", bundle, "-q").returncode == 0
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    assert warm("sign", bundle, "-k", tmp_path / "k").returncode == 0
+    warm.env.update(COUNT="4")  # one more build, by the other compiler, signed by no one
+    assert warm("run", workload, "--bundle", bundle, "-q").returncode == 0
+    del warm.env["WARM_CC"]  # production builds with the system cc
+    warm.env.update(WARM_TRUSTED_KEYS=str(tmp_path / "k.pub"), WARM_EXPLAIN="1")
+    got = warm.production(EXPLAINED, workload, bundle=bundle)
+    assert got["compiled"] == 1, got
+    assert next(line for line in got["lines"] if "touch[V=3]" in line).startswith(
+        "warm: miss: kernel touch[V=3]: unsigned"
+    ), got

@@ -15,7 +15,7 @@ compiles, never writes the bundle and never prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -54,19 +54,25 @@ class PtxLookup:
         assert self.bundle is not None
         pairs = self._entry_builds.get(kernel.entry)
         if pairs is None:  # once per entry (the rows of a fleet's entry may be thousands)
-            held = self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
-            pairs = frozenset((r.arch, r.toolchain) for r in held)
+            pairs = frozenset((r.arch, r.toolchain) for r in self._listed(kernel))
             self._entry_builds[kernel.entry] = pairs
         found: dict[str, KernelRecord] = {}
         for arch, identity in pairs:
             key = kernel_key(kernel, arch, identity)
             try:
                 record = self.bundle.kernel(key)
+                if record is None and self.bundle.refused(key):  # held, no trusted key signed
+                    # it: the listing lists it all the same (a miss says `unsigned`), so here
+                    record = next((r for r in self._listed(kernel) if r.key == key), None)
             except BundleError:  # malformed: skipped, as the listing skips it
                 continue
             if record is not None and record.entry == kernel.entry:
                 found[key] = record
         return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label))
+
+    def _listed(self, kernel: Kernel) -> Iterator[KernelRecord]:
+        assert self.bundle is not None
+        return self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
 
     def _target(self, identity: str | None) -> Target:
         raise NotImplementedError
