@@ -19,23 +19,26 @@ mode meets a compile or tune with no bundle loaded at all. A held entry's option
 defines that are not the JSON warm writes are shown as the bundle's text, cut (never
 raised into the launch that missed). What a runtime does with
 an explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
-`warmcli.runtime.misses`. This module is pure: it only reads the bundle it is
-handed, owns no state, counts nothing and never prints or logs; it is imported at the
-first miss (a process its bundle serves wholly never loads it).
+`warmcli.runtime.misses`, which also keeps an entry's listing (`listed_kernels`,
+`listed_tunes`: `warmcli.runtime.nearest.Listed`) for its next miss, so that many misses
+of one entry read its rows once (another process's rows written meanwhile are not seen
+by the later ones). This module is pure: it only reads the bundle it is handed, owns no
+state, counts nothing and never prints or logs; it is imported at the first miss (a
+process its bundle serves wholly never loads it).
 """
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import BundleError
 from warmcli.kernel_parts import stored
-from warmcli.printable import Pattern
 from warmcli.records import MissExplanation
+from warmcli.runtime.nearest import Listed, nearest, nearest_values
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -75,13 +78,31 @@ _Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's re
 # -- finding the nearest entry -----------------------------------------------------------------
 
 
-def nearest(
-    wanted: Mapping[str, str], held: Sequence[Mapping[str, str]], order: Sequence[str]
-) -> tuple[tuple[str, ...], list[Mapping[str, str]]]:
-    """The components the closest held entries differ in (in `order`), and those entries."""
-    scored = [(tuple(c for c in order if h.get(c) != wanted.get(c)), h) for h in held]
-    best = min((d for d, _ in scored), key=lambda d: (len(d), [order.index(c) for c in d]))
-    return best, [h for d, h in scored if d == best]
+def listed_kernels(bundle: Store, entry: str) -> Listed[Mapping[str, str]]:
+    """The components of the bundle's builds of the entry name `entry`, for its misses:
+    those an explanation compares, each text kept once however many builds name it."""
+    return Listed(
+        _held(
+            lambda: [
+                _compared(r.components) for r in bundle.each_kernel(entry, _skip) if r.components
+            ]
+        )
+    )
+
+
+def _compared(components: Mapping[str, str]) -> dict[str, str]:
+    return {
+        c: sys.intern(v) if type(v) is str else v
+        for c, v in components.items()
+        if c in KERNEL_COMPONENTS
+    }
+
+
+def listed_tunes(bundle: Store, operation: str) -> Listed[TuneRecord]:
+    """The bundle's tunes of the tunable `operation`, for its misses."""
+    records = _held(lambda: list(bundle.tunes(operation, _skip)))
+    held = None if isinstance(records, str) else [tune_components(r) for r in records]
+    return Listed(records, held)
 
 
 def _show(component: str, value: str) -> str:
@@ -98,33 +119,29 @@ def _show(component: str, value: str) -> str:
     return value or "none"
 
 
-_NUMBER = Pattern("[0-9]+")
+def _memo_show(component: str, value: str, memo: dict[tuple[str, str], str]) -> str:
+    """`_show`, each text value's once in `memo` (a listing's: shown again at each miss)."""
+    if not isinstance(value, str):
+        return _show(component, value)
+    text = memo.get((component, value))
+    if text is None:
+        text = memo[(component, value)] = _show(component, value)
+    return text
 
 
-def shape_distance(held: str, wanted: str) -> tuple[int, float, str]:
-    """How far a held shape key is from the wanted one: keys with the same text between
-    their numbers first, then by how far apart the numbers are (in ratio), then by text."""
-    a, b = _NUMBER.findall(held), _NUMBER.findall(wanted)
-    same_text = _NUMBER.sub("#", held) == _NUMBER.sub("#", wanted)
-    if not same_text or len(a) != len(b):
-        return (1, float(abs(len(a) - len(b))), held)
-    return (0, sum(abs(_log(x) - _log(y)) for x, y in zip(a, b, strict=True)), held)
+def _values(
+    component: str, held: Sequence[Mapping[str, str]], listed: Listed[Any] | None = None
+) -> str:
+    memo = listed.shown if listed is not None else {}
 
+    def say() -> str:
+        texts = (_memo_show(component, h.get(component, ""), memo) for h in held)
+        shown = list(dict.fromkeys(texts))
+        more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
+        return " | ".join(shown[:_SHOWN]) + more
 
-def _log(digits: str) -> float:
-    """ln(n + 1) of the number `digits` writes, never made an int (a bundle's number may
-    have any length, past what `int()` takes or a float holds): from its first 15 digits
-    and its count of digits past them."""
-    digits = digits.lstrip("0")
-    if len(digits) <= 15:
-        return math.log(int(digits or "0") + 1)
-    return math.log(int(digits[:15])) + (len(digits) - 15) * math.log(10)
-
-
-def _values(component: str, held: Sequence[Mapping[str, str]]) -> str:
-    shown = list(dict.fromkeys(_show(component, h.get(component, "")) for h in held))
-    more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
-    return " | ".join(shown[:_SHOWN]) + more
+    # The same nearest entries as an earlier miss's (`listed`'s index): said once.
+    return listed.said(component, held, say) if listed is not None else say()
 
 
 def describe(
@@ -132,8 +149,10 @@ def describe(
     held: Sequence[Mapping[str, str]],
     wanted: Mapping[str, str],
     who: str = PROCESS,
+    listed: Listed[Any] | None = None,
 ) -> str:
-    """'bundle has X, <who> Y' for one differing component (a device's: which field)."""
+    """'bundle has X, <who> Y' for one differing component (a device's: which field);
+    `listed` keeps what is shown of its held entries for the next miss."""
     if component == "device":
         ours = wanted["device"].split("|")
         theirs = [h["device"].split("|") for h in held]
@@ -148,12 +167,15 @@ def describe(
         return (
             "same candidate names, a candidate's kernel (or a header it includes), the output check"
             f" or the launch function (with a check) differs: bundle has "
-            f"{_values(component, held)}, {who} {_show(component, wanted[component])}"
+            f"{_values(component, held, listed)}, {who} {_show(component, wanted[component])}"
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first
-        held = sorted(held, key=lambda h: shape_distance(h.get("shape", ""), wanted["shape"]))
+        memo = listed.shown if listed is not None else {}
+        text = lambda h: _memo_show(component, h.get(component, ""), memo)  # noqa: E731
+        values = nearest_values(held, wanted["shape"], listed, text, _SHOWN)
+        return f"bundle has {values}, {who} {_show(component, wanted['shape'])}"
     ours = _show(component, wanted.get(component, ""))  # headers: none keyed in this process
-    return f"bundle has {_values(component, held)}, {who} {ours}"
+    return f"bundle has {_values(component, held, listed)}, {who} {ours}"
 
 
 def explained(
@@ -164,12 +186,17 @@ def explained(
     held: Sequence[Mapping[str, str]],
     order: Sequence[str],
     who: str = PROCESS,
+    listed: Listed[Any] | None = None,
 ) -> MissExplanation | None:
-    """The explanation against the nearest of `held`; None when one matches in every component."""
-    differs, near = nearest(wanted, held, order)
+    """The explanation against the nearest of `held` (`listed`'s held, by its index, if
+    given); None when one matches in every component."""
+    if listed is None:
+        differs, near = nearest(wanted, held, order)
+    else:
+        differs, near = listed.nearest(wanted, order)
     if not differs:
         return None
-    detail = describe(differs[0], near, wanted, who)
+    detail = describe(differs[0], near, wanted, who, listed)
     return MissExplanation(kind, key, label, differs[0], detail, differs)
 
 
@@ -183,18 +210,20 @@ def explain_kernel(
     wanted: Mapping[str, str],
     any_toolchain: bool = False,
     refused: Callable[[], tuple[str, str] | None] = lambda: None,
+    listing: Callable[[], Listed[Mapping[str, str]]] | None = None,
 ) -> MissExplanation:
     """Why the bundle has no build `key` of `kernel`; `wanted` is its `key_components`.
 
     `any_toolchain` (serving, `warmcli.backends.serving`): the toolchain is no reason for a
     miss, but for a kernel tuned for this CPU (`-march=native`); a build that matches in
     every other part is then one the serving rule refuses here, and `refused` says why
-    (component, reason: a CUDA release the driver does not support), if it does."""
+    (component, reason: a CUDA release the driver does not support), if it does. `listing`:
+    the entry's builds (`listed_kernels`, as an earlier miss may have listed them), else
+    listed now."""
     if bundle.refused(key):
         return MissExplanation("kernel", key, kernel.label, "unsigned", UNSIGNED)
-    held = _held(
-        lambda: [r.components for r in bundle.kernels(kernel.entry, _skip) if r.components]
-    )
+    listed = listing() if listing is not None else listed_kernels(bundle, kernel.entry)
+    held = listed.rows
     if isinstance(held, str):
         return corrupt_entry("kernel", key, kernel.label, held)
     if not held:
@@ -205,11 +234,13 @@ def explain_kernel(
     # names that CPU (`warmcli.backends.native`), so then it is a reason; nor one by an nvcc
     # that read options from the environment where the other did not.
     native = NATIVE in wanted.get("toolchain", "")
-    environment = any(NVCC_ENVIRONMENT in c.get("toolchain", "") for c in [wanted, *held])
+    environment = NVCC_ENVIRONMENT in wanted.get("toolchain", "") or listed.holds(
+        lambda c: NVCC_ENVIRONMENT in c.get("toolchain", ""), "nvcc environment"
+    )
     order = (
         KERNEL_COMPONENTS if native or environment or not any_toolchain else KERNEL_COMPONENTS[1:]
     )
-    found = explained("kernel", key, kernel.label, wanted, held, order)
+    found = explained("kernel", key, kernel.label, wanted, held, order, listed=listed)
     if found is not None:
         return found
     why = refused() if any_toolchain else None
@@ -268,11 +299,13 @@ def explain_tune(
     shape_key: str,
     device_identity: str,
     record: TuneRecord | None,
+    listing: Callable[[], Listed[TuneRecord]] | None = None,
 ) -> MissExplanation:
     """Why the bundle has no measured pick under `key` for the tunable `operation` (its
     candidate set's `checksum` and candidates: names, or names to kernels, which tell a
     candidate's kernel that differs from a check or launch function that does) on these
-    inputs."""
+    inputs. `listing`: the operation's tunes (`listed_tunes`, as an earlier miss may have
+    listed them), else listed now."""
     label = f"{operation} {shape_key}"
     if bundle.refused(key):
         return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
@@ -296,13 +329,13 @@ def explain_tune(
         "shape": shape_key,
         "candidates": ", ".join(sorted(candidates)),
     }
-    records = _held(lambda: list(bundle.tunes(operation, _skip)))
+    listed = listing() if listing is not None else listed_tunes(bundle, operation)
+    records = listed.rows
     if isinstance(records, str):
         return corrupt_entry("tune", key, label, records)
     if not records:
         return MissExplanation("tune", key, label, "absent", f"bundle holds no {operation!r}")
-    held = [tune_components(r) for r in records]
-    found = explained("tune", key, label, wanted, held, TUNE_COMPONENTS)
+    found = explained("tune", key, label, wanted, listed.held, TUNE_COMPONENTS, listed=listed)
     if found is None:  # equal components, an equal key: another process wrote it since
         detail = "bundle holds it now: another process wrote it after this one looked"
         return MissExplanation("tune", key, label, "absent", detail)

@@ -76,6 +76,7 @@ class BundleLookup(PtxLookup):
         self._lookups = 0
         self._targets: dict[str | None, Target] = {}
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
+        self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -160,7 +161,7 @@ class BundleLookup(PtxLookup):
         arch = self.device.arch
         try:
             found = choose(
-                self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None),
+                self._builds_of(kernel),
                 self._target(identity),
                 of_kernel(kernel),
             )
@@ -324,16 +325,13 @@ class BundleLookup(PtxLookup):
             if kernel.tunes_native:
                 identity = keyed_identity(identity)
             wanted = key_components(kernel, self.device.arch, identity)
-            from warmcli.runtime.explain import explain_kernel  # a miss: serving never explains
+            from warmcli.runtime.explain import explain_kernel, listed_kernels  # a miss only
 
-            return explain_kernel(
-                self.bundle,
-                kernel,
-                key,
-                wanted,
-                self.any_toolchain,
-                lambda: self._refusal(kernel, key),
-            )
+            bundle, entry = self.bundle, kernel.entry
+            misses = self.misses
+            listed = lambda: misses.listing("kernel", entry, lambda: listed_kernels(bundle, entry))  # noqa: E731
+            refused = lambda: self._refusal(kernel, key)  # noqa: E731
+            return explain_kernel(bundle, kernel, key, wanted, self.any_toolchain, refused, listed)
 
         self.misses.miss("kernel", key, kernel.label, explain)
 
@@ -342,7 +340,7 @@ class BundleLookup(PtxLookup):
         for this arch here (a CUDA release the driver does not support), None if it would."""
         assert self.bundle is not None
         target, mine = self._target(self._identities.get(key)), of_kernel(kernel)
-        for record in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None):
+        for record in self._builds_of(kernel):
             why = why_not(record, target) if record.arch == target.arch and mine(record) else None
             if why is not None:
                 return why

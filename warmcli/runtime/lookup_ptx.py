@@ -5,13 +5,17 @@ When serving (not warming), a CUDA device newer than every cubin of a kernel is 
 bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). While warming, a CUDA kernel whose cubin the bundle holds is held only with the
 PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
-lacks builds it. It owns no state of its own (its methods read `BundleLookup`'s); it never
+lacks builds it. A miss's reads of a kernel's builds (another toolchain's to serve, PTX, why
+none is served) read the rows its key names (`_builds_of`): which architectures and
+toolchains hold builds of an entry name is listed once per entry (the bundle's rows of it
+parsed once, not once a miss; a build of another pair written meanwhile by another process
+is not seen). It owns no state of its own (its methods read `BundleLookup`'s); it never
 compiles, never writes the bundle and never prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
@@ -40,6 +44,35 @@ class PtxLookup:
     any_toolchain: bool
     registrations: Registrations
     _identities: dict[str, str]
+    _entry_builds: dict[str, frozenset[tuple[str, str]]]  # entry -> (arch, toolchain) held
+
+    def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
+        """The bundle's builds that may be `kernel`'s (`of_kernel` still to judge them), as
+        `each_kernel(kernel.entry)` lists them (by device, arch and label; malformed rows
+        skipped): a build of it for an arch by a toolchain is under the key they give it, so
+        only those rows are read, one per (arch, toolchain) pair the entry's builds name."""
+        assert self.bundle is not None
+        pairs = self._entry_builds.get(kernel.entry)
+        if pairs is None:  # once per entry (the rows of a fleet's entry may be thousands)
+            pairs = frozenset((r.arch, r.toolchain) for r in self._listed(kernel))
+            self._entry_builds[kernel.entry] = pairs
+        found: dict[str, KernelRecord] = {}
+        for arch, identity in pairs:
+            key = kernel_key(kernel, arch, identity)
+            try:
+                record = self.bundle.kernel(key)
+                if record is None and self.bundle.refused(key):  # held, no trusted key signed
+                    # it: the listing lists it all the same (a miss says `unsigned`), so here
+                    record = next((r for r in self._listed(kernel) if r.key == key), None)
+            except BundleError:  # malformed: skipped, as the listing skips it
+                continue
+            if record is not None and record.entry == kernel.entry:
+                found[key] = record
+        return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label))
+
+    def _listed(self, kernel: Kernel) -> Iterator[KernelRecord]:
+        assert self.bundle is not None
+        return self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
 
     def _target(self, identity: str | None) -> Target:
         raise NotImplementedError
@@ -78,7 +111,7 @@ class PtxLookup:
         identity = self._identities.get(key)
         ptx = (
             r
-            for r in self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
+            for r in self._builds_of(kernel)
             if virtual_sm(r.arch) is not None
             and (self.any_toolchain or identity is None or r.toolchain == identity)
         )

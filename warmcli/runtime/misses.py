@@ -15,14 +15,16 @@ On a kernel's first miss it notes once what the bundle holds from other toolchai
 or devices. Once its runtime is closed (`closed`, set before its bundle is, by
 `use_bundle`, `warmcli.production.close()` or at exit) a miss is nothing: neither explained,
 counted nor refused, the bundle being gone. It owns the explanations it made, those
-flags and the lock around them; it never prints (logging is the caller's to route) and
-never reads a kernel's bundle rows itself.
+flags and the lock around them, and the last kernel entry's and tunable operation's
+listing a miss made (`listing`: the next miss of that name explains from it, not from
+a listing of its own); it never prints (logging is the caller's to route) and never
+reads a kernel's bundle rows itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from warmcli import config
 from warmcli.backends.base import Device
@@ -32,6 +34,7 @@ from warmcli.forking import new_rlock
 from warmcli.records import MissExplanation, Record
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.runtime.nearest import Listed
     from warmcli.runtime.store import Store
 
 
@@ -150,6 +153,7 @@ class Misses:
         self._explained: dict[tuple[str, str], MissExplanation] = {}  # (kind, key) -> its miss
         self._lock = new_rlock(self)  # around explaining a miss (an explanation may miss)
         self._foreign_noted = False
+        self._listings: dict[str, tuple[str, Listed[Any]]] = {}  # kind -> (name, listing)
         self.closed = False  # the runtime was closed: its misses are no one's to report
 
     @property
@@ -174,6 +178,15 @@ class Misses:
                 self.policy.report(self.device.id, why)
                 return
         self.policy.refuse(known)
+
+    def listing(self, kind: str, name: str, make: Callable[[], Listed[Any]]) -> Listed[Any]:
+        """The bundle's entries of the kernel entry or tunable operation `name` as `make`
+        lists them, kept for the next miss of that name (one a kind: the last one's)."""
+        with self._lock:
+            kept = self._listings.get(kind)
+            if kept is None or kept[0] != name:
+                kept = self._listings[kind] = (name, make())
+            return kept[1]
 
     def not_served(self, why: MissExplanation) -> None:
         """The bundle holds an entry it must not serve: a miss under a policy; while warming

@@ -349,14 +349,17 @@ class Runtime:
         """A tune the loaded bundle lacks: to the miss policy, as a kernel's miss is."""
 
         def explain() -> MissExplanation:
-            from warmcli.runtime.explain import corrupt_entry, explain_tune  # a miss only
+            from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
 
             corrupt = self.tunes.corrupt(key)
             if corrupt is not None:
                 return corrupt_entry("tune", key, label, corrupt)
-            assert self.bundle is not None
+            bundle, name = self.bundle, tunable.name
+            assert bundle is not None
+            misses = self.misses
+            listed = lambda: misses.listing("tune", name, lambda: listed_tunes(bundle, name))  # noqa: E731
             return explain_tune(
-                self.bundle,
+                bundle,
                 tunable.name,
                 tunable.checksum,
                 tunable.candidates,
@@ -364,6 +367,7 @@ class Runtime:
                 shape_key,
                 self.device.fingerprint.identity,
                 record,
+                listed,
             )
 
         label = f"{tunable.name} {shape_key}"
