@@ -7,6 +7,7 @@ escape byte, and production computes the numbers a cold start computes.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,32 @@ def test_a_long_compiler_path_is_a_toolchain_warm_reads_back(warm: Warm, tmp_pat
     )
     assert proc.returncode == 0, proc.stderr[-800:]
     assert "served everything: compiled 0 kernels, tuned 0 operations" in proc.stderr, proc.stderr
+
+
+def test_a_rewarm_builds_again_a_ptx_row_that_holds_no_ptx(warm: Warm, tmp_path: Path) -> None:
+    """While warming, a CUDA kernel whose cubin the bundle holds is held only with the PTX
+    the run keeps (`_kept_ptx_held`): that asked only whether a PTX row exists, so a bundle
+    whose `compute_90` rows name their cubin's blob (sound: its hash checks) was kept as it
+    was by `warm run --arch sm_90 -b`, which said the bundle complete, while every newer GPU
+    (`warm check --arch sm_100`: `not PTX`) compiled each kernel. A held row's blob must be
+    PTX of its arch now, else it is built again."""
+    bundle = tmp_path / "cuda.warm"
+    argv = ("run", ROOT / "examples" / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle)
+    assert warm(*argv).returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(
+            "UPDATE kernels SET sha256 = (SELECT c.sha256 FROM kernels c WHERE c.arch = 'sm_90' "
+            "AND c.label = kernels.label) WHERE arch = 'compute_90'"
+        )
+    conn.close()
+    done = warm(*argv)
+    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
+    with sqlite3.connect(bundle) as conn:
+        heads = conn.execute(
+            "SELECT substr(b.data, 1, 4) FROM kernels k JOIN blobs b ON b.sha256 = k.sha256 "
+            "WHERE k.arch = 'compute_90'"
+        ).fetchall()
+    conn.close()
+    assert len(heads) == 8 and all(head != b"\x7fELF" for (head,) in heads), heads
+    done = warm("check", "--arch", "sm_100", bundle)
+    assert "not PTX" not in done.stdout, done.stdout
