@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
-from test_fuzz34 import MATMUL, SERVE
+from test_fuzz34 import MATMUL, SERVE, matmul_bundle
+
+from warmcli.records import tune_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,3 +67,35 @@ def test_a_rewarm_builds_again_a_ptx_row_that_holds_no_ptx(warm: Warm, tmp_path:
     assert len(heads) == 8 and all(head != b"\x7fELF" for (head,) in heads), heads
     done = warm("check", "--arch", "sm_100", bundle)
     assert "not PTX" not in done.stdout, done.stdout
+
+
+def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path: Path) -> None:
+    """With no compiler here, `warm check` judges a tune's pick against the build production
+    is served, found among every build of the pick's entry: read again for each tune, so
+    103 tunes naming one pick over 100,000 rows of its entry took 3 minutes, and 1,000 tunes
+    over 50,000 rows (a 40 MB bundle) ran for a quarter of an hour. Each kernel's served
+    build is found once per device now: the check ends in seconds."""
+    bundle = matmul_bundle(warm, tmp_path / "many.warm")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(  # 50,000 rows of the pick's entry (malformed: their keys are no keys)
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+            "INSERT INTO kernels SELECT printf('%064x', i), device, backend, arch, entry, label, "
+            "symbol, sha256, toolchain, components, compile_log, seconds, created, last_used "
+            "FROM kernels, n WHERE label = 'matmul[TILE=64]'"
+        )
+        row = conn.execute("SELECT * FROM tunes LIMIT 1").fetchone()
+        _, operation, shape, device, checksum, *rest = row
+        tunes = []
+        for i in range(1000):  # 1,000 well-formed tunes of other shapes, one pick
+            key = tune_key(operation, f"{shape} #{i}", device, checksum.hex())
+            tunes.append((bytes.fromhex(key), operation, f"{shape} #{i}", device, checksum, *rest))
+        conn.executemany("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tunes)
+    conn.close()
+    env = dict(warm.env, WARM_CC=str(tmp_path / "no-cc"))
+    done = subprocess.run(  # a hang: ended after 120 s (seconds, fixed; ~15 minutes, not)
+        [sys.executable, "-m", "warmcli", "check", bundle],
+        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-800:]
+    lines = done.stdout.splitlines()
+    assert "no compiler" in lines[0] and "1003 tune(s)" in lines[1], lines[:2]
