@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conftest import Warm
 from test_fuzz34 import MATMUL, SERVE, matmul_bundle
+from test_hostile37 import peak_of
 
 from warmcli.records import tune_key
 
@@ -99,3 +100,24 @@ def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-800:]
     lines = done.stdout.splitlines()
     assert "no compiler" in lines[0] and "1003 tune(s)" in lines[1], lines[:2]
+
+
+def test_a_huge_manifest_run_is_never_read_whole_by_a_run(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -b` records its run in the manifest's `run` row, read again in its last
+    transaction whole, whatever its size (every reader refuses one over its bound): a 64 MB
+    value made the run hold ~130 MB more. Read within `MAX_NAME_CHARS` now (no record warm
+    writes is longer), the run stays flat, and the row is still replaced as before."""
+    argv = [sys.executable, "-m", "warmcli", "run", MATMUL, "-b"]
+    base_bundle = matmul_bundle(warm, tmp_path / "plain.warm")
+    _, _, _, base = peak_of([*map(str, argv), str(base_bundle)], warm.env)
+    bundle = matmul_bundle(warm, tmp_path / "huge.warm")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("UPDATE manifest SET value = printf('%.*c', 64 << 20, 'a') WHERE key = 'run'")
+    conn.close()
+    code, _, err, peak = peak_of([*map(str, argv), str(bundle)], warm.env)
+    assert code == 0 and "Traceback" not in err, err[-800:]
+    assert peak < base + 24 * 1024, (base, peak)  # KiB: not the 64 MB value, twice
+    with sqlite3.connect(bundle) as conn:
+        held = conn.execute("SELECT length(value) FROM manifest WHERE key = 'run'").fetchone()
+    conn.close()
+    assert held is None  # (a value no record: no run recorded, as before)
