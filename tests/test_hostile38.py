@@ -121,3 +121,22 @@ def test_a_huge_manifest_run_is_never_read_whole_by_a_run(warm: Warm, tmp_path: 
         held = conn.execute("SELECT length(value) FROM manifest WHERE key = 'run'").fetchone()
     conn.close()
     assert held is None  # (a value no record: no run recorded, as before)
+
+
+def test_a_rows_huge_value_is_never_loaded_to_compare_it(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -b` keeps a kernel or tune row the bundle holds alike (another writer's),
+    compared in SQL, column by column: a 64 MB label or pick was loaded whole to compare it,
+    so a bundle with one of each made the run hold ~66 MB more. SQLite refuses a value over
+    `MAX_VALUE_BYTES` there now: such a row is no row alike, replaced, never loaded."""
+    argv = [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b"]
+    _, _, _, base = peak_of([*argv, str(matmul_bundle(warm, tmp_path / "plain.warm"))], warm.env)
+    bundle = matmul_bundle(warm, tmp_path / "huge.warm")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("UPDATE kernels SET label = printf('%.*c', 64 << 20, 'a') WHERE rowid = 1")
+        conn.execute("UPDATE tunes SET pick = printf('%.*c', 64 << 20, 'a') WHERE rowid = 1")
+    conn.close()
+    code, _, err, peak = peak_of([*argv, str(bundle)], warm.env)
+    assert code == 0 and "Traceback" not in err, err[-800:]
+    assert peak < base + 24 * 1024, (base, peak)  # KiB: not the two 64 MB values
+    code, out, _, _ = peak_of([sys.executable, "-m", "warmcli", "verify", str(bundle)], warm.env)
+    assert code == 0, out[-800:]  # both rows written again, as this run's

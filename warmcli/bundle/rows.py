@@ -373,6 +373,18 @@ _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
 )
 
 
+def held_alike(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> bool:
+    """Whether a writer's `SELECT 1` comparing the stored row with the one it writes finds
+    it, no value over `MAX_VALUE_BYTES` loaded to compare (SQLite refuses it: not alike)."""
+    before = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    try:
+        return conn.execute(sql, params).fetchone() is not None
+    except sqlite3.DataError:  # a hostile value: replaced, never loaded
+        return False
+    finally:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+
 def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:
     key, created, last_used = row
     times = _named("created", _seconds, created), _named("last_used", _seconds, last_used)
