@@ -3,7 +3,8 @@
 Sizes are read before values: `_bounded_select` reads a text only when its
 `length()` in SQL is within its limit (else NULL, naming the column over it), so
 no row costs more memory than its limits (and SQLite itself refuses to load any
-value over `MAX_VALUE_BYTES`). Every field of every row is then checked (type,
+value over `MAX_VALUE_BYTES`; nor where a writer compares a stored row with its own,
+`held_alike`). Every field of every row is then checked (type,
 size, format; a tune's key against its fields; a measured tune's pick is one of
 its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`)
 or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
