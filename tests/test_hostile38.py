@@ -140,3 +140,16 @@ def test_a_rows_huge_value_is_never_loaded_to_compare_it(warm: Warm, tmp_path: P
     assert peak < base + 24 * 1024, (base, peak)  # KiB: not the two 64 MB values
     code, out, _, _ = peak_of([sys.executable, "-m", "warmcli", "verify", str(bundle)], warm.env)
     assert code == 0, out[-800:]  # both rows written again, as this run's
+
+
+def test_long_nvcc_flags_are_a_toolchain_warm_reads_back(warm: Warm, tmp_path: Path) -> None:
+    """As `COMPILER_PATH` for cc, what nvcc reads from the environment (`NVCC_APPEND_FLAGS`)
+    is named in its identity: 5,000 characters of options made `warm run --compiler nvcc`
+    store kernels it refused as corrupt (`toolchain: 5143 characters, over the limit`) and
+    exit 1. A long value is named by its length and digest now."""
+    env = dict(warm.env, NVCC_APPEND_FLAGS="-DLONG=" + "a" * 5000)
+    bundle = tmp_path / "nvcc.warm"
+    argv = ("run", ROOT / "examples" / "saxpy_cuda.py", "--arch", "sm_90", "--compiler", "nvcc")
+    done = Warm(env)(*argv, "-b", bundle)
+    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
+    assert "corrupt" not in done.stdout + done.stderr

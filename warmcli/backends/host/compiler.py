@@ -30,7 +30,6 @@ source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -38,23 +37,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.toolchain import Toolchain, probe
+from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.forking import scratch_folder
-
-# A folder list (`COMPILER_PATH`) longer than this is named in cc's identity by its length
-# and digest: a bundle's toolchain holds 4,096 characters (`MAX_NAME_CHARS`), both
-# variables' values and cc's version with them.
-_PROGRAMS_CHARS = 1024
-
-
-def _programs_named(value: str) -> str:
-    """`value` as cc's identity names it: itself, or, over `_PROGRAMS_CHARS`, its digest."""
-    if len(value) <= _PROGRAMS_CHARS:
-        return value
-    digest = hashlib.sha256(value.encode(errors="surrogateescape")).hexdigest()[:16]
-    return f"<{len(value)} characters, sha256 {digest}>"
-
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
@@ -196,7 +181,7 @@ class HostCompiler:
     def toolchain(self) -> Toolchain:
         """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
         environment says (`config.compiler_programs`): they change what it builds, so they
-        key (`serving.host_programs`; a long one by its digest, `_programs_named`)."""
+        key (`serving.host_programs`; a long one by its digest)."""
         try:
             found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
@@ -205,7 +190,7 @@ class HostCompiler:
         programs = config.compiler_programs()
         if not programs:
             return found
-        added = "".join(f"; {name}={_programs_named(v)}" for name, v in programs.items())
+        added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
         return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
