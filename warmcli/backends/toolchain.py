@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import stat
@@ -365,3 +366,18 @@ def _nvcc_version(lines: list[str]) -> str:
     """
     keep = [ln for ln in lines if "release" in ln or ln.startswith("Build")]
     return "; ".join(keep) or lines[-1]
+
+
+# A variable's value (`COMPILER_PATH`, `NVCC_APPEND_FLAGS`) longer than this is named in a
+# compiler's identity by its length and digest: a bundle's toolchain holds 4,096 characters
+# (`MAX_NAME_CHARS`), the compiler's version and every such value with it.
+ENVIRONMENT_CHARS = 1024
+
+
+def environment_named(value: str) -> str:
+    """`value` as a compiler's identity names it: itself, or over `ENVIRONMENT_CHARS`, its
+    length and digest (two values alike name alike, two that differ differ)."""
+    if len(value) <= ENVIRONMENT_CHARS:
+        return value
+    digest = hashlib.sha256(value.encode(errors="surrogateescape")).hexdigest()[:16]
+    return f"<{len(value)} characters, sha256 {digest}>"

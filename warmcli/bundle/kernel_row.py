@@ -40,6 +40,7 @@ from warmcli.bundle.rows import (
     _json_object,
     _Malformed,
     _within_limits,
+    held_alike,
 )
 from warmcli.kernel_parts import cubin_archs, key_of
 from warmcli.records import KernelRecord, symbol_prefix
@@ -182,7 +183,7 @@ def write_kernel_row(conn: sqlite3.Connection, record: KernelRecord, now: float)
         record.symbol, record.sha256, record.toolchain,
         json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
     )  # fmt: skip
-    if conn.execute(_SAME_KERNEL, row).fetchone():
+    if held_alike(conn, _SAME_KERNEL, row):
         return False
     conn.execute(
         "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -3,7 +3,8 @@
 Sizes are read before values: `_bounded_select` reads a text only when its
 `length()` in SQL is within its limit (else NULL, naming the column over it), so
 no row costs more memory than its limits (and SQLite itself refuses to load any
-value over `MAX_VALUE_BYTES`). Every field of every row is then checked (type,
+value over `MAX_VALUE_BYTES`; nor where a writer compares a stored row with its own,
+`held_alike`). Every field of every row is then checked (type,
 size, format; a tune's key against its fields; a measured tune's pick is one of
 its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`)
 or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
@@ -371,6 +372,18 @@ _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("seconds", _seconds),
     ("size", _size),
 )
+
+
+def held_alike(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> bool:
+    """Whether a writer's `SELECT 1` comparing the stored row with the one it writes finds
+    it, no value over `MAX_VALUE_BYTES` loaded to compare (SQLite refuses it: not alike)."""
+    before = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    try:
+        return conn.execute(sql, params).fetchone() is not None
+    except sqlite3.DataError:  # a hostile value: replaced, never loaded
+        return False
+    finally:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
 
 def _usage_row(row: tuple[object, ...]) -> tuple[str, tuple[float, float]]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 from pathlib import Path
 
-from warmcli.bundle.rows import MAX_NAME_CHARS
+from warmcli.bundle.rows import MAX_NAME_CHARS, MAX_VALUE_BYTES
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
 from warmcli.printable import LISTED
@@ -196,7 +196,8 @@ def run_write(
     store: `Bundle.joining`); None where the row is as it would be (nor rewritten, nor left
     unsigned). The record is made again from the row the transaction reads, under the write
     lock: another run may have stored or recorded itself since the bundle was opened (then
-    the bundle is new to neither: `_only_written`).
+    the bundle is new to neither: `_only_written`); a value longer than any record is not
+    read (no record).
     The row is the run's to sign (`Bundle.written`)."""
     try:
         before, readable = bundle.manifest().get(KEY), True
@@ -210,7 +211,7 @@ def run_write(
 
     def write(conn: sqlite3.Connection) -> None:
         try:
-            row = conn.execute("SELECT value FROM manifest WHERE key = ?", (KEY,)).fetchone()
+            row = _run_row(conn)
             fresh = new and row is None and _only_written(conn, bundle)
         except sqlite3.DatabaseError:  # (the store stays: `seal` reads no more of it)
             row, fresh = (None,), False
@@ -222,6 +223,19 @@ def run_write(
                 bundle.written.add(("manifest", KEY))
 
     return write
+
+
+def _run_row(conn: sqlite3.Connection) -> tuple[object] | None:
+    """The manifest's `run` row, its value "" (no record) where longer than any record: one
+    over `MAX_VALUE_BYTES` is never loaded (SQLite refuses it, as every reader's does)."""
+    before = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    try:
+        sql = "SELECT CASE WHEN length(value) <= ? THEN value ELSE '' END FROM manifest WHERE key=?"
+        return conn.execute(sql, (MAX_NAME_CHARS, KEY)).fetchone()  # type: ignore[no-any-return]
+    except sqlite3.DataError:  # too long to load: no record
+        return ("",)
+    finally:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
 
 def _only_written(conn: sqlite3.Connection, bundle: Bundle) -> bool:

@@ -47,6 +47,7 @@ from warmcli.bundle.rows import (
     _seconds,
     _text,
     _within_limits,
+    held_alike,
 )
 from warmcli.bundle.schema import STATUS_TEXT, TUNE_STATUSES
 from warmcli.errors import BundleError
@@ -132,7 +133,7 @@ def write_tune_row(conn: sqlite3.Connection, values: tuple[object, ...], since: 
     after this write (`values`' own `updated`): a bundle from elsewhere, or a clock that
     jumped, says nothing of a writer since; kept, its foreign row would be signed as this
     run's."""
-    if conn.execute(_SAME_TUNE, (*values[:7], since, values[-1])).fetchone():
+    if held_alike(conn, _SAME_TUNE, (*values[:7], since, values[-1])):
         return False
     conn.execute("INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
     return True

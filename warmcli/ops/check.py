@@ -17,16 +17,16 @@ are not (the entry is counted once, as not servable); a malformed entry is not s
 (reason `absent`: production would compile it; one point read per such tune) or whose
 build of it is another toolchain's (of this warm's build recipe) that does not run here
 as its own, or, with no compiler, as the build it is served (reason `toolchain`:
-production measures the tune again on the build it runs; the entry's builds read), nor, in a
-bundle opened under trusted keys, a row none of them signed, which production never serves
-(a build or record so left out is no build for a device: reason `unsigned` where it was
-the one that device would have used). `check_servable` returns what is not servable, each
-as a `MissExplanation` (the differing component, and what the bundle has against what this
-machine has). The entries are streamed in the order that groups one kernel's builds (one
-tune's devices) together, and each group is read once, holding for each device here the
-build it would be served (its tune record) and the first `_NAMED` archs (devices) to
-name: memory holds that, the first `LISTED` explanations and the counts, however many
-builds one kernel has and whatever the bundle's size. It reads the bundle, hashes the
+production measures the tune again on the build it runs; the entry's builds read once per
+pick and device, the first `_BLOBS_HELD` remembered), nor, under trusted keys, a row none
+of them signed, which production never serves (reason `unsigned` where it was the build
+or record that device would have used). `check_servable` returns each as a
+`MissExplanation` (the differing component, what the bundle has against what this machine
+has). The entries are streamed in the order that groups one kernel's builds (one tune's
+devices) together, each group read once, holding for each device here the build it would
+be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds
+that, the first `LISTED` explanations and the counts, however many builds one kernel has
+and whatever the bundle's size. It reads the bundle, hashes the
 blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is
 named so, unread) and probes compilers; it never compiles, launches or prints. A bundle
 whose SQL indexes disagree with its rows is refused first (`warmcli.bundle.consistency`).
@@ -64,6 +64,7 @@ class CheckReport:
     unservable_count: int = 0
     jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
     other: int = 0  # servable entries' builds for other archs ("not for this machine")
+    served_by: dict[tuple[str, ...], str | None] = field(default_factory=dict)  # `_pick_served`
 
     @property
     def servable(self) -> bool:
@@ -86,20 +87,6 @@ class CheckReport:
             self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
 
         return refuse
-
-
-def _closest(
-    kind: str,
-    key: str,
-    label: str,
-    held: list[dict[str, str]],
-    want: dict[str, str],
-    order: tuple[str, ...],
-) -> MissExplanation:
-    """Why none of `held` is what a device here wants: the nearest and what differs."""
-    found = explained(kind, key, label, want, held, order, MACHINE)
-    assert found is not None  # callers found no match
-    return found
 
 
 def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExplanation:
@@ -324,9 +311,13 @@ def _pick_served(
         return
     target = Target(offer.backend, offer.arch, offer.driver, offer.toolchain)
     if offer.toolchain is None:  # no compiler: production runs the build it is served
-        kin, builds = same_kernel(record), bundle.each_kernel(record.entry, lambda *_: None)
-        if served := choose((k for k in builds if same_kernel(k) == kin), target, _any):
-            target = Target(offer.backend, offer.arch, offer.driver, served.toolchain)
+        kin, served = (offer.fingerprint, *same_kernel(record)), report.served_by
+        if (toolchain := served.get(kin, "?")) == "?":  # a kernel's builds read once, not per tune
+            builds = bundle.each_kernel(record.entry, lambda *_: None)
+            found = choose((k for k in builds if same_kernel(k) == kin[1:]), target, _any)
+            toolchain = found.toolchain if found else None
+            served.update({kin: toolchain} if len(served) < _BLOBS_HELD else {})
+        target = Target(offer.backend, offer.arch, offer.driver, toolchain)
     why = why_not(record, target)
     if why is not None and why[0] == "toolchain":
         detail = f"its pick {t.pick!r} was measured on a build this machine is not served "
@@ -394,7 +385,7 @@ def _check_tunes(
             )
             report.refuse(MissExplanation("tune", prebuilt[o.arch], label, "pending", detail))
             continue
-        devices = [{"device": d} for d in held]
-        report.refuse(
-            _closest("tune", first.key, label, devices, {"device": o.fingerprint}, ("device",))
-        )
+        devices, want = [{"device": d} for d in held], {"device": o.fingerprint}
+        nearest = explained("tune", first.key, label, want, devices, ("device",), MACHINE)
+        assert nearest is not None  # none held is this device's: the nearest, what differs
+        report.refuse(nearest)

@@ -5,12 +5,12 @@ When serving (not warming), a CUDA device newer than every cubin of a kernel is 
 bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). While warming, a CUDA kernel whose cubin the bundle holds is held only with the
 PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
-lacks builds it. A miss's reads of a kernel's builds (another toolchain's to serve, PTX, why
-none is served) read the rows its key names (`_builds_of`): which architectures and
-toolchains hold builds of an entry name is listed once per entry (the bundle's rows of it
-parsed once, not once a miss; a build of another pair written meanwhile by another process
-is not seen). It owns no state of its own (its methods read `BundleLookup`'s); it never
-compiles, never writes the bundle and never prints.
+lacks (or whose row's blob is no PTX of its arch) builds it. A miss's reads of a kernel's
+builds (another toolchain's to serve, PTX, why none is served) read the rows its key names
+(`_builds_of`): which architectures and toolchains hold builds of an entry name is listed
+once per entry (the bundle's rows of it parsed once, not once a miss; a build of another
+pair written meanwhile by another process is not seen). It owns no state of its own (its
+methods read `BundleLookup`'s); it never compiles, never writes the bundle and never prints.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class PtxLookup:
 
     def _kept_ptx_held(self, kernel: Kernel) -> bool:
         """While warming a CUDA device that keeps PTX (`--ptx`, else the highest `--arch`'s):
-        whether the bundle holds it beside the cubin (not after a `--no-ptx` run)."""
+        whether the bundle holds it beside the cubin (not after a `--no-ptx` run), its blob
+        PTX of that arch (a row naming a cubin's blob, or another arch's PTX, is built again)."""
         if self.bundle is None or self.misses.policy is not None or self.device.backend != "cuda":
             return True
         try:
@@ -91,7 +92,7 @@ class PtxLookup:
             return True
         if not (ptx := getattr(compiler, "ptx", None)):
             return True
-        from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program
+        from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_header, ptx_in_program
 
         arch = self.device.arch
         ptx_arch = kept_ptx_arch(arch, ptx)
@@ -99,9 +100,12 @@ class PtxLookup:
             return True  # (an `sm_90a` cubin's: kept where it builds, its log says why not)
         try:
             held = self.bundle.kernel(kernel_key(kernel, ptx_arch, compiler.toolchain.identity))
-        except BundleError:  # a malformed row: built again
+            if held is None:
+                return False
+            _, target, suffix = ptx_header(self.bundle.blob(held.sha256))
+        except (BundleError, PtxError):  # a malformed row, a blob that is no PTX: built again
             return False
-        return held is not None
+        return f"compute_{target}{suffix}" == held.arch  # PTX of another arch: built again
 
     def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is

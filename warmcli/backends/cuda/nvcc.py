@@ -45,7 +45,13 @@ from warmcli.backends.cuda.host_options import hidden_include
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
-from warmcli.backends.toolchain import Toolchain, ToolchainError, probe, remembered
+from warmcli.backends.toolchain import (
+    Toolchain,
+    ToolchainError,
+    environment_named,
+    probe,
+    remembered,
+)
 from warmcli.errors import ArchError, CubinError
 from warmcli.forking import scratch_folder
 
@@ -328,12 +334,13 @@ class NvccCompiler:
     @property
     def toolchain(self) -> Toolchain:
         """nvcc and its version, and what it reads from the environment (options, its host
-        compiler) where set (`config.nvcc_flags`): they change what it builds, so they key."""
+        compiler) where set (`config.nvcc_flags`; a long one by its digest): they change what it
+        builds, so they key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
         if not flags:
             return found
-        added = "".join(f"; {name}={value}" for name, value in flags.items())
+        added = "".join(f"; {name}={environment_named(v)}" for name, v in flags.items())
         return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def check_arch(self, arch: str) -> int:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.toolchain import Toolchain, probe
+from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.forking import scratch_folder
 
@@ -181,7 +181,7 @@ class HostCompiler:
     def toolchain(self) -> Toolchain:
         """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
         environment says (`config.compiler_programs`): they change what it builds, so they
-        key (`serving.host_programs`)."""
+        key (`serving.host_programs`; a long one by its digest)."""
         try:
             found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
@@ -190,7 +190,7 @@ class HostCompiler:
         programs = config.compiler_programs()
         if not programs:
             return found
-        added = "".join(f"; {name}={value}" for name, value in programs.items())
+        added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
         return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
