@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from conftest import Warm
+from test_review38b import warmed_with
 
 WORKLOAD = r"""
 import gc, json, os
@@ -36,12 +37,7 @@ def workload(rt):
 
 
 def test_every_pass_runs_with_the_collector_on(warm: Warm, tmp_path: Path) -> None:
-    workload = tmp_path / "w.py"
-    workload.write_text(WORKLOAD)
-    seen = tmp_path / "seen.jsonl"
-    warm.env = dict(warm.env, SEEN=str(seen))
-    done = warm("run", workload, "-b", tmp_path / "b.warm", "--json")
-    assert done.returncode == 0, done.stderr
+    _, seen, done = warmed_with(warm, tmp_path, WORKLOAD, "SEEN", "seen.jsonl", "--json")
     assert json.loads(done.stdout)["verified"] is True
     passes = [json.loads(line) for line in seen.read_text().splitlines()]
     assert len(passes) == 3  # CompileOnly, CompileAndAutotune, the verify pass

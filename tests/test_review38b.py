@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -101,6 +102,19 @@ def test_a_started_compilers_own_exit_127_is_its_own(tmp_path: Path) -> None:
     assert os.path.exists(script)
 
 
+def warmed_with(
+    warm: Warm, tmp_path: Path, text: str, name: str, file: str, *flags: str
+) -> tuple[Path, Path, Any]:
+    """`text` as `w.py` warmed into `b.warm` (`flags` given), the environment variable
+    `name` naming `file` in `tmp_path`: the workload, that file and the run (exit 0)."""
+    workload, written = tmp_path / "w.py", tmp_path / file
+    workload.write_text(text)
+    warm.env = dict(warm.env, **{name: str(written)})
+    done = warm("run", workload, "-b", tmp_path / "b.warm", *flags)
+    assert done.returncode == 0, done.stderr
+    return workload, written, done
+
+
 # A worker signalled once it has let go (its output and `done` closed): its supervisor's
 # death (SIGTERM, the worker's parent-death signal: the supervisor went on, and a busy
 # thread of the workload, or the machine's load, kept the worker from its `os._exit` until
@@ -129,12 +143,7 @@ def workload(rt):
 
 
 def test_a_worker_that_let_go_never_runs_on_as_the_supervisor(warm: Warm, tmp_path: Path) -> None:
-    workload = tmp_path / "w.py"
-    workload.write_text(SIGNALLED_AT_EXIT)
-    mark = tmp_path / "mark"
-    warm.env = dict(warm.env, MARK=str(mark))
-    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
-    assert done.returncode == 0, done.stderr
+    workload, mark, _ = warmed_with(warm, tmp_path, SIGNALLED_AT_EXIT, "MARK", "mark", "-q")
     time.sleep(1)  # the worker has exited (or run on as the supervisor)
     assert not mark.exists(), mark.read_text()
     assert warm("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
@@ -201,12 +210,7 @@ def workload(rt):
 
 
 def test_a_workloads_file_never_gets_warms_output(warm: Warm, tmp_path: Path) -> None:
-    workload = tmp_path / "w.py"
-    workload.write_text(LATE_FILE)
-    data = tmp_path / "data.txt"
-    warm.env = dict(warm.env, DATA=str(data))
-    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
-    assert done.returncode == 0, done.stderr
+    _, data, _ = warmed_with(warm, tmp_path, LATE_FILE, "DATA", "data.txt", "-q")
     assert data.read_text() == "data\n"
 
 
