@@ -12,7 +12,8 @@ from warmcli.bundle.store import Bundle
 from warmcli.ops.check import check_servable
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
-OTHER_GPU = "cuda|NVIDIA H100|sm_90|12.4"  # the same arch, measured on another GPU
+OTHER_GPU = "cuda|NVIDIA H100|sm_90|13.0"  # the same arch, measured on another GPU (a driver
+# of the CUDA release the venv's NVRTC builds for: its cubins are served there)
 
 
 def measured_elsewhere(t: TuneRecord) -> TuneRecord:
@@ -56,7 +57,7 @@ def test_with_two_gpus_here_one_measured_the_other_is_not_said_never_measured(
         opened.put(tunes=[measured_elsewhere(t) for t in opened.tunes()])
     with Bundle.open(bundle) as opened:
         report = check_servable(
-            opened, [FakeGpuSeen("sm_90"), FakeGpuSeen("sm_90", "NVIDIA H100", "12.4")]
+            opened, [FakeGpuSeen("sm_90"), FakeGpuSeen("sm_90", "NVIDIA H100", "13.0")]
         )
     tunes = [m for m in report.unservable if m.kind == "tune"]
     assert len(tunes) == 3, tunes
