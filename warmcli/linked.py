@@ -32,6 +32,8 @@ _NOT_FILES = (
     "-include", "--pre-include", "--include", "-imacros", "--imacros", "-D", "-U",
     "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD", "--system-include",
 )  # fmt: skip
+# cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
+_FLAGS_ALONE = ("-MD", "-MMD")
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
@@ -42,14 +44,15 @@ def _candidates(options: Sequence[str]) -> Iterator[str]:
     """Each text of `options` that may name a file cc or its linker reads: each option, or
     each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
     tokens = (
-        piece
+        (piece, option.startswith("-Wp,"))
         for option in options
         for piece in (option[4:].split(",") if option.startswith(_PIECES) else (option,))
     )
     skip_next = False
-    for token in tokens:
+    for token, preprocessor in tokens:
         if skip_next or token.startswith(_NOT_FILES):
-            skip_next = not skip_next and token in _NOT_FILES
+            valued = token in _NOT_FILES and (preprocessor or token not in _FLAGS_ALONE)
+            skip_next = not skip_next and valued
             continue
         yield token
         if "=" in token:

@@ -25,7 +25,7 @@ at load; so is a library that does not export a kernel's symbol (an `inline` ent
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
 source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembly reads
-(`.incbin`) or the source as another language (`-x c++`), refused before cc runs.
+(`.incbin`, `.INCBIN`) or the source as another language (`-x c++`), refused before cc runs.
 """
 
 from __future__ import annotations
@@ -94,8 +94,11 @@ _VALUED = (
 )  # fmt: skip
 
 
-# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`).
-_ASSEMBLER_READS = re.compile(r'\.inc(?:bin|lude)\s*\\?"')
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
+# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
+_ASSEMBLER_READS = re.compile(
+    r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
+)
 
 
 def other_source(options: Sequence[str]) -> str | None:

@@ -1,0 +1,50 @@
+"""review38c: what today's later merges key, refuse and explain, tried as a user and an attacker.
+
+A host kernel's options `-MD` or `-MMD` (no value: cc names the dependency file itself)
+followed by an object it links: the object was read as `-MD`'s value, so it was not keyed
+and a rebuilt object was served the old build. An assembler reading a file spelled
+`.INCBIN` (the assembler reads directives in any case) or with an escaped tab before its
+name (`.incbin\\t\\"file\\"`) was not refused: an edited file was served the old build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from test_keyprop38 import INCBIN_WORKLOAD, WORKLOAD, _object, _serve
+
+
+@pytest.mark.parametrize("flag", ["-MD", "-MMD"])
+def test_an_object_after_a_dependency_flag_without_value_is_keyed(
+    warm: Warm, tmp_path: Path, flag: str
+) -> None:
+    """`-MD /opt/lib/helper.o`: cc's `-MD` takes no value (`-Wp,-MD,file` does), so the
+    object is linked and its content is in the key: rebuilt, it is a miss."""
+    obj = _object(tmp_path / "lib", 2)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr((flag, str(obj)))))
+    bundle = tmp_path / "b.warm"
+    run = warm("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(warm, workload, bundle) == {"values": [0.0, 2.0, 4.0, 6.0], "compiled": 0}
+    _object(tmp_path / "lib", 3)  # the same path, other code
+    served = _serve(warm, workload, bundle)
+    assert served["values"] == [0.0, 3.0, 6.0, 9.0], served
+
+
+@pytest.mark.parametrize("directive", ['.INCBIN \\\\"', '.incbin\\\\t\\\\"', '.IncBin  \\\\"'])
+def test_a_file_read_by_an_assembler_directive_in_any_spelling_is_refused(
+    warm: Warm, tmp_path: Path, directive: str
+) -> None:
+    table = tmp_path / "table.bin"
+    table.write_bytes(bytes([2] * 8))
+    workload = tmp_path / "w.py"
+    text = INCBIN_WORKLOAD.replace('.incbin \\\\"', directive).replace("TABLE", str(table))
+    assert directive in text
+    workload.write_text(text)
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
