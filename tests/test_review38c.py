@@ -48,3 +48,26 @@ def test_a_file_read_by_an_assembler_directive_in_any_spelling_is_refused(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["-Wl,-L{d}|-Wl,-u,helper|-lhelper", "-Xlinker|-L{d}|-Wl,-u,helper|-lhelper",
+     "-L{d}|-Wl,-u,helper|-Wl,-lhelper", "-L{d}|-Wl,-u,helper|-Xlinker|-lhelper"],
+)  # fmt: skip
+def test_a_library_found_through_a_folder_or_name_given_to_the_linker_is_keyed(
+    warm: Warm, tmp_path: Path, spelling: str
+) -> None:
+    """`-Wl,-L/opt/lib -lhelper` (or `-Wl,-lhelper`): the linker searches that folder as it
+    does `-L`'s, so the archive it finds there is keyed by content: rebuilt, it is a miss."""
+    obj = _object(tmp_path / "lib", 2)
+    workload = tmp_path / "w.py"
+    options = tuple(spelling.format(d=obj.parent).split("|"))
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    bundle = tmp_path / "b.warm"
+    run = warm("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(warm, workload, bundle) == {"values": [0.0, 2.0, 4.0, 6.0], "compiled": 0}
+    _object(tmp_path / "lib", 3)
+    served = _serve(warm, workload, bundle)
+    assert served["values"] == [0.0, 3.0, 6.0, 9.0], served

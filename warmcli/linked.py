@@ -3,7 +3,8 @@
 A host C kernel's options may name a file that cc builds into the kernel's binary: an
 object or archive to link (`/opt/lib/helper.o`, `-Wl,/opt/lib/helper.o`, `-Xlinker ...`),
 a linker script (`-T`, `-Wl,--version-script=...`), a plugin
-(`-fplugin=...`), a library (`-lhelper`) found in a folder `-L` or `LIBRARY_PATH` names.
+(`-fplugin=...`), a library (`-lhelper`, `-Wl,-lhelper`) found in a folder `-L` (`-Wl,-L`) or
+`LIBRARY_PATH` names.
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
@@ -94,10 +95,21 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
             yield option[len(flag) :]
 
 
+def _linker_words(options: Sequence[str]) -> list[str]:
+    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`): what the linker reads."""
+    return [
+        piece
+        for option in options
+        for piece in (option[4:].split(",") if option.startswith("-Wl,") else (option,))
+    ]
+
+
 def _libraries(options: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it), its name
-    and the file found; a library found only in the system's folders is the toolchain's."""
+    and the file found; a library found only in the system's folders is the toolchain's.
+    Each may be given to the linker (`-Wl,-L/opt/lib`, `-Wl,-lhelper`)."""
+    options = _linker_words(options)
     folders = [*_separate(options, "-L"), *library_path.split(os.pathsep)]
     folders = [folder for folder in folders if os.path.isabs(folder)]
     for name in _separate(options, "-l") if folders else ():
@@ -129,7 +141,7 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
     (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
     where they name none (its key as before)."""
-    libraries = any(option.startswith("-l") for option in options)
+    libraries = any(word.startswith("-l") for word in _linker_words(options))
     named = libraries or any("/" in option for option in options)
     linked = linked_digest(options, library_path() if libraries else "") if named else ""
     if not linked:
