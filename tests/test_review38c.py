@@ -71,3 +71,42 @@ def test_a_library_found_through_a_folder_or_name_given_to_the_linker_is_keyed(
     _object(tmp_path / "lib", 3)
     served = _serve(warm, workload, bundle)
     assert served["values"] == [0.0, 3.0, 6.0, 9.0], served
+
+
+COMMENTED = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel(
+    "/* the table is inlined: never read with .incbin \\"table.bin\\" */\\n"
+    "// nor .include \\"table.s\\"\\n"
+    'void f(float *o, int n) { const char *s = "/*"; for (int i = 0; i < n; i++) o[i] = s[0]; }\\n',
+    "f", "Pi",
+)
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4, "float32"), 4)
+"""
+
+
+def test_a_comment_naming_an_assembler_directive_is_no_refusal(warm: Warm, tmp_path: Path) -> None:
+    """A C comment that mentions `.incbin "file"` reads no file: the kernel is warmed."""
+    workload = tmp_path / "w.py"
+    workload.write_text(COMMENTED)
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_directive_after_a_comment_opener_in_a_string_is_still_refused(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`"/*"` in a string literal opens no comment: an `.incbin` after it is refused."""
+    table = tmp_path / "table.bin"
+    table.write_bytes(bytes([2] * 8))
+    workload = tmp_path / "w.py"
+    text = INCBIN_WORKLOAD.replace("__asm__(", 'static const char *o = "/*";\\n__asm__(', 1)
+    text = text.replace("TABLE", str(table)).replace("o[i] = tbl[i]; }", "o[i] = tbl[i]; } /* */")
+    workload.write_text(text)
+    run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
