@@ -55,7 +55,8 @@ def test_a_file_read_by_an_assembler_directive_in_any_spelling_is_refused(
 @pytest.mark.parametrize(
     "spelling",
     ["-Wl,-L{d}|-Wl,-u,helper|-lhelper", "-Xlinker|-L{d}|-Wl,-u,helper|-lhelper",
-     "-L{d}|-Wl,-u,helper|-Wl,-lhelper", "-L{d}|-Wl,-u,helper|-Xlinker|-lhelper"],
+     "-L{d}|-Wl,-u,helper|-Wl,-lhelper", "-L{d}|-Wl,-u,helper|-Xlinker|-lhelper",
+     "-Wl,--library-path={d},-u,helper,--library=helper"],
 )  # fmt: skip
 def test_a_library_found_through_a_folder_or_name_given_to_the_linker_is_keyed(
     warm: Warm, tmp_path: Path, spelling: str

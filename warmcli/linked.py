@@ -96,9 +96,14 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
 
 
 def _linker_words(options: Sequence[str]) -> list[str]:
-    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`): what the linker reads."""
+    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`): what the linker reads,
+    its long spellings of `-L` and `-l` (`--library-path=`, `--library=`) as those."""
     return [
-        piece
+        f"-L{piece[15:]}"
+        if piece.startswith("--library-path=")
+        else f"-l{piece[10:]}"
+        if piece.startswith("--library=")
+        else piece
         for option in options
         for piece in (option[4:].split(",") if option.startswith("-Wl,") else (option,))
     ]
