@@ -3,7 +3,8 @@
 A host C kernel's options may name a file that cc builds into the kernel's binary: an
 object or archive to link (`/opt/lib/helper.o`, `-Wl,/opt/lib/helper.o`, `-Xlinker ...`),
 a linker script (`-T`, `-Wl,--version-script=...`), a plugin
-(`-fplugin=...`), a library (`-lhelper`) found in a folder `-L` or `LIBRARY_PATH` names.
+(`-fplugin=...`), a library (`-lhelper`, `-Wl,-lhelper`) found in a folder `-L` (`-Wl,-L`) or
+`LIBRARY_PATH` names.
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
@@ -32,6 +33,8 @@ _NOT_FILES = (
     "-include", "--pre-include", "--include", "-imacros", "--imacros", "-D", "-U",
     "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD", "--system-include",
 )  # fmt: skip
+# cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
+_FLAGS_ALONE = ("-MD", "-MMD")
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
@@ -42,14 +45,15 @@ def _candidates(options: Sequence[str]) -> Iterator[str]:
     """Each text of `options` that may name a file cc or its linker reads: each option, or
     each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
     tokens = (
-        piece
+        (piece, option.startswith("-Wp,"))
         for option in options
         for piece in (option[4:].split(",") if option.startswith(_PIECES) else (option,))
     )
     skip_next = False
-    for token in tokens:
+    for token, preprocessor in tokens:
         if skip_next or token.startswith(_NOT_FILES):
-            skip_next = not skip_next and token in _NOT_FILES
+            valued = token in _NOT_FILES and (preprocessor or token not in _FLAGS_ALONE)
+            skip_next = not skip_next and valued
             continue
         yield token
         if "=" in token:
@@ -91,10 +95,26 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
             yield option[len(flag) :]
 
 
+def _linker_words(options: Sequence[str]) -> list[str]:
+    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`): what the linker reads,
+    its long spellings of `-L` and `-l` (`--library-path=`, `--library=`) as those."""
+    return [
+        f"-L{piece[15:]}"
+        if piece.startswith("--library-path=")
+        else f"-l{piece[10:]}"
+        if piece.startswith("--library=")
+        else piece
+        for option in options
+        for piece in (option[4:].split(",") if option.startswith("-Wl,") else (option,))
+    ]
+
+
 def _libraries(options: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it), its name
-    and the file found; a library found only in the system's folders is the toolchain's."""
+    and the file found; a library found only in the system's folders is the toolchain's.
+    Each may be given to the linker (`-Wl,-L/opt/lib`, `-Wl,-lhelper`)."""
+    options = _linker_words(options)
     folders = [*_separate(options, "-L"), *library_path.split(os.pathsep)]
     folders = [folder for folder in folders if os.path.isabs(folder)]
     for name in _separate(options, "-l") if folders else ():
@@ -126,7 +146,7 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
     (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
     where they name none (its key as before)."""
-    libraries = any(option.startswith("-l") for option in options)
+    libraries = any(word.startswith("-l") for word in _linker_words(options))
     named = libraries or any("/" in option for option in options)
     linked = linked_digest(options, library_path() if libraries else "") if named else ""
     if not linked:

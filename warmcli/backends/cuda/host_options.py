@@ -5,7 +5,8 @@ nvcc preprocesses a kernel's device code with its host compiler and the options 
 folder `-Xcompiler=-Idir`) changes what the device code is. The key reads include folders
 and headers from the kernel's own options only (`warmcli.headers`): one option given alone
 after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling
-(joined by `=`, several by commas, a flag whose value is the next option) is not, and an
+(joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
+is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse. This
 module holds no state and reads no file.
 """
@@ -27,11 +28,12 @@ def hidden_include(options: Sequence[str]) -> str | None:
     for before, option in zip(("", *options), options, strict=False):
         name, joined, value = option.partition("=")
         if before in _HOST_OPTIONS:
-            pieces, alone = option.split(","), True
+            given, alone = option, True
         elif name in _HOST_OPTIONS and joined:
-            pieces, alone = value.split(","), False
+            given, alone = value, False
         else:
             continue
+        pieces = given.replace(",", " ").split() or [""]  # nvcc splits at blanks too
         if not any(p.startswith(_INCLUDING) for p in pieces):
             continue
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:

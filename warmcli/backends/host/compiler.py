@@ -25,7 +25,8 @@ at load; so is a library that does not export a kernel's symbol (an `inline` ent
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
 source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembly reads
-(`.incbin`) or the source as another language (`-x c++`), refused before cc runs.
+(`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
+refused before cc runs.
 """
 
 from __future__ import annotations
@@ -94,8 +95,22 @@ _VALUED = (
 )  # fmt: skip
 
 
-# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`).
-_ASSEMBLER_READS = re.compile(r'\.inc(?:bin|lude)\s*\\?"')
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
+# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
+_ASSEMBLER_READS = re.compile(
+    r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
+)
+# A C comment, or a string or character literal (kept: an `__asm__`'s text is one).
+_COMMENT_OR_LITERAL = re.compile(
+    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
+)
+
+
+def reads_assembler_file(source: str) -> bool:
+    """Whether `source` holds an assembler directive reading a file (`.incbin "..."`)
+    outside its C comments (one that only mentions it reads nothing)."""
+    code = _COMMENT_OR_LITERAL.sub(lambda m: m[0] if m[0][0] in "\"'" else " ", source)
+    return _ASSEMBLER_READS.search(code) is not None
 
 
 def other_source(options: Sequence[str]) -> str | None:
@@ -239,7 +254,7 @@ class HostCompiler:
                 "build): put its code in the kernel's source, or link its object",
                 tuple(units),
             )
-        reads = next((u for u in units if _ASSEMBLER_READS.search(u.kernel.source)), None)
+        reads = next((u for u in units if reads_assembler_file(u.kernel.source)), None)
         if reads is not None:
             raise CompileFailure(
                 f"kernel {reads.kernel.label}: its assembly reads a file (.incbin, .include) no "
