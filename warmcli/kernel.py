@@ -18,10 +18,12 @@ whose options name include folders (`-I`) or a header read first (`-include`), o
 reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system
 toolkit), or includes one by its absolute path, the key covers the headers it reaches
 there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); any
-other's is as before. Its only state is bounded memos of the texts keys repeat, JSON-quoted
-(an arch, a toolchain, a source many kernels share), and of whether a source includes a
-header by its path, and those variables, read once; it compiles nothing.
+(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); nvcc's
+host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest beside it
+(`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
+the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share),
+and of whether a source includes a header by its path, and those variables, read once; it
+compiles nothing.
 """
 
 from __future__ import annotations
@@ -47,24 +49,14 @@ from warmcli.linked import with_linked
 from warmcli.once import once as _once
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
+from warmcli.wrapper_script import keyed_host_compiler, names_host_compiler
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
-    "b": np.int8,
-    "B": np.uint8,
-    "h": np.int16,
-    "H": np.uint16,
-    "i": np.int32,
-    "I": np.uint32,
-    "l": np.int64,
-    "L": np.uint64,
-    "q": np.int64,
-    "Q": np.uint64,
-    "?": np.bool_,
-    "e": np.float16,
-    "f": np.float32,
-    "d": np.float64,
-}
+    "b": np.int8, "B": np.uint8, "h": np.int16, "H": np.uint16, "i": np.int32, "I": np.uint32,
+    "l": np.int64, "L": np.uint64, "q": np.int64, "Q": np.uint64, "?": np.bool_,
+    "e": np.float16, "f": np.float32, "d": np.float64,
+}  # fmt: skip
 PARAM_LETTERS = frozenset({"P", *PARAM_SCALARS})
 # A native numeric dtype's name is its kind's and its bits (`dtype_name`).
 _KIND_NAMES = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
@@ -190,17 +182,17 @@ class Kernel(Record):
     @_once
     def keyed_options(self) -> tuple[str, ...]:
         """Its options as its key takes them: an include folder's path out of them, and a
-        header's read first (`warmcli.headers.keyed_options`: those are keyed by content;
-        where a file reached may compute with their paths, a source including a header a
-        macro names, say, the headers digest keys the paths)."""
+        header's read first (`warmcli.headers.keyed_options`: keyed by content; where a file
+        reached may compute with their paths, the headers digest keys them); nvcc's host
+        compiler with its digest where it is a script (`keyed_host_compiler`)."""
         options = self.options
-        if not (
-            self.names_include_folders or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in options)
-        ):
-            return options
-        from warmcli.headers import keyed_options
+        if self.language == "cuda" and names_host_compiler(options):
+            options = keyed_host_compiler(options)
+        if self.names_include_folders or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in options):
+            from warmcli.headers import keyed_options
 
-        return keyed_options(options)
+            return keyed_options(options)
+        return options
 
     @_once
     def reads_headers(self) -> bool:

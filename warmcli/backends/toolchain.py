@@ -36,6 +36,9 @@ from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
+from warmcli.wrapper_script import MAX_WRAPPER, script_digest
+from warmcli.wrapper_script import NAMED as _NAMED
+from warmcli.wrapper_script import UNBUILT as _UNBUILT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,7 +48,6 @@ VERSIONS_FILE = "toolchains.json"  # in warm's home: the remembered version line
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
-MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
 WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that is a script
 # How warm builds a kernel (the flags it adds, how it writes a group's translation unit and
 # isolates each kernel): raised where that changes what a build computes. A toolchain's
@@ -187,21 +189,8 @@ def _wrapper(where: str) -> str:
     nvcc: toolkits and packages ship it as a wrapper script that only finds the real one
     (its version line is the build's), and a bundle built by one must serve where the
     toolkit's own runs."""
-    import hashlib
-
-    try:
-        with open(where, "rb") as script:
-            if script.read(2) != b"#!":
-                return ""
-            text = script.read(MAX_WRAPPER)
-    except OSError:
-        return ""
-    digest = hashlib.sha256(text)
-    named = {b"".join(n).decode() for n in _NAMED.findall(text)}
-    values = config.named_variables(sorted(named - _UNBUILT))  # one unset adds nothing
-    for name, value in values.items():
-        digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
-    return f"{WRAPPER_MARK}{digest.hexdigest()[:16]})"
+    digest = script_digest(where)
+    return f"{WRAPPER_MARK}{digest})" if digest else ""
 
 
 def script_words(path: str) -> list[str]:
@@ -233,20 +222,6 @@ def _script(path: str, search: str) -> tuple[str, tuple[str, ...]]:
 
 
 _WORDS = Pattern(r"[^\s'\"]+")  # a script's words, as its quotes would split them, near enough
-
-
-# A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
-# `environ.get("NAME")`, `getenv("NAME")`.
-_NAMED = Pattern(
-    rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
-    rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']"
-)
-# Variables a wrapper may name that build no other kernel: where the compiler it runs is
-# found (the version line it prints, read in each process, says which), the user, the locale.
-_UNBUILT = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "LANG", "LC_ALL",
-     "LC_MESSAGES", "TERM", "HOSTNAME"}
-)  # fmt: skip
 
 
 def _as_binary(version: str, where: str) -> str:

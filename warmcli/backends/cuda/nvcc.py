@@ -54,6 +54,7 @@ from warmcli.backends.toolchain import (
 )
 from warmcli.errors import ArchError, CubinError
 from warmcli.forking import scratch_folder
+from warmcli.wrapper_script import host_compiler_script
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -63,31 +64,11 @@ _VIRTUAL = re.compile(r"compute_([1-9][0-9]{1,2})([af]?)")
 _SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
 _RESERVED = (
-    "-arch",
-    "--gpu-architecture",
-    "-code",
-    "--gpu-code",
-    "-gencode",
-    "--generate-code",
-    "-o",
-    "--output-file",
-    "-cubin",
-    "--cubin",
-    "-ptx",
-    "--ptx",
-    "-fatbin",
-    "--fatbin",
-    "-c",
-    "--compile",
-    "-E",
-    "--preprocess",
-    "-M",
-    "-lib",
-    "--lib",
-    "-odir",
-    "-keep-dir",
+    "-arch", "--gpu-architecture", "-code", "--gpu-code", "-gencode", "--generate-code",
+    "-o", "--output-file", "-cubin", "--cubin", "-ptx", "--ptx", "-fatbin", "--fatbin",
+    "-c", "--compile", "-E", "--preprocess", "-M", "-lib", "--lib", "-odir", "-keep-dir",
     "--keep-dir",
-)
+)  # fmt: skip
 # Options that read more options from a file, which no key covers: refused.
 _OPTIONS_FILES = ("-optf", "--options-file")
 
@@ -334,13 +315,17 @@ class NvccCompiler:
     @property
     def toolchain(self) -> Toolchain:
         """nvcc and its version, and what it reads from the environment (options, its host
-        compiler) where set (`config.nvcc_flags`; a long one by its digest): they change what it
-        builds, so they key."""
+        compiler, a script's digest after it) where set (`config.nvcc_flags`; a long one by its
+        digest): they change what it builds, so they key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
         if not flags:
             return found
-        added = "".join(f"; {name}={environment_named(v)}" for name, v in flags.items())
+        added = "".join(
+            f"; {name}={environment_named(v)}"
+            + (host_compiler_script(v)[len(v) :] if name == "NVCC_CCBIN" else "")  # a script's
+            for name, v in flags.items()
+        )
         return Toolchain(name=found.name, path=found.path, version=found.version + added)
 
     def check_arch(self, arch: str) -> int:

@@ -1,0 +1,125 @@
+"""nvcc's host compiler (`-ccbin`, `--compiler-bindir`, `NVCC_CCBIN`) where it is a script.
+
+nvcc preprocesses device code with its host compiler, so a wrapper script there that adds
+`-DSCALE=3.0f` builds another cubin once edited to `4.0f`; the key held only its path, and
+`warm verify` called the old bundle complete. Its digest is keyed now, as a `WARM_CC`
+wrapper script's is; a folder or a binary is keyed by its path, as before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Warm, nvcc_or_skip
+
+from warmcli import Kernel
+from warmcli.wrapper_script import SCRIPT_MARK, keyed_host_compiler
+
+WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "cuda"
+K = Kernel(
+    '#ifndef SCALE\\n#define SCALE 1.0f\\n#endif\\n'
+    'extern "C" __global__ void f(float *o, int n) '
+    '{ int i = threadIdx.x; if (i < n) o[i] = i * SCALE; }',
+    "f", "Pi", language="cuda", options=OPTIONS,
+)
+
+def workload(rt):
+    b = rt.buffer(4, "float32")
+    rt.launch(K, b, 4, grid=(1,), block=(4,))
+"""
+ARGS = ("--arch", "sm_90", "--compiler", "nvcc")
+
+
+def _wrapper(folder: Path, scale: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    script = folder / "gcc"
+    script.write_text(f'#!/bin/sh\nexec gcc -DSCALE={scale} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def _keys(bundle: Path) -> set[str]:
+    with sqlite3.connect(bundle) as db:
+        return {key for (key,) in db.execute("select key from kernels")}
+
+
+@pytest.mark.parametrize("spelling", ["-ccbin|{w}", "--compiler-bindir={w}"])
+def test_an_edited_host_compiler_script_is_a_miss_an_unchanged_one_a_hit(
+    warm: Warm, tmp_path: Path, spelling: str
+) -> None:
+    """The review's stale hit: the wrapper edited from 3.0f to 4.0f is a miss (`options`,
+    naming the script's digest); unchanged, a second run compiles nothing."""
+    nvcc_or_skip()
+    script = _wrapper(tmp_path / "wrap", "3.0f")
+    options = tuple(spelling.format(w=script).split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    bundle = tmp_path / "b.warm"
+    first = warm("run", workload, "-b", bundle, *ARGS, "-q")
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = warm("run", workload, "-b", bundle, *ARGS, "-q")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "stored 0 new kernel(s)" in again.stdout, again.stdout
+    _wrapper(tmp_path / "wrap", "4.0f")
+    verify = warm("verify", bundle, "--workload", workload, *ARGS)
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    out = verify.stdout + verify.stderr
+    assert "not in the bundle" in out and "miss: kernel f: options:" in out, out
+    assert "wrapper script sha256:" in out and "Traceback" not in out, out
+
+
+def test_an_nvcc_ccbin_script_is_keyed_by_its_digest(warm: Warm, tmp_path: Path) -> None:
+    """`NVCC_CCBIN=wrap/gcc`: its digest is in nvcc's identity, so an edit is a `toolchain`
+    miss; unchanged, the bundle is complete."""
+    nvcc_or_skip()
+    script = _wrapper(tmp_path / "wrap", "3.0f")
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
+    bundle = tmp_path / "b.warm"
+    env = Warm({**warm.env, "NVCC_CCBIN": str(script)})
+    first = env("run", workload, "-b", bundle, *ARGS, "-q")
+    assert first.returncode == 0, first.stdout + first.stderr
+    same = env("verify", bundle, "--workload", workload, *ARGS)
+    assert same.returncode == 0, same.stdout + same.stderr
+    _wrapper(tmp_path / "wrap", "4.0f")
+    edited = env("verify", bundle, "--workload", workload, *ARGS)
+    assert edited.returncode == 1, edited.stdout + edited.stderr
+    assert "miss: kernel f: toolchain" in edited.stdout + edited.stderr, edited.stdout
+
+
+def test_a_folder_or_binary_host_compiler_keys_by_its_path(tmp_path: Path) -> None:
+    """Every spelling names a script by its digest; a folder, a binary and no file keep
+    their path text, as before."""
+    script = _wrapper(tmp_path / "wrap", "3.0f")
+    binary = tmp_path / "bin-gcc"
+    binary.write_bytes(b"\x7fELF....")
+    for given, keyed in [
+        (["-ccbin", str(script)], 1),
+        ([f"-ccbin={script}"], 0),
+        (["--compiler-bindir", str(script)], 1),
+        ([f"--compiler-bindir={script}"], 0),
+    ]:
+        assert SCRIPT_MARK in keyed_host_compiler(["-O3", *given])[1 + keyed], given
+    for path in (tmp_path / "wrap", binary, tmp_path / "none"):
+        options = ("-ccbin", str(path), f"--compiler-bindir={path}")
+        assert keyed_host_compiler(options) == options
+
+
+def test_a_kernel_without_ccbin_keeps_its_key() -> None:
+    """A CUDA kernel naming no host compiler hashes as it did before (the digest a bundle
+    made before this change holds), so no bundle misses for it."""
+    kernel = Kernel(
+        "#ifndef SCALE\n#define SCALE 1.0f\n#endif\n"
+        'extern "C" __global__ void f(float *o, int n) '
+        "{ int i = threadIdx.x; if (i < n) o[i] = i * SCALE; }",
+        "f",
+        "Pi",
+        language="cuda",
+        options=("-O3",),
+    )
+    assert kernel.content_hash == "9753b1173600101d79214891980abfa3508d801743691f9e096cd5555dd85d53"

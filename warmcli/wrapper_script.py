@@ -1,0 +1,83 @@
+"""A compiler that is a script (a wrapper, which may add flags): the digest that keys it.
+
+`script_digest` reads a file that starts with `#!` (its first `MAX_WRAPPER` bytes) and
+digests its text with the values of the environment variables it names (`exec gcc $CFLAGS
+"$@"`, a Python one's `os.environ["CFLAGS"]`; but `UNBUILT`), so an edit, or another value
+there, keys another kernel; a binary, a folder or no file is "". A C compiler's identity
+holds it (`warmcli.backends.toolchain`), and so does nvcc's host compiler where it is a
+script (`-ccbin`, `--compiler-bindir`, `NVCC_CCBIN`: `keyed_host_compiler` puts it beside the
+path in the key's options). It holds no state, never writes and never raises for a file
+it cannot read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Sequence
+
+from warmcli import config
+from warmcli.printable import Pattern
+
+MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
+SCRIPT_MARK = " <wrapper script sha256:"  # after a host compiler's path in keyed options
+# A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
+# `environ.get("NAME")`, `getenv("NAME")`.
+NAMED = Pattern(
+    rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
+    rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']"
+)
+# Variables a wrapper may name that build no other kernel: where the compiler it runs is
+# found (the version line it prints, read in each process, says which), the user, the locale.
+UNBUILT = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "LANG", "LC_ALL",
+     "LC_MESSAGES", "TERM", "HOSTNAME"}
+)  # fmt: skip
+# nvcc's host compiler: next option or after `=`.
+HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
+
+
+def script_digest(where: str) -> str:
+    """The first 16 hex digits of the digest of the script `where` (its text and the values
+    of the variables it names), "" where it is no script (no `#!`) or cannot be read."""
+    try:
+        with open(where, "rb") as script:
+            if script.read(2) != b"#!":
+                return ""
+            text = script.read(MAX_WRAPPER)
+    except OSError:
+        return ""
+    digest = hashlib.sha256(text)
+    named = {b"".join(n).decode() for n in NAMED.findall(text)}
+    values = config.named_variables(sorted(named - UNBUILT))  # one unset adds nothing
+    for name, value in values.items():
+        digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
+    return digest.hexdigest()[:16]
+
+
+def host_compiler_script(path: str) -> str:
+    """`path` (nvcc's `-ccbin`: a file, or a name on PATH) with `SCRIPT_MARK` and its digest
+    after it where it is a script; as it is where it is a folder, a binary or nothing."""
+    where = path if os.sep in path else (shutil.which(path) or path)
+    digest = script_digest(where) if os.path.isfile(where) else ""
+    return f"{path}{SCRIPT_MARK}{digest}>" if digest else path
+
+
+def names_host_compiler(options: Sequence[str]) -> bool:
+    """Whether `options` name nvcc's host compiler (`-ccbin`, `--compiler-bindir`)."""
+    return any(o.split("=", 1)[0] in HOST_COMPILER_FLAGS for o in options)
+
+
+def keyed_host_compiler(options: Sequence[str]) -> tuple[str, ...]:
+    """`options` with the host compiler they give nvcc (`-ccbin PATH`, `-ccbin=PATH`,
+    `--compiler-bindir PATH`, `--compiler-bindir=PATH`) followed by its script's digest
+    where it is a script (`host_compiler_script`): an edit there is another kernel."""
+    keyed = list(options)
+    for at, (before, option) in enumerate(zip(("", *options), options, strict=False)):
+        name, joined, value = option.partition("=")
+        if before in HOST_COMPILER_FLAGS:
+            keyed[at] = host_compiler_script(option)
+        elif name in HOST_COMPILER_FLAGS and joined and value:
+            keyed[at] = f"{name}={host_compiler_script(value)}"
+    return tuple(keyed)
