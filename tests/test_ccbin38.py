@@ -123,3 +123,43 @@ def test_a_kernel_without_ccbin_keeps_its_key() -> None:
         options=("-O3",),
     )
     assert kernel.content_hash == "9753b1173600101d79214891980abfa3508d801743691f9e096cd5555dd85d53"
+
+
+SHARED = """
+from warmcli import Kernel
+
+DEVICE = "cuda"
+SRC = ('#ifndef SCALE\\n#define SCALE 1.0f\\n#endif\\n'
+    'extern "C" __global__ void f(float *o, int n) '
+    '{ int i = threadIdx.x; if (i < n) o[i] = i * SCALE; }')
+OPT = OPTIONS
+A = Kernel(SRC, "f", "Pi", language="cuda", options=OPT, defines={"SCALE": "5.0f"})
+B = Kernel(SRC.replace(" f(", " g("), "g", "Pi", language="cuda", options=OPT)
+
+def workload(rt):
+    b = rt.buffer(4, "float32")
+    rt.launch(A, b, 4, grid=(1,), block=(4,))
+    rt.launch(B, b, 4, grid=(1,), block=(4,))
+"""
+
+
+@pytest.mark.parametrize("given", ["option", "NVCC_CCBIN"])
+def test_a_macro_a_host_compiler_script_adds_is_not_undone_by_a_neighbour(
+    warm: Warm, tmp_path: Path, given: str
+) -> None:
+    """The wrapper adds `-DSCALE=3.0f`; kernel f defines SCALE itself and its section undoes
+    it, so g after f in one unit computed `i * 1.0f` (alone, as a cold start builds it:
+    `i * 3.0f`). As with `WARM_CC`'s words, f is compiled alone: g's PTX multiplies by 3."""
+    nvcc_or_skip()
+    script = _wrapper(tmp_path / "wrap", "3.0f")
+    options = ("-ccbin", str(script)) if given == "option" else ()
+    workload = tmp_path / "w.py"
+    workload.write_text(SHARED.replace("OPTIONS", repr(options)))
+    bundle = tmp_path / "b.warm"
+    env = Warm({**warm.env, **({"NVCC_CCBIN": str(script)} if given != "option" else {})})
+    run = env("run", workload, "-b", bundle, *ARGS, "-q", "-j", "1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    with sqlite3.connect(bundle) as db:
+        ptx = [bytes(d) for (d,) in db.execute("select data from blobs") if bytes(d)[:2] == b"//"]
+    (of_g,) = [p for p in ptx if b"_g(" in p]
+    assert b"0f40400000" in of_g, of_g.decode(errors="replace")  # 3.0f

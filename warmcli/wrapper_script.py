@@ -6,8 +6,9 @@ digests its text with the values of the environment variables it names (`exec gc
 there, keys another kernel; a binary, a folder or no file is "". A C compiler's identity
 holds it (`warmcli.backends.toolchain`), and so does nvcc's host compiler where it is a
 script (`-ccbin`, `--compiler-bindir`, `NVCC_CCBIN`: `keyed_host_compiler` puts it beside the
-path in the key's options). It holds no state, never writes and never raises for a file
-it cannot read.
+path in the key's options; `host_compilers` names them for `warmcli.backends.sharing`, which
+reads their words as a `WARM_CC` script's). It holds no state, never writes and never raises
+for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def host_compiler_script(path: str) -> str:
     where = path if os.sep in path else (shutil.which(path) or path)
     digest = script_digest(where) if os.path.isfile(where) else ""
     return f"{path}{SCRIPT_MARK}{digest}>" if digest else path
+
+
+def host_compilers(options: Sequence[str]) -> list[str]:
+    """The host compilers `options` give nvcc (`-ccbin PATH`, `--compiler-bindir=PATH`)."""
+    return [
+        option if before in HOST_COMPILER_FLAGS else option.partition("=")[2]
+        for before, option in zip(("", *options), options, strict=False)
+        if before in HOST_COMPILER_FLAGS or option.partition("=")[0] in HOST_COMPILER_FLAGS
+    ]
 
 
 def names_host_compiler(options: Sequence[str]) -> bool:

@@ -40,7 +40,8 @@ comment, a paste (`##`) where a piece of `_Pragma`, `__func__` or (C) `section` 
 tokens (its source's, defines', options') could spell such a word in any number of pieces
 (`CAT3(_, Prag, ma)`: `_pastes_a_word`); and (CUDA)
 options that read a header before the source (`-include cfg.h`: it may define any name)
-or set a macro (`-DSCALE=2`, in nvcc's environment flags too) that the kernel's section
+or set a macro (`-DSCALE=2`, in nvcc's environment flags too, or its host compiler's where
+that is a wrapper script: `-ccbin`, `NVCC_CCBIN`) that the kernel's section
 defines and then undoes (a define, a macro of its source, its entry): the option's macro
 would be gone after it (a C section puts back what it undoes, `#pragma pop_macro`); and (C)
 options that read a header before the source (its file-scope `static int counter;` would be
@@ -78,6 +79,7 @@ from warmcli.backends.toolchain import script_words
 from warmcli.headers import pre_included
 from warmcli.kernel import Kernel
 from warmcli.printable import Pattern
+from warmcli.wrapper_script import host_compilers
 
 # Directives that leave nothing behind for the next kernel, given its macros are undone.
 _ALLOWED = frozenset(
@@ -229,13 +231,17 @@ def _options_kept_apart(kernel: Kernel) -> bool:
     read before the source (`-include cfg.h`) may define any name, so such a kernel is
     compiled alone, in C too (a `static int counter;` there would be one object for every
     kernel of the unit). Its options include those nvcc takes from the environment
-    (`NVCC_APPEND_FLAGS=-DSCALE=2`). A C kernel's section puts back what it undoes
+    (`NVCC_APPEND_FLAGS=-DSCALE=2`) and its host compiler's where that is a wrapper script
+    (`-ccbin`, `NVCC_CCBIN`: `script_words`). A C kernel's section puts back what it undoes
     (`#pragma pop_macro`, which NVRTC does not know): it shares."""
     if kernel.language != "cuda":
         return not pre_included(preprocessor_options(_c_options(kernel)))
     given = list(kernel.options)
-    for flags in config.nvcc_flags().values():  # (`NVCC_CCBIN`'s a path: no option)
+    environment = config.nvcc_flags()
+    for flags in environment.values():  # (`NVCC_CCBIN`'s a path: no option)
         given += flags.split()
+    for path in [*host_compilers(kernel.options), environment.get("NVCC_CCBIN", "")]:
+        given += script_words(path) if path else []  # a wrapper's `-DSCALE=3`: as WARM_CC's
     if not given:
         return True
     options = preprocessor_options(given)
