@@ -8,7 +8,8 @@ the last good copy stands in), to serve: read-only even in a process that writes
 a new one over it) would take the new file's crash journal for its own, play it into the
 old file and remove it; a bundle not there yet is made. `write_back_into` is where a
 write-back goes at exit: the file the path names then, opened to write (migrating an older
-format, said in one line to the logger it is handed); `needs_writer`
+format, said in one line to the logger it is handed; a tune row a signature lists is
+kept there as it was, never replaced by an unsigned one); `needs_writer`
 says whether one is opened (never to migrate an older format, nor to make a bundle where
 the path names none now, only to move last-used times), `signed` whether a bundle holds
 signatures. `check_types` refuses `use_bundle` arguments of the wrong type (and reads
@@ -132,8 +133,10 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
     """Where a write-back goes: the bundle served, when it was made writable (new), else
     the file its path names now, opened to write: one of an older format is migrated then,
     and `say` (a logger's `warning`) is told so in one line (a warm that reads only that
-    format cannot read it now)."""
+    format cannot read it now). Either keeps the tune rows a signature lists as they were
+    (`Bundle.keeps_signed`): what a write-back adds is unsigned, and it unsigns nothing."""
     if served.writable:
+        served.keeps_signed = True
         return served
     from warmcli.bundle.file import FORMAT_VERSION, check_header
 
@@ -142,6 +145,7 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
     except (OSError, BundleError):  # gone, or no bundle now: the open below says why
         before = FORMAT_VERSION
     writer = Bundle.open(served.fspath, write=True)
+    writer.keeps_signed = True  # a signed tune row stays as it was (the README's promise)
     if say is not None and before != FORMAT_VERSION == writer.format_version():
         say(
             "warm: writing back into %s migrated it from format %d to %d: a warm that reads "
