@@ -6,10 +6,18 @@ wrapper script around it: another machine's compiler), real SQLite files.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from conftest import EXAMPLES, Warm
+import pytest
+from conftest import EXAMPLES, ROOT, Warm
+from test_fleet36 import S3Like, _handler
 
 SERVE = f"""
 import hashlib, json, sys
@@ -72,3 +80,65 @@ def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(
     again = newer.production(SERVE, bundle=bundle)
     assert again["h"] == cold["h"] and again["kernels"] == 0
     shutil.rmtree(tmp_path / "cold")
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[S3Like, str]]:
+    """The local object store (`test_fleet36`'s, answering as S3 does) and its URL."""
+    held = S3Like()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(held))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield held, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _serve(machine: Warm, url: str) -> tuple[dict[str, object], str]:
+    """A strict production process serving `url`: what it computed, and its stderr."""
+    env = dict(machine.env, WARM_BUNDLE=url, WARM_STRICT="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_copy_served(
+    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+) -> None:
+    """Another team pushes an unsigned bundle over the fleet's (or one signed only by a key
+    since rotated out): a machine holding a good copy downloaded it, published it over
+    that copy, and was then refused (`SignatureError`: production failed to start, `warm
+    check` exit 2, naming the local copy, not the URL), though README says a store that
+    sends no sound bundle leaves the last good copy served with one warning. Under trusted
+    keys the download is refused as such; `warm pull` pulls nothing (exit 2)."""
+    held, base = store
+    old, new = tmp_path / "old.key", tmp_path / "new.key"
+    assert warm("keygen", old).returncode == 0 and warm("keygen", new).returncode == 0
+    bundle = tmp_path / "fleet.warm"
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", new, "-q")
+    assert done.returncode == 0, done.stderr
+    unsigned, old_only = tmp_path / "other.warm", tmp_path / "old-only.warm"
+    assert warm("merge", bundle, "-o", unsigned).returncode == 0
+    shutil.copy(unsigned, old_only)
+    assert warm("sign", old_only, "--key", old).returncode == 0
+    url = f"{base}/fleet.warm"
+    assert warm("push", bundle, url).returncode == 0
+    machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{new}.pub")
+    served, said = _serve(machine, url)
+    assert served["kernels"] == served["tunes"] == 0 and not said
+    for planted, why in ((unsigned, "unsigned"), (old_only, "signed only by untrusted")):
+        held.files["/fleet.warm"] = planted.read_bytes()
+        again, said = _serve(machine, url)
+        assert again == served
+        assert f"{url}: download refused: bundle refused: {why}" in said
+        assert "using the last good copy" in said
+        check = machine("check", url)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert check.stderr.count("\n") == 1 and "using the last good copy" in check.stderr
+        pulled = machine("pull", url, tmp_path / "pulled.warm")
+        assert pulled.returncode == 2 and pulled.stderr.count("\n") == 1, pulled.stderr
+        assert f"{why}" in pulled.stderr and "nothing pulled" in pulled.stderr
+        assert not (tmp_path / "pulled.warm").exists()
+    held.files["/fleet.warm"] = bundle.read_bytes()  # the fleet's again: served, no warning
+    assert _serve(machine, url) == (served, "")

@@ -109,7 +109,7 @@ def open_served(
 
     if is_url(location) and write:
         raise BundleError(f"{location}: a bundle named by URL is served read-only")
-    path, warning = local_bundle(location)
+    path, warning = local_bundle(location, keys)  # one they refuse: the last good copy
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
     return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)

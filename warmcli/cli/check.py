@@ -60,13 +60,14 @@ def check(
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if driver and not arch:
         fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")
-    path = readable_bundle(bundle)
+    from warmcli.bundle.served import trusted  # as production opens it (WARM_TRUSTED_KEYS)
+
+    keys = guarded(lambda: trusted(None))
+    path = readable_bundle(bundle, keys)  # a download they refuse: the last good copy
     name = shown_name(bundle, path)
 
     def action() -> CheckReport:
-        from warmcli.bundle.served import trusted  # as production opens it (WARM_TRUSTED_KEYS)
-
-        with Bundle.open(path, trusted_keys=trusted(None)) as opened:
+        with Bundle.open(path, trusted_keys=keys) as opened:
             devices = machine_devices(device, arch, nvcc, compiler)
             try:
                 return check_servable(opened, devices, driver)
