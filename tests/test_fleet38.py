@@ -142,3 +142,23 @@ def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_c
         assert not (tmp_path / "pulled.warm").exists()
     held.files["/fleet.warm"] = bundle.read_bytes()  # the fleet's again: served, no warning
     assert _serve(machine, url) == (served, "")
+
+
+def test_a_run_into_a_new_bundle_under_trusted_keys_without_a_key_is_refused_before_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A CI job whose environment trusts the release key (`WARM_TRUSTED_KEYS`) and forgets
+    `--key`: `warm run` into a new bundle compiled and measured everything, stored it,
+    then its verify pass refused what it had just stored (exit 2, `bundle refused:
+    unsigned`), naming no fix. As with a `--key` no trusted key matches, it is refused
+    before the run, in one line naming `--key`."""
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    ci = _machine(warm, tmp_path / "ci", WARM_TRUSTED_KEYS=f"{key}.pub")
+    bundle = tmp_path / "new.warm"
+    done = ci("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--key" in done.stderr and "WARM_TRUSTED_KEYS" in done.stderr
+    assert not bundle.exists()
+    signed = ci("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", key, "-q")
+    assert signed.returncode == 0, signed.stderr
