@@ -162,3 +162,29 @@ def test_a_run_into_a_new_bundle_under_trusted_keys_without_a_key_is_refused_bef
     assert not bundle.exists()
     signed = ci("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", key, "-q")
     assert signed.returncode == 0, signed.stderr
+
+
+def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
+    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+) -> None:
+    """A first start on a machine whose store holds an unsigned bundle: `warm check URL`
+    and production were refused in one line naming `WARM_HOME/remote/<hash>/bundle.warm`,
+    a file the operator never named and no script can map back to the URL."""
+    held, base = store
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    unsigned = tmp_path / "other.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", unsigned, "-q").returncode == 0
+    held.files["/other.warm"] = unsigned.read_bytes()
+    url = f"{base}/other.warm"
+    machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{key}.pub")
+    check = machine("check", url)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert check.stderr == f"warm: error: {url}: bundle refused: unsigned, and " + (
+        "WARM_TRUSTED_KEYS asks for a signature by a trusted key\n"
+    )
+    env = dict(machine.env, WARM_BUNDLE=url)
+    code = "import warmcli\ntry:\n    warmcli.runtime('host')\n"
+    code += "except warmcli.SignatureError as e:\n    print(e)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.stdout.startswith(f"{url}: bundle refused: unsigned"), proc.stdout + proc.stderr
