@@ -148,7 +148,8 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             meta = {}
         # A download this warm refused, by its ETag: the store is asked whether it still
         # holds that one (then said again, not downloaded again at every process start).
-        reader = _READER + (f" keys {_keys_id(keys)}" if keys is not None else "")
+        named = hashlib.sha256(b"".join(sorted(keys or ()))).hexdigest()[:16]  # what keys
+        reader = _READER + (f" keys {named}" if keys is not None else "")
         refused = meta.get("refused") if meta.get("refused_by") == reader else None
         try:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
@@ -186,10 +187,6 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         return Fetched(local, True)
     finally:
         lock.release()
-
-
-def _keys_id(keys: Sequence[bytes]) -> str:
-    return hashlib.sha256(b"".join(sorted(keys))).hexdigest()[:16]
 
 
 def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:

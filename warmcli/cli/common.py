@@ -227,8 +227,7 @@ def new_file_path(named: str | Path) -> Path:
 def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
-    imported only then; under trusted `keys`, one they did not sign is refused where a last
-    good copy stands in) and a fall-back to its last good copy is one warning line."""
+    imported only then) and a fall-back to its last good copy (one `keys` refused) warns."""
     location = _named(given) or str(default_bundle())
     if not is_url(location):
         return Path(location)
