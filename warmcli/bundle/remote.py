@@ -16,6 +16,8 @@ size or modification time is not what was remembered when it was published (repl
 short, written to) is downloaded afresh, not asked about by its ETag. When the store
 cannot be reached, sends something that is no bundle, or passes a bound, the last good
 copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
+Under trusted keys (`keys`), so is one they did not sign, where a last good copy stands in
+(with none, it is published, and opening it refuses it as any bundle).
 A download refused for what it holds (a newer warm's format) is remembered by its ETag and
 this warm's version: the next fetch asks whether the store still holds it (then says so
 again), never downloading it again at each process start.
@@ -57,6 +59,8 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -110,8 +114,9 @@ def cache_dir(url: str) -> Path:
     return warm_home() / "remote" / hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
 
 
-def fetch(url: str) -> Fetched:
-    """The local copy of the bundle at `url`, downloaded only if it changed."""
+def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
+    """The local copy of the bundle at `url`, downloaded only if it changed. Under trusted
+    `keys`, a download they did not sign is refused where a last good copy stands in."""
     from filelock import FileLock, Timeout  # on first use: a bundle named by path never locks
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
@@ -143,7 +148,9 @@ def fetch(url: str) -> Fetched:
             meta = {}
         # A download this warm refused, by its ETag: the store is asked whether it still
         # holds that one (then said again, not downloaded again at every process start).
-        refused = meta.get("refused") if meta.get("refused_by") == _READER else None
+        named = hashlib.sha256(b"".join(sorted(keys or ()))).hexdigest()[:16]  # what keys
+        reader = _READER + (f" keys {named}" if keys is not None else "")
+        refused = meta.get("refused") if meta.get("refused_by") == reader else None
         try:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
         except RemoteError as exc:
@@ -156,7 +163,7 @@ def fetch(url: str) -> Fetched:
             return Fetched(local, False, warning, why)
         tmp, etag, digest = got
         try:
-            problem = not_a_bundle(tmp)
+            problem = not_a_bundle(tmp) or (_untrusted(tmp, keys) if have else None)
             if problem:  # said of the URL: the temporary file it names is removed
                 problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
@@ -164,7 +171,7 @@ def fetch(url: str) -> Fetched:
                     raise RemoteError(reason)
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
-                    memo["refused_by"] = _READER  # an upgraded warm may read it
+                    memo["refused_by"] = reader  # an upgraded warm (other keys) may read it
                     write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
@@ -180,6 +187,18 @@ def fetch(url: str) -> Fetched:
         return Fetched(local, True)
     finally:
         lock.release()
+
+
+def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
+    """Why trusted `keys` refuse the bundle at `path` (None where none are named)."""
+    from warmcli.bundle.store import Bundle
+    from warmcli.errors import SignatureError
+
+    try:
+        with Bundle.open(str(path), trusted_keys=keys) if keys is not None else nullcontext():
+            return None
+    except SignatureError as exc:
+        return str(exc)
 
 
 def push(bundle: Path, url: str) -> tuple[str, bool]:
@@ -207,11 +226,14 @@ def push(bundle: Path, url: str) -> tuple[str, bool]:
         raise PushInterrupted() from None
 
 
-def local_bundle(location: str | os.PathLike[str]) -> tuple[Path, str | None]:
-    """A bundle path, or a URL's local copy (fetched); and the fetch's warning, if any."""
+def local_bundle(
+    location: str | os.PathLike[str], keys: Sequence[bytes] | None = None
+) -> tuple[Path, str | None]:
+    """A bundle path, or a URL's local copy (fetched, under trusted `keys` if given); and
+    the fetch's warning, if any."""
     if not is_url(location):
         return Path(location), None
-    got = fetch(str(location))
+    got = fetch(str(location), keys)
     return got.path, got.warning
 
 

@@ -1,18 +1,20 @@
 """Opening the bundle a production process serves (`warmcli.production`), and its writer.
 
-`trusted` reads the trusted keys (`WARM_TRUSTED_KEYS` unless given), importing the
-signing layer only when keys are named. `open_served` opens a path, or a URL's local copy
+`trusted` reads the trusted keys (`WARM_TRUSTED_KEYS` unless given), importing the signing
+layer only when keys are named. `open_served` opens a path, or a URL's local copy
 (`warmcli.bundle.remote`: read-only, it is the store's, with one `RemoteBundleWarning` when
 the last good copy stands in), to serve: read-only even in a process that writes back
 (`serving`), since a connection that wrote through a file since replaced (a merge publishes
-a new one over it) would take the new file's crash journal for its own, play it into the
-old file and remove it; a bundle not there yet is made. `write_back_into` is where a
-write-back goes at exit: the file the path names then, opened to write (migrating an older
-format, said in one line to the logger it is handed); `needs_writer`
-says whether one is opened (never to migrate an older format, nor to make a bundle where
-the path names none now, only to move last-used times), `signed` whether a bundle holds
-signatures. `check_types` refuses `use_bundle` arguments of the wrong type (and reads
-`WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never prints.
+a new one over it) would take the new file's crash journal for its own, play it into the old
+file and remove it; a bundle not there yet is made. `write_back_into` is where a write-back
+goes at exit: the file the path names then, opened to write (migrating an older format, said
+in one line to the logger it is handed; a tune row a signature lists is kept there as it
+was, never replaced by an unsigned one); `needs_writer` says whether one is opened (never to
+migrate an older format, nor to make a bundle where the path names none now, only to move
+last-used times), `signed` whether a bundle holds signatures, `renamed` an error about a
+URL's local copy said of the URL. `check_types` refuses `use_bundle` arguments of the wrong
+type (and reads `WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never
+prints.
 """
 
 from __future__ import annotations
@@ -108,10 +110,20 @@ def open_served(
 
     if is_url(location) and write:
         raise BundleError(f"{location}: a bundle named by URL is served read-only")
-    path, warning = local_bundle(location)
+    path, warning = local_bundle(location, keys)  # one they refuse: the last good copy
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
-    return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)
+    try:
+        return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)
+    except BundleError as exc:  # said of the URL, never of its local copy
+        raise renamed(exc, os.path.abspath(path), location) from None
+
+
+def renamed(exc: BundleError, path: str | os.PathLike[str], name: str) -> BundleError:
+    """`exc`, said of the bundle at `path`, said of `name` instead (a URL, not its local
+    copy in WARM_HOME, which no script can map back); `exc` itself where it names another."""
+    text, said = str(exc), f"{os.fspath(path)}: "
+    return type(exc)(name + ": " + text.removeprefix(said)) if text.startswith(said) else exc
 
 
 def needs_writer(served: Bundle, news: bool) -> bool:
@@ -132,8 +144,10 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
     """Where a write-back goes: the bundle served, when it was made writable (new), else
     the file its path names now, opened to write: one of an older format is migrated then,
     and `say` (a logger's `warning`) is told so in one line (a warm that reads only that
-    format cannot read it now)."""
+    format cannot read it now). Either keeps the tune rows a signature lists as they were
+    (`Bundle.keeps_signed`): what a write-back adds is unsigned, and it unsigns nothing."""
     if served.writable:
+        served.keeps_signed = True
         return served
     from warmcli.bundle.file import FORMAT_VERSION, check_header
 
@@ -142,6 +156,7 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
     except (OSError, BundleError):  # gone, or no bundle now: the open below says why
         before = FORMAT_VERSION
     writer = Bundle.open(served.fspath, write=True)
+    writer.keeps_signed = True  # a signed tune row stays as it was (the README's promise)
     if say is not None and before != FORMAT_VERSION == writer.format_version():
         say(
             "warm: writing back into %s migrated it from format %d to %d: a warm that reads "

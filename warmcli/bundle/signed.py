@@ -15,14 +15,15 @@ key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_B
 a longer one is read as none, a corrupt signature entry), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
 signature stored in one write transaction; which rows an open `Bundle` serves under
-trusted keys (`_serves`, `refused`: only those its `covered` holds).
+trusted keys (`_serves`, `refused`: only those its `covered` holds); which tunes a
+production write-back writes (`unsigned_rows`: never over a row a signature lists).
 It owns no state beyond the connection `Bundle` holds, and never prints.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from warmcli.errors import BundleError
 
 if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet, StoredSignature
+    from warmcli.records import TuneRecord
 
 SIGNATURES = 64  # a bundle's signatures (one per signer key) read at most: more is refused
 KEY_BYTES = 256  # a public key or signature longer is not read (Ed25519's: 32 and 64 bytes)
@@ -203,6 +205,28 @@ class SignedRows(RowReader):
                 ),
             )
         return signature
+
+    def unsigned_rows(self, tunes: Iterable[TuneRecord]) -> list[TuneRecord]:
+        """Those of `tunes` whose key's stored row no stored signature lists, whoever's key
+        made it (not verified here): a production write-back writes only these, leaving a
+        signed row as it was (`Bundle.keeps_signed`). A row that cannot be hashed is not
+        signed."""
+        from warmcli.bundle.signing import RowSet, row_hash
+        from warmcli.bundle.tune_row import BY_KEY, key_param
+
+        tunes = list(tunes)
+        lists = [s.rows for s in self.signatures(on_error=lambda _key, _why: None)]
+        rows, left = RowSet(lists), []
+        for tune in tunes if lists else ():
+            row = self._one(f"{TUNE_SELECT} WHERE {BY_KEY}", key_param(tune.key))
+            try:
+                values = _within_limits(row)[:TUNE_WIDTH] if row else None
+                signed = values and row_hash("tunes", signed_values(values, self._kernel_key))
+            except (_Malformed, BundleError):  # a row never hashed: not signed
+                signed = None
+            if signed not in rows:
+                left.append(tune)
+        return left if lists else tunes
 
     def holds_entries(self) -> bool:
         row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")

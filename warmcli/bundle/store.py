@@ -9,15 +9,14 @@ Opened with trusted keys, a kernel or tune row no trusted signature covers is no
 read with plain SQL, never unpickled or evaluated (and its binaries are native code); every
 field of every row is checked before it becomes a record, a blob whose size or sha256 does
 not match is never served, and every SQLite failure becomes a one-line `BundleError`.
-Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a
-batch of rows at a time, and `snapshot` reads several things in one read transaction.
-Writers take the file lock and write each batch in one transaction; a writer whose file was
-replaced meanwhile (a merge published over it, holding that lock) writes to the new one, and
-a writer's first write removes what dead writers left beside the file (`create`: any journal
-too). A `Bundle` owns its one SQLite connection (shared by every thread, serialised by its
-lock; a forked child opens its own), the set of rows it wrote and a write to join its next
-(`joining`); it is a `warmcli.runtime.store.Store` by its shape, importing no runtime module.
-"""
+Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a batch
+of rows at a time, and `snapshot` reads several things in one read transaction. Writers take the
+file lock and write each batch in one transaction; a writer whose file was replaced meanwhile (a
+merge published over it, holding that lock) writes to the new one, and a writer's first write
+removes what dead writers left beside the file (`create`: any journal too). A `Bundle` owns its one
+SQLite connection (shared by every thread, serialised by its lock; a forked child opens its own),
+the set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
+(`keeps_signed`); a `warmcli.runtime.store.Store` by shape, importing no runtime module."""
 
 from __future__ import annotations
 
@@ -84,6 +83,7 @@ class Bundle(BundleAdmin):
         self._prefetched = 0  # characters of the kernel rows `kernel_rows` handed out
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
         self.joining: Callable[[sqlite3.Connection], None] | None = None  # the next write's too
+        self.keeps_signed = False  # a production write-back: a signed tune row is kept
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ class Bundle(BundleAdmin):
     ) -> tuple[int, int]:
         """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
         many of each it stored (a kernel row another writer stored alike is kept, in `held`;
-        a tune row one stored alike since this bundle was opened is kept: `write_tune_row`)."""
+        a tune row one stored alike since it was opened, `write_tune_row`; `keeps_signed`)."""
         now, n_kernels, n_tunes = time.time(), 0, 0
         with self.transaction() as conn:
             for identity, kind, data in fingerprints:
@@ -371,7 +371,7 @@ class Bundle(BundleAdmin):
                 [(sha,) for sha in replaced],
             )
             intern = interner(conn, self.path)
-            for tune in tunes:  # one another writer stored alike meanwhile: kept, not counted
+            for tune in self.unsigned_rows(tunes) if self.keeps_signed else tunes:
                 self.written.add(("tunes", tune.key))
                 n_tunes += write_tune_row(conn, tune_values(tune, intern, now), self._opened)
         return n_kernels, n_tunes

@@ -6,7 +6,7 @@ import typer
 
 from warmcli.backends.base import COMPILE_ONLY
 from warmcli.backends.machine import machine_devices
-from warmcli.bundle.store import Bundle
+from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli.app import app
 from warmcli.cli.common import (
     ArchOpt,
@@ -60,13 +60,20 @@ def check(
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if driver and not arch:
         fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")
-    path = readable_bundle(bundle)
+    from warmcli.bundle.served import renamed, trusted  # as production opens it
+
+    keys = guarded(lambda: trusted(None))
+    path = readable_bundle(bundle, keys)  # a download they refuse: the last good copy
     name = shown_name(bundle, path)
 
-    def action() -> CheckReport:
-        from warmcli.bundle.served import trusted  # as production opens it (WARM_TRUSTED_KEYS)
+    def opened_bundle() -> Bundle:
+        try:
+            return Bundle.open(path, trusted_keys=keys)
+        except BundleError as exc:  # a URL's: said of the URL, never of its local copy
+            raise renamed(exc, path, name) from None
 
-        with Bundle.open(path, trusted_keys=trusted(None)) as opened:
+    def action() -> CheckReport:
+        with opened_bundle() as opened:
             devices = machine_devices(device, arch, nvcc, compiler)
             try:
                 return check_servable(opened, devices, driver)

@@ -23,7 +23,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -224,17 +224,17 @@ def new_file_path(named: str | Path) -> Path:
     return given
 
 
-def readable_bundle(given: str | None) -> Path:
+def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
-    imported only then) and a fall-back to its last good copy is one warning line."""
+    imported only then) and a fall-back to its last good copy (one `keys` refused) warns."""
     location = _named(given) or str(default_bundle())
     if not is_url(location):
         return Path(location)
     from warmcli.bundle.remote import local_bundle
 
     guarded(refuse_no_directory)  # its copy is kept in WARM_HOME
-    path, warning = guarded(lambda: local_bundle(location))
+    path, warning = guarded(lambda: local_bundle(location, keys))
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
     return path

@@ -2,7 +2,8 @@
 
 Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; these
 commands name what they did in one line (or one JSON object). `pull` copies only what
-the URL holds now, checked: never the last good copy a reader falls back to; an interrupt
+the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is refused
+where a last good copy stands in): never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
 and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
 store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130.
@@ -100,7 +101,10 @@ def pull(
         fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")
     if target.is_dir():  # nor a folder: the file in it is named, never guessed
         fail(f"{target}: a folder, not a bundle file: name the file to write in it")
-    got = guarded(lambda: fetch(url))
+    from warmcli.bundle.served import trusted  # a download they refuse keeps the last good
+
+    keys = guarded(lambda: trusted(None))
+    got = guarded(lambda: fetch(url, keys))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
     done: PullInterrupted | None = None

@@ -154,7 +154,8 @@ def run(
     pass checks that part under CompileOnly.
 
     Under WARM_TRUSTED_KEYS an existing bundle must be signed by a trusted key, only
-    the entries such keys signed are used, and --key signs what was stored.
+    the entries such keys signed are used, and --key signs what was stored (a new
+    bundle needs it).
     """
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
@@ -169,6 +170,11 @@ def run(
         fail(  # the verify pass would refuse what it signed, after all the work
             f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
             "signs would be refused here: sign with a trusted key, or trust its .pub"
+        )
+    if trusted is not None and signing_key is None and (not path.exists() or is_empty_file(path)):
+        fail(  # its verify pass would refuse what the run stored, unsigned, after all the work
+            f"{path}: a new bundle under WARM_TRUSTED_KEYS holds only what this run stores, "
+            "which they would refuse unsigned: give --key (a trusted key) to sign it"
         )
 
     def loader() -> Workload:

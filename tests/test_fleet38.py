@@ -1,0 +1,190 @@
+"""A fleet operator sharing one signed bundle, from the README alone (fleet38).
+
+Real parts only: the CLI and production processes in subprocesses, the system cc (and a
+wrapper script around it: another machine's compiler), real SQLite files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, Warm
+from test_fleet36 import S3Like, _handler
+
+SERVE = f"""
+import hashlib, json, sys
+sys.path.insert(0, {str(EXAMPLES)!r})
+import numpy as np
+import warmcli, matmul_host as m
+rt = warmcli.runtime("host")
+rng = np.random.default_rng(0)
+h = hashlib.sha256()
+for M, N, K in m.SHAPES:
+    a = rt.upload(rng.standard_normal((M, K), dtype=np.float32))
+    b = rt.upload(rng.standard_normal((K, N), dtype=np.float32))
+    bias = rt.upload(rng.standard_normal(N, dtype=np.float32))
+    c = rt.buffer((M, N), "float32"); out = rt.buffer(M, "float32")
+    rt.tune(m.MATMUL, a, b, c, M, N, K)
+    rt.launch(m.BIAS_RELU, c, bias, M, N)
+    rt.launch(m.ROW_SUM, c, out, M, N)
+    h.update(np.asarray(rt.read(out)).tobytes())
+r = warmcli.report()
+print(json.dumps({{"h": h.hexdigest(), "kernels": len(r.kernels), "tunes": len(r.tunes)}}))
+"""
+
+
+def _machine(warm: Warm, home: Path, **env: str) -> Warm:
+    return Warm(dict(warm.env, WARM_HOME=str(home), **env))
+
+
+def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """README, Trust: "a production write-back leave[s] the signed rows as they were, but
+    what [it adds] is unsigned". A machine whose C compiler is a wrapper script misses
+    every kernel and re-measures every tune (its picks were measured on another build);
+    writing back replaced the three signed tune rows with unsigned ones, so every other
+    machine of the fleet, under the trusted key, then missed them (`warm check` exit 1,
+    `unsigned`; strict production raised StrictMissError)."""
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    bundle = tmp_path / "fleet.warm"
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", key, "-q")
+    assert done.returncode == 0, done.stderr
+    trusted = {"WARM_TRUSTED_KEYS": f"{key}.pub"}
+    cold = _machine(warm, tmp_path / "cold").production(SERVE, bundle=None)
+    wrapper = tmp_path / "cc-new"
+    wrapper.write_text('#!/bin/sh\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    newer = _machine(
+        warm, tmp_path / "newer", WARM_CC=str(wrapper), WARM_BUNDLE_WRITE="1", **trusted
+    )
+    served = newer.production(SERVE, bundle=bundle)
+    assert served["h"] == cold["h"] and served["kernels"] == 6
+    fleet = _machine(warm, tmp_path / "fleet", **trusted)
+    check = fleet("check", bundle)
+    assert check.returncode == 0, check.stdout + check.stderr
+    strict = Warm(dict(fleet.env, WARM_STRICT="1")).production(SERVE, bundle=bundle)
+    assert strict == {"h": cold["h"], "kernels": 0, "tunes": 0}
+    # what the write-back added is there, unsigned: the newer machine serves it unsigned-free
+    # only once signed again, and a re-sign by the release key keeps both machines served
+    assert warm("sign", bundle, "--key", key).returncode == 0
+    again = newer.production(SERVE, bundle=bundle)
+    assert again["h"] == cold["h"] and again["kernels"] == 0
+    shutil.rmtree(tmp_path / "cold")
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[S3Like, str]]:
+    """The local object store (`test_fleet36`'s, answering as S3 does) and its URL."""
+    held = S3Like()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(held))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield held, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _serve(machine: Warm, url: str) -> tuple[dict[str, object], str]:
+    """A strict production process serving `url`: what it computed, and its stderr."""
+    env = dict(machine.env, WARM_BUNDLE=url, WARM_STRICT="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_copy_served(
+    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+) -> None:
+    """Another team pushes an unsigned bundle over the fleet's (or one signed only by a key
+    since rotated out): a machine holding a good copy downloaded it, published it over
+    that copy, and was then refused (`SignatureError`: production failed to start, `warm
+    check` exit 2, naming the local copy, not the URL), though README says a store that
+    sends no sound bundle leaves the last good copy served with one warning. Under trusted
+    keys the download is refused as such; `warm pull` pulls nothing (exit 2)."""
+    held, base = store
+    old, new = tmp_path / "old.key", tmp_path / "new.key"
+    assert warm("keygen", old).returncode == 0 and warm("keygen", new).returncode == 0
+    bundle = tmp_path / "fleet.warm"
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", new, "-q")
+    assert done.returncode == 0, done.stderr
+    unsigned, old_only = tmp_path / "other.warm", tmp_path / "old-only.warm"
+    assert warm("merge", bundle, "-o", unsigned).returncode == 0
+    shutil.copy(unsigned, old_only)
+    assert warm("sign", old_only, "--key", old).returncode == 0
+    url = f"{base}/fleet.warm"
+    assert warm("push", bundle, url).returncode == 0
+    machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{new}.pub")
+    served, said = _serve(machine, url)
+    assert served["kernels"] == served["tunes"] == 0 and not said
+    for planted, why in ((unsigned, "unsigned"), (old_only, "signed only by untrusted")):
+        held.files["/fleet.warm"] = planted.read_bytes()
+        again, said = _serve(machine, url)
+        assert again == served
+        assert f"{url}: download refused: bundle refused: {why}" in said
+        assert "using the last good copy" in said
+        check = machine("check", url)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert check.stderr.count("\n") == 1 and "using the last good copy" in check.stderr
+        pulled = machine("pull", url, tmp_path / "pulled.warm")
+        assert pulled.returncode == 2 and pulled.stderr.count("\n") == 1, pulled.stderr
+        assert f"{why}" in pulled.stderr and "nothing pulled" in pulled.stderr
+        assert not (tmp_path / "pulled.warm").exists()
+    held.files["/fleet.warm"] = bundle.read_bytes()  # the fleet's again: served, no warning
+    assert _serve(machine, url) == (served, "")
+
+
+def test_a_run_into_a_new_bundle_under_trusted_keys_without_a_key_is_refused_before_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A CI job whose environment trusts the release key (`WARM_TRUSTED_KEYS`) and forgets
+    `--key`: `warm run` into a new bundle compiled and measured everything, stored it,
+    then its verify pass refused what it had just stored (exit 2, `bundle refused:
+    unsigned`), naming no fix. As with a `--key` no trusted key matches, it is refused
+    before the run, in one line naming `--key`."""
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    ci = _machine(warm, tmp_path / "ci", WARM_TRUSTED_KEYS=f"{key}.pub")
+    bundle = tmp_path / "new.warm"
+    done = ci("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--key" in done.stderr and "WARM_TRUSTED_KEYS" in done.stderr
+    assert not bundle.exists()
+    signed = ci("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--key", key, "-q")
+    assert signed.returncode == 0, signed.stderr
+
+
+def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
+    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+) -> None:
+    """A first start on a machine whose store holds an unsigned bundle: `warm check URL`
+    and production were refused in one line naming `WARM_HOME/remote/<hash>/bundle.warm`,
+    a file the operator never named and no script can map back to the URL."""
+    held, base = store
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    unsigned = tmp_path / "other.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", unsigned, "-q").returncode == 0
+    held.files["/other.warm"] = unsigned.read_bytes()
+    url = f"{base}/other.warm"
+    machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{key}.pub")
+    check = machine("check", url)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert check.stderr == f"warm: error: {url}: bundle refused: unsigned, and " + (
+        "WARM_TRUSTED_KEYS asks for a signature by a trusted key\n"
+    )
+    env = dict(machine.env, WARM_BUNDLE=url)
+    code = "import warmcli\ntry:\n    warmcli.runtime('host')\n"
+    code += "except warmcli.SignatureError as e:\n    print(e)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.stdout.startswith(f"{url}: bundle refused: unsigned"), proc.stdout + proc.stderr
