@@ -13,25 +13,11 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from test_keyprop38 import CUDA_WORKLOAD as WORKLOAD
 
 from warmcli import Kernel
 from warmcli.wrapper_script import SCRIPT_MARK, keyed_host_compiler
 
-WORKLOAD = """
-from warmcli import Kernel
-
-DEVICE = "cuda"
-K = Kernel(
-    '#ifndef SCALE\\n#define SCALE 1.0f\\n#endif\\n'
-    'extern "C" __global__ void f(float *o, int n) '
-    '{ int i = threadIdx.x; if (i < n) o[i] = i * SCALE; }',
-    "f", "Pi", language="cuda", options=OPTIONS,
-)
-
-def workload(rt):
-    b = rt.buffer(4, "float32")
-    rt.launch(K, b, 4, grid=(1,), block=(4,))
-"""
 ARGS = ("--arch", "sm_90", "--compiler", "nvcc")
 
 

@@ -10,14 +10,10 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from test_fleet36 import S3Like, _handler
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
 SERVE = f"""
 import hashlib, json, sys
@@ -82,17 +78,6 @@ def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(
     shutil.rmtree(tmp_path / "cold")
 
 
-@pytest.fixture
-def store() -> Iterator[tuple[S3Like, str]]:
-    """The local object store (`test_fleet36`'s, answering as S3 does) and its URL."""
-    held = S3Like()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(held))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield held, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
 def _serve(machine: Warm, url: str) -> tuple[dict[str, object], str]:
     """A strict production process serving `url`: what it computed, and its stderr."""
     env = dict(machine.env, WARM_BUNDLE=url, WARM_STRICT="1")
@@ -104,7 +89,9 @@ def _serve(machine: Warm, url: str) -> tuple[dict[str, object], str]:
 
 
 def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_copy_served(
-    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+    warm: Warm,
+    tmp_path: Path,
+    s3_like: tuple[S3Like, str],  # noqa: F811
 ) -> None:
     """Another team pushes an unsigned bundle over the fleet's (or one signed only by a key
     since rotated out): a machine holding a good copy downloaded it, published it over
@@ -112,7 +99,7 @@ def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_c
     check` exit 2, naming the local copy, not the URL), though README says a store that
     sends no sound bundle leaves the last good copy served with one warning. Under trusted
     keys the download is refused as such; `warm pull` pulls nothing (exit 2)."""
-    held, base = store
+    held, base = s3_like
     old, new = tmp_path / "old.key", tmp_path / "new.key"
     assert warm("keygen", old).returncode == 0 and warm("keygen", new).returncode == 0
     bundle = tmp_path / "fleet.warm"
@@ -165,12 +152,14 @@ def test_a_run_into_a_new_bundle_under_trusted_keys_without_a_key_is_refused_bef
 
 
 def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
-    warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+    warm: Warm,
+    tmp_path: Path,
+    s3_like: tuple[S3Like, str],  # noqa: F811
 ) -> None:
     """A first start on a machine whose store holds an unsigned bundle: `warm check URL`
     and production were refused in one line naming `WARM_HOME/remote/<hash>/bundle.warm`,
     a file the operator never named and no script can map back to the URL."""
-    held, base = store
+    held, base = s3_like
     key = tmp_path / "ci.key"
     assert warm("keygen", key).returncode == 0
     unsigned = tmp_path / "other.warm"

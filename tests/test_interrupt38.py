@@ -26,14 +26,11 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from test_fleet36 import S3Like, _handler
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
 # Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a
 # precise point: once a rename onto a path ending in WARM_TEST_AT has happened, or (with
@@ -81,17 +78,6 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         Path(f"{path}.lock").unlink()
         made.append(path)
     return made[0], made[1]
-
-
-@pytest.fixture
-def store() -> Iterator[tuple[S3Like, str]]:
-    """An object store on 127.0.0.1 that answers as S3 does (`test_fleet36`'s)."""
-    held = S3Like()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(held))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield held, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
 
 
 def _hooked(warm: Warm, at: str, sig: str, *args: object) -> subprocess.CompletedProcess[str]:
@@ -167,9 +153,12 @@ def test_interrupt_before_the_signature_is_committed_signs_nothing(
 
 
 def test_interrupt_once_a_pull_is_in_place_says_it_was_pulled_and_what_went(
-    shards: tuple[Path, Path], warm: Warm, tmp_path: Path, store: tuple[S3Like, str]
+    shards: tuple[Path, Path],
+    warm: Warm,
+    tmp_path: Path,
+    s3_like: tuple[S3Like, str],  # noqa: F811
 ) -> None:
-    held, base = store
+    held, base = s3_like
     held.files["/b.warm"] = shards[0].read_bytes()
     target = tmp_path / "b.warm"
     target.write_bytes(shards[1].read_bytes())  # holds what the pulled one lacks
@@ -225,9 +214,11 @@ def test_a_worker_killed_as_it_stores_leaves_no_journal(
 
 
 def test_interrupt_once_the_store_answered_a_push_says_it_was_pushed(
-    shards: tuple[Path, Path], warm: Warm, store: tuple[S3Like, str]
+    shards: tuple[Path, Path],
+    warm: Warm,
+    s3_like: tuple[S3Like, str],  # noqa: F811
 ) -> None:
-    held, base = store
+    held, base = s3_like
     proc = _hooked(warm, "put-answered", "SIGINT", "push", shards[0], f"{base}/p.warm")
     assert proc.returncode == 130, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -222,6 +222,9 @@ def workload(rt):
         "-Xcompiler=-I{d}/inc",
         "--compiler-options=-include,{d}/pre.h",
         "-Xcompiler|-I{d}/inc,-O2",
+        # nvcc splits what -Xcompiler gives at blanks too (review38c)
+        "-Xcompiler|-Wall -include {d}/pre.h",
+        "--compiler-options=-O2 -I{d}/inc",
     ],
 )
 def test_nvcc_host_compiler_options_naming_headers_the_key_misses_are_refused(
@@ -232,6 +235,7 @@ def test_nvcc_host_compiler_options_naming_headers_the_key_misses_are_refused(
     old cubin). Refused in one line before nvcc runs; `-Xcompiler -I/dir` alone, which the
     key reads as the kernel's `-I`, is not."""
     assert hidden_include(["-Xcompiler", "-I/opt/inc", "-Xcompiler", "-O3,-Wall"]) is None
+    assert hidden_include(["-Xcompiler", "-Wall -O3", "-Xcompiler", "-I/opt/inc"]) is None
     nvcc_or_skip()
     (tmp_path / "inc").mkdir()
     (tmp_path / "pre.h").write_text("#define SCALE 3.0f\n")

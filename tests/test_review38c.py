@@ -12,10 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Warm, nvcc_or_skip
-from test_keyprop38 import CUDA_WORKLOAD, INCBIN_WORKLOAD, WORKLOAD, _object, _serve
-
-from warmcli.backends.cuda.host_options import hidden_include
+from conftest import Warm
+from test_keyprop38 import INCBIN_WORKLOAD, WORKLOAD, _object, _serve
 
 
 @pytest.mark.parametrize("flag", ["-MD", "-MMD"])
@@ -113,26 +111,3 @@ def test_a_directive_after_a_comment_opener_in_a_string_is_still_refused(
     run = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert run.returncode == 2, run.stdout + run.stderr
     assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
-
-
-@pytest.mark.parametrize(
-    "spelling", ["-Xcompiler|-Wall -include {d}/pre.h", "--compiler-options=-O2 -I{d}/inc"]
-)
-def test_nvcc_host_compiler_options_split_by_blanks_naming_headers_are_refused(
-    warm: Warm, tmp_path: Path, spelling: str
-) -> None:
-    """nvcc splits what `-Xcompiler` gives at blanks too (`-Xcompiler "-Wall -include h"`
-    reads h for the device code, as a cold start showed: SCALE 3.0f there), which the key
-    never read: refused in one line, as `-Xcompiler -include,h` is."""
-    assert hidden_include(["-Xcompiler", "-Wall -O3", "-Xcompiler", "-I/opt/inc"]) is None
-    nvcc_or_skip()
-    (tmp_path / "inc").mkdir()
-    (tmp_path / "pre.h").write_text("#define SCALE 3.0f\n")
-    options = tuple(spelling.format(d=tmp_path).split("|"))
-    workload = tmp_path / "w.py"
-    workload.write_text(CUDA_WORKLOAD.replace("OPTIONS", repr(options)))
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = warm("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "hands nvcc's host compiler an include folder or header" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
