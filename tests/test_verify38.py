@@ -1,0 +1,84 @@
+"""Stop 38's `warm verify` and `warm check` against what production does: a PTX row whose
+blob is no PTX of its arch is unsound to verify and removed by clean; a tune whose
+`tune_kernels` row is malformed is judged alike by check and production; the wording of
+check on a machine with no compiler. Real CLI in a subprocess, real cc, NVRTC compile-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Warm, nvrtc_release_or_skip
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cuda_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of the CUDA example warmed for sm_90 (compile-only, NVRTC), made once."""
+    nvrtc_release_or_skip()
+    import os
+
+    folder = tmp_path_factory.mktemp("cuda38")
+    bundle = folder / "cuda.warm"
+    warm = Warm(dict(os.environ, WARM_HOME=str(folder / "home")))
+    argv = ("run", ROOT / "examples" / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle)
+    done = warm(*argv)
+    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
+    return bundle
+
+
+def test_verify_names_a_ptx_row_whose_blob_is_a_cubin(
+    warm: Warm, tmp_path: Path, cuda_once: Path
+) -> None:
+    """`warm verify` checked each blob against its hash and each host kernel's binary for
+    its symbol, but not that a PTX row (arch `compute_90`) holds PTX: a bundle whose PTX
+    rows named their cubin's blob was called sound, while every newer GPU (`warm check
+    --arch sm_100`: `not PTX`) compiled each kernel. Such a row is a problem now (exit 1),
+    and `warm clean` removes it as corrupt; what is left is sound."""
+    bundle = tmp_path / "cubin-as-ptx.warm"
+    bundle.write_bytes(cuda_once.read_bytes())
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(
+            "UPDATE kernels SET sha256 = (SELECT c.sha256 FROM kernels c WHERE c.arch = 'sm_90' "
+            "AND c.symbol = kernels.symbol) WHERE arch = 'compute_90'"
+        )
+    conn.close()
+    done = warm("verify", bundle)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not PTX" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    cleaned = warm("clean", bundle)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert "8" in cleaned.stdout and "corrupt" in cleaned.stdout, cleaned.stdout
+    assert warm("verify", bundle).returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        left = conn.execute("SELECT arch, count(*) FROM kernels GROUP BY arch").fetchall()
+    conn.close()
+    assert left == [("sm_90", 8)], left
+
+
+def test_verify_names_a_ptx_row_holding_another_archs_ptx(
+    warm: Warm, tmp_path: Path, cuda_once: Path
+) -> None:
+    """A `compute_90` row whose blob is PTX that targets another SM (`.target sm_100`) is
+    not PTX of its arch: production on an sm_90 GPU could not JIT it. verify names it."""
+    bundle = tmp_path / "other-arch.warm"
+    bundle.write_bytes(cuda_once.read_bytes())
+    with sqlite3.connect(bundle) as conn:
+        blobs = conn.execute(
+            "SELECT DISTINCT b.sha256, b.data FROM blobs b JOIN kernels k ON k.sha256 = b.sha256 "
+            "WHERE k.arch = 'compute_90'"
+        ).fetchall()
+        for sha, data in blobs:  # each PTX retargeted, stored under its own hash
+            other = bytes(data).replace(b".target sm_90", b".target sm_100")
+            new = hashlib.sha256(other).hexdigest()
+            conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (new, len(other), other))
+            conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+    conn.close()
+    done = warm("verify", bundle)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sm_100" in done.stdout + done.stderr, done.stdout + done.stderr
