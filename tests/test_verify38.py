@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import Warm, nvrtc_release_or_skip
+from test_fuzz34 import SERVE, matmul_bundle, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,3 +85,33 @@ def test_verify_names_a_ptx_row_holding_another_archs_ptx(
     done = warm("verify", bundle)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "sm_100" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_check_and_production_agree_on_a_pick_whose_recorded_build_is_gone(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A measured tune names the build its pick was measured on (`tune_kernels`); one whose
+    row there names a key no kernel of the bundle has (`randomblob(32)`) was called not
+    servable by `warm check` (`absent`) while production served the pick unmeasured and
+    unchecked on its own build, whatever build it was measured on. A pick is served only
+    where the build it was measured on would be served here: one the bundle no longer
+    holds, not this process's, is measured again in production too; check and production
+    agree, and production computes what a cold start computes."""
+    bundle = matmul_bundle(warm, tmp_path / "gone.warm")
+    with sqlite3.connect(bundle) as conn:
+        (top,) = conn.execute("SELECT max(id) FROM tune_kernels").fetchone()
+        conn.execute("UPDATE tune_kernels SET key = randomblob(32) WHERE id = ?", (top,))
+    conn.close()
+    check = warm("check", bundle)
+    said = check.stdout + check.stderr
+    assert check.returncode == 1 and "not in the bundle" in check.stdout, said
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1")
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert served.returncode == 0, served.stderr[-800:]
+    assert "served everything" not in served.stderr, served.stderr
+    assert "lacked 0 kernel(s) and 3 tune(s)" in served.stderr, served.stderr
+    cold = serve(warm, None)
+    assert cold.returncode == 0, cold.stderr[-800:]
+    assert served.stdout == cold.stdout

@@ -14,7 +14,8 @@ not servable). The builds (tune records) for other archs of an entry servable he
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
 (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
-(reason `absent`: production would compile it; one point read per such tune) or whose
+(reason `absent`: production compiles it, or, its own build another, measures the tune
+again; one point read per such tune) or whose
 build of it is another toolchain's (of this warm's build recipe) that does not run here
 as its own, or, with no compiler, as the build it is served (reason `toolchain`:
 production measures the tune again on the build it runs; the entry's builds read once per
@@ -295,7 +296,8 @@ def _pick_served(
     bundle: Bundle, t: TuneRecord, label: str, report: CheckReport, offer: DeviceInfo
 ) -> None:
     """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
-    under trusted keys) is not servable: production hits it, then compiles that kernel; nor
+    under trusted keys) is not servable: production hits it, then compiles that kernel, or
+    (where its own build is another key) measures it again; nor
     is one whose pick's build does not run on `offer` as its own (or, with no compiler, as
     the build it is served): production measures the tune again on that one."""
     kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
@@ -305,6 +307,7 @@ def _pick_served(
         return
     if record is None:
         detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
+        detail += ": production compiles it, or measures the tune again on another build"
         report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
         return
     if recipe_of(record.toolchain) != BUILD_RECIPE:  # another warm's: its pick is served
