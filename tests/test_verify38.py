@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvrtc_release_or_skip
-from test_fuzz34 import SERVE, matmul_bundle, serve
+from test_fuzz34 import MATMUL, SERVE, matmul_bundle, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,3 +115,36 @@ def test_check_and_production_agree_on_a_pick_whose_recorded_build_is_gone(
     cold = serve(warm, None)
     assert cold.returncode == 0, cold.stderr[-800:]
     assert served.stdout == cold.stdout
+
+
+def test_check_with_no_compiler_names_no_compiler_here_and_agrees_with_production(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A bundle merged from one warmed plainly and one warmed with `COMPILER_PATH` set:
+    with no compiler here (`WARM_CC` names none), `warm check` said a pick was measured on
+    a build `this compiler with its own programs` is not, on a machine with no compiler; it
+    names the build served here now. Production with no compiler chose among the two
+    builds by the order of a set of strings (`PYTHONHASHSEED`): some processes re-measured
+    each tune, others served it. It chooses as `warm check` does now, in every process."""
+    plain = matmul_bundle(warm, tmp_path / "plain.warm")
+    (tmp_path / "programs").mkdir()
+    env = dict(warm.env, COMPILER_PATH=str(tmp_path / "programs"))
+    other = Warm(env)("run", MATMUL, "-b", tmp_path / "other.warm")
+    assert other.returncode == 0, other.stdout[-800:] + other.stderr[-800:]
+    mixed = tmp_path / "mixed.warm"
+    merged = warm("merge", plain, tmp_path / "other.warm", "-o", mixed)
+    assert merged.returncode == 0, merged.stdout[-800:] + merged.stderr[-800:]
+    none = dict(warm.env, WARM_CC=str(tmp_path / "no-cc"))
+    check = Warm(none)("check", mixed)
+    assert "no compiler" in check.stdout.splitlines()[0], check.stdout
+    assert "this compiler" not in check.stdout, check.stdout
+    servable = check.returncode == 0
+    reports = set()
+    for seed in range(6):
+        env = dict(none, WARM_BUNDLE=str(mixed), WARM_REPORT="1", PYTHONHASHSEED=str(seed))
+        served = subprocess.run(
+            [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
+        )
+        assert served.returncode == 0, served.stderr[-800:]
+        reports.add("served everything" in served.stderr)
+    assert reports == {servable}, (reports, check.stdout)

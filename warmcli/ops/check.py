@@ -103,6 +103,7 @@ TUNE_GROUPS = (
     "CASE WHEN instr(device, '|') > 0 THEN substr(device, 1, instr(device, '|') - 1) "
     "ELSE device END, operation, shape_key, checksum"
 )
+_SERVED_ORDER = "device, arch, label, key"  # production's order of a kernel's builds
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
 # sha256 -> (why its blob cannot be served, "" when it can; a host binary's exported names).
 Blobs = dict[str, tuple[str, frozenset[str] | None]]
@@ -316,11 +317,11 @@ def _pick_served(
     if offer.toolchain is None:  # no compiler: production runs the build it is served
         kin, served = (offer.fingerprint, *same_kernel(record)), report.served_by
         if (toolchain := served.get(kin, "?")) == "?":  # a kernel's builds read once, not per tune
-            builds = bundle.each_kernel(record.entry, lambda *_: None)
+            builds = bundle.each_kernel(record.entry, lambda *_: None, order=_SERVED_ORDER)
             found = choose((k for k in builds if same_kernel(k) == kin[1:]), target, _any)
             toolchain = found.toolchain if found else None
             served.update({kin: toolchain} if len(served) < _BLOBS_HELD else {})
-        target = Target(offer.backend, offer.arch, offer.driver, toolchain)
+        target = Target(offer.backend, offer.arch, offer.driver, toolchain, own=False)
     why = why_not(record, target)
     if why is not None and why[0] == "toolchain":
         detail = f"its pick {t.pick!r} was measured on a build this machine is not served "
