@@ -112,6 +112,11 @@ def test_check_and_production_agree_on_a_pick_whose_recorded_build_is_gone(
     assert served.returncode == 0, served.stderr[-800:]
     assert "served everything" not in served.stderr, served.stderr
     assert "lacked 0 kernel(s) and 3 tune(s)" in served.stderr, served.stderr
+    explain = dict(env, WARM_EXPLAIN="1")
+    said = subprocess.run(
+        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=explain, cwd=ROOT
+    )
+    assert "one the bundle no longer holds" in said.stderr, said.stderr
     cold = serve(warm, None)
     assert cold.returncode == 0, cold.stderr[-800:]
     assert served.stdout == cold.stdout
