@@ -133,6 +133,12 @@ def test_merge_holds_both_and_clean_removes_the_foreign_toolchain(
     toolchains = [f for f in stats["fingerprints"] if f["kind"] == "toolchain"]
     assert toolchains and not any("othercc" in str(f) for f in toolchains)  # none left behind
     assert any(f["kind"] == "device" for f in stats["fingerprints"])  # this machine's stays
+    # The tunes kept from `there` were measured on othercc's builds, gone now: production
+    # measures them again, as a re-warm does (verify38), and `warm check` says `absent`.
+    assert warm("verify", merged, "--workload", MATMUL).returncode == 1
+    assert warm("check", merged).returncode == 1
+    assert warm("run", MATMUL, "--bundle", merged).returncode == 0
+    assert warm("check", merged).returncode == 0
     assert warm("verify", merged, "--workload", MATMUL).returncode == 0
     again = warm("clean", merged)
     assert again.returncode == 0 and "removed 0 kernel(s) and 0 tune(s)" in again.stdout

@@ -48,12 +48,14 @@ HOST_PROGRAMS = tuple(f"; {name}=" for name in COMPILER_PROGRAMS)
 
 class Target(Record):
     """A device a build would be served on: its backend, arch, driver (a CUDA version
-    such as `13.0`; anything else is not judged) and its own compiler's identity."""
+    such as `13.0`; anything else is not judged) and its own compiler's identity (`own`
+    False: the toolchain of the build served there, which has no compiler)."""
 
     backend: str
     arch: str
     driver: str = ""
     toolchain: str | None = None  # None: no compiler there
+    own: bool = True
 
 
 def of_kernel(kernel: Kernel) -> Callable[[KernelRecord], bool]:
@@ -148,8 +150,9 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     ):
         theirs, ours = wrapper_named(record.toolchain), wrapper_named(target.toolchain)
         if theirs != ours:
+            here = "this C compiler" if target.own else "the build served here"
             return "toolchain", (
-                f"built through {theirs or 'no wrapper script'}, this C compiler through "
+                f"built through {theirs or 'no wrapper script'}, {here} through "
                 f"{ours or 'no wrapper script'}: a wrapper may add options"
             )
     if (  # another cc1, as or ld (tested without a call where the toolchains are one)
@@ -160,16 +163,18 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     ):
         theirs, ours = host_programs(record.toolchain), host_programs(target.toolchain)
         if theirs != ours:
+            here = "this compiler" if target.own else "the build served here by cc"
             return "toolchain", (
-                f"built by cc with {theirs or 'its own programs'}, this compiler with "
+                f"built by cc with {theirs or 'its own programs'}, {here} with "
                 f"{ours or 'its own programs'}"
             )
     if record.backend == "cuda":
         theirs, ours = nvcc_environment(record.toolchain), nvcc_environment(target.toolchain or "")
         if target.toolchain is not None and theirs != ours:  # options: another kernel
+            here = "this compiler" if target.own else "the build served here by nvcc"
             return "toolchain", (
-                f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, this "
-                f"compiler with {ours[2:] or 'nothing'}"
+                f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, {here} "
+                f"with {ours[2:] or 'nothing'}"
             )
         built, driver = cuda_release(record.toolchain), driver_release(target.driver)
         ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA

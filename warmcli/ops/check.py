@@ -14,7 +14,8 @@ not servable). The builds (tune records) for other archs of an entry servable he
 counted as "not for this machine", never failing; those of an entry not servable here
 are not (the entry is counted once, as not servable); a malformed entry is not servable
 (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
-(reason `absent`: production would compile it; one point read per such tune) or whose
+(reason `absent`: production compiles it, or, its own build another, measures the tune
+again; one point read per such tune) or whose
 build of it is another toolchain's (of this warm's build recipe) that does not run here
 as its own, or, with no compiler, as the build it is served (reason `toolchain`:
 production measures the tune again on the build it runs; the entry's builds read once per
@@ -102,6 +103,7 @@ TUNE_GROUPS = (
     "CASE WHEN instr(device, '|') > 0 THEN substr(device, 1, instr(device, '|') - 1) "
     "ELSE device END, operation, shape_key, checksum"
 )
+_SERVED_ORDER = "device, arch, label, key"  # production's order of a kernel's builds
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
 # sha256 -> (why its blob cannot be served, "" when it can; a host binary's exported names).
 Blobs = dict[str, tuple[str, frozenset[str] | None]]
@@ -295,7 +297,8 @@ def _pick_served(
     bundle: Bundle, t: TuneRecord, label: str, report: CheckReport, offer: DeviceInfo
 ) -> None:
     """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
-    under trusted keys) is not servable: production hits it, then compiles that kernel; nor
+    under trusted keys) is not servable: production hits it, then compiles that kernel, or
+    (where its own build is another key) measures it again; nor
     is one whose pick's build does not run on `offer` as its own (or, with no compiler, as
     the build it is served): production measures the tune again on that one."""
     kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
@@ -305,6 +308,7 @@ def _pick_served(
         return
     if record is None:
         detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
+        detail += ": production compiles it, or measures the tune again on another build"
         report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
         return
     if recipe_of(record.toolchain) != BUILD_RECIPE:  # another warm's: its pick is served
@@ -313,11 +317,11 @@ def _pick_served(
     if offer.toolchain is None:  # no compiler: production runs the build it is served
         kin, served = (offer.fingerprint, *same_kernel(record)), report.served_by
         if (toolchain := served.get(kin, "?")) == "?":  # a kernel's builds read once, not per tune
-            builds = bundle.each_kernel(record.entry, lambda *_: None)
+            builds = bundle.each_kernel(record.entry, lambda *_: None, order=_SERVED_ORDER)
             found = choose((k for k in builds if same_kernel(k) == kin[1:]), target, _any)
             toolchain = found.toolchain if found else None
             served.update({kin: toolchain} if len(served) < _BLOBS_HELD else {})
-        target = Target(offer.backend, offer.arch, offer.driver, toolchain)
+        target = Target(offer.backend, offer.arch, offer.driver, toolchain, own=False)
     why = why_not(record, target)
     if why is not None and why[0] == "toolchain":
         detail = f"its pick {t.pick!r} was measured on a build this machine is not served "

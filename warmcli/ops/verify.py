@@ -7,7 +7,7 @@ fields, every blob against its sha256 and size, that every kernel's row is well
 formed and its blob is there, that every tune's row is: its candidates parse, its
 pick is one of them; where a listing stops at a row it cannot read, the checks run again
 with every such row, `warmcli.bundle.unreadable`, named first and skipped), that every
-host kernel's binary exports its symbol
+host kernel's binary exports its symbol and every CUDA PTX row's blob is PTX of its arch
 (`warmcli.ops.exported`: production would never serve it), and checks every signature
 (`warmcli.bundle.signature_report`): by which key, valid or not, stale (signed before a
 migration: it covers nothing) or not, what it covers; an invalid or stale one is a

@@ -316,8 +316,8 @@ def explain_tune(
     if record is not None and record.pick in candidates:  # measured on another build of it
         detail = (
             f"bundle's pick {record.pick!r} was measured on another build of its kernel, one "
-            "not served here as this process's (a wrapper's other flags, another CPU's): "
-            "measured again here"
+            "not served here as this process's (a wrapper's other flags, another CPU's, one "
+            "the bundle no longer holds): measured again here"
         )
         return MissExplanation("tune", key, label, "toolchain", detail, ("toolchain",))
     if record is not None:

@@ -183,8 +183,9 @@ class BundleLookup(PtxLookup):
         is told apart: serving takes its pick, warming measures an older one's again (as a
         fresh warm does, so the bundle's tunes name builds this warm serves) and keeps a
         newer one's (two warms' re-warms never re-measure each other's). A build no longer
-        in the bundle is measured again while warming; a malformed row is kept. Where `here`
-        is a build the bundle serves this process (another toolchain's, or any where no
+        in the bundle (not this process's: nothing says it would be served here, nor that
+        a check judged this one) is measured again, serving too; a malformed row is kept.
+        Where `here` is a build the bundle serves this process (another toolchain's, or any where no
         compiler is here), the recorded one is judged against that build's toolchain: the
         binary that runs here, not a process that would serve any build."""
         if self.bundle is None:  # (a record of this process's own: keyed alike)
@@ -197,7 +198,7 @@ class BundleLookup(PtxLookup):
         except BundleError:  # malformed: `warm check` names it, not this
             return False
         if held is None:
-            return warming
+            return True
         theirs = toolchain.recipe_of(held.toolchain)
         if theirs != toolchain.BUILD_RECIPE:
             return warming and theirs < toolchain.BUILD_RECIPE

@@ -48,7 +48,8 @@ class PtxLookup:
 
     def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
         """The bundle's builds that may be `kernel`'s (`of_kernel` still to judge them), as
-        `each_kernel(kernel.entry)` lists them (by device, arch and label; malformed rows
+        `each_kernel(kernel.entry)` lists them (by device, arch, label and key, as `warm
+        check` reads them: never by a set's order, which differs by process; malformed rows
         skipped): a build of it for an arch by a toolchain is under the key they give it, so
         only those rows are read, one per (arch, toolchain) pair the entry's builds name."""
         assert self.bundle is not None
@@ -68,7 +69,7 @@ class PtxLookup:
                 continue
             if record is not None and record.entry == kernel.entry:
                 found[key] = record
-        return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label))
+        return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label, r.key))
 
     def _listed(self, kernel: Kernel) -> Iterator[KernelRecord]:
         assert self.bundle is not None

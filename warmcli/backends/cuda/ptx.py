@@ -82,6 +82,18 @@ def ptx_header(data: bytes) -> tuple[tuple[int, int], int, str]:
     return isa, int(target.group(1)), target.group(2).decode()
 
 
+def not_ptx_of(data: bytes, arch: str) -> str | None:
+    """Why `data` is not PTX of the virtual architecture `arch` (`compute_90`: `.target
+    sm_90`), as a PTX row's blob must be; None when it is (what `warm verify` checks)."""
+    try:
+        _, target, suffix = ptx_header(data)
+    except PtxError as exc:
+        return str(exc)
+    if f"compute_{target}{suffix}" != arch:
+        return f"PTX for sm_{target}{suffix}, not {arch}"
+    return None
+
+
 def cuda_for_isa(isa: tuple[int, int]) -> tuple[int, int]:
     """The first CUDA release (so the oldest driver) that knows PTX ISA `isa`.
 
