@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from collections.abc import Sequence
 
 from warmcli import config
@@ -60,7 +59,12 @@ def script_digest(where: str) -> str:
 def host_compiler_script(path: str) -> str:
     """`path` (nvcc's `-ccbin`: a file, or a name on PATH) with `SCRIPT_MARK` and its digest
     after it where it is a script; as it is where it is a folder, a binary or nothing."""
-    where = path if os.sep in path else (shutil.which(path) or path)
+    if os.sep in path:
+        where = path
+    else:
+        import shutil  # (a name looked up on PATH only: serving imports no shutil, bz2, lzma)
+
+        where = shutil.which(path) or path
     digest = script_digest(where) if os.path.isfile(where) else ""
     return f"{path}{SCRIPT_MARK}{digest}>" if digest else path
 
