@@ -39,6 +39,8 @@ import numpy as np
 
 from warmcli import config
 from warmcli.kernel_parts import (
+    INCLUDE_PREFIXES,
+    PRE_INCLUDE_PREFIXES,
     checked_defines,
     checked_options,
     is_identifier,
@@ -177,7 +179,7 @@ class Kernel(Record):
     @_once
     def names_include_folders(self) -> bool:
         """Whether an option names an include folder (`-I`...: `warmcli.headers`), once."""
-        return any(o.startswith(_INCLUDE_PREFIXES) for o in self.options)
+        return any(o.startswith(INCLUDE_PREFIXES) for o in self.options)
 
     @_once
     def keyed_options(self) -> tuple[str, ...]:
@@ -188,7 +190,7 @@ class Kernel(Record):
         options = self.options
         if self.language == "cuda" and names_host_compiler(options):
             options = keyed_host_compiler(options)
-        if self.names_include_folders or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in options):
+        if self.names_include_folders or any(o.startswith(PRE_INCLUDE_PREFIXES) for o in options):
             from warmcli.headers import keyed_options
 
             return keyed_options(options)
@@ -200,7 +202,7 @@ class Kernel(Record):
         (`-include`), or includes a header by its absolute path."""
         return (
             self.names_include_folders
-            or any(o.startswith(_PRE_INCLUDE_PREFIXES) for o in self.options)
+            or any(o.startswith(PRE_INCLUDE_PREFIXES) for o in self.options)
             or (_may_include(self.source) and _by_path(self.source))
         )
 
@@ -298,11 +300,6 @@ _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes
 _QUOTED: dict[str, str] = {}
 _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
-# What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`).
-_INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "-iquote",
-                     "-idirafter", "--system-include")  # fmt: skip
-# `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
-_PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
 
 

@@ -10,9 +10,10 @@ its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kerne
 `warmcli.kernel.key_components` writes them; `key_of` recomputes a kernel's key from the
 parts such a row keeps (its content hash, arch, headers, toolchain), and `cubin_archs`
 names the archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's
-SM). It owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it
-returns. It never imports numpy (`warm stats` reads `stored`): a numpy define value is
-told by the numpy the process imported.
+SM); `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders
+and headers read first. It owns no state and reads nothing but its arguments;
+`warmcli.kernel` keys what it returns. It never imports numpy (`warm stats` reads
+`stored`): a numpy define value is told by the numpy the process imported.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 
 from warmcli.printable import Pattern
+
+# What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`,
+# which a serving process never imports), for `warmcli.kernel` and `warmcli.linked` alike.
+INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "-iquote",
+                    "-idirafter", "--system-include")  # fmt: skip
+# `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
+PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
 
 
 def is_identifier(name: object) -> bool:

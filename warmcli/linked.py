@@ -24,14 +24,14 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
+
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
 # its content changes with each build). The next option (or piece) is their value where given
 # alone.
 _NOT_FILES = (
-    "-I", "--include-path", "--include-directory", "-isystem", "-iquote", "-idirafter",
-    "-include", "--pre-include", "--include", "-imacros", "--imacros", "-D", "-U",
-    "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD", "--system-include",
+    *INCLUDE_PREFIXES, *PRE_INCLUDE_PREFIXES, "-D", "-U", "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD",
 )  # fmt: skip
 # cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
 _FLAGS_ALONE = ("-MD", "-MMD")
@@ -109,15 +109,15 @@ def _linker_words(options: Sequence[str]) -> list[str]:
     ]
 
 
-def _libraries(options: Sequence[str], library_path: str) -> Iterator[str]:
+def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it), its name
     and the file found; a library found only in the system's folders is the toolchain's.
-    Each may be given to the linker (`-Wl,-L/opt/lib`, `-Wl,-lhelper`)."""
-    options = _linker_words(options)
-    folders = [*_separate(options, "-L"), *library_path.split(os.pathsep)]
+    `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
+    `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
+    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
     folders = [folder for folder in folders if os.path.isabs(folder)]
-    for name in _separate(options, "-l") if folders else ():
+    for name in _separate(words, "-l") if folders else ():
         files = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
         for folder in folders:
             found = [p for p in (os.path.join(folder, f) for f in files) if os.path.isfile(p)]
@@ -126,15 +126,18 @@ def _libraries(options: Sequence[str], library_path: str) -> Iterator[str]:
                 break
 
 
-def linked_digest(options: Sequence[str], library_path: str = "") -> str:
+def linked_digest(
+    options: Sequence[str], library_path: str = "", words: Sequence[str] | None = None
+) -> str:
     """The sha256 over each file `options` name by its absolute path and its content's
     sha256, in the order named, then each library they link from their `-L` folders (or
-    `library_path`, `LIBRARY_PATH`'s); "" where they name none."""
+    `library_path`, `LIBRARY_PATH`'s); "" where they name none. `words`: `options` as the
+    linker reads them, where the caller has them (`_linker_words`)."""
     lines = []
     for text in _candidates(options):
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{text}\0{found}")
-    for library in _libraries(options, library_path):
+    for library in _libraries(_linker_words(options) if words is None else words, library_path):
         if (found := _file_digest(library.split("\0", 1)[1])) is not None:
             lines.append(f"{library}\0{found}")
     if not lines:
@@ -146,9 +149,10 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
     (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
     where they name none (its key as before)."""
-    libraries = any(word.startswith("-l") for word in _linker_words(options))
+    words = _linker_words(options)
+    libraries = any(word.startswith("-l") for word in words)
     named = libraries or any("/" in option for option in options)
-    linked = linked_digest(options, library_path() if libraries else "") if named else ""
+    linked = linked_digest(options, library_path() if libraries else "", words) if named else ""
     if not linked:
         return headers
     return hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
