@@ -32,6 +32,9 @@ INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "
                     "-idirafter", "--system-include")  # fmt: skip
 # `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
 PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
+# What names an include folder or a header for gcc (`-I`, `-isystem`, `-include`, `-imacros`...)
+# in the pieces another option passes on (`-Wp,`, nvcc's `-Xcompiler`), which no key reads.
+PASSED_INCLUDE_PREFIXES = ("-I", "-i", "--include", "--imacros", "--pre-include")
 
 
 def is_identifier(name: object) -> bool:

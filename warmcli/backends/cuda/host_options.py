@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
+
 _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
-# What names an include folder or a header for gcc (`-I`, `-isystem`, `-include`, `-imacros`...).
-_INCLUDING = ("-I", "-i", "--include", "--imacros", "--pre-include")
 # A flag that takes its value from the next option, given alone (`-Xcompiler -include`).
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
@@ -34,7 +34,7 @@ def hidden_include(options: Sequence[str]) -> str | None:
         else:
             continue
         pieces = given.replace(",", " ").split() or [""]  # nvcc splits at blanks too
-        if not any(p.startswith(_INCLUDING) for p in pieces):
+        if not any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces):
             continue
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:
             return f"{before} {option}" if alone else option

@@ -41,6 +41,7 @@ from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.forking import scratch_folder
+from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
@@ -64,9 +65,6 @@ _UNKEYED_FILES = (
     "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
     "--sysroot", "-isysroot", "-specs", "--specs",
 )  # fmt: skip
-# What, given through `-Wp,`, names an include folder or a header (`-I`, `-isystem`, `-include`,
-# `-imacros`, ...): the key reads those only as the kernel's own options.
-_PREPROCESSOR = ("-I", "-i", "--include", "--imacros", "--pre-include")
 
 
 def unkeyed_file(option: str) -> bool:
@@ -76,7 +74,8 @@ def unkeyed_file(option: str) -> bool:
     pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,")) else (option,)
     programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
     programs = programs or (option.startswith("-B") and "/" in option)
-    headers = option.startswith("-Wp,") and any(p.startswith(_PREPROCESSOR) for p in pieces)
+    passed = option.startswith("-Wp,")  # an include folder or header past the key
+    headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
     return (
         programs
         or headers
