@@ -21,12 +21,12 @@ with it). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every com
 raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
 `warmcli.interrupted`).
 
-State: the excluded candidates and the worker's journal, one of each per process (and, made
-before the first fork, the stub folder of `warmcli.warming.worker_names`, which this process
-removes at its end however the worker ends, and the worker where this process was killed
-first). The module prints nothing (the caller's `on_crash` and its exit code do), but in the
-worker the traceback of an exception `work` let out (a bug: exit 1), and never touches a
-bundle.
+State: the excluded candidates and the worker's journal, one of each per process (and the
+stub folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker
+that needs a stub, removed by this process at its end however the worker ends, and by the
+worker where this process was killed first). The module prints nothing (the caller's
+`on_crash` and its exit code do), but in the worker the traceback of an exception `work`
+let out (a bug: exit 1), and never touches a bundle.
 """
 
 from __future__ import annotations
@@ -255,12 +255,12 @@ def _let_go(done: int) -> None:
         os.close(done)
 
 
-def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
+def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal | None]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
-    within `KILL_GRACE` of the first. Returns its wait status and whether it was
-    interrupted; None for the status where the worker let go (`done` ended) once its
-    `journal` says it returned its code: reaped as this process ends (`_reap`). The
-    handler never raises, so no status is ever lost to it."""
+    within `KILL_GRACE` of the first. Returns its wait status, whether it was
+    interrupted, and its journal where read here; None for the status where the worker let
+    go (`done` ended) once its `journal` says it returned its code: reaped as this process
+    ends (`_reap`). The handler never raises, so no status is ever lost to it."""
     deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -279,15 +279,15 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool]:
         while True:
             reaped, status = os.waitpid(pid, os.WNOHANG)
             if reaped:
-                return status, bool(deadline)
+                return status, bool(deadline), None
             if deadline and time.monotonic() > deadline[0]:
                 os.kill(pid, signal.SIGKILL)
-                return os.waitpid(pid, 0)[1], True
+                return os.waitpid(pid, 0)[1], True, None
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if _read_journal(journal).finished:
-                    return None, bool(deadline)
+                if (seen := _read_journal(journal)).finished:
+                    return None, bool(deadline), seen
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -334,10 +334,10 @@ def run_isolated(
                 _worker(work, journal, parent, let_go)
             os.close(let_go)
             try:
-                status, interrupted = _wait(pid, done, journal)
+                status, interrupted, read = _wait(pid, done, journal)
             finally:
                 os.close(done)
-            seen = _read_journal(journal)
+            seen = read if read is not None else _read_journal(journal)
         _kill_groups(seen.groups)
         if status is None:  # it returned its code and let go: it exits with it
             atexit.register(_reap, pid)  # as this process ends, its teardown overlapped

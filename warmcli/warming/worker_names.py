@@ -7,11 +7,15 @@ file's own name (its stem) is free, the module is known by that name too (`known
 the worker imports the file itself. Where it is not (a `test.py` or `calendar.py` would hide
 Python's own module), the worker imports it by its private name, from a stub file that runs
 the workload file as that module (`importable_by_stub`): one folder of stubs per process,
-private to this user (made by `mkdtemp`, 0700, before `warm run` forks its worker), last on
-`sys.path` (which a spawned worker inherits; the private names hide nothing), removed when
-the process that made it ends, or (`remove_folder`) by `warm run`'s worker where that
-process was killed (SIGKILL: no exit handler runs). This module owns that folder; it
-never imports or runs a workload itself.
+private to this user (0700, under a name of 96 random bits, as `mkdtemp` makes one), last
+on `sys.path` (which a spawned worker inherits; the private names hide nothing). Its name
+is chosen (`make_folder`) before `warm run` forks its worker, the folder made only by a
+worker that writes a stub (most workloads hide no module: no `mkdir` and no `rmdir` for
+them), or used as it is where a worker before it (a run started again after a crashed
+candidate) made it; it is removed when the process that chose its name ends (nothing to
+do where none was made), or (`remove_folder`) by `warm run`'s worker where that process
+was killed (SIGKILL: no exit handler runs). This module owns that folder; it never
+imports or runs a workload itself.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import types
@@ -35,7 +40,7 @@ with open(__file__, "rb") as _warm_source:
 del _warm_source
 exec(_warm_code)
 """
-_folder: list[str] = []  # this process's stub folder, once made
+_folder: list[str] = []  # this process's stub folder's name, once chosen
 
 
 def importable_name(path: Path) -> str | None:
@@ -89,37 +94,60 @@ def known_by(module: ModuleType, stem: str, path: Path) -> None:
 
 
 def make_folder() -> None:
-    """Make this process's stub folder now, and remove it when this process ends: called
-    before `warm run` forks the worker that imports the workload, so the folder goes
-    whatever way the worker ends (it ends by `os._exit`, or by a crash). Nothing where it
-    cannot be made (a worker then fails to unpickle, as under Python for a function it
-    cannot import)."""
+    """Choose this process's stub folder's name now (the folder is made by the first stub,
+    `_made_folder`), and remove the folder, if made, when this process ends: called before
+    `warm run` forks the worker that imports the workload, so the folder goes whatever way
+    the worker ends (it ends by `os._exit`, or by a crash)."""
     if not _folder:
+        name = f"warm-workers-{os.urandom(12).hex()}"  # unguessable, as `mkdtemp`'s
         try:
-            _folder.append(tempfile.mkdtemp(prefix="warm-workers-"))
-        except OSError:
+            _folder.append(os.path.join(tempfile.gettempdir(), name))
+        except OSError:  # no temporary folder at all: no stubs (as `_made_folder` says)
             return
-        atexit.register(shutil.rmtree, _folder[0], True)
+        atexit.register(shutil.rmtree, _folder[0], True)  # (none made: one failed lstat)
 
 
 def remove_folder() -> None:
-    """Remove this process's stub folder now (made by the process it was forked from, which
-    a SIGKILL ended before it could)."""
+    """Remove this process's stub folder now, if made (by the process it was forked from,
+    which a SIGKILL ended before it could, or by a worker that has ended)."""
     if _folder:
         shutil.rmtree(_folder[0], True)
+
+
+def _made_folder() -> str | None:
+    """The stub folder, made now if no process made it yet (0700, as `mkdtemp` makes one);
+    one made before is used where it is this user's own folder, private (a worker before
+    this one made it), never a link. None where it cannot be made (a worker then fails to
+    unpickle, as under Python for a function it cannot import)."""
+    make_folder()
+    if not _folder:
+        return None
+    folder = _folder[0]
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        try:
+            st = os.lstat(folder)
+        except OSError:
+            return None
+        private = stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o077  # (as mkdir made it)
+        return folder if private and st.st_uid == os.getuid() else None
+    except OSError:
+        return None
+    return folder
 
 
 def importable_by_stub(name: str, path: Path) -> None:
     """Make the workload file `path`, imported as module `name`, importable by that name in
     the worker processes this process starts: a stub file in this process's stub folder
-    (`make_folder`), the folder last on `sys.path`."""
-    make_folder()
-    if not _folder:
+    (`_made_folder`), the folder last on `sys.path`."""
+    folder = _made_folder()
+    if folder is None:
         return
     try:
-        with open(os.path.join(_folder[0], name + ".py"), "w", encoding="utf-8") as out:
+        with open(os.path.join(folder, name + ".py"), "w", encoding="utf-8") as out:
             out.write(_STUB.format(path=os.fsdecode(path)))
     except OSError:
         return
-    if _folder[0] not in sys.path:
-        sys.path.append(_folder[0])
+    if folder not in sys.path:
+        sys.path.append(folder)
