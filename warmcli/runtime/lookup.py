@@ -18,9 +18,10 @@ the order they were stored, in chunks that grow with the kernels asked for (by h
 them: a workload serves in a few queries what it launches in the order it was warmed).
 It owns the keys it gave (and by which toolchain), the keys found served, the records
 read while keying, the rows prefetched, and what it asks once (the compiler's identity
-per language, the serving target per toolchain); it says whether a tune's pick measured on
-another build is measured again (`measured_otherwise`); it never compiles, never writes the
-bundle and never prints.
+per language, the serving target per toolchain and its verdict on the builds of that
+toolchain, arch and backend whose components name it: one `why_not` per target); it
+says whether a tune's pick measured on another build is measured again
+(`measured_otherwise`); it never compiles, never writes the bundle and never prints.
 Loading is the cache's: it is handed the cache's `load`.
 """
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # the storage seam, named in annotations only
 
 # The first chunk of this device's kernel rows prefetched (the least any chunk is).
 PREFETCH_AFTER = 8
+_UNJUDGED: Any = object()  # no verdict kept yet (`BundleLookup._own_builds`)
 
 
 class BundleLookup(PtxLookup):
@@ -75,6 +77,10 @@ class BundleLookup(PtxLookup):
         self._more = True  # the last chunk was full: the bundle may hold more
         self._lookups = 0
         self._targets: dict[str | None, Target] = {}
+        # `why_not` of a build by a target's own toolchain, arch and backend, whose components
+        # name that toolchain (or none), by the target's identity (`_targets`): it reads
+        # nothing else of such a record, so one verdict holds for them all (`record`).
+        self._own_builds: dict[str | None, tuple[str, str] | None] = {}
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
         self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
 
@@ -225,7 +231,18 @@ class BundleLookup(PtxLookup):
             return None
         identity = self._identities.get(key)
         target = self._targets.get(identity) or self._target(identity)  # one per toolchain
-        why = why_not(record, target)
+        tool = record.toolchain
+        if (  # the target's own build (every row a hot start serves): judged once per target
+            tool == target.toolchain
+            and record.arch == target.arch
+            and record.backend == target.backend
+            and record.components.get("toolchain", tool) == tool
+        ):
+            why = self._own_builds.get(identity, _UNJUDGED)
+            if why is _UNJUDGED:
+                why = self._own_builds[identity] = why_not(record, target)
+        else:
+            why = why_not(record, target)
         if why is None and target.toolchain not in (None, record.toolchain):
             theirs, ours = record.toolchain, target.toolchain
             why = ("toolchain", f"bundle's build is by {theirs!r}, not {ours!r}")
