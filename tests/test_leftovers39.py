@@ -158,3 +158,39 @@ def test_verify_names_a_cubin_row_whose_blob_is_ptx_and_clean_removes_it(
     assert left == [("compute_90", 8)], left
     # the untouched bundle: every cubin row holds a cubin of its SM
     assert warm("verify", cuda_small).returncode == 0
+
+
+def test_a_key_str_that_reads_as_another_json_value_keys_apart_from_it() -> None:
+    """A Tunable whose key= returned the string "1" and one returning the int 1 (so "null"
+    and None, "true" and True, '[64, "f32"]' and (64, "f32")) gave one tune key: a pick
+    measured for one shape was served for another. Such a string is tagged now; every
+    other key (every value that cannot collide) keeps today's text, so stored tunes are
+    served as before."""
+    from warmcli import Kernel, Tunable
+    from warmcli.runtime.tune_spec import key_text
+
+    for value, today in (  # today's keys, unchanged
+        (1, "1"),
+        (None, "null"),
+        (True, "true"),
+        (1.5, "1.5"),
+        ((64, "f32"), '[64, "f32"]'),
+        ("M=64 N=32", "M=64 N=32"),
+        ("float32[64x64]", "float32[64x64]"),
+        ("1e5", "1e5"),  # no JSON value writes it so: no collision
+    ):
+        assert key_text("t", value) == today, value
+    pairs = (("1", 1), ("null", None), ("true", True), ("1.5", 1.5), ('[64, "f32"]', (64, "f32")))
+    texts = [key_text("t", v) for pair in pairs for v in pair]
+    assert len(set(texts)) == len(texts), texts
+    assert key_text("t", "str:1") != key_text("t", "1")  # the tag itself is tagged
+    kernel = Kernel("void k(float *x) {}", "k", "P")
+    made = [
+        Tunable(name="op", candidates={"a": kernel}, launch=_launch, key=lambda x, v=v: v)
+        for v in ("1", 1)
+    ]
+    assert made[0].shape_key((None,)) != made[1].shape_key((None,))
+
+
+def _launch(rt: object, kernel: object, x: object) -> None:
+    pass
