@@ -2,7 +2,8 @@
 
 `build_big(path, kernels, tunes)` writes a bundle through warm's own schema
 (`Bundle.create`) and fills it in one transaction: `kernels` kernels over two
-architectures sharing `BLOBS` real binaries (a batch shares one), and `tunes`
+architectures sharing `BLOBS` binaries (a batch shares one; each a cubin header of its
+arch, `_cubin`, so `warm verify` calls them cubins of their rows' arch), and `tunes`
 tunes over `OPERATIONS` operations with four measured candidates each, every row
 valid as warm writes it (format 3: keys as bytes, candidates packed with their kernel keys
 interned, a tune's key is `tune_key` of its fields). It owns no
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +34,8 @@ TOOLCHAIN = f"nvcc:release 12.0, V12.0.0 (a toolchain from elsewhere){RECIPE_MAR
 
 _KERNELS = """
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
-b(r, sha256) AS (SELECT row_number() OVER (ORDER BY sha256) - 1, sha256 FROM blobs)
+b(r, sha256) AS (SELECT 2 * (row_number() OVER (PARTITION BY substr(data, 50, 1)
+    ORDER BY sha256) - 1) + (hex(substr(data, 50, 1)) = '5A'), sha256 FROM blobs)
 INSERT INTO kernels SELECT
     printf('%064x', i), arch, 'cuda', arch, 'k' || (i % 97), 'k' || (i % 97) || '[V=' || i || ']',
     'warm_' || substr(printf('%064x', i), 1, 16) || '_k' || (i % 97),  -- its key's symbol
@@ -58,10 +61,21 @@ FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
 """
 
 
+def _cubin(sm: int, payload: bytes) -> bytes:
+    """A cubin's ELF header for `sm` (what `warm verify` reads of a cubin row's blob: a
+    64-bit little-endian ELF, EM_CUDA, ELF ABI version 8, its SM in e_flags bits 8-15),
+    then `payload`: kernels of `sm` share blob `r` where `r % 2` is `sm == 90`."""
+    ident = b"\x7fELF\x02\x01\x01\x33\x08" + bytes(7)
+    return (
+        struct.pack("<16sHHIQQQIHHHHHH", ident, 2, 190, 1, 0, 0, 0, sm << 8, 64, 0, 0, 0, 0, 0)
+        + payload
+    )
+
+
 def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
     """Write the bundle at `path` (see the module doc) and return `path`."""
     rng = random.Random(seed)
-    binaries = [rng.randbytes(4096) for _ in range(BLOBS)]
+    binaries = [_cubin(80 if r % 2 == 0 else 90, rng.randbytes(4096 - 64)) for r in range(BLOBS)]
     with Bundle.create(path) as bundle, bundle.transaction() as conn:
         conn.create_function("warm_tune_key", 4, tune_key, deterministic=True)
         interned: dict[bytes, int] = {}  # format 3: a candidate's kernel key by its id

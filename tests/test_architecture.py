@@ -33,9 +33,8 @@ NOT_IMPORTED = {"warmcli.pycuda.autoinit"}
 # Exceptions that are no `WarmError`, and why.
 NOT_WARM_ERRORS = {
     "warmcli.errors.RunInterrupted": "a KeyboardInterrupt: `except Exception` must not swallow it",
-    "warmcli.errors.CleanInterrupted": "likewise: a clean interrupted once its removal is kept",
+    "warmcli.errors.KeptInterrupted": "likewise: a clean or pull interrupted once it is kept",
     "warmcli.errors.MergeInterrupted": "likewise: a merge interrupted once OUT is in place",
-    "warmcli.errors.PullInterrupted": "likewise: a pull interrupted once PATH is in place",
     "warmcli.errors.PushInterrupted": "likewise: a push interrupted once the store holds it",
 }
 

@@ -7,8 +7,8 @@ caught those still does; every warning derives from `WarmWarning` (a `UserWarnin
 The modules that raise them import them from here, and still export them under
 their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchError`).
 
-The exceptions to the rule are `RunInterrupted`, `CleanInterrupted`,
-`MergeInterrupted`, `PullInterrupted` and `PushInterrupted`: each is a
+The exceptions to the rule are `RunInterrupted`, `KeptInterrupted` (`CleanInterrupted`
+and `PullInterrupted` name it), `MergeInterrupted` and `PushInterrupted`: each is a
 `KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
 WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
 above the leaves.
@@ -246,9 +246,12 @@ class RunInterrupted(KeyboardInterrupt):
         self.stored_tunes = stored_tunes
 
 
-class CleanInterrupted(KeyboardInterrupt):
-    """`warm clean` was interrupted after its removals were committed: they are kept (the
-    file may not have shrunk yet). A `KeyboardInterrupt`, as `RunInterrupted` is."""
+class KeptInterrupted(KeyboardInterrupt):
+    """A command that drops entries was interrupted once its change was committed: it is
+    kept, `kernels` and `tunes` gone. `warm clean`'s removals (the file may not have shrunk
+    yet: `CleanInterrupted`), or `warm pull`'s bundle moved into place, the one it replaced
+    holding `kernels` and `tunes` the pulled one lacks (`PullInterrupted`). A
+    `KeyboardInterrupt`, as `RunInterrupted` is."""
 
     def __init__(self, kernels: int, tunes: int) -> None:
         super().__init__(kernels, tunes)
@@ -256,30 +259,23 @@ class CleanInterrupted(KeyboardInterrupt):
         self.tunes = tunes
 
 
+CleanInterrupted = KeptInterrupted  # the names clean and pull raise it by
+PullInterrupted = KeptInterrupted
+
+
 class MergeInterrupted(KeyboardInterrupt):
     """`warm merge` was interrupted once OUT was moved into place: the merge is complete and
     kept (`report`, a `warmcli.ops.merge.MergeReport`). A `KeyboardInterrupt`, as
-    `CleanInterrupted` is."""
+    `KeptInterrupted` is."""
 
     def __init__(self, report: object) -> None:
         super().__init__(report)
         self.report = report
 
 
-class PullInterrupted(KeyboardInterrupt):
-    """`warm pull` was interrupted once PATH was moved into place: the pull is complete and
-    kept; the bundle it replaced held `kernels` and `tunes` the pulled one lacks (gone). A
-    `KeyboardInterrupt`, as `CleanInterrupted` is."""
-
-    def __init__(self, kernels: int, tunes: int) -> None:
-        super().__init__(kernels, tunes)
-        self.kernels = kernels
-        self.tunes = tunes
-
-
 class PushInterrupted(KeyboardInterrupt):
     """`warm push` was interrupted once the store had answered its upload: the store holds
-    the bundle. A `KeyboardInterrupt`, as `CleanInterrupted` is."""
+    the bundle. A `KeyboardInterrupt`, as `KeptInterrupted` is."""
 
 
 # The PyCUDA stand-ins.

@@ -1,55 +1,51 @@
 """Bundles named by URL: `https://` (`http://` only to this machine) and `s3://bucket/key`.
 
-`fetch(url)` gives a local copy that a process opens read-only as any bundle: it
-is downloaded once per machine into `WARM_HOME/remote/<hash of the URL>/`, under
-that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that
-cannot be reached), into a unique temporary file (`warmcli.bundle.received`: bounded
-in size and in time, removed on any failure; a killed fetch's is removed by the next)
-that is checked (its size, the sha256 the store states: an S3 object's metadata, also as
-an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s
-integrity check) before one atomic rename publishes it. The ETag (or sha256) is
-remembered beside it: the next fetch asks the store whether it changed (a conditional
-GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only when
-this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
-its ETag that is a link or another's is removed and downloaded afresh, and a copy whose
-size or modification time is not what was remembered when it was published (replaced, cut
-short, written to) is downloaded afresh, not asked about by its ETag. When the store
-cannot be reached, sends something that is no bundle, or passes a bound, the last good
-copy is used and `Fetched.warning` says why (the caller shows it once); else `RemoteError`.
-Under trusted keys (`keys`), so is one they did not sign, where a last good copy stands in
-(with none, it is published, and opening it refuses it as any bundle).
-A download refused for what it holds (a newer warm's format) is remembered by its ETag and
-this warm's version: the next fetch asks whether the store still holds it (then says so
-again), never downloading it again at each process start.
-`push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which
-holds that state of the file, writers waiting, while it is copied into an anonymous
-temporary file, `warmcli.bundle.push_copy`: the upload holds up no writer and no reader;
-an https:// store's answers, to its HEAD and once the upload is sent to its PUT, are
-waited for `WARM_REMOTE_DEADLINE` at most) whole, in one request, so a
-reader never sees a torn object and of two concurrent pushes one wins whole; its sha256
-and MD5 are read as it is copied, in one streamed pass, and stated with it
-(`Content-MD5`, which S3, GCS and Azure check against the body): to an `s3://` URL with
-its sha256 in the object's metadata; to an `https://` URL as an HTTP PUT, the way a
-presigned object-store URL takes an upload, with the sha256 in `X-Warm-Sha256`. That PUT
-is conditional when the store says what it holds (a HEAD first): `If-Match` its ETag, or
-`If-None-Match: *` where there is none yet; a store that answers 412 (the object changed
-meanwhile: another push) leaves it as the other push made it, and `push` says so. The
-`s3://` store is `warmcli.bundle.remote_s3`'s. A store
-whose object is already the bundle (by the sha256 stated with it, or an MD5 ETag: see
-`push_copy.held`) is sent nothing. A URL with nothing there (HTTP 404) is said as never
-pushed, distinct from a store that fails. The S3
-client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its
-endpoint and credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`,
-`AWS_ACCESS_KEY_ID`, ...; settings no client can be made from are a `RemoteError`). A
-download is a bundle from elsewhere: untrusted input, opened by `warmcli.bundle.store`
-like any other. Plain `http://` is refused unless the host is this machine (`localhost`,
-a loopback address): anyone on the path could change the bundle or the sha256 announced
-beside it, as pip refuses an untrusted plain-http index; a redirect is followed only
-where it names such a URL, and never from https:// down to plain http:// (not even to
-this machine: one line of `RemoteError` says so); `warmcli.bundle.http_open` opens them,
-a download's connections shut at its deadline. A length announced that is no number is a
-download refused, as a wrong one is.
-This module never prints.
+`fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
+once per machine into `WARM_HOME/remote/<hash of the URL>/` (under trusted keys, `<hash of the
+URL>-<hash of the keys>/`: what a keyless reader took never replaces what a keyed one serves,
+nor one key set's another's), under that folder's lock (waited for `WARM_REMOTE_DEADLINE` at
+most: then as a store that cannot be reached), into a unique temporary file
+(`warmcli.bundle.received`: bounded in size and time, removed on any failure, a killed fetch's
+by the next) that is checked (its size, the sha256 the store states: an S3 object's metadata,
+also as an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s integrity check)
+before one atomic rename publishes it. The ETag (or sha256) is remembered beside it: the next
+fetch asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads only if
+so. What that folder holds is believed only when this user alone wrote it: a folder others may
+write is refused (`RemoteError`), a copy or its ETag that is a link or another's is removed and
+downloaded afresh, and a copy whose size or modification time is not what was remembered when it
+was published (replaced, cut short, written to) is downloaded afresh, not asked about by its
+ETag. When the store cannot be reached, sends something that is no bundle, or passes a bound,
+the last good copy is used and `Fetched.warning` says why (the caller shows it once); else
+`RemoteError`. Under trusted keys (`keys`), so is one they did not sign, where a last good copy
+stands in (with none, it is published, and opening it refuses it as any bundle). A download
+refused for what it holds (a newer warm's format) is remembered by its ETag and this warm's
+version: the next fetch asks whether the store still holds it (then says so again), never
+downloading it again at each process start.
+`push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
+that state of the file, writers waiting, while it is copied into an anonymous temporary file,
+`warmcli.bundle.push_copy`: the upload holds up no writer and no reader; an https:// store's
+answers, to its HEAD and once the upload is sent to its PUT, are waited for
+`WARM_REMOTE_DEADLINE` at most) whole, in one request, so a reader never sees a torn object and
+of two concurrent pushes one wins whole; its sha256 and MD5 are read as it is copied, in one
+streamed pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
+body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://` URL as an
+HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 in
+`X-Warm-Sha256`. That PUT is conditional when the store says what it holds (a HEAD first):
+`If-Match` its ETag, or `If-None-Match: *` where there is none yet; a store that answers 412
+(the object changed meanwhile: another push) leaves it as the other push made it, and `push`
+says so. The `s3://` store is `warmcli.bundle.remote_s3`'s. A store whose object is already the
+bundle (by the sha256 stated with it, or an MD5 ETag: see `push_copy.held`) is sent nothing. A
+URL with nothing there (HTTP 404) is said as never pushed, distinct from a store that fails. The
+S3 client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint
+and credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...;
+settings no client can be made from are a `RemoteError`). A download is a bundle from elsewhere:
+untrusted input, opened by `warmcli.bundle.store` like any other. Plain `http://` is refused
+unless the host is this machine (`localhost`, a loopback address): anyone on the path could
+change the bundle or the sha256 announced beside it, as pip refuses an untrusted plain-http
+index; a redirect is followed only where it names such a URL, and never from https:// down to
+plain http:// (not even to this machine: one line of `RemoteError` says so);
+`warmcli.bundle.http_open` opens them, a download's connections shut at its deadline. A length
+announced that is no number is a download refused, as a wrong one is. This module never prints.
 """
 
 from __future__ import annotations
@@ -109,9 +105,17 @@ class Fetched:
     reason: str | None = None  # why not what the URL holds now, as said without a copy
 
 
-def cache_dir(url: str) -> Path:
-    """Where the local copy of `url` and what is remembered about it live."""
-    return warm_home() / "remote" / hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
+def cache_dir(url: str, keys: Sequence[bytes] | None = None) -> Path:
+    """Where the local copy of `url` and what is remembered about it live: a folder for
+    readers that check no signature, one beside it for each set of trusted `keys`."""
+    folder = hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
+    if keys is not None:
+        folder += "-" + _named(keys)
+    return warm_home() / "remote" / folder
+
+
+def _named(keys: Sequence[bytes]) -> str:  # a set of trusted keys, whatever their order
+    return hashlib.sha256(b"".join(sorted(keys))).hexdigest()[:16]
 
 
 def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
@@ -120,7 +124,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     from filelock import FileLock, Timeout  # on first use: a bundle named by path never locks
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
-    folder = cache_dir(url)
+    folder = cache_dir(url, keys)
     try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
         make_folder(folder.parent)  # warm's home: never writable by all
         folder.mkdir(exist_ok=True, mode=0o700)
@@ -148,8 +152,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             meta = {}
         # A download this warm refused, by its ETag: the store is asked whether it still
         # holds that one (then said again, not downloaded again at every process start).
-        named = hashlib.sha256(b"".join(sorted(keys or ()))).hexdigest()[:16]  # what keys
-        reader = _READER + (f" keys {named}" if keys is not None else "")
+        reader = _READER + (f" keys {_named(keys)}" if keys is not None else "")
         refused = meta.get("refused") if meta.get("refused_by") == reader else None
         try:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
@@ -203,12 +206,11 @@ def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
 
 def push(bundle: Path, url: str) -> tuple[str, bool]:
     """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it
-    was sent (not where the store holds it already: `push_copy.held`). One state of
-    the file is uploaded: the state checked is copied (and hashed) in the same read
-    transaction (a writer committing meanwhile waits for the check and the copy, not the
-    upload: while a writer waits, SQLite holds new readers up too) into an anonymous
-    temporary file, which is uploaded. An interrupt once the store answered the upload is
-    `PushInterrupted`: the store holds the bundle."""
+    was sent (not where the store holds it already: `push_copy.held`). The state checked is
+    copied (and hashed) in the same read transaction into an anonymous temporary file, which
+    is uploaded (a writer waits for the check and the copy, not the upload: while a writer
+    waits, SQLite holds new readers up too). An interrupt once the store answered the upload
+    is `PushInterrupted`: the store holds the bundle."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
@@ -393,7 +395,6 @@ def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
     """The last good copy, when another process held the download lock all the deadline
     (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
     why = f"{url}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
-    local = folder / "bundle.warm"
-    if not believed(local):
+    if not believed(local := folder / "bundle.warm"):
         raise RemoteError(why)
     return Fetched(local, False, f"{why}; using the last good copy {local}", why)

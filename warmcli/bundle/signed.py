@@ -14,7 +14,8 @@ all together (a list past that is read as none: its signature is invalid), and e
 key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
 a longer one is read as none, a corrupt signature entry), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
-signature stored in one write transaction; which rows an open `Bundle` serves under
+signature stored in one write transaction (an interrupt once it is made held until it is
+committed and handed back, `held_interrupts`); which rows an open `Bundle` serves under
 trusted keys (`_serves`, `refused`: only those its `covered` holds); which tunes a
 production write-back writes (`unsigned_rows`: never over a row a signature lists).
 It owns no state beyond the connection `Bundle` holds, and never prints.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying
@@ -45,6 +46,7 @@ from warmcli.bundle.rows import (
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.tune_row import KEY_HEX, TUNE_COLUMNS, TUNE_SELECT, TUNE_WIDTH, signed_values
 from warmcli.errors import BundleError
+from warmcli.interrupted import held_interrupts
 
 if TYPE_CHECKING:
     from warmcli.bundle.signing import RowSet, StoredSignature
@@ -187,12 +189,18 @@ class SignedRows(RowReader):
         return rows
 
     def sign(
-        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+        self,
+        make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature],
+        stored: list[StoredSignature] | None = None,
     ) -> StoredSignature:
         """Store `make(row_hashes)`, made and stored in one write transaction (replacing
-        the same key's earlier signature)."""
-        with self.transaction() as conn:
+        the same key's earlier signature), and append it to `stored` once committed: an
+        interrupt once it is made is held (`held_interrupts`) until it is committed and in
+        `stored`, or neither (the caller reads `stored` to say what was kept)."""
+        stored = [] if stored is None else stored
+        with ExitStack() as holding, self.transaction() as conn:
             signature = make(self.row_hashes())
+            holding.enter_context(held_interrupts())  # committed and recorded, or neither
             conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
             conn.execute(
                 "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
@@ -204,6 +212,8 @@ class SignedRows(RowReader):
                     signature.signed_at,
                 ),
             )
+            # run once the transaction's exit committed it (a stack's exits run in reverse)
+            holding.push(lambda failed, *_: None if failed else stored.append(signature))
         return signature
 
     def unsigned_rows(self, tunes: Iterable[TuneRecord]) -> list[TuneRecord]:

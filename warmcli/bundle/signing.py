@@ -273,7 +273,9 @@ class SignedRows(Protocol):
     ) -> list[StoredSignature]: ...
 
     def sign(
-        self, make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature]
+        self,
+        make: Callable[[Iterator[tuple[str, str, bytes]]], StoredSignature],
+        stored: list[StoredSignature] | None = None,
     ) -> StoredSignature: ...
 
     def holds_entries(self) -> bool: ...
@@ -304,11 +306,15 @@ class RowSet:
 
 
 def sign(
-    bundle: SignedRows, private_key: Any, keep: Callable[[str, str, bytes], bool] | None = None
+    bundle: SignedRows,
+    private_key: Any,
+    keep: Callable[[str, str, bytes], bool] | None = None,
+    stored: list[StoredSignature] | None = None,
 ) -> StoredSignature:
     """Sign every row of the open, writable `bundle` (those `keep(table, name, hash)`
     accepts, if given) in one transaction under its lock; the key's earlier signature
-    is replaced."""
+    is replaced. Once committed it is appended to `stored` (an interrupt is held until
+    both are done, or neither: `SignedRows.sign`)."""
     public = _raw_public(private_key.public_key())
 
     def make(rows: Iterator[tuple[str, str, bytes]]) -> StoredSignature:
@@ -318,7 +324,7 @@ def sign(
             key_id(public), public, private_key.sign(message), hashes, time.time()
         )
 
-    return bundle.sign(make)
+    return bundle.sign(make, stored)
 
 
 def stale(signature: StoredSignature, version: int) -> str | None:

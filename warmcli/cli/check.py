@@ -51,7 +51,9 @@ def check(
     (its arch; a cubin's CUDA major release, PTX's release, no newer than the driver's;
     any compiler) whose blob
     matches its sha256, and every tune a measured pick on it. A servable entry's builds
-    for other architectures are counted as not for this machine, never failing.
+    for other architectures are counted as not for this machine, never failing; the
+    entries of a backend with no device here (CUDA without a GPU or --arch) are not
+    checked, and said so, never failing.
     --driver states the fleet's driver for an --arch device, which has none here.
 
     Exit 0 when every entry is servable here, 1 when not.
@@ -94,6 +96,9 @@ def check(
                 "unservable": [m.as_dict() for m in report.unservable],
                 "ptx_jit": [m.as_dict() for m in report.jit],
                 "unservable_count": report.unservable_count,
+                "not_checked": {
+                    b: {"kernels": k, "tunes": t} for b, (k, t) in report.unchecked.items()
+                },
             }
         )
     else:
@@ -119,9 +124,9 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
     if report.jit:
         _table(report.jit, f"{len(report.jit)} kernel(s) served by PTX JIT here", "yellow")
     if report.servable:
-        out.print(
-            f"{held}: every entry is servable here", style="green", markup=False, soft_wrap=True
-        )
+        every = "every entry checked" if report.unchecked else "every entry"
+        out.print(f"{held}: {every} is servable here", style="green", markup=False, soft_wrap=True)
+        _unchecked(report)
         return
     out.print(
         f"{held}: {report.unservable_count} not servable here",
@@ -129,6 +134,7 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         markup=False,
         soft_wrap=True,
     )
+    _unchecked(report)
     groups = _table(report.unservable)
     if len(report.unservable) < report.unservable_count:
         listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
@@ -139,6 +145,21 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         )
     elif groups < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)
+
+
+def _unchecked(report: CheckReport) -> None:
+    """What was not checked: the entries of a backend with no device here, never failing."""
+    for backend, (kernels, tunes) in report.unchecked.items():
+        how = " (--arch sm_XX checks them for a GPU of that arch)" if backend == "cuda" else ""
+        out.print(
+            printable(
+                f"not checked: {kernels} {backend} kernel(s), {tunes} {backend} tune(s): "
+                f"no {backend} device here{how}"
+            ),
+            style="yellow",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _table(entries: list[MissExplanation], title: str = "", style: str = "") -> int:

@@ -5,13 +5,13 @@ rows the key's owner vouches for (see `warmcli.bundle.signing`), and processes g
 `WARM_TRUSTED_KEYS` serve only those. `keygen` makes a key pair (openssl's
 `genpkey -algorithm ed25519` makes the same). `verify` reports signatures. An interrupt
 once the signature was committed (its lock let go, the report not yet shown) says what was
-signed (kept), exit 130: never a bare "interrupted" of a bundle that is signed, found by
-reading the bundle for this key's signature made since the command began.
+signed (kept), exit 130: never a bare "interrupted" of a bundle that is signed. The
+signature is handed back as it is committed, an interrupt held meanwhile
+(`warmcli.interrupted.held_interrupts`, as merge, clean and pull hold theirs).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,7 +24,6 @@ from warmcli.bundle.signing import (
     generate_key_pair,
     key_id,
     load_private_key,
-    public_raw,
     sign,
 )
 from warmcli.bundle.store import Bundle, BundleError
@@ -48,18 +47,17 @@ def sign_path(path: Path, key: Path) -> tuple[str, int]:
     if not path.exists():
         raise BundleError(f"{path}: no such bundle")
     check_header(path)  # an empty file is no bundle to sign (a writer would make one there)
-    began = time.time()
+    stored: list[StoredSignature] = []  # once committed (an interrupt held until it is here)
     try:
         with Bundle.open(path, write=True) as bundle:
             require_consistent(bundle)  # what its indexes say is what its rows say
             require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
-            signature = sign(bundle, private)
+            sign(bundle, private, stored=stored)
     except KeyboardInterrupt:
-        kept = _signed_since(path, public_raw(private), began)
-        if kept is None:
+        if not stored:
             raise
-        raise _SignedThenInterrupted(kept) from None
-    return signature.key_id, signature.count
+        raise _SignedThenInterrupted(stored[0]) from None
+    return stored[0].key_id, stored[0].count
 
 
 class _SignedThenInterrupted(KeyboardInterrupt):
@@ -68,17 +66,6 @@ class _SignedThenInterrupted(KeyboardInterrupt):
     def __init__(self, signature: StoredSignature) -> None:
         super().__init__(signature)
         self.signature = signature
-
-
-def _signed_since(path: Path, public: bytes, began: float) -> StoredSignature | None:
-    """The signature by `public` the bundle at `path` holds, made since `began` (this
-    command's, committed); None where there is none, or it cannot be read."""
-    try:
-        with Bundle.open(path) as bundle:
-            found = bundle.signatures([public])
-    except BundleError:
-        return None
-    return next((s for s in found if s.signed_at >= began), None)
 
 
 def _interrupted(path: Path, rows: int, signer: str) -> NoReturn:

@@ -1,36 +1,36 @@
 """Preflight: can this machine serve a bundle's entries, without running a workload?
 
-For every device here, every kernel the bundle holds (for any arch) must have a build
-that runs on that device by `warmcli.backends.serving`'s rule (arch, and the driver's
-CUDA version, which a compile-only device is given by `warm check --driver`; any
-toolchain, the device's own preferred), and the blob of that build must match its
-sha256 (a host build: be an ELF this machine's loader takes that exports the build's
-symbol, `warmcli.backends.host.binary`). A kernel whose cubins are all for older
-architectures than a GPU here, but whose PTX (`compute_XX`) that GPU's
-driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart
+For every device here, every kernel the bundle holds (for any arch) must have a build that
+runs on that device by `warmcli.backends.serving`'s rule (arch, and the driver's CUDA
+version, which a compile-only device is given by `warm check --driver`; any toolchain, the
+device's own preferred), and the blob of that build must match its sha256 (a host build: be
+an ELF this machine's loader takes that exports the build's symbol,
+`warmcli.backends.host.binary`; a cubin row's: a cubin of its SM, not PTX). A kernel whose
+cubins are all for older architectures than a GPU here, but whose PTX (`compute_XX`) that
+GPU's driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart
 (`jit`): a slower first load, still no compile by warm. Every tune (operation, shapes,
-candidate set) must have a measured pick on that device's fingerprint (a pending tune is
-not servable). The builds (tune records) for other archs of an entry servable here are
-counted as "not for this machine", never failing; those of an entry not servable here
-are not (the entry is counted once, as not servable); a malformed entry is not servable
+candidate set) must have a measured pick on that device's fingerprint (a pending tune is not
+servable). The builds (tune records) for other archs of an entry servable here are counted
+as "not for this machine", never failing; those of an entry not servable here are not (the
+entry is counted once, as not servable); entries of a backend with no device here (CUDA
+without a GPU or `--arch`) in `unchecked`, never judged; a malformed entry is not servable
 (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
 (reason `absent`: production compiles it, or, its own build another, measures the tune
-again; one point read per such tune) or whose
-build of it is another toolchain's (of this warm's build recipe) that does not run here
-as its own, or, with no compiler, as the build it is served (reason `toolchain`:
-production measures the tune again on the build it runs; the entry's builds read once per
-pick and device, the first `_BLOBS_HELD` remembered), nor, under trusted keys, a row none
-of them signed, which production never serves (reason `unsigned` where it was the build
-or record that device would have used). `check_servable` returns each as a
-`MissExplanation` (the differing component, what the bundle has against what this machine
-has). The entries are streamed in the order that groups one kernel's builds (one tune's
-devices) together, each group read once, holding for each device here the build it would
-be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds
-that, the first `LISTED` explanations and the counts, however many builds one kernel has
-and whatever the bundle's size. It reads the bundle, hashes the
-blobs it would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is
-named so, unread) and probes compilers; it never compiles, launches or prints. A bundle
-whose SQL indexes disagree with its rows is refused first (`warmcli.bundle.consistency`).
+again; one point read per such tune) or whose build of it is another toolchain's (of this
+warm's build recipe) that does not run here as its own, or, with no compiler, as the build
+it is served (reason `toolchain`: production measures the tune again on the build it runs;
+the entry's builds read once per pick and device, the first `_BLOBS_HELD` remembered), nor,
+under trusted keys, a row none of them signed, which production never serves (reason
+`unsigned` where it was the build or record that device would have used). `check_servable`
+returns each as a `MissExplanation` (the differing component, what the bundle has against
+what this machine has). The entries are streamed in the order that groups one kernel's
+builds (one tune's devices) together, each group read once, holding for each device here the
+build it would be served (its tune record) and the first `_NAMED` archs (devices) to name:
+memory holds that, the first `LISTED` explanations and the counts, however many builds one
+kernel has and whatever the bundle's size. It reads the bundle, hashes the blobs it would
+serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is named so, unread) and
+probes compilers; it never compiles, launches or prints. A bundle whose SQL indexes disagree
+with its rows is refused first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from warmcli.backends.base import COMPILE_ONLY, Device
-from warmcli.backends.cuda.ptx import PtxError, check_ptx
+from warmcli.backends.cuda.ptx import PtxError, check_ptx, not_cubin_of
 from warmcli.backends.host.binary import exported_symbols, foreign_binary
 from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
@@ -66,6 +66,13 @@ class CheckReport:
     jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
     other: int = 0  # servable entries' builds for other archs ("not for this machine")
     served_by: dict[tuple[str, ...], str | None] = field(default_factory=dict)  # `_pick_served`
+    unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
+
+    def skip(self, backend: str, kernels: int, tunes: int) -> None:
+        """Entries for a backend with no device here (no GPU, no `--arch`): not judged."""
+        counts = self.unchecked.setdefault(backend, [0, 0])
+        counts[0] += kernels
+        counts[1] += tunes
 
     @property
     def servable(self) -> bool:
@@ -88,11 +95,6 @@ class CheckReport:
             self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
 
         return refuse
-
-
-def _absent(kind: str, key: str, label: str, backend: str, what: str) -> MissExplanation:
-    detail = f"bundle has a {backend} {kind} for {what}, {MACHINE} no {backend} device"
-    return MissExplanation(kind, key, label, "device", detail, ("device",))
 
 
 # SQL orders that stream one kernel's builds (`serving.same_kernel`), one tune's devices
@@ -125,7 +127,8 @@ def check_servable(bundle: Bundle, devices: Sequence[Device], driver: str = "") 
     For each device here, each kernel the bundle holds (for any arch) must have a build
     that runs on it (`warmcli.backends.serving`) whose blob matches its sha256 (PTX: that its
     driver can JIT), and each tune a measured pick on its fingerprint. The builds of a
-    servable entry that only other machines use are counted in `other`, never failing.
+    servable entry that only other machines use are counted in `other`, the entries of a
+    backend with no device here in `unchecked`, neither failing.
     `driver` (a CUDA release such as `13.0`) stands for the driver of CUDA devices that
     have none here (compile-only, `--arch`).
     """
@@ -160,8 +163,8 @@ def _unsigned_miss(kind: str, key: str, label: str) -> MissExplanation:
 
 def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
     """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
-    failing its sha256, PTX that device's driver cannot JIT, or a host binary that does
-    not export the record's symbol (its blob is read once, its exported names kept)."""
+    failing its sha256, PTX that device's driver cannot JIT, a cubin row's no cubin of its
+    SM, a host binary not exporting the record's symbol (read once, its names kept)."""
     ptx = virtual_sm(record.arch) is not None
     cached = None if ptx else blobs.get(record.sha256)
     if cached is None:
@@ -169,10 +172,12 @@ def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: Dev
         try:
             data = bundle.blob(record.sha256)
             if ptx:
-                check_ptx(data, offer.arch, offer.driver)
-            problem = foreign_binary(data) if offer.backend == "host" else ""
-            if offer.backend == "host" and not problem:
-                symbols = exported_symbols(data)
+                problem = check_ptx(data, offer.arch, offer.driver) or ""
+            elif offer.backend == "host":
+                problem = foreign_binary(data)
+                symbols = None if problem else exported_symbols(data)
+            else:  # a cubin row's blob: a cubin of its SM (not PTX, not another SM's)
+                problem = not_cubin_of(data, record.arch) or ""
         except BundleError as exc:
             problem = f"bundle's build: {exc}"
         except PtxError as exc:
@@ -211,9 +216,8 @@ def _check_kernels(
     for k in itertools.chain((first,), builds):
         cubin = virtual_sm(k.arch) is None
         report.kernels += cubin  # PTX goes along
-        if not here:
-            if cubin:
-                report.refuse(_absent("kernel", k.key, k.label, k.backend, k.arch))
+        if not here:  # no device of its backend here: not judged, never failing
+            report.skip(k.backend, cubin, 0)
             continue
         other += cubin and k.arch not in archs  # a build here serves is for an arch here
         if k.arch in held or len(held) < _NAMED:
@@ -349,7 +353,7 @@ def _check_tunes(
     for t in itertools.chain((first,), records):
         report.tunes += 1
         if not here:
-            report.refuse(_absent("tune", t.key, label, backend, t.device))
+            report.skip(backend, 0, 1)
             continue
         if t.device in fingerprints and _unsigned(bundle, t):
             unsigned.setdefault(t.device, t.key)

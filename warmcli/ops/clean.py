@@ -1,12 +1,12 @@
 """Cleaning a bundle: drop what this machine can never use, and evict to a size.
 
-A kernel is *corrupt* when its blob is missing, fails its sha256, (a host kernel's) does
-not export its symbol or (a CUDA PTX row's) is not PTX of its arch
-(`warmcli.ops.exported`), and a kernel or tune when its row is malformed (as `warm verify`
-names it): removed, so the next `warm run` builds it again; a row no listing can read
-(`warmcli.bundle.unreadable`: a value over the length limit, a text not UTF-8, a key not
-hex), once a listing meets one, has every such row found and skipped, the plan made again,
-and each removed by its rowid.
+A kernel is *corrupt* when its blob is missing, fails its sha256, (a host kernel's) does not
+export its symbol, (a CUDA PTX row's) is not PTX of its arch or (a cubin row's) not a cubin
+of its arch (`warmcli.ops.exported`), and a kernel or tune when its row is malformed (as
+`warm verify` names it): removed, so the next `warm run` builds it again; a row no listing
+can read (`warmcli.bundle.unreadable`: a value over the length limit, a text not UTF-8, a
+key not hex), once a listing meets one, has every such row found and skipped, the plan made
+again, and each removed by its rowid.
 An entry is *foreign* when this machine would never serve it
 (`warmcli.ops.foreign`: a kernel whose binary runs on no device here, or that this
 machine's toolchain's build, runnable here, supersedes; a tune of another device's).
@@ -55,6 +55,7 @@ from warmcli.records import KernelRecord, TuneRecord, where
 
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 NOT_PTX = "its blob is not PTX of its arch"  # a CUDA PTX row never JIT-ed
+NOT_CUBIN = "its blob is not a cubin of its arch"  # a CUDA cubin row holding PTX, say
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 CORRUPT_ROW = "corrupt: a malformed row"
 WHATS = ("kernel", "tune")
@@ -321,7 +322,7 @@ def _plan(
         apply=not dry_run,
         labels=bundle.kernel,
         corrupt=corrupt,
-        unserved={k.key: NOT_PTX if k.backend == "cuda" else UNEXPORTED for k, _ in unserved},
+        unserved={k.key: _unserved_why(k) for k, _ in unserved},
         local=local_builds(
             bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
         ),
@@ -362,3 +363,10 @@ def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
         raise BundleError(
             f"{bundle.path}: {removed}, but the file was not vacuumed: {why}"
         ) from None
+
+
+def _unserved_why(k: KernelRecord) -> str:
+    """Why `warmcli.ops.exported` names a kernel, as a removal's reason."""
+    if k.backend != "cuda":
+        return UNEXPORTED
+    return NOT_PTX if k.arch.startswith("compute_") else NOT_CUBIN

@@ -5,7 +5,9 @@ dynamic symbol table (`warmcli.backends.host.binary.exported_symbols`, read from
 headers, never loaded) lacks that name, production misses and compiles it, and `warm
 check` calls it not servable (`binary`). A CUDA PTX row (arch `compute_XX`) is served to
 the driver's JIT: its blob must be PTX of that arch (`warmcli.backends.cuda.ptx.not_ptx_of`;
-a cubin's blob, another arch's PTX, is never JIT-ed on the GPUs it is kept for).
+a cubin's blob, another arch's PTX, is never JIT-ed on the GPUs it is kept for); a cubin row
+(arch `sm_XX`) must hold a cubin of that SM (`not_cubin_of`: PTX there is a row of the wrong
+kind, served by no rule for it).
 `unexported` names each such kernel so `warm
 verify` calls the bundle unsound and `warm clean` removes it as corrupt (a row pointed at
 another kernel's blob, a symbol edited with its entry). Blobs are read one at a time, in
@@ -20,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from warmcli.backends.cuda.ptx import not_ptx_of
+from warmcli.backends.cuda.ptx import not_cubin_of, not_ptx_of
 from warmcli.backends.host.binary import exported_symbols
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, where
@@ -28,14 +30,16 @@ from warmcli.records import KernelRecord, where
 
 def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
     """Each well-formed host kernel whose blob's exported names lack its symbol, and each
-    CUDA PTX row whose blob is not PTX of its arch, and why."""
+    CUDA row whose blob is not of its kind and arch (PTX, a cubin), and why."""
     sha, names = "", None
+    verdicts: dict[tuple[str, str], str | None] = {}  # (sha256, arch) -> why not (one blob's)
     for k in bundle.each_kernel(on_error=lambda *_: None, order="sha256, key"):
-        if k.backend == "cuda" and k.arch.startswith("compute_"):
-            data = None
-            with contextlib.suppress(BundleError):  # missing, corrupt, too large: named
-                data = bundle.blob(k.sha256)  # by other checks
-            if data is not None and (why := not_ptx_of(data, k.arch)):
+        if k.backend == "cuda":
+            if (k.sha256, k.arch) not in verdicts:
+                if verdicts and next(iter(verdicts))[0] != k.sha256:
+                    verdicts.clear()  # rows come in sha256 order: one blob's archs held
+                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k)
+            if why := verdicts[k.sha256, k.arch]:
                 blob = f"blob {k.sha256[:16]}"
                 yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}: {why}"
             continue
@@ -53,3 +57,14 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
                     f"does not export {k.symbol}"
                 ),
             )
+
+
+def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
+    """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
+    (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
+    cannot be read (missing, corrupt, too large: named by other checks)."""
+    try:
+        data = bundle.blob(k.sha256)
+    except BundleError:
+        return None
+    return not_ptx_of(data, k.arch) if k.arch.startswith("compute_") else not_cubin_of(data, k.arch)

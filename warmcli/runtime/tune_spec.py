@@ -255,13 +255,31 @@ def _default(value: Any) -> str:
 _KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=...)` writes
 
 
+_TAG = "str:"  # before a key= string that another value's JSON text is (no JSON starts "s")
+_JSON_FIRST = frozenset('[{"-0123456789ntfNI')  # how JSON text starts (NaN, Infinity too)
+
+
+def _tagged(text: str) -> str:
+    """A `key=` string as its key's text: itself, unless some other value's JSON text is that
+    string (`"1"` is `1`'s, `"null"` None's: one tune key for two values) or it starts with
+    the tag; then tagged, so no two values share a text and no other key's text changes."""
+    if text[:1] in _JSON_FIRST:
+        try:
+            if _KEY_JSON(json.loads(text)) == text:  # JSON as warm writes it: another's
+                return _TAG + text
+        except (ValueError, RecursionError):  # no JSON, or nested past what it reads
+            pass
+    return _TAG + text if text.startswith(_TAG) else text
+
+
 def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
-    string, else its JSON (anything JSON has no form for as its `str`, a set sorted). Read
-    once (every tune call keys); `_stable` walks it again only where a part is refused, to
-    name it."""
+    string (tagged `str:` where it is some other value's JSON, `"1"` beside `1`, or starts
+    with the tag: `_tagged`), else its JSON (anything JSON has no form for as its `str`, a
+    set sorted). Read once (every tune call keys); `_stable` walks it again only where a
+    part is refused, to name it."""
     if isinstance(derived, str):
-        text = derived
+        text = _tagged(derived)
     else:
         try:
             text = _KEY_JSON(derived)

@@ -1,27 +1,29 @@
 """PTX kept beside cubins: reading its header, and whether a device's driver can JIT it.
 
-A bundle keeps, beside each kernel's cubins, the PTX of the highest architecture
-built (arch `compute_XX`), so a GPU newer than every cubin is served by the
-driver's JIT instead of missing. PTX is text: its header names the PTX ISA
-version (`.version 9.5`) and the target (`.target sm_90`). The driver JITs PTX
-for its own GPU when the target's SM is at most the GPU's (an arch-specific
-`sm_90a` target is not forward compatible) and when it knows the ISA version,
-which a driver older than the toolkit does not (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`):
-`check_ptx` refuses both with the reason. Which PTX record a device is served is
-`warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
-functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come from an
-untrusted bundle: only its first lines are read, and anything unexpected is a
+A bundle keeps, beside each kernel's cubins, the PTX of the highest architecture built (arch
+`compute_XX`), so a GPU newer than every cubin is served by the driver's JIT instead of
+missing. PTX is text: its header names the PTX ISA version (`.version 9.5`) and the target
+(`.target sm_90`). The driver JITs PTX for its own GPU when the target's SM is at most the
+GPU's (an arch-specific `sm_90a` target is not forward compatible) and when it knows the ISA
+version, which a driver older than the toolkit does not
+(`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`): `check_ptx` refuses both with the reason;
+`not_ptx_of` and `not_cubin_of` say why a row's blob is not of its kind (PTX of a
+`compute_XX` row's arch, a cubin of an `sm_XX` row's). Which PTX record a device is served
+is `warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
+functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come
+from an untrusted bundle: only its first lines are read, and anything unexpected is a
 `PtxError`. A kernel whose default PTX has a program of its own (beside an arch-specific
-cubin) and does not build keeps its cubin without it (`ptx_not_kept`; a group of several
-is split first, so no other kernel loses its PTX).
+cubin) and does not build keeps its cubin without it (`ptx_not_kept`; a group of several is
+split first, so no other kernel loses its PTX).
 """
 
 from __future__ import annotations
 
 import re
 
+from warmcli.backends.cuda.cubin import check_cubin
 from warmcli.backends.serving import driver_release, virtual_sm
-from warmcli.errors import CompileFailure, PtxError
+from warmcli.errors import CompileFailure, CubinError, PtxError
 from warmcli.printable import Pattern
 
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
@@ -91,6 +93,18 @@ def not_ptx_of(data: bytes, arch: str) -> str | None:
         return str(exc)
     if f"compute_{target}{suffix}" != arch:
         return f"PTX for sm_{target}{suffix}, not {arch}"
+    return None
+
+
+def not_cubin_of(data: bytes, arch: str) -> str | None:
+    """Why `data` is not a cubin for `arch` (`sm_90`), as a cubin row's blob must be (PTX, a
+    cubin of another SM); None when it is (what `warm verify` checks, and `warm check`)."""
+    if is_ptx(data):
+        return f"PTX, not a cubin for {arch}: its row's kind is wrong"
+    try:
+        check_cubin(data, arch)
+    except CubinError as exc:
+        return str(exc)
     return None
 
 
