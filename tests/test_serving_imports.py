@@ -54,6 +54,8 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
+    "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
+    "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options
     "warmcli.warming",
     "warmcli.ops",
     "warmcli.cli",
