@@ -27,6 +27,7 @@ NOT_WHILE_SERVING = (
     "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
     "copy",  # (imported by dataclasses)
     "heapq",  # the tunes `warm stats` samples of a large bundle
+    "sqlite3",  # the package (its dbapi2): warm reads a bundle with the C module, `_sqlite3`
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
     "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)
