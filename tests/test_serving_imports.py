@@ -27,6 +27,7 @@ NOT_WHILE_SERVING = (
     "dataclasses",  # warm's records are `warmcli.records.Record`s: no code generated at import
     "copy",  # (imported by dataclasses)
     "heapq",  # the tunes `warm stats` samples of a large bundle
+    "sqlite3",  # the package (its dbapi2): warm reads a bundle with the C module, `_sqlite3`
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
     "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)
@@ -54,6 +55,8 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
+    "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
+    "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options
     "warmcli.warming",
     "warmcli.ops",
     "warmcli.cli",

@@ -47,11 +47,9 @@ from warmcli.kernel_parts import (
     kind_of,
     opens_comment,
 )
-from warmcli.linked import with_linked
 from warmcli.once import once as _once
 from warmcli.printable import Pattern, refuse_lone_surrogate
 from warmcli.records import Record
-from warmcli.wrapper_script import keyed_host_compiler, names_host_compiler
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
 PARAM_SCALARS: dict[str, type[np.generic]] = {
@@ -188,8 +186,11 @@ class Kernel(Record):
         reached may compute with their paths, the headers digest keys them); nvcc's host
         compiler with its digest where it is a script (`keyed_host_compiler`)."""
         options = self.options
-        if self.language == "cuda" and names_host_compiler(options):
-            options = keyed_host_compiler(options)
+        if self.language == "cuda":  # (a host kernel's process never imports the module)
+            from warmcli.wrapper_script import keyed_host_compiler, names_host_compiler
+
+            if names_host_compiler(options):
+                options = keyed_host_compiler(options)
         if self.names_include_folders or any(o.startswith(PRE_INCLUDE_PREFIXES) for o in options):
             from warmcli.headers import keyed_options
 
@@ -344,8 +345,11 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
         from warmcli.headers import headers_digest
 
         headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
-    c = kernel.language == "c"  # a host kernel: with the files it links (`warmcli.linked`)
-    return with_linked(headers, kernel.options, config.library_path) if c else headers
+    if kernel.language != "c" or not kernel.options:  # no option names a file to link
+        return headers
+    from warmcli.linked import with_linked  # a host kernel: with the files it links
+
+    return with_linked(headers, kernel.options, config.library_path)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:

@@ -36,9 +36,6 @@ from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
-from warmcli.wrapper_script import MAX_WRAPPER, script_digest
-from warmcli.wrapper_script import NAMED as _NAMED
-from warmcli.wrapper_script import UNBUILT as _UNBUILT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -189,6 +186,8 @@ def _wrapper(where: str) -> str:
     nvcc: toolkits and packages ship it as a wrapper script that only finds the real one
     (its version line is the build's), and a bundle built by one must serve where the
     toolkit's own runs."""
+    from warmcli.wrapper_script import script_digest  # a probe's: a served toolchain is read
+
     digest = script_digest(where)
     return f"{WRAPPER_MARK}{digest})" if digest else ""
 
@@ -206,6 +205,8 @@ def script_words(path: str) -> list[str]:
 def _script(path: str, search: str) -> tuple[str, tuple[str, ...]]:
     """The text of the script `path` names (on `search`, PATH) and the variables it names,
     read once per process as its identity is (`probe`); ("", ()) for a binary or none."""
+    from warmcli.wrapper_script import MAX_WRAPPER, NAMED, UNBUILT
+
     found = _find(path)
     if found is None:
         return "", ()
@@ -217,7 +218,7 @@ def _script(path: str, search: str) -> tuple[str, tuple[str, ...]]:
             text = script.read(MAX_WRAPPER)
     except OSError:
         return "", ()
-    named = sorted({b"".join(n).decode() for n in _NAMED.findall(text)} - _UNBUILT)
+    named = sorted({b"".join(n).decode() for n in NAMED.findall(text)} - UNBUILT)
     return text.decode(errors="replace"), tuple(named)
 
 

@@ -16,8 +16,8 @@ never by a process that only serves. This module owns no state and never prints.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any

@@ -15,8 +15,8 @@ copy's, never prints.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import hashlib
-import sqlite3
 from collections.abc import Iterator
 
 from warmcli.bundle.file import _sqlite_errors

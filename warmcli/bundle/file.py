@@ -31,10 +31,10 @@ tune, blob.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # the C module `sqlite3` wraps: no dbapi2 (~0.4 ms) at import
 import contextlib
 import functools
 import os
-import sqlite3
 import stat
 import sys
 import time

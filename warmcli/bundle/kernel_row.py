@@ -21,11 +21,11 @@ writer; else it holds no state and runs no query itself.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import hashlib
 import json
 import math
 import re
-import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 

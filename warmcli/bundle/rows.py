@@ -17,12 +17,12 @@ opens only a forked child's own connection (`_conn`).
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
 import ctypes
 import json
 import math
 import os
-import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator

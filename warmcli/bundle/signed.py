@@ -23,7 +23,7 @@ It owns no state beyond the connection `Bundle` holds, and never prints.
 
 from __future__ import annotations
 
-import sqlite3
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any

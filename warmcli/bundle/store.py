@@ -20,10 +20,10 @@ the set of rows it wrote, a write to join its next (`joining`), if signed tune r
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import hashlib
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -359,7 +359,7 @@ class Bundle(BundleAdmin):
                 else:
                     conn.execute(
                         "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
-                        (record.sha256, len(binary), sqlite3.Binary(binary)),
+                        (record.sha256, len(binary), memoryview(binary)),
                     )
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
                 if write_kernel_row(conn, record, now):

@@ -17,9 +17,9 @@ holds no state and opens nothing itself.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
 import math
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 

@@ -42,6 +42,7 @@ from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.forking import scratch_folder
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
+from warmcli.printable import Pattern
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
@@ -96,11 +97,11 @@ _VALUED = (
 
 # An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
 # case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
-_ASSEMBLER_READS = re.compile(
+_ASSEMBLER_READS = Pattern(  # compiled on first use: a served process compiles nothing
     r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
 )
 # A C comment, or a string or character literal (kept: an `__asm__`'s text is one).
-_COMMENT_OR_LITERAL = re.compile(
+_COMMENT_OR_LITERAL = Pattern(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
 )
 
