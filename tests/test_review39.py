@@ -1,0 +1,81 @@
+"""Review of stop 39's first merges (passover39, serve39, leftovers39), and the one left open.
+
+Real parts only: the CLI in subprocesses, NVRTC for `--arch sm_90` (no GPU), real SQLite
+files.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import EXAMPLES, Warm
+from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
+
+# Every cubin (sm_90) row of the CUDA example pointed at its PTX twin's blob (sha256 right).
+PTX_AS_CUBIN = (
+    "UPDATE kernels SET sha256 = (SELECT c.sha256 FROM kernels c WHERE c.arch = "
+    "'compute_90' AND c.symbol = kernels.symbol) WHERE arch = 'sm_90'"
+)
+
+
+def _edit(bundle: Path, sql: str) -> None:
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(sql)
+    conn.close()
+
+
+def test_a_rewarm_rebuilds_a_cubin_row_whose_blob_is_ptx(
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+) -> None:
+    """`warm run --arch sm_90` over a bundle whose sm_90 (cubin) rows hold PTX loaded them
+    (the GPU-less device takes PTX it can JIT) as hits and said "the bundle is complete",
+    though `warm verify` names each as corrupt. A re-warm treats such a row as corrupt: it
+    is rebuilt and stored, and the bundle is sound after."""
+    bundle = tmp_path / "ptx-as-cubin.warm"
+    bundle.write_bytes(cuda_small.read_bytes())
+    _edit(bundle, PTX_AS_CUBIN)
+    assert warm("verify", bundle).returncode == 1
+    done = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
+    assert "stored 8 new kernel(s)" in done.stdout, done.stdout
+    assert "the bundle is complete" in done.stdout, done.stdout
+    checked = warm("verify", bundle)
+    assert checked.returncode == 0, checked.stdout[-1500:]
+
+
+def test_serving_refuses_a_cubin_row_whose_blob_is_ptx(
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+) -> None:
+    """Served (Execute, the GPU-less sm_90 device standing in for a GPU, as other tests do),
+    a cubin row holding PTX was loaded as a hit: a GPU's driver would JIT it, though `warm
+    check --arch sm_90` calls it not servable. It is not served (a `binary` miss, named):
+    the kernel's own PTX row is (JIT, as for a GPU newer than its cubins)."""
+    import runpy
+
+    from warmcli import ProcessMode, ProcessModeOverride, Runtime
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.bundle.store import Bundle
+
+    bundle = tmp_path / "ptx-as-cubin.warm"
+    bundle.write_bytes(cuda_small.read_bytes())
+    _edit(bundle, PTX_AS_CUBIN)
+    kernels = list(runpy.run_path(str(EXAMPLES / "saxpy_cuda.py"))["SAXPY"].candidates.values())
+    with Bundle.open(bundle) as held, ProcessModeOverride(ProcessMode.EXECUTE) as seen:
+        rt = Runtime(ArchDevice("sm_90", compiler="nvrtc"), held)
+        for k in kernels:
+            rt.kernels.get(k)
+    counts = seen.reader().compilation
+    assert (counts.loaded, counts.ptx_jit, counts.compiled) == (4, 4, 0), counts
+    assert counts.misses == {"binary": 4}, counts
+    assert any("PTX, not a cubin for sm_90" in n for n in seen.reader().notes())
+    # the untouched bundle: every one served
+    with Bundle.open(cuda_small) as held, ProcessModeOverride(ProcessMode.EXECUTE) as seen:
+        rt = Runtime(ArchDevice("sm_90", compiler="nvrtc"), held)
+        for k in kernels:
+            rt.kernels.get(k)
+    counts = seen.reader().compilation
+    assert (counts.loaded, counts.compiled) == (len(kernels), 0), counts
