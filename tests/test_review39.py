@@ -6,10 +6,12 @@ files.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
-from conftest import EXAMPLES, Warm
+import pytest
+from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
 from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
 
 # Every cubin (sm_90) row of the CUDA example pointed at its PTX twin's blob (sha256 right).
@@ -19,24 +21,49 @@ PTX_AS_CUBIN = (
 )
 
 
+# Every sm_90 row of an sm_80 + sm_90 pre-build pointed at its sm_80 twin's cubin.
+SM80_AS_SM90 = (
+    "UPDATE kernels SET sha256 = (SELECT c.sha256 FROM kernels c WHERE c.arch = 'sm_80' "
+    "AND c.label = kernels.label) WHERE arch = 'sm_90'"
+)
+
+
+@pytest.fixture(scope="module")
+def two_archs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CUDA example pre-built for sm_80 and sm_90 without a GPU (NVRTC), made once."""
+    nvrtc_release_or_skip()
+    folder = tmp_path_factory.mktemp("two39")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(folder / "home")))
+    bundle = folder / "two.warm"
+    run = ("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_80", "--arch", "sm_90", "-b", bundle)
+    done = warm(*run, "-q")
+    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
+    return bundle
+
+
 def _edit(bundle: Path, sql: str) -> None:
     with sqlite3.connect(bundle) as conn:
         conn.execute(sql)
     conn.close()
 
 
-def test_a_rewarm_rebuilds_a_cubin_row_whose_blob_is_ptx(
+@pytest.mark.parametrize("edit", [PTX_AS_CUBIN, SM80_AS_SM90], ids=["ptx", "sm_80"])
+def test_a_rewarm_rebuilds_a_cubin_row_whose_blob_is_not_its_cubin(
     warm: Warm,
     tmp_path: Path,
     cuda_small: Path,  # noqa: F811
+    two_archs: Path,
+    edit: str,
 ) -> None:
-    """`warm run --arch sm_90` over a bundle whose sm_90 (cubin) rows hold PTX loaded them
-    (the GPU-less device takes PTX it can JIT) as hits and said "the bundle is complete",
-    though `warm verify` names each as corrupt. A re-warm treats such a row as corrupt: it
-    is rebuilt and stored, and the bundle is sound after."""
-    bundle = tmp_path / "ptx-as-cubin.warm"
-    bundle.write_bytes(cuda_small.read_bytes())
-    _edit(bundle, PTX_AS_CUBIN)
+    """`warm run --arch sm_90` over a bundle whose sm_90 (cubin) rows hold PTX (or sm_80's
+    cubins) counted them as hits (under --arch nothing loads; the GPU-less device even takes
+    PTX it can JIT) and said "the bundle is complete", though `warm verify` names each as
+    corrupt. A re-warm treats such a row as corrupt: it is rebuilt and stored, and the
+    bundle is sound after."""
+    bundle = tmp_path / "wrong-kind.warm"
+    bundle.write_bytes((cuda_small if edit == PTX_AS_CUBIN else two_archs).read_bytes())
+    _edit(bundle, edit)
     assert warm("verify", bundle).returncode == 1
     done = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
     assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]

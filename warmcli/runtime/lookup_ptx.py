@@ -6,13 +6,14 @@ bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loade
 `ptx_jit`). While warming, a CUDA kernel whose cubin the bundle holds is held only with the
 PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
 lacks (or whose row's blob is no PTX of its arch) builds it; a cubin row whose blob is PTX
-(the wrong kind, as `warm verify` names it) is never served, and built again while warming.
-A miss's reads of a kernel's builds (another toolchain's to serve, PTX, why none is served)
-read the rows its key names (`_builds_of`): which architectures and toolchains hold builds
-of an entry name is listed once per entry (the bundle's rows of it parsed once, not once a
-miss; a build of another pair written meanwhile by another process is not seen). It owns no
-state of its own (its methods read `BundleLookup`'s, the blobs it served as PTX among them);
-it never compiles, never writes the bundle and never prints.
+(the wrong kind, as `warm verify` names it) is never served, and one holding PTX or another
+SM's cubin is built again while warming. A miss's reads of a kernel's builds (another
+toolchain's to serve, PTX, why none is served) read the rows its key names (`_builds_of`):
+which architectures and toolchains hold builds of an entry name is listed once per entry
+(the bundle's rows of it parsed once, not once a miss; a build of another pair written
+meanwhile by another process is not seen). It owns no state of its own (its methods read
+`BundleLookup`'s, the blobs it served as PTX among them); it never compiles, never writes
+the bundle and never prints.
 """
 
 from __future__ import annotations
@@ -128,13 +129,17 @@ class PtxLookup:
         return None
 
     def _cubin_held(self, record: KernelRecord) -> bool:
-        """While warming a CUDA device: whether the bundle's cubin row `record` holds no PTX
-        (a row of the wrong kind, as `warm verify` names it, is built again: a GPU-less
-        device would take it as PTX it can JIT, and nothing loads under `--arch`)."""
+        """While warming a CUDA device: whether the bundle's cubin row `record` holds a cubin
+        of its SM (one holding PTX or another SM's cubin, as `warm verify` names it, is
+        built again: under `--arch` nothing loads, and a GPU-less device takes PTX)."""
         if self.bundle is None or self.misses.policy is not None or record.backend != "cuda":
             return True
+        if virtual_sm(record.arch) is not None:
+            return True
+        from warmcli.backends.cuda.ptx import not_cubin_of  # a CUDA device's only
+
         try:
-            return self._not_its_kind(record, self.bundle.blob(record.sha256)) is None
+            return not_cubin_of(self.bundle.blob(record.sha256), record.arch) is None
         except BundleError:  # missing or corrupt: built again
             return False
 
