@@ -106,3 +106,19 @@ def test_serving_refuses_a_cubin_row_whose_blob_is_ptx(
             rt.kernels.get(k)
     counts = seen.reader().compilation
     assert (counts.loaded, counts.compiled) == (len(kernels), 0), counts
+
+
+def test_a_key_str_never_shares_a_tune_key_with_a_dict_whose_keys_read_alike() -> None:
+    """leftovers39 tags a `key=` str that is another value's JSON text, found by reading it
+    and writing it again; a dict whose keys stringify alike (`{1: "a", "1": "b"}`) writes
+    an object with a key twice, which reads back as one pair: its text was not tagged, and
+    the str and the dict shared one tune key. Every other key is unchanged."""
+    from warmcli.runtime.tune_spec import key_text
+
+    for value in ({1: "a", "1": "b"}, {None: 1, "null": 2}, {True: [1], "true": {2: 3, "2": 4}}):
+        text = key_text("t", value)
+        assert key_text("t", text) == "str:" + text, text
+    assert key_text("t", '{"1": "a", "1": "b"}') == 'str:{"1": "a", "1": "b"}'
+    for same in ('{"1":"a"}', '{"a": 1, "a" : 2}', "1e5", "[1,2]", "M=64"):  # no value's text
+        assert key_text("t", same) == same
+    assert key_text("t", {"a": 1}) == '{"a": 1}' and key_text("t", '{"a": 1}') == 'str:{"a": 1}'
