@@ -6,13 +6,14 @@ files.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
-from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
+from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
 
 # Every cubin (sm_90) row of the CUDA example pointed at its PTX twin's blob (sha256 right).
 PTX_AS_CUBIN = (
@@ -122,3 +123,39 @@ def test_a_key_str_never_shares_a_tune_key_with_a_dict_whose_keys_read_alike() -
     for same in ('{"1":"a"}', '{"a": 1, "a" : 2}', "1e5", "[1,2]", "M=64"):  # no value's text
         assert key_text("t", same) == same
     assert key_text("t", {"a": 1}) == '{"a": 1}' and key_text("t", '{"a": 1}') == 'str:{"a": 1}'
+
+
+def test_check_never_calls_entries_of_a_backend_no_warm_has_unchecked(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+) -> None:
+    """leftovers39 made `warm check` skip (never failing) the entries of a backend with no
+    device here, meant for CUDA without a GPU; it skipped any backend a row names: a
+    bundle from elsewhere whose rows name backends no warm has was "every entry checked is
+    servable here" (exit 0), with a line and a JSON member per backend named (200,000 rows
+    naming 200,000 backends: 200,002 lines, 54 s; memory grew with them). Such an entry
+    is not servable, as before (a `device` row each, listed within the bound); only a
+    backend warm serves (CUDA) is not checked."""
+    _, _, host = signed_small
+    bundle = tmp_path / "others.warm"
+    bundle.write_bytes(host.read_bytes())
+    with sqlite3.connect(bundle) as conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(kernels)")]
+        row = dict(zip(cols, conn.execute("SELECT * FROM kernels").fetchone(), strict=True))
+        for n in range(3):  # an older warm's row (no `kernel` component): any key
+            key = f"{n + 1:016x}"
+            row.update(key=key + "0" * 48, symbol=f"warm_{key}_{row['entry']}", components="{}")
+            row.update(backend=f"tpu{n}", device=f"tpu{n}|x")
+            conn.execute(
+                f"INSERT INTO kernels VALUES ({', '.join('?' * len(cols))})", [*row.values()]
+            )
+    conn.close()
+    done = warm("check", bundle, "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1 and not doc["servable"], done.stdout[-1500:]
+    assert doc["not_checked"] == {}, doc["not_checked"]
+    assert {(m["reason"], m["kind"]) for m in doc["unservable"]} == {("device", "kernel")}
+    assert doc["unservable_count"] == 3
+    said = warm("check", bundle)
+    assert said.returncode == 1 and "not checked" not in said.stdout, said.stdout
