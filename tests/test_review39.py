@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
+from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
 from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
 
 # Every cubin (sm_90) row of the CUDA example pointed at its PTX twin's blob (sha256 right).
@@ -159,3 +161,50 @@ def test_check_never_calls_entries_of_a_backend_no_warm_has_unchecked(
     assert doc["unservable_count"] == 3
     said = warm("check", bundle)
     assert said.returncode == 1 and "not checked" not in said.stdout, said.stdout
+
+
+# Runs `warm ARGS...` sending itself SIGINT as function WARM_TEST_AT of warm's returns, once
+# `sign_path` has returned (its signature committed, its lock let go): a precise point.
+AT_RETURN = """
+import os, signal, sys
+at, state = os.environ["WARM_TEST_AT"], {"signed": False, "sent": False}
+def trace(frame, event, arg):
+    name = frame.f_code.co_name
+    if event == "return" and "warmcli" in frame.f_code.co_filename and not state["sent"]:
+        if name == at and (state["signed"] or at == "sign_path"):
+            state["sent"] = True
+            os.kill(os.getpid(), signal.SIGINT)
+        state["signed"] = state["signed"] or name == "sign_path"
+    return trace
+sys.argv[0] = "warm"
+from warmcli.__main__ import main
+sys.settrace(trace)
+main()
+"""
+
+
+@pytest.mark.parametrize("at", ["sign_path", "guarded"])
+def test_an_interrupt_once_sign_has_committed_says_it_was_signed_at_every_step(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    at: str,
+) -> None:
+    """`warm sign` says what it signed (kept) for an interrupt once its signature is
+    committed, but one landing after the signing returned its result (as `sign_path`
+    returns, or the guard around it), before the report, said a bare `warm: interrupted`
+    (exit 130) of a bundle that was signed. Every such point says it was signed (kept)."""
+    key, _, unsigned = signed_small
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(unsigned.read_bytes())
+    env = dict(warm.env, WARM_TEST_AT=at)
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_RETURN, "sign", str(bundle), "--key", str(key)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (1,)
+    conn.close()
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "interrupted: signed" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
