@@ -163,15 +163,15 @@ def test_check_never_calls_entries_of_a_backend_no_warm_has_unchecked(
     assert said.returncode == 1 and "not checked" not in said.stdout, said.stdout
 
 
-# Runs `warm ARGS...` sending itself SIGINT as function WARM_TEST_AT of warm's returns, once
-# `sign_path` has returned (its signature committed, its lock let go): a precise point.
+# Runs `warm ARGS...` sending itself SIGINT as function WARM_TEST_AT of warm's returns (one
+# other than `sign_path` or `clean_bundle`: once `sign_path` has returned): a precise point.
 AT_RETURN = """
 import os, signal, sys
 at, state = os.environ["WARM_TEST_AT"], {"signed": False, "sent": False}
 def trace(frame, event, arg):
     name = frame.f_code.co_name
     if event == "return" and "warmcli" in frame.f_code.co_filename and not state["sent"]:
-        if name == at and (state["signed"] or at == "sign_path"):
+        if name == at and (state["signed"] or at in ("sign_path", "clean_bundle")):
             state["sent"] = True
             os.kill(os.getpid(), signal.SIGINT)
         state["signed"] = state["signed"] or name == "sign_path"
@@ -208,3 +208,26 @@ def test_an_interrupt_once_sign_has_committed_says_it_was_signed_at_every_step(
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "interrupted: signed" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_an_interrupt_as_clean_returns_says_what_it_removed(
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+) -> None:
+    """The same window in `warm clean`: an interrupt landing as its clean returned (the
+    removal committed, the report not yet handed to the command) said a bare `warm:
+    interrupted` of 8 kernels removed. It says what it removed (kept)."""
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(cuda_small.read_bytes())
+    _edit(bundle, PTX_AS_CUBIN)  # 8 corrupt kernels: clean removes them
+    env = dict(warm.env, WARM_TEST_AT="clean_bundle")
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_RETURN, "clean", str(bundle)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (8,)
+    conn.close()
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "interrupted: removed 8 kernel(s) and 0 tune(s) (kept" in proc.stderr, proc.stderr
