@@ -163,18 +163,18 @@ def test_check_never_calls_entries_of_a_backend_no_warm_has_unchecked(
     assert said.returncode == 1 and "not checked" not in said.stdout, said.stdout
 
 
-# Runs `warm ARGS...` sending itself SIGINT as function WARM_TEST_AT of warm's returns (one
-# other than `sign_path` or `clean_bundle`: once `sign_path` has returned): a precise point.
+# Runs `warm ARGS...` sending itself SIGINT as function WARM_TEST_AT of warm's returns, once
+# function WARM_TEST_AFTER (if set) has returned: a precise point.
 AT_RETURN = """
 import os, signal, sys
-at, state = os.environ["WARM_TEST_AT"], {"signed": False, "sent": False}
+at, after, sent = os.environ["WARM_TEST_AT"], os.environ.get("WARM_TEST_AFTER"), []
 def trace(frame, event, arg):
+    global after
     name = frame.f_code.co_name
-    if event == "return" and "warmcli" in frame.f_code.co_filename and not state["sent"]:
-        if name == at and (state["signed"] or at in ("sign_path", "clean_bundle")):
-            state["sent"] = True
-            os.kill(os.getpid(), signal.SIGINT)
-        state["signed"] = state["signed"] or name == "sign_path"
+    if event == "return" and "warmcli" in frame.f_code.co_filename and not sent:
+        if name == at and after is None:
+            sent.append(os.kill(os.getpid(), signal.SIGINT))
+        after = None if name == after else after
     return trace
 sys.argv[0] = "warm"
 from warmcli.__main__ import main
@@ -197,7 +197,9 @@ def test_an_interrupt_once_sign_has_committed_says_it_was_signed_at_every_step(
     key, _, unsigned = signed_small
     bundle = tmp_path / "b.warm"
     bundle.write_bytes(unsigned.read_bytes())
-    env = dict(warm.env, WARM_TEST_AT=at)
+    env = dict(warm.env, WARM_TEST_AT=at, WARM_TEST_AFTER="sign_path")
+    if at == "sign_path":
+        del env["WARM_TEST_AFTER"]
     proc = subprocess.run(
         [sys.executable, "-c", AT_RETURN, "sign", str(bundle), "--key", str(key)],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
@@ -231,3 +233,24 @@ def test_an_interrupt_as_clean_returns_says_what_it_removed(
     conn.close()
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "interrupted: removed 8 kernel(s) and 0 tune(s) (kept" in proc.stderr, proc.stderr
+
+
+def test_an_interrupt_as_merge_returns_says_what_it_merged(
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+) -> None:
+    """The same window in `warm merge`: an interrupt landing as its merge returned (OUT in
+    place, the report not yet handed to the command) said a bare `warm: interrupted` of a
+    complete merge, kept. It says what it merged (kept)."""
+    out = tmp_path / "out.warm"
+    env = dict(warm.env, WARM_TEST_AT="merge_bundles")
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_RETURN, "merge", str(signed_small[2]), str(cuda_small), "-o",
+         str(out)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert warm("verify", out).returncode == 0
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "interrupted: merged" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
