@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
 
 # Every cubin (sm_90) row of the CUDA example pointed at its PTX twin's blob (sha256 right).
@@ -254,3 +255,50 @@ def test_an_interrupt_as_merge_returns_says_what_it_merged(
     assert warm("verify", out).returncode == 0
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "interrupted: merged" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", ["pull", "push"])
+def test_an_interrupt_as_pull_or_push_returns_says_it_was_done(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+    command: str,
+) -> None:
+    """The same window in `warm pull` and `warm push`: an interrupt landing as the pull's
+    copy (PATH in place) or the push (the store holding the bundle) returned said a bare
+    `warm: interrupted`. Each says what it did (kept)."""
+    held, base = s3_like
+    bundle, url = signed_small[1], f"{base}/r39.warm"
+    target = tmp_path / "pulled.warm"
+    if command == "pull":
+        held.files["/r39.warm"] = bundle.read_bytes()
+        args, at = ("pull", url, str(target)), "copy_into"
+    else:
+        args, at = ("push", str(bundle), url), "push"
+    env = dict(warm.env, WARM_TEST_AT=at)
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_RETURN, *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    if command == "pull":
+        assert target.read_bytes() == bundle.read_bytes()
+    else:
+        assert held.files["/r39.warm"] == bundle.read_bytes()
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert f"interrupted: {command}ed" in proc.stderr and "(kept)" in proc.stderr, proc.stderr
+
+
+def test_the_cache_folder_of_a_set_of_trusted_keys_is_one_however_they_are_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """leftovers39 keeps a keyed reader's copy in a folder named by its keys, whatever
+    their order; a key named twice (its file, and a folder holding it) named another folder:
+    a second download and a second copy, the last good one not shared. One set, one folder."""
+    from warmcli.bundle.remote import cache_dir
+
+    monkeypatch.setenv("WARM_HOME", str(tmp_path))
+    url, a, b = "https://example.test/b.warm", b"a" * 32, b"b" * 32
+    one = cache_dir(url, [a, b])
+    assert cache_dir(url, [b, a]) == one == cache_dir(url, [a, b, a])
+    assert len({cache_dir(url), cache_dir(url, [a]), one}) == 3

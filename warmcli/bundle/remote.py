@@ -87,7 +87,7 @@ from warmcli.bundle.received import (
 from warmcli.bundle.remote_s3 import S3  # boto3 imported only when one is made
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
-from warmcli.errors import PushInterrupted, RemoteError
+from warmcli.errors import PushInterrupted, RemoteError, SignatureError
 from warmcli.home import make_folder, private, warm_home, write_private
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
@@ -109,13 +109,11 @@ def cache_dir(url: str, keys: Sequence[bytes] | None = None) -> Path:
     """Where the local copy of `url` and what is remembered about it live: a folder for
     readers that check no signature, one beside it for each set of trusted `keys`."""
     folder = hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
-    if keys is not None:
-        folder += "-" + _named(keys)
-    return warm_home() / "remote" / folder
+    return warm_home() / "remote" / (folder if keys is None else f"{folder}-{_named(keys)}")
 
 
 def _named(keys: Sequence[bytes]) -> str:  # a set of trusted keys, whatever their order
-    return hashlib.sha256(b"".join(sorted(keys))).hexdigest()[:16]
+    return hashlib.sha256(b"".join(sorted(set(keys)))).hexdigest()[:16]  # (or how often named)
 
 
 def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
@@ -195,7 +193,6 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
 def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
     """Why trusted `keys` refuse the bundle at `path` (None where none are named)."""
     from warmcli.bundle.store import Bundle
-    from warmcli.errors import SignatureError
 
     try:
         with Bundle.open(str(path), trusted_keys=keys) if keys is not None else nullcontext():
@@ -204,13 +201,13 @@ def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
         return str(exc)
 
 
-def push(bundle: Path, url: str) -> tuple[str, bool]:
-    """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it
-    was sent (not where the store holds it already: `push_copy.held`). The state checked is
-    copied (and hashed) in the same read transaction into an anonymous temporary file, which
-    is uploaded (a writer waits for the check and the copy, not the upload: while a writer
-    waits, SQLite holds new readers up too). An interrupt once the store answered the upload
-    is `PushInterrupted`: the store holds the bundle."""
+def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> tuple[str, bool]:
+    """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it was
+    sent (not where the store holds it already: `push_copy.held`), appended to `done` too (if
+    given: what a caller interrupted however late reads). The state checked is copied (and
+    hashed) in one read transaction into an anonymous temporary file, which is uploaded (a
+    writer waits for the check and the copy, not the upload). An interrupt once the store
+    answered the upload is `PushInterrupted`: the store holds it."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
@@ -221,7 +218,9 @@ def push(bundle: Path, url: str) -> tuple[str, bool]:
             with one_state(bundle, fh):
                 digest, md5 = copied(bundle, fh, copy)
             copy.seek(0)
-            return digest, store.upload(copy, digest, md5)
+            pushed = digest, store.upload(copy, digest, md5)
+            (done if done is not None else []).append(pushed)
+        return pushed
     except KeyboardInterrupt:  # once the store answered the upload, it holds the bundle
         if not store.sent:
             raise
