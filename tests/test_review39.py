@@ -302,3 +302,37 @@ def test_the_cache_folder_of_a_set_of_trusted_keys_is_one_however_they_are_named
     one = cache_dir(url, [a, b])
     assert cache_dir(url, [b, a]) == one == cache_dir(url, [a, b, a])
     assert len({cache_dir(url), cache_dir(url, [a]), one}) == 3
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_an_upgraded_keyed_reader_keeps_its_last_good_copy_when_the_store_fails(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+    signed: bool,
+) -> None:
+    """Before leftovers39 every reader of a URL kept its copy in one folder; a reader under
+    trusted keys now keeps its own beside it, so a machine upgraded had none there: its
+    first production start with the store failing (here: the object gone, 404) raised
+    `RemoteError` where the warm before served the last good copy. The copy in the old
+    folder is taken in where the keys trust it (checked as any download is): served, with
+    the one warning; one they do not trust is never taken (the start fails, as with none)."""
+    from test_leftovers39 import _serve
+
+    held, base = s3_like
+    key, bundle, unsigned = signed_small
+    url = f"{base}/up39.warm"
+    held.files["/up39.warm"] = (bundle if signed else unsigned).read_bytes()
+    machine = dict(warm.env, WARM_HOME=str(tmp_path / "machine"))
+    assert _serve(machine, url).returncode == 0  # the copy every reader kept before
+    del held.files["/up39.warm"]
+    keyed = dict(machine, WARM_TRUSTED_KEYS=f"{key}.pub")
+    started = _serve(keyed, url)
+    if signed:
+        assert started.returncode == 0 and started.stdout == "0 0\n", started.stderr
+        assert "using the last good copy" in started.stderr, started.stderr
+    else:
+        assert started.returncode != 0 and "RemoteError" in started.stderr, started.stderr
+        kept = [p.name for p in (tmp_path / "machine" / "remote").glob("*-*/*")]
+        assert "bundle.warm" not in kept, kept
