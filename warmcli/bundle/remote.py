@@ -3,24 +3,25 @@
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
 once per machine into `WARM_HOME/remote/<hash of the URL>/` (under trusted keys, `<hash of the
 URL>-<hash of the keys>/`: what a keyless reader took never replaces what a keyed one serves,
-nor one key set's another's), under that folder's lock (waited for `WARM_REMOTE_DEADLINE` at
-most: then as a store that cannot be reached), into a unique temporary file
-(`warmcli.bundle.received`: bounded in size and time, removed on any failure, a killed fetch's
-by the next) that is checked (its size, the sha256 the store states: an S3 object's metadata,
-also as an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s integrity check)
-before one atomic rename publishes it. The ETag (or sha256) is remembered beside it: the next
-fetch asks the store whether it changed (a conditional GET, an S3 HEAD) and downloads only if
-so. What that folder holds is believed only when this user alone wrote it: a folder others may
-write is refused (`RemoteError`), a copy or its ETag that is a link or another's is removed and
-downloaded afresh, and a copy whose size or modification time is not what was remembered when it
-was published (replaced, cut short, written to) is downloaded afresh, not asked about by its
-ETag. When the store cannot be reached, sends something that is no bundle, or passes a bound,
-the last good copy is used and `Fetched.warning` says why (the caller shows it once); else
-`RemoteError`. Under trusted keys (`keys`), so is one they did not sign, where a last good copy
-stands in (with none, it is published, and opening it refuses it as any bundle). A download
-refused for what it holds (a newer warm's format) is remembered by its ETag and this warm's
-version: the next fetch asks whether the store still holds it (then says so again), never
-downloading it again at each process start.
+nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
+keys trust it, `warmcli.bundle.remote_seed`), under that folder's lock (waited for
+`WARM_REMOTE_DEADLINE` at most: then as a store that cannot be reached), into a unique temporary
+file (`warmcli.bundle.received`: bounded in size and time, removed on any failure, a killed
+fetch's by the next) that is checked (its size, the sha256 the store states: an S3 object's
+metadata, also as an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s
+integrity check) before one atomic rename publishes it. The ETag (or sha256) is remembered
+beside it: the next fetch asks the store whether it changed (a conditional GET, an S3 HEAD) and
+downloads only if so. What that folder holds is believed only when this user alone wrote it: a
+folder others may write is refused (`RemoteError`), a copy or its ETag that is a link or
+another's is removed and downloaded afresh, and a copy whose size or modification time is not
+what was remembered when it was published (replaced, cut short, written to) is downloaded
+afresh, not asked about by its ETag. When the store cannot be reached, sends something that is
+no bundle, or passes a bound, the last good copy is used and `Fetched.warning` says why (the
+caller shows it once); else `RemoteError`. Under trusted keys (`keys`), so is one they did not
+sign, where a last good copy stands in (with none, it is published, and opening it refuses it as
+any bundle). A download refused for what it holds (a newer warm's format) is remembered by its
+ETag and this warm's version: the next fetch asks whether the store still holds it (then says so
+again), never downloading it again at each process start.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
 `warmcli.bundle.push_copy`: the upload holds up no writer and no reader; an https:// store's
@@ -56,7 +57,6 @@ import json
 import os
 import stat
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -85,6 +85,7 @@ from warmcli.bundle.received import (
     remove_temporaries,
 )
 from warmcli.bundle.remote_s3 import S3  # boto3 imported only when one is made
+from warmcli.bundle.remote_seed import seed, untrusted
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import PushInterrupted, RemoteError
@@ -109,13 +110,11 @@ def cache_dir(url: str, keys: Sequence[bytes] | None = None) -> Path:
     """Where the local copy of `url` and what is remembered about it live: a folder for
     readers that check no signature, one beside it for each set of trusted `keys`."""
     folder = hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
-    if keys is not None:
-        folder += "-" + _named(keys)
-    return warm_home() / "remote" / folder
+    return warm_home() / "remote" / (folder if keys is None else f"{folder}-{_named(keys)}")
 
 
 def _named(keys: Sequence[bytes]) -> str:  # a set of trusted keys, whatever their order
-    return hashlib.sha256(b"".join(sorted(keys))).hexdigest()[:16]
+    return hashlib.sha256(b"".join(sorted(set(keys)))).hexdigest()[:16]  # (or how often named)
 
 
 def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
@@ -146,6 +145,8 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
+        if keys is not None and not believed(local):  # upgraded: the keyless copy, if trusted
+            seed(cache_dir(url), folder, keys)
         have = believed(local)  # a link or another's: downloaded afresh, never served
         meta = read_meta(meta_path) if have and believed(meta_path) else {}
         if meta.get("copy") != copy_identity(local):  # changed since published: not the ETag's
@@ -166,7 +167,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             return Fetched(local, False, warning, why)
         tmp, etag, digest = got
         try:
-            problem = not_a_bundle(tmp) or (_untrusted(tmp, keys) if have else None)
+            problem = not_a_bundle(tmp) or (untrusted(tmp, keys) if have else None)
             if problem:  # said of the URL: the temporary file it names is removed
                 problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
@@ -192,25 +193,13 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         lock.release()
 
 
-def _untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
-    """Why trusted `keys` refuse the bundle at `path` (None where none are named)."""
-    from warmcli.bundle.store import Bundle
-    from warmcli.errors import SignatureError
-
-    try:
-        with Bundle.open(str(path), trusted_keys=keys) if keys is not None else nullcontext():
-            return None
-    except SignatureError as exc:
-        return str(exc)
-
-
-def push(bundle: Path, url: str) -> tuple[str, bool]:
-    """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it
-    was sent (not where the store holds it already: `push_copy.held`). The state checked is
-    copied (and hashed) in the same read transaction into an anonymous temporary file, which
-    is uploaded (a writer waits for the check and the copy, not the upload: while a writer
-    waits, SQLite holds new readers up too). An interrupt once the store answered the upload
-    is `PushInterrupted`: the store holds the bundle."""
+def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> tuple[str, bool]:
+    """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it was
+    sent (not where the store holds it already: `push_copy.held`), appended to `done` too (if
+    given: what a caller interrupted however late reads). The state checked is copied (and
+    hashed) in one read transaction into an anonymous temporary file, which is uploaded (a
+    writer waits for the check and the copy, not the upload). An interrupt once the store
+    answered the upload is `PushInterrupted`: the store holds it."""
     if not is_url(url):
         raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
@@ -221,7 +210,9 @@ def push(bundle: Path, url: str) -> tuple[str, bool]:
             with one_state(bundle, fh):
                 digest, md5 = copied(bundle, fh, copy)
             copy.seek(0)
-            return digest, store.upload(copy, digest, md5)
+            pushed = digest, store.upload(copy, digest, md5)
+            (done if done is not None else []).append(pushed)
+        return pushed
     except KeyboardInterrupt:  # once the store answered the upload, it holds the bundle
         if not store.sent:
             raise

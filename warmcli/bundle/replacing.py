@@ -59,19 +59,24 @@ def put_in_place(tmp: Path, real: Path) -> None:
     publish(tmp, real)  # what recovery left (or a journal SQLite may not play) is removed
 
 
-def copy_into(source: Path, target: Path, force: bool) -> tuple[int, int]:
+def copy_into(
+    source: Path, target: Path, force: bool, done: list[tuple[int, int]] | None = None
+) -> tuple[int, int]:
     """Under the target's write lock: copy through a temporary file beside the file
     `target` leads to (a link stays one), renamed over it at the end; a file there that
     is no warm bundle is replaced only when `force`. The temporary file is named as a
     create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
     keeps its mode; a new one is made as any file (0666 less the umask), never 0600.
     Returns how many kernels and tunes the bundle replaced held that `source` lacks
-    (`replaced_only`), for the caller to say what the pull dropped."""
+    (`replaced_only`), for the caller to say what the pull dropped; appended to `done` (if
+    given) before a held interrupt is let go, for a caller interrupted however late."""
     if not force:  # first without the lock: a refusal leaves no `.lock` beside a file not warm's
         _refuse_no_bundle(target)
     holding = contextlib.ExitStack()  # interrupts, held from the move into place on
     with holding:
         dropped = _copy_locked(source, target, force, holding)
+        if done is not None:
+            done.append(dropped)
         try:
             holding.close()  # an interrupt held since the copy was moved into place: delivered
         except KeyboardInterrupt:

@@ -47,25 +47,31 @@ def clean(
     except ValueError as exc:
         fail(f"--max-size: {exc}")
 
+    removed: list[int] = []  # kernels and tunes, once their removal is committed
+
     def action() -> CleanReport:
         machine = Machine.of(inventory(nvcc=nvcc, compiler=compiler))
         return clean_bundle(
-            path, machine, keep_foreign=keep_foreign, max_size=limit, dry_run=dry_run
+            path,
+            machine,
+            keep_foreign=keep_foreign,
+            max_size=limit,
+            dry_run=dry_run,
+            removed=removed,
         )
 
     try:
         report = guarded(action)
-    except CleanInterrupted as exc:  # after the removal was committed: it is kept
-        _interrupted(exc.kernels, exc.tunes)
-    try:
         if as_json:
             emit_json(clean_json(report))
         else:
             out.print(clean_renderable(report))
-    except KeyboardInterrupt:  # before the report was shown: what was removed is said
-        if not report.applied:
+    except CleanInterrupted as exc:  # after the removal was committed: it is kept
+        _interrupted(exc.kernels, exc.tunes)
+    except KeyboardInterrupt:  # before the report was shown, however late: what was removed
+        if not removed:
             raise
-        _interrupted(report.plan.removed["kernel"], report.plan.removed["tune"])
+        _interrupted(*removed)
 
 
 def _interrupted(kernels: int, tunes: int) -> NoReturn:

@@ -1,7 +1,8 @@
 """`warm merge A B ... -o OUT`: the union of several bundles' kernels and tunes; shards that
 are not one whole run said (one line on stderr, exit 1; OUT is written). An interrupt once
-OUT was moved into place (`MergeInterrupted`), or as the report is shown, says what was
-merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that is there."""
+OUT was moved into place (`MergeInterrupted`), or as the report is handed back or shown,
+says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
+is there."""
 
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from warmcli.cli.common import (
     shown_name,
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
-from warmcli.errors import MergeInterrupted
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.printable import printable
 
@@ -62,26 +62,33 @@ def merge(
         )
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
-    done: MergeReport | None = None
-    with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either
-        try:
-            report = guarded(
-                lambda: merge_bundles(
-                    paths, target, overwrite=force, signing_key=signing_key, trusted_keys=trusted
-                )
-            )
-        except MergeInterrupted as exc:  # OUT is in place: kept, never removed as new
-            done = exc.report  # type: ignore[assignment]
-    if done is not None:
-        _interrupted(done, output)
-    _named_as_given(report, {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)})
+    merged: list[MergeReport] = []  # once OUT is in place: from then on, an interrupt says so
+    interrupted = False
     try:
+        with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either
+            try:
+                report = guarded(
+                    lambda: merge_bundles(
+                        paths, target, overwrite=force, signing_key=signing_key,
+                        trusted_keys=trusted, merged=merged,
+                    )
+                )  # fmt: skip
+            except KeyboardInterrupt:  # `MergeInterrupted` too: OUT in place is kept
+                if not merged:
+                    raise
+                interrupted = True
+        if interrupted:
+            _interrupted(merged[0], output)
+        names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
+        _named_as_given(report, names)
         if as_json:
             emit_json(merge_json(report))
         else:
             out.print(merge_renderable(report))
-    except KeyboardInterrupt:  # before the report was shown: what was merged is said
-        _interrupted(report, output)
+    except KeyboardInterrupt:  # before the report was shown, however late: what was merged
+        if not merged:
+            raise
+        _interrupted(merged[0], output)
     if report.shards.get("problem"):  # written, but not what a fleet's merge should be
         err.print(
             printable(f"warm: {shown_name(output, target)}: {report.shards['problem']}"),

@@ -32,7 +32,7 @@ from warmcli.cli.common import (
     out,
     refuse_folder_name,
 )
-from warmcli.errors import PullInterrupted, PushInterrupted
+from warmcli.errors import PushInterrupted
 
 
 @app.command()
@@ -55,11 +55,9 @@ def push(
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
     pushed = f"interrupted: pushed {bundle} to {url} (kept)"
+    done: list[tuple[str, bool]] = []  # once the store answered: from then on, said so
     try:
-        digest, sent = guarded(lambda: push_bundle(bundle, url))
-    except PushInterrupted:  # the store answered the upload: it holds the bundle
-        fail(pushed, EXIT_INTERRUPTED, label="")
-    try:
+        digest, sent = guarded(lambda: push_bundle(bundle, url, done))
         if as_json:
             emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
         elif sent:
@@ -68,8 +66,10 @@ def push(
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
             said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
             out.print(said, markup=False, highlight=False)
-    except KeyboardInterrupt:  # before it was said
-        if not sent:
+    except PushInterrupted:  # the store answered the upload: it holds the bundle
+        fail(pushed, EXIT_INTERRUPTED, label="")
+    except KeyboardInterrupt:  # before it was said, however late
+        if not (done and done[0][1]):
             raise
         fail(pushed, EXIT_INTERRUPTED, label="")
 
@@ -107,18 +107,23 @@ def pull(
     got = guarded(lambda: fetch(url, keys))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    done: PullInterrupted | None = None
-    with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
-        try:
-            kernels, tunes = guarded(lambda: copy_into(got.path, target, force))
-        except PullInterrupted as exc:  # PATH is in place: kept, never removed as new
-            done = exc
-    if done is not None:
-        _interrupted(url, target, done.kernels, done.tunes)
+    done: list[tuple[int, int]] = []  # once PATH is in place: from then on, said so
+    interrupted = False
     try:
-        _said(url, target, kernels, tunes, as_json)
-    except KeyboardInterrupt:  # before it was said: the pull is kept, said so
-        _interrupted(url, target, kernels, tunes)
+        with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
+            try:
+                guarded(lambda: copy_into(got.path, target, force, done))
+            except KeyboardInterrupt:  # `PullInterrupted` too: PATH in place is kept
+                if not done:
+                    raise
+                interrupted = True
+        if interrupted:
+            _interrupted(url, target, *done[0])
+        _said(url, target, *done[0], as_json)
+    except KeyboardInterrupt:  # before it was said, however late: the pull is kept, said so
+        if not done:
+            raise
+        _interrupted(url, target, *done[0])
 
 
 def _gone(url: str, target: Path, kernels: int, tunes: int) -> str:

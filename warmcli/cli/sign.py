@@ -41,31 +41,18 @@ from warmcli.cli.common import (
 from warmcli.printable import printable
 
 
-def sign_path(path: Path, key: Path) -> tuple[str, int]:
-    """Sign every row of the bundle at `path`; returns (key id, rows signed)."""
+def sign_path(path: Path, key: Path, stored: list[StoredSignature]) -> None:
+    """Sign every row of the bundle at `path`, its signature appended to `stored` as it is
+    committed (an interrupt held until it is there: the caller reads `stored` to say what
+    was kept, however late an interrupt lands)."""
     private = load_private_key(key)
     if not path.exists():
         raise BundleError(f"{path}: no such bundle")
     check_header(path)  # an empty file is no bundle to sign (a writer would make one there)
-    stored: list[StoredSignature] = []  # once committed (an interrupt held until it is here)
-    try:
-        with Bundle.open(path, write=True) as bundle:
-            require_consistent(bundle)  # what its indexes say is what its rows say
-            require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
-            sign(bundle, private, stored=stored)
-    except KeyboardInterrupt:
-        if not stored:
-            raise
-        raise _SignedThenInterrupted(stored[0]) from None
-    return stored[0].key_id, stored[0].count
-
-
-class _SignedThenInterrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGTERM, SIGHUP) once the signature was committed: it is kept."""
-
-    def __init__(self, signature: StoredSignature) -> None:
-        super().__init__(signature)
-        self.signature = signature
+    with Bundle.open(path, write=True) as bundle:
+        require_consistent(bundle)  # what its indexes say is what its rows say
+        require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)
+        sign(bundle, private, stored=stored)
 
 
 def _interrupted(path: Path, rows: int, signer: str) -> NoReturn:
@@ -86,21 +73,18 @@ def sign_command(
     later is not covered until the bundle is signed again.
     """
     path = default_bundle(bundle)
+    stored: list[StoredSignature] = []  # once committed: from then on, an interrupt says so
     try:
-        signer, rows = guarded(lambda: sign_path(path, key))
-    except _SignedThenInterrupted as exc:
-        _interrupted(path, exc.signature.count, key_id(exc.signature.public_key))
-    try:
+        guarded(lambda: sign_path(path, key, stored))
+        rows, signer = stored[0].count, stored[0].key_id
         if as_json:
             emit_json({"bundle": str(path), "key_id": signer, "rows": rows})
         else:
             out.print(printable(f"signed {path}: {rows} row(s) by key {signer}"))
-    except KeyboardInterrupt:  # before it was said: the signature is kept, said so
-        fail(
-            f"interrupted: signed {path}: {rows} row(s) by key {signer} (kept)",
-            EXIT_INTERRUPTED,
-            label="",
-        )
+    except KeyboardInterrupt:  # before it was said: a committed signature is kept, said so
+        if not stored:
+            raise
+        _interrupted(path, stored[0].count, key_id(stored[0].public_key))
 
 
 @app.command()

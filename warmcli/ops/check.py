@@ -13,24 +13,25 @@ candidate set) must have a measured pick on that device's fingerprint (a pending
 servable). The builds (tune records) for other archs of an entry servable here are counted
 as "not for this machine", never failing; those of an entry not servable here are not (the
 entry is counted once, as not servable); entries of a backend with no device here (CUDA
-without a GPU or `--arch`) in `unchecked`, never judged; a malformed entry is not servable
-(reason `corrupt`), nor a measured tune whose pick's kernel the bundle does not serve
-(reason `absent`: production compiles it, or, its own build another, measures the tune
-again; one point read per such tune) or whose build of it is another toolchain's (of this
-warm's build recipe) that does not run here as its own, or, with no compiler, as the build
-it is served (reason `toolchain`: production measures the tune again on the build it runs;
-the entry's builds read once per pick and device, the first `_BLOBS_HELD` remembered), nor,
-under trusted keys, a row none of them signed, which production never serves (reason
-`unsigned` where it was the build or record that device would have used). `check_servable`
-returns each as a `MissExplanation` (the differing component, what the bundle has against
-what this machine has). The entries are streamed in the order that groups one kernel's
-builds (one tune's devices) together, each group read once, holding for each device here the
-build it would be served (its tune record) and the first `_NAMED` archs (devices) to name:
-memory holds that, the first `LISTED` explanations and the counts, however many builds one
-kernel has and whatever the bundle's size. It reads the bundle, hashes the blobs it would
-serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is named so, unread) and
-probes compilers; it never compiles, launches or prints. A bundle whose SQL indexes disagree
-with its rows is refused first (`warmcli.bundle.consistency`).
+without a GPU or `--arch`) in `unchecked`, never judged (one no warm serves: `device`, not
+servable); a malformed entry is not servable (reason `corrupt`), nor a measured tune whose
+pick's kernel the bundle does not serve (reason `absent`: production compiles it, or, its
+own build another, measures the tune again; one point read per such tune) or whose build of
+it is another toolchain's (of this warm's build recipe) that does not run here as its own,
+or, with no compiler, as the build it is served (reason `toolchain`: production measures the
+tune again on the build it runs; the entry's builds read once per pick and device, the first
+`_BLOBS_HELD` remembered), nor, under trusted keys, a row none of them signed, which
+production never serves (reason `unsigned` where it was the build or record that device
+would have used). `check_servable` returns each as a `MissExplanation` (the differing
+component, what the bundle has against what this machine has). The entries are streamed in
+the order that groups one kernel's builds (one tune's devices) together, each group read
+once, holding for each device here the build it would be served (its tune record) and the
+first `_NAMED` archs (devices) to name: memory holds that, the first `LISTED` explanations
+and the counts, however many builds one kernel has and whatever the bundle's size. It reads
+the bundle, hashes the blobs it would serve (one over `MAX_LOADED_BYTES`, which serving
+refuses unread, is named so, unread) and probes compilers; it never compiles, launches or
+prints. A bundle whose SQL indexes disagree with its rows is refused first
+(`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 from warmcli.backends.base import COMPILE_ONLY, Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, not_cubin_of
 from warmcli.backends.host.binary import exported_symbols, foreign_binary
-from warmcli.backends.machine import DeviceInfo
+from warmcli.backends.machine import LANGUAGE, DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
@@ -68,11 +69,14 @@ class CheckReport:
     served_by: dict[tuple[str, ...], str | None] = field(default_factory=dict)  # `_pick_served`
     unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
 
-    def skip(self, backend: str, kernels: int, tunes: int) -> None:
-        """Entries for a backend with no device here (no GPU, no `--arch`): not judged."""
-        counts = self.unchecked.setdefault(backend, [0, 0])
-        counts[0] += kernels
-        counts[1] += tunes
+    def skip(self, kind: str, key: str, label: str, backend: str, what: str, n: int = 1) -> None:
+        """An entry (counted `n`) of a backend with no device here: not judged if warm serves
+        it (CUDA, no GPU or `--arch`), else not servable (no count per name a bundle gives)."""
+        if backend in LANGUAGE:
+            self.unchecked.setdefault(backend, [0, 0])[kind == "tune"] += n
+        elif n:
+            detail = f"bundle has a {backend} {kind} for {what}, no warm serves {backend}"
+            self.refuse(MissExplanation(kind, key, label, "device", detail, ("device",)))
 
     @property
     def servable(self) -> bool:
@@ -88,10 +92,8 @@ class CheckReport:
         """The `on_error` of a listing: a malformed entry counts and is not servable."""
 
         def refuse(key: str, problem: str) -> None:
-            if kind == "kernel":
-                self.kernels += 1
-            else:
-                self.tunes += 1
+            self.kernels += kind == "kernel"
+            self.tunes += kind != "kernel"
             self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
 
         return refuse
@@ -128,9 +130,8 @@ def check_servable(bundle: Bundle, devices: Sequence[Device], driver: str = "") 
     that runs on it (`warmcli.backends.serving`) whose blob matches its sha256 (PTX: that its
     driver can JIT), and each tune a measured pick on its fingerprint. The builds of a
     servable entry that only other machines use are counted in `other`, the entries of a
-    backend with no device here in `unchecked`, neither failing.
-    `driver` (a CUDA release such as `13.0`) stands for the driver of CUDA devices that
-    have none here (compile-only, `--arch`).
+    backend with no device here in `unchecked`, neither failing. `driver` (a CUDA release
+    such as `13.0`) stands for the driver of CUDA devices that have none here (`--arch`).
     """
     offers = [DeviceInfo.of(d) for d in devices]
     if driver:  # the fleet's driver, stated for compile-only CUDA devices (`--arch`)
@@ -217,7 +218,7 @@ def _check_kernels(
         cubin = virtual_sm(k.arch) is None
         report.kernels += cubin  # PTX goes along
         if not here:  # no device of its backend here: not judged, never failing
-            report.skip(k.backend, cubin, 0)
+            report.skip("kernel", k.key, k.label, k.backend, k.arch, cubin)
             continue
         other += cubin and k.arch not in archs  # a build here serves is for an arch here
         if k.arch in held or len(held) < _NAMED:
@@ -353,7 +354,7 @@ def _check_tunes(
     for t in itertools.chain((first,), records):
         report.tunes += 1
         if not here:
-            report.skip(backend, 0, 1)
+            report.skip("tune", t.key, label, backend, t.device)
             continue
         if t.device in fingerprints and _unsigned(bundle, t):
             unsigned.setdefault(t.device, t.key)

@@ -248,16 +248,19 @@ def clean_bundle(
     keep_foreign: bool = False,
     max_size: int | None = None,
     dry_run: bool = False,
+    removed: list[int] | None = None,
 ) -> CleanReport:
     """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it; `machine` is
-    this machine's inventory (`Machine.of(inventory())`) unless given."""
+    this machine's inventory (`Machine.of(inventory())`) unless given. `removed` (if given)
+    holds the kernels and tunes removed as the removal commits (an interrupt held until it
+    does): a caller interrupted however late reads what was kept there."""
     path = Path(path)
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
     before = path.stat().st_size
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
-    removed: list[int] = []  # kernels and tunes, once their removal is committed
+    removed = [] if removed is None else removed  # kernels and tunes, once committed
     format_after = format_before
     try:
         with Bundle.open(path, write=not dry_run) as bundle:

@@ -125,10 +125,13 @@ def merge_bundles(
     overwrite: bool = False,
     signing_key: Any = None,
     trusted_keys: Sequence[bytes] | None = None,
+    merged: list[MergeReport] | None = None,
 ) -> MergeReport:
     """Write the union of `sources` to `out`; see the module doc. Under `trusted_keys`,
     signing OUT needs every input wholly signed by them (else a row no trusted key
-    signed, an edited tune or an added kernel, would come out signed)."""
+    signed, an edited tune or an added kernel, would come out signed). The report is
+    appended to `merged` (if given) before a held interrupt is let go: a caller
+    interrupted however late reads what was merged (kept) there."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -170,6 +173,8 @@ def merge_bundles(
         report.fingerprints = written.fingerprints
         for index, path in enumerate(paths):
             report.contributed[str(path)] = (written.kernels[index], written.tunes[index])
+        if merged is not None:
+            merged.append(report)
         try:
             holding.close()  # an interrupt held since OUT was moved into place: delivered
         except KeyboardInterrupt:

@@ -5,10 +5,11 @@ a host kernel tuned for it: `warmcli.backends.native`), or the key of
 the bundle's build that `warmcli.backends.serving` serves here instead (another
 toolchain's build that runs here, outside warming; while warming only where there is
 no compiler). A build the bundle holds under a key is served only if it was made for
-this device and toolchain by that rule, its blob's sha256 matches and it loads here
-(counted `loaded`); otherwise it is noted, handed to the miss policy as not served
-(`corrupt` for a malformed row, `binary` for a blob that cannot be served, the
-differing part for another device's or toolchain's build) and rebuilt. PTX served to a
+this device and toolchain by that rule, its blob's sha256 matches, it is of its row's
+kind (a cubin row's no PTX: `lookup_ptx`) and it loads here (counted `loaded`); otherwise
+it is noted, handed to the miss policy as not served (`corrupt` for a malformed row,
+`binary` for a blob that cannot be served, the differing part for another device's or
+toolchain's build) and rebuilt. PTX served to a
 CUDA device newer than every cubin (under CompileOnly, where nothing loads, held as
 served), and PTX kept beside a held cubin while warming, are `warmcli.runtime.lookup_ptx`'s.
 A plain miss is
@@ -83,6 +84,7 @@ class BundleLookup(PtxLookup):
         self._own_builds: dict[str | None, tuple[str, str] | None] = {}
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
         self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
+        self._jit_blobs: set[str] = set()  # the sha256 of PTX `serve_ptx` loaded
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -284,7 +286,10 @@ class BundleLookup(PtxLookup):
         with self._lock:
             if key in self._in_bundle:
                 return True
-        if self.record(kernel, key) is None and not self._ptx_held(kernel, key):
+        record = self.record(kernel, key)
+        if record is None and not self._ptx_held(kernel, key):
+            return False
+        if record is not None and not self._cubin_held(record):
             return False
         if not self._kept_ptx_held(kernel):
             return False
@@ -308,6 +313,8 @@ class BundleLookup(PtxLookup):
             # A blob is read and checked once per process: a module loaded from it serves the
             # other kernels it holds (their rows name the same sha256).
             binary = b"" if loaded else self.bundle.blob(record.sha256)
+            if why := self._not_its_kind(record, binary):  # a cubin row holding PTX
+                raise DeviceError(why)
             load(record.key, kernel, record, binary)
         except (BundleError, DeviceError) as exc:  # corrupt, or built for another machine
             from warmcli.runtime.explain import unusable_binary  # a miss: serving never explains

@@ -5,12 +5,15 @@ When serving (not warming), a CUDA device newer than every cubin of a kernel is 
 bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
 `ptx_jit`). While warming, a CUDA kernel whose cubin the bundle holds is held only with the
 PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
-lacks (or whose row's blob is no PTX of its arch) builds it. A miss's reads of a kernel's
-builds (another toolchain's to serve, PTX, why none is served) read the rows its key names
-(`_builds_of`): which architectures and toolchains hold builds of an entry name is listed
-once per entry (the bundle's rows of it parsed once, not once a miss; a build of another
-pair written meanwhile by another process is not seen). It owns no state of its own (its
-methods read `BundleLookup`'s); it never compiles, never writes the bundle and never prints.
+lacks (or whose row's blob is no PTX of its arch) builds it; a cubin row whose blob is PTX
+(the wrong kind, as `warm verify` names it) is never served, and one holding PTX or another
+SM's cubin is built again while warming. A miss's reads of a kernel's builds (another
+toolchain's to serve, PTX, why none is served) read the rows its key names (`_builds_of`):
+which architectures and toolchains hold builds of an entry name is listed once per entry
+(the bundle's rows of it parsed once, not once a miss; a build of another pair written
+meanwhile by another process is not seen). It owns no state of its own (its methods read
+`BundleLookup`'s, the blobs it served as PTX among them); it never compiles, never writes
+the bundle and never prints.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class PtxLookup:
     registrations: Registrations
     _identities: dict[str, str]
     _entry_builds: dict[str, frozenset[tuple[str, str]]]  # entry -> (arch, toolchain) held
+    _jit_blobs: set[str]  # the sha256 of PTX `serve_ptx` loaded (its module is served by it)
 
     def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
         """The bundle's builds that may be `kernel`'s (`of_kernel` still to judge them), as
@@ -108,6 +112,37 @@ class PtxLookup:
             return False
         return f"compute_{target}{suffix}" == held.arch  # PTX of another arch: built again
 
+    def _not_its_kind(self, record: KernelRecord, binary: bytes) -> str | None:
+        """Why a CUDA cubin row (`sm_XX`) is not served: its blob is PTX (a row of the wrong
+        kind, as `warm verify` names it, which a driver, or a GPU-less device, would take as
+        PTX to JIT). `binary` is empty where its module is loaded already: then whether it
+        was loaded from PTX (`serve_ptx`). None for every other row (the device checks the
+        rest as it loads it)."""
+        if record.backend != "cuda" or virtual_sm(record.arch) is not None:
+            return None
+        from warmcli.backends.cuda.ptx import is_ptx, not_cubin_of  # a CUDA device's only
+
+        if binary:
+            return not_cubin_of(binary, record.arch) if is_ptx(binary) else None
+        if record.sha256 in self._jit_blobs:
+            return f"PTX, not a cubin for {record.arch}: its row's kind is wrong"
+        return None
+
+    def _cubin_held(self, record: KernelRecord) -> bool:
+        """While warming a CUDA device: whether the bundle's cubin row `record` holds a cubin
+        of its SM (one holding PTX or another SM's cubin, as `warm verify` names it, is
+        built again: under `--arch` nothing loads, and a GPU-less device takes PTX)."""
+        if self.bundle is None or self.misses.policy is not None or record.backend != "cuda":
+            return True
+        if virtual_sm(record.arch) is not None:
+            return True
+        from warmcli.backends.cuda.ptx import not_cubin_of  # a CUDA device's only
+
+        try:
+            return not_cubin_of(self.bundle.blob(record.sha256), record.arch) is None
+        except BundleError:  # missing or corrupt: built again
+            return False
+
     def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
         served (the driver JITs it): when serving (not warming, which builds cubins)."""
@@ -148,6 +183,7 @@ class PtxLookup:
         except (BundleError, DeviceError) as exc:
             active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
             return False
+        self._jit_blobs.add(record.sha256)
         self.registrations.settle(key, "loaded")
         self._count("ptx_jit")
         line = (

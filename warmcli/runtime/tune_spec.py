@@ -259,13 +259,25 @@ _TAG = "str:"  # before a key= string that another value's JSON text is (no JSON
 _JSON_FIRST = frozenset('[{"-0123456789ntfNI')  # how JSON text starts (NaN, Infinity too)
 
 
+class _Pairs(dict[str, Any]):
+    """A JSON object as read, every pair kept (a key twice: a dict's `1` and `"1"`), written
+    back as read (the encoder writes a dict subclass's `items()`)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self._pairs = pairs
+
+    def items(self) -> Any:  # type: ignore[override]
+        return self._pairs
+
+
 def _tagged(text: str) -> str:
     """A `key=` string as its key's text: itself, unless some other value's JSON text is that
     string (`"1"` is `1`'s, `"null"` None's: one tune key for two values) or it starts with
     the tag; then tagged, so no two values share a text and no other key's text changes."""
     if text[:1] in _JSON_FIRST:
         try:
-            if _KEY_JSON(json.loads(text)) == text:  # JSON as warm writes it: another's
+            if _KEY_JSON(json.loads(text, object_pairs_hook=_Pairs)) == text:  # another's
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
             pass
