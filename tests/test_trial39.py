@@ -9,9 +9,15 @@ subprocess, the real cc, real bundles.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
 from conftest import Warm
 
 FORKSERVER_POOL = """
@@ -50,3 +56,129 @@ def test_pool_workload_leaves_nothing_in_tmpdir(warm: Warm, tmp_path: Path) -> N
     proc = Warm(env)("run", work, "-b", tmp_path / "pool.warm", "--quiet")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert sorted(os.listdir(tmpdir)) == []
+
+
+TWO_TUNABLES = """
+import os
+
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *y, long n) { for (long i = 0; i < n; i++) y[i] = y[i] * MUL + ADD; }"
+
+
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(k, y, n, stream=stream)
+
+
+def pair(mul, add):
+    return {
+        f"plain{mul}": Kernel(SRC, "f", "Pl", defines={"MUL": mul, "ADD": add}),
+        f"other{mul}": Kernel(SRC, "f", "Pl", defines={"MUL": mul, "ADD": add, "Z": 1}),
+    }
+
+
+P = Tunable("P", pair(2, 1), launch)
+Q = Tunable("Q", pair(3, 5), launch)
+
+
+def run(rt, tunable, n=8):
+    y = rt.upload(np.arange(n, dtype=np.float32))
+    rt.tune(tunable, y, n)
+    return y
+
+
+def workload(rt):
+    order = [P, Q] if os.environ.get("ORDER", "PQ") == "PQ" else [Q, P]
+    for tunable in order:
+        run(rt, tunable)
+    if order[0] is Q:  # the new bundle's: a shape the old one never warmed
+        run(rt, Q, 16)
+"""
+
+# A server that loaded the old bundle, served P, then saw a new bundle `mv`-ed over its
+# path (the rollout, done here by the server itself) and forked a worker serving Q and P.
+ROLLOUT_SERVER = """
+import json, os, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+import tunables
+live, new, pub = sys.argv[2:5]
+warmcli.use_bundle(live, trusted_keys=[pub] if pub else None)
+rt = warmcli.runtime()
+p = rt.read(tunables.run(rt, tunables.P))
+os.replace(new, live)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    try:
+        child = warmcli.runtime()
+        q = child.read(tunables.run(child, tunables.Q))
+        p2 = child.read(tunables.run(child, tunables.P))
+        q16 = child.read(tunables.run(child, tunables.Q, 16))
+        said = {"q": q.tolist(), "p": p2.tolist(), "q16": q16.tolist(),
+                "tunes": len(warmcli.report().tunes)}
+    except Exception as exc:
+        said = {"error": f"{type(exc).__name__}: {exc}"}
+    os.write(w, json.dumps(said).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 65536):
+    data += chunk
+os.waitpid(pid, 0)
+print(json.dumps({"parent_p": p.tolist(), "child": json.loads(data)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+    """Two bundles of the same two tunables, warmed in the other order (so each numbers the
+    candidates' kernels otherwise), both signed by one key."""
+    root = tmp_path_factory.mktemp("rollout")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    w = Warm(dict(env, WARM_HOME=str(root / "home"), COLUMNS="200"))
+    (root / "tunables.py").write_text(TWO_TUNABLES)
+    key = root / "ci.key"
+    assert w("keygen", key).returncode == 0
+    for name, order in (("old", "PQ"), ("new", "QP")):
+        run = Warm(dict(w.env, ORDER=order))
+        proc = run("run", root / "tunables.py", "-b", root / f"{name}.warm", "--key", key, "-q")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return w, root
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_worker_forked_after_rollout_serves_the_new_bundle(
+    rollout: tuple[Warm, Path], tmp_path: Path, signed: bool
+) -> None:
+    """A worker forked after a new bundle was `mv`-ed over the path its server serves reads
+    that new file: served whole and right, a shape only the new one holds too, under
+    `WARM_STRICT=1` and trusted keys (it had read the new file's tunes by the ids of its
+    parent's file, and judged them by the old file's signatures: a tune both bundles hold,
+    signed, was refused as unsigned, `StrictMissError` in every such worker)."""
+    w, root = rollout
+    live, new = tmp_path / "live.warm", tmp_path / "incoming.warm"
+    shutil.copyfile(root / "old.warm", live)
+    shutil.copyfile(root / "new.warm", new)
+    pub = str(root / "ci.key.pub") if signed else ""
+    env = dict(w.env, WARM_STRICT="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", ROLLOUT_SERVER, root, live, new, pub],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    x = np.arange(8, dtype=np.float32)
+    assert np.array_equal(said["parent_p"], x * 2 + 1)
+    assert "error" not in said["child"], said["child"]
+    assert np.array_equal(said["child"]["q"], x * 3 + 5)
+    assert np.array_equal(said["child"]["p"], x * 2 + 1)
+    assert np.array_equal(said["child"]["q16"], np.arange(16, dtype=np.float32) * 3 + 5)
+    assert said["child"]["tunes"] == 0

@@ -1,21 +1,21 @@
-"""An open bundle: `Bundle` (open, create, close, transactions), the reads and writes
-the runtime makes of its rows and blobs, and which rows it serves under trusted keys.
+"""An open bundle: `Bundle` (open, create, close, transactions), the reads and writes the runtime
+makes of its rows and blobs, and which rows it serves under trusted keys.
 
-The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`;
-reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed
-rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays).
-Opened with trusted keys, a kernel or tune row no trusted signature covers is not served
-(`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is untrusted input: it is
-read with plain SQL, never unpickled or evaluated (and its binaries are native code); every
-field of every row is checked before it becomes a record, a blob whose size or sha256 does
-not match is never served, and every SQLite failure becomes a one-line `BundleError`.
-Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a batch
-of rows at a time, and `snapshot` reads several things in one read transaction. Writers take the
-file lock and write each batch in one transaction; a writer whose file was replaced meanwhile (a
-merge published over it, holding that lock) writes to the new one, and a writer's first write
-removes what dead writers left beside the file (`create`: any journal too). A `Bundle` owns its one
-SQLite connection (shared by every thread, serialised by its lock; a forked child opens its own),
-the set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
+The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`; reading
+and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed rows are
+`warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays). Opened with
+trusted keys, a kernel or tune row no trusted signature covers is not served (`covered`, `refused`;
+see `warmcli.bundle.signing`). A bundle is untrusted input: it is read with plain SQL, never
+unpickled or evaluated (and its binaries are native code); every field of every row is checked
+before it becomes a record, a blob whose size or sha256 does not match is never served, and every
+SQLite failure becomes a one-line `BundleError`. Kernels, tunes and blobs are read on demand,
+listings stream (`each_kernel`, `each_tune`), a batch of rows at a time, and `snapshot` reads
+several things in one read transaction. Writers take the file lock and write each batch in one
+transaction; a writer whose file was replaced meanwhile (a merge published over it, holding that
+lock) writes to the new one, and a writer's first write removes what dead writers left beside the
+file (`create`: any journal too). A `Bundle` owns its one SQLite connection (shared by every
+thread, serialised by its lock; a forked child opens its own, of the file the path names then), the
+set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
 (`keeps_signed`); a `warmcli.runtime.store.Store` by shape, importing no runtime module."""
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ class Bundle(BundleAdmin):
         from warmcli.bundle.signing import covered  # the signing layer sits above this module
 
         try:
+            self._trusted = trusted_keys
             self.covered = judged if judged is not None else covered(self, trusted_keys, signs)
         except BaseException:
             self.close()
@@ -237,10 +238,8 @@ class Bundle(BundleAdmin):
         self, entry: str | None = None, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[KernelRecord]:
         """`kernels`, streamed: one record at a time, never the whole table in memory
-        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label).
-
-        A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
-        and the problem) and skipped."""
+        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label). A malformed
+        row raises `BundleError`, or with `on_error` is handed to it (its key, the problem)."""
         from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
 
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
