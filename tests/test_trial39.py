@@ -81,6 +81,7 @@ def pair(mul, add):
 
 P = Tunable("P", pair(2, 1), launch)
 Q = Tunable("Q", pair(3, 5), launch)
+KS = [Kernel(SRC, "f", "Pl", defines={"MUL": m, "ADD": 1, "K": 1}) for m in range(1, 13)]
 
 
 def run(rt, tunable, n=8):
@@ -95,6 +96,8 @@ def workload(rt):
         run(rt, tunable)
     if order[0] is Q:  # the new bundle's: a shape the old one never warmed
         run(rt, Q, 16)
+    for k in KS if order[0] is P else KS[::-1]:  # built in other batches, other blobs
+        rt.launch(k, rt.buffer(4, "float32"), 4)
 """
 
 # A server that loaded the old bundle, served P, then saw a new bundle `mv`-ed over its
@@ -182,3 +185,62 @@ def test_worker_forked_after_rollout_serves_the_new_bundle(
     assert np.array_equal(said["child"]["p"], x * 2 + 1)
     assert np.array_equal(said["child"]["q16"], np.arange(16, dtype=np.float32) * 3 + 5)
     assert said["child"]["tunes"] == 0
+
+
+# The same server, its first request launching one kernel: its kernel rows are prefetched
+# from the old file; the worker forked after the rollout launches every kernel.
+KERNELS_SERVER = """
+import json, os, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+import tunables
+live, new = sys.argv[2:4]
+warmcli.use_bundle(live)
+rt = warmcli.runtime()
+y = rt.upload(np.arange(4, dtype=np.float32))
+rt.launch(tunables.KS[0], y, 4)
+os.replace(new, live)
+pid = os.fork()
+if pid == 0:
+    try:
+        child = warmcli.runtime()
+        got = []
+        for k in tunables.KS:
+            y = child.upload(np.arange(4, dtype=np.float32))
+            child.launch(k, y, 4)
+            got.append(child.read(y).tolist())
+        said = {"got": got, "kernels": len(warmcli.report().kernels)}
+    except Exception as exc:
+        said = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(said), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_worker_forked_after_rollout_loads_the_new_bundles_builds(
+    rollout: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Kernel rows its server prefetched from the old file name the old file's blobs: a
+    worker forked after the rollout reads the new file's rows, so every kernel both bundles
+    hold is served under `WARM_STRICT=1` (it looked the old blobs up in the new file: a
+    `binary` miss, `StrictMissError`)."""
+    w, root = rollout
+    live, new = tmp_path / "live.warm", tmp_path / "incoming.warm"
+    shutil.copyfile(root / "old.warm", live)
+    shutil.copyfile(root / "new.warm", new)
+    proc = subprocess.run(
+        [sys.executable, "-c", KERNELS_SERVER, root, live, new],
+        env=dict(w.env, WARM_STRICT="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert "error" not in said, said
+    x = np.arange(4, dtype=np.float32)
+    for m, got in enumerate(said["got"], 1):
+        assert np.array_equal(got, x * m + 1)
+    assert said["kernels"] == 0

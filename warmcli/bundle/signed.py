@@ -95,6 +95,7 @@ class SignedRows(RowReader):
         _resume: dict[tuple[str, str, int], int]
 
     _trusted: Sequence[bytes] | None = None  # the keys `covered` was judged by (`Bundle`'s)
+    _moved = False  # a forked child found another file at the path (`_other_file`)
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
         """Whether a row may be served: always, unless trusted keys did not sign it."""
@@ -112,9 +113,11 @@ class SignedRows(RowReader):
         """In a forked child, the path names another file than its parent opened (a bundle
         `mv`, `warm pull` or `warm merge` put there since): the child reads that one, so what
         was kept of the parent's file by id or rowid is forgotten, and the rows served under
-        trusted keys are those they signed of this file (none, where they signed none)."""
+        trusted keys are those they signed of this file (none, where they signed none); the
+        kernel rows prefetched before are read again (`Bundle.kernel`)."""
         self._forget_kernel_keys()
         with self._lock:
+            self._moved = True
             self._resume.clear()
             self._refused.clear()
             if self._trusted is None:

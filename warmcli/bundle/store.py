@@ -40,7 +40,7 @@ from warmcli.bundle.kernel_row import (
     chunk,
     write_kernel_row,
 )
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
+from warmcli.bundle.rows import _PROCESS, KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -96,11 +96,11 @@ class Bundle(BundleAdmin):
         trusted_keys: Sequence[bytes] | None = None,
         signs: bool = False,  # the writer signs it before it closes (`warm run --key`)
     ) -> Bundle:
-        """Open an existing bundle (read-only unless `write`); `create` makes a new one.
-        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
-        key signed is refused (an older format before it migrates), but by a writer that
-        `signs` (none of it is served: each entry it reaches is written and signed again),
-        and only rows they signed are served."""
+        """Open an existing bundle (read-only unless `write`); `create` makes a new one. With
+        `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted key
+        signed is refused (an older format before it migrates), but by a writer that `signs`
+        (none of it is served: each entry it reaches is written and signed again), and only
+        rows they signed are served."""
         path, judged = path_str(path), None  # `str(Path(path))`, without importing pathlib
         if write and trusted_keys is not None:  # the signing layer sits above this module
             from warmcli.bundle.signing import judged_before_migration
@@ -174,10 +174,12 @@ class Bundle(BundleAdmin):
     def kernel(
         self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None, keyed: bool = False
     ) -> KernelRecord | None:
-        """The kernel under `key` (None if absent, or not covered under trusted keys); its row
-        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way
-        (`keyed`: `key` is the caller's own kernel's, see `_kernel_record`)."""
-        row = fetched.get(key) if fetched is not None else None
+        """The kernel under `key` (None if absent, or not covered under trusted keys); its row is
+        taken from `fetched` (`kernel_rows`) when there (not once a forked child found another
+        file at the path: `_moved`), else read; checked (`keyed`: the caller's kernel's key)."""
+        if fetched is not None and self._pid != _PROCESS[0]:  # a forked child's first read
+            self._conn  # noqa: B018 (its own connection opened: `_moved` if another file)
+        row = fetched.get(key) if fetched is not None and not self._moved else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or (
@@ -384,9 +386,8 @@ class Bundle(BundleAdmin):
             return conn.executemany("UPDATE kernels SET last_used = ? WHERE key = ?", rows).rowcount
 
     def _follow_replacement(self) -> None:
-        """Under the write lock: when the path names another file than the one open (a
-        merge published over it, holding this lock), write to that one, never to a file
-        nobody can see any more."""
+        """Under the write lock: when the path names another file than the one open (a merge
+        published over it, holding this lock), write to that one, never to a file unseen."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
