@@ -102,10 +102,19 @@ def forked_child_ends(parent: int, code: int, said: str = "") -> None:
 
 
 def end_pools() -> None:
-    """What `multiprocessing` does as a process ends (as in its own children before their
-    `os._exit`): the pools and managers the workload left ended, their folders in `TMPDIR`
-    (a forkserver's `pymp-*`) removed; nothing where the workload never imported it."""
+    """What `multiprocessing` does as a process ends (`util._exit_function`, as in its own
+    children before their `os._exit`): its finalizers run (the pools and managers the
+    workload left ended, their folders in `TMPDIR`, a forkserver's `pymp-*`, removed) and its
+    daemonic workers ended, but a process of the workload's own is not waited for (it would
+    hold the worker, its stop signals ignored by then); nothing where it was never imported."""
     util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        with contextlib.suppress(BaseException):
-            util._exit_function()  # type: ignore[attr-defined]
+    if util is None:
+        return
+    with contextlib.suppress(BaseException):
+        util._exiting = True  # type: ignore[attr-defined]
+        util._run_finalizers(0)  # type: ignore[attr-defined]
+        for child in util.process.active_children():  # type: ignore[attr-defined]
+            if child.daemon:
+                child.terminate()
+                child.join()
+        util._run_finalizers()  # type: ignore[attr-defined]
