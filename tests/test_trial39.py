@@ -244,3 +244,72 @@ def test_worker_forked_after_rollout_loads_the_new_bundles_builds(
     for m, got in enumerate(said["got"], 1):
         assert np.array_equal(got, x * m + 1)
     assert said["kernels"] == 0
+
+
+KEYED = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void h(float *y, long n) { for (long i = 0; i < n; i++) y[i] = y[i] * 2 + 1; }"
+
+
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(k, y, n, stream=stream)
+
+
+CANDIDATES = {f"v{v}": Kernel(SRC, "h", "Pl", defines={"V": v}) for v in (1, 2)}
+BY_N = Tunable("by_n", CANDIDATES, launch, key=lambda y, n: n)
+BY_SIZE = Tunable("by_size", CANDIDATES, launch, key=lambda y, n: (n, n > 4, n / 2))
+
+
+def run(rt, n):
+    y = rt.upload(np.arange(int(n), dtype=np.float32))
+    rt.tune(BY_N, y, n)
+    rt.tune(BY_SIZE, y, n)
+    return y
+
+
+def workload(rt):
+    for n in (3, 6):
+        run(rt, n)  # Python ints, as CI's warm-up passes them
+"""
+
+# The server computes its sizes with numpy: `np.prod` of a shape, an element of an array.
+KEYED_SERVER = """
+import json, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+import keyed
+rt = warmcli.runtime()
+got = []
+for n in (np.int64(3), np.prod((2, 3)), np.int32(3), np.array([6])[0]):
+    got.append(rt.read(keyed.run(rt, n)).tolist())
+print(json.dumps({"got": got, "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_key_of_numpy_integers_hits_what_python_ints_warmed(warm: Warm, tmp_path: Path) -> None:
+    """A `key=` that hands back the size it is given (`key=lambda x, n: n`, as the README
+    shows) keys a numpy integer (or bool, or float32) as the Python number of the same
+    value, as the default key does: a server passing `np.prod(shape)` is served what CI
+    warmed with `n = 6` (it keyed `"6"` against the bundle's `6`: every tune a miss, a
+    `StrictMissError` under `WARM_STRICT=1`)."""
+    (tmp_path / "keyed.py").write_text(KEYED)
+    bundle = tmp_path / "k.warm"
+    proc = warm("run", tmp_path / "keyed.py", "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    served = subprocess.run(
+        [sys.executable, "-c", KEYED_SERVER, tmp_path],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert served.returncode == 0, served.stderr
+    said = json.loads(served.stdout)
+    for n, got in zip((3, 6, 3, 6), said["got"], strict=True):
+        assert np.array_equal(got, np.arange(n, dtype=np.float32) * 4 + 3)  # tuned twice
+    assert said["tunes"] == 0

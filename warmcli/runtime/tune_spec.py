@@ -241,10 +241,13 @@ def _stable(name: str, value: Any) -> Any:
     return text
 
 
-def _default(value: Any) -> str:
-    """What JSON has no form for: a set as `_set_text` writes it, an array as its `str` but
-    with every digit each element needs (numpy prints 8 by default: arrays that differ past
-    them would share one tune), anything else its `str`."""
+def _default(value: Any) -> Any:
+    """What JSON has no form for: a numpy number as the Python number it holds (as an input
+    keys: `np.int64(3)` as `3`, not `"3"`), a set as `_set_text` writes it, an array as its
+    `str` but with every digit each element needs (numpy prints 8 by default: arrays that
+    differ past them would share one tune), anything else its `str`."""
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        return value.item()
     if isinstance(value, set | frozenset):
         return _set_text("", value)
     if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them
