@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying
 from warmcli.bundle.rows import (
+    _PROCESS,
     KERNEL_COLUMNS,
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -95,7 +96,7 @@ class SignedRows(RowReader):
         _resume: dict[tuple[str, str, int], int]
 
     _trusted: Sequence[bytes] | None = None  # the keys `covered` was judged by (`Bundle`'s)
-    _moved = False  # a forked child found another file at the path (`_other_file`)
+    _other = False  # a forked child found another file at the path (`_other_file`)
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
         """Whether a row may be served: always, unless trusted keys did not sign it."""
@@ -117,7 +118,7 @@ class SignedRows(RowReader):
         kernel rows prefetched before are read again (`Bundle.kernel`)."""
         self._forget_kernel_keys()
         with self._lock:
-            self._moved = True
+            self._other = True
             self._resume.clear()
             self._refused.clear()
             if self._trusted is None:
@@ -128,6 +129,14 @@ class SignedRows(RowReader):
                 self.covered = covered(self, self._trusted)
             except SignatureError:  # nothing of it is served: each read a miss, `unsigned`
                 self.covered = RowSet()
+
+    def _moved(self) -> bool:
+        """Whether this process reads another file than its parent's (`_other_file`): a
+        forked child's first read opens its own connection first, to know."""
+        if self._pid != _PROCESS[0]:
+            with self._lock:
+                self._conn  # noqa: B018 (opened here: `_other_file` if another file)
+        return self._other
 
     def refused(self, key: str) -> bool:
         """Whether the bundle holds `key` but no trusted key signed that row."""
