@@ -40,7 +40,7 @@ from warmcli.bundle.kernel_row import (
     chunk,
     write_kernel_row,
 )
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
+from warmcli.bundle.rows import _PROCESS, KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -177,7 +177,9 @@ class Bundle(BundleAdmin):
         """The kernel under `key` (None if absent, or not covered under trusted keys); its row is
         taken from `fetched` (`kernel_rows`) when there (not once a forked child found another
         file at the path: `_moved`), else read; checked (`keyed`: the caller's kernel's key)."""
-        row = fetched.get(key) if fetched is not None and not self._moved() else None
+        if fetched is not None and self._pid != _PROCESS[0]:  # a forked child's first read
+            self._moved()  # (its own connection opened, under the lock: no frame here else)
+        row = fetched.get(key) if fetched is not None and not self._other else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or (
