@@ -313,3 +313,15 @@ def test_key_of_numpy_integers_hits_what_python_ints_warmed(warm: Warm, tmp_path
     for n, got in zip((3, 6, 3, 6), said["got"], strict=True):
         assert np.array_equal(got, np.arange(n, dtype=np.float32) * 4 + 3)  # tuned twice
     assert said["tunes"] == 0
+
+
+def test_bucket_with_a_key_callable_is_refused_where_made(warm: Warm, tmp_path: Path) -> None:
+    """`bucket="pow2"` rounds the default key's sizes: beside a `key=` callable it rounded
+    nothing, silently (every size its own tune, a miss in production for a size CI never
+    ran), so the pair is refused where the Tunable is made, in one line."""
+    work = tmp_path / "bucketed.py"
+    work.write_text(KEYED.replace("key=lambda y, n: n)", 'key=lambda y, n: n, bucket="pow2")', 1))
+    proc = warm("run", work, "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "tunable by_n: bucket='pow2' rounds the default key's sizes" in proc.stderr
