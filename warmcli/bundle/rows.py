@@ -1,19 +1,17 @@
 """A bundle's rows: the bounded selects that read them and the checks that parse them.
 
-Sizes are read before values: `_bounded_select` reads a text only when its
-`length()` in SQL is within its limit (else NULL, naming the column over it), so
-no row costs more memory than its limits (and SQLite itself refuses to load any
-value over `MAX_VALUE_BYTES`; nor where a writer compares a stored row with its own,
-`held_alike`). Every field of every row is then checked (type,
-size, format; a tune's key against its fields; a measured tune's pick is one of
-its candidates that ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`)
-or a `TuneRecord`; a field that is not what warm writes raises `_Malformed`, which
-`RowReader` (the reads `Bundle` inherits: bounded, retried, streamed `READ_BATCH` rows at
-a time) names as a `BundleError` (a listing's rows: `warmcli.bundle.oversize.each_named`).
-Its only state is this process's id (`_PROCESS`) and a reader's rows to skip (`skip_rows`:
-those no listing can read, `warmcli.bundle.unreadable`); it never decides what is served, and
-opens only a forked child's own connection (`_conn`).
-"""
+Sizes are read before values: `_bounded_select` reads a text only when its `length()` in SQL is
+within its limit (else NULL, naming the column over it), so no row costs more memory than its
+limits (and SQLite itself refuses to load any value over `MAX_VALUE_BYTES`; nor where a writer
+compares a stored row with its own, `held_alike`). Every field of every row is then checked (type,
+size, format; a tune's key against its fields; a measured tune's pick is one of its candidates that
+ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`) or a `TuneRecord`; a field
+that is not what warm writes raises `_Malformed`, which `RowReader` (the reads `Bundle` inherits:
+bounded, retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listing's rows:
+`warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`) and a
+reader's rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`); it
+never decides what is served, and opens only a forked child's own connection (`_conn`, of the file
+the path names then: `_other_file`)."""
 
 from __future__ import annotations
 
@@ -143,18 +141,21 @@ class RowReader:
     _pid: int  # the process `_connection` was opened in
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
     _lock: threading.RLock
+    _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
 
     @property
     def _conn(self) -> sqlite3.Connection:
         """The connection; in a forked child one of its own, opened on first use: the parent's
         may be in a statement of a thread the child lacks (its mutex held): never used nor freed."""
         if self._pid != _PROCESS[0]:
-            inherited = self._connection
+            inherited, parents = self._connection, self._ident
             try:
                 self._conn, self._ident = _open_connection(self.fspath, self.writable)
             except FileNotFoundError:
                 raise BundleError(f"{self.fspath}: the bundle was removed while open") from None
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))  # never freed here
+            if self._ident != parents:  # another file put there since its parent opened one
+                self._other_file()
         return self._connection
 
     @_conn.setter
@@ -261,8 +262,7 @@ class RowReader:
     def _rows(
         self, select: str, order: str, column: str, value: str | None, limit: int = -1
     ) -> Iterator[tuple[Any, ...]]:
-        """The rows of `select` (those whose `column` is `value`, if given), streamed: those
-        `skip_rows` names left out."""
+        """The rows of `select` (whose `column` is `value`, if given), streamed, bar `skip_rows`."""
         where, params = (f"{column} = ?", (value,)) if value is not None else ("1", ())
         where = f"WHERE {where} AND {self.skipped(select.rpartition(' FROM ')[2].split()[0])}"
         return self._iter(f"{select} {where} ORDER BY {order} LIMIT ?", (*params, limit))

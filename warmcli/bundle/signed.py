@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.file import _retrying
 from warmcli.bundle.rows import (
+    _PROCESS,
     KERNEL_COLUMNS,
     KERNEL_SELECT,
     KERNEL_WIDTH,
@@ -45,7 +46,7 @@ from warmcli.bundle.rows import (
 )
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.tune_row import KEY_HEX, TUNE_COLUMNS, TUNE_SELECT, TUNE_WIDTH, signed_values
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, SignatureError
 from warmcli.interrupted import held_interrupts
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ class SignedRows(RowReader):
         transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
         covered: RowSet | None
         _refused: set[str]
+        _resume: dict[tuple[str, str, int], int]
+
+    _trusted: Sequence[bytes] | None = None  # the keys `covered` was judged by (`Bundle`'s)
+    _other = False  # a forked child found another file at the path (`_other_file`)
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
         """Whether a row may be served: always, unless trusted keys did not sign it."""
@@ -106,6 +111,34 @@ class SignedRows(RowReader):
         with self._lock:
             self._refused.add(key)
         return False
+
+    def _other_file(self) -> None:
+        """In a forked child, the path names another file than its parent opened (a bundle
+        `mv`, `warm pull` or `warm merge` put there since): the child reads that one, so what
+        was kept of the parent's file by id or rowid is forgotten, and the rows served under
+        trusted keys are those they signed of this file (none, where they signed none); the
+        kernel rows prefetched before are read again (`Bundle.kernel`)."""
+        self._forget_kernel_keys()
+        with self._lock:
+            self._other = True
+            self._resume.clear()
+            self._refused.clear()
+            if self._trusted is None:
+                return
+            from warmcli.bundle.signing import RowSet, covered
+
+            try:
+                self.covered = covered(self, self._trusted)
+            except SignatureError:  # nothing of it is served: each read a miss, `unsigned`
+                self.covered = RowSet()
+
+    def _moved(self) -> bool:
+        """Whether this process reads another file than its parent's (`_other_file`): a
+        forked child's first read opens its own connection first, to know."""
+        if self._pid != _PROCESS[0]:
+            with self._lock:
+                self._conn  # noqa: B018 (opened here: `_other_file` if another file)
+        return self._other
 
     def refused(self, key: str) -> bool:
         """Whether the bundle holds `key` but no trusted key signed that row."""

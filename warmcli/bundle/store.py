@@ -1,21 +1,21 @@
-"""An open bundle: `Bundle` (open, create, close, transactions), the reads and writes
-the runtime makes of its rows and blobs, and which rows it serves under trusted keys.
+"""An open bundle: `Bundle` (open, create, close, transactions), the reads and writes the runtime
+makes of its rows and blobs, and which rows it serves under trusted keys.
 
-The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`;
-reading and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed
-rows are `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays).
-Opened with trusted keys, a kernel or tune row no trusted signature covers is not served
-(`covered`, `refused`; see `warmcli.bundle.signing`). A bundle is untrusted input: it is
-read with plain SQL, never unpickled or evaluated (and its binaries are native code); every
-field of every row is checked before it becomes a record, a blob whose size or sha256 does
-not match is never served, and every SQLite failure becomes a one-line `BundleError`.
-Kernels, tunes and blobs are read on demand, listings stream (`each_kernel`, `each_tune`), a batch
-of rows at a time, and `snapshot` reads several things in one read transaction. Writers take the
-file lock and write each batch in one transaction; a writer whose file was replaced meanwhile (a
-merge published over it, holding that lock) writes to the new one, and a writer's first write
-removes what dead writers left beside the file (`create`: any journal too). A `Bundle` owns its one
-SQLite connection (shared by every thread, serialised by its lock; a forked child opens its own),
-the set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
+The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`; reading
+and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed rows are
+`warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays). Opened with
+trusted keys, a kernel or tune row no trusted signature covers is not served (`covered`, `refused`;
+see `warmcli.bundle.signing`). A bundle is untrusted input: it is read with plain SQL, never
+unpickled or evaluated (and its binaries are native code); every field of every row is checked
+before it becomes a record, a blob whose size or sha256 does not match is never served, and every
+SQLite failure becomes a one-line `BundleError`. Kernels, tunes and blobs are read on demand,
+listings stream (`each_kernel`, `each_tune`), a batch of rows at a time, and `snapshot` reads
+several things in one read transaction. Writers take the file lock and write each batch in one
+transaction; a writer whose file was replaced meanwhile (a merge published over it, holding that
+lock) writes to the new one, and a writer's first write removes what dead writers left beside the
+file (`create`: any journal too). A `Bundle` owns its one SQLite connection (shared by every
+thread, serialised by its lock; a forked child opens its own, of the file the path names then), the
+set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
 (`keeps_signed`); a `warmcli.runtime.store.Store` by shape, importing no runtime module."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from warmcli.bundle.kernel_row import (
     chunk,
     write_kernel_row,
 )
-from warmcli.bundle.rows import KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
+from warmcli.bundle.rows import _PROCESS, KERNEL_SELECT, KERNEL_WIDTH, OnError, _corrupt, _Malformed
 from warmcli.bundle.tune_row import (
     BY_KEY,
     TUNE_ORDER,
@@ -96,11 +96,11 @@ class Bundle(BundleAdmin):
         trusted_keys: Sequence[bytes] | None = None,
         signs: bool = False,  # the writer signs it before it closes (`warm run --key`)
     ) -> Bundle:
-        """Open an existing bundle (read-only unless `write`); `create` makes a new one.
-        With `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted
-        key signed is refused (an older format before it migrates), but by a writer that
-        `signs` (none of it is served: each entry it reaches is written and signed again),
-        and only rows they signed are served."""
+        """Open an existing bundle (read-only unless `write`); `create` makes a new one. With
+        `trusted_keys` (raw Ed25519 public keys), a bundle holding entries no trusted key
+        signed is refused (an older format before it migrates), but by a writer that `signs`
+        (none of it is served: each entry it reaches is written and signed again), and only
+        rows they signed are served."""
         path, judged = path_str(path), None  # `str(Path(path))`, without importing pathlib
         if write and trusted_keys is not None:  # the signing layer sits above this module
             from warmcli.bundle.signing import judged_before_migration
@@ -124,6 +124,7 @@ class Bundle(BundleAdmin):
         from warmcli.bundle.signing import covered  # the signing layer sits above this module
 
         try:
+            self._trusted = trusted_keys
             self.covered = judged if judged is not None else covered(self, trusted_keys, signs)
         except BaseException:
             self.close()
@@ -173,10 +174,12 @@ class Bundle(BundleAdmin):
     def kernel(
         self, key: str, fetched: Mapping[str, tuple[Any, ...]] | None = None, keyed: bool = False
     ) -> KernelRecord | None:
-        """The kernel under `key` (None if absent, or not covered under trusted keys); its row
-        is taken from `fetched` (`kernel_rows`) when there, else read. Checked either way
-        (`keyed`: `key` is the caller's own kernel's, see `_kernel_record`)."""
-        row = fetched.get(key) if fetched is not None else None
+        """The kernel under `key` (None if absent, or not covered under trusted keys); its row is
+        taken from `fetched` (`kernel_rows`) when there (not once a forked child found another
+        file at the path: `_moved`), else read; checked (`keyed`: the caller's kernel's key)."""
+        if fetched is not None and self._pid != _PROCESS[0]:  # a forked child's first read
+            self._moved()  # (its own connection opened, under the lock: no frame here else)
+        row = fetched.get(key) if fetched is not None and not self._other else None
         if row is None:
             row = self._one(f"{KERNEL_SELECT} WHERE key = ?", (key,))
         if row is None or (
@@ -237,10 +240,8 @@ class Bundle(BundleAdmin):
         self, entry: str | None = None, on_error: OnError | None = None, *, order: str = ""
     ) -> Iterator[KernelRecord]:
         """`kernels`, streamed: one record at a time, never the whole table in memory
-        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label).
-
-        A malformed row raises `BundleError`, or with `on_error` is handed to it (its key
-        and the problem) and skipped."""
+        (`order`: `BY_KEY`, `AS_STORED` (fastest), else by device, arch and label). A malformed
+        row raises `BundleError`, or with `on_error` is handed to it (its key, the problem)."""
         from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
 
         rows = self._rows(KERNEL_SELECT, order or "device, arch, label", "entry", entry)
@@ -385,9 +386,8 @@ class Bundle(BundleAdmin):
             return conn.executemany("UPDATE kernels SET last_used = ? WHERE key = ?", rows).rowcount
 
     def _follow_replacement(self) -> None:
-        """Under the write lock: when the path names another file than the one open (a
-        merge published over it, holding this lock), write to that one, never to a file
-        nobody can see any more."""
+        """Under the write lock: when the path names another file than the one open (a merge
+        published over it, holding this lock), write to that one, never to a file unseen."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

@@ -88,7 +88,7 @@ class Tunable(Record):
                     f"tunable {self.name}: {arg} is {value!r}: give {least} or more {what}"
                 )
             object.__setattr__(self, arg, number)  # a plain int from here on
-        check_spec(self.name, self.candidates, self.repeats, self.key, self.restore, self.launch)
+        check_spec(self)  # its samples, key=, restore=, launch and bucket
         if isinstance(self.check, str) and self.check not in self.candidates:
             raise ValueError(
                 f"tunable {self.name}: check names {self.check!r}, which is no candidate "

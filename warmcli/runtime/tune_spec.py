@@ -101,20 +101,17 @@ def check_names(name: object, candidates: object, kernel: type) -> FixedCandidat
     return FixedCandidates(pairs, name)
 
 
-def check_spec(
-    name: str,
-    candidates: Mapping[str, object],
-    repeats: int,
-    key: object,
-    restore: object,
-    launch: object,
-) -> None:
-    """`TuneSpecError` where every candidate's samples (`repeats` each) and name take more
-    than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest for the reasons that
-    candidates fail with, cut to fit when the row is written): no reader would read it;
-    where `key` is neither None nor a callable (a list of names, as Triton takes); and
-    where `restore` is neither None, a callable nor a list or other iterable (a str is no
-    list of names). `TypeError` where `launch` is no callable (every tune would fail)."""
+def check_spec(tunable: Any) -> None:
+    """Of a `Tunable` being made: `TuneSpecError` where every candidate's samples (`repeats`
+    each) and name take more than three quarters of a tune's row (`MAX_TUNE_ROW`, the rest
+    for the reasons that candidates fail with, cut to fit when the row is written): no reader
+    would read it; where `key` is neither None nor a callable (a list of names, as Triton
+    takes), or a callable beside a `bucket` (which rounds the default key's sizes: it would
+    round nothing); and where `restore` is neither None, a callable nor a list or other
+    iterable (a str is no list of names). `TypeError` where `launch` is no callable (every
+    tune would fail)."""
+    name, candidates, repeats, key = tunable.name, tunable.candidates, tunable.repeats, tunable.key
+    restore, launch = tunable.restore, tunable.launch
     if not callable(launch):
         raise TypeError(
             f"tunable {name}: launch is no callable ({type(launch).__name__}): give the "
@@ -130,6 +127,11 @@ def check_spec(
         raise TuneSpecError(
             f"tunable {name}: key= is a callable of the inputs that returns the key "
             f"(key=lambda x, n: n), not a {type(key).__name__}"
+        )
+    if key is not None and tunable.bucket is not None:
+        raise TuneSpecError(
+            f"tunable {name}: bucket={tunable.bucket!r} rounds the default key's sizes, and "
+            "key= gives the key itself: round the sizes in key= (or drop key=)"
         )
     need = len(candidates) * repeats * 8 + sum(
         _ROW_PER_CANDIDATE + len(n.encode("utf-8", "surrogatepass")) for n in candidates
@@ -241,10 +243,13 @@ def _stable(name: str, value: Any) -> Any:
     return text
 
 
-def _default(value: Any) -> str:
-    """What JSON has no form for: a set as `_set_text` writes it, an array as its `str` but
-    with every digit each element needs (numpy prints 8 by default: arrays that differ past
-    them would share one tune), anything else its `str`."""
+def _default(value: Any) -> Any:
+    """What JSON has no form for: a numpy number as the Python number it holds (as an input
+    keys: `np.int64(3)` as `3`, not `"3"`), a set as `_set_text` writes it, an array as its
+    `str` but with every digit each element needs (numpy prints 8 by default: arrays that
+    differ past them would share one tune), anything else its `str`."""
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        return value.item()
     if isinstance(value, set | frozenset):
         return _set_text("", value)
     if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them

@@ -1,32 +1,30 @@
-"""Crash isolation for `warm run` (and `warm verify --workload`'s replay): the passes in a
-worker process that journals its work.
+"""Crash isolation for `warm run` (and `warm verify --workload`'s replay): the passes in a worker
+process that journals its work.
 
-A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm
-run` down. `run_isolated` forks a worker that does the whole run and waits for it: until it
-exits, or once it has returned its code, journaled, and made its output /dev/null and closed
-its end of a pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited
-for only as this process ends, `_reap`, overlapping its own). The worker appends to a
-journal (an unlinked temporary file both share) the pass it is in, the tune candidate it is
-measuring (`measuring`) and every compiler process group it starts. When the worker dies of
-a crash signal while a candidate is being measured, that candidate is excluded (`excluded`,
-read by the tuner through the `MeasureJournal` the worker installs into
-`warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed (SIGSEGV)`)
-and the run starts again in a fresh worker; a crash anywhere else is returned as a
-`WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
-SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the
-worker gets SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its
-code is decided the worker ignores them, and nothing raised then passes its `os._exit` (a
-`KeyboardInterrupt` there ran it on as the supervisor, the workload's `atexit` functions
-with it). `interrupt_on_signals` makes SIGINT, SIGTERM and SIGHUP stop every compiler and
-raise `KeyboardInterrupt` once (one landing where Python only prints it is sent again:
-`warmcli.interrupted`).
+A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not take `warm run`
+down. `run_isolated` forks a worker that does the whole run and waits for it: until it exits, or
+once it has returned its code, journaled, and made its output /dev/null and closed its end of a
+pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited for only as this
+process ends, `_reap`, overlapping its own). The worker appends to a journal (an unlinked temporary
+file both share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
+compiler process group it starts. When the worker dies of a crash signal while a candidate is being
+measured, that candidate is excluded (`excluded`, read by the tuner through the `MeasureJournal`
+the worker installs into `warmcli.runtime.tune`; the tuner records it as failed with the reason
+`crashed (SIGSEGV)`) and the run starts again in a fresh worker; a crash anywhere else is returned
+as a `WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
+SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
+SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
+worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
+it on as the supervisor, the workload's `atexit` functions with it). `interrupt_on_signals` makes
+SIGINT, SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing
+where Python only prints it is sent again: `warmcli.interrupted`).
 
-State: the excluded candidates and the worker's journal, one of each per process (and the
-stub folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker
-that needs a stub, removed by this process at its end however the worker ends, and by the
-worker where this process was killed first). The module prints nothing (the caller's
-`on_crash` and its exit code do), but in the worker the traceback of an exception `work`
-let out (a bug: exit 1), and never touches a bundle.
+State: the excluded candidates and the worker's journal, one of each per process (and the stub
+folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
+a stub, removed by this process at its end however the worker ends, and by the worker where this
+process was killed first). The module prints nothing (the caller's `on_crash` and its exit code
+do), but in the worker the traceback of an exception `work` let out (a bug: exit 1), and never
+touches a bundle.
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ from typing import Any
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
+from warmcli.warming.leftovers import end_pools
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 CRASH_SIGNALS = frozenset(
@@ -237,6 +236,7 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
                 with contextlib.suppress(BaseException):
                     remove_folder()
             _let_go(done)
+            end_pools()  # what the workload's pools leave, as Python ends them
         finally:
             os._exit(code)
 

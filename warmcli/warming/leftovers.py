@@ -4,7 +4,9 @@ A thread the entry started and left running is waited for, as Python waits befor
 process ends (`join_left`); an exception one does not catch ends it as under Python, said
 in one line, a note of the pass (`thread_raised`), not Python's traceback through warm's
 frames; a process the entry forked that returns or raises out of it ends there
-(`forked_child_ends`), never running warm's passes beside its parent. `first_line` and
+(`forked_child_ends`), never running warm's passes beside its parent; the pools and
+managers of `multiprocessing` it left are ended as the worker ends (`end_pools`), as Python
+ends them, their folders in `TMPDIR` removed. `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
 No state; it never runs a workload itself.
@@ -97,3 +99,22 @@ def forked_child_ends(parent: int, code: int, said: str = "") -> None:
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(code)
+
+
+def end_pools() -> None:
+    """What `multiprocessing` does as a process ends (`util._exit_function`, as in its own
+    children before their `os._exit`): its finalizers run (the pools and managers the
+    workload left ended, their folders in `TMPDIR`, a forkserver's `pymp-*`, removed) and its
+    daemonic workers ended, but a process of the workload's own is not waited for (it would
+    hold the worker, its stop signals ignored by then); nothing where it was never imported."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return
+    with contextlib.suppress(BaseException):
+        util._exiting = True  # type: ignore[attr-defined]
+        util._run_finalizers(0)  # type: ignore[attr-defined]
+        for child in util.process.active_children():  # type: ignore[attr-defined]
+            if child.daemon:
+                child.terminate()
+                child.join()
+        util._run_finalizers()  # type: ignore[attr-defined]
