@@ -44,3 +44,92 @@ def test_check_of_a_cuda_only_bundle_without_a_gpu_claims_no_pass(
     assert doc["not_checked"] == {"cuda": {"kernels": 8, "tunes": 6}}, doc
     armed = json.loads(warm("check", cuda_only, "--arch", "sm_90", "--json").stdout)
     assert armed["servable"] is False and armed["checked"] == {"kernels": 8, "tunes": 6}
+
+
+# A driver: `held_interrupts` around nothing, with one signal sent (by a trace function, at
+# the first line run in warmcli/interrupted.py) while the handlers are half swapped: on the
+# way in (SIGINT held, SIGTERM not yet: a SIGTERM sent) or on the way out (SIGINT back,
+# SIGTERM still held: a SIGINT sent). It prints whether a KeyboardInterrupt came out of the
+# block, whether every handler is back, and whether a later SIGINT still interrupts.
+SWAP_DRIVER = """
+import json, os, signal, sys
+from warmcli.interrupted import held_interrupts
+
+def term(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, term)
+signal.signal(signal.SIGHUP, term)
+ORIGINAL = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: term,
+            signal.SIGHUP: term}
+phase, sent = sys.argv[1], []
+
+def half_swapped():
+    int_back = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    term_back = signal.getsignal(signal.SIGTERM) is term
+    if phase == "in":
+        return not int_back and term_back
+    return int_back and not term_back
+
+def tracer(frame, event, arg):
+    if not frame.f_code.co_filename.endswith("interrupted.py"):
+        return None
+    return local
+
+def local(frame, event, arg):
+    if event == "line" and not sent and half_swapped():
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGTERM if phase == "in" else signal.SIGINT)
+    return local
+
+raised = False
+try:
+    sys.settrace(tracer)
+    try:
+        with held_interrupts():
+            pass
+    finally:
+        sys.settrace(None)
+    for _ in range(100):  # a signal still pending is answered here
+        pass
+except KeyboardInterrupt:
+    raised = True
+back = all(signal.getsignal(s) is h for s, h in ORIGINAL.items())
+later = False
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+except KeyboardInterrupt:
+    later = True
+print(json.dumps({"sent": bool(sent), "raised": raised, "back": back, "later": later}))
+"""
+
+
+@pytest.mark.parametrize("phase", ["in", "out"])
+def test_a_signal_while_held_interrupts_swaps_its_handlers_loses_none(
+    tmp_path: Path, phase: str
+) -> None:
+    """A SIGTERM landing between `held_interrupts`' first two `signal.signal` calls raised
+    KeyboardInterrupt from its setup, outside its `try`: SIGINT stayed on its holding
+    handler, and every later Ctrl-C of the process was swallowed; a SIGINT landing as it
+    restored them left SIGTERM and SIGHUP held for good. The signals are blocked while the
+    handlers are swapped: the one sent is answered (a KeyboardInterrupt) and every handler
+    is back."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", SWAP_DRIVER, phase],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout)
+    assert said == {"sent": True, "raised": True, "back": True, "later": True}, said
