@@ -133,3 +133,54 @@ def test_a_signal_while_held_interrupts_swaps_its_handlers_loses_none(
     assert done.returncode == 0, done.stderr[-2000:]
     said = json.loads(done.stdout)
     assert said == {"sent": True, "raised": True, "back": True, "later": True}, said
+
+
+TAGGED = """\
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void f(float *y, int n) {{ for (int i = 0; i < n; i++) y[i] = y[i] * 2.0f + V; }}"
+
+
+def launch(rt, kernel, y, n, tag, *, stream=None):
+    rt.launch(kernel, y, n, stream=stream)
+
+
+KS = {{f"v{{i}}": Kernel(SRC, "f", "Pi", defines={{"V": 0, "W": i}}) for i in range(2)}}
+T = Tunable("big", KS, launch, key=lambda y, n, tag: tag)
+
+
+def workload(rt):
+    y = rt.upload(np.arange(8, dtype=np.float32))
+    rt.tune(T, y, 8, '"' + "x" * ({inner}) + '"')  # JSON text of a str: tagged "str:"
+"""
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_a_tagged_key_str_at_the_limit_is_kept_and_one_past_it_refused_in_one_line(
+    warm: Warm, workload_file, tmp_path: Path, over: int
+) -> None:
+    """A `key=` str that reads as JSON (`'"xx..."'`) is tagged `str:` (4 characters) in its
+    tune key: one of MAX_KEY_TEXT - 4 characters is kept (the tagged text is exactly the
+    limit, read back whole by verify), one character more is refused as any too-long key
+    (exit 2, one line naming the limit), saying the tag made it longer than it gave."""
+    from warmcli.runtime.tune_spec import MAX_KEY_TEXT
+
+    given = MAX_KEY_TEXT - 4 + over
+    bundle = tmp_path / "t.warm"
+    script = workload_file(TAGGED.format(inner=given - 2))
+    done = warm("run", script, "-b", bundle, "-q")
+    if not over:
+        assert done.returncode == 0, done.stderr[:2000]
+        assert warm("verify", bundle).returncode == 0
+        doc = json.loads(warm("stats", bundle, "--json").stdout)
+        assert [t["status"] for t in doc["tunes"]] == ["measured"], doc["tunes"]
+        return
+    assert done.returncode == 2, done.stderr[:2000]
+    [line] = done.stderr.strip().splitlines()
+    assert len(line) < 600, line[:600]
+    assert f"its tune key's text is {MAX_KEY_TEXT + 1} characters" in line, line
+    assert f"a str of {given}, tagged 'str:'" in line, line
+    assert f"over the {MAX_KEY_TEXT} a bundle holds" in line, line
+    assert not bundle.exists() or warm("verify", bundle).returncode == 0
