@@ -184,3 +184,79 @@ def test_a_tagged_key_str_at_the_limit_is_kept_and_one_past_it_refused_in_one_li
     assert f"a str of {given}, tagged 'str:'" in line, line
     assert f"over the {MAX_KEY_TEXT} a bundle holds" in line, line
     assert not bundle.exists() or warm("verify", bundle).returncode == 0
+
+
+# A driver: `warm ARGS` run in this process (its worker forked from it), SIGINT sent once
+# the first time a line holding TEXT is about to run in function FUNC of a file ending FILE.
+LATE_DRIVER = """
+import linecache, os, runpy, signal, sys
+FILE, FUNC, TEXT = sys.argv[1:4]
+sys.argv = ["warm", *sys.argv[4:]]
+sent = []
+
+def tracer(frame, event, arg):
+    code = frame.f_code
+    return local if code.co_name == FUNC and code.co_filename.endswith(FILE) else None
+
+def local(frame, event, arg):
+    if event == "line" and not sent:
+        if TEXT in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+    return local
+
+sys.settrace(tracer)
+runpy.run_module("warmcli", run_name="__main__")
+"""
+
+
+def _late(warm: Warm, where: tuple[str, str, str], *args: object):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    return subprocess.run(
+        [sys.executable, "-c", LATE_DRIVER, *where, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, PYTHONPATH=str(ROOT), WARM_EXAMPLE_KERNELS="5"),
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def _held(bundle: Path) -> tuple[int, int]:
+    import sqlite3
+
+    with sqlite3.connect(bundle) as conn:
+        return tuple(  # type: ignore[return-value]
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("kernels", "tunes")
+        )
+
+
+# Where `warm run`'s worker is just past its last store's commit, or about to end.
+LATE = {
+    "marked": ("runtime/persist.py", "persist", "kernels.mark_persisted("),
+    "recorded": ("runtime/runtime.py", "persist", "self.tune_registrations.record("),
+    "counted": ("warming/passes.py", "persist", "note_stored("),
+    "returned": ("warming/passes.py", "warm_bundle", "return report"),
+    "printing": ("cli/run.py", "worker", "if as_json:"),
+}
+
+
+@pytest.mark.parametrize("where", LATE)
+def test_run_interrupted_as_its_last_store_commits_says_what_it_kept(
+    warm: Warm, tmp_path: Path, where: str
+) -> None:
+    """SIGINT landing in `warm run` once its last store committed but before it was
+    counted said "warm: interrupted: 0 kernel(s) and 0 tune(s) stored are kept" (exit 130)
+    of a bundle holding them all. The commit and its count are one step (an interrupt held
+    until both are done): whenever it lands, what it says is what the bundle holds."""
+    bundle = tmp_path / "late.warm"
+    done = _late(warm, LATE[where], "run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "-q")
+    assert done.returncode == 130, done.stdout[-1000:] + done.stderr[-2000:]
+    kernels, tunes = _held(bundle)
+    assert kernels and tunes, (kernels, tunes)
+    said = f"warm: interrupted: {kernels} kernel(s) and {tunes} tune(s) stored are kept"
+    assert done.stderr.strip().splitlines()[-1] == said, done.stderr[-2000:]
