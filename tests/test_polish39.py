@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
+from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +119,6 @@ def test_a_signal_while_held_interrupts_swaps_its_handlers_loses_none(
     restored them left SIGTERM and SIGHUP held for good. The signals are blocked while the
     handlers are swapped: the one sent is answered (a KeyboardInterrupt) and every handler
     is back."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(
         [sys.executable, "-c", SWAP_DRIVER, phase],
@@ -211,11 +209,6 @@ runpy.run_module("warmcli", run_name="__main__")
 
 
 def _late(warm: Warm, where: tuple[str, str, str], *args: object):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     return subprocess.run(
         [sys.executable, "-c", LATE_DRIVER, *where, *map(str, args)],
         capture_output=True,
@@ -227,8 +220,6 @@ def _late(warm: Warm, where: tuple[str, str, str], *args: object):
 
 
 def _held(bundle: Path) -> tuple[int, int]:
-    import sqlite3
-
     with sqlite3.connect(bundle) as conn:
         return tuple(  # type: ignore[return-value]
             conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("kernels", "tunes")
@@ -279,8 +270,6 @@ def test_verify_tells_a_cubin_blobs_kind_by_its_first_bytes_and_a_corrupt_one_on
     they say it is not of its kind: a cubin blob corrupt in its header or its body is named
     once, as not matching its sha256 (never also as no cubin), and a cubin row holding PTX
     is still named as such."""
-    import sqlite3
-
     bundle = tmp_path / "c.warm"
     bundle.write_bytes(cuda_only.read_bytes())
     cut = (  # (`||` makes text: cast back to a blob)
@@ -334,11 +323,6 @@ def test_a_rewarm_reads_a_shared_cubin_blob_once_per_pass_not_once_per_kernel(
     shared by its kernels, was read once for each (2,000 kernels: 0.92 s of CPU before,
     1.23 s after). Its verdict is kept per (blob, arch): each blob is read once by the
     warming passes and once by the verify pass's fresh runtimes."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     bundle, reads = tmp_path / "again.warm", tmp_path / "reads.txt"
     bundle.write_bytes(cuda_only.read_bytes())
     args = ["run", str(EXAMPLES / "saxpy_cuda.py"), "--arch", "sm_90", "-b", str(bundle), "-q"]
@@ -352,8 +336,6 @@ def test_a_rewarm_reads_a_shared_cubin_blob_once_per_pass_not_once_per_kernel(
     )
     assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
     assert "the bundle is complete" in done.stdout, done.stdout
-    import sqlite3
-
     with sqlite3.connect(bundle) as conn:
         cubins = {r[0] for r in conn.execute("SELECT sha256 FROM kernels WHERE arch = 'sm_90'")}
     conn.close()
