@@ -208,7 +208,9 @@ runpy.run_module("warmcli", run_name="__main__")
 """
 
 
-def _late(warm: Warm, where: tuple[str, str, str], *args: object):
+def _late(
+    warm: Warm, where: tuple[str, str, str], *args: object
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", LATE_DRIVER, *where, *map(str, args)],
         capture_output=True,
@@ -220,10 +222,13 @@ def _late(warm: Warm, where: tuple[str, str, str], *args: object):
 
 
 def _held(bundle: Path) -> tuple[int, int]:
-    with sqlite3.connect(bundle) as conn:
-        return tuple(  # type: ignore[return-value]
-            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("kernels", "tunes")
-        )
+    conn = sqlite3.connect(bundle)
+    try:
+        count = "SELECT count(*) FROM {}"
+        kernels, tunes = (conn.execute(count.format(t)).fetchone()[0] for t in ("kernels", "tunes"))
+    finally:
+        conn.close()
+    return kernels, tunes
 
 
 # Where `warm run`'s worker is just past its last store's commit, or about to end.
