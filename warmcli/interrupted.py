@@ -17,8 +17,9 @@ the signal sent again instead (`send_again`), by a thread of its own, so that it
 handled once the callback has returned (sent from the handler, Python would handle it at
 once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
 while a step that must not be cut in two (a commit and its count, a file moved into place)
-runs: one sent meanwhile is delivered as the block ends. It owns no state and never
-prints nor exits itself.
+runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
+handlers once they all are (`swap_handlers`: blocked in the thread meanwhile). It owns no
+state and never prints nor exits itself.
 """
 
 from __future__ import annotations
@@ -102,13 +103,30 @@ def held_interrupts() -> Iterator[None]:
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     handlers = {s: signal.getsignal(s) for s in stops}
     held = {s: h for s, h in handlers.items() if callable(h)}
-    for stop in held:
-        signal.signal(stop, lambda signum, frame: came.append((signum, frame)))
+    hold = {s: (lambda signum, frame: came.append((signum, frame))) for s in held}
+    swap_handlers(hold)
     try:
         yield
     finally:
-        for stop, handler in held.items():
-            signal.signal(stop, handler)
+        swap_handlers(held)
         if came:  # the first one, as it would have been answered
             signum, frame = came[0]
             held[signum](signum, frame)
+
+
+def swap_handlers(handlers: dict[int, Any]) -> None:
+    """Install `handlers` (signal -> Python handler) together: their signals blocked in
+    this thread meanwhile, so that one sent as they are swapped (its handler raising
+    between two `signal.signal` calls would leave the others swapped for good, a later
+    Ctrl-C swallowed) is answered once all are in, by the handler then installed. One that
+    another thread of the process takes (a native thread not blocking it) is not held so:
+    Python answers it in this thread at once, maybe between two swaps, as before."""
+    import signal
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # (one pending answered here)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
+    finally:  # one sent meanwhile is answered here, as the mask is set back
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

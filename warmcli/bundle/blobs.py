@@ -4,7 +4,8 @@
 image, which `cuModuleLoadData` needs whole in memory): `Bundle.blob` refuses a larger
 one without reading it (one under it is held whole, twice while SQLite hands it over:
 memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
-(`digest`) or copied between bundles (`streamed`, what `warm merge` writes),
+(`digest`), copied between bundles (`streamed`, what `warm merge` writes), or its first
+bytes read (`head`: what tells a blob's kind, its sha256 unchecked),
 `CHUNK_BYTES` at a time through SQLite's incremental blob handles
 (`Connection.blobopen`). A copy
 is hashed as it is written and checked before its transaction commits: a blob failing
@@ -44,6 +45,18 @@ def chunks(reader: RowReader, rowid: int) -> Iterator[bytes]:
         with reader._conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
             while chunk := blob.read(CHUNK_BYTES):
                 yield chunk
+
+
+def head(reader: RowReader, sha256: str, n: int) -> bytes | None:
+    """The first `n` bytes of the blob of `sha256` (a shorter one whole), the rest never
+    read; None where it is missing. Its sha256 is not checked: a caller tells nothing of
+    them before the whole blob is read as `Bundle.blob` reads it (`warmcli.ops.exported`)."""
+    row = reader._one(_SIZES, (sha256,))
+    if row is None or row[2] != "blob":
+        return None
+    with reader._lock, _sqlite_errors(reader.path):
+        with reader._conn.blobopen("blobs", "data", row[3], readonly=True) as blob:
+            return blob.read(n)
 
 
 def digest(reader: RowReader, rowid: int) -> str:

@@ -84,13 +84,15 @@ def check(
                     d.close()
 
     report = guarded(action)
+    kernels, tunes = _checked(report)
     if as_json:
         emit_json(
             {
                 "bundle": name,
-                "servable": report.servable,
+                "servable": None if _nothing_checked(report) else report.servable,
                 "kernels": report.kernels,
                 "tunes": report.tunes,
+                "checked": {"kernels": kernels, "tunes": tunes},
                 "not_for_this_machine": report.other,
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [m.as_dict() for m in report.unservable],
@@ -123,6 +125,12 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         held += f" ({report.other} not for this machine)"
     if report.jit:
         _table(report.jit, f"{len(report.jit)} kernel(s) served by PTX JIT here", "yellow")
+    if _nothing_checked(report):  # no pass to claim
+        out.print(
+            f"{held}: nothing could be checked here", style="yellow", markup=False, soft_wrap=True
+        )
+        _unchecked(report)
+        return
     if report.servable:
         every = "every entry checked" if report.unchecked else "every entry"
         out.print(f"{held}: {every} is servable here", style="green", markup=False, soft_wrap=True)
@@ -145,6 +153,17 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         )
     elif groups < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)
+
+
+def _checked(report: CheckReport) -> tuple[int, int]:
+    """The kernels and tunes judged here: all but those of a backend with no device here."""
+    skipped = report.unchecked.values()
+    return report.kernels - sum(k for k, _ in skipped), report.tunes - sum(t for _, t in skipped)
+
+
+def _nothing_checked(report: CheckReport) -> bool:
+    """Whether every entry was of a backend with no device here: none judged, no pass."""
+    return bool(report.unchecked) and report.servable and _checked(report) == (0, 0)
 
 
 def _unchecked(report: CheckReport) -> None:

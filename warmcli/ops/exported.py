@@ -11,7 +11,8 @@ kind, served by no rule for it).
 `unexported` names each such kernel so `warm
 verify` calls the bundle unsound and `warm clean` removes it as corrupt (a row pointed at
 another kernel's blob, a symbol edited with its entry). Blobs are read one at a time, in
-the order of their sha256 (a batch's blob, shared by its kernels, once); a blob that
+the order of their sha256 (a batch's blob, shared by its kernels, once; a CUDA blob's first
+bytes, whole only where they say it is not of its kind); a blob that
 cannot be read (missing, failing its sha256, over the size served) or is no ELF this
 machine reads is left to the checks that name it. It owns no state, never writes and
 never prints.
@@ -22,8 +23,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from warmcli.backends.cuda.ptx import not_cubin_of, not_ptx_of
+from warmcli.backends.cuda.ptx import KIND_BYTES, not_cubin_of, not_ptx_of
 from warmcli.backends.host.binary import exported_symbols
+from warmcli.bundle.blobs import head
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, where
 
@@ -62,9 +64,15 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
 def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
     """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
     (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
-    cannot be read (missing, corrupt, too large: named by other checks)."""
+    cannot be read (missing, corrupt, too large: named by other checks). Told by its first
+    `KIND_BYTES` (`head`), read whole (its sha256 checked) only to confirm a wrong kind."""
+    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or _kind(start, k.arch) is None:
+        return None
     try:
-        data = bundle.blob(k.sha256)
+        return _kind(bundle.blob(k.sha256), k.arch)
     except BundleError:
         return None
-    return not_ptx_of(data, k.arch) if k.arch.startswith("compute_") else not_cubin_of(data, k.arch)
+
+
+def _kind(data: bytes, arch: str) -> str | None:
+    return not_ptx_of(data, arch) if arch.startswith("compute_") else not_cubin_of(data, arch)

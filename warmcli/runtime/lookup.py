@@ -85,6 +85,7 @@ class BundleLookup(PtxLookup):
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
         self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
         self._jit_blobs: set[str] = set()  # the sha256 of PTX `serve_ptx` loaded
+        self._cubins: dict[tuple[str, str], bool] = {}  # `_cubin_held`'s, by (sha256, arch)
 
     # -- keys ------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ toolchain's to serve, PTX, why none is served) read the rows its key names (`_bu
 which architectures and toolchains hold builds of an entry name is listed once per entry
 (the bundle's rows of it parsed once, not once a miss; a build of another pair written
 meanwhile by another process is not seen). It owns no state of its own (its methods read
-`BundleLookup`'s, the blobs it served as PTX among them); it never compiles, never writes
+`BundleLookup`'s, the blobs it served as PTX among them, and whether a blob is a cubin of
+an arch, read once); it never compiles, never writes
 the bundle and never prints.
 """
 
@@ -49,6 +50,7 @@ class PtxLookup:
     _identities: dict[str, str]
     _entry_builds: dict[str, frozenset[tuple[str, str]]]  # entry -> (arch, toolchain) held
     _jit_blobs: set[str]  # the sha256 of PTX `serve_ptx` loaded (its module is served by it)
+    _cubins: dict[tuple[str, str], bool]  # whether a blob is a cubin of an arch, read whole
 
     def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
         """The bundle's builds that may be `kernel`'s (`of_kernel` still to judge them), as
@@ -131,17 +133,22 @@ class PtxLookup:
     def _cubin_held(self, record: KernelRecord) -> bool:
         """While warming a CUDA device: whether the bundle's cubin row `record` holds a cubin
         of its SM (one holding PTX or another SM's cubin, as `warm verify` names it, is
-        built again: under `--arch` nothing loads, and a GPU-less device takes PTX)."""
+        built again: under `--arch` nothing loads, and a GPU-less device takes PTX). A
+        blob (a batch's, shared by its kernels) is read once an arch (`_cubins`)."""
         if self.bundle is None or self.misses.policy is not None or record.backend != "cuda":
             return True
         if virtual_sm(record.arch) is not None:
             return True
+        if (held := self._cubins.get((record.sha256, record.arch))) is not None:
+            return held
         from warmcli.backends.cuda.ptx import not_cubin_of  # a CUDA device's only
 
         try:
-            return not_cubin_of(self.bundle.blob(record.sha256), record.arch) is None
-        except BundleError:  # missing or corrupt: built again
+            held = not_cubin_of(self.bundle.blob(record.sha256), record.arch) is None
+        except BundleError:  # missing or corrupt: built again (and read again if asked)
             return False
+        self._cubins[record.sha256, record.arch] = held  # its content: its sha256 matched
+        return held
 
     def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is

@@ -146,10 +146,15 @@ def check_spec(tunable: Any) -> None:
 
 def fits(name: str, text: str) -> str:
     """`text`, the inputs' part of a tune key of tunable `name`; a `TuneSpecError` where it
-    is longer than a bundle's row holds (every reader would call the row corrupt)."""
+    is longer than a bundle's row holds (every reader would call the row corrupt), the tag
+    of a tagged `key=` str counted (`_tagged`: only such a text starts with it) and named."""
     if len(text) > MAX_KEY_TEXT:
+        said = (
+            f" (key= gave a str of {len(text) - len(_TAG)}, tagged {_TAG!r} as a str that "
+            "reads as JSON or starts with the tag is)"
+        ) * text.startswith(_TAG)
         raise TuneSpecError(
-            f"tunable {name}: its tune key's text is {len(text)} characters, over the "
+            f"tunable {name}: its tune key's text is {len(text)} characters{said}, over the "
             f"{MAX_KEY_TEXT} a bundle holds: key on a digest of the inputs (key=)"
         )
     return text

@@ -19,12 +19,13 @@ memoised, so the first pass keys its kernels with it, after the join; an interru
 kills its `--version` process). An existing bundle whose SQL indexes disagree with its
 rows is refused before anything is written (`warmcli.bundle.consistency`). Interrupted
 (`KeyboardInterrupt`, which a SIGINT or SIGTERM handler raises), what was built and
-measured so far is stored and `RunInterrupted` says how much. A host runtime the workload
-asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
-warmed, stored and verified beside the others (its compiler listed in `compilers`). Each
-pass announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its
-own `StatisticsCollector`; an observer may read it while the pass runs. The module returns
-reports and never prints.
+measured so far is stored and `RunInterrupted` says how much (a store and its count are one
+step, `held_interrupts`: one landing as it commits is answered once counted). A host
+runtime the workload asks for during a pass on another device is the run's own
+(`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
+listed in `compilers`). Each pass announces itself to the crash journal
+(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer
+may read it while the pass runs. The module returns reports and never prints.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, RunInterrupted
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.interrupted import held_interrupts
 from warmcli.records import CompilerCommand, Record, factory
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
@@ -341,10 +343,11 @@ def _warm(
                 for i, runtime in enumerate(every):
                     if completed and i == last:
                         join_record(warming, signing_key, (workload, report.devices, shard), new)
-                    k, t = runtime.persist(warming)
-                    note_stored(k, t)
-                    report.stored_kernels += k
-                    report.stored_tunes += t
+                    with held_interrupts():  # committed and counted, or neither
+                        k, t = runtime.persist(warming)
+                        note_stored(k, t)
+                        report.stored_kernels += k
+                        report.stored_tunes += t
             finally:
                 warming.joining = None  # (none consumed it: `seal` records the run)
 

@@ -8,7 +8,8 @@ GPU's (an arch-specific `sm_90a` target is not forward compatible) and when it k
 version, which a driver older than the toolkit does not
 (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`): `check_ptx` refuses both with the reason;
 `not_ptx_of` and `not_cubin_of` say why a row's blob is not of its kind (PTX of a
-`compute_XX` row's arch, a cubin of an `sm_XX` row's). Which PTX record a device is served
+`compute_XX` row's arch, a cubin of an `sm_XX` row's) from its first `KIND_BYTES` alone
+(a blob's first bytes give the verdict its whole gives). Which PTX record a device is served
 is `warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
 functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come
 from an untrusted bundle: only its first lines are read, and anything unexpected is a
@@ -27,6 +28,7 @@ from warmcli.errors import CompileFailure, CubinError, PtxError
 from warmcli.printable import Pattern
 
 _HEADER_BYTES = 4096  # the directives come first, after a comment banner
+KIND_BYTES = _HEADER_BYTES  # what of a blob `not_ptx_of` and `not_cubin_of` read (an ELF header)
 _VERSION = Pattern(rb"^\s*\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 _TARGET = Pattern(rb"^\s*\.target\s+sm_(\d{2,3})([af]?)\b", re.MULTILINE)
 
