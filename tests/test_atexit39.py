@@ -174,3 +174,30 @@ def test_a_worker_runs_only_its_own_exit_functions(tmp_path: Path) -> None:
     finally:
         atexit.unregister(mark.write_text)
         parents.cleanup()
+
+
+def test_an_exit_function_that_ends_the_process_leaves_the_runs_code(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """One that calls `os._exit` (to skip a library's teardown) ended the worker before it
+    let go: `warm run` said the workload ended the process itself, exit 2, after its report."""
+    workload, _, _ = _workload(warm, tmp_path, WORKLOAD + "atexit.register(os._exit, 0)\n")
+    for command in (
+        ("run", workload, "-b", tmp_path / "b.warm", "-q"),
+        ("verify", tmp_path / "b.warm", "-w", workload, "-q"),
+    ):
+        done = warm(*command)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert "the bundle is complete" in done.stdout
+    warm.env = dict(warm.env, STOP="1")  # an interrupted run: 130 still, not the 0 it exits
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 130, done.stderr
+
+
+def test_an_exit_function_that_crashes_leaves_the_runs_code(warm: Warm, tmp_path: Path) -> None:
+    """A library's teardown that crashes as the process ends (SIGSEGV): the run was done."""
+    crash = "atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))\n"
+    workload, _, _ = _workload(warm, tmp_path, WORKLOAD + crash)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert "the bundle is complete" in done.stdout

@@ -15,7 +15,8 @@ as a `WorkerCrash` naming the pass (`warmcli.warming.crashes`). Either way the c
 the worker left are killed. The worker runs the workload's exit functions (`atexit`'s, a
 `TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
 its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
-inherited forgotten at the fork (`warmcli.warming.leftovers`).
+inherited forgotten at the fork (`warmcli.warming.leftovers`); one that ends the process
+(`os._exit`) or crashes it leaves the code `work` returned, journaled before them.
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -177,6 +178,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
 
         traceback.print_exc()
     finally:
+        with contextlib.suppress(BaseException):  # the code stands if one ends it (`os._exit`)
+            _write("exit", code=code, unanswered=unanswered)
         with contextlib.suppress(BaseException), output():  # as Python ends, Ctrl-C or not
             run_exit_functions()
         for stream in (sys.stdout, sys.stderr):
@@ -311,10 +314,12 @@ def run_isolated(
                 return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
             if seen.unanswered:  # interrupted where the work could not say so (printing)
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
-            return os.WEXITSTATUS(status)
+            return seen.code & 0xFF  # (an exit function's `os._exit` does not change it)
         number = os.WTERMSIG(status)
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
+        if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
+            return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
             return WorkerCrash(number, seen.during, False, seen.stored)
