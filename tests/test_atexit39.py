@@ -201,3 +201,37 @@ def test_an_exit_function_that_crashes_leaves_the_runs_code(warm: Warm, tmp_path
     done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert "the bundle is complete" in done.stdout
+
+
+CRASHING = r"""
+import atexit, os
+from warmcli import Kernel, Tunable
+atexit.register(lambda: open(os.environ["MARK"], "a").write(f"{os.getpid()}\n"))
+DEVICE = "host"
+SRC = '''
+void scale(float *x, int n) {
+#if MODE == 1
+    *(volatile int *)0 = 1;
+#endif
+    for (int i = 0; i < n; i++) x[i] *= 2.0f;
+}'''
+SCALE = Tunable(
+    "scale",
+    {name: Kernel(SRC, "scale", "Pi", defines={"MODE": mode})
+     for name, mode in (("segv", 1), ("fine", 0))},
+    lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream),
+)
+def workload(rt):
+    x = rt.buffer(16)
+    rt.tune(SCALE, x, 16)
+"""
+
+
+def test_a_restarted_worker_runs_its_own_once(warm: Warm, tmp_path: Path) -> None:
+    """A candidate crashed the first worker (which, crashed, ran none, as under Python); the
+    worker that ran the passes again runs its exit functions once."""
+    workload, _, mark = _workload(warm, tmp_path, CRASHING)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "candidate segv crashed (SIGSEGV)" in done.stderr
+    assert len(mark.read_text().split()) == 1
