@@ -9,7 +9,8 @@ ssh session; each unless warm was started ignoring it, as under `nohup`) are ans
 Ctrl-C is, so no command is ended by them in silence, its temporary files left; none
 answered ends the process by the signal after all (`_exit`). A standard stream the caller
 closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
-(`_open_standard_streams`); output that cannot be written (`| false`, `> /dev/full`) is
+(`_open_standard_streams`); production's at-exit report (`WARM_REPORT`) is never printed
+by a command; output that cannot be written (`| false`, `> /dev/full`) is
 answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
 command's one line (`_unraisable`)."""
 
@@ -89,6 +90,9 @@ def main() -> None:
             exit_interrupted()
         except SystemExit as said:
             code = said.code
+    production = sys.modules.get("warmcli.production")  # (where the command imported it)
+    if production is not None:  # a command serves nothing: no `WARM_REPORT` report at exit
+        production.in_warms_command()
     end_process(code)
     _exit(code)
 

@@ -6,7 +6,8 @@ user may write it or its folder: native code nobody named), is the bundle
 this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
 one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
 device is bound, `warm run`'s passes, that one, and for `host` on another the pass's own:
-what a workload does on it is warmed; at import, a `LateRuntime` going to the pass's). A
+what a workload does on it is warmed; at import, a `LateRuntime` going to the pass's:
+`warmcli.late_runtime`). A
 miss still compiles or tunes, as it would without warm, and is counted into the process's
 default collector (`warmcli.execution.default_collector()`); `report()` names every kernel
 this process had to compile and every tune it had to measure because the bundle lacked them,
@@ -28,21 +29,20 @@ take an `https://` or `s3://` URL: the bundle is fetched once per machine into `
 last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
 bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
-(`_Production`), and, for `warm run`'s imports, the `LateRuntime` handed out per device
-(`_HANDED`) and where each was used unbound (`_LATE`); it prints that report when asked,
-else only a failed write-back's line.
+(`_Production`); it prints that report when asked, else only a failed write-back's line,
+and never in warm's own commands (`in_warms_command`: they serve nothing, their own tables
+say what they compiled).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from warmcli import config
 from warmcli.backends.opening import open_devices
@@ -53,6 +53,7 @@ from warmcli.errors import DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path, others_may_write
 from warmcli.interrupted import keep_sigint_exit
+from warmcli.late_runtime import bound, handed, importing
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
@@ -83,6 +84,7 @@ class _Production:
             weakref.WeakKeyDictionary()
         )
         self.report_at_exit = False
+        self.command = False  # warm's own command (`in_warms_command`): no report at exit
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
         self.looked = False  # the environment and the default bundle were consulted
@@ -266,11 +268,11 @@ def runtime(device: str = "auto") -> Runtime:
     what the workload does there is warmed."""
     if not isinstance(device, str):
         raise DeviceError(f"device {device!r} is no str: use host, cuda, cuda:N or auto")
-    active = _bound(device)
+    active = bound(device)
     if active is not None:
         return active
-    if _LATE and not sys._getframe(1).f_globals.get("__name__", "").startswith("warmcli."):
-        return cast(Runtime, _HANDED.setdefault(device, LateRuntime(device)))  # one a device
+    if importing() and not sys._getframe(1).f_globals.get("__name__", "").startswith("warmcli."):
+        return handed(device, _own)  # one a device (`warmcli.late_runtime`)
     return _own(device)
 
 
@@ -294,69 +296,6 @@ def _own(device: str) -> Runtime:
         return rt
 
 
-_LATE: list[list[str]] = []  # while `late_runtimes` runs: where each unbound use was
-_HANDED: dict[str, LateRuntime] = {}  # the `LateRuntime` handed out for each device name
-
-
-@contextlib.contextmanager
-def late_runtimes() -> Iterator[list[str]]:
-    """While `warm run` imports a workload, before any pass binds its runtime: `runtime()`
-    hands out `LateRuntime`s, and the list yielded gets where code used one unbound."""
-    unbound: list[str] = []
-    _LATE.append(unbound)
-    try:
-        yield unbound
-    finally:
-        _LATE.remove(unbound)
-
-
-class LateRuntime:
-    """What `runtime()` hands a workload's import under `warm run` (warm's own layers, the
-    PyCUDA shim's, get this process's runtime as before): each use goes to the
-    runtime bound then (a pass's: warmed), else to this process's own (not warmed: the
-    place of the first such use is noted while the import runs)."""
-
-    def __init__(self, device: str) -> None:
-        object.__setattr__(self, "_device", device)
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # `isinstance(rt, warmcli.Runtime)` holds, as for a runtime
-        return Runtime
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_device":  # copy's and pickle's probes: its own
-            raise AttributeError(name)
-        return getattr(self._active(), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._active(), name, value)
-
-    def _active(self) -> Runtime:
-        active = _bound(self._device)
-        if active is None:
-            if _LATE and not _LATE[-1]:
-                caller = sys._getframe(2)  # the use (through __getattr__ or __setattr__)
-                _LATE[-1].append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
-            active = _own(self._device)
-        return active
-
-    def __repr__(self) -> str:
-        return f"<warmcli runtime {self._device!r}: the bound pass's, when one is>"
-
-
-def _bound(device: str) -> Runtime | None:
-    """The bound runtime (`warmcli.runtime.binding`) when it is `device`'s, else the
-    pass's runtime of `device` where it warms one (`companion`), else None."""
-    binding = sys.modules.get("warmcli.runtime.binding")  # imported only where one is bound
-    active = binding.bound() if binding is not None else None
-    if active is None:
-        return None
-    own = active.device.id
-    if device in ("auto", own) or (device == "cuda" and own != "host"):
-        return active
-    return binding.companion(device)  # a pass's runtime of that device, where it warms one
-
-
 WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
 
 
@@ -376,9 +315,15 @@ def close() -> None:
         state.path, state.looked = None, state.off
 
 
+def in_warms_command() -> None:
+    """Said by warm's own commands (`warm run`, `warm verify`): this process serves no
+    bundle, so `WARM_REPORT` is not its (the report would say "no bundle is loaded")."""
+    _STATE.command = True
+
+
 def _at_exit() -> None:
     with _STATE.lock:
-        wanted = _STATE.report_at_exit or config.report()
+        wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
         final = _STATE._report() if wanted else None
         _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
     try:

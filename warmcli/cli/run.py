@@ -61,12 +61,8 @@ from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
-from warmcli.warming.isolation import (
-    CrashedCandidate,
-    WorkerCrash,
-    interrupt_on_signals,
-    run_isolated,
-)
+from warmcli.warming.crashes import CrashedCandidate, WorkerCrash
+from warmcli.warming.isolation import interrupt_on_signals, run_isolated
 from warmcli.warming.passes import RunInterrupted, warm_bundle
 from warmcli.warming.workload import Workload, load_module, load_workload
 
@@ -276,7 +272,11 @@ def run(
         return 1 if report.verified is False else 0
 
     existed, empty = path.exists(), is_empty_file(path)  # an empty file given: a new bundle
-    outcome = run_isolated(lambda: exit_code(worker), on_crash=_excluded)
+    outcome = run_isolated(
+        lambda: exit_code(worker),
+        on_crash=_excluded,
+        output=lambda: workload_output_on_stderr(as_json),  # its exit functions' too
+    )
     holds_nothing()  # the worker did the run (reaped at this process's end): no teardown
     if isinstance(outcome, WorkerCrash):
         _crashed(outcome, path, existed and not empty, empty)

@@ -46,7 +46,8 @@ from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
-from warmcli.warming.isolation import WorkerCrash, run_isolated
+from warmcli.warming.crashes import WorkerCrash
+from warmcli.warming.isolation import run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
 from warmcli.warming.workload import Workload, load_module, load_workload
 
@@ -139,7 +140,10 @@ def verify(
 
     # The replay runs in a worker process, as `warm run`'s passes do: a workload that ends
     # the process itself (`os._exit`) or crashes it is one line and exit 2, never silence.
-    outcome = run_isolated(lambda: exit_code(worker))
+    outcome = run_isolated(
+        lambda: exit_code(worker),
+        output=lambda: workload_output_on_stderr(as_json),  # its exit functions' too
+    )
     holds_nothing()  # the worker replayed and printed (reaped at this process's end)
     if isinstance(outcome, WorkerCrash):
         if outcome.interrupted:

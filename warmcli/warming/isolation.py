@@ -11,11 +11,16 @@ compiler process group it starts. When the worker dies of a crash signal while a
 measured, that candidate is excluded (`excluded`, read by the tuner through the `MeasureJournal`
 the worker installs into `warmcli.runtime.tune`; the tuner records it as failed with the reason
 `crashed (SIGSEGV)`) and the run starts again in a fresh worker; a crash anywhere else is returned
-as a `WorkerCrash` naming the pass. Either way the compiler groups the worker left are killed.
+as a `WorkerCrash` naming the pass (`warmcli.warming.crashes`). Either way the compiler groups
+the worker left are killed. The worker runs the workload's exit functions (`atexit`'s, a
+`TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
+its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
+inherited forgotten at the fork (`warmcli.warming.leftovers`); one that ends the process
+(`os._exit`) or crashes it leaves the code `work` returned, journaled before them.
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
-it on as the supervisor, the workload's `atexit` functions with it). `interrupt_on_signals` makes
+it on as the supervisor, its `atexit` functions run again with it). `interrupt_on_signals` makes
 SIGINT, SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing
 where Python only prints it is sent again: `warmcli.interrupted`).
 
@@ -44,27 +49,19 @@ from typing import Any
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
-from warmcli.warming.leftovers import end_pools
+from warmcli.warming.crashes import CRASH_SIGNALS, CrashedCandidate, WorkerCrash
+from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
 from warmcli.warming.worker_names import make_folder, remove_folder
 
-CRASH_SIGNALS = frozenset(
-    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
-)
 # What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
+Output = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 class _State:
     journal: int | None = None  # the worker's journal file descriptor
     excluded: dict[tuple[str, str], str] = {}  # noqa: RUF012  ((tune key, candidate) -> reason)
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _write(kind: str, **fields: Any) -> None:
@@ -104,47 +101,6 @@ class _WorkerJournal:
 
     excluded = staticmethod(excluded)
     measuring = staticmethod(measuring)
-
-
-class WorkerCrash(Record, frozen=False):
-    """The worker died of a signal outside any candidate's measurement, or was killed
-    after an interrupt it did not stop for, or stopped for one its work did not answer
-    (`interrupted`: an interrupt while the run printed, once the passes were stored)."""
-
-    signal: int
-    during: str | None = None
-    interrupted: bool = False
-    stored: tuple[int, int] = (0, 0)  # kernels and tunes the worker had committed
-    exit_status: int | None = None  # the worker exited by itself (`os._exit`), not via warm
-
-    @property
-    def reason(self) -> str:
-        if self.exit_status is not None:
-            return f"exit status {self.exit_status}"
-        return signal_name(self.signal)
-
-    @property
-    def what(self) -> str:
-        """What ended the worker, as the start of a one-line error."""
-        if self.exit_status is not None:
-            return f"the workload ended the process itself ({self.reason}, e.g. os._exit)"
-        if self.signal in CRASH_SIGNALS:
-            return f"the workload crashed ({self.reason})"
-        return f"the run was killed ({self.reason}; out of memory?)"
-
-
-class CrashedCandidate(Record, frozen=False):
-    """A candidate that crashed a worker, now excluded; the run starts again."""
-
-    signal: int
-    operation: str
-    shape: str
-    candidate: str
-    key: str
-
-    @property
-    def reason(self) -> str:
-        return f"crashed ({signal_name(self.signal)})"
 
 
 class _Journal(Record, frozen=False):
@@ -192,11 +148,13 @@ def _arm_parent_death(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> None:
-    """In the forked worker: run `work` with the journal armed, then exit with its code,
-    its output made /dev/null and `done` closed first (`_let_go`)."""
+def _worker(work: Callable[[], int], journal: int, parent: int, done: int, output: Output) -> None:
+    """In the forked worker: run `work` with the journal armed, then the workload's exit
+    functions within `output`, then exit with its code, its output made /dev/null and
+    `done` closed first (`_let_go`)."""
     code, unanswered = 1, False
     try:
+        forget_inherited()  # first: the supervisor's exit functions are not the worker's
         for s in _heeded():  # the supervisor's handler must not run here
             interrupt = s == signal.SIGINT
             signal.signal(s, signal.default_int_handler if interrupt else signal.SIG_DFL)
@@ -220,6 +178,10 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int) -> No
 
         traceback.print_exc()
     finally:
+        with contextlib.suppress(BaseException):  # the code stands if one ends it (`os._exit`)
+            _write("exit", code=code, unanswered=unanswered)
+        with contextlib.suppress(BaseException), output():  # as Python ends, Ctrl-C or not
+            run_exit_functions()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -311,8 +273,10 @@ def run_isolated(
     work: Callable[[], int],
     on_crash: Callable[[CrashedCandidate], None] | None = None,
     max_restarts: int = 64,
+    output: Output = contextlib.nullcontext,
 ) -> int | WorkerCrash:
     """Run `work` (returning an exit code) in a worker process; see the module doc.
+    `output`: where the workload's exit functions write (its output's place in `work`).
 
     Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
     a candidate's measurement (or of an interrupt it did not stop for in time), or
@@ -331,7 +295,7 @@ def run_isolated(
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
                 os.close(done)
-                _worker(work, journal, parent, let_go)
+                _worker(work, journal, parent, let_go, output)
             os.close(let_go)
             try:
                 status, interrupted, read = _wait(pid, done, journal)
@@ -350,10 +314,12 @@ def run_isolated(
                 return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
             if seen.unanswered:  # interrupted where the work could not say so (printing)
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
-            return os.WEXITSTATUS(status)
+            return seen.code & 0xFF  # (an exit function's `os._exit` does not change it)
         number = os.WTERMSIG(status)
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
+        if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
+            return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
             return WorkerCrash(number, seen.during, False, seen.stored)

@@ -6,7 +6,10 @@ in one line, a note of the pass (`thread_raised`), not Python's traceback throug
 frames; a process the entry forked that returns or raises out of it ends there
 (`forked_child_ends`), never running warm's passes beside its parent; the pools and
 managers of `multiprocessing` it left are ended as the worker ends (`end_pools`), as Python
-ends them, their folders in `TMPDIR` removed. `first_line` and
+ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, and the
+`weakref.finalize` ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends
+(`run_exit_functions`), as Python runs them, only the workload's: those the worker inherited
+from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
 No state; it never runs a workload itself.
@@ -14,11 +17,13 @@ No state; it never runs a workload itself.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
 import threading
 import traceback
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,12 +39,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def where(exc: BaseException, path: Path) -> str:
+def where(exc: BaseException, path: Path | None) -> str:
     """`file:line: ` of the innermost frame in the workload's file, else in the user's code
     (a workload the file imports from the user's package: `app/warmup.py`, not the line of
     numpy's or argparse's that raised for it), else of the raise."""
     frames = traceback.extract_tb(exc.__traceback__)
-    resolved = str(path.resolve())
+    resolved = str(path.resolve()) if path is not None else None
     mine = [f for f in frames if f.filename == resolved]
     users = [f for f in frames if users_file(f.filename) and not _warms(f.filename)]
     frame = (mine or users or frames or [None])[-1]
@@ -118,3 +123,43 @@ def end_pools() -> None:
                 child.terminate()
                 child.join()
         util._run_finalizers()  # type: ignore[attr-defined]
+
+
+def forget_inherited() -> None:
+    """In a worker just forked: the exit functions it inherited from its supervisor (its
+    stub folder's removal, production's report) are forgotten, and the `weakref.finalize`
+    objects it inherited are not run at its exit, so that only the workload's run as it
+    ends (`run_exit_functions`); `logging`'s shutdown, which Python runs at any end, stays."""
+    atexit._clear()
+    weakref.finalize._registered_with_atexit = False  # type: ignore[attr-defined]
+    for inherited in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        inherited.atexit = False
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        atexit.register(logging.shutdown)
+
+
+def run_exit_functions() -> None:
+    """The workload's exit functions, once, as Python runs them as a process ends (last
+    registered first); one that raises is said in one line on stderr (where in the user's
+    code, its type, its first line) and ignored, as Python ignores it: the run's exit code
+    stands. They are forgotten once run."""
+    hooks = sys.unraisablehook, sys.excepthook
+    sys.unraisablehook = lambda raised: _exit_function_raised(raised.exc_value, raised.object)
+    sys.excepthook = lambda kind, exc, tb: _exit_function_raised(exc, None)  # a finalizer's
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.unraisablehook, sys.excepthook = hooks
+
+
+def _exit_function_raised(exc: BaseException | None, function: object) -> None:
+    name = getattr(function, "__qualname__", None) or "a finalizer"
+    said = f"{type(exc).__name__}: {first_line(exc)}" if exc is not None else "?"
+    if exc is not None:
+        said = where(exc, None) + said
+    with contextlib.suppress(Exception):
+        sys.stderr.write(
+            printable(f"warm: warning: the workload's exit function {name} raised: {said}")
+            + " (ignored, as Python ignores it)\n"
+        )

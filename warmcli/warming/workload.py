@@ -33,7 +33,7 @@ the entry forked that returns or raises out of it ends there (`os._exit`; what i
 said in one line on its stderr), never running warm's passes beside its parent
 (`warmcli.warming.leftovers`).
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
-(`warmcli.production.late_runtimes`): what the entry does on it is warmed; what the import
+(`warmcli.late_runtime.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
 (`gpu_less`: `--arch`) an import that failed for want of a GPU is said so. The module owns
 nothing once loaded; it never runs the passes itself. A fallback `main(argv)` whose
@@ -60,7 +60,7 @@ from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
-from warmcli.production import late_runtimes
+from warmcli.late_runtime import late_runtimes
 from warmcli.warming.leftovers import (
     first_line,
     forked_child_ends,

@@ -1,0 +1,63 @@
+"""What ended `warm run`'s worker (`warmcli.warming.isolation`), as records its caller says in
+one line: `WorkerCrash` (a signal outside any candidate, an interrupt, the workload's own
+`os._exit`) and `CrashedCandidate` (a tune candidate that crashed it, now excluded), and the
+signals that count as a crash. No state; it never signals, forks or prints.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from warmcli.records import Record
+
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
+)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class WorkerCrash(Record, frozen=False):
+    """The worker died of a signal outside any candidate's measurement, or was killed
+    after an interrupt it did not stop for, or stopped for one its work did not answer
+    (`interrupted`: an interrupt while the run printed, once the passes were stored)."""
+
+    signal: int
+    during: str | None = None
+    interrupted: bool = False
+    stored: tuple[int, int] = (0, 0)  # kernels and tunes the worker had committed
+    exit_status: int | None = None  # the worker exited by itself (`os._exit`), not via warm
+
+    @property
+    def reason(self) -> str:
+        if self.exit_status is not None:
+            return f"exit status {self.exit_status}"
+        return signal_name(self.signal)
+
+    @property
+    def what(self) -> str:
+        """What ended the worker, as the start of a one-line error."""
+        if self.exit_status is not None:
+            return f"the workload ended the process itself ({self.reason}, e.g. os._exit)"
+        if self.signal in CRASH_SIGNALS:
+            return f"the workload crashed ({self.reason})"
+        return f"the run was killed ({self.reason}; out of memory?)"
+
+
+class CrashedCandidate(Record, frozen=False):
+    """A candidate that crashed a worker, now excluded; the run starts again."""
+
+    signal: int
+    operation: str
+    shape: str
+    candidate: str
+    key: str
+
+    @property
+    def reason(self) -> str:
+        return f"crashed ({signal_name(self.signal)})"
