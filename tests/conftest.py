@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,14 @@ class Warm:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def forked(self) -> Any:
+        """A `ForkedWarm` (`tests/forked_cli.py`), to be closed (`with warm.forked() as
+        run:`): called as this is, each command a fork of one process that imported the CLI
+        once, for tests that run many small commands."""
+        from forked_cli import ForkedWarm
+
+        return ForkedWarm(self, ROOT)
+
     def json(self, *args: str | Path) -> Any:
         proc = self(*args, "--json")
         assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -278,6 +286,21 @@ def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
     shutil.copytree(served_once, tmp_path, dirs_exist_ok=True, symlinks=True)
     assert warm.env["WARM_HOME"] == str(tmp_path / "home")
     return tmp_path / "b.warm"
+
+
+@pytest.fixture
+def forked() -> Iterator[Callable[[Warm], Any]]:
+    """`forked(warm)`: `warm.forked()`, closed when the test ends: a `Warm` whose commands
+    are forks of one process that imported the CLI once (`tests/forked_cli.py`)."""
+    made: list[Any] = []
+
+    def start(warm: Warm) -> Any:
+        made.append(warm.forked())
+        return made[-1]
+
+    yield start
+    for each in made:
+        each.close()
 
 
 @pytest.fixture
