@@ -172,14 +172,6 @@ class Warm:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
-    def forked(self) -> Any:
-        """A `ForkedWarm` (`tests/forked_cli.py`), to be closed (`with warm.forked() as
-        run:`): called as this is, each command a fork of one process that imported the CLI
-        once, for tests that run many small commands."""
-        from forked_cli import ForkedWarm
-
-        return ForkedWarm(self, ROOT)
-
     def json(self, *args: str | Path) -> Any:
         proc = self(*args, "--json")
         assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -288,19 +280,23 @@ def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
     return tmp_path / "b.warm"
 
 
+@pytest.fixture(scope="session")
+def forking_servers() -> Iterator[Any]:
+    """`tests/forked_cli.Servers`: the forking servers of this test process."""
+    from forked_cli import Servers
+
+    servers = Servers(ROOT)
+    yield servers
+    servers.close()
+
+
 @pytest.fixture
-def forked() -> Iterator[Callable[[Warm], Any]]:
-    """`forked(warm)`: `warm.forked()`, closed when the test ends: a `Warm` whose commands
-    are forks of one process that imported the CLI once (`tests/forked_cli.py`)."""
-    made: list[Any] = []
+def forked(forking_servers: Any) -> Callable[[Warm], Any]:
+    """`forked(warm)`: a `ForkedWarm` (`tests/forked_cli.py`), called as `warm` is, each
+    command a fork of a process that imported the CLI once: for tests of many commands."""
+    from forked_cli import ForkedWarm
 
-    def start(warm: Warm) -> Any:
-        made.append(warm.forked())
-        return made[-1]
-
-    yield start
-    for each in made:
-        each.close()
+    return lambda warm: ForkedWarm(warm, forking_servers)
 
 
 @pytest.fixture
