@@ -124,6 +124,10 @@ class ForkedWarm:
     def env(self) -> dict[str, str]:
         return self._warm.env  # type: ignore[no-any-return]
 
+    @env.setter
+    def env(self, env: dict[str, str]) -> None:
+        self._warm.env = env
+
     def __call__(
         self, *args: str | Path, timeout: float = 300, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
