@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +278,25 @@ def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
     shutil.copytree(served_once, tmp_path, dirs_exist_ok=True, symlinks=True)
     assert warm.env["WARM_HOME"] == str(tmp_path / "home")
     return tmp_path / "b.warm"
+
+
+@pytest.fixture(scope="session")
+def forking_servers() -> Iterator[Any]:
+    """`tests/forked_cli.Servers`: the forking servers of this test process."""
+    from forked_cli import Servers
+
+    servers = Servers(ROOT)
+    yield servers
+    servers.close()
+
+
+@pytest.fixture
+def forked(forking_servers: Any) -> Callable[[Warm], Any]:
+    """`forked(warm)`: a `ForkedWarm` (`tests/forked_cli.py`), called as `warm` is, each
+    command a fork of a process that imported the CLI once: for tests of many commands."""
+    from forked_cli import ForkedWarm
+
+    return lambda warm: ForkedWarm(warm, forking_servers)
 
 
 @pytest.fixture

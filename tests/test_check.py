@@ -12,6 +12,7 @@ import platform
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
@@ -22,6 +23,14 @@ from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.host import HostDevice
 from warmcli.bundle.store import Bundle
 from warmcli.ops.check import check_servable
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 TWICE = """
 from warmcli import Kernel

@@ -17,11 +17,20 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
 

@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, this_warms
@@ -24,6 +25,14 @@ from warmcli.config import parse_size
 from warmcli.execution.statistics import StatisticsCollector
 from warmcli.ops.clean import Machine, plan_clean
 from warmcli.records import KernelRecord, TuneRecord
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MATMUL_CUDA = EXAMPLES / "matmul_cuda.py"

@@ -12,11 +12,20 @@ GPU's is one line before anything compiles; nvcc and NVRTC bundles merge and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
     pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)

@@ -226,7 +226,9 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
     not start one.)"""
     big = build_big(tmp_path / "big.warm", 100, 20000)
     ends = []
-    for limit in (14, 16, 20):
+    # (the pool's forked worker left waiting put back, `warm verify` hangs at 14 and `warm
+    # diff` at 16; 15 hangs both, 12-13 and 17-22 neither: checked, suite39)
+    for limit in (14, 16):
 
         def few() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023

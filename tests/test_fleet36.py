@@ -18,6 +18,13 @@ import pytest
 from conftest import EXAMPLES, Warm
 
 
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
 class S3Like:
     """What the store holds (path -> bytes), the sha256 metadata it states of some (as
     S3 gives an object's `x-amz-meta-sha256`) and the PUTs it took."""

@@ -11,9 +11,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 SERVE = f"""
 import hashlib, json, sys

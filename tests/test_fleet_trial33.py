@@ -14,6 +14,7 @@ import json
 import os
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
@@ -21,6 +22,14 @@ from test_fleet_shards import shard_refused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
 from warmcli.bundle.remote import cache_dir
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 HUGE = "9" * 5000  # over the 4,300 digits `int(str)` reads
 

@@ -78,8 +78,10 @@ def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path
     build is found once per device now: the check ends in seconds."""
     bundle = matmul_bundle(warm, tmp_path / "many.warm")
     with sqlite3.connect(bundle) as conn:
-        conn.execute(  # 50,000 rows of the pick's entry (malformed: their keys are no keys)
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+        # 20,000 rows of the pick's entry (malformed: their keys are no keys): the read per
+        # tune put back, the check still runs past the 120 s below (checked, suite39)
+        conn.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
             "INSERT INTO kernels SELECT printf('%064x', i), device, backend, arch, entry, label, "
             "symbol, sha256, toolchain, components, compile_log, seconds, created, last_used "
             "FROM kernels, n WHERE label = 'matmul[TILE=64]'"

@@ -24,12 +24,21 @@ import subprocess
 import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
 from test_hostile_schema import matmul_bundle
 from test_production import MATMUL, serve
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 PAGE_BYTES = 16384

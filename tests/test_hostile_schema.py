@@ -12,12 +12,21 @@ import hashlib
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
 from test_production import MATMUL, serve
 
 from warmcli.bundle.store import Bundle, BundleError
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 PAYLOAD = """
 #include <fcntl.h>

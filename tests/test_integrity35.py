@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm, nvrtc_release_or_skip
@@ -144,7 +145,7 @@ def host_bundle(made: tuple[Warm, Path]) -> tuple[Path, dict[str, str]]:
 
 @pytest.mark.parametrize("case", sorted(STALE))
 def test_an_index_out_of_step_with_its_rows_is_one_verdict(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, case: str
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, case: str, forked: Any
 ) -> None:
     """A kernel row copied in beside its key's unique index (or a blob's), or a row
     changed under a stale `kernels_entry`: `warm verify` called it unsound (SQLite's check),
@@ -157,7 +158,7 @@ def test_an_index_out_of_step_with_its_rows_is_one_verdict(
     from conftest import EXAMPLES
 
     sound, env = host_bundle
-    warm = Warm(env)
+    warm = forked(Warm(env))  # each command a fork of one process that imported the CLI once
     bundle = tmp_path / "b.warm"
     bundle.write_bytes(sound.read_bytes())
     index, loosen, edit = STALE[case]
@@ -201,7 +202,7 @@ def test_an_index_out_of_step_with_its_rows_is_one_verdict(
     ],
 )
 def test_stats_of_a_large_bundle_names_a_malformed_row_as_a_small_ones_does(
-    warm: Warm, tmp_path: Path, kernels: int, tunes: int, spoil: str, named: str
+    warm: Warm, tmp_path: Path, kernels: int, tunes: int, spoil: str, named: str, forked: Any
 ) -> None:
     """Text `warm stats` of a bundle of more than 1,000 kernels (200 tunes) is a summary by
     SQL aggregates: a malformed row, named by a smaller bundle's listing (exit 2), by
@@ -209,6 +210,7 @@ def test_stats_of_a_large_bundle_names_a_malformed_row_as_a_small_ones_does(
     checked; the tunes of a summary are counted (each judged by --json and --explain)."""
     from big_bundle import build_big
 
+    warm = forked(warm)  # each command a fork of one process that imported the CLI once
     small = (1000 if kernels else 0, 200 if tunes else 0)  # listed entry by entry
     for size in (small, (kernels, tunes)):
         bundle = build_big(tmp_path / f"b{size[0]}-{size[1]}.warm", *size)
@@ -251,7 +253,7 @@ SERVED = (
 
 
 def test_every_reader_gives_a_malformed_row_one_verdict(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any
 ) -> None:
     """Each mutation is one malformed row: stats (exit 2), verify (1), check (1, `corrupt`),
     diff against the sound bundle (1, listed corrupt), merge (2), sign (2) and clean
@@ -264,9 +266,10 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
 
     sound, env = host_bundle
     warm = Warm(env)
+    cli = forked(warm)  # each command a fork of one process that imported the CLI once
     assert warm.production(SERVED, EXAMPLES, bundle=sound) == {"kernels": 0, "tunes": 0}
     key = tmp_path / "key"
-    assert warm("keygen", key).returncode == 0
+    assert cli("keygen", key).returncode == 0
     for i, (case, spoil) in enumerate(sorted(MALFORMED.items())):
         bundle = tmp_path / f"b{i}.warm"
         bundle.write_bytes(sound.read_bytes())
@@ -277,13 +280,13 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
         copy = tmp_path / f"c{i}.warm"
         copy.write_bytes(bundle.read_bytes())
         verdicts = {
-            "stats": warm("stats", bundle),
-            "verify": warm("verify", bundle),
-            "check": warm("check", bundle),
-            "diff": warm("diff", sound, bundle),
-            "merge": warm("merge", sound, bundle, "-o", tmp_path / f"m{i}.warm"),
-            "sign": warm("sign", copy, "--key", key),
-            "clean": warm("clean", copy, "--dry-run"),
+            "stats": cli("stats", bundle),
+            "verify": cli("verify", bundle),
+            "check": cli("check", bundle),
+            "diff": cli("diff", sound, bundle),
+            "merge": cli("merge", sound, bundle, "-o", tmp_path / f"m{i}.warm"),
+            "sign": cli("sign", copy, "--key", key),
+            "clean": cli("clean", copy, "--dry-run"),
         }
         # A kernel's times are no part of what production serves (it never reads them):
         # check, which judges what production would serve, finds it servable.

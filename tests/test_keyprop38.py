@@ -19,12 +19,21 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
 
 from warmcli.backends.cuda.host_options import hidden_include
 from warmcli.linked import linked_digest
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 HELPER = "float helper(int i) {{ return i * {scale}.0f; }}\n"
 

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,14 @@ from conftest import TUNED_READ, Warm
 from warmcli import Kernel
 from warmcli.kernel import kernel_key
 from warmcli.runtime.tune_spec import key_text
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 ARRAY_KEY = """
 import os

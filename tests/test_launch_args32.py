@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,14 @@ from conftest import ROOT, Warm
 
 from warmcli import Kernel, Runtime
 from warmcli.backends.host import HostDevice
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 # Kernels and a tunable, shared by every workload and production script here.
 HEAD = """

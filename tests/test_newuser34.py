@@ -9,8 +9,17 @@ from __future__ import annotations
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Warm
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def test_keygen_makes_the_keys_own_folder_as_the_readme_shows_it(

@@ -23,6 +23,14 @@ from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
 PRODUCE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + (
     "import json; print(json.dumps({'kernels': len(r.kernels), 'tunes': len(r.tunes)}))"
 )

@@ -35,6 +35,7 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,6 +46,14 @@ from warmcli.backends.compiler import CompileUnit
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.device import HostDevice
 from warmcli.kernel import Kernel, kernel_key
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 LEAK = r"""
 from warmcli import Kernel

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip, nvrtc_release_or_skip
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 MATMUL = EXAMPLES / "matmul_cuda.py"
 

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -22,6 +23,14 @@ from conftest import Warm
 from warmcli.backends.cuda.nvcc import find_nvcc
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.bundle.store import Bundle
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 EXITS_ITSELF = """\
 import os

@@ -16,6 +16,14 @@ import pytest
 
 from tests.conftest import ROOT, Warm
 
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
 # One tunable of two candidates: the source bundle the concurrent writer copies from.
 TWO = """
 import numpy as np

@@ -27,6 +27,14 @@ from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 from warmcli import Kernel, Tunable
 from warmcli.bundle.remote import cache_dir, fetch
 
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
 IMPORTED_HELPER = GLOBAL_TOLERANCE.replace(
     """def squares(outputs, inputs):
     np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=RTOL)""",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -24,6 +25,14 @@ from test_remote import Store, http_store  # noqa: F401  (a fixture)
 from test_user_trial import FAILING_CANDIDATE_CUDA
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
 
 TWO_RUNTIMES = """\
 import numpy as np

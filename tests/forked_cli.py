@@ -1,0 +1,169 @@
+"""`warm` commands run as forks of one process that imported the CLI once: for tests that
+run many small commands (each a verdict on a bundle), where Python's start and the CLI's
+imports (~0.2 s of CPU a command) were most of the cost.
+
+Each command is still a process of its own: a fork of a server (`_SERVER`, a `python -c`
+started in the test's environment, which imports `warmcli.cli` and its command modules,
+and runs nothing), whose child takes the command's environment (its `WARM_*` variables:
+warm reads every setting at call time, `warmcli.config`), its working folder, stdout and
+stderr files and /dev/null as stdin, then runs `python -m warmcli ARGS` as Python does
+(`runpy.run_module("warmcli", run_name="__main__")`, `sys.argv` set) and ends through the
+interpreter's own exit (its teardown, `atexit`, finalizers), as a started `warm` does.
+One server per environment apart from `WARM_*` (`Servers`, one a test process, ended with
+the session). Not for a test of what a process starts with (its imports, descriptors,
+limits, signals, memory peak): those start `python -m warmcli` themselves, and
+`ForkedWarm.popen` and `.production` start real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# The server: one request a line on stdin ({"args", "env", "cwd", "out", "err"}), answered
+# on its own copy of stdout, first the child's pid, then its exit code (as subprocess's).
+_SERVER = r"""
+import importlib, json, os, runpy, sys
+import warmcli.cli, warmcli.cli.app  # the CLI's imports, paid once, and each command's:
+for module in sorted(set(sys.modules["warmcli.cli.app"].COMMANDS.values())):
+    importlib.import_module(f"warmcli.cli.{module}")
+reply = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        reply.close()
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for fd, target in ((null, 0), (out, 1), (err, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.argv = ["warm", *request["args"]]
+        runpy.run_module("warmcli", run_name="__main__", alter_sys=True)
+        sys.exit(0)  # (the CLI always exits itself)
+    reply.write(json.dumps(pid) + "\n")
+    reply.flush()
+    _, status = os.waitpid(pid, 0)
+    reply.write(json.dumps(os.waitstatus_to_exitcode(status)) + "\n")
+    reply.flush()
+"""
+
+
+def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """What a server's environment must equal: all but warm's own variables (and the name
+    of the test pytest sets, which every test's `warm` copies)."""
+    mine = ("WARM_", "PYTEST_CURRENT_TEST")
+    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(mine)))
+
+
+class Servers:
+    """The forking servers of one test process, by `_key`, and their scratch folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.scratch = Path(tempfile.mkdtemp(prefix="warm-forked-"))
+        self._running: dict[tuple[tuple[str, str], ...], subprocess.Popen[str]] = {}
+
+    def server(self, env: dict[str, str]) -> subprocess.Popen[str]:
+        key = _key(env)
+        running = self._running.get(key)
+        if running is None or running.poll() is not None:
+            running = self._running[key] = subprocess.Popen(
+                [sys.executable, "-c", _SERVER],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                cwd=self.root,
+            )  # fmt: skip
+        return running
+
+    def close(self) -> None:
+        for server in self._running.values():
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.close()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            server.stdout.close()
+        self._running.clear()
+        for name in ("out", "err"):
+            (self.scratch / name).unlink(missing_ok=True)
+        self.scratch.rmdir()
+
+
+def _line(server: subprocess.Popen[str], timeout: float | None) -> Any:
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    if not ready:
+        return None
+    line = server.stdout.readline()
+    assert line, "the forking server ended"
+    return json.loads(line)
+
+
+class ForkedWarm:
+    """A `Warm` (`conftest`) whose calls (`run("stats", bundle)`, `timeout=`, `cwd=`) are
+    forks of a server of `servers`, each returning a `subprocess.CompletedProcess` of text
+    as `Warm`'s do; in the `Warm`'s environment as it is at each call."""
+
+    def __init__(self, warm: Any, servers: Servers) -> None:
+        self._warm, self._servers = warm, servers
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self._warm.env  # type: ignore[no-any-return]
+
+    @env.setter
+    def env(self, env: dict[str, str]) -> None:
+        self._warm.env = env
+
+    def __call__(
+        self, *args: str | Path, timeout: float = 300, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        server = self._servers.server(self.env)
+        out, err = self._servers.scratch / "out", self._servers.scratch / "err"
+        request = {
+            "args": [str(a) for a in args],
+            "env": self.env,
+            "cwd": str(cwd or self._servers.root),
+            "out": str(out),
+            "err": str(err),
+        }
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        pid = _line(server, 120)
+        assert isinstance(pid, int), "the forking server did not fork"
+        code = _line(server, timeout)
+        argv = [sys.executable, "-m", "warmcli", *request["args"]]
+        if code is None:  # as `subprocess.run` does: the command killed, then raised
+            os.kill(pid, signal.SIGKILL)
+            _line(server, 60)
+            raise subprocess.TimeoutExpired(argv, timeout)
+        stdout, stderr = out.read_text(), err.read_text()  # (decoded as `subprocess.run` does)
+        return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+    def json(self, *args: str | Path) -> Any:
+        """As `Warm.json`: the command's `--json` document (asserted exit 0)."""
+        proc = self(*args, "--json")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return json.loads(proc.stdout)
+
+    def popen(self, *args: Any, **options: Any) -> Any:
+        """`Warm.popen`: a command to signal or wait on is a process started as always."""
+        return self._warm.popen(*args, **options)
+
+    def production(self, *args: Any, **options: Any) -> Any:
+        """`Warm.production`: a production process is started as it always is."""
+        return self._warm.production(*args, **options)
