@@ -43,3 +43,28 @@ def test_a_numpy_number_as_a_dict_key_in_a_key_value_keys_as_the_number_it_holds
     assert "stored 2 new kernel(s) and 1 new tune(s)" in done.stdout
     stats = warm("stats", bundle, "--json")
     assert [t["shape"] for t in json.loads(stats.stdout)["tunes"]] == ['{"4": "rows"}']
+
+
+EXIT_FUNCTIONS = """
+import atexit
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void one(float *x) { x[0] = 1; }", "one", "P")
+atexit.register(print, "registered at import")
+def workload(rt):
+    atexit.register(print, "registered by a pass")
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_an_exit_function_runs_once_per_registration_as_the_readme_now_says(
+    warm: Warm, tmp_path: Path, workload_file: Callable[..., Path]
+) -> None:
+    """README said the workload's exit functions "run once as the worker ends"; one that
+    `workload()` registers is registered by each of the three passes and runs three times,
+    as Python runs it once per registration. README now says so (register it at import to
+    have it run once), and this pins it."""
+    done = warm("run", workload_file(EXIT_FUNCTIONS), "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("registered at import") == 1
+    assert done.stdout.count("registered by a pass") == 3
