@@ -296,17 +296,36 @@ def _tagged(text: str) -> str:
     return _TAG + text if text.startswith(_TAG) else text
 
 
+def _number_keys(value: Any) -> Any:
+    """`value` with each dict's numpy-number keys the Python numbers they hold (JSON's
+    encoder takes a Python number as a key, and calls no `default` for a key)."""
+    if isinstance(value, dict):
+        return {
+            (k.item() if isinstance(k, np.bool_ | np.integer | np.floating) else k): (
+                _number_keys(v)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, tuple | list):
+        return [_number_keys(v) for v in value]
+    return value
+
+
 def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
     string (tagged `str:` where it is some other value's JSON, `"1"` beside `1`, or starts
-    with the tag: `_tagged`), else its JSON (anything JSON has no form for as its `str`, a
-    set sorted). Read once (every tune call keys); `_stable` walks it again only where a
-    part is refused, to name it."""
+    with the tag: `_tagged`), else its JSON (a numpy number as the number it holds, a dict's
+    key too; anything else JSON has no form for as its `str`, a set sorted). Read once
+    (every tune call keys); `_stable` walks it again only where a part is refused, to name
+    it."""
     if isinstance(derived, str):
         text = _tagged(derived)
     else:
         try:
-            text = _KEY_JSON(derived)
+            try:
+                text = _KEY_JSON(derived)
+            except TypeError:  # a dict keyed by a numpy number, which JSON takes as its number
+                text = _KEY_JSON(_number_keys(derived))
         except TuneSpecError:  # a set with no order the same in every process
             _stable(name, derived)  # raises, naming the tunable
             raise
