@@ -54,6 +54,7 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
+    "warmcli.runtime.lookup_ptx",  # PTX served and kept: a CUDA device's lookup only
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
     "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options

@@ -5,8 +5,9 @@ A kernel is obtained for a launch under the `LaunchMode` verdict its runtime dec
 only put on the compile queue; otherwise it is obtained in this order: already loaded in
 this process; built by this process earlier; served from the bundle
 (`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
-checked, PTX for a newer GPU when serving; a build it must not serve is rebuilt, and
-one queued while warming, which lacks the PTX the run keeps, is built with the queue);
+checked; a CUDA device's, `lookup_ptx.CudaLookup`, serves PTX for a newer GPU when serving;
+a build it must not serve is rebuilt, and one queued while warming, which lacks the PTX the
+run keeps, is built with the queue);
 else compiled; a launch's arguments (`get(kernel, args)`) are checked against the
 kernel's letters before any of these, where it is not loaded yet (a loaded kernel's hit
 path checks nothing: the device checks its launch). The first `get` that needs a compile
@@ -74,7 +75,12 @@ class KernelCache:
         self.misses = misses if misses is not None else Misses(device, bundle)  # None: warming
         # Each kernel's registrations with the collectors, by key: settled wherever it ends.
         self.registrations = Registrations(device.id, "compilation")
-        self.lookup = BundleLookup(device, bundle, self.misses, any_toolchain, self.registrations)
+        lookup: type[BundleLookup] = BundleLookup
+        if device.backend == "cuda":  # PTX served and kept, a cubin row's kind: a CUDA device's
+            from warmcli.runtime.lookup_ptx import CudaLookup
+
+            lookup = CudaLookup
+        self.lookup = lookup(device, bundle, self.misses, any_toolchain, self.registrations)
         self.ledger = Ledger()
         self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}

@@ -1,33 +1,33 @@
 """The kernel cache's reads of the bundle: which key a kernel has here, which build serves it.
 
-A kernel's key on a device is its arch and its compiler's identity (with this CPU's, for
-a host kernel tuned for it: `warmcli.backends.native`), or the key of
-the bundle's build that `warmcli.backends.serving` serves here instead (another
-toolchain's build that runs here, outside warming; while warming only where there is
-no compiler). A build the bundle holds under a key is served only if it was made for
-this device and toolchain by that rule, its blob's sha256 matches, it is of its row's
-kind (a cubin row's no PTX: `lookup_ptx`) and it loads here (counted `loaded`); otherwise
-it is noted, handed to the miss policy as not served (`corrupt` for a malformed row,
-`binary` for a blob that cannot be served, the differing part for another device's or
-toolchain's build) and rebuilt. PTX served to a
-CUDA device newer than every cubin (under CompileOnly, where nothing loads, held as
-served), and PTX kept beside a held cubin while warming, are `warmcli.runtime.lookup_ptx`'s.
-A plain miss is
-explained (`warmcli.runtime.explain`) only when the miss
-policy asks (`warmcli.runtime.misses`). This device's kernel rows are prefetched in
-the order they were stored, in chunks that grow with the kernels asked for (by half of
-them: a workload serves in a few queries what it launches in the order it was warmed).
-It owns the keys it gave (and by which toolchain), the keys found served, the records
-read while keying, the rows prefetched, and what it asks once (the compiler's identity
-per language, the serving target per toolchain and its verdict on the builds of that
-toolchain, arch and backend whose components name it: one `why_not` per target); it
-says whether a tune's pick measured on another build is measured again
-(`measured_otherwise`); it never compiles, never writes the bundle and never prints.
-Loading is the cache's: it is handed the cache's `load`.
+A kernel's key on a device is its arch and its compiler's identity (with this CPU's, for a
+host kernel tuned for it: `warmcli.backends.native`), or the key of the bundle's build that
+`warmcli.backends.serving` serves here instead (another toolchain's build that runs here,
+outside warming; while warming only where there is no compiler). A build the bundle holds
+under a key is served only if it was made for this device and toolchain by that rule, its
+blob's sha256 matches, it is of its row's kind (a cubin row's no PTX) and it loads here
+(counted `loaded`); otherwise it is noted, handed to the miss policy as not served
+(`corrupt` for a malformed row, `binary` for a blob that cannot be served, the differing
+part for another device's or toolchain's build) and rebuilt. PTX served to a CUDA device
+newer than every cubin (under CompileOnly, where nothing loads, held as served), PTX kept
+beside a held cubin while warming, and a cubin row's kind are a CUDA device's only:
+`warmcli.runtime.lookup_ptx.CudaLookup`'s. A plain miss is explained
+(`warmcli.runtime.explain`) only when the miss policy asks (`warmcli.runtime.misses`). This
+device's kernel rows are prefetched in the order they were stored, in chunks that grow with
+the kernels asked for (by half of them: a workload serves in a few queries what it launches
+in the order it was warmed). It owns the keys it gave (and by which toolchain), the keys
+found served, the records read while keying, the rows prefetched, and what it asks once (the
+compiler's identity per language, the serving target per toolchain and its verdict on the
+builds of that toolchain, arch and backend whose components name it: one `why_not` per
+target, the (arch, toolchain) pairs an entry's builds name: `_builds_of`); it says whether a
+tune's pick measured on another build is measured again (`measured_otherwise`); it never
+compiles, never writes the bundle and never prints. Loading is the cache's (its `load`,
+handed in).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends import toolchain
@@ -41,7 +41,6 @@ from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation
-from warmcli.runtime.lookup_ptx import Load, PtxLookup
 from warmcli.runtime.misses import Misses
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
@@ -50,9 +49,10 @@ if TYPE_CHECKING:  # the storage seam, named in annotations only
 # The first chunk of this device's kernel rows prefetched (the least any chunk is).
 PREFETCH_AFTER = 8
 _UNJUDGED: Any = object()  # no verdict kept yet (`BundleLookup._own_builds`)
+Load = Callable[[str, Kernel, KernelRecord, bytes], Any]  # the kernel cache's loader
 
 
-class BundleLookup(PtxLookup):
+class BundleLookup:
     """See the module doc; one per kernel cache."""
 
     def __init__(
@@ -84,8 +84,6 @@ class BundleLookup(PtxLookup):
         self._own_builds: dict[str | None, tuple[str, str] | None] = {}
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
         self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
-        self._jit_blobs: set[str] = set()  # the sha256 of PTX `serve_ptx` loaded
-        self._cubins: dict[tuple[str, str], bool] = {}  # `_cubin_held`'s, by (sha256, arch)
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -213,9 +211,6 @@ class BundleLookup(PtxLookup):
             return warming and theirs < toolchain.BUILD_RECIPE
         return why_not(held, self._target(identity)) is not None
 
-    def _count(self, name: str, amount: float = 1) -> None:
-        active_collector().count(self.device.id, "compilation", name, amount)
-
     def record(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's build under `key`, unless it was made for another device or toolchain."""
         if self.bundle is None:
@@ -287,12 +282,7 @@ class BundleLookup(PtxLookup):
         with self._lock:
             if key in self._in_bundle:
                 return True
-        record = self.record(kernel, key)
-        if record is None and not self._ptx_held(kernel, key):
-            return False
-        if record is not None and not self._cubin_held(record):
-            return False
-        if not self._kept_ptx_held(kernel):
+        if not self._held(kernel, key, self.record(kernel, key)):
             return False
         with self._lock:
             self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
@@ -371,3 +361,40 @@ class BundleLookup(PtxLookup):
             if why is not None:
                 return why
         return None
+
+    def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
+        """The bundle's builds that may be `kernel`'s (`of_kernel` to judge), as `each_kernel`
+        lists its entry's (by device, arch, label and key, as `warm check` reads them: never
+        by a set's order, which differs by process; malformed rows skipped): only the rows
+        under the key of each (arch, toolchain) pair the entry's builds name are read."""
+        bundle = self.bundle
+        assert bundle is not None
+        listed = lambda: bundle.each_kernel(kernel.entry, on_error=lambda *_: None)  # noqa: E731
+        pairs = self._entry_builds.get(kernel.entry)
+        if pairs is None:  # once per entry (a fleet's: thousands of rows; one written since unseen)
+            pairs = frozenset((r.arch, r.toolchain) for r in listed())
+            self._entry_builds[kernel.entry] = pairs
+        found: dict[str, KernelRecord] = {}
+        for arch, identity in pairs:
+            key = kernel_key(kernel, arch, identity)
+            try:
+                record = bundle.kernel(key)
+                if record is None and bundle.refused(key):  # held, no trusted key signed
+                    # it: the listing lists it all the same (a miss says `unsigned`), so here
+                    record = next((r for r in listed() if r.key == key), None)
+            except BundleError:  # malformed: skipped, as the listing skips it
+                continue
+            if record is not None and record.entry == kernel.entry:
+                found[key] = record
+        return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label, r.key))
+
+    # -- a CUDA device's only: PTX served and kept, a cubin row's kind (`lookup_ptx.CudaLookup`)
+
+    def _held(self, kernel: Kernel, key: str, record: KernelRecord | None) -> bool:
+        return record is not None  # (`held`'s verdict on a build served here, None: none)
+
+    def _not_its_kind(self, record: KernelRecord, binary: bytes) -> str | None:
+        return None  # (why a cubin row is not served: its blob is PTX)
+
+    def serve_ptx(self, kernel: Kernel, key: str, load: Load) -> bool:
+        return False  # (PTX of an older arch, which the driver JITs)

@@ -1,5 +1,6 @@
-"""PTX served and kept: the part of the kernel cache's bundle reads (`warmcli.runtime.lookup`)
-that is a CUDA device's only.
+"""PTX served and kept, a cubin row's kind: `CudaLookup`, a CUDA device's
+`warmcli.runtime.lookup.BundleLookup` (the kernel cache makes one for a CUDA device only: no
+other device imports this module).
 
 When serving (not warming), a CUDA device newer than every cubin of a kernel is served the
 bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loaded` and
@@ -7,91 +8,63 @@ bundle's PTX of it for an older `compute_XX` (the driver JITs it; counted `loade
 PTX this run keeps (`--ptx`, or the highest `--arch`'s), so a run asking for PTX the bundle
 lacks (or whose row's blob is no PTX of its arch) builds it; a cubin row whose blob is PTX
 (the wrong kind, as `warm verify` names it) is never served, and one holding PTX or another
-SM's cubin is built again while warming. A miss's reads of a kernel's builds (another
-toolchain's to serve, PTX, why none is served) read the rows its key names (`_builds_of`):
-which architectures and toolchains hold builds of an entry name is listed once per entry
-(the bundle's rows of it parsed once, not once a miss; a build of another pair written
-meanwhile by another process is not seen). It owns no state of its own (its methods read
-`BundleLookup`'s, the blobs it served as PTX among them, and whether a blob is a cubin of
-an arch, read once); it never compiles, never writes
-the bundle and never prints.
+SM's cubin is built again while warming. It owns the blobs it served as PTX and whether a
+blob is a cubin of an arch (read once); the rest it reads is `BundleLookup`'s. It never
+compiles, never writes the bundle and never prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from warmcli.backends.base import Device, DeviceError
-from warmcli.backends.serving import Target, choose, of_kernel, virtual_sm
+from warmcli.backends.serving import choose, of_kernel, virtual_sm
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError, PtxError
 from warmcli.execution.process_mode import active_collector
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
+from warmcli.runtime.lookup import BundleLookup, Load
 from warmcli.runtime.misses import Misses, warn
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
     from warmcli.runtime.store import Store
 
-# The kernel cache's loader: (key, kernel, record, binary) -> the loaded function.
-Load = Callable[[str, Kernel, KernelRecord, bytes], Any]
 
+class CudaLookup(BundleLookup):
+    """A CUDA device's `BundleLookup`: its PTX and cubin-kind reads; see the module doc."""
 
-class PtxLookup:
-    """`BundleLookup`'s PTX reads; see the module doc."""
-
-    device: Device
-    bundle: Store | None
-    misses: Misses
-    any_toolchain: bool
-    registrations: Registrations
-    _identities: dict[str, str]
-    _entry_builds: dict[str, frozenset[tuple[str, str]]]  # entry -> (arch, toolchain) held
-    _jit_blobs: set[str]  # the sha256 of PTX `serve_ptx` loaded (its module is served by it)
-    _cubins: dict[tuple[str, str], bool]  # whether a blob is a cubin of an arch, read whole
-
-    def _builds_of(self, kernel: Kernel) -> list[KernelRecord]:
-        """The bundle's builds that may be `kernel`'s (`of_kernel` still to judge them), as
-        `each_kernel(kernel.entry)` lists them (by device, arch, label and key, as `warm
-        check` reads them: never by a set's order, which differs by process; malformed rows
-        skipped): a build of it for an arch by a toolchain is under the key they give it, so
-        only those rows are read, one per (arch, toolchain) pair the entry's builds name."""
-        assert self.bundle is not None
-        pairs = self._entry_builds.get(kernel.entry)
-        if pairs is None:  # once per entry (the rows of a fleet's entry may be thousands)
-            pairs = frozenset((r.arch, r.toolchain) for r in self._listed(kernel))
-            self._entry_builds[kernel.entry] = pairs
-        found: dict[str, KernelRecord] = {}
-        for arch, identity in pairs:
-            key = kernel_key(kernel, arch, identity)
-            try:
-                record = self.bundle.kernel(key)
-                if record is None and self.bundle.refused(key):  # held, no trusted key signed
-                    # it: the listing lists it all the same (a miss says `unsigned`), so here
-                    record = next((r for r in self._listed(kernel) if r.key == key), None)
-            except BundleError:  # malformed: skipped, as the listing skips it
-                continue
-            if record is not None and record.entry == kernel.entry:
-                found[key] = record
-        return sorted(found.values(), key=lambda r: (r.device, r.arch, r.label, r.key))
-
-    def _listed(self, kernel: Kernel) -> Iterator[KernelRecord]:
-        assert self.bundle is not None
-        return self.bundle.each_kernel(kernel.entry, on_error=lambda *_: None)
-
-    def _target(self, identity: str | None) -> Target:
-        raise NotImplementedError
+    def __init__(
+        self,
+        device: Device,
+        bundle: Store | None,
+        misses: Misses,
+        any_toolchain: bool,
+        registrations: Registrations,
+    ) -> None:
+        super().__init__(device, bundle, misses, any_toolchain, registrations)
+        self._jit_blobs: set[str] = set()  # the sha256 of PTX `serve_ptx` loaded
+        self._cubins: dict[tuple[str, str], bool] = {}  # `_cubin_held`'s, by (sha256, arch)
 
     def _count(self, name: str, amount: float = 1) -> None:
-        raise NotImplementedError
+        active_collector().count(self.device.id, "compilation", name, amount)
+
+    def _held(self, kernel: Kernel, key: str, record: KernelRecord | None) -> bool:
+        """`held`'s verdict, `record` the bundle's build served here under `key` (None: none):
+        else the PTX `serve_ptx` would serve (serving); a cubin of its SM, and beside it the
+        PTX this run keeps (warming)."""
+        if record is None and not self._ptx_held(kernel, key):
+            return False
+        if record is not None and not self._cubin_held(record):
+            return False
+        return self._kept_ptx_held(kernel)
 
     def _kept_ptx_held(self, kernel: Kernel) -> bool:
         """While warming a CUDA device that keeps PTX (`--ptx`, else the highest `--arch`'s):
         whether the bundle holds it beside the cubin (not after a `--no-ptx` run), its blob
         PTX of that arch (a row naming a cubin's blob, or another arch's PTX, is built again)."""
-        if self.bundle is None or self.misses.policy is not None or self.device.backend != "cuda":
+        if self.bundle is None or self.misses.policy is not None:
             return True
         try:
             compiler = self.device.compiler(kernel.language)
@@ -153,7 +126,7 @@ class PtxLookup:
     def _ptx(self, kernel: Kernel, key: str) -> KernelRecord | None:
         """The bundle's PTX of this kernel a CUDA device newer than every cubin of it is
         served (the driver JITs it): when serving (not warming, which builds cubins)."""
-        if self.bundle is None or self.misses.policy is None or self.device.backend != "cuda":
+        if self.bundle is None or self.misses.policy is None:
             return None
         identity = self._identities.get(key)
         ptx = (
