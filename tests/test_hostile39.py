@@ -1,0 +1,93 @@
+"""Stop 39's hostile bundles and stores against the day's new code: the old shared cache
+folder a keyed reader's first fetch seeds its copy from (`warmcli.bundle.remote_seed`), and
+what a fetch remembers beside a copy (`received.read_meta`). What broke is kept here: each
+command and production start ends, exits 0 or says one line, and serves what the store holds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
+from test_hostile37 import one_line_or_ok, peak_of
+from test_leftovers39 import SERVE, SMALL, _serve, signed_small  # noqa: F401  (the fixture)
+
+
+def _plain_copy(
+    warm: Warm,
+    tmp_path: Path,
+    bundle: Path,
+    s3_like: tuple[S3Like, str],  # noqa: F811
+) -> tuple[dict[str, str], str, Path]:
+    """A machine whose keyless reader fetched `bundle` from the store: its env, the URL and
+    the shared cache folder (`WARM_HOME/remote/<hash of the URL>/`) that keyed readers seed
+    their first copy from."""
+    held, base = s3_like
+    url = f"{base}/h39.warm"
+    held.files["/h39.warm"] = bundle.read_bytes()
+    machine = dict(warm.env, WARM_HOME=str(tmp_path / "machine"))
+    assert _serve(machine, url).returncode == 0
+    (plain,) = [p for p in (tmp_path / "machine" / "remote").iterdir() if p.is_dir()]
+    return machine, url, plain
+
+
+def test_a_fifo_as_the_old_shared_copy_never_holds_a_keyed_start(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+) -> None:
+    """A keyed reader's first fetch opens the old shared folder's `bundle.warm` to seed its
+    own copy: a FIFO there (O_NOFOLLOW lets one open) blocked that open for good, under the
+    keyed folder's lock: production never started, and every other keyed process waited
+    for the lock. It is opened without blocking now, and taken for no copy: the store's is
+    downloaded and served."""
+    key, bundle, _ = signed_small
+    machine, url, plain = _plain_copy(warm, tmp_path, bundle, s3_like)
+    (plain / "bundle.warm").unlink()
+    os.mkfifo(plain / "bundle.warm", 0o600)
+    env = dict(machine, WARM_BUNDLE=url, WARM_STRICT="1", WARM_TRUSTED_KEYS=f"{key}.pub")
+    try:
+        started = subprocess.run(
+            [sys.executable, "-c", SERVE],
+            capture_output=True,
+            text=True,
+            env=dict(env, **SMALL),
+            cwd=ROOT,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a keyed start hung opening a FIFO in the old cache folder") from None
+    assert started.returncode == 0 and started.stdout == "0 0\n", started.stderr[-800:]
+
+
+def test_a_remembered_record_nested_deep_or_huge_is_forgotten_not_a_traceback(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+) -> None:
+    """What a fetch remembers beside a copy (`meta.json`) was read whole and parsed with
+    `json.loads`, catching only OSError and ValueError: one nested 200,000 deep raised
+    RecursionError, a traceback from `warm stats URL` and from a keyed production start
+    (whose first fetch reads the old shared folder's record to seed its copy); one of 2 GiB
+    was read whole (MemoryError under a 1.5 GiB limit). Such a record is believed in
+    nothing now (the copy is downloaded afresh): each ends well, memory bounded."""
+    key, bundle, _ = signed_small
+    machine, url, plain = _plain_copy(warm, tmp_path, bundle, s3_like)
+    (plain / "meta.json").write_text("[" * 200_000)
+    stats = Warm(machine)("stats", url)
+    assert stats.returncode == 0 and "Traceback" not in stats.stderr, stats.stderr[-800:]
+    (plain / "meta.json").write_text("[" * 200_000)
+    keyed = _serve(dict(machine, WARM_TRUSTED_KEYS=f"{key}.pub"), url)
+    assert keyed.returncode == 0 and keyed.stdout == "0 0\n", keyed.stderr[-800:]
+    with open(plain / "meta.json", "wb") as huge:  # sparse: no disk, 2 GiB to read
+        huge.truncate(2 << 30)
+    argv = [sys.executable, "-m", "warmcli", "stats", url]
+    code, _, err, peak = peak_of(argv, machine)
+    one_line_or_ok(argv, code, err)
+    assert code == 0 and peak < 400_000, (code, peak, err[-800:])
