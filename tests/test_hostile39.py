@@ -6,7 +6,10 @@ command and production start ends, exits 0 or says one line, and serves what the
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,15 @@ from pathlib import Path
 from conftest import ROOT, Warm
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_hostile37 import one_line_or_ok, peak_of
-from test_leftovers39 import SERVE, SMALL, _serve, signed_small  # noqa: F401  (the fixture)
+from test_leftovers39 import (  # noqa: F401  (the fixtures)
+    SERVE,
+    SMALL,
+    _serve,
+    cuda_small,
+    signed_small,
+)
+
+from warmcli.bundle.blobs import MAX_LOADED_BYTES
 
 
 def _plain_copy(
@@ -91,3 +102,35 @@ def test_a_remembered_record_nested_deep_or_huge_is_forgotten_not_a_traceback(
     code, _, err, peak = peak_of(argv, machine)
     one_line_or_ok(argv, code, err)
     assert code == 0 and peak < 400_000, (code, peak, err[-800:])
+
+
+def test_verify_names_ptx_in_a_cubin_row_however_large_its_blob(
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+) -> None:
+    """`warm verify` tells a CUDA blob's kind by its first 4,096 bytes and confirmed a wrong
+    kind by reading the blob whole (`Bundle.blob`): one over the 64 MB warm loads could not
+    be read so, and was taken as a blob 'named by other checks', though none names it: a
+    bundle whose sm_90 cubin rows hold PTX padded past that size was 'sound' (exit 0) and
+    `warm clean` kept those rows, while `warm check --arch sm_90` calls them unusable. The
+    wrong kind is confirmed by the blob's sha256 read a chunk at a time now: named, removed."""
+    bundle = tmp_path / "big.warm"
+    shutil.copyfile(cuda_small, bundle)
+    with sqlite3.connect(bundle) as conn:
+        (ptx,) = conn.execute(
+            "SELECT b.data FROM kernels k JOIN blobs b ON b.sha256 = k.sha256 "
+            "WHERE k.arch = 'compute_90' LIMIT 1"
+        ).fetchone()
+        big = bytes(ptx) + b"\n//" + b"x" * (MAX_LOADED_BYTES + 1)
+        sha = hashlib.sha256(big).hexdigest()
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (sha, len(big), big))
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE arch = 'sm_90'", (sha,))
+        conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)")
+    conn.close()
+    verified = warm("verify", bundle)
+    assert verified.returncode == 1, verified.stdout[-800:] + verified.stderr[-800:]
+    assert "PTX, not a cubin for sm_90" in verified.stdout + verified.stderr, verified.stdout
+    cleaned = warm("clean", "--dry-run", bundle)
+    assert cleaned.returncode == 0, cleaned.stderr[-800:]
+    assert "would remove 8 kernel(s)" in cleaned.stdout, cleaned.stdout[-800:]
