@@ -134,3 +134,35 @@ def test_verify_names_ptx_in_a_cubin_row_however_large_its_blob(
     cleaned = warm("clean", "--dry-run", bundle)
     assert cleaned.returncode == 0, cleaned.stderr[-800:]
     assert "would remove 8 kernel(s)" in cleaned.stdout, cleaned.stdout[-800:]
+
+
+def test_a_strict_miss_quotes_a_bundles_long_shape_cut(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+) -> None:
+    """A tune missed under `WARM_STRICT=1` is explained by the nearest shapes the bundle
+    holds: `StrictMissError` quoted a bundle's shape text whole, so one of 1,000,000
+    characters (`[[[[...`, within the 4 MB a key holds) made a one-megabyte error line in
+    every production log (`WARM_STRICT=warn` and the miss log cut it at 4,096 characters).
+    It is cut as they cut it now."""
+    from warmcli.records import tune_key
+
+    _, _, unsigned = signed_small
+    bundle = tmp_path / "long.warm"
+    shutil.copyfile(unsigned, bundle)
+    with sqlite3.connect(bundle) as conn:
+        row = list(conn.execute("SELECT * FROM tunes").fetchone())
+        long = "[" * 1_000_000
+        row[0] = bytes.fromhex(tune_key(row[1], long, row[3], bytes(row[4]).hex()))
+        row[2] = long
+        conn.execute("DELETE FROM tunes")
+        conn.execute(f"INSERT INTO tunes VALUES ({', '.join('?' * len(row))})", row)
+    conn.close()
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1", **SMALL)
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert served.returncode != 0 and "StrictMissError" in served.stderr, served.stderr[-800:]
+    assert "shape: bundle has [[[[" in served.stderr, served.stderr[-800:]
+    assert len(served.stderr) < 10_000, len(served.stderr)
