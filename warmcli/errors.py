@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from warmcli.printable import Pattern, printable
+from warmcli.printable import Pattern, cut, printable
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -193,15 +193,16 @@ if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made a
 class StrictMissError(WarmError, RuntimeError):
     """Strict mode: a production process was about to compile or tune what the bundle lacks.
 
-    `explanation` is the `MissExplanation` of the miss."""
+    `explanation` is the `MissExplanation` of the miss; its message cuts the label and
+    the detail (a bundle's text: a shape of megabytes) as `MissExplanation.line` does."""
 
     def __init__(self, explanation: _Miss) -> None:
         self.explanation = explanation
         verb = "compile kernel" if explanation.kind == "kernel" else "tune"
         super().__init__(
             printable(
-                f"strict mode: would {verb} {explanation.label} (key {explanation.key[:16]}), "
-                f"which the bundle lacks: {explanation.reason}: {explanation.detail}"
+                f"strict mode: would {verb} {cut(explanation.label)} (key {explanation.key[:16]}), "
+                f"which the bundle lacks: {explanation.reason}: {cut(explanation.detail, 4096)}"
             )
         )
 

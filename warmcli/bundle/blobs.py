@@ -5,7 +5,7 @@ image, which `cuModuleLoadData` needs whole in memory): `Bundle.blob` refuses a 
 one without reading it (one under it is held whole, twice while SQLite hands it over:
 memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
 (`digest`), copied between bundles (`streamed`, what `warm merge` writes), or its first
-bytes read (`head`: what tells a blob's kind, its sha256 unchecked),
+bytes read (`head`: what tells a blob's kind, its sha256 unchecked; `sound` checks it),
 `CHUNK_BYTES` at a time through SQLite's incremental blob handles
 (`Connection.blobopen`). A copy
 is hashed as it is written and checked before its transaction commits: a blob failing
@@ -57,6 +57,16 @@ def head(reader: RowReader, sha256: str, n: int) -> bytes | None:
     with reader._lock, _sqlite_errors(reader.path):
         with reader._conn.blobopen("blobs", "data", row[3], readonly=True) as blob:
             return blob.read(n)
+
+
+def sound(reader: RowReader, sha256: str) -> bool:
+    """Whether the blob of `sha256` is there, its entry's size its length (within
+    `MAX_BLOB_BYTES`) and its data hashes to it: `Bundle.blob`'s checks, read a chunk at a
+    time, so a blob over `MAX_LOADED_BYTES` is judged too (what `head` read is then its)."""
+    row = reader._one(_SIZES, (sha256,))
+    if row is None or row[2] != "blob" or row[1] > MAX_BLOB_BYTES or row[0] != row[1]:
+        return False
+    return digest(reader, row[3]) == sha256
 
 
 def digest(reader: RowReader, rowid: int) -> str:

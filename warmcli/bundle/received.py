@@ -34,6 +34,7 @@ from warmcli.home import TMP_SUFFIX, private
 MAX_BYTES = 4 << 30  # the most a download may take, unless WARM_REMOTE_MAX_SIZE says
 DEADLINE = 300.0  # seconds a download may take in all, unless WARM_REMOTE_DEADLINE says
 CHUNK = 1 << 20
+MAX_META_BYTES = 1 << 16  # what is remembered beside a copy: a few short texts
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,17 @@ def copy_identity(path: Path) -> str:
 
 
 def read_meta(path: Path) -> dict[str, str]:
-    """What is remembered beside a copy (its ETag, sha256, identity), text values only."""
+    """What is remembered beside a copy (its ETag, sha256, identity), text values only;
+    nothing from a record that is no JSON object, over `MAX_META_BYTES` or nested too deep
+    to parse (never a traceback, memory bounded), nor from one that is no regular file (a
+    FIFO is opened without waiting for a writer)."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return {}
+            data = fh.read(MAX_META_BYTES + 1)
+        doc = json.loads(data) if len(data) <= MAX_META_BYTES else None
+    except (OSError, ValueError, RecursionError):
         return {}
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}

@@ -4,13 +4,13 @@ check no signature (`warmcli.bundle.remote`).
 Before stop 39 every reader of a URL kept its copy in one folder, `WARM_HOME/remote/<hash of
 the URL>/`; a reader under trusted keys now keeps its own beside it (`<hash>-<keys hash>/`),
 so a machine upgraded starts with none there: its first start with the store failing would
-have no last good copy to serve. `seed` takes the old folder's copy in, under the keyed
-folder's lock, only where it is believed as a fetch believes its own (the folder and the
-file this user's alone, the file the one published there: its size, time and sha256 as
-remembered beside it, with an ETag), copied through a temporary file of the keyed folder
-that is checked as any download is (a sound bundle, signed by the keys: `untrusted`) before
-one atomic rename publishes it; its ETag comes along, so the store is asked whether it
-changed rather than downloaded again. Any doubt, or any failure: nothing is taken (a
+have no last good copy to serve. `seed` takes the old folder's copy in, under the keyed folder's
+lock, only where it is believed as a fetch believes its own (the folder and the file this user's
+alone, a regular file opened without waiting (never a FIFO's writer), the one published there:
+its size, time and sha256 as remembered beside it, with an ETag), copied through a temporary
+file of the keyed folder that is checked as any download is (a sound bundle, signed by the keys:
+`untrusted`) before one atomic rename publishes it; its ETag comes along, so the store is asked
+whether it changed rather than downloaded again. Any doubt, or any failure: nothing is taken (a
 temporary file left by a killed process is removed by the next fetch). It owns no state and
 never prints.
 """
@@ -58,7 +58,8 @@ def seed(plain: Path, folder: Path, keys: Sequence[bytes]) -> None:
         ):
             return
         meta = read_meta(plain / "meta.json")
-        source = os.open(plain / "bundle.warm", os.O_RDONLY | os.O_NOFOLLOW)
+        # Never blocking: a FIFO there would hold the keyed folder's lock for good.
+        source = os.open(plain / "bundle.warm", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return
     tmp: Path | None = None

@@ -12,8 +12,8 @@ kind, served by no rule for it).
 verify` calls the bundle unsound and `warm clean` removes it as corrupt (a row pointed at
 another kernel's blob, a symbol edited with its entry). Blobs are read one at a time, in
 the order of their sha256 (a batch's blob, shared by its kernels, once; a CUDA blob's first
-bytes, whole only where they say it is not of its kind); a blob that
-cannot be read (missing, failing its sha256, over the size served) or is no ELF this
+bytes, its sha256 checked only where they say it is not of its kind); a blob that
+cannot be read (missing, failing its sha256; a host one over the size served) or is no ELF this
 machine reads is left to the checks that name it. It owns no state, never writes and
 never prints.
 """
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from warmcli.backends.cuda.ptx import KIND_BYTES, not_cubin_of, not_ptx_of
 from warmcli.backends.host.binary import exported_symbols
-from warmcli.bundle.blobs import head
+from warmcli.bundle.blobs import head, sound
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, where
 
@@ -65,11 +65,12 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
     """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
     (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
     cannot be read (missing, corrupt, too large: named by other checks). Told by its first
-    `KIND_BYTES` (`head`), read whole (its sha256 checked) only to confirm a wrong kind."""
-    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or _kind(start, k.arch) is None:
+    `KIND_BYTES` (`head`: they give the verdict the whole gives), its sha256 checked a chunk
+    at a time (`sound`) only to confirm a wrong kind: a blob over the size warm loads too."""
+    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(start, k.arch)):
         return None
     try:
-        return _kind(bundle.blob(k.sha256), k.arch)
+        return why if sound(bundle, k.sha256) else None
     except BundleError:
         return None
 
