@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -50,12 +51,13 @@ def test_pool_workload_leaves_nothing_in_tmpdir(warm: Warm, tmp_path: Path) -> N
     forkserver's socket (`pymp-*/listener-*`) is removed when the worker ends."""
     work = tmp_path / "pool.py"
     work.write_text(FORKSERVER_POOL.replace("{method}", "forkserver"))
-    tmpdir = tmp_path / "tmpdir"
-    tmpdir.mkdir()
-    env = dict(warm.env, TMPDIR=str(tmpdir))
-    proc = Warm(env)("run", work, "-b", tmp_path / "pool.warm", "--quiet")
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert sorted(os.listdir(tmpdir)) == []
+    # a short TMPDIR: the forkserver's socket path must fit AF_UNIX's 108 bytes, which a
+    # pytest-xdist tmp_path (…/popen-gw0/test_pool_workload_…/) may not leave room for
+    with tempfile.TemporaryDirectory(prefix="t39", dir="/tmp") as short:
+        env = dict(warm.env, TMPDIR=short)
+        proc = Warm(env)("run", work, "-b", tmp_path / "pool.warm", "--quiet")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        assert sorted(os.listdir(short)) == []
 
 
 TWO_TUNABLES = """
