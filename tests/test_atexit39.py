@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import Warm
+from test_passover39 import SEGV_CANDIDATE  # a Tunable whose first candidate segfaults
 
 SCRATCH = r"""
 import atexit, os, shutil, tempfile
@@ -203,28 +204,18 @@ def test_an_exit_function_that_crashes_leaves_the_runs_code(warm: Warm, tmp_path
     assert "the bundle is complete" in done.stdout
 
 
-CRASHING = r"""
+CRASHING = (
+    r"""
 import atexit, os
 from warmcli import Kernel, Tunable
 atexit.register(lambda: open(os.environ["MARK"], "a").write(f"{os.getpid()}\n"))
-DEVICE = "host"
-SRC = '''
-void scale(float *x, int n) {
-#if MODE == 1
-    *(volatile int *)0 = 1;
-#endif
-    for (int i = 0; i < n; i++) x[i] *= 2.0f;
-}'''
-SCALE = Tunable(
-    "scale",
-    {name: Kernel(SRC, "scale", "Pi", defines={"MODE": mode})
-     for name, mode in (("segv", 1), ("fine", 0))},
-    lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream),
-)
-def workload(rt):
+"""
+    + SEGV_CANDIDATE
+    + r"""def workload(rt):
     x = rt.buffer(16)
     rt.tune(SCALE, x, 16)
 """
+)
 
 
 def test_a_restarted_worker_runs_its_own_once(warm: Warm, tmp_path: Path) -> None:

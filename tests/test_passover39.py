@@ -45,24 +45,31 @@ def test_a_run_whose_workload_hides_no_module_makes_no_stub_folder(
         assert not [p for p in os.listdir(temp) if p.startswith("warm-workers-")]
 
 
-CRASHES_THEN_SPAWNS = """\
-import multiprocessing as mp
-from warmcli import Kernel, Tunable
-DEVICE = "host"
-SRC = '''
+# A Tunable whose first candidate segfaults (the worker running it crashes; warm runs the
+# passes again without it), for workloads that also import Kernel and Tunable.
+SEGV_CANDIDATE = '''DEVICE = "host"
+SRC = """
 void scale(float *x, int n) {
 #if MODE == 1
     *(volatile int *)0 = 1;
 #endif
     for (int i = 0; i < n; i++) x[i] *= 2.0f;
-}'''
+}"""
 SCALE = Tunable(
     "scale",
     {name: Kernel(SRC, "scale", "Pi", defines={"MODE": mode})
      for name, mode in (("segv", 1), ("fine", 0))},
     lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream),
 )
-def square(i):
+'''
+
+CRASHES_THEN_SPAWNS = (
+    """\
+import multiprocessing as mp
+from warmcli import Kernel, Tunable
+"""
+    + SEGV_CANDIDATE
+    + """def square(i):
     return i * i
 def workload(rt):
     x = rt.buffer(16)
@@ -70,6 +77,7 @@ def workload(rt):
     with mp.get_context("spawn").Pool(1) as pool:
         print("pool says", pool.map(square, range(4)))
 """
+)
 
 
 def test_a_worker_started_again_after_a_crash_imports_a_hidden_name_by_its_stub(

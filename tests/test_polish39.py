@@ -14,38 +14,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from conftest import EXAMPLES, ROOT, Warm
+from test_leftovers39 import cuda_small  # noqa: F401  (the CUDA example warmed for sm_90, once)
 
 
-@pytest.fixture(scope="module")
-def cuda_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CUDA example warmed for sm_90 without a GPU (compile-only, NVRTC), made once."""
-    nvrtc_release_or_skip()
-    folder = tmp_path_factory.mktemp("cuda_p39")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(folder / "home")))
-    bundle = folder / "cuda.warm"
-    done = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
-    return bundle
-
-
-def test_check_of_a_cuda_only_bundle_without_a_gpu_claims_no_pass(
-    warm: Warm, cuda_only: Path
+def test_check_of_a_cuda_small_bundle_without_a_gpu_claims_no_pass(
+    warm: Warm,
+    cuda_small: Path,  # noqa: F811
 ) -> None:
     """`warm check cuda.warm` (only `--arch sm_90` kernels) with no GPU and no `--arch`
     said "every entry checked is servable here" (exit 0, `servable: true`), though it
     checked nothing. It says nothing could be checked here and how to check it; exit 0
     (README: entries with no device here never fail), `--json`'s `servable` null."""
-    done = warm("check", cuda_only)
+    done = warm("check", cuda_small)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "servable here" not in done.stdout, done.stdout
     assert "nothing could be checked here" in done.stdout, done.stdout
     assert "--arch sm_XX" in done.stdout, done.stdout
-    doc = json.loads(warm("check", cuda_only, "--json").stdout)
+    doc = json.loads(warm("check", cuda_small, "--json").stdout)
     assert doc["servable"] is None and doc["checked"] == {"kernels": 0, "tunes": 0}, doc
     assert doc["not_checked"] == {"cuda": {"kernels": 8, "tunes": 6}}, doc
-    armed = json.loads(warm("check", cuda_only, "--arch", "sm_90", "--json").stdout)
+    armed = json.loads(warm("check", cuda_small, "--arch", "sm_90", "--json").stdout)
     assert armed["servable"] is False and armed["checked"] == {"kernels": 8, "tunes": 6}
 
 
@@ -267,7 +256,10 @@ def _problems(warm: Warm, bundle: Path) -> list[str]:
 
 @pytest.mark.parametrize("where", ["head", "tail"])
 def test_verify_tells_a_cubin_blobs_kind_by_its_first_bytes_and_a_corrupt_one_once(
-    warm: Warm, tmp_path: Path, cuda_only: Path, where: str
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+    where: str,
 ) -> None:
     """`warm verify` read every CUDA blob whole (and hashed it) once more to tell its kind
     (review39): its blob-bound time about doubled (1,000 cubins of 512 KB: 0.75 s of CPU
@@ -276,7 +268,7 @@ def test_verify_tells_a_cubin_blobs_kind_by_its_first_bytes_and_a_corrupt_one_on
     once, as not matching its sha256 (never also as no cubin), and a cubin row holding PTX
     is still named as such."""
     bundle = tmp_path / "c.warm"
-    bundle.write_bytes(cuda_only.read_bytes())
+    bundle.write_bytes(cuda_small.read_bytes())
     cut = (  # (`||` makes text: cast back to a blob)
         "X'00000000' || substr(data, 5)"
         if where == "head"
@@ -321,7 +313,9 @@ runpy.run_module("warmcli", run_name="__main__")
 
 
 def test_a_rewarm_reads_a_shared_cubin_blob_once_per_pass_not_once_per_kernel(
-    warm: Warm, tmp_path: Path, cuda_only: Path
+    warm: Warm,
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
 ) -> None:
     """Re-warming an `--arch sm_90` bundle read each cubin row's blob whole (and hashed it)
     to tell whether it is a cubin of its SM (review39), once per kernel: a batch's blob,
@@ -329,7 +323,7 @@ def test_a_rewarm_reads_a_shared_cubin_blob_once_per_pass_not_once_per_kernel(
     1.23 s after). Its verdict is kept per (blob, arch): each blob is read once by the
     warming passes and once by the verify pass's fresh runtimes."""
     bundle, reads = tmp_path / "again.warm", tmp_path / "reads.txt"
-    bundle.write_bytes(cuda_only.read_bytes())
+    bundle.write_bytes(cuda_small.read_bytes())
     args = ["run", str(EXAMPLES / "saxpy_cuda.py"), "--arch", "sm_90", "-b", str(bundle), "-q"]
     done = subprocess.run(
         [sys.executable, "-c", READS_DRIVER, *args],

@@ -15,35 +15,24 @@ compiles, never writes the bundle and never prints.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from warmcli.backends.base import Device, DeviceError
+from warmcli.backends.base import DeviceError
 from warmcli.backends.serving import choose, of_kernel, virtual_sm
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError, PtxError
 from warmcli.execution.process_mode import active_collector
-from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
 from warmcli.runtime.lookup import BundleLookup, Load
-from warmcli.runtime.misses import Misses, warn
-
-if TYPE_CHECKING:  # the storage seam, named in annotations only
-    from warmcli.runtime.store import Store
+from warmcli.runtime.misses import warn
 
 
 class CudaLookup(BundleLookup):
     """A CUDA device's `BundleLookup`: its PTX and cubin-kind reads; see the module doc."""
 
-    def __init__(
-        self,
-        device: Device,
-        bundle: Store | None,
-        misses: Misses,
-        any_toolchain: bool,
-        registrations: Registrations,
-    ) -> None:
-        super().__init__(device, bundle, misses, any_toolchain, registrations)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # `BundleLookup`'s arguments
+        super().__init__(*args, **kwargs)
         self._jit_blobs: set[str] = set()  # the sha256 of PTX `serve_ptx` loaded
         self._cubins: dict[tuple[str, str], bool] = {}  # `_cubin_held`'s, by (sha256, arch)
 
