@@ -15,6 +15,10 @@ Real CLI in a subprocess, real cc, real SQLite files; the fork forks for real.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import Warm
 
 
 def test_a_dict_keyed_by_a_number_and_one_keyed_by_its_text_key_apart() -> None:
@@ -64,3 +68,30 @@ def test_a_dict_keyed_by_a_number_and_one_keyed_by_its_text_key_apart() -> None:
 
 def _launch(rt: object, kernel: object, x: object) -> None:
     pass
+
+
+CRASHING_EXIT = """
+import atexit, os, signal
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void one(float *x) { x[0] = 1; }", "one", "P")
+atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_an_exit_function_that_crashes_the_worker_is_said_in_one_line(
+    warm: Warm, tmp_path: Path, workload_file: Callable[..., Path]
+) -> None:
+    """atexit39 kept the run's code when the workload's exit functions crash its worker
+    (the bundle is sound), but said nothing: `warm run w.py -q` exited 0 silently, where
+    `python w.py` dies of SIGSEGV. One warning line names the signal; the code stands."""
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload_file(CRASHING_EXIT), "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored 1 new kernel(s)" in done.stdout, done.stdout
+    said = done.stderr.splitlines()
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith("warm: warning: the workload's exit functions killed its process")
+    assert "SIGSEGV" in said[0] and "Traceback" not in done.stderr, said

@@ -50,7 +50,12 @@ from warmcli.backends.processes import kill_group, on_compiler, parent_death_sig
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.crashes import CRASH_SIGNALS, CrashedCandidate, WorkerCrash
-from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
+from warmcli.warming.leftovers import (
+    end_pools,
+    exit_functions_crashed,
+    forget_inherited,
+    run_exit_functions,
+)
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 # What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
@@ -111,6 +116,7 @@ class _Journal(Record, frozen=False):
     finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
     code: int = 0  # the exit code it returned (what it exits with)
     unanswered: bool = False  # it stopped for an interrupt its work did not answer
+    let_go: bool = False  # it ran the workload's exit functions and lets go (`_let_go`)
 
 
 def _read_journal(fd: int) -> _Journal:
@@ -136,6 +142,7 @@ def _read_journal(fd: int) -> _Journal:
         elif kind == "exit":
             journal.finished, journal.unanswered = True, bool(entry.get("unanswered"))
             journal.code = entry["code"] if isinstance(entry.get("code"), int) else 1
+            journal.let_go = bool(entry.get("let_go"))
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
@@ -192,8 +199,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
         try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
             for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
                 signal.signal(s, signal.SIG_IGN)
-            with contextlib.suppress(BaseException):
-                _write("exit", code=code, unanswered=unanswered)
+            with contextlib.suppress(BaseException):  # past its exit functions: not crashed
+                _write("exit", code=code, unanswered=unanswered, let_go=True)
             if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
                 with contextlib.suppress(BaseException):
                     remove_folder()
@@ -221,8 +228,9 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status, whether it was
     interrupted, and its journal where read here; None for the status where the worker let
-    go (`done` ended) once its `journal` says it returned its code: reaped as this process
-    ends (`_reap`). The handler never raises, so no status is ever lost to it."""
+    go (`done` ended) once its `journal` says it returned its code and ran the exit
+    functions: reaped as this process ends (`_reap`). The handler never raises, so no status
+    is ever lost to it."""
     deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -248,8 +256,8 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if (seen := _read_journal(journal)).finished:
-                    return None, bool(deadline), seen
+                if (seen := _read_journal(journal)).finished and seen.let_go:
+                    return None, bool(deadline), seen  # (else its status: an exit function's)
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -319,6 +327,7 @@ def run_isolated(
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
+            exit_functions_crashed(number)
             return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
