@@ -15,10 +15,64 @@ Real CLI in a subprocess, real cc, real SQLite files; the fork forks for real.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Warm
+import pytest
+from conftest import ROOT, Warm
+
+# Two kernels: a server loads `a` before its bundle file is deleted and forks, and the
+# child launches `b`, which neither had loaded.
+TWO = """
+from warmcli import Kernel
+DEVICE = "host"
+A = Kernel("void a(int *x) { x[0] += 1; }", "a", "P")
+B = Kernel("void b(int *x) { x[0] += 10; }", "b", "P")
+def workload(rt):
+    x = rt.buffer(1)
+    rt.launch(A, x)
+    rt.launch(B, x)
+"""
+
+SERVER = """
+import os, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+from two import A, B
+rt = warmcli.runtime()
+x = rt.upload(np.zeros(1, np.int32))
+rt.launch(A, x)
+os.remove(os.environ["WARM_BUNDLE"])  # deleted, not replaced: the server serves on
+pid = os.fork()
+if pid == 0:
+    rt.launch(B, x)
+    print("child", rt.read(x)[0], flush=True)
+    sys.exit(0)
+os.waitpid(pid, 0)
+rt.launch(B, x)
+print("parent", rt.read(x)[0], flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A bundle of both kernels of `TWO`, and the folder holding `two.py`."""
+    folder = tmp_path_factory.mktemp("two")
+    (folder / "two.py").write_text(TWO)
+    warm = Warm(_env(folder))
+    done = warm("run", folder / "two.py", "-b", folder / "b.warm", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return folder / "b.warm", folder
+
+
+def _env(folder: Path) -> dict[str, str]:
+    import os
+
+    return dict(os.environ, WARM_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
 
 
 def test_a_dict_keyed_by_a_number_and_one_keyed_by_its_text_key_apart() -> None:
@@ -95,3 +149,28 @@ def test_an_exit_function_that_crashes_the_worker_is_said_in_one_line(
     assert len(said) == 1, done.stderr
     assert said[0].startswith("warm: warning: the workload's exit functions killed its process")
     assert "SIGSEGV" in said[0] and "Traceback" not in done.stderr, said
+
+
+def test_a_process_forked_after_its_bundle_was_deleted_says_so_not_corrupt(
+    two: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The parent serves on from the file it holds open; a child it forks after the file
+    was `rm`-ed opens the path anew and finds nothing: each miss said `corrupt: bundle's
+    entry: the bundle was removed while open`. It says the file was removed now, and what
+    to do; results are the same in both."""
+    bundle = tmp_path / "b.warm"
+    shutil.copyfile(two[0], bundle)
+    env = dict(_env(tmp_path), WARM_BUNDLE=str(bundle), WARM_REPORT="1", WARM_EXPLAIN="1")
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER, str(two[1])],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["child", "11", "parent", "11"], done.stdout + done.stderr
+    assert "corrupt" not in done.stderr, done.stderr
+    assert "warm: miss: kernel b: removed: the bundle's file was deleted" in done.stderr
+    assert "served everything" in done.stderr  # the parent: from its open file
