@@ -57,6 +57,15 @@ rt.launch(B, x)
 print("parent", rt.read(x)[0], flush=True)
 """
 
+OPEN = """
+import sys
+import warmcli
+try:
+    warmcli.runtime()
+except warmcli.WarmError as exc:
+    print(type(exc).__name__, exc)
+"""
+
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
@@ -174,3 +183,44 @@ def test_a_process_forked_after_its_bundle_was_deleted_says_so_not_corrupt(
     assert "corrupt" not in done.stderr, done.stderr
     assert "warm: miss: kernel b: removed: the bundle's file was deleted" in done.stderr
     assert "served everything" in done.stderr  # the parent: from its open file
+
+
+def test_a_bundle_named_as_a_folder_is_refused_to_read_as_to_write(
+    two: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`warm run -b b.warm/` is refused (`ends in '/', so names a folder`); `warm stats
+    b.warm/` (so verify, check, diff) and `WARM_BUNDLE=b.warm/` read the file: now they
+    are refused alike, one line, exit 2 (a production process: the `BundleError` a write
+    back gets). The file itself reads as before."""
+    bundle, folder = two
+    warm = Warm(_env(tmp_path))
+    for named, end in ((f"{bundle}/", "/"), (f"{bundle}/.", ".")):
+        for args in (("stats", named), ("verify", named), ("check", named)):
+            done = warm(*args)
+            said = f"warm: error: {named}: ends in '{end}', so names a folder: name the bundle"
+            assert done.returncode == 2 and done.stderr.startswith(said), (args, done.stderr)
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+        done = warm("diff", bundle, named)
+        assert done.returncode == 2 and "so names a folder" in done.stderr, done.stderr
+    wrote = warm("run", folder / "two.py", "-b", f"{bundle}/", "-q")
+    read = warm("stats", f"{bundle}/")
+    assert wrote.returncode == read.returncode == 2
+    assert wrote.stderr.replace("to write", "to read") == read.stderr, (wrote.stderr, read.stderr)
+    env = dict(warm.env, WARM_BUNDLE=f"{bundle}/")
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", "stats"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2 and done.stderr.startswith(f"warm: error: WARM_BUNDLE={bundle}/")
+    for extra in ({}, {"WARM_BUNDLE_WRITE": "1"}):
+        opened = subprocess.run(
+            [sys.executable, "-c", OPEN],
+            capture_output=True,
+            text=True,
+            env=dict(env, **extra),
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert opened.stdout == (
+            f"BundleError {bundle}/: ends in '/', so names a folder: name the bundle file\n"
+        ), (extra, opened.stdout, opened.stderr)
+    assert warm("stats", bundle).returncode == 0
