@@ -16,7 +16,8 @@ the worker left are killed. The worker runs the workload's exit functions (`atex
 `TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
 its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
 inherited forgotten at the fork (`warmcli.warming.leftovers`); one that ends the process
-(`os._exit`) or crashes it leaves the code `work` returned, journaled before them.
+(`os._exit`) or crashes it leaves the code `work` returned, journaled before them (a crash
+is told to `on_exit_crash`: the supervisor waits for the status of a worker that never let go).
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -50,12 +51,7 @@ from warmcli.backends.processes import kill_group, on_compiler, parent_death_sig
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.crashes import CRASH_SIGNALS, CrashedCandidate, WorkerCrash
-from warmcli.warming.leftovers import (
-    end_pools,
-    exit_functions_crashed,
-    forget_inherited,
-    run_exit_functions,
-)
+from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 # What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
@@ -282,9 +278,12 @@ def run_isolated(
     on_crash: Callable[[CrashedCandidate], None] | None = None,
     max_restarts: int = 64,
     output: Output = contextlib.nullcontext,
+    on_exit_crash: Callable[[int], None] | None = None,
 ) -> int | WorkerCrash:
     """Run `work` (returning an exit code) in a worker process; see the module doc.
-    `output`: where the workload's exit functions write (its output's place in `work`).
+    `output`: where the workload's exit functions write (its output's place in `work`);
+    `on_exit_crash`: told the signal that killed a worker once its code was returned (the
+    workload's exit functions crashed it: that code stands).
 
     Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
     a candidate's measurement (or of an interrupt it did not stop for in time), or
@@ -327,7 +326,8 @@ def run_isolated(
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
-            exit_functions_crashed(number)
+            if on_exit_crash is not None:
+                on_exit_crash(number)
             return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:

@@ -9,9 +9,7 @@ managers of `multiprocessing` it left are ended as the worker ends (`end_pools`)
 ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, and the
 `weakref.finalize` ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends
 (`run_exit_functions`), as Python runs them, only the workload's: those the worker inherited
-from its supervisor by the fork are forgotten there (`forget_inherited`); one that raises, or
-that kills the worker with a signal (`exit_functions_crashed`, in the supervisor), is said in
-one line on stderr, the run's code standing. `first_line` and
+from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
 No state; it never runs a workload itself.
@@ -34,7 +32,6 @@ from warmcli.errors import message_of
 from warmcli.execution.process_mode import active_collector
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
-from warmcli.warming.crashes import signal_name
 
 
 def first_line(exc: BaseException) -> str:
@@ -165,16 +162,4 @@ def _exit_function_raised(exc: BaseException | None, function: object) -> None:
         sys.stderr.write(
             printable(f"warm: warning: the workload's exit function {name} raised: {said}")
             + " (ignored, as Python ignores it)\n"
-        )
-
-
-def exit_functions_crashed(number: int) -> None:
-    """In the supervisor: the workload's exit functions killed its worker with signal
-    `number` once the run had returned its code (journaled, the bundle stored): said in one
-    line on stderr (`python` would die of it); the code stands."""
-    with contextlib.suppress(Exception):
-        sys.stderr.write(
-            f"warm: warning: the workload's exit functions killed its process with "
-            f"{signal_name(number)} after the run finished (ignored: the run's exit code "
-            "stands)\n"
         )
