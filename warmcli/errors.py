@@ -295,6 +295,7 @@ class PyCudaError(WarmError, ValueError):
 
 DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk refused
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
+REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 
 
 class BundleError(WarmError):

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
-from warmcli.errors import BundleError
+from warmcli.errors import REMOVED, BundleError
 from warmcli.once import once
 from warmcli.printable import Pattern
 
@@ -152,7 +152,7 @@ class RowReader:
             try:
                 self._conn, self._ident = _open_connection(self.fspath, self.writable)
             except FileNotFoundError:
-                raise BundleError(f"{self.fspath}: the bundle was removed while open") from None
+                raise BundleError(f"{self.fspath}: {REMOVED}") from None
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))  # never freed here
             if self._ident != parents:  # another file put there since its parent opened one
                 self._other_file()

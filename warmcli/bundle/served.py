@@ -30,8 +30,8 @@ from warmcli.printable import printable
 
 
 def folder_end(path: str) -> str | None:
-    """How a path names a folder where a file to write is meant (a last `/`, `.` or `..`,
-    which a `Path` drops, so a file would be made under the folder's name), else None."""
+    """How a path names a folder where a file to write or read is meant (a last `/`, `.` or
+    `..`, which a `Path` drops, so a file would be made under the folder's name), else None."""
     end = "/" if path.endswith(("/", os.sep)) else os.path.basename(path)
     return end if end in (".", "..") or (end == "/" and path.strip("/" + os.sep)) else None
 
@@ -89,9 +89,9 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     since replaced would take the new file's journal for its own), made where writing back
     into a bundle not there yet. A relative path is taken from the working folder now: a
     process that changes it later (a daemon) still writes back there. One to write back into
-    named as a folder (ending in `/`, `/.` or `/..`, which a path drops) is refused."""
-    end = folder_end(path) if write else None
-    if end is not None:
+    named as a folder (ending in `/`, `/.` or `/..`, which a path drops) is refused, as one
+    to read is (a file's `/` is POSIX's ENOTDIR)."""
+    if (end := folder_end(path)) is not None:
         raise BundleError(f"{path}: ends in '{end}', so names a folder: name the bundle file")
     path = os.path.abspath(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)

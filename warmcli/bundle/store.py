@@ -53,7 +53,7 @@ from warmcli.bundle.tune_row import (
     tune_values,
     write_tune_row,
 )
-from warmcli.errors import BundleError
+from warmcli.errors import REMOVED, BundleError
 from warmcli.forking import new_rlock
 from warmcli.home import make_folder, path_str
 from warmcli.records import KernelRecord, TuneRecord
@@ -391,7 +391,7 @@ class Bundle(BundleAdmin):
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            raise BundleError(f"{self.path}: the bundle was removed while open") from None
+            raise BundleError(f"{self.path}: {REMOVED}") from None
         if (st.st_dev, st.st_ino) == self._ident:
             return
         conn, self._ident = _open_connection(self.path, write=True)

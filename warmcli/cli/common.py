@@ -1,15 +1,14 @@
 """What every `warm` command shares: the consoles, one-line errors, JSON output, the default bundle.
 
-Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found
-entries this machine cannot serve, or merge wrote OUT but its shards are not one whole run;
-2 bad input or environment (a missing or broken workload, a corrupt or foreign bundle, no
-compiler, a kernel that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted
-(SIGINT, SIGTERM or SIGHUP). Every such error is one line on stderr (a compiler's log follows it,
-indented), never a traceback; under `--json` it is also one JSON object on stdout,
-`{"error": ..., "exit": N}`. The consoles are made on first use (a command that prints
-only JSON never imports Rich); a command that has finished holding nothing says so
-(`holds_nothing`), and the entry point then ends the process without the interpreter's
-teardown (`end_process`). It prints only in warm's own forms what a command hands it:
+Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries this
+machine cannot serve, or merge wrote OUT but its shards are not one whole run; 2 bad input or
+environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel that
+fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
+Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
+under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`. The consoles are
+made on first use (a command that prints only JSON never imports Rich); a command that has finished
+holding nothing says so (`holds_nothing`), and the entry point then ends the process without the
+interpreter's teardown (`end_process`). It prints only in warm's own forms what a command hands it:
 an error's line (`fail`), a warning line, `interrupted`, a command's JSON (`emit_json`).
 """
 
@@ -198,12 +197,13 @@ def bundle_to_write(named: str | None) -> Path:
     return given if named is None else new_file_path(named)
 
 
-def refuse_folder_name(named: str, shown: str = "") -> None:
-    """A file to write named as a folder (`bundle.served.folder_end`): one line and exit 2."""
-    from warmcli.bundle.served import folder_end  # production's rule: a write's only
+def refuse_folder_name(named: str, shown: str = "", to: str = "write") -> str:
+    """`named`; a bundle file to write or read named as a folder (`served.folder_end`): exit 2."""
+    from warmcli.bundle.served import folder_end  # production's rule
 
     if (end := folder_end(named)) is not None:
-        fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to write")
+        fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to {to}")
+    return named
 
 
 def new_file_path(named: str | Path) -> Path:
@@ -229,8 +229,8 @@ def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> P
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
     imported only then) and a fall-back to its last good copy (one `keys` refused) warns."""
     location = _named(given) or str(default_bundle())
-    if not is_url(location):
-        return Path(location)
+    if not is_url(location):  # named as a folder: refused, as a write is (`Path` drops `/`)
+        return Path(refuse_folder_name(location, "" if given else "WARM_BUNDLE=", "read"))
     from warmcli.bundle.remote import local_bundle
 
     guarded(refuse_no_directory)  # its copy is kept in WARM_HOME

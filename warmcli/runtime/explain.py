@@ -1,30 +1,28 @@
 """Why a bundle missed: the nearest entry it does hold, and which part of the key differs.
 
-A miss (a kernel or tune the loaded bundle lacks) is explained by reading the
-bundle's entries for the same kernel entry or tunable operation (an indexed
-query, run only on a miss), taking the nearest one (fewest differing key
-components) and naming the component that differs: `toolchain`, `arch`,
-`options`, `defines`, `source`, `headers` (those it includes from its include
-folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check), `shape`
-(shape/dtype key), `toolchain` (its pick measured on a build of its kernel not served here
-as this process's: measured again) for a tune; `absent` when the bundle
-holds nothing of that entry or operation, `pending` for a tune only recorded
-without a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an
-entry whose row is malformed (it is never served; a malformed row of the same
-entry or operation is skipped when looking for the nearest; one SQLite cannot hand back,
-which stops that listing, explains the miss as corrupt), `signature` when
-only the parameter letters or language differ, `unsigned` when the bundle holds the
-entry but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict
-mode meets a compile or tune with no bundle loaded at all. A held entry's options or
-defines that are not the JSON warm writes are shown as the bundle's text, cut (never
-raised into the launch that missed). What a runtime does with
-an explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
-`warmcli.runtime.misses`, which also keeps an entry's listing (`listed_kernels`,
-`listed_tunes`: `warmcli.runtime.nearest.Listed`) for its next miss, so that many misses
-of one entry read its rows once (another process's rows written meanwhile are not seen
-by the later ones). This module is pure: it only reads the bundle it is handed, owns no
-state, counts nothing and never prints or logs; it is imported at the first miss (a
-process its bundle serves wholly never loads it).
+A miss (a kernel or tune the loaded bundle lacks) is explained by reading the bundle's entries
+for the same kernel entry or tunable operation (an indexed query, run only on a miss), taking
+the nearest one (fewest differing key components) and naming the component that differs:
+`toolchain`, `arch`, `options`, `defines`, `source`, `headers` (those it includes from its
+include folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check),
+`shape` (shape/dtype key), `toolchain` (its pick measured on a build of its kernel not served
+here as this process's: measured again) for a tune; `absent` when the bundle holds nothing of
+that entry or operation, `pending` for a tune only recorded without a GPU, `binary` for a build
+whose blob cannot be served, `corrupt` for an entry whose row is malformed (it is never served;
+a malformed row of the same entry or operation is skipped when looking for the nearest; one
+SQLite cannot hand back, which stops that listing, explains the miss as corrupt), `signature`
+when only the parameter letters or language differ, `unsigned` when the bundle holds the entry
+but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict mode meets a
+compile or tune with no bundle loaded at all, `removed` where the bundle's file was deleted and
+a process forked since finds none to read. A held entry's options or defines that are not the
+JSON warm writes are shown as the bundle's text, cut (never raised into the launch that missed).
+What a runtime does with an explanation (count, log, refuse with `StrictMissError`) is the miss
+policy's, `warmcli.runtime.misses`, which also keeps an entry's listing (`listed_kernels`,
+`listed_tunes`: `warmcli.runtime.nearest.Listed`) for its next miss, so that many misses of one
+entry read its rows once (another process's rows written meanwhile are not seen by the later
+ones). This module is pure: it only reads the bundle it is handed, owns no state, counts nothing
+and never prints or logs; it is imported at the first miss (a process its bundle serves wholly
+never loads it).
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
-from warmcli.errors import BundleError
+from warmcli.errors import REMOVED, BundleError
 from warmcli.kernel_parts import stored
 from warmcli.records import MissExplanation
 from warmcli.runtime.nearest import Listed, nearest, nearest_values
@@ -65,10 +63,13 @@ REASONS = {
     "binary": "binary unusable",
     "unsigned": "not signed by a trusted key",
     "corrupt": "corrupt entry",
+    "removed": "bundle file removed",
     "no-bundle": "no bundle loaded",
 }
 UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
 NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
+REMOVED_DETAIL = "the bundle's file was deleted while its parent served it (a forked process \
+opens it anew): replace a served bundle by a rename, as warm run does, never delete it"
 PROCESS = "this process wants"
 _SHOWN = 3
 _SHOWN_CHARS = 200  # of a component's text that is not what warm writes
@@ -246,20 +247,19 @@ def explain_kernel(
     why = refused() if any_toolchain else None
     if why is not None:
         return MissExplanation("kernel", key, kernel.label, why[0], why[1], (why[0],))
-    return MissExplanation(
-        "kernel",
-        key,
-        kernel.label,
-        "signature",
+    said = (
         "bundle has a build with the same source, options, defines, arch and toolchain; "
         f"its parameter letters or language differ (this process: {kernel.params!r}, "
-        f"{kernel.language})",
+        f"{kernel.language})"
     )
+    return MissExplanation("kernel", key, kernel.label, "signature", said)
 
 
 def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
-    """The bundle holds a row under `key` that is malformed: a miss, never served."""
-    return MissExplanation(kind, key, label, "corrupt", f"bundle's entry: {error}")
+    """The bundle holds a row under `key` that is malformed (or, `REMOVED`, no file to read:
+    a process forked after it was deleted opens it anew): a miss, never served."""
+    reason, detail = ("removed", REMOVED_DETAIL) if error == REMOVED else ("corrupt", None)
+    return MissExplanation(kind, key, label, reason, detail or f"bundle's entry: {error}")
 
 
 def _held(read: Callable[[], list[_Row]]) -> list[_Row] | str:

@@ -16,6 +16,7 @@ a kernel or a check.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -269,6 +270,7 @@ _KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=
 
 _TAG = "str:"  # before a key= string that another value's JSON text is (no JSON starts "s")
 _JSON_FIRST = frozenset('[{"-0123456789ntfNI')  # how JSON text starts (NaN, Infinity too)
+_NUMBER_FIRST = frozenset("-0123456789")  # how an int's or a finite float's text starts
 
 
 class _Pairs(dict[str, Any]):
@@ -296,18 +298,50 @@ def _tagged(text: str) -> str:
     return _TAG + text if text.startswith(_TAG) else text
 
 
-def _number_keys(value: Any) -> Any:
-    """`value` with each dict's numpy-number keys the Python numbers they hold (JSON's
-    encoder takes a Python number as a key, and calls no `default` for a key)."""
+_SCALAR_KEYS = frozenset(("true", "false", "null", "NaN", "Infinity", "-Infinity"))
+
+
+def _key(key: Any) -> Any:
+    """A dict's key as JSON writes it in a key's text: a numpy number as the Python number it
+    holds (the encoder calls no `default` for a key); a str tagged where JSON writes some
+    other key so (`"1"` is `1`'s, `"null"` None's, `"1.5"` 1.5's) or it starts with the tag
+    (as `_tagged` tags a `key=` str); any other key itself, the very object."""
+    if isinstance(key, np.bool_ | np.integer | np.floating):
+        return key.item()
+    if not isinstance(key, str):
+        return key
+    if key in _SCALAR_KEYS or key.startswith(_TAG):
+        return _TAG + key
+    if key[:1] in _NUMBER_FIRST:
+        try:
+            if str(int(key)) == key:
+                return _TAG + key
+        except ValueError:  # no int's text (or past Python's limit on one: no key's either)
+            pass
+        try:
+            number = float(key)
+            if math.isfinite(number) and repr(number) == key:
+                return _TAG + key
+        except ValueError:
+            pass
+    return key
+
+
+def _keys(value: Any) -> Any:
+    """`value` with each dict's keys as `_key` has them; `value` itself, the very object,
+    where no key changes (a part as JSON reads it: a dict or a list, tuple)."""
     if isinstance(value, dict):
-        return {
-            (k.item() if isinstance(k, np.bool_ | np.integer | np.floating) else k): (
-                _number_keys(v)
-            )
-            for k, v in value.items()
-        }
+        out, changed = {}, False
+        for k, v in value.items():
+            out[new_k := _key(k)] = new_v = _keys(v)
+            changed = changed or new_k is not k or new_v is not v
+        return out if changed else value
     if isinstance(value, tuple | list):
-        return [_number_keys(v) for v in value]
+        parts, changed = [], False
+        for v in value:
+            parts.append(new_v := _keys(v))
+            changed = changed or new_v is not v
+        return parts if changed else value
     return value
 
 
@@ -315,9 +349,10 @@ def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
     string (tagged `str:` where it is some other value's JSON, `"1"` beside `1`, or starts
     with the tag: `_tagged`), else its JSON (a numpy number as the number it holds, a dict's
-    key too; anything else JSON has no form for as its `str`, a set sorted). Read once
-    (every tune call keys); `_stable` walks it again only where a part is refused, to name
-    it."""
+    key too; a dict's str key tagged where JSON writes another key so, `"1"` beside `1`, or
+    it starts with the tag: `_key`; anything else JSON has no form for as its `str`, a set
+    sorted). Read once (every tune call keys), a value holding a dict twice; `_stable` walks
+    it again only where a part is refused, to name it."""
     if isinstance(derived, str):
         text = _tagged(derived)
     else:
@@ -325,7 +360,10 @@ def key_text(name: str, derived: Any) -> str:
             try:
                 text = _KEY_JSON(derived)
             except TypeError:  # a dict keyed by a numpy number, which JSON takes as its number
-                text = _KEY_JSON(_number_keys(derived))
+                text = _KEY_JSON(_keys(derived))
+            else:  # a dict's str key that JSON writes as it writes another key: tagged
+                if "{" in text and (keyed := _keys(derived)) is not derived:
+                    text = _KEY_JSON(keyed)
         except TuneSpecError:  # a set with no order the same in every process
             _stable(name, derived)  # raises, naming the tunable
             raise

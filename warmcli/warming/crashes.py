@@ -1,7 +1,8 @@
 """What ended `warm run`'s worker (`warmcli.warming.isolation`), as records its caller says in
 one line: `WorkerCrash` (a signal outside any candidate, an interrupt, the workload's own
 `os._exit`) and `CrashedCandidate` (a tune candidate that crashed it, now excluded), and the
-signals that count as a crash. No state; it never signals, forks or prints.
+signals that count as a crash; `exit_crash_line`, the line of its exit functions' crash. No
+state; it never signals, forks or prints.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def exit_crash_line(number: int) -> str:
+    """The warning of a worker the workload's exit functions killed with signal `number`
+    once the run had returned its code (journaled, the bundle stored): the code stands."""
+    return (
+        f"warm: warning: the workload's exit functions killed its process with "
+        f"{signal_name(number)} after the run finished (ignored: the run's exit code stands)"
+    )
 
 
 class WorkerCrash(Record, frozen=False):

@@ -16,7 +16,8 @@ the worker left are killed. The worker runs the workload's exit functions (`atex
 `TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
 its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
 inherited forgotten at the fork (`warmcli.warming.leftovers`); one that ends the process
-(`os._exit`) or crashes it leaves the code `work` returned, journaled before them.
+(`os._exit`) or crashes it leaves the code `work` returned, journaled before them (a crash
+is told to `on_exit_crash`: the supervisor waits for the status of a worker that never let go).
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -111,6 +112,7 @@ class _Journal(Record, frozen=False):
     finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
     code: int = 0  # the exit code it returned (what it exits with)
     unanswered: bool = False  # it stopped for an interrupt its work did not answer
+    let_go: bool = False  # it ran the workload's exit functions and lets go (`_let_go`)
 
 
 def _read_journal(fd: int) -> _Journal:
@@ -136,6 +138,7 @@ def _read_journal(fd: int) -> _Journal:
         elif kind == "exit":
             journal.finished, journal.unanswered = True, bool(entry.get("unanswered"))
             journal.code = entry["code"] if isinstance(entry.get("code"), int) else 1
+            journal.let_go = bool(entry.get("let_go"))
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
     return journal
@@ -192,8 +195,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
         try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
             for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
                 signal.signal(s, signal.SIG_IGN)
-            with contextlib.suppress(BaseException):
-                _write("exit", code=code, unanswered=unanswered)
+            with contextlib.suppress(BaseException):  # past its exit functions: not crashed
+                _write("exit", code=code, unanswered=unanswered, let_go=True)
             if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
                 with contextlib.suppress(BaseException):
                     remove_folder()
@@ -221,8 +224,9 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status, whether it was
     interrupted, and its journal where read here; None for the status where the worker let
-    go (`done` ended) once its `journal` says it returned its code: reaped as this process
-    ends (`_reap`). The handler never raises, so no status is ever lost to it."""
+    go (`done` ended) once its `journal` says it returned its code and ran the exit
+    functions: reaped as this process ends (`_reap`). The handler never raises, so no status
+    is ever lost to it."""
     deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -248,8 +252,8 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if (seen := _read_journal(journal)).finished:
-                    return None, bool(deadline), seen
+                if (seen := _read_journal(journal)).finished and seen.let_go:
+                    return None, bool(deadline), seen  # (else its status: an exit function's)
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -274,9 +278,12 @@ def run_isolated(
     on_crash: Callable[[CrashedCandidate], None] | None = None,
     max_restarts: int = 64,
     output: Output = contextlib.nullcontext,
+    on_exit_crash: Callable[[int], None] | None = None,
 ) -> int | WorkerCrash:
     """Run `work` (returning an exit code) in a worker process; see the module doc.
-    `output`: where the workload's exit functions write (its output's place in `work`).
+    `output`: where the workload's exit functions write (its output's place in `work`);
+    `on_exit_crash`: told the signal that killed a worker once its code was returned (the
+    workload's exit functions crashed it: that code stands).
 
     Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
     a candidate's measurement (or of an interrupt it did not stop for in time), or
@@ -319,6 +326,8 @@ def run_isolated(
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
+            if on_exit_crash is not None:
+                on_exit_crash(number)
             return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
