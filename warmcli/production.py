@@ -316,8 +316,9 @@ def close() -> None:
 
 
 def in_warms_command() -> None:
-    """Said by warm's own commands (`warm run`, `warm verify`): this process serves no
-    bundle, so `WARM_REPORT` is not its (the report would say "no bundle is loaded")."""
+    """Said by `warmcli.__main__` once any of warm's own commands has ended (`warm run`,
+    `warm verify`, ...): this process serves no bundle, so `WARM_REPORT` is not its (the
+    report would say "no bundle is loaded")."""
     _STATE.command = True
 
 

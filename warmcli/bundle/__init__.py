@@ -8,7 +8,8 @@ inherits), `signed` (the signature rows), `candidates` (a tune's candidates pack
 their kernel keys interned in format 3), `migrate` (formats 1 and 2 to 3, on a first
 open for write), `signing` (Ed25519 signatures over rows), `consistency` (whether its
 SQL indexes agree with its rows, for every reader that lists it) and `remote` (bundles by
-URL, opened by `http_open`). A bundle knows records and errors, never the
+URL, opened by `http_open`, downloaded by `received`; a keyed reader's first copy taken
+from the keyless one by `remote_seed`). A bundle knows records and errors, never the
 runtime: it fills storage and is never a runtime layer (the runtime sees it only as a
 `warmcli.runtime.store.Store`). Everything in a bundle is untrusted input.
 """

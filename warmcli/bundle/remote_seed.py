@@ -1,7 +1,7 @@
 """A keyed reader's first copy of a URL's bundle, taken from the copy kept for readers that
 check no signature (`warmcli.bundle.remote`).
 
-Before stop 39 every reader of a URL kept its copy in one folder, `WARM_HOME/remote/<hash of
+An earlier warm kept every reader's copy of a URL in one folder, `WARM_HOME/remote/<hash of
 the URL>/`; a reader under trusted keys now keeps its own beside it (`<hash>-<keys hash>/`),
 so a machine upgraded starts with none there: its first start with the store failing would
 have no last good copy to serve. `seed` takes the old folder's copy in, under the keyed folder's

@@ -6,7 +6,8 @@ next write removes one a killed pull left; PATH's mode kept, a new file made as 
 is); it counts what the bundle it replaces held that the pulled one lacks (`replaced_only`:
 a production write-back's entries, say), which `warm pull` says are gone. An interrupt
 that lands once the copy is moved into place is held until its lock is let go, then
-raised as `PullInterrupted` with those counts: the pull is kept.
+raised as `PullInterrupted` with those counts: the pull is kept (the counts are also
+appended to the caller's `done` before it is let go, for a caller interrupted however late).
 `put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it) in
 one atomic step; its caller holds the bundle's write lock. A crash journal that a
 writer killed mid-write left beside `real` is the old file's, and SQLite plays a journal

@@ -18,7 +18,10 @@ signature stored in one write transaction (an interrupt once it is made held unt
 committed and handed back, `held_interrupts`); which rows an open `Bundle` serves under
 trusted keys (`_serves`, `refused`: only those its `covered` holds); which tunes a
 production write-back writes (`unsigned_rows`: never over a row a signature lists).
-It owns no state beyond the connection `Bundle` holds, and never prints.
+Its state is `Bundle`'s, kept on it: the rows `covered` (judged by `_trusted`, the keys it
+was opened under), the keys found `refused`, and whether a forked child found another file at
+the path (`_other_file`, `_moved`: what was kept of its parent's file is forgotten and
+`covered` judged again for that file). It never prints.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """An open bundle: `Bundle` (open, create, close, transactions), the reads and writes the runtime
 makes of its rows and blobs, and which rows it serves under trusted keys.
 
-The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`; reading
-and parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed rows are
+The file itself (schema, header, opening, validation, locking) is `warmcli.bundle.file`; reading and
+parsing a row is `warmcli.bundle.rows`; maintenance, aggregates and the signed rows are
 `warmcli.bundle.admin` (a mixin `Bundle` inherits, so every `Bundle.x` name stays). Opened with
 trusted keys, a kernel or tune row no trusted signature covers is not served (`covered`, `refused`;
 see `warmcli.bundle.signing`). A bundle is untrusted input: it is read with plain SQL, never
@@ -13,10 +13,10 @@ listings stream (`each_kernel`, `each_tune`), a batch of rows at a time, and `sn
 several things in one read transaction. Writers take the file lock and write each batch in one
 transaction; a writer whose file was replaced meanwhile (a merge published over it, holding that
 lock) writes to the new one, and a writer's first write removes what dead writers left beside the
-file (`create`: any journal too). A `Bundle` owns its one SQLite connection (shared by every
-thread, serialised by its lock; a forked child opens its own, of the file the path names then), the
-set of rows it wrote, a write to join its next (`joining`), if signed tune rows stay
-(`keeps_signed`); a `warmcli.runtime.store.Store` by shape, importing no runtime module."""
+file (`create`: any journal too). A `Bundle` owns its one SQLite connection (shared by every thread,
+serialised by its lock; a forked child opens its own, of the file the path names then), the set of
+rows it wrote, a write to join its next (`joining`), if signed tune rows stay (`keeps_signed`), its
+trusted keys and what they cover (`bundle.signed`); a runtime `Store` by shape, importing none."""
 
 from __future__ import annotations
 

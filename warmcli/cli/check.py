@@ -56,7 +56,7 @@ def check(
     checked, and said so, never failing.
     --driver states the fleet's driver for an --arch device, which has none here.
 
-    Exit 0 when every entry is servable here, 1 when not.
+    Exit 0 when every entry checked here is servable (or none could be), 1 when not.
     """
     if driver and not DRIVER.fullmatch(driver):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")

@@ -22,7 +22,8 @@ toolchain's builds, to judge what they supersede; `max_size` alone keeps the key
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
-Ctrl-C is `CleanInterrupted` and a failed vacuum says so:
+Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
+interrupted however late) and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
 `warmcli.backends.machine.inventory`, with the compilers the caller names. A bundle whose

@@ -3,14 +3,16 @@
 A tune key must come out the same in `warm run` and in every production process, or a
 bundle never serves it. This module renders the inputs (`describe_input`), a `key=`
 callable's value (`key_text`: a value whose text is a default object repr, holding a
-memory address, or a set of no stable order is refused with a `TuneSpecError`) and a
+memory address, or a set of no stable order is refused with a `TuneSpecError`; a str that
+another value's JSON text is (`"1"`), or that starts with the tag, is tagged `str:`, so two
+values never share a key) and a
 `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
 tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
-that is no callable), or a tune key's text (`fits`), that a bundle cannot hold; it fixes a
-tunable's candidates where it is made (`FixedCandidates`). It owns no state and never runs
-a kernel or a check.
+that is no callable or is given beside `bucket=`), or a tune key's text (`fits`), that a
+bundle cannot hold; it fixes a tunable's candidates where it is made (`FixedCandidates`).
+It owns no state and never runs a kernel or a check.
 """
 
 from __future__ import annotations

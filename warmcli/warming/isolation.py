@@ -15,9 +15,10 @@ as a `WorkerCrash` naming the pass (`warmcli.warming.crashes`). Either way the c
 the worker left are killed. The worker runs the workload's exit functions (`atexit`'s, a
 `TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
 its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
-inherited forgotten at the fork (`warmcli.warming.leftovers`); one that ends the process
-(`os._exit`) or crashes it leaves the code `work` returned, journaled before them (a crash
-is told to `on_exit_crash`: the supervisor waits for the status of a worker that never let go).
+inherited forgotten at the fork, and then ends the pools `multiprocessing` left, as Python
+ends them (`warmcli.warming.leftovers`); one that ends the process (`os._exit`) or crashes it
+leaves the code `work` returned, journaled before them (a crash is told to `on_exit_crash`: the
+supervisor waits for the status of a worker that never let go).
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -29,8 +30,9 @@ State: the excluded candidates and the worker's journal, one of each per process
 folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
 a stub, removed by this process at its end however the worker ends, and by the worker where this
 process was killed first). The module prints nothing (the caller's `on_crash` and its exit code
-do), but in the worker the traceback of an exception `work` let out (a bug: exit 1), and never
-touches a bundle.
+do), but in the worker the traceback of an exception `work` let out (a bug: exit 1) and, within
+the caller's `output`, one line for each of the workload's exit functions that raised
+(`warmcli.warming.leftovers`); it never touches a bundle.
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, an
 from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
-No state; it never runs a workload itself.
+No state; it never runs a workload's entry itself (only the exit functions the workload left,
+in the worker). It writes on stderr only where Python would, in a process of the workload's: a
+forked child's last words, and one line for an exit function that raised (in the worker,
+within the output its caller names: `warmcli.warming.isolation`); else a note of the pass.
 """
 
 from __future__ import annotations
