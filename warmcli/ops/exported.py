@@ -65,9 +65,10 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
     """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
     (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
     cannot be read (missing, corrupt, too large: named by other checks). Told by its first
-    `KIND_BYTES` (`head`: they give the verdict the whole gives), its sha256 checked a chunk
-    at a time (`sound`) only to confirm a wrong kind: a blob over the size warm loads too."""
-    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(start, k.arch)):
+    `KIND_BYTES` and its length (`head`: they give the verdict the whole gives), its sha256
+    checked a chunk at a time (`sound`) only to confirm a wrong kind: a blob over the size
+    warm loads too."""
+    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(*start, k.arch)):
         return None
     try:
         return why if sound(bundle, k.sha256) else None
@@ -75,5 +76,7 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
         return None
 
 
-def _kind(data: bytes, arch: str) -> str | None:
-    return not_ptx_of(data, arch) if arch.startswith("compute_") else not_cubin_of(data, arch)
+def _kind(data: bytes, length: int, arch: str) -> str | None:
+    if arch.startswith("compute_"):
+        return not_ptx_of(data, arch)
+    return not_cubin_of(data, arch, length)
