@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
-from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
+from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
+
+from warmcli.bundle.blobs import MAX_LOADED_BYTES
 
 SHOFF = 0x28  # e_shoff's offset in an ELF64 header
 
@@ -76,3 +78,41 @@ def test_a_cubin_cut_short_is_named_by_verify_and_rebuilt_by_a_rewarm(
     assert f"stored {rows} new kernel(s)" in done.stdout, done.stdout
     again = warm("verify", bundle)
     assert again.returncode == 0, again.stdout[-1500:]
+
+
+def test_verify_names_a_blob_over_what_warm_loads_which_production_never_serves(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+) -> None:
+    """A host row whose blob is its real library padded to 70 MB (its sha256 recomputed)
+    is never loaded (`Bundle.blob` refuses a blob over the 64 MB warm loads: production
+    misses it and compiles it, `warm check` names it), yet `warm verify` skipped it as a
+    blob 'named by other checks' and said sound, exit 0. It names each such row now (exit 1)."""
+    _, _, unsigned = signed_small
+    bundle = tmp_path / "big-host.warm"
+    shutil.copyfile(unsigned, bundle)
+    with sqlite3.connect(bundle) as conn:
+        (sha, data) = conn.execute(
+            "SELECT b.sha256, b.data FROM kernels k JOIN blobs b ON b.sha256 = k.sha256 "
+            "WHERE k.backend = 'host' LIMIT 1"
+        ).fetchone()
+        big = bytes(data) + bytes(MAX_LOADED_BYTES + (6 << 20) - len(data))
+        digest = hashlib.sha256(big).hexdigest()
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (digest, len(big), big))
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (digest, sha))
+        conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM kernels)")
+        (rows,) = conn.execute(
+            "SELECT count(*) FROM kernels WHERE sha256 = ?", (digest,)
+        ).fetchone()
+    conn.close()
+    del big
+    checked = warm("check", bundle)
+    assert checked.returncode == 1 and "over the limit" in checked.stdout, checked.stdout[-1500:]
+    verified = warm("verify", bundle)
+    said = verified.stdout + verified.stderr
+    assert verified.returncode == 1, said[-1500:]
+    assert said.count("over the limit of") == rows and digest[:16] in said, said[-1500:]
+    assert all(len(line) < 400 for line in said.splitlines()), said[-1500:]
+    cleaned = warm("clean", "--dry-run", bundle)
+    assert f"would remove {rows} kernel(s)" in cleaned.stdout, cleaned.stdout[-800:]
