@@ -9,14 +9,19 @@ real SQLite files.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
-from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
+from conftest import EXAMPLES, ROOT, Warm
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
+from test_hostile39 import _plain_copy
+from test_leftovers39 import SERVE, SMALL, cuda_small, signed_small  # noqa: F401  (the fixtures)
 
 from warmcli.bundle.blobs import MAX_LOADED_BYTES
 
@@ -116,3 +121,56 @@ def test_verify_names_a_blob_over_what_warm_loads_which_production_never_serves(
     assert all(len(line) < 400 for line in said.splitlines()), said[-1500:]
     cleaned = warm("clean", "--dry-run", bundle)
     assert f"would remove {rows} kernel(s)" in cleaned.stdout, cleaned.stdout[-800:]
+
+
+# A production start (strict) whose failure is printed, then the bytes its process read.
+PROBE = (
+    "try:\n"
+    + "".join(f"    {line}\n" for line in SERVE.strip().splitlines())
+    + "except Exception as exc:\n    print(type(exc).__name__)\n"
+    + "with open('/proc/self/io') as io:\n"
+    + "    print(next(int(line.split()[1]) for line in io if line.startswith('rchar:')))\n"
+)
+
+
+def _keyed_start(machine: dict[str, str], key: Path, url: str, limit: str) -> tuple[str, int]:
+    """A keyed strict production start under WARM_REMOTE_MAX_SIZE=`limit`: what it printed
+    (`0 0` served, else its error's name) and the bytes its process read."""
+    env = dict(machine, WARM_BUNDLE=url, WARM_STRICT="1", WARM_TRUSTED_KEYS=f"{key}.pub")
+    env = dict(env, WARM_REMOTE_MAX_SIZE=limit, **SMALL)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-800:]
+    said, read = done.stdout.rsplit("\n", 2)[:2]
+    return said, int(read)
+
+
+def test_a_seeded_copy_is_bounded_as_a_download_is(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+) -> None:
+    """A keyed reader's first fetch seeds its copy from the old shared folder's: that copy
+    was taken whatever its size, though a download may take at most WARM_REMOTE_MAX_SIZE
+    bytes (a store sending more is refused): a copy over the limit was served, and a user's
+    own sparse file there, its size and time matching its meta.json, was read and written
+    whole before its sha256 refused it. The limit is a download's now: such a copy is never
+    taken, and never read."""
+    key, bundle, _ = signed_small
+    machine, url, plain = _plain_copy(warm, tmp_path, bundle, s3_like)
+    held, _ = s3_like
+    del held.files["/h39.warm"]  # the store fails: only a seeded copy could be served
+    said, _ = _keyed_start(machine, key, url, str(bundle.stat().st_size - 1))
+    assert said == "RemoteError", said  # as with no copy: none taken
+    assert not list((tmp_path / "machine" / "remote").glob("*-*/bundle.warm"))
+    copy, meta = plain / "bundle.warm", plain / "meta.json"
+    with open(copy, "r+b") as grown:  # sparse: no disk taken
+        grown.truncate(300 << 20)
+    doc = json.loads(meta.read_text())
+    st = copy.stat()
+    doc["copy"] = f"{st.st_size}:{st.st_mtime_ns}"
+    meta.write_text(json.dumps(doc))  # the user's own file: its mode kept
+    said, read = _keyed_start(machine, key, url, "1M")
+    assert said == "RemoteError" and read < (100 << 20), (said, read)
