@@ -48,14 +48,15 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
             if (k.sha256, k.arch) not in verdicts:
                 if verdicts and next(iter(verdicts))[0] != k.sha256:
                     verdicts.clear()  # rows come in sha256 order: one blob's archs held
-                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k) or too_large
-            if why := verdicts[k.sha256, k.arch]:
-                blob = f"blob {k.sha256[:16]}"
-                yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}: {why}"
+                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k)
+            why = verdicts[k.sha256, k.arch]
+            if why or too_large:
+                blob = f"blob {k.sha256[:16]}" + (f": {why}" if why else f" {too_large}")
+                yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}"
             continue
         if too_large:
-            blob = f"blob {k.sha256[:16]}"
-            yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}: {too_large}"
+            blob = f"blob {k.sha256[:16]} {too_large}"
+            yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}"
             continue
         if k.sha256 != sha:
             sha, names = k.sha256, None
@@ -99,7 +100,7 @@ def _too_large(bundle: Bundle, sha256: str) -> str | None:
     except BundleError:
         return None
     return (
-        f"{start[1]} bytes, over the limit of {MAX_LOADED_BYTES} bytes warm loads: never "
+        f"is {start[1]} bytes, over the limit of {MAX_LOADED_BYTES} bytes warm loads: never "
         "served (production compiles it)"
     )
 
