@@ -7,7 +7,8 @@ check` calls it not servable (`binary`). A CUDA PTX row (arch `compute_XX`) is s
 the driver's JIT: its blob must be PTX of that arch (`warmcli.backends.cuda.ptx.not_ptx_of`;
 a cubin's blob, another arch's PTX, is never JIT-ed on the GPUs it is kept for); a cubin row
 (arch `sm_XX`) must hold a cubin of that SM (`not_cubin_of`: PTX there is a row of the wrong
-kind, served by no rule for it).
+kind, served by no rule for it; a cubin cut short, its ELF header's tables past the blob's
+length, loads nowhere).
 `unexported` names each such kernel so `warm
 verify` calls the bundle unsound and `warm clean` removes it as corrupt (a row pointed at
 another kernel's blob, a symbol edited with its entry). Blobs are read one at a time, in
