@@ -63,13 +63,12 @@ FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
 
 def _cubin(sm: int, payload: bytes) -> bytes:
     """A cubin's ELF header for `sm` (what `warm verify` reads of a cubin row's blob: a
-    64-bit little-endian ELF, EM_CUDA, ELF ABI version 8, its SM in e_flags bits 8-15),
-    then `payload`: kernels of `sm` share blob `r` where `r % 2` is `sm == 90`."""
+    64-bit little-endian ELF, EM_CUDA, ELF ABI version 8, its SM in e_flags bits 8-15, one
+    section header right after it, within the blob), then `payload` (at least 64 bytes):
+    kernels of `sm` share blob `r` where `r % 2` is `sm == 90`."""
     ident = b"\x7fELF\x02\x01\x01\x33\x08" + bytes(7)
-    return (
-        struct.pack("<16sHHIQQQIHHHHHH", ident, 2, 190, 1, 0, 0, 0, sm << 8, 64, 0, 0, 0, 0, 0)
-        + payload
-    )
+    header = (ident, 2, 190, 1, 0, 0, 64, sm << 8, 64, 0, 0, 64, 1, 0)
+    return struct.pack("<16sHHIQQQIHHHHHH", *header) + payload
 
 
 def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:

@@ -5,8 +5,8 @@ image, which `cuModuleLoadData` needs whole in memory): `Bundle.blob` refuses a 
 one without reading it (one under it is held whole, twice while SQLite hands it over:
 memory bounded by the cap, not by the bundle). A blob is otherwise only hashed
 (`digest`), copied between bundles (`streamed`, what `warm merge` writes), or its first
-bytes read (`head`: what tells a blob's kind, its sha256 unchecked; `sound` checks it),
-`CHUNK_BYTES` at a time through SQLite's incremental blob handles
+bytes read with its length (`head`: what tells a blob's kind, its sha256 unchecked;
+`sound` checks it), `CHUNK_BYTES` at a time through SQLite's incremental blob handles
 (`Connection.blobopen`). A copy
 is hashed as it is written and checked before its transaction commits: a blob failing
 its sha256 or size (one another process rewrote after its size was read, longer or
@@ -47,16 +47,17 @@ def chunks(reader: RowReader, rowid: int) -> Iterator[bytes]:
                 yield chunk
 
 
-def head(reader: RowReader, sha256: str, n: int) -> bytes | None:
+def head(reader: RowReader, sha256: str, n: int) -> tuple[bytes, int] | None:
     """The first `n` bytes of the blob of `sha256` (a shorter one whole), the rest never
-    read; None where it is missing. Its sha256 is not checked: a caller tells nothing of
-    them before the whole blob is read as `Bundle.blob` reads it (`warmcli.ops.exported`)."""
+    read, and its length; None where it is missing. Its sha256 is not checked: a caller
+    tells nothing of them before the whole blob is read as `Bundle.blob` reads it
+    (`warmcli.ops.exported`)."""
     row = reader._one(_SIZES, (sha256,))
     if row is None or row[2] != "blob":
         return None
     with reader._lock, _sqlite_errors(reader.path):
         with reader._conn.blobopen("blobs", "data", row[3], readonly=True) as blob:
-            return blob.read(n)
+            return blob.read(n), int(row[1])
 
 
 def sound(reader: RowReader, sha256: str) -> bool:

@@ -146,7 +146,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
         if keys is not None and not believed(local):  # upgraded: the keyless copy, if trusted
-            seed(cache_dir(url), folder, keys)
+            seed(cache_dir(url), folder, keys, limits.max_bytes)
         have = believed(local)  # a link or another's: downloaded afresh, never served
         meta = read_meta(meta_path) if have and believed(meta_path) else {}
         if meta.get("copy") != copy_identity(local):  # changed since published: not the ETag's

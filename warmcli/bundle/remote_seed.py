@@ -7,7 +7,8 @@ so a machine upgraded starts with none there: its first start with the store fai
 have no last good copy to serve. `seed` takes the old folder's copy in, under the keyed folder's
 lock, only where it is believed as a fetch believes its own (the folder and the file this user's
 alone, a regular file opened without waiting (never a FIFO's writer), the one published there:
-its size, time and sha256 as remembered beside it, with an ETag), copied through a temporary
+its size, time and sha256 as remembered beside it, with an ETag, and its size within what a
+download may take, `WARM_REMOTE_MAX_SIZE`: a larger one is never read), copied through a temporary
 file of the keyed folder that is checked as any download is (a sound bundle, signed by the keys:
 `untrusted`) before one atomic rename publishes it; its ETag comes along, so the store is asked
 whether it changed rather than downloaded again. Any doubt, or any failure: nothing is taken (a
@@ -48,9 +49,10 @@ def _own_file(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1
 
 
-def seed(plain: Path, folder: Path, keys: Sequence[bytes]) -> None:
+def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> None:
     """Under `folder`'s lock, where it holds no copy: the copy in `plain` taken in where it
-    is believed and `keys` trust it (see the module doc); else nothing."""
+    is believed, of at most `max_bytes` (a download's bound) and `keys` trust it (see the
+    module doc); else nothing."""
     try:
         st = os.lstat(plain)
         if not (stat.S_ISDIR(st.st_mode) and private(st)) or not _own_file(
@@ -69,10 +71,14 @@ def seed(plain: Path, folder: Path, keys: Sequence[bytes]) -> None:
             published = f"{st.st_size}:{st.st_mtime_ns}" == meta.get("copy")
             if not (_own_file(st) and published and meta.get("etag") and meta.get("sha256")):
                 return
+            if st.st_size > max_bytes:  # a download this large is refused: never read
+                return
             made, name = tempfile.mkstemp(dir=folder, prefix="tmp", suffix=TMP_SUFFIX)
             tmp, digest = Path(name), hashlib.sha256()
             with os.fdopen(made, "wb") as out:
                 while chunk := copy.read(CHUNK):
+                    if out.tell() + len(chunk) > max_bytes:  # grown since: as a download
+                        return
                     digest.update(chunk)
                     out.write(chunk)
         if digest.hexdigest() != meta["sha256"] or not_a_bundle(tmp) or untrusted(tmp, keys):

@@ -7,14 +7,17 @@ check` calls it not servable (`binary`). A CUDA PTX row (arch `compute_XX`) is s
 the driver's JIT: its blob must be PTX of that arch (`warmcli.backends.cuda.ptx.not_ptx_of`;
 a cubin's blob, another arch's PTX, is never JIT-ed on the GPUs it is kept for); a cubin row
 (arch `sm_XX`) must hold a cubin of that SM (`not_cubin_of`: PTX there is a row of the wrong
-kind, served by no rule for it).
+kind, served by no rule for it; a cubin cut short, its ELF header's tables past the blob's
+length, loads nowhere).
 `unexported` names each such kernel so `warm
 verify` calls the bundle unsound and `warm clean` removes it as corrupt (a row pointed at
 another kernel's blob, a symbol edited with its entry). Blobs are read one at a time, in
 the order of their sha256 (a batch's blob, shared by its kernels, once; a CUDA blob's first
 bytes, its sha256 checked only where they say it is not of its kind); a blob that
-cannot be read (missing, failing its sha256; a host one over the size served) or is no ELF this
-machine reads is left to the checks that name it. It owns no state, never writes and
+cannot be read (missing, failing its sha256) or is no ELF this machine reads is left to the
+checks that name it; a sound one over the size warm loads (`MAX_LOADED_BYTES`), which
+`Bundle.blob` refuses, so production never serves (it compiles the kernel), is named here,
+as `warm check` names it. It owns no state, never writes and
 never prints.
 """
 
@@ -25,27 +28,36 @@ from collections.abc import Iterator
 
 from warmcli.backends.cuda.ptx import KIND_BYTES, not_cubin_of, not_ptx_of
 from warmcli.backends.host.binary import exported_symbols
-from warmcli.bundle.blobs import head, sound
+from warmcli.bundle.blobs import MAX_LOADED_BYTES, head, sound
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.records import KernelRecord, where
 
 
 def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
     """Each well-formed host kernel whose blob's exported names lack its symbol, and each
-    CUDA row whose blob is not of its kind and arch (PTX, a cubin), and why."""
+    CUDA row whose blob is not of its kind and arch (PTX, a cubin), and each of either whose
+    blob, sound, is over the size warm loads, and why."""
     sha, names = "", None
+    big_sha, too_large = "", None  # the last blob's `_too_large`: rows come in sha256 order
     verdicts: dict[tuple[str, str], str | None] = {}  # (sha256, arch) -> why not (one blob's)
     for k in bundle.each_kernel(on_error=lambda *_: None, order="sha256, key"):
+        if k.backend not in ("cuda", "host"):
+            continue
+        if k.sha256 != big_sha:
+            big_sha, too_large = k.sha256, _too_large(bundle, k.sha256)
         if k.backend == "cuda":
             if (k.sha256, k.arch) not in verdicts:
                 if verdicts and next(iter(verdicts))[0] != k.sha256:
                     verdicts.clear()  # rows come in sha256 order: one blob's archs held
                 verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k)
-            if why := verdicts[k.sha256, k.arch]:
-                blob = f"blob {k.sha256[:16]}"
-                yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}: {why}"
+            why = verdicts[k.sha256, k.arch]
+            if why or too_large:
+                blob = f"blob {k.sha256[:16]}" + (f": {why}" if why else f" {too_large}")
+                yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}"
             continue
-        if k.backend != "host":
+        if too_large:
+            blob = f"blob {k.sha256[:16]} {too_large}"
+            yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}"
             continue
         if k.sha256 != sha:
             sha, names = k.sha256, None
@@ -65,9 +77,10 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
     """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
     (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
     cannot be read (missing, corrupt, too large: named by other checks). Told by its first
-    `KIND_BYTES` (`head`: they give the verdict the whole gives), its sha256 checked a chunk
-    at a time (`sound`) only to confirm a wrong kind: a blob over the size warm loads too."""
-    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(start, k.arch)):
+    `KIND_BYTES` and its length (`head`: they give the verdict the whole gives), its sha256
+    checked a chunk at a time (`sound`) only to confirm a wrong kind: a blob over the size
+    warm loads too."""
+    if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(*start, k.arch)):
         return None
     try:
         return why if sound(bundle, k.sha256) else None
@@ -75,5 +88,25 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
         return None
 
 
-def _kind(data: bytes, arch: str) -> str | None:
-    return not_ptx_of(data, arch) if arch.startswith("compute_") else not_cubin_of(data, arch)
+def _too_large(bundle: Bundle, sha256: str) -> str | None:
+    """Why a sound blob (its sha256 checked a chunk at a time) is never served: over the
+    `MAX_LOADED_BYTES` warm loads (`Bundle.blob` refuses it unread: production misses its
+    kernels and compiles them, `warm check` names them); None otherwise (a blob failing its
+    sha256 or missing is named by other checks)."""
+    if (start := head(bundle, sha256, 0)) is None or start[1] <= MAX_LOADED_BYTES:
+        return None
+    try:
+        if not sound(bundle, sha256):
+            return None
+    except BundleError:
+        return None
+    return (
+        f"is {start[1]} bytes, over the limit of {MAX_LOADED_BYTES} bytes warm loads: never "
+        "served (production compiles it)"
+    )
+
+
+def _kind(data: bytes, length: int, arch: str) -> str | None:
+    if arch.startswith("compute_"):
+        return not_ptx_of(data, arch)
+    return not_cubin_of(data, arch, length)

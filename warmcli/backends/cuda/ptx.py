@@ -8,8 +8,9 @@ GPU's (an arch-specific `sm_90a` target is not forward compatible) and when it k
 version, which a driver older than the toolkit does not
 (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`): `check_ptx` refuses both with the reason;
 `not_ptx_of` and `not_cubin_of` say why a row's blob is not of its kind (PTX of a
-`compute_XX` row's arch, a cubin of an `sm_XX` row's) from its first `KIND_BYTES` alone
-(a blob's first bytes give the verdict its whole gives). Which PTX record a device is served
+`compute_XX` row's arch, a cubin of an `sm_XX` row's) from its first `KIND_BYTES` and its
+length alone (they give the verdict its whole gives: a cubin's header tables must lie
+within its length, so one cut short is no cubin). Which PTX record a device is served
 is `warmcli.backends.serving`'s rule (`choose`, `virtual_sm`), with the cubins'. Pure
 functions over bytes and records; nothing here loads, compiles or keeps state. PTX can come
 from an untrusted bundle: only its first lines are read, and anything unexpected is a
@@ -98,13 +99,15 @@ def not_ptx_of(data: bytes, arch: str) -> str | None:
     return None
 
 
-def not_cubin_of(data: bytes, arch: str) -> str | None:
+def not_cubin_of(data: bytes, arch: str, length: int | None = None) -> str | None:
     """Why `data` is not a cubin for `arch` (`sm_90`), as a cubin row's blob must be (PTX, a
-    cubin of another SM); None when it is (what `warm verify` checks, and `warm check`)."""
+    cubin of another SM, one cut short); None when it is (what `warm verify` checks, `warm
+    check`, `warm clean` and a re-warm). `data` may be a blob's first `KIND_BYTES` where
+    `length` gives the whole's (`len(data)` unless given)."""
     if is_ptx(data):
         return f"PTX, not a cubin for {arch}: its row's kind is wrong"
     try:
-        check_cubin(data, arch)
+        check_cubin(data, arch, length)
     except CubinError as exc:
         return str(exc)
     return None
