@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm, nvcc_or_skip
@@ -19,6 +20,13 @@ from warmcli import Kernel
 from warmcli.wrapper_script import SCRIPT_MARK, keyed_host_compiler
 
 ARGS = ("--arch", "sm_90", "--compiler", "nvcc")
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _wrapper(folder: Path, scale: str) -> Path:

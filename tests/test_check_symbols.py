@@ -14,12 +14,21 @@ import sqlite3
 import struct
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli.backends.host.binary import exported_symbols
 
 GONE = "row_sum_gone"  # an entry no binary defines: the row's symbol, warm's form for its key
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def test_a_symbol_the_binary_lacks_is_not_servable(warm: Warm, tmp_path: Path) -> None:

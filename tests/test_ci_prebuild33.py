@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -48,6 +49,13 @@ def workload(rt):
             assert time.monotonic() < deadline, "the other job never came"
             time.sleep(0.05)
 '''
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _kernel_rows(bundle: Path) -> list[tuple[str, str, float]]:

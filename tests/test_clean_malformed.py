@@ -10,13 +10,23 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm
 
 SPOIL = (
     "UPDATE kernels SET seconds = 'abc' WHERE entry = 'row_sum'",
     "UPDATE tunes SET pick = 'tile999' WHERE rowid = (SELECT min(rowid) FROM tunes)",
 )
+
+
+@pytest.fixture(scope="module")
+def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
+    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
+    warm, good = made
+    return ForkedWarm(warm, forking_servers), good
 
 
 def _counts(path: Path) -> tuple[int, int]:

@@ -6,9 +6,19 @@ subprocesses."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm
 from test_hostile_files import hostile
+
+
+@pytest.fixture(scope="module")
+def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
+    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
+    warm, good = made
+    return ForkedWarm(warm, forking_servers), good
 
 
 def test_verify_names_a_corrupt_fingerprint_row_as_stats_does(

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip, this_warms
@@ -17,6 +18,13 @@ from warmcli.backends.serving import Target, choose, why_not
 from warmcli.records import KernelRecord
 
 NVRTC_13_5 = this_warms("NVRTC release 13.5, V13.5.12")
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _cubin(toolchain: str) -> KernelRecord:

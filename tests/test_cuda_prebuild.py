@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,13 @@ except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
     pytest.skip(f"nvcc not found: {exc}", allow_module_level=True)
 
 MATMUL = EXAMPLES / "matmul_cuda.py"
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 @pytest.fixture(scope="module")

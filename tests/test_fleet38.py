@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,7 @@ def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
     warm: Warm,
     tmp_path: Path,
     s3_like: tuple[S3Like, str],  # noqa: F811
+    host_bundle: Callable[[Path], Path],
 ) -> None:
     """A first start on a machine whose store holds an unsigned bundle: `warm check URL`
     and production were refused in one line naming `WARM_HOME/remote/<hash>/bundle.warm`,
@@ -172,8 +174,7 @@ def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
     held, base = s3_like
     key = tmp_path / "ci.key"
     assert warm("keygen", key).returncode == 0
-    unsigned = tmp_path / "other.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", unsigned, "-q").returncode == 0
+    unsigned = host_bundle(tmp_path / "other.warm")  # the host example's, as `warm run` makes it
     held.files["/other.warm"] = unsigned.read_bytes()
     url = f"{base}/other.warm"
     machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{key}.pub")

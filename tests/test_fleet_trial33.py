@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -109,9 +110,10 @@ def test_a_push_of_a_fifo_or_folder_says_what_it_is_not_that_none_exists(
     assert said in proc.stderr and "no such" not in proc.stderr, proc.stderr
 
 
-def test_a_size_in_more_digits_than_a_float_holds_is_one_line(warm: Warm, tmp_path: Path) -> None:
-    bundle = tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+def test_a_size_in_more_digits_than_a_float_holds_is_one_line(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")  # the host example's, as `warm run` makes it
     before = bundle.read_bytes()
     proc = warm("clean", bundle, "--max-size", "9" * 400)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
@@ -126,12 +128,11 @@ def test_a_size_in_more_digits_than_a_float_holds_is_one_line(warm: Warm, tmp_pa
     "env", [{"COLUMNS": "\u00b2"}, {"LINES": "\u00b2"}, {"COLUMNS": HUGE}, {"LINES": HUGE}]
 )
 def test_a_terminal_size_int_cannot_read_is_as_unset(
-    warm: Warm, tmp_path: Path, env: dict[str, str]
+    warm: Warm, tmp_path: Path, env: dict[str, str], host_bundle: Callable[[Path], Path]
 ) -> None:
     """`COLUMNS` (and `LINES`) that is no number `int` reads, though `str.isdigit` takes it,
     is as unset: the tables print, an error is its one line."""
-    bundle = tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    bundle = host_bundle(tmp_path / "b.warm")  # the host example's, as `warm run` makes it
     odd = Warm({k: v for k, v in warm.env.items() if k not in ("COLUMNS", "LINES")} | env)
     proc = odd("stats", bundle)
     assert proc.returncode == 0 and "matmul" in proc.stdout and not proc.stderr, proc.stderr

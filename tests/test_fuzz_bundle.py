@@ -21,6 +21,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,6 +62,13 @@ def workload(rt):
     rt.launch(K, x)
     rt.tune(OP, x)
 """
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 @functools.cache

@@ -12,9 +12,11 @@ import shutil
 import sqlite3
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 from warmcli.bundle.store import Bundle
@@ -34,6 +36,20 @@ ATTACKS = {  # name: (SQL on a copy of a real bundle, what the one line names)
         "kernel id 1 is not one the bundle holds",
     ),
 }
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
+    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
+    warm, good = made
+    return ForkedWarm(warm, forking_servers), good
 
 
 def _hostile(good: Path, folder: Path, attack: str) -> Path:

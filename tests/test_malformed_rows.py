@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from big_bundle import peak_rss
@@ -52,6 +53,13 @@ r = collector.reader()
 print(json.dumps({"kernel": r.compilation.misses, "tune": r.autotune.misses,
                   "lines": [m.line() for m in r.misses()]}))
 """
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import ROOT, Warm
 
 HOST = """from warmcli import Kernel
@@ -27,6 +29,13 @@ def workload(rt):
 """
 
 HINT = "a workload takes no arguments"
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _contents(stdout: str) -> dict[str, list[str]]:

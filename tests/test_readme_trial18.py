@@ -13,12 +13,20 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _signed_then_corrupted(warm: Warm, tmp_path: Path, put: Callable[[Path], Path]) -> Path:

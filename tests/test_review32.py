@@ -49,6 +49,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -57,6 +58,13 @@ from test_unseen32 import STRICT_SERVE
 
 from warmcli.runtime.check_keys import check_identity
 from warmcli.runtime.code_digest import code_digest
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _out_first(out, inp):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
@@ -19,9 +20,11 @@ MANY = EXAMPLES / "many_kernels_host.py"
 
 
 @pytest.fixture
-def warm(tmp_path: Path) -> Warm:
+def warm(tmp_path: Path, forked: Any) -> Any:
+    """A `warm` of its own home, each command a fork of a process that imported the CLI
+    once (`tests/forked_cli.py`): no test here is of how a process starts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    return forked(Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200")))
 
 
 def ok(proc: object) -> None:

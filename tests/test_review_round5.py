@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
@@ -26,6 +27,13 @@ def workload(rt):
     {extra}
     rt.launch(INC, rt.upload(np.ones(4, np.int32)), 4)
 """
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _home_bundle(warm: Warm, tmp_path: Path) -> Path:

@@ -16,19 +16,24 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm
 
 WORKLOAD = EXAMPLES / "matmul_host.py"
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """Shard bundles of the host example, made once: `I_N.warm`, and `whole.warm`."""
+def shards(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> tuple[Any, Path]:
+    """Shard bundles of the host example, made once: `I_N.warm`, and `whole.warm`; with the
+    `warm` that made them, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
     folder = tmp_path_factory.mktemp("shards")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     warm = Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200"))
+    warm = ForkedWarm(warm, forking_servers)
     for shard in ("0/2", "1/2", "1/3", "2/3", "0/4", "1/4", "3/4"):
         name = shard.replace("/", "_")
         proc = warm("run", WORKLOAD, "--shard", shard, "-b", folder / f"{name}.warm", "-q")

@@ -15,9 +15,11 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+from forked_cli import ForkedWarm
 
 from warmcli.records import tune_key
 
@@ -26,9 +28,14 @@ SERVE = SERVE_MATMUL + "print(len(r.kernels), len(r.tunes), 'cryptography' in sy
 
 
 class Setup:
-    def __init__(self, base: Path) -> None:
+    """The module's bundles and keys, and its `warm`: each command a fork of a process that
+    imported the CLI once (`tests/forked_cli.py`); no test here is of how a process starts."""
+
+    def __init__(self, base: Path, servers: Any) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-        self.warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+        self.servers = servers
+        warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+        self.warm = ForkedWarm(warm, servers)
         self.base = base
         self.unsigned = base / "unsigned.warm"
         self.warm.json("run", MATMUL, "--bundle", self.unsigned)
@@ -66,12 +73,12 @@ class Setup:
 
     def verify(self, bundle: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env = dict(self.warm.env, WARM_TRUSTED_KEYS=str(self.pub))
-        return Warm(env)("verify", bundle, *args)
+        return ForkedWarm(Warm(env), self.servers)("verify", bundle, *args)
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
-    return Setup(tmp_path_factory.mktemp("signing"))
+def setup(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Setup:
+    return Setup(tmp_path_factory.mktemp("signing"), forking_servers)
 
 
 def test_a_signed_bundle_is_served_under_trusted_keys(setup: Setup) -> None:

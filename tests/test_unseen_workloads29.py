@@ -46,6 +46,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
@@ -357,6 +358,13 @@ def workload(rt):
         outs += [y, box.buf]
     return outs
 """
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
 
 
 def _files_beside(folder: Path) -> None:
