@@ -3,7 +3,8 @@
 The bundle is written with warm's own schema (`Bundle.create`, then one
 transaction of plain kernel inserts, much faster to build than 10,000 `put`s, and
 one `put` of every tune, so tunes are stored in the bundle's own format): kernels
-over two architectures with distinct random blobs, tunes over fifty operations
+over two architectures with distinct random blobs (each behind a cubin's header of its
+arch, as `warm verify` reads a cubin row), tunes over fifty operations
 with four candidates each. `scale_open` is the time to open it and serve one
 lookup (a kernel record, its blob checked against its sha256, a tune) against
 its 50 ms budget, with the same lookup on a one-kernel bundle beside it.
@@ -19,11 +20,13 @@ through a small launcher: `bench.rows.python_peak`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import random
 import sqlite3
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +56,15 @@ ARCHS = ("sm_80", "sm_90")
 OPERATIONS = 50
 
 
+def cubin_like(sm: int, payload: bytes) -> bytes:
+    """A cubin's ELF header for `sm` (what `warm verify` reads of a cubin row's blob: a
+    64-bit little-endian ELF, EM_CUDA, ELF ABI version 8, its SM in e_flags bits 8-15, one
+    section header right after it, within the blob), then `payload` (at least 64 bytes)."""
+    ident = b"\x7fELF\x02\x01\x01\x33\x08" + bytes(7)
+    header = (ident, 2, 190, 1, 0, 0, 64, sm << 8, 64, 0, 0, 64, 1, 0)
+    return struct.pack("<16sHHIQQQIHHHHHH", *header) + payload
+
+
 def _key(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
@@ -63,7 +75,7 @@ def build(path: Path, kernels: int, tunes: int, seed: int = 0) -> tuple[list[str
     kernel_rows, blob_rows = [], []
     for i in range(kernels):
         arch = ARCHS[i % len(ARCHS)]
-        blob = rng.randbytes(1024 + rng.randrange(2048))
+        blob = cubin_like(int(arch[3:]), rng.randbytes(1024 + rng.randrange(2048) - 64))
         sha = hashlib.sha256(blob).hexdigest()
         blob_rows.append((sha, len(blob), blob))
         key, entry = _key("k", i), f"k{i % 97}"
@@ -216,7 +228,7 @@ def _bounded(
     What bounds it is said beside: its CPU time over all its processes and the CPUs here,
     and `reader`, the time one process takes to read and check every tune (the
     bundle's reader, and by layout, as both commands' workers read them), measured in this
-    run."""
+    run. A command that does not exit 0 on it (a sound bundle) fails the row."""
     code, seconds, peak, cpu = run
     ratio = max(seconds / BOUNDED_SECONDS, peak / BOUNDED_BYTES)
     detail = (
@@ -227,4 +239,6 @@ def _bounded(
         f"the bundle's reader takes {reader[0]:.2f} s CPU in one process ({reader[1]:.2f} s "
         f"by layout, as the workers read them)"
     )
-    return at_most(name, ratio, 1.0, detail, "of 3 s and 300 MB")
+    row = at_most(name, ratio, 1.0, detail, "of 3 s and 300 MB")
+    # the bundle is sound: a command that fails on it measured no success
+    return row if code == 0 else dataclasses.replace(row, met=False)

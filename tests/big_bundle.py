@@ -3,7 +3,7 @@
 `build_big(path, kernels, tunes)` writes a bundle through warm's own schema
 (`Bundle.create`) and fills it in one transaction: `kernels` kernels over two
 architectures sharing `BLOBS` binaries (a batch shares one; each a cubin header of its
-arch, `_cubin`, so `warm verify` calls them cubins of their rows' arch), and `tunes`
+arch, `bench.scale.cubin_like`, so `warm verify` calls them cubins of their rows' arch), and `tunes`
 tunes over `OPERATIONS` operations with four measured candidates each, every row
 valid as warm writes it (format 3: keys as bytes, candidates packed with their kernel keys
 interned, a tune's key is `tune_key` of its fields). It owns no
@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
+from bench.scale import cubin_like  # kernels of `sm` share blob `r` where `r % 2` is `sm == 90`
 from warmcli.backends.toolchain import BUILD_RECIPE, RECIPE_MARK
 from warmcli.bundle.candidates import as_bytes, decode, pack
 from warmcli.bundle.store import Bundle
@@ -61,20 +61,12 @@ FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
 """
 
 
-def _cubin(sm: int, payload: bytes) -> bytes:
-    """A cubin's ELF header for `sm` (what `warm verify` reads of a cubin row's blob: a
-    64-bit little-endian ELF, EM_CUDA, ELF ABI version 8, its SM in e_flags bits 8-15, one
-    section header right after it, within the blob), then `payload` (at least 64 bytes):
-    kernels of `sm` share blob `r` where `r % 2` is `sm == 90`."""
-    ident = b"\x7fELF\x02\x01\x01\x33\x08" + bytes(7)
-    header = (ident, 2, 190, 1, 0, 0, 64, sm << 8, 64, 0, 0, 64, 1, 0)
-    return struct.pack("<16sHHIQQQIHHHHHH", *header) + payload
-
-
 def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
     """Write the bundle at `path` (see the module doc) and return `path`."""
     rng = random.Random(seed)
-    binaries = [_cubin(80 if r % 2 == 0 else 90, rng.randbytes(4096 - 64)) for r in range(BLOBS)]
+    binaries = [
+        cubin_like(80 if r % 2 == 0 else 90, rng.randbytes(4096 - 64)) for r in range(BLOBS)
+    ]
     with Bundle.create(path) as bundle, bundle.transaction() as conn:
         conn.create_function("warm_tune_key", 4, tune_key, deterministic=True)
         interned: dict[bytes, int] = {}  # format 3: a candidate's kernel key by its id
