@@ -12,7 +12,8 @@ interpreter's own exit (its teardown, `atexit`, finalizers), as a started `warm`
 One server per environment apart from `WARM_*` (`Servers`, one a test process, ended with
 the session). Not for a test of what a process starts with (its imports, descriptors,
 limits, signals, memory peak): those start `python -m warmcli` themselves, and
-`ForkedWarm.popen` and `.production` start real processes.
+`ForkedWarm.popen` and `.production` start real processes. A module imports `forked_warm`
+and `forked_made` (fixtures named `warm` and `made`) to have conftest's, each command forked.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 # The server: one request a line on stdin ({"args", "env", "cwd", "out", "err"}), answered
 # on its own copy of stdout, first the child's pid, then its exit code (as subprocess's).
@@ -167,3 +170,19 @@ class ForkedWarm:
     def production(self, *args: Any, **options: Any) -> Any:
         """`Warm.production`: a production process is started as it always is."""
         return self._warm.production(*args, **options)
+
+
+# A module of verdict commands, none of how a process starts, imports these two (`from
+# forked_cli import forked_made, forked_warm`): conftest's `warm` and `made`, each command
+# of theirs forked.
+@pytest.fixture(name="warm")
+def forked_warm(warm: Any, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
+    return forked(warm)
+
+
+@pytest.fixture(name="made", scope="module")
+def forked_made(made: tuple[Any, Path], forking_servers: Any) -> tuple[Any, Path]:
+    """conftest's `made`, its `warm` forked as `forked_warm`'s is."""
+    warm, good = made
+    return ForkedWarm(warm, forking_servers), good

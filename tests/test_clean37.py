@@ -14,12 +14,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pytest
 from conftest import EXAMPLES, Warm
-from forked_cli import ForkedWarm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 HUGE = 35_000_000  # bytes: over what warm lets SQLite load (`MAX_VALUE_BYTES`)
 # A production process: the example's workload, then each shape's row sums read back.
@@ -42,20 +40,6 @@ for rows, n, k in m.SHAPES:
     sums.append([float(x) for x in rt.read(out)])
 print(json.dumps(sums))
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
-@pytest.fixture(scope="module")
-def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
-    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
-    warm, good = made
-    return ForkedWarm(warm, forking_servers), good
 
 
 def _copy(good: Path, tmp_path: Path, *edits: str) -> Path:

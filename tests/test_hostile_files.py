@@ -14,11 +14,9 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
-from forked_cli import ForkedWarm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 from warmcli.bundle.signing import load_public_key
 
@@ -29,20 +27,6 @@ except warmcli.BundleError as exc:
     print(exc)
     sys.exit(2)
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
-@pytest.fixture(scope="module")
-def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
-    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
-    warm, good = made
-    return ForkedWarm(warm, forking_servers), good
 
 
 def one_line(proc: subprocess.CompletedProcess[str], named: str) -> str:

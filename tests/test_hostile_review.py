@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
-from forked_cli import ForkedWarm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_compact_tunes import _tune
 
 from warmcli.bundle.candidates import decode, pack
@@ -33,20 +32,6 @@ from warmcli.records import tune_key
 
 SERVE = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(r)\n"
 ESCAPES = "\x1b[31m\x1b]0;pwned\x07"
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
-@pytest.fixture(scope="module")
-def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
-    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
-    warm, good = made
-    return ForkedWarm(warm, forking_servers), good
 
 
 def crafted(good: Path, path: Path, *statements: str) -> Path:

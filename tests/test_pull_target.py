@@ -7,26 +7,11 @@ from __future__ import annotations
 
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
-from forked_cli import ForkedWarm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
-@pytest.fixture(scope="module")
-def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
-    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
-    warm, good = made
-    return ForkedWarm(warm, forking_servers), good
 
 
 def _one_line(proc: object, *needles: str) -> None:

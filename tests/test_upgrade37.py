@@ -15,11 +15,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from forked_cli import ForkedWarm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 from warmcli.backends.toolchain import BUILD_RECIPE
 
@@ -34,20 +33,6 @@ matmul_host.workload(rt)
 done = warmcli.report()
 print(json.dumps({{"compiled": len(done.kernels), "tuned": len(done.tunes)}}))
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
-@pytest.fixture(scope="module")
-def made(made: tuple[Warm, Path], forking_servers: Any) -> tuple[Any, Path]:
-    """conftest's `made`, its `warm` forked as `warm` is here (`tests/forked_cli.py`)."""
-    warm, good = made
-    return ForkedWarm(warm, forking_servers), good
 
 
 def _run(warm: Warm, older: bool, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
