@@ -22,7 +22,6 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.config import parse_size
-from warmcli.errors import CleanInterrupted
 from warmcli.ops.clean import CleanReport, Machine, clean_bundle
 
 
@@ -66,9 +65,7 @@ def clean(
             emit_json(clean_json(report))
         else:
             out.print(clean_renderable(report))
-    except CleanInterrupted as exc:  # after the removal was committed: it is kept
-        _interrupted(exc.kernels, exc.tunes)
-    except KeyboardInterrupt:  # before the report was shown, however late: what was removed
+    except KeyboardInterrupt:  # once committed (`CleanInterrupted` too), however late: kept
         if not removed:
             raise
         _interrupted(*removed)
