@@ -61,7 +61,7 @@ from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
-from warmcli.warming.crashes import CrashedCandidate, WorkerCrash, exit_crash_line
+from warmcli.warming.crashes import CrashedCandidate, WorkerCrash
 from warmcli.warming.isolation import interrupt_on_signals, run_isolated
 from warmcli.warming.passes import RunInterrupted, warm_bundle
 from warmcli.warming.workload import Workload, load_module, load_workload
@@ -276,7 +276,7 @@ def run(
         lambda: exit_code(worker),
         on_crash=_excluded,
         output=lambda: workload_output_on_stderr(as_json),  # its exit functions' too
-        on_exit_crash=lambda n: err.print(exit_crash_line(n), markup=False, highlight=False),
+        on_exit_end=lambda line: err.print(line, markup=False, highlight=False),
     )
     holds_nothing()  # the worker did the run (reaped at this process's end): no teardown
     if isinstance(outcome, WorkerCrash):

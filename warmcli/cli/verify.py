@@ -47,7 +47,7 @@ from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
-from warmcli.warming.crashes import WorkerCrash, exit_crash_line
+from warmcli.warming.crashes import WorkerCrash
 from warmcli.warming.isolation import run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
 from warmcli.warming.workload import Workload, load_module, load_workload
@@ -144,7 +144,7 @@ def verify(
     outcome = run_isolated(
         lambda: exit_code(worker),
         output=lambda: workload_output_on_stderr(as_json),  # its exit functions' too
-        on_exit_crash=lambda n: err.print(exit_crash_line(n), markup=False, highlight=False),
+        on_exit_end=lambda line: err.print(line, markup=False, highlight=False),
     )
     holds_nothing()  # the worker replayed and printed (reaped at this process's end)
     if isinstance(outcome, WorkerCrash):

@@ -1,7 +1,8 @@
 """What ended `warm run`'s worker (`warmcli.warming.isolation`), as records its caller says in
 one line: `WorkerCrash` (a signal outside any candidate, an interrupt, the workload's own
 `os._exit`) and `CrashedCandidate` (a tune candidate that crashed it, now excluded), and the
-signals that count as a crash; `exit_crash_line`, the line of its exit functions' crash. No
+signals that count as a crash; `exit_crash_line` and `exit_code_line`, the lines of its exit
+functions' crash or `os._exit`. No
 state; it never signals, forks or prints.
 """
 
@@ -29,6 +30,16 @@ def exit_crash_line(number: int) -> str:
     return (
         f"warm: warning: the workload's exit functions killed its process with "
         f"{signal_name(number)} after the run finished (ignored: the run's exit code stands)"
+    )
+
+
+def exit_code_line(code: int) -> str:
+    """The warning of a worker the workload's exit functions ended with `os._exit(code)`,
+    `code` not 0 (a failure, the exit code of a plain run), once the run had returned its
+    code: that code stands."""
+    return (
+        f"warm: warning: the workload's exit functions ended its process with os._exit({code})"
+        f" after the run finished (ignored: the run's exit code stands)"
     )
 
 

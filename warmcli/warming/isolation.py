@@ -17,8 +17,9 @@ the worker left are killed. The worker runs the workload's exit functions (`atex
 its code, however `work` ended (an interrupt too): only the workload's, the supervisor's it
 inherited forgotten at the fork, and then ends the pools `multiprocessing` left, as Python
 ends them (`warmcli.warming.leftovers`); one that ends the process (`os._exit`) or crashes it
-leaves the code `work` returned, journaled before them (a crash is told to `on_exit_crash`: the
-supervisor waits for the status of a worker that never let go).
+leaves the code `work` returned, journaled before them (a crash, or an `os._exit` with a code
+other than 0 and the run's, is told to `on_exit_end` as its warning line: the supervisor waits
+for the status of a worker that never let go).
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -52,7 +53,13 @@ from typing import Any
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_import_callback, send_again
 from warmcli.records import Record, factory
-from warmcli.warming.crashes import CRASH_SIGNALS, CrashedCandidate, WorkerCrash
+from warmcli.warming.crashes import (
+    CRASH_SIGNALS,
+    CrashedCandidate,
+    WorkerCrash,
+    exit_code_line,
+    exit_crash_line,
+)
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
 from warmcli.warming.worker_names import make_folder, remove_folder
 
@@ -280,12 +287,13 @@ def run_isolated(
     on_crash: Callable[[CrashedCandidate], None] | None = None,
     max_restarts: int = 64,
     output: Output = contextlib.nullcontext,
-    on_exit_crash: Callable[[int], None] | None = None,
+    on_exit_end: Callable[[str], None] | None = None,
 ) -> int | WorkerCrash:
     """Run `work` (returning an exit code) in a worker process; see the module doc.
     `output`: where the workload's exit functions write (its output's place in `work`);
-    `on_exit_crash`: told the signal that killed a worker once its code was returned (the
-    workload's exit functions crashed it: that code stands).
+    `on_exit_end`: told the warning line where the workload's exit functions ended a worker
+    that had returned its code (a crash, an `os._exit` with another code not 0): that code
+    stands.
 
     Returns the worker's exit code, or a `WorkerCrash` when it died of a signal outside
     a candidate's measurement (or of an interrupt it did not stop for in time), or
@@ -323,13 +331,16 @@ def run_isolated(
                 return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
             if seen.unanswered:  # interrupted where the work could not say so (printing)
                 return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
-            return seen.code & 0xFF  # (an exit function's `os._exit` does not change it)
+            ended = os.WEXITSTATUS(status)  # an exit function's `os._exit` does not change it
+            if on_exit_end is not None and ended not in (0, seen.code & 0xFF):
+                on_exit_end(exit_code_line(ended))
+            return seen.code & 0xFF
         number = os.WTERMSIG(status)
         if interrupted or number in STOP_SIGNALS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
-            if on_exit_crash is not None:
-                on_exit_crash(number)
+            if on_exit_end is not None:
+                on_exit_end(exit_crash_line(number))
             return seen.code & 0xFF
         began = seen.candidate
         if number not in CRASH_SIGNALS or began is None:
