@@ -5,6 +5,10 @@
   that crashed it was said in one warning line. Now `os._exit(N)` is said in one line too
   (the run's code stands, as the README says); `os._exit(0)`, the idiom that skips a
   library's teardown, stays silent.
+- A process the workload forked at its import (not in its entry) went on, as a copy of the
+  worker, into warm's own run: passes, a bundle write and a second report. It now ends as
+  that import ends (0, or 1 with what it raised in one line), as one forked in the entry
+  ends as the entry returns.
 
 Real CLI in a subprocess, real cc, real SQLite files.
 """
@@ -41,3 +45,43 @@ def test_an_exit_functions_nonzero_os_exit_is_one_warning_line(warm: Warm, tmp_p
             " after the run finished (ignored: the run's exit code stands)\n"
         ), done.stderr
         assert "the bundle is complete" in done.stdout
+
+
+FORKS_AT_IMPORT = r"""
+import os, sys
+MARK = os.environ["MARK"]
+pid = os.fork()
+if pid == 0:
+    open(MARK, "a").write("child imported\n")
+    if os.environ.get("CHILD_RAISES"):
+        raise ValueError("the child's import failed")
+else:
+    status = os.waitpid(pid, 0)[1]
+    open(MARK, "a").write(f"child exited {os.waitstatus_to_exitcode(status)}\n")
+"""
+
+
+def test_a_child_forked_at_import_ends_there(warm: Warm, tmp_path: Path) -> None:
+    """A process the workload forked at its import (not in its entry) went on, as the
+    worker's copy, into warm's own run: it ran the passes, wrote the bundle and printed a
+    second report. It now ends where its import ends, as one forked in the entry does:
+    exit 0, or 1 with what its import raised in one line on its stderr."""
+    (tmp_path / "w.py").write_text(FORKS_AT_IMPORT + HOST_WORKLOAD)
+    mark = tmp_path / "mark"
+    warm.env = dict(warm.env, MARK=str(mark))
+    for command, cwd in (
+        (("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "-q"), tmp_path),
+        (("run", "-m", "w", "-b", tmp_path / "m.warm", "-q"), tmp_path),
+    ):
+        mark.write_text("")
+        done = warm(*command, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("stored 1 new kernel(s)") == 1, done.stdout
+        assert done.stdout.count("verify:") == 1, done.stdout
+        assert mark.read_text() == "child imported\nchild exited 0\n"
+    warm.env = dict(warm.env, CHILD_RAISES="1")
+    mark.write_text("")
+    done = warm("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr  # the parent's import went on: the run is sound
+    assert mark.read_text() == "child imported\nchild exited 1\n"
+    assert done.stderr.count("\n") == 1 and "ValueError: the child's import failed" in done.stderr

@@ -4,7 +4,9 @@ A thread the entry started and left running is waited for, as Python waits befor
 process ends (`join_left`); an exception one does not catch ends it as under Python, said
 in one line, a note of the pass (`thread_raised`), not Python's traceback through warm's
 frames; a process the entry forked that returns or raises out of it ends there
-(`forked_child_ends`), never running warm's passes beside its parent; the pools and
+(`forked_child_ends`; one forked at its import, as that import ends: `import_ends_forked_child`),
+never running warm's passes beside its parent, nor its exit functions (a `multiprocessing`
+child's neither: a parent's `TemporaryDirectory` is not removed under it); the pools and
 managers of `multiprocessing` it left are ended as the worker ends (`end_pools`), as Python
 ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, and the
 `weakref.finalize` ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends
@@ -107,6 +109,21 @@ def forked_child_ends(parent: int, code: int, said: str = "") -> None:
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(code)
+
+
+def import_ends_forked_child(parent: int, exc: BaseException | None, failure: str = "") -> None:
+    """A process the workload forked at its import (not in its entry) ends as the import
+    returns (exit 0) or raises (`exc`: `sys.exit`'s code, else 1, `failure` said in one line),
+    as one forked in the entry does (`forked_child_ends`): it never goes on as a copy of the
+    worker, into warm's passes, store and report beside its parent."""
+    if exc is None:
+        forked_child_ends(parent, 0)
+    elif isinstance(exc, SystemExit):
+        forked_child_ends(parent, exc.code if isinstance(exc.code, int) else exc.code is not None)
+    elif isinstance(exc, KeyboardInterrupt):
+        forked_child_ends(parent, 1)
+    else:
+        forked_child_ends(parent, 1, f"warm: a process the workload forked raised: {failure}")
 
 
 def end_pools() -> None:

@@ -30,8 +30,8 @@ before a process ends, for the non-daemon threads the entry left running (not an
 worker), and an exception a thread of it does not catch ends that thread as under Python,
 said in one line (a note of the pass) where Python would print its traceback; a process
 the entry forked that returns or raises out of it ends there (`os._exit`; what it raised
-said in one line on its stderr), never running warm's passes beside its parent
-(`warmcli.warming.leftovers`).
+said in one line on its stderr), never running warm's passes beside its parent, and so does
+one it forked at import as that import ends (`warmcli.warming.leftovers`).
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.late_runtime.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
@@ -64,6 +64,7 @@ from warmcli.late_runtime import late_runtimes
 from warmcli.warming.leftovers import (
     first_line,
     forked_child_ends,
+    import_ends_forked_child,
     join_left,
     thread_raised,
     where,
@@ -303,14 +304,19 @@ def load_workload(
         raise WorkloadError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    pid = os.getpid()
     try:
         with late_runtimes() as unbound, script_argv([str(resolved)]) as argv:
             spec.loader.exec_module(module)
-    except KeyboardInterrupt:
+        import_ends_forked_child(pid, None)  # a process it forked at import ends here
+    except KeyboardInterrupt as exc:
+        import_ends_forked_child(pid, exc)
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
+        failure = _import_failure(exc, resolved, gpu_less)
+        import_ends_forked_child(pid, exc, str(failure))
         sys.modules.pop(name, None)
-        raise _import_failure(exc, resolved, gpu_less) from None
+        raise failure from None
     if stem is not None:
         known_by(module, stem, resolved)
     else:  # a worker imports it by its private name, through a stub
@@ -358,14 +364,18 @@ def load_module(
             name, found = f"{name}.__main__", main
     if spec is None or found in (None, "built-in", "frozen"):
         raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
-    origin = Path(found)
+    origin, pid = Path(found), os.getpid()
     try:
         with late_runtimes() as unbound, script_argv([str(origin)]) as argv:
             module = importlib.import_module(name)
-    except KeyboardInterrupt:
+        import_ends_forked_child(pid, None)  # a process it forked at import ends here
+    except KeyboardInterrupt as exc:
+        import_ends_forked_child(pid, exc)
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
-        raise _import_failure(exc, origin, gpu_less) from None
+        failure = _import_failure(exc, origin, gpu_less)
+        import_ends_forked_child(pid, exc, str(failure))
+        raise failure from None
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
