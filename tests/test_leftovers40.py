@@ -9,6 +9,9 @@
   worker, into warm's own run: passes, a bundle write and a second report. It now ends as
   that import ends (0, or 1 with what it raised in one line), as one forked in the entry
   ends as the entry returns.
+- A tune whose `key=` changed between warms missed as any new shape would (`shape: bundle
+  has 16, this process wants ["rows", 16]`); a key of a form none the bundle holds has now
+  says its key= may have changed (`warmcli.runtime.nearest.key_form_hint`).
 
 Real CLI in a subprocess, real cc, real SQLite files.
 """
@@ -85,3 +88,41 @@ def test_a_child_forked_at_import_ends_there(warm: Warm, tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr  # the parent's import went on: the run is sound
     assert mark.read_text() == "child imported\nchild exited 1\n"
     assert done.stderr.count("\n") == 1 and "ValueError: the child's import failed" in done.stderr
+
+
+TUNED = r"""
+import os
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= F; }"
+KEYS = {"n": lambda x, n: n, "pair": lambda x, n: ["rows", n], "default": None}
+SCALE = Tunable(
+    "scale",
+    {n: Kernel(SRC, "scale", "Pi", defines={"F": f}) for n, f in (("a", "2.0f"), ("b", "3.0f"))},
+    lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream),
+    key=KEYS[os.environ.get("KEY", "n")],
+)
+def workload(rt):
+    n = int(os.environ.get("N", "16"))
+    x = rt.buffer(n)
+    rt.tune(SCALE, x, n)
+"""
+
+KEY_CHANGED = "did the tunable's key= change since it was warmed?"
+
+
+def test_a_miss_of_a_changed_key_says_so(warm: Warm, tmp_path: Path) -> None:
+    """A tune whose `key=` changed between warms missed as a plain new shape (`shape: bundle
+    has 16, this process wants ["rows", 16]`); a key of a form none of the bundle's has (a
+    list where they are numbers, the default key where they are key='s) now says the key=
+    may have changed. A new value of the same form (16 warmed, 32 wanted) says nothing."""
+    workload, bundle = tmp_path / "t.py", tmp_path / "t.warm"
+    workload.write_text(TUNED)
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    for env, hinted in (({"KEY": "pair"}, True), ({"KEY": "default"}, True), ({"N": "32"}, False)):
+        warm.env = {k: v for k, v in warm.env.items() if k not in ("KEY", "N")} | env
+        done = warm("verify", bundle, "-w", workload, "--explain-misses")
+        misses = [line for line in done.stdout.splitlines() if line.startswith("miss: tune")]
+        assert len(misses) == 1, done.stdout + done.stderr
+        assert ": shape: bundle has 16, " in misses[0], misses[0]
+        assert (KEY_CHANGED in misses[0]) is hinted, misses[0]

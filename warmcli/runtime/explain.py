@@ -5,8 +5,9 @@ for the same kernel entry or tunable operation (an indexed query, run only on a 
 the nearest one (fewest differing key components) and naming the component that differs:
 `toolchain`, `arch`, `options`, `defines`, `source`, `headers` (those it includes from its
 include folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check),
-`shape` (shape/dtype key), `toolchain` (its pick measured on a build of its kernel not served
-here as this process's: measured again) for a tune; `absent` when the bundle holds nothing of
+`shape` (shape/dtype key; of a form no held key has, a changed `key=`'s, it says so: `nearest`),
+`toolchain` (its pick measured on a build of its kernel not served here as this process's:
+measured again) for a tune; `absent` when the bundle holds nothing of
 that entry or operation, `pending` for a tune only recorded without a GPU, `binary` for a build
 whose blob cannot be served, `corrupt` for an entry whose row is malformed (it is never served;
 a malformed row of the same entry or operation is skipped when looking for the nearest; one
@@ -36,7 +37,7 @@ from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.errors import REMOVED, BundleError
 from warmcli.kernel_parts import stored
 from warmcli.records import MissExplanation
-from warmcli.runtime.nearest import Listed, nearest, nearest_values
+from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -310,9 +311,8 @@ def explain_tune(
     if bundle.refused(key):
         return MissExplanation("tune", key, label, "unsigned", UNSIGNED)
     if record is not None and record.status == "pending":
-        return MissExplanation(
-            "tune", key, label, "pending", "bundle holds this tune only as pending (not measured)"
-        )
+        detail = "bundle holds this tune only as pending (not measured)"
+        return MissExplanation("tune", key, label, "pending", detail)
     if record is not None and record.pick in candidates:  # measured on another build of it
         detail = (
             f"bundle's pick {record.pick!r} was measured on another build of its kernel, one "
@@ -341,6 +341,8 @@ def explain_tune(
         return MissExplanation("tune", key, label, "absent", detail)
     if found.reason == "checksum" and isinstance(candidates, Mapping):
         return _which_part(bundle, found, records, wanted, candidates)
+    if found.reason == "shape" and (hint := key_form_hint(listed, shape_key)):
+        return MissExplanation("tune", key, label, "shape", found.detail + hint, found.differs)
     return found
 
 

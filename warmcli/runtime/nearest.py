@@ -13,7 +13,10 @@ keeps what the explanation says of them for the next miss: each value's shown te
 (`shown`), what it says of one index bucket (`said`), whether any held entry passes a
 test (`holds`), each held shape's parts. `shape_distance` says how near a tune's held
 shape is to the one wanted, `nearest_shapes` which are nearest (the first few, not all
-sorted) and `nearest_values` what is said of them.
+sorted) and `nearest_values` what is said of them; `key_form_hint`, the hint of a tune key
+of a form (`key_form`: its text, each word or number one letter) no held key has, as a
+changed `key=` gives (a list where they were numbers, the inputs' shapes where they were
+`key=`'s): asked once per form of a listing.
 Its answers are those of the scan. It owns only those memos, never reads
 a bundle itself and never prints.
 """
@@ -249,3 +252,23 @@ def _log(digits: str) -> float:
     if len(digits) <= 15:
         return math.log(int(digits or "0") + 1)
     return math.log(int(digits[:15])) + (len(digits) - 15) * math.log(10)
+
+
+_WORD = Pattern(r"[\w.+-]+")  # a number's, a dtype's, a JSON string's text
+KEY_CHANGED = (
+    " (no key the bundle holds for it has this one's form: did the tunable's key= change since"
+    " it was warmed? then warm it again)"
+)
+
+
+def key_form(shape: str) -> str:
+    """A tune key's form: its text, each word or number one letter (`float32[16] 16` and
+    `int8[2x4] 3` are `a[a] a`, `["rows", 16]` is `["a", a]`, `16` is `a`)."""
+    return _WORD.sub("a", shape)
+
+
+def key_form_hint(listed: Listed[Any], shape: str) -> str:
+    """`KEY_CHANGED` where no shape `listed` holds has `shape`'s form, else ""."""
+    form = key_form(shape)
+    same = listed.holds(lambda h: key_form(h.get("shape", "")) == form, "key form " + form)
+    return "" if same else KEY_CHANGED
