@@ -12,8 +12,12 @@
 - A tune whose `key=` changed between warms missed as any new shape would (`shape: bundle
   has 16, this process wants ["rows", 16]`); a key of a form none the bundle holds has now
   says its key= may have changed (`warmcli.runtime.nearest.key_form_hint`).
+- A keyed reader's first copy, the keyless reader's kept copy, refused for being over
+  WARM_REMOTE_MAX_SIZE was refused silently: with the store failing, the start's one line
+  named only the store. It now says too that the kept copy was not taken, and why.
 
-Real CLI in a subprocess, real cc, real SQLite files.
+Real CLI (and production processes) in a subprocess, real cc, real SQLite files, a real
+HTTP store (`test_fleet36.s3_like`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
+from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
 
 HOST_WORKLOAD = r"""
 import atexit, os
@@ -126,3 +132,28 @@ def test_a_miss_of_a_changed_key_says_so(warm: Warm, tmp_path: Path) -> None:
         assert len(misses) == 1, done.stdout + done.stderr
         assert ": shape: bundle has 16, " in misses[0], misses[0]
         assert (KEY_CHANGED in misses[0]) is hinted, misses[0]
+
+
+def test_a_seed_copy_refused_for_its_size_is_said(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+    s3_like: tuple[S3Like, str],  # noqa: F811
+) -> None:
+    """A keyed reader's first copy of a URL is the keyless reader's copy where its keys trust
+    it (`warmcli.bundle.remote_seed`), unless it is over WARM_REMOTE_MAX_SIZE: then it was
+    not taken, silently, and with the store down the start failed naming only the store.
+    The one line now says the kept copy was not taken, and why."""
+    held, base = s3_like
+    key, bundle, _ = signed_small
+    url = f"{base}/l40.warm"
+    held.files["/l40.warm"] = bundle.read_bytes()
+    machine = dict(warm.env, WARM_HOME=str(tmp_path / "machine"))
+    assert _serve(machine, url).returncode == 0  # the keyless reader's copy, kept
+    del held.files["/l40.warm"]  # the store loses it
+    limit = str(bundle.stat().st_size - 1)
+    keyed = dict(machine, WARM_TRUSTED_KEYS=f"{key}.pub", WARM_REMOTE_MAX_SIZE=limit)
+    started = _serve(keyed, url)
+    assert started.returncode != 0
+    last = started.stderr.strip().splitlines()[-1]
+    assert f"more than the {limit} allowed (WARM_REMOTE_MAX_SIZE)" in last, last

@@ -145,8 +145,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
-        if keys is not None and not believed(local):  # upgraded: the keyless copy, if trusted
-            seed(cache_dir(url), folder, keys, limits.max_bytes)
+        seeded = None  # upgraded: the keyless copy, if trusted (why not, for its size)
+        if keys is not None and not believed(local):
+            seeded = seed(cache_dir(url), folder, keys, limits.max_bytes)
         have = believed(local)  # a link or another's: downloaded afresh, never served
         meta = read_meta(meta_path) if have and believed(meta_path) else {}
         if meta.get("copy") != copy_identity(local):  # changed since published: not the ETag's
@@ -159,7 +160,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
         except RemoteError as exc:
             if not have:
-                raise
+                raise RemoteError(f"{exc}; {seeded}" if seeded else str(exc)) from None
             return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged, or still the one refused (said again)
             why = meta.get("refused_why") if refused else None
@@ -172,7 +173,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
                 problem = problem.removeprefix(f"{tmp}: ")
                 reason = f"{url}: download refused: {problem}"
                 if not have:
-                    raise RemoteError(reason)
+                    raise RemoteError(f"{reason}; {seeded}" if seeded else reason)
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
                     memo["refused_by"] = reader  # an upgraded warm (other keys) may read it

@@ -8,7 +8,8 @@ have no last good copy to serve. `seed` takes the old folder's copy in, under th
 lock, only where it is believed as a fetch believes its own (the folder and the file this user's
 alone, a regular file opened without waiting (never a FIFO's writer), the one published there:
 its size, time and sha256 as remembered beside it, with an ETag, and its size within what a
-download may take, `WARM_REMOTE_MAX_SIZE`: a larger one is never read), copied through a temporary
+download may take, `WARM_REMOTE_MAX_SIZE`: a larger one is never read, and the one line that
+says so is returned, for a fetch that then fails to say), copied through a temporary
 file of the keyed folder that is checked as any download is (a sound bundle, signed by the keys:
 `untrusted`) before one atomic rename publishes it; its ETag comes along, so the store is asked
 whether it changed rather than downloaded again. Any doubt, or any failure: nothing is taken (a
@@ -49,47 +50,56 @@ def _own_file(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1
 
 
-def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> None:
+def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> str | None:
     """Under `folder`'s lock, where it holds no copy: the copy in `plain` taken in where it
     is believed, of at most `max_bytes` (a download's bound) and `keys` trust it (see the
-    module doc); else nothing."""
+    module doc); else nothing. Returns why a believed copy was not taken for its size (over
+    `max_bytes`), else None."""
     try:
         st = os.lstat(plain)
         if not (stat.S_ISDIR(st.st_mode) and private(st)) or not _own_file(
             os.lstat(plain / "meta.json")
         ):
-            return
+            return None
         meta = read_meta(plain / "meta.json")
         # Never blocking: a FIFO there would hold the keyed folder's lock for good.
         source = os.open(plain / "bundle.warm", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return
+        return None
     tmp: Path | None = None
     try:
         with os.fdopen(source, "rb") as copy:
             st = os.fstat(copy.fileno())
             published = f"{st.st_size}:{st.st_mtime_ns}" == meta.get("copy")
             if not (_own_file(st) and published and meta.get("etag") and meta.get("sha256")):
-                return
+                return None
             if st.st_size > max_bytes:  # a download this large is refused: never read
-                return
+                return _too_large(plain, st.st_size, max_bytes)
             made, name = tempfile.mkstemp(dir=folder, prefix="tmp", suffix=TMP_SUFFIX)
             tmp, digest = Path(name), hashlib.sha256()
             with os.fdopen(made, "wb") as out:
                 while chunk := copy.read(CHUNK):
                     if out.tell() + len(chunk) > max_bytes:  # grown since: as a download
-                        return
+                        return _too_large(plain, out.tell() + len(chunk), max_bytes)
                     digest.update(chunk)
                     out.write(chunk)
         if digest.hexdigest() != meta["sha256"] or not_a_bundle(tmp) or untrusted(tmp, keys):
-            return
+            return None
         local = folder / "bundle.warm"
         os.replace(tmp, local)
         tmp = None
         doc = {"etag": meta["etag"], "sha256": meta["sha256"], "copy": copy_identity(local)}
         write_private(str(folder), str(folder / "meta.json"), json.dumps(doc).encode())
     except (OSError, WarmError):
-        return
+        return None
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+    return None
+
+
+def _too_large(plain: Path, size: int, max_bytes: int) -> str:
+    return (
+        f"the copy kept for readers that check no signature ({plain / 'bundle.warm'}) was not "
+        f"taken: {size} bytes, more than the {max_bytes} allowed (WARM_REMOTE_MAX_SIZE)"
+    )
