@@ -13,9 +13,9 @@ from typing import NoReturn
 import typer
 
 from warmcli.bundle.location import is_url
-from warmcli.bundle.replacing import new_or_nothing
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
+from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     JsonOpt,
@@ -62,33 +62,31 @@ def merge(
         )
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
-    merged: list[MergeReport] = []  # once OUT is in place: from then on, an interrupt says so
-    interrupted = False
-    try:
-        with new_or_nothing(target):  # a new OUT not made leaves no `OUT.lock` either
-            try:
-                report = guarded(
-                    lambda: merge_bundles(
-                        paths, target, overwrite=force, signing_key=signing_key,
-                        trusted_keys=trusted, merged=merged,
-                    )
-                )  # fmt: skip
-            except KeyboardInterrupt:  # `MergeInterrupted` too: OUT in place is kept
-                if not merged:
-                    raise
-                interrupted = True
-        if interrupted:
-            _interrupted(merged[0], output)
-        names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
+    names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
+
+    def show(report: MergeReport, _: MergeReport) -> None:
         _named_as_given(report, names)
         if as_json:
             emit_json(merge_json(report))
         else:
             out.print(merge_renderable(report))
-    except KeyboardInterrupt:  # before the report was shown, however late: what was merged
-        if not merged:
-            raise
-        _interrupted(merged[0], output)
+
+    # Once OUT is in place, an interrupt however late says what was merged into it (kept).
+    report = kept_on_interrupt(
+        target,
+        lambda merged: guarded(
+            lambda: merge_bundles(
+                paths,
+                target,
+                overwrite=force,
+                signing_key=signing_key,
+                trusted_keys=trusted,
+                merged=merged,
+            )
+        ),
+        show,
+        lambda merged: _interrupted(merged, output),
+    )
     if report.shards.get("problem"):  # written, but not what a fleet's merge should be
         err.print(
             printable(f"warm: {shown_name(output, target)}: {report.shards['problem']}"),

@@ -21,8 +21,9 @@ import typer
 from warmcli.bundle.location import is_url, not_a_file
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
-from warmcli.bundle.replacing import copy_into, new_or_nothing
+from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
+from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     JsonOpt,
@@ -107,23 +108,13 @@ def pull(
     got = guarded(lambda: fetch(url, keys))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
-    done: list[tuple[int, int]] = []  # once PATH is in place: from then on, said so
-    interrupted = False
-    try:
-        with new_or_nothing(target):  # a new PATH not made leaves no `PATH.lock` either
-            try:
-                guarded(lambda: copy_into(got.path, target, force, done))
-            except KeyboardInterrupt:  # `PullInterrupted` too: PATH in place is kept
-                if not done:
-                    raise
-                interrupted = True
-        if interrupted:
-            _interrupted(url, target, *done[0])
-        _said(url, target, *done[0], as_json)
-    except KeyboardInterrupt:  # before it was said, however late: the pull is kept, said so
-        if not done:
-            raise
-        _interrupted(url, target, *done[0])
+    # Once PATH is in place, an interrupt however late says it was pulled (kept).
+    kept_on_interrupt(
+        target,
+        lambda done: guarded(lambda: copy_into(got.path, target, force, done)),
+        lambda _, dropped: _said(url, target, *dropped, as_json),
+        lambda dropped: _interrupted(url, target, *dropped),
+    )
 
 
 def _gone(url: str, target: Path, kernels: int, tunes: int) -> str:
