@@ -15,6 +15,10 @@
 - A keyed reader's first copy, the keyless reader's kept copy, refused for being over
   WARM_REMOTE_MAX_SIZE was refused silently: with the store failing, the start's one line
   named only the store. It now says too that the kept copy was not taken, and why.
+- SIGTERM to `warm run` whose workload's own SIGTERM handler calls `sys.exit` (as the README
+  advises production to) was told as the workload calling sys.exit, exit 2; it is the stop
+  it was sent now: `warm: interrupted`, exit 130 (what happens without such a handler:
+  exit functions run, TMPDIR clean, the bundle whole).
 
 Real CLI (and production processes) in a subprocess, real cc, real SQLite files, a real
 HTTP store (`test_fleet36.s3_like`).
@@ -22,6 +26,8 @@ HTTP store (`test_fleet36.s3_like`).
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 from conftest import Warm
@@ -157,3 +163,46 @@ def test_a_seed_copy_refused_for_its_size_is_said(
     assert started.returncode != 0
     last = started.stderr.strip().splitlines()[-1]
     assert f"more than the {limit} allowed (WARM_REMOTE_MAX_SIZE)" in last, last
+
+
+STOPPED = r"""
+import atexit, os, signal, sys, tempfile, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as gunicorn's, as the README advises
+SCRATCH = tempfile.TemporaryDirectory(prefix="app-scratch-")
+atexit.register(lambda: open(os.environ["MARK"], "a").write("exit function ran\n"))
+""" + HOST_WORKLOAD.replace(
+    "    return o\n",
+    '    if os.environ.get("SLEEP"):\n'
+    '        open(os.environ["MARK"], "a").write("ready\\n")\n'
+    "        time.sleep(30)\n"
+    "    return o\n",
+)
+
+
+def test_sigterm_to_a_run_whose_workload_exits_on_it_is_an_interrupt(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """SIGTERM to `warm run` is forwarded to its worker; a workload whose own SIGTERM handler
+    calls `sys.exit` (as the README advises for production) was told `workload called
+    sys.exit(0) during CompileOnly: a workload returns...`, exit 2, blaming the workload for
+    the stop the user asked for. It is an interrupt now, as without that handler: `warm:
+    interrupted: ... kept`, exit 130, the exit functions run, TMPDIR clean, the bundle whole."""
+    workload, bundle, mark, tmp = tmp_path / "w.py", tmp_path / "b.warm", tmp_path / "m", tmp_path
+    workload.write_text(STOPPED)
+    (tmp / "t").mkdir()
+    warm.env = dict(warm.env, MARK=str(mark), TMPDIR=str(tmp / "t"))
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    mark.write_text("")
+    warm.env = dict(warm.env, SLEEP="1")
+    proc = warm.popen("run", workload, "-b", bundle, "-q")
+    deadline = time.monotonic() + 30
+    while "ready" not in mark.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stdout + stderr
+    assert stderr.startswith("warm: interrupted") and stderr.count("\n") == 1, stderr
+    assert mark.read_text() == "ready\nexit function ran\n"
+    assert list((tmp / "t").iterdir()) == []
+    warm.env.pop("SLEEP")
+    assert warm("verify", bundle, "-w", workload, "-q").returncode == 0

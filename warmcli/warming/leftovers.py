@@ -14,10 +14,12 @@ ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, an
 from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
-No state; it never runs a workload's entry itself (only the exit functions the workload left,
-in the worker). It writes on stderr only where Python would, in a process of the workload's: a
-forked child's last words, and one line for an exit function that raised (in the worker,
-within the output its caller names: `warmcli.warming.isolation`); else a note of the pass.
+`stopped_by_signal` tells a `sys.exit` that the workload's own stop signal handler made (a
+stop, not an exit). No state; it never runs a workload's entry itself (only the exit
+functions the workload left, in the worker). It writes on stderr only where Python would,
+in a process of the workload's: a forked child's last words, and one line for an exit
+function that raised (in the worker, within the output its caller names:
+`warmcli.warming.isolation`); else a note of the pass.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -94,6 +97,23 @@ def join_left(running: set[threading.Thread]) -> None:
     for thread in threading.enumerate():
         if thread not in running and not thread.daemon and thread not in idle:
             thread.join()
+
+
+def stopped_by_signal(exc: SystemExit) -> bool:
+    """Whether `exc` rose through the handler the workload set for a stop signal (SIGINT,
+    SIGTERM, SIGHUP: a `sys.exit` there, as gunicorn's, as the README advises production to
+    do): the process was stopped, as warm's own handler says by `KeyboardInterrupt`, not a
+    workload that exits."""
+    codes = set()
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        handler = signal.getsignal(s)
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)  # a method's too
+        if code is not None:
+            codes.add(code)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code not in codes:
+        tb = tb.tb_next
+    return tb is not None
 
 
 def forked_child_ends(parent: int, code: int, said: str = "") -> None:

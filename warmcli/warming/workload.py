@@ -13,7 +13,8 @@ first on `sys.path`; a package's `__main__` where it has one), so a workload ins
 package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
-`BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
+`BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point (but one its own
+SIGINT, SIGTERM or SIGHUP handler made: a stop, `KeyboardInterrupt`) becomes one
 `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
@@ -66,6 +67,7 @@ from warmcli.warming.leftovers import (
     forked_child_ends,
     import_ends_forked_child,
     join_left,
+    stopped_by_signal,
     thread_raised,
     where,
 )
@@ -139,6 +141,8 @@ class Workload:
             raise
         except SystemExit as exc:
             forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
+            if stopped_by_signal(exc):  # its SIGTERM handler's sys.exit: stopped, as by Ctrl-C
+                raise KeyboardInterrupt from None
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
                 f"{pass_name}: a workload returns, it does not exit the process"
@@ -316,6 +320,8 @@ def load_workload(
         failure = _import_failure(exc, resolved, gpu_less)
         import_ends_forked_child(pid, exc, str(failure))
         sys.modules.pop(name, None)
+        if isinstance(exc, SystemExit) and stopped_by_signal(exc):  # a stop (see `run`)
+            raise KeyboardInterrupt from None
         raise failure from None
     if stem is not None:
         known_by(module, stem, resolved)
@@ -375,6 +381,8 @@ def load_module(
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
         failure = _import_failure(exc, origin, gpu_less)
         import_ends_forked_child(pid, exc, str(failure))
+        if isinstance(exc, SystemExit) and stopped_by_signal(exc):  # a stop (see `run`)
+            raise KeyboardInterrupt from None
         raise failure from None
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
