@@ -13,13 +13,14 @@ first on `sys.path`; a package's `__main__` where it has one), so a workload ins
 package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
-`BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point) becomes one
-`WorkloadError` whose message names the workload's own file and line (a file of a package
-whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
-(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
-no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
-runtime. Either way the runtime is bound while the entry runs (`warmcli.runtime.binding`),
-so PyCUDA-style launches go through it; an
+`BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
+which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the entry
+point) becomes one `WorkloadError` whose message names the workload's own file and line
+(a file of a package whose relative import fails, run as a script, is told its `-m`
+name). With a fallback entry (`main()` of a PyCUDA script, `--pycuda`), a file without
+the entry uses it, and it may take no argument (or only defaulted ones,
+`main(argv=None)`): it is then called without the runtime. Either way the runtime is bound
+while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through it; an
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
@@ -149,6 +150,9 @@ class Workload:
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
+            if isinstance(exc, BrokenPipeError) and _stdout_reader_gone():  # `| head`: exit 1
+                forked_child_ends(pid, 1)
+                raise
             said = f"{where(exc, self.path)}{type(exc).__name__}: {message_of(exc).strip()}"
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
@@ -162,6 +166,18 @@ class Workload:
             if folder is not None:
                 with contextlib.suppress(OSError):  # a folder the workload removed stays left
                     os.chdir(folder)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout (descriptor 1) is a pipe whose reader went away: `poll` says POLLERR."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, AttributeError, ValueError):  # no `poll` (Windows), no descriptor 1
+        return False
 
 
 def _run_to_its_end(result: Any) -> None:

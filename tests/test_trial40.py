@@ -1,0 +1,84 @@
+"""trial40: two teams adopt warm from the README alone, with workloads it has not seen.
+
+A platform team pre-builds PyCUDA-style bundles in CI for named architectures and merges,
+signs and checks them; a data-science team warms messy host workloads (chatty, threaded,
+reading its environment, writing files, piped into `head`). The real CLI in a subprocess,
+the real cc, real bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+CHATTY = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+SCALE = Kernel("void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }",
+               "scale", "Pi")
+
+def workload(rt):
+    x = rt.upload(np.ones(8, np.float32))
+    rt.launch(SCALE, x, 8)
+    for i in range(5000):
+        print("step", i, "of a chatty pipeline", flush=True)
+"""
+
+
+def test_chatty_workload_piped_into_a_reader_that_goes_away(warm: Warm, tmp_path: Path) -> None:
+    """`warm run w.py | head -1` of a workload that prints a lot: its print meets stdout's
+    reader gone, which the README says ends the command with exit 1 and nothing said; it
+    was `warm: error: workload raised during CompileOnly: w.py:13: BrokenPipeError` and
+    exit 2, blaming the workload for the pipe's reader."""
+    work = tmp_path / "chatty.py"
+    work.write_text(CHATTY)
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before the first line (`| head -0`, `| false`)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", "run", str(work), "-b", str(tmp_path / "c.warm")],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=warm.env,
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (1, "")
+
+
+BROKEN_OWN_PIPE = """
+import os
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+SCALE = Kernel("void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }",
+               "scale", "Pi")
+
+def workload(rt):
+    x = rt.upload(np.ones(8, np.float32))
+    rt.launch(SCALE, x, 8)
+    r, w = os.pipe()
+    os.close(r)
+    os.write(w, b"lost")
+"""
+
+
+def test_workload_own_broken_pipe_is_still_its_error(warm: Warm, tmp_path: Path) -> None:
+    """A BrokenPipeError of the workload's own pipe (not stdout's) stays a workload error:
+    one line naming its line, exit 2."""
+    work = tmp_path / "ownpipe.py"
+    work.write_text(BROKEN_OWN_PIPE)
+    proc = warm("run", work, "-b", tmp_path / "o.warm", "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "ownpipe.py:15: BrokenPipeError" in proc.stderr
+    assert "Traceback" not in proc.stderr
