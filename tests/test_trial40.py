@@ -82,3 +82,31 @@ def test_workload_own_broken_pipe_is_still_its_error(warm: Warm, tmp_path: Path)
     assert proc.returncode == 2, proc.stderr
     assert "ownpipe.py:15: BrokenPipeError" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_option_of_the_other_workload_command_is_named_as_warms(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify B --workload app.py --pycuda` (the CI team replaying its PyCUDA script as
+    it warmed it) was told `a workload takes no arguments (--pycuda): warm runs it with
+    sys.argv holding only its path...`: --pycuda is warm run's option, not the script's.
+    The line now says verify takes none, and what replays such a script (README: `warm
+    verify --workload` takes no `--pycuda`: warm run's own verify pass is the replay);
+    likewise one of verify's given to run."""
+    work = tmp_path / "app.py"
+    work.write_text("def workload(rt):\n    pass\n")
+    proc = warm("verify", tmp_path / "b.warm", "--workload", work, "--pycuda")
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "warm verify takes no --pycuda (an option of warm run)" in lines[0]
+    assert "warm run's own verify pass" in lines[0]
+    assert "a workload takes no arguments" not in lines[0]
+    proc = warm("run", work, "-b", tmp_path / "r.warm", "--explain-misses")
+    assert proc.returncode == 2
+    assert "warm run takes no --explain-misses (an option of warm verify)" in proc.stderr
+    assert "a workload takes no arguments" not in proc.stderr
+    assert not (tmp_path / "r.warm").exists()
+    proc = warm("run", work, "-b", tmp_path / "r.warm", "--n", "8")  # the workload's: as before
+    assert proc.returncode == 2
+    assert "a workload takes no arguments (--n)" in proc.stderr
