@@ -110,3 +110,26 @@ def test_an_option_of_the_other_workload_command_is_named_as_warms(
     proc = warm("run", work, "-b", tmp_path / "r.warm", "--n", "8")  # the workload's: as before
     assert proc.returncode == 2
     assert "a workload takes no arguments (--n)" in proc.stderr
+
+
+def test_a_main_of_the_runtime_is_named_by_the_hint(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -m dsapp` of a package whose `__main__.py` has `def main(rt=None)` and an
+    `if __name__ == "__main__": main()` block was told only to call that code from its
+    entry function; `--entry main` (the README's way to name another entry) runs it as it
+    is, so the line says so; a `main()` that takes no runtime gets no such hint."""
+    package = tmp_path / "dsapp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "def main(rt=None):\n    pass\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    proc = warm("run", "-m", "dsapp", "-b", tmp_path / "d.warm", "-q", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("(or name its main(...) with --entry main)"), proc.stderr
+    proc = warm("run", "-m", "dsapp", "--entry", "main", "-b", tmp_path / "d.warm", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    work = tmp_path / "noarg.py"
+    work.write_text("def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n")
+    proc = warm("run", work, "-b", tmp_path / "n.warm", "-q")
+    assert proc.returncode == 2
+    assert "--entry main" not in proc.stderr

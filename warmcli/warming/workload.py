@@ -69,7 +69,7 @@ from warmcli.warming.leftovers import (
     thread_raised,
     where,
 )
-from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv
+from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv, runtime_main
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -282,6 +282,7 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
         hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
+        hint += " (or name its main(...) with --entry main)" if runtime_main(path, entry) else ""
         raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}{hint}")
     try:
         inspect.signature(function).bind(None)
