@@ -8,6 +8,7 @@ import cycle. It holds no other state and never calls the library.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 import typer
@@ -75,7 +76,9 @@ class WarmCommand(_PlainParams, TyperCommand):
             at = _token(given_args, exc.option_name)
             if ctx.resilient_parsing or at is None or not self._workload_in(ctx, given_args, at):
                 raise
-            said = _no_arguments(given_args[at])  # (as given: `--n=8`; what follows may be warm's)
+            other = _owner(self.name, exc.option_name)  # `verify ... --pycuda`: run's option
+            said = _not_here(self.name, exc.option_name, other) if other else None
+            said = said or _no_arguments(given_args[at])  # (as given: `--n=8`)
             raise UsageError(f"{exc.format_message()}; {said}", ctx) from None
         ctx.allow_extra_args = False
         params = ctx.params
@@ -171,6 +174,33 @@ def _no_arguments(given: str) -> str:
         "holding only its path; give it settings in environment variables, or warm a module "
         "of your own that sets them and calls it"
     )
+
+
+def _owner(command: str, option: str) -> str | None:
+    """The other workload command (`run`, `verify`) whose own option `option` is, else None
+    (its command module imported: only on this error's path)."""
+    from typer.models import OptionInfo
+
+    for other in WORKLOAD_COMMANDS:
+        if other == command:
+            continue
+        importlib.import_module(f"warmcli.cli.{COMMANDS[other]}")
+        for info in app.registered_commands:
+            if (info.name or getattr(info.callback, "__name__", "")) != other:
+                continue
+            for param in inspect.signature(info.callback).parameters.values():
+                default = param.default
+                if isinstance(default, OptionInfo) and option in (default.param_decls or ()):
+                    return other
+    return None
+
+
+def _not_here(command: str, option: str, other: str) -> str:
+    """The one line for an option of warm `other` given to warm `command` after its workload."""
+    why = {
+        ("verify", "--pycuda"): ": warm run's own verify pass is the replay of a PyCUDA script"
+    }.get((command, option), "")
+    return f"warm {command} takes no {option} (an option of warm {other}){why}"
 
 
 WORKLOAD_COMMANDS = ("run", "verify")  # commands that run a workload (it sees no arguments)

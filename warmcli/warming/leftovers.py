@@ -14,12 +14,13 @@ ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, an
 from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
-`stopped_by_signal` tells a `sys.exit` that the workload's own stop signal handler made (a
-stop, not an exit). No state; it never runs a workload's entry itself (only the exit
-functions the workload left, in the worker). It writes on stderr only where Python would,
-in a process of the workload's: a forked child's last words, and one line for an exit
-function that raised (in the worker, within the output its caller names:
-`warmcli.warming.isolation`); else a note of the pass.
+`stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
+1, as Python does); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
+signal handler made (a stop, not an exit). No state; it never runs a workload's entry
+itself (only the exit functions the workload left, in the worker). It writes on stderr
+only where Python would, in a process of the workload's: a forked child's last words, and
+one line for an exit function that raised (in the worker, within the output its caller
+names: `warmcli.warming.isolation`); else a note of the pass.
 """
 
 from __future__ import annotations
@@ -114,6 +115,18 @@ def stopped_by_signal(exc: SystemExit) -> bool:
     while tb is not None and tb.tb_frame.f_code not in codes:
         tb = tb.tb_next
     return tb is not None
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout (descriptor 1) is a pipe whose reader went away: `poll` says POLLERR."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, AttributeError, ValueError):  # no `poll` (Windows), no descriptor 1
+        return False
 
 
 def forked_child_ends(parent: int, code: int, said: str = "") -> None:

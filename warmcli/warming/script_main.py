@@ -2,7 +2,8 @@
 
 `warm run` imports a workload file and calls its entry function, so the block a script
 runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
-one (for the hint `MAIN_GUARD_HINT` errors and empty runs give), and `main_argv` what a
+one (for the hint `MAIN_GUARD_HINT` errors and empty runs give), `runtime_main` whether it
+defines a `main` one argument calls (the hint `--entry main`), and `main_argv` what a
 PyCUDA script's block passes its `main(argv)`: `sys.argv` or `sys.argv[1:]`, so warm
 passes the same (the script's own `sys.argv`), not its runtime. Read from the file's text
 (its syntax tree, for `main_argv`); no state, nothing imported or run, never raises for a
@@ -42,6 +43,24 @@ def guarded_main(path: Path) -> bool:
     block (False where it cannot be read)."""
     text = _text(path)
     return text is not None and _MAIN_GUARD.search(text) is not None
+
+
+def runtime_main(path: Path, entry: str) -> bool:
+    """Whether the file defines, at its top level, a `main` other than `entry` that one
+    argument can call (`main(rt)`, `main(rt=None)`): what `--entry main` would name."""
+    text = _text(path)
+    try:
+        tree = ast.parse(text) if text is not None and entry != "main" else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in tree.body if tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main":
+            a = node.args
+            positional = [*a.posonlyargs, *a.args]
+            required = len(positional) - len(a.defaults)
+            required_kw = sum(d is None for d in a.kw_defaults)
+            return required <= 1 and (bool(positional) or a.vararg is not None) and not required_kw
+    return False
 
 
 def _is_argv(node: ast.expr) -> bool:

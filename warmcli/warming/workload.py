@@ -13,9 +13,10 @@ first on `sys.path`; a package's `__main__` where it has one), so a workload ins
 package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
-`BaseException` but Ctrl-C's) or a `sys.exit` inside the entry point (but one its own
-SIGINT, SIGTERM or SIGHUP handler made: a stop, `KeyboardInterrupt`) becomes one
-`WorkloadError` whose message names the workload's own file and line (a file of a package
+`BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
+which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the entry point
+(but one its own SIGINT, SIGTERM or SIGHUP handler made: a stop, `KeyboardInterrupt`) becomes
+one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
 no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
@@ -67,11 +68,12 @@ from warmcli.warming.leftovers import (
     forked_child_ends,
     import_ends_forked_child,
     join_left,
+    stdout_reader_gone,
     stopped_by_signal,
     thread_raised,
     where,
 )
-from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv
+from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv, runtime_main
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -154,6 +156,9 @@ class Workload:
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
+            if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head`: exit 1
+                forked_child_ends(pid, 1)
+                raise
             said = f"{where(exc, self.path)}{type(exc).__name__}: {message_of(exc).strip()}"
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
@@ -271,6 +276,7 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
         hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
+        hint += " (or name its main(...) with --entry main)" if runtime_main(path, entry) else ""
         raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}{hint}")
     try:
         inspect.signature(function).bind(None)
