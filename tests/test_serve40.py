@@ -19,6 +19,7 @@ from conftest import ROOT, Warm
 
 from bench import generated
 from warmcli import Kernel
+from warmcli import kernel as kernel_module
 from warmcli.kernel import kernel_key
 
 SOURCE = "void touch(int *p, int n) { if (n < 0) p[0] = V; }"
@@ -70,6 +71,19 @@ def test_keys_are_byte_identical_to_mains(
     for name in ("CPATH", "C_INCLUDE_PATH"):
         monkeypatch.delenv(name, raising=False)
     assert kernel_key(kernel, arch, toolchain) == key
+
+
+def test_content_hash_is_the_digest_of_its_content_past_the_memo_of_its_tails() -> None:
+    """A content hash writes the text after its defines once per shape (`_TAILS`): each is
+    still the digest of its content as JSON, the memo bounded, a shape past it written anew."""
+    shapes = [
+        Kernel(f"{SOURCE} /* {i} */", "touch", "Pi", defines={"V": v, "W": "x"}, options=("-O2",))
+        for i in range(kernel_module._MAX_QUOTED + 8)
+        for v in (1, 2)
+    ]
+    for kernel in shapes:
+        assert kernel.content_hash == kernel_module._digest(kernel._content())
+    assert len(kernel_module._TAILS) <= kernel_module._MAX_QUOTED
 
 
 def _main_tree(tmp: Path) -> Path:
