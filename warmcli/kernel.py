@@ -21,9 +21,9 @@ there (`warmcli.headers`), by their names and content, not the include folders' 
 (`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); nvcc's
 host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest beside it
 (`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
-the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share),
-and of whether a source includes a header by its path, and those variables, read once; it
-compiles nothing.
+the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a
+content hash's text after its defines), and of whether a source includes a header by its
+path, and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -236,13 +236,18 @@ class Kernel(Record):
             written = f"[{_STRING(name)},{_STRING(value)}]"
         else:
             written = ",".join([f"[{_STRING(k)},{_STRING(v)}]" for k, v in defines])
-        text = (
-            f'{{"defines":[{written}],"entry":{_STRING(self.entry)},'
-            f'"language":{_STRING(self.language)},'
-            f'"options":[{",".join(map(_STRING, options))}],'
-            f'"params":{_STRING(self.params)},"source":{_QUOTED.get(source) or _quote(source)}}}'
-        )
-        return hashlib.sha256(text.encode()).hexdigest()
+        shape = (self.entry, self.language, options, self.params, source)
+        tail = _TAILS.get(shape)  # what follows its defines: written once for its variants
+        if tail is None:
+            tail = (
+                f'],"entry":{_STRING(self.entry)},"language":{_STRING(self.language)},'
+                f'"options":[{",".join(map(_STRING, options))}],'
+                f'"params":{_STRING(self.params)},'
+                f'"source":{_QUOTED.get(source) or _quote(source)}}}'
+            )
+            if len(_TAILS) < _MAX_QUOTED and len(tail) <= _MAX_QUOTED_CHARS:
+                _TAILS[shape] = tail
+        return hashlib.sha256(f'{{"defines":[{written}{tail}'.encode()).hexdigest()
 
     def _content(self) -> dict[str, object]:
         """What `content_hash` digests, as a JSON object."""
@@ -299,6 +304,8 @@ _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes
 # them, quoted once: at most `_MAX_QUOTED` of them, each of at most `_MAX_QUOTED_CHARS`
 # (a few MB in all, whatever a process keys), never evicted (any other is quoted anew).
 _QUOTED: dict[str, str] = {}
+# A content hash's text after its defines, by the kernel's other parts; bounded as `_QUOTED`.
+_TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
 _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
