@@ -9,10 +9,12 @@ import hashlib
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (the fixture)
 from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
 
@@ -57,3 +59,77 @@ def test_a_cubin_row_of_an_arch_of_non_decimal_digits_is_named_not_a_traceback(
     assert cleaned.returncode == 0 and "Traceback" not in said, said[-1500:]
     assert "would remove 1 kernel(s)" in said, said[-1500:]
     assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before
+
+
+# `warm ARGS` run in this process (a real CLI, its own Python), then the bytes it read.
+_READ = """
+import runpy, sys
+sys.argv = ["warm", *sys.argv[1:]]
+try:
+    runpy.run_module("warmcli", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+with open("/proc/self/io") as io:
+    read = next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+print(f"warm-read {read} {code}", file=sys.stderr)
+"""
+MB = 1 << 20
+
+
+def _warm_read(warm: Warm, *args: object) -> tuple[int, int, str]:
+    """(exit code, bytes read, what it said) of `warm ARGS` run in a process of its own."""
+    env = dict(warm.env, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", _READ, *map(str, args)],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    said, last = done.stderr.rsplit("warm-read ", 1)
+    read, code = last.split()
+    return int(code), int(read), done.stdout + said
+
+
+def _named_by_many(bundle: Path, arch: str, rows: int, archs: object, pad: bytes) -> str:
+    """`rows` kernel rows (their arch `archs(i)`, their kernel made up: key and symbol as a
+    reader keys them) that all name one blob: the first `arch` row's blob padded to 8 MB."""
+    with sqlite3.connect(bundle) as conn:
+        row = list(conn.execute("SELECT * FROM kernels WHERE arch = ? LIMIT 1", (arch,)).fetchone())
+        (data,) = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (row[7],)).fetchone()
+        big = bytes(data) + pad * (8 * MB - len(data))
+        sha = hashlib.sha256(big).hexdigest()
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (sha, len(big), big))
+        parts, tool, entry = json.loads(row[9]), row[8], row[4]
+        for i in range(rows):
+            own = archs(i)  # type: ignore[operator]
+            kernel = hashlib.sha256(f"made up {i}".encode()).hexdigest()
+            made = dict(parts, arch=own, kernel=kernel)
+            key = key_of(kernel, own, made.get("headers", ""), tool)
+            cubin = key_of(kernel, "sm_90", made.get("headers", ""), tool)  # a PTX row's symbol
+            cubin = cubin if own.startswith("compute_") else key
+            values = [key, *row[1:3], own, entry, f"{row[5]}#{i}", f"warm_{cubin[:16]}_{entry}"]
+            values += [sha, tool, json.dumps(made, sort_keys=True), *row[10:]]
+            conn.execute(f"INSERT INTO kernels VALUES ({', '.join('?' * len(values))})", values)
+    conn.close()
+    return sha
+
+
+def test_verify_hashes_a_blob_many_rows_name_once_not_once_a_row(
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+    warm: Warm,
+) -> None:
+    """`warm verify` and `warm clean` confirm a CUDA blob of the wrong kind by its sha256,
+    read whole (`blobs.sound`), once per (blob, arch): rows of made-up archs all naming one
+    blob had it hashed once a row, so the time grew with rows times the blob's size, not
+    with the file's (a 256 MB blob named by 100,000 rows: hours). It is hashed once now."""
+    bundle = tmp_path / "archs.warm"
+    shutil.copyfile(cuda_small, bundle)
+    rows = 24
+    sha = _named_by_many(bundle, "sm_90", rows, lambda i: f"x{i}", b"\0")
+    for command, code, named in (
+        ("verify", 1, f"blob {sha[:16]}: 'x"),
+        ("clean --dry-run", 0, f"would remove {rows} kernel(s)"),
+    ):
+        done, read, said = _warm_read(warm, *command.split(), bundle)
+        assert done == code and "Traceback" not in said, said[-1500:]
+        assert said.count(named) == (rows if command == "verify" else 1), said[-1500:]
+        assert read < 6 * 8 * MB, (command, read // MB)  # it read 192 MB and more
