@@ -133,3 +133,21 @@ def test_verify_hashes_a_blob_many_rows_name_once_not_once_a_row(
         assert done == code and "Traceback" not in said, said[-1500:]
         assert said.count(named) == (rows if command == "verify" else 1), said[-1500:]
         assert read < 6 * 8 * MB, (command, read // MB)  # it read 192 MB and more
+
+
+def test_check_reads_a_ptx_blob_many_kernels_name_once(
+    tmp_path: Path,
+    cuda_small: Path,  # noqa: F811
+    warm: Warm,
+) -> None:
+    """`warm check --arch sm_90` read and hashed a PTX row's blob again for each kernel it
+    judged (its verdict was never kept, a cubin's is): kernels made up, each with only a
+    PTX row naming one blob of PTX padded to 8 MB, were as many whole reads (100,000 of a
+    64 MB blob: hours). One read a blob and device now, its verdict the same."""
+    bundle = tmp_path / "ptx.warm"
+    shutil.copyfile(cuda_small, bundle)
+    _named_by_many(bundle, "compute_90", 24, lambda i: "compute_90", b" ")
+    code, read, said = _warm_read(warm, "check", "--arch", "sm_90", bundle)
+    assert code == 1 and "Traceback" not in said, said[-1500:]  # (its tunes pending)
+    assert "8 kernel(s), 6 tune(s): 6 not servable here" in said, said[-1500:]
+    assert read < 6 * 8 * MB, read // MB  # it read 192 MB and more

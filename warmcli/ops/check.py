@@ -109,7 +109,7 @@ TUNE_GROUPS = (
 )
 _SERVED_ORDER = "device, arch, label, key"  # production's order of a kernel's builds
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
-# sha256 -> (why its blob cannot be served, "" when it can; a host binary's exported names).
+# sha256 (PTX's: its arch, the device's) -> (why not servable, "" if it is; a host binary's names).
 Blobs = dict[str, tuple[str, frozenset[str] | None]]
 _NAMED = 64  # archs of one kernel's builds (devices of one tune) named in why not servable
 
@@ -165,10 +165,10 @@ def _unsigned_miss(kind: str, key: str, label: str) -> MissExplanation:
 def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
     """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
     failing its sha256, PTX that device's driver cannot JIT, a cubin row's no cubin of its
-    SM, a host binary not exporting the record's symbol (read once, its names kept)."""
+    SM, a host binary not exporting the record's symbol (each blob read once, its verdict kept)."""
     ptx = virtual_sm(record.arch) is not None
-    cached = None if ptx else blobs.get(record.sha256)
-    if cached is None:
+    held = record.sha256 + (f" {record.arch} {offer.id} {offer.arch} {offer.driver}" if ptx else "")
+    if (cached := blobs.get(held)) is None:
         symbols = None
         try:
             data = bundle.blob(record.sha256)
@@ -182,10 +182,10 @@ def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: Dev
         except BundleError as exc:
             problem = f"bundle's build: {exc}"
         except PtxError as exc:
-            return f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
+            problem = f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
         if len(blobs) >= _BLOBS_HELD:
             blobs.clear()
-        cached = blobs[record.sha256] = (problem, symbols)
+        cached = blobs[held] = (problem, symbols)
     problem, symbols = cached
     if not problem and symbols is not None and record.symbol not in symbols:
         return (
