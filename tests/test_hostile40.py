@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (the fixture)
-from test_leftovers39 import cuda_small  # noqa: F401  (the fixture)
+from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
 
 from warmcli.kernel_parts import key_of
 
@@ -151,3 +153,67 @@ def test_check_reads_a_ptx_blob_many_kernels_name_once(
     assert code == 1 and "Traceback" not in said, said[-1500:]  # (its tunes pending)
     assert "8 kernel(s), 6 tune(s): 6 not servable here" in said, said[-1500:]
     assert read < 6 * 8 * MB, read // MB  # it read 192 MB and more
+
+
+def _tunes_of_their_own(bundle: Path, n: int) -> None:
+    """`n` kernels of the first row's entry (each its own, its label and content made up:
+    key and symbol as a reader keys them, its blob the first row's) and `n` measured tunes
+    (the first tune's, other shapes) whose candidates all name one of them each."""
+    from warmcli.bundle import candidates
+    from warmcli.records import tune_key
+
+    with sqlite3.connect(bundle) as conn:
+        row = list(conn.execute("SELECT * FROM kernels LIMIT 1").fetchone())
+        parts, tool, entry = json.loads(row[9]), row[8], row[4]
+        ids = dict(conn.execute("SELECT id, key FROM tune_kernels"))
+        tune = list(conn.execute("SELECT * FROM tunes LIMIT 1").fetchone())
+        picks = candidates.decode(tune[7], lambda i: bytes(ids[i]).hex())
+        kernels, tunes = [], []
+        for i in range(n):
+            made = dict(parts, kernel=hashlib.sha256(f"made up {i}".encode()).hexdigest())
+            key = key_of(made["kernel"], row[3], made.get("headers", ""), tool)
+            symbol, text = f"warm_{key[:16]}_{entry}", json.dumps(made, sort_keys=True)
+            label = f"{row[5]}#{i}"
+            kernels.append([key, *row[1:4], entry, label, symbol, *row[7:9], text, *row[10:]])
+            shape = f"{tune[2]} #{i}"
+            named = candidates.pack(replace(c, kernel_key=key) for c in picks)
+            tk = bytes.fromhex(tune_key(tune[1], shape, tune[3], tune[4].hex()))
+            tunes.append([tk, tune[1], shape, *tune[3:7], named, *tune[8:]])
+        conn.executemany(f"INSERT INTO kernels VALUES ({', '.join('?' * 14)})", kernels)
+        conn.executemany(f"INSERT INTO tunes VALUES ({', '.join('?' * 11)})", tunes)
+    conn.close()
+
+
+def _check_cpu(warm: Warm, bundle: Path, **env: str) -> tuple[float, str]:
+    """The CPU seconds `warm check BUNDLE` took (its process's, user and system), its line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", "check", bundle],
+        capture_output=True, text=True, env=dict(warm.env, **env), cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-800:]
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return cpu, done.stdout.splitlines()[1]
+
+
+def test_check_with_no_compiler_judges_tunes_of_their_own_kernels_in_linear_time(
+    warm: Warm,
+    tmp_path: Path,
+    signed_small: tuple[Path, Path, Path],  # noqa: F811
+) -> None:
+    """With no compiler here, `warm check` judged each measured tune's pick against the build
+    production is served, found by reading every row of the pick's entry once per kernel
+    (hostile38 kept 4,096 verdicts; a tune naming a kernel of its own missed them all):
+    n tunes each picking its own kernel of one entry read n x n rows (2,000: 55 s; a
+    few MB of bundle could run for hours). Each kernel's verdict is kept as it is judged
+    now (`served_builds`, a temporary file): as fast as with a compiler, the same verdict."""
+    _, _, unsigned = signed_small
+    bundle = tmp_path / "own.warm"
+    shutil.copyfile(unsigned, bundle)
+    _tunes_of_their_own(bundle, 500)
+    with_cc, said = _check_cpu(warm, bundle)
+    without, said_without = _check_cpu(warm, bundle, WARM_CC=str(tmp_path / "no-cc"))
+    assert said == said_without, (said, said_without)
+    assert "505 kernel(s), 501 tune(s): 500 not servable here" in said, said
+    assert without < 3 * with_cc + 0.5, (without, with_cc)  # it took 10 times as long
