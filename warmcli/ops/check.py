@@ -1,37 +1,34 @@
 """Preflight: can this machine serve a bundle's entries, without running a workload?
 
-For every device here, every kernel the bundle holds (for any arch) must have a build that
-runs on that device by `warmcli.backends.serving`'s rule (arch, and the driver's CUDA
-version, which a compile-only device is given by `warm check --driver`; any toolchain, the
-device's own preferred), and the blob of that build must match its sha256 (a host build: be
-an ELF this machine's loader takes that exports the build's symbol,
-`warmcli.backends.host.binary`; a cubin row's: a cubin of its SM, not PTX). A kernel whose
-cubins are all for older architectures than a GPU here, but whose PTX (`compute_XX`) that
-GPU's driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable and listed apart
-(`jit`): a slower first load, still no compile by warm. Every tune (operation, shapes,
-candidate set) must have a measured pick on that device's fingerprint (a pending tune is not
-servable). The builds (tune records) for other archs of an entry servable here are counted
-as "not for this machine", never failing; those of an entry not servable here are not (the
-entry is counted once, as not servable); entries of a backend with no device here (CUDA
-without a GPU or `--arch`) in `unchecked`, never judged (one no warm serves: `device`, not
-servable); a malformed entry is not servable (reason `corrupt`), nor a measured tune whose
-pick's kernel the bundle does not serve (reason `absent`: production compiles it, or, its
-own build another, measures the tune again; one point read per such tune) or whose build of
-it is another toolchain's (of this warm's build recipe) that does not run here as its own,
-or, with no compiler, as the build it is served (reason `toolchain`: production measures the
-tune again on the build it runs; the entry's builds read once per pick and device, the first
-`_BLOBS_HELD` remembered), nor, under trusted keys, a row none of them signed, which
-production never serves (reason `unsigned` where it was the build or record that device
-would have used). `check_servable` returns each as a `MissExplanation` (the differing
-component, what the bundle has against what this machine has). The entries are streamed in
-the order that groups one kernel's builds (one tune's devices) together, each group read
-once, holding for each device here the build it would be served (its tune record) and the
-first `_NAMED` archs (devices) to name: memory holds that, the first `LISTED` explanations
-and the counts, however many builds one kernel has and whatever the bundle's size. It reads
-the bundle, hashes the blobs it would serve (one over `MAX_LOADED_BYTES`, which serving
-refuses unread, is named so, unread) and probes compilers; it never compiles, launches or
-prints. A bundle whose SQL indexes disagree with its rows is refused first
-(`warmcli.bundle.consistency`).
+For every device here, every kernel the bundle holds (for any arch) must have a build that runs on
+that device by `warmcli.backends.serving`'s rule (arch, and the driver's CUDA version, which a
+compile-only device is given by `warm check --driver`; any toolchain, the device's own preferred),
+and the blob of that build must match its sha256 (a host build: be an ELF this machine's loader
+takes that exports the build's symbol, `warmcli.backends.host.binary`; a cubin row's: a cubin of
+its SM, not PTX). A kernel whose cubins are all for older architectures than a GPU here, but whose
+PTX (`compute_XX`) that GPU's driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable
+and listed apart (`jit`): a slower first load, still no compile by warm. Every tune (operation,
+shapes, candidate set) must have a measured pick on that device's fingerprint (a pending tune is
+not servable). The builds (tune records) for other archs of an entry servable here are counted as
+"not for this machine", never failing; those of an entry not servable here are not (the entry is
+counted once, as not servable); entries of a backend with no device here (CUDA without a GPU or
+`--arch`) in `unchecked`, never judged (one no warm serves: `device`, not servable); a malformed
+entry is not servable (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does
+not serve (reason `absent`: production compiles it, or, its own build another, measures the tune
+again; one point read per such tune) or whose build of it is another toolchain's (of this warm's
+build recipe) that does not run here as its own, or, with no compiler, as the build it is served
+(reason `toolchain`: production measures the tune again on the build it runs, as its kernel was
+judged: `served_builds`), nor, under trusted keys, a row none of them signed, which production
+never serves (reason `unsigned` where it was the build or record that device would have used).
+`check_servable` returns each as a `MissExplanation` (the differing component, what the bundle has
+against what this machine has). The entries are streamed in the order that groups one kernel's
+builds (one tune's devices) together, each group read once, holding for each device here the build
+it would be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds
+that, the first `LISTED` explanations and the counts, however many builds one kernel has and
+whatever the bundle's size. It reads the bundle, hashes the blobs it would serve (one over
+`MAX_LOADED_BYTES`, which serving refuses unread, is named so, unread) and probes compilers; it
+never compiles, launches or prints. A bundle whose SQL indexes disagree with its rows is refused
+first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
@@ -49,6 +46,7 @@ from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, vi
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.ops.served_builds import UNKNOWN, ServedBuilds
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
 from warmcli.runtime.explain import UNSIGNED, MissExplanation, corrupt_entry, explained
@@ -66,7 +64,7 @@ class CheckReport:
     unservable_count: int = 0
     jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
     other: int = 0  # servable entries' builds for other archs ("not for this machine")
-    served_by: dict[tuple[str, ...], str | None] = field(default_factory=dict)  # `_pick_served`
+    served_by: ServedBuilds = field(default_factory=ServedBuilds)  # for `_pick_served`
     unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
 
     def skip(self, kind: str, key: str, label: str, backend: str, what: str, n: int = 1) -> None:
@@ -99,17 +97,18 @@ class CheckReport:
         return refuse
 
 
-# SQL orders that stream one kernel's builds (`serving.same_kernel`), one tune's devices
-# (`_tune_group`), next to each other: a malformed `components` sorts as empty.
+# SQL orders streaming one kernel's builds (`same_kernel`, in `_SERVED_ORDER`: `choose` keeps the
+# first of equals), one tune's devices (`_tune_group`), together (bad `components`: as empty).
 _PART = "coalesce(CASE WHEN json_valid(components) THEN json_extract(components, '$.{}') END, '')"
-KERNEL_GROUPS = ", ".join(["backend, entry, label", *(_PART.format(c) for c in SAME_PARTS)])
+_PARTS = ", ".join(map(_PART.format, SAME_PARTS))
+KERNEL_GROUPS = f"backend, entry, label, {_PARTS}, device, arch, key"
 TUNE_GROUPS = (
     "CASE WHEN instr(device, '|') > 0 THEN substr(device, 1, instr(device, '|') - 1) "
     "ELSE device END, operation, shape_key, checksum"
 )
 _SERVED_ORDER = "device, arch, label, key"  # production's order of a kernel's builds
 _BLOBS_HELD = 4096  # blob verdicts remembered (a batch's blob serves many kernels)
-# sha256 -> (why its blob cannot be served, "" when it can; a host binary's exported names).
+# sha256 (PTX's: its arch, the device's) -> (why not servable, "" if it is; a host binary's names).
 Blobs = dict[str, tuple[str, frozenset[str] | None]]
 _NAMED = 64  # archs of one kernel's builds (devices of one tune) named in why not servable
 
@@ -165,10 +164,10 @@ def _unsigned_miss(kind: str, key: str, label: str) -> MissExplanation:
 def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
     """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
     failing its sha256, PTX that device's driver cannot JIT, a cubin row's no cubin of its
-    SM, a host binary not exporting the record's symbol (read once, its names kept)."""
+    SM, a host binary not exporting the record's symbol (each blob read once, its verdict kept)."""
     ptx = virtual_sm(record.arch) is not None
-    cached = None if ptx else blobs.get(record.sha256)
-    if cached is None:
+    held = record.sha256 + (f" {record.arch} {offer.id} {offer.arch} {offer.driver}" if ptx else "")
+    if (cached := blobs.get(held)) is None:
         symbols = None
         try:
             data = bundle.blob(record.sha256)
@@ -182,10 +181,10 @@ def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: Dev
         except BundleError as exc:
             problem = f"bundle's build: {exc}"
         except PtxError as exc:
-            return f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
+            problem = f"bundle has {record.arch} PTX for it, which {offer.id} cannot JIT: {exc}"
         if len(blobs) >= _BLOBS_HELD:
             blobs.clear()
-        cached = blobs[record.sha256] = (problem, symbols)
+        cached = blobs[held] = (problem, symbols)
     problem, symbols = cached
     if not problem and symbols is not None and record.symbol not in symbols:
         return (
@@ -240,6 +239,8 @@ def _check_kernels(
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
     served = True  # by every device here: only then are its other builds not for this machine
     for o, target, pick, misfit, left in zip(here, targets, chosen, unfit, unsigned, strict=True):
+        if o.toolchain is None:  # what a tune's pick of it is served here, for `_pick_served`
+            report.served_by.put((o.fingerprint, *same_kernel(first)), pick and pick.toolchain)
         if pick is None:
             why = _unrunnable(first, misfit, target, sorted(held))
             report.refuse(why if left is None else _unsigned_miss("kernel", left.key, left.label))
@@ -303,9 +304,9 @@ def _pick_served(
 ) -> None:
     """A measured tune whose pick's kernel the bundle does not serve (absent, or unsigned
     under trusted keys) is not servable: production hits it, then compiles that kernel, or
-    (where its own build is another key) measures it again; nor
-    is one whose pick's build does not run on `offer` as its own (or, with no compiler, as
-    the build it is served): production measures the tune again on that one."""
+    (where its own build is another key) measures it again; nor is one whose pick's build
+    does not run on `offer` as its own (or, with no compiler, the build it is served, as
+    `_check_kernels` found it): production measures the tune again on that one."""
     kernel = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
     try:
         record = bundle.kernel(kernel)
@@ -320,12 +321,11 @@ def _pick_served(
         return
     target = Target(offer.backend, offer.arch, offer.driver, offer.toolchain)
     if offer.toolchain is None:  # no compiler: production runs the build it is served
-        kin, served = (offer.fingerprint, *same_kernel(record)), report.served_by
-        if (toolchain := served.get(kin, "?")) == "?":  # a kernel's builds read once, not per tune
+        kin = (offer.fingerprint, *same_kernel(record))  # as its kernel was judged, else read:
+        if (toolchain := report.served_by.get(kin)) == UNKNOWN:
             builds = bundle.each_kernel(record.entry, lambda *_: None, order=_SERVED_ORDER)
             found = choose((k for k in builds if same_kernel(k) == kin[1:]), target, _any)
             toolchain = found.toolchain if found else None
-            served.update({kin: toolchain} if len(served) < _BLOBS_HELD else {})
         target = Target(offer.backend, offer.arch, offer.driver, toolchain, own=False)
     why = why_not(record, target)
     if why is not None and why[0] == "toolchain":

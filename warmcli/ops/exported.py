@@ -39,17 +39,18 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
     blob, sound, is over the size warm loads, and why."""
     sha, names = "", None
     big_sha, too_large = "", None  # the last blob's `_too_large`: rows come in sha256 order
+    is_sound = _LastSound(bundle)  # one blob's sha256 checked once, however many rows name it
     verdicts: dict[tuple[str, str], str | None] = {}  # (sha256, arch) -> why not (one blob's)
     for k in bundle.each_kernel(on_error=lambda *_: None, order="sha256, key"):
         if k.backend not in ("cuda", "host"):
             continue
         if k.sha256 != big_sha:
-            big_sha, too_large = k.sha256, _too_large(bundle, k.sha256)
+            big_sha, too_large = k.sha256, _too_large(bundle, k.sha256, is_sound)
         if k.backend == "cuda":
             if (k.sha256, k.arch) not in verdicts:
                 if verdicts and next(iter(verdicts))[0] != k.sha256:
                     verdicts.clear()  # rows come in sha256 order: one blob's archs held
-                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k)
+                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k, is_sound)
             why = verdicts[k.sha256, k.arch]
             if why or too_large:
                 blob = f"blob {k.sha256[:16]}" + (f": {why}" if why else f" {too_large}")
@@ -73,7 +74,26 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
             )
 
 
-def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
+class _LastSound:
+    """`sound` of the last blob asked about (False where it cannot be read), remembered:
+    rows come in sha256 order, so a blob that many rows name, under as many archs, is hashed
+    once, not once a row (a 32 MB blob named by 160 rows of made-up archs was hashed 160
+    times: verify's time grew with rows times the blob's size, not the file's)."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle, self.sha256, self.held = bundle, "", False
+
+    def __call__(self, sha256: str) -> bool:
+        if sha256 != self.sha256:
+            try:
+                held = sound(self.bundle, sha256)
+            except BundleError:
+                held = False
+            self.sha256, self.held = sha256, held
+        return self.held
+
+
+def _cuda_problem(bundle: Bundle, k: KernelRecord, is_sound: _LastSound) -> str | None:
     """Why a CUDA row's blob is not of its kind: PTX of its arch for a PTX row
     (`compute_XX`), a cubin of its SM for a cubin row; None when it is, or when the blob
     cannot be read (missing, corrupt, too large: named by other checks). Told by its first
@@ -82,23 +102,17 @@ def _cuda_problem(bundle: Bundle, k: KernelRecord) -> str | None:
     warm loads too."""
     if (start := head(bundle, k.sha256, KIND_BYTES)) is None or not (why := _kind(*start, k.arch)):
         return None
-    try:
-        return why if sound(bundle, k.sha256) else None
-    except BundleError:
-        return None
+    return why if is_sound(k.sha256) else None
 
 
-def _too_large(bundle: Bundle, sha256: str) -> str | None:
+def _too_large(bundle: Bundle, sha256: str, is_sound: _LastSound) -> str | None:
     """Why a sound blob (its sha256 checked a chunk at a time) is never served: over the
     `MAX_LOADED_BYTES` warm loads (`Bundle.blob` refuses it unread: production misses its
     kernels and compiles them, `warm check` names them); None otherwise (a blob failing its
     sha256 or missing is named by other checks)."""
     if (start := head(bundle, sha256, 0)) is None or start[1] <= MAX_LOADED_BYTES:
         return None
-    try:
-        if not sound(bundle, sha256):
-            return None
-    except BundleError:
+    if not is_sound(sha256):
         return None
     return (
         f"is {start[1]} bytes, over the limit of {MAX_LOADED_BYTES} bytes warm loads: never "

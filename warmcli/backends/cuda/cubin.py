@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass
 
 from warmcli.errors import CubinError
+from warmcli.printable import Pattern
 
 EM_CUDA = 190
 SHT_SYMTAB = 2
@@ -37,6 +38,7 @@ _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _SECTION = struct.Struct("<IIQQQQIIQQ")
 _SYMBOL = struct.Struct("<IBBHQQ")
 _PROGRAM_HEADER_BYTES = 56  # an ELF64 program header's
+_ARCH = Pattern(r"sm_([0-9]{2,3})[af]?")  # what `check_cubin` takes (`sm_90`, `sm_90a`)
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,11 @@ def check_cubin(data: bytes, arch: str, length: int | None = None) -> None:
     """Raise CubinError unless `data` is a cubin for `arch` (`sm_90a` matches an sm_90 cubin)
     whose header's tables lie within its `length` bytes (`len(data)` unless given: `data`
     may then be its first bytes only, an ELF header's worth)."""
-    want = arch.removeprefix("sm_").rstrip("af")
-    if not want.isdigit():
+    want = _ARCH.fullmatch(arch)  # ASCII digits: `int` refuses '²', which isdigit() takes
+    if want is None:
         raise CubinError(f"{arch!r} is not an sm_XX architecture")
     got = cubin_sm(data)
-    if got != int(want):
+    if got != int(want.group(1)):
         raise CubinError(f"cubin is for sm_{got}, not {arch}")
     _within(_header(data), len(data) if length is None else length)
 
