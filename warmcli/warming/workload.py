@@ -15,7 +15,8 @@ this can go wrong (a missing file, a file that is not Python, a syntax error, an
 raises, no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
 which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the entry point
-(but one its own SIGINT, SIGTERM or SIGHUP handler made: a stop, `KeyboardInterrupt`) becomes
+(but one its own SIGINT, SIGTERM or SIGHUP handler made, called for that signal: a stop,
+`KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
