@@ -21,7 +21,9 @@ Real signals sent to this process, the real CLI in a subprocess, real files.
 from __future__ import annotations
 
 import functools
+import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -123,3 +125,40 @@ def test_a_workload_calling_its_own_handler_is_its_sys_exit(warm: Warm, tmp_path
     assert done.returncode == 2, done.stderr
     assert "workload called sys.exit(0)" in done.stderr, done.stderr
     assert "interrupted" not in done.stderr, done.stderr
+
+
+PRINTS_AT_IMPORT = (
+    'print("loading", flush=True)\n'
+    + HOST
+    + r"""
+def workload(rt):
+    o = rt.buffer(4, "float32")
+    rt.launch(K, o, 4)
+    return o
+"""
+)
+
+
+@pytest.mark.parametrize("how", ["file", "module"])
+def test_a_print_at_import_meeting_stdouts_reader_gone(
+    warm: Warm, tmp_path: Path, how: str
+) -> None:
+    """`warm run w.py | head` where the print is at the workload's import: exit 1 and
+    nothing said, as the README says (and as the same print in its entry gives)."""
+    (tmp_path / "w.py").write_text(PRINTS_AT_IMPORT)
+    given = (tmp_path / "w.py",) if how == "file" else ("-m", "w")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the workload prints
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "warmcli", "run", *map(str, given), "-b", "b.warm", "-q"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=warm.env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (1, ""), done.stderr

@@ -15,7 +15,8 @@ from its supervisor by the fork are forgotten there (`forget_inherited`). `first
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
-1, as Python does); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
+1, as Python does, at the workload's import too: `import_raised`, what an import that
+raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
 signal handler made (a stop, not an exit). No state; it never runs a workload's entry
 itself (only the exit functions the workload left, in the worker). It writes on stderr
 only where Python would, in a process of the workload's: a forked child's last words, and
@@ -176,6 +177,20 @@ def import_ends_forked_child(parent: int, exc: BaseException | None, failure: st
         forked_child_ends(parent, 1)
     else:
         forked_child_ends(parent, 1, f"warm: a process the workload forked raised: {failure}")
+
+
+def import_raised(parent: int, exc: BaseException, failure: BaseException) -> BaseException:
+    """What the worker raises for a workload import that raised `exc` (`failure`, its one
+    line), a process it forked ended first (`import_ends_forked_child`): a print that met
+    stdout's reader gone (`| head`) stays the `BrokenPipeError` the worker ends on with
+    exit 1, nothing said, as in its entry; a stop signal handler's `sys.exit`, a stop."""
+    if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        forked_child_ends(parent, 1)
+        return exc
+    import_ends_forked_child(parent, exc, str(failure))
+    if isinstance(exc, SystemExit) and stopped_by_signal(exc):
+        return KeyboardInterrupt()
+    return failure
 
 
 def end_pools() -> None:
