@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 
 from warmcli.warming.leftovers import stopped_by_signal
+from warmcli.warming.script_main import runtime_main
 
 
 @pytest.fixture
@@ -162,3 +163,26 @@ def test_a_print_at_import_meeting_stdouts_reader_gone(
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (1, ""), done.stderr
+
+
+def test_no_entry_main_hint_for_a_decorated_main(warm: Warm, tmp_path: Path) -> None:
+    """`@click.command() def main(n)` looks like a main one argument calls, but `--entry
+    main` calls the command with the runtime, which fails; the hint named it."""
+    script = tmp_path / "cli.py"
+    script.write_text(
+        "import click\n@click.command()\n@click.option('--n', default=1)\ndef main(n):\n"
+        "    print(n)\nif __name__ == '__main__':\n    main()\n"
+    )
+    assert not runtime_main(script, "workload")
+    done = warm("run", script, "-b", tmp_path / "b.warm", cwd=ROOT)
+    assert done.returncode == 2 and "--entry main" not in done.stderr, done.stderr
+    plain = tmp_path / "plain.py"
+    plain.write_text("def main(rt=None):\n    pass\nif __name__ == '__main__':\n    main()\n")
+    assert runtime_main(plain, "workload")  # undecorated: hinted, as before
+
+
+def test_the_last_main_defined_is_the_one_hinted(tmp_path: Path) -> None:
+    """Python binds the last `def main`: the hint asks about that one, not the first."""
+    script = tmp_path / "twice.py"
+    script.write_text("def main(rt):\n    pass\ndef main(a, b, c):\n    pass\n")
+    assert not runtime_main(script, "workload")
