@@ -186,3 +186,28 @@ def test_the_last_main_defined_is_the_one_hinted(tmp_path: Path) -> None:
     script = tmp_path / "twice.py"
     script.write_text("def main(rt):\n    pass\ndef main(a, b, c):\n    pass\n")
     assert not runtime_main(script, "workload")
+
+
+class _CountedShape(dict[str, str]):
+    """A fake held tune's components that counts how often its shape is read."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "shape":
+            _CountedShape.reads += 1
+        return super().get(key, default)
+
+
+def test_the_key_form_hint_reads_a_listings_shapes_once() -> None:
+    """Each miss of a key form not seen before read every held shape again (1M tune rows of
+    an operation: ~1 s a miss); the listing's forms are now made once, at its first hint."""
+    from warmcli.runtime.nearest import KEY_CHANGED, Listed, key_form_hint
+
+    held = [_CountedShape(shape=f"float32[{i}] {i}") for i in range(1000)]
+    listed: Listed[Any] = Listed(held)
+    _CountedShape.reads = 0
+    wanted = ['["rows", 16]', '["rows", 16, 2]', "[1, 2, 3]", "float32[7] 7", "7"]
+    hints = [key_form_hint(listed, shape) for shape in wanted]
+    assert hints == [KEY_CHANGED, KEY_CHANGED, KEY_CHANGED, "", KEY_CHANGED]
+    assert _CountedShape.reads == len(held)
