@@ -16,7 +16,7 @@ shape is to the one wanted, `nearest_shapes` which are nearest (the first few, n
 sorted) and `nearest_values` what is said of them; `key_form_hint`, the hint of a tune key
 of a form (`key_form`: its text, each word or number one letter) no held key has, as a
 changed `key=` gives (a list where they were numbers, the inputs' shapes where they were
-`key=`'s): asked once per form of a listing.
+`key=`'s): the held keys' forms made once per listing (`forms`).
 Its answers are those of the scan. It owns only those memos, never reads
 a bundle itself and never prints.
 """
@@ -67,6 +67,7 @@ class Listed(Generic[_Row]):
         self._last: tuple[list[Mapping[str, str]], _BucketName] | None = None  # `said`'s
         self._said: dict[tuple[str, _BucketName], Any] = {}
         self._holds: dict[str, bool] = {}
+        self.forms: set[str] | None = None  # each held tune key's form (`key_form_hint`)
         self.shapes: dict[str, _Parts] = {}  # a held shape's parts (`nearest_shapes`)
 
     def said(self, component: str, near: Sequence[Mapping[str, str]], say: Callable[[], _T]) -> _T:
@@ -268,7 +269,9 @@ def key_form(shape: str) -> str:
 
 
 def key_form_hint(listed: Listed[Any], shape: str) -> str:
-    """`KEY_CHANGED` where no shape `listed` holds has `shape`'s form, else ""."""
-    form = key_form(shape)
-    same = listed.holds(lambda h: key_form(h.get("shape", "")) == form, "key form " + form)
-    return "" if same else KEY_CHANGED
+    """`KEY_CHANGED` where no shape `listed` holds has `shape`'s form, else "" (the forms
+    held made once per listing: a miss of another form reads no held shape again)."""
+    forms = listed.forms
+    if forms is None:
+        forms = listed.forms = {key_form(h.get("shape", "")) for h in listed.held}
+    return "" if key_form(shape) in forms else KEY_CHANGED

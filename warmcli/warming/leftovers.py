@@ -15,7 +15,8 @@ from its supervisor by the fork are forgotten there (`forget_inherited`). `first
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
-1, as Python does); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
+1, as Python does, at the workload's import too: `import_raised`, what an import that
+raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
 signal handler made (a stop, not an exit). No state; it never runs a workload's entry
 itself (only the exit functions the workload left, in the worker). It writes on stderr
 only where Python would, in a process of the workload's: a forked child's last words, and
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
+import itertools
 import os
 import signal
 import sys
@@ -35,6 +38,7 @@ import traceback
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from warmcli.errors import message_of
@@ -101,20 +105,36 @@ def join_left(running: set[threading.Thread]) -> None:
 
 
 def stopped_by_signal(exc: SystemExit) -> bool:
-    """Whether `exc` rose through the handler the workload set for a stop signal (SIGINT,
-    SIGTERM, SIGHUP: a `sys.exit` there, as gunicorn's, as the README advises production to
-    do): the process was stopped, as warm's own handler says by `KeyboardInterrupt`, not a
-    workload that exits."""
-    codes = set()
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        handler = signal.getsignal(s)
-        code = getattr(getattr(handler, "__func__", handler), "__code__", None)  # a method's too
-        if code is not None:
-            codes.add(code)
+    """Whether `exc` rose through a handler Python called for a stop signal (SIGINT, SIGTERM,
+    SIGHUP: a `sys.exit` there, as gunicorn's, as the README advises production to do): the
+    process was stopped, as warm's own handler says by `KeyboardInterrupt`, not a workload
+    that exits. A handler is known as Python calls one, not by what is set now (a function,
+    a method, a `functools.partial`, an object's `__call__`, one that reset its signal
+    first): a frame whose arguments are a stop signal's number and the frame it interrupted
+    (its caller); the same function the workload called itself is no stop."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code not in codes:
+    while tb is not None and not _called_for_stop(tb.tb_frame):
         tb = tb.tb_next
     return tb is not None
+
+
+def _called_for_stop(frame: FrameType) -> bool:
+    code, caller = frame.f_code, frame.f_back
+    varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    if caller is None or not (code.co_argcount or varargs):
+        return False
+    values = frame.f_locals
+    args = [values.get(name) for name in code.co_varnames[: code.co_argcount]]
+    if varargs:
+        extra = values.get(code.co_varnames[code.co_argcount + code.co_kwonlyargcount])
+        args += list(extra) if isinstance(extra, tuple) else []
+    return any(
+        type(number) is int and number in _STOPS and interrupted is caller
+        for number, interrupted in itertools.pairwise(args)
+    )
+
+
+_STOPS = frozenset({int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)})
 
 
 def stdout_reader_gone() -> bool:
@@ -157,6 +177,20 @@ def import_ends_forked_child(parent: int, exc: BaseException | None, failure: st
         forked_child_ends(parent, 1)
     else:
         forked_child_ends(parent, 1, f"warm: a process the workload forked raised: {failure}")
+
+
+def import_raised(parent: int, exc: BaseException, failure: BaseException) -> BaseException:
+    """What the worker raises for a workload import that raised `exc` (`failure`, its one
+    line), a process it forked ended first (`import_ends_forked_child`): a print that met
+    stdout's reader gone (`| head`) stays the `BrokenPipeError` the worker ends on with
+    exit 1, nothing said, as in its entry; a stop signal handler's `sys.exit`, a stop."""
+    if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        forked_child_ends(parent, 1)
+        return exc
+    import_ends_forked_child(parent, exc, str(failure))
+    if isinstance(exc, SystemExit) and stopped_by_signal(exc):
+        return KeyboardInterrupt()
+    return failure
 
 
 def end_pools() -> None:

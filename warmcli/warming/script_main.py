@@ -3,11 +3,11 @@
 `warm run` imports a workload file and calls its entry function, so the block a script
 runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
 one (for the hint `MAIN_GUARD_HINT` errors and empty runs give), `runtime_main` whether it
-defines a `main` one argument calls (the hint `--entry main`), and `main_argv` what a
-PyCUDA script's block passes its `main(argv)`: `sys.argv` or `sys.argv[1:]`, so warm
-passes the same (the script's own `sys.argv`), not its runtime. Read from the file's text
-(its syntax tree, for `main_argv`); no state, nothing imported or run, never raises for a
-file it cannot read or parse.
+defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
+`main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
+`sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime.
+Read from the file's text (its syntax tree, for `runtime_main` and `main_argv`); no state,
+nothing imported or run, never raises for a file it cannot read or parse.
 """
 
 from __future__ import annotations
@@ -47,20 +47,26 @@ def guarded_main(path: Path) -> bool:
 
 def runtime_main(path: Path, entry: str) -> bool:
     """Whether the file defines, at its top level, a `main` other than `entry` that one
-    argument can call (`main(rt)`, `main(rt=None)`): what `--entry main` would name."""
+    argument can call (`main(rt)`, `main(rt=None)`): what `--entry main` would name. The
+    last `def main` is the one Python binds; one behind a decorator (`@click.command()`) is
+    another callable, which `--entry main` would not call as written: no such main."""
     text = _text(path)
     try:
         tree = ast.parse(text) if text is not None and entry != "main" else None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    for node in tree.body if tree is not None else ():
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main":
-            a = node.args
-            positional = [*a.posonlyargs, *a.args]
-            required = len(positional) - len(a.defaults)
-            required_kw = sum(d is None for d in a.kw_defaults)
-            return required <= 1 and (bool(positional) or a.vararg is not None) and not required_kw
-    return False
+    defined = [
+        node
+        for node in (tree.body if tree is not None else ())
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main"
+    ]
+    if not defined or defined[-1].decorator_list:
+        return False
+    a = defined[-1].args
+    positional = [*a.posonlyargs, *a.args]
+    required = len(positional) - len(a.defaults)
+    required_kw = sum(d is None for d in a.kw_defaults)
+    return required <= 1 and (bool(positional) or a.vararg is not None) and not required_kw
 
 
 def _is_argv(node: ast.expr) -> bool:

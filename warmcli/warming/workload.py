@@ -12,10 +12,12 @@ private name, from a stub (`warmcli.warming.worker_names`).
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way
 this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
-raises, no entry point, an entry point that takes no runtime argument, an exception (any
+raises (but a print of it that meets stdout's reader gone, which the worker ends on as
+below), no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
 which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the entry point
-(but one its own SIGINT, SIGTERM or SIGHUP handler made: a stop, `KeyboardInterrupt`) becomes
+(but one its own SIGINT, SIGTERM or SIGHUP handler made, called for that signal: a stop,
+`KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
@@ -67,6 +69,7 @@ from warmcli.warming.leftovers import (
     first_line,
     forked_child_ends,
     import_ends_forked_child,
+    import_raised,
     join_left,
     stdout_reader_gone,
     stopped_by_signal,
@@ -323,12 +326,8 @@ def load_workload(
         import_ends_forked_child(pid, exc)
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
-        failure = _import_failure(exc, resolved, gpu_less)
-        import_ends_forked_child(pid, exc, str(failure))
-        sys.modules.pop(name, None)
-        if isinstance(exc, SystemExit) and stopped_by_signal(exc):  # a stop (see `run`)
-            raise KeyboardInterrupt from None
-        raise failure from None
+        sys.modules.pop(name, None)  # (a stop, or `| head`'s reader gone: see `import_raised`)
+        raise import_raised(pid, exc, _import_failure(exc, resolved, gpu_less)) from None
     if stem is not None:
         known_by(module, stem, resolved)
     else:  # a worker imports it by its private name, through a stub
@@ -385,11 +384,7 @@ def load_module(
         import_ends_forked_child(pid, exc)
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
-        failure = _import_failure(exc, origin, gpu_less)
-        import_ends_forked_child(pid, exc, str(failure))
-        if isinstance(exc, SystemExit) and stopped_by_signal(exc):  # a stop (see `run`)
-            raise KeyboardInterrupt from None
-        raise failure from None
+        raise import_raised(pid, exc, _import_failure(exc, origin, gpu_less)) from None
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
