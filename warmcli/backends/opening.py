@@ -63,7 +63,8 @@ def open_devices(
         spec = hint or ("cuda" if cuda_available() else "host")
     if spec == "host":
         return [HostDevice(cc)]
-    indexed = spec.startswith("cuda:") and spec[len("cuda:") :].isdigit()
+    number = spec[len("cuda:") :]
+    indexed = spec.startswith("cuda:") and number.isascii() and number.isdigit()  # not "²"
     if (spec == "cuda" or indexed) and not cuda_available():
         _refuse_stand_in()
         raise DeviceError(

@@ -152,7 +152,7 @@ def open_cuda_devices(
             raise DeviceError(f"no CUDA device found: {why_no_cuda_device()}")
         return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
     prefix, _, number = spec.partition(":")
-    if prefix != "cuda" or not number.isdigit():
+    if prefix != "cuda" or not (number.isascii() and number.isdigit()):  # `int` refuses "²"
         raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
     return [CudaDevice(int(number), nvcc, compiler=compiler)]
 
