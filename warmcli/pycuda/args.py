@@ -7,17 +7,22 @@ they hold, whose bytes PyCUDA packs). This layer turns each into a warm
 `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
-(`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
-`i`, its bits kept: an unsigned value travels as the signed type of its width).
+(`Runtime.wrap`). PyCUDA's letters are warm's (each checked against the kernel's
+declaration). What PyCUDA's launch refuses is refused here, named: a Python number or a
+`np.bool_` in a call (`check_call_arg`: PyCUDA's call packs `np.number`s only), and in a
+prepared call an address `struct.pack` cannot take (a GPUArray, a `drv.In`: it takes an
+int or a DeviceAllocation) or a float or `np.bool_` for an integer letter.
 A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
 as is a text or a complex number for a scalar parameter (never converted);
-`prepare_letters` is `prepare`'s reading of its types. PyCUDA's own classes are
+`prepare_letters` is `prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as
+`np.uintp`, refused). PyCUDA's own classes are
 recognised by name, so pycuda is never imported here; this module holds no state and
 never touches a device.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -140,11 +145,12 @@ def scalar(value: Any, letter: str, position: int) -> np.generic:
     try:
         if letter == "?":
             return np.bool_(bool(value))
-        if letter not in "fd" and isinstance(value, float | np.floating):
-            raise TypeError("a float for an integer parameter (PyCUDA's struct.pack refuses it)")
-        if letter in _UNSIGNED:
-            return np.array(int(value), dtype=_UNSIGNED[letter])[()]
-        return _SIGNED[letter](value)
+        if letter in "fd":
+            return _SIGNED[letter](value)
+        if not hasattr(type(value), "__index__"):  # struct.pack's integers: a float, np.bool_
+            raise TypeError(f"a {type(value).__name__} is no integer (struct.pack refuses it)")
+        dtype = _UNSIGNED.get(letter) or _SIGNED[letter]
+        return np.array(operator.index(value), dtype=dtype)[()]
     except (TypeError, ValueError, OverflowError) as exc:
         message = f"argument {position}: {value!r} is no {letter!r} value: {exc}"
         raise ArgumentError(message) from None
@@ -154,6 +160,13 @@ STRUCT_BY_VALUE = (
     "a struct passed by value (a numpy structured scalar), which warm does not pass: its "
     "kernels take pointers and numbers only: pass the fields as parameters of their own, "
     "or the struct in device memory as a pointer"
+)
+
+
+BOOL_TYPE = (
+    "np.bool_ is no np.number, so PyCUDA's prepare packs it as a pointer-sized integer "
+    "(np.uintp's 'L', eight bytes), which a bool parameter does not read: pass "
+    "np.dtype(np.bool_) or the letter '?'"
 )
 
 
@@ -167,6 +180,8 @@ def prepare_letters(arg_types: str | Sequence[Any], entry: str) -> str:
         for t in arg_types:
             if isinstance(t, str):
                 parts.append(t)
+            elif t is np.bool_:  # no np.number: PyCUDA's prepare makes it np.uintp's letter
+                raise PyCudaError(f"{entry}.prepare({arg_types!r}): {BOOL_TYPE}")
             elif isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
                 if np.dtype(t).kind == "V":
                     raise PyCudaError(f"{entry}.prepare({arg_types!r}): {STRUCT_BY_VALUE}")
@@ -196,11 +211,7 @@ def call_letter(value: Any, position: int) -> str:
         if letter not in WARM_LETTER:
             raise ArgumentError(f"argument {position}: a {value.dtype} scalar has no kernel letter")
         return letter
-    if isinstance(value, bool | int | float):
-        raise ArgumentError(
-            f"argument {position}: a Python {type(value).__name__} has no C type: pass a numpy "
-            f"scalar (np.int32({value!r}), np.float32(...)) as PyCUDA requires, or prepare()"
-        )
+    check_call_arg(value, position)
     if isinstance(value, np.void):
         raise ArgumentError(f"argument {position}: {STRUCT_BY_VALUE}")
     if isinstance(value, np.ndarray):
@@ -209,6 +220,19 @@ def call_letter(value: Any, position: int) -> str:
             "or copy it to the device"
         )
     return "P"
+
+
+def check_call_arg(value: Any, position: int) -> None:
+    """PyCUDA's call packs numpy numbers (`np.number`), not a Python number nor numpy's bool
+    (no `np.number`): `TypeError: invalid type on parameter`, whatever the declaration."""
+    python = isinstance(value, bool | int | float | complex) and not isinstance(value, np.number)
+    if python or isinstance(value, np.bool_):  # (np.float64 is a float: PyCUDA packs it)
+        kind = "numpy bool" if isinstance(value, np.bool_) else f"Python {type(value).__name__}"
+        raise ArgumentError(
+            f"argument {position}: a {kind} has no C type: pass a numpy scalar "
+            f"(np.int32({value!r}), np.float32(...)) as PyCUDA requires (its call raises "
+            f"TypeError: invalid type on parameter #{position - 1} (0-based)), or prepare()"
+        )
 
 
 def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
@@ -245,10 +269,13 @@ def _kind(letter: str) -> str:
 
 
 def convert(
-    letters: str, args: Sequence[Any], device_id: str, entry: str
+    letters: str, args: Sequence[Any], device_id: str, entry: str, packed: bool = False
 ) -> tuple[list[Any], dict[int, Staged]]:
     """Warm launch arguments for `args` under PyCUDA letters: buffers and numpy scalars,
-    and the copy-in/copy-out arguments by position (their buffers are made at launch)."""
+    and the copy-in/copy-out arguments by position (their buffers are made at launch).
+    `packed` (a prepared call): an address is what `struct.pack` takes, an int or an object
+    with `__index__` (a DeviceAllocation), or a warm `Buffer`; a GPUArray, a CuPy array or a
+    `drv.In` is refused there ("required argument is not an integer"), so here too."""
     if len(args) != len(letters):
         raise ArgumentError(
             f"{entry} takes {len(letters)} arguments ({letters!r}), got {len(args)}"
@@ -257,6 +284,12 @@ def convert(
     handlers: dict[int, Staged] = {}
     for position, (letter, given) in enumerate(zip(letters, args, strict=True), start=1):
         arg = held_scalar(given)
+        if packed and letter in "PlLqQ" and not _packable(arg):
+            raise ArgumentError(
+                f"{entry} argument {position}: a {type(arg).__name__} is no address: a "
+                f"prepared call packs its {letter!r} with struct.pack, as PyCUDA does, which "
+                "takes an int or a DeviceAllocation: pass its .gpudata (or int(...))"
+            )
         handler = staged(arg)
         if handler is not None:
             if letter != "P":
@@ -273,6 +306,12 @@ def convert(
         else:
             values.append(scalar(arg, letter, position))
     return values, handlers
+
+
+def _packable(value: Any) -> bool:
+    """An address `struct.pack` takes (or a number, which `scalar` judges; or warm's own)."""
+    numbers = int | float | complex | str | bytes | np.generic
+    return isinstance(value, Buffer | numbers) or hasattr(type(value), "__index__")
 
 
 def _is_number(value: Any) -> bool:
