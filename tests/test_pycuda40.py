@@ -191,3 +191,38 @@ def test_prepare_of_the_numpy_bool_type_is_refused() -> None:
     with pytest.raises(PyCudaError, match=r"np.bool_ is no np.number, so PyCUDA's prepare"):
         f.prepare([np.intp, np.bool_])
     assert f.prepare([np.intp, np.dtype(np.bool_)]).arg_format == "P?"
+
+
+def _standins() -> tuple[Any, Any]:
+    from warmcli.pycuda.standins import modules
+
+    found = modules()
+    return found["pycuda.driver"], found["pycuda.gpuarray"]
+
+
+@pytest.mark.parametrize("nbytes", [np.int64(64), 64.0, 0, -4])
+def test_the_standin_mem_alloc_takes_what_pycudas_takes(nbytes: Any) -> None:
+    """PyCUDA's `mem_alloc(size_t)` under Boost.Python: a numpy integer or a float is an
+    ArgumentError ("mem_alloc(numpy.int64) did not match C++ signature"), a negative size an
+    OverflowError, 0 bytes cuMemAlloc's CUDA_ERROR_INVALID_VALUE. The stand-in took them."""
+    drv, _ = _standins()
+    with pytest.raises(PyCudaError, match=r"mem_alloc\(.*\): PyCUDA"):
+        drv.mem_alloc(nbytes)
+    assert drv.mem_alloc(64).nbytes == 64
+
+
+def test_the_standin_gpuarray_takes_what_pycudas_takes() -> None:
+    """`gpuarray.empty` is PyCUDA's `GPUArray`, whose dtype has no default (`zeros`' has);
+    a float size is a float byte count for `mem_alloc` (refused there), where the stand-in
+    truncated it; `to_gpu` reads `ary.shape`, which a list has not."""
+    _, gpuarray = _standins()
+    with pytest.raises(TypeError, match="dtype"):
+        gpuarray.empty(64)
+    with pytest.raises(TypeError, match="dtype"):
+        gpuarray.GPUArray((64,))
+    assert gpuarray.zeros(64).dtype == np.float64
+    with pytest.raises(PyCudaError, match=r"GPUArray\(\(32\.5,\)\): PyCUDA"):
+        gpuarray.empty((65 / 2,), np.float32)
+    with pytest.raises(PyCudaError, match=r"to_gpu\(list\): PyCUDA"):
+        gpuarray.to_gpu([1.0, 2.0])
+    assert gpuarray.empty((np.int64(4), 2), np.float32).shape == (4, 2)
