@@ -226,3 +226,21 @@ def test_the_standin_gpuarray_takes_what_pycudas_takes() -> None:
     with pytest.raises(PyCudaError, match=r"to_gpu\(list\): PyCUDA"):
         gpuarray.to_gpu([1.0, 2.0])
     assert gpuarray.empty((np.int64(4), 2), np.float32).shape == (4, 2)
+
+
+def test_the_standin_copies_take_what_pycudas_take() -> None:
+    """`GPUArray.set` raises ValueError for another dtype ("ary and self must have the same
+    dtype") and reads `ary.size` (a list has none); `memcpy_htod` reads a contiguous buffer
+    (a list has none; a strided view is refused). The stand-ins checked the size only."""
+    drv, gpuarray = _standins()
+    y = gpuarray.zeros(4, np.float32)
+    with pytest.raises(PyCudaError, match=r"GPUArray.set: float64 into float32"):
+        y.set(np.zeros(4))
+    with pytest.raises(PyCudaError, match=r"GPUArray.set: a list"):
+        y.set([0.0] * 4)
+    y.set(np.zeros(4, np.float32))
+    x = drv.mem_alloc(64)
+    for src in ([1.0, 2.0], np.zeros(8, np.float32)[::2]):
+        with pytest.raises(PyCudaError, match=r"memcpy_htod: .*contiguous buffer"):
+            drv.memcpy_htod(x, src)
+    drv.memcpy_htod(x, np.zeros(8, np.float32))

@@ -9,7 +9,8 @@ device; their pointer is null, and nothing is ever launched or copied there) and
 PyCUDA's take (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`), a `GPUArray`'s
 shape operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such
 arrays, its arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies
-to and on the device check sizes and do nothing (memsets do nothing), a `drv.Stream()` has
+to and on the device check sizes (and what PyCUDA's check: a contiguous buffer, a `set`'s
+dtype) and do nothing (memsets do nothing), a `drv.Stream()` has
 PyCUDA's stream methods around a stream of the bound runtime (all done at once), and every
 read back (`memcpy_dtoh`, `GPUArray.get`, an event's time) is a read of a discarded buffer,
 refused or warned about by the bound runtime's policy. What a stand-in cannot honestly do
@@ -119,8 +120,13 @@ class GPUArray:
         return GPUArray(self.shape, self.dtype)
 
     def set(self, ary: np.ndarray, **_: Any) -> None:
-        if np.asarray(ary).size != self.size:
-            raise PyCudaError(f"GPUArray.set: {np.asarray(ary).size} elements into {self.size}")
+        """PyCUDA's: a numpy array of its size and dtype (else a ValueError there)."""
+        if not isinstance(ary, np.ndarray):
+            raise PyCudaError(f"GPUArray.set: a {type(ary).__name__}: PyCUDA's takes an array")
+        if ary.size != self.size:
+            raise PyCudaError(f"GPUArray.set: {ary.size} elements into {self.size}")
+        if ary.dtype != self.dtype:
+            raise PyCudaError(f"GPUArray.set: {ary.dtype} into {self.dtype}: PyCUDA's refuses it")
 
     set_async = set
 
@@ -226,9 +232,15 @@ def _nbytes(memory: Any) -> int | None:
 
 
 def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
+    try:  # PyCUDA's reads src's buffer, any-contiguous
+        nbytes = memoryview(src).nbytes if memoryview(src).contiguous else -1
+    except TypeError:
+        nbytes = -1
+    if nbytes < 0:
+        raise PyCudaError(f"memcpy_htod: a {type(src).__name__} is no contiguous buffer")
     size = _nbytes(dest)
-    if size is not None and np.asarray(src).nbytes > size:
-        raise PyCudaError(f"memcpy_htod: {np.asarray(src).nbytes} bytes into {size}")
+    if size is not None and nbytes > size:
+        raise PyCudaError(f"memcpy_htod: {nbytes} bytes into {size}")
 
 
 def memcpy_dtod(dest: Any, src: Any, size: int, *_: Any) -> None:
