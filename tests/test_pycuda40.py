@@ -20,7 +20,7 @@ from conftest import Warm
 from warmcli import ProcessMode, ProcessModeOverride
 from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.cuda.nvrtc import find_nvrtc
-from warmcli.pycuda import ArgumentError, In, PyCudaError, SourceModule, bound_runtime
+from warmcli.pycuda import ArgumentError, In, Out, PyCudaError, SourceModule, bound_runtime
 from warmcli.pycuda.standins import GPUArray, Stream
 from warmcli.runtime.runtime import Runtime
 
@@ -244,3 +244,13 @@ def test_the_standin_copies_take_what_pycudas_take() -> None:
         with pytest.raises(PyCudaError, match=r"memcpy_htod: .*contiguous buffer"):
             drv.memcpy_htod(x, src)
     drv.memcpy_htod(x, np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("handler", [In, Out])
+def test_an_empty_array_to_copy_is_refused(handler: Any) -> None:
+    """PyCUDA's `drv.In`/`Out` allocate with `mem_alloc_like(array)`: 0 bytes is cuMemAlloc's
+    CUDA_ERROR_INVALID_VALUE, so the launch fails there; warm allocated one byte and ran."""
+    f = SourceModule(SOURCE).get_function("k")
+    rt, mode = _compile_only()
+    with rt, mode, pytest.raises(ArgumentError, match=r"an empty array: PyCUDA allocates"):
+        f(handler(np.zeros(0, np.float32)), np.int32(0), np.float32(1), block=(32, 1, 1))

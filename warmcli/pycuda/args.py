@@ -120,6 +120,11 @@ def staged(obj: Any) -> Staged | None:
         raise ArgumentError(
             f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
         )
+    if not array.nbytes:  # PyCUDA's mem_alloc_like(array): cuMemAlloc refuses 0 bytes
+        raise ArgumentError(
+            f"{type(obj).__name__} of an empty array: PyCUDA allocates its device copy with "
+            "mem_alloc, which refuses 0 bytes (CUDA_ERROR_INVALID_VALUE): skip the launch"
+        )
     if not array.dtype.isnative:  # its bytes copied as they are: a kernel reads them swapped
         raise ArgumentError(
             f"{type(obj).__name__} needs an array in this machine's byte order, not "
