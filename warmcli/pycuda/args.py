@@ -154,8 +154,9 @@ def scalar(value: Any, letter: str, position: int) -> np.generic:
             return _SIGNED[letter](value)
         if not hasattr(type(value), "__index__"):  # struct.pack's integers: a float, np.bool_
             raise TypeError(f"a {type(value).__name__} is no integer (struct.pack refuses it)")
-        dtype = _UNSIGNED.get(letter) or _SIGNED[letter]
-        return np.array(operator.index(value), dtype=dtype)[()]
+        if letter in _UNSIGNED:
+            return np.array(operator.index(value), dtype=_UNSIGNED[letter])[()]
+        return _SIGNED[letter](operator.index(value))  # (out of its range: OverflowError)
     except (TypeError, ValueError, OverflowError) as exc:
         message = f"argument {position}: {value!r} is no {letter!r} value: {exc}"
         raise ArgumentError(message) from None
@@ -227,11 +228,26 @@ def call_letter(value: Any, position: int) -> str:
     return "P"
 
 
+_PYTHON_NUMBERS = (bool, int, float, complex, np.bool_)
+
+
+def call_args(args: Sequence[Any]) -> tuple[Any, ...]:
+    """A call's arguments, each checked (`check_call_arg`), a 0-d array as its scalar."""
+    found = []
+    for position, value in enumerate(args, start=1):
+        if not isinstance(value, np.number):
+            check_call_arg(value, position)  # (a 0-d array is packed as its bytes)
+            value = held_scalar(value)
+        found.append(value)
+    return tuple(found)
+
+
 def check_call_arg(value: Any, position: int) -> None:
     """PyCUDA's call packs numpy numbers (`np.number`), not a Python number nor numpy's bool
     (no `np.number`): `TypeError: invalid type on parameter`, whatever the declaration."""
-    python = isinstance(value, bool | int | float | complex) and not isinstance(value, np.number)
-    if python or isinstance(value, np.bool_):  # (np.float64 is a float: PyCUDA packs it)
+    if isinstance(value, np.number):  # (np.float64 is a float too: PyCUDA packs it)
+        return
+    if isinstance(value, _PYTHON_NUMBERS):
         kind = "numpy bool" if isinstance(value, np.bool_) else f"Python {type(value).__name__}"
         raise ArgumentError(
             f"argument {position}: a {kind} has no C type: pass a numpy scalar "
@@ -315,8 +331,10 @@ def convert(
 
 def _packable(value: Any) -> bool:
     """An address `struct.pack` takes (or a number, which `scalar` judges; or warm's own)."""
-    numbers = int | float | complex | str | bytes | np.generic
-    return isinstance(value, Buffer | numbers) or hasattr(type(value), "__index__")
+    return isinstance(value, _PACKABLE) or hasattr(type(value), "__index__")
+
+
+_PACKABLE = (Buffer, int, float, complex, str, bytes, np.generic)
 
 
 def _is_number(value: Any) -> bool:

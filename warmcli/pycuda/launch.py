@@ -60,6 +60,13 @@ def pycuda_sizes(call: str, grid: Any, block: Any, shared: Any) -> Any:
     converter takes a Python int only. A list, a bare int, a numpy integer or a block of
     fewer than three sizes is an ArgumentError there (a prepared call's block that is no
     tuple is the first argument of its pre-2011 form): refused, named, never launched."""
+    if type(block) is tuple and type(grid) is tuple and type(shared) is int and len(block) == 3:
+        for d in (*block, *grid):  # the usual launch: Python ints, checked at once
+            if type(d) is not int:
+                break
+        else:
+            if len(grid) <= 3 and shared >= 0:
+                return grid or (1,)
     shared_name = "shared" if call.endswith("(...)") else "shared_size"
     for name, value, ok, takes in (
         ("block", block, _ints(block, 3) and len(block) == 3, "a tuple of three Python ints"),

@@ -37,11 +37,10 @@ from warmcli.pycuda import context
 from warmcli.pycuda.args import (
     WARM_LETTER,
     StandInAllocation,
+    call_args,
     call_letter,
-    check_call_arg,
     check_letter,
     convert,
-    held_scalar,
     prepare_letters,
     same_bytes,
 )
@@ -329,9 +328,7 @@ class Function:
         if time_kernel and stream is not None:  # PyCUDA's assertion
             raise PyCudaError(f"{self.name}(...): PyCUDA takes no time_kernel=True on a stream")
         grid = pycuda_sizes(f"{self.name}(...)", grid, block, shared)
-        for position, arg in enumerate(args, start=1):
-            check_call_arg(arg, position)  # (a 0-d array is packed as its bytes)
-        letters, args = self.signature, tuple(map(held_scalar, args))
+        letters, args = self.signature, call_args(args)
         if letters is None:
             letters = "".join(call_letter(a, i) for i, a in enumerate(args, start=1))
         elif len(letters) == len(args):
