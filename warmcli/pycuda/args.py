@@ -249,10 +249,13 @@ def check_call_arg(value: Any, position: int) -> None:
         return
     if isinstance(value, _PYTHON_NUMBERS):
         kind = "numpy bool" if isinstance(value, np.bool_) else f"Python {type(value).__name__}"
+        shown = bool(value) if isinstance(value, bool | np.bool_) else value
+        example = {bool: "np.array({!r})", float: "np.float32({!r})", complex: "np.complex64({!r})"}
+        hint = example.get(type(shown), "np.int32({!r})").format(shown)
         raise ArgumentError(
-            f"argument {position}: a {kind} has no C type: pass a numpy scalar "
-            f"(np.int32({value!r}), np.float32(...)) as PyCUDA requires (its call raises "
-            f"TypeError: invalid type on parameter #{position - 1} (0-based)), or prepare()"
+            f"argument {position}: a {kind} has no C type: pass a numpy value ({hint}, of "
+            "the parameter's type) as PyCUDA requires (its call raises TypeError: invalid "
+            f"type on parameter #{position - 1} (0-based)), or prepare()"
         )
 
 
