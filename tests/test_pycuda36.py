@@ -153,7 +153,7 @@ def test_a_prepared_call_without_its_block_is_named_as_such(call: str) -> None:
             getattr(f, call)((1, 1), *args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DiscardedReadWarning)
-            getattr(f, call)((1, 1), [64, 1, 1], *args)  # a list is a block size to warm
+            getattr(f, call)((1, 1), (64, 1, 1), *args)  # (a list is PyCUDA's first argument)
 
 
 STRUCT = """

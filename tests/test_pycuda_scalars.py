@@ -25,8 +25,8 @@ def test_a_float_for_an_integer_parameter_is_refused_not_truncated(n: object) ->
     f = SourceModule(SOURCE).get_function("k").prepare("Pif")
     with bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
         with pytest.raises(ArgumentError, match=r"argument 2: .* is no 'i' value"):
-            f.prepared_call((1, 1), (32, 1, 1), GPUArray(1, np.float32), n, 1.5)
-        f.prepared_call((1, 1), (32, 1, 1), GPUArray(1, np.float32), np.int64(3), 2)
+            f.prepared_call((1, 1), (32, 1, 1), GPUArray(1, np.float32).gpudata, n, 1.5)
+        f.prepared_call((1, 1), (32, 1, 1), GPUArray(1, np.float32).gpudata, np.int64(3), 2)
 
 
 def test_an_address_as_an_int_is_a_pointer_argument() -> None:

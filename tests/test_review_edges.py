@@ -116,9 +116,9 @@ __global__ void scale(float *x, unsigned long n, float s, bool on, unsigned char
 def main():
     f = mod.get_function("scale")
     x = drv.mem_alloc(4 * 256)
-    f(x, np.uint64(256), np.float32(2.0), np.bool_(True), np.uint8(1), block=(256, 1, 1))
+    f(x, np.uint64(256), np.float32(2.0), np.array(True), np.uint8(1), block=(256, 1, 1))
     f.prepare("PQf?B").prepared_call((1, 1), (256, 1, 1), x, 256, 2.0, True, 1)
-    f.prepare([np.intp, np.uint64, np.float32, np.bool_, np.uint8])
+    f.prepare([np.intp, np.uint64, np.float32, np.dtype(np.bool_), np.uint8])
     f.prepared_call((1, 1), (256, 1, 1), x, 256, 2.0, True, 1)
 '''
 

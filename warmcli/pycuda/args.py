@@ -7,17 +7,22 @@ they hold, whose bytes PyCUDA packs). This layer turns each into a warm
 `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
-(`Runtime.wrap`). PyCUDA's letters map onto warm's (`I` →
-`i`, its bits kept: an unsigned value travels as the signed type of its width).
+(`Runtime.wrap`). PyCUDA's letters are warm's (each checked against the kernel's
+declaration). What PyCUDA's launch refuses is refused here, named: a Python number or a
+`np.bool_` in a call (`check_call_arg`: PyCUDA's call packs `np.number`s only), and in a
+prepared call an address `struct.pack` cannot take (a GPUArray, a `drv.In`: it takes an
+int or a DeviceAllocation) or a float or `np.bool_` for an integer letter.
 A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
 as is a text or a complex number for a scalar parameter (never converted);
-`prepare_letters` is `prepare`'s reading of its types. PyCUDA's own classes are
+`prepare_letters` is `prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as
+`np.uintp`, refused). PyCUDA's own classes are
 recognised by name, so pycuda is never imported here; this module holds no state and
 never touches a device.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +120,11 @@ def staged(obj: Any) -> Staged | None:
         raise ArgumentError(
             f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
         )
+    if not array.nbytes:  # PyCUDA's mem_alloc_like(array): cuMemAlloc refuses 0 bytes
+        raise ArgumentError(
+            f"{type(obj).__name__} of an empty array: PyCUDA allocates its device copy with "
+            "mem_alloc, which refuses 0 bytes (CUDA_ERROR_INVALID_VALUE): skip the launch"
+        )
     if not array.dtype.isnative:  # its bytes copied as they are: a kernel reads them swapped
         raise ArgumentError(
             f"{type(obj).__name__} needs an array in this machine's byte order, not "
@@ -140,11 +150,13 @@ def scalar(value: Any, letter: str, position: int) -> np.generic:
     try:
         if letter == "?":
             return np.bool_(bool(value))
-        if letter not in "fd" and isinstance(value, float | np.floating):
-            raise TypeError("a float for an integer parameter (PyCUDA's struct.pack refuses it)")
+        if letter in "fd":
+            return _SIGNED[letter](value)
+        if not hasattr(type(value), "__index__"):  # struct.pack's integers: a float, np.bool_
+            raise TypeError(f"a {type(value).__name__} is no integer (struct.pack refuses it)")
         if letter in _UNSIGNED:
-            return np.array(int(value), dtype=_UNSIGNED[letter])[()]
-        return _SIGNED[letter](value)
+            return np.array(operator.index(value), dtype=_UNSIGNED[letter])[()]
+        return _SIGNED[letter](operator.index(value))  # (out of its range: OverflowError)
     except (TypeError, ValueError, OverflowError) as exc:
         message = f"argument {position}: {value!r} is no {letter!r} value: {exc}"
         raise ArgumentError(message) from None
@@ -154,6 +166,13 @@ STRUCT_BY_VALUE = (
     "a struct passed by value (a numpy structured scalar), which warm does not pass: its "
     "kernels take pointers and numbers only: pass the fields as parameters of their own, "
     "or the struct in device memory as a pointer"
+)
+
+
+BOOL_TYPE = (
+    "np.bool_ is no np.number, so PyCUDA's prepare packs it as a pointer-sized integer "
+    "(np.uintp's 'L', eight bytes), which a bool parameter does not read: pass "
+    "np.dtype(np.bool_) or the letter '?'"
 )
 
 
@@ -167,6 +186,8 @@ def prepare_letters(arg_types: str | Sequence[Any], entry: str) -> str:
         for t in arg_types:
             if isinstance(t, str):
                 parts.append(t)
+            elif t is np.bool_:  # no np.number: PyCUDA's prepare makes it np.uintp's letter
+                raise PyCudaError(f"{entry}.prepare({arg_types!r}): {BOOL_TYPE}")
             elif isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
                 if np.dtype(t).kind == "V":
                     raise PyCudaError(f"{entry}.prepare({arg_types!r}): {STRUCT_BY_VALUE}")
@@ -196,11 +217,7 @@ def call_letter(value: Any, position: int) -> str:
         if letter not in WARM_LETTER:
             raise ArgumentError(f"argument {position}: a {value.dtype} scalar has no kernel letter")
         return letter
-    if isinstance(value, bool | int | float):
-        raise ArgumentError(
-            f"argument {position}: a Python {type(value).__name__} has no C type: pass a numpy "
-            f"scalar (np.int32({value!r}), np.float32(...)) as PyCUDA requires, or prepare()"
-        )
+    check_call_arg(value, position)
     if isinstance(value, np.void):
         raise ArgumentError(f"argument {position}: {STRUCT_BY_VALUE}")
     if isinstance(value, np.ndarray):
@@ -209,6 +226,37 @@ def call_letter(value: Any, position: int) -> str:
             "or copy it to the device"
         )
     return "P"
+
+
+_PYTHON_NUMBERS = (bool, int, float, complex, np.bool_)
+
+
+def call_args(args: Sequence[Any]) -> tuple[Any, ...]:
+    """A call's arguments, each checked (`check_call_arg`), a 0-d array as its scalar."""
+    found = []
+    for position, value in enumerate(args, start=1):
+        if not isinstance(value, np.number):
+            check_call_arg(value, position)  # (a 0-d array is packed as its bytes)
+            value = held_scalar(value)
+        found.append(value)
+    return tuple(found)
+
+
+def check_call_arg(value: Any, position: int) -> None:
+    """PyCUDA's call packs numpy numbers (`np.number`), not a Python number nor numpy's bool
+    (no `np.number`): `TypeError: invalid type on parameter`, whatever the declaration."""
+    if isinstance(value, np.number):  # (np.float64 is a float too: PyCUDA packs it)
+        return
+    if isinstance(value, _PYTHON_NUMBERS):
+        kind = "numpy bool" if isinstance(value, np.bool_) else f"Python {type(value).__name__}"
+        shown = bool(value) if isinstance(value, bool | np.bool_) else value
+        example = {bool: "np.array({!r})", float: "np.float32({!r})", complex: "np.complex64({!r})"}
+        hint = example.get(type(shown), "np.int32({!r})").format(shown)
+        raise ArgumentError(
+            f"argument {position}: a {kind} has no C type: pass a numpy value ({hint}, of "
+            "the parameter's type) as PyCUDA requires (its call raises TypeError: invalid "
+            f"type on parameter #{position - 1} (0-based)), or prepare()"
+        )
 
 
 def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
@@ -245,10 +293,13 @@ def _kind(letter: str) -> str:
 
 
 def convert(
-    letters: str, args: Sequence[Any], device_id: str, entry: str
+    letters: str, args: Sequence[Any], device_id: str, entry: str, packed: bool = False
 ) -> tuple[list[Any], dict[int, Staged]]:
     """Warm launch arguments for `args` under PyCUDA letters: buffers and numpy scalars,
-    and the copy-in/copy-out arguments by position (their buffers are made at launch)."""
+    and the copy-in/copy-out arguments by position (their buffers are made at launch).
+    `packed` (a prepared call): an address is what `struct.pack` takes, an int or an object
+    with `__index__` (a DeviceAllocation), or a warm `Buffer`; a GPUArray, a CuPy array or a
+    `drv.In` is refused there ("required argument is not an integer"), so here too."""
     if len(args) != len(letters):
         raise ArgumentError(
             f"{entry} takes {len(letters)} arguments ({letters!r}), got {len(args)}"
@@ -257,6 +308,12 @@ def convert(
     handlers: dict[int, Staged] = {}
     for position, (letter, given) in enumerate(zip(letters, args, strict=True), start=1):
         arg = held_scalar(given)
+        if packed and letter in "PlLqQ" and not _packable(arg):
+            raise ArgumentError(
+                f"{entry} argument {position}: a {type(arg).__name__} is no address: a "
+                f"prepared call packs its {letter!r} with struct.pack, as PyCUDA does, which "
+                "takes an int or a DeviceAllocation: pass its .gpudata (or int(...))"
+            )
         handler = staged(arg)
         if handler is not None:
             if letter != "P":
@@ -273,6 +330,14 @@ def convert(
         else:
             values.append(scalar(arg, letter, position))
     return values, handlers
+
+
+def _packable(value: Any) -> bool:
+    """An address `struct.pack` takes (or a number, which `scalar` judges; or warm's own)."""
+    return isinstance(value, _PACKABLE) or hasattr(type(value), "__index__")
+
+
+_PACKABLE = (Buffer, int, float, complex, str, bytes, np.generic)
 
 
 def _is_number(value: Any) -> bool:

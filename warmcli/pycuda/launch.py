@@ -5,7 +5,8 @@ on the runtime's GPU; a GPU-less stand-in's holds warm's own) or none (the bound
 else the runtime's default). An
 executing launch with `drv.In`/`Out`/`InOut` arguments gets device memory for each
 array for the span of the launch: copied in before, the stream synchronised and
-copied back after, then freed, as PyCUDA does. The module owns the map from PyCUDA
+copied back after, then freed, as PyCUDA does. `pycuda_sizes` holds a launch's grid,
+block and shared size to what PyCUDA's launch takes. The module owns the map from PyCUDA
 streams to warm's; it decides no verdict (its caller did).
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Buffer, Stream
+from warmcli.errors import PyCudaError
 from warmcli.pycuda import context
 from warmcli.pycuda.args import ArgumentError, Staged
 
@@ -43,6 +45,41 @@ def warm_stream(rt: Runtime, stream: Any) -> Stream:
             _streams.clear()
         known = _streams[id(stream)] = (stream, CudaStream(rt.device, stream))
     return known[1]
+
+
+def _ints(value: Any, most: int) -> bool:
+    return (
+        isinstance(value, tuple) and len(value) <= most and all(isinstance(d, int) for d in value)
+    )
+
+
+def pycuda_sizes(call: str, grid: Any, block: Any, shared: Any) -> Any:
+    """The grid to launch (PyCUDA's `()` is one block), once the sizes are ones PyCUDA's
+    launch takes: its C++ `_launch_kernel(py::tuple grid, py::tuple block, ..., unsigned
+    shared)` and `_set_block_shape(int x, int y, int z)` under Boost.Python, whose int
+    converter takes a Python int only. A list, a bare int, a numpy integer or a block of
+    fewer than three sizes is an ArgumentError there (a prepared call's block that is no
+    tuple is the first argument of its pre-2011 form): refused, named, never launched."""
+    if type(block) is tuple and type(grid) is tuple and type(shared) is int and len(block) == 3:
+        for d in (*block, *grid):  # the usual launch: Python ints, checked at once
+            if type(d) is not int:
+                break
+        else:
+            if len(grid) <= 3 and shared >= 0:
+                return grid or (1,)
+    shared_name = "shared" if call.endswith("(...)") else "shared_size"
+    for name, value, ok, takes in (
+        ("block", block, _ints(block, 3) and len(block) == 3, "a tuple of three Python ints"),
+        ("grid", grid, _ints(grid, 3), "a tuple of up to three Python ints"),
+        (shared_name, shared, isinstance(shared, int), "a Python int"),
+    ):
+        if not ok:
+            raise PyCudaError(
+                f"{call}: its {name}, {type(value).__name__} {value!r:.40}, is no {name} size: "
+                f"PyCUDA's launch takes {takes} (its Boost.Python binding refuses a list, a "
+                "numpy integer, fewer block sizes): e.g. block=(int(n), 1, 1), grid=(int(g), 1)"
+            )
+    return grid or (1,)
 
 
 def run_staged(

@@ -12,9 +12,9 @@ under a discarding launch the copy back is a read of a discarded buffer and gets
 runtime's discarded-read policy, and the array is left as it was. `get_global` is
 served from the cubin of the module's one kernel; texture and surface references
 (gone since CUDA 12) are refused, and so are a `Function`'s CUfunction attributes and
-settings (`num_regs`, `set_cache_config`) and `prepare`'s `block=`/`shared=` of PyCUDA
-before 2011.1 (each prepared call takes its block). A module owns its functions and their
-kernels; the module-level state is `recording`, per thread: a config's launches `autotune` records.
+settings (`num_regs`, `set_cache_config`), `prepare`'s pre-2011 `block=`/`shared=`, and what
+PyCUDA's launch refuses (sizes: `launch.pycuda_sizes`; arguments: `args`). A module owns its
+functions and kernels; the module state is `recording`, per thread: what `autotune` records.
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from warmcli.pycuda import context
 from warmcli.pycuda.args import (
     WARM_LETTER,
     StandInAllocation,
+    call_args,
     call_letter,
     check_letter,
     convert,
-    held_scalar,
     prepare_letters,
     same_bytes,
 )
 from warmcli.pycuda.includes import own_include_dirs
-from warmcli.pycuda.launch import run_staged, warm_stream
+from warmcli.pycuda.launch import pycuda_sizes, run_staged, warm_stream
 from warmcli.pycuda.source import (
     ALONE_NOTE,
     device_only_names,
@@ -123,8 +123,10 @@ class SourceModule:
         for arg, value in (("options", options), ("include_dirs", include_dirs)):
             kinds = (str, os.PathLike) if arg == "include_dirs" else str
             bad = [e for e in value or () if not isinstance(e, kinds)]  # None, bytes: no option
-            if isinstance(value, str) or bad:  # PyCUDA takes a list: one str is one entry a char
-                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}=[{value!r}]"
+            tupled = arg == "options" and isinstance(value, tuple)  # PyCUDA extends options[:]
+            if isinstance(value, str) or bad or tupled:  # PyCUDA takes a list: a str, one a char
+                listed = list(value) if tupled else [value]
+                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}={listed!r}"
                 raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
             options = config.pycuda_nvcc_flags()
@@ -281,9 +283,7 @@ class Function:
     def prepare(
         self, arg_types: str | Sequence[Any], block: Any = None, shared: Any = None, texrefs=None
     ) -> Function:
-        """Fix the parameters' letters, as PyCUDA's `prepare`; returns the function. The
-        `block=`/`shared=` of PyCUDA before 2011.1 are refused, as today's PyCUDA refuses them
-        (warm would drop them, and its call then take an argument for the block)."""
+        """Fix the parameters' letters, as PyCUDA's `prepare` (not its pre-2011 `block=`)."""
         if texrefs:
             raise PyCudaError(no_references("prepare(texrefs=...)", self.name))
         for keyword, value in (("block", block), ("shared", shared)):
@@ -325,7 +325,10 @@ class Function:
             raise PyCudaError(f"{self.name}(...): must specify block size")
         if texrefs:
             raise PyCudaError(no_references(f"{self.name}(texrefs=...)", self.name))
-        letters, args = self.signature, tuple(map(held_scalar, args))
+        if time_kernel and stream is not None:  # PyCUDA's assertion
+            raise PyCudaError(f"{self.name}(...): PyCUDA takes no time_kernel=True on a stream")
+        grid = pycuda_sizes(f"{self.name}(...)", grid, block, shared)
+        letters, args = self.signature, call_args(args)
         if letters is None:
             letters = "".join(call_letter(a, i) for i, a in enumerate(args, start=1))
         elif len(letters) == len(args):
@@ -333,30 +336,26 @@ class Function:
                 check_letter(arg, letter, position, self.name)
         return self._launch(letters, args, grid, block, shared, stream, time_kernel)
 
-    def _prepared(self, call: str, block: Any) -> str:
-        if self.arg_format is None:
+    def _prepared(self, call: str, grid: Any, block: Any, shared: Any) -> tuple[str, Any]:
+        if self.arg_format is None:  # (a block that is no tuple: PyCUDA's pre-2011 form)
             raise PyCudaError(f"{self.name}.{call}: prepare() the function first")
-        if not isinstance(block, tuple | list):  # pre-2011 code leaves the block out
-            raise PyCudaError(
-                f"{self.name}.{call}: its block, {type(block).__name__} {block!r:.40}, is no "
-                f"block size: {call}(grid, block, *args), block a tuple (64, 1, 1)"
-            )
-        return self.arg_format
+        return self.arg_format, pycuda_sizes(f"{self.name}.{call}", grid, block, shared)
 
     def prepared_call(self, grid: Any, block: Any, *args: Any, shared_size: int = 0) -> None:
-        self._launch(self._prepared("prepared_call", block), args, grid, block, shared_size, None)
+        letters, grid = self._prepared("prepared_call", grid, block, shared_size)
+        self._launch(letters, args, grid, block, shared_size, None, packed=True)
 
     def prepared_async_call(
         self, grid: Any, block: Any, stream: Any, *args: Any, shared_size: int = 0
     ) -> None:
-        letters = self._prepared("prepared_async_call", block)
-        self._launch(letters, args, grid, block, shared_size, stream)
+        letters, grid = self._prepared("prepared_async_call", grid, block, shared_size)
+        self._launch(letters, args, grid, block, shared_size, stream, packed=True)
 
     def prepared_timed_call(
         self, grid: Any, block: Any, *args: Any, shared_size: int = 0
     ) -> Callable[[], float]:
-        letters = self._prepared("prepared_timed_call", block)
-        seconds = self._launch(letters, args, grid, block, shared_size, None, True)
+        letters, grid = self._prepared("prepared_timed_call", grid, block, shared_size)
+        seconds = self._launch(letters, args, grid, block, shared_size, None, True, True)
         return lambda: seconds or 0.0
 
     def _launch(
@@ -368,6 +367,7 @@ class Function:
         shared: int,
         stream: Any,
         timed: bool = False,
+        packed: bool = False,
     ) -> float | None:
         kernel = self.kernel(letters)
         captured = getattr(recording, "kernels", None)
@@ -377,7 +377,7 @@ class Function:
         rt = context.current_runtime()
         self.module.check_target(rt)
         on = warm_stream(rt, stream)
-        values, handlers = convert(letters, args, rt.device.id, self.name)
+        values, handlers = convert(letters, args, rt.device.id, self.name, packed)
         verdict = resolve_launch_mode(current_process_mode(), on.mode)
         executes = verdict is LaunchMode.EXECUTE
 

@@ -5,10 +5,12 @@ libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules stand in
 `pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and `pycuda.compiler`: the
 primary context (`retain_primary_context`) is the one warm launches in, allocations know
 their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
-device; their pointer is null, and nothing is ever launched or copied there), a `GPUArray`'s
+device; their pointer is null, and nothing is ever launched or copied there) and take what
+PyCUDA's take (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`), a `GPUArray`'s
 shape operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such
 arrays, its arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies
-to and on the device check sizes and do nothing (memsets do nothing), a `drv.Stream()` has
+to and on the device check sizes (and what PyCUDA's check: a contiguous buffer, a `set`'s
+dtype) and do nothing (memsets do nothing), a `drv.Stream()` has
 PyCUDA's stream methods around a stream of the bound runtime (all done at once), and every
 read back (`memcpy_dtoh`, `GPUArray.get`, an event's time) is a read of a discarded buffer,
 refused or warned about by the bound runtime's policy. What a stand-in cannot honestly do
@@ -43,7 +45,15 @@ def _read(what: str) -> None:
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+    """PyCUDA's `GPUArray` allocates size × itemsize bytes with `mem_alloc`, whose size_t
+    takes an int: a float size (`n / 2`) fails there, so here (never truncated)."""
+    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if not all(isinstance(d, int | np.integer) for d in dims):
+        raise PyCudaError(
+            f"GPUArray({shape!r}): PyCUDA's allocates its bytes with mem_alloc, which takes an "
+            "int: a float size fails there: pass int sizes (n // 2)"
+        )
+    return tuple(int(d) for d in dims)
 
 
 class GPUArray:
@@ -53,7 +63,7 @@ class GPUArray:
     def __init__(
         self,
         shape: int | Sequence[int],
-        dtype: Any = np.float64,
+        dtype: Any,  # no default, as PyCUDA's (`gpuarray.empty` is `GPUArray`; `zeros` has one)
         allocator: Any = None,
         base: Any = None,
         gpudata: Any = None,
@@ -110,8 +120,13 @@ class GPUArray:
         return GPUArray(self.shape, self.dtype)
 
     def set(self, ary: np.ndarray, **_: Any) -> None:
-        if np.asarray(ary).size != self.size:
-            raise PyCudaError(f"GPUArray.set: {np.asarray(ary).size} elements into {self.size}")
+        """PyCUDA's: a numpy array of its size and dtype (else a ValueError there)."""
+        if not isinstance(ary, np.ndarray):
+            raise PyCudaError(f"GPUArray.set: a {type(ary).__name__}: PyCUDA's takes an array")
+        if ary.size != self.size:
+            raise PyCudaError(f"GPUArray.set: {ary.size} elements into {self.size}")
+        if ary.dtype != self.dtype:
+            raise PyCudaError(f"GPUArray.set: {ary.dtype} into {self.dtype}: PyCUDA's refuses it")
 
     set_async = set
 
@@ -173,11 +188,16 @@ def _layout(array: GPUArray) -> np.ndarray:
 
 
 def to_gpu(ary: np.ndarray, allocator: Any = None, **_: Any) -> GPUArray:
-    ary = np.asarray(ary)
+    if not isinstance(ary, np.ndarray | np.generic):  # PyCUDA's reads ary.shape, ary.dtype
+        raise PyCudaError(f"to_gpu({type(ary).__name__}): PyCUDA's takes a numpy array")
     return GPUArray(ary.shape, ary.dtype)
 
 
-def empty(
+def empty(shape: int | Sequence[int], dtype: Any, order: str = "C", **_: Any) -> GPUArray:
+    return GPUArray(shape, dtype, order=order)
+
+
+def zeros(
     shape: int | Sequence[int], dtype: Any = np.float64, order: str = "C", **_: Any
 ) -> GPUArray:
     return GPUArray(shape, dtype, order=order)
@@ -188,15 +208,23 @@ def empty_like(other: Any, dtype: Any = None, **_: Any) -> GPUArray:
 
 
 def mem_alloc(nbytes: int) -> StandInAllocation:
+    """PyCUDA's `mem_alloc(size_t)` under Boost.Python takes a Python int only, and
+    cuMemAlloc no 0 bytes (CUDA_ERROR_INVALID_VALUE): anything else refused, as there."""
+    if not isinstance(nbytes, int) or nbytes <= 0:
+        raise PyCudaError(
+            f"mem_alloc({nbytes!r}): PyCUDA's takes a Python int > 0 (a numpy integer or a "
+            "float is a Boost.Python ArgumentError there, 0 bytes cuMemAlloc's invalid value): "
+            "pass int(n)"
+        )
     return StandInAllocation(nbytes)
 
 
 def mem_alloc_like(ary: np.ndarray) -> StandInAllocation:
-    return StandInAllocation(np.asarray(ary).nbytes)
+    return mem_alloc(np.asarray(ary).nbytes)
 
 
 def to_device(ary: np.ndarray) -> StandInAllocation:
-    return StandInAllocation(np.asarray(ary).nbytes)
+    return mem_alloc(np.asarray(ary).nbytes)
 
 
 def _nbytes(memory: Any) -> int | None:
@@ -204,9 +232,15 @@ def _nbytes(memory: Any) -> int | None:
 
 
 def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
+    try:  # PyCUDA's reads src's buffer, any-contiguous
+        nbytes = memoryview(src).nbytes if memoryview(src).contiguous else -1
+    except TypeError:
+        nbytes = -1
+    if nbytes < 0:
+        raise PyCudaError(f"memcpy_htod: a {type(src).__name__} is no contiguous buffer")
     size = _nbytes(dest)
-    if size is not None and np.asarray(src).nbytes > size:
-        raise PyCudaError(f"memcpy_htod: {np.asarray(src).nbytes} bytes into {size}")
+    if size is not None and nbytes > size:
+        raise PyCudaError(f"memcpy_htod: {nbytes} bytes into {size}")
 
 
 def memcpy_dtod(dest: Any, src: Any, size: int, *_: Any) -> None:
@@ -341,7 +375,7 @@ def modules() -> dict[str, types.ModuleType]:
         to_gpu=to_gpu,
         to_gpu_async=to_gpu,
         empty=empty,
-        zeros=empty,
+        zeros=zeros,
         empty_like=empty_like,
         zeros_like=empty_like,
     )
