@@ -129,6 +129,29 @@ def test_runpath_rpath_the_cache_and_usual_libraries_are_found(
     assert "needs libhelper.so" in missing_library(runpath)
 
 
+def test_what_a_found_library_needs_is_found_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libhelper.so, found by the blob's RUNPATH, needs libinner.so: found by libhelper's own
+    RUNPATH (`$ORIGIN`: beside it), the blob is servable; gone, its chain is named."""
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    outer, inner = tmp_path / "outer", tmp_path / "outer" / "inner"
+    inner.mkdir(parents=True)
+    (inner / "inner.c").write_text("float inner_scale(float x) { return 3.0f * x; }\n")
+    (outer / "helper.c").write_text(
+        "float inner_scale(float);\nfloat helper_scale(float x) { return inner_scale(x); }\n"
+    )
+    cc = ["cc", "-shared", "-fPIC", "-o"]
+    subprocess.run([*cc, inner / "libinner.so", inner / "inner.c"], check=True)
+    linked = ("-Wl,--no-as-needed", f"-L{inner}", "-linner", "-Wl,-rpath,$ORIGIN/inner")
+    subprocess.run([*cc, outer / "libhelper.so", outer / "helper.c", *linked], check=True)
+    blob = _linked(tmp_path, "blob", f"-L{outer}", "-lhelper", f"-Wl,-rpath,{outer}")
+    assert missing_library(blob) == ""
+    (inner / "libinner.so").unlink()
+    why = missing_library(blob)
+    assert f"needs libhelper.so ({outer / 'libhelper.so'}), which needs libinner.so" in why
+
+
 def _elf(needed: list[bytes], runpath: bytes = b"", count: int | None = None) -> bytes:
     """A 64-bit little-endian shared object's headers and dynamic section, by hand: a
     `PT_LOAD` over the whole file and a `PT_DYNAMIC` of `needed` (repeated `count` times)."""

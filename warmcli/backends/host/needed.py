@@ -10,20 +10,25 @@ constructors would run). The dynamic section is found as the loader finds it, by
 segment; each `DT_NEEDED` is looked for as glibc's loader looks: a name with a slash as
 that path; else the `DT_RPATH` folders (where there is no `DT_RUNPATH`),
 `LD_LIBRARY_PATH`, the `DT_RUNPATH` folders, the loader's cache (`/etc/ld.so.cache`, read
-once while unchanged) and the default folders (`/lib`, `/usr/lib`, their multiarch and
+once while unchanged; one in a form not read here holds every name: never a false "not
+servable") and the default folders (`/lib`, `/usr/lib`, their multiarch and
 `lib64` forms). A file counts only where it is an ELF of the blob's word size, byte
 order and machine (the loader passes over others). `$ORIGIN` is the folder the blob is
 loaded from (`/proc/self/fd`: warm loads it by descriptor), which holds no library; `$LIB`
 and `$PLATFORM` count as any of their usual values. The vDSO's names are always there.
-The libraries these libraries need are not followed (they are this machine's, not the
-bundle's). Bounded by the blob, in time and memory: more than `MAX_NEEDED` needed names,
-a search path of more than `MAX_FOLDERS` folders, a name longer than `MAX_NAME`, or a
-dynamic section with no end in `MAX_DYNAMIC` entries is itself not servable. It owns only
-the cache's parsed copy, loads nothing and never prints.
+What the libraries found need is followed as well, breadth first as the loader loads
+them (each name found once serves every object that needs it; a library's own RPATH,
+with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED`
+libraries, each mapped to read its headers, never loaded. Bounded by the blob, in time and
+memory: more than `MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS`
+folders, a name or search path longer than `MAX_NAME`, or a dynamic section with no end in
+`MAX_DYNAMIC` entries is itself not servable. It owns only the cache's parsed copy, loads
+nothing and never prints.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import platform
 import stat
@@ -38,6 +43,7 @@ MAX_NEEDED = 256  # more DT_NEEDED entries than this: not servable (no linker ma
 MAX_FOLDERS = 256  # a blob's RPATH or RUNPATH of more folders: not servable
 MAX_NAME = 4096  # a needed name or search path longer than this (PATH_MAX): not servable
 MAX_DYNAMIC = 1 << 16  # dynamic entries read before a DT_NULL; past it: not servable
+MAX_FOLLOWED = 64  # this machine's libraries whose own needs are read, per blob
 _CACHE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
@@ -68,25 +74,49 @@ def missing_library(data: bytes) -> str:
         return read
     needed, rpath, runpath = read
     ident = data[4:6] + data[18:20]  # word size, byte order, e_machine (e_machine's order)
-    folders = _search_path(rpath, runpath)
-    if isinstance(folders, str):
-        return folders
+    searched = _search_path(rpath, runpath, ORIGIN, [])
+    if isinstance(searched, str):
+        return searched
     cache = _loader_cache()
-    found: dict[str, bool] = {}
-    for name in needed:
-        if name in found or name in VDSO:
-            continue
-        found[name] = _finds(name, folders, cache, ident)
-        if not found[name]:
-            return (
-                f"bundle's build needs {name}, which this machine's loader does not find "
-                "(LD_LIBRARY_PATH, its RUNPATH/RPATH, the loader cache, the system's "
-                "folders): loading it would fail"
-            )
+    found = set(VDSO)  # names found: loaded once, by name, for every object that needs it
+    queue = [(needed, *searched, ORIGIN, "")]  # names, where, RPATH handed down, origin, by
+    followed = 0
+    while queue:  # breadth first, as the loader loads them
+        names, folders, handed, origin, by = queue.pop(0)
+        for name in names:
+            if name in found:
+                continue
+            path = _found(name, folders, cache, ident, origin)
+            if path is None:
+                return (
+                    f"bundle's build needs {by}{name}, which this machine's loader does not "
+                    "find (LD_LIBRARY_PATH, RUNPATH/RPATH, the loader cache, the system's "
+                    "folders): loading it would fail"
+                )
+            found.add(name)
+            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed)):
+                followed += 1
+                queue.append((*more, os.path.dirname(path), f"{by}{name} ({path}), which needs "))
     return ""
 
 
-def _dynamic(data: bytes, bits: int, order: str) -> tuple[list[str], str, str] | str:
+def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+    """What the library at `path` (this machine's, found for a blob) needs, where the loader
+    looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
+    dynamic section cannot be read (its needs are then not followed)."""
+    try:
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ) as data:
+            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
+    except (OSError, ValueError, IndexError, struct.error, OverflowError):
+        return None
+    if isinstance(read, str) or not read[0]:
+        return None
+    needed, rpath, runpath = read
+    searched = _search_path(rpath, runpath, os.path.dirname(path), handed)
+    return None if isinstance(searched, str) else (needed, *searched)
+
+
+def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str], str, str] | str:
     """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of `data`, or why not servable."""
     at, offset, sizes, header, entry = _LAYOUT[bits]
     (phoff,) = struct.unpack_from(order + offset, data, at)
@@ -137,21 +167,29 @@ def _dynamic(data: bytes, bits: int, order: str) -> tuple[list[str], str, str] |
     return ([n for n in names if n is not None], paths[0] or "", paths[1] or "")
 
 
-def _search_path(rpath: str, runpath: str) -> list[str] | str:
-    """The folders the loader searches for a name without a slash, in its order (the
-    cache between RUNPATH and the default folders is looked up apart), or why not servable."""
-    folders: list[str] = []
-    for path, own in ((rpath if not runpath else "", True), (_env_path(), False), (runpath, True)):
-        parts = path.split(":") if path else []
-        if own and len(parts) > MAX_FOLDERS:
-            return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
-        for part in parts:
-            folders.extend(_expanded(part or "."))
+def _search_path(
+    rpath: str, runpath: str, origin: str, handed: list[str]
+) -> tuple[list[str], list[str]] | str:
+    """The folders the loader searches for a name without a slash that an object with this
+    `rpath` and `runpath`, loaded from `origin`, needs, in its order (the cache, between
+    RUNPATH and the default folders, is looked up apart), and the RPATH it hands down to
+    what it loads (its own with its loaders', `handed`, where it has no RUNPATH); or why not
+    servable."""
+    if max(rpath.count(":"), runpath.count(":")) >= MAX_FOLDERS:
+        return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
+    down = [] if runpath else [*_folders(rpath, origin), *handed]
+    folders = [*down, *_folders(_env_path(), origin), *_folders(runpath, origin)]
     machine = platform.machine() or "x86_64"
     triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
     for root in ("/lib", "/usr/lib"):
         folders.extend((f"{root}/{triplet}", f"{root}64", root))
-    return [f for f in dict.fromkeys(folders) if os.path.isdir(f)]  # each stat once, not per name
+    folders = [f for f in dict.fromkeys(folders) if os.path.isdir(f)]  # each stat once
+    return folders, down
+
+
+def _folders(path: str, origin: str) -> list[str]:
+    """A search path's folders, its tokens expanded (an empty one is the working folder)."""
+    return [f for part in (path.split(":") if path else []) for f in _expanded(part or ".", origin)]
 
 
 def _env_path() -> str:
@@ -159,16 +197,16 @@ def _env_path() -> str:
     return config.loader_path().replace(";", ":")
 
 
-def _expanded(path: str) -> list[str]:
-    """`path` with the loader's tokens replaced: `$ORIGIN` by the folder warm loads a blob
-    from, `$LIB` and `$PLATFORM` by each of their usual values."""
+def _expanded(path: str, origin: str) -> list[str]:
+    """`path` with the loader's tokens replaced: `$ORIGIN` by `origin`, the folder of the
+    object that needs it, `$LIB` and `$PLATFORM` by each of their usual values."""
     if "$" not in path:
         return [path]
     machine = platform.machine() or "x86_64"
     triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
     paths = [path]
     for token, values in (
-        ("ORIGIN", (ORIGIN,)),
+        ("ORIGIN", (origin,)),
         ("LIB", ("lib", "lib64", f"lib/{triplet}")),
         ("PLATFORM", (machine,)),
     ):
@@ -178,15 +216,19 @@ def _expanded(path: str) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _finds(name: str, folders: list[str], cache: dict[str, list[str]] | None, ident: bytes) -> bool:
-    """Whether the loader finds `name` (a cache it could not read: assumed found there)."""
-    if "/" in name:
-        return any(_fits(path, ident) for path in _expanded(name))
-    if any(_fits(os.path.join(folder, name), ident) for folder in folders):
-        return True
+def _found(
+    name: str, folders: list[str], cache: dict[str, list[str]] | None, ident: bytes, origin: str
+) -> str | None:
+    """Where the loader finds `name` (None: nowhere; "": not known where, a cache it could
+    not read, where it is assumed found: never a false "not servable")."""
+    if "/" in name:  # (`origin`: the folder of the object that needs it)
+        return next((p for p in _expanded(name, origin) if _fits(p, ident)), None)
+    for folder in folders:
+        if _fits(path := os.path.join(folder, name), ident):
+            return path
     if cache is None:
-        return True  # no verdict without the loader's cache: never a false "not servable"
-    return any(_fits(path, ident) for path in cache.get(name, ()))
+        return ""
+    return next((p for p in cache.get(name, ()) if _fits(p, ident)), None)
 
 
 def _fits(path: str, ident: bytes) -> bool:
