@@ -13,6 +13,7 @@ bytes made by hand (no fake of anything).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import struct
 import subprocess
@@ -171,8 +172,12 @@ def _elf(needed: list[bytes], runpath: bytes = b"", count: int | None = None) ->
     return header + load + dyn + dynamic + names
 
 
-def test_hostile_dynamic_sections_are_bounded() -> None:
+def test_hostile_dynamic_sections_are_bounded(tmp_path: Path) -> None:
     assert missing_library(_elf([b"libc.so.6", b"linux-vdso.so.1", b"libm.so.6"])) == ""
+    fifo = tmp_path / "fifo.so"
+    os.mkfifo(fifo)  # opened, it would block: only regular files are opened
+    for path in (bytes(fifo), b"/dev/zero", b"/proc/kcore"):  # no shared object, none opened
+        assert f"needs {path.decode()}, which" in missing_library(_elf([path]))
     assert "needs libnowhere.so.9" in missing_library(_elf([b"libc.so.6", b"libnowhere.so.9"]))
     started = time.perf_counter()
     many = missing_library(_elf([b"libc.so.6"], count=100_000))

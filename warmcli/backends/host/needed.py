@@ -48,7 +48,8 @@ _CACHE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
 VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
-_PT_LOAD, _PT_DYNAMIC = 1, 2
+_FOLLOW_LIMIT = 4 << 30  # a library larger than this is mapped for its needs no more
+_ET_DYN, _PT_LOAD, _PT_DYNAMIC = 3, 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 # By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
 # program header's p_type, p_offset, p_vaddr and p_filesz, and a dynamic entry.
@@ -105,10 +106,19 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
     looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
     dynamic section cannot be read (its needs are then not followed)."""
     try:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ) as data:
-            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
-    except (OSError, ValueError, IndexError, struct.error, OverflowError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not 20 <= st.st_size <= _FOLLOW_LIMIT:
+            return None
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as data:
+            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
+    except (OSError, ValueError, struct.error, OverflowError):
+        return None
+    finally:
+        os.close(fd)
     if isinstance(read, str) or not read[0]:
         return None
     needed, rpath, runpath = read
@@ -233,7 +243,8 @@ def _found(
 
 def _fits(path: str, ident: bytes) -> bool:
     """Whether `path` is a regular file the loader would take for a blob of `ident` (its
-    word size, byte order and machine): read 20 bytes, never loaded. Only a regular file
+    word size, byte order and machine, and a shared object: the loader takes no
+    executable or core file): read 20 bytes, never loaded. Only a regular file
     is opened (a device a hostile name gives, `/dev/watchdog`, never is)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -249,7 +260,9 @@ def _fits(path: str, ident: bytes) -> bool:
         return False
     finally:
         os.close(fd)
-    return len(head) == 20 and head[:4] == b"\x7fELF" and head[4:6] + head[18:20] == ident
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4:6] + head[18:20] != ident:
+        return False
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == _ET_DYN
 
 
 _cache_lock = threading.Lock()
