@@ -38,6 +38,7 @@ import sysconfig
 import threading
 
 from warmcli import config
+from warmcli.forking import renew_on_fork
 
 MAX_NEEDED = 256  # more DT_NEEDED entries than this: not servable (no linker makes them)
 MAX_FOLDERS = 256  # a blob's RPATH or RUNPATH of more folders: not servable
@@ -266,6 +267,7 @@ def _fits(path: str, ident: bytes) -> bool:
 
 
 _cache_lock = threading.Lock()
+renew_on_fork(sys.modules[__name__], "_cache_lock")  # a child forked while it was held
 _cache_held: tuple[tuple[int, int, int], dict[str, list[str]] | None] | None = None
 
 
