@@ -7,7 +7,8 @@ serve it). `missing_library` says so for `warm check`'s preflight (`warmcli.ops.
 from the blob's bytes alone: a bundle's blob is never loaded to find out (its
 constructors would run). The dynamic section is found as the loader finds it, by the
 `PT_DYNAMIC` program header, its string table by `DT_STRTAB`'s address in a `PT_LOAD`
-segment; each `DT_NEEDED` is looked for as glibc's loader looks: a name with a slash as
+segment; each `DT_NEEDED` is looked for as glibc's loader looks (under another C
+library, musl's, no verdict is given): a name with a slash as
 that path; else the `DT_RPATH` folders (where there is no `DT_RUNPATH`),
 `LD_LIBRARY_PATH`, the `DT_RUNPATH` folders, the loader's cache (`/etc/ld.so.cache`, read
 once while unchanged; one in a form not read here holds every name: never a false "not
@@ -65,8 +66,8 @@ def missing_library(data: bytes) -> str:
     """Why this machine's loader would not find a library `data` (a host kernel binary
     whose ELF header `foreign_binary` passed) needs: "" where it finds each, or where
     the dynamic section cannot be read (the loader's own verdict then stands)."""
-    if sys.platform != "linux" or data[:4] != b"\x7fELF" or len(data) < 64:
-        return ""
+    if not _glibc() or data[:4] != b"\x7fELF" or len(data) < 64:
+        return ""  # another loader's rules (musl's, another OS's): no verdict
     bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
     try:
         read = _dynamic(data, bits, order)
@@ -100,6 +101,14 @@ def missing_library(data: bytes) -> str:
                 followed += 1
                 queue.append((*more, os.path.dirname(path), f"{by}{name} ({path}), which needs "))
     return ""
+
+
+def _glibc() -> bool:
+    """Whether this process's C library, and so its loader, is glibc's."""
+    try:
+        return sys.platform == "linux" and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):  # a name this platform does not know
+        return False
 
 
 def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
