@@ -10,7 +10,7 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
 folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
 `CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
-(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), and the variables a C
+(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
 compiler that is a wrapper script names (`named_variables`). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
@@ -242,6 +242,11 @@ def cuda_homes(environ: Environ | None = None) -> dict[str, str | None]:
 def path(environ: Environ | None = None) -> str:
     """`PATH`, where compilers are searched (`os.defpath` when unset)."""
     return _env(environ).get("PATH", os.defpath)
+
+
+def loader_path(environ: Environ | None = None) -> str:
+    """`LD_LIBRARY_PATH`, where the dynamic loader looks for the libraries a binary needs."""
+    return _env(environ).get("LD_LIBRARY_PATH", "")
 
 
 def columns(environ: Environ | None = None) -> str | None:

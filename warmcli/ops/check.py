@@ -4,9 +4,9 @@ For every device here, every kernel the bundle holds (for any arch) must have a 
 that device by `warmcli.backends.serving`'s rule (arch, and the driver's CUDA version, which a
 compile-only device is given by `warm check --driver`; any toolchain, the device's own preferred),
 and the blob of that build must match its sha256 (a host build: be an ELF this machine's loader
-takes that exports the build's symbol, `warmcli.backends.host.binary`; a cubin row's: a cubin of
-its SM, not PTX). A kernel whose cubins are all for older architectures than a GPU here, but whose
-PTX (`compute_XX`) that GPU's driver can JIT (`warmcli.backends.cuda.ptx.check_ptx`), is servable
+takes, finding each library it needs, that exports the build's symbol, `warmcli.backends.host`; a
+cubin row's: a cubin of its SM, not PTX). A kernel whose cubins are all for older architectures
+than a GPU here, but whose PTX (`compute_XX`) that GPU's driver can JIT (`check_ptx`), is servable
 and listed apart (`jit`): a slower first load, still no compile by warm. Every tune (operation,
 shapes, candidate set) must have a measured pick on that device's fingerprint (a pending tune is
 not servable). The builds (tune records) for other archs of an entry servable here are counted as
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from warmcli.backends.base import COMPILE_ONLY, Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, not_cubin_of
-from warmcli.backends.host.binary import exported_symbols, foreign_binary
+from warmcli.backends.host.binary import exported_symbols, unloadable
 from warmcli.backends.machine import LANGUAGE, DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
@@ -162,9 +162,9 @@ def _unsigned_miss(kind: str, key: str, label: str) -> MissExplanation:
 
 
 def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: DeviceInfo) -> str:
-    """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or
-    failing its sha256, PTX that device's driver cannot JIT, a cubin row's no cubin of its
-    SM, a host binary not exporting the record's symbol (each blob read once, its verdict kept)."""
+    """Why the blob of `record` cannot be served on `offer` ("" when it can): missing or failing
+    its sha256, PTX its driver cannot JIT, a cubin row's no cubin of its SM, a host binary needing
+    a library the loader lacks or not exporting its symbol (each blob read once, verdict kept)."""
     ptx = virtual_sm(record.arch) is not None
     held = record.sha256 + (f" {record.arch} {offer.id} {offer.arch} {offer.driver}" if ptx else "")
     if (cached := blobs.get(held)) is None:
@@ -174,7 +174,7 @@ def _blob_problem(bundle: Bundle, record: KernelRecord, blobs: Blobs, offer: Dev
             if ptx:
                 problem = check_ptx(data, offer.arch, offer.driver) or ""
             elif offer.backend == "host":
-                problem = foreign_binary(data)
+                problem = unloadable(data)
                 symbols = None if problem else exported_symbols(data)
             else:  # a cubin row's blob: a cubin of its SM (not PTX, not another SM's)
                 problem = not_cubin_of(data, record.arch) or ""

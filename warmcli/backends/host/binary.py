@@ -5,8 +5,10 @@ one built for another machine (another `e_machine`, word size or byte order) pas
 and so does one that is no shared object (an executable, an object file) or one cut
 short (a header whose program headers or segments lie past its end): the loader
 refuses each, so a production process compiles the kernel after all.
-`foreign_binary` says so from the ELF header and its program headers, for `warm
-check`'s preflight (`warmcli.ops.check`), and `exported_symbols` reads the names its
+`foreign_binary` says so from the ELF header and its program headers, and `unloadable`
+adds a library it needs that this machine's loader does not find
+(`warmcli.backends.host.needed`), for `warm check`'s preflight (`warmcli.ops.check`);
+`exported_symbols` reads the names its
 dynamic symbol table exports (what `dlsym` finds), so a row naming a symbol the binary
 lacks is found there too, not when a production process serves it (pyelftools is no
 dependency of warm: a small reader bounded by the binary's size, in time and memory: a
@@ -19,6 +21,8 @@ from __future__ import annotations
 import platform
 import struct
 import sys
+
+from warmcli.backends.host.needed import missing_library
 
 _ELF = b"\x7fELF"
 _ET_DYN = 3  # e_type of a shared object
@@ -65,6 +69,13 @@ def foreign_binary(data: bytes) -> str:
     if e_type != _ET_DYN:
         return f"bundle's build is not a shared object (an ELF of e_type {e_type})"
     return _cut_short(data, bits, "<" if order == "little" else ">")
+
+
+def unloadable(data: bytes) -> str:
+    """Why this machine's loader would not load `data`, a host kernel binary, from its
+    bytes alone, never loaded: `foreign_binary`, else a library it needs that the loader
+    does not find (`missing_library`); "" where neither."""
+    return foreign_binary(data) or missing_library(data)
 
 
 def _cut_short(data: bytes, bits: int, order: str) -> str:

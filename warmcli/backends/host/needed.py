@@ -1,0 +1,323 @@
+"""The libraries a host kernel binary needs, found as this machine's loader finds them, unloaded.
+
+A host blob built with a library option (`-lhelper`) names it in its ELF dynamic section
+(`DT_NEEDED libhelper.so`): where this machine's loader does not find it, `dlopen` fails
+and a production process compiles the kernel after all (or, with no compiler, cannot
+serve it). `missing_library` says so for `warm check`'s preflight (`warmcli.ops.check`)
+from the blob's bytes alone: a bundle's blob is never loaded to find out (its
+constructors would run). The dynamic section is found as the loader finds it, by the
+`PT_DYNAMIC` program header, its string table by `DT_STRTAB`'s address in a `PT_LOAD`
+segment; each `DT_NEEDED` is looked for as glibc's loader looks (under another C
+library, musl's, no verdict is given): a name with a slash as
+that path; else the `DT_RPATH` folders (where there is no `DT_RUNPATH`),
+`LD_LIBRARY_PATH`, the `DT_RUNPATH` folders, the loader's cache (`/etc/ld.so.cache`, read
+once while unchanged; one in a form not read here holds every name: never a false "not
+servable") and the default folders (`/lib`, `/usr/lib`, their multiarch and
+`lib64` forms). A file counts only where it is an ELF of the blob's word size, byte
+order and machine (the loader passes over others). `$ORIGIN` is the folder the blob is
+loaded from (`/proc/self/fd`: warm loads it by descriptor), which holds no library; `$LIB`
+and `$PLATFORM` count as any of their usual values. The vDSO's names are always there.
+What the libraries found need is followed as well, breadth first as the loader loads
+them (each name found once serves every object that needs it; a library's own RPATH,
+with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED`
+libraries, each mapped to read its headers, never loaded. Bounded by the blob, in time and
+memory: more than `MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS`
+folders, a name or search path longer than `MAX_NAME`, or a dynamic section with no end in
+`MAX_DYNAMIC` entries is itself not servable. It owns only the cache's parsed copy, loads
+nothing and never prints.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import stat
+import struct
+import sys
+import sysconfig
+import threading
+
+from warmcli import config
+from warmcli.forking import renew_on_fork
+
+MAX_NEEDED = 256  # more DT_NEEDED entries than this: not servable (no linker makes them)
+MAX_FOLDERS = 256  # a blob's RPATH or RUNPATH of more folders: not servable
+MAX_NAME = 4096  # a needed name or search path longer than this (PATH_MAX): not servable
+MAX_DYNAMIC = 1 << 16  # dynamic entries read before a DT_NULL; past it: not servable
+MAX_FOLLOWED = 64  # this machine's libraries whose own needs are read, per blob
+_CACHE = "/etc/ld.so.cache"
+_CACHE_MAGIC = b"glibc-ld.so.cache1.1"
+_CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
+VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
+_FOLLOW_LIMIT = 4 << 30  # a library larger than this is mapped for its needs no more
+_ET_DYN, _PT_LOAD, _PT_DYNAMIC = 3, 1, 2
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
+# By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
+# program header's p_type, p_offset, p_vaddr and p_filesz, and a dynamic entry.
+_LAYOUT = {
+    64: (32, "Q", 54, "I4xQQ8xQ8x8x", "qQ"),
+    32: (28, "I", 42, "III4xI8x4x", "iI"),
+}
+ORIGIN = "/proc/self/fd"  # where warm's loader loads a blob from (its descriptor)
+
+
+def missing_library(data: bytes) -> str:
+    """Why this machine's loader would not find a library `data` (a host kernel binary
+    whose ELF header `foreign_binary` passed) needs: "" where it finds each, or where
+    the dynamic section cannot be read (the loader's own verdict then stands)."""
+    if not _glibc() or data[:4] != b"\x7fELF" or len(data) < 64:
+        return ""  # another loader's rules (musl's, another OS's): no verdict
+    bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
+    try:
+        read = _dynamic(data, bits, order)
+    except (struct.error, OverflowError):
+        return ""  # headers past the end: `foreign_binary` names a blob cut short
+    if isinstance(read, str):
+        return read
+    needed, rpath, runpath = read
+    ident = data[4:6] + data[18:20]  # word size, byte order, e_machine (e_machine's order)
+    searched = _search_path(rpath, runpath, ORIGIN, [])
+    if isinstance(searched, str):
+        return searched
+    cache = _loader_cache()
+    found = set(VDSO)  # names found: loaded once, by name, for every object that needs it
+    queue = [(needed, *searched, ORIGIN, "")]  # names, where, RPATH handed down, origin, by
+    followed = 0
+    while queue:  # breadth first, as the loader loads them
+        names, folders, handed, origin, by = queue.pop(0)
+        for name in names:
+            if name in found:
+                continue
+            path = _found(name, folders, cache, ident, origin)
+            if path is None:
+                return (
+                    f"bundle's build needs {by}{name}, which this machine's loader does not "
+                    "find (LD_LIBRARY_PATH, RUNPATH/RPATH, the loader cache, the system's "
+                    "folders): loading it would fail"
+                )
+            found.add(name)
+            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed)):
+                followed += 1
+                queue.append((*more, os.path.dirname(path), f"{by}{name} ({path}), which needs "))
+    return ""
+
+
+def _glibc() -> bool:
+    """Whether this process's C library, and so its loader, is glibc's."""
+    try:
+        return sys.platform == "linux" and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):  # a name this platform does not know
+        return False
+
+
+def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+    """What the library at `path` (this machine's, found for a blob) needs, where the loader
+    looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
+    dynamic section cannot be read (its needs are then not followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not 20 <= st.st_size <= _FOLLOW_LIMIT:
+            return None
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as data:
+            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
+    except (OSError, ValueError, struct.error, OverflowError):
+        return None
+    finally:
+        os.close(fd)
+    if isinstance(read, str) or not read[0]:
+        return None
+    needed, rpath, runpath = read
+    searched = _search_path(rpath, runpath, os.path.dirname(path), handed)
+    return None if isinstance(searched, str) else (needed, *searched)
+
+
+def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str], str, str] | str:
+    """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of `data`, or why not servable."""
+    at, offset, sizes, header, entry = _LAYOUT[bits]
+    (phoff,) = struct.unpack_from(order + offset, data, at)
+    phentsize, phnum = struct.unpack_from(order + "HH", data, sizes)
+    program, dynamic = struct.Struct(order + header), struct.Struct(order + entry)
+    if phentsize < program.size:
+        return ([], "", "")
+    loads, found = [], None
+    for i in range(phnum):  # at most 65,535, each read once
+        kind, start, address, size = program.unpack_from(data, phoff + i * phentsize)
+        if kind == _PT_LOAD:
+            loads.append((address, start, size))
+        elif kind == _PT_DYNAMIC and found is None:
+            found = (start, size)
+    if found is None:
+        return ([], "", "")  # no dynamic section: it needs nothing
+    tags: dict[int, int] = {}
+    needed: list[int] = []
+    start, size = found
+    for i in range(min(size // dynamic.size, MAX_DYNAMIC + 1)):
+        tag, value = dynamic.unpack_from(data, start + i * dynamic.size)
+        if tag == _DT_NULL:
+            break
+        if i == MAX_DYNAMIC:
+            return f"bundle's build has a dynamic section of over {MAX_DYNAMIC} entries: not read"
+        if tag == _DT_NEEDED:
+            if len(needed) == MAX_NEEDED:
+                return f"bundle's build needs over {MAX_NEEDED} libraries: not read"
+            needed.append(value)
+        else:
+            tags.setdefault(tag, value)
+    if not needed and _DT_RPATH not in tags and _DT_RUNPATH not in tags:
+        return ([], "", "")
+    address = tags.get(_DT_STRTAB, -1)
+    table = next((s + address - a for a, s, n in loads if a <= address < a + n), None)
+    if table is None:
+        return ""  # no string table the loader could read: its own error stands
+    end = min(len(data), table + tags.get(_DT_STRSZ, len(data)))
+
+    def text(at: int) -> str | None:
+        stop = data.find(b"\0", table + at, min(end, table + at + MAX_NAME + 1))
+        return None if stop < 0 else data[table + at : stop].decode(errors="surrogateescape")
+
+    names = [text(n) for n in needed]
+    paths = [text(tags[t]) if t in tags else "" for t in (_DT_RPATH, _DT_RUNPATH)]
+    if None in names or None in paths:
+        return f"bundle's build names a library or folder over {MAX_NAME} bytes, or unended"
+    return ([n for n in names if n is not None], paths[0] or "", paths[1] or "")
+
+
+def _search_path(
+    rpath: str, runpath: str, origin: str, handed: list[str]
+) -> tuple[list[str], list[str]] | str:
+    """The folders the loader searches for a name without a slash that an object with this
+    `rpath` and `runpath`, loaded from `origin`, needs, in its order (the cache, between
+    RUNPATH and the default folders, is looked up apart), and the RPATH it hands down to
+    what it loads (its own with its loaders', `handed`, where it has no RUNPATH); or why not
+    servable."""
+    if max(rpath.count(":"), runpath.count(":")) >= MAX_FOLDERS:
+        return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
+    down = [] if runpath else [*_folders(rpath, origin), *handed]
+    folders = [*down, *_folders(_env_path(), origin), *_folders(runpath, origin)]
+    machine = platform.machine() or "x86_64"
+    triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
+    for root in ("/lib", "/usr/lib"):
+        folders.extend((f"{root}/{triplet}", f"{root}64", root))
+    folders = [f for f in dict.fromkeys(folders) if os.path.isdir(f)]  # each stat once
+    return folders, down
+
+
+def _folders(path: str, origin: str) -> list[str]:
+    """A search path's folders, its tokens expanded (an empty one is the working folder)."""
+    return [f for part in (path.split(":") if path else []) for f in _expanded(part or ".", origin)]
+
+
+def _env_path() -> str:
+    """`LD_LIBRARY_PATH` (glibc splits it at `:` and `;` alike)."""
+    return config.loader_path().replace(";", ":")
+
+
+def _expanded(path: str, origin: str) -> list[str]:
+    """`path` with the loader's tokens replaced: `$ORIGIN` by `origin`, the folder of the
+    object that needs it, `$LIB` and `$PLATFORM` by each of their usual values."""
+    if "$" not in path:
+        return [path]
+    machine = platform.machine() or "x86_64"
+    triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
+    paths = [path]
+    for token, values in (
+        ("ORIGIN", (origin,)),
+        ("LIB", ("lib", "lib64", f"lib/{triplet}")),
+        ("PLATFORM", (machine,)),
+    ):
+        paths = [
+            p.replace("${" + token + "}", v).replace("$" + token, v) for p in paths for v in values
+        ]
+    return list(dict.fromkeys(paths))
+
+
+def _found(
+    name: str, folders: list[str], cache: dict[str, list[str]] | None, ident: bytes, origin: str
+) -> str | None:
+    """Where the loader finds `name` (None: nowhere; "": not known where, a cache it could
+    not read, where it is assumed found: never a false "not servable")."""
+    if "/" in name:  # (`origin`: the folder of the object that needs it)
+        return next((p for p in _expanded(name, origin) if _fits(p, ident)), None)
+    for folder in folders:
+        if _fits(path := os.path.join(folder, name), ident):
+            return path
+    if cache is None:
+        return ""
+    return next((p for p in cache.get(name, ()) if _fits(p, ident)), None)
+
+
+def _fits(path: str, ident: bytes) -> bool:
+    """Whether `path` is a regular file the loader would take for a blob of `ident` (its
+    word size, byte order and machine, and a shared object: the loader takes no
+    executable or core file): read 20 bytes, never loaded. Only a regular file
+    is opened (a device a hostile name gives, `/dev/watchdog`, never is)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):  # none there (a NUL in a hostile name: ValueError)
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.pread(fd, 20, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4:6] + head[18:20] != ident:
+        return False
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == _ET_DYN
+
+
+_cache_lock = threading.Lock()
+renew_on_fork(sys.modules[__name__], "_cache_lock")  # a child forked while it was held
+_cache_held: tuple[tuple[int, int, int], dict[str, list[str]] | None] | None = None
+
+
+def _loader_cache() -> dict[str, list[str]] | None:
+    """The loader cache's names and their paths ({} where there is none; None where it is
+    in a form not read here), parsed again only when the file changed."""
+    global _cache_held
+    try:
+        st = os.stat(_CACHE)
+    except OSError:
+        return {}
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    with _cache_lock:
+        if _cache_held is not None and _cache_held[0] == stamp:
+            return _cache_held[1]
+        parsed = _parse_cache() if st.st_size <= _CACHE_LIMIT else None
+        _cache_held = (stamp, parsed)
+        return parsed
+
+
+def _parse_cache() -> dict[str, list[str]] | None:
+    """glibc's cache (the new format, alone or after the old one): name -> paths."""
+    try:
+        with open(_CACHE, "rb") as file:
+            data = file.read(_CACHE_LIMIT + 1)
+    except OSError:
+        return {}
+    base = data.find(_CACHE_MAGIC)
+    if base < 0 or len(data) < base + 48:
+        return None
+    (count,) = struct.unpack_from("=I", data, base + 20)
+    entry = struct.Struct("=iII4x8x")
+    if base + 48 + count * entry.size > len(data):
+        return None
+    names: dict[str, list[str]] = {}
+
+    def text(at: int) -> str:
+        stop = data.find(b"\0", base + at)
+        return data[base + at : stop if stop >= 0 else len(data)].decode(errors="surrogateescape")
+
+    for i in range(count):
+        _, key, value = entry.unpack_from(data, base + 48 + i * entry.size)
+        names.setdefault(text(key), []).append(text(value))
+    return names
