@@ -1,0 +1,59 @@
+"""stats40: what the inspection commands tell a user, on real bundles.
+
+A pass's autotune table and `--json` count a tune the bundle holds as pending (a GPU-less
+pre-build's), kernels of one string template are told apart in `stats`, `diff` and `check`,
+and a workload argument warm does not take is said in warm's own line. The real CLI in a
+subprocess, the real NVRTC and cc, real bundles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Warm, nvrtc_release_or_skip
+
+TUNED_CUDA = '''
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "cuda"
+SRC = r"""extern "C" __global__ void scale(float *x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= F;
+}"""
+SCALE = Tunable(
+    name="scale",
+    candidates={f"f{f}": Kernel(SRC, "scale", "Pi", language="cuda", defines={"F": f})
+                for f in (2, 3)},
+    launch=lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, grid=1, block=64,
+                                                         stream=stream),
+)
+
+def workload(rt):
+    x = rt.upload(np.ones(64, np.float32))
+    rt.tune(SCALE, x, 64)
+'''
+
+
+def _autotune(out: dict) -> list[dict]:
+    return [p["autotune"] for p in out["passes"]]
+
+
+def test_a_pending_tune_in_the_bundle_counts_as_pending(warm: Warm, tmp_path: Path) -> None:
+    """`warm run --arch sm_90` twice, GPU-less: the second run's passes reach the tune the
+    bundle holds pending, and every pass said `registered 0, pending 0, hits 0`, as if the
+    workload tuned nothing. Each pass now registers it, settled `pending` (as a kernel the
+    bundle serves is `loaded`); the first run's verify pass likewise."""
+    nvrtc_release_or_skip()
+    work, bundle = tmp_path / "t.py", tmp_path / "t.warm"
+    work.write_text(TUNED_CUDA)
+    first = warm.json("run", work, "--arch", "sm_90", "-b", bundle)
+    assert first["stored"]["tunes"] == 1
+    assert _autotune(first)[-1]["registered"] == 1 and _autotune(first)[-1]["pending"] == 1
+    second = warm.json("run", work, "--arch", "sm_90", "-b", bundle)
+    for p in second["passes"]:
+        a = p["autotune"]
+        assert (a["registered"], a["pending"], a["settled"], a["hits"]) == (1, 1, 1, 0), p["mode"]
+        assert a["persisted"] == 0 and a["unrecorded"] == 0
+    table = warm("run", work, "--arch", "sm_90", "-b", bundle).stdout
+    assert table.count(" pending            1") == 3, table
