@@ -57,3 +57,37 @@ def test_a_pending_tune_in_the_bundle_counts_as_pending(warm: Warm, tmp_path: Pa
         assert a["persisted"] == 0 and a["unrecorded"] == 0
     table = warm("run", work, "--arch", "sm_90", "-b", bundle).stdout
     assert table.count(" pending            1") == 3, table
+
+
+HOST = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "k", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.upload(np.ones(4, np.float32)), 4)
+"""
+
+
+def test_a_workload_option_is_refused_in_warms_own_line(warm: Warm, tmp_path: Path) -> None:
+    """`warm run w.py --n 8` said `No such option: --n (Possible options: --entry, --json,
+    --nvcc); a workload takes no arguments ...`: Click's suggestions, none of them meant,
+    before warm's answer. Now warm's line alone; before the workload, Click's as before."""
+    (tmp_path / "w.py").write_text(HOST)
+    bundle = tmp_path / "x.warm"
+    for command, option in (
+        (["run", "w.py", "--n", "8"], "--n"),
+        (["run", "w.py", "-b", bundle, "--n=8"], "--n"),
+        (["verify", bundle, "--workload", "w.py", "--n", "8"], "--n"),
+        (["verify", bundle, "--workload", "w.py", "--pycuda"], "--pycuda"),
+    ):
+        done = warm(*command, cwd=tmp_path)
+        said = done.stderr.strip()
+        assert done.returncode == 2 and len(said.splitlines()) == 1, said
+        assert "No such option" not in said and "Possible options" not in said, said
+        assert said.startswith(f"warm: error: warm {command[0]} takes no {option}"), said
+        assert not bundle.exists()
+    said = warm("run", "--n", "8", "w.py", cwd=tmp_path).stderr
+    assert "No such option: --n (Possible options:" in said, said
