@@ -91,3 +91,73 @@ def test_a_workload_option_is_refused_in_warms_own_line(warm: Warm, tmp_path: Pa
         assert not bundle.exists()
     said = warm("run", "--n", "8", "w.py", cwd=tmp_path).stderr
     assert "No such option: --n (Possible options:" in said, said
+
+
+TEMPLATED = '''
+import numpy as np
+import pycuda.gpuarray as gpuarray
+import warmcli.pycuda.autoinit  # noqa: F401
+from warmcli.pycuda import SourceModule
+
+TEMPLATE = """
+__global__ void block_sum(float *out, const float *x, int n)
+{
+    __shared__ float part[%(block)d];
+    const int i = blockIdx.x * %(block)d + threadIdx.x;
+    part[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) { float s = 0; for (int j = 0; j < %(block)d; j++) s += part[j];
+                            out[blockIdx.x] = s; }
+}
+"""
+
+def main():
+    x = gpuarray.to_gpu(np.ones(1024, np.float32))
+    for block in BLOCKS:
+        f = SourceModule(TEMPLATE % {"block": block}).get_function("block_sum")
+        out = gpuarray.zeros(1024 // block, np.float32)
+        f(out, x, np.int32(1024), block=(block, 1, 1), grid=(1024 // block, 1))
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _kernel_rows(text: str) -> list[list[str]]:
+    return [r.split() for r in text.splitlines() if "block_sum" in r]
+
+
+def test_kernels_of_one_template_are_told_apart(warm: Warm, tmp_path: Path) -> None:
+    """A PyCUDA program formatting one source text with three block sizes: `warm stats`
+    listed `block_sum` six times (three sm_90, three PTX), and `warm diff` two bundles'
+    `block_sum` rows alike, told apart by nothing in diff and only by an 8-digit key in
+    stats. Listings where one label stands for several source texts now show a `source`
+    column (the digest's head, the same for a source's cubin and PTX), and each kernel's
+    `--json` document has `source_sha256` (the digest of the source text warm compiled)."""
+    nvrtc_release_or_skip()
+    bundles = []
+    for name, blocks in (("a", (64, 128, 256)), ("b", (64, 128, 512))):
+        work, bundle = tmp_path / f"{name}.py", tmp_path / f"{name}.warm"
+        work.write_text(TEMPLATED.replace("BLOCKS", repr(blocks)))
+        run = warm("run", work, "--pycuda", "--arch", "sm_90", "-b", bundle, "-q")
+        assert run.returncode == 0, run.stderr
+        bundles.append(bundle)
+    a, b = bundles
+    doc = warm.json("stats", a)
+    digests = [k["source_sha256"] for k in doc["kernels"]]
+    assert len(set(digests)) == 3 and all(len(d) == 64 for d in digests), digests
+    rows = _kernel_rows(warm("stats", a).stdout)
+    assert "source" in warm("stats", a).stdout
+    shown = [r[r.index("block_sum") + 1] for r in rows]
+    assert len(rows) == 6 and set(shown) == {d[:8] for d in digests}, rows
+    assert shown[:3] == shown[3:], rows  # each source's PTX and cubin in one order
+    diff = warm("diff", a, b)
+    rows = _kernel_rows(diff.stdout)
+    shown = [r[r.index("block_sum") + 1] for r in rows]
+    assert len(rows) == 4 and len(set(shown)) == 2, diff.stdout
+    assert set(shown) <= {
+        k["source_sha256"][:8] for d in (a, b) for k in warm.json("stats", d)["kernels"]
+    }
+    only_a = warm.json("diff", a, b)["kernels"]["only_a"]
+    in_b = {k["source_sha256"] for k in warm.json("stats", b)["kernels"]}
+    assert len({k["source_sha256"] for k in only_a} - in_b) == 1, only_a
