@@ -161,3 +161,17 @@ def test_kernels_of_one_template_are_told_apart(warm: Warm, tmp_path: Path) -> N
     only_a = warm.json("diff", a, b)["kernels"]["only_a"]
     in_b = {k["source_sha256"] for k in warm.json("stats", b)["kernels"]}
     assert len({k["source_sha256"] for k in only_a} - in_b) == 1, only_a
+
+
+def test_source_column_only_where_one_device_has_one_label_twice() -> None:
+    """Pure logic over fake `kernel_json` documents: `warm diff` of a CUDA bundle and a host
+    bundle that both hold `bias_relu` showed a `source` column on every row; one label of two
+    sources on different devices is told apart by the device already."""
+    from warmcli.cli.render.kernel_columns import kernel_sources
+
+    def doc(device: str, arch: str, source: str) -> dict[str, str]:
+        return {"device": device, "arch": arch, "label": "k", "source_sha256": source * 64}
+
+    cuda, host = doc("sm_90", "sm_90", "a"), doc("host", "x86_64", "b")
+    assert kernel_sources([cuda, host]) is None
+    assert kernel_sources([cuda, host, doc("sm_90", "sm_90", "c")]) == ["a" * 8, "b" * 8, "c" * 8]

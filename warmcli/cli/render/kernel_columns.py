@@ -35,11 +35,13 @@ def kernel_options(kernels: list[dict[str, Any]]) -> list[str] | None:
 def kernel_sources(kernels: list[dict[str, Any]]) -> list[str] | None:
     """Each kernel's source digest (`source_sha256`, its first `SOURCE_SHOWN` digits: the
     same for a source's cubin and its PTX), shown in a column of their own where one label
-    of `kernels` stands for more than one source text (a PyCUDA program's template, formatted
-    with several block sizes); None where each label has one source."""
-    sources: dict[str, set[str]] = {}
+    of `kernels` stands for more than one source text on one device and arch (a PyCUDA
+    program's template, formatted with several block sizes); None where none does (a host
+    and a CUDA kernel of one name are told apart by their device already)."""
+    sources: dict[tuple[str, str, str], set[str]] = {}
     for k in kernels:
-        sources.setdefault(str(k["label"]), set()).add(str(k.get("source_sha256") or ""))
+        named = (str(k["device"]), str(k["arch"]), str(k["label"]))
+        sources.setdefault(named, set()).add(str(k.get("source_sha256") or ""))
     if all(len(s) < 2 for s in sources.values()):
         return None
     return [str(k.get("source_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
