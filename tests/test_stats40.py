@@ -163,6 +163,30 @@ def test_kernels_of_one_template_are_told_apart(warm: Warm, tmp_path: Path) -> N
     assert len({k["source_sha256"] for k in only_a} - in_b) == 1, only_a
 
 
+def test_a_pass_table_in_a_narrow_terminal_stays_three_lists(warm: Warm, tmp_path: Path) -> None:
+    """`COLUMNS=60 warm run w.py`: a pass's table (66 cells wide) became 11 records of three
+    lines, each `Compilation  registered  6` / `Autotune  registered  3` / `Execution
+    executed  0`, the three views' rows interleaved (33 lines a pass, a view's name on
+    every one). Now each view is one list under its name, one count a line."""
+    (tmp_path / "w.py").write_text(HOST)
+    env = dict(warm.env, COLUMNS="60")
+    done = Warm(env)("run", tmp_path / "w.py", "-b", tmp_path / "x.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    tables = [ln for ln in lines if not ln.startswith(("bundle ", "verify: "))]  # (unwrapped)
+    assert all(len(ln) <= 60 for ln in tables), done.stdout
+    passes = sum(ln.startswith("Pass ") for ln in lines)
+    assert passes == 3, done.stdout
+    for view in ("Compilation", "Autotune", "Execution"):
+        assert sum(ln.strip() == view for ln in lines) == passes, done.stdout
+        assert not any(ln.startswith(view + " ") for ln in lines), done.stdout
+    first = lines[lines.index("Compilation") + 1].split()
+    assert first == ["registered", "1"], done.stdout
+    assert sum(ln.split()[:1] == ["registered"] for ln in lines) == 2 * passes, done.stdout
+    wide = Warm(dict(warm.env, COLUMNS="200"))("run", tmp_path / "w.py", "-b", tmp_path / "y.warm")
+    assert " Compilation             Autotune               Execution" in wide.stdout
+
+
 def test_source_column_only_where_one_device_has_one_label_twice() -> None:
     """Pure logic over fake `kernel_json` documents: `warm diff` of a CUDA bundle and a host
     bundle that both hold `bias_relu` showed a `source` column on every row; one label of two

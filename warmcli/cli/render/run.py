@@ -138,7 +138,8 @@ def _cell(values: object, key: str) -> str:
 
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
     """One pass on one device: compilation, autotune and execution side by side."""
-    table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
+    title = f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s"
+    table = listing(title, stacked=True)  # narrow: one list per view, not interleaved records
     columns = []
     for view, keys in (
         ("compilation", (*COMPILATION_KEYS, "compiler_processes", "seconds")),
