@@ -199,3 +199,42 @@ def test_source_column_only_where_one_device_has_one_label_twice() -> None:
     cuda, host = doc("sm_90", "sm_90", "a"), doc("host", "x86_64", "b")
     assert kernel_sources([cuda, host]) is None
     assert kernel_sources([cuda, host, doc("sm_90", "sm_90", "c")]) == ["a" * 8, "b" * 8, "c" * 8]
+
+
+FAILING_CANDIDATES = """
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += V; }"
+
+def launch(rt, k, x, n, *, stream=None):
+    if k.define("V") == "2":
+        raise ValueError("not this one")
+    rt.launch(k, x, n, stream=stream)
+
+T = Tunable(name="op", candidates={"good": Kernel(SRC, "k", "Pi", defines={"V": 1}),
+                                   "bad": Kernel(SRC, "k", "Pi", defines={"V": "oops("}),
+                                   "raises": Kernel(SRC, "k", "Pi", defines={"V": 2})},
+            launch=launch)
+
+def workload(rt):
+    rt.tune(T, rt.upload(np.ones(4, np.float32)), 4)
+"""
+
+
+def test_a_pass_table_counts_failed_candidates(warm: Warm, tmp_path: Path) -> None:
+    """A tune of three candidates, one failing to compile and one whose launch raises: the
+    measuring pass's table said `candidates 1` and autotune `failed 0`, the two failed
+    candidates nowhere (the raising one not even in a note), though `--json` counts them
+    (`candidates_failed`). The row now reads `candidates   1 + 2 failed`."""
+    (tmp_path / "w.py").write_text(FAILING_CANDIDATES)
+    done = warm("run", tmp_path / "w.py", "-b", tmp_path / "x.warm")
+    assert done.returncode == 0, done.stderr
+    rows = [
+        ln.split("candidates", 1)[1].split()
+        for ln in done.stdout.splitlines()
+        if "candidates " in ln
+    ]
+    assert rows[1][:4] == ["1", "+", "2", "failed"], done.stdout
+    assert rows[0][:1] == ["0"] and rows[0][1:2] != ["+"], done.stdout  # the CompileOnly pass

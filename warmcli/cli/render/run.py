@@ -131,9 +131,15 @@ def _fmt(value: float) -> str:
 
 
 def _cell(values: object, key: str) -> str:
-    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`)."""
+    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`),
+    the candidates measured with those that failed beside (`1 + 2 failed`)."""
     ptx = getattr(values, "ptx_stored", 0) if key == "stored" else 0
-    return _fmt(getattr(values, key)) + (f" + {ptx} PTX" if ptx else "")
+    failed = getattr(values, "candidates_failed", 0) if key == "candidates_measured" else 0
+    return (
+        _fmt(getattr(values, key))
+        + (f" + {ptx} PTX" if ptx else "")
+        + (f" + {failed} failed" if failed else "")
+    )
 
 
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
