@@ -153,7 +153,7 @@ def test_workload_options_given_after_it_say_a_workload_takes_none(
         assert "one of them" not in said, said
         assert not bundle.exists()
     said = _refused(warm, tmp_path, "run", "w.py", "--n", "8")
-    assert said.startswith("warm: error: No such option: --n"), said
+    assert said.startswith("warm: error: warm run takes no --n, and a workload"), said
     for command, exact in (  # before the workload: as they were
         (
             ["run", "--n", "8", "w.py"],

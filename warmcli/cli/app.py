@@ -78,8 +78,9 @@ class WarmCommand(_PlainParams, TyperCommand):
                 raise
             other = _owner(self.name, exc.option_name)  # `verify ... --pycuda`: run's option
             said = _not_here(self.name, exc.option_name, other) if other else None
-            said = said or _no_arguments(given_args[at])  # (as given: `--n=8`)
-            raise UsageError(f"{exc.format_message()}; {said}", ctx) from None
+            mine = f"warm {self.name} takes no {exc.option_name}, and "  # (not Click's guesses)
+            said = said or mine + _no_arguments(given_args[at])  # (as given: `--n=8`)
+            raise UsageError(said, ctx) from None
         ctx.allow_extra_args = False
         params = ctx.params
         both = bool(params.get("workload") and params.get("module") and self.name == "run")

@@ -260,10 +260,11 @@ class Runtime:
             gathering = record is None or self.device.can_execute  # for a pass that measures
             if gathering and self._register_tune(tunable, key) and record is None:
                 collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
+            elif record is not None and not gathering and record.status == "pending":
+                self.tune_registrations.register_settled(collector, key, "pending")  # reached
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 self._tune_miss(tunable, key, shape_key, built_otherwise)
-            # A kernel whose compile is recorded as failed under the key it has here is not
-            # due again (another toolchain's failure, another key, is not this one's).
+            # A kernel recorded failed under the key it has here is not due again (not so others).
             recorded = record.candidates if record is not None else ()
             failed = {c.kernel_key for c in recorded if c.status == "failed"}
             for kernel in tunable.candidates.values():
@@ -272,6 +273,7 @@ class Runtime:
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
+            self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None
         else:
             self._tune_miss(tunable, key, shape_key, record or built_otherwise)

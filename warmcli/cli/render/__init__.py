@@ -23,15 +23,18 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
-def listing(title: str | None = None) -> Table:
+def listing(title: str | None = None, *, stacked: bool = False) -> Table:
     """The table every listing uses: a title on the left, a rule under the header; in a
-    terminal too narrow for its columns, one record after another (`narrow.Listing`)."""
+    terminal too narrow for its columns, one record after another (`narrow.Listing`), or,
+    `stacked`, one list per named column (views side by side, as a pass's counts)."""
     from rich import box
 
     from warmcli.cli.render.narrow import Listing
 
     shown = None if title is None else line(title)
-    return Listing(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Listing(title=shown, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.stacked = stacked
+    return table
 
 
 def line(text: object, style: str = "") -> Text:

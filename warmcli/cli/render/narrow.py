@@ -5,10 +5,12 @@ to `x8…` or a column to nothing (`COLUMNS=40 warm stats`). A `Listing` is a Ri
 that, when the terminal cannot give each column its text (a folding column at least
 `FOLDED` cells), shows one record after another instead: each non-empty cell on a line
 of its own, under its column's name (a cell of a column with no name beside the one
-before it, as a pass table's count beside its name), folded to the width there is. Names and their
+before it, as a count beside its name), folded to the width there is. Names and their
 values (those records, a bundle's manifest) are `Pairs`: where a name and its value do
 not both fit, the name is cut (`…`), never the value. Each decides at each render, from
-the width it is given; it owns only its rows and prints nothing itself.
+the width it is given; it owns only its rows and prints nothing itself. A `stacked` listing
+(views side by side: a pass's compilation, autotune and execution counts) shows instead
+each view as a list under its name, one after another.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ VALUE = 12  # the least a value is given (its width, if narrower) before names a
 
 
 class Listing(Table):
-    """A Rich table that becomes one record after another when it does not fit."""
+    """A Rich table that becomes one record after another when it does not fit; one whose
+    `stacked` is set (views side by side, as a pass's counts) becomes one list per view."""
+
+    stacked: bool = False
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.rows and self.needed() > options.max_width:
-            yield from self.records()
+            yield from self.lists() if self.stacked else self.records()
         else:
             yield from super().__rich_console__(console, options)
 
@@ -67,6 +72,28 @@ class Listing(Table):
             for header, cell in shown:
                 grid.add_row(Text(header), cell, style=row.style)
         yield grid
+        yield Text()
+
+    def lists(self) -> Iterator[Table | Text]:
+        """The columns as lists: its title, then each named column (a view) under its name,
+        its rows' cells a line each, beside them those of the unnamed columns after it."""
+        if self.title is not None:
+            yield self.title if isinstance(self.title, Text) else Text(self.title)
+        groups: list[list[Column]] = []
+        for column in self.columns:
+            if str(column.header) or not groups:
+                groups.append([column])
+            else:
+                groups[-1].append(column)
+        for group in groups:
+            yield Text()
+            yield Text(str(group[0].header), style="bold")
+            grid = pairs()
+            for row in zip(*(list(c.cells) for c in group), strict=True):
+                shown = [_text(cell) for cell in row]
+                if any(shown):
+                    grid.add_row(shown[0], "  ".join(shown[1:]))
+            yield grid
         yield Text()
 
 

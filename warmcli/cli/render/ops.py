@@ -17,9 +17,13 @@ from rich.text import Text
 from warmcli.backends.machine import DeviceInfo, Inventory
 from warmcli.bundle.signature_report import SignatureReport
 from warmcli.cli.render import add_row, cell, line, listing, when
-from warmcli.cli.render.stats import (
+from warmcli.cli.render.kernel_columns import (
+    SOURCE_SHOWN,
     kernel_name,
     kernel_options,
+    kernel_sources,
+)
+from warmcli.cli.render.stats import (
     kernels_json,
     micros,
     tune_brief,
@@ -226,6 +230,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
         line(f"{diff.kernels_shared} kernel(s) and {diff.tunes_shared} tune(s) in both"),
     ]
     doc = diff_json(diff)["kernels"]
+    twins = kernel_sources(doc["only_a"] + doc["only_b"]) is not None  # one label, two sources
     for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
         n = diff.count(f"kernels_only_{side.lower()}")
         by_toolchain: dict[str, list[dict[str, Any]]] = {}
@@ -236,13 +241,15 @@ def diff_renderable(diff: BundleDiff) -> Group:
             parts.append(line(f"Kernels only in {side} ({shown}), built by {toolchain}"))
             table = listing()
             options = kernel_options(built)
-            columns = ("device", "kernel", *(() if options is None else ("options",)), "bytes")
-            for col in columns:
+            sources = [str(k["source_sha256"])[:SOURCE_SHOWN] for k in built] if twins else None
+            named = (*(() if options is None else ("options",)), *(("source",) if twins else ()))
+            for col in ("device", "kernel", *named, "bytes"):
                 table.add_column(
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
                 )
             for i, k in enumerate(built):
                 shown = [] if options is None else [options[i]]
+                shown += [] if sources is None else [sources[i]]
                 add_row(
                     table, where(k["device"], k["arch"]), kernel_name(k), *shown, f"{k['bytes']:,}"
                 )

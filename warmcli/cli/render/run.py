@@ -131,14 +131,21 @@ def _fmt(value: float) -> str:
 
 
 def _cell(values: object, key: str) -> str:
-    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`)."""
+    """One count of a pass's table: `into bundle` with the PTX stored beside (`1 + 1 PTX`),
+    the candidates measured with those that failed beside (`1 + 2 failed`)."""
     ptx = getattr(values, "ptx_stored", 0) if key == "stored" else 0
-    return _fmt(getattr(values, key)) + (f" + {ptx} PTX" if ptx else "")
+    failed = getattr(values, "candidates_failed", 0) if key == "candidates_measured" else 0
+    return (
+        _fmt(getattr(values, key))
+        + (f" + {ptx} PTX" if ptx else "")
+        + (f" + {failed} failed" if failed else "")
+    )
 
 
 def pass_table(index: int, report: PassReport, device: str, stats: DeviceStatistics) -> Table:
     """One pass on one device: compilation, autotune and execution side by side."""
-    table = listing(f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s")
+    title = f"Pass {index} · {report.mode} · {device} · {report.seconds:.2f} s"
+    table = listing(title, stacked=True)  # narrow: one list per view, not interleaved records
     columns = []
     for view, keys in (
         ("compilation", (*COMPILATION_KEYS, "compiler_processes", "seconds")),

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
+from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.errors import headline
 from warmcli.kernel_parts import stored
 from warmcli.printable import natural, printable, visible
-from warmcli.records import KernelRecord, TuneRecord, where
+from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)
     from rich.console import Group
@@ -48,6 +49,7 @@ def kernel_json(
         "candidates": candidates or [],
         "options": stored(k.components.get("options", ""), pairs=False) or [],
         "defines": dict(stored(k.components.get("defines", ""), pairs=True) or []),
+        "source_sha256": k.components.get("source", ""),  # of the source text, as keyed
         "bytes": k.size // shared_by if share is None else share,
         "blob_bytes": k.size,
         "shared_by": shared_by,
@@ -61,8 +63,10 @@ def kernel_json(
 
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
-    """How kernels are listed: by device, arch and label, numbers as numbers."""
-    return (natural(k.device), natural(k.arch), natural(k.label), k.key)
+    """How kernels are listed: by device, arch and label, numbers as numbers (one label's
+    kernels by source: a source's cubin and PTX in one order)."""
+    source = str(k.components.get("source", ""))
+    return (natural(k.device), natural(k.arch), natural(k.label), source, k.key)
 
 
 def kernels_json(
@@ -86,20 +90,6 @@ def kernels_json(
         cands = sorted(named.get(k.key, ()), key=natural)
         docs.append(kernel_json(k, usage.get(k.key), n, share, cands))
     return docs
-
-
-def kernel_name(k: dict[str, Any]) -> str:
-    """How every command names a kernel (its `kernel_json`): its label (`Kernel.label`, the
-    entry and its defines), as `warm clean`, `warm check` and a process's misses name it,
-    whatever tune it is a candidate of (a PTX twin is none)."""
-    return str(k["label"])
-
-
-def kernel_options(kernels: list[dict[str, Any]]) -> list[str] | None:
-    """The compile options of each kernel (`kernel_json`), shown in a column of their own
-    so that two kernels of one name read differently; None when none has any."""
-    shown = [" ".join(map(str, k.get("options") or ())) for k in kernels]
-    return shown if any(shown) else None
 
 
 def tune_brief(t: TuneRecord) -> dict[str, Any]:
@@ -207,34 +197,6 @@ def stats_document(
 
 
 TUNE_TABLES = 10  # more tunes than this are listed one line each (--explain: every candidate)
-
-
-def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
-    """One row per kernel (its `kernel_json`): where, what, its share of its binary's size
-    and compile time (a batch's kernels share one binary), its key, its last use."""
-    table = listing(title)
-    options = kernel_options(kernels)
-    table.add_column("device", no_wrap=True)
-    table.add_column("kernel", overflow="fold")
-    if options is not None:
-        table.add_column("options", overflow="fold")
-    table.add_column("bytes", justify="right", no_wrap=True)
-    table.add_column("compile", justify="right", no_wrap=True)
-    table.add_column("key", no_wrap=True)
-    table.add_column("last used", no_wrap=True)
-    for i, k in enumerate(kernels):
-        used = when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
-        add_row(
-            table,
-            where(k["device"], k["arch"]),
-            kernel_name(k),
-            *([] if options is None else [options[i]]),
-            f"{k['bytes']:,}",
-            f"{k['seconds']:.3f}",
-            k["key"][:8],
-            used,
-        )
-    return table
 
 
 def pick_figures(t: dict[str, Any]) -> tuple[str, str]:

@@ -1,0 +1,79 @@
+"""How a listing of kernels names them (`warm stats`, `warm diff`): each kernel's label,
+and the columns that tell apart kernels of one label (their compile options; their source
+text's digest, where one label stands for several sources, as a string template formatted
+with different values makes). Pure presentation over `kernel_json` documents
+(`warmcli.cli.render.stats`); it owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from warmcli.cli.render import add_row, listing, when
+from warmcli.records import where
+
+if TYPE_CHECKING:  # (Rich: imported when a table is built)
+    from rich.table import Table
+
+SOURCE_SHOWN = 8  # hex digits a table shows of a source's digest (`source_sha256`)
+
+
+def kernel_name(k: dict[str, Any]) -> str:
+    """How every command names a kernel (its `kernel_json`): its label (`Kernel.label`, the
+    entry and its defines), as `warm clean`, `warm check` and a process's misses name it,
+    whatever tune it is a candidate of (a PTX twin is none)."""
+    return str(k["label"])
+
+
+def kernel_options(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """The compile options of each kernel (`kernel_json`), shown in a column of their own
+    so that two kernels of one name read differently; None when none has any."""
+    shown = [" ".join(map(str, k.get("options") or ())) for k in kernels]
+    return shown if any(shown) else None
+
+
+def kernel_sources(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """Each kernel's source digest (`source_sha256`, its first `SOURCE_SHOWN` digits: the
+    same for a source's cubin and its PTX), shown in a column of their own where one label
+    of `kernels` stands for more than one source text on one device and arch (a PyCUDA
+    program's template, formatted with several block sizes); None where none does (a host
+    and a CUDA kernel of one name are told apart by their device already)."""
+    sources: dict[tuple[str, str, str], set[str]] = {}
+    for k in kernels:
+        named = (str(k["device"]), str(k["arch"]), str(k["label"]))
+        sources.setdefault(named, set()).add(str(k.get("source_sha256") or ""))
+    if all(len(s) < 2 for s in sources.values()):
+        return None
+    return [str(k.get("source_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
+
+
+def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
+    """One row per kernel (its `kernel_json`): where, what (with its options and source
+    where they tell kernels of one label apart), its share of its binary's size and compile
+    time (a batch's kernels share one binary), its key, its last use."""
+    table = listing(title)
+    options, sources = kernel_options(kernels), kernel_sources(kernels)
+    table.add_column("device", no_wrap=True)
+    table.add_column("kernel", overflow="fold")
+    if options is not None:
+        table.add_column("options", overflow="fold")
+    if sources is not None:
+        table.add_column("source", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("compile", justify="right", no_wrap=True)
+    table.add_column("key", no_wrap=True)
+    table.add_column("last used", no_wrap=True)
+    for i, k in enumerate(kernels):
+        used = when(k.get("last_used"), "minutes").replace("T", " ") if k.get("last_used") else "-"
+        add_row(
+            table,
+            where(k["device"], k["arch"]),
+            kernel_name(k),
+            *([] if options is None else [options[i]]),
+            *([] if sources is None else [sources[i]]),
+            f"{k['bytes']:,}",
+            f"{k['seconds']:.3f}",
+            k["key"][:8],
+            used,
+        )
+    return table
