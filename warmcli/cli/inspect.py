@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from warmcli import config
+from warmcli.bundle.compiles import shared_compiles
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.location import is_url
 from warmcli.bundle.store import Bundle
@@ -89,6 +90,7 @@ def stats_stream(
         kernels,
         tunes,
         shared=bundle.blob_users(),
+        compiles=shared_compiles(bundle),
         named=named,
         tune=tune,
         format_version=bundle.format_version(),

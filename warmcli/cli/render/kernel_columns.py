@@ -49,8 +49,9 @@ def kernel_sources(kernels: list[dict[str, Any]]) -> list[str] | None:
 
 def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
     """One row per kernel (its `kernel_json`): where, what (with its options and source
-    where they tell kernels of one label apart), its share of its binary's size and compile
-    time (a batch's kernels share one binary), its key, its last use."""
+    where they tell kernels of one label apart), its share of its binary's size (a batch's
+    kernels share one binary) and its part of the compile time (`seconds`: each compile
+    counted once), its key, its last use."""
     table = listing(title)
     options, sources = kernel_options(kernels), kernel_sources(kernels)
     table.add_column("device", no_wrap=True)

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from warmcli.bundle.compiles import Compile, compile_of
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
@@ -33,12 +34,17 @@ def kernel_json(
     shared_by: int = 1,
     share: int | None = None,
     candidates: list[str] | None = None,
+    built_with: int = 1,
 ) -> dict[str, Any]:
-    """One kernel. A batch compiles several kernels into one binary: `blob_bytes` and
-    `batch_seconds` are that binary's, `bytes` and `seconds` this kernel's share of them
-    (`share`: its bytes, so the shares of one binary add up to it exactly)."""
+    """One kernel. A batch compiles several kernels into one binary: `blob_bytes` is that
+    binary's size, `bytes` this kernel's share of it (`share`: so the shares of one binary
+    add up to it exactly). `compile_seconds` is this kernel's share of its compile's time
+    (as its row keeps it), `batch_seconds` the compile that made its binary (every share of
+    it), and `seconds` this row's part: the kernel's share over the `built_with` rows its
+    compile made of it (a CUDA kernel's cubin and PTX: half each), so that every compile is
+    counted once where the kernels' `seconds` are added up."""
     created, last_used = usage or (None, None)
-    shared_by = max(shared_by, 1)
+    shared_by, built_with = max(shared_by, 1), max(built_with, 1)
     return {
         "key": k.key,
         "device": k.device,
@@ -55,8 +61,9 @@ def kernel_json(
         "shared_by": shared_by,
         "sha256": k.sha256,
         "toolchain": k.toolchain,
-        "seconds": k.seconds / shared_by,
-        "batch_seconds": k.seconds,
+        "seconds": k.seconds / built_with,
+        "compile_seconds": k.seconds,
+        "batch_seconds": k.seconds * shared_by,
         "created": created,
         "last_used": last_used,
     }
@@ -81,6 +88,7 @@ def kernels_json(
         for c in t.candidates:
             named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
     users = Counter(k.sha256 for k in kernels)
+    built = Counter(map(compile_of, kernels))
     given: Counter[str] = Counter()
     docs = []
     for k in sorted(kernels, key=kernel_order):
@@ -88,7 +96,7 @@ def kernels_json(
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
         given[k.sha256] += 1
         cands = sorted(named.get(k.key, ()), key=natural)
-        docs.append(kernel_json(k, usage.get(k.key), n, share, cands))
+        docs.append(kernel_json(k, usage.get(k.key), n, share, cands, built[compile_of(k)]))
     return docs
 
 
@@ -169,14 +177,17 @@ def stats_document(
     named: dict[str, set[str]] | None = None,
     tune: Callable[[TuneRecord], Any] = tune_json,
     format_version: int | None = None,
+    compiles: dict[Compile, int] | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
-    use each binary used by more than one (so each gets its share of it); `named`: the
+    use each binary used by more than one (so each gets its share of it); `compiles`: how
+    many rows each compile made of one kernel, where more than one (`shared_compiles`: so
+    each gets its part of its time); `named`: the
     tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
     or the same as JSON text: `warmcli.cli.render.tune_line`); `format_version`: the
     format the file is in (its header's), given as "format" beside the manifest's claim."""
-    shared = shared or {}
+    shared, compiles = shared or {}, compiles or {}
     named = named or {}
     given: Counter[str] = Counter()
 
@@ -185,7 +196,8 @@ def stats_document(
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
         if n > 1:
             given[k.sha256] += 1
-        return kernel_json(k, usage, n, share, sorted(named.get(k.key, ()), key=natural))
+        cands = sorted(named.get(k.key, ()), key=natural)
+        return kernel_json(k, usage, n, share, cands, compiles.get(compile_of(k), 1))
 
     return {
         **({} if format_version is None else {"format": format_version}),

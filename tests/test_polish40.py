@@ -1,0 +1,105 @@
+"""What `warm stats` and `warm check` count, read through the real CLI in a subprocess, over
+bundles built for real here (NVRTC compiling for a named arch, no GPU; the host's cc).
+
+- `warm stats`: a kernel's compile time is counted once (a CUDA kernel's cubin and PTX rows,
+  made by one compile, carry half of it each), so the kernels' `seconds` add up to what the
+  compilers took, and none of it is divided twice (a row keeps its share of its batch already).
+- `warm check`: its summary counts kernels (each once, however many builds it has), names
+  the builds stats lists beside them, and calls the builds only other architectures use
+  builds; its `--json` entries carry their source's digest, and its table a `source` column
+  where one label stands for several sources.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
+    return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def saxpy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """saxpy_cuda.py warmed for sm_90 by NVRTC with one compiler process at a time (so the
+    batch's seconds are its compilers' time), and `warm run --json`'s report of it."""
+    nvrtc_release_or_skip()
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    folder = tmp_path_factory.mktemp("saxpy")
+    path = folder / "m.warm"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(folder / "home")
+    argv = [sys.executable, "-m", "warmcli", "run", str(EXAMPLES / "saxpy_cuda.py")]
+    argv += ["--arch", "sm_90", "--compiler", "nvrtc", "--jobs", "1", "-b", str(path), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return path, json.loads(done.stdout)
+
+
+def _compiled_seconds(report: dict[str, Any]) -> float:
+    return sum(p["compilation"]["seconds"] for p in report["passes"])
+
+
+def test_stats_counts_each_compile_once(warm: Warm, saxpy: tuple[Path, dict[str, Any]]) -> None:
+    path, report = saxpy
+    compiled = _compiled_seconds(report)
+    kernels = warm.json("stats", path)["kernels"]
+    assert len(kernels) == 16  # 8 kernels, each a cubin and a PTX row
+    total = sum(k["seconds"] for k in kernels)
+    # one compiler at a time: the batch's time is its compiles' and a little of warm's own
+    assert 0.6 * compiled <= total <= compiled, (total, compiled)
+    by_kernel: dict[str, list[dict[str, Any]]] = {}
+    for k in kernels:
+        by_kernel.setdefault(k["label"], []).append(k)
+    for label, rows in by_kernel.items():
+        assert sorted(k["arch"] for k in rows) == ["compute_90", "sm_90"], label
+        cubin, ptx = sorted(rows, key=lambda k: k["arch"] != "sm_90")
+        assert cubin["seconds"] == ptx["seconds"] == cubin["compile_seconds"] / 2
+        assert cubin["batch_seconds"] == pytest.approx(
+            cubin["compile_seconds"] * cubin["shared_by"]
+        )
+    # the table's compile column is each row's part
+    text = warm("stats", path).stdout
+    shown = re.findall(r"^ sm_90 .* (\d+\.\d{3}) +[0-9a-f]{8} ", text, re.M)
+    assert len(shown) == 16 and all(float(s) > 0 for s in shown), text
+
+
+HOST = """
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void add(float *x, int n) { for (int i = 0; i < n; i++) x[i] += N; }"
+KERNELS = [Kernel(SRC, "add", "Pi", defines={"N": n}) for n in range(4)]
+
+def workload(rt):
+    for k in KERNELS:
+        rt.launch(k, rt.buffer(4), 4)
+"""
+
+
+def test_stats_of_a_host_batch_adds_up_to_its_compile(warm: Warm, tmp_path: Path) -> None:
+    """A host batch's kernels share one binary; each row already keeps its share of the
+    batch's time, which stats divided again by the kernels sharing the binary."""
+    workload, path = tmp_path / "w.py", tmp_path / "h.warm"
+    workload.write_text(HOST)
+    done = warm("run", workload, "--jobs", "1", "-b", path, "--json", "--no-verify")
+    assert done.returncode == 0, done.stdout + done.stderr
+    compiled = _compiled_seconds(json.loads(done.stdout))
+    kernels = warm.json("stats", path)["kernels"]
+    assert len(kernels) == 4 and all(k["shared_by"] == 4 for k in kernels), kernels
+    total = sum(k["seconds"] for k in kernels)
+    assert 0.6 * compiled <= total <= compiled, (total, compiled)
+    assert all(k["seconds"] == k["compile_seconds"] for k in kernels)

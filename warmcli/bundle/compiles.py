@@ -1,0 +1,42 @@
+"""Which kernel rows of a bundle one compile made, so a listing counts its time once.
+
+A compile keeps each kernel's share of its time in every row it makes of that kernel
+(`KernelRecord.seconds`: its group's time over the group's kernels): a CUDA compile that keeps
+PTX makes two rows of one kernel, its cubin and its `compute_XX` PTX, each carrying the same
+share. Those rows are told by what they have alike (`compile_of`: device, toolchain, the
+kernel's content digest, its `components`' `kernel`, and that very share); another compile of
+the same kernel, for another arch or by another toolchain, differs in one of them.
+`shared_compiles` counts, in SQL (no row read into Python), the rows of every compile that
+made more than one, so a listing streamed row by row can give each its part. Pure reads; it
+owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from warmcli.records import KernelRecord
+
+if TYPE_CHECKING:
+    from warmcli.bundle.rows import RowReader
+
+Compile = tuple[str, str, str, float]  # (device, toolchain, kernel digest, seconds)
+
+_SHARED = (
+    "SELECT device, toolchain, coalesce(CASE WHEN json_valid(components) THEN "
+    "json_extract(components, '$.kernel') END, ''), seconds, count(*) FROM kernels "
+    "WHERE typeof(seconds) = 'real' GROUP BY 1, 2, 3, 4 HAVING count(*) > 1"
+)
+
+
+def compile_of(k: KernelRecord) -> Compile:
+    """What the rows one compile made of one kernel have alike (see the module doc)."""
+    return (k.device, k.toolchain, str(k.components.get("kernel", "")), float(k.seconds))
+
+
+def shared_compiles(bundle: RowReader) -> dict[Compile, int]:
+    """How many rows each compile made of one kernel, where it made more than one."""
+    return {
+        (str(device), str(toolchain), str(kernel), float(seconds)): int(n)
+        for device, toolchain, kernel, seconds, n in bundle._all(_SHARED)
+    }
