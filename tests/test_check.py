@@ -127,9 +127,11 @@ def test_a_two_arch_prebuild_checks_for_one_arch_with_any_nvcc_or_none(
         proc = warm("check", path, "--arch", "sm_90", "--nvcc", nvcc, "--json")
         assert proc.returncode == 0, (nvcc, proc.stdout + proc.stderr)
         doc = json.loads(proc.stdout)
-        assert doc["not_for_this_machine"] == 1 and doc["kernels"] == 2
+        assert doc["not_for_this_machine"] == doc["other_builds"] == 1, doc
+        assert (doc["kernels"], doc["builds"]) == (1, 3), doc  # sm_90, sm_100, compute_100
     text = warm("check", path, "--arch", "sm_90", "--nvcc", other).stdout
-    assert "(1 not for this machine): every entry is servable here" in text
+    line = "1 kernel(s) in 3 build(s), 0 tune(s) (1 build(s) only other architectures use): "
+    assert line + "every entry is servable here" in text, text
     # and served so: a replay with the other nvcc compiles nothing
     wl = workload_file(TWICE)
     replay = warm("verify", path, "-w", wl, "--arch", "sm_90", "--nvcc", other)
@@ -229,16 +231,17 @@ def test_an_entry_for_this_machine_it_cannot_serve_is_never_not_for_this_machine
     conn.close()
     doc = json.loads(warm("check", "--json", path).stdout)
     text = warm("check", path).stdout
-    assert doc["kernels"] == 7, doc
+    assert (doc["kernels"], doc["builds"]) == (6, 7), doc  # row_sum built twice
     if broken is None:
-        assert doc["servable"] and doc["not_for_this_machine"] == 1, doc
-        assert "(1 not for this machine): every entry is servable here" in text, text
+        assert doc["servable"] and doc["not_for_this_machine"] == doc["other_builds"] == 1, doc
+        other = "(1 build(s) only other architectures use): every entry is servable here"
+        assert other in text, text
         return
     (miss,) = doc["unservable"]
     assert (miss["label"], miss["reason"]) == ("row_sum", reason), miss
     assert said in miss["detail"], miss
     assert doc["not_for_this_machine"] == 0 and doc["unservable_count"] == 1, doc
-    assert "7 kernel(s), 3 tune(s): 1 not servable here" in text, text
+    assert "6 kernel(s) in 7 build(s), 3 tune(s): 1 not servable here" in text, text
 
 
 class FakeGpuSeen(ArchDevice):

@@ -53,8 +53,8 @@ def test_check_of_one_kernel_with_many_builds_peaks_as_a_small_bundle(
     here = warm("check", good).stdout.splitlines()[0]  # "here: host  host|NAME|ARCH|OS  cc"
     arch = here.split("  ")[1].split("|")[2]
     for built_for, code, said in (
-        (arch, 0, f"{ROWS + 6} kernel(s), 3 tune(s): every entry is servable here"),
-        ("elsewhere", 1, f"{ROWS + 6} kernel(s), 3 tune(s): 1 not servable here"),
+        (arch, 0, f"7 kernel(s) in {ROWS + 6} build(s), 3 tune(s): every entry is servable here"),
+        ("elsewhere", 1, f"7 kernel(s) in {ROWS + 6} build(s), 3 tune(s): 1 not servable here"),
     ):
         path = hostile(good, tmp_path, _BUILDS.format(rows=ROWS, arch=built_for))
         proc, out = checked(warm, good, path)

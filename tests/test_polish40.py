@@ -103,3 +103,57 @@ def test_stats_of_a_host_batch_adds_up_to_its_compile(warm: Warm, tmp_path: Path
     total = sum(k["seconds"] for k in kernels)
     assert 0.6 * compiled <= total <= compiled, (total, compiled)
     assert all(k["seconds"] == k["compile_seconds"] for k in kernels)
+
+
+def test_check_counts_kernels_and_names_builds(
+    warm: Warm, saxpy: tuple[Path, dict[str, Any]]
+) -> None:
+    """An sm_90 bundle (a cubin and a PTX row of each of 8 kernels, as stats lists 16)
+    checked for sm_100 said `8 kernel(s), 6 tune(s) (8 not for this machine)` right under a
+    table saying those 8 kernels are served here by PTX JIT: the 8 were the sm_90 cubins,
+    builds that only another architecture uses, and "8 kernel(s)" counted cubins too."""
+    path, _ = saxpy
+    done = warm("check", path, "--arch", "sm_100", "--compiler", "nvrtc")
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout
+    assert "8 kernel(s) served by PTX JIT here" in said, said
+    line = (
+        f"bundle {path}: 8 kernel(s) in 16 build(s), 6 tune(s) "
+        "(8 build(s) only other architectures use): 6 not servable here\n"
+    )
+    assert line in said, said
+    assert "not for this machine" not in said
+    doc = json.loads(
+        warm("check", path, "--arch", "sm_100", "--compiler", "nvrtc", "--json").stdout
+    )
+    assert (doc["kernels"], doc["builds"], doc["tunes"]) == (8, 16, 6), doc
+    assert doc["not_for_this_machine"] == 8 and doc["other_builds"] == 8
+    assert doc["checked"] == {"kernels": 8, "tunes": 6}
+    assert len(warm.json("stats", path)["kernels"]) == doc["builds"]
+    # its own arch: every kernel served as its cubin, its PTX no build of another arch
+    done = warm("check", path, "--arch", "sm_90", "--compiler", "nvrtc")
+    assert f"bundle {path}: 8 kernel(s) in 16 build(s), 6 tune(s): 6 not servable" in done.stdout
+
+
+def test_check_tells_the_sources_of_one_label_apart(warm: Warm, tmp_path: Path) -> None:
+    """A PyCUDA template formatted with three block sizes: three `block_sum` kernels of one
+    label. `warm check --json` gave its entries no `source_sha256` (stats and diff do), and
+    its tables one line for the three: now each entry has it, and a table where one label
+    stands for several sources has a `source` column, one row per source."""
+    from test_stats40 import TEMPLATED
+
+    nvrtc_release_or_skip()
+    work, bundle = tmp_path / "t.py", tmp_path / "t.warm"
+    work.write_text(TEMPLATED.replace("BLOCKS", repr((64, 128, 256))))
+    run = warm("run", work, "--pycuda", "--arch", "sm_90", "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    sources = {k["source_sha256"] for k in warm.json("stats", bundle)["kernels"]}
+    assert len(sources) == 3
+    for arch, field in (("sm_100", "ptx_jit"), ("sm_80", "unservable")):
+        proc = warm("check", bundle, "--arch", arch, "--json")
+        entries = [e for e in json.loads(proc.stdout)[field] if e["kind"] == "kernel"]
+        assert {e["source_sha256"] for e in entries} == sources, entries
+        text = warm("check", bundle, "--arch", arch).stdout
+        rows = [r.split() for r in text.splitlines() if " block_sum " in f"{r} "]
+        assert " source " in text and len(rows) == 3, text
+        assert {r[2] for r in rows} == {s[:8] for s in sources}, rows

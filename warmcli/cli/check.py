@@ -23,6 +23,7 @@ from warmcli.cli.common import (
     shown_name,
 )
 from warmcli.cli.render import add_row, listing
+from warmcli.cli.render.kernel_columns import SOURCE_SHOWN
 from warmcli.ops.check import CheckReport, check_servable
 from warmcli.printable import Pattern, printable
 from warmcli.runtime.explain import REASONS, MissExplanation
@@ -51,7 +52,7 @@ def check(
     (its arch; a cubin's CUDA major release, PTX's release, no newer than the driver's;
     any compiler) whose blob
     matches its sha256, and every tune a measured pick on it. A servable entry's builds
-    for other architectures are counted as not for this machine, never failing; the
+    for other architectures only are counted as such, never failing; the
     entries of a backend with no device here (CUDA without a GPU or --arch) are not
     checked, and said so, never failing.
     --driver states the fleet's driver for an --arch device, which has none here.
@@ -91,12 +92,14 @@ def check(
                 "bundle": name,
                 "servable": None if _nothing_checked(report) else report.servable,
                 "kernels": report.kernels,
+                "builds": report.builds,
                 "tunes": report.tunes,
                 "checked": {"kernels": kernels, "tunes": tunes},
                 "not_for_this_machine": report.other,
+                "other_builds": report.other_builds,
                 "devices": [vars(o) for o in report.offers],
-                "unservable": [m.as_dict() for m in report.unservable],
-                "ptx_jit": [m.as_dict() for m in report.jit],
+                "unservable": [_entry(m, report) for m in report.unservable],
+                "ptx_jit": [_entry(m, report) for m in report.jit],
                 "unservable_count": report.unservable_count,
                 "not_checked": {
                     b: {"kernels": k, "tunes": t} for b, (k, t) in report.unchecked.items()
@@ -120,11 +123,10 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    held = printable(f"bundle {name}: {report.kernels} kernel(s), {report.tunes} tune(s)")
-    if report.other:
-        held += f" ({report.other} not for this machine)"
+    held = printable(f"bundle {name}: {_held(report)}")
     if report.jit:
-        _table(report.jit, f"{len(report.jit)} kernel(s) served by PTX JIT here", "yellow")
+        jit = f"{len(report.jit)} kernel(s) served by PTX JIT here"
+        _table(report.jit, report.sources, jit, "yellow")
     if _nothing_checked(report):  # no pass to claim
         out.print(
             f"{held}: nothing could be checked here", style="yellow", markup=False, soft_wrap=True
@@ -143,7 +145,7 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         soft_wrap=True,
     )
     _unchecked(report)
-    groups = _table(report.unservable)
+    groups = _table(report.unservable, report.sources)
     if len(report.unservable) < report.unservable_count:
         listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
         out.print(
@@ -153,6 +155,25 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         )
     elif groups < len(report.unservable):
         out.print("every entry: warm check --json", style="dim", markup=False)
+
+
+def _held(report: CheckReport) -> str:
+    """What the bundle holds: its kernels (their builds, where more: as `warm stats` lists
+    them), its tunes, and the builds and tune records only other architectures use."""
+    builds = f" in {report.builds} build(s)" if report.builds != report.kernels else ""
+    held = f"{report.kernels} kernel(s){builds}, {report.tunes} tune(s)"
+    records = report.other - report.other_builds
+    other = [f"{report.other_builds} build(s)"] if report.other_builds else []
+    other += [f"{records} tune record(s)"] if records else []
+    return held + (f" ({' and '.join(other)} only other architectures use)" if other else "")
+
+
+def _entry(m: MissExplanation, report: CheckReport) -> dict[str, object]:
+    """One entry of `--json`: a kernel's with the digest of its source (`source_sha256`, as
+    `warm stats` gives it), which tells apart kernels of one label (a string template's)."""
+    if m.kind != "kernel":
+        return m.as_dict()
+    return {**m.as_dict(), "source_sha256": report.sources.get(m.key, "")}
 
 
 def _checked(report: CheckReport) -> tuple[int, int]:
@@ -181,18 +202,29 @@ def _unchecked(report: CheckReport) -> None:
         )
 
 
-def _table(entries: list[MissExplanation], title: str = "", style: str = "") -> int:
-    """One row per reason (a whole arch missing is one row); returns the rows printed."""
+def _table(
+    entries: list[MissExplanation], sources: dict[str, str], title: str = "", style: str = ""
+) -> int:
+    """One row per reason (a whole arch missing is one row), and per source where one
+    label stands for several (`sources`: a kernel's digest, its head in a `source` column);
+    returns the rows printed."""
     if title:
         out.print(title, style=style, markup=False, soft_wrap=True)
-    groups: dict[tuple[str, str, str], list[str]] = {}
+    of_label: dict[str, set[str]] = {}
     for m in entries:
-        groups.setdefault((m.kind, REASONS.get(m.reason, m.reason), m.detail), []).append(m.label)
+        if m.kind == "kernel":
+            of_label.setdefault(m.label, set()).add(sources.get(m.key, ""))
+    apart = any(len(s) > 1 for s in of_label.values())  # one label, several sources
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for m in entries:
+        source = sources.get(m.key, "")[:SOURCE_SHOWN] if apart and m.kind == "kernel" else ""
+        reason = REASONS.get(m.reason, m.reason)
+        groups.setdefault((m.kind, source, reason, m.detail), []).append(m.label)
     table = listing()
-    for col in ("kind", "entries", "reason", "why"):
+    for col in ("kind", "entries", *(("source",) if apart else ()), "reason", "why"):
         table.add_column(col, overflow="fold")
-    for (kind, reason, detail), labels in groups.items():
-        add_row(table, kind, _entries(labels), reason, detail)
+    for (kind, source, reason, detail), labels in groups.items():
+        add_row(table, kind, _entries(labels), *((source or "-",) if apart else ()), reason, detail)
     out.print(table)
     return len(groups)
 

@@ -9,8 +9,9 @@ cubin row's: a cubin of its SM, not PTX). A kernel whose cubins are all for olde
 than a GPU here, but whose PTX (`compute_XX`) that GPU's driver can JIT (`check_ptx`), is servable
 and listed apart (`jit`): a slower first load, still no compile by warm. Every tune (operation,
 shapes, candidate set) must have a measured pick on that device's fingerprint (a pending tune is
-not servable). The builds (tune records) for other archs of an entry servable here are counted as
-"not for this machine", never failing; those of an entry not servable here are not (the entry is
+not servable). A kernel is counted once (`kernels`), its rows, a cubin or PTX each, in `builds`. The
+cubins (tune records) for other archs only of an entry servable here are counted in `other` (the
+cubins in `other_builds` too), never failing; those of an entry not servable here are not (it is
 counted once, as not servable); entries of a backend with no device here (CUDA without a GPU or
 `--arch`) in `unchecked`, never judged (one no warm serves: `device`, not servable); a malformed
 entry is not servable (reason `corrupt`), nor a measured tune whose pick's kernel the bundle does
@@ -21,80 +22,37 @@ build recipe) that does not run here as its own, or, with no compiler, as the bu
 judged: `served_builds`), nor, under trusted keys, a row none of them signed, which production
 never serves (reason `unsigned` where it was the build or record that device would have used).
 `check_servable` returns each as a `MissExplanation` (the differing component, what the bundle has
-against what this machine has). The entries are streamed in the order that groups one kernel's
-builds (one tune's devices) together, each group read once, holding for each device here the build
-it would be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds
-that, the first `LISTED` explanations and the counts, however many builds one kernel has and
-whatever the bundle's size. It reads the bundle, hashes the blobs it would serve (one over
-`MAX_LOADED_BYTES`, which serving refuses unread, is named so, unread) and probes compilers; it
-never compiles, launches or prints. A bundle whose SQL indexes disagree with its rows is refused
+against what this machine has), in a `CheckReport` (`warmcli.ops.check_report`, a listed kernel's
+source digest with it). The entries are streamed in the order that groups one kernel's builds (one
+tune's devices) together, each group read once, holding for each device here the build it would
+be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds that, the
+first `LISTED` explanations and the counts, however many builds one kernel has and whatever the
+bundle's size. It reads the bundle, hashes the blobs it would serve (one over `MAX_LOADED_BYTES`,
+which serving refuses unread, is named so, unread) and probes compilers; it never compiles,
+launches or prints. A bundle whose SQL indexes disagree with its rows is refused
 first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from warmcli.backends.base import COMPILE_ONLY, Device
 from warmcli.backends.cuda.ptx import PtxError, check_ptx, not_cubin_of
 from warmcli.backends.host.binary import exported_symbols, unloadable
-from warmcli.backends.machine import LANGUAGE, DeviceInfo
+from warmcli.backends.machine import DeviceInfo
 from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, virtual_sm, why_not
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.ops.served_builds import UNKNOWN, ServedBuilds
-from warmcli.printable import LISTED
+from warmcli.ops.check_report import CheckReport
+from warmcli.ops.served_builds import UNKNOWN
 from warmcli.records import KernelRecord, TuneRecord
-from warmcli.runtime.explain import UNSIGNED, MissExplanation, corrupt_entry, explained
+from warmcli.runtime.explain import UNSIGNED, MissExplanation, explained
 
 MACHINE = "this machine has"
-
-
-@dataclass
-class CheckReport:
-    bundle: Path
-    offers: list[DeviceInfo]  # each device here, as `warmcli.backends.machine` describes it
-    kernels: int = 0
-    tunes: int = 0
-    unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
-    unservable_count: int = 0
-    jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
-    other: int = 0  # servable entries' builds for other archs ("not for this machine")
-    served_by: ServedBuilds = field(default_factory=ServedBuilds)  # for `_pick_served`
-    unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
-
-    def skip(self, kind: str, key: str, label: str, backend: str, what: str, n: int = 1) -> None:
-        """An entry (counted `n`) of a backend with no device here: not judged if warm serves
-        it (CUDA, no GPU or `--arch`), else not servable (no count per name a bundle gives)."""
-        if backend in LANGUAGE:
-            self.unchecked.setdefault(backend, [0, 0])[kind == "tune"] += n
-        elif n:
-            detail = f"bundle has a {backend} {kind} for {what}, no warm serves {backend}"
-            self.refuse(MissExplanation(kind, key, label, "device", detail, ("device",)))
-
-    @property
-    def servable(self) -> bool:
-        return self.unservable_count == 0
-
-    def refuse(self, why: MissExplanation) -> None:
-        """One entry not servable here: counted, and kept if it is among the first `LISTED`."""
-        self.unservable_count += 1
-        if len(self.unservable) < LISTED:
-            self.unservable.append(why)
-
-    def corrupt(self, kind: str) -> Callable[[str, str], None]:
-        """The `on_error` of a listing: a malformed entry counts and is not servable."""
-
-        def refuse(key: str, problem: str) -> None:
-            self.kernels += kind == "kernel"
-            self.tunes += kind != "kernel"
-            self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
-
-        return refuse
 
 
 # SQL orders streaming one kernel's builds (`same_kernel`, in `_SERVED_ORDER`: `choose` keeps the
@@ -205,6 +163,7 @@ def _check_kernels(
     memory holds, for each device, the build `choose` picks so far and the first that
     fails for more than its arch, and the first `_NAMED` archs the builds are for."""
     first = next(builds)
+    report.kernels += 1
     here = [o for o in offers if o.backend == first.backend]
     targets = [Target(o.backend, o.arch, o.driver, o.toolchain) for o in here]
     archs = {o.arch for o in here}
@@ -215,9 +174,9 @@ def _check_kernels(
     other = 0  # cubins for no arch here: counted in `report.other` if the kernel is servable
     for k in itertools.chain((first,), builds):
         cubin = virtual_sm(k.arch) is None
-        report.kernels += cubin  # PTX goes along
+        report.builds += 1
         if not here:  # no device of its backend here: not judged, never failing
-            report.skip("kernel", k.key, k.label, k.backend, k.arch, cubin)
+            report.skip("kernel", k.key, k.label, k.backend, k.arch, k is first)
             continue
         other += cubin and k.arch not in archs  # a build here serves is for an arch here
         if k.arch in held or len(held) < _NAMED:
@@ -237,18 +196,21 @@ def _check_kernels(
                     unfit[i] = (k, why)
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
-    served = True  # by every device here: only then are its other builds not for this machine
+    served = True  # by every device here: only then are its other builds counted as others
     for o, target, pick, misfit, left in zip(here, targets, chosen, unfit, unsigned, strict=True):
         if o.toolchain is None:  # what a tune's pick of it is served here, for `_pick_served`
             report.served_by.put((o.fingerprint, *same_kernel(first)), pick and pick.toolchain)
         if pick is None:
             why = _unrunnable(first, misfit, target, sorted(held))
-            report.refuse(why if left is None else _unsigned_miss("kernel", left.key, left.label))
+            if left is not None:
+                why = _unsigned_miss("kernel", left.key, left.label)
+            report.refuse(why, left or (misfit[0] if misfit else first))
             served = False
         else:
             served = _served(bundle, pick, o, report, blobs, held) and served
     if served:
         report.other += other
+        report.other_builds += other
 
 
 def _any(_: KernelRecord) -> bool:
@@ -269,9 +231,8 @@ def _served(
     ptx = chosen.arch != o.arch
     if problem:
         reason = "ptx" if ptx and not problem.startswith("bundle's build") else "binary"
-        report.refuse(
-            MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
-        )
+        why = MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
+        report.refuse(why, chosen)
         return False
     if ptx:
         cubins = sorted(a for a, cubin in held.items() if cubin)
@@ -282,6 +243,7 @@ def _served(
         report.jit.append(
             MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
         )
+        report.sources[chosen.key] = str(chosen.components.get("source", ""))
     return True
 
 

@@ -1,0 +1,72 @@
+"""What `warm check` found (`warmcli.ops.check.check_servable` fills it): a `CheckReport`.
+
+It counts the kernels judged (each once, however many builds: `kernels`) and their rows (a
+cubin, PTX or host build each: `builds`, as `warm stats` lists them), the tunes (a record per
+device), the entries not servable here (the first `LISTED` kept, as `MissExplanation`s, each
+kernel's with its source digest in `sources`), those served by PTX JIT (`jit`), the cubins and
+tune records only other architectures use of a servable entry (`other`; `other_builds` the
+cubins) and, per backend with no device here, the entries not judged (`unchecked`). Data only:
+it decides nothing, reads nothing and never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warmcli.backends.machine import LANGUAGE, DeviceInfo
+from warmcli.ops.served_builds import ServedBuilds
+from warmcli.printable import LISTED
+from warmcli.records import KernelRecord
+from warmcli.runtime.explain import MissExplanation, corrupt_entry
+
+
+@dataclass
+class CheckReport:
+    bundle: Path
+    offers: list[DeviceInfo]  # each device here, as `warmcli.backends.machine` describes it
+    kernels: int = 0  # each once, however many builds
+    builds: int = 0  # kernel rows: a cubin, PTX or host build each
+    tunes: int = 0
+    unservable: list[MissExplanation] = field(default_factory=list)  # the first `LISTED`
+    unservable_count: int = 0
+    jit: list[MissExplanation] = field(default_factory=list)  # served by PTX JIT (servable)
+    other: int = 0  # servable entries' cubins and tune records for other archs only
+    other_builds: int = 0  # of `other`, the cubins
+    sources: dict[str, str] = field(default_factory=dict)  # a listed kernel's source digest
+    served_by: ServedBuilds = field(default_factory=ServedBuilds)  # for `_pick_served`
+    unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
+
+    def skip(self, kind: str, key: str, label: str, backend: str, what: str, n: int = 1) -> None:
+        """An entry (counted `n`) of a backend with no device here: not judged if warm serves
+        it (CUDA, no GPU or `--arch`), else not servable (no count per name a bundle gives)."""
+        if backend in LANGUAGE:
+            self.unchecked.setdefault(backend, [0, 0])[kind == "tune"] += n
+        elif n:
+            detail = f"bundle has a {backend} {kind} for {what}, no warm serves {backend}"
+            self.refuse(MissExplanation(kind, key, label, "device", detail, ("device",)))
+
+    @property
+    def servable(self) -> bool:
+        return self.unservable_count == 0
+
+    def refuse(self, why: MissExplanation, k: KernelRecord | None = None) -> None:
+        """One entry (kernel `k`'s) not servable here: counted, and kept if among the first
+        `LISTED` (`k`'s source digest with it)."""
+        self.unservable_count += 1
+        if len(self.unservable) < LISTED:
+            self.unservable.append(why)
+            if k is not None:
+                self.sources[why.key] = str(k.components.get("source", ""))
+
+    def corrupt(self, kind: str) -> Callable[[str, str], None]:
+        """The `on_error` of a listing: a malformed entry counts and is not servable."""
+
+        def refuse(key: str, problem: str) -> None:
+            self.kernels += kind == "kernel"
+            self.builds += kind == "kernel"
+            self.tunes += kind != "kernel"
+            self.refuse(corrupt_entry(kind, key, f"entry {key[:16]}", problem))
+
+        return refuse
