@@ -157,3 +157,39 @@ def test_check_tells_the_sources_of_one_label_apart(warm: Warm, tmp_path: Path) 
         rows = [r.split() for r in text.splitlines() if " block_sum " in f"{r} "]
         assert " source " in text and len(rows) == 3, text
         assert {r[2] for r in rows} == {s[:8] for s in sources}, rows
+
+
+def test_a_streamed_listing_and_diff_count_each_compile_as_stats_does(
+    warm: Warm, saxpy: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """What SQL counts of the rows one compile made (a large bundle's listing, streamed) is
+    what a held listing counts of its records; `warm diff --json` parts each compile alike."""
+    from collections import Counter
+
+    from warmcli.bundle.compiles import compile_of, shared_compiles
+    from warmcli.bundle.store import Bundle
+
+    path, _ = saxpy
+    with Bundle.open(path) as bundle:
+        counted = Counter(map(compile_of, bundle.each_kernel()))
+        assert shared_compiles(bundle) == {c: n for c, n in counted.items() if n > 1}
+    assert set(counted.values()) == {2}  # each kernel's cubin and PTX
+    host, other = tmp_path / "w.py", tmp_path / "h.warm"  # a bundle of none of its kernels
+    host.write_text(HOST)
+    done = warm("run", host, "--jobs", "1", "-b", other, "-q", "--no-verify")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stats = {k["key"]: k["seconds"] for k in warm.json("stats", path)["kernels"]}
+    only = warm.json("diff", path, other)["kernels"]["only_a"]
+    assert {k["key"]: k["seconds"] for k in only} == stats
+
+
+def test_the_summary_names_builds_and_tune_records_apart() -> None:
+    """Pure wording over a report as `check_servable` fills it (no bundle)."""
+    from warmcli.cli.check import _held
+    from warmcli.ops.check_report import CheckReport
+
+    report = CheckReport(Path("b.warm"), [], kernels=2, builds=3, tunes=4, other=3)
+    report.other_builds = 1
+    said = "2 kernel(s) in 3 build(s), 4 tune(s) (1 build(s) and 2 tune record(s) only other "
+    assert _held(report) == said + "architectures use)"
+    assert _held(CheckReport(Path("b.warm"), [], kernels=2, builds=2)) == "2 kernel(s), 0 tune(s)"
