@@ -5,8 +5,9 @@ cubin, PTX or host build each: `builds`, as `warm stats` lists them), the tunes 
 device), the entries not servable here (the first `LISTED` kept, as `MissExplanation`s, each
 kernel's with its source digest in `sources`), those served by PTX JIT (`jit`), the cubins and
 tune records only other architectures use of a servable entry (`other`; `other_builds` the
-cubins) and, per backend with no device here, the entries not judged (`unchecked`). Data only:
-it decides nothing, reads nothing and never prints.
+cubins) and, per backend with no device here, the entries not judged (`unchecked`: `skip`, which
+refuses those of a backend no warm serves; `corrupt` counts a malformed one as not servable).
+It holds only these counts and lists; it reads no bundle and never prints.
 """
 
 from __future__ import annotations
