@@ -20,16 +20,15 @@ and `$PLATFORM` count as any of their usual values. The vDSO's names are always 
 What the libraries found need is followed as well, breadth first as the loader loads
 them (each name found once serves every object that needs it; a library's own RPATH,
 with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED`
-libraries, each mapped to read its headers, never loaded. Bounded by the blob, in time and
-memory: more than `MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS`
-folders, a name or search path longer than `MAX_NAME`, or a dynamic section with no end in
-`MAX_DYNAMIC` entries is itself not servable. It owns only the cache's parsed copy, loads
-nothing and never prints.
+libraries, each read for its headers (never mapped, never loaded). Bounded by the blob,
+in time and memory: more than `MAX_NEEDED` needed names, a search path of more than
+`MAX_FOLDERS` folders, a name or search path longer than `MAX_NAME`, or a dynamic section
+with no end in `MAX_DYNAMIC` entries is itself not servable. It owns only the cache's
+parsed copy, loads nothing and never prints.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import platform
 import stat
@@ -37,6 +36,7 @@ import struct
 import sys
 import sysconfig
 import threading
+from collections.abc import Callable
 
 from warmcli import config
 from warmcli.forking import renew_on_fork
@@ -50,7 +50,8 @@ _CACHE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
 VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
-_FOLLOW_LIMIT = 4 << 30  # a library larger than this is mapped for its needs no more
+_FOLLOW_LIMIT = 4 << 30  # a library larger than this is read for its needs no more
+_READ_LIMIT = 4 << 20  # the most one read of a library takes (65,535 program headers fit)
 _ET_DYN, _PT_LOAD, _PT_DYNAMIC = 3, 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 # By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
@@ -70,7 +71,8 @@ def missing_library(data: bytes) -> str:
         return ""  # another loader's rules (musl's, another OS's): no verdict
     bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
     try:
-        read = _dynamic(data, bits, order)
+        view = memoryview(data)
+        read = _dynamic(lambda at, n: view[at : at + n], len(data), bits, order)
     except (struct.error, OverflowError):
         return ""  # headers past the end: `foreign_binary` names a blob cut short
     if isinstance(read, str):
@@ -114,7 +116,9 @@ def _glibc() -> bool:
 def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
     """What the library at `path` (this machine's, found for a blob) needs, where the loader
     looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
-    dynamic section cannot be read (its needs are then not followed)."""
+    dynamic section cannot be read (its needs are then not followed). Read by `pread`,
+    never mapped: a file cut short while mapped (`cp` over an installed library) would
+    end warm with SIGBUS; read, it only reads short."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
@@ -123,8 +127,13 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not 20 <= st.st_size <= _FOLLOW_LIMIT:
             return None
-        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as data:
-            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
+        head = os.pread(fd, 6, 0)
+        bits, order = (64 if head[4:5] == b"\2" else 32), ("<" if head[5:6] == b"\1" else ">")
+
+        def pread(at: int, n: int) -> bytes:
+            return os.pread(fd, min(n, _READ_LIMIT), at)
+
+        read = _dynamic(pread, st.st_size, bits, order)
     except (OSError, ValueError, struct.error, OverflowError):
         return None
     finally:
@@ -136,17 +145,21 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
     return None if isinstance(searched, str) else (needed, *searched)
 
 
-def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str], str, str] | str:
-    """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of `data`, or why not servable."""
+def _dynamic(
+    read: Callable[[int, int], bytes | memoryview], length: int, bits: int, order: str
+) -> tuple[list[str], str, str] | str:
+    """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of an ELF of `length`
+    bytes, `read(at, n)` giving up to `n` of them from `at`, or why not servable."""
     at, offset, sizes, header, entry = _LAYOUT[bits]
-    (phoff,) = struct.unpack_from(order + offset, data, at)
-    phentsize, phnum = struct.unpack_from(order + "HH", data, sizes)
+    (phoff,) = struct.unpack_from(order + offset, read(at, 8), 0)
+    phentsize, phnum = struct.unpack_from(order + "HH", read(sizes, 4), 0)
     program, dynamic = struct.Struct(order + header), struct.Struct(order + entry)
     if phentsize < program.size:
         return ([], "", "")
+    headers = read(phoff, phnum * phentsize)  # in one read (a library's: 4 MiB at most)
     loads, found = [], None
     for i in range(phnum):  # at most 65,535, each read once
-        kind, start, address, size = program.unpack_from(data, phoff + i * phentsize)
+        kind, start, address, size = program.unpack_from(headers, i * phentsize)
         if kind == _PT_LOAD:
             loads.append((address, start, size))
         elif kind == _PT_DYNAMIC and found is None:
@@ -156,8 +169,10 @@ def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str],
     tags: dict[int, int] = {}
     needed: list[int] = []
     start, size = found
-    for i in range(min(size // dynamic.size, MAX_DYNAMIC + 1)):
-        tag, value = dynamic.unpack_from(data, start + i * dynamic.size)
+    count = min(size // dynamic.size, MAX_DYNAMIC + 1)
+    entries = read(start, count * dynamic.size)  # at most 1 MiB
+    for i in range(count):
+        tag, value = dynamic.unpack_from(entries, i * dynamic.size)
         if tag == _DT_NULL:
             break
         if i == MAX_DYNAMIC:
@@ -174,11 +189,12 @@ def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str],
     table = next((s + address - a for a, s, n in loads if a <= address < a + n), None)
     if table is None:
         return ""  # no string table the loader could read: its own error stands
-    end = min(len(data), table + tags.get(_DT_STRSZ, len(data)))
+    end = min(length, table + tags.get(_DT_STRSZ, length))
 
     def text(at: int) -> str | None:
-        stop = data.find(b"\0", table + at, min(end, table + at + MAX_NAME + 1))
-        return None if stop < 0 else data[table + at : stop].decode(errors="surrogateescape")
+        held = bytes(read(table + at, max(0, min(end - table - at, MAX_NAME + 1))))
+        stop = held.find(b"\0")
+        return None if stop < 0 else held[:stop].decode(errors="surrogateescape")
 
     names = [text(n) for n in needed]
     paths = [text(tags[t]) if t in tags else "" for t in (_DT_RPATH, _DT_RUNPATH)]

@@ -1,0 +1,96 @@
+"""Hostile bundles against today's new code: `warm check`'s reading of a host blob's needs.
+
+A blob's `DT_NEEDED` may name, by path, any file of the victim's machine: `warm check`
+then reads that library's own dynamic section. It mapped the file (`mmap`), and a file
+cut short while mapped (a library `cp` rewrites in place, as an install does) killed
+warm with SIGBUS, no line said. Real files, a real second process truncating, the
+hostile ELFs bytes made by hand (no fake of anything).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def _elf(needed: list[bytes], runpath: bytes = b"") -> bytes:
+    """A 64-bit little-endian shared object's headers and dynamic section, by hand: a
+    `PT_LOAD` over the whole file and a `PT_DYNAMIC` of `needed` (and a `DT_RUNPATH`)."""
+    names = b"\0" + b"".join(n + b"\0" for n in needed)
+    entries = [(1, 1 + sum(len(n) + 1 for n in needed[:i])) for i in range(len(needed))]
+    if runpath:
+        entries.append((29, len(names)))
+        names += runpath + b"\0"
+    dynamic_at = 64 + 2 * 56
+    strtab_at = dynamic_at + (len(entries) + 3) * 16
+    entries += [(5, strtab_at), (10, len(names)), (0, 0)]
+    dynamic = b"".join(struct.pack("<qQ", *e) for e in entries)
+    size = strtab_at + len(names)
+    header = b"\x7fELF\x02\x01\x01" + bytes(9)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+    load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 4096)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, 0, len(dynamic), len(dynamic), 8)
+    return header + load + dyn + dynamic + names
+
+
+def _many_headers(phnum: int = 65535) -> bytes:
+    """A shared object of `phnum` program headers (empty ones, then a `PT_LOAD` and its
+    `PT_DYNAMIC`, needing libc.so.6): 3.6 MB whose headers take a while to read."""
+    names = b"\0libc.so.6\0"
+    dynamic_at = 64 + phnum * 56
+    strtab_at = dynamic_at + 4 * 16
+    size = strtab_at + len(names)
+    header = b"\x7fELF\x02\x01\x01" + bytes(9)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, phnum, 64, 0, 0)
+    empty = struct.pack("<IIQQQQQQ", 0, 0, 0, 0, 0, 0, 0, 0) * (phnum - 2)
+    load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 4096)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, 0, 64, 64, 8)
+    entries = [(1, 1), (5, strtab_at), (10, len(names)), (0, 0)]
+    return header + empty + load + dyn + b"".join(struct.pack("<qQ", *e) for e in entries) + names
+
+
+_CHECKS = """
+import sys
+from warmcli.backends.host.needed import missing_library
+blob = bytes.fromhex(sys.argv[1])
+for _ in range(int(sys.argv[2])):  # the library's header (its first 4 KB) stays whole
+    assert missing_library(blob) == "", missing_library(blob)
+print("done")
+"""
+_REWRITES = """
+import os, sys, time
+path, data = sys.argv[1], open(sys.argv[1], "rb").read()
+fd = os.open(path, os.O_WRONLY)
+print("ready", flush=True)
+while True:  # rewritten in place, as cp over an installed library does
+    os.ftruncate(fd, 4096)
+    time.sleep(0.002)
+    os.pwrite(fd, data, 0)
+    time.sleep(0.002)
+"""
+
+
+def test_a_library_cut_short_while_read_is_no_sigbus(tmp_path: Path) -> None:
+    library = tmp_path / "libbig.so"
+    library.write_bytes(_many_headers())
+    blob = _elf([str(library).encode()])
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    rewriter = subprocess.Popen(
+        [sys.executable, "-c", _REWRITES, library], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert rewriter.stdout is not None and rewriter.stdout.readline() == "ready\n"
+        checks = subprocess.run(
+            [sys.executable, "-c", _CHECKS, blob.hex(), "150"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+    finally:
+        rewriter.kill()
+        rewriter.wait()
+    assert checks.returncode == 0, (checks.returncode, checks.stderr[-2000:])
+    assert checks.stdout == "done\n"
