@@ -23,8 +23,9 @@ with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOW
 libraries, each read for its headers (never mapped, never loaded). Bounded by the blob,
 in time and memory: more than `MAX_NEEDED` needed names, a search path of more than
 `MAX_FOLDERS` folders, a name or search path longer than `MAX_NAME`, or a dynamic section
-with no end in `MAX_DYNAMIC` entries is itself not servable. It owns only the cache's
-parsed copy, loads nothing and never prints.
+with no end in `MAX_DYNAMIC` entries is itself not servable; a search looking at more than
+`MAX_PROBES` files and folders (each folder once, however spelled) gives no verdict. It
+owns only the cache's parsed copy, loads nothing and never prints.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MAX_FOLDERS = 256  # a blob's RPATH or RUNPATH of more folders: not servable
 MAX_NAME = 4096  # a needed name or search path longer than this (PATH_MAX): not servable
 MAX_DYNAMIC = 1 << 16  # dynamic entries read before a DT_NULL; past it: not servable
 MAX_FOLLOWED = 64  # this machine's libraries whose own needs are read, per blob
+MAX_PROBES = 4096  # files and folders looked at for one blob; past it: no verdict
 _CACHE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
@@ -79,7 +81,17 @@ def missing_library(data: bytes) -> str:
         return read
     needed, rpath, runpath = read
     ident = data[4:6] + data[18:20]  # word size, byte order, e_machine (e_machine's order)
-    searched = _search_path(rpath, runpath, ORIGIN, [])
+    probes = _Probes()
+    try:
+        return _missing(needed, _search_path(rpath, runpath, ORIGIN, [], probes), ident, probes)
+    except _Spent:
+        return ""  # a search wider than any linker's: the loader's own verdict stands
+
+
+def _missing(
+    needed: list[str], searched: tuple[list[str], list[str]] | str, ident: bytes, probes: _Probes
+) -> str:
+    """`missing_library`'s search from a blob's `needed` names and `searched` folders."""
     if isinstance(searched, str):
         return searched
     cache = _loader_cache()
@@ -91,7 +103,7 @@ def missing_library(data: bytes) -> str:
         for name in names:
             if name in found:
                 continue
-            path = _found(name, folders, cache, ident, origin)
+            path = _found(name, folders, cache, ident, origin, probes)
             if path is None:
                 return (
                     f"bundle's build needs {by}{name}, which this machine's loader does not "
@@ -99,7 +111,7 @@ def missing_library(data: bytes) -> str:
                     "folders): loading it would fail"
                 )
             found.add(name)
-            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed)):
+            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed, probes)):
                 followed += 1
                 queue.append((*more, os.path.dirname(path), f"{by}{name} ({path}), which needs "))
     return ""
@@ -113,7 +125,43 @@ def _glibc() -> bool:
         return False
 
 
-def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+class _Spent(Exception):
+    """More than `MAX_PROBES` files and folders looked at for one blob."""
+
+
+class _Probes:
+    """The files and folders one blob's search looks at: each folder's identity read once,
+    `MAX_PROBES` in all (a blob's 256 names, each looked for in its 256 RPATH and 256
+    RUNPATH folders, would be 130,000 files a blob, each a system call)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_PROBES
+        self.folders: dict[str, tuple[int, int] | None] = {}
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Spent
+
+    def fits(self, path: str, ident: bytes) -> bool:
+        self.spend()
+        return _fits(path, ident)
+
+    def folder(self, path: str) -> tuple[int, int] | None:
+        """The (device, inode) of the folder at `path`; None where it is none."""
+        if path not in self.folders:
+            self.spend()
+            try:  # (a NUL in a hostile name: ValueError)
+                st = os.stat(path)
+                self.folders[path] = (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+            except (OSError, ValueError):
+                self.folders[path] = None
+        return self.folders[path]
+
+
+def _needs_of(
+    path: str, handed: list[str], probes: _Probes
+) -> tuple[list[str], list[str], list[str]] | None:
     """What the library at `path` (this machine's, found for a blob) needs, where the loader
     looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
     dynamic section cannot be read (its needs are then not followed). Read by `pread`,
@@ -141,7 +189,7 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
     if isinstance(read, str) or not read[0]:
         return None
     needed, rpath, runpath = read
-    searched = _search_path(rpath, runpath, os.path.dirname(path), handed)
+    searched = _search_path(rpath, runpath, os.path.dirname(path), handed, probes)
     return None if isinstance(searched, str) else (needed, *searched)
 
 
@@ -204,13 +252,14 @@ def _dynamic(
 
 
 def _search_path(
-    rpath: str, runpath: str, origin: str, handed: list[str]
+    rpath: str, runpath: str, origin: str, handed: list[str], probes: _Probes
 ) -> tuple[list[str], list[str]] | str:
     """The folders the loader searches for a name without a slash that an object with this
     `rpath` and `runpath`, loaded from `origin`, needs, in its order (the cache, between
     RUNPATH and the default folders, is looked up apart), and the RPATH it hands down to
     what it loads (its own with its loaders', `handed`, where it has no RUNPATH); or why not
-    servable."""
+    servable. A folder met before under another spelling (`/usr//lib`, a link to it) is
+    searched once: what it holds was looked for there."""
     if max(rpath.count(":"), runpath.count(":")) >= MAX_FOLDERS:
         return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
     down = [] if runpath else [*_folders(rpath, origin), *handed]
@@ -219,8 +268,13 @@ def _search_path(
     triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
     for root in ("/lib", "/usr/lib"):
         folders.extend((f"{root}/{triplet}", f"{root}64", root))
-    folders = [f for f in dict.fromkeys(folders) if os.path.isdir(f)]  # each stat once
-    return folders, down
+    met: set[tuple[int, int]] = set()
+    searched = []
+    for folder in dict.fromkeys(folders):
+        if (at := probes.folder(folder)) is not None and at not in met:
+            met.add(at)
+            searched.append(folder)
+    return searched, down
 
 
 def _folders(path: str, origin: str) -> list[str]:
@@ -253,18 +307,23 @@ def _expanded(path: str, origin: str) -> list[str]:
 
 
 def _found(
-    name: str, folders: list[str], cache: dict[str, list[str]] | None, ident: bytes, origin: str
+    name: str,
+    folders: list[str],
+    cache: dict[str, list[str]] | None,
+    ident: bytes,
+    origin: str,
+    probes: _Probes,
 ) -> str | None:
     """Where the loader finds `name` (None: nowhere; "": not known where, a cache it could
     not read, where it is assumed found: never a false "not servable")."""
     if "/" in name:  # (`origin`: the folder of the object that needs it)
-        return next((p for p in _expanded(name, origin) if _fits(p, ident)), None)
+        return next((p for p in _expanded(name, origin) if probes.fits(p, ident)), None)
     for folder in folders:
-        if _fits(path := os.path.join(folder, name), ident):
+        if probes.fits(path := os.path.join(folder, name), ident):
             return path
     if cache is None:
         return ""
-    return next((p for p in cache.get(name, ()) if _fits(p, ident)), None)
+    return next((p for p in cache.get(name, ()) if probes.fits(p, ident)), None)
 
 
 def _fits(path: str, ident: bytes) -> bool:
