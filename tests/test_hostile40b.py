@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 
@@ -134,3 +135,41 @@ def test_a_blobs_search_is_bounded_in_files_looked_at(tmp_path: Path) -> None:
     seconds, said = timed.stdout.split(" ", 1)
     assert float(seconds) < 0.6, timed.stdout  # 20 blobs: 2.6 s before
     assert said.strip() == "{''}"  # no verdict: never a false "not servable"
+
+
+_PREPARED = "__global__ void k(float *x, int n, float a) { if (threadIdx.x < n) x[0] = a; }"
+
+
+def test_prepared_timed_call_takes_a_block_of_fewer_sizes_as_pycuda_does() -> None:
+    """PyCUDA's `prepared_timed_call` hands its block to `_launch_kernel(py::tuple grid,
+    py::tuple block, ...)` as it is, never through `_set_block_shape(int, int, int)` (as
+    `f(...)`, `prepared_call` and `prepared_async_call` do): a tuple of up to three ints,
+    `()` one thread. warm refused `(32,)` and `(32, 1)` there, a script PyCUDA runs."""
+    import numpy as np
+
+    from warmcli import ProcessMode, ProcessModeOverride
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.errors import DiscardedReadError
+    from warmcli.pycuda import PyCudaError, SourceModule, bound_runtime
+    from warmcli.pycuda.standins import GPUArray
+    from warmcli.runtime.runtime import Runtime
+
+    p = SourceModule(_PREPARED).get_function("k").prepare("Pif")
+    with bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        x = GPUArray(1, np.float32).gpudata
+        for block in [(32,), (32, 1), (), (32, 1, 1)]:  # launched (discarded: no time read)
+            with pytest.raises(DiscardedReadError, match="read of the time of k"):
+                p.prepared_timed_call((2, 1), block, x, 1, 1.0)
+        for bad in [[32, 1, 1], (32, 1, 1, 1), (np.int64(32),)]:  # PyCUDA's binding refuses
+            try:
+                p.prepared_timed_call((2, 1), bad, x, 1, 1.0)
+            except PyCudaError as exc:
+                assert "prepared_timed_call: its block" in str(exc)
+            else:
+                raise AssertionError(f"{bad!r} taken")
+        try:  # prepared_call sets the block shape first: three sizes, as PyCUDA
+            p.prepared_call((2, 1), (32,), x, 1, 1.0)
+        except PyCudaError as exc:
+            assert "prepared_call: its block" in str(exc)
+        else:
+            raise AssertionError("(32,) taken by prepared_call")
