@@ -173,3 +173,30 @@ def test_prepared_timed_call_takes_a_block_of_fewer_sizes_as_pycuda_does() -> No
             assert "prepared_call: its block" in str(exc)
         else:
             raise AssertionError("(32,) taken by prepared_call")
+
+
+def test_a_file_smaller_than_an_elf_header_is_never_opened(tmp_path: Path) -> None:
+    """A blob may name any file by path. A procfs or tracing file reports 0 bytes and is
+    "regular": `/proc/kmsg`, whose read takes the kernel's log from its reader (rsyslog's),
+    was opened and read by `warm check` as root. A file of fewer bytes than an ELF header
+    holds no library: never opened. Watched by the kernel's inotify, no fake."""
+    import ctypes
+
+    from warmcli.backends.host.needed import missing_library
+
+    empty = tmp_path / "libempty.so"
+    empty.write_bytes(b"")
+    libc = ctypes.CDLL(None, use_errno=True)
+    watch = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert watch >= 0
+    try:
+        assert libc.inotify_add_watch(watch, bytes(tmp_path), 0x20) >= 0  # IN_OPEN
+        said = missing_library(_elf([bytes(empty)]))
+        assert f"needs {empty}, which this machine's loader does not find" in said
+        try:
+            events = os.read(watch, 4096)
+        except BlockingIOError:
+            events = b""
+        assert b"libempty.so" not in events
+    finally:
+        os.close(watch)

@@ -54,7 +54,7 @@ _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
 VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
 _FOLLOW_LIMIT = 4 << 30  # a library larger than this is read for its needs no more
 _READ_LIMIT = 4 << 20  # the most one read of a library takes (65,535 program headers fit)
-_ET_DYN, _PT_LOAD, _PT_DYNAMIC = 3, 1, 2
+_ET_DYN, _PT_LOAD, _PT_DYNAMIC, _ELF32_HEADER = 3, 1, 2, 52
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 # By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
 # program header's p_type, p_offset, p_vaddr and p_filesz, and a dynamic entry.
@@ -130,9 +130,8 @@ class _Spent(Exception):
 
 
 class _Probes:
-    """The files and folders one blob's search looks at: each folder's identity read once,
-    `MAX_PROBES` in all (a blob's 256 names, each looked for in its 256 RPATH and 256
-    RUNPATH folders, would be 130,000 files a blob, each a system call)."""
+    """The files and folders one blob's search looks at, `MAX_PROBES` in all, each folder
+    once (256 names in 512 RPATH and RUNPATH folders would be 130,000 system calls)."""
 
     def __init__(self) -> None:
         self.left = MAX_PROBES
@@ -164,9 +163,8 @@ def _needs_of(
 ) -> tuple[list[str], list[str], list[str]] | None:
     """What the library at `path` (this machine's, found for a blob) needs, where the loader
     looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
-    dynamic section cannot be read (its needs are then not followed). Read by `pread`,
-    never mapped: a file cut short while mapped (`cp` over an installed library) would
-    end warm with SIGBUS; read, it only reads short."""
+    dynamic section cannot be read (its needs are then not followed). Read, never mapped:
+    a mapped file cut short (`cp` over an installed library) would end warm with SIGBUS."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
@@ -329,16 +327,20 @@ def _found(
 def _fits(path: str, ident: bytes) -> bool:
     """Whether `path` is a regular file the loader would take for a blob of `ident` (its
     word size, byte order and machine, and a shared object: the loader takes no
-    executable or core file): read 20 bytes, never loaded. Only a regular file
-    is opened (a device a hostile name gives, `/dev/watchdog`, never is)."""
+    executable or core file): read 20 bytes, never loaded. Only a regular file of an
+    ELF header's bytes at least is opened (a device a hostile name gives, `/dev/watchdog`,
+    never is, nor a procfs or tracing file, which says it holds 0: `/proc/kmsg`'s read
+    takes the kernel's log from its reader)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
             return False
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):  # none there (a NUL in a hostile name: ValueError)
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
             return False
         head = os.pread(fd, 20, 0)
     except OSError:
