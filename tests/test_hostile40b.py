@@ -200,3 +200,36 @@ def test_a_file_smaller_than_an_elf_header_is_never_opened(tmp_path: Path) -> No
         assert b"libempty.so" not in events
     finally:
         os.close(watch)
+
+
+def test_gpu_less_stand_ins_take_pycudas_positional_forms() -> None:
+    """PyCUDA's `gpuarray.empty` is `GPUArray(shape, dtype, allocator, base, gpudata,
+    strides, order)`, `zeros(shape, dtype, allocator, order)`, `empty_like(a, dtype, order)`,
+    `to_gpu_async(a, allocator, stream)`; its `GPUArray` takes a 0-d array as a shape (its
+    own comment: "handle dim-0 ndarrays") and its `set` a numpy scalar for one element
+    (reshaped). The GPU-less stand-ins put `order` third (an allocator there, as with a
+    memory pool's `pool.allocate`, raised AttributeError: 'function' object has no
+    attribute 'upper'), took no more positional arguments, iterated a 0-d shape (numpy's
+    TypeError) and refused a scalar to `set`: a pre-build failed a script PyCUDA runs."""
+    import numpy as np
+
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.pycuda import bound_runtime
+    from warmcli.pycuda.standins import modules
+    from warmcli.runtime.runtime import Runtime
+
+    found = modules()
+    gpuarray, drv = found["pycuda.gpuarray"], found["pycuda.driver"]
+    pool = drv.mem_alloc  # what a DeviceMemoryPool's allocate stands for
+    assert gpuarray.empty((4,), np.float32, pool).shape == (4,)
+    assert gpuarray.empty((4, 2), np.float32, pool, None, None, None, "F").strides == (4, 16)
+    assert gpuarray.zeros((4,), np.float32, pool).nbytes == 16
+    assert gpuarray.zeros((4, 2), np.float32, pool, "F").strides == (4, 16)
+    assert gpuarray.empty(np.array(5), np.float32).shape == (5,)
+    with bound_runtime(Runtime(ArchDevice("sm_90"))):
+        x = gpuarray.to_gpu_async(np.zeros(3, np.float32), pool, drv.Stream())
+    assert gpuarray.empty_like(x, np.float64, "C").dtype == np.float64
+    one = gpuarray.empty((1,), np.float32)
+    one.set(np.float32(2))  # PyCUDA's reshapes it to (1,)
+    with pytest.raises(Exception, match="float64 into float32"):
+        one.set(np.float64(2))
