@@ -233,3 +233,19 @@ def test_gpu_less_stand_ins_take_pycudas_positional_forms() -> None:
     one.set(np.float32(2))  # PyCUDA's reshapes it to (1,)
     with pytest.raises(Exception, match="float64 into float32"):
         one.set(np.float64(2))
+
+
+def test_a_needed_name_not_utf8_is_said_in_text_a_json_reader_takes(tmp_path: Path) -> None:
+    """A blob's `DT_NEEDED` of bytes that are no UTF-8 (`lib\\x9b.so`) was said with a lone
+    surrogate (`\\udc9b`), which `warm check --json` wrote as such: strict JSON readers
+    (serde_json's "lone leading surrogate") refuse the whole report. Its bytes are said
+    escaped (`\\x9b`), the name still looked up as its bytes."""
+    from warmcli.backends.host.needed import missing_library
+    from warmcli.printable import lone_surrogate
+
+    said = missing_library(_elf([b"libc.so.6", b"lib\x9bnowhere.so"]))
+    assert "needs lib\\x9bnowhere.so, which" in said
+    assert lone_surrogate(said) is None
+    found = tmp_path / "lib\udc9bhere.so"  # (the file's name: the byte 0x9b)
+    found.write_bytes(_elf([]))
+    assert missing_library(_elf([os.fsencode(found)])) == ""

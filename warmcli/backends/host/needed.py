@@ -104,9 +104,10 @@ def _missing(
             if name in found:
                 continue
             path = _found(name, folders, cache, ident, origin, probes)
-            if path is None:
+            if path is None:  # (bytes no UTF-8 said escaped: no lone surrogate in JSON text)
+                said = os.fsencode(by + name).decode(errors="backslashreplace")
                 return (
-                    f"bundle's build needs {by}{name}, which this machine's loader does not "
+                    f"bundle's build needs {said}, which this machine's loader does not "
                     "find (LD_LIBRARY_PATH, RUNPATH/RPATH, the loader cache, the system's "
                     "folders): loading it would fail"
                 )
@@ -175,11 +176,9 @@ def _needs_of(
             return None
         head = os.pread(fd, 6, 0)
         bits, order = (64 if head[4:5] == b"\2" else 32), ("<" if head[5:6] == b"\1" else ">")
-
-        def pread(at: int, n: int) -> bytes:
-            return os.pread(fd, min(n, _READ_LIMIT), at)
-
-        read = _dynamic(pread, st.st_size, bits, order)
+        read = _dynamic(
+            lambda at, n: os.pread(fd, min(n, _READ_LIMIT), at), st.st_size, bits, order
+        )
     except (OSError, ValueError, struct.error, OverflowError):
         return None
     finally:
