@@ -53,14 +53,17 @@ def _ints(value: Any, most: int) -> bool:
     )
 
 
-def pycuda_sizes(call: str, grid: Any, block: Any, shared: Any) -> Any:
+def pycuda_sizes(call: str, grid: Any, block: Any, shared: Any, shaped: bool = True) -> Any:
     """The grid to launch (PyCUDA's `()` is one block), once the sizes are ones PyCUDA's
     launch takes: its C++ `_launch_kernel(py::tuple grid, py::tuple block, ..., unsigned
-    shared)` and `_set_block_shape(int x, int y, int z)` under Boost.Python, whose int
-    converter takes a Python int only. A list, a bare int, a numpy integer or a block of
-    fewer than three sizes is an ArgumentError there (a prepared call's block that is no
-    tuple is the first argument of its pre-2011 form): refused, named, never launched."""
-    if type(block) is tuple and type(grid) is tuple and type(shared) is int and len(block) == 3:
+    shared)` and, first where `shaped` (all but `prepared_timed_call`, whose block goes to
+    `_launch_kernel` as it is: up to three sizes), `_set_block_shape(int x, int y, int z)`,
+    under Boost.Python, whose int converter takes a Python int only. A list, a bare int, a
+    numpy integer or a shaped block of fewer than three sizes is an ArgumentError there (a
+    prepared call's block that is no tuple is the first argument of its pre-2011 form):
+    refused, named, never launched."""
+    sizes = 3 if shaped else min(len(block), 3) if type(block) is tuple else -1
+    if type(block) is tuple and type(grid) is tuple and type(shared) is int and len(block) == sizes:
         for d in (*block, *grid):  # the usual launch: Python ints, checked at once
             if type(d) is not int:
                 break
@@ -68,8 +71,9 @@ def pycuda_sizes(call: str, grid: Any, block: Any, shared: Any) -> Any:
             if len(grid) <= 3 and shared >= 0:
                 return grid or (1,)
     shared_name = "shared" if call.endswith("(...)") else "shared_size"
+    kinds = "three Python ints" if shaped else "up to three Python ints"
     for name, value, ok, takes in (
-        ("block", block, _ints(block, 3) and len(block) == 3, "a tuple of three Python ints"),
+        ("block", block, _ints(block, 3) and len(block) >= 3 * shaped, f"a tuple of {kinds}"),
         ("grid", grid, _ints(grid, 3), "a tuple of up to three Python ints"),
         (shared_name, shared, isinstance(shared, int), "a Python int"),
     ):

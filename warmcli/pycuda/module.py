@@ -336,10 +336,12 @@ class Function:
                 check_letter(arg, letter, position, self.name)
         return self._launch(letters, args, grid, block, shared, stream, time_kernel)
 
-    def _prepared(self, call: str, grid: Any, block: Any, shared: Any) -> tuple[str, Any]:
+    def _prepared(
+        self, call: str, grid: Any, block: Any, shared: Any, shaped: bool = True
+    ) -> tuple[str, Any]:
         if self.arg_format is None:  # (a block that is no tuple: PyCUDA's pre-2011 form)
             raise PyCudaError(f"{self.name}.{call}: prepare() the function first")
-        return self.arg_format, pycuda_sizes(f"{self.name}.{call}", grid, block, shared)
+        return self.arg_format, pycuda_sizes(f"{self.name}.{call}", grid, block, shared, shaped)
 
     def prepared_call(self, grid: Any, block: Any, *args: Any, shared_size: int = 0) -> None:
         letters, grid = self._prepared("prepared_call", grid, block, shared_size)
@@ -354,8 +356,9 @@ class Function:
     def prepared_timed_call(
         self, grid: Any, block: Any, *args: Any, shared_size: int = 0
     ) -> Callable[[], float]:
-        letters, grid = self._prepared("prepared_timed_call", grid, block, shared_size)
-        seconds = self._launch(letters, args, grid, block, shared_size, None, True, True)
+        # (PyCUDA's block goes to _launch_kernel as it is: up to three sizes, () one thread)
+        letters, grid = self._prepared("prepared_timed_call", grid, block, shared_size, False)
+        seconds = self._launch(letters, args, grid, block or (1,), shared_size, None, True, True)
         return lambda: seconds or 0.0
 
     def _launch(

@@ -6,7 +6,8 @@ libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules stand in
 primary context (`retain_primary_context`) is the one warm launches in, allocations know
 their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
 device; their pointer is null, and nothing is ever launched or copied there) and take what
-PyCUDA's take (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`), a `GPUArray`'s
+PyCUDA's take, in its order (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`,
+an allocator third), a `GPUArray`'s
 shape operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such
 arrays, its arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies
 to and on the device check sizes (and what PyCUDA's check: a contiguous buffer, a `set`'s
@@ -46,7 +47,9 @@ def _read(what: str) -> None:
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     """PyCUDA's `GPUArray` allocates size × itemsize bytes with `mem_alloc`, whose size_t
-    takes an int: a float size (`n / 2`) fails there, so here (never truncated)."""
+    takes an int: a float size (`n / 2`) fails there, so here (never truncated). A 0-d
+    array is its one size, as PyCUDA's."""
+    shape = shape.item() if isinstance(shape, np.ndarray) and shape.ndim == 0 else shape
     dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     if not all(isinstance(d, int | np.integer) for d in dims):
         raise PyCudaError(
@@ -120,8 +123,8 @@ class GPUArray:
         return GPUArray(self.shape, self.dtype)
 
     def set(self, ary: np.ndarray, **_: Any) -> None:
-        """PyCUDA's: a numpy array of its size and dtype (else a ValueError there)."""
-        if not isinstance(ary, np.ndarray):
+        """PyCUDA's: a numpy array (or scalar) of its size and dtype (else a ValueError)."""
+        if not isinstance(ary, np.ndarray | np.generic):
             raise PyCudaError(f"GPUArray.set: a {type(ary).__name__}: PyCUDA's takes an array")
         if ary.size != self.size:
             raise PyCudaError(f"GPUArray.set: {ary.size} elements into {self.size}")
@@ -193,18 +196,21 @@ def to_gpu(ary: np.ndarray, allocator: Any = None, **_: Any) -> GPUArray:
     return GPUArray(ary.shape, ary.dtype)
 
 
-def empty(shape: int | Sequence[int], dtype: Any, order: str = "C", **_: Any) -> GPUArray:
-    return GPUArray(shape, dtype, order=order)
+def to_gpu_async(ary: np.ndarray, allocator: Any = None, stream: Any = None) -> GPUArray:
+    return to_gpu(ary)
+
+
+empty = GPUArray  # PyCUDA's: (shape, dtype, allocator, base, gpudata, strides, order)
 
 
 def zeros(
-    shape: int | Sequence[int], dtype: Any = np.float64, order: str = "C", **_: Any
+    shape: int | Sequence[int], dtype: Any = np.float64, allocator: Any = None, order: str = "C"
 ) -> GPUArray:
     return GPUArray(shape, dtype, order=order)
 
 
-def empty_like(other: Any, dtype: Any = None, **_: Any) -> GPUArray:
-    return GPUArray(other.shape, dtype or other.dtype)
+def empty_like(other: Any, dtype: Any = None, order: str = "K") -> GPUArray:
+    return GPUArray(other.shape, dtype or other.dtype, order="F" if order == "F" else "C")
 
 
 def mem_alloc(nbytes: int) -> StandInAllocation:
@@ -373,7 +379,7 @@ def modules() -> dict[str, types.ModuleType]:
         "pycuda.gpuarray",
         GPUArray=GPUArray,
         to_gpu=to_gpu,
-        to_gpu_async=to_gpu,
+        to_gpu_async=to_gpu_async,
         empty=empty,
         zeros=zeros,
         empty_like=empty_like,

@@ -20,16 +20,16 @@ and `$PLATFORM` count as any of their usual values. The vDSO's names are always 
 What the libraries found need is followed as well, breadth first as the loader loads
 them (each name found once serves every object that needs it; a library's own RPATH,
 with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED`
-libraries, each mapped to read its headers, never loaded. Bounded by the blob, in time and
-memory: more than `MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS`
-folders, a name or search path longer than `MAX_NAME`, or a dynamic section with no end in
-`MAX_DYNAMIC` entries is itself not servable. It owns only the cache's parsed copy, loads
-nothing and never prints.
+libraries, each read for its headers (never mapped, never loaded). Bounded by the blob,
+in time and memory: more than `MAX_NEEDED` needed names, a search path of more than
+`MAX_FOLDERS` folders, a name or search path longer than `MAX_NAME`, or a dynamic section
+with no end in `MAX_DYNAMIC` entries is itself not servable; a search looking at more than
+`MAX_PROBES` files and folders (each folder once, however spelled) gives no verdict. It
+owns only the cache's parsed copy, loads nothing and never prints.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import platform
 import stat
@@ -37,6 +37,7 @@ import struct
 import sys
 import sysconfig
 import threading
+from collections.abc import Callable
 
 from warmcli import config
 from warmcli.forking import renew_on_fork
@@ -46,12 +47,14 @@ MAX_FOLDERS = 256  # a blob's RPATH or RUNPATH of more folders: not servable
 MAX_NAME = 4096  # a needed name or search path longer than this (PATH_MAX): not servable
 MAX_DYNAMIC = 1 << 16  # dynamic entries read before a DT_NULL; past it: not servable
 MAX_FOLLOWED = 64  # this machine's libraries whose own needs are read, per blob
+MAX_PROBES = 4096  # files and folders looked at for one blob; past it: no verdict
 _CACHE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
 VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
-_FOLLOW_LIMIT = 4 << 30  # a library larger than this is mapped for its needs no more
-_ET_DYN, _PT_LOAD, _PT_DYNAMIC = 3, 1, 2
+_FOLLOW_LIMIT = 4 << 30  # a library larger than this is read for its needs no more
+_READ_LIMIT = 4 << 20  # the most one read of a library takes (65,535 program headers fit)
+_ET_DYN, _PT_LOAD, _PT_DYNAMIC, _ELF32_HEADER = 3, 1, 2, 52
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 # By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
 # program header's p_type, p_offset, p_vaddr and p_filesz, and a dynamic entry.
@@ -70,14 +73,25 @@ def missing_library(data: bytes) -> str:
         return ""  # another loader's rules (musl's, another OS's): no verdict
     bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
     try:
-        read = _dynamic(data, bits, order)
+        view = memoryview(data)
+        read = _dynamic(lambda at, n: view[at : at + n], len(data), bits, order)
     except (struct.error, OverflowError):
         return ""  # headers past the end: `foreign_binary` names a blob cut short
     if isinstance(read, str):
         return read
     needed, rpath, runpath = read
     ident = data[4:6] + data[18:20]  # word size, byte order, e_machine (e_machine's order)
-    searched = _search_path(rpath, runpath, ORIGIN, [])
+    probes = _Probes()
+    try:
+        return _missing(needed, _search_path(rpath, runpath, ORIGIN, [], probes), ident, probes)
+    except _Spent:
+        return ""  # a search wider than any linker's: the loader's own verdict stands
+
+
+def _missing(
+    needed: list[str], searched: tuple[list[str], list[str]] | str, ident: bytes, probes: _Probes
+) -> str:
+    """`missing_library`'s search from a blob's `needed` names and `searched` folders."""
     if isinstance(searched, str):
         return searched
     cache = _loader_cache()
@@ -89,15 +103,16 @@ def missing_library(data: bytes) -> str:
         for name in names:
             if name in found:
                 continue
-            path = _found(name, folders, cache, ident, origin)
-            if path is None:
+            path = _found(name, folders, cache, ident, origin, probes)
+            if path is None:  # (bytes no UTF-8 said escaped: no lone surrogate in JSON text)
+                said = os.fsencode(by + name).decode(errors="backslashreplace")
                 return (
-                    f"bundle's build needs {by}{name}, which this machine's loader does not "
+                    f"bundle's build needs {said}, which this machine's loader does not "
                     "find (LD_LIBRARY_PATH, RUNPATH/RPATH, the loader cache, the system's "
                     "folders): loading it would fail"
                 )
             found.add(name)
-            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed)):
+            if path and followed < MAX_FOLLOWED and (more := _needs_of(path, handed, probes)):
                 followed += 1
                 queue.append((*more, os.path.dirname(path), f"{by}{name} ({path}), which needs "))
     return ""
@@ -111,10 +126,46 @@ def _glibc() -> bool:
         return False
 
 
-def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+class _Spent(Exception):
+    """More than `MAX_PROBES` files and folders looked at for one blob."""
+
+
+class _Probes:
+    """The files and folders one blob's search looks at, `MAX_PROBES` in all, each folder
+    once (256 names in 512 RPATH and RUNPATH folders would be 130,000 system calls)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_PROBES
+        self.folders: dict[str, tuple[int, int] | None] = {}
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Spent
+
+    def fits(self, path: str, ident: bytes) -> bool:
+        self.spend()
+        return _fits(path, ident)
+
+    def folder(self, path: str) -> tuple[int, int] | None:
+        """The (device, inode) of the folder at `path`; None where it is none."""
+        if path not in self.folders:
+            self.spend()
+            try:  # (a NUL in a hostile name: ValueError)
+                st = os.stat(path)
+                self.folders[path] = (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+            except (OSError, ValueError):
+                self.folders[path] = None
+        return self.folders[path]
+
+
+def _needs_of(
+    path: str, handed: list[str], probes: _Probes
+) -> tuple[list[str], list[str], list[str]] | None:
     """What the library at `path` (this machine's, found for a blob) needs, where the loader
     looks for it and the RPATH it hands down (`handed`: its loaders'); None where its
-    dynamic section cannot be read (its needs are then not followed)."""
+    dynamic section cannot be read (its needs are then not followed). Read, never mapped:
+    a mapped file cut short (`cp` over an installed library) would end warm with SIGBUS."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
@@ -123,8 +174,11 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not 20 <= st.st_size <= _FOLLOW_LIMIT:
             return None
-        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as data:
-            read = _dynamic(data, 64 if data[4] == 2 else 32, "<" if data[5] == 1 else ">")
+        head = os.pread(fd, 6, 0)
+        bits, order = (64 if head[4:5] == b"\2" else 32), ("<" if head[5:6] == b"\1" else ">")
+        read = _dynamic(
+            lambda at, n: os.pread(fd, min(n, _READ_LIMIT), at), st.st_size, bits, order
+        )
     except (OSError, ValueError, struct.error, OverflowError):
         return None
     finally:
@@ -132,21 +186,25 @@ def _needs_of(path: str, handed: list[str]) -> tuple[list[str], list[str], list[
     if isinstance(read, str) or not read[0]:
         return None
     needed, rpath, runpath = read
-    searched = _search_path(rpath, runpath, os.path.dirname(path), handed)
+    searched = _search_path(rpath, runpath, os.path.dirname(path), handed, probes)
     return None if isinstance(searched, str) else (needed, *searched)
 
 
-def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str], str, str] | str:
-    """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of `data`, or why not servable."""
+def _dynamic(
+    read: Callable[[int, int], bytes | memoryview], length: int, bits: int, order: str
+) -> tuple[list[str], str, str] | str:
+    """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of an ELF of `length`
+    bytes, `read(at, n)` giving up to `n` of them from `at`, or why not servable."""
     at, offset, sizes, header, entry = _LAYOUT[bits]
-    (phoff,) = struct.unpack_from(order + offset, data, at)
-    phentsize, phnum = struct.unpack_from(order + "HH", data, sizes)
+    (phoff,) = struct.unpack_from(order + offset, read(at, 8), 0)
+    phentsize, phnum = struct.unpack_from(order + "HH", read(sizes, 4), 0)
     program, dynamic = struct.Struct(order + header), struct.Struct(order + entry)
     if phentsize < program.size:
         return ([], "", "")
+    headers = read(phoff, phnum * phentsize)  # in one read (a library's: 4 MiB at most)
     loads, found = [], None
     for i in range(phnum):  # at most 65,535, each read once
-        kind, start, address, size = program.unpack_from(data, phoff + i * phentsize)
+        kind, start, address, size = program.unpack_from(headers, i * phentsize)
         if kind == _PT_LOAD:
             loads.append((address, start, size))
         elif kind == _PT_DYNAMIC and found is None:
@@ -156,8 +214,10 @@ def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str],
     tags: dict[int, int] = {}
     needed: list[int] = []
     start, size = found
-    for i in range(min(size // dynamic.size, MAX_DYNAMIC + 1)):
-        tag, value = dynamic.unpack_from(data, start + i * dynamic.size)
+    count = min(size // dynamic.size, MAX_DYNAMIC + 1)
+    entries = read(start, count * dynamic.size)  # at most 1 MiB
+    for i in range(count):
+        tag, value = dynamic.unpack_from(entries, i * dynamic.size)
         if tag == _DT_NULL:
             break
         if i == MAX_DYNAMIC:
@@ -174,11 +234,12 @@ def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str],
     table = next((s + address - a for a, s, n in loads if a <= address < a + n), None)
     if table is None:
         return ""  # no string table the loader could read: its own error stands
-    end = min(len(data), table + tags.get(_DT_STRSZ, len(data)))
+    end = min(length, table + tags.get(_DT_STRSZ, length))
 
     def text(at: int) -> str | None:
-        stop = data.find(b"\0", table + at, min(end, table + at + MAX_NAME + 1))
-        return None if stop < 0 else data[table + at : stop].decode(errors="surrogateescape")
+        held = bytes(read(table + at, max(0, min(end - table - at, MAX_NAME + 1))))
+        stop = held.find(b"\0")
+        return None if stop < 0 else held[:stop].decode(errors="surrogateescape")
 
     names = [text(n) for n in needed]
     paths = [text(tags[t]) if t in tags else "" for t in (_DT_RPATH, _DT_RUNPATH)]
@@ -188,13 +249,14 @@ def _dynamic(data: bytes | mmap.mmap, bits: int, order: str) -> tuple[list[str],
 
 
 def _search_path(
-    rpath: str, runpath: str, origin: str, handed: list[str]
+    rpath: str, runpath: str, origin: str, handed: list[str], probes: _Probes
 ) -> tuple[list[str], list[str]] | str:
     """The folders the loader searches for a name without a slash that an object with this
     `rpath` and `runpath`, loaded from `origin`, needs, in its order (the cache, between
     RUNPATH and the default folders, is looked up apart), and the RPATH it hands down to
     what it loads (its own with its loaders', `handed`, where it has no RUNPATH); or why not
-    servable."""
+    servable. A folder met before under another spelling (`/usr//lib`, a link to it) is
+    searched once: what it holds was looked for there."""
     if max(rpath.count(":"), runpath.count(":")) >= MAX_FOLDERS:
         return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
     down = [] if runpath else [*_folders(rpath, origin), *handed]
@@ -203,8 +265,13 @@ def _search_path(
     triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
     for root in ("/lib", "/usr/lib"):
         folders.extend((f"{root}/{triplet}", f"{root}64", root))
-    folders = [f for f in dict.fromkeys(folders) if os.path.isdir(f)]  # each stat once
-    return folders, down
+    met: set[tuple[int, int]] = set()
+    searched = []
+    for folder in dict.fromkeys(folders):
+        if (at := probes.folder(folder)) is not None and at not in met:
+            met.add(at)
+            searched.append(folder)
+    return searched, down
 
 
 def _folders(path: str, origin: str) -> list[str]:
@@ -237,33 +304,42 @@ def _expanded(path: str, origin: str) -> list[str]:
 
 
 def _found(
-    name: str, folders: list[str], cache: dict[str, list[str]] | None, ident: bytes, origin: str
+    name: str,
+    folders: list[str],
+    cache: dict[str, list[str]] | None,
+    ident: bytes,
+    origin: str,
+    probes: _Probes,
 ) -> str | None:
     """Where the loader finds `name` (None: nowhere; "": not known where, a cache it could
     not read, where it is assumed found: never a false "not servable")."""
     if "/" in name:  # (`origin`: the folder of the object that needs it)
-        return next((p for p in _expanded(name, origin) if _fits(p, ident)), None)
+        return next((p for p in _expanded(name, origin) if probes.fits(p, ident)), None)
     for folder in folders:
-        if _fits(path := os.path.join(folder, name), ident):
+        if probes.fits(path := os.path.join(folder, name), ident):
             return path
     if cache is None:
         return ""
-    return next((p for p in cache.get(name, ()) if _fits(p, ident)), None)
+    return next((p for p in cache.get(name, ()) if probes.fits(p, ident)), None)
 
 
 def _fits(path: str, ident: bytes) -> bool:
     """Whether `path` is a regular file the loader would take for a blob of `ident` (its
     word size, byte order and machine, and a shared object: the loader takes no
-    executable or core file): read 20 bytes, never loaded. Only a regular file
-    is opened (a device a hostile name gives, `/dev/watchdog`, never is)."""
+    executable or core file): read 20 bytes, never loaded. Only a regular file of an
+    ELF header's bytes at least is opened (a device a hostile name gives, `/dev/watchdog`,
+    never is, nor a procfs or tracing file, which says it holds 0: `/proc/kmsg`'s read
+    takes the kernel's log from its reader)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
             return False
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):  # none there (a NUL in a hostile name: ValueError)
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
             return False
         head = os.pread(fd, 20, 0)
     except OSError:
