@@ -39,6 +39,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
     "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)
+    "warmcli.backends.native",  # this CPU's identity: a kernel tuned for it (-march=native)
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.bundle.lock",  # a writer's lock

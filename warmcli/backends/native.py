@@ -10,7 +10,8 @@ name and a digest of every distinct model and instruction-set line of `/proc/cpu
 (vendor, family, model, flags; on ARM implementer, part and features: each core's,
 so a big.LITTLE counts all), never what varies between machines of one model
 (stepping, microcode, clock, bugs). It is read from `CPUINFO` once per process, and
-only by a process that keys or judges such a kernel: no compiler is started and
+only by a process that keys or judges such a kernel (which alone imports this module; its
+`NATIVE` mark is `warmcli.backends.toolchain`'s): no compiler is started and
 nothing is remembered in warm's home (a home shared by machines of other CPUs would
 give one the other's answer). Where no `/proc/cpuinfo` is (not Linux), the machine's
 network name stands for its CPU: such a build is served only where it was built. The
@@ -25,7 +26,8 @@ import os
 import platform
 from collections.abc import Callable
 
-NATIVE = " +native "  # between a toolchain identity and the CPU it was keyed for
+from warmcli.backends.toolchain import NATIVE  # the mark (a served process imports no more)
+
 CPUINFO = "/proc/cpuinfo"
 MAX_CPUINFO_BYTES = 16 << 20  # read no more of it (a few KB a core)
 # The lines of a core's block that say which instructions it has.

@@ -28,8 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from warmcli.backends import toolchain
-from warmcli.backends.native import NATIVE, foreign_cpu
-from warmcli.backends.toolchain import RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
+from warmcli.backends.toolchain import NATIVE, RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.config import COMPILER_PROGRAMS
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.kernel_parts import cubin_archs, virtual_sm
@@ -135,6 +134,8 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     if record.arch != target.arch and not jits_on(record, target.arch):
         return "arch", f"built for {record.arch}, the device is {target.arch}"
     if NATIVE in record.toolchain and record.backend == "host":  # -march=native: its CPU's
+        from warmcli.backends.native import foreign_cpu  # (imported for such a build only)
+
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why

@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.native import NATIVE
 from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
@@ -66,6 +65,9 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # struct's braces), or whose own macro declares through another: they shared one `counter`.
 BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
+# Between a toolchain identity and the CPU a kernel tuned for it was keyed for
+# (`warmcli.backends.native`, imported only where such a kernel is keyed or judged).
+NATIVE = " +native "
 # What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
 # line remembered before is read again once).
 REMEMBERED_FORM = 2

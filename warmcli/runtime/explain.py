@@ -32,8 +32,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.backends.native import NATIVE
 from warmcli.backends.serving import NVCC_ENVIRONMENT
+from warmcli.backends.toolchain import NATIVE
 from warmcli.errors import REMOVED, BundleError
 from warmcli.kernel_parts import stored
 from warmcli.records import MissExplanation

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.launch_args import check_before_load
-from warmcli.backends.native import keyed_identity
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError, ToolchainError, headline
 from warmcli.execution.base import LaunchMode
@@ -202,6 +201,8 @@ class KernelCache:
         kept PTX, the same kernel built for `compute_XX`, each under its key."""
         kernel = unit.kernel
         if kernel.tunes_native:  # keyed with this CPU (`lookup`)
+            from warmcli.backends.native import keyed_identity
+
             identity = keyed_identity(identity)
         record = KernelRecord(
             key=unit.key,

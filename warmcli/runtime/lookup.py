@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.backends import toolchain
 from warmcli.backends.base import Device, DeviceError
-from warmcli.backends.native import keyed_identity
 from warmcli.backends.serving import Target, choose, of_kernel, why_not
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
@@ -105,6 +104,8 @@ class BundleLookup:
             else:
                 assert identity is not None
                 if kernel.options and kernel.tunes_native:  # tuned for this CPU: keyed with it
+                    from warmcli.backends.native import keyed_identity  # (only then imported)
+
                     identity = keyed_identity(identity)
                 own = kernel_key(kernel, self.device.arch, identity)  # keyed once
                 key = None
@@ -136,6 +137,8 @@ class BundleLookup:
         """Key `kernel` by this device's compiler from now on (ToolchainError: none here)."""
         identity = self._identity(kernel.language)
         if kernel.tunes_native:
+            from warmcli.backends.native import keyed_identity
+
             identity = keyed_identity(identity)
         key = kernel_key(kernel, self.device.arch, identity)
         self._identities[key] = identity  # keyed here
@@ -167,11 +170,7 @@ class BundleLookup:
             return None
         arch = self.device.arch
         try:
-            found = choose(
-                self._builds_of(kernel),
-                self._target(identity),
-                of_kernel(kernel),
-            )
+            found = choose(self._builds_of(kernel), self._target(identity), of_kernel(kernel))
         except BundleError:  # unreadable (closed by `use_bundle` meanwhile): ours, a miss
             return None
         if found is None:
@@ -334,6 +333,9 @@ class BundleLookup:
             if why is not None:
                 return why
             assert self.bundle is not None
+            from warmcli.backends.native import keyed_identity  # (a miss only, as these)
+            from warmcli.runtime.explain import explain_kernel, listed_kernels
+
             try:
                 identity = self.device.compiler(kernel.language).toolchain.identity
             except ToolchainError:
@@ -341,8 +343,6 @@ class BundleLookup:
             if kernel.tunes_native:
                 identity = keyed_identity(identity)
             wanted = key_components(kernel, self.device.arch, identity)
-            from warmcli.runtime.explain import explain_kernel, listed_kernels  # a miss only
-
             bundle, entry = self.bundle, kernel.entry
             misses = self.misses
             listed = lambda: misses.listing("kernel", entry, lambda: listed_kernels(bundle, entry))  # noqa: E731
