@@ -17,6 +17,7 @@ import typer
 
 from warmcli.bundle.file import check_header
 from warmcli.bundle.replacing import is_empty_file
+from warmcli.bundle.store import Bundle
 from warmcli.cli.common import emit_json, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
@@ -51,7 +52,9 @@ def dask_run(
 
         def merged_in() -> MergeReport:
             sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
-            return merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
+            return merge_bundles(  # as a run stores into it: what it held kept, signed
+                sources, path, overwrite=True, signing_key=signing_key, as_run=path.exists()
+            )
 
         try:
             with progress or contextlib.nullcontext():
@@ -72,14 +75,20 @@ def dask_run(
                 raise
             interrupted(kept.kernels, kept.tunes)
         merged = guarded(merged_in)
+    held = merged.contributed.get(str(path), (0, 0))  # what the bundle held before: not new
     report = RunReport(
         path,
         sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),
         shard_passes([r.report for r in fanned.shards]),
-        stored_kernels=merged.kernels,
-        stored_tunes=merged.tunes,
+        stored_kernels=merged.kernels - held[0],
+        stored_tunes=merged.tunes - held[1],
         format_before=before,
     )
+    new = report.stored_kernels + report.stored_tunes
+    if signing_key is not None:
+        report.signature = merged.signature
+    elif new and held != (0, 0) and _signed(path):  # as a local run says it
+        report.signature = f"the {new} new entries are unsigned: sign the bundle again (warm sign)"
     if verify_args is not None:
         hooked, loader, *rest = verify_args  # `hooked`: under --pycuda, warm's PyCUDA
 
@@ -107,3 +116,10 @@ def dask_run(
             out.print(merge_renderable(merged))
         out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
     return 1 if report.verified is False else 0
+
+
+def _signed(path: Path) -> bool:
+    """Whether the bundle at `path` holds a signature (one it held before the run, carried)."""
+    with contextlib.suppress(BundleError, OSError), Bundle.open(path) as bundle:
+        return bool(bundle.signatures())
+    return False

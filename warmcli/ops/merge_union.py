@@ -9,7 +9,9 @@ a savepoint of its own: a copy that fails (or is missing) is undone and taken fr
 input holding a good one, and that is said in `mended`. So no table of any input sets the
 memory a merge takes. The inputs' fingerprints are read first: more together than a bundle
 may hold (`FINGERPRINT_ROWS`, which every reader refuses) are refused, nothing written.
-It owns no state beyond one merge's; nothing here prints.
+`carry_over` copies the output's own `created` time and signatures, as they are, into the
+merge that rewrites it for `warm run --dask`. It owns no state beyond one merge's; nothing
+here prints.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from warmcli.bundle.blobs import streamed
 from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.manifest import FINGERPRINT_ROWS
 from warmcli.bundle.rows import AS_STORED
+from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
 from warmcli.errors import BundleError, MergeError
@@ -99,6 +102,24 @@ def write_union(
     )
     written.fingerprints = len(fingerprints)
     return written
+
+
+def carry_over(conn: sqlite3.Connection, out: Bundle) -> int:
+    """Into the output's open transaction `conn`, what a run writing into `out` in place
+    keeps (`merge_bundles(..., as_run=True)`): its `created` time and its signatures, copied
+    as they are (each still covers the rows it listed that come out unchanged); how many
+    signatures were carried."""
+    created = out.manifest().get("created")
+    if created is not None:
+        conn.execute("INSERT OR REPLACE INTO manifest VALUES ('created', ?)", (created,))
+    signatures = out.signatures()
+    if signatures:
+        conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        conn.executemany(
+            "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
+            [(s.key_id, s.public_key, s.signature, s.rows, s.signed_at) for s in signatures],
+        )
+    return len(signatures)
 
 
 def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:

@@ -1,0 +1,97 @@
+"""A fleet that shares one bundle, from the README alone (fleet40): warmed sharded on a
+local Dask cluster, pushed to an object store, signed, served by production processes.
+
+Real parts only: the CLI in subprocesses, a real local Dask cluster (worker processes on
+127.0.0.1), the system cc, real SQLite files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from test_fleet38 import SERVE
+
+distributed = pytest.importorskip("distributed")
+
+
+GROWN = """
+import sys
+sys.path.insert(0, {examples!r})
+import matmul_host
+from warmcli import Kernel
+
+DEVICE = "host"
+EXTRA = Kernel("void twice(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] *= 2; }}",
+               "twice", "Pi")
+
+
+def workload(rt):
+    matmul_host.workload(rt)
+    x = rt.buffer(8, "float32")
+    rt.launch(EXTRA, x, 8)
+"""
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
+    )
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def test_a_dask_run_into_a_bundle_that_holds_it_says_it_stored_nothing_new(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """README, On a Dask cluster: the shards are merged "(with what the bundle already
+    held) into `--bundle`", "with the same tables and `--json` as a local run". A local run
+    into a bundle that holds its every kernel says `stored 0 new kernel(s)`; the run fanned
+    out said the bundle's whole count again, `stored 11 new kernel(s)`, as if all were new
+    (and so in `--json`'s `stored`)."""
+    bundle = tmp_path / "fleet.warm"
+    first = warm.json("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
+    assert first["stored"]["kernels"] > 0 and first["verified"] is True
+    again = warm.json("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
+    assert again["verified"] is True
+    assert again["stored"]["kernels"] == 0, again["stored"]
+    local = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert "stored 0 new kernel(s) and 0 new tune(s)" in local.stdout
+
+
+def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signed(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """README, Trust: "Writing keeps what was signed signed"; `warm run` without a key
+    "says the new entries are unsigned". A `--dask` run into the fleet's signed bundle
+    (its shards re-measure what it held) rewrote it by a merge: every signature was gone
+    (`signature: unsigned`) and the held tunes replaced by the shards' newer, unsigned
+    measurements, so every production process under the trusted key refused the bundle
+    whole. Now what it held stays signed, its picks kept, as a local run leaves them."""
+    bundle, key = tmp_path / "fleet.warm", tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    first = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler, "-q")
+    assert first.returncode == 0, first.stderr
+    assert warm("sign", bundle, "--key", key).returncode == 0
+    before = warm.json("stats", bundle)["tunes"]
+    again = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler, "-q")
+    assert again.returncode == 0, again.stderr
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    verified = trusting("verify", bundle)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "unsigned" not in verified.stdout
+    assert "stored 0 new kernel(s) and 0 new tune(s)" in again.stdout
+    assert warm.json("stats", bundle)["tunes"] == before  # the picks it held, kept
+    served = trusting.production(SERVE, bundle=bundle)
+    cold = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "cold"))).production(SERVE)
+    assert served == {"h": cold["h"], "kernels": 0, "tunes": 0}
+    grown = tmp_path / "grown.py"  # the next release: one kernel more
+    grown.write_text(GROWN.format(examples=str(EXAMPLES)))
+    more = warm("run", grown, "-b", bundle, "--dask", scheduler, "-q")
+    assert more.returncode == 0, more.stderr
+    assert "stored 1 new kernel(s) and 0 new tune(s)" in more.stdout
+    assert "the 1 new entries are unsigned: sign the bundle again (warm sign)" in more.stdout
+    assert trusting.production(SERVE, bundle=bundle) == served  # what it held: still served
