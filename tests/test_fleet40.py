@@ -7,12 +7,18 @@ Real parts only: the CLI in subprocesses, a real local Dask cluster (worker proc
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
 from test_fleet38 import SERVE
+
+from warmcli.warming.fanout import CONNECT_TIMEOUT
 
 distributed = pytest.importorskip("distributed")
 
@@ -95,3 +101,46 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     assert "stored 1 new kernel(s) and 0 new tune(s)" in more.stdout
     assert "the 1 new entries are unsigned: sign the bundle again (warm sign)" in more.stdout
     assert trusting.production(SERVE, bundle=bundle) == served  # what it held: still served
+
+
+def test_a_port_that_takes_the_connection_and_never_answers_is_one_line_in_seconds(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """README: "A scheduler that does not answer within 5 s is one line and exit 2." An
+    operator who gives the port of Dask's dashboard (`tcp://HOST:8787`, an HTTP server
+    that waits for a request) or of any listener that accepts and stays silent waited for
+    ever: Dask's connect reads the peer's handshake with no time limit, whatever
+    `Client(timeout=)` says."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])  # taken, never answered
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    bundle = tmp_path / "b.warm"
+    started = time.perf_counter()
+    try:
+        proc = warm(
+            "run",
+            EXAMPLES / "matmul_host.py",
+            "-b",
+            bundle,
+            "--dask",
+            address,
+            timeout=CONNECT_TIMEOUT + 15,
+        )
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert time.perf_counter() - started < CONNECT_TIMEOUT + 10
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"warm: error: dask scheduler {address} unreachable: no answer within "
+        f"{CONNECT_TIMEOUT:g} s\n"
+    )
+    assert not bundle.exists()
