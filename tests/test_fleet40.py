@@ -42,9 +42,24 @@ def workload(rt):
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
+def fleet_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fleet's signing key (its `.pub` beside it)."""
+    from warmcli.bundle.signing import generate_key_pair
+
+    return generate_key_pair(tmp_path_factory.mktemp("keys") / "ci.key")[0]
+
+
+@pytest.fixture(scope="module")
+def scheduler(fleet_key: Path) -> Iterator[str]:
+    """Two workers whose environment trusts the fleet's key, as the GPU nodes' image that
+    also serves production does (`WARM_TRUSTED_KEYS`)."""
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        host="127.0.0.1",
+        env={"WARM_TRUSTED_KEYS": f"{fleet_key}.pub"},
     )
     yield cluster.scheduler_address
     cluster.close()
@@ -144,3 +159,22 @@ def test_a_port_that_takes_the_connection_and_never_answers_is_one_line_in_secon
         f"{CONNECT_TIMEOUT:g} s\n"
     )
     assert not bundle.exists()
+
+
+def test_workers_whose_environment_trusts_keys_still_run_their_shards(
+    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
+) -> None:
+    """README: `--dask` runs each shard "as `warm run --shard I/N` in a fresh process",
+    gathers and merges them here, and `--key` signs what was stored. A worker whose
+    environment sets WARM_TRUSTED_KEYS (the production image, with the fleet's key) failed
+    every shard, `--key` or not: its `warm run` into a fresh shard bundle, unsigned, was
+    refused ("give --key"), though the shard's bundle is only gathered and merged here,
+    where `--key` signs it and the trusted keys judge it."""
+    bundle = tmp_path / "fleet.warm"
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
+    args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
+    proc = trusting(*args, "--key", fleet_key, "-q")
+    assert proc.returncode == 0, proc.stderr
+    verified = trusting("verify", bundle)
+    assert verified.returncode == 0 and "unsigned" not in verified.stdout, verified.stdout
+    assert trusting.production(SERVE, bundle=bundle)["kernels"] == 0
