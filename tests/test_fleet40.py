@@ -178,3 +178,29 @@ def test_workers_whose_environment_trusts_keys_still_run_their_shards(
     verified = trusting("verify", bundle)
     assert verified.returncode == 0 and "unsigned" not in verified.stdout, verified.stdout
     assert trusting.production(SERVE, bundle=bundle)["kernels"] == 0
+
+
+def test_a_dask_run_with_a_key_under_trusted_keys_signs_no_row_they_had_not_signed(
+    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
+) -> None:
+    """README, Trust: `warm run --key KEY` signs what it stored, "under trusted keys: with
+    only what they had signed, never a row it did not check". The `--dask` run's merge
+    signed every row of the bundle: a kernel another hand had added unsigned came out
+    signed by the fleet's key, vouched for by a run that never built it."""
+    bundle, grown = tmp_path / "fleet.warm", tmp_path / "grown.py"
+    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
+    args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
+    assert trusting(*args, "--key", fleet_key, "-q").returncode == 0
+    grown.write_text(GROWN.format(examples=str(EXAMPLES)))
+    added = warm("run", grown, "-b", bundle, "-q")  # unsigned: no key, none trusted
+    assert "the 1 new entries are unsigned" in added.stdout, added.stdout + added.stderr
+    local_copy = tmp_path / "local.warm"
+    local_copy.write_bytes(bundle.read_bytes())
+    local = trusting("run", EXAMPLES / "matmul_host.py", "-b", local_copy, "--key", fleet_key)
+    assert local.returncode == 0, local.stderr
+    fanned = trusting(*args, "--key", fleet_key, "-q")
+    assert fanned.returncode == 0, fanned.stderr
+    for path in (local_copy, bundle):  # the added kernel: still signed by no trusted key
+        verified = trusting("verify", path)
+        assert verified.returncode == 1, verified.stdout
+        assert "not signed by a trusted key" in verified.stdout, verified.stdout

@@ -38,9 +38,11 @@ def dask_run(
     signing_key: Any,
     show: tuple[bool, bool, bool],
     gpu: bool,
+    trusted: list[bytes] | None = None,
 ) -> int:
     """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
-    passes shown are the shards' summed, then the verify pass, as a local run's."""
+    passes shown are the shards' summed, then the verify pass, as a local run's. Under
+    `trusted` keys, `signing_key` signs only what they had signed and what the run added."""
     as_json, quiet, verbose = show
     before: int | None = None  # the bundle's format before the run (None: a new one)
     with contextlib.suppress(OSError, BundleError):
@@ -52,8 +54,14 @@ def dask_run(
 
         def merged_in() -> MergeReport:
             sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
-            return merge_bundles(  # as a run stores into it: what it held kept, signed
-                sources, path, overwrite=True, signing_key=signing_key, as_run=path.exists()
+            held = path.exists()  # as a run stores into it: what it held kept, signed
+            return merge_bundles(  # (under trusted keys, a key signs what they signed of it)
+                sources,
+                path,
+                overwrite=True,
+                signing_key=signing_key,
+                trusted_keys=trusted if held else None,
+                as_run=held,
             )
 
         try:

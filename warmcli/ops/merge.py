@@ -53,12 +53,18 @@ from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place
 from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
-from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError, MergeInterrupted
 from warmcli.interrupted import held_interrupts
-from warmcli.ops.merge_union import Held, Written, carry_over, write_union
+from warmcli.ops.merge_union import (
+    Held,
+    Written,
+    carry_over,
+    check_vouched,
+    run_signs,
+    write_union,
+)
 from warmcli.printable import LISTED
 from warmcli.records import TuneRecord
 
@@ -135,7 +141,8 @@ def merge_bundles(
     interrupted however late reads what was merged (kept) there. `as_run` (`warm run
     --dask`, the first source `out` itself): OUT is written as a run stores into it, its
     tunes kept over the others' re-measurements, its `created` time and its signatures
-    carried over (`carry_over`): what it held stays signed, what is added is not."""
+    carried over (`carry_over`): what it held stays signed, what is added is not; under
+    `trusted_keys` a key signs only what they signed of OUT and what OUT lacked."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -163,15 +170,16 @@ def merge_bundles(
                 bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
                 for opened in bundles:  # what its indexes say is what its rows say
                     require_consistent(opened)
-                if signing_key is not None and trusted_keys is not None:
-                    _check_vouched(bundles, paths, trusted_keys)
+                if signing_key is not None and trusted_keys is not None and not as_run:
+                    check_vouched(bundles, paths, trusted_keys)
                 # a link at OUT is kept: the file it leads to is replaced
                 real = Path(os.path.realpath(out))
                 joined = join([_record(b) for b in bundles])
                 report.shards = {"whole": not joined.problem, "problem": joined.problem}
                 report.shards["missing"] = joined.missing
+                signing = (signing_key, as_run, trusted_keys)
                 written, report.signature = _publish(
-                    bundles, real, kept, (signing_key, as_run), report, joined, holding
+                    bundles, real, kept, signing, report, joined, holding
                 )
         report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
         report.fingerprints = written.fingerprints
@@ -186,21 +194,11 @@ def merge_bundles(
     return report
 
 
-def _check_vouched(
-    bundles: Sequence[Bundle], paths: Sequence[Path], trusted: Sequence[bytes]
-) -> None:
-    for bundle, path in zip(bundles, paths, strict=True):
-        problems = signature_report(bundle, trusted).problems
-        if problems:
-            raise MergeError(
-                f"{path}: {'; '.join(problems)}: under WARM_TRUSTED_KEYS, merge --key signs "
-                "only inputs that trusted keys signed whole (re-warm or re-sign it)"
-            )
-
-
-def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle], carried: int = 0) -> str:
+def _sign(
+    dest: Bundle, signing_key: Any, sources: Sequence[Bundle], carried: int, keep: Any
+) -> str:
     if signing_key is not None:
-        signature = sign(dest, signing_key)
+        signature = sign(dest, signing_key, keep)
         return f"signed by key {signature.key_id}: {signature.count} row(s)"
     if carried:  # `as_run`: OUT's signatures kept; what the run added is said by the run
         return ""
@@ -213,21 +211,22 @@ def _publish(
     bundles: Sequence[Bundle],
     out: Path,
     kept: os.stat_result | None,
-    signing: tuple[Any, bool],
+    signing: tuple[Any, bool, Sequence[bytes] | None],
     report: MergeReport,
     joined: Joined,
     holding: contextlib.ExitStack,
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
     copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
-    signed given `signing`'s key (its flag: `as_run`, OUT's own rows kept as a run keeps
-    them); what each input contributed and what is said of the signature are returned; on
-    any failure nothing is left behind and `out` is as it was. Interrupts are held from the
-    move on, in `holding` (its caller lets them go)."""
+    signed given `signing`'s key (then `as_run`, OUT's own rows kept as a run keeps them,
+    and the trusted keys: what `run_signs` lets it sign); what each input contributed and
+    what is said of the signature are returned; on any failure nothing is left behind and
+    `out` is as it was. Interrupts are held from the move on, in `holding` (its caller lets
+    them go)."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
-    signing_key, as_run = signing
+    signing_key, as_run, trusted = signing
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
         if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit
@@ -241,7 +240,8 @@ def _publish(
                 written = write_union(conn, dest, bundles, choose, report.mended)
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
                 carried = carry_over(conn, bundles[0]) if as_run else 0
-            signature = _sign(dest, signing_key, bundles, carried)
+            keep = run_signs(bundles[0], trusted) if as_run and trusted is not None else None
+            signature = _sign(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
         holding.enter_context(held_interrupts())  # moved and said, or neither
