@@ -84,7 +84,7 @@ def test_a_dask_run_into_a_bundle_that_holds_it_says_it_stored_nothing_new(
 
 
 def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signed(
-    warm: Warm, scheduler: str, tmp_path: Path
+    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
 ) -> None:
     """README, Trust: "Writing keeps what was signed signed"; `warm run` without a key
     "says the new entries are unsigned". A `--dask` run into the fleet's signed bundle
@@ -116,6 +116,14 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     assert "stored 1 new kernel(s) and 0 new tune(s)" in more.stdout
     assert "the 1 new entries are unsigned: sign the bundle again (warm sign)" in more.stdout
     assert trusting.production(SERVE, bundle=bundle) == served  # what it held: still served
+    # Under keys that do not trust it, the run is refused before any shard runs, as a
+    # local run is, and the bundle is left byte for byte (it was merged into, then refused).
+    other = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
+    held = bundle.read_bytes()
+    refused = other("run", grown, "-b", bundle, "--dask", scheduler, "-q")
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert refused.stderr.startswith(f"warm: error: {bundle}: bundle refused: signed only by")
+    assert len(refused.stderr.splitlines()) == 1 and bundle.read_bytes() == held
 
 
 def test_a_port_that_takes_the_connection_and_never_answers_is_one_line_in_seconds(

@@ -42,8 +42,11 @@ def dask_run(
 ) -> int:
     """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
     passes shown are the shards' summed, then the verify pass, as a local run's. Under
-    `trusted` keys, `signing_key` signs only what they had signed and what the run added."""
+    `trusted` keys, `signing_key` signs only what they had signed and what the run added;
+    without one, a bundle they do not accept is refused before any shard runs."""
     as_json, quiet, verbose = show
+    if trusted is not None and signing_key is None and path.exists():  # refused before the
+        guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # shards, as locally
     before: int | None = None  # the bundle's format before the run (None: a new one)
     with contextlib.suppress(OSError, BundleError):
         before = None if is_empty_file(path) else check_header(path)[0]

@@ -240,7 +240,8 @@ def _publish(
                 written = write_union(conn, dest, bundles, choose, report.mended)
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
                 carried = carry_over(conn, bundles[0]) if as_run else 0
-            keep = run_signs(bundles[0], trusted) if as_run and trusted is not None else None
+            vouching = as_run and trusted is not None and signing_key is not None
+            keep = run_signs(bundles[0], trusted) if vouching else None
             signature = _sign(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
