@@ -8,6 +8,7 @@ Real parts only: the CLI in subprocesses, a real local Dask cluster (worker proc
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -65,24 +66,6 @@ def scheduler(fleet_key: Path) -> Iterator[str]:
     cluster.close()
 
 
-def test_a_dask_run_into_a_bundle_that_holds_it_says_it_stored_nothing_new(
-    warm: Warm, scheduler: str, tmp_path: Path
-) -> None:
-    """README, On a Dask cluster: the shards are merged "(with what the bundle already
-    held) into `--bundle`", "with the same tables and `--json` as a local run". A local run
-    into a bundle that holds its every kernel says `stored 0 new kernel(s)`; the run fanned
-    out said the bundle's whole count again, `stored 11 new kernel(s)`, as if all were new
-    (and so in `--json`'s `stored`)."""
-    bundle = tmp_path / "fleet.warm"
-    first = warm.json("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
-    assert first["stored"]["kernels"] > 0 and first["verified"] is True
-    again = warm.json("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
-    assert again["verified"] is True
-    assert again["stored"]["kernels"] == 0, again["stored"]
-    local = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert "stored 0 new kernel(s) and 0 new tune(s)" in local.stdout
-
-
 def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signed(
     warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
 ) -> None:
@@ -91,7 +74,8 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     (its shards re-measure what it held) rewrote it by a merge: every signature was gone
     (`signature: unsigned`) and the held tunes replaced by the shards' newer, unsigned
     measurements, so every production process under the trusted key refused the bundle
-    whole. Now what it held stays signed, its picks kept, as a local run leaves them."""
+    whole; and it said `stored 6 new kernel(s)`, the bundle's whole count, as if all were
+    new. Now what it held stays signed, its picks kept, as a local run leaves them."""
     bundle, key = tmp_path / "fleet.warm", tmp_path / "ci.key"
     assert warm("keygen", key).returncode == 0
     first = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler, "-q")
@@ -169,46 +153,71 @@ def test_a_port_that_takes_the_connection_and_never_answers_is_one_line_in_secon
     assert not bundle.exists()
 
 
-def test_workers_whose_environment_trusts_keys_still_run_their_shards(
-    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
-) -> None:
-    """README: `--dask` runs each shard "as `warm run --shard I/N` in a fresh process",
-    gathers and merges them here, and `--key` signs what was stored. A worker whose
-    environment sets WARM_TRUSTED_KEYS (the production image, with the fleet's key) failed
-    every shard, `--key` or not: its `warm run` into a fresh shard bundle, unsigned, was
-    refused ("give --key"), though the shard's bundle is only gathered and merged here,
-    where `--key` signs it and the trusted keys judge it."""
-    bundle = tmp_path / "fleet.warm"
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
-    args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
-    proc = trusting(*args, "--key", fleet_key, "-q")
-    assert proc.returncode == 0, proc.stderr
-    verified = trusting("verify", bundle)
-    assert verified.returncode == 0 and "unsigned" not in verified.stdout, verified.stdout
-    assert trusting.production(SERVE, bundle=bundle)["kernels"] == 0
-
-
 def test_a_dask_run_with_a_key_under_trusted_keys_signs_no_row_they_had_not_signed(
     warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
 ) -> None:
     """README, Trust: `warm run --key KEY` signs what it stored, "under trusted keys: with
     only what they had signed, never a row it did not check". The `--dask` run's merge
     signed every row of the bundle: a kernel another hand had added unsigned came out
-    signed by the fleet's key, vouched for by a run that never built it."""
+    signed by the fleet's key, vouched for by a run that never built it.
+
+    And the workers' environment trusts the fleet's key (`scheduler`, as the production
+    image's would): each shard's `warm run` into a fresh, unsigned shard bundle was refused
+    ("give --key"), `--key` or not, though that bundle is only gathered and merged here,
+    where `--key` signs it and the trusted keys judge it."""
     bundle, grown = tmp_path / "fleet.warm", tmp_path / "grown.py"
     trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
     args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
-    assert trusting(*args, "--key", fleet_key, "-q").returncode == 0
+    first = trusting(*args, "--key", fleet_key, "-q")
+    assert first.returncode == 0, first.stderr
+    assert trusting.production(SERVE, bundle=bundle)["kernels"] == 0
     grown.write_text(GROWN.format(examples=str(EXAMPLES)))
     added = warm("run", grown, "-b", bundle, "-q")  # unsigned: no key, none trusted
     assert "the 1 new entries are unsigned" in added.stdout, added.stdout + added.stderr
-    local_copy = tmp_path / "local.warm"
-    local_copy.write_bytes(bundle.read_bytes())
-    local = trusting("run", EXAMPLES / "matmul_host.py", "-b", local_copy, "--key", fleet_key)
-    assert local.returncode == 0, local.stderr
-    fanned = trusting(*args, "--key", fleet_key, "-q")
+    fanned = trusting(*args, "--key", fleet_key, "-q")  # (a local run signs it not either)
     assert fanned.returncode == 0, fanned.stderr
-    for path in (local_copy, bundle):  # the added kernel: still signed by no trusted key
-        verified = trusting("verify", path)
-        assert verified.returncode == 1, verified.stdout
-        assert "not signed by a trusted key" in verified.stdout, verified.stdout
+    verified = trusting("verify", bundle)  # the added kernel: still signed by no trusted key
+    assert verified.returncode == 1, verified.stdout
+    assert "not signed by a trusted key" in verified.stdout, verified.stdout
+
+
+SLOW_VERIFY = """
+import os, sys, time
+sys.path.insert(0, {examples!r})
+import matmul_host
+
+DEVICE = "host"
+
+
+def workload(rt):
+    matmul_host.workload(rt)
+    if os.environ.get("FLEET40_HERE"):  # this side's passes (the verify): a long one
+        print("verifying", file=sys.stderr, flush=True)
+        time.sleep(30)
+"""
+
+
+def test_ctrl_c_in_the_verify_pass_of_a_dask_run_says_what_was_kept(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """README, On a Dask cluster: what the shards built "is merged into `--bundle`, as it is
+    on Ctrl-C (`interrupted: N kernel(s) and M tune(s) stored are kept`, exit 130)". A
+    Ctrl-C once the shards were merged, in the verify pass here, said only `warm:
+    interrupted`, as if nothing were kept; a local run says what it stored."""
+    workload, bundle = tmp_path / "slow.py", tmp_path / "fleet.warm"
+    workload.write_text(SLOW_VERIFY.format(examples=str(EXAMPLES)))
+    here = Warm(dict(warm.env, FLEET40_HERE="1"))
+    proc = here.popen("run", workload, "-b", bundle, "--dask", scheduler, "-q")
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the workload's output goes to stderr; the verify began
+            if line.startswith("verifying"):
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == (
+        "warm: interrupted: 6 kernel(s) and 3 tune(s) stored are kept"
+    ), err

@@ -107,7 +107,10 @@ def dask_run(
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
                 return hooked(lambda: replay(path, loader(), *rest))
 
-        verified, report.missing = guarded(replayed)
+        try:
+            verified, report.missing = guarded(replayed)
+        except KeyboardInterrupt:  # what was merged is kept: said as a local run says it
+            interrupted(report.stored_kernels, report.stored_tunes)
         report.passes.append(verified)
     if as_json:
         doc = run_json(report)
