@@ -322,8 +322,12 @@ def shard_variables(environ: Environ | None = None) -> dict[str, str]:
 
 def worker_environment(environ: Environ | None = None) -> dict[str, str]:
     """A copy of the environment for a fan-out worker's `warm run`, without the shard
-    variables: the task says which shard it runs, not the worker's own launcher."""
-    return {k: v for k, v in _env(environ).items() if k not in SHARD_VARIABLES}
+    variables (the task says which shard it runs, not the worker's own launcher) nor
+    `WARM_TRUSTED_KEYS`: the shard's bundle is a fresh one only gathered and merged by the
+    caller, who signs it (`--key`) and judges it under its own trusted keys; a worker's
+    would refuse to build it unsigned."""
+    dropped = (*SHARD_VARIABLES, TRUSTED_KEYS_ENV)
+    return {k: v for k, v in _env(environ).items() if k not in dropped}
 
 
 def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:

@@ -206,6 +206,7 @@ def run(
                 signing_key,
                 (as_json, quiet, verbose),
                 gpu=not arch and device != "host",  # measured on GPUs: GPU workers, if any
+                trusted=trusted,
             )
         )
     shard = guarded(lambda: resolve_shard(shard_text))

@@ -17,6 +17,7 @@ import typer
 
 from warmcli.bundle.file import check_header
 from warmcli.bundle.replacing import is_empty_file
+from warmcli.bundle.store import Bundle
 from warmcli.cli.common import emit_json, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
@@ -37,10 +38,15 @@ def dask_run(
     signing_key: Any,
     show: tuple[bool, bool, bool],
     gpu: bool,
+    trusted: list[bytes] | None = None,
 ) -> int:
     """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
-    passes shown are the shards' summed, then the verify pass, as a local run's."""
+    passes shown are the shards' summed, then the verify pass, as a local run's. Under
+    `trusted` keys, `signing_key` signs only what they had signed and what the run added;
+    without one, a bundle they do not accept is refused before any shard runs."""
     as_json, quiet, verbose = show
+    if trusted is not None and signing_key is None and path.exists():  # refused before the
+        guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # shards, as locally
     before: int | None = None  # the bundle's format before the run (None: a new one)
     with contextlib.suppress(OSError, BundleError):
         before = None if is_empty_file(path) else check_header(path)[0]
@@ -51,7 +57,15 @@ def dask_run(
 
         def merged_in() -> MergeReport:
             sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
-            return merge_bundles(sources, path, overwrite=True, signing_key=signing_key)
+            held = path.exists()  # as a run stores into it: what it held kept, signed
+            return merge_bundles(  # (under trusted keys, a key signs what they signed of it)
+                sources,
+                path,
+                overwrite=True,
+                signing_key=signing_key,
+                trusted_keys=trusted if held else None,
+                as_run=held,
+            )
 
         try:
             with progress or contextlib.nullcontext():
@@ -72,14 +86,20 @@ def dask_run(
                 raise
             interrupted(kept.kernels, kept.tunes)
         merged = guarded(merged_in)
+    held = merged.contributed.get(str(path), (0, 0))  # what the bundle held before: not new
     report = RunReport(
         path,
         sorted({d for r in fanned.shards for d in r.report.get("devices", [])}),
         shard_passes([r.report for r in fanned.shards]),
-        stored_kernels=merged.kernels,
-        stored_tunes=merged.tunes,
+        stored_kernels=merged.kernels - held[0],
+        stored_tunes=merged.tunes - held[1],
         format_before=before,
     )
+    new = report.stored_kernels + report.stored_tunes
+    if signing_key is not None:
+        report.signature = merged.signature
+    elif new and held != (0, 0) and _signed(path):  # as a local run says it
+        report.signature = f"the {new} new entries are unsigned: sign the bundle again (warm sign)"
     if verify_args is not None:
         hooked, loader, *rest = verify_args  # `hooked`: under --pycuda, warm's PyCUDA
 
@@ -87,7 +107,10 @@ def dask_run(
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
                 return hooked(lambda: replay(path, loader(), *rest))
 
-        verified, report.missing = guarded(replayed)
+        try:
+            verified, report.missing = guarded(replayed)
+        except KeyboardInterrupt:  # what was merged is kept: said as a local run says it
+            interrupted(report.stored_kernels, report.stored_tunes)
         report.passes.append(verified)
     if as_json:
         doc = run_json(report)
@@ -107,3 +130,10 @@ def dask_run(
             out.print(merge_renderable(merged))
         out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)
     return 1 if report.verified is False else 0
+
+
+def _signed(path: Path) -> bool:
+    """Whether the bundle at `path` holds a signature (one it held before the run, carried)."""
+    with contextlib.suppress(BundleError, OSError), Bundle.open(path) as bundle:
+        return bool(bundle.signatures())
+    return False

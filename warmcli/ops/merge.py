@@ -22,17 +22,17 @@ leaves the output as it was and nothing beside it (what a killed merge left is r
 the next); a SIGINT, SIGTERM or SIGHUP that lands once the output is moved into place is
 held until the merge has ended, then raised as `MergeInterrupted`, its report with it: the
 merge is complete and kept (it said only "interrupted"); an output that is a symbolic
-link stays one, the file it leads to replaced; one
-that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs'
-signatures do not carry over: given a key, the output is signed with it (every entry), else
-the report says the output is unsigned. Each input's record of the run it holds, and of
-which shards (`warmcli.bundle.run_record`), is joined: the output records the result, and
-the report says (`shards`) which shards are missing, or that one run's shards were cut in
-different counts: the output is written all the same. The inputs are streamed into the output's one
-transaction (`warmcli.ops.merge_union`: no table of any input, nor any blob's size, sets
-the memory a merge takes; one commit, not one per blob); a blob copy that fails (or is
-missing) is taken from another input holding a good one, and the report says so. Nothing
-here prints.
+link stays one, the file it leads to replaced; one that is (or leads to) a FIFO or a device
+is refused, `--force` or not. The inputs' signatures do not carry over (but OUT's own, where
+`warm run --dask` merges its shards into it: `as_run`): given a key, the output is signed
+with it (every entry), else the report says the output is unsigned. Each input's record of
+the run it holds, and of which shards (`warmcli.bundle.run_record`), is joined: the output
+records the result, and the report says (`shards`) which shards are missing, or that one
+run's shards were cut in different counts: the output is written all the same. The inputs
+are streamed into the output's one transaction (`warmcli.ops.merge_union`: no table of any
+input, nor any blob's size, sets the memory a merge takes; one commit, not one per blob); a
+blob copy that fails (or is missing) is taken from another input holding a good one, and
+the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -53,12 +53,18 @@ from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import put_in_place
 from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
-from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError, MergeInterrupted
 from warmcli.interrupted import held_interrupts
-from warmcli.ops.merge_union import Held, Written, write_union
+from warmcli.ops.merge_union import (
+    Held,
+    Written,
+    carry_over,
+    check_vouched,
+    run_signs,
+    write_union,
+)
 from warmcli.printable import LISTED
 from warmcli.records import TuneRecord
 
@@ -126,12 +132,17 @@ def merge_bundles(
     signing_key: Any = None,
     trusted_keys: Sequence[bytes] | None = None,
     merged: list[MergeReport] | None = None,
+    as_run: bool = False,
 ) -> MergeReport:
     """Write the union of `sources` to `out`; see the module doc. Under `trusted_keys`,
     signing OUT needs every input wholly signed by them (else a row no trusted key
     signed, an edited tune or an added kernel, would come out signed). The report is
     appended to `merged` (if given) before a held interrupt is let go: a caller
-    interrupted however late reads what was merged (kept) there."""
+    interrupted however late reads what was merged (kept) there. `as_run` (`warm run
+    --dask`, the first source `out` itself): OUT is written as a run stores into it, its
+    tunes kept over the others' re-measurements, its `created` time and its signatures
+    carried over (`carry_over`): what it held stays signed, what is added is not; under
+    `trusted_keys` a key signs only what they signed of OUT and what OUT lacked."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -159,15 +170,16 @@ def merge_bundles(
                 bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
                 for opened in bundles:  # what its indexes say is what its rows say
                     require_consistent(opened)
-                if signing_key is not None and trusted_keys is not None:
-                    _check_vouched(bundles, paths, trusted_keys)
+                if signing_key is not None and trusted_keys is not None and not as_run:
+                    check_vouched(bundles, paths, trusted_keys)
                 # a link at OUT is kept: the file it leads to is replaced
                 real = Path(os.path.realpath(out))
                 joined = join([_record(b) for b in bundles])
                 report.shards = {"whole": not joined.problem, "problem": joined.problem}
                 report.shards["missing"] = joined.missing
+                signing = (signing_key, as_run, trusted_keys)
                 written, report.signature = _publish(
-                    bundles, real, kept, signing_key, report, joined, holding
+                    bundles, real, kept, signing, report, joined, holding
                 )
         report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
         report.fingerprints = written.fingerprints
@@ -182,22 +194,14 @@ def merge_bundles(
     return report
 
 
-def _check_vouched(
-    bundles: Sequence[Bundle], paths: Sequence[Path], trusted: Sequence[bytes]
-) -> None:
-    for bundle, path in zip(bundles, paths, strict=True):
-        problems = signature_report(bundle, trusted).problems
-        if problems:
-            raise MergeError(
-                f"{path}: {'; '.join(problems)}: under WARM_TRUSTED_KEYS, merge --key signs "
-                "only inputs that trusted keys signed whole (re-warm or re-sign it)"
-            )
-
-
-def _sign(dest: Bundle, signing_key: Any, sources: Sequence[Bundle]) -> str:
+def _sign(
+    dest: Bundle, signing_key: Any, sources: Sequence[Bundle], carried: int, keep: Any
+) -> str:
     if signing_key is not None:
-        signature = sign(dest, signing_key)
+        signature = sign(dest, signing_key, keep)
         return f"signed by key {signature.key_id}: {signature.count} row(s)"
+    if carried:  # `as_run`: OUT's signatures kept; what the run added is said by the run
+        return ""
     if any(b.signatures() for b in sources):
         return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
     return ""
@@ -207,21 +211,26 @@ def _publish(
     bundles: Sequence[Bundle],
     out: Path,
     kept: os.stat_result | None,
-    signing_key: Any,
+    signing: tuple[Any, bool, Sequence[bytes] | None],
     report: MergeReport,
     joined: Joined,
     holding: contextlib.ExitStack,
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
     copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
-    signed given `signing_key` (what each input contributed and what is said of the
-    signature are returned); on any failure nothing is left behind and `out` is as it was.
-    Interrupts are held from the move on, in `holding` (its caller lets them go)."""
+    signed given `signing`'s key (then `as_run`, OUT's own rows kept as a run keeps them,
+    and the trusted keys: what `run_signs` lets it sign); what each input contributed and
+    what is said of the signature are returned; on any failure nothing is left behind and
+    `out` is as it was. Interrupts are held from the move on, in `holding` (its caller lets
+    them go)."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
+    signing_key, as_run, trusted = signing
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
+        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit
+            return False
         return _choose(chosen, now, held, tune, index, report)
 
     try:
@@ -230,7 +239,10 @@ def _publish(
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended)
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
-            signature = _sign(dest, signing_key, bundles)
+                carried = carry_over(conn, bundles[0]) if as_run else 0
+            vouching = as_run and trusted is not None and signing_key is not None
+            keep = run_signs(bundles[0], trusted) if vouching else None
+            signature = _sign(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
         holding.enter_context(held_interrupts())  # moved and said, or neither

@@ -9,7 +9,10 @@ a savepoint of its own: a copy that fails (or is missing) is undone and taken fr
 input holding a good one, and that is said in `mended`. So no table of any input sets the
 memory a merge takes. The inputs' fingerprints are read first: more together than a bundle
 may hold (`FINGERPRINT_ROWS`, which every reader refuses) are refused, nothing written.
-It owns no state beyond one merge's; nothing here prints.
+`carry_over` copies the output's own `created` time and signatures, as they are, into the
+merge that rewrites it for `warm run --dask`, and `run_signs` says which rows its key may
+sign under trusted keys (`check_vouched`: which inputs `merge --key` may sign). It owns no
+state beyond one merge's; nothing here prints.
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.manifest import FINGERPRINT_ROWS
 from warmcli.bundle.rows import AS_STORED
+from warmcli.bundle.schema import SIGNATURES_SCHEMA
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import RowSet, covered
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
 from warmcli.errors import BundleError, MergeError
@@ -99,6 +106,47 @@ def write_union(
     )
     written.fingerprints = len(fingerprints)
     return written
+
+
+def carry_over(conn: sqlite3.Connection, out: Bundle) -> int:
+    """Into the output's open transaction `conn`, what a run writing into `out` in place
+    keeps (`merge_bundles(..., as_run=True)`): its `created` time and its signatures, copied
+    as they are (each still covers the rows it listed that come out unchanged); how many
+    signatures were carried."""
+    created = out.manifest().get("created")
+    if created is not None:
+        conn.execute("INSERT OR REPLACE INTO manifest VALUES ('created', ?)", (created,))
+    signatures = out.signatures()
+    if signatures:
+        conn.execute(SIGNATURES_SCHEMA.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        conn.executemany(
+            "INSERT OR REPLACE INTO signatures VALUES (?, ?, ?, ?, ?)",
+            [(s.key_id, s.public_key, s.signature, s.rows, s.signed_at) for s in signatures],
+        )
+    return len(signatures)
+
+
+def check_vouched(
+    bundles: Sequence[Bundle], paths: Sequence[Path], trusted: Sequence[bytes]
+) -> None:
+    """`merge --key` under `trusted` keys: each input must be wholly signed by them."""
+    for bundle, path in zip(bundles, paths, strict=True):
+        problems = signature_report(bundle, trusted).problems
+        if problems:
+            raise MergeError(
+                f"{path}: {'; '.join(problems)}: under WARM_TRUSTED_KEYS, merge --key signs "
+                "only inputs that trusted keys signed whole (re-warm or re-sign it)"
+            )
+
+
+def run_signs(out: Bundle, trusted: Sequence[bytes]) -> Callable[[str, str, bytes], bool]:
+    """What `warm run --dask --key` may sign of its merge into `out` under `trusted` keys,
+    as a local run signs (`warmcli.warming.sealing`): of the rows `out` held, those they
+    signed; every row it did not hold (what the shards built, the run's record). Read
+    before the merge writes."""
+    signed = covered(out, trusted, signs=True)
+    held = RowSet([b"".join(sorted({h for _, _, h in out.row_hashes()}))])
+    return lambda _table, _name, h: h in signed or h not in held
 
 
 def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:

@@ -13,8 +13,9 @@ folder the caller owns and returns their paths (`FanOutReport.paths`): merging t
 into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
 (`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
 must be reachable at the same path on every worker (a shared file system, or the same
-image). A scheduler that does not answer within `CONNECT_TIMEOUT`, or a port where
-something else answers, is a `FanOutError`; so are a cluster left with no worker for
+image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
+the connection and stays silent: `_handshake`), or a port where something else answers, is
+a `FanOutError`; so are a cluster left with no worker for
 `WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost.
 A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
 is a failed shard, named like one whose `warm run` failed.
@@ -133,6 +134,7 @@ def fan_out(
     report = report or FanOutReport(scheduler)  # the caller's: what finished, when it fails
     limit = no_worker_wait()  # a bad value is refused before any shard is sent
     try:
+        _handshake(scheduler)  # a listener that never answers: no wait for ever in Client
         client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise FanOutError(f"dask scheduler {scheduler} unreachable: {_first_line(exc)}") from None
@@ -185,6 +187,25 @@ def fan_out(
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
     report.paths.sort()
     return report
+
+
+def _handshake(scheduler: str) -> None:
+    """Connect to `scheduler` and read its handshake, within `CONNECT_TIMEOUT` in all, then
+    hang up: Dask's connect reads the peer's handshake with no time limit (whatever
+    `Client(timeout=)` says), so a port that takes the connection and never answers (Dask's
+    dashboard, an HTTP server waiting for a request) would be waited on for ever."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def shake() -> None:
+        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(shake(), CONNECT_TIMEOUT))
+    except TimeoutError:  # the deadline (asyncio.wait_for), said as such
+        raise TimeoutError(f"no answer within {CONNECT_TIMEOUT:g} s") from None
 
 
 def _workers(client: Any) -> dict[str, dict[str, Any]]:
