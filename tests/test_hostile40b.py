@@ -17,26 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-
-
-def _elf(needed: list[bytes], runpath: bytes = b"") -> bytes:
-    """A 64-bit little-endian shared object's headers and dynamic section, by hand: a
-    `PT_LOAD` over the whole file and a `PT_DYNAMIC` of `needed` (and a `DT_RUNPATH`)."""
-    names = b"\0" + b"".join(n + b"\0" for n in needed)
-    entries = [(1, 1 + sum(len(n) + 1 for n in needed[:i])) for i in range(len(needed))]
-    if runpath:
-        entries.append((29, len(names)))
-        names += runpath + b"\0"
-    dynamic_at = 64 + 2 * 56
-    strtab_at = dynamic_at + (len(entries) + 3) * 16
-    entries += [(5, strtab_at), (10, len(names)), (0, 0)]
-    dynamic = b"".join(struct.pack("<qQ", *e) for e in entries)
-    size = strtab_at + len(names)
-    header = b"\x7fELF\x02\x01\x01" + bytes(9)
-    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
-    load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 4096)
-    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, 0, len(dynamic), len(dynamic), 8)
-    return header + load + dyn + dynamic + names
+from elf_blobs import shared_object
 
 
 def _many_headers(phnum: int = 65535) -> bytes:
@@ -79,7 +60,7 @@ while True:  # rewritten in place, as cp over an installed library does
 def test_a_library_cut_short_while_read_is_no_sigbus(tmp_path: Path) -> None:
     library = tmp_path / "libbig.so"
     library.write_bytes(_many_headers())
-    blob = _elf([str(library).encode()])
+    blob = shared_object([str(library).encode()])
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     rewriter = subprocess.Popen(
         [sys.executable, "-c", _REWRITES, library], stdout=subprocess.PIPE, text=True
@@ -99,7 +80,7 @@ def test_a_library_cut_short_while_read_is_no_sigbus(tmp_path: Path) -> None:
 
 _TIMED = """
 import glob, os, sys, sysconfig, time
-from test_hostile40b import _elf
+from elf_blobs import shared_object
 from warmcli.backends.host.needed import _fits, missing_library
 ident = bytes.fromhex(sys.argv[1])
 triplet = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
@@ -109,7 +90,7 @@ if len(names) < 255:
     print("skip")
     sys.exit()
 folders = b":".join(b"d%d" % i for i in range(255))  # relative: from the working folder
-blobs = [_elf(names, runpath=folders + b":z%d" % i) for i in range(20)]  # each its own
+blobs = [shared_object(names, runpath=folders + b":z%d" % i) for i in range(20)]  # each its own
 started = time.perf_counter()
 said = {missing_library(blob) for blob in blobs}
 print(time.perf_counter() - started, said)
@@ -124,7 +105,7 @@ def test_a_blobs_search_is_bounded_in_files_looked_at(tmp_path: Path) -> None:
     for i in range(255):
         (tmp_path / f"d{i}").mkdir()
     env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
-    ident = _elf([])[4:6].hex() + "3e00"  # 64-bit little-endian x86-64
+    ident = shared_object([])[4:6].hex() + "3e00"  # 64-bit little-endian x86-64
     timed = subprocess.run(
         [sys.executable, "-c", _TIMED, ident],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
@@ -191,7 +172,7 @@ def test_a_file_smaller_than_an_elf_header_is_never_opened(tmp_path: Path) -> No
     assert watch >= 0
     try:
         assert libc.inotify_add_watch(watch, bytes(tmp_path), 0x20) >= 0  # IN_OPEN
-        said = missing_library(_elf([bytes(empty)]))
+        said = missing_library(shared_object([bytes(empty)]))
         assert f"needs {empty}, which this machine's loader does not find" in said
         try:
             events = os.read(watch, 4096)
@@ -243,9 +224,9 @@ def test_a_needed_name_not_utf8_is_said_in_text_a_json_reader_takes(tmp_path: Pa
     from warmcli.backends.host.needed import missing_library
     from warmcli.printable import lone_surrogate
 
-    said = missing_library(_elf([b"libc.so.6", b"lib\x9bnowhere.so"]))
+    said = missing_library(shared_object([b"libc.so.6", b"lib\x9bnowhere.so"]))
     assert "needs lib\\x9bnowhere.so, which" in said
     assert lone_surrogate(said) is None
     found = tmp_path / "lib\udc9bhere.so"  # (the file's name: the byte 0x9b)
-    found.write_bytes(_elf([]))
-    assert missing_library(_elf([os.fsencode(found)])) == ""
+    found.write_bytes(shared_object([]))
+    assert missing_library(shared_object([os.fsencode(found)])) == ""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import struct
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from elf_blobs import shared_object
 
 from warmcli.backends.host.needed import MAX_NEEDED, missing_library
 
@@ -153,43 +153,26 @@ def test_what_a_found_library_needs_is_found_too(
     assert f"needs libhelper.so ({outer / 'libhelper.so'}), which needs libinner.so" in why
 
 
-def _elf(needed: list[bytes], runpath: bytes = b"", count: int | None = None) -> bytes:
-    """A 64-bit little-endian shared object's headers and dynamic section, by hand: a
-    `PT_LOAD` over the whole file and a `PT_DYNAMIC` of `needed` (repeated `count` times)."""
-    names = b"\0" + b"".join(n + b"\0" for n in needed) + runpath + b"\0"
-    offsets = [1 + sum(len(n) + 1 for n in needed[:i]) for i in range(len(needed))]
-    entries = [(1, o) for o in offsets] * ((count or len(needed)) // max(len(needed), 1))
-    entries += [(29, len(names) - len(runpath) - 1)] if runpath else []
-    dynamic_at = 64 + 2 * 56
-    strtab_at = dynamic_at + (len(entries) + 3) * 16
-    entries += [(5, strtab_at), (10, len(names)), (0, 0)]
-    dynamic = b"".join(struct.pack("<qQ", *e) for e in entries)
-    size = strtab_at + len(names)
-    header = b"\x7fELF\x02\x01\x01" + bytes(9)
-    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
-    load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 4096)
-    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, 0, len(dynamic), len(dynamic), 8)
-    return header + load + dyn + dynamic + names
-
-
 def test_hostile_dynamic_sections_are_bounded(tmp_path: Path) -> None:
-    assert missing_library(_elf([b"libc.so.6", b"linux-vdso.so.1", b"libm.so.6"])) == ""
+    assert missing_library(shared_object([b"libc.so.6", b"linux-vdso.so.1", b"libm.so.6"])) == ""
     fifo = tmp_path / "fifo.so"
     os.mkfifo(fifo)  # opened, it would block: only regular files are opened
     for path in (bytes(fifo), b"/dev/zero", b"/proc/kcore"):  # no shared object, none opened
-        assert f"needs {path.decode()}, which" in missing_library(_elf([path]))
-    assert "needs libnowhere.so.9" in missing_library(_elf([b"libc.so.6", b"libnowhere.so.9"]))
+        assert f"needs {path.decode()}, which" in missing_library(shared_object([path]))
+    assert "needs libnowhere.so.9" in missing_library(
+        shared_object([b"libc.so.6", b"libnowhere.so.9"])
+    )
     started = time.perf_counter()
-    many = missing_library(_elf([b"libc.so.6"], count=100_000))
+    many = missing_library(shared_object([b"libc.so.6"], count=100_000))
     assert f"over {MAX_NEEDED} libraries" in many
-    folders = missing_library(_elf([b"libc.so.6"], runpath=b":".join([b"/x"] * 300)))
+    folders = missing_library(shared_object([b"libc.so.6"], runpath=b":".join([b"/x"] * 300)))
     assert "over 256 folders" in folders
-    path = missing_library(_elf([b"libc.so.6"], runpath=b":".join([b"/x"] * 100_000)))
+    path = missing_library(shared_object([b"libc.so.6"], runpath=b":".join([b"/x"] * 100_000)))
     assert "over 4096 bytes" in path
-    long = missing_library(_elf([b"lib" + b"a" * 100_000 + b".so"]))
+    long = missing_library(shared_object([b"lib" + b"a" * 100_000 + b".so"]))
     assert "over 4096 bytes" in long
     assert time.perf_counter() - started < 2
-    blob = _elf([b"libc.so.6", b"libnowhere.so.9"], runpath=b"/opt/x")
+    blob = shared_object([b"libc.so.6", b"libnowhere.so.9"], runpath=b"/opt/x")
     for at in range(len(blob)):  # any byte overwritten: a verdict, never an exception
         for value in (0, 0xFF):
             assert isinstance(missing_library(blob[:at] + bytes([value]) + blob[at + 1 :]), str)
