@@ -15,7 +15,11 @@ its version too, with the values of the environment variables it names (`$CFLAGS
 its version line is read in each process, never remembered (the compiler it runs, or what
 it reads from the environment, may change while the script does not). `remembered` does the
 same for a compiler that is a library (NVRTC): its version is read once per library file on a
-machine (`is_remembered` says whether a process would find it). Nothing here compiles.
+machine (`is_remembered` says whether a process would find it). The marks an identity
+carries are here (`RECIPE_MARK`, `WRAPPER_MARK`, and `NATIVE` before the CPU a kernel tuned
+for its builder is keyed with: `warmcli.backends.native`, which only such a kernel imports).
+Its state: the per-process memos of each path's toolchain, and the version lines remembered
+in warm's home. Nothing here compiles and nothing prints.
 """
 
 from __future__ import annotations

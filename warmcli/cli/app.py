@@ -1,5 +1,10 @@
 """The `warm` application object: `app`, its command class, and `warm --version`.
 
+Its command class refuses, in warm's own line (not Click's guesses), an option a workload
+command (`warm run`, `warm verify`) is given after its workload: named as the other
+command's where it is one (`warm verify B --workload w.py --pycuda`), else as an argument
+the workload never sees.
+
 Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
 `warmcli.cli` imports this module first and then the commands, so registration is no
 import cycle. It holds no other state and never calls the library.

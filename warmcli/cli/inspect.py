@@ -1,6 +1,11 @@
 """`warm stats` and `warm devices`: what a bundle holds (read in one snapshot: a writer's
 commit waits until all is read), and what this machine offers (its devices, whether
-pycuda is there, and the compilers warm would use)."""
+pycuda is there, and the compilers warm would use).
+
+The reading is `warmcli.ops.stats`' and the bundle's (each compile's time given once among the
+rows it made: `warmcli.bundle.compiles`), the look `warmcli.cli.render`'s; this module parses,
+opens read-only and prints. It owns no state and never writes a bundle.
+"""
 
 from __future__ import annotations
 

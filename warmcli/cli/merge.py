@@ -2,7 +2,9 @@
 are not one whole run said (one line on stderr, exit 1; OUT is written). An interrupt once
 OUT was moved into place (`MergeInterrupted`), or as the report is handed back or shown,
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
-is there."""
+is there (`warmcli.cli.committed`). The merging is `warmcli.ops.merge`'s; this module parses
+and prints, and owns no state.
+"""
 
 from __future__ import annotations
 

@@ -7,8 +7,11 @@ or not; under WARM_TRUSTED_KEYS every row must be signed by a trusted key). With
 over the bundle: it must compile 0 kernels and measure 0 tunes; each kernel and tune it
 missed is named with the reason (text and `--json`). The replay runs in a worker process
 (`warmcli.warming.isolation`), so a workload that ends or crashes the process is one line
-and exit 2. Exit 0 when both
-hold, 1 naming what is corrupt or missing, 2 on bad input.
+and exit 2 (an exit function of the workload that crashes its process, or ends it with
+`os._exit` of a failing code, is one warning line: the exit code stands). Exit 0 when both
+hold, 1 naming what is corrupt or missing, 2 on bad input. The checks are `warmcli.ops.verify`'s
+and the replay `warmcli.warming.passes.verify_pass`'s; this module parses and prints, and owns
+no state.
 """
 
 from __future__ import annotations
