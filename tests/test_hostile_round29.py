@@ -238,7 +238,8 @@ def test_a_miss_explained_against_components_warm_never_writes_is_still_a_miss(
     conn = sqlite3.connect(bundle)
     # The miss: a tune's pick (which tile this machine measured fastest: not always 64).
     (pick,) = conn.execute("SELECT pick FROM tunes WHERE operation = 'matmul'").fetchone()
-    conn.execute("DELETE FROM kernels WHERE label = ?", (f"matmul[TILE={pick[4:]}]",))
+    missed = f"matmul[TILE={pick[4:]}]"
+    conn.execute("DELETE FROM kernels WHERE label = ?", (missed,))
     rows = conn.execute("SELECT rowid, components FROM kernels WHERE entry = 'matmul'")
     for (rowid, text), value in zip(rows.fetchall(), NOT_AS_WARM_WRITES, strict=False):
         components = json.loads(text)
@@ -252,11 +253,11 @@ def test_a_miss_explained_against_components_warm_never_writes_is_still_a_miss(
     out, err = prod.communicate(timeout=120)
     assert prod.returncode == 0, err
     assert out.split() == ["1", "0"]  # one kernel compiled, every tune served
-    assert f"matmul[TILE=64]: {component}: bundle has " in err and "Traceback" not in err
+    assert f"{missed}: {component}: bundle has " in err and "Traceback" not in err
     assert "[" * 201 not in err  # text warm never writes is cut
     proc = warm("verify", bundle, "--workload", MATMUL)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"miss: kernel matmul[TILE=64]: {component}: bundle has " in proc.stdout
+    assert f"miss: kernel {missed}: {component}: bundle has " in proc.stdout
 
 
 def test_stats_and_diff_show_components_warm_never_writes_without_a_traceback(
