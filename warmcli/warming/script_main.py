@@ -2,7 +2,9 @@
 
 `warm run` imports a workload file and calls its entry function, so the block a script
 runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
-one (for the hint `MAIN_GUARD_HINT` errors and empty runs give), `runtime_main` whether it
+one (for the hint `MAIN_GUARD_HINT` errors and empty runs give; `no_entry_hint`, a file's
+with no entry function, gives it, or where its import used `warmcli.runtime()` says to move
+that work into one), `runtime_main` whether it
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime.
@@ -36,6 +38,21 @@ def _text(path: Path) -> str | None:
             return source.read(_MAX_READ).decode("utf-8", "replace")
     except OSError:
         return None
+
+
+def no_entry_hint(path: Path, entry: str, unbound: str) -> str:
+    """What to add where the workload file at `path` defines no `entry` function: the
+    `MAIN_GUARD_HINT` for its `if __name__ == "__main__":` block, `--entry main` for a
+    `main` one argument calls, else, where its import used `warmcli.runtime()` at `unbound`
+    (a notebook-style script, its GPU work at the top level, never warmed), to move it."""
+    hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
+    hint += " (or name its main(...) with --entry main)" if runtime_main(path, entry) else ""
+    if unbound and not hint:
+        hint = (
+            f": its import used warmcli.runtime() at {unbound}, where nothing is warmed: put "
+            f"the script's GPU work in def {entry}(rt), on the runtime warm passes it"
+        )
+    return hint
 
 
 def guarded_main(path: Path) -> bool:

@@ -76,7 +76,7 @@ from warmcli.warming.leftovers import (
     thread_raised,
     where,
 )
-from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main, main_argv, runtime_main
+from warmcli.warming.script_main import main_argv, no_entry_hint
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -265,9 +265,12 @@ def _as_module(path: Path) -> str:
     return f" (a module of a package: give -m {'.'.join(names)}, from {folder})"
 
 
-def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = None) -> Workload:
+def _entry(
+    module: ModuleType, path: Path, entry: str, fallback: str | None = None, unbound: str = ""
+) -> Workload:
     """The module's entry point, which must take the runtime as its one argument; else
-    `fallback` (a PyCUDA script's `main()`), called with the runtime or without."""
+    `fallback` (a PyCUDA script's `main()`), called with the runtime or without. `unbound`:
+    where the import used `warmcli.runtime()` (a notebook-style script's top-level work)."""
     if not entry.strip():
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
@@ -278,8 +281,7 @@ def _entry(module: ModuleType, path: Path, entry: str, fallback: str | None = No
         )
     if not callable(function):
         also = f" or {fallback}()" if fallback else ""
-        hint = f": {MAIN_GUARD_HINT}" if guarded_main(path) else ""
-        hint += " (or name its main(...) with --entry main)" if runtime_main(path, entry) else ""
+        hint = no_entry_hint(path, entry, unbound)
         raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}{hint}")
     try:
         inspect.signature(function).bind(None)
@@ -332,7 +334,7 @@ def load_workload(
         known_by(module, stem, resolved)
     else:  # a worker imports it by its private name, through a stub
         importable_by_stub(name, resolved)
-    found = _entry(module, resolved, entry, fallback)
+    found = _entry(module, resolved, entry, fallback, "".join(unbound))
     return replace(found, unbound="".join(unbound), argv=tuple(argv))
 
 
@@ -388,5 +390,5 @@ def load_module(
     package = sys.modules.get(name[: -len(".__main__")]) if name.endswith(".__main__") else None
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
-    found_entry = _entry(module, origin, entry, fallback)
+    found_entry = _entry(module, origin, entry, fallback, "".join(unbound))
     return replace(found_entry, unbound="".join(unbound), argv=tuple(argv))

@@ -1,0 +1,139 @@
+"""An ML researcher adopting warm's own API from the README alone (trial40b).
+
+- A notebook-style script (its GPU work at the top level, no `workload()`) is refused
+  with `defines no function workload(runtime)`; warm saw its import use
+  `warmcli.runtime()`, and now says where and what to do (as it says for a workload that
+  has a `workload()` beside such top-level work), not only what is missing.
+- What held: hundreds of variants from a dict of numpy-valued configs, a tunable whose
+  candidates include one that fails to compile and one that computes another answer,
+  0-sized tunes, a seeded RNG: cold, a hit and a miss give the same bytes.
+
+Real parts throughout: the CLI in a subprocess, the system C compiler, SQLite bundles.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+NOTEBOOK = """
+import numpy as np
+import warmcli
+from warmcli import Kernel
+K = Kernel("void twice(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }",
+           "twice", "Pi")
+rt = warmcli.runtime()
+x = rt.upload(np.arange(4, dtype=np.float32))
+rt.launch(K, x, 4)
+print(rt.read(x))
+"""
+
+
+def test_a_notebook_style_script_is_told_where_its_gpu_work_goes(
+    warm: Warm, tmp_path: Path
+) -> None:
+    script = tmp_path / "nb.py"
+    script.write_text(NOTEBOOK)
+    done = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "defines no function workload(runtime)" in lines[0]
+    assert f"{script}:8" in lines[0]  # where its import first used the runtime
+    assert "def workload(rt)" in lines[0]
+    assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_script_without_runtime_at_import_gets_no_such_hint(warm: Warm, tmp_path: Path) -> None:
+    script = tmp_path / "w.py"
+    script.write_text("x = 1\n")
+    done = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"warm: error: {script}: defines no function workload(runtime)"
+
+
+RESEARCH = """
+import hashlib, os, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+VAR = '''
+void var(const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = x[i] * MUL + ADD;
+}'''
+N = int(os.environ.get("NCFG", "40"))
+CONFIGS = {f"c{i}": {"MUL": np.float32(1 + i / 7), "ADD": np.float64(-0.0) if i % 2 else 1e-5 * i,
+                     "FLAG": np.bool_(i % 3 == 0)} for i in range(N)}
+VARIANTS = [Kernel(VAR, "var", "PPi", defines=cfg) for cfg in CONFIGS.values()]
+SRC = '''
+void axpy(float *y, const float *x, float a, int n) {
+    for (int i = 0; i < n; i += STEP)
+        for (int j = i; j < i + STEP && j < n; j++) y[j] += a * x[j] WRONG;
+}'''
+def launch(rt, k, y, x, a, n, *, stream=None):
+    rt.launch(k, y, x, a, n, stream=stream)
+TUNE = Tunable("axpy", {
+    "s1": Kernel(SRC, "axpy", "PPfi", defines={"STEP": 1, "WRONG": ""}),
+    "s4": Kernel(SRC, "axpy", "PPfi", defines={"STEP": 4, "WRONG": ""}),
+    "bad": Kernel(SRC, "axpy", "PPfi", defines={"STEP": 2, "WRONG": "+ syntax error"}),
+    "off": Kernel(SRC, "axpy", "PPfi", defines={"STEP": 8, "WRONG": "* 1.001f"}),
+}, launch, check="s1")
+OUT = []
+def workload(rt):
+    np.random.seed(7)
+    rng = np.random.default_rng(1234)
+    xb = rt.upload(rng.standard_normal(300).astype(np.float32))
+    OUT.clear()
+    for k in VARIANTS:
+        y = rt.buffer(300)
+        rt.launch(k, xb, y, 300)
+        OUT.append(y)
+    for n in (0, 1, 300):
+        y = rt.upload(np.ones(max(n, 1), np.float32))
+        rt.tune(TUNE, y, xb, 0.5, n)
+        OUT.append(y)
+    OUT.append(rt.upload(np.array([rng.standard_normal(), np.random.rand()])))
+if __name__ == "__main__":
+    rt = warmcli.runtime()
+    workload(rt)
+    h = hashlib.sha256()
+    for b in OUT:
+        h.update(rt.read(b).tobytes())
+    print(h.hexdigest())
+"""
+
+
+def test_cold_hit_and_miss_give_the_same_bytes(warm: Warm, tmp_path: Path) -> None:
+    script = tmp_path / "research.py"
+    script.write_text(RESEARCH)
+    full, half = tmp_path / "full.warm", tmp_path / "half.warm"
+    assert warm("run", script, "-b", full, "-q").returncode == 0
+    env = dict(warm.env, NCFG="20")
+    made = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", str(script), "-b", str(half), "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+
+    def digest(bundle: str, strict: str = "0") -> tuple[str, str]:
+        env = dict(warm.env, WARM_BUNDLE=bundle, WARM_STRICT=strict, WARM_REPORT="1")
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip(), done.stderr
+
+    cold, _ = digest("")
+    hit, said = digest(str(full), strict="1")
+    assert "served everything" in said
+    miss, said = digest(str(half))
+    assert "lacked 20 kernel(s) and 0 tune(s)" in said
+    assert cold == hit == miss
