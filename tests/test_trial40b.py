@@ -4,6 +4,9 @@
   with `defines no function workload(runtime)`; warm saw its import use
   `warmcli.runtime()`, and now says where and what to do (as it says for a workload that
   has a `workload()` beside such top-level work), not only what is missing.
+- A define of an int whose text passes Python's 4,300-digit limit was Python's own
+  `ValueError` (`Exceeds the limit ...`) naming no kernel; the README says every bad
+  define is a `ValueError` naming the kernel where it is made.
 - What held: hundreds of variants from a dict of numpy-valued configs, a tunable whose
   candidates include one that fails to compile and one that computes another answer,
   0-sized tunes, a seeded RNG: cold, a hit and a miss give the same bytes.
@@ -17,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
 
 NOTEBOOK = """
@@ -53,6 +57,22 @@ def test_a_script_without_runtime_at_import_gets_no_such_hint(warm: Warm, tmp_pa
     done = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 2
     assert done.stderr.strip() == f"warm: error: {script}: defines no function workload(runtime)"
+
+
+def test_a_define_of_a_huge_int_is_refused_naming_the_kernel() -> None:
+    code = (
+        "from warmcli import Kernel\n"
+        "try:\n"
+        "    Kernel('void f(float *x) { }', 'f', 'P', defines={'BIG': 10 ** 5000})\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("kernel f: define BIG: "), done.stdout
+    assert "4,300" in done.stdout
 
 
 RESEARCH = """
@@ -137,3 +157,19 @@ def test_cold_hit_and_miss_give_the_same_bytes(warm: Warm, tmp_path: Path) -> No
     miss, said = digest(str(half))
     assert "lacked 20 kernel(s) and 0 tune(s)" in said
     assert cold == hit == miss
+
+
+@pytest.mark.parametrize("value", ["np.float32(0.1)", "np.float16(0.1)"])
+def test_a_numpy_float_define_is_the_text_numpy_writes(value: str) -> None:
+    """As the README now says: a float32 or float16 define is numpy's shortest text
+    (`0.1`), which C reads as the double 0.1, not the float32 the value holds."""
+    code = (
+        "import numpy as np\n"
+        "from warmcli import Kernel\n"
+        f"k = Kernel('void f(float *x) {{ }}', 'f', 'P', defines={{'V': {value}}})\n"
+        "print(k.define('V'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.stdout.strip() == "0.1", done.stderr

@@ -150,7 +150,14 @@ def define_value(entry: str, name: str, value: object) -> str:
     if isinstance(value, str) and "\x00" in value:
         raise ValueError(f"kernel {entry}: define {name}: its value holds a NUL byte")
     if isinstance(value, str | int | float):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an int over Python's limit on an int's text
+            limit = sys.get_int_max_str_digits()
+            raise ValueError(
+                f"kernel {entry}: define {name}: an int of more than {limit:,} digits, "
+                "Python's limit on an int's text (sys.set_int_max_str_digits)"
+            ) from None
     if np is not None and isinstance(value, np.integer):
         return str(int(value))
     if floating:  # float16/32: as numpy writes it, the text typed
