@@ -173,3 +173,51 @@ def test_a_numpy_float_define_is_the_text_numpy_writes(value: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.stdout.strip() == "0.1", done.stderr
+
+
+ZEROS = """
+import numpy as np, warmcli
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = '''
+void ax(float *y, const float *x, int n) {
+    for (volatile int k = 0; k < SPIN; k++) ;
+    for (int i = 0; i < n; i++) y[i] += 2.0f * x[i] * SCALE;
+}'''
+def launch(rt, k, y, x, n, *, stream=None):
+    rt.launch(k, y, x, n, stream=stream)
+T = Tunable("ax", {
+    "ref": Kernel(SRC, "ax", "PPi", defines={"SPIN": 300000, "SCALE": "1.0f"}),
+    "fast_wrong": Kernel(SRC, "ax", "PPi", defines={"SPIN": 0, "SCALE": "1.5f"}),
+}, launch, check="ref")
+def workload(rt, data=None):
+    x = rt.upload(np.zeros(64, np.float32) if data is None else data)
+    y = rt.buffer(64)
+    rt.tune(T, y, x, 64)
+    return y
+if __name__ == "__main__":
+    rt = warmcli.runtime()
+    print(float(rt.read(workload(rt, np.ones(64, np.float32)))[0]))
+"""
+
+
+def test_a_check_judges_only_the_inputs_it_was_measured_on(warm: Warm, tmp_path: Path) -> None:
+    """Warmed on zeros, where every candidate agrees, the wrong one passes the check and
+    is served for real data: the README now says so (it said only that a cold start, a
+    tune miss and a hot start give the same numbers)."""
+    script, bundle = tmp_path / "z.py", tmp_path / "z.warm"
+    script.write_text(ZEROS)
+    assert warm("run", script, "-b", bundle, "-q").returncode == 0
+
+    def served(over: str) -> str:
+        env = dict(warm.env, WARM_BUNDLE=over)
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert (served(""), served(str(bundle))) == ("2.0", "3.0")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "The check judges the inputs the tune is measured on" in readme
+    assert "served `3.0` where cold computed `2.0`" in readme
