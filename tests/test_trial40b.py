@@ -290,3 +290,34 @@ def test_a_pick_that_rounds_otherwise_differs_in_the_low_bits_unless_checked_exa
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "a cold start and a hit may differ in the low bits" in readme
     assert "check with `check_tolerance=(0, 0)`" in readme
+
+
+def test_an_input_the_default_tune_key_cannot_read_names_the_tunable_and_input() -> None:
+    """A researcher passing a config dict through a tune: the error said only `cannot
+    derive a tune key from a dict; pass key=`, naming neither the tunable nor which input."""
+    code = (
+        "import numpy as np, warmcli\n"
+        "from warmcli import Kernel, Tunable\n"
+        "warmcli.use_bundle(None)\n"
+        "rt = warmcli.runtime('host')\n"
+        "K = Kernel('void f(float *x, float a) { x[0] = a; }', 'f', 'Pf')\n"
+        "def launch(rt, k, x, cfg, *, stream=None):\n"
+        "    rt.launch(k, x, cfg['a'], stream=stream)\n"
+        "T = Tunable('scaled', {'a': K, 'b': K}, launch)\n"
+        "for cfg in ({'a': 1.0}, (1, np.zeros(2))):\n"
+        "    try:\n"
+        "        rt.tune(T, rt.buffer(1), cfg)\n"
+        "    except TypeError as e:\n"
+        "        print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said == [
+        "tunable scaled: input 2 is a dict, which the default tune key cannot read "
+        "(it reads buffers, numbers, str, None and tuples or lists of them): pass key=",
+        "tunable scaled: input 2 holds a ndarray, which the default tune key cannot read "
+        "(it reads buffers, numbers, str, None and tuples or lists of them): pass key=",
+    ], done.stdout

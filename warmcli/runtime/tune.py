@@ -49,7 +49,7 @@ from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.printable import cut
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
-from warmcli.runtime.tune_spec import check_names, check_spec, describe_input, fits, key_text
+from warmcli.runtime.tune_spec import check_names, check_spec, fits, inputs_text, key_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
@@ -146,7 +146,7 @@ class Tunable(Record):
     def shape_key(self, inputs: tuple[Any, ...]) -> str:
         """The inputs' part of the tune key, as stable text a bundle's row holds (`fits`)."""
         if self.key is None:
-            return fits(self.name, " ".join(describe_input(v, self.bucket) for v in inputs))
+            return fits(self.name, inputs_text(self.name, inputs, self.bucket))
         return fits(self.name, key_text(self.name, self.key(*inputs)))
 
     def tune_key(self, shape_key: str, device_identity: str) -> str:

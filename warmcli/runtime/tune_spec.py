@@ -1,12 +1,12 @@
 """What of a tunable's spec and inputs keys its tunes, as text stable across processes.
 
 A tune key must come out the same in `warm run` and in every production process, or a
-bundle never serves it. This module renders the inputs (`describe_input`), a `key=`
-callable's value (`key_text`: a value whose text is a default object repr, holding a
-memory address, or a set of no stable order is refused with a `TuneSpecError`; a str that
-another value's JSON text is (`"1"`), or that starts with the tag, is tagged `str:`, so two
-values never share a key) and a
-`check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
+bundle never serves it. This module renders the inputs (`describe_input`; `inputs_text`
+names the tunable and input it cannot read), a `key=` callable's value (`key_text`: a
+value whose text is a default object repr, holding a memory address, or a set of no
+stable order is refused with a `TuneSpecError`; a str that another value's JSON text is
+(`"1"`), or that starts with the tag, is tagged `str:`, so two values never share a key)
+and a `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
 tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
@@ -169,11 +169,24 @@ def pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def describe_input(value: Any, bucket: str | None = None) -> str:
+def inputs_text(name: str, inputs: tuple[Any, ...], bucket: str | None = None) -> str:
+    """The default tune key's text of tunable `name`'s inputs (`describe_input` each): one
+    it cannot read is a `TypeError` naming the tunable and the input, from 1."""
+    parts = []
+    for i, value in enumerate(inputs, 1):
+        try:
+            parts.append(describe_input(value, bucket))
+        except TypeError as exc:
+            raise TypeError(f"tunable {name}: input {i} {exc}") from None
+    return " ".join(parts)
+
+
+def describe_input(value: Any, bucket: str | None = None, nested: bool = False) -> str:
     """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
 
     A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`); an int of
-    more than 4,300 digits, in hex (`_DECIMAL_BITS`).
+    more than 4,300 digits, in hex (`_DECIMAL_BITS`). Anything else is a `TypeError` saying
+    what the input is (or, `nested` in a tuple or list, holds).
     """
     if isinstance(value, np.generic):
         value = value.item()
@@ -195,8 +208,12 @@ def describe_input(value: Any, bucket: str | None = None) -> str:
     if isinstance(value, float | str):
         return repr(value)
     if isinstance(value, tuple | list):
-        return "(" + ",".join(describe_input(v, bucket) for v in value) + ")"
-    raise TypeError(f"cannot derive a tune key from a {type(value).__name__}; pass key=")
+        return "(" + ",".join(describe_input(v, bucket, True) for v in value) + ")"
+    raise TypeError(
+        f"{'holds' if nested else 'is'} a {type(value).__name__}, which the default tune key "
+        "cannot read (it reads buffers, numbers, str, None and tuples or lists of them): "
+        "pass key="
+    )
 
 
 def _unstable(name: str, value: Any, text: str) -> TuneSpecError:
