@@ -84,7 +84,8 @@ def dask_run(
             kept = guarded(merged_in) if fanned.paths else None
             if kept is None or not isinstance(stopped, KeyboardInterrupt):
                 raise
-            interrupted(kept.kernels, kept.tunes)
+            held = kept.contributed.get(str(path), (0, 0))  # not this run's: what it held
+            interrupted(kept.kernels - held[0], kept.tunes - held[1])
         merged = guarded(merged_in)
     held = merged.contributed.get(str(path), (0, 0))  # what the bundle held before: not new
     report = RunReport(
