@@ -90,6 +90,25 @@ def test_a_dask_rerun_after_one_kernel_is_edited_compiles_only_that_one(
     assert contents(here, bundle) == contents(here, local)
 
 
+def test_dask_env_gives_the_shards_the_callers_value(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """`WARM_EXAMPLE_KERNELS=30 warm run ... --dask` built the workers' 20: the workload's
+    variables came from each worker's environment. `--dask-env NAME` gives the shards this
+    side's value; without it, the README says the workers' is used."""
+    bundle = tmp_path / "b.warm"
+    here = Warm(dict(warm.env, WARM_EXAMPLE_KERNELS="30"))
+    args = ("run", MANY, "-b", bundle, "--dask", scheduler, "-q")
+    passed = here(*args, "--dask-env", "WARM_EXAMPLE_KERNELS")
+    assert passed.returncode == 0, passed.stderr
+    assert "stored 30 new kernel(s) and 6 new tune(s)" in passed.stdout
+    lone = here("run", MANY, "-b", bundle, "--dask-env", "WARM_EXAMPLE_KERNELS")
+    assert lone.returncode == 2 and lone.stderr.count("\n") == 1
+    assert "--dask-env names variables for --dask's shards" in lone.stderr
+    bad = here(*args, "--dask-env", "A=1")
+    assert bad.returncode == 2 and "--dask-env takes a variable's name" in bad.stderr
+
+
 SLOW_SHARD = """
 import sys, time
 sys.path.insert(0, {examples!r})

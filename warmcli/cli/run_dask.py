@@ -40,12 +40,14 @@ def dask_run(
     show: tuple[bool, bool, bool],
     gpu: bool,
     trusted: list[bytes] | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> int:
     """`--dask`: the shards on the cluster, each sent its part of `path` (so it does only
     what is new, as a local re-run), merged into `path`, then verified here; the passes
     shown are the shards' summed, then the verify pass, as a local run's. Under `trusted`
     keys, `signing_key` signs only what they had signed and what the run added; without
-    one, a bundle they do not accept is refused before any shard runs."""
+    one, a bundle they do not accept is refused before any shard runs. `passed`: the
+    caller's values of the variables `--dask-env` names, set in each shard's environment."""
     as_json, quiet, verbose = show
     if trusted is not None and signing_key is None and path.exists():  # refused before the
         guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # shards, as locally
@@ -82,6 +84,7 @@ def dask_run(
                         cwd=os.getcwd(),
                         report=fanned,
                         seeds=seeds,
+                        passed=passed,
                     )
                 )
         except (KeyboardInterrupt, typer.Exit) as stopped:  # a shard failed (said), or Ctrl-C

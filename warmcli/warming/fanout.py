@@ -8,8 +8,8 @@ each as `warm run ... --shard I/N` in a fresh process on its worker (in the call
 folder where the worker has it, so `-m MODULE` is found as here), pinned
 there (`workers=`, no stealing), so a worker that holds a GPU measures only its
 own shard there. Each task carries its shard's seed (`warmcli.warming.seeds`: its part of
-the bundle the run goes into, which the shard runs into, so it does only what is new).
-Each task returns the shard's
+the bundle the run goes into, which the shard runs into, so it does only what is new) and
+the caller's values of the variables `--dask-env` names. Each task returns the shard's
 bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
 folder the caller owns and returns their paths (`FanOutReport.paths`): merging them
 into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
@@ -87,13 +87,15 @@ def run_shard(
     shard: str,
     cwd: str | None = None,
     seed: bytes | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> tuple[int, dict[str, Any], bytes, str]:
     """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle (one
     holding `seed`, its part of the caller's bundle, where given: opened by that run as
     any bundle is, untrusted), in the folder `cwd` when the worker has it (where `-m
-    MODULE` is looked for, as the caller's); its exit code, report, bundle bytes and last
+    MODULE` is looked for, as the caller's), with the caller's values of the variables
+    `passed` names (None: unset there); its exit code, report, bundle bytes and last
     error line."""
-    env = config.worker_environment()  # a worker's own launcher must not pick its shard
+    env = config.worker_environment(passed=passed)  # not the worker's launcher's shard
     with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
         bundle = Path(folder) / "shard.warm"
         if seed:
@@ -135,13 +137,15 @@ def fan_out(
     cwd: str | None = None,
     report: FanOutReport | None = None,
     seeds: Callable[[int], Seeds] | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
     `gpu`; see `shard_workers`); each shard's bundle is written into `folder`.
     `on_shard(result, count)` hears of each shard as it finishes (count: how many
     there are); it is first called with `None` once the shards are submitted. Each shard
     runs in the folder `cwd` (the caller's) where its worker has it, into its seed
-    (`seeds(count)`: its part of the bundle, sent to its worker alone)."""
+    (`seeds(count)`: its part of the bundle, sent to its worker alone), with the caller's
+    values of the variables `passed` names."""
     try:
         from distributed import Client
     except ImportError:
@@ -168,7 +172,7 @@ def fan_out(
         sent = [_read(seed) for seed in sown.paths]
         with warnings.catch_warnings():  # a task that carries a seed is large: meant so
             warnings.filterwarnings("ignore", "(?i).*large graph", UserWarning)
-            futures = _submit(client, argv, workers, sent, cwd)
+            futures = _submit(client, argv, workers, sent, cwd, passed)
         if on_shard is not None:
             on_shard(None, count)
         failed: list[str] = []  # every shard is waited for: what the others built is kept
@@ -203,6 +207,7 @@ def _submit(
     workers: Sequence[str],
     sent: Sequence[tuple[bytes | None, int]],
     cwd: str | None,
+    passed: dict[str, str | None] | None,
 ) -> dict[Any, tuple[str, str]]:
     """One task per worker, pinned there (another runs it where it is lost): future ->
     (shard, worker)."""
@@ -214,6 +219,7 @@ def _submit(
             f"{i}/{count}",
             cwd,
             sent[i][0],
+            passed,
             key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
             workers=[worker],
             allow_other_workers=True,  # its worker lost: another runs it, never a hang
@@ -338,7 +344,8 @@ def _timed(
     shard: str,
     cwd: str | None,
     seed: bytes | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
     started = time.perf_counter()
-    result = run_shard(argv, shard, cwd, seed)
+    result = run_shard(argv, shard, cwd, seed, passed)
     return result, time.perf_counter() - started
