@@ -5,7 +5,8 @@ shard runs on its worker into a bundle of its own; `shard_seeds` writes, for eac
 `count` shards, a new bundle (in the caller's temporary folder) holding what of the bundle
 at `path` that shard would reach, and nothing else: the kernels whose content hash it owns
 (`warmcli.runtime.shard`: `components["kernel"]`, every row lacking one too), the tunes it
-owns, and the candidates' kernels those tunes name, each row as the bundle holds it (its
+owns, and the kernels those tunes launch (a measured tune's pick; every candidate of one
+not measured), each row as the bundle holds it (its
 created and last-used times too), with the bundle's fingerprints. The shard runs into its
 seed, so it builds and measures only what is new, and what it gives back is its part: the
 merge of the bundle and the shards is what a local re-run stores. Each seed records the
@@ -113,8 +114,9 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> li
     wanted: dict[str, set[int]] = {}  # a candidate's kernel key -> the shards whose tune names it
     for tune in source.each_tune(on_error=skip, order=AS_STORED):
         owner = _owner(shards, tune_token(tune.operation, tune.shape_key, tune.checksum))
-        for candidate in tune.candidates:
-            wanted.setdefault(candidate.kernel_key, set()).add(owner)
+        for candidate in tune.candidates:  # a measured pick's alone: no other is built
+            if tune.status != "measured" or candidate.name == tune.pick:
+                wanted.setdefault(candidate.kernel_key, set()).add(owner)
     sizes = [0] * len(shards)
     now = time.time()
     with contextlib.ExitStack() as stack:
