@@ -6,8 +6,8 @@ shard runs on its worker into a bundle of its own; `shard_seeds` writes, for eac
 at `path` that shard would reach, and nothing else: the kernels whose content hash it owns
 (`warmcli.runtime.shard`: `components["kernel"]`, every row lacking one too), the tunes it
 owns, and the kernels those tunes launch (a measured tune's pick; every candidate of one
-not measured), each row as the bundle holds it (its
-created and last-used times too), with the bundle's fingerprints. The shard runs into its
+not measured), each row as the bundle holds it (its created and last-used times too), with
+the bundle's fingerprints. The shard runs into its
 seed, so it builds and measures only what is new, and what it gives back is its part: the
 merge of the bundle and the shards is what a local re-run stores. Each seed records the
 bundle's run as shard I of N (`warmcli.bundle.run_record`): the part of a run that a shard
