@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from warmcli.printable import Pattern
 from warmcli.records import Record
@@ -320,14 +320,29 @@ def shard_variables(environ: Environ | None = None) -> dict[str, str]:
     return {name: env[name] for name in SHARD_VARIABLES if name in env}
 
 
-def worker_environment(environ: Environ | None = None) -> dict[str, str]:
-    """A copy of the environment for a fan-out worker's `warm run`, without the shard
-    variables (the task says which shard it runs, not the worker's own launcher) nor
-    `WARM_TRUSTED_KEYS`: the shard's bundle is a fresh one only gathered and merged by the
-    caller, who signs it (`--key`) and judges it under its own trusted keys; a worker's
-    would refuse to build it unsigned."""
+def worker_environment(
+    environ: Environ | None = None, passed: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
+    """A copy of the environment for a fan-out worker's `warm run`, with the caller's
+    values of the variables `passed` names (`--dask-env`; None: unset there, as it is for
+    the caller), without the shard variables (the task says which shard it runs, not the
+    worker's own launcher) nor `WARM_TRUSTED_KEYS`: the shard's bundle is only gathered and
+    merged by the caller, who signs it (`--key`) and judges it under its own trusted keys;
+    a worker's would refuse to build it unsigned."""
     dropped = (*SHARD_VARIABLES, TRUSTED_KEYS_ENV)
-    return {k: v for k, v in _env(environ).items() if k not in dropped}
+    env = dict(_env(environ))
+    for name, value in (passed or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return {k: v for k, v in env.items() if k not in dropped}
+
+
+def caller_values(names: Sequence[str], environ: Environ | None = None) -> dict[str, str | None]:
+    """This process's values of the variables `names` (None: unset), for `--dask-env`."""
+    env = _env(environ)
+    return {name: env.get(name) for name in names}
 
 
 def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:

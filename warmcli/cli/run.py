@@ -136,6 +136,12 @@ def run(
         help="Fan the run out over a Dask cluster (scheduler address): one shard per worker, "
         "merged into the bundle, then verified here (needs warmcli[dask]).",
     ),
+    dask_env: list[str] = typer.Option(
+        [],
+        "--dask-env",
+        help="With --dask: the shards' workload sees this variable as it is here (set or "
+        "unset), not as each worker has it; repeatable.",
+    ),
     as_json: bool = JsonOpt,
     quiet: bool = QuietOpt,
     verbose: bool = VerboseOpt,
@@ -179,6 +185,10 @@ def run(
             return load_module(module, entry, fallback, gpu_less=bool(arch))
         return load_workload(workload or "", entry, fallback, gpu_less=bool(arch))
 
+    if dask_env and dask is None:
+        fail("--dask-env names variables for --dask's shards: give --dask too")
+    if any(not name or "=" in name or "\0" in name for name in dask_env):
+        fail("--dask-env takes a variable's name (no '='): its value is this process's")
     if dask is not None:
         if shard_text is not None:
             fail("--dask makes one shard per worker itself: leave out --shard")
@@ -207,6 +217,7 @@ def run(
                 (as_json, quiet, verbose),
                 gpu=not arch and device != "host",  # measured on GPUs: GPU workers, if any
                 trusted=trusted,
+                passed=config.caller_values(dask_env),
             )
         )
     shard = guarded(lambda: resolve_shard(shard_text))

@@ -18,7 +18,7 @@ import typer
 from warmcli.bundle.file import check_header
 from warmcli.bundle.replacing import is_empty_file
 from warmcli.bundle.store import Bundle
-from warmcli.cli.common import emit_json, guarded, interrupted, out
+from warmcli.cli.common import emit_json, err, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
@@ -28,6 +28,7 @@ from warmcli.errors import BundleError
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.warming.fanout import FanOutReport, fan_out, shard_passes
 from warmcli.warming.passes import PassReport, RunReport
+from warmcli.warming.seeds import shard_seeds
 
 
 def dask_run(
@@ -39,11 +40,14 @@ def dask_run(
     show: tuple[bool, bool, bool],
     gpu: bool,
     trusted: list[bytes] | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> int:
-    """`--dask`: the shards on the cluster, merged into `path`, then verified here; the
-    passes shown are the shards' summed, then the verify pass, as a local run's. Under
-    `trusted` keys, `signing_key` signs only what they had signed and what the run added;
-    without one, a bundle they do not accept is refused before any shard runs."""
+    """`--dask`: the shards on the cluster, each sent its part of `path` (so it does only
+    what is new, as a local re-run), merged into `path`, then verified here; the passes
+    shown are the shards' summed, then the verify pass, as a local run's. Under `trusted`
+    keys, `signing_key` signs only what they had signed and what the run added; without
+    one, a bundle they do not accept is refused before any shard runs. `passed`: the
+    caller's values of the variables `--dask-env` names, set in each shard's environment."""
     as_json, quiet, verbose = show
     if trusted is not None and signing_key is None and path.exists():  # refused before the
         guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # shards, as locally
@@ -54,6 +58,7 @@ def dask_run(
     with tempfile.TemporaryDirectory(prefix="warm-fanout-") as folder:
         shards = [*argv, "--no-verify"]
         fanned = FanOutReport(scheduler)  # what finished is kept, whatever stops the rest
+        seeds = None if before is None else lambda n: shard_seeds(path, n, Path(folder), trusted)
 
         def merged_in() -> MergeReport:
             sources = ([path] if path.exists() else []) + fanned.paths  # with what OUT held
@@ -78,13 +83,16 @@ def dask_run(
                         on_shard=progress,
                         cwd=os.getcwd(),
                         report=fanned,
+                        seeds=seeds,
+                        passed=passed,
                     )
                 )
         except (KeyboardInterrupt, typer.Exit) as stopped:  # a shard failed (said), or Ctrl-C
             kept = guarded(merged_in) if fanned.paths else None
             if kept is None or not isinstance(stopped, KeyboardInterrupt):
                 raise
-            interrupted(kept.kernels, kept.tunes)
+            held = kept.contributed.get(str(path), (0, 0))  # not this run's: what it held
+            interrupted(kept.kernels - held[0], kept.tunes - held[1])
         merged = guarded(merged_in)
     held = merged.contributed.get(str(path), (0, 0))  # what the bundle held before: not new
     report = RunReport(
@@ -120,12 +128,16 @@ def dask_run(
                 "worker": r.worker,
                 "seconds": r.seconds,
                 "stored": r.report.get("stored"),
+                "seed_bytes": r.seed,
             }
             for r in fanned.shards
         ]
         doc["merge"] = merge_json(merged)
+        doc["seed_notes"] = fanned.notes
         emit_json(doc)
     else:
+        for note in fanned.notes:
+            err.print(f"warm: note: {note}", soft_wrap=True, markup=False, highlight=False)
         if not quiet:
             out.print(merge_renderable(merged))
         out.print(run_renderable(report, verbose=verbose, tables=not quiet), soft_wrap=True)

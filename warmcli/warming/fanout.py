@@ -7,7 +7,9 @@ GPU=1`, when the run measures on GPUs and any worker declares one), and runs
 each as `warm run ... --shard I/N` in a fresh process on its worker (in the caller's
 folder where the worker has it, so `-m MODULE` is found as here), pinned
 there (`workers=`, no stealing), so a worker that holds a GPU measures only its
-own shard there. Each task returns the shard's
+own shard there. Each task carries its shard's seed (`warmcli.warming.seeds`: its part of
+the bundle the run goes into, which the shard runs into, so it does only what is new) and
+the caller's values of the variables `--dask-env` names. Each task returns the shard's
 bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
 folder the caller owns and returns their paths (`FanOutReport.paths`): merging them
 into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +51,7 @@ from warmcli.execution.statistics import (
 )
 from warmcli.records import CompilerCommand, field_types
 from warmcli.warming.passes import PassReport
+from warmcli.warming.seeds import Seeds
 
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
 NO_WORKER_WAIT = 60.0  # seconds with shards unfinished and no worker before giving up
@@ -67,6 +71,7 @@ class ShardResult:
     worker: str
     report: dict[str, Any]
     seconds: float
+    seed: int = 0  # the bytes of the bundle's part it was sent (`warmcli.warming.seeds`)
 
 
 @dataclass
@@ -74,17 +79,27 @@ class FanOutReport:
     scheduler: str
     shards: list[ShardResult] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)  # the shards' bundles, sorted by name
+    notes: list[str] = field(default_factory=list)  # a part of the bundle not sent, and why
 
 
 def run_shard(
-    argv: Sequence[str], shard: str, cwd: str | None = None
+    argv: Sequence[str],
+    shard: str,
+    cwd: str | None = None,
+    seed: bytes | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> tuple[int, dict[str, Any], bytes, str]:
-    """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle, in the
-    folder `cwd` when the worker has it (where `-m MODULE` is looked for, as the caller's);
-    its exit code, report, bundle bytes and last error line."""
-    env = config.worker_environment()  # a worker's own launcher must not pick its shard
+    """On a worker: `warm run ARGV --shard SHARD --json` into a temporary bundle (one
+    holding `seed`, its part of the caller's bundle, where given: opened by that run as
+    any bundle is, untrusted), in the folder `cwd` when the worker has it (where `-m
+    MODULE` is looked for, as the caller's), with the caller's values of the variables
+    `passed` names (None: unset there); its exit code, report, bundle bytes and last
+    error line."""
+    env = config.worker_environment(passed=passed)  # not the worker's launcher's shard
     with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
         bundle = Path(folder) / "shard.warm"
+        if seed:
+            bundle.write_bytes(seed)
         command = [sys.executable, "-m", "warmcli", "run", *argv, "--shard", shard]
         proc = subprocess.run(
             [*command, "--bundle", str(bundle), "--json"],
@@ -121,12 +136,16 @@ def fan_out(
     on_shard: Callable[[ShardResult, int], None] | None = None,
     cwd: str | None = None,
     report: FanOutReport | None = None,
+    seeds: Callable[[int], Seeds] | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> FanOutReport:
     """Run one shard per worker of the cluster at `scheduler` (per GPU worker, given
     `gpu`; see `shard_workers`); each shard's bundle is written into `folder`.
     `on_shard(result, count)` hears of each shard as it finishes (count: how many
     there are); it is first called with `None` once the shards are submitted. Each shard
-    runs in the folder `cwd` (the caller's) where its worker has it."""
+    runs in the folder `cwd` (the caller's) where its worker has it, into its seed
+    (`seeds(count)`: its part of the bundle, sent to its worker alone), with the caller's
+    values of the variables `passed` names."""
     try:
         from distributed import Client
     except ImportError:
@@ -148,19 +167,12 @@ def fan_out(
         if not workers:
             raise FanOutError(f"dask scheduler {scheduler}: no workers")
         count = len(workers)
-        futures = {
-            client.submit(
-                _timed,
-                list(argv),
-                f"{i}/{count}",
-                cwd,
-                key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
-                workers=[worker],
-                allow_other_workers=True,  # its worker lost: another runs it, never a hang
-                pure=False,
-            ): (f"{i}/{count}", worker)
-            for i, worker in enumerate(workers)
-        }
+        sown = seeds(count) if seeds is not None else Seeds([None] * count)
+        report.notes += sown.notes
+        sent = [_read(seed) for seed in sown.paths]
+        with warnings.catch_warnings():  # a task that carries a seed is large: meant so
+            warnings.filterwarnings("ignore", "(?i).*large graph", UserWarning)
+            futures = _submit(client, argv, workers, sent, cwd, passed)
         if on_shard is not None:
             on_shard(None, count)
         failed: list[str] = []  # every shard is waited for: what the others built is kept
@@ -177,7 +189,7 @@ def fan_out(
             path = folder / f"shard{shard.replace('/', '-of-')}.warm"
             path.write_bytes(data)
             report.paths.append(path)
-            result = ShardResult(shard, worker, doc, seconds)
+            result = ShardResult(shard, worker, doc, seconds, sent[int(shard.split("/")[0])][1])
             report.shards.append(result)
             if on_shard is not None:
                 on_shard(result, count)
@@ -187,6 +199,41 @@ def fan_out(
     report.shards.sort(key=lambda r: int(r.shard.split("/")[0]))
     report.paths.sort()
     return report
+
+
+def _submit(
+    client: Any,
+    argv: Sequence[str],
+    workers: Sequence[str],
+    sent: Sequence[tuple[bytes | None, int]],
+    cwd: str | None,
+    passed: dict[str, str | None] | None,
+) -> dict[Any, tuple[str, str]]:
+    """One task per worker, pinned there (another runs it where it is lost): future ->
+    (shard, worker)."""
+    count = len(workers)
+    return {
+        client.submit(
+            _timed,
+            list(argv),
+            f"{i}/{count}",
+            cwd,
+            sent[i][0],
+            passed,
+            key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
+            workers=[worker],
+            allow_other_workers=True,  # its worker lost: another runs it, never a hang
+            pure=False,
+        ): (f"{i}/{count}", worker)
+        for i, worker in enumerate(workers)
+    }
+
+
+def _read(seed: Path | None) -> tuple[bytes | None, int]:
+    """A shard's seed, as the bytes its task carries (not scattered to its worker: a task
+    whose worker is lost runs on another, its seed with it), and their count."""
+    data = None if seed is None else seed.read_bytes()
+    return data, len(data or b"")
 
 
 def _handshake(scheduler: str) -> None:
@@ -293,8 +340,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _timed(
-    argv: list[str], shard: str, cwd: str | None
+    argv: list[str],
+    shard: str,
+    cwd: str | None,
+    seed: bytes | None = None,
+    passed: dict[str, str | None] | None = None,
 ) -> tuple[tuple[int, dict[str, Any], bytes, str], float]:
     started = time.perf_counter()
-    result = run_shard(argv, shard, cwd)
+    result = run_shard(argv, shard, cwd, seed, passed)
     return result, time.perf_counter() - started
