@@ -164,6 +164,11 @@ def test_a_part_over_the_limit_is_not_sent(warm: Warm, tmp_path: Path) -> None:
     capped = shard_seeds(bundle, 2, tmp_path / "capped", limit=1000)
     assert capped.paths == [None, None] and len(capped.notes) == 2
     assert "over the 1000 sent: it builds that part again" in capped.notes[0]
+    (tmp_path / "in_all").mkdir()  # every part sent is held in memory at once: capped in all
+    first = whole.paths[0].stat().st_size  # type: ignore[union-attr]
+    in_all = shard_seeds(bundle, 2, tmp_path / "in_all", total=first)
+    assert in_all.paths[0] is not None and in_all.paths[1] is None
+    assert in_all.notes and f"past the {first} sent in all" in in_all.notes[0]
 
 
 def test_a_seed_that_is_no_bundle_fails_its_shard_in_one_line(tmp_path: Path) -> None:

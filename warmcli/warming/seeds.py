@@ -17,10 +17,11 @@ a local re-run is, and another run's is recorded as none, as locally.
 A seed is sent as bytes through the scheduler (a worker on another machine has no access
 to the caller's bundle) and is written to a file there that the shard's `warm run` opens
 as it opens any bundle, untrusted. A seed over `SEED_MAX_BYTES` is not sent (that shard
-builds its part again, as before seeds, and `Seeds.notes` says so); nor is any under
-`trusted` keys that do not cover the whole bundle (a run under them rebuilds what they did
-not sign). A row warm cannot read is left out (the shard builds it). This module owns no
-state and never prints.
+builds its part again, as before seeds, and `Seeds.notes` says so), nor one past
+`SEEDS_MAX_BYTES` of seeds in all (the caller holds every seed sent in memory at once);
+nor is any under `trusted` keys that do not cover the whole bundle (a run under them
+rebuilds what they did not sign). A row warm cannot read is left out (the shard builds
+it). This module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from warmcli.records import KernelRecord
 from warmcli.runtime.shard import Shard, tune_token
 
 SEED_MAX_BYTES = 256 << 20  # a shard's part above this is not sent: the shard rebuilds it
+SEEDS_MAX_BYTES = 1 << 30  # the parts sent, all held in memory at once, at most this in all
 
 
 @dataclass
@@ -63,6 +65,7 @@ def shard_seeds(
     folder: Path,
     trusted: Sequence[bytes] | None = None,
     limit: int = SEED_MAX_BYTES,
+    total: int = SEEDS_MAX_BYTES,
 ) -> Seeds:
     """The seeds of `count` shards of a run into the bundle at `path`, written in `folder`
     (see the module doc). A bundle that cannot be read gives no seeds: the run's own
@@ -86,16 +89,20 @@ def shard_seeds(
         except (BundleError, OSError, sqlite3.Error) as exc:
             seeds.notes.append(f"{path}: no part sent to the shards ({exc})")
             return seeds
+    sent = 0  # the bytes of the seeds sent, read into memory together (`fanout`)
     for i, (seed, size) in enumerate(zip(paths, sizes, strict=True)):
         real = seed.stat().st_size
-        if max(size, real) > limit:
+        part = max(size, real)
+        if part > limit or sent + real > total:
             seed.unlink()
+            over = f"over the {limit} sent" if part > limit else f"past the {total} sent in all"
             seeds.notes.append(
-                f"shard {i}/{count}: its part of {path} is {max(size, real)} bytes, over the "
-                f"{limit} sent: it builds that part again"
+                f"shard {i}/{count}: its part of {path} is {part} bytes, {over}: it builds "
+                "that part again"
             )
         else:
             seeds.paths[i] = seed
+            sent += real
     return seeds
 
 
