@@ -5,7 +5,8 @@ A compile keeps each kernel's share of its time in every row it makes of that ke
 PTX makes two rows of one kernel, its cubin and its `compute_XX` PTX, each carrying the same
 share. Those rows are told by what they have alike (`compile_of`: device, toolchain, the
 kernel's content digest, its `components`' `kernel`, and that very share); another compile of
-the same kernel, for another arch or by another toolchain, differs in one of them.
+the same kernel, for another arch or by another toolchain, differs in one of them. A row
+naming no content digest (one another tool wrote) is twin to none: its key stands in for it.
 `shared_compiles` counts, in SQL (no row read into Python), the rows of every compile that
 made more than one, so a listing streamed row by row can give each its part. Pure reads; it
 owns no state and never prints.
@@ -22,16 +23,17 @@ if TYPE_CHECKING:
 
 Compile = tuple[str, str, str, float]  # (device, toolchain, kernel digest, seconds)
 
-_SHARED = (
-    "SELECT device, toolchain, coalesce(CASE WHEN json_valid(components) THEN "
-    "json_extract(components, '$.kernel') END, ''), seconds, count(*) FROM kernels "
+_SHARED = (  # (a digest as `compile_of` takes it: none, or "", is the row's key)
+    "SELECT device, toolchain, coalesce(nullif(CASE WHEN json_valid(components) THEN "
+    "json_extract(components, '$.kernel') END, ''), key), seconds, count(*) FROM kernels "
     "WHERE typeof(seconds) = 'real' GROUP BY 1, 2, 3, 4 HAVING count(*) > 1"
 )
 
 
 def compile_of(k: KernelRecord) -> Compile:
     """What the rows one compile made of one kernel have alike (see the module doc)."""
-    return (k.device, k.toolchain, str(k.components.get("kernel", "")), float(k.seconds))
+    digest = k.components.get("kernel", "")
+    return (k.device, k.toolchain, k.key if digest == "" else str(digest), float(k.seconds))
 
 
 def shared_compiles(bundle: RowReader) -> dict[Compile, int]:
