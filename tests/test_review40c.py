@@ -41,3 +41,47 @@ def test_a_row_naming_no_kernel_digest_is_a_compile_of_its_own(
     build(empty, 0, 0)
     only = warm.json("diff", empty, undigested)  # the held listing (kernels_json)
     assert [k["seconds"] for k in only["kernels"]["only_b"]] == [0.01] * 6
+
+
+@pytest.fixture(scope="module")
+def odd_sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench/scale.py's 6 kernels, the three on sm_90 of one label, one naming a source
+    "digest" a bundle's JSON can spell but no strict reader takes (a lone surrogate,
+    `\\ud800`), one no text at all (an object)."""
+    import json
+    import sqlite3
+
+    path = tmp_path_factory.mktemp("odd") / "odd.warm"
+    build(path, 6, 0)
+    with sqlite3.connect(path) as db:
+        keys = [k for (k,) in db.execute("SELECT key FROM kernels WHERE arch = 'sm_90'")]
+        for key, source in zip(keys, ["\ud800x", {"a": 1}, "0" * 64], strict=True):
+            parts = {"arch": "sm_90", "entry": "k1", "source": source}
+            text = json.dumps(parts)  # (ASCII: the surrogate as the escape \ud800)
+            db.execute("UPDATE kernels SET components = ?, label = 'k1' WHERE key = ?", (text, key))
+    return path
+
+
+def _strict(text: str) -> Any:
+    """`text` as a strict JSON reader takes it: every string in it Unicode (a lone surrogate,
+    which Python's reader takes, is refused by serde_json's: 'lone leading surrogate')."""
+    import json
+
+    doc = json.loads(text)
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # (UnicodeEncodeError where one is)
+    return doc
+
+
+def test_a_source_digest_a_bundle_spells_oddly_is_text_strict_json_takes(
+    warm: Any, odd_sources: Path
+) -> None:
+    stats = warm("stats", odd_sources, "--json")
+    assert stats.returncode == 0, stats.stderr
+    sources = sorted(k["source_sha256"] for k in _strict(stats.stdout)["kernels"])
+    assert sources == ["", "", "", "0" * 64, "\\ud800x", "{'a': 1}"]  # (the row reader's text)
+    check = warm("check", odd_sources, "--arch", "sm_90", "--json")
+    assert check.returncode == 1, check.stderr  # (nvcc:13's builds: not servable here)
+    entries = _strict(check.stdout)["unservable"]
+    assert sorted(e["source_sha256"] for e in entries if e["kind"] == "kernel") == sources
+    table = warm("check", odd_sources, "--arch", "sm_90")
+    assert "\\ud800x" in table.stdout and "\ud800" not in table.stdout

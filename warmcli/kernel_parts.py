@@ -7,13 +7,14 @@ will read it (`define_value`: a bool is 1 or 0, a numpy number the Python number
 holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the text after
 its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
 `stored` reads options or defines back from a bundle's (untrusted) text, as
-`warmcli.kernel.key_components` writes them; `key_of` recomputes a kernel's key from the
-parts such a row keeps (its content hash, arch, headers, toolchain), and `cubin_archs`
-names the archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's
-SM); `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders
-and headers read first. It owns no state and reads nothing but its arguments;
-`warmcli.kernel` keys what it returns. It never imports numpy (`warm stats` reads
-`stored`): a numpy define value is told by the numpy the process imported.
+`warmcli.kernel.key_components` writes them, and `source_digest` its source's digest;
+`key_of` recomputes a kernel's key from the parts such a row keeps (its content hash,
+arch, headers, toolchain), and `cubin_archs` names the archs whose cubin a PTX build's
+symbol may name (`virtual_sm`: a PTX arch's SM); `INCLUDE_PREFIXES` and
+`PRE_INCLUDE_PREFIXES` tell options naming include folders and headers read first. It
+owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it returns.
+It never imports numpy (`warm stats` reads `stored`): a numpy define value is told by the
+numpy the process imported.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ def stored(text: str, pairs: bool) -> list[str] | list[tuple[str, str]] | None:
         if isinstance(item, list) and len(item) == 2 and all(isinstance(v, str) for v in item)
     ]
     return found if len(found) == len(items) else None
+
+
+def source_digest(components: Mapping[str, object]) -> str:
+    """A kernel row's source digest (`components`' `source`, as `warmcli.kernel.key_components`
+    writes it) as a listing gives it: "" where it is no text, a lone surrogate (JSON's
+    `\\ud800`, which no strict JSON reader takes back) written escaped, as `\\ud800` text."""
+    value = components.get("source", "")
+    if not isinstance(value, str):
+        return ""
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # A define value's tokens as far as comments go: a string or char literal, a comment, any other.

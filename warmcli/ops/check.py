@@ -47,6 +47,7 @@ from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, vi
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
+from warmcli.kernel_parts import source_digest
 from warmcli.ops.check_report import CheckReport
 from warmcli.ops.served_builds import UNKNOWN
 from warmcli.records import KernelRecord, TuneRecord
@@ -243,7 +244,7 @@ def _served(
         report.jit.append(
             MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
         )
-        report.sources[chosen.key] = str(chosen.components.get("source", ""))
+        report.sources[chosen.key] = source_digest(chosen.components)
     return True
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmcli.backends.machine import LANGUAGE, DeviceInfo
+from warmcli.kernel_parts import source_digest
 from warmcli.ops.served_builds import ServedBuilds
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord
@@ -59,7 +60,7 @@ class CheckReport:
         if len(self.unservable) < LISTED:
             self.unservable.append(why)
             if k is not None:
-                self.sources[why.key] = str(k.components.get("source", ""))
+                self.sources[why.key] = source_digest(k.components)
 
     def corrupt(self, kind: str) -> Callable[[str, str], None]:
         """The `on_error` of a listing: a malformed entry counts and is not servable."""

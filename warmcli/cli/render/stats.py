@@ -19,7 +19,7 @@ from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.errors import headline
-from warmcli.kernel_parts import stored
+from warmcli.kernel_parts import source_digest, stored
 from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -55,7 +55,7 @@ def kernel_json(
         "candidates": candidates or [],
         "options": stored(k.components.get("options", ""), pairs=False) or [],
         "defines": dict(stored(k.components.get("defines", ""), pairs=True) or []),
-        "source_sha256": k.components.get("source", ""),  # of the source text, as keyed
+        "source_sha256": source_digest(k.components),  # of the source text, as keyed
         "bytes": k.size // shared_by if share is None else share,
         "blob_bytes": k.size,
         "shared_by": shared_by,
@@ -72,7 +72,7 @@ def kernel_json(
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     """How kernels are listed: by device, arch and label, numbers as numbers (one label's
     kernels by source: a source's cubin and PTX in one order)."""
-    source = str(k.components.get("source", ""))
+    source = source_digest(k.components)
     return (natural(k.device), natural(k.arch), natural(k.label), source, k.key)
 
 
