@@ -8,6 +8,16 @@ subprocess over real SQLite bundles.
   twin of every row of its device and toolchain whose seconds were equal, so the 5,000 rows
   of one arch in bench/scale.py's bundle each showed 0.01 s / 5,000 (2e-06 s), the streamed
   (`warm stats --json`) and held (`warm diff --json`) listings alike.
+- `source_sha256` (stats40, polish40) is the bundle's text: a lone surrogate its JSON spells
+  (`\\ud800`) was written as one by `warm stats --json` and `warm check --json`, a document
+  strict JSON readers refuse whole; it is written escaped now.
+- A PyCUDA prepared call packs a `P` (or `l`, `L`, `q`, `Q`) with `struct.pack`, which takes
+  what `operator.index` takes: another library's device array (a PyTorch tensor, a CuPy
+  array) has an `__index__` that refuses an array of more than one element, so PyCUDA's
+  call fails there ("only integer tensors of a single element can be converted to an
+  index"), while warm took it as the array's memory, and a GPU-less pre-build passed a
+  script PyCUDA fails. (A pure-logic check of `warmcli.pycuda.args.convert`, with a fake
+  of such an array: none of those libraries is installed here.)
 """
 
 from __future__ import annotations
@@ -85,3 +95,30 @@ def test_a_source_digest_a_bundle_spells_oddly_is_text_strict_json_takes(
     assert sorted(e["source_sha256"] for e in entries if e["kind"] == "kernel") == sources
     table = warm("check", odd_sources, "--arch", "sm_90")
     assert "\\ud800x" in table.stdout and "\ud800" not in table.stdout
+
+
+class FakeDeviceArray:
+    """A fake: another library's device array, as a PyTorch tensor or a CuPy array of 8
+    floats is (its memory in `__cuda_array_interface__`; its `__index__` refuses an array of
+    more than one element, as theirs do)."""
+
+    __cuda_array_interface__ = {  # noqa: RUF012  (a class's constant, as the protocol reads it)
+        "shape": (8,),
+        "typestr": "<f4",
+        "data": (4096, False),
+        "version": 3,
+        "strides": None,
+    }
+
+    def __index__(self) -> int:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+
+
+@pytest.mark.parametrize("letters", ["Pi", "Qi"])
+def test_a_prepared_call_refuses_an_address_struct_pack_refuses(letters: str) -> None:
+    from warmcli.pycuda.args import ArgumentError, StandInAllocation, convert
+
+    with pytest.raises(ArgumentError, match="argument 1: a FakeDeviceArray is no address"):
+        convert(letters, [FakeDeviceArray(), 3], "sm_90", "k", packed=True)
+    convert(letters, [StandInAllocation(32), 3], "sm_90", "k", packed=True)  # an __index__ one
+    convert("Pi", [FakeDeviceArray(), 3], "sm_90", "k")  # a call (not packed) takes it, as PyCUDA's

@@ -10,8 +10,9 @@ scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` 
 (`Runtime.wrap`). PyCUDA's letters are warm's (each checked against the kernel's
 declaration). What PyCUDA's launch refuses is refused here, named: a Python number or a
 `np.bool_` in a call (`check_call_arg`: PyCUDA's call packs `np.number`s only), and in a
-prepared call an address `struct.pack` cannot take (a GPUArray, a `drv.In`: it takes an
-int or a DeviceAllocation) or a float or `np.bool_` for an integer letter.
+prepared call an address `struct.pack` cannot take (a GPUArray, a `drv.In`, a PyTorch
+tensor: it takes what `operator.index` takes, an int or a DeviceAllocation) or a float or
+`np.bool_` for an integer letter.
 A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
 as is a text or a complex number for a scalar parameter (never converted);
 `prepare_letters` is `prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as
@@ -333,8 +334,18 @@ def convert(
 
 
 def _packable(value: Any) -> bool:
-    """An address `struct.pack` takes (or a number, which `scalar` judges; or warm's own)."""
-    return isinstance(value, _PACKABLE) or hasattr(type(value), "__index__")
+    """An address `struct.pack` takes (or a number, which `scalar` judges; or warm's own):
+    what `operator.index` takes, as struct.pack asks it; a PyTorch tensor's or CuPy array's
+    `__index__` refuses an array of more than one element, so PyCUDA's pack fails there."""
+    if isinstance(value, _PACKABLE):
+        return True
+    if not hasattr(type(value), "__index__"):
+        return False
+    try:
+        operator.index(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 _PACKABLE = (Buffer, int, float, complex, str, bytes, np.generic)
