@@ -122,3 +122,65 @@ def test_a_prepared_call_refuses_an_address_struct_pack_refuses(letters: str) ->
         convert(letters, [FakeDeviceArray(), 3], "sm_90", "k", packed=True)
     convert(letters, [StandInAllocation(32), 3], "sm_90", "k", packed=True)  # an __index__ one
     convert("Pi", [FakeDeviceArray(), 3], "sm_90", "k")  # a call (not packed) takes it, as PyCUDA's
+
+
+@pytest.fixture(scope="module")
+def many_ptx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """saxpy_cuda.py pre-built for sm_90 by NVRTC (8 kernels, a cubin and a PTX each), and
+    1,100 kernels more held only as compute_90 PTX (rows keyed as warm keys them, naming the
+    real PTX blob): 1,108 kernels an sm_100 GPU is served by PTX JIT."""
+    import hashlib
+    import json
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES, ROOT, nvrtc_release_or_skip
+
+    from warmcli.kernel_parts import key_of
+
+    nvrtc_release_or_skip()
+    folder = tmp_path_factory.mktemp("ptx")
+    path = folder / "p.warm"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(folder / "home")
+    argv = [sys.executable, "-m", "warmcli", "run", str(EXAMPLES / "saxpy_cuda.py")]
+    argv += ["--arch", "sm_90", "--compiler", "nvrtc", "-b", str(path), "-q"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(path) as db:
+        names = [r[1] for r in db.execute("PRAGMA table_info(kernels)")]
+        query = "SELECT * FROM kernels WHERE arch = 'compute_90' AND entry = 'saxpy' LIMIT 1"
+        row = dict(zip(names, db.execute(query).fetchone(), strict=True))
+        parts = json.loads(row["components"])
+        rows = []
+        for i in range(1100):
+            content = hashlib.sha256(f"made {i}".encode()).hexdigest()
+            made = {**parts, "kernel": content}
+            cubin = key_of(content, "sm_90", made.get("headers", ""), made["toolchain"])
+            key = key_of(content, "compute_90", made.get("headers", ""), made["toolchain"])
+            row.update(key=key, label=f"made{i}", components=json.dumps(made))
+            row["symbol"] = f"warm_{cubin[:16]}_saxpy"  # (its cubin's, as a PTX row's names it)
+            rows.append(tuple(row[n] for n in names))
+        db.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * len(names))})", rows)
+    return path
+
+
+def test_kernels_served_by_ptx_jit_are_counted_and_the_first_listed(
+    warm: Any, many_ptx: Path
+) -> None:
+    """`warm check` kept every kernel served by PTX JIT, with (since polish40) its source
+    digest beside it: memory grew with the bundle (100,007 such kernels: 108 MB, 153 MB with
+    the digests). It keeps the first 1,000, as it keeps what is not servable, and counts
+    them all (`ptx_jit_count`)."""
+    import json
+
+    done = warm("check", many_ptx, "--arch", "sm_100", "--json")
+    assert done.returncode == 1, done.stderr  # (its 6 tunes, pending: not servable)
+    doc = json.loads(done.stdout)
+    assert doc["kernels"] == 1108 and doc["unservable_count"] == 6
+    assert doc["ptx_jit_count"] == 1108 and len(doc["ptx_jit"]) == 1000
+    table = warm("check", many_ptx, "--arch", "sm_100")
+    assert "1108 kernel(s) served by PTX JIT here" in table.stdout
+    assert "the first 1,000 of 1,108 served by PTX JIT are grouped above" in table.stdout

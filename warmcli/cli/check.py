@@ -110,6 +110,7 @@ def check(
                 "devices": [vars(o) for o in report.offers],
                 "unservable": [_entry(m, report) for m in report.unservable],
                 "ptx_jit": [_entry(m, report) for m in report.jit],
+                "ptx_jit_count": report.jit_count,
                 "unservable_count": report.unservable_count,
                 "not_checked": {
                     b: {"kernels": k, "tunes": t} for b, (k, t) in report.unchecked.items()
@@ -135,8 +136,16 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         )
     held = printable(f"bundle {name}: {_held(report)}")
     if report.jit:
-        jit = f"{len(report.jit)} kernel(s) served by PTX JIT here"
+        jit = f"{report.jit_count} kernel(s) served by PTX JIT here"
         _table(report.jit, report.sources, jit, "yellow")
+        if len(report.jit) < report.jit_count:
+            listed = f"{len(report.jit):,} of {report.jit_count:,}"
+            out.print(
+                f"the first {listed} served by PTX JIT are grouped above (warm check --json: "
+                "ptx_jit_count)",
+                style="dim",
+                markup=False,
+            )
     if _nothing_checked(report):  # no pass to claim
         out.print(
             f"{held}: nothing could be checked here", style="yellow", markup=False, soft_wrap=True

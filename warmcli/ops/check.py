@@ -47,7 +47,6 @@ from warmcli.backends.serving import SAME_PARTS, Target, choose, same_kernel, vi
 from warmcli.backends.toolchain import BUILD_RECIPE, recipe_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.kernel_parts import source_digest
 from warmcli.ops.check_report import CheckReport
 from warmcli.ops.served_builds import UNKNOWN
 from warmcli.records import KernelRecord, TuneRecord
@@ -241,10 +240,8 @@ def _served(
             f"served by PTX JIT: bundle has {', '.join(cubins) or 'no cubin'} and {chosen.arch} "
             f"PTX, {MACHINE} {o.arch} (slower first load, no compile by warm)"
         )
-        report.jit.append(
-            MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
-        )
-        report.sources[chosen.key] = source_digest(chosen.components)
+        why = MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
+        report.by_jit(why, chosen)
     return True
 
 
