@@ -233,6 +233,17 @@ def settle_journal(path: str | Path, sides: bool = True) -> None:
     check_wal_files(path) if sides else None
 
 
+def rolled_back(conn: sqlite3.Connection) -> None:
+    """After a writer's transaction failed: rolled back, and a journal SQLite left hot in its
+    error state (a write the disk refused: the file grown, the journal beside it) played
+    back now, by a read on the same connection under the writer's lock, never left for
+    the next open; a playback refused too (the disk) leaves it to that open, as before."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
 def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
     mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
