@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import resource
+import shutil
 import subprocess
 import sys
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from test_remote import Store, http_store  # noqa: F401  (the fixture)
+
+from warmcli.bundle.remote import cache_dir
 
 
 def _limited(
@@ -66,3 +72,55 @@ def test_a_write_the_disk_refuses_mid_transaction_leaves_no_journal(
     assert "nothing was written, the bundle is unchanged" in line, line
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
     assert _digest(bundle) == before
+
+
+def test_a_remote_copy_whose_memo_cannot_be_kept_is_served_not_a_bare_errno(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A download published in WARM_HOME whose ETag memo (`meta.json`) could not be written
+    after it (a full disk: the copy took the last bytes; here a folder in its place, as
+    unprivileged as that gets) ended `warm check URL` with `warm: error: [Errno 28] No
+    space left on device` (naming no file, nor the URL), and a production process with a
+    bare `OSError` traceback. The copy is checked and whole: it is served; the next fetch,
+    finding no memo of it, downloads it again."""
+    warm, good = made
+    store, base, _ = http_store
+    store.files["/b.warm"] = good.read_bytes()
+    url = f"{base}/b.warm"
+    env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
+    folder = cache_dir(url).relative_to(cache_dir(url).parents[1])  # remote/<hash>
+    meta = tmp_path / "home" / folder / "meta.json"
+    (meta / "x").mkdir(parents=True)  # os.replace onto it fails, as a write to a full disk
+    proc = Warm(env)("check", url)
+    assert proc.returncode == 0, proc.stderr
+    assert "every entry is servable here" in proc.stdout, proc.stdout
+    assert "Errno" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in meta.parent.iterdir()) == ["bundle.warm", "lock", "meta.json"]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_remote_copy_that_fills_warm_home_is_served(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The same on a real full disk: WARM_HOME a tmpfs the size of the bundle (mounted in
+    a mount namespace of the command's own; skipped where none can be mounted)."""
+    warm, good = made
+    store, base, _ = http_store
+    store.files["/b.warm"] = good.read_bytes()
+    home = tmp_path / "home"
+    home.mkdir()
+    check = f"{sys.executable} -m warmcli check {base}/b.warm"
+    script = f"mount -t tmpfs -o size={good.stat().st_size} tmpfs {home} || exit 99; {check}"
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=dict(warm.env, WARM_HOME=str(home)), cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    assert proc.returncode == 0, proc.stderr
+    assert "every entry is servable here" in proc.stdout, proc.stdout
