@@ -124,3 +124,35 @@ def test_a_remote_copy_that_fills_warm_home_is_served(
         pytest.skip("cannot mount a tmpfs here (needs root)")
     assert proc.returncode == 0, proc.stderr
     assert "every entry is servable here" in proc.stdout, proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
+def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_stored(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm run` stores what it built (one transaction), then moves the last-used times of
+    what the bundle served (another). The disk refusing that second one (a full disk a
+    moment later, a failing one: here ENOSPC injected into its journal's sync by strace)
+    said "nothing was written, the bundle is unchanged", exit 2, over a bundle that held
+    every new kernel. As production's write-back does, losing only those times is no
+    failure once the store is committed: exit 0, and it says what it stored."""
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    bundle = tmp_path / "b.warm"
+    workload = EXAMPLES / "many_kernels_host.py"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    journal = f"{bundle}-journal"  # its 3rd sync: the 2nd transaction's (2 syncs each)
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", journal, "-e", "trace=fdatasync"]
+    strace += ["-e", "inject=fdatasync:error=ENOSPC:when=3"]
+    proc = subprocess.run(
+        [*strace, sys.executable, "-m", "warmcli", "run", workload, "-b", bundle, "-q",
+         "--no-verify"],
+        capture_output=True, text=True, env=dict(warm.env, WARM_EXAMPLE_KERNELS="60"),
+        cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.stderr.startswith("strace:"):
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 20 new kernel(s)" in proc.stdout, proc.stdout
+    assert len(warm.json("stats", bundle)["kernels"]) == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
