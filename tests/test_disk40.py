@@ -156,3 +156,34 @@ def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_sto
     assert "stored 20 new kernel(s)" in proc.stdout, proc.stdout
     assert len(warm.json("stats", bundle)["kernels"]) == 60
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
+def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm run -k KEY` stores, then signs in a transaction of its own. The disk refusing
+    the signature (ENOSPC injected into that transaction's journal sync) said "nothing was
+    written, the bundle is unchanged" over a bundle holding the new entries, unsigned. Now
+    exit 2 says they are stored (kept) and not signed, and to sign again."""
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    bundle, key = tmp_path / "b.warm", tmp_path / "k.pem"
+    assert warm("keygen", key).returncode == 0
+    workload = EXAMPLES / "many_kernels_host.py"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    journal = f"{bundle}-journal"  # syncs 1-2: the store, 3-4: last-used times, 5: signing
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", journal, "-e", "trace=fdatasync"]
+    strace += ["-e", "inject=fdatasync:error=ENOSPC:when=5"]
+    proc = subprocess.run(
+        [*strace, sys.executable, "-m", "warmcli", "run", workload, "-b", bundle, "-q",
+         "--no-verify", "-k", key],
+        capture_output=True, text=True, env=dict(warm.env, WARM_EXAMPLE_KERNELS="60"),
+        cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.stderr.startswith("strace:"):
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
+    line = _one_line(proc)
+    assert "nothing was written" not in line and "unchanged" not in line, line
+    assert "stored 24 new entries (kept)" in line and "not signed" in line, line
+    assert "warm sign" in line, line
+    assert len(warm.json("stats", bundle)["kernels"]) == 60
