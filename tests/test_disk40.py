@@ -18,7 +18,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm
+from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
 from warmcli.bundle.remote import cache_dir
@@ -187,3 +187,30 @@ def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
     assert "stored 24 new entries (kept)" in line and "not signed" in line, line
     assert "warm sign" in line, line
     assert len(warm.json("stats", bundle)["kernels"]) == 60
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
+def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_kept(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A run over two devices (`--arch sm_80 --arch sm_90`, compile-only) stores each
+    device's entries in a transaction of its own. The disk refusing the second (ENOSPC
+    injected into its journal's sync) said "nothing was written, the bundle is unchanged"
+    over a new bundle holding the first device's 8 kernels and 6 tunes. Now it says
+    what the earlier store kept, and that the rest is not stored."""
+    nvrtc_release_or_skip()
+    warm, bundle = Warm(dict(made[0].env)), tmp_path / "c.warm"
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", f"{bundle}-journal"]
+    strace += ["-e", "trace=fdatasync", "-e", "inject=fdatasync:error=ENOSPC:when=3"]
+    proc = subprocess.run(
+        [*strace, sys.executable, "-m", "warmcli", "run", EXAMPLES / "saxpy_cuda.py",
+         "--arch", "sm_80", "--arch", "sm_90", "-b", bundle, "-q", "--compiler", "nvrtc"],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.stderr.startswith("strace:"):
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
+    line = _one_line(proc)
+    assert "nothing was written" not in line and "unchanged" not in line, line
+    assert "stored 8 kernel(s) and 6 tune(s) (kept)" in line and "the rest is not" in line
+    stats = warm.json("stats", bundle)
+    assert (len(stats["kernels"]), len(stats["tunes"])) == (8, 6)

@@ -8,7 +8,7 @@ signature once the run stored is said so (the entries kept). It owns no state an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.bundle.run_record import note_run, run_write
 from warmcli.bundle.signing import sign
@@ -48,13 +48,28 @@ def seal(
         ) from None
 
 
-def _after_store(exc: BundleError, bundle: Bundle, stored: int, what: str) -> BundleError:
+class _Stored(Protocol):  # a run's report, as far as what it stored
+    stored_kernels: int
+    stored_tunes: int
+
+
+def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:
+    """`exc`, one of a run's stores (one per device) failed: one the disk refused after the
+    run's earlier stores committed says what they kept (counted in `report`)."""
+    kernels, tunes = report.stored_kernels, report.stored_tunes
+    kept = f"{kernels} kernel(s) and {tunes} tune(s)"
+    return _after_store(exc, bundle, kernels + tunes, "the rest is not stored", kept)
+
+
+def _after_store(
+    exc: BundleError, bundle: Bundle, stored: int, what: str, kept: str = ""
+) -> BundleError:
     """`exc`, a write after the run's store failed; one the disk refused once the run stored
     entries says they are kept (its own words, "nothing was written", are of its write only)."""
     if not stored or exc.disk_refusal is None:
         return exc
-    why = exc.disk_refusal
-    return BundleError(f"{bundle.path}: stored {stored} new entries (kept), but {why}: {what}")
+    kept, why = kept or f"{stored} new entries", exc.disk_refusal
+    return BundleError(f"{bundle.path}: stored {kept} (kept), but {why}: {what}")
 
 
 def _run_write(
