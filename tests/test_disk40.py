@@ -214,3 +214,32 @@ def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_k
     assert "stored 8 kernel(s) and 6 tune(s) (kept)" in line and "the rest is not" in line
     stats = warm.json("stats", bundle)
     assert (len(stats["kernels"]), len(stats["tunes"])) == (8, 6)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
+def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Deleting the rollback journal is a transaction's commit. A disk refusing it (a file
+    system remounted read-only after an error: EROFS injected into the unlink by strace)
+    was said as "corrupt bundle (disk I/O error)": the bundle is sound, and its write,
+    never committed, is rolled back. Now it is a write the disk refused, as any other."""
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    bundle = tmp_path / "b.warm"
+    workload = EXAMPLES / "many_kernels_host.py"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    before = _digest(bundle)
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", f"{bundle}-journal"]
+    strace += ["-e", "trace=unlink", "-e", "inject=unlink:error=EROFS:when=1"]
+    proc = subprocess.run(
+        [*strace, sys.executable, "-m", "warmcli", "run", workload, "-b", bundle, "-q"],
+        capture_output=True, text=True, env=dict(warm.env, WARM_EXAMPLE_KERNELS="60"),
+        cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    if proc.stderr.startswith("strace:"):
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
+    line = _one_line(proc)
+    assert "corrupt" not in line and "a write to the disk failed" in line, line
+    assert "the bundle is unchanged" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
+    assert _digest(bundle) == before

@@ -57,7 +57,7 @@ SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
-_WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
+_WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
