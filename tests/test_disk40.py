@@ -243,3 +243,28 @@ def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
     assert "the bundle is unchanged" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
     assert _digest(bundle) == before
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
+def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm clean` removes (one transaction), then vacuums. The disk refusing the vacuum's
+    commit (EIO injected into its journal's unlink) left `b.warm-journal` beside the bundle
+    at exit, hot: SQLite's error state, as for a store (the next open rolled it back). Now
+    it is rolled back before the one line that says the removal is kept."""
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    bundle = tmp_path / "b.warm"
+    assert warm("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "-q").returncode == 0
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", f"{bundle}-journal"]
+    strace += ["-e", "trace=unlink", "-e", "inject=unlink:error=EIO:when=2"]
+    proc = subprocess.run(
+        [*strace, sys.executable, "-m", "warmcli", "clean", bundle, "--max-size", "1K"],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    if proc.stderr.startswith("strace:"):
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
+    line = _one_line(proc)
+    assert "(kept), but the file was not vacuumed" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
+    assert warm("verify", bundle, "-q").returncode == 0

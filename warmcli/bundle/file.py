@@ -234,10 +234,10 @@ def settle_journal(path: str | Path, sides: bool = True) -> None:
 
 
 def rolled_back(conn: sqlite3.Connection) -> None:
-    """After a writer's transaction failed: rolled back, and a journal SQLite left hot in its
-    error state (a write the disk refused: the file grown, the journal beside it) played
-    back now, by a read on the same connection under the writer's lock, never left for
-    the next open; a playback refused too (the disk) leaves it to that open, as before."""
+    """After a writer's transaction (or VACUUM) failed: rolled back, and a journal SQLite left
+    hot in its error state (a write the disk refused: the file grown, the journal beside it)
+    played back now, by a read on the same connection under the writer's lock, never left
+    for the next open; a playback refused too (the disk) leaves it to that open, as before."""
     if conn.in_transaction:
         conn.execute("ROLLBACK")
     with contextlib.suppress(sqlite3.Error):
