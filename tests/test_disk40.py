@@ -268,3 +268,34 @@ def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
     assert "(kept), but the file was not vacuumed" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
     assert warm("verify", bundle, "-q").returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_full_temporary_folder_is_named_not_the_bundles_disk(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm verify` reads a large bundle with SQLite sorting in its temporary files (in
+    TMPDIR). A full TMPDIR said "<bundle>: the disk is full: nothing was written, the
+    bundle is unchanged": the bundle's disk, which had room. It names the folder that is
+    full and what to do (a tmpfs mounted in a mount namespace of the command's own, filled;
+    skipped where none can be mounted)."""
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="2000"))
+    bundle, tmp = tmp_path / "big.warm", tmp_path / "tmp"
+    run = ("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "-q", "--no-verify")
+    assert warm(*run).returncode == 0
+    tmp.mkdir()
+    verify = f"{sys.executable} -m warmcli verify {bundle} -q"
+    script = (
+        f"mount -t tmpfs -o size=64k tmpfs {tmp} || exit 99; "
+        f"head -c 65536 /dev/zero > {tmp}/filler 2>/dev/null; {verify}"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=dict(warm.env, TMPDIR=str(tmp)), cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    line = _one_line(proc)
+    assert f"the disk is full where SQLite keeps its temporary files ({tmp}" in line, line
+    assert "set TMPDIR to a folder with room" in line, line

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
-from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
+from warmcli.errors import WRITE_FAILED, BundleError, disk_full
 from warmcli.forking import new_rlock
 from warmcli.printable import printable
 
@@ -302,7 +302,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
-        why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
+        why = WRITE_FAILED if code in _WRITES else disk_full(path) if code == 13 else ""
         if why:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"
