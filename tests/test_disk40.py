@@ -299,3 +299,31 @@ def test_a_full_temporary_folder_is_named_not_the_bundles_disk(
     line = _one_line(proc)
     assert f"the disk is full where SQLite keeps its temporary files ({tmp}" in line, line
     assert "set TMPDIR to a folder with room" in line, line
+
+
+def test_a_write_back_bundle_the_disk_will_not_make_leaves_no_lock(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Production writing back (WARM_BUNDLE_WRITE=1) into a bundle not there yet makes it at
+    the first `runtime()`. The disk refusing it (here a file size limit) raised the one-line
+    `BundleError` as documented, but left `new.warm.lock` behind: `warm run`'s first run
+    removes the lock of a bundle it could not make, and so does this now."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    code = (
+        "import warmcli\n"
+        "try:\n    warmcli.runtime('host')\n"
+        "except warmcli.BundleError as exc:\n    print(exc)\n"
+    )
+    env = dict(made[0].env, WARM_BUNDLE=str(folder / "new.warm"), WARM_BUNDLE_WRITE="1")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+        timeout=120, preexec_fn=cap,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "a write to the disk failed" in proc.stdout, proc.stdout + proc.stderr
+    assert list(folder.iterdir()) == []
