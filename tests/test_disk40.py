@@ -327,3 +327,19 @@ def test_a_write_back_bundle_the_disk_will_not_make_leaves_no_lock(
     assert proc.returncode == 0, proc.stderr
     assert "a write to the disk failed" in proc.stdout, proc.stdout + proc.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_a_key_pair_the_disk_cannot_hold_is_not_left_half_made(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm keygen KEY` on a full disk (here a file size limit of 64 bytes: the private key
+    is larger) said `warm: error: [Errno 27] File too large` (no file named) and left KEY
+    empty, so every later `warm keygen KEY` refused it ("exists; keygen never overwrites a
+    key") and a run's `-k KEY` could not read it. Now one line names the file, and no file
+    of the pair is left."""
+    warm = made[0]
+    key = tmp_path / "k.pem"
+    line = _one_line(_limited(warm, 64, "keygen", key))
+    assert f"{key}: cannot write key" in line, line
+    assert list(tmp_path.iterdir()) == []
+    assert warm("keygen", key).returncode == 0  # and with room, the pair is made
