@@ -303,8 +303,9 @@ def disk_full(path: str | os.PathLike[str]) -> str:
     """`DISK_FULL`, of the bundle at `path`; or of the temporary folder (`TMPDIR`, else /tmp...:
     the first folder named there that may be written, where SQLite keeps its temporary files,
     a sort too large for memory, a VACUUM's copy) where that is on another disk with less
-    room left: a full TMPDIR is said so, not as the bundle's disk. (`tempfile`'s own list of
-    candidates, not `gettempdir`, which passes over a folder too full to write a byte in.)"""
+    room left, and under 64 MiB: a full TMPDIR is said so, not as the bundle's disk.
+    (`tempfile`'s own list of candidates, not `gettempdir`, which passes over a folder too
+    full to write a byte in.)"""
     import tempfile  # (only once a disk is full)
 
     here = os.path.dirname(path) or "."
@@ -315,7 +316,8 @@ def disk_full(path: str | os.PathLike[str]) -> str:
         other = os.stat(tmp).st_dev != os.stat(here).st_dev
     except OSError:
         return DISK_FULL
-    if other and theirs.f_bavail * theirs.f_frsize < mine.f_bavail * mine.f_frsize:
+    left = theirs.f_bavail * theirs.f_frsize  # (a quota on the bundle's disk: blamed there)
+    if other and left < min(mine.f_bavail * mine.f_frsize, 64 << 20):
         room = "set TMPDIR to a folder with room"
         return f"{DISK_FULL} where SQLite keeps its temporary files ({tmp}: {room})"
     return DISK_FULL
