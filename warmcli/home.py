@@ -7,7 +7,8 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 (as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
-written whole, 0600, through a unique temporary file (`write_private`); the default
+written whole, 0600, through a unique temporary file (`write_private`), or new files
+written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
@@ -188,4 +189,24 @@ def write_private(directory: str, path: str, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+def write_new(files: list[tuple[Path, bytes, int]]) -> None:
+    """Write each (path, data, mode) as a new file (`O_EXCL`: `FileExistsError` where one is
+    there), all or none: where one cannot be written whole (a full disk), those this call
+    made are removed before its `OSError` (its `filename` that file's) is raised."""
+    made: list[Path] = []
+    path: Path | None = None
+    try:
+        for path, data, mode in files:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            made.append(path)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+    except OSError as exc:
+        for done in made:
+            with contextlib.suppress(OSError):
+                os.unlink(done)
+        exc.filename = exc.filename or (None if path is None else os.fspath(path))
         raise

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
-from warmcli.bundle.file import _retrying, _sqlite_errors, settle_journal
+from warmcli.bundle.file import _retrying, _sqlite_errors, rolled_back, settle_journal
 from warmcli.bundle.kernel_row import _kernel_record
 from warmcli.bundle.rows import (
     AS_STORED,
@@ -64,7 +64,6 @@ class BundleAdmin(SignedRows):
         each_tune: Callable[..., Iterator[TuneRecord]]
 
     # -- the manifest and fingerprints ------------------------------------------------------
-
     def manifest(self) -> dict[str, str]:
         from warmcli.bundle.manifest import _manifest_row
 
@@ -94,10 +93,12 @@ class BundleAdmin(SignedRows):
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             settle_journal(self.path)  # a journal planted since the open: never SQLite's
-            _retrying(self.path, lambda: self._conn.execute("VACUUM"))
+            try:
+                _retrying(self.path, lambda: self._conn.execute("VACUUM"))
+            finally:  # (a refused one rolled back: the journal SQLite left hot, played back)
+                rolled_back(self._conn)
 
     # -- listings for maintenance ----------------------------------------------------------
-
     def keys(self, table: str) -> Iterator[tuple[str, object]]:
         """(key, pick) of every tune (table "tunes"; a kernel's pick is None), ordered by
         key and streamed, without reading the rest of the row; `BundleError` if a key is
@@ -188,7 +189,6 @@ class BundleAdmin(SignedRows):
         return found
 
     # -- maintenance: removal, vacuum, integrity (warm clean, merge, verify) ----------------
-
     def delete(
         self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = (), rows: Rows = ((), ())
     ) -> int:
@@ -289,7 +289,6 @@ class BundleAdmin(SignedRows):
         return (int(row[0]), int(row[1])) if row and row[0] is not None else (1, 0)
 
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
-
     def aggregate(
         self, sample: int = 0, operation: str | None = None
     ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
-from warmcli.errors import DISK_FULL, WRITE_FAILED, BundleError
+from warmcli.errors import WRITE_FAILED, BundleError, disk_full
 from warmcli.forking import new_rlock
 from warmcli.printable import printable
 
@@ -57,7 +57,7 @@ SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
-_WRITES = (778, 1034, 1290, 1546)  # SQLITE_IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE
+_WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
@@ -233,6 +233,17 @@ def settle_journal(path: str | Path, sides: bool = True) -> None:
     check_wal_files(path) if sides else None
 
 
+def rolled_back(conn: sqlite3.Connection) -> None:
+    """After a writer's transaction (or VACUUM) failed: rolled back, and a journal SQLite left
+    hot in its error state (a write the disk refused: the file grown, the journal beside it)
+    played back now, by a read on the same connection under the writer's lock, never left
+    for the next open; a playback refused too (the disk) leaves it to that open, as before."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
 def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, ...] | None:
     """Run `sql` once through a connection that may write (what a read-only open cannot
     mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
@@ -291,7 +302,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
-        why = DISK_FULL if code == sqlite3.SQLITE_FULL else WRITE_FAILED if code in _WRITES else ""
+        why = WRITE_FAILED if code in _WRITES else disk_full(path) if code == 13 else ""
         if why:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"

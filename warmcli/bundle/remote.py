@@ -46,12 +46,15 @@ change the bundle or the sha256 announced beside it, as pip refuses an untrusted
 index; a redirect is followed only where it names such a URL, and never from https:// down to
 plain http:// (not even to this machine: one line of `RemoteError` says so);
 `warmcli.bundle.http_open` opens them, a download's connections shut at its deadline. A length
-announced that is no number is a download refused, as a wrong one is. This module never prints.
+announced that is no number is a download refused, as a wrong one is. An ETag memo that cannot
+be written (a full disk) is not kept: the copy is served, and the next fetch downloads it again.
+This module never prints.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -177,7 +180,8 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
                     memo["refused_by"] = reader  # an upgraded warm (other keys) may read it
-                    write_private(str(folder), str(meta_path), json.dumps(memo).encode())
+                    with contextlib.suppress(OSError):  # not kept: asked again next time
+                        write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
                 return Fetched(local, False, warning, reason)
             try:  # a folder in its place: said of the copy, never of the temporary file
@@ -188,8 +192,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
         meta_doc = {"etag": etag, "sha256": digest, "copy": copy_identity(local)}
-        write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
-        return Fetched(local, True)
+        with contextlib.suppress(OSError):  # not kept (a full disk): the copy, checked and
+            write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
+        return Fetched(local, True)  # whole, is served; the next fetch downloads it again
     finally:
         lock.release()
 

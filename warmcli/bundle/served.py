@@ -90,12 +90,21 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     into a bundle not there yet. A relative path is taken from the working folder now: a
     process that changes it later (a daemon) still writes back there. One to write back into
     named as a folder (ending in `/`, `/.` or `/..`, which a path drops) is refused, as one
-    to read is (a file's `/` is POSIX's ENOTDIR)."""
+    to read is (a file's `/` is POSIX's ENOTDIR). One the disk will not make leaves no lock."""
     if (end := folder_end(path)) is not None:
         raise BundleError(f"{path}: ends in '{end}', so names a folder: name the bundle file")
     path = os.path.abspath(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)
-    return Bundle.open(path, write=create, trusted_keys=keys)
+    try:
+        return Bundle.open(path, write=create, trusted_keys=keys)
+    except BundleError as exc:  # not made (a full disk): its lock goes too, as `warm run`'s
+        if create and exc.disk_refusal is not None and not os.path.lexists(path):
+            from pathlib import Path  # (only then)
+
+            from warmcli.bundle.replacing import remove_new
+
+            remove_new(Path(path))
+        raise
 
 
 def open_served(

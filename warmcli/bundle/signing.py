@@ -40,6 +40,7 @@ from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
+from warmcli.home import write_new
 from warmcli.records import Record
 
 HASH_BYTES = 32
@@ -203,15 +204,12 @@ def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     pub = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    for target, data, mode in ((private, pem, 0o600), (public, pub, 0o644)):
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        except FileExistsError:
-            raise SignatureError(f"{target}: exists; keygen never overwrites a key") from None
-        except OSError as exc:
-            raise SignatureError(f"{target}: cannot write key: {exc.strerror}") from None
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+    try:  # a pair the disk cannot hold whole leaves neither file (a retry is refused)
+        write_new([(private, pem, 0o600), (public, pub, 0o644)])
+    except FileExistsError as exc:
+        raise SignatureError(f"{exc.filename}: exists; keygen never overwrites a key") from None
+    except OSError as exc:
+        raise SignatureError(f"{exc.filename}: cannot write key: {exc.strerror}") from None
     return private, public
 
 

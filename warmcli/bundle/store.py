@@ -310,7 +310,7 @@ class Bundle(BundleAdmin):
         `joining` names (if any) is in it too, once."""
         if not self.writable:
             raise BundleError(f"{self.path}: bundle is open read-only")
-        from warmcli.bundle.file import settle_journal  # a writer's:
+        from warmcli.bundle.file import rolled_back, settle_journal  # a writer's:
         from warmcli.bundle.journal import remove_leftovers
         from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
@@ -330,8 +330,7 @@ class Bundle(BundleAdmin):
                 )
                 _retrying(self.path, lambda: conn.execute("COMMIT"))
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                rolled_back(conn)  # (with the journal a write the disk refused left)
                 raise
 
     def put(

@@ -4,10 +4,11 @@ A `Ledger` is one kernel cache's record of what it has stored into the bundle
 (keys), what it served from the bundle (keys, whose LRU time a writer moves) and
 the toolchains that built what it holds (their fingerprints go beside the kernels).
 `persist` writes a runtime's unstored kernels and tunes, with the device's and the
-toolchains' fingerprints, into the bundle it is handed, touches what was served,
-marks what it wrote and counts the tunes `persisted`. The ledger owns those sets
-only; the builds themselves stay in the kernel cache, the tunes in the tune cache;
-nothing here compiles, loads or prints, and the bundle is written only by `persist`.
+toolchains' fingerprints, into the bundle it is handed, touches what was served (a
+touch the disk refuses after a store only loses those times), marks what it wrote and
+counts the tunes `persisted`. The ledger owns those sets only; the builds themselves stay
+in the kernel cache, the tunes in the tune cache; nothing here compiles, loads or prints,
+and the bundle is written only by `persist`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from warmcli.backends.base import DeviceFingerprint
 from warmcli.backends.toolchain import Toolchain
+from warmcli.errors import BundleError
 from warmcli.forking import new_lock
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -95,6 +97,12 @@ def persist(
         n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held)
     kernels.mark_persisted([r.key for r, _ in built], held)  # stored: marked before the
     tunes.mark_persisted([t.key for t in measured])  # touch, which an exit may cut short
-    # What was served from the bundle was used: its LRU time moves (writers only).
-    bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
+    # What was served from the bundle was used: its LRU time moves (writers only). Once the
+    # store above committed, a disk refusing this second write costs only those times (as in
+    # production's write-back): the store stands, never said to be "nothing was written".
+    try:
+        bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
+    except BundleError as exc:
+        if not (built or measured) or exc.disk_refusal is None:
+            raise
     return n_kernels, n_tunes, [t.key for t in measured]

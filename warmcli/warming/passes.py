@@ -1,31 +1,29 @@
 """The warming passes: `CompileOnly`, then `CompileAndAutotune`, then an optional verify.
 
-`warm_bundle` runs a workload on every device under `CompileOnly` (everything it
-and its tunes reach is queued), then under `CompileAndAutotune` (the first load
-compiles the whole queue in one batch, every tune measures), writes what was
-built and measured into the bundle, and finally runs a verify pass with fresh
-runtimes over the freshly opened bundle: under `Execute` on devices that can
-execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under `CompileOnly` on
-compile-only devices (it must queue 0 kernels); each miss there is explained
-(`PassReport.misses`). Under trusted keys the bundle is opened trusting only
-them (`warmcli.bundle.signing`); with a signing key, what the run stored is signed
-before the verify pass (with what trusted keys had signed, or everything when
-no keys are trusted). Given a `Shard`, every pass does only that shard's part
-(`warmcli.runtime.shard`), and the verify pass runs under `CompileOnly` on every device:
-it must queue none of the shard's kernels and find every one of its tunes.
-While the bundle is opened (created and synced), a thread finds each device's
-compiler and reads its version (`warmcli.warming.probe`, into `RunReport.compilers`;
-memoised, so the first pass keys its kernels with it, after the join; an interrupt
-kills its `--version` process). An existing bundle whose SQL indexes disagree with its
-rows is refused before anything is written (`warmcli.bundle.consistency`). Interrupted
-(`KeyboardInterrupt`, which a SIGINT or SIGTERM handler raises), what was built and
-measured so far is stored and `RunInterrupted` says how much (a store and its count are one
-step, `held_interrupts`: one landing as it commits is answered once counted). A host
-runtime the workload asks for during a pass on another device is the run's own
-(`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
+`warm_bundle` runs a workload on every device under `CompileOnly` (everything it and its tunes
+reach is queued), then under `CompileAndAutotune` (the first load compiles the whole queue in
+one batch, every tune measures), writes what was built and measured into the bundle, and finally
+runs a verify pass with fresh runtimes over the freshly opened bundle: under `Execute` on
+devices that can execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under
+`CompileOnly` on compile-only devices (it must queue 0 kernels); each miss there is explained
+(`PassReport.misses`). Under trusted keys the bundle is opened trusting only them
+(`warmcli.bundle.signing`); with a signing key, what the run stored is signed before the verify
+pass (with what trusted keys had signed, or everything when no keys are trusted). Given a
+`Shard`, every pass does only that shard's part (`warmcli.runtime.shard`), and the verify pass
+runs under `CompileOnly` on every device: it must queue none of the shard's kernels and find
+every one of its tunes. While the bundle is opened (created and synced), a thread finds each
+device's compiler and reads its version (`warmcli.warming.probe`, into `RunReport.compilers`;
+memoised, so the first pass keys its kernels with it, after the join; an interrupt kills its
+`--version` process). An existing bundle whose SQL indexes disagree with its rows is refused
+before anything is written (`warmcli.bundle.consistency`). Interrupted (`KeyboardInterrupt`,
+which a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
+`RunInterrupted` says how much (a store and its count are one step, `held_interrupts`: one
+landing as it commits is answered once counted; a later store the disk refuses says what earlier
+ones kept). A host runtime the workload asks for during a pass on another device is the run's
+own (`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
 listed in `compilers`). Each pass announces itself to the crash journal
-(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer
-may read it while the pass runs. The module returns reports and never prints.
+(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer may
+read it while the pass runs. The module returns reports and never prints.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
-from warmcli.warming.sealing import join_record, seal
+from warmcli.warming.sealing import join_record, kept_before, seal
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -348,6 +346,8 @@ def _warm(
                         note_stored(k, t)
                         report.stored_kernels += k
                         report.stored_tunes += t
+            except BundleError as exc:  # an earlier device's store stands: said so
+                raise kept_before(exc, warming, report) from None
             finally:
                 warming.joining = None  # (none consumed it: `seal` records the run)
 

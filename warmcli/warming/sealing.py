@@ -2,16 +2,18 @@
 (`warmcli.bundle.run_record`: which workload, which shard of how many; not in a signed
 bundle it stored nothing in and signs not), then signs what the run may vouch for, or
 says that what it stored is unsigned. The record is written in the run's last store where
-there is one (`join_record`: one commit), else by `seal`. It owns no state and never prints.
+there is one (`join_record`: one commit), else by `seal`; a disk refusing the record or the
+signature once the run stored is said so (the entries kept). It owns no state and never prints.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.bundle.run_record import note_run, run_write
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -32,9 +34,42 @@ def seal(
     held nothing before), then sign it given `signing_key` (`_sign_stored`; `stored`: how
     many entries the run stored); what is said of the signature. A signed bundle the run
     stored nothing in and signs not is left as it was (its record too)."""
-    if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this run
-        note_run(bundle, _run_write(bundle, run, new))  # stored nothing in is left as it was
-    return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: no row unsigned
+    signs = "" if signing_key is None else ", nor signed: sign it again (warm sign)"
+    try:
+        if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this
+            note_run(bundle, _run_write(bundle, run, new))  # run stored nothing in is left
+    except BundleError as exc:  # as it was
+        raise _after_store(exc, bundle, stored, f"the run is not recorded{signs}") from None
+    try:
+        return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: none unsigned
+    except BundleError as exc:
+        raise _after_store(
+            exc, bundle, stored, "they are not signed: sign it again (warm sign)"
+        ) from None
+
+
+class _Stored(Protocol):  # a run's report, as far as what it stored
+    stored_kernels: int
+    stored_tunes: int
+
+
+def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:
+    """`exc`, one of a run's stores (one per device) failed: one the disk refused after the
+    run's earlier stores committed says what they kept (counted in `report`)."""
+    kernels, tunes = report.stored_kernels, report.stored_tunes
+    kept = f"{kernels} kernel(s) and {tunes} tune(s)"
+    return _after_store(exc, bundle, kernels + tunes, "the rest is not stored", kept)
+
+
+def _after_store(
+    exc: BundleError, bundle: Bundle, stored: int, what: str, kept: str = ""
+) -> BundleError:
+    """`exc`, a write after the run's store failed; one the disk refused once the run stored
+    entries says they are kept (its own words, "nothing was written", are of its write only)."""
+    if not stored or exc.disk_refusal is None:
+        return exc
+    kept, why = kept or f"{stored} new entries", exc.disk_refusal
+    return BundleError(f"{bundle.path}: stored {kept} (kept), but {why}: {what}")
 
 
 def _run_write(
