@@ -14,7 +14,7 @@ from warmcli import Kernel
 K = Kernel("void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "k", "Pi")
 
 def workload(rt):
-    x = np.zeros(4, dtype=np.float32)
+    x = rt.upload(np.zeros(4, dtype=np.float32))
     rt.launch(K, x, 4)
 """
 
@@ -31,3 +31,21 @@ def test_a_device_number_of_non_ascii_digits_is_refused_in_one_line(warm, tmp_pa
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "is not a CUDA device" in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_dry_run_clean_does_not_claim_the_file_keeps_its_size(warm, tmp_path: Path) -> None:
+    """`warm clean --dry-run` said `file N → N bytes` (the file as it is, unchanged by a dry
+    run) beside the binaries it would free, though a clean shrinks the file too: it says
+    the file's size now, and the real clean its size after."""
+    work, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    work.write_text(WORKLOAD)
+    assert warm("run", work, "-b", bundle, "-q").returncode == 0
+    dry = warm("clean", bundle, "--max-size", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    said = " ".join(dry.stdout.split())
+    size = bundle.stat().st_size
+    assert f"file {size:,} bytes now" in said and "→ 0 bytes" in said, said
+    done = warm("clean", bundle, "--max-size", "1")
+    assert done.returncode == 0, done.stderr
+    after = " ".join(done.stdout.split())
+    assert f"file {size:,} → {bundle.stat().st_size:,} bytes" in after, after

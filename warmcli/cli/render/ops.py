@@ -329,7 +329,11 @@ def clean_renderable(report: CleanReport) -> Group:
             f"clean: {verb} {plan.removed['kernel']} kernel(s) and {plan.removed['tune']} "
             "tune(s); "
             f"binaries {plan.binary_bytes_before:,} → {plan.binary_bytes_after:,} bytes, "
-            f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
+            + (  # a dry run changes nothing: the file's size after is not known
+                f"file {report.file_bytes_before:,} bytes now"
+                if report.dry_run
+                else f"file {report.file_bytes_before:,} → {report.file_bytes_after:,} bytes"
+            )
         )
     )
     parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
