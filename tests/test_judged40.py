@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,24 @@ def test_real_data_and_an_unchecked_tune_say_nothing(
     notes, pick = _warm_run(warm, tmp_path, **env)
     assert not [n for n in notes if WARNING in n], notes
     assert pick == ("fast_wrong" if env["CHECK"] == "none" else "ref")
+
+
+def test_a_production_tune_miss_on_zeros_notes_it_in_its_report(warm: Warm, tmp_path: Path) -> None:
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    env = dict(warm.env, CHECK="ref", DATA="zeros", WARM_REPORT="1")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["pick"] == "fast_wrong"
+    assert len(shown["notes"]) == 1 and shown["notes"][0].startswith("tune ax "), shown
+    assert WARNING in shown["notes"][0]
+    printed = [line for line in done.stderr.splitlines() if WARNING in line]
+    assert printed == [f"  note: {shown['notes'][0]}"], done.stderr
+    env.update(DATA="random")  # real data: a report with no note
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert json.loads(done.stdout)["notes"] == [] and WARNING not in done.stderr
