@@ -123,7 +123,7 @@ class _Production:
         return self.bundle
 
     def _report(self) -> ProductionReport:
-        from warmcli.production_report import ProductionReport
+        from warmcli.production_report import ProductionReport, judged_nothing
 
         misses = list(self.closed_misses)
         for rt in self.runtimes.values():
@@ -135,7 +135,8 @@ class _Production:
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
             now_kernels, now_tunes = rt.done_cold()
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
-        return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes)
+        notes = judged_nothing() if any(m.kind == "tune" for m in misses) else []
+        return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes, notes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""

@@ -1,10 +1,12 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
 tune it measured because its bundle lacked them (`Miss`: one whose every candidate failed, or
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
-closed did cold afterwards (counted only: no bundle was theirs to lack it), as the text
+closed did cold afterwards (counted only: no bundle was theirs to lack it), and the notes of
+tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
-owns no state, reads nothing but a runtime's misses and never prints (`warmcli.production`
+owns no state, reads nothing but a runtime's misses and the default collector's notes, and
+never prints (`warmcli.production`
 fills and prints them, and imports this module only once a runtime missed something or a
 report is asked for: a hot process never does)."""
 
@@ -38,6 +40,7 @@ class ProductionReport(Record, frozen=False):
     write_error: str = ""  # why the write-back failed (at exit)
     cold_kernels: int = 0  # compiled by runtimes `use_bundle` closed, after it closed them
     cold_tunes: int = 0  # measured by them, likewise
+    notes: list[str] = factory(list)  # a tune measured whose check told no candidate apart
 
     @property
     def kernels(self) -> list[Miss]:
@@ -91,7 +94,17 @@ class ProductionReport(Record, frozen=False):
         if len(self.misses) > LISTED:
             more = len(self.misses) - LISTED
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
+        lines += [f"  note: {note}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+
+def judged_nothing() -> list[str]:
+    """The notes of the tunes this process measured whose output check told no candidate
+    apart (`warmcli.runtime.tune_guard.OutputCheck.judged_nothing`)."""
+    from warmcli.execution.process_mode import default_collector
+    from warmcli.runtime.tune_guard import JUDGED_NOTHING
+
+    return [n for n in default_collector().reader().notes() if JUDGED_NOTHING in n]
 
 
 def misses_of(rt: Runtime) -> list[Miss]:

@@ -1,26 +1,24 @@
 """Tunable operations, their tune keys, and the tune cache of one device.
 
-A `Tunable` declares its candidates (one kernel variant each) and how to launch
-a candidate on its inputs; its tune key is the operation's name, a key derived
-from the inputs' shapes and dtypes (optionally bucketed to powers of two), the
-device fingerprint and a checksum of the candidate set (each kernel with the headers its
-key covers) and of the output check, if any (with the launch function the check judged),
-so adding or renaming a candidate, editing its kernel or a header, or changing the check
-or a checked tunable's launch function, invalidates old picks
-(`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune
-measures every candidate (warm-up, then repeats, median) on the stream it measures on, switched to
-`Execute` by a `StreamModeOverride`, with the buffers it may write kept and put
-back after every run (`warmcli.runtime.tune_guard`), so the caller's data is as it was; a
-candidate that fails to compile, raises any exception, fails the tunable's output
-check, or crashed an earlier `warm run` worker (as the installed `MeasureJournal` says:
-`warm run`'s crash isolation installs one in its worker; the default journals nothing)
-is excluded with its reason; the fastest wins and every measurement is kept.
-`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a
-`CandidateRun` (the runtime's launch of one candidate), never the runtime itself. The
-`TuneCache` owns the records of one device and reads the bundle on demand (a
-malformed row is no record: it remembers what is wrong, for the runtime to explain
-the miss as `corrupt`), and the tunes whose every candidate failed here (`failed`: no
-record, for a report to name); it never writes the bundle itself.
+A `Tunable` declares its candidates (one kernel variant each) and how to launch a candidate on its
+inputs; its tune key is the operation's name, a key derived from the inputs' shapes and dtypes
+(optionally bucketed to powers of two), the device fingerprint and a checksum of the candidate set
+(each kernel with the headers its key covers) and of the output check, if any (with the launch
+function the check judged), so adding or renaming a candidate, editing its kernel or a header, or
+changing the check or a checked tunable's launch function, invalidates old picks
+(`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune measures every
+candidate (warm-up, then repeats, median) on the stream it measures on, switched to `Execute` by a
+`StreamModeOverride`, with the buffers it may write kept and put back after every run
+(`warmcli.runtime.tune_guard`), so the caller's data is as it was; a candidate that fails to
+compile, raises any exception, fails the tunable's output check, or crashed an earlier `warm run`
+worker (as the installed `MeasureJournal` says: `warm run`'s crash isolation installs one in its
+worker; the default journals nothing) is excluded with its reason; the fastest wins and every
+measurement is kept. A check that told no candidate apart (`judged_nothing`) is noted. `measure` is
+handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the runtime's
+launch of one candidate), never the runtime itself. The `TuneCache` owns the records of one device
+and reads the bundle on demand (a malformed row is no record: it remembers what is wrong, for the
+runtime to explain the miss as `corrupt`), and the tunes whose every candidate failed here
+(`failed`: no record, for a report to name); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -324,6 +322,8 @@ def _measure_candidates(
             ordered, half = sorted(samples), len(samples) // 2
             median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
+    if check is not None and (told := check.judged_nothing()) is not None:
+        active_collector().note(f"tune {tunable.name} {cut(shape_key)}: {told}")
     return [results[name] for name in tunable.candidates]
 
 

@@ -1,25 +1,26 @@
 """What keeps a tune's measurement from changing the data: snapshots, restores, output checks.
 
-Candidates are measured on the caller's own buffers, so a kernel that updates its
-output in place would otherwise be applied warm-up + repeats times per candidate.
-Before measuring, a `TuneGuard` keeps a device-side copy of every buffer the launch
-may write (by default every buffer among the tune's inputs; `Tunable(restore=...)`
-narrows it) and puts it back after each candidate run, so every run, and the pick
-that runs once afterwards, starts from the original contents. A buffer a candidate's
-launch writes that is none of the inputs (one the app keeps, one inside an object) is
-kept too, when first launched on by the measuring thread (`watch`: the stream shows it
-each launch's arguments; another thread's launches on that stream are left alone). One
-warm allocated (`Buffer.owned`) is held weakly: one the app drops (a workspace the launch
-function makes on every call) is put back no more and its copy is freed, so a tune holds no
-call's workspace past it; a wrapper of memory the app owns (`rt.wrap`, PyCUDA's arguments:
-made afresh on every call) is held, so the memory it names is put back. With
-`Tunable(check=...)` it also reads each candidate's outputs (the kept buffers, those
-kept beside the inputs too, but a workspace the launch function made as it ran, after
-one run on the original contents) and says why they
-are rejected: they differ from a reference candidate's, or a user callable refused them.
-It is handed the tunable's `restore` and `check` specs, never the tunable. The guard
-owns its copies for the span of one measurement and frees them in `release`; it never
-measures, never picks and never prints.
+Candidates are measured on the caller's own buffers, so a kernel that updates its output in
+place would otherwise be applied warm-up + repeats times per candidate. Before measuring, a
+`TuneGuard` keeps a device-side copy of every buffer the launch may write (by default every
+buffer among the tune's inputs; `Tunable(restore=...)` narrows it) and puts it back after
+each candidate run, so every run, and the pick that runs once afterwards, starts from the
+original contents. A buffer a candidate's launch writes that is none of the inputs (one the
+app keeps, one inside an object) is kept too, when first launched on by the measuring thread
+(`watch`: the stream shows it each launch's arguments; another thread's launches on that
+stream are left alone). One warm allocated (`Buffer.owned`) is held weakly: one the app
+drops (a workspace the launch function makes on every call) is put back no more and its copy
+is freed, so a tune holds no call's workspace past it; a wrapper of memory the app owns
+(`rt.wrap`, PyCUDA's arguments: made afresh on every call) is held, so the memory it names
+is put back. With `Tunable(check=...)` it also reads each candidate's outputs (the kept
+buffers, those kept beside the inputs too, but a workspace the launch function made as it
+ran, after one run on the original contents) and says why they are rejected: they differ
+from a reference candidate's, or a user callable refused them; and whether the accepted
+outputs told candidates apart at all (`judged_nothing`: where every output it compared was
+left as it was or holds one value, as on zeros, a candidate that launched nothing or filled
+one value would pass, so a wrong one may too). It is handed the tunable's `restore` and
+`check` specs, never the tunable. The guard owns its copies for the span of one measurement
+and frees them in `release`; it never measures, never picks and never prints.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, next_serial
 from warmcli.errors import TuneSpecError, message_of
+
+JUDGED_NOTHING = "its check could not tell candidates apart"  # how its note begins
 
 
 def last_line(exc: BaseException) -> str:
@@ -220,9 +223,13 @@ class OutputCheck:
         self.expected: dict[int, np.ndarray] | None = None  # by buffer id: the reference's
         self.made = 0  # the serial from which buffers were made during the reference's run
         self.inputs: tuple[Any, ...] = ()
+        self.told: bool | None = None  # whether an accepted run's outputs told anything apart
+        self.before: dict[int, np.ndarray] = {}  # under `restore=()` (no copy kept): as it was
+        guard.stream.synchronize()
         if self.user is not None:
-            guard.stream.synchronize()
             self.inputs = tuple(_read_back(v, guard.device) for v in inputs)
+        if not guard.buffers:
+            self.before = {id(b): guard.device.download(b) for b in self.compared}
 
     def verdict(self, name: str, run: Callable[[], None]) -> str | None:
         """Run the candidate once on the original contents; None if its outputs pass. The
@@ -245,9 +252,13 @@ class OutputCheck:
 
         read, outputs = self.guard.outputs(run, self.compared, beside)
         if self.user is not None:  # its own copy of the inputs: a check may edit them
-            return judge(self.user, outputs, _fresh(self.inputs))
+            problem = judge(self.user, outputs, _fresh(self.inputs))
+            if problem is None and not self.told:
+                self.told = self._tells_apart(read, outputs)
+            return problem
         if reference:
             self.expected = {id(b): out for b, out in zip(read, outputs, strict=True)}
+            self.told = self._tells_apart(read, outputs)
             return None
         if self.expected is None:
             return f"check: the reference candidate {self.reference!r} failed: nothing to compare"
@@ -256,6 +267,32 @@ class OutputCheck:
             self.expected[id(b)] if id(b) in self.expected else self.guard.original(b) for b in read
         ]
         return compare(outputs, wanted, str(self.reference), self.tolerance)
+
+    def _tells_apart(self, read: Sequence[Buffer], outputs: Sequence[np.ndarray]) -> bool | None:
+        """Whether accepted outputs tell a candidate from one that launched nothing or one
+        that filled each output with one value (either would pass the check within its
+        tolerance where no output is told from both); None where there is no element."""
+        if not any(out.size for out in outputs):
+            return None
+        for buffer, out in zip(read, outputs, strict=True):
+            if out.size >= 2 and _alike(out, out.flat[0], self.tolerance):
+                continue  # one value throughout: a fill of it would pass
+            was = self.before.get(id(buffer))
+            was = self.guard.original(buffer) if was is None else was
+            if was.shape != out.shape or not _alike(out, was, self.tolerance):
+                return True
+        return False
+
+    def judged_nothing(self) -> str | None:
+        """The warning for a check no accepted run's outputs told candidates apart by
+        (`_tells_apart`), naming what to do; None where one did, or none was accepted."""
+        if self.told is not False:
+            return None
+        return (
+            f"{JUDGED_NOTHING}: every output it compared was left as it was or holds one "
+            "value throughout (as on zeros), so a wrong candidate passes and may be the pick; "
+            "warm it on inputs that tell them apart (random data)"
+        )
 
 
 def _read_back(value: Any, device: Device) -> Any:
@@ -276,6 +313,30 @@ def _fresh(value: Any) -> Any:
     return value
 
 
+def differs(got: np.ndarray, want: Any, tolerance: tuple[float, float]) -> np.ndarray:
+    """Where `got` differs from `want` (an array or one value) beyond `(rtol, atol)`
+    (floats and complex; every other dtype exactly)."""
+    if got.dtype.kind in "fc":
+        rtol, atol = tolerance
+        return ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    return np.asarray(got != want)
+
+
+def _alike(got: np.ndarray, want: Any, tolerance: tuple[float, float]) -> bool:
+    """Whether `got` is `want` (an array of its shape, or one value) within `tolerance`,
+    judged a slice at a time: real data differs in the first, read in microseconds."""
+    flat = got.reshape(-1)
+    wanted = want.reshape(-1) if isinstance(want, np.ndarray) else want
+    for at in range(0, flat.size, _SLICE):
+        part = wanted[at : at + _SLICE] if isinstance(wanted, np.ndarray) else wanted
+        if differs(flat[at : at + _SLICE], part, tolerance).any():
+            return False
+    return True
+
+
+_SLICE = 1 << 16  # elements a time: small temporaries, an early answer
+
+
 def compare(
     outputs: Sequence[np.ndarray],
     expected: Sequence[np.ndarray],
@@ -285,10 +346,7 @@ def compare(
     """Why `outputs` differ from the reference candidate's, or None when they agree."""
     rtol, atol = tolerance
     for index, (got, want) in enumerate(zip(outputs, expected, strict=True), start=1):
-        if got.dtype.kind in "fc":
-            bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            bad = got != want
+        bad = differs(got, want, tolerance)
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             where = at if len(at) != 1 else at[0]
