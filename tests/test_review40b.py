@@ -2,13 +2,15 @@
 leave its bundle as a local re-run leaves it (review40b).
 
 Real parts only: the CLI in subprocesses, one real local Dask cluster (two worker processes
-on 127.0.0.1), the system cc, real SQLite files. The one stand-in: tunes made pending by
+on 127.0.0.1), the system cc, real SQLite files, bundles of format 2 as test_format3 writes
+them. The one stand-in: tunes made pending by
 rewriting their rows with warm's own row writer, as a GPU-less pre-build (`--arch`) stores
 them, which this machine (no GPU) cannot make of a host workload otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -17,8 +19,10 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from test_format3 import _format2, _tune, sign_as_format2
 
 from warmcli.bundle.rows import AS_STORED
+from warmcli.bundle.signing import _raw_public, load_private_key
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
 
@@ -89,3 +93,79 @@ def test_a_dask_rerun_measures_the_tunes_a_gpu_less_prebuild_left_pending(
     assert statuses == [{"measured"}, {"measured"}]
     again = warm("run", MATMUL, "-b", bundle, "-q", "--dask", scheduler)  # a hit now: kept
     assert again.returncode == 0 and "stored 0 new kernel(s) and 0 new tune(s)" in again.stdout
+
+
+def _partly_signed_format2(base: Path, warm: Warm) -> tuple[Path, Path]:
+    """A format-2 bundle warm 2 signed, then given a tune no key signed."""
+    path, key = base / "two.warm", base / "key"
+    _format2(path, [_tune(0), _tune(1)])
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO manifest VALUES (?, ?)",
+            [("warm_version", "2.0"), ("created", "1.0"), ("updated", "1.0")],
+        )
+    assert warm("keygen", key).returncode == 0
+    private = load_private_key(key)
+    sign_as_format2(path, private, _raw_public(private.public_key()))
+    _format2(base / "extra.warm", [_tune(2)])
+    with sqlite3.connect(base / "extra.warm") as extra:
+        row = extra.execute("SELECT * FROM tunes").fetchone()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"INSERT INTO tunes VALUES ({', '.join('?' * len(row))})", row)
+    return path, key
+
+
+def _unsigned(warm: Warm, path: Path) -> list[str]:
+    """The lines of `warm verify` naming rows no trusted key signed."""
+    said = warm("verify", path)
+    lines = said.stdout.splitlines()
+    return [ln.split(": ")[-1] for ln in lines if "not signed by a trusted key" in ln]
+
+
+def test_a_dask_run_under_trusted_keys_signs_no_row_they_did_not_sign_of_an_older_format(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """`warm run --dask --key K` under WARM_TRUSTED_KEYS signs what they signed and what the
+    run added (the README). Into a bundle of format 2 holding a tune no trusted key signed,
+    it signed that tune too ('covers 20 of 20 row(s)'): `run_signs` told the rows the bundle
+    held by their hashes as format 2 stores them, and the merge writes format 3, so every
+    held row looked new. A local run leaves that tune unsigned; now `--dask` does too."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    path, key = _partly_signed_format2(tmp_path, plain)
+    local = tmp_path / "local.warm"
+    shutil.copy(path, local)
+    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    before = _unsigned(trusted, path)
+    assert before == ["tunes 53d183f6dc1bf059"]
+    here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
+    assert here.returncode == 0, here.stderr
+    assert _unsigned(trusted, local) == before
+    fanned = trusted("run", MATMUL, "-b", path, "--key", key, "-q", "--dask", scheduler)
+    assert fanned.returncode == 0, fanned.stdout + fanned.stderr
+    assert _unsigned(trusted, path) == before
+
+
+def test_under_trusted_keys_a_pending_tune_a_shard_measured_is_signed_as_the_runs(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """A tune the bundle held pending and unsigned, measured by a shard, is what the run
+    added: `--key` signs it, as a local run signs what it stores (left unsigned, it was
+    not served under the trusted keys and the run's verify pass measured it again)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    bundle, local, key = tmp_path / "b.warm", tmp_path / "l.warm", tmp_path / "key"
+    assert plain("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    assert plain("keygen", key).returncode == 0
+    assert plain("sign", bundle, "--key", key).returncode == 0
+    _make_pending(bundle)  # its tunes no longer signed
+    shutil.copy(bundle, local)
+    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    assert len(_unsigned(trusted, bundle)[0].split(", ")) == 3
+    here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
+    assert here.returncode == 0, here.stdout + here.stderr
+    fanned = trusted("run", MATMUL, "-b", bundle, "--key", key, "-q", "--dask", scheduler)
+    assert fanned.returncode == 0, fanned.stdout + fanned.stderr
+    for path in (local, bundle):
+        assert _unsigned(trusted, path) == []
+        assert {s for s, _ in _tunes(plain, path)} == {"measured"}

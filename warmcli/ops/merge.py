@@ -143,7 +143,7 @@ def merge_bundles(
     tunes kept over the others' re-measurements (but a pending one: measured, it is the
     run's), its `created` time and signatures carried over (`carry_over`): what it held
     stays signed, what is added is not; under `trusted_keys` a key signs only what they
-    signed of OUT and what OUT lacked."""
+    signed of OUT and what the run added (`run_signs`)."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -226,11 +226,13 @@ def _publish(
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
     signing_key, as_run, trusted = signing
+    replaced: set[str] = set()  # `as_run`: OUT's pending tunes a shard measured, as a run
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
-        measured = held is not None and (held.status, tune.status) == ("pending", "measured")
-        if as_run and held is not None and held.index == 0 and not measured:  # OUT's: a hit
-            return False  # (but one it held pending a shard measured, as a local run does)
+        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit,
+            if (held.status, tune.status) != ("pending", "measured"):  # but a pending one
+                return False
+            replaced.add(tune.key)  # measured, as a local run measures it: the run's
         return _choose(chosen, now, held, tune, index, report)
 
     try:
@@ -241,7 +243,7 @@ def _publish(
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
-            keep = run_signs(bundles[0], trusted) if vouching else None
+            keep = run_signs(bundles[0], trusted, replaced) if vouching else None
             signature = _sign(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
