@@ -25,6 +25,7 @@ from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.signing import _raw_public, load_private_key
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
+from warmcli.warming.seeds import shard_seeds
 
 distributed = pytest.importorskip("distributed")
 
@@ -169,3 +170,34 @@ def test_under_trusted_keys_a_pending_tune_a_shard_measured_is_signed_as_the_run
     for path in (local, bundle):
         assert _unsigned(trusted, path) == []
         assert {s for s, _ in _tunes(plain, path)} == {"measured"}
+
+
+SHARED = """
+from warmcli import Kernel
+
+DEVICE = "host"
+SOURCE = "static const char pad[1 << 20] = {1};\\nvoid k(float *x, int n) { x[0] += pad[n]; }"
+KERNELS = [Kernel(SOURCE, "k", "Pi", defines={"UNUSED": i}, name=f"k{i}") for i in range(4)]
+
+
+def workload(rt):
+    x = rt.buffer(8, "float32")
+    for kernel in KERNELS:
+        rt.launch(kernel, x, 1)
+"""
+
+
+def test_a_seed_counts_a_binary_its_kernels_share_once(warm: Warm, tmp_path: Path) -> None:
+    """A shard's part was measured as the sum of its kernels' binary sizes, a binary that
+    several kernels share (host kernels built together share one shared library) counted
+    once per kernel: 4 kernels in 2 binaries of 1 MiB made a 2 MiB part '4 MiB', over a
+    3 MiB limit, so it was not sent and the shard built it all again (at the 256 MiB limit:
+    8 kernels in 2 binaries of 42 MB, a part of 84 MB). The part is what it holds."""
+    workload, bundle = tmp_path / "shared.py", tmp_path / "b.warm"
+    workload.write_text(SHARED)
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    assert len({k["sha256"] for k in warm.json("stats", bundle)["kernels"]}) == 2  # shared
+    seeds = shard_seeds(bundle, 1, tmp_path, limit=3 << 20)
+    assert seeds.notes == [] and seeds.paths[0] is not None
+    assert seeds.paths[0].stat().st_size < 3 << 20
+    assert len(warm.json("stats", seeds.paths[0])["kernels"]) == 4

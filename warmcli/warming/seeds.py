@@ -112,7 +112,7 @@ def _owner(shards: Sequence[Shard], token: str) -> int:
 
 def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> list[int]:
     """Write each shard's part of `source` into a new bundle at its path; the bytes of
-    blobs each holds."""
+    blobs each holds (each blob once, as it is stored)."""
     try:
         held = parse(source.manifest().get(KEY))
     except BundleError:
@@ -136,8 +136,7 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> li
             content = record.components.get("kernel")
             targets = {_owner(shards, content)} if content else set(range(len(shards)))
             for i in sorted(targets | wanted.get(record.key, set())):
-                if _copy_kernel(conns[i], source, record, (created, used)):
-                    sizes[i] += record.size
+                sizes[i] += _copy_kernel(conns[i], source, record, (created, used))
         interns = [interner(conn, seed.path) for conn, seed in zip(conns, seeds, strict=True)]
         for tune in source.each_tune(on_error=skip, order=AS_STORED):
             i = _owner(shards, tune_token(tune.operation, tune.shape_key, tune.checksum))
@@ -162,14 +161,18 @@ def _fingerprints(source: Bundle) -> list[tuple[str, str, str]]:
 
 def _copy_kernel(
     conn: sqlite3.Connection, source: Bundle, record: KernelRecord, times: tuple[float, float]
-) -> bool:
+) -> int:
     """Copy one kernel row and its blob into a seed, in a savepoint: a blob that is missing
-    or does not match its sha256 leaves the kernel out (the shard builds it)."""
+    or does not match its sha256 leaves the kernel out (the shard builds it). The bytes of
+    blob it added: 0 for a blob the seed holds already (one binary of several kernels)."""
     conn.execute("SAVEPOINT seed")
+    added = 0
     try:
         have = conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (record.sha256,)).fetchone()
         if have is None:
-            streamed(source, record.sha256).store(conn)
+            blob = streamed(source, record.sha256)
+            blob.store(conn)
+            added = blob.size
         write_kernel_row(conn, record, times[1])
         conn.execute(
             "UPDATE kernels SET created = ?, last_used = ? WHERE key = ?", (*times, record.key)
@@ -177,6 +180,6 @@ def _copy_kernel(
     except BundleError:
         conn.execute("ROLLBACK TO seed")
         conn.execute("RELEASE seed")
-        return False
+        return 0
     conn.execute("RELEASE seed")
-    return True
+    return added
