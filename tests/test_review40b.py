@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +27,7 @@ from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.signing import _raw_public, load_private_key
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
+from warmcli.warming.fanout import fan_out
 from warmcli.warming.seeds import shard_seeds
 
 distributed = pytest.importorskip("distributed")
@@ -201,3 +204,54 @@ def test_a_seed_counts_a_binary_its_kernels_share_once(warm: Warm, tmp_path: Pat
     assert seeds.notes == [] and seeds.paths[0] is not None
     assert seeds.paths[0].stat().st_size < 3 << 20
     assert len(warm.json("stats", seeds.paths[0])["kernels"]) == 4
+
+
+SLOW = """
+import time
+from warmcli import Kernel
+
+DEVICE = "host"
+HALF = Kernel("void half(float *x, int n) { for (int i = 0; i < n; i++) x[i] /= 2; }",
+              "half", "Pi")
+
+
+def workload(rt):
+    rt.launch(HALF, rt.buffer(8, "float32"), 8)
+    time.sleep(3)
+"""
+
+OTHER = """
+from warmcli import Kernel
+
+DEVICE = "host"
+TWICE = Kernel("void twice(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }",
+               "twice", "Pi")
+
+
+def workload(rt):
+    rt.launch(TWICE, rt.buffer(8, "float32"), 8)
+"""
+
+
+def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """A shard's task was keyed `warm-shard-I-of-N-PID`, and Dask runs a key once: a second
+    `warm run --dask` with the same process id (two containers, each warm's PID 1 or alike,
+    on one cluster) while the first ran was handed the first's shards, another workload's
+    bundles, and merged them as its own. Each fan-out's keys are now its own."""
+    slow, other = tmp_path / "slow.py", tmp_path / "other.py"
+    slow.write_text(SLOW)
+    other.write_text(OTHER)
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder in folders:
+        folder.mkdir()
+    first = threading.Thread(
+        target=fan_out, args=(scheduler, [str(slow), "--no-verify"], folders[0])
+    )
+    first.start()
+    time.sleep(1.5)  # the first's shards run
+    second = fan_out(scheduler, [str(other), "--no-verify"], folders[1])
+    first.join()
+    labels = {k["label"] for p in second.paths for k in warm.json("stats", p)["kernels"]}
+    assert labels == {"twice"}

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -210,8 +211,9 @@ def _submit(
     passed: dict[str, str | None] | None,
 ) -> dict[Any, tuple[str, str]]:
     """One task per worker, pinned there (another runs it where it is lost): future ->
-    (shard, worker)."""
-    count = len(workers)
+    (shard, worker). The keys are this fan-out's own: Dask runs a key once, so another
+    caller's task of the same key (its process id, in another container) would be its."""
+    count, token = len(workers), uuid.uuid4().hex
     return {
         client.submit(
             _timed,
@@ -220,7 +222,7 @@ def _submit(
             cwd,
             sent[i][0],
             passed,
-            key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
+            key=f"warm-shard-{i}-of-{count}-{token}",
             workers=[worker],
             allow_other_workers=True,  # its worker lost: another runs it, never a hang
             pure=False,
