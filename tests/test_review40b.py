@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import EXAMPLES, ROOT, Warm
 from test_format3 import _format2, _tune, sign_as_format2
 
 from warmcli.bundle.rows import AS_STORED
@@ -255,3 +257,52 @@ def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
     first.join()
     labels = {k["label"] for p in second.paths for k in warm.json("stats", p)["kernels"]}
     assert labels == {"twice"}
+
+
+PADDED = """
+from warmcli import Kernel
+
+DEVICE = "host"
+SOURCE = "static const char pad[1 << 20] = {ID};\\nvoid k(float *x, int n) { x[0] += pad[n]; }"
+KERNELS = [Kernel(SOURCE, "k", "Pi", defines={"ID": i + 1}, name=f"k{i}") for i in range(16)]
+
+
+def workload(rt):
+    x = rt.buffer(8, "float32")
+    for kernel in KERNELS:
+        rt.launch(kernel, x, 1)
+"""
+
+SEEDED = """
+import resource, sys
+from pathlib import Path
+from warmcli.warming.seeds import shard_seeds
+resource.setrlimit(resource.RLIMIT_FSIZE, ({most}, {most}))  # no file written past it
+seeds = shard_seeds(Path(sys.argv[1]), 1, Path(sys.argv[2]), limit=1 << 20)
+print(seeds.paths, seeds.notes)
+"""
+
+
+def test_a_part_over_the_limit_is_not_written_whole_first(warm: Warm, tmp_path: Path) -> None:
+    """A seed was written whole into the caller's temporary folder and only then found over
+    the limit and removed: a re-run of a 40 GB bundle over 4 workers wrote 40 GB (in a /tmp
+    of memory, that much memory) to send nothing. A seed stops growing once past the limit
+    (one binary more at most): here no file grows past 12 MiB writing a 16 MiB bundle's
+    part."""
+    workload, bundle = tmp_path / "padded.py", tmp_path / "b.warm"
+    workload.write_text(PADDED)
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    assert bundle.stat().st_size > 16 << 20
+    blobs = {k["sha256"] for k in warm.json("stats", bundle)["kernels"]}
+    assert len(blobs) > 1  # each under 12 MiB
+    (tmp_path / "seeds").mkdir()
+    code = SEEDED.format(most=12 << 20)
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(bundle), str(tmp_path / "seeds")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=warm.env,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "[None]" in run.stdout and "over the 1048576 sent" in run.stdout

@@ -17,7 +17,8 @@ a local re-run is, and another run's is recorded as none, as locally.
 A seed is sent as bytes through the scheduler (a worker on another machine has no access
 to the caller's bundle) and is written to a file there that the shard's `warm run` opens
 as it opens any bundle, untrusted. A seed over `SEED_MAX_BYTES` is not sent (that shard
-builds its part again, as before seeds, and `Seeds.notes` says so), nor one past
+builds its part again, as before seeds, and `Seeds.notes` says so; no kernel is copied
+into one past it, so it is never written whole), nor one past
 `SEEDS_MAX_BYTES` of seeds in all (the caller holds every seed sent in memory at once);
 nor is any under `trusted` keys that do not cover the whole bundle (a run under them
 rebuilds what they did not sign). A row warm cannot read is left out (the shard builds
@@ -85,7 +86,7 @@ def shard_seeds(
             return seeds
         paths = [folder / f"seed{i}-of-{count}.warm" for i in range(count)]
         try:
-            sizes = _write(source, shards, paths)
+            sizes = _write(source, shards, paths, limit)
         except (BundleError, OSError, sqlite3.Error) as exc:
             seeds.notes.append(f"{path}: no part sent to the shards ({exc})")
             return seeds
@@ -95,10 +96,13 @@ def shard_seeds(
         part = max(size, real)
         if part > limit or sent + real > total:
             seed.unlink()
-            over = f"over the {limit} sent" if part > limit else f"past the {total} sent in all"
+            over = (  # (one over the limit was not written whole: more than said)
+                f"{part} bytes or more, over the {limit} sent"
+                if part > limit
+                else f"{part} bytes, past the {total} sent in all"
+            )
             seeds.notes.append(
-                f"shard {i}/{count}: its part of {path} is {part} bytes, {over}: it builds "
-                "that part again"
+                f"shard {i}/{count}: its part of {path} is {over}: it builds that part again"
             )
         else:
             seeds.paths[i] = seed
@@ -110,9 +114,10 @@ def _owner(shards: Sequence[Shard], token: str) -> int:
     return next(s.index for s in shards if s.owns(token))
 
 
-def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> list[int]:
+def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path], limit: int) -> list[int]:
     """Write each shard's part of `source` into a new bundle at its path; the bytes of
-    blobs each holds (each blob once, as it is stored)."""
+    blobs each holds (each blob once, as it is stored). A part past `limit` is not sent:
+    no kernel is copied into it once it is (it grows past by one binary at most)."""
     try:
         held = parse(source.manifest().get(KEY))
     except BundleError:
@@ -136,7 +141,8 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> li
             content = record.components.get("kernel")
             targets = {_owner(shards, content)} if content else set(range(len(shards)))
             for i in sorted(targets | wanted.get(record.key, set())):
-                sizes[i] += _copy_kernel(conns[i], source, record, (created, used))
+                if sizes[i] <= limit:  # (one past it is dropped: never written whole)
+                    sizes[i] += _copy_kernel(conns[i], source, record, (created, used))
         interns = [interner(conn, seed.path) for conn, seed in zip(conns, seeds, strict=True)]
         for tune in source.each_tune(on_error=skip, order=AS_STORED):
             i = _owner(shards, tune_token(tune.operation, tune.shape_key, tune.checksum))
