@@ -306,3 +306,31 @@ def test_a_part_over_the_limit_is_not_written_whole_first(warm: Warm, tmp_path: 
     )
     assert run.returncode == 0, run.stderr
     assert "[None]" in run.stdout and "over the 1048576 sent" in run.stdout
+
+
+def test_a_tls_scheduler_dask_reaches_is_reached(warm: Warm, tmp_path: Path) -> None:
+    """The 5 s handshake (fleet40) connected without the TLS settings of Dask's config, which
+    Dask's own `Client` takes: every `tls://` scheduler was 'unreachable: what answers there
+    is no Dask scheduler (TypeError: TLS expects a `ssl_context` argument ...)', exit 2, where
+    the run worked before. The handshake now connects as `Client` does."""
+    from distributed.security import Security
+
+    security = Security.temporary()
+    env = dict(warm.env)
+    for name, setting in (("ca_file", "CA_FILE"), ("client_cert", "CLIENT__CERT"),
+                          ("client_key", "CLIENT__KEY")):  # fmt: skip
+        (tmp_path / f"{name}.pem").write_text(getattr(security, f"tls_{name}"))
+        env[f"DASK_DISTRIBUTED__COMM__TLS__{setting}"] = str(tmp_path / f"{name}.pem")
+    workload, bundle = tmp_path / "other.py", tmp_path / "b.warm"
+    workload.write_text(OTHER)
+    with distributed.LocalCluster(
+        n_workers=1,
+        processes=False,
+        dashboard_address=":0",
+        host="127.0.0.1",
+        protocol="tls://",
+        security=security,
+    ) as cluster:
+        done = Warm(env)("run", workload, "-b", bundle, "-q", "--dask", cluster.scheduler_address)
+    assert done.returncode == 0, done.stderr
+    assert "stored 1 new kernel(s)" in done.stdout

@@ -242,13 +242,16 @@ def _handshake(scheduler: str) -> None:
     """Connect to `scheduler` and read its handshake, within `CONNECT_TIMEOUT` in all, then
     hang up: Dask's connect reads the peer's handshake with no time limit (whatever
     `Client(timeout=)` says), so a port that takes the connection and never answers (Dask's
-    dashboard, an HTTP server waiting for a request) would be waited on for ever."""
+    dashboard, an HTTP server waiting for a request) would be waited on for ever. It
+    connects as `Client` does, with the TLS settings of Dask's configuration (`tls://`)."""
     import asyncio
 
     from distributed.comm import connect
+    from distributed.security import Security
 
     async def shake() -> None:
-        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT)
+        args = Security().get_connection_args("client")
+        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT, **args)
         await comm.close()
 
     try:
