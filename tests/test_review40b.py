@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from test_format3 import _format2, _tune, sign_as_format2
+from test_signed_migration import _signed_format2
 
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.signing import _raw_public, load_private_key
@@ -334,3 +335,24 @@ def test_a_tls_scheduler_dask_reaches_is_reached(warm: Warm, tmp_path: Path) -> 
         done = Warm(env)("run", workload, "-b", bundle, "-q", "--dask", cluster.scheduler_address)
     assert done.returncode == 0, done.stderr
     assert "stored 1 new kernel(s)" in done.stdout
+
+
+def test_a_dask_run_without_key_leaves_a_signed_older_format_bundle_as_it_was(
+    warm: Warm, scheduler: str, tmp_path: Path
+) -> None:
+    """Under WARM_TRUSTED_KEYS without `--key`, a local run refuses a signed bundle of an
+    older format (its migration would leave the trusted signature stale) and leaves it
+    byte-identical. `--dask` judged it by a read open only: it ran the shards, migrated and
+    merged into it, and its own verify pass then refused it ('signature ... no longer covers
+    the bundle'): a bundle production served under those keys was refused whole from then
+    on. Now `--dask` refuses it first, as a local run does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    path, key = _signed_format2(tmp_path, plain)
+    before = path.read_bytes()
+    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    here = trusted("run", MATMUL, "-b", path, "-q")
+    fanned = trusted("run", MATMUL, "-b", path, "-q", "--dask", scheduler)
+    assert here.returncode == fanned.returncode == 2, fanned.stdout + fanned.stderr
+    assert fanned.stderr == here.stderr and "bundle refused for writing" in here.stderr
+    assert fanned.stdout == "" and path.read_bytes() == before
