@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warmcli.bundle.blobs import streamed
+from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.manifest import FINGERPRINT_ROWS
 from warmcli.bundle.rows import AS_STORED
@@ -145,17 +146,18 @@ def run_signs(
     """What `warm run --dask --key` may sign of its merge into `out` under `trusted` keys,
     as a local run signs (`warmcli.warming.sealing`): of the rows `out` held, those they
     signed; every row it did not hold (what the shards built, the run's record) and each
-    of its tunes a shard's measurement `replaced` (a pending one). A kernel or tune `out`
-    held is told by its key, not only by its row's hash: the merge writes a row of an older
-    format in this one, which hashes otherwise (signed by them or not, it would pass for new).
+    of its tunes a shard's measurement `replaced` (a pending one). Of an older format, a
+    kernel or tune `out` held is told by its key, not by its row's hash: the merge writes
+    it in this format, which hashes otherwise (signed by them or not, it would pass for new).
     Read from `out` as it was (the merge writes beside it)."""
     signed = covered(out, trusted, signs=True)
+    older = out.format_version() != FORMAT_VERSION
     hashes: set[bytes] = set()
-    vouched: set[tuple[str, str]] = set()  # OUT's entries they signed, as OUT stores them
+    vouched: set[tuple[str, str]] = set()  # an older OUT's entries they signed, by key
     unvouched: set[tuple[str, str]] = set()
     for table, name, h in out.row_hashes():
         hashes.add(h)
-        if table in ("kernels", "tunes") and name not in replaced:
+        if older and table in ("kernels", "tunes") and name not in replaced:
             (vouched if h in signed else unvouched).add((table, name))
     held = RowSet([b"".join(sorted(hashes))])
     return lambda t, n, h: (
