@@ -1,11 +1,12 @@
 """Review of the Dask/fleet merges (fleet40, dask40b): a `warm run --dask` re-run must
-leave its bundle as a local re-run leaves it (review40b).
+leave its bundle as a local re-run leaves it, send each shard only its part, and reach
+every scheduler Dask's own client reaches (review40b).
 
 Real parts only: the CLI in subprocesses, one real local Dask cluster (two worker processes
-on 127.0.0.1), the system cc, real SQLite files, bundles of format 2 as test_format3 writes
-them. The one stand-in: tunes made pending by
-rewriting their rows with warm's own row writer, as a GPU-less pre-build (`--arch`) stores
-them, which this machine (no GPU) cannot make of a host workload otherwise.
+on 127.0.0.1, and one of TLS), the system cc, real SQLite files, bundles of format 2 as
+test_format3 writes them. The one stand-in: tunes made pending by rewriting their rows with
+warm's own row writer, as a GPU-less pre-build (`--arch`) stores them, which this machine
+(no GPU) cannot make of a host workload otherwise.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ shard runs on its worker into a bundle of its own; `shard_seeds` writes, for eac
 at `path` that shard would reach, and nothing else: the kernels whose content hash it owns
 (`warmcli.runtime.shard`: `components["kernel"]`, every row lacking one too), the tunes it
 owns, and the kernels those tunes launch (a measured tune's pick; every candidate of one
-not measured), each row as the bundle holds it (its created and last-used times too), with
-the bundle's fingerprints. The shard runs into its
-seed, so it builds and measures only what is new, and what it gives back is its part: the
-merge of the bundle and the shards is what a local re-run stores. Each seed records the
+not measured), each row as the bundle holds it (a kernel's created and last-used times
+too; a tune's `updated` is when the seed was written), with the bundle's fingerprints. A
+seed is written for every shard, one that owns nothing too. The shard runs into its seed,
+so it builds and measures only what is new, and what it gives back is its part: the merge
+of the bundle and the shards is what a local re-run stores. Each seed records the
 bundle's run as shard I of N (`warmcli.bundle.run_record`): the part of a run that a shard
 owns is that shard of it, so a re-run of the same run is recorded whole after the merge, as
 a local re-run is, and another run's is recorded as none, as locally.
