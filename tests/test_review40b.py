@@ -11,8 +11,10 @@ warm's own row writer, as a GPU-less pre-build (`--arch`) stores them, which thi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -357,3 +359,65 @@ def test_a_dask_run_without_key_leaves_a_signed_older_format_bundle_as_it_was(
     assert here.returncode == fanned.returncode == 2, fanned.stdout + fanned.stderr
     assert fanned.stderr == here.stderr and "bundle refused for writing" in here.stderr
     assert fanned.stdout == "" and path.read_bytes() == before
+
+
+STALLS = """
+import os, time
+mark = os.environ.get("WARM_TEST_SHARD_STARTED")
+if mark:
+    open(mark, "w").close()
+    time.sleep(60)
+"""
+
+
+def _wait_for(path: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A scheduler that went away while shards ran ended the run with warm's one line
+    ('dask scheduler ... lost', exit 2) after 35 lines of Dask's client logging the
+    reconnect's tracebacks on stderr (ConnectionRefusedError, CommClosedError, ...). The
+    fan-out's Dask logs no longer reach stderr: the line says it."""
+    workload, mark, bundle = tmp_path / "stalls.py", tmp_path / "started", tmp_path / "b.warm"
+    workload.write_text(STALLS)
+    file = tmp_path / "scheduler.json"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+        **quiet,  # type: ignore[call-overload]
+    )  # fmt: skip
+    worker = run = None
+    try:
+        _wait_for(file, 30)
+        time.sleep(0.5)  # (the file written whole)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
+             "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+            env={**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)},
+            **quiet,  # type: ignore[call-overload]
+        )  # fmt: skip
+        address = json.loads(file.read_text())["address"]
+        run = subprocess.Popen(
+            [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "--dask",
+             address],
+            env=warm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _wait_for(mark, 30)
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        out, err = run.communicate(timeout=30)
+    finally:
+        for proc in (run, worker, scheduler):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL) if proc is not run else proc.kill()
+            if proc is not None:
+                proc.wait()
+    assert run.returncode == 2, out + err
+    assert err.startswith(f"warm: error: dask scheduler {address} lost"), err
+    assert len(err.strip().splitlines()) == 1, err

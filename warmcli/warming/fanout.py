@@ -18,7 +18,8 @@ must be reachable at the same path on every worker (a shared file system, or the
 image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
 the connection and stays silent: `_handshake`), or a port where something else answers, is
 a `FanOutError`; so are a cluster left with no worker for
-`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost.
+`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost
+(Dask's own loggers are silenced while `fan_out` runs: its error is the one line said).
 A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
 is a failed shard, named like one whose `warm run` failed.
 `shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
@@ -28,6 +29,7 @@ state and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -128,6 +130,28 @@ def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
     return sorted(workers)
 
 
+@contextlib.contextmanager
+def _dask_logs_quiet() -> Iterator[None]:
+    """Dask's loggers (`distributed.*`, which Dask's configuration sends to stderr) silent
+    while a fan-out runs: a lost scheduler's reconnects log their tracebacks there, where
+    the fan-out's `FanOutError` says it in one line. Their levels are restored after."""
+    import logging
+
+    with contextlib.suppress(ImportError):  # (its import sets their levels: first)
+        import distributed  # noqa: F401
+    known = logging.root.manager.loggerDict
+    loggers = [logging.getLogger(n) for n in known if n.split(".")[0] == "distributed"]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@_dask_logs_quiet()
 def fan_out(
     scheduler: str,
     argv: Sequence[str],
