@@ -17,6 +17,7 @@ import typer
 
 from warmcli.bundle.file import check_header
 from warmcli.bundle.replacing import is_empty_file
+from warmcli.bundle.signing import judged_before_migration
 from warmcli.bundle.store import Bundle
 from warmcli.cli.common import emit_json, err, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
@@ -50,7 +51,8 @@ def dask_run(
     caller's values of the variables `--dask-env` names, set in each shard's environment."""
     as_json, quiet, verbose = show
     if trusted is not None and signing_key is None and path.exists():  # refused before the
-        guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # shards, as locally
+        guarded(lambda: judged_before_migration(Bundle, path, trusted, False))  # shards, as
+        guarded(lambda: Bundle.open(path, trusted_keys=trusted).close())  # a local run's write
     before: int | None = None  # the bundle's format before the run (None: a new one)
     with contextlib.suppress(OSError, BundleError):
         before = None if is_empty_file(path) else check_header(path)[0]

@@ -140,9 +140,10 @@ def merge_bundles(
     appended to `merged` (if given) before a held interrupt is let go: a caller
     interrupted however late reads what was merged (kept) there. `as_run` (`warm run
     --dask`, the first source `out` itself): OUT is written as a run stores into it, its
-    tunes kept over the others' re-measurements, its `created` time and its signatures
-    carried over (`carry_over`): what it held stays signed, what is added is not; under
-    `trusted_keys` a key signs only what they signed of OUT and what OUT lacked."""
+    tunes kept over the others' re-measurements (but a pending one: measured, it is the
+    run's), its `created` time and signatures carried over (`carry_over`): what it held
+    stays signed, what is added is not; under `trusted_keys` a key signs only what they
+    signed of OUT and what the run added (`run_signs`)."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -200,9 +201,7 @@ def _sign(
     if signing_key is not None:
         signature = sign(dest, signing_key, keep)
         return f"signed by key {signature.key_id}: {signature.count} row(s)"
-    if carried:  # `as_run`: OUT's signatures kept; what the run added is said by the run
-        return ""
-    if any(b.signatures() for b in sources):
+    if not carried and any(b.signatures() for b in sources):  # carried: the run says it
         return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
     return ""
 
@@ -227,10 +226,13 @@ def _publish(
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
     signing_key, as_run, trusted = signing
+    replaced: set[str] = set()  # `as_run`: OUT's pending tunes a shard measured, as a run
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
-        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit
-            return False
+        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit,
+            if (held.status, tune.status) != ("pending", "measured"):  # but a pending one
+                return False
+            replaced.add(tune.key)  # measured, as a local run measures it: the run's
         return _choose(chosen, now, held, tune, index, report)
 
     try:
@@ -241,7 +243,7 @@ def _publish(
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
-            keep = run_signs(bundles[0], trusted) if vouching else None
+            keep = run_signs(bundles[0], trusted, replaced) if vouching else None
             signature = _sign(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)

@@ -21,11 +21,12 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from warmcli.bundle.blobs import streamed
+from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.kernel_row import write_kernel_row
 from warmcli.bundle.manifest import FINGERPRINT_ROWS
 from warmcli.bundle.rows import AS_STORED
@@ -139,14 +140,29 @@ def check_vouched(
             )
 
 
-def run_signs(out: Bundle, trusted: Sequence[bytes]) -> Callable[[str, str, bytes], bool]:
+def run_signs(
+    out: Bundle, trusted: Sequence[bytes], replaced: Collection[str] = ()
+) -> Callable[[str, str, bytes], bool]:
     """What `warm run --dask --key` may sign of its merge into `out` under `trusted` keys,
     as a local run signs (`warmcli.warming.sealing`): of the rows `out` held, those they
-    signed; every row it did not hold (what the shards built, the run's record). Read
-    before the merge writes."""
+    signed; every row it did not hold (what the shards built, the run's record) and each
+    of its tunes a shard's measurement `replaced` (a pending one). Of an older format, a
+    kernel or tune `out` held is told by its key, not by its row's hash: the merge writes
+    it in this format, which hashes otherwise (signed by them or not, it would pass for new).
+    Read from `out` as it was (the merge writes beside it)."""
     signed = covered(out, trusted, signs=True)
-    held = RowSet([b"".join(sorted({h for _, _, h in out.row_hashes()}))])
-    return lambda _table, _name, h: h in signed or h not in held
+    older = out.format_version() != FORMAT_VERSION
+    hashes: set[bytes] = set()
+    vouched: set[tuple[str, str]] = set()  # an older OUT's entries they signed, by key
+    unvouched: set[tuple[str, str]] = set()
+    for table, name, h in out.row_hashes():
+        hashes.add(h)
+        if older and table in ("kernels", "tunes") and name not in replaced:
+            (vouched if h in signed else unvouched).add((table, name))
+    held = RowSet([b"".join(sorted(hashes))])
+    return lambda t, n, h: (
+        h in signed or (t, n) in vouched or (h not in held and (t, n) not in unvouched)
+    )
 
 
 def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:

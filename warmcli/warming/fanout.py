@@ -18,7 +18,8 @@ must be reachable at the same path on every worker (a shared file system, or the
 image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
 the connection and stays silent: `_handshake`), or a port where something else answers, is
 a `FanOutError`; so are a cluster left with no worker for
-`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost.
+`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost
+(Dask's own loggers are silenced while `fan_out` runs: its error is the one line said).
 A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
 is a failed shard, named like one whose `warm run` failed.
 `shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
@@ -28,6 +29,7 @@ state and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +130,28 @@ def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
     return sorted(workers)
 
 
+@contextlib.contextmanager
+def _dask_logs_quiet() -> Iterator[None]:
+    """Dask's loggers (`distributed.*`, which Dask's configuration sends to stderr) silent
+    while a fan-out runs: a lost scheduler's reconnects log their tracebacks there, where
+    the fan-out's `FanOutError` says it in one line. Their levels are restored after."""
+    import logging
+
+    with contextlib.suppress(ImportError):  # (its import sets their levels: first)
+        import distributed  # noqa: F401
+    known = logging.root.manager.loggerDict
+    loggers = [logging.getLogger(n) for n in known if n.split(".")[0] == "distributed"]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@_dask_logs_quiet()
 def fan_out(
     scheduler: str,
     argv: Sequence[str],
@@ -210,8 +235,9 @@ def _submit(
     passed: dict[str, str | None] | None,
 ) -> dict[Any, tuple[str, str]]:
     """One task per worker, pinned there (another runs it where it is lost): future ->
-    (shard, worker)."""
-    count = len(workers)
+    (shard, worker). The keys are this fan-out's own: Dask runs a key once, so another
+    caller's task of the same key (its process id, in another container) would be its."""
+    count, token = len(workers), uuid.uuid4().hex
     return {
         client.submit(
             _timed,
@@ -220,7 +246,7 @@ def _submit(
             cwd,
             sent[i][0],
             passed,
-            key=f"warm-shard-{i}-of-{count}-{os.getpid()}",
+            key=f"warm-shard-{i}-of-{count}-{token}",
             workers=[worker],
             allow_other_workers=True,  # its worker lost: another runs it, never a hang
             pure=False,
@@ -240,13 +266,16 @@ def _handshake(scheduler: str) -> None:
     """Connect to `scheduler` and read its handshake, within `CONNECT_TIMEOUT` in all, then
     hang up: Dask's connect reads the peer's handshake with no time limit (whatever
     `Client(timeout=)` says), so a port that takes the connection and never answers (Dask's
-    dashboard, an HTTP server waiting for a request) would be waited on for ever."""
+    dashboard, an HTTP server waiting for a request) would be waited on for ever. It
+    connects as `Client` does, with the TLS settings of Dask's configuration (`tls://`)."""
     import asyncio
 
     from distributed.comm import connect
+    from distributed.security import Security
 
     async def shake() -> None:
-        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT)
+        args = Security().get_connection_args("client")
+        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT, **args)
         await comm.close()
 
     try:

@@ -6,10 +6,11 @@ shard runs on its worker into a bundle of its own; `shard_seeds` writes, for eac
 at `path` that shard would reach, and nothing else: the kernels whose content hash it owns
 (`warmcli.runtime.shard`: `components["kernel"]`, every row lacking one too), the tunes it
 owns, and the kernels those tunes launch (a measured tune's pick; every candidate of one
-not measured), each row as the bundle holds it (its created and last-used times too), with
-the bundle's fingerprints. The shard runs into its
-seed, so it builds and measures only what is new, and what it gives back is its part: the
-merge of the bundle and the shards is what a local re-run stores. Each seed records the
+not measured), each row as the bundle holds it (a kernel's created and last-used times
+too; a tune's `updated` is when the seed was written), with the bundle's fingerprints. A
+seed is written for every shard, one that owns nothing too. The shard runs into its seed,
+so it builds and measures only what is new, and what it gives back is its part: the merge
+of the bundle and the shards is what a local re-run stores. Each seed records the
 bundle's run as shard I of N (`warmcli.bundle.run_record`): the part of a run that a shard
 owns is that shard of it, so a re-run of the same run is recorded whole after the merge, as
 a local re-run is, and another run's is recorded as none, as locally.
@@ -17,7 +18,8 @@ a local re-run is, and another run's is recorded as none, as locally.
 A seed is sent as bytes through the scheduler (a worker on another machine has no access
 to the caller's bundle) and is written to a file there that the shard's `warm run` opens
 as it opens any bundle, untrusted. A seed over `SEED_MAX_BYTES` is not sent (that shard
-builds its part again, as before seeds, and `Seeds.notes` says so), nor one past
+builds its part again, as before seeds, and `Seeds.notes` says so; no kernel is copied
+into one past it, so it is never written whole), nor one past
 `SEEDS_MAX_BYTES` of seeds in all (the caller holds every seed sent in memory at once);
 nor is any under `trusted` keys that do not cover the whole bundle (a run under them
 rebuilds what they did not sign). A row warm cannot read is left out (the shard builds
@@ -85,7 +87,7 @@ def shard_seeds(
             return seeds
         paths = [folder / f"seed{i}-of-{count}.warm" for i in range(count)]
         try:
-            sizes = _write(source, shards, paths)
+            sizes = _write(source, shards, paths, limit)
         except (BundleError, OSError, sqlite3.Error) as exc:
             seeds.notes.append(f"{path}: no part sent to the shards ({exc})")
             return seeds
@@ -95,10 +97,13 @@ def shard_seeds(
         part = max(size, real)
         if part > limit or sent + real > total:
             seed.unlink()
-            over = f"over the {limit} sent" if part > limit else f"past the {total} sent in all"
+            over = (  # (one over the limit was not written whole: more than said)
+                f"{part} bytes or more, over the {limit} sent"
+                if part > limit
+                else f"{part} bytes, past the {total} sent in all"
+            )
             seeds.notes.append(
-                f"shard {i}/{count}: its part of {path} is {part} bytes, {over}: it builds "
-                "that part again"
+                f"shard {i}/{count}: its part of {path} is {over}: it builds that part again"
             )
         else:
             seeds.paths[i] = seed
@@ -110,9 +115,10 @@ def _owner(shards: Sequence[Shard], token: str) -> int:
     return next(s.index for s in shards if s.owns(token))
 
 
-def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> list[int]:
+def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path], limit: int) -> list[int]:
     """Write each shard's part of `source` into a new bundle at its path; the bytes of
-    blobs each holds."""
+    blobs each holds (each blob once, as it is stored). A part past `limit` is not sent:
+    no kernel is copied into it once it is (it grows past by one binary at most)."""
     try:
         held = parse(source.manifest().get(KEY))
     except BundleError:
@@ -136,8 +142,8 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path]) -> li
             content = record.components.get("kernel")
             targets = {_owner(shards, content)} if content else set(range(len(shards)))
             for i in sorted(targets | wanted.get(record.key, set())):
-                if _copy_kernel(conns[i], source, record, (created, used)):
-                    sizes[i] += record.size
+                if sizes[i] <= limit:  # (one past it is dropped: never written whole)
+                    sizes[i] += _copy_kernel(conns[i], source, record, (created, used))
         interns = [interner(conn, seed.path) for conn, seed in zip(conns, seeds, strict=True)]
         for tune in source.each_tune(on_error=skip, order=AS_STORED):
             i = _owner(shards, tune_token(tune.operation, tune.shape_key, tune.checksum))
@@ -162,14 +168,18 @@ def _fingerprints(source: Bundle) -> list[tuple[str, str, str]]:
 
 def _copy_kernel(
     conn: sqlite3.Connection, source: Bundle, record: KernelRecord, times: tuple[float, float]
-) -> bool:
+) -> int:
     """Copy one kernel row and its blob into a seed, in a savepoint: a blob that is missing
-    or does not match its sha256 leaves the kernel out (the shard builds it)."""
+    or does not match its sha256 leaves the kernel out (the shard builds it). The bytes of
+    blob it added: 0 for a blob the seed holds already (one binary of several kernels)."""
     conn.execute("SAVEPOINT seed")
+    added = 0
     try:
         have = conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (record.sha256,)).fetchone()
         if have is None:
-            streamed(source, record.sha256).store(conn)
+            blob = streamed(source, record.sha256)
+            blob.store(conn)
+            added = blob.size
         write_kernel_row(conn, record, times[1])
         conn.execute(
             "UPDATE kernels SET created = ?, last_used = ? WHERE key = ?", (*times, record.key)
@@ -177,6 +187,6 @@ def _copy_kernel(
     except BundleError:
         conn.execute("ROLLBACK TO seed")
         conn.execute("RELEASE seed")
-        return False
+        return 0
     conn.execute("RELEASE seed")
-    return True
+    return added
