@@ -49,3 +49,18 @@ def test_a_dry_run_clean_does_not_claim_the_file_keeps_its_size(warm, tmp_path: 
     assert done.returncode == 0, done.stderr
     after = " ".join(done.stdout.split())
     assert f"file {size:,} → {bundle.stat().st_size:,} bytes" in after, after
+
+
+@pytest.mark.parametrize("name", ["WARM_TRUSTED_KEYS", "WARM_SHARD", "JOB_COMPLETION_INDEX"])
+def test_dask_env_naming_a_variable_never_passed_is_refused(warm, tmp_path: Path, name) -> None:
+    """`--dask-env WARM_TRUSTED_KEYS` (or a shard variable) was dropped in silence, the
+    shards never given it: it is refused in one line, before any scheduler is reached."""
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    args = ("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "--dask", "tcp://127.0.0.1:9")
+    result = warm(*args, "--dask-env", name)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"warm: error: --dask-env {name}: the shard and trusted-key variables are never given "
+        "to the shards (each is its own shard; this side checks signatures)"
+    ]
+    assert not (tmp_path / "b.warm").exists()
