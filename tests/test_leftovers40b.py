@@ -1,0 +1,100 @@
+"""Small wrongs noticed at stop 40 and left, each now right: a pull into a folder not
+there yet (made as `merge -o` makes OUT's, its own folder only), a merge or pull that the
+disk refuses into a new folder (no empty folder left, and no "OUT is unchanged" of an OUT
+that never was). The real CLI in a subprocess, real SQLite files, the real C compiler; a
+full disk is `RLIMIT_FSIZE` (`ulimit -f`), as in test_disk40.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from conftest import EXAMPLES, ROOT, Warm
+from test_remote import Store, http_store  # noqa: F401  (the fixture)
+
+
+def _limited(warm: Warm, limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`warm *args` with no file it writes allowed past `limit` bytes (a full disk)."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "warmcli", *map(str, args)],
+        capture_output=True, text=True, env=warm.env, timeout=120, cwd=ROOT, preexec_fn=cap,
+    )  # fmt: skip
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warm: error: "), proc.stderr
+    return lines[0]
+
+
+def test_a_pull_makes_the_bundles_own_folder_as_merge_does(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`warm pull URL missing/new.warm` said "cannot take the write lock ...: No such file
+    or directory" where `warm merge -o missing/new.warm` makes the folder. One rule now, for
+    every command writing a new bundle path: its own folder is made, no more (a mistyped
+    path above it is one line, and nothing is made)."""
+    warm, good = made
+    store, base, _ = http_store
+    store.files["/b.warm"] = good.read_bytes()
+    target = tmp_path / "missing" / "new.warm"
+    proc = warm("pull", f"{base}/b.warm", target)
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_bytes() == good.read_bytes()
+    deeper = tmp_path / "x" / "y" / "new.warm"
+    line = _one_line(warm("pull", f"{base}/b.warm", deeper))
+    assert "no directory" in line and "creates only the bundle's own directory" in line, line
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_merge_the_disk_refuses_into_a_new_folder_leaves_nothing(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm merge -o sub/new.warm` on a full disk said the never-existing OUT "is
+    unchanged" and left the empty `sub/` it made behind. Now it says OUT was not made, and
+    the folder it made is gone."""
+    warm, good = made
+    out = tmp_path / "sub" / "new.warm"
+    line = _one_line(_limited(warm, 8 * 1024, "merge", good, "-o", out))
+    assert "unchanged" not in line and f"{out} was not made" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_pull_the_disk_refuses_into_a_new_folder_leaves_nothing(
+    made: tuple[Warm, Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The same for a pull: its copy into a folder it made, refused by the disk, leaves
+    neither the folder nor its lock, and says no PATH was made."""
+    warm, good = made
+    store, base, _ = http_store
+    store.files["/b.warm"] = good.read_bytes()
+    assert warm("check", f"{base}/b.warm").returncode == 0  # the download itself fits
+    out = tmp_path / "sub" / "new.warm"
+    line = _one_line(_limited(warm, 8 * 1024, "pull", f"{base}/b.warm", out))
+    assert "nothing pulled" in line and "as it was" not in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_run_the_disk_refuses_into_a_new_folder_leaves_no_empty_folder(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm run -b sub/b.warm` on a full disk removed the bundle it could not make and its
+    lock, but left the empty `sub/` it made: the same rule as a merge's and a pull's now."""
+    warm, _ = made
+    out = tmp_path / "sub" / "b.warm"
+    line = _one_line(_limited(warm, 8 * 1024, "run", EXAMPLES / "matmul_host.py", "-b", out))
+    assert "a write to the disk failed" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
