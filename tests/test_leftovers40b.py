@@ -8,11 +8,13 @@ full disk is `RLIMIT_FSIZE` (`ulimit -f`), as in test_disk40.
 from __future__ import annotations
 
 import resource
+import shutil
 import subprocess
 import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
@@ -98,3 +100,47 @@ def test_a_run_the_disk_refuses_into_a_new_folder_leaves_no_empty_folder(
     line = _one_line(_limited(warm, 8 * 1024, "run", EXAMPLES / "matmul_host.py", "-b", out))
     assert "a write to the disk failed" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+FAT = r'''"""Host kernels with fat binaries (a 48 KiB table each): blob-heavy, as cubins are."""
+from warmcli import Kernel, Runtime
+
+DEVICE = "host"
+SOURCE = """
+static const unsigned int table[12288] = {ID, 1, 2, 3};
+void step(float *x, int n) { for (int j = 0; j < n; j++) x[j] += (float)table[j % 12288]; }
+"""
+KERNELS = [Kernel(SOURCE, "step", "Pi", defines={"ID": i}, name=f"fat{i}") for i in range(90)]
+
+
+def workload(rt: Runtime) -> None:
+    x = rt.buffer(64, "float32")
+    for k in KERNELS:
+        rt.launch(k, x, 64)
+'''
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_clean_on_a_nearly_full_disk_commits_its_removal(warm: Warm, tmp_path: Path) -> None:
+    """`warm clean` on a full disk could free nothing: SQLite (built with secure_delete on)
+    zeroes every page a removal frees, so the removal's journal held each freed binary's
+    pages, about what it removes (here most of a 4.7 MB bundle: "the disk is full:
+    nothing was written"). Freed pages are no longer zeroed (`secure_delete = FAST`): the
+    removal journals only the pages it rewrites, and commits with 1 MiB free; the vacuum
+    needs about the size left (here under 1 MiB)."""
+    (tmp_path / "fat.py").write_text(FAT)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "fat.py", "-b", bundle, "-q").returncode == 0
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    size = bundle.stat().st_size // 1024 + 1024  # KiB: the bundle, and 1 MiB free
+    clean = f"{sys.executable} -m warmcli clean {disk}/b.warm --max-size 100K"
+    script = f"mount -t tmpfs -o size={size}k tmpfs {disk} || exit 99; cp {bundle} {disk}; {clean}"
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    assert proc.returncode == 0, proc.stderr
+    assert "clean: removed 90 kernel(s)" in proc.stdout, proc.stdout
