@@ -7,6 +7,7 @@ full disk is `RLIMIT_FSIZE` (`ulimit -f`), as in test_disk40.
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import subprocess
@@ -144,3 +145,24 @@ def test_a_clean_on_a_nearly_full_disk_commits_its_removal(warm: Warm, tmp_path:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     assert proc.returncode == 0, proc.stderr
     assert "clean: removed 90 kernel(s)" in proc.stdout, proc.stdout
+
+
+def test_checks_line_under_a_long_table_says_what_json_holds(warm: Warm, tmp_path: Path) -> None:
+    """Over 1,000 unservable entries, `warm check` said "the first 1,000 of 1,200 are
+    grouped above (warm check --json lists them)": untrue, `--json` names the same first
+    1,000 (and counts them all). Now the line says so. 1,200 unservable: a signed bundle
+    that a later run added 1,200 entries to, unsigned, under WARM_TRUSTED_KEYS."""
+    bundle, key = tmp_path / "s.warm", tmp_path / "k.key"
+    workload = EXAMPLES / "many_kernels_host.py"
+    assert warm("keygen", key).returncode == 0
+    warm.env["WARM_EXAMPLE_KERNELS"] = "10"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    assert warm("sign", bundle, "--key", key).returncode == 0
+    warm.env["WARM_EXAMPLE_KERNELS"] = "1010"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    warm.env["WARM_TRUSTED_KEYS"] = f"{key}.pub"
+    doc = json.loads(warm("check", bundle, "--json").stdout)
+    assert (len(doc["unservable"]), doc["unservable_count"]) == (1000, 1200), doc
+    text = warm("check", bundle).stdout
+    said = "the first 1,000 of 1,200 are grouped above (warm check --json names the same 1,000:"
+    assert said in text and "lists them" not in text, text[-400:]

@@ -166,9 +166,10 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
     _unchecked(report)
     groups = _table(report.unservable, report.sources)
     if len(report.unservable) < report.unservable_count:
-        listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
+        shown = f"{len(report.unservable):,}"  # --json holds no more of them: it counts them
         out.print(
-            f"the first {listed} are grouped above (warm check --json lists them)",
+            f"the first {shown} of {report.unservable_count:,} are grouped above (warm check "
+            f"--json names the same {shown}: unservable_count counts them all)",
             style="dim",
             markup=False,
         )
