@@ -166,3 +166,49 @@ def test_checks_line_under_a_long_table_says_what_json_holds(warm: Warm, tmp_pat
     text = warm("check", bundle).stdout
     said = "the first 1,000 of 1,200 are grouped above (warm check --json names the same 1,000:"
     assert said in text and "lists them" not in text, text[-400:]
+
+
+HOST_SCALE = """from warmcli import Kernel, Runtime
+
+DEVICE = "host"
+SOURCE = "void scale(float *x, int n) { for (int j = 0; j < n; j++) x[j] *= 2.0f; }"
+K = Kernel(SOURCE, "scale", "Pi")
+
+
+def workload(rt: Runtime) -> None:
+    rt.launch(K, rt.buffer(64, "float32"), 64)
+"""
+CUDA_SCALE = """from warmcli import Kernel, Runtime
+
+DEVICE = "cuda"
+SOURCE = 'extern "C" __global__ void scale(float *x, int n) { x[threadIdx.x % n] *= 2.0f; }'
+K = Kernel(SOURCE, "scale", "Pi", language="cuda")
+
+
+def workload(rt: Runtime) -> None:
+    rt.launch(K, rt.buffer(64, "float32"), 64, grid=1, block=64)
+"""
+
+
+def test_check_and_stats_tell_kernels_of_one_name_apart_by_one_rule(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A host kernel and a CUDA kernel named `scale` (two sources): `warm stats` grouped
+    sources by device, arch and label, so showed no `source` column (their device tells
+    them apart), while `warm check` grouped by label alone across devices and added one.
+    Both follow `sources_apart` now. Both unservable here: the CUDA one built for sm_90
+    (checked for sm_80), the host one added unsigned to a signed bundle."""
+    (tmp_path / "host.py").write_text(HOST_SCALE)
+    (tmp_path / "cuda.py").write_text(CUDA_SCALE)
+    bundle, key = tmp_path / "b.warm", tmp_path / "k.key"
+    assert warm("keygen", key).returncode == 0
+    made = warm("run", tmp_path / "cuda.py", "--arch", "sm_90", "--no-ptx", "-b", bundle, "-q")
+    assert made.returncode == 0, made.stderr
+    assert warm("sign", bundle, "--key", key).returncode == 0
+    assert warm("run", tmp_path / "host.py", "-b", bundle, "-q").returncode == 0
+    stats = warm("stats", bundle)
+    assert stats.returncode == 0 and " source " not in stats.stdout, stats.stdout
+    warm.env["WARM_TRUSTED_KEYS"] = f"{key}.pub"
+    check = warm("check", bundle, "--arch", "sm_80")
+    assert check.returncode == 1 and "2 not servable here" in check.stdout, check.stdout
+    assert " source " not in check.stdout, check.stdout
