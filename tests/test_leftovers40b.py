@@ -7,9 +7,11 @@ full disk is `RLIMIT_FSIZE` (`ulimit -f`), as in test_disk40.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 from http.server import ThreadingHTTPServer
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
+
+from warmcli.kernel_parts import key_of
 
 
 def _limited(warm: Warm, limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -212,3 +216,48 @@ def test_check_and_stats_tell_kernels_of_one_name_apart_by_one_rule(
     check = warm("check", bundle, "--arch", "sm_80")
     assert check.returncode == 1 and "2 not servable here" in check.stdout, check.stdout
     assert " source " not in check.stdout, check.stdout
+
+
+def _hostile_ptx_rows(bundle: Path, count: int) -> None:
+    """`count` PTX rows added to `bundle` as a hostile hand would: each a copy of its PTX
+    row for another kernel (its content hash, and the key that gives, made up), its symbol
+    naming no cubin of that kernel."""
+    conn = sqlite3.connect(bundle)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(kernels)")]
+    query = "SELECT * FROM kernels WHERE arch LIKE 'compute_%'"
+    row = dict(zip(columns, conn.execute(query).fetchone(), strict=True))
+    parts, rows = json.loads(row["components"]), []
+    for i in range(count):
+        parts["kernel"] = content = hashlib.sha256(b"%d" % i).hexdigest()
+        made = dict(
+            row,
+            key=key_of(content, row["arch"], "", row["toolchain"]),
+            symbol=f"warm_{content[-16:]}_{row['entry']}",
+            components=json.dumps(parts, sort_keys=True),
+            label=f"hostile{i}",
+        )
+        rows.append(tuple(made[c] for c in columns))
+    conn.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * len(columns))})", rows)
+    conn.commit()
+    conn.close()
+
+
+def test_ptx_rows_naming_no_cubin_cost_check_little(warm: Warm, tmp_path: Path) -> None:
+    """A PTX row whose symbol names no cubin of its kernel cost `warm check` ~570 key
+    hashes (every SM, plain, `a` and `f`): 20,000 such rows (a hostile bundle) took ~13 s
+    of CPU, 100,000 about a minute. Past the first 256 such rows a process meets, only the
+    PTX's own SM and the archs rows named lately are tried: the same verdicts (each row
+    corrupt, the real PTX row served by JIT), in a fraction of the time."""
+    (tmp_path / "cuda.py").write_text(CUDA_SCALE)
+    bundle = tmp_path / "b.warm"
+    made = warm("run", tmp_path / "cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
+    assert made.returncode == 0, made.stderr
+    _hostile_ptx_rows(bundle, 20_000)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = warm("check", bundle, "--arch", "sm_100", "--json")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    doc = json.loads(proc.stdout)
+    assert (doc["unservable_count"], doc["ptx_jit_count"]) == (20_000, 1), doc["unservable"][:2]
+    assert all("is the symbol of no cubin" in m["detail"] for m in doc["unservable"])
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < 6, f"warm check took {cpu:.1f} s of CPU"
