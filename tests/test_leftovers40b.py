@@ -108,6 +108,8 @@ def test_a_run_the_disk_refuses_into_a_new_folder_leaves_no_empty_folder(
 
 
 FAT = r'''"""Host kernels with fat binaries (a 48 KiB table each): blob-heavy, as cubins are."""
+import os
+
 from warmcli import Kernel, Runtime
 
 DEVICE = "host"
@@ -115,7 +117,9 @@ SOURCE = """
 static const unsigned int table[12288] = {ID, 1, 2, 3};
 void step(float *x, int n) { for (int j = 0; j < n; j++) x[j] += (float)table[j % 12288]; }
 """
-KERNELS = [Kernel(SOURCE, "step", "Pi", defines={"ID": i}, name=f"fat{i}") for i in range(90)]
+FIRST = int(os.environ["WARM_FAT_FIRST"])  # one batch (one binary) of 30 per run
+IDS = range(FIRST, FIRST + 30)
+KERNELS = [Kernel(SOURCE, "step", "Pi", defines={"ID": i}, name=f"fat{i}") for i in IDS]
 
 
 def workload(rt: Runtime) -> None:
@@ -126,29 +130,43 @@ def workload(rt: Runtime) -> None:
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
-def test_a_clean_on_a_nearly_full_disk_commits_its_removal(warm: Warm, tmp_path: Path) -> None:
+def test_a_clean_on_a_nearly_full_disk_commits_its_removal_and_vacuums_later(
+    warm: Warm, tmp_path: Path
+) -> None:
     """`warm clean` on a full disk could free nothing: SQLite (built with secure_delete on)
     zeroes every page a removal frees, so the removal's journal held each freed binary's
-    pages, about what it removes (here most of a 4.7 MB bundle: "the disk is full:
-    nothing was written"). Freed pages are no longer zeroed (`secure_delete = FAST`): the
-    removal journals only the pages it rewrites, and commits with 1 MiB free; the vacuum
-    needs about the size left (here under 1 MiB)."""
+    pages, about what it removes ("the disk is full: nothing was written"). Freed pages
+    are no longer zeroed (`secure_delete = FAST`): the removal journals only the pages it
+    rewrites, and commits with 1 MiB free; its vacuum, which needs about the size left, is
+    refused (the removal kept, said so). And no later clean vacuumed the file (it had
+    nothing to remove): now one does, where the file holds free pages and the disk room."""
     (tmp_path / "fat.py").write_text(FAT)
     bundle = tmp_path / "b.warm"
-    assert warm("run", tmp_path / "fat.py", "-b", bundle, "-q").returncode == 0
+    for first in ("0", "30", "60"):  # three binaries of 1.5 MB: --max-size 2M keeps one
+        warm.env["WARM_FAT_FIRST"] = first
+        assert warm("run", tmp_path / "fat.py", "-b", bundle, "-q").returncode == 0
     disk = tmp_path / "disk"
     disk.mkdir()
     size = bundle.stat().st_size // 1024 + 1024  # KiB: the bundle, and 1 MiB free
-    clean = f"{sys.executable} -m warmcli clean {disk}/b.warm --max-size 100K"
-    script = f"mount -t tmpfs -o size={size}k tmpfs {disk} || exit 99; cp {bundle} {disk}; {clean}"
+    clean = f"{sys.executable} -m warmcli clean {disk}/b.warm --max-size 2M"
+    script = (
+        f"mount -t tmpfs -o size={size}k tmpfs {disk} || exit 99; cp {bundle} {disk}; "
+        f"{clean} 2>&1; echo rc=$?; stat -c size=%s {disk}/b.warm; "
+        f"mount -o remount,size={2 * size}k {disk}; {clean} 2>&1; echo rc=$?; "
+        f"stat -c size=%s {disk}/b.warm"
+    )
     proc = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
         capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=120,
     )  # fmt: skip
     if proc.returncode == 99 or "unshare failed" in proc.stderr:
         pytest.skip("cannot mount a tmpfs here (needs root)")
-    assert proc.returncode == 0, proc.stderr
-    assert "clean: removed 90 kernel(s)" in proc.stdout, proc.stdout
+    said, full, roomy = proc.stdout.split("rc=")  # each clean's lines, then its exit and size
+    assert "(kept), but the file was not vacuumed: the disk is full" in said, said
+    assert full.startswith(f"2\nsize={bundle.stat().st_size}\n"), full  # free pages inside it
+    assert roomy.startswith("0\n") and "clean: removed 0 kernel(s)" in full, full + roomy
+    left = int(roomy.rsplit("size=", 1)[1])
+    assert left < bundle.stat().st_size // 2, (left, roomy)
 
 
 def test_checks_line_under_a_long_table_says_what_json_holds(warm: Warm, tmp_path: Path) -> None:
