@@ -20,7 +20,8 @@ keeps the first `LISTED` whole (to show), and the keys to remove only when it is
 to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum; one
+that removes nothing vacuums a file holding free pages, a refused vacuum's); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
 interrupted however late) and a failed vacuum says so:
