@@ -198,7 +198,8 @@ class BundleAdmin(SignedRows):
         fingerprints, interned kernel keys); returns blobs removed."""
         from warmcli.bundle.unused import drop_unused
 
-        with self.transaction() as conn:
+        with self.transaction() as conn:  # freed pages not zeroed: no journal of them (full disk)
+            conn.execute("PRAGMA secure_delete = FAST")
             conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
             tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
             for table, ids in zip(("kernels", "tunes"), rows, strict=True):

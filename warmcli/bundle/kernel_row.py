@@ -16,7 +16,9 @@ thousands, so a row as warm writes it passes the same checks written inline, in 
 frame; any other row takes the field-by-field path, which names what is wrong. A
 prefetched chunk's rows are stepped from its caller's cursor, their values counted
 against its budget, by `stepped`. `write_kernel_row` writes one record's row for a
-writer; else it holds no state and runs no query itself.
+writer. Its one state is `_names_a_cubin`'s: the few cubin archs PTX rows' symbols named
+lately, and how many rows a search of every SM found naming none (a bound on what a
+hostile bundle costs); it runs no query itself.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
@@ -346,8 +349,35 @@ def _key_problem(
         return "components: headers is not a sha256 in hex"
     if key != key_of(content, arch, headers, toolchain):
         return f"key: not the key of kernel {content[:16]} built for {arch} by its toolchain"
-    if arch[:8] == "compute_" and not any(
-        key_of(content, sm, headers, toolchain)[:16] == symbol[5:21] for sm in cubin_archs(arch)
-    ):
+    if arch[:8] == "compute_" and not _names_a_cubin(content, arch, headers, toolchain, symbol):
         return f"symbol: {symbol} is the symbol of no cubin of kernel {content[:16]}"
     return None
+
+
+FULL_SEARCHES = 256  # PTX rows (a process's) whose symbol may be looked for in every SM
+_RECENT = 8  # cubin archs that PTX rows' symbols named lately, tried after the PTX's own
+_named: list[str] = []  # those archs, the latest first
+_searched = [0]  # PTX rows whose symbol was looked for in every SM and named no cubin
+
+
+def _names_a_cubin(content: str, arch: str, headers: str, toolchain: str, symbol: str) -> bool:
+    """Whether a PTX row's symbol names a cubin of its kernel (`cubin_archs`: the PTX's own
+    SM, then every other, ~570 key hashes). The PTX's own SM and the archs rows' symbols
+    named lately are tried first (a bundle's PTX sits beside a cubin arch or two); every
+    other SM only while the process has found fewer than `FULL_SEARCHES` rows naming none,
+    so that a hostile bundle of 100,000 such rows costs a second, not a minute. Every row
+    warm writes names a cubin: a real bundle never uses that budget up, and each of its
+    rows is judged as by a search of every SM."""
+    tag, own = symbol[5:21], list(islice(cubin_archs(arch), 3))  # its own SM: plain, a, f
+    full = _searched[0] < FULL_SEARCHES
+    tried: set[str] = set()
+    for sm in (*own, *_named[:_RECENT], *(cubin_archs(arch) if full else ())):
+        if sm in tried:
+            continue
+        tried.add(sm)
+        if key_of(content, sm, headers, toolchain)[:16] == tag:
+            if sm not in own:  # the latest first (a list rebuilt whole: threads share it)
+                _named[:] = [sm, *(n for n in _named if n != sm)][:_RECENT]
+            return True
+    _searched[0] += full
+    return False

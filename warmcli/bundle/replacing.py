@@ -20,7 +20,8 @@ anything where it cannot remove it. `remove_new` takes away a bundle a failed fi
 only created (under its write lock, and only while it holds nothing: another writer may
 have stored into it meanwhile), or empties again the empty file it was given (`mktemp`'s,
 `is_empty_file`); `new_or_nothing` does so for a merge or a pull into a new
-bundle that fails or is interrupted (no `OUT.lock` left where no OUT was made). A `-wal`
+bundle that fails or is interrupted (no `OUT.lock` left where no OUT was made, nor the
+folder made for it, left empty). A `-wal`
 (and its `-shm`) that a writer of a file switched to WAL mode left is removed there too:
 SQLite plays a `-wal` into the file of that name whatever its header says, and no reader
 of warm's reads the old file through one (it is switched back to a rollback journal
@@ -73,6 +74,10 @@ def copy_into(
     given) before a held interrupt is let go, for a caller interrupted however late."""
     if not force:  # first without the lock: a refusal leaves no `.lock` beside a file not warm's
         _refuse_no_bundle(target)
+    try:  # as a merge's OUT's (`new_or_nothing` removes it again if nothing is made)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RemoteError(f"{target}: cannot make its directory ({exc.strerror})") from None
     holding = contextlib.ExitStack()  # interrupts, held from the move into place on
     with holding:
         dropped = _copy_locked(source, target, force, holding)
@@ -95,6 +100,7 @@ def _copy_locked(
         remove_leftovers(target)
         real = Path(os.path.realpath(target))
         tmp = temp_beside(real)
+        was = f"{target} is as it was" if os.path.lexists(real) else f"no {target} was made"
         try:
             tmp.unlink(missing_ok=True)
             made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
@@ -108,7 +114,7 @@ def _copy_locked(
         except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
             tmp.unlink(missing_ok=True)
             why = exc.strerror or type(exc).__name__
-            raise RemoteError(f"{target}: nothing pulled: {why} ({target} is as it was)") from None
+            raise RemoteError(f"{target}: nothing pulled: {why} ({was})") from None
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -190,13 +196,17 @@ def remove_new(path: Path, *, was_empty: bool = False) -> None:
 @contextlib.contextmanager
 def new_or_nothing(path: Path) -> Iterator[None]:
     """What runs inside writes `path`: where no bundle was there before and it fails (or
-    is interrupted), the lock file it left beside `path` is removed (`remove_new`)."""
-    existed = os.path.lexists(path)
+    is interrupted), the lock file it left beside `path` is removed (`remove_new`), and
+    `path`'s folder too where it was not there before and is left empty."""
+    existed, folder = os.path.lexists(path), os.path.lexists(path.parent)
     try:
         yield
     except BaseException:
         if not existed:
             remove_new(path)
+        if not folder:
+            with contextlib.suppress(OSError):  # not empty: another's file is in it
+                path.parent.rmdir()
         raise
 
 

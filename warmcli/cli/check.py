@@ -5,8 +5,9 @@ good one where the store's is refused), the devices asked for (`--device`, `--ar
 prints what `warmcli.ops.check.check_servable` judged: who is here, the summary line (each
 kernel once, with its builds where they are more; the tunes; the builds and tune records only
 other architectures use), what is served by PTX JIT, and one row per reason of what is not
-servable (a `source` column where one label stands for several sources), or all of it as one
-JSON document (each kernel entry with its `source_sha256`). Exit 1 where an entry checked is
+servable (a `source` column where one label stands for several sources on one device and
+arch, as `warm stats` shows it), or all of it as one JSON document (each kernel entry with
+its `source_sha256`). Exit 1 where an entry checked is
 not servable. It judges nothing itself and owns no state.
 """
 
@@ -33,7 +34,7 @@ from warmcli.cli.common import (
     shown_name,
 )
 from warmcli.cli.render import add_row, listing
-from warmcli.cli.render.kernel_columns import SOURCE_SHOWN
+from warmcli.cli.render.kernel_columns import SOURCE_SHOWN, sources_apart
 from warmcli.ops.check import CheckReport, check_servable
 from warmcli.printable import Pattern, printable
 from warmcli.runtime.explain import REASONS, MissExplanation
@@ -137,7 +138,7 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
     held = printable(f"bundle {name}: {_held(report)}")
     if report.jit:
         jit = f"{report.jit_count} kernel(s) served by PTX JIT here"
-        _table(report.jit, report.sources, jit, "yellow")
+        _table(report.jit, report, jit, "yellow")
         if len(report.jit) < report.jit_count:
             listed = f"{len(report.jit):,} of {report.jit_count:,}"
             out.print(
@@ -164,11 +165,12 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
         soft_wrap=True,
     )
     _unchecked(report)
-    groups = _table(report.unservable, report.sources)
+    groups = _table(report.unservable, report)
     if len(report.unservable) < report.unservable_count:
-        listed = f"{len(report.unservable):,} of {report.unservable_count:,}"
+        shown = f"{len(report.unservable):,}"  # --json holds no more of them: it counts them
         out.print(
-            f"the first {listed} are grouped above (warm check --json lists them)",
+            f"the first {shown} of {report.unservable_count:,} are grouped above (warm check "
+            f"--json names the same {shown}: unservable_count counts them all)",
             style="dim",
             markup=False,
         )
@@ -222,18 +224,18 @@ def _unchecked(report: CheckReport) -> None:
 
 
 def _table(
-    entries: list[MissExplanation], sources: dict[str, str], title: str = "", style: str = ""
+    entries: list[MissExplanation], report: CheckReport, title: str = "", style: str = ""
 ) -> int:
     """One row per reason (a whole arch missing is one row), and per source where one
-    label stands for several (`sources`: a kernel's digest, its head in a `source` column);
-    returns the rows printed."""
+    label stands for several on one device and arch (`sources_apart`, as `warm stats`
+    shows a `source` column: a kernel's digest, its head); returns the rows printed."""
     if title:
         out.print(title, style=style, markup=False, soft_wrap=True)
-    of_label: dict[str, set[str]] = {}
-    for m in entries:
-        if m.kind == "kernel":
-            of_label.setdefault(m.label, set()).add(sources.get(m.key, ""))
-    apart = any(len(s) > 1 for s in of_label.values())  # one label, several sources
+    sources, places = report.sources, report.places
+    kernels = [m for m in entries if m.kind == "kernel"]
+    apart = sources_apart(
+        (*places.get(m.key, ("", "")), m.label, sources.get(m.key, "")) for m in kernels
+    )
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for m in entries:
         source = sources.get(m.key, "")[:SOURCE_SHOWN] if apart and m.kind == "kernel" else ""

@@ -30,8 +30,8 @@ from warmcli.cli.common import (
     emit_json,
     fail,
     guarded,
+    new_file_path,
     out,
-    refuse_folder_name,
 )
 from warmcli.errors import PushInterrupted
 
@@ -92,11 +92,10 @@ def pull(
     """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
-    if path is not None:
-        refuse_folder_name(path)
-        if not path.strip():
-            fail("PATH is empty: name the bundle file to write, or leave it out for its own")
-    target = Path(path) if path is not None else _named_by(url)
+    if path is not None and not path.strip():
+        fail("PATH is empty: name the bundle file to write, or leave it out for its own")
+    # as `merge -o`: its own folder is made (`copy_into`), none above it
+    target = new_file_path(path) if path is not None else _named_by(url)
     kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
     if kind is not None:
         fail(f"{target}: {kind}, not a regular file: a pull writes only a bundle file")

@@ -289,6 +289,7 @@ def run(
         return 1 if report.verified is False else 0
 
     existed, empty = path.exists(), is_empty_file(path)  # an empty file given: a new bundle
+    had_folder = path.parent.is_dir()  # else made for the bundle: removed where left empty
     outcome = run_isolated(
         lambda: exit_code(worker),
         on_crash=_excluded,
@@ -296,8 +297,13 @@ def run(
         on_exit_end=lambda line: err.print(line, markup=False, highlight=False),
     )
     holds_nothing()  # the worker did the run (reaped at this process's end): no teardown
-    if isinstance(outcome, WorkerCrash):
-        _crashed(outcome, path, existed and not empty, empty)
+    try:
+        if isinstance(outcome, WorkerCrash):
+            _crashed(outcome, path, existed and not empty, empty)
+    finally:
+        if not had_folder:  # a run that made no bundle leaves no empty folder (as `merge -o`)
+            with contextlib.suppress(OSError):  # not empty: the bundle, or another's file
+                path.parent.rmdir()
     raise typer.Exit(outcome)
 
 

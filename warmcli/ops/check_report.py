@@ -3,11 +3,12 @@
 It counts the kernels judged (each once, however many builds: `kernels`) and their rows (a
 cubin, PTX or host build each: `builds`, as `warm stats` lists them), the tunes (a record per
 device), the entries not servable here (the first `LISTED` kept, as `MissExplanation`s, each
-kernel's with its source digest in `sources`), those served by PTX JIT (`jit_count`; the
-first `LISTED` kept in `jit`, so memory holds however many a bundle has), the cubins and tune
-records only other architectures use of a servable entry (`other`; `other_builds` the cubins)
-and, per backend with no device here, the entries not judged (`unchecked`: `skip`, which
-refuses those of a backend no warm serves; `corrupt` counts a malformed one as not servable).
+kernel's with its source digest in `sources`, its device and arch in `places`), those served
+by PTX JIT (`jit_count`; the first `LISTED` kept in `jit`, so memory holds however many a
+bundle has), the cubins and tune records only other architectures use of a servable entry
+(`other`; `other_builds` the cubins) and, per backend with no device here, the entries not
+judged (`unchecked`: `skip`, which refuses those of a backend no warm serves; `corrupt`
+counts a malformed one as not servable).
 It holds only these counts and lists; it reads no bundle and never prints.
 """
 
@@ -39,6 +40,7 @@ class CheckReport:
     other: int = 0  # servable entries' cubins and tune records for other archs only
     other_builds: int = 0  # of `other`, the cubins
     sources: dict[str, str] = field(default_factory=dict)  # a listed kernel's source digest
+    places: dict[str, tuple[str, str]] = field(default_factory=dict)  # its device and arch
     served_by: ServedBuilds = field(default_factory=ServedBuilds)  # for `_pick_served`
     unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
 
@@ -63,6 +65,7 @@ class CheckReport:
             self.unservable.append(why)
             if k is not None:
                 self.sources[why.key] = source_digest(k.components)
+                self.places[why.key] = (k.device, k.arch)
 
     def by_jit(self, why: MissExplanation, k: KernelRecord) -> None:
         """Kernel `k`, servable here by PTX JIT: counted, and kept if among the first `LISTED`
@@ -71,6 +74,7 @@ class CheckReport:
         if len(self.jit) < LISTED:
             self.jit.append(why)
             self.sources[why.key] = source_digest(k.components)
+            self.places[why.key] = (k.device, k.arch)
 
     def corrupt(self, kind: str) -> Callable[[str, str], None]:
         """The `on_error` of a listing: a malformed entry counts and is not servable."""

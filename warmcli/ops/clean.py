@@ -20,7 +20,8 @@ keeps the first `LISTED` whole (to show), and the keys to remove only when it is
 to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum); once
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum; one
+that removes nothing vacuums a file holding free pages, a refused vacuum's); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
 interrupted however late) and a failed vacuum says so:
@@ -33,8 +34,10 @@ SQL indexes disagree with its rows is refused before anything is read or removed
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -286,6 +289,8 @@ def clean_bundle(
                     bundle.delete(kernels, tunes, rows)
                     removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
                 _vacuum(bundle, *removed)
+            elif not dry_run and _freed_pages(path):  # left by a vacuum refused (a full disk)
+                _vacuum(bundle, 0, 0)
         after = path.stat().st_size
         # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too
         return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
@@ -359,14 +364,28 @@ def _malformed(kind: str, into: list[Removal | None]) -> Callable[[str, str], No
 def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
     """Vacuum the bundle once `kernels` and `tunes` were removed (committed): a failed write
     says they are removed and kept, never that the bundle is as it was."""
-    removed = f"removed {kernels} kernel(s) and {tunes} tune(s) (kept)"
     try:
         bundle.vacuum()
     except BundleError as exc:
         why = exc.disk_refusal or str(exc)
-        raise BundleError(
-            f"{bundle.path}: {removed}, but the file was not vacuumed: {why}"
-        ) from None
+        kept = (
+            f"removed {kernels} kernel(s) and {tunes} tune(s) (kept), but "
+            if kernels or tunes
+            else ""
+        )
+        raise BundleError(f"{bundle.path}: {kept}the file was not vacuumed: {why}") from None
+
+
+def _freed_pages(path: Path) -> int:
+    """How many free pages the bundle file holds (a removal whose vacuum the disk refused
+    left them, or a write that freed some), read by a read-only connection: 0 if unread."""
+    from warmcli.bundle.file import _connect, _read_only_uri
+
+    try:
+        with contextlib.closing(_connect(_read_only_uri(str(path)), uri=True)) as conn:
+            return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    except (sqlite3.Error, TypeError, ValueError):
+        return 0
 
 
 def _unserved_why(k: KernelRecord) -> str:

@@ -250,15 +250,14 @@ def _publish(
         holding.enter_context(held_interrupts())  # moved and said, or neither
         put_in_place(tmp, out)
         return written, signature
-    except BundleError as exc:
-        why = exc.disk_refusal
-        if why is not None:
-            raise MergeError(f"{out}: {why}: nothing was merged, {out} is unchanged") from None
-        raise
-    except OSError as exc:
-        raise MergeError(
-            f"{out}: cannot write the merged bundle ({exc.strerror}); it is unchanged"
-        ) from None
+    except (BundleError, OSError) as exc:
+        said = f"{out} is unchanged" if kept is not None else f"{out} was not made"
+        if not isinstance(exc, BundleError):
+            why = f"cannot write the merged bundle ({exc.strerror})"
+            raise MergeError(f"{out}: {why}; {said}") from None
+        if exc.disk_refusal is None:
+            raise
+        raise MergeError(f"{out}: {exc.disk_refusal}: nothing was merged, {said}") from None
     finally:
         unlink_all(tmp, Path(f"{tmp}.lock"), Path(f"{tmp}-journal"))
 

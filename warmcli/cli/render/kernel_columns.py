@@ -1,12 +1,14 @@
 """How a listing of kernels names them (`warm stats`, `warm diff`): each kernel's label,
 and the columns that tell apart kernels of one label (their compile options; their source
-text's digest, where one label stands for several sources, as a string template formatted
-with different values makes). Pure presentation over `kernel_json` documents
+text's digest, where one label stands for several sources on one device and arch, as a
+string template formatted with different values makes: `sources_apart`, the rule `warm
+check`'s table follows too). Pure presentation over `kernel_json` documents
 (`warmcli.cli.render.stats`); it owns no state and never prints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, listing, when
@@ -38,13 +40,22 @@ def kernel_sources(kernels: list[dict[str, Any]]) -> list[str] | None:
     of `kernels` stands for more than one source text on one device and arch (a PyCUDA
     program's template, formatted with several block sizes); None where none does (a host
     and a CUDA kernel of one name are told apart by their device already)."""
-    sources: dict[tuple[str, str, str], set[str]] = {}
-    for k in kernels:
-        named = (str(k["device"]), str(k["arch"]), str(k["label"]))
-        sources.setdefault(named, set()).add(str(k.get("source_sha256") or ""))
-    if all(len(s) < 2 for s in sources.values()):
+    named = ((k["device"], k["arch"], k["label"], k.get("source_sha256")) for k in kernels)
+    if not sources_apart(named):
         return None
     return [str(k.get("source_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
+
+
+def sources_apart(kernels: Iterable[tuple[object, object, object, object]]) -> bool:
+    """Whether one label stands for more than one source text on one device and arch, of
+    `kernels` given as (device, arch, label, source digest): where a listing of them shows
+    a `source` column (`warm stats`' and `warm diff`'s, `kernel_sources`; `warm check`'s
+    table): one rule for every listing. A host and a CUDA kernel of one name, or one source
+    built for two archs, are told apart by their device and arch: no column."""
+    sources: dict[tuple[str, str, str], set[str]] = {}
+    for device, arch, label, digest in kernels:
+        sources.setdefault((str(device), str(arch), str(label)), set()).add(str(digest or ""))
+    return any(len(s) > 1 for s in sources.values())
 
 
 def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
