@@ -260,22 +260,23 @@ def _hostile_ptx_rows(bundle: Path, count: int) -> None:
     conn.close()
 
 
-def test_ptx_rows_naming_no_cubin_cost_check_little(warm: Warm, tmp_path: Path) -> None:
-    """A PTX row whose symbol names no cubin of its kernel cost `warm check` ~570 key
-    hashes (every SM, plain, `a` and `f`): 20,000 such rows (a hostile bundle) took ~13 s
-    of CPU, 100,000 about a minute. Past the first 256 such rows a process meets, only the
-    PTX's own SM and the archs rows named lately are tried: the same verdicts (each row
-    corrupt, the real PTX row served by JIT), in a fraction of the time."""
+def test_ptx_rows_naming_no_cubin_leave_every_other_rows_verdict_its_own(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A PTX row whose symbol names no cubin of its kernel (a hostile bundle's) is each
+    judged so, and however many come before it, a real PTX row built beside another SM's
+    cubin (`--arch sm_80 --ptx compute_90`) is found and served by JIT: a search of every
+    SM is never cut short by what rows came before (a process-wide budget of such searches
+    had judged it corrupt past 256, and a merge would have dropped it). What such rows cost
+    is for `make bench`, not this test."""
     (tmp_path / "cuda.py").write_text(CUDA_SCALE)
     bundle = tmp_path / "b.warm"
-    made = warm("run", tmp_path / "cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
+    made = warm(
+        "run", tmp_path / "cuda.py", "--arch", "sm_80", "--ptx", "compute_90", "-b", bundle, "-q"
+    )
     assert made.returncode == 0, made.stderr
-    _hostile_ptx_rows(bundle, 20_000)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _hostile_ptx_rows(bundle, 600)
     proc = warm("check", bundle, "--arch", "sm_100", "--json")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     doc = json.loads(proc.stdout)
-    assert (doc["unservable_count"], doc["ptx_jit_count"]) == (20_000, 1), doc["unservable"][:2]
+    assert (doc["unservable_count"], doc["ptx_jit_count"]) == (600, 1), doc["unservable"][:2]
     assert all("is the symbol of no cubin" in m["detail"] for m in doc["unservable"])
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    assert cpu < 6, f"warm check took {cpu:.1f} s of CPU"

@@ -9,12 +9,12 @@ its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kerne
 `stored` reads options or defines back from a bundle's (untrusted) text, as
 `warmcli.kernel.key_components` writes them, and `source_digest` its source's digest;
 `key_of` recomputes a kernel's key from the parts such a row keeps (its content hash,
-arch, headers, toolchain), and `cubin_archs` names the archs whose cubin a PTX build's
-symbol may name (`virtual_sm`: a PTX arch's SM); `INCLUDE_PREFIXES` and
-`PRE_INCLUDE_PREFIXES` tell options naming include folders and headers read first. It
-owns no state and reads nothing but its arguments; `warmcli.kernel` keys what it returns.
-It never imports numpy (`warm stats` reads `stored`): a numpy define value is told by the
-numpy the process imported.
+arch, headers, toolchain; `arch_keys` for many archs at once), and `cubin_archs` names the
+archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM);
+`INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders and
+headers read first. It owns no state and reads nothing but its arguments; `warmcli.kernel`
+keys what it returns. It never imports numpy (`warm stats` reads `stored`): a numpy define
+value is told by the numpy the process imported.
 """
 
 from __future__ import annotations
@@ -201,6 +201,18 @@ def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> st
         f'{{"arch":{_STRING(arch)},{keyed}"kernel":{_STRING(content)},'
         f'"toolchain":{_STRING(toolchain_identity)}}}'.encode()
     ).hexdigest()
+
+
+def arch_keys(
+    content: str, archs: Iterable[str], headers: str, toolchain_identity: str
+) -> Iterator[tuple[str, str]]:
+    """`key_of` for each of `archs` in turn, (arch, key): the text after the arch is made
+    once (a PTX row's symbol is looked for among its kernel's keys for every SM)."""
+    keyed = f'"headers":{_STRING(headers)},' if headers else ""
+    rest = f',{keyed}"kernel":{_STRING(content)},"toolchain":{_STRING(toolchain_identity)}}}'
+    after = rest.encode()
+    for arch in archs:
+        yield arch, hashlib.sha256(b'{"arch":' + _STRING(arch).encode() + after).hexdigest()
 
 
 def cubin_archs(ptx_arch: str) -> Iterator[str]:

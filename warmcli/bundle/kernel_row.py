@@ -17,19 +17,18 @@ frame; any other row takes the field-by-field path, which names what is wrong. A
 prefetched chunk's rows are stepped from its caller's cursor, their values counted
 against its budget, by `stepped`. `write_kernel_row` writes one record's row for a
 writer. Its one state is `_names_a_cubin`'s: the few cubin archs PTX rows' symbols named
-lately, and how many rows a search of every SM found naming none (a bound on what a
-hostile bundle costs); it runs no query itself.
+lately, tried first (an order, never a verdict); it runs no query itself.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import functools
 import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from itertools import islice
 from typing import Any
 
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
@@ -45,7 +44,7 @@ from warmcli.bundle.rows import (
     _within_limits,
     held_alike,
 )
-from warmcli.kernel_parts import cubin_archs, key_of
+from warmcli.kernel_parts import arch_keys, cubin_archs, key_of
 from warmcli.records import KernelRecord, symbol_prefix
 
 
@@ -354,30 +353,26 @@ def _key_problem(
     return None
 
 
-FULL_SEARCHES = 256  # PTX rows (a process's) whose symbol may be looked for in every SM
 _RECENT = 8  # cubin archs that PTX rows' symbols named lately, tried after the PTX's own
 _named: list[str] = []  # those archs, the latest first
-_searched = [0]  # PTX rows whose symbol was looked for in every SM and named no cubin
+
+
+@functools.lru_cache(maxsize=64)
+def _archs(ptx_arch: str) -> tuple[str, ...]:
+    return tuple(cubin_archs(ptx_arch))
 
 
 def _names_a_cubin(content: str, arch: str, headers: str, toolchain: str, symbol: str) -> bool:
-    """Whether a PTX row's symbol names a cubin of its kernel (`cubin_archs`: the PTX's own
-    SM, then every other, ~570 key hashes). The PTX's own SM and the archs rows' symbols
-    named lately are tried first (a bundle's PTX sits beside a cubin arch or two); every
-    other SM only while the process has found fewer than `FULL_SEARCHES` rows naming none,
-    so that a hostile bundle of 100,000 such rows costs a second, not a minute. Every row
-    warm writes names a cubin: a real bundle never uses that budget up, and each of its
-    rows is judged as by a search of every SM."""
-    tag, own = symbol[5:21], list(islice(cubin_archs(arch), 3))  # its own SM: plain, a, f
-    full = _searched[0] < FULL_SEARCHES
-    tried: set[str] = set()
-    for sm in (*own, *_named[:_RECENT], *(cubin_archs(arch) if full else ())):
-        if sm in tried:
-            continue
-        tried.add(sm)
-        if key_of(content, sm, headers, toolchain)[:16] == tag:
-            if sm not in own:  # the latest first (a list rebuilt whole: threads share it)
+    """Whether a PTX row's symbol names a cubin of its kernel: its key for some SM of
+    `cubin_archs` (the PTX's own first, then every other, ~570 key hashes). The PTX's own SM
+    and the archs rows' symbols named lately are tried first (a bundle's PTX sits beside a
+    cubin arch or two), then every SM, whatever rows came before: a row naming none (only a
+    hostile or corrupt bundle has one) costs the whole search, ~0.25 ms, and every row's
+    verdict is its own."""
+    tag, archs = symbol[5:21], _archs(arch)
+    for sm, key in arch_keys(content, (*archs[:3], *_named, *archs[3:]), headers, toolchain):
+        if key[:16] == tag:
+            if sm not in archs[:3]:  # the latest first (a list rebuilt whole: threads share it)
                 _named[:] = [sm, *(n for n in _named if n != sm)][:_RECENT]
             return True
-    _searched[0] += full
     return False
