@@ -114,7 +114,7 @@ def test_a_blobs_search_is_bounded_in_files_looked_at(tmp_path: Path) -> None:
     if timed.stdout.strip() == "skip":
         return  # fewer than 255 libraries in this machine's folders (or not x86-64)
     seconds, said = timed.stdout.split(" ", 1)
-    assert float(seconds) < 0.6, timed.stdout  # 20 blobs: 2.6 s before
+    assert float(seconds) < 1.5, timed.stdout  # 20 blobs: 2.6 s before, ~0.15 now (loose: load)
     assert said.strip() == "{''}"  # no verdict: never a false "not servable"
 
 

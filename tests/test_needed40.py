@@ -171,7 +171,7 @@ def test_hostile_dynamic_sections_are_bounded(tmp_path: Path) -> None:
     assert "over 4096 bytes" in path
     long = missing_library(shared_object([b"lib" + b"a" * 100_000 + b".so"]))
     assert "over 4096 bytes" in long
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 5  # each refused at once: ms (loose: a loaded CI)
     blob = shared_object([b"libc.so.6", b"libnowhere.so.9"], runpath=b"/opt/x")
     for at in range(len(blob)):  # any byte overwritten: a verdict, never an exception
         for value in (0, 0xFF):
