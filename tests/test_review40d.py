@@ -4,6 +4,7 @@ mounted in a mount namespace of the command's own, skipped where none can be).""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,3 +66,47 @@ def test_a_full_sqlite_tmpdir_is_named_with_its_own_variable(
     line = _verify_with_full(*big, full, {"SQLITE_TMPDIR": str(full), "TMPDIR": str(tmp_path)})
     assert f"the disk is full where SQLite keeps its temporary files ({full}" in line, line
     assert "set SQLITE_TMPDIR to a folder with room" in line, line
+
+
+FORKED = """
+import json, os, sys
+import numpy as np, warmcli
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from w import T
+rt = warmcli.runtime()
+y, x = rt.buffer(64), rt.upload(np.zeros(64, np.float32))
+rt.tune(T, y, x, 64)  # on zeros: the parent's note
+pid = os.fork()
+if pid == 0:  # the child's own tune miss, on real data: told apart
+    rng = np.random.default_rng(3)
+    y = rt.upload(rng.standard_normal(32, np.float32))
+    rt.tune(T, y, rt.upload(rng.standard_normal(32, np.float32)), 32)
+    report = warmcli.report()
+    print(json.dumps({"child": report.notes, "misses": len(report.misses)}), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(json.dumps({"parent": warmcli.report().notes}))
+"""
+
+
+def test_a_forked_childs_report_names_no_note_of_its_parents(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A forked child's report leaves out what its parent missed before the fork, but its
+    `notes` listed the parent's: a child whose own tune miss was measured on real data
+    reported "its check could not tell candidates apart" of the parent's tune. Its notes
+    are now its own, as its misses are; the parent's report keeps its note."""
+    from test_judged40 import WARNING, WORKLOAD
+
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    script = tmp_path / "forks.py"
+    script.write_text(FORKED)
+    env = dict(made[0].env, CHECK="ref", DATA="zeros")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    child, parent = (json.loads(line) for line in done.stdout.splitlines())
+    assert child["misses"] == 1, child  # its own tune, not the parent's
+    assert child["child"] == [], child
+    assert len(parent["parent"]) == 1 and WARNING in parent["parent"][0], parent
