@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,55 @@ def test_a_forked_childs_report_names_no_note_of_its_parents(
     assert child["misses"] == 1, child  # its own tune, not the parent's
     assert child["child"] == [], child
     assert len(parent["parent"]) == 1 and WARNING in parent["parent"][0], parent
+
+
+WAITER = """
+import sys, time
+from pathlib import Path
+from warmcli.bundle.lock import write_lock
+with write_lock(Path(sys.argv[1])):
+    print("in", flush=True)
+    time.sleep(3)
+"""
+
+
+def _blocked_on_flock(pid: int, seconds: float = 20) -> None:
+    """Wait until `pid` waits on a `flock` (`/proc/locks` shows it as `->`)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        locks = Path("/proc/locks").read_text()
+        if any("->" in line and f" {pid} " in line for line in locks.splitlines()):
+            return
+        time.sleep(0.02)
+    pytest.fail(f"{pid} never waited on the lock")
+
+
+def test_a_lock_file_removed_while_a_writer_waits_is_never_held_twice(tmp_path: Path) -> None:
+    """`remove_new` (a first run's bundle the disk would not make; since disk40 a production
+    write-back's too) unlinks `<bundle>.lock` once it lets go of it. A writer waiting on that
+    file then took the lock of a file no longer there, and the next writer made a new lock
+    file and took it at once: two writers of one bundle. A lock taken is now checked to be
+    the lock file's name still; one removed meanwhile is taken again."""
+    from warmcli.bundle.lock import waiting_at_most, write_lock
+    from warmcli.bundle.replacing import remove_new
+    from warmcli.errors import BundleError
+
+    if not Path("/proc/locks").exists():
+        pytest.skip("no /proc/locks to see a waiter by")
+    bundle = tmp_path / "new.warm"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with write_lock(bundle):  # as `remove_new`'s own hold: a writer waits meanwhile
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", WAITER, str(bundle)], stdout=subprocess.PIPE, text=True,
+            env=env,
+        )  # fmt: skip
+        _blocked_on_flock(waiter.pid)
+        remove_new(bundle)  # the bundle not there: its lock file goes
+    try:
+        assert waiter.stdout is not None and waiter.stdout.readline() == "in\n"
+        with waiting_at_most(0.5), pytest.raises(BundleError, match="another writer held"):
+            with write_lock(bundle):
+                pass
+    finally:
+        waiter.kill()
+        waiter.wait()
