@@ -163,3 +163,58 @@ def test_a_lock_file_removed_while_a_writer_waits_is_never_held_twice(tmp_path: 
     finally:
         waiter.kill()
         waiter.wait()
+
+
+FILL = """
+import os, numpy as np
+from warmcli import Kernel, Tunable
+SRC = '''
+void fill(float *y, const float *x, float v, int n) {
+    for (volatile int k = 0; k < SPIN; k++) ;
+    for (int i = 0; i < n; i++) y[i] = v + SUM * x[0] * SCALE;
+}'''
+def launch(rt, k, y, x, v, n, *, stream=None):
+    rt.launch(k, y, x, v, n, stream=stream)
+SUM = os.environ["SUM"]  # 1: y[i] = v + x[0] (one value from real data), 0: a fill of v
+T = Tunable("fill", {
+    "ref": Kernel(SRC, "fill", "PPfi", defines={"SPIN": 1000, "SCALE": "1.0f", "SUM": SUM}),
+    "wrong": Kernel(SRC, "fill", "PPfi", defines={"SPIN": 0, "SCALE": "1.5f", "SUM": SUM}),
+}, launch, check="ref")
+DEVICE = "host"
+def workload(rt):
+    rng = np.random.default_rng(1)
+    y = rt.upload(rng.standard_normal(64, np.float32))
+    data = rng.standard_normal(64, np.float32) + 2  # (never 0)
+    x = rt.upload(data if os.environ["X"] == "random" else np.zeros(64, np.float32))
+    return rt.tune(T, y, x, np.float32(float(os.environ["V"])), 64)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "noted"),
+    [
+        ({"SUM": "0", "X": "random", "V": "3"}, False),  # a fill of 3.0 (x unread)
+        ({"SUM": "1", "X": "random", "V": "0"}, False),  # one value, x[0], from data
+        ({"SUM": "1", "X": "0", "V": "0"}, True),  # zeros in, zeros out: the wrong one passes
+        ({"SUM": "1", "X": "0", "V": "1"}, True),  # zeros in, 1.0 out: likewise
+    ],
+    ids=["fill", "one-value-from-data", "zeros", "zeros-plus-one"],
+)
+def test_one_value_out_is_noted_only_where_what_went_in_told_nothing(
+    made: tuple[Warm, Path], tmp_path: Path, env: dict[str, str], noted: bool
+) -> None:
+    """judged40 noted every check whose outputs held one value throughout as judging
+    nothing ("warm it on inputs that tell them apart (random data)"): a tuned fill of 3.0
+    over random data was noted, and an output of one value computed from the data (x[0],
+    where the wrong candidate made 1.5 x[0] and was excluded), advice no data could follow.
+    One value out is noted where it is 0 or the other buffers read held one value each
+    (zeros in: a wrong candidate makes the same value), as before; a left-as-it-was still."""
+    from test_judged40 import WARNING
+
+    script = tmp_path / "fill.py"
+    script.write_text(FILL)
+    warm = Warm(dict(made[0].env, **env))
+    done = warm("run", script, "-b", tmp_path / "f.warm", "--json")
+    assert done.returncode == 0, done.stderr
+    notes = [n for p in json.loads(done.stdout)["passes"] for n in p["notes"] if WARNING in n]
+    assert bool(notes) is noted, notes
