@@ -218,3 +218,43 @@ def test_one_value_out_is_noted_only_where_what_went_in_told_nothing(
     assert done.returncode == 0, done.stderr
     notes = [n for p in json.loads(done.stdout)["passes"] for n in p["notes"] if WARNING in n]
     assert bool(notes) is noted, notes
+
+
+KEPT = """
+import sqlite3, sys
+from types import SimpleNamespace
+from warmcli.bundle.file import _sqlite_errors
+from warmcli.errors import BundleError
+from warmcli.warming.sealing import kept_before
+try:
+    with _sqlite_errors(sys.argv[1]):
+        raise sqlite3.OperationalError("database or disk is full")
+except BundleError as exc:
+    bundle = SimpleNamespace(path=sys.argv[1])
+    print(kept_before(exc, bundle, SimpleNamespace(stored_kernels=2, stored_tunes=1)))
+"""
+
+
+def test_a_store_after_others_says_the_full_temporary_folder_it_met(tmp_path: Path) -> None:
+    """A run's later store (or its record, its signature) the disk refused says what the
+    earlier ones kept, with the refusal's words: it took `disk_refusal`, which named
+    "the disk is full" alone, so a full SQLITE_TMPDIR was said as the bundle's disk, the
+    folder and what to do dropped. The refusal's own words are kept whole."""
+    full = tmp_path / "full"
+    full.mkdir()
+    script = (
+        f"mount -t tmpfs -o size=64k tmpfs {full} || exit 99; "
+        f"head -c 65536 /dev/zero > {full}/filler 2>/dev/null; "
+        f"{sys.executable} -c '{KEPT}' {tmp_path / 'b.warm'}"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SQLITE_TMPDIR=str(full))
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert "stored 2 kernel(s) and 1 tune(s) (kept), but the disk is full where SQLite" in line
+    assert f"({full}: set SQLITE_TMPDIR to a folder with room): the rest is not stored" in line

@@ -324,8 +324,14 @@ class BundleError(WarmError):
 
     @property
     def disk_refusal(self) -> str | None:
-        """`DISK_FULL` or `WRITE_FAILED` where it says the disk refused a write, else None."""
-        return next((why for why in (DISK_FULL, WRITE_FAILED) if why in str(self)), None)
+        """Where it says the disk refused a write, its words of that (`WRITE_FAILED`, or
+        `disk_full`'s, the folder of a full TMPDIR with them), else None."""
+        text = str(self)
+        if (why := next((w for w in (DISK_FULL, WRITE_FAILED) if w in text), None)) is None:
+            return None
+        said = text[text.index(why) :]  # `disk_full`'s words end with its folder's hint
+        hint = said.startswith(f"{DISK_FULL} where") and "with room)" in said
+        return said[: said.index("with room)") + len("with room)")] if hint else why
 
     @property
     def problem(self) -> str:
