@@ -11,7 +11,8 @@ caller has its own (`environ`, else the process's). Besides the `WARM_*` variabl
 folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
 `CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
 (`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
-compiler that is a wrapper script names (`named_variables`). The
+compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLITE_TMPDIR`
+and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
 `warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
@@ -374,3 +375,18 @@ def named_variables(names: Iterable[str], environ: Environ | None = None) -> dic
     script names (`$CFLAGS`), which may change what it builds."""
     env = _env(environ)
     return {name: env[name] for name in names if name in env}
+
+
+def sqlite_temp_dir() -> tuple[str, str]:
+    """The folder SQLite keeps its temporary files in, as its Unix build picks it: the first
+    of SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp and "." that is a folder this process
+    may write and enter; and the variable that moves it (SQLITE_TMPDIR where that is set).
+    Not `tempfile`'s list: it reads TEMP and TMP, which SQLite does not, puts /tmp before
+    /var/tmp, and knows no SQLITE_TMPDIR."""
+    named = [os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR")]
+    found = "."
+    for folder in [*named, "/var/tmp", "/usr/tmp", "/tmp"]:
+        if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            found = folder
+            break
+    return found, "SQLITE_TMPDIR" if named[0] else "TMPDIR"

@@ -17,7 +17,7 @@ above the leaves.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.printable import Pattern, cut, printable
@@ -299,18 +299,14 @@ WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a fail
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 
 
-def disk_full(path: str | os.PathLike[str]) -> str:
-    """`DISK_FULL`, of the bundle at `path`; or of the temporary folder (`TMPDIR`, else /tmp...:
-    the first folder named there that may be written, where SQLite keeps its temporary files,
-    a sort too large for memory, a VACUUM's copy) where that is on another disk with less
-    room left, and under 64 MiB: a full TMPDIR is said so, not as the bundle's disk.
-    (`tempfile`'s own list of candidates, not `gettempdir`, which passes over a folder too
-    full to write a byte in.)"""
-    import tempfile  # (only once a disk is full)
-
+def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:
+    """`DISK_FULL`, of the bundle at `path`; or of `temp`'s folder, where SQLite keeps its
+    temporary files (a sort too large for memory, a VACUUM's copy; `temp` says that folder and
+    the variable that moves it: `warmcli.config.sqlite_temp_dir`) where that is on another
+    disk with less room left, and under 64 MiB: a full TMPDIR is said so, not as the
+    bundle's disk."""
     here = os.path.dirname(path) or "."
-    named = tempfile._candidate_tempdir_list()  # (TMPDIR, TEMP, TMP, /tmp, ...: no env read here)
-    tmp = next((d for d in named if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)), here)
+    tmp, variable = temp()
     try:
         mine, theirs = os.statvfs(here), os.statvfs(tmp)
         other = os.stat(tmp).st_dev != os.stat(here).st_dev
@@ -318,7 +314,7 @@ def disk_full(path: str | os.PathLike[str]) -> str:
         return DISK_FULL
     left = theirs.f_bavail * theirs.f_frsize  # (a quota on the bundle's disk: blamed there)
     if other and left < min(mine.f_bavail * mine.f_frsize, 64 << 20):
-        room = "set TMPDIR to a folder with room"
+        room = f"set {variable} to a folder with room"
         return f"{DISK_FULL} where SQLite keeps its temporary files ({tmp}: {room})"
     return DISK_FULL
 
@@ -328,8 +324,14 @@ class BundleError(WarmError):
 
     @property
     def disk_refusal(self) -> str | None:
-        """`DISK_FULL` or `WRITE_FAILED` where it says the disk refused a write, else None."""
-        return next((why for why in (DISK_FULL, WRITE_FAILED) if why in str(self)), None)
+        """Where it says the disk refused a write, its words of that (`WRITE_FAILED`, or
+        `disk_full`'s, the folder of a full TMPDIR with them), else None."""
+        text = str(self)
+        if (why := next((w for w in (DISK_FULL, WRITE_FAILED) if w in text), None)) is None:
+            return None
+        said = text[text.index(why) :]  # `disk_full`'s words end with its folder's hint
+        hint = said.startswith(f"{DISK_FULL} where") and "with room)" in said
+        return said[: said.index("with room)") + len("with room)")] if hint else why
 
     @property
     def problem(self) -> str:

@@ -90,6 +90,7 @@ class _Production:
         self.looked = False  # the environment and the default bundle were consulted
         # misses the last close had to write back and did not (an exit cut it short, say)
         self.unstored = 0
+        self.notes_from = 0  # a forked child's: the default collector's notes its parent's
 
     def _bundle(self) -> Bundle | None:
         if self.bundle is not None or self.path is not None or self.looked or self.off:
@@ -135,7 +136,8 @@ class _Production:
         for rt, (then_kernels, then_tunes) in list(self.closed.items()):
             now_kernels, now_tunes = rt.done_cold()
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
-        notes = judged_nothing() if any(m.kind == "tune" for m in misses) else []
+        tuned = any(m.kind == "tune" for m in misses)
+        notes = judged_nothing(self.notes_from) if tuned else []
         return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes, notes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
@@ -198,8 +200,9 @@ renew_on_fork(_STATE, "lock")
 
 def _forked() -> None:
     """In a forked child (its locks renewed first): what its parent compiled and tuned so
-    far, in memory, is not the child's to report (written back, it may be); a hot runtime
-    missed nothing: the report's records are not imported for it (`_own_misses`)."""
+    far, in memory, and the notes it made, are not the child's to report (written back, it
+    may be); a hot runtime missed nothing: the report's records are not imported for it
+    (`_own_misses`)."""
     state = _STATE
     state.closed_misses.clear()
     for rt in state.runtimes.values():
@@ -208,6 +211,8 @@ def _forked() -> None:
     for rt, then in list(state.closed.items()):
         then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()
+    if (modes := sys.modules.get("warmcli.execution.process_mode")) is not None:  # its notes
+        state.notes_from = len(modes.default_collector().reader().notes())
 
 
 def _gone(into: list[tuple[int, int]], kernels: Any, tunes: Any, then: list[int]) -> None:

@@ -98,13 +98,14 @@ class ProductionReport(Record, frozen=False):
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
 
 
-def judged_nothing() -> list[str]:
+def judged_nothing(since: int = 0) -> list[str]:
     """The notes of the tunes this process measured whose output check told no candidate
-    apart (`warmcli.runtime.tune_guard.OutputCheck.judged_nothing`)."""
+    apart (`warmcli.runtime.tune_guard.OutputCheck.judged_nothing`), among the default
+    collector's notes from the `since`-th (those before: a forked child's parent's)."""
     from warmcli.execution.process_mode import default_collector
     from warmcli.runtime.tune_guard import JUDGED_NOTHING
 
-    return [n for n in default_collector().reader().notes() if JUDGED_NOTHING in n]
+    return [n for n in default_collector().reader().notes()[since:] if JUDGED_NOTHING in n]
 
 
 def misses_of(rt: Runtime) -> list[Miss]:

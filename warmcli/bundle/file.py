@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
+from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import WRITE_FAILED, BundleError, disk_full
 from warmcli.forking import new_rlock
 from warmcli.printable import printable
@@ -302,7 +303,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
-        why = WRITE_FAILED if code in _WRITES else disk_full(path) if code == 13 else ""
+        why = WRITE_FAILED if code in _WRITES else disk_full(path, temp_dir) if code == 13 else ""
         if why:
             raise BundleError(
                 f"{path}: {why}: nothing was written, the bundle is unchanged"

@@ -9,7 +9,8 @@ Writers of a bundle (a run's passes, a merge, a clean, production's write-back) 
 it; readers never do. It is `fcntl.flock` on a file descriptor, so the lock dies with
 its process and nothing is left but the empty lock file, kept for the next writer (a
 dead merge's temporary bundle goes with its lock file: `remove_leftovers` of
-`warmcli.bundle.file`). A thread that
+`warmcli.bundle.file`; a failed first run's, `remove_new`: a writer that waited on a lock
+file removed meanwhile takes the new one by its name, never the removed one). A thread that
 holds it may take it again. Only where `flock` is missing (no `fcntl`, or a file
 system without it) is the `filelock` package's `SoftFileLock` used, on its own file
 `<bundle>.softlock` (the `.lock` file this module made exists, so a soft lock of that
@@ -100,8 +101,33 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
     """Whether `flock` took the lock of `name` exclusively (waiting for other writers, for
     `waiting_at_most`'s seconds at most); False where it is missing. The descriptor goes
     into `owned` as soon as it is open, so that the caller's `finally` closes it whatever
-    interrupts (a KeyboardInterrupt while waiting included). Imports nothing that
-    `filelock` would (tens of ms)."""
+    interrupts (a KeyboardInterrupt while waiting included). A lock file removed while it
+    was waited for (`remove_new`'s, or a dead merge's) is let go and taken again by its
+    name: held, it would lock nothing the next writer's new file does (two writers).
+    Imports nothing that `filelock` would (tens of ms)."""
+    for _ in range(_RETAKES):
+        if not _flock_once(path, name, owned):
+            return False
+        if _still_named(owned[-1], name):
+            return True
+        _release(owned.pop(), unlock=True)  # removed meanwhile: a new one is made
+    raise BundleError(f"{path}: cannot take the write lock {name}: it is removed each time")
+
+
+_RETAKES = 100  # lock files removed under a waiter in a row (each removal is a writer's)
+
+
+def _still_named(fd: int, name: str) -> bool:
+    """Whether the lock file open at `fd` is the file `name` names now."""
+    try:
+        named, mine = os.lstat(name), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
+    """`_flock`, of the file `name` names as it is opened, removed meanwhile or not."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX

@@ -17,10 +17,11 @@ buffers, those kept beside the inputs too, but a workspace the launch function m
 ran, after one run on the original contents) and says why they are rejected: they differ
 from a reference candidate's, or a user callable refused them; and whether the accepted
 outputs told candidates apart at all (`judged_nothing`: where every output it compared was
-left as it was or holds one value, as on zeros, a candidate that launched nothing or filled
-one value would pass, so a wrong one may too). It is handed the tunable's `restore` and
-`check` specs, never the tunable. The guard owns its copies for the span of one measurement
-and frees them in `release`; it never measures, never picks and never prints.
+left as it was, or holds one value that is 0 or was made from buffers of one value each, as
+on zeros, a candidate that launched nothing, or a wrong one making the same value, passes).
+It is handed the tunable's `restore` and `check` specs, never the tunable. The guard owns its
+copies for the span of one measurement and frees them in `release`; it never measures, never
+picks and never prints.
 """
 
 from __future__ import annotations
@@ -269,18 +270,33 @@ class OutputCheck:
         return compare(outputs, wanted, str(self.reference), self.tolerance)
 
     def _tells_apart(self, read: Sequence[Buffer], outputs: Sequence[np.ndarray]) -> bool | None:
-        """Whether accepted outputs tell a candidate from one that launched nothing or one
-        that filled each output with one value (either would pass the check within its
-        tolerance where no output is told from both); None where there is no element."""
+        """Whether accepted outputs tell a candidate from one that launched nothing or, where
+        what went in told nothing (zeros in), from a wrong one that makes the same one value
+        (each would pass the check within its tolerance where no output tells it): an output
+        changed tells, but one holding one value throughout that is 0, or made from buffers
+        that each held one value before the run; None where there is no element. (One value
+        from varied data, or from none, a fill, tells: a wrong candidate makes another.)"""
         if not any(out.size for out in outputs):
             return None
+        was: dict[int, np.ndarray] = {}
+
+        def before(buffer: Buffer) -> np.ndarray:  # read once, only when asked
+            if id(buffer) not in was:
+                kept = self.before.get(id(buffer))
+                was[id(buffer)] = self.guard.original(buffer) if kept is None else kept
+            return was[id(buffer)]
+
         for buffer, out in zip(read, outputs, strict=True):
-            if out.size >= 2 and _alike(out, out.flat[0], self.tolerance):
-                continue  # one value throughout: a fill of it would pass
-            was = self.before.get(id(buffer))
-            was = self.guard.original(buffer) if was is None else was
-            if was.shape != out.shape or not _alike(out, was, self.tolerance):
+            then = before(buffer)
+            if then.shape == out.shape and _alike(out, then, self.tolerance):
+                continue  # left as it was: a candidate that launched nothing would pass
+            if out.size < 2 or not _alike(out, out.flat[0], self.tolerance):
                 return True
+            others = [before(b) for b in read if b is not buffer]  # what went in
+            zero = out.dtype.kind in "biufc" and _alike(out, 0, self.tolerance)  # (numbers)
+            if zero or (others and all(o.size < 2 or _alike(o, o.flat[0], (0, 0)) for o in others)):
+                continue  # one value throughout, from zeros in (or 0): a wrong one makes it too
+            return True
         return False
 
     def judged_nothing(self) -> str | None:
