@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,28 @@ def test_dask_env_naming_a_variable_never_passed_is_refused(warm, tmp_path: Path
         "to the shards (each is its own shard; this side checks signatures)"
     ]
     assert not (tmp_path / "b.warm").exists()
+
+
+def test_keygen_interrupted_between_its_two_files_leaves_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`warm keygen` writes the private key, then the public one, all or none: a Ctrl-C
+    landing between them left the private key alone, and every keygen after was refused
+    (`exists; keygen never overwrites a key`)."""
+    from warmcli import home
+
+    opened = []
+    real_fdopen = os.fdopen
+
+    def interrupting_fdopen(fd: int, *args: object) -> object:  # a fake: the second file's
+        opened.append(fd)  # writing is where the Ctrl-C lands
+        if len(opened) == 2:
+            os.close(fd)
+            raise KeyboardInterrupt
+        return real_fdopen(fd, *args)
+
+    monkeypatch.setattr(home.os, "fdopen", interrupting_fdopen)
+    key, pub = tmp_path / "k", tmp_path / "k.pub"
+    with pytest.raises(KeyboardInterrupt):
+        home.write_new([(key, b"private", 0o600), (pub, b"public", 0o644)])
+    assert not key.exists() and not pub.exists()

@@ -194,8 +194,9 @@ def write_private(directory: str, path: str, data: bytes) -> None:
 
 def write_new(files: list[tuple[Path, bytes, int]]) -> None:
     """Write each (path, data, mode) as a new file (`O_EXCL`: `FileExistsError` where one is
-    there), all or none: where one cannot be written whole (a full disk), those this call
-    made are removed before its `OSError` (its `filename` that file's) is raised."""
+    there), all or none: where one cannot be written whole (a full disk), or an interrupt
+    lands between them, those this call made are removed before its `OSError` (its
+    `filename` that file's) or the interrupt is raised."""
     made: list[Path] = []
     path: Path | None = None
     try:
@@ -204,9 +205,10 @@ def write_new(files: list[tuple[Path, bytes, int]]) -> None:
             made.append(path)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-    except OSError as exc:
+    except BaseException as exc:  # a full disk, or Ctrl-C between the two: none is kept
         for done in made:
             with contextlib.suppress(OSError):
                 os.unlink(done)
-        exc.filename = exc.filename or (None if path is None else os.fspath(path))
+        if isinstance(exc, OSError):
+            exc.filename = exc.filename or (None if path is None else os.fspath(path))
         raise
