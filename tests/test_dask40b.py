@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from dask_cluster import local_cluster
 
 from warmcli.warming.fanout import run_shard
 from warmcli.warming.seeds import shard_seeds
@@ -28,16 +29,8 @@ EDITED = "\nPLAIN[-1] = _kernel(99999, 0)  # one kernel edited\n"
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
     """Two workers whose environment says the example has 20 kernels."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        host="127.0.0.1",
-        env={"WARM_EXAMPLE_KERNELS": "20"},
-    )
-    yield cluster.scheduler_address
-    cluster.close()
+    with local_cluster(2, env={"WARM_EXAMPLE_KERNELS": "20"}) as address:
+        yield address
 
 
 def compiled(doc: dict[str, Any]) -> tuple[int, int]:

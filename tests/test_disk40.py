@@ -19,31 +19,10 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from full_disk import limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
 from warmcli.bundle.remote import cache_dir
-
-
-def _limited(
-    warm: Warm, limit: int, *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`warm *args` with no file it writes allowed past `limit` bytes."""
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", *map(str, args)],
-        capture_output=True, text=True, env=dict(warm.env, **(env or {})), timeout=300,
-        cwd=ROOT, preexec_fn=cap,
-    )  # fmt: skip
-
-
-def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warm: error: "), proc.stderr
-    return lines[0]
 
 
 def _digest(path: Path) -> str:
@@ -67,8 +46,8 @@ def test_a_write_the_disk_refuses_mid_transaction_leaves_no_journal(
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0
     before = _digest(bundle)
     env = {"WARM_EXAMPLE_KERNELS": "2000"}
-    proc = _limited(warm, 900 * 1024, "run", workload, "-b", bundle, "-q", env=env)
-    line = _one_line(proc)
+    proc = limited(warm, 900 * 1024, "run", workload, "-b", bundle, "-q", env=env)
+    line = one_line(proc)
     assert "nothing was written, the bundle is unchanged" in line, line
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
     assert _digest(bundle) == before
@@ -182,7 +161,7 @@ def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
     )  # fmt: skip
     if proc.stderr.startswith("strace:"):
         pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
-    line = _one_line(proc)
+    line = one_line(proc)
     assert "nothing was written" not in line and "unchanged" not in line, line
     assert "stored 24 new entries (kept)" in line and "not signed" in line, line
     assert "warm sign" in line, line
@@ -209,7 +188,7 @@ def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_k
     )  # fmt: skip
     if proc.stderr.startswith("strace:"):
         pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
-    line = _one_line(proc)
+    line = one_line(proc)
     assert "nothing was written" not in line and "unchanged" not in line, line
     assert "stored 8 kernel(s) and 6 tune(s) (kept)" in line and "the rest is not" in line
     stats = warm.json("stats", bundle)
@@ -238,7 +217,7 @@ def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
     )  # fmt: skip
     if proc.stderr.startswith("strace:"):
         pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
-    line = _one_line(proc)
+    line = one_line(proc)
     assert "corrupt" not in line and "a write to the disk failed" in line, line
     assert "the bundle is unchanged" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
@@ -264,7 +243,7 @@ def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
     )  # fmt: skip
     if proc.stderr.startswith("strace:"):
         pytest.skip(f"strace cannot trace here: {proc.stderr.strip()}")
-    line = _one_line(proc)
+    line = one_line(proc)
     assert "(kept), but the file was not vacuumed" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
     assert warm("verify", bundle, "-q").returncode == 0
@@ -296,7 +275,7 @@ def test_a_full_temporary_folder_is_named_not_the_bundles_disk(
     )  # fmt: skip
     if proc.returncode == 99 or "unshare failed" in proc.stderr:
         pytest.skip("cannot mount a tmpfs here (needs root)")
-    line = _one_line(proc)
+    line = one_line(proc)
     assert f"the disk is full where SQLite keeps its temporary files ({tmp}" in line, line
     assert "set TMPDIR to a folder with room" in line, line
 
@@ -339,7 +318,7 @@ def test_a_key_pair_the_disk_cannot_hold_is_not_left_half_made(
     of the pair is left."""
     warm = made[0]
     key = tmp_path / "k.pem"
-    line = _one_line(_limited(warm, 64, "keygen", key))
+    line = one_line(limited(warm, 64, "keygen", key))
     assert f"{key}: cannot write key" in line, line
     assert list(tmp_path.iterdir()) == []
     assert warm("keygen", key).returncode == 0  # and with room, the pair is made

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from dask_cluster import local_cluster
 
 from warmcli.bundle.store import Bundle
 from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_passes, shard_workers
@@ -24,15 +25,8 @@ WORKERS = 2  # (a shard per worker: two show every path three did, on two cores)
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
-    cluster = distributed.LocalCluster(
-        n_workers=WORKERS,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        host="127.0.0.1",
-    )
-    yield cluster.scheduler_address
-    cluster.close()
+    with local_cluster(WORKERS) as address:
+        yield address
 
 
 def _keys(bundle: Path) -> tuple[set[str], set[str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from dask_cluster import local_cluster
 from test_fleet38 import SERVE
 
 from warmcli.warming.fanout import CONNECT_TIMEOUT
@@ -54,16 +55,8 @@ def fleet_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def scheduler(fleet_key: Path) -> Iterator[str]:
     """Two workers whose environment trusts the fleet's key, as the GPU nodes' image that
     also serves production does (`WARM_TRUSTED_KEYS`)."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        host="127.0.0.1",
-        env={"WARM_TRUSTED_KEYS": f"{fleet_key}.pub"},
-    )
-    yield cluster.scheduler_address
-    cluster.close()
+    with local_cluster(2, env={"WARM_TRUSTED_KEYS": f"{fleet_key}.pub"}) as address:
+        yield address
 
 
 def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signed(

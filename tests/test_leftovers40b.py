@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -19,28 +18,10 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from full_disk import limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
 from warmcli.kernel_parts import key_of
-
-
-def _limited(warm: Warm, limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`warm *args` with no file it writes allowed past `limit` bytes (a full disk)."""
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", *map(str, args)],
-        capture_output=True, text=True, env=warm.env, timeout=120, cwd=ROOT, preexec_fn=cap,
-    )  # fmt: skip
-
-
-def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warm: error: "), proc.stderr
-    return lines[0]
 
 
 def test_a_pull_makes_the_bundles_own_folder_as_merge_does(
@@ -60,7 +41,7 @@ def test_a_pull_makes_the_bundles_own_folder_as_merge_does(
     assert proc.returncode == 0, proc.stderr
     assert target.read_bytes() == good.read_bytes()
     deeper = tmp_path / "x" / "y" / "new.warm"
-    line = _one_line(warm("pull", f"{base}/b.warm", deeper))
+    line = one_line(warm("pull", f"{base}/b.warm", deeper))
     assert "no directory" in line and "creates only the bundle's own directory" in line, line
     assert not (tmp_path / "x").exists()
 
@@ -73,7 +54,7 @@ def test_a_merge_the_disk_refuses_into_a_new_folder_leaves_nothing(
     the folder it made is gone."""
     warm, good = made
     out = tmp_path / "sub" / "new.warm"
-    line = _one_line(_limited(warm, 8 * 1024, "merge", good, "-o", out))
+    line = one_line(limited(warm, 8 * 1024, "merge", good, "-o", out))
     assert "unchanged" not in line and f"{out} was not made" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -90,7 +71,7 @@ def test_a_pull_the_disk_refuses_into_a_new_folder_leaves_nothing(
     store.files["/b.warm"] = good.read_bytes()
     assert warm("check", f"{base}/b.warm").returncode == 0  # the download itself fits
     out = tmp_path / "sub" / "new.warm"
-    line = _one_line(_limited(warm, 8 * 1024, "pull", f"{base}/b.warm", out))
+    line = one_line(limited(warm, 8 * 1024, "pull", f"{base}/b.warm", out))
     assert "nothing pulled" in line and "as it was" not in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -102,7 +83,7 @@ def test_a_run_the_disk_refuses_into_a_new_folder_leaves_no_empty_folder(
     lock, but left the empty `sub/` it made: the same rule as a merge's and a pull's now."""
     warm, _ = made
     out = tmp_path / "sub" / "b.warm"
-    line = _one_line(_limited(warm, 8 * 1024, "run", EXAMPLES / "matmul_host.py", "-b", out))
+    line = one_line(limited(warm, 8 * 1024, "run", EXAMPLES / "matmul_host.py", "-b", out))
     assert "a write to the disk failed" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 

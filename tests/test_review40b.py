@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from dask_cluster import local_cluster
 from test_format3 import _format2, _tune, sign_as_format2
 from test_signed_migration import _signed_format2
 
@@ -43,15 +44,8 @@ MATMUL = EXAMPLES / "matmul_host.py"
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        host="127.0.0.1",
-    )
-    yield cluster.scheduler_address
-    cluster.close()
+    with local_cluster(2) as address:
+        yield address
 
 
 def _tunes(warm: Warm, bundle: Path) -> list[tuple[str, str | None]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from dask_cluster import local_cluster
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 from test_user_trial import FAILING_CANDIDATE_CUDA
 
@@ -80,12 +81,8 @@ def test_an_arch_prebuild_whose_every_candidate_fails_to_compile_is_an_error(
 
 @pytest.fixture(scope="module")
 def scheduler():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
-    )
-    yield cluster.scheduler_address
-    cluster.close()
+    with local_cluster(2) as address:
+        yield address
 
 
 def test_dask_shards_build_with_the_compiler_and_ptx_choice_given(
