@@ -90,3 +90,18 @@ def test_keygen_interrupted_between_its_two_files_leaves_neither(
     with pytest.raises(KeyboardInterrupt):
         home.write_new([(key, b"private", 0o600), (pub, b"public", 0o644)])
     assert not key.exists() and not pub.exists()
+
+
+def test_a_dtype_of_raw_bytes_is_refused_with_the_view_of_its_bits() -> None:
+    """A dtype of bytes that are no numpy number (raw `V2`, as `ml_dtypes`' `bfloat16` is
+    to numpy) was refused as "not numeric" with nothing a researcher could do: the message
+    says to upload its bits."""
+    import numpy as np
+
+    from warmcli.runtime.launch_sizes import numeric_dtype
+
+    with pytest.raises(ValueError, match=r"upload its bits, x\.view\(np\.uint16\)"):
+        numeric_dtype(np.dtype("V2"))
+    with pytest.raises(ValueError) as record:
+        numeric_dtype(np.dtype([("a", "<u2")]))
+    assert "view" not in str(record.value)  # a record: its fields, not its bits

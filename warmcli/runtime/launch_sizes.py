@@ -68,9 +68,15 @@ def numeric_dtype(dtype: Any) -> str:
         raise ValueError(f"buffer dtype {dtype!r} is not a numpy dtype") from None
     if found.kind not in "biufc":
         shown = f"record {found}" if found.names else found.name  # (a record's name: void64)
+        bits = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}.get(found.itemsize)
+        hint = (  # bytes of no numpy number (ml_dtypes' bfloat16, float8): as their bits
+            f"; upload its bits, x.view(np.{bits}), and read them so in the kernel"
+            if found.kind == "V" and not found.names and bits
+            else ""
+        )
         raise ValueError(
             f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
-            "as numbers (bool, integers, floats or complex)"
+            f"as numbers (bool, integers, floats or complex){hint}"
         )
     return dtype_name(found)
 
