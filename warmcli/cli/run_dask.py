@@ -1,8 +1,10 @@
 """`warm run --dask`: the run fanned out over a Dask cluster, one shard per worker, merged
 into the bundle, then verified here. `warmcli.cli.run` imports it only for `--dask`, so a
 local run pays for none of its imports (the fan-out, the merge, `warm verify`'s replay).
-It prints what a local run prints (and each shard's line); the work is in
-`warmcli.warming.fanout` and `warmcli.ops.merge`.
+It prints what a local run prints (and each shard's line, and on stderr why a shard's part
+of an existing bundle was not sent); the work is in `warmcli.warming.seeds` (each shard's
+part of the bundle, so a re-run does only what is new), `warmcli.warming.fanout` and
+`warmcli.ops.merge`.
 """
 
 from __future__ import annotations
