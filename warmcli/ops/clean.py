@@ -21,7 +21,7 @@ to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum; one
-that removes nothing vacuums a file holding free pages, a refused vacuum's); once
+that removes nothing vacuums a file it may write holding free pages); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
 interrupted however late) and a failed vacuum says so:
@@ -378,9 +378,13 @@ def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
 
 def _freed_pages(path: Path) -> int:
     """How many free pages the bundle file holds (a removal whose vacuum the disk refused
-    left them, or a write that freed some), read by a read-only connection: 0 if unread."""
+    left them, or a write that freed some), read by a read-only connection: 0 if unread,
+    or where this process may not write the file or its folder (a read-only mount: the
+    vacuum nobody asked for is skipped, and the clean that removes nothing exits 0)."""
     from warmcli.bundle.file import _connect, _read_only_uri
 
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        return 0
     try:
         with contextlib.closing(_connect(_read_only_uri(str(path)), uri=True)) as conn:
             return int(conn.execute("PRAGMA freelist_count").fetchone()[0])

@@ -1,0 +1,76 @@
+"""Review of stop 40's last merges: what a harsh look found wrong, each now right. A clean
+that removes nothing on a bundle it cannot write (it vacuums a file holding free pages
+since leftovers40b, and failed there where it had exited 0); `kernel_parts.arch_keys`
+against `key_of` for every arch form. The real CLI in a subprocess, real SQLite files; a
+read-only file system is a tmpfs remounted read-only in a mount namespace of its own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+from warmcli.kernel_parts import arch_keys, key_of
+
+
+def _free_pages(bundle: Path) -> int:
+    """Leave free pages in `bundle` (what a vacuum a full disk refused leaves): a table
+    filled and dropped, nothing of it left but its pages; returns how many are free."""
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("CREATE TABLE filler (x)")
+        conn.execute("INSERT INTO filler VALUES (zeroblob(400000))")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("DROP TABLE filler")
+    with sqlite3.connect(bundle) as conn:
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_clean_removing_nothing_on_a_read_only_bundle_still_exits_0(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm clean` of a bundle on a read-only mount, nothing to remove, exited 0; since a
+    clean that removes nothing vacuums a file holding free pages it said "the file was not
+    vacuumed: ... cannot take the write lock ...: Read-only file system" and exited 2 (as
+    for a file this user may not write). A vacuum nothing asked for is skipped where the
+    file cannot be written; the file is as it was."""
+    warm, good = made
+    bundle = tmp_path / "b.warm"
+    shutil.copy(good, bundle)
+    assert _free_pages(bundle) > 0
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    clean = f"{sys.executable} -m warmcli clean {disk}/b.warm"
+    script = (
+        f"mount -t tmpfs -o size=8m tmpfs {disk} || exit 99; cp {bundle} {disk}; "
+        f"mount -o remount,ro {disk} || exit 99; {clean} 2>&1; echo rc=$?; "
+        f"cmp {bundle} {disk}/b.warm && echo same"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    if proc.returncode == 99 or "unshare failed" in proc.stderr:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    said, rest = proc.stdout.split("rc=")
+    assert rest.startswith("0\n") and "clean: removed 0 kernel(s)" in said, proc.stdout
+    assert rest.rstrip().endswith("same"), proc.stdout
+
+
+ARCHS = ("sm_90", "compute_90", "sm_90a", "x86_64", "", "é", "\u2028", '"', "\\", "\x00", "😀")
+ARCHS += ("\ud800",)  # a lone surrogate
+
+
+@pytest.mark.parametrize("headers", ["", "h.h:abc", '{"a.h": "\u00e9\\""}', "\ud7ff"])
+def test_arch_keys_is_key_of_for_every_arch_form(headers: str) -> None:
+    """`arch_keys` (a PTX row's search, leftovers40b) builds `key_of`'s JSON by hand: for
+    any arch, headers present or absent, and text JSON escapes, each key is `key_of`'s."""
+    content, toolchain = 'k\n"\u00e9\x01\U0001f600', "nvcc 12.4 \u00e9"
+    for arch, key in arch_keys(content, ARCHS, headers, toolchain):
+        assert key == key_of(content, arch, headers, toolchain), (arch, headers)
