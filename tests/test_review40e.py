@@ -74,3 +74,50 @@ def test_arch_keys_is_key_of_for_every_arch_form(headers: str) -> None:
     content, toolchain = 'k\n"\u00e9\x01\U0001f600', "nvcc 12.4 \u00e9"
     for arch, key in arch_keys(content, ARCHS, headers, toolchain):
         assert key == key_of(content, arch, headers, toolchain), (arch, headers)
+
+
+SECRET = r'''"""A host kernel whose binary (over a 16 KiB page) holds a string of its own: TAG."""
+import os
+
+from warmcli import Kernel, Runtime
+
+DEVICE = "host"
+TAG = os.environ["TAG"]
+SOURCE = (
+    "__attribute__((used)) static const unsigned int big[20000] = {1, 2, 3};\n"
+    '__attribute__((used)) static const char tag[] = "' + TAG + '";\n'
+    "void s_" + TAG + "(float *x, int n) { for (int j = 0; j < n; j++) x[j] += tag[j % 8]; }"
+)
+K = Kernel(SOURCE, "s_" + TAG, "Pi")
+
+
+def workload(rt: Runtime) -> None:
+    rt.launch(K, rt.buffer(64, "float32"), 64)
+'''
+
+
+def test_a_removed_binary_is_not_left_readable_in_the_file_before_its_vacuum(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """leftovers40b's `secure_delete = FAST` (so a removal on a nearly full disk journals
+    only the rows) left every page a removal frees as it was: a clean whose vacuum was
+    refused or interrupted (Ctrl-C, exit 130) left the removed kernel's binary readable in
+    the file, as no clean before did (SQLite's default here zeroes them), in a bundle then
+    pushed or shipped. The pages are zeroed again; `FAST` only where the disk refuses that
+    journal (test_leftovers40b's full disk)."""
+    (tmp_path / "secret.py").write_text(SECRET)
+    bundle = tmp_path / "b.warm"
+    for tag in ("MUSTNOTSHIPAAAA", "KEEPBBBBBBBBBBB"):
+        warm.env["TAG"] = tag
+        assert warm("run", tmp_path / "secret.py", "-b", bundle, "-q").returncode == 0
+    assert bundle.read_bytes().count(b"MUSTNOTSHIPAAAA") > 0
+    with sqlite3.connect(bundle) as conn:
+        gone = [k for (k,) in conn.execute("SELECT key FROM kernels WHERE label LIKE '%MUST%'")]
+    conn.close()
+    assert len(gone) == 1
+    from warmcli.bundle.store import Bundle
+
+    with Bundle.open(bundle, write=True) as opened:  # the removal, its vacuum not yet made
+        opened.delete(gone)
+    assert bundle.read_bytes().count(b"MUSTNOTSHIPAAAA") == 0
+    assert bundle.read_bytes().count(b"KEEPBBBBBBBBBBB") > 0
