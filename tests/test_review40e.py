@@ -121,3 +121,55 @@ def test_a_removed_binary_is_not_left_readable_in_the_file_before_its_vacuum(
         opened.delete(gone)
     assert bundle.read_bytes().count(b"MUSTNOTSHIPAAAA") == 0
     assert bundle.read_bytes().count(b"KEEPBBBBBBBBBBB") > 0
+
+
+SLOW_REMOVER = """
+import pathlib, sys, time
+from warmcli.bundle.replacing import remove_new
+real_unlink = pathlib.Path.unlink
+def slow_unlink(self, missing_ok=False):  # a slow disk: each removal takes 1 s (real still)
+    print("removing", self.name, flush=True)
+    time.sleep(1.0)
+    real_unlink(self, missing_ok=missing_ok)
+pathlib.Path.unlink = slow_unlink
+remove_new(pathlib.Path(sys.argv[1]))
+"""
+HOLDER = """
+import pathlib, sys, time
+from warmcli.bundle.lock import waiting_at_most, write_lock
+from warmcli.errors import BundleError
+try:
+    with waiting_at_most(float(sys.argv[2])), write_lock(pathlib.Path(sys.argv[1])):
+        print("held", flush=True)
+        time.sleep(float(sys.argv[3]))
+except BundleError:
+    print("waited", flush=True)
+"""
+
+
+def test_a_failed_first_runs_lock_file_is_removed_before_its_lock_is_let_go(
+    tmp_path: Path,
+) -> None:
+    """`remove_new` (a failed first run's cleanup) let its write lock go, then removed the
+    lock file: a writer B that waited took the old file in between (still named: review40d's
+    retake let it be), and a third writer C, come after the removal, made a new lock file
+    and took it at once, B holding the old one: two writers. The file is removed under the
+    lock now: B retakes the new file by its name, and C waits for B. Real processes and
+    flock; only the remover's removals are slowed (1 s each) to open the window."""
+    bundle = tmp_path / "b.warm"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+
+    def start(script: str, *args: object) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-c", script, str(bundle), *map(str, args)]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+
+    a = start(SLOW_REMOVER)
+    assert a.stdout is not None and a.stdout.readline() == "removing b.warm\n"
+    b = start(HOLDER, 10, 4)  # waits for A's lock, then holds it 4 s
+    assert a.wait(timeout=20) == 0
+    assert b.stdout is not None and b.stdout.readline() == "held\n"
+    c = start(HOLDER, 1, 0)  # B holds the lock: C waits 1 s, and gives up
+    out, _ = c.communicate(timeout=20)
+    b.kill()
+    b.wait()
+    assert out == "waited\n", out
