@@ -63,6 +63,35 @@ def test_a_clean_removing_nothing_on_a_read_only_bundle_still_exits_0(
     assert rest.rstrip().endswith("same"), proc.stdout
 
 
+def test_a_clean_removing_nothing_leaves_a_file_of_a_few_free_pages_as_it_is(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A clean that removes nothing vacuumed a file holding any free page: one page of 16 KiB
+    free in a bundle of 300 MB had it rewrite all of it (1 s here; hours and the bundle's
+    size again in free room for a large one, else "the disk is full", exit 2, where it had
+    exited 0). Now only where its free pages are a tenth of the file or more (a removal
+    whose vacuum was refused frees about what it removed)."""
+    warm, good = made
+    bundle = tmp_path / "b.warm"
+    shutil.copy(good, bundle)
+    with sqlite3.connect(bundle) as conn:  # a file of 4 MB (a manifest entry warm ignores)
+        conn.execute("INSERT INTO manifest VALUES ('filler', ?)", ("x" * 4_000_000,))
+        conn.execute("CREATE TABLE filler (x)")
+    with sqlite3.connect(bundle) as conn:  # its one page freed
+        conn.execute("DROP TABLE filler")
+    conn.close()
+    before = bundle.read_bytes()
+    with sqlite3.connect(bundle) as conn:
+        free, pages = conn.execute(
+            "SELECT * FROM pragma_freelist_count, pragma_page_count"
+        ).fetchone()
+    conn.close()
+    assert 0 < free * 10 < pages, (free, pages)
+    proc = warm("clean", bundle)
+    assert proc.returncode == 0 and "removed 0 kernel(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert bundle.read_bytes() == before
+
+
 ARCHS = ("sm_90", "compute_90", "sm_90a", "x86_64", "", "é", "\u2028", '"', "\\", "\x00", "😀")
 ARCHS += ("\ud800",)  # a lone surrogate
 
