@@ -116,11 +116,12 @@ def test_a_clean_on_a_nearly_full_disk_commits_its_removal_and_vacuums_later(
 ) -> None:
     """`warm clean` on a full disk could free nothing: SQLite (built with secure_delete on)
     zeroes every page a removal frees, so the removal's journal held each freed binary's
-    pages, about what it removes ("the disk is full: nothing was written"). Freed pages
-    are no longer zeroed (`secure_delete = FAST`): the removal journals only the pages it
-    rewrites, and commits with 1 MiB free; its vacuum, which needs about the size left, is
-    refused (the removal kept, said so). And no later clean vacuumed the file (it had
-    nothing to remove): now one does, where the file holds free pages and the disk room."""
+    pages, about what it removes ("the disk is full: nothing was written"). Refused so,
+    the removal is made again with freed pages not zeroed (`secure_delete = FAST`): it
+    journals only the pages it rewrites, and commits with 1 MiB free; its vacuum, which
+    needs about the size left, is refused (the removal kept, said so). And no later clean
+    vacuumed the file (it had nothing to remove): now one does, where the file holds free
+    pages and the disk room."""
     (tmp_path / "fat.py").write_text(FAT)
     bundle = tmp_path / "b.warm"
     for first in ("0", "30", "60"):  # three binaries of 1.5 MB: --max-size 2M keeps one

@@ -37,7 +37,7 @@ from warmcli.bundle.rows import (
     _usage_row,
 )
 from warmcli.bundle.signed import SIGNED_ROWS, SignedRows, key_select
-from warmcli.bundle.tune_row import BY_KEY, KEY_HEX, PENDING, TUNE_SELECT, key_param
+from warmcli.bundle.tune_row import KEY_HEX, PENDING, TUNE_SELECT
 from warmcli.errors import BundleError
 from warmcli.printable import first_naturally, natural
 from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
@@ -48,7 +48,6 @@ _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (thos
     f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
-_BY_ROWID = "DELETE FROM {} WHERE rowid = ?1 AND (?2 IS NULL OR CAST(key AS BLOB) = ?2)"
 Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes
 
 
@@ -190,21 +189,22 @@ class BundleAdmin(SignedRows):
 
     # -- maintenance: removal, vacuum, integrity (warm clean, merge, verify) ----------------
     def delete(
-        self, kernel_keys: Iterable[str] = (), tune_keys: Iterable[str] = (), rows: Rows = ((), ())
+        self, kernel_keys: Sequence[str] = (), tune_keys: Sequence[str] = (), rows: Rows = ((), ())
     ) -> int:
-        """Remove kernels and tunes (and `rows`: kernels', tunes' (rowid, its key's bytes) no
-        listing reads, each if its key is still those bytes, `warmcli.bundle.unreadable`), then,
-        in the same transaction, what no entry uses any more (`warmcli.bundle.unused`: blobs,
-        fingerprints, interned kernel keys); returns blobs removed."""
-        from warmcli.bundle.unused import drop_unused
+        """Remove kernels and tunes, and `rows` no listing reads (`warmcli.bundle.unreadable`),
+        then what no entry uses any more, in one transaction (`warmcli.bundle.unused.remove`);
+        returns blobs removed. Freed pages are zeroed (a removed binary left unreadable in the
+        file) but where the disk has no room for their journal (`FAST`: readable till a vacuum)."""
+        from warmcli.bundle.unused import remove
 
-        with self.transaction() as conn:  # freed pages not zeroed: no journal of them (full disk)
-            conn.execute("PRAGMA secure_delete = FAST")
-            conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
-            tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
-            for table, ids in zip(("kernels", "tunes"), rows, strict=True):
-                conn.executemany(_BY_ROWID.format(table), ids)
-            return drop_unused(conn, tunes.rowcount > 0 or bool(rows[1]))
+        for zeroed in ("ON", "FAST"):
+            try:
+                with self.transaction() as conn:
+                    return remove(conn, zeroed, kernel_keys, tune_keys, rows)
+            except BundleError as exc:
+                if zeroed == "FAST" or not exc.disk_refusal:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def tune_keys(self) -> list[str]:
         rows = self._all(f"SELECT {KEY_HEX} FROM tunes ORDER BY key")

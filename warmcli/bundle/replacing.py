@@ -188,9 +188,11 @@ def remove_new(path: Path, *, was_empty: bool = False) -> None:
                     os.truncate(real, 0)
             else:
                 Path(real).unlink(missing_ok=True)
+            # under the lock: a writer that waited retakes a new file by its name (one let
+            # go first was taken by a waiter, still named, as a newcomer made a new one)
+            Path(f"{real}.lock").unlink(missing_ok=True)
     except BundleError:  # its lock cannot be taken: nothing is removed, nothing more said
         return
-    Path(f"{real}.lock").unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

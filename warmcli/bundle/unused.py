@@ -1,6 +1,7 @@
 """What removing kernels and tunes leaves unused, removed in the remover's transaction.
 
-`drop_unused` runs inside `Bundle.delete`'s write transaction: every blob no kernel
+`remove` runs inside `Bundle.delete`'s write transaction: the kernels and tunes it
+names, then `drop_unused`: every blob no kernel
 refers to, every fingerprint no entry is left from (a toolchain no kernel was built
 by, a device no tune was measured on and no kernel was built for) and, when tunes
 went, every interned kernel key (`tune_kernels`) no tune's candidates name any more.
@@ -15,8 +16,10 @@ that table, dropped before it returns; it opens no file and never prints.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from warmcli.bundle.candidates import kernel_ids
+from warmcli.bundle.tune_row import BY_KEY, key_param
 
 _DELETE_UNUSED_FINGERPRINTS = """
 DELETE FROM fingerprints WHERE
@@ -62,3 +65,25 @@ def drop_unused(conn: sqlite3.Connection, tunes_removed: bool) -> int:
     if tunes_removed:
         _drop_unused_kernel_ids(conn)
     return removed
+
+
+_BY_ROWID = "DELETE FROM {} WHERE rowid = ?1 AND (?2 IS NULL OR CAST(key AS BLOB) = ?2)"
+
+
+def remove(
+    conn: sqlite3.Connection,
+    secure_delete: str,
+    kernel_keys: Sequence[str],
+    tune_keys: Sequence[str],
+    rows: tuple[Sequence[tuple[int, bytes | None]], ...],
+) -> int:
+    """Inside a write transaction on `conn`, SQLite's `secure_delete` set so ("ON": freed
+    pages zeroed, "FAST": not): remove the kernels and tunes of these keys, and `rows`
+    (kernels', tunes' (rowid, key's bytes), each if its key is still those bytes), then
+    what no entry uses any more (`drop_unused`); returns blobs removed."""
+    conn.execute(f"PRAGMA secure_delete = {secure_delete}")
+    conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
+    tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
+    for table, ids in zip(("kernels", "tunes"), rows, strict=True):
+        conn.executemany(_BY_ROWID.format(table), ids)
+    return drop_unused(conn, tunes.rowcount > 0 or bool(rows[1]))

@@ -21,7 +21,7 @@ to be applied: memory holds no whole table (a digest of each of this machine's
 toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
 blob and time of each kept kernel, to order them). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum; one
-that removes nothing vacuums a file holding free pages, a refused vacuum's); once
+that removes nothing vacuums a file it may write, a tenth of it free pages); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
 interrupted however late) and a failed vacuum says so:
@@ -46,7 +46,7 @@ from pathlib import Path
 from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.consistency import require_consistent
-from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.file import FORMAT_VERSION, _connect, _read_only_uri, check_header
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.unreadable import Unreadable, skip_unreadable, unreadable_error
@@ -63,6 +63,7 @@ NOT_CUBIN = "its blob is not a cubin of its arch"  # a CUDA cubin row holding PT
 OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 CORRUPT_ROW = "corrupt: a malformed row"
 WHATS = ("kernel", "tune")
+_FREE_PAGES = "SELECT * FROM pragma_freelist_count, pragma_page_count"
 
 
 @dataclass(frozen=True)
@@ -377,13 +378,15 @@ def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
 
 
 def _freed_pages(path: Path) -> int:
-    """How many free pages the bundle file holds (a removal whose vacuum the disk refused
-    left them, or a write that freed some), read by a read-only connection: 0 if unread."""
-    from warmcli.bundle.file import _connect, _read_only_uri
-
+    """The free pages of the bundle file (a refused vacuum's), read read-only, where they are
+    a tenth of it or more (a vacuum rewrites it whole); 0 where unread, or where this process
+    may not write the file or its folder (a read-only mount: no vacuum, and exit 0)."""
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        return 0
     try:
         with contextlib.closing(_connect(_read_only_uri(str(path)), uri=True)) as conn:
-            return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            free, pages = conn.execute(_FREE_PAGES).fetchone()
+        return int(free) if int(free) * 10 >= int(pages) > 0 else 0
     except (sqlite3.Error, TypeError, ValueError):
         return 0
 
