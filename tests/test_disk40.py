@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
-from full_disk import limited, one_line
+from full_disk import in_private_mount, limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
 from warmcli.bundle.remote import cache_dir
@@ -94,13 +94,7 @@ def test_a_remote_copy_that_fills_warm_home_is_served(
     home.mkdir()
     check = f"{sys.executable} -m warmcli check {base}/b.warm"
     script = f"mount -t tmpfs -o size={good.stat().st_size} tmpfs {home} || exit 99; {check}"
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=dict(warm.env, WARM_HOME=str(home)), cwd=ROOT,
-        timeout=120,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, dict(warm.env, WARM_HOME=str(home)), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "every entry is servable here" in proc.stdout, proc.stdout
 
@@ -268,13 +262,7 @@ def test_a_full_temporary_folder_is_named_not_the_bundles_disk(
         f"mount -t tmpfs -o size=64k tmpfs {tmp} || exit 99; "
         f"head -c 65536 /dev/zero > {tmp}/filler 2>/dev/null; {verify}"
     )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=dict(warm.env, TMPDIR=str(tmp)), cwd=ROOT,
-        timeout=120,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, dict(warm.env, TMPDIR=str(tmp)), timeout=120)
     line = one_line(proc)
     assert f"the disk is full where SQLite keeps its temporary files ({tmp}" in line, line
     assert "set TMPDIR to a folder with room" in line, line

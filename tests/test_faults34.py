@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from big_bundle import build_big
 from conftest import EXAMPLES, ROOT, Warm
+from full_disk import in_private_mount
 from test_reliability import compiler_wrapper
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
@@ -172,12 +173,7 @@ def _on_small_tmpfs(
         f"mount -t tmpfs -o size={size} tmpfs {folder} || exit 99; "
         f"{command}; rc=$?; ls -A {folder} {listing}; exit $rc"
     )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, warm.env, timeout=300)
     return proc
 
 

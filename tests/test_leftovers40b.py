@@ -11,14 +11,13 @@ import hashlib
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm
-from full_disk import limited, one_line
+from conftest import EXAMPLES, Warm
+from full_disk import in_private_mount, limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
 from warmcli.kernel_parts import key_of
@@ -137,12 +136,7 @@ def test_a_clean_on_a_nearly_full_disk_commits_its_removal_and_vacuums_later(
         f"mount -o remount,size={2 * size}k {disk}; {clean} 2>&1; echo rc=$?; "
         f"stat -c size=%s {disk}/b.warm"
     )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, warm.env, timeout=120)
     said, full, roomy = proc.stdout.split("rc=")  # each clean's lines, then its exit and size
     assert "(kept), but the file was not vacuumed: the disk is full" in said, said
     assert full.startswith(f"2\nsize={bundle.stat().st_size}\n"), full  # free pages inside it

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from full_disk import in_private_mount, one_line
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +34,7 @@ def _verify_with_full(warm: Warm, bundle: Path, full: Path, env: dict[str, str])
         f"head -c 65536 /dev/zero > {full}/filler 2>/dev/null; {verify}"
     )
     base = {k: v for k, v in warm.env.items() if k not in ("TMPDIR", "SQLITE_TMPDIR")}
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=dict(base, **env), cwd=ROOT, timeout=120,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warm: error: "), proc.stderr
-    return lines[0]
+    return one_line(in_private_mount(script, dict(base, **env), timeout=120))
 
 
 def test_a_full_var_tmp_is_named_where_sqlite_sorts_there(big: tuple[Warm, Path]) -> None:
@@ -248,12 +240,7 @@ def test_a_store_after_others_says_the_full_temporary_folder_it_met(tmp_path: Pa
         f"{sys.executable} -c '{KEPT}' {tmp_path / 'b.warm'}"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT), SQLITE_TMPDIR=str(full))
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, env, timeout=60, cwd=None)
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.strip()
     assert "stored 2 kernel(s) and 1 tune(s) (kept), but the disk is full where SQLite" in line

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from full_disk import in_private_mount
 
 from warmcli.kernel_parts import arch_keys, key_of
 
@@ -52,12 +53,7 @@ def test_a_clean_removing_nothing_on_a_read_only_bundle_still_exits_0(
         f"mount -o remount,ro {disk} || exit 99; {clean} 2>&1; echo rc=$?; "
         f"cmp {bundle} {disk}/b.warm && echo same"
     )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=warm.env, cwd=ROOT, timeout=60,
-    )  # fmt: skip
-    if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    proc = in_private_mount(script, warm.env, timeout=60)
     said, rest = proc.stdout.split("rc=")
     assert rest.startswith("0\n") and "clean: removed 0 kernel(s)" in said, proc.stdout
     assert rest.rstrip().endswith("same"), proc.stdout
