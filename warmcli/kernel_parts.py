@@ -196,11 +196,8 @@ def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> st
     """`kernel_key` from its parts, as a bundle row's components keep them (`key_components`:
     the kernel's `content_hash` as `kernel`, and its `headers`, "" for none): a reader
     recomputes a row's key from them, so a row moved under another build's key is known."""
-    keyed = f'"headers":{_STRING(headers)},' if headers else ""
-    return hashlib.sha256(
-        f'{{"arch":{_STRING(arch)},{keyed}"kernel":{_STRING(content)},'
-        f'"toolchain":{_STRING(toolchain_identity)}}}'.encode()
-    ).hexdigest()
+    after = _after_arch(content, headers, toolchain_identity)
+    return hashlib.sha256(f'{{"arch":{_STRING(arch)}{after}'.encode()).hexdigest()
 
 
 def arch_keys(
@@ -208,11 +205,15 @@ def arch_keys(
 ) -> Iterator[tuple[str, str]]:
     """`key_of` for each of `archs` in turn, (arch, key): the text after the arch is made
     once (a PTX row's symbol is looked for among its kernel's keys for every SM)."""
-    keyed = f'"headers":{_STRING(headers)},' if headers else ""
-    rest = f',{keyed}"kernel":{_STRING(content)},"toolchain":{_STRING(toolchain_identity)}}}'
-    after = rest.encode()
+    after = _after_arch(content, headers, toolchain_identity).encode()
     for arch in archs:
         yield arch, hashlib.sha256(b'{"arch":' + _STRING(arch).encode() + after).hexdigest()
+
+
+def _after_arch(content: str, headers: str, toolchain_identity: str) -> str:
+    """A key's text after its arch, as `warmcli.kernel.kernel_key` writes it."""
+    keyed = f'"headers":{_STRING(headers)},' if headers else ""
+    return f',{keyed}"kernel":{_STRING(content)},"toolchain":{_STRING(toolchain_identity)}}}'
 
 
 def cubin_archs(ptx_arch: str) -> Iterator[str]:
