@@ -197,14 +197,14 @@ class BundleAdmin(SignedRows):
         file) but where the disk has no room for their journal (`FAST`: readable till a vacuum)."""
         from warmcli.bundle.unused import remove
 
-        for zeroed in ("ON", "FAST"):
-            try:
-                with self.transaction() as conn:
-                    return remove(conn, zeroed, kernel_keys, tune_keys, rows)
-            except BundleError as exc:
-                if zeroed == "FAST" or not exc.disk_refusal:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            with self.transaction() as conn:
+                return remove(conn, "ON", kernel_keys, tune_keys, rows)
+        except BundleError as exc:
+            if not exc.disk_refusal:
+                raise
+        with self.transaction() as conn:  # no room for the zeroed pages' journal
+            return remove(conn, "FAST", kernel_keys, tune_keys, rows)
 
     def tune_keys(self) -> list[str]:
         rows = self._all(f"SELECT {KEY_HEX} FROM tunes ORDER BY key")

@@ -10,8 +10,8 @@ the size and sha256 the store announced. A write the local disk refuses is said 
 (the copy cannot be kept), never taken for the store's failure. On every failure the
 temporary file is removed before the error leaves; `remove_temporaries` removes those
 a killed fetch left (its caller holds the folder's lock, so none is another fetch's).
-`believed`, `copy_identity` and `read_meta` say what of a published copy, and of what is
-remembered beside it, a fetch may believe. It owns no state and never prints.
+`believed` (by `own_file`), `copy_identity` and `read_meta` say what of a published copy, and
+of what is remembered beside it, a fetch may believe. It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -144,6 +144,12 @@ def remove_temporaries(folder: Path) -> None:
                     os.unlink(entry.path)
 
 
+def own_file(st: os.stat_result) -> bool:
+    """Whether `st` is of a file this user alone wrote: a regular file, not a link (hard or
+    symbolic, where it is `lstat`'s), nor another's."""
+    return stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1
+
+
 def believed(path: Path) -> bool:
     """Whether the file at `path` is a copy this user alone wrote (a regular file, not a
     link, hard or symbolic, nor another's); one that is not is removed."""
@@ -151,7 +157,7 @@ def believed(path: Path) -> bool:
         st = os.lstat(path)
     except OSError:
         return False
-    if stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1:
+    if own_file(st):
         return True
     with contextlib.suppress(OSError):
         path.unlink()

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from warmcli.bundle.received import CHUNK, copy_identity, read_meta
+from warmcli.bundle.received import CHUNK, copy_identity, own_file, read_meta
 from warmcli.bundle.soundness import not_a_bundle
 from warmcli.errors import SignatureError, WarmError
 from warmcli.home import TMP_SUFFIX, private, write_private
@@ -46,10 +46,6 @@ def untrusted(path: Path, keys: Sequence[bytes] | None) -> str | None:
         return str(exc)
 
 
-def _own_file(st: os.stat_result) -> bool:
-    return stat.S_ISREG(st.st_mode) and private(st) and st.st_nlink == 1
-
-
 def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> str | None:
     """Under `folder`'s lock, where it holds no copy: the copy in `plain` taken in where it
     is believed, of at most `max_bytes` (a download's bound) and `keys` trust it (see the
@@ -57,7 +53,7 @@ def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> st
     `max_bytes`), else None."""
     try:
         st = os.lstat(plain)
-        if not (stat.S_ISDIR(st.st_mode) and private(st)) or not _own_file(
+        if not (stat.S_ISDIR(st.st_mode) and private(st)) or not own_file(
             os.lstat(plain / "meta.json")
         ):
             return None
@@ -71,7 +67,7 @@ def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> st
         with os.fdopen(source, "rb") as copy:
             st = os.fstat(copy.fileno())
             published = f"{st.st_size}:{st.st_mtime_ns}" == meta.get("copy")
-            if not (_own_file(st) and published and meta.get("etag") and meta.get("sha256")):
+            if not (own_file(st) and published and meta.get("etag") and meta.get("sha256")):
                 return None
             if st.st_size > max_bytes:  # a download this large is refused: never read
                 return _too_large(plain, st.st_size, max_bytes)
