@@ -64,8 +64,7 @@ class CheckReport:
         if len(self.unservable) < LISTED:
             self.unservable.append(why)
             if k is not None:
-                self.sources[why.key] = source_digest(k.components)
-                self.places[why.key] = (k.device, k.arch)
+                self._listed(why.key, k)
 
     def by_jit(self, why: MissExplanation, k: KernelRecord) -> None:
         """Kernel `k`, servable here by PTX JIT: counted, and kept if among the first `LISTED`
@@ -73,8 +72,12 @@ class CheckReport:
         self.jit_count += 1
         if len(self.jit) < LISTED:
             self.jit.append(why)
-            self.sources[why.key] = source_digest(k.components)
-            self.places[why.key] = (k.device, k.arch)
+            self._listed(why.key, k)
+
+    def _listed(self, key: str, k: KernelRecord) -> None:
+        """Keep what a listed kernel's row shows beside it: its source digest, device, arch."""
+        self.sources[key] = source_digest(k.components)
+        self.places[key] = (k.device, k.arch)
 
     def corrupt(self, kind: str) -> Callable[[str, str], None]:
         """The `on_error` of a listing: a malformed entry counts and is not servable."""

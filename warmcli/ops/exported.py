@@ -40,18 +40,17 @@ def unexported(bundle: Bundle) -> Iterator[tuple[KernelRecord, str]]:
     sha, names = "", None
     big_sha, too_large = "", None  # the last blob's `_too_large`: rows come in sha256 order
     is_sound = _LastSound(bundle)  # one blob's sha256 checked once, however many rows name it
-    verdicts: dict[tuple[str, str], str | None] = {}  # (sha256, arch) -> why not (one blob's)
+    verdicts: dict[str, str | None] = {}  # the last blob's: arch -> why not
     for k in bundle.each_kernel(on_error=lambda *_: None, order="sha256, key"):
         if k.backend not in ("cuda", "host"):
             continue
         if k.sha256 != big_sha:
             big_sha, too_large = k.sha256, _too_large(bundle, k.sha256, is_sound)
+            verdicts.clear()  # rows come in sha256 order: one blob's archs held
         if k.backend == "cuda":
-            if (k.sha256, k.arch) not in verdicts:
-                if verdicts and next(iter(verdicts))[0] != k.sha256:
-                    verdicts.clear()  # rows come in sha256 order: one blob's archs held
-                verdicts[k.sha256, k.arch] = _cuda_problem(bundle, k, is_sound)
-            why = verdicts[k.sha256, k.arch]
+            if k.arch not in verdicts:
+                verdicts[k.arch] = _cuda_problem(bundle, k, is_sound)
+            why = verdicts[k.arch]
             if why or too_large:
                 blob = f"blob {k.sha256[:16]}" + (f": {why}" if why else f" {too_large}")
                 yield k, f"kernel {k.label} ({where(k.device, k.arch)}): {blob}"

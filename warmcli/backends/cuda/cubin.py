@@ -70,7 +70,12 @@ def _header(data: bytes) -> tuple[int, ...]:
 
 def cubin_sm(data: bytes) -> int:
     """The SM number a cubin was built for (90 for sm_90 and sm_90a)."""
-    ident, *_, flags = _header(data)[:8]
+    return _sm(_header(data))
+
+
+def _sm(header: tuple[int, ...]) -> int:
+    """The SM number an ELF header (`_header`'s) of a cubin names."""
+    ident, *_, flags = header[:8]
     abi_version = ident[8]
     return (flags >> 8) & 0xFF if abi_version >= 8 else flags & 0xFF
 
@@ -82,10 +87,11 @@ def check_cubin(data: bytes, arch: str, length: int | None = None) -> None:
     want = _ARCH.fullmatch(arch)  # ASCII digits: `int` refuses '²', which isdigit() takes
     if want is None:
         raise CubinError(f"{arch!r} is not an sm_XX architecture")
-    got = cubin_sm(data)
+    header = _header(data)  # read once: the SM, then its tables
+    got = _sm(header)
     if got != int(want.group(1)):
         raise CubinError(f"cubin is for sm_{got}, not {arch}")
-    _within(_header(data), len(data) if length is None else length)
+    _within(header, len(data) if length is None else length)
 
 
 def _within(header: tuple[int, ...], length: int) -> None:
