@@ -94,6 +94,8 @@ LAUNCHERS: tuple[tuple[str, str, str | None, str | None], ...] = (
 )
 # Every variable that picks a process's shard.
 SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v))
+# Never a fan-out worker's (`worker_environment`), so `--dask-env` refuses to pass them.
+NOT_PASSED = (*SHARD_VARIABLES, TRUSTED_KEYS_ENV)
 
 # Where a CUDA toolkit may be installed, in the order looked at.
 CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
@@ -330,14 +332,13 @@ def worker_environment(
     worker's own launcher) nor `WARM_TRUSTED_KEYS`: the shard's bundle is only gathered and
     merged by the caller, who signs it (`--key`) and judges it under its own trusted keys;
     a worker's would refuse to build it unsigned."""
-    dropped = (*SHARD_VARIABLES, TRUSTED_KEYS_ENV)
     env = dict(_env(environ))
     for name, value in (passed or {}).items():
         if value is None:
             env.pop(name, None)
         else:
             env[name] = value
-    return {k: v for k, v in env.items() if k not in dropped}
+    return {k: v for k, v in env.items() if k not in NOT_PASSED}
 
 
 def caller_values(names: Sequence[str], environ: Environ | None = None) -> dict[str, str | None]:

@@ -10,7 +10,8 @@ one of more rows, so `put_fingerprint` (a writer's) adds none past `FINGERPRINT_
 `metadata_problems` says what `warm verify` finds wrong in their rows: each corrupt
 row, named in the words `warm stats` refuses the bundle with (`BundleAdmin.manifest`,
 `fingerprints`), and `manifest_problems` of the rest (a field missing, a time that is
-no finite number, a format that is not the header's). This module owns
+no finite number, a format that is not the header's). `fingerprint_row` turns a
+fingerprint read back into what `put_fingerprint` takes. This module owns
 no state, opens no file (it writes one row into a writer's open transaction) and never prints.
 """
 
@@ -84,6 +85,13 @@ def put_fingerprint(conn: sqlite3.Connection, identity: str, kind: str, data: st
     refuses to exceed (past them a device or toolchain goes unnamed; its entries are stored
     all the same, each naming its own)."""
     conn.execute(_PUT_FINGERPRINT, (identity, kind, data, identity))
+
+
+def fingerprint_row(fp: dict[str, object]) -> tuple[str, str, str]:
+    """A fingerprint as `BundleAdmin.fingerprints` reads it, as `put_fingerprint` takes it:
+    (identity, kind, the rest as JSON)."""
+    data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
+    return str(fp["identity"]), str(fp["kind"]), json.dumps(data, sort_keys=True)
 
 
 def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:

@@ -189,7 +189,7 @@ def run(
         fail("--dask-env names variables for --dask's shards: give --dask too")
     if any(not name or "=" in name or "\0" in name for name in dask_env):
         fail("--dask-env takes a variable's name (no '='): its value is this process's")
-    if kept := [n for n in dask_env if n in (*config.SHARD_VARIABLES, config.TRUSTED_KEYS_ENV)]:
+    if kept := [n for n in dask_env if n in config.NOT_PASSED]:
         fail(
             f"--dask-env {printable(kept[0])}: the shard and trusted-key variables are never "
             "given to the shards (each is its own shard; this side checks signatures)"

@@ -18,7 +18,6 @@ state beyond one merge's; nothing here prints.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.kernel_row import write_kernel_row
-from warmcli.bundle.manifest import FINGERPRINT_ROWS
+from warmcli.bundle.manifest import FINGERPRINT_ROWS, fingerprint_row
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.signature_report import signature_report
@@ -171,9 +170,8 @@ def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:
     (`FINGERPRINT_ROWS`: every reader would refuse the output as corrupt)."""
     fingerprints: dict[str, tuple[str, str]] = {}
     for bundle in bundles:
-        for fp in bundle.fingerprints():
-            data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
-            fingerprints[str(fp["identity"])] = (str(fp["kind"]), json.dumps(data, sort_keys=True))
+        for identity, kind, data in map(fingerprint_row, bundle.fingerprints()):
+            fingerprints[identity] = (kind, data)
             if len(fingerprints) > FINGERPRINT_ROWS:
                 raise MergeError(
                     f"cannot merge: the inputs name more than {FINGERPRINT_ROWS} devices and "

@@ -29,7 +29,6 @@ it). This module owns no state and never prints.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.kernel_row import write_kernel_row
-from warmcli.bundle.manifest import put_fingerprint
+from warmcli.bundle.manifest import fingerprint_row, put_fingerprint
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.run_record import KEY, RunRecord, parse, put
 from warmcli.bundle.signature_report import signature_report
@@ -135,7 +134,7 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path], limit
     with contextlib.ExitStack() as stack:
         seeds = [stack.enter_context(Bundle.create(p)) for p in paths]
         conns = [stack.enter_context(seed.transaction()) for seed in seeds]
-        for identity, kind, data in _fingerprints(source):
+        for identity, kind, data in map(fingerprint_row, source.fingerprints()):
             for conn in conns:
                 put_fingerprint(conn, identity, kind, data)
         for record, (created, used) in source.each_kernel_used(on_error=skip, order=AS_STORED):
@@ -155,15 +154,6 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path], limit
             for shard, conn in zip(shards, conns, strict=True):
                 put(conn, RunRecord(held.run, held.workload, shard.count, {shard.index}))
     return sizes
-
-
-def _fingerprints(source: Bundle) -> list[tuple[str, str, str]]:
-    """The bundle's fingerprints, as `put_fingerprint` takes them."""
-    rows = []
-    for fp in source.fingerprints():
-        data = {k: v for k, v in fp.items() if k not in ("identity", "kind")}
-        rows.append((str(fp["identity"]), str(fp["kind"]), json.dumps(data, sort_keys=True)))
-    return rows
 
 
 def _copy_kernel(
