@@ -1,31 +1,32 @@
 """The libraries a host kernel binary needs, found as this machine's loader finds them, unloaded.
 
 A host blob built with a library option (`-lhelper`) names it in its ELF dynamic section
-(`DT_NEEDED libhelper.so`): where this machine's loader does not find it, `dlopen` fails
-and a production process compiles the kernel after all (or, with no compiler, cannot
-serve it). `missing_library` says so for `warm check`'s preflight (`warmcli.ops.check`)
-from the blob's bytes alone: a bundle's blob is never loaded to find out (its
-constructors would run). The dynamic section is found as the loader finds it, by the
-`PT_DYNAMIC` program header, its string table by `DT_STRTAB`'s address in a `PT_LOAD`
-segment; each `DT_NEEDED` is looked for as glibc's loader looks (under another C
-library, musl's, no verdict is given): a name with a slash as
-that path; else the `DT_RPATH` folders (where there is no `DT_RUNPATH`),
+(`DT_NEEDED libhelper.so`): where this machine's loader does not find it, `dlopen` fails and
+a production process compiles the kernel after all (or, with no compiler, cannot serve it).
+`missing_library` says so for `warm check`'s preflight (`warmcli.ops.check`) from the blob's
+bytes alone: a bundle's blob is never loaded to find out (its constructors would run). The
+dynamic section is found as the loader finds it, by the `PT_DYNAMIC` program header, its
+string table by `DT_STRTAB`'s address in a `PT_LOAD` segment; each `DT_NEEDED` is looked for
+as glibc's loader looks (under another C library, musl's, no verdict is given): a name with
+a slash as that path; else the `DT_RPATH` folders (where there is no `DT_RUNPATH`),
 `LD_LIBRARY_PATH`, the `DT_RUNPATH` folders, the loader's cache (`/etc/ld.so.cache`, read
 once while unchanged; one in a form not read here holds every name: never a false "not
-servable") and the default folders (`/lib`, `/usr/lib`, their multiarch and
-`lib64` forms). A file counts only where it is an ELF of the blob's word size, byte
-order and machine (the loader passes over others). `$ORIGIN` is the folder the blob is
-loaded from (`/proc/self/fd`: warm loads it by descriptor), which holds no library; `$LIB`
-and `$PLATFORM` count as any of their usual values. The vDSO's names are always there.
-What the libraries found need is followed as well, breadth first as the loader loads
-them (each name found once serves every object that needs it; a library's own RPATH,
-with its loaders', and RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED`
-libraries, each read for its headers (never mapped, never loaded). Bounded by the blob,
-in time and memory: more than `MAX_NEEDED` needed names, a search path of more than
-`MAX_FOLDERS` folders, a name or search path longer than `MAX_NAME`, or a dynamic section
-with no end in `MAX_DYNAMIC` entries is itself not servable; a search looking at more than
-`MAX_PROBES` files and folders (each folder once, however spelled) gives no verdict. It
-owns only the cache's parsed copy, loads nothing and never prints.
+servable") and the default folders (`/lib`, `/usr/lib`, their multiarch and `lib64` forms).
+A file counts only where it is an ELF of the blob's word size, byte order and machine (the
+loader passes over others). `$ORIGIN` is the folder the blob is loaded from
+(`/proc/self/fd`: warm loads it by descriptor), which holds no library; `$LIB` and
+`$PLATFORM` count as any of their usual values. The vDSO's names are always there, and a
+name no folder gives that an object this process loaded answers to (`loaded_names`: numpy's
+own `numpy.libs`, loaded in every warm process) is found, as the loader finds it. What the
+libraries found need is followed as well, breadth first as the loader loads them (each name
+found once serves every object that needs it; a library's own RPATH, with its loaders', and
+RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED` libraries, each read for its
+headers (never mapped, never loaded). Bounded by the blob, in time and memory: more than
+`MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS` folders, a name or
+search path longer than `MAX_NAME`, or a dynamic section with no end in `MAX_DYNAMIC`
+entries is itself not servable; a search looking at more than `MAX_PROBES` files and folders
+(each folder once, however spelled) gives no verdict. It owns only the cache's parsed copy,
+loads nothing and never prints.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import threading
 from collections.abc import Callable
 
 from warmcli import config
+from warmcli.backends.host.loaded import loaded_names
 from warmcli.forking import renew_on_fork
 
 MAX_NEEDED = 256  # more DT_NEEDED entries than this: not servable (no linker makes them)
@@ -104,6 +106,8 @@ def _missing(
             if name in found:
                 continue
             path = _found(name, folders, cache, ident, origin, probes)
+            if path is None and "/" not in name and name in loaded_names():
+                path = ""  # an object this process loaded answers to it: found, not followed
             if path is None:  # (bytes no UTF-8 said escaped: no lone surrogate in JSON text)
                 said = os.fsencode(by + name).decode(errors="backslashreplace")
                 return (
@@ -260,7 +264,8 @@ def _search_path(
     if max(rpath.count(":"), runpath.count(":")) >= MAX_FOLDERS:
         return f"bundle's build searches over {MAX_FOLDERS} folders for its libraries: not read"
     down = [] if runpath else [*_folders(rpath, origin), *handed]
-    folders = [*down, *_folders(_env_path(), origin), *_folders(runpath, origin)]
+    env = config.loader_path().replace(";", ":")  # LD_LIBRARY_PATH: glibc splits at both
+    folders = [*down, *_folders(env, origin), *_folders(runpath, origin)]
     machine = platform.machine() or "x86_64"
     triplet = sysconfig.get_config_var("MULTIARCH") or f"{machine}-linux-gnu"
     for root in ("/lib", "/usr/lib"):
@@ -277,11 +282,6 @@ def _search_path(
 def _folders(path: str, origin: str) -> list[str]:
     """A search path's folders, its tokens expanded (an empty one is the working folder)."""
     return [f for part in (path.split(":") if path else []) for f in _expanded(part or ".", origin)]
-
-
-def _env_path() -> str:
-    """`LD_LIBRARY_PATH` (glibc splits it at `:` and `;` alike)."""
-    return config.loader_path().replace(";", ":")
 
 
 def _expanded(path: str, origin: str) -> list[str]:
