@@ -3,14 +3,18 @@ real libraries, the real CLI in a subprocess (no fake of anything)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy
 from conftest import ROOT, Warm
+from elf_blobs import shared_object
 
 WORKLOAD = """
 import numpy as np
@@ -68,3 +72,34 @@ def test_a_library_every_warm_process_has_loaded_is_servable(warm: Warm, tmp_pat
     assert checked.returncode == 0, checked.stdout[-1500:] + checked.stderr[-1500:]
     assert json.loads(checked.stdout)["unservable"] == []
     assert os.path.basename(library) not in checked.stdout
+
+
+def test_diff_never_calls_bundles_the_same_whose_binaries_differ(
+    warm: Warm, tmp_path: Path, host_bundle: Any
+) -> None:
+    """A bundle from elsewhere that keeps a kernel's key and row but serves another binary
+    under it (its blob a shared object of the attacker's, its sha256 matching: `warm
+    verify` calls it sound) was "the same kernels and tunes, with the same picks" to `warm
+    diff` against the user's own bundle (exit 0): the key names the source, not the bytes
+    that run. A kernel both hold under one key whose blobs differ is listed now, and the
+    bundles are not the same."""
+    mine = host_bundle(tmp_path / "mine.warm")
+    theirs = host_bundle(tmp_path / "theirs.warm")
+    blob = shared_object([b"libc.so.6"])
+    sha = hashlib.sha256(blob).hexdigest()
+    with sqlite3.connect(theirs) as conn:
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (sha, len(blob), blob))
+        (key,) = conn.execute("SELECT min(key) FROM kernels").fetchone()
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE key = ?", (sha, key))
+    conn.close()
+    assert warm("verify", theirs).returncode in (0, 1)
+    text = warm("diff", mine, theirs)
+    assert "the same kernels" not in text.stdout, text.stdout
+    assert key[:16] in text.stdout, text.stdout
+    assert text.returncode == 0 and "Traceback" not in text.stderr, text.stderr
+    doc = json.loads(warm("diff", mine, theirs, "--json").stdout)
+    assert doc["same"] is False
+    assert doc["kernels"]["binary_differs"] == [key]
+    assert doc["kernels"]["binary_differs_count"] == 1
+    same = json.loads(warm("diff", mine, host_bundle(tmp_path / "copy.warm"), "--json").stdout)
+    assert same["same"] is True and same["kernels"]["binary_differs"] == []

@@ -99,9 +99,9 @@ class BundleAdmin(SignedRows):
 
     # -- listings for maintenance ----------------------------------------------------------
     def keys(self, table: str) -> Iterator[tuple[str, object]]:
-        """(key, pick) of every tune (table "tunes"; a kernel's pick is None), ordered by
-        key and streamed, without reading the rest of the row; `BundleError` if a key is
-        not a sha256 in hex."""
+        """(key, pick) of every tune (table "tunes"; of a kernel, its blob's sha256 text),
+        ordered by key and streamed, without reading the rest of the row; `BundleError` if
+        a key is not a sha256 in hex (a value past the limit of a name reads as None)."""
         assert table in ("kernels", "tunes")
         key = KEY_HEX if table == "tunes" else "key"  # a tune's key is stored as bytes
         bad = self._one(
@@ -110,10 +110,9 @@ class BundleAdmin(SignedRows):
         )
         if bad is not None:
             raise BundleError(f"{self.path}: corrupt bundle ({table} hold a key not a sha256)")
-        pick = f"CASE WHEN length(pick) <= {MAX_NAME_CHARS} THEN pick END"
-        return self._iter(
-            f"SELECT {key}, {pick if table == 'tunes' else 'NULL'} FROM {table} ORDER BY key"
-        )
+        column = "pick" if table == "tunes" else "sha256"
+        pick = f"CASE WHEN length({column}) <= {MAX_NAME_CHARS} THEN {column} END"
+        return self._iter(f"SELECT {key}, {pick} FROM {table} ORDER BY key")
 
     def each_orphan(self) -> Iterator[KernelRecord]:
         """The well-formed kernels whose blob the bundle does not hold, streamed."""

@@ -3,7 +3,10 @@
 Kernels and tunes are matched by key (a kernel key is content-addressed, a tune
 key names the operation, input shapes, device and candidate set), so "only in A"
 means B would have to compile or tune it. For a tune key held by both, a differing
-pick is reported with each bundle's pick and its median time. An entry a bundle holds
+pick is reported with each bundle's pick and its median time; a kernel key held by both
+whose rows name different blobs (`binaries_changed`: the key names the kernel's source,
+not the bytes that run; a bundle from elsewhere may serve another binary under it) is
+listed by key, and the bundles are not the same. An entry a bundle holds
 but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
 that bundle, which cannot serve it: two bundles are never called the same while one has
 any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
@@ -45,7 +48,7 @@ _K = TypeVar("_K", bound=_Keyed)
 
 
 class Key(NamedTuple):
-    """One entry as a diff first reads it: its key, and a tune's pick."""
+    """One entry as a diff first reads it: its key, and a tune's pick (a kernel's blob)."""
 
     key: str
     pick: object = None
@@ -77,6 +80,7 @@ class BundleDiff:
     tunes_only_a: list[TuneRecord] = field(default_factory=list)
     tunes_only_b: list[TuneRecord] = field(default_factory=list)
     picks_changed: list[PickChange] = field(default_factory=list)
+    binaries_changed: list[str] = field(default_factory=list)  # kernel keys, blobs differ
     corrupt_a: list[str] = field(default_factory=list)  # what is wrong with each entry
     corrupt_b: list[str] = field(default_factory=list)
     kernels_shared: int = 0
@@ -153,8 +157,11 @@ def diff_keys(
                 diff.keep(f"{kind}s_only_{side}", lambda r=reader, w=kind, k=key: r(w, k))
                 continue
             shared[kind] += 1
-            if x.pick != y.pick:  # a kernel's is None in both
-                key = x.key
+            key = x.key
+            if kind == "kernel":  # its blob's sha256 (None: a row listed as corrupt)
+                if x.pick is not None and y.pick is not None and x.pick != y.pick:
+                    diff.keep("binaries_changed", lambda k=key: k)
+            elif x.pick != y.pick:
                 diff.keep("picks_changed", lambda k=key: _change(ra("tune", k), rb("tune", k)))
     diff.kernels_shared, diff.tunes_shared = shared["kernel"], shared["tune"]
     return diff

@@ -133,6 +133,8 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
             "shared": diff.kernels_shared,
             "only_a_count": diff.count("kernels_only_a"),
             "only_b_count": diff.count("kernels_only_b"),
+            "binary_differs": list(diff.binaries_changed),
+            "binary_differs_count": diff.count("binaries_changed"),
         },
         "tunes": {
             "only_a": [tune_brief(t) for t in sorted(diff.tunes_only_a, key=tune_order)],
@@ -203,6 +205,7 @@ def _unlisted(diff: BundleDiff) -> list[Text]:
         ("tunes_only_a", diff.tunes_only_a),
         ("tunes_only_b", diff.tunes_only_b),
         ("picks_changed", diff.picks_changed),
+        ("binaries_changed", diff.binaries_changed),
     ):
         if diff.count(name) > len(listed):
             what = (
@@ -279,6 +282,11 @@ def diff_renderable(diff: BundleDiff) -> Group:
                 micros(c.b_seconds),
             )
         parts.append(table)
+    if diff.binaries_changed:
+        n = len(diff.binaries_changed)
+        shown = _how_many(n, n, diff.count("binaries_changed"))
+        parts.append(line(f"Kernels in both under one key, built to other binaries ({shown}):"))
+        parts += [line(f"  {key[:16]}") for key in diff.binaries_changed]
     parts += _twins_line(diff)
     for side, problems in (("A", diff.corrupt_a), ("B", diff.corrupt_b)):
         if problems:
