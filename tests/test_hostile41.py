@@ -103,3 +103,29 @@ def test_diff_never_calls_bundles_the_same_whose_binaries_differ(
     assert doc["kernels"]["binary_differs_count"] == 1
     same = json.loads(warm("diff", mine, host_bundle(tmp_path / "copy.warm"), "--json").stdout)
     assert same["same"] is True and same["kernels"]["binary_differs"] == []
+
+
+def test_merge_says_a_kernel_key_whose_binary_another_input_replaces(
+    warm: Warm, tmp_path: Path, host_bundle: Any
+) -> None:
+    """A merge keeps a kernel key's first input's row: `warm merge theirs.warm mine.warm -o
+    mine.warm` put theirs' binary in place of the user's own under the same key and said
+    only 'from mine.warm: 0 kernel(s)'. Which binary was kept, and which dropped, is said."""
+    mine = host_bundle(tmp_path / "mine.warm")
+    theirs = host_bundle(tmp_path / "theirs.warm")
+    blob = shared_object([b"libc.so.6"])
+    sha = hashlib.sha256(blob).hexdigest()
+    with sqlite3.connect(theirs) as conn:
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (sha, len(blob), blob))
+        (key, own) = conn.execute("SELECT key, sha256 FROM kernels ORDER BY key").fetchone()
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE key = ?", (sha, key))
+    conn.close()
+    merged = warm("merge", theirs, mine, "-o", tmp_path / "out.warm", "--force")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    said = " ".join(merged.stdout.split())
+    assert f"kernel {key[:16]}: kept the binary {sha[:16]} of {theirs}" in said, said
+    assert f"dropped {own[:16]} of {mine}" in said, said
+    doc = json.loads(warm("merge", mine, theirs, "-o", tmp_path / "o2.warm", "--json").stdout)
+    assert any(f"kept the binary {own[:16]} of {mine}" in m for m in doc["mended"]), doc
+    plain = warm("merge", mine, host_bundle(tmp_path / "copy.warm"), "-o", tmp_path / "o3.warm")
+    assert "kept the binary" not in plain.stdout, plain.stdout

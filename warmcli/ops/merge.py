@@ -96,7 +96,7 @@ class MergeReport:
     choices: list[TuneChoice] = field(default_factory=list)  # the first `LISTED`
     unlisted_choices: int = 0  # the measurements dropped beyond them, counted
     signature: str = ""  # signed by which key, or that the output is unsigned
-    mended: list[str] = field(default_factory=list)  # a bad copy, and the input copied instead
+    mended: list[str] = field(default_factory=list)  # a bad copy, a key's other binary dropped
     shards: dict[str, Any] = field(default_factory=dict)  # whole, problem, missing (`join`)
 
 

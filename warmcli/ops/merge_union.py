@@ -1,18 +1,20 @@
-"""A merge's union written into its output, streamed: `write_union` reads each input a row
-at a time, in the inputs' order, and writes into the output's one open transaction, where
-what is already written decides. A kernel key keeps the first input's row, with the latest
-last use of any; a tune key keeps what the caller's `choose` picks of the one held and
-the one read (which input each tune came from, with its status, pick and measurement time,
-is a temporary table of the output's connection, never held in Python); each blob is
-copied once, a chunk at a time and checked against its sha256 (`warmcli.bundle.blobs`), in
-a savepoint of its own: a copy that fails (or is missing) is undone and taken from another
-input holding a good one, and that is said in `mended`. So no table of any input sets the
-memory a merge takes. The inputs' fingerprints are read first: more together than a bundle
-may hold (`FINGERPRINT_ROWS`, which every reader refuses) are refused, nothing written.
-`carry_over` copies the output's own `created` time and signatures, as they are, into the
-merge that rewrites it for `warm run --dask`, and `run_signs` says which rows its key may
-sign under trusted keys (`check_vouched`: which inputs `merge --key` may sign). It owns no
-state beyond one merge's; nothing here prints.
+"""A merge's union written into its output, streamed: `write_union` reads each input a row at a
+time, in the inputs' order, and writes into the output's one open transaction, where what is
+already written decides. A kernel key keeps the first input's row, with the latest last use
+of any (a later input's row of that key naming another binary, which a bundle made elsewhere
+may, is dropped and said in `mended`, the first `LISTED`, the rest counted); a tune key
+keeps what the caller's `choose` picks of the one held and the one read (which input each
+tune came from, with its status, pick and measurement time, is a temporary table of the
+output's connection, never held in Python); each blob is copied once, a chunk at a time and
+checked against its sha256 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that
+fails (or is missing) is undone and taken from another input holding a good one, and that is
+said in `mended`. So no table of any input sets the memory a merge takes. The inputs'
+fingerprints are read first: more together than a bundle may hold (`FINGERPRINT_ROWS`, which
+every reader refuses) are refused, nothing written. `carry_over` copies the output's own
+`created` time and signatures, as they are, into the merge that rewrites it for `warm run
+--dask`, and `run_signs` says which rows its key may sign under trusted keys
+(`check_vouched`: which inputs `merge --key` may sign). It owns no state beyond one merge's;
+nothing here prints.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from warmcli.bundle.signing import RowSet, covered
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import interner, tune_values
 from warmcli.errors import BundleError, MergeError
-from warmcli.records import TuneRecord
+from warmcli.printable import LISTED
+from warmcli.records import KernelRecord, TuneRecord
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,16 @@ def write_union(
     now = time.time()
     fingerprints = _fingerprints(bundles)  # first: a union no reader takes is refused
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
+    other = 0  # kernel keys a later input holds built to another binary than the one kept
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
-            held = conn.execute("SELECT 1 FROM kernels WHERE key = ?", (record.key,)).fetchone()
-            if held is None:
+            held = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
+            sha = (held.fetchone() or (None,))[0]
+            if sha is not None and sha != record.sha256:
+                other += 1
+                if other <= LISTED:
+                    mended.append(_other_binary(bundles[:index], record, str(sha), bundle))
+            if sha is None:
                 have = "SELECT 1 FROM blobs WHERE sha256 = ?"
                 if conn.execute(have, (record.sha256,)).fetchone() is None:
                     _copy_blob(conn, bundles, index, record.sha256, mended)
@@ -89,6 +98,11 @@ def write_union(
             else:  # the first input's row, the latest last use
                 used_sql = "UPDATE kernels SET last_used = max(last_used, ?) WHERE key = ?"
             conn.execute(used_sql, (used, record.key))
+    if other > LISTED:
+        mended.append(
+            f"and {other - LISTED:,} more kernel key(s) a later input built to another "
+            "binary: the first input's kept"
+        )
     conn.execute(
         "CREATE TEMP TABLE merge_held (key TEXT PRIMARY KEY, input INTEGER, status TEXT, "
         "pick TEXT, measured_at REAL)"
@@ -205,6 +219,24 @@ def _write_tunes(
                     "INSERT OR REPLACE INTO merge_held VALUES (?, ?, ?, ?, ?)",
                     (tune.key, index, tune.status, tune.pick, tune.measured_at),
                 )
+
+
+def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of: Bundle) -> str:
+    """What a merge says of a kernel key a later input (`of`) holds built to another binary
+    than the one kept (`kept`, the sha256 of the first input of `before` holding the key)."""
+    first = next((b.path for b in before if _sha_of(b, record.key) == kept), "an earlier input")
+    return (
+        f"kernel {record.key[:16]}: kept the binary {kept[:16]} of {first}, dropped "
+        f"{record.sha256[:16]} of {of.path}"
+    )
+
+
+def _sha_of(bundle: Bundle, key: str) -> str | None:
+    try:
+        record = bundle.kernel(key)
+    except BundleError:
+        return None
+    return None if record is None else record.sha256
 
 
 def _copy_blob(
