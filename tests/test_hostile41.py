@@ -129,3 +129,62 @@ def test_merge_says_a_kernel_key_whose_binary_another_input_replaces(
     assert any(f"kept the binary {own[:16]} of {mine}" in m for m in doc["mended"]), doc
     plain = warm("merge", mine, host_bundle(tmp_path / "copy.warm"), "-o", tmp_path / "o3.warm")
     assert "kept the binary" not in plain.stdout, plain.stdout
+
+
+_PEAK = """
+import resource, subprocess, sys
+subprocess.run([sys.executable, "-m", "warmcli", *sys.argv[1:]], stdout=subprocess.DEVNULL)
+print(f"warm-peak {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", file=sys.stderr)
+"""
+
+
+def _kernels_of_two_archs(bundle: Path, pairs: int, twins: bool) -> None:
+    """`pairs` kernels built for two archs each, their rows keyed as a reader keys them;
+    `twins`: each pair carries one compile's share (as a cubin and its PTX twin do)."""
+    from warmcli.kernel_parts import key_of
+
+    with sqlite3.connect(bundle) as conn:
+        device, backend, entry, sha, tool, created = conn.execute(
+            "SELECT device, backend, entry, sha256, toolchain, created FROM kernels"
+        ).fetchone()
+        conn.execute("DELETE FROM tunes")
+        conn.execute("DELETE FROM kernels")
+        rows = []
+        for i in range(pairs):
+            content = hashlib.sha256(str(i).encode()).hexdigest()
+            for j, arch in enumerate(("x86_64", "aarch64")):
+                key = key_of(content, arch, "", tool)
+                parts = {"arch": arch, "entry": entry, "kernel": content, "toolchain": tool}
+                named = (key, device, backend, arch, entry, f"k{i}", f"warm_{key[:16]}_{entry}")
+                comps, secs = json.dumps(parts, sort_keys=True), 0.5 + j * (not twins)
+                rows.append((*named, sha, tool, comps, "", secs, created, created))
+        conn.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * 14)})", rows)
+    conn.close()
+
+
+def _peak_kb(warm: Warm, *args: object) -> int:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        cwd=ROOT,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    return int(proc.stderr.rsplit("warm-peak ", 1)[1].split()[0])
+
+
+def test_stats_json_memory_stays_flat_with_a_compiles_twin_rows(
+    warm: Warm, tmp_path: Path, host_bundle: Any
+) -> None:
+    """`warm stats --json` gives each row of one compile its part of the time
+    (`bundle.compiles.shared_compiles`, added last stop), from a dict of every compile that
+    made more than one row: a CUDA bundle keeping PTX has two rows of each kernel, so that
+    dict grew with the bundle (150,000 such kernels: 31 → 117 MB; README: every reading
+    command's memory stays flat). 30,000 here: +15 MB before; now a temporary file's."""
+    plain = host_bundle(tmp_path / "plain.warm")
+    twins = host_bundle(tmp_path / "twins.warm")
+    _kernels_of_two_archs(plain, 30_000, twins=False)
+    _kernels_of_two_archs(twins, 30_000, twins=True)
+    grown = _peak_kb(warm, "stats", "--json", twins) - _peak_kb(warm, "stats", "--json", plain)
+    assert grown < 8 << 10, f"{grown} KiB more for twin rows"

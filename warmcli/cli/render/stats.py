@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.compiles import Compile, compile_of
+from warmcli.bundle.compiles import SharedCompiles, compile_of
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
@@ -177,7 +177,7 @@ def stats_document(
     named: dict[str, set[str]] | None = None,
     tune: Callable[[TuneRecord], Any] = tune_json,
     format_version: int | None = None,
-    compiles: dict[Compile, int] | None = None,
+    compiles: SharedCompiles | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
@@ -187,7 +187,7 @@ def stats_document(
     tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
     or the same as JSON text: `warmcli.cli.render.tune_line`); `format_version`: the
     format the file is in (its header's), given as "format" beside the manifest's claim."""
-    shared, compiles = shared or {}, compiles or {}
+    shared, compiles = shared or {}, compiles or SharedCompiles()
     named = named or {}
     given: Counter[str] = Counter()
 
