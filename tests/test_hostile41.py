@@ -138,9 +138,10 @@ print(f"warm-peak {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", fil
 """
 
 
-def _kernels_of_two_archs(bundle: Path, pairs: int, twins: bool) -> None:
+def _kernels_of_two_archs(bundle: Path, pairs: int, twins: bool, blobs: bool = False) -> None:
     """`pairs` kernels built for two archs each, their rows keyed as a reader keys them;
-    `twins`: each pair carries one compile's share (as a cubin and its PTX twin do)."""
+    `twins`: each pair carries one compile's share (as a cubin and its PTX twin do);
+    `blobs`: two kernels of one arch share a binary (as a batch's kernels do)."""
     from warmcli.kernel_parts import key_of
 
     with sqlite3.connect(bundle) as conn:
@@ -153,6 +154,11 @@ def _kernels_of_two_archs(bundle: Path, pairs: int, twins: bool) -> None:
         for i in range(pairs):
             content = hashlib.sha256(str(i).encode()).hexdigest()
             for j, arch in enumerate(("x86_64", "aarch64")):
+                if blobs:  # kernels 2m and 2m + 1 of one arch share one
+                    data = f"{i // 2} {arch}".encode()
+                    sha = hashlib.sha256(data).hexdigest()
+                    held = (sha, len(data), data)
+                    conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", held)
                 key = key_of(content, arch, "", tool)
                 parts = {"arch": arch, "entry": entry, "kernel": content, "toolchain": tool}
                 named = (key, device, backend, arch, entry, f"k{i}", f"warm_{key[:16]}_{entry}")
@@ -181,10 +187,17 @@ def test_stats_json_memory_stays_flat_with_a_compiles_twin_rows(
     (`bundle.compiles.shared_compiles`, added last stop), from a dict of every compile that
     made more than one row: a CUDA bundle keeping PTX has two rows of each kernel, so that
     dict grew with the bundle (150,000 such kernels: 31 → 117 MB; README: every reading
-    command's memory stays flat). 30,000 here: +15 MB before; now a temporary file's."""
+    command's memory stays flat). So did the count of kernels per shared binary (a batch's:
+    150,000 binaries of two kernels, 32 → 79 MB). 30,000 here: +15 MB and +10 MB before;
+    both in a temporary file now (`bundle.counts.HeldCounts`)."""
     plain = host_bundle(tmp_path / "plain.warm")
     twins = host_bundle(tmp_path / "twins.warm")
+    batched = host_bundle(tmp_path / "batched.warm")
     _kernels_of_two_archs(plain, 30_000, twins=False)
     _kernels_of_two_archs(twins, 30_000, twins=True)
-    grown = _peak_kb(warm, "stats", "--json", twins) - _peak_kb(warm, "stats", "--json", plain)
+    _kernels_of_two_archs(batched, 30_000, twins=False, blobs=True)
+    flat = _peak_kb(warm, "stats", "--json", plain)
+    grown = _peak_kb(warm, "stats", "--json", twins) - flat
     assert grown < 8 << 10, f"{grown} KiB more for twin rows"
+    grown = _peak_kb(warm, "stats", "--json", batched) - flat
+    assert grown < 8 << 10, f"{grown} KiB more for binaries two kernels share"

@@ -359,13 +359,13 @@ class BundleAdmin(SignedRows):
     def counts(self) -> dict[str, int]:
         return {t: self.count(t) for t in ("kernels", "blobs", "tunes")}
 
-    def blob_users(self) -> dict[str, int]:
-        """How many kernels use each binary that more than one kernel uses (a batch's)."""
-        rows = self._all(
+    def blob_users(self) -> Iterator[tuple[str, int]]:
+        """(sha256, kernels) of each binary more than one kernel uses (a batch's), streamed."""
+        rows = self._iter(
             "SELECT sha256, count(*) FROM kernels WHERE typeof(sha256) = 'text' "
             f"AND length(sha256) <= {MAX_NAME_CHARS} GROUP BY sha256 HAVING count(*) > 1"
         )
-        return {str(sha): int(n) for sha, n in rows}
+        return ((str(sha), int(n)) for sha, n in rows)
 
     def has_operation(self, operation: str) -> bool:
         return self._one("SELECT 1 FROM tunes WHERE operation = ?", (operation,)) is not None

@@ -8,21 +8,17 @@ kernel's content digest, its `components`' `kernel`, and that very share); anoth
 the same kernel, for another arch or by another toolchain, differs in one of them. A row
 naming no content digest (one another tool wrote) is twin to none: its key stands in for it.
 `shared_compiles` counts, in SQL (no row read into Python), the rows of every compile that
-made more than one, streamed into a `SharedCompiles`: a private temporary SQLite file
-(`connect("")`: SQLite removes it as it closes), each compile under its sha256, so a
-listing streamed row by row gives each its part in one point query, and memory stays flat
-(held in a dict, a bundle of 150,000 cubins with their PTX twins took `warm stats --json`
-from 31 to 117 MB). Where that file cannot be made or written, a compile not kept there
-counts as one row (its whole time: never a share too small). Reads only; it owns no state
-beyond that file and never prints.
+made more than one, streamed into a `warmcli.bundle.counts.HeldCounts` (a temporary file,
+so memory stays flat: held in a dict, a bundle of 150,000 cubins with their PTX twins took
+`warm stats --json` from 31 to 117 MB), so a listing streamed row by row gives each its
+part. Pure reads; it owns no state and never prints.
 """
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
-import hashlib
 from typing import TYPE_CHECKING
 
+from warmcli.bundle.counts import HeldCounts
 from warmcli.records import KernelRecord
 
 if TYPE_CHECKING:
@@ -43,44 +39,10 @@ def compile_of(k: KernelRecord) -> Compile:
     return (k.device, k.toolchain, k.key if digest == "" else str(digest), float(k.seconds))
 
 
-def _digest(c: Compile) -> bytes:
-    text = "\0".join((c[0], c[1], c[2], repr(c[3])))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
-class SharedCompiles:
-    """How many rows each compile made of one kernel, where more than one (see the module
-    doc): `get(compile, 1)` as a dict's."""
-
-    def __init__(self) -> None:
-        self._conn: sqlite3.Connection | None = None
-
-    def put(self, compile: Compile, rows: int) -> None:
-        try:
-            if self._conn is None:
-                self._conn = sqlite3.connect("")
-                self._conn.execute("CREATE TABLE compiles (id BLOB PRIMARY KEY, n INTEGER)")
-            self._conn.execute(
-                "INSERT OR REPLACE INTO compiles VALUES (?, ?)", (_digest(compile), rows)
-            )
-        except sqlite3.Error:
-            pass  # not kept: counted as one row (see the module doc)
-
-    def get(self, compile: Compile, default: int = 1) -> int:
-        if self._conn is None:
-            return default
-        try:
-            row = self._conn.execute(
-                "SELECT n FROM compiles WHERE id = ?", (_digest(compile),)
-            ).fetchone()
-        except sqlite3.Error:
-            return default
-        return default if row is None else int(row[0])
-
-
-def shared_compiles(bundle: RowReader) -> SharedCompiles:
-    """How many rows each compile made of one kernel, where it made more than one."""
-    held = SharedCompiles()
-    for device, toolchain, kernel, seconds, n in bundle._iter(_SHARED):
-        held.put((str(device), str(toolchain), str(kernel), float(seconds)), int(n))
-    return held
+def shared_compiles(bundle: RowReader) -> HeldCounts:
+    """How many rows each compile made of one kernel, where it made more than one (by its
+    `Compile`: `get(compile_of(k), 1)`)."""
+    return HeldCounts(
+        ((str(device), str(toolchain), str(kernel), float(seconds)), int(n))
+        for device, toolchain, kernel, seconds, n in bundle._iter(_SHARED)
+    )

@@ -19,6 +19,7 @@ import typer
 from warmcli import config
 from warmcli.bundle.compiles import shared_compiles
 from warmcli.bundle.consistency import require_consistent
+from warmcli.bundle.counts import HeldCounts
 from warmcli.bundle.location import is_url
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
@@ -94,7 +95,7 @@ def stats_stream(
         bundle.fingerprints(),
         kernels,
         tunes,
-        shared=bundle.blob_users(),
+        shared=HeldCounts(((sha,), n) for sha, n in bundle.blob_users()),  # (in a file)
         compiles=shared_compiles(bundle),
         named=named,
         tune=tune,

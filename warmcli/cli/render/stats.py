@@ -13,7 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.compiles import SharedCompiles, compile_of
+from warmcli.bundle.compiles import compile_of
+from warmcli.bundle.counts import HeldCounts
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
@@ -173,11 +174,11 @@ def stats_document(
     fingerprints: list[dict[str, Any]],
     kernels: Iterable[tuple[KernelRecord, tuple[float, float] | None]],
     tunes: Iterable[TuneRecord],
-    shared: dict[str, int] | None = None,
+    shared: HeldCounts | None = None,
     named: dict[str, set[str]] | None = None,
     tune: Callable[[TuneRecord], Any] = tune_json,
     format_version: int | None = None,
-    compiles: SharedCompiles | None = None,
+    compiles: HeldCounts | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
@@ -187,15 +188,17 @@ def stats_document(
     tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
     or the same as JSON text: `warmcli.cli.render.tune_line`); `format_version`: the
     format the file is in (its header's), given as "format" beside the manifest's claim."""
-    shared, compiles = shared or {}, compiles or SharedCompiles()
+    shared, compiles = shared or HeldCounts(), compiles or HeldCounts()
     named = named or {}
     given: Counter[str] = Counter()
 
     def one(k: KernelRecord, usage: tuple[float, float] | None) -> dict[str, Any]:
-        n = shared.get(k.sha256, 1)
+        n = shared.get((k.sha256,), 1)
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
-        if n > 1:
-            given[k.sha256] += 1
+        if n > 1:  # (forgotten once its last user is given its share: what is held is the
+            given[k.sha256] += 1  # binaries whose users the listing has not all reached yet)
+            if given[k.sha256] == n:
+                del given[k.sha256]
         cands = sorted(named.get(k.key, ()), key=natural)
         return kernel_json(k, usage, n, share, cands, compiles.get(compile_of(k), 1))
 

@@ -1,0 +1,53 @@
+"""Counts a listing reads per row, kept out of memory: `HeldCounts`.
+
+`warm stats` gives each kernel its part of what it shares with other rows: of a binary
+several kernels use (`BundleAdmin.blob_users`), of a compile that made several rows of one
+kernel (`warmcli.bundle.compiles`). Held in a dict, those counts grew with the bundle
+(150,000 kernels kept with their PTX twins: `warm stats --json` from 31 to 117 MB; README:
+every reading command's memory stays flat). A `HeldCounts` keeps them in a private temporary
+SQLite file (`connect("")`: SQLite removes it as it closes), each under the sha256 of its
+key, made on first use and read by one point query. Where that file cannot be made or
+written, a key not kept there reads as the default (one: a whole share, never one too
+small). It owns only that file and never prints.
+"""
+
+from __future__ import annotations
+
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import hashlib
+from collections.abc import Iterable
+
+Key = tuple[object, ...]  # texts and numbers (a number by its repr: exact for a float)
+
+
+def _digest(key: Key) -> bytes:
+    text = "\0".join(v if isinstance(v, str) else repr(v) for v in key)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class HeldCounts:
+    """Counts by key, in a temporary file (see the module doc): `get` as a dict's."""
+
+    def __init__(self, counts: Iterable[tuple[Key, int]] = ()) -> None:
+        self._conn: sqlite3.Connection | None = None
+        for key, n in counts:
+            self.put(key, n)
+
+    def put(self, key: Key, n: int) -> None:
+        try:
+            if self._conn is None:
+                self._conn = sqlite3.connect("")
+                self._conn.execute("CREATE TABLE counts (id BLOB PRIMARY KEY, n INTEGER)")
+            self._conn.execute("INSERT OR REPLACE INTO counts VALUES (?, ?)", (_digest(key), n))
+        except sqlite3.Error:
+            pass  # not kept: read as the default (see the module doc)
+
+    def get(self, key: Key, default: int = 1) -> int:
+        if self._conn is None:
+            return default
+        try:
+            row = self._conn.execute("SELECT n FROM counts WHERE id = ?", (_digest(key),))
+            found = row.fetchone()
+        except sqlite3.Error:
+            return default
+        return default if found is None else int(found[0])
