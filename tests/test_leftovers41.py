@@ -5,6 +5,8 @@ judged for. The real CLI in a subprocess, real SQLite files, NVRTC or nvcc for a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
@@ -29,3 +31,41 @@ def test_check_json_names_the_device_each_entry_was_judged_for(warm: Warm, tmp_p
     tunes = [m for m in doc["unservable"] if m["kind"] == "tune"]
     assert {m["device"] for m in tunes} == {"sm_75", "sm_90"}, tunes
     assert len(tunes) == 2 * doc["tunes"], tunes
+
+
+OWN_COLLECTOR = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+mine = warmcli.StatisticsCollector()
+with warmcli.ProcessModeOverride(warmcli.ProcessMode.EXECUTE, mine):
+    pick = module["workload"](warmcli.runtime("host"))
+own = warmcli.StatisticsReader(mine).notes()
+print(json.dumps({"pick": pick, "notes": warmcli.report().notes, "own": own}))
+"""
+
+
+def test_a_judged_nothing_note_reaches_report_under_the_users_own_collector(
+    warm: Warm, tmp_path: Path
+) -> None:
+    from test_judged40 import WARNING, WORKLOAD
+
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    env = dict(warm.env, CHECK="ref", DATA="zeros", WARM_REPORT="1")
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_COLLECTOR, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["pick"] == "fast_wrong"
+    noted = [n for n in shown["own"] if WARNING in n]  # the user's collector has it
+    assert len(noted) == 1, shown
+    assert shown["notes"] == noted, shown  # and so does report(), and its printed lines
+    assert [line for line in done.stderr.splitlines() if WARNING in line] == [
+        f"  note: {noted[0]}"
+    ], done.stderr

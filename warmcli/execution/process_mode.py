@@ -7,7 +7,8 @@ it: a context manager that sets the mode and names the `StatisticsCollector` tha
 everything the mode triggers is counted into. A stream's default mode follows it
 (`default_for`'s rule, installed into `warmcli.backends.base` on import). One override is
 open at a time; a second one with another mode or another collector is refused,
-never silently nested. This module owns that process-wide slot and nothing else: it
+never silently nested (`note_reported` keeps a note `warmcli.report()` carries in the
+default collector as well). This module owns that process-wide slot and nothing else: it
 never compiles, launches or prints.
 """
 
@@ -76,6 +77,16 @@ def active_collector() -> StatisticsCollector:
 def default_collector() -> StatisticsCollector:
     """The collector counted into when no override is open."""
     return _default_collector
+
+
+def note_reported(message: str) -> None:
+    """Note `message` in the active collector, and in the default one too where an override
+    names another: `warmcli.report()` reads its notes from the default collector, so a note it
+    carries reaches it whatever collector a user's `ProcessModeOverride` counts into."""
+    collector = active_collector()
+    collector.note(message)
+    if collector is not _default_collector:
+        _default_collector.note(message)
 
 
 class ProcessModeOverride:

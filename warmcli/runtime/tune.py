@@ -42,7 +42,7 @@ from warmcli.errors import (
     TuneSpecError,
     headline,
 )
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.printable import cut
@@ -323,7 +323,7 @@ def _measure_candidates(
             median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
     if check is not None and (told := check.judged_nothing()) is not None:
-        active_collector().note(f"tune {tunable.name} {cut(shape_key)}: {told}")
+        note_reported(f"tune {tunable.name} {cut(shape_key)}: {told}")  # report()'s too
     return [results[name] for name in tunable.candidates]
 
 
