@@ -4,9 +4,15 @@ judged for. The real CLI in a subprocess, real SQLite files, NVRTC or nvcc for a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
@@ -69,3 +75,48 @@ def test_a_judged_nothing_note_reaches_report_under_the_users_own_collector(
     assert [line for line in done.stderr.splitlines() if WARNING in line] == [
         f"  note: {noted[0]}"
     ], done.stderr
+
+
+def _holds(pid: int, name: Path) -> bool:
+    """Whether process `pid` has the file `name` open."""
+    folder = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(folder / fd) == str(name) for fd in os.listdir(folder))
+    except OSError:  # (a descriptor closed as it was read)
+        return False
+
+
+def test_ctrl_c_in_a_vacuum_only_clean_says_the_bundle_is_whole(warm: Warm, tmp_path: Path) -> None:
+    """A clean that removes nothing but vacuums (a tenth of the file free pages) said a bare
+    `interrupted` when Ctrl-C landed in its vacuum: now it says nothing was removed and the
+    bundle is whole. The vacuum is held waiting for warm's write lock, which this test takes,
+    and SIGINT sent once the clean has opened the lock file."""
+    bundle = tmp_path / "b.warm"
+    made = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q", "--no-verify")
+    assert made.returncode == 0, made.stderr
+    with contextlib.closing(sqlite3.connect(bundle)) as db:  # pages freed, as a refused
+        db.execute("CREATE TABLE junk(x)")  # vacuum (a full disk) leaves them
+        db.execute("INSERT INTO junk VALUES (zeroblob(4000000))")
+        db.commit()
+        db.execute("DROP TABLE junk")
+        db.commit()
+    held = warm.json("stats", bundle)
+    lock = Path(f"{os.path.realpath(bundle)}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another writer's: the vacuum waits for it
+        proc = warm.popen("clean", bundle)
+        deadline = time.monotonic() + 30
+        while not _holds(proc.pid, lock) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # (waiting on the lock)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 130, err
+    [line] = err.strip().splitlines()
+    assert line.startswith("warm: interrupted: ") and "whole" in line, line
+    assert "removed nothing" in line, line
+    assert warm.json("stats", bundle) == held  # every entry as it was
+    assert warm("verify", bundle, "-q").returncode == 0
