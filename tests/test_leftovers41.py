@@ -10,11 +10,14 @@ import json
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
 
 
@@ -77,6 +80,15 @@ def test_a_judged_nothing_note_reaches_report_under_the_users_own_collector(
     ], done.stderr
 
 
+F_SETPIPE_SZ = 1031  # fcntl's (Linux): a pipe's capacity
+PAGE = 4096  # the smallest a pipe holds
+
+
+def _unread(fd: int) -> int:
+    """How many bytes the pipe at `fd` holds unread."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def _holds(pid: int, name: Path) -> bool:
     """Whether process `pid` has the file `name` open."""
     folder = Path(f"/proc/{pid}/fd")
@@ -120,3 +132,32 @@ def test_ctrl_c_in_a_vacuum_only_clean_says_the_bundle_is_whole(warm: Warm, tmp_
     assert "removed nothing" in line, line
     assert warm.json("stats", bundle) == held  # every entry as it was
     assert warm("verify", bundle, "-q").returncode == 0
+
+
+def test_ctrl_c_after_a_dask_runs_merge_says_what_the_bundle_holds(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Ctrl-C once `warm run --dask` had merged the shards into the bundle (here: as it
+    printed its report) said a bare `interrupted`; now what this run stored, kept, as a
+    local run says it. stdout is a pipe of one page this test does not read until the
+    report fills it: the run is then blocked printing, after the merge, when SIGINT lands."""
+    pytest.importorskip("distributed")
+    from dask_cluster import local_cluster
+
+    bundle = tmp_path / "b.warm"
+    with local_cluster(2) as scheduler:
+        args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--no-verify", "--json")
+        proc = warm.popen(*args, "--dask", scheduler)
+        assert proc.stdout is not None
+        fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, PAGE)
+        deadline = time.monotonic() + 60
+        while _unread(proc.stdout.fileno()) < PAGE and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    last = err.strip().splitlines()[-1]
+    assert last == "warm: interrupted: 6 kernel(s) and 3 tune(s) stored are kept", err
+    held = warm.json("stats", bundle)
+    assert (len(held["kernels"]), len(held["tunes"])) == (6, 3)
