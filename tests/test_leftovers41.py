@@ -161,3 +161,22 @@ def test_ctrl_c_after_a_dask_runs_merge_says_what_the_bundle_holds(
     assert last == "warm: interrupted: 6 kernel(s) and 3 tune(s) stored are kept", err
     held = warm.json("stats", bundle)
     assert (len(held["kernels"]), len(held["tunes"])) == (6, 3)
+
+
+def test_one_elf_layout_serves_both_host_readers() -> None:
+    """`binary` and `needed` each held a table of ELF's layout; now both read `elf`'s, whose
+    entries are the sizes ELF gives them (a whole program header, section header, symbol,
+    dynamic entry and ELF header of each word size)."""
+    import struct
+
+    from warmcli.backends.host import binary, elf, needed
+
+    assert not hasattr(binary, "_LAYOUT") and not hasattr(binary, "_SECTIONS")
+    assert not hasattr(needed, "_LAYOUT")
+    whole = {64: (56, 64, 24, 16, 64), 32: (32, 40, 16, 8, 52)}
+    for bits, (program, section, symbol, dynamic, header) in whole.items():
+        layout = elf.LAYOUTS[bits]
+        sizes = [struct.calcsize("<" + f) for f in (layout.mapped, layout.section)]
+        sizes += [struct.calcsize("<" + f) for f in (layout.symbol, layout.dynamic)]
+        assert (*sizes, layout.header) == (program, section, symbol, dynamic, header)
+        assert layout.sizes == layout.shoff + struct.calcsize(layout.word) + 6  # e_flags, e_ehsize
