@@ -1,0 +1,75 @@
+"""review41a: every note a runtime makes reaches the default collector, which
+`warmcli.report()` and the README's `StatisticsReader(default_collector()).notes()` read,
+under a user's own `ProcessModeOverride(..., StatisticsCollector())` as under none, and
+once. Only a tune check's 'could not tell candidates apart' note did (leftovers41); a failed
+compile's, a PTX JIT's, a discarded read's went to the user's collector alone. The real
+host compiler in a fresh Python process; the rule that every note goes through
+`note_reported` read off warm's own source.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+BAD_COMPILE = """
+import json, sys
+import warmcli
+from warmcli.execution import default_collector
+BAD = warmcli.Kernel("void f(float *y) { this is not C; }", "f", "P")
+how = sys.argv[1]
+mine = {"none": None, "own": warmcli.StatisticsCollector(), "default": default_collector()}[how]
+def work():
+    rt = warmcli.runtime("host")
+    try:
+        rt.launch(BAD, rt.buffer(4))
+    except warmcli.KernelCompileError:
+        pass
+if mine is None:
+    work()
+else:
+    with warmcli.ProcessModeOverride(warmcli.ProcessMode.EXECUTE, mine):
+        work()
+print(json.dumps({
+    "default": warmcli.StatisticsReader(default_collector()).notes(),
+    "mine": warmcli.StatisticsReader(mine).notes() if mine is not None else [],
+}))
+"""
+
+
+@pytest.mark.parametrize("how", ["none", "own", "default"])
+def test_a_failed_compiles_note_reaches_the_default_collector_once(warm: Warm, how: str) -> None:
+    """Under a user's own collector the note went there alone: the default collector (the
+    README's way of reading a process's notes) had none. Now both have it, once each; under
+    an override naming the default collector itself, or none, it is there once."""
+    shown = warm.production(BAD_COMPILE, how)
+    failed = [n for n in shown["default"] if "compile of f" in n and "failed" in n]
+    assert len(failed) == 1, shown
+    assert shown["default"] == failed, shown  # nothing else, nothing twice
+    if how == "own":
+        assert shown["mine"] == failed, shown
+
+
+def _note_calls(path: Path) -> list[str]:
+    """Where `path` calls a `.note(...)` (a collector's), as `file:line`."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "note"
+    ]
+
+
+def test_every_note_goes_through_note_reported() -> None:
+    """A PTX JIT's note (no GPU here to serve one), a bundle's foreign builds', a build not
+    served, a discarded read's, a candidate's crash, a thread's exception: each was
+    `active_collector().note(...)`, reaching the user's collector alone. Now `note_reported`
+    is the one place a note is made (the collector's own `note` is defined, not called)."""
+    calls = [c for p in sorted((ROOT / "warmcli").rglob("*.py")) for c in _note_calls(p)]
+    assert len(calls) == 2, calls  # the active collector's, then the default one's
+    assert all(c.startswith("warmcli/execution/process_mode.py:") for c in calls), calls
