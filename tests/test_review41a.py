@@ -73,3 +73,38 @@ def test_every_note_goes_through_note_reported() -> None:
     calls = [c for p in sorted((ROOT / "warmcli").rglob("*.py")) for c in _note_calls(p)]
     assert len(calls) == 2, calls  # the active collector's, then the default one's
     assert all(c.startswith("warmcli/execution/process_mode.py:") for c in calls), calls
+
+
+SPOOF = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+said = "its check could not tell candidates apart: every output it compared"
+src = f"#error {said}\\nvoid g(float *y) {{}}"
+rt = warmcli.runtime("host")
+try:
+    rt.launch(warmcli.Kernel(src, "g", "P"), rt.buffer(4))
+except warmcli.KernelCompileError:
+    pass
+pick = module["workload"](warmcli.runtime("host"))  # real data: a check that tells them apart
+notes = warmcli.StatisticsReader(warmcli.execution.default_collector()).notes()
+print(json.dumps({"pick": pick, "report": warmcli.report().notes, "notes": notes}))
+"""
+
+
+def test_report_notes_hold_no_other_note_that_quotes_the_judged_nothing_words(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`report().notes` is documented to hold only the notes of tunes whose check told no
+    candidate apart; it took every note of the process containing those words, so a failed
+    compile whose log quotes them (here an `#error`; a blob's library name can, too) was
+    shown as one, and printed by `WARM_REPORT=1`. Now only a tune's own note is taken."""
+    from test_judged40 import WARNING, WORKLOAD
+
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    warm.env.update(CHECK="ref", DATA="random")
+    shown = warm.production(SPOOF, script)
+    assert shown["pick"] == "ref", shown
+    assert [n for n in shown["notes"] if WARNING in n and n.startswith("compile of g")], shown
+    assert shown["report"] == [], shown
