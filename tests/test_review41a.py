@@ -108,3 +108,39 @@ def test_report_notes_hold_no_other_note_that_quotes_the_judged_nothing_words(
     assert shown["pick"] == "ref", shown
     assert [n for n in shown["notes"] if WARNING in n and n.startswith("compile of g")], shown
     assert shown["report"] == [], shown
+
+
+TWO_BUNDLES = """
+import json, os, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+warmcli.use_bundle(None)
+module["workload"](warmcli.runtime("host"))  # on zeros: its check judged nothing, noted
+warmcli.use_bundle(None)  # the report is about the bundle in use from here
+os.environ["DATA"] = sys.argv[2]
+module["workload"](warmcli.runtime("host"))  # measured again, on zeros or on real data
+r = warmcli.report()
+print(json.dumps({"notes": r.notes, "tunes": [m.name for m in r.tunes], "text": str(r)}))
+"""
+
+
+@pytest.mark.parametrize("then", ["zeros", "random"])
+def test_report_notes_are_of_the_bundle_in_use_each_once(
+    warm: Warm, tmp_path: Path, then: str
+) -> None:
+    """After `use_bundle`, `report()` names only what was missed over the bundle in use,
+    but its notes were every judged-nothing note since the process began: a tune measured
+    before and after showed its note twice (once its misses' own), and a tune measured
+    after on real data was shown the note of the one before. Now the notes start where
+    the misses do, each once."""
+    from test_judged40 import WARNING, WORKLOAD
+
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    warm.env.update(CHECK="ref", DATA="zeros")
+    shown = warm.production(TWO_BUNDLES, script, then)
+    assert shown["tunes"] == ["ax float32[64] float32[64] 64"], shown
+    noted = [n for n in shown["notes"] if WARNING in n]
+    assert len(noted) == (1 if then == "zeros" else 0), shown
+    assert shown["notes"] == noted, shown
+    assert shown["text"].count(WARNING) == len(noted), shown["text"]
