@@ -298,7 +298,7 @@ def _measure_candidates(
         crashed = journal.excluded(key, name)
         if crashed is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=crashed)
-            active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
+            note_reported(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
             continue
 
         def run(kernel: Kernel = kernel, stream: Stream = guard.stream) -> None:

@@ -42,7 +42,7 @@ from types import FrameType
 from typing import Any
 
 from warmcli.errors import message_of
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
 
@@ -86,7 +86,7 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
         if exc is not None:
             said = where(exc, path) + said
         name = args.thread.name if args.thread is not None else "?"
-        active_collector().note(
+        note_reported(
             f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
         )
 
