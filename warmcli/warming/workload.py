@@ -253,16 +253,18 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 
 
-def _as_module(path: Path) -> str:
-    """The hint for a file of a package run as a script (its relative import failed): the
-    `-m` name it has from the folder above its outermost package (`__init__.py` folders)."""
-    folder, names = path.resolve().parent, [path.stem]
+def _as_module(path: Path, package: bool = False) -> str:
+    """The hint for a file of a package run as a script (its relative import failed), or
+    for a package's folder given as the workload (`package`): the `-m` name it has from
+    the folder above its outermost package (`__init__.py` folders)."""
+    folder, names = (path.resolve(), []) if package else (path.resolve().parent, [path.stem])
     while (folder / "__init__.py").is_file() and folder.parent != folder:
         names.insert(0, folder.name)
         folder = folder.parent
-    if len(names) < 2:
+    if len(names) < (1 if package else 2):
         return ""
-    return f" (a module of a package: give -m {'.'.join(names)}, from {folder})"
+    what = "a package" if package else "a module of a package"
+    return f" ({what}: give -m {'.'.join(names)}, from {folder})"
 
 
 def _entry(
@@ -305,7 +307,8 @@ def load_workload(
     finds no GPU (its failure to is said so)."""
     path = Path(path)
     if path.is_dir():
-        raise WorkloadError(f"{path}: is a directory, not a workload file")
+        hint = _as_module(path, package=True)
+        raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
     if not path.is_file():
         raise WorkloadError(f"{path}: no such workload file")
     if path.suffix != ".py":
