@@ -3,8 +3,10 @@ real CLI in a subprocess, the real cc."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 
@@ -37,3 +39,59 @@ def test_a_package_folder_given_as_the_workload_is_told_its_dash_m_name(
     done = warm("run", "plain", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == "warm: error: plain: is a directory, not a workload file"
+
+
+TUNED_CUDA = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void z(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = V; }'
+def launch(rt, k, y, n, *, stream=None):
+    LAUNCH
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (512, 2048)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(4096), 4096)
+"""
+
+
+def _needs_nvrtc() -> None:
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
+
+
+def test_a_pre_build_runs_each_tune_candidates_launch_discarded(warm: Warm, tmp_path: Path) -> None:
+    """Under `--arch` (no GPU) a tune's candidates were only compiled: the launch function
+    never ran, so one that forgot an argument, or launched what no GPU takes, passed the
+    pre-build (`the bundle is complete`) and failed production's first tune on the GPU
+    (`TuneFailure: every candidate failed`). Each candidate's launch now runs discarded,
+    checked as any discarded launch is: a candidate it refuses is recorded failed with its
+    reason, and a tune none of whose candidates launches fails the pre-build, as on host."""
+    _needs_nvrtc()
+    broken = tmp_path / "broken.py"
+    broken.write_text(TUNED_CUDA.replace("LAUNCH", "rt.launch(k, y, stream=stream)"))
+    done = warm("run", broken, "--arch", "sm_90", "-b", tmp_path / "a.warm", "-q")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "tune zt float32[4096] 4096: every candidate failed" in done.stderr, done.stderr
+    assert "v512: LaunchError: kernel z[V=512] takes 2 argument(s)" in done.stderr
+
+    sized = tmp_path / "sized.py"
+    sized.write_text(
+        TUNED_CUDA.replace(
+            "LAUNCH", 'rt.launch(k, y, n, block=(int(k.define("V")),), stream=stream)'
+        )
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", sized, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the bundle is complete" in done.stdout, done.stdout
+    shown = warm("stats", bundle, "--json")
+    assert shown.returncode == 0, shown.stderr
+    (tune,) = json.loads(shown.stdout)["tunes"]
+    assert tune["status"] == "pending", tune
+    by_name = {c["name"]: c for c in tune["candidates"]}
+    assert by_name["v512"]["status"] == "pending", by_name
+    assert by_name["v2048"]["status"] == "failed", by_name
+    assert "2048 threads a block (at most 1024)" in by_name["v2048"]["reason"], by_name
+
