@@ -95,3 +95,32 @@ def test_a_pre_build_runs_each_tune_candidates_launch_discarded(warm: Warm, tmp_
     assert by_name["v2048"]["status"] == "failed", by_name
     assert "2048 threads a block (at most 1024)" in by_name["v2048"]["reason"], by_name
 
+
+def test_an_argparse_exit_says_the_workload_parses_no_arguments(warm: Warm, tmp_path: Path) -> None:
+    """A workload whose argparse requires an option (`--size`, required=True) said only
+    `workload called sys.exit(2) ...: a workload returns`, argparse's usage above it: no
+    word that warm runs it with `sys.argv` holding only its path, nor what to do instead,
+    which `warm run w.py --size 8` is told."""
+    parse = (
+        "import argparse\n"
+        "def args():\n"
+        "    p = argparse.ArgumentParser()\n"
+        '    p.add_argument("--size", type=int, required=True)\n'
+        "    return p.parse_args()\n"
+    )
+    hint = "argparse exits: warm runs the workload with sys.argv holding only its path"
+    at_call = tmp_path / "at_call.py"
+    at_call.write_text(parse + "def workload(rt):\n    args()\n")
+    at_import = tmp_path / "at_import.py"
+    at_import.write_text(parse + "ARGS = args()\ndef workload(rt):\n    pass\n")
+    for workload in (at_call, at_import):  # the line of its parse_args()
+        done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+        assert done.returncode == 2, done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"warm: error: {workload}:5: "), last
+        assert "sys.exit(2)" in last and hint in last, last
+        assert "environment variables" in last, last
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\ndef workload(rt):\n    sys.exit(3)\n")
+    done = warm("run", exits, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2 and "argparse exits" not in done.stderr, done.stderr

@@ -66,6 +66,7 @@ from typing import Any
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
 from warmcli.late_runtime import late_runtimes
 from warmcli.warming.leftovers import (
+    argparse_hint,
     first_line,
     forked_child_ends,
     import_ends_forked_child,
@@ -150,7 +151,7 @@ class Workload:
                 raise KeyboardInterrupt from None
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
-                f"{pass_name}: a workload returns, it does not exit the process"
+                f"{pass_name}: a workload returns, it does not exit the process{argparse_hint(exc)}"
             ) from None
         except (ToolchainError, ScratchError) as exc:  # the machine's: not the workload's code
             forked_child_ends(pid, 1)
@@ -233,7 +234,7 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         at = where(exc, Path(path)).rstrip(": ")
         return WorkloadError(f"{first_line(exc)}; needed at {at} while the workload was imported")
     if isinstance(exc, SystemExit):
-        failure = f"it called sys.exit({exc.code!r})"
+        failure = f"it called sys.exit({exc.code!r}){argparse_hint(exc)}"
     elif gpu_less and isinstance(exc, DeviceError):  # its own hint is no GPU-less run's
         failure = "DeviceError: it used a GPU at import, and a GPU-less pre-build (--arch) has "
         failure += "none: warm builds what the entry function does on its runtime: do it there"
