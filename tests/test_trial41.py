@@ -124,3 +124,30 @@ def test_an_argparse_exit_says_the_workload_parses_no_arguments(warm: Warm, tmp_
     exits.write_text("import sys\ndef workload(rt):\n    sys.exit(3)\n")
     done = warm("run", exits, "-b", tmp_path / "b.warm", "-q")
     assert done.returncode == 2 and "argparse exits" not in done.stderr, done.stderr
+
+
+def test_a_checksum_miss_names_the_changed_candidate_without_doubled_quotes(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A tune missed because one candidate's kernel changed read `candidate 'v1''s kernel
+    (or a header it includes)`: a quote, then a possessive, doubled. It now reads `the
+    kernel of candidate 'v1' ...`."""
+    source = (
+        "import numpy as np\nfrom warmcli import Kernel, Tunable\n"
+        "SRC = 'void z(float *y, int n) { for (int i = 0; i < n; i++) y[i] = V; }'\n"
+        "def launch(rt, k, y, n, *, stream=None):\n    rt.launch(k, y, n, stream=stream)\n"
+        'T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", defines={"V": v}) for v in (1, 2)},'
+        " launch)\n"
+        "def workload(rt):\n    rt.tune(T, rt.buffer(16), 16)\n"
+    )
+    workload = tmp_path / "w.py"
+    workload.write_text(source)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    workload.write_text(source.replace("y[i] = V;", "y[i] = V + 0;"))
+    done = warm("verify", bundle, "--workload", workload)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "checksum: same candidate names, the kernel of candidate 'v1' (or a header it " in (
+        done.stdout
+    ), done.stdout
+    assert "''s" not in done.stdout, done.stdout
