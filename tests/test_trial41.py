@@ -151,3 +151,22 @@ def test_a_checksum_miss_names_the_changed_candidate_without_doubled_quotes(
         done.stdout
     ), done.stdout
     assert "''s" not in done.stdout, done.stdout
+
+
+def test_dash_m_of_a_package_without_a_workload_names_its_modules_that_define_one(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run -m svc.app` of a package whose workload is in a module of it (its
+    `__init__.py` empty, no `__main__.py`) said only `app/__init__.py: defines no function
+    workload(runtime)`: it now names the package's modules that define one, as `-m` names."""
+    app = _package(tmp_path)
+    (app / "other.py").write_text("def helper():\n    pass\n")
+    (app / "serve.py").write_text("async def workload(rt):\n    pass\n")
+    done = warm("run", "-m", "svc.app", "-b", "b.warm", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line, line
+    assert "__init__.py: defines no function workload(runtime)" in line, line
+    assert line.endswith("(its modules that define one: -m svc.app.serve, -m svc.app.warmup)")
+    done = warm("run", "-m", "svc.app", "--entry", "helper", "-b", "b.warm", cwd=tmp_path)
+    assert done.stderr.strip().endswith("(its modules that define one: -m svc.app.other)")
