@@ -170,3 +170,26 @@ def test_dash_m_of_a_package_without_a_workload_names_its_modules_that_define_on
     assert line.endswith("(its modules that define one: -m svc.app.serve, -m svc.app.warmup)")
     done = warm("run", "-m", "svc.app", "--entry", "helper", "-b", "b.warm", cwd=tmp_path)
     assert done.stderr.strip().endswith("(its modules that define one: -m svc.app.other)")
+
+
+def test_dash_m_of_a_package_not_in_the_folder_says_where_it_looked(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run -m app.warmup` from a folder that does not hold `app` said `no such
+    workload module (No module named 'app')`, not where it looked, as the `-m` of a module
+    the package lacks does (`looked in FOLDER first`); a module the package's own code
+    fails to import is not told so."""
+    _package(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = warm("run", "-m", "svc.app.warmup", "-b", "b.warm", cwd=elsewhere)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "warm: error: svc.app.warmup: no such workload module (No module named 'svc'; "
+        f"looked in {elsewhere} first)"
+    ), done.stderr
+    (tmp_path / "svc" / "__init__.py").write_text("import not_installed_41\n")
+    done = warm("run", "-m", "svc.app.warmup", "-b", "b.warm", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "No module named 'not_installed_41'" in done.stderr, done.stderr
+    assert "looked in" not in done.stderr, done.stderr

@@ -368,8 +368,9 @@ def load_module(
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it
-    except ModuleNotFoundError as exc:
-        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)})") from None
+    except ModuleNotFoundError as exc:  # where it is `name`'s own package: where it looked
+        at = f"; looked in {os.getcwd()} first" if f"{name}.".startswith(f"{exc.name}.") else ""
+        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)}{at})") from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
