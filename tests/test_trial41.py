@@ -193,3 +193,33 @@ def test_dash_m_of_a_package_not_in_the_folder_says_where_it_looked(
     assert done.returncode == 2, done.stderr
     assert "No module named 'not_installed_41'" in done.stderr, done.stderr
     assert "looked in" not in done.stderr, done.stderr
+
+
+def test_diff_gives_a_kernel_its_share_of_the_batch_binary_as_stats_does(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm diff` gave a kernel that only one bundle holds, built in a batch with others
+    both hold, the whole batch binary as its `bytes` (`shared_by` 1, `batch_seconds` its own
+    share), where `warm stats` gives the same kernel its share (`shared_by` 2): the kernels
+    listed in the diff were counted, not the bundle's users of the binary."""
+    source = (
+        "from warmcli import Kernel\n"
+        'KS = [Kernel(f"void k{i}(int *x) {{ x[0] = {i}; }}", f"k{i}", "P")\n'
+        "      for i in range(4)]\n"
+        "def workload(rt):\n    for k in KS:\n        rt.launch(k, rt.buffer(1, 'int32'))\n"
+    )
+    (tmp_path / "a.py").write_text(source)
+    (tmp_path / "b.py").write_text(source.replace("range(4)", "range(1, 4)"))
+    for name in ("a", "b"):
+        done = warm("run", tmp_path / f"{name}.py", "-b", tmp_path / f"{name}.warm", "-q")
+        assert done.returncode == 0, done.stderr
+    stats = json.loads(warm("stats", tmp_path / "a.warm", "--json").stdout)
+    k0 = next(k for k in stats["kernels"] if k["entry"] == "k0")
+    assert k0["shared_by"] > 1, k0  # a batch binary (one per compiler process)
+    done = warm("diff", tmp_path / "a.warm", tmp_path / "b.warm", "--json")
+    assert done.returncode == 0, done.stderr
+    (only,) = json.loads(done.stdout)["kernels"]["only_a"]
+    assert only["key"] == k0["key"], only
+    assert only["shared_by"] == k0["shared_by"] and only["blob_bytes"] == k0["blob_bytes"], only
+    assert abs(only["bytes"] - k0["bytes"]) <= 1, (only, k0)
+    assert only["batch_seconds"] == k0["batch_seconds"], (only, k0)
