@@ -223,3 +223,30 @@ def test_diff_gives_a_kernel_its_share_of_the_batch_binary_as_stats_does(
     assert only["shared_by"] == k0["shared_by"] and only["blob_bytes"] == k0["blob_bytes"], only
     assert abs(only["bytes"] - k0["bytes"]) <= 1, (only, k0)
     assert only["batch_seconds"] == k0["batch_seconds"], (only, k0)
+
+
+def test_a_pre_build_stores_a_kernel_only_a_tunes_launch_function_launches(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A kernel a tunable's launch function launches beside its candidate (a `zero` of the
+    output first) was never compiled by a pre-build, as that function never ran there:
+    `the bundle is complete`, and production's GPU compiled it at its first tune. Now that
+    each candidate's launch runs discarded, it is built and stored with the rest."""
+    _needs_nvrtc()
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        TUNED_CUDA.replace(
+            "LAUNCH",
+            "rt.launch(ZERO, y, block=(256,), stream=stream)\n"
+            "    rt.launch(k, y, n, block=(256,), stream=stream)",
+        ).replace(
+            "def launch",
+            "ZERO = Kernel('extern \"C\" __global__ void zero(float *y) { y[threadIdx.x] = 0; }',"
+            ' "zero", "P", language="cuda")\ndef launch',
+        )
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    kernels = json.loads(warm("stats", bundle, "--json").stdout)["kernels"]
+    assert sorted({k["entry"] for k in kernels}) == ["z", "zero"], kernels
