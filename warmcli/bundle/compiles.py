@@ -8,12 +8,15 @@ kernel's content digest, its `components`' `kernel`, and that very share); anoth
 the same kernel, for another arch or by another toolchain, differs in one of them. A row
 naming no content digest (one another tool wrote) is twin to none: its key stands in for it.
 `shared_compiles` counts, in SQL (no row read into Python), the rows of every compile that
-made more than one, so a listing streamed row by row can give each its part. Pure reads; it
-owns no state and never prints.
+made more than one, so a listing streamed row by row can give each its part; `blob_users_of`
+how many kernel rows share each of some binaries (a batch's), for a listing of a few of them
+(`warm diff`) to give each its share as `warm stats` does. Pure reads; it owns no state and
+never prints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli.records import KernelRecord
@@ -42,3 +45,14 @@ def shared_compiles(bundle: RowReader) -> dict[Compile, int]:
         (str(device), str(toolchain), str(kernel), float(seconds)): int(n)
         for device, toolchain, kernel, seconds, n in bundle._all(_SHARED)
     }
+
+
+def blob_users_of(bundle: RowReader, shas: Sequence[str]) -> dict[str, int]:
+    """How many kernel rows of `bundle` use each binary of `shas` (a listing's: bounded)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(shas), 500):
+        chunk = tuple(dict.fromkeys(shas[start : start + 500]))
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT sha256, count(*) FROM kernels WHERE sha256 IN ({marks}) GROUP BY sha256"
+        found.update((str(sha), int(n)) for sha, n in bundle._all(sql, chunk))
+    return found
