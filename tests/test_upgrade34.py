@@ -238,7 +238,7 @@ def test_a_checked_tunes_miss_says_whether_a_kernel_or_the_check_differs(
     assert "another Python version" in detail
     kernel = workload_file(GLOBAL_TOLERANCE.replace("1.01f", "1.02f"), "kernel.py")
     (detail,) = _explained(warm, bundle, kernel)
-    assert detail.startswith("same candidate names, candidate 'off''s kernel"), detail
+    assert detail.startswith("same candidate names, the kernel of candidate 'off'"), detail
 
 
 SCALED = """

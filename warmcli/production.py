@@ -90,7 +90,7 @@ class _Production:
         self.looked = False  # the environment and the default bundle were consulted
         # misses the last close had to write back and did not (an exit cut it short, say)
         self.unstored = 0
-        self.notes_from = 0  # a forked child's: the default collector's notes its parent's
+        self.notes_from = 0  # the default collector's notes before: not the report's
 
     def _bundle(self) -> Bundle | None:
         if self.bundle is not None or self.path is not None or self.looked or self.off:
@@ -137,7 +137,7 @@ class _Production:
             now_kernels, now_tunes = rt.done_cold()
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
-        notes = judged_nothing(self.notes_from) if tuned else []
+        notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
         return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes, notes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
@@ -211,7 +211,13 @@ def _forked() -> None:
     for rt, then in list(state.closed.items()):
         then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()
-    if (modes := sys.modules.get("warmcli.execution.process_mode")) is not None:  # its notes
+    _notes_from_now(state)
+
+
+def _notes_from_now(state: _Production) -> None:
+    """The report's notes from now on: not those made before (a forked child's parent's, or
+    over the bundle an earlier `use_bundle` closed)."""
+    if (modes := sys.modules.get("warmcli.execution.process_mode")) is not None:
         state.notes_from = len(modes.default_collector().reader().notes())
 
 
@@ -252,6 +258,7 @@ def use_bundle(
     with state.lock:
         state._close()
         state.closed_misses.clear()  # the report is about the bundle in use, not the last one
+        _notes_from_now(state)  # and so are its notes
         state.policy = policy
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
         state.path, state.write = None, False

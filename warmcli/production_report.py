@@ -101,11 +101,14 @@ class ProductionReport(Record, frozen=False):
 def judged_nothing(since: int = 0) -> list[str]:
     """The notes of the tunes this process measured whose output check told no candidate
     apart (`warmcli.runtime.tune_guard.OutputCheck.judged_nothing`), among the default
-    collector's notes from the `since`-th (those before: a forked child's parent's)."""
+    collector's notes from the `since`-th (those before: a forked child's parent's): a tune's
+    own (`tune NAME SHAPE: its check could not ...`), never another note quoting those words
+    (a compile's log, a blob's library name)."""
     from warmcli.execution.process_mode import default_collector
     from warmcli.runtime.tune_guard import JUDGED_NOTHING
 
-    return [n for n in default_collector().reader().notes()[since:] if JUDGED_NOTHING in n]
+    notes = default_collector().reader().notes()[since:]
+    return [n for n in notes if n.startswith("tune ") and f": {JUDGED_NOTHING}: " in n]
 
 
 def misses_of(rt: Runtime) -> list[Miss]:

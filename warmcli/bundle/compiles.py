@@ -11,11 +11,14 @@ naming no content digest (one another tool wrote) is twin to none: its key stand
 made more than one, streamed into a `warmcli.bundle.counts.HeldCounts` (a temporary file,
 so memory stays flat: held in a dict, a bundle of 150,000 cubins with their PTX twins took
 `warm stats --json` from 31 to 117 MB), so a listing streamed row by row gives each its
-part. Pure reads; it owns no state and never prints.
+part; `blob_users_of` how many kernel rows share each of some binaries (a batch's), for a
+listing of a few of them (`warm diff`) to give each its share as `warm stats` does. Pure
+reads; it owns no state and never prints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli.bundle.counts import HeldCounts
@@ -46,3 +49,14 @@ def shared_compiles(bundle: RowReader) -> HeldCounts:
         ((str(device), str(toolchain), str(kernel), float(seconds)), int(n))
         for device, toolchain, kernel, seconds, n in bundle._iter(_SHARED)
     )
+
+
+def blob_users_of(bundle: RowReader, shas: Sequence[str]) -> dict[str, int]:
+    """How many kernel rows of `bundle` use each binary of `shas` (a listing's: bounded)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(shas), 500):
+        chunk = tuple(dict.fromkeys(shas[start : start + 500]))
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT sha256, count(*) FROM kernels WHERE sha256 IN ({marks}) GROUP BY sha256"
+        found.update((str(sha), int(n)) for sha, n in bundle._all(sql, chunk))
+    return found

@@ -22,6 +22,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.config import parse_size
+from warmcli.errors import CleanInterrupted
 from warmcli.ops.clean import CleanReport, Machine, clean_bundle
 
 
@@ -65,13 +66,18 @@ def clean(
             emit_json(clean_json(report))
         else:
             out.print(clean_renderable(report))
-    except KeyboardInterrupt:  # once committed (`CleanInterrupted` too), however late: kept
+    except CleanInterrupted as exc:  # once committed, or once a vacuum alone began: kept
+        _interrupted(exc.kernels, exc.tunes)
+    except KeyboardInterrupt:  # so, however late (as the report is shown)
         if not removed:
             raise
         _interrupted(*removed)
 
 
 def _interrupted(kernels: int, tunes: int) -> NoReturn:
-    """Ctrl-C once the removal was committed: what it removed (kept), exit 130."""
-    removed = f"removed {kernels} kernel(s) and {tunes} tune(s)"
-    fail(f"interrupted: {removed} (kept; the file may not have shrunk)", EXIT_INTERRUPTED, label="")
+    """Ctrl-C once the removal was committed (what it removed, kept), or once a vacuum alone
+    began (nothing removed: the bundle whole), exit 130."""
+    said = "removed nothing: the bundle is whole, every entry kept ("  # a vacuum's: one
+    if kernels or tunes:  # transaction, done or not, every entry as it was
+        said = f"removed {kernels} kernel(s) and {tunes} tune(s) (kept; "
+    fail(f"interrupted: {said}the file may not have shrunk)", EXIT_INTERRUPTED, label="")

@@ -27,7 +27,7 @@ from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, MergeInterrupted
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.warming.fanout import FanOutReport, fan_out, shard_passes
 from warmcli.warming.passes import PassReport, RunReport
@@ -50,7 +50,35 @@ def dask_run(
     shown are the shards' summed, then the verify pass, as a local run's. Under `trusted`
     keys, `signing_key` signs only what they had signed and what the run added; without
     one, a bundle they do not accept is refused before any shard runs. `passed`: the
-    caller's values of the variables `--dask-env` names, set in each shard's environment."""
+    caller's values of the variables `--dask-env` names, set in each shard's environment.
+    An interrupt once the merge put the bundle in place, however late (`MergeInterrupted`,
+    as the report prints), says what this run stored (kept), as a local run says it."""
+    merged: list[MergeReport] = []  # the merge into `path`, once the file is in place
+    try:
+        return _dask_run(
+            scheduler, argv, path, verify_args, signing_key, show, gpu, trusted, passed, merged
+        )
+    except KeyboardInterrupt as exc:
+        kept = exc.report if isinstance(exc, MergeInterrupted) else merged[-1] if merged else None
+        if not isinstance(kept, MergeReport):
+            raise
+        held = kept.contributed.get(str(path), (0, 0))  # not this run's: what it held
+        interrupted(kept.kernels - held[0], kept.tunes - held[1])
+
+
+def _dask_run(
+    scheduler: str,
+    argv: list[str],
+    path: Path,
+    verify_args: tuple[Any, ...] | None,
+    signing_key: Any,
+    show: tuple[bool, bool, bool],
+    gpu: bool,
+    trusted: list[bytes] | None,
+    passed: dict[str, str | None] | None,
+    done: list[MergeReport],
+) -> int:
+    """`dask_run`, each merge into `path` appended to `done` once the file is in place."""
     as_json, quiet, verbose = show
     if trusted is not None and signing_key is None and path.exists():  # refused before the
         guarded(lambda: judged_before_migration(Bundle, path, trusted, False))  # shards, as
@@ -74,6 +102,7 @@ def dask_run(
                 signing_key=signing_key,
                 trusted_keys=trusted if held else None,
                 as_run=held,
+                merged=done,
             )
 
         try:

@@ -7,8 +7,10 @@ it: a context manager that sets the mode and names the `StatisticsCollector` tha
 everything the mode triggers is counted into. A stream's default mode follows it
 (`default_for`'s rule, installed into `warmcli.backends.base` on import). One override is
 open at a time; a second one with another mode or another collector is refused,
-never silently nested. This module owns that process-wide slot and nothing else: it
-never compiles, launches or prints.
+never silently nested. Every note warm makes goes through `note_reported`: into the active
+collector and, where an override names another, into the default one as well, which
+`warmcli.report()` and a reader of the default collector read (each note once there). This
+module owns that process-wide slot and nothing else: it never compiles, launches or prints.
 """
 
 from __future__ import annotations
@@ -76,6 +78,18 @@ def active_collector() -> StatisticsCollector:
 def default_collector() -> StatisticsCollector:
     """The collector counted into when no override is open."""
     return _default_collector
+
+
+def note_reported(message: str) -> None:
+    """Note `message` in the active collector, and in the default one too where an override
+    names another (once where it names the default one): `warmcli.report()` and the README's
+    `StatisticsReader(default_collector()).notes()` read the default collector, so every note
+    (a PTX JIT, a failed compile, a discarded read) reaches them whatever collector a user's
+    `ProcessModeOverride` counts into. Warm notes through this alone, never `.note` itself."""
+    collector = active_collector()
+    collector.note(message)
+    if collector is not _default_collector:
+        _default_collector.note(message)
 
 
 class ProcessModeOverride:

@@ -22,15 +22,15 @@ build recipe) that does not run here as its own, or, with no compiler, as the bu
 judged: `served_builds`), nor, under trusted keys, a row none of them signed, which production
 never serves (reason `unsigned` where it was the build or record that device would have used).
 `check_servable` returns each as a `MissExplanation` (the differing component, what the bundle has
-against what this machine has), in a `CheckReport` (`warmcli.ops.check_report`, a listed kernel's
-source digest with it). The entries are streamed in the order that groups one kernel's builds (one
-tune's devices) together, each group read once, holding for each device here the build it would
-be served (its tune record) and the first `_NAMED` archs (devices) to name: memory holds that, the
-first `LISTED` explanations and the counts, however many builds one kernel has and whatever the
-bundle's size. It reads the bundle, hashes the blobs it would serve (one over `MAX_LOADED_BYTES`,
-which serving refuses unread, is named so, unread) and probes compilers; it never compiles,
-launches or prints. A bundle whose SQL indexes disagree with its rows is refused
-first (`warmcli.bundle.consistency`).
+against what this machine has; `on` the id of the device here it was judged for), in a `CheckReport`
+(`warmcli.ops.check_report`, a listed kernel's source digest with it). The entries are streamed in
+the order that groups one kernel's builds (one tune's devices) together, each group read once,
+holding for each device here the build it would be served (its tune record) and the first `_NAMED`
+archs (devices) to name: memory holds that, the first `LISTED` explanations and the counts, however
+many builds one kernel has and whatever the bundle's size. It reads the bundle, hashes the blobs it
+would serve (one over `MAX_LOADED_BYTES`, which serving refuses unread, is named so, unread) and
+probes compilers; it never compiles, launches or prints. A bundle whose SQL indexes disagree with
+its rows is refused first (`warmcli.bundle.consistency`).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def _check_kernels(
             why = _unrunnable(first, misfit, target, sorted(held))
             if left is not None:
                 why = _unsigned_miss("kernel", left.key, left.label)
-            report.refuse(why, left or (misfit[0] if misfit else first))
+            report.refuse(why.on(o.id), left or (misfit[0] if misfit else first))
             served = False
         else:
             served = _served(bundle, pick, o, report, blobs, held) and served
@@ -232,7 +232,7 @@ def _served(
     if problem:
         reason = "ptx" if ptx and not problem.startswith("bundle's build") else "binary"
         why = MissExplanation("kernel", chosen.key, chosen.label, reason, problem, (reason,))
-        report.refuse(why, chosen)
+        report.refuse(why.on(o.id), chosen)
         return False
     if ptx:
         cubins = sorted(a for a, cubin in held.items() if cubin)
@@ -241,7 +241,7 @@ def _served(
             f"PTX, {MACHINE} {o.arch} (slower first load, no compile by warm)"
         )
         why = MissExplanation("kernel", chosen.key, chosen.label, "ptx", detail, ("arch",))
-        report.by_jit(why, chosen)
+        report.by_jit(why.on(o.id), chosen)
     return True
 
 
@@ -275,7 +275,7 @@ def _pick_served(
     if record is None:
         detail = f"its pick {t.pick!r} is kernel {kernel[:16]}, which the bundle does not serve"
         detail += ": production compiles it, or measures the tune again on another build"
-        report.refuse(MissExplanation("tune", t.key, label, "absent", detail))
+        report.refuse(MissExplanation("tune", t.key, label, "absent", detail).on(offer.id))
         return
     if recipe_of(record.toolchain) != BUILD_RECIPE:  # another warm's: its pick is served
         return
@@ -291,7 +291,8 @@ def _pick_served(
     if why is not None and why[0] == "toolchain":
         detail = f"its pick {t.pick!r} was measured on a build this machine is not served "
         detail += f"({why[1]}): production measures the tune again"
-        report.refuse(MissExplanation("tune", t.key, label, "toolchain", detail, ("toolchain",)))
+        why = MissExplanation("tune", t.key, label, "toolchain", detail, ("toolchain",))
+        report.refuse(why.on(offer.id))
 
 
 def _check_tunes(
@@ -341,20 +342,21 @@ def _check_tunes(
         if measured:
             continue
         if o.fingerprint in unsigned:
-            report.refuse(_unsigned_miss("tune", unsigned[o.fingerprint], label))
+            report.refuse(_unsigned_miss("tune", unsigned[o.fingerprint], label).on(o.id))
             continue
         if key:
             detail = f"bundle holds this tune only as pending (not measured) for {o.id}"
-            report.refuse(MissExplanation("tune", key, label, "pending", detail))
+            report.refuse(MissExplanation("tune", key, label, "pending", detail).on(o.id))
             continue
         if o.arch in prebuilt and o.arch not in gauged:
             detail = (
                 f"pre-built without a GPU for {o.arch}, never measured: `warm run` on this "
                 "machine measures it"
             )
-            report.refuse(MissExplanation("tune", prebuilt[o.arch], label, "pending", detail))
+            why = MissExplanation("tune", prebuilt[o.arch], label, "pending", detail)
+            report.refuse(why.on(o.id))
             continue
         devices, want = [{"device": d} for d in held], {"device": o.fingerprint}
         nearest = explained("tune", first.key, label, want, devices, ("device",), MACHINE)
         assert nearest is not None  # none held is this device's: the nearest, what differs
-        report.refuse(nearest)
+        report.refuse(nearest.on(o.id))

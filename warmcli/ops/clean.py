@@ -24,7 +24,7 @@ blob and time of each kept kernel, to order them). `plan_clean` is pure;
 that removes nothing vacuums a file it may write, a tenth of it free pages); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
-interrupted however late) and a failed vacuum says so:
+interrupted however late; 0 and 0 from a vacuum alone on) and a failed vacuum says so:
 never "interrupted" or "unchanged" alone, as if nothing had been removed.
 What this machine uses (`Machine`) comes from the one inventory,
 `warmcli.backends.machine.inventory`, with the compilers the caller names. A bundle whose
@@ -291,6 +291,7 @@ def clean_bundle(
                     removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
                 _vacuum(bundle, *removed)
             elif not dry_run and _freed_pages(path):  # left by a vacuum refused (a full disk)
+                removed[:] = 0, 0  # nothing removed: an interrupt from now says it is whole
                 _vacuum(bundle, 0, 0)
         after = path.stat().st_size
         # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from warmcli.bundle.checking import TuneChecks, checked, keyed
+from warmcli.bundle.compiles import blob_users_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
@@ -88,6 +89,8 @@ class BundleDiff:
     counts: dict[str, int] = field(default_factory=dict)  # by list name, all of them
     usage_a: dict[str, tuple[float, float]] = field(default_factory=dict)  # key: created, used
     usage_b: dict[str, tuple[float, float]] = field(default_factory=dict)
+    users_a: dict[str, int] = field(default_factory=dict)  # sha256: the kernels sharing it
+    users_b: dict[str, int] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -262,4 +265,6 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
                 setattr(diff, f"{kind}s_shared", getattr(diff, f"{kind}s_shared") - 1)
         diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
         diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
+        diff.users_a = blob_users_of(ba, [k.sha256 for k in diff.kernels_only_a])  # as stats
+        diff.users_b = blob_users_of(bb, [k.sha256 for k in diff.kernels_only_b])
         return diff

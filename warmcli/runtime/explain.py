@@ -368,8 +368,8 @@ def _which_part(
     if differs is None:
         return found
     what = (
-        f"same candidate names, candidate {differs!r}'s kernel (or a header it includes) is "
-        "not the bundle's"
+        f"same candidate names, the kernel of candidate {differs!r} (or a header it includes) "
+        "is not the bundle's"
         if differs
         else "same candidates and kernels as the bundle's: the output check or the launch "
         "function differs (an edit, a value they read, or another Python version: their code "

@@ -35,7 +35,7 @@ from warmcli.backends.launch_args import check_before_load
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError, ToolchainError, headline
 from warmcli.execution.base import LaunchMode
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_rlock
 from warmcli.kernel import Kernel, kernel_key, key_components
@@ -192,7 +192,7 @@ class KernelCache:
         for key, failure in result.failures.items():
             self._failed[key] = failure
             self.registrations.settle(key, "failed")
-            active_collector().note(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
+            note_reported(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
 
     def _kept(
         self, unit: CompileUnit, built: CompiledGroup, identity: str

@@ -35,7 +35,7 @@ from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.serving import Target, choose, of_kernel, why_not
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import note_reported
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, kernel_key, key_components
@@ -318,7 +318,7 @@ class BundleLookup:
 
     def _not_served(self, kernel: Kernel, key: str, why: MissExplanation) -> None:
         """The bundle holds a build it must not serve: noted and counted (by reason), rebuilt."""
-        active_collector().note(f"{why.detail}; kernel {kernel.label} is rebuilt")
+        note_reported(f"{why.detail}; kernel {kernel.label} is rebuilt")
         if self.misses.policy is not None:
             self.miss(kernel, key, why)
         else:

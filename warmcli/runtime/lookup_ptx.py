@@ -21,7 +21,7 @@ from warmcli.backends.base import DeviceError
 from warmcli.backends.serving import choose, of_kernel, virtual_sm
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import BundleError, PtxError
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.records import KernelRecord
 from warmcli.runtime.lookup import BundleLookup, Load
@@ -150,7 +150,7 @@ class CudaLookup(BundleLookup):
         try:
             load(key, kernel, record, self.bundle.blob(record.sha256))
         except (BundleError, DeviceError) as exc:
-            active_collector().note(f"kernel {kernel.label}: PTX not served: {exc}")
+            note_reported(f"kernel {kernel.label}: PTX not served: {exc}")
             return False
         self._jit_blobs.add(record.sha256)
         self.registrations.settle(key, "loaded")
@@ -159,7 +159,7 @@ class CudaLookup(BundleLookup):
             f"kernel {kernel.label} served by PTX JIT ({record.arch} on {self.device.arch}): "
             "slower first load, no compile by warm"
         )
-        active_collector().note(line)
+        note_reported(line)
         if self.misses.log:
             warn("warm: ptx: %s", line)
         return True

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from warmcli import config
 from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.forking import new_rlock
 from warmcli.records import MissExplanation, Record
 
@@ -216,10 +216,10 @@ class Misses:
                 continue  # builds of other toolchains are served here when they run here
             if h.kind == "kernel" and not h.by:  # past the toolchains counted one by one
                 what = f"{h.count} more kernel(s) for {h.arch} built by other toolchains"
-                active_collector().note(f"bundle holds {what}: this run builds its own")
+                note_reported(f"bundle holds {what}: this run builds its own")
                 continue
             if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
-                active_collector().note(_foreign_kernels(h.count, h.arch, h.by, self.device.id))
+                note_reported(_foreign_kernels(h.count, h.arch, h.by, self.device.id))
                 continue
             how = (
                 "pending (recorded without a GPU) for"
@@ -228,7 +228,7 @@ class Misses:
             )
             what = f"{h.count} tune(s) {how} {h.by[:120]!r}"
             what = what if h.by else f"{h.count} more tune(s) measured on other devices"
-            active_collector().note(f"bundle holds {what}: not served on {self.device.id}")
+            note_reported(f"bundle holds {what}: not served on {self.device.id}")
 
 
 def _foreign_kernels(count: int, arch: str, by: str, device_id: str) -> str:

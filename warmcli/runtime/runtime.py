@@ -17,19 +17,18 @@ goes through one miss policy for both (`warmcli.runtime.misses`: explained once 
 `warmcli.runtime.explain`, counted, refused in strict mode; `None` for the warming passes,
 where everything is a miss by design). What was built and measured is written by `persist`
 (`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or anything with
-`__cuda_array_interface__`) becomes a `Buffer` through `wrap`
-(`warmcli.backends.cuda.foreign`). Given a `Shard` (the warming passes of `warm run
---shard`), the runtime measures only that shard's tunes and queues or compiles only the
-launched kernels it owns (`warmcli.runtime.shard`); everything else it skips. A tunable
-with a single candidate is answered with it, never measured nor registered. While warming,
-a measured pick whose kernel is recorded as a build not served here as this process's
-(flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its
-timing and check were of that binary); one of another warm's build recipe is served
-as it is, and measured again by a re-warm where that recipe is older. The runtime
-never prints; it counts into the active `StatisticsCollector`, and holds its tunes'
-registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned
-(its measuring raised, or the runtime closed with it still gathered). A buffer's shape and
-dtype and a launch's configuration are read by `warmcli.runtime.launch_sizes`.
+`__cuda_array_interface__`) becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
+Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only that shard's
+tunes and queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`);
+everything else it skips. A tunable with a single candidate is answered with it, never measured nor
+registered. While warming, a measured pick whose kernel is recorded as a build not served here as
+this process's (flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`:
+its timing and check were of that binary); one of another warm's build recipe is served as it is,
+and measured again by a re-warm where that recipe is older. The runtime never prints; it counts
+into the active `StatisticsCollector` (a note into the default one too: `note_reported`), and holds
+its tunes' registrations (`tune_registrations`): a tune settles measured, pending, failed or
+abandoned (its measuring raised, or the runtime closed with it still gathered). A buffer's shape
+and dtype and a launch's configuration are read by `warmcli.runtime.launch_sizes`.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from warmcli.backends.base import Buffer, Device, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import ArgumentError, DiscardedReadError, DiscardedReadWarning
+from warmcli.execution import process_mode
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
@@ -160,7 +160,7 @@ class Runtime:
             raise DiscardedReadError(message)
         warnings.warn(message, DiscardedReadWarning, stacklevel=stacklevel + 1)
         active_collector().count(self.device.id, "execution", "discarded_reads")
-        active_collector().note(message)
+        process_mode.note_reported(message)
 
     # -- launches --------------------------------------------------------------------------
 

@@ -13,12 +13,14 @@ candidate (warm-up, then repeats, median) on the stream it measures on, switched
 compile, raises any exception, fails the tunable's output check, or crashed an earlier `warm run`
 worker (as the installed `MeasureJournal` says: `warm run`'s crash isolation installs one in its
 worker; the default journals nothing) is excluded with its reason; the fastest wins and every
-measurement is kept. A check that told no candidate apart (`judged_nothing`) is noted. `measure` is
-handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the runtime's
-launch of one candidate), never the runtime itself. The `TuneCache` owns the records of one device
-and reads the bundle on demand (a malformed row is no record: it remembers what is wrong, for the
-runtime to explain the miss as `corrupt`), and the tunes whose every candidate failed here
-(`failed`: no record, for a report to name); it never writes the bundle itself.
+measurement is kept (on a device that cannot execute, `--arch`, each candidate's launch runs once
+discarded, checked as any discarded launch is: one it refuses is excluded, the others pending). A
+check that told no candidate apart (`judged_nothing`) is noted. `measure` is handed the device, its
+`CandidateKernels` (the kernel cache) and a `CandidateRun` (the runtime's launch of one candidate),
+never the runtime itself. The `TuneCache` owns the records of one device and reads the bundle on
+demand (a malformed row is no record: it remembers what is wrong, for the runtime to explain the
+miss as `corrupt`), and the tunes whose every candidate failed here (`failed`: no record, for a
+report to name); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -35,14 +37,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.backends.base import Buffer, Device, Stream, StreamMode
-from warmcli.errors import (
-    BundleError,
-    KernelCompileError,
-    TuneFailure,
-    TuneSpecError,
-    headline,
-)
-from warmcli.execution.process_mode import active_collector
+from warmcli.errors import BundleError, KernelCompileError, TuneFailure, TuneSpecError, headline
+from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.printable import cut
@@ -214,28 +210,23 @@ if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at
 
         def key(self, kernel: Kernel) -> str:
             """The kernel's key on the device."""
-            ...
 
         def get(self, kernel: Kernel) -> Any:
             """The loaded kernel, compiled first if it must be (`KernelCompileError` if not)."""
-            ...
 
         def flush(self) -> None:
             """Compile the whole queue."""
-            ...
 
     class MeasureJournal(Protocol):
         """What is told of each candidate measured, and says which ones crashed before."""
 
         def excluded(self, tune_key: str, candidate: str) -> str | None:
             """Why this candidate is excluded from its tune, or None."""
-            ...
 
         def measuring(
             self, tune_key: str, operation: str, shape_key: str, candidate: str
         ) -> AbstractContextManager[object]:
             """The span of one candidate's measurement."""
-            ...
 
 
 class _NoJournal:
@@ -269,12 +260,13 @@ def _measure_candidates(
     tunable: Tunable,
     inputs: tuple[Any, ...],
     guard: TuneGuard | None,
+    stream: Stream,
     key: str,
     shape_key: str,
 ) -> list[CandidateMeasurement]:
-    """Every candidate's measurement, in the tunable's order, on the guard's device and
-    stream (none without a guard: the device cannot execute); a candidate that fails to
-    compile, raises, or fails the output check is excluded with its reason."""
+    """Every candidate's measurement, in order, on the guard's device and stream (without a
+    guard, none executes: each launch runs discarded on `stream`); one that fails to compile,
+    raises, or fails the output check is excluded with its reason."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
@@ -292,13 +284,19 @@ def _measure_candidates(
         except KernelCompileError as exc:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
             continue
-        if guard is None:
-            results[name] = CandidateMeasurement(name, kernel_key, "pending")
+        if guard is None:  # its arguments and sizes checked as a GPU would check them
+            try:
+                with StreamModeOverride(stream, StreamMode.DISCARD):
+                    launch(kernel, inputs, stream)
+                status, reason = "pending", ""
+            except Exception as exc:  # refused as production's GPU would refuse it
+                status, reason = "failed", last_line(exc)
+            results[name] = CandidateMeasurement(name, kernel_key, status, reason=reason)
             continue
         crashed = journal.excluded(key, name)
         if crashed is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=crashed)
-            active_collector().note(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
+            note_reported(f"tune {tunable.name} {shape_key}: candidate {name} {crashed}")
             continue
 
         def run(kernel: Kernel = kernel, stream: Stream = guard.stream) -> None:
@@ -323,7 +321,7 @@ def _measure_candidates(
             median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
     if check is not None and (told := check.judged_nothing()) is not None:
-        active_collector().note(f"tune {tunable.name} {cut(shape_key)}: {told}")
+        note_reported(f"tune {tunable.name} {cut(shape_key)}: {told}")  # report()'s too
     return [results[name] for name in tunable.candidates]
 
 
@@ -367,16 +365,16 @@ def measure(
         guard = TuneGuard(device, stream, written)
         guard.watch(inputs)
     try:
-        results = _measure_candidates(kernels, launch, tunable, inputs, guard, key, shape_key)
+        found = _measure_candidates(kernels, launch, tunable, inputs, guard, stream, key, shape_key)
     finally:
         if guard is not None:
             guard.restore()
             guard.release()
     seconds = time.perf_counter() - started
-    ok = [c for c in results if c.status == "ok"]
-    failed = [c for c in results if c.status == "failed"]
+    ok = [c for c in found if c.status == "ok"]
+    failed = [c for c in found if c.status == "failed"]
     _count(device.id, "candidates_failed", len(failed))
-    if not device.can_execute and len(failed) < len(results):  # none runs: not pending
+    if not device.can_execute and len(failed) < len(found):  # none runs: not pending
         status, pick = "pending", None
     elif not ok:
         reasons = "".join(f"\n- {c.name}: {headline(c.reason) or '?'}" for c in failed)
@@ -394,7 +392,7 @@ def measure(
         checksum=tunable.checksum,
         status=status,
         pick=pick,
-        candidates=tuple(results),
+        candidates=tuple(found),
         seconds=seconds,
         measured_at=time.time(),
     )

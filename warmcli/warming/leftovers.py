@@ -13,7 +13,8 @@ ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, an
 (`run_exit_functions`), as Python runs them, only the workload's: those the worker inherited
 from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
-workload's file where it rose (else in the user's own code: a package the file imports).
+workload's file where it rose (else in the user's own code: a package the file imports);
+`argparse_hint` what to do where its `sys.exit` is argparse's (it parses arguments it has not).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
 1, as Python does, at the workload's import too: `import_raised`, what an import that
 raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
@@ -42,7 +43,7 @@ from types import FrameType
 from typing import Any
 
 from warmcli.errors import message_of
-from warmcli.execution.process_mode import active_collector
+from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
 
@@ -50,6 +51,19 @@ from warmcli.runtime.users_code import users_file
 def first_line(exc: BaseException) -> str:
     text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
+
+
+def argparse_hint(exc: SystemExit) -> str:
+    """The hint for a `sys.exit` argparse made (a required option, a wrong value): the
+    workload parses arguments, and `sys.argv` holds only its path under warm."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or os.path.basename(frames[-1].filename) != "argparse.py":
+        return ""
+    return (
+        " (argparse exits: warm runs the workload with sys.argv holding only its path; give "
+        "its settings in environment variables, or warm a module of your own that sets them "
+        "and calls it)"
+    )
 
 
 def where(exc: BaseException, path: Path | None) -> str:
@@ -86,7 +100,7 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
         if exc is not None:
             said = where(exc, path) + said
         name = args.thread.name if args.thread is not None else "?"
-        active_collector().note(
+        note_reported(
             f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
         )
 

@@ -4,17 +4,19 @@
 runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
 one (for the hint `MAIN_GUARD_HINT` errors and empty runs give; `no_entry_hint`, a file's
 with no entry function, gives it, or where its import used `warmcli.runtime()` says to move
-that work into one), `runtime_main` whether it
+that work into one, or, for a package's `__init__.py`, names its modules that define one),
+`runtime_main` whether it
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime.
-Read from the file's text (its syntax tree, for `runtime_main` and `main_argv`); no state,
+Read from the files' text (its syntax tree, for `runtime_main` and `main_argv`); no state,
 nothing imported or run, never raises for a file it cannot read or parse.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +32,7 @@ MAIN_GUARD_HINT = (
     "and calls its entry function: call that code from there"
 )
 _MAX_READ = 4 << 20  # a workload file's bytes read for these questions
+_MAX_MODULES = 200  # a package's modules read for the modules that define its entry
 
 
 def _text(path: Path) -> str | None:
@@ -52,7 +55,25 @@ def no_entry_hint(path: Path, entry: str, unbound: str) -> str:
             f": its import used warmcli.runtime() at {unbound}, where nothing is warmed: put "
             f"the script's GPU work in def {entry}(rt), on the runtime warm passes it"
         )
-    return hint
+    return hint or _package_modules(path, entry)
+
+
+def _package_modules(path: Path, entry: str) -> str:
+    """Where `path` is a package's `__init__.py` (`-m pkg`): the hint naming, as `-m` names,
+    the first few of its modules that define `entry` at their top level (read, not run)."""
+    if path.name != "__init__.py":
+        return ""
+    folder, names = path.parent, []
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.insert(0, folder.name)
+        folder = folder.parent
+    defines = Pattern(rf"(?m)^(?:async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\(")
+    found = []
+    for module in sorted(path.parent.glob("*.py"))[:_MAX_MODULES]:
+        text = None if module.name in ("__init__.py", "__main__.py") else _text(module)
+        if text is not None and defines.search(text):
+            found.append(f"-m {'.'.join([*names, module.stem])}")
+    return f" (its modules that define one: {', '.join(found[:5])})" if found else ""
 
 
 def guarded_main(path: Path) -> bool:

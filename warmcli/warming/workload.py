@@ -66,6 +66,7 @@ from typing import Any
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
 from warmcli.late_runtime import late_runtimes
 from warmcli.warming.leftovers import (
+    argparse_hint,
     first_line,
     forked_child_ends,
     import_ends_forked_child,
@@ -150,7 +151,7 @@ class Workload:
                 raise KeyboardInterrupt from None
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
-                f"{pass_name}: a workload returns, it does not exit the process"
+                f"{pass_name}: a workload returns, it does not exit the process{argparse_hint(exc)}"
             ) from None
         except (ToolchainError, ScratchError) as exc:  # the machine's: not the workload's code
             forked_child_ends(pid, 1)
@@ -233,7 +234,7 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         at = where(exc, Path(path)).rstrip(": ")
         return WorkloadError(f"{first_line(exc)}; needed at {at} while the workload was imported")
     if isinstance(exc, SystemExit):
-        failure = f"it called sys.exit({exc.code!r})"
+        failure = f"it called sys.exit({exc.code!r}){argparse_hint(exc)}"
     elif gpu_less and isinstance(exc, DeviceError):  # its own hint is no GPU-less run's
         failure = "DeviceError: it used a GPU at import, and a GPU-less pre-build (--arch) has "
         failure += "none: warm builds what the entry function does on its runtime: do it there"
@@ -253,16 +254,18 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
 
 
-def _as_module(path: Path) -> str:
-    """The hint for a file of a package run as a script (its relative import failed): the
-    `-m` name it has from the folder above its outermost package (`__init__.py` folders)."""
-    folder, names = path.resolve().parent, [path.stem]
+def _as_module(path: Path, package: bool = False) -> str:
+    """The hint for a file of a package run as a script (its relative import failed), or
+    for a package's folder given as the workload (`package`): the `-m` name it has from
+    the folder above its outermost package (`__init__.py` folders)."""
+    folder, names = (path.resolve(), []) if package else (path.resolve().parent, [path.stem])
     while (folder / "__init__.py").is_file() and folder.parent != folder:
         names.insert(0, folder.name)
         folder = folder.parent
-    if len(names) < 2:
+    if len(names) < (1 if package else 2):
         return ""
-    return f" (a module of a package: give -m {'.'.join(names)}, from {folder})"
+    what = "a package" if package else "a module of a package"
+    return f" ({what}: give -m {'.'.join(names)}, from {folder})"
 
 
 def _entry(
@@ -305,7 +308,8 @@ def load_workload(
     finds no GPU (its failure to is said so)."""
     path = Path(path)
     if path.is_dir():
-        raise WorkloadError(f"{path}: is a directory, not a workload file")
+        hint = _as_module(path, package=True)
+        raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
     if not path.is_file():
         raise WorkloadError(f"{path}: no such workload file")
     if path.suffix != ".py":
@@ -364,8 +368,9 @@ def load_module(
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it
-    except ModuleNotFoundError as exc:
-        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)})") from None
+    except ModuleNotFoundError as exc:  # where it is `name`'s own package: where it looked
+        at = f"; looked in {os.getcwd()} first" if f"{name}.".startswith(f"{exc.name}.") else ""
+        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)}{at})") from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too

@@ -11,9 +11,9 @@ adds a library it needs that this machine's loader does not find
 `exported_symbols` reads the names its
 dynamic symbol table exports (what `dlsym` finds), so a row naming a symbol the binary
 lacks is found there too, not when a production process serves it (pyelftools is no
-dependency of warm: a small reader bounded by the binary's size, in time and memory: a
-table whose names overlap more than a linker's shared tails do is not read). It owns no state,
-loads nothing and never prints.
+dependency of warm: a small reader of `warmcli.backends.host.elf`'s layout, bounded by the
+binary's size, in time and memory: a table whose names overlap more than a linker's shared
+tails do is not read). It owns no state, loads nothing and never prints.
 """
 
 from __future__ import annotations
@@ -22,30 +22,22 @@ import platform
 import struct
 import sys
 
+from warmcli.backends.host.elf import (
+    ET_DYN,
+    LAYOUTS,
+    MAGIC,
+    PT_LOAD,
+    SHT_DYNSYM,
+    program_table,
+    word_and_order,
+)
 from warmcli.backends.host.needed import missing_library
 
-_ELF = b"\x7fELF"
-_ET_DYN = 3  # e_type of a shared object
-_PT_LOAD = 1
-_SHT_DYNSYM = 11
 _MAX_SYMBOLS = 1 << 20  # a dynamic symbol table longer than this is not read
 _NAMES_READ = 4  # the names read total at most this many times their table's size
 # `platform.machine()` -> ELF e_machine of the shared objects its loader takes.
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
              "ppc64": 21, "s390x": 22, "riscv64": 243, "i386": 3, "i686": 3}  # fmt: skip
-# By word size: the header's e_phoff, e_phentsize and e_phnum (their offsets and formats),
-# the header's length, and a program header's p_type, p_offset and p_filesz.
-_LAYOUT = {
-    64: (32, "Q", 54, 64, "I4xQ16xQ"),
-    32: (28, "I", 42, 52, "II8xI"),
-}
-# By word size: the header's e_shoff (its offset and format), a section header's sh_type,
-# sh_offset, sh_size, sh_link and sh_entsize, and a symbol's st_name, st_info, st_other
-# and st_shndx.
-_SECTIONS = {
-    64: (40, "Q", "4xI16xQQI12xQ", "IBBH16x"),
-    32: (32, "I", "4xI8xIII8xI", "I8xBBH"),
-}
 
 
 def foreign_binary(data: bytes) -> str:
@@ -53,7 +45,7 @@ def foreign_binary(data: bytes) -> str:
     headers ("" where it would not, or where this machine loads no ELF)."""
     if platform.system() != "Linux":
         return ""
-    if data[:4] != _ELF or len(data) < 20 or data[4] not in (1, 2) or data[5] not in (1, 2):
+    if data[:4] != MAGIC or len(data) < 20 or data[4] not in (1, 2) or data[5] not in (1, 2):
         return "bundle's build is not an ELF shared object"
     bits, order = (64 if data[4] == 2 else 32), ("little" if data[5] == 1 else "big")
     machine = int.from_bytes(data[18:20], order)
@@ -66,7 +58,7 @@ def foreign_binary(data: bytes) -> str:
             + (f" ELF of e_machine {expected}" if expected is not None else " ELF")
         )
     e_type = int.from_bytes(data[16:18], order)
-    if e_type != _ET_DYN:
+    if e_type != ET_DYN:
         return f"bundle's build is not a shared object (an ELF of e_type {e_type})"
     return _cut_short(data, bits, "<" if order == "little" else ">")
 
@@ -80,17 +72,16 @@ def unloadable(data: bytes) -> str:
 
 def _cut_short(data: bytes, bits: int, order: str) -> str:
     """Why the loader would find `data`'s program headers or segments past its end ("")."""
-    at, offset, sizes, header, entry = _LAYOUT[bits]
-    if len(data) < header:
+    layout = LAYOUTS[bits]
+    if len(data) < layout.header:
         return f"bundle's build is cut short: {len(data)} bytes, less than its ELF header"
-    (phoff,) = struct.unpack_from(order + offset, data, at)
-    phentsize, phnum = struct.unpack_from(order + "HH", data, sizes)
-    program = struct.Struct(order + entry)
+    phoff, phentsize, phnum = program_table(lambda at, n: data[at : at + n], bits, order)
+    program = struct.Struct(order + layout.segment)
     if phnum == 0 or phentsize < program.size or phoff + phentsize * phnum > len(data):
         return f"bundle's build is cut short: {len(data)} bytes, its program headers past them"
     for i in range(phnum):
         kind, start, size = program.unpack_from(data, phoff + i * phentsize)
-        if kind == _PT_LOAD and start + size > len(data):
+        if kind == PT_LOAD and start + size > len(data):
             return f"bundle's build is cut short: {len(data)} bytes, a segment past them"
     return ""
 
@@ -99,18 +90,18 @@ def exported_symbols(data: bytes) -> frozenset[str] | None:
     """The names a shared object's dynamic symbol table defines for `dlsym` (global or weak,
     not hidden), from its section headers; None where that cannot be read (no ELF of this
     machine's byte order and word size, no section headers, a table past its end)."""
-    if data[:4] != _ELF or len(data) < 64 or data[4] not in (1, 2) or data[5] not in (1, 2):
+    if data[:4] != MAGIC or len(data) < 64 or data[4] not in (1, 2) or data[5] not in (1, 2):
         return None
-    bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
-    at, offset, section, symbol = _SECTIONS[bits]
-    (shoff,) = struct.unpack_from(order + offset, data, at)
-    shentsize, shnum = struct.unpack_from(order + "HH", data, _LAYOUT[bits][2] + 4)
-    header, entry = struct.Struct(order + section), struct.Struct(order + symbol)
+    bits, order = word_and_order(data)
+    layout = LAYOUTS[bits]
+    (shoff,) = struct.unpack_from(order + layout.word, data, layout.shoff)
+    shentsize, shnum = struct.unpack_from(order + "HH", data, layout.sizes + 4)
+    header, entry = struct.Struct(order + layout.section), struct.Struct(order + layout.symbol)
     if shnum == 0 or shentsize < header.size or shoff + shentsize * shnum > len(data):
         return None
     sections = [header.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
     for kind, start, size, link, entsize in sections:
-        if kind != _SHT_DYNSYM:
+        if kind != SHT_DYNSYM:
             continue
         if entsize < entry.size or start + size > len(data) or link >= shnum:
             return None

@@ -21,12 +21,12 @@ own `numpy.libs`, loaded in every warm process) is found, as the loader finds it
 libraries found need is followed as well, breadth first as the loader loads them (each name
 found once serves every object that needs it; a library's own RPATH, with its loaders', and
 RUNPATH, its `$ORIGIN` its folder), for up to `MAX_FOLLOWED` libraries, each read for its
-headers (never mapped, never loaded). Bounded by the blob, in time and memory: more than
-`MAX_NEEDED` needed names, a search path of more than `MAX_FOLDERS` folders, a name or
-search path longer than `MAX_NAME`, or a dynamic section with no end in `MAX_DYNAMIC`
-entries is itself not servable; a search looking at more than `MAX_PROBES` files and folders
-(each folder once, however spelled) gives no verdict. It owns only the cache's parsed copy,
-loads nothing and never prints.
+headers (never mapped, never loaded; ELF's layout is `warmcli.backends.host.elf`'s). Bounded
+by the blob, in time and memory: more than `MAX_NEEDED` needed names, a search path of more
+than `MAX_FOLDERS` folders, a name or search path longer than `MAX_NAME`, or a dynamic
+section with no end in `MAX_DYNAMIC` entries is itself not servable; a search looking at
+more than `MAX_PROBES` files and folders (each folder once, however spelled) gives no
+verdict. It owns only the cache's parsed copy, loads nothing and never prints.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 
 from warmcli import config
+from warmcli.backends.host import elf
 from warmcli.backends.host.loaded import loaded_names
 from warmcli.forking import renew_on_fork
 
@@ -56,14 +57,7 @@ _CACHE_LIMIT = 64 << 20  # a loader cache larger than this is not read
 VDSO = frozenset({"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso32.so.1", "linux-vdso64.so.1"})
 _FOLLOW_LIMIT = 4 << 30  # a library larger than this is read for its needs no more
 _READ_LIMIT = 4 << 20  # the most one read of a library takes (65,535 program headers fit)
-_ET_DYN, _PT_LOAD, _PT_DYNAMIC, _ELF32_HEADER = 3, 1, 2, 52
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
-# By word size: the header's e_phoff (offset, format), its e_phentsize/e_phnum offset, a
-# program header's p_type, p_offset, p_vaddr and p_filesz, and a dynamic entry.
-_LAYOUT = {
-    64: (32, "Q", 54, "I4xQQ8xQ8x8x", "qQ"),
-    32: (28, "I", 42, "III4xI8x4x", "iI"),
-}
 ORIGIN = "/proc/self/fd"  # where warm's loader loads a blob from (its descriptor)
 
 
@@ -71,9 +65,9 @@ def missing_library(data: bytes) -> str:
     """Why this machine's loader would not find a library `data` (a host kernel binary
     whose ELF header `foreign_binary` passed) needs: "" where it finds each, or where
     the dynamic section cannot be read (the loader's own verdict then stands)."""
-    if not _glibc() or data[:4] != b"\x7fELF" or len(data) < 64:
+    if not _glibc() or data[:4] != elf.MAGIC or len(data) < 64:
         return ""  # another loader's rules (musl's, another OS's): no verdict
-    bits, order = (64 if data[4] == 2 else 32), ("<" if data[5] == 1 else ">")
+    bits, order = elf.word_and_order(data)
     try:
         view = memoryview(data)
         read = _dynamic(lambda at, n: view[at : at + n], len(data), bits, order)
@@ -199,19 +193,19 @@ def _dynamic(
 ) -> tuple[list[str], str, str] | str:
     """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of an ELF of `length`
     bytes, `read(at, n)` giving up to `n` of them from `at`, or why not servable."""
-    at, offset, sizes, header, entry = _LAYOUT[bits]
-    (phoff,) = struct.unpack_from(order + offset, read(at, 8), 0)
-    phentsize, phnum = struct.unpack_from(order + "HH", read(sizes, 4), 0)
-    program, dynamic = struct.Struct(order + header), struct.Struct(order + entry)
+    layout = elf.LAYOUTS[bits]
+    phoff, phentsize, phnum = elf.program_table(read, bits, order)
+    program = struct.Struct(order + layout.mapped)
+    dynamic = struct.Struct(order + layout.dynamic)
     if phentsize < program.size:
         return ([], "", "")
     headers = read(phoff, phnum * phentsize)  # in one read (a library's: 4 MiB at most)
     loads, found = [], None
     for i in range(phnum):  # at most 65,535, each read once
         kind, start, address, size = program.unpack_from(headers, i * phentsize)
-        if kind == _PT_LOAD:
+        if kind == elf.PT_LOAD:
             loads.append((address, start, size))
-        elif kind == _PT_DYNAMIC and found is None:
+        elif kind == elf.PT_DYNAMIC and found is None:
             found = (start, size)
     if found is None:
         return ([], "", "")  # no dynamic section: it needs nothing
@@ -332,23 +326,23 @@ def _fits(path: str, ident: bytes) -> bool:
     takes the kernel's log from its reader)."""
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
+        if not stat.S_ISREG(st.st_mode) or st.st_size < elf.ELF32_HEADER:
             return False
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):  # none there (a NUL in a hostile name: ValueError)
         return False
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < _ELF32_HEADER:
+        if not stat.S_ISREG(st.st_mode) or st.st_size < elf.ELF32_HEADER:
             return False
         head = os.pread(fd, 20, 0)
     except OSError:
         return False
     finally:
         os.close(fd)
-    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4:6] + head[18:20] != ident:
+    if len(head) < 20 or head[:4] != elf.MAGIC or head[4:6] + head[18:20] != ident:
         return False
-    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == _ET_DYN
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == elf.ET_DYN
 
 
 _cache_lock = threading.Lock()

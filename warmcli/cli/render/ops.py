@@ -128,8 +128,12 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
         "b": diff.b,
         "same": diff.same,
         "kernels": {
-            "only_a": kernels_json(diff.kernels_only_a, diff.tunes_only_a, diff.usage_a),
-            "only_b": kernels_json(diff.kernels_only_b, diff.tunes_only_b, diff.usage_b),
+            "only_a": kernels_json(
+                diff.kernels_only_a, diff.tunes_only_a, diff.usage_a, diff.users_a
+            ),
+            "only_b": kernels_json(
+                diff.kernels_only_b, diff.tunes_only_b, diff.usage_b, diff.users_b
+            ),
             "shared": diff.kernels_shared,
             "only_a_count": diff.count("kernels_only_a"),
             "only_b_count": diff.count("kernels_only_b"),
