@@ -20,10 +20,11 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 `KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
-(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
-no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
-runtime. Either way the runtime is bound while the entry runs (`warmcli.runtime.binding`),
-so PyCUDA-style launches go through it; an
+(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it (as does `--entry
+main`), and it may take no argument (or only defaulted ones, `main(argv=None)`): it is then
+called without the runtime, as is another entry `--entry` names that takes none. Either way
+the runtime is bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style
+launches go through it; an
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
@@ -274,7 +275,8 @@ def _entry(
     if not entry.strip():
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
-    if not callable(function) and fallback and callable(getattr(module, fallback, None)):
+    main = callable(getattr(module, fallback or "", None))  # (`--entry main` names it too)
+    if fallback and main and (entry == fallback or not callable(function)):
         function = getattr(module, fallback)
         return Workload(
             path, fallback, module, function, fallback=True, main_args=main_argv(path, fallback)
@@ -286,6 +288,10 @@ def _entry(
     try:
         inspect.signature(function).bind(None)
     except TypeError:
+        with contextlib.suppress(TypeError):  # --pycuda's entry taking nothing: as its main()
+            if fallback and inspect.signature(function).bind() is not None:
+                args = main_argv(path, entry)
+                return Workload(path, entry, module, function, fallback=True, main_args=args)
         code = getattr(function, "__code__", None)
         at = f"{code.co_filename}:{code.co_firstlineno}" if code else str(path)
         raise WorkloadError(
