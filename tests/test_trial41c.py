@@ -144,3 +144,33 @@ def test_a_library_ships_its_bundle_read_only_and_users_start_hot(
             path.chmod(mode)
     after = {p.name: p.read_bytes() for p in (site / "shiplib").iterdir() if p.is_file()}
     assert after == before
+
+
+def test_a_library_warmup_file_importing_its_own_package_is_told_to_use_dash_m(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A library's warm-up module inside its package (`lib/warmup.py`: `import lib`), given as
+    a file, fails as under `python lib/warmup.py` (its folder, not the package's parent, is on
+    `sys.path`): the line said only `No module named 'lib'`; it now names the fix, as for a
+    relative import: `-m lib.warmup`. A module it misses that is not its package gets none."""
+    package, elsewhere = tmp_path / "lib", tmp_path / "elsewhere"
+    package.mkdir()
+    elsewhere.mkdir()  # (`python -m warmcli` puts its working folder first on `sys.path`)
+    (package / "__init__.py").write_text("")
+    (package / "warmup.py").write_text("import lib\ndef workload(rt):\n    pass\n")
+    (package / "other.py").write_text("import zz_not_a_module\ndef workload(rt):\n    pass\n")
+    (elsewhere / "w.py").write_text(
+        NO_ARG_MAIN.replace("{name}", "workload").replace("():", "(r):")
+    )
+    assert warm("run", "w.py", "-b", "x.warm", cwd=elsewhere).returncode == 0  # (for verify)
+    for command in (
+        ["run", package / "warmup.py", "-b", "x.warm"],
+        ["verify", "x.warm", "-w", package / "warmup.py"],
+    ):
+        done = warm(*command, cwd=elsewhere)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "No module named 'lib'" in done.stderr, done.stderr
+        assert f"(a module of a package: give -m lib.warmup, from {tmp_path})" in done.stderr
+    done = warm("run", package / "other.py", "-b", "x.warm", cwd=elsewhere)
+    assert done.returncode == 2 and "zz_not_a_module" in done.stderr, done.stderr
+    assert "give -m" not in done.stderr

@@ -19,7 +19,8 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 (but one its own SIGINT, SIGTERM or SIGHUP handler made, called for that signal: a stop,
 `KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
-whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
+whose relative import, or import of its own package by name, fails, run as a script, is told
+its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry
 (`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it (as does `--entry
 main`), and it may take no argument (or only defaulted ones, `main(argv=None)`): it is then
 called without the runtime, as is another entry `--entry` names that takes none. Either way
@@ -77,7 +78,7 @@ from warmcli.warming.leftovers import (
     thread_raised,
     where,
 )
-from warmcli.warming.script_main import main_argv, no_entry_hint
+from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -250,20 +251,10 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     ):
         failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
     if isinstance(exc, ImportError) and "no known parent package" in str(exc):
-        failure += _as_module(Path(path))
+        failure += as_module(Path(path))
+    elif isinstance(exc, ModuleNotFoundError) and exc.name:  # its own package, by its name?
+        failure += as_module(Path(path), exc.name)
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
-
-
-def _as_module(path: Path) -> str:
-    """The hint for a file of a package run as a script (its relative import failed): the
-    `-m` name it has from the folder above its outermost package (`__init__.py` folders)."""
-    folder, names = path.resolve().parent, [path.stem]
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        names.insert(0, folder.name)
-        folder = folder.parent
-    if len(names) < 2:
-        return ""
-    return f" (a module of a package: give -m {'.'.join(names)}, from {folder})"
 
 
 def _entry(
