@@ -8,9 +8,17 @@ that work into one, or, for a package's `__init__.py`, names its modules that de
 `runtime_main` whether it
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
+<<<<<<< HEAD
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime.
 Read from the files' text (its syntax tree, for `runtime_main` and `main_argv`); no state,
 nothing imported or run, never raises for a file it cannot read or parse.
+=======
+`sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime;
+and `as_module`, the `-m` name a file of a package has, for the hint where it fails to
+import as a script (from its folders' `__init__.py` files). Read from the file's text (its
+syntax tree, for `runtime_main` and `main_argv`) and folders; no state, nothing imported or
+run, never raises for a file it cannot read or parse.
+>>>>>>> trial41c
 """
 
 from __future__ import annotations
@@ -169,3 +177,19 @@ def main_argv(path: Path, name: str = "main") -> Callable[[list[str]], list[str]
         ):
             return lambda argv: list(argv[1:])
     return None
+
+
+def as_module(path: Path, missing: str | None = None, package: bool = False) -> str:
+    """The hint for a file of a package run as a script: the `-m` name it has from the folder
+    above its outermost package (`__init__.py` folders), where its relative import failed, or
+    its import of `missing` where that is its outermost package's name (`import app` in
+    `app/warmup.py`: the package's folder is not on `sys.path`); or for a package's folder
+    given as the workload (`package`); else ""."""
+    folder, names = (path.resolve(), []) if package else (path.resolve().parent, [path.stem])
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.insert(0, folder.name)
+        folder = folder.parent
+    if len(names) < (1 if package else 2) or missing not in (None, names[0]):
+        return ""
+    what = "a package" if package else "a module of a package"
+    return f" ({what}: give -m {'.'.join(names)}, from {folder})"

@@ -19,11 +19,13 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 (but one its own SIGINT, SIGTERM or SIGHUP handler made, called for that signal: a stop,
 `KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
-whose relative import fails, run as a script, is told its `-m` name). With a fallback entry
-(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it, and it may take
-no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
-runtime. Either way the runtime is bound while the entry runs (`warmcli.runtime.binding`),
-so PyCUDA-style launches go through it; an
+whose relative import, or import of its own package by name, fails, run as a script, is told
+its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry
+(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it (as does `--entry
+main`), and it may take no argument (or only defaulted ones, `main(argv=None)`): it is then
+called without the runtime, as is another entry `--entry` names that takes none. Either way
+the runtime is bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style
+launches go through it; an
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
 (each pass starts where the first did; a relative bundle path holds, and warm's own imports
@@ -77,7 +79,7 @@ from warmcli.warming.leftovers import (
     thread_raised,
     where,
 )
-from warmcli.warming.script_main import main_argv, no_entry_hint
+from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -250,22 +252,10 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
     ):
         failure += " (a PyCUDA script: warm run --pycuda, and --arch sm_XX without a GPU)"
     if isinstance(exc, ImportError) and "no known parent package" in str(exc):
-        failure += _as_module(Path(path))
+        failure += as_module(Path(path))
+    elif isinstance(exc, ModuleNotFoundError) and exc.name:  # its own package, by its name?
+        failure += as_module(Path(path), exc.name)
     return WorkloadError(f"{where(exc, Path(path))}workload failed to import: {failure}")
-
-
-def _as_module(path: Path, package: bool = False) -> str:
-    """The hint for a file of a package run as a script (its relative import failed), or
-    for a package's folder given as the workload (`package`): the `-m` name it has from
-    the folder above its outermost package (`__init__.py` folders)."""
-    folder, names = (path.resolve(), []) if package else (path.resolve().parent, [path.stem])
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        names.insert(0, folder.name)
-        folder = folder.parent
-    if len(names) < (1 if package else 2):
-        return ""
-    what = "a package" if package else "a module of a package"
-    return f" ({what}: give -m {'.'.join(names)}, from {folder})"
 
 
 def _entry(
@@ -277,7 +267,8 @@ def _entry(
     if not entry.strip():
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
-    if not callable(function) and fallback and callable(getattr(module, fallback, None)):
+    main = callable(getattr(module, fallback or "", None))  # (`--entry main` names it too)
+    if fallback and main and (entry == fallback or not callable(function)):
         function = getattr(module, fallback)
         return Workload(
             path, fallback, module, function, fallback=True, main_args=main_argv(path, fallback)
@@ -289,6 +280,10 @@ def _entry(
     try:
         inspect.signature(function).bind(None)
     except TypeError:
+        with contextlib.suppress(TypeError):  # --pycuda's entry taking nothing: as its main()
+            if fallback and inspect.signature(function).bind() is not None:
+                args = main_argv(path, entry)
+                return Workload(path, entry, module, function, fallback=True, main_args=args)
         code = getattr(function, "__code__", None)
         at = f"{code.co_filename}:{code.co_firstlineno}" if code else str(path)
         raise WorkloadError(
@@ -308,7 +303,7 @@ def load_workload(
     finds no GPU (its failure to is said so)."""
     path = Path(path)
     if path.is_dir():
-        hint = _as_module(path, package=True)
+        hint = as_module(path, package=True)
         raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
     if not path.is_file():
         raise WorkloadError(f"{path}: no such workload file")
