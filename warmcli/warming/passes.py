@@ -367,12 +367,12 @@ def _warm(
         run = (workload, report.devices, shard)
         report.signature = seal(bundle, signing_key, stored, run, new)
     finally:
-        for d in devices:
-            d.close()
-        if extra is not None:
+        if extra is not None:  # its runtimes and the pass's retired: a late thread stops
             report.devices += [r.device.id for r in extra.runtimes]
             report.compilers += [compiler_info(r.device) for r in extra.runtimes]
             extra.close()
+        for d in devices:
+            d.close()
         if bundle is not None:
             bundle.close()
             stored = report.stored_kernels or report.stored_tunes
