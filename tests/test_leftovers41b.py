@@ -46,3 +46,34 @@ def test_a_daemon_thread_launching_after_its_pass_is_stopped_not_a_corrupt_bundl
     # stopped there, as Python stops a daemon thread as its process ends: its launch never ran
     assert "LAUNCHED LATE" not in said.split("Pass 3")[1], said
     assert warm("verify", bundle).returncode == 0
+
+
+RAISES_ON = """
+from warmcli import Kernel
+CALLS = [0]
+def workload(rt):
+    CALLS[0] += 1
+    rt.launch(Kernel("void a(int *x) { x[0] = 1; }", "a", "P"), rt.buffer(1, "int32"))
+    if CALLS[0] == {call}:
+        raise ValueError("bad batch")
+"""
+
+
+def test_a_workload_that_raises_after_a_store_says_what_is_kept(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    for call, during in ((2, "CompileAndAutotune"), (3, "Verify (Execute)")):
+        path = workload_file(RAISES_ON.replace("{call}", str(call)), f"w{call}.py")
+        bundle = tmp_path / f"r{call}.warm"
+        run = warm("run", path, "-b", bundle, "-q")
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert run.stderr == (
+            f"warm: error: workload raised during {during}: {path}:8: ValueError: bad batch; "
+            f"1 kernel(s) and 0 tune(s) stored in {bundle} before it are kept\n"
+        )
+        assert warm("verify", bundle).returncode == 0
+    # raising before anything was stored says nothing of it (and leaves no new bundle)
+    path = workload_file(RAISES_ON.replace("{call}", "1"), "w1.py")
+    run = warm("run", path, "-b", tmp_path / "r1.warm", "-q")
+    assert run.returncode == 2 and run.stderr.endswith("ValueError: bad batch\n"), run.stderr
+    assert not (tmp_path / "r1.warm").exists()
