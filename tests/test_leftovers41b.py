@@ -77,3 +77,45 @@ def test_a_workload_that_raises_after_a_store_says_what_is_kept(
     run = warm("run", path, "-b", tmp_path / "r1.warm", "-q")
     assert run.returncode == 2 and run.stderr.endswith("ValueError: bad batch\n"), run.stderr
     assert not (tmp_path / "r1.warm").exists()
+
+
+def test_drv_in_out_take_a_fortran_ordered_array_as_pycuda_does() -> None:
+    """PyCUDA's `drv.In`/`Out`/`InOut` copy any contiguous array (its memcpy_htod and
+    memcpy_dtoh take a buffer of PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE to copy back): the
+    kernel reads and writes the array's bytes in memory order. warm refused a Fortran-ordered
+    one ("needs a C-contiguous writable array"); a strided view stays refused, as PyCUDA's
+    buffer request refuses it."""
+    import numpy as np
+    import pytest
+
+    from warmcli.backends.host import HostDevice
+    from warmcli.kernel import Kernel
+    from warmcli.pycuda.args import ArgumentError, In, InOut, Out, staged
+    from warmcli.pycuda.launch import run_staged
+    from warmcli.runtime.runtime import Runtime
+
+    a = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    for handler in (In, Out, InOut):
+        found = staged(handler(a))
+        assert found is not None and found.array is a
+    with pytest.raises(ArgumentError, match="contiguous"):
+        staged(In(np.zeros((4, 4), np.float32)[:, 1:3]))
+    readonly = a.copy(order="F")
+    readonly.flags.writeable = False
+    assert staged(In(readonly)) is not None
+    with pytest.raises(ArgumentError, match="writable"):
+        staged(InOut(readonly))
+
+    # A real host kernel through the copy-in/copy-out path: it sees the bytes PyCUDA copies.
+    rt = Runtime(HostDevice(), jobs=1)
+    k = Kernel(
+        "void f(float *x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] * 2 + i; }", "f", "Pi"
+    )
+    got = a.copy(order="F")
+    handlers = {0: staged(InOut(got))}
+    values = [None, np.int32(got.size)]
+    run_staged(rt, rt.default_stream, handlers, values, lambda v: rt.launch(k, *v), False)
+    memory = a.ravel(order="K")  # what PyCUDA's memcpy_htod copies: the bytes as they lie
+    expected = memory * 2 + np.arange(a.size, dtype=np.float32)
+    assert got.flags.f_contiguous
+    assert got.ravel(order="K").tobytes() == expected.tobytes()
