@@ -67,7 +67,8 @@ def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseE
     if not kernels + tunes:
         return exc
     kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {report.bundle} before it are kept"
-    return WorkloadError(f"{exc}; {kept}")
+    first, lines, more = str(exc).partition("\n")  # said on its first line (a failed tune's
+    return WorkloadError(f"{first}; {kept}{lines}{more}")  # candidates follow)
 
 
 def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:
