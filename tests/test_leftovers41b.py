@@ -128,3 +128,51 @@ def test_drv_in_out_take_a_fortran_ordered_array_as_pycuda_does() -> None:
     assert got.flags.f_contiguous
     assert got.ravel(order="K").tobytes() == expected.tobytes()
 
+
+HEADERS = """
+from warmcli import Kernel
+SRC = '#include "gain.h"\\n#include "sub/other.h"\\nvoid g(float *x) { x[0] = GAIN + OTHER; }'
+K = Kernel(SRC, "g", "P", options=("-Iinc",))
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_a_header_miss_names_the_header_that_changed(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    path = workload_file(HEADERS)
+    (tmp_path / "inc" / "sub").mkdir(parents=True)
+    (tmp_path / "inc" / "gain.h").write_text("#define GAIN 2\n")
+    (tmp_path / "inc" / "sub" / "other.h").write_text("#define OTHER 1\n")
+    bundle = tmp_path / "h.warm"
+    run = warm("run", path, "-b", bundle, "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (tmp_path / "inc" / "gain.h").write_text("#define GAIN 3\n")
+    proc = warm("verify", bundle, "--workload", path, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("miss: kernel g: headers:")]
+    assert line.endswith("(changed: gain.h)"), line
+    # one the bundle's build did not read at all is named too
+    (tmp_path / "inc" / "sub" / "other.h").write_text('#include "extra.h"\n#define OTHER 1\n')
+    (tmp_path / "inc" / "sub" / "extra.h").write_text("\n")
+    (tmp_path / "inc" / "gain.h").write_text("#define GAIN 2\n")
+    proc = warm("verify", bundle, "--workload", path, cwd=tmp_path)
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("miss: kernel g: headers:")]
+    assert line.endswith("(changed: sub/other.h; new: extra.h)"), line
+
+
+def test_changed_headers_reads_a_bundles_list_as_untrusted_text() -> None:
+    """Pure logic: a malformed or absent list names nothing; a bundle's own names are never
+    shown (only this process's, escaped)."""
+    import json
+
+    from warmcli.runtime.shown import changed_headers
+
+    ours = {"header_files": json.dumps([["a.h", "1" * 16], ["b\x1b.h", "2" * 16]])}
+    for theirs in ("", "[", '{"a": 1}', '[["a.h"]]', "[[1, 2]]", json.dumps([[None, "x"]])):
+        assert changed_headers([{"header_files": theirs}], ours) == ""
+    held = {"header_files": json.dumps([["a.h", "0" * 16], ["evil\x1b[2J.h", "3" * 16]])}
+    said = changed_headers([held], ours)
+    assert said == " (changed: a.h; new: b\\x1b.h)", said
+    assert changed_headers([held], {}) == ""
