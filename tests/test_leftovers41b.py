@@ -5,6 +5,7 @@ subprocess, real SQLite files, the real C compiler.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from conftest import Warm
@@ -176,3 +177,19 @@ def test_changed_headers_reads_a_bundles_list_as_untrusted_text() -> None:
     said = changed_headers([held], ours)
     assert said == " (changed: a.h; new: b\\x1b.h)", said
     assert changed_headers([held], {}) == ""
+
+
+def test_a_daemon_thread_tuning_after_its_pass_is_stopped_too(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    source = LATE_THREAD.replace(
+        'rt.launch(k, rt.buffer(1, "int32"), stream=s)',
+        "rt.tune(Tunable(f'late{CALLS[0]}', {'a': k, 'b': first}, "
+        "lambda rt, c, x, *, stream=None: rt.launch(c, x, stream=stream)), "
+        "rt.buffer(1, 'int32'), stream=s)",
+    ).replace("from warmcli import Kernel", "from warmcli import Kernel, Tunable")
+    assert "rt.tune(" in source
+    run = warm("run", workload_file(source), "-b", tmp_path / "t.warm", "-d", "host")
+    said = run.stdout + run.stderr
+    assert run.returncode == 0 and "corrupt" not in said, said
+    assert re.search(r"note: thread late tuned late\d after its pass ended", said), said

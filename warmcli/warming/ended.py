@@ -37,18 +37,18 @@ def retire(runtime: Runtime) -> None:
         if first:
             name = threading.current_thread().name
             note_reported(
-                f"thread {name} launched {what} after its pass ended (a pass waits for no "
+                f"thread {name} {what} after its pass ended (a pass waits for no "
                 "daemon thread, as Python does not): stopped there, as Python stops a daemon "
                 "thread as its process ends; what it launches then is not warmed"
             )
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
     def late_launch(kernel: Any, *args: Any, **options: Any) -> Any:
-        stop(f"kernel {getattr(kernel, 'label', type(kernel).__name__)}")
+        stop(f"launched kernel {getattr(kernel, 'label', type(kernel).__name__)}")
         return launch(kernel, *args, **options)
 
     def late_tune(tunable: Any, *inputs: Any, **options: Any) -> Any:
-        stop(f"tune {getattr(tunable, 'name', type(tunable).__name__)}")
+        stop(f"tuned {getattr(tunable, 'name', type(tunable).__name__)}")
         return tune(tunable, *inputs, **options)
 
     vars(runtime).update(launch=late_launch, tune=late_tune)  # the instance's own, shadowing
