@@ -1,32 +1,31 @@
 """The headers a kernel includes from the folders its options name, as one digest for its key.
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
-`--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined
-or next; PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
-`C_INCLUDE_PATH`), or NVRTC's (the system toolkit's include folders, after the toolkit
-packages': `nvrtc_folders`, which NVRTC is given too), reads headers that its source text
-does not hold: `headers_digest` covers them, those a source includes (or asks for) by
-their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
-read before the source (found in the working folder first, then as a quoted name is).
-It reads the `#include "..."` and `#include <...>` lines (`#import` alike; and the names
-`__has_include` asks for) of the source and of every header found, however they are
-spelled (`%:include`, a comment or a line splice inside the directive:
-`warmcli.directives`), and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first, its `..` where a link leads;
-then gcc's order, whatever the options' order: `-iquote` for quoted names only, `-I`,
-`-isystem`, `-idirafter`; `#include_next`: every file of its name along them); a relative
-folder is taken from the working folder. The digest is over each name as written and
-the sha256 of the file it resolved to (or that none was found: a header added later
-changes it), in the order they are reached; the folders' paths are not (`keyed_options`
-takes them out of the key's options), so a checkout at another path keys alike, unless a
-file reached there may compute with them (an `#include` or `__has_include` of a macro,
-which is not followed, `__FILE__`; a folder named twice: then they are). Headers not
-found there (the toolkit's, the system's) are left to the toolchain's identity. Bounded:
-at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
-State: three per-process memos (each file's digest and includes, by (path, mtime_ns,
-size), of files unchanged in the last seconds; the includes of the last sources; the
-search orders of the last options): a kernel keyed again costs a lookup of each header.
-It never runs a compiler, never writes and never raises for a missing or unreadable file.
+`--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
+PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
+`C_INCLUDE_PATH`), or NVRTC's (the system toolkit's include folders, after the toolkit packages':
+`nvrtc_folders`, which NVRTC is given too), reads headers that its source text does not hold:
+`headers_digest` covers them, those a source includes (or asks for) by their absolute path, and
+those `-include`/`--pre-include` (gcc's `--include`, `-imacros`) read before the source (found in
+the working folder first, then as a quoted name is). It reads the `#include "..."` and `#include
+<...>` lines (`#import` alike; and the names `__has_include` asks for) of the source and of every
+header found, however they are spelled (`%:include`, a comment or a line splice inside the
+directive: `warmcli.directives`), and resolves each name as the compiler does, in those folders (a
+quoted name in a header: that header's own folder first, its `..` where a link leads; then gcc's
+order, whatever the options' order: `-iquote` for quoted names only, `-I`, `-isystem`,
+`-idirafter`; `#include_next`: every file of its name along them); a relative folder is taken from
+the working folder. The digest is over each name as written and the sha256 of the file it resolved
+to (or that none was found: a header added later changes it), in the order they are reached; the
+folders' paths are not (`keyed_options` takes them out of the key's options), so a checkout at
+another path keys alike, unless a file reached there may compute with them (an `#include` or
+`__has_include` of a macro, which is not followed, `__FILE__`; a folder named twice: then they
+are). Headers not found there (the toolkit's, the system's) are left to the toolchain's identity.
+Bounded: at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
+State: three per-process memos (each file's digest and includes, by (path, mtime_ns, size), of
+files unchanged in the last seconds; the includes of the last sources; the search orders of the
+last options): a kernel keyed again costs a lookup of each header; and `covered`, what each digest
+made lately covers (`kernel_parts.header_files`). It never runs a compiler, never writes and never
+raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -91,6 +90,7 @@ TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
 DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
+covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
 
 
 def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
@@ -338,11 +338,10 @@ def _resolve(
 def headers_digest(
     source: str, options: Sequence[object], env: tuple[str, str] = ("", ""), nvrtc: bool = False
 ) -> str:
-    """The sha256 of the headers `source` reaches in the include folders `options` name, or
-    `env`'s (`search_orders`; the module doc); "" where none is named, or found in `env`'s
-    only. For `nvrtc`, `env` is `kernel._env_includes`': the system toolkit's folders
-    (`toolkit_home`) searched as `CPATH`'s, never for a name a toolkit package's folder holds
-    (NVRTC's first)."""
+    """The sha256 of the headers `source` reaches in the include folders `options` name, or `env`'s
+    (`search_orders`; the module doc); "" where none is named, or found in `env`'s only. For
+    `nvrtc`, `env` is `kernel._env_includes`': the system toolkit's folders (`toolkit_home`)
+    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first)."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -396,4 +395,6 @@ def headers_digest(
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
         written += ["\0folders", *own]
-    return hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
+    digest = hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
+    covered[digest] = written if len(covered) < 256 else covered.clear() or written  # bounded
+    return digest

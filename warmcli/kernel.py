@@ -1,29 +1,27 @@
 """Kernel definitions and the content-addressed kernel key.
 
-A `Kernel` is what a workload declares: source text, entry name, compile options,
-defines, the language the backend compiles (`c` for the host, `cuda` for NVRTC or nvcc) and
-its parameter signature in `struct` letters (`P` pointer, `b B h H i I l L q Q`
-signed and unsigned integers of 8 to 64 bits, `?` bool, `e` float16 on CUDA only,
-`f` float32, `d` float64), the vocabulary PyCUDA's `prepare` uses too. The
-`kernel_key` over source, entry, parameter letters, language, options, defines,
-target architecture and toolchain identity decides a cache hit: any change is a
-different kernel, never a stale hit; its `name` is a label for people, in no key and
-in no compiled text. What a kernel is made of is checked where it is made (`Kernel(...)`,
-a `TypeError`/`ValueError` naming it): a `str` source, options as a sequence of `str`,
-defines as a mapping (or (name, value) pairs) of identifiers to a `str`, bool, int or
-float (numpy's too: a bool is 1 or 0, a number the Python number it holds). A host kernel
-whose options tune for the building CPU (`tunes_native`) is keyed with that CPU by its
-callers, in the toolchain identity they pass (`warmcli.backends.native`). For a kernel
-whose options name include folders (`-I`) or a header read first (`-include`), or that
-reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system
-toolkit), or includes one by its absolute path, the key covers the headers it reaches
-there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); nvcc's
-host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest beside it
-(`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
-the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a
-content hash's text after its defines), and of whether a source includes a header by its
-path, and those variables, read once; it compiles nothing.
+A `Kernel` is what a workload declares: source text, entry name, compile options, defines, the
+language the backend compiles (`c` for the host, `cuda` for NVRTC or nvcc) and its parameter
+signature in `struct` letters (`P` pointer, `b B h H i I l L q Q` signed and unsigned integers of 8
+to 64 bits, `?` bool, `e` float16 on CUDA only, `f` float32, `d` float64), the vocabulary PyCUDA's
+`prepare` uses too. The `kernel_key` over source, entry, parameter letters, language, options,
+defines, target architecture and toolchain identity decides a cache hit: any change is a different
+kernel, never a stale hit; its `name` is a label for people, in no key and in no compiled text.
+What a kernel is made of is checked where it is made (`Kernel(...)`, a `TypeError`/`ValueError`
+naming it): a `str` source, options as a sequence of `str`, defines as a mapping (or (name, value)
+pairs) of identifiers to a `str`, bool, int or float (numpy's too: a bool is 1 or 0, a number the
+Python number it holds). A host kernel whose options tune for the building CPU (`tunes_native`) is
+keyed with that CPU by its callers, in the toolchain identity they pass
+(`warmcli.backends.native`). For a kernel whose options name include folders (`-I`) or a header
+read first (`-include`), or that reaches a header in one its compiler takes from the environment
+(`CPATH`; NVRTC's system toolkit), or includes one by its absolute path, the key covers the headers
+it reaches there (`warmcli.headers`), by their names and content, not the include folders' paths
+(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); nvcc's host
+compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest beside it
+(`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of the texts
+keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's text
+after its defines), and of whether a source includes a header by its path, and those variables,
+read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +41,7 @@ from warmcli.kernel_parts import (
     PRE_INCLUDE_PREFIXES,
     checked_defines,
     checked_options,
+    header_files,
     is_identifier,
     kind_of,
     opens_comment,
@@ -385,11 +384,12 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
 
 
 def key_components(kernel: Kernel, arch: str, toolchain_identity: str) -> dict[str, str]:
-    """The parts a key is made of, kept beside it so a miss can be explained, and its key
-    recomputed (`warmcli.kernel_parts.key_of`: `kernel` is the kernel's `content_hash`)."""
+    """The parts a key is made of (and the headers it read, `header_files`), kept beside it so a
+    miss can be explained, and its key recomputed (`kernel_parts.key_of`: `kernel` its hash)."""
     headers = included_headers(kernel, toolchain_identity)
     return {
         **({"headers": headers} if headers else {}),
+        **({"header_files": f} if headers and (f := header_files(headers)) else {}),
         "kernel": kernel.content_hash,
         "source": hashlib.sha256(kernel.source.encode()).hexdigest(),
         "entry": kernel.entry,

@@ -12,8 +12,10 @@ its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kerne
 arch, headers, toolchain; `arch_keys` for many archs at once), and `cubin_archs` names the
 archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM);
 `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders and
-headers read first. It owns no state and reads nothing but its arguments; `warmcli.kernel`
-keys what it returns. It never imports numpy (`warm stats` reads `stored`): a numpy define
+headers read first; `header_files` lists the headers a headers digest this process made lately
+covers (`warmcli.headers.covered`, the one thing here read but its arguments), kept beside a key
+so a miss can name the header that changed. It owns no state; `warmcli.kernel` keys what it
+returns. It never imports numpy (`warm stats` reads `stored`): a numpy define
 value is told by the numpy the process imported.
 """
 
@@ -184,6 +186,26 @@ def define_value(entry: str, name: str, value: object) -> str:
 PTX_SMS = range(10, 200)  # the SMs a PTX row's cubin is looked for in (`cubin_archs`)
 _VIRTUAL = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
 _STRING = json.encoder.encode_basestring_ascii  # one string as `warmcli.kernel` quotes it
+
+
+MAX_HEADER_FILES = 512  # headers `header_files` lists (`warmcli.headers.MAX_HEADERS` reached)
+
+
+def header_files(digest: str) -> str:
+    """The headers `digest` covers, where it is a headers digest this process made lately: a
+    JSON list of [name as written, the first 16 hex digits of its sha256, or "-" where none was
+    found], in the order reached; "" where it is not (a digest with linked files in it)."""
+    from warmcli.headers import NEXT, covered  # (imported already where it made a digest)
+
+    written = covered.get(digest)
+    if written is None:
+        return ""
+    files = []
+    for entry in written[: MAX_HEADER_FILES * 2]:
+        name, _, sha = entry[1:].rpartition("\0")
+        if entry[:1] in ("q", "a") and name:
+            files.append([name.removeprefix(NEXT), sha[:16]])
+    return json.dumps(files[:MAX_HEADER_FILES])
 
 
 def virtual_sm(arch: str) -> int | None:

@@ -58,12 +58,12 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, RunInterrupted
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.crashes import CrashedCandidate, WorkerCrash
 from warmcli.warming.isolation import interrupt_on_signals, run_isolated
-from warmcli.warming.passes import RunInterrupted, warm_bundle
+from warmcli.warming.passes import warm_bundle
 from warmcli.warming.workload import Workload, load_module, load_workload
 
 if TYPE_CHECKING:

@@ -2,8 +2,9 @@
 
 PyCUDA code passes device memory as `DeviceAllocation`s, `GPUArray`s, anything with
 `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and `drv.In`/`Out`/`InOut`
-around numpy arrays, and scalars as numpy scalars (or 0-d arrays, taken as the scalar
-they hold, whose bytes PyCUDA packs). This layer turns each into a warm
+around numpy arrays (contiguous in C or Fortran order, as PyCUDA's copies take them), and
+scalars as numpy scalars (or 0-d arrays, taken as the scalar they hold, whose bytes PyCUDA
+packs). This layer turns each into a warm
 `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
@@ -117,9 +118,12 @@ def staged(obj: Any) -> Staged | None:
         raise ArgumentError(f"{type(obj).__name__} wraps a {type(array).__name__}: a numpy array")
     copies_in = bool(getattr(obj, "copies_in", "In" in names))
     copies_out = bool(getattr(obj, "copies_out", "Out" in names))
-    if not array.flags.c_contiguous or (copies_out and not array.flags.writeable):
+    # PyCUDA's copies take any contiguous buffer (C or Fortran order: its bytes as they lie)
+    contiguous = array.flags.c_contiguous or array.flags.f_contiguous
+    if not contiguous or (copies_out and not array.flags.writeable):
         raise ArgumentError(
-            f"{type(obj).__name__} needs a C-contiguous{' writable' if copies_out else ''} array"
+            f"{type(obj).__name__} needs a contiguous{' writable' if copies_out else ''} array "
+            "(C or Fortran order, as PyCUDA's copies do)"
         )
     if not array.nbytes:  # PyCUDA's mem_alloc_like(array): cuMemAlloc refuses 0 bytes
         raise ArgumentError(

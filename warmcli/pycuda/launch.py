@@ -5,7 +5,8 @@ on the runtime's GPU; a GPU-less stand-in's holds warm's own) or none (the bound
 else the runtime's default). An
 executing launch with `drv.In`/`Out`/`InOut` arguments gets device memory for each
 array for the span of the launch: copied in before, the stream synchronised and
-copied back after, then freed, as PyCUDA does. `pycuda_sizes` holds a launch's grid,
+copied back after, then freed, as PyCUDA does (the array's bytes as they lie, a
+Fortran-ordered one's too). `pycuda_sizes` holds a launch's grid,
 block and shared size to what PyCUDA's launch takes. The module owns the map from PyCUDA
 streams to warm's; it decides no verdict (its caller did).
 """
@@ -103,8 +104,9 @@ def run_staged(
     try:
         if active is None:  # a device of warm's own buffers (no pointers to hand out)
             for i, h in handlers.items():
-                memory[i] = staged[i] = (
-                    rt.upload(h.array) if h.copies_in else rt.buffer(h.array.shape, h.array.dtype)
+                flat = h.array.reshape(-1, order="A")  # its bytes as they lie, as PyCUDA's
+                memory[i] = staged[i] = (  # copies (a Fortran-ordered one's too)
+                    rt.upload(flat) if h.copies_in else rt.buffer(flat.shape, flat.dtype)
                 )
         else:
             with active() as cuda:
@@ -123,7 +125,7 @@ def run_staged(
             if not h.copies_out or not h.array.nbytes:
                 continue
             if active is None:
-                h.array[...] = device.download(memory[i]).reshape(h.array.shape)
+                h.array.reshape(-1, order="A")[...] = device.download(memory[i]).reshape(-1)
             else:
                 with active() as cuda:
                     cuda.memcpy_dtoh(h.array, memory[i])

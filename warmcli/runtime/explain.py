@@ -4,26 +4,27 @@ A miss (a kernel or tune the loaded bundle lacks) is explained by reading the bu
 for the same kernel entry or tunable operation (an indexed query, run only on a miss), taking
 the nearest one (fewest differing key components) and naming the component that differs:
 `toolchain`, `arch`, `options`, `defines`, `source`, `headers` (those it includes from its
-include folders) for a kernel; `device` (fingerprint), `checksum` (candidate set, output check),
-`shape` (shape/dtype key; of a form no held key has, a changed `key=`'s, it says so: `nearest`),
-`toolchain` (its pick measured on a build of its kernel not served here as this process's:
-measured again) for a tune; `absent` when the bundle holds nothing of
-that entry or operation, `pending` for a tune only recorded without a GPU, `binary` for a build
-whose blob cannot be served, `corrupt` for an entry whose row is malformed (it is never served;
-a malformed row of the same entry or operation is skipped when looking for the nearest; one
-SQLite cannot hand back, which stops that listing, explains the miss as corrupt), `signature`
-when only the parameter letters or language differ, `unsigned` when the bundle holds the entry
-but no trusted key signed it (`warmcli.bundle.signing`), `no-bundle` when strict mode meets a
-compile or tune with no bundle loaded at all, `removed` where the bundle's file was deleted and
-a process forked since finds none to read. A held entry's options or defines that are not the
-JSON warm writes are shown as the bundle's text, cut (never raised into the launch that missed).
-What a runtime does with an explanation (count, log, refuse with `StrictMissError`) is the miss
-policy's, `warmcli.runtime.misses`, which also keeps an entry's listing (`listed_kernels`,
-`listed_tunes`: `warmcli.runtime.nearest.Listed`) for its next miss, so that many misses of one
-entry read its rows once (another process's rows written meanwhile are not seen by the later
-ones). This module is pure: it only reads the bundle it is handed, owns no state, counts nothing
-and never prints or logs; it is imported at the first miss (a process its bundle serves wholly
-never loads it).
+include folders; which of them differ, by name, where the build kept their names:
+`warmcli.runtime.shown`, which shows every component's value) for a kernel; `device`
+(fingerprint), `checksum` (candidate set, output check), `shape` (shape/dtype key; of a form no
+held key has, a changed `key=`'s, it says so: `nearest`), `toolchain` (its pick measured on a
+build of its kernel not served here as this process's: measured again) for a tune; `absent` when
+the bundle holds nothing of that entry or operation, `pending` for a tune only recorded without
+a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an entry whose row is
+malformed (it is never served; a malformed row of the same entry or operation is skipped when
+looking for the nearest; one SQLite cannot hand back, which stops that listing, explains the
+miss as corrupt), `signature` when only the parameter letters or language differ, `unsigned`
+when the bundle holds the entry but no trusted key signed it (`warmcli.bundle.signing`),
+`no-bundle` when strict mode meets a compile or tune with no bundle loaded at all, `removed`
+where the bundle's file was deleted and a process forked since finds none to read. A held
+entry's options or defines that are not the JSON warm writes are shown as the bundle's text, cut
+(never raised into the launch that missed). What a runtime does with an explanation (count, log,
+refuse with `StrictMissError`) is the miss policy's, `warmcli.runtime.misses`, which also keeps
+an entry's listing (`listed_kernels`, `listed_tunes`: `warmcli.runtime.nearest.Listed`) for its
+next miss, so that many misses of one entry read its rows once (another process's rows written
+meanwhile are not seen by the later ones). This module is pure: it only reads the bundle it is
+handed, owns no state, counts nothing and never prints or logs; it is imported at the first miss
+(a process its bundle serves wholly never loads it).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.backends.toolchain import NATIVE
 from warmcli.errors import REMOVED, BundleError
-from warmcli.kernel_parts import stored
 from warmcli.records import MissExplanation
 from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
+from warmcli.runtime.shown import changed_headers, memo_show, show
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -73,7 +74,6 @@ REMOVED_DETAIL = "the bundle's file was deleted while its parent served it (a fo
 opens it anew): replace a served bundle by a rename, as warm run does, never delete it"
 PROCESS = "this process wants"
 _SHOWN = 3
-_SHOWN_CHARS = 200  # of a component's text that is not what warm writes
 _Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's record
 
 
@@ -96,7 +96,7 @@ def _compared(components: Mapping[str, str]) -> dict[str, str]:
     return {
         c: sys.intern(v) if type(v) is str else v
         for c, v in components.items()
-        if c in KERNEL_COMPONENTS
+        if c in KERNEL_COMPONENTS or c == "header_files"  # (which headers: `changed_headers`)
     }
 
 
@@ -107,37 +107,13 @@ def listed_tunes(bundle: Store, operation: str) -> Listed[TuneRecord]:
     return Listed(records, held)
 
 
-def _show(component: str, value: str) -> str:
-    if component in ("defines", "options"):
-        items = stored(value, pairs=component == "defines")
-        if items is None:  # not as warm writes it (a bundle's text): shown as it is, cut
-            return value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}..."
-        shown = (i if isinstance(i, str) else f"{i[0]}={i[1]}" for i in items)
-        return " ".join(shown) or f"no {component}"
-    if component == "headers" and not value:
-        return "no headers from include folders"
-    if component in ("source", "checksum", "headers"):
-        return f"sha256 {value[:12]}"
-    return value or "none"
-
-
-def _memo_show(component: str, value: str, memo: dict[tuple[str, str], str]) -> str:
-    """`_show`, each text value's once in `memo` (a listing's: shown again at each miss)."""
-    if not isinstance(value, str):
-        return _show(component, value)
-    text = memo.get((component, value))
-    if text is None:
-        text = memo[(component, value)] = _show(component, value)
-    return text
-
-
 def _values(
     component: str, held: Sequence[Mapping[str, str]], listed: Listed[Any] | None = None
 ) -> str:
     memo = listed.shown if listed is not None else {}
 
     def say() -> str:
-        texts = (_memo_show(component, h.get(component, ""), memo) for h in held)
+        texts = (memo_show(component, h.get(component, ""), memo) for h in held)
         shown = list(dict.fromkeys(texts))
         more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
         return " | ".join(shown[:_SHOWN]) + more
@@ -169,15 +145,16 @@ def describe(
         return (
             "same candidate names, a candidate's kernel (or a header it includes), the output check"
             f" or the launch function (with a check) differs: bundle has "
-            f"{_values(component, held, listed)}, {who} {_show(component, wanted[component])}"
+            f"{_values(component, held, listed)}, {who} {show(component, wanted[component])}"
         )
     if component == "shape":  # the nearest shapes first, not the alphabetically first
         memo = listed.shown if listed is not None else {}
-        text = lambda h: _memo_show(component, h.get(component, ""), memo)  # noqa: E731
+        text = lambda h: memo_show(component, h.get(component, ""), memo)  # noqa: E731
         values = nearest_values(held, wanted["shape"], listed, text, _SHOWN)
-        return f"bundle has {values}, {who} {_show(component, wanted['shape'])}"
-    ours = _show(component, wanted.get(component, ""))  # headers: none keyed in this process
-    return f"bundle has {_values(component, held, listed)}, {who} {ours}"
+        return f"bundle has {values}, {who} {show(component, wanted['shape'])}"
+    ours = show(component, wanted.get(component, ""))  # headers: none keyed in this process
+    which = changed_headers(held, wanted) if component == "headers" else ""  # (named)
+    return f"bundle has {_values(component, held, listed)}, {who} {ours}{which}"
 
 
 def explained(
@@ -376,8 +353,8 @@ def _which_part(
         "is keyed as this Python compiles it)"
     )
     detail = (
-        f"{what}: bundle has {_show('checksum', record.checksum)}, "
-        f"{PROCESS} {_show('checksum', wanted['checksum'])}"
+        f"{what}: bundle has {show('checksum', record.checksum)}, "
+        f"{PROCESS} {show('checksum', wanted['checksum'])}"
     )
     return MissExplanation(found.kind, found.key, found.label, "checksum", detail, found.differs)
 

@@ -8,7 +8,8 @@ with the run's settings, so what the workload does there is warmed, stored and v
 as the pass's own devices' work is: a production process serving both is served both.
 Only the host is provided, and only where the run's devices do not hold it already (a GPU
 asked for in a host run is the process's own, as before). The module owns those runtimes
-and their devices until `close`; it never runs a pass and never prints.
+and their devices until `close`, which retires them and the pass's own runtimes
+(`warmcli.warming.ended`); it never runs a pass and never prints.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from warmcli.backends.base import Device
 from warmcli.backends.host import HostDevice
 from warmcli.runtime.runtime import Runtime
+from warmcli.warming.ended import retire
 
 
 class Companions:
@@ -27,6 +29,7 @@ class Companions:
     def __init__(self, make: Callable[[Device], Runtime], primaries: Sequence[Runtime]) -> None:
         self._make = make
         self._ids = {r.device.id for r in primaries}
+        self._primaries = list(primaries)
         self._lock = threading.Lock()
         self.runtimes: list[Runtime] = []
 
@@ -41,6 +44,9 @@ class Companions:
             return self.runtimes[0]
 
     def close(self) -> None:
-        """Close the devices of the runtimes made (they serve no pass after this)."""
+        """Retire the pass's runtimes (`warmcli.warming.ended`: they serve no pass after
+        this) and close the devices of those made."""
+        for runtime in self._primaries + self.runtimes:
+            retire(runtime)
         for runtime in self.runtimes:
             runtime.device.close()

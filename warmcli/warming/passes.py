@@ -19,7 +19,8 @@ before anything is written (`warmcli.bundle.consistency`). Interrupted (`Keyboar
 which a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
 `RunInterrupted` says how much (a store and its count are one step, `held_interrupts`: one
 landing as it commits is answered once counted; a later store the disk refuses says what earlier
-ones kept). A host runtime the workload asks for during a pass on another device is the run's
+ones kept); a workload that raised or exited once a store committed says what it kept too
+(`kept_after`). A host runtime the workload asks for during a pass on another device is the run's
 own (`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
 listed in `compilers`). Each pass announces itself to the crash journal
 (`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer may
@@ -43,7 +44,7 @@ from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import DiscardedReadWarning, RunInterrupted
+from warmcli.errors import DiscardedReadWarning, WorkloadError
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.interrupted import held_interrupts
@@ -55,7 +56,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.isolation import note_pass, note_stored
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
-from warmcli.warming.sealing import join_record, kept_before, seal
+from warmcli.warming.sealing import join_record, kept_after, kept_before, seal
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -259,8 +260,8 @@ def warm_bundle(
             signing_key=signing_key,
             shard=shard,
         )
-    except KeyboardInterrupt:
-        raise RunInterrupted(report.stored_kernels, report.stored_tunes) from None
+    except (KeyboardInterrupt, WorkloadError) as exc:  # what its stores kept is said
+        raise kept_after(exc, report) from None
     return report
 
 
@@ -367,12 +368,12 @@ def _warm(
         run = (workload, report.devices, shard)
         report.signature = seal(bundle, signing_key, stored, run, new)
     finally:
-        for d in devices:
-            d.close()
-        if extra is not None:
+        if extra is not None:  # its runtimes and the pass's retired: a late thread stops
             report.devices += [r.device.id for r in extra.runtimes]
             report.compilers += [compiler_info(r.device) for r in extra.runtimes]
             extra.close()
+        for d in devices:
+            d.close()
         if bundle is not None:
             bundle.close()
             stored = report.stored_kernels or report.stored_tunes

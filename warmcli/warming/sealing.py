@@ -3,7 +3,9 @@
 bundle it stored nothing in and signs not), then signs what the run may vouch for, or
 says that what it stored is unsigned. The record is written in the run's last store where
 there is one (`join_record`: one commit), else by `seal`; a disk refusing the record or the
-signature once the run stored is said so (the entries kept). It owns no state and never prints.
+signature once the run stored is said so (the entries kept), and so is a run stopped by an
+interrupt or by its workload's error once it stored (`kept_after`). It owns no state and never
+prints.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from warmcli.bundle.run_record import note_run, run_write
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
-from warmcli.errors import BundleError
+from warmcli.errors import BundleError, RunInterrupted, WorkloadError
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
+    from pathlib import Path
 
     from warmcli.runtime.shard import Shard
     from warmcli.warming.workload import Workload
@@ -49,8 +52,23 @@ def seal(
 
 
 class _Stored(Protocol):  # a run's report, as far as what it stored
+    bundle: Path
     stored_kernels: int
     stored_tunes: int
+
+
+def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseException:
+    """What a run stopped by `exc` raises: an interrupt, `RunInterrupted` (what the run's
+    stores kept, counted in `report`); a workload that raised or exited, `exc` with what they
+    kept said after it, as a crashed worker's is (nothing where they kept nothing)."""
+    kernels, tunes = report.stored_kernels, report.stored_tunes
+    if isinstance(exc, KeyboardInterrupt):
+        return RunInterrupted(kernels, tunes)
+    if not kernels + tunes:
+        return exc
+    kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {report.bundle} before it are kept"
+    first, lines, more = str(exc).partition("\n")  # said on its first line (a failed tune's
+    return WorkloadError(f"{first}; {kept}{lines}{more}")  # candidates follow)
 
 
 def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:

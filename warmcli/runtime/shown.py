@@ -1,0 +1,86 @@
+"""How a miss's explanation shows a key component's value, and which headers differ.
+
+`show` gives one value of a component as a miss line says it: defines and options as their
+items (a bundle's text that is not the JSON warm writes, cut), a source's, checksum's or
+headers' digest as its first 12 hex digits; `memo_show` keeps each text value's in a
+listing's memo. `changed_headers` names the headers a kernel's build read that differ from
+those this process reads (`header_files`, as `warmcli.kernel_parts.header_files` keeps them
+beside a key): those it reads with other contents, and those the build did not read at all;
+a bundle's build keyed before warm kept them, or whose list is malformed, names none. Only
+this process's own header names are shown (escaped: `printable`), never a bundle's text.
+Pure: it reads its arguments only and never prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from warmcli.kernel_parts import stored
+from warmcli.printable import printable
+
+SHOWN_CHARS = 200  # of a component's text that is not what warm writes
+_NAMED = 3  # headers named of each kind; the rest counted
+
+
+def show(component: str, value: str) -> str:
+    if component in ("defines", "options"):
+        items = stored(value, pairs=component == "defines")
+        if items is None:  # not as warm writes it (a bundle's text): shown as it is, cut
+            return value if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]}..."
+        shown = (i if isinstance(i, str) else f"{i[0]}={i[1]}" for i in items)
+        return " ".join(shown) or f"no {component}"
+    if component == "headers" and not value:
+        return "no headers from include folders"
+    if component in ("source", "checksum", "headers"):
+        return f"sha256 {value[:12]}"
+    return value or "none"
+
+
+def memo_show(component: str, value: str, memo: dict[tuple[str, str], str]) -> str:
+    """`show`, each text value's once in `memo` (a listing's: shown again at each miss)."""
+    if not isinstance(value, str):
+        return show(component, value)
+    text = memo.get((component, value))
+    if text is None:
+        text = memo[(component, value)] = show(component, value)
+    return text
+
+
+def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]) -> str:
+    """` (changed: a.h; new: b.h)`: the headers this process reads (`wanted`'s) that the
+    nearest of `held` with a list of its own read with other contents, or did not read; ""
+    where neither list is known, or none differs by name."""
+    ours = _files(wanted.get("header_files", ""))
+    theirs = next((f for f in map(_files, (h.get("header_files", "") for h in held)) if f), None)
+    if not ours or not theirs:
+        return ""
+    read: dict[str, set[str]] = {}
+    for name, sha in theirs:
+        read.setdefault(name, set()).add(sha)
+    changed = [n for n, sha in dict.fromkeys(ours) if n in read and sha not in read[n]]
+    new = [n for n in dict.fromkeys(n for n, _ in ours) if n not in read]
+    kinds = (("changed", changed), ("new", new))
+    parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _names(names: list[str]) -> str:
+    more = f" (+{len(names) - _NAMED} more)" if len(names) > _NAMED else ""
+    return ", ".join(printable(n) for n in dict.fromkeys(names[:_NAMED])) + more
+
+
+def _files(text: object) -> list[tuple[str, str]]:
+    """A `header_files` list as (name, sha256 start) pairs; [] where it is none or malformed."""
+    if not isinstance(text, str) or not text:
+        return []
+    try:
+        files = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(files, list):
+        return []
+    pairs = [f for f in files if isinstance(f, list) and len(f) == 2]
+    if len(pairs) != len(files) or not all(type(a) is str and type(b) is str for a, b in pairs):
+        return []
+    return [(a, b) for a, b in pairs]
