@@ -4,10 +4,15 @@ and real production processes in subprocesses, the real cc, real SQLite files.""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 # A tunable whose `key=` text holds a newline (a user's own key), and one plain kernel.
@@ -68,3 +73,51 @@ def test_warm_report_names_a_bundle_path_and_a_tune_key_holding_a_newline_on_one
         assert all(line.startswith(("warm: ", "  ")) for line in lines), served.stderr
         assert any(line.startswith("  tune dbl rows\\x0a8 on host") for line in lines), lines
         assert any("other\\x0ab.warm lacked 2 kernel(s) and 1 tune(s)" in x for x in lines)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A folder served over plain http on this machine (as `python -m http.server` serves
+    it, each URL path percent-decoded into a file name), and its base URL."""
+    folder = tmp_path / "www"
+    folder.mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_pull_without_path_names_the_file_as_its_url_decodes_not_percent_encoded(
+    warm: Warm, tmp_path: Path, served_folder: tuple[Path, str]
+) -> None:
+    """An https:// URL is ASCII (the README: `é` as `%C3%A9`), so `warm pull
+    http://host/fleet%20%C3%A9.warm` with no PATH wrote a file named `fleet%20%C3%A9.warm`,
+    not the bundle's name `fleet é.warm`; a name that decodes to a folder's (`%2F`) or to
+    a control character is refused, as a dot file is: name PATH."""
+    folder, base = served_folder
+    workload = tmp_path / "w.py"
+    workload.write_text(NEWLINE_KEY)
+    assert warm("run", workload, "-b", folder / "fleet é.warm", "-q").returncode == 0
+    here = tmp_path / "here"
+    here.mkdir()
+    pulled = warm("pull", f"{base}/fleet%20%C3%A9.warm", cwd=here)
+    assert pulled.returncode == 0, pulled.stderr
+    assert [p.name for p in here.iterdir() if not p.name.endswith(".lock")] == ["fleet é.warm"]
+    assert pulled.stdout.strip().endswith("into fleet é.warm"), pulled.stdout
+    assert (here / "fleet é.warm").read_bytes() == (folder / "fleet é.warm").read_bytes()
+    (folder / "sub").mkdir()
+    (folder / "sub" / "x.warm").write_bytes((folder / "fleet é.warm").read_bytes())
+    (folder / "n\nl.warm").write_bytes((folder / "fleet é.warm").read_bytes())
+    for name in ("sub%2Fx.warm", "n%0Al.warm", "%2E%2E", "%2Ebashrc"):
+        refused = warm("pull", f"{base}/{name}", cwd=here)
+        assert refused.returncode == 2, (name, refused.stdout)
+        assert refused.stderr.count("\n") == 1, refused.stderr
+        assert "name the file to write" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["fleet é.warm", "fleet é.warm.lock"]
