@@ -5,6 +5,8 @@ and real production processes in subprocesses, the real cc, real SQLite files.""
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -121,3 +123,60 @@ def test_pull_without_path_names_the_file_as_its_url_decodes_not_percent_encoded
         assert refused.stderr.count("\n") == 1, refused.stderr
         assert "name the file to write" in refused.stderr, refused.stderr
     assert sorted(p.name for p in here.iterdir()) == ["fleet é.warm", "fleet é.warm.lock"]
+
+
+def _as_another_user() -> tuple[str, ...]:
+    """A prefix that runs a command as root without the capabilities to write others'
+    files and folders (the tests run as root), or () where they run as another user."""
+    if os.geteuid() != 0:
+        return ()
+    if not shutil.which("setpriv"):
+        pytest.skip("root without setpriv: every folder is writable")
+    caps = "-dac_override,-dac_read_search,-fowner"
+    return ("setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}")
+
+
+def test_a_bundle_in_a_folder_not_writable_says_its_folder_not_the_file(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A bundle file writable by all (and its lock) in a folder the user may not write: a
+    write-back, `warm run` and `warm sign` said `cannot write the bundle (attempt to write a
+    readonly database)`, as for a read-only file, though the file may be written (SQLite
+    could not make its journal beside it); `warm merge -o` into that folder named a
+    temporary file it had made up (`.b.warm.123.merge: cannot create the write lock
+    .b.warm.123.merge.lock`), not OUT. Each now names the folder, nothing written."""
+    workload = tmp_path / "w.py"
+    workload.write_text(NEWLINE_KEY)
+    folder = tmp_path / "shared é"
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    other = tmp_path / "other.warm"
+    (tmp_path / "one.py").write_text(NEWLINE_KEY.replace("    rt.tune(T, y, 8)\n", ""))
+    assert warm("run", tmp_path / "one.py", "-b", bundle, "-q").returncode == 0
+    assert warm("run", workload, "-b", other, "-q").returncode == 0
+    before = bundle.read_bytes()
+    bundle.chmod(0o666)
+    (folder / "b.warm.lock").chmod(0o666)
+    folder.chmod(0o555)
+    prefix = _as_another_user()
+    env = dict(warm.env, WARM_REPORT="1")
+    try:
+        serve = [*prefix, sys.executable, "-c", SERVE, str(workload), str(bundle), "write"]
+        done = subprocess.run(serve, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"NOT written back: {bundle}: cannot write the bundle: its folder " in done.stderr
+        for args in (
+            ("run", workload, "-b", bundle, "-q"),
+            ("merge", other, bundle, "-o", bundle),
+            ("merge", other, "-o", folder / "new.warm"),
+        ):
+            cli = [*prefix, sys.executable, "-m", "warmcli", *map(str, args)]
+            done = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+            assert done.returncode == 2, (args, done.stderr)
+            assert done.stderr.count("\n") == 1, done.stderr
+            assert "its folder" in done.stderr and "not writable" in done.stderr, done.stderr
+            assert ".merge" not in done.stderr, done.stderr
+    finally:
+        folder.chmod(0o755)
+    assert bundle.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]

@@ -272,8 +272,9 @@ def _record(bundle: Bundle) -> RunRecord | None:
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
-    """OUT's stat, when it exists; refused when the caller may not write it (as `run` and
-    `clean` would be)."""
+    """OUT's stat, if it exists; refused where one may not write it, or its folder, as `run`."""
+    if not os.access(out.parent, os.W_OK | os.X_OK):  # the merged file is made beside OUT
+        raise MergeError(f"{out}: its folder is not writable by you: nothing was merged")
     try:
         st = os.stat(out)
     except FileNotFoundError:
