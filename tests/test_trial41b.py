@@ -5,7 +5,9 @@ and real production processes in subprocesses, the real cc, real SQLite files.""
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -180,3 +182,66 @@ def test_a_bundle_in_a_folder_not_writable_says_its_folder_not_the_file(
         folder.chmod(0o755)
     assert bundle.read_bytes() == before
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
+
+
+# Tunes of sizes from SIZES; with EXTRA, one more kernel (a miss a write-back stores).
+SIZED = """
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void sc(float *y, int n) { for (int i = 0; i < n; i++) y[i] = y[i] * F; }"
+T = Tunable("sc", {f"f{f}": Kernel(SRC, "sc", "Pi", defines={"F": f}) for f in (2, 2.0)},
+            lambda rt, k, y, n, *, stream=None: rt.launch(k, y, n, stream=stream))
+def workload(rt):
+    for n in map(int, os.environ.get("SIZES", "8").split(",")):
+        rt.tune(T, rt.upload(np.ones(n, np.float32)), n)
+    if os.environ.get("EXTRA"):
+        ex = Kernel("void ex(float *y) { y[0] = EX; }", "ex", "P", defines={"EX": 3})
+        rt.launch(ex, rt.buffer(1))
+"""
+
+
+def test_dask_run_under_trusted_keys_rewarms_what_they_did_not_sign_as_a_local_run(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A signed bundle that production wrote back into (a tune and a kernel no trusted key
+    signed): a local `warm run --key` under WARM_TRUSTED_KEYS measures and builds them again
+    (misses: `unsigned`), stores and signs them, exit 0. `warm run --dask` did the same on
+    its shards, but its merge kept the bundle's own unsigned rows over the shards' (as it
+    keeps a pick the bundle held), so they stayed unsigned and its verify pass exited 1
+    (`miss: ... unsigned`). Now it ends as the local run does."""
+    from dask_cluster import local_cluster
+
+    workload, key = tmp_path / "w.py", tmp_path / "ci.key"
+    workload.write_text(SIZED)
+    assert warm("keygen", key).returncode == 0
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "--key", key, "-q").returncode == 0
+    env = dict(warm.env, SIZES="8,16", EXTRA="1")
+    back = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload), str(bundle), "write"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert back.returncode == 0 and "wrote 2 entries back" in back.stderr, back.stderr
+    trusted = Warm(dict(env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    assert trusted("verify", bundle).returncode == 1  # 2 entries no trusted key signed
+    local = tmp_path / "local.warm"
+    shutil.copy(bundle, local)
+    ran = trusted("run", workload, "-b", local, "--key", key, "-q")
+    assert ran.returncode == 0, ran.stderr
+    with local_cluster(2) as address:
+        dask = ("--dask", address, "--dask-env", "SIZES", "--dask-env", "EXTRA")
+        done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    doc = json.loads(done.stdout)
+    assert doc["explanations"] == [] and doc["verified"] is True, done.stdout
+    assert "and 1 new tune(s)" in ran.stdout, ran.stdout  # the tune measured again
+    assert doc["stored"]["tunes"] == 1  # (its kernel too, as its shard batched it, or kept)
+    for made in (bundle, local):
+        checked = trusted("verify", made, "--workload", workload)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "not signed" not in checked.stdout, checked.stdout
+        rows = re.search(r"covers (\d+) of (\d+) row", checked.stdout)
+        assert rows is not None and rows[1] == rows[2], checked.stdout
+    assert warm.json("stats", bundle)["kernels"] and len(warm.json("stats", bundle)["kernels"]) == 3
