@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from warmcli.printable import LISTED, cut
+from warmcli.printable import LISTED, cut, printable
 from warmcli.records import Record, factory
 
 if TYPE_CHECKING:
@@ -61,7 +61,11 @@ class ProductionReport(Record, frozen=False):
         )
 
     def __str__(self) -> str:
+        """The report, each line one line: the bundle's path, each miss's name (a `key=`
+        text) and each note with every control character escaped (`printable`), as
+        `warm stats` shows them, so a newline in one cannot break its line in two."""
         cold = self._cold()
+        bundle = printable(self.bundle) if self.bundle else ""
         if not self.bundle:
             done = (
                 f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
@@ -73,28 +77,30 @@ class ProductionReport(Record, frozen=False):
             ]
         elif not self.misses:
             if cold:
-                return f"warm: bundle {self.bundle} served all its runtimes asked for; {cold}"
+                return f"warm: bundle {bundle} served all its runtimes asked for; {cold}"
             served = "served everything: compiled 0 kernels, tuned 0 operations"
-            return f"warm: bundle {self.bundle} {served}"
+            return f"warm: bundle {bundle} {served}"
         else:
             if not self.write:
                 then = "re-warm it with `warm run`"
             elif self.write_error:
-                then = f"NOT written back: {self.write_error}"
+                then = f"NOT written back: {printable(self.write_error)}"
             else:
                 then = "written back into it"
                 if self.signed:
                     then += ", unsigned: sign the bundle again with `warm sign`"
             lines = [
-                f"warm: bundle {self.bundle} lacked {len(self.kernels)} kernel(s) and "
+                f"warm: bundle {bundle} lacked {len(self.kernels)} kernel(s) and "
                 f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
             ]
         listed = self.misses[:LISTED]
-        lines += [f"  {m.kind} {cut(m.name)} on {m.device} (key {m.key[:16]})" for m in listed]
+        lines += [
+            f"  {m.kind} {printable(cut(m.name))} on {m.device} (key {m.key[:16]})" for m in listed
+        ]
         if len(self.misses) > LISTED:
             more = len(self.misses) - LISTED
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
-        lines += [f"  note: {note}" for note in self.notes[:LISTED]]
+        lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
 
 

@@ -24,9 +24,8 @@ read of a process that had it open. "Database is locked" is waited out by the bu
 and then retried (`_retrying`, which rolls back that crash too), never shown. Writers take
 a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
 removes, under it, the temporary files, journals and locks a killed create or merge left
-beside the bundle. State: warm's schemas (read
-once) and `_lock` (held around an open or a create: a fork waits for it); reads no kernel,
-tune, blob.
+beside the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a
+create: a fork waits for it); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -310,6 +309,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
             ) from None
         closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        what += ": its folder is not writable (for its journal)" if code == 1544 else ""
         what = CANNOT_OPEN if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what  # (or its journal)
         what = "closed" if closed else what  # by use_bundle() or close(), and used since
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import NoReturn
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import typer
 
@@ -34,6 +34,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.errors import PushInterrupted
+from warmcli.printable import printable
 
 
 @app.command()
@@ -142,9 +143,19 @@ def _interrupted(url: str, target: Path, kernels: int, tunes: int) -> NoReturn:
 
 
 def _named_by(url: str) -> Path:
-    """The file name a URL gives; refused where it is empty, `..` or a dot file (the
-    URL's owner would choose which of the user's files, `.bashrc`, is replaced)."""
-    name = os.path.basename(urlsplit(url).path)
-    if not name or name.startswith("."):
-        fail(f"{url}: its name {name!r} is no bundle file to write here: name the file to write")
+    """The file name a URL gives, an http(s) one's percent-decoded (its path is ASCII:
+    `fleet%20%C3%A9.warm` names `fleet é.warm`; an s3:// key is its own text); refused
+    where it is empty, `..` or a dot file (the URL's owner would choose which of the
+    user's files, `.bashrc`, is replaced), or decodes to no UTF-8, a folder (`%2F`) or a
+    control character."""
+    parts = urlsplit(url)
+    name = os.path.basename(parts.path)
+    if parts.scheme != "s3":
+        try:
+            name = unquote(name, errors="strict")
+        except UnicodeDecodeError:
+            name = ""
+    if not name or name.startswith(".") or "/" in name or printable(name) != name:
+        shown = printable(repr(name))
+        fail(f"{url}: its name {shown} is no bundle file to write here: name the file to write")
     return Path(name)

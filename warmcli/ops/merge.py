@@ -62,6 +62,7 @@ from warmcli.ops.merge_union import (
     Written,
     carry_over,
     check_vouched,
+    not_vouched,
     run_signs,
     write_union,
 )
@@ -140,10 +141,10 @@ def merge_bundles(
     appended to `merged` (if given) before a held interrupt is let go: a caller
     interrupted however late reads what was merged (kept) there. `as_run` (`warm run
     --dask`, the first source `out` itself): OUT is written as a run stores into it, its
-    tunes kept over the others' re-measurements (but a pending one: measured, it is the
-    run's), its `created` time and signatures carried over (`carry_over`): what it held
-    stays signed, what is added is not; under `trusted_keys` a key signs only what they
-    signed of OUT and what the run added (`run_signs`)."""
+    tunes kept over the others' re-measurements (but a pending one, or an entry that the
+    `trusted_keys` did not sign: the run's), its `created` time and signatures carried over
+    (`carry_over`): what it held stays signed, what is added is not; a key signs only what
+    they signed of OUT and what the run added (`run_signs`)."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -173,8 +174,7 @@ def merge_bundles(
                     require_consistent(opened)
                 if signing_key is not None and trusted_keys is not None and not as_run:
                     check_vouched(bundles, paths, trusted_keys)
-                # a link at OUT is kept: the file it leads to is replaced
-                real = Path(os.path.realpath(out))
+                real = Path(os.path.realpath(out))  # a link at OUT stays: its file is replaced
                 joined = join([_record(b) for b in bundles])
                 report.shards = {"whole": not joined.problem, "problem": joined.problem}
                 report.shards["missing"] = joined.missing
@@ -217,21 +217,21 @@ def _publish(
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
     copies in `report`), give it `kept`'s mode, owner and group, and move it into place,
-    signed given `signing`'s key (then `as_run`, OUT's own rows kept as a run keeps them,
-    and the trusted keys: what `run_signs` lets it sign); what each input contributed and
-    what is said of the signature are returned; on any failure nothing is left behind and
-    `out` is as it was. Interrupts are held from the move on, in `holding` (its caller lets
-    them go)."""
+    signed given `signing`'s key (then `as_run`, OUT's rows kept as a run keeps them, but
+    those the trusted keys did not sign, `not_vouched`; what `run_signs` lets it sign); what
+    each input contributed and what is said of the signature are returned; on any failure
+    nothing is left behind and `out` is as it was; interrupts are held from the move on."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.merge")
     chosen: dict[str, list[tuple[int, _Rank]]] = {}  # a listed key -> its lines, each dropped's
     now = time.time()  # when the merge read (`_rank`)
     signing_key, as_run, trusted = signing
-    replaced: set[str] = set()  # `as_run`: OUT's pending tunes a shard measured, as a run
+    replaced: set[str] = set()  # `as_run`: what of OUT a shard measured or built, as a run
+    stale = not_vouched(bundles[0], trusted) if as_run and trusted is not None else set()
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
         if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit,
-            if (held.status, tune.status) != ("pending", "measured"):  # but a pending one
-                return False
+            if (held.status, tune.status) != ("pending", "measured") and tune.key not in stale:
+                return False  # (but a pending one, or one no trusted key signed: the run's)
             replaced.add(tune.key)  # measured, as a local run measures it: the run's
         return _choose(chosen, now, held, tune, index, report)
 
@@ -239,7 +239,7 @@ def _publish(
         tmp.unlink(missing_ok=True)
         with Bundle.create(tmp) as dest:
             with dest.transaction() as conn:  # one commit for all, not one per binary
-                written = write_union(conn, dest, bundles, choose, report.mended)
+                written = write_union(conn, dest, bundles, choose, report.mended, (stale, replaced))
                 put(conn, joined.record)  # which run OUT holds, and which of its shards
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
@@ -272,8 +272,9 @@ def _record(bundle: Bundle) -> RunRecord | None:
 
 
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
-    """OUT's stat, when it exists; refused when the caller may not write it (as `run` and
-    `clean` would be)."""
+    """OUT's stat, if it exists; refused where one may not write it, or its folder, as `run`."""
+    if not os.access(out.parent, os.W_OK | os.X_OK):  # the merged file is made beside OUT
+        raise MergeError(f"{out}: its folder is not writable by you: nothing was merged")
     try:
         st = os.stat(out)
     except FileNotFoundError:

@@ -1,20 +1,21 @@
 """A merge's union written into its output, streamed: `write_union` reads each input a row at a
 time, in the inputs' order, and writes into the output's one open transaction, where what is
 already written decides. A kernel key keeps the first input's row, with the latest last use
-of any (a later input's row of that key naming another binary, which a bundle made elsewhere
-may, is dropped and said in `mended`, the first `LISTED`, the rest counted); a tune key
-keeps what the caller's `choose` picks of the one held and the one read (which input each
-tune came from, with its status, pick and measurement time, is a temporary table of the
-output's connection, never held in Python); each blob is copied once, a chunk at a time and
-checked against its sha256 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that
-fails (or is missing) is undone and taken from another input holding a good one, and that is
-said in `mended`. So no table of any input sets the memory a merge takes. The inputs'
-fingerprints are read first: more together than a bundle may hold (`FINGERPRINT_ROWS`, which
-every reader refuses) are refused, nothing written. `carry_over` copies the output's own
-`created` time and signatures, as they are, into the merge that rewrites it for `warm run
---dask`, and `run_signs` says which rows its key may sign under trusted keys
-(`check_vouched`: which inputs `merge --key` may sign). It owns no state beyond one merge's;
-nothing here prints.
+of any (but one of `stale`'s, the output's own rows trusted keys did not sign,
+`not_vouched`: the next input's, as a run rebuilds it; else a later input's row of that key
+naming another binary, which a bundle made elsewhere may, is dropped and said in `mended`,
+the first `LISTED`, the rest counted); a tune key keeps what the caller's `choose` picks of
+the one held and the one read (which input each tune came from, with its status, pick and
+measurement time, is a temporary table of the output's connection, never held in Python);
+each blob is copied once, a chunk at a time and checked against its sha256
+(`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
+undone and taken from another input holding a good one, and that is said in `mended`. So no
+table of any input sets the memory a merge takes. The inputs' fingerprints are read first:
+more together than a bundle may hold (`FINGERPRINT_ROWS`, which every reader refuses) are
+refused, nothing written. `carry_over` copies the output's own `created` time and
+signatures, as they are, into the merge that rewrites it for `warm run --dask`, and
+`run_signs` says which rows its key may sign under trusted keys (`check_vouched`: which
+inputs `merge --key` may sign). It owns no state beyond one merge's; nothing here prints.
 """
 
 from __future__ import annotations
@@ -73,27 +74,37 @@ def write_union(
     bundles: Sequence[Bundle],
     choose: Choose,
     mended: list[str],
+    stale: tuple[Collection[str], set[str]] = ((), set()),
 ) -> Written:
     """Write the union of `bundles` into `dest` in its open transaction `conn` (see the
-    module doc)."""
+    module doc); `stale`: the first input's kernels a later one's row replaces, and the set
+    each key so replaced, and its new row's blob, is added to (for `run_signs`)."""
     now = time.time()
     fingerprints = _fingerprints(bundles)  # first: a union no reader takes is refused
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
     other = 0  # kernel keys a later input holds built to another binary than the one kept
+    unsigned, renewed = stale
+    freed: list[tuple[str]] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
-            held = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
-            sha = (held.fetchone() or (None,))[0]
-            if sha is not None and sha != record.sha256:
+            held = conn.execute(
+                "SELECT sha256 FROM kernels WHERE key = ?", (record.key,)
+            ).fetchone()
+            if held is not None and index and record.key in unsigned and record.key not in renewed:
+                renewed.update((record.key, record.sha256))  # the first input's, no trusted
+                freed.append((str(held[0]),))  # key's: as a run rebuilds it (and its blob)
+                held = None
+            elif held is not None and held[0] != record.sha256:
                 other += 1
                 if other <= LISTED:
-                    mended.append(_other_binary(bundles[:index], record, str(sha), bundle))
-            if sha is None:
+                    mended.append(_other_binary(bundles[:index], record, str(held[0]), bundle))
+            if held is None:
                 have = "SELECT 1 FROM blobs WHERE sha256 = ?"
                 if conn.execute(have, (record.sha256,)).fetchone() is None:
                     _copy_blob(conn, bundles, index, record.sha256, mended)
-                write_kernel_row(conn, record, now)
-                written.kernels[index] += 1
+                if write_kernel_row(conn, record, now):  # (one alike is kept, as a run does)
+                    written.kernels[index] += 1
+                    written.kernels[0] -= record.key in renewed  # (it is this input's now)
                 used_sql = "UPDATE kernels SET last_used = ? WHERE key = ?"
             else:  # the first input's row, the latest last use
                 used_sql = "UPDATE kernels SET last_used = max(last_used, ?) WHERE key = ?"
@@ -103,6 +114,9 @@ def write_union(
             f"and {other - LISTED:,} more kernel key(s) a later input built to another "
             "binary: the first input's kept"
         )
+    conn.executemany(  # (one a kept kernel still names stays)
+        "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)", freed
+    )
     conn.execute(
         "CREATE TEMP TABLE merge_held (key TEXT PRIMARY KEY, input INTEGER, status TEXT, "
         "pick TEXT, measured_at REAL)"
@@ -153,15 +167,26 @@ def check_vouched(
             )
 
 
+def not_vouched(out: Bundle, trusted: Sequence[bytes]) -> set[str]:
+    """The keys of the kernels and tunes `out` holds that `trusted` keys did not sign (a
+    production write-back's): a run under those keys builds and measures them again, as
+    misses (`unsigned`), so `warm run --dask` stores the shards' over them, as a local run."""
+    signed = covered(out, trusted, signs=True)
+    return {n for t, n, h in out.row_hashes() if t in ("kernels", "tunes") and h not in signed}
+
+
 def run_signs(
     out: Bundle, trusted: Sequence[bytes], replaced: Collection[str] = ()
 ) -> Callable[[str, str, bytes], bool]:
     """What `warm run --dask --key` may sign of its merge into `out` under `trusted` keys,
     as a local run signs (`warmcli.warming.sealing`): of the rows `out` held, those they
     signed; every row it did not hold (what the shards built, the run's record) and each
-    of its tunes a shard's measurement `replaced` (a pending one). Of an older format, a
-    kernel or tune `out` held is told by its key, not by its row's hash: the merge writes
-    it in this format, which hashes otherwise (signed by them or not, it would pass for new).
+    of its tunes a shard's measurement `replaced` (a pending one, or one they did not sign:
+    its own row, never `out`'s where that outranked it), and each kernel a shard rebuilt over
+    one they did not sign (`not_vouched`), with its blob: a row alike to `out`'s too, as a
+    run signs what it built. Of an older format, a kernel or tune `out` held is told by its
+    key, not by its row's hash: the merge writes it in this format, which hashes otherwise
+    (signed by them or not, it would pass for new).
     Read from `out` as it was (the merge writes beside it)."""
     signed = covered(out, trusted, signs=True)
     older = out.format_version() != FORMAT_VERSION
@@ -174,7 +199,10 @@ def run_signs(
             (vouched if h in signed else unvouched).add((table, name))
     held = RowSet([b"".join(sorted(hashes))])
     return lambda t, n, h: (
-        h in signed or (t, n) in vouched or (h not in held and (t, n) not in unvouched)
+        h in signed
+        or (t, n) in vouched
+        or (t in ("kernels", "blobs") and n in replaced and not older)  # (a tune: its own row)
+        or (h not in held and (t, n) not in unvouched)
     )
 
 
