@@ -1,0 +1,74 @@
+"""Holes review41c found in what hostile41 and trial41c added, each reproduced for real:
+real cc, real libraries, the real CLI in a subprocess (no fake of anything)."""
+
+from __future__ import annotations
+
+import _sqlite3
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel('''
+void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2.0f * x[i]; }
+''', "scale", "Pi", options=("-LLIBDIR", "-Wl,--no-as-needed", "-l:LIBNAME"))
+def workload(rt):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    rt.launch(K, x, 8)
+    return x
+"""
+SERVE = """
+import runpy, sys, warmcli
+m = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+print(rt.read(m["workload"](rt)).tolist())
+"""
+
+
+def test_a_loaded_extension_modules_file_name_is_no_name_the_loader_matches(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """glibc matches a needed name against a loaded object's `DT_SONAME` (and the name it
+    was asked for), never its file's name. Every warm process has Python's `_sqlite3`
+    extension mapped, opened by its whole path, with no `DT_SONAME`: a blob needing a
+    library of that file name (made where LD_LIBRARY_PATH found one) fails to load in
+    production, yet `warm check` matched the name against /proc/self/maps' file names and
+    called it servable (exit 0)."""
+    name = Path(_sqlite3.__file__ or "").name
+    if not name.endswith(".so"):
+        pytest.skip("this Python's _sqlite3 is no extension module file")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    source = tmp_path / "helper.c"
+    source.write_text("int helper(void) { return 1; }\n")
+    built = subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", lib / name, source], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    workload = tmp_path / "wl.py"
+    workload.write_text(WORKLOAD.replace("LIBDIR", str(lib)).replace("LIBNAME", name))
+    bundle = tmp_path / "b.warm"
+    made = Warm(dict(warm.env, LD_LIBRARY_PATH=str(lib)))("run", workload, "-b", bundle, "-q")
+    assert made.returncode == 0, made.stderr + made.stdout
+    env = {k: v for k, v in warm.env.items() if k != "LD_LIBRARY_PATH"}
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE, workload],
+        capture_output=True,
+        text=True,
+        env=dict(env, WARM_BUNDLE=str(bundle), WARM_STRICT="1"),
+        cwd=ROOT,
+    )
+    assert served.returncode != 0 and "cannot open shared object" in served.stderr
+    checked = Warm(env)("check", bundle, "--json")
+    assert checked.returncode == 1, checked.stdout[-1500:] + checked.stderr[-1500:]
+    (unservable,) = json.loads(checked.stdout)["unservable"]
+    assert name in json.dumps(unservable)
+    assert os.path.basename(_sqlite3.__file__ or "") == name
