@@ -72,3 +72,21 @@ def test_a_loaded_extension_modules_file_name_is_no_name_the_loader_matches(
     (unservable,) = json.loads(checked.stdout)["unservable"]
     assert name in json.dumps(unservable)
     assert os.path.basename(_sqlite3.__file__ or "") == name
+
+
+def test_no_merge_conflict_is_left_in_the_tree() -> None:
+    """Merging trial41c left its conflict in script_main.py's opening doc (`<<<<<<< HEAD`
+    ... `>>>>>>> trial41c`, both sides kept): Python parsed it (a docstring), so no test
+    saw the module's doc say two things at once."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], capture_output=True, cwd=ROOT, check=True
+    ).stdout.split(b"\0")
+    left = []
+    for name in filter(None, files):
+        path = ROOT / os.fsdecode(name)
+        if path.suffix not in (".py", ".md", ".toml", ".cfg", ".txt") or not path.is_file():
+            continue
+        for n, text in enumerate(path.read_bytes().splitlines(), 1):
+            if text.startswith((b"<<<<<<< ", b">>>>>>> ")) or text == b"=======":
+                left.append(f"{path.relative_to(ROOT)}:{n}")
+    assert left == []
