@@ -90,3 +90,32 @@ def test_no_merge_conflict_is_left_in_the_tree() -> None:
             if text.startswith((b"<<<<<<< ", b">>>>>>> ")) or text == b"=======":
                 left.append(f"{path.relative_to(ROOT)}:{n}")
     assert left == []
+
+
+HELD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))  # Python ignores SIGXFSZ
+from warmcli.bundle.counts import HeldCounts
+from warmcli.errors import BundleError
+try:
+    held = HeldCounts(((str(i),), 2) for i in range(100_000))
+except BundleError as exc:
+    print("refused:", exc)
+    sys.exit(0)
+print("wrong:", sum(held.get((str(i),)) != 2 for i in range(100_000)))
+"""
+
+
+def test_held_counts_a_write_refused_is_said_never_read_as_a_whole_share() -> None:
+    """`warm stats --json` counts the kernels sharing each binary (and each compile's
+    rows) in a temporary SQLite file (`HeldCounts`, hostile41). A write of that file the
+    system refused (a full TMPDIR, a file size limit) was swallowed and every count not
+    kept read as 1: each kernel of a batch said to own its whole binary, the shares summing
+    past the bundle, with exit 0 (README: a full folder where SQLite keeps its temporary
+    files is named as such, exit 2). Real SQLite under a real 64 KiB file size limit."""
+    proc = subprocess.run(
+        [sys.executable, "-c", HELD], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.startswith("refused: "), proc.stdout
+    assert "a write to the disk failed" in proc.stdout and "\n" not in proc.stdout.strip()
