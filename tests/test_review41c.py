@@ -119,3 +119,38 @@ def test_held_counts_a_write_refused_is_said_never_read_as_a_whole_share() -> No
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert proc.stdout.startswith("refused: "), proc.stdout
     assert "a write to the disk failed" in proc.stdout and "\n" not in proc.stdout.strip()
+
+
+TYPO = """
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+K = Kernel("void twice(float *y, int n) { for (int i = 0; i < n; i++) y[i] *= 2.0f; }",
+           "twice", "Pi")
+
+def main():
+    print("MAIN RAN")
+    rt = warmcli.runtime("host")
+    rt.launch(K, rt.upload(np.ones(8, np.float32)), 8)
+"""
+
+
+def test_pycuda_entry_naming_no_function_is_refused_not_replaced_by_main(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run s.py --pycuda --entry mian` (a typo) ran the script's `main()` in its place,
+    exit 0, though the function named is not there (without --pycuda: 'defines no
+    function mian(runtime)', exit 2). trial41c made `--entry main` name that main; a name
+    the file lacks is now refused under --pycuda too, and main() still runs by default."""
+    script = tmp_path / "s.py"
+    script.write_text(TYPO)
+    args = [script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm"]
+    typo = warm("run", *args, "--entry", "mian")
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert "defines no function mian(runtime)" in typo.stderr, typo.stderr
+    assert "MAIN RAN" not in typo.stdout + typo.stderr
+    assert "or main()" not in typo.stderr and "Traceback" not in typo.stderr
+    plain = warm("run", *args)
+    assert plain.returncode == 0, plain.stderr
+    assert warm("run", *args, "--entry", "main").returncode == 0
