@@ -58,8 +58,11 @@ def loaded_names() -> frozenset[str]:
 
 def _soname(path: str) -> str | None:
     """The `DT_SONAME` of the ELF shared object at `path`, read (never mapped); None where it
-    has none or it cannot be read."""
+    has none or it cannot be read. Only a regular file is opened (a device mapped executable,
+    a GPU driver's, is never: opening some has effects)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
         return None
