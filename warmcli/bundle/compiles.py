@@ -46,8 +46,11 @@ def shared_compiles(bundle: RowReader) -> HeldCounts:
     """How many rows each compile made of one kernel, where it made more than one (by its
     `Compile`: `get(compile_of(k), 1)`)."""
     return HeldCounts(
-        ((str(device), str(toolchain), str(kernel), float(seconds)), int(n))
-        for device, toolchain, kernel, seconds, n in bundle._iter(_SHARED)
+        (
+            ((str(device), str(toolchain), str(kernel), float(seconds)), int(n))
+            for device, toolchain, kernel, seconds, n in bundle._iter(_SHARED)
+        ),
+        of=bundle.fspath,
     )
 
 

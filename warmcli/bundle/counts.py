@@ -6,9 +6,11 @@ kernel (`warmcli.bundle.compiles`). Held in a dict, those counts grew with the b
 (150,000 kernels kept with their PTX twins: `warm stats --json` from 31 to 117 MB; README:
 every reading command's memory stays flat). A `HeldCounts` keeps them in a private temporary
 SQLite file (`connect("")`: SQLite removes it as it closes), each under the sha256 of its
-key, made on first use and read by one point query. Where that file cannot be made or
-written, a key not kept there reads as the default (one: a whole share, never one too
-small). It owns only that file and never prints.
+key, made on first use and read by one point query. Where that file cannot be made, written
+or read (a full TMPDIR, a file size limit), that is a `BundleError` in one line, as a
+bundle's own sort refused its temporary file is (`of`: the bundle's path, which it starts
+with): a count not kept, read as one, gave each kernel of a batch its whole binary. It owns
+only that file and never prints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from __future__ import annotations
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import hashlib
 from collections.abc import Iterable
+
+from warmcli.config import sqlite_temp_dir
+from warmcli.errors import WRITE_FAILED, BundleError, disk_full
+from warmcli.printable import printable
 
 Key = tuple[object, ...]  # texts and numbers (a number by its repr: exact for a float)
 
@@ -28,8 +34,9 @@ def _digest(key: Key) -> bytes:
 class HeldCounts:
     """Counts by key, in a temporary file (see the module doc): `get` as a dict's."""
 
-    def __init__(self, counts: Iterable[tuple[Key, int]] = ()) -> None:
+    def __init__(self, counts: Iterable[tuple[Key, int]] = (), of: str = "") -> None:
         self._conn: sqlite3.Connection | None = None
+        self._of = of
         for key, n in counts:
             self.put(key, n)
 
@@ -39,8 +46,8 @@ class HeldCounts:
                 self._conn = sqlite3.connect("")
                 self._conn.execute("CREATE TABLE counts (id BLOB PRIMARY KEY, n INTEGER)")
             self._conn.execute("INSERT OR REPLACE INTO counts VALUES (?, ?)", (_digest(key), n))
-        except sqlite3.Error:
-            pass  # not kept: read as the default (see the module doc)
+        except sqlite3.Error as exc:
+            raise self._refused(exc) from None
 
     def get(self, key: Key, default: int = 1) -> int:
         if self._conn is None:
@@ -48,6 +55,20 @@ class HeldCounts:
         try:
             row = self._conn.execute("SELECT n FROM counts WHERE id = ?", (_digest(key),))
             found = row.fetchone()
-        except sqlite3.Error:
-            return default
+        except sqlite3.Error as exc:
+            raise self._refused(exc) from None
         return default if found is None else int(found[0])
+
+    def _refused(self, exc: sqlite3.Error) -> BundleError:
+        """The one-line error of a failure of the temporary file (the counts are then not
+        known: none is guessed)."""
+        code = getattr(exc, "sqlite_errorcode", 0) or (13 if "disk is full" in str(exc) else 0)
+        why = (
+            disk_full(self._of or ".", sqlite_temp_dir)
+            if code == sqlite3.SQLITE_FULL
+            else WRITE_FAILED
+            if code & 0xFF == sqlite3.SQLITE_IOERR
+            else f"a temporary file SQLite could not use ({printable(exc)})"
+        )
+        said = f"{why} (the temporary file warm counts shared binaries and compiles in)"
+        return BundleError(f"{self._of}: {said}" if self._of else said)

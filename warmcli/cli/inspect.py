@@ -95,7 +95,7 @@ def stats_stream(
         bundle.fingerprints(),
         kernels,
         tunes,
-        shared=HeldCounts(((sha,), n) for sha, n in bundle.blob_users()),  # (in a file)
+        shared=HeldCounts((((sha,), n) for sha, n in bundle.blob_users()), of=bundle.fspath),
         compiles=shared_compiles(bundle),
         named=named,
         tune=tune,

@@ -8,17 +8,11 @@ that work into one, or, for a package's `__init__.py`, names its modules that de
 `runtime_main` whether it
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
-<<<<<<< HEAD
-`sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime.
-Read from the files' text (its syntax tree, for `runtime_main` and `main_argv`); no state,
-nothing imported or run, never raises for a file it cannot read or parse.
-=======
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime;
 and `as_module`, the `-m` name a file of a package has, for the hint where it fails to
-import as a script (from its folders' `__init__.py` files). Read from the file's text (its
+import as a script (from its folders' `__init__.py` files). Read from the files' text (its
 syntax tree, for `runtime_main` and `main_argv`) and folders; no state, nothing imported or
 run, never raises for a file it cannot read or parse.
->>>>>>> trial41c
 """
 
 from __future__ import annotations

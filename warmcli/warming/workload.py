@@ -20,11 +20,12 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 `KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import, or import of its own package by name, fails, run as a script, is told
-its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry
-(`main()` of a PyCUDA script, `--pycuda`), a file without the entry uses it (as does `--entry
-main`), and it may take no argument (or only defaulted ones, `main(argv=None)`): it is then
-called without the runtime, as is another entry `--entry` names that takes none. Either way
-the runtime is bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style
+its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry (`main()` of a
+PyCUDA script, `--pycuda`), a file without `workload` uses it (as does `--entry main`; a
+function another `--entry` names and the file lacks is refused, never replaced), and it may
+take no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
+runtime, as is another entry `--entry` names that takes none. Either way the runtime is
+bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style
 launches go through it; an
 `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
 nothing), and the working folder and the `sys.path` it changes are put back after each run
@@ -268,13 +269,14 @@ def _entry(
         raise WorkloadError("the entry function's name is empty: name it, or leave out --entry")
     function = getattr(module, entry, None)
     main = callable(getattr(module, fallback or "", None))  # (`--entry main` names it too)
-    if fallback and main and (entry == fallback or not callable(function)):
+    named = entry not in ("workload", fallback)  # `--entry NAME`: that, never main() instead
+    if fallback and main and (entry == fallback or not (named or callable(function))):
         function = getattr(module, fallback)
         return Workload(
             path, fallback, module, function, fallback=True, main_args=main_argv(path, fallback)
         )
     if not callable(function):
-        also = f" or {fallback}()" if fallback else ""
+        also = f" or {fallback}()" if fallback and not named else ""
         hint = no_entry_hint(path, entry, unbound)
         raise WorkloadError(f"{path}: defines no function {entry}(runtime){also}{hint}")
     try:
