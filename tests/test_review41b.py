@@ -1,0 +1,127 @@
+"""Review of stop 41's pre-build check of tune candidates (each candidate's launch function run
+once, discarded, under `--arch`): the real CLI in a subprocess, real NVRTC, real bundles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+
+def _needs_nvrtc() -> None:
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
+
+
+def _stats(warm: Warm, bundle: Path) -> dict:
+    shown = warm("stats", bundle, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+SIZED_BY_A_READ = r"""
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = ('extern "C" __global__ void z(float *y, int n) '
+       '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = V; }')
+def launch(rt, k, y, meta, *, stream=None):
+    n = int(rt.read(meta)[0])  # a size the host uploaded: real on a GPU, zeros with none
+    rt.launch(k, y, n, grid=(n + 127) // 128, block=128, stream=stream)
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (1, 2)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(4096), rt.upload(np.array([4096], dtype=np.int32)))
+"""
+
+
+def test_a_pre_build_does_not_fail_a_candidate_sized_by_a_read_it_answered_with_zeros(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A launch function that reads a size back (`--allow-discarded-reads`: on a GPU, and on
+    host, the read gives the uploaded 4096 and the run passes) got zeros under `--arch`, so
+    its launch had a grid of 0: every candidate was recorded failed, and the pre-build failed
+    with `TuneFailure: every candidate failed` (it passed before the check, at 874781a). A
+    refusal after a read answered with zeros says nothing of a GPU: the candidates stay
+    pending, for production to measure."""
+    _needs_nvrtc()
+    script = tmp_path / "w.py"
+    script.write_text(SIZED_BY_A_READ)
+    bundle = tmp_path / "b.warm"
+    args = ("run", script, "--arch", "sm_90", "-q")
+    done = warm(*args, "-b", bundle, "--allow-discarded-reads")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the bundle is complete" in done.stdout, done.stdout
+    (tune,) = _stats(warm, bundle)["tunes"]
+    assert tune["status"] == "pending", tune
+    assert [c["status"] for c in tune["candidates"]] == ["pending", "pending"], tune
+    refused = warm(*args, "-b", tmp_path / "c.warm")  # not allowed: refused, as on host and GPUs
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "DiscardedReadError: read of Buffer(sm_90" in refused.stderr, refused.stderr
+
+
+HELPER = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void z(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] += V; }'
+ZERO = Kernel('/* TAG */ extern "C" __global__ void zero(float *y, int n) '
+              '{ if (threadIdx.x < n) y[threadIdx.x] = 0; }', "zero", "Pi", language="cuda")
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(ZERO, y, n, block=128, stream=stream)
+    rt.launch(k, y, n, block=128, stream=stream)
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (1, 2)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(128), 128)
+"""
+
+
+def _helper_of_another_shard(tmp_path: Path) -> tuple[Path, int]:
+    """The workload, its ZERO tagged so that another shard of 2 than the tune's owns it, and
+    the shard that owns the tune."""
+    import importlib.util
+
+    from warmcli.runtime.shard import Shard, tune_token
+
+    for tag in range(64):
+        script = tmp_path / f"w{tag}.py"
+        script.write_text(HELPER.replace("TAG", str(tag)))
+        spec = importlib.util.spec_from_file_location(f"review41b_w{tag}", script)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        token = tune_token("zt", "float32[128] 128", module.T.checksum)
+        (owner,) = [i for i in range(2) if Shard(i, 2).owns(token)]
+        if not Shard(owner, 2).owns(module.ZERO.content_hash):
+            return script, owner
+    raise AssertionError("no tag puts ZERO in another shard")  # pragma: no cover
+
+
+def test_a_sharded_pre_build_stores_the_kernel_a_tunes_launch_function_launches(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The pre-build's check now builds a kernel a tune's launch function launches beside the
+    candidate (README), but under `--shard` only where that kernel's content hash was the
+    tune's own shard's: the shard owning the tune skipped it (another shard's kernel), and the
+    shard owning the kernel never runs that tune's launch function. The merge of the shards
+    lacked it (4 kernel rows where one run stores 6), `warm verify` called it complete, and
+    production's GPU compiled it at its first tune. As a GPU's measurement executes it, the
+    tune's shard now builds it."""
+    _needs_nvrtc()
+    script, owner = _helper_of_another_shard(tmp_path)
+    shards = []
+    for i in range(2):
+        shards.append(tmp_path / f"s{i}.warm")
+        done = warm("run", script, "--arch", "sm_90", "--shard", f"{i}/2", "-b", shards[i], "-q")
+        assert done.returncode == 0, done.stdout + done.stderr
+    entries = sorted(k["entry"] for k in _stats(warm, shards[owner])["kernels"])
+    assert entries.count("zero") == 2, entries  # its cubin and its PTX
+    merged = tmp_path / "m.warm"
+    done = warm("merge", *shards, "-o", merged)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(_stats(warm, merged)["kernels"]) == 6
+
