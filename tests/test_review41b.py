@@ -125,3 +125,32 @@ def test_a_sharded_pre_build_stores_the_kernel_a_tunes_launch_function_launches(
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(_stats(warm, merged)["kernels"]) == 6
 
+
+def test_the_argparse_hint_is_only_for_a_parse_of_the_empty_sys_argv(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The hint `(argparse exits: warm runs the workload with sys.argv holding only its path;
+    give its settings in environment variables ...)` was added to any `sys.exit` whose last
+    frame is argparse's: a workload parsing a list of its own (`parse_args(["--size",
+    "abc"])`) or calling `parser.error(...)` itself after reading the environment was told
+    that sys.argv was the cause and to do what it already does. It is now given only where
+    argparse exits parsing no arguments (sys.argv's, holding only the path)."""
+    head = "import argparse\ndef workload(rt):\n    p = argparse.ArgumentParser()\n"
+    hint = "argparse exits: warm runs the workload with sys.argv holding only its path"
+    cases = {
+        "own_list.py": '    p.add_argument("--size", type=int)\n'
+        '    p.parse_args(["--size", "abc"])\n',
+        "own_error.py": '    p.add_argument("--size", type=int, default=0)\n'
+        "    if p.parse_args().size <= 0:\n"
+        '        p.error("set SIZE in the environment")\n',
+        "required.py": '    p.add_argument("--size", type=int, required=True)\n'
+        "    p.parse_args()\n",
+    }
+    for name, body in cases.items():
+        script = tmp_path / name
+        script.write_text(head + body)
+        done = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+        assert done.returncode == 2, done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert "sys.exit(2)" in last, last
+        assert (hint in last) == (name == "required.py"), last
