@@ -154,3 +154,33 @@ def test_the_argparse_hint_is_only_for_a_parse_of_the_empty_sys_argv(
         last = done.stderr.strip().splitlines()[-1]
         assert "sys.exit(2)" in last, last
         assert (hint in last) == (name == "required.py"), last
+
+
+def test_warm_diff_gives_a_kernels_compile_seconds_part_as_warm_stats_does(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """58a4e14 made `warm diff` give a listed kernel's bytes and `shared_by` over its bundle's
+    users of the binary, but its `seconds` (its part of the compile, over the rows that
+    compile made of it) was still counted over the kernels the diff lists: a kernel's PTX,
+    listed as only A's where B was built `--no-ptx` (their cubins shared), showed the whole
+    compile's seconds where `warm stats` gives it half (its cubin the other half), so the
+    column no longer added up to the compilers' time."""
+    _needs_nvrtc()
+    script = tmp_path / "w.py"
+    script.write_text(
+        "from warmcli import Kernel\nDEVICE = 'cuda'\n"
+        "A = Kernel('extern \"C\" __global__ void a(float *y) { y[0] = 1; }', 'a', 'P', "
+        "language='cuda')\ndef workload(rt):\n    rt.launch(A, rt.buffer(4))\n"
+    )
+    a, b = tmp_path / "a.warm", tmp_path / "b.warm"
+    for bundle, more in ((a, ()), (b, ("--no-ptx",))):
+        done = warm("run", script, "--arch", "sm_90", "-b", bundle, "-q", *more)
+        assert done.returncode == 0, done.stdout + done.stderr
+    shown = warm("diff", a, b, "--json")
+    assert shown.returncode == 0, shown.stderr
+    (ptx,) = json.loads(shown.stdout)["kernels"]["only_a"]
+    assert ptx["arch"] == "compute_90", ptx
+    stats = {k["key"]: k for k in _stats(warm, a)["kernels"]}
+    assert stats[ptx["key"]]["seconds"] == ptx["compile_seconds"] / 2, stats
+    for field in ("seconds", "compile_seconds", "batch_seconds", "bytes", "shared_by"):
+        assert ptx[field] == stats[ptx["key"]][field], field
