@@ -184,3 +184,30 @@ def test_warm_diff_gives_a_kernels_compile_seconds_part_as_warm_stats_does(
     assert stats[ptx["key"]]["seconds"] == ptx["compile_seconds"] / 2, stats
     for field in ("seconds", "compile_seconds", "batch_seconds", "bytes", "shared_by"):
         assert ptx[field] == stats[ptx["key"]][field], field
+
+
+def test_a_re_warm_builds_the_kernel_a_pending_tunes_launch_function_now_launches(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A tune a bundle holds pending (a pre-build's) was never checked again by a later
+    `--arch` run into it: its launch function did not run, so a kernel it launches beside
+    the candidate was never built where the bundle came from an earlier pre-build: one whose
+    launch function then launched none (the tune's key does not cover an unchecked tunable's
+    launch function), or one by a warm before its check ran launch functions. `warm run`
+    stored 0 new kernels and `warm verify` called it complete; production's GPU compiled it
+    at its first tune (a GPU's re-warm builds it, as the pick's discarded launch does). The
+    run now runs the launch function of each candidate not recorded failed, discarded, so
+    what it launches is built."""
+    _needs_nvrtc()
+    script = tmp_path / "w.py"
+    script.write_text(HELPER.replace("    rt.launch(ZERO, y, n, block=128, stream=stream)\n", ""))
+    bundle = tmp_path / "b.warm"
+    args = ("run", script, "--arch", "sm_90", "-b", bundle, "-q")
+    done = warm(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "zero" not in [k["entry"] for k in _stats(warm, bundle)["kernels"]]
+    script.write_text(HELPER)  # its launch function now zeroes the output first
+    done = warm(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored 2 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout
+    assert [k["entry"] for k in _stats(warm, bundle)["kernels"]].count("zero") == 2

@@ -63,7 +63,7 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
-from warmcli.runtime.tune_check import checking, read_meaningless
+from warmcli.runtime.tune_check import check_pending, checking, read_meaningless
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -278,6 +278,8 @@ class Runtime:
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
+            go = lambda k: tunable.launch(self, k, *inputs, stream=stream)  # noqa: E731
+            check_pending(record, tunable.candidates, go, stream)  # and what they launch
             self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None
         else:

@@ -269,7 +269,7 @@ def _measure_candidates(
     guard, none executes: each launch runs discarded on `stream`); one that fails to compile,
     raises, or fails the output check is excluded with its reason."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
-    from warmcli.runtime.tune_check import check_candidate
+    from warmcli.runtime.tune_check import check_candidate, checked
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
@@ -317,6 +317,8 @@ def _measure_candidates(
             ordered, half = sorted(samples), len(samples) // 2
             median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
+    if guard is None:
+        checked(key)  # not again when it is reached again, pending (`check_pending`)
     if check is not None and (told := check.judged_nothing()) is not None:
         note_reported(f"tune {tunable.name} {cut(shape_key)}: {told}")  # report()'s too
     return [results[name] for name in tunable.candidates]

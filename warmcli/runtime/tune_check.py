@@ -1,26 +1,36 @@
 """A pre-build's check of one tune candidate: its launch function run once, discarded.
 
-On a device that cannot execute (`--arch`), `measure` measures nothing: `check_candidate` runs
-each candidate's launch function once on the tune's stream switched to `Discard`, checked as any
-discarded launch is (its arguments against the letters, a CUDA launch's sizes), so one a GPU
-would refuse is `failed` with its reason, the others `pending`. Two things keep that check a
-GPU's while it runs (`checking()`, per thread). A sharded pass builds every kernel the launch
-function launches beside the candidate, whichever shard owns its content hash, as a GPU's
-measurement executes them: no other shard runs that tune's launch function, so nothing else
-would build it. And a read back it makes (allowed by `--allow-discarded-reads`) answered with
-zeros, not the data a GPU would give (`read_meaningless`), makes a refusal after it say nothing
-of the GPU (a grid of 0 from a size read back): the candidate stays `pending`, for production
-to measure, rather than the pre-build calling a good tune bad. This module never prints.
+On a device that cannot execute (`--arch`), `measure` measures nothing: `check_candidate` runs each
+candidate's launch function once on the tune's stream switched to `Discard`, checked as any
+discarded launch is (its arguments against the letters, a CUDA launch's sizes), so one a GPU would
+refuse is `failed` with its reason, the others `pending`. Two things keep that check a GPU's while
+it runs (`checking()`, per thread). A sharded pass builds every kernel the launch function launches
+beside the candidate, whichever shard owns its content hash, as a GPU's measurement executes them:
+no other shard runs that tune's launch function, so nothing else would build it. And a read back it
+makes (allowed by `--allow-discarded-reads`) answered with zeros, not the data a GPU would give
+(`read_meaningless`), makes a refusal after it say nothing of the GPU (a grid of 0 from a size read
+back): the candidate stays `pending`, for production to measure, rather than the pre-build calling
+a good tune bad. A tune the bundle holds pending, reached again by a pre-build, has its candidates
+checked again (`check_pending`, once a process: `checked` names those checked already), their
+verdicts unused, so what their launch functions launch is built where an earlier pre-build's did
+not launch it (a launch function edited since: an unchecked tunable's key does not cover it). This
+module never prints.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from warmcli.backends.base import Stream, StreamMode
 
+if TYPE_CHECKING:
+    from warmcli.kernel import Kernel
+    from warmcli.records import TuneRecord
+
 _state = threading.local()  # depth: checks open in this thread; meaningless: a read answered
+_checked: set[str] = set()  # the tunes (by key) whose candidates this process checked
 
 
 def checking() -> bool:
@@ -51,3 +61,26 @@ def check_candidate(run: Callable[[], None], stream: Stream) -> tuple[str, str]:
         return ("pending", "") if _state.meaningless else ("failed", last_line(exc))
     finally:
         _state.depth, _state.meaningless = depth, outer or _state.meaningless
+
+
+def checked(key: str) -> None:
+    """The candidates of the tune under `key` were checked in this process."""
+    _checked.add(key)
+
+
+def check_pending(
+    record: TuneRecord,
+    candidates: Mapping[str, Kernel],
+    run: Callable[[Kernel], None],
+    stream: Stream,
+) -> None:
+    """A pending tune the bundle holds, reached again by a pre-build: each candidate not
+    recorded failed checked again, its verdict unused (the record stands), so a kernel its
+    launch function launches beside it is built where an earlier pre-build built none."""
+    if record.key in _checked:  # once a process: a tune reached again, checked already
+        return
+    checked(record.key)
+    failed = {c.name for c in record.candidates if c.status == "failed"}
+    for name, kernel in candidates.items():
+        if name not in failed:
+            check_candidate(lambda kernel=kernel: run(kernel), stream)
