@@ -211,3 +211,33 @@ def test_a_re_warm_builds_the_kernel_a_pending_tunes_launch_function_now_launche
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stored 2 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout
     assert [k["entry"] for k in _stats(warm, bundle)["kernels"]].count("zero") == 2
+
+
+def test_a_pre_build_answers_a_launch_functions_compute_capability_query(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A launch function that sizes its launch by the GPU's compute capability
+    (`rt.device.capability`, a CUDA device's `(9, 0)`) raised AttributeError on the
+    GPU-less device once the pre-build ran it: every candidate failed, and the pre-build
+    failed with `TuneFailure` (it passed at 874781a, and passes on a GPU). The compile-only
+    device answers its architecture's capability, as a GPU of it would."""
+    _needs_nvrtc()
+    from warmcli.backends.cuda.arch import ArchDevice
+
+    assert [ArchDevice(a).capability for a in ("sm_86", "sm_90a", "sm_100")] == [
+        (8, 6),
+        (9, 0),
+        (10, 0),
+    ]
+    script = tmp_path / "w.py"
+    script.write_text(
+        SIZED_BY_A_READ.replace(
+            "n = int(rt.read(meta)[0])  # a size the host uploaded: real on a GPU, zeros with none",
+            "n = 4096 if rt.device.capability >= (8, 0) else 2048",
+        )
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", script, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tune,) = _stats(warm, bundle)["tunes"]
+    assert [c["status"] for c in tune["candidates"]] == ["pending", "pending"], tune
