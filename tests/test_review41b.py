@@ -241,3 +241,34 @@ def test_a_pre_build_answers_a_launch_functions_compute_capability_query(
     assert done.returncode == 0, done.stdout + done.stderr
     (tune,) = _stats(warm, bundle)["tunes"]
     assert [c["status"] for c in tune["candidates"]] == ["pending", "pending"], tune
+
+
+def test_a_pre_build_fails_a_checked_tune_whose_reference_candidate_is_refused(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A tunable whose `check` names its reference candidate compares every other candidate's
+    outputs with the reference's: on a GPU, a reference that fails leaves nothing to compare,
+    so every candidate fails (`check: the reference candidate 'v2048' failed: nothing to
+    compare`) and production's first tune raises TuneFailure. The pre-build refused the
+    reference (a block of 2048 threads) but kept the others pending: `the bundle is
+    complete`, the very failure its check exists to show first."""
+    _needs_nvrtc()
+    script = tmp_path / "w.py"
+    script.write_text(
+        "from warmcli import Kernel, Tunable\nDEVICE = 'cuda'\n"
+        'SRC = \'extern "C" __global__ void z(float *y, int n) '
+        "{ if (threadIdx.x < n) y[threadIdx.x] = V; }'\n"
+        "def launch(rt, k, y, n, *, stream=None):\n"
+        "    rt.launch(k, y, n, block=(int(k.define('V')),), stream=stream)\n"
+        "T = Tunable('zt', {f'v{v}': Kernel(SRC, 'z', 'Pi', language='cuda', defines={'V': v})"
+        " for v in (2048, 512)}, launch, check='v2048')\n"
+        "def workload(rt):\n    rt.tune(T, rt.buffer(4096), 4096)\n"
+    )
+    done = warm("run", script, "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "tune zt float32[4096] 4096: every candidate failed" in done.stderr, done.stderr
+    assert "- v2048: ValueError: block of 2048 threads" in done.stderr or (
+        "2048 threads a block" in done.stderr
+    ), done.stderr
+    told = "- v512: check: the reference candidate 'v2048' failed: nothing to compare"
+    assert told in done.stderr, done.stderr

@@ -269,7 +269,7 @@ def _measure_candidates(
     guard, none executes: each launch runs discarded on `stream`); one that fails to compile,
     raises, or fails the output check is excluded with its reason."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
-    from warmcli.runtime.tune_check import check_candidate, checked
+    from warmcli.runtime.tune_check import check_candidate, checked, reference_failed
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
@@ -287,7 +287,9 @@ def _measure_candidates(
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
             continue
         if guard is None:  # its arguments and sizes checked as a GPU would (`tune_check`)
-            status, reason = check_candidate(lambda k=kernel: launch(k, inputs, stream), stream)
+            refused = reference_failed(tunable.check, results)
+            run = lambda k=kernel: launch(k, inputs, stream)  # noqa: E731
+            status, reason = check_candidate(run, stream, refused)
             results[name] = CandidateMeasurement(name, kernel_key, status, reason=reason)
             continue
         crashed = journal.excluded(key, name)

@@ -27,7 +27,7 @@ from warmcli.backends.base import Stream, StreamMode
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
-    from warmcli.records import TuneRecord
+    from warmcli.records import CandidateMeasurement, TuneRecord
 
 _state = threading.local()  # depth: checks open in this thread; meaningless: a read answered
 _checked: set[str] = set()  # the tunes (by key) whose candidates this process checked
@@ -45,9 +45,27 @@ def read_meaningless(executes: bool) -> None:
         _state.meaningless = True
 
 
-def check_candidate(run: Callable[[], None], stream: Stream) -> tuple[str, str]:
+def nothing_to_compare(reference: str) -> str:
+    """Why a checked tune's candidate fails where its reference candidate failed (in the words
+    of `tune_guard.OutputCheck.verdict` on a GPU)."""
+    return f"check: the reference candidate {reference!r} failed: nothing to compare"
+
+
+def reference_failed(check: object, found: Mapping[str, CandidateMeasurement]) -> str | None:
+    """Where `check` names the reference candidate and `found` holds it failed (it is checked
+    first), why every other candidate fails, as on a GPU: nothing to compare; else None."""
+    reference = found.get(check) if isinstance(check, str) else None
+    if reference is None or reference.status != "failed":
+        return None
+    return nothing_to_compare(reference.name)
+
+
+def check_candidate(
+    run: Callable[[], None], stream: Stream, refused: str | None = None
+) -> tuple[str, str]:
     """`run` (one candidate's launch function) once on `stream` switched to `Discard`: its
-    status, `pending` or `failed`, and the reason of a failure."""
+    status, `pending` or `failed`, and the reason of a failure (`refused` where it fails
+    whatever its launch does: its check's reference candidate failed, `reference_failed`)."""
     from warmcli.execution.stream_mode import StreamModeOverride  # a pre-build's only
     from warmcli.runtime.tune_guard import last_line
 
@@ -56,9 +74,11 @@ def check_candidate(run: Callable[[], None], stream: Stream) -> tuple[str, str]:
     try:
         with StreamModeOverride(stream, StreamMode.DISCARD):
             run()
-        return "pending", ""
+        return ("pending", "") if refused is None else ("failed", refused)
     except Exception as exc:  # refused as production's GPU would refuse it, unless it read
-        return ("pending", "") if _state.meaningless else ("failed", last_line(exc))
+        if _state.meaningless:
+            return ("pending", "") if refused is None else ("failed", refused)
+        return "failed", last_line(exc)
     finally:
         _state.depth, _state.meaningless = depth, outer or _state.meaningless
 
