@@ -272,3 +272,25 @@ def test_a_pre_build_fails_a_checked_tune_whose_reference_candidate_is_refused(
     ), done.stderr
     told = "- v512: check: the reference candidate 'v2048' failed: nothing to compare"
     assert told in done.stderr, done.stderr
+
+
+def test_a_sharded_re_run_does_not_build_another_shards_kernel_of_a_pending_tune(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A pending tune reached again checks its candidates again, but builds what their launch
+    functions launch only where this shard owns it, as a GPU's sharded re-warm does (its
+    pick's discarded launch): a `--dask` re-run sends each shard only its own kernels, so a
+    shard that built another shard's kernel again rebuilt it on every re-run (2 compiles a
+    re-run of this workload, stored nowhere new)."""
+    _needs_nvrtc()
+    script, owner = _helper_of_another_shard(tmp_path)
+    full = script.read_text()
+    script.write_text(full.replace("    rt.launch(ZERO, y, n, block=128, stream=stream)\n", ""))
+    bundle = tmp_path / "s.warm"
+    args = ("run", script, "--arch", "sm_90", "--shard", f"{owner}/2", "-b", bundle, "-q")
+    done = warm(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    script.write_text(full)  # the seed of a --dask re-run: no ZERO, another shard's
+    done = warm(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored 0 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout

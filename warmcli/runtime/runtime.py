@@ -63,7 +63,7 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
-from warmcli.runtime.tune_check import check_pending, checking, read_meaningless
+from warmcli.runtime.tune_check import check_pending, for_every_shard, read_meaningless
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -193,7 +193,7 @@ class Runtime:
                 self.shard is not None
                 and verdict is not LaunchMode.EXECUTE
                 and not self.shard.owns(kernel.content_hash)
-                and not checking()  # a tune's launch function, checked: as a GPU runs it
+                and not for_every_shard()  # a tune's launch function checked: a GPU runs it
             ):
                 return verdict  # another shard's kernel: that shard builds it
             if verdict is not LaunchMode.EXECUTE:  # checked as an executed launch's are

@@ -3,18 +3,21 @@
 On a device that cannot execute (`--arch`), `measure` measures nothing: `check_candidate` runs each
 candidate's launch function once on the tune's stream switched to `Discard`, checked as any
 discarded launch is (its arguments against the letters, a CUDA launch's sizes), so one a GPU would
-refuse is `failed` with its reason, the others `pending`. Two things keep that check a GPU's while
-it runs (`checking()`, per thread). A sharded pass builds every kernel the launch function launches
-beside the candidate, whichever shard owns its content hash, as a GPU's measurement executes them:
-no other shard runs that tune's launch function, so nothing else would build it. And a read back it
-makes (allowed by `--allow-discarded-reads`) answered with zeros, not the data a GPU would give
-(`read_meaningless`), makes a refusal after it say nothing of the GPU (a grid of 0 from a size read
-back): the candidate stays `pending`, for production to measure, rather than the pre-build calling
-a good tune bad. A tune the bundle holds pending, reached again by a pre-build, has its candidates
-checked again (`check_pending`, once a process: `checked` names those checked already), their
-verdicts unused, so what their launch functions launch is built where an earlier pre-build's did
-not launch it (a launch function edited since: an unchecked tunable's key does not cover it). This
-module never prints.
+refuse is `failed` with its reason, the others `pending` (every one `failed` where the tune's check
+names a reference candidate that failed: `reference_failed`, nothing to compare, as on a GPU). Two
+things keep that check a GPU's while it runs (`checking()`, per thread). A sharded pass builds
+every kernel the launch function launches beside the candidate, whichever shard owns its content
+hash (`for_every_shard()`), as a GPU's measurement executes them: no other shard runs that tune's
+launch function, so nothing else would build it. And a read back it makes (allowed by
+`--allow-discarded-reads`) answered with zeros, not the data a GPU would give (`read_meaningless`),
+makes a refusal after it say nothing of the GPU (a grid of 0 from a size read back): the candidate
+stays `pending`, for production to measure, rather than the pre-build calling a good tune bad. A
+tune the bundle holds pending, reached again by a pre-build, has its candidates checked again
+(`check_pending`, once a process: `checked` names those checked already), their verdicts unused, so
+what their launch functions launch is built where an earlier pre-build's did not launch it (a
+launch function edited since: an unchecked tunable's key does not cover it); only what this shard
+owns, as a GPU's sharded re-warm builds (a `--dask` re-run's shard is sent no other shard's
+kernels: it would build them again on every re-run). This module never prints.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ _checked: set[str] = set()  # the tunes (by key) whose candidates this process c
 def checking() -> bool:
     """Whether this thread is running a candidate's discarded check."""
     return getattr(_state, "depth", 0) > 0
+
+
+def for_every_shard() -> bool:
+    """Whether this thread's check builds what it launches whichever shard owns it: a
+    tune's first check (`check_candidate`), not one checked again (`check_pending`)."""
+    return getattr(_state, "shards", 0) > 0
 
 
 def read_meaningless(executes: bool) -> None:
@@ -61,7 +70,7 @@ def reference_failed(check: object, found: Mapping[str, CandidateMeasurement]) -
 
 
 def check_candidate(
-    run: Callable[[], None], stream: Stream, refused: str | None = None
+    run: Callable[[], None], stream: Stream, refused: str | None = None, *, shards: bool = True
 ) -> tuple[str, str]:
     """`run` (one candidate's launch function) once on `stream` switched to `Discard`: its
     status, `pending` or `failed`, and the reason of a failure (`refused` where it fails
@@ -70,7 +79,8 @@ def check_candidate(
     from warmcli.runtime.tune_guard import last_line
 
     depth, outer = getattr(_state, "depth", 0), getattr(_state, "meaningless", False)
-    _state.depth, _state.meaningless = depth + 1, False
+    every = getattr(_state, "shards", 0)
+    _state.depth, _state.meaningless, _state.shards = depth + 1, False, every + shards
     try:
         with StreamModeOverride(stream, StreamMode.DISCARD):
             run()
@@ -81,6 +91,7 @@ def check_candidate(
         return "failed", last_line(exc)
     finally:
         _state.depth, _state.meaningless = depth, outer or _state.meaningless
+        _state.shards = every
 
 
 def checked(key: str) -> None:
@@ -103,4 +114,4 @@ def check_pending(
     failed = {c.name for c in record.candidates if c.status == "failed"}
     for name, kernel in candidates.items():
         if name not in failed:
-            check_candidate(lambda kernel=kernel: run(kernel), stream)
+            check_candidate(lambda kernel=kernel: run(kernel), stream, shards=False)
