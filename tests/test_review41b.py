@@ -294,3 +294,23 @@ def test_a_sharded_re_run_does_not_build_another_shards_kernel_of_a_pending_tune
     done = warm(*args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stored 0 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout
+
+
+def test_dash_m_of_a_package_names_its_modules_that_define_the_entry_not_a_string_of_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`-m pkg` of a package defining no workload names its modules that do (a188ed4), found
+    by a pattern over their text: a module whose docstring quotes `def workload(rt):` at the
+    start of a line was named (`-m pkg.notes`, which defines none), and a subpackage's
+    module that defines one (`pkg/sub/warmup.py`) was not. A module is now named where its
+    syntax tree defines the entry at top level, its subpackages' modules too."""
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "warmup.py").write_text("def workload(rt):\n    pass\n")
+    (tmp_path / "pkg" / "notes.py").write_text('DOC = """\ndef workload(rt):\n"""\n')
+    (tmp_path / "pkg" / "broken.py").write_text("def workload(rt:\n")  # no syntax tree
+    done = warm("run", "-m", "pkg", "-b", "b.warm", "-q", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.endswith("(its modules that define one: -m pkg.sub.warmup)"), line
