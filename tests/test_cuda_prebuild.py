@@ -121,7 +121,9 @@ def test_rerun_over_the_bundle_compiles_nothing(prebuilt, warm: Warm, tmp_path: 
     first, second = doc["passes"][:2]
     assert first["compilation"]["queued"] == 0, "everything is in the bundle"
     assert second["compilation"]["compiled"] == 0
-    assert second["compilation"]["loaded"] == 2, "the two launched kernels; the tunes stay pending"
+    # the two launched kernels, and the 6 candidates of the pending tunes, whose launch
+    # functions run again, discarded (test_review41b): loaded, not compiled; still pending
+    assert second["compilation"]["loaded"] == 8, second["compilation"]
     assert second["autotune"]["measured"] == 0
 
 

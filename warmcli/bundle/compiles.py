@@ -11,9 +11,10 @@ naming no content digest (one another tool wrote) is twin to none: its key stand
 made more than one, streamed into a `warmcli.bundle.counts.HeldCounts` (a temporary file,
 so memory stays flat: held in a dict, a bundle of 150,000 cubins with their PTX twins took
 `warm stats --json` from 31 to 117 MB), so a listing streamed row by row gives each its
-part; `blob_users_of` how many kernel rows share each of some binaries (a batch's), for a
-listing of a few of them (`warm diff`) to give each its share as `warm stats` does. Pure
-reads; it owns no state and never prints.
+part; `blob_users_of` how many kernel rows share each of some binaries (a batch's), and
+`compiles_of` how many rows each of some kernels' compiles made, for a listing of a few of
+them (`warm diff`) to give each its share and its part of the compile's time as `warm
+stats` does. Pure reads; it owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ if TYPE_CHECKING:
 
 Compile = tuple[str, str, str, float]  # (device, toolchain, kernel digest, seconds)
 
-_SHARED = (  # (a digest as `compile_of` takes it: none, or "", is the row's key)
+_COUNTS = (  # (a digest as `compile_of` takes it: none, or "", is the row's key)
     "SELECT device, toolchain, coalesce(nullif(CASE WHEN json_valid(components) THEN "
     "json_extract(components, '$.kernel') END, ''), key), seconds, count(*) FROM kernels "
-    "WHERE typeof(seconds) = 'real' GROUP BY 1, 2, 3, 4 HAVING count(*) > 1"
+    "WHERE typeof(seconds) = 'real'{} GROUP BY 1, 2, 3, 4"
 )
+_SHARED = _COUNTS.format("") + " HAVING count(*) > 1"
 
 
 def compile_of(k: KernelRecord) -> Compile:
@@ -62,4 +64,20 @@ def blob_users_of(bundle: RowReader, shas: Sequence[str]) -> dict[str, int]:
         marks = ", ".join("?" * len(chunk))
         sql = f"SELECT sha256, count(*) FROM kernels WHERE sha256 IN ({marks}) GROUP BY sha256"
         found.update((str(sha), int(n)) for sha, n in bundle._all(sql, chunk))
+    return found
+
+
+def compiles_of(bundle: RowReader, kernels: Sequence[KernelRecord]) -> dict[Compile, int]:
+    """How many rows of `bundle` each compile of `kernels` (a listing's: bounded) made, as
+    `shared_compiles` counts them, so a listing of a few (`warm diff`) gives each its part."""
+    ours = set(map(compile_of, kernels))
+    found: dict[Compile, int] = {}
+    seconds = sorted({c[3] for c in ours})
+    for start in range(0, len(seconds), 500):
+        chunk = tuple(seconds[start : start + 500])
+        sql = _COUNTS.format(f" AND seconds IN ({', '.join('?' * len(chunk))})")
+        for device, toolchain, kernel, spent, n in bundle._all(sql, chunk):
+            made = (str(device), str(toolchain), str(kernel), float(spent))
+            if made in ours:
+                found[made] = int(n)
     return found

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from warmcli.bundle.checking import TuneChecks, checked, keyed
-from warmcli.bundle.compiles import blob_users_of
+from warmcli.bundle.compiles import Compile, blob_users_of, compiles_of
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
@@ -91,6 +91,8 @@ class BundleDiff:
     usage_b: dict[str, tuple[float, float]] = field(default_factory=dict)
     users_a: dict[str, int] = field(default_factory=dict)  # sha256: the kernels sharing it
     users_b: dict[str, int] = field(default_factory=dict)
+    compiles_a: dict[Compile, int] = field(default_factory=dict)  # the rows each compile made
+    compiles_b: dict[Compile, int] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -267,4 +269,6 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
         diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
         diff.users_a = blob_users_of(ba, [k.sha256 for k in diff.kernels_only_a])  # as stats
         diff.users_b = blob_users_of(bb, [k.sha256 for k in diff.kernels_only_b])
+        diff.compiles_a = compiles_of(ba, diff.kernels_only_a)  # a cubin's PTX: half each
+        diff.compiles_b = compiles_of(bb, diff.kernels_only_b)
         return diff

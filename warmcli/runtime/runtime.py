@@ -19,16 +19,18 @@ where everything is a miss by design). What was built and measured is written by
 (`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or anything with
 `__cuda_array_interface__`) becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
 Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only that shard's
-tunes and queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`);
-everything else it skips. A tunable with a single candidate is answered with it, never measured nor
-registered. While warming, a measured pick whose kernel is recorded as a build not served here as
-this process's (flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`:
-its timing and check were of that binary); one of another warm's build recipe is served as it is,
-and measured again by a re-warm where that recipe is older. The runtime never prints; it counts
-into the active `StatisticsCollector` (a note into the default one too: `note_reported`), and holds
-its tunes' registrations (`tune_registrations`): a tune settles measured, pending, failed or
-abandoned (its measuring raised, or the runtime closed with it still gathered). A buffer's shape
-and dtype and a launch's configuration are read by `warmcli.runtime.launch_sizes`.
+tunes and queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`), but those
+a tune's launch function launches while a pre-build checks it (`warmcli.runtime.tune_check`: a GPU's
+measurement runs them); everything else it skips. A tunable with a single candidate is answered with
+it, never measured nor registered. While warming, a measured pick whose kernel is recorded as a
+build not served here as this process's (flags a wrapper adds) is measured again, serving or warming
+(`_built_otherwise`: its timing and check were of that binary); one of another warm's build recipe
+is served as it is, and measured again by a re-warm where that recipe is older. The runtime never
+prints; it counts into the active `StatisticsCollector` (a note into the default one too:
+`note_reported`), and holds its tunes' registrations (`tune_registrations`): a tune settles
+measured, pending, failed or abandoned (its measuring raised, or the runtime closed with it still
+gathered). A buffer's shape and dtype and a launch's configuration are read by
+`warmcli.runtime.launch_sizes`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
+from warmcli.runtime.tune_check import check_pending, for_every_shard, read_meaningless
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -159,6 +162,7 @@ class Runtime:
         if not self.allow_discarded_reads:
             raise DiscardedReadError(message)
         warnings.warn(message, DiscardedReadWarning, stacklevel=stacklevel + 1)
+        read_meaningless(self.device.can_execute)  # no GPU: no refusal after it is a GPU's
         active_collector().count(self.device.id, "execution", "discarded_reads")
         process_mode.note_reported(message)
 
@@ -189,6 +193,7 @@ class Runtime:
                 self.shard is not None
                 and verdict is not LaunchMode.EXECUTE
                 and not self.shard.owns(kernel.content_hash)
+                and not for_every_shard()  # a tune's launch function checked: a GPU runs it
             ):
                 return verdict  # another shard's kernel: that shard builds it
             if verdict is not LaunchMode.EXECUTE:  # checked as an executed launch's are
@@ -273,6 +278,8 @@ class Runtime:
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
+            go = lambda k: tunable.launch(self, k, *inputs, stream=stream)  # noqa: E731
+            check_pending(record, tunable.candidates, go, stream)  # and what they launch
             self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None
         else:
@@ -320,17 +327,9 @@ class Runtime:
         self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, key: str, shape_key: str
     ) -> TuneRecord:
         """`measure`, its registrations settled: measured, pending, failed or abandoned."""
+        go = lambda kernel, args, on: tunable.launch(self, kernel, *args, stream=on)  # noqa: E731
         try:
-            record = measure(
-                self.device,
-                self.kernels,
-                lambda kernel, args, on: tunable.launch(self, kernel, *args, stream=on),
-                tunable,
-                inputs,
-                stream,
-                key,
-                shape_key,
-            )
+            record = measure(self.device, self.kernels, go, tunable, inputs, stream, key, shape_key)
         except TuneFailure:
             self.tunes.failed[key] = f"{tunable.name} {shape_key}"  # a report names it
             self.tune_registrations.settle(key, "failed")

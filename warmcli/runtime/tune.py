@@ -14,7 +14,8 @@ compile, raises any exception, fails the tunable's output check, or crashed an e
 worker (as the installed `MeasureJournal` says: `warm run`'s crash isolation installs one in its
 worker; the default journals nothing) is excluded with its reason; the fastest wins and every
 measurement is kept (on a device that cannot execute, `--arch`, each candidate's launch runs once
-discarded, checked as any discarded launch is: one it refuses is excluded, the others pending). A
+discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one it refuses is
+excluded, the others pending). A
 check that told no candidate apart (`judged_nothing`) is noted. `measure` is handed the device, its
 `CandidateKernels` (the kernel cache) and a `CandidateRun` (the runtime's launch of one candidate),
 never the runtime itself. The `TuneCache` owns the records of one device and reads the bundle on
@@ -268,6 +269,7 @@ def _measure_candidates(
     guard, none executes: each launch runs discarded on `stream`); one that fails to compile,
     raises, or fails the output check is excluded with its reason."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
+    from warmcli.runtime.tune_check import check_candidate, checked, reference_failed
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
@@ -284,13 +286,10 @@ def _measure_candidates(
         except KernelCompileError as exc:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=exc.log.strip())
             continue
-        if guard is None:  # its arguments and sizes checked as a GPU would check them
-            try:
-                with StreamModeOverride(stream, StreamMode.DISCARD):
-                    launch(kernel, inputs, stream)
-                status, reason = "pending", ""
-            except Exception as exc:  # refused as production's GPU would refuse it
-                status, reason = "failed", last_line(exc)
+        if guard is None:  # its arguments and sizes checked as a GPU would (`tune_check`)
+            refused = reference_failed(tunable.check, results)
+            run = lambda k=kernel: launch(k, inputs, stream)  # noqa: E731
+            status, reason = check_candidate(run, stream, refused)
             results[name] = CandidateMeasurement(name, kernel_key, status, reason=reason)
             continue
         crashed = journal.excluded(key, name)
@@ -320,6 +319,8 @@ def _measure_candidates(
             ordered, half = sorted(samples), len(samples) // 2
             median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
             results[name] = CandidateMeasurement(name, kernel_key, "ok", median, samples)
+    if guard is None:
+        checked(key)  # not again when it is reached again, pending (`check_pending`)
     if check is not None and (told := check.judged_nothing()) is not None:
         note_reported(f"tune {tunable.name} {cut(shape_key)}: {told}")  # report()'s too
     return [results[name] for name in tunable.candidates]

@@ -14,7 +14,7 @@ ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, an
 from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
 `where` name an exception of the workload: its first line, and the `file:line` in the
 workload's file where it rose (else in the user's own code: a package the file imports);
-`argparse_hint` what to do where its `sys.exit` is argparse's (it parses arguments it has not).
+`argparse_hint` what to do where its `sys.exit` is argparse's parsing no arguments (sys.argv's).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
 1, as Python does, at the workload's import too: `import_raised`, what an import that
 raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
@@ -53,11 +53,22 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+_PARSES = ("parse_known_args", "_parse_known_args2")  # the latter: Python 3.13's
+
+
 def argparse_hint(exc: SystemExit) -> str:
-    """The hint for a `sys.exit` argparse made (a required option, a wrong value): the
-    workload parses arguments, and `sys.argv` holds only its path under warm."""
+    """The hint for a `sys.exit` argparse made parsing no arguments (a required option):
+    `sys.argv` holds only the workload's path under warm. Not for a parse of a list of the
+    workload's own, nor its own `parser.error` after a parse: sys.argv is not their cause."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames or os.path.basename(frames[-1].filename) != "argparse.py":
+        return ""
+    parsed = []  # what each of argparse's parse frames was given (None: sys.argv[1:])
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        code = frame.f_code
+        if code.co_name in _PARSES and os.path.basename(code.co_filename) == "argparse.py":
+            parsed.append(frame.f_locals.get("args", ()))
+    if not parsed or any(args not in (None, []) for args in parsed):
         return ""
     return (
         " (argparse exits: warm runs the workload with sys.argv holding only its path; give "

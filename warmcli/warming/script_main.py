@@ -4,15 +4,16 @@
 runs as `python script.py` never runs under warm. `guarded_main` tells whether a file has
 one (for the hint `MAIN_GUARD_HINT` errors and empty runs give; `no_entry_hint`, a file's
 with no entry function, gives it, or where its import used `warmcli.runtime()` says to move
-that work into one, or, for a package's `__init__.py`, names its modules that define one),
+that work into one, or, for a package's `__init__.py`, names its modules and its subpackages'
+that define one),
 `runtime_main` whether it
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime;
 and `as_module`, the `-m` name a file of a package has, for the hint where it fails to
 import as a script (from its folders' `__init__.py` files). Read from the files' text (its
-syntax tree, for `runtime_main` and `main_argv`) and folders; no state, nothing imported or
-run, never raises for a file it cannot read or parse.
+syntax tree, for `runtime_main`, `main_argv` and a package's modules) and folders; no
+state, nothing imported or run, never raises for a file it cannot read or parse.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def no_entry_hint(path: Path, entry: str, unbound: str) -> str:
 
 def _package_modules(path: Path, entry: str) -> str:
     """Where `path` is a package's `__init__.py` (`-m pkg`): the hint naming, as `-m` names,
-    the first few of its modules that define `entry` at their top level (read, not run)."""
+    the first few of its modules and its subpackages' that define `entry` at their top level
+    (a pattern over their text first, then their syntax tree: read, not run)."""
     if path.name != "__init__.py":
         return ""
     folder, names = path.parent, []
@@ -70,12 +72,29 @@ def _package_modules(path: Path, entry: str) -> str:
         names.insert(0, folder.name)
         folder = folder.parent
     defines = Pattern(rf"(?m)^(?:async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\(")
-    found = []
-    for module in sorted(path.parent.glob("*.py"))[:_MAX_MODULES]:
-        text = None if module.name in ("__init__.py", "__main__.py") else _text(module)
-        if text is not None and defines.search(text):
-            found.append(f"-m {'.'.join([*names, module.stem])}")
+    package, found = path.parent, []
+    modules = [*package.glob("*.py"), *package.glob("*/*.py")]
+    for module in sorted(modules)[:_MAX_MODULES]:
+        parts = module.relative_to(package).with_suffix("").parts
+        if len(parts) == 2 and not (module.parent / "__init__.py").is_file():
+            continue  # a folder that is no subpackage
+        parts = parts[:-1] if parts[-1] == "__init__" else parts  # a subpackage's: -m pkg.sub
+        if not parts or parts[-1] == "__main__":  # the package's own, read already
+            continue
+        text = _text(module)
+        if text is not None and defines.search(text) and _defines(text, entry):
+            found.append(f"-m {'.'.join([*names, *parts])}")
     return f" (its modules that define one: {', '.join(found[:5])})" if found else ""
+
+
+def _defines(text: str, entry: str) -> bool:
+    """Whether the module's syntax tree defines `entry` at its top level."""
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):  # (a null byte)
+        return False
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return any(isinstance(node, kinds) and node.name == entry for node in body)
 
 
 def guarded_main(path: Path) -> bool:

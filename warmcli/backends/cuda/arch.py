@@ -3,7 +3,8 @@
 An `ArchDevice` is what a CI machine without a GPU or a driver runs a workload
 on: it compiles (NVRTC or nvcc) for its architecture and checks what it loads is a
 cubin for it, but its buffers are shape-only (no memory behind them) and it
-refuses to launch, read back or time: there is nothing to run on. It owns only
+refuses to launch, read back or time: there is nothing to run on (it answers its
+architecture's compute `capability`, as a GPU of it does). It owns only
 its compiler (made on first use); it never imports `pycuda`. It accepts PTX its
 architecture can JIT beside cubins for it. The checks any CUDA device makes
 before touching a binary or a buffer, and the compiler slot both kinds share,
@@ -164,7 +165,7 @@ class ArchDevice:
         ptx: str | None = None,
         builds: bool = False,
     ) -> None:
-        parse_arch(arch)
+        self.capability: tuple[int, int] = divmod(parse_arch(arch), 10)  # a GPU of it's: (9, 0)
         self.arch = arch
         self.id = arch
         self.compilers = CompilerSlot(self.id, arch, nvcc, compiler, ptx, builds=builds)
