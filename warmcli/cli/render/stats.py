@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.compiles import compile_of
+from warmcli.bundle.compiles import Compile, compile_of
 from warmcli.bundle.counts import HeldCounts
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
