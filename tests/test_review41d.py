@@ -94,3 +94,28 @@ def test_a_thread_still_starting_as_the_workload_returns_is_no_workload_error(
     warm: Warm, workload_file: Path, tmp_path: Path
 ) -> None:
     _warmed(warm, workload_file(STARTING), tmp_path / "starting.warm", "starting")
+
+
+def test_a_bundles_huge_header_lists_cost_a_miss_little() -> None:
+    """Pure logic: a headers miss read every nearest held build's `header_files` whole (a
+    bundle's text, up to the 4 MiB of its components), again at each miss, even where this
+    process keeps no list to compare: 20 builds of 3 MB lists malformed at their end took
+    seconds a miss. A list far longer than warm writes (512 headers) names nothing, and a
+    few held builds are looked at."""
+    import time
+
+    from warmcli.runtime.shown import changed_headers
+
+    bad = json.dumps([["x" * 10, "y" * 10]] * 100_000 + [[1, 2]])
+    long = json.dumps([[f"h{i}.h", "0" * 16] for i in range(110_000)])
+    ours = {"header_files": json.dumps([["gain.h", "1" * 16]])}
+    for text in (bad, long):
+        held = [{"header_files": text}] * 20
+        started = time.perf_counter()
+        assert changed_headers(held, ours) == ""
+        assert changed_headers(held, {}) == ""
+        assert time.perf_counter() - started < 0.3
+    # a list as warm writes it still names what changed, past a malformed one
+    sound = json.dumps([["gain.h", "0" * 16]])
+    held = [{"header_files": "["}, {"header_files": sound}]
+    assert changed_headers(held, ours) == " (changed: gain.h)"
